@@ -1,0 +1,101 @@
+# collx: plain Makefile.  `make` builds lib/libcomm.a and bin/collx-*.
+# O=DIR puts every output under DIR (DIR/bin, DIR/lib, DIR/obj) so several
+# builds (release, sanitizer) can live side by side.
+
+VERSION   = 0.1.0
+PREFIX   ?= /usr/local
+BINDIR    = $(PREFIX)/bin
+LIBDIR    = $(PREFIX)/lib
+INCDIR    = $(PREFIX)/include/collx
+MANDIR    = $(PREFIX)/share/man
+
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+PKGS      = openblas libcurl
+DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev bats mandoc python3 iproute2 procps
+
+ifdef SANITIZE
+O        ?= build/san
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+else
+O        ?= .
+endif
+
+OBJDIR    = $(if $(filter .,$(O)),build/obj,$(O)/obj)
+LIBA      = $(if $(filter .,$(O)),lib,$(O)/lib)/libcomm.a
+BINOUT    = $(if $(filter .,$(O)),bin,$(O)/bin)
+UNITOUT   = $(if $(filter .,$(O)),build/tests,$(O)/tests)
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+ALL_CFLAGS  = -std=c11 -D_GNU_SOURCE -DCOLLX_VERSION=\"$(VERSION)\" \
+              -Wall -Wextra -Ilib $(PKG_CFLAGS) $(CFLAGS)
+LIBS        = $(PKG_LIBS) -lpthread -lm
+
+LIB_SRC   := $(sort $(wildcard lib/*/*.c))
+LIB_OBJ    = $(LIB_SRC:%.c=$(OBJDIR)/%.o)
+PROG_SRC  := $(sort $(wildcard bin/collx-*.c))
+PROGS      = $(PROG_SRC:bin/%.c=$(BINOUT)/%)
+UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+UNITS      = $(UNIT_SRC:tests/unit/%.c=$(UNITOUT)/%)
+HEADERS   := $(sort $(wildcard lib/*/*.h))
+MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
+
+.PHONY: all check test demo deps install uninstall clean lint units
+.DELETE_ON_ERROR:
+
+all: $(LIBA) $(PROGS) $(UNITS)
+
+$(OBJDIR)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BINOUT)/%: $(OBJDIR)/bin/%.o $(LIBA)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+
+$(UNITOUT)/%: $(OBJDIR)/tests/unit/%.o $(LIBA)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+
+-include $(LIB_OBJ:.o=.d) $(PROG_SRC:%.c=$(OBJDIR)/%.d) $(UNIT_SRC:%.c=$(OBJDIR)/%.d)
+
+deps:
+	@sh tests/lib/deps.sh $(DEPS_DEB)
+
+check test: deps
+	@$(MAKE) --no-print-directory all
+	@COLLX_BIN=$(abspath $(BINOUT)) COLLX_UNITS=$(abspath $(UNITOUT)) \
+	    tests/run $(TESTS)
+
+lint:
+	mandoc -Tlint -W warning $(MANS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@COLLX_BIN=$(abspath $(BINOUT)) examples/demo.sh
+
+install: $(LIBA) $(PROGS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)
+	install -m 644 $(LIBA) $(DESTDIR)$(LIBDIR)
+	for h in $(HEADERS); do \
+	    install -d $(DESTDIR)$(INCDIR)/$$(dirname $${h#lib/}); \
+	    install -m 644 $$h $(DESTDIR)$(INCDIR)/$${h#lib/}; done
+	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(MANDIR)/man1
+	install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(MANDIR)/man7
+
+uninstall:
+	rm -f $(PROGS:$(BINOUT)/%=$(DESTDIR)$(BINDIR)/%) $(DESTDIR)$(LIBDIR)/libcomm.a
+	rm -rf $(DESTDIR)$(INCDIR)
+	rm -f $(MANS:man/%=$(DESTDIR)$(MANDIR)/%)
+
+clean:
+	rm -rf build $(PROGS) lib/libcomm.a tests/out

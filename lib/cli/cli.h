@@ -1,0 +1,109 @@
+/* cli: what every collx program shares — messages, exit codes, option
+ * conventions, group membership from options and environment, timing CSV. */
+#ifndef COLLX_CLI_H
+#define COLLX_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum cli_exit {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_RUNTIME = 1,	/* connection, peer lost, timeout, I/O */
+	CLI_EXIT_USAGE = 2,
+	CLI_EXIT_DATA = 3,	/* bad tensor file, mismatch between ranks */
+	CLI_EXIT_CHECK = 4	/* --check or diff outside tolerance */
+};
+
+extern const char *cli_progname;
+extern int cli_verbose;		/* -v count */
+extern int cli_quiet;		/* -q */
+
+void cli_init(const char *argv0);
+/* "program: message" on stderr, then exit(code). */
+_Noreturn void cli_die(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Usage error: message plus "Try 'program --help'.", exit 2. */
+_Noreturn void cli_usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Shown unless -q. */
+void cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Shown with -v. */
+void cli_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "program (collx) VERSION" on stdout, exit 0. */
+_Noreturn void cli_version(void);
+
+/* Strict number parsing; a bad value is a usage error naming the option. */
+long cli_parse_long(const char *opt, const char *s, long min, long max);
+double cli_parse_double(const char *opt, const char *s, double min, double max);
+/* Sizes with an optional K/M/G suffix (powers of 1024). */
+size_t cli_parse_size(const char *opt, const char *s);
+/* Comma-separated integers ("2,3,4"); returns the count, at most max. */
+int cli_parse_list(const char *opt, const char *s, long *out, int max);
+
+/* {rank} and {world} replaced; malloc'd (never NULL: dies on ENOMEM). */
+char *cli_subst(const char *pattern, int rank, int world);
+
+/*
+ * Group membership. Long options shared by all rank programs: add
+ * CLI_GROUP_LONGOPTS to the getopt_long table and pass every option value
+ * to cli_group_option() before your own switch.
+ */
+enum {
+	CLI_OPT_RANK = 0x1000, CLI_OPT_WORLD, CLI_OPT_MASTER, CLI_OPT_IFACE,
+	CLI_OPT_TIMEOUT, CLI_OPT_TOKEN_FILE, CLI_OPT_TIMING,
+	CLI_OPT_PROGRAM = 0x1100	/* first value free for a program */
+};
+#define CLI_GROUP_LONGOPTS \
+	{ "rank", 1, 0, CLI_OPT_RANK }, \
+	{ "world-size", 1, 0, CLI_OPT_WORLD }, \
+	{ "master", 1, 0, CLI_OPT_MASTER }, \
+	{ "iface", 1, 0, CLI_OPT_IFACE }, \
+	{ "timeout", 1, 0, CLI_OPT_TIMEOUT }, \
+	{ "token-file", 1, 0, CLI_OPT_TOKEN_FILE }
+
+struct cli_group {
+	int rank;		/* -1 until known */
+	int world;		/* -1 until known */
+	int local_rank;		/* COLLX_LOCAL_RANK / LOCAL_RANK, else -1 */
+	char *master;		/* "host:port", NULL until known */
+	char *iface;		/* comma list or NULL */
+	double timeout;		/* seconds; < 0 until known */
+	char *token;		/* shared secret or NULL */
+};
+
+void cli_group_defaults(struct cli_group *g);
+/* Returns 1 when opt was a group option (and records it), 0 otherwise. */
+int cli_group_option(struct cli_group *g, int opt, const char *arg);
+/* Fill what options left unset from the environment (spec table order),
+ * then defaults: world 1 / rank 0 when nothing says otherwise, timeout 60.
+ * Inconsistent values (rank >= world, no master for world > 1) are usage errors. */
+void cli_group_resolve(struct cli_group *g);
+void cli_group_free(struct cli_group *g);
+/* The group options as "--help" text lines, for usage(). */
+extern const char cli_group_help[];
+
+/* Monotonic seconds. */
+double cli_now(void);
+
+/* Timing CSV (spec section 2). */
+struct cli_timing_row {
+	const char *program, *op, *algo;
+	int rank, world;
+	const char *dtype;
+	size_t count, bytes;
+	int iter;
+	double seconds;
+	const char *extra;	/* values of the program's extra columns, or NULL */
+};
+struct cli_timing;
+/* path "-" is stdout; NULL means timing is off (calls below are no-ops).
+ * extra_header names program-specific extra columns ("a,b") or NULL. */
+struct cli_timing *cli_timing_open(const char *path, const char *extra_header);
+void cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r);
+/* Flushes and closes; dies (exit 1) on a write error. */
+void cli_timing_close(struct cli_timing *t);
+/* nccl-tests bus-bandwidth factor for op ("allreduce", "allgather", ...). */
+double cli_busbw_factor(const char *op, int world);
+
+#endif

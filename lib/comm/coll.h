@@ -1,0 +1,79 @@
+/* coll: collective operations over a comm group, every algorithm by name. */
+#ifndef COLLX_COLL_H
+#define COLLX_COLL_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+#include "tensor/dtype.h"
+
+enum coll_op { COLL_SUM, COLL_PROD, COLL_MIN, COLL_MAX, COLL_AVG };
+
+enum coll_algo {
+	COLL_AUTO,
+	COLL_NAIVE,		/* allreduce: gather to root + broadcast */
+	COLL_RING,		/* allreduce, allgather, reduce-scatter, broadcast(pipelined) */
+	COLL_TREE,		/* allreduce: binomial reduce + broadcast */
+	COLL_RD,		/* allreduce, allgather: recursive doubling */
+	COLL_RABENSEIFNER,	/* allreduce: halving reduce-scatter + doubling allgather */
+	COLL_LINEAR,		/* broadcast, alltoall baseline */
+	COLL_BINOMIAL,		/* broadcast tree */
+	COLL_SCATTER_ALLGATHER,	/* broadcast for large messages */
+	COLL_BRUCK,		/* allgather */
+	COLL_PAIRWISE,		/* reduce-scatter, alltoall */
+	COLL_HALVING,		/* reduce-scatter: recursive halving */
+	COLL_ALGO_COUNT
+};
+
+enum coll_kind {
+	COLL_KIND_ALLREDUCE, COLL_KIND_BROADCAST, COLL_KIND_ALLGATHER,
+	COLL_KIND_REDUCE_SCATTER, COLL_KIND_ALLTOALL, COLL_KIND_REDUCE,
+	COLL_KIND_GATHER, COLL_KIND_SCATTER, COLL_KIND_BARRIER
+};
+
+int coll_op_parse(const char *s, enum coll_op *out);
+const char *coll_op_name(enum coll_op op);
+int coll_algo_parse(const char *s, enum coll_algo *out);
+const char *coll_algo_name(enum coll_algo a);
+/* Whether kind implements algo (AUTO always). */
+int coll_algo_valid(enum coll_kind kind, enum coll_algo a);
+/* The alpha-beta cost model's choice for AUTO. */
+enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world);
+
+/* dst[i] = dst[i] (op) src[i]; f16/bf16 accumulate in f32. AVG reduces as SUM
+ * (the division is coll_finish_avg's). */
+void coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
+    enum coll_op op);
+void coll_finish_avg(void *buf, size_t count, enum dtype dt, int world);
+
+/*
+ * Collectives. Every rank passes the same count, dtype, op, root and algo
+ * (checked: a mismatch is COMM_ERR_MISMATCH). 0 or -1 with the reason in
+ * comm_error(c). sig is folded into the mismatch check (0 if unused).
+ */
+int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
+    enum coll_op op, enum coll_algo algo);
+int coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
+    int root, enum coll_algo algo);
+int coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
+    enum coll_op op, int root);
+/* recv holds sum(counts) elements in rank order; counts[r] elements from
+ * rank r (send may point into recv at rank's place: in place). */
+int coll_allgatherv(struct comm *c, const void *send, void *recv,
+    const size_t *counts, enum dtype dt, enum coll_algo algo);
+int coll_allgather(struct comm *c, const void *send, void *recv, size_t count,
+    enum dtype dt, enum coll_algo algo);
+/* send holds world*count elements; recv gets the reduction of block rank. */
+int coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
+    enum dtype dt, enum coll_op op, enum coll_algo algo);
+/* send holds world blocks of count elements, block i goes to rank i;
+ * recv gets world blocks, block j from rank j. */
+int coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
+    enum dtype dt, enum coll_algo algo);
+int coll_gatherv(struct comm *c, const void *send, void *recv, const size_t *counts,
+    enum dtype dt, int root);
+int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *counts,
+    enum dtype dt, int root);
+int coll_barrier(struct comm *c);
+
+#endif

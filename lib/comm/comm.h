@@ -1,0 +1,80 @@
+/* comm: a group of ranks over TCP — rendezvous, transport, point-to-point.
+ * Knows nothing of tensors beyond the dtype tag it carries for checking. */
+#ifndef COLLX_COMM_H
+#define COLLX_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct comm;
+
+struct comm_options {
+	int rank, world;
+	const char *master;	/* "host:port" (IPv6 as "[addr]:port"); unused for world 1 */
+	const char *ifaces;	/* comma list: one stream per name to every peer; NULL = auto */
+	double timeout;		/* seconds, for connecting and for every wait on a peer */
+	const char *token;	/* shared secret (HMAC-SHA-256 challenge), or NULL */
+	const char *job;	/* job identity; a rank of another job is refused */
+};
+
+/* What kind of failure the last -1 was; programs map it to an exit code. */
+enum comm_errkind {
+	COMM_ERR_NONE,
+	COMM_ERR_RUNTIME,	/* peer lost, timeout, connection refused: exit 1 */
+	COMM_ERR_MISMATCH	/* ranks disagree on op, size, dtype, world, job: exit 3 */
+};
+
+/* Join the group; 0 or -1 with the reason in err. A world of 1 opens no socket. */
+int comm_open(struct comm **out, const struct comm_options *o, char *err, size_t errlen);
+void comm_close(struct comm *c);
+int comm_rank(const struct comm *c);
+int comm_size(const struct comm *c);
+/* "10.0.0.2:41234" style address of a peer, for messages. */
+const char *comm_peer_addr(const struct comm *c, int peer);
+
+/* Reason and kind of the last failure on c. The text starts with
+ * "rank R: " and names the peer, its address and the current step. */
+const char *comm_error(const struct comm *c);
+enum comm_errkind comm_errkind(const struct comm *c);
+/* Record a failure found above the transport (e.g. in a collective). */
+void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Operations. A collective calls comm_op_begin() first: every message it
+ * sends carries the operation's sequence number, opcode, dtype and the
+ * caller's signature (say, a hash of the shape), and every receive checks
+ * them, so ranks that call different collectives, or the same one with a
+ * different size or dtype, fail with COMM_ERR_MISMATCH instead of hanging.
+ */
+void comm_op_begin(struct comm *c, int opcode, const char *name, int dtype, uint64_t sig);
+/* Label of the current step for error messages ("ring step 3"). */
+void comm_set_step(struct comm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * Point to point. Messages between two ranks are matched in order; the
+ * receiver must post the exact byte length the sender sends (the header
+ * is checked). Many requests may be in flight: comm_waitall() progresses
+ * all of them together, sending and receiving with several peers at once.
+ */
+struct comm_req {
+	int peer, tag, is_send, state;
+	char *buf;
+	size_t len, done;
+	void *priv;		/* transport's own */
+};
+
+int comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
+    struct comm_req *r);
+int comm_irecv(struct comm *c, int peer, int tag, void *buf, size_t len,
+    struct comm_req *r);
+int comm_wait(struct comm *c, struct comm_req *r);
+int comm_waitall(struct comm *c, struct comm_req *r, int n);
+int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len);
+int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len);
+/* Send to dst and receive from src at the same time. */
+int comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
+    int src, void *rbuf, size_t rlen, int tag);
+
+#endif

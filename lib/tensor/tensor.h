@@ -1,0 +1,84 @@
+/* tensor: the n-dimensional array type and its collections (safetensors). */
+#ifndef COLLX_TENSOR_H
+#define COLLX_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor/dtype.h"
+
+#define TENSOR_MAX_DIM 8
+#define TENSOR_ERRLEN 256
+
+struct tensor {
+	char *name;			/* NULL for an unnamed (.npy) tensor */
+	enum dtype dtype;
+	int ndim;
+	int64_t shape[TENSOR_MAX_DIM];
+	void *data;			/* C order, host (little-endian) layout, malloc'd */
+};
+
+struct tensor_meta {
+	char *key, *value;
+};
+
+enum tensor_format { TENSOR_NPY, TENSOR_SAFETENSORS };
+
+/* A named collection: one tensor for .npy, any number for .safetensors
+ * (kept sorted by name), plus the safetensors __metadata__ strings. */
+struct tensor_set {
+	enum tensor_format format;
+	size_t count;
+	struct tensor *items;
+	size_t nmeta;
+	struct tensor_meta *meta;
+};
+
+int64_t tensor_numel(const struct tensor *t);
+size_t tensor_nbytes(const struct tensor *t);
+/* Allocates zeroed data for the shape; 0 or -1 with the reason in err
+ * (negative dimension, size overflow, allocation failure). */
+int tensor_init(struct tensor *t, enum dtype dt, int ndim, const int64_t *shape,
+    char *err, size_t errlen);
+void tensor_free(struct tensor *t);
+/* "[2, 3]" style shape text into buf. */
+const char *tensor_shape_str(const struct tensor *t, char *buf, size_t len);
+
+void tensor_set_free(struct tensor_set *s);
+/* Takes ownership of t (its data and name); name may be NULL for npy. */
+int tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
+    char *err, size_t errlen);
+struct tensor *tensor_set_find(const struct tensor_set *s, const char *name);
+const char *tensor_set_meta(const struct tensor_set *s, const char *key);
+int tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value,
+    char *err, size_t errlen);
+
+/* Parse a whole file image, format recognised from the first bytes. */
+int tensor_parse(const void *buf, size_t len, struct tensor_set *out,
+    char *err, size_t errlen);
+/* Encode to a malloc'd image. npy needs exactly one tensor. */
+int tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
+    void **buf, size_t *len, char *err, size_t errlen);
+
+/* Read from a path, "-" (stdin) or a URL. Every failure is bad input (exit 3). */
+int tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen);
+/* As tensor_load, for inputs that must hold exactly one tensor. */
+int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errlen);
+/* Write atomically (temporary file + rename); "-" is stdout. The format
+ * follows the extension (.npy, .safetensors), else the set's own format. */
+int tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t errlen);
+int tensor_save_one(const char *dst, const struct tensor *t, char *err, size_t errlen);
+
+/* A stream of .npy arrays (pipes, FIFOs): 1 = one read, 0 = clean end of
+ * input, -1 = error. */
+int tensor_npy_read_stream(FILE *f, struct tensor *out, char *err, size_t errlen);
+int tensor_npy_write_stream(FILE *f, const struct tensor *t, char *err, size_t errlen);
+
+/* Bytes of a path, "-" or URL (http, https, file, ftp) with timeouts and a retry. */
+int tensor_fetch(const char *src, void **buf, size_t *len, char *err, size_t errlen);
+/* Write bytes to dst atomically ("-" = stdout). */
+int tensor_write_file(const char *dst, const void *buf, size_t len,
+    char *err, size_t errlen);
+
+#endif
