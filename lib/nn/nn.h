@@ -1,0 +1,269 @@
+/* nn: f32 layers (forward and backward pairs), the built-in models
+ * (mlp, block, gpt) over safetensors collections, and optimizers with
+ * torch.optim semantics.
+ *
+ * Conventions, for every layer function below:
+ * - Plain row-major f32 arrays with explicit sizes; "n" counts rows
+ *   (samples, or batch*seq positions), a row is contiguous.
+ * - Weights use the PyTorch nn.Linear layout [out, in]. A NULL bias means
+ *   no bias (zero). Shards work as they are: a column-parallel shard is a
+ *   linear with the shard's rows of W (out = shard size); a row-parallel
+ *   shard is a linear on the shard's columns of W (copied contiguous) with
+ *   bias NULL, the bias added once after the reduction.
+ * - Backward functions ADD (+=) into every gradient they produce: input
+ *   gradients (so residual branches and micro-batches accumulate) and
+ *   weight/bias gradients. Callers zero gradients when they start a step.
+ *   A NULL gradient pointer (dinp, dw, db) skips that gradient.
+ * - Matrix products go through OpenBLAS cblas_sgemm. nn never changes the
+ *   BLAS thread count by itself; programs call nn_set_threads() (collx
+ *   programs run one rank per core and use 1).
+ */
+#ifndef COLLX_NN_H
+#define COLLX_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+#define NN_LN_EPS 1e-5f
+#define NN_NAME_MAX 64
+
+/* Sets the OpenBLAS thread count (1 for one rank per core). */
+void nn_set_threads(int n);
+
+/* ---- layers ---------------------------------------------------------- */
+
+/* out[n,o] = inp[n,i] @ w[o,i]^T + b[o]. */
+void nn_linear_forward(float *out, const float *inp, const float *w,
+    const float *b, int n, int in, int o);
+/* dinp += dout @ w; dw += dout^T @ inp; db += column sums of dout. */
+void nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o);
+
+/* Exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))), elementwise over count. */
+void nn_gelu_forward(float *out, const float *inp, size_t count);
+void nn_gelu_backward(float *dinp, const float *inp, const float *dout,
+    size_t count);
+
+/* LayerNorm over the last dimension c (eps NN_LN_EPS, biased variance).
+ * mean and rstd ([n] each) are saved for the backward pass. w and b may
+ * be NULL (1 and 0). */
+void nn_layernorm_forward(float *out, float *mean, float *rstd,
+    const float *inp, const float *w, const float *b, int n, int c);
+void nn_layernorm_backward(float *dinp, float *dw, float *db,
+    const float *dout, const float *inp, const float *w, const float *mean,
+    const float *rstd, int n, int c);
+
+/*
+ * Multi-head attention core (no projections), on nh heads of size hd:
+ * q, k, v and out are [b, s, nh*hd] (head h is columns h*hd..h*hd+hd-1 of
+ * every row), att [b, nh, s, s] receives the softmax probabilities
+ * softmax(q k^T / sqrt(hd)) (masked to j <= i when causal), saved for the
+ * backward pass. A tensor-parallel or Ulysses form calls it on its own
+ * subset of heads.
+ */
+void nn_attention_forward(float *out, float *att, const float *q,
+    const float *k, const float *v, int b, int s, int nh, int hd, int causal);
+/* dq, dk, dv += ...; scratch holds s*s floats. */
+void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd, int causal);
+
+/* out[b,s,d] = wte[tok[b,s]] + wpe[s]; tokens must lie in [0, vocab). */
+void nn_embedding_forward(float *out, const int32_t *tok, const float *wte,
+    const float *wpe, int b, int s, int d);
+/* dwte[tok] += dout; dwpe[s] += dout (either may be NULL). */
+void nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
+    const int32_t *tok, int b, int s, int d);
+
+/* Softmax cross-entropy per row: probs[n,v] = softmax(logits), returns the
+ * SUM over rows of -log probs[target]. probs may alias logits. */
+double nn_xent_forward(float *probs, const float *logits,
+    const int32_t *target, int n, int v);
+/* dlogits += scale * (probs - onehot(target)); scale = d loss / d row loss,
+ * e.g. 1/n for the mean over rows. */
+void nn_xent_backward(float *dlogits, const float *probs,
+    const int32_t *target, float scale, int n, int v);
+
+/* Squared error: returns the SUM over count of (pred - target)^2. */
+double nn_sqerr_forward(const float *pred, const float *target, size_t count);
+/* dpred += scale * 2 * (pred - target); scale 1/count gives the MSE. */
+void nn_sqerr_backward(float *dpred, const float *pred, const float *target,
+    float scale, size_t count);
+
+/* ---- transformer block ----------------------------------------------- */
+
+/* Parameter (or gradient) pointers of one block; biases may be NULL. The
+ * same struct describes gradients, with NULL where the parameter is absent. */
+struct nn_block_w {
+	float *ln1_w, *ln1_b;
+	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
+	float *ln2_w, *ln2_b;
+	float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+};
+
+/* Activations saved by nn_block_forward for its backward pass, for
+ * n = b*s rows of width d, feed-forward width f and nh heads. */
+struct nn_block_acts {
+	float *ln1, *ln1_mean, *ln1_rstd;	/* [n,d], [n], [n] */
+	float *q, *k, *v, *att, *atty;		/* [n,d] x3, [b,nh,s,s], [n,d] */
+	float *h;				/* x + attn, [n,d] */
+	float *ln2, *ln2_mean, *ln2_rstd;
+	float *fc1, *gelu;			/* [n,f] x2 */
+};
+
+/* Floats needed by nn_block_acts_bind for b x s rows. */
+size_t nn_block_acts_size(int b, int s, int d, int nh, int f);
+/* Points the fields into buf (nn_block_acts_size floats). */
+void nn_block_acts_bind(struct nn_block_acts *a, float *buf, int b, int s,
+    int d, int nh, int f);
+
+/* y[b,s,d] = h + mlp(ln2(h)), h = x + attn(ln1(x)); y may not alias x. */
+void nn_block_forward(float *y, struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
+    int f, int causal);
+/* dx += d/dx, g.* += weight grads. scratch: nn_block_scratch_size floats. */
+size_t nn_block_scratch_size(int b, int s, int d, int nh, int f);
+void nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
+    const float *dy, const struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
+    int f, int causal);
+
+/* ---- models ---------------------------------------------------------- */
+
+enum nn_arch { NN_MLP, NN_BLOCK, NN_GPT };
+
+/* Sizes of a model. Only those of its arch are used. */
+struct nn_dims {
+	enum nn_arch arch;
+	int d_in, d_hidden, d_out;	/* mlp */
+	int d_model, heads, d_ff;	/* block, gpt */
+	int causal;			/* block (gpt is always causal) */
+	int vocab, seq, layers;		/* gpt */
+};
+
+/* One parameter tensor inside the contiguous buffer. */
+struct nn_param {
+	char name[NN_NAME_MAX];
+	size_t offset, count;		/* in floats */
+	int ndim;
+	int64_t shape[2];
+};
+
+struct nn_model {
+	struct nn_dims dims;
+	size_t nparams;			/* floats in params and grads */
+	float *params, *grads;		/* contiguous, table order */
+	size_t ntensors;
+	struct nn_param *table;		/* in name order */
+	struct tensor_meta *meta;	/* __metadata__ to write back */
+	size_t nmeta;
+	struct nn_work *work;		/* activations, private */
+};
+
+/*
+ * A batch of n samples:
+ * - mlp: x [n, d_in], y [n, d_out] (f32).
+ * - block: x and y [n, seq, d_model] (f32); seq is any positive length.
+ * - gpt: tokens [n, seq+1] (each sample a window: the first seq tokens the
+ *   input, the last seq the targets); seq must equal the model's.
+ */
+struct nn_batch {
+	int n, seq;
+	const float *x, *y;
+	const int32_t *tokens;
+};
+
+/* Per-sample loss: mlp and block the mean squared error over the sample's
+ * elements, gpt the mean cross-entropy over its seq positions. So the
+ * usual batch loss (F.mse_loss, F.cross_entropy on the whole batch) is
+ * loss_sum / n. */
+
+/* Builds a model from a collection: arch from __metadata__ collx.arch,
+ * heads from "heads", causal from "causal" (block, default 0); every size
+ * from the shapes. Tensors of any float dtype are converted to f32. Any
+ * failure (unknown arch, missing or extra tensor, inconsistent shape,
+ * bad metadata) is -1 with the reason in err: bad input, exit 3. */
+int nn_model_load(struct nn_model *m, const struct tensor_set *s,
+    char *err, size_t errlen);
+void nn_model_free(struct nn_model *m);
+/* Writes the parameters (f32) under the same names with the same
+ * metadata into a fresh set (freed by tensor_set_free). */
+int nn_model_to_set(const struct nn_model *m, struct tensor_set *out,
+    char *err, size_t errlen);
+const struct nn_param *nn_model_param(const struct nn_model *m,
+    const char *name);
+
+void nn_model_zero_grad(struct nn_model *m);
+/* Forward and backward over a batch: *loss_sum = sum of the per-sample
+ * losses; grads += d(loss_sum)/d(params). The caller divides by the
+ * global sample count (e.g. grad_scale 1/B in nn_optim_step), so the
+ * gradients of several ranks or micro-batches simply add up. -1 on a bad
+ * batch (token out of range, seq mismatch) with the reason in err. */
+int nn_model_step(struct nn_model *m, const struct nn_batch *b,
+    double *loss_sum, char *err, size_t errlen);
+/* Forward only: *loss_sum as nn_model_step, gradients untouched. */
+int nn_model_loss(struct nn_model *m, const struct nn_batch *b,
+    double *loss_sum, char *err, size_t errlen);
+
+/*
+ * A fresh model with GPT-2 style initialisation from a seed: weights
+ * normal(0, 0.02), residual projections (attn.o, mlp fc2 of a block)
+ * normal(0, 0.02/sqrt(2*layers)), biases 0, LayerNorm weight 1 and bias 0;
+ * metadata collx.arch, heads, causal. Sizes used: mlp d_in, d_hidden,
+ * d_out; block d_model, heads, d_ff (0 = 4*d_model), causal; gpt vocab,
+ * d_model, layers, heads, seq, d_ff (0 = 4*d_model). Deterministic on every
+ * machine for a given seed (its own portable generator). -1 on bad sizes.
+ */
+int nn_init(struct tensor_set *out, const struct nn_dims *dims,
+    uint64_t seed, char *err, size_t errlen);
+/* "mlp", "block", "gpt"; 0 or -1. */
+int nn_arch_parse(const char *s, enum nn_arch *out);
+const char *nn_arch_name(enum nn_arch a);
+/* Parses --dims text for an arch: mlp "DIN,H,DOUT"; block
+ * "D,HEADS[,FF[,CAUSAL]]"; gpt "VOCAB,D,LAYERS,HEADS,SEQ[,FF]" (FF 0 or
+ * absent = 4*D). -1 with the reason on malformed or non-positive sizes or
+ * heads not dividing D. */
+int nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
+    char *err, size_t errlen);
+
+/* ---- optimizers ------------------------------------------------------ */
+
+enum nn_optim_kind { NN_SGD, NN_ADAMW };
+
+struct nn_optim_cfg {
+	enum nn_optim_kind kind;
+	double lr, momentum, weight_decay;	/* momentum: SGD only */
+	double beta1, beta2, eps;		/* AdamW only */
+};
+
+/* torch.optim defaults: SGD lr 0.01 (torch requires one), momentum 0,
+ * weight decay 0; AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight
+ * decay 0.01. */
+void nn_optim_defaults(struct nn_optim_cfg *c, enum nn_optim_kind kind);
+int nn_optim_parse(const char *s, enum nn_optim_kind *out);
+
+/* State for a contiguous range of count parameters (all of a model, or a
+ * parameter server's shard). */
+struct nn_optim {
+	struct nn_optim_cfg cfg;
+	size_t count;
+	long t;			/* steps taken */
+	float *m, *v;		/* SGD momentum buffer in m; AdamW moments */
+};
+
+int nn_optim_init(struct nn_optim *o, const struct nn_optim_cfg *cfg,
+    size_t count, char *err, size_t errlen);
+void nn_optim_free(struct nn_optim *o);
+/*
+ * One update of p[0..count) with gradient g = grad_scale * grads[i], in
+ * torch.optim's order. SGD: g += wd*p; buf = g on the first step, else
+ * momentum*buf + g (when momentum != 0); p -= lr*buf (or lr*g). AdamW:
+ * p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+ * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ */
+void nn_optim_step(struct nn_optim *o, float *p, const float *grads,
+    float grad_scale);
+
+#endif
