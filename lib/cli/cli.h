@@ -32,12 +32,21 @@ void cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "program (collx) VERSION" on stdout, exit 0. */
 _Noreturn void cli_version(void);
+/* fclose(stdout) checked: dies (exit 1) on a write error. Call before exit 0. */
+void cli_close_stdout(void);
 
-/* Strict number parsing; a bad value is a usage error naming the option. */
+/* Strict number parsing; a bad value is a usage error naming the option.
+ * opt is named as given when it starts with '-' or is an environment
+ * variable ("COLLX_RANK"); a bare lowercase name gets dashes ("iters" ->
+ * "--iters", "n" -> "-n"). */
 long cli_parse_long(const char *opt, const char *s, long min, long max);
 double cli_parse_double(const char *opt, const char *s, double min, double max);
 /* Sizes with an optional K/M/G suffix (powers of 1024). */
 size_t cli_parse_size(const char *opt, const char *s);
+/* The same without dying: 0, or -1 for a bad size. */
+int cli_size_value(const char *s, size_t *out);
+/* "host:port" or "[v6addr]:port" (port 1..65535) into host and port; 0 or -1. */
+int cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port);
 /* Comma-separated integers ("2,3,4"); returns the count, at most max. */
 int cli_parse_list(const char *opt, const char *s, long *out, int max);
 
@@ -98,6 +107,9 @@ struct cli_timing_row {
 };
 struct cli_timing;
 /* path "-" is stdout; NULL means timing is off (calls below are no-ops).
+ * The header goes into a regular file when it is new or empty (checked
+ * under flock, so ranks may share one file); into a pipe or terminal before
+ * the first row of rank 0, since a launcher merges all ranks' output.
  * extra_header names program-specific extra columns ("a,b") or NULL. */
 struct cli_timing *cli_timing_open(const char *path, const char *extra_header);
 void cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r);

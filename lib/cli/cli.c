@@ -1,0 +1,333 @@
+/* cli: messages, strict option parsing, group membership, timing CSV. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+#ifndef COLLX_VERSION
+#define COLLX_VERSION "0"
+#endif
+
+const char *cli_progname = "collx";
+int cli_verbose;
+int cli_quiet;
+
+void
+cli_init(const char *argv0)
+{
+	const char *slash;
+
+	if (argv0 == NULL || *argv0 == '\0')
+		return;
+	slash = strrchr(argv0, '/');
+	cli_progname = slash ? slash + 1 : argv0;
+}
+
+static void
+vmsg(const char *fmt, va_list ap)
+{
+	char line[4096];
+	int n;
+
+	/* One write per message, so lines of several ranks do not mix. */
+	n = snprintf(line, sizeof line, "%s: ", cli_progname);
+	if (n < 0 || (size_t)n >= sizeof line)
+		n = 0;
+	vsnprintf(line + n, sizeof line - n, fmt, ap);
+	fflush(stdout);
+	fprintf(stderr, "%s\n", line);
+}
+
+void
+cli_die(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+	exit(code);
+}
+
+void
+cli_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "Try '%s --help'.\n", cli_progname);
+	exit(CLI_EXIT_USAGE);
+}
+
+void
+cli_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+}
+
+void
+cli_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cli_quiet)
+		return;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+}
+
+void
+cli_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cli_verbose <= 0 || cli_quiet)
+		return;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+}
+
+void
+cli_close_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0)
+		cli_die(CLI_EXIT_RUNTIME, "standard output: %s",
+		    errno ? strerror(errno) : "write error");
+}
+
+void
+cli_version(void)
+{
+	printf("%s (collx) %s\n", cli_progname, COLLX_VERSION);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+/*
+ * How a value's source is named in messages: option names as the user
+ * typed them ("iters" -> "--iters", "n" -> "-n"), environment variables
+ * and anything already dashed as given.
+ */
+static const char *
+label(const char *opt, char *buf, size_t len)
+{
+	const char *p;
+
+	if (opt == NULL)
+		return "value";
+	if (opt[0] == '-')
+		return opt;
+	for (p = opt; *p; p++)
+		if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) &&
+		    *p != '-')
+			return opt;
+	snprintf(buf, len, "%s%s", opt[1] ? "--" : "-", opt);
+	return buf;
+}
+
+static int
+strict_long(const char *s, long *out)
+{
+	char *end;
+
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	return 0;
+}
+
+long
+cli_parse_long(const char *opt, const char *s, long min, long max)
+{
+	char buf[64];
+	long v;
+
+	if (strict_long(s, &v) < 0)
+		cli_usage_error("%s: invalid integer '%s'", label(opt, buf, sizeof buf),
+		    s ? s : "");
+	if (v < min || v > max)
+		cli_usage_error("%s: %ld is out of range (%ld to %ld)",
+		    label(opt, buf, sizeof buf), v, min, max);
+	return v;
+}
+
+double
+cli_parse_double(const char *opt, const char *s, double min, double max)
+{
+	char buf[64], *end;
+	double v;
+
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		goto bad;
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end != '\0' || !isfinite(v) || (errno == ERANGE && fabs(v) > 1))
+		goto bad;
+	if (v < min || v > max)
+		cli_usage_error("%s: %s is out of range (%g to %g)",
+		    label(opt, buf, sizeof buf), s, min, max);
+	return v;
+bad:
+	cli_usage_error("%s: invalid number '%s'", label(opt, buf, sizeof buf),
+	    s ? s : "");
+}
+
+/* 0 or -1; "8", "64K", "1.5M", "2GiB", "4kb" (K/M/G/T are powers of 1024). */
+int
+cli_size_value(const char *s, size_t *out)
+{
+	unsigned long long ip;
+	double frac = 0, unit = 1, v;
+	const char *p = s;
+	char *end;
+
+	if (s == NULL || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	ip = strtoull(p, &end, 10);
+	if (errno != 0)
+		return -1;
+	p = end;
+	if (*p == '.') {
+		if (!isdigit((unsigned char)p[1]))
+			return -1;
+		frac = strtod(p, &end);
+		p = end;
+	}
+	switch (toupper((unsigned char)*p)) {
+	case 'K': unit = 1024.0; p++; break;
+	case 'M': unit = 1024.0 * 1024; p++; break;
+	case 'G': unit = 1024.0 * 1024 * 1024; p++; break;
+	case 'T': unit = 1024.0 * 1024 * 1024 * 1024; p++; break;
+	}
+	if (unit > 1 && *p == 'i')
+		p++;
+	if (toupper((unsigned char)*p) == 'B')
+		p++;
+	if (*p != '\0')
+		return -1;
+	v = ((double)ip + frac) * unit;
+	if (v >= 18446744073709551616.0 || v > (double)SIZE_MAX)
+		return -1;
+	if (frac == 0 && ip <= SIZE_MAX / (size_t)unit) {
+		*out = (size_t)ip * (size_t)unit;	/* exact for big values */
+		return 0;
+	}
+	if (v != floor(v))
+		return -1;		/* not a whole number of bytes */
+	*out = (size_t)v;
+	return 0;
+}
+
+size_t
+cli_parse_size(const char *opt, const char *s)
+{
+	char buf[64];
+	size_t v;
+
+	if (cli_size_value(s, &v) < 0)
+		cli_usage_error("%s: invalid size '%s' (a whole number of bytes,"
+		    " optionally with K, M, G or T)", label(opt, buf, sizeof buf),
+		    s ? s : "");
+	return v;
+}
+
+int
+cli_parse_list(const char *opt, const char *s, long *out, int max)
+{
+	char buf[64], item[64];
+	const char *p = s, *comma;
+	size_t len;
+	int n = 0;
+
+	if (s == NULL || *s == '\0')
+		cli_usage_error("%s: empty list", label(opt, buf, sizeof buf));
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len == 0 || len >= sizeof item)
+			cli_usage_error("%s: invalid list '%s'",
+			    label(opt, buf, sizeof buf), s);
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (n >= max)
+			cli_usage_error("%s: too many values in '%s' (at most %d)",
+			    label(opt, buf, sizeof buf), s, max);
+		if (strict_long(item, &out[n]) < 0)
+			cli_usage_error("%s: invalid integer '%s' in '%s'",
+			    label(opt, buf, sizeof buf), item, s);
+		n++;
+		if (comma == NULL)
+			return n;
+		p = comma + 1;
+	}
+}
+
+/* One pass to measure (out == NULL), one to copy. */
+static size_t
+subst_pass(const char *p, const char *rs, const char *ws, char *out)
+{
+	size_t n = 0, k;
+	const char *piece;
+
+	while (*p) {
+		if (strncmp(p, "{rank}", 6) == 0) {
+			piece = rs, k = strlen(rs), p += 6;
+		} else if (strncmp(p, "{world}", 7) == 0) {
+			piece = ws, k = strlen(ws), p += 7;
+		} else {
+			piece = p, k = 1, p++;
+		}
+		if (out)
+			memcpy(out + n, piece, k);
+		n += k;
+	}
+	if (out)
+		out[n] = '\0';
+	return n;
+}
+
+char *
+cli_subst(const char *pattern, int rank, int world)
+{
+	char rs[24], ws[24], *out;
+
+	snprintf(rs, sizeof rs, "%d", rank);
+	snprintf(ws, sizeof ws, "%d", world);
+	if ((out = malloc(subst_pass(pattern, rs, ws, NULL) + 1)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	subst_pass(pattern, rs, ws, out);
+	return out;
+}
+
+double
+cli_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,285 @@
+/* cli group: who this rank is and where the group meets, from options,
+ * then the environment of the common launchers, then defaults. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define CLI_MAX_WORLD (1 << 20)
+#define CLI_DEFAULT_TIMEOUT 60.0
+#define CLI_TOKEN_MAX 4096
+
+/* Launcher variables, in the spec's order; the first one set wins. */
+static const char *const rank_vars[] = {
+	"COLLX_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL
+};
+static const char *const world_vars[] = {
+	"COLLX_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+	"SLURM_NTASKS", NULL
+};
+static const char *const local_vars[] = {
+	"COLLX_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+	"SLURM_LOCALID", NULL
+};
+
+const char cli_group_help[] =
+"  --rank R              this process's rank (COLLX_RANK, RANK,\n"
+"                        OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)\n"
+"  --world-size N        number of ranks (COLLX_WORLD_SIZE, WORLD_SIZE,\n"
+"                        OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)\n"
+"  --master HOST:PORT    rendezvous address of rank 0 (COLLX_MASTER,\n"
+"                        MASTER_ADDR and MASTER_PORT)\n"
+"  --iface NAME[,NAME]   network interface(s) to use (COLLX_IFNAME)\n"
+"  --timeout S           give up on a peer after S seconds (COLLX_TIMEOUT,\n"
+"                        default 60)\n"
+"  --token-file F        shared secret for connections (COLLX_TOKEN)\n";
+
+static char *
+xstrdup(const char *s)
+{
+	char *d = strdup(s);
+
+	if (d == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return d;
+}
+
+static void
+replace(char **slot, char *v)
+{
+	free(*slot);
+	*slot = v;
+}
+
+/* Value and name of the first variable set (and non-empty) in list. */
+static const char *
+env_first(const char *const *list, const char **name)
+{
+	const char *v;
+
+	for (; *list; list++) {
+		v = getenv(*list);
+		if (v != NULL && *v != '\0') {
+			*name = *list;
+			return v;
+		}
+	}
+	return NULL;
+}
+
+int
+cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon, *h = s;
+	size_t hl;
+	long p;
+	char *end;
+
+	if (s == NULL)
+		return -1;
+	if (*s == '[') {		/* [v6addr]:port */
+		colon = strstr(s, "]:");
+		if (colon == NULL)
+			return -1;
+		h = s + 1;
+		hl = (size_t)(colon - h);
+		colon++;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL || memchr(s, ':', (size_t)(colon - s)))
+			return -1;	/* none, or a bare IPv6 address */
+		hl = (size_t)(colon - s);
+	}
+	if (hl == 0 || hl >= hostlen || !isdigit((unsigned char)colon[1]))
+		return -1;
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || *end != '\0' || p < 1 || p > 65535)
+		return -1;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+static char *
+check_master(const char *what, const char *v)
+{
+	char host[256];
+	int port;
+
+	if (cli_hostport_parse(v, host, sizeof host, &port) < 0)
+		cli_usage_error("%s: invalid address '%s' (want HOST:PORT,"
+		    " [IPV6]:PORT)", what, v);
+	return xstrdup(v);
+}
+
+static char *
+check_iface(const char *what, const char *v)
+{
+	const char *p = v, *comma;
+	size_t len;
+
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len == 0 || len > 15)
+			cli_usage_error("%s: invalid interface list '%s'", what, v);
+		if (comma == NULL)
+			return xstrdup(v);
+		p = comma + 1;
+	}
+}
+
+static char *
+read_token_file(const char *path)
+{
+	char buf[CLI_TOKEN_MAX + 1];
+	size_t n;
+	FILE *f;
+
+	if ((f = fopen(path, "r")) == NULL)
+		cli_usage_error("--token-file: %s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof buf, f);
+	if (ferror(f)) {
+		fclose(f);
+		cli_usage_error("--token-file: %s: read error", path);
+	}
+	fclose(f);
+	if (n > CLI_TOKEN_MAX)
+		cli_usage_error("--token-file: %s: longer than %d bytes", path,
+		    CLI_TOKEN_MAX);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	buf[n] = '\0';
+	if (n == 0 || strlen(buf) != n)
+		cli_usage_error("--token-file: %s: empty or not text", path);
+	return xstrdup(buf);
+}
+
+void
+cli_group_defaults(struct cli_group *g)
+{
+	memset(g, 0, sizeof *g);
+	g->rank = g->world = g->local_rank = -1;
+	g->timeout = -1;
+}
+
+int
+cli_group_option(struct cli_group *g, int opt, const char *arg)
+{
+	switch (opt) {
+	case CLI_OPT_RANK:
+		g->rank = (int)cli_parse_long("--rank", arg, 0, CLI_MAX_WORLD - 1);
+		return 1;
+	case CLI_OPT_WORLD:
+		g->world = (int)cli_parse_long("--world-size", arg, 1, CLI_MAX_WORLD);
+		return 1;
+	case CLI_OPT_MASTER:
+		replace(&g->master, check_master("--master", arg));
+		return 1;
+	case CLI_OPT_IFACE:
+		replace(&g->iface, check_iface("--iface", arg));
+		return 1;
+	case CLI_OPT_TIMEOUT:
+		g->timeout = cli_parse_double("--timeout", arg, 0.001, 1e9);
+		return 1;
+	case CLI_OPT_TOKEN_FILE:
+		replace(&g->token, read_token_file(arg));
+		return 1;
+	}
+	return 0;
+}
+
+static int
+env_int(const char *const *vars, long min, long max)
+{
+	const char *name, *v = env_first(vars, &name);
+
+	return v ? (int)cli_parse_long(name, v, min, max) : -1;
+}
+
+/* COLLX_MASTER, else MASTER_ADDR and MASTER_PORT (torchrun's pair). */
+static char *
+env_master(int needed)
+{
+	const char *v = getenv("COLLX_MASTER"), *addr, *port;
+	char buf[300];
+
+	if (v != NULL && *v != '\0')
+		return check_master("COLLX_MASTER", v);
+	addr = getenv("MASTER_ADDR");
+	port = getenv("MASTER_PORT");
+	if (addr == NULL || *addr == '\0')
+		return NULL;
+	if (port == NULL || *port == '\0') {
+		if (needed)
+			cli_usage_error("MASTER_ADDR is set but MASTER_PORT is not");
+		return NULL;
+	}
+	cli_parse_long("MASTER_PORT", port, 1, 65535);
+	snprintf(buf, sizeof buf, strchr(addr, ':') && addr[0] != '[' ?
+	    "[%s]:%s" : "%s:%s", addr, port);
+	return check_master("MASTER_ADDR", buf);
+}
+
+static void
+env_fill(struct cli_group *g)
+{
+	const char *v;
+
+	if (g->rank < 0)
+		g->rank = env_int(rank_vars, 0, CLI_MAX_WORLD - 1);
+	if (g->world < 0)
+		g->world = env_int(world_vars, 1, CLI_MAX_WORLD);
+	g->local_rank = env_int(local_vars, 0, CLI_MAX_WORLD - 1);
+	if (g->master == NULL)
+		g->master = env_master(g->world > 1);
+	if (g->iface == NULL && (v = getenv("COLLX_IFNAME")) && *v)
+		g->iface = check_iface("COLLX_IFNAME", v);
+	if (g->timeout < 0 && (v = getenv("COLLX_TIMEOUT")) && *v)
+		g->timeout = cli_parse_double("COLLX_TIMEOUT", v, 0.001, 1e9);
+	if (g->token == NULL && (v = getenv("COLLX_TOKEN")) && *v)
+		g->token = xstrdup(v);
+}
+
+void
+cli_group_resolve(struct cli_group *g)
+{
+	env_fill(g);
+	if (g->timeout < 0)
+		g->timeout = CLI_DEFAULT_TIMEOUT;
+	if (g->world < 0) {
+		if (g->rank > 0)
+			cli_usage_error("rank %d given but no world size (use"
+			    " --world-size or set COLLX_WORLD_SIZE)", g->rank);
+		g->world = 1;
+	}
+	if (g->rank < 0) {
+		if (g->world > 1)
+			cli_usage_error("world size %d given but no rank (use --rank"
+			    " or set COLLX_RANK)", g->world);
+		g->rank = 0;
+	}
+	if (g->rank >= g->world)
+		cli_usage_error("rank %d is out of range for world size %d",
+		    g->rank, g->world);
+	if (g->world > 1 && g->master == NULL)
+		cli_usage_error("world size %d needs a rendezvous address (use"
+		    " --master HOST:PORT or set COLLX_MASTER)", g->world);
+}
+
+void
+cli_group_free(struct cli_group *g)
+{
+	if (g->token)
+		memset(g->token, 0, strlen(g->token));
+	free(g->master);
+	free(g->iface);
+	free(g->token);
+	cli_group_defaults(g);
+}

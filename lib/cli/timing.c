@@ -1,0 +1,190 @@
+/* cli timing: the timing CSV of spec section 2, appended by many ranks
+ * (and many runs) to one file: each row is one locked O_APPEND write. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static const char timing_columns[] =
+    "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,"
+    "algbw_gbps,busbw_gbps";
+
+struct cli_timing {
+	int fd;
+	int own;		/* fd is ours to close (not stdout) */
+	int regular;		/* a regular file: lock it, header by its size */
+	int header_pending;	/* pipe or terminal: header before rank 0's first row */
+	char *path;
+	char *header;		/* with its newline */
+};
+
+double
+cli_busbw_factor(const char *op, int world)
+{
+	double n = world;
+
+	if (op == NULL || world < 1)
+		return 1;
+	if (strcmp(op, "allreduce") == 0)
+		return 2 * (n - 1) / n;
+	if (strcmp(op, "allgather") == 0 || strcmp(op, "reduce-scatter") == 0 ||
+	    strcmp(op, "reduce_scatter") == 0 || strcmp(op, "reducescatter") == 0 ||
+	    strcmp(op, "alltoall") == 0)
+		return (n - 1) / n;
+	return 1;		/* broadcast, reduce and everything else */
+}
+
+static int
+write_all(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void
+timing_fail(struct cli_timing *t)
+{
+	cli_die(CLI_EXIT_RUNTIME, "timing %s: %s", t->path, strerror(errno));
+}
+
+/* Write buf, locking a regular file; the header first when it is empty. */
+static void
+timing_append(struct cli_timing *t, const char *buf, size_t len, int may_header)
+{
+	struct stat st;
+	int locked = 0;
+
+	if (t->regular) {
+		if (flock(t->fd, LOCK_EX) < 0)
+			timing_fail(t);
+		locked = 1;
+		if (fstat(t->fd, &st) < 0)
+			timing_fail(t);
+		if (st.st_size == 0 &&
+		    write_all(t->fd, t->header, strlen(t->header)) < 0)
+			timing_fail(t);
+	} else if (t->header_pending && may_header) {
+		if (write_all(t->fd, t->header, strlen(t->header)) < 0)
+			timing_fail(t);
+	}
+	t->header_pending = 0;
+	if (len > 0 && write_all(t->fd, buf, len) < 0)
+		timing_fail(t);
+	if (locked)
+		flock(t->fd, LOCK_UN);
+}
+
+struct cli_timing *
+cli_timing_open(const char *path, const char *extra_header)
+{
+	struct cli_timing *t;
+	struct stat st;
+	size_t hlen;
+
+	if (path == NULL)
+		return NULL;
+	if ((t = calloc(1, sizeof *t)) == NULL || (t->path = strdup(path)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	hlen = sizeof timing_columns + (extra_header ? strlen(extra_header) + 1 : 0) + 1;
+	if ((t->header = malloc(hlen)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	snprintf(t->header, hlen, "%s%s%s\n", timing_columns,
+	    extra_header && *extra_header ? "," : "",
+	    extra_header ? extra_header : "");
+	if (strcmp(path, "-") == 0) {
+		t->fd = STDOUT_FILENO;
+		fflush(stdout);
+	} else {
+		t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		t->own = 1;
+		if (t->fd < 0)
+			timing_fail(t);
+	}
+	if (fstat(t->fd, &st) < 0)
+		timing_fail(t);
+	t->regular = S_ISREG(st.st_mode);
+	t->header_pending = !t->regular;
+	if (t->regular)
+		timing_append(t, NULL, 0, 0);	/* the header, if new or empty */
+	return t;
+}
+
+/* A CSV field, quoted when it holds a separator, quote or newline. */
+static void
+csv_field(FILE *f, const char *s)
+{
+	if (s == NULL)
+		return;
+	if (strpbrk(s, ",\"\r\n") == NULL) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+void
+cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r)
+{
+	double algbw = 0, busbw;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (t == NULL)
+		return;
+	if (r->seconds > 0)
+		algbw = (double)r->bytes / r->seconds / 1e9;
+	busbw = algbw * cli_busbw_factor(r->op, r->world);
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	csv_field(f, r->program);
+	fputc(',', f);
+	csv_field(f, r->op);
+	fputc(',', f);
+	csv_field(f, r->algo);
+	fprintf(f, ",%d,%d,", r->rank, r->world);
+	csv_field(f, r->dtype);
+	fprintf(f, ",%zu,%zu,%d,%.9g,%.6g,%.6g", r->count, r->bytes, r->iter,
+	    r->seconds, algbw, busbw);
+	if (r->extra)
+		fprintf(f, ",%s", r->extra);
+	fputc('\n', f);
+	if (fclose(f) != 0 || buf == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	timing_append(t, buf, len, r->rank <= 0);
+	free(buf);
+}
+
+void
+cli_timing_close(struct cli_timing *t)
+{
+	if (t == NULL)
+		return;
+	if (t->own && close(t->fd) < 0)
+		timing_fail(t);
+	free(t->header);
+	free(t->path);
+	free(t);
+}
