@@ -214,7 +214,8 @@ int nn_model_loss(struct nn_model *m, const struct nn_batch *b,
  * metadata collx.arch, heads, causal. Sizes used: mlp d_in, d_hidden,
  * d_out; block d_model, heads, d_ff (0 = 4*d_model), causal; gpt vocab,
  * d_model, layers, heads, seq, d_ff (0 = 4*d_model). Deterministic on every
- * machine for a given seed (its own portable generator). -1 on bad sizes.
+ * machine for a given seed (normals from tensor_rng, see tensor/rng.h).
+ * -1 on bad sizes.
  */
 int nn_init(struct tensor_set *out, const struct nn_dims *dims,
     uint64_t seed, char *err, size_t errlen);

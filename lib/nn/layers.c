@@ -1,0 +1,307 @@
+/* layers: forward and backward passes of the f32 building blocks. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+void
+nn_set_threads(int n)
+{
+	openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+void
+nn_linear_forward(float *out, const float *inp, const float *w,
+    const float *b, int n, int in, int o)
+{
+	if (n <= 0 || o <= 0)
+		return;
+	if (in <= 0) {
+		for (int r = 0; r < n; r++)
+			for (int j = 0; j < o; j++)
+				out[(size_t)r * o + j] = b ? b[j] : 0.0f;
+		return;
+	}
+	if (b)
+		for (int r = 0; r < n; r++)
+			memcpy(out + (size_t)r * o, b, (size_t)o * sizeof(float));
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o, in, 1.0f,
+	    inp, in, w, in, b ? 1.0f : 0.0f, out, o);
+}
+
+void
+nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o)
+{
+	if (n <= 0 || o <= 0)
+		return;
+	if (db)
+		for (int r = 0; r < n; r++)
+			for (int j = 0; j < o; j++)
+				db[j] += dout[(size_t)r * o + j];
+	if (in <= 0)
+		return;
+	if (dinp)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, o,
+		    1.0f, dout, o, w, in, 1.0f, dinp, in);
+	if (dw)
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, in, n,
+		    1.0f, dout, o, inp, in, 1.0f, dw, in);
+}
+
+#define NN_INV_SQRT2 0.70710678118654752440f
+#define NN_INV_SQRT2PI 0.39894228040143267794f
+
+void
+nn_gelu_forward(float *out, const float *inp, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		float x = inp[i];
+		out[i] = 0.5f * x * (1.0f + erff(x * NN_INV_SQRT2));
+	}
+}
+
+void
+nn_gelu_backward(float *dinp, const float *inp, const float *dout,
+    size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		float x = inp[i];
+		float cdf = 0.5f * (1.0f + erff(x * NN_INV_SQRT2));
+		float pdf = NN_INV_SQRT2PI * expf(-0.5f * x * x);
+		dinp[i] += (cdf + x * pdf) * dout[i];
+	}
+}
+
+void
+nn_layernorm_forward(float *out, float *mean, float *rstd,
+    const float *inp, const float *w, const float *b, int n, int c)
+{
+	for (int r = 0; r < n; r++) {
+		const float *x = inp + (size_t)r * c;
+		float *y = out + (size_t)r * c;
+		float m = 0.0f, v = 0.0f;
+		for (int i = 0; i < c; i++)
+			m += x[i];
+		m /= c;
+		for (int i = 0; i < c; i++)
+			v += (x[i] - m) * (x[i] - m);
+		v /= c;
+		float s = 1.0f / sqrtf(v + NN_LN_EPS);
+		for (int i = 0; i < c; i++) {
+			float t = (x[i] - m) * s;
+			y[i] = t * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+		}
+		mean[r] = m;
+		rstd[r] = s;
+	}
+}
+
+/* With xhat = (x - mean) * rstd and g = w * dout:
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+void
+nn_layernorm_backward(float *dinp, float *dw, float *db,
+    const float *dout, const float *inp, const float *w, const float *mean,
+    const float *rstd, int n, int c)
+{
+	for (int r = 0; r < n; r++) {
+		const float *x = inp + (size_t)r * c, *dy = dout + (size_t)r * c;
+		float m = mean[r], s = rstd[r], gm = 0.0f, gxm = 0.0f;
+		for (int i = 0; i < c; i++) {
+			float g = (w ? w[i] : 1.0f) * dy[i];
+			gm += g;
+			gxm += g * (x[i] - m) * s;
+		}
+		gm /= c;
+		gxm /= c;
+		for (int i = 0; i < c; i++) {
+			float xh = (x[i] - m) * s;
+			float g = (w ? w[i] : 1.0f) * dy[i];
+			if (db)
+				db[i] += dy[i];
+			if (dw)
+				dw[i] += xh * dy[i];
+			if (dinp)
+				dinp[(size_t)r * c + i] += s * (g - gm - xh * gxm);
+		}
+	}
+}
+
+/* Row-wise softmax in place over the first len entries of a row of s;
+ * the masked tail (causal) is set to zero. */
+static void
+softmax_row(float *a, int len, int s)
+{
+	float mx = a[0], sum = 0.0f;
+	for (int j = 1; j < len; j++)
+		if (a[j] > mx)
+			mx = a[j];
+	for (int j = 0; j < len; j++) {
+		a[j] = expf(a[j] - mx);
+		sum += a[j];
+	}
+	float inv = 1.0f / sum;
+	for (int j = 0; j < len; j++)
+		a[j] *= inv;
+	for (int j = len; j < s; j++)
+		a[j] = 0.0f;
+}
+
+void
+nn_attention_forward(float *out, float *att, const float *q,
+    const float *k, const float *v, int b, int s, int nh, int hd, int causal)
+{
+	int c = nh * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	for (int bi = 0; bi < b; bi++)
+		for (int h = 0; h < nh; h++) {
+			size_t off = (size_t)bi * s * c + (size_t)h * hd;
+			float *a = att + ((size_t)bi * nh + h) * s * s;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s,
+			    hd, scale, q + off, c, k + off, c, 0.0f, a, s);
+			for (int i = 0; i < s; i++)
+				softmax_row(a + (size_t)i * s, causal ? i + 1 : s, s);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s,
+			    hd, s, 1.0f, a, s, v + off, c, 0.0f, out + off, c);
+		}
+}
+
+/* ds = a * (da - rowsum(a * da)), in place over da; masked entries have
+ * a == 0 and come out 0. */
+static void
+softmax_backward_rows(float *da, const float *a, int s)
+{
+	for (int i = 0; i < s; i++) {
+		float *d = da + (size_t)i * s;
+		const float *p = a + (size_t)i * s;
+		float dot = 0.0f;
+		for (int j = 0; j < s; j++)
+			dot += p[j] * d[j];
+		for (int j = 0; j < s; j++)
+			d[j] = p[j] * (d[j] - dot);
+	}
+}
+
+void
+nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd, int causal)
+{
+	int c = nh * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	(void)causal;	/* the saved probabilities carry the mask */
+	for (int bi = 0; bi < b; bi++)
+		for (int h = 0; h < nh; h++) {
+			size_t off = (size_t)bi * s * c + (size_t)h * hd;
+			const float *a = att + ((size_t)bi * nh + h) * s * s;
+			if (dv)
+				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+				    s, hd, s, 1.0f, a, s, dout + off, c, 1.0f,
+				    dv + off, c);
+			if (!dq && !dk)
+				continue;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s,
+			    hd, 1.0f, dout + off, c, v + off, c, 0.0f, scratch, s);
+			softmax_backward_rows(scratch, a, s);
+			if (dq)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans,
+				    CblasNoTrans, s, hd, s, scale, scratch, s,
+				    k + off, c, 1.0f, dq + off, c);
+			if (dk)
+				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+				    s, hd, s, scale, scratch, s, q + off, c, 1.0f,
+				    dk + off, c);
+		}
+}
+
+void
+nn_embedding_forward(float *out, const int32_t *tok, const float *wte,
+    const float *wpe, int b, int s, int d)
+{
+	for (int bi = 0; bi < b; bi++)
+		for (int t = 0; t < s; t++) {
+			float *o = out + ((size_t)bi * s + t) * d;
+			const float *e = wte + (size_t)tok[(size_t)bi * s + t] * d;
+			for (int i = 0; i < d; i++)
+				o[i] = e[i] + (wpe ? wpe[(size_t)t * d + i] : 0.0f);
+		}
+}
+
+void
+nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
+    const int32_t *tok, int b, int s, int d)
+{
+	for (int bi = 0; bi < b; bi++)
+		for (int t = 0; t < s; t++) {
+			const float *g = dout + ((size_t)bi * s + t) * d;
+			if (dwte) {
+				float *e = dwte + (size_t)tok[(size_t)bi * s + t] * d;
+				for (int i = 0; i < d; i++)
+					e[i] += g[i];
+			}
+			if (dwpe)
+				for (int i = 0; i < d; i++)
+					dwpe[(size_t)t * d + i] += g[i];
+		}
+}
+
+double
+nn_xent_forward(float *probs, const float *logits, const int32_t *target,
+    int n, int v)
+{
+	double loss = 0.0;
+
+	for (int r = 0; r < n; r++) {
+		const float *l = logits + (size_t)r * v;
+		float *p = probs + (size_t)r * v;
+		float mx = l[0], lt = l[target[r]], sum = 0.0f;
+		for (int j = 1; j < v; j++)
+			if (l[j] > mx)
+				mx = l[j];
+		for (int j = 0; j < v; j++) {
+			p[j] = expf(l[j] - mx);
+			sum += p[j];
+		}
+		float inv = 1.0f / sum;
+		for (int j = 0; j < v; j++)
+			p[j] *= inv;
+		loss += log((double)sum) - ((double)lt - mx);
+	}
+	return loss;
+}
+
+void
+nn_xent_backward(float *dlogits, const float *probs, const int32_t *target,
+    float scale, int n, int v)
+{
+	for (int r = 0; r < n; r++) {
+		float *d = dlogits + (size_t)r * v;
+		const float *p = probs + (size_t)r * v;
+		for (int j = 0; j < v; j++)
+			d[j] += scale * p[j];
+		d[target[r]] -= scale;
+	}
+}
+
+double
+nn_sqerr_forward(const float *pred, const float *target, size_t count)
+{
+	double sum = 0.0;
+
+	for (size_t i = 0; i < count; i++) {
+		double e = (double)pred[i] - target[i];
+		sum += e * e;
+	}
+	return sum;
+}
+
+void
+nn_sqerr_backward(float *dpred, const float *pred, const float *target,
+    float scale, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		dpred[i] += scale * 2.0f * (pred[i] - target[i]);
+}

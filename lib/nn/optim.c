@@ -1,0 +1,113 @@
+/* optim: SGD and AdamW with torch.optim's semantics and update order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+void
+nn_optim_defaults(struct nn_optim_cfg *c, enum nn_optim_kind kind)
+{
+	memset(c, 0, sizeof(*c));
+	c->kind = kind;
+	c->lr = kind == NN_SGD ? 0.01 : 1e-3;
+	c->weight_decay = kind == NN_SGD ? 0.0 : 0.01;
+	c->beta1 = 0.9;
+	c->beta2 = 0.999;
+	c->eps = 1e-8;
+}
+
+int
+nn_optim_parse(const char *s, enum nn_optim_kind *out)
+{
+	if (!strcmp(s, "sgd"))
+		*out = NN_SGD;
+	else if (!strcmp(s, "adamw"))
+		*out = NN_ADAMW;
+	else
+		return -1;
+	return 0;
+}
+
+int
+nn_optim_init(struct nn_optim *o, const struct nn_optim_cfg *cfg,
+    size_t count, char *err, size_t errlen)
+{
+	int moments = cfg->kind == NN_ADAMW ? 2 : cfg->momentum != 0.0;
+
+	memset(o, 0, sizeof(*o));
+	o->cfg = *cfg;
+	o->count = count;
+	if (moments >= 1 && !(o->m = calloc(count ? count : 1, sizeof(float))))
+		goto oom;
+	if (moments == 2 && !(o->v = calloc(count ? count : 1, sizeof(float))))
+		goto oom;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory for optimizer state of %zu "
+	    "parameters", count);
+	nn_optim_free(o);
+	return -1;
+}
+
+void
+nn_optim_free(struct nn_optim *o)
+{
+	free(o->m);
+	free(o->v);
+	memset(o, 0, sizeof(*o));
+}
+
+/* torch.optim.SGD (dampening 0, no nesterov). */
+static void
+sgd_step(struct nn_optim *o, float *p, const float *grads, float scale)
+{
+	float lr = (float)o->cfg.lr, wd = (float)o->cfg.weight_decay;
+	float mom = (float)o->cfg.momentum;
+
+	for (size_t i = 0; i < o->count; i++) {
+		float g = grads[i] * scale;
+		if (wd != 0.0f)
+			g += wd * p[i];
+		if (o->m) {
+			o->m[i] = o->t == 1 ? g : mom * o->m[i] + g;
+			g = o->m[i];
+		}
+		p[i] -= lr * g;
+	}
+}
+
+/* torch.optim.AdamW, single-tensor path: the bias corrections are
+ * computed in double as Python does, the elementwise math in f32. */
+static void
+adamw_step(struct nn_optim *o, float *p, const float *grads, float scale)
+{
+	const struct nn_optim_cfg *c = &o->cfg;
+	float decay = (float)(1.0 - c->lr * c->weight_decay);
+	float b1 = (float)c->beta1, b2 = (float)c->beta2;
+	float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
+	float step_size = (float)(c->lr / (1.0 - pow(c->beta1, (double)o->t)));
+	float bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)o->t));
+	float eps = (float)c->eps;
+
+	for (size_t i = 0; i < o->count; i++) {
+		float g = grads[i] * scale;
+		p[i] *= decay;
+		o->m[i] = o->m[i] * b1 + a1 * g;
+		o->v[i] = o->v[i] * b2 + a2 * g * g;
+		float denom = sqrtf(o->v[i]) / bc2_sqrt + eps;
+		p[i] -= step_size * (o->m[i] / denom);
+	}
+}
+
+void
+nn_optim_step(struct nn_optim *o, float *p, const float *grads,
+    float grad_scale)
+{
+	o->t++;
+	if (o->cfg.kind == NN_SGD)
+		sgd_step(o, p, grads, grad_scale);
+	else
+		adamw_step(o, p, grads, grad_scale);
+}

@@ -1,0 +1,317 @@
+/* test_nn: every layer's forward against a direct double-precision
+ * computation or closed-form values, and its backward against central
+ * differences of sum(out * r) for a fixed random r. */
+#include <string.h>
+
+#include "nn/nn.h"
+#include "nn_check.h"
+
+/* A layer under test: inputs and parameters, output, random projection. */
+struct lt {
+	int kind, n, in, o, b, s, nh, hd, causal, v;
+	float *x, *w, *bias, *y, *r, *mean, *rstd, *att;
+	int32_t *tok;
+};
+
+enum { LINEAR, GELU, LAYERNORM, ATTN, XENT };
+
+static double dot_r(const float *y, const float *r, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += (double)y[i] * r[i];
+	return s;
+}
+
+/* For ATTN, x holds q, k, v one after the other. */
+static double lt_forward(void *ctx)
+{
+	struct lt *t = ctx;
+	size_t nd = (size_t)t->b * t->s * t->nh * t->hd;
+
+	switch (t->kind) {
+	case LINEAR:
+		nn_linear_forward(t->y, t->x, t->w, t->bias, t->n, t->in, t->o);
+		return dot_r(t->y, t->r, (size_t)t->n * t->o);
+	case GELU:
+		nn_gelu_forward(t->y, t->x, (size_t)t->n);
+		return dot_r(t->y, t->r, (size_t)t->n);
+	case LAYERNORM:
+		nn_layernorm_forward(t->y, t->mean, t->rstd, t->x, t->w, t->bias,
+		    t->n, t->in);
+		return dot_r(t->y, t->r, (size_t)t->n * t->in);
+	case ATTN:
+		nn_attention_forward(t->y, t->att, t->x, t->x + nd, t->x + 2 * nd,
+		    t->b, t->s, t->nh, t->hd, t->causal);
+		return dot_r(t->y, t->r, nd);
+	default:
+		return nn_xent_forward(t->y, t->x, t->tok, t->n, t->v);
+	}
+}
+
+static void test_linear(int with_bias)
+{
+	struct lt t = { .kind = LINEAR, .n = 5, .in = 7, .o = 4 };
+	float *dx, *dw, *db;
+	char what[80];
+	int ok = 1;
+
+	t.x = check_fill(t.n * t.in, 1.0f);
+	t.w = check_fill(t.o * t.in, 0.5f);
+	t.bias = with_bias ? check_fill(t.o, 0.5f) : NULL;
+	t.y = calloc(t.n * t.o, sizeof(float));
+	t.r = check_fill(t.n * t.o, 1.0f);
+	dx = calloc(t.n * t.in, sizeof(float));
+	dw = calloc(t.o * t.in, sizeof(float));
+	db = calloc(t.o, sizeof(float));
+
+	lt_forward(&t);
+	for (int i = 0; i < t.n; i++)
+		for (int j = 0; j < t.o; j++) {
+			double s = with_bias ? t.bias[j] : 0.0;
+			for (int k = 0; k < t.in; k++)
+				s += (double)t.x[i * t.in + k] * t.w[j * t.in + k];
+			ok &= fabs(s - t.y[i * t.o + j]) < 1e-5;
+		}
+	snprintf(what, sizeof(what), "linear%s forward = direct sum",
+	    with_bias ? "" : " (no bias)");
+	UNIT_OK(ok, what);
+
+	nn_linear_backward(dx, dw, with_bias ? db : NULL, t.r, t.x, t.w, t.n,
+	    t.in, t.o);
+	check_grad("linear d input", lt_forward, &t, t.x, dx, t.n * t.in, 0,
+	    1e-2f, 1e-3, 2e-4);
+	check_grad("linear d weight", lt_forward, &t, t.w, dw, t.o * t.in, 0,
+	    1e-2f, 1e-3, 2e-4);
+	if (with_bias)
+		check_grad("linear d bias", lt_forward, &t, t.bias, db, t.o, 0,
+		    1e-2f, 1e-3, 2e-4);
+
+	/* a second backward adds the same again (micro-batch accumulation) */
+	float w0 = dw[3], x0 = dx[2];
+	nn_linear_backward(dx, dw, NULL, t.r, t.x, t.w, t.n, t.in, t.o);
+	UNIT_CLOSE(dw[3], 2 * w0, 1e-6, 1e-7, "linear backward accumulates "
+	    "into weight grads");
+	UNIT_CLOSE(dx[2], 2 * x0, 1e-6, 1e-7, "linear backward accumulates "
+	    "into input grads");
+	free(t.x), free(t.w), free(t.bias), free(t.y), free(t.r);
+	free(dx), free(dw), free(db);
+}
+
+static void test_gelu(void)
+{
+	/* erf GELU at closed-form points: x * Phi(x) */
+	float x[4] = { 0.0f, 1.0f, -1.0f, 2.0f }, y[4];
+	double want[4] = { 0.0, 0.8413447460685429, -0.15865525393145707,
+		1.9544997361036416 };
+	int ok = 1;
+
+	nn_gelu_forward(y, x, 4);
+	for (int i = 0; i < 4; i++)
+		ok &= fabs(y[i] - want[i]) < 1e-6;
+	UNIT_OK(ok, "gelu forward is exact (erf) GELU");
+
+	struct lt t = { .kind = GELU, .n = 64 };
+	t.x = check_fill(t.n, 4.0f);
+	t.y = calloc(t.n, sizeof(float));
+	t.r = check_fill(t.n, 1.0f);
+	float *dx = calloc(t.n, sizeof(float));
+	nn_gelu_backward(dx, t.x, t.r, t.n);
+	check_grad("gelu backward", lt_forward, &t, t.x, dx, t.n, 0, 1e-2f,
+	    1e-3, 1e-3);
+	free(t.x), free(t.y), free(t.r), free(dx);
+}
+
+static void test_layernorm(void)
+{
+	struct lt t = { .kind = LAYERNORM, .n = 4, .in = 8 };
+	int ok = 1;
+
+	t.x = check_fill(t.n * t.in, 2.0f);
+	t.y = calloc(t.n * t.in, sizeof(float));
+	t.mean = calloc(t.n, sizeof(float));
+	t.rstd = calloc(t.n, sizeof(float));
+	t.r = check_fill(t.n * t.in, 1.0f);
+
+	/* without affine parameters every row has mean 0, biased var 1 */
+	lt_forward(&t);
+	for (int i = 0; i < t.n; i++) {
+		double m = 0, v = 0, xm = 0, xv = 0;
+		for (int j = 0; j < t.in; j++)
+			m += t.y[i * t.in + j], xm += t.x[i * t.in + j];
+		m /= t.in, xm /= t.in;
+		for (int j = 0; j < t.in; j++) {
+			v += pow(t.y[i * t.in + j] - m, 2);
+			xv += pow(t.x[i * t.in + j] - xm, 2);
+		}
+		v /= t.in, xv /= t.in;
+		ok &= fabs(m) < 1e-6 && fabs(v - xv / (xv + 1e-5)) < 1e-5;
+	}
+	UNIT_OK(ok, "layernorm rows: mean 0, variance var/(var+eps)");
+
+	t.w = check_fill(t.in, 1.0f);
+	t.bias = check_fill(t.in, 1.0f);
+	float *dx = calloc(t.n * t.in, sizeof(float));
+	float *dw = calloc(t.in, sizeof(float)), *db = calloc(t.in, sizeof(float));
+	lt_forward(&t);
+	nn_layernorm_backward(dx, dw, db, t.r, t.x, t.w, t.mean, t.rstd, t.n,
+	    t.in);
+	check_grad("layernorm d input", lt_forward, &t, t.x, dx, t.n * t.in, 0,
+	    1e-2f, 1e-3, 2e-4);
+	check_grad("layernorm d weight", lt_forward, &t, t.w, dw, t.in, 0,
+	    1e-2f, 1e-3, 2e-4);
+	check_grad("layernorm d bias", lt_forward, &t, t.bias, db, t.in, 0,
+	    1e-2f, 1e-3, 2e-4);
+	free(t.x), free(t.y), free(t.mean), free(t.rstd), free(t.r);
+	free(t.w), free(t.bias), free(dx), free(dw), free(db);
+}
+
+/* Direct attention in double for one (batch, head, row). */
+static void attn_ref(double *out, const struct lt *t, int b, int h, int i)
+{
+	int c = t->nh * t->hd, len = t->causal ? i + 1 : t->s;
+	size_t nd = (size_t)t->b * t->s * c;
+	const float *q = t->x, *k = t->x + nd, *v = t->x + 2 * nd;
+	double sc[64], mx = -1e300, sum = 0;
+
+	for (int j = 0; j < len; j++) {
+		double d = 0;
+		for (int e = 0; e < t->hd; e++)
+			d += (double)q[((size_t)b * t->s + i) * c + h * t->hd + e] *
+			    k[((size_t)b * t->s + j) * c + h * t->hd + e];
+		sc[j] = d / sqrt(t->hd);
+		mx = sc[j] > mx ? sc[j] : mx;
+	}
+	for (int j = 0; j < len; j++)
+		sum += sc[j] = exp(sc[j] - mx);
+	for (int e = 0; e < t->hd; e++) {
+		out[e] = 0;
+		for (int j = 0; j < len; j++)
+			out[e] += sc[j] / sum *
+			    v[((size_t)b * t->s + j) * c + h * t->hd + e];
+	}
+}
+
+static void test_attention(int causal)
+{
+	struct lt t = { .kind = ATTN, .b = 2, .s = 5, .nh = 3, .hd = 4,
+		.causal = causal };
+	int c = t.nh * t.hd, ok = 1;
+	size_t nd = (size_t)t.b * t.s * c;
+	char what[80];
+
+	t.x = check_fill(3 * nd, 1.5f);
+	t.y = calloc(nd, sizeof(float));
+	t.att = calloc((size_t)t.b * t.nh * t.s * t.s, sizeof(float));
+	t.r = check_fill(nd, 1.0f);
+	lt_forward(&t);
+	for (int b = 0; b < t.b; b++)
+		for (int h = 0; h < t.nh; h++)
+			for (int i = 0; i < t.s; i++) {
+				double ref[16];
+				attn_ref(ref, &t, b, h, i);
+				for (int e = 0; e < t.hd; e++)
+					ok &= fabs(ref[e] - t.y[((size_t)b * t.s + i) *
+					    c + h * t.hd + e]) < 1e-5;
+			}
+	snprintf(what, sizeof(what), "attention%s forward = direct softmax "
+	    "in double", causal ? " (causal)" : "");
+	UNIT_OK(ok, what);
+
+	float *dqkv = calloc(3 * nd, sizeof(float));
+	float *scratch = calloc((size_t)t.s * t.s, sizeof(float));
+	nn_attention_backward(dqkv, dqkv + nd, dqkv + 2 * nd, scratch, t.r,
+	    t.att, t.x, t.x + nd, t.x + 2 * nd, t.b, t.s, t.nh, t.hd, causal);
+	snprintf(what, sizeof(what), "attention%s d q", causal ? " (causal)" : "");
+	check_grad(what, lt_forward, &t, t.x, dqkv, nd, 0, 1e-2f, 1e-3, 2e-4);
+	snprintf(what, sizeof(what), "attention%s d k", causal ? " (causal)" : "");
+	check_grad(what, lt_forward, &t, t.x + nd, dqkv + nd, nd, 0, 1e-2f,
+	    1e-3, 2e-4);
+	snprintf(what, sizeof(what), "attention%s d v", causal ? " (causal)" : "");
+	check_grad(what, lt_forward, &t, t.x + 2 * nd, dqkv + 2 * nd, nd, 0,
+	    1e-2f, 1e-3, 2e-4);
+	free(t.x), free(t.y), free(t.att), free(t.r), free(dqkv), free(scratch);
+}
+
+static void test_embedding(void)
+{
+	int b = 2, s = 3, d = 2, ok = 1;
+	int32_t tok[6] = { 1, 0, 1, 2, 2, 1 };
+	float wte[6] = { 1, 2, 10, 20, 100, 200 }, wpe[6] = { .1f, .2f, .3f,
+		.4f, .5f, .6f };
+	float out[12], dwte[6] = { 0 }, dwpe[6] = { 0 }, dout[12];
+
+	nn_embedding_forward(out, tok, wte, wpe, b, s, d);
+	for (int i = 0; i < b * s; i++)
+		for (int j = 0; j < d; j++)
+			ok &= out[i * d + j] == wte[tok[i] * d + j] +
+			    wpe[(i % s) * d + j];
+	UNIT_OK(ok, "embedding forward: token row plus position row");
+	for (int i = 0; i < 12; i++)
+		dout[i] = (float)(i + 1);
+	nn_embedding_backward(dwte, dwpe, dout, tok, b, s, d);
+	/* token 1 at rows 0, 2, 5; token 0 at row 1; token 2 at rows 3, 4 */
+	float want_te[6] = { 3, 4, 1 + 5 + 11, 2 + 6 + 12, 7 + 9, 8 + 10 };
+	float want_pe[6] = { 1 + 7, 2 + 8, 3 + 9, 4 + 10, 5 + 11, 6 + 12 };
+	ok = !memcmp(dwte, want_te, sizeof(want_te)) &&
+	    !memcmp(dwpe, want_pe, sizeof(want_pe));
+	UNIT_OK(ok, "embedding backward: sums per token and per position");
+}
+
+static void test_xent(void)
+{
+	struct lt t = { .kind = XENT, .n = 6, .v = 9 };
+	int32_t tok[6] = { 0, 8, 3, 3, 5, 1 };
+	double want = 0;
+
+	t.tok = tok;
+	t.x = check_fill(t.n * t.v, 3.0f);
+	t.y = calloc(t.n * t.v, sizeof(float));
+	for (int i = 0; i < t.n; i++) {
+		double sum = 0;
+		for (int j = 0; j < t.v; j++)
+			sum += exp(t.x[i * t.v + j]);
+		want += log(sum) - t.x[i * t.v + tok[i]];
+	}
+	UNIT_CLOSE(lt_forward(&t), want, 1e-6, 1e-6, "cross-entropy sum = "
+	    "direct log-sum-exp");
+	float *dl = calloc(t.n * t.v, sizeof(float));
+	nn_xent_backward(dl, t.y, tok, 1.0f, t.n, t.v);
+	check_grad("cross-entropy d logits", lt_forward, &t, t.x, dl, t.n * t.v,
+	    0, 1e-2f, 1e-3, 2e-4);
+
+	/* uniform logits: loss ln V per row, in place (probs aliasing logits) */
+	for (int i = 0; i < t.n * t.v; i++)
+		t.x[i] = 0.25f;
+	UNIT_CLOSE(nn_xent_forward(t.x, t.x, tok, t.n, t.v), t.n * log(9.0),
+	    1e-6, 1e-6, "cross-entropy of uniform logits is n ln V (in place)");
+	UNIT_CLOSE(t.x[4], 1.0 / 9, 1e-6, 0, "in-place probabilities");
+	free(t.x), free(t.y), free(dl);
+}
+
+static void test_sqerr(void)
+{
+	float p[3] = { 1, 2, 3 }, y[3] = { 0, 4, 3.5f }, d[3] = { 1, 1, 1 };
+
+	UNIT_CLOSE(nn_sqerr_forward(p, y, 3), 1 + 4 + 0.25, 1e-12, 0,
+	    "squared error sum");
+	nn_sqerr_backward(d, p, y, 0.5f, 3);
+	UNIT_OK(d[0] == 2.0f && d[1] == -1.0f && d[2] == 0.5f,
+	    "squared error backward: += scale * 2 (p - y)");
+}
+
+int main(void)
+{
+	nn_set_threads(1);
+	test_linear(1);
+	test_linear(0);
+	test_gelu();
+	test_layernorm();
+	test_attention(0);
+	test_attention(1);
+	test_embedding();
+	test_xent();
+	test_sqerr();
+	return unit_done();
+}
