@@ -46,7 +46,9 @@ void tensor_free(struct tensor *t);
 const char *tensor_shape_str(const struct tensor *t, char *buf, size_t len);
 
 void tensor_set_free(struct tensor_set *s);
-/* Takes ownership of t (its data and name); name may be NULL for npy. */
+/* Takes ownership of t (its data and name); name may be NULL for npy.
+ * The set stays sorted by name; a duplicate name is an error, and then
+ * t is left as it was (the caller still owns it). */
 int tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
     char *err, size_t errlen);
 struct tensor *tensor_set_find(const struct tensor_set *s, const char *name);
@@ -69,6 +71,32 @@ int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errle
  * follows the extension (.npy, .safetensors), else the set's own format. */
 int tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t errlen);
 int tensor_save_one(const char *dst, const struct tensor *t, char *err, size_t errlen);
+
+/* .npy or .safetensors from dst's extension, else fallback (also for "-"). */
+enum tensor_format tensor_format_for(const char *dst, enum tensor_format fallback);
+
+/* Deep copy; out is a new tensor (name copied too). */
+int tensor_copy(const struct tensor *t, struct tensor *out, char *err, size_t errlen);
+/* Copy converted element by element to dtype dt (dtype_put rules). */
+int tensor_cast(const struct tensor *t, enum dtype dt, struct tensor *out,
+    char *err, size_t errlen);
+/* Elements [start, start+len) along dim, copied (torch.narrow). */
+int tensor_narrow(const struct tensor *t, int dim, int64_t start, int64_t len,
+    struct tensor *out, char *err, size_t errlen);
+/* Concatenate n tensors along dim: same dtype and ndim, equal sizes in
+ * every other dimension. */
+int tensor_cat(const struct tensor *parts, size_t n, int dim, struct tensor *out,
+    char *err, size_t errlen);
+/* Start of part i (0 <= i <= parts) when len items are cut into parts as
+ * numpy.array_split does: the first len % parts parts get one more. */
+int64_t tensor_split_offset(int64_t len, int parts, int i);
+
+/* Fill a tensor. CONST stores value; ARANGE stores the flat index;
+ * RAND and RANDN draw from tensor_rng seeded with seed (see rng.h). */
+enum tensor_fill { TENSOR_FILL_CONST, TENSOR_FILL_ARANGE, TENSOR_FILL_RAND,
+	TENSOR_FILL_RANDN };
+int tensor_fill(struct tensor *t, enum tensor_fill how, double value, uint64_t seed,
+    char *err, size_t errlen);
 
 /* A stream of .npy arrays (pipes, FIFOs): 1 = one read, 0 = clean end of
  * input, -1 = error. */
