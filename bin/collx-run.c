@@ -1,0 +1,857 @@
+/*
+ * collx-run: start N ranks of a program, locally or over ssh, and keep them
+ * together: when one fails the others are stopped, signals reach them all,
+ * and no process is left behind.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "cli/cli.h"
+#include "cli/launch.h"
+
+#define MAX_RANKS 65536
+#define GRACE_SECONDS 3.0	/* between TERM and KILL */
+#define DEFAULT_PORT 29500	/* per-host mode's rendezvous port on the first host */
+#define LINE_MAX_TAG 65536	/* a longer line is split when tagging */
+
+enum {
+	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
+	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT
+};
+
+static const struct option longopts[] = {
+	{ "np", 1, 0, 'n' },
+	{ "hosts", 1, 0, 'H' },
+	{ "hostfile", 1, 0, OPT_HOSTFILE },
+	{ "per-host", 1, 0, OPT_PER_HOST },
+	{ "ssh", 1, 0, OPT_SSH },
+	{ "master", 1, 0, OPT_MASTER },
+	{ "tag-output", 0, 0, OPT_TAG },
+	{ "timeout", 1, 0, OPT_TIMEOUT },
+	{ "time-limit", 1, 0, OPT_TIME_LIMIT },
+	{ "export", 1, 0, 'x' },
+	{ "help", 0, 0, 'h' },
+	{ "version", 0, 0, 'V' },
+	{ "verbose", 0, 0, 'v' },
+	{ "quiet", 0, 0, 'q' },
+	{ 0, 0, 0, 0 }
+};
+
+struct stream {
+	int fd;			/* read end of the rank's pipe; -1 when closed */
+	int to;			/* 1 or 2 */
+	char *buf;
+	size_t len;
+};
+
+struct rank {
+	pid_t pid;		/* also its process group */
+	int reaped;
+	int host;		/* index into hosts; -1 for a local rank */
+	int local_rank;
+	struct stream out, err;
+};
+
+struct job {
+	int n, per_host, tag;
+	struct launch_hosts hosts;
+	const char *hostfile, *ssh;
+	char *master, *timeout, *ssh_default;
+	double time_limit;
+	char **exports;
+	int nexports;
+	char **prog;		/* PROGRAM ARG..., NULL-terminated */
+	struct rank *ranks;
+	int running, stopping, exit_code, killed, draining;
+	double kill_at, drain_until, limit_at;
+	int devnull;
+};
+
+static int sig_pipe[2] = { -1, -1 };
+
+static _Noreturn void
+usage(void)
+{
+	printf("usage: %s [-n N] [-H HOST[,HOST...] | --hostfile F] [--per-host K]\n"
+	    "       [--ssh CMD] [--master HOST:PORT] [--tag-output] [--timeout S]\n"
+	    "       [--time-limit S] [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
+	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
+	    "when one fails.\n\n"
+	    "  -n, --np N            number of ranks (default: 1 locally, the hosts'\n"
+	    "                        slots with hosts)\n"
+	    "  -H, --hosts LIST      run rank i on host i mod H over ssh\n"
+	    "      --hostfile F      hosts from F: one per line, optional slots=K\n"
+	    "      --per-host K      K consecutive ranks per host\n"
+	    "      --ssh CMD         remote shell command (default: ssh)\n"
+	    "      --master HOST:PORT  rendezvous address (default: 127.0.0.1 and a\n"
+	    "                        free port; with hosts the first host, port %d)\n"
+	    "      --tag-output      prefix each output line with [RANK]\n"
+	    "      --timeout S       COLLX_TIMEOUT for the ranks, in seconds\n"
+	    "      --time-limit S    stop all ranks after S seconds (exit 124)\n"
+	    "  -x, --export NAME[=VALUE]  pass an environment variable to the ranks\n"
+	    "  -v, --verbose         show each rank's command\n"
+	    "  -q, --quiet           no messages but errors\n"
+	    "  -h, --help            show this help\n"
+	    "  -V, --version         show the version\n"
+	    "Exit status: 0 when all ranks succeed; else the failing rank's status\n"
+	    "(128+N for signal N), 2 usage, 124 time limit, 126/127 PROGRAM not\n"
+	    "executable / not found.\n", cli_progname, DEFAULT_PORT);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static char *
+xstrdup(const char *s)
+{
+	char *d = strdup(s);
+
+	if (d == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return d;
+}
+
+static char *
+xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *
+xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return s;
+}
+
+static void
+add_export(struct job *j, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+	char name[256];
+
+	if (len == 0 || len >= sizeof name || strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "abcdefghijklmnopqrstuvwxyz0123456789_") != len || (arg[0] >= '0' &&
+	    arg[0] <= '9'))
+		cli_usage_error("-x: invalid variable name in '%s'", arg);
+	memcpy(name, arg, len);
+	name[len] = '\0';
+	if (eq == NULL && getenv(name) == NULL)
+		cli_usage_error("-x: %s is not set", name);
+	j->exports = realloc(j->exports, (size_t)(j->nexports + 1) * sizeof *j->exports);
+	if (j->exports == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	j->exports[j->nexports++] = eq ? xstrdup(arg) :
+	    xasprintf("%s=%s", name, getenv(name));
+}
+
+static void
+parse_option(struct job *j, int c, const char **hostlist)
+{
+	char host[256];
+	int port;
+
+	switch (c) {
+	case 'n':
+		j->n = (int)cli_parse_long("-n", optarg, 1, MAX_RANKS);
+		break;
+	case 'H':
+		*hostlist = optarg;
+		break;
+	case OPT_HOSTFILE:
+		j->hostfile = optarg;
+		break;
+	case OPT_PER_HOST:
+		j->per_host = (int)cli_parse_long("--per-host", optarg, 1, MAX_RANKS);
+		break;
+	case OPT_SSH:
+		j->ssh = optarg;
+		break;
+	case OPT_MASTER:
+		if (cli_hostport_parse(optarg, host, sizeof host, &port) < 0)
+			cli_usage_error("--master: invalid address '%s' (want"
+			    " HOST:PORT)", optarg);
+		free(j->master);
+		j->master = xstrdup(optarg);
+		break;
+	case OPT_TAG:
+		j->tag = 1;
+		break;
+	case OPT_TIMEOUT:
+		cli_parse_double("--timeout", optarg, 0.001, 1e9);
+		free(j->timeout);
+		j->timeout = xstrdup(optarg);
+		break;
+	case OPT_TIME_LIMIT:
+		j->time_limit = cli_parse_double("--time-limit", optarg, 0.001, 1e9);
+		break;
+	case 'x':
+		add_export(j, optarg);
+		break;
+	case 'h':
+		usage();
+	case 'V':
+		cli_version();
+	case 'v':
+		cli_verbose++;
+		break;
+	case 'q':
+		cli_quiet = 1;
+		break;
+	default:
+		cli_usage_error("unknown option");
+	}
+}
+
+static void
+load_hosts(struct job *j, const char *hostlist)
+{
+	char err[512];
+
+	if (hostlist && j->hostfile)
+		cli_usage_error("-H and --hostfile exclude each other");
+	if (hostlist && launch_hosts_add_list(&j->hosts, hostlist, err, sizeof err) < 0)
+		cli_usage_error("-H: %s", err);
+	if (j->hostfile && launch_hostfile_read(&j->hosts, j->hostfile, err,
+	    sizeof err) < 0)
+		cli_usage_error("--hostfile: %s", err);
+	if (j->hosts.n == 0 && (j->ssh || j->per_host))
+		cli_usage_error("%s needs hosts (-H or --hostfile)",
+		    j->ssh ? "--ssh" : "--per-host");
+}
+
+/* The rendezvous address: --master, else a free local port, else the
+ * first host's address on DEFAULT_PORT. */
+static void
+choose_master(struct job *j)
+{
+	char err[256];
+	const char *addr;
+	int port;
+
+	if (j->master)
+		return;
+	if (j->hosts.n == 0) {
+		if (launch_free_port("127.0.0.1", &port, err, sizeof err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", err);
+		j->master = xasprintf("127.0.0.1:%d", port);
+		return;
+	}
+	addr = launch_host_addr(j->hosts.names[0]);
+	j->master = xasprintf(strchr(addr, ':') && addr[0] != '[' ? "[%s]:%d" :
+	    "%s:%d", addr, DEFAULT_PORT);
+}
+
+static void
+parse_args(struct job *j, int argc, char **argv)
+{
+	const char *hostlist = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+n:H:x:hVvq", longopts, NULL)) != -1)
+		parse_option(j, c, &hostlist);
+	if (optind >= argc)
+		cli_usage_error("no PROGRAM given");
+	j->prog = argv + optind;
+	load_hosts(j, hostlist);
+	if (j->n == 0)
+		j->n = j->hosts.n ? launch_hosts_slots(&j->hosts, j->per_host) : 1;
+	if (j->n > MAX_RANKS)
+		cli_usage_error("more than %d ranks", MAX_RANKS);
+	choose_master(j);
+}
+
+struct vec {
+	char **v;
+	int n;
+};
+
+static void
+vec_push(struct vec *v, char *s)
+{
+	if ((v->v = realloc(v->v, (size_t)(v->n + 2) * sizeof *v->v)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	v->v[v->n++] = s;
+	v->v[v->n] = NULL;
+}
+
+static void
+vec_free(struct vec *v)
+{
+	int i;
+
+	for (i = 0; i < v->n; i++)
+		free(v->v[i]);
+	free(v->v);
+	v->v = NULL;
+	v->n = 0;
+}
+
+/* NAME=VALUE for every variable rank i gets. */
+static void
+rank_env(const struct job *j, int i, struct vec *env)
+{
+	static const char *const passed[] = { "COLLX_TOKEN", "COLLX_IFNAME", NULL };
+	const char *const *p, *v;
+	int k;
+
+	vec_push(env, xasprintf("COLLX_RANK=%d", i));
+	vec_push(env, xasprintf("COLLX_WORLD_SIZE=%d", j->n));
+	vec_push(env, xasprintf("COLLX_LOCAL_RANK=%d", j->ranks[i].local_rank));
+	vec_push(env, xasprintf("COLLX_MASTER=%s", j->master));
+	if (j->timeout)
+		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", j->timeout));
+	else if ((v = getenv("COLLX_TIMEOUT")) != NULL)
+		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", v));
+	for (p = passed; *p; p++)
+		if ((v = getenv(*p)) != NULL)
+			vec_push(env, xasprintf("%s=%s", *p, v));
+	for (k = 0; k < j->nexports; k++)
+		vec_push(env, xstrdup(j->exports[k]));
+}
+
+/* Locally PROGRAM ARG...; on a host CMD HOST env NAME=VALUE... PROGRAM ARG...
+ * with everything after HOST quoted for the remote shell. */
+static void
+rank_argv(const struct job *j, int i, const struct vec *env, char **ssh,
+    struct vec *argv)
+{
+	int remote = j->ranks[i].host >= 0, k;
+	char *a;
+
+	if (remote) {
+		for (k = 0; ssh[k]; k++)
+			vec_push(argv, xstrdup(ssh[k]));
+		vec_push(argv, xstrdup(j->hosts.names[j->ranks[i].host]));
+		vec_push(argv, xstrdup("env"));
+		for (k = 0; k < env->n; k++)
+			vec_push(argv, launch_shquote(env->v[k]));
+	}
+	for (k = 0; j->prog[k]; k++) {
+		a = cli_subst(j->prog[k], i, j->n);
+		if (remote) {
+			vec_push(argv, launch_shquote(a));
+			free(a);
+		} else {
+			vec_push(argv, a);
+		}
+	}
+}
+
+static void
+show_command(int i, char **argv)
+{
+	char line[4096];
+	size_t off = 0;
+	int k;
+
+	for (k = 0; argv[k] && off < sizeof line - 1; k++)
+		off += (size_t)snprintf(line + off, sizeof line - off, "%s%s",
+		    k ? " " : "", argv[k]);
+	cli_debug("rank %d: %s", i, line);
+}
+
+/* In the child: own process group, default signals, stdio, environment. */
+static _Noreturn void
+child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
+    const int *errp, int execfd, const sigset_t *mask, pid_t parent)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE };
+	size_t k;
+	int e;
+
+	setpgid(0, 0);
+	for (k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+		signal(sigs[k], SIG_DFL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
+#ifdef __linux__
+	/* Should collx-run itself be killed outright, take the rank with it. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(CLI_EXIT_RUNTIME);
+#else
+	(void)parent;
+#endif
+	/* Standard input goes to rank 0 only, and never a terminal: a rank
+	 * outside the foreground process group would stop on reading it. */
+	if (i != 0 || isatty(STDIN_FILENO))
+		dup2(j->devnull, STDIN_FILENO);
+	if (outp[1] >= 0) {
+		dup2(outp[1], STDOUT_FILENO);
+		dup2(errp[1], STDERR_FILENO);
+	}
+	if (j->ranks[i].host < 0)
+		for (k = 0; env[k]; k++)
+			putenv(env[k]);
+	execvp(argv[0], argv);
+	e = errno;
+	if (write(execfd, &e, sizeof e) < 0)
+		_exit(127);
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+static void
+stream_open(struct stream *s, int *p, int to)
+{
+	if (pipe2(p, O_CLOEXEC) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
+	s->fd = p[0];
+	s->to = to;
+	s->len = 0;
+	if ((s->buf = malloc(LINE_MAX_TAG)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	fcntl(s->fd, F_SETFL, O_NONBLOCK);
+}
+
+/* Fork and exec rank i; 0, or 127 (not found) or 126 (not executable)
+ * when PROGRAM could not be executed. */
+static int
+spawn(struct job *j, int i, char **ssh)
+{
+	struct vec env = { 0 }, argv = { 0 };
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, execp[2], e;
+	sigset_t all, old;
+	struct rank *r = &j->ranks[i];
+	pid_t parent = getpid();
+	ssize_t n;
+
+	rank_env(j, i, &env);
+	rank_argv(j, i, &env, ssh, &argv);
+	show_command(i, r->host >= 0 ? argv.v : env.v);
+	if (r->host < 0)
+		show_command(i, argv.v);
+	if (j->tag) {
+		stream_open(&r->out, outp, STDOUT_FILENO);
+		stream_open(&r->err, errp, STDERR_FILENO);
+	}
+	if (pipe2(execp, O_CLOEXEC) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
+	r->pid = fork();
+	if (r->pid == 0)
+		child_exec(j, i, env.v, argv.v, outp, errp, execp[1], &old, parent);
+	e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (r->pid < 0)
+		cli_die(CLI_EXIT_RUNTIME, "fork: %s", strerror(e));
+	setpgid(r->pid, r->pid);	/* either side may win the race */
+	j->running++;
+	close(execp[1]);
+	if (outp[1] >= 0) {
+		close(outp[1]);
+		close(errp[1]);
+	}
+	while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR)
+		;
+	close(execp[0]);
+	if (n == sizeof e)
+		cli_warn("cannot execute %s: %s", argv.v[0], strerror(e));
+	vec_free(&env);
+	vec_free(&argv);
+	return n != sizeof e ? 0 : e == ENOENT ? 127 : 126;
+}
+
+static void
+on_signal(int sig)
+{
+	int saved = errno;
+	unsigned char c = (unsigned char)sig;
+
+	if (write(sig_pipe[1], &c, 1) < 0) {
+		/* full pipe: the loop is already awake */
+	}
+	errno = saved;
+}
+
+static void
+catch_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD };
+	struct sigaction sa;
+	size_t k;
+
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+	for (k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+		sigaction(sigs[k], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);	/* a closed stdout is an error, not death */
+#ifdef __linux__
+	/* Orphans of the ranks become ours to reap, so a finished straggler
+	 * never lingers as a zombie that still looks alive. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+}
+
+/* Signal every rank's process group, stragglers of finished ranks too. */
+static void
+signal_all(struct job *j, int sig)
+{
+	int i;
+
+	for (i = 0; i < j->n; i++)
+		if (j->ranks[i].pid > 0)
+			kill(-j->ranks[i].pid, sig);
+	if (sig == SIGKILL)
+		j->killed = 1;
+}
+
+/* Begin stopping every rank: sig now, SIGKILL after the grace period. */
+static void
+stop_all(struct job *j, int sig, int code)
+{
+	if (j->stopping)
+		return;
+	j->stopping = 1;
+	j->exit_code = code;
+	j->kill_at = cli_now() + GRACE_SECONDS;
+	signal_all(j, sig);
+}
+
+static void
+describe(const struct job *j, int i, char *buf, size_t len)
+{
+	const struct rank *r = &j->ranks[i];
+
+	if (r->host >= 0)
+		snprintf(buf, len, "rank %d (host %s)", i, j->hosts.names[r->host]);
+	else
+		snprintf(buf, len, "rank %d (pid %ld)", i, (long)r->pid);
+}
+
+/* A rank ended: the first failure names itself and stops the rest. */
+static void
+rank_ended(struct job *j, int i, int status)
+{
+	char who[320];
+	int sig;
+
+	j->ranks[i].reaped = 1;
+	j->running--;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		cli_debug("rank %d finished", i);
+		return;
+	}
+	if (j->stopping) {
+		cli_debug("rank %d stopped", i);
+		return;
+	}
+	describe(j, i, who, sizeof who);
+	if (WIFEXITED(status)) {
+		cli_warn("%s exited with status %d", who, WEXITSTATUS(status));
+		stop_all(j, SIGTERM, WEXITSTATUS(status));
+	} else {
+		sig = WTERMSIG(status);
+		cli_warn("%s was killed by signal %d (%s)", who, sig, strsignal(sig));
+		stop_all(j, SIGTERM, 128 + sig);
+	}
+}
+
+static void
+reap(struct job *j)
+{
+	pid_t pid;
+	int status, i;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (i = 0; i < j->n; i++)
+			if (j->ranks[i].pid == pid && !j->ranks[i].reaped)
+				rank_ended(j, i, status);
+}
+
+static void
+handle_signals(struct job *j)
+{
+	unsigned char sigs[64];
+	ssize_t n, k;
+
+	while ((n = read(sig_pipe[0], sigs, sizeof sigs)) > 0)
+		for (k = 0; k < n; k++) {
+			if (sigs[k] == SIGCHLD) {
+				reap(j);
+			} else if (j->stopping && j->exit_code == 128 + sigs[k]) {
+				signal_all(j, SIGKILL);	/* asked twice: now */
+			} else {
+				cli_debug("forwarding signal %d to all ranks", sigs[k]);
+				j->stopping = 0;	/* forward even while stopping */
+				stop_all(j, sigs[k], 128 + sigs[k]);
+			}
+		}
+}
+
+static void
+write_all(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;		/* reader gone: drop the output */
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* "[R] line\n" in one write, so lines of different ranks never mix. */
+static void
+emit_line(const struct stream *s, int rank, const char *line, size_t len)
+{
+	char *out;
+	int k;
+
+	if ((out = malloc(len + 32)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	k = snprintf(out, 32, "[%d] ", rank);
+	memcpy(out + k, line, len);
+	if (len == 0 || line[len - 1] != '\n')
+		out[k + len++] = '\n';
+	write_all(s->to, out, (size_t)k + len);
+	free(out);
+}
+
+static void
+stream_close(struct stream *s, int rank)
+{
+	if (s->len > 0)
+		emit_line(s, rank, s->buf, s->len);
+	close(s->fd);
+	free(s->buf);
+	s->fd = -1;
+	s->buf = NULL;
+	s->len = 0;
+}
+
+static void
+stream_read(struct stream *s, int rank)
+{
+	ssize_t n;
+	char *nl, *p;
+
+	n = read(s->fd, s->buf + s->len, LINE_MAX_TAG - s->len);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		stream_close(s, rank);
+		return;
+	}
+	s->len += (size_t)n;
+	p = s->buf;
+	while ((nl = memchr(p, '\n', s->len - (size_t)(p - s->buf))) != NULL) {
+		emit_line(s, rank, p, (size_t)(nl - p) + 1);
+		p = nl + 1;
+	}
+	s->len -= (size_t)(p - s->buf);
+	memmove(s->buf, p, s->len);
+	if (s->len == LINE_MAX_TAG) {	/* an overlong line: split it */
+		emit_line(s, rank, s->buf, s->len);
+		s->len = 0;
+	}
+}
+
+/* poll set: the signal pipe, then every open stream; returns its size. */
+static nfds_t
+poll_set(struct job *j, struct pollfd *fds, struct stream **owner, int *rank_of)
+{
+	struct stream *s;
+	nfds_t n = 1;
+	int i, k;
+
+	fds[0].fd = sig_pipe[0];
+	fds[0].events = POLLIN;
+	for (i = 0; i < j->n && j->tag; i++)
+		for (k = 0; k < 2; k++) {
+			s = k ? &j->ranks[i].err : &j->ranks[i].out;
+			if (s->fd < 0)
+				continue;
+			fds[n].fd = s->fd;
+			fds[n].events = POLLIN;
+			owner[n] = s;
+			rank_of[n++] = i;
+		}
+	return n;
+}
+
+/* Milliseconds to the nearest deadline, or -1. */
+static int
+next_wait(const struct job *j, double now)
+{
+	double t = INFINITY;
+
+	if (j->stopping && !j->killed)
+		t = fmin(t, j->kill_at);
+	if (j->limit_at > 0 && !j->stopping)
+		t = fmin(t, j->limit_at);
+	if (j->draining)		/* look for stragglers now and then */
+		t = fmin(fmin(t, j->drain_until), now + 0.1);
+	if (isinf(t))
+		return -1;
+	return t <= now ? 0 : (int)ceil((t - now) * 1000);
+}
+
+static void
+check_deadlines(struct job *j)
+{
+	double now = cli_now();
+
+	if (j->limit_at > 0 && now >= j->limit_at && !j->stopping) {
+		cli_warn("time limit of %g seconds reached; stopping all ranks",
+		    j->time_limit);
+		stop_all(j, SIGTERM, 124);
+	}
+	if (j->stopping && !j->killed && now >= j->kill_at)
+		signal_all(j, SIGKILL);
+	if (j->draining && now >= j->drain_until && !j->killed)
+		signal_all(j, SIGKILL);	/* stragglers ignoring TERM */
+}
+
+/* Whether any rank's process group still has members. */
+static int
+groups_alive(const struct job *j)
+{
+	int i;
+
+	for (i = 0; i < j->n; i++)
+		if (j->ranks[i].pid > 0 && kill(-j->ranks[i].pid, 0) == 0)
+			return 1;
+	return 0;
+}
+
+/* After the last rank: stop what its groups left behind, then finish. */
+static int
+drained(struct job *j, nfds_t nfds)
+{
+	double now = cli_now();
+
+	if (!j->draining) {
+		j->draining = 1;
+		j->drain_until = now + GRACE_SECONDS;
+		if (groups_alive(j)) {
+			cli_debug("stopping processes the ranks left behind");
+			signal_all(j, SIGTERM);
+		}
+	}
+	if (nfds == 1 && !groups_alive(j))
+		return 1;
+	return now > j->drain_until + GRACE_SECONDS;	/* unkillable: give up */
+}
+
+static void
+supervise(struct job *j)
+{
+	struct pollfd *fds;
+	struct stream **owner;
+	int *rank_of, i;
+	nfds_t n, k;
+
+	fds = calloc((size_t)j->n * 2 + 1, sizeof *fds);
+	owner = calloc((size_t)j->n * 2 + 1, sizeof *owner);
+	rank_of = calloc((size_t)j->n * 2 + 1, sizeof *rank_of);
+	if (fds == NULL || owner == NULL || rank_of == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (;;) {
+		reap(j);
+		n = poll_set(j, fds, owner, rank_of);
+		if (j->running == 0 && drained(j, n))
+			break;
+		if (poll(fds, n, next_wait(j, cli_now())) < 0 && errno != EINTR)
+			cli_die(CLI_EXIT_RUNTIME, "poll: %s", strerror(errno));
+		if (fds[0].revents)
+			handle_signals(j);
+		for (k = 1; k < n; k++)
+			if (fds[k].revents)
+				stream_read(owner[k], rank_of[k]);
+		check_deadlines(j);
+	}
+	for (i = 0; i < j->n && j->tag; i++) {
+		if (j->ranks[i].out.fd >= 0)
+			stream_close(&j->ranks[i].out, i);
+		if (j->ranks[i].err.fd >= 0)
+			stream_close(&j->ranks[i].err, i);
+	}
+	free(fds);
+	free(owner);
+	free(rank_of);
+}
+
+static void
+place_ranks(struct job *j)
+{
+	int *host_of, *local, i;
+
+	if ((j->ranks = calloc((size_t)j->n, sizeof *j->ranks)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (i = 0; i < j->n; i++) {
+		j->ranks[i].host = -1;
+		j->ranks[i].local_rank = i;
+		j->ranks[i].out.fd = j->ranks[i].err.fd = -1;
+	}
+	if (j->hosts.n == 0)
+		return;
+	host_of = calloc((size_t)j->n, sizeof *host_of);
+	local = calloc((size_t)j->n, sizeof *local);
+	if (host_of == NULL || local == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	launch_place(&j->hosts, j->n, j->per_host, host_of, local);
+	for (i = 0; i < j->n; i++) {
+		j->ranks[i].host = host_of[i];
+		j->ranks[i].local_rank = local[i];
+	}
+	free(host_of);
+	free(local);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct job j;
+	char **ssh = NULL, err[256];
+	int nssh, i, rc;
+
+	memset(&j, 0, sizeof j);
+	cli_init(argv[0]);
+	parse_args(&j, argc, argv);
+	if (j.hosts.n > 0 && launch_split_words(j.ssh ? j.ssh : "ssh", &ssh,
+	    &nssh, err, sizeof err) < 0)
+		cli_usage_error("--ssh: %s", err);
+	place_ranks(&j);
+	if ((j.devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "/dev/null: %s", strerror(errno));
+	catch_signals();
+	if (j.time_limit > 0)
+		j.limit_at = cli_now() + j.time_limit;
+	for (i = 0; i < j.n && !j.stopping; i++) {
+		if ((rc = spawn(&j, i, ssh)) != 0)
+			stop_all(&j, SIGTERM, rc);
+		handle_signals(&j);
+	}
+	supervise(&j);
+	launch_words_free(ssh);
+	return j.exit_code;
+}

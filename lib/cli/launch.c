@@ -1,0 +1,392 @@
+/* launch: host lists, placement, quoting; pure functions for collx-run. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "cli/cli.h"
+#include "cli/launch.h"
+
+#define LAUNCH_MAX_HOSTS 65536
+#define LAUNCH_MAX_SLOTS 4096
+#define HOSTFILE_MAX (16 << 20)
+
+static void *
+xrealloc(void *p, size_t n)
+{
+	if ((p = realloc(p, n)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return p;
+}
+
+/* A host name must not be able to pass itself off as an ssh option. */
+static int
+host_ok(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > 255 || s[0] == '-')
+		return 0;
+	for (i = 0; i < len; i++)
+		if (isspace((unsigned char)s[i]) || iscntrl((unsigned char)s[i]) ||
+		    s[i] == ',' || s[i] == '#')
+			return 0;
+	return 1;
+}
+
+static int
+hosts_add(struct launch_hosts *h, const char *name, size_t len, int slots,
+    char *err, size_t errlen)
+{
+	if (!host_ok(name, len)) {
+		snprintf(err, errlen, "invalid host name '%.*s'", (int)len, name);
+		return -1;
+	}
+	if (h->n >= LAUNCH_MAX_HOSTS) {
+		snprintf(err, errlen, "more than %d hosts", LAUNCH_MAX_HOSTS);
+		return -1;
+	}
+	h->names = xrealloc(h->names, (size_t)(h->n + 1) * sizeof *h->names);
+	h->slots = xrealloc(h->slots, (size_t)(h->n + 1) * sizeof *h->slots);
+	if ((h->names[h->n] = strndup(name, len)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	h->slots[h->n++] = slots;
+	return 0;
+}
+
+int
+launch_hosts_add_list(struct launch_hosts *h, const char *list, char *err,
+    size_t errlen)
+{
+	const char *p = list, *comma;
+	size_t len;
+
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma ? (size_t)(comma - p) : strlen(p);
+		if (hosts_add(h, p, len, 1, err, errlen) < 0)
+			return -1;
+		if (comma == NULL)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+/* "slots=K", 1 <= K <= LAUNCH_MAX_SLOTS. */
+static int
+parse_slots(const char *tok, size_t len, int *slots)
+{
+	char buf[32], *end;
+	long v;
+
+	if (len <= 6 || len >= sizeof buf || strncmp(tok, "slots=", 6) != 0)
+		return -1;
+	memcpy(buf, tok + 6, len - 6);
+	buf[len - 6] = '\0';
+	errno = 0;
+	v = strtol(buf, &end, 10);
+	if (errno || *end || !isdigit((unsigned char)buf[0]) || v < 1 ||
+	    v > LAUNCH_MAX_SLOTS)
+		return -1;
+	*slots = (int)v;
+	return 0;
+}
+
+/* One line without its newline; blank and comment-only lines add nothing. */
+static int
+hostfile_line(struct launch_hosts *h, const char *s, size_t len, const char *name,
+    int lineno, char *err, size_t errlen)
+{
+	const char *tok[3];
+	size_t tlen[3], i = 0, ntok = 0;
+	int slots = 1;
+
+	while (i < len && s[i] != '#') {
+		while (i < len && isblank((unsigned char)s[i]))
+			i++;
+		if (i >= len || s[i] == '#')
+			break;
+		if (ntok == 3)
+			goto bad;
+		tok[ntok] = s + i;
+		while (i < len && !isspace((unsigned char)s[i]) && s[i] != '#')
+			i++;
+		tlen[ntok] = (size_t)(s + i - tok[ntok]);
+		ntok++;
+	}
+	if (ntok == 0)
+		return 0;
+	if (ntok > 2 || (ntok == 2 && parse_slots(tok[1], tlen[1], &slots) < 0))
+		goto bad;
+	if (hosts_add(h, tok[0], tlen[0], slots, err, errlen) == 0)
+		return 0;
+bad:
+	snprintf(err, errlen, "%s:%d: expected HOST [slots=K]: '%.*s'", name,
+	    lineno, (int)(len > 80 ? 80 : len), s);
+	return -1;
+}
+
+int
+launch_hostfile_parse(struct launch_hosts *h, const char *text, const char *name,
+    char *err, size_t errlen)
+{
+	const char *p = text, *nl;
+	int lineno = 0, before = h->n;
+	size_t len;
+
+	while (*p) {
+		nl = strchr(p, '\n');
+		len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len > 0 && p[len - 1] == '\r')
+			len--;
+		if (hostfile_line(h, p, len, name, ++lineno, err, errlen) < 0)
+			return -1;
+		if (nl == NULL)
+			break;
+		p = nl + 1;
+	}
+	if (h->n == before) {
+		snprintf(err, errlen, "%s: no hosts", name);
+		return -1;
+	}
+	return 0;
+}
+
+int
+launch_hostfile_read(struct launch_hosts *h, const char *path, char *err,
+    size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0, cap = 0, n;
+	FILE *f;
+	int rc = -1;
+
+	if ((f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r")) == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	do {
+		if (cap - len < 4096)
+			text = xrealloc(text, cap = cap ? cap * 2 : 8192);
+		n = fread(text + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0 && len < HOSTFILE_MAX);
+	text[len] = '\0';
+	if (ferror(f))
+		snprintf(err, errlen, "%s: read error", path);
+	else if (len >= HOSTFILE_MAX || strlen(text) != len)
+		snprintf(err, errlen, "%s: not a host list", path);
+	else
+		rc = launch_hostfile_parse(h, text, path, err, errlen);
+	if (f != stdin)
+		fclose(f);
+	free(text);
+	return rc;
+}
+
+void
+launch_hosts_free(struct launch_hosts *h)
+{
+	int i;
+
+	for (i = 0; i < h->n; i++)
+		free(h->names[i]);
+	free(h->names);
+	free(h->slots);
+	memset(h, 0, sizeof *h);
+}
+
+int
+launch_hosts_slots(const struct launch_hosts *h, int per_host)
+{
+	long total = 0;
+	int i;
+
+	for (i = 0; i < h->n; i++)
+		total += per_host > 0 ? per_host : h->slots[i];
+	return total > INT_MAX ? INT_MAX : (int)total;
+}
+
+void
+launch_place(const struct launch_hosts *h, int n, int per_host, int *host_of,
+    int *local_rank)
+{
+	int i, j, host = 0, used = 0, cap, *first, *count;
+
+	/* Hosts named twice share local ranks: count by first occurrence. */
+	first = xrealloc(NULL, (size_t)h->n * sizeof *first);
+	count = calloc((size_t)h->n, sizeof *count);
+	if (count == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (i = 0; i < h->n; i++)
+		for (first[i] = i, j = 0; j < i; j++)
+			if (strcmp(h->names[j], h->names[i]) == 0) {
+				first[i] = first[j];
+				break;
+			}
+	for (i = 0; i < n; i++) {
+		cap = per_host > 0 ? per_host : h->slots[host];
+		if (used == cap) {
+			host = (host + 1) % h->n;
+			used = 0;
+		}
+		host_of[i] = host;
+		used++;
+		local_rank[i] = count[first[host]]++;
+	}
+	free(first);
+	free(count);
+}
+
+const char *
+launch_host_addr(const char *host)
+{
+	const char *at = strrchr(host, '@');
+
+	return at ? at + 1 : host;
+}
+
+char *
+launch_shquote(const char *s)
+{
+	const char *p;
+	char *out, *q;
+	size_t n = 3;
+
+	if (*s != '\0' && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+	    "QRSTUVWXYZ0123456789_-+=/.,:@%^") == strlen(s) && s[0] != '=') {
+		if ((out = strdup(s)) == NULL)
+			cli_die(CLI_EXIT_RUNTIME, "out of memory");
+		return out;
+	}
+	for (p = s; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	if ((out = malloc(n)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	q = out;
+	*q++ = '\'';
+	for (p = s; *p; p++) {
+		if (*p == '\'') {	/* close, escaped quote, reopen */
+			memcpy(q, "'\\''", 4);
+			q += 4;
+		} else {
+			*q++ = *p;
+		}
+	}
+	*q++ = '\'';
+	*q = '\0';
+	return out;
+}
+
+static void
+words_push(char ***v, int *n, char *w)
+{
+	*v = xrealloc(*v, (size_t)(*n + 2) * sizeof **v);
+	(*v)[(*n)++] = w;
+	(*v)[*n] = NULL;
+}
+
+/* One word starting at *sp; advances past it. NULL on an open quote. */
+static char *
+next_word(const char **sp)
+{
+	const char *p = *sp;
+	char *w, *q, quote = 0;
+
+	if ((w = malloc(strlen(p) + 1)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (q = w; *p && (quote || !isspace((unsigned char)*p)); p++) {
+		if (quote == '\'' && *p == '\'')
+			quote = 0;
+		else if (quote == '\'')
+			*q++ = *p;
+		else if (*p == '\\' && p[1] && (!quote || strchr("\"\\$`", p[1])))
+			*q++ = *++p;
+		else if (*p == '"')
+			quote = quote ? 0 : '"';
+		else if (*p == '\'' && !quote)
+			quote = '\'';
+		else
+			*q++ = *p;
+	}
+	*q = '\0';
+	*sp = p;
+	if (quote) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+int
+launch_split_words(const char *s, char ***argv, int *argc, char *err, size_t errlen)
+{
+	char **v = NULL, *w;
+	int n = 0;
+
+	for (;;) {
+		while (isspace((unsigned char)*s))
+			s++;
+		if (*s == '\0')
+			break;
+		if ((w = next_word(&s)) == NULL) {
+			launch_words_free(v);
+			snprintf(err, errlen, "unbalanced quotes");
+			return -1;
+		}
+		words_push(&v, &n, w);
+	}
+	if (n == 0) {
+		snprintf(err, errlen, "empty command");
+		return -1;
+	}
+	*argv = v;
+	*argc = n;
+	return 0;
+}
+
+void
+launch_words_free(char **argv)
+{
+	char **p;
+
+	if (argv == NULL)
+		return;
+	for (p = argv; *p; p++)
+		free(*p);
+	free(argv);
+}
+
+int
+launch_free_port(const char *host, int *port, char *err, size_t errlen)
+{
+	struct sockaddr_in a;
+	socklen_t alen = sizeof a;
+	int fd;
+
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		snprintf(err, errlen, "%s: not an IPv4 address", host);
+		return -1;
+	}
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		goto fail;
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+		close(fd);
+		goto fail;
+	}
+	close(fd);
+	*port = ntohs(a.sin_port);
+	return 0;
+fail:
+	snprintf(err, errlen, "choosing a free port on %s: %s", host, strerror(errno));
+	return -1;
+}
