@@ -790,6 +790,8 @@ struct ps_client {
 	float *scratch;		/* a discarded reply */
 };
 
+static void client_free(struct ps_client *c, int bye);
+
 static int
 link_fail(const struct ps_link *l, const char *why, char *err, size_t errlen)
 {
@@ -922,7 +924,7 @@ gap:
 	snprintf(err, errlen, "the shards of servers %s do not tile one vector "
 	    "(started with different models or server counts?)", servers);
 fail:
-	ps_client_close(c);
+	client_free(c, 1);
 	return -1;
 }
 
@@ -1024,8 +1026,8 @@ ps_client_done(struct ps_client *c, char *err, size_t errlen)
 	return 0;
 }
 
-void
-ps_client_close(struct ps_client *c)
+static void
+client_free(struct ps_client *c, int bye)
 {
 	struct ps_msg m = { .type = PS_BYE };
 	char e[64];
@@ -1036,11 +1038,25 @@ ps_client_close(struct ps_client *c)
 	for (i = 0; i < c->n; i++) {
 		if (c->srv[i].fd < 0)
 			continue;
-		msg_send(c->srv[i].fd, &m, NULL, sock_now() + 1, e, sizeof(e));
+		if (bye)
+			msg_send(c->srv[i].fd, &m, NULL, sock_now() + 1, e,
+			    sizeof(e));
 		close(c->srv[i].fd);
 	}
 	free(c->srv);
 	free(c->layout);
 	free(c->scratch);
 	free(c);
+}
+
+void
+ps_client_close(struct ps_client *c)
+{
+	client_free(c, 1);
+}
+
+void
+ps_client_abort(struct ps_client *c)
+{
+	client_free(c, 0);
 }

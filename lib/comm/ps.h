@@ -96,5 +96,7 @@ int ps_client_pull(struct ps_client *c, float *params, char *err,
 int ps_client_done(struct ps_client *c, char *err, size_t errlen);
 /* Says goodbye (not a loss) and closes; NULL is fine. */
 void ps_client_close(struct ps_client *c);
+/* Closes without goodbye: the servers count this worker lost. */
+void ps_client_abort(struct ps_client *c);
 
 #endif
