@@ -37,8 +37,13 @@ int coll_algo_parse(const char *s, enum coll_algo *out);
 const char *coll_algo_name(enum coll_algo a);
 /* Whether kind implements algo (AUTO always). */
 int coll_algo_valid(enum coll_kind kind, enum coll_algo a);
-/* The alpha-beta cost model's choice for AUTO. */
+/* The alpha-beta cost model's choice for AUTO (bytes: the whole vector;
+ * for allgather, reduce-scatter and alltoall the whole gathered/input
+ * size). Never AUTO, except for barrier. */
 enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world);
+/* Bytes per pipelined message segment (0: the default, 256 KiB). Every rank
+ * must use the same value (it is part of the mismatch check). */
+void coll_set_segment(size_t bytes);
 
 /* dst[i] = dst[i] (op) src[i]; f16/bf16 accumulate in f32. AVG reduces as SUM
  * (the division is coll_finish_avg's). */

@@ -1,0 +1,356 @@
+/*
+ * coll: names, the AUTO cost model, and the machinery every collective
+ * algorithm shares: the operation stamp, the pipelined segmented exchange
+ * (cx_xchg), even block partitions, the fold of a world to a power of two,
+ * and the ring / recursive-halving / recursive-doubling passes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/coll_int.h"
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Measured on loopback (see the cost model below) and tunable for tests. */
+#define SEGMENT_DEFAULT ((size_t)256 << 10)
+
+static size_t segment_bytes = SEGMENT_DEFAULT;
+
+/* Reducing receives land here; kept between calls (one per thread). */
+static _Thread_local char *tmp_cache;
+static _Thread_local size_t tmp_cap;
+
+static const char *const op_names[] = { "sum", "prod", "min", "max", "avg" };
+
+static const char *const algo_names[COLL_ALGO_COUNT] = {
+	"auto", "naive", "ring", "tree", "rd", "rabenseifner", "linear",
+	"binomial", "scatter-allgather", "bruck", "pairwise", "halving"
+};
+
+static const char *const kind_names[] = {
+	"allreduce", "broadcast", "allgather", "reduce-scatter", "alltoall",
+	"reduce", "gather", "scatter", "barrier"
+};
+
+#define BIT(a) (1u << (a))
+static const unsigned kind_algos[] = {
+	[COLL_KIND_ALLREDUCE] = BIT(COLL_NAIVE) | BIT(COLL_RING) | BIT(COLL_TREE) |
+	    BIT(COLL_RD) | BIT(COLL_RABENSEIFNER),
+	[COLL_KIND_BROADCAST] = BIT(COLL_LINEAR) | BIT(COLL_BINOMIAL) |
+	    BIT(COLL_SCATTER_ALLGATHER) | BIT(COLL_RING),
+	[COLL_KIND_ALLGATHER] = BIT(COLL_RING) | BIT(COLL_RD) | BIT(COLL_BRUCK),
+	[COLL_KIND_REDUCE_SCATTER] = BIT(COLL_RING) | BIT(COLL_PAIRWISE) |
+	    BIT(COLL_HALVING),
+	[COLL_KIND_ALLTOALL] = BIT(COLL_PAIRWISE) | BIT(COLL_LINEAR),
+	[COLL_KIND_REDUCE] = BIT(COLL_BINOMIAL),
+	[COLL_KIND_GATHER] = BIT(COLL_LINEAR),
+	[COLL_KIND_SCATTER] = BIT(COLL_LINEAR),
+	[COLL_KIND_BARRIER] = 0,
+};
+
+int coll_op_parse(const char *s, enum coll_op *out)
+{
+	for (int i = 0; i <= COLL_AVG; i++)
+		if (strcmp(s, op_names[i]) == 0) {
+			*out = (enum coll_op)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *coll_op_name(enum coll_op op)
+{
+	return (unsigned)op <= COLL_AVG ? op_names[op] : "?";
+}
+
+int coll_algo_parse(const char *s, enum coll_algo *out)
+{
+	for (int i = 0; i < COLL_ALGO_COUNT; i++)
+		if (strcmp(s, algo_names[i]) == 0) {
+			*out = (enum coll_algo)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *coll_algo_name(enum coll_algo a)
+{
+	return (unsigned)a < COLL_ALGO_COUNT ? algo_names[a] : "?";
+}
+
+int coll_algo_valid(enum coll_kind kind, enum coll_algo a)
+{
+	if ((unsigned)kind > COLL_KIND_BARRIER || (unsigned)a >= COLL_ALGO_COUNT)
+		return 0;
+	return a == COLL_AUTO || (kind_algos[kind] & BIT(a)) != 0;
+}
+
+void coll_set_segment(size_t bytes)
+{
+	bytes &= ~(size_t)7;	/* whole elements of every dtype */
+	segment_bytes = bytes ? bytes : SEGMENT_DEFAULT;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v;
+	h *= 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
+uint64_t cx_sig(enum coll_kind kind, size_t count, int op, int root,
+    enum coll_algo algo, const size_t *counts, int ncounts)
+{
+	uint64_t h = mix(0x636f6c6c78ull, (uint64_t)kind);
+
+	h = mix(h, count);
+	h = mix(h, (uint64_t)(int64_t)op);
+	h = mix(h, (uint64_t)(int64_t)root);
+	h = mix(h, (uint64_t)algo);
+	for (int i = 0; i < ncounts; i++)
+		h = mix(h, counts[i]);
+	return mix(h, segment_bytes);	/* segmenting must agree too */
+}
+
+int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
+    enum coll_op op, enum coll_algo algo, uint64_t sig)
+{
+	memset(x, 0, sizeof *x);
+	x->c = c;
+	x->rank = comm_rank(c);
+	x->world = comm_size(c);
+	x->dt = dt;
+	x->esz = dtype_size(dt);
+	x->red = reduce_kernel(dt, op);
+	x->seg = segment_bytes;
+	x->algo = coll_algo_name(algo);
+	comm_op_begin(c, (int)kind, kind_names[kind], (int)dt, sig);
+	if (x->esz == 0 || x->red == NULL) {
+		comm_fail(c, COMM_ERR_MISMATCH, "%s: bad dtype or op", kind_names[kind]);
+		return -1;
+	}
+	if (!coll_algo_valid(kind, algo)) {
+		comm_fail(c, COMM_ERR_MISMATCH, "%s has no algorithm '%s'",
+		    kind_names[kind], coll_algo_name(algo));
+		return -1;
+	}
+	return 0;
+}
+
+void *cx_alloc(struct cx *x, size_t bytes)
+{
+	void *p = malloc(bytes ? bytes : 1);
+
+	if (p == NULL)
+		comm_fail(x->c, COMM_ERR_RUNTIME, "out of memory (%zu bytes)", bytes);
+	return p;
+}
+
+static int cx_tmp(struct cx *x)
+{
+	if (tmp_cap < 2 * x->seg) {
+		char *p = realloc(tmp_cache, 2 * x->seg);
+		if (p == NULL) {
+			comm_fail(x->c, COMM_ERR_RUNTIME, "out of memory");
+			return -1;
+		}
+		tmp_cache = p;
+		tmp_cap = 2 * x->seg;
+	}
+	x->tmp = tmp_cache;
+	return 0;
+}
+
+struct xmove {
+	int to, from, reduce;
+	const char *sbuf;
+	char *rbuf;
+	size_t sbytes, rbytes;
+};
+
+struct xslot {
+	struct comm_req r[2];
+	int n;
+};
+
+/* Post segment j of m: its receive (into a tmp slot when reducing), then its send. */
+static int xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
+{
+	size_t off = j * x->seg;
+
+	s->n = 0;
+	if (off < m->rbytes) {
+		char *dst = m->reduce ? x->tmp + (j & 1) * x->seg : m->rbuf + off;
+		if (comm_irecv(x->c, m->from, 0, dst, MIN(x->seg, m->rbytes - off),
+		    &s->r[s->n++]) < 0)
+			return -1;
+	}
+	if (off < m->sbytes)
+		if (comm_isend(x->c, m->to, 0, m->sbuf + off,
+		    MIN(x->seg, m->sbytes - off), &s->r[s->n++]) < 0)
+			return -1;
+	return 0;
+}
+
+int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+    void *rbuf, size_t rbytes, int reduce)
+{
+	struct xmove m = { to, from, reduce, sbuf, rbuf, to < 0 ? 0 : sbytes,
+	    from < 0 ? 0 : rbytes };
+	struct xslot s[2];
+	size_t n, j, off;
+
+	n = (MAX(m.sbytes, m.rbytes) + x->seg - 1) / x->seg;
+	if (n == 0 || (reduce && m.rbytes && cx_tmp(x) < 0))
+		return n == 0 ? 0 : -1;
+	if (xpost(x, &m, &s[0], 0) < 0)
+		return -1;
+	for (j = 0; j < n; j++) {
+		/* the next segment is in flight while this one is reduced */
+		if (j + 1 < n && xpost(x, &m, &s[(j + 1) & 1], j + 1) < 0)
+			return -1;
+		if (s[j & 1].n && comm_waitall(x->c, s[j & 1].r, s[j & 1].n) < 0)
+			return -1;
+		off = j * x->seg;
+		if (reduce && off < m.rbytes)
+			x->red(m.rbuf + off, x->tmp + (j & 1) * x->seg,
+			    MIN(x->seg, m.rbytes - off) / x->esz);
+	}
+	return 0;
+}
+
+int cx_send(struct cx *x, int to, const void *buf, size_t bytes)
+{
+	return cx_xchg(x, to, buf, bytes, -1, NULL, 0, 0);
+}
+
+int cx_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce)
+{
+	return cx_xchg(x, -1, NULL, 0, from, buf, bytes, reduce);
+}
+
+size_t cx_part(size_t n, int parts, int i)
+{
+	size_t q = n / (size_t)parts, r = n % (size_t)parts;
+
+	return (size_t)i * q + MIN((size_t)i, r);
+}
+
+size_t *cx_parts(struct cx *x, size_t n, int parts)
+{
+	size_t *off = cx_alloc(x, ((size_t)parts + 1) * sizeof *off);
+
+	for (int i = 0; off && i <= parts; i++)
+		off[i] = cx_part(n, parts, i);
+	return off;
+}
+
+size_t *cx_prefix(struct cx *x, const size_t *counts)
+{
+	size_t *off = cx_alloc(x, ((size_t)x->world + 1) * sizeof *off);
+
+	if (off != NULL) {
+		off[0] = 0;
+		for (int r = 0; r < x->world; r++)
+			off[r + 1] = off[r] + counts[r];
+	}
+	return off;
+}
+
+int cx_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+	uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+
+	return alen && blen && pa < pb + blen && pb < pa + alen;
+}
+
+int cx_pow2_below(int w)
+{
+	int p = 1;
+
+	while (p <= w / 2)
+		p *= 2;
+	return p;
+}
+
+int cx_fold_rank(int r, int rem)
+{
+	if (r < 2 * rem)
+		return r % 2 ? r / 2 : -1;
+	return r - rem;
+}
+
+int cx_unfold_rank(int nr, int rem)
+{
+	return nr < rem ? 2 * nr + 1 : nr + rem;
+}
+
+int cx_fold_first(int nr, int rem)
+{
+	return nr < rem ? 2 * nr : nr + rem;
+}
+
+int cx_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
+{
+	int r = x->rank;
+
+	if (r >= 2 * rem)
+		return 0;
+	comm_set_step(x->c, "%s fold %s", x->algo, in ? "in" : "out");
+	if (r % 2 == 0)
+		return in ? cx_send(x, r + 1, buf, bytes) : cx_recv(x, r + 1, buf, bytes, 0);
+	return in ? cx_recv(x, r - 1, buf, bytes, 1) : cx_send(x, r - 1, buf, bytes);
+}
+
+int cx_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
+    const char *what)
+{
+	int w = x->world, next = (x->rank + 1) % w, prev = (x->rank + w - 1) % w;
+	size_t e = x->esz;
+
+	for (int s = 0; s < w - 1; s++) {
+		int sb = cx_mod(own - s, w), rb = cx_mod(own - s - 1, w);
+		comm_set_step(x->c, "%s %s step %d", x->algo, what, s);
+		if (cx_xchg(x, next, buf + off[sb] * e, (off[sb + 1] - off[sb]) * e,
+		    prev, buf + off[rb] * e, (off[rb + 1] - off[rb]) * e, reduce) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int cx_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+{
+	int lo = 0, hi = p2, step = 0;
+	size_t e = x->esz;
+
+	for (int mask = p2 / 2; mask >= 1; mask /= 2, step++) {
+		int mid = lo + mask, peer = cx_unfold_rank(nr ^ mask, rem);
+		int klo = nr < mid ? lo : mid, khi = nr < mid ? mid : hi;
+		int slo = nr < mid ? mid : lo, shi = nr < mid ? hi : mid;
+		comm_set_step(x->c, "%s halving step %d", x->algo, step);
+		if (cx_xchg(x, peer, buf + off[slo] * e, (off[shi] - off[slo]) * e,
+		    peer, buf + off[klo] * e, (off[khi] - off[klo]) * e, 1) < 0)
+			return -1;
+		lo = klo;
+		hi = khi;
+	}
+	return 0;
+}
+
+int cx_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+{
+	size_t e = x->esz;
+	int step = 0;
+
+	for (int mask = 1; mask < p2; mask *= 2, step++) {
+		int pnr = nr ^ mask, peer = cx_unfold_rank(pnr, rem);
+		int mine = nr & ~(mask - 1), theirs = pnr & ~(mask - 1);
+		comm_set_step(x->c, "%s doubling step %d", x->algo, step);
+		if (cx_xchg(x, peer, buf + off[mine] * e,
+		    (off[mine + mask] - off[mine]) * e, peer, buf + off[theirs] * e,
+		    (off[theirs + mask] - off[theirs]) * e, 0) < 0)
+			return -1;
+	}
+	return 0;
+}

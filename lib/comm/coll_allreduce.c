@@ -1,0 +1,123 @@
+/*
+ * coll_allreduce: five allreduce algorithms, each reading top to bottom.
+ * All work in place on buf; AVG is reduced as SUM and divided at the end.
+ * Every algorithm computes each element in one place (or symmetrically,
+ * a + b on one rank and b + a on its partner), so every rank ends with
+ * bitwise the same result.
+ */
+#include <stdlib.h>
+
+#include "comm/coll_int.h"
+
+/* Teaching baseline: rank 0 receives every buffer in turn and reduces it,
+ * then sends the result back to each rank in turn. */
+static int allreduce_naive(struct cx *x, char *buf, size_t n)
+{
+	size_t bytes = n * x->esz;
+
+	if (x->rank != 0) {
+		comm_set_step(x->c, "naive send to rank 0");
+		if (cx_send(x, 0, buf, bytes) < 0)
+			return -1;
+	} else {
+		for (int r = 1; r < x->world; r++) {
+			comm_set_step(x->c, "naive receive from rank %d", r);
+			if (cx_recv(x, r, buf, bytes, 1) < 0)
+				return -1;
+		}
+	}
+	return cx_bcast(x, buf, n, 0, COLL_LINEAR);
+}
+
+/* Ring: reduce-scatter (W-1 steps; rank r ends owning block r+1 reduced),
+ * then allgather of the reduced blocks (W-1 steps). Each step moves 1/W of
+ * the data in segments, reducing segment k while k+1 arrives. */
+static int allreduce_ring(struct cx *x, char *buf, size_t n)
+{
+	size_t *off = cx_parts(x, n, x->world);
+	int rc;
+
+	if (off == NULL)
+		return -1;
+	rc = cx_ring(x, buf, off, x->rank, 1, "reduce-scatter");
+	if (rc == 0)
+		rc = cx_ring(x, buf, off, x->rank + 1, 0, "allgather");
+	free(off);
+	return rc;
+}
+
+/* Binomial reduce to rank 0, then binomial broadcast from it. */
+static int allreduce_tree(struct cx *x, char *buf, size_t n)
+{
+	if (cx_reduce(x, buf, n, 0) < 0)
+		return -1;
+	return cx_bcast(x, buf, n, 0, COLL_BINOMIAL);
+}
+
+/* Recursive doubling: log2(p2) rounds, each exchanging and reducing the
+ * whole vector with the partner at distance 1, 2, 4, ...; the ranks past
+ * the power of two below the world fold in first and get the result last. */
+static int allreduce_rd(struct cx *x, char *buf, size_t n)
+{
+	int p2 = cx_pow2_below(x->world), rem = x->world - p2;
+	int nr = cx_fold_rank(x->rank, rem), step = 0;
+	size_t bytes = n * x->esz;
+
+	if (cx_fold(x, buf, bytes, rem, 1) < 0)
+		return -1;
+	for (int mask = 1; nr >= 0 && mask < p2; mask *= 2, step++) {
+		int peer = cx_unfold_rank(nr ^ mask, rem);
+		comm_set_step(x->c, "rd step %d", step);
+		if (cx_xchg(x, peer, buf, bytes, peer, buf, bytes, 1) < 0)
+			return -1;
+	}
+	return cx_fold(x, buf, bytes, rem, 0);
+}
+
+/* Rabenseifner: recursive-halving reduce-scatter over p2 blocks (uneven by
+ * at most one element), then recursive-doubling allgather; non-powers of
+ * two fold the extra ranks in first and hand them the result last. */
+static int allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
+{
+	int p2 = cx_pow2_below(x->world), rem = x->world - p2;
+	int nr = cx_fold_rank(x->rank, rem), rc = 0;
+	size_t *off = cx_parts(x, n, p2);
+
+	if (off == NULL)
+		return -1;
+	rc = cx_fold(x, buf, n * x->esz, rem, 1);
+	if (rc == 0 && nr >= 0)
+		rc = cx_halving(x, buf, off, nr, p2, rem);
+	if (rc == 0 && nr >= 0)
+		rc = cx_doubling(x, buf, off, nr, p2, rem);
+	if (rc == 0)
+		rc = cx_fold(x, buf, n * x->esz, rem, 0);
+	free(off);
+	return rc;
+}
+
+int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
+    enum coll_op op, enum coll_algo algo)
+{
+	struct cx x;
+	enum coll_algo a = algo;
+	int rc;
+
+	if (a == COLL_AUTO)
+		a = coll_auto(COLL_KIND_ALLREDUCE, count * dtype_size(dt), comm_size(c));
+	if (cx_begin(&x, c, COLL_KIND_ALLREDUCE, dt, op, a,
+	    cx_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0)) < 0)
+		return -1;
+	if (x.world == 1 || count == 0)
+		return 0;
+	switch (a) {
+	case COLL_NAIVE: rc = allreduce_naive(&x, buf, count); break;
+	case COLL_TREE: rc = allreduce_tree(&x, buf, count); break;
+	case COLL_RD: rc = allreduce_rd(&x, buf, count); break;
+	case COLL_RABENSEIFNER: rc = allreduce_rabenseifner(&x, buf, count); break;
+	default: rc = allreduce_ring(&x, buf, count); break;
+	}
+	if (rc == 0 && op == COLL_AVG)
+		coll_finish_avg(buf, count, dt, x.world);
+	return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * coll_auto: the alpha-beta(-gamma) cost model behind COLL_AUTO.
+ *
+ * n is the message size in bytes (for allgather, reduce-scatter and
+ * alltoall the whole gathered or input size), p the world size,
+ * L = ceil(log2 p), q the power of two at or below p, and f = 1 when
+ * p is not a power of two (the extra ranks fold in and out). Costs:
+ *
+ * allreduce
+ *   ring          2(p-1) a + 2 (p-1)/p n b + (p-1)/p n g
+ *   tree          2 L (a + n b) + L n g
+ *   rd            log2 q (a + n b + n g) + f (2a + 2n b + n g)
+ *   rabenseifner  2 log2 q a + 2 (q-1)/q n b + (q-1)/q n g + f (2a + 2n b + n g)
+ *   naive         2 (p-1)(a + n b) + (p-1) n g        (never chosen)
+ * broadcast
+ *   binomial      L (a + n b)
+ *   scatter-allgather  (L + p - 1) a + 2 (p-1)/p n b
+ *   ring          (p - 2 + k)(a + n/k b), k = segments   (never chosen)
+ *   linear        (p-1)(a + n b)                       (never chosen)
+ * allgather
+ *   ring          (p-1) a + (p-1)/p n b
+ *   rd            log2 q a + (q-1)/q n b + f (2a + 2n b)
+ *   bruck         L a + (p-1)/p n b + 2 n c            (local rotation copy)
+ * reduce-scatter
+ *   ring          (p-1) a + (p-1)/p n (b + g) + n c    (working copy)
+ *   pairwise      (p-1) a + (p-1)/p n (b + g)
+ *   halving       log2 q a + (q-1)/q n (b + g) + f (a + n b + n g) + n c
+ * alltoall
+ *   pairwise      (p-1)(a + n/p b)
+ *   linear        a + (p-1) s + (p-1)/p n b k          (all at once; s per
+ *                 extra message, k > 1 for the contention of p-1 streams)
+ *
+ * a (alpha) is the one-way latency of a small message, b (beta) the time
+ * per byte of a large one, g (gamma) the reduction kernel's time per byte
+ * and c a local memcpy's, all measured on TCP loopback on the 2-core
+ * development machine with collx-bench p2p and the reduce kernel alone.
+ */
+#include "comm/coll_int.h"
+
+#define ALPHA 12e-6		/* s */
+#define BETA (1 / 1.4e9)	/* s per byte */
+#define GAMMA (1 / 6e9)		/* s per byte, f32 sum */
+#define COPY (1 / 10e9)		/* s per byte */
+#define POST 2e-6		/* s per extra message posted at once */
+#define CONTENTION 1.25
+
+static int log2_ceil(int p)
+{
+	int l = 0;
+
+	while ((1 << l) < p)
+		l++;
+	return l;
+}
+
+static double cost(enum coll_kind kind, enum coll_algo a, double n, int p)
+{
+	int L = log2_ceil(p), q = cx_pow2_below(p), lq = log2_ceil(q), f = q != p;
+	double fr = (double)(p - 1) / p, frq = (double)(q - 1) / q;
+	double fold = f * (2 * ALPHA + 2 * n * BETA + n * GAMMA);
+
+	switch (kind * COLL_ALGO_COUNT + a) {
+#define K(kind, algo) (COLL_KIND_##kind * COLL_ALGO_COUNT + COLL_##algo)
+	case K(ALLREDUCE, RING): return 2 * (p - 1) * ALPHA + 2 * fr * n * BETA + fr * n * GAMMA;
+	case K(ALLREDUCE, TREE): return 2 * L * (ALPHA + n * BETA) + L * n * GAMMA;
+	case K(ALLREDUCE, RD): return lq * (ALPHA + n * BETA + n * GAMMA) + fold;
+	case K(ALLREDUCE, RABENSEIFNER):
+		return 2 * lq * ALPHA + 2 * frq * n * BETA + frq * n * GAMMA + fold;
+	case K(BROADCAST, BINOMIAL): return L * (ALPHA + n * BETA);
+	case K(BROADCAST, SCATTER_ALLGATHER): return (L + p - 1) * ALPHA + 2 * fr * n * BETA;
+	case K(ALLGATHER, RING): return (p - 1) * ALPHA + fr * n * BETA;
+	case K(ALLGATHER, RD): return lq * ALPHA + frq * n * BETA + f * (2 * ALPHA + 2 * n * BETA);
+	case K(ALLGATHER, BRUCK): return L * ALPHA + fr * n * BETA + 2 * n * COPY;
+	case K(REDUCE_SCATTER, RING): return (p - 1) * ALPHA + fr * n * (BETA + GAMMA) + n * COPY;
+	case K(REDUCE_SCATTER, PAIRWISE): return (p - 1) * ALPHA + fr * n * (BETA + GAMMA);
+	case K(REDUCE_SCATTER, HALVING):
+		return lq * ALPHA + frq * n * (BETA + GAMMA) + n * COPY +
+		    f * (ALPHA + n * BETA + n * GAMMA);
+	case K(ALLTOALL, PAIRWISE): return (p - 1) * (ALPHA + n / p * BETA);
+	case K(ALLTOALL, LINEAR): return ALPHA + (p - 1) * POST + fr * n * BETA * CONTENTION;
+#undef K
+	default: return -1;	/* not a candidate */
+	}
+}
+
+enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world)
+{
+	enum coll_algo best = COLL_AUTO;
+	double best_cost = 0;
+
+	for (int a = COLL_AUTO + 1; a < COLL_ALGO_COUNT; a++) {
+		double t;
+		if (!coll_algo_valid(kind, (enum coll_algo)a))
+			continue;
+		t = cost(kind, (enum coll_algo)a, (double)bytes, world < 1 ? 1 : world);
+		if (t >= 0 && (best == COLL_AUTO || t < best_cost)) {
+			best = (enum coll_algo)a;
+			best_cost = t;
+		}
+	}
+	if (best == COLL_AUTO)	/* a kind with one fixed algorithm */
+		for (int a = COLL_AUTO + 1; a < COLL_ALGO_COUNT; a++)
+			if (coll_algo_valid(kind, (enum coll_algo)a))
+				return (enum coll_algo)a;
+	return best;
+}
