@@ -1,0 +1,547 @@
+/* test_cli: option parsing, group discovery, timing CSV, launch helpers. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/launch.h"
+#include "unit.h"
+
+static const char *const group_vars[] = {
+	"COLLX_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+	"COLLX_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+	"SLURM_NTASKS", "COLLX_LOCAL_RANK", "LOCAL_RANK",
+	"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "COLLX_MASTER",
+	"MASTER_ADDR", "MASTER_PORT", "COLLX_IFNAME", "COLLX_TIMEOUT",
+	"COLLX_TOKEN", NULL
+};
+
+static char tmpdir[] = "/tmp/test_cli.XXXXXX";
+
+static void
+clear_env(void)
+{
+	const char *const *v;
+
+	for (v = group_vars; *v; v++)
+		unsetenv(*v);
+}
+
+/* Run fn in a child; its exit status, stderr captured into msg. */
+static int
+in_child(void (*fn)(const void *), const void *arg, char *msg, size_t msglen)
+{
+	int p[2], status;
+	size_t got = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(p) < 0)
+		return -1;
+	fflush(stdout);
+	if ((pid = fork()) == 0) {
+		close(p[0]);
+		dup2(p[1], 2);
+		fn(arg);
+		_exit(0);
+	}
+	close(p[1]);
+	while (got < msglen - 1 && (n = read(p[0], msg + got, msglen - 1 - got)) > 0)
+		got += (size_t)n;
+	msg[got] = '\0';
+	close(p[0]);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void
+resolve_fn(const void *arg)
+{
+	struct cli_group g;
+
+	(void)arg;
+	cli_group_defaults(&g);
+	cli_group_resolve(&g);
+}
+
+static void
+long_fn(const void *arg)
+{
+	cli_parse_long("iters", arg, 0, 100);
+}
+
+static void
+size_fn(const void *arg)
+{
+	cli_parse_size("b", arg);
+}
+
+static void
+list_fn(const void *arg)
+{
+	long v[3];
+
+	cli_parse_list("shape", arg, v, 3);
+}
+
+static void
+resolved(struct cli_group *g)
+{
+	cli_group_defaults(g);
+	cli_group_resolve(g);
+}
+
+static void
+test_env_precedence(void)
+{
+	struct cli_group g;
+
+	clear_env();
+	resolved(&g);
+	UNIT_OK(g.rank == 0 && g.world == 1 && g.master == NULL && g.timeout == 60 &&
+	    g.local_rank == -1 && g.token == NULL, "nothing set: rank 0 of 1, timeout 60");
+	cli_group_free(&g);
+
+	setenv("SLURM_PROCID", "3", 1);
+	setenv("SLURM_NTASKS", "8", 1);
+	setenv("SLURM_LOCALID", "1", 1);
+	setenv("MASTER_ADDR", "node0", 1);
+	setenv("MASTER_PORT", "29400", 1);
+	resolved(&g);
+	UNIT_OK(g.rank == 3 && g.world == 8 && g.local_rank == 1, "Slurm variables");
+	UNIT_OK(g.master && strcmp(g.master, "node0:29400") == 0, "MASTER_ADDR+MASTER_PORT");
+	cli_group_free(&g);
+
+	setenv("PMI_RANK", "4", 1);
+	setenv("PMI_SIZE", "9", 1);
+	resolved(&g);
+	UNIT_OK(g.rank == 4 && g.world == 9, "PMI before Slurm");
+	cli_group_free(&g);
+
+	setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "10", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+	resolved(&g);
+	UNIT_OK(g.rank == 5 && g.world == 10 && g.local_rank == 2, "Open MPI before PMI");
+	cli_group_free(&g);
+
+	setenv("RANK", "6", 1);
+	setenv("WORLD_SIZE", "11", 1);
+	setenv("LOCAL_RANK", "3", 1);
+	resolved(&g);
+	UNIT_OK(g.rank == 6 && g.world == 11 && g.local_rank == 3, "torchrun before Open MPI");
+	cli_group_free(&g);
+
+	setenv("COLLX_RANK", "7", 1);
+	setenv("COLLX_WORLD_SIZE", "12", 1);
+	setenv("COLLX_LOCAL_RANK", "4", 1);
+	setenv("COLLX_MASTER", "10.0.0.1:1234", 1);
+	setenv("COLLX_TIMEOUT", "2.5", 1);
+	setenv("COLLX_IFNAME", "eth0,eth1", 1);
+	setenv("COLLX_TOKEN", "s3cret", 1);
+	resolved(&g);
+	UNIT_OK(g.rank == 7 && g.world == 12 && g.local_rank == 4, "COLLX_ first");
+	UNIT_OK(strcmp(g.master, "10.0.0.1:1234") == 0, "COLLX_MASTER before MASTER_ADDR");
+	UNIT_OK(g.timeout == 2.5 && strcmp(g.iface, "eth0,eth1") == 0 &&
+	    strcmp(g.token, "s3cret") == 0, "timeout, interfaces, token from environment");
+	cli_group_free(&g);
+
+	setenv("COLLX_RANK", "", 1);	/* empty counts as unset */
+	resolved(&g);
+	UNIT_OK(g.rank == 6, "an empty variable is skipped");
+	cli_group_free(&g);
+	clear_env();
+}
+
+static void
+test_options_override(void)
+{
+	struct cli_group g;
+	char path[64];
+	FILE *f;
+
+	clear_env();
+	setenv("COLLX_RANK", "1", 1);
+	setenv("COLLX_WORLD_SIZE", "4", 1);
+	setenv("COLLX_MASTER", "a:1", 1);
+	setenv("COLLX_TIMEOUT", "9", 1);
+	setenv("COLLX_TOKEN", "fromenv", 1);
+	snprintf(path, sizeof path, "%s/token", tmpdir);
+	f = fopen(path, "w");
+	fputs("fromfile\n", f);
+	fclose(f);
+	cli_group_defaults(&g);
+	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "2") == 1, "--rank is a group option");
+	UNIT_OK(cli_group_option(&g, 'x', "2") == 0, "other options are not");
+	cli_group_option(&g, CLI_OPT_WORLD, "3");
+	cli_group_option(&g, CLI_OPT_MASTER, "[::1]:99");
+	cli_group_option(&g, CLI_OPT_TIMEOUT, "0.5");
+	cli_group_option(&g, CLI_OPT_TOKEN_FILE, path);
+	cli_group_option(&g, CLI_OPT_IFACE, "lo");
+	cli_group_resolve(&g);
+	UNIT_OK(g.rank == 2 && g.world == 3, "options override the environment");
+	UNIT_OK(strcmp(g.master, "[::1]:99") == 0 && g.timeout == 0.5 &&
+	    strcmp(g.iface, "lo") == 0, "master, timeout, iface options");
+	UNIT_OK(strcmp(g.token, "fromfile") == 0, "token file, newline stripped");
+	cli_group_free(&g);
+	clear_env();
+
+	setenv("MASTER_ADDR", "fe80::1", 1);
+	setenv("MASTER_PORT", "5", 1);
+	setenv("WORLD_SIZE", "2", 1);
+	setenv("RANK", "1", 1);
+	resolved(&g);
+	UNIT_OK(strcmp(g.master, "[fe80::1]:5") == 0, "IPv6 MASTER_ADDR is bracketed");
+	cli_group_free(&g);
+	clear_env();
+}
+
+static void
+expect_usage(const char *var, const char *val, const char *want, const char *what)
+{
+	char msg[512];
+	int rc;
+
+	clear_env();
+	setenv("COLLX_MASTER", "h:1", 1);
+	if (var)
+		setenv(var, val, 1);
+	rc = in_child(resolve_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == CLI_EXIT_USAGE && strstr(msg, want) != NULL &&
+	    strstr(msg, "--help") != NULL, what);
+	if (rc != CLI_EXIT_USAGE || strstr(msg, want) == NULL)
+		printf("#   exit %d, message: %s", rc, msg);
+	clear_env();
+}
+
+static void
+test_env_errors(void)
+{
+	char msg[512];
+	int rc;
+
+	expect_usage("COLLX_RANK", "x1", "COLLX_RANK", "bad COLLX_RANK names it");
+	expect_usage("WORLD_SIZE", "0", "WORLD_SIZE", "WORLD_SIZE 0 is refused");
+	expect_usage("COLLX_TIMEOUT", "-3", "COLLX_TIMEOUT", "negative timeout refused");
+	expect_usage("SLURM_PROCID", "2", "no world size", "rank without world size");
+	expect_usage("COLLX_WORLD_SIZE", "2", "no rank", "world size without rank");
+	expect_usage("COLLX_MASTER", "nohost", "COLLX_MASTER", "master without port");
+
+	clear_env();
+	setenv("RANK", "4", 1);
+	setenv("WORLD_SIZE", "4", 1);
+	setenv("COLLX_MASTER", "h:1", 1);
+	rc = in_child(resolve_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && strstr(msg, "out of range"), "rank >= world refused");
+
+	clear_env();
+	setenv("RANK", "0", 1);
+	setenv("WORLD_SIZE", "2", 1);
+	rc = in_child(resolve_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && strstr(msg, "rendezvous"), "world > 1 needs a master");
+
+	setenv("MASTER_ADDR", "h", 1);
+	rc = in_child(resolve_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && strstr(msg, "MASTER_PORT"), "MASTER_ADDR without MASTER_PORT");
+	setenv("MASTER_PORT", "70000", 1);
+	rc = in_child(resolve_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && strstr(msg, "MASTER_PORT"), "MASTER_PORT out of range");
+	clear_env();
+}
+
+static void
+test_numbers(void)
+{
+	char msg[512];
+	long v[4];
+	size_t z;
+
+	UNIT_OK(cli_parse_long("n", "42", 0, 100) == 42, "parse_long");
+	UNIT_OK(cli_parse_long("n", "-7", -10, 10) == -7, "parse_long negative");
+	UNIT_OK(in_child(long_fn, "12x", msg, sizeof msg) == 2 &&
+	    strstr(msg, "--iters") && strstr(msg, "12x"), "trailing garbage names option");
+	UNIT_OK(in_child(long_fn, "101", msg, sizeof msg) == 2 &&
+	    strstr(msg, "out of range"), "out of range");
+	UNIT_OK(in_child(long_fn, " 5", msg, sizeof msg) == 2, "leading blank refused");
+	UNIT_OK(in_child(long_fn, "", msg, sizeof msg) == 2, "empty refused");
+	UNIT_OK(in_child(long_fn, "99999999999999999999", msg, sizeof msg) == 2,
+	    "overflow refused");
+	UNIT_OK(cli_parse_double("lr", "1e-3", 0, 1) == 1e-3, "parse_double");
+
+	UNIT_OK(cli_parse_size("b", "8") == 8, "size plain");
+	UNIT_OK(cli_parse_size("b", "64K") == 65536, "size K");
+	UNIT_OK(cli_parse_size("b", "3m") == 3145728, "size m");
+	UNIT_OK(cli_parse_size("b", "2G") == 2147483648UL, "size G");
+	UNIT_OK(cli_parse_size("b", "1.5K") == 1536, "size 1.5K");
+	UNIT_OK(cli_parse_size("b", "4KiB") == 4096 && cli_parse_size("b", "4kb") == 4096,
+	    "size KiB/kb spellings");
+	UNIT_OK(cli_size_value("1.1", &z) < 0, "fraction of a byte refused");
+	UNIT_OK(cli_size_value("-1", &z) < 0 && cli_size_value("K", &z) < 0 &&
+	    cli_size_value("1Q", &z) < 0 && cli_size_value("1KK", &z) < 0 &&
+	    cli_size_value("", &z) < 0, "bad sizes refused");
+	UNIT_OK(cli_size_value("99999999T", &z) < 0, "size overflow refused");
+	UNIT_OK(in_child(size_fn, "12Q", msg, sizeof msg) == 2 && strstr(msg, "-b"),
+	    "bad size names -b");
+
+	UNIT_OK(cli_parse_list("shape", "2,3,4", v, 4) == 3 && v[0] == 2 && v[1] == 3 &&
+	    v[2] == 4, "list");
+	UNIT_OK(cli_parse_list("shape", "-1", v, 4) == 1 && v[0] == -1, "one-item list");
+	UNIT_OK(in_child(list_fn, "1,2,3,4", msg, sizeof msg) == 2 &&
+	    strstr(msg, "at most 3"), "too many items");
+	UNIT_OK(in_child(list_fn, "1,,2", msg, sizeof msg) == 2, "empty item");
+	UNIT_OK(in_child(list_fn, "1,2,", msg, sizeof msg) == 2, "trailing comma");
+	UNIT_OK(in_child(list_fn, "1,a", msg, sizeof msg) == 2, "non-number item");
+}
+
+static void
+test_subst(void)
+{
+	char *s;
+
+	s = cli_subst("out.{rank}-of-{world}.npy", 3, 8);
+	UNIT_OK(strcmp(s, "out.3-of-8.npy") == 0, "subst rank and world");
+	free(s);
+	s = cli_subst("{rank}{rank}{world}", 123456789, 1000000000);
+	UNIT_OK(strcmp(s, "1234567891234567891000000000") == 0, "subst long numbers");
+	free(s);
+	s = cli_subst("{ranks} {i} {rank", 1, 2);
+	UNIT_OK(strcmp(s, "{ranks} {i} {rank") == 0, "other braces untouched");
+	free(s);
+}
+
+static void
+test_busbw(void)
+{
+	UNIT_CLOSE(cli_busbw_factor("allreduce", 4), 1.5, 1e-12, 0, "allreduce 2(n-1)/n");
+	UNIT_CLOSE(cli_busbw_factor("allreduce", 1), 0, 0, 1e-12, "allreduce n=1");
+	UNIT_CLOSE(cli_busbw_factor("allgather", 8), 0.875, 1e-12, 0, "allgather (n-1)/n");
+	UNIT_CLOSE(cli_busbw_factor("reduce-scatter", 2), 0.5, 1e-12, 0, "reduce-scatter");
+	UNIT_CLOSE(cli_busbw_factor("alltoall", 5), 0.8, 1e-12, 0, "alltoall");
+	UNIT_CLOSE(cli_busbw_factor("broadcast", 16), 1, 0, 0, "broadcast 1");
+	UNIT_CLOSE(cli_busbw_factor("reduce", 16), 1, 0, 0, "reduce 1");
+	UNIT_CLOSE(cli_busbw_factor("sendrecv", 3), 1, 0, 0, "others 1");
+}
+
+static char *
+slurp(const char *path)
+{
+	static char buf[1 << 20];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return strcpy(buf, "");
+	n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static int
+count_lines(const char *s, const char *prefix)
+{
+	int n = 0;
+
+	for (; *s; s = strchr(s, '\n') + 1) {
+		if (strncmp(s, prefix, strlen(prefix)) == 0)
+			n++;
+		if (strchr(s, '\n') == NULL)
+			break;
+	}
+	return n;
+}
+
+static void
+test_timing(void)
+{
+	struct cli_timing_row r = { "collx-allreduce", "allreduce", "ring", 1, 4,
+	    "f32", 250000000, 1000000000, 0, 2.0, NULL };
+	struct cli_timing *t;
+	char path[64], *s;
+	int k;
+
+	snprintf(path, sizeof path, "%s/t.csv", tmpdir);
+	UNIT_OK(cli_timing_open(NULL, NULL) == NULL, "NULL path: timing off");
+	cli_timing_write(NULL, &r);
+	cli_timing_close(NULL);
+	t = cli_timing_open(path, NULL);
+	cli_timing_write(t, &r);
+	r.op = "broadcast", r.iter = 1, r.seconds = 0.5, r.algo = "a,b";
+	cli_timing_write(t, &r);
+	cli_timing_close(t);
+	s = slurp(path);
+	UNIT_OK(strcmp(s, "program,op,algo,rank,world_size,dtype,count,bytes,iter,"
+	    "seconds,algbw_gbps,busbw_gbps\n"
+	    "collx-allreduce,allreduce,ring,1,4,f32,250000000,1000000000,0,2,0.5,0.75\n"
+	    "collx-allreduce,broadcast,\"a,b\",1,4,f32,250000000,1000000000,1,0.5,2,2\n")
+	    == 0, "header, rows, algbw = bytes/s/1e9, busbw factor, quoting");
+	t = cli_timing_open(path, NULL);
+	cli_timing_write(t, &r);
+	cli_timing_close(t);
+	UNIT_OK(count_lines(slurp(path), "program,") == 1 &&
+	    count_lines(slurp(path), "collx-") == 3, "no second header when appending");
+
+	snprintf(path, sizeof path, "%s/x.csv", tmpdir);
+	t = cli_timing_open(path, "step,note");
+	r.extra = "7,hi";
+	r.seconds = 0;
+	cli_timing_write(t, &r);
+	cli_timing_close(t);
+	s = slurp(path);
+	UNIT_OK(strstr(s, "busbw_gbps,step,note\n") != NULL &&
+	    strstr(s, ",0,0,0,7,hi\n") != NULL, "extra columns; zero seconds gives 0 GB/s");
+
+	/* Four processes append at once to a new file: one header, whole rows. */
+	snprintf(path, sizeof path, "%s/shared.csv", tmpdir);
+	for (k = 0; k < 4; k++)
+		if (fork() == 0) {
+			struct cli_timing *c = cli_timing_open(path, NULL);
+			struct cli_timing_row row = r;
+			int i;
+
+			row.extra = NULL, row.rank = k, row.seconds = 1;
+			for (i = 0; i < 300; i++) {
+				row.iter = i;
+				cli_timing_write(c, &row);
+			}
+			cli_timing_close(c);
+			_exit(0);
+		}
+	while (wait(NULL) > 0)
+		;
+	s = slurp(path);
+	UNIT_OK(count_lines(s, "program,") == 1 && count_lines(s, "collx-allreduce,") ==
+	    1200 && strncmp(s, "program,", 8) == 0, "concurrent appenders: one header, 1200 rows");
+}
+
+static void
+test_hosts(void)
+{
+	struct launch_hosts h = { 0 };
+	char err[256];
+	int host[8], local[8];
+
+	UNIT_OK(launch_hostfile_parse(&h, "# cluster\n\nnode1 slots=2\n  node2   # two\r\n"
+	    "user@node3 slots=1\n", "hf", err, sizeof err) == 0 && h.n == 3, "hostfile parsed");
+	UNIT_OK(strcmp(h.names[1], "node2") == 0 && h.slots[0] == 2 && h.slots[1] == 1 &&
+	    strcmp(h.names[2], "user@node3") == 0, "hostfile names and slots");
+	UNIT_OK(launch_hosts_slots(&h, 0) == 4 && launch_hosts_slots(&h, 3) == 9,
+	    "slot totals");
+	launch_place(&h, 6, 0, host, local);
+	UNIT_OK(host[0] == 0 && host[1] == 0 && host[2] == 1 && host[3] == 2 &&
+	    host[4] == 0 && host[5] == 0 && local[4] == 2 && local[5] == 3 && local[3] == 0,
+	    "placement by slots, wrapping");
+	launch_place(&h, 5, 2, host, local);
+	UNIT_OK(host[0] == 0 && host[1] == 0 && host[2] == 1 && host[3] == 1 && host[4] == 2 &&
+	    local[3] == 1 && local[4] == 0, "--per-host blocks");
+	UNIT_OK(strcmp(launch_host_addr(h.names[2]), "node3") == 0, "user@ stripped");
+	launch_hosts_free(&h);
+
+	launch_hosts_add_list(&h, "a,b,a", err, sizeof err);
+	launch_place(&h, 7, 0, host, local);
+	UNIT_OK(host[0] == 0 && host[1] == 1 && host[3] == 0 && host[6] == 0 &&
+	    local[0] == 0 && local[2] == 1 && local[3] == 2 && local[5] == 3 && local[6] == 4,
+	    "i mod H; a host named twice shares local ranks");
+	launch_hosts_free(&h);
+
+	UNIT_OK(launch_hostfile_parse(&h, "n1 slots=0\n", "hf", err, sizeof err) < 0 &&
+	    strstr(err, "hf:1"), "slots=0 refused with line number");
+	launch_hosts_free(&h);
+	UNIT_OK(launch_hostfile_parse(&h, "n1\nn2 cores=3\n", "hf", err, sizeof err) < 0 &&
+	    strstr(err, "hf:2"), "unknown field refused");
+	launch_hosts_free(&h);
+	UNIT_OK(launch_hostfile_parse(&h, "# only\n\n", "hf", err, sizeof err) < 0 &&
+	    strstr(err, "no hosts"), "empty hostfile refused");
+	launch_hosts_free(&h);
+	UNIT_OK(launch_hosts_add_list(&h, "a,,b", err, sizeof err) < 0 &&
+	    launch_hosts_add_list(&h, "-oProxyCommand=x", err, sizeof err) < 0,
+	    "empty or option-like host refused");
+	launch_hosts_free(&h);
+}
+
+/* What a POSIX shell makes of quoted words: printf each in brackets. */
+static void
+test_quoting(void)
+{
+	static const char *const words[] = { "plain", "a b", "it's", "$HOME",
+	    "`x`", "\"q\"", "*", "", "a\nb", "x=1", "--", "\\", NULL };
+	char cmd[1024] = "printf '[%s]' ", got[512], want[512] = "", *q;
+	char **v, err[128];
+	FILE *p;
+	size_t n;
+	int i, c;
+
+	for (i = 0; words[i]; i++) {
+		q = launch_shquote(words[i]);
+		strcat(cmd, q);
+		strcat(cmd, " ");
+		free(q);
+		snprintf(want + strlen(want), sizeof want - strlen(want), "[%s]", words[i]);
+	}
+	p = popen(cmd, "r");
+	n = fread(got, 1, sizeof got - 1, p);
+	got[n] = '\0';
+	pclose(p);
+	UNIT_OK(strcmp(got, want) == 0, "shquote survives sh");
+	q = launch_shquote("ok/path-1.npy");
+	UNIT_OK(strcmp(q, "ok/path-1.npy") == 0, "safe words stay bare");
+	free(q);
+
+	UNIT_OK(launch_split_words("  ssh -o 'Opt=a b' \"x\\\"y\" z\\ w ", &v, &c, err,
+	    sizeof err) == 0 && c == 5 && strcmp(v[0], "ssh") == 0 &&
+	    strcmp(v[2], "Opt=a b") == 0 && strcmp(v[3], "x\"y") == 0 &&
+	    strcmp(v[4], "z w") == 0 && v[5] == NULL, "split words");
+	launch_words_free(v);
+	UNIT_OK(launch_split_words("ssh 'open", &v, &c, err, sizeof err) < 0 &&
+	    launch_split_words("   ", &v, &c, err, sizeof err) < 0,
+	    "unbalanced or empty command refused");
+}
+
+static void
+test_hostport(void)
+{
+	char host[64];
+	int port;
+
+	UNIT_OK(cli_hostport_parse("node1:29500", host, sizeof host, &port) == 0 &&
+	    strcmp(host, "node1") == 0 && port == 29500, "host:port");
+	UNIT_OK(cli_hostport_parse("[::1]:80", host, sizeof host, &port) == 0 &&
+	    strcmp(host, "::1") == 0 && port == 80, "[v6]:port");
+	UNIT_OK(cli_hostport_parse("::1:80", host, sizeof host, &port) < 0 &&
+	    cli_hostport_parse("h:0", host, sizeof host, &port) < 0 &&
+	    cli_hostport_parse("h:65536", host, sizeof host, &port) < 0 &&
+	    cli_hostport_parse(":80", host, sizeof host, &port) < 0 &&
+	    cli_hostport_parse("h:8x", host, sizeof host, &port) < 0, "bad addresses");
+	UNIT_OK(launch_free_port("127.0.0.1", &port, host, sizeof host) == 0 &&
+	    port > 0 && port < 65536, "free port");
+}
+
+int
+main(int argc, char **argv)
+{
+	char cmd[64];
+
+	(void)argc;
+	cli_init(argv[0]);
+	if (mkdtemp(tmpdir) == NULL)
+		return 1;
+	test_env_precedence();
+	test_options_override();
+	test_env_errors();
+	test_numbers();
+	test_subst();
+	test_busbw();
+	test_timing();
+	test_hosts();
+	test_quoting();
+	test_hostport();
+	UNIT_CLOSE(cli_now() - cli_now(), 0, 0, 0.1, "cli_now is monotonic seconds");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+	if (system(cmd) != 0)
+		return 1;
+	return unit_done();
+}
