@@ -53,8 +53,8 @@ double tensor_rng_uniform(struct tensor_rng *r, int bits)
 /*
  * ln x = k ln 2 + ln m with x = m 2^k, m in [sqrt(1/2), sqrt(2)), and
  * ln m = 2 atanh f = 2 (f + f^3/3 + ... + f^23/23), f = (m - 1)/(m + 1),
- * summed by Horner's rule from the f^23 term down. Accurate to about one
- * unit in the last place; what matters is that it is reproducible.
+ * summed by Horner's rule from the f^23 term down. Accurate to a few units
+ * in the last place; what matters is that it is reproducible.
  */
 double tensor_rng_log(double x)
 {
