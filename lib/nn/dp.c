@@ -1028,7 +1028,7 @@ next_tensor_line(const char *p, size_t *len)
 int
 dp_layout_same(const char *a, const char *b)
 {
-	size_t la, lb;
+	size_t la = 0, lb = 0;
 
 	for (;;) {
 		a = next_tensor_line(a, &la);

@@ -1,0 +1,435 @@
+/* collx-dp: data-parallel training of a built-in model (mlp, block, gpt),
+ * gradients synced by allreduce or a parameter server; or --init, a fresh
+ * model from a seed. The training itself is lib/nn/dp.c's. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "comm/ps.h"
+#include "nn/dp.h"
+#include "nn/nn.h"
+#include "tensor/tensor.h"
+
+enum {
+	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_BATCH, OPT_STEPS,
+	OPT_EPOCHS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_BETAS, OPT_EPS,
+	OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
+	OPT_BUCKET, OPT_SHUFFLE, OPT_LOSS_CSV, OPT_SEED, OPT_INIT, OPT_DIMS,
+	OPT_THREADS
+};
+
+static const struct option longopts[] = {
+	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
+	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
+	{ "data", 1, 0, OPT_DATA }, { "targets", 1, 0, OPT_TARGETS },
+	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
+	{ "epochs", 1, 0, OPT_EPOCHS }, { "lr", 1, 0, OPT_LR },
+	{ "optimizer", 1, 0, OPT_OPTIM }, { "momentum", 1, 0, OPT_MOMENTUM },
+	{ "weight-decay", 1, 0, OPT_WD }, { "betas", 1, 0, OPT_BETAS },
+	{ "eps", 1, 0, OPT_EPS }, { "sync", 1, 0, OPT_SYNC },
+	{ "ps-servers", 1, 0, OPT_PS_SERVERS }, { "ps", 1, 0, OPT_PS },
+	{ "ps-mode", 1, 0, OPT_PS_MODE }, { "staleness", 1, 0, OPT_STALENESS },
+	{ "bucket-mb", 1, 0, OPT_BUCKET }, { "shuffle", 0, 0, OPT_SHUFFLE },
+	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
+	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
+	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
+	CLI_GROUP_LONGOPTS,
+	{ 0, 0, 0, 0 }
+};
+
+struct opts {
+	const char *model, *out, *data, *targets, *loss_csv, *timing;
+	const char *init, *dims, *optim_name, *sync_name;
+	long batch, steps;
+	double epochs, lr, momentum, wd, b1, b2, eps;
+	int have_lr, have_momentum, have_wd, have_betas, have_eps, have_ps_servers;
+	int threads;
+	struct dp_cfg cfg;
+	struct cli_group g;
+};
+
+static _Noreturn void
+usage(void)
+{
+	printf("usage: %s -m MODEL.safetensors --data X.npy [--targets Y.npy] --batch B\n"
+	    "           (--steps K | --epochs E) [options]\n"
+	    "       %s --init ARCH --dims DIMS [--seed S] -o MODEL.safetensors\n\n"
+	    "Data-parallel training of a built-in model (mlp, block, gpt).\n\n"
+	    "  -m, --model F         model (safetensors with collx.arch metadata)\n"
+	    "  --data F              mlp/block: X rows; gpt: token file (.npy or bytes)\n"
+	    "  --targets F           mlp/block: Y rows\n"
+	    "  --batch B             global batch, split over the ranks\n"
+	    "  --steps K             train K steps\n"
+	    "  --epochs E            train ceil(E * samples / B) steps\n"
+	    "  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n"
+	    "  --optimizer NAME      sgd (default) or adamw\n"
+	    "  --momentum M          sgd momentum (0)\n"
+	    "  --weight-decay WD     weight decay (sgd 0, adamw 0.01)\n"
+	    "  --betas B1,B2         adamw betas (0.9,0.999)\n"
+	    "  --eps E               adamw epsilon (1e-8)\n"
+	    "  --sync ALGO           ring, tree, rd, rabenseifner, naive, ps or\n"
+	    "                        auto (default)\n"
+	    "  --ps-servers S        --sync ps: ranks 0..S-1 also serve (1)\n"
+	    "  --ps HOST:PORT,...    --sync ps: external collx-ps servers\n"
+	    "  --ps-mode MODE        sync (default) or async\n"
+	    "  --staleness K         async: no worker more than K pushes ahead\n"
+	    "  --bucket-mb MB        fuse gradients into buckets of MB (25)\n"
+	    "  --shuffle             permute the samples every epoch (from --seed)\n"
+	    "  --seed S              shuffle and --init seed (0)\n"
+	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
+	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,seconds,\n"
+	    "                        tokens_per_s\n"
+	    "  --timing F            append compute and communication timing rows\n"
+	    "  --threads N           BLAS threads per rank (1)\n"
+	    "  --init ARCH           write a fresh mlp, block or gpt model\n"
+	    "  --dims DIMS           mlp DIN,H,DOUT; block D,HEADS[,FF[,CAUSAL]];\n"
+	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF]\n"
+	    "  -v, --verbose         a line per step on stderr (also on a terminal)\n"
+	    "  -q, --quiet           no step lines\n"
+	    "  -h, --help            this help\n"
+	    "  -V, --version         version\n"
+	    "%s"
+	    "Exit status: 0 ok, 1 runtime failure, 2 usage, 3 bad input or ranks\n"
+	    "disagree (parameters not identical after training).\n",
+	    cli_progname, cli_progname, cli_group_help);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static void
+parse_betas(struct opts *o, const char *s)
+{
+	char *end;
+
+	o->b1 = strtod(s, &end);
+	if (end == s || *end != ',')
+		cli_usage_error("--betas: want B1,B2, not '%s'", s);
+	o->b2 = cli_parse_double("--betas", end + 1, 0, 0.999999999);
+	if (o->b1 < 0 || o->b1 >= 1)
+		cli_usage_error("--betas: beta1 %g is outside [0, 1)", o->b1);
+	o->have_betas = 1;
+}
+
+static void
+parse_sync(struct opts *o, const char *s)
+{
+	o->sync_name = s;
+	if (strcmp(s, "ps") == 0) {
+		o->cfg.sync = DP_PS;
+		return;
+	}
+	o->cfg.sync = DP_ALLREDUCE;
+	if (coll_algo_parse(s, &o->cfg.algo) < 0 ||
+	    !coll_algo_valid(COLL_KIND_ALLREDUCE, o->cfg.algo))
+		cli_usage_error("--sync: unknown algorithm '%s'", s);
+}
+
+/* Options of training; 0 when c was not one of them. */
+static int
+train_option(struct opts *o, int c, const char *a)
+{
+	switch (c) {
+	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); o->have_lr = 1; break;
+	case OPT_OPTIM: o->optim_name = a; break;
+	case OPT_MOMENTUM:
+		o->momentum = cli_parse_double("--momentum", a, 0, 1e9);
+		o->have_momentum = 1;
+		break;
+	case OPT_WD: o->wd = cli_parse_double("--weight-decay", a, 0, 1e9); o->have_wd = 1; break;
+	case OPT_BETAS: parse_betas(o, a); break;
+	case OPT_EPS: o->eps = cli_parse_double("--eps", a, 0, 1); o->have_eps = 1; break;
+	case OPT_SYNC: parse_sync(o, a); break;
+	case OPT_PS_SERVERS:
+		o->cfg.ps_servers = (int)cli_parse_long("--ps-servers", a, 1, 1 << 20);
+		o->have_ps_servers = 1;
+		break;
+	case OPT_PS: o->cfg.ps_addrs = a; break;
+	case OPT_PS_MODE:
+		if (ps_mode_parse(a, &o->cfg.ps_mode) < 0)
+			cli_usage_error("--ps-mode: want sync or async, not '%s'", a);
+		break;
+	case OPT_STALENESS:
+		o->cfg.staleness = (int)cli_parse_long("--staleness", a, 0, 1 << 30);
+		break;
+	case OPT_BUCKET:
+		o->cfg.bucket_bytes = (size_t)(cli_parse_double("--bucket-mb", a,
+		    0, 1 << 20) * (1 << 20));
+		break;
+	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+static void
+parse_args(struct opts *o, int argc, char **argv)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
+		if (cli_group_option(&o->g, c, optarg) || train_option(o, c, optarg))
+			continue;
+		switch (c) {
+		case 'h': usage();
+		case 'V': cli_version();
+		case 'v': cli_verbose++; break;
+		case 'q': cli_quiet = 1; break;
+		case 'm': o->model = optarg; break;
+		case 'o': o->out = optarg; break;
+		case OPT_DATA: o->data = optarg; break;
+		case OPT_TARGETS: o->targets = optarg; break;
+		case OPT_BATCH: o->batch = cli_parse_long("--batch", optarg, 1, 1L << 40); break;
+		case OPT_STEPS: o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40); break;
+		case OPT_EPOCHS: o->epochs = cli_parse_double("--epochs", optarg, 0, 1e9); break;
+		case CLI_OPT_TIMING: o->timing = optarg; break;
+		case OPT_LOSS_CSV: o->loss_csv = optarg; break;
+		case OPT_SEED: o->cfg.seed = (uint64_t)cli_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
+		case OPT_INIT: o->init = optarg; break;
+		case OPT_DIMS: o->dims = optarg; break;
+		case OPT_THREADS: o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024); break;
+		default: cli_usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+/* --init: a fresh model from a seed. */
+static _Noreturn void
+init_model(const struct opts *o)
+{
+	struct tensor_set s = { 0 };
+	struct nn_dims d;
+	enum nn_arch arch;
+	char e[TENSOR_ERRLEN];
+	char *out;
+
+	if (nn_arch_parse(o->init, &arch) < 0)
+		cli_usage_error("--init: unknown architecture '%s' (mlp, block, gpt)",
+		    o->init);
+	if (o->dims == NULL || o->out == NULL)
+		cli_usage_error("--init needs --dims and -o");
+	if (nn_dims_parse(o->dims, arch, &d, e, sizeof(e)) < 0)
+		cli_usage_error("--dims: %s", e);
+	if (nn_init(&s, &d, o->cfg.seed, e, sizeof(e)) < 0)
+		cli_usage_error("--dims: %s", e);
+	out = cli_subst(o->out, 0, 1);
+	if (tensor_save(out, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", out, e);
+	free(out);
+	tensor_set_free(&s);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static void
+check_args(struct opts *o)
+{
+	if (o->model == NULL || o->data == NULL)
+		cli_usage_error("-m MODEL and --data are required");
+	if (o->batch < 1)
+		cli_usage_error("--batch B is required");
+	if ((o->steps >= 0) == (o->epochs > 0))
+		cli_usage_error("give one of --steps and --epochs");
+	if (o->cfg.ps_addrs != NULL && o->sync_name == NULL)
+		o->cfg.sync = DP_PS;
+	if (o->cfg.sync != DP_PS && (o->cfg.ps_addrs || o->have_ps_servers))
+		cli_usage_error("--ps and --ps-servers go with --sync ps");
+	if (o->cfg.ps_addrs != NULL && o->have_ps_servers)
+		cli_usage_error("--ps (external servers) and --ps-servers "
+		    "(colocated) exclude each other");
+	if (o->cfg.ps_addrs == NULL && o->cfg.ps_servers > o->g.world)
+		cli_usage_error("--ps-servers %d: more servers than the %d ranks",
+		    o->cfg.ps_servers, o->g.world);
+}
+
+static void
+optim_config(struct opts *o)
+{
+	enum nn_optim_kind k = NN_SGD;
+	struct nn_optim_cfg *c = &o->cfg.optim;
+
+	if (o->optim_name != NULL && nn_optim_parse(o->optim_name, &k) < 0)
+		cli_usage_error("--optimizer: want sgd or adamw, not '%s'",
+		    o->optim_name);
+	nn_optim_defaults(c, k);
+	if (o->have_lr)
+		c->lr = o->lr;
+	if (o->have_momentum)
+		c->momentum = o->momentum;
+	if (o->have_wd)
+		c->weight_decay = o->wd;
+	if (o->have_betas) {
+		c->beta1 = o->b1;
+		c->beta2 = o->b2;
+	}
+	if (o->have_eps)
+		c->eps = o->eps;
+	if (k == NN_ADAMW && o->have_momentum)
+		cli_usage_error("--momentum is for sgd");
+}
+
+static void
+load_model(const struct opts *o, struct nn_model *m)
+{
+	struct tensor_set s = { 0 };
+	char e[TENSOR_ERRLEN];
+
+	if (tensor_load(o->model, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
+	if (nn_model_load(m, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
+	tensor_set_free(&s);
+}
+
+/* Per-step output: a line on stderr, timing rows. */
+struct report {
+	const struct opts *o;
+	struct cli_timing *timing;
+	int rank, world, lines;
+	enum nn_arch arch;
+	size_t nparams;
+	const char *comm_op, *comm_algo;
+};
+
+static void
+timing_row(struct report *r, const char *op, const char *algo, long step,
+    double seconds)
+{
+	struct cli_timing_row row = {
+		.program = cli_progname, .op = op, .algo = algo, .rank = r->rank,
+		.world = r->world, .dtype = "f32", .count = r->nparams,
+		.bytes = r->nparams * sizeof(float), .iter = (int)step,
+		.seconds = seconds
+	};
+
+	cli_timing_write(r->timing, &row);
+}
+
+static void
+on_step(void *ctx, const struct dp_step *s)
+{
+	struct report *r = ctx;
+
+	if (r->lines)
+		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
+		    "%s/s (compute %.1f ms, %s %.1f ms)\n", cli_progname, s->step,
+		    s->epoch, s->loss, s->seconds * 1e3,
+		    s->seconds > 0 ? s->tokens / s->seconds : 0,
+		    r->arch == NN_MLP ? "samples" : "tokens",
+		    s->compute * 1e3, r->comm_op, s->comm * 1e3);
+	timing_row(r, "compute", "-", s->step, s->compute);
+	timing_row(r, r->comm_op, r->comm_algo, s->step, s->comm);
+}
+
+static void
+write_outputs(const struct opts *o, const struct nn_model *m,
+    const struct dp_step *steps, int rank, int world)
+{
+	struct tensor_set s = { 0 };
+	char e[TENSOR_ERRLEN], *path;
+
+	if (rank != 0)
+		return;
+	if (o->out != NULL) {
+		path = cli_subst(o->out, rank, world);
+		if (nn_model_to_set(m, &s, e, sizeof(e)) < 0 ||
+		    tensor_save(path, &s, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+		tensor_set_free(&s);
+		free(path);
+	}
+	if (o->loss_csv != NULL) {
+		path = cli_subst(o->loss_csv, rank, world);
+		if (dp_loss_csv_write(path, steps, o->cfg.steps, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+		free(path);
+	}
+}
+
+static struct comm *
+join_group(const struct opts *o)
+{
+	struct comm_options co = {
+		.rank = o->g.rank, .world = o->g.world, .master = o->g.master,
+		.ifaces = o->g.iface, .timeout = o->g.timeout, .token = o->g.token,
+		.job = "collx-dp"
+	};
+	struct comm *c;
+	char e[512];
+
+	if (comm_open(&c, &co, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", o->g.rank, e);
+	return c;
+}
+
+static void
+train(struct opts *o, struct nn_model *m, const struct dp_data *d)
+{
+	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
+	    .nparams = m->nparams, .arch = m->dims.arch };
+	struct dp_step *steps = NULL;
+	struct comm *c;
+	enum dp_err kind;
+	char e[1024], *tpath = NULL;
+
+	r.comm_op = o->cfg.sync == DP_PS ? "ps" : "allreduce";
+	r.comm_algo = o->cfg.sync == DP_PS ? ps_mode_name(o->cfg.ps_mode) :
+	    coll_algo_name(o->cfg.algo);
+	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
+	if (o->timing != NULL) {
+		tpath = cli_subst(o->timing, r.rank, r.world);
+		r.timing = cli_timing_open(tpath, NULL);
+	}
+	c = join_group(o);
+	if (dp_train(m, d, c, &o->cfg, on_step, &r, &steps, &kind, e,
+	    sizeof(e)) < 0)
+		cli_die((int)kind, "%s", e);
+	write_outputs(o, m, steps, r.rank, r.world);
+	cli_timing_close(r.timing);
+	comm_close(c);
+	free(steps);
+	free(tpath);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = { .steps = -1, .threads = 1 };
+	struct nn_model m;
+	struct dp_data d;
+	char e[512];
+
+	cli_init(argv[0]);
+	cli_group_defaults(&o.g);
+	o.cfg.algo = COLL_AUTO;
+	o.cfg.ps_servers = 1;
+	o.cfg.staleness = -1;
+	o.cfg.bucket_bytes = (size_t)25 << 20;
+	parse_args(&o, argc, argv);
+	if (o.init != NULL)
+		init_model(&o);
+	cli_group_resolve(&o.g);
+	check_args(&o);
+	optim_config(&o);
+	nn_set_threads(o.threads);
+	load_model(&o, &m);
+	if (dp_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
+	o.cfg.batch = o.batch;
+	o.cfg.steps = o.steps >= 0 ? o.steps : dp_epoch_steps(d.n, o.batch, o.epochs);
+	o.cfg.timeout = o.g.timeout;
+	o.cfg.token = o.g.token;
+	train(&o, &m, &d);
+	dp_data_free(&d);
+	nn_model_free(&m);
+	cli_group_free(&o.g);
+	cli_close_stdout();
+	return CLI_EXIT_OK;
+}
