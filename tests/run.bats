@@ -1,0 +1,273 @@
+#!/usr/bin/env bats
+# collx-run: local ranks, failure handling, signals, tagging, the per-host
+# path through stand-ins for ssh (plain, and into network namespaces).
+load lib/common
+load lib/netns
+bats_require_minimum_version 1.5.0
+
+setup() {
+	common_setup
+	# A marker no other process has: "sleep 100.<unique>" is a valid sleep.
+	M="100.$$$RANDOM"
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER
+	# stand-in for ssh: records "HOST" and runs the command line as sshd
+	# would (joined, read by sh) in a bare environment.
+	cat >"$T/fake-ssh" <<EOF
+#!/bin/sh
+host=\$1
+shift
+echo "\${FAKE_TAG:-}\$host" >>"$T/ssh.log"
+exec env -i PATH="\$PATH" sh -c "\$*"
+EOF
+	chmod +x "$T/fake-ssh"
+}
+
+teardown() {
+	pkill -KILL -f "sleep $M" 2>/dev/null || true
+	netns_teardown
+	common_teardown
+}
+
+# How many processes still carry this test's marker.
+leftovers() {
+	pgrep -f "sleep $M" | wc -l
+}
+
+@test "4 local ranks get rank, world, local rank and one master" {
+	run timeout 30 collx-run -n 4 -- sh -c 'echo $COLLX_RANK $COLLX_WORLD_SIZE $COLLX_LOCAL_RANK $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 4 ]
+	master=$(echo "$output" | awk '{print $4}' | sort -u)
+	[ "$(echo "$master" | wc -l)" -eq 1 ]
+	[[ $master =~ ^127\.0\.0\.1:[0-9]+$ ]]
+	[ "$(echo "$output" | awk '{print $1, $2, $3}' | sort)" = "$(printf '0 4 0\n1 4 1\n2 4 2\n3 4 3')" ]
+}
+
+@test "token, interface and --timeout reach the ranks; --master and -x are honoured" {
+	COLLX_TOKEN=s3cret COLLX_IFNAME=lo run timeout 30 collx-run -n 2 --timeout 7.5 \
+	    --master 127.0.0.1:4321 -x FOO=bar -- sh -c 'echo $COLLX_TOKEN $COLLX_IFNAME $COLLX_TIMEOUT $COLLX_MASTER $FOO'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "s3cret lo 7.5 127.0.0.1:4321 bar" ]
+	[ "${lines[1]}" = "s3cret lo 7.5 127.0.0.1:4321 bar" ]
+}
+
+@test "without -n one rank runs" {
+	run timeout 30 collx-run -- sh -c 'echo $COLLX_RANK/$COLLX_WORLD_SIZE'
+	[ "$status" -eq 0 ]
+	[ "$output" = "0/1" ]
+}
+
+@test "a failing rank stops the others, is named, and its status returned" {
+	start=$(date +%s)
+	run --separate-stderr timeout 30 collx-run -n 4 -- sh -c \
+	    'if [ $COLLX_RANK = 2 ]; then sleep 0.3; exit 5; fi; sleep '"$M"
+	end=$(date +%s)
+	[ "$status" -eq 5 ]
+	[ $((end - start)) -lt 10 ]
+	[[ $stderr == *"collx-run: rank 2 "*"exited with status 5"* ]]
+	[ "$(echo "$stderr" | grep -c 'exited with status')" -eq 1 ]
+	[ "$(leftovers)" -eq 0 ]
+}
+
+@test "a rank ignoring TERM is killed after the grace period" {
+	start=$(date +%s)
+	run timeout 30 collx-run -n 2 -- sh -c \
+	    'trap "" TERM; if [ $COLLX_RANK = 0 ]; then exit 9; fi; sleep '"$M"
+	end=$(date +%s)
+	[ "$status" -eq 9 ]
+	[ $((end - start)) -lt 15 ]
+	[ "$(leftovers)" -eq 0 ]
+}
+
+@test "a rank killed by a signal gives 128+N" {
+	run timeout 30 collx-run -n 2 -- sh -c 'if [ $COLLX_RANK = 1 ]; then kill -KILL $$; fi; sleep '"$M"
+	[ "$status" -eq 137 ]
+	[[ $output == *"rank 1 "*"killed by signal 9"* ]]
+	[ "$(leftovers)" -eq 0 ]
+}
+
+@test "{rank} and {world} are replaced in the arguments" {
+	run timeout 30 collx-run -n 3 -- sh -c 'echo "$1 $2"' sh 'in.{rank}.npy' '{world}-{rank}{rank}'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort)" = "$(printf 'in.0.npy 3-00\nin.1.npy 3-11\nin.2.npy 3-22')" ]
+}
+
+@test "--tag-output prefixes whole lines, stdout and stderr apart" {
+	run --separate-stderr timeout 30 collx-run -n 3 --tag-output -- sh -c \
+	    'echo "a $COLLX_RANK"; echo "e $COLLX_RANK" >&2; printf "b"; sleep 0.1; echo " c"; printf tail'
+	[ "$status" -eq 0 ]
+	for r in 0 1 2; do
+		[ "$(echo "$output" | grep "^\[$r\] ")" = "$(printf '[%s] a %s\n[%s] b c\n[%s] tail' $r $r $r $r)" ]
+		[ "$(echo "$stderr" | grep "^\[$r\] ")" = "[$r] e $r" ]
+	done
+	[ "${#lines[@]}" -eq 9 ]
+}
+
+@test "INT is forwarded and leaves no process behind" {
+	collx-run -n 3 -- sh -c "sleep $M; echo not-interrupted" >"$T/out" 2>&1 &
+	pid=$!
+	for _ in $(seq 50); do [ "$(leftovers)" -ge 3 ] && break; sleep 0.1; done
+	[ "$(leftovers)" -ge 3 ]
+	kill -INT "$pid"
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null || rc=$?
+	[ "$rc" -eq 0 ]
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 130 ]
+	[ "$(leftovers)" -eq 0 ]
+	! grep -q not-interrupted "$T/out"
+}
+
+@test "TERM reaches every rank" {
+	collx-run -n 2 -- sh -c "trap 'echo got-TERM-\$COLLX_RANK; exit 0' TERM; sleep $M & wait" \
+	    >"$T/out" 2>&1 &
+	pid=$!
+	for _ in $(seq 50); do [ "$(leftovers)" -ge 2 ] && break; sleep 0.1; done
+	kill -TERM "$pid"
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 143 ]
+	[ "$(sort "$T/out")" = "$(printf 'got-TERM-0\ngot-TERM-1')" ]
+	[ "$(leftovers)" -eq 0 ]
+}
+
+@test "--time-limit stops the job with 124" {
+	run timeout 30 collx-run -n 2 --time-limit 0.5 -- sleep "$M"
+	[ "$status" -eq 124 ]
+	[[ $output == *"time limit"* ]]
+	[ "$(leftovers)" -eq 0 ]
+}
+
+@test "standard input goes to rank 0 only" {
+	run timeout 30 sh -c 'echo hello | collx-run -n 2 -- sh -c "echo \$COLLX_RANK:\$(cat)"'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0:hello\n1:')" ]
+}
+
+@test "a program that cannot be run gives 127 or 126" {
+	run -127 timeout 30 collx-run -n 2 -- "$T/no-such-program"
+	[ "$status" -eq 127 ]
+	[[ $output == *"cannot execute"*"no-such-program"* ]]
+	touch "$T/not-executable"
+	run -126 timeout 30 collx-run -n 2 -- "$T/not-executable"
+	[ "$status" -eq 126 ]
+}
+
+@test "usage errors exit 2 with a hint" {
+	for args in "" "-n 0 -- true" "-n x -- true" "--bogus -- true" \
+	    "-H a --hostfile /dev/null -- true" "--per-host 2 -- true" "--ssh ssh -- true" \
+	    "--master nohost -- true" "-H a --ssh '\"unbalanced' -- true" "-H a,,b -- true" \
+	    "--timeout -1 -- true" "-x 1BAD=2 -- true" "--hostfile $T/none -- true"; do
+		eval "run timeout 30 collx-run $args"
+		echo "args: $args -> $status: $output"
+		[ "$status" -eq 2 ]
+		[[ $output == *"Try 'collx-run --help'."* ]]
+	done
+}
+
+@test "--help and --version" {
+	run timeout 30 collx-run --help
+	[ "$status" -eq 0 ]
+	for o in -n -H --hostfile --per-host --ssh --master --tag-output --timeout --time-limit -x; do
+		[[ $output == *" $o"* ]]
+	done
+	run timeout 30 collx-run -V
+	[ "$status" -eq 0 ]
+	[[ $output == "collx-run (collx) "* ]]
+}
+
+@test "per-host: rank i on host i mod H through the --ssh command" {
+	run timeout 30 collx-run -n 5 -H h1,h2 --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_WORLD_SIZE $COLLX_LOCAL_RANK $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 5 0 h1:29500\n1 5 0 h1:29500\n2 5 1 h1:29500\n3 5 1 h1:29500\n4 5 2 h1:29500')" ]
+	[ "$(sort "$T/ssh.log" | uniq -c | awk '{print $1 $2}' | tr '\n' ' ')" = "3h1 2h2 " ]
+}
+
+@test "per-host: arguments with spaces and quotes survive the remote shell" {
+	run timeout 30 collx-run -H h1 --ssh "$T/fake-ssh" -- \
+	    sh -c 'for a; do echo "<$a>"; done' sh "a b" "it's" '$HOME' '*' "" 'x"y' 'r{rank}'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '<a b>\n<it'"'"'s>\n<$HOME>\n<*>\n<>\n<x"y>\n<r0>')" ]
+}
+
+@test "per-host: token, timeout and interfaces go on the command line" {
+	COLLX_TOKEN='a b$c' COLLX_IFNAME=eth1 run timeout 30 collx-run -H h1,h2 \
+	    --timeout 3 -x ZED="z z" --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo "$COLLX_TOKEN|$COLLX_IFNAME|$COLLX_TIMEOUT|$ZED"'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = 'a b$c|eth1|3|z z' ]
+	[ "${lines[1]}" = 'a b$c|eth1|3|z z' ]
+}
+
+@test "per-host: --per-host K puts blocks of K ranks on each host" {
+	run timeout 30 collx-run -H a,b --per-host 2 --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_LOCAL_RANK $COLLX_WORLD_SIZE'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 0 4\n1 1 4\n2 0 4\n3 1 4')" ]
+	[ "$(sort "$T/ssh.log" | tr '\n' ' ')" = "a a b b " ]
+}
+
+@test "per-host: a multi-word --ssh command is split into words" {
+	run timeout 30 collx-run -H h1 --ssh "env FAKE_TAG='via env:' $T/fake-ssh" -- true
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/ssh.log")" = "via env:h1" ]
+}
+
+@test "per-host: a failing remote rank is named with its host" {
+	run timeout 30 collx-run -H h1,h2,h3 --ssh "$T/fake-ssh" -- \
+	    sh -c 'if [ $COLLX_RANK = 1 ]; then exit 4; fi; sleep '"$M"
+	[ "$status" -eq 4 ]
+	[[ $output == *"rank 1 (host h2) exited with status 4"* ]]
+	[ "$(leftovers)" -eq 0 ]
+}
+
+@test "hostfile: comments, blank lines and slots" {
+	printf '# our hosts\n\nnodeA slots=2   # two GPUs\nnodeB\n  nodeC slots=1\n' >"$T/hosts"
+	run timeout 30 collx-run --hostfile "$T/hosts" --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_WORLD_SIZE $COLLX_LOCAL_RANK $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 4 0 nodeA:29500\n1 4 1 nodeA:29500\n2 4 0 nodeA:29500\n3 4 0 nodeA:29500')" ]
+	[ "$(sort "$T/ssh.log" | tr '\n' ' ')" = "nodeA nodeA nodeB nodeC " ]
+	printf 'nodeA\nnodeB slots=two\n' >"$T/bad"
+	run timeout 30 collx-run --hostfile "$T/bad" -- true
+	[ "$status" -eq 2 ]
+	[[ $output == *"$T/bad:2:"* ]]
+}
+
+@test "per-host in network namespaces: COLLX_MASTER is a real address" {
+	netns_available || skip "needs root and ip netns"
+	netns_setup 3
+	netns_fake_ssh "$T/ns-ssh" "$T/ssh.log"
+	# Rank 0 listens on COLLX_MASTER (an address only its namespace has);
+	# the others connect to it and send their rank.
+	cat >"$T/meet.py" <<'EOF'
+import os, socket, sys, time
+rank, world = int(os.environ["COLLX_RANK"]), int(os.environ["COLLX_WORLD_SIZE"])
+host, port = os.environ["COLLX_MASTER"].rsplit(":", 1)
+if rank == 0:
+    s = socket.socket()
+    s.bind((host, int(port)))
+    s.listen(world)
+    s.settimeout(20)
+    seen = []
+    for _ in range(world - 1):
+        c, addr = s.accept()
+        seen.append("%s from %s" % (c.recv(16).decode(), addr[0]))
+    print("rank 0 met: " + ", ".join(sorted(seen)))
+else:
+    for _ in range(200):
+        try:
+            c = socket.create_connection((host, int(port)), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    c.sendall(str(rank).encode())
+EOF
+	run timeout 60 collx-run -H "$(netns_hosts)" --ssh "$T/ns-ssh" -- python3 "$T/meet.py"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "rank 0 met: 1 from 10.78.0.2, 2 from 10.78.0.3" ]
+	[ "$(sort "$T/ssh.log" | tr '\n' ' ')" = "10.78.0.1 10.78.0.2 10.78.0.3 " ]
+}
