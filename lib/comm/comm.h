@@ -26,11 +26,18 @@ enum comm_errkind {
 
 /* Join the group; 0 or -1 with the reason in err. A world of 1 opens no socket. */
 int comm_open(struct comm **out, const struct comm_options *o, char *err, size_t errlen);
+/* comm_open that also says what kind of failure a -1 was (kind may be NULL):
+ * COMM_ERR_MISMATCH when rank 0 refused this rank (other job, world size or
+ * a duplicate rank), COMM_ERR_RUNTIME otherwise. */
+int comm_open_ex(struct comm **out, const struct comm_options *o,
+    enum comm_errkind *kind, char *err, size_t errlen);
 void comm_close(struct comm *c);
 int comm_rank(const struct comm *c);
 int comm_size(const struct comm *c);
 /* "10.0.0.2:41234" style address of a peer, for messages. */
 const char *comm_peer_addr(const struct comm *c, int peer);
+/* Streams (connections) to every peer: one per interface in opt->ifaces. */
+int comm_streams(const struct comm *c);
 
 /* Reason and kind of the last failure on c. The text starts with
  * "rank R: " and names the peer, its address and the current step. */
@@ -58,6 +65,11 @@ void comm_set_step(struct comm *c, const char *fmt, ...)
  * is checked). Many requests may be in flight: comm_waitall() progresses
  * all of them together, sending and receiving with several peers at once.
  */
+enum { COMM_REQ_IDLE, COMM_REQ_ACTIVE, COMM_REQ_DONE };	/* comm_req.state */
+
+/* A zeroed (IDLE) or DONE request waits as complete. Sending to self
+ * (peer == rank) copies into the matching receive from self, which must be
+ * posted before either is waited on. Zero-length messages are fine. */
 struct comm_req {
 	int peer, tag, is_send, state;
 	char *buf;

@@ -1,0 +1,210 @@
+/* comm: the group object, its errors and operation labels. Rendezvous is
+ * in rendezvous.c, the point-to-point transport in transport.c. */
+#include "comm/comm_impl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Default busy-poll before sleeping in poll(): a short spin catches a
+ * reply on a fast link without a scheduler round trip. */
+#define COMM_SPIN_US 50
+
+static int comm_spin_default(int world)
+{
+	const char *s = getenv("COLLX_SPIN_US");
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (s && *s)
+		return atoi(s) < 0 ? 0 : atoi(s);
+	/* Spinning only pays when every local rank can own a core; with more
+	 * ranks than cores it steals the time the peer needs to answer. */
+	return cpus > 0 && world > cpus ? 0 : COMM_SPIN_US;
+}
+
+static int comm_alloc(struct comm **out, const struct comm_options *o,
+    char *err, size_t errlen)
+{
+	struct comm *c;
+	int p, s;
+
+	if (o->world < 1 || o->rank < 0 || o->rank >= o->world) {
+		snprintf(err, errlen, "rank %d is not within world size %d", o->rank, o->world);
+		return -1;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c || !(c->peers = calloc((size_t)o->world, sizeof *c->peers)))
+		goto nomem;
+	if (o->token && o->token[0] && !(c->token = strdup(o->token)))
+		goto nomem;
+	c->rank = o->rank;
+	c->world = o->world;
+	c->nstreams = 1;
+	c->timeout = o->timeout > 0 ? o->timeout : 60;
+	c->opcode = -1;
+	c->dtype = -1;
+	c->spin_us = comm_spin_default(o->world);
+	sha256(o->job ? o->job : "", o->job ? strlen(o->job) : 0, c->job);
+	for (p = 0; p < o->world; p++)
+		for (s = 0; s < COMM_MAX_STREAMS; s++) {
+			struct comm_stream *st = &c->peers[p].st[s];
+			st->fd = -1;
+			st->sq_tail = &st->sq;
+			st->rq_tail = &st->rq;
+		}
+	*out = c;
+	return 0;
+nomem:
+	if (c)
+		free(c->peers);
+	free(c);
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+int comm_open_ex(struct comm **out, const struct comm_options *o,
+    enum comm_errkind *kind, char *err, size_t errlen)
+{
+	struct comm *c;
+
+	*out = NULL;
+	if (kind)
+		*kind = COMM_ERR_RUNTIME;
+	if (comm_alloc(&c, o, err, errlen) < 0)
+		return -1;
+	if (c->world > 1 && comm_connect_all(c, o) < 0) {
+		snprintf(err, errlen, "%s", c->err);
+		if (kind)
+			*kind = c->kind;
+		comm_close(c);
+		return -1;
+	}
+	if (c->world == 1)
+		snprintf(c->peers[0].addr, sizeof c->peers[0].addr, "self");
+	if (kind)
+		*kind = COMM_ERR_NONE;
+	*out = c;
+	return 0;
+}
+
+int comm_open(struct comm **out, const struct comm_options *o, char *err,
+    size_t errlen)
+{
+	return comm_open_ex(out, o, NULL, err, errlen);
+}
+
+void comm_close(struct comm *c)
+{
+	int p, s;
+
+	if (!c)
+		return;
+	comm_free_queues(c);
+	for (p = 0; p < c->world; p++)
+		for (s = 0; s < COMM_MAX_STREAMS; s++)
+			if (c->peers[p].st[s].fd >= 0)
+				close(c->peers[p].st[s].fd);
+	free((char *)c->token);
+	free(c->peers);
+	free(c);
+}
+
+int comm_rank(const struct comm *c)
+{
+	return c->rank;
+}
+
+int comm_size(const struct comm *c)
+{
+	return c->world;
+}
+
+int comm_streams(const struct comm *c)
+{
+	return c->nstreams;
+}
+
+const char *comm_peer_addr(const struct comm *c, int peer)
+{
+	if (peer < 0 || peer >= c->world)
+		return "?";
+	return c->peers[peer].addr;
+}
+
+const char *comm_error(const struct comm *c)
+{
+	return c->kind == COMM_ERR_NONE ? "no error" : c->err;
+}
+
+enum comm_errkind comm_errkind(const struct comm *c)
+{
+	return c->kind;
+}
+
+static void comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
+    va_list ap)
+{
+	int n;
+
+	/* The first failure is the cause; later ones are its consequences. */
+	if (c->kind != COMM_ERR_NONE)
+		return;
+	c->kind = kind == COMM_ERR_NONE ? COMM_ERR_RUNTIME : kind;
+	n = snprintf(c->err, sizeof c->err, "rank %d: ", c->rank);
+	vsnprintf(c->err + n, sizeof c->err - (size_t)n, fmt, ap);
+}
+
+void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	comm_vfail(c, kind, fmt, ap);
+	va_end(ap);
+}
+
+void comm_log(const struct comm *c, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: rank %d: %s\n", program_invocation_short_name,
+	    c->rank, msg);
+}
+
+void comm_op_begin(struct comm *c, int opcode, const char *name, int dtype,
+    uint64_t sig)
+{
+	c->seq++;
+	c->opcode = opcode;
+	c->dtype = dtype;
+	c->sig = sig;
+	snprintf(c->opname, sizeof c->opname, "%s", name ? name : "");
+	c->step[0] = '\0';
+}
+
+void comm_set_step(struct comm *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->step, sizeof c->step, fmt, ap);
+	va_end(ap);
+}
+
+const char *comm_where(const struct comm *c, char *buf, size_t len)
+{
+	if (c->step[0] && c->opname[0])
+		snprintf(buf, len, " during %s of %s", c->step, c->opname);
+	else if (c->step[0] || c->opname[0])
+		snprintf(buf, len, " during %s", c->step[0] ? c->step : c->opname);
+	else
+		buf[0] = '\0';
+	return buf;
+}

@@ -1,0 +1,87 @@
+/* comm internals shared by comm.c, rendezvous.c and transport.c; not
+ * part of the API. */
+#ifndef COLLX_COMM_IMPL_H
+#define COLLX_COMM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/auth.h"
+#include "comm/comm.h"
+#include "comm/sock.h"
+
+#define COMM_MAX_STREAMS 8
+
+/* Every message (every stripe of one) starts with this header. */
+struct comm_hdr {
+	uint32_t magic;
+	uint32_t seq;		/* operation sequence number */
+	int16_t opcode, dtype;
+	int32_t tag;
+	uint64_t sig;
+	uint64_t len;		/* whole message, all stripes */
+	char op[16];		/* operation name, for mismatch messages */
+};
+#define COMM_HDR_MAGIC 0x4d584343u	/* "CCXM" */
+
+/* One stripe of a message queued on one stream. */
+struct comm_seg {
+	struct comm_seg *next;
+	struct comm_xfer *x;
+	char *buf;
+	size_t len, done;	/* payload bytes of this stripe */
+	size_t hdone;		/* header bytes moved */
+	struct comm_hdr hdr;	/* sent, or received and checked */
+	struct comm_hdr want;	/* receives: what the header must say */
+};
+
+/* A request's transport state: its stripes. */
+struct comm_xfer {
+	struct comm_req *req;
+	int left;		/* stripes not yet complete */
+	int nseg;
+	struct comm_xfer *next;	/* self-send FIFO */
+	struct comm_seg seg[];
+};
+
+struct comm_stream {
+	int fd;
+	struct comm_seg *sq, **sq_tail;	/* FIFO of stripes to send */
+	struct comm_seg *rq, **rq_tail;	/* FIFO of stripes to receive */
+};
+
+struct comm_peer {
+	struct comm_stream st[COMM_MAX_STREAMS];
+	char addr[80];
+	int pending;		/* queued stripes, both directions */
+	double last;		/* last progress (or start of the wait) */
+};
+
+struct comm {
+	int rank, world, nstreams;
+	double timeout;
+	const char *token;	/* owned copy, or NULL */
+	uint8_t job[SHA256_LEN];
+	struct comm_peer *peers;
+	struct comm_xfer *self_sq, *self_rq;	/* messages to self */
+	/* current operation, stamped on every header */
+	uint32_t seq;
+	int opcode, dtype;
+	uint64_t sig;
+	char opname[32], step[64];
+	enum comm_errkind kind;
+	char err[512];
+	int spin_us;
+	char master[80];
+};
+
+/* Rendezvous and full mesh (rendezvous.c); fills c->peers. */
+int comm_connect_all(struct comm *c, const struct comm_options *o);
+/* " during allreduce (ring step 3)" or "" */
+const char *comm_where(const struct comm *c, char *buf, size_t len);
+void comm_free_queues(struct comm *c);
+/* "program: rank R: message" on stderr (a dropped connection, say). */
+void comm_log(const struct comm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

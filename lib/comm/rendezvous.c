@@ -1,0 +1,434 @@
+/* rendezvous: every rank opens a listener per stream and registers its
+ * addresses with rank 0 at the master address; rank 0 checks world size,
+ * job and rank, then sends the table to all. Then the mesh: rank i
+ * connects to every rank j < i (one connection per stream) and accepts
+ * the rest. Every connection first runs the token handshake (auth.c). */
+#include "comm/comm_impl.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RV_MAGIC 0x56525843u	/* "CXRV" */
+#define MESH_MAGIC 0x484d5843u	/* "CXMH" */
+#define RV_VERSION 1
+
+/* Rank -> rank 0: who I am and where I listen. */
+struct rv_join {
+	uint32_t magic, version;
+	int32_t rank, world, nstreams;
+	uint8_t job[SHA256_LEN];
+	char addr[COMM_MAX_STREAMS][80];
+};
+
+/* Rank 0 -> rank: accepted (status 0) or why not. */
+struct rv_reply {
+	int32_t status;
+	char msg[220];
+};
+
+/* Rank i -> rank j < i, first thing on every mesh connection. */
+struct mesh_hello {
+	uint32_t magic;
+	int32_t rank, world, stream;
+	uint8_t job[SHA256_LEN];
+};
+
+/* What one rank needs while joining. */
+struct rv {
+	struct sock_addr master;
+	struct sock_addr local[COMM_MAX_STREAMS];	/* listening, per stream */
+	struct sock_addr from[COMM_MAX_STREAMS];	/* the same, port 0: to bind */
+	int lfd[COMM_MAX_STREAMS];
+	int bind_local;		/* ifaces given: bind outgoing connections too */
+	char (*table)[COMM_MAX_STREAMS][80];	/* world rows */
+};
+
+static int rv_fail(struct comm *c, enum comm_errkind kind, const char *what,
+    const char *why)
+{
+	comm_fail(c, kind, "%s: %s", what, why);
+	return -1;
+}
+
+/* Local address for each stream: the named interfaces, else the route to
+ * the master. */
+static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv *v)
+{
+	char names[256], *save = NULL, *name, err[256];
+	int n = 0;
+
+	if (!o->ifaces || !o->ifaces[0]) {
+		if (sock_route_addr(&v->master, &v->local[0], err, sizeof err) < 0)
+			return rv_fail(c, COMM_ERR_RUNTIME, "choosing an address", err);
+		c->nstreams = 1;
+		return 0;
+	}
+	snprintf(names, sizeof names, "%s", o->ifaces);
+	for (name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		if (n == COMM_MAX_STREAMS) {
+			comm_fail(c, COMM_ERR_RUNTIME, "more than %d interfaces in '%s'",
+			    COMM_MAX_STREAMS, o->ifaces);
+			return -1;
+		}
+		if (sock_iface_addr(name, v->master.ss.ss_family, &v->local[n], err,
+		    sizeof err) < 0)
+			return rv_fail(c, COMM_ERR_RUNTIME, "choosing an address", err);
+		n++;
+	}
+	if (n == 0)
+		return rv_fail(c, COMM_ERR_RUNTIME, "choosing an address", "empty interface list");
+	c->nstreams = n;
+	v->bind_local = 1;
+	return 0;
+}
+
+static int rv_listen(struct comm *c, struct rv *v)
+{
+	char err[256];
+	int s;
+
+	for (s = 0; s < c->nstreams; s++) {
+		v->from[s] = v->local[s];
+		v->lfd[s] = sock_listen(&v->local[s], err, sizeof err);
+		if (v->lfd[s] < 0)
+			return rv_fail(c, COMM_ERR_RUNTIME, "opening a listener", err);
+	}
+	return 0;
+}
+
+static void rv_join_fill(const struct comm *c, const struct rv *v, struct rv_join *j)
+{
+	int s;
+
+	memset(j, 0, sizeof *j);
+	j->magic = RV_MAGIC;
+	j->version = RV_VERSION;
+	j->rank = c->rank;
+	j->world = c->world;
+	j->nstreams = c->nstreams;
+	memcpy(j->job, c->job, sizeof j->job);
+	for (s = 0; s < c->nstreams; s++)
+		snprintf(j->addr[s], sizeof j->addr[s], "%s", v->local[s].str);
+}
+
+/* Rank 0's check of a joiner; 0, or -1 with the reason in why. */
+static int rv_validate(const struct comm *c, const struct rv_join *j,
+    const int *joined, char *why, size_t len)
+{
+	if (j->magic != RV_MAGIC || j->version != RV_VERSION)
+		snprintf(why, len, "not a collx rank of this version");
+	else if (j->world != c->world)
+		snprintf(why, len, "world size %d differs from rank 0's %d", j->world, c->world);
+	else if (!auth_equal(j->job, c->job, sizeof j->job))
+		snprintf(why, len, "job identity differs from rank 0's (another job?)");
+	else if (j->rank <= 0 || j->rank >= c->world)
+		snprintf(why, len, "rank %d is not within world size %d", j->rank, c->world);
+	else if (joined[j->rank] >= 0)
+		snprintf(why, len, "rank %d has already joined (duplicate rank)", j->rank);
+	else if (j->nstreams != c->nstreams)
+		snprintf(why, len, "%d interfaces differ from rank 0's %d", j->nstreams,
+		    c->nstreams);
+	else
+		return 0;
+	return -1;
+}
+
+/* Rank 0: take one registration from a new connection; the rank or -1. */
+static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
+    int *joined, double deadline)
+{
+	struct rv_join j;
+	struct rv_reply rep;
+	char err[256];
+
+	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
+	    sock_recv_all(fd, &j, sizeof j, deadline, err, sizeof err) < 0) {
+		comm_log(c, "dropped connection from %s: %s", from, err);
+		return -1;
+	}
+	memset(&rep, 0, sizeof rep);
+	if (rv_validate(c, &j, joined, rep.msg, sizeof rep.msg) < 0) {
+		rep.status = 1;
+		comm_log(c, "refused rank %d from %s: %s", j.rank, from, rep.msg);
+		sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
+		return -1;
+	}
+	if (sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err) < 0) {
+		comm_log(c, "dropped rank %d from %s: %s", j.rank, from, err);
+		return -1;
+	}
+	memcpy(v->table[j.rank], j.addr, sizeof j.addr);
+	joined[j.rank] = fd;
+	return j.rank;
+}
+
+static void rv_missing(const struct comm *c, const int *joined, char *buf, size_t len)
+{
+	size_t n = 0;
+	int r;
+
+	buf[0] = '\0';
+	for (r = 1; r < c->world && n + 16 < len; r++)
+		if (joined[r] < 0)
+			n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
+}
+
+static int rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
+{
+	double deadline = sock_now() + c->timeout;
+	struct sock_addr from;
+	char err[256], missing[128];
+	int n = 1, fd;
+
+	while (n < c->world) {
+		fd = sock_accept(mfd, deadline, &from, err, sizeof err);
+		if (fd < 0) {
+			rv_missing(c, joined, missing, sizeof missing);
+			comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for "
+			    "rank(s) %s to join at %s", c->timeout, missing, v->master.str);
+			return -1;
+		}
+		if (rv_take_one(c, v, fd, from.str, joined, deadline) < 0)
+			close(fd);
+		else
+			n++;
+	}
+	return 0;
+}
+
+/* Rank 0 to one joined rank: the table, or why there is none (the
+ * failure rank 0 hit, so every rank can tell its user). */
+static int rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
+    size_t tlen)
+{
+	struct rv_reply rep;
+	double deadline = sock_now() + (failed ? 1 : c->timeout);
+	char err[256];
+
+	memset(&rep, 0, sizeof rep);
+	if (failed) {
+		rep.status = 2;
+		memcpy(rep.msg, c->err, sizeof rep.msg - 1);
+	}
+	if (sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err) < 0)
+		return -1;
+	return failed ? 0 : sock_send_all(fd, v->table, tlen, deadline, err, sizeof err);
+}
+
+/* Rank 0: listen at the master address (every address of its family when
+ * the name is not one of ours), gather the others, send them the table. */
+static int rv_serve(struct comm *c, struct rv *v)
+{
+	struct sock_addr m = v->master;
+	size_t tlen = (size_t)c->world * sizeof v->table[0];
+	int *joined, mfd, r, rc = -1;
+	char err[256];
+
+	mfd = sock_listen(&m, err, sizeof err);
+	if (mfd < 0 && errno == EADDRNOTAVAIL) {
+		m.ss.ss_family = v->master.ss.ss_family;
+		memset((char *)&m.ss + sizeof(sa_family_t), 0, sizeof m.ss - sizeof(sa_family_t));
+		sock_addr_set_port(&m, sock_addr_port(&v->master));
+		mfd = sock_listen(&m, err, sizeof err);
+	}
+	if (mfd < 0)
+		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", err);
+	joined = malloc((size_t)c->world * sizeof *joined);
+	if (!joined)
+		goto out;
+	for (r = 0; r < c->world; r++)
+		joined[r] = -1;
+	for (r = 0; r < c->nstreams; r++)
+		snprintf(v->table[0][r], sizeof v->table[0][r], "%s", v->local[r].str);
+	rc = rv_gather(c, v, mfd, joined);
+	for (r = 1; r < c->world; r++)
+		if (joined[r] >= 0 && rv_send_table(c, v, joined[r], rc, tlen) < 0 && rc == 0) {
+			comm_fail(c, COMM_ERR_RUNTIME, "sending the rank table to rank %d (%s)",
+			    r, v->table[r][0]);
+			rc = -1;
+		}
+out:
+	for (r = 1; joined && r < c->world; r++)
+		if (joined[r] >= 0)
+			close(joined[r]);
+	free(joined);
+	close(mfd);
+	return rc;
+}
+
+/* Every other rank: register with rank 0 and receive the table. */
+static int rv_join(struct comm *c, struct rv *v)
+{
+	struct rv_join j;
+	struct rv_reply rep;
+	char err[256], what[160];
+	int fd, rc = -1;
+
+	snprintf(what, sizeof what, "rendezvous with rank 0 at %s", v->master.str);
+	fd = sock_connect(&v->master, NULL, sock_now() + c->timeout, err, sizeof err);
+	if (fd < 0)
+		return rv_fail(c, COMM_ERR_RUNTIME, what, err);
+	rv_join_fill(c, v, &j);
+	if (auth_client(fd, c->token, sock_now() + c->timeout, err, sizeof err) < 0 ||
+	    sock_send_all(fd, &j, sizeof j, sock_now() + c->timeout, err, sizeof err) < 0 ||
+	    sock_recv_all(fd, &rep, sizeof rep, sock_now() + c->timeout, err, sizeof err) < 0) {
+		rv_fail(c, COMM_ERR_RUNTIME, what, err);
+		goto out;
+	}
+	if (rep.status != 0) {
+		rep.msg[sizeof rep.msg - 1] = '\0';
+		comm_fail(c, COMM_ERR_MISMATCH, "refused by rank 0 at %s: %s",
+		    v->master.str, rep.msg);
+		goto out;
+	}
+	/* The table comes once every rank has joined: a fresh timeout. */
+	if (sock_recv_all(fd, &rep, sizeof rep, sock_now() + c->timeout, err,
+	    sizeof err) < 0 || (rep.status == 0 && sock_recv_all(fd, v->table,
+	    (size_t)c->world * sizeof v->table[0], sock_now() + c->timeout, err,
+	    sizeof err) < 0)) {
+		rv_fail(c, COMM_ERR_RUNTIME, what, err);
+		goto out;
+	}
+	if (rep.status != 0) {
+		rep.msg[sizeof rep.msg - 1] = '\0';
+		comm_fail(c, COMM_ERR_RUNTIME, "rendezvous failed at %s", rep.msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+static int mesh_connect_one(struct comm *c, struct rv *v, int peer, int s,
+    double deadline)
+{
+	struct mesh_hello h = { MESH_MAGIC, c->rank, c->world, s, { 0 } };
+	struct sock_addr a;
+	char err[256];
+	int fd;
+
+	memcpy(h.job, c->job, sizeof h.job);
+	v->table[peer][s][79] = '\0';
+	if (sock_resolve_hostport(v->table[peer][s], &a, err, sizeof err) < 0)
+		goto fail;
+	fd = sock_connect(&a, v->bind_local ? &v->from[s] : NULL, deadline, err,
+	    sizeof err);
+	if (fd < 0)
+		goto fail;
+	c->peers[peer].st[s].fd = fd;
+	if (auth_client(fd, c->token, deadline, err, sizeof err) < 0 ||
+	    sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0)
+		goto fail;
+	return 0;
+fail:
+	comm_fail(c, COMM_ERR_RUNTIME, "connecting to peer rank %d (%s): %s", peer,
+	    v->table[peer][s], err);
+	return -1;
+}
+
+/* Check a mesh connection's hello and file it; -1 drops the connection. */
+static int mesh_take_one(struct comm *c, int fd, const char *from, double deadline)
+{
+	struct mesh_hello h;
+	char err[256];
+
+	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
+	    sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0) {
+		comm_log(c, "dropped connection from %s: %s", from, err);
+		return -1;
+	}
+	if (h.magic != MESH_MAGIC || h.world != c->world || h.rank <= c->rank ||
+	    h.rank >= c->world || h.stream < 0 || h.stream >= c->nstreams ||
+	    !auth_equal(h.job, c->job, sizeof h.job) ||
+	    c->peers[h.rank].st[h.stream].fd >= 0) {
+		comm_log(c, "dropped connection from %s: unexpected mesh hello "
+		    "(rank %d, stream %d)", from, h.rank, h.stream);
+		return -1;
+	}
+	c->peers[h.rank].st[h.stream].fd = fd;
+	return 0;
+}
+
+static int mesh_accept(struct comm *c, struct rv *v, double deadline)
+{
+	int want = (c->world - 1 - c->rank) * c->nstreams, s, fd, ready;
+	struct pollfd p[COMM_MAX_STREAMS];
+	struct sock_addr from;
+	char err[256];
+
+	while (want > 0) {
+		for (s = 0; s < c->nstreams; s++)
+			p[s] = (struct pollfd){ .fd = v->lfd[s], .events = POLLIN };
+		ready = poll(p, (nfds_t)c->nstreams, (int)((deadline - sock_now()) * 1000) + 1);
+		if (ready < 0 && errno != EINTR)
+			return rv_fail(c, COMM_ERR_RUNTIME, "poll", strerror(errno));
+		if (ready == 0 || sock_now() >= deadline) {
+			comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for "
+			    "connections from higher ranks", c->timeout);
+			return -1;
+		}
+		for (s = 0; s < c->nstreams; s++) {
+			if (!(p[s].revents & POLLIN))
+				continue;
+			fd = sock_accept(v->lfd[s], deadline, &from, err, sizeof err);
+			if (fd < 0)
+				continue;
+			if (mesh_take_one(c, fd, from.str, deadline) < 0)
+				close(fd);
+			else
+				want--;
+		}
+	}
+	return 0;
+}
+
+static int mesh_build(struct comm *c, struct rv *v)
+{
+	double deadline = sock_now() + c->timeout;
+	int peer, s;
+
+	for (peer = 0; peer < c->world; peer++)
+		snprintf(c->peers[peer].addr, sizeof c->peers[peer].addr, "%s",
+		    v->table[peer][0]);
+	for (peer = 0; peer < c->rank; peer++)
+		for (s = 0; s < c->nstreams; s++)
+			if (mesh_connect_one(c, v, peer, s, deadline) < 0)
+				return -1;
+	return mesh_accept(c, v, deadline);
+}
+
+int comm_connect_all(struct comm *c, const struct comm_options *o)
+{
+	struct rv v;
+	char err[256];
+	int s, rc = -1;
+
+	memset(&v, 0, sizeof v);
+	for (s = 0; s < COMM_MAX_STREAMS; s++)
+		v.lfd[s] = -1;
+	if (!o->master || !o->master[0])
+		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "no master address");
+	snprintf(c->master, sizeof c->master, "%s", o->master);
+	if (sock_resolve_hostport(o->master, &v.master, err, sizeof err) < 0)
+		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", err);
+	v.table = calloc((size_t)c->world, sizeof *v.table);
+	if (!v.table)
+		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "out of memory");
+	if (rv_pick_addrs(c, o, &v) < 0 || rv_listen(c, &v) < 0)
+		goto out;
+	if ((c->rank == 0 ? rv_serve(c, &v) : rv_join(c, &v)) < 0)
+		goto out;
+	rc = mesh_build(c, &v);
+out:
+	for (s = 0; s < COMM_MAX_STREAMS; s++)
+		if (v.lfd[s] >= 0)
+			close(v.lfd[s]);
+	free(v.table);
+	return rc;
+}

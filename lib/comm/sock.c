@@ -1,0 +1,393 @@
+/* sock: TCP helpers over non-blocking sockets with deadlines. */
+#include "comm/sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Socket buffer size: large enough for a full loopback/LAN window. */
+#define SOCK_BUFSIZE (4 << 20)
+#define SOCK_RETRY_S 0.05
+
+double sock_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int sock_split(const char *hp, char *host, size_t hostlen, char *port,
+    size_t portlen, char *err, size_t errlen)
+{
+	const char *colon, *h = hp;
+	size_t hl;
+
+	if (hp[0] == '[') {
+		const char *end = strchr(hp, ']');
+		if (!end || end[1] != ':')
+			goto bad;
+		h = hp + 1;
+		hl = (size_t)(end - h);
+		colon = end + 1;
+	} else {
+		colon = strrchr(hp, ':');
+		if (!colon || strchr(hp, ':') != colon)
+			goto bad;
+		hl = (size_t)(colon - hp);
+	}
+	if (colon[1] == '\0' || hl >= hostlen || strlen(colon + 1) >= portlen)
+		goto bad;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	strcpy(port, colon + 1);
+	return 0;
+bad:
+	snprintf(err, errlen, "bad address '%s' (want HOST:PORT or [IPV6]:PORT)", hp);
+	return -1;
+}
+
+void sock_addr_format(struct sock_addr *a)
+{
+	char host[64], serv[8];	/* numeric: an IPv6 address with scope fits */
+
+	if (getnameinfo((struct sockaddr *)&a->ss, a->len, host, sizeof host,
+	    serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+		snprintf(a->str, sizeof a->str, "?");
+		return;
+	}
+	if (a->ss.ss_family == AF_INET6)
+		snprintf(a->str, sizeof a->str, "[%s]:%s", host, serv);
+	else
+		snprintf(a->str, sizeof a->str, "%s:%s", host, serv);
+}
+
+int sock_addr_port(const struct sock_addr *a)
+{
+	if (a->ss.ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+	return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+}
+
+void sock_addr_set_port(struct sock_addr *a, int port)
+{
+	if (a->ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&a->ss)->sin6_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in *)&a->ss)->sin_port = htons((uint16_t)port);
+	sock_addr_format(a);
+}
+
+int sock_addr_is_loopback(const struct sock_addr *a)
+{
+	if (a->ss.ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)&a->ss)->sin6_addr);
+	return (ntohl(((const struct sockaddr_in *)&a->ss)->sin_addr.s_addr) >> 24) == 127;
+}
+
+int sock_resolve(const char *host, const char *port, int family,
+    struct sock_addr *out, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res;
+	int rc;
+
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = family;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = host[0] ? 0 : AI_PASSIVE;
+	rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot resolve '%s' port '%s': %s", host,
+		    port, gai_strerror(rc));
+		return -1;
+	}
+	memset(out, 0, sizeof *out);
+	memcpy(&out->ss, res->ai_addr, res->ai_addrlen);
+	out->len = res->ai_addrlen;
+	freeaddrinfo(res);
+	sock_addr_format(out);
+	return 0;
+}
+
+int sock_resolve_hostport(const char *hp, struct sock_addr *out, char *err,
+    size_t errlen)
+{
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+
+	if (sock_split(hp, host, sizeof host, port, sizeof port, err, errlen) < 0)
+		return -1;
+	return sock_resolve(host, port, AF_UNSPEC, out, err, errlen);
+}
+
+static int iface_pick(const struct ifaddrs *ifa, const char *name, int family)
+{
+	if (!ifa->ifa_addr || strcmp(ifa->ifa_name, name) != 0)
+		return 0;
+	if (family != AF_UNSPEC)
+		return ifa->ifa_addr->sa_family == family;
+	return ifa->ifa_addr->sa_family == AF_INET;
+}
+
+int sock_iface_addr(const char *name, int family, struct sock_addr *out,
+    char *err, size_t errlen)
+{
+	struct ifaddrs *all, *ifa;
+	int pass;
+
+	if (getifaddrs(&all) < 0) {
+		snprintf(err, errlen, "getifaddrs: %s", strerror(errno));
+		return -1;
+	}
+	/* AF_UNSPEC prefers IPv4, then takes IPv6. */
+	for (pass = 0; pass < 2; pass++) {
+		for (ifa = all; ifa; ifa = ifa->ifa_next) {
+			if (!iface_pick(ifa, name, pass ? AF_INET6 : family))
+				continue;
+			memset(out, 0, sizeof *out);
+			out->len = ifa->ifa_addr->sa_family == AF_INET6 ?
+			    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+			memcpy(&out->ss, ifa->ifa_addr, out->len);
+			freeifaddrs(all);
+			sock_addr_set_port(out, 0);
+			return 0;
+		}
+		if (family != AF_UNSPEC)
+			break;
+	}
+	freeifaddrs(all);
+	snprintf(err, errlen, "interface '%s' has no %s address", name,
+	    family == AF_INET6 ? "IPv6" : family == AF_INET ? "IPv4" : "IP");
+	return -1;
+}
+
+int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,
+    char *err, size_t errlen)
+{
+	int fd = socket(dst->ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	memset(out, 0, sizeof *out);
+	out->len = sizeof out->ss;
+	if (fd < 0 || connect(fd, (const struct sockaddr *)&dst->ss, dst->len) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&out->ss, &out->len) < 0) {
+		snprintf(err, errlen, "no route to %s: %s", dst->str, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	sock_addr_set_port(out, 0);
+	return 0;
+}
+
+int sock_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+void sock_tune(int fd)
+{
+	int one = 1, sz = SOCK_BUFSIZE;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+}
+
+int sock_listen(struct sock_addr *a, char *err, size_t errlen)
+{
+	int one = 1, fd;
+
+	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	/* Accepted sockets inherit the buffer sizes; set them before listen. */
+	sock_tune(fd);
+	if (bind(fd, (struct sockaddr *)&a->ss, a->len) < 0 || listen(fd, 128) < 0)
+		goto fail;
+	a->len = sizeof a->ss;
+	if (getsockname(fd, (struct sockaddr *)&a->ss, &a->len) < 0)
+		goto fail;
+	sock_addr_format(a);
+	return fd;
+fail:
+	snprintf(err, errlen, "cannot listen on %s: %s", a->str, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+int sock_listen_hostport(const char *hp, struct sock_addr *bound, char *err,
+    size_t errlen)
+{
+	if (sock_resolve_hostport(hp, bound, err, errlen) < 0)
+		return -1;
+	return sock_listen(bound, err, errlen);
+}
+
+int sock_wait(int fd, short events, double deadline)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	double left;
+	int rc;
+
+	for (;;) {
+		left = deadline - sock_now();
+		if (left <= 0)
+			return 0;
+		rc = poll(&p, 1, (int)(left * 1000) + 1);
+		if (rc > 0)
+			return 1;
+		if (rc < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+int sock_accept(int lfd, double deadline, struct sock_addr *peer, char *err,
+    size_t errlen)
+{
+	struct sock_addr tmp, *a = peer ? peer : &tmp;
+	int fd;
+
+	for (;;) {
+		memset(a, 0, sizeof *a);
+		a->len = sizeof a->ss;
+		fd = accept4(lfd, (struct sockaddr *)&a->ss, &a->len,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			sock_addr_format(a);
+			sock_tune(fd);
+			return fd;
+		}
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+			snprintf(err, errlen, "accept: %s", strerror(errno));
+			return -1;
+		}
+		if (errno == EAGAIN && sock_wait(lfd, POLLIN, deadline) == 0) {
+			snprintf(err, errlen, "timed out waiting for a connection");
+			return -1;
+		}
+	}
+}
+
+/* One attempt: 0 connected, -1 with errno set. */
+static int connect_once(int fd, const struct sock_addr *a, double deadline)
+{
+	int e = 0;
+	socklen_t el = sizeof e;
+
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return -1;
+	if (sock_wait(fd, POLLOUT, deadline) <= 0) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+		return -1;
+	errno = e;
+	return e ? -1 : 0;
+}
+
+static int connect_retryable(int e)
+{
+	return e == ECONNREFUSED || e == ECONNRESET || e == ETIMEDOUT ||
+	    e == EHOSTUNREACH || e == ENETUNREACH || e == EAGAIN;
+}
+
+int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
+    double deadline, char *err, size_t errlen)
+{
+	int fd, e;
+
+	for (;;) {
+		fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			break;
+		sock_tune(fd);
+		if (from && bind(fd, (const struct sockaddr *)&from->ss, from->len) < 0) {
+			e = errno;
+			close(fd);
+			snprintf(err, errlen, "cannot bind %s: %s", from->str, strerror(e));
+			return -1;
+		}
+		if (connect_once(fd, a, deadline) == 0)
+			return fd;
+		e = errno;
+		close(fd);
+		if (!connect_retryable(e) || sock_now() + SOCK_RETRY_S >= deadline) {
+			snprintf(err, errlen, "cannot connect to %s: %s", a->str,
+			    e == ETIMEDOUT ? "timed out" : strerror(e));
+			return -1;
+		}
+		nanosleep(&(struct timespec){ 0, (long)(SOCK_RETRY_S * 1e9) }, NULL);
+	}
+	snprintf(err, errlen, "socket: %s", strerror(errno));
+	return -1;
+}
+
+int sock_connect_hostport(const char *hp, double deadline, char *err, size_t errlen)
+{
+	struct sock_addr a;
+
+	if (sock_resolve_hostport(hp, &a, err, errlen) < 0)
+		return -1;
+	return sock_connect(&a, NULL, deadline, err, errlen);
+}
+
+/* Shared loop of send_all/recv_all: is_send picks the direction. */
+static int xfer_all(int fd, char *p, size_t len, double deadline, int is_send,
+    char *err, size_t errlen)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = is_send ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0) {
+			snprintf(err, errlen, "connection closed");
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN) {
+			snprintf(err, errlen, "%s", errno == EPIPE || errno == ECONNRESET ?
+			    "connection closed" : strerror(errno));
+			return -1;
+		}
+		if (sock_wait(fd, is_send ? POLLOUT : POLLIN, deadline) == 0) {
+			snprintf(err, errlen, "timed out");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sock_send_all(int fd, const void *buf, size_t len, double deadline,
+    char *err, size_t errlen)
+{
+	return xfer_all(fd, (char *)buf, len, deadline, 1, err, errlen);
+}
+
+int sock_recv_all(int fd, void *buf, size_t len, double deadline, char *err,
+    size_t errlen)
+{
+	return xfer_all(fd, buf, len, deadline, 0, err, errlen);
+}

@@ -1,0 +1,70 @@
+/* sock: small TCP helpers shared by the comm transport and the parameter
+ * server. Every socket is non-blocking; every blocking-style helper takes an
+ * absolute deadline (sock_now() seconds) and fails with a reason in err. */
+#ifndef COLLX_SOCK_H
+#define COLLX_SOCK_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+/* A resolved address; str is "1.2.3.4:80" or "[::1]:80". */
+struct sock_addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char str[80];
+};
+
+/* Monotonic seconds. */
+double sock_now(void);
+
+/* Split "host:port" or "[v6]:port" (host may be empty: wildcard). */
+int sock_split(const char *hostport, char *host, size_t hostlen, char *port,
+    size_t portlen, char *err, size_t errlen);
+/* Resolve host and port (numeric or name); family AF_UNSPEC takes the first. */
+int sock_resolve(const char *host, const char *port, int family,
+    struct sock_addr *out, char *err, size_t errlen);
+int sock_resolve_hostport(const char *hostport, struct sock_addr *out,
+    char *err, size_t errlen);
+/* Fill a->str from a->ss. */
+void sock_addr_format(struct sock_addr *a);
+int sock_addr_port(const struct sock_addr *a);
+void sock_addr_set_port(struct sock_addr *a, int port);
+int sock_addr_is_loopback(const struct sock_addr *a);
+
+/* The address of interface name in family (AF_INET or AF_INET6; AF_UNSPEC:
+ * IPv4 first). */
+int sock_iface_addr(const char *name, int family, struct sock_addr *out,
+    char *err, size_t errlen);
+/* The local address the kernel would use to reach dst (port 0). */
+int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,
+    char *err, size_t errlen);
+
+/* Listen on a (port 0: ephemeral; a->str and port are updated). */
+int sock_listen(struct sock_addr *a, char *err, size_t errlen);
+/* Listen on "host:port" ("" host: every address). Returns the fd or -1. */
+int sock_listen_hostport(const char *hostport, struct sock_addr *bound,
+    char *err, size_t errlen);
+/* Accept one connection before deadline; peer gets its address. */
+int sock_accept(int lfd, double deadline, struct sock_addr *peer,
+    char *err, size_t errlen);
+/* Connect to a, retrying refused or unreachable attempts until deadline.
+ * from: local address to bind first (port 0), or NULL. */
+int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
+    double deadline, char *err, size_t errlen);
+int sock_connect_hostport(const char *hostport, double deadline,
+    char *err, size_t errlen);
+
+/* TCP_NODELAY and throughput-sized buffers on a connected socket. */
+void sock_tune(int fd);
+int sock_set_nonblock(int fd);
+
+/* Move exactly len bytes before deadline. A closed connection is an error
+ * ("connection closed"); so is the deadline ("timed out"). */
+int sock_send_all(int fd, const void *buf, size_t len, double deadline,
+    char *err, size_t errlen);
+int sock_recv_all(int fd, void *buf, size_t len, double deadline,
+    char *err, size_t errlen);
+/* Wait for events on fd until deadline: 1 ready, 0 timed out, -1 error. */
+int sock_wait(int fd, short events, double deadline);
+
+#endif

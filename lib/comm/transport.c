@@ -1,0 +1,495 @@
+/* transport: point-to-point messages over the mesh. Each peer and stream
+ * has a FIFO of stripes to send and one to receive; comm_waitall() moves
+ * bytes on every non-empty FIFO with non-blocking calls, spins briefly,
+ * then sleeps in poll() until a socket is ready or a peer's time is up. */
+#include "comm/comm_impl.h"
+#include "tensor/dtype.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define HDR ((size_t)sizeof(struct comm_hdr))
+/* Messages this large are striped over all streams; smaller ones use
+ * stream 0 only. */
+#define STRIPE_MIN ((size_t)256 << 10)
+#define STRIPE_ALIGN ((size_t)4096)
+#define IOV_BATCH 64
+
+_Static_assert(sizeof(struct comm_hdr) == 48, "wire header is 48 bytes");
+
+/* Stripe k of n of a len-byte message: [*off, *off + return). */
+static size_t stripe(size_t len, int n, int k, size_t *off)
+{
+	size_t part = len / (size_t)n / STRIPE_ALIGN * STRIPE_ALIGN;
+
+	*off = part * (size_t)k;
+	return k == n - 1 ? len - *off : part;
+}
+
+static int stripes_for(const struct comm *c, size_t len)
+{
+	return c->nstreams > 1 && len >= STRIPE_MIN ? c->nstreams : 1;
+}
+
+static void hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
+{
+	memset(h, 0, sizeof *h);
+	h->magic = COMM_HDR_MAGIC;
+	h->seq = c->seq;
+	h->opcode = (int16_t)c->opcode;
+	h->dtype = (int16_t)c->dtype;
+	h->tag = tag;
+	h->sig = c->sig;
+	h->len = len;
+	memcpy(h->op, c->opname, sizeof h->op - 1);
+}
+
+static void seg_done(struct comm_peer *p, struct comm_seg *s)
+{
+	struct comm_xfer *x = s->x;
+
+	p->pending--;
+	if (--x->left > 0)
+		return;
+	x->req->state = COMM_REQ_DONE;
+	x->req->done = x->req->len;
+	x->req->priv = NULL;
+	free(x);
+}
+
+static int req_post(struct comm *c, int peer, int tag, void *buf, size_t len,
+    struct comm_req *r, int is_send)
+{
+	if (c->kind != COMM_ERR_NONE)
+		return -1;
+	memset(r, 0, sizeof *r);
+	if (peer < 0 || peer >= c->world) {
+		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d is not within world size %d",
+		    peer, c->world);
+		return -1;
+	}
+	r->peer = peer;
+	r->tag = tag;
+	r->is_send = is_send;
+	r->state = COMM_REQ_ACTIVE;
+	r->buf = buf;
+	r->len = len;
+	return 0;
+}
+
+static struct comm_xfer *xfer_new(struct comm *c, struct comm_req *r, int nseg)
+{
+	struct comm_xfer *x = calloc(1, sizeof *x + (size_t)nseg * sizeof x->seg[0]);
+
+	if (!x) {
+		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
+		return NULL;
+	}
+	x->req = r;
+	x->nseg = nseg;
+	x->left = nseg;
+	r->priv = x;
+	return x;
+}
+
+/* Self messages: match the heads of the send and receive FIFOs. */
+static void self_match(struct comm *c)
+{
+	struct comm_xfer *s, *r;
+
+	while ((s = c->self_sq) && (r = c->self_rq)) {
+		if (s->req->len != r->req->len || s->req->tag != r->req->tag) {
+			comm_fail(c, COMM_ERR_MISMATCH, "message to self of %zu bytes "
+			    "(tag %d) met a receive of %zu bytes (tag %d)", s->req->len,
+			    s->req->tag, r->req->len, r->req->tag);
+			return;
+		}
+		if (s->req->len)
+			memcpy(r->req->buf, s->req->buf, s->req->len);
+		c->self_sq = s->next;
+		c->self_rq = r->next;
+		s->req->state = r->req->state = COMM_REQ_DONE;
+		s->req->done = s->req->len;
+		r->req->done = r->req->len;
+		s->req->priv = r->req->priv = NULL;
+		free(s);
+		free(r);
+	}
+}
+
+static int self_post(struct comm *c, struct comm_req *r)
+{
+	struct comm_xfer *x = xfer_new(c, r, 0), **q;
+
+	if (!x)
+		return -1;
+	for (q = r->is_send ? &c->self_sq : &c->self_rq; *q; q = &(*q)->next)
+		;
+	*q = x;
+	self_match(c);
+	return c->kind == COMM_ERR_NONE ? 0 : -1;
+}
+
+static int stream_send(struct comm *c, int peer, int s);
+
+static int net_post(struct comm *c, struct comm_req *r)
+{
+	struct comm_peer *p = &c->peers[r->peer];
+	int n = stripes_for(c, r->len), k;
+	struct comm_xfer *x = xfer_new(c, r, n);
+	struct comm_stream *st;
+	size_t off;
+
+	if (!x)
+		return -1;
+	for (k = 0; k < n; k++) {
+		struct comm_seg *g = &x->seg[k];
+		g->x = x;
+		g->len = stripe(r->len, n, k, &off);
+		g->buf = r->buf + off;
+		st = &p->st[k];
+		hdr_fill(c, r->is_send ? &g->hdr : &g->want, r->tag, r->len);
+		*(r->is_send ? st->sq_tail : st->rq_tail) = g;
+		if (r->is_send)
+			st->sq_tail = &g->next;
+		else
+			st->rq_tail = &g->next;
+		p->pending++;
+	}
+	/* Start sending now: the bytes travel while the caller computes. */
+	if (r->is_send && p->st[0].sq == &x->seg[0])
+		return stream_send(c, r->peer, 0) < 0 ? -1 : 0;
+	return 0;
+}
+
+int comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
+    struct comm_req *r)
+{
+	if (req_post(c, peer, tag, (void *)buf, len, r, 1) < 0)
+		return -1;
+	return peer == c->rank ? self_post(c, r) : net_post(c, r);
+}
+
+int comm_irecv(struct comm *c, int peer, int tag, void *buf, size_t len,
+    struct comm_req *r)
+{
+	if (req_post(c, peer, tag, buf, len, r, 0) < 0)
+		return -1;
+	return peer == c->rank ? self_post(c, r) : net_post(c, r);
+}
+
+/* iovecs for what is left of the FIFO's first stripes. */
+static int queue_iov(struct comm_seg *g, struct iovec *iov)
+{
+	int n = 0;
+
+	for (; g && n <= IOV_BATCH - 2; g = g->next) {
+		if (g->hdone < HDR)
+			iov[n++] = (struct iovec){ (char *)&g->hdr + g->hdone, HDR - g->hdone };
+		if (g->done < g->len)
+			iov[n++] = (struct iovec){ g->buf + g->done, g->len - g->done };
+	}
+	return n;
+}
+
+static int hdr_describe(const struct comm_hdr *h, char *buf, size_t len)
+{
+	char dt[16];
+
+	if (h->dtype >= 0 && h->dtype < DT_COUNT)
+		snprintf(dt, sizeof dt, "%s", dtype_name((enum dtype)h->dtype));
+	else
+		snprintf(dt, sizeof dt, "%d", h->dtype);
+	return snprintf(buf, len, "%.15s (op %d, #%u), dtype %s, %llu bytes, tag %d, "
+	    "signature %#llx", h->op[0] ? h->op : "point-to-point", h->opcode, h->seq,
+	    dt, (unsigned long long)h->len, h->tag, (unsigned long long)h->sig);
+}
+
+static int hdr_check(struct comm *c, int peer, const struct comm_seg *g)
+{
+	const struct comm_hdr *h = &g->hdr, *w = &g->want;
+	char where[128], got[192], want[192];
+
+	comm_where(c, where, sizeof where);
+	if (h->magic != COMM_HDR_MAGIC) {
+		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) sent a garbled "
+		    "message header%s", peer, c->peers[peer].addr, where);
+		return -1;
+	}
+	if (h->seq == w->seq && h->opcode == w->opcode && h->dtype == w->dtype &&
+	    h->tag == w->tag && h->sig == w->sig && h->len == w->len)
+		return 0;
+	hdr_describe(h, got, sizeof got);
+	hdr_describe(w, want, sizeof want);
+	comm_fail(c, COMM_ERR_MISMATCH, "mismatch with peer rank %d (%s)%s: "
+	    "peer sent %s; this rank expected %s", peer, c->peers[peer].addr,
+	    where, got, want);
+	return -1;
+}
+
+/* Account n moved bytes to the FIFO's stripes, completing whole ones. */
+static int queue_advance(struct comm *c, int peer, struct comm_seg **q,
+    struct comm_seg ***tail, size_t n, int is_recv)
+{
+	struct comm_peer *p = &c->peers[peer];
+	struct comm_seg *g;
+	size_t k;
+
+	while ((g = *q)) {
+		k = HDR - g->hdone < n ? HDR - g->hdone : n;
+		g->hdone += k;
+		n -= k;
+		if (k && g->hdone == HDR && is_recv && hdr_check(c, peer, g) < 0)
+			return -1;
+		k = g->len - g->done < n ? g->len - g->done : n;
+		g->done += k;
+		n -= k;
+		if (g->hdone < HDR || g->done < g->len)
+			break;
+		*q = g->next;
+		if (!*q)
+			*tail = q;
+		seg_done(p, g);
+	}
+	return 0;
+}
+
+static void peer_lost(struct comm *c, int peer, int e)
+{
+	char where[128];
+
+	comm_where(c, where, sizeof where);
+	if (e == 0 || e == ECONNRESET || e == EPIPE)
+		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) closed the "
+		    "connection%s", peer, c->peers[peer].addr, where);
+	else
+		comm_fail(c, COMM_ERR_RUNTIME, "connection to peer rank %d (%s) "
+		    "failed%s: %s", peer, c->peers[peer].addr, where, strerror(e));
+}
+
+/* One non-blocking transfer on a FIFO: bytes moved (0: would block), -1 on failure. */
+static ssize_t stream_move(struct comm *c, int peer, int s, int is_recv)
+{
+	struct comm_stream *st = &c->peers[peer].st[s];
+	struct iovec iov[IOV_BATCH];
+	struct msghdr m = { .msg_iov = iov };
+	ssize_t n;
+
+	m.msg_iovlen = (size_t)queue_iov(is_recv ? st->rq : st->sq, iov);
+	do
+		n = is_recv ? recvmsg(st->fd, &m, MSG_DONTWAIT) :
+		    sendmsg(st->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n <= 0) {
+		peer_lost(c, peer, n == 0 ? 0 : errno);
+		return -1;
+	}
+	if (is_recv)
+		return queue_advance(c, peer, &st->rq, &st->rq_tail, (size_t)n, 1) < 0 ? -1 : n;
+	return queue_advance(c, peer, &st->sq, &st->sq_tail, (size_t)n, 0) < 0 ? -1 : n;
+}
+
+static int stream_send(struct comm *c, int peer, int s)
+{
+	ssize_t n = 1, moved = 0;
+
+	while (c->peers[peer].st[s].sq && (n = stream_move(c, peer, s, 0)) > 0)
+		moved += n;
+	return n < 0 ? -1 : moved > 0;
+}
+
+static int stream_recv(struct comm *c, int peer, int s)
+{
+	ssize_t n = 1, moved = 0;
+
+	while (c->peers[peer].st[s].rq && (n = stream_move(c, peer, s, 1)) > 0)
+		moved += n;
+	return n < 0 ? -1 : moved > 0;
+}
+
+/* Move what can move on every busy peer: 1 if anything moved, 0, or -1. */
+static int progress_all(struct comm *c, double now)
+{
+	int peer, s, any = 0, a, b;
+
+	for (peer = 0; peer < c->world; peer++) {
+		if (!c->peers[peer].pending)
+			continue;
+		for (s = 0; s < c->nstreams; s++) {
+			a = stream_send(c, peer, s);
+			b = a < 0 ? -1 : stream_recv(c, peer, s);
+			if (a < 0 || b < 0)
+				return -1;
+			if (a || b) {
+				c->peers[peer].last = now;
+				any = 1;
+			}
+		}
+	}
+	return any;
+}
+
+static int reqs_done(struct comm *c, struct comm_req *r, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (r[i].state != COMM_REQ_ACTIVE)
+			continue;
+		if (r[i].peer == c->rank) {
+			comm_fail(c, COMM_ERR_RUNTIME, "a %s self has no matching %s posted",
+			    r[i].is_send ? "send to" : "receive from",
+			    r[i].is_send ? "receive" : "send");
+			return -1;
+		}
+		return 0;
+	}
+	return 1;
+}
+
+/* The busy peer whose time runs out first, or -1 when none is busy. */
+static int first_deadline(const struct comm *c, double *when)
+{
+	int peer, first = -1;
+
+	for (peer = 0; peer < c->world; peer++) {
+		const struct comm_peer *p = &c->peers[peer];
+		if (p->pending && (first < 0 || p->last + c->timeout < *when)) {
+			*when = p->last + c->timeout;
+			first = peer;
+		}
+	}
+	return first;
+}
+
+static void peer_timeout(struct comm *c, int peer)
+{
+	char where[128];
+
+	comm_where(c, where, sizeof where);
+	comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for peer rank "
+	    "%d (%s)%s", c->timeout, peer, c->peers[peer].addr, where);
+}
+
+/* Sleep until a busy socket is ready or the first peer's deadline. */
+static int wait_ready(struct comm *c)
+{
+	struct pollfd fds[256];
+	int peer, s, n = 0, first, ms;
+	double when = 0, now;
+
+	first = first_deadline(c, &when);
+	for (peer = 0; peer < c->world && n < 256; peer++) {
+		const struct comm_peer *p = &c->peers[peer];
+		for (s = 0; p->pending && s < c->nstreams && n < 256; s++) {
+			short ev = (p->st[s].sq ? POLLOUT : 0) | (p->st[s].rq ? POLLIN : 0);
+			if (ev)
+				fds[n++] = (struct pollfd){ .fd = p->st[s].fd, .events = ev };
+		}
+	}
+	now = sock_now();
+	if (first >= 0 && now >= when) {
+		peer_timeout(c, first);
+		return -1;
+	}
+	ms = first < 0 ? 0 : (int)((when - now) * 1000) + 1;
+	if (poll(fds, (nfds_t)n, ms) < 0 && errno != EINTR) {
+		comm_fail(c, COMM_ERR_RUNTIME, "poll: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int comm_waitall(struct comm *c, struct comm_req *r, int n)
+{
+	double now = sock_now(), idle = now;
+	int peer, rc;
+
+	if (c->kind != COMM_ERR_NONE)
+		return -1;
+	/* A peer's clock starts with the wait, not with its last message. */
+	for (peer = 0; peer < c->world; peer++)
+		c->peers[peer].last = now;
+	for (;;) {
+		rc = reqs_done(c, r, n);
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
+		rc = progress_all(c, now);
+		if (rc < 0)
+			return -1;
+		now = sock_now();
+		if (rc > 0)
+			idle = now;
+		else if ((now - idle) * 1e6 >= c->spin_us && wait_ready(c) < 0)
+			return -1;
+	}
+}
+
+int comm_wait(struct comm *c, struct comm_req *r)
+{
+	return comm_waitall(c, r, 1);
+}
+
+int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len)
+{
+	struct comm_req r;
+
+	if (comm_isend(c, peer, tag, buf, len, &r) < 0)
+		return -1;
+	return comm_wait(c, &r);
+}
+
+int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len)
+{
+	struct comm_req r;
+
+	if (comm_irecv(c, peer, tag, buf, len, &r) < 0)
+		return -1;
+	return comm_wait(c, &r);
+}
+
+int comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
+    int src, void *rbuf, size_t rlen, int tag)
+{
+	struct comm_req r[2];
+
+	if (comm_irecv(c, src, tag, rbuf, rlen, &r[0]) < 0 ||
+	    comm_isend(c, dst, tag, sbuf, slen, &r[1]) < 0)
+		return -1;
+	return comm_waitall(c, r, 2);
+}
+
+/* Drop every queued stripe (on close, or after a failure). */
+void comm_free_queues(struct comm *c)
+{
+	struct comm_xfer *x;
+	struct comm_seg *g, *next;
+	int peer, s;
+
+	for (peer = 0; peer < c->world; peer++)
+		for (s = 0; s < COMM_MAX_STREAMS; s++) {
+			struct comm_stream *st = &c->peers[peer].st[s];
+			struct comm_seg *q[2] = { st->sq, st->rq };
+			for (int i = 0; i < 2; i++)
+				for (g = q[i]; g; g = next) {
+					next = g->next;
+					if (--g->x->left == 0)
+						free(g->x);
+				}
+			st->sq = st->rq = NULL;
+		}
+	while ((x = c->self_sq) || (x = c->self_rq)) {
+		if (x == c->self_sq)
+			c->self_sq = x->next;
+		else
+			c->self_rq = x->next;
+		free(x);
+	}
+}

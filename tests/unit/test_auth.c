@@ -1,0 +1,183 @@
+/* SHA-256 against FIPS 180 examples, HMAC-SHA-256 against RFC 4231, and
+ * the token handshake over a socket pair. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "comm/auth.h"
+#include "comm/sock.h"
+#include "unit.h"
+
+static void hex(const uint8_t *d, size_t n, char *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+static int sha_is(const void *msg, size_t len, const char *want)
+{
+	uint8_t d[SHA256_LEN];
+	char h[65];
+
+	sha256(msg, len, d);
+	hex(d, sizeof d, h);
+	return strcmp(h, want) == 0;
+}
+
+static int hmac_is(const void *key, size_t klen, const char *msg, const char *want)
+{
+	uint8_t d[SHA256_LEN];
+	char h[65];
+
+	hmac_sha256(key, klen, msg, strlen(msg), d);
+	hex(d, sizeof d, h);
+	return strncmp(h, want, strlen(want)) == 0;
+}
+
+static void test_sha256(void)
+{
+	/* Lengths around the padding boundaries: bytes 0, 1, 2, ... */
+	static const struct { size_t n; const char *d; } b[] = {
+		{ 55, "463eb28e72f82e0a96c0a4cc53690c571281131f672aa229e0d45ae59b598b59" },
+		{ 56, "da2ae4d6b36748f2a318f23e7ab1dfdf45acdc9d049bd80e59de82a60895f562" },
+		{ 63, "29af2686fd53374a36b0846694cc342177e428d1647515f078784d69cdb9e488" },
+		{ 64, "fdeab9acf3710362bd2658cdc9a29e8f9c757fcf9811603a8c447cd1d9151108" },
+		{ 65, "4bfd2c8b6f1eec7a2afeb48b934ee4b2694182027e6d0fc075074f2fabb31781" },
+		{ 119, "da18797ed7c3a777f0847f429724a2d8cd5138e6ed2895c3fa1a6d39d18f7ec6" },
+		{ 120, "f52b23db1fbb6ded89ef42a23ce0c8922c45f25c50b568a93bf1c075420bbb7c" },
+		{ 128, "471fb943aa23c511f6f72f8d1652d9c880cfa392ad80503120547703e56a2be5" },
+	};
+	uint8_t seq[128], d[SHA256_LEN];
+	char *million, h[65];
+	struct sha256 s;
+	size_t i;
+
+	UNIT_OK(sha_is("abc", 3,
+	    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+	    "sha256 of 'abc' (FIPS 180)");
+	UNIT_OK(sha_is("", 0,
+	    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+	    "sha256 of the empty string");
+	UNIT_OK(sha_is("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+	    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+	    "sha256 of the 448-bit message (FIPS 180)");
+	million = malloc(1000000);
+	memset(million, 'a', 1000000);
+	UNIT_OK(sha_is(million, 1000000,
+	    "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
+	    "sha256 of a million 'a' (FIPS 180)");
+	/* The same million fed in odd pieces. */
+	sha256_init(&s);
+	for (i = 0; i < 1000000; i += 997)
+		sha256_update(&s, million + i, 1000000 - i < 997 ? 1000000 - i : 997);
+	sha256_final(&s, d);
+	hex(d, sizeof d, h);
+	UNIT_OK(strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0,
+	    "sha256 incremental in 997-byte pieces");
+	free(million);
+	for (i = 0; i < sizeof seq; i++)
+		seq[i] = (uint8_t)i;
+	for (i = 0; i < sizeof b / sizeof b[0]; i++)
+		UNIT_OK(sha_is(seq, b[i].n, b[i].d), "sha256 at a padding boundary length");
+}
+
+static void test_hmac(void)
+{
+	uint8_t k[131];
+	size_t i;
+
+	memset(k, 0x0b, 20);
+	UNIT_OK(hmac_is(k, 20, "Hi There",
+	    "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+	    "RFC 4231 test case 1");
+	UNIT_OK(hmac_is("Jefe", 4, "what do ya want for nothing?",
+	    "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+	    "RFC 4231 test case 2");
+	{
+		char dd[51], cd[51];
+		memset(k, 0xaa, 20);
+		memset(dd, 0xdd, 50);
+		dd[50] = '\0';
+		UNIT_OK(hmac_is(k, 20, dd,
+		    "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"),
+		    "RFC 4231 test case 3");
+		for (i = 0; i < 25; i++)
+			k[i] = (uint8_t)(i + 1);
+		memset(cd, 0xcd, 50);
+		cd[50] = '\0';
+		UNIT_OK(hmac_is(k, 25, cd,
+		    "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"),
+		    "RFC 4231 test case 4");
+	}
+	memset(k, 0x0c, 20);
+	UNIT_OK(hmac_is(k, 20, "Test With Truncation", "a3b6167473100ee06e0c796c2955552b"),
+	    "RFC 4231 test case 5 (truncated to 128 bits)");
+	memset(k, 0xaa, 131);
+	UNIT_OK(hmac_is(k, 131, "Test Using Larger Than Block-Size Key - Hash Key First",
+	    "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+	    "RFC 4231 test case 6 (key longer than a block)");
+	UNIT_OK(hmac_is(k, 131, "This is a test using a larger than block-size key and a "
+	    "larger than block-size data. The key needs to be hashed before being used"
+	    " by the HMAC algorithm.",
+	    "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"),
+	    "RFC 4231 test case 7 (key and data longer than a block)");
+	UNIT_OK(auth_equal("abc", "abc", 3) && !auth_equal("abc", "abd", 3),
+	    "constant-time compare");
+}
+
+/* Run the handshake with tokens tc (client) and ts (server) on a socket
+ * pair; returns the client's and the server's result via *cr and *sr. */
+static void handshake(const char *tc, const char *ts, int *cr, int *sr, char *cerr,
+    size_t cerrlen)
+{
+	int sv[2], st;
+	pid_t pid;
+	char err[256];
+
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	sock_set_nonblock(sv[0]);
+	sock_set_nonblock(sv[1]);
+	pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		close(sv[0]);
+		_exit(auth_server(sv[1], ts, sock_now() + 5, err, sizeof err) < 0 ? 1 : 0);
+	}
+	close(sv[1]);
+	*cr = auth_client(sv[0], tc, sock_now() + 5, cerr, cerrlen);
+	close(sv[0]);
+	waitpid(pid, &st, 0);
+	*sr = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static void test_handshake(void)
+{
+	char err[256];
+	int cr, sr;
+
+	handshake("s3cret", "s3cret", &cr, &sr, err, sizeof err);
+	UNIT_OK(cr == 0 && sr == 0, "handshake with the same token succeeds on both sides");
+	handshake(NULL, NULL, &cr, &sr, err, sizeof err);
+	UNIT_OK(cr == 0 && sr == 0, "handshake without a token succeeds");
+	handshake("wrong", "s3cret", &cr, &sr, err, sizeof err);
+	UNIT_OK(cr < 0 && sr < 0 && strstr(err, "wrong token"),
+	    "a wrong token fails on both sides");
+	handshake(NULL, "s3cret", &cr, &sr, err, sizeof err);
+	UNIT_OK(cr < 0 && sr < 0 && strstr(err, "requires a token"),
+	    "a client without the token is refused");
+	handshake("s3cret", NULL, &cr, &sr, err, sizeof err);
+	UNIT_OK(cr < 0 && sr < 0 && strstr(err, "no token"),
+	    "a server without a token is not trusted by a client with one");
+}
+
+int main(void)
+{
+	test_sha256();
+	test_hmac();
+	test_handshake();
+	return unit_done();
+}
