@@ -77,7 +77,7 @@ struct job {
 	int nexports;
 	char **prog;		/* PROGRAM ARG..., NULL-terminated */
 	struct rank *ranks;
-	int running, stopping, exit_code, killed, draining;
+	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int devnull;
 };
@@ -593,10 +593,11 @@ handle_signals(struct job *j)
 		for (k = 0; k < n; k++) {
 			if (sigs[k] == SIGCHLD) {
 				reap(j);
-			} else if (j->stopping && j->exit_code == 128 + sigs[k]) {
+			} else if (j->interrupted) {
 				signal_all(j, SIGKILL);	/* asked twice: now */
 			} else {
 				cli_debug("forwarding signal %d to all ranks", sigs[k]);
+				j->interrupted = 1;
 				j->stopping = 0;	/* forward even while stopping */
 				stop_all(j, sigs[k], 128 + sigs[k]);
 			}
