@@ -453,6 +453,7 @@ release_held(struct srv *s)
 		struct conn *c = &s->conns[i];
 
 		if (c->fd >= 0 && c->waiting && (min < 0 ||
+		    s->cfg->staleness < 0 ||
 		    c->steps - min <= s->cfg->staleness)) {
 			c->waiting = 0;
 			send_params(s, c);

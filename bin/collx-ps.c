@@ -1,0 +1,431 @@
+/* collx-ps: parameter servers, and a shell client that pushes gradients to
+ * them or pulls parameters from them. The protocol is lib/comm/ps.c's; the
+ * update rule is nn's optimizer on each server's shard. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "comm/ps.h"
+#include "comm/sock.h"
+#include "nn/dp.h"
+#include "nn/nn.h"
+#include "tensor/tensor.h"
+
+enum {
+	OPT_WORKERS = CLI_OPT_PROGRAM, OPT_PORT, OPT_OPTIM, OPT_LR, OPT_MOMENTUM,
+	OPT_WD, OPT_BETAS, OPT_EPS, OPT_MODE, OPT_STALENESS, OPT_SERVER,
+	OPT_WEIGHT, OPT_DONE
+};
+
+static const struct option longopts[] = {
+	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
+	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
+	{ "workers", 1, 0, OPT_WORKERS }, { "port", 1, 0, OPT_PORT },
+	{ "optimizer", 1, 0, OPT_OPTIM }, { "lr", 1, 0, OPT_LR },
+	{ "momentum", 1, 0, OPT_MOMENTUM }, { "weight-decay", 1, 0, OPT_WD },
+	{ "betas", 1, 0, OPT_BETAS }, { "eps", 1, 0, OPT_EPS },
+	{ "mode", 1, 0, OPT_MODE }, { "staleness", 1, 0, OPT_STALENESS },
+	{ "server", 1, 0, OPT_SERVER }, { "weight", 1, 0, OPT_WEIGHT },
+	{ "done", 0, 0, OPT_DONE },
+	CLI_GROUP_LONGOPTS,
+	{ 0, 0, 0, 0 }
+};
+
+struct opts {
+	const char *cmd, *model, *out, *server, *file;
+	int workers, port, staleness, done;
+	double weight;
+	enum ps_mode mode;
+	const char *optim_name;
+	double lr, momentum, wd, b1, b2, eps;
+	int have_lr, have_momentum, have_wd, have_betas, have_eps;
+	struct cli_group g;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static _Noreturn void
+usage(void)
+{
+	printf("usage: %s serve -m INIT.safetensors --workers N [--port P]\n"
+	    "           [--optimizer sgd|adamw] [--lr LR] [--momentum M]\n"
+	    "           [--weight-decay WD] [--betas B1,B2] [--eps E]\n"
+	    "           [--mode sync|async] [--staleness K] [-o FINAL.safetensors]\n"
+	    "       %s push --server HOST:PORT[,...] [--weight W] [--done]\n"
+	    "           [-o NEW.safetensors] GRADS.safetensors\n"
+	    "       %s pull --server HOST:PORT[,...] -o PARAMS.safetensors\n\n"
+	    "Parameter servers and their shell client. Several servers started\n"
+	    "together (collx-run -n S) share the parameters: server r serves\n"
+	    "shard r and listens on port P+r. A client names every server, in\n"
+	    "rank order.\n\n"
+	    "serve:\n"
+	    "  -m, --model F         initial parameters (safetensors)\n"
+	    "  --workers N           workers in a round; the server ends when N\n"
+	    "                        workers said done (or on SIGTERM/SIGINT)\n"
+	    "  --port P              listen on port P + rank (default: any, printed)\n"
+	    "  --optimizer NAME      sgd (default) or adamw; --lr, --momentum,\n"
+	    "  --weight-decay, --betas, --eps as in collx-dp (torch.optim defaults)\n"
+	    "  --mode MODE           sync (rounds, default) or async\n"
+	    "  --staleness K         async: hold a worker K pushes ahead of the slowest\n"
+	    "  -o, --output F        rank 0 writes the final parameters at the end\n"
+	    "push:\n"
+	    "  --server LIST         the servers, in rank order\n"
+	    "  --weight W            the gradient is a sum over W samples (1)\n"
+	    "  --done                then tell the servers this worker has finished\n"
+	    "  -o, --output F        write the parameters after the round\n"
+	    "pull:\n"
+	    "  --server LIST         the servers, in rank order\n"
+	    "  -o, --output F        write the current parameters\n\n"
+	    "  -v, --verbose         log server events\n"
+	    "  -q, --quiet           no messages but errors\n"
+	    "  -h, --help            this help\n"
+	    "  -V, --version         version\n"
+	    "%s"
+	    "Exit status: 0 ok, 1 runtime failure (server or worker lost, timeout),\n"
+	    "2 usage, 3 bad input (gradients of another model).\n",
+	    cli_progname, cli_progname, cli_progname, cli_group_help);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static void
+parse_betas(struct opts *o, const char *s)
+{
+	char *end;
+
+	o->b1 = strtod(s, &end);
+	if (end == s || *end != ',' || o->b1 < 0 || o->b1 >= 1)
+		cli_usage_error("--betas: want B1,B2 in [0, 1), not '%s'", s);
+	o->b2 = cli_parse_double("--betas", end + 1, 0, 0.999999999);
+	o->have_betas = 1;
+}
+
+static int
+server_option(struct opts *o, int c, const char *a)
+{
+	switch (c) {
+	case OPT_WORKERS: o->workers = (int)cli_parse_long("--workers", a, 1, 1 << 20); break;
+	case OPT_PORT: o->port = (int)cli_parse_long("--port", a, 0, 65535); break;
+	case OPT_OPTIM: o->optim_name = a; break;
+	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); o->have_lr = 1; break;
+	case OPT_MOMENTUM:
+		o->momentum = cli_parse_double("--momentum", a, 0, 1e9);
+		o->have_momentum = 1;
+		break;
+	case OPT_WD: o->wd = cli_parse_double("--weight-decay", a, 0, 1e9); o->have_wd = 1; break;
+	case OPT_BETAS: parse_betas(o, a); break;
+	case OPT_EPS: o->eps = cli_parse_double("--eps", a, 0, 1); o->have_eps = 1; break;
+	case OPT_MODE:
+		if (ps_mode_parse(a, &o->mode) < 0)
+			cli_usage_error("--mode: want sync or async, not '%s'", a);
+		break;
+	case OPT_STALENESS: o->staleness = (int)cli_parse_long("--staleness", a, 0, 1 << 30); break;
+	default: return 0;
+	}
+	return 1;
+}
+
+static void
+parse_args(struct opts *o, int argc, char **argv)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
+		if (cli_group_option(&o->g, c, optarg) || server_option(o, c, optarg))
+			continue;
+		switch (c) {
+		case 'h': usage();
+		case 'V': cli_version();
+		case 'v': cli_verbose++; break;
+		case 'q': cli_quiet = 1; break;
+		case 'm': o->model = optarg; break;
+		case 'o': o->out = optarg; break;
+		case OPT_SERVER: o->server = optarg; break;
+		case OPT_WEIGHT: o->weight = cli_parse_double("--weight", optarg, 0, 1e18); break;
+		case OPT_DONE: o->done = 1; break;
+		default: cli_usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		o->cmd = argv[optind++];
+	if (optind < argc)
+		o->file = argv[optind++];
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+static void
+optim_config(const struct opts *o, struct nn_optim_cfg *c)
+{
+	enum nn_optim_kind k = NN_SGD;
+
+	if (o->optim_name != NULL && nn_optim_parse(o->optim_name, &k) < 0)
+		cli_usage_error("--optimizer: want sgd or adamw, not '%s'",
+		    o->optim_name);
+	nn_optim_defaults(c, k);
+	if (o->have_lr)
+		c->lr = o->lr;
+	if (o->have_momentum)
+		c->momentum = o->momentum;
+	if (o->have_wd)
+		c->weight_decay = o->wd;
+	if (o->have_betas) {
+		c->beta1 = o->b1;
+		c->beta2 = o->b2;
+	}
+	if (o->have_eps)
+		c->eps = o->eps;
+}
+
+/* A safetensors file as one flat f32 vector and its layout; exit 3 if bad. */
+static void
+load_flat(const char *path, float **flat, size_t *total, char **layout)
+{
+	struct tensor_set s = { 0 };
+	char e[TENSOR_ERRLEN];
+
+	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
+	    dp_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
+	tensor_set_free(&s);
+}
+
+static void
+save_flat(const char *path, const char *layout, const float *flat,
+    size_t total)
+{
+	struct tensor_set s = { 0 };
+	char e[TENSOR_ERRLEN];
+
+	if (dp_set_unflatten(layout, flat, total, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
+	if (tensor_save(path, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+	tensor_set_free(&s);
+}
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void
+log_event(void *ctx, const char *msg)
+{
+	(void)ctx;
+	cli_info("%s", msg);
+}
+
+static void
+optim_update(void *ctx, float *p, const float *gsum, size_t off, size_t len,
+    float scale)
+{
+	(void)off;
+	(void)len;
+	nn_optim_step(ctx, p, gsum, scale);
+}
+
+static struct comm *
+join_servers(const struct opts *o)
+{
+	struct comm_options co = {
+		.rank = o->g.rank, .world = o->g.world, .master = o->g.master,
+		.ifaces = o->g.iface, .timeout = o->g.timeout, .token = o->g.token,
+		.job = "collx-ps serve"
+	};
+	struct comm *c;
+	char e[512];
+
+	if (comm_open(&c, &co, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "server %d: %s", o->g.rank, e);
+	return c;
+}
+
+static int
+listen_port(const struct opts *o)
+{
+	struct sock_addr bound;
+	char hp[32], e[256];
+	int fd;
+
+	snprintf(hp, sizeof(hp), ":%d", o->port ? o->port + o->g.rank : 0);
+	fd = sock_listen_hostport(hp, &bound, e, sizeof(e));
+	if (fd < 0)
+		cli_die(CLI_EXIT_RUNTIME, "server %d: listen on %s: %s", o->g.rank,
+		    hp, e);
+	printf("%d\n", sock_addr_port(&bound));
+	fflush(stdout);
+	cli_debug("server %d of %d listening on %s", o->g.rank, o->g.world,
+	    bound.str);
+	return fd;
+}
+
+/* The servers gather every shard; rank 0 writes the whole vector. */
+static void
+write_final(const struct opts *o, struct comm *c, float *flat, size_t total,
+    const char *layout)
+{
+	size_t *counts = calloc((size_t)o->g.world, sizeof(size_t)), off;
+	char *path;
+	int r;
+
+	if (counts == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (r = 0; r < o->g.world; r++)
+		ps_shard(total, o->g.world, r, &off, &counts[r]);
+	ps_shard(total, o->g.world, o->g.rank, &off, &counts[o->g.rank]);
+	if (coll_allgatherv(c, flat + off, flat, counts, DT_F32, COLL_AUTO) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", comm_error(c));
+	free(counts);
+	if (o->g.rank != 0)
+		return;
+	path = cli_subst(o->out, o->g.rank, o->g.world);
+	save_flat(path, layout, flat, total);
+	free(path);
+}
+
+static void
+serve(struct opts *o)
+{
+	struct ps_server_cfg sc = { 0 };
+	struct nn_optim_cfg oc;
+	struct nn_optim opt;
+	struct sigaction sa = { 0 };
+	struct comm *c;
+	float *flat;
+	size_t total, off, len;
+	char *layout, e[512];
+	int rc;
+
+	if (o->model == NULL || o->workers < 1)
+		cli_usage_error("serve needs -m INIT and --workers N");
+	if (o->staleness >= 0 && o->mode != PS_ASYNC)
+		cli_usage_error("--staleness goes with --mode async");
+	optim_config(o, &oc);
+	load_flat(o->model, &flat, &total, &layout);
+	ps_shard(total, o->g.world, o->g.rank, &off, &len);
+	if (nn_optim_init(&opt, &oc, len, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	c = join_servers(o);
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sc = (struct ps_server_cfg){
+		.lfd = listen_port(o), .index = o->g.rank, .nserv = o->g.world,
+		.total = total, .shard = flat + off, .layout = layout,
+		.workers = o->workers, .mode = o->mode, .staleness = o->staleness,
+		.timeout = o->g.timeout, .token = o->g.token,
+		.update = optim_update, .ctx = &opt, .stop = &stop_requested,
+		.log = log_event
+	};
+	rc = ps_serve(&sc, e, sizeof(e));
+	if (o->out != NULL)
+		write_final(o, c, flat, total, layout);
+	if (rc < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	comm_close(c);
+	nn_optim_free(&opt);
+	free(flat);
+	free(layout);
+}
+
+static struct ps_client *
+connect_servers(const struct opts *o)
+{
+	struct ps_client *cl;
+	char e[512];
+
+	if (o->server == NULL)
+		cli_usage_error("%s needs --server HOST:PORT[,...]", o->cmd);
+	if (ps_client_open(&cl, o->server, -1, o->g.token, o->g.timeout, e,
+	    sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	return cl;
+}
+
+static void
+push(struct opts *o)
+{
+	struct ps_client *cl;
+	float *g, *p = NULL;
+	size_t total;
+	char *layout, e[512];
+
+	if (o->file == NULL)
+		cli_usage_error("push needs a GRADS.safetensors file");
+	load_flat(o->file, &g, &total, &layout);
+	cl = connect_servers(o);
+	if (total != ps_client_total(cl) ||
+	    !dp_layout_same(layout, ps_client_layout(cl)))
+		cli_die(CLI_EXIT_DATA, "%s: its tensors differ from the model of "
+		    "the servers %s", o->file, o->server);
+	if (o->out != NULL && (p = malloc((total + 1) * sizeof(float))) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if (ps_client_push(cl, g, o->weight, p, e, sizeof(e)) < 0 ||
+	    (o->done && ps_client_done(cl, e, sizeof(e)) < 0))
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	if (o->out != NULL)
+		save_flat(o->out, ps_client_layout(cl), p, total);
+	ps_client_close(cl);
+	free(g);
+	free(p);
+	free(layout);
+}
+
+static void
+pull(struct opts *o)
+{
+	struct ps_client *cl;
+	float *p;
+	size_t total;
+	char e[512];
+
+	if (o->out == NULL)
+		cli_usage_error("pull needs -o PARAMS.safetensors");
+	if (o->file != NULL)
+		cli_usage_error("unexpected argument '%s'", o->file);
+	cl = connect_servers(o);
+	total = ps_client_total(cl);
+	if ((p = malloc((total + 1) * sizeof(float))) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if (ps_client_pull(cl, p, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	save_flat(o->out, ps_client_layout(cl), p, total);
+	ps_client_close(cl);
+	free(p);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = { .staleness = -1, .weight = 1 };
+
+	cli_init(argv[0]);
+	cli_group_defaults(&o.g);
+	parse_args(&o, argc, argv);
+	if (o.cmd == NULL)
+		cli_usage_error("a command is required: serve, push or pull");
+	cli_group_resolve(&o.g);
+	if (strcmp(o.cmd, "serve") == 0) {
+		if (o.file != NULL)
+			cli_usage_error("unexpected argument '%s'", o.file);
+		serve(&o);
+	} else if (strcmp(o.cmd, "push") == 0)
+		push(&o);
+	else if (strcmp(o.cmd, "pull") == 0)
+		pull(&o);
+	else
+		cli_usage_error("unknown command '%s' (serve, push, pull)", o.cmd);
+	cli_group_free(&o.g);
+	cli_close_stdout();
+	return CLI_EXIT_OK;
+}
