@@ -1,4 +1,5 @@
 /* ops: copying, casting, cutting and joining tensors. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,4 +149,55 @@ int64_t tensor_split_offset(int64_t len, int parts, int i)
 	int64_t base = len / parts, extra = len % parts;
 
 	return i * base + (i < extra ? i : extra);
+}
+
+static int compare_check(const struct tensor *a, const struct tensor *b,
+    char *err, size_t errlen)
+{
+	char sa[160], sb[160];
+
+	if (a->dtype != b->dtype) {
+		snprintf(err, errlen, "dtypes differ: %s and %s", dtype_name(a->dtype),
+		    dtype_name(b->dtype));
+		return -1;
+	}
+	if (a->ndim != b->ndim || memcmp(a->shape, b->shape,
+	    (size_t)a->ndim * sizeof a->shape[0]) != 0) {
+		snprintf(err, errlen, "shapes differ: %s and %s", tensor_shape_str(a, sa,
+		    sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+		return -1;
+	}
+	return 0;
+}
+
+int tensor_compare(const struct tensor *a, const struct tensor *b, double rtol,
+    double atol, struct tensor_diff *d, char *err, size_t errlen)
+{
+	size_t i, n;
+	double x, y, abs_err, rel;
+
+	memset(d, 0, sizeof *d);
+	if (compare_check(a, b, err, errlen) < 0)
+		return -1;
+	n = (size_t)tensor_numel(a);
+	d->count = (int64_t)n;
+	for (i = 0; i < n; i++) {
+		x = dtype_get(a->dtype, a->data, i);
+		y = dtype_get(b->dtype, b->data, i);
+		if ((isnan(x) && isnan(y)) || x == y)
+			continue;
+		/* NaN against a number, or an infinity against anything else */
+		if (!isfinite(x) || !isfinite(y)) {
+			d->max_abs = d->max_rel = INFINITY;
+			d->mismatched++;
+			continue;
+		}
+		abs_err = fabs(x - y);
+		rel = y != 0 ? abs_err / fabs(y) : INFINITY;
+		d->max_abs = fmax(d->max_abs, abs_err);
+		d->max_rel = fmax(d->max_rel, rel);
+		if (!(abs_err <= atol + rtol * fabs(y)))
+			d->mismatched++;
+	}
+	return 0;
 }

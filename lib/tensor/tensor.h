@@ -98,6 +98,26 @@ enum tensor_fill { TENSOR_FILL_CONST, TENSOR_FILL_ARANGE, TENSOR_FILL_RAND,
 int tensor_fill(struct tensor *t, enum tensor_fill how, double value, uint64_t seed,
     char *err, size_t errlen);
 
+/* Element-wise comparison of a (actual) with b (expected): an element is
+ * out of tolerance unless |a - b| <= atol + rtol * |b|; NaN matches NaN
+ * and an infinity the same infinity. -1 when dtypes or shapes differ. */
+struct tensor_diff {
+	double max_abs, max_rel;
+	int64_t count, mismatched;
+};
+int tensor_compare(const struct tensor *a, const struct tensor *b, double rtol,
+    double atol, struct tensor_diff *d, char *err, size_t errlen);
+
+/* Text as NumPy's str() lays it out: summarised with "..." past threshold
+ * elements (edgeitems kept at each end), floats with at most precision
+ * fraction digits, lines wrapped at 75 columns. */
+struct tensor_print_opts {
+	int64_t threshold;
+	int edgeitems, precision;
+};
+void tensor_print_defaults(struct tensor_print_opts *o);
+int tensor_print(FILE *f, const struct tensor *t, const struct tensor_print_opts *o);
+
 /* A stream of .npy arrays (pipes, FIFOs): 1 = one read, 0 = clean end of
  * input, -1 = error. */
 int tensor_npy_read_stream(FILE *f, struct tensor *out, char *err, size_t errlen);

@@ -1,0 +1,819 @@
+/* collx-tensor: create, inspect, compare, convert, split and join tensor files. */
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "tensor/tensor.h"
+
+static const char usage_text[] =
+"usage: collx-tensor [-hVvq] COMMAND [ARG...]\n"
+"\n"
+"Create, inspect, compare, convert, split and join .npy and .safetensors files.\n"
+"Files may be paths, - (standard input/output) or URLs (http, https, file, ftp).\n"
+"\n"
+"commands:\n"
+"  info FILE...                      name, dtype, shape and bytes of each tensor\n"
+"  print [--threshold N] [--edgeitems N] [--precision N] FILE...\n"
+"                                    values, laid out as NumPy prints them\n"
+"  create --shape S [--dtype D] [--fill F] [--seed N] [--name NAME] -o OUT\n"
+"                                    a new tensor (fill zeros|ones|arange|rand|randn|NUMBER)\n"
+"  diff [--rtol R] [--atol A] A B    compare values (exit 4 when outside tolerance)\n"
+"  convert [--dtype D] [--name NAME] IN OUT\n"
+"                                    change format (from OUT's extension) or dtype\n"
+"  split --parts N [--dim D] [--even] -o PATTERN IN\n"
+"                                    cut into N parts written to PATTERN ({i} = part)\n"
+"  cat [--dim D] -o OUT IN...        concatenate along a dimension\n"
+"  pack [--meta KEY=VALUE]... -o OUT NAME=FILE...\n"
+"                                    named tensors into one .safetensors file\n"
+"  get -o OUT IN NAME                one tensor out of a .safetensors file\n"
+"\n"
+"options:\n"
+"  -h, --help       this help (COMMAND --help: that command's)\n"
+"  -V, --version    version\n"
+"  -v, --verbose    more messages\n"
+"  -q, --quiet      fewer messages; diff prints nothing\n"
+"\n"
+"{rank} and {world} in file names become COLLX_RANK and COLLX_WORLD_SIZE.\n"
+"Exit: 0 ok, 1 runtime error, 2 usage, 3 bad input data, 4 diff out of tolerance.\n";
+
+static char err[TENSOR_ERRLEN];
+
+_Noreturn static void usage(const char *text)
+{
+	fputs(text, stdout);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+/* getopt_long over a command's arguments, handling -h, -v, -q, -V. */
+static int next_opt(int argc, char **argv, const char *shorts, const struct option *longs,
+    const char *help)
+{
+	int c;
+
+	for (;;) {
+		c = getopt_long(argc, argv, shorts, longs, NULL);
+		switch (c) {
+		case 'h': usage(help); break;
+		case 'V': cli_version(); break;
+		case 'v': cli_verbose++; break;
+		case 'q': cli_quiet = 1; break;
+		case '?': cli_usage_error("%s: bad option", argv[0]); break;
+		default: return c;
+		}
+	}
+}
+
+#define COMMON_LONGOPTS \
+	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' }, \
+	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' }
+#define COMMON_SHORTS "+hVvq"
+
+/* {rank} and {world} replaced when the name has them; malloc'd. */
+static char *path_arg(const char *s)
+{
+	static struct cli_group g;
+	static int resolved;
+
+	if (!strstr(s, "{rank}") && !strstr(s, "{world}")) {
+		char *copy = strdup(s);
+
+		if (!copy)
+			cli_die(CLI_EXIT_RUNTIME, "out of memory");
+		return copy;
+	}
+	if (!resolved) {
+		cli_group_defaults(&g);
+		cli_group_resolve(&g);
+		resolved = 1;
+	}
+	return cli_subst(s, g.rank, g.world);
+}
+
+static void load(const char *arg, struct tensor_set *s)
+{
+	char *path = path_arg(arg);
+
+	if (tensor_load(path, s, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", err);
+	cli_debug("%s: %zu tensor(s)", path, s->count);
+	free(path);
+}
+
+/* Write s to arg, as fmt; a set the format cannot hold is bad data. */
+static void save_as(const char *arg, const struct tensor_set *s, enum tensor_format fmt)
+{
+	char *path = path_arg(arg);
+	void *buf;
+	size_t len;
+
+	if (tensor_encode(s, fmt, &buf, &len, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", path, err);
+	if (tensor_write_file(path, buf, len, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	cli_debug("wrote %s (%zu bytes)", path, len);
+	free(buf);
+	free(path);
+}
+
+static void save(const char *arg, const struct tensor_set *s)
+{
+	save_as(arg, s, tensor_format_for(arg, s->format));
+}
+
+static const char *fmt_name(enum tensor_format f)
+{
+	return f == TENSOR_NPY ? "npy" : "safetensors";
+}
+
+_Noreturn static void done(void)
+{
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+/* ---- info ---- */
+
+static const char info_help[] =
+"usage: collx-tensor info FILE...\n"
+"Print each file's format and metadata, then one line per tensor:\n"
+"name (- when unnamed), dtype, shape and size in bytes.\n";
+
+static void compact_shape(const struct tensor *t, char *buf, size_t len)
+{
+	size_t off = (size_t)snprintf(buf, len, "[");
+	int d;
+
+	for (d = 0; d < t->ndim && off < len; d++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%lld", d ? "," : "",
+		    (long long)t->shape[d]);
+	if (off < len)
+		snprintf(buf + off, len - off, "]");
+}
+
+static void info_one(const char *arg)
+{
+	struct tensor_set s;
+	char shape[200];
+	size_t i, total = 0;
+	int w = 4;
+
+	load(arg, &s);
+	for (i = 0; i < s.count; i++) {
+		total += tensor_nbytes(&s.items[i]);
+		if (s.items[i].name && (int)strlen(s.items[i].name) > w)
+			w = (int)strlen(s.items[i].name);
+	}
+	printf("%s: %s, %zu tensor%s, %zu bytes\n", arg, fmt_name(s.format), s.count,
+	    s.count == 1 ? "" : "s", total);
+	for (i = 0; i < s.nmeta; i++)
+		printf("  metadata %s = %s\n", s.meta[i].key, s.meta[i].value);
+	printf("  %-*s  %-5s  %-16s %s\n", w, "name", "dtype", "shape", "bytes");
+	for (i = 0; i < s.count; i++) {
+		const struct tensor *t = &s.items[i];
+
+		compact_shape(t, shape, sizeof shape);
+		printf("  %-*s  %-5s  %-16s %zu\n", w, t->name ? t->name : "-",
+		    dtype_name(t->dtype), shape, tensor_nbytes(t));
+	}
+	tensor_set_free(&s);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+	static const struct option longs[] = { COMMON_LONGOPTS, { 0, 0, 0, 0 } };
+	int i;
+
+	next_opt(argc, argv, COMMON_SHORTS, longs, info_help);
+	if (optind == argc)
+		cli_usage_error("info: no file given");
+	for (i = optind; i < argc; i++)
+		info_one(argv[i]);
+	done();
+}
+
+/* ---- print ---- */
+
+static const char print_help[] =
+"usage: collx-tensor print [--threshold N] [--edgeitems N] [--precision N] FILE...\n"
+"Print values as NumPy's print() shows them. A tensor of more than N elements\n"
+"(--threshold, default 1000) is summarised, keeping --edgeitems (default 3) at\n"
+"each end of every dimension; floats show at most --precision (default 8)\n"
+"fraction digits. Tensors of a .safetensors file are printed in name order,\n"
+"each after a line with its name, dtype and shape.\n";
+
+static int cmd_print(int argc, char **argv)
+{
+	enum { O_THRESHOLD = CLI_OPT_PROGRAM, O_EDGE, O_PRECISION };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "threshold", 1, 0, O_THRESHOLD }, { "edgeitems", 1, 0, O_EDGE },
+		{ "precision", 1, 0, O_PRECISION }, { 0, 0, 0, 0 } };
+	struct tensor_print_opts o;
+	struct tensor_set s;
+	char shape[200];
+	size_t i;
+	int c, a;
+
+	tensor_print_defaults(&o);
+	while ((c = next_opt(argc, argv, COMMON_SHORTS, longs, print_help)) != -1) {
+		if (c == O_THRESHOLD)
+			o.threshold = cli_parse_long("threshold", optarg, 0, 1L << 62);
+		else if (c == O_EDGE)
+			o.edgeitems = (int)cli_parse_long("edgeitems", optarg, 1, 1000);
+		else
+			o.precision = (int)cli_parse_long("precision", optarg, 0, 17);
+	}
+	if (optind == argc)
+		cli_usage_error("print: no file given");
+	for (a = optind; a < argc; a++) {
+		load(argv[a], &s);
+		for (i = 0; i < s.count; i++) {
+			if (s.items[i].name)
+				printf("%s: %s %s\n", s.items[i].name, dtype_name(s.items[i].dtype),
+				    tensor_shape_str(&s.items[i], shape, sizeof shape));
+			if (tensor_print(stdout, &s.items[i], &o) < 0)
+				cli_die(CLI_EXIT_RUNTIME, "standard output: write error");
+		}
+		tensor_set_free(&s);
+	}
+	done();
+}
+
+/* ---- create ---- */
+
+static const char create_help[] =
+"usage: collx-tensor create --shape D,D,... [--dtype D] [--fill F] [--seed N]\n"
+"                           [--name NAME] -o OUT\n"
+"Write a new tensor. --shape '' makes a 0-dimensional tensor. --dtype: f32\n"
+"(default), f64, f16, bf16, i8, i16, i32, i64, u8, bool. --fill: zeros (default),\n"
+"ones, arange (the flat index), rand (uniform on [0,1)), randn (standard normal),\n"
+"or a number. rand and randn need a float dtype and are reproducible from\n"
+"--seed (default 0) on every machine (see collx-tensor(1)). --name names the\n"
+"tensor in a .safetensors output (default \"tensor\").\n";
+
+static void parse_shape(const char *s, int *ndim, int64_t *shape)
+{
+	long v[TENSOR_MAX_DIM];
+	int i;
+
+	*ndim = 0;
+	if (strcmp(s, "") == 0 || strcmp(s, "()") == 0 || strcmp(s, "[]") == 0)
+		return;
+	*ndim = cli_parse_list("shape", s, v, TENSOR_MAX_DIM);
+	for (i = 0; i < *ndim; i++) {
+		if (v[i] < 0)
+			cli_usage_error("--shape: negative dimension in '%s'", s);
+		shape[i] = v[i];
+	}
+}
+
+static enum tensor_fill parse_fill(const char *s, double *value)
+{
+	char *end;
+
+	*value = 0;
+	if (strcmp(s, "zeros") == 0)
+		return TENSOR_FILL_CONST;
+	if (strcmp(s, "ones") == 0) {
+		*value = 1;
+		return TENSOR_FILL_CONST;
+	}
+	if (strcmp(s, "arange") == 0)
+		return TENSOR_FILL_ARANGE;
+	if (strcmp(s, "rand") == 0)
+		return TENSOR_FILL_RAND;
+	if (strcmp(s, "randn") == 0)
+		return TENSOR_FILL_RANDN;
+	*value = strtod(s, &end);
+	if (!*s || *end)
+		cli_usage_error("--fill: expected zeros, ones, arange, rand, randn or a "
+		    "number, not '%s'", s);
+	return TENSOR_FILL_CONST;
+}
+
+static enum dtype parse_dtype(const char *s)
+{
+	enum dtype dt;
+
+	if (dtype_parse(s, &dt) < 0)
+		cli_usage_error("--dtype: unknown dtype '%s'", s);
+	return dt;
+}
+
+static int cmd_create(int argc, char **argv)
+{
+	enum { O_SHAPE = CLI_OPT_PROGRAM, O_DTYPE, O_FILL, O_SEED, O_NAME };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "shape", 1, 0, O_SHAPE }, { "dtype", 1, 0, O_DTYPE }, { "fill", 1, 0, O_FILL },
+		{ "seed", 1, 0, O_SEED }, { "name", 1, 0, O_NAME }, { "output", 1, 0, 'o' },
+		{ 0, 0, 0, 0 } };
+	const char *shape_arg = NULL, *fill_arg = "zeros", *out = NULL, *name = "tensor";
+	struct tensor_set s = { .format = TENSOR_NPY };
+	enum dtype dt = DT_F32;
+	int64_t shape[TENSOR_MAX_DIM];
+	struct tensor t;
+	enum tensor_fill how;
+	uint64_t seed = 0;
+	double value;
+	int c, ndim;
+
+	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, create_help)) != -1) {
+		switch (c) {
+		case O_SHAPE: shape_arg = optarg; break;
+		case O_DTYPE: dt = parse_dtype(optarg); break;
+		case O_FILL: fill_arg = optarg; break;
+		case O_SEED: seed = (uint64_t)cli_parse_long("seed", optarg, 0, LONG_MAX); break;
+		case O_NAME: name = optarg; break;
+		case 'o': out = optarg; break;
+		}
+	}
+	if (!shape_arg || !out || optind != argc)
+		cli_usage_error("create: needs --shape and -o, and no other arguments");
+	parse_shape(shape_arg, &ndim, shape);
+	how = parse_fill(fill_arg, &value);
+	if ((how == TENSOR_FILL_RAND || how == TENSOR_FILL_RANDN) && !dtype_is_float(dt))
+		cli_usage_error("--fill %s needs a float dtype, not %s", fill_arg, dtype_name(dt));
+	if (tensor_init(&t, dt, ndim, shape, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "create: %s", err);
+	if (tensor_fill(&t, how, value, seed, err, sizeof err) < 0 ||
+	    tensor_set_add(&s, tensor_format_for(out, TENSOR_NPY) == TENSOR_NPY ? NULL : name,
+	    &t, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "create: %s", err);
+	save(out, &s);
+	tensor_set_free(&s);
+	done();
+}
+
+/* ---- diff ---- */
+
+static const char diff_help[] =
+"usage: collx-tensor diff [--rtol R] [--atol A] A B\n"
+"Compare A (actual) with B (expected) element by element and print the largest\n"
+"absolute and relative error and how many elements are out of tolerance:\n"
+"|a - b| > atol + rtol * |b| (defaults: rtol 1e-05, atol 1e-08, as numpy.allclose).\n"
+"NaN matches NaN and an infinity the same infinity. Tensors of .safetensors files\n"
+"are matched by name. Exit 0 when all are close; 4 when any element is out of\n"
+"tolerance, or dtypes, shapes or names differ.\n";
+
+struct diff_total {
+	int64_t bad, count;
+	int structural;		/* names, dtypes or shapes differ */
+	char first[512];
+};
+
+static void diff_pair(const char *name, const struct tensor *a, const struct tensor *b,
+    double rtol, double atol, struct diff_total *tot)
+{
+	const char *sep = name ? ": " : "";
+	struct tensor_diff d;
+
+	name = name ? name : "";
+	if (tensor_compare(a, b, rtol, atol, &d, err, sizeof err) < 0) {
+		if (!cli_quiet)
+			printf("%s%s%s\n", name, sep, err);
+		if (!tot->structural++)
+			snprintf(tot->first, sizeof tot->first, "%.200s%s%.250s", name, sep, err);
+		return;
+	}
+	if (!cli_quiet)
+		printf("%s%smax abs error %.6g, max rel error %.6g, %lld of %lld out of "
+		    "tolerance\n", name, sep, d.max_abs, d.max_rel, (long long)d.mismatched,
+		    (long long)d.count);
+	tot->bad += d.mismatched;
+	tot->count += d.count;
+}
+
+static void diff_sets(const struct tensor_set *a, const struct tensor_set *b,
+    double rtol, double atol, struct diff_total *tot)
+{
+	const struct tensor *other;
+	size_t i;
+
+	if (a->count == 1 && b->count == 1 && (!a->items[0].name || !b->items[0].name)) {
+		diff_pair(NULL, &a->items[0], &b->items[0], rtol, atol, tot);
+		return;
+	}
+	for (i = 0; i < a->count; i++) {
+		const char *n = a->items[i].name ? a->items[i].name : "-";
+
+		if ((other = tensor_set_find(b, a->items[i].name)))
+			diff_pair(n, &a->items[i], other, rtol, atol, tot);
+		else {
+			if (!cli_quiet)
+				printf("%s: only in the first file\n", n);
+			if (!tot->structural++)
+				snprintf(tot->first, sizeof tot->first,
+				    "tensor '%s' only in the first file", n);
+		}
+	}
+	for (i = 0; i < b->count; i++)
+		if (!tensor_set_find(a, b->items[i].name)) {
+			const char *n = b->items[i].name ? b->items[i].name : "-";
+
+			if (!cli_quiet)
+				printf("%s: only in the second file\n", n);
+			if (!tot->structural++)
+				snprintf(tot->first, sizeof tot->first,
+				    "tensor '%s' only in the second file", n);
+		}
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+	enum { O_RTOL = CLI_OPT_PROGRAM, O_ATOL };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "rtol", 1, 0, O_RTOL }, { "atol", 1, 0, O_ATOL }, { 0, 0, 0, 0 } };
+	struct diff_total tot = { 0 };
+	struct tensor_set a, b;
+	double rtol = 1e-5, atol = 1e-8;
+	int c;
+
+	while ((c = next_opt(argc, argv, COMMON_SHORTS, longs, diff_help)) != -1) {
+		if (c == O_RTOL)
+			rtol = cli_parse_double("rtol", optarg, 0, INFINITY);
+		else
+			atol = cli_parse_double("atol", optarg, 0, INFINITY);
+	}
+	if (argc - optind != 2)
+		cli_usage_error("diff: needs two files");
+	load(argv[optind], &a);
+	load(argv[optind + 1], &b);
+	diff_sets(&a, &b, rtol, atol, &tot);
+	tensor_set_free(&a);
+	tensor_set_free(&b);
+	fflush(stdout);
+	if (tot.structural)
+		cli_die(CLI_EXIT_CHECK, "%s and %s differ: %s", argv[optind], argv[optind + 1],
+		    tot.first);
+	if (tot.bad)
+		cli_die(CLI_EXIT_CHECK, "%s and %s differ: %lld of %lld elements out of "
+		    "tolerance (rtol %g, atol %g)", argv[optind], argv[optind + 1],
+		    (long long)tot.bad, (long long)tot.count, rtol, atol);
+	done();
+}
+
+/* ---- convert ---- */
+
+static const char convert_help[] =
+"usage: collx-tensor convert [--dtype D] [--name NAME] IN OUT\n"
+"Rewrite IN as OUT: the format follows OUT's extension (.npy, .safetensors), else\n"
+"IN's format. --dtype converts every tensor (rounding to nearest even for floats,\n"
+"truncating and saturating for integers). An unnamed (.npy) tensor is called\n"
+"NAME (default \"tensor\") in a .safetensors output. bf16 has no .npy type code:\n"
+"convert it with --dtype f32 first.\n";
+
+static void cast_all(struct tensor_set *s, enum dtype dt)
+{
+	struct tensor t;
+	size_t i;
+
+	for (i = 0; i < s->count; i++) {
+		if (s->items[i].dtype == dt)
+			continue;
+		if (tensor_cast(&s->items[i], dt, &t, err, sizeof err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", err);
+		tensor_free(&s->items[i]);
+		s->items[i] = t;
+	}
+}
+
+static void name_unnamed(struct tensor_set *s, const char *name)
+{
+	if (s->count == 1 && !s->items[0].name && !(s->items[0].name = strdup(name)))
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+	enum { O_DTYPE = CLI_OPT_PROGRAM, O_NAME };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "dtype", 1, 0, O_DTYPE }, { "name", 1, 0, O_NAME }, { 0, 0, 0, 0 } };
+	const char *name = "tensor";
+	struct tensor_set s;
+	int c, cast = 0;
+	enum dtype dt = DT_F32;
+
+	while ((c = next_opt(argc, argv, COMMON_SHORTS, longs, convert_help)) != -1) {
+		if (c == O_DTYPE)
+			dt = parse_dtype(optarg), cast = 1;
+		else
+			name = optarg;
+	}
+	if (argc - optind != 2)
+		cli_usage_error("convert: needs IN and OUT");
+	load(argv[optind], &s);
+	if (cast)
+		cast_all(&s, dt);
+	if (tensor_format_for(argv[optind + 1], s.format) == TENSOR_SAFETENSORS)
+		name_unnamed(&s, name);
+	save(argv[optind + 1], &s);
+	tensor_set_free(&s);
+	done();
+}
+
+/* ---- split ---- */
+
+static const char split_help[] =
+"usage: collx-tensor split --parts N [--dim D] [--even] -o PATTERN IN\n"
+"Cut every tensor of IN into N parts along dimension D (default 0; negative\n"
+"counts from the end) and write part i to PATTERN with {i} replaced by i.\n"
+"Sizes follow numpy.array_split: when N does not divide the dimension, the first\n"
+"(size mod N) parts get one element more. With --even, a size N does not divide\n"
+"is an error (exit 3).\n";
+
+static int norm_dim(int dim, const struct tensor *t, const char *what)
+{
+	int d = dim < 0 ? dim + t->ndim : dim;
+
+	if (d < 0 || d >= t->ndim)
+		cli_die(CLI_EXIT_DATA, "%s: dimension %d out of range for %s%s%s with %d "
+		    "dimensions", what, dim, t->name ? "tensor '" : "a tensor",
+		    t->name ? t->name : "", t->name ? "'" : "", t->ndim);
+	return d;
+}
+
+/* PATTERN with every {i} replaced by i (at most 11 characters for 3). */
+static char *part_name(const char *pattern, int i)
+{
+	char *out = malloc(strlen(pattern) * 4 + 16);
+	const char *p;
+	size_t o = 0;
+
+	if (!out)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (p = pattern; *p; p++) {
+		if (strncmp(p, "{i}", 3) == 0) {
+			o += (size_t)sprintf(out + o, "%d", i);
+			p += 2;
+		} else
+			out[o++] = *p;
+	}
+	out[o] = 0;
+	return out;
+}
+
+static void split_part(const struct tensor_set *in, const int *dims, int parts, int i,
+    const char *pattern)
+{
+	struct tensor_set s = { .format = in->format };
+	struct tensor t;
+	size_t k;
+	char *path;
+
+	for (k = 0; k < in->count; k++) {
+		const struct tensor *src = &in->items[k];
+		int64_t lo = tensor_split_offset(src->shape[dims[k]], parts, i);
+		int64_t hi = tensor_split_offset(src->shape[dims[k]], parts, i + 1);
+
+		if (tensor_narrow(src, dims[k], lo, hi - lo, &t, err, sizeof err) < 0 ||
+		    tensor_set_add(&s, src->name, &t, err, sizeof err) < 0)
+			cli_die(CLI_EXIT_DATA, "split: %s", err);
+	}
+	for (k = 0; k < in->nmeta; k++)
+		if (tensor_set_meta_put(&s, in->meta[k].key, in->meta[k].value, err,
+		    sizeof err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	path = part_name(pattern, i);
+	save(path, &s);
+	free(path);
+	tensor_set_free(&s);
+}
+
+static int cmd_split(int argc, char **argv)
+{
+	enum { O_PARTS = CLI_OPT_PROGRAM, O_DIM, O_EVEN };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "parts", 1, 0, O_PARTS }, { "dim", 1, 0, O_DIM }, { "even", 0, 0, O_EVEN },
+		{ "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
+	const char *pattern = NULL;
+	int c, parts = 0, dim = 0, even = 0, i, *dims;
+	struct tensor_set s;
+	size_t k;
+
+	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, split_help)) != -1) {
+		switch (c) {
+		case O_PARTS: parts = (int)cli_parse_long("parts", optarg, 1, 1 << 20); break;
+		case O_DIM: dim = (int)cli_parse_long("dim", optarg, -8, 7); break;
+		case O_EVEN: even = 1; break;
+		case 'o': pattern = optarg; break;
+		}
+	}
+	if (!parts || !pattern || argc - optind != 1)
+		cli_usage_error("split: needs --parts, -o PATTERN and one input");
+	if (parts > 1 && !strstr(pattern, "{i}"))
+		cli_usage_error("split: -o %s has no {i} to number the parts", pattern);
+	load(argv[optind], &s);
+	if (!(dims = calloc(s.count + 1, sizeof *dims)))
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (k = 0; k < s.count; k++) {
+		dims[k] = norm_dim(dim, &s.items[k], "split");
+		if (even && s.items[k].shape[dims[k]] % parts)
+			cli_die(CLI_EXIT_DATA, "split: dimension %d of size %lld is not divisible "
+			    "into %d parts", dims[k], (long long)s.items[k].shape[dims[k]], parts);
+	}
+	for (i = 0; i < parts; i++)
+		split_part(&s, dims, parts, i, pattern);
+	free(dims);
+	tensor_set_free(&s);
+	done();
+}
+
+/* ---- cat ---- */
+
+static const char cat_help[] =
+"usage: collx-tensor cat [--dim D] -o OUT IN...\n"
+"Concatenate the inputs along dimension D (default 0; negative counts from the\n"
+"end). Dtypes and all other dimensions must agree. Inputs holding several tensors\n"
+"(.safetensors) must hold the same names; each name is concatenated on its own.\n"
+"OUT keeps the first input's names and metadata.\n";
+
+/* Concatenate tensor k of every input into out. */
+static void cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tensor_set *out,
+    char **argv)
+{
+	struct tensor *parts = calloc((size_t)n, sizeof *parts), t;
+	const char *name = in[0].items[k].name;
+	int i, d;
+
+	if (!parts)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (i = 0; i < n; i++) {
+		const struct tensor *p = in[i].count == 1 && in[0].count == 1 ?
+		    &in[i].items[0] : tensor_set_find(&in[i], name);
+
+		if (!p)
+			cli_die(CLI_EXIT_DATA, "cat: %s has no tensor '%s'", argv[i], name);
+		parts[i] = *p;
+	}
+	d = norm_dim(dim, &parts[0], "cat");
+	if (tensor_cat(parts, (size_t)n, d, &t, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "cat: %s%s%s", name ? name : "", name ? ": " : "", err);
+	if (tensor_set_add(out, name, &t, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "cat: %s", err);
+	free(parts);
+}
+
+static int cmd_cat(int argc, char **argv)
+{
+	enum { O_DIM = CLI_OPT_PROGRAM };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "dim", 1, 0, O_DIM }, { "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
+	struct tensor_set *in, out = { 0 };
+	const char *dst = NULL;
+	int c, dim = 0, n, i;
+	size_t k;
+
+	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, cat_help)) != -1) {
+		if (c == 'o')
+			dst = optarg;
+		else
+			dim = (int)cli_parse_long("dim", optarg, -8, 7);
+	}
+	if (!dst || optind == argc)
+		cli_usage_error("cat: needs -o OUT and at least one input");
+	n = argc - optind;
+	if (!(in = calloc((size_t)n, sizeof *in)))
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (i = 0; i < n; i++) {
+		load(argv[optind + i], &in[i]);
+		if (in[i].count != in[0].count)
+			cli_die(CLI_EXIT_DATA, "cat: %s holds %zu tensors, %s holds %zu",
+			    argv[optind + i], in[i].count, argv[optind], in[0].count);
+	}
+	out.format = in[0].format;
+	for (k = 0; k < in[0].count; k++)
+		cat_one(in, n, k, dim, &out, argv + optind);
+	for (k = 0; k < in[0].nmeta; k++)
+		if (tensor_set_meta_put(&out, in[0].meta[k].key, in[0].meta[k].value, err,
+		    sizeof err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	save(dst, &out);
+	for (i = 0; i < n; i++)
+		tensor_set_free(&in[i]);
+	free(in);
+	tensor_set_free(&out);
+	done();
+}
+
+/* ---- pack ---- */
+
+static const char pack_help[] =
+"usage: collx-tensor pack [--meta KEY=VALUE]... -o OUT NAME=FILE...\n"
+"Write one .safetensors file holding each FILE (one tensor each) as NAME, in\n"
+"name order, with the --meta strings as its __metadata__. The output is\n"
+"safetensors whatever OUT's name.\n";
+
+static void split_eq(const char *arg, const char *what, char **key, const char **value)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!eq || eq == arg)
+		cli_usage_error("%s: expected %s, not '%s'", what,
+		    strcmp(what, "--meta") ? "NAME=FILE" : "KEY=VALUE", arg);
+	if (!(*key = strndup(arg, (size_t)(eq - arg))))
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	*value = eq + 1;
+}
+
+static int cmd_pack(int argc, char **argv)
+{
+	enum { O_META = CLI_OPT_PROGRAM };
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "meta", 1, 0, O_META }, { "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
+	struct tensor_set s = { .format = TENSOR_SAFETENSORS };
+	const char *dst = NULL, *value;
+	struct tensor t;
+	char *key, *path;
+	int c, i;
+
+	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, pack_help)) != -1) {
+		if (c == 'o') {
+			dst = optarg;
+			continue;
+		}
+		split_eq(optarg, "--meta", &key, &value);
+		if (tensor_set_meta_put(&s, key, value, err, sizeof err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", err);
+		free(key);
+	}
+	if (!dst || optind == argc)
+		cli_usage_error("pack: needs -o OUT and at least one NAME=FILE");
+	for (i = optind; i < argc; i++) {
+		split_eq(argv[i], "pack", &key, &value);
+		path = path_arg(value);
+		if (tensor_load_one(path, &t, err, sizeof err) < 0)
+			cli_die(CLI_EXIT_DATA, "%s", err);
+		if (tensor_set_add(&s, key, &t, err, sizeof err) < 0)
+			cli_usage_error("pack: %s", err);
+		free(key);
+		free(path);
+	}
+	save_as(dst, &s, TENSOR_SAFETENSORS);
+	tensor_set_free(&s);
+	done();
+}
+
+/* ---- get ---- */
+
+static const char get_help[] =
+"usage: collx-tensor get -o OUT IN NAME\n"
+"Write the tensor called NAME in IN to OUT. OUT's format follows its extension,\n"
+"else IN's format (a .safetensors output keeps the name, not the metadata).\n";
+
+static int cmd_get(int argc, char **argv)
+{
+	static const struct option longs[] = { COMMON_LONGOPTS,
+		{ "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
+	struct tensor_set s, one = { 0 };
+	const char *dst = NULL;
+	struct tensor *t, copy;
+
+	while (next_opt(argc, argv, COMMON_SHORTS "o:", longs, get_help) != -1)
+		dst = optarg;
+	if (!dst || argc - optind != 2)
+		cli_usage_error("get: needs -o OUT, IN and NAME");
+	load(argv[optind], &s);
+	if (!(t = tensor_set_find(&s, argv[optind + 1])))
+		cli_die(CLI_EXIT_DATA, "%s: no tensor named '%s' (it holds %zu)", argv[optind],
+		    argv[optind + 1], s.count);
+	one.format = s.format;
+	if (tensor_copy(t, &copy, err, sizeof err) < 0 ||
+	    tensor_set_add(&one, copy.name, &copy, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	save(dst, &one);
+	tensor_set_free(&one);
+	tensor_set_free(&s);
+	done();
+}
+
+static const struct command {
+	const char *name;
+	int (*run)(int, char **);
+} commands[] = {
+	{ "info", cmd_info }, { "print", cmd_print }, { "create", cmd_create },
+	{ "diff", cmd_diff }, { "convert", cmd_convert }, { "split", cmd_split },
+	{ "cat", cmd_cat }, { "pack", cmd_pack }, { "get", cmd_get },
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option longs[] = { COMMON_LONGOPTS, { 0, 0, 0, 0 } };
+	size_t i;
+
+	cli_init(argv[0]);
+	next_opt(argc, argv, COMMON_SHORTS, longs, usage_text);
+	if (optind == argc)
+		cli_usage_error("no command given");
+	for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(argv[optind], commands[i].name) == 0) {
+			argc -= optind;
+			argv += optind;
+			optind = 0;	/* restart getopt on the command's arguments */
+			return commands[i].run(argc, argv);
+		}
+	cli_usage_error("unknown command '%s'", argv[optind]);
+}
