@@ -50,6 +50,7 @@ struct opts {
 	double epochs, lr, momentum, wd, b1, b2, eps;
 	int have_lr, have_momentum, have_wd, have_betas, have_eps, have_ps_servers;
 	int threads;
+	char *owned[3];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
 };
@@ -249,6 +250,18 @@ check_args(struct opts *o)
 		    o->cfg.ps_servers, o->g.world);
 }
 
+/* {rank} and {world} in the input paths (outputs: at write time). */
+static void
+subst_paths(struct opts *o)
+{
+	const char **p[] = { &o->model, &o->data, &o->targets };
+	size_t i;
+
+	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+		if (*p[i] != NULL)
+			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
+}
+
 static void
 optim_config(struct opts *o)
 {
@@ -417,6 +430,7 @@ main(int argc, char **argv)
 		init_model(&o);
 	cli_group_resolve(&o.g);
 	check_args(&o);
+	subst_paths(&o);
 	optim_config(&o);
 	nn_set_threads(o.threads);
 	load_model(&o, &m);
@@ -430,6 +444,8 @@ main(int argc, char **argv)
 	dp_data_free(&d);
 	nn_model_free(&m);
 	cli_group_free(&o.g);
+	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)
+		free(o.owned[i]);
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }

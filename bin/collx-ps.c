@@ -302,7 +302,7 @@ serve(struct opts *o)
 	struct comm *c;
 	float *flat;
 	size_t total, off, len;
-	char *layout, e[512];
+	char *layout, *path, e[512];
 	int rc;
 
 	if (o->model == NULL || o->workers < 1)
@@ -310,7 +310,9 @@ serve(struct opts *o)
 	if (o->staleness >= 0 && o->mode != PS_ASYNC)
 		cli_usage_error("--staleness goes with --mode async");
 	optim_config(o, &oc);
-	load_flat(o->model, &flat, &total, &layout);
+	path = cli_subst(o->model, o->g.rank, o->g.world);
+	load_flat(path, &flat, &total, &layout);
+	free(path);
 	ps_shard(total, o->g.world, o->g.rank, &off, &len);
 	if (nn_optim_init(&opt, &oc, len, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);

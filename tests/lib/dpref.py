@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Independent NumPy references and checks for the dp and ps suites.
+
+usage:
+  dpref.py mlp MODEL X Y BATCH STEPS LR TRAINED LOSS_CSV
+      train the mlp (fc2(gelu(fc1(x))), exact-erf GELU, MSE, SGD) in float64
+      by hand; compare with collx-dp's trained model and loss CSV
+  dpref.py cmp A.safetensors B.safetensors RTOL ATOL [SKIP]
+      same tensors, close (names ending in SKIP not compared)
+  dpref.py csvcmp A.csv B.csv RTOL                     same losses, close
+  dpref.py psfiles DIR NWORKERS                        P and G0..Gn-1 files
+  dpref.py psexpect P LR GOT ROUNDS G...   GOT == P - LR*mean(G), ROUNDS times
+Exit 0 when all match, 1 (with a message) when not.
+"""
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+
+DT = {"F32": "<f4", "F64": "<f8"}
+
+
+def load(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    body = raw[8 + n:]
+    out = {}
+    for name, h in header.items():
+        a, b = h["data_offsets"]
+        arr = np.frombuffer(body[a:b], dtype=DT[h["dtype"]]).reshape(h["shape"])
+        out[name] = arr.astype(np.float64)
+    return out, meta
+
+
+def save(path, tensors, meta=None):
+    header, blobs, off = {}, [], 0
+    if meta:
+        header["__metadata__"] = meta
+    for name in sorted(tensors):
+        b = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def close(what, ref, got, rtol, atol):
+    ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    if ref.shape != got.shape:
+        sys.exit(f"{what}: shape {got.shape}, want {ref.shape}")
+    err = np.abs(got - ref)
+    bad = err > atol + rtol * np.abs(ref)
+    if bad.any():
+        i = np.unravel_index(np.argmax(err - rtol * np.abs(ref)), ref.shape)
+        sys.exit(f"{what}: {bad.sum()} values off, worst at {i}: "
+                 f"{got[i]!r} vs {ref[i]!r}")
+    print(f"# {what}: max abs err {err.max() if err.size else 0:.3g}")
+
+
+ERF = np.vectorize(math.erf)
+
+
+def mlp_train(p, x, y, batch, steps, lr):
+    losses = []
+    n = x.shape[0]
+    for k in range(steps):
+        idx = (k * batch + np.arange(batch)) % n
+        xb, yb = x[idx], y[idx]
+        h = xb @ p["fc1.weight"].T + p.get("fc1.bias", 0)
+        cdf = 0.5 * (1 + ERF(h / math.sqrt(2)))
+        g = h * cdf
+        out = g @ p["fc2.weight"].T + p.get("fc2.bias", 0)
+        diff = out - yb
+        losses.append(np.mean(diff ** 2))
+        dout = 2 * diff / diff.size
+        grads = {"fc2.weight": dout.T @ g, "fc2.bias": dout.sum(0)}
+        dh = (dout @ p["fc2.weight"]) * (
+            cdf + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi))
+        grads["fc1.weight"] = dh.T @ xb
+        grads["fc1.bias"] = dh.sum(0)
+        for name in p:
+            p[name] = p[name] - lr * grads[name]
+    return p, losses
+
+
+def read_losses(path):
+    with open(path) as f:
+        head = f.readline().strip().split(",")
+        col = head.index("loss")
+        return np.array([float(line.split(",")[col]) for line in f if line.strip()])
+
+
+def cmd_mlp(model, xf, yf, batch, steps, lr, trained, csv):
+    p, _ = load(model)
+    x = np.load(xf).astype(np.float64)
+    y = np.load(yf).astype(np.float64)
+    p, losses = mlp_train(p, x, y, int(batch), int(steps), float(lr))
+    got, _ = load(trained)
+    for name in sorted(p):
+        close(name, p[name], got[name], 1e-5, 1e-6)
+    close("losses", losses, read_losses(csv), 1e-5, 1e-7)
+
+
+def cmd_cmp(a, b, rtol, atol, skip=None):
+    ta, _ = load(a)
+    tb, _ = load(b)
+    if sorted(ta) != sorted(tb):
+        sys.exit(f"tensors differ: {sorted(ta)} vs {sorted(tb)}")
+    for name in sorted(ta):
+        if skip and name.endswith(skip):
+            continue
+        close(name, tb[name], ta[name], float(rtol), float(atol))
+
+
+def cmd_psfiles(d, n):
+    rng = np.random.default_rng(7)
+    p = {"a.weight": rng.standard_normal((3, 5)), "a.bias": rng.standard_normal(3),
+         "b": rng.standard_normal((2, 2, 2))}
+    save(f"{d}/P.safetensors", p, {"note": "ps test"})
+    for i in range(int(n)):
+        save(f"{d}/G{i}.safetensors",
+             {k: rng.standard_normal(v.shape) for k, v in p.items()})
+
+
+def cmd_psexpect(pf, lr, got, rounds, *gf):
+    p, _ = load(pf)
+    gs = [load(f)[0] for f in gf]
+    res, meta = load(got)
+    for name in sorted(p):
+        mean = np.mean([np.float32(g[name]) for g in gs], axis=0)
+        want = p[name]
+        for _ in range(int(rounds)):
+            want = want - float(lr) * mean
+        close(name, want, res[name], 1e-6, 1e-7)
+    if meta.get("note") != "ps test":
+        sys.exit(f"metadata lost: {meta}")
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "mlp":
+        cmd_mlp(*args)
+    elif cmd == "cmp":
+        cmd_cmp(*args)
+    elif cmd == "csvcmp":
+        close("losses", read_losses(args[1]), read_losses(args[0]),
+              float(args[2]), 1e-7)
+    elif cmd == "psfiles":
+        cmd_psfiles(*args)
+    elif cmd == "psexpect":
+        cmd_psexpect(*args)
+    else:
+        sys.exit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main()
