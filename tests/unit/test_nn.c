@@ -112,6 +112,38 @@ static void test_gelu(void)
 		ok &= fabs(y[i] - want[i]) < 1e-6;
 	UNIT_OK(ok, "gelu forward is exact (erf) GELU");
 
+	/* the whole range against erf in double, within a few float ulp */
+	double worst = 0;
+	for (int i = -12000; i <= 12000; i++) {
+		float xi = i * 1e-3f, yi, d0 = 0, d1 = 1;
+		double want = 0.5 * xi * (1 + erf(xi / sqrt(2.0)));
+		double dwant = 0.5 * (1 + erf(xi / sqrt(2.0))) +
+		    xi * exp(-0.5 * xi * xi) / sqrt(2 * M_PI);
+		nn_gelu_forward(&yi, &xi, 1);
+		nn_gelu_backward(&d0, &xi, &d1, 1);
+		/* relative, but absolute near zeros (tails, gelu' at -0.75) */
+		worst = fmax(worst, fabs(yi - want) / (fabs(want) + 0.05));
+		worst = fmax(worst, fabs(d0 - dwant) / (fabs(dwant) + 0.05));
+	}
+	printf("# gelu worst error / (|value| + 0.05) over [-12, 12]: %.3g\n",
+	    worst);
+	UNIT_OK(worst < 2e-6, "gelu and its derivative within 2e-6 of the "
+	    "double erf form over [-12, 12]");
+	double ew = 0, xs[3] = { 0 }, ls[3] = { 0 };
+	int32_t t0 = 0;
+	for (int i = -8000; i <= 8000; i++) {
+		/* softmax over {x, 0}: the exp behind it, via cross-entropy */
+		float lg[2] = { i * 1e-2f, 0.0f }, pr[2];
+		nn_xent_forward(pr, lg, &t0, 1, 2);
+		double want = 1 / (1 + exp(-(double)lg[0]));
+		xs[0] = fabs(pr[0] - want) / want;
+		if (xs[0] > ew)
+			ew = xs[0], ls[0] = lg[0];
+	}
+	printf("# softmax worst relative error %.3g at %g\n", ew, ls[0]);
+	UNIT_OK(ew < 1e-6, "softmax within 1e-6 relative over logits "
+	    "[-80, 80]");
+
 	struct lt t = { .kind = GELU, .n = 64 };
 	t.x = check_fill(t.n, 4.0f);
 	t.y = calloc(t.n, sizeof(float));
