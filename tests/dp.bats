@@ -1,0 +1,263 @@
+#!/usr/bin/env bats
+# collx-dp: data-parallel training checked against an independent NumPy
+# mlp (tests/lib/dpref.py) and against single-process training; every sync
+# algorithm, the parameter server, uneven splits, windows, shuffling, the
+# tiny gpt, outputs, bad input and a rank killed mid-training.
+load lib/common
+load lib/dpps
+
+PY=/usr/bin/python3
+REF=$COLLX_ROOT/tests/lib/dpref.py
+GPL=/usr/share/common-licenses/GPL-3
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
+	"$PY" -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed"
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
+}
+
+teardown() {
+	reap "${pids[@]}"
+	common_teardown
+}
+
+# mlp on two-moons: full batch of 200, SGD lr 0.05, 10 steps, on W ranks.
+# usage: mlp WORLD TAG [collx-dp options...]
+mlp() {
+	local w=$1 tag=$2
+	shift 2
+	timeout 60 collx-run -n "$w" --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 10 --lr 0.05 \
+	    -o "t$tag.safetensors" --loss-csv "l$tag.csv" -q "$@"
+}
+
+# The trained model and losses of TAG equal the NumPy reference (batch B).
+ref_ok() {
+	timeout 60 "$PY" "$REF" mlp m.safetensors X.npy Y.npy "${2:-200}" 10 0.05 \
+	    "t$1.safetensors" "l$1.csv"
+}
+
+same_as() {
+	timeout 30 "$PY" "$REF" cmp "t$1.safetensors" "t$2.safetensors" 1e-5 1e-6 &&
+	    timeout 30 "$PY" "$REF" csvcmp "l$1.csv" "l$2.csv" 1e-5
+}
+
+gpt_init() {
+	timeout 30 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 -o g.safetensors
+}
+
+# tiny gpt, AdamW lr 0.01, 20 steps of 8 windows of GPL-3
+gpt() {
+	local w=$1 tag=$2
+	shift 2
+	timeout 90 collx-run -n "$w" --timeout 20 -- collx-dp -m g.safetensors \
+	    --data "$GPL" --batch 8 --steps 20 --optimizer adamw --lr 0.01 \
+	    -o "g$tag.safetensors" --loss-csv "gl$tag.csv" -q "$@"
+}
+
+# AdamW divides by sqrt(v), so the rounding noise of near-zero gradients
+# moves a weight by up to lr*steps; attn.k.bias has an exactly zero gradient
+# (softmax ignores a constant shift of the keys), so it is all noise.
+gpt_same() {
+	timeout 30 "$PY" "$REF" cmp "g$1.safetensors" "g$2.safetensors" 1e-4 5e-5 attn.k.bias &&
+	    timeout 30 "$PY" "$REF" csvcmp "gl$1.csv" "gl$2.csv" 1e-5
+}
+
+@test "mlp on one rank matches the NumPy reference" {
+	mlp 1 1
+	ref_ok 1
+	[ "$(wc -l <l1.csv)" -eq 11 ]
+	[ "$(head -1 l1.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s" ]
+}
+
+@test "mlp on 2, 3 and 4 ranks equals one rank and the reference (ring, tree, rd)" {
+	mlp 1 1
+	mlp 2 2 --sync ring
+	mlp 3 3 --sync tree
+	mlp 4 4 --sync rd
+	for w in 2 3 4; do
+		ref_ok $w
+		same_as $w 1
+	done
+}
+
+@test "mlp with rabenseifner, naive and auto on 3 ranks (uneven split)" {
+	mlp 1 1
+	for a in rabenseifner naive auto; do
+		mlp 3 "$a" --sync "$a"
+		same_as "$a" 1
+	done
+}
+
+@test "mlp with a colocated parameter server (sync, 1 and 2 servers) equals allreduce" {
+	mlp 1 1
+	mlp 3 ps1 --sync ps
+	mlp 4 ps2 --sync ps --ps-servers 2
+	ref_ok ps1
+	ref_ok ps2
+	same_as ps2 1
+}
+
+@test "windows of a smaller batch wrap around the data (batch 64, 3 ranks)" {
+	timeout 60 collx-run -n 3 -- collx-dp -m m.safetensors --data X.npy \
+	    --targets Y.npy --batch 64 --steps 10 --lr 0.05 -o tw.safetensors \
+	    --loss-csv lw.csv -q
+	ref_ok w 64
+	# step 3 starts at sample 192: epoch 0; step 4 at 256: epoch 1
+	[ "$(sed -n 5p lw.csv | cut -d, -f2)" = 0 ]
+	[ "$(sed -n 6p lw.csv | cut -d, -f2)" = 1 ]
+}
+
+@test "tiny buckets (one per tensor) change nothing" {
+	mlp 1 1
+	mlp 2 b --bucket-mb 0.00001
+	same_as b 1
+}
+
+@test "a batch smaller than the world leaves ranks idle and still matches" {
+	timeout 60 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 2 --steps 5 --lr 0.05 -o a.safetensors --loss-csv a.csv -q
+	timeout 60 collx-run -n 3 -- collx-dp -m m.safetensors --data X.npy \
+	    --targets Y.npy --batch 2 --steps 5 --lr 0.05 -o b.safetensors \
+	    --loss-csv b.csv -q
+	timeout 30 "$PY" "$REF" cmp b.safetensors a.safetensors 1e-5 1e-6
+	timeout 30 "$PY" "$REF" csvcmp b.csv a.csv 1e-5
+}
+
+@test "--shuffle is reproducible from the seed on any world size" {
+	mlp 1 s1 --batch 50 --shuffle --seed 5
+	mlp 3 s3 --batch 50 --shuffle --seed 5
+	mlp 1 s9 --batch 50 --shuffle --seed 9
+	mlp 1 n1 --batch 50
+	same_as s3 s1
+	! cmp -s ls1.csv ls9.csv
+	! cmp -s ls1.csv ln1.csv
+}
+
+@test "--epochs counts steps over the data, rounded up" {
+	timeout 60 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 64 --epochs 2 --lr 0.05 --loss-csv e.csv -q
+	# ceil(2 * 200 / 64) = 7 steps
+	[ "$(wc -l <e.csv)" -eq 8 ]
+	[ "$(tail -1 e.csv | cut -d, -f1,2)" = "6,1" ]
+}
+
+@test "tiny gpt: loss drops; 2 and 3 ranks with ring, tree and ps agree with 1" {
+	gpt_init
+	gpt 1 1
+	first=$(sed -n 2p gl1.csv | cut -d, -f3)
+	last=$(tail -1 gl1.csv | cut -d, -f3)
+	awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5 && b < a - 1.5) }'
+	[ "$(sed -n 2p gl1.csv | cut -d, -f4)" -eq 128 ]
+	gpt 2 2 --sync ring
+	gpt 3 3 --sync tree
+	gpt 3 ps --sync ps --ps-servers 2
+	for t in 2 3 ps; do gpt_same $t 1; done
+}
+
+@test "gpt reads an integer .npy token file like the same bytes" {
+	gpt_init
+	"$PY" -c "import numpy as np; np.save('tok.npy', np.frombuffer(open('$GPL','rb').read(), np.uint8).astype(np.int64))"
+	gpt 1 raw
+	timeout 60 collx-dp -m g.safetensors --data tok.npy --batch 8 --steps 20 \
+	    --optimizer adamw --lr 0.01 -o gnpy.safetensors --loss-csv glnpy.csv -q
+	cmp gnpy.safetensors graw.safetensors
+	[ "$(cut -d, -f1-4 glnpy.csv)" = "$(cut -d, -f1-4 glraw.csv)" ]
+}
+
+@test "async parameter server trains and ends with identical ranks" {
+	# the end-of-run checksum comparison makes a rank that differs fail
+	mlp 3 as --sync ps --ps-servers 2 --ps-mode async --staleness 1
+	[ "$(wc -l <las.csv)" -eq 11 ]
+	! cmp -s tas.safetensors m.safetensors
+	run timeout 30 "$PY" "$REF" cmp tas.safetensors m.safetensors 1e-3 1e-3
+	[ "$status" -ne 0 ]
+}
+
+@test "--timing has compute and communication rows per step and rank" {
+	mlp 2 t --timing 'tim{rank}.csv' --sync ring
+	[ "$(head -1 tim0.csv | cut -d, -f1-4)" = "program,op,algo,rank" ]
+	[ "$(grep -c '^collx-dp,compute,' tim1.csv)" -eq 10 ]
+	[ "$(grep -c '^collx-dp,allreduce,ring,1,2,f32,' tim1.csv)" -eq 10 ]
+	mlp 2 p --timing tp.csv --sync ps
+	[ "$(grep -c '^collx-dp,ps,sync,' tp.csv)" -eq 20 ]
+}
+
+@test "verbose step lines on stderr name loss and throughput" {
+	run timeout 60 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 200 --steps 3 --lr 0.05 -v
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep -c '^collx-dp: step [0-9]* epoch [0-9]* loss [0-9.]* .* samples/s')" -eq 3 ]
+}
+
+@test "ranks holding different models fail with exit 3" {
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 4 -o m1.safetensors
+	cp m.safetensors m0.safetensors
+	run timeout 60 collx-run -n 2 --timeout 10 -- collx-dp -m 'm{rank}.safetensors' \
+	    --data X.npy --targets Y.npy --batch 10 --steps 2
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"parameters of rank 1 differ from rank 0 before training"* ]]
+}
+
+@test "bad input and usage errors have their exit codes" {
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets X.npy --batch 4 --steps 1
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"targets of shape [200, 2]"* ]]
+	run timeout 30 collx-dp -m X.npy --data X.npy --targets Y.npy --batch 4 --steps 1
+	[ "$status" -eq 3 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --steps 1
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --epochs 1
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --sync ps --ps-servers 2
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --sync bogus
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp --init gpt --dims 256,30,2,4,16 -o x.safetensors
+	[ "$status" -eq 2 ]
+	gpt_init
+	printf 'short' >short.txt
+	run timeout 30 collx-dp -m g.safetensors --data short.txt --batch 4 --steps 1
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"make no window"* ]]
+	[ ! -e x.safetensors ]
+}
+
+@test "a rank killed mid-training makes every other rank exit non-zero in time" {
+	port=$(free_port)
+	pids=()
+	for r in 0 1 2; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port \
+		    collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+		    --batch 200 --steps 100000000 --lr 0.001 --timeout 5 2>"err$r" &
+		pids+=($!)
+	done
+	sleep 2
+	kill -0 "${pids[0]}" && kill -0 "${pids[2]}"
+	kill -KILL "${pids[1]}"
+	for r in 0 2; do
+		rc=0
+		wait_pid "${pids[$r]}" 20 || rc=$?
+		echo "rank $r: exit $rc: $(cat "err$r")"
+		[ "$rc" -eq 1 ]
+		grep -q '^collx-dp: rank [02]: .*rank 1' "err$r"
+	done
+}
+
+@test "--help agrees with the man page and mandoc lints it clean" {
+	run collx-dp --help
+	[ "$status" -eq 0 ]
+	for o in --data --targets --batch --steps --epochs --lr --optimizer \
+	    --momentum --weight-decay --betas --eps --sync --ps-servers --ps \
+	    --ps-mode --staleness --bucket-mb --shuffle --loss-csv --timing \
+	    --seed --init --dims --threads; do
+		[[ "$output" == *"$o "* ]]
+		grep -q -- "^\.It Fl ${o#-}\( \|$\)" "$COLLX_ROOT/man/man1/collx-dp.1"
+	done
+	if command -v mandoc >/dev/null; then
+		run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-dp.1"
+		[ "$status" -eq 0 ]
+	fi
+}
