@@ -71,7 +71,7 @@ struct job {
 	int n, per_host, tag;
 	struct launch_hosts hosts;
 	const char *hostfile, *ssh;
-	char *master, *timeout, *ssh_default;
+	char *master, *timeout;
 	double time_limit;
 	char **exports;
 	int nexports;
@@ -828,14 +828,29 @@ place_ranks(struct job *j)
 	free(local);
 }
 
+static void
+job_free(struct job *j)
+{
+	int i;
+
+	for (i = 0; i < j->nexports; i++)
+		free(j->exports[i]);
+	free(j->exports);
+	free(j->ranks);
+	free(j->master);
+	free(j->timeout);
+	launch_hosts_free(&j->hosts);
+	if (j->devnull > 0)
+		close(j->devnull);
+}
+
 int
 main(int argc, char **argv)
 {
-	struct job j;
+	static struct job j;	/* static: what usage errors leave is reachable */
 	char **ssh = NULL, err[256];
 	int nssh, i, rc;
 
-	memset(&j, 0, sizeof j);
 	cli_init(argv[0]);
 	parse_args(&j, argc, argv);
 	if (j.hosts.n > 0 && launch_split_words(j.ssh ? j.ssh : "ssh", &ssh,
@@ -854,5 +869,7 @@ main(int argc, char **argv)
 	}
 	supervise(&j);
 	launch_words_free(ssh);
-	return j.exit_code;
+	rc = j.exit_code;
+	job_free(&j);
+	return rc;
 }
