@@ -1,0 +1,226 @@
+#!/usr/bin/env bats
+# collx-ps: sharded servers driven from the shell (closed-form SGD results
+# computed by NumPy), collx-dp training through external servers, server
+# ends, tokens, and workers or servers killed mid-training.
+load lib/common
+load lib/dpps
+
+PY=/usr/bin/python3
+REF=$COLLX_ROOT/tests/lib/dpref.py
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
+	"$PY" -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed"
+	timeout 30 "$PY" "$REF" psfiles . 3
+	spids=() wpids=()
+}
+
+teardown() {
+	reap "${spids[@]}" "${wpids[@]}"
+	common_teardown
+}
+
+# Start N servers by hand (rank r of N, port printed on stdout); SERVERS
+# gets their list. usage: serve N [collx-ps serve options...]
+serve() {
+	local n=$1 r mport p
+	shift
+	mport=$(free_port)
+	for ((r = 0; r < n; r++)); do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$n COLLX_MASTER=127.0.0.1:$mport \
+		    collx-ps serve "$@" >"port$r" 2>"serr$r" &
+		spids+=($!)
+	done
+	SERVERS=
+	for ((r = 0; r < n; r++)); do
+		for _ in $(seq 100); do
+			[ -s "port$r" ] && break
+			sleep 0.1
+		done
+		p=$(head -1 "port$r")
+		[ -n "$p" ] || { echo "server $r did not start: $(cat "serr$r")"; return 1; }
+		SERVERS=$SERVERS${SERVERS:+,}127.0.0.1:$p
+	done
+}
+
+# Every server exits with status want within 20 s.
+servers_exit() {
+	local want=$1 p rc
+
+	for p in "${spids[@]}"; do
+		rc=0
+		wait_pid "$p" 20 || rc=$?
+		[ "$rc" -eq "$want" ] || { echo "server exit $rc, want $want"; cat serr*; return 1; }
+	done
+	spids=()
+}
+
+@test "two servers: pushes of three workers give p - lr * mean(g), twice" {
+	serve 2 -m P.safetensors --workers 3 --lr 0.1 --timeout 10 -o final.safetensors
+	for i in 0 1 2; do
+		timeout 30 collx-ps push --server "$SERVERS" --timeout 10 G$i.safetensors &
+		wpids+=($!)
+	done
+	for p in "${wpids[@]}"; do wait_pid "$p" 30; done
+	wpids=()
+	timeout 30 collx-ps pull --server "$SERVERS" --timeout 10 -o got1.safetensors
+	timeout 30 "$PY" "$REF" psexpect P.safetensors 0.1 got1.safetensors 1 G0.safetensors G1.safetensors G2.safetensors
+	# the second round, each worker done after it; the servers then end
+	for i in 0 1 2; do
+		timeout 30 collx-ps push --server "$SERVERS" --timeout 10 --done \
+		    -o "new$i.safetensors" G$i.safetensors &
+		wpids+=($!)
+	done
+	for p in "${wpids[@]}"; do wait_pid "$p" 30; done
+	wpids=()
+	servers_exit 0
+	timeout 30 "$PY" "$REF" psexpect P.safetensors 0.1 final.safetensors 2 G0.safetensors G1.safetensors G2.safetensors
+	cmp new0.safetensors final.safetensors
+	cmp new2.safetensors final.safetensors
+}
+
+@test "async mode applies every push as it arrives" {
+	serve 1 -m P.safetensors --workers 3 --lr 0.05 --mode async --timeout 10
+	for i in 0 1 2; do
+		timeout 30 collx-ps push --server "$SERVERS" --timeout 10 G$i.safetensors
+	done
+	timeout 30 collx-ps pull --server "$SERVERS" --timeout 10 -o got.safetensors
+	# SGD is linear: three single pushes move p by lr * (g0 + g1 + g2)
+	timeout 30 "$PY" "$REF" psexpect P.safetensors 0.05 got.safetensors 3 G0.safetensors G1.safetensors G2.safetensors
+	kill -TERM "${spids[0]}"
+	servers_exit 0
+}
+
+@test "a push of another model's gradients is refused with exit 3" {
+	serve 2 -m P.safetensors --workers 1 --timeout 10 -o final.safetensors
+	"$PY" -c "import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib'); import dpref, numpy as np; dpref.save('bad.safetensors', {'a.weight': np.zeros((3, 5))})"
+	run timeout 30 collx-ps push --server "$SERVERS" --timeout 10 bad.safetensors
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"differ from the model of the servers"* ]]
+	# the servers are unharmed; SIGTERM ends them, writing the parameters
+	timeout 30 collx-ps pull --server "$SERVERS" --timeout 10 -o got.safetensors
+	kill -TERM "${spids[@]}"
+	servers_exit 0
+	timeout 30 "$PY" "$REF" cmp final.safetensors P.safetensors 0 0
+	cmp got.safetensors final.safetensors
+}
+
+@test "collx-dp through two external servers equals the NumPy reference" {
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
+	serve 2 -m m.safetensors --workers 3 --lr 0.05 --timeout 10 -o final.safetensors
+	timeout 60 collx-run -n 3 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 10 --ps "$SERVERS" \
+	    -o t.safetensors --loss-csv l.csv -q
+	servers_exit 0
+	timeout 60 "$PY" "$REF" mlp m.safetensors X.npy Y.npy 200 10 0.05 t.safetensors l.csv
+	cmp final.safetensors t.safetensors
+}
+
+@test "collx-dp through an async external server with a staleness bound" {
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
+	serve 1 -m m.safetensors --workers 2 --lr 0.05 --mode async --staleness 0 --timeout 10
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 10 --ps "$SERVERS" \
+	    --ps-mode async -o t.safetensors --loss-csv l.csv -q
+	servers_exit 0
+	[ "$(wc -l <l.csv)" -eq 11 ]
+	! cmp -s t.safetensors m.safetensors
+}
+
+@test "servers of another model are refused by collx-dp with exit 3" {
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 20 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
+	serve 1 -m P.safetensors --workers 1 --timeout 10
+	run timeout 60 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 20 --steps 1 --ps "$SERVERS" --timeout 10
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"hold another model"* ]]
+}
+
+# Two servers and three dp workers by hand; kills one of role $1 and checks
+# that every other process exits 1 in time.
+kill_one() {
+	local role=$1 mport r rc
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
+	serve 2 -m m.safetensors --workers 3 --lr 0.001 --timeout 5
+	mport=$(free_port)
+	for r in 0 1 2; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$mport \
+		    collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+		    --batch 200 --steps 100000000 --ps "$SERVERS" --timeout 5 \
+		    2>"werr$r" &
+		wpids+=($!)
+	done
+	sleep 2
+	for p in "${spids[@]}" "${wpids[@]}"; do kill -0 "$p"; done
+	if [ "$role" = worker ]; then
+		kill -KILL "${wpids[1]}"
+		wpids=("${wpids[0]}" "${wpids[2]}")
+	else
+		kill -KILL "${spids[1]}"
+		spids=("${spids[0]}")
+	fi
+	for p in "${spids[@]}" "${wpids[@]}"; do
+		rc=0
+		wait_pid "$p" 20 || rc=$?
+		[ "$rc" -eq 1 ] || { echo "exit $rc"; cat serr* werr*; return 1; }
+	done
+	spids=() wpids=()
+	cat serr* werr*
+}
+
+@test "a worker killed mid-training fails the round: every other process exits 1" {
+	kill_one worker
+	grep -q 'collx-ps: server [01]: worker .* lost' serr0
+	grep -q '^collx-dp: rank [02]: ' werr0
+}
+
+@test "a server killed mid-training: every worker and the other server exit 1" {
+	kill_one server
+	grep -q '^collx-dp: rank 0: ' werr0
+	grep -q '^collx-ps: ' serr0
+}
+
+@test "with a token, a client without it is refused" {
+	echo s3cret >tok
+	serve 1 -m P.safetensors --workers 1 --timeout 5 --token-file tok
+	run timeout 30 collx-ps pull --server "$SERVERS" --timeout 5 -o x.safetensors
+	[ "$status" -eq 1 ]
+	[ ! -e x.safetensors ]
+	timeout 30 collx-ps pull --server "$SERVERS" --timeout 5 --token-file tok -o y.safetensors
+	timeout 30 "$PY" "$REF" cmp y.safetensors P.safetensors 0 0
+	kill -TERM "${spids[@]}"
+	servers_exit 0
+}
+
+@test "a server that is not there: exit 1 naming it, within the timeout" {
+	port=$(free_port)
+	run timeout 30 collx-ps pull --server "127.0.0.1:$port" --timeout 2 -o x.safetensors
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"server 127.0.0.1:$port"* ]]
+	run timeout 30 collx-ps push --timeout 2 G0.safetensors
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-ps serve -m P.safetensors
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-ps frobnicate
+	[ "$status" -eq 2 ]
+}
+
+@test "--help agrees with the man page and mandoc lints it clean" {
+	command -v mandoc >/dev/null || skip "mandoc is not installed"
+	run collx-ps --help
+	[ "$status" -eq 0 ]
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-ps.1" | col -b)
+	for o in --model --workers --port --optimizer --lr --momentum \
+	    --weight-decay --betas --eps --mode --staleness --output --server \
+	    --weight --done --verbose --quiet; do
+		[[ "$output" == *"$o"* ]]
+		echo "$man" | grep -q -- "^ *\(-., \)\?$o\( \|$\)"
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-ps.1"
+	[ "$status" -eq 0 ]
+}
