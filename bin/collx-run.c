@@ -87,14 +87,14 @@ static int sig_pipe[2] = { -1, -1 };
 static _Noreturn void
 usage(void)
 {
-	printf("usage: %s [-n N] [-H HOST[,HOST...] | --hostfile F] [--per-host K]\n"
-	    "       [--ssh CMD] [--master HOST:PORT] [--tag-output] [--timeout S]\n"
-	    "       [--time-limit S] [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
+	printf("usage: %s [-qv] [-n N] [-H HOST[,HOST...] | --hostfile F]\n"
+	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
+	    "       [--timeout S] [--time-limit S] [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
 	    "when one fails.\n\n"
 	    "  -n, --np N            number of ranks (default: 1 locally, the hosts'\n"
 	    "                        slots with hosts)\n"
-	    "  -H, --hosts LIST      run rank i on host i mod H over ssh\n"
+	    "  -H, --hosts LIST      run rank i on host i mod H through CMD\n"
 	    "      --hostfile F      hosts from F: one per line, optional slots=K\n"
 	    "      --per-host K      K consecutive ranks per host\n"
 	    "      --ssh CMD         remote shell command (default: ssh)\n"

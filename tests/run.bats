@@ -23,7 +23,8 @@ EOF
 }
 
 teardown() {
-	pkill -KILL -f "sleep $M" 2>/dev/null || true
+	local pid
+	for pid in $(pgrep -f "sleep $M"); do kill -KILL "$pid" 2>/dev/null; done
 	netns_teardown
 	common_teardown
 }
