@@ -54,36 +54,52 @@ nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
 #define NN_INV_SQRT2PI 0.39894228040143267794f
 
 /*
- * e^x to about 2 ulp over the float range (clamped to [-87, 88]): Cody-Waite
- * reduction x = n ln 2 + r, a degree-7 Taylor polynomial for e^r, and 2^n
- * by building the exponent bits. Branch-free, so the elementwise loops
- * that call it vectorize; libm's expf and erff are calls per element and
- * dominated the small models' profiles.
+ * e^x to about 2 ulp, 0 below about -87.3 (x <= 88, above -1e9): Cody-Waite
+ * reduction x = n ln 2 + r with n rounded by the 1.5*2^23 trick, a degree-7
+ * Taylor polynomial for e^r, and 2^n from exponent bits. Branch-free, so
+ * the elementwise loops vectorize; libm's expf and erff are a call per
+ * element and dominated the small models' profiles.
  */
 static inline float
 fast_exp(float x)
 {
-	x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-	float t = x * 1.44269504088896341f;
-	int n = (int)(t + (t >= 0.0f ? 0.5f : -0.5f));
-	float fn = (float)n;
+	float fn = x * 1.44269504088896341f + 12582912.0f - 12582912.0f;
+	int32_t n = (int32_t)fn;
 	float r = x - fn * 0.693145751953125f - fn * 1.42860682030941723e-6f;
 	float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
 	    r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
-	int32_t bits = (int32_t)((uint32_t)(n + 127) << 23);
+	/* the exponent field, zero (flush) when 2^n is below the normals */
+	int32_t bits = (int32_t)((uint32_t)(n + 127) << 23) & ~((n + 126) >> 31);
 	float scale;
 
 	memcpy(&scale, &bits, sizeof(scale));
 	return p * scale;
 }
 
+/* a < 0 ? neg : pos, by the sign bit rather than a branch. */
+static inline float
+select_sign(float a, float neg, float pos)
+{
+	int32_t ab, nb, pb;
+	float out;
+
+	memcpy(&ab, &a, sizeof(ab));
+	memcpy(&nb, &neg, sizeof(nb));
+	memcpy(&pb, &pos, sizeof(pb));
+	ab >>= 31;
+	nb = (nb & ab) | (pb & ~ab);
+	memcpy(&out, &nb, sizeof(out));
+	return out;
+}
+
 /* The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2, from
  * erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2) (Numerical Recipes'
- * erfcc, relative error below 1.2e-7 for every z >= 0). */
+ * erfcc, relative error below 1.2e-7 for every z >= 0), so the negative
+ * tail keeps its relative accuracy. */
 static inline float
 normal_cdf(float x)
 {
-	float z = (x < 0.0f ? -x : x) * NN_INV_SQRT2;
+	float z = fabsf(x) * NN_INV_SQRT2;
 	float t = 1.0f / (1.0f + 0.5f * z);
 	float p = -1.26551223f + t * (1.00002368f + t * (0.37409196f +
 	    t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f +
@@ -91,26 +107,72 @@ normal_cdf(float x)
 	    t * 0.17087277f))))))));
 	float half_erfc = 0.5f * t * fast_exp(p - z * z);
 
-	return x < 0.0f ? half_erfc : 1.0f - half_erfc;
+	return select_sign(x, half_erfc, 1.0f - half_erfc);
+}
+
+/*
+ * The elementwise loops run over spans: called with a constant length of
+ * NN_SPAN the span's loop is inlined with a fixed trip count, which gcc -O2
+ * (very cheap cost model) vectorizes; a final call covers the remainder.
+ */
+#define NN_SPAN 8
+
+static inline void
+gelu_span(float *restrict out, const float *restrict inp, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = inp[i] * normal_cdf(inp[i]);
 }
 
 void
 nn_gelu_forward(float *out, const float *inp, size_t count)
 {
-	for (size_t i = 0; i < count; i++)
-		out[i] = inp[i] * normal_cdf(inp[i]);
+	size_t i = 0;
+
+	for (; i + NN_SPAN <= count; i += NN_SPAN)
+		gelu_span(out + i, inp + i, NN_SPAN);
+	gelu_span(out + i, inp + i, count - i);
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x). */
-void
-nn_gelu_backward(float *dinp, const float *inp, const float *dout,
-    size_t count)
+static inline void
+dgelu_span(float *restrict dinp, const float *restrict inp,
+    const float *restrict dout, size_t n)
 {
-	for (size_t i = 0; i < count; i++) {
+	for (size_t i = 0; i < n; i++) {
 		float x = inp[i];
 		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
 		dinp[i] += (normal_cdf(x) + x * pdf) * dout[i];
 	}
+}
+
+void
+nn_gelu_backward(float *dinp, const float *inp, const float *dout,
+    size_t count)
+{
+	size_t i = 0;
+
+	for (; i + NN_SPAN <= count; i += NN_SPAN)
+		dgelu_span(dinp + i, inp + i, dout + i, NN_SPAN);
+	dgelu_span(dinp + i, inp + i, dout + i, count - i);
+}
+
+/* a[i] = e^(a[i] - shift) */
+static inline void
+exp_span(float *restrict a, float shift, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		a[i] = fast_exp(a[i] - shift);
+}
+
+static void
+exp_shifted(float *a, float shift, size_t count)
+{
+	size_t i = 0;
+
+	for (; i + NN_SPAN <= count; i += NN_SPAN)
+		exp_span(a + i, shift, NN_SPAN);
+	exp_span(a + i, shift, count - i);
 }
 
 void
@@ -176,8 +238,7 @@ softmax_row(float *a, int len, int s)
 	for (int j = 1; j < len; j++)
 		if (a[j] > mx)
 			mx = a[j];
-	for (int j = 0; j < len; j++)
-		a[j] = fast_exp(a[j] - mx);
+	exp_shifted(a, mx, (size_t)len);
 	for (int j = 0; j < len; j++)
 		sum += a[j];
 	float inv = 1.0f / sum;
@@ -300,8 +361,9 @@ nn_xent_forward(float *probs, const float *logits, const int32_t *target,
 		for (int j = 1; j < v; j++)
 			if (l[j] > mx)
 				mx = l[j];
-		for (int j = 0; j < v; j++)
-			p[j] = fast_exp(l[j] - mx);
+		if (p != l)
+			memcpy(p, l, (size_t)v * sizeof(float));
+		exp_shifted(p, mx, (size_t)v);
 		for (int j = 0; j < v; j++)
 			sum += p[j];
 		float inv = 1.0f / sum;
