@@ -471,8 +471,12 @@ conn_lost(struct srv *s, struct conn *c, const char *why)
 		conn_close(c);
 		return;
 	}
-	snprintf(msg, sizeof(msg), "server %d: worker %s lost: %s",
-	    s->cfg->index, c->addr, why);
+	if (c->worker >= 0)
+		snprintf(msg, sizeof(msg), "server %d: worker %d (%s) lost: %s",
+		    s->cfg->index, c->worker, c->addr, why);
+	else
+		snprintf(msg, sizeof(msg), "server %d: worker %s lost: %s",
+		    s->cfg->index, c->addr, why);
 	conn_close(c);
 	s->nlost++;
 	if (s->cfg->mode == PS_SYNC)
