@@ -272,3 +272,22 @@ EOF
 	[ "$output" = "rank 0 met: 1 from 10.78.0.2, 2 from 10.78.0.3" ]
 	[ "$(sort "$T/ssh.log" | tr '\n' ' ')" = "10.78.0.1 10.78.0.2 10.78.0.3 " ]
 }
+
+@test "per-host in network namespaces: a real allreduce between three hosts" {
+	netns_available || skip "needs root and ip netns"
+	command -v collx-allreduce >/dev/null && command -v collx-tensor >/dev/null ||
+		skip "collx-allreduce or collx-tensor not built"
+	netns_setup 3
+	netns_fake_ssh "$T/ns-ssh"
+	for r in 0 1 2; do
+		timeout 30 collx-tensor create --shape 4,3 --dtype f32 --fill $((r + 1)) -o "$T/x.$r.npy"
+	done
+	timeout 30 collx-tensor create --shape 4,3 --dtype f32 --fill 6 -o "$T/want.npy"
+	run timeout 60 collx-run -H "$(netns_hosts)" --ssh "$T/ns-ssh" --timeout 20 -- \
+	    collx-allreduce -i "$T/x.{rank}.npy" -o "$T/y.{rank}.npy"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for r in 0 1 2; do
+		timeout 30 collx-tensor diff "$T/y.$r.npy" "$T/want.npy"
+	done
+}
