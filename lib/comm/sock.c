@@ -15,8 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Socket buffer size: large enough for a full loopback/LAN window. */
-#define SOCK_BUFSIZE (4 << 20)
+/* Socket buffers: 0 leaves them to the kernel's autotuning, which grows
+ * them to the path's bandwidth-delay product (up to tcp_rmem/tcp_wmem
+ * max). On loopback fixed 1 and 4 MiB buffers measured no faster, and a
+ * fixed size would cap long fat links. */
+#ifndef SOCK_BUFSIZE
+#define SOCK_BUFSIZE 0
+#endif
 #define SOCK_RETRY_S 0.05
 
 double sock_now(void)
@@ -201,8 +206,10 @@ void sock_tune(int fd)
 	int one = 1, sz = SOCK_BUFSIZE;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+	if (sz > 0) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+	}
 }
 
 int sock_listen(struct sock_addr *a, char *err, size_t errlen)
