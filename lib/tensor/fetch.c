@@ -231,6 +231,9 @@ static void curl_report(CURLcode rc, long status, struct download *d, const char
 		snprintf(err, errlen, "%s: HTTP status %ld", d->src, status);
 	else if (d->g.too_big || rc == CURLE_FILESIZE_EXCEEDED)
 		cap_error(err, errlen, d->src);
+	else if (rc == CURLE_OPERATION_TIMEDOUT)
+		snprintf(err, errlen, "%s: timed out (%s)", d->src, *detail ? detail :
+		    curl_easy_strerror(rc));
 	else
 		snprintf(err, errlen, "%s: %s", d->src, *detail ? detail :
 		    curl_easy_strerror(rc));
