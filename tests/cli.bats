@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# What every program shares (spec section 2): --help, --version, usage
+# errors, and a man page that agrees with --help. Runs over every built
+# bin/collx-* program.
+load lib/common
+
+setup() {
+	common_setup
+	PROGS=()
+	for p in "$COLLX_BIN"/collx-*; do
+		[ -x "$p" ] && [ "${p%.c}" = "$p" ] && PROGS+=("$(basename "$p")")
+	done
+}
+
+teardown() {
+	common_teardown
+}
+
+# The rendered text of a man page, without formatting.
+man_text() {
+	mandoc -Tascii "$1" | col -b
+}
+
+@test "there are programs to check" {
+	[ "${#PROGS[@]}" -ge 1 ]
+}
+
+@test "--help: usage on standard output, exit 0, nothing on standard error" {
+	bad=
+	for p in "${PROGS[@]}"; do
+		rc=0
+		timeout 20 "$p" --help >"$T/out" 2>"$T/err" || rc=$?
+		if [ $rc -ne 0 ] || ! grep -qi '^usage:' "$T/out" || [ -s "$T/err" ]; then
+			bad="$bad $p(exit $rc)"
+		fi
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
+
+@test "-V and --version print 'PROGRAM (collx) VERSION'" {
+	bad=
+	for p in "${PROGS[@]}"; do
+		for o in -V --version; do
+			out=$(timeout 20 "$p" $o 2>/dev/null) || { bad="$bad $p$o"; continue; }
+			[[ $out =~ ^$p\ \(collx\)\ [0-9]+\.[0-9]+ ]] || bad="$bad $p$o"
+		done
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
+
+@test "an unknown option is a usage error: exit 2, one named line and a hint" {
+	bad=
+	for p in "${PROGS[@]}"; do
+		rc=0
+		timeout 20 "$p" --no-such-option </dev/null >"$T/out" 2>"$T/err" || rc=$?
+		if [ $rc -ne 2 ] || ! grep -q "^$p: " "$T/err" ||
+		    ! grep -qF "Try '$p --help'." "$T/err"; then
+			bad="$bad $p(exit $rc)"
+		fi
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
+
+@test "every program has a lint-clean man page with the required sections" {
+	bad=
+	for p in "${PROGS[@]}"; do
+		page=$COLLX_ROOT/man/man1/$p.1
+		if [ ! -f "$page" ]; then
+			bad="$bad $p(no page)"
+			continue
+		fi
+		lint=$(mandoc -Tlint -W warning "$page" 2>&1)
+		[ -z "$lint" ] || bad="$bad $p(lint: $lint)"
+		for s in NAME SYNOPSIS DESCRIPTION ENVIRONMENT "EXIT STATUS" EXAMPLES "SEE ALSO"; do
+			grep -q "^\.Sh $s\$" "$page" || bad="$bad $p(no $s)"
+		done
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
+
+@test "every long option of --help is on the man page" {
+	bad=
+	for p in "${PROGS[@]}"; do
+		page=$COLLX_ROOT/man/man1/$p.1
+		[ -f "$page" ] || continue
+		text=$(man_text "$page")
+		for o in $(timeout 20 "$p" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+			grep -qF -- "$o" <<<"$text" || bad="$bad $p:$o"
+		done
+	done
+	echo "missing:$bad"
+	[ -z "$bad" ]
+}
+
+@test "collx(7) is lint-clean and names every program" {
+	page=$COLLX_ROOT/man/man7/collx.7
+	run mandoc -Tlint -W warning "$page"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	text=$(man_text "$page")
+	for p in "${PROGS[@]}" collx-run collx-tensor collx-allreduce collx-broadcast \
+	    collx-allgather collx-reduce-scatter collx-alltoall collx-dp collx-ps \
+	    collx-tp collx-pipe collx-bench collx-plot; do
+		grep -q "$p(1)" <<<"$text" || { echo "missing $p"; return 1; }
+	done
+}
+
+@test "collx(7) lists the timing columns and launcher variables" {
+	text=$(man_text "$COLLX_ROOT/man/man7/collx.7")
+	grep -qF "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps" <<<"$text"
+	for v in COLLX_RANK RANK OMPI_COMM_WORLD_RANK PMI_RANK SLURM_PROCID COLLX_WORLD_SIZE \
+	    WORLD_SIZE OMPI_COMM_WORLD_SIZE PMI_SIZE SLURM_NTASKS COLLX_MASTER MASTER_ADDR \
+	    MASTER_PORT COLLX_IFNAME COLLX_TIMEOUT COLLX_TOKEN; do
+		grep -qw "$v" <<<"$text" || { echo "missing $v"; return 1; }
+	done
+}
