@@ -41,7 +41,8 @@ void cli_close_stdout(void);
  * "--iters", "n" -> "-n"). */
 long cli_parse_long(const char *opt, const char *s, long min, long max);
 double cli_parse_double(const char *opt, const char *s, double min, double max);
-/* Sizes with an optional K/M/G suffix (powers of 1024). */
+/* Sizes with an optional K/M/G/T suffix (powers of 1024; "64K", "4KiB",
+ * "1.5M" when that is a whole number of bytes). */
 size_t cli_parse_size(const char *opt, const char *s);
 /* The same without dying: 0, or -1 for a bad size. */
 int cli_size_value(const char *s, size_t *out);
