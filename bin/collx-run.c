@@ -156,6 +156,9 @@ add_export(struct job *j, const char *arg)
 		cli_usage_error("-x: invalid variable name in '%s'", arg);
 	memcpy(name, arg, len);
 	name[len] = '\0';
+	if (strcmp(name, "COLLX_RANK") == 0 || strcmp(name, "COLLX_WORLD_SIZE") == 0 ||
+	    strcmp(name, "COLLX_LOCAL_RANK") == 0 || strcmp(name, "COLLX_MASTER") == 0)
+		cli_usage_error("-x: %s is set by %s for each rank", name, cli_progname);
 	if (eq == NULL && getenv(name) == NULL)
 		cli_usage_error("-x: %s is not set", name);
 	j->exports = realloc(j->exports, (size_t)(j->nexports + 1) * sizeof *j->exports);

@@ -159,7 +159,7 @@ leftovers() {
 	for args in "" "-n 0 -- true" "-n x -- true" "--bogus -- true" \
 	    "-H a --hostfile /dev/null -- true" "--per-host 2 -- true" "--ssh ssh -- true" \
 	    "--master nohost -- true" "-H a --ssh '\"unbalanced' -- true" "-H a,,b -- true" \
-	    "--timeout -1 -- true" "-x 1BAD=2 -- true" "--hostfile $T/none -- true"; do
+	    "--timeout -1 -- true" "-x 1BAD=2 -- true" "-x COLLX_RANK=3 -- true" "--hostfile $T/none -- true"; do
 		eval "run timeout 30 collx-run $args"
 		echo "args: $args -> $status: $output"
 		[ "$status" -eq 2 ]
