@@ -117,6 +117,15 @@ normal_cdf(float x)
  */
 #define NN_SPAN 8
 
+/* GELU is the costliest elementwise pass: gcc also builds an AVX2 copy,
+ * picked at load time (same operations, so the same bits). clang 14's
+ * target_clones drops the plain symbol, so it is left to gcc. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define NN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define NN_CLONES
+#endif
+
 static inline void
 gelu_span(float *restrict out, const float *restrict inp, size_t n)
 {
@@ -124,7 +133,7 @@ gelu_span(float *restrict out, const float *restrict inp, size_t n)
 		out[i] = inp[i] * normal_cdf(inp[i]);
 }
 
-void
+NN_CLONES void
 nn_gelu_forward(float *out, const float *inp, size_t count)
 {
 	size_t i = 0;
@@ -146,7 +155,7 @@ dgelu_span(float *restrict dinp, const float *restrict inp,
 	}
 }
 
-void
+NN_CLONES void
 nn_gelu_backward(float *dinp, const float *inp, const float *dout,
     size_t count)
 {
