@@ -33,7 +33,8 @@ static int comm_alloc(struct comm **out, const struct comm_options *o,
 		return -1;
 	}
 	c = calloc(1, sizeof *c);
-	if (!c || !(c->peers = calloc((size_t)o->world, sizeof *c->peers)))
+	if (!c || !(c->peers = calloc((size_t)o->world, sizeof *c->peers)) ||
+	    !(c->pfd = calloc((size_t)o->world * COMM_MAX_STREAMS, sizeof *c->pfd)))
 		goto nomem;
 	if (o->token && o->token[0] && !(c->token = strdup(o->token)))
 		goto nomem;
@@ -55,8 +56,10 @@ static int comm_alloc(struct comm **out, const struct comm_options *o,
 	*out = c;
 	return 0;
 nomem:
-	if (c)
+	if (c) {
 		free(c->peers);
+		free(c->pfd);
+	}
 	free(c);
 	snprintf(err, errlen, "out of memory");
 	return -1;
@@ -106,6 +109,7 @@ void comm_close(struct comm *c)
 				close(c->peers[p].st[s].fd);
 	free((char *)c->token);
 	free(c->peers);
+	free(c->pfd);
 	free(c);
 }
 

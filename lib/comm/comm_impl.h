@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 
 #include "comm/auth.h"
 #include "comm/comm.h"
@@ -63,6 +64,7 @@ struct comm {
 	const char *token;	/* owned copy, or NULL */
 	uint8_t job[SHA256_LEN];
 	struct comm_peer *peers;
+	struct pollfd *pfd;	/* world * COMM_MAX_STREAMS, for waits */
 	struct comm_xfer *self_sq, *self_rq;	/* messages to self */
 	/* current operation, stamped on every header */
 	uint32_t seq;

@@ -381,14 +381,14 @@ static void peer_timeout(struct comm *c, int peer)
 /* Sleep until a busy socket is ready or the first peer's deadline. */
 static int wait_ready(struct comm *c)
 {
-	struct pollfd fds[256];
+	struct pollfd *fds = c->pfd;
 	int peer, s, n = 0, first, ms;
 	double when = 0, now;
 
 	first = first_deadline(c, &when);
-	for (peer = 0; peer < c->world && n < 256; peer++) {
+	for (peer = 0; peer < c->world; peer++) {
 		const struct comm_peer *p = &c->peers[peer];
-		for (s = 0; p->pending && s < c->nstreams && n < 256; s++) {
+		for (s = 0; p->pending && s < c->nstreams; s++) {
 			short ev = (p->st[s].sq ? POLLOUT : 0) | (p->st[s].rq ? POLLIN : 0);
 			if (ev)
 				fds[n++] = (struct pollfd){ .fd = p->st[s].fd, .events = ev };
