@@ -10,6 +10,7 @@
  * f32 a chunk at a time, reduced by the f32 kernel and rounded back.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "comm/reduce.h"
 
@@ -59,35 +60,115 @@ INT_KERNELS(u8, uint8_t, uint32_t)
 KERNEL(bool_or, uint8_t, (a | b) != 0)
 KERNEL(bool_and, uint8_t, (a != 0) & (b != 0))
 
+/*
+ * Half precision, widened and narrowed a chunk at a time by branch-free
+ * loops the compiler vectorizes. They give the same values as dtype.c's
+ * general conversions (checked exhaustively in test_reduce) at a hundred
+ * times the speed: f16 -> f32 is exact; f32 -> f16 and bf16 round to
+ * nearest even; NaN stays NaN (quiet, sign kept), overflow is infinity.
+ */
 #define HALF_CHUNK 512
 
+static inline float bits_f(uint32_t b)
+{
+	float f;
+
+	memcpy(&f, &b, sizeof f);
+	return f;
+}
+
+static inline uint32_t f_bits(float f)
+{
+	uint32_t b;
+
+	memcpy(&b, &f, sizeof b);
+	return b;
+}
+
+/* Place the 15 magnitude bits under an f32 exponent and rescale by 2^112
+ * (which also normalizes subnormals); 2^16 and up were infinity or NaN. */
+static inline float f16_widen(uint16_t h)
+{
+	uint32_t b = f_bits(bits_f((uint32_t)(h & 0x7fff) << 13) * 0x1p112f);
+
+	b |= b >= 0x47800000u ? 0x7f800000u : 0;
+	return bits_f(b | (uint32_t)(h & 0x8000) << 16);
+}
+
+/* Normal results: rebias the exponent and round at bit 13 (ties to even);
+ * subnormal results: adding 0.5 makes the FPU round the bits into place. */
+static inline uint16_t f16_narrow(float f)
+{
+	uint32_t b = f_bits(f), a = b & 0x7fffffffu, sign = (b >> 16) & 0x8000;
+	uint32_t nrm = (a + 0xc8000fffu + ((a >> 13) & 1)) >> 13;
+	uint32_t sub = f_bits(bits_f(a) + 0.5f) - 0x3f000000u;
+	uint32_t big = 0x7c00 | (uint32_t)(a > 0x7f800000u) << 9;	/* inf, qNaN */
+	uint32_t is_sub = -(uint32_t)(a < 0x38800000u), is_big = -(uint32_t)(a >= 0x47800000u);
+
+	/* masks rather than branches, so the loop vectorizes */
+	nrm = (sub & is_sub) | (nrm & ~is_sub);
+	return (uint16_t)(sign | (big & is_big) | (nrm & ~is_big));
+}
+
+static inline float bf16_widen(uint16_t h)
+{
+	return bits_f((uint32_t)h << 16);
+}
+
+static inline uint16_t bf16_narrow(float f)
+{
+	uint32_t b = f_bits(f), nan = (b & 0x7fffffffu) > 0x7f800000u;
+
+	return (uint16_t)(nan ? (b >> 16) | 0x40 : (b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+
+/* Whole vector-multiple chunks take the vectorized loop, the rest a scalar one. */
+#define CONVERT_LOOP(n, BODY)						\
+	do {								\
+		size_t i, body = (n) & ~(size_t)(VEC_ELEMS - 1);	\
+		for (i = 0; i < body; i++)				\
+			BODY;						\
+		for (; i < (n); i++)					\
+			BODY;						\
+	} while (0)
+
+#define HALF_CONVERT(pfx)						\
+void reduce_##pfx##_widen(float *restrict out, const uint16_t *restrict in, size_t n) \
+{									\
+	CONVERT_LOOP(n, out[i] = pfx##_widen(in[i]));			\
+}									\
+void reduce_##pfx##_narrow(uint16_t *restrict out, const float *restrict in, size_t n) \
+{									\
+	CONVERT_LOOP(n, out[i] = pfx##_narrow(in[i]));			\
+}
+
+HALF_CONVERT(f16)
+HALF_CONVERT(bf16)
+
 /* Widen a chunk of dst and src to f32, reduce with f, narrow dst back. */
-#define HALF_KERNEL(name, TO32, FROM32, f)				\
+#define HALF_KERNEL(name, pfx, f)					\
 static void name(void *restrict dv, const void *restrict sv, size_t n)	\
 {									\
 	uint16_t *restrict d = dv;					\
 	const uint16_t *restrict s = sv;				\
 	float a[HALF_CHUNK], b[HALF_CHUNK];				\
 	for (size_t off = 0; off < n; off += HALF_CHUNK) {		\
-		size_t i, m = n - off < HALF_CHUNK ? n - off : HALF_CHUNK; \
-		for (i = 0; i < m; i++) {				\
-			a[i] = TO32(d[off + i]);			\
-			b[i] = TO32(s[off + i]);			\
-		}							\
+		size_t m = n - off < HALF_CHUNK ? n - off : HALF_CHUNK;	\
+		reduce_##pfx##_widen(a, d + off, m);			\
+		reduce_##pfx##_widen(b, s + off, m);			\
 		f(a, b, m);						\
-		for (i = 0; i < m; i++)					\
-			d[off + i] = FROM32(a[i]);			\
+		reduce_##pfx##_narrow(d + off, a, m);			\
 	}								\
 }
 
-#define HALF_KERNELS(pfx, TO32, FROM32)					\
-HALF_KERNEL(pfx##_sum, TO32, FROM32, f32_sum)				\
-HALF_KERNEL(pfx##_prod, TO32, FROM32, f32_prod)				\
-HALF_KERNEL(pfx##_min, TO32, FROM32, f32_min)				\
-HALF_KERNEL(pfx##_max, TO32, FROM32, f32_max)
+#define HALF_KERNELS(pfx)						\
+HALF_KERNEL(pfx##_sum, pfx, f32_sum)					\
+HALF_KERNEL(pfx##_prod, pfx, f32_prod)					\
+HALF_KERNEL(pfx##_min, pfx, f32_min)					\
+HALF_KERNEL(pfx##_max, pfx, f32_max)
 
-HALF_KERNELS(f16, f16_to_f32, f32_to_f16)
-HALF_KERNELS(bf16, bf16_to_f32, f32_to_bf16)
+HALF_KERNELS(f16)
+HALF_KERNELS(bf16)
 
 /* Indexed by dtype, then by op: sum, prod, min, max (AVG uses sum). */
 static const reduce_fn kernels[DT_COUNT][4] = {
@@ -129,9 +210,15 @@ void coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
 /* Divide half-precision values in f32, rounding once back to half. */
 static void half_divide(uint16_t *p, size_t n, int world, int bf)
 {
-	for (size_t i = 0; i < n; i++)
-		p[i] = bf ? f32_to_bf16(bf16_to_f32(p[i]) / (float)world) :
-		    f32_to_f16(f16_to_f32(p[i]) / (float)world);
+	float f[HALF_CHUNK];
+
+	for (size_t off = 0; off < n; off += HALF_CHUNK) {
+		size_t m = n - off < HALF_CHUNK ? n - off : HALF_CHUNK;
+		(bf ? reduce_bf16_widen : reduce_f16_widen)(f, p + off, m);
+		for (size_t i = 0; i < m; i++)
+			f[i] /= (float)world;
+		(bf ? reduce_bf16_narrow : reduce_f16_narrow)(p + off, f, m);
+	}
 }
 
 /*

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "comm/reduce.h"
 #include "unit.h"
 
 /* Test data: small integers, exact in every dtype, with sign for signed ones. */
@@ -137,6 +138,51 @@ static void test_half_accumulates_in_f32(void)
 	UNIT_OK(bf16_to_f32(b) == 256, "bf16 256 + 1 rounds to even (256)");
 }
 
+static int same_half(uint16_t a, uint16_t b, int bf)
+{
+	float fa = bf ? bf16_to_f32(a) : f16_to_f32(a), fb = bf ? bf16_to_f32(b) : f16_to_f32(b);
+
+	return a == b || (isnan(fa) && isnan(fb) && (a & 0x8000) == (b & 0x8000));
+}
+
+/* The vectorized conversions against dtype.c's general ones: every half
+ * value widened, and f32 values narrowed: every half, the midpoints
+ * between neighbours (ties), and a million pseudo-random bit patterns. */
+static void test_half_conversions(int bf)
+{
+	enum { N = 1 << 16, R = 1 << 20 };
+	uint16_t *h = malloc(N * sizeof *h), *o = malloc(R * sizeof *o);
+	float *f = malloc(R * sizeof *f);
+	uint32_t x = 12345, bits;
+	int wide = 1, narrow = 1;
+	size_t i;
+
+	for (i = 0; i < N; i++)
+		h[i] = (uint16_t)i;
+	(bf ? reduce_bf16_widen : reduce_f16_widen)(f, h, N);
+	for (i = 0; i < N; i++) {
+		float want = bf ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+		wide &= memcmp(&f[i], &want, 4) == 0 || (isnan(f[i]) && isnan(want));
+	}
+	for (i = 0; i + 1 < N; i++)		/* midpoints */
+		f[N + i] = (f[i] + f[i + 1]) / 2;
+	for (i = 2 * N; i < R; i++) {
+		x = x * 1664525u + 1013904223u;
+		bits = x ^ (x >> 7);
+		memcpy(&f[i], &bits, 4);
+	}
+	(bf ? reduce_bf16_narrow : reduce_f16_narrow)(o, f, R);
+	for (i = 0; i < R; i++)
+		narrow &= same_half(o[i], bf ? f32_to_bf16(f[i]) : f32_to_f16(f[i]), bf);
+	UNIT_OK(wide, bf ? "bf16 widening agrees with bf16_to_f32 on all 65536 values" :
+	    "f16 widening agrees with f16_to_f32 on all 65536 values");
+	UNIT_OK(narrow, bf ? "bf16 narrowing agrees with f32_to_bf16 (ties, random bits)" :
+	    "f16 narrowing agrees with f32_to_f16 (ties, subnormals, random bits)");
+	free(h);
+	free(o);
+	free(f);
+}
+
 static void test_avg(void)
 {
 	float f[3] = { 3, -3, 10 };
@@ -206,6 +252,8 @@ int main(void)
 	test_all_kernels();
 	test_nan();
 	test_half_accumulates_in_f32();
+	test_half_conversions(0);
+	test_half_conversions(1);
 	test_avg();
 	test_names();
 	test_auto();
