@@ -231,18 +231,22 @@ gpt_same() {
 	for r in 0 1 2; do
 		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port \
 		    collx-dp -m m.safetensors --data X.npy --targets Y.npy \
-		    --batch 200 --steps 100000000 --lr 0.001 --timeout 5 2>"err$r" &
+		    --batch 200 --steps 100000000 --lr 0.001 --timeout 5 -v 2>"err$r" &
 		pids+=($!)
 	done
-	sleep 2
+	# mid-training: once rank 0 reports steps
+	for _ in $(seq 300); do
+		grep -q 'step 2 ' err0 && break
+		sleep 0.1
+	done
 	kill -0 "${pids[0]}" && kill -0 "${pids[2]}"
 	kill -KILL "${pids[1]}"
 	for r in 0 2; do
 		rc=0
 		wait_pid "${pids[$r]}" 20 || rc=$?
-		echo "rank $r: exit $rc: $(cat "err$r")"
+		echo "rank $r: exit $rc: $(tail -n 1 "err$r")"
 		[ "$rc" -eq 1 ]
-		grep -q '^collx-dp: rank [02]: .*rank 1' "err$r"
+		tail -n 1 "err$r" | grep -q '^collx-dp: rank [02]: .*rank 1'
 	done
 }
 

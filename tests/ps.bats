@@ -151,11 +151,16 @@ kill_one() {
 	for r in 0 1 2; do
 		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$mport \
 		    collx-dp -m m.safetensors --data X.npy --targets Y.npy \
-		    --batch 200 --steps 100000000 --ps "$SERVERS" --timeout 5 \
+		    --batch 200 --steps 100000000 --ps "$SERVERS" --timeout 5 -v \
 		    2>"werr$r" &
 		wpids+=($!)
 	done
-	sleep 2
+	# mid-training: once rank 0 reports steps
+	for _ in $(seq 300); do
+		grep -q 'step 2 ' werr0 && break
+		sleep 0.1
+	done
+	grep -q 'step 2 ' werr0
 	for p in "${spids[@]}" "${wpids[@]}"; do kill -0 "$p"; done
 	if [ "$role" = worker ]; then
 		kill -KILL "${wpids[1]}"
@@ -167,10 +172,10 @@ kill_one() {
 	for p in "${spids[@]}" "${wpids[@]}"; do
 		rc=0
 		wait_pid "$p" 20 || rc=$?
-		[ "$rc" -eq 1 ] || { echo "exit $rc"; cat serr* werr*; return 1; }
+		[ "$rc" -eq 1 ] || { echo "exit $rc"; tail -n 3 serr* werr*; return 1; }
 	done
 	spids=() wpids=()
-	cat serr* werr*
+	tail -n 3 serr* werr*
 }
 
 @test "a worker killed mid-training fails the round: every other process exits 1" {
