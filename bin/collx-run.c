@@ -84,6 +84,12 @@ struct job {
 
 static int sig_pipe[2] = { -1, -1 };
 
+/* The signals collx-run handles, and what they were when it started (the
+ * ranks get them back). */
+static const int handled[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE };
+#define NHANDLED (sizeof handled / sizeof handled[0])
+static struct sigaction saved_action[NHANDLED];
+
 static _Noreturn void
 usage(void)
 {
@@ -379,13 +385,12 @@ static _Noreturn void
 child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
     const int *errp, int execfd, const sigset_t *mask, pid_t parent)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE };
 	size_t k;
 	int e;
 
 	setpgid(0, 0);
-	for (k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-		signal(sigs[k], SIG_DFL);
+	for (k = 0; k < NHANDLED; k++)
+		sigaction(handled[k], &saved_action[k], NULL);
 	sigprocmask(SIG_SETMASK, mask, NULL);
 #ifdef __linux__
 	/* Should collx-run itself be killed outright, take the rank with it. */
@@ -487,10 +492,11 @@ on_signal(int sig)
 	errno = saved;
 }
 
+/* Catch and forward INT, TERM and HUP, unless ignored from the start (as
+ * for a background job of a script, or under nohup): those stay ignored. */
 static void
 catch_signals(void)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD };
 	struct sigaction sa;
 	size_t k;
 
@@ -498,11 +504,18 @@ catch_signals(void)
 		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
 	memset(&sa, 0, sizeof sa);
 	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-	for (k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-		sigaction(sigs[k], &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);	/* a closed stdout is an error, not death */
+	for (k = 0; k < NHANDLED; k++) {
+		sigaction(handled[k], NULL, &saved_action[k]);
+		if (handled[k] == SIGPIPE)
+			sa.sa_handler = SIG_IGN;	/* a closed stdout is an error */
+		else if (handled[k] != SIGCHLD &&
+		    saved_action[k].sa_handler == SIG_IGN)
+			continue;
+		else
+			sa.sa_handler = on_signal;
+		sigaction(handled[k], &sa, NULL);
+	}
 #ifdef __linux__
 	/* Orphans of the ranks become ours to reap, so a finished straggler
 	 * never lingers as a zombie that still looks alive. */

@@ -105,7 +105,9 @@ leftovers() {
 }
 
 @test "INT is forwarded and leaves no process behind" {
-	collx-run -n 3 -- sh -c "sleep $M; echo not-interrupted" >"$T/out" 2>&1 &
+	# A background job of a script starts with INT ignored; undo that.
+	env --default-signal=INT collx-run -n 3 -- sh -c "sleep $M; echo not-interrupted" \
+	    >"$T/out" 2>&1 &
 	pid=$!
 	for _ in $(seq 50); do [ "$(leftovers)" -ge 3 ] && break; sleep 0.1; done
 	[ "$(leftovers)" -ge 3 ]
@@ -117,6 +119,18 @@ leftovers() {
 	[ "$rc" -eq 130 ]
 	[ "$(leftovers)" -eq 0 ]
 	! grep -q not-interrupted "$T/out"
+}
+
+@test "INT ignored from the start stays ignored, in the ranks too" {
+	collx-run -n 2 -- sh -c 'sleep 1; echo done $COLLX_RANK' >"$T/out" 2>&1 &
+	pid=$!
+	sleep 0.3
+	kill -INT "$pid"
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 0 ]
+	[ "$(sort "$T/out")" = "$(printf 'done 0\ndone 1')" ]
 }
 
 @test "TERM reaches every rank" {
