@@ -12,10 +12,18 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* Measured on loopback (see the cost model below) and tunable for tests. */
-#define SEGMENT_DEFAULT ((size_t)256 << 10)
+/*
+ * Segments: by default a message is cut into about SEGMENTS_PER_MESSAGE
+ * pieces of SEGMENT_MIN to SEGMENT_MAX bytes, enough to overlap the
+ * reduction of one with the transfer of the next without paying a wakeup
+ * per few kilobytes. coll_set_segment() fixes the size instead (tests use
+ * tiny ones to exercise the pipeline on small vectors).
+ */
+#define SEGMENT_MIN ((size_t)64 << 10)
+#define SEGMENT_MAX ((size_t)1 << 20)
+#define SEGMENTS_PER_MESSAGE 4
 
-static size_t segment_bytes = SEGMENT_DEFAULT;
+static size_t segment_bytes;	/* 0: adaptive */
 
 /* Reducing receives land here; kept between calls (one per thread). */
 static _Thread_local char *tmp_cache;
@@ -89,7 +97,19 @@ int coll_algo_valid(enum coll_kind kind, enum coll_algo a)
 void coll_set_segment(size_t bytes)
 {
 	bytes &= ~(size_t)7;	/* whole elements of every dtype */
-	segment_bytes = bytes ? bytes : SEGMENT_DEFAULT;
+	segment_bytes = bytes;
+}
+
+/* The segment size for a len-byte message: the same on both ends, since
+ * both know len. A multiple of 8, so segments hold whole elements. */
+size_t cx_segment(size_t len)
+{
+	size_t s = len / SEGMENTS_PER_MESSAGE;
+
+	if (segment_bytes)
+		return segment_bytes;
+	s = s < SEGMENT_MIN ? SEGMENT_MIN : s > SEGMENT_MAX ? SEGMENT_MAX : s;
+	return s & ~(size_t)7;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -114,7 +134,7 @@ uint64_t cx_sig(enum coll_kind kind, size_t count, int op, int root,
 }
 
 int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
-    enum coll_op op, enum coll_algo algo, uint64_t sig)
+    enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks)
 {
 	memset(x, 0, sizeof *x);
 	x->c = c;
@@ -123,11 +143,15 @@ int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 	x->dt = dt;
 	x->esz = dtype_size(dt);
 	x->red = reduce_kernel(dt, op);
-	x->seg = segment_bytes;
 	x->algo = coll_algo_name(algo);
 	comm_op_begin(c, (int)kind, kind_names[kind], (int)dt, sig);
 	if (x->esz == 0 || x->red == NULL) {
 		comm_fail(c, COMM_ERR_MISMATCH, "%s: bad dtype or op", kind_names[kind]);
+		return -1;
+	}
+	if (blocks && count > SIZE_MAX / x->esz / blocks) {
+		comm_fail(c, COMM_ERR_MISMATCH, "%s: %zu elements of %s do not fit in memory",
+		    kind_names[kind], count, dtype_name(dt));
 		return -1;
 	}
 	if (!coll_algo_valid(kind, algo)) {
@@ -147,26 +171,26 @@ void *cx_alloc(struct cx *x, size_t bytes)
 	return p;
 }
 
-static int cx_tmp(struct cx *x)
+/* Two segments of seg bytes where reduced data lands. */
+static char *cx_tmp(struct cx *x, size_t seg)
 {
-	if (tmp_cap < 2 * x->seg) {
-		char *p = realloc(tmp_cache, 2 * x->seg);
+	if (tmp_cap < 2 * seg) {
+		char *p = realloc(tmp_cache, 2 * seg);
 		if (p == NULL) {
 			comm_fail(x->c, COMM_ERR_RUNTIME, "out of memory");
-			return -1;
+			return NULL;
 		}
 		tmp_cache = p;
-		tmp_cap = 2 * x->seg;
+		tmp_cap = 2 * seg;
 	}
-	x->tmp = tmp_cache;
-	return 0;
+	return tmp_cache;
 }
 
 struct xmove {
-	int to, from, reduce;
+	int to, from;
 	const char *sbuf;
-	char *rbuf;
-	size_t sbytes, rbytes;
+	char *rbuf, *tmp;	/* tmp: NULL unless reducing */
+	size_t sbytes, rbytes, sseg, rseg;
 };
 
 struct xslot {
@@ -177,18 +201,18 @@ struct xslot {
 /* Post segment j of m: its receive (into a tmp slot when reducing), then its send. */
 static int xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
 {
-	size_t off = j * x->seg;
+	size_t roff = j * m->rseg, soff = j * m->sseg;
 
 	s->n = 0;
-	if (off < m->rbytes) {
-		char *dst = m->reduce ? x->tmp + (j & 1) * x->seg : m->rbuf + off;
-		if (comm_irecv(x->c, m->from, 0, dst, MIN(x->seg, m->rbytes - off),
+	if (roff < m->rbytes) {
+		char *dst = m->tmp ? m->tmp + (j & 1) * m->rseg : m->rbuf + roff;
+		if (comm_irecv(x->c, m->from, 0, dst, MIN(m->rseg, m->rbytes - roff),
 		    &s->r[s->n++]) < 0)
 			return -1;
 	}
-	if (off < m->sbytes)
-		if (comm_isend(x->c, m->to, 0, m->sbuf + off,
-		    MIN(x->seg, m->sbytes - off), &s->r[s->n++]) < 0)
+	if (soff < m->sbytes)
+		if (comm_isend(x->c, m->to, 0, m->sbuf + soff,
+		    MIN(m->sseg, m->sbytes - soff), &s->r[s->n++]) < 0)
 			return -1;
 	return 0;
 }
@@ -196,14 +220,16 @@ static int xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
 int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, size_t rbytes, int reduce)
 {
-	struct xmove m = { to, from, reduce, sbuf, rbuf, to < 0 ? 0 : sbytes,
-	    from < 0 ? 0 : rbytes };
+	struct xmove m = { to, from, sbuf, rbuf, NULL, to < 0 ? 0 : sbytes,
+	    from < 0 ? 0 : rbytes, cx_segment(sbytes), cx_segment(rbytes) };
 	struct xslot s[2];
 	size_t n, j, off;
 
-	n = (MAX(m.sbytes, m.rbytes) + x->seg - 1) / x->seg;
-	if (n == 0 || (reduce && m.rbytes && cx_tmp(x) < 0))
-		return n == 0 ? 0 : -1;
+	n = MAX((m.sbytes + m.sseg - 1) / m.sseg, (m.rbytes + m.rseg - 1) / m.rseg);
+	if (n == 0)
+		return 0;
+	if (reduce && m.rbytes && (m.tmp = cx_tmp(x, m.rseg)) == NULL)
+		return -1;
 	if (xpost(x, &m, &s[0], 0) < 0)
 		return -1;
 	for (j = 0; j < n; j++) {
@@ -212,10 +238,10 @@ int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
 			return -1;
 		if (s[j & 1].n && comm_waitall(x->c, s[j & 1].r, s[j & 1].n) < 0)
 			return -1;
-		off = j * x->seg;
-		if (reduce && off < m.rbytes)
-			x->red(m.rbuf + off, x->tmp + (j & 1) * x->seg,
-			    MIN(x->seg, m.rbytes - off) / x->esz);
+		off = j * m.rseg;
+		if (m.tmp && off < m.rbytes)
+			x->red(m.rbuf + off, m.tmp + (j & 1) * m.rseg,
+			    MIN(m.rseg, m.rbytes - off) / x->esz);
 	}
 	return 0;
 }

@@ -46,9 +46,13 @@ enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world);
 void coll_set_segment(size_t bytes);
 
 /* dst[i] = dst[i] (op) src[i]; f16/bf16 accumulate in f32. AVG reduces as SUM
- * (the division is coll_finish_avg's). */
+ * (the division is coll_finish_avg's). Integer SUM/PROD wrap around; bool
+ * SUM and MAX are logical or, PROD and MIN logical and; float MIN/MAX
+ * propagate NaN. */
 void coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
     enum coll_op op);
+/* buf[i] /= world: floats divide (halves in f32); integers truncate toward
+ * zero (after a sum that wrapped in the element type); bool is unchanged. */
 void coll_finish_avg(void *buf, size_t count, enum dtype dt, int world);
 
 /*
@@ -56,10 +60,13 @@ void coll_finish_avg(void *buf, size_t count, enum dtype dt, int world);
  * (checked: a mismatch is COMM_ERR_MISMATCH). 0 or -1 with the reason in
  * comm_error(c). sig is folded into the mismatch check (0 if unused).
  */
+/* In place: every rank's buf ends holding the reduction, bitwise the same
+ * on every rank. */
 int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, enum coll_algo algo);
 int coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
     int root, enum coll_algo algo);
+/* Binomial tree; the result lands in root's buf, other ranks' buf is kept. */
 int coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, int root);
 /* recv holds sum(counts) elements in rank order; counts[r] elements from
@@ -68,17 +75,21 @@ int coll_allgatherv(struct comm *c, const void *send, void *recv,
     const size_t *counts, enum dtype dt, enum coll_algo algo);
 int coll_allgather(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_algo algo);
-/* send holds world*count elements; recv gets the reduction of block rank. */
+/* send holds world*count elements; recv gets the reduction of block rank.
+ * recv may overlap send anywhere (in place). */
 int coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_op op, enum coll_algo algo);
 /* send holds world blocks of count elements, block i goes to rank i;
- * recv gets world blocks, block j from rank j. */
+ * recv gets world blocks, block j from rank j (send == recv: in place). */
 int coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_algo algo);
+/* Linear. counts (every rank's, the same on all ranks) as for allgatherv;
+ * recv (gatherv) and send (scatterv) matter on root only. */
 int coll_gatherv(struct comm *c, const void *send, void *recv, const size_t *counts,
     enum dtype dt, int root);
 int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *counts,
     enum dtype dt, int root);
+/* Dissemination barrier: ceil(log2 world) rounds of one byte. */
 int coll_barrier(struct comm *c);
 
 #endif

@@ -106,7 +106,7 @@ int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLREDUCE, count * dtype_size(dt), comm_size(c));
 	if (cx_begin(&x, c, COLL_KIND_ALLREDUCE, dt, op, a,
-	    cx_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0)) < 0)
+	    cx_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0), count, 1) < 0)
 		return -1;
 	if (x.world == 1 || count == 0)
 		return 0;

@@ -98,11 +98,11 @@ static int bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
 	int w = x->world, vr = cx_mod(x->rank - root, w);
 	int prev = vr > 0 ? (x->rank + w - 1) % w : -1;
 	int next = vr < w - 1 ? (x->rank + 1) % w : -1;
-	size_t nseg = (bytes + x->seg - 1) / x->seg;
+	size_t seg = cx_segment(bytes), nseg = (bytes + seg - 1) / seg;
 
 	comm_set_step(x->c, "ring pipeline");
 	for (size_t j = 0; j < nseg; j++) {
-		size_t off = j * x->seg, len = bytes - off < x->seg ? bytes - off : x->seg;
+		size_t off = j * seg, len = bytes - off < seg ? bytes - off : seg;
 		if (prev >= 0 && cx_recv(x, prev, buf + off, len, 0) < 0)
 			return -1;
 		if (next >= 0 && cx_send(x, next, buf + off, len) < 0)
@@ -132,7 +132,7 @@ int coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_BROADCAST, count * dtype_size(dt), comm_size(c));
 	if (cx_begin(&x, c, COLL_KIND_BROADCAST, dt, COLL_SUM, a,
-	    cx_sig(COLL_KIND_BROADCAST, count, 0, root, algo, NULL, 0)) < 0)
+	    cx_sig(COLL_KIND_BROADCAST, count, 0, root, algo, NULL, 0), count, 1) < 0)
 		return -1;
 	if (root < 0 || root >= x.world) {
 		comm_fail(c, COMM_ERR_MISMATCH, "broadcast: no root rank %d", root);
@@ -174,7 +174,7 @@ int coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	int rc, vr;
 
 	if (cx_begin(&x, c, COLL_KIND_REDUCE, dt, op, COLL_BINOMIAL,
-	    cx_sig(COLL_KIND_REDUCE, count, op, root, COLL_BINOMIAL, NULL, 0)) < 0)
+	    cx_sig(COLL_KIND_REDUCE, count, op, root, COLL_BINOMIAL, NULL, 0), count, 1) < 0)
 		return -1;
 	if (root < 0 || root >= x.world) {
 		comm_fail(c, COMM_ERR_MISMATCH, "reduce: no root rank %d", root);
@@ -233,7 +233,7 @@ static int linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
 	size_t *off;
 
 	if (cx_begin(&x, c, kind, dt, COLL_SUM, COLL_LINEAR,
-	    cx_sig(kind, 0, 0, root, COLL_LINEAR, counts, comm_size(c))) < 0)
+	    cx_sig(kind, 0, 0, root, COLL_LINEAR, counts, comm_size(c)), 0, 0) < 0)
 		return -1;
 	if (root < 0 || root >= x.world) {
 		comm_fail(c, COMM_ERR_MISMATCH, "no root rank %d", root);
@@ -268,7 +268,7 @@ int coll_barrier(struct comm *c)
 	char out = 1, in;
 
 	if (cx_begin(&x, c, COLL_KIND_BARRIER, DT_U8, COLL_SUM, COLL_AUTO,
-	    cx_sig(COLL_KIND_BARRIER, 0, 0, 0, COLL_AUTO, NULL, 0)) < 0)
+	    cx_sig(COLL_KIND_BARRIER, 0, 0, 0, COLL_AUTO, NULL, 0), 0, 0) < 0)
 		return -1;
 	for (int k = 1, round = 0; k < x.world; k *= 2, round++) {
 		comm_set_step(c, "barrier round %d", round);

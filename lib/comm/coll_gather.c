@@ -78,7 +78,8 @@ int coll_allgatherv(struct comm *c, const void *send, void *recv,
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLGATHER, total * dtype_size(dt), comm_size(c));
 	if (cx_begin(&x, c, COLL_KIND_ALLGATHER, dt, COLL_SUM, a,
-	    cx_sig(COLL_KIND_ALLGATHER, total, 0, -1, algo, counts, comm_size(c))) < 0)
+	    cx_sig(COLL_KIND_ALLGATHER, total, 0, -1, algo, counts, comm_size(c)),
+	    total, 1) < 0)
 		return -1;
 	if ((off = cx_prefix(&x, counts)) == NULL)
 		return -1;
@@ -210,7 +211,8 @@ int coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t cou
 		a = coll_auto(COLL_KIND_REDUCE_SCATTER,
 		    count * dtype_size(dt) * (size_t)comm_size(c), comm_size(c));
 	if (cx_begin(&x, c, COLL_KIND_REDUCE_SCATTER, dt, op, a,
-	    cx_sig(COLL_KIND_REDUCE_SCATTER, count, op, -1, algo, NULL, 0)) < 0)
+	    cx_sig(COLL_KIND_REDUCE_SCATTER, count, op, -1, algo, NULL, 0),
+	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
 		return 0;
@@ -273,7 +275,8 @@ int coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLTOALL, total, comm_size(c));
 	if (cx_begin(&x, c, COLL_KIND_ALLTOALL, dt, COLL_SUM, a,
-	    cx_sig(COLL_KIND_ALLTOALL, count, 0, -1, algo, NULL, 0)) < 0)
+	    cx_sig(COLL_KIND_ALLTOALL, count, 0, -1, algo, NULL, 0),
+	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
 		return 0;

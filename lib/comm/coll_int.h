@@ -15,15 +15,14 @@ struct cx {
 	enum dtype dt;
 	size_t esz;		/* bytes per element */
 	reduce_fn red;		/* the op's kernel */
-	size_t seg;		/* bytes per message segment */
-	char *tmp;		/* two segments where reduced data lands */
 	const char *algo;	/* name, for step labels */
 };
 
 /* Validate, stamp the operation on c (comm_op_begin) and fill x; 0 or -1
- * with a COMM_ERR_MISMATCH failure on c for a bad dtype, op or algo. */
+ * with a COMM_ERR_MISMATCH failure on c for a bad dtype, op or algo, or a
+ * size (blocks of count elements) beyond size_t. */
 int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
-    enum coll_op op, enum coll_algo algo, uint64_t sig);
+    enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks);
 /* A signature folding every argument that ranks must agree on. */
 uint64_t cx_sig(enum coll_kind kind, size_t count, int op, int root,
     enum coll_algo algo, const size_t *counts, int ncounts);
@@ -32,13 +31,15 @@ void *cx_alloc(struct cx *x, size_t bytes);
 
 /*
  * Send sbytes from sbuf to rank `to` while receiving rbytes from rank
- * `from` into rbuf, both cut into x->seg segments and pipelined: segment
+ * `from` into rbuf, both cut into segments and pipelined: segment
  * j+1 is posted before segment j is waited for. With reduce, what arrives
  * is reduced into rbuf (by x->red) instead of overwriting it. A length of
  * 0 moves nothing (both ends compute lengths alike, so they agree).
  */
 int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, size_t rbytes, int reduce);
+/* Bytes per segment of a len-byte message (the same on both ends). */
+size_t cx_segment(size_t len);
 int cx_send(struct cx *x, int to, const void *buf, size_t bytes);
 int cx_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce);
 
