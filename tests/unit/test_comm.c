@@ -146,9 +146,12 @@ static uint8_t pat(int src, int dst, int round, size_t i)
 	return (uint8_t)(src * 31 + dst * 17 + round * 7 + i);
 }
 
+static size_t scale = 1;
+
 static size_t pair_len(int src, int dst, int round)
 {
-	return (size_t)((src * 7 + dst * 3 + round) % 5) * 20011;	/* some are 0 */
+	/* some are 0 */
+	return (size_t)((src * 7 + dst * 3 + round) % 5) * 20011 * scale;
 }
 
 /* Every rank sends to and receives from every rank, self included, all at
@@ -295,7 +298,10 @@ static int join_result(struct comm_options *o, const char *want)
 	return kind == COMM_ERR_MISMATCH ? 3 : kind == COMM_ERR_RUNTIME ? 1 : 12;
 }
 
-struct refuse { int bad_rank; const char *world, *job, *token, *want_bad, *want_0; };
+struct refuse {
+	int bad_rank, claim;	/* claim: the rank it says it is (0: its own) */
+	const char *world, *job, *want_bad, *want_0;
+};
 
 /* The bad rank joins with another world size, job or token. */
 static int sc_refuse(struct comm_options *o, const void *arg)
@@ -308,8 +314,8 @@ static int sc_refuse(struct comm_options *o, const void *arg)
 			o->world = atoi(f->world);
 		if (f->job)
 			o->job = f->job;
-		if (f->token)
-			o->token = f->token;
+		if (f->claim)
+			o->rank = f->claim;
 		return join_result(o, f->want_bad);
 	}
 	return join_result(o, o->rank == 0 ? f->want_0 : NULL);
@@ -413,6 +419,13 @@ static void test_p2p(void)
 	set_master(AF_INET);
 	run_ranks(5, sc_all_to_all, NULL, st);
 	UNIT_OK(all_zero(st, 5), "concurrent isend/irecv with every peer and self, 3 rounds");
+	/* Messages far beyond the socket buffers, all posted before any wait:
+	 * a transport that blocked in send would deadlock here. */
+	scale = 50;
+	set_master(AF_INET);
+	run_ranks(4, sc_all_to_all, NULL, st);
+	scale = 1;
+	UNIT_OK(all_zero(st, 4), "everyone sends up to 4 MiB to everyone at once: no deadlock");
 	set_master(AF_INET);
 	run_ranks(2, sc_big, &big, st);
 	UNIT_OK(all_zero(st, 2), "zero-length and 64 MiB messages both ways at once");
@@ -439,8 +452,9 @@ static void test_mismatch(void)
 
 static void test_refusals(void)
 {
-	static const struct refuse world = { 1, "3", NULL, NULL, "world size 3", "rank(s) 1" },
-	    job = { 1, NULL, "other-job", NULL, "job identity", "rank(s) 1" };
+	static const struct refuse world = { 1, 0, "3", NULL, "world size 3", "rank(s) 1" },
+	    job = { 1, 0, NULL, "other-job", "job identity", "rank(s) 1" },
+	    dup = { 2, 1, NULL, NULL, NULL, "rank(s) 2" };
 	int st[3];
 
 	set_master(AF_INET);
@@ -449,6 +463,10 @@ static void test_refusals(void)
 	set_master(AF_INET);
 	run_ranks(2, sc_refuse, &job, st);
 	UNIT_OK(st[1] == 3 && st[0] == 1, "another job is refused (mismatch), rank 0 times out");
+	set_master(AF_INET);
+	run_ranks(3, sc_refuse, &dup, st);
+	UNIT_OK(st[0] == 1 && ((st[1] == 3 && st[2] == 1) || (st[1] == 1 && st[2] == 3)),
+	    "a duplicate rank is refused (mismatch); the others fail on the missing rank");
 	set_master(AF_INET);
 	run_ranks(3, sc_absent, NULL, st);
 	UNIT_OK(st[0] == 1 && st[1] == 1, "a rank that never arrives: the others time out");
