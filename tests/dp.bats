@@ -157,6 +157,23 @@ gpt_same() {
 	for t in 2 3 ps; do gpt_same $t 1; done
 }
 
+@test "a causal block on 1, 3 ranks and a parameter server agree; loss drops" {
+	"$PY" -c "import numpy as np; r = np.random.default_rng(2); np.save('bx.npy', r.standard_normal((24, 8, 16)).astype(np.float32)); np.save('by.npy', r.standard_normal((24, 8, 16)))"
+	timeout 30 collx-dp --init block --dims 16,2,32,1 --seed 2 -o blk.safetensors
+	for w in 1 3; do
+		timeout 60 collx-run -n $w -- collx-dp -m blk.safetensors --data bx.npy \
+		    --targets by.npy --batch 24 --steps 8 --lr 0.2 --momentum 0.9 \
+		    -o tb$w.safetensors --loss-csv lb$w.csv -q
+	done
+	timeout 60 collx-run -n 2 -- collx-dp -m blk.safetensors --data bx.npy \
+	    --targets by.npy --batch 24 --steps 8 --lr 0.2 --momentum 0.9 \
+	    --sync ps -o tbps.safetensors --loss-csv lbps.csv -q
+	same_as b3 b1
+	same_as bps b1
+	[ "$(sed -n 2p lb1.csv | cut -d, -f4)" -eq 192 ]
+	awk -F, 'NR == 2 { a = $3 } END { exit !($3 < a) }' lb1.csv
+}
+
 @test "gpt reads an integer .npy token file like the same bytes" {
 	gpt_init
 	"$PY" -c "import numpy as np; np.save('tok.npy', np.frombuffer(open('$GPL','rb').read(), np.uint8).astype(np.int64))"
