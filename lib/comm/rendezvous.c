@@ -116,6 +116,16 @@ static void rv_join_fill(const struct comm *c, const struct rv *v, struct rv_joi
 		snprintf(j->addr[s], sizeof j->addr[s], "%s", v->local[s].str);
 }
 
+/* Addresses come from the network: make every row's strings end. */
+static void rv_terminate(struct rv *v, int from, int to)
+{
+	int r, s;
+
+	for (r = from; r < to; r++)
+		for (s = 0; s < COMM_MAX_STREAMS; s++)
+			v->table[r][s][sizeof v->table[r][s] - 1] = '\0';
+}
+
 /* Rank 0's check of a joiner; 0, or -1 with the reason in why. */
 static int rv_validate(const struct comm *c, const struct rv_join *j,
     const int *joined, char *why, size_t len)
@@ -163,6 +173,7 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 		return -1;
 	}
 	memcpy(v->table[j.rank], j.addr, sizeof j.addr);
+	rv_terminate(v, j.rank, j.rank + 1);
 	joined[j.rank] = fd;
 	return j.rank;
 }
@@ -299,6 +310,7 @@ static int rv_join(struct comm *c, struct rv *v)
 		comm_fail(c, COMM_ERR_RUNTIME, "rendezvous failed at %s", rep.msg);
 		goto out;
 	}
+	rv_terminate(v, 0, c->world);
 	rc = 0;
 out:
 	close(fd);
@@ -314,7 +326,6 @@ static int mesh_connect_one(struct comm *c, struct rv *v, int peer, int s,
 	int fd;
 
 	memcpy(h.job, c->job, sizeof h.job);
-	v->table[peer][s][79] = '\0';
 	if (sock_resolve_hostport(v->table[peer][s], &a, err, sizeof err) < 0)
 		goto fail;
 	fd = sock_connect(&a, v->bind_local ? &v->from[s] : NULL, deadline, err,
@@ -376,7 +387,8 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 		for (s = 0; s < c->nstreams; s++) {
 			if (!(p[s].revents & POLLIN))
 				continue;
-			fd = sock_accept(v->lfd[s], deadline, &from, err, sizeof err);
+			/* Ready, so no wait: a connection aborted meanwhile is skipped. */
+			fd = sock_accept(v->lfd[s], sock_now(), &from, err, sizeof err);
 			if (fd < 0)
 				continue;
 			if (mesh_take_one(c, fd, from.str, deadline) < 0)
