@@ -69,7 +69,12 @@ enum { COMM_REQ_IDLE, COMM_REQ_ACTIVE, COMM_REQ_DONE };	/* comm_req.state */
 
 /* A zeroed (IDLE) or DONE request waits as complete. Sending to self
  * (peer == rank) copies into the matching receive from self, which must be
- * posted before either is waited on. Zero-length messages are fine. */
+ * posted before either is waited on. Zero-length messages are fine. The
+ * tag is checked like the length, not used to match. A buffer belongs to
+ * the transport until its request is done; a request must be waited on
+ * before its struct goes away. The first failure (peer lost, timeout,
+ * mismatch, comm_fail) sticks: every later call returns -1 at once, and
+ * only comm_close is left to do. */
 struct comm_req {
 	int peer, tag, is_send, state;
 	char *buf;
