@@ -305,3 +305,24 @@ EOF
 		timeout 30 collx-tensor diff "$T/y.$r.npy" "$T/want.npy"
 	done
 }
+
+@test "netns harness: addresses, shaping, and a teardown that leaves nothing" {
+	netns_available || skip "needs root and ip netns"
+	netns_can_shape rate || skip "no tbf qdisc"
+	shape=(--rate 200mbit)
+	netns_can_shape delay && shape+=(--delay 1ms)
+	netns_setup 2 "${shape[@]}"
+	tag=$NETNS_TAG
+	[ "$(netns_exec 1 ip -4 -o addr show dev eth0 | awk '{print $4}')" = "10.78.0.2/24" ]
+	netns_exec 0 tc qdisc show dev eth0 | grep -q tbf
+	tc qdisc show dev "cx${tag}v1" | grep -q tbf
+	if netns_can_shape delay; then netns_exec 0 tc qdisc show dev eth0 | grep -q netem; fi
+	netns_exec 0 sleep "$M" &
+	netns_teardown
+	[ -z "$(ip netns list | grep "cxt$tag-")" ]
+	! ip link show "cxb$tag" 2>/dev/null
+	! ip link show "cx${tag}v0" 2>/dev/null
+	wait
+	pgrep -af "sleep $M" || true
+	[ "$(leftovers)" -eq 0 ]
+}

@@ -131,16 +131,18 @@ netns_setup() {
 }
 
 # Remove everything netns_setup made, stopping whatever still runs inside.
+# Safe under set -e, and when nothing was set up.
 netns_teardown() {
 	local i ns
 	[ -n "${NETNS_TAG:-}" ] || return 0
 	for ((i = 0; i < ${NETNS_N:-0}; i++)); do
 		ns=$(netns_name "$i")
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
-		ip link del "cx${NETNS_TAG}v$i" 2>/dev/null
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+		# Usually gone with its peer; not when the namespace never got it.
+		ip link del "cx${NETNS_TAG}v$i" 2>/dev/null || true
 	done
-	ip link del "cxb$NETNS_TAG" 2>/dev/null
+	ip link del "cxb$NETNS_TAG" 2>/dev/null || true
 	unset NETNS_TAG NETNS_N
 	return 0
 }
