@@ -70,6 +70,8 @@ timing_append(struct cli_timing *t, const char *buf, size_t len, int may_header)
 	struct stat st;
 	int locked = 0;
 
+	if (t->fd == STDOUT_FILENO)
+		fflush(stdout);		/* keep order with the program's printf */
 	if (t->regular) {
 		if (flock(t->fd, LOCK_EX) < 0)
 			timing_fail(t);
