@@ -418,6 +418,36 @@ test_timing(void)
 	    1200 && strncmp(s, "program,", 8) == 0, "concurrent appenders: one header, 1200 rows");
 }
 
+/* Rows of one rank written to "-" when standard output is a pipe. */
+static void
+pipe_rows(const void *arg)
+{
+	struct cli_timing_row r = { "p", "allreduce", "ring", *(const int *)arg, 2,
+	    "f32", 1, 4, 0, 1.0, NULL };
+	struct cli_timing *t;
+
+	dup2(2, 1);		/* in_child's pipe */
+	t = cli_timing_open("-", NULL);
+	cli_timing_write(t, &r);
+	cli_timing_write(t, &r);
+	cli_timing_close(t);
+}
+
+static void
+test_timing_pipe(void)
+{
+	char out[1024];
+	int rank = 0;
+
+	in_child(pipe_rows, &rank, out, sizeof out);
+	UNIT_OK(strncmp(out, "program,op,", 11) == 0 && count_lines(out, "program,") == 1 &&
+	    count_lines(out, "p,allreduce,") == 2, "pipe: rank 0 writes the header once");
+	rank = 1;
+	in_child(pipe_rows, &rank, out, sizeof out);
+	UNIT_OK(count_lines(out, "program,") == 0 && count_lines(out, "p,allreduce,") == 2,
+	    "pipe: other ranks write rows only");
+}
+
 static void
 test_hosts(void)
 {
@@ -536,6 +566,7 @@ main(int argc, char **argv)
 	test_subst();
 	test_busbw();
 	test_timing();
+	test_timing_pipe();
 	test_hosts();
 	test_quoting();
 	test_hostport();
