@@ -134,45 +134,53 @@ int sock_resolve_hostport(const char *hp, struct sock_addr *out, char *err,
 	return sock_resolve(host, port, AF_UNSPEC, out, err, errlen);
 }
 
-static int iface_pick(const struct ifaddrs *ifa, const char *name, int family)
+/* How well an interface address suits: 0 not at all; IPv4 before IPv6
+ * when the family is open, and an IPv6 link-local address last. */
+static int iface_score(const struct ifaddrs *ifa, const char *name, int family)
 {
+	int fam;
+
 	if (!ifa->ifa_addr || strcmp(ifa->ifa_name, name) != 0)
 		return 0;
-	if (family != AF_UNSPEC)
-		return ifa->ifa_addr->sa_family == family;
-	return ifa->ifa_addr->sa_family == AF_INET;
+	fam = ifa->ifa_addr->sa_family;
+	if ((fam != AF_INET && fam != AF_INET6) || (family != AF_UNSPEC && fam != family))
+		return 0;
+	if (fam == AF_INET)
+		return 3;
+	return IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr) ? 1 : 2;
 }
 
 int sock_iface_addr(const char *name, int family, struct sock_addr *out,
     char *err, size_t errlen)
 {
-	struct ifaddrs *all, *ifa;
-	int pass;
+	struct ifaddrs *all, *ifa, *best = NULL;
+	int score, top = 0, seen = 0;
 
 	if (getifaddrs(&all) < 0) {
 		snprintf(err, errlen, "getifaddrs: %s", strerror(errno));
 		return -1;
 	}
-	/* AF_UNSPEC prefers IPv4, then takes IPv6. */
-	for (pass = 0; pass < 2; pass++) {
-		for (ifa = all; ifa; ifa = ifa->ifa_next) {
-			if (!iface_pick(ifa, name, pass ? AF_INET6 : family))
-				continue;
-			memset(out, 0, sizeof *out);
-			out->len = ifa->ifa_addr->sa_family == AF_INET6 ?
-			    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-			memcpy(&out->ss, ifa->ifa_addr, out->len);
-			freeifaddrs(all);
-			sock_addr_set_port(out, 0);
-			return 0;
+	for (ifa = all; ifa; ifa = ifa->ifa_next) {
+		seen |= strcmp(ifa->ifa_name, name) == 0;
+		if ((score = iface_score(ifa, name, family)) > top) {
+			top = score;
+			best = ifa;
 		}
-		if (family != AF_UNSPEC)
-			break;
+	}
+	if (best) {
+		memset(out, 0, sizeof *out);
+		out->len = best->ifa_addr->sa_family == AF_INET6 ?
+		    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+		memcpy(&out->ss, best->ifa_addr, out->len);
+		sock_addr_set_port(out, 0);
+	} else if (!seen) {
+		snprintf(err, errlen, "no network interface named '%s'", name);
+	} else {
+		snprintf(err, errlen, "interface '%s' has no %s address", name,
+		    family == AF_INET6 ? "IPv6" : family == AF_INET ? "IPv4" : "IP");
 	}
 	freeifaddrs(all);
-	snprintf(err, errlen, "interface '%s' has no %s address", name,
-	    family == AF_INET6 ? "IPv6" : family == AF_INET ? "IPv4" : "IP");
-	return -1;
+	return best ? 0 : -1;
 }
 
 int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,

@@ -334,7 +334,7 @@ static int sc_killed(struct comm_options *o, const void *arg)
 		return rc;
 	if (o->rank == o->world - 1) {
 		if (silent)
-			sleep(4);
+			sleep(3);
 		else
 			raise(SIGKILL);
 		return 0;
@@ -360,13 +360,15 @@ static int sc_killed(struct comm_options *o, const void *arg)
 	return 0;
 }
 
-/* The last rank never starts. */
+/* The last rank never starts (arg: the error every other rank must
+ * report, or NULL for the missing rank's timeout). */
 static int sc_absent(struct comm_options *o, const void *arg)
 {
-	(void)arg;
-	if (o->rank == o->world - 1)
+	if (o->rank == o->world - 1 && !arg)
 		return 0;
 	o->timeout = 1.5;
+	if (arg)
+		return join_result(o, arg);
 	return join_result(o, o->rank == 0 ? "rank(s) 2 to join" : "timed out");
 }
 
@@ -467,6 +469,10 @@ static void test_refusals(void)
 	run_ranks(3, sc_refuse, &dup, st);
 	UNIT_OK(st[0] == 1 && ((st[1] == 3 && st[2] == 1) || (st[1] == 1 && st[2] == 3)),
 	    "a duplicate rank is refused (mismatch); the others fail on the missing rank");
+	set_master(AF_INET);
+	base.ifaces = "lo,no-such-if0";
+	run_ranks(2, sc_absent, "no network interface named 'no-such-if0'", st);
+	UNIT_OK(st[0] == 1 && st[1] == 1, "an unknown interface name is a clear error");
 	set_master(AF_INET);
 	run_ranks(3, sc_absent, NULL, st);
 	UNIT_OK(st[0] == 1 && st[1] == 1, "a rank that never arrives: the others time out");
