@@ -73,25 +73,47 @@ static int next_opt(int argc, char **argv, const char *shorts, const struct opti
 	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' }
 #define COMMON_SHORTS "+hVvq"
 
-/* {rank} and {world} replaced when the name has them; malloc'd. */
+/*
+ * Small allocations live until exit, freed by an atexit handler, so that
+ * any cli_die() on the way leaves nothing unreachable behind (the leak
+ * checker of the sanitizer build would call that a leak).
+ */
+static void **owned;
+static size_t nowned;
+
+static void free_owned(void)
+{
+	while (nowned)
+		free(owned[--nowned]);
+	free(owned);
+	owned = NULL;
+}
+
+static void *own(void *p)
+{
+	void **grown;
+
+	if (!p || !(grown = realloc(owned, (nowned + 1) * sizeof *owned)))
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	owned = grown;
+	owned[nowned++] = p;
+	return p;
+}
+
+/* {rank} and {world} replaced when the name has them. */
 static char *path_arg(const char *s)
 {
 	static struct cli_group g;
 	static int resolved;
 
-	if (!strstr(s, "{rank}") && !strstr(s, "{world}")) {
-		char *copy = strdup(s);
-
-		if (!copy)
-			cli_die(CLI_EXIT_RUNTIME, "out of memory");
-		return copy;
-	}
+	if (!strstr(s, "{rank}") && !strstr(s, "{world}"))
+		return own(strdup(s));
 	if (!resolved) {
 		cli_group_defaults(&g);
 		cli_group_resolve(&g);
 		resolved = 1;
 	}
-	return cli_subst(s, g.rank, g.world);
+	return own(cli_subst(s, g.rank, g.world));
 }
 
 static void load(const char *arg, struct tensor_set *s)
@@ -101,7 +123,6 @@ static void load(const char *arg, struct tensor_set *s)
 	if (tensor_load(path, s, err, sizeof err) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", err);
 	cli_debug("%s: %zu tensor(s)", path, s->count);
-	free(path);
 }
 
 /* Write s to arg, as fmt; a set the format cannot hold is bad data. */
@@ -113,11 +134,12 @@ static void save_as(const char *arg, const struct tensor_set *s, enum tensor_for
 
 	if (tensor_encode(s, fmt, &buf, &len, err, sizeof err) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", path, err);
-	if (tensor_write_file(path, buf, len, err, sizeof err) < 0)
+	if (tensor_write_file(path, buf, len, err, sizeof err) < 0) {
+		free(buf);
 		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	}
 	cli_debug("wrote %s (%zu bytes)", path, len);
 	free(buf);
-	free(path);
 }
 
 static void save(const char *arg, const struct tensor_set *s)
@@ -157,7 +179,7 @@ static void compact_shape(const struct tensor *t, char *buf, size_t len)
 
 static void info_one(const char *arg)
 {
-	struct tensor_set s;
+	static struct tensor_set s;	/* static: reachable if we die */
 	char shape[200];
 	size_t i, total = 0;
 	int w = 4;
@@ -213,7 +235,7 @@ static int cmd_print(int argc, char **argv)
 		{ "threshold", 1, 0, O_THRESHOLD }, { "edgeitems", 1, 0, O_EDGE },
 		{ "precision", 1, 0, O_PRECISION }, { 0, 0, 0, 0 } };
 	struct tensor_print_opts o;
-	struct tensor_set s;
+	static struct tensor_set s;
 	char shape[200];
 	size_t i;
 	int c, a;
@@ -312,10 +334,10 @@ static int cmd_create(int argc, char **argv)
 		{ "seed", 1, 0, O_SEED }, { "name", 1, 0, O_NAME }, { "output", 1, 0, 'o' },
 		{ 0, 0, 0, 0 } };
 	const char *shape_arg = NULL, *fill_arg = "zeros", *out = NULL, *name = "tensor";
-	struct tensor_set s = { .format = TENSOR_NPY };
+	static struct tensor_set s = { .format = TENSOR_NPY };
 	enum dtype dt = DT_F32;
 	int64_t shape[TENSOR_MAX_DIM];
-	struct tensor t;
+	static struct tensor t;
 	enum tensor_fill how;
 	uint64_t seed = 0;
 	double value;
@@ -428,7 +450,7 @@ static int cmd_diff(int argc, char **argv)
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "rtol", 1, 0, O_RTOL }, { "atol", 1, 0, O_ATOL }, { 0, 0, 0, 0 } };
 	struct diff_total tot = { 0 };
-	struct tensor_set a, b;
+	static struct tensor_set a, b;
 	double rtol = 1e-5, atol = 1e-8;
 	int c;
 
@@ -493,7 +515,7 @@ static int cmd_convert(int argc, char **argv)
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "dtype", 1, 0, O_DTYPE }, { "name", 1, 0, O_NAME }, { 0, 0, 0, 0 } };
 	const char *name = "tensor";
-	struct tensor_set s;
+	static struct tensor_set s;
 	int c, cast = 0;
 	enum dtype dt = DT_F32;
 
@@ -539,12 +561,10 @@ static int norm_dim(int dim, const struct tensor *t, const char *what)
 /* PATTERN with every {i} replaced by i (at most 11 characters for 3). */
 static char *part_name(const char *pattern, int i)
 {
-	char *out = malloc(strlen(pattern) * 4 + 16);
+	char *out = own(malloc(strlen(pattern) * 4 + 16));
 	const char *p;
 	size_t o = 0;
 
-	if (!out)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	for (p = pattern; *p; p++) {
 		if (strncmp(p, "{i}", 3) == 0) {
 			o += (size_t)sprintf(out + o, "%d", i);
@@ -559,27 +579,28 @@ static char *part_name(const char *pattern, int i)
 static void split_part(const struct tensor_set *in, const int *dims, int parts, int i,
     const char *pattern)
 {
-	struct tensor_set s = { .format = in->format };
+	static struct tensor_set s;
 	struct tensor t;
 	size_t k;
-	char *path;
 
 	for (k = 0; k < in->count; k++) {
 		const struct tensor *src = &in->items[k];
 		int64_t lo = tensor_split_offset(src->shape[dims[k]], parts, i);
 		int64_t hi = tensor_split_offset(src->shape[dims[k]], parts, i + 1);
 
-		if (tensor_narrow(src, dims[k], lo, hi - lo, &t, err, sizeof err) < 0 ||
-		    tensor_set_add(&s, src->name, &t, err, sizeof err) < 0)
+		if (tensor_narrow(src, dims[k], lo, hi - lo, &t, err, sizeof err) < 0)
 			cli_die(CLI_EXIT_DATA, "split: %s", err);
+		if (tensor_set_add(&s, src->name, &t, err, sizeof err) < 0) {
+			tensor_free(&t);
+			cli_die(CLI_EXIT_DATA, "split: %s", err);
+		}
 	}
 	for (k = 0; k < in->nmeta; k++)
 		if (tensor_set_meta_put(&s, in->meta[k].key, in->meta[k].value, err,
 		    sizeof err) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", err);
-	path = part_name(pattern, i);
-	save(path, &s);
-	free(path);
+	s.format = in->format;
+	save(part_name(pattern, i), &s);
 	tensor_set_free(&s);
 }
 
@@ -591,7 +612,7 @@ static int cmd_split(int argc, char **argv)
 		{ "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
 	const char *pattern = NULL;
 	int c, parts = 0, dim = 0, even = 0, i, *dims;
-	struct tensor_set s;
+	static struct tensor_set s;
 	size_t k;
 
 	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, split_help)) != -1) {
@@ -607,8 +628,7 @@ static int cmd_split(int argc, char **argv)
 	if (parts > 1 && !strstr(pattern, "{i}"))
 		cli_usage_error("split: -o %s has no {i} to number the parts", pattern);
 	load(argv[optind], &s);
-	if (!(dims = calloc(s.count + 1, sizeof *dims)))
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	dims = own(calloc(s.count + 1, sizeof *dims));
 	for (k = 0; k < s.count; k++) {
 		dims[k] = norm_dim(dim, &s.items[k], "split");
 		if (even && s.items[k].shape[dims[k]] % parts)
@@ -617,7 +637,6 @@ static int cmd_split(int argc, char **argv)
 	}
 	for (i = 0; i < parts; i++)
 		split_part(&s, dims, parts, i, pattern);
-	free(dims);
 	tensor_set_free(&s);
 	done();
 }
@@ -635,12 +654,10 @@ static const char cat_help[] =
 static void cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tensor_set *out,
     char **argv)
 {
-	struct tensor *parts = calloc((size_t)n, sizeof *parts), t;
+	struct tensor *parts = own(calloc((size_t)n, sizeof *parts)), t;
 	const char *name = in[0].items[k].name;
 	int i, d;
 
-	if (!parts)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	for (i = 0; i < n; i++) {
 		const struct tensor *p = in[i].count == 1 && in[0].count == 1 ?
 		    &in[i].items[0] : tensor_set_find(&in[i], name);
@@ -652,9 +669,10 @@ static void cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tens
 	d = norm_dim(dim, &parts[0], "cat");
 	if (tensor_cat(parts, (size_t)n, d, &t, err, sizeof err) < 0)
 		cli_die(CLI_EXIT_DATA, "cat: %s%s%s", name ? name : "", name ? ": " : "", err);
-	if (tensor_set_add(out, name, &t, err, sizeof err) < 0)
+	if (tensor_set_add(out, name, &t, err, sizeof err) < 0) {
+		tensor_free(&t);
 		cli_die(CLI_EXIT_DATA, "cat: %s", err);
-	free(parts);
+	}
 }
 
 static int cmd_cat(int argc, char **argv)
@@ -662,7 +680,7 @@ static int cmd_cat(int argc, char **argv)
 	enum { O_DIM = CLI_OPT_PROGRAM };
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "dim", 1, 0, O_DIM }, { "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
-	struct tensor_set *in, out = { 0 };
+	static struct tensor_set *in, out;
 	const char *dst = NULL;
 	int c, dim = 0, n, i;
 	size_t k;
@@ -676,7 +694,8 @@ static int cmd_cat(int argc, char **argv)
 	if (!dst || optind == argc)
 		cli_usage_error("cat: needs -o OUT and at least one input");
 	n = argc - optind;
-	if (!(in = calloc((size_t)n, sizeof *in)))
+	in = calloc((size_t)n, sizeof *in);
+	if (!in)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	for (i = 0; i < n; i++) {
 		load(argv[optind + i], &in[i]);
@@ -714,8 +733,7 @@ static void split_eq(const char *arg, const char *what, char **key, const char *
 	if (!eq || eq == arg)
 		cli_usage_error("%s: expected %s, not '%s'", what,
 		    strcmp(what, "--meta") ? "NAME=FILE" : "KEY=VALUE", arg);
-	if (!(*key = strndup(arg, (size_t)(eq - arg))))
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	*key = own(strndup(arg, (size_t)(eq - arg)));
 	*value = eq + 1;
 }
 
@@ -724,10 +742,10 @@ static int cmd_pack(int argc, char **argv)
 	enum { O_META = CLI_OPT_PROGRAM };
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "meta", 1, 0, O_META }, { "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
-	struct tensor_set s = { .format = TENSOR_SAFETENSORS };
+	static struct tensor_set s = { .format = TENSOR_SAFETENSORS };
 	const char *dst = NULL, *value;
-	struct tensor t;
-	char *key, *path;
+	static struct tensor t;
+	char *key;
 	int c, i;
 
 	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, pack_help)) != -1) {
@@ -738,19 +756,15 @@ static int cmd_pack(int argc, char **argv)
 		split_eq(optarg, "--meta", &key, &value);
 		if (tensor_set_meta_put(&s, key, value, err, sizeof err) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", err);
-		free(key);
 	}
 	if (!dst || optind == argc)
 		cli_usage_error("pack: needs -o OUT and at least one NAME=FILE");
 	for (i = optind; i < argc; i++) {
 		split_eq(argv[i], "pack", &key, &value);
-		path = path_arg(value);
-		if (tensor_load_one(path, &t, err, sizeof err) < 0)
+		if (tensor_load_one(path_arg(value), &t, err, sizeof err) < 0)
 			cli_die(CLI_EXIT_DATA, "%s", err);
 		if (tensor_set_add(&s, key, &t, err, sizeof err) < 0)
 			cli_usage_error("pack: %s", err);
-		free(key);
-		free(path);
 	}
 	save_as(dst, &s, TENSOR_SAFETENSORS);
 	tensor_set_free(&s);
@@ -768,9 +782,10 @@ static int cmd_get(int argc, char **argv)
 {
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
-	struct tensor_set s, one = { 0 };
+	static struct tensor_set s, one;
 	const char *dst = NULL;
-	struct tensor *t, copy;
+	static struct tensor copy;
+	struct tensor *t;
 
 	while (next_opt(argc, argv, COMMON_SHORTS "o:", longs, get_help) != -1)
 		dst = optarg;
@@ -805,6 +820,7 @@ int main(int argc, char **argv)
 	size_t i;
 
 	cli_init(argv[0]);
+	atexit(free_owned);
 	next_opt(argc, argv, COMMON_SHORTS, longs, usage_text);
 	if (optind == argc)
 		cli_usage_error("no command given");
