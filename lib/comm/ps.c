@@ -512,10 +512,26 @@ on_hello(struct srv *s, struct conn *c, const struct ps_msg *m)
 		.round = s->round, .off = s->off, .len = s->len,
 		.total = s->cfg->total, .paylen = strlen(s->cfg->layout)
 	};
-	char e[128];
+	char e[160];
+	int i;
 
 	c->hello = 1;
 	c->worker = m->index < 0 ? -1 : m->index;
+	for (i = 0; i < s->nconn && c->worker >= 0; i++)
+		if (&s->conns[i] != c && s->conns[i].fd >= 0 &&
+		    s->conns[i].worker == c->worker && !s->conns[i].done)
+			break;
+	if (c->worker >= s->cfg->workers || (c->worker >= 0 && i < s->nconn)) {
+		snprintf(e, sizeof(e), "server %d: worker id %d refused: %s",
+		    s->cfg->index, c->worker, c->worker >= s->cfg->workers ?
+		    "the server was started for fewer workers" :
+		    "another connection has that id");
+		srv_log(s, "%s (%s)", e, c->addr);
+		send_error(c->fd, e, sock_now() + s->cfg->timeout);
+		c->worker = -1;
+		conn_close(c);
+		return;
+	}
 	if (msg_send(c->fd, &r, s->cfg->layout, sock_now() + s->cfg->timeout,
 	    e, sizeof(e)) < 0)
 		conn_lost(s, c, e);
