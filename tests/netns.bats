@@ -1,0 +1,116 @@
+#!/usr/bin/env bats
+# The collective programs across hosts: three network namespaces on a
+# bridge, links shaped with tc (1 Gbit/s, a small delay), every rank in its
+# own namespace talking over eth0 to real addresses. Needs root and
+# `ip netns`; skipped otherwise. Everything is removed in teardown, also
+# when a test fails.
+
+load lib/common
+load lib/coll
+load lib/netns
+
+setup() {
+	common_setup
+	[ -n "$PY" ] || skip "no python3 with numpy"
+	netns_available || skip "needs root and ip netns"
+	local shape=()
+	netns_can_shape rate && shape+=(--rate 1gbit)
+	netns_can_shape delay && shape+=(--delay 1ms)
+	netns_setup 3 "${shape[@]}"
+}
+
+teardown() {
+	netns_teardown
+	common_teardown
+}
+
+# hosts PROGRAM ARG...: rank i of 3 in namespace i, rendezvous at host 0,
+# traffic on eth0; statuses in RCS, messages in err.i.
+hosts() {
+	local r pids=()
+	rm -f err.* stdout.*
+	for r in 0 1 2; do
+		netns_exec $r env COLLX_RANK=$r COLLX_WORLD_SIZE=3 \
+		    COLLX_MASTER="$(netns_addr 0):29500" COLLX_TIMEOUT=${HOST_TIMEOUT:-20} \
+		    timeout -k 5 60 "$@" --iface eth0 >"stdout.$r" 2>"err.$r" &
+		pids+=($!)
+	done
+	RCS=()
+	for r in 0 1 2; do
+		wait "${pids[r]}" && RCS+=(0) || RCS+=($?)
+	done
+}
+
+@test "netns: each host has its address on eth0 and its route to the others" {
+	run netns_exec 1 ip -o addr show dev eth0
+	[[ "$output" == *"$(netns_addr 1)/24"* ]]
+	run netns_exec 1 ip route get "$(netns_addr 2)"
+	[[ "$output" == *"dev eth0"* ]]
+	run netns_exec 1 ip route get 127.0.0.1
+	[[ "$output" != *"dev eth0"* ]]
+}
+
+@test "netns: allreduce of r+1 across three hosts, every algorithm" {
+	pyx "
+for r in range(3): save(f'in.{r}.npy', np.full((64, 1024), r + 1, dtype='f4'))"
+	for a in ring tree rd rabenseifner naive; do
+		hosts collx-allreduce --algo $a --check -i "$T/in.{rank}.npy" -o "$T/out.{rank}.$a.npy"
+		all_exit 0
+	done
+	pyx "
+for a in ['ring', 'tree', 'rd', 'rabenseifner', 'naive']:
+    for r in range(3): same(load(f'out.{r}.{a}.npy'), np.full((64, 1024), 6, dtype='f4'), a)"
+}
+
+@test "netns: allgather (uneven) and broadcast across three hosts" {
+	pyx "
+for r in range(3): save(f'in.{r}.npy', np.arange(4 * (r + 1), dtype='i8').reshape(-1, 4) + 100 * r)
+save('root.npy', np.linspace(0, 1, 50000))"
+	for a in ring rd bruck; do
+		hosts collx-allgather --algo $a --check -i "$T/in.{rank}.npy" -o "$T/g.{rank}.$a.npy"
+		all_exit 0
+	done
+	for a in binomial scatter-allgather; do
+		hosts sh -c 'if [ "$COLLX_RANK" = 2 ]; then set -- -i "$0/root.npy" "$@"; fi
+		    exec collx-broadcast --root 2 --check -o "$0/b.$COLLX_RANK.'$a'.npy" "$@"' "$T" --algo $a
+		all_exit 0
+	done
+	pyx "
+want = np.concatenate([load(f'in.{r}.npy') for r in range(3)])
+for r in range(3):
+    for a in ['ring', 'rd', 'bruck']: same(load(f'g.{r}.{a}.npy'), want, a)
+    for a in ['binomial', 'scatter-allgather']: same(load(f'b.{r}.{a}.npy'), load('root.npy'), a)"
+}
+
+@test "netns: timing rows from every host" {
+	pyx "save('x.npy', np.ones(1 << 18, dtype='f4'))"
+	hosts collx-allreduce --iters 3 --warmup 1 --timing "$T/t.csv" -i "$T/x.npy"
+	all_exit 0
+	pyx "
+import csv
+rows = list(csv.DictReader(open('t.csv')))
+assert len(rows) == 9, rows
+assert sorted({x['rank'] for x in rows}) == ['0', '1', '2']
+assert all(x['bytes'] == str(1 << 20) and float(x['seconds']) > 0 for x in rows)"
+}
+
+@test "netns: a host's rank killed mid-run: the others exit 1 naming a peer" {
+	pyx "save('big.npy', np.zeros(4 << 20, dtype='f4'))"
+	HOST_TIMEOUT=5 hosts sh -c 'if [ "$COLLX_RANK" = 1 ]; then (sleep 2; kill -9 $$) & fi
+	    exec collx-allreduce --iters 500 -i "$0/big.npy" "$@"' "$T"
+	[ "${RCS[0]}" = 1 ] && [ "${RCS[2]}" = 1 ] || { cat err.*; false; }
+	grep -Eq '^collx-allreduce: rank 0: .*peer rank [12] \(10\.78\.0\.[23]:[0-9]+\)' err.0
+	grep -Eq '^collx-allreduce: rank 2: .*peer rank [01] \(10\.78\.0\.[12]:[0-9]+\)' err.2
+}
+
+@test "netns: collx-run over a stand-in ssh places one rank per host" {
+	command -v collx-run >/dev/null || skip "collx-run not built"
+	netns_fake_ssh "$T/ssh" "$T/ssh.log"
+	pyx "save('x.npy', np.arange(12, dtype='i4'))"
+	run timeout 60 collx-run --ssh "$T/ssh" -H "$(netns_hosts)" --master "$(netns_addr 0):29501" \
+	    -- "$COLLX_BIN/collx-allreduce" --iface eth0 -i "$T/x.npy" -o "$T/out.{rank}.npy"
+	[ "$status" = 0 ] || { echo "$output"; false; }
+	pyx "
+for r in range(3): same(load(f'out.{r}.npy'), np.arange(12, dtype='i4') * 3)"
+	[ "$(sort -u "$T/ssh.log" | wc -l)" = 3 ]
+}
