@@ -177,7 +177,7 @@ static int on_progress(void *arg, curl_off_t total, curl_off_t now, curl_off_t u
 	(void)ut;
 	(void)un;
 	if (!d->progress || (total < PROGRESS_MIN_BYTES && now < PROGRESS_MIN_BYTES) ||
-	    (now - d->last < (1 << 20) && now != total))
+	    now == d->last || (now - d->last < (1 << 20) && now != total))
 		return 0;
 	d->last = (double)now;
 	if (total > 0)

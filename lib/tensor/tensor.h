@@ -59,7 +59,9 @@ int tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value
 /* Parse a whole file image, format recognised from the first bytes. */
 int tensor_parse(const void *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen);
-/* Encode to a malloc'd image. npy needs exactly one tensor. */
+/* Encode to a malloc'd image. npy needs exactly one tensor and refuses
+ * bf16 (it has no .npy type code); safetensors writes __metadata__ first,
+ * then the tensors in name order, an unnamed one as "tensor". */
 int tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
     void **buf, size_t *len, char *err, size_t errlen);
 
