@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +90,7 @@ static int sig_pipe[2] = { -1, -1 };
 static const int handled[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE };
 #define NHANDLED (sizeof handled / sizeof handled[0])
 static struct sigaction saved_action[NHANDLED];
+static struct rlimit saved_nofile = { RLIM_INFINITY, RLIM_INFINITY };
 
 static _Noreturn void
 usage(void)
@@ -392,6 +394,8 @@ child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
 	for (k = 0; k < NHANDLED; k++)
 		sigaction(handled[k], &saved_action[k], NULL);
 	sigprocmask(SIG_SETMASK, mask, NULL);
+	if (saved_nofile.rlim_cur != RLIM_INFINITY)
+		setrlimit(RLIMIT_NOFILE, &saved_nofile);
 #ifdef __linux__
 	/* Should collx-run itself be killed outright, take the rank with it. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -844,6 +848,21 @@ place_ranks(struct job *j)
 	free(local);
 }
 
+/* Tagging holds two pipes per rank: allow as many descriptors as we may
+ * (the ranks get the limit they would have had back). */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &saved_nofile) == 0 &&
+	    saved_nofile.rlim_cur < saved_nofile.rlim_max) {
+		rl = saved_nofile;
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static void
 job_free(struct job *j)
 {
@@ -873,6 +892,7 @@ main(int argc, char **argv)
 	    &nssh, err, sizeof err) < 0)
 		cli_usage_error("--ssh: %s", err);
 	place_ranks(&j);
+	raise_fd_limit();
 	if ((j.devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "/dev/null: %s", strerror(errno));
 	catch_signals();
