@@ -80,25 +80,33 @@ def block(p, pre, x, heads, causal):
                       F.gelu(linear(p, pre + "mlp.fc1", m)))
 
 
+def prefixes(p):
+    """"layers.0.", "layers.1.", ... for a stack, else [""]."""
+    ids = {int(k.split(".")[1]) for k in p if k.startswith("layers.")}
+    return ["layers.%d." % i for i in sorted(ids)] if ids else [""]
+
+
 def batch_loss(p, meta, batch):
     """The mean batch loss (F.mse_loss / F.cross_entropy) and n."""
     arch = meta["collx.arch"]
     if arch == "mlp":
         x, y = batch["x"], batch["y"]
-        out = linear(p, "fc2", F.gelu(linear(p, "fc1", x)))
-        return F.mse_loss(out, y), x.shape[0]
+        for pre in prefixes(p):
+            x = linear(p, pre + "fc2", F.gelu(linear(p, pre + "fc1", x)))
+        return F.mse_loss(x, y), y.shape[0]
     heads = int(meta["heads"])
     if arch == "block":
         x, y = batch["x"], batch["y"]
         causal = meta.get("causal", "0") in ("1", "true")
-        return F.mse_loss(block(p, "", x, heads, causal), y), x.shape[0]
+        for pre in prefixes(p):
+            x = block(p, pre, x, heads, causal)
+        return F.mse_loss(x, y), y.shape[0]
     tok = batch["tokens"]
     inp, tgt = tok[:, :-1], tok[:, 1:]
     s = inp.shape[1]
     x = p["wte"][inp] + p["wpe"][:s]
-    layers = 1 + max(int(k.split(".")[1]) for k in p if k.startswith("layers."))
-    for i in range(layers):
-        x = block(p, "layers.%d." % i, x, heads, True)
+    for pre in prefixes(p):
+        x = block(p, pre, x, heads, True)
     logits = layernorm(p, "lnf", x) @ p["wte"].t()
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                            tgt.reshape(-1)), tok.shape[0]

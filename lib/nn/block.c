@@ -1,8 +1,42 @@
-/* block: the pre-LayerNorm transformer block, built from the layer calls a
- * tensor-parallel form can interleave with its collectives. */
+/* block: the feed-forward layer and the pre-LayerNorm transformer block,
+ * built from the layer calls a tensor-parallel form can interleave with
+ * its collectives. */
 #include <string.h>
 
 #include "nn/nn.h"
+
+void
+nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
+    const float *x, int n, int in, int h, int o)
+{
+	nn_linear_forward(a->fc1, x, w->fc1_w, w->fc1_b, n, in, h);
+	nn_gelu_forward(a->gelu, a->fc1, (size_t)n * h);
+	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, h, o);
+}
+
+void
+nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
+    const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
+    const float *x, int n, int in, int h, int o)
+{
+	size_t nh = (size_t)n * h;
+	float *dgelu = scratch, *dfc1 = scratch + nh;
+
+	memset(scratch, 0, 2 * nh * sizeof(float));
+	nn_linear_backward(dgelu, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, n,
+	    h, o);
+	nn_gelu_backward(dfc1, a->fc1, dgelu, nh);
+	nn_linear_backward(dx, g->fc1_w, g->fc1_b, dfc1, x, w->fc1_w, n, in, h);
+}
+
+/* The feed-forward part of a block's weights. */
+static struct nn_mlp_w
+block_mlp(const struct nn_block_w *w)
+{
+	struct nn_mlp_w m = { w->fc1_w, w->fc1_b, w->fc2_w, w->fc2_b };
+
+	return m;
+}
 
 size_t
 nn_block_acts_size(int b, int s, int d, int nh, int f)
@@ -61,9 +95,9 @@ nn_block_forward(float *y, struct nn_block_acts *a,
 
 	nn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w,
 	    w->ln2_b, n, d);
-	nn_linear_forward(a->fc1, a->ln2, w->fc1_w, w->fc1_b, n, d, f);
-	nn_gelu_forward(a->gelu, a->fc1, (size_t)n * f);
-	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, f, d);
+	struct nn_mlp_w mw = block_mlp(w);
+	struct nn_mlp_acts ma = { a->fc1, a->gelu };
+	nn_mlp_forward(y, &ma, &mw, a->ln2, n, d, f, d);
 	add_into(y, a->h, nd);
 }
 
@@ -86,16 +120,14 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 	size_t nd = (size_t)n * d, nf = (size_t)n * f;
 	float *dh = scratch, *dln = dh + nd, *datty = dln + nd;
 	float *dq = datty + nd, *dk = dq + nd, *dv = dk + nd;
-	float *dgelu = dv + nd, *dfc1 = dgelu + nf, *dsm = dfc1 + nf;
+	float *dmlp = dv + nd, *dsm = dmlp + 2 * nf;
+	struct nn_mlp_w mw = block_mlp(w), mg = block_mlp(g);
+	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 
-	/* y = h + fc2(gelu(fc1(ln2(h)))) */
-	memset(scratch, 0, nn_block_scratch_size(b, s, d, nh, f) * sizeof(float));
+	/* y = h + mlp(ln2(h)) */
+	memset(dln, 0, 5 * nd * sizeof(float));
 	memcpy(dh, dy, nd * sizeof(float));
-	nn_linear_backward(dgelu, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w,
-	    n, f, d);
-	nn_gelu_backward(dfc1, a->fc1, dgelu, nf);
-	nn_linear_backward(dln, g->fc1_w, g->fc1_b, dfc1, a->ln2, w->fc1_w,
-	    n, d, f);
+	nn_mlp_backward(dln, &mg, dmlp, dy, &ma, &mw, a->ln2, n, d, f, d);
 	nn_layernorm_backward(dh, g->ln2_w, g->ln2_b, dln, a->h, w->ln2_w,
 	    a->ln2_mean, a->ln2_rstd, n, d);
 

@@ -92,6 +92,26 @@ double nn_sqerr_forward(const float *pred, const float *target, size_t count);
 void nn_sqerr_backward(float *dpred, const float *pred, const float *target,
     float scale, size_t count);
 
+/* ---- feed-forward layer (mlp) ----------------------------------------- */
+
+struct nn_mlp_w {
+	float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+};
+
+/* Saved by nn_mlp_forward for its backward pass: [n,h] each. */
+struct nn_mlp_acts {
+	float *fc1, *gelu;
+};
+
+/* y[n,o] = fc2(gelu(fc1(x))), fc1 [h,in], fc2 [o,h]. A tensor-parallel
+ * form runs it on a shard of h (fc2 bias NULL, added after the sum). */
+void nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
+    const float *x, int n, int in, int h, int o);
+/* dx += d/dx (dx may be NULL), g.* += weight grads; scratch 2*n*h floats. */
+void nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
+    const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
+    const float *x, int n, int in, int h, int o);
+
 /* ---- transformer block ----------------------------------------------- */
 
 /* Parameter (or gradient) pointers of one block; biases may be NULL. The
@@ -134,13 +154,21 @@ void nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 
 enum nn_arch { NN_MLP, NN_BLOCK, NN_GPT };
 
-/* Sizes of a model. Only those of its arch are used. */
+/*
+ * Sizes of a model. Only those of its arch are used.
+ * layers: gpt, the blocks layers.0 .. layers.L-1. mlp and block: 0 for one
+ * layer with unprefixed names (fc1.weight, ln1.weight, ...), L >= 1 for a
+ * stack layers.0.* .. layers.L-1.* (collx-pipe's models) run in sequence:
+ * an mlp stack is d_in -> d_hidden -> d_out, then d_out -> d_hidden ->
+ * d_out for every later layer; a block stack keeps d_model throughout.
+ */
 struct nn_dims {
 	enum nn_arch arch;
 	int d_in, d_hidden, d_out;	/* mlp */
 	int d_model, heads, d_ff;	/* block, gpt */
 	int causal;			/* block (gpt is always causal) */
-	int vocab, seq, layers;		/* gpt */
+	int vocab, seq;			/* gpt */
+	int layers;
 };
 
 /* One parameter tensor inside the contiguous buffer. */
@@ -174,6 +202,15 @@ struct nn_batch {
 	const float *x, *y;
 	const int32_t *tokens;
 };
+
+/* Pointers to layer i's weights and gradients (mlp or block stacks, gpt
+ * blocks; i = 0 for an unprefixed model), for stage-wise (pipeline) use
+ * of nn_mlp_* and nn_block_* with the caller's own activations. -1 when
+ * the model has no such layer. */
+int nn_model_mlp(const struct nn_model *m, int i, struct nn_mlp_w *w,
+    struct nn_mlp_w *g);
+int nn_model_block(const struct nn_model *m, int i, struct nn_block_w *w,
+    struct nn_block_w *g);
 
 /* Per-sample loss: mlp and block the mean squared error over the sample's
  * elements, gpt the mean cross-entropy over its seq positions. So the
@@ -212,8 +249,9 @@ int nn_model_loss(struct nn_model *m, const struct nn_batch *b,
  * normal(0, 0.02), residual projections (attn.o, mlp fc2 of a block)
  * normal(0, 0.02/sqrt(2*layers)), biases 0, LayerNorm weight 1 and bias 0;
  * metadata collx.arch, heads, causal. Sizes used: mlp d_in, d_hidden,
- * d_out; block d_model, heads, d_ff (0 = 4*d_model), causal; gpt vocab,
- * d_model, layers, heads, seq, d_ff (0 = 4*d_model). Deterministic on every
+ * d_out, layers; block d_model, heads, d_ff (0 = 4*d_model), causal,
+ * layers; gpt vocab, d_model, layers, heads, seq, d_ff (0 = 4*d_model).
+ * The residual scale uses max(layers, 1) blocks. Deterministic on every
  * machine for a given seed (normals from tensor_rng, see tensor/rng.h).
  * -1 on bad sizes.
  */
@@ -222,10 +260,11 @@ int nn_init(struct tensor_set *out, const struct nn_dims *dims,
 /* "mlp", "block", "gpt"; 0 or -1. */
 int nn_arch_parse(const char *s, enum nn_arch *out);
 const char *nn_arch_name(enum nn_arch a);
-/* Parses --dims text for an arch: mlp "DIN,H,DOUT"; block
- * "D,HEADS[,FF[,CAUSAL]]"; gpt "VOCAB,D,LAYERS,HEADS,SEQ[,FF]" (FF 0 or
- * absent = 4*D). -1 with the reason on malformed or non-positive sizes or
- * heads not dividing D. */
+/* Parses --dims text for an arch: mlp "DIN,H,DOUT[,LAYERS]"; block
+ * "D,HEADS[,FF[,CAUSAL[,LAYERS]]]"; gpt "VOCAB,D,LAYERS,HEADS,SEQ[,FF]"
+ * (FF 0 or absent = 4*D; LAYERS absent or 0 = one unprefixed layer). -1
+ * with the reason on malformed or non-positive sizes or heads not
+ * dividing D. */
 int nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
     char *err, size_t errlen);
 

@@ -224,7 +224,12 @@ static void test_dims_parse(void)
 	    d.d_model == 16 && d.heads == 4 && d.d_ff == 64 && d.causal == 1,
 	    "dims: block with causal");
 	UNIT_OK(nn_dims_parse("4,8,2", NN_MLP, &d, err, sizeof(err)) == 0 &&
-	    d.d_in == 4 && d.d_hidden == 8 && d.d_out == 2, "dims: mlp");
+	    d.d_in == 4 && d.d_hidden == 8 && d.d_out == 2 && d.layers == 0,
+	    "dims: mlp");
+	UNIT_OK(nn_dims_parse("4,8,2,3", NN_MLP, &d, err, sizeof(err)) == 0 &&
+	    d.layers == 3 && nn_dims_parse("16,4,0,0,2", NN_BLOCK, &d, err,
+	    sizeof(err)) == 0 && d.layers == 2 && d.causal == 0,
+	    "dims: mlp and block stacks");
 	UNIT_OK(nn_dims_parse("4,8", NN_MLP, &d, err, sizeof(err)) < 0 &&
 	    nn_dims_parse("4,8,2,", NN_MLP, &d, err, sizeof(err)) < 0 &&
 	    nn_dims_parse("4,x,2", NN_MLP, &d, err, sizeof(err)) < 0 &&
@@ -443,6 +448,82 @@ static void test_block_causal_mask(void)
 	free(x), free(y);
 }
 
+/* Stacks layers.N.* of mlp (d_in -> d_out, then d_out -> d_out) and of
+ * blocks, as collx-pipe uses them. */
+static void test_mlp_stack(void)
+{
+	struct nn_model m;
+	struct nn_dims d = { .arch = NN_MLP, .d_in = 5, .d_hidden = 6,
+		.d_out = 3, .layers = 3 };
+	int n = 4;
+	float *x = check_fill(n * 5, 1.0f), *y = check_fill(n * 3, 1.0f);
+	struct nn_batch b = { .n = n, .x = x, .y = y };
+	struct nn_batch h1 = { .n = 1, .x = x, .y = y };
+	struct nn_batch h2 = { .n = 3, .x = x + 5, .y = y + 3 };
+	const char *drop[] = { "layers.1.fc2.bias", NULL };
+
+	if (!UNIT_OK(make(&m, &d, drop) == 0, "mlp stack loads"))
+		return;
+	const struct nn_param *p = nn_model_param(&m, "layers.2.fc1.weight");
+	UNIT_OK(m.dims.layers == 3 && m.dims.d_in == 5 && m.dims.d_out == 3 &&
+	    p && p->shape[0] == 6 && p->shape[1] == 3 &&
+	    !nn_model_param(&m, "fc1.weight"), "mlp stack: layers and shapes");
+	randomize(&m, 0.5f);
+	check_model_grads("mlp stack", &m, &b, 0, 1e-2f, 2e-3, 2e-4);
+	check_split("mlp stack", &m, &b, &h1, &h2);
+	nn_model_free(&m);
+	free(x), free(y);
+}
+
+static void test_block_stack(void)
+{
+	struct nn_model m;
+	struct nn_dims d = block_dims(1);
+	int n = 2, s = 3, D = 8;
+	size_t row = (size_t)s * D;
+	float *x = check_fill(n * row, 1.0f), *y = check_fill(n * row, 1.0f);
+	struct nn_batch b = { .n = n, .seq = s, .x = x, .y = y };
+	struct nn_batch h1 = { .n = 1, .seq = s, .x = x, .y = y };
+	struct nn_batch h2 = { .n = 1, .seq = s, .x = x + row, .y = y + row };
+	struct nn_block_w w[2], g;
+	struct nn_mlp_w mw, mg;
+	char err[ERRLEN];
+	double loss, want;
+
+	d.layers = 2;
+	if (!UNIT_OK(make(&m, &d, NULL) == 0, "block stack loads"))
+		return;
+	UNIT_OK(m.dims.layers == 2 && m.ntensors == 32 &&
+	    nn_model_block(&m, 1, &w[1], &g) == 0 &&
+	    nn_model_block(&m, 2, &w[1], &g) < 0 &&
+	    nn_model_mlp(&m, 0, &mw, &mg) < 0, "block stack: two layers, "
+	    "layer accessors");
+	randomize(&m, 0.4f);
+	check_model_grads("block stack (causal)", &m, &b, 0, 1e-2f, 5e-3, 5e-4);
+	check_split("block stack", &m, &b, &h1, &h2);
+
+	/* a stage-wise run with caller-owned activations, as a pipeline
+	 * stage does, gives the model's loss */
+	size_t na = nn_block_acts_size(n, s, D, 2, 12);
+	float *buf = malloc(2 * na * sizeof(float));
+	float *h = malloc(2 * n * row * sizeof(float));
+	struct nn_block_acts a[2];
+	nn_model_block(&m, 0, &w[0], &g);
+	nn_model_block(&m, 1, &w[1], &g);
+	for (int l = 0; l < 2; l++) {
+		nn_block_acts_bind(&a[l], buf + l * na, n, s, D, 2, 12);
+		nn_block_forward(h + l * n * row, &a[l], &w[l], l ? h : x, n, s,
+		    D, 2, 12, 1);
+	}
+	want = nn_sqerr_forward(h + n * row, y, n * row) / row;
+	nn_model_loss(&m, &b, &loss, err, sizeof(err));
+	UNIT_CLOSE(loss, want, 1e-12, 0, "block stack: stage-wise layer calls "
+	    "give the model's loss");
+	free(buf), free(h);
+	nn_model_free(&m);
+	free(x), free(y);
+}
+
 static void test_gpt(void)
 {
 	struct nn_model m;
@@ -467,7 +548,7 @@ static void test_gpt(void)
 	    "n ln V");
 
 	randomize(&m, 0.3f);
-	check_model_grads("gpt", &m, &b, 0, 1e-2f, 5e-3, 5e-4);
+	check_model_grads("gpt", &m, &b, 0, 3e-3f, 5e-3, 5e-4);
 	check_split("gpt", &m, &b, &h1, &h2);
 
 	tok[4] = 11;
@@ -493,6 +574,8 @@ int main(void)
 	test_block(0);
 	test_block(1);
 	test_block_causal_mask();
+	test_mlp_stack();
+	test_block_stack();
 	test_gpt();
 	return unit_done();
 }

@@ -182,6 +182,12 @@ int main(void)
 	run_case("mlp-nobias", &mlp, nobias, &bm, NN_ADAMW);
 	free(x), free(y);
 
+	mlp.layers = 3;
+	x = check_fill(5 * 6, 1.0f), y = check_fill(5 * 3, 1.0f);
+	struct nn_batch bs = { .n = 5, .x = x, .y = y };
+	run_case("mlp-stack", &mlp, NULL, &bs, NN_SGD);
+	free(x), free(y);
+
 	struct nn_dims blk = { .arch = NN_BLOCK, .d_model = 16, .heads = 4,
 		.d_ff = 24 };
 	x = check_fill(3 * 7 * 16, 1.0f), y = check_fill(3 * 7 * 16, 1.0f);
@@ -190,6 +196,9 @@ int main(void)
 	run_case("block", &blk, someb, &bb, NN_SGD);
 	blk.causal = 1;
 	run_case("block-causal", &blk, NULL, &bb, NN_ADAMW);
+	blk.layers = 2;
+	const char *stackb[] = { "layers.1.attn.q.bias", NULL };
+	run_case("block-stack", &blk, stackb, &bb, NN_SGD);
 	free(x), free(y);
 
 	struct nn_dims gpt = { .arch = NN_GPT, .vocab = 23, .d_model = 16,

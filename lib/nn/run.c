@@ -1,0 +1,283 @@
+/* run: the forward and backward passes of the built-in models over a
+ * batch: the loss sum and the gradients of that sum. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+#include "nn/model_int.h"
+
+static float *
+work_reserve(struct nn_work *k, size_t floats)
+{
+	if (floats > k->cap) {
+		float *b = realloc(k->buf, floats * sizeof(float));
+		if (!b)
+			return NULL;
+		k->buf = b, k->cap = floats;
+	}
+	return k->buf;
+}
+
+/* mlp stack: layer 0 d_in -> d_out, later layers d_out -> d_out;
+ * per-sample loss the mean squared error over d_out. */
+static int
+run_mlp(struct nn_model *m, const struct nn_batch *b, int grad,
+    double *loss, char *err, size_t errlen)
+{
+	const struct nn_dims *d = &m->dims;
+	struct nn_work *k = m->work;
+	int L = k->nlayers, n = b->n, H = d->d_hidden, O = d->d_out;
+	size_t nh = (size_t)n * H, no = (size_t)n * O;
+	float *out = work_reserve(k, L * (no + 2 * nh) + 2 * no + 2 * nh);
+
+	if (!out)
+		return nn_fail(err, errlen, "out of memory for a batch of %d", n);
+	float *acts = out + L * no, *da = acts + 2 * L * nh, *db = da + no;
+	float *scratch = db + no;
+#define MLP_IN(l) ((l) ? out + ((l) - 1) * no : b->x)
+#define MLP_ACTS(l) { acts + 2 * (l) * nh, acts + (2 * (l) + 1) * nh }
+	for (int l = 0; l < L; l++) {
+		struct nn_mlp_acts a = MLP_ACTS(l);
+		nn_mlp_forward(out + l * no, &a, &k->mw[l], MLP_IN(l), n,
+		    l ? O : d->d_in, H, O);
+	}
+	*loss = nn_sqerr_forward(out + (L - 1) * no, b->y, no) / O;
+	if (!grad)
+		return 0;
+	memset(da, 0, no * sizeof(float));
+	nn_sqerr_backward(da, out + (L - 1) * no, b->y, 1.0f / O, no);
+	for (int l = L - 1; l >= 0; l--) {
+		struct nn_mlp_acts a = MLP_ACTS(l);
+		if (l)
+			memset(db, 0, no * sizeof(float));
+		nn_mlp_backward(l ? db : NULL, &k->mg[l], scratch, da, &a,
+		    &k->mw[l], MLP_IN(l), n, l ? O : d->d_in, H, O);
+		float *t = da;
+		da = db, db = t;
+	}
+#undef MLP_IN
+#undef MLP_ACTS
+	return 0;
+}
+
+/* A run of blocks over n samples of s positions: in is layer 0's input,
+ * x holds each layer's output, acts each layer's saved activations. */
+struct stack {
+	int n, s;
+	const float *in;
+	float *x, *acts, *dxa, *dxb, *scratch, *extra;
+	size_t nd, na;
+};
+
+/* Reserves the stack's buffers plus extra floats after them. */
+static int
+stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
+    size_t extra)
+{
+	const struct nn_dims *d = &m->dims;
+	int L = m->work->nlayers;
+
+	st->n = n, st->s = s;
+	st->nd = (size_t)n * s * d->d_model;
+	st->na = nn_block_acts_size(n, s, d->d_model, d->heads, d->d_ff);
+	float *p = work_reserve(m->work, L * (st->nd + st->na) + 2 * st->nd +
+	    nn_block_scratch_size(n, s, d->d_model, d->heads, d->d_ff) + extra);
+	if (!p)
+		return -1;
+	st->x = p, p += L * st->nd;
+	st->acts = p, p += L * st->na;
+	st->dxa = p, p += st->nd;
+	st->dxb = p, p += st->nd;
+	st->extra = p, p += extra;
+	st->scratch = p;
+	return 0;
+}
+
+static const float *
+stack_in(const struct stack *st, int l)
+{
+	return l ? st->x + (l - 1) * st->nd : st->in;
+}
+
+static void
+stack_acts(const struct nn_model *m, const struct stack *st, int l,
+    struct nn_block_acts *a)
+{
+	const struct nn_dims *d = &m->dims;
+
+	nn_block_acts_bind(a, st->acts + l * st->na, st->n, st->s, d->d_model,
+	    d->heads, d->d_ff);
+}
+
+/* Returns the last layer's output. */
+static float *
+stack_forward(struct nn_model *m, struct stack *st, int causal)
+{
+	const struct nn_dims *d = &m->dims;
+	struct nn_block_acts a;
+	int L = m->work->nlayers;
+
+	for (int l = 0; l < L; l++) {
+		stack_acts(m, st, l, &a);
+		nn_block_forward(st->x + l * st->nd, &a, &m->work->w[l],
+		    stack_in(st, l), st->n, st->s, d->d_model, d->heads, d->d_ff,
+		    causal);
+	}
+	return st->x + (L - 1) * st->nd;
+}
+
+/* dy: the gradient at the last output, in st->dxa. Returns the gradient
+ * at layer 0's input when want_dx, else NULL. */
+static float *
+stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx)
+{
+	const struct nn_dims *d = &m->dims;
+	struct nn_block_acts a;
+	float *dy = st->dxa, *dx = st->dxb;
+
+	for (int l = m->work->nlayers - 1; l >= 0; l--) {
+		int need = l > 0 || want_dx;
+		if (need)
+			memset(dx, 0, st->nd * sizeof(float));
+		stack_acts(m, st, l, &a);
+		nn_block_backward(need ? dx : NULL, &m->work->g[l], st->scratch,
+		    dy, &a, &m->work->w[l], stack_in(st, l), st->n, st->s,
+		    d->d_model, d->heads, d->d_ff, causal);
+		float *t = dy;
+		dy = dx, dx = t;
+	}
+	return want_dx ? dy : NULL;
+}
+
+/* block stack: per-sample loss the mean squared error over seq*d_model. */
+static int
+run_block(struct nn_model *m, const struct nn_batch *b, int grad,
+    double *loss, char *err, size_t errlen)
+{
+	struct stack st;
+
+	if (stack_reserve(m, &st, b->n, b->seq, 0) < 0)
+		return nn_fail(err, errlen, "out of memory for a batch of %d",
+		    b->n);
+	st.in = b->x;
+	float *y = stack_forward(m, &st, m->dims.causal);
+	double per = (double)b->seq * m->dims.d_model;
+	*loss = nn_sqerr_forward(y, b->y, st.nd) / per;
+	if (!grad)
+		return 0;
+	memset(st.dxa, 0, st.nd * sizeof(float));
+	nn_sqerr_backward(st.dxa, y, b->y, (float)(1.0 / per), st.nd);
+	stack_backward(m, &st, m->dims.causal, 0);
+	return 0;
+}
+
+/* Splits the token windows into inputs and targets, checking the range. */
+static int32_t *
+gpt_tokens(struct nn_model *m, const struct nn_batch *b, char *err,
+    size_t errlen)
+{
+	struct nn_work *k = m->work;
+	int S = m->dims.seq;
+	size_t need = 2 * (size_t)b->n * S;
+
+	if (need > k->tokcap) {
+		int32_t *t = realloc(k->tok, need * sizeof(*t));
+		if (!t) {
+			nn_fail(err, errlen, "out of memory for a batch of %d",
+			    b->n);
+			return NULL;
+		}
+		k->tok = t, k->tokcap = need;
+	}
+	for (int i = 0; i < b->n; i++)
+		for (int j = 0; j <= S; j++) {
+			int32_t t = b->tokens[(size_t)i * (S + 1) + j];
+			if (t < 0 || t >= m->dims.vocab) {
+				nn_fail(err, errlen, "token %d at sample %d "
+				    "position %d is outside the vocabulary "
+				    "[0, %d)", (int)t, i, j, m->dims.vocab);
+				return NULL;
+			}
+			if (j < S)
+				k->tok[(size_t)i * S + j] = t;
+			if (j > 0)
+				k->tok[(size_t)(b->n + i) * S + j - 1] = t;
+		}
+	return k->tok;
+}
+
+/* gpt: embeddings, causal blocks, final LayerNorm, logits against the
+ * tied wte; per-sample loss the mean cross-entropy over seq positions. */
+static int
+run_gpt(struct nn_model *m, const struct nn_batch *b, int grad,
+    double *loss, char *err, size_t errlen)
+{
+	const struct nn_dims *d = &m->dims;
+	struct nn_work *k = m->work;
+	int n = b->n, S = d->seq, D = d->d_model, V = d->vocab, N = n * S;
+	size_t nd = (size_t)N * D, nv = (size_t)N * V;
+	struct stack st;
+
+	if (b->seq && b->seq != S)
+		return nn_fail(err, errlen, "batch seq %d differs from the "
+		    "model's %d", b->seq, S);
+	int32_t *in = gpt_tokens(m, b, err, errlen), *tgt = in + N;
+	if (!in)
+		return -1;
+	/* extra: embedding, final LayerNorm output, mean, rstd, probs, dlogits */
+	if (stack_reserve(m, &st, n, S, 2 * nd + 2 * (size_t)N + 2 * nv) < 0)
+		return nn_fail(err, errlen, "out of memory for a batch of %d", n);
+	float *emb = st.extra, *xf = emb + nd, *mean = xf + nd;
+	float *rstd = mean + N, *probs = rstd + N, *dlogits = probs + nv;
+
+	nn_embedding_forward(emb, in, k->wte, k->wpe, n, S, D);
+	st.in = emb;
+	float *top = stack_forward(m, &st, 1);
+	nn_layernorm_forward(xf, mean, rstd, top, k->lnf_w, k->lnf_b, N, D);
+	nn_linear_forward(probs, xf, k->wte, NULL, N, D, V);
+	*loss = nn_xent_forward(probs, probs, tgt, N, V) / S;
+	if (!grad)
+		return 0;
+
+	memset(dlogits, 0, nv * sizeof(float));
+	nn_xent_backward(dlogits, probs, tgt, 1.0f / S, N, V);
+	memset(st.dxb, 0, nd * sizeof(float));
+	nn_linear_backward(st.dxb, k->dwte, NULL, dlogits, xf, k->wte, N, D, V);
+	memset(st.dxa, 0, nd * sizeof(float));
+	nn_layernorm_backward(st.dxa, k->dlnf_w, k->dlnf_b, st.dxb, top,
+	    k->lnf_w, mean, rstd, N, D);
+	float *demb = stack_backward(m, &st, 1, 1);
+	nn_embedding_backward(k->dwte, k->dwpe, demb, in, n, S, D);
+	return 0;
+}
+
+static int
+run(struct nn_model *m, const struct nn_batch *b, int grad, double *loss,
+    char *err, size_t errlen)
+{
+	*loss = 0.0;
+	if (b->n < 0 || (m->dims.arch == NN_BLOCK && b->seq < 1))
+		return nn_fail(err, errlen, "bad batch: %d samples of length %d",
+		    b->n, b->seq);
+	if (b->n == 0)
+		return 0;
+	if (m->dims.arch == NN_MLP)
+		return run_mlp(m, b, grad, loss, err, errlen);
+	if (m->dims.arch == NN_BLOCK)
+		return run_block(m, b, grad, loss, err, errlen);
+	return run_gpt(m, b, grad, loss, err, errlen);
+}
+
+int
+nn_model_step(struct nn_model *m, const struct nn_batch *b, double *loss_sum,
+    char *err, size_t errlen)
+{
+	return run(m, b, 1, loss_sum, err, errlen);
+}
+
+int
+nn_model_loss(struct nn_model *m, const struct nn_batch *b, double *loss_sum,
+    char *err, size_t errlen)
+{
+	return run(m, b, 0, loss_sum, err, errlen);
+}
