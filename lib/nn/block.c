@@ -68,13 +68,6 @@ nn_block_acts_bind(struct nn_block_acts *a, float *buf, int b, int s,
 	a->gelu = buf;
 }
 
-static void
-add_into(float *dst, const float *src, size_t count)
-{
-	for (size_t i = 0; i < count; i++)
-		dst[i] += src[i];
-}
-
 void
 nn_block_forward(float *y, struct nn_block_acts *a,
     const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
@@ -91,14 +84,14 @@ nn_block_forward(float *y, struct nn_block_acts *a,
 	nn_attention_forward(a->atty, a->att, a->q, a->k, a->v, b, s, nh,
 	    d / nh, causal);
 	nn_linear_forward(a->h, a->atty, w->o_w, w->o_b, n, d, d);
-	add_into(a->h, x, nd);
+	nn_add(a->h, x, nd);
 
 	nn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w,
 	    w->ln2_b, n, d);
 	struct nn_mlp_w mw = block_mlp(w);
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 	nn_mlp_forward(y, &ma, &mw, a->ln2, n, d, f, d);
-	add_into(y, a->h, nd);
+	nn_add(y, a->h, nd);
 }
 
 size_t
@@ -133,7 +126,7 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 
 	/* h = x + o(attn(q(ln1(x)), k(ln1(x)), v(ln1(x)))) */
 	if (dx)
-		add_into(dx, dh, nd);
+		nn_add(dx, dh, nd);
 	nn_linear_backward(datty, g->o_w, g->o_b, dh, a->atty, w->o_w, n, d, d);
 	nn_attention_backward(dq, dk, dv, dsm, datty, a->att, a->q, a->k, a->v,
 	    b, s, nh, d / nh, causal);

@@ -11,6 +11,25 @@ nn_set_threads(int n)
 	openblas_set_num_threads(n < 1 ? 1 : n);
 }
 
+static inline void
+add_span(float *restrict dst, const float *restrict src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+/* Fixed-length spans: gcc -O2 vectorizes only loops without a scalar
+ * remainder, so the remainder gets its own call (see NN_SPAN below). */
+void
+nn_add(float *dst, const float *src, size_t count)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= count; i += 8)
+		add_span(dst + i, src + i, 8);
+	add_span(dst + i, src + i, count - i);
+}
+
 void
 nn_linear_forward(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o)
@@ -38,8 +57,7 @@ nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
 		return;
 	if (db)
 		for (int r = 0; r < n; r++)
-			for (int j = 0; j < o; j++)
-				db[j] += dout[(size_t)r * o + j];
+			nn_add(db, dout + (size_t)r * o, (size_t)o);
 	if (in <= 0)
 		return;
 	if (dinp)

@@ -34,6 +34,9 @@ void nn_set_threads(int n);
 
 /* ---- layers ---------------------------------------------------------- */
 
+/* dst[i] += src[i] (residual adds, partial sums); no overlap. */
+void nn_add(float *dst, const float *src, size_t count);
+
 /* out[n,o] = inp[n,i] @ w[o,i]^T + b[o]. */
 void nn_linear_forward(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
