@@ -40,7 +40,6 @@ struct comm_seg {
 struct comm_xfer {
 	struct comm_req *req;
 	int left;		/* stripes not yet complete */
-	int nseg;
 	struct comm_xfer *next;	/* self-send FIFO */
 	struct comm_seg seg[];
 };
@@ -74,7 +73,6 @@ struct comm {
 	enum comm_errkind kind;
 	char err[512];
 	int spin_us;
-	char master[80];
 };
 
 /* Rendezvous and full mesh (rendezvous.c); fills c->peers. */

@@ -426,7 +426,6 @@ int comm_connect_all(struct comm *c, const struct comm_options *o)
 		v.lfd[s] = -1;
 	if (!o->master || !o->master[0])
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "no master address");
-	snprintf(c->master, sizeof c->master, "%s", o->master);
 	if (sock_resolve_hostport(o->master, &v.master, err, sizeof err) < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", err);
 	v.table = calloc((size_t)c->world, sizeof *v.table);

@@ -93,13 +93,6 @@ void sock_addr_set_port(struct sock_addr *a, int port)
 	sock_addr_format(a);
 }
 
-int sock_addr_is_loopback(const struct sock_addr *a)
-{
-	if (a->ss.ss_family == AF_INET6)
-		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)&a->ss)->sin6_addr);
-	return (ntohl(((const struct sockaddr_in *)&a->ss)->sin_addr.s_addr) >> 24) == 127;
-}
-
 int sock_resolve(const char *host, const char *port, int family,
     struct sock_addr *out, char *err, size_t errlen)
 {

@@ -29,7 +29,6 @@ int sock_resolve_hostport(const char *hostport, struct sock_addr *out,
 void sock_addr_format(struct sock_addr *a);
 int sock_addr_port(const struct sock_addr *a);
 void sock_addr_set_port(struct sock_addr *a, int port);
-int sock_addr_is_loopback(const struct sock_addr *a);
 
 /* The address of interface name in family (AF_INET or AF_INET6; AF_UNSPEC:
  * IPv4 first). */

@@ -91,7 +91,6 @@ static struct comm_xfer *xfer_new(struct comm *c, struct comm_req *r, int nseg)
 		return NULL;
 	}
 	x->req = r;
-	x->nseg = nseg;
 	x->left = nseg;
 	r->priv = x;
 	return x;

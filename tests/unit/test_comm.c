@@ -517,8 +517,34 @@ static void test_token_and_v6(void)
 		close(fd);
 }
 
+static int split_is(const char *hp, const char *host, const char *port)
+{
+	char h[64], p[16], err[128];
+
+	if (sock_split(hp, h, sizeof h, p, sizeof p, err, sizeof err) < 0)
+		return host == NULL && strstr(err, hp) != NULL;
+	return host && strcmp(h, host) == 0 && strcmp(p, port) == 0;
+}
+
+static void test_addresses(void)
+{
+	struct sock_addr a;
+	char err[128];
+
+	UNIT_OK(split_is("10.0.0.2:41234", "10.0.0.2", "41234") &&
+	    split_is("[::1]:80", "::1", "80") && split_is("node-3:29500", "node-3", "29500") &&
+	    split_is(":7", "", "7"), "HOST:PORT and [IPV6]:PORT split");
+	UNIT_OK(split_is("::1:80", NULL, NULL) && split_is("host", NULL, NULL) &&
+	    split_is("host:", NULL, NULL) && split_is("[::1]80", NULL, NULL),
+	    "malformed addresses are refused, naming the input");
+	UNIT_OK(sock_resolve_hostport("127.0.0.1:80", &a, err, sizeof err) == 0 &&
+	    strcmp(a.str, "127.0.0.1:80") == 0 && sock_addr_port(&a) == 80,
+	    "numeric address resolves and formats back");
+}
+
 int main(void)
 {
+	test_addresses();
 	test_rendezvous();
 	test_p2p();
 	test_mismatch();
