@@ -7,7 +7,10 @@ wait_pid() {
 	local pid=$1 end=$((SECONDS + $2))
 
 	while kill -0 "$pid" 2>/dev/null; do
+		# an exited child not yet reaped still answers kill -0
+		[ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
 		if [ "$SECONDS" -ge "$end" ]; then
+			echo "# pid $pid still running: $(cat "/proc/$pid/wchan" 2>/dev/null) $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" >&2
 			kill -KILL "$pid" 2>/dev/null
 			wait "$pid" 2>/dev/null
 			return 124
