@@ -245,6 +245,9 @@ leftovers() {
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | sort)" = "$(printf '0 4 0 nodeA:29500\n1 4 1 nodeA:29500\n2 4 0 nodeA:29500\n3 4 0 nodeA:29500')" ]
 	[ "$(sort "$T/ssh.log" | tr '\n' ' ')" = "nodeA nodeA nodeB nodeC " ]
+	run timeout 30 sh -c "printf 'x1\nx2 # second\n' | collx-run --hostfile - --ssh '$T/fake-ssh' -- true"
+	[ "$status" -eq 0 ]
+	[ "$(tail -n 2 "$T/ssh.log" | sort | tr '\n' ' ')" = "x1 x2 " ]
 	printf 'nodeA\nnodeB slots=two\n' >"$T/bad"
 	run timeout 30 collx-run --hostfile "$T/bad" -- true
 	[ "$status" -eq 2 ]
