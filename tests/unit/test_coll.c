@@ -564,12 +564,15 @@ static void test_examples(void)
 	UNIT_OK(good[2] == 3, "allgather of [r, r+10] on 3 ranks: [0,10,1,11,2,12]");
 }
 
-/* Rank 1 disagrees (arg: 0 count, 1 dtype, 2 algorithm, 3 another collective). */
+/* Rank 1 disagrees (arg: 0 count, 1 dtype, 2 algorithm, 3 another
+ * collective) or exits before the collective (4). */
 static void mismatch_rank(struct comm *c, int fd, const void *arg)
 {
 	int how = *(const int *)arg, r = comm_rank(c), rc;
 	float buf[64] = { 0 };
 
+	if (r == 1 && how == 4)
+		_exit(0);	/* dies without a word */
 	if (r == 1 && how == 3)
 		rc = coll_broadcast(c, buf, 10, DT_F32, 0, COLL_AUTO);
 	else
@@ -596,7 +599,7 @@ static void test_mismatch(int how, const char *what)
 	if (in)
 		fclose(in);
 	reap(3, pid);
-	UNIT_OK(failed == 3 && mism >= 1, what);
+	UNIT_OK(how == 4 ? failed == 2 : failed == 3 && mism >= 1, what);
 }
 
 int main(void)
@@ -609,6 +612,7 @@ int main(void)
 	test_mismatch(1, "allreduce with different dtypes fails on every rank (mismatch)");
 	test_mismatch(2, "allreduce with different algorithms fails on every rank (mismatch)");
 	test_mismatch(3, "allreduce against broadcast fails on every rank (mismatch)");
+	test_mismatch(4, "a rank that exits makes the others fail, not hang");
 	for (size_t k = 0; k < sizeof worlds / sizeof worlds[0]; k++)
 		test_world(worlds[k]);
 	return unit_done();
