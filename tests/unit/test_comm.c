@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/auth.h"
 #include "comm/comm.h"
 #include "comm/sock.h"
 #include "unit.h"
@@ -396,6 +397,49 @@ static int sc_wrong_token(struct comm_options *o, const void *arg)
 	return rc;
 }
 
+/* Process 2 is not a rank: it connects to the master port before rank 1
+ * joins, once with junk and once with a wrong token. Rank 0 must log and
+ * drop both and still complete the job with rank 1. */
+static int sc_intruder(struct comm_options *o, const void *arg)
+{
+	char path[] = "/tmp/collx-test-comm-XXXXXX", log[4096] = { 0 }, junk[72], err[256];
+	size_t n = 1000;
+	int fd, rc;
+
+	o->world = 2;
+	o->token = "s3cret";
+	if (o->rank == 2) {
+		memset(junk, 'x', sizeof junk);
+		fd = sock_connect_hostport(master, sock_now() + 5, err, sizeof err);
+		EXPECT(fd >= 0, 31, "%s", err);
+		sock_send_all(fd, junk, sizeof junk, sock_now() + 5, err, sizeof err);
+		EXPECT(sock_recv_all(fd, junk, sizeof junk, sock_now() + 5, err, sizeof err) < 0 ||
+		    sock_recv_all(fd, junk, 1, sock_now() + 5, err, sizeof err) < 0, 32,
+		    "junk was answered");
+		close(fd);
+		fd = sock_connect_hostport(master, sock_now() + 5, err, sizeof err);
+		EXPECT(fd >= 0 && auth_client(fd, "guess", sock_now() + 5, err, sizeof err) < 0,
+		    33, "a wrong token got in");
+		close(fd);
+		return 0;
+	}
+	if (o->rank == 1)
+		sleep(1);
+	fd = mkstemp(path);
+	if (o->rank == 0) {
+		dup2(fd, 2);
+		unlink(path);
+	}
+	rc = sc_ring(o, &n);
+	if (o->rank == 0) {
+		pread(fd, log, sizeof log - 1, 0);
+		EXPECT(strstr(log, "not a collx peer") && strstr(log, "wrong token"), 34,
+		    "log: %s", log);
+	}
+	(void)arg;
+	return rc;
+}
+
 static void test_rendezvous(void)
 {
 	size_t n = 1000;
@@ -476,6 +520,9 @@ static void test_refusals(void)
 	set_master(AF_INET);
 	run_ranks(3, sc_absent, NULL, st);
 	UNIT_OK(st[0] == 1 && st[1] == 1, "a rank that never arrives: the others time out");
+	set_master(AF_INET);
+	run_ranks(3, sc_intruder, NULL, st);
+	UNIT_OK(all_zero(st, 3), "junk and a wrong token at the master are dropped and logged; the job completes");
 	set_master(AF_INET);
 	run_ranks(2, sc_wrong_token, NULL, st);
 	UNIT_OK(st[0] == 1 && st[1] == 1, "a wrong token cannot join; rank 0 logs the drop");
