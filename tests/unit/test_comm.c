@@ -404,7 +404,7 @@ static int sc_intruder(struct comm_options *o, const void *arg)
 {
 	char path[] = "/tmp/collx-test-comm-XXXXXX", log[4096] = { 0 }, junk[72], err[256];
 	size_t n = 1000;
-	int fd, rc;
+	int fd = -1, rc;
 
 	o->world = 2;
 	o->token = "s3cret";
@@ -425,8 +425,8 @@ static int sc_intruder(struct comm_options *o, const void *arg)
 	}
 	if (o->rank == 1)
 		sleep(1);
-	fd = mkstemp(path);
 	if (o->rank == 0) {
+		fd = mkstemp(path);
 		dup2(fd, 2);
 		unlink(path);
 	}
