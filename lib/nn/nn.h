@@ -44,7 +44,10 @@ void nn_linear_forward(float *out, const float *inp, const float *w,
 void nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o);
 
-/* Exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))), elementwise over count. */
+/* Exact (erf) GELU: x * 0.5 * (1 + erf(x / sqrt(2))) elementwise, and its
+ * derivative, within 2e-6 relative (absolute near zeros) of the double
+ * formula everywhere: a branch-free erfc that keeps the negative tail
+ * accurate and vectorizes. out/dinp may not alias the inputs. */
 void nn_gelu_forward(float *out, const float *inp, size_t count);
 void nn_gelu_backward(float *dinp, const float *inp, const float *dout,
     size_t count);
@@ -68,7 +71,8 @@ void nn_layernorm_backward(float *dinp, float *dw, float *db,
  */
 void nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal);
-/* dq, dk, dv += ...; scratch holds s*s floats. */
+/* dq, dk, dv += ... (any may be NULL); scratch holds s*s floats. The
+ * mask lives in the saved att, so causal only mirrors the forward call. */
 void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal);

@@ -261,6 +261,19 @@ static void test_roundtrip(void)
 	    !memcmp(m2.params, m.params, m.nparams * sizeof(float)),
 	    "reloaded model has the same parameters");
 	nn_model_free(&m2);
+
+	/* an f64 tensor is read converted to f32 */
+	struct tensor *q = tensor_set_find(&s, "attn.q.weight"), t = { 0 };
+	tensor_init(&t, DT_F64, 2, q->shape, err, sizeof(err));
+	for (int i = 0; i < 64; i++)
+		((double *)t.data)[i] = ((float *)q->data)[i];
+	tensor_free(q);
+	*q = t;
+	q->name = strdup("attn.q.weight");
+	UNIT_OK(nn_model_load(&m2, &s, err, sizeof(err)) == 0 &&
+	    !memcmp(m2.params, m.params, m.nparams * sizeof(float)),
+	    "an f64 weight loads converted to f32");
+	nn_model_free(&m2);
 	tensor_set_free(&s);
 	nn_model_free(&m);
 }
