@@ -71,7 +71,7 @@ static int next_opt(int argc, char **argv, const char *shorts, const struct opti
 #define COMMON_LONGOPTS \
 	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' }, \
 	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' }
-#define COMMON_SHORTS "+hVvq"
+#define COMMON_SHORTS "hVvq"
 
 /*
  * Small allocations live until exit, freed by an atexit handler, so that
@@ -821,7 +821,7 @@ int main(int argc, char **argv)
 
 	cli_init(argv[0]);
 	atexit(free_owned);
-	next_opt(argc, argv, COMMON_SHORTS, longs, usage_text);
+	next_opt(argc, argv, "+" COMMON_SHORTS, longs, usage_text);
 	if (optind == argc)
 		cli_usage_error("no command given");
 	for (i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -460,6 +460,20 @@ print("ok")'
 	[ "$status" -eq 2 ]
 }
 
+@test "options may follow the file arguments, as in the spec's synopses" {
+	$CT create --shape 2,2 --fill arange -o a.npy
+	$CT pack zed=a.npy -o m.safetensors
+	run $CT info m.safetensors
+	[[ "${lines[0]}" == *"safetensors, 1 tensors"* || "${lines[0]}" == *"safetensors, 1 tensor"* ]]
+	$CT get m.safetensors zed -o z.npy
+	cmp a.npy z.npy
+	$CT create --shape 2,2 --fill 1 -o b.npy
+	run $CT diff a.npy b.npy --atol 3
+	[ "$status" -eq 0 ]
+	run $CT diff a.npy b.npy --atol 1
+	[ "$status" -eq 4 ]
+}
+
 @test "{rank} and {world} in file names" {
 	COLLX_RANK=1 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
 		$CT create --shape 2 --fill 1 -o 'x{rank}of{world}.npy'
