@@ -85,7 +85,8 @@ void nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
     const int32_t *tok, int b, int s, int d);
 
 /* Softmax cross-entropy per row: probs[n,v] = softmax(logits), returns the
- * SUM over rows of -log probs[target]. probs may alias logits. */
+ * SUM over rows of -log probs[target] (targets in [0, v)). probs may alias
+ * logits. */
 double nn_xent_forward(float *probs, const float *logits,
     const int32_t *target, int n, int v);
 /* dlogits += scale * (probs - onehot(target)); scale = d loss / d row loss,

@@ -261,6 +261,9 @@ run(struct nn_model *m, const struct nn_batch *b, int grad, double *loss,
 		    b->n, b->seq);
 	if (b->n == 0)
 		return 0;
+	if (m->dims.arch == NN_GPT ? !b->tokens : !b->x || !b->y)
+		return nn_fail(err, errlen, "batch without %s",
+		    m->dims.arch == NN_GPT ? "tokens" : "inputs and targets");
 	if (m->dims.arch == NN_MLP)
 		return run_mlp(m, b, grad, loss, err, errlen);
 	if (m->dims.arch == NN_BLOCK)

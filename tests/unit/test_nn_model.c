@@ -427,6 +427,10 @@ static void test_block(int causal)
 	b.seq = 0;
 	UNIT_OK(nn_model_step(&m, &b, &loss, err, sizeof(err)) < 0,
 	    "block: a batch without seq refused");
+	b.seq = s, b.y = NULL;
+	UNIT_OK(nn_model_step(&m, &b, &loss, err, sizeof(err)) < 0 &&
+	    strstr(err, "without inputs and targets"),
+	    "block: a batch without targets refused");
 	nn_model_free(&m);
 	free(x), free(y);
 }
