@@ -80,7 +80,7 @@ struct job {
 	struct rank *ranks;
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
-	int devnull;
+	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -407,7 +407,7 @@ child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
 	/* Standard input goes to rank 0 only, and never a terminal: a rank
 	 * outside the foreground process group would stop on reading it. */
 	if (i != 0 || isatty(STDIN_FILENO))
-		dup2(j->devnull, STDIN_FILENO);
+		dup2(j->no_input, STDIN_FILENO);
 	if (outp[1] >= 0) {
 		dup2(outp[1], STDOUT_FILENO);
 		dup2(errp[1], STDERR_FILENO);
@@ -848,6 +848,19 @@ place_ranks(struct job *j)
 	free(local);
 }
 
+/* An empty pipe, its write end closed: reading it gives end of file at
+ * once, as /dev/null would, with nothing to depend on. */
+static void
+open_no_input(struct job *j)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
+	close(p[1]);
+	j->no_input = p[0];
+}
+
 /* Tagging holds two pipes per rank: allow as many descriptors as we may
  * (the ranks get the limit they would have had back). */
 static void
@@ -875,8 +888,8 @@ job_free(struct job *j)
 	free(j->master);
 	free(j->timeout);
 	launch_hosts_free(&j->hosts);
-	if (j->devnull > 0)
-		close(j->devnull);
+	if (j->no_input > 0)
+		close(j->no_input);
 }
 
 int
@@ -893,8 +906,7 @@ main(int argc, char **argv)
 		cli_usage_error("--ssh: %s", err);
 	place_ranks(&j);
 	raise_fd_limit();
-	if ((j.devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "/dev/null: %s", strerror(errno));
+	open_no_input(&j);
 	catch_signals();
 	if (j.time_limit > 0)
 		j.limit_at = cli_now() + j.time_limit;
