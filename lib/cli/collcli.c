@@ -26,7 +26,7 @@
 #include "cli/collref.h"
 #include "tensor/tensor.h"
 
-#define ERRLEN 512
+#define ERRLEN 1024
 
 enum { ST_END = 0, ST_ITEM = 1, ST_BAD = 2 };
 
@@ -385,9 +385,11 @@ line_of(const char *text, size_t len, size_t k, char *buf, size_t blen)
 	snprintf(buf, blen, "%.*s", (int)((nl ? nl : end) - p), p);
 }
 
-/* Ranks 0 and q hold different tensors: exchange descriptions, say which. */
-static _Noreturn void
-explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q)
+/* Ranks 0 and q hold different tensors: exchange descriptions, say which
+ * in msg. */
+static void
+explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q,
+    char *msg, size_t msglen)
 {
 	size_t *counts = xcalloc((size_t)r->world, sizeof *counts), total = 0, at = 0, k;
 	char *all, a[256], b[256];
@@ -407,22 +409,28 @@ explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q)
 		if (strcmp(a, b) != 0 || strcmp(a, "nothing") == 0)
 			break;
 	}
-	cli_die(CLI_EXIT_DATA, "rank %d: inputs differ between ranks: rank 0 has "
+	snprintf(msg, msglen, "rank %d: inputs differ between ranks: rank 0 has "
 	    "%s, rank %d has %s", r->rank, a, q, b);
+	free(counts);
+	free(all);
 }
 
-/* Statuses agree, or every rank dies saying why. 0: every input ended. */
+/* Whether the statuses agree: 1 on an item everywhere, 0 when every input
+ * has ended, -1 (why in msg) when not. */
 static int
-judge_status(struct cc_run *r, const uint64_t *rec, int stride, const char *why)
+judge_status(const struct cc_run *r, const uint64_t *rec, int stride,
+    const char *why, char *msg, size_t msglen)
 {
 	int q, ends = 0;
 
 	for (q = 0; q < r->world; q++)
 		if (rec[stride * q] == ST_BAD) {
 			if (q == r->rank)
-				cli_die(CLI_EXIT_DATA, "rank %d: %s", r->rank, why);
-			cli_die(CLI_EXIT_DATA, "rank %d: rank %d could not read its "
-			    "input", r->rank, q);
+				snprintf(msg, msglen, "rank %d: %s", r->rank, why);
+			else
+				snprintf(msg, msglen, "rank %d: rank %d could not "
+				    "read its input", r->rank, q);
+			return -1;
 		}
 	for (q = 0; q < r->world; q++)
 		ends += rec[stride * q] == ST_END;
@@ -430,9 +438,10 @@ judge_status(struct cc_run *r, const uint64_t *rec, int stride, const char *why)
 		return ends == 0;
 	for (q = 0; q < r->world && rec[stride * q] != ST_END; q++)
 		;
-	cli_die(CLI_EXIT_DATA, "rank %d: the input of rank %d ended after %ld "
+	snprintf(msg, msglen, "rank %d: the input of rank %d ended after %ld "
 	    "item%s, other ranks have more", r->rank, q, r->items,
 	    r->items == 1 ? "" : "s");
+	return -1;
 }
 
 /* Allgather: every rank's rows of every tensor. */
@@ -440,22 +449,23 @@ static void
 exchange_rows(struct cc_run *r, struct cc_plan *p)
 {
 	size_t n = p->in->count, i;
-	int64_t *mine = xcalloc(n, sizeof *mine);
+	int64_t *mine;
 
-	p->rows = xcalloc(n * (size_t)r->world, sizeof *p->rows);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		if (p->in->items[i].ndim < 1)
 			cli_die(CLI_EXIT_DATA, "rank %d: %s: allgather needs at least "
 			    "one dimension", r->rank, tname(&p->in->items[i]));
+	mine = xcalloc(n, sizeof *mine);
+	for (i = 0; i < n; i++)
 		mine[i] = p->in->items[i].shape[0];
-	}
+	p->rows = xcalloc(n * (size_t)r->world, sizeof *p->rows);
 	if (n > 0 && coll_allgather(r->comm, mine, p->rows, n, DT_I64, COLL_AUTO) < 0)
 		comm_die(r);
 	free(mine);
 }
 
 /* Every rank's status and description hash; returns 0 when every input
- * has ended. */
+ * has ended. Dies (exit 3 everywhere) when ranks disagree. */
 static int
 agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 {
@@ -464,20 +474,22 @@ agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 	uint64_t mine[4] = { (uint64_t)status, fnv1a(text, len),
 	    status == ST_ITEM ? p->in->count : 0, len };
 	uint64_t *rec = xcalloc(4 * (size_t)r->world, sizeof *rec);
+	char msg[ERRLEN] = "";
 	int q, go;
 
 	comm_set_step(r->comm, "agreement on the inputs");
 	if (coll_allgather(r->comm, mine, rec, 4, DT_I64, COLL_AUTO) < 0)
 		comm_die(r);
-	if ((go = judge_status(r, rec, 4, why))) {
-		for (q = 1; q < r->world; q++)
-			if (rec[4 * q + 1] != rec[1] || rec[4 * q + 2] != rec[2])
-				explain_mismatch(r, text, rec, q);
-		if (r->o->kind == COLL_KIND_ALLGATHER)
-			exchange_rows(r, p);
-	}
+	go = judge_status(r, rec, 4, why, msg, sizeof msg);
+	for (q = 1; go > 0 && q < r->world && msg[0] == '\0'; q++)
+		if (rec[4 * q + 1] != rec[1] || rec[4 * q + 2] != rec[2])
+			explain_mismatch(r, text, rec, q, msg, sizeof msg);
 	free(text);
 	free(rec);
+	if (msg[0])
+		cli_die(CLI_EXIT_DATA, "%s", msg);
+	if (go && r->o->kind == COLL_KIND_ALLGATHER)
+		exchange_rows(r, p);
 	return go;
 }
 
@@ -637,8 +649,10 @@ agree_broadcast(struct cc_run *r, struct cc_plan *p, int status, const char *why
 		buf = xcalloc((size_t)rec[1], 1);
 	if (coll_broadcast(r->comm, buf, (size_t)rec[1], DT_U8, root, COLL_AUTO) < 0)
 		comm_die(r);
-	if (!me && header_decode(buf, (size_t)rec[1], &p->out, err, sizeof err) < 0)
+	if (!me && header_decode(buf, (size_t)rec[1], &p->out, err, sizeof err) < 0) {
+		free(buf);
 		cli_die(CLI_EXIT_DATA, "rank %d: header from the root: %s", r->rank, err);
+	}
 	free(buf);
 	return 1;
 }
