@@ -184,6 +184,14 @@ gpt_same() {
 	[ "$(cut -d, -f1-4 glnpy.csv)" = "$(cut -d, -f1-4 glraw.csv)" ]
 }
 
+@test "async parameter server with one worker is plain SGD; 1-D targets are a column" {
+	"$PY" -c "import numpy as np; np.save('y1.npy', np.load('Y.npy').reshape(-1))"
+	timeout 60 collx-dp -m m.safetensors --data X.npy --targets y1.npy \
+	    --batch 200 --steps 10 --lr 0.05 --sync ps --ps-mode async \
+	    -o ta1.safetensors --loss-csv la1.csv -q
+	ref_ok a1
+}
+
 @test "async parameter server trains and ends with identical ranks" {
 	# the end-of-run checksum comparison makes a rank that differs fail
 	mlp 3 as --sync ps --ps-servers 2 --ps-mode async --staleness 1

@@ -80,8 +80,12 @@ rows_check(struct dp_data *d, const struct nn_model *m, const struct tensor *x,
 		return fail(err, errlen, "data of shape %s: the %s model wants "
 		    "[n,%s%lld]", a, nn_arch_name(m->dims.arch),
 		    want == 3 ? "seq," : "", (long long)din);
-	if (y->ndim != want || y->shape[0] != x->shape[0] ||
-	    y->shape[want - 1] != dout || (want == 3 && y->shape[1] != x->shape[1]))
+	/* 1-D targets of an mlp with one output are a column */
+	int ycol = want == 2 && dout == 1 && y->ndim == 1;
+
+	if ((y->ndim != want && !ycol) || y->shape[0] != x->shape[0] ||
+	    (!ycol && y->shape[want - 1] != dout) ||
+	    (want == 3 && y->shape[1] != x->shape[1]))
 		return fail(err, errlen, "targets of shape %s do not match data "
 		    "of shape %s for the %s model", b, a,
 		    nn_arch_name(m->dims.arch));
