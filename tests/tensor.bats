@@ -474,6 +474,18 @@ print("ok")'
 	[ "$status" -eq 4 ]
 }
 
+@test "an output that is a FIFO or device is written in place, never replaced" {
+	mkfifo f
+	timeout 20 cat f >got.npy &
+	$CT create --shape 3 --fill 1 -o f
+	wait
+	[ -p f ]
+	$CT create --shape 3 --fill 1 -o want.npy
+	cmp got.npy want.npy
+	$CT create --shape 3 --fill 1 -o /dev/null
+	[ -c /dev/null ]
+}
+
 @test "{rank} and {world} in file names" {
 	COLLX_RANK=1 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
 		$CT create --shape 2 --fill 1 -o 'x{rank}of{world}.npy'

@@ -367,9 +367,33 @@ fail:
 	return rc;
 }
 
+/* Devices and FIFOs (/dev/null, a pipe to a co-process) are written in
+ * place: renaming a temporary over them would replace the node itself. */
+static int write_special(const char *dst, const void *buf, size_t len,
+    char *err, size_t errlen)
+{
+	int fd = open(dst, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write_all(fd, buf, len) < 0) {
+		snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (close(fd) < 0) {
+		snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int tensor_write_file(const char *dst, const void *buf, size_t len,
     char *err, size_t errlen)
 {
+	struct stat st;
+
+	if (strcmp(dst, "-") != 0 && stat(dst, &st) == 0 && !S_ISREG(st.st_mode))
+		return write_special(dst, buf, len, err, errlen);
 	if (strcmp(dst, "-") != 0)
 		return write_temp(dst, buf, len, err, errlen);
 	if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0) {
