@@ -340,7 +340,7 @@ struct conn {
 	int fd;
 	char addr[80];
 	int worker;		/* id from HELLO, -1 for shell clients */
-	int hello, pushed, waiting, done, bye;
+	int authed, hello, pushed, waiting, done, bye;
 	long steps;		/* async pushes applied */
 };
 
@@ -602,12 +602,26 @@ on_message(struct srv *s, struct conn *c)
 	char e[160];
 	double deadline = sock_now() + s->cfg->timeout;
 
+	/* The handshake waits for the peer's first bytes, so a silent
+	 * connection never holds up the others. */
+	if (!c->authed) {
+		if (auth_server(c->fd, s->cfg->token, deadline, e, sizeof(e)) < 0) {
+			srv_log(s, "refused %s: %s", c->addr, e);
+			conn_close(c);
+		}
+		c->authed = 1;
+		return;
+	}
 	if (msg_recv(c->fd, &m, deadline, e, sizeof(e)) < 0) {
 		conn_lost(s, c, e);
 		return;
 	}
 	if (!c->hello && m.type != PS_HELLO) {
 		conn_lost(s, c, "first message is not HELLO");
+		return;
+	}
+	if (m.type != PS_PUSH && m.paylen != 0) {
+		conn_lost(s, c, "unexpected payload");
 		return;
 	}
 	switch (m.type) {
@@ -648,12 +662,6 @@ on_accept(struct srv *s)
 	    sizeof(e));
 	if (fd < 0)
 		return;
-	if (auth_server(fd, s->cfg->token, sock_now() + s->cfg->timeout, e,
-	    sizeof(e)) < 0) {
-		srv_log(s, "refused %s: %s", peer.str, e);
-		close(fd);
-		return;
-	}
 	if (s->nconn == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 16;
 		void *p = realloc(s->conns, (size_t)cap * sizeof(*s->conns));
@@ -836,7 +844,7 @@ link_reply(const struct ps_client *c, const struct ps_link *l, uint32_t want,
 		free(t);
 		return -1;
 	}
-	if (m->type != want) {
+	if (m->type != want || (want == PS_ACK && m->paylen != 0)) {
 		snprintf(e, sizeof(e), "unexpected reply type %u", m->type);
 		return link_fail(l, e, err, errlen);
 	}

@@ -136,6 +136,24 @@ serve_thread(void *arg)
 	return ps_serve(cfg, e, sizeof(e)) == 0 ? NULL : e;
 }
 
+/* Junk and a half message: the server drops those connections and goes on. */
+static void
+garbage(const char *addr)
+{
+	char junk[64], e[256];
+	int fd;
+
+	memset(junk, 'x', sizeof(junk));
+	fd = sock_connect_hostport(addr, sock_now() + 5, e, sizeof(e));
+	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, sizeof(junk), sock_now() + 5,
+	    e, sizeof(e)) == 0, "junk sent to the server");
+	close(fd);
+	fd = sock_connect_hostport(addr, sock_now() + 5, e, sizeof(e));
+	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, 10, sock_now() + 5, e,
+	    sizeof(e)) == 0, "half a header sent");
+	close(fd);
+}
+
 static void
 test_tcp_round(void)
 {
@@ -154,11 +172,16 @@ test_tcp_round(void)
 	};
 	pthread_t st, pt[2];
 	void *res;
+	double t0;
+	int silent;
 
 	cfg.lfd = sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
 	UNIT_OK(cfg.lfd >= 0, "listen");
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", sock_addr_port(&bound));
 	pthread_create(&st, NULL, serve_thread, &cfg);
+	garbage(addr);
+	silent = sock_connect_hostport(addr, sock_now() + 5, e, sizeof(e));
+	t0 = sock_now();
 	for (int i = 0; i < 2; i++) {
 		w[i].addr = addr;
 		pthread_create(&pt[i], NULL, push_thread, &w[i]);
@@ -166,6 +189,8 @@ test_tcp_round(void)
 	for (int i = 0; i < 2; i++)
 		pthread_join(pt[i], NULL);
 	pthread_join(st, &res);
+	UNIT_OK(sock_now() - t0 < 5, "a silent connection holds nothing up");
+	close(silent);
 	close(cfg.lfd);
 	UNIT_OK(w[0].rc == 0 && w[1].rc == 0 && res == NULL,
 	    "two workers push, say done; the server ends");
