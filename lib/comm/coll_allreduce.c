@@ -96,12 +96,45 @@ static int allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
 	return rc;
 }
 
+/*
+ * Large vectors are reduced a slice at a time: a slice's buffer, its
+ * segments in flight and the socket buffers stay in cache, so each byte
+ * is reduced and forwarded while hot instead of streaming the whole vector
+ * through memory once per step. (On loopback a 64 MiB vector in 1 MiB
+ * slices runs several times faster than in one piece.) The naive baseline
+ * is left whole.
+ */
+#define SLICE_BYTES ((size_t)1 << 20)
+
+static int allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
+{
+	switch (a) {
+	case COLL_TREE: return allreduce_tree(x, buf, n);
+	case COLL_RD: return allreduce_rd(x, buf, n);
+	case COLL_RABENSEIFNER: return allreduce_rabenseifner(x, buf, n);
+	default: return allreduce_ring(x, buf, n);
+	}
+}
+
+static int allreduce_sliced(struct cx *x, enum coll_algo a, char *buf, size_t n)
+{
+	int slices = (int)((n * x->esz + SLICE_BYTES - 1) / SLICE_BYTES);
+
+	if (a == COLL_NAIVE)
+		return allreduce_naive(x, buf, n);
+	for (int i = 0; i < slices; i++) {
+		size_t lo = cx_part(n, slices, i), hi = cx_part(n, slices, i + 1);
+		if (allreduce_slice(x, a, buf + lo * x->esz, hi - lo) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, enum coll_algo algo)
 {
 	struct cx x;
 	enum coll_algo a = algo;
-	int rc;
 
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLREDUCE, count * dtype_size(dt), comm_size(c));
@@ -110,14 +143,9 @@ int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 		return -1;
 	if (x.world == 1 || count == 0)
 		return 0;
-	switch (a) {
-	case COLL_NAIVE: rc = allreduce_naive(&x, buf, count); break;
-	case COLL_TREE: rc = allreduce_tree(&x, buf, count); break;
-	case COLL_RD: rc = allreduce_rd(&x, buf, count); break;
-	case COLL_RABENSEIFNER: rc = allreduce_rabenseifner(&x, buf, count); break;
-	default: rc = allreduce_ring(&x, buf, count); break;
-	}
-	if (rc == 0 && op == COLL_AVG)
+	if (allreduce_sliced(&x, a, buf, count) < 0)
+		return -1;
+	if (op == COLL_AVG)
 		coll_finish_avg(buf, count, dt, x.world);
-	return rc;
+	return 0;
 }
