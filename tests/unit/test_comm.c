@@ -589,9 +589,40 @@ static void test_addresses(void)
 	    "numeric address resolves and formats back");
 }
 
+/* World 1: no network; messages to self, and failures that stick. */
+static void test_self(void)
+{
+	struct comm_options o = { .rank = 0, .world = 1, .timeout = 1 };
+	struct comm_req r[2];
+	struct comm *c;
+	char err[256], a[8] = "abcdefg", b[8] = { 0 };
+
+	UNIT_OK(comm_open(&c, &o, err, sizeof err) == 0 && comm_size(c) == 1,
+	    "a world of 1 opens without a master");
+	UNIT_OK(comm_irecv(c, 0, 1, b, 8, &r[0]) == 0 && comm_isend(c, 0, 1, a, 8, &r[1]) == 0 &&
+	    comm_waitall(c, r, 2) == 0 && memcmp(a, b, 8) == 0 && r[0].state == COMM_REQ_DONE,
+	    "a message to self arrives");
+	UNIT_OK(comm_sendrecv(c, 0, NULL, 0, 0, NULL, 0, 2) == 0, "zero-length message to self");
+	UNIT_OK(comm_isend(c, 0, 3, a, 8, &r[0]) == 0 && comm_wait(c, &r[0]) < 0 &&
+	    strstr(comm_error(c), "no matching receive"), "a send to self with no receive fails");
+	comm_fail(c, COMM_ERR_MISMATCH, "later failure");
+	UNIT_OK(comm_errkind(c) == COMM_ERR_RUNTIME && comm_send(c, 0, 0, a, 1) < 0 &&
+	    !strstr(comm_error(c), "later"), "the first failure sticks");
+	comm_close(c);
+	UNIT_OK(comm_open(&c, &o, err, sizeof err) == 0, "reopen");
+	UNIT_OK(comm_irecv(c, 0, 1, b, 4, &r[0]) == 0 && comm_isend(c, 0, 1, a, 8, &r[1]) < 0 &&
+	    comm_errkind(c) == COMM_ERR_MISMATCH && strncmp(comm_error(c), "rank 0: ", 8) == 0,
+	    "self messages of different lengths are a mismatch");
+	comm_close(c);
+	o.rank = 1;
+	UNIT_OK(comm_open(&c, &o, err, sizeof err) < 0 && strstr(err, "not within"),
+	    "rank outside the world is refused");
+}
+
 int main(void)
 {
 	test_addresses();
+	test_self();
 	test_rendezvous();
 	test_p2p();
 	test_mismatch();
