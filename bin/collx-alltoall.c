@@ -16,7 +16,7 @@ static const struct option longopts[] = {
 static void
 usage(void)
 {
-	printf("usage: %s -i IN [-o OUT] --scatter-dim S --gather-dim G [--algo A]\n"
+	printf("usage: %s -i IN [-o OUT] [--scatter-dim S] [--gather-dim G] [--algo A]\n"
 	    "       [--iters N] [--warmup W] [--timing F] [--check] [--stream]\n"
 	    "       [--bucket SIZE] [--rank R] [--world-size N] [--master HOST:PORT] ...\n"
 	    "Split IN along S into W chunks, send chunk i to rank i, concatenate\n"
