@@ -16,9 +16,10 @@ static const struct option longopts[] = {
 static void
 usage(void)
 {
-	printf("usage: %s -i IN [-o OUT] [--scatter-dim S] [--gather-dim G] [--algo A]\n"
-	    "       [--iters N] [--warmup W] [--timing F] [--check] [--stream]\n"
-	    "       [--bucket SIZE] [--rank R] [--world-size N] [--master HOST:PORT] ...\n"
+	printf("usage: %s -i IN [-o OUT] [--scatter-dim S] [--gather-dim G]\n"
+	    "       [--algo A] [--iters N] [--warmup W] [--timing F] [--check]\n"
+	    "       [--stream] [--bucket SIZE] [--rank R] [--world-size N]\n"
+	    "       [--master HOST:PORT] ...\n"
 	    "Split IN along S into W chunks, send chunk i to rank i, concatenate\n"
 	    "the chunks that arrive along G in rank order.\n\n", cli_progname);
 	fputs("  --scatter-dim S       dimension to split (default 0; negative\n"

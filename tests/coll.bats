@@ -504,6 +504,18 @@ same(load('r.npy'), load('x.npy')); same(load('a.npy'), load('x.npy'))"
 	done
 }
 
+@test "--help and the man page name the same options" {
+	for p in allreduce broadcast allgather reduce-scatter alltoall; do
+		man=$COLLX_ROOT/man/man1/collx-$p.1
+		[ -f "$man" ]
+		help=$(timeout 10 collx-$p --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
+		# ".It Fl \-world\-size": Fl adds one dash, the source has the other.
+		page=$(grep -E '^\.It Fl' "$man" | grep -oE 'Fl \\-[a-z][a-z\\-]*' |
+		    sed 's/^Fl /-/; s/\\//g' | sort -u)
+		[ "$help" = "$page" ] || { diff <(echo "$help") <(echo "$page"); false; }
+	done
+}
+
 @test "collx-run launches the ranks: allreduce of r+1 on 4" {
 	command -v collx-run >/dev/null || skip "collx-run not built"
 	pyx "
