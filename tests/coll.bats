@@ -474,7 +474,7 @@ save_st('s.1.safetensors', {'a': np.zeros(2, dtype='f4'), 'c': np.zeros(2, dtype
 @test "world of one: no rendezvous; -o - writes the input's format to stdout" {
 	pyx "save('x.npy', np.arange(6, dtype='i2').reshape(3, 2))
 save_st('s.safetensors', {'a': np.ones(2, dtype='f4')}, {'m': '1'})"
-	timeout 10 collx-allreduce -i x.npy -o - >y.npy
+	timeout 10 collx-allreduce -i "file://$T/x.npy" -o - >y.npy
 	timeout 10 collx-allgather -i s.safetensors -o - >y.st
 	timeout 10 collx-reduce-scatter -i x.npy -o r.npy --check
 	timeout 10 collx-alltoall -i x.npy -o a.npy --scatter-dim 1 --gather-dim 0 --check

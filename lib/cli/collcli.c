@@ -643,8 +643,10 @@ agree_broadcast(struct cc_run *r, struct cc_plan *p, int status, const char *why
 	if (rec[0] == ST_BAD)
 		cli_die(CLI_EXIT_DATA, "rank %d: %s", r->rank, me ? why :
 		    "the root could not read its input");
-	if (rec[0] != ST_ITEM || rec[1] > ((uint64_t)1 << 40))
+	if (rec[0] == ST_END)
 		return 0;
+	if (rec[0] != ST_ITEM || rec[1] > ((uint64_t)1 << 40))
+		cli_die(CLI_EXIT_DATA, "rank %d: malformed header from the root", r->rank);
 	if (!me)
 		buf = xcalloc((size_t)rec[1], 1);
 	if (coll_broadcast(r->comm, buf, (size_t)rec[1], DT_U8, root, COLL_AUTO) < 0)
