@@ -301,7 +301,7 @@ static int join_result(struct comm_options *o, const char *want)
 
 struct refuse {
 	int bad_rank, claim;	/* claim: the rank it says it is (0: its own) */
-	const char *world, *job, *want_bad, *want_0;
+	const char *world, *job, *want_bad, *want_0, *ifaces;
 };
 
 /* The bad rank joins with another world size, job or token. */
@@ -317,6 +317,8 @@ static int sc_refuse(struct comm_options *o, const void *arg)
 			o->job = f->job;
 		if (f->claim)
 			o->rank = f->claim;
+		if (f->ifaces)
+			o->ifaces = f->ifaces;
 		return join_result(o, f->want_bad);
 	}
 	return join_result(o, o->rank == 0 ? f->want_0 : NULL);
@@ -498,9 +500,10 @@ static void test_mismatch(void)
 
 static void test_refusals(void)
 {
-	static const struct refuse world = { 1, 0, "3", NULL, "world size 3", "rank(s) 1" },
-	    job = { 1, 0, NULL, "other-job", "job identity", "rank(s) 1" },
-	    dup = { 2, 1, NULL, NULL, NULL, "rank(s) 2" };
+	static const struct refuse world = { 1, 0, "3", NULL, "world size 3", "rank(s) 1", NULL },
+	    job = { 1, 0, NULL, "other-job", "job identity", "rank(s) 1", NULL },
+	    dup = { 2, 1, NULL, NULL, NULL, "rank(s) 2", NULL },
+	    streams = { 1, 0, NULL, NULL, "2 interfaces differ", "rank(s) 1", "lo,lo" };
 	int st[3];
 
 	set_master(AF_INET);
@@ -509,6 +512,9 @@ static void test_refusals(void)
 	set_master(AF_INET);
 	run_ranks(2, sc_refuse, &job, st);
 	UNIT_OK(st[1] == 3 && st[0] == 1, "another job is refused (mismatch), rank 0 times out");
+	set_master(AF_INET);
+	run_ranks(2, sc_refuse, &streams, st);
+	UNIT_OK(st[1] == 3 && st[0] == 1, "another number of interfaces is refused (mismatch)");
 	set_master(AF_INET);
 	run_ranks(3, sc_refuse, &dup, st);
 	UNIT_OK(st[0] == 1 && ((st[1] == 3 && st[2] == 1) || (st[1] == 1 && st[2] == 3)),
