@@ -45,11 +45,11 @@ static const struct option longopts[] = {
 
 struct opts {
 	const char *model, *out, *data, *targets, *loss_csv, *timing;
-	const char *init, *dims, *optim_name, *sync_name;
+	const char *init, *dims, *sync_name;
 	long batch, steps;
-	double epochs, lr, momentum, wd, b1, b2, eps;
-	int have_lr, have_momentum, have_wd, have_betas, have_eps, have_ps_servers;
-	int threads;
+	double epochs;
+	struct dp_optim_opts optim;
+	int have_ps_servers, threads;
 	char *owned[3];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
@@ -58,12 +58,13 @@ struct opts {
 static _Noreturn void
 usage(void)
 {
-	printf("usage: %s -m MODEL.safetensors --data X.npy [--targets Y.npy] --batch B\n"
-	    "           (--steps K | --epochs E) [options]\n"
+	printf("usage: %s -m MODEL.safetensors --data X.npy [--targets Y.npy]\n"
+	    "           --batch B (--steps K | --epochs E) [options]\n"
 	    "       %s --init ARCH --dims DIMS [--seed S] -o MODEL.safetensors\n\n"
 	    "Data-parallel training of a built-in model (mlp, block, gpt).\n\n"
 	    "  -m, --model F         model (safetensors with collx.arch metadata)\n"
-	    "  --data F              mlp/block: X rows; gpt: token file (.npy or bytes)\n"
+	    "  --data F              mlp/block: X rows; gpt: token file (.npy or\n"
+	    "                        raw bytes)\n"
 	    "  --targets F           mlp/block: Y rows\n"
 	    "  --batch B             global batch, split over the ranks\n"
 	    "  --steps K             train K steps\n"
@@ -104,20 +105,6 @@ usage(void)
 }
 
 static void
-parse_betas(struct opts *o, const char *s)
-{
-	char *end;
-
-	o->b1 = strtod(s, &end);
-	if (end == s || *end != ',')
-		cli_usage_error("--betas: want B1,B2, not '%s'", s);
-	o->b2 = cli_parse_double("--betas", end + 1, 0, 0.999999999);
-	if (o->b1 < 0 || o->b1 >= 1)
-		cli_usage_error("--betas: beta1 %g is outside [0, 1)", o->b1);
-	o->have_betas = 1;
-}
-
-static void
 parse_sync(struct opts *o, const char *s)
 {
 	o->sync_name = s;
@@ -136,15 +123,12 @@ static int
 train_option(struct opts *o, int c, const char *a)
 {
 	switch (c) {
-	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); o->have_lr = 1; break;
-	case OPT_OPTIM: o->optim_name = a; break;
-	case OPT_MOMENTUM:
-		o->momentum = cli_parse_double("--momentum", a, 0, 1e9);
-		o->have_momentum = 1;
-		break;
-	case OPT_WD: o->wd = cli_parse_double("--weight-decay", a, 0, 1e9); o->have_wd = 1; break;
-	case OPT_BETAS: parse_betas(o, a); break;
-	case OPT_EPS: o->eps = cli_parse_double("--eps", a, 0, 1); o->have_eps = 1; break;
+	case OPT_LR: o->optim.lr = a; break;
+	case OPT_OPTIM: o->optim.kind = a; break;
+	case OPT_MOMENTUM: o->optim.momentum = a; break;
+	case OPT_WD: o->optim.weight_decay = a; break;
+	case OPT_BETAS: o->optim.betas = a; break;
+	case OPT_EPS: o->optim.eps = a; break;
 	case OPT_SYNC: parse_sync(o, a); break;
 	case OPT_PS_SERVERS:
 		o->cfg.ps_servers = (int)cli_parse_long("--ps-servers", a, 1, 1 << 20);
@@ -185,15 +169,26 @@ parse_args(struct opts *o, int argc, char **argv)
 		case 'o': o->out = optarg; break;
 		case OPT_DATA: o->data = optarg; break;
 		case OPT_TARGETS: o->targets = optarg; break;
-		case OPT_BATCH: o->batch = cli_parse_long("--batch", optarg, 1, 1L << 40); break;
-		case OPT_STEPS: o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40); break;
-		case OPT_EPOCHS: o->epochs = cli_parse_double("--epochs", optarg, 0, 1e9); break;
+		case OPT_BATCH:
+			o->batch = cli_parse_long("--batch", optarg, 1, 1L << 40);
+			break;
+		case OPT_STEPS:
+			o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40);
+			break;
+		case OPT_EPOCHS:
+			o->epochs = cli_parse_double("--epochs", optarg, 0, 1e9);
+			break;
 		case CLI_OPT_TIMING: o->timing = optarg; break;
 		case OPT_LOSS_CSV: o->loss_csv = optarg; break;
-		case OPT_SEED: o->cfg.seed = (uint64_t)cli_parse_long("--seed", optarg, 0, 0x7fffffffffffffffL); break;
+		case OPT_SEED:
+			o->cfg.seed = (uint64_t)cli_parse_long("--seed", optarg, 0,
+			    0x7fffffffffffffffL);
+			break;
 		case OPT_INIT: o->init = optarg; break;
 		case OPT_DIMS: o->dims = optarg; break;
-		case OPT_THREADS: o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024); break;
+		case OPT_THREADS:
+			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
+			break;
 		default: cli_usage_error("unknown option");
 		}
 	}
@@ -260,32 +255,6 @@ subst_paths(struct opts *o)
 	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
 		if (*p[i] != NULL)
 			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
-}
-
-static void
-optim_config(struct opts *o)
-{
-	enum nn_optim_kind k = NN_SGD;
-	struct nn_optim_cfg *c = &o->cfg.optim;
-
-	if (o->optim_name != NULL && nn_optim_parse(o->optim_name, &k) < 0)
-		cli_usage_error("--optimizer: want sgd or adamw, not '%s'",
-		    o->optim_name);
-	nn_optim_defaults(c, k);
-	if (o->have_lr)
-		c->lr = o->lr;
-	if (o->have_momentum)
-		c->momentum = o->momentum;
-	if (o->have_wd)
-		c->weight_decay = o->wd;
-	if (o->have_betas) {
-		c->beta1 = o->b1;
-		c->beta2 = o->b2;
-	}
-	if (o->have_eps)
-		c->eps = o->eps;
-	if (k == NN_ADAMW && o->have_momentum)
-		cli_usage_error("--momentum is for sgd");
 }
 
 static void
@@ -431,7 +400,8 @@ main(int argc, char **argv)
 	cli_group_resolve(&o.g);
 	check_args(&o);
 	subst_paths(&o);
-	optim_config(&o);
+	if (dp_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
 	nn_set_threads(o.threads);
 	load_model(&o, &m);
 	if (dp_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)

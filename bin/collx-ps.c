@@ -42,9 +42,7 @@ struct opts {
 	int workers, port, staleness, done;
 	double weight;
 	enum ps_mode mode;
-	const char *optim_name;
-	double lr, momentum, wd, b1, b2, eps;
-	int have_lr, have_momentum, have_wd, have_betas, have_eps;
+	struct dp_optim_opts optim;
 	struct cli_group g;
 };
 
@@ -72,7 +70,8 @@ usage(void)
 	    "  --optimizer NAME      sgd (default) or adamw; --lr, --momentum,\n"
 	    "  --weight-decay, --betas, --eps as in collx-dp (torch.optim defaults)\n"
 	    "  --mode MODE           sync (rounds, default) or async\n"
-	    "  --staleness K         async: hold a worker K pushes ahead of the slowest\n"
+	    "  --staleness K         async: hold a worker K pushes ahead of the\n"
+	    "                        slowest\n"
 	    "  -o, --output F        rank 0 writes the final parameters at the end\n"
 	    "push:\n"
 	    "  --server LIST         the servers, in rank order\n"
@@ -94,38 +93,27 @@ usage(void)
 	exit(CLI_EXIT_OK);
 }
 
-static void
-parse_betas(struct opts *o, const char *s)
-{
-	char *end;
-
-	o->b1 = strtod(s, &end);
-	if (end == s || *end != ',' || o->b1 < 0 || o->b1 >= 1)
-		cli_usage_error("--betas: want B1,B2 in [0, 1), not '%s'", s);
-	o->b2 = cli_parse_double("--betas", end + 1, 0, 0.999999999);
-	o->have_betas = 1;
-}
-
 static int
 server_option(struct opts *o, int c, const char *a)
 {
 	switch (c) {
-	case OPT_WORKERS: o->workers = (int)cli_parse_long("--workers", a, 1, 1 << 20); break;
-	case OPT_PORT: o->port = (int)cli_parse_long("--port", a, 0, 65535); break;
-	case OPT_OPTIM: o->optim_name = a; break;
-	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); o->have_lr = 1; break;
-	case OPT_MOMENTUM:
-		o->momentum = cli_parse_double("--momentum", a, 0, 1e9);
-		o->have_momentum = 1;
+	case OPT_WORKERS:
+		o->workers = (int)cli_parse_long("--workers", a, 1, 1 << 20);
 		break;
-	case OPT_WD: o->wd = cli_parse_double("--weight-decay", a, 0, 1e9); o->have_wd = 1; break;
-	case OPT_BETAS: parse_betas(o, a); break;
-	case OPT_EPS: o->eps = cli_parse_double("--eps", a, 0, 1); o->have_eps = 1; break;
+	case OPT_PORT: o->port = (int)cli_parse_long("--port", a, 0, 65535); break;
+	case OPT_OPTIM: o->optim.kind = a; break;
+	case OPT_LR: o->optim.lr = a; break;
+	case OPT_MOMENTUM: o->optim.momentum = a; break;
+	case OPT_WD: o->optim.weight_decay = a; break;
+	case OPT_BETAS: o->optim.betas = a; break;
+	case OPT_EPS: o->optim.eps = a; break;
 	case OPT_MODE:
 		if (ps_mode_parse(a, &o->mode) < 0)
 			cli_usage_error("--mode: want sync or async, not '%s'", a);
 		break;
-	case OPT_STALENESS: o->staleness = (int)cli_parse_long("--staleness", a, 0, 1 << 30); break;
+	case OPT_STALENESS:
+		o->staleness = (int)cli_parse_long("--staleness", a, 0, 1 << 30);
+		break;
 	default: return 0;
 	}
 	return 1;
@@ -147,7 +135,9 @@ parse_args(struct opts *o, int argc, char **argv)
 		case 'm': o->model = optarg; break;
 		case 'o': o->out = optarg; break;
 		case OPT_SERVER: o->server = optarg; break;
-		case OPT_WEIGHT: o->weight = cli_parse_double("--weight", optarg, 0, 1e18); break;
+		case OPT_WEIGHT:
+			o->weight = cli_parse_double("--weight", optarg, 0, 1e18);
+			break;
 		case OPT_DONE: o->done = 1; break;
 		default: cli_usage_error("unknown option");
 		}
@@ -158,29 +148,6 @@ parse_args(struct opts *o, int argc, char **argv)
 		o->file = argv[optind++];
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
-}
-
-static void
-optim_config(const struct opts *o, struct nn_optim_cfg *c)
-{
-	enum nn_optim_kind k = NN_SGD;
-
-	if (o->optim_name != NULL && nn_optim_parse(o->optim_name, &k) < 0)
-		cli_usage_error("--optimizer: want sgd or adamw, not '%s'",
-		    o->optim_name);
-	nn_optim_defaults(c, k);
-	if (o->have_lr)
-		c->lr = o->lr;
-	if (o->have_momentum)
-		c->momentum = o->momentum;
-	if (o->have_wd)
-		c->weight_decay = o->wd;
-	if (o->have_betas) {
-		c->beta1 = o->b1;
-		c->beta2 = o->b2;
-	}
-	if (o->have_eps)
-		c->eps = o->eps;
 }
 
 /* A safetensors file as one flat f32 vector and its layout; exit 3 if bad. */
@@ -309,7 +276,8 @@ serve(struct opts *o)
 		cli_usage_error("serve needs -m INIT and --workers N");
 	if (o->staleness >= 0 && o->mode != PS_ASYNC)
 		cli_usage_error("--staleness goes with --mode async");
-	optim_config(o, &oc);
+	if (dp_optim_config(&o->optim, &oc, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
 	path = cli_subst(o->model, o->g.rank, o->g.world);
 	load_flat(path, &flat, &total, &layout);
 	free(path);

@@ -838,6 +838,56 @@ dp_loss_csv_write(const char *path, const struct dp_step *s, long n,
 	return rc;
 }
 
+/* ---- optimizer options ----------------------------------------------- */
+
+/* A number in [min, max) from option opt, or -1 with the reason. */
+static int
+opt_number(const char *opt, const char *s, double min, double max, double *out,
+    char **end, char *err, size_t errlen)
+{
+	char *e;
+
+	errno = 0;
+	*out = strtod(s, &e);
+	if (e == s || errno != 0 || *out < min || *out >= max ||
+	    (end == NULL && *e != '\0'))
+		return fail(err, errlen, "%s: '%s' is not a number in [%g, %g)",
+		    opt, s, min, max);
+	if (end != NULL)
+		*end = e;
+	return 0;
+}
+
+int
+dp_optim_config(const struct dp_optim_opts *o, struct nn_optim_cfg *c,
+    char *err, size_t errlen)
+{
+	enum nn_optim_kind k = NN_SGD;
+	char *e;
+
+	if (o->kind != NULL && nn_optim_parse(o->kind, &k) < 0)
+		return fail(err, errlen, "--optimizer: want sgd or adamw, not '%s'",
+		    o->kind);
+	nn_optim_defaults(c, k);
+	if (k == NN_ADAMW && o->momentum != NULL)
+		return fail(err, errlen, "--momentum: goes with --optimizer sgd");
+	if ((o->lr && opt_number("--lr", o->lr, 0, 1e9, &c->lr, NULL, err,
+	    errlen) < 0) || (o->momentum && opt_number("--momentum",
+	    o->momentum, 0, 1e9, &c->momentum, NULL, err, errlen) < 0) ||
+	    (o->weight_decay && opt_number("--weight-decay", o->weight_decay, 0,
+	    1e9, &c->weight_decay, NULL, err, errlen) < 0) ||
+	    (o->eps && opt_number("--eps", o->eps, 0, 1, &c->eps, NULL, err,
+	    errlen) < 0))
+		return -1;
+	if (o->betas == NULL)
+		return 0;
+	if (opt_number("--betas", o->betas, 0, 1, &c->beta1, &e, err, errlen) < 0)
+		return -1;
+	if (*e != ',')
+		return fail(err, errlen, "--betas: want B1,B2, not '%s'", o->betas);
+	return opt_number("--betas", e + 1, 0, 1, &c->beta2, NULL, err, errlen);
+}
+
 /* ---- flat vectors and layouts ---------------------------------------- */
 
 /* Names, keys and values go between tabs and newlines. */

@@ -80,6 +80,16 @@ int dp_train(struct nn_model *m, const struct dp_data *d, struct comm *c,
     const struct dp_cfg *cfg, dp_step_fn fn, void *ctx,
     struct dp_step **steps, enum dp_err *kind, char *err, size_t errlen);
 
+/* Optimizer options as a command line gives them (NULL: not given),
+ * applied over the torch.optim defaults of the chosen kind. */
+struct dp_optim_opts {
+	const char *kind, *lr, *momentum, *weight_decay, *betas, *eps;
+};
+
+/* 0, or -1 with "--option: reason" in err (a usage error). */
+int dp_optim_config(const struct dp_optim_opts *o, struct nn_optim_cfg *c,
+    char *err, size_t errlen);
+
 /* FNV-1a 64 of the parameter bytes. */
 uint64_t dp_checksum(const float *p, size_t n);
 

@@ -219,6 +219,25 @@ test_colo_world1(void)
 	comm_close(c);
 }
 
+static void
+test_optim_opts(void)
+{
+	struct dp_optim_opts o = { .kind = "adamw", .betas = "0.8,0.99" };
+	struct nn_optim_cfg c;
+	char e[256];
+
+	UNIT_OK(dp_optim_config(&o, &c, e, sizeof(e)) == 0 && c.kind == NN_ADAMW &&
+	    c.lr == 1e-3 && c.weight_decay == 0.01 && c.beta1 == 0.8 &&
+	    c.beta2 == 0.99 && c.eps == 1e-8, "adamw: torch defaults, betas given");
+	o = (struct dp_optim_opts){ .lr = "0.5", .momentum = "0.9" };
+	UNIT_OK(dp_optim_config(&o, &c, e, sizeof(e)) == 0 && c.kind == NN_SGD &&
+	    c.lr == 0.5 && c.momentum == 0.9 && c.weight_decay == 0,
+	    "sgd: lr and momentum given");
+	o = (struct dp_optim_opts){ .betas = "0.9;0.99" };
+	UNIT_OK(dp_optim_config(&o, &c, e, sizeof(e)) < 0 &&
+	    strstr(e, "--betas") != NULL, "bad betas named in the error");
+}
+
 int
 main(void)
 {
@@ -226,6 +245,7 @@ main(void)
 	test_shards();
 	test_split();
 	test_layout();
+	test_optim_opts();
 	test_tcp_round();
 	test_colo_world1();
 	return unit_done();
