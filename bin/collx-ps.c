@@ -191,15 +191,6 @@ log_event(void *ctx, const char *msg)
 	cli_info("%s", msg);
 }
 
-static void
-optim_update(void *ctx, float *p, const float *gsum, size_t off, size_t len,
-    float scale)
-{
-	(void)off;
-	(void)len;
-	nn_optim_step(ctx, p, gsum, scale);
-}
-
 static struct comm *
 join_servers(const struct opts *o)
 {
@@ -294,7 +285,7 @@ serve(struct opts *o)
 		.total = total, .shard = flat + off, .layout = layout,
 		.workers = o->workers, .mode = o->mode, .staleness = o->staleness,
 		.timeout = o->g.timeout, .token = o->g.token,
-		.update = optim_update, .ctx = &opt, .stop = &stop_requested,
+		.update = dp_optim_update, .ctx = &opt, .stop = &stop_requested,
 		.log = log_event
 	};
 	rc = ps_serve(&sc, e, sizeof(e));

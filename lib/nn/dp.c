@@ -369,8 +369,8 @@ make_buckets(struct run *r)
 	return 0;
 }
 
-static void
-optim_update(void *ctx, float *p, const float *gsum, size_t off, size_t len,
+void
+dp_optim_update(void *ctx, float *p, const float *gsum, size_t off, size_t len,
     float scale)
 {
 	(void)off;
@@ -440,7 +440,7 @@ sync_step(struct run *r, double *loss)
 		    e, sizeof(e)) < 0)
 			return runtime_failed(r, "rank %d: parameter server: %s", e);
 	} else if (ps_colo_step(r->c, cfg->ps_servers, m->params, m->grads,
-	    m->nparams, (double)r->count, optim_update, &r->opt) < 0)
+	    m->nparams, (double)r->count, dp_optim_update, &r->opt) < 0)
 		return comm_failed(r);
 	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
 		*loss = r->count ? *loss / (double)r->count : 0;
@@ -607,7 +607,7 @@ colo_server_start(struct run *r, int *port)
 		.total = r->m->nparams, .shard = s->shard, .layout = s->layout,
 		.workers = r->world, .mode = PS_ASYNC, .staleness = cfg->staleness,
 		.timeout = cfg->timeout, .token = cfg->token,
-		.update = optim_update, .ctx = &s->opt, .stop = &s->stop
+		.update = dp_optim_update, .ctx = &s->opt, .stop = &s->stop
 	};
 	if (pthread_create(&s->thr, NULL, colo_thread, s) != 0)
 		return runtime_failed(r, "rank %d: %s", "cannot start the "

@@ -90,6 +90,10 @@ struct dp_optim_opts {
 int dp_optim_config(const struct dp_optim_opts *o, struct nn_optim_cfg *c,
     char *err, size_t errlen);
 
+/* A ps_update_fn that steps the nn_optim ctx (sized for the shard). */
+void dp_optim_update(void *ctx, float *p, const float *gsum, size_t off,
+    size_t len, float scale);
+
 /* FNV-1a 64 of the parameter bytes. */
 uint64_t dp_checksum(const float *p, size_t n);
 
