@@ -370,8 +370,8 @@ make_buckets(struct run *r)
 }
 
 void
-dp_optim_update(void *ctx, float *p, const float *gsum, size_t off, size_t len,
-    float scale)
+dp_optim_update(void *ctx, float *p, const float *gsum, size_t off,
+    size_t len, float scale)
 {
 	(void)off;
 	(void)len;
