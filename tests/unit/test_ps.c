@@ -202,6 +202,68 @@ test_tcp_round(void)
 	    "both workers get the new values");
 }
 
+struct held {
+	struct ps_client *c;
+	float g[4], p[4];
+	volatile int returned;
+	int rc;
+};
+
+static void *
+held_push(void *arg)
+{
+	struct held *h = arg;
+	char e[256];
+
+	h->rc = ps_client_push(h->c, h->g, 1, h->p, e, sizeof(e));
+	h->returned = 1;
+	return NULL;
+}
+
+/* Async, staleness 0: a worker's push is answered only once the slowest
+ * connected worker has pushed as often. */
+static void
+test_staleness(void)
+{
+	float shard[4] = { 0, 0, 0, 0 };
+	volatile sig_atomic_t stop = 0;
+	struct sock_addr bound;
+	char e[256], addr[64];
+	struct ps_server_cfg cfg = {
+		.index = 0, .nserv = 1, .total = 4, .shard = shard,
+		.layout = "t\tp\t4\n", .workers = 2, .mode = PS_ASYNC,
+		.staleness = 0, .timeout = 10, .update = half_step, .stop = &stop
+	};
+	struct held a = { .g = { 2, 2, 2, 2 } };
+	struct ps_client *b;
+	float gb[4] = { 4, 4, 4, 4 }, pb[4];
+	pthread_t st, at;
+	int held, rc;
+
+	cfg.lfd = sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", sock_addr_port(&bound));
+	pthread_create(&st, NULL, serve_thread, &cfg);
+	rc = ps_client_open(&b, addr, 1, NULL, 10, e, sizeof(e));
+	rc |= ps_client_open(&a.c, addr, 0, NULL, 10, e, sizeof(e));
+	UNIT_OK(rc == 0, "two async workers connect");
+	pthread_create(&at, NULL, held_push, &a);
+	usleep(300 * 1000);
+	held = !a.returned;
+	UNIT_OK(held, "worker 0, one push ahead of worker 1, is held");
+	rc = ps_client_push(b, gb, 1, pb, e, sizeof(e));
+	pthread_join(at, NULL);
+	UNIT_OK(rc == 0 && a.rc == 0, "worker 1 pushes; both are answered");
+	/* both pushes applied on arrival: 0 - 0.5*2 - 0.5*4 */
+	UNIT_OK(shard[0] == -3 && a.p[3] == -3 && pb[1] == -3,
+	    "async: each push applied by its own weight");
+	ps_client_done(a.c, e, sizeof(e));
+	ps_client_done(b, e, sizeof(e));
+	ps_client_close(a.c);
+	ps_client_close(b);
+	pthread_join(st, NULL);
+	close(cfg.lfd);
+}
+
 static void
 test_colo_world1(void)
 {
@@ -247,6 +309,7 @@ main(void)
 	test_layout();
 	test_optim_opts();
 	test_tcp_round();
+	test_staleness();
 	test_colo_world1();
 	return unit_done();
 }
