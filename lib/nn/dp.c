@@ -1028,7 +1028,11 @@ unflatten_tensor(char *line, const float *flat, size_t total, size_t *at,
 	}
 	memcpy(t.data, flat + *at, n * sizeof(float));
 	*at += n;
-	return tensor_set_add(out, name, &t, err, errlen);
+	if (tensor_set_add(out, name, &t, err, errlen) < 0) {
+		tensor_free(&t);
+		return -1;
+	}
+	return 0;
 }
 
 int
