@@ -1,7 +1,8 @@
 /* transport: point-to-point messages over the mesh. Each peer and stream
  * has a FIFO of stripes to send and one to receive; comm_waitall() moves
- * bytes on every non-empty FIFO with non-blocking calls, spins briefly,
- * then sleeps in poll() until a socket is ready or a peer's time is up. */
+ * bytes on every non-empty FIFO with non-blocking calls (several messages
+ * per system call), optionally spins (COLLX_SPIN_US), then sleeps in
+ * poll() until a socket is ready or a peer's time is up. */
 #include "comm/comm_impl.h"
 #include "tensor/dtype.h"
 
@@ -150,7 +151,7 @@ static int net_post(struct comm *c, struct comm_req *r)
 		struct comm_seg *g = &x->seg[k];
 		g->x = x;
 		g->len = stripe(r->len, n, k, &off);
-		g->buf = r->buf + off;
+		g->buf = r->len ? r->buf + off : r->buf;	/* no offset on NULL */
 		st = &p->st[k];
 		hdr_fill(c, r->is_send ? &g->hdr : &g->want, r->tag, r->len);
 		*(r->is_send ? st->sq_tail : st->rq_tail) = g;
