@@ -100,9 +100,9 @@ static int allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
  * Large vectors are reduced a slice at a time: a slice's buffer, its
  * segments in flight and the socket buffers stay in cache, so each byte
  * is reduced and forwarded while hot instead of streaming the whole vector
- * through memory once per step. (On loopback a 64 MiB vector in 1 MiB
- * slices runs several times faster than in one piece.) The naive baseline
- * is left whole.
+ * through memory once per step (on loopback, 64 MiB over 2 ranks in 1 MiB
+ * slices ran about 1.5x faster than in one piece). The naive baseline is
+ * left whole.
  */
 #define SLICE_BYTES ((size_t)1 << 20)
 
