@@ -11,8 +11,10 @@
 
 /* Busy-polling before poll() sleeps, in microseconds (COLLX_SPIN_US).
  * Off by default: on a shared 2-core machine a 4 KiB ping-pong measured
- * 5 us without spinning and 50-250 us with 20-100 us spins, because the
- * spinning rank takes the core its peer needs to answer. */
+ * 4.5-7 us half round trip without spinning; a plain 10-30 us spin made
+ * it 15-50 us (the spinner holds the core its peer needs to answer), and
+ * a spin that yields the core (what the transport does) was no faster
+ * than sleeping in poll(). Worth trying only with a core per rank. */
 #define COMM_SPIN_US 0
 
 static int comm_spin_default(void)

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,7 +428,9 @@ int comm_waitall(struct comm *c, struct comm_req *r, int n)
 		now = sock_now();
 		if (rc > 0)
 			idle = now;
-		else if ((now - idle) * 1e6 >= c->spin_us && wait_ready(c) < 0)
+		else if ((now - idle) * 1e6 < c->spin_us)
+			sched_yield();
+		else if (wait_ready(c) < 0)
 			return -1;
 	}
 }
