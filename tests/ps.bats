@@ -202,6 +202,20 @@ kill_one() {
 	servers_exit 0
 }
 
+@test "collx-dp proves the group's token to external servers" {
+	echo s3cret >tok
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 20 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,4,1 --seed 3 -o m.safetensors
+	serve 1 -m m.safetensors --workers 1 --timeout 5 --token-file tok
+	run timeout 60 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 20 --steps 2 --ps "$SERVERS" --timeout 5
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"parameter server"* ]]
+	COLLX_TOKEN=s3cret timeout 60 collx-dp -m m.safetensors --data X.npy \
+	    --targets Y.npy --batch 20 --steps 2 --ps "$SERVERS" --timeout 5
+	servers_exit 0
+}
+
 @test "a server that is not there: exit 1 naming it, within the timeout" {
 	port=$(free_port)
 	run timeout 30 collx-ps pull --server "127.0.0.1:$port" --timeout 2 -o x.safetensors
