@@ -240,6 +240,9 @@ check_args(struct opts *o)
 	if (o->cfg.ps_addrs != NULL && o->have_ps_servers)
 		cli_usage_error("--ps (external servers) and --ps-servers "
 		    "(colocated) exclude each other");
+	if (o->cfg.staleness >= 0 && (o->cfg.sync != DP_PS ||
+	    o->cfg.ps_mode != PS_ASYNC))
+		cli_usage_error("--staleness goes with --sync ps --ps-mode async");
 	if (o->cfg.ps_addrs == NULL && o->cfg.ps_servers > o->g.world)
 		cli_usage_error("--ps-servers %d: more servers than the %d ranks",
 		    o->cfg.ps_servers, o->g.world);
