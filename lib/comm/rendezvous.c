@@ -376,10 +376,10 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 	while (want > 0) {
 		for (s = 0; s < c->nstreams; s++)
 			p[s] = (struct pollfd){ .fd = v->lfd[s], .events = POLLIN };
-		ready = poll(p, (nfds_t)c->nstreams, (int)((deadline - sock_now()) * 1000) + 1);
+		ready = poll(p, (nfds_t)c->nstreams, sock_poll_ms(deadline));
 		if (ready < 0 && errno != EINTR)
 			return rv_fail(c, COMM_ERR_RUNTIME, "poll", strerror(errno));
-		if (ready == 0 || sock_now() >= deadline) {
+		if (sock_now() >= deadline) {
 			comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for "
 			    "connections from higher ranks", c->timeout);
 			return -1;

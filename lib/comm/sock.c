@@ -32,6 +32,15 @@ double sock_now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+int sock_poll_ms(double deadline)
+{
+	double left = deadline - sock_now();
+
+	if (left <= 0)
+		return 0;
+	return left > 60 ? 60000 : (int)(left * 1000) + 1;
+}
+
 int sock_split(const char *hp, char *host, size_t hostlen, char *port,
     size_t portlen, char *err, size_t errlen)
 {
@@ -248,14 +257,12 @@ int sock_listen_hostport(const char *hp, struct sock_addr *bound, char *err,
 int sock_wait(int fd, short events, double deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };
-	double left;
 	int rc;
 
 	for (;;) {
-		left = deadline - sock_now();
-		if (left <= 0)
+		if (sock_now() >= deadline)
 			return 0;
-		rc = poll(&p, 1, (int)(left * 1000) + 1);
+		rc = poll(&p, 1, sock_poll_ms(deadline));
 		if (rc > 0)
 			return 1;
 		if (rc < 0 && errno != EINTR)

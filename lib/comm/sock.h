@@ -16,6 +16,9 @@ struct sock_addr {
 
 /* Monotonic seconds. */
 double sock_now(void);
+/* A poll() timeout for deadline: milliseconds, rounded up, at most a
+ * minute (callers loop), 0 when it has passed. */
+int sock_poll_ms(double deadline);
 
 /* Split "host:port" or "[v6]:port" (host may be empty: wildcard). */
 int sock_split(const char *hostport, char *host, size_t hostlen, char *port,
