@@ -116,6 +116,12 @@ servers_exit() {
 	servers_exit 0
 	timeout 60 "$PY" "$REF" mlp m.safetensors X.npy Y.npy 200 10 0.05 t.safetensors l.csv
 	cmp final.safetensors t.safetensors
+	# servers sum pushes in worker order, as colocated ones do in rank
+	# order: the same bits
+	timeout 60 collx-run -n 3 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 10 --lr 0.05 \
+	    --sync ps --ps-servers 2 -o tc.safetensors -q
+	cmp tc.safetensors t.safetensors
 }
 
 @test "collx-dp through an async external server with a staleness bound" {

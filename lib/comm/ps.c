@@ -350,6 +350,9 @@ struct srv {
 	struct conn *conns;
 	int nconn, cap;
 	float *acc, *buf;	/* round sum; one push's payload */
+	float *slots;		/* sync: pushes by worker id, summed in id order */
+	char *used;		/* which slots hold this round's push */
+	int noslots;		/* too big to stash: sum in arrival order */
 	double wsum, round_deadline;
 	int npushed, ndone, nlost, failed;
 	uint64_t round;
@@ -410,8 +413,49 @@ static void
 round_reset(struct srv *s)
 {
 	memset(s->acc, 0, s->len * sizeof(float));
+	if (s->used != NULL)
+		memset(s->used, 0, (size_t)s->cfg->workers);
 	s->wsum = 0;
 	s->npushed = 0;
+}
+
+#define PS_STASH_MAX ((size_t)1 << 30)	/* bytes of stashed pushes */
+
+/* Keep a worker's push to add it in worker order, so a round's sum does
+ * not depend on arrival order; 0 when it cannot be kept. */
+static int
+stash_push(struct srv *s, const struct conn *c)
+{
+	size_t n = (size_t)s->cfg->workers * s->len;
+
+	if (c->worker < 0 || c->worker >= s->cfg->workers || s->noslots)
+		return 0;
+	if (s->slots == NULL) {
+		if (n > PS_STASH_MAX / sizeof(float) ||
+		    (s->slots = malloc((n ? n : 1) * sizeof(float))) == NULL ||
+		    (s->used = calloc((size_t)s->cfg->workers, 1)) == NULL) {
+			s->noslots = 1;
+			return 0;
+		}
+	}
+	if (s->used[c->worker])
+		return 0;
+	memcpy(s->slots + (size_t)c->worker * s->len, s->buf,
+	    s->len * sizeof(float));
+	s->used[c->worker] = 1;
+	return 1;
+}
+
+/* Add the stashed pushes in worker order. */
+static void
+stash_sum(struct srv *s)
+{
+	size_t i;
+	int w;
+
+	for (w = 0; s->used != NULL && w < s->cfg->workers; w++)
+		for (i = 0; s->used[w] && i < s->len; i++)
+			s->acc[i] += s->slots[(size_t)w * s->len + i];
 }
 
 /* Sync mode cannot go on: tell every waiting worker, refuse later pushes. */
@@ -492,6 +536,7 @@ round_complete(struct srv *s)
 {
 	int i;
 
+	stash_sum(s);
 	s->cfg->update(s->cfg->ctx, s->cfg->shard, s->acc, s->off, s->len,
 	    s->wsum > 0 ? (float)(1.0 / s->wsum) : 0.0f);
 	s->round++;
@@ -553,8 +598,9 @@ apply_push(struct srv *s, struct conn *c, double weight)
 		release_held(s);
 		return;
 	}
-	for (i = 0; i < s->len; i++)
-		s->acc[i] += s->buf[i];
+	if (!stash_push(s, c))
+		for (i = 0; i < s->len; i++)
+			s->acc[i] += s->buf[i];
 	s->wsum += weight;
 	s->npushed++;
 	c->waiting = 1;
@@ -799,6 +845,8 @@ out:
 	free(s.conns);
 	free(s.acc);
 	free(s.buf);
+	free(s.slots);
+	free(s.used);
 	return rc;
 }
 
