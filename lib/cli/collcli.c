@@ -1067,9 +1067,9 @@ open_comm(struct cc_run *r)
 
 	/* Ranks started with different options refuse each other at once. */
 	snprintf(job, sizeof job, "%s op=%d root=%d dims=%d,%d algo=%d iters=%d "
-	    "warmup=%d check=%d stream=%d", cli_progname, (int)o->op, o->root,
-	    o->sdim, o->gdim, (int)o->algo, o->iters, o->warmup, o->check,
-	    o->stream);
+	    "warmup=%d check=%d stream=%d bucket=%zu", cli_progname, (int)o->op,
+	    o->root, o->sdim, o->gdim, (int)o->algo, o->iters, o->warmup,
+	    o->check, o->stream, o->bucket);
 	memset(&co, 0, sizeof co);
 	co.rank = r->rank;
 	co.world = r->world;
