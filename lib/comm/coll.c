@@ -25,9 +25,11 @@
 
 static size_t segment_bytes;	/* 0: adaptive */
 
-/* Reducing receives land here; kept between calls (one per thread). */
-static _Thread_local char *tmp_cache;
-static _Thread_local size_t tmp_cap;
+/* Reducing receives land in tmp, whole working blocks in scratch; both
+ * kept between calls (one per thread), so large calls do not fault in
+ * fresh pages every time. */
+static _Thread_local char *tmp_cache, *scratch_cache;
+static _Thread_local size_t tmp_cap, scratch_cap;
 
 static const char *const op_names[] = { "sum", "prod", "min", "max", "avg" };
 
@@ -171,24 +173,34 @@ void *cx_alloc(struct cx *x, size_t bytes)
 	return p;
 }
 
+static char *grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
+{
+	if (*cap < bytes) {
+		char *p = realloc(*cache, bytes);
+		if (p == NULL) {
+			comm_fail(x->c, COMM_ERR_RUNTIME, "out of memory (%zu bytes)", bytes);
+			return NULL;
+		}
+		*cache = p;
+		*cap = bytes;
+	}
+	return *cache;
+}
+
 /* Two segments of seg bytes where reduced data lands. */
 static char *cx_tmp(struct cx *x, size_t seg)
 {
-	if (tmp_cap < 2 * seg) {
-		char *p = realloc(tmp_cache, 2 * seg);
-		if (p == NULL) {
-			comm_fail(x->c, COMM_ERR_RUNTIME, "out of memory");
-			return NULL;
-		}
-		tmp_cache = p;
-		tmp_cap = 2 * seg;
-	}
-	return tmp_cache;
+	return grow(x, &tmp_cache, &tmp_cap, 2 * seg);
+}
+
+void *cx_scratch(struct cx *x, size_t bytes)
+{
+	return grow(x, &scratch_cache, &scratch_cap, bytes ? bytes : 1);
 }
 
 struct xmove {
 	int to, from;
-	const char *sbuf;
+	const char *sbuf, *init;	/* init: what rbuf starts as, when reducing */
 	char *rbuf, *tmp;	/* tmp: NULL unless reducing */
 	size_t sbytes, rbytes, sseg, rseg;
 };
@@ -217,33 +229,62 @@ static int xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
 	return 0;
 }
 
-int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
-    void *rbuf, size_t rbytes, int reduce)
+/* Received segment j reduced into rbuf (first set from init, a segment at
+ * a time so the copy is still in cache for the reduction). */
+static void xreduce(struct cx *x, const struct xmove *m, size_t j)
 {
-	struct xmove m = { to, from, sbuf, rbuf, NULL, to < 0 ? 0 : sbytes,
-	    from < 0 ? 0 : rbytes, cx_segment(sbytes), cx_segment(rbytes) };
-	struct xslot s[2];
-	size_t n, j, off;
+	size_t off = j * m->rseg, len;
 
-	n = MAX((m.sbytes + m.sseg - 1) / m.sseg, (m.rbytes + m.rseg - 1) / m.rseg);
+	if (off >= m->rbytes)
+		return;
+	len = MIN(m->rseg, m->rbytes - off);
+	if (m->init != m->rbuf)
+		memmove(m->rbuf + off, m->init + off, len);
+	x->red(m->rbuf + off, m->tmp + (j & 1) * m->rseg, len / x->esz);
+}
+
+static int xrun(struct cx *x, struct xmove *m)
+{
+	struct xslot s[2];
+	size_t n, j;
+
+	m->sseg = cx_segment(m->sbytes);
+	m->rseg = cx_segment(m->rbytes);
+	n = MAX((m->sbytes + m->sseg - 1) / m->sseg, (m->rbytes + m->rseg - 1) / m->rseg);
 	if (n == 0)
 		return 0;
-	if (reduce && m.rbytes && (m.tmp = cx_tmp(x, m.rseg)) == NULL)
+	if (m->init && m->rbytes && (m->tmp = cx_tmp(x, m->rseg)) == NULL)
 		return -1;
-	if (xpost(x, &m, &s[0], 0) < 0)
+	if (xpost(x, m, &s[0], 0) < 0)
 		return -1;
 	for (j = 0; j < n; j++) {
 		/* the next segment is in flight while this one is reduced */
-		if (j + 1 < n && xpost(x, &m, &s[(j + 1) & 1], j + 1) < 0)
+		if (j + 1 < n && xpost(x, m, &s[(j + 1) & 1], j + 1) < 0)
 			return -1;
 		if (s[j & 1].n && comm_waitall(x->c, s[j & 1].r, s[j & 1].n) < 0)
 			return -1;
-		off = j * m.rseg;
-		if (m.tmp && off < m.rbytes)
-			x->red(m.rbuf + off, m.tmp + (j & 1) * m.rseg,
-			    MIN(m.rseg, m.rbytes - off) / x->esz);
+		if (m->tmp)
+			xreduce(x, m, j);
 	}
 	return 0;
+}
+
+int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+    void *rbuf, size_t rbytes, int reduce)
+{
+	struct xmove m = { to, from, sbuf, reduce ? rbuf : NULL, rbuf, NULL,
+	    to < 0 ? 0 : sbytes, from < 0 ? 0 : rbytes, 0, 0 };
+
+	return xrun(x, &m);
+}
+
+int cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+    void *rbuf, const void *init, size_t rbytes)
+{
+	struct xmove m = { to, from, sbuf, init, rbuf, NULL, to < 0 ? 0 : sbytes,
+	    from < 0 ? 0 : rbytes, 0, 0 };
+
+	return xrun(x, &m);
 }
 
 int cx_send(struct cx *x, int to, const void *buf, size_t bytes)

@@ -122,7 +122,8 @@ static int rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
 	int w = x->world, r = x->rank;
 	size_t bytes = n * x->esz;
 
-	memcpy(recv, send + (size_t)r * bytes, bytes);
+	if (recv != send + (size_t)r * bytes)
+		memcpy(recv, send + (size_t)r * bytes, bytes);
 	for (int s = 1; s < w; s++) {
 		int to = (r + s) % w, from = (r - s + w) % w;
 		comm_set_step(x->c, "pairwise step %d", s);
@@ -132,20 +133,29 @@ static int rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
 	return 0;
 }
 
-/* Ring over a working copy: starting one block back, each rank ends
- * holding its own block reduced. */
-static int rs_ring(struct cx *x, char *work, char *recv, size_t n)
+/* Ring: in step s a rank sends block r-1-s (its own input block first,
+ * then the one it reduced the step before) and, as block r-2-s arrives,
+ * reduces it with its input block into one of two scratch blocks (the last
+ * step straight into recv, block r): the input is read once, never copied. */
+static int rs_ring(struct cx *x, const char *send, char *recv, size_t n)
 {
-	size_t *off = cx_parts(x, n * (size_t)x->world, x->world);
-	int rc;
+	int w = x->world, r = x->rank, next = (r + 1) % w, prev = (r + w - 1) % w;
+	size_t bytes = n * x->esz;
+	char *acc = w > 2 ? cx_scratch(x, 2 * bytes) : NULL;
+	const char *out = send + (size_t)cx_mod(r - 1, w) * bytes;
 
-	if (off == NULL)
+	if (w > 2 && acc == NULL)
 		return -1;
-	rc = cx_ring(x, work, off, x->rank - 1, 1, "reduce-scatter");
-	if (rc == 0)
-		memcpy(recv, work + (size_t)x->rank * n * x->esz, n * x->esz);
-	free(off);
-	return rc;
+	for (int s = 0; s < w - 1; s++) {
+		int rb = cx_mod(r - 2 - s, w);
+		char *dst = s == w - 2 ? recv : acc + (size_t)(s & 1) * bytes;
+		comm_set_step(x->c, "ring reduce-scatter step %d", s);
+		if (cx_xchg_init(x, next, out, bytes, prev, dst, send + (size_t)rb * bytes,
+		    bytes) < 0)
+			return -1;
+		out = dst;
+	}
+	return 0;
 }
 
 /* Recursive halving over a working copy; a non-power-of-two world folds
@@ -180,14 +190,18 @@ static int rs_halving(struct cx *x, char *work, char *recv, size_t n)
 static int rs_run(struct cx *x, const char *send, char *recv, size_t n,
     enum coll_algo a)
 {
-	size_t total = n * x->esz * (size_t)x->world;
+	size_t bytes = n * x->esz, total = bytes * (size_t)x->world;
+	int apart = !cx_overlap(send, total, recv, bytes) ||
+	    recv == send + (size_t)x->rank * bytes;
 	char *work;
 	int rc;
 
-	/* Pairwise reads the input as it goes; the others reduce in place. */
-	if (a == COLL_PAIRWISE && !cx_overlap(send, total, recv, n * x->esz))
-		return rs_pairwise(x, send, recv, n);
-	if ((work = cx_alloc(x, total)) == NULL)
+	/* Ring and pairwise read the input as they go; halving reduces in place. */
+	if (apart && a != COLL_HALVING)
+		return a == COLL_PAIRWISE ? rs_pairwise(x, send, recv, n) :
+		    rs_ring(x, send, recv, n);
+	work = a == COLL_HALVING ? cx_scratch(x, total) : cx_alloc(x, total);
+	if (work == NULL)
 		return -1;
 	memcpy(work, send, total);
 	if (a == COLL_PAIRWISE)
@@ -196,7 +210,8 @@ static int rs_run(struct cx *x, const char *send, char *recv, size_t n,
 		rc = rs_halving(x, work, recv, n);
 	else
 		rc = rs_ring(x, work, recv, n);
-	free(work);
+	if (a != COLL_HALVING)
+		free(work);
 	return rc;
 }
 

@@ -28,6 +28,9 @@ uint64_t cx_sig(enum coll_kind kind, size_t count, int op, int root,
     enum coll_algo algo, const size_t *counts, int ncounts);
 /* Fail the operation with a COMM_ERR_RUNTIME "out of memory" and NULL. */
 void *cx_alloc(struct cx *x, size_t bytes);
+/* A per-thread working buffer kept between calls (not to be freed; one
+ * user at a time); NULL with the failure recorded. */
+void *cx_scratch(struct cx *x, size_t bytes);
 
 /*
  * Send sbytes from sbuf to rank `to` while receiving rbytes from rank
@@ -38,6 +41,10 @@ void *cx_alloc(struct cx *x, size_t bytes);
  */
 int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, size_t rbytes, int reduce);
+/* The same, reducing into rbuf what arrives with init (rbuf = init op in),
+ * init read a segment at a time as the data arrives; init may be rbuf. */
+int cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+    void *rbuf, const void *init, size_t rbytes);
 /* Bytes per segment of a len-byte message (the same on both ends). */
 size_t cx_segment(size_t len);
 int cx_send(struct cx *x, int to, const void *buf, size_t bytes);
