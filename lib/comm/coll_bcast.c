@@ -184,13 +184,11 @@ int coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 		return 0;
 	vr = cx_mod(x.rank - root, x.world);
 	if (vr != 0 && vr % 2 == 0 && vr + 1 < x.world) {	/* has children */
-		if ((acc = cx_alloc(&x, count * x.esz)) == NULL)
+		if ((acc = cx_scratch(&x, count * x.esz)) == NULL)
 			return -1;
 		memcpy(acc, buf, count * x.esz);
 	}
 	rc = cx_reduce(&x, acc, count, root);
-	if (acc != buf)
-		free(acc);
 	if (rc == 0 && vr == 0 && op == COLL_AVG)
 		coll_finish_avg(buf, count, dt, x.world);
 	return rc;

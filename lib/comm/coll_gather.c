@@ -40,7 +40,7 @@ static int allgather_bruck(struct cx *x, char *recv, const size_t *off)
 {
 	int w = x->world, r = x->rank, rc = 0;
 	size_t e = x->esz, *rot = cx_alloc(x, ((size_t)w + 1) * sizeof *rot);
-	char *tmp = rot ? cx_alloc(x, off[w] * e) : NULL;
+	char *tmp = rot ? cx_scratch(x, off[w] * e) : NULL;
 
 	if (tmp == NULL) {
 		free(rot);
@@ -60,7 +60,6 @@ static int allgather_bruck(struct cx *x, char *recv, const size_t *off)
 	}
 	for (int i = 1; i < w && rc == 0; i++)
 		memcpy(recv + off[(r + i) % w] * e, tmp + rot[i], rot[i + 1] - rot[i]);
-	free(tmp);
 	free(rot);
 	return rc;
 }
@@ -296,7 +295,7 @@ int coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
 	if (count == 0)
 		return 0;
 	if (cx_overlap(send, total, recv, total)) {	/* in place: work from a copy */
-		if ((copy = cx_alloc(&x, total)) == NULL)
+		if ((copy = cx_scratch(&x, total)) == NULL)
 			return -1;
 		send = memcpy(copy, send, total);
 	}
@@ -304,6 +303,5 @@ int coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
 	    (size_t)x.rank * bytes, bytes);
 	rc = a == COLL_LINEAR ? alltoall_linear(&x, send, recv, bytes) :
 	    alltoall_pairwise(&x, send, recv, bytes);
-	free(copy);
 	return rc;
 }
