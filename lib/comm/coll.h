@@ -41,8 +41,9 @@ int coll_algo_valid(enum coll_kind kind, enum coll_algo a);
  * for allgather, reduce-scatter and alltoall the whole gathered/input
  * size). Never AUTO, except for barrier. */
 enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world);
-/* Bytes per pipelined message segment (0: the default, 256 KiB). Every rank
- * must use the same value (it is part of the mismatch check). */
+/* Bytes per pipelined message segment (0, the default: about a quarter of
+ * each message, 64 KiB to 1 MiB). Every rank must use the same value (it
+ * is part of the mismatch check). Process-wide; meant for tests and tuning. */
 void coll_set_segment(size_t bytes);
 
 /* dst[i] = dst[i] (op) src[i]; f16/bf16 accumulate in f32. AVG reduces as SUM
