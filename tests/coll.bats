@@ -330,6 +330,30 @@ for r in range(2):
     same(got[2], np.ones(3, dtype='f8'))"
 }
 
+@test "--stream: an array (and a writer) late by more than --timeout is waited for" {
+	mkfifo in.0 in.1
+	pyx "write_stream('items.0', [np.ones(4, dtype='f4'), np.full(4, 2, dtype='f4')])"
+	timeout 60 sh -c 'cat items.0 >in.0' &
+	timeout 60 "$PY" -c "
+import sys, time
+sys.path.insert(0, '$COLLX_ROOT/tests/lib')
+from collpy import *
+time.sleep(3)
+with open('in.1', 'wb') as f:
+    f.write(npy_bytes(np.full(4, 10, dtype='f4')))
+    f.flush()
+    time.sleep(3)
+    f.write(npy_bytes(np.full(4, 20, dtype='f4')))" &
+	ok_ranks 2 collx-allreduce --stream --timeout 1 -i 'in.{rank}' -o 'res.{rank}'
+	wait
+	pyx "
+for r in range(2):
+    got = load_stream(f'res.{r}')
+    assert len(got) == 2, len(got)
+    same(got[0], np.full(4, 11, dtype='f4'))
+    same(got[1], np.full(4, 22, dtype='f4'))"
+}
+
 @test "--stream: broadcast from a pipe on the root, results on standard output" {
 	pyx "write_stream('items', [np.arange(4, dtype='i4') + k for k in range(3)])"
 	ranks 2 sh -c 'if [ "$COLLX_RANK" = 0 ]; then exec collx-broadcast --stream -i - -o - <items; else exec collx-broadcast --stream -o -; fi'

@@ -16,6 +16,8 @@
  *     output unpacked, --check'ed against collref, and written.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +30,9 @@
 
 #define ERRLEN 1024
 
-enum { ST_END = 0, ST_ITEM = 1, ST_BAD = 2 };
+/* A rank's status for the next item; ST_WAIT: its next --stream array
+ * has not arrived yet (the others keep theirs and ask again). */
+enum { ST_END = 0, ST_ITEM = 1, ST_BAD = 2, ST_WAIT = 3 };
 
 const char collcli_help[] =
 "  -i, --input IN        input tensors: .npy, .safetensors, - or a URL\n"
@@ -416,7 +420,8 @@ explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q,
 }
 
 /* Whether the statuses agree: 1 on an item everywhere, 0 when every input
- * has ended, -1 (why in msg) when not. */
+ * has ended, 2 when some rank is still waiting for its input, -1 (why in
+ * msg) when they disagree. */
 static int
 judge_status(const struct cc_run *r, const uint64_t *rec, int stride,
     const char *why, char *msg, size_t msglen)
@@ -432,6 +437,9 @@ judge_status(const struct cc_run *r, const uint64_t *rec, int stride,
 				    "read its input", r->rank, q);
 			return -1;
 		}
+	for (q = 0; q < r->world; q++)
+		if (rec[stride * q] == ST_WAIT)
+			return 2;
 	for (q = 0; q < r->world; q++)
 		ends += rec[stride * q] == ST_END;
 	if (ends == 0 || ends == r->world)
@@ -464,8 +472,8 @@ exchange_rows(struct cc_run *r, struct cc_plan *p)
 	free(mine);
 }
 
-/* Every rank's status and description hash; returns 0 when every input
- * has ended. Dies (exit 3 everywhere) when ranks disagree. */
+/* Every rank's status and description hash; returns judge_status's 1, 0
+ * or 2. Dies (exit 3 everywhere) when ranks disagree. */
 static int
 agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 {
@@ -481,14 +489,14 @@ agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 	if (coll_allgather(r->comm, mine, rec, 4, DT_I64, COLL_AUTO) < 0)
 		comm_die(r);
 	go = judge_status(r, rec, 4, why, msg, sizeof msg);
-	for (q = 1; go > 0 && q < r->world && msg[0] == '\0'; q++)
+	for (q = 1; go == 1 && q < r->world && msg[0] == '\0'; q++)
 		if (rec[4 * q + 1] != rec[1] || rec[4 * q + 2] != rec[2])
 			explain_mismatch(r, text, rec, q, msg, sizeof msg);
 	free(text);
 	free(rec);
 	if (msg[0])
 		cli_die(CLI_EXIT_DATA, "%s", msg);
-	if (go && r->o->kind == COLL_KIND_ALLGATHER)
+	if (go == 1 && r->o->kind == COLL_KIND_ALLGATHER)
 		exchange_rows(r, p);
 	return go;
 }
@@ -627,7 +635,8 @@ header_decode(const char *buf, size_t len, struct tensor_set *out,
 }
 
 /* The root's status and description to all; non-roots build their
- * outputs from it. Returns 0 at the end of the root's input. */
+ * outputs from it. Returns 1, 0 at the end of the root's input, 2 while
+ * the root waits for its input. */
 static int
 agree_broadcast(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 {
@@ -643,8 +652,8 @@ agree_broadcast(struct cc_run *r, struct cc_plan *p, int status, const char *why
 	if (rec[0] == ST_BAD)
 		cli_die(CLI_EXIT_DATA, "rank %d: %s", r->rank, me ? why :
 		    "the root could not read its input");
-	if (rec[0] == ST_END)
-		return 0;
+	if (rec[0] == ST_END || rec[0] == ST_WAIT)
+		return rec[0] == ST_END ? 0 : 2;
 	if (rec[0] != ST_ITEM || rec[1] > ((uint64_t)1 << 40))
 		cli_die(CLI_EXIT_DATA, "rank %d: malformed header from the root", r->rank);
 	if (!me)
@@ -1000,8 +1009,9 @@ write_output(struct cc_run *r, const struct cc_plan *p)
 		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
 }
 
-/* One item: agree, plan, run, check, write. Returns 0 when every rank's
- * input has ended (--stream). in is NULL where there is no input. */
+/* One item: agree, plan, run, check, write. Returns 1 when done, 0 when
+ * every rank's input has ended, 2 when some rank's has not arrived yet
+ * (--stream). in is NULL where there is no input. */
 static int
 run_item(struct cc_run *r, const struct tensor_set *in, int status, const char *why)
 {
@@ -1014,7 +1024,7 @@ run_item(struct cc_run *r, const struct tensor_set *in, int status, const char *
 		go = agree_broadcast(r, &p, status, why);
 	else
 		go = agree(r, &p, status, why);
-	if (go) {
+	if (go == 1) {
 		if (p.in)
 			plan_outputs(r, &p);
 		collective(r, &p);
@@ -1101,20 +1111,55 @@ run_file(struct cc_run *r)
 	tensor_set_free(&in);
 }
 
+/* The --stream input, unbuffered so that poll() on it tells whether an
+ * array has come. A FIFO is opened without waiting for its writer, so a
+ * late writer does not keep this rank from its peers. */
 static FILE *
-open_stream(const char *path, const char *mode, FILE *std, int rank)
+open_input(const char *path, int rank)
+{
+	FILE *f = stdin;
+	int fd;
+
+	if (strcmp(path, "-") != 0) {
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0 || fcntl(fd, F_SETFL, 0) < 0 || !(f = fdopen(fd, "r")))
+			cli_die(CLI_EXIT_DATA, "rank %d: %s: %s", rank, path,
+			    strerror(errno));
+	}
+	setvbuf(f, NULL, _IONBF, 0);
+	return f;
+}
+
+static FILE *
+open_output(const char *path, int rank)
 {
 	FILE *f;
 
 	if (strcmp(path, "-") == 0)
-		return std;
-	if ((f = fopen(path, mode)) == NULL)
-		cli_die(*mode == 'r' ? CLI_EXIT_DATA : CLI_EXIT_RUNTIME,
-		    "rank %d: %s: %s", rank, path, strerror(errno));
+		return stdout;
+	if ((f = fopen(path, "w")) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s: %s", rank, path,
+		    strerror(errno));
 	return f;
 }
 
-/* Next array of the stream into in: ST_ITEM, ST_END or ST_BAD. */
+/* Whether f has bytes (or its end) to read within secs. f is unbuffered,
+ * so its descriptor tells. */
+static int
+input_ready(FILE *f, double secs)
+{
+	struct pollfd p = { .fd = fileno(f), .events = POLLIN };
+	int rc;
+
+	do
+		rc = poll(&p, 1, (int)(secs * 1000));
+	while (rc < 0 && errno == EINTR);
+	return rc != 0;
+}
+
+/* Next array of the stream into in: ST_ITEM, ST_END, ST_BAD, or ST_WAIT
+ * when nothing came within a third of the timeout, so that peers waiting
+ * on this rank hear from it before they give up. */
 static int
 read_item(struct cc_run *r, struct tensor_set *in, char *err, size_t errlen)
 {
@@ -1124,6 +1169,8 @@ read_item(struct cc_run *r, struct tensor_set *in, char *err, size_t errlen)
 	memset(in, 0, sizeof *in);
 	if (r->sin == NULL)
 		return ST_END;
+	if (!input_ready(r->sin, r->o->group.timeout / 3))
+		return ST_WAIT;
 	rc = tensor_npy_read_stream(r->sin, &t, err, errlen);
 	if (rc == 0)
 		return ST_END;
@@ -1145,18 +1192,25 @@ run_stream(struct cc_run *r)
 
 	open_comm(r);
 	if (r->in)
-		r->sin = open_stream(r->in, "r", stdin, r->rank);
+		r->sin = open_input(r->in, r->rank);
 	if (r->out)
-		r->sout = open_stream(r->out, "w", stdout, r->rank);
+		r->sout = open_output(r->out, r->rank);
+	memset(&in, 0, sizeof in);
+	status = ST_WAIT;
 	do {
-		err[0] = '\0';
-		status = read_item(r, &in, err, sizeof err);
-		if (status == ST_BAD)
-			snprintf(err + strlen(err), sizeof err - strlen(err),
-			    " (item %ld of %s)", r->items + 1, r->in);
-		go = run_item(r, &in, status, err);
-		tensor_set_free(&in);
-	} while (go);
+		if (status == ST_WAIT) {
+			err[0] = '\0';
+			status = read_item(r, &in, err, sizeof err);
+			if (status == ST_BAD)
+				snprintf(err + strlen(err), sizeof err - strlen(err),
+				    " (item %ld of %s)", r->items + 1, r->in);
+		}
+		/* 2: a peer is still waiting; keep what we have and ask again. */
+		if ((go = run_item(r, &in, status, err)) != 2) {
+			tensor_set_free(&in);
+			status = ST_WAIT;
+		}
+	} while (go != 0);
 	if (r->sin && r->sin != stdin)
 		fclose(r->sin);
 	if (r->sout && r->sout != stdout && fclose(r->sout) != 0)

@@ -1,6 +1,7 @@
 # Helpers for the collective suites' Python one-liners: make inputs, read
 # results (.npy, .safetensors, streams of .npy) and compare them with
 # expectations computed here, independently of collx, with NumPy.
+import io
 import json
 import struct
 import sys
@@ -62,10 +63,17 @@ def load_stream(path):
     return out
 
 
+def npy_bytes(a):
+    """The .npy image of a, for writing to pipes (numpy's writer seeks)."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
 def write_stream(path, arrays):
     with open(path, "wb") as f:
         for a in arrays:
-            np.lib.format.write_array(f, np.ascontiguousarray(a), allow_pickle=False)
+            f.write(npy_bytes(a))
 
 
 def same(got, want, what="result"):
