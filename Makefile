@@ -44,6 +44,7 @@ MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 
 .PHONY: all check test demo deps install uninstall clean lint units
 .DELETE_ON_ERROR:
+.SECONDARY:
 
 all: $(LIBA) $(PROGS) $(UNITS)
 
