@@ -250,8 +250,10 @@ static int rv_serve(struct comm *c, struct rv *v)
 	if (mfd < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", err);
 	joined = malloc((size_t)c->world * sizeof *joined);
-	if (!joined)
+	if (!joined) {
+		rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "out of memory");
 		goto out;
+	}
 	for (r = 0; r < c->world; r++)
 		joined[r] = -1;
 	for (r = 0; r < c->nstreams; r++)
