@@ -330,8 +330,10 @@ static int mesh_connect_one(struct comm *c, struct rv *v, int peer, int s,
 	memcpy(h.job, c->job, sizeof h.job);
 	if (sock_resolve_hostport(v->table[peer][s], &a, err, sizeof err) < 0)
 		goto fail;
-	fd = sock_connect(&a, v->bind_local ? &v->from[s] : NULL, deadline, err,
-	    sizeof err);
+	/* Every listener was open before the table went out: a refusal means
+	 * the peer is gone, and waiting for it would only burn the timeout. */
+	fd = sock_connect_once(&a, v->bind_local ? &v->from[s] : NULL, deadline,
+	    err, sizeof err);
 	if (fd < 0)
 		goto fail;
 	c->peers[peer].st[s].fd = fd;

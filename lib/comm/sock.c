@@ -297,8 +297,8 @@ int sock_accept(int lfd, double deadline, struct sock_addr *peer, char *err,
 	}
 }
 
-/* One attempt: 0 connected, -1 with errno set. */
-static int connect_once(int fd, const struct sock_addr *a, double deadline)
+/* Wait for a non-blocking connect: 0 connected, -1 with errno set. */
+static int connect_wait(int fd, const struct sock_addr *a, double deadline)
 {
 	int e = 0;
 	socklen_t el = sizeof e;
@@ -317,6 +317,32 @@ static int connect_once(int fd, const struct sock_addr *a, double deadline)
 	return e ? -1 : 0;
 }
 
+int sock_connect_once(const struct sock_addr *a, const struct sock_addr *from,
+    double deadline, char *err, size_t errlen)
+{
+	int fd, e;
+
+	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	sock_tune(fd);
+	if (from && bind(fd, (const struct sockaddr *)&from->ss, from->len) < 0) {
+		e = errno;
+		snprintf(err, errlen, "cannot bind %s: %s", from->str, strerror(e));
+	} else if (connect_wait(fd, a, deadline) < 0) {
+		e = errno;
+		snprintf(err, errlen, "cannot connect to %s: %s", a->str,
+		    e == ETIMEDOUT ? "timed out" : strerror(e));
+	} else {
+		return fd;
+	}
+	close(fd);
+	errno = e;
+	return -1;
+}
+
 static int connect_retryable(int e)
 {
 	return e == ECONNREFUSED || e == ECONNRESET || e == ETIMEDOUT ||
@@ -326,32 +352,15 @@ static int connect_retryable(int e)
 int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
     double deadline, char *err, size_t errlen)
 {
-	int fd, e;
+	int fd;
 
 	for (;;) {
-		fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			break;
-		sock_tune(fd);
-		if (from && bind(fd, (const struct sockaddr *)&from->ss, from->len) < 0) {
-			e = errno;
-			close(fd);
-			snprintf(err, errlen, "cannot bind %s: %s", from->str, strerror(e));
-			return -1;
-		}
-		if (connect_once(fd, a, deadline) == 0)
+		fd = sock_connect_once(a, from, deadline, err, errlen);
+		if (fd >= 0 || !connect_retryable(errno) ||
+		    sock_now() + SOCK_RETRY_S >= deadline)
 			return fd;
-		e = errno;
-		close(fd);
-		if (!connect_retryable(e) || sock_now() + SOCK_RETRY_S >= deadline) {
-			snprintf(err, errlen, "cannot connect to %s: %s", a->str,
-			    e == ETIMEDOUT ? "timed out" : strerror(e));
-			return -1;
-		}
 		nanosleep(&(struct timespec){ 0, (long)(SOCK_RETRY_S * 1e9) }, NULL);
 	}
-	snprintf(err, errlen, "socket: %s", strerror(errno));
-	return -1;
 }
 
 int sock_connect_hostport(const char *hp, double deadline, char *err, size_t errlen)

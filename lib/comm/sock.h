@@ -53,6 +53,10 @@ int sock_accept(int lfd, double deadline, struct sock_addr *peer,
  * from: local address to bind first (port 0), or NULL. */
 int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
     double deadline, char *err, size_t errlen);
+/* One attempt, no retry: for a peer that must be listening already.
+ * On failure errno says why (ECONNREFUSED: nobody listens). */
+int sock_connect_once(const struct sock_addr *a, const struct sock_addr *from,
+    double deadline, char *err, size_t errlen);
 int sock_connect_hostport(const char *hostport, double deadline,
     char *err, size_t errlen);
 
