@@ -346,12 +346,26 @@ with open('in.1', 'wb') as f:
     f.write(npy_bytes(np.full(4, 20, dtype='f4')))" &
 	ok_ranks 2 collx-allreduce --stream --timeout 1 -i 'in.{rank}' -o 'res.{rank}'
 	wait
+	# The root of a broadcast late: the others follow it.
+	timeout 60 "$PY" -c "
+import sys, time
+sys.path.insert(0, '$COLLX_ROOT/tests/lib')
+from collpy import *
+time.sleep(2)
+with open('in.1', 'wb') as f:
+    f.write(npy_bytes(np.arange(3, dtype='i2')))" &
+	ok_ranks 3 collx-broadcast --stream --timeout 1 --root 1 -i in.1 -o 'bres.{rank}'
+	wait
 	pyx "
 for r in range(2):
     got = load_stream(f'res.{r}')
     assert len(got) == 2, len(got)
     same(got[0], np.full(4, 11, dtype='f4'))
-    same(got[1], np.full(4, 22, dtype='f4'))"
+    same(got[1], np.full(4, 22, dtype='f4'))
+for r in range(3):
+    got = load_stream(f'bres.{r}')
+    assert len(got) == 1, len(got)
+    same(got[0], np.arange(3, dtype='i2'))"
 }
 
 @test "--stream: broadcast from a pipe on the root, results on standard output" {

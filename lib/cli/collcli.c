@@ -755,10 +755,12 @@ plan_buckets(const struct cc_run *r, const struct cc_plan *p, size_t *nb)
 		if (open[dt] < 0 || b[open[dt]].bytes + bytes > r->o->bucket) {
 			k = (*nb)++;
 			b[k].dt = dt;
-			b[k].idx = xcalloc(n - i, sizeof *b[k].idx);
 			open[dt] = (long)k;
 		}
 		k = (size_t)open[dt];
+		if ((b[k].n & (b[k].n - 1)) == 0 && (b[k].idx = realloc(b[k].idx,
+		    (b[k].n ? 2 * b[k].n : 1) * sizeof *b[k].idx)) == NULL)
+			cli_die(CLI_EXIT_RUNTIME, "out of memory");
 		b[k].idx[b[k].n++] = i;
 		b[k].bytes += bytes;
 		if (bytes > r->o->bucket)
