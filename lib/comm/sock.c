@@ -17,8 +17,9 @@
 
 /* Socket buffers: 0 leaves them to the kernel's autotuning, which grows
  * them to the path's bandwidth-delay product (up to tcp_rmem/tcp_wmem
- * max). On loopback fixed 1 and 4 MiB buffers measured no faster, and a
- * fixed size would cap long fat links. */
+ * max). On loopback, fixed 256 KiB to 4 MiB buffers measured no faster
+ * for 1, 4 and 64 MiB exchanges (and slower at 1 MiB), and a fixed size
+ * would cap long fat links. */
 #ifndef SOCK_BUFSIZE
 #define SOCK_BUFSIZE 0
 #endif
