@@ -20,9 +20,9 @@ teardown() {
 @test "broadcast from root 1 of 10*(r+1): every rank gets 20" {
 	pyx "
 for r in range(3): save(f'in.{r}.npy', np.full(5, 10 * (r + 1), dtype='i4'))"
-	ok_ranks 3 collx-broadcast --root 1 -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	ok_ranks 3 collx-broadcast --root 1 -i 'in.{rank}.npy' -o 'out.{rank}of{world}.npy'
 	pyx "
-for r in range(3): same(load(f'out.{r}.npy'), np.full(5, 20, dtype='i4'))"
+for r in range(3): same(load(f'out.{r}of3.npy'), np.full(5, 20, dtype='i4'))"
 }
 
 @test "allreduce of r+1 gives W(W+1)/2 for W = 1..4" {
@@ -214,6 +214,27 @@ for r in range(3):
             assert got[k].dtype == ins[0][k].dtype, k
             close(got[k], want, 2e-3 if k == 'half' else 1e-5, 2e-3 if k == 'half' else 1e-5, k)"
 	done
+}
+
+@test "bf16 tensors: allreduce (every algorithm) and allgather keep bf16, exact on small integers" {
+	pyx "
+for r in range(3):
+    save_st(f'in.{r}.safetensors', {'b': BF16(np.arange(-8, 8, dtype='f4').reshape(4, 4) * (r + 1)), 'f': np.ones(3, dtype='f4')})"
+	for a in ring tree rd rabenseifner naive; do
+		ok_ranks 3 collx-allreduce --algo $a --check -i 'in.{rank}.safetensors' -o "out.{rank}.$a.safetensors"
+	done
+	ok_ranks 3 collx-allgather --check -i 'in.{rank}.safetensors' -o 'g.{rank}.safetensors'
+	pyx "
+base = np.arange(-8, 8, dtype='f4').reshape(4, 4)
+for r in range(3):
+    for a in ['ring', 'tree', 'rd', 'rabenseifner', 'naive']:
+        got = load_st(f'out.{r}.{a}.safetensors')[0]
+        assert got['__bf16__'] == ['b'], got.get('__bf16__')
+        same(got['b'], base * 6, a)
+        same(got['f'], np.full(3, 3, dtype='f4'), a)
+    got = load_st(f'g.{r}.safetensors')[0]
+    assert got['__bf16__'] == ['b']
+    same(got['b'], np.concatenate([base * (q + 1) for q in range(3)]))"
 }
 
 @test "allgather and reduce-scatter and alltoall of safetensors files with several tensors" {

@@ -17,15 +17,25 @@ def save(path, a):
     np.save(path, np.ascontiguousarray(a), allow_pickle=False)
 
 
+class BF16:
+    """An array to be stored as bfloat16 (its float32 values truncated)."""
+    def __init__(self, a):
+        self.a = np.ascontiguousarray(a, dtype="<f4")
+
+
 def save_st(path, tensors, meta=None):
-    """Write a .safetensors file from a dict name -> array."""
+    """Write a .safetensors file from a dict name -> array (or BF16)."""
     header, blobs, off = {}, [], 0
     if meta:
         header["__metadata__"] = dict(meta)
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        b = a.tobytes()
-        header[name] = {"dtype": ST_NAMES[a.dtype.str], "shape": list(a.shape),
+        t = tensors[name]
+        if isinstance(t, BF16):
+            dt, shape, b = "BF16", t.a.shape, (t.a.view("<u4") >> 16).astype("<u2").tobytes()
+        else:
+            a = np.ascontiguousarray(t)
+            dt, shape, b = ST_NAMES[a.dtype.str], a.shape, a.tobytes()
+        header[name] = {"dtype": dt, "shape": list(shape),
                         "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
@@ -46,6 +56,11 @@ def load_st(path):
     out = {}
     for name, d in header.items():
         lo, hi = d["data_offsets"]
+        if d["dtype"] == "BF16":    # as float32, with a "bf16" marker name
+            u = np.frombuffer(data[lo:hi], dtype="<u2").astype("<u4") << 16
+            out[name] = u.view("<f4").reshape(d["shape"])
+            out.setdefault("__bf16__", []).append(name)
+            continue
         out[name] = np.frombuffer(data[lo:hi], dtype=ST_DTYPES[d["dtype"]]).reshape(d["shape"])
     return out, meta
 
