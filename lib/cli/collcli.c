@@ -923,6 +923,10 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 	for (k = 0; k < total; k++) {
 		for (i = 0; inplace(r) && p->in && i < nb; i++)
 			bucket_pack(r, p, &b[i]);
+		/* Start timed runs together, as nccl-tests and the peers'
+		 * benchmarks do, so a rank's time is the collective's own. */
+		if (k >= r->o->warmup && coll_barrier(r->comm) < 0)
+			comm_die(r);
 		t0 = cli_now();
 		for (i = 0; i < nb; i++)
 			if (bucket_run(r, &b[i]) < 0)
