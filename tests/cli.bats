@@ -8,7 +8,10 @@ setup() {
 	common_setup
 	PROGS=()
 	for p in "$COLLX_BIN"/collx-*; do
-		[ -x "$p" ] && [ "${p%.c}" = "$p" ] && PROGS+=("$(basename "$p")")
+		# In-tree builds keep the sources beside the programs.
+		if [ -x "$p" ] && [ "${p%.c}" = "$p" ]; then
+			PROGS+=("$(basename "$p")")
+		fi
 	done
 }
 
