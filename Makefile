@@ -39,7 +39,8 @@ PROG_SRC  := $(sort $(wildcard bin/collx-*.c))
 PROGS      = $(PROG_SRC:bin/%.c=$(BINOUT)/%)
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 UNITS      = $(UNIT_SRC:tests/unit/%.c=$(UNITOUT)/%)
-HEADERS   := $(sort $(wildcard lib/*/*.h))
+# Public headers: the internal ones stay out of an install.
+HEADERS   := $(filter-out %_int.h %_impl.h lib/tensor/format.h,$(sort $(wildcard lib/*/*.h)))
 MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 
 .PHONY: all check test demo deps install uninstall clean lint units

@@ -47,9 +47,9 @@ run collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 -o gpt.safetensors
 for sync in ring ps; do
 	printf '\n-- gradients synced by %s\n' "$sync"
 	collx-run -n 2 -- collx-dp -m gpt.safetensors --data "$text" --batch 16 \
-		--steps 40 --optimizer adamw --lr 0.003 --sync "$sync" \
+		--steps 200 --optimizer adamw --lr 0.003 --sync "$sync" \
 		-o "trained-$sync.safetensors" --loss-csv "loss-$sync.csv" -q
-	awk -F, 'NR == 2 || (NR - 2) % 8 == 7 {
+	awk -F, 'NR > 1 && ($1 % 25 == 0 || $1 == 199) {
 		printf "  step %3d  loss %.4f  %8.0f tokens/s\n", $1, $3, $6 }' "loss-$sync.csv"
 done
 echo
