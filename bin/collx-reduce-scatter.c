@@ -1,9 +1,5 @@
 /* collx-reduce-scatter: reduce over every rank, then scatter dimension-0
  * blocks: rank r keeps block r. */
-#include <getopt.h>
-#include <stdio.h>
-#include <stdlib.h>
-
 #include "cli/collcli.h"
 
 static const struct option longopts[] = {
@@ -12,34 +8,20 @@ static const struct option longopts[] = {
 	{ 0, 0, 0, 0 }
 };
 
-static void
-usage(void)
-{
-	printf("usage: %s -i IN [-o OUT] [--op OP] [--algo A] [--iters N]\n"
+static const struct collcli_program program = {
+	.kind = COLL_KIND_REDUCE_SCATTER,
+	.longopts = longopts,
+	.synopsis = "usage: %s -i IN [-o OUT] [--op OP] [--algo A] [--iters N]\n"
 	    "       [--warmup W] [--timing F] [--check] [--stream] [--bucket SIZE]\n"
 	    "       [--rank R] [--world-size N] [--master HOST:PORT] ...\n"
 	    "Every rank's IN is [W*N, ...]; rank r gets the reduction over the\n"
-	    "ranks of rows r*N to r*N+N-1, [N, ...].\n\n", cli_progname);
-	fputs("  --op OP               sum, prod, min, max or avg (default sum)\n"
+	    "ranks of rows r*N to r*N+N-1, [N, ...].\n\n",
+	.options = "  --op OP               sum, prod, min, max or avg (default sum)\n"
 	    "  --algo A              auto, ring, pairwise or halving (default auto)\n",
-	    stdout);
-	fputs(collcli_help, stdout);
-	fputs(cli_group_help, stdout);
-	cli_close_stdout();
-	exit(CLI_EXIT_OK);
-}
+};
 
 int
 main(int argc, char **argv)
 {
-	struct collcli o;
-	int ch;
-
-	cli_init(argv[0]);
-	collcli_init(&o, COLL_KIND_REDUCE_SCATTER);
-	while ((ch = getopt_long(argc, argv, COLLCLI_OPTSTRING, longopts, NULL)) != -1)
-		collcli_option(&o, ch, optarg, usage);
-	if (optind < argc)
-		cli_usage_error("unexpected argument '%s'", argv[optind]);
-	return collcli_run(&o);
+	return collcli_main(&program, argc, argv);
 }

@@ -1244,3 +1244,33 @@ collcli_run(struct collcli *o)
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }
+
+static const struct collcli_program *program;
+
+static void
+program_usage(void)
+{
+	printf(program->synopsis, cli_progname);
+	fputs(program->options, stdout);
+	fputs(collcli_help, stdout);
+	fputs(cli_group_help, stdout);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+int
+collcli_main(const struct collcli_program *p, int argc, char **argv)
+{
+	struct collcli o;
+	int ch;
+
+	cli_init(argv[0]);
+	program = p;
+	collcli_init(&o, p->kind);
+	while ((ch = getopt_long(argc, argv, COLLCLI_OPTSTRING, p->longopts,
+	    NULL)) != -1)
+		collcli_option(&o, ch, optarg, program_usage);
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	return collcli_run(&o);
+}

@@ -5,6 +5,7 @@
 #ifndef COLLX_COLLCLI_H
 #define COLLX_COLLCLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 
 #include "cli/cli.h"
@@ -62,6 +63,16 @@ void collcli_option(struct collcli *o, int opt, const char *arg,
     void (*usage)(void));
 /* Runs the program; returns its exit status (failures exit directly). */
 int collcli_run(struct collcli *o);
+
+/* What a collective program is beyond the shared part: its collective,
+ * its own options and their help. The program's main() is one call. */
+struct collcli_program {
+	enum coll_kind kind;
+	const struct option *longopts;	/* its own options, then COLLCLI_LONGOPTS */
+	const char *synopsis;		/* usage lines, "%s" standing for the name */
+	const char *options;		/* --help lines of its own options */
+};
+int collcli_main(const struct collcli_program *p, int argc, char **argv);
 
 /* Name of the collective as in timing rows ("allreduce", "reduce-scatter"). */
 const char *collcli_kind_name(enum coll_kind kind);
