@@ -624,22 +624,6 @@ handle_signals(struct job *j)
 		}
 }
 
-static void
-write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		n = write(fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;		/* reader gone: drop the output */
-		buf += n;
-		len -= (size_t)n;
-	}
-}
-
 /* "[R] line\n" in one write, so lines of different ranks never mix. */
 static void
 emit_line(const struct stream *s, int rank, const char *line, size_t len)
@@ -653,7 +637,7 @@ emit_line(const struct stream *s, int rank, const char *line, size_t len)
 	memcpy(out + k, line, len);
 	if (len == 0 || line[len - 1] != '\n')
 		out[k + len++] = '\n';
-	write_all(s->to, out, (size_t)k + len);
+	(void)cli_write_all(s->to, out, (size_t)k + len);	/* reader gone: drop it */
 	free(out);
 }
 

@@ -331,3 +331,21 @@ cli_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+int
+cli_write_all(int fd, const void *data, size_t len)
+{
+	const char *buf = data;
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;	/* error, or a reader gone */
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

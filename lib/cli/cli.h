@@ -93,6 +93,9 @@ void cli_group_free(struct cli_group *g);
 /* The group options as "--help" text lines, for usage(). */
 extern const char cli_group_help[];
 
+/* Write all of buf, retrying on EINTR and short writes; 0 or -1. */
+int cli_write_all(int fd, const void *buf, size_t len);
+
 /* Monotonic seconds. */
 double cli_now(void);
 

@@ -40,23 +40,6 @@ cli_busbw_factor(const char *op, int world)
 	return 1;		/* broadcast, reduce and everything else */
 }
 
-static int
-write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		n = write(fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void
 timing_fail(struct cli_timing *t)
 {
@@ -79,14 +62,14 @@ timing_append(struct cli_timing *t, const char *buf, size_t len, int may_header)
 		if (fstat(t->fd, &st) < 0)
 			timing_fail(t);
 		if (st.st_size == 0 &&
-		    write_all(t->fd, t->header, strlen(t->header)) < 0)
+		    cli_write_all(t->fd, t->header, strlen(t->header)) < 0)
 			timing_fail(t);
 	} else if (t->header_pending && may_header) {
-		if (write_all(t->fd, t->header, strlen(t->header)) < 0)
+		if (cli_write_all(t->fd, t->header, strlen(t->header)) < 0)
 			timing_fail(t);
 	}
 	t->header_pending = 0;
-	if (len > 0 && write_all(t->fd, buf, len) < 0)
+	if (len > 0 && cli_write_all(t->fd, buf, len) < 0)
 		timing_fail(t);
 	if (locked)
 		flock(t->fd, LOCK_UN);
