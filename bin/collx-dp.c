@@ -17,8 +17,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_BATCH, OPT_STEPS,
-	OPT_EPOCHS, OPT_LR, OPT_OPTIM, OPT_MOMENTUM, OPT_WD, OPT_BETAS, OPT_EPS,
-	OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
+	OPT_EPOCHS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_LOSS_CSV, OPT_SEED, OPT_INIT, OPT_DIMS,
 	OPT_THREADS
 };
@@ -29,16 +28,14 @@ static const struct option longopts[] = {
 	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
 	{ "data", 1, 0, OPT_DATA }, { "targets", 1, 0, OPT_TARGETS },
 	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
-	{ "epochs", 1, 0, OPT_EPOCHS }, { "lr", 1, 0, OPT_LR },
-	{ "optimizer", 1, 0, OPT_OPTIM }, { "momentum", 1, 0, OPT_MOMENTUM },
-	{ "weight-decay", 1, 0, OPT_WD }, { "betas", 1, 0, OPT_BETAS },
-	{ "eps", 1, 0, OPT_EPS }, { "sync", 1, 0, OPT_SYNC },
+	{ "epochs", 1, 0, OPT_EPOCHS }, { "sync", 1, 0, OPT_SYNC },
 	{ "ps-servers", 1, 0, OPT_PS_SERVERS }, { "ps", 1, 0, OPT_PS },
 	{ "ps-mode", 1, 0, OPT_PS_MODE }, { "staleness", 1, 0, OPT_STALENESS },
 	{ "bucket-mb", 1, 0, OPT_BUCKET }, { "shuffle", 0, 0, OPT_SHUFFLE },
 	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
+	DP_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -123,12 +120,6 @@ static int
 train_option(struct opts *o, int c, const char *a)
 {
 	switch (c) {
-	case OPT_LR: o->optim.lr = a; break;
-	case OPT_OPTIM: o->optim.kind = a; break;
-	case OPT_MOMENTUM: o->optim.momentum = a; break;
-	case OPT_WD: o->optim.weight_decay = a; break;
-	case OPT_BETAS: o->optim.betas = a; break;
-	case OPT_EPS: o->optim.eps = a; break;
 	case OPT_SYNC: parse_sync(o, a); break;
 	case OPT_PS_SERVERS:
 		o->cfg.ps_servers = (int)cli_parse_long("--ps-servers", a, 1, 1 << 20);
@@ -158,7 +149,8 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) || train_option(o, c, optarg))
+		if (cli_group_option(&o->g, c, optarg) ||
+		    dp_optim_option(&o->optim, c, optarg) || train_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case 'h': usage();

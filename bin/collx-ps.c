@@ -17,8 +17,7 @@
 #include "tensor/tensor.h"
 
 enum {
-	OPT_WORKERS = CLI_OPT_PROGRAM, OPT_PORT, OPT_OPTIM, OPT_LR, OPT_MOMENTUM,
-	OPT_WD, OPT_BETAS, OPT_EPS, OPT_MODE, OPT_STALENESS, OPT_SERVER,
+	OPT_WORKERS = CLI_OPT_PROGRAM, OPT_PORT, OPT_MODE, OPT_STALENESS, OPT_SERVER,
 	OPT_WEIGHT, OPT_DONE
 };
 
@@ -27,12 +26,10 @@ static const struct option longopts[] = {
 	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
 	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
 	{ "workers", 1, 0, OPT_WORKERS }, { "port", 1, 0, OPT_PORT },
-	{ "optimizer", 1, 0, OPT_OPTIM }, { "lr", 1, 0, OPT_LR },
-	{ "momentum", 1, 0, OPT_MOMENTUM }, { "weight-decay", 1, 0, OPT_WD },
-	{ "betas", 1, 0, OPT_BETAS }, { "eps", 1, 0, OPT_EPS },
 	{ "mode", 1, 0, OPT_MODE }, { "staleness", 1, 0, OPT_STALENESS },
 	{ "server", 1, 0, OPT_SERVER }, { "weight", 1, 0, OPT_WEIGHT },
 	{ "done", 0, 0, OPT_DONE },
+	DP_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -101,12 +98,6 @@ server_option(struct opts *o, int c, const char *a)
 		o->workers = (int)cli_parse_long("--workers", a, 1, 1 << 20);
 		break;
 	case OPT_PORT: o->port = (int)cli_parse_long("--port", a, 0, 65535); break;
-	case OPT_OPTIM: o->optim.kind = a; break;
-	case OPT_LR: o->optim.lr = a; break;
-	case OPT_MOMENTUM: o->optim.momentum = a; break;
-	case OPT_WD: o->optim.weight_decay = a; break;
-	case OPT_BETAS: o->optim.betas = a; break;
-	case OPT_EPS: o->optim.eps = a; break;
 	case OPT_MODE:
 		if (ps_mode_parse(a, &o->mode) < 0)
 			cli_usage_error("--mode: want sync or async, not '%s'", a);
@@ -125,7 +116,8 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) || server_option(o, c, optarg))
+		if (cli_group_option(&o->g, c, optarg) ||
+		    dp_optim_option(&o->optim, c, optarg) || server_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case 'h': usage();

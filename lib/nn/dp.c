@@ -859,6 +859,21 @@ opt_number(const char *opt, const char *s, double min, double max, double *out,
 }
 
 int
+dp_optim_option(struct dp_optim_opts *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case DP_OPT_OPTIMIZER: o->kind = arg; break;
+	case DP_OPT_LR: o->lr = arg; break;
+	case DP_OPT_MOMENTUM: o->momentum = arg; break;
+	case DP_OPT_WD: o->weight_decay = arg; break;
+	case DP_OPT_BETAS: o->betas = arg; break;
+	case DP_OPT_EPS: o->eps = arg; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+int
 dp_optim_config(const struct dp_optim_opts *o, struct nn_optim_cfg *c,
     char *err, size_t errlen)
 {

@@ -86,6 +86,20 @@ struct dp_optim_opts {
 	const char *kind, *lr, *momentum, *weight_decay, *betas, *eps;
 };
 
+/* The optimizer's long options, shared by collx-dp and collx-ps: put
+ * DP_OPTIM_LONGOPTS in the getopt_long table and offer every option to
+ * dp_optim_option(), which records it (1) or says it is not one (0). */
+enum {
+	DP_OPT_OPTIMIZER = 0x1280, DP_OPT_LR, DP_OPT_MOMENTUM, DP_OPT_WD,
+	DP_OPT_BETAS, DP_OPT_EPS
+};
+#define DP_OPTIM_LONGOPTS \
+	{ "optimizer", 1, 0, DP_OPT_OPTIMIZER }, { "lr", 1, 0, DP_OPT_LR }, \
+	{ "momentum", 1, 0, DP_OPT_MOMENTUM }, \
+	{ "weight-decay", 1, 0, DP_OPT_WD }, \
+	{ "betas", 1, 0, DP_OPT_BETAS }, { "eps", 1, 0, DP_OPT_EPS }
+int dp_optim_option(struct dp_optim_opts *o, int opt, const char *arg);
+
 /* 0, or -1 with "--option: reason" in err (a usage error). */
 int dp_optim_config(const struct dp_optim_opts *o, struct nn_optim_cfg *c,
     char *err, size_t errlen);
