@@ -12,9 +12,8 @@ STEPS steps of torch.optim.SGD(momentum 0.9) or AdamW (eps 1e-4), lr 0.01,
 weight decay 0.01, on the mean batch loss). Exit 0 when all match, 1 when not, 77 when
 torch is missing.
 """
-import json
 import math
-import struct
+import os
 import sys
 
 try:
@@ -25,23 +24,15 @@ except ImportError:
     print("# torch not available")
     sys.exit(77)
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32,
-          "I64": np.int64}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from collpy import load_st  # noqa: E402
 
 
 def load(path):
     """A safetensors file as ({name: float64 or int64 tensor}, metadata)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    body = raw[8 + n:]
+    arrays, meta = load_st(path)
     out = {}
-    for name, h in header.items():
-        a, b = h["data_offsets"]
-        arr = np.frombuffer(body[a:b], dtype=DTYPES[h["dtype"]])
-        arr = arr.reshape(h["shape"])
+    for name, arr in arrays.items():
         t = torch.from_numpy(arr.copy())
         out[name] = t.double() if t.is_floating_point() else t.long()
     return out, meta

@@ -12,45 +12,21 @@ usage:
   dpref.py psexpect P LR GOT ROUNDS G...   GOT == P - LR*mean(G), ROUNDS times
 Exit 0 when all match, 1 (with a message) when not.
 """
-import json
 import math
-import struct
 import sys
 
 import numpy as np
 
-DT = {"F32": "<f4", "F64": "<f8"}
-
+from collpy import load_st, save_st
 
 def load(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    body = raw[8 + n:]
-    out = {}
-    for name, h in header.items():
-        a, b = h["data_offsets"]
-        arr = np.frombuffer(body[a:b], dtype=DT[h["dtype"]]).reshape(h["shape"])
-        out[name] = arr.astype(np.float64)
-    return out, meta
+    """A safetensors file as ({name: float64 array}, metadata)."""
+    tensors, meta = load_st(path)
+    return {k: v.astype(np.float64) for k, v in tensors.items()}, meta
 
 
 def save(path, tensors, meta=None):
-    header, blobs, off = {}, [], 0
-    if meta:
-        header["__metadata__"] = meta
-    for name in sorted(tensors):
-        b = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    save_st(path, {k: np.asarray(v, "<f4") for k, v in tensors.items()}, meta)
 
 
 def close(what, ref, got, rtol, atol):
