@@ -124,16 +124,6 @@ usage(void)
 }
 
 static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s);
-
-	if (d == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	return d;
-}
-
-static char *
 xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static char *
@@ -172,7 +162,7 @@ add_export(struct job *j, const char *arg)
 	j->exports = realloc(j->exports, (size_t)(j->nexports + 1) * sizeof *j->exports);
 	if (j->exports == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	j->exports[j->nexports++] = eq ? xstrdup(arg) :
+	j->exports[j->nexports++] = eq ? cli_strdup(arg) :
 	    xasprintf("%s=%s", name, getenv(name));
 }
 
@@ -203,7 +193,7 @@ parse_option(struct job *j, int c, const char **hostlist)
 			cli_usage_error("--master: invalid address '%s' (want"
 			    " HOST:PORT)", optarg);
 		free(j->master);
-		j->master = xstrdup(optarg);
+		j->master = cli_strdup(optarg);
 		break;
 	case OPT_TAG:
 		j->tag = 1;
@@ -211,7 +201,7 @@ parse_option(struct job *j, int c, const char **hostlist)
 	case OPT_TIMEOUT:
 		cli_parse_double("--timeout", optarg, 0.001, 1e9);
 		free(j->timeout);
-		j->timeout = xstrdup(optarg);
+		j->timeout = cli_strdup(optarg);
 		break;
 	case OPT_TIME_LIMIT:
 		j->time_limit = cli_parse_double("--time-limit", optarg, 0.001, 1e9);
@@ -338,7 +328,7 @@ rank_env(const struct job *j, int i, struct vec *env)
 		if ((v = getenv(*p)) != NULL)
 			vec_push(env, xasprintf("%s=%s", *p, v));
 	for (k = 0; k < j->nexports; k++)
-		vec_push(env, xstrdup(j->exports[k]));
+		vec_push(env, cli_strdup(j->exports[k]));
 }
 
 /* Locally PROGRAM ARG...; on a host CMD HOST env NAME=VALUE... PROGRAM ARG...
@@ -352,9 +342,9 @@ rank_argv(const struct job *j, int i, const struct vec *env, char **ssh,
 
 	if (remote) {
 		for (k = 0; ssh[k]; k++)
-			vec_push(argv, xstrdup(ssh[k]));
-		vec_push(argv, xstrdup(j->hosts.names[j->ranks[i].host]));
-		vec_push(argv, xstrdup("env"));
+			vec_push(argv, cli_strdup(ssh[k]));
+		vec_push(argv, cli_strdup(j->hosts.names[j->ranks[i].host]));
+		vec_push(argv, cli_strdup("env"));
 		for (k = 0; k < env->n; k++)
 			vec_push(argv, launch_shquote(env->v[k]));
 	}

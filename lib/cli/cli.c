@@ -311,6 +311,26 @@ subst_pass(const char *p, const char *rs, const char *ws, char *out)
 }
 
 char *
+cli_strdup(const char *s)
+{
+	char *d = strdup(s);
+
+	if (d == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return d;
+}
+
+void *
+cli_calloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (p == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return p;
+}
+
+char *
 cli_subst(const char *pattern, int rank, int world)
 {
 	char rs[24], ws[24], *out;

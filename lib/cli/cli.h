@@ -51,6 +51,11 @@ int cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port);
 /* Comma-separated integers ("2,3,4"); returns the count, at most max. */
 int cli_parse_list(const char *opt, const char *s, long *out, int max);
 
+/* Allocation for programs: out of memory is a runtime failure (exit 1).
+ * cli_calloc never returns NULL, even for a zero size. */
+char *cli_strdup(const char *s);
+void *cli_calloc(size_t n, size_t size);
+
 /* {rank} and {world} replaced; malloc'd (never NULL: dies on ENOMEM). */
 char *cli_subst(const char *pattern, int rank, int world);
 

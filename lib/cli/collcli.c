@@ -80,16 +80,6 @@ struct cc_bucket {
 	enum coll_algo algo;
 };
 
-static void *
-xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size ? size : 1);
-
-	if (p == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	return p;
-}
-
 const char *
 collcli_kind_name(enum coll_kind kind)
 {
@@ -395,7 +385,7 @@ static void
 explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q,
     char *msg, size_t msglen)
 {
-	size_t *counts = xcalloc((size_t)r->world, sizeof *counts), total = 0, at = 0, k;
+	size_t *counts = cli_calloc((size_t)r->world, sizeof *counts), total = 0, at = 0, k;
 	char *all, a[256], b[256];
 	int i;
 
@@ -404,7 +394,7 @@ explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q,
 		at += i < q ? counts[i] : 0;
 		total += counts[i];
 	}
-	all = xcalloc(total, 1);
+	all = cli_calloc(total, 1);
 	if (coll_allgatherv(r->comm, mine, all, counts, DT_U8, COLL_AUTO) < 0)
 		comm_die(r);
 	for (k = 0;; k++) {
@@ -463,10 +453,10 @@ exchange_rows(struct cc_run *r, struct cc_plan *p)
 		if (p->in->items[i].ndim < 1)
 			cli_die(CLI_EXIT_DATA, "rank %d: %s: allgather needs at least "
 			    "one dimension", r->rank, tname(&p->in->items[i]));
-	mine = xcalloc(n, sizeof *mine);
+	mine = cli_calloc(n, sizeof *mine);
 	for (i = 0; i < n; i++)
 		mine[i] = p->in->items[i].shape[0];
-	p->rows = xcalloc(n * (size_t)r->world, sizeof *p->rows);
+	p->rows = cli_calloc(n * (size_t)r->world, sizeof *p->rows);
 	if (n > 0 && coll_allgather(r->comm, mine, p->rows, n, DT_I64, COLL_AUTO) < 0)
 		comm_die(r);
 	free(mine);
@@ -481,7 +471,7 @@ agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 	char *text = describe(r, status == ST_ITEM ? p->in : NULL, &len);
 	uint64_t mine[4] = { (uint64_t)status, fnv1a(text, len),
 	    status == ST_ITEM ? p->in->count : 0, len };
-	uint64_t *rec = xcalloc(4 * (size_t)r->world, sizeof *rec);
+	uint64_t *rec = cli_calloc(4 * (size_t)r->world, sizeof *rec);
 	char msg[ERRLEN] = "";
 	int q, go;
 
@@ -580,7 +570,7 @@ get_str(struct cursor *c)
 		c->bad = 1;
 		return NULL;
 	}
-	s = xcalloc((size_t)n + 1, 1);
+	s = cli_calloc((size_t)n + 1, 1);
 	memcpy(s, c->p, (size_t)n);
 	c->p += n;
 	c->left -= (size_t)n;
@@ -657,7 +647,7 @@ agree_broadcast(struct cc_run *r, struct cc_plan *p, int status, const char *why
 	if (rec[0] != ST_ITEM || rec[1] > ((uint64_t)1 << 40))
 		cli_die(CLI_EXIT_DATA, "rank %d: malformed header from the root", r->rank);
 	if (!me)
-		buf = xcalloc((size_t)rec[1], 1);
+		buf = cli_calloc((size_t)rec[1], 1);
 	if (coll_broadcast(r->comm, buf, (size_t)rec[1], DT_U8, root, COLL_AUTO) < 0)
 		comm_die(r);
 	if (!me && header_decode(buf, (size_t)rec[1], &p->out, err, sizeof err) < 0) {
@@ -741,7 +731,7 @@ static struct cc_bucket *
 plan_buckets(const struct cc_run *r, const struct cc_plan *p, size_t *nb)
 {
 	size_t n = p->out.count, i, bytes, k;
-	struct cc_bucket *b = xcalloc(n, sizeof *b);
+	struct cc_bucket *b = cli_calloc(n, sizeof *b);
 	long open[DT_COUNT];
 	enum dtype dt;
 
@@ -812,7 +802,7 @@ bucket_setup(const struct cc_run *r, const struct cc_plan *p, struct cc_bucket *
 	struct tensor *out = &p->out.items[b->idx[0]];
 	int j, lone = b->n == 1;
 
-	b->rcounts = xcalloc((size_t)r->world, sizeof *b->rcounts);
+	b->rcounts = cli_calloc((size_t)r->world, sizeof *b->rcounts);
 	for (i = 0; i < b->n; i++) {
 		b->scount += send_slice(r, p, b->idx[i], 0).count;
 		for (j = 0; j < recv_blocks(r); j++)
@@ -823,13 +813,13 @@ bucket_setup(const struct cc_run *r, const struct cc_plan *p, struct cc_bucket *
 	b->algo = r->o->algo != COLL_AUTO ? r->o->algo :
 	    coll_auto(r->o->kind, b->bytes, r->world);
 	b->own_recv = !lone || recv_dim(r, out) > 0;
-	b->recv = b->own_recv ? xcalloc(rtotal, esz) : out->data;
+	b->recv = b->own_recv ? cli_calloc(rtotal, esz) : out->data;
 	if (inplace(r)) {
 		b->send = b->recv;
 		return;
 	}
 	b->own_send = !lone || send_dim(r, in) > 0;
-	b->send = b->own_send ? xcalloc(b->scount * (size_t)send_blocks(r), esz) :
+	b->send = b->own_send ? cli_calloc(b->scount * (size_t)send_blocks(r), esz) :
 	    in->data;
 	if (b->own_send)
 		bucket_pack(r, p, b);

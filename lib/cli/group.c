@@ -38,16 +38,6 @@ const char cli_group_help[] =
 "                        default 60)\n"
 "  --token-file F        shared secret for connections (COLLX_TOKEN)\n";
 
-static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s);
-
-	if (d == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	return d;
-}
-
 static void
 replace(char **slot, char *v)
 {
@@ -115,7 +105,7 @@ check_master(const char *what, const char *v)
 	if (cli_hostport_parse(v, host, sizeof host, &port) < 0)
 		cli_usage_error("%s: invalid address '%s' (want HOST:PORT,"
 		    " [IPV6]:PORT)", what, v);
-	return xstrdup(v);
+	return cli_strdup(v);
 }
 
 static char *
@@ -130,7 +120,7 @@ check_iface(const char *what, const char *v)
 		if (len == 0 || len > 15)
 			cli_usage_error("%s: invalid interface list '%s'", what, v);
 		if (comma == NULL)
-			return xstrdup(v);
+			return cli_strdup(v);
 		p = comma + 1;
 	}
 }
@@ -158,7 +148,7 @@ read_token_file(const char *path)
 	buf[n] = '\0';
 	if (n == 0 || strlen(buf) != n)
 		cli_usage_error("--token-file: %s: empty or not text", path);
-	return xstrdup(buf);
+	return cli_strdup(buf);
 }
 
 void
@@ -244,7 +234,7 @@ env_fill(struct cli_group *g)
 	if (g->timeout < 0 && (v = getenv("COLLX_TIMEOUT")) && *v)
 		g->timeout = cli_parse_double("COLLX_TIMEOUT", v, 0.001, 1e9);
 	if (g->token == NULL && (v = getenv("COLLX_TOKEN")) && *v)
-		g->token = xstrdup(v);
+		g->token = cli_strdup(v);
 }
 
 void
