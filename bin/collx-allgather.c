@@ -1,5 +1,5 @@
 /* collx-allgather: concatenate every rank's tensors along dimension 0. */
-#include "cli/collcli.h"
+#include "prog/collcli.h"
 
 static const struct option longopts[] = {
 	COLLCLI_LONGOPTS,

@@ -1,5 +1,5 @@
 /* collx-allreduce: allreduce tensors across ranks. */
-#include "cli/collcli.h"
+#include "prog/collcli.h"
 
 static const struct option longopts[] = {
 	{ "op", 1, 0, COLLCLI_OPT_OP },

@@ -1,6 +1,6 @@
 /* collx-alltoall: split along one dimension, send chunk i to rank i,
  * concatenate what arrives along another. */
-#include "cli/collcli.h"
+#include "prog/collcli.h"
 
 static const struct option longopts[] = {
 	{ "scatter-dim", 1, 0, COLLCLI_OPT_SDIM },

@@ -1,5 +1,5 @@
 /* collx-broadcast: broadcast tensors from a root rank. */
-#include "cli/collcli.h"
+#include "prog/collcli.h"
 
 static const struct option longopts[] = {
 	{ "root", 1, 0, COLLCLI_OPT_ROOT },

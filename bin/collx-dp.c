@@ -11,7 +11,9 @@
 #include "comm/coll.h"
 #include "comm/comm.h"
 #include "comm/ps.h"
-#include "nn/dp.h"
+#include "par/dp.h"
+#include "prog/trainopt.h"
+#include "prog/join.h"
 #include "nn/nn.h"
 #include "tensor/tensor.h"
 
@@ -35,7 +37,7 @@ static const struct option longopts[] = {
 	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
-	DP_OPTIM_LONGOPTS,
+	TRAINOPT_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -45,7 +47,7 @@ struct opts {
 	const char *init, *dims, *sync_name;
 	long batch, steps;
 	double epochs;
-	struct dp_optim_opts optim;
+	struct trainopt_optim optim;
 	int have_ps_servers, threads;
 	char *owned[3];		/* substituted paths */
 	struct dp_cfg cfg;
@@ -150,7 +152,7 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
 		if (cli_group_option(&o->g, c, optarg) ||
-		    dp_optim_option(&o->optim, c, optarg) || train_option(o, c, optarg))
+		    trainopt_optim_option(&o->optim, c, optarg) || train_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case 'h': usage();
@@ -290,7 +292,7 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 }
 
 static void
-on_step(void *ctx, const struct dp_step *s)
+on_step(void *ctx, const struct train_step *s)
 {
 	struct report *r = ctx;
 
@@ -307,7 +309,7 @@ on_step(void *ctx, const struct dp_step *s)
 
 static void
 write_outputs(const struct opts *o, const struct nn_model *m,
-    const struct dp_step *steps, int rank, int world)
+    const struct train_step *steps, int rank, int world)
 {
 	struct tensor_set s = { 0 };
 	char e[TENSOR_ERRLEN], *path;
@@ -324,7 +326,7 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 	}
 	if (o->loss_csv != NULL) {
 		path = cli_subst(o->loss_csv, rank, world);
-		if (dp_loss_csv_write(path, steps, o->cfg.steps, e, sizeof(e)) < 0)
+		if (trainopt_loss_csv_write(path, steps, o->cfg.steps, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		free(path);
 	}
@@ -333,27 +335,23 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 static struct comm *
 join_group(const struct opts *o)
 {
-	struct comm_options co = {
-		.rank = o->g.rank, .world = o->g.world, .master = o->g.master,
-		.ifaces = o->g.iface, .timeout = o->g.timeout, .token = o->g.token,
-		.job = "collx-dp"
-	};
 	struct comm *c;
 	char e[512];
+	int code;
 
-	if (comm_open(&c, &co, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", o->g.rank, e);
+	if ((code = prog_join(&c, &o->g, "collx-dp", e, sizeof e)) != 0)
+		cli_die(code, "%s", e);
 	return c;
 }
 
 static void
-train(struct opts *o, struct nn_model *m, const struct dp_data *d)
+train(struct opts *o, struct nn_model *m, const struct train_data *d)
 {
 	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
 	    .nparams = m->nparams, .arch = m->dims.arch };
-	struct dp_step *steps = NULL;
+	struct train_step *steps = NULL;
 	struct comm *c;
-	enum dp_err kind;
+	enum train_err kind;
 	char e[1024], *tpath = NULL;
 
 	r.comm_op = o->cfg.sync == DP_PS ? "ps" : "allreduce";
@@ -380,7 +378,7 @@ main(int argc, char **argv)
 {
 	struct opts o = { .steps = -1, .threads = 1 };
 	struct nn_model m;
-	struct dp_data d;
+	struct train_data d;
 	char e[512];
 
 	cli_init(argv[0]);
@@ -395,18 +393,18 @@ main(int argc, char **argv)
 	cli_group_resolve(&o.g);
 	check_args(&o);
 	subst_paths(&o);
-	if (dp_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
+	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	nn_set_threads(o.threads);
 	load_model(&o, &m);
-	if (dp_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
+	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
 	o.cfg.batch = o.batch;
-	o.cfg.steps = o.steps >= 0 ? o.steps : dp_epoch_steps(d.n, o.batch, o.epochs);
+	o.cfg.steps = o.steps >= 0 ? o.steps : train_epoch_steps(d.n, o.batch, o.epochs);
 	o.cfg.timeout = o.g.timeout;
 	o.cfg.token = o.g.token;
 	train(&o, &m, &d);
-	dp_data_free(&d);
+	train_data_free(&d);
 	nn_model_free(&m);
 	cli_group_free(&o.g);
 	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)

@@ -12,8 +12,11 @@
 #include "comm/comm.h"
 #include "comm/ps.h"
 #include "comm/sock.h"
-#include "nn/dp.h"
+#include "par/dp.h"
+#include "prog/trainopt.h"
+#include "prog/join.h"
 #include "nn/nn.h"
+#include "tensor/flat.h"
 #include "tensor/tensor.h"
 
 enum {
@@ -29,7 +32,7 @@ static const struct option longopts[] = {
 	{ "mode", 1, 0, OPT_MODE }, { "staleness", 1, 0, OPT_STALENESS },
 	{ "server", 1, 0, OPT_SERVER }, { "weight", 1, 0, OPT_WEIGHT },
 	{ "done", 0, 0, OPT_DONE },
-	DP_OPTIM_LONGOPTS,
+	TRAINOPT_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -39,7 +42,7 @@ struct opts {
 	int workers, port, staleness, done;
 	double weight;
 	enum ps_mode mode;
-	struct dp_optim_opts optim;
+	struct trainopt_optim optim;
 	struct cli_group g;
 };
 
@@ -117,7 +120,7 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
 		if (cli_group_option(&o->g, c, optarg) ||
-		    dp_optim_option(&o->optim, c, optarg) || server_option(o, c, optarg))
+		    trainopt_optim_option(&o->optim, c, optarg) || server_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case 'h': usage();
@@ -150,7 +153,7 @@ load_flat(const char *path, float **flat, size_t *total, char **layout)
 	char e[TENSOR_ERRLEN];
 
 	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
-	    dp_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
+	    tensor_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
 	tensor_set_free(&s);
 }
@@ -162,7 +165,7 @@ save_flat(const char *path, const char *layout, const float *flat,
 	struct tensor_set s = { 0 };
 	char e[TENSOR_ERRLEN];
 
-	if (dp_set_unflatten(layout, flat, total, &s, e, sizeof(e)) < 0)
+	if (tensor_set_unflatten(layout, flat, total, &s, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
 	if (tensor_save(path, &s, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
@@ -186,16 +189,12 @@ log_event(void *ctx, const char *msg)
 static struct comm *
 join_servers(const struct opts *o)
 {
-	struct comm_options co = {
-		.rank = o->g.rank, .world = o->g.world, .master = o->g.master,
-		.ifaces = o->g.iface, .timeout = o->g.timeout, .token = o->g.token,
-		.job = "collx-ps serve"
-	};
 	struct comm *c;
 	char e[512];
+	int code;
 
-	if (comm_open(&c, &co, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "server %d: %s", o->g.rank, e);
+	if ((code = prog_join(&c, &o->g, "collx-ps serve", e, sizeof e)) != 0)
+		cli_die(code, "%s", e);
 	return c;
 }
 
@@ -259,7 +258,7 @@ serve(struct opts *o)
 		cli_usage_error("serve needs -m INIT and --workers N");
 	if (o->staleness >= 0 && o->mode != PS_ASYNC)
 		cli_usage_error("--staleness goes with --mode async");
-	if (dp_optim_config(&o->optim, &oc, e, sizeof(e)) < 0)
+	if (trainopt_optim_config(&o->optim, &oc, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	path = cli_subst(o->model, o->g.rank, o->g.world);
 	load_flat(path, &flat, &total, &layout);
@@ -318,7 +317,7 @@ push(struct opts *o)
 	load_flat(o->file, &g, &total, &layout);
 	cl = connect_servers(o);
 	if (total != ps_client_total(cl) ||
-	    !dp_layout_same(layout, ps_client_layout(cl)))
+	    !tensor_layout_same(layout, ps_client_layout(cl)))
 		cli_die(CLI_EXIT_DATA, "%s: its tensors differ from the model of "
 		    "the servers %s", o->file, o->server);
 	if (o->out != NULL && (p = malloc((total + 1) * sizeof(float))) == NULL)

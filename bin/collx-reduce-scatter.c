@@ -1,6 +1,6 @@
 /* collx-reduce-scatter: reduce over every rank, then scatter dimension-0
  * blocks: rank r keeps block r. */
-#include "cli/collcli.h"
+#include "prog/collcli.h"
 
 static const struct option longopts[] = {
 	{ "op", 1, 0, COLLCLI_OPT_OP },

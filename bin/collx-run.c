@@ -23,7 +23,7 @@
 #endif
 
 #include "cli/cli.h"
-#include "cli/launch.h"
+#include "prog/launch.h"
 
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */

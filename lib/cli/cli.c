@@ -343,15 +343,6 @@ cli_subst(const char *pattern, int rank, int world)
 	return out;
 }
 
-double
-cli_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int
 cli_write_all(int fd, const void *data, size_t len)
 {

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cli/util.h"
+
 enum cli_exit {
 	CLI_EXIT_OK = 0,
 	CLI_EXIT_RUNTIME = 1,	/* connection, peer lost, timeout, I/O */
@@ -100,9 +102,6 @@ extern const char cli_group_help[];
 
 /* Write all of buf, retrying on EINTR and short writes; 0 or -1. */
 int cli_write_all(int fd, const void *buf, size_t len);
-
-/* Monotonic seconds. */
-double cli_now(void);
 
 /* Timing CSV (spec section 2). */
 struct cli_timing_row {

@@ -191,7 +191,7 @@ static void rv_missing(const struct comm *c, const int *joined, char *buf, size_
 
 static int rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
 {
-	double deadline = sock_now() + c->timeout;
+	double deadline = cli_now() + c->timeout;
 	struct sock_addr from;
 	char err[256], missing[128];
 	int n = 1, fd;
@@ -218,7 +218,7 @@ static int rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
     size_t tlen)
 {
 	struct rv_reply rep;
-	double deadline = sock_now() + (failed ? 1 : c->timeout);
+	double deadline = cli_now() + (failed ? 1 : c->timeout);
 	char err[256];
 
 	memset(&rep, 0, sizeof rep);
@@ -283,13 +283,13 @@ static int rv_join(struct comm *c, struct rv *v)
 	int fd, rc = -1;
 
 	snprintf(what, sizeof what, "rendezvous with rank 0 at %s", v->master.str);
-	fd = sock_connect(&v->master, NULL, sock_now() + c->timeout, err, sizeof err);
+	fd = sock_connect(&v->master, NULL, cli_now() + c->timeout, err, sizeof err);
 	if (fd < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, what, err);
 	rv_join_fill(c, v, &j);
-	if (auth_client(fd, c->token, sock_now() + c->timeout, err, sizeof err) < 0 ||
-	    sock_send_all(fd, &j, sizeof j, sock_now() + c->timeout, err, sizeof err) < 0 ||
-	    sock_recv_all(fd, &rep, sizeof rep, sock_now() + c->timeout, err, sizeof err) < 0) {
+	if (auth_client(fd, c->token, cli_now() + c->timeout, err, sizeof err) < 0 ||
+	    sock_send_all(fd, &j, sizeof j, cli_now() + c->timeout, err, sizeof err) < 0 ||
+	    sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err, sizeof err) < 0) {
 		rv_fail(c, COMM_ERR_RUNTIME, what, err);
 		goto out;
 	}
@@ -300,9 +300,9 @@ static int rv_join(struct comm *c, struct rv *v)
 		goto out;
 	}
 	/* The table comes once every rank has joined: a fresh timeout. */
-	if (sock_recv_all(fd, &rep, sizeof rep, sock_now() + c->timeout, err,
+	if (sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err,
 	    sizeof err) < 0 || (rep.status == 0 && sock_recv_all(fd, v->table,
-	    (size_t)c->world * sizeof v->table[0], sock_now() + c->timeout, err,
+	    (size_t)c->world * sizeof v->table[0], cli_now() + c->timeout, err,
 	    sizeof err) < 0)) {
 		rv_fail(c, COMM_ERR_RUNTIME, what, err);
 		goto out;
@@ -383,7 +383,7 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 		ready = poll(p, (nfds_t)c->nstreams, sock_poll_ms(deadline));
 		if (ready < 0 && errno != EINTR)
 			return rv_fail(c, COMM_ERR_RUNTIME, "poll", strerror(errno));
-		if (sock_now() >= deadline) {
+		if (cli_now() >= deadline) {
 			comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for "
 			    "connections from higher ranks", c->timeout);
 			return -1;
@@ -392,7 +392,7 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 			if (!(p[s].revents & POLLIN))
 				continue;
 			/* Ready, so no wait: a connection aborted meanwhile is skipped. */
-			fd = sock_accept(v->lfd[s], sock_now(), &from, err, sizeof err);
+			fd = sock_accept(v->lfd[s], cli_now(), &from, err, sizeof err);
 			if (fd < 0)
 				continue;
 			if (mesh_take_one(c, fd, from.str, deadline) < 0)
@@ -406,7 +406,7 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 
 static int mesh_build(struct comm *c, struct rv *v)
 {
-	double deadline = sock_now() + c->timeout;
+	double deadline = cli_now() + c->timeout;
 	int peer, s;
 
 	for (peer = 0; peer < c->world; peer++)

@@ -25,17 +25,9 @@
 #endif
 #define SOCK_RETRY_S 0.05
 
-double sock_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int sock_poll_ms(double deadline)
 {
-	double left = deadline - sock_now();
+	double left = deadline - cli_now();
 
 	if (left <= 0)
 		return 0;
@@ -261,7 +253,7 @@ int sock_wait(int fd, short events, double deadline)
 	int rc;
 
 	for (;;) {
-		if (sock_now() >= deadline)
+		if (cli_now() >= deadline)
 			return 0;
 		rc = poll(&p, 1, sock_poll_ms(deadline));
 		if (rc > 0)
@@ -358,7 +350,7 @@ int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
 	for (;;) {
 		fd = sock_connect_once(a, from, deadline, err, errlen);
 		if (fd >= 0 || !connect_retryable(errno) ||
-		    sock_now() + SOCK_RETRY_S >= deadline)
+		    cli_now() + SOCK_RETRY_S >= deadline)
 			return fd;
 		nanosleep(&(struct timespec){ 0, (long)(SOCK_RETRY_S * 1e9) }, NULL);
 	}

@@ -1,11 +1,13 @@
 /* sock: small TCP helpers shared by the comm transport and the parameter
  * server. Every socket is non-blocking; every blocking-style helper takes an
- * absolute deadline (sock_now() seconds) and fails with a reason in err. */
+ * absolute deadline (cli_now() seconds) and fails with a reason in err. */
 #ifndef COLLX_SOCK_H
 #define COLLX_SOCK_H
 
 #include <stddef.h>
 #include <sys/socket.h>
+
+#include "cli/util.h"
 
 /* A resolved address; str is "1.2.3.4:80" or "[::1]:80". */
 struct sock_addr {
@@ -14,8 +16,6 @@ struct sock_addr {
 	char str[80];
 };
 
-/* Monotonic seconds. */
-double sock_now(void);
 /* A poll() timeout for deadline: milliseconds, rounded up, at most a
  * minute (callers loop), 0 when it has passed. */
 int sock_poll_ms(double deadline);

@@ -395,7 +395,7 @@ static int wait_ready(struct comm *c)
 				fds[n++] = (struct pollfd){ .fd = p->st[s].fd, .events = ev };
 		}
 	}
-	now = sock_now();
+	now = cli_now();
 	if (first >= 0 && now >= when) {
 		peer_timeout(c, first);
 		return -1;
@@ -410,7 +410,7 @@ static int wait_ready(struct comm *c)
 
 int comm_waitall(struct comm *c, struct comm_req *r, int n)
 {
-	double now = sock_now(), idle = now;
+	double now = cli_now(), idle = now;
 	int peer, rc;
 
 	if (c->kind != COMM_ERR_NONE)
@@ -425,7 +425,7 @@ int comm_waitall(struct comm *c, struct comm_req *r, int n)
 		rc = progress_all(c, now);
 		if (rc < 0)
 			return -1;
-		now = sock_now();
+		now = cli_now();
 		if (rc > 0)
 			idle = now;
 		else if ((now - idle) * 1e6 < c->spin_us)

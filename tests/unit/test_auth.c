@@ -145,10 +145,10 @@ static void handshake(const char *tc, const char *ts, int *cr, int *sr, char *ce
 	if (pid == 0) {
 		alarm(10);
 		close(sv[0]);
-		_exit(auth_server(sv[1], ts, sock_now() + 5, err, sizeof err) < 0 ? 1 : 0);
+		_exit(auth_server(sv[1], ts, cli_now() + 5, err, sizeof err) < 0 ? 1 : 0);
 	}
 	close(sv[1]);
-	*cr = auth_client(sv[0], tc, sock_now() + 5, cerr, cerrlen);
+	*cr = auth_client(sv[0], tc, cli_now() + 5, cerr, cerrlen);
 	close(sv[0]);
 	waitpid(pid, &st, 0);
 	*sr = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;

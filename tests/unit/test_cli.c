@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/launch.h"
+#include "prog/launch.h"
 #include "unit.h"
 
 static const char *const group_vars[] = {

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/collref.h"
+#include "prog/collref.h"
 #include "unit.h"
 
 #define W 3

@@ -344,7 +344,7 @@ static int sc_killed(struct comm_options *o, const void *arg)
 	}
 	comm_op_begin(c, 0, "allreduce", 0, 0);
 	comm_set_step(c, "ring step %d", 3);
-	t0 = sock_now();
+	t0 = cli_now();
 	if (o->rank == 0 && !silent) {
 		/* Sending into a dead connection: an error, never SIGPIPE. */
 		size_t len = 64 << 20;
@@ -355,7 +355,7 @@ static int sc_killed(struct comm_options *o, const void *arg)
 		EXPECT(comm_recv(c, o->world - 1, 0, b, sizeof b) < 0, 21, "recv worked");
 	}
 	EXPECT(comm_errkind(c) == COMM_ERR_RUNTIME, 22, "kind %d", comm_errkind(c));
-	EXPECT(sock_now() - t0 < o->timeout + 1, 23, "took %.1f s", sock_now() - t0);
+	EXPECT(cli_now() - t0 < o->timeout + 1, 23, "took %.1f s", cli_now() - t0);
 	EXPECT(strstr(comm_error(c), silent ? "timed out" : "closed the connection during "
 	    "ring step 3 of allreduce"), 24, "%s", comm_error(c));
 	EXPECT(strstr(comm_error(c), "peer rank 2 (127.0.0.1:"), 25, "%s", comm_error(c));
@@ -412,15 +412,15 @@ static int sc_intruder(struct comm_options *o, const void *arg)
 	o->token = "s3cret";
 	if (o->rank == 2) {
 		memset(junk, 'x', sizeof junk);
-		fd = sock_connect_hostport(master, sock_now() + 5, err, sizeof err);
+		fd = sock_connect_hostport(master, cli_now() + 5, err, sizeof err);
 		EXPECT(fd >= 0, 31, "%s", err);
-		sock_send_all(fd, junk, sizeof junk, sock_now() + 5, err, sizeof err);
-		EXPECT(sock_recv_all(fd, junk, sizeof junk, sock_now() + 5, err, sizeof err) < 0 ||
-		    sock_recv_all(fd, junk, 1, sock_now() + 5, err, sizeof err) < 0, 32,
+		sock_send_all(fd, junk, sizeof junk, cli_now() + 5, err, sizeof err);
+		EXPECT(sock_recv_all(fd, junk, sizeof junk, cli_now() + 5, err, sizeof err) < 0 ||
+		    sock_recv_all(fd, junk, 1, cli_now() + 5, err, sizeof err) < 0, 32,
 		    "junk was answered");
 		close(fd);
-		fd = sock_connect_hostport(master, sock_now() + 5, err, sizeof err);
-		EXPECT(fd >= 0 && auth_client(fd, "guess", sock_now() + 5, err, sizeof err) < 0,
+		fd = sock_connect_hostport(master, cli_now() + 5, err, sizeof err);
+		EXPECT(fd >= 0 && auth_client(fd, "guess", cli_now() + 5, err, sizeof err) < 0,
 		    33, "a wrong token got in");
 		close(fd);
 		return 0;

@@ -8,7 +8,9 @@
 
 #include "comm/ps.h"
 #include "comm/sock.h"
-#include "nn/dp.h"
+#include "tensor/flat.h"
+#include "par/dp.h"
+#include "prog/trainopt.h"
 #include "unit.h"
 
 static void
@@ -39,15 +41,15 @@ test_split(void)
 	int ok = 1;
 
 	for (int r = 0; r < 3; r++) {
-		dp_split(200, 3, r, &start, &count);
+		train_split(200, 3, r, &start, &count);
 		ok &= start == next && count == (r < 2 ? 67 : 66);
 		next = start + count;
 	}
 	UNIT_OK(ok && next == 200, "batch 200 over 3 ranks: 67, 67, 66 in order");
-	dp_split(2, 3, 2, &start, &count);
+	train_split(2, 3, 2, &start, &count);
 	UNIT_OK(count == 0 && start == 2, "batch 2 over 3 ranks leaves rank 2 idle");
-	UNIT_OK(dp_epoch_steps(200, 64, 2) == 7, "2 epochs of 200 by 64: 7 steps");
-	UNIT_OK(dp_epoch_steps(200, 50, 1) == 4, "1 epoch of 200 by 50: 4 steps");
+	UNIT_OK(train_epoch_steps(200, 64, 2) == 7, "2 epochs of 200 by 64: 7 steps");
+	UNIT_OK(train_epoch_steps(200, 50, 1) == 4, "1 epoch of 200 by 50: 4 steps");
 }
 
 static void
@@ -70,22 +72,22 @@ test_layout(void)
 	tensor_set_add(&s, "w", &a, e, sizeof(e));
 	tensor_set_add(&s, "b", &b, e, sizeof(e));
 	tensor_set_meta_put(&s, "collx.arch", "mlp", e, sizeof(e));
-	UNIT_OK(dp_set_flatten(&s, &flat, &total, &layout, e, sizeof(e)) == 0 &&
+	UNIT_OK(tensor_set_flatten(&s, &flat, &total, &layout, e, sizeof(e)) == 0 &&
 	    total == 8, "flatten: 8 values");
 	UNIT_OK(flat[0] == -1 && flat[1] == 7 && flat[2] == 0.5f && flat[7] == 5.5f,
 	    "flatten: tensors in name order, f64 converted");
-	ok = dp_set_unflatten(layout, flat, total, &back, e, sizeof(e)) == 0;
+	ok = tensor_set_unflatten(layout, flat, total, &back, e, sizeof(e)) == 0;
 	UNIT_OK(ok && back.count == 2 && tensor_set_find(&back, "w")->shape[1] == 3 &&
 	    ((float *)tensor_set_find(&back, "w")->data)[5] == 5.5f &&
 	    strcmp(tensor_set_meta(&back, "collx.arch"), "mlp") == 0,
 	    "unflatten: names, shapes, values and metadata back");
 	tensor_set_free(&back);
-	UNIT_OK(dp_set_unflatten(layout, flat, total - 1, &back, e, sizeof(e)) < 0,
+	UNIT_OK(tensor_set_unflatten(layout, flat, total - 1, &back, e, sizeof(e)) < 0,
 	    "unflatten refuses a vector of the wrong size");
 	other = strdup("t\tb\t2\nt\tw\t2,3\nm\tx\ty\n");
-	UNIT_OK(dp_layout_same(layout, other), "layouts: metadata does not matter");
+	UNIT_OK(tensor_layout_same(layout, other), "layouts: metadata does not matter");
 	other[strlen("t\tb\t2\nt\tw\t2,")] = '4';
-	UNIT_OK(!dp_layout_same(layout, other), "layouts: a shape does");
+	UNIT_OK(!tensor_layout_same(layout, other), "layouts: a shape does");
 	free(other);
 	free(flat);
 	free(layout);
@@ -144,12 +146,12 @@ garbage(const char *addr)
 	int fd;
 
 	memset(junk, 'x', sizeof(junk));
-	fd = sock_connect_hostport(addr, sock_now() + 5, e, sizeof(e));
-	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, sizeof(junk), sock_now() + 5,
+	fd = sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
+	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, sizeof(junk), cli_now() + 5,
 	    e, sizeof(e)) == 0, "junk sent to the server");
 	close(fd);
-	fd = sock_connect_hostport(addr, sock_now() + 5, e, sizeof(e));
-	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, 10, sock_now() + 5, e,
+	fd = sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
+	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, 10, cli_now() + 5, e,
 	    sizeof(e)) == 0, "half a header sent");
 	close(fd);
 }
@@ -180,8 +182,8 @@ test_tcp_round(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", sock_addr_port(&bound));
 	pthread_create(&st, NULL, serve_thread, &cfg);
 	garbage(addr);
-	silent = sock_connect_hostport(addr, sock_now() + 5, e, sizeof(e));
-	t0 = sock_now();
+	silent = sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
+	t0 = cli_now();
 	for (int i = 0; i < 2; i++) {
 		w[i].addr = addr;
 		pthread_create(&pt[i], NULL, push_thread, &w[i]);
@@ -189,7 +191,7 @@ test_tcp_round(void)
 	for (int i = 0; i < 2; i++)
 		pthread_join(pt[i], NULL);
 	pthread_join(st, &res);
-	UNIT_OK(sock_now() - t0 < 5, "a silent connection holds nothing up");
+	UNIT_OK(cli_now() - t0 < 5, "a silent connection holds nothing up");
 	close(silent);
 	close(cfg.lfd);
 	UNIT_OK(w[0].rc == 0 && w[1].rc == 0 && res == NULL,
@@ -284,19 +286,19 @@ test_colo_world1(void)
 static void
 test_optim_opts(void)
 {
-	struct dp_optim_opts o = { .kind = "adamw", .betas = "0.8,0.99" };
+	struct trainopt_optim o = { .kind = "adamw", .betas = "0.8,0.99" };
 	struct nn_optim_cfg c;
 	char e[256];
 
-	UNIT_OK(dp_optim_config(&o, &c, e, sizeof(e)) == 0 && c.kind == NN_ADAMW &&
+	UNIT_OK(trainopt_optim_config(&o, &c, e, sizeof(e)) == 0 && c.kind == NN_ADAMW &&
 	    c.lr == 1e-3 && c.weight_decay == 0.01 && c.beta1 == 0.8 &&
 	    c.beta2 == 0.99 && c.eps == 1e-8, "adamw: torch defaults, betas given");
-	o = (struct dp_optim_opts){ .lr = "0.5", .momentum = "0.9" };
-	UNIT_OK(dp_optim_config(&o, &c, e, sizeof(e)) == 0 && c.kind == NN_SGD &&
+	o = (struct trainopt_optim){ .lr = "0.5", .momentum = "0.9" };
+	UNIT_OK(trainopt_optim_config(&o, &c, e, sizeof(e)) == 0 && c.kind == NN_SGD &&
 	    c.lr == 0.5 && c.momentum == 0.9 && c.weight_decay == 0,
 	    "sgd: lr and momentum given");
-	o = (struct dp_optim_opts){ .betas = "0.9;0.99" };
-	UNIT_OK(dp_optim_config(&o, &c, e, sizeof(e)) < 0 &&
+	o = (struct trainopt_optim){ .betas = "0.9;0.99" };
+	UNIT_OK(trainopt_optim_config(&o, &c, e, sizeof(e)) < 0 &&
 	    strstr(e, "--betas") != NULL, "bad betas named in the error");
 }
 

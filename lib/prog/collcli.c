@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/collcli.h"
-#include "cli/collref.h"
+#include "prog/collcli.h"
+#include "prog/collref.h"
+#include "prog/join.h"
 #include "tensor/tensor.h"
 
 #define ERRLEN 1024
@@ -353,16 +354,6 @@ describe(const struct cc_run *r, const struct tensor_set *s, size_t *len)
 	return buf;
 }
 
-static uint64_t
-fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (n--)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return h;
-}
-
 /* Line k of text (without its newline) into buf, or "nothing". */
 static void
 line_of(const char *text, size_t len, size_t k, char *buf, size_t blen)
@@ -469,7 +460,7 @@ agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 {
 	size_t len;
 	char *text = describe(r, status == ST_ITEM ? p->in : NULL, &len);
-	uint64_t mine[4] = { (uint64_t)status, fnv1a(text, len),
+	uint64_t mine[4] = { (uint64_t)status, cli_fnv1a(CLI_FNV1A_INIT, text, len),
 	    status == ST_ITEM ? p->in->count : 0, len };
 	uint64_t *rec = cli_calloc(4 * (size_t)r->world, sizeof *rec);
 	char msg[ERRLEN] = "";
@@ -1066,8 +1057,6 @@ static void
 open_comm(struct cc_run *r)
 {
 	struct collcli *o = r->o;
-	struct comm_options co;
-	enum comm_errkind kind;
 	char job[256], err[ERRLEN];
 	int code;
 
@@ -1076,20 +1065,8 @@ open_comm(struct cc_run *r)
 	    "warmup=%d check=%d stream=%d bucket=%zu", cli_progname, (int)o->op,
 	    o->root, o->sdim, o->gdim, (int)o->algo, o->iters, o->warmup,
 	    o->check, o->stream, o->bucket);
-	memset(&co, 0, sizeof co);
-	co.rank = r->rank;
-	co.world = r->world;
-	co.master = o->group.master;
-	co.ifaces = o->group.iface;
-	co.timeout = o->group.timeout;
-	co.token = o->group.token;
-	co.job = job;
-	if (comm_open_ex(&r->comm, &co, &kind, err, sizeof err) == 0)
-		return;
-	code = kind == COMM_ERR_MISMATCH ? CLI_EXIT_DATA : CLI_EXIT_RUNTIME;
-	if (strncmp(err, "rank ", 5) == 0)
+	if ((code = prog_join(&r->comm, &o->group, job, err, sizeof err)) != 0)
 		cli_die(code, "%s", err);
-	cli_die(code, "rank %d: %s", r->rank, err);
 }
 
 static void

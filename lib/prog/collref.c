@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/collref.h"
+#include "prog/collref.h"
 
 #define REF_OPCODE 15		/* past coll's kinds; a mismatch stays a mismatch */
 #define REF_TAG_HDR 0x7c01

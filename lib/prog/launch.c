@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 
 #include "cli/cli.h"
-#include "cli/launch.h"
+#include "prog/launch.h"
 
 #define LAUNCH_MAX_HOSTS 65536
 #define LAUNCH_MAX_SLOTS 4096

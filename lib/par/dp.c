@@ -1,0 +1,271 @@
+/* dp: the data-parallel training loop: the per-rank batch split,
+ * bucketed gradient allreduce or parameter-server sync, loss bookkeeping
+ * and the end-of-run check that every rank holds the same parameters. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "par/dp_int.h"
+
+int
+dp_comm_failed(struct run *r)
+{
+	r->kind = comm_errkind(r->c) == COMM_ERR_MISMATCH ? TRAIN_ERR_DATA :
+	    TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "%s", comm_error(r->c));
+}
+
+int
+dp_runtime_failed(struct run *r, const char *fmt, const char *why)
+{
+	r->kind = TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, fmt, r->rank, why);
+}
+
+/* Bucket boundaries at tensor boundaries: consecutive tensors fused while
+ * the bucket stays within bucket_bytes (a bigger tensor is a bucket alone). */
+static int
+make_buckets(struct run *r)
+{
+	const struct nn_model *m = r->m;
+	size_t i, lim = r->cfg->bucket_bytes / sizeof(float), first = 0;
+
+	r->bucket = malloc((m->ntensors + 2) * sizeof(size_t));
+	if (r->bucket == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	r->bucket[0] = 0;
+	r->nbucket = 0;
+	for (i = 0; i < m->ntensors; i++) {
+		size_t off = m->table[i].offset, end = off + m->table[i].count;
+
+		if (end - first > lim && off > first) {
+			r->bucket[++r->nbucket] = off;
+			first = off;
+		}
+	}
+	if (m->nparams > first || r->nbucket == 0)
+		r->bucket[++r->nbucket] = m->nparams;
+	return 0;
+}
+
+void
+dp_optim_update(void *ctx, float *p, const float *gsum, size_t off,
+    size_t len, float scale)
+{
+	(void)off;
+	(void)len;
+	nn_optim_step(ctx, p, gsum, scale);
+}
+
+static int
+grads_allreduce(struct run *r)
+{
+	int i;
+
+	for (i = 0; i < r->nbucket; i++) {
+		size_t a = r->bucket[i], b = r->bucket[i + 1];
+
+		comm_set_step(r->c, "gradient bucket %d of %d", i + 1, r->nbucket);
+		if (coll_allreduce(r->c, r->m->grads + a, b - a, DT_F32, COLL_SUM,
+		    r->cfg->algo) < 0)
+			return dp_comm_failed(r);
+	}
+	return 0;
+}
+
+/* Gradient sync and update; *loss holds this rank's loss sum, and the
+ * global one on return (async parameter server: this rank's mean). */
+static int
+sync_step(struct run *r, double *loss)
+{
+	const struct dp_cfg *cfg = r->cfg;
+	struct nn_model *m = r->m;
+	char e[400];
+
+	if (cfg->sync == DP_ALLREDUCE) {
+		if (grads_allreduce(r) < 0)
+			return -1;
+	} else if (r->cl != NULL) {
+		if (ps_client_push(r->cl, m->grads, (double)r->count, m->params,
+		    e, sizeof(e)) < 0)
+			return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
+	} else if (ps_colo_step(r->c, cfg->ps_servers, m->params, m->grads,
+	    m->nparams, (double)r->count, dp_optim_update, &r->opt) < 0)
+		return dp_comm_failed(r);
+	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
+		*loss = r->count ? *loss / (double)r->count : 0;
+		return 0;
+	}
+	if (coll_allreduce(r->c, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
+		return dp_comm_failed(r);
+	*loss /= (double)cfg->batch;
+	return 0;
+}
+
+static int
+run_step(struct run *r, long k, struct train_step *s)
+{
+	double t0 = cli_now(), t1, t2, loss = 0;
+	char e[COLLX_ERRLEN];
+
+	train_batch_fill(&r->tb, r->d, &r->ord,
+	    (int64_t)k * r->cfg->batch + r->start, r->count);
+	nn_model_zero_grad(r->m);
+	if (r->count > 0 && nn_model_step(r->m, &r->tb.b, &loss, e, sizeof(e)) < 0) {
+		r->kind = TRAIN_ERR_DATA;
+		return cli_fail(r->err, r->errlen, "rank %d: step %ld: %s", r->rank,
+		    k, e);
+	}
+	t1 = cli_now();
+	if (sync_step(r, &loss) < 0)
+		return -1;
+	t2 = cli_now();
+	if (r->cfg->sync == DP_ALLREDUCE)
+		nn_optim_step(&r->opt, r->m->params, r->m->grads,
+		    (float)(1.0 / (double)r->cfg->batch));
+	s->step = k;
+	s->epoch = (long)((int64_t)k * r->cfg->batch / r->d->n);
+	s->tokens = train_tokens(r->d, r->cfg->batch);
+	s->loss = loss;
+	s->seconds = cli_now() - t0;
+	s->comm = t2 - t1;
+	s->compute = s->seconds - s->comm;
+	return 0;
+}
+
+int
+dp_verify_same(struct run *r, const char *when)
+{
+	uint64_t mine = cli_fnv1a(CLI_FNV1A_INIT, r->m->params,
+	    r->m->nparams * sizeof(float)), *all;
+	int q, rc = 0;
+
+	all = malloc((size_t)r->world * sizeof(*all));
+	if (all == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	comm_set_step(r->c, "parameter checksum %s", when);
+	if (coll_allgather(r->c, &mine, all, 1, DT_I64, COLL_AUTO) < 0) {
+		free(all);
+		return dp_comm_failed(r);
+	}
+	for (q = 1; q < r->world && rc == 0; q++)
+		if (all[q] != all[0]) {
+			r->kind = TRAIN_ERR_DATA;
+			rc = cli_fail(r->err, r->errlen, "rank %d: parameters of rank %d "
+			    "differ from rank 0 %s (checksum %016llx vs %016llx)",
+			    r->rank, q, when, (unsigned long long)all[q],
+			    (unsigned long long)all[0]);
+		}
+	free(all);
+	return rc;
+}
+
+/* ---- the run --------------------------------------------------------- */
+
+static int
+run_buffers(struct run *r)
+{
+	char e[COLLX_ERRLEN];
+
+	if (train_order_init(&r->ord, r->d->n, r->cfg->shuffle, r->cfg->seed, e,
+	    sizeof(e)) < 0 || train_batch_alloc(&r->tb, r->d, r->count, e,
+	    sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: %s", e);
+	return make_buckets(r);
+}
+
+static int
+run_init(struct run *r)
+{
+	const struct dp_cfg *cfg = r->cfg;
+	size_t off = 0, len = r->m->nparams;
+	char e[256];
+
+	r->rank = comm_rank(r->c);
+	r->world = comm_size(r->c);
+	train_split(cfg->batch, r->world, r->rank, &r->start, &r->count);
+	if (run_buffers(r) < 0)
+		return -1;
+	if (cfg->sync == DP_PS && cfg->ps_addrs == NULL &&
+	    cfg->ps_mode == PS_SYNC && r->rank < cfg->ps_servers)
+		ps_shard(r->m->nparams, cfg->ps_servers, r->rank, &off, &len);
+	if (cfg->sync == DP_ALLREDUCE || (cfg->sync == DP_PS &&
+	    cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
+	    r->rank < cfg->ps_servers)) {
+		if (nn_optim_init(&r->opt, &cfg->optim, len, e, sizeof(e)) < 0)
+			return dp_runtime_failed(r, "rank %d: %s", e);
+		r->have_opt = 1;
+	}
+	if (dp_verify_same(r, "before training") < 0)
+		return -1;
+	if (cfg->sync == DP_PS && cfg->ps_addrs != NULL)
+		return dp_ps_connect(r, cfg->ps_addrs);
+	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC)
+		return dp_colo_async_start(r);
+	return 0;
+}
+
+/* The end of a run over TCP servers: all pushes applied, the final values
+ * pulled alike, checked, and the servers told this worker is done. */
+static int
+run_finish_ps(struct run *r)
+{
+	char e[400];
+
+	comm_set_step(r->c, "end of training");
+	if (coll_barrier(r->c) < 0)
+		return dp_comm_failed(r);
+	if (ps_client_pull(r->cl, r->m->params, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
+	if (dp_verify_same(r, "after training") < 0)
+		return -1;
+	if (ps_client_done(r->cl, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
+	ps_client_close(r->cl);
+	r->cl = NULL;
+	return dp_colo_server_stop(r, 1);
+}
+
+static void
+run_free(struct run *r)
+{
+	ps_client_abort(r->cl);
+	dp_colo_server_stop(r, 0);
+	if (r->have_opt)
+		nn_optim_free(&r->opt);
+	train_order_free(&r->ord);
+	train_batch_free(&r->tb);
+	free(r->bucket);
+}
+
+int
+dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
+    const struct dp_cfg *cfg, dp_step_fn fn, void *ctx,
+    struct train_step **steps, enum train_err *kind, char *err, size_t errlen)
+{
+	struct run r = { .m = m, .d = d, .c = c, .cfg = cfg,
+	    .kind = TRAIN_ERR_RUNTIME, .err = err, .errlen = errlen };
+	struct train_step *s = calloc((size_t)cfg->steps + 1, sizeof(*s));
+	long k;
+	int rc = -1;
+
+	*steps = s;
+	if (s == NULL) {
+		cli_fail(err, errlen, "out of memory");
+		goto out;
+	}
+	if (run_init(&r) < 0)
+		goto out;
+	for (k = 0; k < cfg->steps; k++) {
+		if (run_step(&r, k, &s[k]) < 0)
+			goto out;
+		if (fn != NULL)
+			fn(ctx, &s[k]);
+	}
+	rc = r.cl != NULL ? run_finish_ps(&r) : dp_verify_same(&r, "after training");
+out:
+	*kind = r.kind;
+	run_free(&r);
+	return rc;
+}
+

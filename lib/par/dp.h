@@ -1,0 +1,53 @@
+/* dp: data-parallel training of an nn model over a comm group. Samples
+ * come from data files, the global batch of every step is split over the
+ * ranks, gradient sums are synced (bucketed allreduce, or a parameter
+ * server) and divided by the global sample count, so any world size gives
+ * the single-process full-batch result up to float rounding. */
+#ifndef COLLX_DP_H
+#define COLLX_DP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "comm/ps.h"
+#include "nn/nn.h"
+#include "par/train.h"
+#include "tensor/tensor.h"
+
+enum dp_sync { DP_ALLREDUCE, DP_PS };
+
+struct dp_cfg {
+	long batch, steps;
+	int shuffle;
+	uint64_t seed;
+	struct nn_optim_cfg optim;
+	enum dp_sync sync;
+	enum coll_algo algo;	/* DP_ALLREDUCE */
+	size_t bucket_bytes;	/* fuse small gradients up to this size */
+	int ps_servers;		/* DP_PS colocated: ranks 0..S-1 serve */
+	const char *ps_addrs;	/* DP_PS external: "HOST:PORT,..." or NULL */
+	enum ps_mode ps_mode;
+	int staleness;		/* async bound, < 0 none */
+	double timeout;
+	const char *token;
+};
+
+typedef void (*dp_step_fn)(void *ctx, const struct train_step *s);
+
+/*
+ * Train m for cfg->steps steps; fn (may be NULL) sees every step as it
+ * ends. At the start and the end the ranks check that their parameters
+ * are bitwise identical. *steps receives the records (malloc'd, cfg->steps
+ * of them). 0, or -1 with the reason in err and *kind set.
+ */
+int dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
+    const struct dp_cfg *cfg, dp_step_fn fn, void *ctx,
+    struct train_step **steps, enum train_err *kind, char *err, size_t errlen);
+
+/* A ps_update_fn that steps the nn_optim ctx (sized for the shard). */
+void dp_optim_update(void *ctx, float *p, const float *gsum, size_t off,
+    size_t len, float scale);
+
+#endif

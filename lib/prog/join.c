@@ -1,0 +1,27 @@
+/* join: one way into the group for every rank program. */
+#include <stdio.h>
+#include <string.h>
+
+#include "prog/join.h"
+
+int
+prog_join(struct comm **out, const struct cli_group *g, const char *job,
+    char *err, size_t errlen)
+{
+	struct comm_options co = {
+		.rank = g->rank, .world = g->world, .master = g->master,
+		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
+		.job = job
+	};
+	enum comm_errkind kind;
+	char why[512];
+
+	if (comm_open_ex(out, &co, &kind, why, sizeof why) == 0)
+		return 0;
+	/* The transport's own messages already start with "rank R: ". */
+	if (strncmp(why, "rank ", 5) == 0)
+		snprintf(err, errlen, "%s", why);
+	else
+		snprintf(err, errlen, "rank %d: %s", g->rank, why);
+	return kind == COMM_ERR_MISMATCH ? CLI_EXIT_DATA : CLI_EXIT_RUNTIME;
+}

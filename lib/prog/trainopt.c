@@ -1,0 +1,96 @@
+/* trainopt: the optimizer options and the loss CSV that collx-dp,
+ * collx-ps, collx-tp and collx-pipe share. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/util.h"
+#include "prog/trainopt.h"
+#include "tensor/tensor.h"
+
+/* A number in [min, max) from option opt, or -1 with the reason. */
+static int
+opt_number(const char *opt, const char *s, double min, double max, double *out,
+    char **end, char *err, size_t errlen)
+{
+	char *e;
+
+	errno = 0;
+	*out = strtod(s, &e);
+	if (e == s || errno != 0 || *out < min || *out >= max ||
+	    (end == NULL && *e != '\0'))
+		return cli_fail(err, errlen, "%s: '%s' is not a number in [%g, %g)",
+		    opt, s, min, max);
+	if (end != NULL)
+		*end = e;
+	return 0;
+}
+
+int
+trainopt_optim_option(struct trainopt_optim *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case TRAINOPT_OPTIMIZER: o->kind = arg; break;
+	case TRAINOPT_LR: o->lr = arg; break;
+	case TRAINOPT_MOMENTUM: o->momentum = arg; break;
+	case TRAINOPT_WD: o->weight_decay = arg; break;
+	case TRAINOPT_BETAS: o->betas = arg; break;
+	case TRAINOPT_EPS: o->eps = arg; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+int
+trainopt_optim_config(const struct trainopt_optim *o, struct nn_optim_cfg *c,
+    char *err, size_t errlen)
+{
+	enum nn_optim_kind k = NN_SGD;
+	char *e;
+
+	if (o->kind != NULL && nn_optim_parse(o->kind, &k) < 0)
+		return cli_fail(err, errlen, "--optimizer: want sgd or adamw, not '%s'",
+		    o->kind);
+	nn_optim_defaults(c, k);
+	if (k == NN_ADAMW && o->momentum != NULL)
+		return cli_fail(err, errlen, "--momentum: goes with --optimizer sgd");
+	if ((o->lr && opt_number("--lr", o->lr, 0, 1e9, &c->lr, NULL, err,
+	    errlen) < 0) || (o->momentum && opt_number("--momentum",
+	    o->momentum, 0, 1e9, &c->momentum, NULL, err, errlen) < 0) ||
+	    (o->weight_decay && opt_number("--weight-decay", o->weight_decay, 0,
+	    1e9, &c->weight_decay, NULL, err, errlen) < 0) ||
+	    (o->eps && opt_number("--eps", o->eps, 0, 1, &c->eps, NULL, err,
+	    errlen) < 0))
+		return -1;
+	if (o->betas == NULL)
+		return 0;
+	if (opt_number("--betas", o->betas, 0, 1, &c->beta1, &e, err, errlen) < 0)
+		return -1;
+	if (*e != ',')
+		return cli_fail(err, errlen, "--betas: want B1,B2, not '%s'", o->betas);
+	return opt_number("--betas", e + 1, 0, 1, &c->beta2, NULL, err, errlen);
+}
+
+
+int
+trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
+    char *err, size_t errlen)
+{
+	size_t cap = 64 + (size_t)n * 128, len;
+	char *buf = malloc(cap);
+	long k;
+	int rc;
+
+	if (buf == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	len = (size_t)snprintf(buf, cap, "step,epoch,loss,tokens,seconds,"
+	    "tokens_per_s\n");
+	for (k = 0; k < n; k++)
+		len += (size_t)snprintf(buf + len, cap - len, "%ld,%ld,%.9g,%ld,"
+		    "%.6f,%.1f\n", s[k].step, s[k].epoch, s[k].loss, s[k].tokens,
+		    s[k].seconds, s[k].seconds > 0 ? s[k].tokens / s[k].seconds : 0);
+	rc = tensor_write_file(path, buf, len, err, errlen);
+	free(buf);
+	return rc;
+}
+

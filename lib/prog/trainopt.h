@@ -1,0 +1,42 @@
+/* trainopt: what the training programs share above the library: the
+ * optimizer's options (torch.optim names and defaults) and the loss CSV. */
+#ifndef COLLX_TRAINOPT_H
+#define COLLX_TRAINOPT_H
+
+#include <stddef.h>
+
+#include "cli/cli.h"
+#include "nn/nn.h"
+#include "par/train.h"
+
+/* Optimizer options as a command line gives them (NULL: not given),
+ * applied over the torch.optim defaults of the chosen kind. */
+struct trainopt_optim {
+	const char *kind, *lr, *momentum, *weight_decay, *betas, *eps;
+};
+
+/* The optimizer's long options: put TRAINOPT_OPTIM_LONGOPTS in the
+ * getopt_long table and offer every option to trainopt_optim_option(),
+ * which records it (1) or says it is not one (0). */
+enum {
+	TRAINOPT_OPTIMIZER = 0x1280, TRAINOPT_LR, TRAINOPT_MOMENTUM,
+	TRAINOPT_WD, TRAINOPT_BETAS, TRAINOPT_EPS
+};
+#define TRAINOPT_OPTIM_LONGOPTS \
+	{ "optimizer", 1, 0, TRAINOPT_OPTIMIZER }, { "lr", 1, 0, TRAINOPT_LR }, \
+	{ "momentum", 1, 0, TRAINOPT_MOMENTUM }, \
+	{ "weight-decay", 1, 0, TRAINOPT_WD }, \
+	{ "betas", 1, 0, TRAINOPT_BETAS }, { "eps", 1, 0, TRAINOPT_EPS }
+int trainopt_optim_option(struct trainopt_optim *o, int opt, const char *arg);
+
+/* 0, or -1 with "--option: reason" in err (a usage error). */
+int trainopt_optim_config(const struct trainopt_optim *o,
+    struct nn_optim_cfg *c, char *err, size_t errlen);
+
+/* The loss CSV (step,epoch,loss,tokens,seconds,tokens_per_s), written
+ * atomically. */
+#define TRAINOPT_LOSS_HEADER "step,epoch,loss,tokens,seconds,tokens_per_s"
+int trainopt_loss_csv_write(const char *path, const struct train_step *s,
+    long n, char *err, size_t errlen);
+
+#endif
