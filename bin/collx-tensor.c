@@ -165,18 +165,6 @@ static const char info_help[] =
 "Print each file's format and metadata, then one line per tensor:\n"
 "name (- when unnamed), dtype, shape and size in bytes.\n";
 
-static void compact_shape(const struct tensor *t, char *buf, size_t len)
-{
-	size_t off = (size_t)snprintf(buf, len, "[");
-	int d;
-
-	for (d = 0; d < t->ndim && off < len; d++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%lld", d ? "," : "",
-		    (long long)t->shape[d]);
-	if (off < len)
-		snprintf(buf + off, len - off, "]");
-}
-
 static void info_one(const char *arg)
 {
 	static struct tensor_set s;	/* static: reachable if we die */
@@ -198,7 +186,7 @@ static void info_one(const char *arg)
 	for (i = 0; i < s.count; i++) {
 		const struct tensor *t = &s.items[i];
 
-		compact_shape(t, shape, sizeof shape);
+		tensor_dims_str(t->shape, t->ndim, ",", shape, sizeof shape);
 		printf("  %-*s  %-5s  %-16s %zu\n", w, t->name ? t->name : "-",
 		    dtype_name(t->dtype), shape, tensor_nbytes(t));
 	}

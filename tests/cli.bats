@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# What every program shares (spec section 2): --help, --version, usage
+# What every program shares (collx(7)): --help, --version, usage
 # errors, and a man page that agrees with --help. Runs over every built
 # bin/collx-* program.
 load lib/common

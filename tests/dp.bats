@@ -6,14 +6,13 @@
 load lib/common
 load lib/dpps
 
-PY=/usr/bin/python3
 REF=$COLLX_ROOT/tests/lib/dpref.py
 GPL=/usr/share/common-licenses/GPL-3
 
 setup() {
 	common_setup
 	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
-	"$PY" -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed"
+	need python3-numpy "$PY" -c "import numpy"
 	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
 	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
 }
@@ -276,7 +275,7 @@ gpt_same() {
 }
 
 @test "--help agrees with the man page and mandoc lints it clean" {
-	command -v mandoc >/dev/null || skip "mandoc is not installed"
+	need mandoc command -v mandoc
 	run collx-dp --help
 	[ "$status" -eq 0 ]
 	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-dp.1" | col -b)

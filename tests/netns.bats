@@ -11,8 +11,8 @@ load lib/netns
 
 setup() {
 	common_setup
-	[ -n "$PY" ] || skip "no python3 with numpy"
-	netns_available || skip "needs root and ip netns"
+	need python3-numpy "$PY" -c "import numpy"
+	need "root and ip netns" netns_available
 	local shape=()
 	netns_can_shape rate && shape+=(--rate 1gbit)
 	netns_can_shape delay && shape+=(--delay 1ms)
@@ -104,7 +104,6 @@ assert all(x['bytes'] == str(1 << 20) and float(x['seconds']) > 0 for x in rows)
 }
 
 @test "netns: collx-run over a stand-in ssh places one rank per host" {
-	command -v collx-run >/dev/null || skip "collx-run not built"
 	netns_fake_ssh "$T/ssh" "$T/ssh.log"
 	pyx "save('x.npy', np.arange(12, dtype='i4'))"
 	run timeout 60 collx-run --ssh "$T/ssh" -H "$(netns_hosts)" --master "$(netns_addr 0):29501" \

@@ -5,13 +5,12 @@
 load lib/common
 load lib/dpps
 
-PY=/usr/bin/python3
 REF=$COLLX_ROOT/tests/lib/dpref.py
 
 setup() {
 	common_setup
 	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
-	"$PY" -c 'import numpy' 2>/dev/null || skip "python3-numpy is not installed"
+	need python3-numpy "$PY" -c "import numpy"
 	timeout 30 "$PY" "$REF" psfiles . 3
 	spids=() wpids=()
 }
@@ -236,7 +235,7 @@ kill_one() {
 }
 
 @test "--help agrees with the man page and mandoc lints it clean" {
-	command -v mandoc >/dev/null || skip "mandoc is not installed"
+	need mandoc command -v mandoc
 	run collx-ps --help
 	[ "$status" -eq 0 ]
 	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-ps.1" | col -b)

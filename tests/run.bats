@@ -255,7 +255,7 @@ leftovers() {
 }
 
 @test "per-host in network namespaces: COLLX_MASTER is a real address" {
-	netns_available || skip "needs root and ip netns"
+	need "root and ip netns" netns_available
 	netns_setup 3
 	netns_fake_ssh "$T/ns-ssh" "$T/ssh.log"
 	# Rank 0 listens on COLLX_MASTER (an address only its namespace has);
@@ -283,7 +283,7 @@ else:
             time.sleep(0.1)
     c.sendall(str(rank).encode())
 EOF
-	run timeout 60 collx-run -H "$(netns_hosts)" --ssh "$T/ns-ssh" -- python3 "$T/meet.py"
+	run timeout 60 collx-run -H "$(netns_hosts)" --ssh "$T/ns-ssh" -- "$PY" "$T/meet.py"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$output" = "rank 0 met: 1 from 10.78.0.2, 2 from 10.78.0.3" ]
@@ -291,9 +291,7 @@ EOF
 }
 
 @test "per-host in network namespaces: a real allreduce between three hosts" {
-	netns_available || skip "needs root and ip netns"
-	command -v collx-allreduce >/dev/null && command -v collx-tensor >/dev/null ||
-		skip "collx-allreduce or collx-tensor not built"
+	need "root and ip netns" netns_available
 	netns_setup 3
 	netns_fake_ssh "$T/ns-ssh"
 	for r in 0 1 2; do
@@ -310,8 +308,8 @@ EOF
 }
 
 @test "netns harness: addresses, shaping, and a teardown that leaves nothing" {
-	netns_available || skip "needs root and ip netns"
-	netns_can_shape rate || skip "no tbf qdisc"
+	need "root and ip netns" netns_available
+	need "the tbf qdisc" netns_can_shape rate
 	shape=(--rate 200mbit)
 	netns_can_shape delay && shape+=(--delay 1ms)
 	netns_setup 2 "${shape[@]}"

@@ -14,17 +14,6 @@ teardown() {
 	common_teardown
 }
 
-# A python3 with NumPy (the distribution's), or skip the test.
-numpy_python() {
-	for p in python3 /usr/bin/python3; do
-		if command -v "$p" >/dev/null && "$p" -c 'import numpy' 2>/dev/null; then
-			NP=$p
-			return 0
-		fi
-	done
-	skip "no python3 with numpy"
-}
-
 # One line on stderr, naming the file, and exit 3.
 bad_input() {
 	run --separate-stderr $CT info "$1"
@@ -36,7 +25,7 @@ bad_input() {
 
 # Safetensors bytes from a header text and a number of zero data bytes.
 st_file() {
-	python3 -c 'import struct,sys; h=sys.argv[2].encode(); open(sys.argv[1],"wb").write(struct.pack("<Q",len(h))+h+bytes(int(sys.argv[3])))' "$@"
+	"$PY" -c 'import struct,sys; h=sys.argv[2].encode(); open(sys.argv[1],"wb").write(struct.pack("<Q",len(h))+h+bytes(int(sys.argv[3])))' "$@"
 }
 
 @test "help and version for the program and every command" {
@@ -127,7 +116,7 @@ st_file() {
 
 @test "safetensors output: name order, contiguous offsets, padded header, metadata kept" {
 	$CT convert "$FIXTURES/model.safetensors" out.safetensors
-	run python3 -c '
+	run "$PY" -c '
 import json, struct, sys
 b = open("out.safetensors", "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
@@ -150,11 +139,11 @@ print("ok")'
 }
 
 @test "NumPy reads what create writes: every npy dtype, byte for byte" {
-	numpy_python
+	need python3-numpy "$PY" -c "import numpy"
 	for dt in f32 f64 f16 i8 i16 i32 i64 u8 bool; do
 		$CT create --shape 2,3,4 --dtype "$dt" --fill arange -o "$dt.npy"
 	done
-	run "$NP" -c '
+	run "$PY" -c '
 import numpy as np, io
 names = {"f32": "f4", "f64": "f8", "f16": "f2", "i8": "i1", "i16": "i2",
          "i32": "i4", "i64": "i8", "u8": "u1", "bool": "?"}
@@ -205,7 +194,7 @@ print("ok")'
 	bad_input magic.npy "not a .npy or .safetensors"
 	: > empty.npy
 	bad_input empty.npy "empty"
-	hdr() { python3 -c 'import sys; h=sys.argv[1].encode(); sys.stdout.buffer.write(b"\x93NUMPY\x01\x00"+bytes([len(h),0])+h+b"\0"*int(sys.argv[2]))' "$@"; }
+	hdr() { "$PY" -c 'import sys; h=sys.argv[1].encode(); sys.stdout.buffer.write(b"\x93NUMPY\x01\x00"+bytes([len(h),0])+h+b"\0"*int(sys.argv[2]))' "$@"; }
 	hdr "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }" 8 > neg.npy
 	bad_input neg.npy "negative dimension"
 	hdr "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }" 8 > ovf.npy
@@ -228,9 +217,9 @@ print("ok")'
 	st_file ok.safetensors "{$T1}" 8
 	run $CT info ok.safetensors
 	[ "$status" -eq 0 ]
-	python3 -c 'import struct; open("huge.safetensors","wb").write(struct.pack("<Q", 1 << 40) + b"{}")'
+	"$PY" -c 'import struct; open("huge.safetensors","wb").write(struct.pack("<Q", 1 << 40) + b"{}")'
 	bad_input huge.safetensors "exceeds the 100000000-byte limit"
-	python3 -c 'import struct; open("past.safetensors","wb").write(struct.pack("<Q", 4096) + b"{}")'
+	"$PY" -c 'import struct; open("past.safetensors","wb").write(struct.pack("<Q", 4096) + b"{}")'
 	bad_input past.safetensors "past the end"
 	st_file trunc.safetensors "{$T1}" 5
 	bad_input trunc.safetensors "out of range"
@@ -272,7 +261,7 @@ print("ok")'
 	! cmp -s r1.npy r3.npy
 	$CT create --shape 5 --dtype f64 --fill randn --seed 7 -o n.npy
 	$CT create --shape 5 --dtype f32 --fill rand --seed 12345 -o r32.npy
-	run python3 - <<'EOF'
+	run "$PY" - <<'EOF'
 import math, struct
 M = (1 << 64) - 1
 def splitmix(x):
@@ -331,7 +320,7 @@ EOF
 @test "randn statistics and rand range on a large draw" {
 	$CT create --shape 100000 --dtype f32 --fill randn --seed 3 -o n.npy
 	$CT create --shape 100000 --dtype f16 --fill rand --seed 3 -o u.npy
-	run python3 -c '
+	run "$PY" -c '
 import struct
 b = open("n.npy", "rb").read(); n = b[8] | b[9] << 8
 v = struct.unpack("<100000f", b[10 + n:])
@@ -460,7 +449,7 @@ print("ok")'
 	[ "$status" -eq 2 ]
 }
 
-@test "options may follow the file arguments, as in the spec's synopses" {
+@test "options may follow the file arguments, as in the man page's synopses" {
 	$CT create --shape 2,2 --fill arange -o a.npy
 	$CT pack zed=a.npy -o m.safetensors
 	run $CT info m.safetensors
@@ -521,7 +510,7 @@ print("ok")'
 	[ "${lines[6]}" = ' [1950 1951 1952 ... 1997 1998 1999]]' ]
 	run $CT print --threshold 5000 big.npy
 	[ "${#lines[@]}" -gt 40 ]
-	python3 -c 'import struct; h=b"{'"'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"'"; open("sevenths.npy","wb").write(b"\x93NUMPY\x01\x00"+bytes([len(h),0])+h+struct.pack("<3d",0,1/7,2/7))'
+	"$PY" -c 'import struct; h=b"{'"'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"'"; open("sevenths.npy","wb").write(b"\x93NUMPY\x01\x00"+bytes([len(h),0])+h+struct.pack("<3d",0,1/7,2/7))'
 	run $CT print --precision 3 sevenths.npy
 	[ "$output" = '[0.    0.143 0.286]' ]
 	run $CT print sevenths.npy
@@ -531,8 +520,8 @@ print("ok")'
 }
 
 @test "print agrees with numpy's str() on assorted arrays" {
-	numpy_python
-	run "$NP" - "$(command -v collx-tensor)" <<'EOF'
+	need python3-numpy "$PY" -c "import numpy"
+	run "$PY" - "$(command -v collx-tensor)" <<'EOF'
 import numpy as np, subprocess, sys
 rng = np.random.default_rng(1)
 cases = [rng.standard_normal((4, 5, 6)).astype(np.float16),
@@ -557,7 +546,7 @@ EOF
 }
 
 @test "the man page passes mandoc lint and documents every --help option" {
-	command -v mandoc >/dev/null || skip "no mandoc"
+	need mandoc command -v mandoc
 	man=$COLLX_ROOT/man/man1/collx-tensor.1
 	run mandoc -Tlint -W warning "$man"
 	[ "$status" -eq 0 ]

@@ -34,10 +34,10 @@ http.server.ThreadingHTTPServer.daemon_threads = True
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 EOF
 	export PORT=$(free_port)
-	python3 "$BATS_FILE_TMPDIR/server.py" "$PORT" "$WWW" 3>&- &
+	"$PY" "$BATS_FILE_TMPDIR/server.py" "$PORT" "$WWW" 3>&- &
 	echo $! > "$BATS_FILE_TMPDIR/server.pid"
 	for _ in $(seq 100); do
-		python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \
+		"$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \
 			"$PORT" 2>/dev/null && return 0
 		sleep 0.1
 	done

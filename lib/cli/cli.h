@@ -92,7 +92,7 @@ struct cli_group {
 void cli_group_defaults(struct cli_group *g);
 /* Returns 1 when opt was a group option (and records it), 0 otherwise. */
 int cli_group_option(struct cli_group *g, int opt, const char *arg);
-/* Fill what options left unset from the environment (spec table order),
+/* Fill what options left unset from the environment (collx(7) order),
  * then defaults: world 1 / rank 0 when nothing says otherwise, timeout 60.
  * Inconsistent values (rank >= world, no master for world > 1) are usage errors. */
 void cli_group_resolve(struct cli_group *g);
@@ -103,7 +103,11 @@ extern const char cli_group_help[];
 /* Write all of buf, retrying on EINTR and short writes; 0 or -1. */
 int cli_write_all(int fd, const void *buf, size_t len);
 
-/* Timing CSV (spec section 2). */
+/* Timing CSV (collx(7), TIMING CSV). Every writer and reader of the file
+ * names its columns through this one constant; programs append their own
+ * extra columns after them. */
+#define CLI_TIMING_COLUMNS "program,op,algo,rank,world_size,dtype,count," \
+	"bytes,iter,seconds,algbw_gbps,busbw_gbps"
 struct cli_timing_row {
 	const char *program, *op, *algo;
 	int rank, world;

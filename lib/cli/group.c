@@ -13,7 +13,8 @@
 #define CLI_DEFAULT_TIMEOUT 60.0
 #define CLI_TOKEN_MAX 4096
 
-/* Launcher variables, in the spec's order; the first one set wins. */
+/* Launcher variables, in the order of collx(7) ENVIRONMENT; the first one
+ * set wins. */
 static const char *const rank_vars[] = {
 	"COLLX_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL
 };

@@ -1,4 +1,4 @@
-/* cli timing: the timing CSV of spec section 2, appended by many ranks
+/* cli timing: the timing CSV (collx(7), TIMING CSV), appended by many ranks
  * (and many runs) to one file: each row is one locked O_APPEND write. */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,10 +10,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-
-static const char timing_columns[] =
-    "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,"
-    "algbw_gbps,busbw_gbps";
 
 struct cli_timing {
 	int fd;
@@ -86,10 +82,10 @@ cli_timing_open(const char *path, const char *extra_header)
 		return NULL;
 	if ((t = calloc(1, sizeof *t)) == NULL || (t->path = strdup(path)) == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	hlen = sizeof timing_columns + (extra_header ? strlen(extra_header) + 1 : 0) + 1;
+	hlen = sizeof CLI_TIMING_COLUMNS + (extra_header ? strlen(extra_header) + 1 : 0) + 1;
 	if ((t->header = malloc(hlen)) == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	snprintf(t->header, hlen, "%s%s%s\n", timing_columns,
+	snprintf(t->header, hlen, "%s%s%s\n", CLI_TIMING_COLUMNS,
 	    extra_header && *extra_header ? "," : "",
 	    extra_header ? extra_header : "");
 	if (strcmp(path, "-") == 0) {

@@ -61,8 +61,10 @@ void collcli_init(struct collcli *o, enum coll_kind kind);
  * getopt's '?' (or anything unknown) is a usage error. */
 void collcli_option(struct collcli *o, int opt, const char *arg,
     void (*usage)(void));
-/* Runs the program; returns its exit status (failures exit directly). */
-int collcli_run(struct collcli *o);
+/* Runs the collective on a resolved group (o->group after
+ * cli_group_resolve, the input given where one is needed): 0, or the exit
+ * code with the one-line reason in err. */
+int collcli_run(struct collcli *o, char *err, size_t errlen);
 
 /* What a collective program is beyond the shared part: its collective,
  * its own options and their help. The program's main() is one call. */

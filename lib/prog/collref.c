@@ -181,20 +181,6 @@ same_shape(const struct tensor *a, const struct tensor *b)
 	    memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim) == 0;
 }
 
-static void
-shape_text(const int64_t *shape, int ndim, char *buf, size_t len)
-{
-	size_t n = 0;
-	int i;
-
-	n += (size_t)snprintf(buf, len, "[");
-	for (i = 0; i < ndim && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "",
-		    (long long)shape[i]);
-	if (n < len)
-		snprintf(buf + n, len - n, "]");
-}
-
 /* Every rank that must have an input has one of the same dtype and
  * shape (allgather: the same but for the rows). */
 static int
@@ -463,7 +449,7 @@ index_text(const struct tensor *t, size_t i, char *buf, size_t len)
 		idx[d] = t->shape[d] ? (int64_t)(i % (size_t)t->shape[d]) : 0;
 		i = t->shape[d] ? i / (size_t)t->shape[d] : 0;
 	}
-	shape_text(idx, t->ndim, buf, len);
+	tensor_dims_str(idx, t->ndim, ", ", buf, len);
 }
 
 static int
@@ -512,8 +498,8 @@ ref_run(struct comm *c, struct ref *x, const struct tensor *in, double *maxerr,
 	if (ref_expect(x, err, errlen))
 		return 1;
 	if (!same_shape(x->out, &x->want)) {
-		shape_text(x->out->shape, x->out->ndim, a, sizeof a);
-		shape_text(x->want.shape, x->want.ndim, b, sizeof b);
+		tensor_dims_str(x->out->shape, x->out->ndim, ", ", a, sizeof a);
+		tensor_dims_str(x->want.shape, x->want.ndim, ", ", b, sizeof b);
 		return ref_fail(err, errlen, "result is %s %s, expected %s %s",
 		    dtype_name(x->out->dtype), a, dtype_name(x->want.dtype), b);
 	}

@@ -84,18 +84,26 @@ void tensor_free(struct tensor *t)
 	memset(t, 0, sizeof *t);
 }
 
-const char *tensor_shape_str(const struct tensor *t, char *buf, size_t len)
+const char *tensor_dims_str(const int64_t *shape, int ndim, const char *sep,
+    char *buf, size_t len)
 {
 	size_t off = 0;
 	int i;
 
 	off += (size_t)snprintf(buf, len, "[");
-	for (i = 0; i < t->ndim && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%lld", i ? ", " : "",
-		    (long long)t->shape[i]);
+	for (i = 0; i < ndim && off < len; i++)
+		off += (size_t)(shape[i] < 0 ?
+		    snprintf(buf + off, len - off, "%s*", i ? sep : "") :
+		    snprintf(buf + off, len - off, "%s%lld", i ? sep : "",
+		    (long long)shape[i]));
 	if (off < len)
 		snprintf(buf + off, len - off, "]");
 	return buf;
+}
+
+const char *tensor_shape_str(const struct tensor *t, char *buf, size_t len)
+{
+	return tensor_dims_str(t->shape, t->ndim, ", ", buf, len);
 }
 
 int tensor_host_is_big(void)

@@ -42,8 +42,12 @@ size_t tensor_nbytes(const struct tensor *t);
 int tensor_init(struct tensor *t, enum dtype dt, int ndim, const int64_t *shape,
     char *err, size_t errlen);
 void tensor_free(struct tensor *t);
-/* "[2, 3]" style shape text into buf. */
+/* The one shape formatter: "[2, 3]" text of t's shape into buf; and of
+ * any dims, with sep between sizes ("," gives "[2,3]") and a negative
+ * size printed as "*" (a size that may differ, such as allgather rows). */
 const char *tensor_shape_str(const struct tensor *t, char *buf, size_t len);
+const char *tensor_dims_str(const int64_t *shape, int ndim, const char *sep,
+    char *buf, size_t len);
 
 void tensor_set_free(struct tensor_set *s);
 /* Takes ownership of t (its data and name); name may be NULL for npy.

@@ -2,25 +2,6 @@
 # their exit statuses and messages, and run Python (with NumPy) to make
 # inputs and check results independently of collx.
 
-# A python3 that has NumPy; the system's first (a version manager's shim on
-# PATH may lack NumPy, and costs a fraction of a second a call).
-coll_python() {
-	local p
-	for p in /usr/bin/python3 python3; do
-		if command -v "$p" >/dev/null && "$p" -c 'import numpy' 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-PY=${PY:-$(coll_python)}
-
-# As common.bash's free_port, with the python found above.
-coll_port() {
-	"$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # pyx CODE: run CODE with collpy's helpers (save, load, same, close...).
 pyx() {
 	"$PY" -c "import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib')
@@ -36,7 +17,7 @@ ranks() {
 	local w=$1 r port pids=()
 	shift
 	rm -f stdout.* err.*
-	port=$(coll_port)
+	port=$(free_port)
 	for ((r = 0; r < w; r++)); do
 		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
 		    timeout -k 5 "${RANK_TIMEOUT:-60}" "$@" >"stdout.$r" 2>"err.$r" &

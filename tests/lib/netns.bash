@@ -5,7 +5,7 @@
 # side by side never clash; the bridge has no address, so no route leaks.
 #
 #   load lib/netns
-#   netns_available || skip "needs root and ip netns"
+#   need "root and ip netns" netns_available
 #   netns_setup 3 [--rate 1gbit] [--delay 2ms] [--burst 256kb]
 #   netns_exec 1 ip addr          # run a command in host 1's namespace
 #   netns_addr 1                  # 10.78.0.2

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "comm/coll.h"
+#include "ranks.h"
 #include "unit.h"
 
 #define MAXW 8
@@ -379,61 +380,54 @@ static void build_cases(int w)
 
 /* ---- forking a world ---- */
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof sa;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 typedef void (*rank_fn)(struct comm *c, int fd, const void *arg);
+
+struct world_run {
+	rank_fn fn;
+	const void *arg;
+	double timeout;
+	const char *master;
+	int fd;
+};
+
+/* A rank: open the comm (or report the failure on the pipe), run fn. */
+static int world_rank(int rank, int world, void *arg)
+{
+	const struct world_run *run = arg;
+	struct comm_options o = { .rank = rank, .world = world,
+	    .master = run->master, .timeout = run->timeout, .job = "test_coll" };
+	struct comm *c;
+	char err[512];
+
+	if (comm_open(&c, &o, err, sizeof err) < 0) {
+		dprintf(run->fd, "open %d %s\n", rank, err);
+		return 1;
+	}
+	run->fn(c, run->fd, run->arg);
+	comm_close(c);
+	return 0;
+}
 
 /* Fork w ranks running fn with a comm (or the open failure reported on fd);
  * returns the read end of the report pipe; pids in pid[]. */
 static int fork_world(int w, rank_fn fn, const void *arg, double timeout, pid_t *pid)
 {
-	static char master[64];
+	char master[64];
 	int p[2];
+	struct world_run run = { fn, arg, timeout, master, -1 };
 
-	snprintf(master, sizeof master, "127.0.0.1:%d", free_port());
+	snprintf(master, sizeof master, "127.0.0.1:%d", unit_free_port(AF_INET));
 	if (pipe(p) < 0)
 		return -1;
-	for (int r = 0; r < w; r++)
-		if ((pid[r] = fork()) == 0) {
-			struct comm_options o = { .rank = r, .world = w, .master = master,
-			    .timeout = timeout, .job = "test_coll" };
-			struct comm *c;
-			char err[512];
-			close(p[0]);
-			alarm(120);
-			if (comm_open(&c, &o, err, sizeof err) < 0) {
-				dprintf(p[1], "open %d %s\n", r, err);
-				_exit(1);
-			}
-			fn(c, p[1], arg);
-			comm_close(c);
-			_exit(0);
-		}
+	run.fd = p[1];
+	unit_fork_ranks(w, 120, world_rank, &run, pid);
 	close(p[1]);
 	return p[0];
 }
 
 static int reap(int w, const pid_t *pid)
 {
-	int bad = 0, s;
-
-	for (int r = 0; r < w; r++)
-		if (waitpid(pid[r], &s, 0) < 0 || !WIFEXITED(s) || WEXITSTATUS(s) != 0)
-			bad++;
-	return bad;
+	return unit_wait_ranks(w, pid, NULL);
 }
 
 /* A rank of the case matrix: one report line per case. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "prog/collref.h"
+#include "ranks.h"
 #include "unit.h"
 
 #define W 3
@@ -203,20 +204,28 @@ rank_main(struct comm *c, int fd)
 		_exit(1);
 }
 
-static int
-free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof sa;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+/* A rank: join, run every case, one verdict digit per case on fd. */
+struct collref_run {
+	const char *master;
+	int (*pipes)[2];
+};
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
+static int
+collref_rank(int rank, int world, void *arg)
+{
+	const struct collref_run *run = arg;
+	struct comm_options o = { .rank = rank, .world = world, .master = run->master,
+	    .timeout = 20, .job = "test_collref" };
+	struct comm *c;
+	char err[512];
+
+	if (comm_open(&c, &o, err, sizeof err) < 0) {
+		fprintf(stderr, "rank %d: %s\n", rank, err);
+		return 1;
+	}
+	rank_main(c, run->pipes[rank][1]);
+	comm_close(c);
+	return 0;
 }
 
 int
@@ -224,36 +233,22 @@ main(void)
 {
 	char master[64], line[W][NCASES + 8];
 	pid_t pid[W];
-	int p[W][2], ok = 1, st;
+	int p[W][2], ok;
+	struct collref_run run = { master, p };
 
-	snprintf(master, sizeof master, "127.0.0.1:%d", free_port());
-	for (int r = 0; r < W; r++) {
-		if (pipe(p[r]) < 0 || (pid[r] = fork()) < 0)
+	snprintf(master, sizeof master, "127.0.0.1:%d", unit_free_port(AF_INET));
+	for (int r = 0; r < W; r++)
+		if (pipe(p[r]) < 0)
 			return 1;
-		if (pid[r] == 0) {
-			struct comm_options o = { .rank = r, .world = W, .master = master,
-			    .timeout = 20, .job = "test_collref" };
-			struct comm *c;
-			char err[512];
-
-			alarm(60);
-			if (comm_open(&c, &o, err, sizeof err) < 0) {
-				fprintf(stderr, "rank %d: %s\n", r, err);
-				_exit(1);
-			}
-			rank_main(c, p[r][1]);
-			comm_close(c);
-			_exit(0);
-		}
+	unit_fork_ranks(W, 60, collref_rank, &run, pid);
+	for (int r = 0; r < W; r++)
 		close(p[r][1]);
-	}
 	for (int r = 0; r < W; r++) {
 		ssize_t n = read(p[r][0], line[r], sizeof line[r] - 1);
 
 		line[r][n > 0 ? n : 0] = '\0';
-		ok &= waitpid(pid[r], &st, 0) == pid[r] && WIFEXITED(st) &&
-		    WEXITSTATUS(st) == 0;
 	}
+	ok = unit_wait_ranks(W, pid, NULL) == 0;
 	UNIT_OK(ok, "three ranks ran every case and exited 0");
 	for (size_t i = 0; i < NCASES; i++) {
 		int good = 1;

@@ -19,34 +19,12 @@
 #include "comm/auth.h"
 #include "comm/comm.h"
 #include "comm/sock.h"
+#include "ranks.h"
 #include "unit.h"
 
 #define MAXW 8
 
 typedef int (*scenario)(struct comm_options *o, const void *arg);
-
-/* A port nobody listens on now: the kernel's choice, then released. */
-static int free_port(int family)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof ss;
-	int fd = socket(family, SOCK_STREAM, 0), port = -1;
-
-	memset(&ss, 0, sizeof ss);
-	ss.ss_family = (sa_family_t)family;
-	if (family == AF_INET6)
-		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
-	else
-		((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, family == AF_INET6 ?
-	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-		port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
-		    ((struct sockaddr_in *)&ss)->sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
 
 static struct comm_options base;
 static char master[64];
@@ -54,33 +32,36 @@ static char master[64];
 static void set_master(int family)
 {
 	snprintf(master, sizeof master, family == AF_INET6 ? "[::1]:%d" : "127.0.0.1:%d",
-	    free_port(family));
+	    unit_free_port(family));
 	memset(&base, 0, sizeof base);
 	base.master = master;
 	base.timeout = 10;
 	base.job = "test-job";
 }
 
+struct scenario_run {
+	scenario fn;
+	const void *arg;
+};
+
+static int scenario_rank(int rank, int world, void *arg)
+{
+	const struct scenario_run *run = arg;
+	struct comm_options o = base;
+
+	o.rank = rank;
+	o.world = world;
+	return run->fn(&o, run->arg);
+}
+
 /* Fork world ranks running fn; st[r] = exit code, or 128 + signal. */
 static void run_ranks(int world, scenario fn, const void *arg, int *st)
 {
+	struct scenario_run run = { fn, arg };
 	pid_t pid[MAXW];
-	int r, s;
 
-	for (r = 0; r < world; r++) {
-		pid[r] = fork();
-		if (pid[r] == 0) {
-			struct comm_options o = base;
-			alarm(30);
-			o.rank = r;
-			o.world = world;
-			_exit(fn(&o, arg));
-		}
-	}
-	for (r = 0; r < world; r++) {
-		waitpid(pid[r], &s, 0);
-		st[r] = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
-	}
+	unit_fork_ranks(world, 30, scenario_rank, &run, pid);
+	unit_wait_ranks(world, pid, st);
 }
 
 static int all_zero(const int *st, int n)
@@ -559,7 +540,7 @@ static void test_token_and_v6(void)
 	run_ranks(4, sc_ring, &n, st);
 	UNIT_OK(all_zero(st, 4), "all ranks with the same token join and exchange");
 	fd = socket(AF_INET6, SOCK_STREAM, 0);
-	if (fd < 0 || free_port(AF_INET6) < 0) {
+	if (fd < 0 || unit_free_port(AF_INET6) < 0) {
 		printf("ok %d - IPv6 loopback # skip no IPv6\n", ++unit_n);
 	} else {
 		set_master(AF_INET6);

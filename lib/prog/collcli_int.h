@@ -1,0 +1,96 @@
+/* collcli_int: the state of one collective program's run, shared by its
+ * parts: collcli.c (runs, check, output, --stream), collcli_agree.c,
+ * collcli_plan.c and collcli_main.c. */
+#ifndef COLLX_COLLCLI_INT_H
+#define COLLX_COLLCLI_INT_H
+
+#include <stdio.h>
+
+#include "cli/util.h"
+#include "prog/collcli.h"
+#include "tensor/tensor.h"
+
+#define ERRLEN COLLX_ERRLEN
+
+/* A rank's status for the next item; ST_WAIT: its next --stream array
+ * has not arrived yet (the others keep theirs and ask again). */
+enum { ST_END = 0, ST_ITEM = 1, ST_BAD = 2, ST_WAIT = 3 };
+
+struct cc_run {
+	struct collcli *o;
+	struct comm *comm;
+	int rank, world;
+	char *in, *out, *timing_path;	/* {rank} and {world} replaced */
+	struct cli_timing *timing;
+	FILE *sin, *sout;		/* --stream */
+	long items;
+	int iter;
+	int code;			/* exit code of the failure in err */
+	char err[ERRLEN];
+};
+
+/* What one item becomes: the input (NULL on a broadcast non-root), the
+ * output tensors in the same (name) order, allgather's rows per rank. */
+struct cc_plan {
+	const struct tensor_set *in;
+	struct tensor_set out;
+	int64_t *rows;			/* rows[q * out.count + t] */
+};
+
+struct cc_bucket {
+	enum dtype dt;
+	size_t n, *idx;			/* its tensors, in plan order */
+	size_t scount;			/* elements per send block */
+	size_t *rcounts;		/* elements per receive block */
+	size_t bytes;			/* the collective's size, nccl-tests style */
+	char *send, *recv;		/* the same buffer for in-place kinds */
+	int own_send, own_recv;
+	enum coll_algo algo;
+};
+
+struct cc_slice {
+	int dim;			/* -1: the whole tensor */
+	int64_t start, len;
+	size_t count;			/* elements */
+};
+
+/* Failures: record the exit code and one line in r, return -1. */
+int cc_fail(struct cc_run *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int cc_comm_failed(struct cc_run *r);
+int cc_no_memory(struct cc_run *r);
+/* A tensor's name for messages ("input" when unnamed). */
+const char *cc_tname(const struct tensor *t);
+
+/* Agreement (collcli_agree.c): 1 an item everywhere, 0 every input ended,
+ * 2 some rank still waits for its input, -1 a failure. */
+int cc_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why);
+int cc_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
+    const char *why);
+
+/* The kinds' blocks (collcli_plan.c). */
+int cc_inplace(const struct cc_run *r);
+int cc_send_blocks(const struct cc_run *r);
+int cc_recv_blocks(const struct cc_run *r);
+int cc_send_dim(const struct cc_run *r, const struct tensor *t);
+int cc_recv_dim(const struct cc_run *r, const struct tensor *t);
+struct cc_slice cc_send_slice(const struct cc_run *r, const struct cc_plan *p,
+    size_t i, int b);
+struct cc_slice cc_recv_slice(const struct cc_run *r, const struct cc_plan *p,
+    size_t i, int j);
+void cc_slice_copy(const struct tensor *t, const struct cc_slice *s,
+    char *blk, int to_blk);
+/* The output tensors of p's input; 0 or -1. */
+int cc_plan_outputs(struct cc_run *r, struct cc_plan *p);
+/* The buckets of plan p, each set up, or NULL (why in r). */
+struct cc_bucket *cc_buckets(struct cc_run *r, const struct cc_plan *p,
+    size_t *nb);
+void cc_buckets_free(struct cc_bucket *b, size_t nb);
+/* Input into a bucket's send buffer, its receive buffer into the output. */
+void cc_bucket_pack(const struct cc_run *r, const struct cc_plan *p,
+    struct cc_bucket *b);
+void cc_bucket_unpack(const struct cc_run *r, const struct cc_plan *p,
+    struct cc_bucket *b);
+int cc_bucket_run(const struct cc_run *r, struct cc_bucket *b);
+
+#endif

@@ -1,0 +1,72 @@
+/* ranks.h: the unit tests' one harness for a world of forked ranks: a
+ * free loopback port for the rendezvous, ranks forked under an alarm (so
+ * no test hangs), and their exit statuses collected. */
+#ifndef COLLX_RANKS_H
+#define COLLX_RANKS_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A loopback TCP port nobody listens on now (the kernel's choice, then
+ * released), of family AF_INET or AF_INET6; -1 when there is none. */
+static inline int unit_free_port(int family)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	int fd = socket(family, SOCK_STREAM, 0), port = -1;
+
+	memset(&ss, 0, sizeof ss);
+	ss.ss_family = (sa_family_t)family;
+	if (family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+	else
+		((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, family == AF_INET6 ?
+	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+		port = ntohs(family == AF_INET6 ?
+		    ((struct sockaddr_in6 *)&ss)->sin6_port :
+		    ((struct sockaddr_in *)&ss)->sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Rank r of world runs fn(r, world, arg); its return is its exit code. */
+typedef int (*unit_rank_fn)(int rank, int world, void *arg);
+
+/* Forks the ranks, each under an alarm of alarm_s seconds; pids in pid. */
+static inline void unit_fork_ranks(int world, int alarm_s, unit_rank_fn fn,
+    void *arg, pid_t *pid)
+{
+	for (int r = 0; r < world; r++)
+		if ((pid[r] = fork()) == 0) {
+			alarm((unsigned)alarm_s);
+			_exit(fn(r, world, arg));
+		}
+}
+
+/* Waits for every rank: st[r] (st may be NULL) its exit code, or 128 +
+ * the signal that ended it. Returns how many did not exit 0. */
+static inline int unit_wait_ranks(int world, const pid_t *pid, int *st)
+{
+	int bad = 0, s, code;
+
+	for (int r = 0; r < world; r++) {
+		if (pid[r] < 0 || waitpid(pid[r], &s, 0) < 0)
+			code = 255;
+		else
+			code = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+		if (st != NULL)
+			st[r] = code;
+		bad += code != 0;
+	}
+	return bad;
+}
+
+#endif
