@@ -121,3 +121,44 @@ man_text() {
 		grep -qw "$v" <<<"$text" || { echo "missing $v"; return 1; }
 	done
 }
+
+# Starts rank 0 of a world of 2 and rank 1 claiming a world of 3 on one
+# rendezvous: rank 1 is refused. usage: mismatched_world PROGRAM ARGS...
+mismatched_world() {
+	local port
+	port=$(free_port)
+	timeout 30 "$@" --rank 0 --world-size 2 --master "127.0.0.1:$port" \
+	    --timeout 4 >"$T/r0.out" 2>"$T/r0.err" &
+	local pid0=$!
+	sleep 0.3
+	rc1=0
+	timeout 30 "$@" --rank 1 --world-size 3 --master "127.0.0.1:$port" \
+	    --timeout 4 >"$T/r1.out" 2>"$T/r1.err" || rc1=$?
+	rc0=0
+	wait "$pid0" || rc0=$?
+}
+
+# Joining is one function for every rank program: a rank the group refuses
+# (here, another world size) exits 3 with one line, the one it did not
+# reach gives up at its timeout with exit 1.
+@test "a refused rank exits 3 from every rank program" {
+	collx-tensor create --shape 4 --fill 1 -o "$T/x.npy"
+	collx-dp --init mlp --dims 2,4,1 --seed 1 -o "$T/m.safetensors"
+	collx-tensor create --shape 8,2 --fill randn --seed 2 -o "$T/X.npy"
+	collx-tensor create --shape 8,1 --fill randn --seed 3 -o "$T/Y.npy"
+	bad=
+	for p in collx-allreduce collx-broadcast collx-allgather \
+	    collx-reduce-scatter collx-alltoall; do
+		mismatched_world "$p" -i "$T/x.npy"
+		[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] &&
+		    [ "$(wc -l <"$T/r1.err")" -eq 1 ] ||
+		    bad="$bad $p($rc0,$rc1: $(cat "$T/r1.err"))"
+	done
+	mismatched_world collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
+	    --targets "$T/Y.npy" --batch 8 --steps 1 -q
+	[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] || bad="$bad collx-dp($rc0,$rc1: $(cat "$T/r1.err"))"
+	mismatched_world collx-ps serve -m "$T/m.safetensors" --workers 1 -q
+	[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] || bad="$bad collx-ps($rc0,$rc1: $(cat "$T/r1.err"))"
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
