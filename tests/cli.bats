@@ -90,7 +90,8 @@ man_text() {
 	for p in "${PROGS[@]}"; do
 		page=$COLLX_ROOT/man/man1/$p.1
 		[ -f "$page" ] || continue
-		text=$(man_text "$page")
+		# A collective program's common options are in collx(7).
+		text=$(man_page_text "$page")
 		for o in $(timeout 20 "$p" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
 			grep -qF -- "$o" <<<"$text" || bad="$bad $p:$o"
 		done

@@ -568,11 +568,24 @@ same(load('r.npy'), load('x.npy')); same(load('a.npy'), load('x.npy'))"
 		man=$COLLX_ROOT/man/man1/collx-$p.1
 		[ -f "$man" ]
 		help=$(timeout 10 collx-$p --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
-		# ".It Fl \-world\-size": Fl adds one dash, the source has the other.
-		page=$(grep -E '^\.It Fl' "$man" | grep -oE 'Fl \\-[a-z][a-z\\-]*' |
-		    sed 's/^Fl /-/; s/\\//g' | sort -u)
+		# The page's own options and the shared ones of collx(7).
+		page=$(man_long_options "$man")
 		[ "$help" = "$page" ] || { diff <(echo "$help") <(echo "$page"); false; }
 	done
+}
+
+@test "the shared options count once, and an option on neither page is missing" {
+	man=$COLLX_ROOT/man/man1/collx-allreduce.1
+	# --iters is only in collx(7), --op only on the program's page.
+	[ -z "$(grep '^\.It Fl \\-iters' "$man")" ]
+	man_long_options "$man" | grep -qx -- --iters
+	man_long_options "$man" | grep -qx -- --op
+	# A page without its --op entry no longer documents --op.
+	grep -v '^\.It Fl \\-op' "$man" >"$T/no-op.1"
+	[ -z "$(man_long_options "$T/no-op.1" | grep -x -- --op)" ]
+	# A page that does not refer to collx(7)'s section has no shared options.
+	grep -v 'COLLECTIVE PROGRAMS' "$man" >"$T/alone.1"
+	[ -z "$(man_long_options "$T/alone.1" | grep -x -- --iters)" ]
 }
 
 @test "collx-run launches the ranks: allreduce of r+1 on 4" {

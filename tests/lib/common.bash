@@ -35,3 +35,27 @@ common_teardown() {
 free_port() {
 	"$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+
+# The long options a man page documents in its option lists (".It Fl \-name"
+# lines), with those of the section COLLECTIVE PROGRAMS of collx(7) when the
+# page refers to it: the five collective programs document their common
+# options there once. An option on neither page is missing.
+man_long_options() {
+	{
+		grep -E '^\.It Fl' "$1"
+		if grep -q 'COLLECTIVE PROGRAMS' "$1"; then
+			awk '/^\.Sh /{p = ($0 == ".Sh COLLECTIVE PROGRAMS")} p' \
+			    "$COLLX_ROOT/man/man7/collx.7" | grep -E '^\.It Fl'
+		fi
+	} | grep -oE 'Fl \\-[a-z][a-z\\-]*' | sed 's/^Fl /-/; s/\\//g' | sort -u
+}
+
+# The rendered text of man page $1, and of the section COLLECTIVE PROGRAMS
+# of collx(7) when the page refers to it.
+man_page_text() {
+	mandoc -Tascii "$1" | col -b
+	if grep -q 'COLLECTIVE PROGRAMS' "$1"; then
+		mandoc -Tascii "$COLLX_ROOT/man/man7/collx.7" | col -b |
+		    awk '/^[A-Z][A-Z ]+$/{p = ($0 == "COLLECTIVE PROGRAMS")} p'
+	fi
+}
