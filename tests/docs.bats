@@ -1,0 +1,137 @@
+#!/usr/bin/env bats
+# The documentation runs as written: every command block of README.md and
+# every EXAMPLES block of the man pages (man/man1/*.1, man/man7/collx.7) runs
+# in a scratch directory, block after block as a reader would type them,
+# each block under a time limit. Blocks that cannot run here (other hosts,
+# root) are marked in the source, and only those are skipped:
+#   README.md:   <!-- not run: REASON -->   on the line before the fence
+#   man pages:   .\" not run: REASON        on the line before .Bd or .Dl
+# tests/lib/docblocks.py extracts the blocks (and says what is a command).
+load lib/common
+
+setup() {
+	common_setup
+}
+
+teardown() {
+	common_teardown
+}
+
+# Seconds one block may run.
+BLOCK_LIMIT=${COLLX_DOCS_TIMEOUT:-120}
+
+# run_doc KIND FILE: run the blocks of FILE (relative to the tree) in a
+# fresh directory; adds to ran, marked and bad.
+run_doc() {
+	local kind=$1 file=$2 name work blocks status where base script
+	local rc line src
+	name=$(basename "$file")
+	work=$T/work.$name
+	blocks=$T/blocks.$name
+	mkdir -p "$work"
+	# The README's reader is in a checkout, with the programs in bin/.
+	[ "$kind" = readme ] && ln -s "$COLLX_BIN" "$work/bin"
+	(cd "$COLLX_ROOT" && "$PY" tests/lib/docblocks.py "$kind" "$file" "$blocks") \
+	    >"$T/manifest" || { bad="$bad"$'\n'"$file: the extractor failed"; return; }
+	export DOCS_ENV=$T/env.$name DOCS_LINE=$T/line
+	while IFS=$'\t' read -r status where base script; do
+		case $status in
+		skip)
+			marked=$((marked + 1))
+			echo "# $where:$base: not run: $script" >&3
+			continue ;;
+		error)
+			bad="$bad"$'\n'"$where:$base: $script"
+			continue ;;
+		esac
+		ran=$((ran + 1))
+		rm -f "$DOCS_LINE"
+		rc=0
+		(cd "$work" && timeout -k 5 "$BLOCK_LIMIT" bash "$script") \
+		    >"$T/out" 2>"$T/err" </dev/null || rc=$?
+		[ "$rc" -eq 0 ] && continue
+		# The source line of the last command the block started.
+		line=$(cat "$DOCS_LINE" 2>/dev/null || echo 5)
+		src=$((base + line - 5))
+		[ "$rc" -eq 124 ] && rc="timed out after $BLOCK_LIMIT s"
+		[ "$rc" -eq 97 ] 2>/dev/null && src=$base
+		bad="$bad"$'\n'"$where:$src: exit $rc: $(sed -n "${src}p" "$COLLX_ROOT/$where")"
+		bad="$bad"$'\n'"$(tail -n 5 "$T/err" | sed 's/^/    /')"
+	done <"$T/manifest"
+}
+
+@test "README.md: every command block runs as written" {
+	ran=0 marked=0 bad=
+	# The reader has not put bin/ on PATH yet: the README says how.
+	PATH=${PATH#"$COLLX_BIN:"} run_doc readme README.md
+	echo "# README.md: ran $ran blocks, $marked marked not run" >&3
+	echo "failing:$bad"
+	[ -z "$bad" ]
+	[ "$ran" -ge 3 ]
+}
+
+@test "every man page's EXAMPLES run as written" {
+	ran=0 marked=0 bad=
+	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/collx.7; do
+		run_doc man "${page#"$COLLX_ROOT"/}"
+	done
+	echo "# man pages: ran $ran blocks, $marked marked not run" >&3
+	echo "failing:$bad"
+	[ -z "$bad" ]
+	[ "$ran" -ge 10 ]
+}
+
+@test "the extractor: commands, output, markers, and what it refuses" {
+	cat >page.1 <<'PAGE'
+.Dd January 1, 2000
+.Dt X 1
+.Os
+.Sh EXAMPLES
+.Bd -literal
+$ echo 'a \e
+  b' >x.txt
+a b
+$ cat x.txt
+.Ed
+.\" not run: needs hosts
+.Bd -literal
+$ ssh node1 true
+.Ed
+.Dl $ true
+.Bd -literal
+node1$ ssh node2 true
+.Ed
+.\" not run: stray
+.Pp
+.Sh SEE ALSO
+PAGE
+	"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 blocks >manifest
+	cat manifest
+	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:6,skip:13,run:15,error:17,error:19," ]
+	# The command and its continuation lines at their lines; output blanked.
+	[ "$(sed -n '5,8p' blocks/001.sh)" = "echo 'a \\
+  b' >x.txt
+
+cat x.txt" ]
+	grep -qx 'true' blocks/002.sh
+	cat >README.md <<'MD'
+```sh
+echo hi
+```
+<!-- not run: needs root -->
+```sh
+sudo true
+```
+```text
+lib/   not a command
+```
+```
+no language
+```
+
+    indented
+MD
+	"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" readme README.md rblocks >manifest
+	cat manifest
+	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:2,skip:6,error:11,error:15," ]
+}
