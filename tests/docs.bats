@@ -53,9 +53,12 @@ run_doc() {
 		# The source line of the last command the block started.
 		line=$(cat "$DOCS_LINE" 2>/dev/null || echo 5)
 		src=$((base + line - 5))
-		[ "$rc" -eq 124 ] && rc="timed out after $BLOCK_LIMIT s"
-		[ "$rc" -eq 97 ] 2>/dev/null && src=$base
-		bad="$bad"$'\n'"$where:$src: exit $rc: $(sed -n "${src}p" "$COLLX_ROOT/$where")"
+		case $rc in
+		124) rc="timed out after $BLOCK_LIMIT s" ;;
+		97) rc="exit 97"; src=$base ;;
+		*) rc="exit $rc" ;;
+		esac
+		bad="$bad"$'\n'"$where:$src: $rc: $(sed -n "${src}p" "$COLLX_ROOT/$where")"
 		bad="$bad"$'\n'"$(tail -n 5 "$T/err" | sed 's/^/    /')"
 	done <"$T/manifest"
 }
