@@ -33,7 +33,7 @@ run_doc() {
 	[ "$kind" = readme ] && ln -s "$COLLX_BIN" "$work/bin"
 	(cd "$COLLX_ROOT" && "$PY" tests/lib/docblocks.py "$kind" "$file" "$blocks") \
 	    >"$T/manifest" || { bad="$bad"$'\n'"$file: the extractor failed"; return; }
-	export DOCS_ENV=$T/env.$name DOCS_LINE=$T/line
+	export DOCS_ENV=$T/env.$name DOCS_LINE=$T/line DOCS_OUT=$T/shown
 	while IFS=$'\t' read -r status where base script; do
 		case $status in
 		skip)
@@ -93,8 +93,9 @@ run_doc() {
 .Bd -literal
 $ echo 'a \e
   b' >x.txt
-a b
 $ cat x.txt
+a \e
+  b
 .Ed
 .\" not run: needs hosts
 .Bd -literal
@@ -110,12 +111,14 @@ node1$ ssh node2 true
 PAGE
 	"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 blocks >manifest
 	cat manifest
-	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:6,skip:13,run:15,error:17,error:19," ]
-	# The command and its continuation lines at their lines; output blanked.
-	[ "$(sed -n '5,8p' blocks/001.sh)" = "echo 'a \\
-  b' >x.txt
-
-cat x.txt" ]
+	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:6,skip:14,run:16,error:18,error:20," ]
+	# The command and its continuation lines at their lines; the one
+	# whose output the page shows is grouped to compare it; output blanked.
+	[ "$(sed -n '5,6p' blocks/001.sh)" = "echo 'a \\
+  b' >x.txt" ]
+	[[ "$(sed -n 7p blocks/001.sh)" == '{ cat x.txt ; } >"$DOCS_OUT"; docs_expect '* ]]
+	[ -z "$(sed -n '8,9p' blocks/001.sh | tr -d '\n')" ]
+	DOCS_ENV=$T/env DOCS_LINE=$T/line DOCS_OUT=$T/shown timeout 20 bash blocks/001.sh
 	grep -qx 'true' blocks/002.sh
 	cat >README.md <<'MD'
 ```sh
@@ -137,4 +140,35 @@ MD
 	"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" readme README.md rblocks >manifest
 	cat manifest
 	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:2,skip:6,error:11,error:15," ]
+}
+
+@test "the output a page shows is compared with what the command prints" {
+	for shown in hi ho; do
+		cat >page.1 <<PAGE
+.Dd January 1, 2000
+.Dt X 1
+.Os
+.Sh EXAMPLES
+.Bd -literal
+\$ echo hi
+$shown
+\$ printf 'b\\ena\\en'
+a
+b
+.Ed
+PAGE
+		"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 "b.$shown" >manifest
+		rc=0
+		DOCS_ENV=$T/env DOCS_LINE=$T/line DOCS_OUT=$T/shown \
+		    timeout 20 bash "b.$shown/001.sh" 2>err || rc=$?
+		cat err
+		if [ "$shown" = hi ]; then
+			[ "$rc" -eq 0 ]
+		else
+			[ "$rc" -ne 0 ]
+			grep -q 'the output differs from the page' err
+			# Script line 5 is the page's line 6, the command.
+			[ "$(cat "$T/line")" -eq 5 ]
+		fi
+	done
 }

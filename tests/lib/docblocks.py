@@ -20,7 +20,8 @@ test cannot tell whether it is meant to run.
 Man pages: every .Bd -literal block and .Dl line in the EXAMPLES section.
 The text is taken from mandoc's rendering, as the reader sees it. A line
 starting with "$ " is a command (with the lines that continue it, as bash
-parses them); other lines are its output and are not run. A block without
+parses them); other lines are its output, which the test compares with what
+the command prints (as a set of lines, since ranks print concurrently). A block without
 any "$ " prompt is all commands. A command for another host ("host1$ ")
 needs the block marked. A block that must not run is preceded by the roff
 comment
@@ -32,6 +33,7 @@ the test can name the line a failing command came from.
 """
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -49,7 +51,10 @@ def script(path, where, body):
         f.write("# %s\n" % where)
         # The shell's state (exports, directory) carries from block to
         # block of one file, as in a reader's terminal.
-        f.write('[ -f "$DOCS_ENV" ] && . "$DOCS_ENV"; set -eo pipefail\n')
+        f.write('[ -f "$DOCS_ENV" ] && . "$DOCS_ENV"; set -eo pipefail; '
+                'docs_expect() { diff <(sed "s/[[:space:]]*$//" "$DOCS_OUT" | '
+                'sort) <(sort "$1") >&2 || { echo "the output differs from '
+                'the page (< got, > page)" >&2; return 1; }; }\n')
         f.write("trap 'echo $LINENO >\"$DOCS_LINE\"' DEBUG\n")
         for line in body:
             f.write(line + "\n")
@@ -67,6 +72,13 @@ class Out:
     def __init__(self, outdir):
         self.outdir = outdir
         self.n = 0
+
+    def expected(self, k, rows):
+        """A file holding the output a page shows for its command k."""
+        path = os.path.join(self.outdir, "%03d.out%d" % (self.n + 1, k))
+        with open(path, "w") as f:
+            f.write("".join(r + "\n" for r in rows))
+        return os.path.abspath(path)
 
     def run(self, fname, line, body):
         self.n += 1
@@ -184,6 +196,19 @@ def commands(fname, line, rows, out):
         while k < len(rows) and incomplete("\n".join(cmd) + "\n"):
             cmd.append(rows[k])
             k += 1
+        shown = []
+        while k + len(shown) < len(rows) and \
+                not rows[k + len(shown)].startswith("$ "):
+            shown.append(rows[k + len(shown)])
+        while shown and not shown[-1].strip():
+            shown.pop()
+        # The output the page shows must be what the command prints (in
+        # any order of lines: ranks print concurrently). The command is
+        # grouped on its own lines, so the line numbers stay.
+        if shown and "#" not in cmd[-1] and not cmd[-1].rstrip().endswith("&"):
+            exp = out.expected(len(body), shown)
+            cmd[0] = "{ " + cmd[0]
+            cmd[-1] += ' ; } >"$DOCS_OUT"; docs_expect %s' % shlex.quote(exp)
         body.extend(cmd)
     return body
 
