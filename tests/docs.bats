@@ -31,7 +31,7 @@ run_doc() {
 	mkdir -p "$work"
 	# The README's reader is in a checkout, with the programs in bin/.
 	[ "$kind" = readme ] && ln -s "$COLLX_BIN" "$work/bin"
-	(cd "$COLLX_ROOT" && "$PY" tests/lib/docblocks.py "$kind" "$file" "$blocks") \
+	(cd "$COLLX_ROOT" && timeout 60 "$PY" tests/lib/docblocks.py "$kind" "$file" "$blocks") \
 	    >"$T/manifest" || { bad="$bad"$'\n'"$file: the extractor failed"; return; }
 	export DOCS_ENV=$T/env.$name DOCS_LINE=$T/line DOCS_OUT=$T/shown
 	while IFS=$'\t' read -r status where base script; do
@@ -109,7 +109,7 @@ node1$ ssh node2 true
 .Pp
 .Sh SEE ALSO
 PAGE
-	"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 blocks >manifest
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 blocks >manifest
 	cat manifest
 	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:6,skip:14,run:16,error:18,error:20," ]
 	# The command and its continuation lines at their lines; the one
@@ -137,7 +137,7 @@ no language
 
     indented
 MD
-	"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" readme README.md rblocks >manifest
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/docblocks.py" readme README.md rblocks >manifest
 	cat manifest
 	[ "$(cut -f1,3 manifest | tr '\t\n' ':,')" = "run:2,skip:6,error:11,error:15," ]
 }
@@ -157,7 +157,7 @@ a
 b
 .Ed
 PAGE
-		"$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 "b.$shown" >manifest
+		timeout 60 "$PY" "$COLLX_ROOT/tests/lib/docblocks.py" man page.1 "b.$shown" >manifest
 		rc=0
 		DOCS_ENV=$T/env DOCS_LINE=$T/line DOCS_OUT=$T/shown \
 		    timeout 20 bash "b.$shown/001.sh" 2>err || rc=$?
