@@ -466,6 +466,13 @@ save_st('s.1.safetensors', {'a': np.zeros(2, dtype='f4'), 'c': np.zeros(2, dtype
 	grep -q 'rank 0: the root could not read its input' err.0
 }
 
+# The sockets open in the process whose pid is in file $1 (0 before it is).
+socket_count() {
+	local pid
+	pid=$(cat "$1" 2>/dev/null) || { echo 0; return; }
+	ls -l "/proc/$pid/fd" 2>/dev/null | grep -c socket || true
+}
+
 @test "a rank killed mid-collective: the others exit 1 in time, naming the peer" {
 	pyx "save('big.npy', np.zeros(8 << 20, dtype='f4'))"
 	port=$(free_port)
@@ -474,7 +481,13 @@ save_st('s.1.safetensors', {'a': np.zeros(2, dtype='f4'), 'c': np.zeros(2, dtype
 		    sh -c 'echo $$ >pid.$COLLX_RANK; exec collx-allreduce --timeout 5 --iters 200 -i big.npy' 2>err.$r &
 		eval pid$r=$!
 	done
-	sleep 2
+	# Kill rank 1 inside the collective: once ranks 1 and 2 hold their
+	# connections (on a loaded machine joining can take seconds).
+	for _ in $(seq 150); do
+		[ "$(socket_count pid.1)" -ge 2 ] && [ "$(socket_count pid.2)" -ge 2 ] && break
+		sleep 0.2
+	done
+	sleep 0.3
 	kill -9 "$(cat pid.1)"
 	start=$SECONDS
 	wait $pid0 && rc0=0 || rc0=$?
