@@ -11,8 +11,8 @@ MANDIR    = $(PREFIX)/share/man
 
 CC       ?= cc
 CFLAGS   ?= -O2 -g
-PKGS      = openblas libcurl
-DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev bats mandoc python3 iproute2 procps
+PKGS      = openblas libcurl libcrypto
+DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev bats mandoc python3 iproute2 procps
 
 ifdef SANITIZE
 O        ?= build/san
