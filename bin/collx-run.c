@@ -81,6 +81,7 @@ struct job {
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
+	char job_id[33];	/* COLLX_JOB_ID: drawn at random, or the caller's */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -275,6 +276,26 @@ remote_token(void)
 	return v && *v ? v : NULL;
 }
 
+/* This launch's identity: the ranks of two launches that meet at one
+ * rendezvous port refuse each other even without a token. */
+static void
+draw_job_id(struct job *j)
+{
+	const char *v = getenv("COLLX_JOB_ID");
+	unsigned char r[16];
+	int k;
+
+	if (v && *v && strlen(v) < sizeof j->job_id &&
+	    strspn(v, "0123456789abcdefABCDEF-_") == strlen(v)) {
+		snprintf(j->job_id, sizeof j->job_id, "%s", v);
+		return;
+	}
+	if (getentropy(r, sizeof r) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "getentropy: %s", strerror(errno));
+	for (k = 0; k < 16; k++)
+		snprintf(j->job_id + 2 * k, 3, "%02x", r[k]);
+}
+
 static void
 parse_args(struct job *j, int argc, char **argv)
 {
@@ -292,6 +313,7 @@ parse_args(struct job *j, int argc, char **argv)
 	if (j->n > MAX_RANKS)
 		cli_usage_error("more than %d ranks", MAX_RANKS);
 	choose_master(j);
+	draw_job_id(j);
 	/* The remote shell reads the token as one line. */
 	if (j->hosts.n && remote_token() && strchr(remote_token(), '\n'))
 		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
@@ -337,6 +359,7 @@ rank_env(const struct job *j, int i, struct vec *env)
 	vec_push(env, xasprintf("COLLX_RANK=%d", i));
 	vec_push(env, xasprintf("COLLX_WORLD_SIZE=%d", j->n));
 	vec_push(env, xasprintf("COLLX_LOCAL_RANK=%d", j->ranks[i].local_rank));
+	vec_push(env, xasprintf("COLLX_JOB_ID=%s", j->job_id));
 	vec_push(env, xasprintf("COLLX_MASTER=%s", j->master));
 	if (j->timeout)
 		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", j->timeout));

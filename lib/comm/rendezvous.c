@@ -16,6 +16,9 @@
 #define RV_MAGIC 0x56525843u	/* "CXRV" */
 #define MESH_MAGIC 0x484d5843u	/* "CXMH" */
 #define RV_VERSION 1
+/* A joiner speaks first, at once: one that says nothing for this long is
+ * dropped, so a silent stranger cannot hold rank 0's gathering up. */
+#define RV_HANDSHAKE_S 5.0
 
 /* Rank -> rank 0: who I am and where I listen. */
 struct rv_join {
@@ -156,6 +159,8 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 	struct rv_reply rep;
 	char err[256];
 
+	if (deadline > cli_now() + RV_HANDSHAKE_S)
+		deadline = cli_now() + RV_HANDSHAKE_S;
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
 	    sock_recv_all(fd, &j, sizeof j, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped connection from %s: %s", from, err);
