@@ -11,9 +11,11 @@ MANDIR    = $(PREFIX)/share/man
 
 CC       ?= cc
 CFLAGS   ?= -O2 -g
-PKGS      = openblas libcurl
-DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev bats mandoc \
-            python3 python3-numpy python3-torch iproute2 procps
+PKGS      = openblas libcurl libcrypto
+# `make fuzz` alone needs clang and its libFuzzer runtime.
+FUZZ_DEPS_DEB = clang libclang-rt-dev
+DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
+            bats mandoc python3 python3-numpy python3-torch iproute2 procps
 
 ifdef SANITIZE
 O        ?= build/san
@@ -44,7 +46,7 @@ UNITS      = $(UNIT_SRC:tests/unit/%.c=$(UNITOUT)/%)
 HEADERS   := $(filter-out %_int.h %_impl.h lib/tensor/format.h,$(sort $(wildcard lib/*/*.h)))
 MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 
-.PHONY: all check test demo deps install uninstall clean lint units
+.PHONY: all check test demo deps install uninstall clean lint units fuzz fuzz-build
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -66,6 +68,27 @@ $(BINOUT)/%: $(OBJDIR)/bin/%.o $(LIBA)
 $(UNITOUT)/%: $(OBJDIR)/tests/unit/%.o $(LIBA)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c): the library is built by clang
+# into build/fuzz with -fsanitize=fuzzer-no-link,address,undefined and
+# each target linked with -fsanitize=fuzzer; `make fuzz FUZZ_SECONDS=N`
+# runs each for N seconds from its seed corpus (tests/fuzz/corpus/NAME).
+FUZZ_SECONDS ?= 60
+FUZZ_DIR   = build/fuzz
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZERS    = $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/fuzz/%)
+
+fuzz: fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZERS)
+
+fuzz-build:
+	@sh tests/lib/deps.sh $(FUZZ_DEPS_DEB)
+	@$(MAKE) --no-print-directory CC=clang O=$(FUZZ_DIR) \
+	    SANITIZE=fuzzer-no-link,address,undefined $(FUZZERS)
+
+$(O)/fuzz/%: tests/fuzz/%.c tests/fuzz/tensor_rt.h $(LIBA)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIBA) $(LIBS)
 
 -include $(LIB_OBJ:.o=.d) $(PROG_SRC:%.c=$(OBJDIR)/%.d) $(UNIT_SRC:%.c=$(OBJDIR)/%.d)
 

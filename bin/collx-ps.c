@@ -202,11 +202,14 @@ static int
 listen_port(const struct opts *o)
 {
 	struct sock_addr bound;
-	char hp[32], e[256];
+	char hp[96], e[256];
 	int fd;
 
-	snprintf(hp, sizeof(hp), ":%d", o->port ? o->port + o->g.rank : 0);
-	fd = sock_listen_hostport(hp, &bound, e, sizeof(e));
+	/* Only the chosen interface's address when there is one. */
+	snprintf(hp, sizeof(hp), "%s:%d", o->g.iface ? o->g.iface : "",
+	    o->port ? o->port + o->g.rank : 0);
+	fd = sock_listen_iface(o->g.iface, o->port ? o->port + o->g.rank : 0, &bound,
+	    e, sizeof(e));
 	if (fd < 0)
 		cli_die(CLI_EXIT_RUNTIME, "server %d: listen on %s: %s", o->g.rank,
 		    hp, e);

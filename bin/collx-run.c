@@ -81,6 +81,7 @@ struct job {
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
+	char job_id[33];	/* COLLX_JOB_ID: drawn at random, or the caller's */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -263,6 +264,38 @@ choose_master(struct job *j)
 	    "%s:%d", addr, DEFAULT_PORT);
 }
 
+/* The remote shell's first step with a token: its first line of input. */
+#define TOKEN_SCRIPT \
+	"IFS= read -r COLLX_TOKEN && export COLLX_TOKEN && exec env \"$@\""
+
+static const char *
+remote_token(void)
+{
+	const char *v = getenv("COLLX_TOKEN");
+
+	return v && *v ? v : NULL;
+}
+
+/* This launch's identity: the ranks of two launches that meet at one
+ * rendezvous port refuse each other even without a token. */
+static void
+draw_job_id(struct job *j)
+{
+	const char *v = getenv("COLLX_JOB_ID");
+	unsigned char r[16];
+	int k;
+
+	if (v && *v && strlen(v) < sizeof j->job_id &&
+	    strspn(v, "0123456789abcdefABCDEF-_") == strlen(v)) {
+		snprintf(j->job_id, sizeof j->job_id, "%s", v);
+		return;
+	}
+	if (getentropy(r, sizeof r) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "getentropy: %s", strerror(errno));
+	for (k = 0; k < 16; k++)
+		snprintf(j->job_id + 2 * k, 3, "%02x", r[k]);
+}
+
 static void
 parse_args(struct job *j, int argc, char **argv)
 {
@@ -280,6 +313,11 @@ parse_args(struct job *j, int argc, char **argv)
 	if (j->n > MAX_RANKS)
 		cli_usage_error("more than %d ranks", MAX_RANKS);
 	choose_master(j);
+	draw_job_id(j);
+	/* The remote shell reads the token as one line. */
+	if (j->hosts.n && remote_token() && strchr(remote_token(), '\n'))
+		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
+		    " one line");
 }
 
 struct vec {
@@ -308,7 +346,9 @@ vec_free(struct vec *v)
 	v->n = 0;
 }
 
-/* NAME=VALUE for every variable rank i gets. */
+/* NAME=VALUE for every variable rank i gets. A remote rank's token goes
+ * through standard input instead (token_stdin): the command line of ssh
+ * and of the remote shell is visible to every user in ps. */
 static void
 rank_env(const struct job *j, int i, struct vec *env)
 {
@@ -319,20 +359,24 @@ rank_env(const struct job *j, int i, struct vec *env)
 	vec_push(env, xasprintf("COLLX_RANK=%d", i));
 	vec_push(env, xasprintf("COLLX_WORLD_SIZE=%d", j->n));
 	vec_push(env, xasprintf("COLLX_LOCAL_RANK=%d", j->ranks[i].local_rank));
+	vec_push(env, xasprintf("COLLX_JOB_ID=%s", j->job_id));
 	vec_push(env, xasprintf("COLLX_MASTER=%s", j->master));
 	if (j->timeout)
 		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", j->timeout));
 	else if ((v = getenv("COLLX_TIMEOUT")) != NULL)
 		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", v));
 	for (p = passed; *p; p++)
-		if ((v = getenv(*p)) != NULL)
+		if ((v = getenv(*p)) != NULL && !(j->ranks[i].host >= 0 &&
+		    strcmp(*p, "COLLX_TOKEN") == 0))
 			vec_push(env, xasprintf("%s=%s", *p, v));
 	for (k = 0; k < j->nexports; k++)
 		vec_push(env, cli_strdup(j->exports[k]));
 }
 
 /* Locally PROGRAM ARG...; on a host CMD HOST env NAME=VALUE... PROGRAM ARG...
- * with everything after HOST quoted for the remote shell. */
+ * with everything after HOST quoted for the remote shell, or with a token
+ * CMD HOST sh -c 'read the token; exec env "$@"' sh NAME=VALUE... PROGRAM
+ * ARG..., the token written to CMD's standard input. */
 static void
 rank_argv(const struct job *j, int i, const struct vec *env, char **ssh,
     struct vec *argv)
@@ -344,7 +388,14 @@ rank_argv(const struct job *j, int i, const struct vec *env, char **ssh,
 		for (k = 0; ssh[k]; k++)
 			vec_push(argv, cli_strdup(ssh[k]));
 		vec_push(argv, cli_strdup(j->hosts.names[j->ranks[i].host]));
-		vec_push(argv, cli_strdup("env"));
+		if (remote_token()) {
+			vec_push(argv, cli_strdup("sh"));
+			vec_push(argv, cli_strdup("-c"));
+			vec_push(argv, launch_shquote(TOKEN_SCRIPT));
+			vec_push(argv, cli_strdup("sh"));
+		} else {
+			vec_push(argv, cli_strdup("env"));
+		}
 		for (k = 0; k < env->n; k++)
 			vec_push(argv, launch_shquote(env->v[k]));
 	}
@@ -372,13 +423,51 @@ show_command(int i, char **argv)
 	cli_debug("rank %d: %s", i, line);
 }
 
+/* In the child of a remote rank: standard input starts with the token's
+ * line, then what the rank would have read (nothing, or collx-run's own
+ * input for rank 0, copied by a helper in the rank's process group that
+ * dies with it). */
+static void
+token_stdin(const char *token, int relay)
+{
+	char buf[65536];
+	ssize_t n;
+	int p[2];
+
+	if (pipe(p) < 0)
+		_exit(CLI_EXIT_RUNTIME);
+	if (relay) {
+		switch (fork()) {
+		case -1:
+			_exit(CLI_EXIT_RUNTIME);
+		case 0:
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			close(p[0]);
+			if (cli_write_all(p[1], token, strlen(token)) < 0 ||
+			    cli_write_all(p[1], "\n", 1) < 0)
+				_exit(1);
+			while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0 ||
+			    (n < 0 && errno == EINTR))
+				if (n > 0 && cli_write_all(p[1], buf, (size_t)n) < 0)
+					break;
+			_exit(0);
+		}
+	} else if (cli_write_all(p[1], token, strlen(token)) < 0 ||
+	    cli_write_all(p[1], "\n", 1) < 0) {
+		_exit(CLI_EXIT_RUNTIME);	/* a token fits a pipe's buffer */
+	}
+	close(p[1]);
+	dup2(p[0], STDIN_FILENO);
+	close(p[0]);
+}
+
 /* In the child: own process group, default signals, stdio, environment. */
 static _Noreturn void
 child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
     const int *errp, int execfd, const sigset_t *mask, pid_t parent)
 {
 	size_t k;
-	int e;
+	int e, pass;
 
 	setpgid(0, 0);
 	for (k = 0; k < NHANDLED; k++)
@@ -396,8 +485,11 @@ child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
 #endif
 	/* Standard input goes to rank 0 only, and never a terminal: a rank
 	 * outside the foreground process group would stop on reading it. */
-	if (i != 0 || isatty(STDIN_FILENO))
+	pass = i == 0 && !isatty(STDIN_FILENO);
+	if (!pass)
 		dup2(j->no_input, STDIN_FILENO);
+	if (j->ranks[i].host >= 0 && remote_token())
+		token_stdin(remote_token(), pass);
 	if (outp[1] >= 0) {
 		dup2(outp[1], STDOUT_FILENO);
 		dup2(errp[1], STDERR_FILENO);

@@ -207,13 +207,32 @@ leftovers() {
 	[ "$output" = "$(printf '<a b>\n<it'"'"'s>\n<$HOME>\n<*>\n<>\n<x"y>\n<r0>')" ]
 }
 
-@test "per-host: token, timeout and interfaces go on the command line" {
+@test "per-host: timeout and interfaces on the command line, the token through standard input only" {
+	# This stand-in also logs the whole remote command line, which ps shows.
+	sed 's|echo "\${FAKE_TAG:-}\$host"|echo "\$host \$*"|' "$T/fake-ssh" >"$T/argv-ssh"
+	chmod +x "$T/argv-ssh"
 	COLLX_TOKEN='a b$c' COLLX_IFNAME=eth1 run timeout 30 collx-run -H h1,h2 \
-	    --timeout 3 -x ZED="z z" --ssh "$T/fake-ssh" -- \
-	    sh -c 'echo "$COLLX_TOKEN|$COLLX_IFNAME|$COLLX_TIMEOUT|$ZED"'
+	    --timeout 3 -x ZED="z z" --ssh "$T/argv-ssh" -- \
+	    sh -c 'echo "$COLLX_TOKEN|$COLLX_IFNAME|$COLLX_TIMEOUT|$ZED"; cat'
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = 'a b$c|eth1|3|z z' ]
 	[ "${lines[1]}" = 'a b$c|eth1|3|z z' ]
+	[ "${#lines[@]}" = 2 ]
+	[ "$(wc -l <"$T/ssh.log")" = 2 ]
+	grep -q 'COLLX_IFNAME=eth1' "$T/ssh.log"
+	! grep -q 'a b' "$T/ssh.log"
+	! grep -q 'COLLX_TOKEN=' "$T/ssh.log"
+	# Rank 0's standard input still follows the token's line.
+	rm "$T/ssh.log"
+	COLLX_TOKEN=s3cret run timeout 30 sh -c 'printf "one\ntwo\n" | collx-run -H h1,h2 --ssh "$1" -- sh -c '\''cat; echo "r$COLLX_RANK $COLLX_TOKEN"'\' sh "$T/argv-ssh"
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = "one r0 s3cret r1 s3cret two " ]
+	[ "${lines[0]}" = one ] || [ "${lines[0]}" = "r1 s3cret" ]
+	! grep -q s3cret "$T/ssh.log"
+	# A token of two lines cannot be read as one.
+	COLLX_TOKEN=$'a\nb' run timeout 30 collx-run -H h1 --ssh "$T/argv-ssh" -- true
+	[ "$status" -eq 2 ]
+	[[ "$output" == "collx-run: COLLX_TOKEN has a newline"* ]]
 }
 
 @test "per-host: --per-host K puts blocks of K ranks on each host" {

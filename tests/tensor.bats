@@ -245,6 +245,17 @@ print("ok")'
 	bad_input meta.safetensors "not a string"
 }
 
+@test "fuzzer-found inputs (tests/fixtures/regressions): one line, exit 3, no crash" {
+	# Each file once crashed a reader under ASan/UBSan (make check
+	# SANITIZE=address,undefined runs this against that build).
+	n=0
+	for f in "$FIXTURES"/regressions/*; do
+		bad_input "$f" ""
+		n=$((n + 1))
+	done
+	[ "$n" -ge 2 ]
+}
+
 @test "standard input and output, format kept" {
 	$CT create --shape 4 --fill arange -o - | $CT convert - - > piped.npy
 	run $CT print piped.npy

@@ -87,6 +87,7 @@ struct cli_group {
 	char *iface;		/* comma list or NULL */
 	double timeout;		/* seconds; < 0 until known */
 	char *token;		/* shared secret or NULL */
+	char *job_id;		/* COLLX_JOB_ID (collx-run draws one) or NULL */
 };
 
 void cli_group_defaults(struct cli_group *g);

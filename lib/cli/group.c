@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -130,11 +131,17 @@ static char *
 read_token_file(const char *path)
 {
 	char buf[CLI_TOKEN_MAX + 1];
+	struct stat st;
 	size_t n;
 	FILE *f;
 
 	if ((f = fopen(path, "r")) == NULL)
 		cli_usage_error("--token-file: %s: %s", path, strerror(errno));
+	/* A secret others can read (or replace) protects nothing. */
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+	    (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)))
+		cli_warn("--token-file: %s: readable or writable by group or others "
+		    "(mode %03o); chmod 600 it", path, (unsigned)(st.st_mode & 0777));
 	n = fread(buf, 1, sizeof buf, f);
 	if (ferror(f)) {
 		fclose(f);
@@ -236,6 +243,8 @@ env_fill(struct cli_group *g)
 		g->timeout = cli_parse_double("COLLX_TIMEOUT", v, 0.001, 1e9);
 	if (g->token == NULL && (v = getenv("COLLX_TOKEN")) && *v)
 		g->token = cli_strdup(v);
+	if (g->job_id == NULL && (v = getenv("COLLX_JOB_ID")) && *v)
+		g->job_id = cli_strdup(v);
 }
 
 void
@@ -272,5 +281,6 @@ cli_group_free(struct cli_group *g)
 	free(g->master);
 	free(g->iface);
 	free(g->token);
+	free(g->job_id);
 	cli_group_defaults(g);
 }

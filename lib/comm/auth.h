@@ -1,5 +1,5 @@
-/* auth: SHA-256, HMAC-SHA-256 and the connection handshake that proves a
- * shared secret in both directions without sending it. */
+/* auth: the connection handshake that proves a shared secret in both
+ * directions without sending it, over OpenSSL's SHA-256 and HMAC. */
 #ifndef COLLX_AUTH_H
 #define COLLX_AUTH_H
 
@@ -8,23 +8,13 @@
 
 #define SHA256_LEN 32
 
-struct sha256 {
-	uint32_t h[8];
-	uint64_t total;		/* bytes hashed so far */
-	uint8_t block[64];
-	size_t fill;
-};
-
-void sha256_init(struct sha256 *s);
-void sha256_update(struct sha256 *s, const void *data, size_t len);
-void sha256_final(struct sha256 *s, uint8_t out[SHA256_LEN]);
 void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN]);
 /* RFC 2104 HMAC over SHA-256; any key length. */
 void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
     uint8_t out[SHA256_LEN]);
 /* Constant-time equality of n bytes. */
 int auth_equal(const void *a, const void *b, size_t n);
-/* n bytes from the kernel's random source. */
+/* n bytes from libcrypto's CSPRNG (RAND_bytes). */
 int auth_random(void *buf, size_t n, char *err, size_t errlen);
 
 /*

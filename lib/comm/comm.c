@@ -86,6 +86,7 @@ int comm_open_ex(struct comm **out, const struct comm_options *o,
 	}
 	if (c->world == 1)
 		snprintf(c->peers[0].addr, sizeof c->peers[0].addr, "self");
+	c->meshed = c->world > 1;
 	if (kind)
 		*kind = COMM_ERR_NONE;
 	*out = c;
@@ -155,9 +156,14 @@ static void comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
 	/* The first failure is the cause; later ones are its consequences. */
 	if (c->kind != COMM_ERR_NONE)
 		return;
+	/* A failure no peer caused is this rank's own (or its data's). */
+	comm_cause_set(c, c->rank, kind == COMM_ERR_MISMATCH ? COMM_WHY_MISMATCH :
+	    COMM_WHY_LOCAL, 0);
 	c->kind = kind == COMM_ERR_NONE ? COMM_ERR_RUNTIME : kind;
 	n = snprintf(c->err, sizeof c->err, "rank %d: ", c->rank);
 	vsnprintf(c->err + n, sizeof c->err - (size_t)n, fmt, ap);
+	/* Before this rank leaves, every peer learns why. */
+	comm_abort_send(c);
 }
 
 void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)

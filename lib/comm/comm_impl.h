@@ -24,6 +24,25 @@ struct comm_hdr {
 	char op[16];		/* operation name, for mismatch messages */
 };
 #define COMM_HDR_MAGIC 0x4d584343u	/* "CCXM" */
+#define COMM_ABORT_MAGIC 0x42415843u	/* "CXAB" */
+
+/* Why a rank failed, as its abort frame tells every peer (abort.c). */
+enum comm_why {
+	COMM_WHY_NONE, COMM_WHY_CLOSED, COMM_WHY_FAILED, COMM_WHY_TIMEOUT,
+	COMM_WHY_MISMATCH, COMM_WHY_LOCAL, COMM_WHY_COUNT
+};
+
+/* The root cause of a failure: which rank, found by whom, where. A rank
+ * that fails by an abort from a peer keeps that peer's cause, so every
+ * rank names the same one. */
+struct comm_cause {
+	int why;		/* enum comm_why */
+	int culprit;		/* the rank that died, stalled or differed */
+	int reporter;		/* the rank that found it */
+	int err;		/* errno for COMM_WHY_FAILED */
+	uint32_t seq;		/* the reporter's operation number */
+	char where[28];		/* the reporter's step label, cut */
+};
 
 /* One stripe of a message queued on one stream. */
 struct comm_seg {
@@ -72,6 +91,8 @@ struct comm {
 	char opname[32], step[64];
 	enum comm_errkind kind;
 	char err[512];
+	struct comm_cause cause;
+	int meshed;		/* mesh complete: a failure sends aborts */
 	int spin_us;
 };
 
@@ -83,5 +104,17 @@ void comm_free_queues(struct comm *c);
 /* "program: rank R: message" on stderr (a dropped connection, say). */
 void comm_log(const struct comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Abort frames (abort.c). cause_set records the root cause of the
+ * failure about to be reported (first one wins); abort_send tells every
+ * peer; abort_received turns a peer's frame into this rank's failure;
+ * abort_salvage looks for a frame left unread on a lost peer's streams
+ * (1: found, and the failure is recorded). */
+void comm_cause_set(struct comm *c, int culprit, enum comm_why why, int err);
+void comm_abort_send(struct comm *c);
+void comm_abort_received(struct comm *c, int peer, const void *frame);
+int comm_abort_salvage(struct comm *c, int peer);
+/* Bytes of a len-byte message carried on stream s (transport.c). */
+size_t comm_stripe_bytes(const struct comm *c, size_t len, int s);
 
 #endif

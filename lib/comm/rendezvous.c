@@ -16,6 +16,9 @@
 #define RV_MAGIC 0x56525843u	/* "CXRV" */
 #define MESH_MAGIC 0x484d5843u	/* "CXMH" */
 #define RV_VERSION 1
+/* A joiner speaks first, at once: one that says nothing for this long is
+ * dropped, so a silent stranger cannot hold rank 0's gathering up. */
+#define RV_HANDSHAKE_S 5.0
 
 /* Rank -> rank 0: who I am and where I listen. */
 struct rv_join {
@@ -156,6 +159,8 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 	struct rv_reply rep;
 	char err[256];
 
+	if (deadline > cli_now() + RV_HANDSHAKE_S)
+		deadline = cli_now() + RV_HANDSHAKE_S;
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
 	    sock_recv_all(fd, &j, sizeof j, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped connection from %s: %s", from, err);
@@ -231,8 +236,9 @@ static int rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
 	return failed ? 0 : sock_send_all(fd, v->table, tlen, deadline, err, sizeof err);
 }
 
-/* Rank 0: listen at the master address (every address of its family when
- * the name is not one of ours), gather the others, send them the table. */
+/* Rank 0: listen at the master address (when the name is not one of ours:
+ * the first chosen interface's address, or with none chosen every address
+ * of its family), gather the others, send them the table. */
 static int rv_serve(struct comm *c, struct rv *v)
 {
 	struct sock_addr m = v->master;
@@ -241,7 +247,12 @@ static int rv_serve(struct comm *c, struct rv *v)
 	char err[256];
 
 	mfd = sock_listen(&m, err, sizeof err);
-	if (mfd < 0 && errno == EADDRNOTAVAIL) {
+	if (mfd < 0 && errno == EADDRNOTAVAIL && v->bind_local) {
+		/* Interfaces chosen: their first address, never all of them. */
+		m = v->local[0];
+		sock_addr_set_port(&m, sock_addr_port(&v->master));
+		mfd = sock_listen(&m, err, sizeof err);
+	} else if (mfd < 0 && errno == EADDRNOTAVAIL) {
 		m.ss.ss_family = v->master.ss.ss_family;
 		memset((char *)&m.ss + sizeof(sa_family_t), 0, sizeof m.ss - sizeof(sa_family_t));
 		sock_addr_set_port(&m, sock_addr_port(&v->master));

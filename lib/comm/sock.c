@@ -247,6 +247,22 @@ int sock_listen_hostport(const char *hp, struct sock_addr *bound, char *err,
 	return sock_listen(bound, err, errlen);
 }
 
+int sock_listen_iface(const char *ifaces, int port, struct sock_addr *bound,
+    char *err, size_t errlen)
+{
+	char name[64];
+
+	if (!ifaces || !ifaces[0]) {
+		snprintf(name, sizeof name, ":%d", port);
+		return sock_listen_hostport(name, bound, err, errlen);
+	}
+	snprintf(name, sizeof name, "%.*s", (int)strcspn(ifaces, ","), ifaces);
+	if (sock_iface_addr(name, AF_UNSPEC, bound, err, errlen) < 0)
+		return -1;
+	sock_addr_set_port(bound, port);
+	return sock_listen(bound, err, errlen);
+}
+
 int sock_wait(int fd, short events, double deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };

@@ -44,6 +44,10 @@ int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,
 /* Listen on a (port 0: ephemeral; a->str and port are updated). */
 int sock_listen(struct sock_addr *a, char *err, size_t errlen);
 /* Listen on "host:port" ("" host: every address). Returns the fd or -1. */
+/* Listen on port at the first interface of ifaces ("eth1,eth2"), or at
+ * every address when ifaces is NULL or "" (no interface chosen). */
+int sock_listen_iface(const char *ifaces, int port, struct sock_addr *bound,
+    char *err, size_t errlen);
 int sock_listen_hostport(const char *hostport, struct sock_addr *bound,
     char *err, size_t errlen);
 /* Accept one connection before deadline; peer gets its address. */

@@ -38,6 +38,14 @@ static int stripes_for(const struct comm *c, size_t len)
 	return c->nstreams > 1 && len >= STRIPE_MIN ? c->nstreams : 1;
 }
 
+size_t comm_stripe_bytes(const struct comm *c, size_t len, int s)
+{
+	int n = stripes_for(c, len);
+	size_t off;
+
+	return s < n ? stripe(len, n, s, &off) : 0;
+}
+
 static void hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
 {
 	memset(h, 0, sizeof *h);
@@ -216,8 +224,13 @@ static int hdr_check(struct comm *c, int peer, const struct comm_seg *g)
 	const struct comm_hdr *h = &g->hdr, *w = &g->want;
 	char where[128], got[192], want[192];
 
+	if (h->magic == COMM_ABORT_MAGIC) {
+		comm_abort_received(c, peer, h);
+		return -1;
+	}
 	comm_where(c, where, sizeof where);
 	if (h->magic != COMM_HDR_MAGIC) {
+		comm_cause_set(c, peer, COMM_WHY_FAILED, EPROTO);
 		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) sent a garbled "
 		    "message header%s", peer, c->peers[peer].addr, where);
 		return -1;
@@ -227,6 +240,7 @@ static int hdr_check(struct comm *c, int peer, const struct comm_seg *g)
 		return 0;
 	hdr_describe(h, got, sizeof got);
 	hdr_describe(w, want, sizeof want);
+	comm_cause_set(c, peer, COMM_WHY_MISMATCH, 0);
 	comm_fail(c, COMM_ERR_MISMATCH, "mismatch with peer rank %d (%s)%s: "
 	    "peer sent %s; this rank expected %s", peer, c->peers[peer].addr,
 	    where, got, want);
@@ -263,9 +277,14 @@ static int queue_advance(struct comm *c, int peer, struct comm_seg **q,
 static void peer_lost(struct comm *c, int peer, int e)
 {
 	char where[128];
+	int closed = e == 0 || e == ECONNRESET || e == EPIPE;
 
+	/* The peer may have left because of a failure it told us about. */
+	if (comm_abort_salvage(c, peer))
+		return;
+	comm_cause_set(c, peer, closed ? COMM_WHY_CLOSED : COMM_WHY_FAILED, e);
 	comm_where(c, where, sizeof where);
-	if (e == 0 || e == ECONNRESET || e == EPIPE)
+	if (closed)
 		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) closed the "
 		    "connection%s", peer, c->peers[peer].addr, where);
 	else
@@ -374,6 +393,7 @@ static void peer_timeout(struct comm *c, int peer)
 {
 	char where[128];
 
+	comm_cause_set(c, peer, COMM_WHY_TIMEOUT, 0);
 	comm_where(c, where, sizeof where);
 	comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for peer rank "
 	    "%d (%s)%s", c->timeout, peer, c->peers[peer].addr, where);

@@ -1,6 +1,7 @@
 /* model: the built-in models over one contiguous parameter buffer, loaded
  * from and written back to safetensors collections. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -756,6 +757,11 @@ nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
 	else
 		out->vocab = v[0], out->d_model = v[1], out->layers = v[2],
 		out->heads = v[3], out->seq = v[4], out->d_ff = v[5];
+	/* The default FF, 4*D, must itself be an int (fuzz_options found
+	 * "816999999,2" overflowing it). */
+	if (out->arch != NN_MLP && out->d_ff == 0 && out->d_model > INT_MAX / 4)
+		return nn_fail(err, errlen, "d_model %d is too large for the default "
+		    "d_ff of 4*d_model", out->d_model);
 	if (out->arch != NN_MLP && out->d_ff == 0)
 		out->d_ff = 4 * out->d_model;
 	return dims_valid(out, err, errlen);

@@ -60,6 +60,8 @@ colo_thread(void *arg)
 	return NULL;
 }
 
+static void colo_addr(struct run *r, int j, int port, char *out, size_t len);
+
 /* Colocated async mode: ranks 0..S-1 run a TCP server thread each. */
 static int
 colo_server_start(struct run *r, int *port)
@@ -68,7 +70,7 @@ colo_server_start(struct run *r, int *port)
 	struct colo_server *s = calloc(1, sizeof(*s));
 	struct sock_addr bound;
 	size_t off, len;
-	char e[300];
+	char e[300], hp[128];
 
 	if (s == NULL)
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
@@ -81,7 +83,10 @@ colo_server_start(struct run *r, int *port)
 		return dp_runtime_failed(r, "rank %d: parameter server: %s",
 		    s->shard ? e : "out of memory");
 	memcpy(s->shard, r->m->params + off, len * sizeof(float));
-	s->cfg.lfd = sock_listen_hostport(":0", &bound, e, sizeof(e));
+	/* Listen where the mesh does (the chosen interface), not on every
+	 * interface; a world of one has only loopback to offer. */
+	colo_addr(r, r->rank, 0, hp, sizeof(hp));
+	s->cfg.lfd = sock_listen_hostport(hp, &bound, e, sizeof(e));
 	if (s->cfg.lfd < 0)
 		return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
 	*port = sock_addr_port(&bound);
@@ -106,7 +111,7 @@ colo_addr(struct run *r, int j, int port, char *out, size_t len)
 	const char *a = comm_peer_addr(r->c, j), *colon = strrchr(a, ':');
 	int hl = colon ? (int)(colon - a) : 0;
 
-	if (j == r->rank || hl == 0)
+	if (hl == 0)
 		snprintf(out, len, "127.0.0.1:%d", port);
 	else
 		snprintf(out, len, "%.*s:%d", hl, a, port);

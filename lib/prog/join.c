@@ -10,12 +10,15 @@ prog_join(struct comm **out, const struct cli_group *g, const char *job,
 {
 	struct comm_options co = {
 		.rank = g->rank, .world = g->world, .master = g->master,
-		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
-		.job = job
+		.ifaces = g->iface, .timeout = g->timeout, .token = g->token
 	};
 	enum comm_errkind kind;
-	char why[512];
+	char why[512], ident[1024];
 
+	/* The launch's own identity (collx-run draws a random one) keeps two
+	 * jobs of one program on one port apart, token or not. */
+	snprintf(ident, sizeof ident, "%s\n%s", job, g->job_id ? g->job_id : "");
+	co.job = ident;
 	if (comm_open_ex(out, &co, &kind, why, sizeof why) == 0)
 		return 0;
 	/* The transport's own messages already start with "rank R: ". */

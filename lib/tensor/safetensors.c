@@ -389,7 +389,10 @@ static int st_metadata(struct jp *p, struct tensor_set *set)
 	char *key, *value;
 	int rc;
 
-	if (p->n - p->i >= 4 && jp_peek(p) == 'n' && memcmp(p->s + p->i, "null", 4) == 0) {
+	/* Peek first: it skips blanks, and the length check must count
+	 * from where "null" would start. */
+	if (jp_peek(p) == 'n' && p->n - p->i >= 4 &&
+	    memcmp(p->s + p->i, "null", 4) == 0) {
 		p->i += 4;
 		return 0;
 	}
@@ -525,13 +528,17 @@ static int st_check(struct st_header *h, uint64_t data_len, char *err, size_t er
 	uint64_t expect = 0;
 	size_t i;
 
-	qsort(h->e, h->n, sizeof *h->e, by_name);
+	/* A header with no tensors leaves h->e NULL, which qsort's contract
+	 * forbids even for zero elements (UBSan's nonnull check). */
+	if (h->n > 1)
+		qsort(h->e, h->n, sizeof *h->e, by_name);
 	for (i = 1; i < h->n; i++)
 		if (strcmp(h->e[i - 1].name, h->e[i].name) == 0) {
 			snprintf(err, errlen, "duplicate tensor name '%s'", h->e[i].name);
 			return -1;
 		}
-	qsort(h->e, h->n, sizeof *h->e, by_offset);
+	if (h->n > 1)
+		qsort(h->e, h->n, sizeof *h->e, by_offset);
 	for (i = 0; i < h->n; i++) {
 		if (st_check_one(&h->e[i], expect, data_len, err, errlen) < 0)
 			return -1;

@@ -223,6 +223,9 @@ static void test_dims_parse(void)
 	UNIT_OK(nn_dims_parse("16,4,0,1", NN_BLOCK, &d, err, sizeof(err)) == 0 &&
 	    d.d_model == 16 && d.heads == 4 && d.d_ff == 64 && d.causal == 1,
 	    "dims: block with causal");
+	/* Found by fuzz_options: the default d_ff, 4*D, overflowed an int. */
+	UNIT_OK(nn_dims_parse("816999999,2", NN_BLOCK, &d, err, sizeof(err)) < 0 &&
+	    strstr(err, "too large"), "--dims whose default d_ff overflows is refused");
 	UNIT_OK(nn_dims_parse("4,8,2", NN_MLP, &d, err, sizeof(err)) == 0 &&
 	    d.d_in == 4 && d.d_hidden == 8 && d.d_out == 2 && d.layers == 0,
 	    "dims: mlp");

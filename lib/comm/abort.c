@@ -1,0 +1,236 @@
+/* abort: a rank that fails tells every peer why before it leaves, so
+ * that each rank's one line names the same root cause (the rank that
+ * died, stalled or differed) rather than the neighbour that left because
+ * of it. The frame is 48 bytes, the size of a message header, and goes
+ * where the next header would: after the stripe being sent, which is
+ * finished with zeros first (its data no longer matters). A peer meets
+ * it in place of the header it expects; one that was only sending to us
+ * finds it on the lost connection before it reports the loss. */
+#include "comm/comm_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define HDR ((size_t)sizeof(struct comm_hdr))
+/* Sending aborts never holds a failing rank back longer than this. */
+#define ABORT_BUDGET 2.0
+
+struct comm_abort {
+	uint32_t magic;
+	int32_t culprit, reporter;
+	uint32_t seq;
+	uint8_t why, pad;
+	uint16_t err;
+	char where[28];
+};
+
+_Static_assert(sizeof(struct comm_abort) == sizeof(struct comm_hdr),
+    "an abort frame is the size of a message header");
+
+void
+comm_cause_set(struct comm *c, int culprit, enum comm_why why, int err)
+{
+	if (c->kind != COMM_ERR_NONE || c->cause.why != COMM_WHY_NONE)
+		return;
+	c->cause.why = why;
+	c->cause.culprit = culprit;
+	c->cause.reporter = c->rank;
+	c->cause.err = err;
+	c->cause.seq = c->seq;
+	/* Cut to the frame's field; the label's head says the most. */
+	memcpy(c->cause.where, c->step, sizeof c->cause.where - 1);
+	c->cause.where[sizeof c->cause.where - 1] = '\0';
+}
+
+static void
+frame_fill(const struct comm *c, struct comm_abort *f)
+{
+	memset(f, 0, sizeof *f);
+	f->magic = COMM_ABORT_MAGIC;
+	f->culprit = c->cause.culprit;
+	f->reporter = c->cause.reporter;
+	f->seq = c->cause.seq;
+	f->why = (uint8_t)c->cause.why;
+	f->err = (uint16_t)(c->cause.err > 0 && c->cause.err < 65536 ? c->cause.err : 0);
+	memcpy(f->where, c->cause.where, sizeof f->where - 1);
+}
+
+/* n zero bytes: the rest of a stripe that was being sent. */
+static int
+send_zeros(int fd, size_t n, double deadline)
+{
+	static const char zeros[65536];
+	char err[128];
+	size_t k;
+
+	for (; n > 0; n -= k) {
+		k = n < sizeof zeros ? n : sizeof zeros;
+		if (sock_send_all(fd, zeros, k, deadline, err, sizeof err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* One stream: finish the stripe being sent (partial), then the frame. A
+ * stream with nothing half-sent goes in the first pass, without waiting
+ * on a peer whose buffers are full. */
+static void
+abort_stream(struct comm_stream *st, const struct comm_abort *f, int partial,
+    double deadline)
+{
+	struct comm_seg *g = st->sq;
+	char err[128];
+
+	if (partial) {
+		if (g->hdone < HDR && sock_send_all(st->fd, (char *)&g->hdr + g->hdone,
+		    HDR - g->hdone, deadline, err, sizeof err) < 0)
+			return;
+		if (send_zeros(st->fd, g->len - g->done, deadline) < 0)
+			return;
+	}
+	sock_send_all(st->fd, f, sizeof *f, deadline, err, sizeof err);
+}
+
+void
+comm_abort_send(struct comm *c)
+{
+	double deadline = cli_now() + (c->timeout < ABORT_BUDGET ? c->timeout : ABORT_BUDGET);
+	struct comm_abort f;
+	int peer, s, pass, partial;
+
+	if (!c->meshed || c->cause.why == COMM_WHY_NONE)
+		return;
+	frame_fill(c, &f);
+	for (pass = 0; pass < 2; pass++)
+		for (peer = 0; peer < c->world; peer++)
+			for (s = 0; peer != c->rank && s < c->nstreams; s++) {
+				struct comm_stream *st = &c->peers[peer].st[s];
+				struct comm_seg *g = st->sq;
+				if (st->fd < 0)
+					continue;
+				partial = g && (g->hdone > 0 || g->done > 0);
+				if (partial == pass)
+					abort_stream(st, &f, partial, deadline);
+			}
+}
+
+/* " during ring allgather step 1 of allreduce", or less when the frame
+ * is about another operation than this rank's current one. */
+static void
+frame_where(const struct comm *c, const struct comm_abort *f, char *buf, size_t len)
+{
+	if (f->where[0] && f->seq == c->seq && c->opname[0])
+		snprintf(buf, len, " during %s of %s", f->where, c->opname);
+	else if (f->where[0])
+		snprintf(buf, len, " during %s", f->where);
+	else if (f->seq == c->seq && c->opname[0])
+		snprintf(buf, len, " during %s", c->opname);
+	else
+		buf[0] = '\0';
+}
+
+void
+comm_abort_received(struct comm *c, int peer, const void *frame)
+{
+	struct comm_abort f;
+	char where[128], by[48];
+	const char *addr;
+
+	memcpy(&f, frame, sizeof f);
+	f.where[sizeof f.where - 1] = '\0';
+	if (f.culprit < 0 || f.culprit >= c->world || f.reporter < 0 ||
+	    f.reporter >= c->world || f.why == COMM_WHY_NONE || f.why >= COMM_WHY_COUNT) {
+		comm_cause_set(c, peer, COMM_WHY_FAILED, EPROTO);
+		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) sent a garbled abort",
+		    peer, c->peers[peer].addr);
+		return;
+	}
+	if (c->kind == COMM_ERR_NONE && c->cause.why == COMM_WHY_NONE) {
+		c->cause = (struct comm_cause){ f.why, f.culprit, f.reporter, f.err,
+		    f.seq, "" };
+		memcpy(c->cause.where, f.where, sizeof f.where);
+	}
+	frame_where(c, &f, where, sizeof where);
+	addr = c->peers[f.culprit].addr;
+	snprintf(by, sizeof by, "; rank %d aborted the job", f.reporter);
+	switch (f.why) {
+	case COMM_WHY_CLOSED:
+		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) closed the connection "
+		    "to rank %d%s%s", f.culprit, addr, f.reporter, where, by);
+		break;
+	case COMM_WHY_FAILED:
+		comm_fail(c, COMM_ERR_RUNTIME, "connection of rank %d to peer rank %d "
+		    "(%s) failed%s: %s%s", f.reporter, f.culprit, addr, where,
+		    strerror(f.err), by);
+		break;
+	case COMM_WHY_TIMEOUT:
+		comm_fail(c, COMM_ERR_RUNTIME, "rank %d timed out waiting for peer "
+		    "rank %d (%s)%s%s", f.reporter, f.culprit, addr, where, by);
+		break;
+	case COMM_WHY_MISMATCH:
+		comm_fail(c, COMM_ERR_MISMATCH, "rank %d found a mismatch with peer "
+		    "rank %d (%s)%s%s", f.reporter, f.culprit, addr, where, by);
+		break;
+	default:
+		comm_fail(c, COMM_ERR_RUNTIME, "rank %d (%s) failed%s%s", f.culprit,
+		    addr, where, by);
+		break;
+	}
+}
+
+/* Read what is left on one stream of a lost peer, message by message
+ * (each stripe's header says how long it is), looking for an abort. */
+static int
+salvage_stream(struct comm *c, int peer, int s)
+{
+	struct comm_stream *st = &c->peers[peer].st[s];
+	struct comm_seg *g = st->rq;
+	struct comm_hdr h;
+	char junk[65536];
+	size_t have = 0, skip = 0;
+	ssize_t n;
+
+	if (g && g->hdone == HDR)
+		skip = g->len - g->done;
+	else if (g && g->hdone > 0) {
+		memcpy(&h, &g->hdr, g->hdone);
+		have = g->hdone;
+	}
+	for (;;) {
+		if (skip > 0) {
+			n = recv(st->fd, junk, skip < sizeof junk ? skip : sizeof junk,
+			    MSG_DONTWAIT);
+			if (n <= 0)
+				return 0;
+			skip -= (size_t)n;
+			continue;
+		}
+		n = recv(st->fd, (char *)&h + have, HDR - have, MSG_DONTWAIT);
+		if (n <= 0)
+			return 0;
+		have += (size_t)n;
+		if (have < HDR)
+			continue;
+		have = 0;
+		if (h.magic == COMM_ABORT_MAGIC) {
+			comm_abort_received(c, peer, &h);
+			return 1;
+		}
+		if (h.magic != COMM_HDR_MAGIC || h.len > SIZE_MAX)
+			return 0;
+		skip = comm_stripe_bytes(c, (size_t)h.len, s);
+	}
+}
+
+int
+comm_abort_salvage(struct comm *c, int peer)
+{
+	int s;
+
+	for (s = 0; s < c->nstreams; s++)
+		if (c->peers[peer].st[s].fd >= 0 && salvage_stream(c, peer, s))
+			return 1;
+	return 0;
+}
