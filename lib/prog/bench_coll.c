@@ -67,7 +67,8 @@ bench_coll_count(const struct bench_coll *b, size_t bytes, int world)
 
 /*
  * The input value of element g of rank r: a small integer (-3..3; 0..3
- * for u8; 0/1 for bool; -1/1 for prod, so products stay exact).
+ * for u8; 0/1 for bool; -1/1 for prod, so products stay exact, and
+ * 1/2 for u8 prod: exact up to 7 ranks).
  */
 static double
 input_value(const struct bench_coll *b, int r, size_t g)
@@ -77,7 +78,7 @@ input_value(const struct bench_coll *b, int r, size_t g)
 	if (b->dt == DT_BOOL)
 		return (h % 3) != 0;
 	if (b->op == COLL_PROD)
-		return h % 2 ? -1 : 1;
+		return h % 2 ? (b->dt == DT_U8 ? 2 : -1) : 1;
 	if (b->dt == DT_U8)
 		return (double)(h % 4);
 	return (double)(h % 7) - 3;

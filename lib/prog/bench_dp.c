@@ -32,10 +32,11 @@ path_in(char *buf, size_t len, const char *dir, const char *name)
 static int
 run_child(char *const argv[], const char *log)
 {
-	pid_t pid = fork();
+	pid_t pid;
 	int st;
 
-	if (pid < 0)
+	fflush(stdout);		/* or the child's freopen writes ours again */
+	if ((pid = fork()) < 0)
 		return -1;
 	if (pid == 0) {
 		FILE *f = log ? freopen(log, "w", stdout) : NULL;
