@@ -388,6 +388,7 @@ bench_trace_read(const char *path, struct bench_event **ev, int *n, char *err,
 		goto out;
 	}
 	if (j.n == 0) {
+		j.line = 1;	/* the whole file */
 		js_fail(&j, "no complete (\"ph\":\"X\") events");
 		goto out;
 	}
