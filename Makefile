@@ -12,7 +12,7 @@ MANDIR    = $(PREFIX)/share/man
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 PKGS      = openblas libcurl
-DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev bats mandoc python3 iproute2 procps
+DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev bats mandoc python3 iproute2 procps gnuplot-nox
 
 ifdef SANITIZE
 O        ?= build/san
