@@ -43,7 +43,7 @@ UNITS      = $(UNIT_SRC:tests/unit/%.c=$(UNITOUT)/%)
 HEADERS   := $(filter-out %_int.h %_impl.h lib/tensor/format.h,$(sort $(wildcard lib/*/*.h)))
 MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 
-.PHONY: all check test demo deps install uninstall clean lint units
+.PHONY: all check test demo deps install uninstall clean lint units bench bench-cluster
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -83,6 +83,16 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@COLLX_BIN=$(abspath $(BINOUT)) examples/demo.sh
 
+# Benchmarks (never part of check): collx beside Gloo and Open MPI, and
+# emulated clusters in network namespaces (root). Results in bench-out/.
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench.sh bench-out
+
+bench-cluster: deps
+	@$(MAKE) --no-print-directory all
+	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench-cluster.sh bench-out
+
 install: $(LIBA) $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
 	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
@@ -100,4 +110,4 @@ uninstall:
 	rm -f $(MANS:man/%=$(DESTDIR)$(MANDIR)/%)
 
 clean:
-	rm -rf build $(PROGS) lib/libcomm.a tests/out
+	rm -rf build $(PROGS) lib/libcomm.a tests/out bench-out

@@ -218,3 +218,15 @@ bench() {
 	echo "$output" | tail -n +2 | awk -F, '{ t = $13 * $10 / (2 * 8 * $5); if (t < 0.3 || t > 3) exit 1 }'
 	[ "$(echo "$output" | cut -d, -f3 | sort -u | tr '\n' ' ')" = "algo ps ring " ]
 }
+
+@test "--help agrees with the man page, which mandoc lints clean" {
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-bench.1" | col -b)
+	run collx-bench --help
+	[ "$status" -eq 0 ]
+	for o in $(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+		grep -qF -- "$o" <<<"$man" || { echo "missing $o"; false; }
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-bench.1"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}

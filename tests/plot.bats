@@ -185,3 +185,15 @@ make_inputs() {
 	run collx-plot -V
 	[ "$status" -eq 0 ]
 }
+
+@test "--help agrees with the man page, which mandoc lints clean" {
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-plot.1" | col -b)
+	run collx-plot --help
+	[ "$status" -eq 0 ]
+	for o in $(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+		grep -qF -- "$o" <<<"$man" || { echo "missing $o"; false; }
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-plot.1"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
