@@ -29,7 +29,7 @@ static const struct option longopts[] = {
 	{ "dtype", 1, 0, OPT_DTYPE }, { "redop", 1, 0, OPT_REDOP },
 	{ "root", 1, 0, OPT_ROOT }, { "seconds", 1, 0, OPT_SECONDS },
 	{ "check", 0, 0, OPT_CHECK }, { "csv", 0, 0, OPT_CSV },
-	{ "table", 0, 0, OPT_TABLE },
+	{ "table", 0, 0, OPT_TABLE }, { "timing", 1, 0, CLI_OPT_TIMING },
 	{ "test", 1, 0, OPT_TEST }, { "pair", 1, 0, OPT_PAIR },
 	{ "all-pairs", 0, 0, OPT_ALL }, { "window", 1, 0, OPT_WINDOW },
 	{ "sync", 1, 0, OPT_SYNC }, { "max-world", 1, 0, 'N' },
@@ -50,6 +50,7 @@ struct opts {
 	struct bench_p2p p2p;
 	struct bench_dp dp;
 	int csv;
+	const char *timing;
 	struct cli_group g;
 };
 
@@ -84,6 +85,7 @@ usage(void)
 	    "  --check               coll: count wrong elements (#wrong; exit 4)\n"
 	    "  --csv                 CSV even on a terminal\n"
 	    "  --table               the table even when not on a terminal\n"
+	    "  --timing F            also append the CSV rows to F (rank 0)\n"
 	    "  --test T              p2p: latency (default), bw or bibw\n"
 	    "  --pair A,B            p2p: ranks A and B (0,1)\n"
 	    "  --all-pairs           p2p: every ordered pair, and a matrix\n"
@@ -220,7 +222,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case 'q': cli_quiet = 1; break;
 		case OPT_CSV: o->csv = 1; break;
 		case OPT_TABLE: o->csv = -1; break;
-		case CLI_OPT_TIMING: break;
+		case CLI_OPT_TIMING: o->timing = optarg; break;
 		default: cli_usage_error("unknown option");
 		}
 	}
@@ -290,7 +292,7 @@ run_coll(struct opts *o)
 {
 	enum coll_algo algos[MAXALGOS];
 	int nalgo = parse_algos(o, algos), w, me, stop = 0;
-	struct bench_out out = { .csv = out_csv(o) };
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
 	struct bench_progress pr;
 	struct bench_coll_row r;
 	long wrong = 0;
@@ -359,7 +361,7 @@ run_coll(struct opts *o)
 static int
 run_p2p(struct opts *o)
 {
-	struct bench_out out = { .csv = out_csv(o) };
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
 	struct bench_p2p_row r, *mat = NULL;
 	struct bench_progress pr;
 	char e[COLLX_ERRLEN], job[256], what[96], sz[32];
@@ -411,9 +413,8 @@ run_p2p(struct opts *o)
 		}
 	bench_progress_end(&pr);
 	if (me == 0) {
-		if (out.csv)
-			cli_timing_close(out.timing);
-		else if (o->p2p.a < 0 && !stop)
+		bench_out_close(&out);
+		if (!out.csv && o->p2p.a < 0 && !stop)
 			bench_p2p_matrix(stdout, &o->p2p, w, mat);
 		if (stop)
 			fprintf(out.csv ? stderr : stdout, "%sinterrupted after %d rows\n",
@@ -427,7 +428,7 @@ run_p2p(struct opts *o)
 static int
 run_dp(struct opts *o)
 {
-	struct bench_out out = { .csv = out_csv(o) };
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
 	char e[COLLX_ERRLEN];
 	int rc;
 

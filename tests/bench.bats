@@ -25,8 +25,11 @@ bench() {
 }
 
 @test "coll --table: the nccl-tests columns, two rows (out, in) per size and algorithm, a footer" {
-	run bench 3 coll --algo ring,tree -b 1K -e 16K -f 4 -n 3 -w 1 --table
+	run bench 3 coll --algo ring,tree -b 1K -e 16K -f 4 -n 3 -w 1 --table --timing t.csv
 	[ "$status" -eq 0 ]
+	# --timing: the same rows as CSV, rank 0 writing
+	[ "$(head -1 t.csv)" = "$CSV_HEADER" ]
+	[ "$(wc -l <t.csv)" -eq 13 ]
 	echo "$output" | grep -E '^ +size +count +type +redop +algo +place +time_us +min_us +max_us +p99_us +algbw +busbw +#wrong$'
 	rows=$(echo "$output" | grep -vE '^#|^ +(size|\(B\))' )
 	[ "$(echo "$rows" | wc -l)" -eq 12 ]	# 2 algos x 3 sizes x 2 places

@@ -59,10 +59,17 @@ void bench_progress_end(struct bench_progress *p);
 /* Output of collx-bench: an aligned table on a terminal, CSV otherwise. */
 struct bench_out {
 	int csv;
+	const char *file;		/* --timing: the rows appended here too */
 	struct cli_timing *timing;	/* CSV rows to stdout */
+	struct cli_timing *ftiming;	/* and to file */
 	int rows;
 	double busbw_sum;		/* for the table's footer */
 };
+/* Open the CSV destinations (stdout when csv, file when set), whose
+ * extra columns are extra; write a row to each; close them. */
+void bench_out_open(struct bench_out *o, const char *extra);
+void bench_out_row(struct bench_out *o, const struct cli_timing_row *r);
+void bench_out_close(struct bench_out *o);
 
 /* ---- coll ---- */
 

@@ -238,7 +238,7 @@ print_row(struct bench_out *o, const struct bench_dp *d, int world,
 {
 	char extra[256];
 
-	if (o->csv) {
+	{
 		struct cli_timing_row row = {
 			.program = "collx-bench", .op = "dp", .algo = sync, .rank = 0,
 			.world = world, .dtype = "f32", .count = r->nparams,
@@ -248,8 +248,9 @@ print_row(struct bench_out *o, const struct bench_dp *d, int world,
 
 		snprintf(extra, sizeof extra, "%.6g,%.4f,%.4f,%d", r->tokens_per_s,
 		    r->comm_share, eff, d->hosts > 0 ? d->hosts : 1);
-		cli_timing_write(o->timing, &row);
-		return;
+		bench_out_row(o, &row);
+		if (o->csv)
+			return;
 	}
 	printf("%6d %13s %10.2f %12.0f %7.1f %10.3f\n", world, sync,
 	    r->step_s * 1e3, r->tokens_per_s, r->comm_share * 100, eff);
@@ -289,10 +290,8 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
-	if (o->csv)
-		o->timing = cli_timing_open("-", "tokens_per_s,comm_share,"
-		    "efficiency,hosts");
-	else
+	bench_out_open(o, "tokens_per_s,comm_share,efficiency,hosts");
+	if (!o->csv)
 		printf("# collx-bench dp: collx-dp %s %s, %ld samples per rank per "
 		    "step, %ld steps (the first not timed), 1 host\n"
 		    "# efficiency: tokens/s over world x tokens/s of one rank\n"
@@ -316,9 +315,8 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
 		}
 	}
 out:
-	if (o->csv && o->timing != NULL)
-		cli_timing_close(o->timing);
-	else if (rc == 130)
+	bench_out_close(o);
+	if (!o->csv && rc == 130)
 		printf("# interrupted\n");
 	free(syncs);
 	cleanup(dir);

@@ -9,6 +9,30 @@
 #define COLL_EXTRA "place,redop,min_s,max_s,p99_s,wrong,hosts"
 #define P2P_EXTRA "src,dst,min_s,max_s,p99_s,hosts"
 
+void
+bench_out_open(struct bench_out *o, const char *extra)
+{
+	if (o->csv)
+		o->timing = cli_timing_open("-", extra);
+	if (o->file != NULL)
+		o->ftiming = cli_timing_open(o->file, extra);
+}
+
+void
+bench_out_row(struct bench_out *o, const struct cli_timing_row *r)
+{
+	cli_timing_write(o->timing, r);
+	cli_timing_write(o->ftiming, r);
+}
+
+void
+bench_out_close(struct bench_out *o)
+{
+	cli_timing_close(o->timing);
+	cli_timing_close(o->ftiming);
+	o->timing = o->ftiming = NULL;
+}
+
 static const char *
 plural(int n, const char *word, char *buf, size_t len)
 {
@@ -23,10 +47,9 @@ bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world)
 
 	o->rows = 0;
 	o->busbw_sum = 0;
-	if (o->csv) {
-		o->timing = cli_timing_open("-", COLL_EXTRA);
+	bench_out_open(o, COLL_EXTRA);
+	if (o->csv)
 		return;
-	}
 	printf("# collx-bench coll: %s, %s, op %s, %s on %s\n",
 	    bench_kind_name(b->kind), dtype_name(b->dt), coll_op_name(b->op),
 	    plural(world, "rank", w, sizeof w), plural(b->hosts, "host", h, sizeof h));
@@ -57,7 +80,7 @@ bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
 		snprintf(wrong, sizeof wrong, "%ld", r->wrong);
 	else
 		snprintf(wrong, sizeof wrong, "%s", o->csv ? "" : "N/A");
-	if (o->csv) {
+	{
 		struct cli_timing_row row = {
 			.program = "collx-bench", .op = bench_kind_name(b->kind),
 			.algo = coll_algo_name(r->algo), .rank = 0, .world = world,
@@ -68,9 +91,10 @@ bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
 
 		snprintf(extra, sizeof extra, "%s,%s,%.9g,%.9g,%.9g,%s,%d",
 		    r->inplace ? "in" : "out", coll_op_name(b->op), r->st.min,
-		    r->st.max, r->st.p99, wrong, b->hosts);
-		cli_timing_write(o->timing, &row);
-		return;
+		    r->st.max, r->st.p99, r->wrong >= 0 ? wrong : "", b->hosts);
+		bench_out_row(o, &row);
+		if (o->csv)
+			return;
 	}
 	printf("%12zu %12zu %5s %5s %13s %5s %10.1f %10.1f %10.1f %10.1f %8.3f "
 	    "%8.3f %7s\n", r->bytes, r->count, dtype_name(b->dt),
@@ -83,11 +107,9 @@ bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
 void
 bench_coll_end(struct bench_out *o, int interrupted)
 {
-	if (o->csv) {
-		cli_timing_close(o->timing);
-		o->timing = NULL;
+	bench_out_close(o);
+	if (o->csv)
 		return;
-	}
 	if (interrupted)
 		printf("# interrupted after %d rows\n", o->rows);
 	printf("# Avg bus bandwidth    : %.3f GB/s\n",
@@ -107,10 +129,9 @@ bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world)
 	char w[32], h[32];
 
 	o->rows = 0;
-	if (o->csv) {
-		o->timing = cli_timing_open("-", P2P_EXTRA);
+	bench_out_open(o, P2P_EXTRA);
+	if (o->csv)
 		return;
-	}
 	printf("# collx-bench p2p %s: %s on %s, %d iterations after %d warm-up",
 	    bench_p2p_name(p->test), plural(world, "rank", w, sizeof w),
 	    plural(p->hosts, "host", h, sizeof h), p->iters, p->warmup);
@@ -133,7 +154,7 @@ bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
 	char extra[256];
 
 	o->rows++;
-	if (o->csv) {
+	{
 		struct cli_timing_row row = {
 			.program = "collx-bench", .op = NULL, .algo = "-",
 			.rank = 0, .world = world, .dtype = "u8", .count = r->bytes,
@@ -148,8 +169,9 @@ bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
 			row.bytes = 2 * r->bytes;
 		snprintf(extra, sizeof extra, "%d,%d,%.9g,%.9g,%.9g,%d", r->a, r->b,
 		    r->st.min, r->st.max, r->st.p99, p->hosts);
-		cli_timing_write(o->timing, &row);
-		return;
+		bench_out_row(o, &row);
+		if (o->csv)
+			return;
 	}
 	printf("%5d %5d %12zu %10.2f %10.2f %10.2f %10.2f %10.3f\n", r->a, r->b,
 	    r->bytes, r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6,
