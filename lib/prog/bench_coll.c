@@ -240,7 +240,7 @@ iterations(struct comm *c, const struct bench_coll *b, double warm)
 
 	if (b->seconds <= 0)
 		return b->iters;
-	per = warm / (b->warmup > 0 ? b->warmup : 1);
+	per = warm / (b->warmup > 1 ? b->warmup : 1);
 	if (bench_slowest(c, &per, 1) < 0)
 		return -1;
 	n = per > 0 ? (long)(b->seconds / per) : 100000;
@@ -293,7 +293,9 @@ bench_coll_measure(struct comm *c, const struct bench_coll *b,
 	if (bufs_alloc(&u, b, r->count, w, me, inplace, err, errlen) < 0)
 		goto out;
 	bufs_fill(&u, b, me);
-	for (int i = 0; i < b->warmup; i++) {
+	/* --seconds judges the time per iteration from the warm-up: at
+	 * least one. */
+	for (int i = 0; i < b->warmup || (i == 0 && b->seconds > 0); i++) {
 		if (coll_barrier(c) < 0)
 			goto out;
 		t0 = cli_now();
