@@ -59,9 +59,9 @@ echo "ring and parameter-server training agree: $(wc -l <diff.txt) tensors withi
 
 say "5. collx-bench: an allreduce sweep of every algorithm on $ranks ranks"
 chart=${DEMO_CHART:-${TMPDIR:-/tmp}/collx-demo-busbw.png}
-run collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 4 \
+run collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 32 \
 	-n 5 -w 2 --check --table -q
-collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 4 \
+collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 32 \
 	-n 5 -w 2 --csv -q >sweep.csv
 run collx-plot -o "$chart" sweep.csv
 echo "busbw chart of the sweep: $chart"
