@@ -46,11 +46,16 @@ for c in $cases; do
 	burst=256kb
 	case $rate in *gbit) [ "${rate%gbit}" -ge 10 ] 2>/dev/null && burst=4mb ;; esac
 	label="$rate${delay:+ $delay}"
+	if [ -n "$delay" ] && ! netns_can_shape delay; then
+		echo "bench-cluster.sh: the kernel has no netem: $delay of delay not applied" >&2
+		delay= label="$rate (no netem: delay not applied)"
+	fi
 	echo "bench-cluster.sh: $hosts hosts, links $label" >&2
 	netns_setup "$hosts" --rate "$rate" --burst "$burst" ${delay:+--delay "$delay"}
 	netns_fake_ssh "$work/ssh"
 	gp=$(goodput)
-	csv=$out/cluster-$rate${delay:+-$delay}.csv
+	csv=$out/cluster-${c/:/-}.csv
+	csv=${csv%-.csv}.csv
 	timeout 600 collx-run -H "$(netns_hosts)" --ssh "$work/ssh" \
 		--master "$(netns_addr 0):29500" --timeout 60 -- \
 		"$bench" coll --iface eth0 --algo ring,rabenseifner,tree -b 4K -e 16M -f 8 \
