@@ -15,7 +15,7 @@ PKGS      = openblas libcurl libcrypto
 # `make fuzz` alone needs clang and its libFuzzer runtime.
 FUZZ_DEPS_DEB = clang libclang-rt-dev
 DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
-            bats mandoc python3 python3-numpy python3-torch iproute2 procps
+            bats mandoc python3 python3-numpy python3-torch iproute2 procps gnuplot-nox
 
 ifdef SANITIZE
 O        ?= build/san
@@ -46,7 +46,8 @@ UNITS      = $(UNIT_SRC:tests/unit/%.c=$(UNITOUT)/%)
 HEADERS   := $(filter-out %_int.h %_impl.h lib/tensor/format.h,$(sort $(wildcard lib/*/*.h)))
 MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 
-.PHONY: all check test demo deps install uninstall clean lint units fuzz fuzz-build
+.PHONY: all check test demo deps install uninstall clean lint units fuzz fuzz-build \
+        bench bench-cluster
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -107,6 +108,16 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@COLLX_BIN=$(abspath $(BINOUT)) examples/demo.sh
 
+# Benchmarks (never part of check): collx beside Gloo and Open MPI, and
+# emulated clusters in network namespaces (root). Results in bench-out/.
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench.sh bench-out
+
+bench-cluster: deps
+	@$(MAKE) --no-print-directory all
+	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench-cluster.sh bench-out
+
 install: $(LIBA) $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
 	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
@@ -124,4 +135,4 @@ uninstall:
 	rm -f $(MANS:man/%=$(DESTDIR)$(MANDIR)/%)
 
 clean:
-	rm -rf build $(PROGS) lib/libcomm.a tests/out
+	rm -rf build $(PROGS) lib/libcomm.a tests/out bench-out

@@ -1,7 +1,8 @@
 #!/bin/bash
 # collx demo: tensor files, a 4-rank launch, allreduce with every algorithm,
-# and data-parallel training of a tiny GPT with ring allreduce vs a
-# parameter server. Runs locally on embedded defaults in under a minute.
+# data-parallel training of a tiny GPT with ring allreduce vs a parameter
+# server, and a collx-bench sweep with its chart (kept, at the path the
+# demo prints). Runs locally on embedded defaults in about a minute.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -55,5 +56,14 @@ done
 echo
 collx-tensor diff trained-ring.safetensors trained-ps.safetensors --rtol 1e-4 --atol 1e-6 >diff.txt
 echo "ring and parameter-server training agree: $(wc -l <diff.txt) tensors within tolerance"
+
+say "5. collx-bench: an allreduce sweep of every algorithm on $ranks ranks"
+chart=${DEMO_CHART:-${TMPDIR:-/tmp}/collx-demo-busbw.png}
+run collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 32 \
+	-n 5 -w 2 --check --table -q
+collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 32 \
+	-n 5 -w 2 --csv -q >sweep.csv
+run collx-plot -o "$chart" sweep.csv
+echo "busbw chart of the sweep: $chart"
 
 say "Done. Next: man -l man/man7/collx.7, and examples/ for more."

@@ -1,0 +1,507 @@
+/* collx-bench: benchmarks in the manner of nccl-tests (coll), the OSU
+ * micro-benchmarks (p2p) and a training scaling sweep (dp). The
+ * measuring is lib/prog/bench*.c's; this is options and the sweep loops. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "prog/bench.h"
+#include "prog/join.h"
+
+enum {
+	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
+	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
+	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS
+};
+
+static const struct option longopts[] = {
+	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
+	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' },
+	{ "stepfactor", 1, 0, 'f' }, { "stepbytes", 1, 0, 'i' },
+	{ "iters", 1, 0, 'n' }, { "warmup", 1, 0, 'w' },
+	{ "op", 1, 0, OPT_OP }, { "algo", 1, 0, OPT_ALGO },
+	{ "dtype", 1, 0, OPT_DTYPE }, { "redop", 1, 0, OPT_REDOP },
+	{ "root", 1, 0, OPT_ROOT }, { "seconds", 1, 0, OPT_SECONDS },
+	{ "check", 0, 0, OPT_CHECK }, { "csv", 0, 0, OPT_CSV },
+	{ "table", 0, 0, OPT_TABLE }, { "timing", 1, 0, CLI_OPT_TIMING },
+	{ "test", 1, 0, OPT_TEST }, { "pair", 1, 0, OPT_PAIR },
+	{ "all-pairs", 0, 0, OPT_ALL }, { "window", 1, 0, OPT_WINDOW },
+	{ "sync", 1, 0, OPT_SYNC }, { "max-world", 1, 0, 'N' },
+	{ "arch", 1, 0, OPT_ARCH }, { "dims", 1, 0, OPT_DIMS },
+	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
+	CLI_GROUP_LONGOPTS,
+	{ 0, 0, 0, 0 }
+};
+
+#define MAXALGOS 16
+
+struct opts {
+	const char *sub;
+	struct bench_sizes sizes;
+	int have_b, have_e, have_n, have_w;
+	const char *algos;
+	struct bench_coll coll;
+	struct bench_p2p p2p;
+	struct bench_dp dp;
+	int csv;
+	const char *timing;
+	struct cli_group g;
+};
+
+static _Noreturn void
+usage(void)
+{
+	printf("usage: %s coll [--op OP] [--algo A[,A...]|all] [-b MIN] [-e MAX]\n"
+	    "           [-f FACTOR | -i STEP] [--dtype D] [--redop R] [-n N] [-w W]\n"
+	    "           [--seconds S] [--check] [--csv|--table] [group options]\n"
+	    "       %s p2p [--test latency|bw|bibw] [--pair A,B | --all-pairs]\n"
+	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
+	    "           [--csv|--table] [group options]\n"
+	    "       %s dp [-N MAXWORLD] [--sync S[,S...]] [--arch A --dims D]\n"
+	    "           [--batch B] [--steps K] [--csv|--table]\n\n"
+	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
+	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
+	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n\n"
+	    "  --op OP               coll: allreduce (default), broadcast,\n"
+	    "                        allgather, reduce-scatter, alltoall\n"
+	    "  --algo LIST           coll: algorithms, comma list or all (auto)\n"
+	    "  -b, --minbytes SIZE   smallest size (coll 8, p2p 1; K, M, G)\n"
+	    "  -e, --maxbytes SIZE   largest size (coll 16M, p2p 1M)\n"
+	    "  -f, --stepfactor F    multiply the size by F (2)\n"
+	    "  -i, --stepbytes STEP  add STEP instead\n"
+	    "  --dtype D             coll: element type (f32)\n"
+	    "  --redop R             coll: sum (default), prod, min, max, avg\n"
+	    "  --root R              coll broadcast: root rank (0)\n"
+	    "  -n, --iters N         measured iterations per size (coll 20,\n"
+	    "                        p2p 100)\n"
+	    "  -w, --warmup W        warm-up iterations (coll 5, p2p 10)\n"
+	    "  --seconds S           coll: measure about S seconds per size\n"
+	    "  --check               coll: count wrong elements (#wrong; exit 4)\n"
+	    "  --csv                 CSV even on a terminal\n"
+	    "  --table               the table even when not on a terminal\n"
+	    "  --timing F            also append the CSV rows to F (rank 0)\n"
+	    "  --test T              p2p: latency (default), bw or bibw\n"
+	    "  --pair A,B            p2p: ranks A and B (0,1)\n"
+	    "  --all-pairs           p2p: every ordered pair, and a matrix\n"
+	    "  --window W            p2p bw, bibw: messages in flight (64)\n"
+	    "  -N, --max-world N     dp: world sizes 1..N (2)\n"
+	    "  --sync LIST           dp: ring,tree,rabenseifner,ps (all four)\n"
+	    "  --arch A, --dims D    dp: collx-dp --init model (gpt\n"
+	    "                        256,64,2,4,32)\n"
+	    "  --batch B             dp: samples per rank per step (8)\n"
+	    "  --steps K             dp: steps per run, the first not timed (12)\n"
+	    "  -v, --verbose         more messages\n"
+	    "  -q, --quiet           no progress line\n"
+	    "  -h, --help            this help\n"
+	    "  -V, --version         version\n"
+	    "%s"
+	    "A table on a terminal, CSV (the timing columns) otherwise.\n"
+	    "COLLX_BENCH_FAULT=K (tests only) corrupts K result elements of the\n"
+	    "last rank before --check.\n"
+	    "Exit status: 0 ok, 1 runtime failure (a rank lost), 2 usage,\n"
+	    "3 bad input, 4 --check found wrong elements, 130 interrupted.\n",
+	    cli_progname, cli_progname, cli_progname, cli_group_help);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static void
+parse_pair(struct opts *o, const char *s)
+{
+	long v[2];
+
+	if (cli_parse_list("--pair", s, v, 2) != 2 || v[0] == v[1] ||
+	    v[0] < 0 || v[1] < 0)
+		cli_usage_error("--pair: want two different ranks A,B, not '%s'", s);
+	o->p2p.a = (int)v[0];
+	o->p2p.b = (int)v[1];
+}
+
+static void
+parse_test(struct opts *o, const char *s)
+{
+	if (strcmp(s, "latency") == 0)
+		o->p2p.test = BENCH_LATENCY;
+	else if (strcmp(s, "bw") == 0)
+		o->p2p.test = BENCH_BW;
+	else if (strcmp(s, "bibw") == 0)
+		o->p2p.test = BENCH_BIBW;
+	else
+		cli_usage_error("--test: want latency, bw or bibw, not '%s'", s);
+}
+
+/* The options of coll and p2p; 0 when c was none of them. */
+static int
+meas_option(struct opts *o, int c, const char *a)
+{
+	switch (c) {
+	case 'b': o->sizes.min = cli_parse_size("-b", a); o->have_b = 1; break;
+	case 'e': o->sizes.max = cli_parse_size("-e", a); o->have_e = 1; break;
+	case 'f':
+		o->sizes.factor = cli_parse_double("-f", a, 1.0001, 1e6);
+		o->sizes.step = 0;
+		break;
+	case 'i':
+		if ((o->sizes.step = cli_parse_size("-i", a)) == 0)
+			cli_usage_error("-i: the step must be positive");
+		break;
+	case 'n':
+		o->coll.iters = o->p2p.iters = (int)cli_parse_long("-n", a, 1, 10000000);
+		o->have_n = 1;
+		break;
+	case 'w':
+		o->coll.warmup = o->p2p.warmup = (int)cli_parse_long("-w", a, 0, 1000000);
+		o->have_w = 1;
+		break;
+	case OPT_OP:
+		if (bench_kind_parse(a, &o->coll.kind) < 0)
+			cli_usage_error("--op: want allreduce, broadcast, allgather, "
+			    "reduce-scatter or alltoall, not '%s'", a);
+		break;
+	case OPT_ALGO: o->algos = a; break;
+	case OPT_DTYPE:
+		if (dtype_parse(a, &o->coll.dt) < 0)
+			cli_usage_error("--dtype: unknown type '%s'", a);
+		break;
+	case OPT_REDOP:
+		if (coll_op_parse(a, &o->coll.op) < 0)
+			cli_usage_error("--redop: want sum, prod, min, max or avg, "
+			    "not '%s'", a);
+		break;
+	case OPT_ROOT: o->coll.root = (int)cli_parse_long("--root", a, 0, 1 << 20); break;
+	case OPT_SECONDS:
+		o->coll.seconds = cli_parse_double("--seconds", a, 1e-6, 1e6);
+		break;
+	case OPT_CHECK: o->coll.check = 1; break;
+	case OPT_TEST: parse_test(o, a); break;
+	case OPT_PAIR: parse_pair(o, a); break;
+	case OPT_ALL: o->p2p.a = -1; break;
+	case OPT_WINDOW:
+		o->p2p.window = (int)cli_parse_long("--window", a, 1, 100000);
+		break;
+	default: return 0;
+	}
+	return 1;
+}
+
+static int
+dp_option(struct opts *o, int c, const char *a)
+{
+	switch (c) {
+	case 'N': o->dp.max_world = (int)cli_parse_long("-N", a, 1, 1024); break;
+	case OPT_SYNC: o->dp.syncs = a; break;
+	case OPT_ARCH: o->dp.arch = a; break;
+	case OPT_DIMS: o->dp.dims = a; break;
+	case OPT_BATCH: o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24); break;
+	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
+	default: return 0;
+	}
+	return 1;
+}
+
+static void
+parse_args(struct opts *o, int argc, char **argv)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:", longopts,
+	    NULL)) != -1) {
+		if (cli_group_option(&o->g, c, optarg) || meas_option(o, c, optarg) ||
+		    dp_option(o, c, optarg))
+			continue;
+		switch (c) {
+		case 'h': usage();
+		case 'V': cli_version();
+		case 'v': cli_verbose++; break;
+		case 'q': cli_quiet = 1; break;
+		case OPT_CSV: o->csv = 1; break;
+		case OPT_TABLE: o->csv = -1; break;
+		case CLI_OPT_TIMING: o->timing = optarg; break;
+		default: cli_usage_error("unknown option");
+		}
+	}
+	if (optind >= argc)
+		cli_usage_error("missing subcommand: coll, p2p or dp");
+	o->sub = argv[optind++];
+	if (strcmp(o->sub, "coll") && strcmp(o->sub, "p2p") && strcmp(o->sub, "dp"))
+		cli_usage_error("unknown subcommand '%s': want coll, p2p or dp", o->sub);
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind]);
+}
+
+/* CSV unless a terminal, --csv and --table overriding. */
+static int
+out_csv(const struct opts *o)
+{
+	return o->csv ? o->csv > 0 : !isatty(STDOUT_FILENO);
+}
+
+static struct comm *
+join_group(const struct opts *o, const char *job)
+{
+	struct comm *c;
+	char e[COLLX_ERRLEN];
+	int code;
+
+	if ((code = prog_join(&c, &o->g, job, e, sizeof e)) != 0)
+		cli_die(code, "%s", e);
+	return c;
+}
+
+static _Noreturn void
+comm_die(struct comm *c, const char *e)
+{
+	if (c != NULL && comm_errkind(c) != COMM_ERR_NONE)
+		cli_die(comm_errkind(c) == COMM_ERR_MISMATCH ? CLI_EXIT_DATA :
+		    CLI_EXIT_RUNTIME, "%s", comm_error(c));
+	cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", c ? comm_rank(c) : 0, e);
+}
+
+static int
+parse_algos(const struct opts *o, enum coll_algo *algos)
+{
+	char *s, *tok, *save = NULL;
+	int n = 0;
+
+	if (strcmp(o->algos, "all") == 0)
+		return bench_all_algos(o->coll.kind, algos, MAXALGOS);
+	s = cli_strdup(o->algos);
+	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == MAXALGOS)
+			cli_usage_error("--algo: at most %d algorithms", MAXALGOS);
+		if (coll_algo_parse(tok, &algos[n]) < 0 ||
+		    !coll_algo_valid(o->coll.kind, algos[n]))
+			cli_usage_error("--algo: %s has no algorithm '%s'",
+			    bench_kind_name(o->coll.kind), tok);
+		n++;
+	}
+	free(s);
+	if (n == 0)
+		cli_usage_error("--algo: empty list");
+	return n;
+}
+
+static int
+run_coll(struct opts *o)
+{
+	enum coll_algo algos[MAXALGOS];
+	int nalgo = parse_algos(o, algos), w, me, stop = 0;
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
+	struct bench_progress pr;
+	struct bench_coll_row r;
+	long wrong = 0;
+	char job[256], e[COLLX_ERRLEN], what[128], sz[32];
+	const char *fault = getenv("COLLX_BENCH_FAULT");
+	struct comm *c;
+
+	if (fault != NULL && *fault)
+		o->coll.fault = cli_parse_long("COLLX_BENCH_FAULT", fault, 0, 1L << 40);
+	if (o->coll.root >= o->g.world)
+		cli_usage_error("--root %d: the world has %d ranks", o->coll.root,
+		    o->g.world);
+	snprintf(job, sizeof job, "collx-bench coll %s %s %s %s %zu %zu %g %zu %d %d %g %d",
+	    bench_kind_name(o->coll.kind), o->algos, dtype_name(o->coll.dt),
+	    coll_op_name(o->coll.op), o->sizes.min, o->sizes.max, o->sizes.factor,
+	    o->sizes.step, o->coll.iters, o->coll.warmup, o->coll.seconds,
+	    o->coll.check);
+	c = join_group(o, job);
+	w = comm_size(c);
+	me = comm_rank(c);
+	if ((o->coll.hosts = bench_hosts(c)) < 0)
+		comm_die(c, "hosts");
+	if (me == 0)
+		bench_coll_begin(&out, &o->coll, w);
+	bench_progress_start(&pr, me == 0 && !cli_quiet && isatty(STDERR_FILENO),
+	    nalgo * bench_count_sizes(&o->sizes) * 2);
+	for (int a = 0; a < nalgo && !stop; a++)
+		for (size_t s = o->sizes.min; s != 0 && !stop;
+		    s = bench_next_size(&o->sizes, s)) {
+			if (bench_coll_count(&o->coll, s, w) == 0) {
+				pr.done += 2;
+				continue;
+			}
+			for (int inplace = 0; inplace < 2 && !stop; inplace++) {
+				snprintf(what, sizeof what, "%s %s %s", coll_algo_name(algos[a]),
+				    bench_size_str(s, sz, sizeof sz), inplace ? "in place" :
+				    "out of place");
+				bench_progress_show(&pr, what);
+				if (bench_coll_measure(c, &o->coll, algos[a], inplace, s,
+				    &r, e, sizeof e) < 0)
+					comm_die(c, e);
+				pr.done++;
+				if (r.wrong > 0)
+					wrong += r.wrong;
+				if (me == 0) {
+					bench_progress_end(&pr);
+					bench_coll_print(&out, &o->coll, w, &r);
+				}
+				if ((stop = bench_agree_stop(c)) < 0)
+					comm_die(c, "stop");
+			}
+		}
+	bench_progress_end(&pr);
+	if (me == 0)
+		bench_coll_end(&out, stop);
+	comm_close(c);
+	if (stop)
+		return 130;
+	if (wrong > 0)
+		cli_die(CLI_EXIT_CHECK, "rank %d: --check: %ld wrong elements", me,
+		    wrong);
+	return CLI_EXIT_OK;
+}
+
+/* Every ordered pair (or the one chosen) at every size. */
+static int
+run_p2p(struct opts *o)
+{
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
+	struct bench_p2p_row r, *mat = NULL;
+	struct bench_progress pr;
+	char e[COLLX_ERRLEN], job[256], what[96], sz[32];
+	int w, me, stop = 0, npairs;
+	struct comm *c;
+
+	if (o->g.world < 2)
+		cli_usage_error("p2p needs at least 2 ranks (start it with collx-run -n 2)");
+	if (o->p2p.a >= o->g.world || o->p2p.b >= o->g.world)
+		cli_usage_error("--pair %d,%d: the world has %d ranks", o->p2p.a,
+		    o->p2p.b, o->g.world);
+	snprintf(job, sizeof job, "collx-bench p2p %s %d %d %zu %zu %g %zu %d %d %d",
+	    bench_p2p_name(o->p2p.test), o->p2p.a, o->p2p.b, o->sizes.min,
+	    o->sizes.max, o->sizes.factor, o->sizes.step, o->p2p.iters,
+	    o->p2p.warmup, o->p2p.window);
+	c = join_group(o, job);
+	w = comm_size(c);
+	me = comm_rank(c);
+	if ((o->p2p.hosts = bench_hosts(c)) < 0)
+		comm_die(c, "hosts");
+	npairs = o->p2p.a < 0 ? w * (w - 1) : 1;
+	mat = cli_calloc((size_t)w * (size_t)w, sizeof *mat);
+	if (me == 0)
+		bench_p2p_begin(&out, &o->p2p, w);
+	bench_progress_start(&pr, me == 0 && !cli_quiet && isatty(STDERR_FILENO),
+	    npairs * bench_count_sizes(&o->sizes));
+	for (int i = 0; i < w && !stop; i++)
+		for (int j = 0; j < w && !stop; j++) {
+			int a = o->p2p.a < 0 ? i : o->p2p.a, b = o->p2p.a < 0 ? j : o->p2p.b;
+
+			if (a == b || (o->p2p.a >= 0 && (i > 0 || j > 0)))
+				continue;
+			for (size_t s = o->sizes.min; s != 0 && !stop;
+			    s = bench_next_size(&o->sizes, s)) {
+				snprintf(what, sizeof what, "%d->%d %s", a, b,
+				    bench_size_str(s, sz, sizeof sz));
+				bench_progress_show(&pr, what);
+				if (bench_p2p_measure(c, &o->p2p, a, b, s, &r, e, sizeof e) < 0)
+					comm_die(c, e);
+				pr.done++;
+				mat[a * w + b] = r;	/* the largest size's */
+				if (me == 0) {
+					bench_progress_end(&pr);
+					bench_p2p_print(&out, &o->p2p, w, &r);
+				}
+				if ((stop = bench_agree_stop(c)) < 0)
+					comm_die(c, "stop");
+			}
+		}
+	bench_progress_end(&pr);
+	if (me == 0) {
+		bench_out_close(&out);
+		if (!out.csv && o->p2p.a < 0 && !stop)
+			bench_p2p_matrix(stdout, &o->p2p, w, mat);
+		if (stop)
+			fprintf(out.csv ? stderr : stdout, "%sinterrupted after %d rows\n",
+			    out.csv ? "collx-bench: " : "# ", out.rows);
+	}
+	free(mat);
+	comm_close(c);
+	return stop ? 130 : CLI_EXIT_OK;
+}
+
+static int
+run_dp(struct opts *o)
+{
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
+	char e[COLLX_ERRLEN];
+	int rc;
+
+	if ((rc = bench_dp_run(&out, &o->dp, e, sizeof e)) != 0 && rc != 130)
+		cli_die(rc, "%s", e);
+	return rc;
+}
+
+/* Defaults that differ by subcommand, where options left them unset. */
+static void
+defaults(struct opts *o)
+{
+	int p2p = strcmp(o->sub, "p2p") == 0;
+
+	if (!o->have_b)
+		o->sizes.min = p2p ? 1 : 8;
+	if (!o->have_e)
+		o->sizes.max = p2p ? (size_t)1 << 20 : (size_t)16 << 20;
+	if (o->sizes.max < o->sizes.min)
+		cli_usage_error("-e %zu is below -b %zu", o->sizes.max, o->sizes.min);
+	if (o->sizes.min == 0)
+		cli_usage_error("-b: the smallest size must be positive");
+	if (p2p && o->have_n == 0)
+		o->p2p.iters = 100;
+	if (p2p && o->have_w == 0)
+		o->p2p.warmup = 10;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o;
+	int rc;
+	char self[4096], *slash;
+	ssize_t n;
+
+	memset(&o, 0, sizeof o);
+	cli_init(argv[0]);
+	cli_group_defaults(&o.g);
+	o.sizes.factor = 2;
+	o.algos = "auto";
+	o.coll.kind = COLL_KIND_ALLREDUCE;
+	o.coll.op = COLL_SUM;
+	o.coll.dt = DT_F32;
+	o.coll.iters = o.p2p.iters = 20;
+	o.coll.warmup = o.p2p.warmup = 5;
+	o.p2p.b = 1;
+	o.p2p.window = 64;
+	o.dp.max_world = 2;
+	o.dp.syncs = "ring,tree,rabenseifner,ps";
+	o.dp.arch = "gpt";
+	o.dp.dims = "256,64,2,4,32";
+	o.dp.batch = 8;
+	o.dp.steps = 12;
+	parse_args(&o, argc, argv);
+	defaults(&o);
+	bench_catch_signals();
+	if (strcmp(o.sub, "dp") == 0) {
+		/* collx-run and collx-dp beside this program, else on PATH. */
+		if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
+			self[n] = '\0';
+			if ((slash = strrchr(self, '/')) != NULL)
+				*slash = '\0';
+			o.dp.bindir = self;
+		}
+		cli_group_resolve(&o.g);
+		o.dp.timeout = o.g.timeout;
+		rc = run_dp(&o);
+	} else {
+		cli_group_resolve(&o.g);
+		rc = strcmp(o.sub, "coll") == 0 ? run_coll(&o) : run_p2p(&o);
+	}
+	cli_group_free(&o.g);
+	cli_close_stdout();
+	return rc;
+}

@@ -1,0 +1,173 @@
+/* bench: the measurement logic of collx-bench — collective sweeps in the
+ * manner of nccl-tests, point-to-point latency and bandwidth in the manner
+ * of the OSU micro-benchmarks, data-parallel training scaling — and the
+ * table and CSV rows they print. Times are always the slowest rank's. */
+#ifndef COLLX_BENCH_H
+#define COLLX_BENCH_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "tensor/dtype.h"
+
+/* Set by the program's SIGINT handler; sweeps stop, all ranks together,
+ * after the row being measured. */
+extern volatile sig_atomic_t bench_interrupted;
+/* Installs the SIGINT/SIGTERM handler that sets bench_interrupted. */
+void bench_catch_signals(void);
+/* Whether any rank was interrupted (a collective: every rank calls it);
+ * 1, 0, or -1 on a comm failure. */
+int bench_agree_stop(struct comm *c);
+
+/* Statistics of n per-iteration times (sorted in place). */
+struct bench_stat {
+	double med, min, max, p99;
+};
+void bench_stats(double *t, int n, struct bench_stat *s);
+/* Replace every rank's t[0..n-1] with the largest over ranks (the slowest
+ * rank's time of each iteration). 0 or -1 (comm_error). */
+int bench_slowest(struct comm *c, double *t, int n);
+/* Distinct hosts in the group (hostname and network namespace); a
+ * collective. -1 on a comm failure. */
+int bench_hosts(struct comm *c);
+
+/* The sizes of a sweep: min..max by factor (> 1) or step (> 0). */
+struct bench_sizes {
+	size_t min, max, step;
+	double factor;
+};
+/* The next size after cur, or 0 past the end. */
+size_t bench_next_size(const struct bench_sizes *z, size_t cur);
+int bench_count_sizes(const struct bench_sizes *z);
+/* "4K", "1M" style (powers of 1024, exact), else plain bytes. */
+const char *bench_size_str(size_t bytes, char *buf, size_t len);
+
+/* A progress line on stderr ("\r", erased at the end), shown only when
+ * on: rank 0, stderr a terminal, not quiet. */
+struct bench_progress {
+	int on, done, total;
+	double start;
+};
+void bench_progress_start(struct bench_progress *p, int on, int total);
+void bench_progress_show(struct bench_progress *p, const char *what);
+void bench_progress_end(struct bench_progress *p);
+
+/* Output of collx-bench: an aligned table on a terminal, CSV otherwise. */
+struct bench_out {
+	int csv;
+	const char *file;		/* --timing: the rows appended here too */
+	struct cli_timing *timing;	/* CSV rows to stdout */
+	struct cli_timing *ftiming;	/* and to file */
+	int rows;
+	double busbw_sum;		/* for the table's footer */
+};
+/* Open the CSV destinations (stdout when csv, file when set), whose
+ * extra columns are extra; write a row to each; close them. */
+void bench_out_open(struct bench_out *o, const char *extra);
+void bench_out_row(struct bench_out *o, const struct cli_timing_row *r);
+void bench_out_close(struct bench_out *o);
+
+/* ---- coll ---- */
+
+struct bench_coll {
+	enum coll_kind kind;
+	enum coll_op op;
+	enum dtype dt;
+	int root;			/* broadcast */
+	int warmup, iters;
+	double seconds;			/* > 0: measure about this long per size */
+	int check;
+	long fault;			/* test only: corrupt this many elements */
+	int hosts;
+};
+
+struct bench_coll_row {
+	enum coll_algo algo;
+	int inplace;
+	size_t count, bytes;		/* the whole vector (gathered size) */
+	int iters;
+	struct bench_stat st;
+	double algbw, busbw;		/* GB/s, 10^9 */
+	long wrong;			/* -1 when not checked */
+};
+
+/* The collective's name as in timing rows ("allreduce", "reduce-scatter"). */
+const char *bench_kind_name(enum coll_kind kind);
+int bench_kind_parse(const char *s, enum coll_kind *out);
+/* Every algorithm kind implements (auto first); returns the count. */
+int bench_all_algos(enum coll_kind kind, enum coll_algo *out, int max);
+
+/*
+ * Measure one size with one algorithm, in place or not: warm-up, timed
+ * iterations (each after a barrier), the slowest rank's time of each,
+ * then with check a run on inputs whose exact result is known and a
+ * count of wrong elements over all ranks. bytes is rounded down to whole
+ * elements (and whole blocks per rank). 0, or -1: a comm failure
+ * (comm_error(c)) or out of memory (err).
+ */
+int bench_coll_measure(struct comm *c, const struct bench_coll *b,
+    enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r,
+    char *err, size_t errlen);
+/* The element count a sweep size becomes (0: too small for the world). */
+size_t bench_coll_count(const struct bench_coll *b, size_t bytes, int world);
+
+void bench_coll_begin(struct bench_out *o, const struct bench_coll *b,
+    int world);
+void bench_coll_print(struct bench_out *o, const struct bench_coll *b,
+    int world, const struct bench_coll_row *r);
+void bench_coll_end(struct bench_out *o, int interrupted);
+
+/* ---- p2p ---- */
+
+enum bench_p2p_test { BENCH_LATENCY, BENCH_BW, BENCH_BIBW };
+
+struct bench_p2p {
+	enum bench_p2p_test test;
+	int a, b;			/* the pair; a < 0: every pair */
+	int warmup, iters, window;
+	int hosts;
+};
+
+struct bench_p2p_row {
+	int a, b;
+	size_t bytes;
+	int iters;
+	struct bench_stat st;		/* latency: one way; bw: per message */
+	double gbps;			/* bytes / st.med / 1e9 (bibw: both ways) */
+};
+
+const char *bench_p2p_name(enum bench_p2p_test t);
+/* One pair, one size; every rank calls it (ranks outside the pair only
+ * take part in the barriers). 0 or -1 (comm_error or err). */
+int bench_p2p_measure(struct comm *c, const struct bench_p2p *p, int a, int b,
+    size_t bytes, struct bench_p2p_row *r, char *err, size_t errlen);
+void bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world);
+void bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
+    const struct bench_p2p_row *r);
+/* The all-pairs matrix (rows[i*world+j], i != j) as a table. */
+void bench_p2p_matrix(FILE *f, const struct bench_p2p *p, int world,
+    const struct bench_p2p_row *rows);
+
+/* ---- dp ---- */
+
+struct bench_dp {
+	int max_world;
+	const char *syncs;		/* comma list */
+	const char *arch, *dims;	/* collx-dp --init */
+	long batch;			/* per rank */
+	long steps;
+	const char *bindir;		/* where collx-run and collx-dp are */
+	double timeout;
+	int hosts;
+};
+
+/* Run the scaling sweep, printing to o; returns the exit code (0, or the
+ * failing run's status with the reason in err). */
+int bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
+    size_t errlen);
+
+#endif

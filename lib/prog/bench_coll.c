@@ -1,0 +1,339 @@
+/* bench_coll: one collective, one size, one algorithm, measured the way
+ * nccl-tests does — warm-up, timed iterations, the slowest rank's time,
+ * algbw and busbw — and checked on inputs whose exact result is known
+ * whatever order the reduction adds in: small integers, held exactly by
+ * every dtype, whose sums stay exact. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog/bench.h"
+
+static const char *const kind_names[] = {
+	[COLL_KIND_ALLREDUCE] = "allreduce",
+	[COLL_KIND_BROADCAST] = "broadcast",
+	[COLL_KIND_ALLGATHER] = "allgather",
+	[COLL_KIND_REDUCE_SCATTER] = "reduce-scatter",
+	[COLL_KIND_ALLTOALL] = "alltoall",
+};
+#define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+
+const char *
+bench_kind_name(enum coll_kind kind)
+{
+	return (int)kind < NKINDS && kind_names[kind] ? kind_names[kind] : "?";
+}
+
+int
+bench_kind_parse(const char *s, enum coll_kind *out)
+{
+	for (int k = 0; k < NKINDS; k++)
+		if (kind_names[k] && strcmp(s, kind_names[k]) == 0) {
+			*out = (enum coll_kind)k;
+			return 0;
+		}
+	return -1;
+}
+
+int
+bench_all_algos(enum coll_kind kind, enum coll_algo *out, int max)
+{
+	int n = 0;
+
+	for (int a = 0; a < COLL_ALGO_COUNT && n < max; a++)
+		if (coll_algo_valid(kind, (enum coll_algo)a))
+			out[n++] = (enum coll_algo)a;
+	return n;
+}
+
+/* Elements every rank sends: blocks of the whole for the gathering kinds. */
+static int
+kind_blocks(enum coll_kind kind)
+{
+	return kind == COLL_KIND_ALLGATHER || kind == COLL_KIND_REDUCE_SCATTER ||
+	    kind == COLL_KIND_ALLTOALL;
+}
+
+size_t
+bench_coll_count(const struct bench_coll *b, size_t bytes, int world)
+{
+	size_t n = bytes / dtype_size(b->dt);
+
+	if (kind_blocks(b->kind))
+		n -= n % (size_t)world;
+	return n;
+}
+
+/*
+ * The input value of element g of rank r: a small integer (-3..3; 0..3
+ * for u8; 0/1 for bool; -1/1 for prod, so products stay exact, and
+ * 1/2 for u8 prod: exact up to 7 ranks).
+ */
+static double
+input_value(const struct bench_coll *b, int r, size_t g)
+{
+	uint64_t h = (uint64_t)r * 7 + (uint64_t)g * 3 + (uint64_t)r * g;
+
+	if (b->dt == DT_BOOL)
+		return (h % 3) != 0;
+	if (b->op == COLL_PROD)
+		return h % 2 ? (b->dt == DT_U8 ? 2 : -1) : 1;
+	if (b->dt == DT_U8)
+		return (double)(h % 4);
+	return (double)(h % 7) - 3;
+}
+
+static double
+combine(const struct bench_coll *b, double acc, double v)
+{
+	if (b->dt == DT_BOOL)	/* sum, max, avg: or; prod, min: and */
+		return b->op == COLL_PROD || b->op == COLL_MIN ? (acc && v) : (acc || v);
+	switch (b->op) {
+	case COLL_PROD: return acc * v;
+	case COLL_MIN: return v < acc ? v : acc;
+	case COLL_MAX: return v > acc ? v : acc;
+	default: return acc + v;
+	}
+}
+
+/* The reduction over ranks of element g of the inputs. */
+static double
+reduced(const struct bench_coll *b, int world, size_t g)
+{
+	double acc = input_value(b, 0, g);
+
+	for (int r = 1; r < world; r++)
+		acc = combine(b, acc, input_value(b, r, g));
+	if (b->op == COLL_AVG && b->dt != DT_BOOL)
+		acc = dtype_is_float(b->dt) ? acc / world : trunc(acc / world);
+	return acc;
+}
+
+/* What rank me's output element k must be; n: elements per block. */
+static double
+expected(const struct bench_coll *b, int me, int world, size_t n, size_t k)
+{
+	switch (b->kind) {
+	case COLL_KIND_BROADCAST: return input_value(b, b->root, k);
+	case COLL_KIND_ALLGATHER: return input_value(b, (int)(k / n), k % n);
+	case COLL_KIND_REDUCE_SCATTER: return reduced(b, world, (size_t)me * n + k);
+	case COLL_KIND_ALLTOALL:
+		return input_value(b, (int)(k / n), (size_t)me * n + k % n);
+	default: return reduced(b, world, k);
+	}
+}
+
+/* The relative error the dtype's rounding of an average allows. */
+static double
+avg_tolerance(enum dtype dt)
+{
+	switch (dt) {
+	case DT_F64: return 0x1p-52;
+	case DT_F32: return 0x1p-23;
+	case DT_F16: return 0x1p-10;
+	case DT_BF16: return 0x1p-7;
+	default: return 0;
+	}
+}
+
+struct bufs {
+	char *send, *recv;
+	size_t nsend, nrecv;		/* elements */
+	size_t n;			/* per block (gathering kinds) */
+	const void *src;		/* the operation's send argument */
+	void *dst;
+};
+
+static int
+bufs_alloc(struct bufs *u, const struct bench_coll *b, size_t count, int world,
+    int me, int inplace, char *err, size_t errlen)
+{
+	size_t es = dtype_size(b->dt);
+
+	memset(u, 0, sizeof *u);
+	u->n = kind_blocks(b->kind) ? count / (size_t)world : count;
+	switch (b->kind) {
+	case COLL_KIND_ALLGATHER:
+		u->nsend = u->n;
+		u->nrecv = count;
+		break;
+	case COLL_KIND_REDUCE_SCATTER:
+		u->nsend = count;
+		u->nrecv = u->n;
+		break;
+	default:
+		u->nsend = u->nrecv = count;
+	}
+	u->send = malloc(u->nsend * es + 1);
+	u->recv = malloc(u->nrecv * es + 1);
+	if (u->send == NULL || u->recv == NULL)
+		return cli_fail(err, errlen, "out of memory (%zu bytes)",
+		    (u->nsend + u->nrecv) * es);
+	u->src = u->send;
+	u->dst = u->recv;
+	if (inplace) {
+		switch (b->kind) {
+		case COLL_KIND_ALLGATHER:	/* our block of the output */
+			u->src = u->recv + (size_t)me * u->n * es;
+			break;
+		case COLL_KIND_REDUCE_SCATTER:	/* our block of the input */
+			u->src = u->send;
+			u->dst = u->send + (size_t)me * u->n * es;
+			break;
+		default:
+			u->src = u->dst = u->recv;
+		}
+	}
+	return 0;
+}
+
+/* Fill this rank's input where the operation will read it. */
+static void
+bufs_fill(struct bufs *u, const struct bench_coll *b, int me)
+{
+	void *in = (void *)(uintptr_t)u->src;
+	size_t nin = b->kind == COLL_KIND_ALLGATHER ? u->n : u->nsend;
+
+	for (size_t i = 0; i < nin; i++)
+		dtype_put(b->dt, in, i, input_value(b, me, i));
+}
+
+/* One operation. Allreduce and broadcast work in place only, so their
+ * out-of-place form copies the input into the output first (timed: it is
+ * what a caller of an in-place collective pays). */
+static int
+run_once(struct comm *c, const struct bench_coll *b, enum coll_algo algo,
+    struct bufs *u)
+{
+	size_t es = dtype_size(b->dt);
+
+	switch (b->kind) {
+	case COLL_KIND_ALLREDUCE:
+		if (u->src != u->dst)
+			memcpy(u->dst, u->src, u->nsend * es);
+		return coll_allreduce(c, u->dst, u->nrecv, b->dt, b->op, algo);
+	case COLL_KIND_BROADCAST:
+		if (u->src != u->dst && comm_rank(c) == b->root)
+			memcpy(u->dst, u->src, u->nsend * es);
+		return coll_broadcast(c, u->dst, u->nrecv, b->dt, b->root, algo);
+	case COLL_KIND_ALLGATHER:
+		return coll_allgather(c, u->src, u->dst, u->n, b->dt, algo);
+	case COLL_KIND_REDUCE_SCATTER:
+		return coll_reduce_scatter(c, u->src, u->dst, u->n, b->dt, b->op,
+		    algo);
+	case COLL_KIND_ALLTOALL:
+		return coll_alltoall(c, u->src, u->dst, u->n, b->dt, algo);
+	default:
+		comm_fail(c, COMM_ERR_MISMATCH, "collective not benchmarked");
+		return -1;
+	}
+}
+
+/* How many timed iterations: the given count, or enough for about
+ * b->seconds judged from the slowest rank's warm-up. */
+static int
+iterations(struct comm *c, const struct bench_coll *b, double warm)
+{
+	double per;
+	long n;
+
+	if (b->seconds <= 0)
+		return b->iters;
+	per = warm / (b->warmup > 1 ? b->warmup : 1);
+	if (bench_slowest(c, &per, 1) < 0)
+		return -1;
+	n = per > 0 ? (long)(b->seconds / per) : 100000;
+	return n < 1 ? 1 : n > 100000 ? 100000 : (int)n;
+}
+
+/* Count this rank's wrong output elements, then sum over ranks. */
+static long
+check_result(struct comm *c, const struct bench_coll *b, struct bufs *u)
+{
+	int me = comm_rank(c), w = comm_size(c);
+	size_t nout = b->kind == COLL_KIND_REDUCE_SCATTER ? u->n : u->nrecv;
+	double tol = b->op == COLL_AVG ? avg_tolerance(b->dt) : 0;
+	int64_t wrong = 0;
+
+	/* The test-only fault: the last rank's first elements corrupted,
+	 * as a broken reduction would leave them. */
+	if (b->fault > 0 && me == w - 1)
+		for (size_t k = 0; k < nout && k < (size_t)b->fault; k++)
+			dtype_put(b->dt, u->dst, k, b->dt == DT_BOOL ?
+			    !dtype_get(b->dt, u->dst, k) :
+			    dtype_get(b->dt, u->dst, k) + 1);
+	for (size_t k = 0; k < nout; k++) {
+		double want = expected(b, me, w, u->n, k);
+		double got = dtype_get(b->dt, u->dst, k);
+
+		if (!(fabs(got - want) <= tol * fabs(want)))
+			wrong++;
+	}
+	if (w > 1 && coll_allreduce(c, &wrong, 1, DT_I64, COLL_SUM, COLL_AUTO) < 0)
+		return -1;
+	return (long)wrong;
+}
+
+int
+bench_coll_measure(struct comm *c, const struct bench_coll *b,
+    enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r,
+    char *err, size_t errlen)
+{
+	int me = comm_rank(c), w = comm_size(c), n, rc = -1;
+	double *t = NULL, t0, warm = 0;
+	struct bufs u;
+
+	memset(r, 0, sizeof *r);
+	r->algo = algo;
+	r->inplace = inplace;
+	r->count = bench_coll_count(b, bytes, w);
+	r->bytes = r->count * dtype_size(b->dt);
+	r->wrong = -1;
+	if (bufs_alloc(&u, b, r->count, w, me, inplace, err, errlen) < 0)
+		goto out;
+	bufs_fill(&u, b, me);
+	/* --seconds judges the time per iteration from the warm-up: at
+	 * least one. */
+	for (int i = 0; i < b->warmup || (i == 0 && b->seconds > 0); i++) {
+		if (coll_barrier(c) < 0)
+			goto out;
+		t0 = cli_now();
+		if (run_once(c, b, algo, &u) < 0)
+			goto out;
+		warm += cli_now() - t0;
+	}
+	if ((n = iterations(c, b, warm)) < 0)
+		goto out;
+	if ((t = calloc((size_t)n, sizeof *t)) == NULL) {
+		cli_fail(err, errlen, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		if (coll_barrier(c) < 0)
+			goto out;
+		t0 = cli_now();
+		if (run_once(c, b, algo, &u) < 0)
+			goto out;
+		t[i] = cli_now() - t0;
+	}
+	if (bench_slowest(c, t, n) < 0)
+		goto out;
+	r->iters = n;
+	bench_stats(t, n, &r->st);
+	if (r->st.med > 0)
+		r->algbw = (double)r->bytes / r->st.med / 1e9;
+	r->busbw = r->algbw * cli_busbw_factor(bench_kind_name(b->kind), w);
+	if (b->check) {
+		bufs_fill(&u, b, me);
+		if (run_once(c, b, algo, &u) < 0 ||
+		    (r->wrong = check_result(c, b, &u)) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(t);
+	free(u.send);
+	free(u.recv);
+	return rc;
+}

@@ -1,0 +1,324 @@
+/* bench_dp: training throughput and scaling of collx-dp. Each world size
+ * 1..N and each sync method is a real run, collx-run -n W -- collx-dp,
+ * with a fixed batch per rank (weak scaling); its loss CSV and rank 0's
+ * timing rows give the step time, tokens/s and the share of the step
+ * spent communicating. World 1 is measured once and is every method's
+ * baseline. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "prog/bench.h"
+
+struct dp_result {
+	double step_s, tokens_per_s, comm_share;
+	size_t nparams;
+	int steps;
+};
+
+static void
+path_in(char *buf, size_t len, const char *dir, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+}
+
+/* Run argv (argv[0] a path) to its end; its exit status, 128+N for a
+ * signal, or -1 when it could not start. Output goes to log. */
+static int
+run_child(char *const argv[], const char *log)
+{
+	pid_t pid;
+	int st;
+
+	fflush(stdout);		/* or the child's freopen writes ours again */
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		FILE *f = log ? freopen(log, "w", stdout) : NULL;
+
+		if (f != NULL)
+			dup2(fileno(f), STDERR_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The first line of a log, for a message. */
+static void
+log_line(const char *log, char *buf, size_t len)
+{
+	FILE *f = fopen(log, "r");
+
+	buf[0] = '\0';
+	if (f == NULL)
+		return;
+	if (fgets(buf, (int)len, f) != NULL)
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+/* Model and data in dir: a fresh model from seed 1; for gpt random bytes
+ * as tokens, for mlp random rows. */
+static int
+make_inputs(const struct bench_dp *d, const char *dir, char *err, size_t errlen)
+{
+	char tool[4200], model[4200], x[4200], y[4200], log[4200], shape[64];
+	char *init[] = { tool, "--init", (char *)d->arch, "--dims", (char *)d->dims,
+	    "--seed", "1", "-o", model, NULL };
+	long din = 0, dout = 0;
+	int rc;
+
+	path_in(tool, sizeof tool, d->bindir, "collx-dp");
+	path_in(model, sizeof model, dir, "model.safetensors");
+	path_in(log, sizeof log, dir, "log");
+	if ((rc = run_child(init, log)) != 0) {
+		log_line(log, x, 512);
+		return cli_fail(err, errlen, "collx-dp --init failed (%d): %s", rc, x);
+	}
+	path_in(x, sizeof x, dir, "x.npy");
+	path_in(y, sizeof y, dir, "y.npy");
+	if (strcmp(d->arch, "gpt") == 0) {
+		FILE *f = fopen(x, "wb");
+		uint64_t s = 88172645463325252ULL;
+
+		if (f == NULL)
+			return cli_fail(err, errlen, "%s: %s", x, strerror(errno));
+		for (int i = 0; i < 1 << 16; i++) {	/* xorshift64 */
+			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+			fputc((int)(s >> 56), f);
+		}
+		return fclose(f) == 0 ? 0 : cli_fail(err, errlen, "%s: %s", x,
+		    strerror(errno));
+	}
+	if (sscanf(d->dims, "%ld,%*d,%ld", &din, &dout) != 2)
+		return cli_fail(err, errlen, "--dims %s: want DIN,H,DOUT for %s",
+		    d->dims, d->arch);
+	path_in(tool, sizeof tool, d->bindir, "collx-tensor");
+	for (int k = 0; k < 2; k++) {
+		char *mk[] = { tool, "create", "--shape", shape, "--fill", "randn",
+		    "--seed", k ? "3" : "2", "-o", k ? y : x, NULL };
+
+		snprintf(shape, sizeof shape, "4096,%ld", k ? dout : din);
+		if ((rc = run_child(mk, log)) != 0)
+			return cli_fail(err, errlen, "collx-tensor create failed (%d)", rc);
+	}
+	return 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The loss CSV: median step time and tokens/s past the first step. */
+static int
+read_loss(const char *path, struct dp_result *r, char *err, size_t errlen)
+{
+	char line[512];
+	double secs[4096], tot_s = 0, tot_tok = 0, s;
+	long step, tokens;
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return cli_fail(err, errlen, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof line, f) != NULL && n < 4096)
+		if (sscanf(line, "%ld,%*d,%*g,%ld,%lg", &step, &tokens, &s) == 3 &&
+		    step > 0) {
+			secs[n++] = s;
+			tot_s += s;
+			tot_tok += (double)tokens;
+		}
+	fclose(f);
+	if (n == 0 || tot_s <= 0)
+		return cli_fail(err, errlen, "%s: no timed steps", path);
+	qsort(secs, (size_t)n, sizeof *secs, cmp_double);
+	r->step_s = n % 2 ? secs[n / 2] : (secs[n / 2 - 1] + secs[n / 2]) / 2;
+	r->tokens_per_s = tot_tok / tot_s;
+	r->steps = n;
+	return 0;
+}
+
+/* Rank 0's timing rows: communication over compute plus communication. */
+static void
+read_timing(const char *path, struct dp_result *r)
+{
+	char line[512], op[64];
+	double s, comp = 0, comm = 0;
+	size_t count;
+	int iter;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "%*[^,],%63[^,],%*[^,],%*d,%*d,%*[^,],%zu,%*u,%d,%lg",
+		    op, &count, &iter, &s) == 4 && iter > 0) {
+			if (strcmp(op, "compute") == 0)
+				comp += s;
+			else {
+				comm += s;
+				r->nparams = count;
+			}
+		}
+	fclose(f);
+	r->comm_share = comp + comm > 0 ? comm / (comp + comm) : 0;
+}
+
+static int
+run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
+    struct dp_result *r, char *err, size_t errlen)
+{
+	char run[4200], dp[4200], model[4200], x[4200], y[4200], loss[4200];
+	char timing[4200], log[4200], n[16], batch[32], steps[32], tmo[32];
+	char *argv[40];
+	int k = 0, rc;
+
+	path_in(run, sizeof run, d->bindir, "collx-run");
+	path_in(dp, sizeof dp, d->bindir, "collx-dp");
+	path_in(model, sizeof model, dir, "model.safetensors");
+	path_in(x, sizeof x, dir, "x.npy");
+	path_in(y, sizeof y, dir, "y.npy");
+	path_in(loss, sizeof loss, dir, "loss.csv");
+	path_in(timing, sizeof timing, dir, "t.{rank}.csv");
+	path_in(log, sizeof log, dir, "log");
+	snprintf(n, sizeof n, "%d", world);
+	snprintf(batch, sizeof batch, "%ld", d->batch * world);
+	snprintf(steps, sizeof steps, "%ld", d->steps);
+	snprintf(tmo, sizeof tmo, "%g", d->timeout > 0 ? d->timeout : 60);
+	argv[k++] = run; argv[k++] = "-n"; argv[k++] = n;
+	argv[k++] = "--timeout"; argv[k++] = tmo; argv[k++] = "--"; argv[k++] = dp;
+	argv[k++] = "-m"; argv[k++] = model; argv[k++] = "--data"; argv[k++] = x;
+	if (strcmp(d->arch, "gpt") != 0) {
+		argv[k++] = "--targets";
+		argv[k++] = y;
+	}
+	argv[k++] = "--batch"; argv[k++] = batch; argv[k++] = "--steps";
+	argv[k++] = steps; argv[k++] = "--sync"; argv[k++] = (char *)sync;
+	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
+	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
+	unlink(loss);
+	for (int i = 0; i < world; i++) {
+		char t[4200];
+
+		snprintf(t, sizeof t, "%s/t.%d.csv", dir, i);
+		unlink(t);
+	}
+	memset(r, 0, sizeof *r);
+	if ((rc = run_child(argv, log)) != 0) {
+		char why[512];
+
+		if (rc == 130 || bench_interrupted)
+			return 130;
+		log_line(log, why, sizeof why);
+		cli_fail(err, errlen, "world %d, sync %s: collx-dp failed (exit %d): %s",
+		    world, sync, rc, why);
+		return rc < 0 || rc > 4 ? CLI_EXIT_RUNTIME : rc;
+	}
+	path_in(timing, sizeof timing, dir, "t.0.csv");
+	read_timing(timing, r);
+	return read_loss(loss, r, err, errlen) < 0 ? CLI_EXIT_RUNTIME : 0;
+}
+
+static void
+print_row(struct bench_out *o, const struct bench_dp *d, int world,
+    const char *sync, const struct dp_result *r, double eff)
+{
+	char extra[256];
+
+	{
+		struct cli_timing_row row = {
+			.program = "collx-bench", .op = "dp", .algo = sync, .rank = 0,
+			.world = world, .dtype = "f32", .count = r->nparams,
+			.bytes = r->nparams * 4, .iter = r->steps,
+			.seconds = r->step_s, .extra = extra
+		};
+
+		snprintf(extra, sizeof extra, "%.6g,%.4f,%.4f,%d", r->tokens_per_s,
+		    r->comm_share, eff, d->hosts > 0 ? d->hosts : 1);
+		bench_out_row(o, &row);
+		if (o->csv)
+			return;
+	}
+	printf("%6d %13s %10.2f %12.0f %7.1f %10.3f\n", world, sync,
+	    r->step_s * 1e3, r->tokens_per_s, r->comm_share * 100, eff);
+	fflush(stdout);
+}
+
+static void
+cleanup(const char *dir)
+{
+	static const char *const names[] = { "model.safetensors", "x.npy",
+	    "y.npy", "loss.csv", "log" };
+	char p[4200];
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		path_in(p, sizeof p, dir, names[i]);
+		unlink(p);
+	}
+	for (int i = 0; i < 1024; i++) {
+		snprintf(p, sizeof p, "%s/t.%d.csv", dir, i);
+		if (unlink(p) < 0 && i > 0)
+			break;
+	}
+	rmdir(dir);
+}
+
+int
+bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
+    size_t errlen)
+{
+	char dir[] = "/tmp/collx-bench.XXXXXX", *syncs = NULL, *tok, *save = NULL;
+	struct dp_result base, r;
+	int rc;
+
+	if (mkdtemp(dir) == NULL)
+		return cli_fail(err, errlen, "mkdtemp: %s", strerror(errno)), 1;
+	if (make_inputs(d, dir, err, errlen) < 0) {
+		rc = CLI_EXIT_RUNTIME;
+		goto out;
+	}
+	bench_out_open(o, "tokens_per_s,comm_share,efficiency,hosts");
+	if (!o->csv)
+		printf("# collx-bench dp: collx-dp %s %s, %ld samples per rank per "
+		    "step, %ld steps (the first not timed), 1 host\n"
+		    "# efficiency: tokens/s over world x tokens/s of one rank\n"
+		    "%6s %13s %10s %12s %7s %10s\n", d->arch, d->dims, d->batch,
+		    d->steps, "world", "sync", "step_ms", "tokens/s", "comm%",
+		    "efficiency");
+	if ((rc = run_one(d, dir, 1, "ring", &base, err, errlen)) != 0)
+		goto out;
+	syncs = cli_strdup(d->syncs);
+	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		print_row(o, d, 1, tok, &base, 1.0);
+		for (int w = 2; w <= d->max_world; w++) {
+			if (bench_interrupted) {
+				rc = 130;
+				goto out;
+			}
+			if ((rc = run_one(d, dir, w, tok, &r, err, errlen)) != 0)
+				goto out;
+			print_row(o, d, w, tok, &r, r.tokens_per_s /
+			    (w * base.tokens_per_s));
+		}
+	}
+out:
+	bench_out_close(o);
+	if (!o->csv && rc == 130)
+		printf("# interrupted\n");
+	free(syncs);
+	cleanup(dir);
+	return rc;
+}

@@ -1,0 +1,208 @@
+/* bench_out: how collx-bench shows its rows — an aligned table with an
+ * average-busbw footer for a person at a terminal, the spec's timing CSV
+ * (plus the statistics' columns) for everything else. */
+#include <stdio.h>
+#include <string.h>
+
+#include "prog/bench.h"
+
+#define COLL_EXTRA "place,redop,min_s,max_s,p99_s,wrong,hosts"
+#define P2P_EXTRA "src,dst,min_s,max_s,p99_s,hosts"
+
+void
+bench_out_open(struct bench_out *o, const char *extra)
+{
+	if (o->csv)
+		o->timing = cli_timing_open("-", extra);
+	if (o->file != NULL)
+		o->ftiming = cli_timing_open(o->file, extra);
+}
+
+void
+bench_out_row(struct bench_out *o, const struct cli_timing_row *r)
+{
+	cli_timing_write(o->timing, r);
+	cli_timing_write(o->ftiming, r);
+}
+
+void
+bench_out_close(struct bench_out *o)
+{
+	cli_timing_close(o->timing);
+	cli_timing_close(o->ftiming);
+	o->timing = o->ftiming = NULL;
+}
+
+static const char *
+plural(int n, const char *word, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d %s%s", n, word, n == 1 ? "" : "s");
+	return buf;
+}
+
+void
+bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world)
+{
+	char w[32], h[32];
+
+	o->rows = 0;
+	o->busbw_sum = 0;
+	bench_out_open(o, COLL_EXTRA);
+	if (o->csv)
+		return;
+	printf("# collx-bench coll: %s, %s, op %s, %s on %s\n",
+	    bench_kind_name(b->kind), dtype_name(b->dt), coll_op_name(b->op),
+	    plural(world, "rank", w, sizeof w), plural(b->hosts, "host", h, sizeof h));
+	if (b->seconds > 0)
+		printf("# about %g s per size after %d warm-up iterations", b->seconds,
+		    b->warmup);
+	else
+		printf("# %d iterations after %d warm-up", b->iters, b->warmup);
+	printf("; times: the slowest rank's, per iteration; GB/s = 1e9 B/s\n#\n");
+	printf("%12s %12s %5s %5s %13s %5s %10s %10s %10s %10s %8s %8s %7s\n",
+	    "size", "count", "type", "redop", "algo", "place", "time_us",
+	    "min_us", "max_us", "p99_us", "algbw", "busbw", "#wrong");
+	printf("%12s %12s %5s %5s %13s %5s %10s %10s %10s %10s %8s %8s %7s\n",
+	    "(B)", "(elements)", "", "", "", "", "(median)", "", "", "",
+	    "(GB/s)", "(GB/s)", "");
+	fflush(stdout);
+}
+
+void
+bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
+    const struct bench_coll_row *r)
+{
+	char extra[256], wrong[32];
+
+	o->rows++;
+	o->busbw_sum += r->busbw;
+	if (r->wrong >= 0)
+		snprintf(wrong, sizeof wrong, "%ld", r->wrong);
+	else
+		snprintf(wrong, sizeof wrong, "%s", o->csv ? "" : "N/A");
+	{
+		struct cli_timing_row row = {
+			.program = "collx-bench", .op = bench_kind_name(b->kind),
+			.algo = coll_algo_name(r->algo), .rank = 0, .world = world,
+			.dtype = dtype_name(b->dt), .count = r->count,
+			.bytes = r->bytes, .iter = r->iters, .seconds = r->st.med,
+			.extra = extra
+		};
+
+		snprintf(extra, sizeof extra, "%s,%s,%.9g,%.9g,%.9g,%s,%d",
+		    r->inplace ? "in" : "out", coll_op_name(b->op), r->st.min,
+		    r->st.max, r->st.p99, r->wrong >= 0 ? wrong : "", b->hosts);
+		bench_out_row(o, &row);
+		if (o->csv)
+			return;
+	}
+	printf("%12zu %12zu %5s %5s %13s %5s %10.1f %10.1f %10.1f %10.1f %8.3f "
+	    "%8.3f %7s\n", r->bytes, r->count, dtype_name(b->dt),
+	    coll_op_name(b->op), coll_algo_name(r->algo), r->inplace ? "in" : "out",
+	    r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6, r->st.p99 * 1e6,
+	    r->algbw, r->busbw, wrong);
+	fflush(stdout);
+}
+
+void
+bench_coll_end(struct bench_out *o, int interrupted)
+{
+	bench_out_close(o);
+	if (o->csv)
+		return;
+	if (interrupted)
+		printf("# interrupted after %d rows\n", o->rows);
+	printf("# Avg bus bandwidth    : %.3f GB/s\n",
+	    o->rows ? o->busbw_sum / o->rows : 0);
+	fflush(stdout);
+}
+
+const char *
+bench_p2p_name(enum bench_p2p_test t)
+{
+	return t == BENCH_LATENCY ? "latency" : t == BENCH_BW ? "bw" : "bibw";
+}
+
+void
+bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world)
+{
+	char w[32], h[32];
+
+	o->rows = 0;
+	bench_out_open(o, P2P_EXTRA);
+	if (o->csv)
+		return;
+	printf("# collx-bench p2p %s: %s on %s, %d iterations after %d warm-up",
+	    bench_p2p_name(p->test), plural(world, "rank", w, sizeof w),
+	    plural(p->hosts, "host", h, sizeof h), p->iters, p->warmup);
+	if (p->test != BENCH_LATENCY)
+		printf(", window %d", p->window);
+	printf("\n# %s\n", p->test == BENCH_LATENCY ?
+	    "latency: half the round trip of a ping-pong" :
+	    p->test == BENCH_BW ? "bandwidth: a window of messages one way, "
+	    "then an acknowledgement" : "bandwidth: windows both ways at once");
+	printf("%5s %5s %12s %10s %10s %10s %10s %10s\n", "src", "dst",
+	    "size(B)", p->test == BENCH_LATENCY ? "lat_us" : "time_us",
+	    "min_us", "max_us", "p99_us", "GB/s");
+	fflush(stdout);
+}
+
+void
+bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
+    const struct bench_p2p_row *r)
+{
+	char extra[256];
+
+	o->rows++;
+	{
+		struct cli_timing_row row = {
+			.program = "collx-bench", .op = NULL, .algo = "-",
+			.rank = 0, .world = world, .dtype = "u8", .count = r->bytes,
+			.bytes = r->bytes, .iter = r->iters, .seconds = r->st.med,
+			.extra = extra
+		};
+		char op[32];
+
+		snprintf(op, sizeof op, "p2p-%s", bench_p2p_name(p->test));
+		row.op = op;
+		if (p->test == BENCH_BIBW)	/* both directions move bytes */
+			row.bytes = 2 * r->bytes;
+		snprintf(extra, sizeof extra, "%d,%d,%.9g,%.9g,%.9g,%d", r->a, r->b,
+		    r->st.min, r->st.max, r->st.p99, p->hosts);
+		bench_out_row(o, &row);
+		if (o->csv)
+			return;
+	}
+	printf("%5d %5d %12zu %10.2f %10.2f %10.2f %10.2f %10.3f\n", r->a, r->b,
+	    r->bytes, r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6,
+	    r->st.p99 * 1e6, r->gbps);
+	fflush(stdout);
+}
+
+void
+bench_p2p_matrix(FILE *f, const struct bench_p2p *p, int world,
+    const struct bench_p2p_row *rows)
+{
+	int lat = p->test == BENCH_LATENCY;
+
+	fprintf(f, "# %s matrix at %zu bytes (row: sender, column: receiver)\n",
+	    lat ? "latency (us)" : "bandwidth (GB/s)", rows[world > 1].bytes);
+	fprintf(f, "%6s", "");
+	for (int j = 0; j < world; j++)
+		fprintf(f, " %9d", j);
+	fputc('\n', f);
+	for (int i = 0; i < world; i++) {
+		fprintf(f, "%6d", i);
+		for (int j = 0; j < world; j++) {
+			const struct bench_p2p_row *r = &rows[i * world + j];
+
+			if (i == j)
+				fprintf(f, " %9s", "-");
+			else
+				fprintf(f, " %9.*f", lat ? 1 : 3,
+				    lat ? r->st.med * 1e6 : r->gbps);
+		}
+		fputc('\n', f);
+	}
+	fflush(f);
+}

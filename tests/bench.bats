@@ -1,0 +1,235 @@
+#!/usr/bin/env bats
+# collx-bench: output formats (table columns, CSV header and column count),
+# --check (exact inputs; a deliberately corrupted result is caught),
+# busbw against the nccl-tests closed forms computed here, Ctrl-C and a
+# dead rank, p2p on 3 ranks, dp on 1 and 2 ranks. Speed is never asserted.
+
+load lib/common
+load lib/coll
+
+setup() {
+	common_setup
+}
+
+teardown() {
+	common_teardown
+}
+
+CSV_HEADER=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,place,redop,min_s,max_s,p99_s,wrong,hosts
+
+# bench W ARGS...: collx-bench on W local ranks through collx-run.
+bench() {
+	local w=$1
+	shift
+	timeout -k 5 90 collx-run -n "$w" --timeout 20 -- collx-bench "$@"
+}
+
+@test "coll --table: the nccl-tests columns, two rows (out, in) per size and algorithm, a footer" {
+	run bench 3 coll --algo ring,tree -b 1K -e 16K -f 4 -n 3 -w 1 --table --timing t.csv
+	[ "$status" -eq 0 ]
+	# --timing: the same rows as CSV, rank 0 writing
+	[ "$(head -1 t.csv)" = "$CSV_HEADER" ]
+	[ "$(wc -l <t.csv)" -eq 13 ]
+	echo "$output" | grep -E '^ +size +count +type +redop +algo +place +time_us +min_us +max_us +p99_us +algbw +busbw +#wrong$'
+	rows=$(echo "$output" | grep -vE '^#|^ +(size|\(B\))' )
+	[ "$(echo "$rows" | wc -l)" -eq 12 ]	# 2 algos x 3 sizes x 2 places
+	echo "$rows" | awk 'NF != 13 { print "bad row: " $0; exit 1 }'
+	echo "$rows" | awk '{ print $1 }' | sort -nu | tr '\n' ' ' | grep -qx '1024 4096 16384 '
+	[ "$(echo "$rows" | awk '$6 == "out"' | wc -l)" -eq 6 ]
+	[ "$(echo "$rows" | awk '$13 == "N/A"' | wc -l)" -eq 12 ]
+	echo "$output" | grep -E '^# collx-bench coll: allreduce, f32, op sum, 3 ranks on 1 host$'
+	echo "$output" | grep -E '^# Avg bus bandwidth +: [0-9.]+ GB/s$'
+}
+
+@test "coll CSV (not a terminal): the spec's timing columns then min/max/p99, 19 columns a row" {
+	run bench 2 coll --op allgather --algo all -b 64 -e 256 -n 2 -w 0 --check
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "$CSV_HEADER" ]
+	nalgo=$(echo "$output" | tail -n +2 | cut -d, -f3 | sort -u | wc -l)
+	[ "$nalgo" -ge 3 ]	# auto, ring, rd, bruck...
+	[ "${#lines[@]}" -eq $((1 + nalgo * 3 * 2)) ]
+	echo "$output" | tail -n +2 | awk -F, 'NF != 19 { print "bad row: " $0; exit 1 }
+		$1 != "collx-bench" || $2 != "allgather" || $4 != 0 || $5 != 2 || $6 != "f32" { exit 1 }
+		$8 != $7 * 4 || $9 != 2 || $18 != 0 || $19 != 1 { print "bad: " $0; exit 1 }
+		!($15 <= $10 && $10 <= $16 && $16 >= $17) { print "order: " $0; exit 1 }'
+}
+
+@test "coll: algbw = bytes/time and busbw/algbw = the nccl-tests factor for every collective, W = 2..4" {
+	for w in 2 3 4; do
+		for op in allreduce broadcast allgather reduce-scatter alltoall; do
+			bench $w coll --op $op -b 4K -e 64K -f 16 -n 2 -w 0 --csv >"$op.$w.csv"
+		done
+	done
+	"$PY" - <<-'EOF'
+	import csv
+	# nccl-tests' PERFORMANCE.md, written out here: allreduce 2(n-1)/n,
+	# allgather, reduce-scatter and alltoall (n-1)/n, broadcast 1.
+	factor = {'allreduce': lambda n: 2 * (n - 1) / n, 'broadcast': lambda n: 1.0,
+	          'allgather': lambda n: (n - 1) / n, 'reduce-scatter': lambda n: (n - 1) / n,
+	          'alltoall': lambda n: (n - 1) / n}
+	for w in (2, 3, 4):
+	    for op in factor:
+	        rows = list(csv.DictReader(open(f'{op}.{w}.csv')))
+	        assert len(rows) == 4, (op, w, len(rows))
+	        for r in rows:
+	            n, b, s = int(r['world_size']), int(r['bytes']), float(r['seconds'])
+	            assert n == w
+	            # the sizes a sweep rounds to: whole elements, whole blocks per rank
+	            blocks = w if op in ('allgather', 'reduce-scatter', 'alltoall') else 1
+	            assert b % (4 * blocks) == 0 and b > 4096 - 4 * blocks, (op, w, b)
+	            algbw = b / s / 1e9
+	            assert abs(float(r['algbw_gbps']) - algbw) <= 1e-5 * algbw + 1e-6, r
+	            bus = algbw * factor[op](n)
+	            assert abs(float(r['busbw_gbps']) - bus) <= 1e-5 * bus + 1e-6, r
+	EOF
+}
+
+@test "coll --check: every collective, algorithm and placement exact on 3 ranks (#wrong 0)" {
+	for op in allreduce broadcast allgather reduce-scatter alltoall; do
+		run bench 3 coll --op $op --algo all -b 24 -e 6K -f 16 -n 1 -w 0 --check
+		[ "$status" -eq 0 ]
+		echo "$output" | tail -n +2 | awk -F, '$18 != "0" { print "wrong: " $0; exit 1 }'
+	done
+}
+
+@test "coll --check: dtypes and reduction ops, exact small-integer inputs (#wrong 0)" {
+	for dt in f64 f16 bf16 i8 i32 i64 u8 bool; do
+		for redop in sum prod min max avg; do
+			run bench 4 coll --dtype $dt --redop $redop --algo ring,rabenseifner \
+				-b 64 -e 1K -f 16 -n 1 -w 0 --check
+			[ "$status" -eq 0 ] || { echo "$dt $redop: $output"; false; }
+			echo "$output" | tail -n +2 | awk -F, -v d=$dt '$6 != d || $18 != "0" { print; exit 1 }'
+		done
+	done
+}
+
+@test "coll --check catches a corrupted reduction (COLLX_BENCH_FAULT): #wrong = K, exit 4" {
+	export COLLX_BENCH_FAULT=3
+	run bench 2 coll --algo ring,tree -b 64 -e 256 -n 1 -w 0 --check
+	[ "$status" -eq 4 ]
+	echo "$output" | grep -q 'collx-bench: rank 0: --check: 36 wrong elements'
+	# 2 algorithms x 3 sizes x 2 placements, each with exactly 3 wrong
+	[ "$(echo "$output" | grep -c '^collx-bench,allreduce')" -eq 12 ]
+	echo "$output" | grep '^collx-bench,allreduce' | awk -F, '$18 != 3 { exit 1 }'
+	# the same run without --check cannot see it
+	run bench 2 coll --algo ring -b 64 -e 64 -n 1 -w 0
+	[ "$status" -eq 0 ]
+}
+
+@test "coll --seconds: iteration count chosen from the warm-up, the same on every rank" {
+	run bench 2 coll -b 1K -e 1K --seconds 0.2 -w 2
+	[ "$status" -eq 0 ]
+	echo "$output" | tail -n +2 | awk -F, '$9 < 2 { exit 1 }'
+}
+
+@test "coll: Ctrl-C prints the rows measured so far and exits 130" {
+	timeout -k 5 60 collx-run -n 2 -- collx-bench coll -b 64K -e 1G -n 20 \
+		--table >out.txt 2>err.txt &
+	pid=$!
+	for _ in $(seq 100); do
+		[ "$(grep -c ' out \| in ' out.txt)" -ge 2 ] && break
+		sleep 0.1
+	done
+	kill -INT "$(pgrep -P "$pid")"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 130 ]
+	grep -E '^# interrupted after [0-9]+ rows$' out.txt
+	grep -E '^# Avg bus bandwidth' out.txt
+	[ "$(grep -cE '^ +[0-9]+ ' out.txt)" -ge 2 ]
+}
+
+@test "coll: a dead rank ends the sweep with exit 1 naming it" {
+	port=$(coll_port)
+	pids=()
+	for r in 0 1 2; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port COLLX_TIMEOUT=10 \
+			collx-bench coll -b 1M -e 1G -n 1000 >"out.$r" 2>"err.$r" &
+		pids+=($!)
+	done
+	for _ in $(seq 100); do
+		[ -s out.0 ] && break
+		sleep 0.1
+	done
+	sleep 0.5
+	kill -9 "${pids[2]}"
+	rc=0
+	timeout 30 tail --pid="${pids[0]}" -f /dev/null
+	wait "${pids[0]}" || rc=$?
+	wait "${pids[1]}" || true
+	[ "$rc" -eq 1 ]
+	grep -E '^collx-bench: rank 0: .*rank 2' err.0
+	[ "$(wc -l <err.0)" -eq 1 ]
+}
+
+@test "usage errors exit 2 with the program's name" {
+	run collx-bench
+	[ "$status" -eq 2 ]
+	[[ "$output" == collx-bench:* ]]
+	run collx-bench coll --op gather
+	[ "$status" -eq 2 ]
+	run collx-bench coll --algo bruck
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q "allreduce has no algorithm 'bruck'"
+	run collx-bench p2p
+	[ "$status" -eq 2 ]
+	run collx-bench coll -b 1M -e 1K
+	[ "$status" -eq 2 ]
+	run collx-bench --help
+	[ "$status" -eq 0 ]
+	run collx-bench -V
+	[ "$status" -eq 0 ]
+}
+
+@test "p2p --all-pairs on 3 ranks: six ordered pairs, CSV and a matrix" {
+	run bench 3 p2p --all-pairs -b 8 -e 64 -f 8 -n 10 -w 2
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,src,dst,min_s,max_s,p99_s,hosts" ]
+	[ "${#lines[@]}" -eq 13 ]
+	echo "$output" | tail -n +2 | cut -d, -f13,14 | sort -u | tr '\n' ' ' |
+		grep -qx '0,1 0,2 1,0 1,2 2,0 2,1 '
+	echo "$output" | tail -n +2 | awk -F, '$2 != "p2p-latency" || NF != 18 || $10 <= 0 { exit 1 }'
+	run bench 3 p2p --all-pairs -b 8 -e 8 -n 10 --table
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q '^# latency (us) matrix at 8 bytes'
+	[ "$(echo "$output" | grep -cE '^ +[0-2] +(- +[0-9.]+ +[0-9.]+|[0-9.]+ +- +[0-9.]+|[0-9.]+ +[0-9.]+ +-)$')" -eq 3 ]
+}
+
+@test "p2p bw and bibw between one pair: GB/s = bytes (twice for bibw) / time per message" {
+	for t in bw bibw; do
+		run bench 3 p2p --test $t --pair 2,0 -b 1K -e 64K -f 8 -n 5 -w 1 --window 8
+		[ "$status" -eq 0 ]
+		[ "${#lines[@]}" -eq 4 ]
+		echo "$output" | tail -n +2 | awk -F, -v t=$t '
+			$2 != "p2p-" t || $13 != 2 || $14 != 0 { exit 1 }
+			{ want = $8 / $10 / 1e9; if ($11 < want * 0.999 || $11 > want * 1.001) exit 1 }
+			t == "bibw" && $8 != 2 * $7 { exit 1 }'
+	done
+}
+
+@test "dp on 1 and 2 ranks: tokens/s, step time, communication share, efficiency" {
+	run timeout -k 5 240 collx-bench dp -N 2 --sync ring,ps --steps 4 --batch 2 \
+		--dims 256,16,1,2,8
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,tokens_per_s,comm_share,efficiency,hosts" ]
+	[ "${#lines[@]}" -eq 5 ]
+	echo "$output" | tail -n +2 | awk -F, '
+		$2 != "dp" || NF != 16 || $9 != 3 || $10 <= 0 || $13 <= 0 { print; exit 1 }
+		$5 == 1 && ($14 < 0 || $14 >= 1 || $15 != 1) { print; exit 1 }
+		$5 == 2 && ($14 <= 0 || $14 >= 1 || $15 <= 0) { print; exit 1 }'
+	# tokens per step: batch 2 per rank x 8 tokens x world; tokens/s over a step
+	echo "$output" | tail -n +2 | awk -F, '{ t = $13 * $10 / (2 * 8 * $5); if (t < 0.3 || t > 3) exit 1 }'
+	[ "$(echo "$output" | cut -d, -f3 | sort -u | tr '\n' ' ')" = "algo ps ring " ]
+}
+
+@test "--help agrees with the man page, which mandoc lints clean" {
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-bench.1" | col -b)
+	run collx-bench --help
+	[ "$status" -eq 0 ]
+	for o in $(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+		grep -qF -- "$o" <<<"$man" || { echo "missing $o"; false; }
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-bench.1"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}

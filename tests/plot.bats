@@ -1,0 +1,199 @@
+#!/usr/bin/env bats
+# collx-plot: every chart kind drawn to a PNG that is non-empty and has the
+# asked size (read from the PNG's IHDR here, not by collx), SVG by the
+# name, the kind guessed from the columns, and bad or empty input refused
+# with exit 3 naming the file and line.
+
+load lib/common
+load lib/coll
+
+setup() {
+	common_setup
+}
+
+teardown() {
+	common_teardown
+}
+
+# png_size FILE: "W H" from the IHDR chunk (bytes 16..23, big-endian),
+# after checking the 8-byte PNG signature.
+png_size() {
+	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ] || return 1
+	od -An -tu1 -j16 -N8 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4,
+		$5 * 16777216 + $6 * 65536 + $7 * 256 + $8 }'
+}
+
+# A coll sweep, a p2p matrix, a dp scaling table, two loss curves and a
+# pipeline trace, written here by hand in each program's format.
+make_inputs() {
+	h=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps
+	{
+		echo "$h,place,redop,min_s,max_s,p99_s,wrong,hosts"
+		for a in ring tree; do
+			for b in 1024 4096 16384 65536; do
+				for p in out in; do
+					echo "collx-bench,allreduce,$a,0,4,f32,$((b / 4)),$b,20,0.0001,0.01,0.015,$p,sum,0.00009,0.0002,0.0002,0,1"
+				done
+			done
+		done
+	} >coll.csv
+	{
+		echo "$h,src,dst,min_s,max_s,p99_s,hosts"
+		for i in 0 1 2; do
+			for j in 0 1 2; do
+				[ $i = $j ] && continue
+				echo "collx-bench,p2p-latency,-,0,3,u8,8,8,100,0.0000$((i + j + 1)),0.001,0.001,$i,$j,0.00001,0.00009,0.00009,3"
+			done
+		done
+	} >p2p.csv
+	{
+		echo "$h,src,dst,min_s,max_s,p99_s,hosts"
+		for b in 1 8 64 512; do
+			echo "collx-bench,p2p-latency,-,0,2,u8,$b,$b,100,0.00001,0.001,0.001,0,1,0.00001,0.00002,0.00002,1"
+		done
+	} >lat.csv
+	{
+		echo "$h,tokens_per_s,comm_share,efficiency,hosts"
+		for s in ring ps; do
+			echo "collx-bench,dp,$s,0,1,f32,100,400,10,0.01,0.04,0.04,1000,0.01,1.0,1"
+			echo "collx-bench,dp,$s,0,2,f32,100,400,10,0.012,0.03,0.03,1600,0.3,0.8,1"
+		done
+	} >dp.csv
+	for run in dp single; do
+		{
+			echo step,epoch,loss,tokens,seconds,tokens_per_s
+			for s in $(seq 0 20); do
+				echo "$s,0,$(awk -v s=$s -v r=$run 'BEGIN { print 3 / (1 + s) + (r == "dp" ? 0.01 : 0) }'),64,0.01,6400"
+			done
+		} >"loss-$run.csv"
+	done
+	"$PY" - <<-'EOF'
+	import json
+	ev = []
+	for s in range(2):
+	    t = s * 1000
+	    for m in range(3):
+	        ev += [dict(name='forward', ph='X', pid=s, tid=0, ts=t, dur=900),
+	               dict(name='send', ph='X', pid=s, tid=0, ts=t + 900, dur=100, args={'mb': m})]
+	        t += 1000
+	    ev.append(dict(name='idle', ph='X', pid=s, tid=0, ts=t, dur=300))
+	    ev.append(dict(name='backward', ph='X', pid=s, tid=0, ts=t + 300, dur=1800))
+	    ev.append(dict(name='recv', ph='X', pid=s, tid=0, ts=t + 2100, dur=50))
+	    ev.append(dict(name='thread_name', ph='M', pid=s, tid=0, args={'name': f'stage {s}'}))
+	json.dump({'traceEvents': ev, 'displayTimeUnit': 'ms'}, open('trace.json', 'w'), indent=1)
+	EOF
+}
+
+@test "every kind, guessed from the columns, to a PNG of the default size 900x560" {
+	make_inputs
+	for f in coll p2p lat dp trace; do
+		ext=csv
+		[ $f = trace ] && ext=json
+		run timeout 30 collx-plot -v "$f.$ext"
+		[ "$status" -eq 0 ]
+		[ -s "$f.png" ]
+		[ "$(png_size "$f.png")" = "900 560" ]
+		case $f in
+		coll) echo "$output" | grep -q 'busbw chart in coll.png' ;;
+		p2p) echo "$output" | grep -q 'p2p chart in p2p.png' ;;
+		lat) echo "$output" | grep -q 'latency chart in lat.png' ;;
+		dp) echo "$output" | grep -q 'scaling chart in dp.png' ;;
+		trace) echo "$output" | grep -q 'pipeline chart in trace.png' ;;
+		esac
+	done
+	run timeout 30 collx-plot -v -o loss.png loss-dp.csv loss-single.csv
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q 'loss chart in loss.png'
+	[ "$(png_size loss.png)" = "900 560" ]
+	[ "$(ls *.tmp* 2>/dev/null | wc -l)" -eq 0 ]
+}
+
+@test "--kind, --size and --title; SVG by the output's name" {
+	make_inputs
+	run timeout 30 collx-plot --kind latency --size 640,480 --title "my chart" -o l.png coll.csv
+	[ "$status" -eq 0 ]
+	[ "$(png_size l.png)" = "640 480" ]
+	run timeout 30 collx-plot --size 1200,700 -o c.svg coll.csv
+	[ "$status" -eq 0 ]
+	grep -q '<svg' c.svg
+	grep -q 'width="1200"' c.svg
+	# the title names the world size and hosts; axes their units
+	grep -q '4 ranks on 1 host' c.svg
+	grep -q 'GB/s' c.svg
+	grep -q 'message size (bytes)' c.svg
+	run timeout 30 collx-plot -o p.svg p2p.csv
+	grep -q '3 ranks on 3 hosts' p.svg
+	grep -q 'sender rank' p.svg
+}
+
+@test "a real collx-bench sweep and p2p matrix plot" {
+	timeout 60 collx-run -n 2 -- collx-bench coll --algo ring,tree -b 1K -e 64K -f 8 -n 2 -w 0 >real.csv
+	run timeout 30 collx-plot -o real.png real.csv
+	[ "$status" -eq 0 ]
+	[ "$(png_size real.png)" = "900 560" ]
+	[ "$(stat -c %s real.png)" -gt 5000 ]
+}
+
+@test "bad or empty input: exit 3 naming the file and line, no output left" {
+	make_inputs
+	: >empty.csv
+	run collx-plot -o x.png empty.csv
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: empty.csv:1: empty file" ]
+	head -3 coll.csv >short.csv
+	echo "collx-bench,allreduce,ring,0,4" >>short.csv
+	run collx-plot -o x.png short.csv
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: short.csv:4: 5 fields, the header has 19" ]
+	sed '3s/,0.015,/,fast,/' coll.csv >nan.csv
+	run collx-plot -o x.png nan.csv
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: nan.csv:3: column busbw_gbps: 'fast' is not a number" ]
+	head -1 coll.csv >header.csv
+	run collx-plot -o x.png header.csv
+	[ "$status" -eq 3 ]
+	[[ "$output" == "collx-plot: header.csv:"*": no data rows" ]]
+	printf 'a,b\n1,2\n' >odd.csv
+	run collx-plot -o x.png odd.csv
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"odd.csv:1: cannot tell the chart"* ]]
+	run collx-plot --kind loss -o x.png coll.csv
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: coll.csv:1: no column 'loss' for a loss chart" ]
+	printf '{"traceEvents": [\n {"name": "forward", "ph": "X", "ts": 1,\n "dur": }\n]}\n' >bad.json
+	run collx-plot -o x.png bad.json
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: bad.json:3: not JSON" ]
+	printf '[{"name": "forward", "ph": "B", "ts": 1}]\n' >none.json
+	run collx-plot -o x.png none.json
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"none.json:1: no complete"* ]]
+	[ ! -e x.png ]
+	[ "$(ls | grep -c tmp)" -eq 0 ]
+}
+
+@test "usage: no file, bad --kind or --size exit 2; --help and -V exit 0" {
+	run collx-plot
+	[ "$status" -eq 2 ]
+	[[ "$output" == collx-plot:* ]]
+	run collx-plot --kind pie x.csv
+	[ "$status" -eq 2 ]
+	run collx-plot --size 10 x.csv
+	[ "$status" -eq 2 ]
+	run collx-plot --help
+	[ "$status" -eq 0 ]
+	run collx-plot -V
+	[ "$status" -eq 0 ]
+}
+
+@test "--help agrees with the man page, which mandoc lints clean" {
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-plot.1" | col -b)
+	run collx-plot --help
+	[ "$status" -eq 0 ]
+	for o in $(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+		grep -qF -- "$o" <<<"$man" || { echo "missing $o"; false; }
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-plot.1"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
