@@ -1,14 +1,14 @@
 # Independent full-batch reference for collx-pipe: the same stack (mlp or
 # block layers.{i}.*, or a gpt) trained in one process with PyTorch autograd
-# in float64 and torch.optim, then compared with collx-pipe's trained model
-# and loss CSV. Nothing here uses collx.
+# in float64 and torch.optim; nothing here uses collx.
 #
-# usage: piperef.py ARCH MODEL X Y|- BATCH STEPS TRAINED CSV RTOL OPT LR
-#                   [WD [B1 B2 EPS]]
-# PIPEREF_SKIP=SUFFIX leaves out the tensors named ...SUFFIX (AdamW turns the
-# rounding noise of an exactly-zero gradient, attn.k.bias, into lr-sized steps).
-#   ARCH mlp, block or gpt (X is then the token file, read as raw bytes
-#   unless it is a .npy); OPT sgd or adamw.
+# piperef.py train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [B1 B2 EPS]] OUT CSV
+#   writes the reference's trained model and per-step losses (ARCH mlp,
+#   block or gpt; for gpt X is the token file, raw bytes unless .npy).
+# piperef.py cmp REF.safetensors REF.csv RTOL TRAINED CSV [TRAINED CSV...]
+#   checks collx-pipe outputs against it (|got-ref| <= 1e-6 + RTOL |ref|).
+#   PIPEREF_SKIP=SUFFIX leaves out tensors named ...SUFFIX (AdamW turns the
+#   rounding noise of an exactly-zero gradient, attn.k.bias, into lr steps).
 import math
 import os
 import sys
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from collpy import load_st
+from collpy import load_st, save_st
 
 torch.set_default_dtype(torch.float64)
 
@@ -98,11 +98,11 @@ def close(what, ref, got, rtol, atol):
     return err.max() if err.size else 0
 
 
-def main():
-    a = sys.argv[1:]
-    arch, model, xf, yf, batch, steps, trained, csv = a[:8]
-    rtol, opt, lr = float(a[8]), a[9], float(a[10])
-    batch, steps = int(batch), int(steps)
+def train(a):
+    """train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [B1 B2 EPS]] OUT CSV"""
+    arch, model, xf, yf, batch, steps, opt, lr = a[:8]
+    batch, steps, lr = int(batch), int(steps), float(lr)
+    rest, out, csv = a[8:-2], a[-2], a[-1]
     t, meta = load_st(model)
     p = {k: torch.tensor(v.astype(np.float64), requires_grad=True)
          for k, v in t.items()}
@@ -119,11 +119,11 @@ def main():
         n = X.shape[0]
     params = [p[k] for k in sorted(p)]
     if opt == "sgd":
-        wd = float(a[11]) if len(a) > 11 else 0.0
+        wd = float(rest[0]) if rest else 0.0
         o = torch.optim.SGD(params, lr=lr, weight_decay=wd)
     else:
-        wd = float(a[11]) if len(a) > 11 else 0.01
-        b1, b2, eps = (float(v) for v in a[12:15]) if len(a) > 14 else \
+        wd = float(rest[0]) if rest else 0.01
+        b1, b2, eps = (float(v) for v in rest[1:4]) if len(rest) > 3 else \
             (0.9, 0.999, 1e-8)
         o = torch.optim.AdamW(params, lr=lr, betas=(b1, b2), eps=eps,
                               weight_decay=wd)
@@ -135,25 +135,42 @@ def main():
         loss.backward()
         o.step()
         losses.append(loss.item())
-    got, _ = load_st(trained)
-    if sorted(got) != sorted(p):
-        sys.exit(f"tensors {sorted(got)} vs {sorted(p)}")
-    worst = 0
+    save_st(out, {k: v.detach().numpy() for k, v in p.items()}, meta)
+    with open(csv, "w") as f:
+        f.write("step,loss\n")
+        for k, v in enumerate(losses):
+            f.write(f"{k},{v!r}\n")
+    print(f"# reference {arch}: {steps} steps, losses {losses[0]:.6f} .. "
+          f"{losses[-1]:.6f}")
+
+
+def cmp(a):
+    """cmp REF.safetensors REF.csv RTOL TRAINED CSV [TRAINED CSV...]"""
+    ref, _ = load_st(a[0])
+    rl = [float(r.split(",")[1]) for r in open(a[1]).read().split("\n")[1:] if r]
+    rtol = float(a[2])
     skip = os.environ.get("PIPEREF_SKIP")
-    for k in sorted(p):
-        if skip and k.endswith(skip):
-            continue
-        worst = max(worst, close(k, p[k].detach().numpy(),
-                                 got[k].astype(np.float64), rtol, 1e-6))
-    rows = [line.split(",") for line in open(csv).read().split("\n")[1:] if line]
-    if len(rows) != steps:
-        sys.exit(f"{csv}: {len(rows)} rows, want {steps}")
-    gl = np.array([float(r[2]) for r in rows])
-    close("loss", np.array(losses), gl, rtol, 1e-7)
-    if [int(r[0]) for r in rows] != list(range(steps)):
-        sys.exit(f"{csv}: steps column {[r[0] for r in rows]}")
-    print(f"# {arch}: {len(p)} tensors, {steps} steps, max abs err {worst:.3g}, "
-          f"losses {losses[0]:.6f} .. {losses[-1]:.6f}")
+    for trained, csv in zip(a[3::2], a[4::2]):
+        got, _ = load_st(trained)
+        if sorted(got) != sorted(ref):
+            sys.exit(f"{trained}: tensors {sorted(got)} vs {sorted(ref)}")
+        worst = 0
+        for k in sorted(ref):
+            if skip and k.endswith(skip):
+                continue
+            worst = max(worst, close(f"{trained}: {k}", ref[k],
+                                     got[k].astype(np.float64), rtol, 1e-6))
+        rows = [r.split(",") for r in open(csv).read().split("\n")[1:] if r]
+        if [int(r[0]) for r in rows] != list(range(len(rl))):
+            sys.exit(f"{csv}: steps {[r[0] for r in rows]}, want {len(rl)}")
+        close(f"{csv}: loss", np.array(rl), np.array([float(r[2]) for r in rows]),
+              rtol, 1e-7)
+        print(f"# {trained}: max abs err {worst:.3g}")
 
 
-main()
+if sys.argv[1] == "train":
+    train(sys.argv[2:])
+elif sys.argv[1] == "cmp":
+    cmp(sys.argv[2:])
+else:
+    sys.exit("usage: piperef.py train ... | cmp ...")
