@@ -280,3 +280,19 @@ PYEOF
 		tail -n 1 "err$r" | grep -q "^collx-pipe: rank $r: .*rank 1"
 	done
 }
+
+@test "--help agrees with the man page and mandoc lints it clean" {
+	run collx-pipe --help
+	[ "$status" -eq 0 ]
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-pipe.1" | col -b)
+	for o in --model --input --targets --microbatches --schedule --batch \
+	    --steps --epochs --split --lr --optimizer --momentum --weight-decay \
+	    --betas --eps --output --loss-csv --timing --trace --print-schedule \
+	    --threads --verbose --quiet --help --version; do
+		grep -q -- "$o" <<<"$output" || { echo "help lacks $o"; false; }
+		grep -q -- "$o" <<<"$man" || { echo "man page lacks $o"; false; }
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-pipe.1"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
