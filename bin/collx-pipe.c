@@ -273,7 +273,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	struct pipe_result res;
 	struct comm *c;
 	enum train_err kind;
-	char e[1024], *tpath = NULL;
+	char e[1024], job[256], *tpath = NULL;
 	int code;
 
 	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
@@ -282,7 +282,11 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		r.timing = cli_timing_open(tpath,
 		    "stage,microbatches,bubble,bubble_theory,peak_act_bytes");
 	}
-	if ((code = prog_join(&c, &o->g, "collx-pipe", e, sizeof(e))) != 0)
+	/* ranks must agree on everything that shapes the messages */
+	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s",
+	    pipe_sched_name(cfg->sched), cfg->micro, cfg->batch, cfg->steps,
+	    o->split ? o->split : "-");
+	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
 	if (pipe_train(m, d, c, cfg, on_step, &r, &res, &kind, e,
 	    sizeof(e)) < 0)

@@ -14,6 +14,7 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
+enum { PIPE_OPCODE = 0x50 };
 enum { TAG_ACT = 0x5001, TAG_GRAD, TAG_LOSS, TAG_TIED, TAG_PARAM, TAG_SPAN };
 
 struct range {
@@ -276,6 +277,8 @@ act_run(struct prun *r, const struct pipe_action *a, double *loss)
 		if (fill_slot(r, sl, i) < 0)
 			return -1;
 		r->mout[i] = pipe_stage_forward(st, sl, loss);
+		if (comm_progress(r->c) < 0)
+			return comm_failed(r);
 		t1 = cli_now();
 		ps->fwd += t1 - t0;
 		span(r, 'F', i, t0, t1);
@@ -303,6 +306,8 @@ act_run(struct prun *r, const struct pipe_action *a, double *loss)
 		t1 = cli_now();
 		ps->send += t1 - t0;
 		pipe_stage_backward(st, sl, st->g[0], dx);
+		if (comm_progress(r->c) < 0)
+			return comm_failed(r);
 		t0 = cli_now();
 		ps->bwd += t0 - t1;
 		span(r, 'B', i, t1, t0);
@@ -352,6 +357,11 @@ run_step(struct prun *r, long k, struct train_step *s)
 	int q, j = r->rank;
 
 	r->step = k;
+	/* Every message of the step carries the step's operation number and
+	 * this signature, so ranks out of step fail instead of mixing up. */
+	comm_op_begin(r->c, PIPE_OPCODE, "pipeline step", DT_F32,
+	    (uint64_t)cfg->micro << 40 ^ (uint64_t)cfg->sched << 32 ^
+	    (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch,
 	    cfg->batch);
 	for (q = 0; q < r->nown; q++)

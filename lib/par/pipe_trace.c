@@ -83,11 +83,11 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 
 		if (i == 0 || s[i].stage != s[i - 1].stage)
 			prev = t0;
-		if (t0 < prev)
-			t0 = prev;	/* rounding: never before the last end */
+		if (t0 < prev + 1000)
+			t0 = prev;	/* gaps under 1 us, rounding: no idle */
 		if (t1 < t0)
 			t1 = t0;
-		if (t0 > prev && i > 0 && s[i].stage == s[i - 1].stage)
+		if (t0 >= prev + 1000 && i > 0 && s[i].stage == s[i - 1].stage)
 			event(f, s[i].stage, 'I', -1, s[i].step, prev, t0);
 		event(f, s[i].stage, s[i].kind, s[i].mb, s[i].step, t0, t1);
 		prev = t1;
