@@ -78,22 +78,30 @@ for w in 2 4; do
 done
 
 if command -v gnuplot >/dev/null; then
+	# one data file per series: gnuplot joins the points of a file
+	for w in 2 4; do
+		for s in gpipe 1f1b; do
+			awk -F, -v w="$w" -v s="$s" '$1 == w && $3 == s { print $2, $5 }' \
+				"$out/pipe-sweep.csv" >"bubble-$w-$s.dat"
+		done
+	done
 	gnuplot <<GP
-set terminal pngcairo size 800,500
+set terminal pngcairo size 900,500
 set output "$out/pipe-bubble.png"
-set datafile separator ","
 set title "collx-pipe: bubble vs micro-batches (8-layer mlp, width 512)"
 set xlabel "micro-batches M"
-set ylabel "idle fraction"
+set ylabel "idle fraction of a step"
 set logscale x 2
-set key top right
+set xrange [1:32]
+set yrange [0:1]
+set key outside right
 f(m, w) = (w - 1.0) / (m + w - 1.0)
-plot "$out/pipe-sweep.csv" every ::1 using (\$1 == 2 && strcol(3) eq "1f1b" ? \$2 : 1/0):5 with linespoints title "W=2 1F1B measured", \
-     "" every ::1 using (\$1 == 2 && strcol(3) eq "gpipe" ? \$2 : 1/0):5 with linespoints title "W=2 GPipe measured", \
-     "" every ::1 using (\$1 == 4 && strcol(3) eq "1f1b" ? \$2 : 1/0):5 with linespoints title "W=4 1F1B measured", \
-     "" every ::1 using (\$1 == 4 && strcol(3) eq "gpipe" ? \$2 : 1/0):5 with linespoints title "W=4 GPipe measured", \
-     [1:32] f(x, 2) with lines dashtype 2 title "(W-1)/(M+W-1), W=2", \
-     [1:32] f(x, 4) with lines dashtype 2 title "(W-1)/(M+W-1), W=4"
+plot "bubble-2-gpipe.dat" with linespoints title "W=2 GPipe", \
+     "bubble-2-1f1b.dat" with linespoints title "W=2 1F1B", \
+     "bubble-4-gpipe.dat" with linespoints title "W=4 GPipe", \
+     "bubble-4-1f1b.dat" with linespoints title "W=4 1F1B", \
+     f(x, 2) with lines dashtype 2 title "(W-1)/(M+W-1), W=2", \
+     f(x, 4) with lines dashtype 2 title "(W-1)/(M+W-1), W=4"
 GP
 	echo "chart: $out/pipe-bubble.png"
 fi
