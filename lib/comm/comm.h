@@ -87,6 +87,10 @@ int comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
 int comm_irecv(struct comm *c, int peer, int tag, void *buf, size_t len,
     struct comm_req *r);
 int comm_wait(struct comm *c, struct comm_req *r);
+/* Moves whatever can move now on every request in flight, without
+ * waiting (so a sender computing between posts keeps its sends going);
+ * 0 or -1. */
+int comm_progress(struct comm *c);
 int comm_waitall(struct comm *c, struct comm_req *r, int n);
 int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len);
 int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len);

@@ -455,6 +455,13 @@ int comm_waitall(struct comm *c, struct comm_req *r, int n)
 	}
 }
 
+int comm_progress(struct comm *c)
+{
+	if (c->kind != COMM_ERR_NONE)
+		return -1;
+	return progress_all(c, cli_now()) < 0 ? -1 : 0;
+}
+
 int comm_wait(struct comm *c, struct comm_req *r)
 {
 	return comm_waitall(c, r, 1);

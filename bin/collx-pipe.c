@@ -1,0 +1,369 @@
+/* collx-pipe: pipeline-parallel training of an mlp or block stack, or a
+ * gpt, with GPipe or 1F1B schedules; or --print-schedule, the clock table
+ * of a schedule. The training itself is lib/par/pipe.c's. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "comm/comm.h"
+#include "nn/nn.h"
+#include "par/pipe.h"
+#include "par/pipe_sched.h"
+#include "prog/join.h"
+#include "prog/trainopt.h"
+#include "tensor/tensor.h"
+
+enum {
+	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_STEPS, OPT_EPOCHS,
+	OPT_BATCH, OPT_SPLIT, OPT_LOSS_CSV, OPT_TRACE, OPT_PRINT, OPT_THREADS
+};
+
+static const struct option longopts[] = {
+	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
+	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
+	{ "input", 1, 0, 'i' }, { "targets", 1, 0, 't' },
+	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
+	{ "steps", 1, 0, OPT_STEPS }, { "epochs", 1, 0, OPT_EPOCHS },
+	{ "batch", 1, 0, OPT_BATCH }, { "split", 1, 0, OPT_SPLIT },
+	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
+	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
+	{ "threads", 1, 0, OPT_THREADS },
+	TRAINOPT_OPTIM_LONGOPTS,
+	CLI_GROUP_LONGOPTS,
+	{ 0, 0, 0, 0 }
+};
+
+struct opts {
+	const char *model, *out, *data, *targets, *loss_csv, *timing, *trace;
+	const char *split;
+	long micro, batch, steps;
+	double epochs;
+	int print, threads;
+	enum pipe_sched_kind sched;
+	struct trainopt_optim optim;
+	char *owned[3];
+	struct cli_group g;
+};
+
+static _Noreturn void
+usage(void)
+{
+	printf("usage: %s -m MODEL.safetensors -i X.npy [-t Y.npy] --microbatches M\n"
+	    "           [--schedule gpipe|1f1b] [--steps K | --epochs E] [options]\n"
+	    "       %s --print-schedule --microbatches M [--world-size W]\n"
+	    "           [--schedule gpipe|1f1b]\n\n"
+	    "Pipeline-parallel training: rank j runs stage j of the model's layers.\n\n"
+	    "  -m, --model F         mlp or block stack (layers.{i}.*), or a gpt\n"
+	    "  -i, --input F         mlp/block: X rows; gpt: token file\n"
+	    "  -t, --targets F       mlp/block: Y rows\n"
+	    "  --microbatches M      micro-batches per step (need not divide B)\n"
+	    "  --schedule S          gpipe or 1f1b (default)\n"
+	    "  --batch B             global batch (default: all of X)\n"
+	    "  --steps K             train K steps (default 1)\n"
+	    "  --epochs E            train ceil(E * samples / B) steps\n"
+	    "  --split L1,L2,...     layers per stage (default: balanced by\n"
+	    "                        parameter count)\n"
+	    "  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n"
+	    "  --optimizer NAME      sgd (default) or adamw\n"
+	    "  --momentum M          sgd momentum (0)\n"
+	    "  --weight-decay WD     weight decay (sgd 0, adamw 0.01)\n"
+	    "  --betas B1,B2         adamw betas (0.9,0.999)\n"
+	    "  --eps E               adamw epsilon (1e-8)\n"
+	    "  -o, --output F        rank 0 writes the trained model, whole\n"
+	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,seconds,\n"
+	    "                        tokens_per_s\n"
+	    "  --timing F            append per-stage timing rows (with bubble)\n"
+	    "  --trace F.json        rank 0 writes a Chrome trace, a track per stage\n"
+	    "  --print-schedule      print the schedule's clock table and exit\n"
+	    "  --threads N           BLAS threads per rank (1)\n"
+	    "  -v, --verbose         a line per step on stderr (also on a terminal)\n"
+	    "  -q, --quiet           no step lines and no summary\n"
+	    "  -h, --help            this help\n"
+	    "  -V, --version         version\n"
+	    "%s"
+	    "Exit status: 0 ok, 1 runtime failure, 2 usage (a bad --split), 3 bad\n"
+	    "input.\n",
+	    cli_progname, cli_progname, cli_group_help);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static void
+parse_args(struct opts *o, int argc, char **argv)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "hVvqm:o:i:t:", longopts,
+	    NULL)) != -1) {
+		if (cli_group_option(&o->g, c, optarg) ||
+		    trainopt_optim_option(&o->optim, c, optarg))
+			continue;
+		switch (c) {
+		case 'h': usage();
+		case 'V': cli_version();
+		case 'v': cli_verbose++; break;
+		case 'q': cli_quiet = 1; break;
+		case 'm': o->model = optarg; break;
+		case 'o': o->out = optarg; break;
+		case 'i': o->data = optarg; break;
+		case 't': o->targets = optarg; break;
+		case OPT_MICRO:
+			o->micro = cli_parse_long("--microbatches", optarg, 1, 1 << 20);
+			break;
+		case OPT_SCHEDULE:
+			if (pipe_sched_parse(optarg, &o->sched) < 0)
+				cli_usage_error("--schedule: want gpipe or 1f1b, not '%s'",
+				    optarg);
+			break;
+		case OPT_STEPS:
+			o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40);
+			break;
+		case OPT_EPOCHS:
+			o->epochs = cli_parse_double("--epochs", optarg, 0, 1e9);
+			break;
+		case OPT_BATCH:
+			o->batch = cli_parse_long("--batch", optarg, 1, 1L << 40);
+			break;
+		case OPT_SPLIT: o->split = optarg; break;
+		case OPT_LOSS_CSV: o->loss_csv = optarg; break;
+		case CLI_OPT_TIMING: o->timing = optarg; break;
+		case OPT_TRACE: o->trace = optarg; break;
+		case OPT_PRINT: o->print = 1; break;
+		case OPT_THREADS:
+			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
+			break;
+		default: cli_usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	if (o->micro < 1)
+		cli_usage_error("--microbatches M is required");
+}
+
+/* --print-schedule: no group, W from --world-size. */
+static _Noreturn void
+print_schedule(const struct opts *o)
+{
+	struct pipe_sched s;
+	char e[256];
+	int w = o->g.world > 0 ? o->g.world : 1;
+
+	if (pipe_sched_build(&s, o->sched, (int)o->micro, w, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	if (cli_verbose)
+		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks, bubble "
+	    "(W-1)/(M+W-1) = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
+	    s.nclocks, pipe_sched_bubble((int)o->micro, w));
+	pipe_sched_print(stdout, &s);
+	pipe_sched_free(&s);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+static void
+load_model(const struct opts *o, struct nn_model *m)
+{
+	struct tensor_set s = { 0 };
+	char e[TENSOR_ERRLEN];
+
+	if (tensor_load(o->model, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
+	if (nn_model_load(m, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
+	tensor_set_free(&s);
+}
+
+struct report {
+	const struct opts *o;
+	struct cli_timing *timing;
+	int rank, world, lines;
+	enum nn_arch arch;
+};
+
+static void
+timing_row(struct report *r, const char *op, long step, double seconds,
+    const struct pipe_stat *st)
+{
+	char extra[160];
+	struct cli_timing_row row = {
+		.program = cli_progname, .op = op,
+		.algo = pipe_sched_name(r->o->sched), .rank = r->rank,
+		.world = r->world, .dtype = "f32", .count = (size_t)r->o->batch,
+		.bytes = 0, .iter = (int)step, .seconds = seconds, .extra = extra
+	};
+
+	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
+	    r->o->micro, st->wall > 0 ? 1 - (st->fwd + st->bwd) / st->wall : 0,
+	    pipe_sched_bubble((int)r->o->micro, r->world), st->peak_act);
+	cli_timing_write(r->timing, &row);
+}
+
+static void
+on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
+{
+	struct report *r = ctx;
+
+	if (r->lines)
+		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
+		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
+	timing_row(r, "forward", s->step, st->fwd, st);
+	timing_row(r, "backward", s->step, st->bwd, st);
+	timing_row(r, "send", s->step, st->send, st);
+	timing_row(r, "recv", s->step, st->recv, st);
+	timing_row(r, "step", s->step, st->wall, st);
+}
+
+static void
+summary(const struct opts *o, const struct pipe_result *res, int world,
+    const int *first)
+{
+	int j;
+
+	printf("%s: %s, %ld micro-batches, %d stages: measured bubble %.4f, "
+	    "theory (W-1)/(M+W-1) %.4f\n", cli_progname,
+	    pipe_sched_name(o->sched), o->micro, world, res->bubble_mean,
+	    pipe_sched_bubble((int)o->micro, world));
+	for (j = 0; j < world; j++)
+		printf("  stage %d: layers %d-%d, bubble %.4f, peak activations "
+		    "%.3f MiB\n", j, first[j], first[j + 1] - 1, res->bubble[j],
+		    res->peak_act[j] / 1048576.0);
+}
+
+static void
+write_outputs(const struct opts *o, const struct nn_model *m,
+    const struct pipe_result *res, int world)
+{
+	struct tensor_set s = { 0 };
+	char e[TENSOR_ERRLEN], *path;
+
+	if (o->out != NULL) {
+		path = cli_subst(o->out, 0, world);
+		if (nn_model_to_set(m, &s, e, sizeof(e)) < 0 ||
+		    tensor_save(path, &s, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+		tensor_set_free(&s);
+		free(path);
+	}
+	if (o->loss_csv != NULL) {
+		path = cli_subst(o->loss_csv, 0, world);
+		if (trainopt_loss_csv_write(path, res->steps, o->steps, e,
+		    sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+		free(path);
+	}
+	if (o->trace != NULL) {
+		path = cli_subst(o->trace, 0, world);
+		if (pipe_trace_write(path, res, world, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+		free(path);
+	}
+}
+
+static void
+train(struct opts *o, struct nn_model *m, const struct train_data *d,
+    struct pipe_cfg *cfg)
+{
+	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
+	    .arch = m->dims.arch };
+	struct pipe_result res;
+	struct comm *c;
+	enum train_err kind;
+	char e[1024], job[256], *tpath = NULL;
+	int code;
+
+	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
+	if (o->timing != NULL) {
+		tpath = cli_subst(o->timing, r.rank, r.world);
+		r.timing = cli_timing_open(tpath,
+		    "stage,microbatches,bubble,bubble_theory,peak_act_bytes");
+	}
+	/* ranks must agree on everything that shapes the messages */
+	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s",
+	    pipe_sched_name(cfg->sched), cfg->micro, cfg->batch, cfg->steps,
+	    o->split ? o->split : "-");
+	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
+		cli_die(code, "%s", e);
+	if (pipe_train(m, d, c, cfg, on_step, &r, &res, &kind, e,
+	    sizeof(e)) < 0)
+		cli_die((int)kind, "%s", e);
+	if (r.rank == 0) {
+		write_outputs(o, m, &res, r.world);
+		if (!cli_quiet)
+			summary(o, &res, r.world, cfg->first);
+	}
+	cli_timing_close(r.timing);
+	comm_close(c);
+	pipe_result_free(&res);
+	free(tpath);
+}
+
+static void
+subst_paths(struct opts *o)
+{
+	const char **p[] = { &o->model, &o->data, &o->targets };
+	size_t i;
+
+	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+		if (*p[i] != NULL)
+			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = { .steps = -1, .threads = 1, .sched = PIPE_SCHED_1F1B };
+	struct pipe_cfg cfg = { 0 };
+	struct nn_model m;
+	struct train_data d;
+	int *first;
+	char e[512];
+
+	cli_init(argv[0]);
+	cli_group_defaults(&o.g);
+	parse_args(&o, argc, argv);
+	if (o.print)
+		print_schedule(&o);
+	cli_group_resolve(&o.g);
+	if (o.model == NULL || o.data == NULL)
+		cli_usage_error("-m MODEL and -i X are required");
+	if (o.steps >= 0 && o.epochs > 0)
+		cli_usage_error("give one of --steps and --epochs");
+	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
+	subst_paths(&o);
+	nn_set_threads(o.threads);
+	load_model(&o, &m);
+	if ((first = calloc((size_t)o.g.world + 1, sizeof(int))) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
+	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
+	if (o.batch < 1)
+		o.batch = (long)d.n;
+	if (o.micro > o.batch)
+		cli_usage_error("--microbatches %ld: more than the %ld samples of "
+		    "a batch", o.micro, o.batch);
+	o.steps = o.epochs > 0 ? train_epoch_steps(d.n, o.batch, o.epochs) :
+	    o.steps >= 0 ? o.steps : 1;
+	cfg.sched = o.sched;
+	cfg.micro = (int)o.micro;
+	cfg.batch = o.batch;
+	cfg.steps = o.steps;
+	cfg.first = first;
+	cfg.trace = o.trace != NULL;
+	train(&o, &m, &d, &cfg);
+	train_data_free(&d);
+	nn_model_free(&m);
+	free(first);
+	cli_group_free(&o.g);
+	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)
+		free(o.owned[i]);
+	cli_close_stdout();
+	return CLI_EXIT_OK;
+}

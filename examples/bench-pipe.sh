@@ -1,0 +1,107 @@
+#!/bin/bash
+# Pipeline benchmark: an 8-layer mlp stack (width 512) on W = 2 and 4
+# stages, M = 1..32 micro-batches, GPipe and 1F1B: median step time,
+# measured bubble beside (W-1)/(M+W-1), stage 0's peak activation memory;
+# then collx-pipe against the PyTorch Gloo peer (examples/peers/torch_pipe.py,
+# GPipe over send/recv) at M = 8, one thread per rank, median of
+# interleaved rounds; and a gnuplot chart of the bubble against M.
+# usage: examples/bench-pipe.sh [OUTDIR]   (OUTDIR keeps pipe-sweep.csv,
+#        pipe-peer.csv and pipe-bubble.png; env BATCH, STEPS, ROUNDS)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
+out=${1:-.}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+batch=${BATCH:-256} steps=${STEPS:-6} rounds=${ROUNDS:-5}
+work=$(mktemp -d "${TMPDIR:-/tmp}/collx-bench-pipe.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+collx-dp --init mlp --dims 512,512,512,8 --seed 1 -o mlp8.safetensors
+collx-tensor create --shape "$batch",512 --fill randn --seed 1 -o X.npy
+collx-tensor create --shape "$batch",512 --fill randn --seed 2 -o Y.npy
+
+# One collx-pipe run; prints: median step seconds (rank 0, steps after the
+# first), measured bubble, stage 0's peak activation bytes.
+pipe() {
+	local w=$1 m=$2 s=$3 sum
+	rm -f t.csv
+	sum=$(collx-run -n "$w" -- collx-pipe -m mlp8.safetensors -i X.npy \
+		-t Y.npy --microbatches "$m" --schedule "$s" --steps "$steps" \
+		--lr 0.01 --timing t.csv)
+	awk -F, '$2 == "step" && $4 == 0 && $9 > 0 { print $10 }' t.csv | sort -g |
+		awk '{ v[NR] = $1 } END { printf "%s ", v[int((NR + 1) / 2)] }'
+	sed -n 's/.*measured bubble \([0-9.]*\),.*/\1/p' <<<"$sum" | tr '\n' ' '
+	awk -F, '$2 == "step" && $4 == 0 { p = $NF } END { print p }' t.csv
+}
+
+echo "world,micro,schedule,step_s,bubble,bubble_theory,peak_act_bytes_stage0" \
+	>"$out/pipe-sweep.csv"
+printf '%5s %5s %-6s %10s %8s %8s %12s\n' W M sched step_ms bubble theory peak_act_KiB
+for w in 2 4; do
+	for m in 1 2 4 8 16 32; do
+		for s in gpipe 1f1b; do
+			read -r t b p < <(pipe "$w" "$m" "$s")
+			th=$(awk -v w="$w" -v m="$m" 'BEGIN { printf "%.4f", (w - 1) / (m + w - 1) }')
+			echo "$w,$m,$s,$t,$b,$th,$p" >>"$out/pipe-sweep.csv"
+			awk -v w="$w" -v m="$m" -v s="$s" -v t="$t" -v b="$b" -v th="$th" -v p="$p" \
+				'BEGIN { printf "%5d %5d %-6s %10.2f %8.4f %8.4f %12.1f\n", w, m, s, t * 1e3, b, th, p / 1024 }'
+		done
+	done
+done
+
+# collx-pipe (both schedules) against the peer at M = 8, rounds interleaved.
+echo "round,world,who,step_s" >"$out/pipe-peer.csv"
+for r in $(seq "$rounds"); do
+	for w in 2 4; do
+		for s in gpipe 1f1b; do
+			read -r t _ < <(pipe "$w" 8 "$s")
+			echo "$r,$w,collx-pipe $s,$t" >>"$out/pipe-peer.csv"
+		done
+		t=$(/usr/bin/python3 "$here/peers/torch_pipe.py" mlp8.safetensors X.npy \
+			Y.npy "$w" 8 "$steps" 0.01 | sed -n 's/.*median_step_s=\([0-9.e-]*\).*/\1/p')
+		echo "$r,$w,torch gloo gpipe,$t" >>"$out/pipe-peer.csv"
+	done
+done
+echo
+printf '%5s  %-18s %12s %10s\n' W who median_ms vs_peer
+for w in 2 4; do
+	peer=$(awk -F, -v w="$w" '$2 == w && $3 == "torch gloo gpipe" { print $4 }' \
+		"$out/pipe-peer.csv" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	for who in "collx-pipe gpipe" "collx-pipe 1f1b" "torch gloo gpipe"; do
+		awk -F, -v w="$w" -v who="$who" '$2 == w && $3 == who { print $4 }' \
+			"$out/pipe-peer.csv" | sort -g | awk -v w="$w" -v who="$who" -v p="$peer" \
+			'{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]
+			printf "%5d  %-18s %12.2f %9.2fx\n", w, who, m * 1e3, p / m }'
+	done
+done
+
+if command -v gnuplot >/dev/null; then
+	# one data file per series: gnuplot joins the points of a file
+	for w in 2 4; do
+		for s in gpipe 1f1b; do
+			awk -F, -v w="$w" -v s="$s" '$1 == w && $3 == s { print $2, $5 }' \
+				"$out/pipe-sweep.csv" >"bubble-$w-$s.dat"
+		done
+	done
+	gnuplot <<GP
+set terminal pngcairo size 900,500
+set output "$out/pipe-bubble.png"
+set title "collx-pipe: bubble vs micro-batches (8-layer mlp, width 512)"
+set xlabel "micro-batches M"
+set ylabel "idle fraction of a step"
+set logscale x 2
+set xrange [1:32]
+set yrange [0:1]
+set key outside right
+f(m, w) = (w - 1.0) / (m + w - 1.0)
+plot "bubble-2-gpipe.dat" with linespoints title "W=2 GPipe", \
+     "bubble-2-1f1b.dat" with linespoints title "W=2 1F1B", \
+     "bubble-4-gpipe.dat" with linespoints title "W=4 GPipe", \
+     "bubble-4-1f1b.dat" with linespoints title "W=4 1F1B", \
+     f(x, 2) with lines dashtype 2 title "(W-1)/(M+W-1), W=2", \
+     f(x, 4) with lines dashtype 2 title "(W-1)/(M+W-1), W=4"
+GP
+	echo "chart: $out/pipe-bubble.png"
+fi

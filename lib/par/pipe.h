@@ -1,0 +1,79 @@
+/* pipe: pipeline-parallel training of an nn model over a comm group:
+ * rank j runs stage j, a contiguous run of layers (gpt: stage 0 also the
+ * embeddings, the last stage the final LayerNorm and the tied head); the
+ * global batch is cut into micro-batches that flow through the stages as
+ * a pipe_sched table says, activations forward and gradients backward
+ * over point-to-point messages. Gradients of all micro-batches add up and
+ * are divided by the global sample count, so any world size and any
+ * number of micro-batches gives single-process full-batch training up to
+ * float rounding. */
+#ifndef COLLX_PIPE_H
+#define COLLX_PIPE_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+#include "nn/nn.h"
+#include "par/pipe_sched.h"
+#include "par/train.h"
+
+struct pipe_cfg {
+	enum pipe_sched_kind sched;
+	int micro;		/* M: micro-batches per step */
+	long batch, steps;	/* global batch B; steps */
+	const int *first;	/* world + 1 layer boundaries (pipe_split) */
+	struct nn_optim_cfg optim;
+	int trace;		/* record spans for pipe_trace_write */
+};
+
+/* What this rank's stage did in a step, in seconds. */
+struct pipe_stat {
+	double fwd, bwd, send, recv, wall;
+	size_t peak_act;	/* activation bytes held at most, so far */
+};
+
+/* One span of a stage's time line, seconds since the common start. */
+struct pipe_span {
+	int stage, mb, step;
+	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv */
+	double t0, t1;
+};
+
+struct pipe_result {
+	struct train_step *steps;	/* cfg->steps; loss valid on rank 0 */
+	struct pipe_stat *stat;		/* cfg->steps, this rank's */
+	/* on rank 0, per stage [world]: */
+	double *bubble;			/* measured idle fraction */
+	size_t *peak_act;		/* peak activation bytes */
+	double bubble_mean;		/* over the stages */
+	struct pipe_span *spans;	/* rank 0, every stage, when cfg->trace */
+	size_t nspans;
+};
+
+/* Called on every rank at the end of every step (s->loss: rank 0 only). */
+typedef void (*pipe_step_fn)(void *ctx, const struct train_step *s,
+    const struct pipe_stat *st);
+
+/* Layers of m (max(layers, 1)). */
+int pipe_layers(const struct nn_model *m);
+/* Stage boundaries first[0..world]: stage j runs layers first[j] ..
+ * first[j+1]-1. split "L1,L2,..." gives the layers per stage (must sum to
+ * the layers, each >= 1); NULL balances parameter counts. -1 with the
+ * reason: a usage error. */
+int pipe_split(const struct nn_model *m, int world, const char *split,
+    int *first, char *err, size_t errlen);
+
+/* Trains m for cfg->steps steps; rank 0 then holds the whole trained
+ * model in m->params. 0, or -1 with the reason in err and *kind set. */
+int pipe_train(struct nn_model *m, const struct train_data *d,
+    struct comm *c, const struct pipe_cfg *cfg, pipe_step_fn fn, void *ctx,
+    struct pipe_result *res, enum train_err *kind, char *err, size_t errlen);
+void pipe_result_free(struct pipe_result *r);
+
+/* Chrome trace-event JSON of res->spans: one track per stage with
+ * forward, backward, send, recv and (the gaps) idle spans; written
+ * atomically. */
+int pipe_trace_write(const char *path, const struct pipe_result *res,
+    int world, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,342 @@
+/* pipe_stage: one pipeline stage's math. A micro-batch's forward saves
+ * its activations in a slot (input, every layer's output and saved
+ * activations, the gpt head's), which its backward reads and frees; the
+ * layers are lib/nn's kernels run on the slot's buffers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "par/pipe_int.h"
+
+/* The one place nn_block_forward and nn_block_backward are called. */
+static void
+block_fwd(const struct pipe_stage *st, const struct nn_block_w *w, float *y,
+    float *acts, const float *x, int n)
+{
+	const struct nn_dims *d = st->d;
+	struct nn_block_acts a;
+
+	nn_block_acts_bind(&a, acts, n, st->seq, d->d_model, d->heads, d->d_ff);
+	nn_block_forward(y, &a, w, x, n, st->seq, d->d_model, d->heads,
+	    d->d_ff, st->gpt || d->causal);
+}
+
+static void
+block_bwd(const struct pipe_stage *st, float *dx, const struct nn_block_w *g,
+    const float *dy, float *acts, const struct nn_block_w *w,
+    const float *x, int n)
+{
+	const struct nn_dims *d = st->d;
+	struct nn_block_acts a;
+
+	nn_block_acts_bind(&a, acts, n, st->seq, d->d_model, d->heads, d->d_ff);
+	nn_block_backward(dx, g, st->scratch, dy, &a, w, x, n, st->seq,
+	    d->d_model, d->heads, d->d_ff, st->gpt || d->causal);
+}
+
+/* Input floats per sample of layer l. */
+static size_t
+layer_in(const struct pipe_stage *st, int l)
+{
+	if (st->d->arch == NN_MLP)
+		return (size_t)(l == 0 ? st->d->d_in : st->d->d_out);
+	return st->out_w;
+}
+
+static void
+layer_fwd(const struct pipe_stage *st, int l, float *y, float *acts,
+    const float *x, int n)
+{
+	const struct nn_dims *d = st->d;
+	struct nn_mlp_w mw, mg;
+	struct nn_block_w bw, bg;
+
+	if (d->arch == NN_MLP) {
+		struct nn_mlp_acts a = { acts, acts + (size_t)n * d->d_hidden };
+		nn_model_mlp(st->m, l, &mw, &mg);
+		nn_mlp_forward(y, &a, &mw, x, n, (int)layer_in(st, l),
+		    d->d_hidden, d->d_out);
+		return;
+	}
+	nn_model_block(st->m, l, &bw, &bg);
+	block_fwd(st, &bw, y, acts, x, n);
+}
+
+static void
+layer_bwd(const struct pipe_stage *st, int l, float *dx, const float *dy,
+    float *acts, const float *x, int n)
+{
+	const struct nn_dims *d = st->d;
+	struct nn_mlp_w mw, mg;
+	struct nn_block_w bw, bg;
+
+	if (d->arch == NN_MLP) {
+		struct nn_mlp_acts a = { acts, acts + (size_t)n * d->d_hidden };
+		nn_model_mlp(st->m, l, &mw, &mg);
+		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n,
+		    (int)layer_in(st, l), d->d_hidden, d->d_out);
+		return;
+	}
+	nn_model_block(st->m, l, &bw, &bg);
+	block_bwd(st, dx, &bg, dy, acts, &bw, x, n);
+}
+
+/* Floats per sample of the gpt head's saved values (last stage). */
+static size_t
+head_w(const struct pipe_stage *st)
+{
+	const struct nn_dims *d = st->d;
+
+	if (!st->gpt || !st->last)
+		return 0;
+	return (size_t)st->seq * ((size_t)d->d_model + 2 + (size_t)d->vocab);
+}
+
+static float *
+lay_out(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
+{
+	size_t n = (size_t)sl->n;
+
+	return sl->f + n * st->in_w + (size_t)k * n * (st->out_w + st->act_w);
+}
+
+static float *
+lay_acts(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
+{
+	return lay_out(st, sl, k) + (size_t)sl->n * st->out_w;
+}
+
+static void
+bind_gpt(struct pipe_stage *st)
+{
+	static const char *name[] = { "wte", "wpe", "lnf.weight", "lnf.bias" };
+	float **w[] = { &st->wte, &st->wpe, &st->lnf_w, &st->lnf_b };
+	float **g[] = { &st->dwte, &st->dwpe, &st->dlnf_w, &st->dlnf_b };
+	const struct nn_param *p;
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		if ((p = nn_model_param(st->m, name[i])) != NULL) {
+			*w[i] = st->m->params + p->offset;
+			*g[i] = st->m->grads + p->offset;
+		}
+}
+
+int
+pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
+    int l0, int l1, int seq, int nmax, int maxslot, char *err, size_t errlen)
+{
+	const struct nn_dims *d = &m->dims;
+	size_t gw, nl = (size_t)(l1 - l0), scr, S;
+	int i;
+
+	memset(st, 0, sizeof(*st));
+	st->m = m, st->d = d, st->j = j, st->w = w, st->l0 = l0, st->l1 = l1;
+	st->gpt = d->arch == NN_GPT, st->first = j == 0, st->last = j == w - 1;
+	st->seq = d->arch == NN_MLP ? 1 : st->gpt ? d->seq : seq;
+	st->nmax = nmax;
+	S = (size_t)st->seq;
+	if (d->arch == NN_MLP) {
+		st->out_w = (size_t)d->d_out;
+		st->in_w = (size_t)(l0 == 0 ? d->d_in : d->d_out);
+		st->act_w = 2 * (size_t)d->d_hidden;
+		scr = 2 * (size_t)nmax * d->d_hidden;
+	} else {
+		st->out_w = st->in_w = S * d->d_model;
+		st->act_w = nn_block_acts_size(1, st->seq, d->d_model, d->heads,
+		    d->d_ff);
+		scr = nn_block_scratch_size(nmax, st->seq, d->d_model, d->heads,
+		    d->d_ff);
+	}
+	st->slot_cap = (size_t)nmax * (st->in_w + nl * (st->out_w + st->act_w) +
+	    head_w(st));
+	gw = (size_t)nmax * (st->in_w > st->out_w ? st->in_w : st->out_w);
+	st->scratch = malloc(scr * sizeof(float));
+	for (i = 0; i < 4; i++)
+		st->g[i] = malloc(gw * sizeof(float));
+	if (st->gpt && st->last)
+		st->dlogits = malloc((size_t)nmax * S * d->vocab * sizeof(float));
+	st->maxslot = maxslot;
+	st->slot = calloc((size_t)maxslot, sizeof(*st->slot));
+	if (!st->slot || !st->scratch || !st->g[0] || !st->g[1] || !st->g[2] || !st->g[3] ||
+	    (st->gpt && st->last && !st->dlogits)) {
+		pipe_stage_free(st);
+		return cli_fail(err, errlen, "out of memory for stage %d", j);
+	}
+	if (st->gpt)
+		bind_gpt(st);
+	return 0;
+}
+
+void
+pipe_stage_free(struct pipe_stage *st)
+{
+	int i;
+
+	for (i = 0; i < st->nslot; i++) {
+		free(st->slot[i].f);
+		free(st->slot[i].tok);
+	}
+	free(st->slot);
+	for (i = 0; i < 4; i++)
+		free(st->g[i]);
+	free(st->scratch);
+	free(st->dlogits);
+	memset(st, 0, sizeof(*st));
+}
+
+/* Activation bytes a micro-batch of n holds on this stage. */
+static size_t
+slot_bytes(const struct pipe_stage *st, int n)
+{
+	size_t in = st->first && !st->gpt ? 0 : st->in_w;
+	size_t nl = (size_t)(st->l1 - st->l0), tok = st->gpt ? 2 * st->seq : 0;
+
+	return (size_t)n * ((in + nl * (st->out_w + st->act_w) + head_w(st)) *
+	    sizeof(float) + tok * sizeof(int32_t));
+}
+
+struct pipe_slot *
+pipe_stage_acquire(struct pipe_stage *st, int n)
+{
+	struct pipe_slot *sl = NULL;
+	int i;
+
+	for (i = 0; i < st->nslot && sl == NULL; i++)
+		if (!st->slot[i].busy)
+			sl = &st->slot[i];
+	if (sl == NULL) {
+		/* Slots are made as the micro-batches in flight need them. */
+		if (st->nslot == st->maxslot)
+			return NULL;
+		sl = &st->slot[st->nslot];
+		sl->f = malloc(st->slot_cap * sizeof(float));
+		if (st->gpt)
+			sl->tok = malloc(2 * (size_t)st->nmax * st->seq *
+			    sizeof(int32_t));
+		if (sl->f == NULL || (st->gpt && sl->tok == NULL)) {
+			free(sl->f);
+			free(sl->tok);
+			sl->f = NULL, sl->tok = NULL;
+			return NULL;
+		}
+		st->nslot++;
+	}
+	sl->busy = 1;
+	sl->n = n;
+	sl->inp = sl->f;
+	sl->bytes = slot_bytes(st, n);
+	st->live += sl->bytes;
+	if (st->live > st->peak)
+		st->peak = st->live;
+	return sl;
+}
+
+void
+pipe_stage_release(struct pipe_stage *st, struct pipe_slot *sl)
+{
+	st->live -= sl->bytes;
+	sl->busy = 0;
+}
+
+float *
+pipe_stage_input(struct pipe_stage *st, struct pipe_slot *sl)
+{
+	(void)st;
+	return sl->f;
+}
+
+const float *
+pipe_stage_forward(struct pipe_stage *st, struct pipe_slot *sl, double *loss)
+{
+	const struct nn_dims *d = st->d;
+	const float *x = sl->inp;
+	int k, n = sl->n, N = n * st->seq, nl = st->l1 - st->l0;
+
+	if (st->gpt && st->first) {
+		nn_embedding_forward(sl->f, sl->tok, st->wte, st->wpe, n,
+		    st->seq, d->d_model);
+		x = sl->f;
+	}
+	for (k = 0; k < nl; k++) {
+		layer_fwd(st, st->l0 + k, lay_out(st, sl, k), lay_acts(st, sl, k),
+		    x, n);
+		x = lay_out(st, sl, k);
+	}
+	if (!st->last)
+		return x;
+	if (st->gpt) {
+		float *xf = lay_out(st, sl, nl), *mean = xf + (size_t)N * d->d_model;
+		float *rstd = mean + N, *probs = rstd + N;
+
+		nn_layernorm_forward(xf, mean, rstd, x, st->lnf_w, st->lnf_b, N,
+		    d->d_model);
+		nn_linear_forward(probs, xf, st->wte, NULL, N, d->d_model,
+		    d->vocab);
+		*loss += nn_xent_forward(probs, probs, sl->tok + N, N, d->vocab) /
+		    st->seq;
+	} else
+		*loss += nn_sqerr_forward(x, sl->y, (size_t)n * st->out_w) /
+		    (double)st->out_w;
+	return x;
+}
+
+/* The gradient at the last stage's output, into g: of the mean squared
+ * error, or through the gpt head (logits against the tied wte). */
+static void
+loss_backward(struct pipe_stage *st, struct pipe_slot *sl, float *g,
+    float *tmp)
+{
+	const struct nn_dims *d = st->d;
+	int n = sl->n, N = n * st->seq, nl = st->l1 - st->l0, D = d->d_model;
+	const float *top = lay_out(st, sl, nl - 1);
+
+	if (!st->gpt) {
+		memset(g, 0, (size_t)n * st->out_w * sizeof(float));
+		nn_sqerr_backward(g, top, sl->y, (float)(1.0 / (double)st->out_w),
+		    (size_t)n * st->out_w);
+		return;
+	}
+	float *xf = lay_out(st, sl, nl), *mean = xf + (size_t)N * D;
+	float *rstd = mean + N, *probs = rstd + N;
+
+	memset(st->dlogits, 0, (size_t)N * d->vocab * sizeof(float));
+	nn_xent_backward(st->dlogits, probs, sl->tok + N, 1.0f / st->seq, N,
+	    d->vocab);
+	memset(tmp, 0, (size_t)N * D * sizeof(float));
+	nn_linear_backward(tmp, st->dwte, NULL, st->dlogits, xf, st->wte, N, D,
+	    d->vocab);
+	memset(g, 0, (size_t)N * D * sizeof(float));
+	nn_layernorm_backward(g, st->dlnf_w, st->dlnf_b, tmp, top, st->lnf_w,
+	    mean, rstd, N, D);
+}
+
+void
+pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
+    float *dx)
+{
+	int k, n = sl->n, nl = st->l1 - st->l0;
+	float *cur = st->g[0], *other = st->g[1], *t;
+
+	if (st->last)
+		loss_backward(st, sl, cur, other);
+	else if (dy != cur) {
+		cur = dy;
+		other = dy == st->g[1] ? st->g[0] : st->g[1];
+	}
+	for (k = nl - 1; k >= 0; k--) {
+		int l = st->l0 + k;
+		int want = k > 0 || dx != NULL || (st->gpt && st->first);
+		float *tgt = k == 0 && dx != NULL ? dx : other;
+		const float *x = k ? lay_out(st, sl, k - 1) :
+		    st->gpt && st->first ? sl->f : sl->inp;
+
+		if (want)
+			memset(tgt, 0, (size_t)n * layer_in(st, l) * sizeof(float));
+		layer_bwd(st, l, want ? tgt : NULL, cur, lay_acts(st, sl, k), x, n);
+		t = cur, cur = tgt, other = t;
+	}
+	if (st->gpt && st->first)
+		nn_embedding_backward(st->dwte, st->dwpe, cur, sl->tok, n,
+		    st->seq, st->d->d_model);
+}

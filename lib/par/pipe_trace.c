@@ -1,0 +1,101 @@
+/* pipe_trace: a pipeline run's spans as Chrome trace-event JSON (Perfetto,
+ * chrome://tracing): one track (tid) per stage, complete ("X") events for
+ * forward, backward, send and recv, and the gaps between them as idle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "par/pipe.h"
+#include "tensor/tensor.h"
+
+static const char *
+kind_name(char k)
+{
+	switch (k) {
+	case 'F': return "forward";
+	case 'B': return "backward";
+	case 'S': return "send";
+	case 'R': return "recv";
+	default: return "idle";
+	}
+}
+
+/* Times in whole nanoseconds, printed as microseconds with three
+ * decimals, so a span ends exactly where the next begins. */
+static void
+event(FILE *f, int stage, char kind, int mb, int step, long long t0,
+    long long t1)
+{
+	char name[32];
+
+	if (kind == 'I')
+		snprintf(name, sizeof(name), "idle");
+	else if (mb < 0)
+		snprintf(name, sizeof(name), "%s", kind_name(kind));
+	else
+		snprintf(name, sizeof(name), "%c%d", kind, mb);
+	fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,"
+	    "\"tid\":%d,\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,"
+	    "\"args\":{\"step\":%d,\"microbatch\":%d}}", name, kind_name(kind),
+	    stage, t0 / 1000, t0 % 1000, (t1 - t0) / 1000, (t1 - t0) % 1000,
+	    step, mb);
+}
+
+static int
+by_stage_time(const void *a, const void *b)
+{
+	const struct pipe_span *x = a, *y = b;
+
+	if (x->stage != y->stage)
+		return x->stage < y->stage ? -1 : 1;
+	return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+int
+pipe_trace_write(const char *path, const struct pipe_result *res, int world,
+    char *err, size_t errlen)
+{
+	struct pipe_span *s;
+	char *buf = NULL;
+	size_t len = 0, i;
+	long long prev = 0;
+	FILE *f;
+	int j, rc;
+
+	s = malloc((res->nspans + 1) * sizeof(*s));
+	if (s == NULL || (f = open_memstream(&buf, &len)) == NULL) {
+		free(s);
+		return cli_fail(err, errlen, "out of memory for the trace");
+	}
+	if (res->nspans)
+		memcpy(s, res->spans, res->nspans * sizeof(*s));
+	qsort(s, res->nspans, sizeof(*s), by_stage_time);
+	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+	    "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+	    "\"args\":{\"name\":\"collx-pipe\"}}");
+	for (j = 0; j < world; j++)
+		fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,"
+		    "\"tid\":%d,\"args\":{\"name\":\"stage %d\"}}", j, j);
+	for (i = 0; i < res->nspans; i++) {
+		long long t0 = (long long)(s[i].t0 * 1e9 + 0.5);
+		long long t1 = (long long)(s[i].t1 * 1e9 + 0.5);
+
+		if (i == 0 || s[i].stage != s[i - 1].stage)
+			prev = t0;
+		if (t0 < prev + 1000)
+			t0 = prev;	/* gaps under 1 us, rounding: no idle */
+		if (t1 < t0)
+			t1 = t0;
+		if (t0 >= prev + 1000 && i > 0 && s[i].stage == s[i - 1].stage)
+			event(f, s[i].stage, 'I', -1, s[i].step, prev, t0);
+		event(f, s[i].stage, s[i].kind, s[i].mb, s[i].step, t0, t1);
+		prev = t1;
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	free(s);
+	rc = tensor_write_file(path, buf, len, err, errlen);
+	free(buf);
+	return rc;
+}

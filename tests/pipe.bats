@@ -1,0 +1,298 @@
+#!/usr/bin/env bats
+# collx-pipe: the printed schedules; pipeline training of mlp and block
+# stacks and a tiny gpt with both schedules, 1 to 4 stages and 1 to 8
+# micro-batches, checked against an independent float64 PyTorch full-batch
+# training (tests/lib/piperef.py); splits; the trace; a stage killed.
+load lib/common
+load lib/dpps
+
+PY=/usr/bin/python3
+REF=$COLLX_ROOT/tests/lib/piperef.py
+GPL=/usr/share/common-licenses/GPL-3
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
+	export PYTHONPATH=$COLLX_ROOT/tests/lib
+	pids=()
+}
+
+teardown() {
+	reap "${pids[@]}"
+	common_teardown
+}
+
+# Random f32 X [n, d...] and Y as .npy from a seed.
+# usage: data N XSHAPE YSHAPE SEED (shapes as "4" or "5,8")
+data() {
+	timeout 30 "$PY" -c '
+import sys, numpy as np
+from collpy import save
+n, xs, ys, seed = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+r = np.random.default_rng(seed)
+shape = lambda s: (n,) + tuple(int(v) for v in s.split(","))
+save("X.npy", r.standard_normal(shape(xs)).astype(np.float32))
+save("Y.npy", r.standard_normal(shape(ys)).astype(np.float32))' "$@"
+}
+
+# usage: pipe WORLD TAG [collx-pipe options...]: trained model tTAG, losses lTAG
+pipe() {
+	local w=$1 tag=$2
+	shift 2
+	timeout 60 collx-run -n "$w" --timeout 20 -- collx-pipe \
+	    -o "t$tag.safetensors" --loss-csv "l$tag.csv" -q "$@"
+}
+
+@test "--print-schedule draws GPipe and 1F1B for M=4 W=3 without a group" {
+	run timeout 10 collx-pipe --print-schedule --schedule gpipe \
+	    --microbatches 4 --world-size 3
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n' \
+	    'clock  s0    s1    s2' \
+	    '0      F0    .     .' \
+	    '1      F1    F0    .' \
+	    '2      F2    F1    F0' \
+	    '3      F3    F2    F1' \
+	    '4      .     F3    F2' \
+	    '5      .     .     F3' \
+	    '6      .     .     B0' \
+	    '7      .     B0    B1' \
+	    '8      B0    B1    B2' \
+	    '9      B1    B2    B3' \
+	    '10     B2    B3    .' \
+	    '11     B3    .     .')" ]
+	run timeout 10 collx-pipe --print-schedule --schedule 1f1b \
+	    --microbatches 4 --world-size 3
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n' \
+	    'clock  s0    s1    s2' \
+	    '0      F0    .     .' \
+	    '1      F1    F0    .' \
+	    '2      F2    F1    F0' \
+	    '3      .     .     B0' \
+	    '4      .     B0    F1' \
+	    '5      B0    F2    B1' \
+	    '6      F3    B1    F2' \
+	    '7      B1    F3    B2' \
+	    '8      .     B2    F3' \
+	    '9      B2    .     B3' \
+	    '10     .     B3    .' \
+	    '11     B3    .     .')" ]
+	# M < W works (1F1B: every stage warms up with what there is)
+	run timeout 10 collx-pipe --print-schedule --microbatches 2 --world-size 4
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 11 ]
+	[ "$(grep -o 'F[0-9]' <<<"$output" | wc -l)" -eq 8 ]
+	[ "$(grep -o 'B[0-9]' <<<"$output" | wc -l)" -eq 8 ]
+}
+
+@test "mlp stack (4 layers): W 1, 2, 4, M 1, 2, 3, 4, 8, both schedules equal the reference" {
+	data 10 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 10 3 sgd 0.1 \
+	    r.safetensors r.csv
+	outs=()
+	for s in gpipe 1f1b; do
+		for w in 1 2 4; do
+			for m in 1 2 3 4 8; do
+				pipe "$w" "$s$w$m" -m m.safetensors -i X.npy -t Y.npy \
+				    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
+				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
+			done
+		done
+	done
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
+}
+
+@test "block stack (2 layers): W 1, 2, M 1, 2, 3, 4, 8, both schedules equal the reference" {
+	data 9 5,8 5,8 2
+	timeout 30 collx-dp --init block --dims 8,2,16,0,2 --seed 2 -o b.safetensors
+	timeout 120 "$PY" "$REF" train block b.safetensors X.npy Y.npy 9 3 sgd 0.1 \
+	    r.safetensors r.csv
+	outs=()
+	for s in gpipe 1f1b; do
+		for w in 1 2; do
+			for m in 1 2 3 4 8; do
+				pipe "$w" "$s$w$m" -m b.safetensors -i X.npy -t Y.npy \
+				    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
+				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
+			done
+		done
+	done
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
+}
+
+@test "causal block stack of 4 on 3 stages with --split 1,2,1 and on 4 equals the reference" {
+	data 6 4,8 4,8 3
+	timeout 30 collx-dp --init block --dims 8,2,0,1,4 --seed 4 -o b.safetensors
+	timeout 120 "$PY" "$REF" train block b.safetensors X.npy Y.npy 6 2 sgd 0.2 \
+	    r.safetensors r.csv
+	outs=()
+	for s in gpipe 1f1b; do
+		for m in 1 3 4; do
+			pipe 3 "$s$m" -m b.safetensors -i X.npy -t Y.npy --split 1,2,1 \
+			    --microbatches "$m" --schedule "$s" --steps 2 --lr 0.2
+			pipe 4 "$s$m-4" -m b.safetensors -i X.npy -t Y.npy \
+			    --microbatches "$m" --schedule "$s" --steps 2 --lr 0.2
+			outs+=("t$s$m.safetensors" "l$s$m.csv" "t$s$m-4.safetensors" "l$s$m-4.csv")
+		done
+	done
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
+}
+
+@test "mlp on 3 stages with --split 2,1,1, M 1..8, and --batch/--epochs select samples as collx-dp" {
+	data 10 4 3 5
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 6 -o m.safetensors
+	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 10 3 sgd 0.1 \
+	    r.safetensors r.csv
+	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 4 5 sgd 0.1 \
+	    re.safetensors re.csv
+	outs=()
+	for s in gpipe 1f1b; do
+		for m in 1 2 3 4 8; do
+			pipe 3 "$s$m" -m m.safetensors -i X.npy -t Y.npy --split 2,1,1 \
+			    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
+			outs+=("t$s$m.safetensors" "l$s$m.csv")
+		done
+	done
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
+	# 2 epochs of 10 samples in batches of 4: 5 steps, samples taken modulo 10
+	pipe 2 e -m m.safetensors -i X.npy -t Y.npy --batch 4 --epochs 2 \
+	    --microbatches 3 --lr 0.1
+	timeout 120 "$PY" "$REF" cmp re.safetensors re.csv 1e-5 te.safetensors le.csv
+	[ "$(cut -d, -f2 le.csv | tr '\n' ' ')" = "epoch 0 0 0 1 1 " ]
+}
+
+@test "tiny gpt (2 layers): stages 1 and 2, tied embedding, SGD and AdamW equal the reference" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 6 4 sgd 0.5 \
+	    r.safetensors r.csv
+	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 6 4 adamw 0.01 \
+	    ra.safetensors ra.csv
+	outs=() aouts=()
+	for s in gpipe 1f1b; do
+		for w in 1 2; do
+			for m in 1 4 5; do
+				pipe "$w" "$s$w$m" -m g.safetensors -i "$GPL" --batch 6 \
+				    --microbatches "$m" --schedule "$s" --steps 4 --lr 0.5
+				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
+			done
+			pipe "$w" "a$s$w" -m g.safetensors -i "$GPL" --batch 6 \
+			    --microbatches 4 --schedule "$s" --steps 4 --optimizer adamw \
+			    --lr 0.01
+			aouts+=("ta$s$w.safetensors" "la$s$w.csv")
+		done
+	done
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
+	PIPEREF_SKIP=attn.k.bias timeout 120 "$PY" "$REF" cmp ra.safetensors ra.csv \
+	    1e-5 "${aouts[@]}"
+}
+
+@test "a wrong split, too many stages or micro-batches are usage errors (exit 2)" {
+	data 4 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	for sp in 1,1 2,3 0,4 2,2,x 4; do
+		run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m m.safetensors \
+		    -i X.npy -t Y.npy --microbatches 2 --split "$sp"
+		echo "split $sp: $status: $output"
+		[ "$status" -eq 2 ]
+		grep -q '^collx-pipe: .*--split' <<<"$output"
+	done
+	run timeout 30 collx-pipe -m m.safetensors -i X.npy -t Y.npy \
+	    --microbatches 5
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-pipe -m m.safetensors -i X.npy -t Y.npy
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-run -n 5 --timeout 10 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 2
+	[ "$status" -eq 2 ]
+	run timeout 10 collx-pipe --print-schedule --microbatches 2 --schedule zb
+	[ "$status" -eq 2 ]
+}
+
+@test "--trace is Chrome JSON: one track per stage, spans that do not overlap" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	pipe 4 tr -m m.safetensors -i X.npy -t Y.npy --microbatches 4 --steps 3 \
+	    --trace tr.json
+	timeout 30 "$PY" - tr.json 4 4 3 <<'PYEOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+world, m, steps = (int(v) for v in sys.argv[2:])
+ev = doc["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+assert names == {j: f"stage {j}" for j in range(world)}, names
+spans = [e for e in ev if e["ph"] == "X"]
+assert {e["tid"] for e in spans} == set(range(world))
+assert {e["cat"] for e in spans} <= {"forward", "backward", "send", "recv", "idle"}
+for j in range(world):
+    mine = sorted((e for e in spans if e["tid"] == j), key=lambda e: e["ts"])
+    for a, b in zip(mine, mine[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3, (a, b)
+    fw = [e for e in mine if e["cat"] == "forward"]
+    bw = [e for e in mine if e["cat"] == "backward"]
+    assert len(fw) == len(bw) == m * steps, (j, len(fw), len(bw))
+    if j > 0:
+        assert sum(e["cat"] == "recv" for e in mine) >= m * steps
+print("# trace ok:", len(spans), "spans")
+PYEOF
+}
+
+@test "measured bubble and peak activations: printed, in timing rows; 1F1B holds at most W micro-batches" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	for s in gpipe 1f1b; do
+		run timeout 60 collx-run -n 2 --timeout 20 -- collx-pipe -m m.safetensors \
+		    -i X.npy -t Y.npy --microbatches 8 --schedule $s --steps 2 \
+		    --timing "tm$s.csv"
+		[ "$status" -eq 0 ]
+		grep -q "measured bubble 0\.[0-9]*, theory (W-1)/(M+W-1) 0.1111" <<<"$output"
+	done
+	head -1 tmgpipe.csv | grep -q ',stage,microbatches,bubble,bubble_theory,peak_act_bytes$'
+	# stage 0 of 2 holds 8 micro-batches under GPipe, 2 under 1F1B
+	g=$(grep '^collx-pipe,step,gpipe,0,' tmgpipe.csv | tail -1 | awk -F, '{print $NF}')
+	f=$(grep '^collx-pipe,step,1f1b,0,' tm1f1b.csv | tail -1 | awk -F, '{print $NF}')
+	echo "gpipe $g 1f1b $f"
+	[ "$g" -gt 0 ] && [ "$((g))" -eq "$((f * 4))" ]
+}
+
+@test "a stage killed mid-training: the others exit 1 naming it" {
+	data 8 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,3 --seed 1 -o m.safetensors
+	port=$(free_port)
+	for r in 0 1 2; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port \
+		    collx-pipe -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+		    --steps 100000000 --lr 0.001 --timeout 5 -v 2>"err$r" &
+		pids+=($!)
+	done
+	for _ in $(seq 300); do
+		grep -q 'step 2 ' err0 && break
+		sleep 0.1
+	done
+	kill -0 "${pids[0]}" && kill -0 "${pids[2]}"
+	kill -KILL "${pids[1]}"
+	for r in 0 2; do
+		rc=0
+		wait_pid "${pids[$r]}" 20 || rc=$?
+		echo "rank $r: exit $rc: $(tail -n 1 "err$r")"
+		[ "$rc" -eq 1 ]
+		tail -n 1 "err$r" | grep -q "^collx-pipe: rank $r: .*rank 1"
+	done
+}
+
+@test "--help agrees with the man page and mandoc lints it clean" {
+	run collx-pipe --help
+	[ "$status" -eq 0 ]
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-pipe.1" | col -b)
+	for o in --model --input --targets --microbatches --schedule --batch \
+	    --steps --epochs --split --lr --optimizer --momentum --weight-decay \
+	    --betas --eps --output --loss-csv --timing --trace --print-schedule \
+	    --threads --verbose --quiet --help --version; do
+		grep -q -- "$o" <<<"$output" || { echo "help lacks $o"; false; }
+		grep -q -- "$o" <<<"$man" || { echo "man page lacks $o"; false; }
+	done
+	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-pipe.1"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
