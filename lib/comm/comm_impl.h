@@ -73,6 +73,7 @@ struct comm {
 	enum comm_errkind kind;
 	char err[512];
 	int spin_us;
+	uint64_t sent;		/* payload bytes posted to other ranks */
 };
 
 /* Rendezvous and full mesh (rendezvous.c); fills c->peers. */
