@@ -470,7 +470,6 @@ gather_cols(struct tp_run *r, float *dst, const float *src, size_t rows,
 	int w = grouped(r) ? comm_size(r->c) : 1;
 	size_t n = rows * cl;
 
-	mark(r, "compute", "compute", "-", 0);
 	if (w == 1) {
 		memcpy(dst, src, n * sizeof(float));
 		return 0;
@@ -480,7 +479,7 @@ gather_cols(struct tp_run *r, float *dst, const float *src, size_t rows,
 	for (int i = 0; i < w; i++)
 		cols_put(dst, r->tmp + (size_t)i * n, rows, (size_t)w * cl,
 		    (size_t)i * cl, cl);
-	mark(r, name, "allgather", "ring", n);
+	mark(r, name, "allgather", "ring", n * w);
 	return 0;
 }
 
@@ -816,7 +815,6 @@ tp_gather_set(struct tp_run *r, int grads, struct tensor_set *out)
 	float *base = grads ? m->g : m->w;
 	int w = m->shards;
 
-	mark(r, "compute", "compute", "-", 0);
 	for (int i = 0; i < m->np; i++) {
 		struct tp_param *p = &m->p[i];
 		struct tensor t = { 0 };
