@@ -1,7 +1,8 @@
 #!/bin/bash
 # collx demo: tensor files, a 4-rank launch, allreduce with every algorithm,
-# and data-parallel training of a tiny GPT with ring allreduce vs a
-# parameter server. Runs locally on embedded defaults in under a minute.
+# data-parallel training of a tiny GPT with ring allreduce vs a
+# parameter server, and a transformer block split by heads and by
+# sequence. Runs locally on embedded defaults in under a minute.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -55,5 +56,18 @@ done
 echo
 collx-tensor diff trained-ring.safetensors trained-ps.safetensors --rtol 1e-4 --atol 1e-6 >diff.txt
 echo "ring and parameter-server training agree: $(wc -l <diff.txt) tensors within tolerance"
+
+say "5. A transformer block split over 2 ranks: by heads (tp) and by sequence (ulysses)"
+run collx-dp --init block --dims 64,8,256,1 --seed 2 -o block.safetensors
+run collx-tensor create --shape 2,32,64 --fill randn --seed 3 -o bx.npy
+run collx-tensor create --shape 2,32,64 --fill randn --seed 4 -o bdy.npy
+for mode in tp ulysses; do
+	run collx-run -n 2 -- collx-tp --layer block --mode "$mode" \
+		-m block.safetensors -i bx.npy -o "by-$mode.npy" --backward \
+		--grad-output bdy.npy --check --timing "tp-$mode.csv"
+	# rank 0's rows: communication phases and the bytes they sent
+	awk -F, -v m="$mode" '$4 == 0 && $2 != "compute" && NR > 1 {
+		printf "  %-8s %-28s %8d bytes sent\n", m, $14, $13 }' "tp-$mode.csv"
+done
 
 say "Done. Next: man -l man/man7/collx.7, and examples/ for more."
