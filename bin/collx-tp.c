@@ -466,7 +466,6 @@ static void
 write_outputs(struct job *j, struct tensor_set *gs)
 {
 	struct opts *o = j->o;
-	int last = (int)j->x.shape[j->x.ndim - 1];
 
 	if (o->out && o->cfg.local_output)
 		save_rows(o->out, j->rank, j->world, &j->x,
@@ -475,11 +474,8 @@ write_outputs(struct job *j, struct tensor_set *gs)
 		return;
 	if (o->out && !o->cfg.local_output)
 		save_rows(o->out, j->rank, j->world, &j->x, j->r.out, j->r.y);
-	if (o->dx) {
-		/* with --input-is-parallel X is a shard: DX is whole */
-		(void)last;
+	if (o->dx)	/* whole, also when X is a shard (--input-is-parallel) */
 		save_rows(o->dx, j->rank, j->world, &j->x, j->r.in, j->r.dx);
-	}
 	if (o->gw)
 		save_set(o->gw, j->rank, j->world, gs, NULL);
 }
@@ -539,7 +535,7 @@ train(struct job *j)
 	struct train_step *steps = cli_calloc((size_t)o->steps + 1,
 	    sizeof(*steps));
 	struct tensor_set ws = { 0 };
-	long tokens = j->m.cfg.layer == TP_BLOCK ? (long)j->r.n : j->r.n;
+	long tokens = j->r.n;	/* mlp: samples; block: positions */
 	char e[TENSOR_ERRLEN];
 
 	for (long k = 0; k < o->steps; k++) {

@@ -1,51 +1,14 @@
-/* tp: sharded weights and the tensor-parallel forms of column, row, mlp
- * and block (the block itself is lib/nn's, with a reduce hook where
- * Megatron's g and f operators sum partial results), plus the Ulysses
- * block's data movement around par/ulysses.c's attention hooks. */
+/* tp: running the tensor-parallel forms of column, row, mlp and block (the
+ * block itself is lib/nn's, with a reduce hook where Megatron's g and f
+ * operators sum partial results), the Ulysses block's data movement around
+ * par/ulysses.c's attention hooks, the phase log, and SGD training. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "comm/coll.h"
-#include "par/tp.h"
+#include "par/tp_int.h"
 #include "par/ulysses.h"
-
-static const char *const layer_names[] = { "column", "row", "mlp", "block" };
-static const char *const mode_names[] = { "tp", "ulysses", "serial" };
-
-int
-tp_layer_parse(const char *s, enum tp_layer *out)
-{
-	for (int i = 0; i < 4; i++)
-		if (strcmp(s, layer_names[i]) == 0) {
-			*out = (enum tp_layer)i;
-			return 0;
-		}
-	return -1;
-}
-
-const char *
-tp_layer_name(enum tp_layer l)
-{
-	return layer_names[l];
-}
-
-int
-tp_mode_parse(const char *s, enum tp_mode *out)
-{
-	for (int i = 0; i < 3; i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*out = (enum tp_mode)i;
-			return 0;
-		}
-	return -1;
-}
-
-const char *
-tp_mode_name(enum tp_mode m)
-{
-	return mode_names[m];
-}
 
 void
 tp_log_start(struct tp_log *l, struct comm *c)
@@ -68,326 +31,6 @@ tp_log_mark(struct tp_log *l, const char *name, const char *op,
 		    now - l->t, sent - l->sent };
 	l->t = now;
 	l->sent = sent;
-}
-
-/* ---- weights ------------------------------------------------------------ */
-
-/* Sizes the shapes are written in. */
-enum sym { S_IN, S_OUT, S_H, S_D, S_F, S_ONE };
-
-struct pdef {
-	const char *name;
-	enum tp_split split;
-	int ndim;
-	enum sym dim[2];
-};
-
-static const struct pdef column_defs[] = {
-	{ "weight", TP_ROWS, 2, { S_OUT, S_IN } },
-	{ "bias", TP_ROWS, 1, { S_OUT, S_ONE } },
-};
-static const struct pdef row_defs[] = {
-	{ "weight", TP_COLS, 2, { S_OUT, S_IN } },
-	{ "bias", TP_WHOLE, 1, { S_OUT, S_ONE } },
-};
-static const struct pdef mlp_defs[] = {
-	{ "fc1.weight", TP_ROWS, 2, { S_H, S_IN } },
-	{ "fc1.bias", TP_ROWS, 1, { S_H, S_ONE } },
-	{ "fc2.weight", TP_COLS, 2, { S_OUT, S_H } },
-	{ "fc2.bias", TP_WHOLE, 1, { S_OUT, S_ONE } },
-};
-/* In struct nn_block_w's order. */
-static const struct pdef block_defs[] = {
-	{ "ln1.weight", TP_WHOLE, 1, { S_D, S_ONE } },
-	{ "ln1.bias", TP_WHOLE, 1, { S_D, S_ONE } },
-	{ "attn.q.weight", TP_ROWS, 2, { S_D, S_D } },
-	{ "attn.q.bias", TP_ROWS, 1, { S_D, S_ONE } },
-	{ "attn.k.weight", TP_ROWS, 2, { S_D, S_D } },
-	{ "attn.k.bias", TP_ROWS, 1, { S_D, S_ONE } },
-	{ "attn.v.weight", TP_ROWS, 2, { S_D, S_D } },
-	{ "attn.v.bias", TP_ROWS, 1, { S_D, S_ONE } },
-	{ "attn.o.weight", TP_COLS, 2, { S_D, S_D } },
-	{ "attn.o.bias", TP_WHOLE, 1, { S_D, S_ONE } },
-	{ "ln2.weight", TP_WHOLE, 1, { S_D, S_ONE } },
-	{ "ln2.bias", TP_WHOLE, 1, { S_D, S_ONE } },
-	{ "mlp.fc1.weight", TP_ROWS, 2, { S_F, S_D } },
-	{ "mlp.fc1.bias", TP_ROWS, 1, { S_F, S_ONE } },
-	{ "mlp.fc2.weight", TP_COLS, 2, { S_D, S_F } },
-	{ "mlp.fc2.bias", TP_WHOLE, 1, { S_D, S_ONE } },
-};
-
-static const struct pdef *
-layer_defs(enum tp_layer l, int *n)
-{
-	switch (l) {
-	case TP_COLUMN: *n = 2; return column_defs;
-	case TP_ROW: *n = 2; return row_defs;
-	case TP_MLP: *n = 4; return mlp_defs;
-	default: *n = 16; return block_defs;
-	}
-}
-
-static int
-is_bias(const char *name)
-{
-	size_t n = strlen(name);
-
-	return n >= 4 && strcmp(name + n - 4, "bias") == 0;
-}
-
-/* The sizes, from the layer's key weights. */
-static int
-read_sizes(struct tp_model *m, const struct tensor_set *s, int64_t *sz,
-    char *err, size_t errlen)
-{
-	static const char *key[4][2] = { { "weight", NULL },
-	    { "weight", NULL }, { "fc1.weight", "fc2.weight" },
-	    { "attn.q.weight", "mlp.fc1.weight" } };
-	const char *const *k = key[m->cfg.layer];
-	struct tensor *a = tensor_set_find(s, k[0]);
-	struct tensor *b = k[1] ? tensor_set_find(s, k[1]) : NULL;
-
-	if (a == NULL || a->ndim != 2 || (k[1] && (b == NULL || b->ndim != 2)))
-		return cli_fail(err, errlen, "no 2-D tensor '%s'%s%s (not a %s "
-		    "layer)", a == NULL || a->ndim != 2 ? k[0] : k[1],
-		    "", "", tp_layer_name(m->cfg.layer));
-	sz[S_ONE] = 1;
-	switch (m->cfg.layer) {
-	case TP_COLUMN:
-	case TP_ROW:
-		sz[S_OUT] = a->shape[0], sz[S_IN] = a->shape[1];
-		break;
-	case TP_MLP:
-		sz[S_H] = a->shape[0], sz[S_IN] = a->shape[1];
-		sz[S_OUT] = b->shape[0];
-		break;
-	case TP_BLOCK:
-		sz[S_D] = a->shape[0], sz[S_F] = b->shape[0];
-		break;
-	}
-	return 0;
-}
-
-/* heads and causal for a block: options over metadata. */
-static int
-block_meta(struct tp_model *m, const struct tensor_set *s, char *err,
-    size_t errlen)
-{
-	const char *h = tensor_set_meta(s, "heads");
-	const char *c = tensor_set_meta(s, "causal");
-	char *end;
-
-	m->heads = m->cfg.heads;
-	if (m->heads <= 0 && h != NULL) {
-		long v = strtol(h, &end, 10);
-		if (*h == '\0' || *end != '\0' || v < 1 || v > 1 << 20)
-			return cli_fail(err, errlen, "__metadata__ heads '%s' "
-			    "is not a positive integer", h);
-		m->heads = (int)v;
-	}
-	if (m->heads <= 0)
-		return cli_fail(err, errlen, "block: give --heads (no "
-		    "__metadata__ heads)");
-	if (c != NULL && strcmp(c, "1") == 0)
-		m->cfg.causal = 1;
-	if (m->d % m->heads != 0)
-		return cli_fail(err, errlen, "d_model %d is not divisible by "
-		    "%d heads", m->d, m->heads);
-	return 0;
-}
-
-/* Sizes the world must divide. */
-static int
-check_divisible(const struct tp_model *m, char *err, size_t errlen)
-{
-	int w = m->world;
-
-	if (m->cfg.mode == TP_MODE_SERIAL || w == 1)
-		return 0;
-	if (m->cfg.mode == TP_MODE_ULYSSES) {
-		if (m->cfg.layer == TP_BLOCK && m->heads % w != 0)
-			return cli_fail(err, errlen, "%d heads are not divisible "
-			    "by world size %d", m->heads, w);
-		return 0;
-	}
-	switch (m->cfg.layer) {
-	case TP_COLUMN:
-		if (m->out % w != 0)
-			return cli_fail(err, errlen, "%d output features are not "
-			    "divisible by world size %d", m->out, w);
-		break;
-	case TP_ROW:
-		if (m->in % w != 0)
-			return cli_fail(err, errlen, "%d input features are not "
-			    "divisible by world size %d", m->in, w);
-		break;
-	case TP_MLP:
-		if (m->hidden % w != 0)
-			return cli_fail(err, errlen, "%d hidden features are not "
-			    "divisible by world size %d", m->hidden, w);
-		break;
-	case TP_BLOCK:
-		if (m->heads % w != 0)
-			return cli_fail(err, errlen, "%d heads are not divisible "
-			    "by world size %d", m->heads, w);
-		if (m->f % w != 0)
-			return cli_fail(err, errlen, "%d feed-forward features "
-			    "are not divisible by world size %d", m->f, w);
-		break;
-	}
-	return 0;
-}
-
-/* dst[r][0..cl) = src[r][c0..c0+cl) for rows of cols floats. */
-static void
-cols_take(float *dst, const float *src, size_t rows, size_t cols, size_t c0,
-    size_t cl)
-{
-	for (size_t r = 0; r < rows; r++)
-		memcpy(dst + r * cl, src + r * cols + c0, cl * sizeof(float));
-}
-
-static void
-cols_put(float *dst, const float *src, size_t rows, size_t cols, size_t c0,
-    size_t cl)
-{
-	for (size_t r = 0; r < rows; r++)
-		memcpy(dst + r * cols + c0, src + r * cl, cl * sizeof(float));
-}
-
-/* Shape checks, local sizes and offsets of every tensor in s. */
-static int
-layout(struct tp_model *m, const struct tensor_set *s, const int64_t *sz,
-    char *err, size_t errlen)
-{
-	int nd;
-	const struct pdef *defs = layer_defs(m->cfg.layer, &nd);
-	size_t off = 0, found = 0;
-
-	for (int i = 0; i < nd; i++) {
-		struct tp_param *p = &m->p[i];
-		struct tensor *t = tensor_set_find(s, defs[i].name);
-		p->name = defs[i].name;
-		p->split = m->shards > 1 ? defs[i].split : TP_WHOLE;
-		p->ndim = defs[i].ndim;
-		p->shape[0] = sz[defs[i].dim[0]];
-		p->shape[1] = defs[i].ndim == 2 ? sz[defs[i].dim[1]] : 1;
-		if (t == NULL) {
-			if (!is_bias(p->name))
-				return cli_fail(err, errlen, "no tensor '%s'",
-				    p->name);
-			continue;
-		}
-		found++;
-		if (t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
-		    (p->ndim == 2 && t->shape[1] != p->shape[1])) {
-			char buf[64];
-			return cli_fail(err, errlen, "tensor '%s' has shape %s, "
-			    "want [%lld%s%lld]", p->name,
-			    tensor_shape_str(t, buf, sizeof buf),
-			    (long long)p->shape[0], p->ndim == 2 ? ", " : "",
-			    p->ndim == 2 ? (long long)p->shape[1] : 0LL);
-		}
-		if (!dtype_is_float(t->dtype))
-			return cli_fail(err, errlen, "tensor '%s' is %s, not a "
-			    "float type", p->name, dtype_name(t->dtype));
-		p->present = 1;
-		p->count = (size_t)(p->shape[0] * p->shape[1]);
-		if (p->split != TP_WHOLE)
-			p->count /= (size_t)m->shards;
-		p->off = off;
-		off += p->count;
-	}
-	if (found != s->count)
-		for (size_t j = 0; j < s->count; j++) {
-			int known = 0;
-			for (int i = 0; i < nd; i++)
-				known |= strcmp(s->items[j].name ?
-				    s->items[j].name : "", defs[i].name) == 0;
-			if (!known)
-				return cli_fail(err, errlen, "unexpected tensor "
-				    "'%s' in a %s layer", s->items[j].name ?
-				    s->items[j].name : "(unnamed)",
-				    tp_layer_name(m->cfg.layer));
-		}
-	m->np = nd;
-	m->nlocal = off;
-	return 0;
-}
-
-/* Copies this rank's shard of each tensor into m->w. */
-static int
-fill_shards(struct tp_model *m, const struct tensor_set *s, char *err,
-    size_t errlen)
-{
-	for (int i = 0; i < m->np; i++) {
-		struct tp_param *p = &m->p[i];
-		struct tensor f = { 0 };
-		const float *src;
-		if (!p->present)
-			continue;
-		if (tensor_cast(tensor_set_find(s, p->name), DT_F32, &f, err,
-		    errlen) < 0)
-			return -1;
-		src = f.data;
-		if (p->split == TP_COLS)
-			cols_take(m->w + p->off, src, (size_t)p->shape[0],
-			    (size_t)p->shape[1], (size_t)m->rank * (p->count /
-			    (size_t)p->shape[0]), p->count / (size_t)p->shape[0]);
-		else
-			memcpy(m->w + p->off, src + (p->split == TP_ROWS ?
-			    (size_t)m->rank * p->count : 0),
-			    p->count * sizeof(float));
-		tensor_free(&f);
-	}
-	return 0;
-}
-
-int
-tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
-    const struct tensor_set *s, int rank, int world, char *err,
-    size_t errlen)
-{
-	int64_t sz[S_ONE + 1] = { 0 };
-
-	memset(m, 0, sizeof(*m));
-	m->cfg = *cfg;
-	m->rank = rank;
-	m->world = world;
-	m->shards = cfg->mode == TP_MODE_TP ? world : 1;
-	if (read_sizes(m, s, sz, err, errlen) < 0)
-		return -1;
-	m->in = (int)sz[S_IN], m->out = (int)sz[S_OUT];
-	m->hidden = (int)sz[S_H];
-	m->d = (int)sz[S_D], m->f = (int)sz[S_F];
-	if (cfg->layer == TP_BLOCK) {
-		m->in = m->out = m->d;
-		if (block_meta(m, s, err, errlen) < 0)
-			return -1;
-	}
-	if (check_divisible(m, err, errlen) < 0 ||
-	    layout(m, s, sz, err, errlen) < 0)
-		return -1;
-	m->w = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
-	m->g = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
-	if (m->w == NULL || m->g == NULL) {
-		tp_model_free(m);
-		return cli_fail(err, errlen, "out of memory for %zu parameters",
-		    m->nlocal);
-	}
-	if (fill_shards(m, s, err, errlen) < 0) {
-		tp_model_free(m);
-		return -1;
-	}
-	return 0;
-}
-
-void
-tp_model_free(struct tp_model *m)
-{
-	free(m->w);
-	free(m->g);
-	m->w = m->g = NULL;
 }
 
 /* ---- running ------------------------------------------------------------ */
@@ -477,7 +120,7 @@ gather_cols(struct tp_run *r, float *dst, const float *src, size_t rows,
 	if (coll_allgather(r->c, src, r->tmp, n, DT_F32, COLL_RING) < 0)
 		return comm_failed(r);
 	for (int i = 0; i < w; i++)
-		cols_put(dst, r->tmp + (size_t)i * n, rows, (size_t)w * cl,
+		tp_cols_put(dst, r->tmp + (size_t)i * n, rows, (size_t)w * cl,
 		    (size_t)i * cl, cl);
 	mark(r, name, "allgather", "ring", n * w);
 	return 0;
@@ -705,11 +348,11 @@ tp_forward(struct tp_run *r, const float *x, int gather)
 	size_t il = (size_t)m->in / m->shards;
 
 	if (ulysses(r))
-		cols_take(r->x, x, (size_t)r->b, (size_t)r->s * r->in,
+		tp_cols_take(r->x, x, (size_t)r->b, (size_t)r->s * r->in,
 		    (size_t)m->rank * r->sl * r->in, (size_t)r->sl * r->in);
 	else if (m->cfg.layer == TP_ROW && m->shards > 1 &&
 	    !m->cfg.input_parallel)
-		cols_take(r->x, x, (size_t)r->n, (size_t)m->in,
+		tp_cols_take(r->x, x, (size_t)r->n, (size_t)m->in,
 		    (size_t)m->rank * il, il);
 	else
 		memcpy(r->x, x, r->xl * sizeof(float));
@@ -798,10 +441,10 @@ tp_backward(struct tp_run *r, const float *dy)
 	size_t ol = (size_t)m->out / m->shards;
 
 	if (m->cfg.layer == TP_COLUMN && m->shards > 1)
-		cols_take(r->dyl, dy, (size_t)r->n, (size_t)m->out,
+		tp_cols_take(r->dyl, dy, (size_t)r->n, (size_t)m->out,
 		    (size_t)m->rank * ol, ol);
 	else if (ulysses(r))
-		cols_take(r->dyl, dy, (size_t)r->b, (size_t)r->s * r->out,
+		tp_cols_take(r->dyl, dy, (size_t)r->b, (size_t)r->s * r->out,
 		    (size_t)m->rank * r->sl * r->out, (size_t)r->sl * r->out);
 	else
 		memcpy(r->dyl, dy, r->yl * sizeof(float));
@@ -833,7 +476,7 @@ tp_gather_set(struct tp_run *r, int grads, struct tensor_set *out)
 		}
 		if (p->split == TP_COLS)
 			for (int j = 0; j < w; j++)
-				cols_put(t.data, r->tmp + (size_t)j * p->count,
+				tp_cols_put(t.data, r->tmp + (size_t)j * p->count,
 				    rows, (size_t)w * cl, (size_t)j * cl, cl);
 		if (tensor_set_add(out, p->name, &t, r->err, r->errlen) < 0) {
 			tensor_free(&t);
@@ -857,7 +500,7 @@ tp_train_step(struct tp_run *r, const float *x, const float *yt, float lr,
 	if (tp_forward(r, x, 0) < 0)
 		return -1;
 	if (ulysses(r)) {
-		cols_take(r->tmp, yt, (size_t)r->b, (size_t)r->s * r->out,
+		tp_cols_take(r->tmp, yt, (size_t)r->b, (size_t)r->s * r->out,
 		    (size_t)m->rank * r->sl * r->out, (size_t)r->sl * r->out);
 		ytl = r->tmp;
 	}
