@@ -1,9 +1,10 @@
 #!/bin/bash
 # collx demo: tensor files, a 4-rank launch, allreduce with every algorithm,
 # data-parallel training of a tiny GPT with ring allreduce vs a parameter
-# server, a 2-stage 1F1B pipeline with its schedule table and measured
-# bubble, and a collx-bench sweep with its chart (kept, at the path the
-# demo prints). Runs locally on embedded defaults in about a minute.
+# server, a transformer block split by heads and by sequence, a 2-stage
+# 1F1B pipeline with its schedule table and measured bubble, and a
+# collx-bench sweep with its chart (kept, at the path the demo prints).
+# Runs locally on embedded defaults in about a minute.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -58,7 +59,20 @@ echo
 collx-tensor diff trained-ring.safetensors trained-ps.safetensors --rtol 1e-4 --atol 1e-6 >diff.txt
 echo "ring and parameter-server training agree: $(wc -l <diff.txt) tensors within tolerance"
 
-say "5. Pipeline parallelism: an 8-layer mlp stack on 2 stages, 1F1B, 8 micro-batches"
+say "5. A transformer block split over 2 ranks: by heads (tp) and by sequence (ulysses)"
+run collx-dp --init block --dims 64,8,256,1 --seed 2 -o block.safetensors
+run collx-tensor create --shape 2,32,64 --fill randn --seed 3 -o bx.npy
+run collx-tensor create --shape 2,32,64 --fill randn --seed 4 -o bdy.npy
+for mode in tp ulysses; do
+	run collx-run -n 2 -- collx-tp --layer block --mode "$mode" \
+		-m block.safetensors -i bx.npy -o "by-$mode.npy" --backward \
+		--grad-output bdy.npy --check --timing "tp-$mode.csv"
+	# rank 0's rows: communication phases and the bytes they sent
+	awk -F, -v m="$mode" '$4 == 0 && $2 != "compute" && NR > 1 {
+		printf "  %-8s %-28s %8d bytes sent\n", m, $14, $13 }' "tp-$mode.csv"
+done
+
+say "6. Pipeline parallelism: an 8-layer mlp stack on 2 stages, 1F1B, 8 micro-batches"
 run collx-pipe --print-schedule --schedule 1f1b --microbatches 8 --world-size 2
 run collx-dp --init mlp --dims 256,256,256,8 --seed 1 -o mlp8.safetensors
 collx-tensor create --shape 256,256 --fill randn --seed 1 -o px.npy
@@ -67,7 +81,7 @@ run collx-run -n 2 -- collx-pipe -m mlp8.safetensors -i px.npy -t py.npy \
 	--microbatches 8 --schedule 1f1b --steps 10 --lr 0.01 --trace pipe.json
 echo "(the trace, pipe.json, opens in https://ui.perfetto.dev: a track per stage)"
 
-say "6. collx-bench: an allreduce sweep of every algorithm on $ranks ranks"
+say "7. collx-bench: an allreduce sweep of every algorithm on $ranks ranks"
 chart=${DEMO_CHART:-${TMPDIR:-/tmp}/collx-demo-busbw.png}
 run collx-run -n "$ranks" -- collx-bench coll --algo all -b 4K -e 4M -f 32 \
 	-n 5 -w 2 --check --table -q

@@ -94,6 +94,10 @@ int comm_progress(struct comm *c);
 int comm_waitall(struct comm *c, struct comm_req *r, int n);
 int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len);
 int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len);
+/* Payload bytes this rank has posted to other ranks (point-to-point and
+ * every collective; headers and messages to itself not counted), for
+ * communication-volume accounting: read it before and after an operation. */
+uint64_t comm_bytes_sent(const struct comm *c);
 /* Send to dst and receive from src at the same time. */
 int comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
     int src, void *rbuf, size_t rlen, int tag);

@@ -94,6 +94,7 @@ struct comm {
 	struct comm_cause cause;
 	int meshed;		/* mesh complete: a failure sends aborts */
 	int spin_us;
+	uint64_t sent;		/* payload bytes posted to other ranks */
 };
 
 /* Rendezvous and full mesh (rendezvous.c); fills c->peers. */

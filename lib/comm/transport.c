@@ -181,6 +181,8 @@ int comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
 {
 	if (req_post(c, peer, tag, (void *)buf, len, r, 1) < 0)
 		return -1;
+	if (peer != c->rank)
+		c->sent += len;
 	return peer == c->rank ? self_post(c, r) : net_post(c, r);
 }
 
@@ -522,4 +524,9 @@ void comm_free_queues(struct comm *c)
 			c->self_rq = x->next;
 		free(x);
 	}
+}
+
+uint64_t comm_bytes_sent(const struct comm *c)
+{
+	return c ? c->sent : 0;
 }

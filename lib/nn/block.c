@@ -1,23 +1,24 @@
-/* block: the feed-forward layer and the pre-LayerNorm transformer block,
- * built from the layer calls a tensor-parallel form can interleave with
- * its collectives. */
+/* block: the feed-forward layer and the transformer block (pre- or
+ * post-LayerNorm), on the heads and features one rank holds, with hooks
+ * where a tensor-parallel form sums partial results and a sequence-parallel
+ * form swaps sharding around attention; serially the hooks are absent. */
 #include <string.h>
 
 #include "nn/nn.h"
 
 void
 nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
-    const float *x, int n, int in, int h, int o)
+    const float *x, int n, int in, int h, int o, enum nn_act act)
 {
 	nn_linear_forward(a->fc1, x, w->fc1_w, w->fc1_b, n, in, h);
-	nn_gelu_forward(a->gelu, a->fc1, (size_t)n * h);
+	nn_act_forward(act, a->gelu, a->fc1, (size_t)n * h);
 	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, h, o);
 }
 
 void
 nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
-    const float *x, int n, int in, int h, int o)
+    const float *x, int n, int in, int h, int o, enum nn_act act)
 {
 	size_t nh = (size_t)n * h;
 	float *dgelu = scratch, *dfc1 = scratch + nh;
@@ -25,7 +26,7 @@ nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
 	memset(scratch, 0, 2 * nh * sizeof(float));
 	nn_linear_backward(dgelu, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, n,
 	    h, o);
-	nn_gelu_backward(dfc1, a->fc1, dgelu, nh);
+	nn_act_backward(act, dfc1, a->fc1, dgelu, nh);
 	nn_linear_backward(dx, g->fc1_w, g->fc1_b, dfc1, x, w->fc1_w, n, in, h);
 }
 
@@ -38,28 +39,39 @@ block_mlp(const struct nn_block_w *w)
 	return m;
 }
 
-size_t
-nn_block_acts_size(int b, int s, int d, int nh, int f)
+struct nn_block_shape
+nn_block_serial(int b, int s, int d, int nh, int f, int causal)
 {
-	size_t n = (size_t)b * s;
+	struct nn_block_shape sh = { .b = b, .s = s, .d = d, .nh = nh,
+	    .hd = d / nh, .f = f, .causal = causal, .act = NN_ACT_GELU };
 
-	return 7 * n * d + 4 * n + (size_t)b * nh * s * s + 2 * n * f;
+	return sh;
+}
+
+size_t
+nn_block_acts_size(const struct nn_block_shape *sh)
+{
+	size_t n = (size_t)sh->b * sh->s, c = (size_t)sh->nh * sh->hd;
+
+	return 4 * n * sh->d + 4 * n * c + 4 * n +
+	    (size_t)sh->b * sh->nh * sh->s * sh->s + 2 * n * sh->f;
 }
 
 void
-nn_block_acts_bind(struct nn_block_acts *a, float *buf, int b, int s,
-    int d, int nh, int f)
+nn_block_acts_bind(struct nn_block_acts *a, float *buf,
+    const struct nn_block_shape *sh)
 {
-	size_t n = (size_t)b * s, nd = n * d, nf = n * f;
+	size_t n = (size_t)sh->b * sh->s, nd = n * sh->d, nf = n * sh->f;
+	size_t nc = n * sh->nh * sh->hd;
 
 	a->ln1 = buf, buf += nd;
 	a->ln1_mean = buf, buf += n;
 	a->ln1_rstd = buf, buf += n;
-	a->q = buf, buf += nd;
-	a->k = buf, buf += nd;
-	a->v = buf, buf += nd;
-	a->att = buf, buf += (size_t)b * nh * s * s;
-	a->atty = buf, buf += nd;
+	a->q = buf, buf += nc;
+	a->k = buf, buf += nc;
+	a->v = buf, buf += nc;
+	a->att = buf, buf += (size_t)sh->b * sh->nh * sh->s * sh->s;
+	a->atty = buf, buf += nc;
 	a->h = buf, buf += nd;
 	a->ln2 = buf, buf += nd;
 	a->ln2_mean = buf, buf += n;
@@ -68,72 +80,226 @@ nn_block_acts_bind(struct nn_block_acts *a, float *buf, int b, int s,
 	a->gelu = buf;
 }
 
-void
-nn_block_forward(float *y, struct nn_block_acts *a,
-    const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
-    int f, int causal)
+static int
+hook_reduce(const struct nn_block_hooks *hk, enum nn_hook where, float *buf,
+    size_t count)
 {
-	int n = b * s;
-	size_t nd = (size_t)n * d;
+	return hk && hk->reduce ? hk->reduce(hk->ctx, where, buf, count) : 0;
+}
 
-	nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w,
-	    w->ln1_b, n, d);
-	nn_linear_forward(a->q, a->ln1, w->q_w, w->q_b, n, d, d);
-	nn_linear_forward(a->k, a->ln1, w->k_w, w->k_b, n, d, d);
-	nn_linear_forward(a->v, a->ln1, w->v_w, w->v_b, n, d, d);
-	nn_attention_forward(a->atty, a->att, a->q, a->k, a->v, b, s, nh,
-	    d / nh, causal);
-	nn_linear_forward(a->h, a->atty, w->o_w, w->o_b, n, d, d);
-	nn_add(a->h, x, nd);
+/* Rows of out += b (a bias left out of a partial product). */
+static void
+add_bias(float *out, const float *b, int n, int c)
+{
+	if (b)
+		for (int r = 0; r < n; r++)
+			nn_add(out + (size_t)r * c, b, (size_t)c);
+}
 
-	nn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w,
-	    w->ln2_b, n, d);
+/*
+ * out = o(attention(q(in), k(in), v(in))) + res, on the local heads; with a
+ * reduce hook the partial projection is summed over ranks and o's bias
+ * added once after the sum.
+ */
+static int
+attn_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
+    const float *in, const float *res, const struct nn_block_shape *sh,
+    const struct nn_block_hooks *hk)
+{
+	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
+	int split = hk && hk->reduce;
+
+	nn_linear_forward(a->q, in, w->q_w, w->q_b, n, d, c);
+	nn_linear_forward(a->k, in, w->k_w, w->k_b, n, d, c);
+	nn_linear_forward(a->v, in, w->v_w, w->v_b, n, d, c);
+	if (hk && hk->attn_fwd) {
+		if (hk->attn_fwd(hk->ctx, a->atty, a->q, a->k, a->v) < 0)
+			return -1;
+	} else
+		nn_attention_forward(a->atty, a->att, a->q, a->k, a->v, sh->b,
+		    sh->s, sh->nh, sh->hd, sh->causal);
+	nn_linear_forward(out, a->atty, w->o_w, split ? NULL : w->o_b, n, c, d);
+	if (hook_reduce(hk, NN_HOOK_ATTN_FWD, out, (size_t)n * d) < 0)
+		return -1;
+	if (split)
+		add_bias(out, w->o_b, n, d);
+	nn_add(out, res, (size_t)n * d);
+	return 0;
+}
+
+/* out = mlp(in) + res, fc2's partial output summed as attn_forward's. */
+static int
+mlp_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
+    const float *in, const float *res, const struct nn_block_shape *sh,
+    const struct nn_block_hooks *hk)
+{
+	int n = sh->b * sh->s, split = hk && hk->reduce;
 	struct nn_mlp_w mw = block_mlp(w);
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
-	nn_mlp_forward(y, &ma, &mw, a->ln2, n, d, f, d);
-	nn_add(y, a->h, nd);
+
+	if (split)
+		mw.fc2_b = NULL;
+	nn_mlp_forward(out, &ma, &mw, in, n, sh->d, sh->f, sh->d, sh->act);
+	if (hook_reduce(hk, NN_HOOK_MLP_FWD, out, (size_t)n * sh->d) < 0)
+		return -1;
+	if (split)
+		add_bias(out, w->fc2_b, n, sh->d);
+	nn_add(out, res, (size_t)n * sh->d);
+	return 0;
+}
+
+int
+nn_block_forward(float *y, struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x,
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
+{
+	int n = sh->b * sh->s, d = sh->d;
+
+	if (!sh->post_norm) {
+		nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x,
+		    w->ln1_w, w->ln1_b, n, d);
+		if (attn_forward(a->h, a, w, a->ln1, x, sh, hk) < 0)
+			return -1;
+		nn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->h,
+		    w->ln2_w, w->ln2_b, n, d);
+		return mlp_forward(y, a, w, a->ln2, a->h, sh, hk);
+	}
+	if (attn_forward(a->h, a, w, x, x, sh, hk) < 0)
+		return -1;
+	nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->h, w->ln1_w,
+	    w->ln1_b, n, d);
+	if (mlp_forward(a->ln2, a, w, a->ln1, a->ln1, sh, hk) < 0)
+		return -1;
+	nn_layernorm_forward(y, a->ln2_mean, a->ln2_rstd, a->ln2, w->ln2_w,
+	    w->ln2_b, n, d);
+	return 0;
 }
 
 size_t
-nn_block_scratch_size(int b, int s, int d, int nh, int f)
+nn_block_scratch_size(const struct nn_block_shape *sh)
 {
-	size_t n = (size_t)b * s;
+	size_t n = (size_t)sh->b * sh->s, c = (size_t)sh->nh * sh->hd;
 
-	(void)nh;
-	return 6 * n * d + 2 * n * f + (size_t)s * s;
+	return 3 * n * sh->d + 4 * n * c + 2 * n * sh->f +
+	    (size_t)sh->s * sh->s;
 }
 
-void
-nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
-    const float *dy, const struct nn_block_acts *a,
-    const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
-    int f, int causal)
+/* Scratch of the backward pass: three [n,d], four [n,c], the mlp's and
+ * attention's own. */
+struct bscratch {
+	float *A, *B, *C, *datty, *dq, *dk, *dv, *dmlp, *dsm;
+};
+
+static void
+bscratch_bind(struct bscratch *t, float *p, const struct nn_block_shape *sh)
 {
-	int n = b * s;
-	size_t nd = (size_t)n * d, nf = (size_t)n * f;
-	float *dh = scratch, *dln = dh + nd, *datty = dln + nd;
-	float *dq = datty + nd, *dk = dq + nd, *dv = dk + nd;
-	float *dmlp = dv + nd, *dsm = dmlp + 2 * nf;
+	size_t n = (size_t)sh->b * sh->s, nd = n * sh->d;
+	size_t nc = n * sh->nh * sh->hd;
+
+	t->A = p, p += nd;
+	t->B = p, p += nd;
+	t->C = p, p += nd;
+	t->datty = p, p += nc;
+	t->dq = p, p += nc;
+	t->dk = p, p += nc;
+	t->dv = p, p += nc;
+	t->dmlp = p, p += 2 * n * sh->f;
+	t->dsm = p;
+}
+
+/* dsum += d/d(in) of mlp(in) given dout (summed over ranks: the hook). */
+static int
+mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
+    const float *dout, const struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *in,
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
+{
+	int n = sh->b * sh->s;
+	size_t nd = (size_t)n * sh->d;
 	struct nn_mlp_w mw = block_mlp(w), mg = block_mlp(g);
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 
-	/* y = h + mlp(ln2(h)) */
-	memset(dln, 0, 5 * nd * sizeof(float));
-	memcpy(dh, dy, nd * sizeof(float));
-	nn_mlp_backward(dln, &mg, dmlp, dy, &ma, &mw, a->ln2, n, d, f, d);
-	nn_layernorm_backward(dh, g->ln2_w, g->ln2_b, dln, a->h, w->ln2_w,
-	    a->ln2_mean, a->ln2_rstd, n, d);
+	memset(t->C, 0, nd * sizeof(float));
+	nn_mlp_backward(t->C, &mg, t->dmlp, dout, &ma, &mw, in, n, sh->d,
+	    sh->f, sh->d, sh->act);
+	if (hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, nd) < 0)
+		return -1;
+	nn_add(dsum, t->C, nd);
+	return 0;
+}
 
-	/* h = x + o(attn(q(ln1(x)), k(ln1(x)), v(ln1(x)))) */
-	if (dx)
-		nn_add(dx, dh, nd);
-	nn_linear_backward(datty, g->o_w, g->o_b, dh, a->atty, w->o_w, n, d, d);
-	nn_attention_backward(dq, dk, dv, dsm, datty, a->att, a->q, a->k, a->v,
-	    b, s, nh, d / nh, causal);
-	memset(dln, 0, nd * sizeof(float));
-	nn_linear_backward(dln, g->q_w, g->q_b, dq, a->ln1, w->q_w, n, d, d);
-	nn_linear_backward(dln, g->k_w, g->k_b, dk, a->ln1, w->k_w, n, d, d);
-	nn_linear_backward(dln, g->v_w, g->v_b, dv, a->ln1, w->v_w, n, d, d);
-	nn_layernorm_backward(dx, g->ln1_w, g->ln1_b, dln, x, w->ln1_w,
+/* t->C = d/d(in) of o(attention(q(in), k(in), v(in))) given dout, summed
+ * over ranks. */
+static int
+attn_backward(struct bscratch *t, const struct nn_block_w *g,
+    const float *dout, const struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *in,
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
+{
+	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
+	size_t nc = (size_t)n * c, nd = (size_t)n * d;
+
+	memset(t->datty, 0, 4 * nc * sizeof(float));
+	nn_linear_backward(t->datty, g->o_w, g->o_b, dout, a->atty, w->o_w, n,
+	    c, d);
+	if (hk && hk->attn_bwd) {
+		if (hk->attn_bwd(hk->ctx, t->dq, t->dk, t->dv, t->datty) < 0)
+			return -1;
+	} else
+		nn_attention_backward(t->dq, t->dk, t->dv, t->dsm, t->datty,
+		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
+		    sh->causal);
+	memset(t->C, 0, nd * sizeof(float));
+	nn_linear_backward(t->C, g->q_w, g->q_b, t->dq, in, w->q_w, n, d, c);
+	nn_linear_backward(t->C, g->k_w, g->k_b, t->dk, in, w->k_w, n, d, c);
+	nn_linear_backward(t->C, g->v_w, g->v_b, t->dv, in, w->v_w, n, d, c);
+	return hook_reduce(hk, NN_HOOK_ATTN_BWD, t->C, nd);
+}
+
+int
+nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
+    const float *dy, const struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x,
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
+{
+	int n = sh->b * sh->s, d = sh->d;
+	size_t nd = (size_t)n * d;
+	struct bscratch t;
+
+	bscratch_bind(&t, scratch, sh);
+	if (!sh->post_norm) {
+		/* y = h + mlp(ln2(h)): A = dh */
+		memcpy(t.A, dy, nd * sizeof(float));
+		memset(t.B, 0, nd * sizeof(float));
+		if (mlp_backward(t.B, &t, g, dy, a, w, a->ln2, sh, hk) < 0)
+			return -1;
+		nn_layernorm_backward(t.A, g->ln2_w, g->ln2_b, t.B, a->h,
+		    w->ln2_w, a->ln2_mean, a->ln2_rstd, n, d);
+		/* h = x + attn(ln1(x)) */
+		if (dx)
+			nn_add(dx, t.A, nd);
+		if (attn_backward(&t, g, t.A, a, w, a->ln1, sh, hk) < 0)
+			return -1;
+		nn_layernorm_backward(dx, g->ln1_w, g->ln1_b, t.C, x, w->ln1_w,
+		    a->ln1_mean, a->ln1_rstd, n, d);
+		return 0;
+	}
+	/* y = ln2(r2), r2 = h + mlp(h): A = dr2, then dh */
+	memset(t.A, 0, 2 * nd * sizeof(float));
+	nn_layernorm_backward(t.A, g->ln2_w, g->ln2_b, dy, a->ln2, w->ln2_w,
+	    a->ln2_mean, a->ln2_rstd, n, d);
+	memcpy(t.B, t.A, nd * sizeof(float));
+	if (mlp_backward(t.B, &t, g, t.A, a, w, a->ln1, sh, hk) < 0)
+		return -1;
+	/* h = ln1(r1), r1 = x + attn(x): A = dr1 */
+	memset(t.A, 0, nd * sizeof(float));
+	nn_layernorm_backward(t.A, g->ln1_w, g->ln1_b, t.B, a->h, w->ln1_w,
 	    a->ln1_mean, a->ln1_rstd, n, d);
+	if (dx)
+		nn_add(dx, t.A, nd);
+	if (attn_backward(&t, g, t.A, a, w, x, sh, hk) < 0)
+		return -1;
+	if (dx)
+		nn_add(dx, t.C, nd);
+	return 0;
 }

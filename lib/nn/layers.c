@@ -184,6 +184,58 @@ nn_gelu_backward(float *dinp, const float *inp, const float *dout,
 	dgelu_span(dinp + i, inp + i, dout + i, count - i);
 }
 
+void
+nn_relu_forward(float *out, const float *inp, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void
+nn_relu_backward(float *dinp, const float *inp, const float *dout,
+    size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+void
+nn_act_forward(enum nn_act act, float *out, const float *inp, size_t count)
+{
+	if (act == NN_ACT_RELU)
+		nn_relu_forward(out, inp, count);
+	else
+		nn_gelu_forward(out, inp, count);
+}
+
+void
+nn_act_backward(enum nn_act act, float *dinp, const float *inp,
+    const float *dout, size_t count)
+{
+	if (act == NN_ACT_RELU)
+		nn_relu_backward(dinp, inp, dout, count);
+	else
+		nn_gelu_backward(dinp, inp, dout, count);
+}
+
+int
+nn_act_parse(const char *s, enum nn_act *out)
+{
+	if (strcmp(s, "gelu") == 0)
+		*out = NN_ACT_GELU;
+	else if (strcmp(s, "relu") == 0)
+		*out = NN_ACT_RELU;
+	else
+		return -1;
+	return 0;
+}
+
+const char *
+nn_act_name(enum nn_act act)
+{
+	return act == NN_ACT_RELU ? "relu" : "gelu";
+}
+
 /* a[i] = e^(a[i] - shift) */
 static inline void
 exp_span(float *restrict a, float shift, size_t n)

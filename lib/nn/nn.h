@@ -100,30 +100,50 @@ double nn_sqerr_forward(const float *pred, const float *target, size_t count);
 void nn_sqerr_backward(float *dpred, const float *pred, const float *target,
     float scale, size_t count);
 
+/* ---- activations ------------------------------------------------------ */
+
+enum nn_act { NN_ACT_GELU, NN_ACT_RELU };
+
+/* max(x, 0) and its derivative (0 at x = 0, as torch). */
+void nn_relu_forward(float *out, const float *inp, size_t count);
+void nn_relu_backward(float *dinp, const float *inp, const float *dout,
+    size_t count);
+/* The chosen activation's pair; dinp += as the others. */
+void nn_act_forward(enum nn_act act, float *out, const float *inp,
+    size_t count);
+void nn_act_backward(enum nn_act act, float *dinp, const float *inp,
+    const float *dout, size_t count);
+/* "gelu", "relu"; 0 or -1. */
+int nn_act_parse(const char *s, enum nn_act *out);
+const char *nn_act_name(enum nn_act act);
+
 /* ---- feed-forward layer (mlp) ----------------------------------------- */
 
 struct nn_mlp_w {
 	float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 };
 
-/* Saved by nn_mlp_forward for its backward pass: [n,h] each. */
+/* Saved by nn_mlp_forward for its backward pass: [n,h] each (fc1's
+ * output and the activation's; the field keeps GELU's name). */
 struct nn_mlp_acts {
 	float *fc1, *gelu;
 };
 
-/* y[n,o] = fc2(gelu(fc1(x))), fc1 [h,in], fc2 [o,h]. A tensor-parallel
+/* y[n,o] = fc2(act(fc1(x))), fc1 [h,in], fc2 [o,h]. A tensor-parallel
  * form runs it on a shard of h (fc2 bias NULL, added after the sum). */
 void nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
-    const float *x, int n, int in, int h, int o);
+    const float *x, int n, int in, int h, int o, enum nn_act act);
 /* dx += d/dx (dx may be NULL), g.* += weight grads; scratch 2*n*h floats. */
 void nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
-    const float *x, int n, int in, int h, int o);
+    const float *x, int n, int in, int h, int o, enum nn_act act);
 
 /* ---- transformer block ----------------------------------------------- */
 
 /* Parameter (or gradient) pointers of one block; biases may be NULL. The
- * same struct describes gradients, with NULL where the parameter is absent. */
+ * same struct describes gradients, with NULL where the parameter is absent.
+ * With local widths (see nn_block_shape) q, k, v are [nh*hd, d], o is
+ * [d, nh*hd], fc1 [f, d], fc2 [d, f]: a tensor-parallel rank's shards. */
 struct nn_block_w {
 	float *ln1_w, *ln1_b;
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
@@ -131,32 +151,74 @@ struct nn_block_w {
 	float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 };
 
-/* Activations saved by nn_block_forward for its backward pass, for
- * n = b*s rows of width d, feed-forward width f and nh heads. */
+/*
+ * The sizes one call of the block works on: b samples of s positions of
+ * width d; nh heads of size hd and f feed-forward features held HERE (all
+ * of them serially; a tensor-parallel rank's share of heads and features,
+ * a Ulysses rank's s/W positions). post_norm: h = ln1(x + attn(x)),
+ * y = ln2(h + mlp(h)); otherwise (pre) h = x + attn(ln1(x)),
+ * y = h + mlp(ln2(h)).
+ */
+struct nn_block_shape {
+	int b, s, d;
+	int nh, hd, f;
+	int causal, post_norm;
+	enum nn_act act;
+};
+
+/* The serial shape: all of d/nh-sized heads and f features, pre-norm GELU. */
+struct nn_block_shape nn_block_serial(int b, int s, int d, int nh, int f,
+    int causal);
+
+/*
+ * Hooks a parallel form puts into the block (NULL, or a NULL member: none).
+ * reduce sums a partial result over the ranks in place: the attention's
+ * output projection and fc2's output forward (their biases are then added
+ * once, after the sum), the input gradients of q/k/v and of fc1 backward.
+ * attn_fwd/attn_bwd replace the attention core (nn_attention_*) on q, k, v
+ * of [b*s, nh*hd]; att in nn_block_acts is then unused. Each returns 0 or
+ * -1 (the block returns -1 at once).
+ */
+enum nn_hook { NN_HOOK_ATTN_FWD, NN_HOOK_MLP_FWD, NN_HOOK_MLP_BWD,
+    NN_HOOK_ATTN_BWD };
+struct nn_block_hooks {
+	int (*reduce)(void *ctx, enum nn_hook where, float *buf, size_t count);
+	int (*attn_fwd)(void *ctx, float *out, const float *q, const float *k,
+	    const float *v);
+	int (*attn_bwd)(void *ctx, float *dq, float *dk, float *dv,
+	    const float *dout);
+	void *ctx;
+};
+
+/* Activations saved by nn_block_forward for its backward pass, n = b*s
+ * rows, c = nh*hd. Post-norm keeps x + attn(x) in h, ln1(that) in ln1 and
+ * the second residual sum (before ln2) in ln2. */
 struct nn_block_acts {
 	float *ln1, *ln1_mean, *ln1_rstd;	/* [n,d], [n], [n] */
-	float *q, *k, *v, *att, *atty;		/* [n,d] x3, [b,nh,s,s], [n,d] */
+	float *q, *k, *v, *att, *atty;		/* [n,c] x3, [b,nh,s,s], [n,c] */
 	float *h;				/* x + attn, [n,d] */
 	float *ln2, *ln2_mean, *ln2_rstd;
 	float *fc1, *gelu;			/* [n,f] x2 */
 };
 
-/* Floats needed by nn_block_acts_bind for b x s rows. */
-size_t nn_block_acts_size(int b, int s, int d, int nh, int f);
+/* Floats needed by nn_block_acts_bind. */
+size_t nn_block_acts_size(const struct nn_block_shape *sh);
 /* Points the fields into buf (nn_block_acts_size floats). */
-void nn_block_acts_bind(struct nn_block_acts *a, float *buf, int b, int s,
-    int d, int nh, int f);
+void nn_block_acts_bind(struct nn_block_acts *a, float *buf,
+    const struct nn_block_shape *sh);
 
-/* y[b,s,d] = h + mlp(ln2(h)), h = x + attn(ln1(x)); y may not alias x. */
-void nn_block_forward(float *y, struct nn_block_acts *a,
-    const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
-    int f, int causal);
-/* dx += d/dx, g.* += weight grads. scratch: nn_block_scratch_size floats. */
-size_t nn_block_scratch_size(int b, int s, int d, int nh, int f);
-void nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
+/* y[b,s,d] = the block of x; y may not alias x. 0, or -1 when a hook
+ * failed. */
+int nn_block_forward(float *y, struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x,
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk);
+/* dx += d/dx (dx may be NULL), g.* += weight grads. scratch:
+ * nn_block_scratch_size floats. */
+size_t nn_block_scratch_size(const struct nn_block_shape *sh);
+int nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
     const float *dy, const struct nn_block_acts *a,
-    const struct nn_block_w *w, const float *x, int b, int s, int d, int nh,
-    int f, int causal);
+    const struct nn_block_w *w, const float *x,
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk);
 
 /* ---- models ---------------------------------------------------------- */
 

@@ -39,7 +39,7 @@ run_mlp(struct nn_model *m, const struct nn_batch *b, int grad,
 	for (int l = 0; l < L; l++) {
 		struct nn_mlp_acts a = MLP_ACTS(l);
 		nn_mlp_forward(out + l * no, &a, &k->mw[l], MLP_IN(l), n,
-		    l ? O : d->d_in, H, O);
+		    l ? O : d->d_in, H, O, NN_ACT_GELU);
 	}
 	*loss = nn_sqerr_forward(out + (L - 1) * no, b->y, no) / O;
 	if (!grad)
@@ -51,7 +51,7 @@ run_mlp(struct nn_model *m, const struct nn_batch *b, int grad,
 		if (l)
 			memset(db, 0, no * sizeof(float));
 		nn_mlp_backward(l ? db : NULL, &k->mg[l], scratch, da, &a,
-		    &k->mw[l], MLP_IN(l), n, l ? O : d->d_in, H, O);
+		    &k->mw[l], MLP_IN(l), n, l ? O : d->d_in, H, O, NN_ACT_GELU);
 		float *t = da;
 		da = db, db = t;
 	}
@@ -67,6 +67,7 @@ struct stack {
 	const float *in;
 	float *x, *acts, *dxa, *dxb, *scratch, *extra;
 	size_t nd, na;
+	struct nn_block_shape sh;
 };
 
 /* Reserves the stack's buffers plus extra floats after them. */
@@ -79,9 +80,10 @@ stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
 
 	st->n = n, st->s = s;
 	st->nd = (size_t)n * s * d->d_model;
-	st->na = nn_block_acts_size(n, s, d->d_model, d->heads, d->d_ff);
+	st->sh = nn_block_serial(n, s, d->d_model, d->heads, d->d_ff, 0);
+	st->na = nn_block_acts_size(&st->sh);
 	float *p = work_reserve(m->work, L * (st->nd + st->na) + 2 * st->nd +
-	    nn_block_scratch_size(n, s, d->d_model, d->heads, d->d_ff) + extra);
+	    nn_block_scratch_size(&st->sh) + extra);
 	if (!p)
 		return -1;
 	st->x = p, p += L * st->nd;
@@ -103,25 +105,22 @@ static void
 stack_acts(const struct nn_model *m, const struct stack *st, int l,
     struct nn_block_acts *a)
 {
-	const struct nn_dims *d = &m->dims;
-
-	nn_block_acts_bind(a, st->acts + l * st->na, st->n, st->s, d->d_model,
-	    d->heads, d->d_ff);
+	(void)m;
+	nn_block_acts_bind(a, st->acts + l * st->na, &st->sh);
 }
 
 /* Returns the last layer's output. */
 static float *
 stack_forward(struct nn_model *m, struct stack *st, int causal)
 {
-	const struct nn_dims *d = &m->dims;
 	struct nn_block_acts a;
 	int L = m->work->nlayers;
 
+	st->sh.causal = causal;
 	for (int l = 0; l < L; l++) {
 		stack_acts(m, st, l, &a);
 		nn_block_forward(st->x + l * st->nd, &a, &m->work->w[l],
-		    stack_in(st, l), st->n, st->s, d->d_model, d->heads, d->d_ff,
-		    causal);
+		    stack_in(st, l), &st->sh, NULL);
 	}
 	return st->x + (L - 1) * st->nd;
 }
@@ -131,9 +130,10 @@ stack_forward(struct nn_model *m, struct stack *st, int causal)
 static float *
 stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx)
 {
-	const struct nn_dims *d = &m->dims;
 	struct nn_block_acts a;
 	float *dy = st->dxa, *dx = st->dxb;
+
+	st->sh.causal = causal;
 
 	for (int l = m->work->nlayers - 1; l >= 0; l--) {
 		int need = l > 0 || want_dx;
@@ -141,8 +141,7 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx)
 			memset(dx, 0, st->nd * sizeof(float));
 		stack_acts(m, st, l, &a);
 		nn_block_backward(need ? dx : NULL, &m->work->g[l], st->scratch,
-		    dy, &a, &m->work->w[l], stack_in(st, l), st->n, st->s,
-		    d->d_model, d->heads, d->d_ff, causal);
+		    dy, &a, &m->work->w[l], stack_in(st, l), &st->sh, NULL);
 		float *t = dy;
 		dy = dx, dx = t;
 	}

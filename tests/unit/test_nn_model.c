@@ -524,16 +524,17 @@ static void test_block_stack(void)
 
 	/* a stage-wise run with caller-owned activations, as a pipeline
 	 * stage does, gives the model's loss */
-	size_t na = nn_block_acts_size(n, s, D, 2, 12);
+	struct nn_block_shape sh = nn_block_serial(n, s, D, 2, 12, 1);
+	size_t na = nn_block_acts_size(&sh);
 	float *buf = malloc(2 * na * sizeof(float));
 	float *h = malloc(2 * n * row * sizeof(float));
 	struct nn_block_acts a[2];
 	nn_model_block(&m, 0, &w[0], &g);
 	nn_model_block(&m, 1, &w[1], &g);
 	for (int l = 0; l < 2; l++) {
-		nn_block_acts_bind(&a[l], buf + l * na, n, s, D, 2, 12);
-		nn_block_forward(h + l * n * row, &a[l], &w[l], l ? h : x, n, s,
-		    D, 2, 12, 1);
+		nn_block_acts_bind(&a[l], buf + l * na, &sh);
+		nn_block_forward(h + l * n * row, &a[l], &w[l], l ? h : x, &sh,
+		    NULL);
 	}
 	want = nn_sqerr_forward(h + n * row, y, n * row) / row;
 	nn_model_loss(&m, &b, &loss, err, sizeof(err));

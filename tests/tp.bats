@@ -1,0 +1,377 @@
+#!/usr/bin/env bats
+# collx-tp: every layer and mode on 1, 2, 3 and 4 ranks against an
+# independent PyTorch computation (tests/lib/tpref.py, float64), a case
+# known in closed form, training against torch and serial training,
+# refusals of sizes the world does not divide, communication volume
+# against its closed form, and a rank killed mid-run.
+load lib/common
+load lib/dpps
+
+PY=/usr/bin/python3
+REF=$COLLX_ROOT/tests/lib/tpref.py
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
+	pids=()
+	nrun=0
+	rm -f batch
+}
+
+teardown() {
+	reap "${pids[@]}"
+	common_teardown
+}
+
+# usage: tp WORLD collx-tp-options...
+tp() {
+	local w=$1
+	shift
+	timeout 60 collx-run -n "$w" --timeout 20 -- collx-tp -q "$@"
+}
+
+ref() {
+	timeout 120 "$PY" "$REF" "$@"
+}
+
+# A fresh directory holding the current inputs, named in $d.
+rundir() {
+	nrun=$((nrun + 1))
+	d=run$nrun
+	mkdir "$d" && cp w.safetensors X.npy DY.npy T.npy "$d"/
+}
+
+# Forward and backward of LAYER on WORLD ranks, queued for the torch
+# comparison that batch_ok makes (torch takes seconds to import).
+# usage: fb WORLD LAYER MODE "collx options" "tpref options"
+fb() {
+	rundir
+	echo "# $d: $*"
+	tp "$1" --layer "$2" --mode "$3" -m "$d/w.safetensors" -i "$d/X.npy" \
+	    -o "$d/Y.npy" --backward --grad-output "$d/DY.npy" \
+	    --grad-input "$d/DX.npy" --grad-weights "$d/GW.safetensors" $4
+	echo "check $2 $d $5" >>batch
+}
+
+batch_ok() {
+	ref batch batch
+}
+
+# Sizes 12 (features, heads, sequence) divide by 1, 2, 3 and 4.
+@test "column: worlds 1-4, bias and none, forward and backward equal torch" {
+	for nb in "" nobias; do
+		ref make column 12 0 24 1 $nb
+		for w in 1 2 3 4; do fb $w column tp; done
+	done
+	batch_ok
+}
+
+@test "row: worlds 1-4, bias and none, forward and backward equal torch" {
+	for nb in "" nobias; do
+		ref make row 24 0 12 2 $nb
+		for w in 1 2 3 4; do fb $w row tp; done
+	done
+	batch_ok
+}
+
+@test "mlp: worlds 1-4, bias and none, gelu and relu, 12 -> 24 -> 5" {
+	for nb in "" nobias; do
+		ref make mlp 12 24 5 3 $nb
+		for w in 1 2 3 4; do fb $w mlp tp; done
+		fb 3 mlp tp "--activation relu" act=relu
+		fb 2 mlp ulysses
+	done
+	batch_ok
+}
+
+@test "block tp: worlds 1-4, bias and none, causal and not" {
+	for nb in "" nobias; do
+		ref make block 24 48 0 4 heads=12 $nb
+		for w in 1 2 3 4; do
+			fb $w block tp
+			fb $w block tp --causal causal
+		done
+	done
+	batch_ok
+}
+
+@test "block ulysses: worlds 1-4, bias and none, causal and not" {
+	for nb in "" nobias; do
+		ref make block 24 48 0 5 heads=12 $nb
+		for w in 1 2 3 4; do
+			fb $w block ulysses
+			fb $w block ulysses --causal causal
+		done
+	done
+	batch_ok
+}
+
+@test "block: post-norm and relu in tp and ulysses; --heads over metadata" {
+	ref make block 24 36 0 6 heads=6
+	fb 3 block tp "--norm post" norm=post
+	fb 3 block ulysses "--norm post --activation relu --causal" \
+	    "norm=post act=relu causal"
+	fb 2 block tp "--heads 12 --causal" "heads=12 causal"
+	batch_ok
+}
+
+@test "serial mode equals torch for every layer" {
+	ref make block 24 48 0 7 heads=4
+	fb 1 block serial --causal causal
+	ref make mlp 12 8 6 7
+	fb 1 mlp serial
+	ref make row 12 0 6 7
+	fb 1 row serial
+	batch_ok
+}
+
+@test "column --local-output: each rank writes its own shard" {
+	ref make column 12 0 24 8
+	tp 3 --layer column -m w.safetensors -i X.npy -o 'Y{rank}.npy' --local-output
+	fb 1 column tp
+	batch_ok
+	timeout 30 "$PY" -c '
+import numpy as np
+y = np.load("run1/Y.npy")
+for r in range(3):
+    s = np.load(f"Y{r}.npy")
+    assert s.shape == (y.shape[0], 8), s.shape
+    np.testing.assert_allclose(s, y[:, 8 * r:8 * r + 8], rtol=1e-6, atol=1e-6)
+'
+}
+
+@test "row --input-is-parallel: each rank reads its own input shard" {
+	ref make row 12 0 5 9
+	"$PY" -c '
+import numpy as np
+x = np.load("X.npy")
+for r in range(4):
+    np.save(f"X{r}.npy", x[:, 3 * r:3 * r + 3])
+'
+	rundir
+	tp 4 --layer row -m w.safetensors -i 'X{rank}.npy' -o $d/Y.npy \
+	    --input-is-parallel --backward --grad-output DY.npy \
+	    --grad-input $d/DX.npy --grad-weights $d/GW.safetensors
+	ref check row $d
+}
+
+@test "a row layer known in closed form (integers, exact)" {
+	"$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1])
+import numpy as np
+from collpy import save, save_st
+save_st("w.safetensors", {"weight": np.ones((2, 4), "<f4"),
+                          "bias": np.array([0.5, -0.5], "<f4")})
+save("X.npy", np.array([[1, 2, 3, 4], [0, -1, 0, 1]], "<f4"))
+save("DY.npy", np.ones((2, 2), "<f4"))
+' "$COLLX_ROOT/tests/lib"
+	tp 2 --layer row -m w.safetensors -i X.npy -o Y.npy --backward \
+	    --grad-output DY.npy --grad-input DX.npy --grad-weights GW.safetensors
+	"$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1])
+import numpy as np
+from collpy import load_st
+# Y = X 1^T + b; DX = DY 1 = 2; dW = DY^T X (column sums of X); db = 2
+assert np.array_equal(np.load("Y.npy"), [[10.5, 9.5], [0.5, -0.5]])
+assert np.array_equal(np.load("DX.npy"), np.full((2, 4), 2.0))
+g, _ = load_st("GW.safetensors")
+assert np.array_equal(g["weight"], [[1, 1, 3, 5], [1, 1, 3, 5]])
+assert np.array_equal(g["bias"], [2, 2])
+' "$COLLX_ROOT/tests/lib"
+}
+
+@test "--check passes for every layer on 3 ranks" {
+	ref make block 24 48 0 10 heads=6
+	tp 3 --layer block --mode tp -m w.safetensors -i X.npy --check \
+	    --backward --grad-output DY.npy
+	tp 3 --layer block --mode ulysses -m w.safetensors -i X.npy --check \
+	    --causal --backward --grad-output DY.npy
+	ref make mlp 12 24 6 10
+	tp 3 --layer mlp -m w.safetensors -i X.npy --check --backward \
+	    --grad-output DY.npy
+}
+
+# --train: LAYER MODE on WORLD ranks, 5 SGD steps, queued for the torch
+# comparison; also copied to L<world><mode>.csv, TR<world><mode>.safetensors.
+tr() {
+	rundir
+	tp "$1" --layer "$2" --mode "$3" -m w.safetensors -i X.npy --train \
+	    --targets T.npy --steps 5 --lr 0.2 -o $d/TR.safetensors \
+	    --loss-csv $d/L.csv $4
+	echo "train $2 $d 5 0.2 $5" >>batch
+	cp $d/L.csv "L$1$3.csv"
+	cp $d/TR.safetensors "TR$1$3.safetensors"
+}
+
+@test "--train mlp (tp, ulysses): losses and weights equal torch and serial" {
+	ref make mlp 12 24 3 11
+	tr 1 mlp serial
+	tr 4 mlp tp
+	tr 3 mlp ulysses "--activation relu" act=relu
+	tr 1 mlp serial "--activation relu" act=relu
+	batch_ok
+	timeout 30 "$PY" -c '
+import csv, sys; sys.path.insert(0, sys.argv[1])
+import numpy as np
+from collpy import load_st
+def losses(f): return [float(r["loss"]) for r in csv.DictReader(open(f))]
+np.testing.assert_allclose(losses("L3ulysses.csv"), losses("L1serial.csv"), rtol=1e-5)
+a, _ = load_st("TR3ulysses.safetensors"); b, _ = load_st("TR1serial.safetensors")
+for k in b: np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6)
+' "$COLLX_ROOT/tests/lib"
+	head -1 L1serial.csv | grep -qx 'step,epoch,loss,tokens,seconds,tokens_per_s'
+}
+
+@test "--train block (tp, ulysses): losses and weights equal torch" {
+	ref make block 24 48 0 12 heads=12
+	tr 1 block serial --causal causal
+	tr 4 block tp --causal causal
+	tr 2 block ulysses --causal causal
+	tr 3 block tp "--norm post" norm=post
+	batch_ok
+	timeout 30 "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1])
+from collpy import load_st
+m = load_st("TR4tp.safetensors")[1]
+assert m.get("heads") == "12", m
+' "$COLLX_ROOT/tests/lib"
+}
+
+# Every rank alone (no peer is running, so nothing can have been sent)
+# exits 3 naming the numbers, and writes nothing.
+# usage: refused WORLD "message" collx-tp-options...
+refused() {
+	local w=$1 msg=$2 r
+	shift 2
+	for ((r = 0; r < w; r++)); do
+		run timeout 20 collx-tp --rank "$r" --world-size "$w" \
+		    --master 127.0.0.1:9 --timeout 5 -o Y.npy "$@"
+		echo "# rank $r: $status: $output"
+		[ "$status" -eq 3 ]
+		[[ "$output" == "collx-tp: "*"$msg"* ]]
+		[ ! -e Y.npy ]
+	done
+}
+
+@test "non-divisible heads, features and sequence: exit 3 on every rank" {
+	ref make block 24 40 0 13 heads=12 seq=10
+	refused 5 "12 heads are not divisible by world size 5" \
+	    --layer block -m w.safetensors -i X.npy
+	refused 3 "40 feed-forward features are not divisible by world size 3" \
+	    --layer block -m w.safetensors -i X.npy
+	refused 4 "sequence length 10 is not divisible by world size 4" \
+	    --layer block --mode ulysses -m w.safetensors -i X.npy
+	ref make mlp 12 10 6 13
+	refused 4 "10 hidden features are not divisible by world size 4" \
+	    --layer mlp -m w.safetensors -i X.npy
+	ref make column 12 0 10 13
+	refused 3 "10 output features are not divisible by world size 3" \
+	    --layer column -m w.safetensors -i X.npy
+	ref make row 10 0 6 13
+	refused 4 "10 input features are not divisible by world size 4" \
+	    --layer row -m w.safetensors -i X.npy
+}
+
+@test "bad input and usage: exit 3 and 2, one line naming the program" {
+	ref make mlp 12 24 6 14
+	run timeout 20 collx-tp --layer block -m w.safetensors -i X.npy --heads 2
+	[ "$status" -eq 3 ]
+	[[ "$output" == "collx-tp: "*"attn.q.weight"* ]]
+	run timeout 20 collx-tp --layer row -m w.safetensors -i X.npy
+	[ "$status" -eq 3 ]
+	run timeout 20 collx-tp --layer mlp -m w.safetensors -i DY.npy
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"want [..., 12]"* ]]
+	run timeout 20 collx-tp --layer conv -m w.safetensors -i X.npy
+	[ "$status" -eq 2 ]
+	run timeout 20 collx-tp --layer column --mode ulysses -m w.safetensors -i X.npy
+	[ "$status" -eq 2 ]
+	run timeout 20 collx-tp --layer mlp -m w.safetensors -i X.npy --backward
+	[ "$status" -eq 2 ]
+	run timeout 20 collx-tp --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"--input-is-parallel"* ]]
+	run timeout 20 collx-tp -V
+	[ "$status" -eq 0 ]
+}
+
+# Sum of comm_bytes over the timing rows of rank R whose op is OP.
+bytes_of() {
+	awk -F, -v op="$2" 'NR > 1 && $2 == op { s += $13; n++ }
+	    END { print s + 0, n + 0 }' "$1"
+}
+
+@test "comm_bytes: Megatron 4 ring allreduces, Ulysses 8 all-to-alls (closed form)" {
+	# b*s*d = 3*12*24 = 864 floats
+	ref make block 24 48 0 15 heads=12
+	for w in 2 3 4; do
+		rm -f t*.csv
+		tp $w --layer block -m w.safetensors -i X.npy --backward \
+		    --grad-output DY.npy --timing 't{rank}.csv'
+		for ((r = 0; r < w; r++)); do
+			# ring: 2(W-1)/W of the vector per allreduce
+			[ "$(bytes_of "t$r.csv" allreduce)" = "$((4 * 2 * (w - 1) * 864 * 4 / w)) 4" ]
+		done
+		rm -f t*.csv
+		tp $w --layer block --mode ulysses -m w.safetensors -i X.npy \
+		    --backward --grad-output DY.npy --timing 't{rank}.csv'
+		for ((r = 0; r < w; r++)); do
+			# q, k, v, out forward; dout, dq, dk, dv backward: each
+			# sends (W-1)/W of b*s*d/W floats
+			[ "$(bytes_of "t$r.csv" alltoall)" = "$((8 * (w - 1) * 864 / w * 4 / w)) 4" ]
+		done
+	done
+	# mlp: one allreduce of n*out forward, one of n*in backward
+	ref make mlp 12 24 8 15
+	rm -f t*.csv
+	tp 4 --layer mlp -m w.safetensors -i X.npy --backward \
+	    --grad-output DY.npy --timing 't{rank}.csv'
+	[ "$(bytes_of t2.csv allreduce)" = "$(( (36 * 8 + 36 * 12) * 2 * 3 / 4 * 4)) 2" ]
+	grep -q 'fwd allreduce mlp.fc2 (g)' t0.csv
+	grep -q 'bwd allreduce mlp.fc1 (f)' t0.csv
+	head -1 t0.csv | grep -q ',busbw_gbps,comm_bytes,phase$'
+}
+
+# Starts WORLD ranks of a long block run in the background (pids), waits
+# until rank 0 has done 20 iterations, kills rank 1.
+start_and_kill() {
+	local w=$1 port r
+	port=$(free_port)
+	for ((r = 0; r < w; r++)); do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
+		    collx-tp --layer block -m w.safetensors -i X.npy --backward \
+		    --grad-output DY.npy --iters 100000000 --timeout 5 -v \
+		    2>"err$r" &
+		pids+=($!)
+	done
+	for _ in $(seq 300); do
+		grep -q 'iter 20:' err0 && break
+		sleep 0.1
+	done
+	for ((r = 0; r < w; r++)); do kill -0 "${pids[$r]}"; done
+	kill -KILL "${pids[1]}"
+}
+
+@test "a rank killed mid-run makes the others exit 1 naming it" {
+	ref make block 24 48 0 16 heads=12
+	start_and_kill 2
+	rc=0
+	wait_pid "${pids[0]}" 20 || rc=$?
+	echo "# rank 0: exit $rc: $(tail -n 1 err0)"
+	[ "$rc" -eq 1 ]
+	tail -n 1 err0 | grep -q '^collx-tp: rank 0: .*rank 1'
+	# three ranks: the survivors exit 1 in time; a survivor whose ring
+	# neighbour left first may name that neighbour, but one names rank 1
+	pids=()
+	start_and_kill 3
+	named=0
+	for r in 0 2; do
+		rc=0
+		wait_pid "${pids[$r]}" 20 || rc=$?
+		echo "# rank $r: exit $rc: $(tail -n 1 "err$r")"
+		[ "$rc" -eq 1 ]
+		tail -n 1 "err$r" | grep -q "^collx-tp: rank $r: .*rank [12]"
+		! tail -n 1 "err$r" | grep -q 'rank 1 ' || named=1
+	done
+	[ "$named" -eq 1 ]
+}
