@@ -90,6 +90,7 @@ ovl_main(void *arg)
 		pthread_cond_broadcast(&o->cv);
 	}
 	pthread_mutex_unlock(&o->mu);
+	coll_thread_release();
 	return NULL;
 }
 
