@@ -68,19 +68,30 @@ overlap() {
 	netns_teardown
 }
 
+# CPU seconds (user + system, every thread) of a command.
+cpu() {
+	/usr/bin/time -f '%U %S' -o "$work/cpu" "$@" >/dev/null
+	awk '{ print $1 + $2 }' "$work/cpu"
+}
+
+# Seconds a step: on a busy machine wall time mostly measures the wait for
+# a core, so the figure is CPU time, the difference between a run of 12
+# steps and one of 2 (start-up, loading and the first step cancel out).
 single() {
 	local d r t c
 	echo "single rank: gpt, 4 layers, 4 heads, seq 128, batch 8, adamw, one thread;" \
-	    "median step of 6 (first left out), median of $rounds interleaved rounds"
+	    "CPU seconds a step from runs of 12 and 2 steps, median of $rounds interleaved rounds"
 	for d in 64 128 256; do
 		collx-dp --init gpt --dims "256,$d,4,4,128" --seed 1 -o "g$d.safetensors"
 		for r in $(seq "$rounds"); do
-			timeout 600 collx-dp -m "g$d.safetensors" --data "$TEXT" \
-			    --batch 8 --steps 7 --optimizer adamw -q \
-			    --loss-csv "sl$d-$r.csv"
-			csv_step "sl$d-$r.csv" >>"c$d"
-			timeout 600 "$PY" "$here/peers/torch_gpt.py" "$TEXT" "$d" 4 4 128 8 7 |
-			    sed -n 's/.*median step \([0-9.]*\) s.*/\1/p' >>"t$d"
+			for k in 2 12; do
+				cpu collx-dp -m "g$d.safetensors" --data "$TEXT" \
+				    --batch 8 --steps $k --optimizer adamw -q >"cc$k"
+				cpu "$PY" "$here/peers/torch_gpt.py" "$TEXT" "$d" 4 4 128 \
+				    8 $k >"tc$k"
+			done
+			echo "$(cat cc12) $(cat cc2)" | awk '{ print ($1 - $2) / 10 }' >>"c$d"
+			echo "$(cat tc12) $(cat tc2)" | awk '{ print ($1 - $2) / 10 }' >>"t$d"
 		done
 		c=$(median <"c$d")
 		t=$(median <"t$d")

@@ -71,8 +71,9 @@ void nn_layernorm_backward(float *dinp, float *dw, float *db,
  */
 void nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal);
-/* dq, dk, dv += ... (any may be NULL); scratch holds s*s floats. The
- * mask lives in the saved att, so causal only mirrors the forward call. */
+/* dq, dk, dv += ... (any may be NULL); scratch holds s*s floats. causal
+ * must be the forward call's: a causal pass skips the masked triangle
+ * (the forward pass too). */
 void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal);
