@@ -21,7 +21,7 @@ enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_BATCH, OPT_STEPS,
 	OPT_EPOCHS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_LOSS_CSV, OPT_SEED, OPT_INIT, OPT_DIMS,
-	OPT_THREADS
+	OPT_THREADS, OPT_NO_OVERLAP, OPT_ZERO
 };
 
 static const struct option longopts[] = {
@@ -37,6 +37,7 @@ static const struct option longopts[] = {
 	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
+	{ "no-overlap", 0, 0, OPT_NO_OVERLAP }, { "zero", 1, 0, OPT_ZERO },
 	TRAINOPT_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
@@ -81,17 +82,23 @@ usage(void)
 	    "  --ps-mode MODE        sync (default) or async\n"
 	    "  --staleness K         async: no worker more than K pushes ahead\n"
 	    "  --bucket-mb MB        fuse gradients into buckets of MB (25)\n"
+	    "  --no-overlap          sync the buckets after the whole backward pass\n"
+	    "                        (default: each as soon as its gradients are final)\n"
+	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
+	    "                        2: also the reduced gradients (0: off)\n"
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
 	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,seconds,\n"
 	    "                        tokens_per_s\n"
-	    "  --timing F            append compute and communication timing rows\n"
+	    "  --timing F            append compute and communication (total, hidden,\n"
+	    "                        exposed) timing rows\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  --init ARCH           write a fresh mlp, block or gpt model\n"
 	    "  --dims DIMS           mlp DIN,H,DOUT; block D,HEADS[,FF[,CAUSAL]];\n"
 	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF]\n"
-	    "  -v, --verbose         a line per step on stderr (also on a terminal)\n"
+	    "  -v, --verbose         a line per step on stderr (also on a terminal), and\n"
+	    "                        every rank's memory and mean step time at the end\n"
 	    "  -q, --quiet           no step lines\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
@@ -140,6 +147,8 @@ train_option(struct opts *o, int c, const char *a)
 		    0, 1 << 20) * (1 << 20));
 		break;
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
+	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
+	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
 	default: return 0;
 	}
 	return 1;
@@ -237,6 +246,8 @@ check_args(struct opts *o)
 	if (o->cfg.staleness >= 0 && (o->cfg.sync != DP_PS ||
 	    o->cfg.ps_mode != PS_ASYNC))
 		cli_usage_error("--staleness goes with --sync ps --ps-mode async");
+	if (o->cfg.zero > 0 && o->cfg.sync == DP_PS)
+		cli_usage_error("--zero goes with allreduce, not --sync ps");
 	if (o->cfg.ps_addrs == NULL && o->cfg.ps_servers > o->g.world)
 		cli_usage_error("--ps-servers %d: more servers than the %d ranks",
 		    o->cfg.ps_servers, o->g.world);
@@ -274,7 +285,7 @@ struct report {
 	int rank, world, lines;
 	enum nn_arch arch;
 	size_t nparams;
-	const char *comm_op, *comm_algo;
+	const char *comm_op, *comm_algo, *hidden_op, *exposed_op;
 };
 
 static void
@@ -298,13 +309,34 @@ on_step(void *ctx, const struct train_step *s)
 
 	if (r->lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
-		    "%s/s (compute %.1f ms, %s %.1f ms)\n", cli_progname, s->step,
-		    s->epoch, s->loss, s->seconds * 1e3,
+		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
+		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
 		    s->seconds > 0 ? s->tokens / s->seconds : 0,
 		    r->arch == NN_MLP ? "samples" : "tokens",
-		    s->compute * 1e3, r->comm_op, s->comm * 1e3);
+		    s->compute * 1e3, r->comm_op, s->comm * 1e3, s->hidden * 1e3);
 	timing_row(r, "compute", "-", s->step, s->compute);
 	timing_row(r, r->comm_op, r->comm_algo, s->step, s->comm);
+	timing_row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
+	timing_row(r, r->exposed_op, r->comm_algo, s->step, s->exposed);
+}
+
+/* -v: every rank's memory figures and mean step time (steps after the
+ * first, which warms up, when there are several). */
+static void
+report_mem(const struct report *r, const struct dp_mem *mem,
+    const struct train_step *s, long n, int zero)
+{
+	double sum = 0;
+	long i, from = n > 1;
+
+	if (!cli_verbose || cli_quiet)
+		return;
+	for (i = from; i < n; i++)
+		sum += s[i].seconds;
+	fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu bytes, "
+	    "reduced gradients %zu bytes, mean step %.3f ms\n", cli_progname,
+	    r->rank, zero, mem->optim_bytes, mem->grad_bytes,
+	    n > from ? sum / (double)(n - from) * 1e3 : 0.0);
 }
 
 static void
@@ -350,11 +382,17 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
 	    .nparams = m->nparams, .arch = m->dims.arch };
 	struct train_step *steps = NULL;
+	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
 	char e[1024], *tpath = NULL;
 
-	r.comm_op = o->cfg.sync == DP_PS ? "ps" : "allreduce";
+	r.comm_op = o->cfg.sync == DP_PS ? "ps" : o->cfg.zero > 0 ?
+	    "reduce_scatter" : "allreduce";
+	r.hidden_op = o->cfg.sync == DP_PS ? "ps_hidden" : o->cfg.zero > 0 ?
+	    "reduce_scatter_hidden" : "allreduce_hidden";
+	r.exposed_op = o->cfg.sync == DP_PS ? "ps_exposed" : o->cfg.zero > 0 ?
+	    "reduce_scatter_exposed" : "allreduce_exposed";
 	r.comm_algo = o->cfg.sync == DP_PS ? ps_mode_name(o->cfg.ps_mode) :
 	    coll_algo_name(o->cfg.algo);
 	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
@@ -363,9 +401,10 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 		r.timing = cli_timing_open(tpath, NULL);
 	}
 	c = join_group(o);
-	if (dp_train(m, d, c, &o->cfg, on_step, &r, &steps, &kind, e,
+	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
+	report_mem(&r, &mem, steps, o->cfg.steps, o->cfg.zero);
 	write_outputs(o, m, steps, r.rank, r.world);
 	cli_timing_close(r.timing);
 	comm_close(c);
@@ -387,6 +426,7 @@ main(int argc, char **argv)
 	o.cfg.ps_servers = 1;
 	o.cfg.staleness = -1;
 	o.cfg.bucket_bytes = (size_t)25 << 20;
+	o.cfg.overlap = 1;
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
 		init_model(&o);

@@ -32,10 +32,11 @@ mlp() {
 	    -o "t$tag.safetensors" --loss-csv "l$tag.csv" -q "$@"
 }
 
-# The trained model and losses of TAG equal the NumPy reference (batch B).
+# The trained model and losses of TAG equal the NumPy reference (batch B,
+# optimizer OPTIM as dpref.py takes it).
 ref_ok() {
 	timeout 60 "$PY" "$REF" mlp m.safetensors X.npy Y.npy "${2:-200}" 10 0.05 \
-	    "t$1.safetensors" "l$1.csv"
+	    "t$1.safetensors" "l$1.csv" "${3:-sgd}"
 }
 
 same_as() {
@@ -200,6 +201,82 @@ gpt_same() {
 	[ "$status" -ne 0 ]
 }
 
+# Overlapped bucket syncs run the same operations as --no-overlap, so the
+# trained weights are the same bytes: every --sync algorithm and the
+# colocated parameter server, with one bucket per tensor (gpt, 3 ranks:
+# uneven split) and with the default single bucket (mlp, 4 ranks).
+@test "overlap: trained weights byte for byte those of --no-overlap, every --sync" {
+	gpt_init
+	for a in ring tree rd rabenseifner naive auto ps; do
+		gpt 3 "o$a" --steps 6 --bucket-mb 0.00001 --sync "$a"
+		gpt 3 "n$a" --steps 6 --bucket-mb 0.00001 --sync "$a" --no-overlap
+		cmp "go$a.safetensors" "gn$a.safetensors"
+		cmp "glo$a.csv" "gln$a.csv" || [ "$(cut -d, -f1-4 "glo$a.csv")" = "$(cut -d, -f1-4 "gln$a.csv")" ]
+	done
+	gpt 3 ops2 --steps 6 --bucket-mb 0.01 --sync ps --ps-servers 2
+	gpt 3 nps2 --steps 6 --bucket-mb 0.01 --sync ps --ps-servers 2 --no-overlap
+	cmp gops2.safetensors gnps2.safetensors
+	mlp 4 o --momentum 0.9
+	mlp 4 n --momentum 0.9 --no-overlap
+	cmp to.safetensors tn.safetensors
+	ref_ok o 200 sgd:0.9
+}
+
+# ZeRO: the optimizer steps on each rank's slice of every bucket, so the
+# result is plain DP's up to the order the reductions add in (1e-6
+# relative; AdamW turns rounding of the gradient into up to ~1e-8 absolute
+# on weights of ~0.02) and the float64 NumPy reference's. The mlp has 65
+# parameters: uneven slices on 2, 3 and 4 ranks; tiny buckets give a
+# bucket of one float (fc2.bias) with empty slices.
+@test "--zero 1 and 2 equal plain DP and the reference on 1-4 ranks, SGD momentum and AdamW" {
+	for opt in "sgd:0.9 --momentum 0.9" "adamw --optimizer adamw"; do
+		spec=${opt%% *}
+		flags=${opt#* }
+		for w in 1 2 3 4; do
+			# shellcheck disable=SC2086
+			mlp $w "p$w" $flags --sync ring
+			for z in 1 2; do
+				# shellcheck disable=SC2086
+				mlp $w "z$z$w" $flags --sync ring --zero $z
+				timeout 30 "$PY" "$REF" cmp "tz$z$w.safetensors" "tp$w.safetensors" 1e-6 1e-7
+				ref_ok "z$z$w" 200 "$spec"
+			done
+		done
+		# shellcheck disable=SC2086
+		mlp 3 zb $flags --zero 2 --bucket-mb 0.00001
+		timeout 30 "$PY" "$REF" cmp tzb.safetensors tp3.safetensors 1e-6 1e-7
+		ref_ok zb 200 "$spec"
+	done
+}
+
+@test "--zero on a gpt (AdamW) agrees with plain DP; overlap changes no byte" {
+	gpt_init
+	gpt 3 p --steps 8 --sync ring --bucket-mb 0.01
+	gpt 3 z2 --steps 8 --sync ring --bucket-mb 0.01 --zero 2
+	gpt 3 z2n --steps 8 --sync ring --bucket-mb 0.01 --zero 2 --no-overlap
+	gpt 2 z1 --steps 8 --zero 1
+	cmp gz2.safetensors gz2n.safetensors
+	gpt_same z2 p
+	gpt_same z1 p
+}
+
+# 65 parameters, AdamW (m and v): plain DP holds 65*8 bytes on every rank;
+# ZeRO on 4 ranks slices of ceil(65/4) = 17, 17, 17 and 14 floats.
+@test "--zero -v reports optimizer state of about 1/W per rank and the step time" {
+	run timeout 60 collx-run -n 4 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 3 --optimizer adamw \
+	    --zero 2 -v
+	[ "$status" -eq 0 ]
+	for r in 0 1 2; do
+		echo "$output" | grep -q "^collx-dp: rank $r: zero 2: optimizer state $((17 * 8)) bytes, reduced gradients $((17 * 4)) bytes, mean step [0-9.]* ms"
+	done
+	echo "$output" | grep -q "^collx-dp: rank 3: zero 2: optimizer state $((14 * 8)) bytes"
+	run timeout 60 collx-run -n 4 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 3 --optimizer adamw -v
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^collx-dp: rank 3: zero 0: optimizer state $((65 * 8)) bytes, reduced gradients $((65 * 4)) bytes"
+}
+
 @test "--timing has compute and communication rows per step and rank" {
 	mlp 2 t --timing 'tim{rank}.csv' --sync ring
 	[ "$(head -1 tim0.csv | cut -d, -f1-4)" = "program,op,algo,rank" ]
@@ -207,6 +284,19 @@ gpt_same() {
 	[ "$(grep -c '^collx-dp,allreduce,ring,1,2,f32,' tim1.csv)" -eq 10 ]
 	mlp 2 p --timing tp.csv --sync ps
 	[ "$(grep -c '^collx-dp,ps,sync,' tp.csv)" -eq 20 ]
+	# communication = hidden + exposed, each step
+	for f in tim0.csv tim1.csv; do
+		[ "$(grep -c '^collx-dp,allreduce_hidden,ring,' "$f")" -eq 10 ]
+		[ "$(grep -c '^collx-dp,allreduce_exposed,ring,' "$f")" -eq 10 ]
+		awk -F, '{ v[$2 "," $9] = $10 } END { for (i = 0; i < 10; i++) {
+		    h = v["allreduce_hidden," i]
+		    d = v["allreduce," i] - h - v["allreduce_exposed," i]
+		    if (d > 1e-7 || d < -1e-7 || h < 0) exit 1 } }' "$f"
+	done
+	mlp 2 z --timing tz.csv --zero 1 --no-overlap
+	# without overlap nothing is hidden
+	[ "$(grep -c '^collx-dp,reduce_scatter_hidden,auto,0,2,' tz.csv)" -eq 10 ]
+	awk -F, '$2 == "reduce_scatter_hidden" && $10 + 0 != 0 { exit 1 }' tz.csv
 }
 
 @test "verbose step lines on stderr name loss and throughput" {
@@ -239,6 +329,11 @@ gpt_same() {
 	[ "$status" -eq 2 ]
 	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --sync bogus
 	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 3
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 1 --sync ps
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--zero goes with allreduce"* ]]
 	run timeout 30 collx-dp --init gpt --dims 256,30,2,4,16 -o x.safetensors
 	[ "$status" -eq 2 ]
 	gpt_init
@@ -282,7 +377,8 @@ gpt_same() {
 	for o in --data --targets --batch --steps --epochs --lr --optimizer \
 	    --momentum --weight-decay --betas --eps --sync --ps-servers --ps \
 	    --ps-mode --staleness --bucket-mb --shuffle --seed --output \
-	    --loss-csv --timing --threads --init --dims --verbose --quiet; do
+	    --loss-csv --timing --threads --init --dims --verbose --quiet \
+	    --no-overlap --zero; do
 		[[ "$output" == *"$o "* ]]
 		echo "$man" | grep -q -- "^ *\(-., \)\?$o\( \|$\)"
 	done

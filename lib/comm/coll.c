@@ -198,6 +198,14 @@ void *cx_scratch(struct cx *x, size_t bytes)
 	return grow(x, &scratch_cache, &scratch_cap, bytes ? bytes : 1);
 }
 
+void coll_thread_release(void)
+{
+	free(tmp_cache);
+	free(scratch_cache);
+	tmp_cache = scratch_cache = NULL;
+	tmp_cap = scratch_cap = 0;
+}
+
 struct xmove {
 	int to, from;
 	const char *sbuf, *init;	/* init: what rbuf starts as, when reducing */

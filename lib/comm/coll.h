@@ -93,4 +93,9 @@ int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *co
 /* Dissemination barrier: ceil(log2 world) rounds of one byte. */
 int coll_barrier(struct comm *c);
 
+/* Frees the calling thread's scratch buffers, which collectives keep
+ * between calls; a thread that ran collectives calls it before it ends
+ * (the next collective on the thread allocates them again). */
+void coll_thread_release(void);
+
 #endif

@@ -404,6 +404,29 @@ nn_model_block(const struct nn_model *m, int i, struct nn_block_w *w,
 	return 0;
 }
 
+int
+nn_model_grad_stages(const struct nn_model *m)
+{
+	int L = m->dims.layers > 0 ? m->dims.layers : 1;
+
+	return m->dims.arch == NN_GPT ? L + 2 : L;
+}
+
+/* Layer N of "layers.N.*" (0 for an unprefixed layer) runs backward after
+ * every layer above it; gpt's head before the blocks, embeddings after. */
+int
+nn_model_grad_stage(const struct nn_model *m, size_t i)
+{
+	const char *name = m->table[i].name;
+	int L = m->dims.layers > 0 ? m->dims.layers : 1, n = 0;
+
+	if (strncmp(name, "layers.", 7) == 0)
+		n = atoi(name + 7);
+	else if (m->dims.arch == NN_GPT)
+		return strncmp(name, "lnf.", 4) == 0 ? 0 : L + 1;
+	return m->dims.arch == NN_GPT ? L - n : L - 1 - n;
+}
+
 const struct nn_param *
 nn_model_param(const struct nn_model *m, const char *name)
 {

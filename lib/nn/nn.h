@@ -71,8 +71,9 @@ void nn_layernorm_backward(float *dinp, float *dw, float *db,
  */
 void nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal);
-/* dq, dk, dv += ... (any may be NULL); scratch holds s*s floats. The
- * mask lives in the saved att, so causal only mirrors the forward call. */
+/* dq, dk, dv += ... (any may be NULL); scratch holds s*s floats. causal
+ * must be the forward call's: a causal pass skips the masked triangle
+ * (the forward pass too). */
 void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal);
@@ -310,6 +311,23 @@ void nn_model_zero_grad(struct nn_model *m);
  * batch (token out of range, seq mismatch) with the reason in err. */
 int nn_model_step(struct nn_model *m, const struct nn_batch *b,
     double *loss_sum, char *err, size_t errlen);
+/*
+ * Backward-pass hook, for overlapping gradient communication with the rest
+ * of the backward pass. The backward pass runs in stages: mlp and block
+ * stacks one per layer from the last; gpt the final LayerNorm (stage 0),
+ * the blocks from the last (1 .. L), the embeddings wte and wpe (L + 1).
+ * nn_model_step_hook calls fn(ctx, stage) as soon as a stage's gradients
+ * are final (not written again in this pass), in order 0, 1, ...; fn must
+ * not touch gradients of later stages. The gradients are those of
+ * nn_model_step, bit for bit.
+ */
+typedef void (*nn_grad_fn)(void *ctx, int stage);
+int nn_model_step_hook(struct nn_model *m, const struct nn_batch *b,
+    double *loss_sum, nn_grad_fn fn, void *ctx, char *err, size_t errlen);
+/* Stages of the backward pass, and the one after which tensor i (index
+ * into m->table) is final. */
+int nn_model_grad_stages(const struct nn_model *m);
+int nn_model_grad_stage(const struct nn_model *m, size_t i);
 /* Forward only: *loss_sum as nn_model_step, gradients untouched. */
 int nn_model_loss(struct nn_model *m, const struct nn_batch *b,
     double *loss_sum, char *err, size_t errlen);

@@ -6,6 +6,19 @@
 #include "nn/nn.h"
 #include "nn/model_int.h"
 
+/* The backward pass's hook; a NULL struct hook pointer: forward only. */
+struct hook {
+	nn_grad_fn fn;
+	void *ctx;
+};
+
+static void
+hook_call(const struct hook *h, int stage)
+{
+	if (h->fn != NULL)
+		h->fn(h->ctx, stage);
+}
+
 static float *
 work_reserve(struct nn_work *k, size_t floats)
 {
@@ -21,7 +34,7 @@ work_reserve(struct nn_work *k, size_t floats)
 /* mlp stack: layer 0 d_in -> d_out, later layers d_out -> d_out;
  * per-sample loss the mean squared error over d_out. */
 static int
-run_mlp(struct nn_model *m, const struct nn_batch *b, int grad,
+run_mlp(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
     double *loss, char *err, size_t errlen)
 {
 	const struct nn_dims *d = &m->dims;
@@ -52,6 +65,7 @@ run_mlp(struct nn_model *m, const struct nn_batch *b, int grad,
 			memset(db, 0, no * sizeof(float));
 		nn_mlp_backward(l ? db : NULL, &k->mg[l], scratch, da, &a,
 		    &k->mw[l], MLP_IN(l), n, l ? O : d->d_in, H, O, NN_ACT_GELU);
+		hook_call(grad, L - 1 - l);
 		float *t = da;
 		da = db, db = t;
 	}
@@ -126,22 +140,26 @@ stack_forward(struct nn_model *m, struct stack *st, int causal)
 }
 
 /* dy: the gradient at the last output, in st->dxa. Returns the gradient
- * at layer 0's input when want_dx, else NULL. */
+ * at layer 0's input when want_dx, else NULL. Layer l's gradients are
+ * hook stage base + L-1-l. */
 static float *
-stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx)
+stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
+    const struct hook *h, int base)
 {
+	int L = m->work->nlayers;
 	struct nn_block_acts a;
 	float *dy = st->dxa, *dx = st->dxb;
 
 	st->sh.causal = causal;
 
-	for (int l = m->work->nlayers - 1; l >= 0; l--) {
+	for (int l = L - 1; l >= 0; l--) {
 		int need = l > 0 || want_dx;
 		if (need)
 			memset(dx, 0, st->nd * sizeof(float));
 		stack_acts(m, st, l, &a);
 		nn_block_backward(need ? dx : NULL, &m->work->g[l], st->scratch,
 		    dy, &a, &m->work->w[l], stack_in(st, l), &st->sh, NULL);
+		hook_call(h, base + L - 1 - l);
 		float *t = dy;
 		dy = dx, dx = t;
 	}
@@ -150,7 +168,7 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx)
 
 /* block stack: per-sample loss the mean squared error over seq*d_model. */
 static int
-run_block(struct nn_model *m, const struct nn_batch *b, int grad,
+run_block(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
     double *loss, char *err, size_t errlen)
 {
 	struct stack st;
@@ -166,7 +184,7 @@ run_block(struct nn_model *m, const struct nn_batch *b, int grad,
 		return 0;
 	memset(st.dxa, 0, st.nd * sizeof(float));
 	nn_sqerr_backward(st.dxa, y, b->y, (float)(1.0 / per), st.nd);
-	stack_backward(m, &st, m->dims.causal, 0);
+	stack_backward(m, &st, m->dims.causal, 0, grad, 0);
 	return 0;
 }
 
@@ -208,7 +226,7 @@ gpt_tokens(struct nn_model *m, const struct nn_batch *b, char *err,
 /* gpt: embeddings, causal blocks, final LayerNorm, logits against the
  * tied wte; per-sample loss the mean cross-entropy over seq positions. */
 static int
-run_gpt(struct nn_model *m, const struct nn_batch *b, int grad,
+run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
     double *loss, char *err, size_t errlen)
 {
 	const struct nn_dims *d = &m->dims;
@@ -245,14 +263,16 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, int grad,
 	memset(st.dxa, 0, nd * sizeof(float));
 	nn_layernorm_backward(st.dxa, k->dlnf_w, k->dlnf_b, st.dxb, top,
 	    k->lnf_w, mean, rstd, N, D);
-	float *demb = stack_backward(m, &st, 1, 1);
+	hook_call(grad, 0);
+	float *demb = stack_backward(m, &st, 1, 1, grad, 1);
 	nn_embedding_backward(k->dwte, k->dwpe, demb, in, n, S, D);
+	hook_call(grad, k->nlayers + 1);
 	return 0;
 }
 
 static int
-run(struct nn_model *m, const struct nn_batch *b, int grad, double *loss,
-    char *err, size_t errlen)
+run(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
+    double *loss, char *err, size_t errlen)
 {
 	*loss = 0.0;
 	if (b->n < 0 || (m->dims.arch == NN_BLOCK && b->seq < 1))
@@ -274,12 +294,23 @@ int
 nn_model_step(struct nn_model *m, const struct nn_batch *b, double *loss_sum,
     char *err, size_t errlen)
 {
-	return run(m, b, 1, loss_sum, err, errlen);
+	struct hook h = { NULL, NULL };
+
+	return run(m, b, &h, loss_sum, err, errlen);
+}
+
+int
+nn_model_step_hook(struct nn_model *m, const struct nn_batch *b,
+    double *loss_sum, nn_grad_fn fn, void *ctx, char *err, size_t errlen)
+{
+	struct hook h = { fn, ctx };
+
+	return run(m, b, &h, loss_sum, err, errlen);
 }
 
 int
 nn_model_loss(struct nn_model *m, const struct nn_batch *b, double *loss_sum,
     char *err, size_t errlen)
 {
-	return run(m, b, 0, loss_sum, err, errlen);
+	return run(m, b, NULL, loss_sum, err, errlen);
 }

@@ -58,22 +58,45 @@ dp_optim_update(void *ctx, float *p, const float *gsum, size_t off,
 }
 
 static int
-grads_allreduce(struct run *r)
+bucket_allreduce(struct run *r, int i)
 {
-	int i;
+	size_t a = r->bucket[i], b = r->bucket[i + 1];
 
-	for (i = 0; i < r->nbucket; i++) {
-		size_t a = r->bucket[i], b = r->bucket[i + 1];
-
-		comm_set_step(r->c, "gradient bucket %d of %d", i + 1, r->nbucket);
-		if (coll_allreduce(r->c, r->m->grads + a, b - a, DT_F32, COLL_SUM,
-		    r->cfg->algo) < 0)
-			return dp_comm_failed(r);
-	}
+	comm_set_step(r->c, "gradient bucket %d of %d", i + 1, r->nbucket);
+	if (coll_allreduce(r->c, r->m->grads + a, b - a, DT_F32, COLL_SUM,
+	    r->cfg->algo) < 0)
+		return dp_comm_failed(r);
 	return 0;
 }
 
-/* Gradient sync and update; *loss holds this rank's loss sum, and the
+/* One bulk-synchronous colocated parameter-server round per bucket; a
+ * server rank keeps an optimizer for its shard of every bucket. */
+static int
+bucket_ps(struct run *r, int i)
+{
+	size_t a = r->bucket[i], b = r->bucket[i + 1];
+
+	if (ps_colo_step(r->c, r->cfg->ps_servers, r->m->params + a,
+	    r->m->grads + a, b - a, (double)r->count, dp_optim_update,
+	    r->bopt != NULL ? &r->bopt[i] : NULL) < 0)
+		return dp_comm_failed(r);
+	return 0;
+}
+
+/* Every bucket's sync on this thread, after the backward pass. */
+static int
+buckets_sync(struct run *r)
+{
+	int i;
+
+	for (i = r->nbucket - 1; i >= 0; i--)
+		if (r->bucket_fn(r, i) < 0)
+			return -1;
+	return 0;
+}
+
+/* What follows the bucket syncs: the update and, but for asynchronous
+ * servers, the global loss. *loss holds this rank's loss sum, and the
  * global one on return (async parameter server: this rank's mean). */
 static int
 sync_step(struct run *r, double *loss)
@@ -82,8 +105,10 @@ sync_step(struct run *r, double *loss)
 	struct nn_model *m = r->m;
 	char e[400];
 
-	if (cfg->sync == DP_ALLREDUCE) {
-		if (grads_allreduce(r) < 0)
+	if (r->bucket_fn != NULL) {
+		if (r->ovl == NULL && buckets_sync(r) < 0)
+			return -1;
+		if (cfg->zero > 0 && dp_zero_update(r) < 0)
 			return -1;
 	} else if (r->cl != NULL) {
 		if (ps_client_push(r->cl, m->grads, (double)r->count, m->params,
@@ -102,25 +127,37 @@ sync_step(struct run *r, double *loss)
 	return 0;
 }
 
+/* Overlapped: the buckets synced while the backward pass runs; the time
+ * the thread spent syncing is communication, the part of it after the
+ * backward pass ended exposed, the rest hidden. */
 static int
 run_step(struct run *r, long k, struct train_step *s)
 {
-	double t0 = cli_now(), t1, t2, loss = 0;
+	double t0 = cli_now(), t1, t2, t3, busy = 0, loss = 0;
 	char e[COLLX_ERRLEN];
+	int rc = 0;
 
 	train_batch_fill(&r->tb, r->d, &r->ord,
 	    (int64_t)k * r->cfg->batch + r->start, r->count);
 	nn_model_zero_grad(r->m);
-	if (r->count > 0 && nn_model_step(r->m, &r->tb.b, &loss, e, sizeof(e)) < 0) {
+	if (r->ovl != NULL)
+		dp_ovl_begin(r);
+	if (r->count > 0)
+		rc = nn_model_step_hook(r->m, &r->tb.b, &loss,
+		    r->ovl != NULL ? dp_ovl_stage : NULL, r->ovl, e, sizeof(e));
+	t1 = cli_now();
+	if (r->ovl != NULL && dp_ovl_wait(r, &busy) < 0)
+		return -1;
+	if (rc < 0) {
 		r->kind = TRAIN_ERR_DATA;
 		return cli_fail(r->err, r->errlen, "rank %d: step %ld: %s", r->rank,
 		    k, e);
 	}
-	t1 = cli_now();
+	t2 = cli_now();
 	if (sync_step(r, &loss) < 0)
 		return -1;
-	t2 = cli_now();
-	if (r->cfg->sync == DP_ALLREDUCE)
+	t3 = cli_now();
+	if (r->cfg->sync == DP_ALLREDUCE && r->cfg->zero == 0)
 		nn_optim_step(&r->opt, r->m->params, r->m->grads,
 		    (float)(1.0 / (double)r->cfg->batch));
 	s->step = k;
@@ -128,8 +165,10 @@ run_step(struct run *r, long k, struct train_step *s)
 	s->tokens = train_tokens(r->d, r->cfg->batch);
 	s->loss = loss;
 	s->seconds = cli_now() - t0;
-	s->comm = t2 - t1;
-	s->compute = s->seconds - s->comm;
+	s->comm = busy + (t3 - t2);
+	s->hidden = busy > t2 - t1 ? busy - (t2 - t1) : 0;
+	s->exposed = s->comm - s->hidden;
+	s->compute = s->seconds - s->exposed;
 	return 0;
 }
 
@@ -162,6 +201,28 @@ dp_verify_same(struct run *r, const char *when)
 
 /* ---- the run --------------------------------------------------------- */
 
+static size_t
+optim_bytes(const struct nn_optim *o)
+{
+	return o->count * sizeof(float) * ((o->m != NULL) + (o->v != NULL));
+}
+
+/* Optimizer state this rank holds (a colocated server's included), and the
+ * reduced gradients it keeps for the update. */
+static void
+run_mem(const struct run *r, struct dp_mem *mem)
+{
+	int i;
+
+	mem->optim_bytes = r->have_opt ? optim_bytes(&r->opt) : 0;
+	for (i = 0; i < r->nbopt; i++)
+		mem->optim_bytes += optim_bytes(&r->bopt[i]);
+	if (r->srv != NULL)
+		mem->optim_bytes += optim_bytes(&r->srv->opt);
+	mem->grad_bytes = (r->cfg->zero == 2 ? r->gshard_len : r->m->nparams) *
+	    sizeof(float);
+}
+
 static int
 run_buffers(struct run *r)
 {
@@ -172,6 +233,51 @@ run_buffers(struct run *r)
 	    sizeof(e)) < 0)
 		return dp_runtime_failed(r, "rank %d: %s", e);
 	return make_buckets(r);
+}
+
+/* A colocated server's optimizer for its shard of every bucket. */
+static int
+ps_bucket_optims(struct run *r)
+{
+	size_t off, len;
+	char e[256];
+
+	r->bopt = calloc((size_t)r->nbucket, sizeof(*r->bopt));
+	if (r->bopt == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	for (r->nbopt = 0; r->nbopt < r->nbucket; r->nbopt++) {
+		ps_shard(r->bucket[r->nbopt + 1] - r->bucket[r->nbopt],
+		    r->cfg->ps_servers, r->rank, &off, &len);
+		if (nn_optim_init(&r->bopt[r->nbopt], &r->cfg->optim, len, e,
+		    sizeof(e)) < 0)
+			return dp_runtime_failed(r, "rank %d: %s", e);
+	}
+	return 0;
+}
+
+/* The per-bucket sync (allreduce, ZeRO's reduce-scatter, or a colocated
+ * synchronous server round when overlapping) and its thread; external
+ * and asynchronous servers sync the whole vector after the backward. */
+static int
+run_buckets(struct run *r)
+{
+	const struct dp_cfg *cfg = r->cfg;
+
+	if (cfg->zero > 0) {
+		if (dp_zero_init(r) < 0)
+			return -1;
+		r->bucket_fn = dp_zero_bucket;
+	} else if (cfg->sync == DP_ALLREDUCE)
+		r->bucket_fn = bucket_allreduce;
+	else if (cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
+	    cfg->overlap) {
+		if (r->rank < cfg->ps_servers && ps_bucket_optims(r) < 0)
+			return -1;
+		r->bucket_fn = bucket_ps;
+	}
+	if (r->bucket_fn != NULL && cfg->overlap)
+		return dp_ovl_start(r, r->bucket_fn);
+	return 0;
 }
 
 static int
@@ -189,13 +295,15 @@ run_init(struct run *r)
 	if (cfg->sync == DP_PS && cfg->ps_addrs == NULL &&
 	    cfg->ps_mode == PS_SYNC && r->rank < cfg->ps_servers)
 		ps_shard(r->m->nparams, cfg->ps_servers, r->rank, &off, &len);
-	if (cfg->sync == DP_ALLREDUCE || (cfg->sync == DP_PS &&
-	    cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
-	    r->rank < cfg->ps_servers)) {
+	if ((cfg->sync == DP_ALLREDUCE && cfg->zero == 0) || (cfg->sync ==
+	    DP_PS && cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
+	    r->rank < cfg->ps_servers && !cfg->overlap)) {
 		if (nn_optim_init(&r->opt, &cfg->optim, len, e, sizeof(e)) < 0)
 			return dp_runtime_failed(r, "rank %d: %s", e);
 		r->have_opt = 1;
 	}
+	if (run_buckets(r) < 0)
+		return -1;
 	if (dp_verify_same(r, "before training") < 0)
 		return -1;
 	if (cfg->sync == DP_PS && cfg->ps_addrs != NULL)
@@ -229,10 +337,17 @@ run_finish_ps(struct run *r)
 static void
 run_free(struct run *r)
 {
+	int i;
+
+	dp_ovl_stop(r);
 	ps_client_abort(r->cl);
 	dp_colo_server_stop(r, 0);
 	if (r->have_opt)
 		nn_optim_free(&r->opt);
+	for (i = 0; i < r->nbopt; i++)
+		nn_optim_free(&r->bopt[i]);
+	free(r->bopt);
+	dp_zero_free(r);
 	train_order_free(&r->ord);
 	train_batch_free(&r->tb);
 	free(r->bucket);
@@ -240,7 +355,7 @@ run_free(struct run *r)
 
 int
 dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
-    const struct dp_cfg *cfg, dp_step_fn fn, void *ctx,
+    const struct dp_cfg *cfg, dp_step_fn fn, void *ctx, struct dp_mem *mem,
     struct train_step **steps, enum train_err *kind, char *err, size_t errlen)
 {
 	struct run r = { .m = m, .d = d, .c = c, .cfg = cfg,
@@ -256,6 +371,8 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	}
 	if (run_init(&r) < 0)
 		goto out;
+	if (mem != NULL)
+		run_mem(&r, mem);
 	for (k = 0; k < cfg->steps; k++) {
 		if (run_step(&r, k, &s[k]) < 0)
 			goto out;

@@ -32,18 +32,26 @@ struct dp_cfg {
 	int staleness;		/* async bound, < 0 none */
 	double timeout;
 	const char *token;
+	int overlap;		/* bucket syncs overlap the backward pass */
+	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
+};
+
+/* Memory of a run on this rank, in bytes: optimizer state, and reduced
+ * gradients kept for the update (ZeRO stage 2: this rank's slices). */
+struct dp_mem {
+	size_t optim_bytes, grad_bytes;
 };
 
 typedef void (*dp_step_fn)(void *ctx, const struct train_step *s);
 
 /*
  * Train m for cfg->steps steps; fn (may be NULL) sees every step as it
- * ends. At the start and the end the ranks check that their parameters
+ * ends; mem (may be NULL) receives this rank's memory figures. At the start and the end the ranks check that their parameters
  * are bitwise identical. *steps receives the records (malloc'd, cfg->steps
  * of them). 0, or -1 with the reason in err and *kind set.
  */
 int dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
-    const struct dp_cfg *cfg, dp_step_fn fn, void *ctx,
+    const struct dp_cfg *cfg, dp_step_fn fn, void *ctx, struct dp_mem *mem,
     struct train_step **steps, enum train_err *kind, char *err, size_t errlen);
 
 /* A ps_update_fn that steps the nn_optim ctx (sized for the shard). */

@@ -8,6 +8,8 @@
 
 #include "par/dp.h"
 
+struct dp_ovl;
+
 /* A parameter server running in this rank (colocated async mode). */
 struct colo_server {
 	pthread_t thr;
@@ -33,6 +35,14 @@ struct run {
 	int nbucket;
 	struct nn_optim opt;		/* whole vector, or a colocated shard */
 	int have_opt;
+	struct nn_optim *bopt;		/* per bucket: ZeRO slice, or shard */
+	int nbopt;			/* of a colocated server (overlap) */
+	int (*bucket_fn)(struct run *, int);	/* a bucket's sync, or NULL */
+	struct dp_ovl *ovl;		/* overlap: the communication thread */
+	size_t *zoff;			/* ZeRO: bucket slices in gshard */
+	size_t *zcounts;		/* ZeRO: allgatherv counts, world */
+	float *gshard, *zpad;		/* ZeRO: stage 2 grads, padding */
+	size_t gshard_len;
 	struct ps_client *cl;		/* external or colocated async servers */
 	struct colo_server *srv;
 	enum train_err kind;
@@ -46,6 +56,23 @@ int dp_comm_failed(struct run *r);
 int dp_runtime_failed(struct run *r, const char *fmt, const char *why);
 /* Every rank must hold bitwise the same parameters. */
 int dp_verify_same(struct run *r, const char *when);
+
+/* Overlap (overlap.c): a thread runs fn(r, bucket) for each bucket as
+ * the backward pass completes it. start once; per step begin, pass
+ * dp_ovl_stage and r->ovl to nn_model_step_hook, then wait (*busy: the
+ * seconds spent in fn). */
+typedef int (*dp_bucket_fn)(struct run *r, int bucket);
+int dp_ovl_start(struct run *r, dp_bucket_fn fn);
+void dp_ovl_begin(struct run *r);
+void dp_ovl_stage(void *ctx, int stage);
+int dp_ovl_wait(struct run *r, double *busy);
+void dp_ovl_stop(struct run *r);
+
+/* ZeRO stages 1 and 2 (zero.c). */
+int dp_zero_init(struct run *r);
+int dp_zero_bucket(struct run *r, int bucket);
+int dp_zero_update(struct run *r);
+void dp_zero_free(struct run *r);
 
 /* Parameter-server set-up (dp_ps.c). */
 int dp_ps_connect(struct run *r, const char *addrs);

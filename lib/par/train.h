@@ -65,10 +65,13 @@ void train_batch_free(struct train_batch *tb);
 void train_batch_fill(struct train_batch *tb, const struct train_data *d,
     struct train_order *o, int64_t g0, long count);
 
-/* One step's record. loss: the batch loss of the step's forward pass. */
+/* One step's record. loss: the batch loss of the step's forward pass.
+ * comm: seconds of communication, of which hidden ran behind the backward
+ * pass and exposed (comm - hidden) held the step up; compute: seconds -
+ * exposed. */
 struct train_step {
 	long step, epoch, tokens;
-	double loss, seconds, compute, comm;
+	double loss, seconds, compute, comm, hidden, exposed;
 };
 
 #endif

@@ -2,9 +2,10 @@
 """Independent NumPy references and checks for the dp and ps suites.
 
 usage:
-  dpref.py mlp MODEL X Y BATCH STEPS LR TRAINED LOSS_CSV
-      train the mlp (fc2(gelu(fc1(x))), exact-erf GELU, MSE, SGD) in float64
-      by hand; compare with collx-dp's trained model and loss CSV
+  dpref.py mlp MODEL X Y BATCH STEPS LR TRAINED LOSS_CSV [OPTIM]
+      train the mlp (fc2(gelu(fc1(x))), exact-erf GELU, MSE) in float64 by
+      hand; compare with collx-dp's trained model and loss CSV. OPTIM: sgd
+      (default), sgd:MOMENTUM, or adamw (torch.optim.AdamW's defaults)
   dpref.py cmp A.safetensors B.safetensors RTOL ATOL [SKIP]
       same tensors, close (names ending in SKIP not compared)
   dpref.py csvcmp A.csv B.csv RTOL                     same losses, close
@@ -45,7 +46,37 @@ def close(what, ref, got, rtol, atol):
 ERF = np.vectorize(math.erf)
 
 
-def mlp_train(p, x, y, batch, steps, lr):
+class Optim:
+    """torch.optim.SGD (momentum, dampening 0) or AdamW, written out."""
+
+    def __init__(self, spec, lr):
+        self.kind, _, arg = spec.partition(":")
+        self.lr, self.t, self.m, self.v = lr, 0, {}, {}
+        self.mom = float(arg) if arg else 0.0
+
+    def step(self, p, grads):
+        self.t += 1
+        for name in p:
+            g = grads[name]
+            if self.kind == "sgd":
+                if self.mom:
+                    b = self.m.get(name)
+                    self.m[name] = g if b is None else self.mom * b + g
+                    g = self.m[name]
+                p[name] = p[name] - self.lr * g
+                continue
+            b1, b2, eps, wd = 0.9, 0.999, 1e-8, 0.01
+            m = b1 * self.m.get(name, 0) + (1 - b1) * g
+            v = b2 * self.v.get(name, 0) + (1 - b2) * g * g
+            self.m[name], self.v[name] = m, v
+            mhat = m / (1 - b1 ** self.t)
+            vhat = v / (1 - b2 ** self.t)
+            p[name] = p[name] * (1 - self.lr * wd) - \
+                self.lr * mhat / (np.sqrt(vhat) + eps)
+
+
+def mlp_train(p, x, y, batch, steps, lr, optim="sgd"):
+    opt = Optim(optim, lr)
     losses = []
     n = x.shape[0]
     for k in range(steps):
@@ -63,8 +94,7 @@ def mlp_train(p, x, y, batch, steps, lr):
             cdf + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi))
         grads["fc1.weight"] = dh.T @ xb
         grads["fc1.bias"] = dh.sum(0)
-        for name in p:
-            p[name] = p[name] - lr * grads[name]
+        opt.step(p, grads)
     return p, losses
 
 
@@ -75,11 +105,11 @@ def read_losses(path):
         return np.array([float(line.split(",")[col]) for line in f if line.strip()])
 
 
-def cmd_mlp(model, xf, yf, batch, steps, lr, trained, csv):
+def cmd_mlp(model, xf, yf, batch, steps, lr, trained, csv, optim="sgd"):
     p, _ = load(model)
     x = np.load(xf).astype(np.float64)
     y = np.load(yf).astype(np.float64)
-    p, losses = mlp_train(p, x, y, int(batch), int(steps), float(lr))
+    p, losses = mlp_train(p, x, y, int(batch), int(steps), float(lr), optim)
     got, _ = load(trained)
     for name in sorted(p):
         close(name, p[name], got[name], 1e-5, 1e-6)

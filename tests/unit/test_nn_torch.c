@@ -209,6 +209,13 @@ int main(void)
 	run_case("block-stack", &blk, stackb, &bb, NN_SGD);
 	free(x), free(y);
 
+	/* seq 70: causal attention in row blocks of 32, 32 and 6 */
+	blk.layers = 0;
+	x = check_fill(2 * 70 * 16, 1.0f), y = check_fill(2 * 70 * 16, 1.0f);
+	struct nn_batch b70 = { .n = 2, .seq = 70, .x = x, .y = y };
+	run_case("block-causal-70", &blk, NULL, &b70, NN_ADAMW);
+	free(x), free(y);
+
 	struct nn_dims gpt = { .arch = NN_GPT, .vocab = 23, .d_model = 16,
 		.layers = 2, .heads = 2, .seq = 6 };
 	int32_t tok[4 * 7];

@@ -1,0 +1,109 @@
+#!/bin/bash
+# collx-dp speed, side by side with what it is measured against.
+# 1. Overlap: a GPT (d_model 256, 4 layers, 4 heads, seq 128, batch 8,
+#    AdamW) on 2 ranks in 2 network namespaces joined by 1 Gbit/s links:
+#    median step time with overlapped bucket allreduces against
+#    --no-overlap, rounds interleaved, and the share of communication the
+#    overlap hid (from the --timing rows). Needs root (ip netns, tc).
+# 2. One rank: training tokens/s of collx-dp against PyTorch on the CPU
+#    (examples/peers/torch_gpt.py, one thread, same model and AdamW) at
+#    d_model 64, 128 and 256 (4 layers, 4 heads, seq 128, batch 8).
+# usage: examples/bench-dp.sh [overlap|single|all] [ROUNDS]   (all, 3)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
+what=${1:-all}
+rounds=${2:-3}
+PY=/usr/bin/python3
+TEXT=/usr/share/common-licenses/GPL-3
+work=$(mktemp -d)
+cleanup() {
+	if [ -n "${NETNS_TAG:-}" ]; then netns_teardown; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# Median step seconds of a loss CSV, the first step (warm-up) left out.
+csv_step() { awk -F, 'NR > 2 { print $5 }' "$1" | median; }
+
+overlap() {
+	local steps=12 bucket=2 r o t
+	. "$here/../tests/lib/netns.bash"
+	netns_available || { echo "bench-dp.sh: overlap needs root and ip netns" >&2; return 1; }
+	netns_setup 2 --rate 1gbit
+	netns_fake_ssh "$work/ssh"
+	collx-dp --init gpt --dims 256,256,4,4,128 --seed 1 -o gpt.safetensors
+	echo "overlap: gpt d_model 256, 4 layers, seq 128, batch 8, adamw," \
+	    "2 ranks on 1 Gbit/s links, --bucket-mb $bucket, $steps steps x $rounds rounds"
+	for r in $(seq "$rounds"); do
+		for o in overlap no-overlap; do
+			t=$o
+			[ "$o" = overlap ] && o=""
+			collx-run -H "$(netns_hosts)" --ssh "$work/ssh" \
+			    --master "$(netns_addr 0):29500" -- \
+			    "$(command -v collx-dp)" -m "$work/gpt.safetensors" \
+			    --data "$TEXT" --batch 8 --steps "$steps" \
+			    --optimizer adamw --bucket-mb "$bucket" --iface eth0 -q \
+			    --loss-csv "$work/l-$t-$r.csv" \
+			    --timing "$work/t-$t-$r-{rank}.csv" ${o:+--$o}
+			echo "$(csv_step "l-$t-$r.csv")" >>"s-$t"
+		done
+	done
+	local a b
+	a=$(median <s-overlap)
+	b=$(median <s-no-overlap)
+	# rank 0, steps after the first: communication, hidden, exposed
+	awk -F, '$9 > 0 && $2 == "allreduce" { c += $10; n++ }
+	    $9 > 0 && $2 == "allreduce_hidden" { h += $10 }
+	    END { printf "  overlap:    communication %.1f ms a step, %.0f%% of it hidden behind the backward pass\n",
+	        c / n * 1e3, 100 * h / c }' t-overlap-*-0.csv
+	awk -F, '$9 > 0 && $2 == "allreduce" { c += $10; n++ }
+	    END { printf "  no-overlap: communication %.1f ms a step\n", c / n * 1e3 }' \
+	    t-no-overlap-*-0.csv
+	awk -v a="$a" -v b="$b" 'BEGIN { printf "  median step: overlap %.1f ms, no-overlap %.1f ms, ratio %.2f\n",
+	    a * 1e3, b * 1e3, a / b }'
+	netns_teardown
+}
+
+# CPU seconds (user + system, every thread) of a command.
+cpu() {
+	/usr/bin/time -f '%U %S' -o "$work/cpu" "$@" >/dev/null
+	awk '{ print $1 + $2 }' "$work/cpu"
+}
+
+# Seconds a step: on a busy machine wall time mostly measures the wait for
+# a core, so the figure is CPU time, the difference between a run of 12
+# steps and one of 2 (start-up, loading and the first step cancel out).
+single() {
+	local d r t c
+	echo "single rank: gpt, 4 layers, 4 heads, seq 128, batch 8, adamw, one thread;" \
+	    "CPU seconds a step from runs of 12 and 2 steps, median of $rounds interleaved rounds"
+	for d in 64 128 256; do
+		collx-dp --init gpt --dims "256,$d,4,4,128" --seed 1 -o "g$d.safetensors"
+		for r in $(seq "$rounds"); do
+			for k in 2 12; do
+				cpu collx-dp -m "g$d.safetensors" --data "$TEXT" \
+				    --batch 8 --steps $k --optimizer adamw -q >"cc$k"
+				cpu "$PY" "$here/peers/torch_gpt.py" "$TEXT" "$d" 4 4 128 \
+				    8 $k >"tc$k"
+			done
+			echo "$(cat cc12) $(cat cc2)" | awk '{ print ($1 - $2) / 10 }' >>"c$d"
+			echo "$(cat tc12) $(cat tc2)" | awk '{ print ($1 - $2) / 10 }' >>"t$d"
+		done
+		c=$(median <"c$d")
+		t=$(median <"t$d")
+		awk -v d="$d" -v c="$c" -v t="$t" 'BEGIN {
+		    printf "  d_model %3d: collx-dp %7.0f tokens/s, torch %7.0f tokens/s, ratio %.2fx\n",
+		    d, 1024 / c, 1024 / t, t / c }'
+	done
+}
+
+case $what in
+overlap) overlap ;;
+single) single ;;
+all) single; overlap ;;
+*) echo "usage: bench-dp.sh [overlap|single|all] [ROUNDS]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,138 @@
+/* zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) over the gradient
+ * buckets. Every bucket of len floats is cut into world slices of
+ * c = ceil(len / W) floats (the last ones shorter or empty when W does not
+ * divide len); rank q owns slice q of every bucket. A bucket's gradient
+ * sums are reduce-scattered (a zero-padded copy when W does not divide
+ * len), each rank steps the optimizer on its slices only (the state is
+ * about 1/W of plain data parallelism's), and the updated slices are
+ * allgathered. Stage 1 keeps the reduced slice in place in the gradient
+ * vector; stage 2 keeps only the reduced slices, compact. The optimizers
+ * are elementwise, so the result is plain data parallelism's up to the
+ * order the reductions add in. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "par/dp_int.h"
+
+/* Rank q's slice of bucket i, relative to the bucket's start. */
+static void
+zero_slice(const struct run *r, int i, int q, size_t *off, size_t *len)
+{
+	size_t n = r->bucket[i + 1] - r->bucket[i];
+	size_t c = (n + (size_t)r->world - 1) / (size_t)r->world;
+	size_t a = (size_t)q * c;
+
+	*off = a < n ? a : n;
+	*len = a < n ? (n - a < c ? n - a : c) : 0;
+}
+
+static size_t
+zero_chunk(const struct run *r, int i)
+{
+	size_t n = r->bucket[i + 1] - r->bucket[i];
+
+	return (n + (size_t)r->world - 1) / (size_t)r->world;
+}
+
+static enum coll_algo
+zero_algo(const struct run *r, enum coll_kind kind)
+{
+	return coll_algo_valid(kind, r->cfg->algo) ? r->cfg->algo : COLL_AUTO;
+}
+
+int
+dp_zero_init(struct run *r)
+{
+	size_t pad = 0, total = 0, off, len;
+	int i;
+	char e[256];
+
+	r->bopt = calloc((size_t)r->nbucket, sizeof(*r->bopt));
+	r->zoff = calloc((size_t)r->nbucket, sizeof(*r->zoff));
+	r->zcounts = calloc((size_t)r->world, sizeof(*r->zcounts));
+	if (r->bopt == NULL || r->zoff == NULL || r->zcounts == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	for (i = 0; i < r->nbucket; i++) {
+		size_t c = zero_chunk(r, i), n = r->bucket[i + 1] - r->bucket[i];
+
+		zero_slice(r, i, r->rank, &off, &len);
+		if (nn_optim_init(&r->bopt[i], &r->cfg->optim, len, e,
+		    sizeof(e)) < 0)
+			return dp_runtime_failed(r, "rank %d: %s", e);
+		r->nbopt = i + 1;
+		r->zoff[i] = total;
+		total += c;
+		if (c * (size_t)r->world != n && c * (size_t)r->world > pad)
+			pad = c * (size_t)r->world;
+	}
+	if (r->cfg->zero == 2 && (r->gshard = calloc(total ? total : 1,
+	    sizeof(float))) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	r->gshard_len = total;
+	if (pad > 0 && (r->zpad = malloc(pad * sizeof(float))) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	return 0;
+}
+
+/* Reduce-scatters bucket i's gradient sums: rank's slice of the sum lands
+ * in its place in the gradients (stage 1) or in the compact shard. */
+int
+dp_zero_bucket(struct run *r, int i)
+{
+	size_t a = r->bucket[i], n = r->bucket[i + 1] - a, c = zero_chunk(r, i);
+	size_t off, len;
+	float *g = r->m->grads + a, *send = g, *recv;
+
+	zero_slice(r, i, r->rank, &off, &len);
+	if (c * (size_t)r->world != n) {
+		send = r->zpad;
+		memcpy(send, g, n * sizeof(float));
+		memset(send + n, 0, (c * (size_t)r->world - n) * sizeof(float));
+	}
+	recv = r->cfg->zero == 2 ? r->gshard + r->zoff[i] : send + off;
+	comm_set_step(r->c, "reduce-scatter of gradient bucket %d of %d", i + 1,
+	    r->nbucket);
+	if (coll_reduce_scatter(r->c, send, recv, c, DT_F32, COLL_SUM,
+	    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
+		return dp_comm_failed(r);
+	if (r->cfg->zero == 1 && send != g)
+		memcpy(g + off, recv, len * sizeof(float));
+	return 0;
+}
+
+/* Steps the optimizer on this rank's slices and allgathers them. */
+int
+dp_zero_update(struct run *r)
+{
+	float scale = (float)(1.0 / (double)r->cfg->batch);
+	size_t off, len;
+	int i, q;
+
+	for (i = 0; i < r->nbucket; i++) {
+		float *p = r->m->params + r->bucket[i];
+		const float *g;
+
+		zero_slice(r, i, r->rank, &off, &len);
+		g = r->cfg->zero == 2 ? r->gshard + r->zoff[i] :
+		    r->m->grads + r->bucket[i] + off;
+		nn_optim_step(&r->bopt[i], p + off, g, scale);
+		for (q = 0; q < r->world; q++)
+			zero_slice(r, i, q, &off, &r->zcounts[q]);
+		zero_slice(r, i, r->rank, &off, &len);
+		comm_set_step(r->c, "allgather of parameter bucket %d of %d",
+		    i + 1, r->nbucket);
+		if (coll_allgatherv(r->c, p + off, p, r->zcounts, DT_F32,
+		    zero_algo(r, COLL_KIND_ALLGATHER)) < 0)
+			return dp_comm_failed(r);
+	}
+	return 0;
+}
+
+void
+dp_zero_free(struct run *r)
+{
+	free(r->zoff);
+	free(r->zcounts);
+	free(r->gshard);
+	free(r->zpad);
+}
