@@ -8,17 +8,27 @@
 #include "cli/util.h"
 #include "par/pipe_int.h"
 
-/* The one place nn_block_forward and nn_block_backward are called. */
+/* The serial shape of n samples of this stage's blocks. */
+static struct nn_block_shape
+block_shape(const struct pipe_stage *st, int n)
+{
+	const struct nn_dims *d = st->d;
+
+	return nn_block_serial(n, st->seq, d->d_model, d->heads, d->d_ff,
+	    st->gpt || d->causal);
+}
+
+/* The one place nn_block_forward and nn_block_backward are called; a
+ * serial block has no hooks, so neither can fail. */
 static void
 block_fwd(const struct pipe_stage *st, const struct nn_block_w *w, float *y,
     float *acts, const float *x, int n)
 {
-	const struct nn_dims *d = st->d;
+	struct nn_block_shape sh = block_shape(st, n);
 	struct nn_block_acts a;
 
-	nn_block_acts_bind(&a, acts, n, st->seq, d->d_model, d->heads, d->d_ff);
-	nn_block_forward(y, &a, w, x, n, st->seq, d->d_model, d->heads,
-	    d->d_ff, st->gpt || d->causal);
+	nn_block_acts_bind(&a, acts, &sh);
+	nn_block_forward(y, &a, w, x, &sh, NULL);
 }
 
 static void
@@ -26,12 +36,11 @@ block_bwd(const struct pipe_stage *st, float *dx, const struct nn_block_w *g,
     const float *dy, float *acts, const struct nn_block_w *w,
     const float *x, int n)
 {
-	const struct nn_dims *d = st->d;
+	struct nn_block_shape sh = block_shape(st, n);
 	struct nn_block_acts a;
 
-	nn_block_acts_bind(&a, acts, n, st->seq, d->d_model, d->heads, d->d_ff);
-	nn_block_backward(dx, g, st->scratch, dy, &a, w, x, n, st->seq,
-	    d->d_model, d->heads, d->d_ff, st->gpt || d->causal);
+	nn_block_acts_bind(&a, acts, &sh);
+	nn_block_backward(dx, g, st->scratch, dy, &a, w, x, &sh, NULL);
 }
 
 /* Input floats per sample of layer l. */
@@ -55,7 +64,7 @@ layer_fwd(const struct pipe_stage *st, int l, float *y, float *acts,
 		struct nn_mlp_acts a = { acts, acts + (size_t)n * d->d_hidden };
 		nn_model_mlp(st->m, l, &mw, &mg);
 		nn_mlp_forward(y, &a, &mw, x, n, (int)layer_in(st, l),
-		    d->d_hidden, d->d_out);
+		    d->d_hidden, d->d_out, NN_ACT_GELU);
 		return;
 	}
 	nn_model_block(st->m, l, &bw, &bg);
@@ -74,7 +83,7 @@ layer_bwd(const struct pipe_stage *st, int l, float *dx, const float *dy,
 		struct nn_mlp_acts a = { acts, acts + (size_t)n * d->d_hidden };
 		nn_model_mlp(st->m, l, &mw, &mg);
 		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n,
-		    (int)layer_in(st, l), d->d_hidden, d->d_out);
+		    (int)layer_in(st, l), d->d_hidden, d->d_out, NN_ACT_GELU);
 		return;
 	}
 	nn_model_block(st->m, l, &bw, &bg);
@@ -143,10 +152,11 @@ pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
 		scr = 2 * (size_t)nmax * d->d_hidden;
 	} else {
 		st->out_w = st->in_w = S * d->d_model;
-		st->act_w = nn_block_acts_size(1, st->seq, d->d_model, d->heads,
-		    d->d_ff);
-		scr = nn_block_scratch_size(nmax, st->seq, d->d_model, d->heads,
-		    d->d_ff);
+		struct nn_block_shape one = block_shape(st, 1);
+		struct nn_block_shape all = block_shape(st, nmax);
+
+		st->act_w = nn_block_acts_size(&one);
+		scr = nn_block_scratch_size(&all);
 	}
 	st->slot_cap = (size_t)nmax * (st->in_w + nl * (st->out_w + st->act_w) +
 	    head_w(st));
