@@ -235,6 +235,13 @@ parse_args(struct opts *o, int argc, char **argv)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 }
 
+/* The progress line: stderr a terminal, not -q. */
+static int
+progress(void)
+{
+	return !cli_quiet && isatty(STDERR_FILENO);
+}
+
 /* CSV unless a terminal, --csv and --table overriding. */
 static int
 out_csv(const struct opts *o)
@@ -291,14 +298,13 @@ static int
 run_coll(struct opts *o)
 {
 	enum coll_algo algos[MAXALGOS];
-	int nalgo = parse_algos(o, algos), w, me, stop = 0;
+	int nalgo = parse_algos(o, algos), rc;
 	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
-	struct bench_progress pr;
-	struct bench_coll_row r;
-	long wrong = 0;
-	char job[256], e[COLLX_ERRLEN], what[128], sz[32];
+	char job[256], e[COLLX_ERRLEN];
 	const char *fault = getenv("COLLX_BENCH_FAULT");
 	struct comm *c;
+	long wrong;
+	int me;
 
 	if (fault != NULL && *fault)
 		o->coll.fault = cli_parse_long("COLLX_BENCH_FAULT", fault, 0, 1L << 40);
@@ -311,45 +317,12 @@ run_coll(struct opts *o)
 	    o->sizes.step, o->coll.iters, o->coll.warmup, o->coll.seconds,
 	    o->coll.check);
 	c = join_group(o, job);
-	w = comm_size(c);
+	if ((rc = bench_coll_sweep(c, &o->coll, &o->sizes, algos, nalgo, &out,
+	    progress(), &wrong, e, sizeof e)) < 0)
+		comm_die(c, e);
 	me = comm_rank(c);
-	if ((o->coll.hosts = bench_hosts(c)) < 0)
-		comm_die(c, "hosts");
-	if (me == 0)
-		bench_coll_begin(&out, &o->coll, w);
-	bench_progress_start(&pr, me == 0 && !cli_quiet && isatty(STDERR_FILENO),
-	    nalgo * bench_count_sizes(&o->sizes) * 2);
-	for (int a = 0; a < nalgo && !stop; a++)
-		for (size_t s = o->sizes.min; s != 0 && !stop;
-		    s = bench_next_size(&o->sizes, s)) {
-			if (bench_coll_count(&o->coll, s, w) == 0) {
-				pr.done += 2;
-				continue;
-			}
-			for (int inplace = 0; inplace < 2 && !stop; inplace++) {
-				snprintf(what, sizeof what, "%s %s %s", coll_algo_name(algos[a]),
-				    bench_size_str(s, sz, sizeof sz), inplace ? "in place" :
-				    "out of place");
-				bench_progress_show(&pr, what);
-				if (bench_coll_measure(c, &o->coll, algos[a], inplace, s,
-				    &r, e, sizeof e) < 0)
-					comm_die(c, e);
-				pr.done++;
-				if (r.wrong > 0)
-					wrong += r.wrong;
-				if (me == 0) {
-					bench_progress_end(&pr);
-					bench_coll_print(&out, &o->coll, w, &r);
-				}
-				if ((stop = bench_agree_stop(c)) < 0)
-					comm_die(c, "stop");
-			}
-		}
-	bench_progress_end(&pr);
-	if (me == 0)
-		bench_coll_end(&out, stop);
 	comm_close(c);
-	if (stop)
+	if (rc > 0)
 		return 130;
 	if (wrong > 0)
 		cli_die(CLI_EXIT_CHECK, "rank %d: --check: %ld wrong elements", me,
@@ -357,16 +330,14 @@ run_coll(struct opts *o)
 	return CLI_EXIT_OK;
 }
 
-/* Every ordered pair (or the one chosen) at every size. */
+
 static int
 run_p2p(struct opts *o)
 {
 	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
-	struct bench_p2p_row r, *mat = NULL;
-	struct bench_progress pr;
-	char e[COLLX_ERRLEN], job[256], what[96], sz[32];
-	int w, me, stop = 0, npairs;
+	char e[COLLX_ERRLEN], job[256];
 	struct comm *c;
+	int rc;
 
 	if (o->g.world < 2)
 		cli_usage_error("p2p needs at least 2 ranks (start it with collx-run -n 2)");
@@ -378,51 +349,11 @@ run_p2p(struct opts *o)
 	    o->sizes.max, o->sizes.factor, o->sizes.step, o->p2p.iters,
 	    o->p2p.warmup, o->p2p.window);
 	c = join_group(o, job);
-	w = comm_size(c);
-	me = comm_rank(c);
-	if ((o->p2p.hosts = bench_hosts(c)) < 0)
-		comm_die(c, "hosts");
-	npairs = o->p2p.a < 0 ? w * (w - 1) : 1;
-	mat = cli_calloc((size_t)w * (size_t)w, sizeof *mat);
-	if (me == 0)
-		bench_p2p_begin(&out, &o->p2p, w);
-	bench_progress_start(&pr, me == 0 && !cli_quiet && isatty(STDERR_FILENO),
-	    npairs * bench_count_sizes(&o->sizes));
-	for (int i = 0; i < w && !stop; i++)
-		for (int j = 0; j < w && !stop; j++) {
-			int a = o->p2p.a < 0 ? i : o->p2p.a, b = o->p2p.a < 0 ? j : o->p2p.b;
-
-			if (a == b || (o->p2p.a >= 0 && (i > 0 || j > 0)))
-				continue;
-			for (size_t s = o->sizes.min; s != 0 && !stop;
-			    s = bench_next_size(&o->sizes, s)) {
-				snprintf(what, sizeof what, "%d->%d %s", a, b,
-				    bench_size_str(s, sz, sizeof sz));
-				bench_progress_show(&pr, what);
-				if (bench_p2p_measure(c, &o->p2p, a, b, s, &r, e, sizeof e) < 0)
-					comm_die(c, e);
-				pr.done++;
-				mat[a * w + b] = r;	/* the largest size's */
-				if (me == 0) {
-					bench_progress_end(&pr);
-					bench_p2p_print(&out, &o->p2p, w, &r);
-				}
-				if ((stop = bench_agree_stop(c)) < 0)
-					comm_die(c, "stop");
-			}
-		}
-	bench_progress_end(&pr);
-	if (me == 0) {
-		bench_out_close(&out);
-		if (!out.csv && o->p2p.a < 0 && !stop)
-			bench_p2p_matrix(stdout, &o->p2p, w, mat);
-		if (stop)
-			fprintf(out.csv ? stderr : stdout, "%sinterrupted after %d rows\n",
-			    out.csv ? "collx-bench: " : "# ", out.rows);
-	}
-	free(mat);
+	if ((rc = bench_p2p_sweep(c, &o->p2p, &o->sizes, &out, progress(), e,
+	    sizeof e)) < 0)
+		comm_die(c, e);
 	comm_close(c);
-	return stop ? 130 : CLI_EXIT_OK;
+	return rc > 0 ? 130 : CLI_EXIT_OK;
 }
 
 static int

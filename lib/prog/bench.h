@@ -152,6 +152,24 @@ void bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
 void bench_p2p_matrix(FILE *f, const struct bench_p2p *p, int world,
     const struct bench_p2p_row *rows);
 
+/* ---- the sweeps ---- */
+
+/*
+ * Every algorithm at every size, out of place then in place (coll), or
+ * every size for the pair or every ordered pair (p2p): rank 0 prints each
+ * row as it is measured (and the progress line when progress); every rank
+ * stops after the same row on Ctrl-C. b->hosts and p->hosts are found
+ * first. 0, 1 when interrupted, or -1: a comm failure (comm_errkind(c)
+ * set) or the reason in err. *wrong: --check's count over the sweep.
+ */
+int bench_coll_sweep(struct comm *c, struct bench_coll *b,
+    const struct bench_sizes *z, const enum coll_algo *algos, int nalgo,
+    struct bench_out *out, int progress, long *wrong, char *err,
+    size_t errlen);
+int bench_p2p_sweep(struct comm *c, struct bench_p2p *p,
+    const struct bench_sizes *z, struct bench_out *out, int progress,
+    char *err, size_t errlen);
+
 /* ---- dp ---- */
 
 struct bench_dp {
