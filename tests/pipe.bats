@@ -260,6 +260,10 @@ PYEOF
 	data 8 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,3 --seed 1 -o m.safetensors
 	port=$(free_port)
+	# A rank that dies on a lost peer exits without freeing (cli_die), and
+	# LeakSanitizer's exit-time scan hangs in ptrace stop on this host
+	# (collx-dp's ranks too): no leak scan for these failure exits.
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 	for r in 0 1 2; do
 		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port \
 		    collx-pipe -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
