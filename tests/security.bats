@@ -125,3 +125,27 @@ for r in range(2):
 	[ "$status" -eq 0 ]
 	[ -z "$stderr" ]
 }
+
+@test "collx-ps listens on the chosen interface's address only; on every address without one" {
+	"$PY" -c "
+import numpy as np, struct, json
+h = json.dumps({'w': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}}).encode()
+open('P.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + np.arange(4, dtype='<f4').tobytes())"
+	for i in lo ""; do
+		timeout 30 collx-ps serve -m P.safetensors --workers 1 --timeout 3 \
+		    ${i:+--iface $i} >port 2>serr &
+		pid=$!
+		for ((k = 0; k < 100; k++)); do [ -s port ] && break; sleep 0.1; done
+		wait_listen "$(cat port)"
+		ss -Hltn "sport = :$(cat port)" >listen
+		kill "$pid"
+		wait "$pid" || true
+		cat listen
+		if [ -n "$i" ]; then
+			grep -Eq ' 127\.0\.0\.1:[0-9]+ ' listen
+		else
+			grep -Eq ' (0\.0\.0\.0|\*|\[::\]):[0-9]+ ' listen
+		fi
+		rm -f port
+	done
+}
