@@ -140,7 +140,7 @@ bench() {
 }
 
 @test "coll: a dead rank ends the sweep with exit 1 naming it" {
-	port=$(coll_port)
+	port=$(free_port)
 	pids=()
 	for r in 0 1 2; do
 		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port COLLX_TIMEOUT=10 \

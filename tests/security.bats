@@ -37,7 +37,7 @@ for r in range(2):
 	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >tok
 	echo guess >wrong
 	chmod 600 tok wrong
-	port=$(coll_port)
+	port=$(free_port)
 	export COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$port
 	COLLX_RANK=0 timeout 60 collx-allreduce --token-file tok --timeout 30 \
 	    -i in.0.npy -o out.0.npy 2>err.0 &
@@ -83,7 +83,7 @@ for r in range(2):
 
 @test "two jobs on one port never mix: the other job's rank is refused (exit 3)" {
 	two_inputs
-	port=$(coll_port)
+	port=$(free_port)
 	export COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$port
 	COLLX_JOB_ID=aaaa COLLX_RANK=0 timeout 60 collx-allreduce --timeout 30 \
 	    -i in.0.npy -o out.0.npy 2>err.0 &
