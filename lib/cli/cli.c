@@ -330,6 +330,16 @@ cli_calloc(size_t n, size_t size)
 	return p;
 }
 
+void *
+cli_reallocarray(void *p, size_t n, size_t size)
+{
+	if (size != 0 && n > SIZE_MAX / size)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if ((p = realloc(p, n && size ? n * size : 1)) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return p;
+}
+
 char *
 cli_subst(const char *pattern, int rank, int world)
 {

@@ -57,6 +57,8 @@ int cli_parse_list(const char *opt, const char *s, long *out, int max);
  * cli_calloc never returns NULL, even for a zero size. */
 char *cli_strdup(const char *s);
 void *cli_calloc(size_t n, size_t size);
+/* realloc of n items of size (overflow checked), never NULL. */
+void *cli_reallocarray(void *p, size_t n, size_t size);
 
 /* {rank} and {world} replaced; malloc'd (never NULL: dies on ENOMEM). */
 char *cli_subst(const char *pattern, int rank, int world);

@@ -62,8 +62,7 @@ split_record(char **pp, char ***out, int *line)
 	for (;;) {
 		if (n == cap) {
 			cap = cap ? 2 * cap : 16;
-			if ((f = realloc(f, (size_t)cap * sizeof *f)) == NULL)
-				cli_die(CLI_EXIT_RUNTIME, "out of memory");
+			f = cli_reallocarray(f, (size_t)cap, sizeof *f);
 		}
 		f[n++] = w = p;
 		if (*p == '"') {
@@ -139,10 +138,10 @@ bench_csv_read(const char *path, struct bench_table *t, char *err,
 		}
 		if (t->nrow == cap) {
 			cap = cap ? 2 * cap : 64;
-			t->cells = realloc(t->cells, (size_t)cap * sizeof *t->cells);
-			t->line = realloc(t->line, (size_t)cap * sizeof *t->line);
-			if (t->cells == NULL || t->line == NULL)
-				cli_die(CLI_EXIT_RUNTIME, "out of memory");
+			t->cells = cli_reallocarray(t->cells, (size_t)cap,
+			    sizeof *t->cells);
+			t->line = cli_reallocarray(t->line, (size_t)cap,
+			    sizeof *t->line);
 		}
 		t->cells[t->nrow] = f;
 		t->line[t->nrow++] = line;
@@ -299,8 +298,7 @@ js_object(struct js *j, int depth)
 			return js_fail(j, "an \"X\" event without ts and dur");
 		if (j->n == j->cap) {
 			j->cap = j->cap ? 2 * j->cap : 256;
-			if ((j->ev = realloc(j->ev, (size_t)j->cap * sizeof *j->ev)) == NULL)
-				cli_die(CLI_EXIT_RUNTIME, "out of memory");
+			j->ev = cli_reallocarray(j->ev, (size_t)j->cap, sizeof *j->ev);
 		}
 		j->ev[j->n++] = e;
 	}

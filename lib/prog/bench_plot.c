@@ -60,8 +60,7 @@ series_get(struct chart *c, const char *title)
 	for (int i = 0; i < c->ns; i++)
 		if (strcmp(c->s[i].title, title) == 0)
 			return &c->s[i];
-	if ((c->s = realloc(c->s, (size_t)(c->ns + 1) * sizeof *c->s)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	c->s = cli_reallocarray(c->s, (size_t)c->ns + 1, sizeof *c->s);
 	memset(&c->s[c->ns], 0, sizeof *c->s);
 	snprintf(c->s[c->ns].title, sizeof c->s[c->ns].title, "%s", title);
 	return &c->s[c->ns++];
@@ -72,8 +71,7 @@ series_add(struct series *s, double x, double y)
 {
 	if (s->n == s->cap) {
 		s->cap = s->cap ? 2 * s->cap : 64;
-		if ((s->pt = realloc(s->pt, (size_t)s->cap * sizeof *s->pt)) == NULL)
-			cli_die(CLI_EXIT_RUNTIME, "out of memory");
+		s->pt = cli_reallocarray(s->pt, (size_t)s->cap, sizeof *s->pt);
 	}
 	s->pt[s->n].x = x;
 	s->pt[s->n++].y = y;
@@ -446,8 +444,13 @@ write_timeline(struct chart *c, FILE *gp, const char *path, char *err,
 			}
 	for (size_t k = 0; k <= NCOLORS; k++) {
 		snprintf(p, sizeof p, "%s/e%zu.dat", c->dir, k);
-		if ((f[k] = fopen(p, "w")) == NULL)
-			cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, strerror(errno));
+		if ((f[k] = fopen(p, "w")) == NULL) {
+			cli_fail(err, errlen, "%s: %s", p, strerror(errno));
+			while (k-- > 0)
+				fclose(f[k]);
+			free(ev);
+			return -1;
+		}
 	}
 	for (int i = 0; i < n; i++) {
 		double k = ev[i].pid * 65536 + ev[i].tid;
@@ -704,8 +707,11 @@ bench_plot_draw(struct bench_plot *p, char *err, size_t errlen)
 		goto out;
 	}
 	/* The body first, in memory: it decides the default title. */
-	if ((body = open_memstream(&btext, &blen)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if ((body = open_memstream(&btext, &blen)) == NULL) {
+		cli_fail(err, errlen, "out of memory");
+		rc = CLI_EXIT_RUNTIME;
+		goto out;
+	}
 	if (p->kind == PLOT_PIPELINE || (p->kind == PLOT_GUESS &&
 	    is_json(p->files[0]))) {
 		p->kind = PLOT_PIPELINE;
