@@ -56,13 +56,15 @@ overlap() {
 	a=$(median <s-overlap)
 	b=$(median <s-no-overlap)
 	# rank 0, steps after the first: communication, hidden, exposed
-	awk -F, '$9 > 0 && $2 == "allreduce" { c += $10; n++ }
-	    $9 > 0 && $2 == "allreduce_hidden" { h += $10 }
-	    END { printf "  overlap:    communication %.1f ms a step, %.0f%% of it hidden behind the backward pass\n",
-	        c / n * 1e3, 100 * h / c }' t-overlap-*-0.csv
-	awk -F, '$9 > 0 && $2 == "allreduce" { c += $10; n++ }
-	    END { printf "  no-overlap: communication %.1f ms a step\n", c / n * 1e3 }' \
-	    t-no-overlap-*-0.csv
+	for t in overlap no-overlap; do
+		awk -F, -v t="$t" '$9 > 0 && $2 == "compute" { k += $10; n++ }
+		    $9 > 0 && $2 == "allreduce" { c += $10 }
+		    $9 > 0 && $2 == "allreduce_hidden" { h += $10 }
+		    $9 > 0 && $2 == "allreduce_exposed" { e += $10 }
+		    END { printf "  %-11s compute %.1f ms, communication %.1f ms (hidden %.1f, exposed %.1f: %.0f%% hidden) a step\n",
+		        t ":", k / n * 1e3, c / n * 1e3, h / n * 1e3, e / n * 1e3, (c > 0 ? 100 * h / c : 0) }' \
+		    t-"$t"-*-0.csv
+	done
 	awk -v a="$a" -v b="$b" 'BEGIN { printf "  median step: overlap %.1f ms, no-overlap %.1f ms, ratio %.2f\n",
 	    a * 1e3, b * 1e3, a / b }'
 	netns_teardown
