@@ -56,13 +56,15 @@ overlap() {
 	a=$(median <s-overlap)
 	b=$(median <s-no-overlap)
 	# rank 0, steps after the first: communication, hidden, exposed
-	awk -F, '$9 > 0 && $2 == "allreduce" { c += $10; n++ }
-	    $9 > 0 && $2 == "allreduce_hidden" { h += $10 }
-	    END { printf "  overlap:    communication %.1f ms a step, %.0f%% of it hidden behind the backward pass\n",
-	        c / n * 1e3, 100 * h / c }' t-overlap-*-0.csv
-	awk -F, '$9 > 0 && $2 == "allreduce" { c += $10; n++ }
-	    END { printf "  no-overlap: communication %.1f ms a step\n", c / n * 1e3 }' \
-	    t-no-overlap-*-0.csv
+	for t in overlap no-overlap; do
+		awk -F, -v t="$t" '$9 > 0 && $2 == "compute" { k += $10; n++ }
+		    $9 > 0 && $2 == "allreduce" { c += $10 }
+		    $9 > 0 && $2 == "allreduce_hidden" { h += $10 }
+		    $9 > 0 && $2 == "allreduce_exposed" { e += $10 }
+		    END { printf "  %-11s compute %.1f ms, communication %.1f ms (hidden %.1f, exposed %.1f: %.0f%% hidden) a step\n",
+		        t ":", k / n * 1e3, c / n * 1e3, h / n * 1e3, e / n * 1e3, (c > 0 ? 100 * h / c : 0) }' \
+		    t-"$t"-*-0.csv
+	done
 	awk -v a="$a" -v b="$b" 'BEGIN { printf "  median step: overlap %.1f ms, no-overlap %.1f ms, ratio %.2f\n",
 	    a * 1e3, b * 1e3, a / b }'
 	netns_teardown
@@ -75,23 +77,24 @@ cpu() {
 }
 
 # Seconds a step: on a busy machine wall time mostly measures the wait for
-# a core, so the figure is CPU time, the difference between a run of 12
-# steps and one of 2 (start-up, loading and the first step cancel out).
+# a core, so the figure is CPU time: for collx-dp the difference between a
+# run of 12 steps and one of 2 (start-up, loading and the first step cancel
+# out); for PyTorch, whose import alone costs seconds of CPU, the median of
+# its steps' process CPU time (the first step left out).
 single() {
 	local d r t c
 	echo "single rank: gpt, 4 layers, 4 heads, seq 128, batch 8, adamw, one thread;" \
-	    "CPU seconds a step from runs of 12 and 2 steps, median of $rounds interleaved rounds"
+	    "CPU seconds a step, median of $rounds interleaved rounds"
 	for d in 64 128 256; do
 		collx-dp --init gpt --dims "256,$d,4,4,128" --seed 1 -o "g$d.safetensors"
 		for r in $(seq "$rounds"); do
 			for k in 2 12; do
 				cpu collx-dp -m "g$d.safetensors" --data "$TEXT" \
 				    --batch 8 --steps $k --optimizer adamw -q >"cc$k"
-				cpu "$PY" "$here/peers/torch_gpt.py" "$TEXT" "$d" 4 4 128 \
-				    8 $k >"tc$k"
 			done
 			echo "$(cat cc12) $(cat cc2)" | awk '{ print ($1 - $2) / 10 }' >>"c$d"
-			echo "$(cat tc12) $(cat tc2)" | awk '{ print ($1 - $2) / 10 }' >>"t$d"
+			"$PY" "$here/peers/torch_gpt.py" "$TEXT" "$d" 4 4 128 8 7 |
+			    sed -n 's/.*cpu \([0-9.]*\) s.*/\1/p' >>"t$d"
 		done
 		c=$(median <"c$d")
 		t=$(median <"t$d")

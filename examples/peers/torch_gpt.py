@@ -6,8 +6,9 @@ projection tied to wte), the same data (windows of seq+1 bytes of a file),
 AdamW with torch.optim's defaults, one thread.
 
 usage: torch_gpt.py FILE D_MODEL LAYERS HEADS SEQ BATCH STEPS [LR]
-Prints one line: "torch d_model D: median step S s, T tokens/s" (the first
-step, which warms up, left out).
+Prints one line: "torch d_model D: median step S s, T tokens/s, cpu C s"
+(wall and CPU seconds of this process, medians, the first step, which
+warms up, left out).
 """
 import math
 import statistics
@@ -73,19 +74,21 @@ def main():
     wins = data[: nwin * (seq + 1)].view(nwin, seq + 1)
     model = GPT(256, d, layers, heads, seq)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    times = []
+    times, cpus = [], []
     for k in range(steps):
         idx = (k * batch + torch.arange(batch)) % nwin
         tok = wins[idx]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=False)
         loss = model(tok[:, :-1], tok[:, 1:])
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
     med = statistics.median(times[1:] if len(times) > 1 else times)
+    cpu = statistics.median(cpus[1:] if len(cpus) > 1 else cpus)
     print(f"torch d_model {d}: median step {med:.4f} s, "
-          f"{batch * seq / med:.0f} tokens/s")
+          f"{batch * seq / med:.0f} tokens/s, cpu {cpu:.4f} s")
 
 
 if __name__ == "__main__":

@@ -583,6 +583,75 @@ static void test_gpt(void)
 	nn_model_free(&m);
 }
 
+/* The backward hook: stages come in order 0, 1, ...; when stage k is
+ * reported every tensor of stage <= k already holds its final gradient
+ * (that of a plain nn_model_step), and the final gradients are the same
+ * bits as nn_model_step's. */
+struct hook_check {
+	struct nn_model *m;
+	const float *want;
+	int next, ok;
+};
+
+static void hook_check_stage(void *ctx, int stage)
+{
+	struct hook_check *h = ctx;
+	const struct nn_model *m = h->m;
+
+	h->ok &= stage == h->next++;
+	for (size_t t = 0; t < m->ntensors; t++) {
+		const struct nn_param *p = &m->table[t];
+		if (nn_model_grad_stage(m, t) <= stage)
+			h->ok &= !memcmp(m->grads + p->offset, h->want + p->offset,
+			    p->count * sizeof(float));
+	}
+}
+
+static void test_hook(const char *name, const struct nn_dims *d,
+    const struct nn_batch *b, int stages)
+{
+	struct nn_model m;
+	struct hook_check h = { .m = &m, .ok = 1 };
+	char what[96], err[ERRLEN];
+	double l1, l2;
+	float *want;
+
+	if (make(&m, d, NULL) < 0)
+		return;
+	randomize(&m, 0.4f);
+	want = malloc(m.nparams * sizeof(float));
+	nn_model_zero_grad(&m);
+	nn_model_step(&m, b, &l1, err, sizeof(err));
+	memcpy(want, m.grads, m.nparams * sizeof(float));
+	h.want = want;
+	nn_model_zero_grad(&m);
+	nn_model_step_hook(&m, b, &l2, hook_check_stage, &h, err, sizeof(err));
+	snprintf(what, sizeof(what), "%s: backward hook: %d stages in order, "
+	    "each final when reported", name, stages);
+	UNIT_OK(h.ok && h.next == stages && nn_model_grad_stages(&m) == stages &&
+	    l1 == l2 && !memcmp(want, m.grads, m.nparams * sizeof(float)), what);
+	free(want);
+	nn_model_free(&m);
+}
+
+static void test_hooks(void)
+{
+	struct nn_dims g = gpt_dims(), bl = block_dims(1), ml = mlp_dims();
+	int32_t tok[3 * 6];
+	float *x = check_fill(2 * 4 * 8, 1.0f), *y = check_fill(2 * 4 * 8, 1.0f);
+	struct nn_batch bg = { .n = 3, .seq = 5, .tokens = tok };
+	struct nn_batch bb = { .n = 2, .seq = 4, .x = x, .y = y };
+	struct nn_batch bm = { .n = 2, .x = x, .y = y };
+
+	for (int i = 0; i < 3 * 6; i++)
+		tok[i] = (i * 7 + 3) % 11;
+	test_hook("gpt", &g, &bg, g.layers + 2);
+	bl.layers = 3;
+	test_hook("block stack", &bl, &bb, 3);
+	test_hook("mlp", &ml, &bm, 1);
+	free(x), free(y);
+}
+
 int main(void)
 {
 	nn_set_threads(1);
@@ -598,5 +667,6 @@ int main(void)
 	test_mlp_stack();
 	test_block_stack();
 	test_gpt();
+	test_hooks();
 	return unit_done();
 }
