@@ -150,7 +150,7 @@ static _Noreturn void
 print_schedule(const struct opts *o)
 {
 	struct pipe_sched s;
-	char e[256];
+	char e[COLLX_ERRLEN];
 	int w = o->g.world > 0 ? o->g.world : 1;
 
 	if (pipe_sched_build(&s, o->sched, (int)o->micro, w, e, sizeof(e)) < 0)
@@ -273,7 +273,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	struct pipe_result res;
 	struct comm *c;
 	enum train_err kind;
-	char e[1024], job[256], *tpath = NULL;
+	char e[COLLX_ERRLEN], job[256], *tpath = NULL;
 	int code;
 
 	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
@@ -321,7 +321,7 @@ main(int argc, char **argv)
 	struct nn_model m;
 	struct train_data d;
 	int *first;
-	char e[512];
+	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);

@@ -190,7 +190,7 @@ static struct comm *
 join_servers(const struct opts *o)
 {
 	struct comm *c;
-	char e[512];
+	char e[COLLX_ERRLEN];
 	int code;
 
 	if ((code = prog_join(&c, &o->g, "collx-ps serve", e, sizeof e)) != 0)
@@ -297,7 +297,7 @@ static struct ps_client *
 connect_servers(const struct opts *o)
 {
 	struct ps_client *cl;
-	char e[512];
+	char e[COLLX_ERRLEN];
 
 	if (o->server == NULL)
 		cli_usage_error("%s needs --server HOST:PORT[,...]", o->cmd);
@@ -342,7 +342,7 @@ pull(struct opts *o)
 	struct ps_client *cl;
 	float *p;
 	size_t total;
-	char e[512];
+	char e[COLLX_ERRLEN];
 
 	if (o->out == NULL)
 		cli_usage_error("pull needs -o PARAMS.safetensors");

@@ -333,7 +333,7 @@ struct job {
 	struct tp_log log;
 	struct cli_timing *timing;
 	int rank, world;
-	char err[1024];
+	char err[COLLX_ERRLEN];
 };
 
 static void
@@ -438,7 +438,7 @@ check_serial(struct job *j, const struct tensor_set *gs)
 	struct tp_run r;
 	struct tensor_set sg = { 0 };
 	double rtol = j->o->rtol;
-	char e[1024];
+	char e[COLLX_ERRLEN];
 	int ok;
 
 	cfg.mode = TP_MODE_SERIAL;

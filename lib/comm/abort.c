@@ -62,7 +62,7 @@ static int
 send_zeros(int fd, size_t n, double deadline)
 {
 	static const char zeros[65536];
-	char err[128];
+	char err[COLLX_ERRLEN];
 	size_t k;
 
 	for (; n > 0; n -= k) {
@@ -81,7 +81,7 @@ abort_stream(struct comm_stream *st, const struct comm_abort *f, int partial,
     double deadline)
 {
 	struct comm_seg *g = st->sq;
-	char err[128];
+	char err[COLLX_ERRLEN];
 
 	if (partial) {
 		if (g->hdone < HDR && sock_send_all(st->fd, (char *)&g->hdr + g->hdone,

@@ -177,7 +177,7 @@ void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
 
 void comm_log(const struct comm *c, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[COLLX_ERRLEN];
 	va_list ap;
 
 	va_start(ap, fmt);

@@ -90,7 +90,7 @@ struct comm {
 	uint64_t sig;
 	char opname[32], step[64];
 	enum comm_errkind kind;
-	char err[512];
+	char err[COLLX_ERRLEN];
 	struct comm_cause cause;
 	int meshed;		/* mesh complete: a failure sends aborts */
 	int spin_us;

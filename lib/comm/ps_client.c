@@ -44,7 +44,7 @@ link_reply(const struct ps_client *c, const struct ps_link *l, uint32_t want,
     struct ps_msg *m, char *err, size_t errlen)
 {
 	double deadline = cli_now() + c->timeout;
-	char e[200], *t;
+	char e[COLLX_ERRLEN], *t;
 
 	if (ps_msg_recv(l->fd, m, deadline, e, sizeof(e)) < 0)
 		return link_fail(l, e, err, errlen);
@@ -69,7 +69,7 @@ link_open(struct ps_client *c, int i, int worker, const char *token,
 	struct ps_link *l = &c->srv[i];
 	struct ps_msg m = { .type = PS_HELLO, .index = worker };
 	double deadline = cli_now() + c->timeout;
-	char e[200], *t;
+	char e[COLLX_ERRLEN], *t;
 
 	l->fd = sock_connect_hostport(l->addr, deadline, e, sizeof(e));
 	if (l->fd < 0)
@@ -184,7 +184,7 @@ static int
 recv_params(struct ps_client *c, float *params, char *err, size_t errlen)
 {
 	struct ps_msg m;
-	char e[200];
+	char e[COLLX_ERRLEN];
 	int i;
 
 	if (params == NULL)
@@ -208,7 +208,7 @@ int
 ps_client_push(struct ps_client *c, const float *gsum, double weight,
     float *params, char *err, size_t errlen)
 {
-	char e[200];
+	char e[COLLX_ERRLEN];
 	int i;
 
 	for (i = 0; i < c->n; i++) {
@@ -230,7 +230,7 @@ ps_client_push(struct ps_client *c, const float *gsum, double weight,
 static int
 send_all_servers(struct ps_client *c, uint32_t type, char *err, size_t errlen)
 {
-	char e[200];
+	char e[COLLX_ERRLEN];
 	int i;
 
 	for (i = 0; i < c->n; i++) {
@@ -269,7 +269,7 @@ static void
 client_free(struct ps_client *c, int bye)
 {
 	struct ps_msg m = { .type = PS_BYE };
-	char e[64];
+	char e[COLLX_ERRLEN];
 	int i;
 
 	if (c == NULL)

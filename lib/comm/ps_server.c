@@ -41,7 +41,7 @@ struct srv {
 static void
 srv_log(struct srv *s, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[COLLX_ERRLEN];
 	va_list ap;
 
 	if (s->cfg->log == NULL)
@@ -75,7 +75,7 @@ send_params(struct srv *s, struct conn *c)
 		.round = s->round, .off = s->off, .len = s->len,
 		.total = s->cfg->total, .paylen = s->len * sizeof(float)
 	};
-	char e[128];
+	char e[COLLX_ERRLEN];
 
 	if (ps_msg_send(c->fd, &m, s->cfg->shard, cli_now() + s->cfg->timeout,
 	    e, sizeof(e)) < 0) {
@@ -187,7 +187,7 @@ release_held(struct srv *s)
 static void
 conn_lost(struct srv *s, struct conn *c, const char *why)
 {
-	char msg[320];
+	char msg[COLLX_ERRLEN];
 	int worker = is_worker(c);
 
 	if (!worker) {
@@ -236,7 +236,7 @@ on_hello(struct srv *s, struct conn *c, const struct ps_msg *m)
 		.round = s->round, .off = s->off, .len = s->len,
 		.total = s->cfg->total, .paylen = strlen(s->cfg->layout)
 	};
-	char e[160];
+	char e[COLLX_ERRLEN];
 	int i;
 
 	c->hello = 1;
@@ -292,7 +292,7 @@ static void
 on_push(struct srv *s, struct conn *c, const struct ps_msg *m)
 {
 	double deadline = cli_now() + s->cfg->timeout;
-	char e[160];
+	char e[COLLX_ERRLEN];
 
 	if (m->off != s->off || m->len != s->len ||
 	    m->paylen != s->len * sizeof(float)) {
@@ -324,7 +324,7 @@ static void
 on_message(struct srv *s, struct conn *c)
 {
 	struct ps_msg m, ack = { .type = PS_ACK, .index = s->cfg->index };
-	char e[160];
+	char e[COLLX_ERRLEN];
 	double deadline = cli_now() + s->cfg->timeout;
 
 	/* The handshake waits for the peer's first bytes, so a silent
@@ -380,7 +380,7 @@ on_accept(struct srv *s)
 {
 	struct sock_addr peer;
 	struct conn *c;
-	char e[160];
+	char e[COLLX_ERRLEN];
 	int fd;
 
 	fd = sock_accept(s->cfg->lfd, cli_now() + s->cfg->timeout, &peer, e,
@@ -466,7 +466,7 @@ srv_poll(struct srv *s, struct pollfd *pfd)
 		return -1;
 	if (s->cfg->mode == PS_SYNC && s->npushed > 0 &&
 	    cli_now() > s->round_deadline) {
-		char why[200];
+		char why[COLLX_ERRLEN];
 
 		snprintf(why, sizeof(why), "server %d: round %llu timed out "
 		    "after %gs with %d of %d workers pushed", s->cfg->index,

@@ -144,7 +144,7 @@ int
 ps_send_error(int fd, const char *text, double deadline)
 {
 	struct ps_msg m = { .type = PS_ERROR, .index = -1, .paylen = strlen(text) };
-	char e[64];
+	char e[COLLX_ERRLEN];
 
 	return ps_msg_send(fd, &m, text, deadline, e, sizeof(e));
 }

@@ -103,7 +103,7 @@ sync_step(struct run *r, double *loss)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	struct nn_model *m = r->m;
-	char e[400];
+	char e[COLLX_ERRLEN];
 
 	if (r->bucket_fn != NULL) {
 		if (r->ovl == NULL && buckets_sync(r) < 0)
@@ -240,7 +240,7 @@ static int
 ps_bucket_optims(struct run *r)
 {
 	size_t off, len;
-	char e[256];
+	char e[COLLX_ERRLEN];
 
 	r->bopt = calloc((size_t)r->nbucket, sizeof(*r->bopt));
 	if (r->bopt == NULL)
@@ -285,7 +285,7 @@ run_init(struct run *r)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	size_t off = 0, len = r->m->nparams;
-	char e[256];
+	char e[COLLX_ERRLEN];
 
 	r->rank = comm_rank(r->c);
 	r->world = comm_size(r->c);
@@ -318,7 +318,7 @@ run_init(struct run *r)
 static int
 run_finish_ps(struct run *r)
 {
-	char e[400];
+	char e[COLLX_ERRLEN];
 
 	comm_set_step(r->c, "end of training");
 	if (coll_barrier(r->c) < 0)

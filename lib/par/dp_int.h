@@ -19,7 +19,7 @@ struct colo_server {
 	char *layout;
 	volatile sig_atomic_t stop;
 	int started, rc;
-	char err[320];
+	char err[COLLX_ERRLEN];
 };
 
 struct run {

@@ -30,7 +30,7 @@ model_layout(const struct nn_model *m, char **layout, char *err, size_t errlen)
 int
 dp_ps_connect(struct run *r, const char *addrs)
 {
-	char e[400], *mine = NULL;
+	char e[COLLX_ERRLEN], *mine = NULL;
 	int rc;
 
 	if (ps_client_open(&r->cl, addrs, r->rank, r->cfg->token,
@@ -70,7 +70,7 @@ colo_server_start(struct run *r, int *port)
 	struct colo_server *s = calloc(1, sizeof(*s));
 	struct sock_addr bound;
 	size_t off, len;
-	char e[300], hp[128];
+	char e[COLLX_ERRLEN], hp[128];
 
 	if (s == NULL)
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");

@@ -45,7 +45,7 @@ dp_zero_init(struct run *r)
 {
 	size_t pad = 0, total = 0, off, len;
 	int i;
-	char e[256];
+	char e[COLLX_ERRLEN];
 
 	r->bopt = calloc((size_t)r->nbucket, sizeof(*r->bopt));
 	r->zoff = calloc((size_t)r->nbucket, sizeof(*r->zoff));

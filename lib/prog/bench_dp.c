@@ -218,7 +218,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	}
 	memset(r, 0, sizeof *r);
 	if ((rc = run_child(argv, log)) != 0) {
-		char why[512];
+		char why[COLLX_ERRLEN];
 
 		if (rc == 130 || bench_interrupted)
 			return 130;

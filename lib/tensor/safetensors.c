@@ -508,7 +508,7 @@ static int st_check_one(const struct st_entry *e, uint64_t expect, uint64_t data
 		return -1;
 	}
 	if (tensor_shape_bytes(e->dtype, e->ndim, e->shape, &bytes, err, errlen) < 0) {
-		char why[128];
+		char why[COLLX_ERRLEN];
 
 		snprintf(why, sizeof why, "%s", err);
 		snprintf(err, errlen, "tensor '%s': %s", e->name, why);
