@@ -201,19 +201,19 @@ join_servers(const struct opts *o)
 static int
 listen_port(const struct opts *o)
 {
-	struct sock_addr bound;
+	struct comm_sock_addr bound;
 	char hp[96], e[256];
 	int fd;
 
 	/* Only the chosen interface's address when there is one. */
 	snprintf(hp, sizeof(hp), "%s:%d", o->g.iface ? o->g.iface : "",
 	    o->port ? o->port + o->g.rank : 0);
-	fd = sock_listen_iface(o->g.iface, o->port ? o->port + o->g.rank : 0, &bound,
+	fd = comm_sock_listen_iface(o->g.iface, o->port ? o->port + o->g.rank : 0, &bound,
 	    e, sizeof(e));
 	if (fd < 0)
 		cli_die(CLI_EXIT_RUNTIME, "server %d: listen on %s: %s", o->g.rank,
 		    hp, e);
-	printf("%d\n", sock_addr_port(&bound));
+	printf("%d\n", comm_sock_addr_port(&bound));
 	fflush(stdout);
 	cli_debug("server %d of %d listening on %s", o->g.rank, o->g.world,
 	    bound.str);

@@ -67,7 +67,7 @@ send_zeros(int fd, size_t n, double deadline)
 
 	for (; n > 0; n -= k) {
 		k = n < sizeof zeros ? n : sizeof zeros;
-		if (sock_send_all(fd, zeros, k, deadline, err, sizeof err) < 0)
+		if (comm_sock_send_all(fd, zeros, k, deadline, err, sizeof err) < 0)
 			return -1;
 	}
 	return 0;
@@ -84,13 +84,13 @@ abort_stream(struct comm_stream *st, const struct comm_abort *f, int partial,
 	char err[COLLX_ERRLEN];
 
 	if (partial) {
-		if (g->hdone < HDR && sock_send_all(st->fd, (char *)&g->hdr + g->hdone,
+		if (g->hdone < HDR && comm_sock_send_all(st->fd, (char *)&g->hdr + g->hdone,
 		    HDR - g->hdone, deadline, err, sizeof err) < 0)
 			return;
 		if (send_zeros(st->fd, g->len - g->done, deadline) < 0)
 			return;
 	}
-	sock_send_all(st->fd, f, sizeof *f, deadline, err, sizeof err);
+	comm_sock_send_all(st->fd, f, sizeof *f, deadline, err, sizeof err);
 }
 
 void

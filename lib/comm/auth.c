@@ -14,7 +14,7 @@
 
 #include "comm/sock.h"
 
-void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
+void auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 {
 	unsigned int n = SHA256_LEN;
 
@@ -24,7 +24,7 @@ void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 		memset(out, 0, SHA256_LEN);
 }
 
-void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+void auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
     uint8_t out[SHA256_LEN])
 {
 	static const uint8_t none;
@@ -82,7 +82,7 @@ static void auth_mac(const char *token, char side, const uint8_t *first,
 	msg[0] = (uint8_t)side;
 	memcpy(msg + 1, first, NONCE);
 	memcpy(msg + 1 + NONCE, second, NONCE);
-	hmac_sha256(token, strlen(token), msg, sizeof msg, out);
+	auth_hmac_sha256(token, strlen(token), msg, sizeof msg, out);
 }
 
 static int auth_hello_init(struct auth_hello *h, const char *token, char *err,
@@ -118,8 +118,8 @@ int auth_client(int fd, const char *token, double deadline, char *err,
 	uint8_t mac[SHA256_LEN], status = 0;
 
 	if (auth_hello_init(&me, token, err, errlen) < 0 ||
-	    sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
-	    sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0 ||
+	    comm_sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
+	    comm_sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0 ||
 	    auth_hello_check(&peer, token, err, errlen) < 0)
 		return -1;
 	if (!has_token(token))
@@ -128,13 +128,13 @@ int auth_client(int fd, const char *token, double deadline, char *err,
 	if (!auth_equal(mac, peer.mac, sizeof mac)) {
 		/* A zero proof tells the server why we leave, for its log. */
 		memset(mac, 0, sizeof mac);
-		sock_send_all(fd, mac, sizeof mac, deadline, err, errlen);
+		comm_sock_send_all(fd, mac, sizeof mac, deadline, err, errlen);
 		snprintf(err, errlen, "peer failed to prove the token (wrong token)");
 		return -1;
 	}
 	auth_mac(token, 'C', peer.nonce, me.nonce, mac);
-	if (sock_send_all(fd, mac, sizeof mac, deadline, err, errlen) < 0 ||
-	    sock_recv_all(fd, &status, 1, deadline, err, errlen) < 0)
+	if (comm_sock_send_all(fd, mac, sizeof mac, deadline, err, errlen) < 0 ||
+	    comm_sock_recv_all(fd, &status, 1, deadline, err, errlen) < 0)
 		return -1;
 	if (status != 1) {
 		snprintf(err, errlen, "peer refused this side's token (wrong token)");
@@ -151,21 +151,21 @@ int auth_server(int fd, const char *token, double deadline, char *err,
 	uint8_t status;
 
 	if (auth_hello_init(&me, token, err, errlen) < 0 ||
-	    sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0)
+	    comm_sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0)
 		return -1;
 	if (has_token(token))
 		auth_mac(token, 'S', peer.nonce, me.nonce, me.mac);
 	/* Answer even a mismatched peer, so it can tell its user why. */
-	if (sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
+	if (comm_sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
 	    auth_hello_check(&peer, token, err, errlen) < 0)
 		return -1;
 	if (!has_token(token))
 		return 0;
-	if (sock_recv_all(fd, mac, sizeof mac, deadline, err, errlen) < 0)
+	if (comm_sock_recv_all(fd, mac, sizeof mac, deadline, err, errlen) < 0)
 		return -1;
 	auth_mac(token, 'C', me.nonce, peer.nonce, peer.mac);
 	status = auth_equal(mac, peer.mac, sizeof mac);
-	if (sock_send_all(fd, &status, 1, deadline, err, errlen) < 0)
+	if (comm_sock_send_all(fd, &status, 1, deadline, err, errlen) < 0)
 		return -1;
 	if (!status) {
 		snprintf(err, errlen, "peer failed to prove the token (wrong token)");

@@ -8,9 +8,9 @@
 
 #define SHA256_LEN 32
 
-void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN]);
+void auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN]);
 /* RFC 2104 HMAC over SHA-256; any key length. */
-void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+void auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
     uint8_t out[SHA256_LEN]);
 /* Constant-time equality of n bytes. */
 int auth_equal(const void *a, const void *b, size_t n);

@@ -68,7 +68,7 @@ colo_server_start(struct run *r, int *port)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	struct colo_server *s = calloc(1, sizeof(*s));
-	struct sock_addr bound;
+	struct comm_sock_addr bound;
 	size_t off, len;
 	char e[COLLX_ERRLEN], hp[128];
 
@@ -86,10 +86,10 @@ colo_server_start(struct run *r, int *port)
 	/* Listen where the mesh does (the chosen interface), not on every
 	 * interface; a world of one has only loopback to offer. */
 	colo_addr(r, r->rank, 0, hp, sizeof(hp));
-	s->cfg.lfd = sock_listen_hostport(hp, &bound, e, sizeof(e));
+	s->cfg.lfd = comm_sock_listen_hostport(hp, &bound, e, sizeof(e));
 	if (s->cfg.lfd < 0)
 		return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
-	*port = sock_addr_port(&bound);
+	*port = comm_sock_addr_port(&bound);
 	s->cfg = (struct ps_server_cfg){
 		.lfd = s->cfg.lfd, .index = r->rank, .nserv = cfg->ps_servers,
 		.total = r->m->nparams, .shard = s->shard, .layout = s->layout,

@@ -31,7 +31,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 	setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-	sock_set_nonblock(sv[0]);
+	comm_sock_set_nonblock(sv[0]);
 	if (cli_write_all(sv[1], data, size) < 0)
 		goto out;
 	close(sv[1]);
@@ -46,7 +46,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(t);
 		} else if (m.paylen > 0) {
 			/* A payload of floats: the server takes it by length. */
-			if (m.paylen > sizeof skip || sock_recv_all(sv[0], skip,
+			if (m.paylen > sizeof skip || comm_sock_recv_all(sv[0], skip,
 			    (size_t)m.paylen, cli_now() + 1, err, sizeof err) < 0)
 				break;
 		}

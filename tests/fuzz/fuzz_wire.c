@@ -61,7 +61,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 		setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
 	}
-	sock_set_nonblock(sv[0]);
+	comm_sock_set_nonblock(sv[0]);
 	if (cli_write_all(sv[1], data + 1, size - 1) < 0) {
 		close(sv[0]);
 		close(sv[1]);

@@ -24,7 +24,7 @@ static int sha_is(const void *msg, size_t len, const char *want)
 	uint8_t d[SHA256_LEN];
 	char h[65];
 
-	sha256(msg, len, d);
+	auth_sha256(msg, len, d);
 	hex(d, sizeof d, h);
 	return strcmp(h, want) == 0;
 }
@@ -34,7 +34,7 @@ static int hmac_is(const void *key, size_t klen, const char *msg, const char *wa
 	uint8_t d[SHA256_LEN];
 	char h[65];
 
-	hmac_sha256(key, klen, msg, strlen(msg), d);
+	auth_hmac_sha256(key, klen, msg, strlen(msg), d);
 	hex(d, sizeof d, h);
 	return strncmp(h, want, strlen(want)) == 0;
 }
@@ -131,8 +131,8 @@ static void handshake(const char *tc, const char *ts, int *cr, int *sr, char *ce
 	char err[256];
 
 	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-	sock_set_nonblock(sv[0]);
-	sock_set_nonblock(sv[1]);
+	comm_sock_set_nonblock(sv[0]);
+	comm_sock_set_nonblock(sv[1]);
 	pid = fork();
 	if (pid == 0) {
 		alarm(10);
@@ -187,7 +187,7 @@ static int outsider(const char *token, const uint8_t *proof, struct hello *sh,
 
 	memset(ch.nonce, 0x42, sizeof ch.nonce);
 	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-	sock_set_nonblock(sv[0]);
+	comm_sock_set_nonblock(sv[0]);
 	pid = fork();
 	if (pid == 0) {
 		alarm(10);
@@ -195,17 +195,17 @@ static int outsider(const char *token, const uint8_t *proof, struct hello *sh,
 		_exit(auth_server(sv[1], token, cli_now() + 5, err, sizeof err) < 0 ? 1 : 0);
 	}
 	close(sv[1]);
-	sock_send_all(sv[0], &ch, sizeof ch, cli_now() + 5, err, sizeof err);
-	sock_recv_all(sv[0], sh, sizeof *sh, cli_now() + 5, err, sizeof err);
+	comm_sock_send_all(sv[0], &ch, sizeof ch, cli_now() + 5, err, sizeof err);
+	comm_sock_recv_all(sv[0], sh, sizeof *sh, cli_now() + 5, err, sizeof err);
 	msg[0] = 'C';
 	memcpy(msg + 1, sh->nonce, 32);
 	memcpy(msg + 33, ch.nonce, 32);
-	hmac_sha256(token, strlen(token), msg, sizeof msg, mac);
+	auth_hmac_sha256(token, strlen(token), msg, sizeof msg, mac);
 	if (mac_out)
 		memcpy(mac_out, mac, sizeof mac);
-	sock_send_all(sv[0], proof ? proof : mac, sizeof mac, cli_now() + 5, err,
+	comm_sock_send_all(sv[0], proof ? proof : mac, sizeof mac, cli_now() + 5, err,
 	    sizeof err);
-	sock_recv_all(sv[0], &status, 1, cli_now() + 5, err, sizeof err);
+	comm_sock_recv_all(sv[0], &status, 1, cli_now() + 5, err, sizeof err);
 	close(sv[0]);
 	waitpid(pid, &st, 0);
 	return status == 1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
@@ -226,7 +226,7 @@ static void test_fresh(void)
 	msg[0] = 'S';
 	memset(msg + 1, 0x42, 32);
 	memcpy(msg + 33, a.nonce, 32);
-	hmac_sha256("s3cret", 6, msg, sizeof msg, r1);
+	auth_hmac_sha256("s3cret", 6, msg, sizeof msg, r1);
 	UNIT_OK(memcmp(r1, a.mac, sizeof r1) == 0,
 	    "the server proves the token over the client's nonce (mutual)");
 	UNIT_OK(!outsider("s3cret", mac, &b, NULL),
