@@ -183,7 +183,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_THREADS:
 			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
 			break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqm:o:");
 		}
 	}
 	if (optind < argc)

@@ -62,7 +62,7 @@ static int next_opt(int argc, char **argv, const char *shorts, const struct opti
 		case 'V': cli_version(); break;
 		case 'v': cli_verbose++; break;
 		case 'q': cli_quiet = 1; break;
-		case '?': cli_usage_error("%s: bad option", argv[0]); break;
+		case '?': cli_option_error(argc, argv, shorts); break;
 		default: return c;
 		}
 	}

@@ -270,13 +270,16 @@ static int
 open_comm(struct cc_run *r)
 {
 	struct collcli *o = r->o;
-	char job[256];
+	char job[384];
 
-	/* Ranks started with different options refuse each other at once. */
-	snprintf(job, sizeof job, "%s op=%d root=%d dims=%d,%d algo=%d iters=%d "
-	    "warmup=%d check=%d stream=%d bucket=%zu", cli_progname, (int)o->op,
-	    o->root, o->sdim, o->gdim, (int)o->algo, o->iters, o->warmup,
-	    o->check, o->stream, o->bucket);
+	/* Ranks started with different options refuse each other at once,
+	 * naming the option (KEY=VALUE words, compared one by one). */
+	snprintf(job, sizeof job, "%s --op=%s --root=%d --scatter-dim=%d "
+	    "--gather-dim=%d --algo=%s --iters=%d --warmup=%d --check=%s "
+	    "--stream=%s --bucket=%zu", cli_progname, coll_op_name(o->op),
+	    o->root, o->sdim, o->gdim, coll_algo_name(o->algo), o->iters,
+	    o->warmup, o->check ? "on" : "off", o->stream ? "on" : "off",
+	    o->bucket);
 	r->code = prog_join(&r->comm, &o->group, job, r->err, sizeof r->err);
 	return r->code ? -1 : 0;
 }

@@ -134,8 +134,11 @@ collcli_main(const struct collcli_program *p, int argc, char **argv)
 	program = p;
 	collcli_init(&o, p->kind);
 	while ((ch = getopt_long(argc, argv, COLLCLI_OPTSTRING, p->longopts,
-	    NULL)) != -1)
+	    NULL)) != -1) {
+		if (ch == '?')
+			cli_option_error(argc, argv, COLLCLI_OPTSTRING);
 		collcli_option(&o, ch, optarg, program_usage);
+	}
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 	cli_group_resolve(&o.group);

@@ -11,7 +11,7 @@ prog_join(struct comm **out, const struct cli_group *g, const char *job,
 	struct comm_options co = {
 		.rank = g->rank, .world = g->world, .master = g->master,
 		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
-		.job = job
+		.job = job, .port_lo = g->port_lo, .port_hi = g->port_hi
 	};
 	enum comm_errkind kind;
 	char why[512];
