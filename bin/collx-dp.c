@@ -80,7 +80,7 @@ usage(void)
 	    "  --ps HOST:PORT,...    --sync ps: external collx-ps servers\n"
 	    "  --ps-mode MODE        sync (default) or async\n"
 	    "  --staleness K         async: no worker more than K pushes ahead\n"
-	    "  --bucket-mb MB        fuse gradients into buckets of MB (25)\n"
+	    "  --bucket-mb N         fuse gradients into buckets of N MiB (25)\n"
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
