@@ -522,6 +522,23 @@ save_st('s.1.safetensors', {'a': np.zeros(2, dtype='f4'), 'c': np.zeros(2, dtype
 	grep -q "rank 1 runs collx-allgather, rank 0 collx-allreduce" err.1
 }
 
+@test "without -o rank 0 prints one summary line (shape, dtype, sum, time); -q silences it" {
+	pyx "
+for r in range(3): save(f'in.{r}.npy', (np.arange(6, dtype='f4') * (r + 1)).reshape(2, 3))
+open('want', 'w').write('%.9g' % (np.arange(6) * 6).sum())"
+	ok_ranks 3 collx-allreduce -i 'in.{rank}.npy'
+	[ "$(wc -l <stdout.0)" -eq 1 ]
+	grep -Eqx "collx-allreduce: f32 \[2, 3\], sum $(cat want), [0-9.e+-]+ s per run \(rank 0; no -o, nothing written\)" stdout.0
+	[ ! -s stdout.1 ] && [ ! -s stdout.2 ]
+	pyx "save_st('s.safetensors', {'a': np.ones(2, dtype='f4'), 'b': np.full(3, 2, dtype='f8')})"
+	ok_ranks 2 collx-allgather -i s.safetensors
+	grep -Eq "^collx-allgather: 2 tensors, 10 elements, sum 16, " stdout.0
+	ok_ranks 2 collx-allreduce -q -i 'in.{rank}.npy'
+	[ ! -s stdout.0 ]
+	ok_ranks 2 collx-allreduce -i 'in.{rank}.npy' -o 'o{rank}.npy'
+	[ ! -s stdout.0 ]
+}
+
 @test "usage errors are exit 2" {
 	pyx "save('x.npy', np.zeros(4, dtype='f4'))"
 	run timeout 10 collx-allreduce -i x.npy --algo bruck

@@ -10,7 +10,8 @@
 
 const char collcli_help[] =
 "  -i, --input IN        input tensors: .npy, .safetensors, - or a URL\n"
-"  -o, --output OUT      write the result (.npy, .safetensors; - for stdout)\n"
+"  -o, --output OUT      write the result (.npy, .safetensors; - for stdout);\n"
+"                        without it rank 0 prints a summary line\n"
 "  --iters N             timed repetitions (default 1)\n"
 "  --warmup W            untimed repetitions before them (default 0)\n"
 "  --timing F            append one CSV row per timed repetition to F\n"
