@@ -201,16 +201,16 @@ join_servers(const struct opts *o)
 static int
 listen_port(const struct opts *o)
 {
-	struct sock_addr bound;
+	struct comm_sock_addr bound;
 	char hp[32], e[256];
 	int fd;
 
 	snprintf(hp, sizeof(hp), ":%d", o->port ? o->port + o->g.rank : 0);
-	fd = sock_listen_hostport(hp, &bound, e, sizeof(e));
+	fd = comm_sock_listen_hostport(hp, &bound, e, sizeof(e));
 	if (fd < 0)
 		cli_die(CLI_EXIT_RUNTIME, "server %d: listen on %s: %s", o->g.rank,
 		    hp, e);
-	printf("%d\n", sock_addr_port(&bound));
+	printf("%d\n", comm_sock_addr_port(&bound));
 	fflush(stdout);
 	cli_debug("server %d of %d listening on %s", o->g.rank, o->g.world,
 	    bound.str);

@@ -49,7 +49,7 @@ static void sha256_block(uint32_t h[8], const uint8_t *p)
 		h[i] += v[i];
 }
 
-void sha256_init(struct sha256 *s)
+void auth_sha256_init(struct sha256 *s)
 {
 	static const uint32_t iv[8] = {
 		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -61,7 +61,7 @@ void sha256_init(struct sha256 *s)
 	s->fill = 0;
 }
 
-void sha256_update(struct sha256 *s, const void *data, size_t len)
+void auth_sha256_update(struct sha256 *s, const void *data, size_t len)
 {
 	const uint8_t *p = data;
 	size_t n;
@@ -80,7 +80,7 @@ void sha256_update(struct sha256 *s, const void *data, size_t len)
 	}
 }
 
-void sha256_final(struct sha256 *s, uint8_t out[SHA256_LEN])
+void auth_sha256_final(struct sha256 *s, uint8_t out[SHA256_LEN])
 {
 	uint64_t bits = s->total * 8;
 	uint8_t pad[72] = { 0x80 };
@@ -89,21 +89,21 @@ void sha256_final(struct sha256 *s, uint8_t out[SHA256_LEN])
 
 	for (i = 0; i < 8; i++)
 		pad[padlen + i] = (uint8_t)(bits >> (56 - 8 * i));
-	sha256_update(s, pad, padlen + 8);
+	auth_sha256_update(s, pad, padlen + 8);
 	for (i = 0; i < 32; i++)
 		out[i] = (uint8_t)(s->h[i / 4] >> (24 - 8 * (i % 4)));
 }
 
-void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
+void auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 {
 	struct sha256 s;
 
-	sha256_init(&s);
-	sha256_update(&s, data, len);
-	sha256_final(&s, out);
+	auth_sha256_init(&s);
+	auth_sha256_update(&s, data, len);
+	auth_sha256_final(&s, out);
 }
 
-void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+void auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
     uint8_t out[SHA256_LEN])
 {
 	uint8_t k[64] = { 0 }, pad[64], inner[SHA256_LEN];
@@ -111,21 +111,21 @@ void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
 	int i;
 
 	if (keylen > 64)
-		sha256(key, keylen, k);
+		auth_sha256(key, keylen, k);
 	else
 		memcpy(k, key, keylen);
 	for (i = 0; i < 64; i++)
 		pad[i] = k[i] ^ 0x36;
-	sha256_init(&s);
-	sha256_update(&s, pad, 64);
-	sha256_update(&s, msg, len);
-	sha256_final(&s, inner);
+	auth_sha256_init(&s);
+	auth_sha256_update(&s, pad, 64);
+	auth_sha256_update(&s, msg, len);
+	auth_sha256_final(&s, inner);
 	for (i = 0; i < 64; i++)
 		pad[i] = k[i] ^ 0x5c;
-	sha256_init(&s);
-	sha256_update(&s, pad, 64);
-	sha256_update(&s, inner, sizeof inner);
-	sha256_final(&s, out);
+	auth_sha256_init(&s);
+	auth_sha256_update(&s, pad, 64);
+	auth_sha256_update(&s, inner, sizeof inner);
+	auth_sha256_final(&s, out);
 }
 
 int auth_equal(const void *a, const void *b, size_t n)
@@ -188,7 +188,7 @@ static void auth_mac(const char *token, char side, const uint8_t *first,
 	msg[0] = (uint8_t)side;
 	memcpy(msg + 1, first, NONCE);
 	memcpy(msg + 1 + NONCE, second, NONCE);
-	hmac_sha256(token, strlen(token), msg, sizeof msg, out);
+	auth_hmac_sha256(token, strlen(token), msg, sizeof msg, out);
 }
 
 static int auth_hello_init(struct auth_hello *h, const char *token, char *err,
@@ -224,8 +224,8 @@ int auth_client(int fd, const char *token, double deadline, char *err,
 	uint8_t mac[SHA256_LEN], status = 0;
 
 	if (auth_hello_init(&me, token, err, errlen) < 0 ||
-	    sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
-	    sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0 ||
+	    comm_sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
+	    comm_sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0 ||
 	    auth_hello_check(&peer, token, err, errlen) < 0)
 		return -1;
 	if (!has_token(token))
@@ -234,13 +234,13 @@ int auth_client(int fd, const char *token, double deadline, char *err,
 	if (!auth_equal(mac, peer.mac, sizeof mac)) {
 		/* A zero proof tells the server why we leave, for its log. */
 		memset(mac, 0, sizeof mac);
-		sock_send_all(fd, mac, sizeof mac, deadline, err, errlen);
+		comm_sock_send_all(fd, mac, sizeof mac, deadline, err, errlen);
 		snprintf(err, errlen, "peer failed to prove the token (wrong token)");
 		return -1;
 	}
 	auth_mac(token, 'C', peer.nonce, me.nonce, mac);
-	if (sock_send_all(fd, mac, sizeof mac, deadline, err, errlen) < 0 ||
-	    sock_recv_all(fd, &status, 1, deadline, err, errlen) < 0)
+	if (comm_sock_send_all(fd, mac, sizeof mac, deadline, err, errlen) < 0 ||
+	    comm_sock_recv_all(fd, &status, 1, deadline, err, errlen) < 0)
 		return -1;
 	if (status != 1) {
 		snprintf(err, errlen, "peer refused this side's token (wrong token)");
@@ -257,21 +257,21 @@ int auth_server(int fd, const char *token, double deadline, char *err,
 	uint8_t status;
 
 	if (auth_hello_init(&me, token, err, errlen) < 0 ||
-	    sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0)
+	    comm_sock_recv_all(fd, &peer, sizeof peer, deadline, err, errlen) < 0)
 		return -1;
 	if (has_token(token))
 		auth_mac(token, 'S', peer.nonce, me.nonce, me.mac);
 	/* Answer even a mismatched peer, so it can tell its user why. */
-	if (sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
+	if (comm_sock_send_all(fd, &me, sizeof me, deadline, err, errlen) < 0 ||
 	    auth_hello_check(&peer, token, err, errlen) < 0)
 		return -1;
 	if (!has_token(token))
 		return 0;
-	if (sock_recv_all(fd, mac, sizeof mac, deadline, err, errlen) < 0)
+	if (comm_sock_recv_all(fd, mac, sizeof mac, deadline, err, errlen) < 0)
 		return -1;
 	auth_mac(token, 'C', me.nonce, peer.nonce, peer.mac);
 	status = auth_equal(mac, peer.mac, sizeof mac);
-	if (sock_send_all(fd, &status, 1, deadline, err, errlen) < 0)
+	if (comm_sock_send_all(fd, &status, 1, deadline, err, errlen) < 0)
 		return -1;
 	if (!status) {
 		snprintf(err, errlen, "peer failed to prove the token (wrong token)");

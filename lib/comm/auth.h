@@ -15,12 +15,12 @@ struct sha256 {
 	size_t fill;
 };
 
-void sha256_init(struct sha256 *s);
-void sha256_update(struct sha256 *s, const void *data, size_t len);
-void sha256_final(struct sha256 *s, uint8_t out[SHA256_LEN]);
-void sha256(const void *data, size_t len, uint8_t out[SHA256_LEN]);
+void auth_sha256_init(struct sha256 *s);
+void auth_sha256_update(struct sha256 *s, const void *data, size_t len);
+void auth_sha256_final(struct sha256 *s, uint8_t out[SHA256_LEN]);
+void auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN]);
 /* RFC 2104 HMAC over SHA-256; any key length. */
-void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+void auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
     uint8_t out[SHA256_LEN]);
 /* Constant-time equality of n bytes. */
 int auth_equal(const void *a, const void *b, size_t n);

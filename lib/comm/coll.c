@@ -144,7 +144,7 @@ int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 	x->world = comm_size(c);
 	x->dt = dt;
 	x->esz = dtype_size(dt);
-	x->red = reduce_kernel(dt, op);
+	x->red = comm_reduce_kernel(dt, op);
 	x->algo = coll_algo_name(algo);
 	comm_op_begin(c, (int)kind, kind_names[kind], (int)dt, sig);
 	if (x->esz == 0 || x->red == NULL) {

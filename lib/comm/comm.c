@@ -47,7 +47,7 @@ static int comm_alloc(struct comm **out, const struct comm_options *o,
 	c->opcode = -1;
 	c->dtype = -1;
 	c->spin_us = comm_spin_default();
-	sha256(o->job ? o->job : "", o->job ? strlen(o->job) : 0, c->job);
+	auth_sha256(o->job ? o->job : "", o->job ? strlen(o->job) : 0, c->job);
 	for (p = 0; p < o->world; p++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++) {
 			struct comm_stream *st = &c->peers[p].st[s];

@@ -50,7 +50,7 @@ int ps_colo_step(struct comm *c, int nserv, float *params, const float *gsum,
 /* ---- external servers over TCP -------------------------------------- */
 
 struct ps_server_cfg {
-	int lfd;			/* listening socket (sock_listen) */
+	int lfd;			/* listening socket (comm_sock_listen) */
 	int index, nserv;		/* this server's shard of nserv */
 	size_t total;			/* elements of the whole vector */
 	float *shard;			/* ps_shard() elements, updated in place */

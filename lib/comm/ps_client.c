@@ -71,10 +71,10 @@ link_open(struct ps_client *c, int i, int worker, const char *token,
 	double deadline = cli_now() + c->timeout;
 	char e[200], *t;
 
-	l->fd = sock_connect_hostport(l->addr, deadline, e, sizeof(e));
+	l->fd = comm_sock_connect_hostport(l->addr, deadline, e, sizeof(e));
 	if (l->fd < 0)
 		return link_fail(l, e, err, errlen);
-	sock_tune(l->fd);
+	comm_sock_tune(l->fd);
 	if (auth_client(l->fd, token, deadline, e, sizeof(e)) < 0 ||
 	    ps_msg_send(l->fd, &m, NULL, deadline, e, sizeof(e)) < 0)
 		return link_fail(l, e, err, errlen);
@@ -197,7 +197,7 @@ recv_params(struct ps_client *c, float *params, char *err, size_t errlen)
 		if (m.off != l->off || m.len != l->len ||
 		    m.paylen != l->len * sizeof(float))
 			return link_fail(l, "reply of the wrong shard", err, errlen);
-		if (sock_recv_all(l->fd, params + l->off, m.paylen,
+		if (comm_sock_recv_all(l->fd, params + l->off, m.paylen,
 		    cli_now() + c->timeout, e, sizeof(e)) < 0)
 			return link_fail(l, e, err, errlen);
 	}

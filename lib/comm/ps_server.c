@@ -304,7 +304,7 @@ on_push(struct srv *s, struct conn *c, const struct ps_msg *m)
 		conn_close(c);
 		return;
 	}
-	if (sock_recv_all(c->fd, s->buf, m->paylen, deadline, e, sizeof(e)) < 0) {
+	if (comm_sock_recv_all(c->fd, s->buf, m->paylen, deadline, e, sizeof(e)) < 0) {
 		conn_lost(s, c, e);
 		return;
 	}
@@ -378,12 +378,12 @@ on_message(struct srv *s, struct conn *c)
 static void
 on_accept(struct srv *s)
 {
-	struct sock_addr peer;
+	struct comm_sock_addr peer;
 	struct conn *c;
 	char e[160];
 	int fd;
 
-	fd = sock_accept(s->cfg->lfd, cli_now() + s->cfg->timeout, &peer, e,
+	fd = comm_sock_accept(s->cfg->lfd, cli_now() + s->cfg->timeout, &peer, e,
 	    sizeof(e));
 	if (fd < 0)
 		return;
@@ -404,7 +404,7 @@ on_accept(struct srv *s)
 	c->fd = fd;
 	c->worker = -1;
 	snprintf(c->addr, sizeof(c->addr), "%s", peer.str);
-	sock_tune(fd);
+	comm_sock_tune(fd);
 }
 
 /* Drop closed connections from the table. */

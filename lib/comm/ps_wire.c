@@ -94,9 +94,9 @@ ps_msg_send(int fd, const struct ps_msg *m, const void *pay, double deadline,
 	unsigned char h[PS_HDR];
 
 	ps_msg_pack(h, m);
-	if (sock_send_all(fd, h, sizeof(h), deadline, err, errlen) < 0)
+	if (comm_sock_send_all(fd, h, sizeof(h), deadline, err, errlen) < 0)
 		return -1;
-	if (m->paylen > 0 && sock_send_all(fd, pay, m->paylen, deadline, err,
+	if (m->paylen > 0 && comm_sock_send_all(fd, pay, m->paylen, deadline, err,
 	    errlen) < 0)
 		return -1;
 	return 0;
@@ -107,7 +107,7 @@ ps_msg_recv(int fd, struct ps_msg *m, double deadline, char *err, size_t errlen)
 {
 	unsigned char h[PS_HDR];
 
-	if (sock_recv_all(fd, h, sizeof(h), deadline, err, errlen) < 0)
+	if (comm_sock_recv_all(fd, h, sizeof(h), deadline, err, errlen) < 0)
 		return -1;
 	if (ps_msg_unpack(h, m) < 0) {
 		snprintf(err, errlen, "not a collx-ps peer (bad message magic)");
@@ -132,7 +132,7 @@ ps_text_recv(int fd, uint64_t len, double deadline, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (sock_recv_all(fd, t, len, deadline, err, errlen) < 0) {
+	if (comm_sock_recv_all(fd, t, len, deadline, err, errlen) < 0) {
 		free(t);
 		return NULL;
 	}

@@ -133,11 +133,13 @@ static inline uint16_t bf16_narrow(float f)
 	} while (0)
 
 #define HALF_CONVERT(pfx)						\
-void reduce_##pfx##_widen(float *restrict out, const uint16_t *restrict in, size_t n) \
+void comm_reduce_##pfx##_widen(float *restrict out,			\
+    const uint16_t *restrict in, size_t n)				\
 {									\
 	CONVERT_LOOP(n, out[i] = pfx##_widen(in[i]));			\
 }									\
-void reduce_##pfx##_narrow(uint16_t *restrict out, const float *restrict in, size_t n) \
+void comm_reduce_##pfx##_narrow(uint16_t *restrict out,		\
+    const float *restrict in, size_t n)				\
 {									\
 	CONVERT_LOOP(n, out[i] = pfx##_narrow(in[i]));			\
 }
@@ -154,10 +156,10 @@ static void name(void *restrict dv, const void *restrict sv, size_t n)	\
 	float a[HALF_CHUNK], b[HALF_CHUNK];				\
 	for (size_t off = 0; off < n; off += HALF_CHUNK) {		\
 		size_t m = n - off < HALF_CHUNK ? n - off : HALF_CHUNK;	\
-		reduce_##pfx##_widen(a, d + off, m);			\
-		reduce_##pfx##_widen(b, s + off, m);			\
+		comm_reduce_##pfx##_widen(a, d + off, m);			\
+		comm_reduce_##pfx##_widen(b, s + off, m);			\
 		f(a, b, m);						\
-		reduce_##pfx##_narrow(d + off, a, m);			\
+		comm_reduce_##pfx##_narrow(d + off, a, m);			\
 	}								\
 }
 
@@ -184,7 +186,7 @@ static const reduce_fn kernels[DT_COUNT][4] = {
 	[DT_BOOL] = { bool_or, bool_and, bool_and, bool_or },
 };
 
-reduce_fn reduce_kernel(enum dtype dt, enum coll_op op)
+reduce_fn comm_reduce_kernel(enum dtype dt, enum coll_op op)
 {
 	if ((unsigned)dt >= DT_COUNT || (unsigned)op > COLL_AVG)
 		return NULL;
@@ -194,7 +196,7 @@ reduce_fn reduce_kernel(enum dtype dt, enum coll_op op)
 void coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
     enum coll_op op)
 {
-	reduce_fn f = reduce_kernel(dt, op);
+	reduce_fn f = comm_reduce_kernel(dt, op);
 
 	if (f && count > 0)
 		f(dst, src, count);
@@ -214,10 +216,10 @@ static void half_divide(uint16_t *p, size_t n, int world, int bf)
 
 	for (size_t off = 0; off < n; off += HALF_CHUNK) {
 		size_t m = n - off < HALF_CHUNK ? n - off : HALF_CHUNK;
-		(bf ? reduce_bf16_widen : reduce_f16_widen)(f, p + off, m);
+		(bf ? comm_reduce_bf16_widen : comm_reduce_f16_widen)(f, p + off, m);
 		for (size_t i = 0; i < m; i++)
 			f[i] /= (float)world;
-		(bf ? reduce_bf16_narrow : reduce_f16_narrow)(p + off, f, m);
+		(bf ? comm_reduce_bf16_narrow : comm_reduce_f16_narrow)(p + off, f, m);
 	}
 }
 

@@ -42,9 +42,9 @@ struct mesh_hello {
 
 /* What one rank needs while joining. */
 struct rv {
-	struct sock_addr master;
-	struct sock_addr local[COMM_MAX_STREAMS];	/* listening, per stream */
-	struct sock_addr from[COMM_MAX_STREAMS];	/* the same, port 0: to bind */
+	struct comm_sock_addr master;
+	struct comm_sock_addr local[COMM_MAX_STREAMS];	/* listening, per stream */
+	struct comm_sock_addr from[COMM_MAX_STREAMS];	/* the same, port 0: to bind */
 	int lfd[COMM_MAX_STREAMS];
 	int bind_local;		/* ifaces given: bind outgoing connections too */
 	const char *jobtext;	/* comm_options.job */
@@ -66,7 +66,7 @@ static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv
 	int n = 0;
 
 	if (!o->ifaces || !o->ifaces[0]) {
-		if (sock_route_addr(&v->master, &v->local[0], err, sizeof err) < 0)
+		if (comm_sock_route_addr(&v->master, &v->local[0], err, sizeof err) < 0)
 			return rv_fail(c, COMM_ERR_RUNTIME, "choosing an address", err);
 		c->nstreams = 1;
 		return 0;
@@ -78,7 +78,7 @@ static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv
 			    COMM_MAX_STREAMS, o->ifaces);
 			return -1;
 		}
-		if (sock_iface_addr(name, v->master.ss.ss_family, &v->local[n], err,
+		if (comm_sock_iface_addr(name, v->master.ss.ss_family, &v->local[n], err,
 		    sizeof err) < 0)
 			return rv_fail(c, COMM_ERR_RUNTIME, "choosing an address", err);
 		n++;
@@ -92,18 +92,18 @@ static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv
 
 /* A listener on the first free port of lo..hi (all of them ephemeral when
  * lo is 0): firewalls can open a known range for the data connections. */
-static int rv_listen_range(struct sock_addr *a, int lo, int hi, char *err,
+static int rv_listen_range(struct comm_sock_addr *a, int lo, int hi, char *err,
     size_t errlen)
 {
-	struct sock_addr try;
+	struct comm_sock_addr try;
 	int port, fd;
 
 	if (lo <= 0)
-		return sock_listen(a, err, errlen);
+		return comm_sock_listen(a, err, errlen);
 	for (port = lo; port <= hi; port++) {
 		try = *a;
-		sock_addr_set_port(&try, port);
-		if ((fd = sock_listen(&try, err, errlen)) >= 0) {
+		comm_sock_addr_set_port(&try, port);
+		if ((fd = comm_sock_listen(&try, err, errlen)) >= 0) {
 			*a = try;
 			return fd;
 		}
@@ -272,7 +272,7 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 	char err[256];
 
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
-	    sock_recv_all(fd, &j, sizeof j, deadline, err, sizeof err) < 0) {
+	    comm_sock_recv_all(fd, &j, sizeof j, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped connection from %s: %s", from, err);
 		return -1;
 	}
@@ -280,10 +280,10 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 	if (rv_validate(c, v, &j, joined, rep.msg, sizeof rep.msg) < 0) {
 		rep.status = 1;
 		comm_log(c, "refused rank %d from %s: %s", j.rank, from, rep.msg);
-		sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
+		comm_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
 		return -1;
 	}
-	if (sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err) < 0) {
+	if (comm_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped rank %d from %s: %s", j.rank, from, err);
 		return -1;
 	}
@@ -307,12 +307,12 @@ static void rv_missing(const struct comm *c, const int *joined, char *buf, size_
 static int rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
 {
 	double deadline = cli_now() + c->timeout;
-	struct sock_addr from;
+	struct comm_sock_addr from;
 	char err[256], missing[128];
 	int n = 1, fd;
 
 	while (n < c->world) {
-		fd = sock_accept(mfd, deadline, &from, err, sizeof err);
+		fd = comm_sock_accept(mfd, deadline, &from, err, sizeof err);
 		if (fd < 0) {
 			rv_missing(c, joined, missing, sizeof missing);
 			comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for "
@@ -341,26 +341,26 @@ static int rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
 		rep.status = 2;
 		memcpy(rep.msg, c->err, sizeof rep.msg - 1);
 	}
-	if (sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err) < 0)
+	if (comm_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err) < 0)
 		return -1;
-	return failed ? 0 : sock_send_all(fd, v->table, tlen, deadline, err, sizeof err);
+	return failed ? 0 : comm_sock_send_all(fd, v->table, tlen, deadline, err, sizeof err);
 }
 
 /* Rank 0: listen at the master address (every address of its family when
  * the name is not one of ours), gather the others, send them the table. */
 static int rv_serve(struct comm *c, struct rv *v)
 {
-	struct sock_addr m = v->master;
+	struct comm_sock_addr m = v->master;
 	size_t tlen = (size_t)c->world * sizeof v->table[0];
 	int *joined, mfd, r, rc = -1;
 	char err[256];
 
-	mfd = sock_listen(&m, err, sizeof err);
+	mfd = comm_sock_listen(&m, err, sizeof err);
 	if (mfd < 0 && errno == EADDRNOTAVAIL) {
 		m.ss.ss_family = v->master.ss.ss_family;
 		memset((char *)&m.ss + sizeof(sa_family_t), 0, sizeof m.ss - sizeof(sa_family_t));
-		sock_addr_set_port(&m, sock_addr_port(&v->master));
-		mfd = sock_listen(&m, err, sizeof err);
+		comm_sock_addr_set_port(&m, comm_sock_addr_port(&v->master));
+		mfd = comm_sock_listen(&m, err, sizeof err);
 	}
 	if (mfd < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", err);
@@ -398,13 +398,13 @@ static int rv_join(struct comm *c, struct rv *v)
 	int fd, rc = -1;
 
 	snprintf(what, sizeof what, "rendezvous with rank 0 at %s", v->master.str);
-	fd = sock_connect(&v->master, NULL, cli_now() + c->timeout, err, sizeof err);
+	fd = comm_sock_connect(&v->master, NULL, cli_now() + c->timeout, err, sizeof err);
 	if (fd < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, what, err);
 	rv_join_fill(c, v, &j);
 	if (auth_client(fd, c->token, cli_now() + c->timeout, err, sizeof err) < 0 ||
-	    sock_send_all(fd, &j, sizeof j, cli_now() + c->timeout, err, sizeof err) < 0 ||
-	    sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err, sizeof err) < 0) {
+	    comm_sock_send_all(fd, &j, sizeof j, cli_now() + c->timeout, err, sizeof err) < 0 ||
+	    comm_sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err, sizeof err) < 0) {
 		rv_fail(c, COMM_ERR_RUNTIME, what, err);
 		goto out;
 	}
@@ -415,8 +415,8 @@ static int rv_join(struct comm *c, struct rv *v)
 		goto out;
 	}
 	/* The table comes once every rank has joined: a fresh timeout. */
-	if (sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err,
-	    sizeof err) < 0 || (rep.status == 0 && sock_recv_all(fd, v->table,
+	if (comm_sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err,
+	    sizeof err) < 0 || (rep.status == 0 && comm_sock_recv_all(fd, v->table,
 	    (size_t)c->world * sizeof v->table[0], cli_now() + c->timeout, err,
 	    sizeof err) < 0)) {
 		rv_fail(c, COMM_ERR_RUNTIME, what, err);
@@ -438,22 +438,22 @@ static int mesh_connect_one(struct comm *c, struct rv *v, int peer, int s,
     double deadline)
 {
 	struct mesh_hello h = { MESH_MAGIC, c->rank, c->world, s, { 0 } };
-	struct sock_addr a;
+	struct comm_sock_addr a;
 	char err[256];
 	int fd;
 
 	memcpy(h.job, c->job, sizeof h.job);
-	if (sock_resolve_hostport(v->table[peer][s], &a, err, sizeof err) < 0)
+	if (comm_sock_resolve_hostport(v->table[peer][s], &a, err, sizeof err) < 0)
 		goto fail;
 	/* Every listener was open before the table went out: a refusal means
 	 * the peer is gone, and waiting for it would only burn the timeout. */
-	fd = sock_connect_once(&a, v->bind_local ? &v->from[s] : NULL, deadline,
+	fd = comm_sock_connect_once(&a, v->bind_local ? &v->from[s] : NULL, deadline,
 	    err, sizeof err);
 	if (fd < 0)
 		goto fail;
 	c->peers[peer].st[s].fd = fd;
 	if (auth_client(fd, c->token, deadline, err, sizeof err) < 0 ||
-	    sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0)
+	    comm_sock_send_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -469,7 +469,7 @@ static int mesh_take_one(struct comm *c, int fd, const char *from, double deadli
 	char err[256];
 
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
-	    sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0) {
+	    comm_sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped connection from %s: %s", from, err);
 		return -1;
 	}
@@ -489,13 +489,13 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 {
 	int want = (c->world - 1 - c->rank) * c->nstreams, s, fd, ready;
 	struct pollfd p[COMM_MAX_STREAMS];
-	struct sock_addr from;
+	struct comm_sock_addr from;
 	char err[256];
 
 	while (want > 0) {
 		for (s = 0; s < c->nstreams; s++)
 			p[s] = (struct pollfd){ .fd = v->lfd[s], .events = POLLIN };
-		ready = poll(p, (nfds_t)c->nstreams, sock_poll_ms(deadline));
+		ready = poll(p, (nfds_t)c->nstreams, comm_sock_poll_ms(deadline));
 		if (ready < 0 && errno != EINTR)
 			return rv_fail(c, COMM_ERR_RUNTIME, "poll", strerror(errno));
 		if (cli_now() >= deadline) {
@@ -507,7 +507,7 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 			if (!(p[s].revents & POLLIN))
 				continue;
 			/* Ready, so no wait: a connection aborted meanwhile is skipped. */
-			fd = sock_accept(v->lfd[s], cli_now(), &from, err, sizeof err);
+			fd = comm_sock_accept(v->lfd[s], cli_now(), &from, err, sizeof err);
 			if (fd < 0)
 				continue;
 			if (mesh_take_one(c, fd, from.str, deadline) < 0)
@@ -545,7 +545,7 @@ int comm_connect_all(struct comm *c, const struct comm_options *o)
 		v.lfd[s] = -1;
 	if (!o->master || !o->master[0])
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "no master address");
-	if (sock_resolve_hostport(o->master, &v.master, err, sizeof err) < 0)
+	if (comm_sock_resolve_hostport(o->master, &v.master, err, sizeof err) < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", err);
 	v.table = calloc((size_t)c->world, sizeof *v.table);
 	if (!v.table)

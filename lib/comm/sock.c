@@ -25,7 +25,7 @@
 #endif
 #define SOCK_RETRY_S 0.05
 
-int sock_poll_ms(double deadline)
+int comm_sock_poll_ms(double deadline)
 {
 	double left = deadline - cli_now();
 
@@ -34,7 +34,7 @@ int sock_poll_ms(double deadline)
 	return left > 60 ? 60000 : (int)(left * 1000) + 1;
 }
 
-int sock_split(const char *hp, char *host, size_t hostlen, char *port,
+int comm_sock_split(const char *hp, char *host, size_t hostlen, char *port,
     size_t portlen, char *err, size_t errlen)
 {
 	const char *colon, *h = hp;
@@ -64,7 +64,7 @@ bad:
 	return -1;
 }
 
-void sock_addr_format(struct sock_addr *a)
+void comm_sock_addr_format(struct comm_sock_addr *a)
 {
 	char host[64], serv[8];	/* numeric: an IPv6 address with scope fits */
 
@@ -79,24 +79,24 @@ void sock_addr_format(struct sock_addr *a)
 		snprintf(a->str, sizeof a->str, "%s:%s", host, serv);
 }
 
-int sock_addr_port(const struct sock_addr *a)
+int comm_sock_addr_port(const struct comm_sock_addr *a)
 {
 	if (a->ss.ss_family == AF_INET6)
 		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
 	return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
 }
 
-void sock_addr_set_port(struct sock_addr *a, int port)
+void comm_sock_addr_set_port(struct comm_sock_addr *a, int port)
 {
 	if (a->ss.ss_family == AF_INET6)
 		((struct sockaddr_in6 *)&a->ss)->sin6_port = htons((uint16_t)port);
 	else
 		((struct sockaddr_in *)&a->ss)->sin_port = htons((uint16_t)port);
-	sock_addr_format(a);
+	comm_sock_addr_format(a);
 }
 
-int sock_resolve(const char *host, const char *port, int family,
-    struct sock_addr *out, char *err, size_t errlen)
+int comm_sock_resolve(const char *host, const char *port, int family,
+    struct comm_sock_addr *out, char *err, size_t errlen)
 {
 	struct addrinfo hints, *res;
 	int rc;
@@ -115,18 +115,18 @@ int sock_resolve(const char *host, const char *port, int family,
 	memcpy(&out->ss, res->ai_addr, res->ai_addrlen);
 	out->len = res->ai_addrlen;
 	freeaddrinfo(res);
-	sock_addr_format(out);
+	comm_sock_addr_format(out);
 	return 0;
 }
 
-int sock_resolve_hostport(const char *hp, struct sock_addr *out, char *err,
+int comm_sock_resolve_hostport(const char *hp, struct comm_sock_addr *out, char *err,
     size_t errlen)
 {
 	char host[NI_MAXHOST], port[NI_MAXSERV];
 
-	if (sock_split(hp, host, sizeof host, port, sizeof port, err, errlen) < 0)
+	if (comm_sock_split(hp, host, sizeof host, port, sizeof port, err, errlen) < 0)
 		return -1;
-	return sock_resolve(host, port, AF_UNSPEC, out, err, errlen);
+	return comm_sock_resolve(host, port, AF_UNSPEC, out, err, errlen);
 }
 
 /* How well an interface address suits: 0 not at all; IPv4 before IPv6
@@ -145,7 +145,7 @@ static int iface_score(const struct ifaddrs *ifa, const char *name, int family)
 	return IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr) ? 1 : 2;
 }
 
-int sock_iface_addr(const char *name, int family, struct sock_addr *out,
+int comm_sock_iface_addr(const char *name, int family, struct comm_sock_addr *out,
     char *err, size_t errlen)
 {
 	struct ifaddrs *all, *ifa, *best = NULL;
@@ -167,7 +167,7 @@ int sock_iface_addr(const char *name, int family, struct sock_addr *out,
 		out->len = best->ifa_addr->sa_family == AF_INET6 ?
 		    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 		memcpy(&out->ss, best->ifa_addr, out->len);
-		sock_addr_set_port(out, 0);
+		comm_sock_addr_set_port(out, 0);
 	} else if (!seen) {
 		snprintf(err, errlen, "no network interface named '%s'", name);
 	} else {
@@ -178,7 +178,7 @@ int sock_iface_addr(const char *name, int family, struct sock_addr *out,
 	return best ? 0 : -1;
 }
 
-int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,
+int comm_sock_route_addr(const struct comm_sock_addr *dst, struct comm_sock_addr *out,
     char *err, size_t errlen)
 {
 	int fd = socket(dst->ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -193,18 +193,18 @@ int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,
 		return -1;
 	}
 	close(fd);
-	sock_addr_set_port(out, 0);
+	comm_sock_addr_set_port(out, 0);
 	return 0;
 }
 
-int sock_set_nonblock(int fd)
+int comm_sock_set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-void sock_tune(int fd)
+void comm_sock_tune(int fd)
 {
 	int one = 1, sz = SOCK_BUFSIZE;
 
@@ -215,7 +215,7 @@ void sock_tune(int fd)
 	}
 }
 
-int sock_listen(struct sock_addr *a, char *err, size_t errlen)
+int comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen)
 {
 	int one = 1, fd, e;
 
@@ -224,13 +224,13 @@ int sock_listen(struct sock_addr *a, char *err, size_t errlen)
 		goto fail;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	/* Accepted sockets inherit the buffer sizes; set them before listen. */
-	sock_tune(fd);
+	comm_sock_tune(fd);
 	if (bind(fd, (struct sockaddr *)&a->ss, a->len) < 0 || listen(fd, 128) < 0)
 		goto fail;
 	a->len = sizeof a->ss;
 	if (getsockname(fd, (struct sockaddr *)&a->ss, &a->len) < 0)
 		goto fail;
-	sock_addr_format(a);
+	comm_sock_addr_format(a);
 	return fd;
 fail:
 	e = errno;
@@ -241,15 +241,15 @@ fail:
 	return -1;
 }
 
-int sock_listen_hostport(const char *hp, struct sock_addr *bound, char *err,
+int comm_sock_listen_hostport(const char *hp, struct comm_sock_addr *bound, char *err,
     size_t errlen)
 {
-	if (sock_resolve_hostport(hp, bound, err, errlen) < 0)
+	if (comm_sock_resolve_hostport(hp, bound, err, errlen) < 0)
 		return -1;
-	return sock_listen(bound, err, errlen);
+	return comm_sock_listen(bound, err, errlen);
 }
 
-int sock_wait(int fd, short events, double deadline)
+int comm_sock_wait(int fd, short events, double deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 	int rc;
@@ -257,7 +257,7 @@ int sock_wait(int fd, short events, double deadline)
 	for (;;) {
 		if (cli_now() >= deadline)
 			return 0;
-		rc = poll(&p, 1, sock_poll_ms(deadline));
+		rc = poll(&p, 1, comm_sock_poll_ms(deadline));
 		if (rc > 0)
 			return 1;
 		if (rc < 0 && errno != EINTR)
@@ -265,10 +265,10 @@ int sock_wait(int fd, short events, double deadline)
 	}
 }
 
-int sock_accept(int lfd, double deadline, struct sock_addr *peer, char *err,
+int comm_sock_accept(int lfd, double deadline, struct comm_sock_addr *peer, char *err,
     size_t errlen)
 {
-	struct sock_addr tmp, *a = peer ? peer : &tmp;
+	struct comm_sock_addr tmp, *a = peer ? peer : &tmp;
 	int fd;
 
 	for (;;) {
@@ -277,15 +277,15 @@ int sock_accept(int lfd, double deadline, struct sock_addr *peer, char *err,
 		fd = accept4(lfd, (struct sockaddr *)&a->ss, &a->len,
 		    SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			sock_addr_format(a);
-			sock_tune(fd);
+			comm_sock_addr_format(a);
+			comm_sock_tune(fd);
 			return fd;
 		}
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
 			snprintf(err, errlen, "accept: %s", strerror(errno));
 			return -1;
 		}
-		if (errno == EAGAIN && sock_wait(lfd, POLLIN, deadline) == 0) {
+		if (errno == EAGAIN && comm_sock_wait(lfd, POLLIN, deadline) == 0) {
 			snprintf(err, errlen, "timed out waiting for a connection");
 			return -1;
 		}
@@ -293,7 +293,7 @@ int sock_accept(int lfd, double deadline, struct sock_addr *peer, char *err,
 }
 
 /* Wait for a non-blocking connect: 0 connected, -1 with errno set. */
-static int connect_wait(int fd, const struct sock_addr *a, double deadline)
+static int connect_wait(int fd, const struct comm_sock_addr *a, double deadline)
 {
 	int e = 0;
 	socklen_t el = sizeof e;
@@ -302,7 +302,7 @@ static int connect_wait(int fd, const struct sock_addr *a, double deadline)
 		return 0;
 	if (errno != EINPROGRESS)
 		return -1;
-	if (sock_wait(fd, POLLOUT, deadline) <= 0) {
+	if (comm_sock_wait(fd, POLLOUT, deadline) <= 0) {
 		errno = ETIMEDOUT;
 		return -1;
 	}
@@ -312,7 +312,7 @@ static int connect_wait(int fd, const struct sock_addr *a, double deadline)
 	return e ? -1 : 0;
 }
 
-int sock_connect_once(const struct sock_addr *a, const struct sock_addr *from,
+int comm_sock_connect_once(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
     double deadline, char *err, size_t errlen)
 {
 	int fd, e;
@@ -322,7 +322,7 @@ int sock_connect_once(const struct sock_addr *a, const struct sock_addr *from,
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
-	sock_tune(fd);
+	comm_sock_tune(fd);
 	if (from && bind(fd, (const struct sockaddr *)&from->ss, from->len) < 0) {
 		e = errno;
 		snprintf(err, errlen, "cannot bind %s: %s", from->str, strerror(e));
@@ -344,13 +344,13 @@ static int connect_retryable(int e)
 	    e == EHOSTUNREACH || e == ENETUNREACH || e == EAGAIN;
 }
 
-int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
+int comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
     double deadline, char *err, size_t errlen)
 {
 	int fd;
 
 	for (;;) {
-		fd = sock_connect_once(a, from, deadline, err, errlen);
+		fd = comm_sock_connect_once(a, from, deadline, err, errlen);
 		if (fd >= 0 || !connect_retryable(errno) ||
 		    cli_now() + SOCK_RETRY_S >= deadline)
 			return fd;
@@ -358,13 +358,13 @@ int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
 	}
 }
 
-int sock_connect_hostport(const char *hp, double deadline, char *err, size_t errlen)
+int comm_sock_connect_hostport(const char *hp, double deadline, char *err, size_t errlen)
 {
-	struct sock_addr a;
+	struct comm_sock_addr a;
 
-	if (sock_resolve_hostport(hp, &a, err, errlen) < 0)
+	if (comm_sock_resolve_hostport(hp, &a, err, errlen) < 0)
 		return -1;
-	return sock_connect(&a, NULL, deadline, err, errlen);
+	return comm_sock_connect(&a, NULL, deadline, err, errlen);
 }
 
 /* Shared loop of send_all/recv_all: is_send picks the direction. */
@@ -391,7 +391,7 @@ static int xfer_all(int fd, char *p, size_t len, double deadline, int is_send,
 			    "connection closed" : strerror(errno));
 			return -1;
 		}
-		if (sock_wait(fd, is_send ? POLLOUT : POLLIN, deadline) == 0) {
+		if (comm_sock_wait(fd, is_send ? POLLOUT : POLLIN, deadline) == 0) {
 			snprintf(err, errlen, "timed out");
 			return -1;
 		}
@@ -399,13 +399,13 @@ static int xfer_all(int fd, char *p, size_t len, double deadline, int is_send,
 	return 0;
 }
 
-int sock_send_all(int fd, const void *buf, size_t len, double deadline,
+int comm_sock_send_all(int fd, const void *buf, size_t len, double deadline,
     char *err, size_t errlen)
 {
 	return xfer_all(fd, (char *)buf, len, deadline, 1, err, errlen);
 }
 
-int sock_recv_all(int fd, void *buf, size_t len, double deadline, char *err,
+int comm_sock_recv_all(int fd, void *buf, size_t len, double deadline, char *err,
     size_t errlen)
 {
 	return xfer_all(fd, buf, len, deadline, 0, err, errlen);

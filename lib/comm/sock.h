@@ -10,7 +10,7 @@
 #include "cli/util.h"
 
 /* A resolved address; str is "1.2.3.4:80" or "[::1]:80". */
-struct sock_addr {
+struct comm_sock_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char str[80];
@@ -18,59 +18,59 @@ struct sock_addr {
 
 /* A poll() timeout for deadline: milliseconds, rounded up, at most a
  * minute (callers loop), 0 when it has passed. */
-int sock_poll_ms(double deadline);
+int comm_sock_poll_ms(double deadline);
 
 /* Split "host:port" or "[v6]:port" (host may be empty: wildcard). */
-int sock_split(const char *hostport, char *host, size_t hostlen, char *port,
+int comm_sock_split(const char *hostport, char *host, size_t hostlen, char *port,
     size_t portlen, char *err, size_t errlen);
 /* Resolve host and port (numeric or name); family AF_UNSPEC takes the first. */
-int sock_resolve(const char *host, const char *port, int family,
-    struct sock_addr *out, char *err, size_t errlen);
-int sock_resolve_hostport(const char *hostport, struct sock_addr *out,
+int comm_sock_resolve(const char *host, const char *port, int family,
+    struct comm_sock_addr *out, char *err, size_t errlen);
+int comm_sock_resolve_hostport(const char *hostport, struct comm_sock_addr *out,
     char *err, size_t errlen);
 /* Fill a->str from a->ss. */
-void sock_addr_format(struct sock_addr *a);
-int sock_addr_port(const struct sock_addr *a);
-void sock_addr_set_port(struct sock_addr *a, int port);
+void comm_sock_addr_format(struct comm_sock_addr *a);
+int comm_sock_addr_port(const struct comm_sock_addr *a);
+void comm_sock_addr_set_port(struct comm_sock_addr *a, int port);
 
 /* The address of interface name in family (AF_INET or AF_INET6; AF_UNSPEC:
  * IPv4 first). */
-int sock_iface_addr(const char *name, int family, struct sock_addr *out,
+int comm_sock_iface_addr(const char *name, int family, struct comm_sock_addr *out,
     char *err, size_t errlen);
 /* The local address the kernel would use to reach dst (port 0). */
-int sock_route_addr(const struct sock_addr *dst, struct sock_addr *out,
+int comm_sock_route_addr(const struct comm_sock_addr *dst, struct comm_sock_addr *out,
     char *err, size_t errlen);
 
 /* Listen on a (port 0: ephemeral; a->str and port are updated). */
-int sock_listen(struct sock_addr *a, char *err, size_t errlen);
+int comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen);
 /* Listen on "host:port" ("" host: every address). Returns the fd or -1. */
-int sock_listen_hostport(const char *hostport, struct sock_addr *bound,
+int comm_sock_listen_hostport(const char *hostport, struct comm_sock_addr *bound,
     char *err, size_t errlen);
 /* Accept one connection before deadline; peer gets its address. */
-int sock_accept(int lfd, double deadline, struct sock_addr *peer,
+int comm_sock_accept(int lfd, double deadline, struct comm_sock_addr *peer,
     char *err, size_t errlen);
 /* Connect to a, retrying refused or unreachable attempts until deadline.
  * from: local address to bind first (port 0), or NULL. */
-int sock_connect(const struct sock_addr *a, const struct sock_addr *from,
+int comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
     double deadline, char *err, size_t errlen);
 /* One attempt, no retry: for a peer that must be listening already.
  * On failure errno says why (ECONNREFUSED: nobody listens). */
-int sock_connect_once(const struct sock_addr *a, const struct sock_addr *from,
+int comm_sock_connect_once(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
     double deadline, char *err, size_t errlen);
-int sock_connect_hostport(const char *hostport, double deadline,
+int comm_sock_connect_hostport(const char *hostport, double deadline,
     char *err, size_t errlen);
 
 /* TCP_NODELAY and throughput-sized buffers on a connected socket. */
-void sock_tune(int fd);
-int sock_set_nonblock(int fd);
+void comm_sock_tune(int fd);
+int comm_sock_set_nonblock(int fd);
 
 /* Move exactly len bytes before deadline. A closed connection is an error
  * ("connection closed"); so is the deadline ("timed out"). */
-int sock_send_all(int fd, const void *buf, size_t len, double deadline,
+int comm_sock_send_all(int fd, const void *buf, size_t len, double deadline,
     char *err, size_t errlen);
-int sock_recv_all(int fd, void *buf, size_t len, double deadline,
+int comm_sock_recv_all(int fd, void *buf, size_t len, double deadline,
     char *err, size_t errlen);
 /* Wait for events on fd until deadline: 1 ready, 0 timed out, -1 error. */
-int sock_wait(int fd, short events, double deadline);
+int comm_sock_wait(int fd, short events, double deadline);
 
 #endif

@@ -400,7 +400,7 @@ static int wait_ready(struct comm *c)
 		peer_timeout(c, first);
 		return -1;
 	}
-	ms = first < 0 ? 0 : sock_poll_ms(when);
+	ms = first < 0 ? 0 : comm_sock_poll_ms(when);
 	if (poll(fds, (nfds_t)n, ms) < 0 && errno != EINTR) {
 		comm_fail(c, COMM_ERR_RUNTIME, "poll: %s", strerror(errno));
 		return -1;

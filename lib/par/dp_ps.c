@@ -66,7 +66,7 @@ colo_server_start(struct run *r, int *port)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	struct colo_server *s = calloc(1, sizeof(*s));
-	struct sock_addr bound;
+	struct comm_sock_addr bound;
 	size_t off, len;
 	char e[300];
 
@@ -81,10 +81,10 @@ colo_server_start(struct run *r, int *port)
 		return dp_runtime_failed(r, "rank %d: parameter server: %s",
 		    s->shard ? e : "out of memory");
 	memcpy(s->shard, r->m->params + off, len * sizeof(float));
-	s->cfg.lfd = sock_listen_hostport(":0", &bound, e, sizeof(e));
+	s->cfg.lfd = comm_sock_listen_hostport(":0", &bound, e, sizeof(e));
 	if (s->cfg.lfd < 0)
 		return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
-	*port = sock_addr_port(&bound);
+	*port = comm_sock_addr_port(&bound);
 	s->cfg = (struct ps_server_cfg){
 		.lfd = s->cfg.lfd, .index = r->rank, .nserv = cfg->ps_servers,
 		.total = r->m->nparams, .shard = s->shard, .layout = s->layout,

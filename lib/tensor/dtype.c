@@ -122,7 +122,7 @@ static uint16_t f64_to_small(double d, int ebits, int mbits)
 	return sign | (uint16_t)q;
 }
 
-float f16_to_f32(uint16_t h)
+float dtype_f16_to_f32(uint16_t h)
 {
 	int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
 	float v;
@@ -136,12 +136,12 @@ float f16_to_f32(uint16_t h)
 	return (h & 0x8000) ? -v : v;
 }
 
-uint16_t f32_to_f16(float f)
+uint16_t dtype_f32_to_f16(float f)
 {
 	return f64_to_small(f, 5, 10);
 }
 
-float bf16_to_f32(uint16_t h)
+float dtype_bf16_to_f32(uint16_t h)
 {
 	uint32_t b = (uint32_t)h << 16;
 	float f;
@@ -150,7 +150,7 @@ float bf16_to_f32(uint16_t h)
 	return f;
 }
 
-uint16_t f32_to_bf16(float f)
+uint16_t dtype_f32_to_bf16(float f)
 {
 	return f64_to_small(f, 8, 7);
 }
@@ -178,8 +178,8 @@ double dtype_get(enum dtype dt, const void *buf, size_t i)
 	switch (dt) {
 	case DT_F32: return u.f;
 	case DT_F64: return u.d;
-	case DT_F16: return f16_to_f32(u.h);
-	case DT_BF16: return bf16_to_f32(u.h);
+	case DT_F16: return dtype_f16_to_f32(u.h);
+	case DT_BF16: return dtype_bf16_to_f32(u.h);
 	case DT_I8: return u.i8;
 	case DT_I16: return u.i16;
 	case DT_I32: return u.i32;

@@ -19,10 +19,10 @@ int dtype_parse(const char *s, enum dtype *out);
 int dtype_is_float(enum dtype dt);
 
 /* Half-precision conversions; float to half rounds to nearest even. */
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_f16(float f);
-float bf16_to_f32(uint16_t h);
-uint16_t f32_to_bf16(float f);
+float dtype_f16_to_f32(uint16_t h);
+uint16_t dtype_f32_to_f16(float f);
+float dtype_bf16_to_f32(uint16_t h);
+uint16_t dtype_f32_to_bf16(float f);
 
 /* Element i of a buffer as double (for printing, checking, tolerances). */
 double dtype_get(enum dtype dt, const void *buf, size_t i);

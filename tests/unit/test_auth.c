@@ -23,7 +23,7 @@ static int sha_is(const void *msg, size_t len, const char *want)
 	uint8_t d[SHA256_LEN];
 	char h[65];
 
-	sha256(msg, len, d);
+	auth_sha256(msg, len, d);
 	hex(d, sizeof d, h);
 	return strcmp(h, want) == 0;
 }
@@ -33,7 +33,7 @@ static int hmac_is(const void *key, size_t klen, const char *msg, const char *wa
 	uint8_t d[SHA256_LEN];
 	char h[65];
 
-	hmac_sha256(key, klen, msg, strlen(msg), d);
+	auth_hmac_sha256(key, klen, msg, strlen(msg), d);
 	hex(d, sizeof d, h);
 	return strncmp(h, want, strlen(want)) == 0;
 }
@@ -71,10 +71,10 @@ static void test_sha256(void)
 	    "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
 	    "sha256 of a million 'a' (FIPS 180)");
 	/* The same million fed in odd pieces. */
-	sha256_init(&s);
+	auth_sha256_init(&s);
 	for (i = 0; i < 1000000; i += 997)
-		sha256_update(&s, million + i, 1000000 - i < 997 ? 1000000 - i : 997);
-	sha256_final(&s, d);
+		auth_sha256_update(&s, million + i, 1000000 - i < 997 ? 1000000 - i : 997);
+	auth_sha256_final(&s, d);
 	hex(d, sizeof d, h);
 	UNIT_OK(strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0,
 	    "sha256 incremental in 997-byte pieces");
@@ -139,8 +139,8 @@ static void handshake(const char *tc, const char *ts, int *cr, int *sr, char *ce
 	char err[256];
 
 	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-	sock_set_nonblock(sv[0]);
-	sock_set_nonblock(sv[1]);
+	comm_sock_set_nonblock(sv[0]);
+	comm_sock_set_nonblock(sv[1]);
 	pid = fork();
 	if (pid == 0) {
 		alarm(10);

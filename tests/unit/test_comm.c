@@ -393,14 +393,14 @@ static int sc_intruder(struct comm_options *o, const void *arg)
 	o->token = "s3cret";
 	if (o->rank == 2) {
 		memset(junk, 'x', sizeof junk);
-		fd = sock_connect_hostport(master, cli_now() + 5, err, sizeof err);
+		fd = comm_sock_connect_hostport(master, cli_now() + 5, err, sizeof err);
 		EXPECT(fd >= 0, 31, "%s", err);
-		sock_send_all(fd, junk, sizeof junk, cli_now() + 5, err, sizeof err);
-		EXPECT(sock_recv_all(fd, junk, sizeof junk, cli_now() + 5, err, sizeof err) < 0 ||
-		    sock_recv_all(fd, junk, 1, cli_now() + 5, err, sizeof err) < 0, 32,
+		comm_sock_send_all(fd, junk, sizeof junk, cli_now() + 5, err, sizeof err);
+		EXPECT(comm_sock_recv_all(fd, junk, sizeof junk, cli_now() + 5, err, sizeof err) < 0 ||
+		    comm_sock_recv_all(fd, junk, 1, cli_now() + 5, err, sizeof err) < 0, 32,
 		    "junk was answered");
 		close(fd);
-		fd = sock_connect_hostport(master, cli_now() + 5, err, sizeof err);
+		fd = comm_sock_connect_hostport(master, cli_now() + 5, err, sizeof err);
 		EXPECT(fd >= 0 && auth_client(fd, "guess", cli_now() + 5, err, sizeof err) < 0,
 		    33, "a wrong token got in");
 		close(fd);
@@ -561,14 +561,14 @@ static int split_is(const char *hp, const char *host, const char *port)
 {
 	char h[64], p[16], err[128];
 
-	if (sock_split(hp, h, sizeof h, p, sizeof p, err, sizeof err) < 0)
+	if (comm_sock_split(hp, h, sizeof h, p, sizeof p, err, sizeof err) < 0)
 		return host == NULL && strstr(err, hp) != NULL;
 	return host && strcmp(h, host) == 0 && strcmp(p, port) == 0;
 }
 
 static void test_addresses(void)
 {
-	struct sock_addr a;
+	struct comm_sock_addr a;
 	char err[128];
 
 	UNIT_OK(split_is("10.0.0.2:41234", "10.0.0.2", "41234") &&
@@ -577,8 +577,8 @@ static void test_addresses(void)
 	UNIT_OK(split_is("::1:80", NULL, NULL) && split_is("host", NULL, NULL) &&
 	    split_is("host:", NULL, NULL) && split_is("[::1]80", NULL, NULL),
 	    "malformed addresses are refused, naming the input");
-	UNIT_OK(sock_resolve_hostport("127.0.0.1:80", &a, err, sizeof err) == 0 &&
-	    strcmp(a.str, "127.0.0.1:80") == 0 && sock_addr_port(&a) == 80,
+	UNIT_OK(comm_sock_resolve_hostport("127.0.0.1:80", &a, err, sizeof err) == 0 &&
+	    strcmp(a.str, "127.0.0.1:80") == 0 && comm_sock_addr_port(&a) == 80,
 	    "numeric address resolves and formats back");
 }
 

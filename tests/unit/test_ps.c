@@ -146,12 +146,12 @@ garbage(const char *addr)
 	int fd;
 
 	memset(junk, 'x', sizeof(junk));
-	fd = sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
-	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, sizeof(junk), cli_now() + 5,
+	fd = comm_sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
+	UNIT_OK(fd >= 0 && comm_sock_send_all(fd, junk, sizeof(junk), cli_now() + 5,
 	    e, sizeof(e)) == 0, "junk sent to the server");
 	close(fd);
-	fd = sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
-	UNIT_OK(fd >= 0 && sock_send_all(fd, junk, 10, cli_now() + 5, e,
+	fd = comm_sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
+	UNIT_OK(fd >= 0 && comm_sock_send_all(fd, junk, 10, cli_now() + 5, e,
 	    sizeof(e)) == 0, "half a header sent");
 	close(fd);
 }
@@ -161,7 +161,7 @@ test_tcp_round(void)
 {
 	float shard[4] = { 1, 2, 3, 4 };
 	volatile sig_atomic_t stop = 0;
-	struct sock_addr bound;
+	struct comm_sock_addr bound;
 	char e[256], addr[64];
 	struct ps_server_cfg cfg = {
 		.index = 0, .nserv = 1, .total = 4, .shard = shard,
@@ -177,12 +177,12 @@ test_tcp_round(void)
 	double t0;
 	int silent;
 
-	cfg.lfd = sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
+	cfg.lfd = comm_sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
 	UNIT_OK(cfg.lfd >= 0, "listen");
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", sock_addr_port(&bound));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", comm_sock_addr_port(&bound));
 	pthread_create(&st, NULL, serve_thread, &cfg);
 	garbage(addr);
-	silent = sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
+	silent = comm_sock_connect_hostport(addr, cli_now() + 5, e, sizeof(e));
 	t0 = cli_now();
 	for (int i = 0; i < 2; i++) {
 		w[i].addr = addr;
@@ -229,7 +229,7 @@ test_staleness(void)
 {
 	float shard[4] = { 0, 0, 0, 0 };
 	volatile sig_atomic_t stop = 0;
-	struct sock_addr bound;
+	struct comm_sock_addr bound;
 	char e[256], addr[64];
 	struct ps_server_cfg cfg = {
 		.index = 0, .nserv = 1, .total = 4, .shard = shard,
@@ -242,8 +242,8 @@ test_staleness(void)
 	pthread_t st, at;
 	int held, rc;
 
-	cfg.lfd = sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", sock_addr_port(&bound));
+	cfg.lfd = comm_sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", comm_sock_addr_port(&bound));
 	pthread_create(&st, NULL, serve_thread, &cfg);
 	rc = ps_client_open(&b, addr, 1, NULL, 10, e, sizeof(e));
 	rc |= ps_client_open(&a.c, addr, 0, NULL, 10, e, sizeof(e));

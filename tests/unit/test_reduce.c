@@ -59,8 +59,8 @@ static void put(enum dtype dt, void *buf, size_t i, long long v)
 	switch (dt) {
 	case DT_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
 	case DT_F64: { double d = (double)v; memcpy(p, &d, 8); break; }
-	case DT_F16: { uint16_t h = f32_to_f16((float)v); memcpy(p, &h, 2); break; }
-	case DT_BF16: { uint16_t h = f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+	case DT_F16: { uint16_t h = dtype_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
+	case DT_BF16: { uint16_t h = dtype_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
 	case DT_I8: case DT_U8: case DT_BOOL: *p = (char)(uint8_t)(v & 0xff); break;
 	case DT_I16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
 	case DT_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
@@ -129,18 +129,18 @@ static void test_half_accumulates_in_f32(void)
 {
 	/* 2048 + 1 is not an f16 (spacing 2 there); 1 + 1 + 2048 in steps is
 	 * 2050 only if the halves are widened before adding. */
-	uint16_t d = f32_to_f16(2048), s = f32_to_f16(2);
-	uint16_t b = f32_to_bf16(256), t = f32_to_bf16(1);
+	uint16_t d = dtype_f32_to_f16(2048), s = dtype_f32_to_f16(2);
+	uint16_t b = dtype_f32_to_bf16(256), t = dtype_f32_to_bf16(1);
 
 	coll_reduce_local(&d, &s, 1, DT_F16, COLL_SUM);
-	UNIT_OK(f16_to_f32(d) == 2050, "f16 2048 + 2 = 2050");
+	UNIT_OK(dtype_f16_to_f32(d) == 2050, "f16 2048 + 2 = 2050");
 	coll_reduce_local(&b, &t, 1, DT_BF16, COLL_SUM);
-	UNIT_OK(bf16_to_f32(b) == 256, "bf16 256 + 1 rounds to even (256)");
+	UNIT_OK(dtype_bf16_to_f32(b) == 256, "bf16 256 + 1 rounds to even (256)");
 }
 
 static int same_half(uint16_t a, uint16_t b, int bf)
 {
-	float fa = bf ? bf16_to_f32(a) : f16_to_f32(a), fb = bf ? bf16_to_f32(b) : f16_to_f32(b);
+	float fa = bf ? dtype_bf16_to_f32(a) : dtype_f16_to_f32(a), fb = bf ? dtype_bf16_to_f32(b) : dtype_f16_to_f32(b);
 
 	return a == b || (isnan(fa) && isnan(fb) && (a & 0x8000) == (b & 0x8000));
 }
@@ -159,9 +159,9 @@ static void test_half_conversions(int bf)
 
 	for (i = 0; i < N; i++)
 		h[i] = (uint16_t)i;
-	(bf ? reduce_bf16_widen : reduce_f16_widen)(f, h, N);
+	(bf ? comm_reduce_bf16_widen : comm_reduce_f16_widen)(f, h, N);
 	for (i = 0; i < N; i++) {
-		float want = bf ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+		float want = bf ? dtype_bf16_to_f32(h[i]) : dtype_f16_to_f32(h[i]);
 		wide &= memcmp(&f[i], &want, 4) == 0 || (isnan(f[i]) && isnan(want));
 	}
 	for (i = 0; i + 1 < N; i++)		/* midpoints */
@@ -171,13 +171,13 @@ static void test_half_conversions(int bf)
 		bits = x ^ (x >> 7);
 		memcpy(&f[i], &bits, 4);
 	}
-	(bf ? reduce_bf16_narrow : reduce_f16_narrow)(o, f, R);
+	(bf ? comm_reduce_bf16_narrow : comm_reduce_f16_narrow)(o, f, R);
 	for (i = 0; i < R; i++)
-		narrow &= same_half(o[i], bf ? f32_to_bf16(f[i]) : f32_to_f16(f[i]), bf);
-	UNIT_OK(wide, bf ? "bf16 widening agrees with bf16_to_f32 on all 65536 values" :
-	    "f16 widening agrees with f16_to_f32 on all 65536 values");
-	UNIT_OK(narrow, bf ? "bf16 narrowing agrees with f32_to_bf16 (ties, random bits)" :
-	    "f16 narrowing agrees with f32_to_f16 (ties, subnormals, random bits)");
+		narrow &= same_half(o[i], bf ? dtype_f32_to_bf16(f[i]) : dtype_f32_to_f16(f[i]), bf);
+	UNIT_OK(wide, bf ? "bf16 widening agrees with dtype_bf16_to_f32 on all 65536 values" :
+	    "f16 widening agrees with dtype_f16_to_f32 on all 65536 values");
+	UNIT_OK(narrow, bf ? "bf16 narrowing agrees with dtype_f32_to_bf16 (ties, random bits)" :
+	    "f16 narrowing agrees with dtype_f32_to_f16 (ties, subnormals, random bits)");
 	free(h);
 	free(o);
 	free(f);
@@ -188,7 +188,7 @@ static void test_avg(void)
 	float f[3] = { 3, -3, 10 };
 	int32_t i[3] = { 7, -7, 9 };
 	uint8_t u[2] = { 255, 5 };
-	uint16_t h[2] = { f32_to_f16(3), f32_to_bf16(3) };
+	uint16_t h[2] = { dtype_f32_to_f16(3), dtype_f32_to_bf16(3) };
 	uint8_t bo[2] = { 1, 0 };
 
 	coll_finish_avg(f, 3, DT_F32, 2);
@@ -199,7 +199,7 @@ static void test_avg(void)
 	UNIT_OK(u[0] == 63 && u[1] == 1, "u8 avg truncates");
 	coll_finish_avg(h, 1, DT_F16, 2);
 	coll_finish_avg(h + 1, 1, DT_BF16, 2);
-	UNIT_OK(f16_to_f32(h[0]) == 1.5f && bf16_to_f32(h[1]) == 1.5f,
+	UNIT_OK(dtype_f16_to_f32(h[0]) == 1.5f && dtype_bf16_to_f32(h[1]) == 1.5f,
 	    "f16 and bf16 avg divide in f32");
 	coll_finish_avg(bo, 2, DT_BOOL, 2);
 	UNIT_OK(bo[0] == 1 && bo[1] == 0, "bool avg leaves the logical or");

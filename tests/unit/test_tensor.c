@@ -45,25 +45,25 @@ static void test_dtype_names(void)
 
 static void test_f16_values(void)
 {
-	UNIT_OK(f32_to_f16(1.0f) == 0x3c00, "f16 1.0");
-	UNIT_OK(f32_to_f16(-2.0f) == 0xc000, "f16 -2.0");
-	UNIT_OK(f32_to_f16(65504.0f) == 0x7bff, "f16 max");
-	UNIT_OK(f32_to_f16(65519.0f) == 0x7bff, "f16 just below the overflow tie");
-	UNIT_OK(f32_to_f16(65520.0f) == 0x7c00, "f16 overflow tie rounds to inf");
-	UNIT_OK(f32_to_f16(ldexpf(1, -24)) == 0x0001, "f16 smallest subnormal");
-	UNIT_OK(f32_to_f16(ldexpf(1, -25)) == 0x0000, "f16 half the smallest: tie to 0");
-	UNIT_OK(f32_to_f16(ldexpf(3, -26)) == 0x0001, "f16 0.75 quantum rounds up");
-	UNIT_OK(f32_to_f16(ldexpf(3, -25)) == 0x0002, "f16 1.5 quanta: tie to even 2");
-	UNIT_OK(f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "f16 tie to even (down)");
-	UNIT_OK(f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02, "f16 tie to even (up)");
-	UNIT_OK(f32_to_f16(ldexpf(2047, -25)) == 0x0400, "f16 subnormal rounds up to normal");
-	UNIT_OK(f32_to_f16(-0.0f) == 0x8000, "f16 negative zero");
-	UNIT_OK(f32_to_f16(INFINITY) == 0x7c00 && f32_to_f16(-INFINITY) == 0xfc00, "f16 inf");
-	UNIT_OK((f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (f32_to_f16(NAN) & 0x3ff),
+	UNIT_OK(dtype_f32_to_f16(1.0f) == 0x3c00, "f16 1.0");
+	UNIT_OK(dtype_f32_to_f16(-2.0f) == 0xc000, "f16 -2.0");
+	UNIT_OK(dtype_f32_to_f16(65504.0f) == 0x7bff, "f16 max");
+	UNIT_OK(dtype_f32_to_f16(65519.0f) == 0x7bff, "f16 just below the overflow tie");
+	UNIT_OK(dtype_f32_to_f16(65520.0f) == 0x7c00, "f16 overflow tie rounds to inf");
+	UNIT_OK(dtype_f32_to_f16(ldexpf(1, -24)) == 0x0001, "f16 smallest subnormal");
+	UNIT_OK(dtype_f32_to_f16(ldexpf(1, -25)) == 0x0000, "f16 half the smallest: tie to 0");
+	UNIT_OK(dtype_f32_to_f16(ldexpf(3, -26)) == 0x0001, "f16 0.75 quantum rounds up");
+	UNIT_OK(dtype_f32_to_f16(ldexpf(3, -25)) == 0x0002, "f16 1.5 quanta: tie to even 2");
+	UNIT_OK(dtype_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00, "f16 tie to even (down)");
+	UNIT_OK(dtype_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02, "f16 tie to even (up)");
+	UNIT_OK(dtype_f32_to_f16(ldexpf(2047, -25)) == 0x0400, "f16 subnormal rounds up to normal");
+	UNIT_OK(dtype_f32_to_f16(-0.0f) == 0x8000, "f16 negative zero");
+	UNIT_OK(dtype_f32_to_f16(INFINITY) == 0x7c00 && dtype_f32_to_f16(-INFINITY) == 0xfc00, "f16 inf");
+	UNIT_OK((dtype_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (dtype_f32_to_f16(NAN) & 0x3ff),
 	    "f16 NaN stays NaN");
-	UNIT_OK(f16_to_f32(0x0001) == ldexpf(1, -24), "f16 subnormal decodes");
-	UNIT_OK(f16_to_f32(0x7bff) == 65504.0f, "f16 max decodes");
-	UNIT_OK(isnan(f16_to_f32(0x7e00)), "f16 NaN decodes");
+	UNIT_OK(dtype_f16_to_f32(0x0001) == ldexpf(1, -24), "f16 subnormal decodes");
+	UNIT_OK(dtype_f16_to_f32(0x7bff) == 65504.0f, "f16 max decodes");
+	UNIT_OK(isnan(dtype_f16_to_f32(0x7e00)), "f16 NaN decodes");
 }
 
 /* Every half value survives f16 -> f32 -> f16. */
@@ -73,12 +73,12 @@ static void test_f16_roundtrip(void)
 	int ok = 1;
 
 	for (h = 0; h < 0x10000; h++) {
-		float f = f16_to_f32((uint16_t)h);
+		float f = dtype_f16_to_f32((uint16_t)h);
 
 		if (isnan(f))
-			ok &= isnan(f16_to_f32(f32_to_f16(f)));
+			ok &= isnan(dtype_f16_to_f32(dtype_f32_to_f16(f)));
 		else
-			ok &= f32_to_f16(f) == h;
+			ok &= dtype_f32_to_f16(f) == h;
 	}
 	UNIT_OK(ok, "all 65536 f16 values round-trip through f32");
 }
@@ -114,20 +114,20 @@ static void test_rne_random(void)
 		x = bits_f32((uint32_t)tensor_rng_next(&r));
 		if (isnan(x) || fabsf(x) > 60000.0f)
 			x = ldexpf((float)tensor_rng_uniform(&r, 24), (int)(tensor_rng_next(&r) % 40) - 30);
-		ok16 &= rne_ok(x, f32_to_f16, f16_to_f32);
+		ok16 &= rne_ok(x, dtype_f32_to_f16, dtype_f16_to_f32);
 		x = bits_f32((uint32_t)tensor_rng_next(&r));
 		if (!isnan(x))
-			okbf &= rne_ok(x, f32_to_bf16, bf16_to_f32);
+			okbf &= rne_ok(x, dtype_f32_to_bf16, dtype_bf16_to_f32);
 	}
-	UNIT_OK(ok16, "f32_to_f16 is round-to-nearest-even on 200000 values");
-	UNIT_OK(okbf, "f32_to_bf16 is round-to-nearest-even on 200000 values");
-	UNIT_OK(f32_to_bf16(1.0f) == 0x3f80, "bf16 1.0");
-	UNIT_OK(f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie to even (down)");
-	UNIT_OK(f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82, "bf16 tie to even (up)");
-	UNIT_OK(f32_to_bf16(bits_f32(0x7f7fffff)) == 0x7f80, "bf16 FLT_MAX rounds to inf");
-	UNIT_OK((f32_to_bf16(NAN) & 0x7f80) == 0x7f80 && (f32_to_bf16(NAN) & 0x7f),
+	UNIT_OK(ok16, "dtype_f32_to_f16 is round-to-nearest-even on 200000 values");
+	UNIT_OK(okbf, "dtype_f32_to_bf16 is round-to-nearest-even on 200000 values");
+	UNIT_OK(dtype_f32_to_bf16(1.0f) == 0x3f80, "bf16 1.0");
+	UNIT_OK(dtype_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80, "bf16 tie to even (down)");
+	UNIT_OK(dtype_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82, "bf16 tie to even (up)");
+	UNIT_OK(dtype_f32_to_bf16(bits_f32(0x7f7fffff)) == 0x7f80, "bf16 FLT_MAX rounds to inf");
+	UNIT_OK((dtype_f32_to_bf16(NAN) & 0x7f80) == 0x7f80 && (dtype_f32_to_bf16(NAN) & 0x7f),
 	    "bf16 NaN stays NaN");
-	UNIT_OK(f32_to_bf16(bits_f32(0x00018000)) == 0x0002, "bf16 subnormal tie to even");
+	UNIT_OK(dtype_f32_to_bf16(bits_f32(0x00018000)) == 0x0002, "bf16 subnormal tie to even");
 }
 
 static void test_put_get(void)
