@@ -86,17 +86,15 @@ demo: deps
 	@COLLX_BIN=$(abspath $(BINOUT)) examples/demo.sh
 
 # collx.pc: pkg-config's description of the installed library (C programs
-# build with `cc prog.c $$(pkg-config --cflags --libs collx)`).
-$(O)/collx.pc: collx.pc.in Makefile
-	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	    -e 's|@LIBS@|$(LIBS)|' collx.pc.in >$@
-
-install: $(LIBA) $(PROGS) $(O)/collx.pc
+# build with `cc prog.c $$(pkg-config --cflags --libs collx)`), written for
+# this PREFIX at each install.
+install: $(LIBA) $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
 	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(PCDIR)
-	install -m 644 $(O)/collx.pc $(DESTDIR)$(PCDIR)/collx.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS@|$(LIBS)|' collx.pc.in >$(DESTDIR)$(PCDIR)/collx.pc
+	chmod 644 $(DESTDIR)$(PCDIR)/collx.pc
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)
 	install -m 644 $(LIBA) $(DESTDIR)$(LIBDIR)
 	for h in $(HEADERS); do \
@@ -112,4 +110,4 @@ uninstall:
 	rm -f $(MANS:man/%=$(DESTDIR)$(MANDIR)/%)
 
 clean:
-	rm -rf build $(PROGS) lib/libcomm.a tests/out collx.pc
+	rm -rf build $(PROGS) lib/libcomm.a tests/out
