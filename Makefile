@@ -8,6 +8,7 @@ BINDIR    = $(PREFIX)/bin
 LIBDIR    = $(PREFIX)/lib
 INCDIR    = $(PREFIX)/include/collx
 MANDIR    = $(PREFIX)/share/man
+PCDIR     = $(LIBDIR)/pkgconfig
 
 CC       ?= cc
 CFLAGS   ?= -O2 -g
@@ -118,9 +119,16 @@ bench-cluster: deps
 	@$(MAKE) --no-print-directory all
 	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench-cluster.sh bench-out
 
+# collx.pc: pkg-config's description of the installed library (C programs
+# build with `cc prog.c $$(pkg-config --cflags --libs collx)`), written for
+# this PREFIX at each install.
 install: $(LIBA) $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
-	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(PCDIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS@|$(LIBS)|' collx.pc.in >$(DESTDIR)$(PCDIR)/collx.pc
+	chmod 644 $(DESTDIR)$(PCDIR)/collx.pc
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)
 	install -m 644 $(LIBA) $(DESTDIR)$(LIBDIR)
 	for h in $(HEADERS); do \
@@ -130,7 +138,8 @@ install: $(LIBA) $(PROGS)
 	install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(MANDIR)/man7
 
 uninstall:
-	rm -f $(PROGS:$(BINOUT)/%=$(DESTDIR)$(BINDIR)/%) $(DESTDIR)$(LIBDIR)/libcomm.a
+	rm -f $(PROGS:$(BINOUT)/%=$(DESTDIR)$(BINDIR)/%) $(DESTDIR)$(LIBDIR)/libcomm.a \
+	    $(DESTDIR)$(PCDIR)/collx.pc
 	rm -rf $(DESTDIR)$(INCDIR)
 	rm -f $(MANS:man/%=$(DESTDIR)$(MANDIR)/%)
 

@@ -81,7 +81,7 @@ usage(void)
 	    "  --ps HOST:PORT,...    --sync ps: external collx-ps servers\n"
 	    "  --ps-mode MODE        sync (default) or async\n"
 	    "  --staleness K         async: no worker more than K pushes ahead\n"
-	    "  --bucket-mb MB        fuse gradients into buckets of MB (25)\n"
+	    "  --bucket-mb N         fuse gradients into buckets of N MiB (25)\n"
 	    "  --no-overlap          sync the buckets after the whole backward pass\n"
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
@@ -97,9 +97,11 @@ usage(void)
 	    "  --init ARCH           write a fresh mlp, block or gpt model\n"
 	    "  --dims DIMS           mlp DIN,H,DOUT; block D,HEADS[,FF[,CAUSAL]];\n"
 	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF]\n"
-	    "  -v, --verbose         a line per step on stderr (also on a terminal), and\n"
-	    "                        every rank's memory and mean step time at the end\n"
-	    "  -q, --quiet           no step lines\n"
+	    "  -v, --verbose         a line per step on stderr, a summary, and every\n"
+	    "                        rank's memory and mean step time at the end\n"
+	    "                        (without -v, a terminal gets one live progress\n"
+	    "                        line and the summary)\n"
+	    "  -q, --quiet           no step lines, no progress\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -192,7 +194,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_THREADS:
 			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
 			break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqm:o:");
 		}
 	}
 	if (optind < argc)
@@ -278,14 +280,18 @@ load_model(const struct opts *o, struct nn_model *m)
 	tensor_set_free(&s);
 }
 
-/* Per-step output: a line on stderr, timing rows. */
+/* Per-step output: a line on stderr (-v), or on a terminal one live
+ * progress line and a closing summary; timing rows. */
 struct report {
 	const struct opts *o;
 	struct cli_timing *timing;
-	int rank, world, lines;
+	int rank, world, lines, live;
 	enum nn_arch arch;
 	size_t nparams;
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op;
+	long steps, done;	/* planned, and reported so far */
+	double start, shown;	/* clock at the start, at the last redraw */
+	double tokens, seconds, comm, loss;
 };
 
 static void
@@ -302,11 +308,67 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 	cli_timing_write(r->timing, &row);
 }
 
+/* "1:02:03", "2:03" */
+static void
+fmt_eta(double secs, char *buf, size_t len)
+{
+	long t = (long)(secs + 0.5);
+
+	if (t >= 3600)
+		snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+	else
+		snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* The live line, redrawn in place (carriage return, erase to the end) at
+ * most ten times a second, and for the last step. */
+static void
+progress(struct report *r, const struct train_step *s)
+{
+	double now = cli_now(), el = now - r->start;
+	char eta[32];
+
+	if (r->done < r->steps && now - r->shown < 0.1)
+		return;
+	r->shown = now;
+	fmt_eta(r->done > 0 ? el / r->done * (r->steps - r->done) : 0, eta,
+	    sizeof eta);
+	fprintf(stderr, "\r%s: step %ld/%ld loss %.6f %.0f %s/s ETA %s\033[K",
+	    cli_progname, s->step + 1, r->steps, s->loss,
+	    r->seconds > 0 ? r->tokens / r->seconds : 0,
+	    r->arch == NN_MLP ? "samples" : "tokens", eta);
+	fflush(stderr);
+}
+
+/* After the last step: end the live line, then one line for the run. */
+static void
+summary(const struct report *r)
+{
+	double el = cli_now() - r->start;
+
+	if (!r->live && !r->lines)
+		return;
+	if (r->live && r->done > 0)
+		fputc('\n', stderr);
+	fprintf(stderr, "%s: %ld steps, final loss %.6f, mean %.0f %s/s, %.2f s, "
+	    "%.2f s (%.0f%%) in communication\n", cli_progname, r->done, r->loss,
+	    r->seconds > 0 ? r->tokens / r->seconds : 0,
+	    r->arch == NN_MLP ? "samples" : "tokens", el, r->comm,
+	    r->seconds > 0 ? 100 * r->comm / r->seconds : 0);
+}
+
 static void
 on_step(void *ctx, const struct train_step *s)
 {
 	struct report *r = ctx;
 
+	r->done++;
+	r->tokens += s->tokens;
+	r->seconds += s->seconds;
+	r->comm += s->comm;
+	r->loss = s->loss;
+	if (r->live)
+		progress(r, s);
 	if (r->lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
 		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
@@ -395,7 +457,11 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	    "reduce_scatter_exposed" : "allreduce_exposed";
 	r.comm_algo = o->cfg.sync == DP_PS ? ps_mode_name(o->cfg.ps_mode) :
 	    coll_algo_name(o->cfg.algo);
-	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
+	/* -v: a line per step; else on a terminal, one line redrawn. */
+	r.lines = r.rank == 0 && !cli_quiet && cli_verbose;
+	r.live = r.rank == 0 && !cli_quiet && !cli_verbose && isatty(2);
+	r.steps = o->cfg.steps;
+	r.start = cli_now();
 	if (o->timing != NULL) {
 		tpath = cli_subst(o->timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath, NULL);
@@ -404,6 +470,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
+	summary(&r);
 	report_mem(&r, &mem, steps, o->cfg.steps, o->cfg.zero);
 	write_outputs(o, m, steps, r.rank, r.world);
 	cli_timing_close(r.timing);

@@ -134,7 +134,7 @@ parse_args(struct opts *o, int argc, char **argv)
 			o->weight = cli_parse_double("--weight", optarg, 0, 1e18);
 			break;
 		case OPT_DONE: o->done = 1; break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqm:o:");
 		}
 	}
 	if (optind < argc)

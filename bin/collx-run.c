@@ -32,7 +32,7 @@
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
-	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT
+	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT, OPT_WDIR, OPT_PORT_RANGE
 };
 
 static const struct option longopts[] = {
@@ -45,6 +45,8 @@ static const struct option longopts[] = {
 	{ "tag-output", 0, 0, OPT_TAG },
 	{ "timeout", 1, 0, OPT_TIMEOUT },
 	{ "time-limit", 1, 0, OPT_TIME_LIMIT },
+	{ "wdir", 1, 0, OPT_WDIR },
+	{ "port-range", 1, 0, OPT_PORT_RANGE },
 	{ "export", 1, 0, 'x' },
 	{ "help", 0, 0, 'h' },
 	{ "version", 0, 0, 'V' },
@@ -64,7 +66,7 @@ struct rank {
 	pid_t pid;		/* also its process group */
 	int reaped;
 	int host;		/* index into hosts; -1 for a local rank */
-	int local_rank;
+	int local_rank, local_world;
 	struct stream out, err;
 };
 
@@ -73,6 +75,11 @@ struct job {
 	struct launch_hosts hosts;
 	const char *hostfile, *ssh;
 	char *master, *timeout;
+	char *torch_addr;	/* MASTER_ADDR and MASTER_PORT, for PyTorch */
+	int torch_port;
+	const char *wdir;	/* --wdir */
+	char *cwd;		/* where remote ranks start without --wdir */
+	const char *port_range;	/* --port-range, as COLLX_PORT_RANGE */
 	double time_limit;
 	char **exports;
 	int nexports;
@@ -98,20 +105,28 @@ usage(void)
 {
 	printf("usage: %s [-qv] [-n N] [-H HOST[,HOST...] | --hostfile F]\n"
 	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
-	    "       [--timeout S] [--time-limit S] [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
+	    "       [--timeout S] [--time-limit S] [--wdir DIR] [--port-range LO-HI]\n"
+	    "       [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
 	    "when one fails.\n\n"
-	    "  -n, --np N            number of ranks (default: 1 locally, the hosts'\n"
+	    "  -n, -np, --np N       number of ranks (default: 1 locally, the hosts'\n"
 	    "                        slots with hosts)\n"
-	    "  -H, --hosts LIST      run rank i on host i mod H through CMD\n"
+	    "  -H, --hosts LIST      hosts HOST[:K],...: K ranks (slots) per visit,\n"
+	    "                        default 1, so rank i runs on host i mod H\n"
 	    "      --hostfile F      hosts from F: one per line, optional slots=K\n"
 	    "      --per-host K      K consecutive ranks per host\n"
 	    "      --ssh CMD         remote shell command (default: ssh)\n"
-	    "      --master HOST:PORT  rendezvous address (default: 127.0.0.1 and a\n"
-	    "                        free port; with hosts the first host, port %d)\n"
+	    "      --master HOST:PORT  collx's rendezvous address, COLLX_MASTER\n"
+	    "                        (default: 127.0.0.1 and a free port; with hosts\n"
+	    "                        the first host, port %d); MASTER_PORT, for\n"
+	    "                        PyTorch, is another port (PORT + 1 with hosts)\n"
 	    "      --tag-output      prefix each output line with [RANK]\n"
 	    "      --timeout S       COLLX_TIMEOUT for the ranks, in seconds\n"
 	    "      --time-limit S    stop all ranks after S seconds (exit 124)\n"
+	    "      --wdir DIR        start the ranks in DIR (default: remote ranks\n"
+	    "                        in this directory, when the host has it)\n"
+	    "      --port-range LO-HI  data ports of collx ranks (COLLX_PORT_RANGE;\n"
+	    "                        default: ephemeral ports)\n"
 	    "  -x, --export NAME[=VALUE]  pass an environment variable to the ranks\n"
 	    "  -v, --verbose         show each rank's command\n"
 	    "  -q, --quiet           no messages but errors\n"
@@ -142,6 +157,22 @@ xasprintf(const char *fmt, ...)
 	return s;
 }
 
+/* The variables collx-run sets for each rank (MASTER_ADDR and MASTER_PORT
+ * too, but -x may move PyTorch's store elsewhere). */
+static int
+set_per_rank(const char *name)
+{
+	static const char *const vars[] = { "COLLX_RANK", "COLLX_WORLD_SIZE",
+	    "COLLX_LOCAL_RANK", "COLLX_MASTER", "RANK", "WORLD_SIZE",
+	    "LOCAL_RANK", "LOCAL_WORLD_SIZE", NULL };
+	const char *const *p;
+
+	for (p = vars; *p; p++)
+		if (strcmp(name, *p) == 0)
+			return 1;
+	return 0;
+}
+
 static void
 add_export(struct job *j, const char *arg)
 {
@@ -155,8 +186,7 @@ add_export(struct job *j, const char *arg)
 		cli_usage_error("-x: invalid variable name in '%s'", arg);
 	memcpy(name, arg, len);
 	name[len] = '\0';
-	if (strcmp(name, "COLLX_RANK") == 0 || strcmp(name, "COLLX_WORLD_SIZE") == 0 ||
-	    strcmp(name, "COLLX_LOCAL_RANK") == 0 || strcmp(name, "COLLX_MASTER") == 0)
+	if (set_per_rank(name))
 		cli_usage_error("-x: %s is set by %s for each rank", name, cli_progname);
 	if (eq == NULL && getenv(name) == NULL)
 		cli_usage_error("-x: %s is not set", name);
@@ -171,7 +201,7 @@ static void
 parse_option(struct job *j, int c, const char **hostlist)
 {
 	char host[256];
-	int port;
+	int port, lo, hi;
 
 	switch (c) {
 	case 'n':
@@ -206,6 +236,17 @@ parse_option(struct job *j, int c, const char **hostlist)
 		break;
 	case OPT_TIME_LIMIT:
 		j->time_limit = cli_parse_double("--time-limit", optarg, 0.001, 1e9);
+		break;
+	case OPT_WDIR:
+		if (*optarg == '\0')
+			cli_usage_error("--wdir: empty directory");
+		j->wdir = optarg;
+		break;
+	case OPT_PORT_RANGE:
+		if (cli_port_range_parse(optarg, &lo, &hi) < 0)
+			cli_usage_error("--port-range: invalid range '%s' (want LO-HI,"
+			    " 1 <= LO <= HI <= 65535)", optarg);
+		j->port_range = optarg;
 		break;
 	case 'x':
 		add_export(j, optarg);
@@ -242,26 +283,51 @@ load_hosts(struct job *j, const char *hostlist)
 		    j->ssh ? "--ssh" : "--per-host");
 }
 
+/*
+ * PyTorch's pair, MASTER_ADDR and MASTER_PORT: collx's host and another
+ * port, so that a PyTorch store and collx's rendezvous never clash: a free
+ * one locally, else the next (collx programs take COLLX_MASTER first).
+ */
+static void
+choose_torch_port(struct job *j, int port)
+{
+	char err[256];
+	int k;
+
+	if (j->hosts.n == 0 && strncmp(j->master, "127.0.0.1:", 10) == 0) {
+		for (k = 0; k < 16; k++) {
+			if (launch_free_port("127.0.0.1", &j->torch_port, err,
+			    sizeof err) < 0)
+				cli_die(CLI_EXIT_RUNTIME, "%s", err);
+			if (j->torch_port != port)
+				return;
+		}
+	}
+	j->torch_port = port < 65535 ? port + 1 : port - 1;
+}
+
 /* The rendezvous address: --master, else a free local port, else the
  * first host's address on DEFAULT_PORT. */
 static void
 choose_master(struct job *j)
 {
-	char err[256];
+	char err[256], host[256];
 	const char *addr;
 	int port;
 
-	if (j->master)
-		return;
-	if (j->hosts.n == 0) {
+	if (j->master == NULL && j->hosts.n == 0) {
 		if (launch_free_port("127.0.0.1", &port, err, sizeof err) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", err);
 		j->master = xasprintf("127.0.0.1:%d", port);
-		return;
+	} else if (j->master == NULL) {
+		addr = launch_host_addr(j->hosts.names[0]);
+		j->master = xasprintf(strchr(addr, ':') && addr[0] != '[' ?
+		    "[%s]:%d" : "%s:%d", addr, DEFAULT_PORT);
 	}
-	addr = launch_host_addr(j->hosts.names[0]);
-	j->master = xasprintf(strchr(addr, ':') && addr[0] != '[' ? "[%s]:%d" :
-	    "%s:%d", addr, DEFAULT_PORT);
+	if (cli_hostport_parse(j->master, host, sizeof host, &port) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: not HOST:PORT", j->master);
+	j->torch_addr = cli_strdup(host);
+	choose_torch_port(j, port);
 }
 
 /* The remote shell's first step with a token: its first line of input. */
@@ -302,8 +368,17 @@ parse_args(struct job *j, int argc, char **argv)
 	const char *hostlist = NULL;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+n:H:x:hVvq", longopts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "+n:H:x:hVvq", longopts, NULL)) != -1) {
+		if (c == '?')
+			cli_option_error(argc, argv, "n:H:x:");
+		/* mpirun's "-np N": getopt reads -n with the value "p". */
+		if (c == 'n' && strcmp(argv[optind - 1], "-np") == 0) {
+			if (optind >= argc)
+				cli_usage_error("option '-np' needs a value");
+			optarg = argv[optind++];
+		}
 		parse_option(j, c, &hostlist);
+	}
 	if (optind >= argc)
 		cli_usage_error("no PROGRAM given");
 	j->prog = argv + optind;
@@ -318,6 +393,8 @@ parse_args(struct job *j, int argc, char **argv)
 	if (j->hosts.n && remote_token() && strchr(remote_token(), '\n'))
 		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
 		    " one line");
+	if (j->hosts.n > 0 && j->wdir == NULL)
+		j->cwd = getcwd(NULL, 0);	/* NULL (removed): no cd */
 }
 
 struct vec {
@@ -361,6 +438,15 @@ rank_env(const struct job *j, int i, struct vec *env)
 	vec_push(env, xasprintf("COLLX_LOCAL_RANK=%d", j->ranks[i].local_rank));
 	vec_push(env, xasprintf("COLLX_JOB_ID=%s", j->job_id));
 	vec_push(env, xasprintf("COLLX_MASTER=%s", j->master));
+	/* torchrun's names, so a PyTorch script runs unchanged. */
+	vec_push(env, xasprintf("RANK=%d", i));
+	vec_push(env, xasprintf("WORLD_SIZE=%d", j->n));
+	vec_push(env, xasprintf("LOCAL_RANK=%d", j->ranks[i].local_rank));
+	vec_push(env, xasprintf("LOCAL_WORLD_SIZE=%d", j->ranks[i].local_world));
+	vec_push(env, xasprintf("MASTER_ADDR=%s", j->torch_addr));
+	vec_push(env, xasprintf("MASTER_PORT=%d", j->torch_port));
+	if (j->port_range)
+		vec_push(env, xasprintf("COLLX_PORT_RANGE=%s", j->port_range));
 	if (j->timeout)
 		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", j->timeout));
 	else if ((v = getenv("COLLX_TIMEOUT")) != NULL)
@@ -388,6 +474,13 @@ rank_argv(const struct job *j, int i, const struct vec *env, char **ssh,
 		for (k = 0; ssh[k]; k++)
 			vec_push(argv, cli_strdup(ssh[k]));
 		vec_push(argv, cli_strdup(j->hosts.names[j->ranks[i].host]));
+		/* As mpirun: this directory when the host has it, else the
+		 * remote shell's own; --wdir DIR or fail. */
+		if (j->wdir || j->cwd) {
+			vec_push(argv, cli_strdup("cd"));
+			vec_push(argv, launch_shquote(j->wdir ? j->wdir : j->cwd));
+			vec_push(argv, cli_strdup(j->wdir ? "&&" : "2>/dev/null;"));
+		}
 		if (remote_token()) {
 			vec_push(argv, cli_strdup("sh"));
 			vec_push(argv, cli_strdup("-c"));
@@ -497,6 +590,12 @@ child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
 	if (j->ranks[i].host < 0)
 		for (k = 0; env[k]; k++)
 			putenv(env[k]);
+	if (j->ranks[i].host < 0 && j->wdir && chdir(j->wdir) < 0) {
+		e = errno;
+		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
+		    j->wdir, strerror(e));
+		_exit(CLI_EXIT_RUNTIME);
+	}
 	execvp(argv[0], argv);
 	e = errno;
 	if (write(execfd, &e, sizeof e) < 0)
@@ -890,26 +989,31 @@ supervise(struct job *j)
 static void
 place_ranks(struct job *j)
 {
-	int *host_of, *local, i;
+	int *host_of, *local, *lworld, i;
 
 	if ((j->ranks = calloc((size_t)j->n, sizeof *j->ranks)) == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	for (i = 0; i < j->n; i++) {
 		j->ranks[i].host = -1;
 		j->ranks[i].local_rank = i;
+		j->ranks[i].local_world = j->n;
 		j->ranks[i].out.fd = j->ranks[i].err.fd = -1;
 	}
 	if (j->hosts.n == 0)
 		return;
 	host_of = calloc((size_t)j->n, sizeof *host_of);
 	local = calloc((size_t)j->n, sizeof *local);
-	if (host_of == NULL || local == NULL)
+	lworld = calloc((size_t)j->n, sizeof *lworld);
+	if (host_of == NULL || local == NULL || lworld == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	launch_place(&j->hosts, j->n, j->per_host, host_of, local);
+	launch_local_worlds(&j->hosts, j->n, host_of, local, lworld);
 	for (i = 0; i < j->n; i++) {
 		j->ranks[i].host = host_of[i];
 		j->ranks[i].local_rank = local[i];
+		j->ranks[i].local_world = lworld[i];
 	}
+	free(lworld);
 	free(host_of);
 	free(local);
 }
@@ -953,6 +1057,8 @@ job_free(struct job *j)
 	free(j->ranks);
 	free(j->master);
 	free(j->timeout);
+	free(j->torch_addr);
+	free(j->cwd);
 	launch_hosts_free(&j->hosts);
 	if (j->no_input > 0)
 		close(j->no_input);

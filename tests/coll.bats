@@ -522,6 +522,38 @@ kill_mid_allreduce() {
 	ranks 2 sh -c 'exec collx-allreduce --timeout 3 --op $( [ "$COLLX_RANK" = 1 ] && echo max || echo sum ) -i x.npy'
 	[ "${RCS[0]}" != 0 ] && [ "${RCS[1]}" != 0 ]
 	[ "${RCS[1]}" = 3 ] || [ "${RCS[0]}" = 3 ]
+	grep -q "rank 1 was started with --op max, rank 0 with --op sum" err.1
+}
+
+@test "a refused rank is told which option differs, or which program" {
+	pyx "save('x.npy', np.zeros(3, dtype='f4'))"
+	ranks 3 sh -c 'exec collx-allreduce --timeout 3 --algo $( [ "$COLLX_RANK" = 2 ] && echo ring || echo tree ) -i x.npy'
+	[ "${RCS[2]}" = 3 ]
+	grep -qx "collx-allreduce: rank 2: refused by rank 0 at 127.0.0.1:[0-9]*: rank 2 was started with --algo ring, rank 0 with --algo tree" err.2
+	grep -q "refused rank 2 from .*: rank 2 was started with --algo ring, rank 0 with --algo tree" err.0
+	ranks 2 sh -c 'exec collx-allreduce --timeout 3 $( [ "$COLLX_RANK" = 1 ] && echo --check ) -i x.npy'
+	[ "${RCS[1]}" = 3 ]
+	grep -q "rank 1 was started with --check on, rank 0 with --check off" err.1
+	ranks 2 sh -c 'exec collx-$( [ "$COLLX_RANK" = 1 ] && echo allgather || echo allreduce ) --timeout 3 -i x.npy'
+	[ "${RCS[1]}" = 3 ]
+	grep -q "rank 1 runs collx-allgather, rank 0 collx-allreduce" err.1
+}
+
+@test "without -o rank 0 prints one summary line (shape, dtype, sum, time); -q silences it" {
+	pyx "
+for r in range(3): save(f'in.{r}.npy', (np.arange(6, dtype='f4') * (r + 1)).reshape(2, 3))
+open('want', 'w').write('%.9g' % (np.arange(6) * 6).sum())"
+	ok_ranks 3 collx-allreduce -i 'in.{rank}.npy'
+	[ "$(wc -l <stdout.0)" -eq 1 ]
+	grep -Eqx "collx-allreduce: f32 \[2, 3\], sum $(cat want), [0-9.e+-]+ s per run \(rank 0; no -o, nothing written\)" stdout.0
+	[ ! -s stdout.1 ] && [ ! -s stdout.2 ]
+	pyx "save_st('s.safetensors', {'a': np.ones(2, dtype='f4'), 'b': np.full(3, 2, dtype='f8')})"
+	ok_ranks 2 collx-allgather -i s.safetensors
+	grep -Eq "^collx-allgather: 2 tensors, 10 elements, sum 16, " stdout.0
+	ok_ranks 2 collx-allreduce -q -i 'in.{rank}.npy'
+	[ ! -s stdout.0 ]
+	ok_ranks 2 collx-allreduce -i 'in.{rank}.npy' -o 'o{rank}.npy'
+	[ ! -s stdout.0 ]
 }
 
 @test "usage errors are exit 2" {
@@ -537,6 +569,16 @@ kill_mid_allreduce() {
 	[ "$status" = 2 ]
 	run timeout 10 collx-allreduce -i x.npy --frobnicate
 	[ "$status" = 2 ]
+	# once, by the program's name, not twice (getopt's line and ours)
+	[ "$output" = "collx-allreduce: unknown option '--frobnicate'
+Try 'collx-allreduce --help'." ]
+	run timeout 10 collx-allreduce -i x.npy -Z
+	[ "$output" = "collx-allreduce: unknown option '-Z'
+Try 'collx-allreduce --help'." ]
+	run timeout 10 collx-allreduce -i
+	[ "$status" = 2 ]
+	[ "$output" = "collx-allreduce: option '-i' needs a value
+Try 'collx-allreduce --help'." ]
 	run timeout 10 collx-allreduce -i x.npy extra
 	[ "$status" = 2 ]
 	run timeout 10 collx-broadcast --root 3 -i x.npy --world-size 2 --rank 0 --master 127.0.0.1:1

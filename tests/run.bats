@@ -173,7 +173,9 @@ leftovers() {
 	for args in "" "-n 0 -- true" "-n x -- true" "--bogus -- true" \
 	    "-H a --hostfile /dev/null -- true" "--per-host 2 -- true" "--ssh ssh -- true" \
 	    "--master nohost -- true" "-H a --ssh '\"unbalanced' -- true" "-H a,,b -- true" \
-	    "--timeout -1 -- true" "-x 1BAD=2 -- true" "-x COLLX_RANK=3 -- true" "--hostfile $T/none -- true"; do
+	    "--timeout -1 -- true" "-x 1BAD=2 -- true" "-x COLLX_RANK=3 -- true" "--hostfile $T/none -- true" \
+	    "-x RANK=1 -- true" "-x LOCAL_WORLD_SIZE=2 -- true" "-np" "-H a:0 -- true" \
+	    "--port-range 9-8 -- true" "--port-range 70000-70001 -- true" "--wdir '' -- true"; do
 		eval "run timeout 30 collx-run $args"
 		echo "args: $args -> $status: $output"
 		[ "$status" -eq 2 ]
@@ -181,10 +183,129 @@ leftovers() {
 	done
 }
 
+@test "an unknown option is reported once, by the program's name" {
+	run timeout 30 collx-run --bogus -- true
+	[ "$status" -eq 2 ]
+	[ "$output" = "collx-run: unknown option '--bogus'
+Try 'collx-run --help'." ]
+	run timeout 30 collx-run -n
+	[ "$output" = "collx-run: option '-n' needs a value
+Try 'collx-run --help'." ]
+}
+
+@test "mpirun's -np N is -n N; -np stays a program argument after PROGRAM" {
+	run timeout 30 collx-run -np 3 -- sh -c 'echo $COLLX_RANK'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort | tr '\n' ' ')" = "0 1 2 " ]
+	run timeout 30 collx-run -np 2 echo -np 5
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf -- '-np 5\n-np 5')" ]
+}
+
+@test "torchrun's variables: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT" {
+	run timeout 30 collx-run -n 3 -- sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | awk '{print $1, $2, $3, $4, $5}' | sort)" = "$(printf '0 3 0 3 127.0.0.1\n1 3 1 3 127.0.0.1\n2 3 2 3 127.0.0.1')" ]
+	# one MASTER_PORT for all, and not collx's own rendezvous port
+	[ "$(echo "$output" | awk '{print $6}' | sort -u | wc -l)" -eq 1 ]
+	echo "$output" | awk '{split($7, m, ":"); if (m[2] == $6) exit 1}'
+	run timeout 30 collx-run -n 4 -H h1,h2:3 --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "$(sort "$T/ssh.log" | tr '\n' ' ')" = "h1 h2 h2 h2 " ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 0 1 h1:29501 h1:29500\n1 0 3 h1:29501 h1:29500\n2 1 3 h1:29501 h1:29500\n3 2 3 h1:29501 h1:29500')" ]
+	run timeout 30 collx-run -n 2 --master 127.0.0.1:4321 -x MASTER_PORT=5555 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT'
+	[ "$output" = "$(printf '127.0.0.1 5555\n127.0.0.1 5555')" ]
+}
+
+@test "a PyTorch script runs unchanged: gloo all_reduce over 2 ranks, and collx beside it" {
+	need python3-torch "$PY" -c "import torch.distributed"
+	cat >"$T/t.py" <<'EOF'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+r = dist.get_rank()
+x = torch.tensor([float(r + 1), 10.0 * (r + 1)])
+dist.all_reduce(x)
+os.write(1, f"{r} {dist.get_world_size()} {os.environ['LOCAL_RANK']} {int(x[0])} {int(x[1])}\n".encode())
+dist.barrier()
+dist.destroy_process_group()
+EOF
+	run timeout 120 collx-run -n 2 -- "$PY" "$T/t.py"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 2 0 3 30\n1 2 1 3 30')" ]
+	# The store holds MASTER_PORT while a collx program meets on COLLX_MASTER.
+	"$PY" -c "import numpy as np; np.save('x.npy', np.ones(4, dtype='f4'))"
+	cat >"$T/both.py" <<'EOF'
+import subprocess, torch.distributed as dist
+dist.init_process_group("gloo")
+subprocess.run(["collx-allreduce", "-q", "-i", "x.npy", "-o", "y{rank}.npy"], check=True)
+dist.barrier()
+dist.destroy_process_group()
+EOF
+	run timeout 120 collx-run -n 2 -- "$PY" "$T/both.py"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	"$PY" -c "import numpy as np; assert (np.load('y0.npy') == 2).all() and (np.load('y1.npy') == 2).all()"
+}
+
+@test "per-host: remote ranks start in the caller's directory; --wdir DIR chooses" {
+	# like sshd, this stand-in starts the remote command elsewhere (/)
+	printf '#!/bin/sh\ncd / && exec "%s" "$@"\n' "$T/fake-ssh" >"$T/home-ssh"
+	chmod +x "$T/home-ssh"
+	mkdir -p "$T/sub dir"
+	cd "$T/sub dir"
+	run timeout 30 collx-run -H h1,h2 --ssh "$T/home-ssh" -- pwd
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n%s' "$T/sub dir" "$T/sub dir")" ]
+	run timeout 30 collx-run -H h1 --ssh "$T/home-ssh" --wdir /tmp -- pwd
+	[ "$status" -eq 0 ]
+	[ "$output" = /tmp ]
+	# a host without this directory: its remote shell's own, as mpirun
+	mkdir "$T/gone" && cd "$T/gone"
+	printf '#!/bin/sh\nrmdir "%s"; cd / && exec "%s" "$@"\n' "$T/gone" "$T/fake-ssh" >"$T/gone-ssh"
+	chmod +x "$T/gone-ssh"
+	run timeout 30 collx-run -H h1 --ssh "$T/gone-ssh" -- pwd
+	cd "$T"
+	[ "$status" -eq 0 ]
+	[ "$output" = / ]
+	# the caller's directory itself removed: no cd at all
+	mkdir "$T/gone" && cd "$T/gone" && rmdir "$T/gone"
+	run --separate-stderr timeout 30 collx-run -H h1 --ssh "$T/home-ssh" -- pwd
+	cd "$T"
+	[ "$status" -eq 0 ]
+	[ "$output" = / ]
+	# an explicit --wdir that is not there fails the rank
+	run timeout 30 collx-run -H h1 --ssh "$T/home-ssh" --wdir "$T/none" -- pwd
+	[ "$status" -ne 0 ]
+	# locally too
+	run timeout 30 collx-run -n 2 --wdir /tmp -- pwd
+	[ "$output" = "$(printf '/tmp\n/tmp')" ]
+	run timeout 30 collx-run --wdir "$T/none" -- pwd
+	[ "$status" -ne 0 ]
+	[[ $output == *"--wdir: $T/none: "* ]]
+}
+
+@test "--port-range: the ranks' data listeners take ports in the range" {
+	lo=$((20000 + RANDOM % 20000))
+	"$PY" -c "import numpy as np; np.save('x.npy', np.arange(4, dtype='f4'))"
+	run timeout 60 collx-run -n 3 --port-range $lo-$((lo + 9)) -- sh -c \
+	    'echo $COLLX_PORT_RANGE; exec collx-allreduce -q -i x.npy -o y{rank}.npy'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep -c "^$lo-$((lo + 9))\$")" -eq 3 ]
+	"$PY" -c "import numpy as np; assert (np.load('y2.npy') == 3 * np.arange(4)).all()"
+	# three ranks cannot share one port: the range is really used
+	run timeout 60 collx-run -n 3 --port-range $lo-$((lo + 1)) -- collx-allreduce -q -i x.npy
+	[ "$status" -ne 0 ]
+	[[ $output == *"no free port in $lo-$((lo + 1))"* ]]
+}
+
 @test "--help and --version" {
 	run timeout 30 collx-run --help
 	[ "$status" -eq 0 ]
-	for o in -n -H --hostfile --per-host --ssh --master --tag-output --timeout --time-limit -x; do
+	for o in -n -np -H --hostfile --per-host --ssh --master --tag-output --timeout --time-limit \
+	    --wdir --port-range -x; do
 		[[ $output == *" $o"* ]]
 	done
 	run timeout 30 collx-run -V

@@ -356,6 +356,48 @@ print("ok")'
 	[ "$output" = $'bias: f32 [2]\n[-1.25 -1.25]' ]
 }
 
+@test "diff: f32 results apart only by rounding get a hint with the --rtol that accepts them" {
+	# b: float32 sums in one order; a: the same sums in float64, rounded once
+	"$PY" -c "
+import numpy as np
+rng = np.random.default_rng(7)
+x = rng.standard_normal((200, 50)).astype(np.float32)
+b = np.zeros(200, dtype=np.float32)
+for k in range(50): b += x[:, k]
+a = x.astype(np.float64).sum(axis=1).astype(np.float32)
+keep = np.abs(b) > 0.5
+np.save('a.npy', a[keep]); np.save('b.npy', b[keep])
+r = np.max(np.abs(a[keep].astype(np.float64) - b[keep]) / np.abs(b[keep]))
+assert 1e-8 < r < 1e-5, r
+open('want', 'w').write('%g' % 10 ** np.ceil(np.log10(r)))"
+	run $CT diff --rtol 0 --atol 0 a.npy b.npy
+	[ "$status" -eq 4 ]
+	[[ "${lines[1]}" == "hint: differences at f32 rounding level (max rel error "*"); --rtol $(cat want) accepts them" ]]
+	run $CT diff --rtol "$(cat want)" --atol 0 a.npy b.npy
+	[ "$status" -eq 0 ]
+	# a real difference, or f64, gets no hint
+	"$PY" -c "
+import numpy as np
+b = np.load('b.npy'); a = b.copy(); a[3] *= 1.01
+np.save('c.npy', a); np.save('d.npy', b.astype('f8')); np.save('e.npy', (b * (1 + 1e-7)).astype('f8'))"
+	run $CT diff --rtol 0 --atol 0 c.npy b.npy
+	[ "$status" -eq 4 ]
+	[[ "$output" != *hint* ]]
+	run $CT diff --rtol 0 --atol 0 e.npy d.npy
+	[ "$status" -eq 4 ]
+	[[ "$output" != *hint* ]]
+}
+
+@test "--dtype float is f64 as in NumPy; float32 and f32 are f32" {
+	$CT create --shape 2 --dtype float --fill 1 -o f.npy
+	$CT create --shape 2 --dtype float32 --fill 1 -o g.npy
+	$CT create --shape 2 --dtype f32 --fill 1 -o h.npy
+	"$PY" -c "
+import numpy as np
+assert np.load('f.npy').dtype == np.dtype(float) == np.float64
+assert np.load('g.npy').dtype == np.float32 and np.load('h.npy').dtype == np.float32"
+}
+
 @test "diff: equal, within and outside tolerance, shapes, dtypes, names" {
 	$CT create --shape 2,3 --fill arange -o a.npy
 	$CT create --shape 2,3 --fill arange -o b.npy

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <getopt.h>
 
 #include "cli/cli.h"
 
@@ -29,6 +30,9 @@ cli_init(const char *argv0)
 {
 	const char *slash;
 
+	/* getopt's own messages name argv[0] as typed and add a second
+	 * line to ours: cli_option_error() reports instead. */
+	opterr = 0;
 	if (argv0 == NULL || *argv0 == '\0')
 		return;
 	slash = strrchr(argv0, '/');
@@ -71,6 +75,29 @@ cli_usage_error(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "Try '%s --help'.\n", cli_progname);
 	exit(CLI_EXIT_USAGE);
+}
+
+void
+cli_option_error(int argc, char *const argv[], const char *shortopts)
+{
+	const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+	const char *eq;
+	int len;
+
+	if (strncmp(arg, "--", 2) == 0) {
+		eq = strchr(arg, '=');
+		len = eq ? (int)(eq - arg) : (int)strlen(arg);
+		if (optopt == 0)
+			cli_usage_error("unknown option '%.*s'", len, arg);
+		if (eq)
+			cli_usage_error("option '%.*s' takes no value", len, arg);
+		cli_usage_error("option '%s' needs a value", arg);
+	}
+	if (optopt != 0 && optopt != ':' && strchr(shortopts, optopt))
+		cli_usage_error("option '-%c' needs a value", optopt);
+	if (optopt > ' ' && optopt < 127)
+		cli_usage_error("unknown option '-%c'", optopt);
+	cli_usage_error("unknown option '%s'", arg);
 }
 
 void

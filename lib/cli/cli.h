@@ -27,6 +27,10 @@ _Noreturn void cli_die(int code, const char *fmt, ...)
 /* Usage error: message plus "Try 'program --help'.", exit 2. */
 _Noreturn void cli_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/* The usage error for getopt's '?' (cli_init turns getopt's own messages
+ * off): an unknown option, or one missing its value, named once. */
+_Noreturn void cli_option_error(int argc, char *const argv[],
+    const char *shortopts);
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Shown unless -q. */
 void cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -90,9 +94,12 @@ struct cli_group {
 	double timeout;		/* seconds; < 0 until known */
 	char *token;		/* shared secret or NULL */
 	char *job_id;		/* COLLX_JOB_ID (collx-run draws one) or NULL */
+	int port_lo, port_hi;	/* COLLX_PORT_RANGE, data ports; 0: ephemeral */
 };
 
 void cli_group_defaults(struct cli_group *g);
+/* "LO-HI", 1 <= LO <= HI <= 65535 (COLLX_PORT_RANGE); 0 or -1. */
+int cli_port_range_parse(const char *s, int *lo, int *hi);
 /* Returns 1 when opt was a group option (and records it), 0 otherwise. */
 int cli_group_option(struct cli_group *g, int opt, const char *arg);
 /* Fill what options left unset from the environment (collx(7) order),

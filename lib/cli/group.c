@@ -98,6 +98,26 @@ cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port)
 	return 0;
 }
 
+int
+cli_port_range_parse(const char *s, int *lo, int *hi)
+{
+	char *end;
+	long a, b;
+
+	if (s == NULL || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	a = strtol(s, &end, 10);
+	if (errno || *end != '-' || !isdigit((unsigned char)end[1]))
+		return -1;
+	b = strtol(end + 1, &end, 10);
+	if (errno || *end != '\0' || a < 1 || a > b || b > 65535)
+		return -1;
+	*lo = (int)a;
+	*hi = (int)b;
+	return 0;
+}
+
 static char *
 check_master(const char *what, const char *v)
 {
@@ -245,6 +265,10 @@ env_fill(struct cli_group *g)
 		g->token = cli_strdup(v);
 	if (g->job_id == NULL && (v = getenv("COLLX_JOB_ID")) && *v)
 		g->job_id = cli_strdup(v);
+	if ((v = getenv("COLLX_PORT_RANGE")) && *v &&
+	    cli_port_range_parse(v, &g->port_lo, &g->port_hi) < 0)
+		cli_usage_error("COLLX_PORT_RANGE: invalid range '%s' (want LO-HI,"
+		    " 1 <= LO <= HI <= 65535)", v);
 }
 
 void

@@ -14,7 +14,12 @@ struct comm_options {
 	const char *ifaces;	/* comma list: one stream per name to every peer; NULL = auto */
 	double timeout;		/* seconds, for connecting and for every wait on a peer */
 	const char *token;	/* shared secret (HMAC-SHA-256 challenge), or NULL */
-	const char *job;	/* job identity; a rank of another job is refused */
+	/* Job identity; a rank of another job is refused. Written as
+	 * "PROGRAM KEY=VALUE...", the refusal names the first KEY whose
+	 * values differ ("rank 2 was started with --algo ring, rank 0 with
+	 * --algo tree"). */
+	const char *job;
+	int port_lo, port_hi;	/* data listeners' ports; 0: ephemeral */
 };
 
 /* What kind of failure the last -1 was; programs map it to an exit code. */

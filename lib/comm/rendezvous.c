@@ -15,10 +15,11 @@
 
 #define RV_MAGIC 0x56525843u	/* "CXRV" */
 #define MESH_MAGIC 0x484d5843u	/* "CXMH" */
-#define RV_VERSION 1
+#define RV_VERSION 2
 /* A joiner speaks first, at once: one that says nothing for this long is
  * dropped, so a silent stranger cannot hold rank 0's gathering up. */
 #define RV_HANDSHAKE_S 5.0
+#define RV_JOBTEXT 512
 
 /* Rank -> rank 0: who I am and where I listen. */
 struct rv_join {
@@ -26,6 +27,7 @@ struct rv_join {
 	int32_t rank, world, nstreams;
 	uint8_t job[SHA256_LEN];
 	char addr[COMM_MAX_STREAMS][80];
+	char jobtext[RV_JOBTEXT];	/* the job's text, to explain a mismatch */
 };
 
 /* Rank 0 -> rank: accepted (status 0) or why not. */
@@ -48,6 +50,7 @@ struct rv {
 	struct comm_sock_addr from[COMM_MAX_STREAMS];	/* the same, port 0: to bind */
 	int lfd[COMM_MAX_STREAMS];
 	int bind_local;		/* ifaces given: bind outgoing connections too */
+	const char *jobtext;	/* comm_options.job */
 	char (*table)[COMM_MAX_STREAMS][80];	/* world rows */
 };
 
@@ -90,14 +93,39 @@ static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv
 	return 0;
 }
 
-static int rv_listen(struct comm *c, struct rv *v)
+/* A listener on the first free port of lo..hi (all of them ephemeral when
+ * lo is 0): firewalls can open a known range for the data connections. */
+static int rv_listen_range(struct comm_sock_addr *a, int lo, int hi, char *err,
+    size_t errlen)
+{
+	struct comm_sock_addr try;
+	int port, fd;
+
+	if (lo <= 0)
+		return comm_sock_listen(a, err, errlen);
+	for (port = lo; port <= hi; port++) {
+		try = *a;
+		comm_sock_addr_set_port(&try, port);
+		if ((fd = comm_sock_listen(&try, err, errlen)) >= 0) {
+			*a = try;
+			return fd;
+		}
+		if (errno != EADDRINUSE)
+			return -1;
+	}
+	snprintf(err, errlen, "no free port in %d-%d", lo, hi);
+	return -1;
+}
+
+static int rv_listen(struct comm *c, const struct comm_options *o, struct rv *v)
 {
 	char err[256];
 	int s;
 
 	for (s = 0; s < c->nstreams; s++) {
 		v->from[s] = v->local[s];
-		v->lfd[s] = comm_sock_listen(&v->local[s], err, sizeof err);
+		v->lfd[s] = rv_listen_range(&v->local[s], o->port_lo, o->port_hi,
+		    err, sizeof err);
 		if (v->lfd[s] < 0)
 			return rv_fail(c, COMM_ERR_RUNTIME, "opening a listener", err);
 	}
@@ -115,6 +143,7 @@ static void rv_join_fill(const struct comm *c, const struct rv *v, struct rv_joi
 	j->world = c->world;
 	j->nstreams = c->nstreams;
 	memcpy(j->job, c->job, sizeof j->job);
+	snprintf(j->jobtext, sizeof j->jobtext, "%s", v->jobtext);
 	for (s = 0; s < c->nstreams; s++)
 		snprintf(j->addr[s], sizeof j->addr[s], "%s", v->local[s].str);
 }
@@ -129,16 +158,102 @@ static void rv_terminate(struct rv *v, int from, int to)
 			v->table[r][s][sizeof v->table[r][s] - 1] = '\0';
 }
 
+/* Word k of a job text ("PROGRAM KEY=VALUE ..."): its start and length;
+ * 0 past the last. */
+static int rv_word(const char *s, int k, const char **w, size_t *len)
+{
+	for (;;) {
+		s += strspn(s, " ");
+		if (*s == '\0')
+			return 0;
+		*len = strcspn(s, " ");
+		if (k-- == 0) {
+			*w = s;
+			return 1;
+		}
+		s += *len;
+	}
+}
+
+/* The VALUE of KEY (klen bytes) in a job text; NULL when absent. */
+static const char *rv_value(const char *s, const char *key, size_t klen,
+    size_t *vlen)
+{
+	const char *w;
+	size_t len;
+	int k;
+
+	for (k = 1; rv_word(s, k, &w, &len); k++)
+		if (len > klen && memcmp(w, key, klen) == 0 && w[klen] == '=') {
+			*vlen = len - klen - 1;
+			return w + klen + 1;
+		}
+	return NULL;
+}
+
+/* One key of a's words whose value b lacks or differs; 1 with the
+ * sentence in why ("rank R was started with K V, rank 0 with K W"). */
+static int rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0,
+    char *why, size_t len)
+{
+	const char *w, *av, *bv;
+	size_t wl, kl, al, bl;
+	int k;
+
+	for (k = 1; rv_word(a, k, &w, &wl); k++) {
+		if ((av = memchr(w, '=', wl)) == NULL)
+			continue;
+		kl = (size_t)(av - w);
+		av++;
+		al = wl - kl - 1;
+		bv = rv_value(b, w, kl, &bl);
+		if (bv && bl == al && memcmp(av, bv, al) == 0)
+			continue;
+		if (a_is_rank0)
+			snprintf(why, len, "rank %d was started with%s%.*s%s%.*s, rank 0 "
+			    "with %.*s %.*s", rank, bv ? " " : "out ", (int)kl, w,
+			    bv ? " " : "", bv ? (int)bl : 0, bv ? bv : "", (int)kl, w,
+			    (int)al, av);
+		else
+			snprintf(why, len, "rank %d was started with %.*s %.*s, rank 0 "
+			    "without it", rank, (int)kl, w, (int)al, av);
+		return 1;
+	}
+	return 0;
+}
+
+/* Why job texts mine (rank 0's) and theirs differ: the program, or the
+ * first option; 0 when the texts do not tell (old or overlong). */
+static int rv_job_diff(const char *mine, const char *theirs, int rank,
+    char *why, size_t len)
+{
+	const char *p, *q;
+	size_t pl, ql;
+
+	if (!rv_word(mine, 0, &p, &pl) || !rv_word(theirs, 0, &q, &ql))
+		return 0;
+	if (pl != ql || memcmp(p, q, pl) != 0) {
+		snprintf(why, len, "rank %d runs %.*s, rank 0 %.*s", rank, (int)ql, q,
+		    (int)pl, p);
+		return 1;
+	}
+	return rv_key_differs(mine, theirs, rank, 1, why, len) ||
+	    rv_key_differs(theirs, mine, rank, 0, why, len);
+}
+
 /* Rank 0's check of a joiner; 0, or -1 with the reason in why. */
-static int rv_validate(const struct comm *c, const struct rv_join *j,
-    const int *joined, char *why, size_t len)
+static int rv_validate(const struct comm *c, const struct rv *v,
+    struct rv_join *j, const int *joined, char *why, size_t len)
 {
 	if (j->magic != RV_MAGIC || j->version != RV_VERSION)
 		snprintf(why, len, "not a collx rank of this version");
 	else if (j->world != c->world)
 		snprintf(why, len, "world size %d differs from rank 0's %d", j->world, c->world);
-	else if (!auth_equal(j->job, c->job, sizeof j->job))
-		snprintf(why, len, "job identity differs from rank 0's (another job?)");
+	else if (!auth_equal(j->job, c->job, sizeof j->job)) {
+		j->jobtext[sizeof j->jobtext - 1] = '\0';
+		if (!rv_job_diff(v->jobtext, j->jobtext, j->rank, why, len))
+			snprintf(why, len, "job identity differs from rank 0's (another job?)");
+	}
 	else if (j->rank <= 0 || j->rank >= c->world)
 		snprintf(why, len, "rank %d is not within world size %d", j->rank, c->world);
 	else if (joined[j->rank] >= 0)
@@ -167,7 +282,7 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 		return -1;
 	}
 	memset(&rep, 0, sizeof rep);
-	if (rv_validate(c, &j, joined, rep.msg, sizeof rep.msg) < 0) {
+	if (rv_validate(c, v, &j, joined, rep.msg, sizeof rep.msg) < 0) {
 		rep.status = 1;
 		comm_log(c, "refused rank %d from %s: %s", j.rank, from, rep.msg);
 		comm_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
@@ -446,7 +561,8 @@ int comm_connect_all(struct comm *c, const struct comm_options *o)
 	v.table = calloc((size_t)c->world, sizeof *v.table);
 	if (!v.table)
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "out of memory");
-	if (rv_pick_addrs(c, o, &v) < 0 || rv_listen(c, &v) < 0)
+	v.jobtext = o->job ? o->job : "";
+	if (rv_pick_addrs(c, o, &v) < 0 || rv_listen(c, o, &v) < 0)
 		goto out;
 	if ((c->rank == 0 ? rv_serve(c, &v) : rv_join(c, &v)) < 0)
 		goto out;

@@ -217,7 +217,7 @@ void comm_sock_tune(int fd)
 
 int comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen)
 {
-	int one = 1, fd;
+	int one = 1, fd, e;
 
 	fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -233,9 +233,11 @@ int comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen)
 	comm_sock_addr_format(a);
 	return fd;
 fail:
-	snprintf(err, errlen, "cannot listen on %s: %s", a->str, strerror(errno));
+	e = errno;
+	snprintf(err, errlen, "cannot listen on %s: %s", a->str, strerror(e));
 	if (fd >= 0)
 		close(fd);
+	errno = e;	/* callers look for EADDRINUSE */
 	return -1;
 }
 

@@ -117,6 +117,7 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 	size_t i;
 	double t0;
 
+	r->secs = 0;
 	for (k = 0; k < total; k++) {
 		for (i = 0; cc_inplace(r) && p->in && i < nb; i++)
 			cc_bucket_pack(r, p, &b[i]);
@@ -128,6 +129,8 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 		for (i = 0; i < nb; i++)
 			if (cc_bucket_run(r, &b[i]) < 0)
 				return cc_comm_failed(r);
+		if (k >= r->o->warmup)
+			r->secs += cli_now() - t0;
 		if (k >= r->o->warmup && nb > 0)
 			timing_row(r, b, nb, cli_now() - t0);
 	}
@@ -193,13 +196,46 @@ check(struct cc_run *r, const struct cc_plan *p)
 	return 0;
 }
 
+/* Without -o, rank 0 says what came out, so a run is never silent: shape,
+ * dtype, the sum of the elements (a checksum to compare with NumPy's) and
+ * the mean time of a timed run. */
+static void
+summary(const struct cc_run *r, const struct cc_plan *p)
+{
+	const struct tensor *t;
+	char shape[160], dims[128];
+	double sum = 0;
+	int64_t n = 0, k;
+	size_t i;
+
+	if (r->rank != 0 || cli_quiet)
+		return;
+	for (i = 0; i < p->out.count; i++) {
+		t = &p->out.items[i];
+		for (k = 0; k < tensor_numel(t); k++)
+			sum += dtype_get(t->dtype, t->data, (size_t)k);
+		n += tensor_numel(t);
+	}
+	if (p->out.count == 1)
+		snprintf(shape, sizeof shape, "%s %s", dtype_name(p->out.items[0].dtype),
+		    tensor_shape_str(&p->out.items[0], dims, sizeof dims));
+	else
+		snprintf(shape, sizeof shape, "%zu tensors, %lld elements",
+		    p->out.count, (long long)n);
+	printf("%s: %s, sum %.9g, %.3g s per run (rank 0; no -o, nothing "
+	    "written)\n", cli_progname, shape, sum, r->secs / r->o->iters);
+	fflush(stdout);
+}
+
 static int
 write_output(struct cc_run *r, const struct cc_plan *p)
 {
 	char err[ERRLEN];
 
-	if (r->out == NULL)
+	if (r->out == NULL) {
+		summary(r, p);
 		return 0;
+	}
 	if (r->o->stream) {
 		if (tensor_npy_write_stream(r->sout, &p->out.items[0], err,
 		    sizeof err) < 0)
@@ -270,13 +306,16 @@ static int
 open_comm(struct cc_run *r)
 {
 	struct collcli *o = r->o;
-	char job[256];
+	char job[384];
 
-	/* Ranks started with different options refuse each other at once. */
-	snprintf(job, sizeof job, "%s op=%d root=%d dims=%d,%d algo=%d iters=%d "
-	    "warmup=%d check=%d stream=%d bucket=%zu", cli_progname, (int)o->op,
-	    o->root, o->sdim, o->gdim, (int)o->algo, o->iters, o->warmup,
-	    o->check, o->stream, o->bucket);
+	/* Ranks started with different options refuse each other at once,
+	 * naming the option (KEY=VALUE words, compared one by one). */
+	snprintf(job, sizeof job, "%s --op=%s --root=%d --scatter-dim=%d "
+	    "--gather-dim=%d --algo=%s --iters=%d --warmup=%d --check=%s "
+	    "--stream=%s --bucket=%zu", cli_progname, coll_op_name(o->op),
+	    o->root, o->sdim, o->gdim, coll_algo_name(o->algo), o->iters,
+	    o->warmup, o->check ? "on" : "off", o->stream ? "on" : "off",
+	    o->bucket);
 	r->code = prog_join(&r->comm, &o->group, job, r->err, sizeof r->err);
 	return r->code ? -1 : 0;
 }

@@ -25,6 +25,7 @@ struct cc_run {
 	FILE *sin, *sout;		/* --stream */
 	long items;
 	int iter;
+	double secs;			/* of this item's timed runs, summed */
 	int code;			/* exit code of the failure in err */
 	char err[ERRLEN];
 };

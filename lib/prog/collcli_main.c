@@ -10,7 +10,8 @@
 
 const char collcli_help[] =
 "  -i, --input IN        input tensors: .npy, .safetensors, - or a URL\n"
-"  -o, --output OUT      write the result (.npy, .safetensors; - for stdout)\n"
+"  -o, --output OUT      write the result (.npy, .safetensors; - for stdout);\n"
+"                        without it rank 0 prints a summary line\n"
 "  --iters N             timed repetitions (default 1)\n"
 "  --warmup W            untimed repetitions before them (default 0)\n"
 "  --timing F            append one CSV row per timed repetition to F\n"
@@ -134,8 +135,11 @@ collcli_main(const struct collcli_program *p, int argc, char **argv)
 	program = p;
 	collcli_init(&o, p->kind);
 	while ((ch = getopt_long(argc, argv, COLLCLI_OPTSTRING, p->longopts,
-	    NULL)) != -1)
+	    NULL)) != -1) {
+		if (ch == '?')
+			cli_option_error(argc, argv, COLLCLI_OPTSTRING);
 		collcli_option(&o, ch, optarg, program_usage);
+	}
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 	cli_group_resolve(&o.group);

@@ -10,14 +10,18 @@ prog_join(struct comm **out, const struct cli_group *g, const char *job,
 {
 	struct comm_options co = {
 		.rank = g->rank, .world = g->world, .master = g->master,
-		.ifaces = g->iface, .timeout = g->timeout, .token = g->token
+		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
+		.port_lo = g->port_lo, .port_hi = g->port_hi
 	};
 	enum comm_errkind kind;
-	char why[512], ident[1024];
+	char why[COLLX_ERRLEN], ident[1024];
 
 	/* The launch's own identity (collx-run draws a random one) keeps two
 	 * jobs of one program on one port apart, token or not. */
-	snprintf(ident, sizeof ident, "%s\n%s", job, g->job_id ? g->job_id : "");
+	if (g->job_id != NULL)
+		snprintf(ident, sizeof ident, "%s COLLX_JOB_ID=%s", job, g->job_id);
+	else
+		snprintf(ident, sizeof ident, "%s", job);
 	co.job = ident;
 	if (comm_open_ex(out, &co, &kind, why, sizeof why) == 0)
 		return 0;

@@ -60,17 +60,65 @@ hosts_add(struct launch_hosts *h, const char *name, size_t len, int slots,
 	return 0;
 }
 
+/*
+ * mpirun's "host:K": K slots on host. Only a name with one colon (or
+ * "[v6addr]:K") and digits after it; a bare IPv6 address stays a name.
+ * Shortens *len to the host part; 1 when slots were given, 0 when not, -1
+ * when they are out of range.
+ */
+static int
+split_slots(const char *s, size_t *len, int *slots)
+{
+	const char *colon = NULL;
+	size_t i, hl;
+	long v = 0;
+
+	for (i = 0; i < *len; i++)
+		if (s[i] == ':') {
+			if (colon && s[0] != '[')
+				return 0;
+			colon = s + i;
+		}
+	if (colon == NULL || colon + 1 == s + *len)
+		return 0;
+	hl = (size_t)(colon - s);
+	if (s[0] == '[' && (hl < 2 || s[hl - 1] != ']'))
+		return 0;
+	for (i = hl + 1; i < *len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		if ((v = v * 10 + (s[i] - '0')) > LAUNCH_MAX_SLOTS)
+			return -1;
+	}
+	if (v < 1)
+		return -1;
+	*slots = (int)v;
+	*len = hl;
+	return 1;
+}
+
 int
 launch_hosts_add_list(struct launch_hosts *h, const char *list, char *err,
     size_t errlen)
 {
 	const char *p = list, *comma;
 	size_t len;
+	int slots;
 
 	for (;;) {
 		comma = strchr(p, ',');
 		len = comma ? (size_t)(comma - p) : strlen(p);
-		if (hosts_add(h, p, len, 1, err, errlen) < 0)
+		slots = 1;
+		if (split_slots(p, &len, &slots) < 0) {
+			snprintf(err, errlen, "'%.*s': slots out of range (1 to %d)",
+			    (int)(comma ? (size_t)(comma - p) : strlen(p)), p,
+			    LAUNCH_MAX_SLOTS);
+			return -1;
+		}
+		if (p[0] == '[' && len > 2 && p[len - 1] == ']') {
+			if (hosts_add(h, p + 1, len - 2, slots, err, errlen) < 0)
+				return -1;
+		} else if (hosts_add(h, p, len, slots, err, errlen) < 0)
 			return -1;
 		if (comma == NULL)
 			return 0;
@@ -122,12 +170,13 @@ hostfile_line(struct launch_hosts *h, const char *s, size_t len, const char *nam
 	}
 	if (ntok == 0)
 		return 0;
-	if (ntok > 2 || (ntok == 2 && parse_slots(tok[1], tlen[1], &slots) < 0))
+	if (ntok > 2 || split_slots(tok[0], &tlen[0], &slots) < 0 ||
+	    (ntok == 2 && parse_slots(tok[1], tlen[1], &slots) < 0))
 		goto bad;
 	if (hosts_add(h, tok[0], tlen[0], slots, err, errlen) == 0)
 		return 0;
 bad:
-	snprintf(err, errlen, "%s:%d: expected HOST [slots=K]: '%.*s'", name,
+	snprintf(err, errlen, "%s:%d: expected HOST[:K] [slots=K]: '%.*s'", name,
 	    lineno, (int)(len > 80 ? 80 : len), s);
 	return -1;
 }
@@ -240,6 +289,31 @@ launch_place(const struct launch_hosts *h, int n, int per_host, int *host_of,
 		used++;
 		local_rank[i] = count[first[host]]++;
 	}
+	free(first);
+	free(count);
+}
+
+void
+launch_local_worlds(const struct launch_hosts *h, int n, const int *host_of,
+    const int *local_rank, int *local_world)
+{
+	int i, j, *first, *count;
+
+	first = xrealloc(NULL, (size_t)h->n * sizeof *first);
+	count = calloc((size_t)h->n, sizeof *count);
+	if (count == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	for (i = 0; i < h->n; i++)
+		for (first[i] = i, j = 0; j < i; j++)
+			if (strcmp(h->names[j], h->names[i]) == 0) {
+				first[i] = first[j];
+				break;
+			}
+	for (i = 0; i < n; i++)
+		if (local_rank[i] + 1 > count[first[host_of[i]]])
+			count[first[host_of[i]]] = local_rank[i] + 1;
+	for (i = 0; i < n; i++)
+		local_world[i] = count[first[host_of[i]]];
 	free(first);
 	free(count);
 }

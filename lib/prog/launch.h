@@ -11,10 +11,11 @@ struct launch_hosts {
 	int *slots;		/* ranks per visit of the host; 1 unless slots=K */
 };
 
-/* Append the hosts of "a,b,c"; 0 or -1 with the reason in err. */
+/* Append the hosts of "a,b:4,c"; "host:K" gives host K slots (as mpirun's
+ * -H). 0 or -1 with the reason in err. */
 int launch_hosts_add_list(struct launch_hosts *h, const char *list,
     char *err, size_t errlen);
-/* A hostfile's text: one host per line, optional "slots=K", '#' comments,
+/* A hostfile's text: one host per line, optional "slots=K" (or "host:K"), '#' comments,
  * blank lines ignored. name labels errors ("hosts:3: ..."). */
 int launch_hostfile_parse(struct launch_hosts *h, const char *text,
     const char *name, char *err, size_t errlen);
@@ -33,6 +34,11 @@ int launch_hosts_slots(const struct launch_hosts *h, int per_host);
  */
 void launch_place(const struct launch_hosts *h, int n, int per_host,
     int *host_of, int *local_rank);
+
+/* local_world[i]: how many of the n ranks launch_place put on rank i's
+ * host name (torchrun's LOCAL_WORLD_SIZE). */
+void launch_local_worlds(const struct launch_hosts *h, int n,
+    const int *host_of, const int *local_rank, int *local_world);
 
 /* The host part of "user@host" (for addresses). */
 const char *launch_host_addr(const char *host);

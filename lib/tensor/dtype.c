@@ -12,8 +12,9 @@ static const struct {
 	int is_float;
 	const char *aliases[4];
 } dtypes[DT_COUNT] = {
-	[DT_F32] = { "f32", 4, 1, { "float32", "float", "f4", "F32" } },
-	[DT_F64] = { "f64", 8, 1, { "float64", "double", "f8", "F64" } },
+	/* "float" is NumPy's float, f64 (torch.float, f32, is parsed apart). */
+	[DT_F32] = { "f32", 4, 1, { "float32", "f4", NULL, NULL } },
+	[DT_F64] = { "f64", 8, 1, { "float64", "double", "f8", "float" } },
 	[DT_F16] = { "f16", 2, 1, { "float16", "half", "f2", "F16" } },
 	[DT_BF16] = { "bf16", 2, 1, { "bfloat16", "BF16", NULL, NULL } },
 	[DT_I8] = { "i8", 1, 0, { "int8", "i1", "I8", NULL } },
@@ -59,6 +60,10 @@ int dtype_parse(const char *s, enum dtype *out)
 				*out = dt;
 				return 0;
 			}
+	if (strcmp(s, "torch.float") == 0) {
+		*out = DT_F32;
+		return 0;
+	}
 	if (strncmp(s, "torch.", 6) == 0)
 		return dtype_parse(s + 6, out);
 	return -1;

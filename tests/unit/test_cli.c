@@ -487,6 +487,19 @@ test_hosts(void)
 	UNIT_OK(launch_hostfile_parse(&h, "# only\n\n", "hf", err, sizeof err) < 0 &&
 	    strstr(err, "no hosts"), "empty hostfile refused");
 	launch_hosts_free(&h);
+	UNIT_OK(launch_hosts_add_list(&h, "node1:2,user@node2,[fe80::1]:3,fe80::2",
+	    err, sizeof err) == 0 && h.n == 4 && strcmp(h.names[0], "node1") == 0 &&
+	    h.slots[0] == 2 && h.slots[1] == 1 && strcmp(h.names[2], "fe80::1") == 0 &&
+	    h.slots[2] == 3 && strcmp(h.names[3], "fe80::2") == 0 && h.slots[3] == 1,
+	    "-H host:K means K slots; a bare IPv6 address stays a name");
+	launch_hosts_free(&h);
+	UNIT_OK(launch_hostfile_parse(&h, "n1:3\nn2 slots=2\n", "hf", err, sizeof err) == 0 &&
+	    h.n == 2 && strcmp(h.names[0], "n1") == 0 && h.slots[0] == 3 && h.slots[1] == 2,
+	    "hostfile: host:K and host slots=K");
+	launch_hosts_free(&h);
+	UNIT_OK(launch_hosts_add_list(&h, "n1:0", err, sizeof err) < 0 &&
+	    strstr(err, "slots"), "host:0 refused");
+	launch_hosts_free(&h);
 	UNIT_OK(launch_hosts_add_list(&h, "a,,b", err, sizeof err) < 0 &&
 	    launch_hosts_add_list(&h, "-oProxyCommand=x", err, sizeof err) < 0,
 	    "empty or option-like host refused");

@@ -484,7 +484,10 @@ static void test_mismatch(void)
 static void test_refusals(void)
 {
 	static const struct refuse world = { 1, 0, "3", NULL, "world size 3", "rank(s) 1", NULL },
-	    job = { 1, 0, NULL, "other-job", "job identity", "rank(s) 1", NULL },
+	    job = { 1, 0, NULL, "other-job", "rank 1 runs other-job, rank 0 test-job",
+		"rank(s) 1", NULL },
+	    opt = { 1, 0, NULL, "test-job --x=1", "rank 1 was started with --x 1, rank 0 "
+		"without it", "rank(s) 1", NULL },
 	    dup = { 2, 1, NULL, NULL, NULL, "rank(s) 2", NULL },
 	    streams = { 1, 0, NULL, NULL, "2 interfaces differ", "rank(s) 1", "lo,lo" };
 	int st[3];
@@ -495,6 +498,9 @@ static void test_refusals(void)
 	set_master(AF_INET);
 	run_ranks(2, sc_refuse, &job, st);
 	UNIT_OK(st[1] == 3 && st[0] == 1, "another job is refused (mismatch), rank 0 times out");
+	set_master(AF_INET);
+	run_ranks(2, sc_refuse, &opt, st);
+	UNIT_OK(st[1] == 3 && st[0] == 1, "another option is refused, naming it");
 	set_master(AF_INET);
 	run_ranks(2, sc_refuse, &streams, st);
 	UNIT_OK(st[1] == 3 && st[0] == 1, "another number of interfaces is refused (mismatch)");

@@ -31,6 +31,9 @@ static void test_dtype_names(void)
 	UNIT_OK(ok, "every short name parses back to its dtype");
 	UNIT_OK(dtype_parse("float32", &dt) == 0 && dt == DT_F32, "float32");
 	UNIT_OK(dtype_parse("F32", &dt) == 0 && dt == DT_F32, "F32");
+	UNIT_OK(dtype_parse("float", &dt) == 0 && dt == DT_F64, "float is f64, as NumPy's");
+	UNIT_OK(dtype_parse("f32", &dt) == 0 && dt == DT_F32, "f32");
+	UNIT_OK(dtype_parse("torch.float", &dt) == 0 && dt == DT_F32, "torch.float is f32");
 	UNIT_OK(dtype_parse("i8", &dt) == 0 && dt == DT_I8, "i8 is int8");
 	UNIT_OK(dtype_parse("int64", &dt) == 0 && dt == DT_I64, "int64");
 	UNIT_OK(dtype_parse("bfloat16", &dt) == 0 && dt == DT_BF16, "bfloat16");
