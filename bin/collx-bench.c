@@ -212,18 +212,15 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:", longopts,
 	    NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) || meas_option(o, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
+		    meas_option(o, c, optarg) ||
 		    dp_option(o, c, optarg))
 			continue;
 		switch (c) {
-		case 'h': usage();
-		case 'V': cli_version();
-		case 'v': cli_verbose++; break;
-		case 'q': cli_quiet = 1; break;
 		case OPT_CSV: o->csv = 1; break;
 		case OPT_TABLE: o->csv = -1; break;
 		case CLI_OPT_TIMING: o->timing = optarg; break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqb:e:f:i:n:w:N:");
 		}
 	}
 	if (optind >= argc)

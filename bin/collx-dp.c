@@ -162,14 +162,10 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg) || train_option(o, c, optarg))
 			continue;
 		switch (c) {
-		case 'h': usage();
-		case 'V': cli_version();
-		case 'v': cli_verbose++; break;
-		case 'q': cli_quiet = 1; break;
 		case 'm': o->model = optarg; break;
 		case 'o': o->out = optarg; break;
 		case OPT_DATA: o->data = optarg; break;
@@ -208,7 +204,7 @@ init_model(const struct opts *o)
 	struct tensor_set s = { 0 };
 	struct nn_dims d;
 	enum nn_arch arch;
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 	char *out;
 
 	if (nn_arch_parse(o->init, &arch) < 0)
@@ -270,14 +266,10 @@ subst_paths(struct opts *o)
 static void
 load_model(const struct opts *o, struct nn_model *m)
 {
-	struct tensor_set s = { 0 };
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 
-	if (tensor_load(o->model, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
-	if (nn_model_load(m, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
-	tensor_set_free(&s);
+	if (trainopt_model_load(o->model, m, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
 }
 
 /* Per-step output: a line on stderr (-v), or on a terminal one live
@@ -406,7 +398,7 @@ write_outputs(const struct opts *o, const struct nn_model *m,
     const struct train_step *steps, int rank, int world)
 {
 	struct tensor_set s = { 0 };
-	char e[TENSOR_ERRLEN], *path;
+	char e[COLLX_ERRLEN], *path;
 
 	if (rank != 0)
 		return;
@@ -430,7 +422,7 @@ static struct comm *
 join_group(const struct opts *o)
 {
 	struct comm *c;
-	char e[512];
+	char e[COLLX_ERRLEN];
 	int code;
 
 	if ((code = prog_join(&c, &o->g, "collx-dp", e, sizeof e)) != 0)
@@ -447,7 +439,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
-	char e[1024], *tpath = NULL;
+	char e[COLLX_ERRLEN], *tpath = NULL;
 
 	r.comm_op = o->cfg.sync == DP_PS ? "ps" : o->cfg.zero > 0 ?
 	    "reduce_scatter" : "allreduce";
@@ -485,7 +477,7 @@ main(int argc, char **argv)
 	struct opts o = { .steps = -1, .threads = 1 };
 	struct nn_model m;
 	struct train_data d;
-	char e[512];
+	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);

@@ -99,14 +99,10 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:i:t:", longopts,
 	    NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg))
 			continue;
 		switch (c) {
-		case 'h': usage();
-		case 'V': cli_version();
-		case 'v': cli_verbose++; break;
-		case 'q': cli_quiet = 1; break;
 		case 'm': o->model = optarg; break;
 		case 'o': o->out = optarg; break;
 		case 'i': o->data = optarg; break;
@@ -136,7 +132,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_THREADS:
 			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
 			break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqm:o:i:t:");
 		}
 	}
 	if (optind < argc)
@@ -168,14 +164,10 @@ print_schedule(const struct opts *o)
 static void
 load_model(const struct opts *o, struct nn_model *m)
 {
-	struct tensor_set s = { 0 };
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 
-	if (tensor_load(o->model, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
-	if (nn_model_load(m, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", o->model, e);
-	tensor_set_free(&s);
+	if (trainopt_model_load(o->model, m, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
 }
 
 struct report {
@@ -239,7 +231,7 @@ write_outputs(const struct opts *o, const struct nn_model *m,
     const struct pipe_result *res, int world)
 {
 	struct tensor_set s = { 0 };
-	char e[TENSOR_ERRLEN], *path;
+	char e[COLLX_ERRLEN], *path;
 
 	if (o->out != NULL) {
 		path = cli_subst(o->out, 0, world);

@@ -84,7 +84,7 @@ main(int argc, char **argv)
 			p.width = (int)v[0];
 			p.height = (int)v[1];
 			break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqo:");
 		}
 	if (optind >= argc)
 		cli_usage_error("no input file");

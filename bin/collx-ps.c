@@ -119,14 +119,10 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg) || server_option(o, c, optarg))
 			continue;
 		switch (c) {
-		case 'h': usage();
-		case 'V': cli_version();
-		case 'v': cli_verbose++; break;
-		case 'q': cli_quiet = 1; break;
 		case 'm': o->model = optarg; break;
 		case 'o': o->out = optarg; break;
 		case OPT_SERVER: o->server = optarg; break;
@@ -150,7 +146,7 @@ static void
 load_flat(const char *path, float **flat, size_t *total, char **layout)
 {
 	struct tensor_set s = { 0 };
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 
 	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
 	    tensor_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
@@ -163,7 +159,7 @@ save_flat(const char *path, const char *layout, const float *flat,
     size_t total)
 {
 	struct tensor_set s = { 0 };
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 
 	if (tensor_set_unflatten(layout, flat, total, &s, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);

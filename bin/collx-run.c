@@ -269,7 +269,7 @@ parse_option(struct job *j, int c, const char **hostlist)
 static void
 load_hosts(struct job *j, const char *hostlist)
 {
-	char err[512];
+	char err[COLLX_ERRLEN];
 
 	if (hostlist && j->hostfile)
 		cli_usage_error("-H and --hostfile exclude each other");
@@ -291,7 +291,7 @@ load_hosts(struct job *j, const char *hostlist)
 static void
 choose_torch_port(struct job *j, int port)
 {
-	char err[256];
+	char err[COLLX_ERRLEN];
 	int k;
 
 	if (j->hosts.n == 0 && strncmp(j->master, "127.0.0.1:", 10) == 0) {
@@ -311,7 +311,7 @@ choose_torch_port(struct job *j, int port)
 static void
 choose_master(struct job *j)
 {
-	char err[256], host[256];
+	char err[COLLX_ERRLEN], host[256];
 	const char *addr;
 	int port;
 

@@ -40,9 +40,10 @@ static const char usage_text[] =
 "{rank} and {world} in file names become COLLX_RANK and COLLX_WORLD_SIZE.\n"
 "Exit: 0 ok, 1 runtime error, 2 usage, 3 bad input data, 4 diff out of tolerance.\n";
 
-static char err[TENSOR_ERRLEN];
+static char err[COLLX_ERRLEN];
 
-_Noreturn static void usage(const char *text)
+_Noreturn static void
+usage(const char *text)
 {
 	fputs(text, stdout);
 	cli_close_stdout();
@@ -50,7 +51,8 @@ _Noreturn static void usage(const char *text)
 }
 
 /* getopt_long over a command's arguments, handling -h, -v, -q, -V. */
-static int next_opt(int argc, char **argv, const char *shorts, const struct option *longs,
+static int
+next_opt(int argc, char **argv, const char *shorts, const struct option *longs,
     const char *help)
 {
 	int c;
@@ -81,7 +83,8 @@ static int next_opt(int argc, char **argv, const char *shorts, const struct opti
 static void **owned;
 static size_t nowned;
 
-static void free_owned(void)
+static void
+free_owned(void)
 {
 	while (nowned)
 		free(owned[--nowned]);
@@ -89,7 +92,8 @@ static void free_owned(void)
 	owned = NULL;
 }
 
-static void *own(void *p)
+static void *
+own(void *p)
 {
 	void **grown;
 
@@ -101,7 +105,8 @@ static void *own(void *p)
 }
 
 /* {rank} and {world} replaced when the name has them. */
-static char *path_arg(const char *s)
+static char *
+path_arg(const char *s)
 {
 	static struct cli_group g;
 	static int resolved;
@@ -116,7 +121,8 @@ static char *path_arg(const char *s)
 	return own(cli_subst(s, g.rank, g.world));
 }
 
-static void load(const char *arg, struct tensor_set *s)
+static void
+load(const char *arg, struct tensor_set *s)
 {
 	char *path = path_arg(arg);
 
@@ -126,7 +132,8 @@ static void load(const char *arg, struct tensor_set *s)
 }
 
 /* Write s to arg, as fmt; a set the format cannot hold is bad data. */
-static void save_as(const char *arg, const struct tensor_set *s, enum tensor_format fmt)
+static void
+save_as(const char *arg, const struct tensor_set *s, enum tensor_format fmt)
 {
 	char *path = path_arg(arg);
 	void *buf;
@@ -142,17 +149,20 @@ static void save_as(const char *arg, const struct tensor_set *s, enum tensor_for
 	free(buf);
 }
 
-static void save(const char *arg, const struct tensor_set *s)
+static void
+save(const char *arg, const struct tensor_set *s)
 {
 	save_as(arg, s, tensor_format_for(arg, s->format));
 }
 
-static const char *fmt_name(enum tensor_format f)
+static const char *
+fmt_name(enum tensor_format f)
 {
 	return f == TENSOR_NPY ? "npy" : "safetensors";
 }
 
-_Noreturn static void done(void)
+_Noreturn static void
+done(void)
 {
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
@@ -165,7 +175,8 @@ static const char info_help[] =
 "Print each file's format and metadata, then one line per tensor:\n"
 "name (- when unnamed), dtype, shape and size in bytes.\n";
 
-static void info_one(const char *arg)
+static void
+info_one(const char *arg)
 {
 	static struct tensor_set s;	/* static: reachable if we die */
 	char shape[200];
@@ -193,7 +204,8 @@ static void info_one(const char *arg)
 	tensor_set_free(&s);
 }
 
-static int cmd_info(int argc, char **argv)
+static int
+cmd_info(int argc, char **argv)
 {
 	static const struct option longs[] = { COMMON_LONGOPTS, { 0, 0, 0, 0 } };
 	int i;
@@ -216,7 +228,8 @@ static const char print_help[] =
 "fraction digits. Tensors of a .safetensors file are printed in name order,\n"
 "each after a line with its name, dtype and shape.\n";
 
-static int cmd_print(int argc, char **argv)
+static int
+cmd_print(int argc, char **argv)
 {
 	enum { O_THRESHOLD = CLI_OPT_PROGRAM, O_EDGE, O_PRECISION };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -266,7 +279,8 @@ static const char create_help[] =
 "--seed (default 0) on every machine (see collx-tensor(1)). --name names the\n"
 "tensor in a .safetensors output (default \"tensor\").\n";
 
-static void parse_shape(const char *s, int *ndim, int64_t *shape)
+static void
+parse_shape(const char *s, int *ndim, int64_t *shape)
 {
 	long v[TENSOR_MAX_DIM];
 	int i;
@@ -282,7 +296,8 @@ static void parse_shape(const char *s, int *ndim, int64_t *shape)
 	}
 }
 
-static enum tensor_fill parse_fill(const char *s, double *value)
+static enum tensor_fill
+parse_fill(const char *s, double *value)
 {
 	char *end;
 
@@ -306,7 +321,8 @@ static enum tensor_fill parse_fill(const char *s, double *value)
 	return TENSOR_FILL_CONST;
 }
 
-static enum dtype parse_dtype(const char *s)
+static enum dtype
+parse_dtype(const char *s)
 {
 	enum dtype dt;
 
@@ -315,7 +331,8 @@ static enum dtype parse_dtype(const char *s)
 	return dt;
 }
 
-static int cmd_create(int argc, char **argv)
+static int
+cmd_create(int argc, char **argv)
 {
 	enum { O_SHAPE = CLI_OPT_PROGRAM, O_DTYPE, O_FILL, O_SEED, O_NAME };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -383,7 +400,8 @@ struct diff_total {
 	char first[512];
 };
 
-static void diff_pair(const char *name, const struct tensor *a, const struct tensor *b,
+static void
+diff_pair(const char *name, const struct tensor *a, const struct tensor *b,
     double rtol, double atol, struct diff_total *tot)
 {
 	const char *sep = name ? ": " : "";
@@ -412,7 +430,8 @@ static void diff_pair(const char *name, const struct tensor *a, const struct ten
 
 /* f32 results that differ only by rounding (a sum in another order, an
  * optimizer amplifying it): say so, and the --rtol that accepts them. */
-static void diff_hint(const struct diff_total *tot)
+static void
+diff_hint(const struct diff_total *tot)
 {
 	if (tot->bad == 0 || tot->structural || tot->not_rounding || cli_quiet)
 		return;
@@ -421,7 +440,8 @@ static void diff_hint(const struct diff_total *tot)
 	    pow(10, ceil(log10(fmax(tot->max_rel, 1e-12)))));
 }
 
-static void diff_sets(const struct tensor_set *a, const struct tensor_set *b,
+static void
+diff_sets(const struct tensor_set *a, const struct tensor_set *b,
     double rtol, double atol, struct diff_total *tot)
 {
 	const struct tensor *other;
@@ -456,7 +476,8 @@ static void diff_sets(const struct tensor_set *a, const struct tensor_set *b,
 		}
 }
 
-static int cmd_diff(int argc, char **argv)
+static int
+cmd_diff(int argc, char **argv)
 {
 	enum { O_RTOL = CLI_OPT_PROGRAM, O_ATOL };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -501,7 +522,8 @@ static const char convert_help[] =
 "NAME (default \"tensor\") in a .safetensors output. bf16 has no .npy type code:\n"
 "convert it with --dtype f32 first.\n";
 
-static void cast_all(struct tensor_set *s, enum dtype dt)
+static void
+cast_all(struct tensor_set *s, enum dtype dt)
 {
 	struct tensor t;
 	size_t i;
@@ -516,13 +538,15 @@ static void cast_all(struct tensor_set *s, enum dtype dt)
 	}
 }
 
-static void name_unnamed(struct tensor_set *s, const char *name)
+static void
+name_unnamed(struct tensor_set *s, const char *name)
 {
 	if (s->count == 1 && !s->items[0].name && !(s->items[0].name = strdup(name)))
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 }
 
-static int cmd_convert(int argc, char **argv)
+static int
+cmd_convert(int argc, char **argv)
 {
 	enum { O_DTYPE = CLI_OPT_PROGRAM, O_NAME };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -560,7 +584,8 @@ static const char split_help[] =
 "(size mod N) parts get one element more. With --even, a size N does not divide\n"
 "is an error (exit 3).\n";
 
-static int norm_dim(int dim, const struct tensor *t, const char *what)
+static int
+norm_dim(int dim, const struct tensor *t, const char *what)
 {
 	int d = dim < 0 ? dim + t->ndim : dim;
 
@@ -572,7 +597,8 @@ static int norm_dim(int dim, const struct tensor *t, const char *what)
 }
 
 /* PATTERN with every {i} replaced by i (at most 11 characters for 3). */
-static char *part_name(const char *pattern, int i)
+static char *
+part_name(const char *pattern, int i)
 {
 	char *out = own(malloc(strlen(pattern) * 4 + 16));
 	const char *p;
@@ -589,7 +615,8 @@ static char *part_name(const char *pattern, int i)
 	return out;
 }
 
-static void split_part(const struct tensor_set *in, const int *dims, int parts, int i,
+static void
+split_part(const struct tensor_set *in, const int *dims, int parts, int i,
     const char *pattern)
 {
 	static struct tensor_set s;
@@ -617,7 +644,8 @@ static void split_part(const struct tensor_set *in, const int *dims, int parts, 
 	tensor_set_free(&s);
 }
 
-static int cmd_split(int argc, char **argv)
+static int
+cmd_split(int argc, char **argv)
 {
 	enum { O_PARTS = CLI_OPT_PROGRAM, O_DIM, O_EVEN };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -664,7 +692,8 @@ static const char cat_help[] =
 "OUT keeps the first input's names and metadata.\n";
 
 /* Concatenate tensor k of every input into out. */
-static void cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tensor_set *out,
+static void
+cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tensor_set *out,
     char **argv)
 {
 	struct tensor *parts = own(calloc((size_t)n, sizeof *parts)), t;
@@ -688,7 +717,8 @@ static void cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tens
 	}
 }
 
-static int cmd_cat(int argc, char **argv)
+static int
+cmd_cat(int argc, char **argv)
 {
 	enum { O_DIM = CLI_OPT_PROGRAM };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -739,7 +769,8 @@ static const char pack_help[] =
 "name order, with the --meta strings as its __metadata__. The output is\n"
 "safetensors whatever OUT's name.\n";
 
-static void split_eq(const char *arg, const char *what, char **key, const char **value)
+static void
+split_eq(const char *arg, const char *what, char **key, const char **value)
 {
 	const char *eq = strchr(arg, '=');
 
@@ -750,7 +781,8 @@ static void split_eq(const char *arg, const char *what, char **key, const char *
 	*value = eq + 1;
 }
 
-static int cmd_pack(int argc, char **argv)
+static int
+cmd_pack(int argc, char **argv)
 {
 	enum { O_META = CLI_OPT_PROGRAM };
 	static const struct option longs[] = { COMMON_LONGOPTS,
@@ -791,7 +823,8 @@ static const char get_help[] =
 "Write the tensor called NAME in IN to OUT. OUT's format follows its extension,\n"
 "else IN's format (a .safetensors output keeps the name, not the metadata).\n";
 
-static int cmd_get(int argc, char **argv)
+static int
+cmd_get(int argc, char **argv)
 {
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "output", 1, 0, 'o' }, { 0, 0, 0, 0 } };
@@ -827,7 +860,8 @@ static const struct command {
 	{ "cat", cmd_cat }, { "pack", cmd_pack }, { "get", cmd_get },
 };
 
-int main(int argc, char **argv)
+int
+main(int argc, char **argv)
 {
 	static const struct option longs[] = { COMMON_LONGOPTS, { 0, 0, 0, 0 } };
 	size_t i;

@@ -148,13 +148,10 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:i:o:", longopts, NULL)) != -1) {
-		if (cli_group_option(&o->g, c, optarg) || layer_option(o, c, optarg))
+		if (cli_std_option(c, usage) ||
+		    cli_group_option(&o->g, c, optarg) || layer_option(o, c, optarg))
 			continue;
 		switch (c) {
-		case 'h': usage();
-		case 'V': cli_version();
-		case 'v': cli_verbose++; break;
-		case 'q': cli_quiet = 1; break;
 		case 'm': o->model = optarg; break;
 		case 'i': o->input = optarg; break;
 		case 'o': o->out = optarg; break;
@@ -180,7 +177,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_THREADS:
 			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
 			break;
-		default: cli_usage_error("unknown option");
+		default: cli_option_error(argc, argv, "hVvqm:i:o:");
 		}
 	}
 	if (optind < argc)
@@ -231,7 +228,7 @@ static void
 load_f32(const struct opts *o, const char *path, struct tensor *t)
 {
 	struct tensor raw = { 0 };
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 	char *p = cli_subst(path, o->g.rank, o->g.world);
 
 	if (tensor_load_one(p, &raw, e, sizeof e) < 0)
@@ -252,7 +249,7 @@ save_rows(const char *pattern, int rank, int world, const struct tensor *ref,
 {
 	struct tensor t = { 0 };
 	int64_t shape[TENSOR_MAX_DIM];
-	char e[TENSOR_ERRLEN], *p = cli_subst(pattern, rank, world);
+	char e[COLLX_ERRLEN], *p = cli_subst(pattern, rank, world);
 
 	memcpy(shape, ref->shape, sizeof shape);
 	shape[ref->ndim - 1] = last;
@@ -269,7 +266,7 @@ static void
 save_set(const char *pattern, int rank, int world, struct tensor_set *s,
     const struct tensor_set *meta_from)
 {
-	char e[TENSOR_ERRLEN], *p = cli_subst(pattern, rank, world);
+	char e[COLLX_ERRLEN], *p = cli_subst(pattern, rank, world);
 
 	s->format = TENSOR_SAFETENSORS;
 	for (size_t i = 0; meta_from && i < meta_from->nmeta; i++)
@@ -340,7 +337,7 @@ static void
 load_inputs(struct job *j)
 {
 	struct opts *o = j->o;
-	char e[TENSOR_ERRLEN], *p = cli_subst(o->model, j->rank, j->world);
+	char e[COLLX_ERRLEN], *p = cli_subst(o->model, j->rank, j->world);
 
 	if (tensor_load(p, &j->w, e, sizeof e) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
@@ -536,7 +533,7 @@ train(struct job *j)
 	    sizeof(*steps));
 	struct tensor_set ws = { 0 };
 	long tokens = j->r.n;	/* mlp: samples; block: positions */
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 
 	for (long k = 0; k < o->steps; k++) {
 		struct train_step *s = &steps[k];

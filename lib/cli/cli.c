@@ -397,3 +397,23 @@ cli_write_all(int fd, const void *data, size_t len)
 	}
 	return 0;
 }
+
+int
+cli_std_option(int opt, void (*usage)(void))
+{
+	switch (opt) {
+	case 'h':
+		usage();
+		exit(CLI_EXIT_OK);
+	case 'V':
+		cli_version();
+	case 'v':
+		cli_verbose++;
+		return 1;
+	case 'q':
+		cli_quiet = 1;
+		return 1;
+	default:
+		return 0;
+	}
+}

@@ -21,6 +21,9 @@ extern int cli_verbose;		/* -v count */
 extern int cli_quiet;		/* -q */
 
 void cli_init(const char *argv0);
+/* The options every program has: -h (usage(), which prints the help; the
+ * program then exits 0), -V, -v and -q. 1 when opt was one of them. */
+int cli_std_option(int opt, void (*usage)(void));
 /* "program: message" on stderr, then exit(code). */
 _Noreturn void cli_die(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

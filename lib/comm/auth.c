@@ -14,7 +14,8 @@
 
 #include "comm/sock.h"
 
-void auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
+void
+auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 {
 	unsigned int n = SHA256_LEN;
 
@@ -24,7 +25,8 @@ void auth_sha256(const void *data, size_t len, uint8_t out[SHA256_LEN])
 		memset(out, 0, SHA256_LEN);
 }
 
-void auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
+void
+auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t len,
     uint8_t out[SHA256_LEN])
 {
 	static const uint8_t none;
@@ -35,12 +37,14 @@ void auth_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t le
 		memset(out, 0, SHA256_LEN);
 }
 
-int auth_equal(const void *a, const void *b, size_t n)
+int
+auth_equal(const void *a, const void *b, size_t n)
 {
 	return CRYPTO_memcmp(a, b, n) == 0;
 }
 
-int auth_random(void *buf, size_t n, char *err, size_t errlen)
+int
+auth_random(void *buf, size_t n, char *err, size_t errlen)
 {
 	const char *why;
 
@@ -69,12 +73,14 @@ struct auth_hello {
 	uint8_t mac[SHA256_LEN];	/* server's proof; zero from the client */
 };
 
-static int has_token(const char *token)
+static int
+has_token(const char *token)
 {
 	return token && token[0];
 }
 
-static void auth_mac(const char *token, char side, const uint8_t *first,
+static void
+auth_mac(const char *token, char side, const uint8_t *first,
     const uint8_t *second, uint8_t out[SHA256_LEN])
 {
 	uint8_t msg[1 + 2 * NONCE];
@@ -85,7 +91,8 @@ static void auth_mac(const char *token, char side, const uint8_t *first,
 	auth_hmac_sha256(token, strlen(token), msg, sizeof msg, out);
 }
 
-static int auth_hello_init(struct auth_hello *h, const char *token, char *err,
+static int
+auth_hello_init(struct auth_hello *h, const char *token, char *err,
     size_t errlen)
 {
 	memset(h, 0, sizeof *h);
@@ -95,7 +102,8 @@ static int auth_hello_init(struct auth_hello *h, const char *token, char *err,
 }
 
 /* Both sides: the peer's hello must be ours and agree on the token. */
-static int auth_hello_check(const struct auth_hello *peer, const char *token,
+static int
+auth_hello_check(const struct auth_hello *peer, const char *token,
     char *err, size_t errlen)
 {
 	if (peer->magic != AUTH_MAGIC) {
@@ -111,7 +119,8 @@ static int auth_hello_check(const struct auth_hello *peer, const char *token,
 	return 0;
 }
 
-int auth_client(int fd, const char *token, double deadline, char *err,
+int
+auth_client(int fd, const char *token, double deadline, char *err,
     size_t errlen)
 {
 	struct auth_hello me, peer;
@@ -143,7 +152,8 @@ int auth_client(int fd, const char *token, double deadline, char *err,
 	return 0;
 }
 
-int auth_server(int fd, const char *token, double deadline, char *err,
+int
+auth_server(int fd, const char *token, double deadline, char *err,
     size_t errlen)
 {
 	struct auth_hello me, peer;

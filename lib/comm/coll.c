@@ -59,7 +59,8 @@ static const unsigned kind_algos[] = {
 	[COLL_KIND_BARRIER] = 0,
 };
 
-int coll_op_parse(const char *s, enum coll_op *out)
+int
+coll_op_parse(const char *s, enum coll_op *out)
 {
 	for (int i = 0; i <= COLL_AVG; i++)
 		if (strcmp(s, op_names[i]) == 0) {
@@ -69,12 +70,14 @@ int coll_op_parse(const char *s, enum coll_op *out)
 	return -1;
 }
 
-const char *coll_op_name(enum coll_op op)
+const char *
+coll_op_name(enum coll_op op)
 {
 	return (unsigned)op <= COLL_AVG ? op_names[op] : "?";
 }
 
-int coll_algo_parse(const char *s, enum coll_algo *out)
+int
+coll_algo_parse(const char *s, enum coll_algo *out)
 {
 	for (int i = 0; i < COLL_ALGO_COUNT; i++)
 		if (strcmp(s, algo_names[i]) == 0) {
@@ -84,19 +87,22 @@ int coll_algo_parse(const char *s, enum coll_algo *out)
 	return -1;
 }
 
-const char *coll_algo_name(enum coll_algo a)
+const char *
+coll_algo_name(enum coll_algo a)
 {
 	return (unsigned)a < COLL_ALGO_COUNT ? algo_names[a] : "?";
 }
 
-int coll_algo_valid(enum coll_kind kind, enum coll_algo a)
+int
+coll_algo_valid(enum coll_kind kind, enum coll_algo a)
 {
 	if ((unsigned)kind > COLL_KIND_BARRIER || (unsigned)a >= COLL_ALGO_COUNT)
 		return 0;
 	return a == COLL_AUTO || (kind_algos[kind] & BIT(a)) != 0;
 }
 
-void coll_set_segment(size_t bytes)
+void
+coll_set_segment(size_t bytes)
 {
 	bytes &= ~(size_t)7;	/* whole elements of every dtype */
 	segment_bytes = bytes;
@@ -104,7 +110,8 @@ void coll_set_segment(size_t bytes)
 
 /* The segment size for a len-byte message: the same on both ends, since
  * both know len. A multiple of 8, so segments hold whole elements. */
-size_t cx_segment(size_t len)
+size_t
+cx_segment(size_t len)
 {
 	size_t s = len / SEGMENTS_PER_MESSAGE;
 
@@ -114,14 +121,16 @@ size_t cx_segment(size_t len)
 	return s & ~(size_t)7;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
+static uint64_t
+mix(uint64_t h, uint64_t v)
 {
 	h ^= v;
 	h *= 0x9e3779b97f4a7c15ull;
 	return h ^ (h >> 29);
 }
 
-uint64_t cx_sig(enum coll_kind kind, size_t count, int op, int root,
+uint64_t
+cx_sig(enum coll_kind kind, size_t count, int op, int root,
     enum coll_algo algo, const size_t *counts, int ncounts)
 {
 	uint64_t h = mix(0x636f6c6c78ull, (uint64_t)kind);
@@ -135,7 +144,8 @@ uint64_t cx_sig(enum coll_kind kind, size_t count, int op, int root,
 	return mix(h, segment_bytes);	/* segmenting must agree too */
 }
 
-int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
+int
+cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
     enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks)
 {
 	memset(x, 0, sizeof *x);
@@ -164,7 +174,8 @@ int cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 	return 0;
 }
 
-void *cx_alloc(struct cx *x, size_t bytes)
+void *
+cx_alloc(struct cx *x, size_t bytes)
 {
 	void *p = malloc(bytes ? bytes : 1);
 
@@ -173,7 +184,8 @@ void *cx_alloc(struct cx *x, size_t bytes)
 	return p;
 }
 
-static char *grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
+static char *
+grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
 {
 	if (*cap < bytes) {
 		char *p = realloc(*cache, bytes);
@@ -188,17 +200,20 @@ static char *grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
 }
 
 /* Two segments of seg bytes where reduced data lands. */
-static char *cx_tmp(struct cx *x, size_t seg)
+static char *
+cx_tmp(struct cx *x, size_t seg)
 {
 	return grow(x, &tmp_cache, &tmp_cap, 2 * seg);
 }
 
-void *cx_scratch(struct cx *x, size_t bytes)
+void *
+cx_scratch(struct cx *x, size_t bytes)
 {
 	return grow(x, &scratch_cache, &scratch_cap, bytes ? bytes : 1);
 }
 
-void coll_thread_release(void)
+void
+coll_thread_release(void)
 {
 	free(tmp_cache);
 	free(scratch_cache);
@@ -219,7 +234,8 @@ struct xslot {
 };
 
 /* Post segment j of m: its receive (into a tmp slot when reducing), then its send. */
-static int xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
+static int
+xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
 {
 	size_t roff = j * m->rseg, soff = j * m->sseg;
 
@@ -239,7 +255,8 @@ static int xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
 
 /* Received segment j reduced into rbuf (first set from init, a segment at
  * a time so the copy is still in cache for the reduction). */
-static void xreduce(struct cx *x, const struct xmove *m, size_t j)
+static void
+xreduce(struct cx *x, const struct xmove *m, size_t j)
 {
 	size_t off = j * m->rseg, len;
 
@@ -251,7 +268,8 @@ static void xreduce(struct cx *x, const struct xmove *m, size_t j)
 	x->red(m->rbuf + off, m->tmp + (j & 1) * m->rseg, len / x->esz);
 }
 
-static int xrun(struct cx *x, struct xmove *m)
+static int
+xrun(struct cx *x, struct xmove *m)
 {
 	struct xslot s[2];
 	size_t n, j;
@@ -277,7 +295,8 @@ static int xrun(struct cx *x, struct xmove *m)
 	return 0;
 }
 
-int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+int
+cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, size_t rbytes, int reduce)
 {
 	struct xmove m = { to, from, sbuf, reduce ? rbuf : NULL, rbuf, NULL,
@@ -286,7 +305,8 @@ int cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
 	return xrun(x, &m);
 }
 
-int cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+int
+cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, const void *init, size_t rbytes)
 {
 	struct xmove m = { to, from, sbuf, init, rbuf, NULL, to < 0 ? 0 : sbytes,
@@ -295,24 +315,28 @@ int cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from
 	return xrun(x, &m);
 }
 
-int cx_send(struct cx *x, int to, const void *buf, size_t bytes)
+int
+cx_send(struct cx *x, int to, const void *buf, size_t bytes)
 {
 	return cx_xchg(x, to, buf, bytes, -1, NULL, 0, 0);
 }
 
-int cx_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce)
+int
+cx_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce)
 {
 	return cx_xchg(x, -1, NULL, 0, from, buf, bytes, reduce);
 }
 
-size_t cx_part(size_t n, int parts, int i)
+size_t
+cx_part(size_t n, int parts, int i)
 {
 	size_t q = n / (size_t)parts, r = n % (size_t)parts;
 
 	return (size_t)i * q + MIN((size_t)i, r);
 }
 
-size_t *cx_parts(struct cx *x, size_t n, int parts)
+size_t *
+cx_parts(struct cx *x, size_t n, int parts)
 {
 	size_t *off = cx_alloc(x, ((size_t)parts + 1) * sizeof *off);
 
@@ -321,7 +345,8 @@ size_t *cx_parts(struct cx *x, size_t n, int parts)
 	return off;
 }
 
-size_t *cx_prefix(struct cx *x, const size_t *counts)
+size_t *
+cx_prefix(struct cx *x, const size_t *counts)
 {
 	size_t *off = cx_alloc(x, ((size_t)x->world + 1) * sizeof *off);
 
@@ -333,14 +358,16 @@ size_t *cx_prefix(struct cx *x, const size_t *counts)
 	return off;
 }
 
-int cx_overlap(const void *a, size_t alen, const void *b, size_t blen)
+int
+cx_overlap(const void *a, size_t alen, const void *b, size_t blen)
 {
 	uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
 
 	return alen && blen && pa < pb + blen && pb < pa + alen;
 }
 
-int cx_pow2_below(int w)
+int
+cx_pow2_below(int w)
 {
 	int p = 1;
 
@@ -349,24 +376,28 @@ int cx_pow2_below(int w)
 	return p;
 }
 
-int cx_fold_rank(int r, int rem)
+int
+cx_fold_rank(int r, int rem)
 {
 	if (r < 2 * rem)
 		return r % 2 ? r / 2 : -1;
 	return r - rem;
 }
 
-int cx_unfold_rank(int nr, int rem)
+int
+cx_unfold_rank(int nr, int rem)
 {
 	return nr < rem ? 2 * nr + 1 : nr + rem;
 }
 
-int cx_fold_first(int nr, int rem)
+int
+cx_fold_first(int nr, int rem)
 {
 	return nr < rem ? 2 * nr : nr + rem;
 }
 
-int cx_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
+int
+cx_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
 {
 	int r = x->rank;
 
@@ -378,7 +409,8 @@ int cx_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
 	return in ? cx_recv(x, r - 1, buf, bytes, 1) : cx_send(x, r - 1, buf, bytes);
 }
 
-int cx_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
+int
+cx_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
     const char *what)
 {
 	int w = x->world, next = (x->rank + 1) % w, prev = (x->rank + w - 1) % w;
@@ -394,7 +426,8 @@ int cx_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
 	return 0;
 }
 
-int cx_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+int
+cx_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
 {
 	int lo = 0, hi = p2, step = 0;
 	size_t e = x->esz;
@@ -413,7 +446,8 @@ int cx_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int r
 	return 0;
 }
 
-int cx_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+int
+cx_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
 {
 	size_t e = x->esz;
 	int step = 0;

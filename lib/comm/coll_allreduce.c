@@ -11,7 +11,8 @@
 
 /* Teaching baseline: rank 0 receives every buffer in turn and reduces it,
  * then sends the result back to each rank in turn. */
-static int allreduce_naive(struct cx *x, char *buf, size_t n)
+static int
+allreduce_naive(struct cx *x, char *buf, size_t n)
 {
 	size_t bytes = n * x->esz;
 
@@ -32,7 +33,8 @@ static int allreduce_naive(struct cx *x, char *buf, size_t n)
 /* Ring: reduce-scatter (W-1 steps; rank r ends owning block r+1 reduced),
  * then allgather of the reduced blocks (W-1 steps). Each step moves 1/W of
  * the data in segments, reducing segment k while k+1 arrives. */
-static int allreduce_ring(struct cx *x, char *buf, size_t n)
+static int
+allreduce_ring(struct cx *x, char *buf, size_t n)
 {
 	size_t *off = cx_parts(x, n, x->world);
 	int rc;
@@ -47,7 +49,8 @@ static int allreduce_ring(struct cx *x, char *buf, size_t n)
 }
 
 /* Binomial reduce to rank 0, then binomial broadcast from it. */
-static int allreduce_tree(struct cx *x, char *buf, size_t n)
+static int
+allreduce_tree(struct cx *x, char *buf, size_t n)
 {
 	if (cx_reduce(x, buf, n, 0) < 0)
 		return -1;
@@ -57,7 +60,8 @@ static int allreduce_tree(struct cx *x, char *buf, size_t n)
 /* Recursive doubling: log2(p2) rounds, each exchanging and reducing the
  * whole vector with the partner at distance 1, 2, 4, ...; the ranks past
  * the power of two below the world fold in first and get the result last. */
-static int allreduce_rd(struct cx *x, char *buf, size_t n)
+static int
+allreduce_rd(struct cx *x, char *buf, size_t n)
 {
 	int p2 = cx_pow2_below(x->world), rem = x->world - p2;
 	int nr = cx_fold_rank(x->rank, rem), step = 0;
@@ -77,7 +81,8 @@ static int allreduce_rd(struct cx *x, char *buf, size_t n)
 /* Rabenseifner: recursive-halving reduce-scatter over p2 blocks (uneven by
  * at most one element), then recursive-doubling allgather; non-powers of
  * two fold the extra ranks in first and hand them the result last. */
-static int allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
+static int
+allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
 {
 	int p2 = cx_pow2_below(x->world), rem = x->world - p2;
 	int nr = cx_fold_rank(x->rank, rem), rc = 0;
@@ -106,7 +111,8 @@ static int allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
  */
 #define SLICE_BYTES ((size_t)1 << 20)
 
-static int allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
+static int
+allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
 {
 	switch (a) {
 	case COLL_TREE: return allreduce_tree(x, buf, n);
@@ -116,7 +122,8 @@ static int allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
 	}
 }
 
-static int allreduce_sliced(struct cx *x, enum coll_algo a, char *buf, size_t n)
+static int
+allreduce_sliced(struct cx *x, enum coll_algo a, char *buf, size_t n)
 {
 	int slices = (int)((n * x->esz + SLICE_BYTES - 1) / SLICE_BYTES);
 
@@ -130,7 +137,8 @@ static int allreduce_sliced(struct cx *x, enum coll_algo a, char *buf, size_t n)
 	return 0;
 }
 
-int coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
+int
+coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, enum coll_algo algo)
 {
 	struct cx x;

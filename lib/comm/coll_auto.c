@@ -50,7 +50,8 @@
 #define POST 1e-6		/* s per extra message posted at once */
 #define CONTENTION 1.25
 
-static int log2_ceil(int p)
+static int
+log2_ceil(int p)
 {
 	int l = 0;
 
@@ -59,7 +60,8 @@ static int log2_ceil(int p)
 	return l;
 }
 
-static double cost(enum coll_kind kind, enum coll_algo a, double n, int p)
+static double
+cost(enum coll_kind kind, enum coll_algo a, double n, int p)
 {
 	int L = log2_ceil(p), q = cx_pow2_below(p), lq = log2_ceil(q), f = q != p;
 	double fr = (double)(p - 1) / p, frq = (double)(q - 1) / q;
@@ -89,7 +91,8 @@ static double cost(enum coll_kind kind, enum coll_algo a, double n, int p)
 	}
 }
 
-enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world)
+enum coll_algo
+coll_auto(enum coll_kind kind, size_t bytes, int world)
 {
 	enum coll_algo best = COLL_AUTO;
 	double best_cost = 0;

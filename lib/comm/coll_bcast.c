@@ -10,7 +10,8 @@
 #include "comm/coll_int.h"
 
 /* The teaching baseline: the root sends the whole buffer to each rank in turn. */
-static int bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
+static int
+bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
 {
 	if (x->rank != root) {
 		comm_set_step(x->c, "linear receive from root %d", root);
@@ -28,7 +29,8 @@ static int bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
 
 /* Receive from the parent (vr minus its lowest set bit), then send to the
  * children vr + mask for each mask below that bit, largest subtree first. */
-static int bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
+static int
+bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
 {
 	int w = x->world, vr = cx_mod(x->rank - root, w), mask;
 
@@ -50,7 +52,8 @@ static int bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
 
 /* Binomial scatter of blocks off[] indexed by virtual rank: each subtree
  * [vr, vr + lowest bit) gets its contiguous run of blocks. */
-static int scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
+static int
+scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
 {
 	int w = x->world, vr = cx_mod(x->rank - root, w), mask, end;
 	size_t e = x->esz;
@@ -76,7 +79,8 @@ static int scatter_binomial(struct cx *x, char *buf, const size_t *off, int root
 }
 
 /* Large messages: scatter W blocks down the tree, then ring allgather. */
-static int bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
+static int
+bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
 {
 	size_t *off = cx_parts(x, n, x->world);
 	int rc;
@@ -93,7 +97,8 @@ static int bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
 
 /* A chain root -> root+1 -> ...: each segment is forwarded as soon as it
  * arrives, so all links carry data at once. */
-static int bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
+static int
+bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
 {
 	int w = x->world, vr = cx_mod(x->rank - root, w);
 	int prev = vr > 0 ? (x->rank + w - 1) % w : -1;
@@ -111,7 +116,8 @@ static int bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
 	return 0;
 }
 
-int cx_bcast(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo)
+int
+cx_bcast(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo)
 {
 	size_t bytes = n * x->esz;
 
@@ -123,7 +129,8 @@ int cx_bcast(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo)
 	}
 }
 
-int coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
+int
+coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
     int root, enum coll_algo algo)
 {
 	struct cx x;
@@ -146,7 +153,8 @@ int coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
 /* Binomial tree towards root: at bit mask, a rank with the bit set sends
  * its partial result to vr - mask and is done; the others receive from
  * vr + mask and reduce. buf is the accumulator. */
-int cx_reduce(struct cx *x, char *buf, size_t n, int root)
+int
+cx_reduce(struct cx *x, char *buf, size_t n, int root)
 {
 	int w = x->world, vr = cx_mod(x->rank - root, w);
 	size_t bytes = n * x->esz;
@@ -166,7 +174,8 @@ int cx_reduce(struct cx *x, char *buf, size_t n, int root)
 }
 
 /* The result lands in buf on root; the other ranks' buf is left as it was. */
-int coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
+int
+coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, int root)
 {
 	struct cx x;
@@ -195,7 +204,8 @@ int coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 }
 
 /* A non-root rank's part of gatherv or scatterv: its own block only. */
-static int linear_leaf(struct cx *x, int gather, const void *send, void *recv,
+static int
+linear_leaf(struct cx *x, int gather, const void *send, void *recv,
     size_t bytes, int root)
 {
 	comm_set_step(x->c, "linear block of rank %d", x->rank);
@@ -204,7 +214,8 @@ static int linear_leaf(struct cx *x, int gather, const void *send, void *recv,
 
 /* The root's part: block r moves with each rank r in turn; its own block
  * is copied locally (unless already in place). */
-static int linear_root(struct cx *x, int gather, const void *send, void *recv,
+static int
+linear_root(struct cx *x, int gather, const void *send, void *recv,
     const size_t *off)
 {
 	char *all = gather ? recv : (char *)send;
@@ -223,7 +234,8 @@ static int linear_root(struct cx *x, int gather, const void *send, void *recv,
 	return 0;
 }
 
-static int linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
+static int
+linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
     void *recv, const size_t *counts, enum dtype dt, int root)
 {
 	struct cx x;
@@ -246,13 +258,15 @@ static int linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
 	return rc;
 }
 
-int coll_gatherv(struct comm *c, const void *send, void *recv, const size_t *counts,
+int
+coll_gatherv(struct comm *c, const void *send, void *recv, const size_t *counts,
     enum dtype dt, int root)
 {
 	return linear_blocks(c, COLL_KIND_GATHER, send, recv, counts, dt, root);
 }
 
-int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *counts,
+int
+coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *counts,
     enum dtype dt, int root)
 {
 	return linear_blocks(c, COLL_KIND_SCATTER, send, recv, counts, dt, root);
@@ -260,7 +274,8 @@ int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *co
 
 /* Dissemination: in round k every rank signals rank + 2^k and waits for
  * rank - 2^k; after ceil(log2 w) rounds everyone has heard from everyone. */
-int coll_barrier(struct comm *c)
+int
+coll_barrier(struct comm *c)
 {
 	struct cx x;
 	char out = 1, in;

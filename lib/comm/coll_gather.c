@@ -11,7 +11,8 @@
 /* Recursive doubling over the blocks; a non-power-of-two world folds: the
  * even rank of each of the first pairs hands its block to the odd one
  * (whose range is then two adjacent blocks) and gets everything at the end. */
-static int allgather_rd(struct cx *x, char *recv, const size_t *off)
+static int
+allgather_rd(struct cx *x, char *recv, const size_t *off)
 {
 	int w = x->world, r = x->rank, p2 = cx_pow2_below(w), rem = w - p2;
 	int nr = cx_fold_rank(r, rem), rc = 0;
@@ -36,7 +37,8 @@ static int allgather_rd(struct cx *x, char *recv, const size_t *off)
 /* Bruck: tmp holds blocks r, r+1, ... in that order; in round k a rank
  * sends its first min(k, w-k) blocks to rank r-k and appends those of rank
  * r+k, so ceil(log2 w) rounds gather everything; then unrotate. */
-static int allgather_bruck(struct cx *x, char *recv, const size_t *off)
+static int
+allgather_bruck(struct cx *x, char *recv, const size_t *off)
 {
 	int w = x->world, r = x->rank, rc = 0;
 	size_t e = x->esz, *rot = cx_alloc(x, ((size_t)w + 1) * sizeof *rot);
@@ -64,7 +66,8 @@ static int allgather_bruck(struct cx *x, char *recv, const size_t *off)
 	return rc;
 }
 
-int coll_allgatherv(struct comm *c, const void *send, void *recv,
+int
+coll_allgatherv(struct comm *c, const void *send, void *recv,
     const size_t *counts, enum dtype dt, enum coll_algo algo)
 {
 	struct cx x;
@@ -97,7 +100,8 @@ int coll_allgatherv(struct comm *c, const void *send, void *recv,
 	return rc;
 }
 
-int coll_allgather(struct comm *c, const void *send, void *recv, size_t count,
+int
+coll_allgather(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_algo algo)
 {
 	size_t *counts = malloc((size_t)comm_size(c) * sizeof *counts);
@@ -116,7 +120,8 @@ int coll_allgather(struct comm *c, const void *send, void *recv, size_t count,
 
 /* Pairwise: in step s, send block r+s of the input to rank r+s and reduce
  * the block r of rank r-s into the result. */
-static int rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
+static int
+rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank;
 	size_t bytes = n * x->esz;
@@ -136,7 +141,8 @@ static int rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
  * then the one it reduced the step before) and, as block r-2-s arrives,
  * reduces it with its input block into one of two scratch blocks (the last
  * step straight into recv, block r): the input is read once, never copied. */
-static int rs_ring(struct cx *x, const char *send, char *recv, size_t n)
+static int
+rs_ring(struct cx *x, const char *send, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank, next = (r + 1) % w, prev = (r + w - 1) % w;
 	size_t bytes = n * x->esz;
@@ -160,7 +166,8 @@ static int rs_ring(struct cx *x, const char *send, char *recv, size_t n)
 /* Recursive halving over a working copy; a non-power-of-two world folds
  * the extra ranks' vectors in first (new rank nr then owns the blocks of
  * its one or two real ranks) and hands the even rank its block at the end. */
-static int rs_halving(struct cx *x, char *work, char *recv, size_t n)
+static int
+rs_halving(struct cx *x, char *work, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank, p2 = cx_pow2_below(w), rem = w - p2;
 	int nr = cx_fold_rank(r, rem), rc;
@@ -186,7 +193,8 @@ static int rs_halving(struct cx *x, char *work, char *recv, size_t n)
 	return 0;
 }
 
-static int rs_run(struct cx *x, const char *send, char *recv, size_t n,
+static int
+rs_run(struct cx *x, const char *send, char *recv, size_t n,
     enum coll_algo a)
 {
 	size_t bytes = n * x->esz, total = bytes * (size_t)x->world;
@@ -214,7 +222,8 @@ static int rs_run(struct cx *x, const char *send, char *recv, size_t n,
 	return rc;
 }
 
-int coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
+int
+coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_op op, enum coll_algo algo)
 {
 	struct cx x;
@@ -243,7 +252,8 @@ int coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t cou
 
 /* Linear: every receive and send posted at once, the transport moving
  * them all together. */
-static int alltoall_linear(struct cx *x, const char *send, char *recv, size_t bytes)
+static int
+alltoall_linear(struct cx *x, const char *send, char *recv, size_t bytes)
 {
 	int w = x->world, r = x->rank, n = 0, rc;
 	struct comm_req *rq = cx_alloc(x, 2 * (size_t)w * sizeof *rq);
@@ -263,7 +273,8 @@ static int alltoall_linear(struct cx *x, const char *send, char *recv, size_t by
 }
 
 /* Pairwise: in step s, send block r+s to rank r+s and receive block r-s. */
-static int alltoall_pairwise(struct cx *x, const char *send, char *recv, size_t bytes)
+static int
+alltoall_pairwise(struct cx *x, const char *send, char *recv, size_t bytes)
 {
 	int w = x->world, r = x->rank;
 
@@ -277,7 +288,8 @@ static int alltoall_pairwise(struct cx *x, const char *send, char *recv, size_t 
 	return 0;
 }
 
-int coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
+int
+coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_algo algo)
 {
 	struct cx x;

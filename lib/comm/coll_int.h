@@ -59,7 +59,8 @@ size_t *cx_prefix(struct cx *x, const size_t *counts);
 /* Whether two byte ranges share a byte. */
 int cx_overlap(const void *a, size_t alen, const void *b, size_t blen);
 /* Rank ordering helpers: (a mod w) for any a. */
-static inline int cx_mod(int a, int w)
+static inline int
+cx_mod(int a, int w)
 {
 	return ((a % w) + w) % w;
 }

@@ -17,14 +17,16 @@
  * than sleeping in poll(). Worth trying only with a core per rank. */
 #define COMM_SPIN_US 0
 
-static int comm_spin_default(void)
+static int
+comm_spin_default(void)
 {
 	const char *s = getenv("COLLX_SPIN_US");
 
 	return s && atoi(s) > 0 ? atoi(s) : COMM_SPIN_US;
 }
 
-static int comm_alloc(struct comm **out, const struct comm_options *o,
+static int
+comm_alloc(struct comm **out, const struct comm_options *o,
     char *err, size_t errlen)
 {
 	struct comm *c;
@@ -67,7 +69,8 @@ nomem:
 	return -1;
 }
 
-int comm_open_ex(struct comm **out, const struct comm_options *o,
+int
+comm_open_ex(struct comm **out, const struct comm_options *o,
     enum comm_errkind *kind, char *err, size_t errlen)
 {
 	struct comm *c;
@@ -93,13 +96,15 @@ int comm_open_ex(struct comm **out, const struct comm_options *o,
 	return 0;
 }
 
-int comm_open(struct comm **out, const struct comm_options *o, char *err,
+int
+comm_open(struct comm **out, const struct comm_options *o, char *err,
     size_t errlen)
 {
 	return comm_open_ex(out, o, NULL, err, errlen);
 }
 
-void comm_close(struct comm *c)
+void
+comm_close(struct comm *c)
 {
 	int p, s;
 
@@ -116,39 +121,46 @@ void comm_close(struct comm *c)
 	free(c);
 }
 
-int comm_rank(const struct comm *c)
+int
+comm_rank(const struct comm *c)
 {
 	return c->rank;
 }
 
-int comm_size(const struct comm *c)
+int
+comm_size(const struct comm *c)
 {
 	return c->world;
 }
 
-int comm_streams(const struct comm *c)
+int
+comm_streams(const struct comm *c)
 {
 	return c->nstreams;
 }
 
-const char *comm_peer_addr(const struct comm *c, int peer)
+const char *
+comm_peer_addr(const struct comm *c, int peer)
 {
 	if (peer < 0 || peer >= c->world)
 		return "?";
 	return c->peers[peer].addr;
 }
 
-const char *comm_error(const struct comm *c)
+const char *
+comm_error(const struct comm *c)
 {
 	return c->kind == COMM_ERR_NONE ? "no error" : c->err;
 }
 
-enum comm_errkind comm_errkind(const struct comm *c)
+enum comm_errkind
+comm_errkind(const struct comm *c)
 {
 	return c->kind;
 }
 
-static void comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
+static void
+comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
     va_list ap)
 {
 	int n;
@@ -166,7 +178,8 @@ static void comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
 	comm_abort_send(c);
 }
 
-void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
+void
+comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -175,7 +188,8 @@ void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
 	va_end(ap);
 }
 
-void comm_log(const struct comm *c, const char *fmt, ...)
+void
+comm_log(const struct comm *c, const char *fmt, ...)
 {
 	char msg[COLLX_ERRLEN];
 	va_list ap;
@@ -187,7 +201,8 @@ void comm_log(const struct comm *c, const char *fmt, ...)
 	    c->rank, msg);
 }
 
-void comm_op_begin(struct comm *c, int opcode, const char *name, int dtype,
+void
+comm_op_begin(struct comm *c, int opcode, const char *name, int dtype,
     uint64_t sig)
 {
 	c->seq++;
@@ -198,7 +213,8 @@ void comm_op_begin(struct comm *c, int opcode, const char *name, int dtype,
 	c->step[0] = '\0';
 }
 
-void comm_set_step(struct comm *c, const char *fmt, ...)
+void
+comm_set_step(struct comm *c, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -207,7 +223,8 @@ void comm_set_step(struct comm *c, const char *fmt, ...)
 	va_end(ap);
 }
 
-const char *comm_where(const struct comm *c, char *buf, size_t len)
+const char *
+comm_where(const struct comm *c, char *buf, size_t len)
 {
 	if (c->step[0] && c->opname[0])
 		snprintf(buf, len, " during %s of %s", c->step, c->opname);

@@ -69,7 +69,8 @@ KERNEL(bool_and, uint8_t, (a != 0) & (b != 0))
  */
 #define HALF_CHUNK 512
 
-static inline float bits_f(uint32_t b)
+static inline float
+bits_f(uint32_t b)
 {
 	float f;
 
@@ -77,7 +78,8 @@ static inline float bits_f(uint32_t b)
 	return f;
 }
 
-static inline uint32_t f_bits(float f)
+static inline uint32_t
+f_bits(float f)
 {
 	uint32_t b;
 
@@ -87,7 +89,8 @@ static inline uint32_t f_bits(float f)
 
 /* Place the 15 magnitude bits under an f32 exponent and rescale by 2^112
  * (which also normalizes subnormals); 2^16 and up were infinity or NaN. */
-static inline float f16_widen(uint16_t h)
+static inline float
+f16_widen(uint16_t h)
 {
 	uint32_t b = f_bits(bits_f((uint32_t)(h & 0x7fff) << 13) * 0x1p112f);
 
@@ -97,7 +100,8 @@ static inline float f16_widen(uint16_t h)
 
 /* Normal results: rebias the exponent and round at bit 13 (ties to even);
  * subnormal results: adding 0.5 makes the FPU round the bits into place. */
-static inline uint16_t f16_narrow(float f)
+static inline uint16_t
+f16_narrow(float f)
 {
 	uint32_t b = f_bits(f), a = b & 0x7fffffffu, sign = (b >> 16) & 0x8000;
 	uint32_t nrm = (a + 0xc8000fffu + ((a >> 13) & 1)) >> 13;
@@ -110,12 +114,14 @@ static inline uint16_t f16_narrow(float f)
 	return (uint16_t)(sign | (big & is_big) | (nrm & ~is_big));
 }
 
-static inline float bf16_widen(uint16_t h)
+static inline float
+bf16_widen(uint16_t h)
 {
 	return bits_f((uint32_t)h << 16);
 }
 
-static inline uint16_t bf16_narrow(float f)
+static inline uint16_t
+bf16_narrow(float f)
 {
 	uint32_t b = f_bits(f), nan = (b & 0x7fffffffu) > 0x7f800000u;
 
@@ -186,14 +192,16 @@ static const reduce_fn kernels[DT_COUNT][4] = {
 	[DT_BOOL] = { bool_or, bool_and, bool_and, bool_or },
 };
 
-reduce_fn comm_reduce_kernel(enum dtype dt, enum coll_op op)
+reduce_fn
+comm_reduce_kernel(enum dtype dt, enum coll_op op)
 {
 	if ((unsigned)dt >= DT_COUNT || (unsigned)op > COLL_AVG)
 		return NULL;
 	return kernels[dt][op == COLL_AVG ? COLL_SUM : op];
 }
 
-void coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
+void
+coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
     enum coll_op op)
 {
 	reduce_fn f = comm_reduce_kernel(dt, op);
@@ -210,7 +218,8 @@ void coll_reduce_local(void *dst, const void *src, size_t count, enum dtype dt,
 	} while (0)
 
 /* Divide half-precision values in f32, rounding once back to half. */
-static void half_divide(uint16_t *p, size_t n, int world, int bf)
+static void
+half_divide(uint16_t *p, size_t n, int world, int bf)
 {
 	float f[HALF_CHUNK];
 
@@ -228,7 +237,8 @@ static void half_divide(uint16_t *p, size_t n, int world, int bf)
  * with C's truncation toward zero (the sum itself wraps in the element
  * type); bool is left as the logical or.
  */
-void coll_finish_avg(void *buf, size_t count, enum dtype dt, int world)
+void
+coll_finish_avg(void *buf, size_t count, enum dtype dt, int world)
 {
 	switch (dt) {
 	case DT_F32: DIVIDE(float, buf, count, (float)world); break;

@@ -33,7 +33,7 @@ struct rv_join {
 /* Rank 0 -> rank: accepted (status 0) or why not. */
 struct rv_reply {
 	int32_t status;
-	char msg[220];
+	char msg[COLLX_ERRLEN];
 };
 
 /* Rank i -> rank j < i, first thing on every mesh connection. */
@@ -54,7 +54,8 @@ struct rv {
 	char (*table)[COMM_MAX_STREAMS][80];	/* world rows */
 };
 
-static int rv_fail(struct comm *c, enum comm_errkind kind, const char *what,
+static int
+rv_fail(struct comm *c, enum comm_errkind kind, const char *what,
     const char *why)
 {
 	comm_fail(c, kind, "%s: %s", what, why);
@@ -63,7 +64,8 @@ static int rv_fail(struct comm *c, enum comm_errkind kind, const char *what,
 
 /* Local address for each stream: the named interfaces, else the route to
  * the master. */
-static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv *v)
+static int
+rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv *v)
 {
 	char names[256], *save = NULL, *name, err[256];
 	int n = 0;
@@ -95,7 +97,8 @@ static int rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv
 
 /* A listener on the first free port of lo..hi (all of them ephemeral when
  * lo is 0): firewalls can open a known range for the data connections. */
-static int rv_listen_range(struct comm_sock_addr *a, int lo, int hi, char *err,
+static int
+rv_listen_range(struct comm_sock_addr *a, int lo, int hi, char *err,
     size_t errlen)
 {
 	struct comm_sock_addr try;
@@ -117,9 +120,10 @@ static int rv_listen_range(struct comm_sock_addr *a, int lo, int hi, char *err,
 	return -1;
 }
 
-static int rv_listen(struct comm *c, const struct comm_options *o, struct rv *v)
+static int
+rv_listen(struct comm *c, const struct comm_options *o, struct rv *v)
 {
-	char err[256];
+	char err[COLLX_ERRLEN];
 	int s;
 
 	for (s = 0; s < c->nstreams; s++) {
@@ -132,7 +136,8 @@ static int rv_listen(struct comm *c, const struct comm_options *o, struct rv *v)
 	return 0;
 }
 
-static void rv_join_fill(const struct comm *c, const struct rv *v, struct rv_join *j)
+static void
+rv_join_fill(const struct comm *c, const struct rv *v, struct rv_join *j)
 {
 	int s;
 
@@ -149,7 +154,8 @@ static void rv_join_fill(const struct comm *c, const struct rv *v, struct rv_joi
 }
 
 /* Addresses come from the network: make every row's strings end. */
-static void rv_terminate(struct rv *v, int from, int to)
+static void
+rv_terminate(struct rv *v, int from, int to)
 {
 	int r, s;
 
@@ -160,7 +166,8 @@ static void rv_terminate(struct rv *v, int from, int to)
 
 /* Word k of a job text ("PROGRAM KEY=VALUE ..."): its start and length;
  * 0 past the last. */
-static int rv_word(const char *s, int k, const char **w, size_t *len)
+static int
+rv_word(const char *s, int k, const char **w, size_t *len)
 {
 	for (;;) {
 		s += strspn(s, " ");
@@ -176,7 +183,8 @@ static int rv_word(const char *s, int k, const char **w, size_t *len)
 }
 
 /* The VALUE of KEY (klen bytes) in a job text; NULL when absent. */
-static const char *rv_value(const char *s, const char *key, size_t klen,
+static const char *
+rv_value(const char *s, const char *key, size_t klen,
     size_t *vlen)
 {
 	const char *w;
@@ -193,7 +201,8 @@ static const char *rv_value(const char *s, const char *key, size_t klen,
 
 /* One key of a's words whose value b lacks or differs; 1 with the
  * sentence in why ("rank R was started with K V, rank 0 with K W"). */
-static int rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0,
+static int
+rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0,
     char *why, size_t len)
 {
 	const char *w, *av, *bv;
@@ -224,7 +233,8 @@ static int rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0
 
 /* Why job texts mine (rank 0's) and theirs differ: the program, or the
  * first option; 0 when the texts do not tell (old or overlong). */
-static int rv_job_diff(const char *mine, const char *theirs, int rank,
+static int
+rv_job_diff(const char *mine, const char *theirs, int rank,
     char *why, size_t len)
 {
 	const char *p, *q;
@@ -242,7 +252,8 @@ static int rv_job_diff(const char *mine, const char *theirs, int rank,
 }
 
 /* Rank 0's check of a joiner; 0, or -1 with the reason in why. */
-static int rv_validate(const struct comm *c, const struct rv *v,
+static int
+rv_validate(const struct comm *c, const struct rv *v,
     struct rv_join *j, const int *joined, char *why, size_t len)
 {
 	if (j->magic != RV_MAGIC || j->version != RV_VERSION)
@@ -267,12 +278,13 @@ static int rv_validate(const struct comm *c, const struct rv *v,
 }
 
 /* Rank 0: take one registration from a new connection; the rank or -1. */
-static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
+static int
+rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
     int *joined, double deadline)
 {
 	struct rv_join j;
 	struct rv_reply rep;
-	char err[256];
+	char err[COLLX_ERRLEN];
 
 	if (deadline > cli_now() + RV_HANDSHAKE_S)
 		deadline = cli_now() + RV_HANDSHAKE_S;
@@ -298,7 +310,8 @@ static int rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 	return j.rank;
 }
 
-static void rv_missing(const struct comm *c, const int *joined, char *buf, size_t len)
+static void
+rv_missing(const struct comm *c, const int *joined, char *buf, size_t len)
 {
 	size_t n = 0;
 	int r;
@@ -309,11 +322,12 @@ static void rv_missing(const struct comm *c, const int *joined, char *buf, size_
 			n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
 }
 
-static int rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
+static int
+rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
 {
 	double deadline = cli_now() + c->timeout;
 	struct comm_sock_addr from;
-	char err[256], missing[128];
+	char err[COLLX_ERRLEN], missing[128];
 	int n = 1, fd;
 
 	while (n < c->world) {
@@ -334,12 +348,13 @@ static int rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
 
 /* Rank 0 to one joined rank: the table, or why there is none (the
  * failure rank 0 hit, so every rank can tell its user). */
-static int rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
+static int
+rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
     size_t tlen)
 {
 	struct rv_reply rep;
 	double deadline = cli_now() + (failed ? 1 : c->timeout);
-	char err[256];
+	char err[COLLX_ERRLEN];
 
 	memset(&rep, 0, sizeof rep);
 	if (failed) {
@@ -354,12 +369,13 @@ static int rv_send_table(struct comm *c, struct rv *v, int fd, int failed,
 /* Rank 0: listen at the master address (when the name is not one of ours:
  * the first chosen interface's address, or with none chosen every address
  * of its family), gather the others, send them the table. */
-static int rv_serve(struct comm *c, struct rv *v)
+static int
+rv_serve(struct comm *c, struct rv *v)
 {
 	struct comm_sock_addr m = v->master;
 	size_t tlen = (size_t)c->world * sizeof v->table[0];
 	int *joined, mfd, r, rc = -1;
-	char err[256];
+	char err[COLLX_ERRLEN];
 
 	mfd = comm_sock_listen(&m, err, sizeof err);
 	if (mfd < 0 && errno == EADDRNOTAVAIL && v->bind_local) {
@@ -401,11 +417,12 @@ out:
 }
 
 /* Every other rank: register with rank 0 and receive the table. */
-static int rv_join(struct comm *c, struct rv *v)
+static int
+rv_join(struct comm *c, struct rv *v)
 {
 	struct rv_join j;
 	struct rv_reply rep;
-	char err[256], what[160];
+	char err[COLLX_ERRLEN], what[160];
 	int fd, rc = -1;
 
 	snprintf(what, sizeof what, "rendezvous with rank 0 at %s", v->master.str);
@@ -445,12 +462,13 @@ out:
 	return rc;
 }
 
-static int mesh_connect_one(struct comm *c, struct rv *v, int peer, int s,
+static int
+mesh_connect_one(struct comm *c, struct rv *v, int peer, int s,
     double deadline)
 {
 	struct mesh_hello h = { MESH_MAGIC, c->rank, c->world, s, { 0 } };
 	struct comm_sock_addr a;
-	char err[256];
+	char err[COLLX_ERRLEN];
 	int fd;
 
 	memcpy(h.job, c->job, sizeof h.job);
@@ -474,10 +492,11 @@ fail:
 }
 
 /* Check a mesh connection's hello and file it; -1 drops the connection. */
-static int mesh_take_one(struct comm *c, int fd, const char *from, double deadline)
+static int
+mesh_take_one(struct comm *c, int fd, const char *from, double deadline)
 {
 	struct mesh_hello h;
-	char err[256];
+	char err[COLLX_ERRLEN];
 
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
 	    comm_sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0) {
@@ -496,12 +515,13 @@ static int mesh_take_one(struct comm *c, int fd, const char *from, double deadli
 	return 0;
 }
 
-static int mesh_accept(struct comm *c, struct rv *v, double deadline)
+static int
+mesh_accept(struct comm *c, struct rv *v, double deadline)
 {
 	int want = (c->world - 1 - c->rank) * c->nstreams, s, fd, ready;
 	struct pollfd p[COMM_MAX_STREAMS];
 	struct comm_sock_addr from;
-	char err[256];
+	char err[COLLX_ERRLEN];
 
 	while (want > 0) {
 		for (s = 0; s < c->nstreams; s++)
@@ -530,7 +550,8 @@ static int mesh_accept(struct comm *c, struct rv *v, double deadline)
 	return 0;
 }
 
-static int mesh_build(struct comm *c, struct rv *v)
+static int
+mesh_build(struct comm *c, struct rv *v)
 {
 	double deadline = cli_now() + c->timeout;
 	int peer, s;
@@ -545,10 +566,11 @@ static int mesh_build(struct comm *c, struct rv *v)
 	return mesh_accept(c, v, deadline);
 }
 
-int comm_connect_all(struct comm *c, const struct comm_options *o)
+int
+comm_connect_all(struct comm *c, const struct comm_options *o)
 {
 	struct rv v;
-	char err[256];
+	char err[COLLX_ERRLEN];
 	int s, rc = -1;
 
 	memset(&v, 0, sizeof v);

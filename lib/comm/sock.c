@@ -25,7 +25,8 @@
 #endif
 #define SOCK_RETRY_S 0.05
 
-int comm_sock_poll_ms(double deadline)
+int
+comm_sock_poll_ms(double deadline)
 {
 	double left = deadline - cli_now();
 
@@ -34,7 +35,8 @@ int comm_sock_poll_ms(double deadline)
 	return left > 60 ? 60000 : (int)(left * 1000) + 1;
 }
 
-int comm_sock_split(const char *hp, char *host, size_t hostlen, char *port,
+int
+comm_sock_split(const char *hp, char *host, size_t hostlen, char *port,
     size_t portlen, char *err, size_t errlen)
 {
 	const char *colon, *h = hp;
@@ -64,7 +66,8 @@ bad:
 	return -1;
 }
 
-void comm_sock_addr_format(struct comm_sock_addr *a)
+void
+comm_sock_addr_format(struct comm_sock_addr *a)
 {
 	char host[64], serv[8];	/* numeric: an IPv6 address with scope fits */
 
@@ -79,14 +82,16 @@ void comm_sock_addr_format(struct comm_sock_addr *a)
 		snprintf(a->str, sizeof a->str, "%s:%s", host, serv);
 }
 
-int comm_sock_addr_port(const struct comm_sock_addr *a)
+int
+comm_sock_addr_port(const struct comm_sock_addr *a)
 {
 	if (a->ss.ss_family == AF_INET6)
 		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
 	return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
 }
 
-void comm_sock_addr_set_port(struct comm_sock_addr *a, int port)
+void
+comm_sock_addr_set_port(struct comm_sock_addr *a, int port)
 {
 	if (a->ss.ss_family == AF_INET6)
 		((struct sockaddr_in6 *)&a->ss)->sin6_port = htons((uint16_t)port);
@@ -95,7 +100,8 @@ void comm_sock_addr_set_port(struct comm_sock_addr *a, int port)
 	comm_sock_addr_format(a);
 }
 
-int comm_sock_resolve(const char *host, const char *port, int family,
+int
+comm_sock_resolve(const char *host, const char *port, int family,
     struct comm_sock_addr *out, char *err, size_t errlen)
 {
 	struct addrinfo hints, *res;
@@ -119,7 +125,8 @@ int comm_sock_resolve(const char *host, const char *port, int family,
 	return 0;
 }
 
-int comm_sock_resolve_hostport(const char *hp, struct comm_sock_addr *out, char *err,
+int
+comm_sock_resolve_hostport(const char *hp, struct comm_sock_addr *out, char *err,
     size_t errlen)
 {
 	char host[NI_MAXHOST], port[NI_MAXSERV];
@@ -131,7 +138,8 @@ int comm_sock_resolve_hostport(const char *hp, struct comm_sock_addr *out, char 
 
 /* How well an interface address suits: 0 not at all; IPv4 before IPv6
  * when the family is open, and an IPv6 link-local address last. */
-static int iface_score(const struct ifaddrs *ifa, const char *name, int family)
+static int
+iface_score(const struct ifaddrs *ifa, const char *name, int family)
 {
 	int fam;
 
@@ -145,7 +153,8 @@ static int iface_score(const struct ifaddrs *ifa, const char *name, int family)
 	return IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr) ? 1 : 2;
 }
 
-int comm_sock_iface_addr(const char *name, int family, struct comm_sock_addr *out,
+int
+comm_sock_iface_addr(const char *name, int family, struct comm_sock_addr *out,
     char *err, size_t errlen)
 {
 	struct ifaddrs *all, *ifa, *best = NULL;
@@ -178,7 +187,8 @@ int comm_sock_iface_addr(const char *name, int family, struct comm_sock_addr *ou
 	return best ? 0 : -1;
 }
 
-int comm_sock_route_addr(const struct comm_sock_addr *dst, struct comm_sock_addr *out,
+int
+comm_sock_route_addr(const struct comm_sock_addr *dst, struct comm_sock_addr *out,
     char *err, size_t errlen)
 {
 	int fd = socket(dst->ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -197,14 +207,16 @@ int comm_sock_route_addr(const struct comm_sock_addr *dst, struct comm_sock_addr
 	return 0;
 }
 
-int comm_sock_set_nonblock(int fd)
+int
+comm_sock_set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-void comm_sock_tune(int fd)
+void
+comm_sock_tune(int fd)
 {
 	int one = 1, sz = SOCK_BUFSIZE;
 
@@ -215,7 +227,8 @@ void comm_sock_tune(int fd)
 	}
 }
 
-int comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen)
+int
+comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen)
 {
 	int one = 1, fd, e;
 
@@ -241,7 +254,8 @@ fail:
 	return -1;
 }
 
-int comm_sock_listen_hostport(const char *hp, struct comm_sock_addr *bound, char *err,
+int
+comm_sock_listen_hostport(const char *hp, struct comm_sock_addr *bound, char *err,
     size_t errlen)
 {
 	if (comm_sock_resolve_hostport(hp, bound, err, errlen) < 0)
@@ -249,7 +263,8 @@ int comm_sock_listen_hostport(const char *hp, struct comm_sock_addr *bound, char
 	return comm_sock_listen(bound, err, errlen);
 }
 
-int comm_sock_listen_iface(const char *ifaces, int port, struct comm_sock_addr *bound,
+int
+comm_sock_listen_iface(const char *ifaces, int port, struct comm_sock_addr *bound,
     char *err, size_t errlen)
 {
 	char name[64];
@@ -265,7 +280,8 @@ int comm_sock_listen_iface(const char *ifaces, int port, struct comm_sock_addr *
 	return comm_sock_listen(bound, err, errlen);
 }
 
-int comm_sock_wait(int fd, short events, double deadline)
+int
+comm_sock_wait(int fd, short events, double deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 	int rc;
@@ -281,7 +297,8 @@ int comm_sock_wait(int fd, short events, double deadline)
 	}
 }
 
-int comm_sock_accept(int lfd, double deadline, struct comm_sock_addr *peer, char *err,
+int
+comm_sock_accept(int lfd, double deadline, struct comm_sock_addr *peer, char *err,
     size_t errlen)
 {
 	struct comm_sock_addr tmp, *a = peer ? peer : &tmp;
@@ -309,7 +326,8 @@ int comm_sock_accept(int lfd, double deadline, struct comm_sock_addr *peer, char
 }
 
 /* Wait for a non-blocking connect: 0 connected, -1 with errno set. */
-static int connect_wait(int fd, const struct comm_sock_addr *a, double deadline)
+static int
+connect_wait(int fd, const struct comm_sock_addr *a, double deadline)
 {
 	int e = 0;
 	socklen_t el = sizeof e;
@@ -328,7 +346,8 @@ static int connect_wait(int fd, const struct comm_sock_addr *a, double deadline)
 	return e ? -1 : 0;
 }
 
-int comm_sock_connect_once(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
+int
+comm_sock_connect_once(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
     double deadline, char *err, size_t errlen)
 {
 	int fd, e;
@@ -354,13 +373,15 @@ int comm_sock_connect_once(const struct comm_sock_addr *a, const struct comm_soc
 	return -1;
 }
 
-static int connect_retryable(int e)
+static int
+connect_retryable(int e)
 {
 	return e == ECONNREFUSED || e == ECONNRESET || e == ETIMEDOUT ||
 	    e == EHOSTUNREACH || e == ENETUNREACH || e == EAGAIN;
 }
 
-int comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
+int
+comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
     double deadline, char *err, size_t errlen)
 {
 	int fd;
@@ -374,7 +395,8 @@ int comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_add
 	}
 }
 
-int comm_sock_connect_hostport(const char *hp, double deadline, char *err, size_t errlen)
+int
+comm_sock_connect_hostport(const char *hp, double deadline, char *err, size_t errlen)
 {
 	struct comm_sock_addr a;
 
@@ -384,7 +406,8 @@ int comm_sock_connect_hostport(const char *hp, double deadline, char *err, size_
 }
 
 /* Shared loop of send_all/recv_all: is_send picks the direction. */
-static int xfer_all(int fd, char *p, size_t len, double deadline, int is_send,
+static int
+xfer_all(int fd, char *p, size_t len, double deadline, int is_send,
     char *err, size_t errlen)
 {
 	ssize_t n;
@@ -415,13 +438,15 @@ static int xfer_all(int fd, char *p, size_t len, double deadline, int is_send,
 	return 0;
 }
 
-int comm_sock_send_all(int fd, const void *buf, size_t len, double deadline,
+int
+comm_sock_send_all(int fd, const void *buf, size_t len, double deadline,
     char *err, size_t errlen)
 {
 	return xfer_all(fd, (char *)buf, len, deadline, 1, err, errlen);
 }
 
-int comm_sock_recv_all(int fd, void *buf, size_t len, double deadline, char *err,
+int
+comm_sock_recv_all(int fd, void *buf, size_t len, double deadline, char *err,
     size_t errlen)
 {
 	return xfer_all(fd, buf, len, deadline, 0, err, errlen);

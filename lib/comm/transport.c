@@ -25,7 +25,8 @@
 _Static_assert(sizeof(struct comm_hdr) == 48, "wire header is 48 bytes");
 
 /* Stripe k of n of a len-byte message: [*off, *off + return). */
-static size_t stripe(size_t len, int n, int k, size_t *off)
+static size_t
+stripe(size_t len, int n, int k, size_t *off)
 {
 	size_t part = len / (size_t)n / STRIPE_ALIGN * STRIPE_ALIGN;
 
@@ -33,12 +34,14 @@ static size_t stripe(size_t len, int n, int k, size_t *off)
 	return k == n - 1 ? len - *off : part;
 }
 
-static int stripes_for(const struct comm *c, size_t len)
+static int
+stripes_for(const struct comm *c, size_t len)
 {
 	return c->nstreams > 1 && len >= STRIPE_MIN ? c->nstreams : 1;
 }
 
-size_t comm_stripe_bytes(const struct comm *c, size_t len, int s)
+size_t
+comm_stripe_bytes(const struct comm *c, size_t len, int s)
 {
 	int n = stripes_for(c, len);
 	size_t off;
@@ -46,7 +49,8 @@ size_t comm_stripe_bytes(const struct comm *c, size_t len, int s)
 	return s < n ? stripe(len, n, s, &off) : 0;
 }
 
-static void hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
+static void
+hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
 {
 	memset(h, 0, sizeof *h);
 	h->magic = COMM_HDR_MAGIC;
@@ -59,7 +63,8 @@ static void hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t l
 	memcpy(h->op, c->opname, sizeof h->op - 1);
 }
 
-static void seg_done(struct comm_peer *p, struct comm_seg *s)
+static void
+seg_done(struct comm_peer *p, struct comm_seg *s)
 {
 	struct comm_xfer *x = s->x;
 
@@ -72,7 +77,8 @@ static void seg_done(struct comm_peer *p, struct comm_seg *s)
 	free(x);
 }
 
-static int req_post(struct comm *c, int peer, int tag, void *buf, size_t len,
+static int
+req_post(struct comm *c, int peer, int tag, void *buf, size_t len,
     struct comm_req *r, int is_send)
 {
 	if (c->kind != COMM_ERR_NONE)
@@ -92,7 +98,8 @@ static int req_post(struct comm *c, int peer, int tag, void *buf, size_t len,
 	return 0;
 }
 
-static struct comm_xfer *xfer_new(struct comm *c, struct comm_req *r, int nseg)
+static struct comm_xfer *
+xfer_new(struct comm *c, struct comm_req *r, int nseg)
 {
 	struct comm_xfer *x = calloc(1, sizeof *x + (size_t)nseg * sizeof x->seg[0]);
 
@@ -107,7 +114,8 @@ static struct comm_xfer *xfer_new(struct comm *c, struct comm_req *r, int nseg)
 }
 
 /* Self messages: match the heads of the send and receive FIFOs. */
-static void self_match(struct comm *c)
+static void
+self_match(struct comm *c)
 {
 	struct comm_xfer *s, *r;
 
@@ -131,7 +139,8 @@ static void self_match(struct comm *c)
 	}
 }
 
-static int self_post(struct comm *c, struct comm_req *r)
+static int
+self_post(struct comm *c, struct comm_req *r)
 {
 	struct comm_xfer *x = xfer_new(c, r, 0), **q;
 
@@ -146,7 +155,8 @@ static int self_post(struct comm *c, struct comm_req *r)
 
 static int stream_send(struct comm *c, int peer, int s);
 
-static int net_post(struct comm *c, struct comm_req *r)
+static int
+net_post(struct comm *c, struct comm_req *r)
 {
 	struct comm_peer *p = &c->peers[r->peer];
 	int n = stripes_for(c, r->len), k;
@@ -176,7 +186,8 @@ static int net_post(struct comm *c, struct comm_req *r)
 	return 0;
 }
 
-int comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
+int
+comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
     struct comm_req *r)
 {
 	if (req_post(c, peer, tag, (void *)buf, len, r, 1) < 0)
@@ -186,7 +197,8 @@ int comm_isend(struct comm *c, int peer, int tag, const void *buf, size_t len,
 	return peer == c->rank ? self_post(c, r) : net_post(c, r);
 }
 
-int comm_irecv(struct comm *c, int peer, int tag, void *buf, size_t len,
+int
+comm_irecv(struct comm *c, int peer, int tag, void *buf, size_t len,
     struct comm_req *r)
 {
 	if (req_post(c, peer, tag, buf, len, r, 0) < 0)
@@ -195,7 +207,8 @@ int comm_irecv(struct comm *c, int peer, int tag, void *buf, size_t len,
 }
 
 /* iovecs for what is left of the FIFO's first stripes. */
-static int queue_iov(struct comm_seg *g, struct iovec *iov)
+static int
+queue_iov(struct comm_seg *g, struct iovec *iov)
 {
 	int n = 0;
 
@@ -208,7 +221,8 @@ static int queue_iov(struct comm_seg *g, struct iovec *iov)
 	return n;
 }
 
-static int hdr_describe(const struct comm_hdr *h, char *buf, size_t len)
+static int
+hdr_describe(const struct comm_hdr *h, char *buf, size_t len)
 {
 	char dt[16];
 
@@ -221,7 +235,8 @@ static int hdr_describe(const struct comm_hdr *h, char *buf, size_t len)
 	    dt, (unsigned long long)h->len, h->tag, (unsigned long long)h->sig);
 }
 
-static int hdr_check(struct comm *c, int peer, const struct comm_seg *g)
+static int
+hdr_check(struct comm *c, int peer, const struct comm_seg *g)
 {
 	const struct comm_hdr *h = &g->hdr, *w = &g->want;
 	char where[128], got[192], want[192];
@@ -250,7 +265,8 @@ static int hdr_check(struct comm *c, int peer, const struct comm_seg *g)
 }
 
 /* Account n moved bytes to the FIFO's stripes, completing whole ones. */
-static int queue_advance(struct comm *c, int peer, struct comm_seg **q,
+static int
+queue_advance(struct comm *c, int peer, struct comm_seg **q,
     struct comm_seg ***tail, size_t n, int is_recv)
 {
 	struct comm_peer *p = &c->peers[peer];
@@ -276,7 +292,8 @@ static int queue_advance(struct comm *c, int peer, struct comm_seg **q,
 	return 0;
 }
 
-static void peer_lost(struct comm *c, int peer, int e)
+static void
+peer_lost(struct comm *c, int peer, int e)
 {
 	char where[128];
 	int closed = e == 0 || e == ECONNRESET || e == EPIPE;
@@ -295,7 +312,8 @@ static void peer_lost(struct comm *c, int peer, int e)
 }
 
 /* One non-blocking transfer on a FIFO: bytes moved (0: would block), -1 on failure. */
-static ssize_t stream_move(struct comm *c, int peer, int s, int is_recv)
+static ssize_t
+stream_move(struct comm *c, int peer, int s, int is_recv)
 {
 	struct comm_stream *st = &c->peers[peer].st[s];
 	struct iovec iov[IOV_BATCH];
@@ -318,7 +336,8 @@ static ssize_t stream_move(struct comm *c, int peer, int s, int is_recv)
 	return queue_advance(c, peer, &st->sq, &st->sq_tail, (size_t)n, 0) < 0 ? -1 : n;
 }
 
-static int stream_send(struct comm *c, int peer, int s)
+static int
+stream_send(struct comm *c, int peer, int s)
 {
 	ssize_t n = 1, moved = 0;
 
@@ -327,7 +346,8 @@ static int stream_send(struct comm *c, int peer, int s)
 	return n < 0 ? -1 : moved > 0;
 }
 
-static int stream_recv(struct comm *c, int peer, int s)
+static int
+stream_recv(struct comm *c, int peer, int s)
 {
 	ssize_t n = 1, moved = 0;
 
@@ -337,7 +357,8 @@ static int stream_recv(struct comm *c, int peer, int s)
 }
 
 /* Move what can move on every busy peer: 1 if anything moved, 0, or -1. */
-static int progress_all(struct comm *c, double now)
+static int
+progress_all(struct comm *c, double now)
 {
 	int peer, s, any = 0, a, b;
 
@@ -358,7 +379,8 @@ static int progress_all(struct comm *c, double now)
 	return any;
 }
 
-static int reqs_done(struct comm *c, struct comm_req *r, int n)
+static int
+reqs_done(struct comm *c, struct comm_req *r, int n)
 {
 	int i;
 
@@ -377,7 +399,8 @@ static int reqs_done(struct comm *c, struct comm_req *r, int n)
 }
 
 /* The busy peer whose time runs out first, or -1 when none is busy. */
-static int first_deadline(const struct comm *c, double *when)
+static int
+first_deadline(const struct comm *c, double *when)
 {
 	int peer, first = -1;
 
@@ -391,7 +414,8 @@ static int first_deadline(const struct comm *c, double *when)
 	return first;
 }
 
-static void peer_timeout(struct comm *c, int peer)
+static void
+peer_timeout(struct comm *c, int peer)
 {
 	char where[128];
 
@@ -402,7 +426,8 @@ static void peer_timeout(struct comm *c, int peer)
 }
 
 /* Sleep until a busy socket is ready or the first peer's deadline. */
-static int wait_ready(struct comm *c)
+static int
+wait_ready(struct comm *c)
 {
 	struct pollfd *fds = c->pfd;
 	int peer, s, n = 0, first, ms;
@@ -430,7 +455,8 @@ static int wait_ready(struct comm *c)
 	return 0;
 }
 
-int comm_waitall(struct comm *c, struct comm_req *r, int n)
+int
+comm_waitall(struct comm *c, struct comm_req *r, int n)
 {
 	double now = cli_now(), idle = now;
 	int peer, rc;
@@ -457,19 +483,22 @@ int comm_waitall(struct comm *c, struct comm_req *r, int n)
 	}
 }
 
-int comm_progress(struct comm *c)
+int
+comm_progress(struct comm *c)
 {
 	if (c->kind != COMM_ERR_NONE)
 		return -1;
 	return progress_all(c, cli_now()) < 0 ? -1 : 0;
 }
 
-int comm_wait(struct comm *c, struct comm_req *r)
+int
+comm_wait(struct comm *c, struct comm_req *r)
 {
 	return comm_waitall(c, r, 1);
 }
 
-int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len)
+int
+comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len)
 {
 	struct comm_req r;
 
@@ -478,7 +507,8 @@ int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len)
 	return comm_wait(c, &r);
 }
 
-int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len)
+int
+comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len)
 {
 	struct comm_req r;
 
@@ -487,7 +517,8 @@ int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len)
 	return comm_wait(c, &r);
 }
 
-int comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
+int
+comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
     int src, void *rbuf, size_t rlen, int tag)
 {
 	struct comm_req r[2];
@@ -499,7 +530,8 @@ int comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
 }
 
 /* Drop every queued stripe (on close, or after a failure). */
-void comm_free_queues(struct comm *c)
+void
+comm_free_queues(struct comm *c)
 {
 	struct comm_xfer *x;
 	struct comm_seg *g, *next;
@@ -526,7 +558,8 @@ void comm_free_queues(struct comm *c)
 	}
 }
 
-uint64_t comm_bytes_sent(const struct comm *c)
+uint64_t
+comm_bytes_sent(const struct comm *c)
 {
 	return c ? c->sent : 0;
 }

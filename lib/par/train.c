@@ -70,7 +70,7 @@ load_rows(struct train_data *d, const struct nn_model *m, const char *data,
     const char *targets, char *err, size_t errlen)
 {
 	struct tensor x = { 0 }, y = { 0 };
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 	int rc = -1;
 
 	if (targets == NULL)
@@ -102,7 +102,7 @@ npy_tokens(const void *buf, size_t len, int32_t **tok, size_t *ntok,
 {
 	struct tensor_set s = { 0 };
 	struct tensor *t;
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 	size_t i;
 	int rc = -1;
 
@@ -134,7 +134,7 @@ load_tokens(struct train_data *d, const struct nn_model *m, const char *src,
 {
 	void *buf = NULL;
 	size_t len, ntok = 0, i;
-	char e[TENSOR_ERRLEN];
+	char e[COLLX_ERRLEN];
 	int rc = -1, raw;
 
 	if (tensor_fetch(src, &buf, &len, e, sizeof(e)) < 0)

@@ -169,7 +169,7 @@ check(struct cc_run *r, const struct cc_plan *p)
 {
 	struct collref_spec s = { r->o->kind, r->o->op, r->o->root, r->o->sdim,
 	    r->o->gdim };
-	char err[ERRLEN], first[ERRLEN] = "";
+	char err[COLLX_ERRLEN], first[COLLX_ERRLEN] = "";
 	double e, maxerr = 0;
 	size_t i;
 	int rc, bad;
@@ -230,7 +230,7 @@ summary(const struct cc_run *r, const struct cc_plan *p)
 static int
 write_output(struct cc_run *r, const struct cc_plan *p)
 {
-	char err[ERRLEN];
+	char err[COLLX_ERRLEN];
 
 	if (r->out == NULL) {
 		summary(r, p);
@@ -324,7 +324,7 @@ static int
 run_file(struct cc_run *r)
 {
 	struct tensor_set in;
-	char err[ERRLEN] = "";
+	char err[COLLX_ERRLEN] = "";
 	int status = ST_ITEM, rc;
 
 	memset(&in, 0, sizeof in);
@@ -414,7 +414,7 @@ static int
 run_stream(struct cc_run *r)
 {
 	struct tensor_set in;
-	char err[ERRLEN];
+	char err[COLLX_ERRLEN];
 	int status, go;
 
 	if (open_comm(r) < 0 || (r->in && open_input(r) < 0) ||

@@ -168,7 +168,7 @@ cc_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 	uint64_t mine[4] = { (uint64_t)status, text ? cli_fnv1a(CLI_FNV1A_INIT,
 	    text, len) : 0, status == ST_ITEM ? p->in->count : 0, len };
 	uint64_t *rec = calloc(4 * (size_t)r->world, sizeof *rec);
-	char msg[ERRLEN] = "";
+	char msg[COLLX_ERRLEN] = "";
 	int q, go = -1;
 
 	if (text == NULL || rec == NULL) {
@@ -348,7 +348,7 @@ cc_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
 	size_t len = 0;
 	char *buf = me && status == ST_ITEM ? header_encode(p->in, &len) : NULL;
 	uint64_t rec[2] = { (uint64_t)status, len };
-	char err[ERRLEN];
+	char err[COLLX_ERRLEN];
 
 	/* A root out of memory still tells the others, as a bad input. */
 	if (me && status == ST_ITEM && buf == NULL) {

@@ -10,7 +10,6 @@
 #include "prog/collcli.h"
 #include "tensor/tensor.h"
 
-#define ERRLEN COLLX_ERRLEN
 
 /* A rank's status for the next item; ST_WAIT: its next --stream array
  * has not arrived yet (the others keep theirs and ask again). */
@@ -27,7 +26,7 @@ struct cc_run {
 	int iter;
 	double secs;			/* of this item's timed runs, summed */
 	int code;			/* exit code of the failure in err */
-	char err[ERRLEN];
+	char err[COLLX_ERRLEN];
 };
 
 /* What one item becomes: the input (NULL on a broadcast non-root), the

@@ -77,13 +77,9 @@ parse_int(const char *opt, const char *arg, long min, long max)
 void
 collcli_option(struct collcli *o, int opt, const char *arg, void (*usage)(void))
 {
-	if (cli_group_option(&o->group, opt, arg))
+	if (cli_std_option(opt, usage) || cli_group_option(&o->group, opt, arg))
 		return;
 	switch (opt) {
-	case 'h': usage(); break;
-	case 'V': cli_version();
-	case 'v': cli_verbose++; break;
-	case 'q': cli_quiet = 1; break;
 	case 'i': o->in = arg; break;
 	case 'o': o->out = arg; break;
 	case CLI_OPT_TIMING: o->timing = arg; break;
@@ -128,7 +124,7 @@ int
 collcli_main(const struct collcli_program *p, int argc, char **argv)
 {
 	struct collcli o;
-	char err[ERRLEN];
+	char err[COLLX_ERRLEN];
 	int ch, code;
 
 	cli_init(argv[0]);

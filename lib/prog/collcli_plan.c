@@ -176,7 +176,7 @@ cc_plan_outputs(struct cc_run *r, struct cc_plan *p)
 {
 	int64_t sh[TENSOR_MAX_DIM];
 	struct tensor t;
-	char err[ERRLEN];
+	char err[COLLX_ERRLEN];
 	size_t i;
 
 	p->out.format = p->in->format;

@@ -131,7 +131,7 @@ ref_gather(struct comm *c, struct ref *x, const struct tensor *in)
 	struct ref_hdr *h = calloc((size_t)x->world, sizeof *h);
 	void **ptr = calloc((size_t)x->world, sizeof *ptr);
 	size_t *len = calloc((size_t)x->world, sizeof *len);
-	char err[TENSOR_ERRLEN];
+	char err[COLLX_ERRLEN];
 	int q, rc = -1;
 
 	if (!h || !ptr || !len) {

@@ -94,3 +94,17 @@ trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
 	return rc;
 }
 
+int
+trainopt_model_load(const char *path, struct nn_model *m, char *err,
+    size_t errlen)
+{
+	struct tensor_set s = { 0 };
+	char e[COLLX_ERRLEN];
+	int rc = 0;
+
+	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
+	    nn_model_load(m, &s, e, sizeof(e)) < 0)
+		rc = cli_fail(err, errlen, "%s: %s", path, e);
+	tensor_set_free(&s);
+	return rc;
+}

@@ -39,4 +39,9 @@ int trainopt_optim_config(const struct trainopt_optim *o,
 int trainopt_loss_csv_write(const char *path, const struct train_step *s,
     long n, char *err, size_t errlen);
 
+/* The model file at path, loaded and checked: 0, or -1 with "PATH: reason"
+ * (bad input, exit 3). */
+int trainopt_model_load(const char *path, struct nn_model *m, char *err,
+    size_t errlen);
+
 #endif

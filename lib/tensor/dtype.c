@@ -25,17 +25,20 @@ static const struct {
 	[DT_BOOL] = { "bool", 1, 0, { "b1", "BOOL", "?", NULL } },
 };
 
-size_t dtype_size(enum dtype dt)
+size_t
+dtype_size(enum dtype dt)
 {
 	return (unsigned)dt < DT_COUNT ? dtypes[dt].size : 0;
 }
 
-const char *dtype_name(enum dtype dt)
+const char *
+dtype_name(enum dtype dt)
 {
 	return (unsigned)dt < DT_COUNT ? dtypes[dt].name : "?";
 }
 
-int dtype_is_float(enum dtype dt)
+int
+dtype_is_float(enum dtype dt)
 {
 	return (unsigned)dt < DT_COUNT && dtypes[dt].is_float;
 }
@@ -45,7 +48,8 @@ int dtype_is_float(enum dtype dt)
  * 8-byte "i8"; NumPy type codes are matched with case, the long names
  * without.
  */
-int dtype_parse(const char *s, enum dtype *out)
+int
+dtype_parse(const char *s, enum dtype *out)
 {
 	int dt, a;
 
@@ -70,7 +74,8 @@ int dtype_parse(const char *s, enum dtype *out)
 }
 
 /* Shift m right by s bits, rounding to nearest, ties to even. */
-static uint64_t shift_rne(uint64_t m, int s)
+static uint64_t
+shift_rne(uint64_t m, int s)
 {
 	uint64_t q, rem, half;
 
@@ -92,7 +97,8 @@ static uint64_t shift_rne(uint64_t m, int s)
  * f32 and f64 sources both convert exactly as IEEE 754 says. Overflow
  * gives infinity, underflow a subnormal or zero; NaN stays a quiet NaN.
  */
-static uint16_t f64_to_small(double d, int ebits, int mbits)
+static uint16_t
+f64_to_small(double d, int ebits, int mbits)
 {
 	uint64_t b, man, q;
 	uint16_t sign, expmask = (uint16_t)(((1u << ebits) - 1) << mbits);
@@ -122,7 +128,8 @@ static uint16_t f64_to_small(double d, int ebits, int mbits)
 	return sign | (uint16_t)q;
 }
 
-float dtype_f16_to_f32(uint16_t h)
+float
+dtype_f16_to_f32(uint16_t h)
 {
 	int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
 	float v;
@@ -136,12 +143,14 @@ float dtype_f16_to_f32(uint16_t h)
 	return (h & 0x8000) ? -v : v;
 }
 
-uint16_t dtype_f32_to_f16(float f)
+uint16_t
+dtype_f32_to_f16(float f)
 {
 	return f64_to_small(f, 5, 10);
 }
 
-float dtype_bf16_to_f32(uint16_t h)
+float
+dtype_bf16_to_f32(uint16_t h)
 {
 	uint32_t b = (uint32_t)h << 16;
 	float f;
@@ -150,14 +159,16 @@ float dtype_bf16_to_f32(uint16_t h)
 	return f;
 }
 
-uint16_t dtype_f32_to_bf16(float f)
+uint16_t
+dtype_f32_to_bf16(float f)
 {
 	return f64_to_small(f, 8, 7);
 }
 
 /* C conversion semantics (truncate toward zero), made defined for NaN and
  * out-of-range values by saturating. */
-static int64_t sat_int(double v, int64_t lo, int64_t hi)
+static int64_t
+sat_int(double v, int64_t lo, int64_t hi)
 {
 	if (isnan(v))
 		return 0;
@@ -168,7 +179,8 @@ static int64_t sat_int(double v, int64_t lo, int64_t hi)
 	return (int64_t)v;
 }
 
-double dtype_get(enum dtype dt, const void *buf, size_t i)
+double
+dtype_get(enum dtype dt, const void *buf, size_t i)
 {
 	const unsigned char *p = (const unsigned char *)buf + i * dtype_size(dt);
 	union { float f; double d; uint16_t h; int8_t i8; int16_t i16;
@@ -190,7 +202,8 @@ double dtype_get(enum dtype dt, const void *buf, size_t i)
 	}
 }
 
-void dtype_put(enum dtype dt, void *buf, size_t i, double v)
+void
+dtype_put(enum dtype dt, void *buf, size_t i, double v)
 {
 	unsigned char *p = (unsigned char *)buf + i * dtype_size(dt);
 	union { float f; double d; uint16_t h; int8_t i8; int16_t i16;

@@ -22,7 +22,8 @@ struct grow {
 	int too_big;
 };
 
-static int grow_put(struct grow *g, const void *src, size_t n)
+static int
+grow_put(struct grow *g, const void *src, size_t n)
 {
 	unsigned char *q;
 	size_t cap;
@@ -45,14 +46,16 @@ static int grow_put(struct grow *g, const void *src, size_t n)
 	return 0;
 }
 
-static void cap_error(char *err, size_t errlen, const char *src)
+static void
+cap_error(char *err, size_t errlen, const char *src)
 {
 	snprintf(err, errlen, "%s: larger than the %llu GiB input limit", src,
 	    (unsigned long long)(TENSOR_MAX_INPUT >> 30));
 }
 
 /* A descriptor of unknown length (pipe, FIFO, terminal): grow as data comes. */
-static int read_stream(int fd, const char *src, struct grow *g, char *err, size_t errlen)
+static int
+read_stream(int fd, const char *src, struct grow *g, char *err, size_t errlen)
 {
 	unsigned char chunk[1 << 16];
 	ssize_t r;
@@ -78,7 +81,8 @@ static int read_stream(int fd, const char *src, struct grow *g, char *err, size_
 }
 
 /* A regular file: its size is known, so one allocation of exactly it. */
-static int read_regular(int fd, const char *src, off_t size, struct grow *g,
+static int
+read_regular(int fd, const char *src, off_t size, struct grow *g,
     char *err, size_t errlen)
 {
 	size_t have = 0;
@@ -107,7 +111,8 @@ static int read_regular(int fd, const char *src, off_t size, struct grow *g,
 	return 0;
 }
 
-static int fetch_path(const char *src, struct grow *g, char *err, size_t errlen)
+static int
+fetch_path(const char *src, struct grow *g, char *err, size_t errlen)
 {
 	int fd = strcmp(src, "-") == 0 ? STDIN_FILENO : open(src, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -131,7 +136,8 @@ static int fetch_path(const char *src, struct grow *g, char *err, size_t errlen)
 	return rc;
 }
 
-static int is_url(const char *src)
+static int
+is_url(const char *src)
 {
 	static const char *const schemes[] = { "http://", "https://", "file://", "ftp://" };
 	size_t i;
@@ -142,7 +148,8 @@ static int is_url(const char *src)
 	return 0;
 }
 
-static double fetch_timeout(void)
+static double
+fetch_timeout(void)
 {
 	const char *s = getenv("COLLX_TIMEOUT");
 	char *end;
@@ -162,14 +169,16 @@ struct download {
 	double last;		/* bytes at the last update */
 };
 
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
+static size_t
+on_data(char *p, size_t size, size_t n, void *arg)
 {
 	struct download *d = arg;
 
 	return grow_put(&d->g, p, size * n) < 0 ? 0 : size * n;
 }
 
-static int on_progress(void *arg, curl_off_t total, curl_off_t now, curl_off_t ut,
+static int
+on_progress(void *arg, curl_off_t total, curl_off_t now, curl_off_t ut,
     curl_off_t un)
 {
 	struct download *d = arg;
@@ -191,7 +200,8 @@ static int on_progress(void *arg, curl_off_t total, curl_off_t now, curl_off_t u
 	return 0;
 }
 
-static void curl_setup(CURL *c, struct download *d, double timeout)
+static void
+curl_setup(CURL *c, struct download *d, double timeout)
 {
 	curl_easy_setopt(c, CURLOPT_URL, d->src);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file,ftp");
@@ -215,7 +225,8 @@ static void curl_setup(CURL *c, struct download *d, double timeout)
 }
 
 /* Worth one more try: the network or the server, not the request. */
-static int transient(CURLcode rc, long status)
+static int
+transient(CURLcode rc, long status)
 {
 	if (rc == CURLE_HTTP_RETURNED_ERROR)
 		return status >= 500;
@@ -224,7 +235,8 @@ static int transient(CURLcode rc, long status)
 	    rc == CURLE_PARTIAL_FILE;
 }
 
-static void curl_report(CURLcode rc, long status, struct download *d, const char *detail,
+static void
+curl_report(CURLcode rc, long status, struct download *d, const char *detail,
     char *err, size_t errlen)
 {
 	if (rc == CURLE_HTTP_RETURNED_ERROR)
@@ -241,12 +253,14 @@ static void curl_report(CURLcode rc, long status, struct download *d, const char
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
-static void curl_start(void)
+static void
+curl_start(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int fetch_url(const char *src, struct grow *g, char *err, size_t errlen)
+static int
+fetch_url(const char *src, struct grow *g, char *err, size_t errlen)
 {
 	struct download d = { .src = src, .progress = isatty(STDERR_FILENO) };
 	char detail[CURL_ERROR_SIZE];
@@ -283,7 +297,8 @@ static int fetch_url(const char *src, struct grow *g, char *err, size_t errlen)
 	return rc == CURLE_OK ? 0 : -1;
 }
 
-int tensor_fetch(const char *src, void **buf, size_t *len, char *err, size_t errlen)
+int
+tensor_fetch(const char *src, void **buf, size_t *len, char *err, size_t errlen)
 {
 	struct grow g = { 0 };
 	int rc;
@@ -302,7 +317,8 @@ int tensor_fetch(const char *src, void **buf, size_t *len, char *err, size_t err
 	return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+static int
+write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 	ssize_t w;
@@ -320,7 +336,8 @@ static int write_all(int fd, const void *buf, size_t len)
 }
 
 /* Permissions a plain open(O_CREAT, 0666) would have given. */
-static int fix_mode(int fd)
+static int
+fix_mode(int fd)
 {
 	mode_t mask = umask(0);
 
@@ -328,7 +345,8 @@ static int fix_mode(int fd)
 	return fchmod(fd, 0666 & ~mask);
 }
 
-static int write_temp(const char *dst, const void *buf, size_t len, char *err, size_t errlen)
+static int
+write_temp(const char *dst, const void *buf, size_t len, char *err, size_t errlen)
 {
 	char *d1 = strdup(dst), *d2 = strdup(dst), *tmp = NULL, *dir = NULL;
 	int fd = -1, made = 0, rc = -1, dfd, saved;
@@ -369,7 +387,8 @@ fail:
 
 /* Devices and FIFOs (/dev/null, a pipe to a co-process) are written in
  * place: renaming a temporary over them would replace the node itself. */
-static int write_special(const char *dst, const void *buf, size_t len,
+static int
+write_special(const char *dst, const void *buf, size_t len,
     char *err, size_t errlen)
 {
 	int fd = open(dst, O_WRONLY | O_CLOEXEC);
@@ -387,7 +406,8 @@ static int write_special(const char *dst, const void *buf, size_t len,
 	return 0;
 }
 
-int tensor_write_file(const char *dst, const void *buf, size_t len,
+int
+tensor_write_file(const char *dst, const void *buf, size_t len,
     char *err, size_t errlen)
 {
 	struct stat st;

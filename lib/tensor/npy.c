@@ -17,7 +17,8 @@ struct npy_info {
 
 /* Magic and version from the first 8 bytes; *size is 10 or 12, the bytes
  * before the header text. */
-static int npy_prelude_size(const unsigned char *p, size_t *size, char *err, size_t errlen)
+static int
+npy_prelude_size(const unsigned char *p, size_t *size, char *err, size_t errlen)
 {
 	if (memcmp(p, "\x93NUMPY", 6) != 0) {
 		snprintf(err, errlen, "not a .npy file (bad magic)");
@@ -31,7 +32,8 @@ static int npy_prelude_size(const unsigned char *p, size_t *size, char *err, siz
 	return 0;
 }
 
-static size_t npy_header_len(const unsigned char *p, size_t prelude)
+static size_t
+npy_header_len(const unsigned char *p, size_t prelude)
 {
 	if (prelude == 10)
 		return (size_t)p[8] | (size_t)p[9] << 8;
@@ -46,14 +48,16 @@ struct pyp {
 	size_t errlen;
 };
 
-static int py_peek(struct pyp *p)
+static int
+py_peek(struct pyp *p)
 {
 	while (p->i < p->n && strchr(" \t\r\n", p->s[p->i]) && p->s[p->i])
 		p->i++;
 	return p->i < p->n ? (unsigned char)p->s[p->i] : -1;
 }
 
-static int py_eat(struct pyp *p, int c)
+static int
+py_eat(struct pyp *p, int c)
 {
 	if (py_peek(p) != c)
 		return 0;
@@ -61,13 +65,15 @@ static int py_eat(struct pyp *p, int c)
 	return 1;
 }
 
-static int py_fail(struct pyp *p, const char *what)
+static int
+py_fail(struct pyp *p, const char *what)
 {
 	snprintf(p->err, p->errlen, "bad .npy header: %s at byte %zu", what, p->i);
 	return -1;
 }
 
-static int py_str(struct pyp *p, char *out, size_t cap)
+static int
+py_str(struct pyp *p, char *out, size_t cap)
 {
 	int q = py_peek(p);
 	size_t len = 0;
@@ -85,7 +91,8 @@ static int py_str(struct pyp *p, char *out, size_t cap)
 	return 0;
 }
 
-static int py_int(struct pyp *p, int64_t *v)
+static int
+py_int(struct pyp *p, int64_t *v)
 {
 	int neg = py_eat(p, '-'), digits = 0;
 	uint64_t x = 0;
@@ -104,7 +111,8 @@ static int py_int(struct pyp *p, int64_t *v)
 	return 0;
 }
 
-static int npy_descr(const char *d, struct npy_info *info, char *err, size_t errlen)
+static int
+npy_descr(const char *d, struct npy_info *info, char *err, size_t errlen)
 {
 	static const struct { const char *code; enum dtype dt; } codes[] = {
 		{ "f4", DT_F32 }, { "f8", DT_F64 }, { "f2", DT_F16 }, { "i1", DT_I8 },
@@ -130,7 +138,8 @@ static int npy_descr(const char *d, struct npy_info *info, char *err, size_t err
 	return 0;
 }
 
-static int py_shape(struct pyp *p, struct npy_info *info)
+static int
+py_shape(struct pyp *p, struct npy_info *info)
 {
 	if (!py_eat(p, '('))
 		return py_fail(p, "shape is not a tuple");
@@ -146,7 +155,8 @@ static int py_shape(struct pyp *p, struct npy_info *info)
 	return py_eat(p, ')') ? 0 : py_fail(p, "expected ')'");
 }
 
-static int py_value(struct pyp *p, const char *key, struct npy_info *info)
+static int
+py_value(struct pyp *p, const char *key, struct npy_info *info)
 {
 	char word[64];
 
@@ -174,7 +184,8 @@ static int py_value(struct pyp *p, const char *key, struct npy_info *info)
 	return -1;
 }
 
-static int npy_dict(const char *h, size_t n, struct npy_info *info, char *err, size_t errlen)
+static int
+npy_dict(const char *h, size_t n, struct npy_info *info, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "descr", "fortran_order", "shape" };
 	struct pyp p = { h, n, 0, err, errlen };
@@ -205,7 +216,8 @@ static int npy_dict(const char *h, size_t n, struct npy_info *info, char *err, s
 }
 
 /* Fortran-order data to C order: walk the C index, find its F offset. */
-static int npy_to_c_order(struct tensor *t, char *err, size_t errlen)
+static int
+npy_to_c_order(struct tensor *t, char *err, size_t errlen)
 {
 	size_t n = (size_t)tensor_numel(t), es = dtype_size(t->dtype), c, f, rest;
 	size_t fstride[TENSOR_MAX_DIM], acc = 1;
@@ -235,7 +247,8 @@ static int npy_to_c_order(struct tensor *t, char *err, size_t errlen)
 }
 
 /* Host layout: byte order and booleans, then C order. */
-static int npy_finish(struct tensor *t, const struct npy_info *info, char *err, size_t errlen)
+static int
+npy_finish(struct tensor *t, const struct npy_info *info, char *err, size_t errlen)
 {
 	tensor_to_host(t, info->swap);
 	if (info->fortran && t->ndim > 1 && tensor_numel(t) > 1)
@@ -245,7 +258,8 @@ static int npy_finish(struct tensor *t, const struct npy_info *info, char *err, 
 
 /* Prelude and header dict of an image holding at least 8 bytes; *off is
  * where the data starts. */
-static int npy_head(const unsigned char *buf, size_t len, struct npy_info *info,
+static int
+npy_head(const unsigned char *buf, size_t len, struct npy_info *info,
     size_t *off, char *err, size_t errlen)
 {
 	size_t prelude, hlen;
@@ -266,7 +280,8 @@ static int npy_head(const unsigned char *buf, size_t len, struct npy_info *info,
 	return 0;
 }
 
-int tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
+int
+tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
     char *err, size_t errlen)
 {
 	struct npy_info info;
@@ -296,7 +311,8 @@ int tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
 	return 0;
 }
 
-static const char *npy_code(enum dtype dt)
+static const char *
+npy_code(enum dtype dt)
 {
 	switch (dt) {
 	case DT_F32: return "<f4";
@@ -315,7 +331,8 @@ static const char *npy_code(enum dtype dt)
 /* Version 1.0 prelude and header, padded with spaces and a newline to a
  * multiple of 64 bytes as NumPy does; returns its length. With at most 8
  * dimensions the header always fits version 1.0's 16-bit length. */
-static size_t npy_header(const struct tensor *t, const char *code, char *h, size_t cap)
+static size_t
+npy_header(const struct tensor *t, const char *code, char *h, size_t cap)
 {
 	size_t n, total;
 	int d;
@@ -335,7 +352,8 @@ static size_t npy_header(const struct tensor *t, const char *code, char *h, size
 	return total;
 }
 
-int tensor_npy_encode(const struct tensor *t, void **buf, size_t *len,
+int
+tensor_npy_encode(const struct tensor *t, void **buf, size_t *len,
     char *err, size_t errlen)
 {
 	const char *code = npy_code(t->dtype);
@@ -363,7 +381,8 @@ int tensor_npy_encode(const struct tensor *t, void **buf, size_t *len,
 }
 
 /* Exactly n bytes from f, or -1 naming what was cut short. */
-static int read_exact(FILE *f, void *p, size_t n, const char *what, char *err, size_t errlen)
+static int
+read_exact(FILE *f, void *p, size_t n, const char *what, char *err, size_t errlen)
 {
 	if (fread(p, 1, n, f) == n)
 		return 0;
@@ -376,7 +395,8 @@ static int read_exact(FILE *f, void *p, size_t n, const char *what, char *err, s
 
 /* The data of one array, grown as it arrives so that a header claiming
  * a huge shape costs memory only for bytes really sent. */
-static int stream_data(FILE *f, struct tensor *t, uint64_t bytes, char *err, size_t errlen)
+static int
+stream_data(FILE *f, struct tensor *t, uint64_t bytes, char *err, size_t errlen)
 {
 	size_t have = 0, cap = bytes < (1u << 24) ? (size_t)bytes : (1u << 24), step;
 	unsigned char *p = malloc(cap + 1), *q;
@@ -404,7 +424,8 @@ static int stream_data(FILE *f, struct tensor *t, uint64_t bytes, char *err, siz
 	return 0;
 }
 
-static int stream_head(FILE *f, unsigned char *pre, struct npy_info *info,
+static int
+stream_head(FILE *f, unsigned char *pre, struct npy_info *info,
     char *err, size_t errlen)
 {
 	size_t prelude, hlen;
@@ -430,7 +451,8 @@ static int stream_head(FILE *f, unsigned char *pre, struct npy_info *info,
 	return rc;
 }
 
-int tensor_npy_read_stream(FILE *f, struct tensor *out, char *err, size_t errlen)
+int
+tensor_npy_read_stream(FILE *f, struct tensor *out, char *err, size_t errlen)
 {
 	unsigned char pre[12];
 	struct npy_info info;
@@ -460,7 +482,8 @@ int tensor_npy_read_stream(FILE *f, struct tensor *out, char *err, size_t errlen
 	return 1;
 }
 
-int tensor_npy_write_stream(FILE *f, const struct tensor *t, char *err, size_t errlen)
+int
+tensor_npy_write_stream(FILE *f, const struct tensor *t, char *err, size_t errlen)
 {
 	void *buf;
 	size_t len;

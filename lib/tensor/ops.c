@@ -6,7 +6,8 @@
 
 #include "tensor/tensor.h"
 
-static int copy_name(const struct tensor *t, struct tensor *out, char *err, size_t errlen)
+static int
+copy_name(const struct tensor *t, struct tensor *out, char *err, size_t errlen)
 {
 	if (t->name && !(out->name = strdup(t->name))) {
 		snprintf(err, errlen, "out of memory");
@@ -16,7 +17,8 @@ static int copy_name(const struct tensor *t, struct tensor *out, char *err, size
 	return 0;
 }
 
-int tensor_copy(const struct tensor *t, struct tensor *out, char *err, size_t errlen)
+int
+tensor_copy(const struct tensor *t, struct tensor *out, char *err, size_t errlen)
 {
 	if (tensor_init(out, t->dtype, t->ndim, t->shape, err, errlen) < 0)
 		return -1;
@@ -24,7 +26,8 @@ int tensor_copy(const struct tensor *t, struct tensor *out, char *err, size_t er
 	return copy_name(t, out, err, errlen);
 }
 
-int tensor_cast(const struct tensor *t, enum dtype dt, struct tensor *out,
+int
+tensor_cast(const struct tensor *t, enum dtype dt, struct tensor *out,
     char *err, size_t errlen)
 {
 	size_t i, n = (size_t)tensor_numel(t);
@@ -40,7 +43,8 @@ int tensor_cast(const struct tensor *t, enum dtype dt, struct tensor *out,
 }
 
 /* Elements before dim (outer) and bytes of one step along dim (inner). */
-static void split_dims(const struct tensor *t, int dim, size_t *outer, size_t *inner)
+static void
+split_dims(const struct tensor *t, int dim, size_t *outer, size_t *inner)
 {
 	int i;
 
@@ -52,7 +56,8 @@ static void split_dims(const struct tensor *t, int dim, size_t *outer, size_t *i
 		*inner *= (size_t)t->shape[i];
 }
 
-static int check_dim(const struct tensor *t, int dim, char *err, size_t errlen)
+static int
+check_dim(const struct tensor *t, int dim, char *err, size_t errlen)
 {
 	if (dim < 0 || dim >= t->ndim) {
 		snprintf(err, errlen, "dimension %d out of range for a %d-dimensional tensor",
@@ -62,7 +67,8 @@ static int check_dim(const struct tensor *t, int dim, char *err, size_t errlen)
 	return 0;
 }
 
-int tensor_narrow(const struct tensor *t, int dim, int64_t start, int64_t len,
+int
+tensor_narrow(const struct tensor *t, int dim, int64_t start, int64_t len,
     struct tensor *out, char *err, size_t errlen)
 {
 	int64_t shape[TENSOR_MAX_DIM];
@@ -88,7 +94,8 @@ int tensor_narrow(const struct tensor *t, int dim, int64_t start, int64_t len,
 	return copy_name(t, out, err, errlen);
 }
 
-static int cat_check(const struct tensor *parts, size_t n, int dim, char *err, size_t errlen)
+static int
+cat_check(const struct tensor *parts, size_t n, int dim, char *err, size_t errlen)
 {
 	size_t p;
 	int i;
@@ -117,7 +124,8 @@ static int cat_check(const struct tensor *parts, size_t n, int dim, char *err, s
 	return 0;
 }
 
-int tensor_cat(const struct tensor *parts, size_t n, int dim, struct tensor *out,
+int
+tensor_cat(const struct tensor *parts, size_t n, int dim, struct tensor *out,
     char *err, size_t errlen)
 {
 	int64_t shape[TENSOR_MAX_DIM];
@@ -144,14 +152,16 @@ int tensor_cat(const struct tensor *parts, size_t n, int dim, struct tensor *out
 	return copy_name(&parts[0], out, err, errlen);
 }
 
-int64_t tensor_split_offset(int64_t len, int parts, int i)
+int64_t
+tensor_split_offset(int64_t len, int parts, int i)
 {
 	int64_t base = len / parts, extra = len % parts;
 
 	return i * base + (i < extra ? i : extra);
 }
 
-static int compare_check(const struct tensor *a, const struct tensor *b,
+static int
+compare_check(const struct tensor *a, const struct tensor *b,
     char *err, size_t errlen)
 {
 	char sa[160], sb[160];
@@ -170,7 +180,8 @@ static int compare_check(const struct tensor *a, const struct tensor *b,
 	return 0;
 }
 
-int tensor_compare(const struct tensor *a, const struct tensor *b, double rtol,
+int
+tensor_compare(const struct tensor *a, const struct tensor *b, double rtol,
     double atol, struct tensor_diff *d, char *err, size_t errlen)
 {
 	size_t i, n;

@@ -23,14 +23,16 @@ struct layout {
 };
 
 /* Is the element kept when the tensor is summarised? */
-static int shown(const struct layout *l, int d, int64_t i)
+static int
+shown(const struct layout *l, int d, int64_t i)
 {
 	return !l->summary || l->t->shape[d] <= 2 * l->o->edgeitems ||
 	    i < l->o->edgeitems || i >= l->t->shape[d] - l->o->edgeitems;
 }
 
 /* Does text read back as exactly the element's value in its dtype? */
-static int exact(enum dtype dt, const char *text, double v)
+static int
+exact(enum dtype dt, const char *text, double v)
 {
 	double back = strtod(text, NULL);
 	unsigned char a[8], b[8];
@@ -41,7 +43,8 @@ static int exact(enum dtype dt, const char *text, double v)
 }
 
 /* Fewest digits (up to the precision) that still name the value. */
-static int need_digits(const struct layout *l, double v)
+static int
+need_digits(const struct layout *l, double v)
 {
 	char buf[64];
 	int d;
@@ -55,7 +58,8 @@ static int need_digits(const struct layout *l, double v)
 }
 
 /* Element i as text, without padding. */
-static void elem_text(const struct layout *l, size_t i, char *buf, size_t len)
+static void
+elem_text(const struct layout *l, size_t i, char *buf, size_t len)
 {
 	enum dtype dt = l->t->dtype;
 	double v = dtype_get(dt, l->t->data, i);
@@ -83,7 +87,8 @@ static void elem_text(const struct layout *l, size_t i, char *buf, size_t len)
 }
 
 /* Calls fn on the flat index of every shown element. */
-static void each_shown(struct layout *l, int d, size_t base,
+static void
+each_shown(struct layout *l, int d, size_t base,
     void (*fn)(struct layout *, size_t))
 {
 	int64_t i;
@@ -97,7 +102,8 @@ static void each_shown(struct layout *l, int d, size_t base,
 			each_shown(l, d + 1, base * (size_t)l->t->shape[d] + (size_t)i, fn);
 }
 
-static void scan_range(struct layout *l, size_t i)
+static void
+scan_range(struct layout *l, size_t i)
 {
 	double a = fabs(dtype_get(l->t->dtype, l->t->data, i));
 
@@ -107,7 +113,8 @@ static void scan_range(struct layout *l, size_t i)
 	l->lo = fmin(l->lo, a);
 }
 
-static void scan_digits(struct layout *l, size_t i)
+static void
+scan_digits(struct layout *l, size_t i)
 {
 	double v = dtype_get(l->t->dtype, l->t->data, i);
 	int d;
@@ -116,7 +123,8 @@ static void scan_digits(struct layout *l, size_t i)
 		l->digits = d;
 }
 
-static void scan_width(struct layout *l, size_t i)
+static void
+scan_width(struct layout *l, size_t i)
 {
 	char buf[128], *dot;
 	int left, right;
@@ -137,7 +145,8 @@ static void scan_width(struct layout *l, size_t i)
 }
 
 /* NumPy's choices: scientific when values span too wide a range. */
-static void choose_format(struct layout *l)
+static void
+choose_format(struct layout *l)
 {
 	if (dtype_is_float(l->t->dtype)) {
 		l->hi = 0;
@@ -152,7 +161,8 @@ static void choose_format(struct layout *l)
 		l->left = l->nonfinite - l->right;
 }
 
-static void put_elem(struct layout *l, size_t i, char *out, size_t len)
+static void
+put_elem(struct layout *l, size_t i, char *out, size_t len)
 {
 	char buf[128], *dot;
 	int left, right;
@@ -169,7 +179,8 @@ static void put_elem(struct layout *l, size_t i, char *out, size_t len)
 /* A word (padded element or "...") on an innermost line at depth d. As
  * NumPy does, a line wraps before a word that would pass 74 - d columns,
  * and a wrapped line loses its trailing padding. */
-static void put_word(struct layout *l, const char *w, int first, int d)
+static void
+put_word(struct layout *l, const char *w, int first, int d)
 {
 	int len = (int)strlen(w), trail = 0;
 
@@ -188,14 +199,16 @@ static void put_word(struct layout *l, const char *w, int first, int d)
 	l->pending = trail;
 }
 
-static void close_bracket(struct layout *l)
+static void
+close_bracket(struct layout *l)
 {
 	fprintf(l->f, "%*s]", l->pending, "");
 	l->col += l->pending + 1;
 	l->pending = 0;
 }
 
-static void print_rec(struct layout *l, int d, size_t base)
+static void
+print_rec(struct layout *l, int d, size_t base)
 {
 	int64_t i, n = l->t->shape[d], edge = l->o->edgeitems;
 	int elide = l->summary && n > 2 * edge, inner = d + 1 < l->t->ndim, k;
@@ -229,14 +242,16 @@ static void print_rec(struct layout *l, int d, size_t base)
 	close_bracket(l);
 }
 
-void tensor_print_defaults(struct tensor_print_opts *o)
+void
+tensor_print_defaults(struct tensor_print_opts *o)
 {
 	o->threshold = 1000;
 	o->edgeitems = 3;
 	o->precision = 8;
 }
 
-int tensor_print(FILE *f, const struct tensor *t, const struct tensor_print_opts *o)
+int
+tensor_print(FILE *f, const struct tensor *t, const struct tensor_print_opts *o)
 {
 	struct layout l = { .t = t, .o = o, .f = f };
 	char word[256];

@@ -10,7 +10,8 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-static uint64_t splitmix64(uint64_t *x)
+static uint64_t
+splitmix64(uint64_t *x)
 {
 	uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
 
@@ -19,7 +20,8 @@ static uint64_t splitmix64(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-void tensor_rng_seed(struct tensor_rng *r, uint64_t seed)
+void
+tensor_rng_seed(struct tensor_rng *r, uint64_t seed)
 {
 	int i;
 
@@ -27,12 +29,14 @@ void tensor_rng_seed(struct tensor_rng *r, uint64_t seed)
 		r->s[i] = splitmix64(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k)
+static uint64_t
+rotl(uint64_t x, int k)
 {
 	return (x << k) | (x >> (64 - k));
 }
 
-uint64_t tensor_rng_next(struct tensor_rng *r)
+uint64_t
+tensor_rng_next(struct tensor_rng *r)
 {
 	uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
 
@@ -45,7 +49,8 @@ uint64_t tensor_rng_next(struct tensor_rng *r)
 	return result;
 }
 
-double tensor_rng_uniform(struct tensor_rng *r, int bits)
+double
+tensor_rng_uniform(struct tensor_rng *r, int bits)
 {
 	return ldexp((double)(tensor_rng_next(r) >> (64 - bits)), -bits);
 }
@@ -56,7 +61,8 @@ double tensor_rng_uniform(struct tensor_rng *r, int bits)
  * summed by Horner's rule from the f^23 term down. Accurate to a few units
  * in the last place; what matters is that it is reproducible.
  */
-double tensor_rng_log(double x)
+double
+tensor_rng_log(double x)
 {
 	int k, j;
 	double m = frexp(x, &k), f, f2, p;
@@ -73,7 +79,8 @@ double tensor_rng_log(double x)
 	return k * 0x1.62e42fefa39efp-1 + 2 * f * p;
 }
 
-void tensor_rng_normal2(struct tensor_rng *r, double out[2])
+void
+tensor_rng_normal2(struct tensor_rng *r, double out[2])
 {
 	double u, v, s, m;
 
@@ -89,7 +96,8 @@ void tensor_rng_normal2(struct tensor_rng *r, double out[2])
 
 /* Significand bits of a float dtype: uniform values then convert exactly,
  * so rounding can never turn 0.99999... into 1. */
-static int float_bits(enum dtype dt)
+static int
+float_bits(enum dtype dt)
 {
 	switch (dt) {
 	case DT_F64: return 53;
@@ -99,7 +107,8 @@ static int float_bits(enum dtype dt)
 	}
 }
 
-int tensor_fill(struct tensor *t, enum tensor_fill how, double value, uint64_t seed,
+int
+tensor_fill(struct tensor *t, enum tensor_fill how, double value, uint64_t seed,
     char *err, size_t errlen)
 {
 	struct tensor_rng r;

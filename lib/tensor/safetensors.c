@@ -36,7 +36,8 @@ struct jp {
 static int jp_fail(struct jp *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-static int jp_fail(struct jp *p, const char *fmt, ...)
+static int
+jp_fail(struct jp *p, const char *fmt, ...)
 {
 	char what[160];
 	va_list ap;
@@ -48,14 +49,16 @@ static int jp_fail(struct jp *p, const char *fmt, ...)
 	return -1;
 }
 
-static int jp_peek(struct jp *p)
+static int
+jp_peek(struct jp *p)
 {
 	while (p->i < p->n && strchr(" \t\r\n", p->s[p->i]) && p->s[p->i])
 		p->i++;
 	return p->i < p->n ? p->s[p->i] : -1;
 }
 
-static int jp_eat(struct jp *p, int c)
+static int
+jp_eat(struct jp *p, int c)
 {
 	if (jp_peek(p) != c)
 		return 0;
@@ -63,12 +66,14 @@ static int jp_eat(struct jp *p, int c)
 	return 1;
 }
 
-static int jp_expect(struct jp *p, int c)
+static int
+jp_expect(struct jp *p, int c)
 {
 	return jp_eat(p, c) ? 0 : jp_fail(p, "expected '%c'", c);
 }
 
-static int jp_hex4(struct jp *p, uint32_t *v)
+static int
+jp_hex4(struct jp *p, uint32_t *v)
 {
 	int k, c;
 
@@ -87,7 +92,8 @@ static int jp_hex4(struct jp *p, uint32_t *v)
 }
 
 /* \uXXXX (with surrogate pairs) as UTF-8 into out; returns bytes written. */
-static int jp_unicode(struct jp *p, char *out)
+static int
+jp_unicode(struct jp *p, char *out)
 {
 	uint32_t c, lo;
 
@@ -123,7 +129,8 @@ static int jp_unicode(struct jp *p, char *out)
 	return 4;
 }
 
-static int jp_escape(struct jp *p, char *out)
+static int
+jp_escape(struct jp *p, char *out)
 {
 	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
 	const char *e;
@@ -143,7 +150,8 @@ static int jp_escape(struct jp *p, char *out)
 
 /* A string, decoded, malloc'd into *out (a decoded string is never
  * longer than its source, so one allocation suffices). */
-static int jp_string(struct jp *p, char **out)
+static int
+jp_string(struct jp *p, char **out)
 {
 	size_t start, len = 0;
 	char *s;
@@ -181,7 +189,8 @@ static int jp_string(struct jp *p, char **out)
 }
 
 /* A JSON number that must be a non-negative integer. */
-static int jp_uint(struct jp *p, uint64_t *v)
+static int
+jp_uint(struct jp *p, uint64_t *v)
 {
 	size_t start;
 	int c = jp_peek(p);
@@ -205,7 +214,8 @@ static int jp_uint(struct jp *p, uint64_t *v)
 
 static int jp_skip(struct jp *p);
 
-static size_t jp_digits(struct jp *p)
+static size_t
+jp_digits(struct jp *p)
 {
 	size_t start = p->i;
 
@@ -215,7 +225,8 @@ static size_t jp_digits(struct jp *p)
 }
 
 /* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int jp_skip_number(struct jp *p)
+static int
+jp_skip_number(struct jp *p)
 {
 	size_t start;
 
@@ -236,7 +247,8 @@ static int jp_skip_number(struct jp *p)
 }
 
 /* Members or elements of a container being skipped. */
-static int jp_skip_items(struct jp *p, int close, int keyed)
+static int
+jp_skip_items(struct jp *p, int close, int keyed)
 {
 	char *key;
 
@@ -257,7 +269,8 @@ static int jp_skip_items(struct jp *p, int close, int keyed)
 }
 
 /* Any well-formed value (fields the format does not define). */
-static int jp_skip(struct jp *p)
+static int
+jp_skip(struct jp *p)
 {
 	static const char *const words[] = { "true", "false", "null" };
 	int c = jp_peek(p), rc, k;
@@ -287,7 +300,8 @@ static int jp_skip(struct jp *p)
 	return jp_fail(p, "unexpected character");
 }
 
-static int st_dtype(const char *s, enum dtype *dt)
+static int
+st_dtype(const char *s, enum dtype *dt)
 {
 	int i;
 
@@ -300,7 +314,8 @@ static int st_dtype(const char *s, enum dtype *dt)
 }
 
 /* "[a, b, ...]" of non-negative integers, at most max of them. */
-static int jp_uint_list(struct jp *p, uint64_t *v, int max, int *count)
+static int
+jp_uint_list(struct jp *p, uint64_t *v, int max, int *count)
 {
 	*count = 0;
 	if (jp_expect(p, '[') < 0)
@@ -316,7 +331,8 @@ static int jp_uint_list(struct jp *p, uint64_t *v, int max, int *count)
 	return jp_expect(p, ']');
 }
 
-static int st_field(struct jp *p, const char *key, struct st_entry *e, int *seen)
+static int
+st_field(struct jp *p, const char *key, struct st_entry *e, int *seen)
 {
 	uint64_t v[TENSOR_MAX_DIM];
 	char *s;
@@ -358,7 +374,8 @@ static int st_field(struct jp *p, const char *key, struct st_entry *e, int *seen
 	return jp_skip(p);	/* a field the format does not define */
 }
 
-static int st_info(struct jp *p, struct st_entry *e)
+static int
+st_info(struct jp *p, struct st_entry *e)
 {
 	char *key;
 	int seen = 0, rc;
@@ -384,7 +401,8 @@ static int st_info(struct jp *p, struct st_entry *e)
 	return 0;
 }
 
-static int st_metadata(struct jp *p, struct tensor_set *set)
+static int
+st_metadata(struct jp *p, struct tensor_set *set)
 {
 	char *key, *value;
 	int rc;
@@ -426,7 +444,8 @@ struct st_header {
 	size_t n, cap;
 };
 
-static int st_member(struct jp *p, struct st_header *h, struct tensor_set *set,
+static int
+st_member(struct jp *p, struct st_header *h, struct tensor_set *set,
     int *have_meta)
 {
 	struct st_entry *grown;
@@ -457,7 +476,8 @@ static int st_member(struct jp *p, struct st_header *h, struct tensor_set *set,
 	return st_info(p, &h->e[h->n - 1]);
 }
 
-static int st_json(struct jp *p, struct st_header *h, struct tensor_set *set)
+static int
+st_json(struct jp *p, struct st_header *h, struct tensor_set *set)
 {
 	int have_meta = 0;
 
@@ -474,7 +494,8 @@ static int st_json(struct jp *p, struct st_header *h, struct tensor_set *set)
 	return jp_peek(p) == -1 ? 0 : jp_fail(p, "text after the header object");
 }
 
-static int by_offset(const void *a, const void *b)
+static int
+by_offset(const void *a, const void *b)
 {
 	const struct st_entry *x = a, *y = b;
 
@@ -483,14 +504,16 @@ static int by_offset(const void *a, const void *b)
 	return x->end < y->end ? -1 : x->end > y->end;
 }
 
-static int by_name(const void *a, const void *b)
+static int
+by_name(const void *a, const void *b)
 {
 	return strcmp(((const struct st_entry *)a)->name, ((const struct st_entry *)b)->name);
 }
 
 /* Every byte of the data section belongs to exactly one tensor, in
  * offset order, and each tensor's span matches its shape. */
-static int st_check_one(const struct st_entry *e, uint64_t expect, uint64_t data_len,
+static int
+st_check_one(const struct st_entry *e, uint64_t expect, uint64_t data_len,
     char *err, size_t errlen)
 {
 	uint64_t bytes;
@@ -523,7 +546,8 @@ static int st_check_one(const struct st_entry *e, uint64_t expect, uint64_t data
 	return 0;
 }
 
-static int st_check(struct st_header *h, uint64_t data_len, char *err, size_t errlen)
+static int
+st_check(struct st_header *h, uint64_t data_len, char *err, size_t errlen)
 {
 	uint64_t expect = 0;
 	size_t i;
@@ -552,7 +576,8 @@ static int st_check(struct st_header *h, uint64_t data_len, char *err, size_t er
 	return 0;
 }
 
-static int st_build(const struct st_header *h, const unsigned char *data,
+static int
+st_build(const struct st_header *h, const unsigned char *data,
     struct tensor_set *set, char *err, size_t errlen)
 {
 	struct tensor t;
@@ -573,7 +598,8 @@ static int st_build(const struct st_header *h, const unsigned char *data,
 	return 0;
 }
 
-int tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
+int
+tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen)
 {
 	struct st_header h = { 0 };
@@ -619,7 +645,8 @@ struct sbuf {
 	int oom;
 };
 
-static void sb_put(struct sbuf *b, const char *s, size_t n)
+static void
+sb_put(struct sbuf *b, const char *s, size_t n)
 {
 	char *grown;
 	size_t cap;
@@ -643,7 +670,8 @@ static void sb_put(struct sbuf *b, const char *s, size_t n)
 static void sb_printf(struct sbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
+static void
+sb_printf(struct sbuf *b, const char *fmt, ...)
 {
 	char tmp[128];
 	va_list ap;
@@ -655,7 +683,8 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 	sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-static void sb_json_str(struct sbuf *b, const char *s)
+static void
+sb_json_str(struct sbuf *b, const char *s)
 {
 	const unsigned char *c;
 
@@ -672,12 +701,14 @@ static void sb_json_str(struct sbuf *b, const char *s)
 	sb_put(b, "\"", 1);
 }
 
-static const char *st_name(const struct tensor *t)
+static const char *
+st_name(const struct tensor *t)
 {
 	return t->name ? t->name : "tensor";
 }
 
-static int st_strings_ok(const struct tensor_set *s, char *err, size_t errlen)
+static int
+st_strings_ok(const struct tensor_set *s, char *err, size_t errlen)
 {
 	size_t i;
 
@@ -699,7 +730,8 @@ static int st_strings_ok(const struct tensor_set *s, char *err, size_t errlen)
 
 /* Header JSON: __metadata__ first, then tensors in the set's (name)
  * order with consecutive offsets; padded with spaces to 8 bytes. */
-static void st_header_json(const struct tensor_set *s, struct sbuf *b)
+static void
+st_header_json(const struct tensor_set *s, struct sbuf *b)
 {
 	uint64_t off = 0;
 	size_t i;
@@ -733,7 +765,8 @@ static void st_header_json(const struct tensor_set *s, struct sbuf *b)
 		sb_put(b, " ", 1);
 }
 
-int tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
+int
+tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
     char *err, size_t errlen)
 {
 	struct sbuf b = { 0 };

@@ -7,7 +7,8 @@
 #include "tensor/format.h"
 #include "tensor/tensor.h"
 
-int64_t tensor_numel(const struct tensor *t)
+int64_t
+tensor_numel(const struct tensor *t)
 {
 	int64_t n = 1;
 	int i;
@@ -17,12 +18,14 @@ int64_t tensor_numel(const struct tensor *t)
 	return n;
 }
 
-size_t tensor_nbytes(const struct tensor *t)
+size_t
+tensor_nbytes(const struct tensor *t)
 {
 	return (size_t)tensor_numel(t) * dtype_size(t->dtype);
 }
 
-int tensor_shape_bytes(enum dtype dt, int ndim, const int64_t *shape, uint64_t *bytes,
+int
+tensor_shape_bytes(enum dtype dt, int ndim, const int64_t *shape, uint64_t *bytes,
     char *err, size_t errlen)
 {
 	uint64_t n = dtype_size(dt), limit = INT64_MAX < SIZE_MAX ? INT64_MAX : SIZE_MAX;
@@ -50,7 +53,8 @@ int tensor_shape_bytes(enum dtype dt, int ndim, const int64_t *shape, uint64_t *
 	return 0;
 }
 
-int tensor_init(struct tensor *t, enum dtype dt, int ndim, const int64_t *shape,
+int
+tensor_init(struct tensor *t, enum dtype dt, int ndim, const int64_t *shape,
     char *err, size_t errlen)
 {
 	uint64_t bytes;
@@ -75,7 +79,8 @@ int tensor_init(struct tensor *t, enum dtype dt, int ndim, const int64_t *shape,
 	return 0;
 }
 
-void tensor_free(struct tensor *t)
+void
+tensor_free(struct tensor *t)
 {
 	if (!t)
 		return;
@@ -84,7 +89,8 @@ void tensor_free(struct tensor *t)
 	memset(t, 0, sizeof *t);
 }
 
-const char *tensor_dims_str(const int64_t *shape, int ndim, const char *sep,
+const char *
+tensor_dims_str(const int64_t *shape, int ndim, const char *sep,
     char *buf, size_t len)
 {
 	size_t off = 0;
@@ -101,19 +107,22 @@ const char *tensor_dims_str(const int64_t *shape, int ndim, const char *sep,
 	return buf;
 }
 
-const char *tensor_shape_str(const struct tensor *t, char *buf, size_t len)
+const char *
+tensor_shape_str(const struct tensor *t, char *buf, size_t len)
 {
 	return tensor_dims_str(t->shape, t->ndim, ", ", buf, len);
 }
 
-int tensor_host_is_big(void)
+int
+tensor_host_is_big(void)
 {
 	const uint16_t one = 1;
 
 	return *(const unsigned char *)&one == 0;
 }
 
-void tensor_swap_bytes(void *data, size_t count, size_t size)
+void
+tensor_swap_bytes(void *data, size_t count, size_t size)
 {
 	unsigned char *p = data, tmp;
 	size_t i, j;
@@ -128,7 +137,8 @@ void tensor_swap_bytes(void *data, size_t count, size_t size)
 		}
 }
 
-void tensor_to_host(struct tensor *t, int swap)
+void
+tensor_to_host(struct tensor *t, int swap)
 {
 	size_t i, n = (size_t)tensor_numel(t);
 	unsigned char *b = t->data;
@@ -141,7 +151,8 @@ void tensor_to_host(struct tensor *t, int swap)
 }
 
 /* Shortest forms only, no surrogates, nothing past U+10FFFF. */
-int tensor_utf8_valid(const unsigned char *s, size_t n)
+int
+tensor_utf8_valid(const unsigned char *s, size_t n)
 {
 	size_t i = 0, k, len;
 	uint32_t c;
@@ -167,7 +178,8 @@ int tensor_utf8_valid(const unsigned char *s, size_t n)
 	return 1;
 }
 
-void tensor_set_free(struct tensor_set *s)
+void
+tensor_set_free(struct tensor_set *s)
 {
 	size_t i;
 
@@ -185,14 +197,16 @@ void tensor_set_free(struct tensor_set *s)
 }
 
 /* Unnamed tensors sort first; names by byte order (strcmp). */
-static int name_cmp(const char *a, const char *b)
+static int
+name_cmp(const char *a, const char *b)
 {
 	if (!a || !b)
 		return !!a - !!b;
 	return strcmp(a, b);
 }
 
-int tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
+int
+tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
     char *err, size_t errlen)
 {
 	struct tensor *items;
@@ -229,7 +243,8 @@ int tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
 	return 0;
 }
 
-struct tensor *tensor_set_find(const struct tensor_set *s, const char *name)
+struct tensor *
+tensor_set_find(const struct tensor_set *s, const char *name)
 {
 	size_t i;
 
@@ -239,7 +254,8 @@ struct tensor *tensor_set_find(const struct tensor_set *s, const char *name)
 	return NULL;
 }
 
-const char *tensor_set_meta(const struct tensor_set *s, const char *key)
+const char *
+tensor_set_meta(const struct tensor_set *s, const char *key)
 {
 	size_t i;
 
@@ -250,7 +266,8 @@ const char *tensor_set_meta(const struct tensor_set *s, const char *key)
 }
 
 /* Metadata is kept sorted by key so files come out the same every time. */
-int tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value,
+int
+tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value,
     char *err, size_t errlen)
 {
 	struct tensor_meta *m;
@@ -283,7 +300,8 @@ int tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value
 	return 0;
 }
 
-int tensor_parse(const void *buf, size_t len, struct tensor_set *out,
+int
+tensor_parse(const void *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen)
 {
 	const unsigned char *p = buf;
@@ -310,7 +328,8 @@ int tensor_parse(const void *buf, size_t len, struct tensor_set *out,
 	return -1;
 }
 
-int tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
+int
+tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
     void **buf, size_t *len, char *err, size_t errlen)
 {
 	if (fmt == TENSOR_SAFETENSORS)
@@ -324,7 +343,8 @@ int tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
 }
 
 /* Prefix err with the source name, so each message says where. */
-static void name_error(const char *src, char *err, size_t errlen)
+static void
+name_error(const char *src, char *err, size_t errlen)
 {
 	char *copy = strdup(err);
 
@@ -334,7 +354,8 @@ static void name_error(const char *src, char *err, size_t errlen)
 	}
 }
 
-int tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen)
+int
+tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen)
 {
 	void *buf;
 	size_t len;
@@ -350,7 +371,8 @@ int tensor_load(const char *src, struct tensor_set *out, char *err, size_t errle
 	return rc;
 }
 
-int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errlen)
+int
+tensor_load_one(const char *src, struct tensor *out, char *err, size_t errlen)
 {
 	struct tensor_set s;
 
@@ -368,7 +390,8 @@ int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errle
 	return 0;
 }
 
-enum tensor_format tensor_format_for(const char *dst, enum tensor_format fallback)
+enum tensor_format
+tensor_format_for(const char *dst, enum tensor_format fallback)
 {
 	size_t n = strlen(dst);
 
@@ -379,7 +402,8 @@ enum tensor_format tensor_format_for(const char *dst, enum tensor_format fallbac
 	return fallback;
 }
 
-int tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t errlen)
+int
+tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t errlen)
 {
 	void *buf;
 	size_t len;
@@ -395,7 +419,8 @@ int tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t e
 	return rc;
 }
 
-int tensor_save_one(const char *dst, const struct tensor *t, char *err, size_t errlen)
+int
+tensor_save_one(const char *dst, const struct tensor *t, char *err, size_t errlen)
 {
 	struct tensor_set s = { .format = TENSOR_NPY, .count = 1 };
 

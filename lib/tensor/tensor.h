@@ -10,7 +10,6 @@
 #include "tensor/dtype.h"
 
 #define TENSOR_MAX_DIM 8
-#define TENSOR_ERRLEN COLLX_ERRLEN	/* one size, lib/README */
 
 struct tensor {
 	char *name;			/* NULL for an unnamed (.npy) tensor */

@@ -13,13 +13,15 @@
 static uint64_t check_state = 12345;
 
 /* Uniform in [-1, 1) (64-bit LCG, high bits). */
-static inline float check_rand(void)
+static inline float
+check_rand(void)
 {
 	check_state = check_state * 6364136223846793005ULL + 1442695040888963407ULL;
 	return (float)((check_state >> 40) * 0x1.0p-24 * 2.0 - 1.0);
 }
 
-static inline float *check_fill(size_t n, float scale)
+static inline float *
+check_fill(size_t n, float scale)
 {
 	float *p = malloc((n ? n : 1) * sizeof(float));
 
@@ -38,7 +40,8 @@ typedef double (*check_fn)(void *ctx);
  * most limit indices). Passes when |num - ana| <= atol + rtol * |num|;
  * the worst case is printed as a TAP comment on failure.
  */
-static inline int check_grad_ok(const char *what, check_fn f, void *ctx,
+static inline int
+check_grad_ok(const char *what, check_fn f, void *ctx,
     float *p, const float *g, size_t n, size_t limit, float h, double rtol,
     double atol)
 {

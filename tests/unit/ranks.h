@@ -14,7 +14,8 @@
 
 /* A loopback TCP port nobody listens on now (the kernel's choice, then
  * released), of family AF_INET or AF_INET6; -1 when there is none. */
-static inline int unit_free_port(int family)
+static inline int
+unit_free_port(int family)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof ss;
@@ -41,7 +42,8 @@ static inline int unit_free_port(int family)
 typedef int (*unit_rank_fn)(int rank, int world, void *arg);
 
 /* Forks the ranks, each under an alarm of alarm_s seconds; pids in pid. */
-static inline void unit_fork_ranks(int world, int alarm_s, unit_rank_fn fn,
+static inline void
+unit_fork_ranks(int world, int alarm_s, unit_rank_fn fn,
     void *arg, pid_t *pid)
 {
 	for (int r = 0; r < world; r++)
@@ -53,7 +55,8 @@ static inline void unit_fork_ranks(int world, int alarm_s, unit_rank_fn fn,
 
 /* Waits for every rank: st[r] (st may be NULL) its exit code, or 128 +
  * the signal that ended it. Returns how many did not exit 0. */
-static inline int unit_wait_ranks(int world, const pid_t *pid, int *st)
+static inline int
+unit_wait_ranks(int world, const pid_t *pid, int *st)
 {
 	int bad = 0, s, code;
 

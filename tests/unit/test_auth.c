@@ -11,7 +11,8 @@
 #include "comm/sock.h"
 #include "unit.h"
 
-static void hex(const uint8_t *d, size_t n, char *out)
+static void
+hex(const uint8_t *d, size_t n, char *out)
 {
 	size_t i;
 
@@ -19,7 +20,8 @@ static void hex(const uint8_t *d, size_t n, char *out)
 		sprintf(out + 2 * i, "%02x", d[i]);
 }
 
-static int sha_is(const void *msg, size_t len, const char *want)
+static int
+sha_is(const void *msg, size_t len, const char *want)
 {
 	uint8_t d[SHA256_LEN];
 	char h[65];
@@ -29,7 +31,8 @@ static int sha_is(const void *msg, size_t len, const char *want)
 	return strcmp(h, want) == 0;
 }
 
-static int hmac_is(const void *key, size_t klen, const char *msg, const char *want)
+static int
+hmac_is(const void *key, size_t klen, const char *msg, const char *want)
 {
 	uint8_t d[SHA256_LEN];
 	char h[65];
@@ -39,7 +42,8 @@ static int hmac_is(const void *key, size_t klen, const char *msg, const char *wa
 	return strncmp(h, want, strlen(want)) == 0;
 }
 
-static void test_sha256(void)
+static void
+test_sha256(void)
 {
 	/* Lengths around the padding boundaries: bytes 0, 1, 2, ... */
 	static const struct { size_t n; const char *d; } b[] = {
@@ -77,7 +81,8 @@ static void test_sha256(void)
 		UNIT_OK(sha_is(seq, b[i].n, b[i].d), "sha256 at a padding boundary length");
 }
 
-static void test_hmac(void)
+static void
+test_hmac(void)
 {
 	uint8_t k[131];
 	size_t i;
@@ -123,7 +128,8 @@ static void test_hmac(void)
 
 /* Run the handshake with tokens tc (client) and ts (server) on a socket
  * pair; returns the client's and the server's result via *cr and *sr. */
-static void handshake(const char *tc, const char *ts, int *cr, int *sr, char *cerr,
+static void
+handshake(const char *tc, const char *ts, int *cr, int *sr, char *cerr,
     size_t cerrlen)
 {
 	int sv[2], st;
@@ -146,7 +152,8 @@ static void handshake(const char *tc, const char *ts, int *cr, int *sr, char *ce
 	*sr = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-static void test_handshake(void)
+static void
+test_handshake(void)
 {
 	char err[256];
 	int cr, sr;
@@ -176,7 +183,8 @@ struct hello {
  * connection to a real server with a fixed client nonce, answers with
  * proof (NULL: the right one for this connection, computed here), and
  * returns the server's hello and verdict (1 accepted). */
-static int outsider(const char *token, const uint8_t *proof, struct hello *sh,
+static int
+outsider(const char *token, const uint8_t *proof, struct hello *sh,
     uint8_t *mac_out)
 {
 	struct hello ch = { 0x31415843u, 1, { 0 }, { 0 } };
@@ -211,7 +219,8 @@ static int outsider(const char *token, const uint8_t *proof, struct hello *sh,
 	return status == 1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static void test_fresh(void)
+static void
+test_fresh(void)
 {
 	struct hello a, b;
 	uint8_t r1[32], r2[32], mac[SHA256_LEN], msg[65];
@@ -237,7 +246,8 @@ static void test_fresh(void)
 	    "the server's own proof reflected back is refused");
 }
 
-int main(void)
+int
+main(void)
 {
 	test_sha256();
 	test_hmac();

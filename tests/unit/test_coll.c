@@ -42,7 +42,8 @@ struct tcase {
 static struct tcase cases[4096];
 static int ncases;
 
-static const char *kind_name(enum coll_kind k)
+static const char *
+kind_name(enum coll_kind k)
 {
 	static const char *n[] = { "allreduce", "broadcast", "allgather",
 	    "reduce-scatter", "alltoall", "reduce", "gatherv/scatterv", "scatterv",
@@ -50,7 +51,8 @@ static const char *kind_name(enum coll_kind k)
 	return n[k];
 }
 
-static void add(enum coll_kind kind, enum coll_algo algo, enum dtype dt,
+static void
+add(enum coll_kind kind, enum coll_algo algo, enum dtype dt,
     enum coll_op op, size_t count, int root, int vary, int inplace, size_t seg)
 {
 	if (ncases < (int)(sizeof cases / sizeof cases[0]))
@@ -77,7 +79,8 @@ static long long rval(enum dtype dt, enum coll_op op, int r, size_t i)
 }
 
 /* The reduction of rval over ranks 0..w-1, in exact arithmetic. */
-static double rexpect(enum dtype dt, enum coll_op op, int w, size_t i)
+static double
+rexpect(enum dtype dt, enum coll_op op, int w, size_t i)
 {
 	long long acc = rval(dt, op, 0, i);
 
@@ -96,7 +99,8 @@ static double rexpect(enum dtype dt, enum coll_op op, int w, size_t i)
 }
 
 /* Data that moves unreduced: element i of rank r's (block j's) data. */
-static double mval(int r, int j, size_t i)
+static double
+mval(int r, int j, size_t i)
 {
 	return (double)((r * 37 + j * 11 + (long long)i) % 101);
 }
@@ -105,7 +109,8 @@ static double mval(int r, int j, size_t i)
 
 static char why[256];
 
-static int fail(const char *fmt, ...)
+static int
+fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -115,7 +120,8 @@ static int fail(const char *fmt, ...)
 	return -1;
 }
 
-static int same(const struct tcase *t, const void *buf, size_t i, double want,
+static int
+same(const struct tcase *t, const void *buf, size_t i, double want,
     const char *what)
 {
 	double got = dtype_get(t->dt, buf, i), tol = 0;
@@ -134,12 +140,14 @@ struct rank_ctx {
 	int r, w;
 };
 
-static size_t count_of(const struct tcase *t, int r)
+static size_t
+count_of(const struct tcase *t, int r)
 {
 	return t->count + (t->vary ? (size_t)(r % 3) : 0);
 }
 
-static int run_allreduce(const struct rank_ctx *x, const struct tcase *t, char *buf)
+static int
+run_allreduce(const struct rank_ctx *x, const struct tcase *t, char *buf)
 {
 	for (size_t i = 0; i < t->count; i++)
 		dtype_put(t->dt, buf, i, (double)rval(t->dt, t->op, x->r, i));
@@ -151,7 +159,8 @@ static int run_allreduce(const struct rank_ctx *x, const struct tcase *t, char *
 	return 0;
 }
 
-static int run_reduce(const struct rank_ctx *x, const struct tcase *t, char *buf)
+static int
+run_reduce(const struct rank_ctx *x, const struct tcase *t, char *buf)
 {
 	for (size_t i = 0; i < t->count; i++)
 		dtype_put(t->dt, buf, i, (double)rval(t->dt, t->op, x->r, i));
@@ -164,7 +173,8 @@ static int run_reduce(const struct rank_ctx *x, const struct tcase *t, char *buf
 	return 0;
 }
 
-static int run_broadcast(const struct rank_ctx *x, const struct tcase *t, char *buf)
+static int
+run_broadcast(const struct rank_ctx *x, const struct tcase *t, char *buf)
 {
 	for (size_t i = 0; i < t->count; i++)
 		dtype_put(t->dt, buf, i, x->r == t->root ? mval(t->root, 0, i) : 0);
@@ -177,7 +187,8 @@ static int run_broadcast(const struct rank_ctx *x, const struct tcase *t, char *
 }
 
 /* allgather (equal counts) or allgatherv (vary), in place or not. */
-static int run_allgather(const struct rank_ctx *x, const struct tcase *t, char *buf,
+static int
+run_allgather(const struct rank_ctx *x, const struct tcase *t, char *buf,
     char *send)
 {
 	size_t counts[MAXW], off = 0, mine = 0, es = dtype_size(t->dt);
@@ -203,7 +214,8 @@ static int run_allgather(const struct rank_ctx *x, const struct tcase *t, char *
 	return 0;
 }
 
-static int run_reduce_scatter(const struct rank_ctx *x, const struct tcase *t,
+static int
+run_reduce_scatter(const struct rank_ctx *x, const struct tcase *t,
     char *buf, char *out)
 {
 	size_t n = t->count, all = n * (size_t)x->w;
@@ -221,7 +233,8 @@ static int run_reduce_scatter(const struct rank_ctx *x, const struct tcase *t,
 	return 0;
 }
 
-static int run_alltoall(const struct rank_ctx *x, const struct tcase *t, char *buf,
+static int
+run_alltoall(const struct rank_ctx *x, const struct tcase *t, char *buf,
     char *send)
 {
 	size_t n = t->count;
@@ -241,7 +254,8 @@ static int run_alltoall(const struct rank_ctx *x, const struct tcase *t, char *b
 }
 
 /* gatherv to root, then scatterv of the gathered data back out. */
-static int run_gather_scatter(const struct rank_ctx *x, const struct tcase *t,
+static int
+run_gather_scatter(const struct rank_ctx *x, const struct tcase *t,
     char *buf, char *send)
 {
 	size_t counts[MAXW], off = 0, mine = count_of(t, x->r);
@@ -267,7 +281,8 @@ static int run_gather_scatter(const struct rank_ctx *x, const struct tcase *t,
 	return 0;
 }
 
-static int run_case(const struct rank_ctx *x, const struct tcase *t, char *buf,
+static int
+run_case(const struct rank_ctx *x, const struct tcase *t, char *buf,
     char *aux)
 {
 	coll_set_segment(t->seg);
@@ -301,7 +316,8 @@ static const struct { enum dtype dt; enum coll_op op; } red_types[] = {
 
 static const enum dtype move_types[] = { DT_F32, DT_I8, DT_F64, DT_BF16, DT_I16 };
 
-static void small_counts(int w, size_t *c)
+static void
+small_counts(int w, size_t *c)
 {
 	c[0] = 0;
 	c[1] = 1;
@@ -310,7 +326,8 @@ static void small_counts(int w, size_t *c)
 	c[4] = 1001;
 }
 
-static void add_reducing(enum coll_kind kind, const enum coll_algo *algos, int w)
+static void
+add_reducing(enum coll_kind kind, const enum coll_algo *algos, int w)
 {
 	size_t cnt[5];
 
@@ -330,7 +347,8 @@ static void add_reducing(enum coll_kind kind, const enum coll_algo *algos, int w
 	}
 }
 
-static void add_moving(enum coll_kind kind, const enum coll_algo *algos, int w)
+static void
+add_moving(enum coll_kind kind, const enum coll_algo *algos, int w)
 {
 	size_t cnt[5];
 	int roots[3] = { 0, w - 1, w > 2 ? 1 : 0 };
@@ -350,7 +368,8 @@ static void add_moving(enum coll_kind kind, const enum coll_algo *algos, int w)
 }
 
 #define END COLL_ALGO_COUNT
-static void build_cases(int w)
+static void
+build_cases(int w)
 {
 	static const enum coll_algo ar[] = { COLL_AUTO, COLL_NAIVE, COLL_RING,
 	    COLL_TREE, COLL_RD, COLL_RABENSEIFNER, END };
@@ -391,7 +410,8 @@ struct world_run {
 };
 
 /* A rank: open the comm (or report the failure on the pipe), run fn. */
-static int world_rank(int rank, int world, void *arg)
+static int
+world_rank(int rank, int world, void *arg)
 {
 	const struct world_run *run = arg;
 	struct comm_options o = { .rank = rank, .world = world,
@@ -410,7 +430,8 @@ static int world_rank(int rank, int world, void *arg)
 
 /* Fork w ranks running fn with a comm (or the open failure reported on fd);
  * returns the read end of the report pipe; pids in pid[]. */
-static int fork_world(int w, rank_fn fn, const void *arg, double timeout, pid_t *pid)
+static int
+fork_world(int w, rank_fn fn, const void *arg, double timeout, pid_t *pid)
 {
 	char master[64];
 	int p[2];
@@ -425,13 +446,15 @@ static int fork_world(int w, rank_fn fn, const void *arg, double timeout, pid_t 
 	return p[0];
 }
 
-static int reap(int w, const pid_t *pid)
+static int
+reap(int w, const pid_t *pid)
 {
 	return unit_wait_ranks(w, pid, NULL);
 }
 
 /* A rank of the case matrix: one report line per case. */
-static void matrix_rank(struct comm *c, int fd, const void *arg)
+static void
+matrix_rank(struct comm *c, int fd, const void *arg)
 {
 	struct rank_ctx x = { c, comm_rank(c), comm_size(c) };
 	size_t cap = (size_t)(BIG + 16) * 8 * 2;
@@ -448,7 +471,8 @@ static void matrix_rank(struct comm *c, int fd, const void *arg)
 	free(aux);
 }
 
-static void case_label(const struct tcase *t, char *s, size_t n)
+static void
+case_label(const struct tcase *t, char *s, size_t n)
 {
 	snprintf(s, n, "%s %s %s %s count %zu root %d%s%s seg %zu", kind_name(t->kind),
 	    coll_algo_name(t->algo), dtype_name(t->dt), coll_op_name(t->op), t->count,
@@ -456,7 +480,8 @@ static void case_label(const struct tcase *t, char *s, size_t n)
 }
 
 /* One TAP line per (collective, algorithm): ok when every rank passed every case. */
-static void report_world(int w, const unsigned char *okc, FILE *in)
+static void
+report_world(int w, const unsigned char *okc, FILE *in)
 {
 	char line[512], label[160], what[200];
 	int i, j, shown = 0;
@@ -482,7 +507,8 @@ static void report_world(int w, const unsigned char *okc, FILE *in)
 	}
 }
 
-static void test_world(int w)
+static void
+test_world(int w)
 {
 	pid_t pid[MAXW];
 	unsigned char okc[sizeof cases / sizeof cases[0]] = { 0 };
@@ -513,7 +539,8 @@ static void test_world(int w)
 
 /* ---- worked examples and mismatches (world 3) ---- */
 
-static void examples_rank(struct comm *c, int fd, const void *arg)
+static void
+examples_rank(struct comm *c, int fd, const void *arg)
 {
 	int r = comm_rank(c), w = comm_size(c);
 	int32_t v = 10 * (r + 1), s = r + 1, ag[2] = { r, r + 10 }, all[2 * MAXW];
@@ -532,7 +559,8 @@ static void examples_rank(struct comm *c, int fd, const void *arg)
 	}
 }
 
-static void test_examples(void)
+static void
+test_examples(void)
 {
 	pid_t pid[MAXW];
 	int fd = fork_world(3, examples_rank, NULL, 20, pid), good[3] = { 0 }, r, v;
@@ -560,7 +588,8 @@ static void test_examples(void)
 
 /* Rank 1 disagrees (arg: 0 count, 1 dtype, 2 algorithm, 3 another
  * collective) or exits before the collective (4). */
-static void mismatch_rank(struct comm *c, int fd, const void *arg)
+static void
+mismatch_rank(struct comm *c, int fd, const void *arg)
 {
 	int how = *(const int *)arg, r = comm_rank(c), rc;
 	float buf[64] = { 0 };
@@ -577,7 +606,8 @@ static void mismatch_rank(struct comm *c, int fd, const void *arg)
 	_exit(rc == 0 ? 0 : 3);
 }
 
-static void test_mismatch(int how, const char *what)
+static void
+test_mismatch(int how, const char *what)
 {
 	pid_t pid[MAXW];
 	int fd = fork_world(3, mismatch_rank, &how, 5, pid), failed = 0, mism = 0, r, rc, k;
@@ -596,7 +626,8 @@ static void test_mismatch(int how, const char *what)
 	UNIT_OK(how == 4 ? failed == 2 : failed == 3 && mism >= 1, what);
 }
 
-int main(void)
+int
+main(void)
 {
 	static const int worlds[] = { 1, 2, 3, 4, 5, 7, 8 };
 

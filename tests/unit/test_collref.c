@@ -51,7 +51,7 @@ static struct tensor
 make(enum dtype dt, int ndim, const int64_t *shape)
 {
 	struct tensor t;
-	char err[TENSOR_ERRLEN];
+	char err[COLLX_ERRLEN];
 
 	if (tensor_init(&t, dt, ndim, shape, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);

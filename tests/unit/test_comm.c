@@ -29,7 +29,8 @@ typedef int (*scenario)(struct comm_options *o, const void *arg);
 static struct comm_options base;
 static char master[64];
 
-static void set_master(int family)
+static void
+set_master(int family)
 {
 	snprintf(master, sizeof master, family == AF_INET6 ? "[::1]:%d" : "127.0.0.1:%d",
 	    unit_free_port(family));
@@ -44,7 +45,8 @@ struct scenario_run {
 	const void *arg;
 };
 
-static int scenario_rank(int rank, int world, void *arg)
+static int
+scenario_rank(int rank, int world, void *arg)
 {
 	const struct scenario_run *run = arg;
 	struct comm_options o = base;
@@ -55,7 +57,8 @@ static int scenario_rank(int rank, int world, void *arg)
 }
 
 /* Fork world ranks running fn; st[r] = exit code, or 128 + signal. */
-static void run_ranks(int world, scenario fn, const void *arg, int *st)
+static void
+run_ranks(int world, scenario fn, const void *arg, int *st)
 {
 	struct scenario_run run = { fn, arg };
 	pid_t pid[MAXW];
@@ -64,7 +67,8 @@ static void run_ranks(int world, scenario fn, const void *arg, int *st)
 	unit_wait_ranks(world, pid, st);
 }
 
-static int all_zero(const int *st, int n)
+static int
+all_zero(const int *st, int n)
 {
 	int i;
 
@@ -79,7 +83,8 @@ static int all_zero(const int *st, int n)
 	fprintf(stderr, "# rank %d: line %d: ", o->rank, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); return (code); } } while (0)
 
-static int open_comm(struct comm_options *o, struct comm **c)
+static int
+open_comm(struct comm_options *o, struct comm **c)
 {
 	char err[512];
 
@@ -90,13 +95,15 @@ static int open_comm(struct comm_options *o, struct comm **c)
 	return 0;
 }
 
-static int32_t ring_val(int rank, size_t i)
+static int32_t
+ring_val(int rank, size_t i)
 {
 	return (int32_t)(rank * 1000003 + (int32_t)i);
 }
 
 /* Ring exchange of n rank-valued int32 (arg: size_t *n). */
-static int sc_ring(struct comm_options *o, const void *arg)
+static int
+sc_ring(struct comm_options *o, const void *arg)
 {
 	size_t n = *(const size_t *)arg, i;
 	int w = o->world, next = (o->rank + 1) % w, prev = (o->rank + w - 1) % w;
@@ -123,14 +130,16 @@ static int sc_ring(struct comm_options *o, const void *arg)
 	return 0;
 }
 
-static uint8_t pat(int src, int dst, int round, size_t i)
+static uint8_t
+pat(int src, int dst, int round, size_t i)
 {
 	return (uint8_t)(src * 31 + dst * 17 + round * 7 + i);
 }
 
 static size_t scale = 1;
 
-static size_t pair_len(int src, int dst, int round)
+static size_t
+pair_len(int src, int dst, int round)
 {
 	/* some are 0 */
 	return (size_t)((src * 7 + dst * 3 + round) % 5) * 20011 * scale;
@@ -138,7 +147,8 @@ static size_t pair_len(int src, int dst, int round)
 
 /* Every rank sends to and receives from every rank, self included, all at
  * once, three rounds in flight together. */
-static int sc_all_to_all(struct comm_options *o, const void *arg)
+static int
+sc_all_to_all(struct comm_options *o, const void *arg)
 {
 	enum { ROUNDS = 3 };
 	int w = o->world, me = o->rank, p, k, n = 0, rc;
@@ -175,7 +185,8 @@ static int sc_all_to_all(struct comm_options *o, const void *arg)
 }
 
 /* Two ranks: zero-length messages, then len bytes both ways at once. */
-static int sc_big(struct comm_options *o, const void *arg)
+static int
+sc_big(struct comm_options *o, const void *arg)
 {
 	size_t len = *(const size_t *)arg, i, n = len / 4;
 	uint32_t *s = malloc(len), *r = malloc(len);
@@ -204,7 +215,8 @@ static int sc_big(struct comm_options *o, const void *arg)
 }
 
 /* Ring over two streams: striped and unstriped sizes, odd lengths. */
-static int sc_striped(struct comm_options *o, const void *arg)
+static int
+sc_striped(struct comm_options *o, const void *arg)
 {
 	static const size_t sizes[] = { 4 << 20, 3, 300001, 0, (256 << 10) + 1, 1 << 20 };
 	int w = o->world, next = (o->rank + 1) % w, prev = (o->rank + w - 1) % w, k, rc;
@@ -233,7 +245,8 @@ static int sc_striped(struct comm_options *o, const void *arg)
 /* Rank 0 sends what rank 1 does not expect (arg: which field differs);
  * rank 1 must report a mismatch naming rank 0, and rank 0 then sees
  * rank 1 go away. */
-static int sc_mismatch(struct comm_options *o, const void *arg)
+static int
+sc_mismatch(struct comm_options *o, const void *arg)
 {
 	int what = *(const int *)arg, me = o->rank, rc;
 	char buf[256] = { 0 };
@@ -267,7 +280,8 @@ static int sc_mismatch(struct comm_options *o, const void *arg)
 
 /* Join expecting failure; the code says how it failed: 1 runtime, 3
  * mismatch, 0 joined. The message must contain want (arg) when set. */
-static int join_result(struct comm_options *o, const char *want)
+static int
+join_result(struct comm_options *o, const char *want)
 {
 	enum comm_errkind kind;
 	struct comm *c;
@@ -288,7 +302,8 @@ struct refuse {
 };
 
 /* The bad rank joins with another world size, job or token. */
-static int sc_refuse(struct comm_options *o, const void *arg)
+static int
+sc_refuse(struct comm_options *o, const void *arg)
 {
 	const struct refuse *f = arg;
 
@@ -308,7 +323,8 @@ static int sc_refuse(struct comm_options *o, const void *arg)
 }
 
 /* Rank 2 dies (SIGKILL) right after joining; the others wait on it. */
-static int sc_killed(struct comm_options *o, const void *arg)
+static int
+sc_killed(struct comm_options *o, const void *arg)
 {
 	int silent = *(const int *)arg, rc;
 	struct comm *c;
@@ -348,7 +364,8 @@ static int sc_killed(struct comm_options *o, const void *arg)
 
 /* The last rank never starts (arg: the error every other rank must
  * report, or NULL for the missing rank's timeout). */
-static int sc_absent(struct comm_options *o, const void *arg)
+static int
+sc_absent(struct comm_options *o, const void *arg)
 {
 	if (o->rank == o->world - 1 && !arg)
 		return 0;
@@ -359,7 +376,8 @@ static int sc_absent(struct comm_options *o, const void *arg)
 }
 
 /* Rank 0's stderr must log the connection it dropped. */
-static int sc_wrong_token(struct comm_options *o, const void *arg)
+static int
+sc_wrong_token(struct comm_options *o, const void *arg)
 {
 	char path[] = "/tmp/collx-test-comm-XXXXXX", log[4096] = { 0 };
 	int fd = -1, rc;
@@ -385,7 +403,8 @@ static int sc_wrong_token(struct comm_options *o, const void *arg)
 /* Process 2 is not a rank: it connects to the master port before rank 1
  * joins, once with junk and once with a wrong token. Rank 0 must log and
  * drop both and still complete the job with rank 1. */
-static int sc_intruder(struct comm_options *o, const void *arg)
+static int
+sc_intruder(struct comm_options *o, const void *arg)
 {
 	char path[] = "/tmp/collx-test-comm-XXXXXX", log[4096] = { 0 }, junk[72], err[256];
 	size_t n = 1000;
@@ -425,7 +444,8 @@ static int sc_intruder(struct comm_options *o, const void *arg)
 	return rc;
 }
 
-static void test_rendezvous(void)
+static void
+test_rendezvous(void)
 {
 	size_t n = 1000;
 	int st[MAXW], w;
@@ -439,7 +459,8 @@ static void test_rendezvous(void)
 	}
 }
 
-static void test_p2p(void)
+static void
+test_p2p(void)
 {
 	size_t n = 1 << 18, big = 64 << 20;
 	int st[MAXW];
@@ -466,7 +487,8 @@ static void test_p2p(void)
 	UNIT_OK(all_zero(st, 3), "two streams per peer (lo,lo): striped messages arrive whole");
 }
 
-static void test_mismatch(void)
+static void
+test_mismatch(void)
 {
 	static const char *what[] = { "a different length", "a different collective",
 	    "a different dtype" };
@@ -481,7 +503,8 @@ static void test_mismatch(void)
 	}
 }
 
-static void test_refusals(void)
+static void
+test_refusals(void)
 {
 	static const struct refuse world = { 1, 0, "3", NULL, "world size 3", "rank(s) 1", NULL },
 	    job = { 1, 0, NULL, "other-job", "rank 1 runs other-job, rank 0 test-job",
@@ -523,7 +546,8 @@ static void test_refusals(void)
 	UNIT_OK(st[0] == 1 && st[1] == 1, "a wrong token cannot join; rank 0 logs the drop");
 }
 
-static void test_failures(void)
+static void
+test_failures(void)
 {
 	int st[3], silent;
 
@@ -538,7 +562,8 @@ static void test_failures(void)
 	UNIT_OK(st[0] == 0 && st[1] == 0, "a silent peer: the others time out, naming it");
 }
 
-static void test_token_and_v6(void)
+static void
+test_token_and_v6(void)
 {
 	size_t n = 4096;
 	int st[MAXW], fd;
@@ -559,7 +584,8 @@ static void test_token_and_v6(void)
 		close(fd);
 }
 
-static int split_is(const char *hp, const char *host, const char *port)
+static int
+split_is(const char *hp, const char *host, const char *port)
 {
 	char h[64], p[16], err[128];
 
@@ -568,7 +594,8 @@ static int split_is(const char *hp, const char *host, const char *port)
 	return host && strcmp(h, host) == 0 && strcmp(p, port) == 0;
 }
 
-static void test_addresses(void)
+static void
+test_addresses(void)
 {
 	struct comm_sock_addr a;
 	char err[128];
@@ -585,7 +612,8 @@ static void test_addresses(void)
 }
 
 /* World 1: no network; messages to self, and failures that stick. */
-static void test_self(void)
+static void
+test_self(void)
 {
 	struct comm_options o = { .rank = 0, .world = 1, .timeout = 1 };
 	struct comm_req r[2];
@@ -614,7 +642,8 @@ static void test_self(void)
 	    "rank outside the world is refused");
 }
 
-int main(void)
+int
+main(void)
 {
 	test_addresses();
 	test_self();

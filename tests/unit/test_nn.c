@@ -15,7 +15,8 @@ struct lt {
 
 enum { LINEAR, GELU, LAYERNORM, ATTN, XENT };
 
-static double dot_r(const float *y, const float *r, size_t n)
+static double
+dot_r(const float *y, const float *r, size_t n)
 {
 	double s = 0.0;
 
@@ -25,7 +26,8 @@ static double dot_r(const float *y, const float *r, size_t n)
 }
 
 /* For ATTN, x holds q, k, v one after the other. */
-static double lt_forward(void *ctx)
+static double
+lt_forward(void *ctx)
 {
 	struct lt *t = ctx;
 	size_t nd = (size_t)t->b * t->s * t->nh * t->hd;
@@ -50,7 +52,8 @@ static double lt_forward(void *ctx)
 	}
 }
 
-static void test_linear(int with_bias)
+static void
+test_linear(int with_bias)
 {
 	struct lt t = { .kind = LINEAR, .n = 5, .in = 7, .o = 4 };
 	float *dx, *dw, *db;
@@ -99,7 +102,8 @@ static void test_linear(int with_bias)
 	free(dx), free(dw), free(db);
 }
 
-static void test_gelu(void)
+static void
+test_gelu(void)
 {
 	/* erf GELU at closed-form points: x * Phi(x) */
 	float x[4] = { 0.0f, 1.0f, -1.0f, 2.0f }, y[4];
@@ -155,7 +159,8 @@ static void test_gelu(void)
 	free(t.x), free(t.y), free(t.r), free(dx);
 }
 
-static void test_layernorm(void)
+static void
+test_layernorm(void)
 {
 	struct lt t = { .kind = LAYERNORM, .n = 4, .in = 8 };
 	int ok = 1;
@@ -200,7 +205,8 @@ static void test_layernorm(void)
 }
 
 /* Direct attention in double for one (batch, head, row). */
-static void attn_ref(double *out, const struct lt *t, int b, int h, int i)
+static void
+attn_ref(double *out, const struct lt *t, int b, int h, int i)
 {
 	int c = t->nh * t->hd, len = t->causal ? i + 1 : t->s;
 	size_t nd = (size_t)t->b * t->s * c;
@@ -225,7 +231,8 @@ static void attn_ref(double *out, const struct lt *t, int b, int h, int i)
 	}
 }
 
-static void test_attention(int causal)
+static void
+test_attention(int causal)
 {
 	struct lt t = { .kind = ATTN, .b = 2, .s = 5, .nh = 3, .hd = 4,
 		.causal = causal };
@@ -266,7 +273,8 @@ static void test_attention(int causal)
 	free(t.x), free(t.y), free(t.att), free(t.r), free(dqkv), free(scratch);
 }
 
-static void test_embedding(void)
+static void
+test_embedding(void)
 {
 	int b = 2, s = 3, d = 2, ok = 1;
 	int32_t tok[6] = { 1, 0, 1, 2, 2, 1 };
@@ -291,7 +299,8 @@ static void test_embedding(void)
 	UNIT_OK(ok, "embedding backward: sums per token and per position");
 }
 
-static void test_xent(void)
+static void
+test_xent(void)
 {
 	struct lt t = { .kind = XENT, .n = 6, .v = 9 };
 	int32_t tok[6] = { 0, 8, 3, 3, 5, 1 };
@@ -322,7 +331,8 @@ static void test_xent(void)
 	free(t.x), free(t.y), free(dl);
 }
 
-static void test_sqerr(void)
+static void
+test_sqerr(void)
 {
 	float p[3] = { 1, 2, 3 }, y[3] = { 0, 4, 3.5f }, d[3] = { 1, 1, 1 };
 
@@ -333,7 +343,8 @@ static void test_sqerr(void)
 	    "squared error backward: += scale * 2 (p - y)");
 }
 
-int main(void)
+int
+main(void)
 {
 	nn_set_threads(1);
 	test_linear(1);

@@ -9,7 +9,8 @@
 
 #define ERRLEN 256
 
-static void set_drop(struct tensor_set *s, const char *name)
+static void
+set_drop(struct tensor_set *s, const char *name)
 {
 	struct tensor *t = tensor_set_find(s, name);
 
@@ -22,21 +23,24 @@ static void set_drop(struct tensor_set *s, const char *name)
 	s->count--;
 }
 
-static struct nn_dims mlp_dims(void)
+static struct nn_dims
+mlp_dims(void)
 {
 	struct nn_dims d = { .arch = NN_MLP, .d_in = 5, .d_hidden = 7,
 		.d_out = 3 };
 	return d;
 }
 
-static struct nn_dims block_dims(int causal)
+static struct nn_dims
+block_dims(int causal)
 {
 	struct nn_dims d = { .arch = NN_BLOCK, .d_model = 8, .heads = 2,
 		.d_ff = 12, .causal = causal };
 	return d;
 }
 
-static struct nn_dims gpt_dims(void)
+static struct nn_dims
+gpt_dims(void)
 {
 	struct nn_dims d = { .arch = NN_GPT, .vocab = 11, .d_model = 8,
 		.layers = 2, .heads = 2, .seq = 5 };
@@ -44,7 +48,8 @@ static struct nn_dims gpt_dims(void)
 }
 
 /* A loaded model from nn_init; drop names the tensors to leave out. */
-static int make(struct nn_model *m, const struct nn_dims *d,
+static int
+make(struct nn_model *m, const struct nn_dims *d,
     const char **drop)
 {
 	struct tensor_set s;
@@ -65,7 +70,8 @@ static int make(struct nn_model *m, const struct nn_dims *d,
 }
 
 /* Load must fail with a reason containing want. */
-static void load_fails(struct tensor_set *s, const char *want,
+static void
+load_fails(struct tensor_set *s, const char *want,
     const char *what)
 {
 	struct nn_model m;
@@ -79,7 +85,8 @@ static void load_fails(struct tensor_set *s, const char *want,
 	UNIT_OK(rc < 0 && strstr(err, want), what);
 }
 
-static void test_load_errors(void)
+static void
+test_load_errors(void)
 {
 	struct nn_dims d = block_dims(0);
 	struct tensor_set s;
@@ -130,7 +137,8 @@ static void test_load_errors(void)
 	tensor_set_free(&s);
 }
 
-static void test_load_sizes(void)
+static void
+test_load_sizes(void)
 {
 	struct nn_model m;
 	struct nn_dims d = gpt_dims();
@@ -158,7 +166,8 @@ static void test_load_sizes(void)
 	nn_model_free(&m);
 }
 
-static double stddev(const float *p, size_t n)
+static double
+stddev(const float *p, size_t n)
 {
 	double s = 0, s2 = 0;
 
@@ -167,7 +176,8 @@ static double stddev(const float *p, size_t n)
 	return sqrt(s2 / n - (s / n) * (s / n));
 }
 
-static void test_init(void)
+static void
+test_init(void)
 {
 	struct nn_dims d = { .arch = NN_GPT, .vocab = 256, .d_model = 64,
 		.layers = 8, .heads = 4, .seq = 32 };
@@ -212,7 +222,8 @@ static void test_init(void)
 	    strstr(err, "heads"), "init: heads not dividing d_model refused");
 }
 
-static void test_dims_parse(void)
+static void
+test_dims_parse(void)
 {
 	struct nn_dims d;
 	char err[ERRLEN];
@@ -241,7 +252,8 @@ static void test_dims_parse(void)
 	    "dims: malformed text refused");
 }
 
-static void test_roundtrip(void)
+static void
+test_roundtrip(void)
 {
 	struct nn_model m, m2;
 	struct nn_dims d = block_dims(1);
@@ -282,7 +294,8 @@ static void test_roundtrip(void)
 }
 
 /* Random parameters of a healthy size: LayerNorm weights near 1. */
-static void randomize(struct nn_model *m, float scale)
+static void
+randomize(struct nn_model *m, float scale)
 {
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct nn_param *p = &m->table[i];
@@ -298,7 +311,8 @@ struct fd {
 	struct nn_batch *b;
 };
 
-static double fd_loss(void *ctx)
+static double
+fd_loss(void *ctx)
 {
 	struct fd *f = ctx;
 	char err[ERRLEN];
@@ -309,7 +323,8 @@ static double fd_loss(void *ctx)
 }
 
 /* Every parameter tensor's gradient against central differences. */
-static void check_model_grads(const char *name, struct nn_model *m,
+static void
+check_model_grads(const char *name, struct nn_model *m,
     struct nn_batch *b, size_t limit, float h, double rtol, double atol)
 {
 	struct fd f = { m, b };
@@ -331,7 +346,8 @@ static void check_model_grads(const char *name, struct nn_model *m,
 }
 
 /* Gradients of two halves of a batch add up to the whole batch's. */
-static void check_split(const char *name, struct nn_model *m,
+static void
+check_split(const char *name, struct nn_model *m,
     const struct nn_batch *whole, const struct nn_batch *h1,
     const struct nn_batch *h2)
 {
@@ -358,7 +374,8 @@ static void check_split(const char *name, struct nn_model *m,
 	free(g);
 }
 
-static void test_mlp(void)
+static void
+test_mlp(void)
 {
 	struct nn_model m;
 	struct nn_dims d = mlp_dims();
@@ -398,7 +415,8 @@ static void test_mlp(void)
 	free(x), free(y);
 }
 
-static void test_block(int causal)
+static void
+test_block(int causal)
 {
 	struct nn_model m;
 	struct nn_dims d = block_dims(causal);
@@ -440,7 +458,8 @@ static void test_block(int causal)
 
 /* Causal: changing the last input position leaves every earlier output
  * and so the loss of a target equal to the old output unchanged. */
-static void test_block_causal_mask(void)
+static void
+test_block_causal_mask(void)
 {
 	struct nn_model m;
 	struct nn_dims d = block_dims(1);
@@ -470,7 +489,8 @@ static void test_block_causal_mask(void)
 
 /* Stacks layers.N.* of mlp (d_in -> d_out, then d_out -> d_out) and of
  * blocks, as collx-pipe uses them. */
-static void test_mlp_stack(void)
+static void
+test_mlp_stack(void)
 {
 	struct nn_model m;
 	struct nn_dims d = { .arch = NN_MLP, .d_in = 5, .d_hidden = 6,
@@ -495,7 +515,8 @@ static void test_mlp_stack(void)
 	free(x), free(y);
 }
 
-static void test_block_stack(void)
+static void
+test_block_stack(void)
 {
 	struct nn_model m;
 	struct nn_dims d = block_dims(1);
@@ -545,7 +566,8 @@ static void test_block_stack(void)
 	free(x), free(y);
 }
 
-static void test_gpt(void)
+static void
+test_gpt(void)
 {
 	struct nn_model m;
 	struct nn_dims d = gpt_dims();
@@ -593,7 +615,8 @@ struct hook_check {
 	int next, ok;
 };
 
-static void hook_check_stage(void *ctx, int stage)
+static void
+hook_check_stage(void *ctx, int stage)
 {
 	struct hook_check *h = ctx;
 	const struct nn_model *m = h->m;
@@ -607,7 +630,8 @@ static void hook_check_stage(void *ctx, int stage)
 	}
 }
 
-static void test_hook(const char *name, const struct nn_dims *d,
+static void
+test_hook(const char *name, const struct nn_dims *d,
     const struct nn_batch *b, int stages)
 {
 	struct nn_model m;
@@ -634,7 +658,8 @@ static void test_hook(const char *name, const struct nn_dims *d,
 	nn_model_free(&m);
 }
 
-static void test_hooks(void)
+static void
+test_hooks(void)
 {
 	struct nn_dims g = gpt_dims(), bl = block_dims(1), ml = mlp_dims();
 	int32_t tok[3 * 6];
@@ -652,7 +677,8 @@ static void test_hooks(void)
 	free(x), free(y);
 }
 
-int main(void)
+int
+main(void)
 {
 	nn_set_threads(1);
 	test_load_errors();

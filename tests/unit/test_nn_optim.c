@@ -9,7 +9,8 @@
 static const float p0[N] = { 1.0f, -2.0f, 0.5f, 3.0f };
 static const float g0[N] = { 0.5f, 0.25f, -1.5f, 0.0625f };
 
-static struct nn_optim make(enum nn_optim_kind kind, double lr, double mom,
+static struct nn_optim
+make(enum nn_optim_kind kind, double lr, double mom,
     double wd)
 {
 	struct nn_optim_cfg c;
@@ -22,7 +23,8 @@ static struct nn_optim make(enum nn_optim_kind kind, double lr, double mom,
 	return o;
 }
 
-static void test_defaults(void)
+static void
+test_defaults(void)
 {
 	struct nn_optim_cfg s, a;
 	enum nn_optim_kind k;
@@ -41,7 +43,8 @@ static void test_defaults(void)
 
 /* Constant gradient, no decay: buf_t = g (1 - m^t) / (1 - m), so
  * p_t = p0 - lr g sum_{k=1..t} (1 - m^k) / (1 - m). */
-static void test_sgd_momentum_closed_form(void)
+static void
+test_sgd_momentum_closed_form(void)
 {
 	struct nn_optim o = make(NN_SGD, 0.1, 0.9, 0.0);
 	float p[N];
@@ -60,7 +63,8 @@ static void test_sgd_momentum_closed_form(void)
 	nn_optim_free(&o);
 }
 
-static void test_sgd_plain(void)
+static void
+test_sgd_plain(void)
 {
 	struct nn_optim o = make(NN_SGD, 0.5, 0.0, 0.0);
 	float p[N];
@@ -77,7 +81,8 @@ static void test_sgd_plain(void)
 
 /* torch.optim.SGD with weight decay and momentum, written out in double
  * on a gradient that changes each step. */
-static void test_sgd_decay(void)
+static void
+test_sgd_decay(void)
 {
 	struct nn_optim o = make(NN_SGD, 0.05, 0.8, 0.1);
 	float p[N], g[N];
@@ -104,7 +109,8 @@ static void test_sgd_decay(void)
 
 /* Constant gradient: the bias-corrected moments are exactly g and g^2,
  * so each step is p = p (1 - lr wd) - lr g / (|g| + eps). */
-static void test_adamw_closed_form(void)
+static void
+test_adamw_closed_form(void)
 {
 	struct nn_optim o = make(NN_ADAMW, 0.01, 0.0, 0.1);
 	float p[N];
@@ -128,7 +134,8 @@ static void test_adamw_closed_form(void)
 }
 
 /* torch.optim.AdamW written out in double on changing gradients. */
-static void test_adamw_rule(void)
+static void
+test_adamw_rule(void)
 {
 	struct nn_optim o = make(NN_ADAMW, 0.02, 0.0, 0.05);
 	float p[N], g[N];
@@ -159,7 +166,8 @@ static void test_adamw_rule(void)
 }
 
 /* A shard's optimizer on [off, off+count) equals the whole one there. */
-static void test_shard(void)
+static void
+test_shard(void)
 {
 	struct nn_optim_cfg c;
 	struct nn_optim whole, shard;
@@ -181,7 +189,8 @@ static void test_shard(void)
 	nn_optim_free(&shard);
 }
 
-int main(void)
+int
+main(void)
 {
 	test_defaults();
 	test_sgd_plain();

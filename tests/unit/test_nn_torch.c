@@ -28,7 +28,8 @@ under_ci(void)
 }
 
 /* The parameters (or, swapped in, the gradients) under the model's names. */
-static int save_params(struct nn_model *m, const char *name, int grads,
+static int
+save_params(struct nn_model *m, const char *name, int grads,
     double loss)
 {
 	struct tensor_set s;
@@ -52,7 +53,8 @@ static int save_params(struct nn_model *m, const char *name, int grads,
 	return rc;
 }
 
-static int save_batch(const char *name, const struct nn_model *m,
+static int
+save_batch(const char *name, const struct nn_model *m,
     const struct nn_batch *b)
 {
 	struct tensor_set s = { .format = TENSOR_SAFETENSORS };
@@ -89,7 +91,8 @@ static int save_batch(const char *name, const struct nn_model *m,
 
 /* Writes NAME-{model,batch,grads,trained}.safetensors, then asks the
  * reference. opt: the optimizer for the training steps. */
-static void run_case(const char *name, const struct nn_dims *d,
+static void
+run_case(const char *name, const struct nn_dims *d,
     const char **drop, struct nn_batch *b, enum nn_optim_kind opt)
 {
 	struct tensor_set s;
@@ -162,7 +165,8 @@ out:
 	UNIT_OK(ok, what);
 }
 
-int main(void)
+int
+main(void)
 {
 	const char *here = __FILE__, *slash = strrchr(here, '/');
 	char rm[600];

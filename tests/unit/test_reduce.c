@@ -52,7 +52,8 @@ static long long ref_op(enum dtype dt, enum coll_op op, long long a, long long b
 	}
 }
 
-static void put(enum dtype dt, void *buf, size_t i, long long v)
+static void
+put(enum dtype dt, void *buf, size_t i, long long v)
 {
 	char *p = (char *)buf + i * dtype_size(dt);
 
@@ -69,7 +70,8 @@ static void put(enum dtype dt, void *buf, size_t i, long long v)
 	}
 }
 
-static int check_kernel(enum dtype dt, enum coll_op op, size_t n)
+static int
+check_kernel(enum dtype dt, enum coll_op op, size_t n)
 {
 	size_t es = dtype_size(dt), i;
 	char *a = malloc(n * es + 1), *b = malloc(n * es + 1);
@@ -96,7 +98,8 @@ static int check_kernel(enum dtype dt, enum coll_op op, size_t n)
 	return ok;
 }
 
-static void test_all_kernels(void)
+static void
+test_all_kernels(void)
 {
 	static const size_t lens[] = { 0, 1, 63, 64, 65, 511, 512, 513, 1000, 4099 };
 	char what[96];
@@ -112,7 +115,8 @@ static void test_all_kernels(void)
 		}
 }
 
-static void test_nan(void)
+static void
+test_nan(void)
 {
 	float d[4] = { 1, NAN, 3, NAN }, s[4] = { NAN, 2, 1, NAN };
 	float e[4] = { 1, NAN, 3, NAN };
@@ -125,7 +129,8 @@ static void test_nan(void)
 	    "f32 max propagates NaN from either side");
 }
 
-static void test_half_accumulates_in_f32(void)
+static void
+test_half_accumulates_in_f32(void)
 {
 	/* 2048 + 1 is not an f16 (spacing 2 there); 1 + 1 + 2048 in steps is
 	 * 2050 only if the halves are widened before adding. */
@@ -138,7 +143,8 @@ static void test_half_accumulates_in_f32(void)
 	UNIT_OK(dtype_bf16_to_f32(b) == 256, "bf16 256 + 1 rounds to even (256)");
 }
 
-static int same_half(uint16_t a, uint16_t b, int bf)
+static int
+same_half(uint16_t a, uint16_t b, int bf)
 {
 	float fa = bf ? dtype_bf16_to_f32(a) : dtype_f16_to_f32(a), fb = bf ? dtype_bf16_to_f32(b) : dtype_f16_to_f32(b);
 
@@ -148,7 +154,8 @@ static int same_half(uint16_t a, uint16_t b, int bf)
 /* The vectorized conversions against dtype.c's general ones: every half
  * value widened, and f32 values narrowed: every half, the midpoints
  * between neighbours (ties), and a million pseudo-random bit patterns. */
-static void test_half_conversions(int bf)
+static void
+test_half_conversions(int bf)
 {
 	enum { N = 1 << 16, R = 1 << 20 };
 	uint16_t *h = malloc(N * sizeof *h), *o = malloc(R * sizeof *o);
@@ -183,7 +190,8 @@ static void test_half_conversions(int bf)
 	free(f);
 }
 
-static void test_avg(void)
+static void
+test_avg(void)
 {
 	float f[3] = { 3, -3, 10 };
 	int32_t i[3] = { 7, -7, 9 };
@@ -205,7 +213,8 @@ static void test_avg(void)
 	UNIT_OK(bo[0] == 1 && bo[1] == 0, "bool avg leaves the logical or");
 }
 
-static void test_names(void)
+static void
+test_names(void)
 {
 	static const char *ops[] = { "sum", "prod", "min", "max", "avg" };
 	static const char *algos[] = { "auto", "naive", "ring", "tree", "rd",
@@ -231,7 +240,8 @@ static void test_names(void)
 	    "algorithm validity per collective");
 }
 
-static void test_auto(void)
+static void
+test_auto(void)
 {
 	enum coll_algo small = coll_auto(COLL_KIND_ALLREDUCE, 64, 8);
 	enum coll_algo big = coll_auto(COLL_KIND_ALLREDUCE, 64 << 20, 8);
@@ -247,7 +257,8 @@ static void test_auto(void)
 	    "auto: latency-bound small allreduce avoids the ring, large is bandwidth-optimal");
 }
 
-int main(void)
+int
+main(void)
 {
 	test_all_kernels();
 	test_nan();

@@ -11,9 +11,10 @@
 #include "tensor/tensor.h"
 #include "unit.h"
 
-static char err[TENSOR_ERRLEN];
+static char err[COLLX_ERRLEN];
 
-static float bits_f32(uint32_t b)
+static float
+bits_f32(uint32_t b)
 {
 	float f;
 
@@ -21,7 +22,8 @@ static float bits_f32(uint32_t b)
 	return f;
 }
 
-static void test_dtype_names(void)
+static void
+test_dtype_names(void)
 {
 	enum dtype dt;
 	int ok = 1, i;
@@ -43,7 +45,8 @@ static void test_dtype_names(void)
 	    dtype_size(DT_BOOL) == 1, "sizes");
 }
 
-static void test_f16_values(void)
+static void
+test_f16_values(void)
 {
 	UNIT_OK(dtype_f32_to_f16(1.0f) == 0x3c00, "f16 1.0");
 	UNIT_OK(dtype_f32_to_f16(-2.0f) == 0xc000, "f16 -2.0");
@@ -67,7 +70,8 @@ static void test_f16_values(void)
 }
 
 /* Every half value survives f16 -> f32 -> f16. */
-static void test_f16_roundtrip(void)
+static void
+test_f16_roundtrip(void)
 {
 	uint32_t h;
 	int ok = 1;
@@ -85,7 +89,8 @@ static void test_f16_roundtrip(void)
 
 /* Round to nearest even, checked by the definition: no neighbour of the
  * result is closer, and ties pick the even one. */
-static int rne_ok(float x, uint16_t (*to)(float), float (*from)(uint16_t))
+static int
+rne_ok(float x, uint16_t (*to)(float), float (*from)(uint16_t))
 {
 	uint16_t h = to(x);
 	double d = fabs((double)from(h) - x), dn, dp;
@@ -103,7 +108,8 @@ static int rne_ok(float x, uint16_t (*to)(float), float (*from)(uint16_t))
 	return 1;
 }
 
-static void test_rne_random(void)
+static void
+test_rne_random(void)
 {
 	struct tensor_rng r;
 	int i, ok16 = 1, okbf = 1;
@@ -130,7 +136,8 @@ static void test_rne_random(void)
 	UNIT_OK(dtype_f32_to_bf16(bits_f32(0x00018000)) == 0x0002, "bf16 subnormal tie to even");
 }
 
-static void test_put_get(void)
+static void
+test_put_get(void)
 {
 	unsigned char b[8];
 
@@ -155,7 +162,8 @@ static void test_put_get(void)
 }
 
 /* A tensor of dtype dt and ndim dims (sizes 1..3) with varied values. */
-static int make(struct tensor *t, enum dtype dt, int ndim)
+static int
+make(struct tensor *t, enum dtype dt, int ndim)
 {
 	int64_t shape[TENSOR_MAX_DIM];
 	size_t i, n;
@@ -172,7 +180,8 @@ static int make(struct tensor *t, enum dtype dt, int ndim)
 	return 0;
 }
 
-static int same(const struct tensor *a, const struct tensor *b)
+static int
+same(const struct tensor *a, const struct tensor *b)
 {
 	return a->dtype == b->dtype && a->ndim == b->ndim &&
 	    memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) == 0 &&
@@ -180,7 +189,8 @@ static int same(const struct tensor *a, const struct tensor *b)
 }
 
 /* Every proper prefix of an image is refused (and never read past). */
-static int prefixes_refused(const unsigned char *buf, size_t len)
+static int
+prefixes_refused(const unsigned char *buf, size_t len)
 {
 	struct tensor_set back;
 	size_t cut;
@@ -199,7 +209,8 @@ static int prefixes_refused(const unsigned char *buf, size_t len)
 	return ok;
 }
 
-static int roundtrip(const struct tensor *t, enum tensor_format fmt)
+static int
+roundtrip(const struct tensor *t, enum tensor_format fmt)
 {
 	struct tensor_set s = { .format = fmt, .count = 1 }, back;
 	void *buf;
@@ -222,7 +233,8 @@ static int roundtrip(const struct tensor *t, enum tensor_format fmt)
 	return ok;
 }
 
-static void test_roundtrips(void)
+static void
+test_roundtrips(void)
 {
 	struct tensor t;
 	char what[80];
@@ -257,7 +269,8 @@ static void test_roundtrips(void)
 }
 
 /* Safetensors image from header text and data length (data is zeros). */
-static size_t st_image(unsigned char *out, const char *json, size_t data_len)
+static size_t
+st_image(unsigned char *out, const char *json, size_t data_len)
 {
 	size_t n = strlen(json), i;
 
@@ -268,7 +281,8 @@ static size_t st_image(unsigned char *out, const char *json, size_t data_len)
 	return 8 + n + data_len;
 }
 
-static int st_refused(const char *json, size_t data_len, const char *needle)
+static int
+st_refused(const char *json, size_t data_len, const char *needle)
 {
 	unsigned char buf[1024];
 	struct tensor_set s;
@@ -283,7 +297,8 @@ static int st_refused(const char *json, size_t data_len, const char *needle)
 	return strstr(err, needle) != NULL;
 }
 
-static void test_st_malformed(void)
+static void
+test_st_malformed(void)
 {
 	unsigned char buf[64];
 	struct tensor_set s;
@@ -348,7 +363,8 @@ static void test_st_malformed(void)
 	    "empty input");
 }
 
-static void test_st_set(void)
+static void
+test_st_set(void)
 {
 	struct tensor_set s = { .format = TENSOR_SAFETENSORS }, back;
 	struct tensor a, b, c;
@@ -391,7 +407,8 @@ static void test_st_set(void)
 }
 
 /* A .npy image of the given version, header dict and data. */
-static size_t npy_image(unsigned char *out, int major, const char *dict,
+static size_t
+npy_image(unsigned char *out, int major, const char *dict,
     const void *data, size_t n)
 {
 	size_t h = strlen(dict), pre = major == 1 ? 10 : 12;
@@ -408,7 +425,8 @@ static size_t npy_image(unsigned char *out, int major, const char *dict,
 	return pre + h + n;
 }
 
-static int npy_result(int major, const char *dict, const void *data, size_t n,
+static int
+npy_result(int major, const char *dict, const void *data, size_t n,
     struct tensor *t)
 {
 	unsigned char buf[512];
@@ -423,7 +441,8 @@ static int npy_result(int major, const char *dict, const void *data, size_t n,
 	return 0;
 }
 
-static void test_npy_headers(void)
+static void
+test_npy_headers(void)
 {
 	const unsigned char be[] = { 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xfd };
 	const int32_t fort[] = { 0, 3, 1, 4, 2, 5 };	/* [[0,1,2],[3,4,5]] in F order */
@@ -477,7 +496,8 @@ static void test_npy_headers(void)
 	    "1234", 4, &t) < 0 && strstr(err, "version"), "version 4.0 refused");
 }
 
-static void test_stream(void)
+static void
+test_stream(void)
 {
 	struct tensor a, b, got;
 	FILE *f = tmpfile();
@@ -512,7 +532,8 @@ static void test_stream(void)
 	tensor_free(&b);
 }
 
-static void test_ops(void)
+static void
+test_ops(void)
 {
 	int64_t shape[3] = { 4, 5, 3 };
 	struct tensor t, parts[3], back, c;
@@ -552,7 +573,8 @@ static void test_ops(void)
 	tensor_free(&t);
 }
 
-static void test_rng(void)
+static void
+test_rng(void)
 {
 	struct tensor_rng r;
 	double x, worst = 0, sum = 0, sq = 0, z[2];
@@ -580,7 +602,8 @@ static void test_rng(void)
 
 /* Random byte damage to valid images: refused or parsed, never a crash
  * (the sanitizer build watches the reads). */
-static void test_fuzz(void)
+static void
+test_fuzz(void)
 {
 	struct tensor_set s = { .format = TENSOR_SAFETENSORS }, back;
 	struct tensor a, b;
@@ -623,7 +646,8 @@ static void test_fuzz(void)
 	tensor_set_free(&s);
 }
 
-int main(void)
+int
+main(void)
 {
 	test_dtype_names();
 	test_f16_values();

@@ -8,7 +8,8 @@
 
 static int unit_n, unit_failed;
 
-static inline int unit_ok(int cond, const char *file, int line, const char *what)
+static inline int
+unit_ok(int cond, const char *file, int line, const char *what)
 {
 	unit_n++;
 	printf("%sok %d - %s\n", cond ? "" : "not ", unit_n, what);
@@ -25,7 +26,8 @@ static inline int unit_ok(int cond, const char *file, int line, const char *what
 #define UNIT_CLOSE(a, b, rtol, atol, what) \
 	UNIT_OK(fabs((double)(a) - (double)(b)) <= (atol) + (rtol) * fabs((double)(b)), what)
 
-static inline int unit_done(void)
+static inline int
+unit_done(void)
 {
 	printf("1..%d\n", unit_n);
 	return unit_failed ? 1 : 0;
