@@ -421,11 +421,23 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 static struct comm *
 join_group(const struct opts *o)
 {
+	const struct dp_cfg *f = &o->cfg;
 	struct comm *c;
-	char e[COLLX_ERRLEN];
+	char e[COLLX_ERRLEN], job[512];
 	int code;
 
-	if ((code = prog_join(&c, &o->g, "collx-dp", e, sizeof e)) != 0)
+	/* What ranks must agree on, as words rank 0 compares one by one. */
+	snprintf(job, sizeof job, "collx-dp --sync=%s --algo=%s --batch=%ld "
+	    "--steps=%ld --optimizer=%s --lr=%.10g --momentum=%.10g "
+	    "--weight-decay=%.10g --bucket-mb=%g --zero=%d --overlap=%s "
+	    "--shuffle=%s --seed=%llu --ps-servers=%d --ps-mode=%s",
+	    f->sync == DP_PS ? "ps" : "allreduce", coll_algo_name(f->algo),
+	    f->batch, f->steps, f->optim.kind == NN_ADAMW ? "adamw" : "sgd",
+	    f->optim.lr, f->optim.momentum, f->optim.weight_decay,
+	    (double)f->bucket_bytes / (1 << 20), f->zero, f->overlap ? "on" : "off",
+	    f->shuffle ? "on" : "off", (unsigned long long)f->seed,
+	    f->ps_servers, ps_mode_name(f->ps_mode));
+	if ((code = prog_join(&c, &o->g, job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
 	return c;
 }

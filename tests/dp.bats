@@ -410,3 +410,20 @@ gpt_same() {
 	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-dp.1"
 	[ "$status" -eq 0 ]
 }
+
+@test "ranks started with a different --lr refuse each other, naming it" {
+	port=$(free_port)
+	timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 200 --steps 1 --lr 0.05 --rank 0 --world-size 2 \
+	    --master "127.0.0.1:$port" --timeout 4 -q 2>err0 &
+	pid0=$!
+	sleep 0.3
+	rc1=0
+	timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 200 --steps 1 --lr 0.1 --rank 1 --world-size 2 \
+	    --master "127.0.0.1:$port" --timeout 4 -q 2>err1 || rc1=$?
+	wait "$pid0" || true
+	[ "$rc1" -eq 3 ] || { cat err1; false; }
+	grep -q -- "rank 1 was started with --lr 0.1, rank 0 with --lr 0.05" err1 ||
+	    { cat err1; false; }
+}
