@@ -17,14 +17,6 @@
 #define LAUNCH_MAX_SLOTS 4096
 #define HOSTFILE_MAX (16 << 20)
 
-static void *
-xrealloc(void *p, size_t n)
-{
-	if ((p = realloc(p, n)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	return p;
-}
-
 /* A host name must not be able to pass itself off as an ssh option. */
 static int
 host_ok(const char *s, size_t len)
@@ -52,10 +44,10 @@ hosts_add(struct launch_hosts *h, const char *name, size_t len, int slots,
 		snprintf(err, errlen, "more than %d hosts", LAUNCH_MAX_HOSTS);
 		return -1;
 	}
-	h->names = xrealloc(h->names, (size_t)(h->n + 1) * sizeof *h->names);
-	h->slots = xrealloc(h->slots, (size_t)(h->n + 1) * sizeof *h->slots);
-	if ((h->names[h->n] = strndup(name, len)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	h->names = cli_reallocarray(h->names, (size_t)h->n + 1, sizeof *h->names);
+	h->slots = cli_reallocarray(h->slots, (size_t)h->n + 1, sizeof *h->slots);
+	h->names[h->n] = cli_calloc(len + 1, 1);
+	memcpy(h->names[h->n], name, len);
 	h->slots[h->n++] = slots;
 	return 0;
 }
@@ -222,7 +214,7 @@ launch_hostfile_read(struct launch_hosts *h, const char *path, char *err,
 	}
 	do {
 		if (cap - len < 4096)
-			text = xrealloc(text, cap = cap ? cap * 2 : 8192);
+			text = cli_reallocarray(text, cap = cap ? cap * 2 : 8192, 1);
 		n = fread(text + len, 1, cap - len - 1, f);
 		len += n;
 	} while (n > 0 && len < HOSTFILE_MAX);
@@ -269,10 +261,8 @@ launch_place(const struct launch_hosts *h, int n, int per_host, int *host_of,
 	int i, j, host = 0, used = 0, cap, *first, *count;
 
 	/* Hosts named twice share local ranks: count by first occurrence. */
-	first = xrealloc(NULL, (size_t)h->n * sizeof *first);
-	count = calloc((size_t)h->n, sizeof *count);
-	if (count == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	first = cli_calloc((size_t)h->n, sizeof *first);
+	count = cli_calloc((size_t)h->n, sizeof *count);
 	for (i = 0; i < h->n; i++)
 		for (first[i] = i, j = 0; j < i; j++)
 			if (strcmp(h->names[j], h->names[i]) == 0) {
@@ -299,10 +289,8 @@ launch_local_worlds(const struct launch_hosts *h, int n, const int *host_of,
 {
 	int i, j, *first, *count;
 
-	first = xrealloc(NULL, (size_t)h->n * sizeof *first);
-	count = calloc((size_t)h->n, sizeof *count);
-	if (count == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	first = cli_calloc((size_t)h->n, sizeof *first);
+	count = cli_calloc((size_t)h->n, sizeof *count);
 	for (i = 0; i < h->n; i++)
 		for (first[i] = i, j = 0; j < i; j++)
 			if (strcmp(h->names[j], h->names[i]) == 0) {
@@ -335,14 +323,12 @@ launch_shquote(const char *s)
 
 	if (*s != '\0' && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
 	    "QRSTUVWXYZ0123456789_-+=/.,:@%^") == strlen(s) && s[0] != '=') {
-		if ((out = strdup(s)) == NULL)
-			cli_die(CLI_EXIT_RUNTIME, "out of memory");
+		out = cli_strdup(s);
 		return out;
 	}
 	for (p = s; *p; p++)
 		n += *p == '\'' ? 4 : 1;
-	if ((out = malloc(n)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	out = cli_calloc(n, 1);
 	q = out;
 	*q++ = '\'';
 	for (p = s; *p; p++) {
@@ -361,7 +347,7 @@ launch_shquote(const char *s)
 static void
 words_push(char ***v, int *n, char *w)
 {
-	*v = xrealloc(*v, (size_t)(*n + 2) * sizeof **v);
+	*v = cli_reallocarray(*v, (size_t)*n + 2, sizeof **v);
 	(*v)[(*n)++] = w;
 	(*v)[*n] = NULL;
 }
@@ -373,8 +359,7 @@ next_word(const char **sp)
 	const char *p = *sp;
 	char *w, *q, quote = 0;
 
-	if ((w = malloc(strlen(p) + 1)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	w = cli_calloc(strlen(p) + 1, 1);
 	for (q = w; *p && (quote || !isspace((unsigned char)*p)); p++) {
 		if (quote == '\'' && *p == '\'')
 			quote = 0;
