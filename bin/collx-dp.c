@@ -263,15 +263,6 @@ subst_paths(struct opts *o)
 			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
 }
 
-static void
-load_model(const struct opts *o, struct nn_model *m)
-{
-	char e[COLLX_ERRLEN];
-
-	if (trainopt_model_load(o->model, m, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
-}
-
 /* Per-step output: a line on stderr (-v), or on a terminal one live
  * progress line and a closing summary; timing rows. */
 struct report {
@@ -507,7 +498,8 @@ main(int argc, char **argv)
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	nn_set_threads(o.threads);
-	load_model(&o, &m);
+	if (trainopt_model_load(o.model, &m, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
 	o.cfg.batch = o.batch;

@@ -161,15 +161,6 @@ print_schedule(const struct opts *o)
 	exit(CLI_EXIT_OK);
 }
 
-static void
-load_model(const struct opts *o, struct nn_model *m)
-{
-	char e[COLLX_ERRLEN];
-
-	if (trainopt_model_load(o->model, m, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
-}
-
 struct report {
 	const struct opts *o;
 	struct cli_timing *timing;
@@ -329,9 +320,9 @@ main(int argc, char **argv)
 		cli_usage_error("%s", e);
 	subst_paths(&o);
 	nn_set_threads(o.threads);
-	load_model(&o, &m);
-	if ((first = calloc((size_t)o.g.world + 1, sizeof(int))) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if (trainopt_model_load(o.model, &m, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
+	first = cli_calloc((size_t)o.g.world + 1, sizeof(int));
 	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
