@@ -319,8 +319,8 @@ push(struct opts *o)
 	    !tensor_layout_same(layout, ps_client_layout(cl)))
 		cli_die(CLI_EXIT_DATA, "%s: its tensors differ from the model of "
 		    "the servers %s", o->file, o->server);
-	if (o->out != NULL && (p = malloc((total + 1) * sizeof(float))) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if (o->out != NULL)
+		p = cli_calloc(total + 1, sizeof(float));
 	if (ps_client_push(cl, g, o->weight, p, e, sizeof(e)) < 0 ||
 	    (o->done && ps_client_done(cl, e, sizeof(e)) < 0))
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
@@ -346,8 +346,7 @@ pull(struct opts *o)
 		cli_usage_error("unexpected argument '%s'", o->file);
 	cl = connect_servers(o);
 	total = ps_client_total(cl);
-	if ((p = malloc((total + 1) * sizeof(float))) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	p = cli_calloc(total + 1, sizeof(float));
 	if (ps_client_pull(cl, p, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	save_flat(o->out, ps_client_layout(cl), p, total);

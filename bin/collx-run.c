@@ -190,9 +190,8 @@ add_export(struct job *j, const char *arg)
 		cli_usage_error("-x: %s is set by %s for each rank", name, cli_progname);
 	if (eq == NULL && getenv(name) == NULL)
 		cli_usage_error("-x: %s is not set", name);
-	j->exports = realloc(j->exports, (size_t)(j->nexports + 1) * sizeof *j->exports);
-	if (j->exports == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	j->exports = cli_reallocarray(j->exports, (size_t)j->nexports + 1,
+	    sizeof *j->exports);
 	j->exports[j->nexports++] = eq ? cli_strdup(arg) :
 	    xasprintf("%s=%s", name, getenv(name));
 }
@@ -405,8 +404,7 @@ struct vec {
 static void
 vec_push(struct vec *v, char *s)
 {
-	if ((v->v = realloc(v->v, (size_t)(v->n + 2) * sizeof *v->v)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	v->v = cli_reallocarray(v->v, (size_t)v->n + 2, sizeof *v->v);
 	v->v[v->n++] = s;
 	v->v[v->n] = NULL;
 }
@@ -611,8 +609,7 @@ stream_open(struct stream *s, int *p, int to)
 	s->fd = p[0];
 	s->to = to;
 	s->len = 0;
-	if ((s->buf = malloc(LINE_MAX_TAG)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	s->buf = cli_calloc(LINE_MAX_TAG, 1);
 	fcntl(s->fd, F_SETFL, O_NONBLOCK);
 }
 
@@ -812,8 +809,7 @@ emit_line(const struct stream *s, int rank, const char *line, size_t len)
 	char *out;
 	int k;
 
-	if ((out = malloc(len + 32)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	out = cli_calloc(len + 32, 1);
 	k = snprintf(out, 32, "[%d] ", rank);
 	memcpy(out + k, line, len);
 	if (len == 0 || line[len - 1] != '\n')
@@ -991,8 +987,7 @@ place_ranks(struct job *j)
 {
 	int *host_of, *local, *lworld, i;
 
-	if ((j->ranks = calloc((size_t)j->n, sizeof *j->ranks)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	j->ranks = cli_calloc((size_t)j->n, sizeof *j->ranks);
 	for (i = 0; i < j->n; i++) {
 		j->ranks[i].host = -1;
 		j->ranks[i].local_rank = i;
