@@ -213,6 +213,9 @@ rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0,
 		if ((av = memchr(w, '=', wl)) == NULL)
 			continue;
 		kl = (size_t)(av - w);
+		/* Another launch is another job, not another option. */
+		if (kl == 12 && memcmp(w, "COLLX_JOB_ID", 12) == 0)
+			continue;
 		av++;
 		al = wl - kl - 1;
 		bv = rv_value(b, w, kl, &bl);
