@@ -33,7 +33,7 @@
 
 /* Records the failure (its exit code and one line) and returns -1. */
 int
-cc_fail(struct cc_run *r, int code, const char *fmt, ...)
+collcli_fail(struct cc_run *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -45,20 +45,20 @@ cc_fail(struct cc_run *r, int code, const char *fmt, ...)
 }
 
 int
-cc_comm_failed(struct cc_run *r)
+collcli_comm_failed(struct cc_run *r)
 {
-	return cc_fail(r, comm_errkind(r->comm) == COMM_ERR_MISMATCH ?
+	return collcli_fail(r, comm_errkind(r->comm) == COMM_ERR_MISMATCH ?
 	    CLI_EXIT_DATA : CLI_EXIT_RUNTIME, "%s", comm_error(r->comm));
 }
 
 int
-cc_no_memory(struct cc_run *r)
+collcli_no_memory(struct cc_run *r)
 {
-	return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: out of memory", r->rank);
+	return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: out of memory", r->rank);
 }
 
 const char *
-cc_tname(const struct tensor *t)
+collcli_tname(const struct tensor *t)
 {
 	return t->name ? t->name : "input";
 }
@@ -119,16 +119,16 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 
 	r->secs = 0;
 	for (k = 0; k < total; k++) {
-		for (i = 0; cc_inplace(r) && p->in && i < nb; i++)
-			cc_bucket_pack(r, p, &b[i]);
+		for (i = 0; collcli_inplace(r) && p->in && i < nb; i++)
+			collcli_bucket_pack(r, p, &b[i]);
 		/* Start timed runs together, as nccl-tests and the peers'
 		 * benchmarks do, so a rank's time is the collective's own. */
 		if (k >= r->o->warmup && coll_barrier(r->comm) < 0)
-			return cc_comm_failed(r);
+			return collcli_comm_failed(r);
 		t0 = cli_now();
 		for (i = 0; i < nb; i++)
-			if (cc_bucket_run(r, &b[i]) < 0)
-				return cc_comm_failed(r);
+			if (collcli_bucket_run(r, &b[i]) < 0)
+				return collcli_comm_failed(r);
 		if (k >= r->o->warmup)
 			r->secs += cli_now() - t0;
 		if (k >= r->o->warmup && nb > 0)
@@ -136,7 +136,7 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 	}
 	for (i = 0; i < nb; i++)
 		if (b[i].own_recv)
-			cc_bucket_unpack(r, p, &b[i]);
+			collcli_bucket_unpack(r, p, &b[i]);
 	return 0;
 }
 
@@ -149,7 +149,7 @@ collective(struct cc_run *r, const struct cc_plan *p)
 	size_t nb;
 	int rc;
 
-	if ((b = cc_buckets(r, p, &nb)) == NULL)
+	if ((b = collcli_buckets(r, p, &nb)) == NULL)
 		return -1;
 	describe_buckets(b, nb, algo, sizeof algo, &dt);
 	if (r->rank == 0 && r->items == 0)
@@ -158,7 +158,7 @@ collective(struct cc_run *r, const struct cc_plan *p)
 		    p->out.count, p->out.count == 1 ? "" : "s", nb,
 		    nb == 1 ? "" : "s", nb ? algo : "none", r->world);
 	rc = run_buckets(r, p, b, nb);
-	cc_buckets_free(b, nb);
+	collcli_buckets_free(b, nb);
 	return rc;
 }
 
@@ -178,18 +178,18 @@ check(struct cc_run *r, const struct cc_plan *p)
 		rc = collref_check(r->comm, &s, p->in ? &p->in->items[i] : NULL,
 		    &p->out.items[i], &e, err, sizeof err);
 		if (rc < 0)
-			return cc_comm_failed(r);
+			return collcli_comm_failed(r);
 		if (rc > 0 && first[0] == '\0')
 			snprintf(first, sizeof first, "%s", err);
 		maxerr = e > maxerr ? e : maxerr;
 	}
 	if ((bad = collref_verdict(r->comm, first[0] != '\0')) == -2)
-		return cc_comm_failed(r);
+		return collcli_comm_failed(r);
 	if (first[0])
-		return cc_fail(r, CLI_EXIT_CHECK, "rank %d: check failed: %s",
+		return collcli_fail(r, CLI_EXIT_CHECK, "rank %d: check failed: %s",
 		    r->rank, first);
 	if (bad >= 0)
-		return cc_fail(r, CLI_EXIT_CHECK, "rank %d: check failed on rank %d",
+		return collcli_fail(r, CLI_EXIT_CHECK, "rank %d: check failed on rank %d",
 		    r->rank, bad);
 	cli_debug("rank %d: check ok (%zu tensor%s, max error %.3g)", r->rank,
 	    p->out.count, p->out.count == 1 ? "" : "s", maxerr);
@@ -239,17 +239,17 @@ write_output(struct cc_run *r, const struct cc_plan *p)
 	if (r->o->stream) {
 		if (tensor_npy_write_stream(r->sout, &p->out.items[0], err,
 		    sizeof err) < 0)
-			return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s: %s",
+			return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s: %s",
 			    r->rank, r->out, err);
 		return 0;
 	}
 	if (tensor_format_for(r->out, p->out.format) == TENSOR_NPY &&
 	    p->out.count != 1)
-		return cc_fail(r, CLI_EXIT_DATA, "rank %d: %s: a .npy file holds "
+		return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: a .npy file holds "
 		    "one tensor, the result has %zu (write .safetensors)",
 		    r->rank, r->out, p->out.count);
 	if (tensor_save(r->out, &p->out, err, sizeof err) < 0)
-		return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
+		return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
 	return 0;
 }
 
@@ -265,11 +265,11 @@ run_item(struct cc_run *r, const struct tensor_set *in, int status, const char *
 	memset(&p, 0, sizeof p);
 	p.in = status == ST_ITEM ? in : NULL;
 	if (r->o->kind == COLL_KIND_BROADCAST)
-		go = cc_agree_broadcast(r, &p, status, why);
+		go = collcli_agree_broadcast(r, &p, status, why);
 	else
-		go = cc_agree(r, &p, status, why);
+		go = collcli_agree(r, &p, status, why);
 	if (go == 1) {
-		if ((p.in && cc_plan_outputs(r, &p) < 0) || collective(r, &p) < 0 ||
+		if ((p.in && collcli_plan_outputs(r, &p) < 0) || collective(r, &p) < 0 ||
 		    (r->o->check && check(r, &p) < 0) || write_output(r, &p) < 0)
 			go = -1;
 		else
@@ -351,7 +351,7 @@ open_input(struct cc_run *r)
 		    (r->sin = fdopen(fd, "r")) == NULL) {
 			if (fd >= 0)
 				close(fd);
-			return cc_fail(r, CLI_EXIT_DATA, "rank %d: %s: %s", r->rank,
+			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: %s", r->rank,
 			    r->in, strerror(errno));
 		}
 	}
@@ -365,7 +365,7 @@ open_output(struct cc_run *r)
 	if (strcmp(r->out, "-") == 0)
 		r->sout = stdout;
 	else if ((r->sout = fopen(r->out, "w")) == NULL)
-		return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s: %s", r->rank,
+		return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s: %s", r->rank,
 		    r->out, strerror(errno));
 	return 0;
 }
@@ -446,7 +446,7 @@ close_stream(struct cc_run *r, int rc)
 	if (r->sin && r->sin != stdin)
 		fclose(r->sin);
 	if (r->sout && r->sout != stdout && fclose(r->sout) != 0 && rc == 0)
-		rc = cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s: %s", r->rank,
+		rc = collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s: %s", r->rank,
 		    r->out, strerror(errno));
 	return rc;
 }

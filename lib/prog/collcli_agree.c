@@ -69,18 +69,18 @@ explain_mismatch(struct cc_run *r, const char *mine, const uint64_t *rec, int q,
 	int i, rc = -1;
 
 	if (counts == NULL)
-		return cc_no_memory(r);
+		return collcli_no_memory(r);
 	for (i = 0; i < r->world; i++) {
 		counts[i] = (size_t)rec[4 * i + 3];
 		at += i < q ? counts[i] : 0;
 		total += counts[i];
 	}
 	if ((all = calloc(total ? total : 1, 1)) == NULL) {
-		cc_no_memory(r);
+		collcli_no_memory(r);
 		goto out;
 	}
 	if (coll_allgatherv(r->comm, mine, all, counts, DT_U8, COLL_AUTO) < 0) {
-		cc_comm_failed(r);
+		collcli_comm_failed(r);
 		goto out;
 	}
 	for (k = 0;; k++) {
@@ -141,19 +141,19 @@ exchange_rows(struct cc_run *r, struct cc_plan *p)
 
 	for (i = 0; i < n; i++)
 		if (p->in->items[i].ndim < 1)
-			return cc_fail(r, CLI_EXIT_DATA, "rank %d: %s: allgather "
+			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: allgather "
 			    "needs at least one dimension", r->rank,
-			    cc_tname(&p->in->items[i]));
+			    collcli_tname(&p->in->items[i]));
 	mine = calloc(n ? n : 1, sizeof *mine);
 	p->rows = calloc(n ? n * (size_t)r->world : 1, sizeof *p->rows);
 	if (mine == NULL || p->rows == NULL) {
 		free(mine);
-		return cc_no_memory(r);
+		return collcli_no_memory(r);
 	}
 	for (i = 0; i < n; i++)
 		mine[i] = p->in->items[i].shape[0];
 	if (n > 0 && coll_allgather(r->comm, mine, p->rows, n, DT_I64, COLL_AUTO) < 0)
-		rc = cc_comm_failed(r);
+		rc = collcli_comm_failed(r);
 	free(mine);
 	return rc;
 }
@@ -161,7 +161,7 @@ exchange_rows(struct cc_run *r, struct cc_plan *p)
 /* Every rank's status and description hash; returns judge_status's 1, 0
  * or 2, or -1 (exit 3 on every rank) when ranks disagree. */
 int
-cc_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
+collcli_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 {
 	size_t len = 0;
 	char *text = describe(r, status == ST_ITEM ? p->in : NULL, &len);
@@ -172,12 +172,12 @@ cc_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 	int q, go = -1;
 
 	if (text == NULL || rec == NULL) {
-		cc_no_memory(r);
+		collcli_no_memory(r);
 		goto out;
 	}
 	comm_set_step(r->comm, "agreement on the inputs");
 	if (coll_allgather(r->comm, mine, rec, 4, DT_I64, COLL_AUTO) < 0) {
-		cc_comm_failed(r);
+		collcli_comm_failed(r);
 		goto out;
 	}
 	go = judge_status(r, rec, 4, why, msg, sizeof msg);
@@ -188,7 +188,7 @@ cc_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 			goto out;
 		}
 	if (msg[0])
-		go = cc_fail(r, CLI_EXIT_DATA, "%s", msg);
+		go = collcli_fail(r, CLI_EXIT_DATA, "%s", msg);
 	else if (go == 1 && r->o->kind == COLL_KIND_ALLGATHER &&
 	    exchange_rows(r, p) < 0)
 		go = -1;
@@ -341,7 +341,7 @@ header_decode(const char *buf, size_t len, struct tensor_set *out,
  * outputs from it. Returns 1, 0 at the end of the root's input, 2 while
  * the root waits for its input, -1 on a failure. */
 int
-cc_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
+collcli_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
     const char *why)
 {
 	int root = r->o->root, me = r->rank == root, go = -1;
@@ -357,11 +357,11 @@ cc_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
 	}
 	comm_set_step(r->comm, "agreement on the inputs");
 	if (coll_broadcast(r->comm, rec, 2, DT_I64, root, COLL_AUTO) < 0) {
-		cc_comm_failed(r);
+		collcli_comm_failed(r);
 		goto out;
 	}
 	if (rec[0] == ST_BAD) {
-		cc_fail(r, CLI_EXIT_DATA, "rank %d: %s", r->rank, me ? why :
+		collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s", r->rank, me ? why :
 		    "the root could not read its input");
 		goto out;
 	}
@@ -370,19 +370,19 @@ cc_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
 		goto out;
 	}
 	if (rec[0] != ST_ITEM || rec[1] > ((uint64_t)1 << 40)) {
-		cc_fail(r, CLI_EXIT_DATA, "rank %d: malformed header from the root",
+		collcli_fail(r, CLI_EXIT_DATA, "rank %d: malformed header from the root",
 		    r->rank);
 		goto out;
 	}
 	if (!me && (buf = malloc(rec[1] ? (size_t)rec[1] : 1)) == NULL) {
-		cc_no_memory(r);
+		collcli_no_memory(r);
 		goto out;
 	}
 	if (coll_broadcast(r->comm, buf, (size_t)rec[1], DT_U8, root, COLL_AUTO) < 0)
-		cc_comm_failed(r);
+		collcli_comm_failed(r);
 	else if (!me && header_decode(buf, (size_t)rec[1], &p->out, err,
 	    sizeof err) < 0)
-		cc_fail(r, CLI_EXIT_DATA, "rank %d: header from the root: %s",
+		collcli_fail(r, CLI_EXIT_DATA, "rank %d: header from the root: %s",
 		    r->rank, err);
 	else
 		go = 1;

@@ -55,42 +55,42 @@ struct cc_slice {
 };
 
 /* Failures: record the exit code and one line in r, return -1. */
-int cc_fail(struct cc_run *r, int code, const char *fmt, ...)
+int collcli_fail(struct cc_run *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int cc_comm_failed(struct cc_run *r);
-int cc_no_memory(struct cc_run *r);
+int collcli_comm_failed(struct cc_run *r);
+int collcli_no_memory(struct cc_run *r);
 /* A tensor's name for messages ("input" when unnamed). */
-const char *cc_tname(const struct tensor *t);
+const char *collcli_tname(const struct tensor *t);
 
 /* Agreement (collcli_agree.c): 1 an item everywhere, 0 every input ended,
  * 2 some rank still waits for its input, -1 a failure. */
-int cc_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why);
-int cc_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
+int collcli_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why);
+int collcli_agree_broadcast(struct cc_run *r, struct cc_plan *p, int status,
     const char *why);
 
 /* The kinds' blocks (collcli_plan.c). */
-int cc_inplace(const struct cc_run *r);
-int cc_send_blocks(const struct cc_run *r);
-int cc_recv_blocks(const struct cc_run *r);
-int cc_send_dim(const struct cc_run *r, const struct tensor *t);
-int cc_recv_dim(const struct cc_run *r, const struct tensor *t);
-struct cc_slice cc_send_slice(const struct cc_run *r, const struct cc_plan *p,
+int collcli_inplace(const struct cc_run *r);
+int collcli_send_blocks(const struct cc_run *r);
+int collcli_recv_blocks(const struct cc_run *r);
+int collcli_send_dim(const struct cc_run *r, const struct tensor *t);
+int collcli_recv_dim(const struct cc_run *r, const struct tensor *t);
+struct cc_slice collcli_send_slice(const struct cc_run *r, const struct cc_plan *p,
     size_t i, int b);
-struct cc_slice cc_recv_slice(const struct cc_run *r, const struct cc_plan *p,
+struct cc_slice collcli_recv_slice(const struct cc_run *r, const struct cc_plan *p,
     size_t i, int j);
-void cc_slice_copy(const struct tensor *t, const struct cc_slice *s,
+void collcli_slice_copy(const struct tensor *t, const struct cc_slice *s,
     char *blk, int to_blk);
 /* The output tensors of p's input; 0 or -1. */
-int cc_plan_outputs(struct cc_run *r, struct cc_plan *p);
+int collcli_plan_outputs(struct cc_run *r, struct cc_plan *p);
 /* The buckets of plan p, each set up, or NULL (why in r). */
-struct cc_bucket *cc_buckets(struct cc_run *r, const struct cc_plan *p,
+struct cc_bucket *collcli_buckets(struct cc_run *r, const struct cc_plan *p,
     size_t *nb);
-void cc_buckets_free(struct cc_bucket *b, size_t nb);
+void collcli_buckets_free(struct cc_bucket *b, size_t nb);
 /* Input into a bucket's send buffer, its receive buffer into the output. */
-void cc_bucket_pack(const struct cc_run *r, const struct cc_plan *p,
+void collcli_bucket_pack(const struct cc_run *r, const struct cc_plan *p,
     struct cc_bucket *b);
-void cc_bucket_unpack(const struct cc_run *r, const struct cc_plan *p,
+void collcli_bucket_unpack(const struct cc_run *r, const struct cc_plan *p,
     struct cc_bucket *b);
-int cc_bucket_run(const struct cc_run *r, struct cc_bucket *b);
+int collcli_bucket_run(const struct cc_run *r, struct cc_bucket *b);
 
 #endif

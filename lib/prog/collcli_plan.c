@@ -13,20 +13,20 @@
 /* ---- the kinds' shapes: blocks, slices, sizes ---- */
 
 int
-cc_inplace(const struct cc_run *r)
+collcli_inplace(const struct cc_run *r)
 {
 	return r->o->kind == COLL_KIND_ALLREDUCE || r->o->kind == COLL_KIND_BROADCAST;
 }
 
 int
-cc_send_blocks(const struct cc_run *r)
+collcli_send_blocks(const struct cc_run *r)
 {
 	return r->o->kind == COLL_KIND_REDUCE_SCATTER ||
 	    r->o->kind == COLL_KIND_ALLTOALL ? r->world : 1;
 }
 
 int
-cc_recv_blocks(const struct cc_run *r)
+collcli_recv_blocks(const struct cc_run *r)
 {
 	return r->o->kind == COLL_KIND_ALLGATHER ||
 	    r->o->kind == COLL_KIND_ALLTOALL ? r->world : 1;
@@ -40,7 +40,7 @@ norm_dim(int d, int ndim)
 
 /* The dimension send (or receive) blocks are cut along, -1 for whole. */
 int
-cc_send_dim(const struct cc_run *r, const struct tensor *t)
+collcli_send_dim(const struct cc_run *r, const struct tensor *t)
 {
 	if (r->o->kind == COLL_KIND_REDUCE_SCATTER)
 		return 0;
@@ -48,7 +48,7 @@ cc_send_dim(const struct cc_run *r, const struct tensor *t)
 }
 
 int
-cc_recv_dim(const struct cc_run *r, const struct tensor *t)
+collcli_recv_dim(const struct cc_run *r, const struct tensor *t)
 {
 	if (r->o->kind == COLL_KIND_ALLGATHER)
 		return 0;
@@ -71,10 +71,10 @@ slab(const struct tensor *t, int d)
 /* Send block b of plan tensor i (input side, or output shape where this
  * rank has no input: broadcast non-roots). */
 struct cc_slice
-cc_send_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int b)
+collcli_send_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int b)
 {
 	const struct tensor *t = p->in ? &p->in->items[i] : &p->out.items[i];
-	struct cc_slice s = { cc_send_dim(r, t), 0, 0, 0 };
+	struct cc_slice s = { collcli_send_dim(r, t), 0, 0, 0 };
 
 	if (s.dim < 0) {
 		s.count = (size_t)tensor_numel(t);
@@ -88,10 +88,10 @@ cc_send_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int b)
 
 /* Receive block j of plan tensor i, in the output tensor. */
 struct cc_slice
-cc_recv_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int j)
+collcli_recv_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int j)
 {
 	const struct tensor *t = &p->out.items[i];
-	struct cc_slice s = { cc_recv_dim(r, t), 0, 0, 0 };
+	struct cc_slice s = { collcli_recv_dim(r, t), 0, 0, 0 };
 	size_t n = p->out.count;
 	int q;
 
@@ -113,7 +113,7 @@ cc_recv_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int j)
 
 /* Copy between slice s of t and the contiguous block blk. */
 void
-cc_slice_copy(const struct tensor *t, const struct cc_slice *s, char *blk, int to_blk)
+collcli_slice_copy(const struct tensor *t, const struct cc_slice *s, char *blk, int to_blk)
 {
 	size_t esz = dtype_size(t->dtype), inner = esz, outer = 1, o, n;
 	char *base = t->data, *a;
@@ -151,20 +151,20 @@ out_shape(struct cc_run *r, const struct cc_plan *p, size_t i, int64_t *sh)
 			sh[0] += p->rows[(size_t)q * p->in->count + i];
 	} else if (r->o->kind == COLL_KIND_REDUCE_SCATTER) {
 		if (t->ndim < 1 || t->shape[0] % w)
-			return cc_fail(r, CLI_EXIT_DATA, "rank %d: %s: %lld rows are not "
-			    "divisible by the world size %d", r->rank, cc_tname(t),
+			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: %lld rows are not "
+			    "divisible by the world size %d", r->rank, collcli_tname(t),
 			    t->ndim ? (long long)t->shape[0] : 0LL, w);
 		sh[0] /= w;
 	} else if (r->o->kind == COLL_KIND_ALLTOALL) {
-		sd = cc_send_dim(r, t), gd = cc_recv_dim(r, t);
+		sd = collcli_send_dim(r, t), gd = collcli_recv_dim(r, t);
 		if (sd < 0 || sd >= t->ndim || gd < 0 || gd >= t->ndim)
-			return cc_fail(r, CLI_EXIT_DATA, "rank %d: %s has %d dimensions: "
+			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s has %d dimensions: "
 			    "--scatter-dim %d or --gather-dim %d is out of range",
-			    r->rank, cc_tname(t), t->ndim, r->o->sdim, r->o->gdim);
+			    r->rank, collcli_tname(t), t->ndim, r->o->sdim, r->o->gdim);
 		if (t->shape[sd] % w)
-			return cc_fail(r, CLI_EXIT_DATA, "rank %d: %s: size %lld of dimension "
+			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: size %lld of dimension "
 			    "%d is not divisible by the world size %d", r->rank,
-			    cc_tname(t), (long long)t->shape[sd], sd, w);
+			    collcli_tname(t), (long long)t->shape[sd], sd, w);
 		sh[sd] /= w;
 		sh[gd] *= w;
 	}
@@ -172,7 +172,7 @@ out_shape(struct cc_run *r, const struct cc_plan *p, size_t i, int64_t *sh)
 }
 
 int
-cc_plan_outputs(struct cc_run *r, struct cc_plan *p)
+collcli_plan_outputs(struct cc_run *r, struct cc_plan *p)
 {
 	int64_t sh[TENSOR_MAX_DIM];
 	struct tensor t;
@@ -185,17 +185,17 @@ cc_plan_outputs(struct cc_run *r, struct cc_plan *p)
 			return -1;
 		if (tensor_init(&t, p->in->items[i].dtype, p->in->items[i].ndim, sh,
 		    err, sizeof err) < 0)
-			return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
+			return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
 		if (tensor_set_add(&p->out, p->in->items[i].name, &t, err,
 		    sizeof err) < 0) {
 			tensor_free(&t);
-			return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
+			return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
 		}
 	}
 	for (i = 0; i < p->in->nmeta; i++)
 		if (tensor_set_meta_put(&p->out, p->in->meta[i].key,
 		    p->in->meta[i].value, err, sizeof err) < 0)
-			return cc_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
+			return collcli_fail(r, CLI_EXIT_RUNTIME, "rank %d: %s", r->rank, err);
 	return 0;
 }
 
@@ -224,7 +224,7 @@ plan_buckets(struct cc_run *r, const struct cc_plan *p, size_t *nb)
 
 	*nb = 0;
 	if (b == NULL) {
-		cc_no_memory(r);
+		collcli_no_memory(r);
 		return NULL;
 	}
 
@@ -244,8 +244,8 @@ plan_buckets(struct cc_run *r, const struct cc_plan *p, size_t *nb)
 		if ((b[k].n & (b[k].n - 1)) == 0) {
 			idx = realloc(b[k].idx, (b[k].n ? 2 * b[k].n : 1) * sizeof *idx);
 			if (idx == NULL) {
-				cc_buckets_free(b, *nb);
-				cc_no_memory(r);
+				collcli_buckets_free(b, *nb);
+				collcli_no_memory(r);
 				return NULL;
 			}
 			b[k].idx = idx;
@@ -260,33 +260,33 @@ plan_buckets(struct cc_run *r, const struct cc_plan *p, size_t *nb)
 
 /* Block after block, each tensor's part of it: input into b->send. */
 void
-cc_bucket_pack(const struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
+collcli_bucket_pack(const struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
 {
 	size_t esz = dtype_size(b->dt), i;
 	char *at = b->send;
 	struct cc_slice s;
 	int blk;
 
-	for (blk = 0; blk < cc_send_blocks(r); blk++)
+	for (blk = 0; blk < collcli_send_blocks(r); blk++)
 		for (i = 0; i < b->n; i++) {
-			s = cc_send_slice(r, p, b->idx[i], blk);
-			cc_slice_copy(&p->in->items[b->idx[i]], &s, at, 1);
+			s = collcli_send_slice(r, p, b->idx[i], blk);
+			collcli_slice_copy(&p->in->items[b->idx[i]], &s, at, 1);
 			at += s.count * esz;
 		}
 }
 
 void
-cc_bucket_unpack(const struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
+collcli_bucket_unpack(const struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
 {
 	size_t esz = dtype_size(b->dt), i;
 	char *at = b->recv;
 	struct cc_slice s;
 	int blk;
 
-	for (blk = 0; blk < cc_recv_blocks(r); blk++)
+	for (blk = 0; blk < collcli_recv_blocks(r); blk++)
 		for (i = 0; i < b->n; i++) {
-			s = cc_recv_slice(r, p, b->idx[i], blk);
-			cc_slice_copy(&p->out.items[b->idx[i]], &s, at, 0);
+			s = collcli_recv_slice(r, p, b->idx[i], blk);
+			collcli_slice_copy(&p->out.items[b->idx[i]], &s, at, 0);
 			at += s.count * esz;
 		}
 }
@@ -302,36 +302,36 @@ bucket_setup(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
 	int j, lone = b->n == 1;
 
 	if ((b->rcounts = calloc((size_t)r->world, sizeof *b->rcounts)) == NULL)
-		return cc_no_memory(r);
+		return collcli_no_memory(r);
 	for (i = 0; i < b->n; i++) {
-		b->scount += cc_send_slice(r, p, b->idx[i], 0).count;
-		for (j = 0; j < cc_recv_blocks(r); j++)
-			b->rcounts[j] += cc_recv_slice(r, p, b->idx[i], j).count;
+		b->scount += collcli_send_slice(r, p, b->idx[i], 0).count;
+		for (j = 0; j < collcli_recv_blocks(r); j++)
+			b->rcounts[j] += collcli_recv_slice(r, p, b->idx[i], j).count;
 	}
-	for (j = 0; j < cc_recv_blocks(r); j++)
+	for (j = 0; j < collcli_recv_blocks(r); j++)
 		rtotal += b->rcounts[j];
 	b->algo = r->o->algo != COLL_AUTO ? r->o->algo :
 	    coll_auto(r->o->kind, b->bytes, r->world);
-	b->own_recv = !lone || cc_recv_dim(r, out) > 0;
+	b->own_recv = !lone || collcli_recv_dim(r, out) > 0;
 	b->recv = b->own_recv ? calloc(rtotal ? rtotal : 1, esz) : out->data;
 	if (b->recv == NULL)
-		return cc_no_memory(r);
-	if (cc_inplace(r)) {
+		return collcli_no_memory(r);
+	if (collcli_inplace(r)) {
 		b->send = b->recv;
 		return 0;
 	}
-	b->own_send = !lone || cc_send_dim(r, in) > 0;
-	b->send = b->own_send ? calloc(b->scount * (size_t)cc_send_blocks(r) + 1,
+	b->own_send = !lone || collcli_send_dim(r, in) > 0;
+	b->send = b->own_send ? calloc(b->scount * (size_t)collcli_send_blocks(r) + 1,
 	    esz) : in->data;
 	if (b->send == NULL)
-		return cc_no_memory(r);
+		return collcli_no_memory(r);
 	if (b->own_send)
-		cc_bucket_pack(r, p, b);
+		collcli_bucket_pack(r, p, b);
 	return 0;
 }
 
 int
-cc_bucket_run(const struct cc_run *r, struct cc_bucket *b)
+collcli_bucket_run(const struct cc_run *r, struct cc_bucket *b)
 {
 	struct comm *c = r->comm;
 
@@ -351,7 +351,7 @@ cc_bucket_run(const struct cc_run *r, struct cc_bucket *b)
 }
 
 void
-cc_buckets_free(struct cc_bucket *b, size_t nb)
+collcli_buckets_free(struct cc_bucket *b, size_t nb)
 {
 	size_t i;
 
@@ -368,14 +368,14 @@ cc_buckets_free(struct cc_bucket *b, size_t nb)
 
 /* The buckets of plan p, each set up, or NULL (why in r). */
 struct cc_bucket *
-cc_buckets(struct cc_run *r, const struct cc_plan *p, size_t *nb)
+collcli_buckets(struct cc_run *r, const struct cc_plan *p, size_t *nb)
 {
 	struct cc_bucket *b = plan_buckets(r, p, nb);
 	size_t i;
 
 	for (i = 0; b != NULL && i < *nb; i++)
 		if (bucket_setup(r, p, &b[i]) < 0) {
-			cc_buckets_free(b, *nb);
+			collcli_buckets_free(b, *nb);
 			return NULL;
 		}
 	return b;
