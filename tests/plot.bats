@@ -197,3 +197,17 @@ make_inputs() {
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
 }
+
+@test "a real collx-pipe trace: the timeline's legend has the span kinds, nothing unnamed" {
+	timeout 30 collx-dp --init mlp --dims 16,32,16,4 --seed 1 -o m.safetensors
+	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 1 -o x.npy
+	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 2 -o y.npy
+	timeout 60 collx-run -n 2 -- collx-pipe -m m.safetensors -i x.npy \
+	    -t y.npy --microbatches 4 --steps 2 --trace t.json -q
+	run timeout 60 collx-plot -o tl.svg t.json
+	[ "$status" -eq 0 ]
+	for kind in forward backward send recv; do
+		grep -q ">$kind<" tl.svg || { echo "no $kind in the legend"; false; }
+	done
+	! grep -q ">other<" tl.svg
+}

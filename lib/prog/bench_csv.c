@@ -249,7 +249,7 @@ static int
 js_object(struct js *j, int depth)
 {
 	struct bench_event e = { 0 };
-	char key[32], sval[32], ph[8] = "";
+	char key[32], sval[32], ph[8] = "", cat[32] = "";
 	double num;
 	int have = 0;
 
@@ -276,6 +276,8 @@ js_object(struct js *j, int depth)
 			snprintf(ph, sizeof ph, "%s", sval);
 		else if (strcmp(key, "name") == 0)
 			snprintf(e.name, sizeof e.name, "%s", sval);
+		else if (strcmp(key, "cat") == 0)
+			snprintf(cat, sizeof cat, "%s", sval);
 		else if (strcmp(key, "pid") == 0 && !isnan(num))
 			e.pid = num;
 		else if (strcmp(key, "tid") == 0 && !isnan(num))
@@ -296,6 +298,9 @@ js_object(struct js *j, int depth)
 	if (strcmp(ph, "X") == 0) {
 		if (have != 3)
 			return js_fail(j, "an \"X\" event without ts and dur");
+		/* The category says the kind (collx-pipe names spans F3, B3). */
+		if (cat[0] != '\0')
+			snprintf(e.name, sizeof e.name, "%s", cat);
 		if (j->n == j->cap) {
 			j->cap = j->cap ? 2 * j->cap : 256;
 			j->ev = cli_reallocarray(j->ev, (size_t)j->cap, sizeof *j->ev);

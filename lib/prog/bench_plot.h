@@ -26,7 +26,8 @@ int bench_table_col(const struct bench_table *t, const char *name);
 int bench_table_num(const struct bench_table *t, int row, int col, double *v,
     char *err, size_t errlen);
 
-/* A complete event ("ph":"X") of a Chrome trace. */
+/* A complete event ("ph":"X") of a Chrome trace; name is its "cat"
+ * (forward, backward, send, recv, idle) when it has one, else its "name". */
 struct bench_event {
 	char name[32];
 	double pid, tid;
