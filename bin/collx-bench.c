@@ -20,8 +20,7 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	CLI_STD_LONGOPTS,
 	{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' },
 	{ "stepfactor", 1, 0, 'f' }, { "stepbytes", 1, 0, 'i' },
 	{ "iters", 1, 0, 'n' }, { "warmup", 1, 0, 'w' },

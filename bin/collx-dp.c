@@ -25,8 +25,7 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	CLI_STD_LONGOPTS,
 	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
 	{ "data", 1, 0, OPT_DATA }, { "targets", 1, 0, OPT_TARGETS },
 	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },

@@ -22,8 +22,7 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	CLI_STD_LONGOPTS,
 	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
 	{ "input", 1, 0, 'i' }, { "targets", 1, 0, 't' },
 	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },

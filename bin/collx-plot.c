@@ -11,8 +11,7 @@
 enum { OPT_KIND = CLI_OPT_PROGRAM, OPT_TITLE, OPT_SIZE };
 
 static const struct option longopts[] = {
-	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	CLI_STD_LONGOPTS,
 	{ "output", 1, 0, 'o' }, { "kind", 1, 0, OPT_KIND },
 	{ "title", 1, 0, OPT_TITLE }, { "size", 1, 0, OPT_SIZE },
 	{ 0, 0, 0, 0 }

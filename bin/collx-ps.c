@@ -25,8 +25,7 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	CLI_STD_LONGOPTS,
 	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
 	{ "workers", 1, 0, OPT_WORKERS }, { "port", 1, 0, OPT_PORT },
 	{ "mode", 1, 0, OPT_MODE }, { "staleness", 1, 0, OPT_STALENESS },

@@ -26,8 +26,7 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' },
+	CLI_STD_LONGOPTS,
 	{ "model", 1, 0, 'm' }, { "input", 1, 0, 'i' },
 	{ "output", 1, 0, 'o' }, { "layer", 1, 0, OPT_LAYER },
 	{ "mode", 1, 0, OPT_MODE }, { "heads", 1, 0, OPT_HEADS },

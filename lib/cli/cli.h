@@ -24,6 +24,10 @@ void cli_init(const char *argv0);
 /* The options every program has: -h (usage(), which prints the help; the
  * program then exits 0), -V, -v and -q. 1 when opt was one of them. */
 int cli_std_option(int opt, void (*usage)(void));
+/* Their long forms, for a getopt_long table. */
+#define CLI_STD_LONGOPTS \
+	{ "help", 0, 0, 'h' }, { "version", 0, 0, 'V' }, \
+	{ "verbose", 0, 0, 'v' }, { "quiet", 0, 0, 'q' }
 /* "program: message" on stderr, then exit(code). */
 _Noreturn void cli_die(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
