@@ -370,6 +370,10 @@ gpt_same() {
 }
 
 @test "a rank killed mid-training makes every other rank exit non-zero in time" {
+	# A rank that dies on a lost peer exits through cli_die without freeing,
+	# and LeakSanitizer's exit-time scan of such a rank can hang in ptrace
+	# stop on this host: no leak scan for these failure exits.
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 	port=$(free_port)
 	pids=()
 	for r in 0 1 2; do
