@@ -197,7 +197,7 @@ static int
 listen_port(const struct opts *o)
 {
 	struct comm_sock_addr bound;
-	char hp[96], e[256];
+	char hp[96], e[COLLX_ERRLEN];
 	int fd;
 
 	/* Only the chosen interface's address when there is one. */
@@ -249,7 +249,7 @@ serve(struct opts *o)
 	struct comm *c;
 	float *flat;
 	size_t total, off, len;
-	char *layout, *path, e[512];
+	char *layout, *path, e[COLLX_ERRLEN];
 	int rc;
 
 	if (o->model == NULL || o->workers < 1)
@@ -308,16 +308,19 @@ push(struct opts *o)
 	struct ps_client *cl;
 	float *g, *p = NULL;
 	size_t total;
-	char *layout, e[512];
+	char *layout, e[COLLX_ERRLEN];
 
 	if (o->file == NULL)
 		cli_usage_error("push needs a GRADS.safetensors file");
 	load_flat(o->file, &g, &total, &layout);
 	cl = connect_servers(o);
 	if (total != ps_client_total(cl) ||
-	    !tensor_layout_same(layout, ps_client_layout(cl)))
+	    !tensor_layout_same(layout, ps_client_layout(cl))) {
+		/* Let the servers go before leaving: nothing was pushed. */
+		ps_client_abort(cl);
 		cli_die(CLI_EXIT_DATA, "%s: its tensors differ from the model of "
 		    "the servers %s", o->file, o->server);
+	}
 	if (o->out != NULL)
 		p = cli_calloc(total + 1, sizeof(float));
 	if (ps_client_push(cl, g, o->weight, p, e, sizeof(e)) < 0 ||

@@ -1063,7 +1063,7 @@ int
 main(int argc, char **argv)
 {
 	static struct job j;	/* static: what usage errors leave is reachable */
-	char **ssh = NULL, err[256];
+	char **ssh = NULL, err[COLLX_ERRLEN];
 	int nssh, i, rc;
 
 	cli_init(argv[0]);

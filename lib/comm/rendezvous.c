@@ -67,7 +67,7 @@ rv_fail(struct comm *c, enum comm_errkind kind, const char *what,
 static int
 rv_pick_addrs(struct comm *c, const struct comm_options *o, struct rv *v)
 {
-	char names[256], *save = NULL, *name, err[256];
+	char names[256], *save = NULL, *name, err[COLLX_ERRLEN];
 	int n = 0;
 
 	if (!o->ifaces || !o->ifaces[0]) {
