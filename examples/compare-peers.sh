@@ -1,22 +1,32 @@
 #!/bin/bash
-# Allreduce (f32 sum, loopback) beside the peers of ../shared/anchors, in one
-# run: collx (auto and each large-message algorithm), Open MPI over TCP and
-# PyTorch's Gloo. Prints the median time and busbw of each.
-# usage: examples/compare-peers.sh [ITERS]   (peers skipped when missing)
+# Allreduce (f32 sum, loopback) beside the peers (their scripts in
+# examples/peers/), in one run: collx (auto and each large-message
+# algorithm), Open MPI over TCP and PyTorch's Gloo. Prints the median time
+# and busbw of each; a peer that is not installed is skipped, saying why.
+# usage: examples/compare-peers.sh [ITERS]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
-anchors=${ANCHORS:-$here/../../shared/anchors}
+peers=$here/peers
 iters=${1:-20}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 have_mpi=0 have_gloo=0
-if command -v mpicc >/dev/null && [ -f "$anchors/mpi_allreduce.c" ]; then
-	mpicc -O2 -o "$work/mpi" "$anchors/mpi_allreduce.c" && have_mpi=1
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+	echo "compare-peers.sh: Open MPI skipped: mpicc or mpirun not found" \
+	    "(apt-get install openmpi-bin libopenmpi-dev)" >&2
+elif mpicc -O2 -o "$work/mpi" "$peers/mpi_allreduce.c"; then
+	have_mpi=1
+else
+	echo "compare-peers.sh: Open MPI skipped: mpicc failed" >&2
 fi
-/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null &&
-	[ -f "$anchors/gloo_allreduce.py" ] && have_gloo=1
+if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
+	have_gloo=1
+else
+	echo "compare-peers.sh: Gloo skipped: /usr/bin/python3 has no torch" \
+	    "(apt-get install python3-torch)" >&2
+fi
 
 # collx: rank 0's median seconds over the timed runs.
 collx() {
@@ -51,7 +61,7 @@ for world in 2 4; do
 			[ -n "$s" ] && row "$world" "$bytes" "Open MPI TCP" "$s"
 		fi
 		if [ $have_gloo = 1 ]; then
-			s=$(/usr/bin/python3 "$anchors/gloo_allreduce.py" "$world" "$bytes" "$iters" 2>/dev/null |
+			s=$(/usr/bin/python3 "$peers/gloo_allreduce.py" "$world" "$bytes" "$iters" 2>/dev/null |
 				sed -n 's/.*median_s=\([0-9.e-]*\).*/\1/p')
 			[ -n "$s" ] && row "$world" "$bytes" "Gloo" "$s"
 		fi
