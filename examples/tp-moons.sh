@@ -97,3 +97,9 @@ awk -F, 'NR > 1 && $4 == 0 { if (!($14 in t)) order[++k] = $14
 	function asort_(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]
 		for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x } }' \
     timing-tp.csv
+
+echo "== the loss curves, TP and Ulysses against serial training, as a chart"
+chart=${TP_MOONS_CHART:-${TMPDIR:-/tmp}/collx-tp-moons-loss.png}
+collx-plot --kind loss --title "two-moons MLP: tp and ulysses on $ranks ranks vs serial" \
+    -o "$chart" loss-serial.csv loss-tp.csv loss-ulysses.csv
+echo "chart (kept): $chart"
