@@ -21,7 +21,8 @@ enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_BATCH, OPT_STEPS,
 	OPT_EPOCHS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_LOSS_CSV, OPT_SEED, OPT_INIT, OPT_DIMS,
-	OPT_THREADS, OPT_NO_OVERLAP, OPT_ZERO
+	OPT_THREADS, OPT_NO_OVERLAP, OPT_ZERO, OPT_CKPT, OPT_CKPT_EVERY,
+	OPT_RESUME
 };
 
 static const struct option longopts[] = {
@@ -37,6 +38,9 @@ static const struct option longopts[] = {
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
 	{ "no-overlap", 0, 0, OPT_NO_OVERLAP }, { "zero", 1, 0, OPT_ZERO },
+	{ "checkpoint", 1, 0, OPT_CKPT },
+	{ "checkpoint-every", 1, 0, OPT_CKPT_EVERY },
+	{ "resume", 1, 0, OPT_RESUME },
 	TRAINOPT_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
@@ -44,12 +48,12 @@ static const struct option longopts[] = {
 
 struct opts {
 	const char *model, *out, *data, *targets, *loss_csv, *timing;
-	const char *init, *dims, *sync_name;
+	const char *init, *dims, *sync_name, *ckpt, *resume;
 	long batch, steps;
 	double epochs;
 	struct trainopt_optim optim;
 	int have_ps_servers, threads;
-	char *owned[3];		/* substituted paths */
+	char *owned[4];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
 };
@@ -57,8 +61,9 @@ struct opts {
 static _Noreturn void
 usage(void)
 {
-	printf("usage: %s -m MODEL.safetensors --data X.npy [--targets Y.npy]\n"
-	    "           --batch B (--steps K | --epochs E) [options]\n"
+	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
+	    "           --data X.npy [--targets Y.npy] --batch B\n"
+	    "           (--steps K | --epochs E) [options]\n"
 	    "       %s --init ARCH --dims DIMS [--seed S] -o MODEL.safetensors\n\n"
 	    "Data-parallel training of a built-in model (mlp, block, gpt).\n\n"
 	    "  -m, --model F         model (safetensors with collx.arch metadata)\n"
@@ -85,6 +90,11 @@ usage(void)
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
 	    "                        2: also the reduced gradients (0: off)\n"
+	    "  --checkpoint F        rank 0 writes model, optimizer state and step\n"
+	    "                        to F (atomically) after the last step\n"
+	    "  --checkpoint-every K  ... and after every K steps\n"
+	    "  --resume F            continue from checkpoint F (model, optimizer\n"
+	    "                        state, step); -m is not read\n"
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
@@ -150,6 +160,12 @@ train_option(struct opts *o, int c, const char *a)
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
 	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
 	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
+	case OPT_CKPT: o->ckpt = a; break;
+	case OPT_CKPT_EVERY:
+		o->cfg.ckpt_every = cli_parse_long("--checkpoint-every", a, 1,
+		    1L << 40);
+		break;
+	case OPT_RESUME: o->resume = a; break;
 	default: return 0;
 	}
 	return 1;
@@ -227,8 +243,8 @@ init_model(const struct opts *o)
 static void
 check_args(struct opts *o)
 {
-	if (o->model == NULL || o->data == NULL)
-		cli_usage_error("-m MODEL and --data are required");
+	if ((o->model == NULL && o->resume == NULL) || o->data == NULL)
+		cli_usage_error("-m MODEL (or --resume) and --data are required");
 	if (o->batch < 1)
 		cli_usage_error("--batch B is required");
 	if ((o->steps >= 0) == (o->epochs > 0))
@@ -245,6 +261,13 @@ check_args(struct opts *o)
 		cli_usage_error("--staleness goes with --sync ps --ps-mode async");
 	if (o->cfg.zero > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--zero goes with allreduce, not --sync ps");
+	if (o->cfg.ckpt_every > 0 && o->ckpt == NULL)
+		cli_usage_error("--checkpoint-every goes with --checkpoint");
+	if ((o->ckpt != NULL || o->resume != NULL) && o->cfg.sync == DP_PS &&
+	    (o->cfg.ps_addrs != NULL || o->cfg.ps_mode == PS_ASYNC))
+		cli_usage_error("--checkpoint and --resume go with allreduce or "
+		    "synchronous colocated servers (external and asynchronous "
+		    "servers keep the optimizer state themselves)");
 	if (o->cfg.ps_addrs == NULL && o->cfg.ps_servers > o->g.world)
 		cli_usage_error("--ps-servers %d: more servers than the %d ranks",
 		    o->cfg.ps_servers, o->g.world);
@@ -254,7 +277,7 @@ check_args(struct opts *o)
 static void
 subst_paths(struct opts *o)
 {
-	const char **p[] = { &o->model, &o->data, &o->targets };
+	const char **p[] = { &o->model, &o->data, &o->targets, &o->resume };
 	size_t i;
 
 	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
@@ -271,7 +294,7 @@ struct report {
 	enum nn_arch arch;
 	size_t nparams;
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op;
-	long steps, done;	/* planned, and reported so far */
+	long first, steps, done;	/* first step, steps planned, reported */
 	double start, shown;	/* clock at the start, at the last redraw */
 	double tokens, seconds, comm, loss;
 };
@@ -316,7 +339,7 @@ progress(struct report *r, const struct train_step *s)
 	fmt_eta(r->done > 0 ? el / r->done * (r->steps - r->done) : 0, eta,
 	    sizeof eta);
 	fprintf(stderr, "\r%s: step %ld/%ld loss %.6f %.0f %s/s ETA %s\033[K",
-	    cli_progname, s->step + 1, r->steps, s->loss,
+	    cli_progname, s->step + 1, r->first + r->steps, s->loss,
 	    r->seconds > 0 ? r->tokens / r->seconds : 0,
 	    r->arch == NN_MLP ? "samples" : "tokens", eta);
 	fflush(stderr);
@@ -385,7 +408,7 @@ report_mem(const struct report *r, const struct dp_mem *mem,
 
 static void
 write_outputs(const struct opts *o, const struct nn_model *m,
-    const struct train_step *steps, int rank, int world)
+    const struct train_step *steps, long first, int rank, int world)
 {
 	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN], *path;
@@ -402,7 +425,8 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 	}
 	if (o->loss_csv != NULL) {
 		path = cli_subst(o->loss_csv, rank, world);
-		if (trainopt_loss_csv_write(path, steps, o->cfg.steps, e, sizeof(e)) < 0)
+		if (trainopt_loss_csv_write(path, steps + first, o->cfg.steps - first,
+		    e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		free(path);
 	}
@@ -420,13 +444,15 @@ join_group(const struct opts *o)
 	snprintf(job, sizeof job, "collx-dp --sync=%s --algo=%s --batch=%ld "
 	    "--steps=%ld --optimizer=%s --lr=%.10g --momentum=%.10g "
 	    "--weight-decay=%.10g --bucket-mb=%g --zero=%d --overlap=%s "
-	    "--shuffle=%s --seed=%llu --ps-servers=%d --ps-mode=%s",
+	    "--shuffle=%s --seed=%llu --ps-servers=%d --ps-mode=%s "
+	    "--resume-step=%ld",
 	    f->sync == DP_PS ? "ps" : "allreduce", coll_algo_name(f->algo),
 	    f->batch, f->steps, f->optim.kind == NN_ADAMW ? "adamw" : "sgd",
 	    f->optim.lr, f->optim.momentum, f->optim.weight_decay,
 	    (double)f->bucket_bytes / (1 << 20), f->zero, f->overlap ? "on" : "off",
 	    f->shuffle ? "on" : "off", (unsigned long long)f->seed,
-	    f->ps_servers, ps_mode_name(f->ps_mode));
+	    f->ps_servers, ps_mode_name(f->ps_mode),
+	    f->resume != NULL ? f->resume->step : 0L);
 	if ((code = prog_join(&c, &o->g, job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
 	return c;
@@ -441,7 +467,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
-	char e[COLLX_ERRLEN], *tpath = NULL;
+	char e[COLLX_ERRLEN], *tpath = NULL, *cpath = NULL;
 
 	r.comm_op = o->cfg.sync == DP_PS ? "ps" : o->cfg.zero > 0 ?
 	    "reduce_scatter" : "allreduce";
@@ -454,23 +480,29 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	/* -v: a line per step; else on a terminal, one line redrawn. */
 	r.lines = r.rank == 0 && !cli_quiet && cli_verbose;
 	r.live = r.rank == 0 && !cli_quiet && !cli_verbose && isatty(2);
-	r.steps = o->cfg.steps;
+	r.first = o->cfg.resume != NULL ? o->cfg.resume->step : 0;
+	if (r.first > o->cfg.steps)
+		r.first = o->cfg.steps;
+	r.steps = o->cfg.steps - r.first;
 	r.start = cli_now();
 	if (o->timing != NULL) {
 		tpath = cli_subst(o->timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath, NULL);
 	}
+	if (o->ckpt != NULL)
+		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt, r.rank, r.world);
 	c = join_group(o);
 	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
 	summary(&r);
-	report_mem(&r, &mem, steps, o->cfg.steps, o->cfg.zero);
-	write_outputs(o, m, steps, r.rank, r.world);
+	report_mem(&r, &mem, steps + r.first, r.steps, o->cfg.zero);
+	write_outputs(o, m, steps, r.first, r.rank, r.world);
 	cli_timing_close(r.timing);
 	comm_close(c);
 	free(steps);
 	free(tpath);
+	free(cpath);
 }
 
 int
@@ -479,6 +511,7 @@ main(int argc, char **argv)
 	struct opts o = { .steps = -1, .threads = 1 };
 	struct nn_model m;
 	struct train_data d;
+	struct ckpt_state st = { 0 };
 	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
@@ -497,8 +530,15 @@ main(int argc, char **argv)
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	nn_set_threads(o.threads);
-	if (trainopt_model_load(o.model, &m, e, sizeof(e)) < 0)
+	if ((o.resume != NULL ? ckpt_load(o.resume, &m, &st, e, sizeof(e)) :
+	    trainopt_model_load(o.model, &m, e, sizeof(e))) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
+	if (o.resume != NULL && st.batch != o.batch)
+		cli_die(CLI_EXIT_DATA, "%s: trained with --batch %ld, not %ld "
+		    "(the data position is step * batch)", o.resume, st.batch,
+		    o.batch);
+	if (o.resume != NULL)
+		o.cfg.resume = &st;
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
 	o.cfg.batch = o.batch;
@@ -508,6 +548,7 @@ main(int argc, char **argv)
 	train(&o, &m, &d);
 	train_data_free(&d);
 	nn_model_free(&m);
+	ckpt_state_free(&st);
 	cli_group_free(&o.g);
 	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)
 		free(o.owned[i]);

@@ -431,3 +431,100 @@ gpt_same() {
 	grep -q -- "rank 1 was started with --lr 0.1, rank 0 with --lr 0.05" err1 ||
 	    { cat err1; false; }
 }
+
+# A checkpoint holds the parameters, every optimizer moment and the step,
+# so a resumed run takes exactly the steps the uninterrupted one takes:
+# the same bytes, whichever way the optimizer state is sharded.
+@test "--checkpoint then --resume: the bytes of an uninterrupted run (plain, ZeRO 1 and 2, colocated servers)" {
+	gpt_init
+	for s in "ring" "ring --zero 1" "rd --zero 2 --bucket-mb 0.01" \
+	    "ps --ps-servers 2 --bucket-mb 0.01" "ps --ps-servers 2 --no-overlap"; do
+		# shellcheck disable=SC2086
+		gpt 3 full --steps 9 --sync $s
+		# shellcheck disable=SC2086
+		gpt 3 half --steps 5 --sync $s --checkpoint ck.safetensors
+		# shellcheck disable=SC2086
+		timeout 90 collx-run -n 3 --timeout 20 -- collx-dp --resume ck.safetensors \
+		    --data "$GPL" --batch 8 --steps 9 --optimizer adamw --lr 0.01 \
+		    -o gres.safetensors --loss-csv glres.csv -q --sync $s
+		cmp gfull.safetensors gres.safetensors
+		[ "$(tail -n 4 glfull.csv | cut -d, -f1-4)" = "$(tail -n +2 glres.csv | cut -d, -f1-4)" ]
+	done
+	# SGD with momentum keeps one moment, SGD without none
+	mlp 2 full --momentum 0.9 --zero 1
+	mlp 2 half --momentum 0.9 --zero 1 --steps 4 --checkpoint ck.safetensors
+	mlp 2 res --momentum 0.9 --zero 1 --resume ck.safetensors
+	cmp tfull.safetensors tres.safetensors
+	mlp 1 full
+	mlp 1 half --steps 3 --checkpoint ck.safetensors
+	mlp 1 res --resume ck.safetensors
+	cmp tfull.safetensors tres.safetensors
+}
+
+@test "a checkpoint does not depend on the layout: ZeRO-2 on 2 ranks resumed plain on 3" {
+	gpt_init
+	gpt 2 full --steps 10 --zero 2
+	gpt 2 half --steps 5 --zero 2 --checkpoint ck.safetensors
+	timeout 90 collx-run -n 3 --timeout 20 -- collx-dp --resume ck.safetensors \
+	    --data "$GPL" --batch 8 --steps 10 --optimizer adamw --lr 0.01 \
+	    -o gres.safetensors -q
+	timeout 30 "$PY" "$REF" cmp gfull.safetensors gres.safetensors 1e-4 5e-5 attn.k.bias
+	# the checkpoint is a model too: its parameters are those of the -o file
+	timeout 30 collx-tensor get ck.safetensors wte -o a.npy
+	timeout 30 collx-tensor get ghalf.safetensors wte -o b.npy
+	cmp a.npy b.npy
+	timeout 30 collx-tensor info ck.safetensors | grep -q 'collx.checkpoint.step = 5'
+	timeout 30 collx-tensor info ck.safetensors | grep -q 'optim.v.wte'
+}
+
+# Killed with SIGKILL, every rank at once, after a checkpoint: resumed, the
+# run ends on the bytes of one that was never interrupted.
+@test "training killed after a checkpoint and resumed equals a run never interrupted" {
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+	gpt_init
+	port=$(free_port)
+	pids=()
+	for r in 0 1; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$port \
+		    collx-dp -m g.safetensors --data "$GPL" --batch 8 --steps 100000000 \
+		    --optimizer adamw --lr 0.01 --zero 1 --timeout 10 -q \
+		    --checkpoint ck.safetensors --checkpoint-every 3 2>"err$r" &
+		pids+=($!)
+	done
+	for _ in $(seq 300); do
+		[ -s ck.safetensors ] && break
+		sleep 0.1
+	done
+	sleep 0.3
+	kill -KILL "${pids[@]}"
+	wait "${pids[@]}" || true
+	step=$(collx-tensor info ck.safetensors | awk '/collx.checkpoint.step/ { print $NF }')
+	echo "killed after step $step"
+	[ "$step" -ge 3 ] && [ $((step % 3)) -eq 0 ]
+	total=$((step + 4))
+	gpt 2 full --steps "$total" --zero 1
+	timeout 90 collx-run -n 2 --timeout 20 -- collx-dp --resume ck.safetensors \
+	    --data "$GPL" --batch 8 --steps "$total" --optimizer adamw --lr 0.01 \
+	    --zero 1 -o gres.safetensors -q
+	cmp gfull.safetensors gres.safetensors
+}
+
+@test "bad checkpoints and resumes: exit 3 naming the file, 2 for options that cannot go together" {
+	mlp 1 a --steps 2 --checkpoint ck.safetensors
+	run timeout 30 collx-dp --resume ck.safetensors --data X.npy --targets Y.npy --batch 100 --steps 4 -q
+	[ "$status" -eq 3 ]
+	[[ "$output" == "collx-dp: ck.safetensors: trained with --batch 200, not 100"* ]]
+	run timeout 30 collx-dp --resume m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 4 -q
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"m.safetensors: not a collx checkpoint"* ]]
+	run timeout 30 collx-dp --resume ck.safetensors --data X.npy --targets Y.npy --batch 200 --steps 4 --optimizer adamw -q
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the checkpoint holds 0 optimizer moment(s), this run's optimizer keeps 2"* ]]
+	run timeout 30 collx-dp --resume nothere.safetensors --data X.npy --targets Y.npy --batch 200 --steps 4 -q
+	[ "$status" -eq 3 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 4 --checkpoint-every 2
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 4 --checkpoint c.safetensors --sync ps --ps-mode async
+	[ "$status" -eq 2 ]
+	[ ! -e c.safetensors ]
+}

@@ -381,6 +381,9 @@ struct nn_optim {
 	float *m, *v;		/* SGD momentum buffer in m; AdamW moments */
 };
 
+/* Moment buffers the optimizer keeps: AdamW 2 (m, v), SGD 1 with
+ * momentum (m), else 0. */
+int nn_optim_moments(const struct nn_optim_cfg *cfg);
 int nn_optim_init(struct nn_optim *o, const struct nn_optim_cfg *cfg,
     size_t count, char *err, size_t errlen);
 void nn_optim_free(struct nn_optim *o);

@@ -31,10 +31,16 @@ nn_optim_parse(const char *s, enum nn_optim_kind *out)
 }
 
 int
+nn_optim_moments(const struct nn_optim_cfg *cfg)
+{
+	return cfg->kind == NN_ADAMW ? 2 : cfg->momentum != 0.0;
+}
+
+int
 nn_optim_init(struct nn_optim *o, const struct nn_optim_cfg *cfg,
     size_t count, char *err, size_t errlen)
 {
-	int moments = cfg->kind == NN_ADAMW ? 2 : cfg->momentum != 0.0;
+	int moments = nn_optim_moments(cfg);
 
 	memset(o, 0, sizeof(*o));
 	o->cfg = *cfg;

@@ -304,6 +304,8 @@ run_init(struct run *r)
 	}
 	if (run_buckets(r) < 0)
 		return -1;
+	if (cfg->resume != NULL && dp_ckpt_restore(r) < 0)
+		return -1;
 	if (dp_verify_same(r, "before training") < 0)
 		return -1;
 	if (cfg->sync == DP_PS && cfg->ps_addrs != NULL)
@@ -361,7 +363,7 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	struct run r = { .m = m, .d = d, .c = c, .cfg = cfg,
 	    .kind = TRAIN_ERR_RUNTIME, .err = err, .errlen = errlen };
 	struct train_step *s = calloc((size_t)cfg->steps + 1, sizeof(*s));
-	long k;
+	long k = cfg->resume != NULL ? cfg->resume->step : 0;
 	int rc = -1;
 
 	*steps = s;
@@ -373,11 +375,15 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		goto out;
 	if (mem != NULL)
 		run_mem(&r, mem);
-	for (k = 0; k < cfg->steps; k++) {
+	for (; k < cfg->steps; k++) {
 		if (run_step(&r, k, &s[k]) < 0)
 			goto out;
 		if (fn != NULL)
 			fn(ctx, &s[k]);
+		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||
+		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
+		    dp_ckpt_save(&r, k + 1) < 0)
+			goto out;
 	}
 	rc = r.cl != NULL ? run_finish_ps(&r) : dp_verify_same(&r, "after training");
 out:

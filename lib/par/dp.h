@@ -13,6 +13,7 @@
 #include "comm/comm.h"
 #include "comm/ps.h"
 #include "nn/nn.h"
+#include "par/ckpt.h"
 #include "par/train.h"
 #include "tensor/tensor.h"
 
@@ -34,6 +35,9 @@ struct dp_cfg {
 	const char *token;
 	int overlap;		/* bucket syncs overlap the backward pass */
 	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
+	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
+	long ckpt_every;	/* after every K steps and the last (0: last) */
+	const struct ckpt_state *resume;	/* start from it, or NULL */
 };
 
 /* Memory of a run on this rank, in bytes: optimizer state, and reduced
@@ -45,10 +49,14 @@ struct dp_mem {
 typedef void (*dp_step_fn)(void *ctx, const struct train_step *s);
 
 /*
- * Train m for cfg->steps steps; fn (may be NULL) sees every step as it
- * ends; mem (may be NULL) receives this rank's memory figures. At the start and the end the ranks check that their parameters
- * are bitwise identical. *steps receives the records (malloc'd, cfg->steps
- * of them). 0, or -1 with the reason in err and *kind set.
+ * Train m up to step cfg->steps (from cfg->resume's step, or 0); fn (may
+ * be NULL) sees every step as it ends; mem (may be NULL) receives this
+ * rank's memory figures. At the start and the end the ranks check that
+ * their parameters are bitwise identical. *steps receives the records
+ * (malloc'd, indexed by step; those before the first step run are
+ * zero). Checkpoints (cfg->ckpt_path) hold the optimizer state however
+ * it is sharded; asynchronous and external parameter servers hold theirs
+ * elsewhere and take none. 0, or -1 with the reason in err and *kind set.
  */
 int dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
     const struct dp_cfg *cfg, dp_step_fn fn, void *ctx, struct dp_mem *mem,

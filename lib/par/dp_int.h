@@ -68,11 +68,19 @@ void dp_ovl_stage(void *ctx, int stage);
 int dp_ovl_wait(struct run *r, double *busy);
 void dp_ovl_stop(struct run *r);
 
-/* ZeRO stages 1 and 2 (zero.c). */
+/* ZeRO stages 1 and 2 (zero.c); rank q owns slice *off, *len of bucket
+ * i, relative to the bucket's start. */
+void dp_zero_slice(const struct run *r, int i, int q, size_t *off,
+    size_t *len);
 int dp_zero_init(struct run *r);
 int dp_zero_bucket(struct run *r, int bucket);
 int dp_zero_update(struct run *r);
 void dp_zero_free(struct run *r);
+
+/* Checkpoints (dp_ckpt.c): this rank's optimizer state from
+ * cfg->resume, and the whole state written after `done` steps. */
+int dp_ckpt_restore(struct run *r);
+int dp_ckpt_save(struct run *r, long done);
 
 /* Parameter-server set-up (dp_ps.c). */
 int dp_ps_connect(struct run *r, const char *addrs);

@@ -14,9 +14,8 @@
 
 #include "par/dp_int.h"
 
-/* Rank q's slice of bucket i, relative to the bucket's start. */
-static void
-zero_slice(const struct run *r, int i, int q, size_t *off, size_t *len)
+void
+dp_zero_slice(const struct run *r, int i, int q, size_t *off, size_t *len)
 {
 	size_t n = r->bucket[i + 1] - r->bucket[i];
 	size_t c = (n + (size_t)r->world - 1) / (size_t)r->world;
@@ -55,7 +54,7 @@ dp_zero_init(struct run *r)
 	for (i = 0; i < r->nbucket; i++) {
 		size_t c = zero_chunk(r, i), n = r->bucket[i + 1] - r->bucket[i];
 
-		zero_slice(r, i, r->rank, &off, &len);
+		dp_zero_slice(r, i, r->rank, &off, &len);
 		if (nn_optim_init(&r->bopt[i], &r->cfg->optim, len, e,
 		    sizeof(e)) < 0)
 			return dp_runtime_failed(r, "rank %d: %s", e);
@@ -83,7 +82,7 @@ dp_zero_bucket(struct run *r, int i)
 	size_t off, len;
 	float *g = r->m->grads + a, *send = g, *recv;
 
-	zero_slice(r, i, r->rank, &off, &len);
+	dp_zero_slice(r, i, r->rank, &off, &len);
 	if (c * (size_t)r->world != n) {
 		send = r->zpad;
 		memcpy(send, g, n * sizeof(float));
@@ -112,13 +111,13 @@ dp_zero_update(struct run *r)
 		float *p = r->m->params + r->bucket[i];
 		const float *g;
 
-		zero_slice(r, i, r->rank, &off, &len);
+		dp_zero_slice(r, i, r->rank, &off, &len);
 		g = r->cfg->zero == 2 ? r->gshard + r->zoff[i] :
 		    r->m->grads + r->bucket[i] + off;
 		nn_optim_step(&r->bopt[i], p + off, g, scale);
 		for (q = 0; q < r->world; q++)
-			zero_slice(r, i, q, &off, &r->zcounts[q]);
-		zero_slice(r, i, r->rank, &off, &len);
+			dp_zero_slice(r, i, q, &off, &r->zcounts[q]);
+		dp_zero_slice(r, i, r->rank, &off, &len);
 		comm_set_step(r->c, "allgather of parameter bucket %d of %d",
 		    i + 1, r->nbucket);
 		if (coll_allgatherv(r->c, p + off, p, r->zcounts, DT_F32,

@@ -1,0 +1,54 @@
+/* ckpt: training checkpoints. One safetensors file holds the model, the
+ * optimizer state, the steps done and the batch (the data position is
+ * step * batch), written atomically by rank 0 and read by every rank. The
+ * optimizer state is stored per parameter tensor, "optim.m.NAME" (AdamW's
+ * first moment, or SGD's momentum buffer) and "optim.v.NAME" (AdamW's
+ * second moment), whichever way the ranks shard it, so a checkpoint does
+ * not depend on how the run that wrote it was laid out. */
+#ifndef COLLX_CKPT_H
+#define COLLX_CKPT_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+#include "nn/nn.h"
+
+/* A run of the optimizer state: parameters [off, off+len) of the flat
+ * vector, held by rank `rank` in o from o's element o_off. Every rank
+ * lists the whole job's pieces in the same order; o is set on the rank
+ * that holds the piece (NULL elsewhere). Together the pieces cover each
+ * parameter once, or are empty (SGD without momentum has no state). */
+struct ckpt_piece {
+	int rank;
+	size_t off, len;
+	struct nn_optim *o;
+	size_t o_off;
+};
+
+/* What a checkpoint holds beyond the model. */
+struct ckpt_state {
+	long step;		/* steps done: the next step to run */
+	long batch;		/* the global batch it was trained with */
+	float *m, *v;		/* flat over the parameters, or NULL */
+};
+
+/* Collective: rank 0 gathers the pieces' state (oc's moments of each)
+ * from their ranks and writes it with m's parameters, as rank 0 holds
+ * them, to path (rank 0 only; NULL elsewhere). 0, or -1 with the reason:
+ * a lost peer or a failed write, a runtime failure (exit 1). */
+int ckpt_save(struct comm *c, const struct nn_model *m,
+    const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
+    long step, long batch, const char *path, char *err, size_t errlen);
+
+/* Reads a checkpoint: the model into m (as nn_model_load) and the rest
+ * into st. -1 with "PATH: reason": bad input (exit 3). */
+int ckpt_load(const char *path, struct nn_model *m, struct ckpt_state *st,
+    char *err, size_t errlen);
+void ckpt_state_free(struct ckpt_state *st);
+
+/* Puts st's state into this rank's pieces and sets their step count. -1
+ * when the optimizer does not match what the checkpoint holds. */
+int ckpt_restore(const struct ckpt_state *st, const struct ckpt_piece *p,
+    size_t n, int rank, char *err, size_t errlen);
+
+#endif
