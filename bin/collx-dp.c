@@ -21,8 +21,7 @@ enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_BATCH, OPT_STEPS,
 	OPT_EPOCHS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_LOSS_CSV, OPT_SEED, OPT_INIT, OPT_DIMS,
-	OPT_THREADS, OPT_NO_OVERLAP, OPT_ZERO, OPT_CKPT, OPT_CKPT_EVERY,
-	OPT_RESUME
+	OPT_THREADS, OPT_NO_OVERLAP, OPT_ZERO
 };
 
 static const struct option longopts[] = {
@@ -38,9 +37,7 @@ static const struct option longopts[] = {
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
 	{ "no-overlap", 0, 0, OPT_NO_OVERLAP }, { "zero", 1, 0, OPT_ZERO },
-	{ "checkpoint", 1, 0, OPT_CKPT },
-	{ "checkpoint-every", 1, 0, OPT_CKPT_EVERY },
-	{ "resume", 1, 0, OPT_RESUME },
+	TRAINOPT_CKPT_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
@@ -48,10 +45,11 @@ static const struct option longopts[] = {
 
 struct opts {
 	const char *model, *out, *data, *targets, *loss_csv, *timing;
-	const char *init, *dims, *sync_name, *ckpt, *resume;
+	const char *init, *dims, *sync_name;
 	long batch, steps;
 	double epochs;
 	struct trainopt_optim optim;
+	struct trainopt_ckpt ckpt;
 	int have_ps_servers, threads;
 	char *owned[4];		/* substituted paths */
 	struct dp_cfg cfg;
@@ -90,11 +88,7 @@ usage(void)
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
 	    "                        2: also the reduced gradients (0: off)\n"
-	    "  --checkpoint F        rank 0 writes model, optimizer state and step\n"
-	    "                        to F (atomically) after the last step\n"
-	    "  --checkpoint-every K  ... and after every K steps\n"
-	    "  --resume F            continue from checkpoint F (model, optimizer\n"
-	    "                        state, step); -m is not read\n"
+	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
@@ -160,12 +154,6 @@ train_option(struct opts *o, int c, const char *a)
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
 	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
 	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
-	case OPT_CKPT: o->ckpt = a; break;
-	case OPT_CKPT_EVERY:
-		o->cfg.ckpt_every = cli_parse_long("--checkpoint-every", a, 1,
-		    1L << 40);
-		break;
-	case OPT_RESUME: o->resume = a; break;
 	default: return 0;
 	}
 	return 1;
@@ -178,7 +166,9 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
 		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
-		    trainopt_optim_option(&o->optim, c, optarg) || train_option(o, c, optarg))
+		    trainopt_optim_option(&o->optim, c, optarg) ||
+		    trainopt_ckpt_option(&o->ckpt, c, optarg) ||
+		    train_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case 'm': o->model = optarg; break;
@@ -243,7 +233,7 @@ init_model(const struct opts *o)
 static void
 check_args(struct opts *o)
 {
-	if ((o->model == NULL && o->resume == NULL) || o->data == NULL)
+	if ((o->model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
 		cli_usage_error("-m MODEL (or --resume) and --data are required");
 	if (o->batch < 1)
 		cli_usage_error("--batch B is required");
@@ -261,9 +251,10 @@ check_args(struct opts *o)
 		cli_usage_error("--staleness goes with --sync ps --ps-mode async");
 	if (o->cfg.zero > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--zero goes with allreduce, not --sync ps");
-	if (o->cfg.ckpt_every > 0 && o->ckpt == NULL)
+	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
 		cli_usage_error("--checkpoint-every goes with --checkpoint");
-	if ((o->ckpt != NULL || o->resume != NULL) && o->cfg.sync == DP_PS &&
+	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&
+	    o->cfg.sync == DP_PS &&
 	    (o->cfg.ps_addrs != NULL || o->cfg.ps_mode == PS_ASYNC))
 		cli_usage_error("--checkpoint and --resume go with allreduce or "
 		    "synchronous colocated servers (external and asynchronous "
@@ -277,7 +268,7 @@ check_args(struct opts *o)
 static void
 subst_paths(struct opts *o)
 {
-	const char **p[] = { &o->model, &o->data, &o->targets, &o->resume };
+	const char **p[] = { &o->model, &o->data, &o->targets, &o->ckpt.resume };
 	size_t i;
 
 	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
@@ -489,8 +480,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 		tpath = cli_subst(o->timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath, NULL);
 	}
-	if (o->ckpt != NULL)
-		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt, r.rank, r.world);
+	if (o->ckpt.path != NULL)
+		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt.path, r.rank, r.world);
+	o->cfg.ckpt_every = o->ckpt.every;
 	c = join_group(o);
 	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
 	    sizeof(e)) < 0)
@@ -530,15 +522,10 @@ main(int argc, char **argv)
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	nn_set_threads(o.threads);
-	if ((o.resume != NULL ? ckpt_load(o.resume, &m, &st, e, sizeof(e)) :
-	    trainopt_model_load(o.model, &m, e, sizeof(e))) < 0)
+	if (trainopt_model_start(&o.ckpt, o.model, &m, &st, e, sizeof(e)) < 0 ||
+	    trainopt_resume_check(&o.ckpt, &st, o.batch, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
-	if (o.resume != NULL && st.batch != o.batch)
-		cli_die(CLI_EXIT_DATA, "%s: trained with --batch %ld, not %ld "
-		    "(the data position is step * batch)", o.resume, st.batch,
-		    o.batch);
-	if (o.resume != NULL)
-		o.cfg.resume = &st;
+	o.cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
 	o.cfg.batch = o.batch;

@@ -32,6 +32,7 @@ static const struct option longopts[] = {
 	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
 	{ "threads", 1, 0, OPT_THREADS },
 	TRAINOPT_OPTIM_LONGOPTS,
+	TRAINOPT_CKPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -44,14 +45,16 @@ struct opts {
 	int print, threads;
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
-	char *owned[3];
+	struct trainopt_ckpt ckpt;
+	char *owned[4];
 	struct cli_group g;
 };
 
 static _Noreturn void
 usage(void)
 {
-	printf("usage: %s -m MODEL.safetensors -i X.npy [-t Y.npy] --microbatches M\n"
+	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
+	    "           -i X.npy [-t Y.npy] --microbatches M\n"
 	    "           [--schedule gpipe|1f1b] [--steps K | --epochs E] [options]\n"
 	    "       %s --print-schedule --microbatches M [--world-size W]\n"
 	    "           [--schedule gpipe|1f1b]\n\n"
@@ -77,6 +80,7 @@ usage(void)
 	    "                        tokens_per_s\n"
 	    "  --timing F            append per-stage timing rows (with bubble)\n"
 	    "  --trace F.json        rank 0 writes a Chrome trace, a track per stage\n"
+	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and exit\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  -v, --verbose         a line per step on stderr (also on a terminal)\n"
@@ -99,7 +103,8 @@ parse_args(struct opts *o, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "hVvqm:o:i:t:", longopts,
 	    NULL)) != -1) {
 		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
-		    trainopt_optim_option(&o->optim, c, optarg))
+		    trainopt_optim_option(&o->optim, c, optarg) ||
+		    trainopt_ckpt_option(&o->ckpt, c, optarg))
 			continue;
 		switch (c) {
 		case 'm': o->model = optarg; break;
@@ -218,7 +223,7 @@ summary(const struct opts *o, const struct pipe_result *res, int world,
 
 static void
 write_outputs(const struct opts *o, const struct nn_model *m,
-    const struct pipe_result *res, int world)
+    const struct pipe_result *res, long first, int world)
 {
 	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN], *path;
@@ -233,8 +238,10 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 	}
 	if (o->loss_csv != NULL) {
 		path = cli_subst(o->loss_csv, 0, world);
-		if (trainopt_loss_csv_write(path, res->steps, o->steps, e,
-		    sizeof(e)) < 0)
+		if (first > o->steps)
+			first = o->steps;
+		if (trainopt_loss_csv_write(path, res->steps + first,
+		    o->steps - first, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		free(path);
 	}
@@ -265,16 +272,18 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		    "stage,microbatches,bubble,bubble_theory,peak_act_bytes");
 	}
 	/* ranks must agree on everything that shapes the messages */
-	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s",
-	    pipe_sched_name(cfg->sched), cfg->micro, cfg->batch, cfg->steps,
-	    o->split ? o->split : "-");
+	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s "
+	    "resume-step=%ld", pipe_sched_name(cfg->sched), cfg->micro,
+	    cfg->batch, cfg->steps, o->split ? o->split : "-",
+	    cfg->resume != NULL ? cfg->resume->step : 0L);
 	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
 	if (pipe_train(m, d, c, cfg, on_step, &r, &res, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
 	if (r.rank == 0) {
-		write_outputs(o, m, &res, r.world);
+		write_outputs(o, m, &res, cfg->resume != NULL ?
+		    cfg->resume->step : 0, r.world);
 		if (!cli_quiet)
 			summary(o, &res, r.world, cfg->first);
 	}
@@ -287,7 +296,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 static void
 subst_paths(struct opts *o)
 {
-	const char **p[] = { &o->model, &o->data, &o->targets };
+	const char **p[] = { &o->model, &o->data, &o->targets, &o->ckpt.resume };
 	size_t i;
 
 	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
@@ -302,8 +311,9 @@ main(int argc, char **argv)
 	struct pipe_cfg cfg = { 0 };
 	struct nn_model m;
 	struct train_data d;
+	struct ckpt_state st = { 0 };
 	int *first;
-	char e[COLLX_ERRLEN];
+	char e[COLLX_ERRLEN], *cpath = NULL;
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -311,15 +321,17 @@ main(int argc, char **argv)
 	if (o.print)
 		print_schedule(&o);
 	cli_group_resolve(&o.g);
-	if (o.model == NULL || o.data == NULL)
-		cli_usage_error("-m MODEL and -i X are required");
+	if ((o.model == NULL && o.ckpt.resume == NULL) || o.data == NULL)
+		cli_usage_error("-m MODEL (or --resume) and -i X are required");
+	if (o.ckpt.every > 0 && o.ckpt.path == NULL)
+		cli_usage_error("--checkpoint-every goes with --checkpoint");
 	if (o.steps >= 0 && o.epochs > 0)
 		cli_usage_error("give one of --steps and --epochs");
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	subst_paths(&o);
 	nn_set_threads(o.threads);
-	if (trainopt_model_load(o.model, &m, e, sizeof(e)) < 0)
+	if (trainopt_model_start(&o.ckpt, o.model, &m, &st, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
 	first = cli_calloc((size_t)o.g.world + 1, sizeof(int));
 	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
@@ -331,6 +343,8 @@ main(int argc, char **argv)
 	if (o.micro > o.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
 		    "a batch", o.micro, o.batch);
+	if (trainopt_resume_check(&o.ckpt, &st, o.batch, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
 	o.steps = o.epochs > 0 ? train_epoch_steps(d.n, o.batch, o.epochs) :
 	    o.steps >= 0 ? o.steps : 1;
 	cfg.sched = o.sched;
@@ -339,9 +353,15 @@ main(int argc, char **argv)
 	cfg.steps = o.steps;
 	cfg.first = first;
 	cfg.trace = o.trace != NULL;
+	if (o.ckpt.path != NULL)
+		cfg.ckpt_path = cpath = cli_subst(o.ckpt.path, 0, o.g.world);
+	cfg.ckpt_every = o.ckpt.every;
+	cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
 	train(&o, &m, &d, &cfg);
 	train_data_free(&d);
 	nn_model_free(&m);
+	ckpt_state_free(&st);
+	free(cpath);
 	free(first);
 	cli_group_free(&o.g);
 	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)

@@ -300,3 +300,34 @@ PYEOF
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
 }
+
+# Every stage's parameters and optimizer moments (gpt: the tied embedding
+# on the first and the last stage) go into rank 0's checkpoint; resumed,
+# the run ends on the bytes of one never interrupted, also on another
+# number of stages (a checkpoint holds whole tensors, not stages).
+@test "--checkpoint then --resume: the bytes of an uninterrupted run (gpt on 3 stages, AdamW; mlp with momentum)" {
+	timeout 30 collx-dp --init gpt --dims 256,16,3,2,8 --seed 1 -o g.safetensors
+	for s in gpipe 1f1b; do
+		pipe 3 full -m g.safetensors -i "$GPL" --batch 6 --microbatches 3 \
+		    --schedule $s --steps 7 --optimizer adamw --lr 0.01
+		pipe 3 half -m g.safetensors -i "$GPL" --batch 6 --microbatches 3 \
+		    --schedule $s --steps 4 --optimizer adamw --lr 0.01 \
+		    --checkpoint ck.safetensors --checkpoint-every 2
+		timeout 30 collx-tensor info ck.safetensors | grep -q 'collx.checkpoint.step = 4'
+		pipe 3 res --resume ck.safetensors -i "$GPL" --batch 6 --microbatches 3 \
+		    --schedule $s --steps 7 --optimizer adamw --lr 0.01
+		cmp tfull.safetensors tres.safetensors
+		[ "$(tail -n 3 lfull.csv | cut -d, -f1-4)" = "$(tail -n +2 lres.csv | cut -d, -f1-4)" ]
+	done
+	timeout 30 collx-dp --init mlp --dims 4,8,4,4 --seed 2 -o m4.safetensors
+	data 16 4 4 5
+	pipe 2 mfull -m m4.safetensors -i X.npy -t Y.npy --microbatches 4 --steps 6 --momentum 0.9 --lr 0.05
+	pipe 2 mhalf -m m4.safetensors -i X.npy -t Y.npy --microbatches 4 --steps 3 --momentum 0.9 --lr 0.05 --checkpoint ck.safetensors
+	pipe 1 mres --resume ck.safetensors -i X.npy -t Y.npy --microbatches 4 --steps 6 --momentum 0.9 --lr 0.05
+	pipe 2 mres2 --resume ck.safetensors -i X.npy -t Y.npy --microbatches 4 --steps 6 --momentum 0.9 --lr 0.05
+	cmp tmfull.safetensors tmres2.safetensors
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" cmp tmfull.safetensors tmres.safetensors 1e-5 1e-6
+	run timeout 30 collx-pipe --resume ck.safetensors -i X.npy -t Y.npy --microbatches 4 --batch 8 --steps 6
+	[ "$status" -eq 3 ]
+	[[ "$output" == "collx-pipe: ck.safetensors: trained with --batch 16, not 8"* ]]
+}

@@ -402,6 +402,53 @@ run_step(struct prun *r, long k, struct train_step *s)
 	return 0;
 }
 
+/* The job's optimizer state as checkpoint pieces: each tensor from its
+ * first holder, or (holders) from each stage holding it (gpt's tied
+ * embedding: the first and the last). */
+static struct ckpt_piece *
+ckpt_pieces(struct prun *r, int holders, size_t *n)
+{
+	const struct nn_model *m = r->m;
+	struct ckpt_piece *p = calloc(2 * m->ntensors + 1, sizeof(*p));
+	int a, b, h, q;
+
+	*n = 0;
+	for (size_t i = 0; p != NULL && i < m->ntensors; i++) {
+		const struct nn_param *t = &m->table[i];
+
+		owners(r, t->name, &a, &b);
+		for (h = 0; h < (holders && b >= 0 ? 2 : 1); h++) {
+			struct ckpt_piece *c = &p[(*n)++];
+
+			*c = (struct ckpt_piece){ h ? b : a, t->offset, t->count,
+			    NULL, 0 };
+			for (q = 0; c->rank == r->rank && q < r->nown; q++)
+				if (t->offset >= r->own[q].off && t->offset <
+				    r->own[q].off + r->own[q].len) {
+					c->o = &r->opt[q];
+					c->o_off = t->offset - r->own[q].off;
+				}
+		}
+	}
+	return p;
+}
+
+static int
+ckpt_resume(struct prun *r)
+{
+	struct ckpt_piece *p;
+	size_t n;
+	int rc;
+
+	if ((p = ckpt_pieces(r, 1, &n)) == NULL)
+		return oom(r);
+	if ((rc = ckpt_restore(r->cfg->resume, p, n, r->rank, r->err,
+	    r->errlen)) < 0)
+		r->kind = TRAIN_ERR_DATA;
+	free(p);
+	return rc;
+}
+
 /* ---- the run --------------------------------------------------------- */
 
 static int
@@ -445,6 +492,8 @@ run_init(struct prun *r)
 		return oom(r);
 	if (own_init(r) < 0)
 		return -1;
+	if (cfg->resume != NULL && ckpt_resume(r) < 0)
+		return -1;
 	comm_set_step(r->c, "start of training");
 	if (coll_barrier(r->c) < 0)
 		return comm_failed(r);
@@ -481,6 +530,24 @@ gather_params(struct prun *r)
 	return 0;
 }
 
+/* Collective: the whole model and optimizer state, after done steps. */
+static int
+ckpt_write(struct prun *r, long done)
+{
+	struct ckpt_piece *p;
+	size_t n;
+	int rc;
+
+	if ((p = ckpt_pieces(r, 0, &n)) == NULL)
+		return oom(r);
+	rc = gather_params(r);
+	if (rc == 0 && (rc = ckpt_save(r->c, r->m, &r->cfg->optim, p, n, done,
+	    r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen)) < 0)
+		r->kind = TRAIN_ERR_RUNTIME;
+	free(p);
+	return rc;
+}
+
 /* Every stage's measured bubble and peak activations, to rank 0 (all
  * steps but the first, which pays for first-touch allocation, when there
  * are more). */
@@ -488,10 +555,10 @@ static int
 gather_stats(struct prun *r, struct pipe_result *res)
 {
 	double mine[3] = { 0, 0, (double)r->st.peak }, *all;
-	long k, k0 = r->cfg->steps > 1 ? 1 : 0;
+	long k0 = r->cfg->resume != NULL ? r->cfg->resume->step : 0, k;
 	int q;
 
-	for (k = k0; k < r->cfg->steps; k++) {
+	for (k = r->cfg->steps - k0 > 1 ? k0 + 1 : k0; k < r->cfg->steps; k++) {
 		mine[0] += r->stat[k].fwd + r->stat[k].bwd;
 		mine[1] += r->stat[k].wall;
 	}
@@ -578,7 +645,7 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 {
 	struct prun r = { .m = m, .d = d, .c = c, .cfg = cfg,
 	    .kind = TRAIN_ERR_RUNTIME, .err = err, .errlen = errlen };
-	long k;
+	long k = cfg->resume != NULL ? cfg->resume->step : 0;
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -589,11 +656,15 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	}
 	if (run_init(&r) < 0)
 		goto out;
-	for (k = 0; k < cfg->steps; k++) {
+	for (; k < cfg->steps; k++) {
 		if (run_step(&r, k, &res->steps[k]) < 0)
 			goto out;
 		if (fn != NULL)
 			fn(ctx, &res->steps[k], &r.stat[k]);
+		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||
+		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
+		    ckpt_write(&r, k + 1) < 0)
+			goto out;
 	}
 	if (gather_params(&r) < 0 || gather_stats(&r, res) < 0 ||
 	    gather_spans(&r, res) < 0)

@@ -14,6 +14,7 @@
 
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "par/ckpt.h"
 #include "par/pipe_sched.h"
 #include "par/train.h"
 
@@ -24,6 +25,9 @@ struct pipe_cfg {
 	const int *first;	/* world + 1 layer boundaries (pipe_split) */
 	struct nn_optim_cfg optim;
 	int trace;		/* record spans for pipe_trace_write */
+	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
+	long ckpt_every;	/* after every K steps and the last (0: last) */
+	const struct ckpt_state *resume;	/* start from it, or NULL */
 };
 
 /* What this rank's stage did in a step, in seconds. */
@@ -63,8 +67,11 @@ int pipe_layers(const struct nn_model *m);
 int pipe_split(const struct nn_model *m, int world, const char *split,
     int *first, char *err, size_t errlen);
 
-/* Trains m for cfg->steps steps; rank 0 then holds the whole trained
- * model in m->params. 0, or -1 with the reason in err and *kind set. */
+/* Trains m up to step cfg->steps (from cfg->resume's step, or 0); rank 0
+ * then holds the whole trained model in m->params. res->steps and
+ * res->stat are indexed by step (those before the first run are zero);
+ * checkpoints gather every stage's parameters and optimizer state to rank
+ * 0. 0, or -1 with the reason in err and *kind set. */
 int pipe_train(struct nn_model *m, const struct train_data *d,
     struct comm *c, const struct pipe_cfg *cfg, pipe_step_fn fn, void *ctx,
     struct pipe_result *res, enum train_err *kind, char *err, size_t errlen);

@@ -108,3 +108,37 @@ trainopt_model_load(const char *path, struct nn_model *m, char *err,
 	tensor_set_free(&s);
 	return rc;
 }
+
+int
+trainopt_ckpt_option(struct trainopt_ckpt *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case TRAINOPT_CKPT: o->path = arg; break;
+	case TRAINOPT_CKPT_EVERY:
+		o->every = cli_parse_long("--checkpoint-every", arg, 1, 1L << 40);
+		break;
+	case TRAINOPT_RESUME: o->resume = arg; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+int
+trainopt_model_start(const struct trainopt_ckpt *k, const char *model,
+    struct nn_model *m, struct ckpt_state *st, char *err, size_t errlen)
+{
+	if (k->resume != NULL)
+		return ckpt_load(k->resume, m, st, err, errlen);
+	return trainopt_model_load(model, m, err, errlen);
+}
+
+int
+trainopt_resume_check(const struct trainopt_ckpt *k,
+    const struct ckpt_state *st, long batch, char *err, size_t errlen)
+{
+	if (k->resume != NULL && st->batch != batch)
+		return cli_fail(err, errlen, "%s: trained with --batch %ld, not %ld "
+		    "(the data position is step * batch)", k->resume, st->batch,
+		    batch);
+	return 0;
+}
