@@ -29,6 +29,26 @@ struct comm_abort {
 _Static_assert(sizeof(struct comm_abort) == sizeof(struct comm_hdr),
     "an abort frame is the size of a message header");
 
+/* Cut the step label to the frame's field; the label's head says the
+ * most. A cut label ends at a word and says it was cut. */
+static void
+where_cut(char *dst, size_t size, const char *label)
+{
+	size_t n = strlen(label), keep;
+
+	if (n < size) {
+		memcpy(dst, label, n + 1);
+		return;
+	}
+	keep = size - 4;
+	while (keep > 0 && label[keep] != ' ')
+		keep--;
+	if (keep == 0)
+		keep = size - 4;
+	memcpy(dst, label, keep);
+	memcpy(dst + keep, "...", 4);
+}
+
 void
 comm_cause_set(struct comm *c, int culprit, enum comm_why why, int err)
 {
@@ -39,9 +59,7 @@ comm_cause_set(struct comm *c, int culprit, enum comm_why why, int err)
 	c->cause.reporter = c->rank;
 	c->cause.err = err;
 	c->cause.seq = c->seq;
-	/* Cut to the frame's field; the label's head says the most. */
-	memcpy(c->cause.where, c->step, sizeof c->cause.where - 1);
-	c->cause.where[sizeof c->cause.where - 1] = '\0';
+	where_cut(c->cause.where, sizeof c->cause.where, c->step);
 }
 
 static void
