@@ -280,6 +280,16 @@ rv_validate(const struct comm *c, const struct rv *v,
 	return -1;
 }
 
+/* The deadline for a new connection's first words: a joiner speaks at
+ * once, so a silent stranger holds the listener up RV_HANDSHAKE_S at most. */
+static double
+handshake_deadline(double deadline)
+{
+	double cap = cli_now() + RV_HANDSHAKE_S;
+
+	return deadline < cap ? deadline : cap;
+}
+
 /* Rank 0: take one registration from a new connection; the rank or -1. */
 static int
 rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
@@ -289,8 +299,7 @@ rv_take_one(struct comm *c, struct rv *v, int fd, const char *from,
 	struct rv_reply rep;
 	char err[COLLX_ERRLEN];
 
-	if (deadline > cli_now() + RV_HANDSHAKE_S)
-		deadline = cli_now() + RV_HANDSHAKE_S;
+	deadline = handshake_deadline(deadline);
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
 	    comm_sock_recv_all(fd, &j, sizeof j, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped connection from %s: %s", from, err);
@@ -501,6 +510,7 @@ mesh_take_one(struct comm *c, int fd, const char *from, double deadline)
 	struct mesh_hello h;
 	char err[COLLX_ERRLEN];
 
+	deadline = handshake_deadline(deadline);
 	if (auth_server(fd, c->token, deadline, err, sizeof err) < 0 ||
 	    comm_sock_recv_all(fd, &h, sizeof h, deadline, err, sizeof err) < 0) {
 		comm_log(c, "dropped connection from %s: %s", from, err);
