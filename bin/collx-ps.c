@@ -317,7 +317,7 @@ push(struct opts *o)
 	if (total != ps_client_total(cl) ||
 	    !tensor_layout_same(layout, ps_client_layout(cl))) {
 		/* Let the servers go before leaving: nothing was pushed. */
-		ps_client_abort(cl);
+		ps_client_abort(cl, NULL);
 		cli_die(CLI_EXIT_DATA, "%s: its tensors differ from the model of "
 		    "the servers %s", o->file, o->server);
 	}

@@ -96,7 +96,8 @@ int ps_client_pull(struct ps_client *c, float *params, char *err,
 int ps_client_done(struct ps_client *c, char *err, size_t errlen);
 /* Says goodbye (not a loss) and closes; NULL is fine. */
 void ps_client_close(struct ps_client *c);
-/* Closes without goodbye: the servers count this worker lost. */
-void ps_client_abort(struct ps_client *c);
+/* Closes without goodbye: the servers count this worker lost, and with
+ * why (not NULL) they are first told why it failed. NULL c is fine. */
+void ps_client_abort(struct ps_client *c, const char *why);
 
 #endif

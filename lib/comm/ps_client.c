@@ -204,8 +204,23 @@ recv_params(struct ps_client *c, float *params, char *err, size_t errlen)
 	return 0;
 }
 
-int
-ps_client_push(struct ps_client *c, const float *gsum, double weight,
+/* A failed exchange tells every server why before this worker leaves (a
+ * lost server, or a server's own error), so the servers that are still
+ * there name that cause instead of this worker's departure. Returns -1. */
+static int
+client_failed(struct ps_client *c, const char *why)
+{
+	double deadline = cli_now() + 1;
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->srv[i].fd >= 0)
+			ps_send_error(c->srv[i].fd, why, deadline);
+	return -1;
+}
+
+static int
+push_all(struct ps_client *c, const float *gsum, double weight,
     float *params, char *err, size_t errlen)
 {
 	char e[COLLX_ERRLEN];
@@ -224,6 +239,15 @@ ps_client_push(struct ps_client *c, const float *gsum, double weight,
 			return link_fail(l, e, err, errlen);
 	}
 	return recv_params(c, params, err, errlen);
+}
+
+int
+ps_client_push(struct ps_client *c, const float *gsum, double weight,
+    float *params, char *err, size_t errlen)
+{
+	if (push_all(c, gsum, weight, params, err, errlen) < 0)
+		return client_failed(c, err);
+	return 0;
 }
 
 /* Send a payload-less request of type to every server. */
@@ -246,9 +270,10 @@ send_all_servers(struct ps_client *c, uint32_t type, char *err, size_t errlen)
 int
 ps_client_pull(struct ps_client *c, float *params, char *err, size_t errlen)
 {
-	if (send_all_servers(c, PS_PULL, err, errlen) < 0)
-		return -1;
-	return recv_params(c, params, err, errlen);
+	if (send_all_servers(c, PS_PULL, err, errlen) < 0 ||
+	    recv_params(c, params, err, errlen) < 0)
+		return client_failed(c, err);
+	return 0;
 }
 
 int
@@ -258,10 +283,10 @@ ps_client_done(struct ps_client *c, char *err, size_t errlen)
 	int i;
 
 	if (send_all_servers(c, PS_DONE, err, errlen) < 0)
-		return -1;
+		return client_failed(c, err);
 	for (i = 0; i < c->n; i++)
 		if (link_reply(c, &c->srv[i], PS_ACK, &m, err, errlen) < 0)
-			return -1;
+			return client_failed(c, err);
 	return 0;
 }
 
@@ -295,7 +320,9 @@ ps_client_close(struct ps_client *c)
 }
 
 void
-ps_client_abort(struct ps_client *c)
+ps_client_abort(struct ps_client *c, const char *why)
 {
+	if (c != NULL && why != NULL)
+		client_failed(c, why);
 	client_free(c, 0);
 }

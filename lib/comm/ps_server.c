@@ -67,6 +67,8 @@ conn_close(struct conn *c)
 	c->waiting = 0;
 }
 
+static void conn_lost(struct srv *s, struct conn *c, const char *why);
+
 static int
 send_params(struct srv *s, struct conn *c)
 {
@@ -79,10 +81,7 @@ send_params(struct srv *s, struct conn *c)
 
 	if (ps_msg_send(c->fd, &m, s->cfg->shard, cli_now() + s->cfg->timeout,
 	    e, sizeof(e)) < 0) {
-		srv_log(s, "dropped %s: %s", c->addr, e);
-		if (is_worker(c))
-			s->nlost++;
-		conn_close(c);
+		conn_lost(s, c, e);
 		return -1;
 	}
 	return 0;
@@ -143,10 +142,10 @@ srv_fail(struct srv *s, const char *why)
 {
 	int i;
 
+	/* Not logged: the failure is what ps_serve returns. */
 	if (!s->failed) {
 		snprintf(s->fail, sizeof(s->fail), "%s", why);
 		s->failed = 1;
-		srv_log(s, "%s", why);
 	}
 	for (i = 0; i < s->nconn; i++) {
 		struct conn *c = &s->conns[i];
@@ -320,6 +319,20 @@ on_push(struct srv *s, struct conn *c, const struct ps_msg *m)
 	apply_push(s, c, m->weight);
 }
 
+/* A worker that failed says why before it leaves (a lost server, most
+ * likely), so that cause is this server's too. */
+static void
+on_worker_error(struct srv *s, struct conn *c, const struct ps_msg *m)
+{
+	char e[COLLX_ERRLEN], *why;
+
+	why = ps_text_recv(c->fd, m->paylen, cli_now() + s->cfg->timeout, e,
+	    sizeof(e));
+	snprintf(e, sizeof(e), "it failed: %s", why ? why : "no reason given");
+	free(why);
+	conn_lost(s, c, e);
+}
+
 static void
 on_message(struct srv *s, struct conn *c)
 {
@@ -343,6 +356,10 @@ on_message(struct srv *s, struct conn *c)
 	}
 	if (!c->hello && m.type != PS_HELLO) {
 		conn_lost(s, c, "first message is not HELLO");
+		return;
+	}
+	if (m.type == PS_ERROR) {
+		on_worker_error(s, c, &m);
 		return;
 	}
 	if (m.type != PS_PUSH && m.paylen != 0) {

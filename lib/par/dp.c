@@ -342,7 +342,8 @@ run_free(struct run *r)
 	int i;
 
 	dp_ovl_stop(r);
-	ps_client_abort(r->cl);
+	/* Still open only after a failure: the servers hear its cause. */
+	ps_client_abort(r->cl, r->err[0] ? r->err : NULL);
 	dp_colo_server_stop(r, 0);
 	if (r->have_opt)
 		nn_optim_free(&r->opt);
