@@ -27,6 +27,7 @@
 
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
+#define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
 #define DEFAULT_PORT 29500	/* per-host mode's rendezvous port on the first host */
 #define LINE_MAX_TAG 65536	/* a longer line is split when tagging */
 
@@ -64,7 +65,7 @@ struct stream {
 
 struct rank {
 	pid_t pid;		/* also its process group */
-	int reaped;
+	int reaped, status;
 	int host;		/* index into hosts; -1 for a local rank */
 	int local_rank, local_world;
 	struct stream out, err;
@@ -769,16 +770,54 @@ rank_ended(struct job *j, int i, int status)
 	}
 }
 
-static void
-reap(struct job *j)
+/* Take the status of every rank that has ended; returns how many of
+ * them failed, and how many of those were killed by a signal. */
+static int
+collect(struct job *j, int *killed)
 {
 	pid_t pid;
-	int status, i;
+	int status, i, failed = 0;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
 		for (i = 0; i < j->n; i++)
-			if (j->ranks[i].pid == pid && !j->ranks[i].reaped)
-				rank_ended(j, i, status);
+			if (j->ranks[i].pid == pid && !j->ranks[i].reaped) {
+				j->ranks[i].reaped = -1;
+				j->ranks[i].status = status;
+			}
+	*killed = 0;
+	for (i = 0; i < j->n; i++)
+		if (j->ranks[i].reaped == -1 &&
+		    !(WIFEXITED(j->ranks[i].status) &&
+		    WEXITSTATUS(j->ranks[i].status) == 0)) {
+			failed++;
+			*killed += WIFSIGNALED(j->ranks[i].status);
+		}
+	return failed;
+}
+
+/*
+ * Every rank that has ended, those killed by a signal first. A killed
+ * rank's exit closes its sockets before it is a zombie, so a peer that
+ * leaves because of it can be reaped first: when the first failure is a
+ * status, wait a moment (KILLED_GRACE_MS at most) for a killed rank, so
+ * the job's status and message are the root cause's.
+ */
+static void
+reap(struct job *j)
+{
+	int killed, pass, i, waited;
+
+	if (collect(j, &killed) > 0 && killed == 0 && !j->stopping)
+		for (waited = 0; killed == 0 && waited < KILLED_GRACE_MS;
+		    waited += 10) {
+			usleep(10000);
+			collect(j, &killed);
+		}
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < j->n; i++)
+			if (j->ranks[i].reaped == -1 &&
+			    WIFSIGNALED(j->ranks[i].status) == !pass)
+				rank_ended(j, i, j->ranks[i].status);
 }
 
 static void
