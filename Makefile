@@ -16,7 +16,8 @@ PKGS      = openblas libcurl libcrypto
 # `make fuzz` alone needs clang and its libFuzzer runtime.
 FUZZ_DEPS_DEB = clang libclang-rt-dev
 DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
-            bats mandoc python3 python3-numpy python3-torch iproute2 procps gnuplot-nox
+            bats mandoc python3 python3-numpy python3-torch iproute2 procps gnuplot-nox \
+            valgrind
 
 ifdef SANITIZE
 O        ?= build/san

@@ -256,6 +256,26 @@ print("ok")'
 	[ "$n" -ge 2 ]
 }
 
+@test "the readers are memory-clean on every fixture, seed and regression (valgrind)" {
+	# A sanitizer build checks itself (ASan aborts on the first error);
+	# valgrind checks the plain build.
+	local vg=() f n=0
+	if ! ldd "$COLLX_BIN/collx-tensor" | grep -q libasan; then
+		need valgrind valgrind --version
+		vg=(valgrind -q --error-exitcode=99 --leak-check=full
+		    --errors-for-leak-kinds=definite)
+	fi
+	for f in "$FIXTURES"/*.npy "$FIXTURES"/*.safetensors "$FIXTURES"/regressions/* \
+	    "$COLLX_ROOT"/tests/fuzz/corpus/fuzz_safetensors/*; do
+		run timeout 60 "${vg[@]}" "$COLLX_BIN/collx-tensor" print "$f"
+		# 0 read, 3 refused as bad input; 99 (valgrind) or a crash fail
+		[ "$status" -eq 0 ] || [ "$status" -eq 3 ] ||
+		    { echo "$f: exit $status: $output"; return 1; }
+		n=$((n + 1))
+	done
+	[ "$n" -ge 20 ]
+}
+
 @test "standard input and output, format kept" {
 	$CT create --shape 4 --fill arange -o - | $CT convert - - > piped.npy
 	run $CT print piped.npy
