@@ -5,15 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "comm/coll.h"
 #include "comm/comm.h"
 #include "comm/ps.h"
 #include "par/dp.h"
-#include "prog/trainopt.h"
 #include "prog/join.h"
+#include "prog/progress.h"
+#include "prog/trainopt.h"
 #include "nn/nn.h"
 #include "tensor/tensor.h"
 
@@ -276,18 +276,14 @@ subst_paths(struct opts *o)
 			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
 }
 
-/* Per-step output: a line on stderr (-v), or on a terminal one live
- * progress line and a closing summary; timing rows. */
+/* Per-step output: the progress report (a line per step with -v, or the
+ * live line on a terminal) and the timing rows. */
 struct report {
-	const struct opts *o;
 	struct cli_timing *timing;
-	int rank, world, lines, live;
-	enum nn_arch arch;
+	struct progress pr;
+	int rank, world;
 	size_t nparams;
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op;
-	long first, steps, done;	/* first step, steps planned, reported */
-	double start, shown;	/* clock at the start, at the last redraw */
-	double tokens, seconds, comm, loss;
 };
 
 static void
@@ -304,74 +300,18 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 	cli_timing_write(r->timing, &row);
 }
 
-/* "1:02:03", "2:03" */
-static void
-fmt_eta(double secs, char *buf, size_t len)
-{
-	long t = (long)(secs + 0.5);
-
-	if (t >= 3600)
-		snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-	else
-		snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
-}
-
-/* The live line, redrawn in place (carriage return, erase to the end) at
- * most ten times a second, and for the last step. */
-static void
-progress(struct report *r, const struct train_step *s)
-{
-	double now = cli_now(), el = now - r->start;
-	char eta[32];
-
-	if (r->done < r->steps && now - r->shown < 0.1)
-		return;
-	r->shown = now;
-	fmt_eta(r->done > 0 ? el / r->done * (r->steps - r->done) : 0, eta,
-	    sizeof eta);
-	fprintf(stderr, "\r%s: step %ld/%ld loss %.6f %.0f %s/s ETA %s\033[K",
-	    cli_progname, s->step + 1, r->first + r->steps, s->loss,
-	    r->seconds > 0 ? r->tokens / r->seconds : 0,
-	    r->arch == NN_MLP ? "samples" : "tokens", eta);
-	fflush(stderr);
-}
-
-/* After the last step: end the live line, then one line for the run. */
-static void
-summary(const struct report *r)
-{
-	double el = cli_now() - r->start;
-
-	if (!r->live && !r->lines)
-		return;
-	if (r->live && r->done > 0)
-		fputc('\n', stderr);
-	fprintf(stderr, "%s: %ld steps, final loss %.6f, mean %.0f %s/s, %.2f s, "
-	    "%.2f s (%.0f%%) in communication\n", cli_progname, r->done, r->loss,
-	    r->seconds > 0 ? r->tokens / r->seconds : 0,
-	    r->arch == NN_MLP ? "samples" : "tokens", el, r->comm,
-	    r->seconds > 0 ? 100 * r->comm / r->seconds : 0);
-}
-
 static void
 on_step(void *ctx, const struct train_step *s)
 {
 	struct report *r = ctx;
 
-	r->done++;
-	r->tokens += s->tokens;
-	r->seconds += s->seconds;
-	r->comm += s->comm;
-	r->loss = s->loss;
-	if (r->live)
-		progress(r, s);
-	if (r->lines)
+	progress_step(&r->pr, s);
+	if (r->pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
 		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
 		    s->seconds > 0 ? s->tokens / s->seconds : 0,
-		    r->arch == NN_MLP ? "samples" : "tokens",
-		    s->compute * 1e3, r->comm_op, s->comm * 1e3, s->hidden * 1e3);
+		    r->pr.unit, s->compute * 1e3, r->comm_op, s->comm * 1e3, s->hidden * 1e3);
 	timing_row(r, "compute", "-", s->step, s->compute);
 	timing_row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	timing_row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
@@ -452,13 +392,14 @@ join_group(const struct opts *o)
 static void
 train(struct opts *o, struct nn_model *m, const struct train_data *d)
 {
-	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
-	    .nparams = m->nparams, .arch = m->dims.arch };
+	struct report r = { .rank = o->g.rank, .world = o->g.world,
+	    .nparams = m->nparams };
 	struct train_step *steps = NULL;
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
 	char e[COLLX_ERRLEN], *tpath = NULL, *cpath = NULL;
+	long first;
 
 	r.comm_op = o->cfg.sync == DP_PS ? "ps" : o->cfg.zero > 0 ?
 	    "reduce_scatter" : "allreduce";
@@ -468,14 +409,11 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	    "reduce_scatter_exposed" : "allreduce_exposed";
 	r.comm_algo = o->cfg.sync == DP_PS ? ps_mode_name(o->cfg.ps_mode) :
 	    coll_algo_name(o->cfg.algo);
-	/* -v: a line per step; else on a terminal, one line redrawn. */
-	r.lines = r.rank == 0 && !cli_quiet && cli_verbose;
-	r.live = r.rank == 0 && !cli_quiet && !cli_verbose && isatty(2);
-	r.first = o->cfg.resume != NULL ? o->cfg.resume->step : 0;
-	if (r.first > o->cfg.steps)
-		r.first = o->cfg.steps;
-	r.steps = o->cfg.steps - r.first;
-	r.start = cli_now();
+	first = o->cfg.resume != NULL ? o->cfg.resume->step : 0;
+	if (first > o->cfg.steps)
+		first = o->cfg.steps;
+	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
+	    "tokens", first, o->cfg.steps - first);
 	if (o->timing != NULL) {
 		tpath = cli_subst(o->timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath, NULL);
@@ -487,9 +425,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
-	summary(&r);
-	report_mem(&r, &mem, steps + r.first, r.steps, o->cfg.zero);
-	write_outputs(o, m, steps, r.first, r.rank, r.world);
+	progress_end(&r.pr);
+	report_mem(&r, &mem, steps + first, r.pr.steps, o->cfg.zero);
+	write_outputs(o, m, steps, first, r.rank, r.world);
 	cli_timing_close(r.timing);
 	comm_close(c);
 	free(steps);

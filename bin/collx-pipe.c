@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "comm/comm.h"
@@ -13,6 +12,7 @@
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
 #include "prog/join.h"
+#include "prog/progress.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
 
@@ -83,8 +83,10 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and exit\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per step on stderr (also on a terminal)\n"
-	    "  -q, --quiet           no step lines and no summary\n"
+	    "  -v, --verbose         a line per step on stderr and a closing summary\n"
+	    "                        (without -v, a terminal gets one live progress\n"
+	    "                        line and the summary)\n"
+	    "  -q, --quiet           no step lines, no progress, no summaries\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -165,11 +167,13 @@ print_schedule(const struct opts *o)
 	exit(CLI_EXIT_OK);
 }
 
+/* Per-step output: the progress report (a line per step with -v, or the
+ * live line on a terminal) and the timing rows. */
 struct report {
 	const struct opts *o;
 	struct cli_timing *timing;
-	int rank, world, lines;
-	enum nn_arch arch;
+	struct progress pr;
+	int rank, world;
 };
 
 static void
@@ -195,7 +199,8 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 {
 	struct report *r = ctx;
 
-	if (r->lines)
+	progress_step(&r->pr, s);
+	if (r->pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
 	timing_row(r, "forward", s->step, st->fwd, st);
@@ -223,7 +228,7 @@ summary(const struct opts *o, const struct pipe_result *res, int world,
 
 static void
 write_outputs(const struct opts *o, const struct nn_model *m,
-    const struct pipe_result *res, long first, int world)
+    const struct pipe_result *res, long from, int world)
 {
 	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN], *path;
@@ -238,10 +243,8 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 	}
 	if (o->loss_csv != NULL) {
 		path = cli_subst(o->loss_csv, 0, world);
-		if (first > o->steps)
-			first = o->steps;
-		if (trainopt_loss_csv_write(path, res->steps + first,
-		    o->steps - first, e, sizeof(e)) < 0)
+		if (trainopt_loss_csv_write(path, res->steps + from,
+		    o->steps - from, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		free(path);
 	}
@@ -257,15 +260,16 @@ static void
 train(struct opts *o, struct nn_model *m, const struct train_data *d,
     struct pipe_cfg *cfg)
 {
-	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
-	    .arch = m->dims.arch };
+	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world };
 	struct pipe_result res;
 	struct comm *c;
 	enum train_err kind;
 	char e[COLLX_ERRLEN], job[256], *tpath = NULL;
+	long from = cfg->resume != NULL ? cfg->resume->step : 0;
 	int code;
 
-	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
+	if (from > cfg->steps)	/* resumed past the end: no steps */
+		from = cfg->steps;
 	if (o->timing != NULL) {
 		tpath = cli_subst(o->timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath,
@@ -278,12 +282,14 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	    cfg->resume != NULL ? cfg->resume->step : 0L);
 	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
+	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
+	    "tokens", from, cfg->steps - from);
 	if (pipe_train(m, d, c, cfg, on_step, &r, &res, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
+	progress_end(&r.pr);
 	if (r.rank == 0) {
-		write_outputs(o, m, &res, cfg->resume != NULL ?
-		    cfg->resume->step : 0, r.world);
+		write_outputs(o, m, &res, from, r.world);
 		if (!cli_quiet)
 			summary(o, &res, r.world, cfg->first);
 	}

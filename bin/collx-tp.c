@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "comm/comm.h"
@@ -14,6 +13,7 @@
 #include "par/tp.h"
 #include "par/train.h"
 #include "prog/join.h"
+#include "prog/progress.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
 
@@ -93,8 +93,10 @@ usage(void)
 	    "  --loss-csv F          --train: rank 0 writes step,epoch,loss,tokens,\n"
 	    "                        seconds,tokens_per_s\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per iteration or step on stderr\n"
-	    "  -q, --quiet           no such lines\n"
+	    "  -v, --verbose         a line per iteration or step on stderr; --train:\n"
+	    "                        and a closing summary (without -v, a terminal\n"
+	    "                        gets one live progress line and the summary)\n"
+	    "  -q, --quiet           no such lines, no progress\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -531,9 +533,12 @@ train(struct job *j)
 	struct train_step *steps = cli_calloc((size_t)o->steps + 1,
 	    sizeof(*steps));
 	struct tensor_set ws = { 0 };
+	struct progress pr;
 	long tokens = j->r.n;	/* mlp: samples; block: positions */
 	char e[COLLX_ERRLEN];
 
+	progress_start(&pr, j->rank == 0, o->cfg.layer == TP_MLP ? "samples" :
+	    "tokens", 0, o->steps);
 	for (long k = 0; k < o->steps; k++) {
 		struct train_step *s = &steps[k];
 		double t0 = cli_now();
@@ -546,11 +551,13 @@ train(struct job *j)
 		s->seconds = cli_now() - t0;
 		log_split(&j->log, &s->compute, &s->comm);
 		timing_rows(j->timing, &j->log, j->rank, j->world, (int)k);
-		if (j->rank == 0 && !cli_quiet && (cli_verbose || isatty(2)))
+		progress_step(&pr, s);
+		if (pr.lines)
 			fprintf(stderr, "%s: step %ld loss %.6f %.1f ms "
 			    "(communication %.1f ms)\n", cli_progname, k,
 			    s->loss, s->seconds * 1e3, s->comm * 1e3);
 	}
+	progress_end(&pr);
 	if (o->out) {
 		tp_log_start(&j->log, j->c);
 		if (tp_gather_set(&j->r, 0, &ws) < 0)

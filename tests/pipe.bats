@@ -5,6 +5,7 @@
 # training (tests/lib/piperef.py); splits; the trace; a stage killed.
 load lib/common
 load lib/dpps
+load lib/progress
 
 PY=/usr/bin/python3
 REF=$COLLX_ROOT/tests/lib/piperef.py
@@ -254,6 +255,18 @@ PYEOF
 	f=$(grep '^collx-pipe,step,1f1b,0,' tm1f1b.csv | tail -1 | awk -F, '{print $NF}')
 	echo "gpipe $g 1f1b $f"
 	[ "$g" -gt 0 ] && [ "$((g))" -eq "$((f * 4))" ]
+}
+
+@test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	args=(-m m.safetensors -i X.npy -t Y.npy --microbatches 4 --batch 8
+	    --steps 30 --lr 0.05)
+	# on a terminal (a pty through script(1)), -q, off a terminal, -v; on
+	# the terminal, after the summary, standard output's bubble (two lines
+	# for one stage)
+	report_ok collx-pipe 30 samples 4 \
+	    '^collx-pipe: step [0-9]* epoch [0-9]* loss' "${args[@]}"
 }
 
 @test "a stage killed mid-training: the others exit 1 naming it" {
