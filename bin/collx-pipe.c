@@ -176,16 +176,19 @@ struct report {
 	int rank, world;
 };
 
+/* count: the batch's samples (compute, step) or the elements op moved
+ * (send, recv; bytes then theirs). */
 static void
 timing_row(struct report *r, const char *op, long step, double seconds,
-    const struct pipe_stat *st)
+    size_t count, size_t bytes, const struct pipe_stat *st)
 {
 	char extra[160];
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op,
 		.algo = pipe_sched_name(r->o->sched), .rank = r->rank,
-		.world = r->world, .dtype = "f32", .count = (size_t)r->o->batch,
-		.bytes = 0, .iter = (int)step, .seconds = seconds, .extra = extra
+		.world = r->world, .dtype = "f32", .count = count,
+		.bytes = bytes, .iter = (int)step, .seconds = seconds,
+		.extra = extra
 	};
 
 	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
@@ -198,16 +201,17 @@ static void
 on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 {
 	struct report *r = ctx;
+	size_t b = (size_t)r->o->batch, f = sizeof(float);
 
 	progress_step(&r->pr, s);
 	if (r->pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
-	timing_row(r, "forward", s->step, st->fwd, st);
-	timing_row(r, "backward", s->step, st->bwd, st);
-	timing_row(r, "send", s->step, st->send, st);
-	timing_row(r, "recv", s->step, st->recv, st);
-	timing_row(r, "step", s->step, st->wall, st);
+	timing_row(r, "forward", s->step, st->fwd, b, 0, st);
+	timing_row(r, "backward", s->step, st->bwd, b, 0, st);
+	timing_row(r, "send", s->step, st->send, st->sent / f, st->sent, st);
+	timing_row(r, "recv", s->step, st->recv, st->recvd / f, st->recvd, st);
+	timing_row(r, "step", s->step, st->wall, b, 0, st);
 }
 
 static void

@@ -291,8 +291,8 @@ timing_rows(struct cli_timing *t, const struct tp_log *l, int rank,
 		const struct tp_phase *p = &l->p[i];
 		struct cli_timing_row row = {
 			.program = cli_progname, .op = p->op, .algo = p->algo,
-			.rank = rank, .world = world, .dtype = "f32",
-			.count = p->count, .bytes = p->count * sizeof(float),
+			.rank = rank, .world = world, .dtype = dtype_name(p->dt),
+			.count = p->count, .bytes = p->count * dtype_size(p->dt),
 			.iter = iter, .seconds = p->seconds, .extra = extra
 		};
 		snprintf(extra, sizeof extra, "%llu,%s",

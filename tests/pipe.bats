@@ -257,6 +257,24 @@ PYEOF
 	[ "$g" -gt 0 ] && [ "$((g))" -eq "$((f * 4))" ]
 }
 
+@test "send and recv rows: the activation and gradient bytes a stage moved (closed form)" {
+	data 16 4 3 1
+	# three mlp layers 4 -> 8 -> 3, 3 -> 8 -> 3, 3 -> 8 -> 3 on three stages:
+	# between stages, activations of 16 samples x 3 outputs go forward and
+	# their gradients back, 16 * 3 = 48 floats each way per neighbour
+	timeout 30 collx-dp --init mlp --dims 4,8,3,3 --seed 1 -o m.safetensors
+	timeout 60 collx-run -n 3 --timeout 20 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 4 --steps 2 --timing 't{rank}.csv' -q
+	for r in 0 1 2; do
+		n=$((r == 1 ? 2 : 1))
+		for op in send recv; do
+			rows=$(awk -F, -v op=$op '$2 == op { print $6, $7, $8 }' "t$r.csv" | sort -u)
+			echo "rank $r $op: $rows"
+			[ "$rows" = "f32 $((48 * n)) $((192 * n))" ]
+		done
+	done
+}
+
 @test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
 	data 16 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors

@@ -238,6 +238,17 @@ assert m.get("heads") == "12", m
 ' "$COLLX_ROOT/tests/lib"
 }
 
+@test "--train ulysses: the loss allreduce's timing rows are one f64, 8 bytes" {
+	ref make block 24 48 0 12 heads=12
+	tp 2 --layer block --mode ulysses -m w.safetensors -i X.npy --train \
+	    --targets T.npy --steps 2 --lr 0.1 --timing 't{rank}.csv'
+	for r in 0 1; do
+		rows=$(awk -F, '$NF == "allreduce loss" { print $2, $6, $7, $8, $9 }' "t$r.csv")
+		echo "rank $r: $rows"
+		[ "$rows" = "$(printf 'allreduce f64 1 8 %s\n' 0 1)" ]
+	done
+}
+
 @test "--train on a terminal: one live progress line and a summary; elsewhere lines as before" {
 	ref make mlp 12 24 3 11
 	args=(--layer mlp --mode serial -m w.safetensors -i X.npy --train
