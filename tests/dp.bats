@@ -341,6 +341,9 @@ gpt_same() {
 	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 1 --sync ps
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--zero goes with allreduce"* ]]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --batch 4 --steps 1
+	[ "$status" -eq 2 ]
+	[[ "$output" == "collx-dp: the mlp model needs --targets"* ]]
 	run timeout 30 collx-dp --init gpt --dims 256,30,2,4,16 -o x.safetensors
 	[ "$status" -eq 2 ]
 	gpt_init

@@ -189,7 +189,7 @@ pipe() {
 	    1e-5 "${aouts[@]}"
 }
 
-@test "a wrong split, too many stages or micro-batches are usage errors (exit 2)" {
+@test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {
 	data 4 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	for sp in 1,1 2,3 0,4 2,2,x 4; do
@@ -209,6 +209,10 @@ pipe() {
 	[ "$status" -eq 2 ]
 	run timeout 10 collx-pipe --print-schedule --microbatches 2 --schedule zb
 	[ "$status" -eq 2 ]
+	# an mlp without its targets: a required option missing
+	run timeout 30 collx-pipe -m m.safetensors -i X.npy --microbatches 2
+	[ "$status" -eq 2 ]
+	[[ "$output" == "collx-pipe: the mlp model needs -t (--targets)"* ]]
 }
 
 @test "--trace is Chrome JSON: one track per stage, spans that do not overlap" {
