@@ -359,7 +359,8 @@ run_dp(struct opts *o)
 	char e[COLLX_ERRLEN];
 	int rc;
 
-	if ((rc = bench_dp_run(&out, &o->dp, e, sizeof e)) != 0 && rc != 130)
+	if ((rc = bench_dp_run(&out, &o->dp, progress(), e, sizeof e)) != 0 &&
+	    rc != 130)
 		cli_die(rc, "%s", e);
 	return rc;
 }

@@ -5,38 +5,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "comm/coll.h"
 #include "comm/comm.h"
 #include "comm/ps.h"
 #include "par/dp.h"
-#include "prog/trainopt.h"
 #include "prog/join.h"
+#include "prog/progress.h"
+#include "prog/trainopt.h"
 #include "nn/nn.h"
 #include "tensor/tensor.h"
 
 enum {
-	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_BATCH, OPT_STEPS,
-	OPT_EPOCHS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
-	OPT_BUCKET, OPT_SHUFFLE, OPT_LOSS_CSV, OPT_SEED, OPT_INIT, OPT_DIMS,
-	OPT_THREADS, OPT_NO_OVERLAP, OPT_ZERO
+	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
+	OPT_BUCKET, OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS, OPT_NO_OVERLAP,
+	OPT_ZERO
 };
 
 static const struct option longopts[] = {
 	CLI_STD_LONGOPTS,
-	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
+	TRAINOPT_FILE_LONGOPTS,
 	{ "data", 1, 0, OPT_DATA }, { "targets", 1, 0, OPT_TARGETS },
-	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
-	{ "epochs", 1, 0, OPT_EPOCHS }, { "sync", 1, 0, OPT_SYNC },
+	TRAINOPT_STEPS_LONGOPTS, { "sync", 1, 0, OPT_SYNC },
 	{ "ps-servers", 1, 0, OPT_PS_SERVERS }, { "ps", 1, 0, OPT_PS },
 	{ "ps-mode", 1, 0, OPT_PS_MODE }, { "staleness", 1, 0, OPT_STALENESS },
 	{ "bucket-mb", 1, 0, OPT_BUCKET }, { "shuffle", 0, 0, OPT_SHUFFLE },
-	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
-	{ "dims", 1, 0, OPT_DIMS }, { "threads", 1, 0, OPT_THREADS },
-	{ "no-overlap", 0, 0, OPT_NO_OVERLAP }, { "zero", 1, 0, OPT_ZERO },
+	{ "dims", 1, 0, OPT_DIMS }, { "no-overlap", 0, 0, OPT_NO_OVERLAP },
+	{ "zero", 1, 0, OPT_ZERO },
+	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
@@ -44,13 +42,11 @@ static const struct option longopts[] = {
 };
 
 struct opts {
-	const char *model, *out, *data, *targets, *loss_csv, *timing;
-	const char *init, *dims, *sync_name;
-	long batch, steps;
-	double epochs;
+	struct trainopt_common c;
+	const char *data, *targets, *init, *dims, *sync_name;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
-	int have_ps_servers, threads;
+	int have_ps_servers;
 	char *owned[4];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
@@ -159,47 +155,36 @@ train_option(struct opts *o, int c, const char *a)
 	return 1;
 }
 
+/* The options of collx-dp's own; 0 when c is not one of them. */
+static int
+own_option(void *ctx, int c, const char *a)
+{
+	struct opts *o = ctx;
+
+	if (train_option(o, c, a))
+		return 1;
+	switch (c) {
+	case OPT_DATA: o->data = a; break;
+	case OPT_TARGETS: o->targets = a; break;
+	case OPT_SEED:
+		o->cfg.seed = (uint64_t)cli_parse_long("--seed", a, 0,
+		    0x7fffffffffffffffL);
+		break;
+	case OPT_INIT: o->init = a; break;
+	case OPT_DIMS: o->dims = a; break;
+	default: return 0;
+	}
+	return 1;
+}
+
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
-	int c;
+	struct trainopt_parser p = { .usage = usage, .g = &o->g,
+	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
+	    .own = own_option, .ctx = o };
 
-	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
-		    trainopt_optim_option(&o->optim, c, optarg) ||
-		    trainopt_ckpt_option(&o->ckpt, c, optarg) ||
-		    train_option(o, c, optarg))
-			continue;
-		switch (c) {
-		case 'm': o->model = optarg; break;
-		case 'o': o->out = optarg; break;
-		case OPT_DATA: o->data = optarg; break;
-		case OPT_TARGETS: o->targets = optarg; break;
-		case OPT_BATCH:
-			o->batch = cli_parse_long("--batch", optarg, 1, 1L << 40);
-			break;
-		case OPT_STEPS:
-			o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40);
-			break;
-		case OPT_EPOCHS:
-			o->epochs = cli_parse_double("--epochs", optarg, 0, 1e9);
-			break;
-		case CLI_OPT_TIMING: o->timing = optarg; break;
-		case OPT_LOSS_CSV: o->loss_csv = optarg; break;
-		case OPT_SEED:
-			o->cfg.seed = (uint64_t)cli_parse_long("--seed", optarg, 0,
-			    0x7fffffffffffffffL);
-			break;
-		case OPT_INIT: o->init = optarg; break;
-		case OPT_DIMS: o->dims = optarg; break;
-		case OPT_THREADS:
-			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
-			break;
-		default: cli_option_error(argc, argv, "hVvqm:o:");
-		}
-	}
-	if (optind < argc)
-		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	trainopt_parse(&p, argc, argv, "hVvqm:o:", longopts);
 }
 
 /* --init: a fresh model from a seed. */
@@ -215,13 +200,13 @@ init_model(const struct opts *o)
 	if (nn_arch_parse(o->init, &arch) < 0)
 		cli_usage_error("--init: unknown architecture '%s' (mlp, block, gpt)",
 		    o->init);
-	if (o->dims == NULL || o->out == NULL)
+	if (o->dims == NULL || o->c.out == NULL)
 		cli_usage_error("--init needs --dims and -o");
 	if (nn_dims_parse(o->dims, arch, &d, e, sizeof(e)) < 0)
 		cli_usage_error("--dims: %s", e);
 	if (nn_init(&s, &d, o->cfg.seed, e, sizeof(e)) < 0)
 		cli_usage_error("--dims: %s", e);
-	out = cli_subst(o->out, 0, 1);
+	out = cli_subst(o->c.out, 0, 1);
 	if (tensor_save(out, &s, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s: %s", out, e);
 	free(out);
@@ -233,11 +218,11 @@ init_model(const struct opts *o)
 static void
 check_args(struct opts *o)
 {
-	if ((o->model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
+	if ((o->c.model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
 		cli_usage_error("-m MODEL (or --resume) and --data are required");
-	if (o->batch < 1)
+	if (o->c.batch < 1)
 		cli_usage_error("--batch B is required");
-	if ((o->steps >= 0) == (o->epochs > 0))
+	if ((o->c.steps >= 0) == (o->c.epochs > 0))
 		cli_usage_error("give one of --steps and --epochs");
 	if (o->cfg.ps_addrs != NULL && o->sync_name == NULL)
 		o->cfg.sync = DP_PS;
@@ -268,26 +253,20 @@ check_args(struct opts *o)
 static void
 subst_paths(struct opts *o)
 {
-	const char **p[] = { &o->model, &o->data, &o->targets, &o->ckpt.resume };
-	size_t i;
+	const char **p[] = { &o->c.model, &o->data, &o->targets,
+	    &o->ckpt.resume };
 
-	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
-		if (*p[i] != NULL)
-			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
+	trainopt_subst_paths(p, o->owned, sizeof(p) / sizeof(p[0]), &o->g);
 }
 
-/* Per-step output: a line on stderr (-v), or on a terminal one live
- * progress line and a closing summary; timing rows. */
+/* Per-step output: the progress report (a line per step with -v, or the
+ * live line on a terminal) and the timing rows. */
 struct report {
-	const struct opts *o;
 	struct cli_timing *timing;
-	int rank, world, lines, live;
-	enum nn_arch arch;
+	struct progress pr;
+	int rank, world;
 	size_t nparams;
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op;
-	long first, steps, done;	/* first step, steps planned, reported */
-	double start, shown;	/* clock at the start, at the last redraw */
-	double tokens, seconds, comm, loss;
 };
 
 static void
@@ -304,74 +283,19 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 	cli_timing_write(r->timing, &row);
 }
 
-/* "1:02:03", "2:03" */
-static void
-fmt_eta(double secs, char *buf, size_t len)
-{
-	long t = (long)(secs + 0.5);
-
-	if (t >= 3600)
-		snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-	else
-		snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
-}
-
-/* The live line, redrawn in place (carriage return, erase to the end) at
- * most ten times a second, and for the last step. */
-static void
-progress(struct report *r, const struct train_step *s)
-{
-	double now = cli_now(), el = now - r->start;
-	char eta[32];
-
-	if (r->done < r->steps && now - r->shown < 0.1)
-		return;
-	r->shown = now;
-	fmt_eta(r->done > 0 ? el / r->done * (r->steps - r->done) : 0, eta,
-	    sizeof eta);
-	fprintf(stderr, "\r%s: step %ld/%ld loss %.6f %.0f %s/s ETA %s\033[K",
-	    cli_progname, s->step + 1, r->first + r->steps, s->loss,
-	    r->seconds > 0 ? r->tokens / r->seconds : 0,
-	    r->arch == NN_MLP ? "samples" : "tokens", eta);
-	fflush(stderr);
-}
-
-/* After the last step: end the live line, then one line for the run. */
-static void
-summary(const struct report *r)
-{
-	double el = cli_now() - r->start;
-
-	if (!r->live && !r->lines)
-		return;
-	if (r->live && r->done > 0)
-		fputc('\n', stderr);
-	fprintf(stderr, "%s: %ld steps, final loss %.6f, mean %.0f %s/s, %.2f s, "
-	    "%.2f s (%.0f%%) in communication\n", cli_progname, r->done, r->loss,
-	    r->seconds > 0 ? r->tokens / r->seconds : 0,
-	    r->arch == NN_MLP ? "samples" : "tokens", el, r->comm,
-	    r->seconds > 0 ? 100 * r->comm / r->seconds : 0);
-}
-
 static void
 on_step(void *ctx, const struct train_step *s)
 {
 	struct report *r = ctx;
 
-	r->done++;
-	r->tokens += s->tokens;
-	r->seconds += s->seconds;
-	r->comm += s->comm;
-	r->loss = s->loss;
-	if (r->live)
-		progress(r, s);
-	if (r->lines)
+	progress_step(&r->pr, s);
+	if (r->pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
 		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
 		    s->seconds > 0 ? s->tokens / s->seconds : 0,
-		    r->arch == NN_MLP ? "samples" : "tokens",
-		    s->compute * 1e3, r->comm_op, s->comm * 1e3, s->hidden * 1e3);
+		    r->pr.unit, s->compute * 1e3, r->comm_op, s->comm * 1e3,
+		    s->hidden * 1e3);
 	timing_row(r, "compute", "-", s->step, s->compute);
 	timing_row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	timing_row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
@@ -406,16 +330,16 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 
 	if (rank != 0)
 		return;
-	if (o->out != NULL) {
-		path = cli_subst(o->out, rank, world);
+	if (o->c.out != NULL) {
+		path = cli_subst(o->c.out, rank, world);
 		if (nn_model_to_set(m, &s, e, sizeof(e)) < 0 ||
 		    tensor_save(path, &s, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		tensor_set_free(&s);
 		free(path);
 	}
-	if (o->loss_csv != NULL) {
-		path = cli_subst(o->loss_csv, rank, world);
+	if (o->c.loss_csv != NULL) {
+		path = cli_subst(o->c.loss_csv, rank, world);
 		if (trainopt_loss_csv_write(path, steps + first, o->cfg.steps - first,
 		    e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
@@ -452,13 +376,14 @@ join_group(const struct opts *o)
 static void
 train(struct opts *o, struct nn_model *m, const struct train_data *d)
 {
-	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
-	    .nparams = m->nparams, .arch = m->dims.arch };
+	struct report r = { .rank = o->g.rank, .world = o->g.world,
+	    .nparams = m->nparams };
 	struct train_step *steps = NULL;
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
 	char e[COLLX_ERRLEN], *tpath = NULL, *cpath = NULL;
+	long first;
 
 	r.comm_op = o->cfg.sync == DP_PS ? "ps" : o->cfg.zero > 0 ?
 	    "reduce_scatter" : "allreduce";
@@ -468,16 +393,13 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	    "reduce_scatter_exposed" : "allreduce_exposed";
 	r.comm_algo = o->cfg.sync == DP_PS ? ps_mode_name(o->cfg.ps_mode) :
 	    coll_algo_name(o->cfg.algo);
-	/* -v: a line per step; else on a terminal, one line redrawn. */
-	r.lines = r.rank == 0 && !cli_quiet && cli_verbose;
-	r.live = r.rank == 0 && !cli_quiet && !cli_verbose && isatty(2);
-	r.first = o->cfg.resume != NULL ? o->cfg.resume->step : 0;
-	if (r.first > o->cfg.steps)
-		r.first = o->cfg.steps;
-	r.steps = o->cfg.steps - r.first;
-	r.start = cli_now();
-	if (o->timing != NULL) {
-		tpath = cli_subst(o->timing, r.rank, r.world);
+	first = o->cfg.resume != NULL ? o->cfg.resume->step : 0;
+	if (first > o->cfg.steps)
+		first = o->cfg.steps;
+	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
+	    "tokens", first, o->cfg.steps - first);
+	if (o->c.timing != NULL) {
+		tpath = cli_subst(o->c.timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath, NULL);
 	}
 	if (o->ckpt.path != NULL)
@@ -487,9 +409,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
-	summary(&r);
-	report_mem(&r, &mem, steps + r.first, r.steps, o->cfg.zero);
-	write_outputs(o, m, steps, r.first, r.rank, r.world);
+	progress_end(&r.pr);
+	report_mem(&r, &mem, steps + first, r.pr.steps, o->cfg.zero);
+	write_outputs(o, m, steps, first, r.rank, r.world);
 	cli_timing_close(r.timing);
 	comm_close(c);
 	free(steps);
@@ -500,7 +422,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .steps = -1, .threads = 1 };
+	struct opts o = { .c.steps = -1, .c.threads = 1 };
 	struct nn_model m;
 	struct train_data d;
 	struct ckpt_state st = { 0 };
@@ -521,15 +443,19 @@ main(int argc, char **argv)
 	subst_paths(&o);
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	nn_set_threads(o.threads);
-	if (trainopt_model_start(&o.ckpt, o.model, &m, &st, e, sizeof(e)) < 0 ||
-	    trainopt_resume_check(&o.ckpt, &st, o.batch, e, sizeof(e)) < 0)
+	nn_set_threads(o.c.threads);
+	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e,
+	    sizeof(e)) < 0 ||
+	    trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
+	if (trainopt_targets_check(&m, o.targets, "--targets", e,
+	    sizeof(e)) < 0)
+		cli_usage_error("%s", e);
 	o.cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
-	o.cfg.batch = o.batch;
-	o.cfg.steps = o.steps >= 0 ? o.steps : train_epoch_steps(d.n, o.batch, o.epochs);
+	o.cfg.batch = o.c.batch;
+	o.cfg.steps = o.c.steps >= 0 ? o.c.steps : train_epoch_steps(d.n, o.c.batch, o.c.epochs);
 	o.cfg.timeout = o.g.timeout;
 	o.cfg.token = o.g.token;
 	train(&o, &m, &d);

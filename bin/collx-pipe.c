@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "comm/comm.h"
@@ -13,24 +12,23 @@
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
 #include "prog/join.h"
+#include "prog/progress.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
 
 enum {
-	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_STEPS, OPT_EPOCHS,
-	OPT_BATCH, OPT_SPLIT, OPT_LOSS_CSV, OPT_TRACE, OPT_PRINT, OPT_THREADS
+	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_SPLIT, OPT_TRACE,
+	OPT_PRINT
 };
 
 static const struct option longopts[] = {
 	CLI_STD_LONGOPTS,
-	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
+	TRAINOPT_FILE_LONGOPTS,
 	{ "input", 1, 0, 'i' }, { "targets", 1, 0, 't' },
 	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
-	{ "steps", 1, 0, OPT_STEPS }, { "epochs", 1, 0, OPT_EPOCHS },
-	{ "batch", 1, 0, OPT_BATCH }, { "split", 1, 0, OPT_SPLIT },
-	{ "loss-csv", 1, 0, OPT_LOSS_CSV }, { "timing", 1, 0, CLI_OPT_TIMING },
+	TRAINOPT_STEPS_LONGOPTS, { "split", 1, 0, OPT_SPLIT },
 	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
-	{ "threads", 1, 0, OPT_THREADS },
+	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
@@ -38,11 +36,10 @@ static const struct option longopts[] = {
 };
 
 struct opts {
-	const char *model, *out, *data, *targets, *loss_csv, *timing, *trace;
-	const char *split;
-	long micro, batch, steps;
-	double epochs;
-	int print, threads;
+	struct trainopt_common c;
+	const char *data, *targets, *trace, *split;
+	long micro;
+	int print;
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -83,8 +80,10 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and exit\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per step on stderr (also on a terminal)\n"
-	    "  -q, --quiet           no step lines and no summary\n"
+	    "  -v, --verbose         a line per step on stderr and a closing summary\n"
+	    "                        (without -v, a terminal gets one live progress\n"
+	    "                        line and the summary)\n"
+	    "  -q, --quiet           no step lines, no progress, no summaries\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -95,52 +94,39 @@ usage(void)
 	exit(CLI_EXIT_OK);
 }
 
+/* The options of collx-pipe's own; 0 when c is not one of them. */
+static int
+own_option(void *ctx, int c, const char *a)
+{
+	struct opts *o = ctx;
+
+	switch (c) {
+	case 'i': o->data = a; break;
+	case 't': o->targets = a; break;
+	case OPT_MICRO:
+		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
+		break;
+	case OPT_SCHEDULE:
+		if (pipe_sched_parse(a, &o->sched) < 0)
+			cli_usage_error("--schedule: want gpipe or 1f1b, not '%s'",
+			    a);
+		break;
+	case OPT_SPLIT: o->split = a; break;
+	case OPT_TRACE: o->trace = a; break;
+	case OPT_PRINT: o->print = 1; break;
+	default: return 0;
+	}
+	return 1;
+}
+
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
-	int c;
+	struct trainopt_parser p = { .usage = usage, .g = &o->g,
+	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
+	    .own = own_option, .ctx = o };
 
-	while ((c = getopt_long(argc, argv, "hVvqm:o:i:t:", longopts,
-	    NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
-		    trainopt_optim_option(&o->optim, c, optarg) ||
-		    trainopt_ckpt_option(&o->ckpt, c, optarg))
-			continue;
-		switch (c) {
-		case 'm': o->model = optarg; break;
-		case 'o': o->out = optarg; break;
-		case 'i': o->data = optarg; break;
-		case 't': o->targets = optarg; break;
-		case OPT_MICRO:
-			o->micro = cli_parse_long("--microbatches", optarg, 1, 1 << 20);
-			break;
-		case OPT_SCHEDULE:
-			if (pipe_sched_parse(optarg, &o->sched) < 0)
-				cli_usage_error("--schedule: want gpipe or 1f1b, not '%s'",
-				    optarg);
-			break;
-		case OPT_STEPS:
-			o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40);
-			break;
-		case OPT_EPOCHS:
-			o->epochs = cli_parse_double("--epochs", optarg, 0, 1e9);
-			break;
-		case OPT_BATCH:
-			o->batch = cli_parse_long("--batch", optarg, 1, 1L << 40);
-			break;
-		case OPT_SPLIT: o->split = optarg; break;
-		case OPT_LOSS_CSV: o->loss_csv = optarg; break;
-		case CLI_OPT_TIMING: o->timing = optarg; break;
-		case OPT_TRACE: o->trace = optarg; break;
-		case OPT_PRINT: o->print = 1; break;
-		case OPT_THREADS:
-			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
-			break;
-		default: cli_option_error(argc, argv, "hVvqm:o:i:t:");
-		}
-	}
-	if (optind < argc)
-		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	if (o->micro < 1)
 		cli_usage_error("--microbatches M is required");
 }
@@ -165,23 +151,28 @@ print_schedule(const struct opts *o)
 	exit(CLI_EXIT_OK);
 }
 
+/* Per-step output: the progress report (a line per step with -v, or the
+ * live line on a terminal) and the timing rows. */
 struct report {
 	const struct opts *o;
 	struct cli_timing *timing;
-	int rank, world, lines;
-	enum nn_arch arch;
+	struct progress pr;
+	int rank, world;
 };
 
+/* count: the batch's samples (compute, step) or the elements op moved
+ * (send, recv; bytes then theirs). */
 static void
 timing_row(struct report *r, const char *op, long step, double seconds,
-    const struct pipe_stat *st)
+    size_t count, size_t bytes, const struct pipe_stat *st)
 {
 	char extra[160];
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op,
 		.algo = pipe_sched_name(r->o->sched), .rank = r->rank,
-		.world = r->world, .dtype = "f32", .count = (size_t)r->o->batch,
-		.bytes = 0, .iter = (int)step, .seconds = seconds, .extra = extra
+		.world = r->world, .dtype = "f32", .count = count,
+		.bytes = bytes, .iter = (int)step, .seconds = seconds,
+		.extra = extra
 	};
 
 	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
@@ -194,15 +185,17 @@ static void
 on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 {
 	struct report *r = ctx;
+	size_t b = (size_t)r->o->c.batch, f = sizeof(float);
 
-	if (r->lines)
+	progress_step(&r->pr, s);
+	if (r->pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
-	timing_row(r, "forward", s->step, st->fwd, st);
-	timing_row(r, "backward", s->step, st->bwd, st);
-	timing_row(r, "send", s->step, st->send, st);
-	timing_row(r, "recv", s->step, st->recv, st);
-	timing_row(r, "step", s->step, st->wall, st);
+	timing_row(r, "forward", s->step, st->fwd, b, 0, st);
+	timing_row(r, "backward", s->step, st->bwd, b, 0, st);
+	timing_row(r, "send", s->step, st->send, st->sent / f, st->sent, st);
+	timing_row(r, "recv", s->step, st->recv, st->recvd / f, st->recvd, st);
+	timing_row(r, "step", s->step, st->wall, b, 0, st);
 }
 
 static void
@@ -223,25 +216,23 @@ summary(const struct opts *o, const struct pipe_result *res, int world,
 
 static void
 write_outputs(const struct opts *o, const struct nn_model *m,
-    const struct pipe_result *res, long first, int world)
+    const struct pipe_result *res, long from, int world)
 {
 	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN], *path;
 
-	if (o->out != NULL) {
-		path = cli_subst(o->out, 0, world);
+	if (o->c.out != NULL) {
+		path = cli_subst(o->c.out, 0, world);
 		if (nn_model_to_set(m, &s, e, sizeof(e)) < 0 ||
 		    tensor_save(path, &s, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		tensor_set_free(&s);
 		free(path);
 	}
-	if (o->loss_csv != NULL) {
-		path = cli_subst(o->loss_csv, 0, world);
-		if (first > o->steps)
-			first = o->steps;
-		if (trainopt_loss_csv_write(path, res->steps + first,
-		    o->steps - first, e, sizeof(e)) < 0)
+	if (o->c.loss_csv != NULL) {
+		path = cli_subst(o->c.loss_csv, 0, world);
+		if (trainopt_loss_csv_write(path, res->steps + from,
+		    o->c.steps - from, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
 		free(path);
 	}
@@ -257,17 +248,18 @@ static void
 train(struct opts *o, struct nn_model *m, const struct train_data *d,
     struct pipe_cfg *cfg)
 {
-	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world,
-	    .arch = m->dims.arch };
+	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world };
 	struct pipe_result res;
 	struct comm *c;
 	enum train_err kind;
 	char e[COLLX_ERRLEN], job[256], *tpath = NULL;
+	long from = cfg->resume != NULL ? cfg->resume->step : 0;
 	int code;
 
-	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
-	if (o->timing != NULL) {
-		tpath = cli_subst(o->timing, r.rank, r.world);
+	if (from > cfg->steps)	/* resumed past the end: no steps */
+		from = cfg->steps;
+	if (o->c.timing != NULL) {
+		tpath = cli_subst(o->c.timing, r.rank, r.world);
 		r.timing = cli_timing_open(tpath,
 		    "stage,microbatches,bubble,bubble_theory,peak_act_bytes");
 	}
@@ -278,12 +270,14 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	    cfg->resume != NULL ? cfg->resume->step : 0L);
 	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
+	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
+	    "tokens", from, cfg->steps - from);
 	if (pipe_train(m, d, c, cfg, on_step, &r, &res, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
+	progress_end(&r.pr);
 	if (r.rank == 0) {
-		write_outputs(o, m, &res, cfg->resume != NULL ?
-		    cfg->resume->step : 0, r.world);
+		write_outputs(o, m, &res, from, r.world);
 		if (!cli_quiet)
 			summary(o, &res, r.world, cfg->first);
 	}
@@ -293,21 +287,21 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	free(tpath);
 }
 
+/* {rank} and {world} in the input paths (outputs: at write time). */
 static void
 subst_paths(struct opts *o)
 {
-	const char **p[] = { &o->model, &o->data, &o->targets, &o->ckpt.resume };
-	size_t i;
+	const char **p[] = { &o->c.model, &o->data, &o->targets,
+	    &o->ckpt.resume };
 
-	for (i = 0; i < sizeof(p) / sizeof(p[0]); i++)
-		if (*p[i] != NULL)
-			*p[i] = o->owned[i] = cli_subst(*p[i], o->g.rank, o->g.world);
+	trainopt_subst_paths(p, o->owned, sizeof(p) / sizeof(p[0]), &o->g);
 }
 
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .steps = -1, .threads = 1, .sched = PIPE_SCHED_1F1B };
+	struct opts o = { .c.steps = -1, .c.threads = 1,
+	    .sched = PIPE_SCHED_1F1B };
 	struct pipe_cfg cfg = { 0 };
 	struct nn_model m;
 	struct train_data d;
@@ -321,36 +315,39 @@ main(int argc, char **argv)
 	if (o.print)
 		print_schedule(&o);
 	cli_group_resolve(&o.g);
-	if ((o.model == NULL && o.ckpt.resume == NULL) || o.data == NULL)
+	if ((o.c.model == NULL && o.ckpt.resume == NULL) || o.data == NULL)
 		cli_usage_error("-m MODEL (or --resume) and -i X are required");
 	if (o.ckpt.every > 0 && o.ckpt.path == NULL)
 		cli_usage_error("--checkpoint-every goes with --checkpoint");
-	if (o.steps >= 0 && o.epochs > 0)
+	if (o.c.steps >= 0 && o.c.epochs > 0)
 		cli_usage_error("give one of --steps and --epochs");
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	subst_paths(&o);
-	nn_set_threads(o.threads);
-	if (trainopt_model_start(&o.ckpt, o.model, &m, &st, e, sizeof(e)) < 0)
+	nn_set_threads(o.c.threads);
+	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
+	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
+	    sizeof(e)) < 0)
+		cli_usage_error("%s", e);
 	first = cli_calloc((size_t)o.g.world + 1, sizeof(int));
 	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
-	if (o.batch < 1)
-		o.batch = (long)d.n;
-	if (o.micro > o.batch)
+	if (o.c.batch < 1)
+		o.c.batch = (long)d.n;
+	if (o.micro > o.c.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
-		    "a batch", o.micro, o.batch);
-	if (trainopt_resume_check(&o.ckpt, &st, o.batch, e, sizeof(e)) < 0)
+		    "a batch", o.micro, o.c.batch);
+	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", e);
-	o.steps = o.epochs > 0 ? train_epoch_steps(d.n, o.batch, o.epochs) :
-	    o.steps >= 0 ? o.steps : 1;
+	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch, o.c.epochs) :
+	    o.c.steps >= 0 ? o.c.steps : 1;
 	cfg.sched = o.sched;
 	cfg.micro = (int)o.micro;
-	cfg.batch = o.batch;
-	cfg.steps = o.steps;
+	cfg.batch = o.c.batch;
+	cfg.steps = o.c.steps;
 	cfg.first = first;
 	cfg.trace = o.trace != NULL;
 	if (o.ckpt.path != NULL)

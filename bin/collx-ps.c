@@ -26,7 +26,7 @@ enum {
 
 static const struct option longopts[] = {
 	CLI_STD_LONGOPTS,
-	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' },
+	TRAINOPT_FILE_LONGOPTS,
 	{ "workers", 1, 0, OPT_WORKERS }, { "port", 1, 0, OPT_PORT },
 	{ "mode", 1, 0, OPT_MODE }, { "staleness", 1, 0, OPT_STALENESS },
 	{ "server", 1, 0, OPT_SERVER }, { "weight", 1, 0, OPT_WEIGHT },
@@ -37,7 +37,8 @@ static const struct option longopts[] = {
 };
 
 struct opts {
-	const char *cmd, *model, *out, *server, *file;
+	struct trainopt_common c;	/* -m and -o */
+	const char *cmd, *server, *file;
 	int workers, port, staleness, done;
 	double weight;
 	enum ps_mode mode;
@@ -112,32 +113,36 @@ server_option(struct opts *o, int c, const char *a)
 	return 1;
 }
 
+/* The options of collx-ps's own; 0 when c is not one of them. */
+static int
+own_option(void *ctx, int c, const char *a)
+{
+	struct opts *o = ctx;
+
+	if (server_option(o, c, a))
+		return 1;
+	switch (c) {
+	case OPT_SERVER: o->server = a; break;
+	case OPT_WEIGHT:
+		o->weight = cli_parse_double("--weight", a, 0, 1e18);
+		break;
+	case OPT_DONE: o->done = 1; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+/* Options, then the command and a file. */
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
-	int c;
+	struct trainopt_parser p = { .usage = usage, .g = &o->g,
+	    .common = &o->c, .optim = &o->optim, .own = own_option, .ctx = o,
+	    .operands = 2 };
+	int i = trainopt_parse(&p, argc, argv, "hVvqm:o:", longopts);
 
-	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
-		    trainopt_optim_option(&o->optim, c, optarg) || server_option(o, c, optarg))
-			continue;
-		switch (c) {
-		case 'm': o->model = optarg; break;
-		case 'o': o->out = optarg; break;
-		case OPT_SERVER: o->server = optarg; break;
-		case OPT_WEIGHT:
-			o->weight = cli_parse_double("--weight", optarg, 0, 1e18);
-			break;
-		case OPT_DONE: o->done = 1; break;
-		default: cli_option_error(argc, argv, "hVvqm:o:");
-		}
-	}
-	if (optind < argc)
-		o->cmd = argv[optind++];
-	if (optind < argc)
-		o->file = argv[optind++];
-	if (optind < argc)
-		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	o->cmd = i < argc ? argv[i] : NULL;
+	o->file = i + 1 < argc ? argv[i + 1] : NULL;
 }
 
 /* A safetensors file as one flat f32 vector and its layout; exit 3 if bad. */
@@ -234,7 +239,7 @@ write_final(const struct opts *o, struct comm *c, float *flat, size_t total,
 	free(counts);
 	if (o->g.rank != 0)
 		return;
-	path = cli_subst(o->out, o->g.rank, o->g.world);
+	path = cli_subst(o->c.out, o->g.rank, o->g.world);
 	save_flat(path, layout, flat, total);
 	free(path);
 }
@@ -252,13 +257,13 @@ serve(struct opts *o)
 	char *layout, *path, e[COLLX_ERRLEN];
 	int rc;
 
-	if (o->model == NULL || o->workers < 1)
+	if (o->c.model == NULL || o->workers < 1)
 		cli_usage_error("serve needs -m INIT and --workers N");
 	if (o->staleness >= 0 && o->mode != PS_ASYNC)
 		cli_usage_error("--staleness goes with --mode async");
 	if (trainopt_optim_config(&o->optim, &oc, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	path = cli_subst(o->model, o->g.rank, o->g.world);
+	path = cli_subst(o->c.model, o->g.rank, o->g.world);
 	load_flat(path, &flat, &total, &layout);
 	free(path);
 	ps_shard(total, o->g.world, o->g.rank, &off, &len);
@@ -278,7 +283,7 @@ serve(struct opts *o)
 		.log = log_event
 	};
 	rc = ps_serve(&sc, e, sizeof(e));
-	if (o->out != NULL)
+	if (o->c.out != NULL)
 		write_final(o, c, flat, total, layout);
 	if (rc < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
@@ -321,13 +326,13 @@ push(struct opts *o)
 		cli_die(CLI_EXIT_DATA, "%s: its tensors differ from the model of "
 		    "the servers %s", o->file, o->server);
 	}
-	if (o->out != NULL)
+	if (o->c.out != NULL)
 		p = cli_calloc(total + 1, sizeof(float));
 	if (ps_client_push(cl, g, o->weight, p, e, sizeof(e)) < 0 ||
 	    (o->done && ps_client_done(cl, e, sizeof(e)) < 0))
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	if (o->out != NULL)
-		save_flat(o->out, ps_client_layout(cl), p, total);
+	if (o->c.out != NULL)
+		save_flat(o->c.out, ps_client_layout(cl), p, total);
 	ps_client_close(cl);
 	free(g);
 	free(p);
@@ -342,7 +347,7 @@ pull(struct opts *o)
 	size_t total;
 	char e[COLLX_ERRLEN];
 
-	if (o->out == NULL)
+	if (o->c.out == NULL)
 		cli_usage_error("pull needs -o PARAMS.safetensors");
 	if (o->file != NULL)
 		cli_usage_error("unexpected argument '%s'", o->file);
@@ -351,7 +356,7 @@ pull(struct opts *o)
 	p = cli_calloc(total + 1, sizeof(float));
 	if (ps_client_pull(cl, p, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	save_flat(o->out, ps_client_layout(cl), p, total);
+	save_flat(o->c.out, ps_client_layout(cl), p, total);
 	ps_client_close(cl);
 	free(p);
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "comm/comm.h"
@@ -14,43 +13,43 @@
 #include "par/tp.h"
 #include "par/train.h"
 #include "prog/join.h"
+#include "prog/progress.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
 
 enum {
 	OPT_LAYER = CLI_OPT_PROGRAM, OPT_MODE, OPT_HEADS, OPT_CAUSAL,
 	OPT_BACKWARD, OPT_GRAD_OUTPUT, OPT_GRAD_INPUT, OPT_GRAD_WEIGHTS,
-	OPT_CHECK, OPT_ITERS, OPT_TRAIN, OPT_TARGETS, OPT_STEPS, OPT_LR,
-	OPT_LOSS_CSV, OPT_ACTIVATION, OPT_NORM, OPT_LOCAL_OUTPUT,
-	OPT_INPUT_PARALLEL, OPT_THREADS, OPT_RTOL
+	OPT_CHECK, OPT_ITERS, OPT_TRAIN, OPT_TARGETS, OPT_LR,
+	OPT_ACTIVATION, OPT_NORM, OPT_LOCAL_OUTPUT, OPT_INPUT_PARALLEL,
+	OPT_RTOL
 };
 
 static const struct option longopts[] = {
 	CLI_STD_LONGOPTS,
-	{ "model", 1, 0, 'm' }, { "input", 1, 0, 'i' },
-	{ "output", 1, 0, 'o' }, { "layer", 1, 0, OPT_LAYER },
+	TRAINOPT_FILE_LONGOPTS,
+	{ "input", 1, 0, 'i' }, { "layer", 1, 0, OPT_LAYER },
 	{ "mode", 1, 0, OPT_MODE }, { "heads", 1, 0, OPT_HEADS },
 	{ "causal", 0, 0, OPT_CAUSAL }, { "backward", 0, 0, OPT_BACKWARD },
 	{ "grad-output", 1, 0, OPT_GRAD_OUTPUT },
 	{ "grad-input", 1, 0, OPT_GRAD_INPUT },
 	{ "grad-weights", 1, 0, OPT_GRAD_WEIGHTS },
 	{ "check", 0, 0, OPT_CHECK }, { "iters", 1, 0, OPT_ITERS },
-	{ "timing", 1, 0, CLI_OPT_TIMING }, { "train", 0, 0, OPT_TRAIN },
-	{ "targets", 1, 0, OPT_TARGETS }, { "steps", 1, 0, OPT_STEPS },
-	{ "lr", 1, 0, OPT_LR }, { "loss-csv", 1, 0, OPT_LOSS_CSV },
+	{ "train", 0, 0, OPT_TRAIN }, { "targets", 1, 0, OPT_TARGETS },
+	{ "steps", 1, 0, TRAINOPT_STEPS }, { "lr", 1, 0, OPT_LR },
 	{ "activation", 1, 0, OPT_ACTIVATION }, { "norm", 1, 0, OPT_NORM },
 	{ "local-output", 0, 0, OPT_LOCAL_OUTPUT },
 	{ "input-is-parallel", 0, 0, OPT_INPUT_PARALLEL },
-	{ "threads", 1, 0, OPT_THREADS }, { "rtol", 1, 0, OPT_RTOL },
+	{ "rtol", 1, 0, OPT_RTOL },
+	TRAINOPT_RUN_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
 
 struct opts {
-	const char *model, *input, *out, *dy, *dx, *gw, *targets, *loss_csv;
-	const char *timing;
-	int have_layer, backward, check, train, iters, threads;
-	long steps;
+	struct trainopt_common c;
+	const char *input, *dy, *dx, *gw, *targets;
+	int have_layer, backward, check, train, iters;
 	double lr, rtol;
 	struct tp_cfg cfg;
 	struct cli_group g;
@@ -93,8 +92,10 @@ usage(void)
 	    "  --loss-csv F          --train: rank 0 writes step,epoch,loss,tokens,\n"
 	    "                        seconds,tokens_per_s\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per iteration or step on stderr\n"
-	    "  -q, --quiet           no such lines\n"
+	    "  -v, --verbose         a line per iteration or step on stderr; --train:\n"
+	    "                        and a closing summary (without -v, a terminal\n"
+	    "                        gets one live progress line and the summary)\n"
+	    "  -q, --quiet           no such lines, no progress\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -141,46 +142,40 @@ layer_option(struct opts *o, int c, const char *a)
 	return 1;
 }
 
+/* The options of collx-tp's own; 0 when c is not one of them. */
+static int
+own_option(void *ctx, int c, const char *a)
+{
+	struct opts *o = ctx;
+
+	if (layer_option(o, c, a))
+		return 1;
+	switch (c) {
+	case 'i': o->input = a; break;
+	case OPT_BACKWARD: o->backward = 1; break;
+	case OPT_GRAD_OUTPUT: o->dy = a; break;
+	case OPT_GRAD_INPUT: o->dx = a; break;
+	case OPT_GRAD_WEIGHTS: o->gw = a; break;
+	case OPT_CHECK: o->check = 1; break;
+	case OPT_RTOL: o->rtol = cli_parse_double("--rtol", a, 0, 1); break;
+	case OPT_ITERS:
+		o->iters = (int)cli_parse_long("--iters", a, 1, 1 << 30);
+		break;
+	case OPT_TRAIN: o->train = 1; break;
+	case OPT_TARGETS: o->targets = a; break;
+	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); break;
+	default: return 0;
+	}
+	return 1;
+}
+
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
-	int c;
+	struct trainopt_parser p = { .usage = usage, .g = &o->g,
+	    .common = &o->c, .own = own_option, .ctx = o };
 
-	while ((c = getopt_long(argc, argv, "hVvqm:i:o:", longopts, NULL)) != -1) {
-		if (cli_std_option(c, usage) ||
-		    cli_group_option(&o->g, c, optarg) || layer_option(o, c, optarg))
-			continue;
-		switch (c) {
-		case 'm': o->model = optarg; break;
-		case 'i': o->input = optarg; break;
-		case 'o': o->out = optarg; break;
-		case OPT_BACKWARD: o->backward = 1; break;
-		case OPT_GRAD_OUTPUT: o->dy = optarg; break;
-		case OPT_GRAD_INPUT: o->dx = optarg; break;
-		case OPT_GRAD_WEIGHTS: o->gw = optarg; break;
-		case OPT_CHECK: o->check = 1; break;
-		case OPT_RTOL:
-			o->rtol = cli_parse_double("--rtol", optarg, 0, 1);
-			break;
-		case OPT_ITERS:
-			o->iters = (int)cli_parse_long("--iters", optarg, 1, 1 << 30);
-			break;
-		case CLI_OPT_TIMING: o->timing = optarg; break;
-		case OPT_TRAIN: o->train = 1; break;
-		case OPT_TARGETS: o->targets = optarg; break;
-		case OPT_STEPS:
-			o->steps = cli_parse_long("--steps", optarg, 0, 1L << 40);
-			break;
-		case OPT_LR: o->lr = cli_parse_double("--lr", optarg, 0, 1e9); break;
-		case OPT_LOSS_CSV: o->loss_csv = optarg; break;
-		case OPT_THREADS:
-			o->threads = (int)cli_parse_long("--threads", optarg, 1, 1024);
-			break;
-		default: cli_option_error(argc, argv, "hVvqm:i:o:");
-		}
-	}
-	if (optind < argc)
-		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	trainopt_parse(&p, argc, argv, "hVvqm:i:o:", longopts);
 }
 
 static void
@@ -188,7 +183,7 @@ check_args(const struct opts *o)
 {
 	const struct tp_cfg *c = &o->cfg;
 
-	if (!o->have_layer || o->model == NULL || o->input == NULL)
+	if (!o->have_layer || o->c.model == NULL || o->input == NULL)
 		cli_usage_error("--layer, -m WEIGHTS and -i X are required");
 	if (c->mode == TP_MODE_ULYSSES && c->layer != TP_BLOCK &&
 	    c->layer != TP_MLP)
@@ -211,11 +206,11 @@ check_args(const struct opts *o)
 	if (o->train) {
 		if (c->layer != TP_MLP && c->layer != TP_BLOCK)
 			cli_usage_error("--train goes with --layer mlp or block");
-		if (o->targets == NULL || o->steps < 0)
+		if (o->targets == NULL || o->c.steps < 0)
 			cli_usage_error("--train needs --targets and --steps");
 		if (o->backward || o->check)
 			cli_usage_error("--train excludes --backward and --check");
-	} else if (o->targets || o->steps >= 0 || o->loss_csv)
+	} else if (o->targets || o->c.steps >= 0 || o->c.loss_csv)
 		cli_usage_error("--targets, --steps and --loss-csv go with --train");
 	if (c->local_output && o->check)
 		cli_usage_error("--check compares whole outputs: leave out "
@@ -289,8 +284,8 @@ timing_rows(struct cli_timing *t, const struct tp_log *l, int rank,
 		const struct tp_phase *p = &l->p[i];
 		struct cli_timing_row row = {
 			.program = cli_progname, .op = p->op, .algo = p->algo,
-			.rank = rank, .world = world, .dtype = "f32",
-			.count = p->count, .bytes = p->count * sizeof(float),
+			.rank = rank, .world = world, .dtype = dtype_name(p->dt),
+			.count = p->count, .bytes = p->count * dtype_size(p->dt),
 			.iter = iter, .seconds = p->seconds, .extra = extra
 		};
 		snprintf(extra, sizeof extra, "%llu,%s",
@@ -336,7 +331,7 @@ static void
 load_inputs(struct job *j)
 {
 	struct opts *o = j->o;
-	char e[COLLX_ERRLEN], *p = cli_subst(o->model, j->rank, j->world);
+	char e[COLLX_ERRLEN], *p = cli_subst(o->c.model, j->rank, j->world);
 
 	if (tensor_load(p, &j->w, e, sizeof e) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
@@ -463,13 +458,13 @@ write_outputs(struct job *j, struct tensor_set *gs)
 {
 	struct opts *o = j->o;
 
-	if (o->out && o->cfg.local_output)
-		save_rows(o->out, j->rank, j->world, &j->x,
+	if (o->c.out && o->cfg.local_output)
+		save_rows(o->c.out, j->rank, j->world, &j->x,
 		    j->m.out / j->m.shards, j->r.ylocal);
 	if (j->rank != 0)
 		return;
-	if (o->out && !o->cfg.local_output)
-		save_rows(o->out, j->rank, j->world, &j->x, j->r.out, j->r.y);
+	if (o->c.out && !o->cfg.local_output)
+		save_rows(o->c.out, j->rank, j->world, &j->x, j->r.out, j->r.y);
 	if (o->dx)	/* whole, also when X is a shard (--input-is-parallel) */
 		save_rows(o->dx, j->rank, j->world, &j->x, j->r.in, j->r.dx);
 	if (o->gw)
@@ -528,13 +523,16 @@ static void
 train(struct job *j)
 {
 	struct opts *o = j->o;
-	struct train_step *steps = cli_calloc((size_t)o->steps + 1,
+	struct train_step *steps = cli_calloc((size_t)o->c.steps + 1,
 	    sizeof(*steps));
 	struct tensor_set ws = { 0 };
+	struct progress pr;
 	long tokens = j->r.n;	/* mlp: samples; block: positions */
 	char e[COLLX_ERRLEN];
 
-	for (long k = 0; k < o->steps; k++) {
+	progress_start(&pr, j->rank == 0, o->cfg.layer == TP_MLP ? "samples" :
+	    "tokens", 0, o->c.steps);
+	for (long k = 0; k < o->c.steps; k++) {
 		struct train_step *s = &steps[k];
 		double t0 = cli_now();
 		tp_log_start(&j->log, j->c);
@@ -546,21 +544,23 @@ train(struct job *j)
 		s->seconds = cli_now() - t0;
 		log_split(&j->log, &s->compute, &s->comm);
 		timing_rows(j->timing, &j->log, j->rank, j->world, (int)k);
-		if (j->rank == 0 && !cli_quiet && (cli_verbose || isatty(2)))
+		progress_step(&pr, s);
+		if (pr.lines)
 			fprintf(stderr, "%s: step %ld loss %.6f %.1f ms "
 			    "(communication %.1f ms)\n", cli_progname, k,
 			    s->loss, s->seconds * 1e3, s->comm * 1e3);
 	}
-	if (o->out) {
+	progress_end(&pr);
+	if (o->c.out) {
 		tp_log_start(&j->log, j->c);
 		if (tp_gather_set(&j->r, 0, &ws) < 0)
 			run_failed(j);
 		if (j->rank == 0)
-			save_set(o->out, j->rank, j->world, &ws, &j->w);
+			save_set(o->c.out, j->rank, j->world, &ws, &j->w);
 	}
-	if (o->loss_csv && j->rank == 0) {
-		char *p = cli_subst(o->loss_csv, j->rank, j->world);
-		if (trainopt_loss_csv_write(p, steps, o->steps, e, sizeof e) < 0)
+	if (o->c.loss_csv && j->rank == 0) {
+		char *p = cli_subst(o->c.loss_csv, j->rank, j->world);
+		if (trainopt_loss_csv_write(p, steps, o->c.steps, e, sizeof e) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, e);
 		free(p);
 	}
@@ -571,7 +571,7 @@ train(struct job *j)
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .iters = 1, .threads = 1, .steps = -1, .lr = 0.01,
+	struct opts o = { .iters = 1, .c.threads = 1, .c.steps = -1, .lr = 0.01,
 	    .rtol = 1e-4 };
 	struct job j = { .o = &o };
 	char *tpath = NULL;
@@ -584,7 +584,7 @@ main(int argc, char **argv)
 	if (o.check && o.cfg.input_parallel)
 		cli_usage_error("--check needs the whole X: leave out "
 		    "--input-is-parallel");
-	nn_set_threads(o.threads);
+	nn_set_threads(o.c.threads);
 	j.rank = o.g.rank, j.world = o.g.world;
 	load_inputs(&j);
 	join_group(&j);
@@ -594,8 +594,8 @@ main(int argc, char **argv)
 		check_like_y(&j, &j.dy, o.dy);
 	if (o.targets)
 		check_like_y(&j, &j.yt, o.targets);
-	if (o.timing) {
-		tpath = cli_subst(o.timing, j.rank, j.world);
+	if (o.c.timing) {
+		tpath = cli_subst(o.c.timing, j.rank, j.world);
 		j.timing = cli_timing_open(tpath, "comm_bytes,phase");
 	}
 	if (o.train)

@@ -2,8 +2,9 @@
 # collx demo: tensor files, a 4-rank launch, allreduce with every algorithm,
 # data-parallel training of a tiny GPT with ring allreduce vs a parameter
 # server, a transformer block split by heads and by sequence, a 2-stage
-# 1F1B pipeline with its schedule table and measured bubble, and a
-# collx-bench sweep with its chart (kept, at the path the demo prints).
+# 1F1B pipeline with its schedule table, measured bubble and trace, and a
+# collx-bench sweep with its chart (the trace and the chart kept, at the
+# paths the demo prints).
 # Runs locally on embedded defaults in about a minute.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -73,13 +74,14 @@ for mode in tp ulysses; do
 done
 
 say "6. Pipeline parallelism: an 8-layer mlp stack on 2 stages, 1F1B, 8 micro-batches"
+trace=${DEMO_TRACE:-${TMPDIR:-/tmp}/collx-demo-pipe.json}
 run collx-pipe --print-schedule --schedule 1f1b --microbatches 8 --world-size 2
 run collx-dp --init mlp --dims 256,256,256,8 --seed 1 -o mlp8.safetensors
 collx-tensor create --shape 256,256 --fill randn --seed 1 -o px.npy
 collx-tensor create --shape 256,256 --fill randn --seed 2 -o py.npy
 run collx-run -n 2 -- collx-pipe -m mlp8.safetensors -i px.npy -t py.npy \
-	--microbatches 8 --schedule 1f1b --steps 10 --lr 0.01 --trace pipe.json
-echo "(the trace, pipe.json, opens in https://ui.perfetto.dev: a track per stage)"
+	--microbatches 8 --schedule 1f1b --steps 10 --lr 0.01 --trace "$trace"
+echo "pipeline trace: $trace (open it in https://ui.perfetto.dev: a track per stage)"
 
 say "7. collx-bench: an allreduce sweep of every algorithm on $ranks ranks"
 chart=${DEMO_CHART:-${TMPDIR:-/tmp}/collx-demo-busbw.png}

@@ -220,6 +220,36 @@ bench() {
 	[ "$(echo "$output" | cut -d, -f3 | sort -u | tr '\n' ' ')" = "algo ps ring " ]
 }
 
+# The progress line in FILE (from script(1)): WHAT at K of N, drawn at the
+# start of the line and erased (carriage return, erase to the end of line)
+# before the row that follows; LEFT: the time-left part's pattern.
+# usage: progress_ok FILE WHAT K N LEFT
+progress_ok() {
+	grep -q $'\r\e\\[K'"collx-bench: $2 ($3/$4)$5"$'\r\e\\[K' "$1"
+}
+
+@test "coll and dp on a terminal: a progress line on stderr; none with -q or off a terminal" {
+	args="coll -b 1K -e 4K -f 4 -n 3 -w 1 --algo ring"
+	timeout 60 script -qec "collx-bench $args" /dev/null >tty.out
+	progress_ok tty.out "ring 1K out of place" 1 4 ""
+	progress_ok tty.out "ring 4K in place" 4 4 ", about [0-9]* s left"
+	[ "$(grep -c ' ring  *\(in\|out\) ' tty.out)" -eq 4 ]
+	timeout 60 script -qec "collx-bench $args -q" /dev/null >tty.out
+	[ "$(grep -c $'\e' tty.out)" -eq 0 ]
+	timeout 60 collx-bench $args 2>err.out >/dev/null
+	[ ! -s err.out ]
+	# dp: world 1 once, then world 2 for each method
+	args="dp -N 2 --sync ring,ps --steps 3 --batch 2 --dims 256,16,1,2,8"
+	timeout -k 5 240 script -qec "collx-bench $args" /dev/null >tty.out
+	progress_ok tty.out "world 1, sync ring" 1 3 ""
+	progress_ok tty.out "world 2, sync ring" 2 3 ", about [0-9]* s left"
+	progress_ok tty.out "world 2, sync ps" 3 3 ", about [0-9]* s left"
+	timeout -k 5 240 script -qec "collx-bench $args -q" /dev/null >tty.out
+	[ "$(grep -c $'\e' tty.out)" -eq 0 ]
+	timeout -k 5 240 collx-bench $args 2>err.out >/dev/null
+	[ ! -s err.out ]
+}
+
 @test "--help agrees with the man page, which mandoc lints clean" {
 	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-bench.1" | col -b)
 	run collx-bench --help

@@ -5,6 +5,7 @@
 # tiny gpt, outputs, bad input and a rank killed mid-training.
 load lib/common
 load lib/dpps
+load lib/progress
 
 REF=$COLLX_ROOT/tests/lib/dpref.py
 GPL=/usr/share/common-licenses/GPL-3
@@ -308,27 +309,8 @@ gpt_same() {
 
 @test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
 	args=(-m m.safetensors --data X.npy --targets Y.npy --batch 20 --steps 40 --lr 0.05)
-	# a pty through script(1): stderr is a terminal
-	timeout 60 script -qec "collx-dp ${args[*]} --loss-csv l.csv" /dev/null >tty.out
-	# every redraw starts with a carriage return and erases to the end of line;
-	# no newline until the run ends: the live line, then the summary
-	grep -q $'\r'"collx-dp: step 40/40 loss [0-9.]* [0-9]* samples/s ETA 0:00"$'\e\\[K' tty.out
-	[ "$(tr -cd '\n' <tty.out | wc -c)" -eq 2 ]
-	last=$(tail -n 1 l.csv | cut -d, -f3)
-	summary=$(tr -d '\r' <tty.out | tail -n 1)
-	echo "$summary / $last"
-	[[ "$summary" =~ ^collx-dp:\ 40\ steps,\ final\ loss\ ([0-9.]+),\ mean\ [0-9]+\ samples/s,\ [0-9.]+\ s,\ [0-9.]+\ s\ \([0-9]+%\)\ in\ communication$ ]]
-	"$PY" -c "import sys; assert abs(float(sys.argv[1]) - float(sys.argv[2])) < 1e-6" "${BASH_REMATCH[1]}" "$last"
-	# -q on a terminal: nothing
-	timeout 60 script -qec "collx-dp ${args[*]} -q" /dev/null >tty.out
-	[ ! -s tty.out ]
-	# not a terminal: nothing, as before; -v: a line per step and the summary
-	timeout 60 collx-dp "${args[@]}" 2>err.out
-	[ ! -s err.out ]
-	timeout 60 collx-dp "${args[@]}" -v 2>err.out
-	[ "$(grep -c '^collx-dp: step [0-9]* epoch' err.out)" -eq 40 ]
-	[ "$(grep -c '^collx-dp: 40 steps, final loss' err.out)" -eq 1 ]
-	! grep -q $'\r' err.out
+	# on a terminal (a pty through script(1)), -q, off a terminal, -v
+	report_ok collx-dp 40 samples 2 '^collx-dp: step [0-9]* epoch' "${args[@]}"
 }
 
 @test "ranks holding different models fail with exit 3" {
@@ -359,6 +341,9 @@ gpt_same() {
 	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 1 --sync ps
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--zero goes with allreduce"* ]]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --batch 4 --steps 1
+	[ "$status" -eq 2 ]
+	[[ "$output" == "collx-dp: the mlp model needs --targets"* ]]
 	run timeout 30 collx-dp --init gpt --dims 256,30,2,4,16 -o x.safetensors
 	[ "$status" -eq 2 ]
 	gpt_init

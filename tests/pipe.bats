@@ -5,6 +5,7 @@
 # training (tests/lib/piperef.py); splits; the trace; a stage killed.
 load lib/common
 load lib/dpps
+load lib/progress
 
 PY=/usr/bin/python3
 REF=$COLLX_ROOT/tests/lib/piperef.py
@@ -188,7 +189,7 @@ pipe() {
 	    1e-5 "${aouts[@]}"
 }
 
-@test "a wrong split, too many stages or micro-batches are usage errors (exit 2)" {
+@test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {
 	data 4 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	for sp in 1,1 2,3 0,4 2,2,x 4; do
@@ -208,6 +209,10 @@ pipe() {
 	[ "$status" -eq 2 ]
 	run timeout 10 collx-pipe --print-schedule --microbatches 2 --schedule zb
 	[ "$status" -eq 2 ]
+	# an mlp without its targets: a required option missing
+	run timeout 30 collx-pipe -m m.safetensors -i X.npy --microbatches 2
+	[ "$status" -eq 2 ]
+	[[ "$output" == "collx-pipe: the mlp model needs -t (--targets)"* ]]
 }
 
 @test "--trace is Chrome JSON: one track per stage, spans that do not overlap" {
@@ -254,6 +259,36 @@ PYEOF
 	f=$(grep '^collx-pipe,step,1f1b,0,' tm1f1b.csv | tail -1 | awk -F, '{print $NF}')
 	echo "gpipe $g 1f1b $f"
 	[ "$g" -gt 0 ] && [ "$((g))" -eq "$((f * 4))" ]
+}
+
+@test "send and recv rows: the activation and gradient bytes a stage moved (closed form)" {
+	data 16 4 3 1
+	# three mlp layers 4 -> 8 -> 3, 3 -> 8 -> 3, 3 -> 8 -> 3 on three stages:
+	# between stages, activations of 16 samples x 3 outputs go forward and
+	# their gradients back, 16 * 3 = 48 floats each way per neighbour
+	timeout 30 collx-dp --init mlp --dims 4,8,3,3 --seed 1 -o m.safetensors
+	timeout 60 collx-run -n 3 --timeout 20 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 4 --steps 2 --timing 't{rank}.csv' -q
+	for r in 0 1 2; do
+		n=$((r == 1 ? 2 : 1))
+		for op in send recv; do
+			rows=$(awk -F, -v op=$op '$2 == op { print $6, $7, $8 }' "t$r.csv" | sort -u)
+			echo "rank $r $op: $rows"
+			[ "$rows" = "f32 $((48 * n)) $((192 * n))" ]
+		done
+	done
+}
+
+@test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	args=(-m m.safetensors -i X.npy -t Y.npy --microbatches 4 --batch 8
+	    --steps 30 --lr 0.05)
+	# on a terminal (a pty through script(1)), -q, off a terminal, -v; on
+	# the terminal, after the summary, standard output's bubble (two lines
+	# for one stage)
+	report_ok collx-pipe 30 samples 4 \
+	    '^collx-pipe: step [0-9]* epoch [0-9]* loss' "${args[@]}"
 }
 
 @test "a stage killed mid-training: the others exit 1 naming it" {

@@ -6,6 +6,7 @@
 # against its closed form, and a rank killed mid-run.
 load lib/common
 load lib/dpps
+load lib/progress
 
 PY=/usr/bin/python3
 REF=$COLLX_ROOT/tests/lib/tpref.py
@@ -235,6 +236,26 @@ from collpy import load_st
 m = load_st("TR4tp.safetensors")[1]
 assert m.get("heads") == "12", m
 ' "$COLLX_ROOT/tests/lib"
+}
+
+@test "--train ulysses: the loss allreduce's timing rows are one f64, 8 bytes" {
+	ref make block 24 48 0 12 heads=12
+	tp 2 --layer block --mode ulysses -m w.safetensors -i X.npy --train \
+	    --targets T.npy --steps 2 --lr 0.1 --timing 't{rank}.csv'
+	for r in 0 1; do
+		rows=$(awk -F, '$NF == "allreduce loss" { print $2, $6, $7, $8, $9 }' "t$r.csv")
+		echo "rank $r: $rows"
+		[ "$rows" = "$(printf 'allreduce f64 1 8 %s\n' 0 1)" ]
+	done
+}
+
+@test "--train on a terminal: one live progress line and a summary; elsewhere lines as before" {
+	ref make mlp 12 24 3 11
+	args=(--layer mlp --mode serial -m w.safetensors -i X.npy --train
+	    --targets T.npy --steps 40 --lr 0.2)
+	# on a terminal (a pty through script(1)), -q, off a terminal, -v
+	report_ok collx-tp 40 samples 2 '^collx-tp: step [0-9]* loss [0-9.]* ' \
+	    "${args[@]}"
 }
 
 # Every rank alone (no peer is running, so nothing can have been sent)

@@ -254,6 +254,9 @@ act_run(struct prun *r, const struct pipe_action *a, double *loss)
 	struct pipe_stat *ps = &r->stat[r->step];
 	int i = a->mb;
 	size_t n = (size_t)r->mcount[i];
+	/* bytes of an activation into and out of the stage (gradients back) */
+	size_t bin = n * st->in_w * sizeof(float);
+	size_t bout = n * st->out_w * sizeof(float);
 	struct pipe_slot *sl = r->mslot[i];
 	double t0 = cli_now(), t1;
 	float *dx;
@@ -265,8 +268,9 @@ act_run(struct prun *r, const struct pipe_action *a, double *loss)
 		comm_set_step(r->c, "step %ld: activation of micro-batch %d",
 		    r->step, i);
 		if (comm_recv(r->c, a->peer, TAG_ACT, pipe_stage_input(st, sl),
-		    n * st->in_w * sizeof(float)) < 0)
+		    bin) < 0)
 			return comm_failed(r);
+		ps->recvd += bin;
 		t1 = cli_now();
 		ps->recv += t1 - t0;
 		span(r, 'R', i, t0, t1);
@@ -284,16 +288,17 @@ act_run(struct prun *r, const struct pipe_action *a, double *loss)
 		span(r, 'F', i, t0, t1);
 		return 0;
 	case PIPE_SEND_ACT:
-		if (comm_isend(r->c, a->peer, TAG_ACT, r->mout[i],
-		    n * st->out_w * sizeof(float), &r->sact[i]) < 0)
+		if (comm_isend(r->c, a->peer, TAG_ACT, r->mout[i], bout,
+		    &r->sact[i]) < 0)
 			return comm_failed(r);
+		ps->sent += bout;
 		break;
 	case PIPE_RECV_GRAD:
 		comm_set_step(r->c, "step %ld: gradient of micro-batch %d",
 		    r->step, i);
-		if (comm_recv(r->c, a->peer, TAG_GRAD, st->g[0],
-		    n * st->out_w * sizeof(float)) < 0)
+		if (comm_recv(r->c, a->peer, TAG_GRAD, st->g[0], bout) < 0)
 			return comm_failed(r);
+		ps->recvd += bout;
 		t1 = cli_now();
 		ps->recv += t1 - t0;
 		span(r, 'R', i, t0, t1);
@@ -318,9 +323,10 @@ act_run(struct prun *r, const struct pipe_action *a, double *loss)
 		r->mslot[i] = NULL;
 		return 0;
 	case PIPE_SEND_GRAD:
-		if (comm_isend(r->c, a->peer, TAG_GRAD, st->g[2 + (i & 1)],
-		    n * st->in_w * sizeof(float), &r->sgrad[i]) < 0)
+		if (comm_isend(r->c, a->peer, TAG_GRAD, st->g[2 + (i & 1)], bin,
+		    &r->sgrad[i]) < 0)
 			return comm_failed(r);
+		ps->sent += bin;
 		break;
 	}
 	t1 = cli_now();

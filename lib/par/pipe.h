@@ -30,9 +30,11 @@ struct pipe_cfg {
 	const struct ckpt_state *resume;	/* start from it, or NULL */
 };
 
-/* What this rank's stage did in a step, in seconds. */
+/* What this rank's stage did in a step, in seconds, and the activation
+ * and gradient bytes it sent and received. */
 struct pipe_stat {
 	double fwd, bwd, send, recv, wall;
+	size_t sent, recvd;
 	size_t peak_act;	/* activation bytes held at most, so far */
 };
 

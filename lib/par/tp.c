@@ -23,11 +23,18 @@ void
 tp_log_mark(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count)
 {
+	tp_log_mark_dt(l, name, op, algo, count, DT_F32);
+}
+
+void
+tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count, enum dtype dt)
+{
 	double now = cli_now();
 	uint64_t sent = comm_bytes_sent(l->c);
 
 	if (l->n < TP_PHASE_MAX)
-		l->p[l->n++] = (struct tp_phase){ name, op, algo, count,
+		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
 		    now - l->t, sent - l->sent };
 	l->t = now;
 	l->sent = sent;
@@ -511,7 +518,9 @@ tp_train_step(struct tp_run *r, const float *x, const float *yt, float lr,
 		mark(r, "loss", "compute", "-", 0);
 		if (coll_allreduce(r->c, &sum, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
 			return comm_failed(r);
-		mark(r, "allreduce loss", "allreduce", "auto", 1);
+		if (r->log)
+			tp_log_mark_dt(r->log, "allreduce loss", "allreduce",
+			    "auto", 1, DT_F64);
 	}
 	*loss = sum / (double)total;
 	if (backward_core(r, 0) < 0)

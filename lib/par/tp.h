@@ -28,7 +28,8 @@ struct tp_phase {
 	const char *name;	/* "fwd attn", "fwd allreduce attn.o (g)" */
 	const char *op;		/* "compute", "allreduce", "alltoall", ... */
 	const char *algo;	/* "ring", "pairwise" or "-" */
-	size_t count;		/* floats the collective moved (0: compute) */
+	size_t count;		/* elements the collective moved (0: compute) */
+	enum dtype dt;		/* theirs: f32, the loss's f64 */
 	double seconds;
 	uint64_t bytes;		/* bytes this rank sent */
 };
@@ -41,9 +42,12 @@ struct tp_log {
 };
 /* Empties the log and starts the clock. */
 void tp_log_start(struct tp_log *l, struct comm *c);
-/* Ends the phase running since the last mark (or start). */
+/* Ends the phase running since the last mark (or start): count f32
+ * elements moved (tp_log_mark_dt: of type dt). */
 void tp_log_mark(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count);
+void tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count, enum dtype dt);
 
 /* ---- a layer's weights, sharded ---------------------------------------- */
 

@@ -183,9 +183,10 @@ struct bench_dp {
 	int hosts;
 };
 
-/* Run the scaling sweep, printing to o; returns the exit code (0, or the
- * failing run's status with the reason in err). */
-int bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
-    size_t errlen);
+/* Run the scaling sweep, printing to o (and the progress line when
+ * progress); returns the exit code (0, or the failing run's status with
+ * the reason in err). */
+int bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
+    char *err, size_t errlen);
 
 #endif

@@ -179,10 +179,11 @@ read_timing(const char *path, struct dp_result *r)
 
 static int
 run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
-    struct dp_result *r, char *err, size_t errlen)
+    struct bench_progress *pr, struct dp_result *r, char *err, size_t errlen)
 {
 	char run[4200], dp[4200], model[4200], x[4200], y[4200], loss[4200];
 	char timing[4200], log[4200], n[16], batch[32], steps[32], tmo[32];
+	char what[96];
 	char *argv[40];
 	int k = 0, rc;
 
@@ -217,7 +218,12 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 		unlink(t);
 	}
 	memset(r, 0, sizeof *r);
-	if ((rc = run_child(argv, log)) != 0) {
+	snprintf(what, sizeof what, "world %d, sync %s", world, sync);
+	bench_progress_show(pr, what);
+	rc = run_child(argv, log);
+	pr->done++;
+	bench_progress_end(pr);
+	if (rc != 0) {
 		char why[COLLX_ERRLEN];
 
 		if (rc == 130 || bench_interrupted)
@@ -276,11 +282,26 @@ cleanup(const char *dir)
 	rmdir(dir);
 }
 
+/* The runs of the sweep: world 1 once, then 2..N for each sync method. */
+static int
+count_runs(const struct bench_dp *d)
+{
+	const char *p = d->syncs;
+	int n = 0;
+
+	while (*(p += strspn(p, ",")) != '\0') {	/* as strtok_r sees them */
+		n++;
+		p += strcspn(p, ",");
+	}
+	return 1 + n * (d->max_world - 1);
+}
+
 int
-bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
-    size_t errlen)
+bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
+    char *err, size_t errlen)
 {
 	char dir[] = "/tmp/collx-bench.XXXXXX", *syncs = NULL, *tok, *save = NULL;
+	struct bench_progress pr;
 	struct dp_result base, r;
 	int rc;
 
@@ -298,7 +319,8 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
 		    "%6s %13s %10s %12s %7s %10s\n", d->arch, d->dims, d->batch,
 		    d->steps, "world", "sync", "step_ms", "tokens/s", "comm%",
 		    "efficiency");
-	if ((rc = run_one(d, dir, 1, "ring", &base, err, errlen)) != 0)
+	bench_progress_start(&pr, progress, count_runs(d));
+	if ((rc = run_one(d, dir, 1, "ring", &pr, &base, err, errlen)) != 0)
 		goto out;
 	syncs = cli_strdup(d->syncs);
 	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -308,7 +330,8 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, char *err,
 				rc = 130;
 				goto out;
 			}
-			if ((rc = run_one(d, dir, w, tok, &r, err, errlen)) != 0)
+			if ((rc = run_one(d, dir, w, tok, &pr, &r, err,
+			    errlen)) != 0)
 				goto out;
 			print_row(o, d, w, tok, &r, r.tokens_per_s /
 			    (w * base.tokens_per_s));

@@ -142,3 +142,77 @@ trainopt_resume_check(const struct trainopt_ckpt *k,
 		    batch);
 	return 0;
 }
+
+/* An option of the shared sets p has; 0 when opt is none of them. */
+static int
+shared_option(const struct trainopt_parser *p, int opt, const char *arg)
+{
+	struct trainopt_common *c = p->common;
+
+	if (cli_std_option(opt, p->usage) ||
+	    (p->g != NULL && cli_group_option(p->g, opt, arg)) ||
+	    (p->optim != NULL && trainopt_optim_option(p->optim, opt, arg)) ||
+	    (p->ckpt != NULL && trainopt_ckpt_option(p->ckpt, opt, arg)))
+		return 1;
+	if (c == NULL)
+		return 0;
+	switch (opt) {
+	case 'm': c->model = arg; break;
+	case 'o': c->out = arg; break;
+	case CLI_OPT_TIMING: c->timing = arg; break;
+	case TRAINOPT_LOSS_CSV: c->loss_csv = arg; break;
+	case TRAINOPT_THREADS:
+		c->threads = (int)cli_parse_long("--threads", arg, 1, 1024);
+		break;
+	case TRAINOPT_BATCH:
+		c->batch = cli_parse_long("--batch", arg, 1, 1L << 40);
+		break;
+	case TRAINOPT_STEPS:
+		c->steps = cli_parse_long("--steps", arg, 0, 1L << 40);
+		break;
+	case TRAINOPT_EPOCHS:
+		c->epochs = cli_parse_double("--epochs", arg, 0, 1e9);
+		break;
+	default: return 0;
+	}
+	return 1;
+}
+
+int
+trainopt_parse(const struct trainopt_parser *p, int argc, char **argv,
+    const char *shortopts, const struct option *longopts)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1)
+		if (!shared_option(p, c, optarg) && !p->own(p->ctx, c, optarg))
+			cli_option_error(argc, argv, shortopts);
+	if (argc - optind > p->operands)
+		cli_usage_error("unexpected argument '%s'",
+		    argv[optind + p->operands]);
+	return optind;
+}
+
+int
+trainopt_targets_check(const struct nn_model *m, const char *targets,
+    const char *opt, char *err, size_t errlen)
+{
+	if (m->dims.arch == NN_GPT && targets != NULL)
+		return cli_fail(err, errlen, "the gpt model takes its targets from "
+		    "the token file: no %s", opt);
+	if (m->dims.arch != NN_GPT && targets == NULL)
+		return cli_fail(err, errlen, "the %s model needs %s",
+		    nn_arch_name(m->dims.arch), opt);
+	return 0;
+}
+
+void
+trainopt_subst_paths(const char **p[], char *owned[], size_t n,
+    const struct cli_group *g)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (*p[i] != NULL)
+			*p[i] = owned[i] = cli_subst(*p[i], g->rank, g->world);
+}

@@ -3,6 +3,7 @@
 #ifndef COLLX_TRAINOPT_H
 #define COLLX_TRAINOPT_H
 
+#include <getopt.h>
 #include <stddef.h>
 
 #include "cli/cli.h"
@@ -75,5 +76,66 @@ int trainopt_loss_csv_write(const char *path, const struct train_step *s,
  * (bad input, exit 3). */
 int trainopt_model_load(const char *path, struct nn_model *m, char *err,
     size_t errlen);
+
+
+/* The options the training programs read alike: -m and -o
+ * (TRAINOPT_FILE_LONGOPTS), --timing, --loss-csv and --threads
+ * (TRAINOPT_RUN_LONGOPTS), --batch, --steps and --epochs
+ * (TRAINOPT_STEPS_LONGOPTS); a program leaves out of its table those it
+ * lacks, and sets the defaults. */
+struct trainopt_common {
+	const char *model, *out, *timing, *loss_csv;
+	int threads;		/* BLAS threads per rank */
+	long batch, steps;
+	double epochs;
+};
+enum {
+	TRAINOPT_THREADS = 0x12a0, TRAINOPT_LOSS_CSV, TRAINOPT_BATCH,
+	TRAINOPT_STEPS, TRAINOPT_EPOCHS
+};
+#define TRAINOPT_FILE_LONGOPTS \
+	{ "model", 1, 0, 'm' }, { "output", 1, 0, 'o' }
+#define TRAINOPT_RUN_LONGOPTS \
+	{ "timing", 1, 0, CLI_OPT_TIMING }, \
+	{ "loss-csv", 1, 0, TRAINOPT_LOSS_CSV }, \
+	{ "threads", 1, 0, TRAINOPT_THREADS }
+#define TRAINOPT_STEPS_LONGOPTS \
+	{ "batch", 1, 0, TRAINOPT_BATCH }, { "steps", 1, 0, TRAINOPT_STEPS }, \
+	{ "epochs", 1, 0, TRAINOPT_EPOCHS }
+
+/* A training program's command line as trainopt_parse() reads it: the
+ * shared option sets it has (NULL: none), then its own options, offered to
+ * own(ctx, opt, arg), which takes one (1) or says it is not one (0). */
+struct trainopt_parser {
+	void (*usage)(void);
+	struct cli_group *g;
+	struct trainopt_common *common;
+	struct trainopt_optim *optim;
+	struct trainopt_ckpt *ckpt;
+	int (*own)(void *ctx, int opt, const char *arg);
+	void *ctx;
+	int operands;		/* at most this many operands */
+};
+
+/*
+ * getopt_long over argv with shortopts and longopts, every option offered
+ * to -h, -V, -v, -q, the group, the shared sets and own in turn. A program
+ * body: an unknown option, one missing its value or an operand too many
+ * ends the program with a usage error (exit 2). Returns the index in argv
+ * of the first operand.
+ */
+int trainopt_parse(const struct trainopt_parser *p, int argc, char **argv,
+    const char *shortopts, const struct option *longopts);
+
+/* mlp and block models train on rows and their targets, a gpt on tokens
+ * alone: 0, or -1 with the reason naming opt, the targets option (a usage
+ * error, exit 2). */
+int trainopt_targets_check(const struct nn_model *m, const char *targets,
+    const char *opt, char *err, size_t errlen);
+
+/* {rank} and {world} in the n paths *p[i] (NULL ones left as they are),
+ * each replaced by a string of its own, owned[i], for the caller to free. */
+void trainopt_subst_paths(const char **p[], char *owned[], size_t n,
+    const struct cli_group *g);
 
 #endif
