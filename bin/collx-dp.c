@@ -208,7 +208,7 @@ init_model(const struct opts *o)
 		cli_usage_error("--dims: %s", e);
 	out = cli_subst(o->c.out, 0, 1);
 	if (tensor_save(out, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s: %s", out, e);
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	free(out);
 	tensor_set_free(&s);
 	cli_close_stdout();
@@ -325,24 +325,21 @@ static void
 write_outputs(const struct opts *o, const struct nn_model *m,
     const struct train_step *steps, long first, int rank, int world)
 {
-	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN], *path;
 
 	if (rank != 0)
 		return;
 	if (o->c.out != NULL) {
 		path = cli_subst(o->c.out, rank, world);
-		if (nn_model_to_set(m, &s, e, sizeof(e)) < 0 ||
-		    tensor_save(path, &s, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
-		tensor_set_free(&s);
+		if (trainopt_model_save(path, m, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 		free(path);
 	}
 	if (o->c.loss_csv != NULL) {
 		path = cli_subst(o->c.loss_csv, rank, world);
 		if (trainopt_loss_csv_write(path, steps + first, o->cfg.steps - first,
 		    e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 		free(path);
 	}
 }

@@ -218,28 +218,25 @@ static void
 write_outputs(const struct opts *o, const struct nn_model *m,
     const struct pipe_result *res, long from, int world)
 {
-	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN], *path;
 
 	if (o->c.out != NULL) {
 		path = cli_subst(o->c.out, 0, world);
-		if (nn_model_to_set(m, &s, e, sizeof(e)) < 0 ||
-		    tensor_save(path, &s, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
-		tensor_set_free(&s);
+		if (trainopt_model_save(path, m, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 		free(path);
 	}
 	if (o->c.loss_csv != NULL) {
 		path = cli_subst(o->c.loss_csv, 0, world);
 		if (trainopt_loss_csv_write(path, res->steps + from,
 		    o->c.steps - from, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 		free(path);
 	}
 	if (o->trace != NULL) {
 		path = cli_subst(o->trace, 0, world);
 		if (pipe_trace_write(path, res, world, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 		free(path);
 	}
 }

@@ -251,7 +251,7 @@ save_rows(const char *pattern, int rank, int world, const struct tensor *ref,
 		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, e);
 	memcpy(t.data, data, tensor_nbytes(&t));
 	if (tensor_save_one(p, &t, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, e);
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	tensor_free(&t);
 	free(p);
 }
@@ -268,7 +268,7 @@ save_set(const char *pattern, int rank, int world, struct tensor_set *s,
 		    meta_from->meta[i].value, e, sizeof e) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, e);
 	if (tensor_save(p, s, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, e);
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	free(p);
 }
 

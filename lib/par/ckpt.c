@@ -94,13 +94,18 @@ write_set(const struct nn_model *m, int moments, float *flat[2], long step,
 	if (tensor_set_meta_put(&s, META_STEP, num, e, sizeof e) < 0)
 		goto out;
 	snprintf(num, sizeof num, "%ld", batch);
-	if (tensor_set_meta_put(&s, META_BATCH, num, e, sizeof e) < 0 ||
-	    tensor_save(path, &s, e, sizeof e) < 0)
+	if (tensor_set_meta_put(&s, META_BATCH, num, e, sizeof e) < 0)
 		goto out;
-	rc = 0;
+	/* tensor_save's reason names the file already */
+	if (tensor_save(path, &s, e, sizeof e) < 0)
+		rc = cli_fail(err, errlen, "checkpoint %s", e);
+	else
+		rc = 0;
+	tensor_set_free(&s);
+	return rc;
 out:
 	tensor_set_free(&s);
-	return rc < 0 ? cli_fail(err, errlen, "checkpoint %s: %s", path, e) : 0;
+	return cli_fail(err, errlen, "checkpoint %s: %s", path, e);
 }
 
 int

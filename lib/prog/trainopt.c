@@ -216,3 +216,18 @@ trainopt_subst_paths(const char **p[], char *owned[], size_t n,
 		if (*p[i] != NULL)
 			*p[i] = owned[i] = cli_subst(*p[i], g->rank, g->world);
 }
+
+int
+trainopt_model_save(const char *path, const struct nn_model *m, char *err,
+    size_t errlen)
+{
+	struct tensor_set s = { 0 };
+	char e[COLLX_ERRLEN];
+	int rc;
+
+	if (nn_model_to_set(m, &s, e, sizeof(e)) < 0)
+		return cli_fail(err, errlen, "%s: %s", path, e);
+	rc = tensor_save(path, &s, err, errlen);	/* its reason names path */
+	tensor_set_free(&s);
+	return rc;
+}

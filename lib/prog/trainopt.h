@@ -138,4 +138,9 @@ int trainopt_targets_check(const struct nn_model *m, const char *targets,
 void trainopt_subst_paths(const char **p[], char *owned[], size_t n,
     const struct cli_group *g);
 
+/* Model m written to path, atomically: 0, or -1 with a reason that names
+ * the file. */
+int trainopt_model_save(const char *path, const struct nn_model *m,
+    char *err, size_t errlen);
+
 #endif
