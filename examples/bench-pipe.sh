@@ -4,7 +4,9 @@
 # measured bubble beside (W-1)/(M+W-1), stage 0's peak activation memory;
 # then collx-pipe against the PyTorch Gloo peer (examples/peers/torch_pipe.py,
 # GPipe over send/recv) at M = 8, one thread per rank, median of
-# interleaved rounds; and a gnuplot chart of the bubble against M.
+# interleaved rounds (ROUNDS=0 leaves the peer out); and a chart of the
+# bubble against M beside the formula. The README's chart comes from
+# `examples/bench-pipe.sh examples/results`.
 # usage: examples/bench-pipe.sh [OUTDIR]   (OUTDIR keeps pipe-sweep.csv,
 #        pipe-peer.csv and pipe-bubble.png; env BATCH, STEPS, ROUNDS)
 set -eu
@@ -52,32 +54,41 @@ for w in 2 4; do
 done
 
 # collx-pipe (both schedules) against the peer at M = 8, rounds interleaved.
-echo "round,world,who,step_s" >"$out/pipe-peer.csv"
-for r in $(seq "$rounds"); do
-	for w in 2 4; do
-		for s in gpipe 1f1b; do
-			read -r t _ < <(pipe "$w" 8 "$s")
-			echo "$r,$w,collx-pipe $s,$t" >>"$out/pipe-peer.csv"
+against_peer() {
+	for r in $(seq "$rounds"); do
+		for w in 2 4; do
+			for s in gpipe 1f1b; do
+				read -r t _ < <(pipe "$w" 8 "$s")
+				echo "$r,$w,collx-pipe $s,$t" >>"$out/pipe-peer.csv"
+			done
+			t=$(/usr/bin/python3 "$here/peers/torch_pipe.py" mlp8.safetensors X.npy \
+				Y.npy "$w" 8 "$steps" 0.01 | sed -n 's/.*median_step_s=\([0-9.e-]*\).*/\1/p')
+			echo "$r,$w,torch gloo gpipe,$t" >>"$out/pipe-peer.csv"
 		done
-		t=$(/usr/bin/python3 "$here/peers/torch_pipe.py" mlp8.safetensors X.npy \
-			Y.npy "$w" 8 "$steps" 0.01 | sed -n 's/.*median_step_s=\([0-9.e-]*\).*/\1/p')
-		echo "$r,$w,torch gloo gpipe,$t" >>"$out/pipe-peer.csv"
 	done
-done
-echo
-printf '%5s  %-18s %12s %10s\n' W who median_ms vs_peer
-for w in 2 4; do
-	peer=$(awk -F, -v w="$w" '$2 == w && $3 == "torch gloo gpipe" { print $4 }' \
-		"$out/pipe-peer.csv" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	for who in "collx-pipe gpipe" "collx-pipe 1f1b" "torch gloo gpipe"; do
-		awk -F, -v w="$w" -v who="$who" '$2 == w && $3 == who { print $4 }' \
-			"$out/pipe-peer.csv" | sort -g | awk -v w="$w" -v who="$who" -v p="$peer" \
-			'{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]
-			printf "%5d  %-18s %12.2f %9.2fx\n", w, who, m * 1e3, p / m }'
+	printf '\n%5s  %-18s %12s %10s\n' W who median_ms vs_peer
+	for w in 2 4; do
+		peer=$(awk -F, -v w="$w" '$2 == w && $3 == "torch gloo gpipe" { print $4 }' \
+			"$out/pipe-peer.csv" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+		for who in "collx-pipe gpipe" "collx-pipe 1f1b" "torch gloo gpipe"; do
+			awk -F, -v w="$w" -v who="$who" '$2 == w && $3 == who { print $4 }' \
+				"$out/pipe-peer.csv" | sort -g | awk -v w="$w" -v who="$who" -v p="$peer" \
+				'{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]
+				printf "%5d  %-18s %12.2f %9.2fx\n", w, who, m * 1e3, p / m }'
+		done
 	done
-done
+}
+if [ "$rounds" -gt 0 ]; then
+	echo "round,world,who,step_s" >"$out/pipe-peer.csv"
+	against_peer
+fi
 
-if command -v gnuplot >/dev/null; then
+# gnuplot itself: collx-plot's kinds (busbw, latency, p2p, scaling, loss,
+# pipeline) have no chart of a value against M with a formula beside it
+# (its loss kind would label the axes step and loss).
+if ! command -v gnuplot >/dev/null; then
+	echo "no gnuplot: no chart"
+else
 	# one data file per series: gnuplot joins the points of a file
 	for w in 2 4; do
 		for s in gpipe 1f1b; do

@@ -7,9 +7,11 @@
 # median over ITERS iterations after 2 warm-up ones, the table the median
 # over the rounds. collx's step is the sum of its timed phases on rank 0,
 # less the gathers that only serve the output files; its communication
-# share and bytes sent come from the same rows.
+# share and bytes sent come from the same rows, and a second table splits
+# them by phase (the timing rows' phase column: each collective, forward
+# and backward).
 # usage: examples/bench-tp.sh [ROUNDS [ITERS]]   (defaults 5 and 5)
-#        WORLDS="1 2 4" PY=/usr/bin/python3
+#        WORLDS="1 2 4" PY=/usr/bin/python3 BENCH_CSV=F (keeps the rows)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -27,28 +29,42 @@ collx-dp --init block --dims "$D,$H,$FF,0" --seed 1 -o block.safetensors
 collx-tensor create --shape "$B,$S,$D" --fill randn --seed 1 -o x.npy
 collx-tensor create --shape "$B,$S,$D" --fill randn --seed 2 -o dy.npy
 : >results.csv
+: >phases.csv
+
+# The median of the numbers in a space-separated list (awk).
+MEDIAN='
+function median(list,   a, k, i, j, x) {
+	k = split(list, a, " ")
+	for (i = 2; i <= k; i++) { x = a[i]
+		for (j = i - 1; j >= 1 && a[j] + 0 > x + 0; j--) a[j + 1] = a[j]
+		a[j + 1] = x }
+	return a[int((k + 1) / 2)]
+}'
 
 # collx MODE WORLD ROUND: a line impl,mode,world,round,seconds,comm,bytes
+# in results.csv and one mode,world,round,phase,op,seconds,bytes per
+# communication phase in phases.csv (medians over the iterations)
 collx() {
 	rm -f t.csv
 	collx-run -n "$2" -- collx-tp --layer block --mode "$1" \
 	    -m block.safetensors -i x.npy --backward --grad-output dy.npy \
 	    --iters $((iters + warm)) --threads 1 --timing t.csv -q
-	awk -F, -v w="$warm" -v m="$1" -v n="$2" -v r="$3" '
-	function median(a, k,   i, j, x) {
-		for (i = 2; i <= k; i++) { x = a[i]
-			for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]
-			a[j + 1] = x }
-		return a[int((k + 1) / 2)]
-	}
+	awk -F, -v w="$warm" -v m="$1" -v n="$2" -v r="$3" "$MEDIAN"'
 	NR > 1 && $4 == 0 && $9 >= w && $14 !~ /\(output\)/ {
 		s[$9] += $10; b[$9] += $13
-		if ($2 != "compute") c[$9] += $10
+		if ($2 != "compute") {
+			c[$9] += $10
+			if (!($14 in op)) { op[$14] = $2; order[++np] = $14 }
+			pt[$14] = pt[$14] " " $10; pb[$14] = $13
+		}
 	}
 	END {
-		for (i in s) { k++; ts[k] = s[i]; tc[k] = c[i] + 0; bytes = b[i] }
-		printf "collx,%s,%d,%d,%.6f,%.6f,%d\n", m, n, r, median(ts, k),
-		    median(tc, k), bytes
+		for (i in s) { ts = ts " " s[i]; tc = tc " " c[i] + 0; bytes = b[i] }
+		printf "collx,%s,%d,%d,%.6f,%.6f,%d\n", m, n, r, median(ts),
+		    median(tc), bytes
+		for (i = 1; i <= np; i++)
+			printf "%s,%d,%d,%s,%s,%.6f,%d\n", m, n, r, order[i],
+			    op[order[i]], median(pt[order[i]]), pb[order[i]] >>"phases.csv"
 	}' t.csv >>results.csv
 }
 
@@ -67,14 +83,7 @@ done
 
 if [ -n "${BENCH_CSV:-}" ]; then cp results.csv "$BENCH_CSV"; fi
 # median over rounds of each (impl, mode, world)
-awk -F, '
-function median(list,   a, k, i, j, x) {
-	k = split(list, a, " ")
-	for (i = 2; i <= k; i++) { x = a[i]
-		for (j = i - 1; j >= 1 && a[j] + 0 > x + 0; j--) a[j + 1] = a[j]
-		a[j + 1] = x }
-	return a[int((k + 1) / 2)]
-}
+awk -F, "$MEDIAN"'
 { key = $2 "," $3; t[$1 "," key] = t[$1 "," key] " " $5
   if ($1 == "collx") { c[key] = c[key] " " $6; b[key] = $7 }
   if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
@@ -90,3 +99,20 @@ END {
 		    b[key], tt * 1e3, (ct > 0 ? tt / ct : 0)
 	}
 }' results.csv
+
+# each communication phase: median over rounds, share of collx's step
+echo
+awk -F, "$MEDIAN"'
+FNR == NR { if ($1 == "collx") st[$2 "," $3] = st[$2 "," $3] " " $5; next }
+{ key = $1 "," $2 "," $4; t[key] = t[key] " " $6; op[key] = $5; b[key] = $7
+  if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+END {
+	printf "| ranks | mode | phase | collective | ms | of the step | bytes sent/rank |\n"
+	printf "| ---: | --- | --- | --- | ---: | ---: | ---: |\n"
+	for (i = 1; i <= n; i++) {
+		key = order[i]; split(key, f, ",")
+		pt = median(t[key]); s = median(st[f[1] "," f[2]])
+		printf "| %d | %s | %s | %s | %.1f | %.0f%% | %d |\n", f[2], f[1],
+		    f[3], op[key], pt * 1e3, (s > 0 ? 100 * pt / s : 0), b[key]
+	}
+}' results.csv phases.csv

@@ -2,9 +2,10 @@
 # block layers.{i}.*, or a gpt) trained in one process with PyTorch autograd
 # in float64 and torch.optim; nothing here uses collx.
 #
-# piperef.py train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [B1 B2 EPS]] OUT CSV
+# piperef.py train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [MORE]] OUT CSV
 #   writes the reference's trained model and per-step losses (ARCH mlp,
-#   block or gpt; for gpt X is the token file, raw bytes unless .npy).
+#   block or gpt; for gpt X is the token file, raw bytes unless .npy;
+#   MORE: sgd's MOMENTUM, adamw's B1 B2 EPS).
 # piperef.py cmp REF.safetensors REF.csv RTOL TRAINED CSV [TRAINED CSV...]
 #   checks collx-pipe outputs against it (|got-ref| <= 1e-6 + RTOL |ref|).
 #   PIPEREF_SKIP=SUFFIX leaves out tensors named ...SUFFIX (AdamW turns the
@@ -99,7 +100,7 @@ def close(what, ref, got, rtol, atol):
 
 
 def train(a):
-    """train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [B1 B2 EPS]] OUT CSV"""
+    """train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [MORE]] OUT CSV"""
     arch, model, xf, yf, batch, steps, opt, lr = a[:8]
     batch, steps, lr = int(batch), int(steps), float(lr)
     rest, out, csv = a[8:-2], a[-2], a[-1]
@@ -120,7 +121,8 @@ def train(a):
     params = [p[k] for k in sorted(p)]
     if opt == "sgd":
         wd = float(rest[0]) if rest else 0.0
-        o = torch.optim.SGD(params, lr=lr, weight_decay=wd)
+        mom = float(rest[1]) if len(rest) > 1 else 0.0
+        o = torch.optim.SGD(params, lr=lr, momentum=mom, weight_decay=wd)
     else:
         wd = float(rest[0]) if rest else 0.01
         b1, b2, eps = (float(v) for v in rest[1:4]) if len(rest) > 3 else \
