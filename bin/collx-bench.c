@@ -211,7 +211,7 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:", longopts,
 	    NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
 		    meas_option(o, c, optarg) ||
 		    dp_option(o, c, optarg))
 			continue;
@@ -421,11 +421,11 @@ main(int argc, char **argv)
 				*slash = '\0';
 			o.dp.bindir = self;
 		}
-		cli_group_resolve(&o.g);
+		cli_group_finish(&o.g);
 		o.dp.timeout = o.g.timeout;
 		rc = run_dp(&o);
 	} else {
-		cli_group_resolve(&o.g);
+		cli_group_finish(&o.g);
 		rc = strcmp(o.sub, "coll") == 0 ? run_coll(&o) : run_p2p(&o);
 	}
 	cli_group_free(&o.g);

@@ -165,7 +165,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg) ||
 		    trainopt_ckpt_option(&o->ckpt, c, optarg) ||
 		    train_option(o, c, optarg))
@@ -516,7 +516,7 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
 		init_model(&o);
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	check_args(&o);
 	subst_paths(&o);
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)

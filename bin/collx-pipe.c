@@ -102,7 +102,7 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:i:t:", longopts,
 	    NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg) ||
 		    trainopt_ckpt_option(&o->ckpt, c, optarg))
 			continue;
@@ -320,7 +320,7 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.print)
 		print_schedule(&o);
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	if ((o.model == NULL && o.ckpt.resume == NULL) || o.data == NULL)
 		cli_usage_error("-m MODEL (or --resume) and -i X are required");
 	if (o.ckpt.every > 0 && o.ckpt.path == NULL)

@@ -118,7 +118,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg) || server_option(o, c, optarg))
 			continue;
 		switch (c) {
@@ -366,7 +366,7 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.cmd == NULL)
 		cli_usage_error("a command is required: serve, push or pull");
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	if (strcmp(o.cmd, "serve") == 0) {
 		if (o.file != NULL)
 			cli_usage_error("unexpected argument '%s'", o.file);

@@ -115,7 +115,7 @@ path_arg(const char *s)
 		return own(strdup(s));
 	if (!resolved) {
 		cli_group_defaults(&g);
-		cli_group_resolve(&g);
+		cli_group_finish(&g);
 		resolved = 1;
 	}
 	return own(cli_subst(s, g.rank, g.world));

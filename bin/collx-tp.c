@@ -148,7 +148,7 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqm:i:o:", longopts, NULL)) != -1) {
 		if (cli_std_option(c, usage) ||
-		    cli_group_option(&o->g, c, optarg) || layer_option(o, c, optarg))
+		    cli_group_getopt(&o->g, c, optarg) || layer_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case 'm': o->model = optarg; break;
@@ -579,7 +579,7 @@ main(int argc, char **argv)
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
 	parse_args(&o, argc, argv);
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	check_args(&o);
 	if (o.check && o.cfg.input_parallel)
 		cli_usage_error("--check needs the whole X: leave out "

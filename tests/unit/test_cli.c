@@ -1,4 +1,5 @@
 /* test_cli: option parsing, group discovery, timing CSV, launch helpers. */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,7 +66,7 @@ resolve_fn(const void *arg)
 
 	(void)arg;
 	cli_group_defaults(&g);
-	cli_group_resolve(&g);
+	cli_group_finish(&g);
 }
 
 static void
@@ -92,7 +93,7 @@ static void
 resolved(struct cli_group *g)
 {
 	cli_group_defaults(g);
-	cli_group_resolve(g);
+	cli_group_finish(g);
 }
 
 static void
@@ -161,7 +162,7 @@ static void
 test_options_override(void)
 {
 	struct cli_group g;
-	char path[64];
+	char path[64], e[COLLX_ERRLEN];
 	FILE *f;
 
 	clear_env();
@@ -175,14 +176,16 @@ test_options_override(void)
 	fputs("fromfile\n", f);
 	fclose(f);
 	cli_group_defaults(&g);
-	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "2") == 1, "--rank is a group option");
-	UNIT_OK(cli_group_option(&g, 'x', "2") == 0, "other options are not");
-	cli_group_option(&g, CLI_OPT_WORLD, "3");
-	cli_group_option(&g, CLI_OPT_MASTER, "[::1]:99");
-	cli_group_option(&g, CLI_OPT_TIMEOUT, "0.5");
-	cli_group_option(&g, CLI_OPT_TOKEN_FILE, path);
-	cli_group_option(&g, CLI_OPT_IFACE, "lo");
-	cli_group_resolve(&g);
+	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "2", e, sizeof e) == 1,
+	    "--rank is a group option");
+	UNIT_OK(cli_group_option(&g, 'x', "2", e, sizeof e) == 0,
+	    "other options are not");
+	cli_group_option(&g, CLI_OPT_WORLD, "3", e, sizeof e);
+	cli_group_option(&g, CLI_OPT_MASTER, "[::1]:99", e, sizeof e);
+	cli_group_option(&g, CLI_OPT_TIMEOUT, "0.5", e, sizeof e);
+	cli_group_option(&g, CLI_OPT_TOKEN_FILE, path, e, sizeof e);
+	cli_group_option(&g, CLI_OPT_IFACE, "lo", e, sizeof e);
+	cli_group_resolve(&g, e, sizeof e);
 	UNIT_OK(g.rank == 2 && g.world == 3, "options override the environment");
 	UNIT_OK(strcmp(g.master, "[::1]:99") == 0 && g.timeout == 0.5 &&
 	    strcmp(g.iface, "lo") == 0, "master, timeout, iface options");
@@ -216,6 +219,34 @@ expect_usage(const char *var, const char *val, const char *want, const char *wha
 	if (rc != CLI_EXIT_USAGE || strstr(msg, want) == NULL)
 		printf("#   exit %d, message: %s", rc, msg);
 	clear_env();
+}
+
+/* The library's forms return the usage error instead of exiting. */
+static void
+test_group_returns(void)
+{
+	struct cli_group g;
+	char e[COLLX_ERRLEN];
+	long v;
+
+	clear_env();
+	cli_group_defaults(&g);
+	errno = 0;
+	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "x", e, sizeof e) == -1 &&
+	    errno == EINVAL && strcmp(e, "--rank: invalid integer 'x'") == 0,
+	    "bad --rank: -1, EINVAL, the message");
+	UNIT_OK(cli_group_option(&g, CLI_OPT_MASTER, "h", e, sizeof e) == -1 &&
+	    strstr(e, "--master: invalid address 'h'") == e, "bad --master");
+	setenv("COLLX_WORLD_SIZE", "2", 1);
+	errno = 0;
+	UNIT_OK(cli_group_resolve(&g, e, sizeof e) == -1 && errno == EINVAL &&
+	    strcmp(e, "world size 2 given but no rank (use --rank or set"
+	    " COLLX_RANK)") == 0, "resolve: -1, EINVAL, the message");
+	cli_group_free(&g);
+	clear_env();
+	UNIT_OK(cli_long_value("iters", "101", 0, 100, &v, e, sizeof e) == -1 &&
+	    strcmp(e, "--iters: 101 is out of range (0 to 100)") == 0,
+	    "cli_long_value: the usage error's text");
 }
 
 static void
@@ -574,6 +605,7 @@ main(int argc, char **argv)
 		return 1;
 	test_env_precedence();
 	test_options_override();
+	test_group_returns();
 	test_env_errors();
 	test_numbers();
 	test_subst();
