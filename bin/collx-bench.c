@@ -257,13 +257,14 @@ join_group(const struct opts *o, const char *job)
 	return c;
 }
 
+/* A sweep's failure: the group's, else e (rank 0's timing output). */
 static _Noreturn void
 comm_die(struct comm *c, const char *e)
 {
 	if (c != NULL && comm_errkind(c) != COMM_ERR_NONE)
 		cli_die(comm_errkind(c) == COMM_ERR_MISMATCH ? CLI_EXIT_DATA :
 		    CLI_EXIT_RUNTIME, "%s", comm_error(c));
-	cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", c ? comm_rank(c) : 0, e);
+	cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
 static int

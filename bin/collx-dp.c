@@ -162,12 +162,16 @@ train_option(struct opts *o, int c, const char *a)
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
-	int c;
+	char e[COLLX_ERRLEN];
+	int c, k;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:", longopts, NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
+		if ((k = trainopt_ckpt_option(&o->ckpt, c, optarg, e,
+		    sizeof(e))) < 0)
+			cli_usage_error("%s", e);
+		if (k || cli_std_option(c, usage) ||
+		    cli_group_getopt(&o->g, c, optarg) ||
 		    trainopt_optim_option(&o->optim, c, optarg) ||
-		    trainopt_ckpt_option(&o->ckpt, c, optarg) ||
 		    train_option(o, c, optarg))
 			continue;
 		switch (c) {
@@ -300,8 +304,10 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 		.bytes = r->nparams * sizeof(float), .iter = (int)step,
 		.seconds = seconds
 	};
+	char e[COLLX_ERRLEN];
 
-	cli_timing_write(r->timing, &row);
+	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
 /* "1:02:03", "2:03" */
@@ -478,7 +484,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	r.start = cli_now();
 	if (o->timing != NULL) {
 		tpath = cli_subst(o->timing, r.rank, r.world);
-		r.timing = cli_timing_open(tpath, NULL);
+		if (cli_timing_open(&r.timing, tpath, NULL, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 	if (o->ckpt.path != NULL)
 		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt.path, r.rank, r.world);
@@ -490,7 +497,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	summary(&r);
 	report_mem(&r, &mem, steps + r.first, r.steps, o->cfg.zero);
 	write_outputs(o, m, steps, r.first, r.rank, r.world);
-	cli_timing_close(r.timing);
+	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	comm_close(c);
 	free(steps);
 	free(tpath);

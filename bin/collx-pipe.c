@@ -98,13 +98,17 @@ usage(void)
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
-	int c;
+	char e[COLLX_ERRLEN];
+	int c, k;
 
 	while ((c = getopt_long(argc, argv, "hVvqm:o:i:t:", longopts,
 	    NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
-		    trainopt_optim_option(&o->optim, c, optarg) ||
-		    trainopt_ckpt_option(&o->ckpt, c, optarg))
+		if ((k = trainopt_ckpt_option(&o->ckpt, c, optarg, e,
+		    sizeof(e))) < 0)
+			cli_usage_error("%s", e);
+		if (k || cli_std_option(c, usage) ||
+		    cli_group_getopt(&o->g, c, optarg) ||
+		    trainopt_optim_option(&o->optim, c, optarg))
 			continue;
 		switch (c) {
 		case 'm': o->model = optarg; break;
@@ -176,7 +180,7 @@ static void
 timing_row(struct report *r, const char *op, long step, double seconds,
     const struct pipe_stat *st)
 {
-	char extra[160];
+	char extra[160], e[COLLX_ERRLEN];
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op,
 		.algo = pipe_sched_name(r->o->sched), .rank = r->rank,
@@ -187,7 +191,8 @@ timing_row(struct report *r, const char *op, long step, double seconds,
 	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
 	    r->o->micro, st->wall > 0 ? 1 - (st->fwd + st->bwd) / st->wall : 0,
 	    pipe_sched_bubble((int)r->o->micro, r->world), st->peak_act);
-	cli_timing_write(r->timing, &row);
+	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
 static void
@@ -268,8 +273,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	r.lines = r.rank == 0 && !cli_quiet && (cli_verbose || isatty(2));
 	if (o->timing != NULL) {
 		tpath = cli_subst(o->timing, r.rank, r.world);
-		r.timing = cli_timing_open(tpath,
-		    "stage,microbatches,bubble,bubble_theory,peak_act_bytes");
+		if (cli_timing_open(&r.timing, tpath, "stage,microbatches,"
+		    "bubble,bubble_theory,peak_act_bytes", e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 	/* ranks must agree on everything that shapes the messages */
 	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s "
@@ -287,7 +293,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		if (!cli_quiet)
 			summary(o, &res, r.world, cfg->first);
 	}
-	cli_timing_close(r.timing);
+	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	comm_close(c);
 	pipe_result_free(&res);
 	free(tpath);

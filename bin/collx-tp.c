@@ -283,7 +283,7 @@ static void
 timing_rows(struct cli_timing *t, const struct tp_log *l, int rank,
     int world, int iter)
 {
-	char extra[128];
+	char extra[128], e[COLLX_ERRLEN];
 
 	for (int i = 0; i < l->n; i++) {
 		const struct tp_phase *p = &l->p[i];
@@ -295,7 +295,8 @@ timing_rows(struct cli_timing *t, const struct tp_log *l, int rank,
 		};
 		snprintf(extra, sizeof extra, "%llu,%s",
 		    (unsigned long long)p->bytes, p->name);
-		cli_timing_write(t, &row);
+		if (cli_timing_write(t, &row, e, sizeof e) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 }
 
@@ -596,13 +597,16 @@ main(int argc, char **argv)
 		check_like_y(&j, &j.yt, o.targets);
 	if (o.timing) {
 		tpath = cli_subst(o.timing, j.rank, j.world);
-		j.timing = cli_timing_open(tpath, "comm_bytes,phase");
+		if (cli_timing_open(&j.timing, tpath, "comm_bytes,phase", j.err,
+		    sizeof j.err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", j.err);
 	}
 	if (o.train)
 		train(&j);
 	else
 		run_layer(&j);
-	cli_timing_close(j.timing);
+	if (cli_timing_close(j.timing, j.err, sizeof j.err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", j.err);
 	tp_run_free(&j.r);
 	tp_model_free(&j.m);
 	comm_close(j.c);

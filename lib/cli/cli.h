@@ -149,15 +149,19 @@ struct cli_timing_row {
 	const char *extra;	/* values of the program's extra columns, or NULL */
 };
 struct cli_timing;
-/* path "-" is stdout; NULL means timing is off (calls below are no-ops).
- * The header goes into a regular file when it is new or empty (checked
- * under flock, so ranks may share one file); into a pipe or terminal before
- * the first row of rank 0, since a launcher merges all ranks' output.
- * extra_header names program-specific extra columns ("a,b") or NULL. */
-struct cli_timing *cli_timing_open(const char *path, const char *extra_header);
-void cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r);
-/* Flushes and closes; dies (exit 1) on a write error. */
-void cli_timing_close(struct cli_timing *t);
+/* path "-" is stdout; NULL means timing is off (*out NULL, and the calls
+ * below are no-ops). The header goes into a regular file when it is new or
+ * empty (checked under flock, so ranks may share one file); into a pipe or
+ * terminal before the first row of rank 0, since a launcher merges all
+ * ranks' output. extra_header names program-specific extra columns ("a,b")
+ * or NULL. Each returns 0, or -1 with "timing PATH: reason" (or "out of
+ * memory") in err: a runtime failure. */
+int cli_timing_open(struct cli_timing **out, const char *path,
+    const char *extra_header, char *err, size_t errlen);
+int cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r,
+    char *err, size_t errlen);
+/* Closes and frees t, even when closing fails. */
+int cli_timing_close(struct cli_timing *t, char *err, size_t errlen);
 /* nccl-tests bus-bandwidth factor for op ("allreduce", "allgather", ...). */
 double cli_busbw_factor(const char *op, int world);
 

@@ -392,36 +392,40 @@ test_timing(void)
 	struct cli_timing_row r = { "collx-allreduce", "allreduce", "ring", 1, 4,
 	    "f32", 250000000, 1000000000, 0, 2.0, NULL };
 	struct cli_timing *t;
-	char path[64], *s;
+	char path[64], e[COLLX_ERRLEN], *s;
 	int k;
 
 	snprintf(path, sizeof path, "%s/t.csv", tmpdir);
-	UNIT_OK(cli_timing_open(NULL, NULL) == NULL, "NULL path: timing off");
-	cli_timing_write(NULL, &r);
-	cli_timing_close(NULL);
-	t = cli_timing_open(path, NULL);
-	cli_timing_write(t, &r);
+	UNIT_OK(cli_timing_open(&t, NULL, NULL, e, sizeof e) == 0 && t == NULL,
+	    "NULL path: timing off");
+	UNIT_OK(cli_timing_write(NULL, &r, e, sizeof e) == 0 &&
+	    cli_timing_close(NULL, e, sizeof e) == 0, "and its calls no-ops");
+	UNIT_OK(cli_timing_open(&t, "/nonexistent/t.csv", NULL, e, sizeof e) ==
+	    -1 && t == NULL && strcmp(e, "timing /nonexistent/t.csv: "
+	    "No such file or directory") == 0, "open failure: -1 and the reason");
+	cli_timing_open(&t, path, NULL, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
 	r.op = "broadcast", r.iter = 1, r.seconds = 0.5, r.algo = "a,b";
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 	s = slurp(path);
 	UNIT_OK(strcmp(s, "program,op,algo,rank,world_size,dtype,count,bytes,iter,"
 	    "seconds,algbw_gbps,busbw_gbps\n"
 	    "collx-allreduce,allreduce,ring,1,4,f32,250000000,1000000000,0,2,0.5,0.75\n"
 	    "collx-allreduce,broadcast,\"a,b\",1,4,f32,250000000,1000000000,1,0.5,2,2\n")
 	    == 0, "header, rows, algbw = bytes/s/1e9, busbw factor, quoting");
-	t = cli_timing_open(path, NULL);
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_open(&t, path, NULL, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 	UNIT_OK(count_lines(slurp(path), "program,") == 1 &&
 	    count_lines(slurp(path), "collx-") == 3, "no second header when appending");
 
 	snprintf(path, sizeof path, "%s/x.csv", tmpdir);
-	t = cli_timing_open(path, "step,note");
+	cli_timing_open(&t, path, "step,note", e, sizeof e);
 	r.extra = "7,hi";
 	r.seconds = 0;
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 	s = slurp(path);
 	UNIT_OK(strstr(s, "busbw_gbps,step,note\n") != NULL &&
 	    strstr(s, ",0,0,0,7,hi\n") != NULL, "extra columns; zero seconds gives 0 GB/s");
@@ -430,16 +434,17 @@ test_timing(void)
 	snprintf(path, sizeof path, "%s/shared.csv", tmpdir);
 	for (k = 0; k < 4; k++)
 		if (fork() == 0) {
-			struct cli_timing *c = cli_timing_open(path, NULL);
+			struct cli_timing *c;
 			struct cli_timing_row row = r;
 			int i;
 
+			cli_timing_open(&c, path, NULL, e, sizeof e);
 			row.extra = NULL, row.rank = k, row.seconds = 1;
 			for (i = 0; i < 300; i++) {
 				row.iter = i;
-				cli_timing_write(c, &row);
+				cli_timing_write(c, &row, e, sizeof e);
 			}
-			cli_timing_close(c);
+			cli_timing_close(c, e, sizeof e);
 			_exit(0);
 		}
 	while (wait(NULL) > 0)
@@ -456,12 +461,13 @@ pipe_rows(const void *arg)
 	struct cli_timing_row r = { "p", "allreduce", "ring", *(const int *)arg, 2,
 	    "f32", 1, 4, 0, 1.0, NULL };
 	struct cli_timing *t;
+	char e[COLLX_ERRLEN];
 
 	dup2(2, 1);		/* in_child's pipe */
-	t = cli_timing_open("-", NULL);
-	cli_timing_write(t, &r);
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_open(&t, "-", NULL, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 }
 
 static void
