@@ -220,12 +220,10 @@ static void
 write_final(const struct opts *o, struct comm *c, float *flat, size_t total,
     const char *layout)
 {
-	size_t *counts = calloc((size_t)o->g.world, sizeof(size_t)), off;
+	size_t *counts = cli_calloc((size_t)o->g.world, sizeof(size_t)), off;
 	char *path;
 	int r;
 
-	if (counts == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	for (r = 0; r < o->g.world; r++)
 		ps_shard(total, o->g.world, r, &off, &counts[r]);
 	ps_shard(total, o->g.world, o->g.rank, &off, &counts[o->g.rank]);
