@@ -211,7 +211,7 @@ parse_args(struct opts *o, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:", longopts,
 	    NULL)) != -1) {
-		if (cli_std_option(c, usage) || cli_group_option(&o->g, c, optarg) ||
+		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
 		    meas_option(o, c, optarg) ||
 		    dp_option(o, c, optarg))
 			continue;
@@ -257,13 +257,14 @@ join_group(const struct opts *o, const char *job)
 	return c;
 }
 
+/* A sweep's failure: the group's, else e (rank 0's timing output). */
 static _Noreturn void
 comm_die(struct comm *c, const char *e)
 {
 	if (c != NULL && comm_errkind(c) != COMM_ERR_NONE)
 		cli_die(comm_errkind(c) == COMM_ERR_MISMATCH ? CLI_EXIT_DATA :
 		    CLI_EXIT_RUNTIME, "%s", comm_error(c));
-	cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", c ? comm_rank(c) : 0, e);
+	cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
 static int
@@ -422,11 +423,11 @@ main(int argc, char **argv)
 				*slash = '\0';
 			o.dp.bindir = self;
 		}
-		cli_group_resolve(&o.g);
+		cli_group_finish(&o.g);
 		o.dp.timeout = o.g.timeout;
 		rc = run_dp(&o);
 	} else {
-		cli_group_resolve(&o.g);
+		cli_group_finish(&o.g);
 		rc = strcmp(o.sub, "coll") == 0 ? run_coll(&o) : run_p2p(&o);
 	}
 	cli_group_free(&o.g);

@@ -279,8 +279,10 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 		.bytes = r->nparams * sizeof(float), .iter = (int)step,
 		.seconds = seconds
 	};
+	char e[COLLX_ERRLEN];
 
-	cli_timing_write(r->timing, &row);
+	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
 static void
@@ -397,7 +399,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	    "tokens", first, o->cfg.steps - first);
 	if (o->c.timing != NULL) {
 		tpath = cli_subst(o->c.timing, r.rank, r.world);
-		r.timing = cli_timing_open(tpath, NULL);
+		if (cli_timing_open(&r.timing, tpath, NULL, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 	if (o->ckpt.path != NULL)
 		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt.path, r.rank, r.world);
@@ -409,7 +412,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	progress_end(&r.pr);
 	report_mem(&r, &mem, steps + first, r.pr.steps, o->cfg.zero);
 	write_outputs(o, m, steps, first, r.rank, r.world);
-	cli_timing_close(r.timing);
+	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	comm_close(c);
 	free(steps);
 	free(tpath);
@@ -435,7 +439,7 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
 		init_model(&o);
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	check_args(&o);
 	subst_paths(&o);
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)

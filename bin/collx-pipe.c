@@ -166,7 +166,7 @@ static void
 timing_row(struct report *r, const char *op, long step, double seconds,
     size_t count, size_t bytes, const struct pipe_stat *st)
 {
-	char extra[160];
+	char extra[160], e[COLLX_ERRLEN];
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op,
 		.algo = pipe_sched_name(r->o->sched), .rank = r->rank,
@@ -178,7 +178,8 @@ timing_row(struct report *r, const char *op, long step, double seconds,
 	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
 	    r->o->micro, st->wall > 0 ? 1 - (st->fwd + st->bwd) / st->wall : 0,
 	    pipe_sched_bubble((int)r->o->micro, r->world), st->peak_act);
-	cli_timing_write(r->timing, &row);
+	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
 static void
@@ -257,8 +258,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		from = cfg->steps;
 	if (o->c.timing != NULL) {
 		tpath = cli_subst(o->c.timing, r.rank, r.world);
-		r.timing = cli_timing_open(tpath,
-		    "stage,microbatches,bubble,bubble_theory,peak_act_bytes");
+		if (cli_timing_open(&r.timing, tpath, "stage,microbatches,"
+		    "bubble,bubble_theory,peak_act_bytes", e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 	/* ranks must agree on everything that shapes the messages */
 	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s "
@@ -278,7 +280,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		if (!cli_quiet)
 			summary(o, &res, r.world, cfg->first);
 	}
-	cli_timing_close(r.timing);
+	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	comm_close(c);
 	pipe_result_free(&res);
 	free(tpath);
@@ -311,7 +314,7 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.print)
 		print_schedule(&o);
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	if ((o.c.model == NULL && o.ckpt.resume == NULL) || o.data == NULL)
 		cli_usage_error("-m MODEL (or --resume) and -i X are required");
 	if (o.ckpt.every > 0 && o.ckpt.path == NULL)

@@ -225,12 +225,10 @@ static void
 write_final(const struct opts *o, struct comm *c, float *flat, size_t total,
     const char *layout)
 {
-	size_t *counts = calloc((size_t)o->g.world, sizeof(size_t)), off;
+	size_t *counts = cli_calloc((size_t)o->g.world, sizeof(size_t)), off;
 	char *path;
 	int r;
 
-	if (counts == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
 	for (r = 0; r < o->g.world; r++)
 		ps_shard(total, o->g.world, r, &off, &counts[r]);
 	ps_shard(total, o->g.world, o->g.rank, &off, &counts[o->g.rank]);
@@ -371,7 +369,7 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.cmd == NULL)
 		cli_usage_error("a command is required: serve, push or pull");
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	if (strcmp(o.cmd, "serve") == 0) {
 		if (o.file != NULL)
 			cli_usage_error("unexpected argument '%s'", o.file);

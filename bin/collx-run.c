@@ -991,11 +991,9 @@ supervise(struct job *j)
 	int *rank_of, i;
 	nfds_t n, k;
 
-	fds = calloc((size_t)j->n * 2 + 1, sizeof *fds);
-	owner = calloc((size_t)j->n * 2 + 1, sizeof *owner);
-	rank_of = calloc((size_t)j->n * 2 + 1, sizeof *rank_of);
-	if (fds == NULL || owner == NULL || rank_of == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	fds = cli_calloc((size_t)j->n * 2 + 1, sizeof *fds);
+	owner = cli_calloc((size_t)j->n * 2 + 1, sizeof *owner);
+	rank_of = cli_calloc((size_t)j->n * 2 + 1, sizeof *rank_of);
 	for (;;) {
 		reap(j);
 		n = poll_set(j, fds, owner, rank_of);
@@ -1035,11 +1033,9 @@ place_ranks(struct job *j)
 	}
 	if (j->hosts.n == 0)
 		return;
-	host_of = calloc((size_t)j->n, sizeof *host_of);
-	local = calloc((size_t)j->n, sizeof *local);
-	lworld = calloc((size_t)j->n, sizeof *lworld);
-	if (host_of == NULL || local == NULL || lworld == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	host_of = cli_calloc((size_t)j->n, sizeof *host_of);
+	local = cli_calloc((size_t)j->n, sizeof *local);
+	lworld = cli_calloc((size_t)j->n, sizeof *lworld);
 	launch_place(&j->hosts, j->n, j->per_host, host_of, local);
 	launch_local_worlds(&j->hosts, j->n, host_of, local, lworld);
 	for (i = 0; i < j->n; i++) {

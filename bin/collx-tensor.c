@@ -95,11 +95,7 @@ free_owned(void)
 static void *
 own(void *p)
 {
-	void **grown;
-
-	if (!p || !(grown = realloc(owned, (nowned + 1) * sizeof *owned)))
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	owned = grown;
+	owned = cli_reallocarray(owned, nowned + 1, sizeof *owned);
 	owned[nowned++] = p;
 	return p;
 }
@@ -112,10 +108,10 @@ path_arg(const char *s)
 	static int resolved;
 
 	if (!strstr(s, "{rank}") && !strstr(s, "{world}"))
-		return own(strdup(s));
+		return own(cli_strdup(s));
 	if (!resolved) {
 		cli_group_defaults(&g);
-		cli_group_resolve(&g);
+		cli_group_finish(&g);
 		resolved = 1;
 	}
 	return own(cli_subst(s, g.rank, g.world));
@@ -541,8 +537,8 @@ cast_all(struct tensor_set *s, enum dtype dt)
 static void
 name_unnamed(struct tensor_set *s, const char *name)
 {
-	if (s->count == 1 && !s->items[0].name && !(s->items[0].name = strdup(name)))
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	if (s->count == 1 && !s->items[0].name)
+		s->items[0].name = cli_strdup(name);
 }
 
 static int
@@ -600,7 +596,7 @@ norm_dim(int dim, const struct tensor *t, const char *what)
 static char *
 part_name(const char *pattern, int i)
 {
-	char *out = own(malloc(strlen(pattern) * 4 + 16));
+	char *out = own(cli_calloc(strlen(pattern) * 4 + 16, 1));
 	const char *p;
 	size_t o = 0;
 
@@ -669,7 +665,7 @@ cmd_split(int argc, char **argv)
 	if (parts > 1 && !strstr(pattern, "{i}"))
 		cli_usage_error("split: -o %s has no {i} to number the parts", pattern);
 	load(argv[optind], &s);
-	dims = own(calloc(s.count + 1, sizeof *dims));
+	dims = own(cli_calloc(s.count + 1, sizeof *dims));
 	for (k = 0; k < s.count; k++) {
 		dims[k] = norm_dim(dim, &s.items[k], "split");
 		if (even && s.items[k].shape[dims[k]] % parts)
@@ -696,7 +692,7 @@ static void
 cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tensor_set *out,
     char **argv)
 {
-	struct tensor *parts = own(calloc((size_t)n, sizeof *parts)), t;
+	struct tensor *parts = own(cli_calloc((size_t)n, sizeof *parts)), t;
 	const char *name = in[0].items[k].name;
 	int i, d;
 
@@ -737,9 +733,7 @@ cmd_cat(int argc, char **argv)
 	if (!dst || optind == argc)
 		cli_usage_error("cat: needs -o OUT and at least one input");
 	n = argc - optind;
-	in = calloc((size_t)n, sizeof *in);
-	if (!in)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	in = cli_calloc((size_t)n, sizeof *in);
 	for (i = 0; i < n; i++) {
 		load(argv[optind + i], &in[i]);
 		if (in[i].count != in[0].count)

@@ -278,7 +278,7 @@ static void
 timing_rows(struct cli_timing *t, const struct tp_log *l, int rank,
     int world, int iter)
 {
-	char extra[128];
+	char extra[128], e[COLLX_ERRLEN];
 
 	for (int i = 0; i < l->n; i++) {
 		const struct tp_phase *p = &l->p[i];
@@ -290,7 +290,8 @@ timing_rows(struct cli_timing *t, const struct tp_log *l, int rank,
 		};
 		snprintf(extra, sizeof extra, "%llu,%s",
 		    (unsigned long long)p->bytes, p->name);
-		cli_timing_write(t, &row);
+		if (cli_timing_write(t, &row, e, sizeof e) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 }
 
@@ -579,7 +580,7 @@ main(int argc, char **argv)
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
 	parse_args(&o, argc, argv);
-	cli_group_resolve(&o.g);
+	cli_group_finish(&o.g);
 	check_args(&o);
 	if (o.check && o.cfg.input_parallel)
 		cli_usage_error("--check needs the whole X: leave out "
@@ -596,13 +597,16 @@ main(int argc, char **argv)
 		check_like_y(&j, &j.yt, o.targets);
 	if (o.c.timing) {
 		tpath = cli_subst(o.c.timing, j.rank, j.world);
-		j.timing = cli_timing_open(tpath, "comm_bytes,phase");
+		if (cli_timing_open(&j.timing, tpath, "comm_bytes,phase", j.err,
+		    sizeof j.err) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", j.err);
 	}
 	if (o.train)
 		train(&j);
 	else
 		run_layer(&j);
-	cli_timing_close(j.timing);
+	if (cli_timing_close(j.timing, j.err, sizeof j.err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", j.err);
 	tp_run_free(&j.r);
 	tp_model_free(&j.m);
 	comm_close(j.c);

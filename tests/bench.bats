@@ -41,7 +41,7 @@ bench() {
 	echo "$output" | grep -E '^# Avg bus bandwidth +: [0-9.]+ GB/s$'
 }
 
-@test "coll CSV (not a terminal): the spec's timing columns then min/max/p99, 19 columns a row" {
+@test "coll CSV (not a terminal): collx(7)'s TIMING CSV columns then min/max/p99, 19 columns a row" {
 	run bench 2 coll --op allgather --algo all -b 64 -e 256 -n 2 -w 0 --check
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "$CSV_HEADER" ]

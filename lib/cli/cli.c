@@ -186,40 +186,63 @@ strict_long(const char *s, long *out)
 	return 0;
 }
 
+int
+cli_long_value(const char *opt, const char *s, long min, long max, long *out,
+    char *err, size_t errlen)
+{
+	char buf[64];
+
+	if (strict_long(s, out) < 0)
+		return cli_fail(err, errlen, "%s: invalid integer '%s'",
+		    label(opt, buf, sizeof buf), s ? s : "");
+	if (*out < min || *out > max)
+		return cli_fail(err, errlen, "%s: %ld is out of range (%ld to %ld)",
+		    label(opt, buf, sizeof buf), *out, min, max);
+	return 0;
+}
+
 long
 cli_parse_long(const char *opt, const char *s, long min, long max)
 {
-	char buf[64];
+	char err[COLLX_ERRLEN];
 	long v;
 
-	if (strict_long(s, &v) < 0)
-		cli_usage_error("%s: invalid integer '%s'", label(opt, buf, sizeof buf),
-		    s ? s : "");
-	if (v < min || v > max)
-		cli_usage_error("%s: %ld is out of range (%ld to %ld)",
-		    label(opt, buf, sizeof buf), v, min, max);
+	if (cli_long_value(opt, s, min, max, &v, err, sizeof err) < 0)
+		cli_usage_error("%s", err);
 	return v;
+}
+
+int
+cli_double_value(const char *opt, const char *s, double min, double max,
+    double *out, char *err, size_t errlen)
+{
+	char buf[64], *end;
+
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		goto bad;
+	errno = 0;
+	*out = strtod(s, &end);
+	if (*end != '\0' || !isfinite(*out) ||
+	    (errno == ERANGE && fabs(*out) > 1))
+		goto bad;
+	if (*out < min || *out > max)
+		return cli_fail(err, errlen, "%s: %s is out of range (%g to %g)",
+		    label(opt, buf, sizeof buf), s, min, max);
+	return 0;
+bad:
+	return cli_fail(err, errlen, "%s: invalid number '%s'",
+	    label(opt, buf, sizeof buf), s ? s : "");
 }
 
 double
 cli_parse_double(const char *opt, const char *s, double min, double max)
 {
-	char buf[64], *end;
+	char err[COLLX_ERRLEN];
 	double v;
 
-	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
-		goto bad;
-	errno = 0;
-	v = strtod(s, &end);
-	if (*end != '\0' || !isfinite(v) || (errno == ERANGE && fabs(v) > 1))
-		goto bad;
-	if (v < min || v > max)
-		cli_usage_error("%s: %s is out of range (%g to %g)",
-		    label(opt, buf, sizeof buf), s, min, max);
+	if (cli_double_value(opt, s, min, max, &v, err, sizeof err) < 0)
+		cli_usage_error("%s", err);
 	return v;
-bad:
-	cli_usage_error("%s: invalid number '%s'", label(opt, buf, sizeof buf),
-	    s ? s : "");
 }
 
 /* 0 or -1; "8", "64K", "1.5M", "2GiB", "4kb" (K/M/G/T are powers of 1024). */
@@ -368,15 +391,24 @@ cli_reallocarray(void *p, size_t n, size_t size)
 }
 
 char *
-cli_subst(const char *pattern, int rank, int world)
+cli_expand(const char *pattern, int rank, int world)
 {
 	char rs[24], ws[24], *out;
 
 	snprintf(rs, sizeof rs, "%d", rank);
 	snprintf(ws, sizeof ws, "%d", world);
-	if ((out = malloc(subst_pass(pattern, rs, ws, NULL) + 1)) == NULL)
+	if ((out = malloc(subst_pass(pattern, rs, ws, NULL) + 1)) != NULL)
+		subst_pass(pattern, rs, ws, out);
+	return out;
+}
+
+char *
+cli_subst(const char *pattern, int rank, int world)
+{
+	char *out = cli_expand(pattern, rank, world);
+
+	if (out == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	subst_pass(pattern, rs, ws, out);
 	return out;
 }
 
@@ -416,4 +448,34 @@ cli_std_option(int opt, void (*usage)(void))
 	default:
 		return 0;
 	}
+}
+
+/* A group failure: out of memory (errno ENOMEM) ends the program as
+ * cli_calloc does, anything else is the user's. */
+static void
+group_die(const char *err)
+{
+	if (errno == ENOMEM)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	cli_usage_error("%s", err);
+}
+
+int
+cli_group_getopt(struct cli_group *g, int opt, const char *arg)
+{
+	char err[COLLX_ERRLEN];
+	int rc;
+
+	if ((rc = cli_group_option(g, opt, arg, err, sizeof err)) < 0)
+		group_die(err);
+	return rc;
+}
+
+void
+cli_group_finish(struct cli_group *g)
+{
+	char err[COLLX_ERRLEN];
+
+	if (cli_group_resolve(g, err, sizeof err) < 0)
+		group_die(err);
 }

@@ -54,6 +54,11 @@ void cli_close_stdout(void);
  * "--iters", "n" -> "-n"). */
 long cli_parse_long(const char *opt, const char *s, long min, long max);
 double cli_parse_double(const char *opt, const char *s, double min, double max);
+/* The same for the library: 0, or -1 with the usage error's text in err. */
+int cli_long_value(const char *opt, const char *s, long min, long max,
+    long *out, char *err, size_t errlen);
+int cli_double_value(const char *opt, const char *s, double min, double max,
+    double *out, char *err, size_t errlen);
 /* Sizes with an optional K/M/G/T suffix (powers of 1024; "64K", "4KiB",
  * "1.5M" when that is a whole number of bytes). */
 size_t cli_parse_size(const char *opt, const char *s);
@@ -71,7 +76,9 @@ void *cli_calloc(size_t n, size_t size);
 /* realloc of n items of size (overflow checked), never NULL. */
 void *cli_reallocarray(void *p, size_t n, size_t size);
 
-/* {rank} and {world} replaced; malloc'd (never NULL: dies on ENOMEM). */
+/* {rank} and {world} replaced; malloc'd, NULL when out of memory. */
+char *cli_expand(const char *pattern, int rank, int world);
+/* The same for programs: never NULL (dies on ENOMEM). */
 char *cli_subst(const char *pattern, int rank, int world);
 
 /*
@@ -107,12 +114,19 @@ struct cli_group {
 void cli_group_defaults(struct cli_group *g);
 /* "LO-HI", 1 <= LO <= HI <= 65535 (COLLX_PORT_RANGE); 0 or -1. */
 int cli_port_range_parse(const char *s, int *lo, int *hi);
-/* Returns 1 when opt was a group option (and records it), 0 otherwise. */
-int cli_group_option(struct cli_group *g, int opt, const char *arg);
+/* Returns 1 when opt was a group option (and records it), 0 otherwise;
+ * -1 with the reason in err for a bad value (errno EINVAL: a usage error)
+ * or out of memory (errno ENOMEM). */
+int cli_group_option(struct cli_group *g, int opt, const char *arg,
+    char *err, size_t errlen);
 /* Fill what options left unset from the environment (collx(7) order),
  * then defaults: world 1 / rank 0 when nothing says otherwise, timeout 60.
- * Inconsistent values (rank >= world, no master for world > 1) are usage errors. */
-void cli_group_resolve(struct cli_group *g);
+ * 0, or -1 as above: a bad variable or inconsistent values (rank >= world,
+ * no master for world > 1) are usage errors. */
+int cli_group_resolve(struct cli_group *g, char *err, size_t errlen);
+/* The two for program bodies: a usage error exits 2, out of memory 1. */
+int cli_group_getopt(struct cli_group *g, int opt, const char *arg);
+void cli_group_finish(struct cli_group *g);
 void cli_group_free(struct cli_group *g);
 /* The group options as "--help" text lines, for usage(). */
 extern const char cli_group_help[];
@@ -135,15 +149,19 @@ struct cli_timing_row {
 	const char *extra;	/* values of the program's extra columns, or NULL */
 };
 struct cli_timing;
-/* path "-" is stdout; NULL means timing is off (calls below are no-ops).
- * The header goes into a regular file when it is new or empty (checked
- * under flock, so ranks may share one file); into a pipe or terminal before
- * the first row of rank 0, since a launcher merges all ranks' output.
- * extra_header names program-specific extra columns ("a,b") or NULL. */
-struct cli_timing *cli_timing_open(const char *path, const char *extra_header);
-void cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r);
-/* Flushes and closes; dies (exit 1) on a write error. */
-void cli_timing_close(struct cli_timing *t);
+/* path "-" is stdout; NULL means timing is off (*out NULL, and the calls
+ * below are no-ops). The header goes into a regular file when it is new or
+ * empty (checked under flock, so ranks may share one file); into a pipe or
+ * terminal before the first row of rank 0, since a launcher merges all
+ * ranks' output. extra_header names program-specific extra columns ("a,b")
+ * or NULL. Each returns 0, or -1 with "timing PATH: reason" (or "out of
+ * memory") in err: a runtime failure. */
+int cli_timing_open(struct cli_timing **out, const char *path,
+    const char *extra_header, char *err, size_t errlen);
+int cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r,
+    char *err, size_t errlen);
+/* Closes and frees t, even when closing fails. */
+int cli_timing_close(struct cli_timing *t, char *err, size_t errlen);
 /* nccl-tests bus-bandwidth factor for op ("allreduce", "allgather", ...). */
 double cli_busbw_factor(const char *op, int world);
 

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,11 +41,33 @@ const char cli_group_help[] =
 "                        default 60)\n"
 "  --token-file F        shared secret for connections (COLLX_TOKEN)\n";
 
-static void
-replace(char **slot, char *v)
+/* A usage error: the reason in err, errno EINVAL; -1. */
+static int
+bad(char *err, size_t errlen, const char *fmt, ...)
 {
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	errno = EINVAL;
+	return -1;
+}
+
+/* A copy of v into *slot, replacing what was there: 0, or -1 (ENOMEM). */
+static int
+set(char **slot, const char *v, char *err, size_t errlen)
+{
+	char *d;
+
+	if ((d = strdup(v)) == NULL) {
+		cli_fail(err, errlen, "out of memory");
+		errno = ENOMEM;
+		return -1;
+	}
 	free(*slot);
-	*slot = v;
+	*slot = d;
+	return 0;
 }
 
 /* Value and name of the first variable set (and non-empty) in list. */
@@ -118,20 +141,22 @@ cli_port_range_parse(const char *s, int *lo, int *hi)
 	return 0;
 }
 
-static char *
-check_master(const char *what, const char *v)
+static int
+check_master(char **slot, const char *what, const char *v, char *err,
+    size_t errlen)
 {
 	char host[256];
 	int port;
 
 	if (cli_hostport_parse(v, host, sizeof host, &port) < 0)
-		cli_usage_error("%s: invalid address '%s' (want HOST:PORT,"
+		return bad(err, errlen, "%s: invalid address '%s' (want HOST:PORT,"
 		    " [IPV6]:PORT)", what, v);
-	return cli_strdup(v);
+	return set(slot, v, err, errlen);
 }
 
-static char *
-check_iface(const char *what, const char *v)
+static int
+check_iface(char **slot, const char *what, const char *v, char *err,
+    size_t errlen)
 {
 	const char *p = v, *comma;
 	size_t len;
@@ -140,43 +165,46 @@ check_iface(const char *what, const char *v)
 		comma = strchr(p, ',');
 		len = comma ? (size_t)(comma - p) : strlen(p);
 		if (len == 0 || len > 15)
-			cli_usage_error("%s: invalid interface list '%s'", what, v);
+			return bad(err, errlen, "%s: invalid interface list '%s'",
+			    what, v);
 		if (comma == NULL)
-			return cli_strdup(v);
+			return set(slot, v, err, errlen);
 		p = comma + 1;
 	}
 }
 
-static char *
-read_token_file(const char *path)
+static int
+read_token_file(char **slot, const char *path, char *err, size_t errlen)
 {
 	char buf[CLI_TOKEN_MAX + 1];
 	struct stat st;
 	size_t n;
 	FILE *f;
+	int rc;
 
 	if ((f = fopen(path, "r")) == NULL)
-		cli_usage_error("--token-file: %s: %s", path, strerror(errno));
+		return bad(err, errlen, "--token-file: %s: %s", path,
+		    strerror(errno));
 	/* A secret others can read (or replace) protects nothing. */
 	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
 	    (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)))
 		cli_warn("--token-file: %s: readable or writable by group or others "
 		    "(mode %03o); chmod 600 it", path, (unsigned)(st.st_mode & 0777));
 	n = fread(buf, 1, sizeof buf, f);
-	if (ferror(f)) {
-		fclose(f);
-		cli_usage_error("--token-file: %s: read error", path);
-	}
+	rc = ferror(f);
 	fclose(f);
+	if (rc)
+		return bad(err, errlen, "--token-file: %s: read error", path);
 	if (n > CLI_TOKEN_MAX)
-		cli_usage_error("--token-file: %s: longer than %d bytes", path,
-		    CLI_TOKEN_MAX);
+		return bad(err, errlen, "--token-file: %s: longer than %d bytes",
+		    path, CLI_TOKEN_MAX);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
 	buf[n] = '\0';
 	if (n == 0 || strlen(buf) != n)
-		cli_usage_error("--token-file: %s: empty or not text", path);
-	return cli_strdup(buf);
+		return bad(err, errlen, "--token-file: %s: empty or not text",
+		    path);
+	return set(slot, buf, err, errlen);
 }
 
 void
@@ -187,114 +215,161 @@ cli_group_defaults(struct cli_group *g)
 	g->timeout = -1;
 }
 
-int
-cli_group_option(struct cli_group *g, int opt, const char *arg)
+/* A whole number from option or variable name into *out: 0 or -1. */
+static int
+number(int *out, const char *name, const char *v, long min, long max,
+    char *err, size_t errlen)
 {
-	switch (opt) {
-	case CLI_OPT_RANK:
-		g->rank = (int)cli_parse_long("--rank", arg, 0, CLI_MAX_WORLD - 1);
-		return 1;
-	case CLI_OPT_WORLD:
-		g->world = (int)cli_parse_long("--world-size", arg, 1, CLI_MAX_WORLD);
-		return 1;
-	case CLI_OPT_MASTER:
-		replace(&g->master, check_master("--master", arg));
-		return 1;
-	case CLI_OPT_IFACE:
-		replace(&g->iface, check_iface("--iface", arg));
-		return 1;
-	case CLI_OPT_TIMEOUT:
-		g->timeout = cli_parse_double("--timeout", arg, 0.001, 1e9);
-		return 1;
-	case CLI_OPT_TOKEN_FILE:
-		replace(&g->token, read_token_file(arg));
-		return 1;
+	long n;
+
+	if (cli_long_value(name, v, min, max, &n, err, errlen) < 0) {
+		errno = EINVAL;
+		return -1;
 	}
+	*out = (int)n;
 	return 0;
 }
 
 static int
-env_int(const char *const *vars, long min, long max)
+seconds(double *out, const char *name, const char *v, char *err,
+    size_t errlen)
+{
+	if (cli_double_value(name, v, 0.001, 1e9, out, err, errlen) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+int
+cli_group_option(struct cli_group *g, int opt, const char *arg, char *err,
+    size_t errlen)
+{
+	int rc;
+
+	switch (opt) {
+	case CLI_OPT_RANK:
+		rc = number(&g->rank, "--rank", arg, 0, CLI_MAX_WORLD - 1,
+		    err, errlen);
+		break;
+	case CLI_OPT_WORLD:
+		rc = number(&g->world, "--world-size", arg, 1, CLI_MAX_WORLD,
+		    err, errlen);
+		break;
+	case CLI_OPT_MASTER:
+		rc = check_master(&g->master, "--master", arg, err, errlen);
+		break;
+	case CLI_OPT_IFACE:
+		rc = check_iface(&g->iface, "--iface", arg, err, errlen);
+		break;
+	case CLI_OPT_TIMEOUT:
+		rc = seconds(&g->timeout, "--timeout", arg, err, errlen);
+		break;
+	case CLI_OPT_TOKEN_FILE:
+		rc = read_token_file(&g->token, arg, err, errlen);
+		break;
+	default:
+		return 0;
+	}
+	return rc < 0 ? -1 : 1;
+}
+
+/* The first variable of vars set into *out (left alone when none is). */
+static int
+env_int(int *out, const char *const *vars, long min, long max, char *err,
+    size_t errlen)
 {
 	const char *name, *v = env_first(vars, &name);
 
-	return v ? (int)cli_parse_long(name, v, min, max) : -1;
+	return v ? number(out, name, v, min, max, err, errlen) : 0;
 }
 
 /* COLLX_MASTER, else MASTER_ADDR and MASTER_PORT (torchrun's pair). */
-static char *
-env_master(int needed)
+static int
+env_master(struct cli_group *g, char *err, size_t errlen)
 {
 	const char *v = getenv("COLLX_MASTER"), *addr, *port;
 	char buf[300];
+	int p;
 
 	if (v != NULL && *v != '\0')
-		return check_master("COLLX_MASTER", v);
+		return check_master(&g->master, "COLLX_MASTER", v, err, errlen);
 	addr = getenv("MASTER_ADDR");
 	port = getenv("MASTER_PORT");
 	if (addr == NULL || *addr == '\0')
-		return NULL;
+		return 0;
 	if (port == NULL || *port == '\0') {
-		if (needed)
-			cli_usage_error("MASTER_ADDR is set but MASTER_PORT is not");
-		return NULL;
+		if (g->world > 1)
+			return bad(err, errlen,
+			    "MASTER_ADDR is set but MASTER_PORT is not");
+		return 0;
 	}
-	cli_parse_long("MASTER_PORT", port, 1, 65535);
+	if (number(&p, "MASTER_PORT", port, 1, 65535, err, errlen) < 0)
+		return -1;
 	snprintf(buf, sizeof buf, strchr(addr, ':') && addr[0] != '[' ?
 	    "[%s]:%s" : "%s:%s", addr, port);
-	return check_master("MASTER_ADDR", buf);
+	return check_master(&g->master, "MASTER_ADDR", buf, err, errlen);
 }
 
-static void
-env_fill(struct cli_group *g)
+/* The variables that fill what options left unset, in collx(7) order. */
+static int
+env_fill(struct cli_group *g, char *err, size_t errlen)
 {
 	const char *v;
 
-	if (g->rank < 0)
-		g->rank = env_int(rank_vars, 0, CLI_MAX_WORLD - 1);
-	if (g->world < 0)
-		g->world = env_int(world_vars, 1, CLI_MAX_WORLD);
-	g->local_rank = env_int(local_vars, 0, CLI_MAX_WORLD - 1);
-	if (g->master == NULL)
-		g->master = env_master(g->world > 1);
-	if (g->iface == NULL && (v = getenv("COLLX_IFNAME")) && *v)
-		g->iface = check_iface("COLLX_IFNAME", v);
-	if (g->timeout < 0 && (v = getenv("COLLX_TIMEOUT")) && *v)
-		g->timeout = cli_parse_double("COLLX_TIMEOUT", v, 0.001, 1e9);
-	if (g->token == NULL && (v = getenv("COLLX_TOKEN")) && *v)
-		g->token = cli_strdup(v);
-	if (g->job_id == NULL && (v = getenv("COLLX_JOB_ID")) && *v)
-		g->job_id = cli_strdup(v);
+	if ((g->rank < 0 && env_int(&g->rank, rank_vars, 0,
+	    CLI_MAX_WORLD - 1, err, errlen) < 0) ||
+	    (g->world < 0 && env_int(&g->world, world_vars, 1,
+	    CLI_MAX_WORLD, err, errlen) < 0) ||
+	    env_int(&g->local_rank, local_vars, 0, CLI_MAX_WORLD - 1,
+	    err, errlen) < 0 ||
+	    (g->master == NULL && env_master(g, err, errlen) < 0))
+		return -1;
+	if (g->iface == NULL && (v = getenv("COLLX_IFNAME")) && *v &&
+	    check_iface(&g->iface, "COLLX_IFNAME", v, err, errlen) < 0)
+		return -1;
+	if (g->timeout < 0 && (v = getenv("COLLX_TIMEOUT")) && *v &&
+	    seconds(&g->timeout, "COLLX_TIMEOUT", v, err, errlen) < 0)
+		return -1;
+	if (g->token == NULL && (v = getenv("COLLX_TOKEN")) && *v &&
+	    set(&g->token, v, err, errlen) < 0)
+		return -1;
+	if (g->job_id == NULL && (v = getenv("COLLX_JOB_ID")) && *v &&
+	    set(&g->job_id, v, err, errlen) < 0)
+		return -1;
 	if ((v = getenv("COLLX_PORT_RANGE")) && *v &&
 	    cli_port_range_parse(v, &g->port_lo, &g->port_hi) < 0)
-		cli_usage_error("COLLX_PORT_RANGE: invalid range '%s' (want LO-HI,"
-		    " 1 <= LO <= HI <= 65535)", v);
+		return bad(err, errlen, "COLLX_PORT_RANGE: invalid range '%s'"
+		    " (want LO-HI, 1 <= LO <= HI <= 65535)", v);
+	return 0;
 }
 
-void
-cli_group_resolve(struct cli_group *g)
+int
+cli_group_resolve(struct cli_group *g, char *err, size_t errlen)
 {
-	env_fill(g);
+	if (env_fill(g, err, errlen) < 0)
+		return -1;
 	if (g->timeout < 0)
 		g->timeout = CLI_DEFAULT_TIMEOUT;
 	if (g->world < 0) {
 		if (g->rank > 0)
-			cli_usage_error("rank %d given but no world size (use"
-			    " --world-size or set COLLX_WORLD_SIZE)", g->rank);
+			return bad(err, errlen, "rank %d given but no world size"
+			    " (use --world-size or set COLLX_WORLD_SIZE)", g->rank);
 		g->world = 1;
 	}
 	if (g->rank < 0) {
 		if (g->world > 1)
-			cli_usage_error("world size %d given but no rank (use --rank"
-			    " or set COLLX_RANK)", g->world);
+			return bad(err, errlen, "world size %d given but no rank"
+			    " (use --rank or set COLLX_RANK)", g->world);
 		g->rank = 0;
 	}
 	if (g->rank >= g->world)
-		cli_usage_error("rank %d is out of range for world size %d",
+		return bad(err, errlen, "rank %d is out of range for world size %d",
 		    g->rank, g->world);
 	if (g->world > 1 && g->master == NULL)
-		cli_usage_error("world size %d needs a rendezvous address (use"
-		    " --master HOST:PORT or set COLLX_MASTER)", g->world);
+		return bad(err, errlen, "world size %d needs a rendezvous address"
+		    " (use --master HOST:PORT or set COLLX_MASTER)", g->world);
+	return 0;
 }
 
 void

@@ -36,74 +36,96 @@ cli_busbw_factor(const char *op, int world)
 	return 1;		/* broadcast, reduce and everything else */
 }
 
-static void
-timing_fail(struct cli_timing *t)
+static int
+timing_fail(struct cli_timing *t, char *err, size_t errlen)
 {
-	cli_die(CLI_EXIT_RUNTIME, "timing %s: %s", t->path, strerror(errno));
+	return cli_fail(err, errlen, "timing %s: %s", t->path, strerror(errno));
 }
 
 /* Write buf, locking a regular file; the header first when it is empty. */
-static void
-timing_append(struct cli_timing *t, const char *buf, size_t len, int may_header)
+static int
+timing_append(struct cli_timing *t, const char *buf, size_t len,
+    int may_header, char *err, size_t errlen)
 {
 	struct stat st;
-	int locked = 0;
+	int rc = 0;
 
 	if (t->fd == STDOUT_FILENO)
 		fflush(stdout);		/* keep order with the program's printf */
 	if (t->regular) {
 		if (flock(t->fd, LOCK_EX) < 0)
-			timing_fail(t);
-		locked = 1;
-		if (fstat(t->fd, &st) < 0)
-			timing_fail(t);
-		if (st.st_size == 0 &&
-		    cli_write_all(t->fd, t->header, strlen(t->header)) < 0)
-			timing_fail(t);
+			return timing_fail(t, err, errlen);
+		if (fstat(t->fd, &st) < 0 || (st.st_size == 0 &&
+		    cli_write_all(t->fd, t->header, strlen(t->header)) < 0))
+			rc = timing_fail(t, err, errlen);
 	} else if (t->header_pending && may_header) {
 		if (cli_write_all(t->fd, t->header, strlen(t->header)) < 0)
-			timing_fail(t);
+			rc = timing_fail(t, err, errlen);
 	}
 	t->header_pending = 0;
-	if (len > 0 && cli_write_all(t->fd, buf, len) < 0)
-		timing_fail(t);
-	if (locked)
+	if (rc == 0 && len > 0 && cli_write_all(t->fd, buf, len) < 0)
+		rc = timing_fail(t, err, errlen);
+	if (t->regular)
 		flock(t->fd, LOCK_UN);
+	return rc;
 }
 
-struct cli_timing *
-cli_timing_open(const char *path, const char *extra_header)
+static struct cli_timing *
+timing_new(const char *path, const char *extra_header)
 {
 	struct cli_timing *t;
-	struct stat st;
 	size_t hlen;
 
-	if (path == NULL)
+	if ((t = calloc(1, sizeof *t)) == NULL)
 		return NULL;
-	if ((t = calloc(1, sizeof *t)) == NULL || (t->path = strdup(path)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	hlen = sizeof CLI_TIMING_COLUMNS + (extra_header ? strlen(extra_header) + 1 : 0) + 1;
-	if ((t->header = malloc(hlen)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	t->fd = -1;
+	hlen = sizeof CLI_TIMING_COLUMNS +
+	    (extra_header ? strlen(extra_header) + 1 : 0) + 1;
+	if ((t->path = strdup(path)) == NULL ||
+	    (t->header = malloc(hlen)) == NULL) {
+		free(t->path);
+		free(t);
+		return NULL;
+	}
 	snprintf(t->header, hlen, "%s%s%s\n", CLI_TIMING_COLUMNS,
 	    extra_header && *extra_header ? "," : "",
 	    extra_header ? extra_header : "");
+	return t;
+}
+
+int
+cli_timing_open(struct cli_timing **out, const char *path,
+    const char *extra_header, char *err, size_t errlen)
+{
+	struct cli_timing *t;
+	struct stat st;
+
+	*out = NULL;
+	if (path == NULL)
+		return 0;
+	if ((t = timing_new(path, extra_header)) == NULL)
+		return cli_fail(err, errlen, "out of memory");
 	if (strcmp(path, "-") == 0) {
 		t->fd = STDOUT_FILENO;
 		fflush(stdout);
 	} else {
 		t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		t->own = 1;
-		if (t->fd < 0)
-			timing_fail(t);
+		t->own = t->fd >= 0;
 	}
-	if (fstat(t->fd, &st) < 0)
-		timing_fail(t);
+	if (t->fd < 0 || fstat(t->fd, &st) < 0) {
+		timing_fail(t, err, errlen);
+		goto fail;
+	}
 	t->regular = S_ISREG(st.st_mode);
 	t->header_pending = !t->regular;
-	if (t->regular)
-		timing_append(t, NULL, 0, 0);	/* the header, if new or empty */
-	return t;
+	/* The header, if the file is new or empty. */
+	if (t->regular && timing_append(t, NULL, 0, 0, err, errlen) < 0)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	cli_timing_close(t, NULL, 0);
+	return -1;
 }
 
 /* A CSV field, quoted when it holds a separator, quote or newline. */
@@ -125,21 +147,23 @@ csv_field(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-void
-cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r)
+int
+cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r,
+    char *err, size_t errlen)
 {
 	double algbw = 0, busbw;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f;
+	int rc;
 
 	if (t == NULL)
-		return;
+		return 0;
 	if (r->seconds > 0)
 		algbw = (double)r->bytes / r->seconds / 1e9;
 	busbw = algbw * cli_busbw_factor(r->op, r->world);
 	if ((f = open_memstream(&buf, &len)) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	csv_field(f, r->program);
 	fputc(',', f);
 	csv_field(f, r->op);
@@ -153,19 +177,24 @@ cli_timing_write(struct cli_timing *t, const struct cli_timing_row *r)
 		fprintf(f, ",%s", r->extra);
 	fputc('\n', f);
 	if (fclose(f) != 0 || buf == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	timing_append(t, buf, len, r->rank <= 0);
+		rc = cli_fail(err, errlen, "out of memory");
+	else
+		rc = timing_append(t, buf, len, r->rank <= 0, err, errlen);
 	free(buf);
+	return rc;
 }
 
-void
-cli_timing_close(struct cli_timing *t)
+int
+cli_timing_close(struct cli_timing *t, char *err, size_t errlen)
 {
+	int rc = 0;
+
 	if (t == NULL)
-		return;
+		return 0;
 	if (t->own && close(t->fd) < 0)
-		timing_fail(t);
+		rc = timing_fail(t, err, errlen);
 	free(t->header);
 	free(t->path);
 	free(t);
+	return rc;
 }

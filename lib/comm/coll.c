@@ -1,7 +1,7 @@
 /*
  * coll: names, the AUTO cost model, and the machinery every collective
  * algorithm shares: the operation stamp, the pipelined segmented exchange
- * (cx_xchg), even block partitions, the fold of a world to a power of two,
+ * (coll_xchg), even block partitions, the fold of a world to a power of two,
  * and the ring / recursive-halving / recursive-doubling passes.
  */
 #include <stdlib.h>
@@ -111,7 +111,7 @@ coll_set_segment(size_t bytes)
 /* The segment size for a len-byte message: the same on both ends, since
  * both know len. A multiple of 8, so segments hold whole elements. */
 size_t
-cx_segment(size_t len)
+coll_segment(size_t len)
 {
 	size_t s = len / SEGMENTS_PER_MESSAGE;
 
@@ -130,7 +130,7 @@ mix(uint64_t h, uint64_t v)
 }
 
 uint64_t
-cx_sig(enum coll_kind kind, size_t count, int op, int root,
+coll_sig(enum coll_kind kind, size_t count, int op, int root,
     enum coll_algo algo, const size_t *counts, int ncounts)
 {
 	uint64_t h = mix(0x636f6c6c78ull, (uint64_t)kind);
@@ -145,7 +145,7 @@ cx_sig(enum coll_kind kind, size_t count, int op, int root,
 }
 
 int
-cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
+coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
     enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks)
 {
 	memset(x, 0, sizeof *x);
@@ -175,7 +175,7 @@ cx_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 }
 
 void *
-cx_alloc(struct cx *x, size_t bytes)
+coll_alloc(struct cx *x, size_t bytes)
 {
 	void *p = malloc(bytes ? bytes : 1);
 
@@ -201,13 +201,13 @@ grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
 
 /* Two segments of seg bytes where reduced data lands. */
 static char *
-cx_tmp(struct cx *x, size_t seg)
+coll_tmp(struct cx *x, size_t seg)
 {
 	return grow(x, &tmp_cache, &tmp_cap, 2 * seg);
 }
 
 void *
-cx_scratch(struct cx *x, size_t bytes)
+coll_scratch(struct cx *x, size_t bytes)
 {
 	return grow(x, &scratch_cache, &scratch_cap, bytes ? bytes : 1);
 }
@@ -274,12 +274,12 @@ xrun(struct cx *x, struct xmove *m)
 	struct xslot s[2];
 	size_t n, j;
 
-	m->sseg = cx_segment(m->sbytes);
-	m->rseg = cx_segment(m->rbytes);
+	m->sseg = coll_segment(m->sbytes);
+	m->rseg = coll_segment(m->rbytes);
 	n = MAX((m->sbytes + m->sseg - 1) / m->sseg, (m->rbytes + m->rseg - 1) / m->rseg);
 	if (n == 0)
 		return 0;
-	if (m->init && m->rbytes && (m->tmp = cx_tmp(x, m->rseg)) == NULL)
+	if (m->init && m->rbytes && (m->tmp = coll_tmp(x, m->rseg)) == NULL)
 		return -1;
 	if (xpost(x, m, &s[0], 0) < 0)
 		return -1;
@@ -296,7 +296,7 @@ xrun(struct cx *x, struct xmove *m)
 }
 
 int
-cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+coll_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, size_t rbytes, int reduce)
 {
 	struct xmove m = { to, from, sbuf, reduce ? rbuf : NULL, rbuf, NULL,
@@ -306,7 +306,7 @@ cx_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
 }
 
 int
-cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
+coll_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
     void *rbuf, const void *init, size_t rbytes)
 {
 	struct xmove m = { to, from, sbuf, init, rbuf, NULL, to < 0 ? 0 : sbytes,
@@ -316,19 +316,19 @@ cx_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
 }
 
 int
-cx_send(struct cx *x, int to, const void *buf, size_t bytes)
+coll_send(struct cx *x, int to, const void *buf, size_t bytes)
 {
-	return cx_xchg(x, to, buf, bytes, -1, NULL, 0, 0);
+	return coll_xchg(x, to, buf, bytes, -1, NULL, 0, 0);
 }
 
 int
-cx_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce)
+coll_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce)
 {
-	return cx_xchg(x, -1, NULL, 0, from, buf, bytes, reduce);
+	return coll_xchg(x, -1, NULL, 0, from, buf, bytes, reduce);
 }
 
 size_t
-cx_part(size_t n, int parts, int i)
+coll_part(size_t n, int parts, int i)
 {
 	size_t q = n / (size_t)parts, r = n % (size_t)parts;
 
@@ -336,19 +336,19 @@ cx_part(size_t n, int parts, int i)
 }
 
 size_t *
-cx_parts(struct cx *x, size_t n, int parts)
+coll_parts(struct cx *x, size_t n, int parts)
 {
-	size_t *off = cx_alloc(x, ((size_t)parts + 1) * sizeof *off);
+	size_t *off = coll_alloc(x, ((size_t)parts + 1) * sizeof *off);
 
 	for (int i = 0; off && i <= parts; i++)
-		off[i] = cx_part(n, parts, i);
+		off[i] = coll_part(n, parts, i);
 	return off;
 }
 
 size_t *
-cx_prefix(struct cx *x, const size_t *counts)
+coll_prefix(struct cx *x, const size_t *counts)
 {
-	size_t *off = cx_alloc(x, ((size_t)x->world + 1) * sizeof *off);
+	size_t *off = coll_alloc(x, ((size_t)x->world + 1) * sizeof *off);
 
 	if (off != NULL) {
 		off[0] = 0;
@@ -359,7 +359,7 @@ cx_prefix(struct cx *x, const size_t *counts)
 }
 
 int
-cx_overlap(const void *a, size_t alen, const void *b, size_t blen)
+coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
 {
 	uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
 
@@ -367,7 +367,7 @@ cx_overlap(const void *a, size_t alen, const void *b, size_t blen)
 }
 
 int
-cx_pow2_below(int w)
+coll_pow2_below(int w)
 {
 	int p = 1;
 
@@ -377,7 +377,7 @@ cx_pow2_below(int w)
 }
 
 int
-cx_fold_rank(int r, int rem)
+coll_fold_rank(int r, int rem)
 {
 	if (r < 2 * rem)
 		return r % 2 ? r / 2 : -1;
@@ -385,19 +385,19 @@ cx_fold_rank(int r, int rem)
 }
 
 int
-cx_unfold_rank(int nr, int rem)
+coll_unfold_rank(int nr, int rem)
 {
 	return nr < rem ? 2 * nr + 1 : nr + rem;
 }
 
 int
-cx_fold_first(int nr, int rem)
+coll_fold_first(int nr, int rem)
 {
 	return nr < rem ? 2 * nr : nr + rem;
 }
 
 int
-cx_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
+coll_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
 {
 	int r = x->rank;
 
@@ -405,21 +405,21 @@ cx_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
 		return 0;
 	comm_set_step(x->c, "%s fold %s", x->algo, in ? "in" : "out");
 	if (r % 2 == 0)
-		return in ? cx_send(x, r + 1, buf, bytes) : cx_recv(x, r + 1, buf, bytes, 0);
-	return in ? cx_recv(x, r - 1, buf, bytes, 1) : cx_send(x, r - 1, buf, bytes);
+		return in ? coll_send(x, r + 1, buf, bytes) : coll_recv(x, r + 1, buf, bytes, 0);
+	return in ? coll_recv(x, r - 1, buf, bytes, 1) : coll_send(x, r - 1, buf, bytes);
 }
 
 int
-cx_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
+coll_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
     const char *what)
 {
 	int w = x->world, next = (x->rank + 1) % w, prev = (x->rank + w - 1) % w;
 	size_t e = x->esz;
 
 	for (int s = 0; s < w - 1; s++) {
-		int sb = cx_mod(own - s, w), rb = cx_mod(own - s - 1, w);
+		int sb = coll_mod(own - s, w), rb = coll_mod(own - s - 1, w);
 		comm_set_step(x->c, "%s %s step %d", x->algo, what, s);
-		if (cx_xchg(x, next, buf + off[sb] * e, (off[sb + 1] - off[sb]) * e,
+		if (coll_xchg(x, next, buf + off[sb] * e, (off[sb + 1] - off[sb]) * e,
 		    prev, buf + off[rb] * e, (off[rb + 1] - off[rb]) * e, reduce) < 0)
 			return -1;
 	}
@@ -427,17 +427,17 @@ cx_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
 }
 
 int
-cx_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+coll_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
 {
 	int lo = 0, hi = p2, step = 0;
 	size_t e = x->esz;
 
 	for (int mask = p2 / 2; mask >= 1; mask /= 2, step++) {
-		int mid = lo + mask, peer = cx_unfold_rank(nr ^ mask, rem);
+		int mid = lo + mask, peer = coll_unfold_rank(nr ^ mask, rem);
 		int klo = nr < mid ? lo : mid, khi = nr < mid ? mid : hi;
 		int slo = nr < mid ? mid : lo, shi = nr < mid ? hi : mid;
 		comm_set_step(x->c, "%s halving step %d", x->algo, step);
-		if (cx_xchg(x, peer, buf + off[slo] * e, (off[shi] - off[slo]) * e,
+		if (coll_xchg(x, peer, buf + off[slo] * e, (off[shi] - off[slo]) * e,
 		    peer, buf + off[klo] * e, (off[khi] - off[klo]) * e, 1) < 0)
 			return -1;
 		lo = klo;
@@ -447,16 +447,16 @@ cx_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
 }
 
 int
-cx_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+coll_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
 {
 	size_t e = x->esz;
 	int step = 0;
 
 	for (int mask = 1; mask < p2; mask *= 2, step++) {
-		int pnr = nr ^ mask, peer = cx_unfold_rank(pnr, rem);
+		int pnr = nr ^ mask, peer = coll_unfold_rank(pnr, rem);
 		int mine = nr & ~(mask - 1), theirs = pnr & ~(mask - 1);
 		comm_set_step(x->c, "%s doubling step %d", x->algo, step);
-		if (cx_xchg(x, peer, buf + off[mine] * e,
+		if (coll_xchg(x, peer, buf + off[mine] * e,
 		    (off[mine + mask] - off[mine]) * e, peer, buf + off[theirs] * e,
 		    (off[theirs + mask] - off[theirs]) * e, 0) < 0)
 			return -1;

@@ -18,16 +18,16 @@ allreduce_naive(struct cx *x, char *buf, size_t n)
 
 	if (x->rank != 0) {
 		comm_set_step(x->c, "naive send to rank 0");
-		if (cx_send(x, 0, buf, bytes) < 0)
+		if (coll_send(x, 0, buf, bytes) < 0)
 			return -1;
 	} else {
 		for (int r = 1; r < x->world; r++) {
 			comm_set_step(x->c, "naive receive from rank %d", r);
-			if (cx_recv(x, r, buf, bytes, 1) < 0)
+			if (coll_recv(x, r, buf, bytes, 1) < 0)
 				return -1;
 		}
 	}
-	return cx_bcast(x, buf, n, 0, COLL_LINEAR);
+	return coll_bcast_algo(x, buf, n, 0, COLL_LINEAR);
 }
 
 /* Ring: reduce-scatter (W-1 steps; rank r ends owning block r+1 reduced),
@@ -36,14 +36,14 @@ allreduce_naive(struct cx *x, char *buf, size_t n)
 static int
 allreduce_ring(struct cx *x, char *buf, size_t n)
 {
-	size_t *off = cx_parts(x, n, x->world);
+	size_t *off = coll_parts(x, n, x->world);
 	int rc;
 
 	if (off == NULL)
 		return -1;
-	rc = cx_ring(x, buf, off, x->rank, 1, "reduce-scatter");
+	rc = coll_ring(x, buf, off, x->rank, 1, "reduce-scatter");
 	if (rc == 0)
-		rc = cx_ring(x, buf, off, x->rank + 1, 0, "allgather");
+		rc = coll_ring(x, buf, off, x->rank + 1, 0, "allgather");
 	free(off);
 	return rc;
 }
@@ -52,9 +52,9 @@ allreduce_ring(struct cx *x, char *buf, size_t n)
 static int
 allreduce_tree(struct cx *x, char *buf, size_t n)
 {
-	if (cx_reduce(x, buf, n, 0) < 0)
+	if (coll_reduce_binomial(x, buf, n, 0) < 0)
 		return -1;
-	return cx_bcast(x, buf, n, 0, COLL_BINOMIAL);
+	return coll_bcast_algo(x, buf, n, 0, COLL_BINOMIAL);
 }
 
 /* Recursive doubling: log2(p2) rounds, each exchanging and reducing the
@@ -63,19 +63,19 @@ allreduce_tree(struct cx *x, char *buf, size_t n)
 static int
 allreduce_rd(struct cx *x, char *buf, size_t n)
 {
-	int p2 = cx_pow2_below(x->world), rem = x->world - p2;
-	int nr = cx_fold_rank(x->rank, rem), step = 0;
+	int p2 = coll_pow2_below(x->world), rem = x->world - p2;
+	int nr = coll_fold_rank(x->rank, rem), step = 0;
 	size_t bytes = n * x->esz;
 
-	if (cx_fold(x, buf, bytes, rem, 1) < 0)
+	if (coll_fold(x, buf, bytes, rem, 1) < 0)
 		return -1;
 	for (int mask = 1; nr >= 0 && mask < p2; mask *= 2, step++) {
-		int peer = cx_unfold_rank(nr ^ mask, rem);
+		int peer = coll_unfold_rank(nr ^ mask, rem);
 		comm_set_step(x->c, "rd step %d", step);
-		if (cx_xchg(x, peer, buf, bytes, peer, buf, bytes, 1) < 0)
+		if (coll_xchg(x, peer, buf, bytes, peer, buf, bytes, 1) < 0)
 			return -1;
 	}
-	return cx_fold(x, buf, bytes, rem, 0);
+	return coll_fold(x, buf, bytes, rem, 0);
 }
 
 /* Rabenseifner: recursive-halving reduce-scatter over p2 blocks (uneven by
@@ -84,19 +84,19 @@ allreduce_rd(struct cx *x, char *buf, size_t n)
 static int
 allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
 {
-	int p2 = cx_pow2_below(x->world), rem = x->world - p2;
-	int nr = cx_fold_rank(x->rank, rem), rc = 0;
-	size_t *off = cx_parts(x, n, p2);
+	int p2 = coll_pow2_below(x->world), rem = x->world - p2;
+	int nr = coll_fold_rank(x->rank, rem), rc = 0;
+	size_t *off = coll_parts(x, n, p2);
 
 	if (off == NULL)
 		return -1;
-	rc = cx_fold(x, buf, n * x->esz, rem, 1);
+	rc = coll_fold(x, buf, n * x->esz, rem, 1);
 	if (rc == 0 && nr >= 0)
-		rc = cx_halving(x, buf, off, nr, p2, rem);
+		rc = coll_halving(x, buf, off, nr, p2, rem);
 	if (rc == 0 && nr >= 0)
-		rc = cx_doubling(x, buf, off, nr, p2, rem);
+		rc = coll_doubling(x, buf, off, nr, p2, rem);
 	if (rc == 0)
-		rc = cx_fold(x, buf, n * x->esz, rem, 0);
+		rc = coll_fold(x, buf, n * x->esz, rem, 0);
 	free(off);
 	return rc;
 }
@@ -130,7 +130,7 @@ allreduce_sliced(struct cx *x, enum coll_algo a, char *buf, size_t n)
 	if (a == COLL_NAIVE)
 		return allreduce_naive(x, buf, n);
 	for (int i = 0; i < slices; i++) {
-		size_t lo = cx_part(n, slices, i), hi = cx_part(n, slices, i + 1);
+		size_t lo = coll_part(n, slices, i), hi = coll_part(n, slices, i + 1);
 		if (allreduce_slice(x, a, buf + lo * x->esz, hi - lo) < 0)
 			return -1;
 	}
@@ -146,8 +146,8 @@ coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLREDUCE, count * dtype_size(dt), comm_size(c));
-	if (cx_begin(&x, c, COLL_KIND_ALLREDUCE, dt, op, a,
-	    cx_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0), count, 1) < 0)
+	if (coll_begin(&x, c, COLL_KIND_ALLREDUCE, dt, op, a,
+	    coll_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0), count, 1) < 0)
 		return -1;
 	if (x.world == 1 || count == 0)
 		return 0;

@@ -63,7 +63,7 @@ log2_ceil(int p)
 static double
 cost(enum coll_kind kind, enum coll_algo a, double n, int p)
 {
-	int L = log2_ceil(p), q = cx_pow2_below(p), lq = log2_ceil(q), f = q != p;
+	int L = log2_ceil(p), q = coll_pow2_below(p), lq = log2_ceil(q), f = q != p;
 	double fr = (double)(p - 1) / p, frq = (double)(q - 1) / q;
 	double fold = f * (2 * ALPHA + 2 * n * BETA + n * GAMMA);
 

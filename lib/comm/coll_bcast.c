@@ -15,13 +15,13 @@ bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
 {
 	if (x->rank != root) {
 		comm_set_step(x->c, "linear receive from root %d", root);
-		return cx_recv(x, root, buf, bytes, 0);
+		return coll_recv(x, root, buf, bytes, 0);
 	}
 	for (int r = 0; r < x->world; r++) {
 		if (r == root)
 			continue;
 		comm_set_step(x->c, "linear send to rank %d", r);
-		if (cx_send(x, r, buf, bytes) < 0)
+		if (coll_send(x, r, buf, bytes) < 0)
 			return -1;
 	}
 	return 0;
@@ -32,19 +32,19 @@ bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
 static int
 bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
 {
-	int w = x->world, vr = cx_mod(x->rank - root, w), mask;
+	int w = x->world, vr = coll_mod(x->rank - root, w), mask;
 
 	for (mask = 1; mask < w; mask *= 2)
 		if (vr & mask) {
 			comm_set_step(x->c, "binomial receive from vr %d", vr - mask);
-			if (cx_recv(x, (vr - mask + root) % w, buf, bytes, 0) < 0)
+			if (coll_recv(x, (vr - mask + root) % w, buf, bytes, 0) < 0)
 				return -1;
 			break;
 		}
 	for (mask /= 2; mask > 0; mask /= 2)
 		if (vr + mask < w) {
 			comm_set_step(x->c, "binomial send to vr %d", vr + mask);
-			if (cx_send(x, (vr + mask + root) % w, buf, bytes) < 0)
+			if (coll_send(x, (vr + mask + root) % w, buf, bytes) < 0)
 				return -1;
 		}
 	return 0;
@@ -55,14 +55,14 @@ bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
 static int
 scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
 {
-	int w = x->world, vr = cx_mod(x->rank - root, w), mask, end;
+	int w = x->world, vr = coll_mod(x->rank - root, w), mask, end;
 	size_t e = x->esz;
 
 	for (mask = 1; mask < w; mask *= 2)
 		if (vr & mask) {
 			end = vr + mask < w ? vr + mask : w;
 			comm_set_step(x->c, "scatter receive from vr %d", vr - mask);
-			if (cx_recv(x, (vr - mask + root) % w, buf + off[vr] * e,
+			if (coll_recv(x, (vr - mask + root) % w, buf + off[vr] * e,
 			    (off[end] - off[vr]) * e, 0) < 0)
 				return -1;
 			break;
@@ -71,7 +71,7 @@ scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
 		if (vr + mask < w) {
 			end = vr + 2 * mask < w ? vr + 2 * mask : w;
 			comm_set_step(x->c, "scatter send to vr %d", vr + mask);
-			if (cx_send(x, (vr + mask + root) % w, buf + off[vr + mask] * e,
+			if (coll_send(x, (vr + mask + root) % w, buf + off[vr + mask] * e,
 			    (off[end] - off[vr + mask]) * e) < 0)
 				return -1;
 		}
@@ -82,14 +82,14 @@ scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
 static int
 bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
 {
-	size_t *off = cx_parts(x, n, x->world);
+	size_t *off = coll_parts(x, n, x->world);
 	int rc;
 
 	if (off == NULL)
 		return -1;
 	rc = scatter_binomial(x, buf, off, root);
 	if (rc == 0)
-		rc = cx_ring(x, buf, off, cx_mod(x->rank - root, x->world), 0,
+		rc = coll_ring(x, buf, off, coll_mod(x->rank - root, x->world), 0,
 		    "allgather");
 	free(off);
 	return rc;
@@ -100,24 +100,24 @@ bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
 static int
 bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
 {
-	int w = x->world, vr = cx_mod(x->rank - root, w);
+	int w = x->world, vr = coll_mod(x->rank - root, w);
 	int prev = vr > 0 ? (x->rank + w - 1) % w : -1;
 	int next = vr < w - 1 ? (x->rank + 1) % w : -1;
-	size_t seg = cx_segment(bytes), nseg = (bytes + seg - 1) / seg;
+	size_t seg = coll_segment(bytes), nseg = (bytes + seg - 1) / seg;
 
 	comm_set_step(x->c, "ring pipeline");
 	for (size_t j = 0; j < nseg; j++) {
 		size_t off = j * seg, len = bytes - off < seg ? bytes - off : seg;
-		if (prev >= 0 && cx_recv(x, prev, buf + off, len, 0) < 0)
+		if (prev >= 0 && coll_recv(x, prev, buf + off, len, 0) < 0)
 			return -1;
-		if (next >= 0 && cx_send(x, next, buf + off, len) < 0)
+		if (next >= 0 && coll_send(x, next, buf + off, len) < 0)
 			return -1;
 	}
 	return 0;
 }
 
 int
-cx_bcast(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo)
+coll_bcast_algo(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo)
 {
 	size_t bytes = n * x->esz;
 
@@ -138,8 +138,8 @@ coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
 
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_BROADCAST, count * dtype_size(dt), comm_size(c));
-	if (cx_begin(&x, c, COLL_KIND_BROADCAST, dt, COLL_SUM, a,
-	    cx_sig(COLL_KIND_BROADCAST, count, 0, root, algo, NULL, 0), count, 1) < 0)
+	if (coll_begin(&x, c, COLL_KIND_BROADCAST, dt, COLL_SUM, a,
+	    coll_sig(COLL_KIND_BROADCAST, count, 0, root, algo, NULL, 0), count, 1) < 0)
 		return -1;
 	if (root < 0 || root >= x.world) {
 		comm_fail(c, COMM_ERR_MISMATCH, "broadcast: no root rank %d", root);
@@ -147,26 +147,26 @@ coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
 	}
 	if (x.world == 1 || count == 0)
 		return 0;
-	return cx_bcast(&x, buf, count, root, a);
+	return coll_bcast_algo(&x, buf, count, root, a);
 }
 
 /* Binomial tree towards root: at bit mask, a rank with the bit set sends
  * its partial result to vr - mask and is done; the others receive from
  * vr + mask and reduce. buf is the accumulator. */
 int
-cx_reduce(struct cx *x, char *buf, size_t n, int root)
+coll_reduce_binomial(struct cx *x, char *buf, size_t n, int root)
 {
-	int w = x->world, vr = cx_mod(x->rank - root, w);
+	int w = x->world, vr = coll_mod(x->rank - root, w);
 	size_t bytes = n * x->esz;
 
 	for (int mask = 1; mask < w; mask *= 2) {
 		if (vr & mask) {
 			comm_set_step(x->c, "binomial send to vr %d", vr - mask);
-			return cx_send(x, (vr - mask + root) % w, buf, bytes);
+			return coll_send(x, (vr - mask + root) % w, buf, bytes);
 		}
 		if (vr + mask < w) {
 			comm_set_step(x->c, "binomial receive from vr %d", vr + mask);
-			if (cx_recv(x, (vr + mask + root) % w, buf, bytes, 1) < 0)
+			if (coll_recv(x, (vr + mask + root) % w, buf, bytes, 1) < 0)
 				return -1;
 		}
 	}
@@ -182,8 +182,8 @@ coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	char *acc = buf;
 	int rc, vr;
 
-	if (cx_begin(&x, c, COLL_KIND_REDUCE, dt, op, COLL_BINOMIAL,
-	    cx_sig(COLL_KIND_REDUCE, count, op, root, COLL_BINOMIAL, NULL, 0), count, 1) < 0)
+	if (coll_begin(&x, c, COLL_KIND_REDUCE, dt, op, COLL_BINOMIAL,
+	    coll_sig(COLL_KIND_REDUCE, count, op, root, COLL_BINOMIAL, NULL, 0), count, 1) < 0)
 		return -1;
 	if (root < 0 || root >= x.world) {
 		comm_fail(c, COMM_ERR_MISMATCH, "reduce: no root rank %d", root);
@@ -191,13 +191,13 @@ coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	}
 	if (count == 0)
 		return 0;
-	vr = cx_mod(x.rank - root, x.world);
+	vr = coll_mod(x.rank - root, x.world);
 	if (vr != 0 && vr % 2 == 0 && vr + 1 < x.world) {	/* has children */
-		if ((acc = cx_scratch(&x, count * x.esz)) == NULL)
+		if ((acc = coll_scratch(&x, count * x.esz)) == NULL)
 			return -1;
 		memcpy(acc, buf, count * x.esz);
 	}
-	rc = cx_reduce(&x, acc, count, root);
+	rc = coll_reduce_binomial(&x, acc, count, root);
 	if (rc == 0 && vr == 0 && op == COLL_AVG)
 		coll_finish_avg(buf, count, dt, x.world);
 	return rc;
@@ -209,7 +209,7 @@ linear_leaf(struct cx *x, int gather, const void *send, void *recv,
     size_t bytes, int root)
 {
 	comm_set_step(x->c, "linear block of rank %d", x->rank);
-	return gather ? cx_send(x, root, send, bytes) : cx_recv(x, root, recv, bytes, 0);
+	return gather ? coll_send(x, root, send, bytes) : coll_recv(x, root, recv, bytes, 0);
 }
 
 /* The root's part: block r moves with each rank r in turn; its own block
@@ -225,7 +225,7 @@ linear_root(struct cx *x, int gather, const void *send, void *recv,
 		size_t bytes = (off[r + 1] - off[r]) * x->esz;
 		comm_set_step(x->c, "linear block of rank %d", r);
 		if (r != x->rank) {
-			if ((gather ? cx_recv(x, r, blk, bytes, 0) : cx_send(x, r, blk, bytes)) < 0)
+			if ((gather ? coll_recv(x, r, blk, bytes, 0) : coll_send(x, r, blk, bytes)) < 0)
 				return -1;
 		} else if (bytes > 0 && blk != (gather ? send : recv)) {
 			memmove(gather ? blk : recv, gather ? send : blk, bytes);
@@ -242,8 +242,8 @@ linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
 	int gather = kind == COLL_KIND_GATHER, rc;
 	size_t *off;
 
-	if (cx_begin(&x, c, kind, dt, COLL_SUM, COLL_LINEAR,
-	    cx_sig(kind, 0, 0, root, COLL_LINEAR, counts, comm_size(c)), 0, 0) < 0)
+	if (coll_begin(&x, c, kind, dt, COLL_SUM, COLL_LINEAR,
+	    coll_sig(kind, 0, 0, root, COLL_LINEAR, counts, comm_size(c)), 0, 0) < 0)
 		return -1;
 	if (root < 0 || root >= x.world) {
 		comm_fail(c, COMM_ERR_MISMATCH, "no root rank %d", root);
@@ -251,7 +251,7 @@ linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
 	}
 	if (x.rank != root)
 		return linear_leaf(&x, gather, send, recv, counts[x.rank] * x.esz, root);
-	if ((off = cx_prefix(&x, counts)) == NULL)
+	if ((off = coll_prefix(&x, counts)) == NULL)
 		return -1;
 	rc = linear_root(&x, gather, send, recv, off);
 	free(off);
@@ -280,12 +280,12 @@ coll_barrier(struct comm *c)
 	struct cx x;
 	char out = 1, in;
 
-	if (cx_begin(&x, c, COLL_KIND_BARRIER, DT_U8, COLL_SUM, COLL_AUTO,
-	    cx_sig(COLL_KIND_BARRIER, 0, 0, 0, COLL_AUTO, NULL, 0), 0, 0) < 0)
+	if (coll_begin(&x, c, COLL_KIND_BARRIER, DT_U8, COLL_SUM, COLL_AUTO,
+	    coll_sig(COLL_KIND_BARRIER, 0, 0, 0, COLL_AUTO, NULL, 0), 0, 0) < 0)
 		return -1;
 	for (int k = 1, round = 0; k < x.world; k *= 2, round++) {
 		comm_set_step(c, "barrier round %d", round);
-		if (cx_xchg(&x, (x.rank + k) % x.world, &out, 1,
+		if (coll_xchg(&x, (x.rank + k) % x.world, &out, 1,
 		    (x.rank - k + x.world) % x.world, &in, 1, 0) < 0)
 			return -1;
 	}

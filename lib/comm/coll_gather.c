@@ -14,24 +14,24 @@
 static int
 allgather_rd(struct cx *x, char *recv, const size_t *off)
 {
-	int w = x->world, r = x->rank, p2 = cx_pow2_below(w), rem = w - p2;
-	int nr = cx_fold_rank(r, rem), rc = 0;
+	int w = x->world, r = x->rank, p2 = coll_pow2_below(w), rem = w - p2;
+	int nr = coll_fold_rank(r, rem), rc = 0;
 	size_t e = x->esz, *noff;
 
 	if (r < 2 * rem) {
 		int b = r % 2 ? r - 1 : r;	/* the even rank's block */
 		comm_set_step(x->c, "rd fold in");
-		rc = r % 2 ? cx_recv(x, r - 1, recv + off[b] * e, (off[b + 1] - off[b]) * e, 0) :
-		    cx_send(x, r + 1, recv + off[b] * e, (off[b + 1] - off[b]) * e);
+		rc = r % 2 ? coll_recv(x, r - 1, recv + off[b] * e, (off[b + 1] - off[b]) * e, 0) :
+		    coll_send(x, r + 1, recv + off[b] * e, (off[b + 1] - off[b]) * e);
 	}
-	if (rc < 0 || (noff = cx_alloc(x, ((size_t)p2 + 1) * sizeof *noff)) == NULL)
+	if (rc < 0 || (noff = coll_alloc(x, ((size_t)p2 + 1) * sizeof *noff)) == NULL)
 		return -1;
 	for (int i = 0; i <= p2; i++)
-		noff[i] = off[cx_fold_first(i, rem)];
+		noff[i] = off[coll_fold_first(i, rem)];
 	if (nr >= 0)
-		rc = cx_doubling(x, recv, noff, nr, p2, rem);
+		rc = coll_doubling(x, recv, noff, nr, p2, rem);
 	free(noff);
-	return rc < 0 ? -1 : cx_fold(x, recv, off[w] * e, rem, 0);
+	return rc < 0 ? -1 : coll_fold(x, recv, off[w] * e, rem, 0);
 }
 
 /* Bruck: tmp holds blocks r, r+1, ... in that order; in round k a rank
@@ -41,8 +41,8 @@ static int
 allgather_bruck(struct cx *x, char *recv, const size_t *off)
 {
 	int w = x->world, r = x->rank, rc = 0;
-	size_t e = x->esz, *rot = cx_alloc(x, ((size_t)w + 1) * sizeof *rot);
-	char *tmp = rot ? cx_scratch(x, off[w] * e) : NULL;
+	size_t e = x->esz, *rot = coll_alloc(x, ((size_t)w + 1) * sizeof *rot);
+	char *tmp = rot ? coll_scratch(x, off[w] * e) : NULL;
 
 	if (tmp == NULL) {
 		free(rot);
@@ -57,7 +57,7 @@ allgather_bruck(struct cx *x, char *recv, const size_t *off)
 	for (int k = 1, round = 0; k < w && rc == 0; k *= 2, round++) {
 		int cnt = k < w - k ? k : w - k;
 		comm_set_step(x->c, "bruck round %d", round);
-		rc = cx_xchg(x, (r - k + w) % w, tmp, rot[cnt], (r + k) % w,
+		rc = coll_xchg(x, (r - k + w) % w, tmp, rot[cnt], (r + k) % w,
 		    tmp + rot[k], rot[k + cnt] - rot[k], 0);
 	}
 	for (int i = 1; i < w && rc == 0; i++)
@@ -79,11 +79,11 @@ coll_allgatherv(struct comm *c, const void *send, void *recv,
 		total += counts[r];
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLGATHER, total * dtype_size(dt), comm_size(c));
-	if (cx_begin(&x, c, COLL_KIND_ALLGATHER, dt, COLL_SUM, a,
-	    cx_sig(COLL_KIND_ALLGATHER, total, 0, -1, algo, counts, comm_size(c)),
+	if (coll_begin(&x, c, COLL_KIND_ALLGATHER, dt, COLL_SUM, a,
+	    coll_sig(COLL_KIND_ALLGATHER, total, 0, -1, algo, counts, comm_size(c)),
 	    total, 1) < 0)
 		return -1;
-	if ((off = cx_prefix(&x, counts)) == NULL)
+	if ((off = coll_prefix(&x, counts)) == NULL)
 		return -1;
 	mine = counts[x.rank] * x.esz;
 	if (mine && (char *)recv + off[x.rank] * x.esz != send)
@@ -95,7 +95,7 @@ coll_allgatherv(struct comm *c, const void *send, void *recv,
 	else if (a == COLL_BRUCK)
 		rc = allgather_bruck(&x, recv, off);
 	else
-		rc = cx_ring(&x, recv, off, x.rank, 0, "allgather");
+		rc = coll_ring(&x, recv, off, x.rank, 0, "allgather");
 	free(off);
 	return rc;
 }
@@ -131,7 +131,7 @@ rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
 	for (int s = 1; s < w; s++) {
 		int to = (r + s) % w, from = (r - s + w) % w;
 		comm_set_step(x->c, "pairwise step %d", s);
-		if (cx_xchg(x, to, send + (size_t)to * bytes, bytes, from, recv, bytes, 1) < 0)
+		if (coll_xchg(x, to, send + (size_t)to * bytes, bytes, from, recv, bytes, 1) < 0)
 			return -1;
 	}
 	return 0;
@@ -146,16 +146,16 @@ rs_ring(struct cx *x, const char *send, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank, next = (r + 1) % w, prev = (r + w - 1) % w;
 	size_t bytes = n * x->esz;
-	char *acc = w > 2 ? cx_scratch(x, 2 * bytes) : NULL;
-	const char *out = send + (size_t)cx_mod(r - 1, w) * bytes;
+	char *acc = w > 2 ? coll_scratch(x, 2 * bytes) : NULL;
+	const char *out = send + (size_t)coll_mod(r - 1, w) * bytes;
 
 	if (w > 2 && acc == NULL)
 		return -1;
 	for (int s = 0; s < w - 1; s++) {
-		int rb = cx_mod(r - 2 - s, w);
+		int rb = coll_mod(r - 2 - s, w);
 		char *dst = s == w - 2 ? recv : acc + (size_t)(s & 1) * bytes;
 		comm_set_step(x->c, "ring reduce-scatter step %d", s);
-		if (cx_xchg_init(x, next, out, bytes, prev, dst, send + (size_t)rb * bytes,
+		if (coll_xchg_init(x, next, out, bytes, prev, dst, send + (size_t)rb * bytes,
 		    bytes) < 0)
 			return -1;
 		out = dst;
@@ -169,24 +169,24 @@ rs_ring(struct cx *x, const char *send, char *recv, size_t n)
 static int
 rs_halving(struct cx *x, char *work, char *recv, size_t n)
 {
-	int w = x->world, r = x->rank, p2 = cx_pow2_below(w), rem = w - p2;
-	int nr = cx_fold_rank(r, rem), rc;
+	int w = x->world, r = x->rank, p2 = coll_pow2_below(w), rem = w - p2;
+	int nr = coll_fold_rank(r, rem), rc;
 	size_t bytes = n * x->esz, *noff;
 
-	if (cx_fold(x, work, bytes * (size_t)w, rem, 1) < 0 ||
-	    (noff = cx_alloc(x, ((size_t)p2 + 1) * sizeof *noff)) == NULL)
+	if (coll_fold(x, work, bytes * (size_t)w, rem, 1) < 0 ||
+	    (noff = coll_alloc(x, ((size_t)p2 + 1) * sizeof *noff)) == NULL)
 		return -1;
 	for (int i = 0; i <= p2; i++)
-		noff[i] = (size_t)cx_fold_first(i, rem) * n;
-	rc = nr >= 0 ? cx_halving(x, work, noff, nr, p2, rem) : 0;
+		noff[i] = (size_t)coll_fold_first(i, rem) * n;
+	rc = nr >= 0 ? coll_halving(x, work, noff, nr, p2, rem) : 0;
 	free(noff);
 	if (rc < 0)
 		return -1;
 	if (r < 2 * rem) {
 		comm_set_step(x->c, "halving fold out");
 		if (r % 2 == 0)
-			return cx_recv(x, r + 1, recv, bytes, 0);
-		if (cx_send(x, r - 1, work + (size_t)(r - 1) * bytes, bytes) < 0)
+			return coll_recv(x, r + 1, recv, bytes, 0);
+		if (coll_send(x, r - 1, work + (size_t)(r - 1) * bytes, bytes) < 0)
 			return -1;
 	}
 	memcpy(recv, work + (size_t)r * bytes, bytes);
@@ -198,7 +198,7 @@ rs_run(struct cx *x, const char *send, char *recv, size_t n,
     enum coll_algo a)
 {
 	size_t bytes = n * x->esz, total = bytes * (size_t)x->world;
-	int apart = !cx_overlap(send, total, recv, bytes) ||
+	int apart = !coll_overlap(send, total, recv, bytes) ||
 	    recv == send + (size_t)x->rank * bytes;
 	char *work;
 	int rc;
@@ -207,7 +207,7 @@ rs_run(struct cx *x, const char *send, char *recv, size_t n,
 	if (apart && a != COLL_HALVING)
 		return a == COLL_PAIRWISE ? rs_pairwise(x, send, recv, n) :
 		    rs_ring(x, send, recv, n);
-	work = a == COLL_HALVING ? cx_scratch(x, total) : cx_alloc(x, total);
+	work = a == COLL_HALVING ? coll_scratch(x, total) : coll_alloc(x, total);
 	if (work == NULL)
 		return -1;
 	memcpy(work, send, total);
@@ -233,8 +233,8 @@ coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_REDUCE_SCATTER,
 		    count * dtype_size(dt) * (size_t)comm_size(c), comm_size(c));
-	if (cx_begin(&x, c, COLL_KIND_REDUCE_SCATTER, dt, op, a,
-	    cx_sig(COLL_KIND_REDUCE_SCATTER, count, op, -1, algo, NULL, 0),
+	if (coll_begin(&x, c, COLL_KIND_REDUCE_SCATTER, dt, op, a,
+	    coll_sig(COLL_KIND_REDUCE_SCATTER, count, op, -1, algo, NULL, 0),
 	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
@@ -256,7 +256,7 @@ static int
 alltoall_linear(struct cx *x, const char *send, char *recv, size_t bytes)
 {
 	int w = x->world, r = x->rank, n = 0, rc;
-	struct comm_req *rq = cx_alloc(x, 2 * (size_t)w * sizeof *rq);
+	struct comm_req *rq = coll_alloc(x, 2 * (size_t)w * sizeof *rq);
 
 	if (rq == NULL)
 		return -1;
@@ -281,7 +281,7 @@ alltoall_pairwise(struct cx *x, const char *send, char *recv, size_t bytes)
 	for (int s = 1; s < w; s++) {
 		int to = (r + s) % w, from = (r - s + w) % w;
 		comm_set_step(x->c, "pairwise step %d", s);
-		if (cx_xchg(x, to, send + (size_t)to * bytes, bytes, from,
+		if (coll_xchg(x, to, send + (size_t)to * bytes, bytes, from,
 		    recv + (size_t)from * bytes, bytes, 0) < 0)
 			return -1;
 	}
@@ -300,14 +300,14 @@ coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
 
 	if (a == COLL_AUTO)
 		a = coll_auto(COLL_KIND_ALLTOALL, total, comm_size(c));
-	if (cx_begin(&x, c, COLL_KIND_ALLTOALL, dt, COLL_SUM, a,
-	    cx_sig(COLL_KIND_ALLTOALL, count, 0, -1, algo, NULL, 0),
+	if (coll_begin(&x, c, COLL_KIND_ALLTOALL, dt, COLL_SUM, a,
+	    coll_sig(COLL_KIND_ALLTOALL, count, 0, -1, algo, NULL, 0),
 	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
 		return 0;
-	if (cx_overlap(send, total, recv, total)) {	/* in place: work from a copy */
-		if ((copy = cx_scratch(&x, total)) == NULL)
+	if (coll_overlap(send, total, recv, total)) {	/* in place: work from a copy */
+		if ((copy = coll_scratch(&x, total)) == NULL)
 			return -1;
 		send = memcpy(copy, send, total);
 	}

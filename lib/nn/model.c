@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,13 +93,13 @@ key_shape(const struct tensor_set *s, const char *name, int ndim,
 	const struct tensor *t = tensor_set_find(s, name);
 
 	if (!t)
-		return nn_fail(err, errlen, "model has no tensor '%s'", name);
+		return cli_fail(err, errlen, "model has no tensor '%s'", name);
 	if (t->ndim != ndim)
-		return nn_fail(err, errlen, "tensor '%s' has %d dimensions, "
+		return cli_fail(err, errlen, "tensor '%s' has %d dimensions, "
 		    "expected %d", name, t->ndim, ndim);
 	for (int i = 0; i < ndim; i++) {
 		if (t->shape[i] <= 0 || t->shape[i] > (1 << 30))
-			return nn_fail(err, errlen, "tensor '%s' has an unusable "
+			return cli_fail(err, errlen, "tensor '%s' has an unusable "
 			    "size %lld", name, (long long)t->shape[i]);
 		shape[i] = t->shape[i];
 	}
@@ -116,7 +115,7 @@ meta_int(const struct tensor_set *s, const char *key, int dflt, int *out,
 
 	if (!v) {
 		if (dflt < 0)
-			return nn_fail(err, errlen, "__metadata__ has no '%s'", key);
+			return cli_fail(err, errlen, "__metadata__ has no '%s'", key);
 		*out = dflt;
 		return 0;
 	}
@@ -127,7 +126,7 @@ meta_int(const struct tensor_set *s, const char *key, int dflt, int *out,
 	errno = 0;
 	long x = strtol(v, &end, 10);
 	if (errno || end == v || *end || x < 0 || x > (1 << 20))
-		return nn_fail(err, errlen, "__metadata__ '%s' is not a valid "
+		return cli_fail(err, errlen, "__metadata__ '%s' is not a valid "
 		    "count: '%s'", key, v);
 	*out = (int)x;
 	return 0;
@@ -196,7 +195,7 @@ heads_check(struct nn_dims *d, const struct tensor_set *s, char *err,
 	if (meta_int(s, "heads", -1, &d->heads, err, errlen) < 0)
 		return -1;
 	if (d->heads < 1 || d->d_model % d->heads)
-		return nn_fail(err, errlen, "heads %d does not divide d_model %d",
+		return cli_fail(err, errlen, "heads %d does not divide d_model %d",
 		    d->heads, d->d_model);
 	return 0;
 }
@@ -216,7 +215,7 @@ dims_block(const struct tensor_set *s, struct nn_dims *d, char *err,
 	    meta_int(s, "causal", 0, &d->causal, err, errlen) < 0)
 		return -1;
 	if (d->causal > 1)
-		return nn_fail(err, errlen, "__metadata__ 'causal' must be 0 or 1");
+		return cli_fail(err, errlen, "__metadata__ 'causal' must be 0 or 1");
 	return 0;
 }
 
@@ -233,7 +232,7 @@ dims_gpt(const struct tensor_set *s, struct nn_dims *d, char *err,
 	d->layers = count_layers(s);
 	d->causal = 1;
 	if (d->layers < 1)
-		return nn_fail(err, errlen, "gpt model has no layers.N.* tensors");
+		return cli_fail(err, errlen, "gpt model has no layers.N.* tensors");
 	if (key_shape(s, "layers.0.mlp.fc1.weight", 2, fc1, err, errlen) < 0 ||
 	    heads_check(d, s, err, errlen) < 0)
 		return -1;
@@ -287,28 +286,28 @@ check_tensors(const struct tensor_set *s, const struct expect_list *l,
 		const struct tensor *t = &s->items[i];
 		const struct expect *e = t->name ? expect_find(l, t->name) : NULL;
 		if (!e)
-			return nn_fail(err, errlen, "unexpected tensor '%s' for "
+			return cli_fail(err, errlen, "unexpected tensor '%s' for "
 			    "arch %s", t->name ? t->name : "(unnamed)", arch);
 		if (!dtype_is_float(t->dtype))
-			return nn_fail(err, errlen, "tensor '%s' has dtype %s, "
+			return cli_fail(err, errlen, "tensor '%s' has dtype %s, "
 			    "expected a float type", t->name,
 			    dtype_name(t->dtype));
 		int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
 		    (e->ndim == 1 || t->shape[1] == e->shape[1]);
 		if (!ok && e->ndim == 1)
-			return nn_fail(err, errlen, "tensor '%s' has shape %s, "
+			return cli_fail(err, errlen, "tensor '%s' has shape %s, "
 			    "expected [%lld]", t->name,
 			    tensor_shape_str(t, got, sizeof(got)),
 			    (long long)e->shape[0]);
 		if (!ok)
-			return nn_fail(err, errlen, "tensor '%s' has shape %s, "
+			return cli_fail(err, errlen, "tensor '%s' has shape %s, "
 			    "expected [%lld, %lld]", t->name,
 			    tensor_shape_str(t, got, sizeof(got)),
 			    (long long)e->shape[0], (long long)e->shape[1]);
 	}
 	for (size_t i = 0; i < l->n; i++)
 		if (!l->e[i].optional && !tensor_set_find(s, l->e[i].name))
-			return nn_fail(err, errlen, "model has no tensor '%s'",
+			return cli_fail(err, errlen, "model has no tensor '%s'",
 			    l->e[i].name);
 	return 0;
 }
@@ -322,7 +321,7 @@ fill_params(struct nn_model *m, const struct tensor_set *s, char *err,
 
 	m->table = calloc(s->count, sizeof(*m->table));
 	if (!m->table)
-		return nn_fail(err, errlen, "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	for (size_t i = 0; i < s->count; i++) {
 		const struct tensor *t = &s->items[i];
 		struct nn_param *p = &m->table[i];
@@ -339,7 +338,7 @@ fill_params(struct nn_model *m, const struct tensor_set *s, char *err,
 	m->params = malloc((total ? total : 1) * sizeof(float));
 	m->grads = calloc(total ? total : 1, sizeof(float));
 	if (!m->params || !m->grads)
-		return nn_fail(err, errlen, "out of memory for %zu parameters",
+		return cli_fail(err, errlen, "out of memory for %zu parameters",
 		    total);
 	for (size_t i = 0; i < s->count; i++) {
 		const struct tensor *t = &s->items[i];
@@ -360,26 +359,15 @@ copy_meta(struct nn_model *m, const struct tensor_set *s, char *err,
 {
 	m->meta = calloc(s->nmeta ? s->nmeta : 1, sizeof(*m->meta));
 	if (!m->meta)
-		return nn_fail(err, errlen, "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	for (size_t i = 0; i < s->nmeta; i++) {
 		m->meta[i].key = strdup(s->meta[i].key);
 		m->meta[i].value = strdup(s->meta[i].value);
 		m->nmeta = i + 1;
 		if (!m->meta[i].key || !m->meta[i].value)
-			return nn_fail(err, errlen, "out of memory");
+			return cli_fail(err, errlen, "out of memory");
 	}
 	return 0;
-}
-
-int
-nn_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 int
@@ -483,14 +471,14 @@ bind_all(struct nn_model *m, char *err, size_t errlen)
 	char p[NN_NAME_MAX];
 
 	if (!k)
-		return nn_fail(err, errlen, "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	m->work = k;
 	k->nlayers = m->dims.layers > 0 ? m->dims.layers : 1;
 	if (m->dims.arch == NN_MLP) {
 		k->mw = calloc(k->nlayers, sizeof(*k->mw));
 		k->mg = calloc(k->nlayers, sizeof(*k->mg));
 		if (!k->mw || !k->mg)
-			return nn_fail(err, errlen, "out of memory");
+			return cli_fail(err, errlen, "out of memory");
 		for (int i = 0; i < k->nlayers; i++) {
 			layer_prefix(p, sizeof(p), &m->dims, i);
 			bind(m, p, "fc1.weight", &k->mw[i].fc1_w, &k->mg[i].fc1_w);
@@ -503,7 +491,7 @@ bind_all(struct nn_model *m, char *err, size_t errlen)
 	k->w = calloc(k->nlayers, sizeof(*k->w));
 	k->g = calloc(k->nlayers, sizeof(*k->g));
 	if (!k->w || !k->g)
-		return nn_fail(err, errlen, "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	for (int i = 0; i < k->nlayers; i++)
 		bind_block(m, layer_prefix(p, sizeof(p), &m->dims, i), &k->w[i],
 		    &k->g[i]);
@@ -524,11 +512,11 @@ nn_model_load(struct nn_model *m, const struct tensor_set *s, char *err,
 
 	memset(m, 0, sizeof(*m));
 	if (!arch) {
-		nn_fail(err, errlen, "model has no __metadata__ 'collx.arch'");
+		cli_fail(err, errlen, "model has no __metadata__ 'collx.arch'");
 		goto out;
 	}
 	if (nn_arch_parse(arch, &m->dims.arch) < 0) {
-		nn_fail(err, errlen, "unknown collx.arch '%s' (expected mlp, "
+		cli_fail(err, errlen, "unknown collx.arch '%s' (expected mlp, "
 		    "block or gpt)", arch);
 		goto out;
 	}
@@ -537,7 +525,7 @@ nn_model_load(struct nn_model *m, const struct tensor_set *s, char *err,
 	    dims_gpt(s, &m->dims, err, errlen)) < 0)
 		goto out;
 	if (expect_model(&l, &m->dims) < 0) {
-		nn_fail(err, errlen, "out of memory");
+		cli_fail(err, errlen, "out of memory");
 		goto out;
 	}
 	if (check_tensors(s, &l, arch, err, errlen) < 0 ||
@@ -652,17 +640,17 @@ static int
 dims_valid(const struct nn_dims *d, char *err, size_t errlen)
 {
 	if (d->layers < 0 || d->layers > 100000)
-		return nn_fail(err, errlen, "bad layer count %d", d->layers);
+		return cli_fail(err, errlen, "bad layer count %d", d->layers);
 	if (d->arch == NN_MLP)
 		return d->d_in > 0 && d->d_hidden > 0 && d->d_out > 0 ? 0 :
-		    nn_fail(err, errlen, "mlp sizes must be positive");
+		    cli_fail(err, errlen, "mlp sizes must be positive");
 	if (d->d_model < 1 || d->heads < 1 || d->d_model % d->heads ||
 	    d->d_ff < 0 || d->causal < 0 || d->causal > 1)
-		return nn_fail(err, errlen, "d_model %d, heads %d, d_ff %d: need "
+		return cli_fail(err, errlen, "d_model %d, heads %d, d_ff %d: need "
 		    "positive sizes with heads dividing d_model", d->d_model,
 		    d->heads, d->d_ff);
 	if (d->arch == NN_GPT && (d->vocab < 1 || d->seq < 1 || d->layers < 1))
-		return nn_fail(err, errlen, "gpt vocab, seq and layers must be "
+		return cli_fail(err, errlen, "gpt vocab, seq and layers must be "
 		    "positive");
 	return 0;
 }
@@ -703,7 +691,7 @@ nn_init(struct tensor_set *out, const struct nn_dims *dims, uint64_t seed,
 	if (dims_valid(&d, err, errlen) < 0)
 		return -1;
 	if (expect_model(&l, &d) < 0) {
-		nn_fail(err, errlen, "out of memory");
+		cli_fail(err, errlen, "out of memory");
 		goto fail;
 	}
 	for (size_t i = 0; i < l.n; i++) {
@@ -767,7 +755,7 @@ nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
 		p = end + 1;
 	}
 	if (bad || n < need[arch] || n > most[arch] || *end)
-		return nn_fail(err, errlen, "bad --dims '%s' for %s: expected %s", s,
+		return cli_fail(err, errlen, "bad --dims '%s' for %s: expected %s", s,
 		    nn_arch_name(arch), forms[arch]);
 	memset(out, 0, sizeof(*out));
 	out->arch = arch;
@@ -783,7 +771,7 @@ nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
 	/* The default FF, 4*D, must itself be an int (fuzz_options found
 	 * "816999999,2" overflowing it). */
 	if (out->arch != NN_MLP && out->d_ff == 0 && out->d_model > INT_MAX / 4)
-		return nn_fail(err, errlen, "d_model %d is too large for the default "
+		return cli_fail(err, errlen, "d_model %d is too large for the default "
 		    "d_ff of 4*d_model", out->d_model);
 	if (out->arch != NN_MLP && out->d_ff == 0)
 		out->d_ff = 4 * out->d_model;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/util.h"
 #include "nn/nn.h"
 
 /* Per-layer weight and gradient pointers into the model's buffers, and
@@ -21,9 +22,5 @@ struct nn_work {
 	int32_t *tok;			/* gpt inputs then targets, 2*n*seq */
 	size_t tokcap;
 };
-
-/* snprintf into err; returns -1. */
-int nn_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -44,7 +44,7 @@ run_mlp(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	float *out = work_reserve(k, L * (no + 2 * nh) + 2 * no + 2 * nh);
 
 	if (!out)
-		return nn_fail(err, errlen, "out of memory for a batch of %d", n);
+		return cli_fail(err, errlen, "out of memory for a batch of %d", n);
 	float *acts = out + L * no, *da = acts + 2 * L * nh, *db = da + no;
 	float *scratch = db + no;
 #define MLP_IN(l) ((l) ? out + ((l) - 1) * no : b->x)
@@ -174,7 +174,7 @@ run_block(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	struct stack st;
 
 	if (stack_reserve(m, &st, b->n, b->seq, 0) < 0)
-		return nn_fail(err, errlen, "out of memory for a batch of %d",
+		return cli_fail(err, errlen, "out of memory for a batch of %d",
 		    b->n);
 	st.in = b->x;
 	float *y = stack_forward(m, &st, m->dims.causal);
@@ -200,7 +200,7 @@ gpt_tokens(struct nn_model *m, const struct nn_batch *b, char *err,
 	if (need > k->tokcap) {
 		int32_t *t = realloc(k->tok, need * sizeof(*t));
 		if (!t) {
-			nn_fail(err, errlen, "out of memory for a batch of %d",
+			cli_fail(err, errlen, "out of memory for a batch of %d",
 			    b->n);
 			return NULL;
 		}
@@ -210,7 +210,7 @@ gpt_tokens(struct nn_model *m, const struct nn_batch *b, char *err,
 		for (int j = 0; j <= S; j++) {
 			int32_t t = b->tokens[(size_t)i * (S + 1) + j];
 			if (t < 0 || t >= m->dims.vocab) {
-				nn_fail(err, errlen, "token %d at sample %d "
+				cli_fail(err, errlen, "token %d at sample %d "
 				    "position %d is outside the vocabulary "
 				    "[0, %d)", (int)t, i, j, m->dims.vocab);
 				return NULL;
@@ -236,14 +236,14 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	struct stack st;
 
 	if (b->seq && b->seq != S)
-		return nn_fail(err, errlen, "batch seq %d differs from the "
+		return cli_fail(err, errlen, "batch seq %d differs from the "
 		    "model's %d", b->seq, S);
 	int32_t *in = gpt_tokens(m, b, err, errlen), *tgt = in + N;
 	if (!in)
 		return -1;
 	/* extra: embedding, final LayerNorm output, mean, rstd, probs, dlogits */
 	if (stack_reserve(m, &st, n, S, 2 * nd + 2 * (size_t)N + 2 * nv) < 0)
-		return nn_fail(err, errlen, "out of memory for a batch of %d", n);
+		return cli_fail(err, errlen, "out of memory for a batch of %d", n);
 	float *emb = st.extra, *xf = emb + nd, *mean = xf + nd;
 	float *rstd = mean + N, *probs = rstd + N, *dlogits = probs + nv;
 
@@ -276,12 +276,12 @@ run(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 {
 	*loss = 0.0;
 	if (b->n < 0 || (m->dims.arch == NN_BLOCK && b->seq < 1))
-		return nn_fail(err, errlen, "bad batch: %d samples of length %d",
+		return cli_fail(err, errlen, "bad batch: %d samples of length %d",
 		    b->n, b->seq);
 	if (b->n == 0)
 		return 0;
 	if (m->dims.arch == NN_GPT ? !b->tokens : !b->x || !b->y)
-		return nn_fail(err, errlen, "batch without %s",
+		return cli_fail(err, errlen, "batch without %s",
 		    m->dims.arch == NN_GPT ? "tokens" : "inputs and targets");
 	if (m->dims.arch == NN_MLP)
 		return run_mlp(m, b, grad, loss, err, errlen);

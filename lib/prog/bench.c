@@ -96,10 +96,7 @@ bench_hosts(struct comm *c)
 	snprintf(key + strlen(key), sizeof key - strlen(key), "/%s", ns);
 	if (w == 1)
 		return 1;
-	if ((all = calloc((size_t)w, HOSTKEY)) == NULL) {
-		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
-		return -1;
-	}
+	all = cli_calloc((size_t)w, HOSTKEY);
 	if (coll_allgather(c, key, all, HOSTKEY, DT_U8, COLL_AUTO) < 0) {
 		free(all);
 		return -1;

@@ -66,10 +66,13 @@ struct bench_out {
 	double busbw_sum;		/* for the table's footer */
 };
 /* Open the CSV destinations (stdout when csv, file when set), whose
- * extra columns are extra; write a row to each; close them. */
-void bench_out_open(struct bench_out *o, const char *extra);
-void bench_out_row(struct bench_out *o, const struct cli_timing_row *r);
-void bench_out_close(struct bench_out *o);
+ * extra columns are extra; write a row to each; close them. Each 0, or -1
+ * with the reason in err (a runtime failure). */
+int bench_out_open(struct bench_out *o, const char *extra, char *err,
+    size_t errlen);
+int bench_out_row(struct bench_out *o, const struct cli_timing_row *r,
+    char *err, size_t errlen);
+int bench_out_close(struct bench_out *o, char *err, size_t errlen);
 
 /* ---- coll ---- */
 
@@ -107,19 +110,20 @@ int bench_all_algos(enum coll_kind kind, enum coll_algo *out, int max);
  * then with check a run on inputs whose exact result is known and a
  * count of wrong elements over all ranks. bytes is rounded down to whole
  * elements (and whole blocks per rank). 0, or -1: a comm failure
- * (comm_error(c)) or out of memory (err).
+ * (comm_error(c)).
  */
 int bench_coll_measure(struct comm *c, const struct bench_coll *b,
-    enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r,
-    char *err, size_t errlen);
+    enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r);
 /* The element count a sweep size becomes (0: too small for the world). */
 size_t bench_coll_count(const struct bench_coll *b, size_t bytes, int world);
 
-void bench_coll_begin(struct bench_out *o, const struct bench_coll *b,
-    int world);
-void bench_coll_print(struct bench_out *o, const struct bench_coll *b,
-    int world, const struct bench_coll_row *r);
-void bench_coll_end(struct bench_out *o, int interrupted);
+/* The table's head, a row, its foot (and the CSV rows): 0 or -1 (err). */
+int bench_coll_begin(struct bench_out *o, const struct bench_coll *b,
+    int world, char *err, size_t errlen);
+int bench_coll_print(struct bench_out *o, const struct bench_coll *b,
+    int world, const struct bench_coll_row *r, char *err, size_t errlen);
+int bench_coll_end(struct bench_out *o, int interrupted, char *err,
+    size_t errlen);
 
 /* ---- p2p ---- */
 
@@ -142,12 +146,14 @@ struct bench_p2p_row {
 
 const char *bench_p2p_name(enum bench_p2p_test t);
 /* One pair, one size; every rank calls it (ranks outside the pair only
- * take part in the barriers). 0 or -1 (comm_error or err). */
+ * take part in the barriers). 0 or -1 (comm_error). */
 int bench_p2p_measure(struct comm *c, const struct bench_p2p *p, int a, int b,
-    size_t bytes, struct bench_p2p_row *r, char *err, size_t errlen);
-void bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world);
-void bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
-    const struct bench_p2p_row *r);
+    size_t bytes, struct bench_p2p_row *r);
+/* The same for p2p; bench_out_close ends it. */
+int bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world,
+    char *err, size_t errlen);
+int bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
+    const struct bench_p2p_row *r, char *err, size_t errlen);
 /* The all-pairs matrix (rows[i*world+j], i != j) as a table. */
 void bench_p2p_matrix(FILE *f, const struct bench_p2p *p, int world,
     const struct bench_p2p_row *rows);

@@ -145,9 +145,9 @@ struct bufs {
 	void *dst;
 };
 
-static int
+static void
 bufs_alloc(struct bufs *u, const struct bench_coll *b, size_t count, int world,
-    int me, int inplace, char *err, size_t errlen)
+    int me, int inplace)
 {
 	size_t es = dtype_size(b->dt);
 
@@ -165,11 +165,8 @@ bufs_alloc(struct bufs *u, const struct bench_coll *b, size_t count, int world,
 	default:
 		u->nsend = u->nrecv = count;
 	}
-	u->send = malloc(u->nsend * es + 1);
-	u->recv = malloc(u->nrecv * es + 1);
-	if (u->send == NULL || u->recv == NULL)
-		return cli_fail(err, errlen, "out of memory (%zu bytes)",
-		    (u->nsend + u->nrecv) * es);
+	u->send = cli_calloc(u->nsend * es + 1, 1);
+	u->recv = cli_calloc(u->nrecv * es + 1, 1);
 	u->src = u->send;
 	u->dst = u->recv;
 	if (inplace) {
@@ -185,7 +182,6 @@ bufs_alloc(struct bufs *u, const struct bench_coll *b, size_t count, int world,
 			u->src = u->dst = u->recv;
 		}
 	}
-	return 0;
 }
 
 /* Fill this rank's input where the operation will read it. */
@@ -277,8 +273,7 @@ check_result(struct comm *c, const struct bench_coll *b, struct bufs *u)
 
 int
 bench_coll_measure(struct comm *c, const struct bench_coll *b,
-    enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r,
-    char *err, size_t errlen)
+    enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r)
 {
 	int me = comm_rank(c), w = comm_size(c), n, rc = -1;
 	double *t = NULL, t0, warm = 0;
@@ -290,8 +285,7 @@ bench_coll_measure(struct comm *c, const struct bench_coll *b,
 	r->count = bench_coll_count(b, bytes, w);
 	r->bytes = r->count * dtype_size(b->dt);
 	r->wrong = -1;
-	if (bufs_alloc(&u, b, r->count, w, me, inplace, err, errlen) < 0)
-		goto out;
+	bufs_alloc(&u, b, r->count, w, me, inplace);
 	bufs_fill(&u, b, me);
 	/* --seconds judges the time per iteration from the warm-up: at
 	 * least one. */
@@ -305,10 +299,7 @@ bench_coll_measure(struct comm *c, const struct bench_coll *b,
 	}
 	if ((n = iterations(c, b, warm)) < 0)
 		goto out;
-	if ((t = calloc((size_t)n, sizeof *t)) == NULL) {
-		cli_fail(err, errlen, "out of memory");
-		goto out;
-	}
+	t = cli_calloc((size_t)n, sizeof *t);
 	for (int i = 0; i < n; i++) {
 		if (coll_barrier(c) < 0)
 			goto out;

@@ -16,20 +16,17 @@ slurp(const char *path, size_t *len, char *err, size_t errlen)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	size_t cap = 1 << 16, n = 0, k;
-	char *buf, *nb;
+	char *buf;
 
 	if (f == NULL) {
 		cli_fail(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	if ((buf = malloc(cap + 1)) == NULL)
-		goto oom;
+	buf = cli_reallocarray(NULL, cap + 1, 1);
 	while ((k = fread(buf + n, 1, cap - n, f)) > 0) {
 		n += k;
 		if (n == cap) {
-			if ((nb = realloc(buf, 2 * cap + 1)) == NULL)
-				goto oom;
-			buf = nb;
+			buf = cli_reallocarray(buf, 2 * cap + 1, 1);
 			cap *= 2;
 		}
 	}
@@ -43,12 +40,6 @@ slurp(const char *path, size_t *len, char *err, size_t errlen)
 		fclose(f);
 	*len = n;
 	return buf;
-oom:
-	free(buf);
-	if (f != stdin)
-		fclose(f);
-	cli_fail(err, errlen, "%s: out of memory", path);
-	return NULL;
 }
 
 /* Split one record at *pp (advanced past its newline) into fields; the

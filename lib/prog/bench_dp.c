@@ -238,9 +238,11 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	return read_loss(loss, r, err, errlen) < 0 ? CLI_EXIT_RUNTIME : 0;
 }
 
-static void
+/* 0, or the exit code (a timing row not written) with the reason in err. */
+static int
 print_row(struct bench_out *o, const struct bench_dp *d, int world,
-    const char *sync, const struct dp_result *r, double eff)
+    const char *sync, const struct dp_result *r, double eff, char *err,
+    size_t errlen)
 {
 	char extra[256];
 
@@ -254,13 +256,15 @@ print_row(struct bench_out *o, const struct bench_dp *d, int world,
 
 		snprintf(extra, sizeof extra, "%.6g,%.4f,%.4f,%d", r->tokens_per_s,
 		    r->comm_share, eff, d->hosts > 0 ? d->hosts : 1);
-		bench_out_row(o, &row);
+		if (bench_out_row(o, &row, err, errlen) < 0)
+			return CLI_EXIT_RUNTIME;
 		if (o->csv)
-			return;
+			return 0;
 	}
 	printf("%6d %13s %10.2f %12.0f %7.1f %10.3f\n", world, sync,
 	    r->step_s * 1e3, r->tokens_per_s, r->comm_share * 100, eff);
 	fflush(stdout);
+	return 0;
 }
 
 static void
@@ -311,7 +315,11 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
-	bench_out_open(o, "tokens_per_s,comm_share,efficiency,hosts");
+	if (bench_out_open(o, "tokens_per_s,comm_share,efficiency,hosts", err,
+	    errlen) < 0) {
+		rc = CLI_EXIT_RUNTIME;
+		goto out;
+	}
 	if (!o->csv)
 		printf("# collx-bench dp: collx-dp %s %s, %ld samples per rank per "
 		    "step, %ld steps (the first not timed), 1 host\n"
@@ -324,7 +332,8 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		goto out;
 	syncs = cli_strdup(d->syncs);
 	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		print_row(o, d, 1, tok, &base, 1.0);
+		if ((rc = print_row(o, d, 1, tok, &base, 1.0, err, errlen)) != 0)
+			goto out;
 		for (int w = 2; w <= d->max_world; w++) {
 			if (bench_interrupted) {
 				rc = 130;
@@ -333,12 +342,14 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 			if ((rc = run_one(d, dir, w, tok, &pr, &r, err,
 			    errlen)) != 0)
 				goto out;
-			print_row(o, d, w, tok, &r, r.tokens_per_s /
-			    (w * base.tokens_per_s));
+			if ((rc = print_row(o, d, w, tok, &r, r.tokens_per_s /
+			    (w * base.tokens_per_s), err, errlen)) != 0)
+				goto out;
 		}
 	}
 out:
-	bench_out_close(o);
+	if (bench_out_close(o, rc ? NULL : err, errlen) < 0 && rc == 0)
+		rc = CLI_EXIT_RUNTIME;
 	if (!o->csv && rc == 130)
 		printf("# interrupted\n");
 	free(syncs);

@@ -1,6 +1,6 @@
 /* bench_out: how collx-bench shows its rows — an aligned table with an
- * average-busbw footer for a person at a terminal, the spec's timing CSV
- * (plus the statistics' columns) for everything else. */
+ * average-busbw footer for a person at a terminal, the timing CSV of
+ * collx(7) TIMING CSV (plus the statistics' columns) for everything else. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,28 +9,38 @@
 #define COLL_EXTRA "place,redop,min_s,max_s,p99_s,wrong,hosts"
 #define P2P_EXTRA "src,dst,min_s,max_s,p99_s,hosts"
 
-void
-bench_out_open(struct bench_out *o, const char *extra)
+int
+bench_out_open(struct bench_out *o, const char *extra, char *err,
+    size_t errlen)
 {
-	if (o->csv)
-		o->timing = cli_timing_open("-", extra);
-	if (o->file != NULL)
-		o->ftiming = cli_timing_open(o->file, extra);
+	if (cli_timing_open(&o->timing, o->csv ? "-" : NULL, extra, err,
+	    errlen) < 0 ||
+	    cli_timing_open(&o->ftiming, o->file, extra, err, errlen) < 0) {
+		bench_out_close(o, NULL, 0);
+		return -1;
+	}
+	return 0;
 }
 
-void
-bench_out_row(struct bench_out *o, const struct cli_timing_row *r)
+int
+bench_out_row(struct bench_out *o, const struct cli_timing_row *r, char *err,
+    size_t errlen)
 {
-	cli_timing_write(o->timing, r);
-	cli_timing_write(o->ftiming, r);
+	if (cli_timing_write(o->timing, r, err, errlen) < 0 ||
+	    cli_timing_write(o->ftiming, r, err, errlen) < 0)
+		return -1;
+	return 0;
 }
 
-void
-bench_out_close(struct bench_out *o)
+int
+bench_out_close(struct bench_out *o, char *err, size_t errlen)
 {
-	cli_timing_close(o->timing);
-	cli_timing_close(o->ftiming);
+	int rc = cli_timing_close(o->timing, err, errlen);
+
+	if (cli_timing_close(o->ftiming, err, errlen) < 0)
+		rc = -1;
 	o->timing = o->ftiming = NULL;
+	return rc;
 }
 
 static const char *
@@ -40,16 +50,18 @@ plural(int n, const char *word, char *buf, size_t len)
 	return buf;
 }
 
-void
-bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world)
+int
+bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world,
+    char *err, size_t errlen)
 {
 	char w[32], h[32];
 
 	o->rows = 0;
 	o->busbw_sum = 0;
-	bench_out_open(o, COLL_EXTRA);
+	if (bench_out_open(o, COLL_EXTRA, err, errlen) < 0)
+		return -1;
 	if (o->csv)
-		return;
+		return 0;
 	printf("# collx-bench coll: %s, %s, op %s, %s on %s\n",
 	    bench_kind_name(b->kind), dtype_name(b->dt), coll_op_name(b->op),
 	    plural(world, "rank", w, sizeof w), plural(b->hosts, "host", h, sizeof h));
@@ -66,11 +78,12 @@ bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world)
 	    "(B)", "(elements)", "", "", "", "", "(median)", "", "", "",
 	    "(GB/s)", "(GB/s)", "");
 	fflush(stdout);
+	return 0;
 }
 
-void
+int
 bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
-    const struct bench_coll_row *r)
+    const struct bench_coll_row *r, char *err, size_t errlen)
 {
 	char extra[256], wrong[32];
 
@@ -92,9 +105,10 @@ bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
 		snprintf(extra, sizeof extra, "%s,%s,%.9g,%.9g,%.9g,%s,%d",
 		    r->inplace ? "in" : "out", coll_op_name(b->op), r->st.min,
 		    r->st.max, r->st.p99, r->wrong >= 0 ? wrong : "", b->hosts);
-		bench_out_row(o, &row);
+		if (bench_out_row(o, &row, err, errlen) < 0)
+			return -1;
 		if (o->csv)
-			return;
+			return 0;
 	}
 	printf("%12zu %12zu %5s %5s %13s %5s %10.1f %10.1f %10.1f %10.1f %8.3f "
 	    "%8.3f %7s\n", r->bytes, r->count, dtype_name(b->dt),
@@ -102,19 +116,22 @@ bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
 	    r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6, r->st.p99 * 1e6,
 	    r->algbw, r->busbw, wrong);
 	fflush(stdout);
+	return 0;
 }
 
-void
-bench_coll_end(struct bench_out *o, int interrupted)
+int
+bench_coll_end(struct bench_out *o, int interrupted, char *err, size_t errlen)
 {
-	bench_out_close(o);
+	if (bench_out_close(o, err, errlen) < 0)
+		return -1;
 	if (o->csv)
-		return;
+		return 0;
 	if (interrupted)
 		printf("# interrupted after %d rows\n", o->rows);
 	printf("# Avg bus bandwidth    : %.3f GB/s\n",
 	    o->rows ? o->busbw_sum / o->rows : 0);
 	fflush(stdout);
+	return 0;
 }
 
 const char *
@@ -123,15 +140,17 @@ bench_p2p_name(enum bench_p2p_test t)
 	return t == BENCH_LATENCY ? "latency" : t == BENCH_BW ? "bw" : "bibw";
 }
 
-void
-bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world)
+int
+bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world,
+    char *err, size_t errlen)
 {
 	char w[32], h[32];
 
 	o->rows = 0;
-	bench_out_open(o, P2P_EXTRA);
+	if (bench_out_open(o, P2P_EXTRA, err, errlen) < 0)
+		return -1;
 	if (o->csv)
-		return;
+		return 0;
 	printf("# collx-bench p2p %s: %s on %s, %d iterations after %d warm-up",
 	    bench_p2p_name(p->test), plural(world, "rank", w, sizeof w),
 	    plural(p->hosts, "host", h, sizeof h), p->iters, p->warmup);
@@ -145,11 +164,12 @@ bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world)
 	    "size(B)", p->test == BENCH_LATENCY ? "lat_us" : "time_us",
 	    "min_us", "max_us", "p99_us", "GB/s");
 	fflush(stdout);
+	return 0;
 }
 
-void
+int
 bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
-    const struct bench_p2p_row *r)
+    const struct bench_p2p_row *r, char *err, size_t errlen)
 {
 	char extra[256];
 
@@ -169,14 +189,16 @@ bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
 			row.bytes = 2 * r->bytes;
 		snprintf(extra, sizeof extra, "%d,%d,%.9g,%.9g,%.9g,%d", r->a, r->b,
 		    r->st.min, r->st.max, r->st.p99, p->hosts);
-		bench_out_row(o, &row);
+		if (bench_out_row(o, &row, err, errlen) < 0)
+			return -1;
 		if (o->csv)
-			return;
+			return 0;
 	}
 	printf("%5d %5d %12zu %10.2f %10.2f %10.2f %10.2f %10.3f\n", r->a, r->b,
 	    r->bytes, r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6,
 	    r->st.p99 * 1e6, r->gbps);
 	fflush(stdout);
+	return 0;
 }
 
 void

@@ -58,7 +58,7 @@ window_iter(struct comm *c, const struct bench_p2p *p, int me, int a, int b,
 
 int
 bench_p2p_measure(struct comm *c, const struct bench_p2p *p, int a, int b,
-    size_t bytes, struct bench_p2p_row *r, char *err, size_t errlen)
+    size_t bytes, struct bench_p2p_row *r)
 {
 	int me = comm_rank(c), total = p->warmup + p->iters, rc = -1;
 	char *sbuf = NULL, *rbuf = NULL;
@@ -70,14 +70,10 @@ bench_p2p_measure(struct comm *c, const struct bench_p2p *p, int a, int b,
 	r->b = b;
 	r->bytes = bytes;
 	r->iters = p->iters;
-	sbuf = malloc(bytes + 1);
-	rbuf = malloc(bytes + 1);
-	t = calloc((size_t)p->iters + 1, sizeof *t);
-	rq = calloc(2 * (size_t)p->window + 1, sizeof *rq);
-	if (sbuf == NULL || rbuf == NULL || t == NULL || rq == NULL) {
-		cli_fail(err, errlen, "out of memory (%zu bytes)", 2 * bytes);
-		goto out;
-	}
+	sbuf = cli_calloc(bytes + 1, 1);
+	rbuf = cli_calloc(bytes + 1, 1);
+	t = cli_calloc((size_t)p->iters + 1, sizeof *t);
+	rq = cli_calloc(2 * (size_t)p->window + 1, sizeof *rq);
 	memset(sbuf, 0x5a, bytes + 1);
 	if (coll_barrier(c) < 0)
 		goto out;

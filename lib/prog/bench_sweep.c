@@ -19,8 +19,8 @@ bench_coll_sweep(struct comm *c, struct bench_coll *b, const struct bench_sizes 
 	*wrong = 0;
 	if ((b->hosts = bench_hosts(c)) < 0)
 		return -1;
-	if (me == 0)
-		bench_coll_begin(out, b, w);
+	if (me == 0 && bench_coll_begin(out, b, w, err, errlen) < 0)
+		return -1;
 	bench_progress_start(&pr, me == 0 && progress, nalgo * bench_count_sizes(z) * 2);
 	for (int a = 0; a < nalgo && !stop; a++)
 		for (size_t s = z->min; s != 0 && !stop; s = bench_next_size(z, s)) {
@@ -33,24 +33,28 @@ bench_coll_sweep(struct comm *c, struct bench_coll *b, const struct bench_sizes 
 				    bench_size_str(s, sz, sizeof sz), inplace ? "in place" :
 				    "out of place");
 				bench_progress_show(&pr, what);
-				if (bench_coll_measure(c, b, algos[a], inplace, s, &r, err,
-				    errlen) < 0)
-					return -1;
+				if (bench_coll_measure(c, b, algos[a], inplace, s,
+				    &r) < 0)
+					goto fail;
 				pr.done++;
 				if (r.wrong > 0)
 					*wrong += r.wrong;
 				if (me == 0) {
 					bench_progress_end(&pr);
-					bench_coll_print(out, b, w, &r);
+					if (bench_coll_print(out, b, w, &r, err, errlen) < 0)
+						goto fail;
 				}
 				if ((stop = bench_agree_stop(c)) < 0)
-					return -1;
+					goto fail;
 			}
 		}
 	bench_progress_end(&pr);
-	if (me == 0)
-		bench_coll_end(out, stop);
+	if (me == 0 && bench_coll_end(out, stop, err, errlen) < 0)
+		return -1;
 	return stop;
+fail:
+	bench_out_close(out, NULL, 0);
+	return -1;
 }
 
 int
@@ -65,10 +69,9 @@ bench_p2p_sweep(struct comm *c, struct bench_p2p *p, const struct bench_sizes *z
 	if ((p->hosts = bench_hosts(c)) < 0)
 		return -1;
 	npairs = p->a < 0 ? w * (w - 1) : 1;
-	if ((mat = calloc((size_t)w * (size_t)w, sizeof *mat)) == NULL)
-		return cli_fail(err, errlen, "out of memory");
-	if (me == 0)
-		bench_p2p_begin(out, p, w);
+	mat = cli_calloc((size_t)w * (size_t)w, sizeof *mat);
+	if (me == 0 && bench_p2p_begin(out, p, w, err, errlen) < 0)
+		goto out;
 	bench_progress_start(&pr, me == 0 && progress, npairs * bench_count_sizes(z));
 	for (int i = 0; i < w && !stop; i++)
 		for (int j = 0; j < w && !stop; j++) {
@@ -80,13 +83,14 @@ bench_p2p_sweep(struct comm *c, struct bench_p2p *p, const struct bench_sizes *z
 				snprintf(what, sizeof what, "%d->%d %s", a, b,
 				    bench_size_str(s, sz, sizeof sz));
 				bench_progress_show(&pr, what);
-				if (bench_p2p_measure(c, p, a, b, s, &r, err, errlen) < 0)
+				if (bench_p2p_measure(c, p, a, b, s, &r) < 0)
 					goto out;
 				pr.done++;
 				mat[a * w + b] = r;	/* the largest size's */
 				if (me == 0) {
 					bench_progress_end(&pr);
-					bench_p2p_print(out, p, w, &r);
+					if (bench_p2p_print(out, p, w, &r, err, errlen) < 0)
+						goto out;
 				}
 				if ((stop = bench_agree_stop(c)) < 0)
 					goto out;
@@ -94,7 +98,8 @@ bench_p2p_sweep(struct comm *c, struct bench_p2p *p, const struct bench_sizes *z
 		}
 	bench_progress_end(&pr);
 	if (me == 0) {
-		bench_out_close(out);
+		if (bench_out_close(out, err, errlen) < 0)
+			goto out;
 		if (!out->csv && p->a < 0 && !stop)
 			bench_p2p_matrix(stdout, p, w, mat);
 		if (stop)
@@ -103,6 +108,7 @@ bench_p2p_sweep(struct comm *c, struct bench_p2p *p, const struct bench_sizes *z
 	}
 	rc = stop;
 out:
+	bench_out_close(out, NULL, 0);
 	free(mat);
 	return rc;
 }

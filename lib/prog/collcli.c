@@ -86,11 +86,11 @@ describe_buckets(const struct cc_bucket *b, size_t nb, char *algo, size_t alen,
 	}
 }
 
-static void
+static int
 timing_row(struct cc_run *r, const struct cc_bucket *b, size_t nb, double secs)
 {
 	struct cli_timing_row row;
-	char algo[128];
+	char algo[128], err[COLLX_ERRLEN];
 	size_t i;
 
 	memset(&row, 0, sizeof row);
@@ -106,7 +106,9 @@ timing_row(struct cc_run *r, const struct cc_bucket *b, size_t nb, double secs)
 	row.world = r->world;
 	row.iter = r->iter++;
 	row.seconds = secs;
-	cli_timing_write(r->timing, &row);
+	if (cli_timing_write(r->timing, &row, err, sizeof err) < 0)
+		return collcli_fail(r, CLI_EXIT_RUNTIME, "%s", err);
+	return 0;
 }
 
 static int
@@ -131,8 +133,9 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 				return collcli_comm_failed(r);
 		if (k >= r->o->warmup)
 			r->secs += cli_now() - t0;
-		if (k >= r->o->warmup && nb > 0)
-			timing_row(r, b, nb, cli_now() - t0);
+		if (k >= r->o->warmup && nb > 0 &&
+		    timing_row(r, b, nb, cli_now() - t0) < 0)
+			return -1;
 	}
 	for (i = 0; i < nb; i++)
 		if (b[i].own_recv)
@@ -288,18 +291,36 @@ has_input(const struct cc_run *r)
 	return r->o->kind != COLL_KIND_BROADCAST || r->rank == r->o->root;
 }
 
-static void
+/* pattern with {rank} and {world} replaced into *out (NULL stays NULL). */
+static int
+expand(struct cc_run *r, const char *pattern, char **out)
+{
+	*out = NULL;
+	if (pattern != NULL &&
+	    (*out = cli_expand(pattern, r->rank, r->world)) == NULL)
+		return collcli_no_memory(r);
+	return 0;
+}
+
+static int
 setup(struct cc_run *r, struct collcli *o)
 {
+	char err[COLLX_ERRLEN];
+
 	memset(r, 0, sizeof *r);
 	r->o = o;
 	r->rank = o->group.rank;
 	r->world = o->group.world;
-	r->in = o->in && has_input(r) ? cli_subst(o->in, r->rank, r->world) : NULL;
-	r->out = o->out ? cli_subst(o->out, r->rank, r->world) : NULL;
-	r->timing_path = o->timing ? cli_subst(o->timing, r->rank, r->world) : NULL;
 	/* A reader gone from -o is a write error to report, not a signal. */
 	signal(SIGPIPE, SIG_IGN);
+	if (expand(r, has_input(r) ? o->in : NULL, &r->in) < 0 ||
+	    expand(r, o->out, &r->out) < 0 ||
+	    expand(r, o->timing, &r->timing_path) < 0)
+		return -1;
+	if (cli_timing_open(&r->timing, r->timing_path, NULL, err,
+	    sizeof err) < 0)
+		return collcli_fail(r, CLI_EXIT_RUNTIME, "%s", err);
+	return 0;
 }
 
 static int
@@ -455,14 +476,15 @@ int
 collcli_run(struct collcli *o, char *err, size_t errlen)
 {
 	struct cc_run r;
+	char why[COLLX_ERRLEN];
 	int rc;
 
-	setup(&r, o);
-	r.timing = cli_timing_open(r.timing_path, NULL);
-	rc = o->stream ? close_stream(&r, run_stream(&r)) : run_file(&r);
+	if ((rc = setup(&r, o)) == 0)
+		rc = o->stream ? close_stream(&r, run_stream(&r)) : run_file(&r);
+	if (cli_timing_close(r.timing, why, sizeof why) < 0 && rc == 0)
+		rc = collcli_fail(&r, CLI_EXIT_RUNTIME, "%s", why);
 	if (rc < 0)
 		snprintf(err, errlen, "%s", r.err);
-	cli_timing_close(r.timing);
 	comm_close(r.comm);
 	free(r.in);
 	free(r.out);

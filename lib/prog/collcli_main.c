@@ -77,7 +77,7 @@ parse_int(const char *opt, const char *arg, long min, long max)
 void
 collcli_option(struct collcli *o, int opt, const char *arg, void (*usage)(void))
 {
-	if (cli_std_option(opt, usage) || cli_group_option(&o->group, opt, arg))
+	if (cli_std_option(opt, usage) || cli_group_getopt(&o->group, opt, arg))
 		return;
 	switch (opt) {
 	case 'i': o->in = arg; break;
@@ -138,7 +138,7 @@ collcli_main(const struct collcli_program *p, int argc, char **argv)
 	}
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
-	cli_group_resolve(&o.group);
+	cli_group_finish(&o.group);
 	if (o.kind == COLL_KIND_BROADCAST && o.root >= o.group.world)
 		cli_usage_error("--root %d is not a rank of a world of %d", o.root,
 		    o.group.world);

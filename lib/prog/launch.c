@@ -254,21 +254,30 @@ launch_hosts_slots(const struct launch_hosts *h, int per_host)
 	return total > INT_MAX ? INT_MAX : (int)total;
 }
 
-void
-launch_place(const struct launch_hosts *h, int n, int per_host, int *host_of,
-    int *local_rank)
+/* Hosts named twice share local ranks, counted by the first occurrence:
+ * first[i] is the index of host i's name's first occurrence. */
+static int *
+first_names(const struct launch_hosts *h)
 {
-	int i, j, host = 0, used = 0, cap, *first, *count;
+	int i, j, *first = cli_calloc((size_t)h->n, sizeof *first);
 
-	/* Hosts named twice share local ranks: count by first occurrence. */
-	first = cli_calloc((size_t)h->n, sizeof *first);
-	count = cli_calloc((size_t)h->n, sizeof *count);
 	for (i = 0; i < h->n; i++)
 		for (first[i] = i, j = 0; j < i; j++)
 			if (strcmp(h->names[j], h->names[i]) == 0) {
 				first[i] = first[j];
 				break;
 			}
+	return first;
+}
+
+void
+launch_place(const struct launch_hosts *h, int n, int per_host, int *host_of,
+    int *local_rank)
+{
+	int i, host = 0, used = 0, cap, *first, *count;
+
+	first = first_names(h);
+	count = cli_calloc((size_t)h->n, sizeof *count);
 	for (i = 0; i < n; i++) {
 		cap = per_host > 0 ? per_host : h->slots[host];
 		if (used == cap) {
@@ -287,16 +296,10 @@ void
 launch_local_worlds(const struct launch_hosts *h, int n, const int *host_of,
     const int *local_rank, int *local_world)
 {
-	int i, j, *first, *count;
+	int i, *first, *count;
 
-	first = cli_calloc((size_t)h->n, sizeof *first);
+	first = first_names(h);
 	count = cli_calloc((size_t)h->n, sizeof *count);
-	for (i = 0; i < h->n; i++)
-		for (first[i] = i, j = 0; j < i; j++)
-			if (strcmp(h->names[j], h->names[i]) == 0) {
-				first[i] = first[j];
-				break;
-			}
 	for (i = 0; i < n; i++)
 		if (local_rank[i] + 1 > count[first[host_of[i]]])
 			count[first[host_of[i]]] = local_rank[i] + 1;

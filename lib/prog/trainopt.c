@@ -77,12 +77,10 @@ trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
     char *err, size_t errlen)
 {
 	size_t cap = 64 + (size_t)n * 128, len;
-	char *buf = malloc(cap);
+	char *buf = cli_calloc(cap, 1);
 	long k;
 	int rc;
 
-	if (buf == NULL)
-		return cli_fail(err, errlen, "out of memory");
 	len = (size_t)snprintf(buf, cap, "step,epoch,loss,tokens,seconds,"
 	    "tokens_per_s\n");
 	for (k = 0; k < n; k++)
@@ -110,12 +108,15 @@ trainopt_model_load(const char *path, struct nn_model *m, char *err,
 }
 
 int
-trainopt_ckpt_option(struct trainopt_ckpt *o, int opt, const char *arg)
+trainopt_ckpt_option(struct trainopt_ckpt *o, int opt, const char *arg,
+    char *err, size_t errlen)
 {
 	switch (opt) {
 	case TRAINOPT_CKPT: o->path = arg; break;
 	case TRAINOPT_CKPT_EVERY:
-		o->every = cli_parse_long("--checkpoint-every", arg, 1, 1L << 40);
+		if (cli_long_value("--checkpoint-every", arg, 1, 1L << 40,
+		    &o->every, err, errlen) < 0)
+			return -1;
 		break;
 	case TRAINOPT_RESUME: o->resume = arg; break;
 	default: return 0;
@@ -148,11 +149,15 @@ static int
 shared_option(const struct trainopt_parser *p, int opt, const char *arg)
 {
 	struct trainopt_common *c = p->common;
+	char e[COLLX_ERRLEN];
+	int k = 0;
 
-	if (cli_std_option(opt, p->usage) ||
-	    (p->g != NULL && cli_group_option(p->g, opt, arg)) ||
-	    (p->optim != NULL && trainopt_optim_option(p->optim, opt, arg)) ||
-	    (p->ckpt != NULL && trainopt_ckpt_option(p->ckpt, opt, arg)))
+	if (p->ckpt != NULL &&
+	    (k = trainopt_ckpt_option(p->ckpt, opt, arg, e, sizeof(e))) < 0)
+		cli_usage_error("%s", e);
+	if (k || cli_std_option(opt, p->usage) ||
+	    (p->g != NULL && cli_group_getopt(p->g, opt, arg)) ||
+	    (p->optim != NULL && trainopt_optim_option(p->optim, opt, arg)))
 		return 1;
 	if (c == NULL)
 		return 0;

@@ -38,7 +38,8 @@ int trainopt_optim_config(const struct trainopt_optim *o,
 /* Checkpoint options, shared by the training programs: --checkpoint F,
  * --checkpoint-every K and --resume F, put in the getopt_long table as
  * TRAINOPT_CKPT_LONGOPTS and offered to trainopt_ckpt_option(), which
- * records one (1) or says it is not one (0). */
+ * records one (1), says it is not one (0), or returns -1 with the usage
+ * error in err. */
 struct trainopt_ckpt {
 	const char *path, *resume;
 	long every;
@@ -54,7 +55,8 @@ enum { TRAINOPT_CKPT = 0x1290, TRAINOPT_CKPT_EVERY, TRAINOPT_RESUME };
 	"  --checkpoint-every K  ... and after every K steps\n" \
 	"  --resume F            continue from checkpoint F (model, optimizer\n" \
 	"                        state, step); -m is not read\n"
-int trainopt_ckpt_option(struct trainopt_ckpt *o, int opt, const char *arg);
+int trainopt_ckpt_option(struct trainopt_ckpt *o, int opt, const char *arg,
+    char *err, size_t errlen);
 
 /* The model a run starts from: checkpoint k->resume when given (its
  * optimizer state and step into st), else the model file. 0, or -1 with

@@ -1,4 +1,5 @@
 /* test_cli: option parsing, group discovery, timing CSV, launch helpers. */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,7 +66,7 @@ resolve_fn(const void *arg)
 
 	(void)arg;
 	cli_group_defaults(&g);
-	cli_group_resolve(&g);
+	cli_group_finish(&g);
 }
 
 static void
@@ -92,7 +93,7 @@ static void
 resolved(struct cli_group *g)
 {
 	cli_group_defaults(g);
-	cli_group_resolve(g);
+	cli_group_finish(g);
 }
 
 static void
@@ -161,7 +162,7 @@ static void
 test_options_override(void)
 {
 	struct cli_group g;
-	char path[64];
+	char path[64], e[COLLX_ERRLEN];
 	FILE *f;
 
 	clear_env();
@@ -175,14 +176,16 @@ test_options_override(void)
 	fputs("fromfile\n", f);
 	fclose(f);
 	cli_group_defaults(&g);
-	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "2") == 1, "--rank is a group option");
-	UNIT_OK(cli_group_option(&g, 'x', "2") == 0, "other options are not");
-	cli_group_option(&g, CLI_OPT_WORLD, "3");
-	cli_group_option(&g, CLI_OPT_MASTER, "[::1]:99");
-	cli_group_option(&g, CLI_OPT_TIMEOUT, "0.5");
-	cli_group_option(&g, CLI_OPT_TOKEN_FILE, path);
-	cli_group_option(&g, CLI_OPT_IFACE, "lo");
-	cli_group_resolve(&g);
+	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "2", e, sizeof e) == 1,
+	    "--rank is a group option");
+	UNIT_OK(cli_group_option(&g, 'x', "2", e, sizeof e) == 0,
+	    "other options are not");
+	cli_group_option(&g, CLI_OPT_WORLD, "3", e, sizeof e);
+	cli_group_option(&g, CLI_OPT_MASTER, "[::1]:99", e, sizeof e);
+	cli_group_option(&g, CLI_OPT_TIMEOUT, "0.5", e, sizeof e);
+	cli_group_option(&g, CLI_OPT_TOKEN_FILE, path, e, sizeof e);
+	cli_group_option(&g, CLI_OPT_IFACE, "lo", e, sizeof e);
+	cli_group_resolve(&g, e, sizeof e);
 	UNIT_OK(g.rank == 2 && g.world == 3, "options override the environment");
 	UNIT_OK(strcmp(g.master, "[::1]:99") == 0 && g.timeout == 0.5 &&
 	    strcmp(g.iface, "lo") == 0, "master, timeout, iface options");
@@ -216,6 +219,34 @@ expect_usage(const char *var, const char *val, const char *want, const char *wha
 	if (rc != CLI_EXIT_USAGE || strstr(msg, want) == NULL)
 		printf("#   exit %d, message: %s", rc, msg);
 	clear_env();
+}
+
+/* The library's forms return the usage error instead of exiting. */
+static void
+test_group_returns(void)
+{
+	struct cli_group g;
+	char e[COLLX_ERRLEN];
+	long v;
+
+	clear_env();
+	cli_group_defaults(&g);
+	errno = 0;
+	UNIT_OK(cli_group_option(&g, CLI_OPT_RANK, "x", e, sizeof e) == -1 &&
+	    errno == EINVAL && strcmp(e, "--rank: invalid integer 'x'") == 0,
+	    "bad --rank: -1, EINVAL, the message");
+	UNIT_OK(cli_group_option(&g, CLI_OPT_MASTER, "h", e, sizeof e) == -1 &&
+	    strstr(e, "--master: invalid address 'h'") == e, "bad --master");
+	setenv("COLLX_WORLD_SIZE", "2", 1);
+	errno = 0;
+	UNIT_OK(cli_group_resolve(&g, e, sizeof e) == -1 && errno == EINVAL &&
+	    strcmp(e, "world size 2 given but no rank (use --rank or set"
+	    " COLLX_RANK)") == 0, "resolve: -1, EINVAL, the message");
+	cli_group_free(&g);
+	clear_env();
+	UNIT_OK(cli_long_value("iters", "101", 0, 100, &v, e, sizeof e) == -1 &&
+	    strcmp(e, "--iters: 101 is out of range (0 to 100)") == 0,
+	    "cli_long_value: the usage error's text");
 }
 
 static void
@@ -361,36 +392,40 @@ test_timing(void)
 	struct cli_timing_row r = { "collx-allreduce", "allreduce", "ring", 1, 4,
 	    "f32", 250000000, 1000000000, 0, 2.0, NULL };
 	struct cli_timing *t;
-	char path[64], *s;
+	char path[64], e[COLLX_ERRLEN], *s;
 	int k;
 
 	snprintf(path, sizeof path, "%s/t.csv", tmpdir);
-	UNIT_OK(cli_timing_open(NULL, NULL) == NULL, "NULL path: timing off");
-	cli_timing_write(NULL, &r);
-	cli_timing_close(NULL);
-	t = cli_timing_open(path, NULL);
-	cli_timing_write(t, &r);
+	UNIT_OK(cli_timing_open(&t, NULL, NULL, e, sizeof e) == 0 && t == NULL,
+	    "NULL path: timing off");
+	UNIT_OK(cli_timing_write(NULL, &r, e, sizeof e) == 0 &&
+	    cli_timing_close(NULL, e, sizeof e) == 0, "and its calls no-ops");
+	UNIT_OK(cli_timing_open(&t, "/nonexistent/t.csv", NULL, e, sizeof e) ==
+	    -1 && t == NULL && strcmp(e, "timing /nonexistent/t.csv: "
+	    "No such file or directory") == 0, "open failure: -1 and the reason");
+	cli_timing_open(&t, path, NULL, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
 	r.op = "broadcast", r.iter = 1, r.seconds = 0.5, r.algo = "a,b";
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 	s = slurp(path);
 	UNIT_OK(strcmp(s, "program,op,algo,rank,world_size,dtype,count,bytes,iter,"
 	    "seconds,algbw_gbps,busbw_gbps\n"
 	    "collx-allreduce,allreduce,ring,1,4,f32,250000000,1000000000,0,2,0.5,0.75\n"
 	    "collx-allreduce,broadcast,\"a,b\",1,4,f32,250000000,1000000000,1,0.5,2,2\n")
 	    == 0, "header, rows, algbw = bytes/s/1e9, busbw factor, quoting");
-	t = cli_timing_open(path, NULL);
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_open(&t, path, NULL, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 	UNIT_OK(count_lines(slurp(path), "program,") == 1 &&
 	    count_lines(slurp(path), "collx-") == 3, "no second header when appending");
 
 	snprintf(path, sizeof path, "%s/x.csv", tmpdir);
-	t = cli_timing_open(path, "step,note");
+	cli_timing_open(&t, path, "step,note", e, sizeof e);
 	r.extra = "7,hi";
 	r.seconds = 0;
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 	s = slurp(path);
 	UNIT_OK(strstr(s, "busbw_gbps,step,note\n") != NULL &&
 	    strstr(s, ",0,0,0,7,hi\n") != NULL, "extra columns; zero seconds gives 0 GB/s");
@@ -399,16 +434,17 @@ test_timing(void)
 	snprintf(path, sizeof path, "%s/shared.csv", tmpdir);
 	for (k = 0; k < 4; k++)
 		if (fork() == 0) {
-			struct cli_timing *c = cli_timing_open(path, NULL);
+			struct cli_timing *c;
 			struct cli_timing_row row = r;
 			int i;
 
+			cli_timing_open(&c, path, NULL, e, sizeof e);
 			row.extra = NULL, row.rank = k, row.seconds = 1;
 			for (i = 0; i < 300; i++) {
 				row.iter = i;
-				cli_timing_write(c, &row);
+				cli_timing_write(c, &row, e, sizeof e);
 			}
-			cli_timing_close(c);
+			cli_timing_close(c, e, sizeof e);
 			_exit(0);
 		}
 	while (wait(NULL) > 0)
@@ -425,12 +461,13 @@ pipe_rows(const void *arg)
 	struct cli_timing_row r = { "p", "allreduce", "ring", *(const int *)arg, 2,
 	    "f32", 1, 4, 0, 1.0, NULL };
 	struct cli_timing *t;
+	char e[COLLX_ERRLEN];
 
 	dup2(2, 1);		/* in_child's pipe */
-	t = cli_timing_open("-", NULL);
-	cli_timing_write(t, &r);
-	cli_timing_write(t, &r);
-	cli_timing_close(t);
+	cli_timing_open(&t, "-", NULL, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_write(t, &r, e, sizeof e);
+	cli_timing_close(t, e, sizeof e);
 }
 
 static void
@@ -574,6 +611,7 @@ main(int argc, char **argv)
 		return 1;
 	test_env_precedence();
 	test_options_override();
+	test_group_returns();
 	test_env_errors();
 	test_numbers();
 	test_subst();
