@@ -99,6 +99,7 @@ cli_timing_open(struct cli_timing **out, const char *path,
 {
 	struct cli_timing *t;
 	struct stat st;
+	int created = 0;
 
 	*out = NULL;
 	if (path == NULL)
@@ -109,7 +110,11 @@ cli_timing_open(struct cli_timing **out, const char *path,
 		t->fd = STDOUT_FILENO;
 		fflush(stdout);
 	} else {
-		t->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		t->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND |
+		    O_CLOEXEC, 0644);
+		created = t->fd >= 0;
+		if (t->fd < 0 && errno == EEXIST)
+			t->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 		t->own = t->fd >= 0;
 	}
 	if (t->fd < 0 || fstat(t->fd, &st) < 0) {
@@ -124,6 +129,9 @@ cli_timing_open(struct cli_timing **out, const char *path,
 	*out = t;
 	return 0;
 fail:
+	/* A file this run made and could not write to (a full disk) goes. */
+	if (created && fstat(t->fd, &st) == 0 && st.st_size == 0)
+		unlink(path);
 	cli_timing_close(t, NULL, 0);
 	return -1;
 }
