@@ -20,6 +20,8 @@
  * dropped, so a silent stranger cannot hold rank 0's gathering up. */
 #define RV_HANDSHAKE_S 5.0
 #define RV_JOBTEXT 512
+/* A joiner waits this much longer than rank 0 gathers. */
+#define RV_GRACE_S 1.0
 
 /* Rank -> rank 0: who I am and where I listen. */
 struct rv_join {
@@ -435,6 +437,7 @@ rv_join(struct comm *c, struct rv *v)
 	struct rv_join j;
 	struct rv_reply rep;
 	char err[COLLX_ERRLEN], what[160];
+	double deadline;
 	int fd, rc = -1;
 
 	snprintf(what, sizeof what, "rendezvous with rank 0 at %s", v->master.str);
@@ -454,8 +457,11 @@ rv_join(struct comm *c, struct rv *v)
 		    v->master.str, rep.msg);
 		goto out;
 	}
-	/* The table comes once every rank has joined: a fresh timeout. */
-	if (comm_sock_recv_all(fd, &rep, sizeof rep, cli_now() + c->timeout, err,
+	/* The table comes once every rank has joined: a fresh timeout, and a
+	 * moment more, so that when ranks are missing rank 0's word naming
+	 * them arrives before this rank gives up on its own. */
+	deadline = cli_now() + c->timeout + RV_GRACE_S;
+	if (comm_sock_recv_all(fd, &rep, sizeof rep, deadline, err,
 	    sizeof err) < 0 || (rep.status == 0 && comm_sock_recv_all(fd, v->table,
 	    (size_t)c->world * sizeof v->table[0], cli_now() + c->timeout, err,
 	    sizeof err) < 0)) {
