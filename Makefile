@@ -13,6 +13,9 @@ PCDIR     = $(LIBDIR)/pkgconfig
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 PKGS      = openblas libcurl libcrypto
+# `make bench` and `make bench-cluster` also install the peers they compare
+# with (Open MPI, iperf3; PyTorch's Gloo comes with the test packages).
+BENCH_DEPS_DEB = openmpi-bin libopenmpi-dev iperf3
 # `make fuzz` alone needs clang and its libFuzzer runtime.
 FUZZ_DEPS_DEB = clang libclang-rt-dev
 DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
@@ -113,10 +116,12 @@ demo: deps
 # Benchmarks (never part of check): collx beside Gloo and Open MPI, and
 # emulated clusters in network namespaces (root). Results in bench-out/.
 bench: deps
+	@sh tests/lib/deps.sh $(BENCH_DEPS_DEB)
 	@$(MAKE) --no-print-directory all
 	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench.sh bench-out
 
 bench-cluster: deps
+	@sh tests/lib/deps.sh $(BENCH_DEPS_DEB)
 	@$(MAKE) --no-print-directory all
 	@COLLX_BIN=$(abspath $(BINOUT)) examples/bench-cluster.sh bench-out
 
