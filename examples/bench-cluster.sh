@@ -54,8 +54,8 @@ for c in $cases; do
 	netns_setup "$hosts" --rate "$rate" --burst "$burst" ${delay:+--delay "$delay"}
 	netns_fake_ssh "$work/ssh"
 	gp=$(goodput)
-	name=cluster-${c/:/-}
-	csv=$out/${name%-}.csv
+	# named for what was applied
+	csv=$out/cluster-$rate${delay:+-$delay}.csv
 	timeout 600 collx-run -H "$(netns_hosts)" --ssh "$work/ssh" \
 		--master "$(netns_addr 0):29500" --timeout 60 -- \
 		"$bench" coll --iface eth0 --algo ring,rabenseifner,tree -b 4K -e 16M -f 8 \
