@@ -119,7 +119,9 @@ bench() {
 @test "coll --seconds: iteration count chosen from the warm-up, the same on every rank" {
 	run bench 2 coll -b 1K -e 1K --seconds 0.2 -w 2
 	[ "$status" -eq 0 ]
-	echo "$output" | tail -n +2 | awk -F, '$9 < 2 { exit 1 }'
+	# a 1 KiB allreduce takes well under 10 ms even on a loaded machine,
+	# so 0.2 s is more iterations than the default -n 20
+	echo "$output" | tail -n +2 | awk -F, '$9 <= 20 { exit 1 }'
 }
 
 @test "coll: Ctrl-C prints the rows measured so far and exits 130" {

@@ -105,6 +105,11 @@ make_inputs() {
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q 'loss chart in loss.png'
 	[ "$(png_size loss.png)" = "900 560" ]
+	# one series per run, each named after its file
+	run timeout 30 collx-plot -o loss.svg loss-dp.csv loss-single.csv
+	[ "$status" -eq 0 ]
+	grep -q '<title>loss-dp.csv</title>' loss.svg
+	grep -q '<title>loss-single.csv</title>' loss.svg
 	[ "$(ls *.tmp* 2>/dev/null | wc -l)" -eq 0 ]
 }
 
