@@ -12,21 +12,10 @@ nn_set_threads(int n)
 	openblas_set_num_threads(n < 1 ? 1 : n);
 }
 
-NN_INLINE void
-add_span(float *restrict dst, const float *restrict src, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		dst[i] += src[i];
-}
-
 NN_CLONES void
 nn_add(float *dst, const float *src, size_t count)
 {
-	size_t i = 0;
-
-	for (; i + NN_LANES <= count; i += NN_LANES)
-		add_span(dst + i, src + i, NN_LANES);
-	add_span(dst + i, src + i, count - i);
+	vec_add(dst, src, count);
 }
 
 void
@@ -324,7 +313,7 @@ ln_row_backward(float *dx, float *dw, float *db, const float *dy,
 	    (size_t)(c - i));
 	float gm = lanes_total(g) / c, gxm = lanes_total(gx) * s / c;
 	if (db)
-		nn_add(db, dy, (size_t)c);
+		vec_add(db, dy, (size_t)c);
 	if (dw) {
 		for (i = 0; i + NN_LANES <= c; i += NN_LANES)
 			ln_dw_span(dw + i, dy + i, x + i, m, s, NN_LANES);

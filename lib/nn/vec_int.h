@@ -101,6 +101,24 @@ vec_max(const float *a, size_t n)
 }
 
 NN_INLINE void
+add_span(float *restrict dst, const float *restrict src, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		dst[j] += src[j];
+}
+
+/* dst += src. */
+NN_INLINE void
+vec_add(float *dst, const float *src, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + NN_LANES <= n; i += NN_LANES)
+		add_span(dst + i, src + i, NN_LANES);
+	add_span(dst + i, src + i, n - i);
+}
+
+NN_INLINE void
 axpy_span(float *restrict y, float a, const float *restrict x, size_t n)
 {
 	for (size_t j = 0; j < n; j++)
