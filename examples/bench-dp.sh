@@ -7,7 +7,8 @@
 #    overlap hid (from the --timing rows). Needs root (ip netns, tc).
 # 2. One rank: training tokens/s of collx-dp against PyTorch on the CPU
 #    (examples/peers/torch_gpt.py, one thread, same model and AdamW) at
-#    d_model 64, 128 and 256 (4 layers, 4 heads, seq 128, batch 8).
+#    d_model 64 (seq 64), 128 and 256 (seq 128), 4 layers, 4 heads,
+#    batch 8: wall-clock time a step.
 # usage: examples/bench-dp.sh [overlap|single|all] [ROUNDS]   (all, 3)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -70,37 +71,39 @@ overlap() {
 	netns_teardown
 }
 
-# CPU seconds (user + system, every thread) of a command.
-cpu() {
-	/usr/bin/time -f '%U %S' -o "$work/cpu" "$@" >/dev/null
-	awk '{ print $1 + $2 }' "$work/cpu"
-}
-
-# Seconds a step: on a busy machine wall time mostly measures the wait for
-# a core, so the figure is CPU time: for collx-dp the difference between a
-# run of 12 steps and one of 2 (start-up, loading and the first step cancel
-# out); for PyTorch, whose import alone costs seconds of CPU, the median of
-# its steps' process CPU time (the first step left out).
+# One rank against PyTorch: wall-clock seconds a step, both measured the
+# same way (batch, forward, backward and the AdamW update; the first,
+# warm-up step left out): collx-dp's loss CSV, torch_gpt.py's own clock.
+# One thread each: collx-dp --threads 1, and for PyTorch set_num_threads(1)
+# plus OPENBLAS_NUM_THREADS=1, since torch's BLAS (OpenBLAS) otherwise
+# starts a thread per core of its own. Both link the same OpenBLAS, so any
+# OPENBLAS_CORETYPE in the environment applies to both alike. Rounds are
+# interleaved (collx, torch, collx, ...) so that load from others on the
+# machine falls on both; the figure is the median over rounds of each
+# run's median step.
 single() {
-	local d r t c
-	echo "single rank: gpt, 4 layers, 4 heads, seq 128, batch 8, adamw, one thread;" \
-	    "CPU seconds a step, median of $rounds interleaved rounds"
-	for d in 64 128 256; do
-		collx-dp --init gpt --dims "256,$d,4,4,128" --seed 1 -o "g$d.safetensors"
+	local spec d s k r c t
+	echo "single rank: gpt, 4 layers, 4 heads, batch 8, adamw, one thread;" \
+	    "wall seconds a step, median of $rounds interleaved rounds"
+	# D_MODEL:SEQ:STEPS, each run a second or two
+	for spec in 64:64:40 128:128:16 256:128:8; do
+		IFS=: read -r d s k <<<"$spec"
+		collx-dp --init gpt --dims "256,$d,4,4,$s" --seed 1 \
+		    -o "g$d.safetensors"
 		for r in $(seq "$rounds"); do
-			for k in 2 12; do
-				cpu collx-dp -m "g$d.safetensors" --data "$TEXT" \
-				    --batch 8 --steps $k --optimizer adamw -q >"cc$k"
-			done
-			echo "$(cat cc12) $(cat cc2)" | awk '{ print ($1 - $2) / 10 }' >>"c$d"
-			"$PY" "$here/peers/torch_gpt.py" "$TEXT" "$d" 4 4 128 8 7 |
-			    sed -n 's/.*cpu \([0-9.]*\) s.*/\1/p' >>"t$d"
+			collx-dp -m "g$d.safetensors" --data "$TEXT" --batch 8 \
+			    --steps "$k" --optimizer adamw --threads 1 -q \
+			    --loss-csv "l$d.csv"
+			csv_step "l$d.csv" >>"c$d"
+			OPENBLAS_NUM_THREADS=1 "$PY" "$here/peers/torch_gpt.py" \
+			    "$TEXT" "$d" 4 4 "$s" 8 "$k" |
+			    sed -n 's/.*median step \([0-9.]*\) s.*/\1/p' >>"t$d"
 		done
 		c=$(median <"c$d")
 		t=$(median <"t$d")
-		awk -v d="$d" -v c="$c" -v t="$t" 'BEGIN {
-		    printf "  d_model %3d: collx-dp %7.0f tokens/s, torch %7.0f tokens/s, ratio %.2fx\n",
-		    d, 1024 / c, 1024 / t, t / c }'
+		awk -v d="$d" -v s="$s" -v c="$c" -v t="$t" 'BEGIN {
+		    printf "  d_model %3d seq %3d: collx-dp %7.0f tokens/s, torch %7.0f tokens/s, ratio %.2fx\n",
+		    d, s, 8 * s / c, 8 * s / t, t / c }'
 	done
 }
 

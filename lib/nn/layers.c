@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "nn/vec_int.h"
 
 void
 nn_set_threads(int n)
@@ -11,23 +12,10 @@ nn_set_threads(int n)
 	openblas_set_num_threads(n < 1 ? 1 : n);
 }
 
-static inline void
-add_span(float *restrict dst, const float *restrict src, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		dst[i] += src[i];
-}
-
-/* Fixed-length spans: gcc -O2 vectorizes only loops without a scalar
- * remainder, so the remainder gets its own call (see NN_SPAN below). */
-void
+NN_CLONES void
 nn_add(float *dst, const float *src, size_t count)
 {
-	size_t i = 0;
-
-	for (; i + 8 <= count; i += 8)
-		add_span(dst + i, src + i, 8);
-	add_span(dst + i, src + i, count - i);
+	vec_add(dst, src, count);
 }
 
 void
@@ -76,16 +64,19 @@ nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
  * reduction x = n ln 2 + r with n rounded by the 1.5*2^23 trick, a degree-7
  * Taylor polynomial for e^r, and 2^n from exponent bits. Branch-free, so
  * the elementwise loops vectorize; libm's expf and erff are a call per
- * element and dominated the small models' profiles.
+ * element and dominated the small models' profiles. Only the clones
+ * (NN_CLONES) call it: fmaf is a libm call elsewhere.
  */
-static inline float
+NN_INLINE float
 fast_exp(float x)
 {
 	float fn = x * 1.44269504088896341f + 12582912.0f - 12582912.0f;
 	int32_t n = (int32_t)fn;
-	float r = x - fn * 0.693145751953125f - fn * 1.42860682030941723e-6f;
-	float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
-	    r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+	float r = fmaf(fn, -1.42860682030941723e-6f,
+	    fmaf(fn, -0.693145751953125f, x));
+	float p = fmaf(r, fmaf(r, fmaf(r, fmaf(r, fmaf(r, fmaf(r, fmaf(r,
+	    1.0f / 5040, 1.0f / 720), 1.0f / 120), 1.0f / 24), 1.0f / 6), 0.5f),
+	    1.0f), 1.0f);
 	/* the exponent field, zero (flush) when 2^n is below the normals */
 	int32_t bits = (int32_t)((uint32_t)(n + 127) << 23) & ~((n + 126) >> 31);
 	float scale;
@@ -95,7 +86,7 @@ fast_exp(float x)
 }
 
 /* a < 0 ? neg : pos, by the sign bit rather than a branch. */
-static inline float
+NN_INLINE float
 select_sign(float a, float neg, float pos)
 {
 	int32_t ab, nb, pb;
@@ -114,37 +105,21 @@ select_sign(float a, float neg, float pos)
  * erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2) (Numerical Recipes'
  * erfcc, relative error below 1.2e-7 for every z >= 0), so the negative
  * tail keeps its relative accuracy. */
-static inline float
+NN_INLINE float
 normal_cdf(float x)
 {
 	float z = fabsf(x) * NN_INV_SQRT2;
-	float t = 1.0f / (1.0f + 0.5f * z);
-	float p = -1.26551223f + t * (1.00002368f + t * (0.37409196f +
-	    t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f +
-	    t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f +
-	    t * 0.17087277f))))))));
-	float half_erfc = 0.5f * t * fast_exp(p - z * z);
+	float t = 1.0f / fmaf(0.5f, z, 1.0f);
+	float p = fmaf(t, fmaf(t, fmaf(t, fmaf(t, fmaf(t, fmaf(t, fmaf(t,
+	    fmaf(t, fmaf(t, 0.17087277f, -0.82215223f), 1.48851587f),
+	    -1.13520398f), 0.27886807f), -0.18628806f), 0.09678418f),
+	    0.37409196f), 1.00002368f), -1.26551223f);
+	float half_erfc = 0.5f * t * fast_exp(fmaf(-z, z, p));
 
 	return select_sign(x, half_erfc, 1.0f - half_erfc);
 }
 
-/*
- * The elementwise loops run over spans: called with a constant length of
- * NN_SPAN the span's loop is inlined with a fixed trip count, which gcc -O2
- * (very cheap cost model) vectorizes; a final call covers the remainder.
- */
-#define NN_SPAN 8
-
-/* GELU is the costliest elementwise pass: gcc also builds an AVX2 copy,
- * picked at load time (same operations, so the same bits). clang 14's
- * target_clones drops the plain symbol, so it is left to gcc. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define NN_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define NN_CLONES
-#endif
-
-static inline void
+NN_INLINE void
 gelu_span(float *restrict out, const float *restrict inp, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -156,13 +131,13 @@ nn_gelu_forward(float *out, const float *inp, size_t count)
 {
 	size_t i = 0;
 
-	for (; i + NN_SPAN <= count; i += NN_SPAN)
-		gelu_span(out + i, inp + i, NN_SPAN);
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		gelu_span(out + i, inp + i, NN_LANES);
 	gelu_span(out + i, inp + i, count - i);
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x). */
-static inline void
+NN_INLINE void
 dgelu_span(float *restrict dinp, const float *restrict inp,
     const float *restrict dout, size_t n)
 {
@@ -179,8 +154,8 @@ nn_gelu_backward(float *dinp, const float *inp, const float *dout,
 {
 	size_t i = 0;
 
-	for (; i + NN_SPAN <= count; i += NN_SPAN)
-		dgelu_span(dinp + i, inp + i, dout + i, NN_SPAN);
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		dgelu_span(dinp + i, inp + i, dout + i, NN_LANES);
 	dgelu_span(dinp + i, inp + i, dout + i, count - i);
 }
 
@@ -236,95 +211,145 @@ nn_act_name(enum nn_act act)
 	return act == NN_ACT_RELU ? "relu" : "gelu";
 }
 
-/* a[i] = e^(a[i] - shift) */
-static inline void
-exp_span(float *restrict a, float shift, size_t n)
+/* a[i] = e^(a[i] - shift), summed in lanes. */
+NN_INLINE void
+exp_span(float *restrict acc, float *restrict a, float shift, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		a[i] = fast_exp(a[i] - shift);
+		acc[i] += a[i];
+	}
 }
 
-static void
-exp_shifted(float *a, float shift, size_t count)
+NN_INLINE float
+exp_shifted_sum(float *a, float shift, size_t count)
 {
+	float acc[NN_LANES] = { 0 };
 	size_t i = 0;
 
-	for (; i + NN_SPAN <= count; i += NN_SPAN)
-		exp_span(a + i, shift, NN_SPAN);
-	exp_span(a + i, shift, count - i);
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		exp_span(acc, a + i, shift, NN_LANES);
+	exp_span(acc, a + i, shift, count - i);
+	return lanes_total(acc);
 }
 
-void
+/* LayerNorm's absent weight and bias, a span at a time. */
+static const float ln_ones[NN_LANES] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1 };
+static const float ln_zeros[NN_LANES];
+
+/* y = (x - m) * s * w + b */
+NN_INLINE void
+ln_span(float *restrict y, const float *restrict x, float m, float s,
+    const float *restrict w, const float *restrict b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = (x[i] - m) * s * w[i] + b[i];
+}
+
+NN_CLONES void
 nn_layernorm_forward(float *out, float *mean, float *rstd,
     const float *inp, const float *w, const float *b, int n, int c)
 {
 	for (int r = 0; r < n; r++) {
 		const float *x = inp + (size_t)r * c;
 		float *y = out + (size_t)r * c;
-		float m = 0.0f, v = 0.0f;
-		for (int i = 0; i < c; i++)
-			m += x[i];
-		m /= c;
-		for (int i = 0; i < c; i++)
-			v += (x[i] - m) * (x[i] - m);
-		v /= c;
+		float m = vec_reduce(VEC_SUM, x, NULL, 0.0f, (size_t)c) / c;
+		float v = vec_reduce(VEC_SQDEV, x, NULL, m, (size_t)c) / c;
 		float s = 1.0f / sqrtf(v + NN_LN_EPS);
-		for (int i = 0; i < c; i++) {
-			float t = (x[i] - m) * s;
-			y[i] = t * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
-		}
+		int i;
+		for (i = 0; i + NN_LANES <= c; i += NN_LANES)
+			ln_span(y + i, x + i, m, s, w ? w + i : ln_ones,
+			    b ? b + i : ln_zeros, NN_LANES);
+		ln_span(y + i, x + i, m, s, w ? w + i : ln_ones,
+		    b ? b + i : ln_zeros, (size_t)(c - i));
 		mean[r] = m;
 		rstd[r] = s;
 	}
 }
 
+/* The sums of g = w * dy and of g * (x - m). */
+NN_INLINE void
+ln_sums_span(float *restrict g, float *restrict gx, const float *restrict w,
+    const float *restrict dy, const float *restrict x, float m, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		g[i] += w[i] * dy[i];
+		gx[i] += w[i] * dy[i] * (x[i] - m);
+	}
+}
+
+/* dx += s * (w * dy - gm - (x - m) * s * gxm) */
+NN_INLINE void
+ln_dx_span(float *restrict dx, const float *restrict w,
+    const float *restrict dy, const float *restrict x, float m, float s,
+    float gm, float gxm, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dx[i] += s * (w[i] * dy[i] - gm - (x[i] - m) * s * gxm);
+}
+
+/* dw += (x - m) * s * dy */
+NN_INLINE void
+ln_dw_span(float *restrict dw, const float *restrict dy,
+    const float *restrict x, float m, float s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dw[i] += (x[i] - m) * s * dy[i];
+}
+
+/* One row of the backward pass, spans of at most NN_LANES at i. */
+NN_INLINE void
+ln_row_backward(float *dx, float *dw, float *db, const float *dy,
+    const float *x, const float *w, float m, float s, int c)
+{
+	float g[NN_LANES] = { 0 }, gx[NN_LANES] = { 0 };
+	int i = 0;
+
+	for (; i + NN_LANES <= c; i += NN_LANES)
+		ln_sums_span(g, gx, w ? w + i : ln_ones, dy + i, x + i, m,
+		    NN_LANES);
+	ln_sums_span(g, gx, w ? w + i : ln_ones, dy + i, x + i, m,
+	    (size_t)(c - i));
+	float gm = lanes_total(g) / c, gxm = lanes_total(gx) * s / c;
+	if (db)
+		vec_add(db, dy, (size_t)c);
+	if (dw) {
+		for (i = 0; i + NN_LANES <= c; i += NN_LANES)
+			ln_dw_span(dw + i, dy + i, x + i, m, s, NN_LANES);
+		ln_dw_span(dw + i, dy + i, x + i, m, s, (size_t)(c - i));
+	}
+	if (!dx)
+		return;
+	for (i = 0; i + NN_LANES <= c; i += NN_LANES)
+		ln_dx_span(dx + i, w ? w + i : ln_ones, dy + i, x + i, m, s, gm,
+		    gxm, NN_LANES);
+	ln_dx_span(dx + i, w ? w + i : ln_ones, dy + i, x + i, m, s, gm, gxm,
+	    (size_t)(c - i));
+}
+
 /* With xhat = (x - mean) * rstd and g = w * dout:
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
-void
+NN_CLONES void
 nn_layernorm_backward(float *dinp, float *dw, float *db,
     const float *dout, const float *inp, const float *w, const float *mean,
     const float *rstd, int n, int c)
 {
-	for (int r = 0; r < n; r++) {
-		const float *x = inp + (size_t)r * c, *dy = dout + (size_t)r * c;
-		float m = mean[r], s = rstd[r], gm = 0.0f, gxm = 0.0f;
-		for (int i = 0; i < c; i++) {
-			float g = (w ? w[i] : 1.0f) * dy[i];
-			gm += g;
-			gxm += g * (x[i] - m) * s;
-		}
-		gm /= c;
-		gxm /= c;
-		for (int i = 0; i < c; i++) {
-			float xh = (x[i] - m) * s;
-			float g = (w ? w[i] : 1.0f) * dy[i];
-			if (db)
-				db[i] += dy[i];
-			if (dw)
-				dw[i] += xh * dy[i];
-			if (dinp)
-				dinp[(size_t)r * c + i] += s * (g - gm - xh * gxm);
-		}
-	}
+	for (int r = 0; r < n; r++)
+		ln_row_backward(dinp ? dinp + (size_t)r * c : NULL, dw, db,
+		    dout + (size_t)r * c, inp + (size_t)r * c, w, mean[r],
+		    rstd[r], c);
 }
 
 /* Row-wise softmax in place over the first len entries of a row of s;
  * the masked tail (causal) is set to zero. */
-static void
+NN_INLINE void
 softmax_row(float *a, int len, int s)
 {
-	float mx = a[0], sum = 0.0f;
-	for (int j = 1; j < len; j++)
-		if (a[j] > mx)
-			mx = a[j];
-	exp_shifted(a, mx, (size_t)len);
-	for (int j = 0; j < len; j++)
-		sum += a[j];
-	float inv = 1.0f / sum;
-	for (int j = 0; j < len; j++)
-		a[j] *= inv;
-	for (int j = len; j < s; j++)
-		a[j] = 0.0f;
+	float sum = exp_shifted_sum(a, vec_max(a, (size_t)len), (size_t)len);
+
+	vec_scale(a, 1.0f / sum, (size_t)len);
+	memset(a + len, 0, (size_t)(s - len) * sizeof(float));
 }
 
 /* Causal attention in blocks of rows: rows i0..i1-1 attend to columns
@@ -333,7 +358,7 @@ softmax_row(float *a, int len, int s)
  * throwing it away. Bigger blocks mean fewer, larger BLAS calls. */
 #define NN_ATT_ROWS 32
 
-void
+NN_CLONES void
 nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal)
 {
@@ -364,23 +389,31 @@ nn_attention_forward(float *out, float *att, const float *q,
 
 /* ds = a * (da - rowsum(a * da)), in place over rows of len entries
  * of da (stride s); masked entries have a == 0 and come out 0. */
-static void
+NN_INLINE void
+dsoftmax_span(float *restrict d, const float *restrict p, float dot,
+    size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		d[j] = p[j] * (d[j] - dot);
+}
+
+NN_INLINE void
 softmax_backward_rows(float *da, const float *a, int rows, int len, int s)
 {
 	for (int i = 0; i < rows; i++) {
 		float *d = da + (size_t)i * s;
 		const float *p = a + (size_t)i * s;
-		float dot = 0.0f;
-		for (int j = 0; j < len; j++)
-			dot += p[j] * d[j];
-		for (int j = 0; j < len; j++)
-			d[j] = p[j] * (d[j] - dot);
+		float dot = vec_reduce(VEC_DOT, p, d, 0.0f, (size_t)len);
+		int j = 0;
+		for (; j + NN_LANES <= len; j += NN_LANES)
+			dsoftmax_span(d + j, p + j, dot, NN_LANES);
+		dsoftmax_span(d + j, p + j, dot, (size_t)(len - j));
 	}
 }
 
 /* Causal: in blocks of rows as the forward pass, the saved probabilities
  * being zero beyond column i1-1 of every row of a block. */
-void
+NN_CLONES void
 nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal)
@@ -452,7 +485,7 @@ nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
 		}
 }
 
-double
+NN_CLONES double
 nn_xent_forward(float *probs, const float *logits, const int32_t *target,
     int n, int v)
 {
@@ -461,32 +494,23 @@ nn_xent_forward(float *probs, const float *logits, const int32_t *target,
 	for (int r = 0; r < n; r++) {
 		const float *l = logits + (size_t)r * v;
 		float *p = probs + (size_t)r * v;
-		float mx = l[0], lt = l[target[r]], sum = 0.0f;
-		for (int j = 1; j < v; j++)
-			if (l[j] > mx)
-				mx = l[j];
+		float mx = vec_max(l, (size_t)v), lt = l[target[r]];
 		if (p != l)
 			memcpy(p, l, (size_t)v * sizeof(float));
-		exp_shifted(p, mx, (size_t)v);
-		for (int j = 0; j < v; j++)
-			sum += p[j];
-		float inv = 1.0f / sum;
-		for (int j = 0; j < v; j++)
-			p[j] *= inv;
+		float sum = exp_shifted_sum(p, mx, (size_t)v);
+		vec_scale(p, 1.0f / sum, (size_t)v);
 		loss += log((double)sum) - ((double)lt - mx);
 	}
 	return loss;
 }
 
-void
+NN_CLONES void
 nn_xent_backward(float *dlogits, const float *probs, const int32_t *target,
     float scale, int n, int v)
 {
 	for (int r = 0; r < n; r++) {
 		float *d = dlogits + (size_t)r * v;
-		const float *p = probs + (size_t)r * v;
-		for (int j = 0; j < v; j++)
-			d[j] += scale * p[j];
+		vec_axpy(d, scale, probs + (size_t)r * v, (size_t)v);
 		d[target[r]] -= scale;
 	}
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "nn/vec_int.h"
 
 void
 nn_optim_defaults(struct nn_optim_cfg *c, enum nn_optim_kind kind)
@@ -84,27 +85,47 @@ sgd_step(struct nn_optim *o, float *p, const float *grads, float scale)
 	}
 }
 
-/* torch.optim.AdamW, single-tensor path: the bias corrections are
- * computed in double as Python does, the elementwise math in f32. */
-static void
+/* AdamW's constants for one step. */
+struct adamw_k {
+	float decay, b1, b2, a1, a2, step_size, bc2_sqrt, eps, scale;
+};
+
+NN_INLINE void
+adamw_span(float *restrict p, float *restrict m, float *restrict v,
+    const float *restrict grads, const struct adamw_k *k, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float g = grads[i] * k->scale;
+		p[i] *= k->decay;
+		m[i] = m[i] * k->b1 + k->a1 * g;
+		v[i] = v[i] * k->b2 + k->a2 * g * g;
+		float denom = vec_sqrt(v[i]) / k->bc2_sqrt + k->eps;
+		p[i] -= k->step_size * (m[i] / denom);
+	}
+}
+
+/*
+ * torch.optim.AdamW, single-tensor path: the bias corrections are
+ * computed in double as Python does, the elementwise math in f32, in one
+ * pass over p, m, v and the gradients.
+ */
+NN_CLONES static void
 adamw_step(struct nn_optim *o, float *p, const float *grads, float scale)
 {
 	const struct nn_optim_cfg *c = &o->cfg;
-	float decay = (float)(1.0 - c->lr * c->weight_decay);
-	float b1 = (float)c->beta1, b2 = (float)c->beta2;
-	float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
-	float step_size = (float)(c->lr / (1.0 - pow(c->beta1, (double)o->t)));
-	float bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)o->t));
-	float eps = (float)c->eps;
+	struct adamw_k k = {
+		.decay = (float)(1.0 - c->lr * c->weight_decay),
+		.b1 = (float)c->beta1, .b2 = (float)c->beta2,
+		.a1 = (float)(1.0 - c->beta1), .a2 = (float)(1.0 - c->beta2),
+		.step_size = (float)(c->lr / (1.0 - pow(c->beta1, (double)o->t))),
+		.bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, (double)o->t)),
+		.eps = (float)c->eps, .scale = scale,
+	};
+	size_t i = 0;
 
-	for (size_t i = 0; i < o->count; i++) {
-		float g = grads[i] * scale;
-		p[i] *= decay;
-		o->m[i] = o->m[i] * b1 + a1 * g;
-		o->v[i] = o->v[i] * b2 + a2 * g * g;
-		float denom = sqrtf(o->v[i]) / bc2_sqrt + eps;
-		p[i] -= step_size * (o->m[i] / denom);
-	}
+	for (; i + NN_LANES <= o->count; i += NN_LANES)
+		adamw_span(p + i, o->m + i, o->v + i, grads + i, &k, NN_LANES);
+	adamw_span(p + i, o->m + i, o->v + i, grads + i, &k, o->count - i);
 }
 
 void
