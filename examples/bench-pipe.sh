@@ -61,7 +61,8 @@ against_peer() {
 				read -r t _ < <(pipe "$w" 8 "$s")
 				echo "$r,$w,collx-pipe $s,$t" >>"$out/pipe-peer.csv"
 			done
-			t=$(/usr/bin/python3 "$here/peers/torch_pipe.py" mlp8.safetensors X.npy \
+			# one thread per rank for torch's OpenBLAS too, as collx-pipe has
+			t=$(OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/peers/torch_pipe.py" mlp8.safetensors X.npy \
 				Y.npy "$w" 8 "$steps" 0.01 | sed -n 's/.*median_step_s=\([0-9.e-]*\).*/\1/p')
 			echo "$r,$w,torch gloo gpipe,$t" >>"$out/pipe-peer.csv"
 		done

@@ -72,7 +72,8 @@ for ((round = 1; round <= rounds; round++)); do
 	for w in $worlds; do
 		if [ "$w" -eq 1 ]; then modes=serial; else modes="tp ulysses"; fi
 		for m in $modes; do collx "$m" "$w" "$round"; done
-		"$py" "$here/peers/torch_tp.py" "$w" "$iters" "$warm" \
+		# one thread per rank for torch's OpenBLAS too, as collx-tp has
+		OPENBLAS_NUM_THREADS=1 "$py" "$here/peers/torch_tp.py" "$w" "$iters" "$warm" \
 		    "$D" "$H" "$S" "$B" "$FF" 2>/dev/null |
 		    awk -F, -v r="$round" '{ print $0 "," r }' |
 		    awk -F, '{ printf "%s,%s,%s,%s,%s,,\n", $1, $2, $3, $5, $4 }' \
