@@ -100,17 +100,42 @@ man_text() {
 	[ -z "$bad" ]
 }
 
-@test "collx(7) is lint-clean and names every program" {
+# The programs the tree has: one bin/collx-*.c each.
+tree_programs() {
+	local c
+	for c in "$COLLX_ROOT"/bin/collx-*.c; do
+		basename "$c" .c
+	done
+}
+
+@test "collx(7) is lint-clean and lists every program, and only those" {
 	page=$COLLX_ROOT/man/man7/collx.7
 	run mandoc -Tlint -W warning "$page"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	listed=$(sed -n 's/^\.It Xr \(collx-[a-z-]*\) 1$/\1/p' "$page" | sort)
+	diff <(tree_programs | sort) - <<<"$listed"
 	text=$(man_text "$page")
-	for p in "${PROGS[@]}" collx-run collx-tensor collx-allreduce collx-broadcast \
-	    collx-allgather collx-reduce-scatter collx-alltoall collx-dp collx-ps \
-	    collx-tp collx-pipe collx-bench collx-plot; do
+	for p in "${PROGS[@]}"; do
 		grep -q "$p(1)" <<<"$text" || { echo "missing $p"; return 1; }
 	done
+}
+
+# Every cross-reference to a collx page (.Xr collx-NAME 1, .Xr collx 7)
+# names a page of man/, and a section-1 one a program of bin/.
+@test "every Xr to a collx page names a page and program that exist" {
+	bad=
+	progs=$(tree_programs)
+	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/collx.7; do
+		while read -r name sec; do
+			[ -f "$COLLX_ROOT/man/man$sec/$name.$sec" ] ||
+			    bad="$bad ${page##*/}:$name($sec)(no page)"
+			[ "$sec" != 1 ] || grep -qx "$name" <<<"$progs" ||
+			    bad="$bad ${page##*/}:$name($sec)(no program)"
+		done < <(grep -oE 'Xr collx(-[a-z-]+)? [0-9]' "$page" | cut -c4-)
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
 }
 
 @test "collx(7) lists the timing columns and launcher variables" {
