@@ -39,3 +39,20 @@ cli_fnv1a(uint64_t h, const void *p, size_t n)
 	}
 	return h;
 }
+
+uint64_t
+cli_le_get(const unsigned char *b, int n)
+{
+	uint64_t v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | b[n];
+	return v;
+}
+
+void
+cli_le_put(unsigned char *b, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		b[i] = (unsigned char)(v >> (8 * i));
+}

@@ -610,11 +610,9 @@ tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
 
 	memset(out, 0, sizeof *out);
 	out->format = TENSOR_SAFETENSORS;
-	for (i = 0; i < 8 && i < len; i++)
-		hlen |= (uint64_t)buf[i] << (8 * i);
 	if (len < 8)
 		snprintf(err, errlen, "truncated safetensors header");
-	else if (hlen > ST_MAX_HEADER)
+	else if ((hlen = cli_le_get(buf, 8)) > ST_MAX_HEADER)
 		snprintf(err, errlen, "header length %llu exceeds the %u-byte limit",
 		    (unsigned long long)hlen, ST_MAX_HEADER);
 	else if (hlen > len - 8)
@@ -789,8 +787,7 @@ tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (i = 0; i < 8; i++)
-		out[i] = (unsigned char)((uint64_t)b.n >> (8 * i));
+	cli_le_put(out, b.n, 8);
 	memcpy(out + 8, b.p, b.n);
 	p = out + 8 + b.n;
 	for (i = 0; i < s->count; i++) {
