@@ -1,6 +1,7 @@
 /* util: error text, clock and hash shared by every layer. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli/util.h"
@@ -55,4 +56,13 @@ cli_le_put(unsigned char *b, uint64_t v, int n)
 {
 	for (int i = 0; i < n; i++)
 		b[i] = (unsigned char)(v >> (8 * i));
+}
+
+int
+cli_name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (names[i] != NULL && strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/util.h"
 #include "tensor/format.h"
 
 #define ST_MAX_HEADER 100000000u	/* the reference reader's cap */
@@ -303,14 +304,9 @@ jp_skip(struct jp *p)
 static int
 st_dtype(const char *s, enum dtype *dt)
 {
-	int i;
+	int i = cli_name_index(st_names, DT_COUNT, s);
 
-	for (i = 0; i < DT_COUNT; i++)
-		if (strcmp(s, st_names[i]) == 0) {
-			*dt = i;
-			return 0;
-		}
-	return -1;
+	return i < 0 ? -1 : (*dt = (enum dtype)i, 0);
 }
 
 /* "[a, b, ...]" of non-negative integers, at most max of them. */

@@ -363,6 +363,18 @@ test_le(void)
 }
 
 static void
+test_names(void)
+{
+	static const char *const names[] = { "a", NULL, "bc", "a" };
+
+	UNIT_OK(cli_name_index(names, 4, "bc") == 2 &&
+	    cli_name_index(names, 4, "a") == 0 &&
+	    cli_name_index(names, 2, "bc") == -1 &&
+	    cli_name_index(names, 4, "") == -1 && cli_name_index(names, 4, "b") == -1,
+	    "name lookup: first match, NULL skipped, only the first n, whole names");
+}
+
+static void
 test_busbw(void)
 {
 	UNIT_CLOSE(cli_busbw_factor("allreduce", 4), 1.5, 1e-12, 0, "allreduce 2(n-1)/n");
@@ -634,6 +646,7 @@ main(int argc, char **argv)
 	test_numbers();
 	test_subst();
 	test_le();
+	test_names();
 	test_busbw();
 	test_timing();
 	test_timing_pipe();
