@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "tensor/flat.h"
 #include "tensor/tensor.h"
 
 static const char usage_text[] =
@@ -583,7 +584,7 @@ static const char split_help[] =
 static int
 norm_dim(int dim, const struct tensor *t, const char *what)
 {
-	int d = dim < 0 ? dim + t->ndim : dim;
+	int d = tensor_dim_norm(dim, t->ndim);
 
 	if (d < 0 || d >= t->ndim)
 		cli_die(CLI_EXIT_DATA, "%s: dimension %d out of range for %s%s%s with %d "

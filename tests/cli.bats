@@ -100,17 +100,42 @@ man_text() {
 	[ -z "$bad" ]
 }
 
-@test "collx(7) is lint-clean and names every program" {
+# The programs the tree has: one bin/collx-*.c each.
+tree_programs() {
+	local c
+	for c in "$COLLX_ROOT"/bin/collx-*.c; do
+		basename "$c" .c
+	done
+}
+
+@test "collx(7) is lint-clean and lists every program, and only those" {
 	page=$COLLX_ROOT/man/man7/collx.7
 	run mandoc -Tlint -W warning "$page"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	listed=$(sed -n 's/^\.It Xr \(collx-[a-z-]*\) 1$/\1/p' "$page" | sort)
+	diff <(tree_programs | sort) - <<<"$listed"
 	text=$(man_text "$page")
-	for p in "${PROGS[@]}" collx-run collx-tensor collx-allreduce collx-broadcast \
-	    collx-allgather collx-reduce-scatter collx-alltoall collx-dp collx-ps \
-	    collx-tp collx-pipe collx-bench collx-plot; do
+	for p in "${PROGS[@]}"; do
 		grep -q "$p(1)" <<<"$text" || { echo "missing $p"; return 1; }
 	done
+}
+
+# Every cross-reference to a collx page (.Xr collx-NAME 1, .Xr collx 7)
+# names a page of man/, and a section-1 one a program of bin/.
+@test "every Xr to a collx page names a page and program that exist" {
+	bad=
+	progs=$(tree_programs)
+	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/collx.7; do
+		while read -r name sec; do
+			[ -f "$COLLX_ROOT/man/man$sec/$name.$sec" ] ||
+			    bad="$bad ${page##*/}:$name($sec)(no page)"
+			[ "$sec" != 1 ] || grep -qx "$name" <<<"$progs" ||
+			    bad="$bad ${page##*/}:$name($sec)(no program)"
+		done < <(grep -oE 'Xr collx(-[a-z-]+)? [0-9]' "$page" | cut -c4-)
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
 }
 
 @test "collx(7) lists the timing columns and launcher variables" {
@@ -139,27 +164,41 @@ mismatched_world() {
 	wait "$pid0" || rc0=$?
 }
 
+# mismatched_world PROGRAM ARGS..., adding PROGRAM to $bad unless rank 1
+# exits 3 with one line and rank 0 exits 1.
+expect_refused() {
+	mismatched_world "$@"
+	[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] &&
+	    [ "$(wc -l <"$T/r1.err")" -eq 1 ] ||
+	    bad="$bad $1($rc0,$rc1: $(cat "$T/r1.err"))"
+}
+
 # Joining is one function for every rank program: a rank the group refuses
 # (here, another world size) exits 3 with one line, the one it did not
-# reach gives up at its timeout with exit 1.
+# reach gives up at its timeout with exit 1. The models divide among 2 and
+# 3 ranks (6 output features, 3 layers), so only the join refuses.
 @test "a refused rank exits 3 from every rank program" {
 	collx-tensor create --shape 4 --fill 1 -o "$T/x.npy"
 	collx-dp --init mlp --dims 2,4,1 --seed 1 -o "$T/m.safetensors"
+	collx-dp --init mlp --dims 2,4,1,3 --seed 1 -o "$T/m3.safetensors"
 	collx-tensor create --shape 8,2 --fill randn --seed 2 -o "$T/X.npy"
 	collx-tensor create --shape 8,1 --fill randn --seed 3 -o "$T/Y.npy"
+	collx-tensor create --shape 6,2 --fill randn --seed 4 -o "$T/w.npy"
+	collx-tensor create --shape 6 --fill randn --seed 5 -o "$T/b.npy"
+	collx-tensor pack -o "$T/w.safetensors" weight="$T/w.npy" bias="$T/b.npy"
 	bad=
 	for p in collx-allreduce collx-broadcast collx-allgather \
 	    collx-reduce-scatter collx-alltoall; do
-		mismatched_world "$p" -i "$T/x.npy"
-		[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] &&
-		    [ "$(wc -l <"$T/r1.err")" -eq 1 ] ||
-		    bad="$bad $p($rc0,$rc1: $(cat "$T/r1.err"))"
+		expect_refused "$p" -i "$T/x.npy"
 	done
-	mismatched_world collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
+	expect_refused collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
 	    --targets "$T/Y.npy" --batch 8 --steps 1 -q
-	[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] || bad="$bad collx-dp($rc0,$rc1: $(cat "$T/r1.err"))"
-	mismatched_world collx-ps serve -m "$T/m.safetensors" --workers 1 -q
-	[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] || bad="$bad collx-ps($rc0,$rc1: $(cat "$T/r1.err"))"
+	expect_refused collx-ps serve -m "$T/m.safetensors" --workers 1 -q
+	expect_refused collx-tp --layer column -m "$T/w.safetensors" \
+	    -i "$T/X.npy" -q
+	expect_refused collx-pipe -m "$T/m3.safetensors" -i "$T/X.npy" \
+	    -t "$T/Y.npy" --microbatches 2 -q
+	expect_refused collx-bench coll -b 1K -e 1K -n 1 -w 0
 	echo "failing:$bad"
 	[ -z "$bad" ]
 }

@@ -1,6 +1,7 @@
 /* util: error text, clock and hash shared by every layer. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli/util.h"
@@ -38,4 +39,30 @@ cli_fnv1a(uint64_t h, const void *p, size_t n)
 		h *= 0x100000001b3ULL;
 	}
 	return h;
+}
+
+uint64_t
+cli_le_get(const unsigned char *b, int n)
+{
+	uint64_t v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | b[n];
+	return v;
+}
+
+void
+cli_le_put(unsigned char *b, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		b[i] = (unsigned char)(v >> (8 * i));
+}
+
+int
+cli_name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (names[i] != NULL && strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
 }

@@ -22,4 +22,13 @@ double cli_now(void);
 #define CLI_FNV1A_INIT 0xcbf29ce484222325ULL
 uint64_t cli_fnv1a(uint64_t h, const void *p, size_t n);
 
+/* The index of s among names[0..n) (NULL entries never match), or -1:
+ * the one lookup behind every NAME_parse of an enum's names. */
+int cli_name_index(const char *const *names, int n, const char *s);
+
+/* Little-endian unsigned integers of n bytes (1 to 8), as the file
+ * formats and the parameter server's messages store them. */
+uint64_t cli_le_get(const unsigned char *b, int n);
+void cli_le_put(unsigned char *b, uint64_t v, int n);
+
 #endif

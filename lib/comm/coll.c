@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/util.h"
 #include "comm/coll_int.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -62,12 +63,9 @@ static const unsigned kind_algos[] = {
 int
 coll_op_parse(const char *s, enum coll_op *out)
 {
-	for (int i = 0; i <= COLL_AVG; i++)
-		if (strcmp(s, op_names[i]) == 0) {
-			*out = (enum coll_op)i;
-			return 0;
-		}
-	return -1;
+	int i = cli_name_index(op_names, COLL_AVG + 1, s);
+
+	return i < 0 ? -1 : (*out = (enum coll_op)i, 0);
 }
 
 const char *
@@ -79,12 +77,9 @@ coll_op_name(enum coll_op op)
 int
 coll_algo_parse(const char *s, enum coll_algo *out)
 {
-	for (int i = 0; i < COLL_ALGO_COUNT; i++)
-		if (strcmp(s, algo_names[i]) == 0) {
-			*out = (enum coll_algo)i;
-			return 0;
-		}
-	return -1;
+	int i = cli_name_index(algo_names, COLL_ALGO_COUNT, s);
+
+	return i < 0 ? -1 : (*out = (enum coll_algo)i, 0);
 }
 
 const char *

@@ -13,27 +13,27 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/util.h"
 #include "comm/auth.h"
 #include "comm/ps_int.h"
 #include "comm/sock.h"
 #include "tensor/dtype.h"
 
+static const char *const mode_names[] = { [PS_SYNC] = "sync",
+	[PS_ASYNC] = "async" };
+
 int
 ps_mode_parse(const char *s, enum ps_mode *out)
 {
-	if (strcmp(s, "sync") == 0)
-		*out = PS_SYNC;
-	else if (strcmp(s, "async") == 0)
-		*out = PS_ASYNC;
-	else
-		return -1;
-	return 0;
+	int i = cli_name_index(mode_names, 2, s);
+
+	return i < 0 ? -1 : (*out = (enum ps_mode)i, 0);
 }
 
 const char *
 ps_mode_name(enum ps_mode m)
 {
-	return m == PS_SYNC ? "sync" : "async";
+	return mode_names[m];
 }
 
 void

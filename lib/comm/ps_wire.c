@@ -15,56 +15,22 @@
 
 /* ---- wire messages --------------------------------------------------- */
 
-static void
-put32(unsigned char *b, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void
-put64(unsigned char *b, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t
-get32(const unsigned char *b)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | b[i];
-	return v;
-}
-
-static uint64_t
-get64(const unsigned char *b)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | b[i];
-	return v;
-}
-
 void
 ps_msg_pack(unsigned char *b, const struct ps_msg *m)
 {
 	uint64_t w;
 
 	memcpy(&w, &m->weight, sizeof(w));
-	put32(b, PS_MAGIC);
-	put32(b + 4, m->type);
-	put32(b + 8, (uint32_t)m->index);
-	put32(b + 12, m->nserv);
-	put64(b + 16, m->round);
-	put64(b + 24, m->off);
-	put64(b + 32, m->len);
-	put64(b + 40, m->total);
-	put64(b + 48, w);
-	put64(b + 56, m->paylen);
+	cli_le_put(b, PS_MAGIC, 4);
+	cli_le_put(b + 4, m->type, 4);
+	cli_le_put(b + 8, (uint32_t)m->index, 4);
+	cli_le_put(b + 12, m->nserv, 4);
+	cli_le_put(b + 16, m->round, 8);
+	cli_le_put(b + 24, m->off, 8);
+	cli_le_put(b + 32, m->len, 8);
+	cli_le_put(b + 40, m->total, 8);
+	cli_le_put(b + 48, w, 8);
+	cli_le_put(b + 56, m->paylen, 8);
 }
 
 int
@@ -72,18 +38,18 @@ ps_msg_unpack(const unsigned char *b, struct ps_msg *m)
 {
 	uint64_t w;
 
-	if (get32(b) != PS_MAGIC)
+	if (cli_le_get(b, 4) != PS_MAGIC)
 		return -1;
-	m->type = get32(b + 4);
-	m->index = (int32_t)get32(b + 8);
-	m->nserv = get32(b + 12);
-	m->round = get64(b + 16);
-	m->off = get64(b + 24);
-	m->len = get64(b + 32);
-	m->total = get64(b + 40);
-	w = get64(b + 48);
+	m->type = cli_le_get(b + 4, 4);
+	m->index = (int32_t)cli_le_get(b + 8, 4);
+	m->nserv = cli_le_get(b + 12, 4);
+	m->round = cli_le_get(b + 16, 8);
+	m->off = cli_le_get(b + 24, 8);
+	m->len = cli_le_get(b + 32, 8);
+	m->total = cli_le_get(b + 40, 8);
+	w = cli_le_get(b + 48, 8);
 	memcpy(&m->weight, &w, sizeof(w));
-	m->paylen = get64(b + 56);
+	m->paylen = cli_le_get(b + 56, 8);
 	return 0;
 }
 

@@ -6,22 +6,21 @@
 #include "cli/util.h"
 #include "par/pipe_sched.h"
 
+static const char *const sched_names[] = { [PIPE_SCHED_GPIPE] = "gpipe",
+	[PIPE_SCHED_1F1B] = "1f1b" };
+
 int
 pipe_sched_parse(const char *s, enum pipe_sched_kind *out)
 {
-	if (strcmp(s, "gpipe") == 0)
-		*out = PIPE_SCHED_GPIPE;
-	else if (strcmp(s, "1f1b") == 0)
-		*out = PIPE_SCHED_1F1B;
-	else
-		return -1;
-	return 0;
+	int i = cli_name_index(sched_names, 2, s);
+
+	return i < 0 ? -1 : (*out = (enum pipe_sched_kind)i, 0);
 }
 
 const char *
 pipe_sched_name(enum pipe_sched_kind k)
 {
-	return k == PIPE_SCHED_GPIPE ? "gpipe" : "1f1b";
+	return sched_names[k];
 }
 
 double

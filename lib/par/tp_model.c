@@ -12,12 +12,9 @@ static const char *const mode_names[] = { "tp", "ulysses", "serial" };
 int
 tp_layer_parse(const char *s, enum tp_layer *out)
 {
-	for (int i = 0; i < 4; i++)
-		if (strcmp(s, layer_names[i]) == 0) {
-			*out = (enum tp_layer)i;
-			return 0;
-		}
-	return -1;
+	int i = cli_name_index(layer_names, 4, s);
+
+	return i < 0 ? -1 : (*out = (enum tp_layer)i, 0);
 }
 
 const char *
@@ -29,12 +26,9 @@ tp_layer_name(enum tp_layer l)
 int
 tp_mode_parse(const char *s, enum tp_mode *out)
 {
-	for (int i = 0; i < 3; i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*out = (enum tp_mode)i;
-			return 0;
-		}
-	return -1;
+	int i = cli_name_index(mode_names, 3, s);
+
+	return i < 0 ? -1 : (*out = (enum tp_mode)i, 0);
 }
 
 const char *

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/util.h"
 #include "prog/bench.h"
 
 static const char *const kind_names[] = {
@@ -28,12 +29,9 @@ bench_kind_name(enum coll_kind kind)
 int
 bench_kind_parse(const char *s, enum coll_kind *out)
 {
-	for (int k = 0; k < NKINDS; k++)
-		if (kind_names[k] && strcmp(s, kind_names[k]) == 0) {
-			*out = (enum coll_kind)k;
-			return 0;
-		}
-	return -1;
+	int i = cli_name_index(kind_names, NKINDS, s);
+
+	return i < 0 ? -1 : (*out = (enum coll_kind)i, 0);
 }
 
 int

@@ -20,12 +20,10 @@ static const char *const kind_names[] = {
 int
 bench_plot_kind_parse(const char *s, enum bench_plot_kind *out)
 {
-	for (int k = 1; k < (int)(sizeof kind_names / sizeof kind_names[0]); k++)
-		if (strcmp(s, kind_names[k]) == 0) {
-			*out = (enum bench_plot_kind)k;
-			return 0;
-		}
-	return -1;
+	int n = (int)(sizeof kind_names / sizeof kind_names[0]);
+	int i = cli_name_index(kind_names + 1, n - 1, s);
+
+	return i < 0 ? -1 : (*out = (enum bench_plot_kind)(i + 1), 0);
 }
 
 const char *

@@ -8,6 +8,7 @@
 
 #include "cli/util.h"
 #include "prog/collcli.h"
+#include "tensor/flat.h"
 #include "tensor/tensor.h"
 
 
@@ -48,12 +49,6 @@ struct cc_bucket {
 	enum coll_algo algo;
 };
 
-struct cc_slice {
-	int dim;			/* -1: the whole tensor */
-	int64_t start, len;
-	size_t count;			/* elements */
-};
-
 /* Failures: record the exit code and one line in r, return -1. */
 int collcli_fail(struct cc_run *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -74,12 +69,12 @@ int collcli_send_blocks(const struct cc_run *r);
 int collcli_recv_blocks(const struct cc_run *r);
 int collcli_send_dim(const struct cc_run *r, const struct tensor *t);
 int collcli_recv_dim(const struct cc_run *r, const struct tensor *t);
-struct cc_slice collcli_send_slice(const struct cc_run *r, const struct cc_plan *p,
-    size_t i, int b);
-struct cc_slice collcli_recv_slice(const struct cc_run *r, const struct cc_plan *p,
-    size_t i, int j);
-void collcli_slice_copy(const struct tensor *t, const struct cc_slice *s,
-    char *blk, int to_blk);
+/* Send block b, receive block j, of plan tensor i (the input's, or the
+ * output's shape where this rank has no input: broadcast non-roots). */
+struct tensor_slice collcli_send_slice(const struct cc_run *r,
+    const struct cc_plan *p, size_t i, int b);
+struct tensor_slice collcli_recv_slice(const struct cc_run *r,
+    const struct cc_plan *p, size_t i, int j);
 /* The output tensors of p's input; 0 or -1. */
 int collcli_plan_outputs(struct cc_run *r, struct cc_plan *p);
 /* The buckets of plan p, each set up, or NULL (why in r). */

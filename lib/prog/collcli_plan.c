@@ -32,19 +32,14 @@ collcli_recv_blocks(const struct cc_run *r)
 	    r->o->kind == COLL_KIND_ALLTOALL ? r->world : 1;
 }
 
-static int
-norm_dim(int d, int ndim)
-{
-	return d < 0 ? d + ndim : d;
-}
-
 /* The dimension send (or receive) blocks are cut along, -1 for whole. */
 int
 collcli_send_dim(const struct cc_run *r, const struct tensor *t)
 {
 	if (r->o->kind == COLL_KIND_REDUCE_SCATTER)
 		return 0;
-	return r->o->kind == COLL_KIND_ALLTOALL ? norm_dim(r->o->sdim, t->ndim) : -1;
+	return r->o->kind == COLL_KIND_ALLTOALL ?
+	    tensor_dim_norm(r->o->sdim, t->ndim) : -1;
 }
 
 int
@@ -52,89 +47,41 @@ collcli_recv_dim(const struct cc_run *r, const struct tensor *t)
 {
 	if (r->o->kind == COLL_KIND_ALLGATHER)
 		return 0;
-	return r->o->kind == COLL_KIND_ALLTOALL ? norm_dim(r->o->gdim, t->ndim) : -1;
+	return r->o->kind == COLL_KIND_ALLTOALL ?
+	    tensor_dim_norm(r->o->gdim, t->ndim) : -1;
 }
 
-/* Elements in all dimensions but d. */
-static size_t
-slab(const struct tensor *t, int d)
-{
-	size_t n = 1;
-	int i;
-
-	for (i = 0; i < t->ndim; i++)
-		if (i != d)
-			n *= (size_t)t->shape[i];
-	return n;
-}
-
-/* Send block b of plan tensor i (input side, or output shape where this
- * rank has no input: broadcast non-roots). */
-struct cc_slice
-collcli_send_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int b)
+struct tensor_slice
+collcli_send_slice(const struct cc_run *r, const struct cc_plan *p, size_t i,
+    int b)
 {
 	const struct tensor *t = p->in ? &p->in->items[i] : &p->out.items[i];
-	struct cc_slice s = { collcli_send_dim(r, t), 0, 0, 0 };
+	int d = collcli_send_dim(r, t);
+	int64_t len = d < 0 ? 0 : t->shape[d] / r->world;
 
-	if (s.dim < 0) {
-		s.count = (size_t)tensor_numel(t);
-		return s;
-	}
-	s.len = t->shape[s.dim] / r->world;
-	s.start = b * s.len;
-	s.count = slab(t, s.dim) * (size_t)s.len;
-	return s;
+	return tensor_slice_of(t, d, b * len, len);
 }
 
-/* Receive block j of plan tensor i, in the output tensor. */
-struct cc_slice
-collcli_recv_slice(const struct cc_run *r, const struct cc_plan *p, size_t i, int j)
+struct tensor_slice
+collcli_recv_slice(const struct cc_run *r, const struct cc_plan *p, size_t i,
+    int j)
 {
 	const struct tensor *t = &p->out.items[i];
-	struct cc_slice s = { collcli_recv_dim(r, t), 0, 0, 0 };
+	int d = collcli_recv_dim(r, t), q;
+	int64_t start = 0, len;
 	size_t n = p->out.count;
-	int q;
 
-	if (s.dim < 0) {
-		s.count = (size_t)tensor_numel(t);
-		return s;
-	}
+	if (d < 0)
+		return tensor_slice_of(t, d, 0, 0);
 	if (r->o->kind == COLL_KIND_ALLGATHER) {
 		for (q = 0; q < j; q++)
-			s.start += p->rows[(size_t)q * n + i];
-		s.len = p->rows[(size_t)j * n + i];
+			start += p->rows[(size_t)q * n + i];
+		len = p->rows[(size_t)j * n + i];
 	} else {
-		s.len = t->shape[s.dim] / r->world;
-		s.start = j * s.len;
+		len = t->shape[d] / r->world;
+		start = j * len;
 	}
-	s.count = slab(t, s.dim) * (size_t)s.len;
-	return s;
-}
-
-/* Copy between slice s of t and the contiguous block blk. */
-void
-collcli_slice_copy(const struct tensor *t, const struct cc_slice *s, char *blk, int to_blk)
-{
-	size_t esz = dtype_size(t->dtype), inner = esz, outer = 1, o, n;
-	char *base = t->data, *a;
-	int i;
-
-	if (s->count == 0)
-		return;
-	if (s->dim < 0) {
-		n = s->count * esz;
-		memcpy(to_blk ? blk : base, to_blk ? base : blk, n);
-		return;
-	}
-	for (i = 0; i < s->dim; i++)
-		outer *= (size_t)t->shape[i];
-	for (i = s->dim + 1; i < t->ndim; i++)
-		inner *= (size_t)t->shape[i];
-	n = (size_t)s->len * inner;
-	for (o = 0; o < outer; o++, blk += n) {
-		a = base + (o * (size_t)t->shape[s->dim] + (size_t)s->start) * inner;
-		memcpy(to_blk ? blk : a, to_blk ? a : blk, n);
-	}
+	return tensor_slice_of(t, d, start, len);
 }
 
 /* ---- the plan: output tensors ---- */
@@ -264,13 +211,13 @@ collcli_bucket_pack(const struct cc_run *r, const struct cc_plan *p, struct cc_b
 {
 	size_t esz = dtype_size(b->dt), i;
 	char *at = b->send;
-	struct cc_slice s;
+	struct tensor_slice s;
 	int blk;
 
 	for (blk = 0; blk < collcli_send_blocks(r); blk++)
 		for (i = 0; i < b->n; i++) {
 			s = collcli_send_slice(r, p, b->idx[i], blk);
-			collcli_slice_copy(&p->in->items[b->idx[i]], &s, at, 1);
+			tensor_slice_copy(&p->in->items[b->idx[i]], &s, at, 1);
 			at += s.count * esz;
 		}
 }
@@ -280,13 +227,13 @@ collcli_bucket_unpack(const struct cc_run *r, const struct cc_plan *p, struct cc
 {
 	size_t esz = dtype_size(b->dt), i;
 	char *at = b->recv;
-	struct cc_slice s;
+	struct tensor_slice s;
 	int blk;
 
 	for (blk = 0; blk < collcli_recv_blocks(r); blk++)
 		for (i = 0; i < b->n; i++) {
 			s = collcli_recv_slice(r, p, b->idx[i], blk);
-			collcli_slice_copy(&p->out.items[b->idx[i]], &s, at, 0);
+			tensor_slice_copy(&p->out.items[b->idx[i]], &s, at, 0);
 			at += s.count * esz;
 		}
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "prog/collref.h"
+#include "tensor/flat.h"
 
 #define REF_OPCODE 15		/* past coll's kinds; a mismatch stays a mismatch */
 #define REF_TAG_HDR 0x7c01
@@ -206,12 +207,6 @@ ref_inputs_agree(struct ref *x, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-norm_dim(int d, int ndim)
-{
-	return d < 0 ? d + ndim : d;
-}
-
 /* The expected output shape from the inputs, into x->want. */
 static int
 ref_expect(struct ref *x, char *err, size_t errlen)
@@ -241,8 +236,8 @@ ref_expect(struct ref *x, char *err, size_t errlen)
 		sh[0] /= w;
 		break;
 	case COLL_KIND_ALLTOALL:
-		x->sdim = norm_dim(x->s->sdim, x->want.ndim);
-		x->gdim = norm_dim(x->s->gdim, x->want.ndim);
+		x->sdim = tensor_dim_norm(x->s->sdim, x->want.ndim);
+		x->gdim = tensor_dim_norm(x->s->gdim, x->want.ndim);
 		if (x->sdim < 0 || x->sdim >= x->want.ndim || x->gdim < 0 ||
 		    x->gdim >= x->want.ndim || sh[x->sdim] % w)
 			return ref_fail(err, errlen, "cannot split dimension %d", x->sdim);

@@ -1,4 +1,5 @@
-/* flat: tensor sets as flat f32 vectors plus layout text. */
+/* flat: tensor sets as flat f32 vectors plus layout text; slices along
+ * one dimension as contiguous blocks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,5 +213,63 @@ tensor_layout_same(const char *a, const char *b)
 			return 0;
 		a += la;
 		b += lb;
+	}
+}
+
+/* ---- slices along one dimension ---- */
+
+int
+tensor_dim_norm(int d, int ndim)
+{
+	return d < 0 ? d + ndim : d;
+}
+
+void
+tensor_dim_split(const struct tensor *t, int dim, size_t *outer, size_t *inner)
+{
+	int i;
+
+	*outer = 1;
+	*inner = dtype_size(t->dtype);
+	for (i = 0; i < dim; i++)
+		*outer *= (size_t)t->shape[i];
+	for (i = dim + 1; i < t->ndim; i++)
+		*inner *= (size_t)t->shape[i];
+}
+
+struct tensor_slice
+tensor_slice_of(const struct tensor *t, int dim, int64_t start, int64_t len)
+{
+	struct tensor_slice s = { dim, 0, 0, (size_t)tensor_numel(t) };
+	size_t outer, inner;
+
+	if (dim < 0)
+		return s;
+	tensor_dim_split(t, dim, &outer, &inner);
+	s.start = start;
+	s.len = len;
+	s.count = outer * (inner / dtype_size(t->dtype)) * (size_t)len;
+	return s;
+}
+
+void
+tensor_slice_copy(const struct tensor *t, const struct tensor_slice *s,
+    void *blk, int to_blk)
+{
+	size_t outer, inner, o, n;
+	char *base = t->data, *b = blk, *a;
+
+	if (s->count == 0)
+		return;
+	if (s->dim < 0) {
+		n = s->count * dtype_size(t->dtype);
+		memcpy(to_blk ? b : base, to_blk ? base : b, n);
+		return;
+	}
+	tensor_dim_split(t, s->dim, &outer, &inner);
+	n = (size_t)s->len * inner;
+	for (o = 0; o < outer; o++, b += n) {
+		a = base + (o * (size_t)t->shape[s->dim] + (size_t)s->start) * inner;
+		memcpy(to_blk ? b : a, to_blk ? a : b, n);
 	}
 }

@@ -16,6 +16,9 @@ int tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out
     char *err, size_t errlen);
 int tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
     char *err, size_t errlen);
+/* The safetensors name of each dtype ("F32", "BF16", ...), for its reader
+ * and its writer. */
+extern const char *const tensor_st_dtype_names[DT_COUNT];
 
 /* Byte size of a shape, or -1 with the reason when a dimension is
  * negative or the size overflows. */

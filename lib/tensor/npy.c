@@ -35,9 +35,7 @@ npy_prelude_size(const unsigned char *p, size_t *size, char *err, size_t errlen)
 static size_t
 npy_header_len(const unsigned char *p, size_t prelude)
 {
-	if (prelude == 10)
-		return (size_t)p[8] | (size_t)p[9] << 8;
-	return (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
+	return (size_t)cli_le_get(p + 8, prelude == 10 ? 2 : 4);
 }
 
 /* A tiny reader for the Python dict literal NumPy writes as the header. */

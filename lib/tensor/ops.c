@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/flat.h"
 #include "tensor/tensor.h"
 
 static int
@@ -42,20 +43,6 @@ tensor_cast(const struct tensor *t, enum dtype dt, struct tensor *out,
 	return copy_name(t, out, err, errlen);
 }
 
-/* Elements before dim (outer) and bytes of one step along dim (inner). */
-static void
-split_dims(const struct tensor *t, int dim, size_t *outer, size_t *inner)
-{
-	int i;
-
-	*outer = 1;
-	*inner = dtype_size(t->dtype);
-	for (i = 0; i < dim; i++)
-		*outer *= (size_t)t->shape[i];
-	for (i = dim + 1; i < t->ndim; i++)
-		*inner *= (size_t)t->shape[i];
-}
-
 static int
 check_dim(const struct tensor *t, int dim, char *err, size_t errlen)
 {
@@ -72,7 +59,7 @@ tensor_narrow(const struct tensor *t, int dim, int64_t start, int64_t len,
     struct tensor *out, char *err, size_t errlen)
 {
 	int64_t shape[TENSOR_MAX_DIM];
-	size_t outer, inner, o;
+	struct tensor_slice s;
 
 	if (check_dim(t, dim, err, errlen) < 0)
 		return -1;
@@ -86,11 +73,8 @@ tensor_narrow(const struct tensor *t, int dim, int64_t start, int64_t len,
 	shape[dim] = len;
 	if (tensor_init(out, t->dtype, t->ndim, shape, err, errlen) < 0)
 		return -1;
-	split_dims(t, dim, &outer, &inner);
-	for (o = 0; o < outer && len; o++)
-		memcpy((char *)out->data + o * (size_t)len * inner,
-		    (const char *)t->data + (o * (size_t)t->shape[dim] + (size_t)start) * inner,
-		    (size_t)len * inner);
+	s = tensor_slice_of(t, dim, start, len);
+	tensor_slice_copy(t, &s, out->data, 1);
 	return copy_name(t, out, err, errlen);
 }
 
@@ -141,7 +125,7 @@ tensor_cat(const struct tensor *parts, size_t n, int dim, struct tensor *out,
 		}
 	if (tensor_init(out, parts[0].dtype, parts[0].ndim, shape, err, errlen) < 0)
 		return -1;
-	split_dims(&parts[0], dim, &outer, &inner);
+	tensor_dim_split(&parts[0], dim, &outer, &inner);
 	for (o = 0; o < outer; o++)
 		for (p = 0; p < n; p++) {
 			chunk = (size_t)parts[p].shape[dim] * inner;

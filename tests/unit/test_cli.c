@@ -344,6 +344,36 @@ test_subst(void)
 	free(s);
 }
 
+/* Byte orders written out by hand: 0x0102 is 02 01, and so on. */
+static void
+test_le(void)
+{
+	static const unsigned char want[8] = { 0x08, 0x07, 0x06, 0x05, 0x04,
+	    0x03, 0x02, 0x01 };
+	unsigned char b[9] = { 0 };
+
+	cli_le_put(b, 0x0102030405060708ULL, 8);
+	UNIT_OK(memcmp(b, want, 8) == 0 && b[8] == 0, "8 bytes, least first");
+	UNIT_OK(cli_le_get(want, 8) == 0x0102030405060708ULL &&
+	    cli_le_get(want, 4) == 0x05060708 && cli_le_get(want, 2) == 0x0708,
+	    "8, 4 and 2 bytes read back");
+	cli_le_put(b, 0xfffffffe, 4);
+	UNIT_OK(b[0] == 0xfe && b[1] == 0xff && b[3] == 0xff && b[4] == 0x04,
+	    "4 bytes written, the fifth untouched");
+}
+
+static void
+test_names(void)
+{
+	static const char *const names[] = { "a", NULL, "bc", "a" };
+
+	UNIT_OK(cli_name_index(names, 4, "bc") == 2 &&
+	    cli_name_index(names, 4, "a") == 0 &&
+	    cli_name_index(names, 2, "bc") == -1 &&
+	    cli_name_index(names, 4, "") == -1 && cli_name_index(names, 4, "b") == -1,
+	    "name lookup: first match, NULL skipped, only the first n, whole names");
+}
+
 static void
 test_busbw(void)
 {
@@ -615,6 +645,8 @@ main(int argc, char **argv)
 	test_env_errors();
 	test_numbers();
 	test_subst();
+	test_le();
+	test_names();
 	test_busbw();
 	test_timing();
 	test_timing_pipe();

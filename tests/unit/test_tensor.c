@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/flat.h"
 #include "tensor/format.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
@@ -573,6 +574,50 @@ test_ops(void)
 	tensor_free(&t);
 }
 
+/* Slices of a [2, 3, 4] arange: element (a, b, c) holds 12a + 4b + c. */
+static void
+test_slices(void)
+{
+	static const int32_t mid[16] = { 4, 5, 6, 7, 8, 9, 10, 11,
+	    16, 17, 18, 19, 20, 21, 22, 23 };
+	static const int32_t last[6] = { 3, 7, 11, 15, 19, 23 };
+	int64_t shape[3] = { 2, 3, 4 };
+	struct tensor_slice s;
+	struct tensor t, z;
+	int32_t blk[24], *zd;
+	int i, ok = 1;
+
+	tensor_init(&t, DT_I32, 3, shape, err, sizeof err);
+	tensor_init(&z, DT_I32, 3, shape, err, sizeof err);
+	tensor_fill(&t, TENSOR_FILL_ARANGE, 0, 0, err, sizeof err);
+	zd = z.data;
+	UNIT_OK(tensor_dim_norm(-1, 3) == 2 && tensor_dim_norm(-3, 3) == 0 &&
+	    tensor_dim_norm(1, 3) == 1, "negative dimensions count from the end");
+	s = tensor_slice_of(&t, 1, 1, 2);
+	tensor_slice_copy(&t, &s, blk, 1);
+	UNIT_OK(s.count == 16 && memcmp(blk, mid, sizeof mid) == 0,
+	    "dim 1 rows [1, 3): 2 x 2 x 4 elements, outer blocks in order");
+	s = tensor_slice_of(&t, 2, 3, 1);
+	tensor_slice_copy(&t, &s, blk, 1);
+	UNIT_OK(s.count == 6 && memcmp(blk, last, sizeof last) == 0,
+	    "last dimension, column 3: elements 4k + 3");
+	s = tensor_slice_of(&t, 0, 1, 1);
+	tensor_slice_copy(&t, &s, blk, 1);
+	for (i = 0; i < 12; i++)
+		ok &= blk[i] == 12 + i;
+	UNIT_OK(s.count == 12 && ok, "dim 0 row 1: elements 12 to 23");
+	s = tensor_slice_of(&t, -1, 0, 0);
+	UNIT_OK(s.count == 24, "dim -1 is the whole tensor");
+	s = tensor_slice_of(&t, 1, 1, 2);
+	memcpy(blk, mid, sizeof mid);
+	tensor_slice_copy(&z, &s, blk, 0);
+	for (ok = 1, i = 0; i < 24; i++)
+		ok &= zd[i] == ((i % 12) / 4 >= 1 ? i : 0);
+	UNIT_OK(ok, "a block copied back lands in its slice, nothing else written");
+	tensor_free(&z);
+	tensor_free(&t);
+}
+
 static void
 test_rng(void)
 {
@@ -660,6 +705,7 @@ main(void)
 	test_npy_headers();
 	test_stream();
 	test_ops();
+	test_slices();
 	test_rng();
 	test_fuzz();
 	return unit_done();
