@@ -16,18 +16,8 @@ peers=$here/peers
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-have_mpi=0 have_gloo=0
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
-    mpicc -O2 -o "$work/mpi" "$peers/mpi_allreduce.c" 2>"$work/mpicc.err"; then
-	have_mpi=1
-else
-	echo "bench.sh: Open MPI (openmpi-bin, libopenmpi-dev) not installed: skipped" >&2
-fi
-if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
-	have_gloo=1
-else
-	echo "bench.sh: PyTorch (python3-torch) not installed: Gloo skipped" >&2
-fi
+. "$peers/detect.sh"
+peers_detect bench.sh "$work"
 
 # One measurement: "WHO WORLD BYTES SECONDS" appended to raw.txt.
 collx() {

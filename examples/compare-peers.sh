@@ -12,21 +12,8 @@ iters=${1:-20}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-have_mpi=0 have_gloo=0
-if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
-	echo "compare-peers.sh: Open MPI skipped: mpicc or mpirun not found" \
-	    "(apt-get install openmpi-bin libopenmpi-dev)" >&2
-elif mpicc -O2 -o "$work/mpi" "$peers/mpi_allreduce.c"; then
-	have_mpi=1
-else
-	echo "compare-peers.sh: Open MPI skipped: mpicc failed" >&2
-fi
-if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
-	have_gloo=1
-else
-	echo "compare-peers.sh: Gloo skipped: /usr/bin/python3 has no torch" \
-	    "(apt-get install python3-torch)" >&2
-fi
+. "$peers/detect.sh"
+peers_detect compare-peers.sh "$work"
 
 # collx: rank 0's median seconds over the timed runs.
 collx() {

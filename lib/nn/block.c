@@ -88,14 +88,6 @@ hook_reduce(const struct nn_block_hooks *hk, enum nn_hook where, float *buf,
 }
 
 /* Rows of out += b (a bias left out of a partial product). */
-static void
-add_bias(float *out, const float *b, int n, int c)
-{
-	if (b)
-		for (int r = 0; r < n; r++)
-			nn_add(out + (size_t)r * c, b, (size_t)c);
-}
-
 /*
  * out = o(attention(q(in), k(in), v(in))) + res, on the local heads; with a
  * reduce hook the partial projection is summed over ranks and o's bias
@@ -122,7 +114,7 @@ attn_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 	if (hook_reduce(hk, NN_HOOK_ATTN_FWD, out, (size_t)n * d) < 0)
 		return -1;
 	if (split)
-		add_bias(out, w->o_b, n, d);
+		nn_add_rows(out, w->o_b, (size_t)n, (size_t)d);
 	nn_add(out, res, (size_t)n * d);
 	return 0;
 }
@@ -143,7 +135,7 @@ mlp_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 	if (hook_reduce(hk, NN_HOOK_MLP_FWD, out, (size_t)n * sh->d) < 0)
 		return -1;
 	if (split)
-		add_bias(out, w->fc2_b, n, sh->d);
+		nn_add_rows(out, w->fc2_b, (size_t)n, (size_t)sh->d);
 	nn_add(out, res, (size_t)n * sh->d);
 	return 0;
 }

@@ -19,6 +19,14 @@ nn_add(float *dst, const float *src, size_t count)
 }
 
 void
+nn_add_rows(float *out, const float *b, size_t n, size_t c)
+{
+	if (b)
+		for (size_t i = 0; i < n; i++)
+			nn_add(out + i * c, b, c);
+}
+
+void
 nn_linear_forward(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o)
 {

@@ -36,6 +36,8 @@ void nn_set_threads(int n);
 
 /* dst[i] += src[i] (residual adds, partial sums); no overlap. */
 void nn_add(float *dst, const float *src, size_t count);
+/* b (c floats) added to each of the n rows of out; b NULL adds nothing. */
+void nn_add_rows(float *out, const float *b, size_t n, size_t c);
 
 /* out[n,o] = inp[n,i] @ w[o,i]^T + b[o]. */
 void nn_linear_forward(float *out, const float *inp, const float *w,

@@ -133,14 +133,6 @@ gather_cols(struct tp_run *r, float *dst, const float *src, size_t rows,
 	return 0;
 }
 
-static void
-add_rows(float *out, const float *b, size_t n, size_t c)
-{
-	if (b)
-		for (size_t i = 0; i < n; i++)
-			nn_add(out + i * c, b, c);
-}
-
 static int
 reduce_hook(void *ctx, enum nn_hook where, float *buf, size_t count)
 {
@@ -319,7 +311,7 @@ forward_local(struct tp_run *r)
 		    "fwd allreduce y (g)") < 0)
 			return -1;
 		if (sp)
-			add_rows(r->ylocal, param(m, m->w, 1), n, m->out);
+			nn_add_rows(r->ylocal, param(m, m->w, 1), n, m->out);
 		break;
 	case TP_MLP: {
 		struct nn_mlp_w mw = mlp_ptrs(m, m->w);
@@ -333,7 +325,7 @@ forward_local(struct tp_run *r)
 		    "fwd allreduce mlp.fc2 (g)") < 0)
 			return -1;
 		if (sp)
-			add_rows(r->ylocal, param(m, m->w, 3), n, m->out);
+			nn_add_rows(r->ylocal, param(m, m->w, 3), n, m->out);
 		break;
 	}
 	case TP_BLOCK: {
