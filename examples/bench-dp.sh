@@ -31,13 +31,13 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 csv_step() { awk -F, 'NR > 2 { print $5 }' "$1" | median; }
 
 overlap() {
-	local steps=12 bucket=2 r o t
+	local steps=12 bucket=${BUCKET_MB:-2} batch=${BATCH:-8} r o t
 	. "$here/../tests/lib/netns.bash"
 	netns_available || { echo "bench-dp.sh: overlap needs root and ip netns" >&2; return 1; }
 	netns_setup 2 --rate 1gbit
 	netns_fake_ssh "$work/ssh"
 	collx-dp --init gpt --dims 256,256,4,4,128 --seed 1 -o gpt.safetensors
-	echo "overlap: gpt d_model 256, 4 layers, seq 128, batch 8, adamw," \
+	echo "overlap: gpt d_model 256, 4 layers, seq 128, batch $batch, adamw," \
 	    "2 ranks on 1 Gbit/s links, --bucket-mb $bucket, $steps steps x $rounds rounds"
 	for r in $(seq "$rounds"); do
 		for o in overlap no-overlap; do
@@ -46,7 +46,7 @@ overlap() {
 			collx-run -H "$(netns_hosts)" --ssh "$work/ssh" \
 			    --master "$(netns_addr 0):29500" -- \
 			    "$(command -v collx-dp)" -m "$work/gpt.safetensors" \
-			    --data "$TEXT" --batch 8 --steps "$steps" \
+			    --data "$TEXT" --batch "$batch" --steps "$steps" \
 			    --optimizer adamw --bucket-mb "$bucket" --iface eth0 -q \
 			    --loss-csv "$work/l-$t-$r.csv" \
 			    --timing "$work/t-$t-$r-{rank}.csv" ${o:+--$o}

@@ -108,62 +108,59 @@ survivors_exit() {
 	return $ok
 }
 
-# kill_case PROG VICTIM: VICTIM killed (SIGKILL) mid-operation; every
-# other rank names it as the peer that closed the connection.
-kill_case() {
-	local prog=$1 v=$2 held=yes
+# fault_case PROG SIGNAL VICTIM WANT LABEL: VICTIM of 3 ranks of PROG sent
+# SIGNAL mid-operation; every other rank exits 1 in time with one line
+# matching WANT. A row of the table under LABEL.
+fault_case() {
+	local prog=$1 sig=$2 v=$3 want=$4 label=$5 held=yes
 	job_start "$prog" 3 && job_wait_busy || return 1
-	kill -KILL "${PIDS[v]}"
+	kill "-$sig" "${PIDS[v]}"
 	FAULT_T0=$(now)
-	survivors_exit "peer rank $v \(127\.0\.0\.1:[0-9]+\) closed the connection" "$v" ||
-	    held=no
+	survivors_exit "$want" "$v" || held=no
 	unset FAULT_T0
-	fault_row "SIGKILL of rank $v of 3, mid-operation" "$prog" "$held" "$ELAPSED"
+	fault_row "$label" "$prog" "$held" "$ELAPSED"
 	job_reap
 	[ "$held" = yes ]
 }
 
-@test "a rank killed mid-operation (rank 0, then rank 2 of 3): every other rank exits 1 naming it" {
+# never_case PROG: ranks 0 and 1 of 3 start, rank 2 never does.
+never_case() {
+	local held=yes
+	job_start "$1" 3 0 1
+	survivors_exit "timed out after $FAULT_TIMEOUT s waiting for rank\(s\) 2 to join" ||
+	    held=no
+	fault_row "rank 2 of 3 never starts" "$1" "$held" "$ELAPSED"
+	job_reap
+	[ "$held" = yes ]
+}
+
+# every_prog CMD ARG...: CMD PROG ARG... for every program of
+# FAULT_PROGS; fails naming the programs that did not hold.
+every_prog() {
 	local prog failed=()
 	for prog in "${FAULT_PROGS[@]}"; do
-		kill_case "$prog" 0 || failed+=("$prog:0")
-		kill_case "$prog" 2 || failed+=("$prog:2")
+		"$1" "$prog" "${@:2}" || failed+=("$prog")
 	done
 	echo "# failed: ${failed[*]}"
 	[ ${#failed[@]} -eq 0 ]
+}
+
+@test "a rank killed mid-operation (rank 0, then rank 2 of 3): every other rank exits 1 naming it" {
+	local v
+	for v in 0 2; do
+		every_prog fault_case KILL "$v" \
+		    "peer rank $v \(127\.0\.0\.1:[0-9]+\) closed the connection" \
+		    "SIGKILL of rank $v of 3, mid-operation"
+	done
 }
 
 @test "a rank stopped (SIGSTOP) mid-operation: the others time out, exit 1, say so" {
-	local prog held failed=()
-	for prog in "${FAULT_PROGS[@]}"; do
-		held=yes
-		job_start "$prog" 3 && job_wait_busy || return 1
-		kill -STOP "${PIDS[1]}"
-		FAULT_T0=$(now)
-		survivors_exit "timed out .*rank [0-9]" 1 ||
-		    held=no
-		unset FAULT_T0
-		fault_row "SIGSTOP of rank 1 of 3, mid-operation" "$prog" "$held" "$ELAPSED"
-		job_reap
-		[ "$held" = yes ] || failed+=("$prog")
-	done
-	echo "# failed: ${failed[*]}"
-	[ ${#failed[@]} -eq 0 ]
+	every_prog fault_case STOP 1 "timed out .*rank [0-9]" \
+	    "SIGSTOP of rank 1 of 3, mid-operation"
 }
 
 @test "a rank that never starts: the others time out at rendezvous naming it" {
-	local prog held failed=()
-	for prog in "${FAULT_PROGS[@]}"; do
-		held=yes
-		job_start "$prog" 3 0 1
-		survivors_exit "timed out after $FAULT_TIMEOUT s waiting for rank\(s\) 2 to join" ||
-		    held=no
-		fault_row "rank 2 of 3 never starts" "$prog" "$held" "$ELAPSED"
-		job_reap
-		[ "$held" = yes ] || failed+=("$prog")
-	done
-	echo "# failed: ${failed[*]}"
-	[ ${#failed[@]} -eq 0 ]
+	every_prog never_case
 }
 
 # External servers: 2 collx-ps servers and 2 collx-dp workers training
