@@ -68,6 +68,23 @@ conn_close(struct conn *c)
 }
 
 static void conn_lost(struct srv *s, struct conn *c, const char *why);
+static void on_worker_error(struct srv *s, struct conn *c,
+    const struct ps_msg *m);
+
+/* A worker this server could not send to may have said why it failed just
+ * before it left: its ERROR message, still unread, names the cause. */
+static void
+send_lost(struct srv *s, struct conn *c, const char *why)
+{
+	struct ps_msg m;
+	char e[COLLX_ERRLEN];
+
+	if (ps_msg_recv(c->fd, &m, cli_now() + 0.2, e, sizeof(e)) == 0 &&
+	    m.type == PS_ERROR)
+		on_worker_error(s, c, &m);
+	else
+		conn_lost(s, c, why);
+}
 
 static int
 send_params(struct srv *s, struct conn *c)
@@ -81,7 +98,7 @@ send_params(struct srv *s, struct conn *c)
 
 	if (ps_msg_send(c->fd, &m, s->cfg->shard, cli_now() + s->cfg->timeout,
 	    e, sizeof(e)) < 0) {
-		conn_lost(s, c, e);
+		send_lost(s, c, e);
 		return -1;
 	}
 	return 0;
