@@ -198,8 +198,14 @@ span(struct prun *r, char kind, int mb, double t0, double t1)
 			return;		/* the trace ends short, training goes on */
 		r->spans = s, r->capspans = cap;
 	}
-	r->spans[r->nspans++] = (struct pipe_span){ r->rank, mb, (int)r->step,
-	    kind, t0 - r->origin, t1 - r->origin };
+	/* Zeroed first: the span goes to rank 0 as bytes, padding included. */
+	memset(&r->spans[r->nspans], 0, sizeof(r->spans[0]));
+	r->spans[r->nspans].stage = r->rank;
+	r->spans[r->nspans].mb = mb;
+	r->spans[r->nspans].step = (int)r->step;
+	r->spans[r->nspans].kind = kind;
+	r->spans[r->nspans].t0 = t0 - r->origin;
+	r->spans[r->nspans++].t1 = t1 - r->origin;
 }
 
 /* The micro-batch's inputs and targets, from the step's batch. */
