@@ -397,22 +397,30 @@ nn_model_grad_stages(const struct nn_model *m)
 {
 	int L = m->dims.layers > 0 ? m->dims.layers : 1;
 
-	return m->dims.arch == NN_GPT ? L + 2 : L;
+	if (m->dims.arch == NN_MLP)
+		return L;
+	return m->dims.arch == NN_GPT ? 2 * L + 2 : 2 * L;
 }
 
 /* Layer N of "layers.N.*" (0 for an unprefixed layer) runs backward after
- * every layer above it; gpt's head before the blocks, embeddings after. */
+ * every layer above it, a block's feed-forward part (mlp.*) before the
+ * rest; gpt's head before the blocks, embeddings after. */
 int
 nn_model_grad_stage(const struct nn_model *m, size_t i)
 {
-	const char *name = m->table[i].name;
+	const char *name = m->table[i].name, *dot;
 	int L = m->dims.layers > 0 ? m->dims.layers : 1, n = 0;
 
-	if (strncmp(name, "layers.", 7) == 0)
+	if (strncmp(name, "layers.", 7) == 0) {
 		n = atoi(name + 7);
-	else if (m->dims.arch == NN_GPT)
-		return strncmp(name, "lnf.", 4) == 0 ? 0 : L + 1;
-	return m->dims.arch == NN_GPT ? L - n : L - 1 - n;
+		dot = strchr(name + 7, '.');
+		name = dot ? dot + 1 : name;
+	} else if (m->dims.arch == NN_GPT)
+		return strncmp(name, "lnf.", 4) == 0 ? 0 : 2 * L + 1;
+	if (m->dims.arch == NN_MLP)
+		return L - 1 - n;
+	n = 2 * (L - 1 - n) + (strncmp(name, "mlp.", 4) != 0);
+	return m->dims.arch == NN_GPT ? n + 1 : n;
 }
 
 const struct nn_param *

@@ -178,6 +178,8 @@ struct nn_block_shape nn_block_serial(int b, int s, int d, int nh, int f,
  * reduce sums a partial result over the ranks in place: the attention's
  * output projection and fc2's output forward (their biases are then added
  * once, after the sum), the input gradients of q/k/v and of fc1 backward.
+ * Backward, NN_HOOK_MLP_BWD also marks where the block's mlp.* gradients
+ * are final (a model's backward stages: a reduce that sums nothing).
  * attn_fwd/attn_bwd replace the attention core (nn_attention_*) on q, k, v
  * of [b*s, nh*hd]; att in nn_block_acts is then unused. Each returns 0 or
  * -1 (the block returns -1 at once).
@@ -315,9 +317,11 @@ int nn_model_step(struct nn_model *m, const struct nn_batch *b,
     double *loss_sum, char *err, size_t errlen);
 /*
  * Backward-pass hook, for overlapping gradient communication with the rest
- * of the backward pass. The backward pass runs in stages: mlp and block
- * stacks one per layer from the last; gpt the final LayerNorm (stage 0),
- * the blocks from the last (1 .. L), the embeddings wte and wpe (L + 1).
+ * of the backward pass. The backward pass runs in stages: an mlp stack
+ * one per layer from the last; a block stack two per block from the last,
+ * its feed-forward part (mlp.*) and then the rest (attention, ln1, ln2);
+ * gpt the final LayerNorm (stage 0), the blocks' two each from the last
+ * (1 .. 2L), the embeddings wte and wpe (2L + 1).
  * nn_model_step_hook calls fn(ctx, stage) as soon as a stage's gradients
  * are final (not written again in this pass), in order 0, 1, ...; fn must
  * not touch gradients of later stages. The gradients are those of

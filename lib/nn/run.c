@@ -139,9 +139,28 @@ stack_forward(struct nn_model *m, struct stack *st, int causal)
 	return st->x + (L - 1) * st->nd;
 }
 
+/* The block's reduce hook point after its feed-forward backward, where
+ * mlp.* are final, reports a stage; buf is left alone (one rank's sum). */
+struct stage_at {
+	const struct hook *h;
+	int stage;
+};
+
+static int
+stage_reduce(void *ctx, enum nn_hook where, float *buf, size_t count)
+{
+	const struct stage_at *s = ctx;
+
+	(void)buf;
+	(void)count;
+	if (where == NN_HOOK_MLP_BWD)
+		hook_call(s->h, s->stage);
+	return 0;
+}
+
 /* dy: the gradient at the last output, in st->dxa. Returns the gradient
- * at layer 0's input when want_dx, else NULL. Layer l's gradients are
- * hook stage base + L-1-l. */
+ * at layer 0's input when want_dx, else NULL. Layer l's mlp.* gradients
+ * are hook stage base + 2(L-1-l), its others the stage after. */
 static float *
 stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
     const struct hook *h, int base)
@@ -149,6 +168,8 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
 	int L = m->work->nlayers;
 	struct nn_block_acts a;
 	float *dy = st->dxa, *dx = st->dxb;
+	struct stage_at at = { h, 0 };
+	struct nn_block_hooks hk = { .reduce = stage_reduce, .ctx = &at };
 
 	st->sh.causal = causal;
 
@@ -157,9 +178,11 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
 		if (need)
 			memset(dx, 0, st->nd * sizeof(float));
 		stack_acts(m, st, l, &a);
+		at.stage = base + 2 * (L - 1 - l);
 		nn_block_backward(need ? dx : NULL, &m->work->g[l], st->scratch,
-		    dy, &a, &m->work->w[l], stack_in(st, l), &st->sh, NULL);
-		hook_call(h, base + L - 1 - l);
+		    dy, &a, &m->work->w[l], stack_in(st, l), &st->sh,
+		    h->fn != NULL ? &hk : NULL);
+		hook_call(h, at.stage + 1);
 		float *t = dy;
 		dy = dx, dx = t;
 	}
@@ -266,7 +289,7 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	hook_call(grad, 0);
 	float *demb = stack_backward(m, &st, 1, 1, grad, 1);
 	nn_embedding_backward(k->dwte, k->dwpe, demb, in, n, S, D);
-	hook_call(grad, k->nlayers + 1);
+	hook_call(grad, 2 * k->nlayers + 1);
 	return 0;
 }
 

@@ -22,13 +22,17 @@ dp_runtime_failed(struct run *r, const char *fmt, const char *why)
 	return cli_fail(r->err, r->errlen, fmt, r->rank, why);
 }
 
-/* Bucket boundaries at tensor boundaries: consecutive tensors fused while
- * the bucket stays within bucket_bytes (a bigger tensor is a bucket alone). */
+/* Bucket boundaries at tensor boundaries: consecutive tensors of one
+ * backward stage fused while the bucket stays within bucket_bytes (a
+ * bigger tensor is a bucket alone). One stage a bucket, so that none
+ * waits for a later stage's gradients (a gpt's last block's fc2 for the
+ * tied embeddings at the very end of the backward pass). */
 static int
 make_buckets(struct run *r)
 {
 	const struct nn_model *m = r->m;
 	size_t i, lim = r->cfg->bucket_bytes / sizeof(float), first = 0;
+	int stage = 0;
 
 	r->bucket = malloc((m->ntensors + 2) * sizeof(size_t));
 	if (r->bucket == NULL)
@@ -37,11 +41,13 @@ make_buckets(struct run *r)
 	r->nbucket = 0;
 	for (i = 0; i < m->ntensors; i++) {
 		size_t off = m->table[i].offset, end = off + m->table[i].count;
+		int st = nn_model_grad_stage(m, i);
 
-		if (end - first > lim && off > first) {
+		if ((end - first > lim || st != stage) && off > first) {
 			r->bucket[++r->nbucket] = off;
 			first = off;
 		}
+		stage = st;
 	}
 	if (m->nparams > first || r->nbucket == 0)
 		r->bucket[++r->nbucket] = m->nparams;
