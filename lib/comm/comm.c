@@ -243,3 +243,9 @@ comm_where(const struct comm *c, char *buf, size_t len)
 		buf[0] = '\0';
 	return buf;
 }
+
+void
+comm_set_spin(struct comm *c, int us)
+{
+	c->spin_us = us > 0 ? us : 0;
+}

@@ -96,6 +96,9 @@ int comm_wait(struct comm *c, struct comm_req *r);
  * waiting (so a sender computing between posts keeps its sends going);
  * 0 or -1. */
 int comm_progress(struct comm *c);
+/* Microseconds a wait polls before it sleeps (collx(7), COLLX_SPIN_US);
+ * 0 when the waiting thread shares its core with a busy one. */
+void comm_set_spin(struct comm *c, int us);
 int comm_waitall(struct comm *c, struct comm_req *r, int n);
 int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len);
 int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len);

@@ -118,6 +118,10 @@ dp_ovl_start(struct run *r, dp_bucket_fn fn)
 		    "condition variable");
 	}
 	o->have_sync = 1;
+	/* The thread waits beside the compute on its core: spinning would
+	 * take the core from the backward pass it is meant to hide behind. */
+	if (r->c != NULL)
+		comm_set_spin(r->c, 0);
 	if (pthread_create(&o->thr, NULL, ovl_main, o) != 0)
 		return dp_runtime_failed(r, "rank %d: %s", "cannot start the "
 		    "communication thread");
