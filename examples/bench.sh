@@ -3,8 +3,8 @@
 # Gloo and Open MPI over TCP, at 2 and 4 ranks and 4 KiB, 1 MiB and 64 MiB,
 # in ROUNDS interleaved rounds (each case once per round, the median of the
 # rounds reported), then a chart. Peers that are not installed are skipped,
-# saying so. Times: collx-bench's are the slowest rank's per iteration; the
-# peers' scripts (examples/peers/, copies of ../shared/anchors) time rank 0.
+# saying so. Every time is rank 0's median over the timed iterations, as
+# the peers' scripts (examples/peers/, copies of ../shared/anchors) time it.
 # usage: examples/bench.sh [OUTDIR]   (env ROUNDS=3 ITERS=10)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,11 +19,18 @@ trap 'rm -rf "$work"' EXIT
 . "$peers/detect.sh"
 peers_detect bench.sh "$work"
 
-# One measurement: "WHO WORLD BYTES SECONDS" appended to raw.txt.
+# One measurement: "WHO WORLD BYTES SECONDS" appended to raw.txt. Every
+# one is rank 0's median over the timed iterations, each after a barrier,
+# the way the peers' scripts time theirs (collx-bench would report the
+# slowest rank's time, which no peer script measures).
 collx() {
 	local s
-	s=$(timeout 600 collx-run -n "$1" -- collx-bench coll -b "$2" -e "$2" \
-		-n "$iters" -w 3 --csv -q | awk -F, 'NR == 2 { print $10 }')
+	collx-tensor create --shape $(($2 / 4)) --fill 1 -o "$work/x.npy"
+	rm -f "$work/t.csv"
+	timeout 600 collx-run -n "$1" -- collx-allreduce -i "$work/x.npy" \
+		--iters "$iters" --warmup 3 --timing "$work/t.csv" -q || return 1
+	s=$(awk -F, '$4 == 0 { print $10 }' "$work/t.csv" | sort -g |
+		awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 	[ -n "$s" ] && echo "collx $1 $2 $s" >>"$out/raw.txt"
 }
 mpi() {
