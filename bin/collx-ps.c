@@ -327,8 +327,10 @@ push(struct opts *o)
 	if (o->c.out != NULL)
 		p = cli_calloc(total + 1, sizeof(float));
 	if (ps_client_push(cl, g, o->weight, p, e, sizeof(e)) < 0 ||
-	    (o->done && ps_client_done(cl, e, sizeof(e)) < 0))
+	    (o->done && ps_client_done(cl, e, sizeof(e)) < 0)) {
+		ps_client_abort(cl, e);
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	}
 	if (o->c.out != NULL)
 		save_flat(o->c.out, ps_client_layout(cl), p, total);
 	ps_client_close(cl);
@@ -352,8 +354,10 @@ pull(struct opts *o)
 	cl = connect_servers(o);
 	total = ps_client_total(cl);
 	p = cli_calloc(total + 1, sizeof(float));
-	if (ps_client_pull(cl, p, e, sizeof(e)) < 0)
+	if (ps_client_pull(cl, p, e, sizeof(e)) < 0) {
+		ps_client_abort(cl, e);
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	}
 	save_flat(o->c.out, ps_client_layout(cl), p, total);
 	ps_client_close(cl);
 	free(p);

@@ -84,15 +84,15 @@ prog_name() {
 	basename "${JOB_ARGV[0]}"
 }
 
-# survivors_exit WANT_RE VICTIM...: every started rank but the VICTIMs
-# exits 1 within FAULT_TIMEOUT + 5 s with one line on stderr that starts
-# with the program's name and its rank and matches WANT_RE. Sets ELAPSED
-# (seconds until the last one had exited); prints what went wrong.
+# survivors_exit START WANT_RE VICTIM...: every started rank but the
+# VICTIMs exits 1 within FAULT_TIMEOUT + 5 s with one line on stderr that
+# starts with the program's name and its rank and matches WANT_RE. Sets
+# ELAPSED (seconds from START until the last one had exited); prints what
+# went wrong.
 survivors_exit() {
-	local want=$1 r rc start line name ok=0
-	shift
+	local start=$1 want=$2 r rc line name ok=0
+	shift 2
 	name=$(prog_name "$JOB_PROG")
-	start=${FAULT_T0:-$(now)}
 	for r in "${JOB_RANKS[@]}"; do
 		[[ " $* " == *" $r "* ]] && continue
 		rc=0
@@ -115,9 +115,7 @@ fault_case() {
 	local prog=$1 sig=$2 v=$3 want=$4 label=$5 held=yes
 	job_start "$prog" 3 && job_wait_busy || return 1
 	kill "-$sig" "${PIDS[v]}"
-	FAULT_T0=$(now)
-	survivors_exit "$want" "$v" || held=no
-	unset FAULT_T0
+	survivors_exit "$(now)" "$want" "$v" || held=no
 	fault_row "$label" "$prog" "$held" "$ELAPSED"
 	job_reap
 	[ "$held" = yes ]
@@ -127,7 +125,8 @@ fault_case() {
 never_case() {
 	local held=yes
 	job_start "$1" 3 0 1
-	survivors_exit "timed out after $FAULT_TIMEOUT s waiting for rank\(s\) 2 to join" ||
+	survivors_exit "$(now)" \
+	    "timed out after $FAULT_TIMEOUT s waiting for rank\(s\) 2 to join" ||
 	    held=no
 	fault_row "rank 2 of 3 never starts" "$1" "$held" "$ELAPSED"
 	job_reap
@@ -167,7 +166,7 @@ every_prog() {
 # through them; ROLE (server or worker) VICTIM killed once both workers
 # have trained a few steps. Servers' messages in serr.r, workers' werr.r.
 ps_case() {
-	local role=$1 v=$2 sport wport r p rc servers held=yes start
+	local role=$1 v=$2 sport wport r p rc servers held=yes start victim verr f want
 	sport=$(free_port)
 	for r in 0 1; do
 		COLLX_RANK=$r COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$sport \
@@ -193,25 +192,24 @@ ps_case() {
 		sleep 0.1
 	done
 	if [ "$role" = server ]; then
-		kill -KILL "${SPIDS[v]}"
+		victim=${SPIDS[v]} verr=serr.$v
 		# every worker and the other server name the lost server
 		want="server 127\.0\.0\.1:$(head -1 "port.$v"): connection closed"
 	else
-		kill -KILL "${WPIDS[v]}"
+		victim=${WPIDS[v]} verr=werr.$v
 		want="worker $v .* lost|peer rank $v \("
 	fi
+	kill -KILL "$victim"
 	start=$(now)
 	for p in "${SPIDS[@]}" "${WPIDS[@]}"; do
-		[ "$role" = server ] && [ "$p" = "${SPIDS[v]}" ] && continue
-		[ "$role" = worker ] && [ "$p" = "${WPIDS[v]}" ] && continue
+		[ "$p" = "$victim" ] && continue
 		rc=0
 		wait_pid "$p" $((FAULT_TIMEOUT + 5)) || rc=$?
 		[ "$rc" = 1 ] || { echo "# pid $p exited $rc"; held=no; }
 	done
 	ELAPSED=$(since "$start")
 	for f in serr.0 serr.1 werr.0 werr.1; do
-		[ "$role" = server ] && [ "$f" = "serr.$v" ] && continue
-		[ "$role" = worker ] && [ "$f" = "werr.$v" ] && continue
+		[ "$f" = "$verr" ] && continue
 		# the last line is the failure; a worker's -v step lines before it
 		tail -n 1 "$f" | grep -Eq "^collx-(ps|dp): .*($want)" ||
 		    { echo "# $f does not name the $role: $(tail -n 1 "$f")"; held=no; }

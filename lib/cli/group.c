@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,17 +41,8 @@ const char cli_group_help[] =
 "  --token-file F        shared secret for connections (COLLX_TOKEN)\n";
 
 /* A usage error: the reason in err, errno EINVAL; -1. */
-static int
-bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	errno = EINVAL;
-	return -1;
-}
+#define bad(err, errlen, ...) \
+	(cli_fail(err, errlen, __VA_ARGS__), errno = EINVAL, -1)
 
 /* A copy of v into *slot, replacing what was there: 0, or -1 (ENOMEM). */
 static int

@@ -204,23 +204,8 @@ recv_params(struct ps_client *c, float *params, char *err, size_t errlen)
 	return 0;
 }
 
-/* A failed exchange tells every server why before this worker leaves (a
- * lost server, or a server's own error), so the servers that are still
- * there name that cause instead of this worker's departure. Returns -1. */
-static int
-client_failed(struct ps_client *c, const char *why)
-{
-	double deadline = cli_now() + 1;
-	int i;
-
-	for (i = 0; i < c->n; i++)
-		if (c->srv[i].fd >= 0)
-			ps_send_error(c->srv[i].fd, why, deadline);
-	return -1;
-}
-
-static int
-push_all(struct ps_client *c, const float *gsum, double weight,
+int
+ps_client_push(struct ps_client *c, const float *gsum, double weight,
     float *params, char *err, size_t errlen)
 {
 	char e[COLLX_ERRLEN];
@@ -239,15 +224,6 @@ push_all(struct ps_client *c, const float *gsum, double weight,
 			return link_fail(l, e, err, errlen);
 	}
 	return recv_params(c, params, err, errlen);
-}
-
-int
-ps_client_push(struct ps_client *c, const float *gsum, double weight,
-    float *params, char *err, size_t errlen)
-{
-	if (push_all(c, gsum, weight, params, err, errlen) < 0)
-		return client_failed(c, err);
-	return 0;
 }
 
 /* Send a payload-less request of type to every server. */
@@ -270,10 +246,9 @@ send_all_servers(struct ps_client *c, uint32_t type, char *err, size_t errlen)
 int
 ps_client_pull(struct ps_client *c, float *params, char *err, size_t errlen)
 {
-	if (send_all_servers(c, PS_PULL, err, errlen) < 0 ||
-	    recv_params(c, params, err, errlen) < 0)
-		return client_failed(c, err);
-	return 0;
+	if (send_all_servers(c, PS_PULL, err, errlen) < 0)
+		return -1;
+	return recv_params(c, params, err, errlen);
 }
 
 int
@@ -283,10 +258,10 @@ ps_client_done(struct ps_client *c, char *err, size_t errlen)
 	int i;
 
 	if (send_all_servers(c, PS_DONE, err, errlen) < 0)
-		return client_failed(c, err);
+		return -1;
 	for (i = 0; i < c->n; i++)
 		if (link_reply(c, &c->srv[i], PS_ACK, &m, err, errlen) < 0)
-			return client_failed(c, err);
+			return -1;
 	return 0;
 }
 
@@ -319,10 +294,17 @@ ps_client_close(struct ps_client *c)
 	client_free(c, 1);
 }
 
+/* A failing worker tells every server why before it leaves (a lost
+ * server, most likely), so the servers still there name that cause
+ * instead of this worker's departure. */
 void
 ps_client_abort(struct ps_client *c, const char *why)
 {
-	if (c != NULL && why != NULL)
-		client_failed(c, why);
+	double deadline = cli_now() + 1;
+	int i;
+
+	for (i = 0; c != NULL && why != NULL && i < c->n; i++)
+		if (c->srv[i].fd >= 0)
+			ps_send_error(c->srv[i].fd, why, deadline);
 	client_free(c, 0);
 }

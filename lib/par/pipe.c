@@ -189,6 +189,8 @@ own_init(struct prun *r)
 static void
 span(struct prun *r, char kind, int mb, double t0, double t1)
 {
+	struct pipe_span *sp;
+
 	if (!r->cfg->trace)
 		return;
 	if (r->nspans == r->capspans) {
@@ -198,14 +200,15 @@ span(struct prun *r, char kind, int mb, double t0, double t1)
 			return;		/* the trace ends short, training goes on */
 		r->spans = s, r->capspans = cap;
 	}
+	sp = &r->spans[r->nspans++];
 	/* Zeroed first: the span goes to rank 0 as bytes, padding included. */
-	memset(&r->spans[r->nspans], 0, sizeof(r->spans[0]));
-	r->spans[r->nspans].stage = r->rank;
-	r->spans[r->nspans].mb = mb;
-	r->spans[r->nspans].step = (int)r->step;
-	r->spans[r->nspans].kind = kind;
-	r->spans[r->nspans].t0 = t0 - r->origin;
-	r->spans[r->nspans++].t1 = t1 - r->origin;
+	memset(sp, 0, sizeof(*sp));
+	sp->stage = r->rank;
+	sp->mb = mb;
+	sp->step = (int)r->step;
+	sp->kind = kind;
+	sp->t0 = t0 - r->origin;
+	sp->t1 = t1 - r->origin;
 }
 
 /* The micro-batch's inputs and targets, from the step's batch. */

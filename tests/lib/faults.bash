@@ -27,10 +27,8 @@ faults_inputs() {
 job_argv() {
 	local prog=$1 r=$2
 	case $prog in
-	allreduce | broadcast | allgather | reduce-scatter)
+	allreduce | broadcast | allgather | reduce-scatter | alltoall)
 		JOB_ARGV=(collx-"$prog" --iters 1000000 -i big.npy) ;;
-	alltoall)
-		JOB_ARGV=(collx-alltoall --iters 1000000 -i big.npy) ;;
 	dp)
 		JOB_ARGV=(collx-dp -m m.safetensors --data X.npy --targets Y.npy
 		    --batch 96 --steps 100000000 --lr 0.0001) ;;
