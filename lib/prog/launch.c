@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "cli/cli.h"
+#include "comm/auth.h"
 #include "prog/launch.h"
 
 #define LAUNCH_MAX_HOSTS 65536
@@ -425,12 +426,47 @@ launch_words_free(char **argv)
 	free(argv);
 }
 
+/* The kernel's ephemeral range, where bind(port 0) and connect() take
+ * their local ports; Linux's default when it cannot be read. */
+static void
+ephemeral_range(int *lo, int *hi)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	*lo = 32768, *hi = 60999;
+	if (f == NULL)
+		return;
+	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
+		*lo = 32768, *hi = 60999;
+	fclose(f);
+}
+
+/* Whether port on a is free now: bound, then released at once. */
+static int
+port_free(struct sockaddr_in *a, int port)
+{
+	int fd, ok;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	a->sin_port = htons((uint16_t)port);
+	ok = bind(fd, (struct sockaddr *)a, sizeof *a) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * A port the kernel would never hand out by itself: one from the
+ * ephemeral range can be taken, between the check and rank 0's bind, by
+ * another rank's listener or outgoing connection. Random, so that two
+ * jobs starting together do not pick the same one.
+ */
 int
 launch_free_port(const char *host, int *port, char *err, size_t errlen)
 {
 	struct sockaddr_in a;
-	socklen_t alen = sizeof a;
-	int fd;
+	uint32_t r;
+	int lo, hi, below, above, n, k, p;
 
 	memset(&a, 0, sizeof a);
 	a.sin_family = AF_INET;
@@ -438,17 +474,30 @@ launch_free_port(const char *host, int *port, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: not an IPv4 address", host);
 		return -1;
 	}
-	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		goto fail;
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-		close(fd);
-		goto fail;
+	ephemeral_range(&lo, &hi);
+	below = lo > 10240 ? lo - 10240 : 0;	/* [10240, lo) */
+	above = 65535 - hi;			/* (hi, 65535] */
+	if (below + above == 0) {
+		snprintf(err, errlen, "choosing a free port on %s: the ephemeral "
+		    "range %d-%d leaves none", host, lo, hi);
+		return -1;
 	}
-	close(fd);
-	*port = ntohs(a.sin_port);
-	return 0;
-fail:
-	snprintf(err, errlen, "choosing a free port on %s: %s", host, strerror(errno));
+	for (k = 0; k < 256; k++) {
+		if (auth_random(&r, sizeof r, err, errlen) < 0)
+			return -1;
+		n = (int)(r % (uint32_t)(below + above));
+		p = n < below ? 10240 + n : hi + 1 + (n - below);
+		switch (port_free(&a, p)) {
+		case 1:
+			*port = p;
+			return 0;
+		case -1:
+			snprintf(err, errlen, "choosing a free port on %s: %s",
+			    host, strerror(errno));
+			return -1;
+		}
+	}
+	snprintf(err, errlen, "choosing a free port on %s: 256 tries outside "
+	    "%d-%d all taken", host, lo, hi);
 	return -1;
 }

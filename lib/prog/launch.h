@@ -54,8 +54,8 @@ int launch_split_words(const char *s, char ***argv, int *argc,
     char *err, size_t errlen);
 void launch_words_free(char **argv);
 
-/* A TCP port on host (a numeric address) that is free now: bound to port 0,
- * read back, released. 0 or -1 with the reason in err. */
+/* A TCP port on host (a numeric address) that is free now and outside the
+ * kernel's ephemeral range. 0 or -1 with the reason in err. */
 int launch_free_port(const char *host, int *port, char *err, size_t errlen);
 
 #endif

@@ -31,9 +31,26 @@ common_teardown() {
 	cd / && rm -rf "$T"
 }
 
-# A TCP port nobody listens on now (the kernel's choice, then released).
+# A TCP port nobody listens on now, outside the kernel's ephemeral range:
+# one from inside it could be taken, before rank 0 binds it, by another
+# rank's listener or outgoing connection (collx-run chooses the same way).
 free_port() {
-	"$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	"$PY" -c '
+import random, socket
+lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+ports = list(range(10240, lo)) + list(range(hi + 1, 65536))
+while True:
+    p = random.choice(ports)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+'
 }
 
 # The long options a man page documents in its option lists (".It Fl \-name"
