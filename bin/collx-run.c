@@ -10,7 +10,6 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +23,11 @@
 
 #include "cli/cli.h"
 #include "prog/launch.h"
+#include "prog/linetag.h"
 
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
-#define DEFAULT_PORT 29500	/* per-host mode's rendezvous port on the first host */
-#define LINE_MAX_TAG 65536	/* a longer line is split when tagging */
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
@@ -56,40 +54,22 @@ static const struct option longopts[] = {
 	{ 0, 0, 0, 0 }
 };
 
-struct stream {
-	int fd;			/* read end of the rank's pipe; -1 when closed */
-	int to;			/* 1 or 2 */
-	char *buf;
-	size_t len;
-};
-
 struct rank {
 	pid_t pid;		/* also its process group */
 	int reaped, status;
-	int host;		/* index into hosts; -1 for a local rank */
-	int local_rank, local_world;
-	struct stream out, err;
+	struct launch_rank place;
+	struct linetag out, err;	/* with --tag-output */
 };
 
 struct job {
-	int n, per_host, tag;
-	struct launch_hosts hosts;
-	const char *hostfile, *ssh;
-	char *master, *timeout;
-	char *torch_addr;	/* MASTER_ADDR and MASTER_PORT, for PyTorch */
-	int torch_port;
-	const char *wdir;	/* --wdir */
-	char *cwd;		/* where remote ranks start without --wdir */
-	const char *port_range;	/* --port-range, as COLLX_PORT_RANGE */
+	struct launch_job spec;	/* what the ranks are started with */
+	int per_host, tag;
+	const char *hostfile, *ssh_cmd;
 	double time_limit;
-	char **exports;
-	int nexports;
-	char **prog;		/* PROGRAM ARG..., NULL-terminated */
 	struct rank *ranks;
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
-	char job_id[33];	/* COLLX_JOB_ID: drawn at random, or the caller's */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -135,43 +115,9 @@ usage(void)
 	    "  -V, --version         show the version\n"
 	    "Exit status: 0 when all ranks succeed; else the failing rank's status\n"
 	    "(128+N for signal N), 2 usage, 124 time limit, 126/127 PROGRAM not\n"
-	    "executable / not found.\n", cli_progname, DEFAULT_PORT);
+	    "executable / not found.\n", cli_progname, LAUNCH_DEFAULT_PORT);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
-}
-
-static char *
-xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *
-xasprintf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, fmt);
-	n = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	return s;
-}
-
-/* The variables collx-run sets for each rank (MASTER_ADDR and MASTER_PORT
- * too, but -x may move PyTorch's store elsewhere). */
-static int
-set_per_rank(const char *name)
-{
-	static const char *const vars[] = { "COLLX_RANK", "COLLX_WORLD_SIZE",
-	    "COLLX_LOCAL_RANK", "COLLX_MASTER", "RANK", "WORLD_SIZE",
-	    "LOCAL_RANK", "LOCAL_WORLD_SIZE", NULL };
-	const char *const *p;
-
-	for (p = vars; *p; p++)
-		if (strcmp(name, *p) == 0)
-			return 1;
-	return 0;
 }
 
 static void
@@ -187,14 +133,14 @@ add_export(struct job *j, const char *arg)
 		cli_usage_error("-x: invalid variable name in '%s'", arg);
 	memcpy(name, arg, len);
 	name[len] = '\0';
-	if (set_per_rank(name))
+	if (launch_per_rank_var(name))
 		cli_usage_error("-x: %s is set by %s for each rank", name, cli_progname);
 	if (eq == NULL && getenv(name) == NULL)
 		cli_usage_error("-x: %s is not set", name);
-	j->exports = cli_reallocarray(j->exports, (size_t)j->nexports + 1,
-	    sizeof *j->exports);
-	j->exports[j->nexports++] = eq ? cli_strdup(arg) :
-	    xasprintf("%s=%s", name, getenv(name));
+	j->spec.exports = cli_reallocarray(j->spec.exports,
+	    (size_t)j->spec.nexports + 1, sizeof *j->spec.exports);
+	j->spec.exports[j->spec.nexports++] = eq ? cli_strdup(arg) :
+	    cli_asprintf("%s=%s", name, getenv(name));
 }
 
 static void
@@ -205,7 +151,7 @@ parse_option(struct job *j, int c, const char **hostlist)
 
 	switch (c) {
 	case 'n':
-		j->n = (int)cli_parse_long("-n", optarg, 1, MAX_RANKS);
+		j->spec.n = (int)cli_parse_long("-n", optarg, 1, MAX_RANKS);
 		break;
 	case 'H':
 		*hostlist = optarg;
@@ -217,22 +163,22 @@ parse_option(struct job *j, int c, const char **hostlist)
 		j->per_host = (int)cli_parse_long("--per-host", optarg, 1, MAX_RANKS);
 		break;
 	case OPT_SSH:
-		j->ssh = optarg;
+		j->ssh_cmd = optarg;
 		break;
 	case OPT_MASTER:
 		if (cli_hostport_parse(optarg, host, sizeof host, &port) < 0)
 			cli_usage_error("--master: invalid address '%s' (want"
 			    " HOST:PORT)", optarg);
-		free(j->master);
-		j->master = cli_strdup(optarg);
+		free(j->spec.master);
+		j->spec.master = cli_strdup(optarg);
 		break;
 	case OPT_TAG:
 		j->tag = 1;
 		break;
 	case OPT_TIMEOUT:
 		cli_parse_double("--timeout", optarg, 0.001, 1e9);
-		free(j->timeout);
-		j->timeout = cli_strdup(optarg);
+		free(j->spec.timeout);
+		j->spec.timeout = cli_strdup(optarg);
 		break;
 	case OPT_TIME_LIMIT:
 		j->time_limit = cli_parse_double("--time-limit", optarg, 0.001, 1e9);
@@ -240,13 +186,13 @@ parse_option(struct job *j, int c, const char **hostlist)
 	case OPT_WDIR:
 		if (*optarg == '\0')
 			cli_usage_error("--wdir: empty directory");
-		j->wdir = optarg;
+		j->spec.wdir = optarg;
 		break;
 	case OPT_PORT_RANGE:
 		if (cli_port_range_parse(optarg, &lo, &hi) < 0)
 			cli_usage_error("--port-range: invalid range '%s' (want LO-HI,"
 			    " 1 <= LO <= HI <= 65535)", optarg);
-		j->port_range = optarg;
+		j->spec.port_range = optarg;
 		break;
 	case 'x':
 		add_export(j, optarg);
@@ -270,102 +216,29 @@ static void
 load_hosts(struct job *j, const char *hostlist)
 {
 	char err[COLLX_ERRLEN];
+	int nssh;
 
 	if (hostlist && j->hostfile)
 		cli_usage_error("-H and --hostfile exclude each other");
-	if (hostlist && launch_hosts_add_list(&j->hosts, hostlist, err, sizeof err) < 0)
+	if (hostlist && launch_hosts_add_list(&j->spec.hosts, hostlist, err,
+	    sizeof err) < 0)
 		cli_usage_error("-H: %s", err);
-	if (j->hostfile && launch_hostfile_read(&j->hosts, j->hostfile, err,
+	if (j->hostfile && launch_hostfile_read(&j->spec.hosts, j->hostfile, err,
 	    sizeof err) < 0)
 		cli_usage_error("--hostfile: %s", err);
-	if (j->hosts.n == 0 && (j->ssh || j->per_host))
+	if (j->spec.hosts.n == 0 && (j->ssh_cmd || j->per_host))
 		cli_usage_error("%s needs hosts (-H or --hostfile)",
-		    j->ssh ? "--ssh" : "--per-host");
-}
-
-/*
- * PyTorch's pair, MASTER_ADDR and MASTER_PORT: collx's host and another
- * port, so that a PyTorch store and collx's rendezvous never clash: a free
- * one locally, else the next (collx programs take COLLX_MASTER first).
- */
-static void
-choose_torch_port(struct job *j, int port)
-{
-	char err[COLLX_ERRLEN];
-	int k;
-
-	if (j->hosts.n == 0 && strncmp(j->master, "127.0.0.1:", 10) == 0) {
-		for (k = 0; k < 16; k++) {
-			if (launch_free_port("127.0.0.1", &j->torch_port, err,
-			    sizeof err) < 0)
-				cli_die(CLI_EXIT_RUNTIME, "%s", err);
-			if (j->torch_port != port)
-				return;
-		}
-	}
-	j->torch_port = port < 65535 ? port + 1 : port - 1;
-}
-
-/* The rendezvous address: --master, else a free local port, else the
- * first host's address on DEFAULT_PORT. */
-static void
-choose_master(struct job *j)
-{
-	char err[COLLX_ERRLEN], host[256];
-	const char *addr;
-	int port;
-
-	if (j->master == NULL && j->hosts.n == 0) {
-		if (launch_free_port("127.0.0.1", &port, err, sizeof err) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", err);
-		j->master = xasprintf("127.0.0.1:%d", port);
-	} else if (j->master == NULL) {
-		addr = launch_host_addr(j->hosts.names[0]);
-		j->master = xasprintf(strchr(addr, ':') && addr[0] != '[' ?
-		    "[%s]:%d" : "%s:%d", addr, DEFAULT_PORT);
-	}
-	if (cli_hostport_parse(j->master, host, sizeof host, &port) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s: not HOST:PORT", j->master);
-	j->torch_addr = cli_strdup(host);
-	choose_torch_port(j, port);
-}
-
-/* The remote shell's first step with a token: its first line of input. */
-#define TOKEN_SCRIPT \
-	"IFS= read -r COLLX_TOKEN && export COLLX_TOKEN && exec env \"$@\""
-
-static const char *
-remote_token(void)
-{
-	const char *v = getenv("COLLX_TOKEN");
-
-	return v && *v ? v : NULL;
-}
-
-/* This launch's identity: the ranks of two launches that meet at one
- * rendezvous port refuse each other even without a token. */
-static void
-draw_job_id(struct job *j)
-{
-	const char *v = getenv("COLLX_JOB_ID");
-	unsigned char r[16];
-	int k;
-
-	if (v && *v && strlen(v) < sizeof j->job_id &&
-	    strspn(v, "0123456789abcdefABCDEF-_") == strlen(v)) {
-		snprintf(j->job_id, sizeof j->job_id, "%s", v);
-		return;
-	}
-	if (getentropy(r, sizeof r) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "getentropy: %s", strerror(errno));
-	for (k = 0; k < 16; k++)
-		snprintf(j->job_id + 2 * k, 3, "%02x", r[k]);
+		    j->ssh_cmd ? "--ssh" : "--per-host");
+	if (j->spec.hosts.n > 0 && launch_split_words(j->ssh_cmd ? j->ssh_cmd :
+	    "ssh", &j->spec.ssh, &nssh, err, sizeof err) < 0)
+		cli_usage_error("--ssh: %s", err);
 }
 
 static void
 parse_args(struct job *j, int argc, char **argv)
 {
 	const char *hostlist = NULL;
+	char err[COLLX_ERRLEN];
 	int c;
 
 	while ((c = getopt_long(argc, argv, "+n:H:x:hVvq", longopts, NULL)) != -1) {
@@ -381,125 +254,19 @@ parse_args(struct job *j, int argc, char **argv)
 	}
 	if (optind >= argc)
 		cli_usage_error("no PROGRAM given");
-	j->prog = argv + optind;
+	j->spec.prog = argv + optind;
 	load_hosts(j, hostlist);
-	if (j->n == 0)
-		j->n = j->hosts.n ? launch_hosts_slots(&j->hosts, j->per_host) : 1;
-	if (j->n > MAX_RANKS)
+	if (j->spec.n == 0)
+		j->spec.n = j->spec.hosts.n ?
+		    launch_hosts_slots(&j->spec.hosts, j->per_host) : 1;
+	if (j->spec.n > MAX_RANKS)
 		cli_usage_error("more than %d ranks", MAX_RANKS);
-	choose_master(j);
-	draw_job_id(j);
 	/* The remote shell reads the token as one line. */
-	if (j->hosts.n && remote_token() && strchr(remote_token(), '\n'))
+	if (j->spec.hosts.n && launch_token() && strchr(launch_token(), '\n'))
 		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
 		    " one line");
-	if (j->hosts.n > 0 && j->wdir == NULL)
-		j->cwd = getcwd(NULL, 0);	/* NULL (removed): no cd */
-}
-
-struct vec {
-	char **v;
-	int n;
-};
-
-static void
-vec_push(struct vec *v, char *s)
-{
-	v->v = cli_reallocarray(v->v, (size_t)v->n + 2, sizeof *v->v);
-	v->v[v->n++] = s;
-	v->v[v->n] = NULL;
-}
-
-static void
-vec_free(struct vec *v)
-{
-	int i;
-
-	for (i = 0; i < v->n; i++)
-		free(v->v[i]);
-	free(v->v);
-	v->v = NULL;
-	v->n = 0;
-}
-
-/* NAME=VALUE for every variable rank i gets. A remote rank's token goes
- * through standard input instead (token_stdin): the command line of ssh
- * and of the remote shell is visible to every user in ps. */
-static void
-rank_env(const struct job *j, int i, struct vec *env)
-{
-	static const char *const passed[] = { "COLLX_TOKEN", "COLLX_IFNAME", NULL };
-	const char *const *p, *v;
-	int k;
-
-	vec_push(env, xasprintf("COLLX_RANK=%d", i));
-	vec_push(env, xasprintf("COLLX_WORLD_SIZE=%d", j->n));
-	vec_push(env, xasprintf("COLLX_LOCAL_RANK=%d", j->ranks[i].local_rank));
-	vec_push(env, xasprintf("COLLX_JOB_ID=%s", j->job_id));
-	vec_push(env, xasprintf("COLLX_MASTER=%s", j->master));
-	/* torchrun's names, so a PyTorch script runs unchanged. */
-	vec_push(env, xasprintf("RANK=%d", i));
-	vec_push(env, xasprintf("WORLD_SIZE=%d", j->n));
-	vec_push(env, xasprintf("LOCAL_RANK=%d", j->ranks[i].local_rank));
-	vec_push(env, xasprintf("LOCAL_WORLD_SIZE=%d", j->ranks[i].local_world));
-	vec_push(env, xasprintf("MASTER_ADDR=%s", j->torch_addr));
-	vec_push(env, xasprintf("MASTER_PORT=%d", j->torch_port));
-	if (j->port_range)
-		vec_push(env, xasprintf("COLLX_PORT_RANGE=%s", j->port_range));
-	if (j->timeout)
-		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", j->timeout));
-	else if ((v = getenv("COLLX_TIMEOUT")) != NULL)
-		vec_push(env, xasprintf("COLLX_TIMEOUT=%s", v));
-	for (p = passed; *p; p++)
-		if ((v = getenv(*p)) != NULL && !(j->ranks[i].host >= 0 &&
-		    strcmp(*p, "COLLX_TOKEN") == 0))
-			vec_push(env, xasprintf("%s=%s", *p, v));
-	for (k = 0; k < j->nexports; k++)
-		vec_push(env, cli_strdup(j->exports[k]));
-}
-
-/* Locally PROGRAM ARG...; on a host CMD HOST env NAME=VALUE... PROGRAM ARG...
- * with everything after HOST quoted for the remote shell, or with a token
- * CMD HOST sh -c 'read the token; exec env "$@"' sh NAME=VALUE... PROGRAM
- * ARG..., the token written to CMD's standard input. */
-static void
-rank_argv(const struct job *j, int i, const struct vec *env, char **ssh,
-    struct vec *argv)
-{
-	int remote = j->ranks[i].host >= 0, k;
-	char *a;
-
-	if (remote) {
-		for (k = 0; ssh[k]; k++)
-			vec_push(argv, cli_strdup(ssh[k]));
-		vec_push(argv, cli_strdup(j->hosts.names[j->ranks[i].host]));
-		/* As mpirun: this directory when the host has it, else the
-		 * remote shell's own; --wdir DIR or fail. */
-		if (j->wdir || j->cwd) {
-			vec_push(argv, cli_strdup("cd"));
-			vec_push(argv, launch_shquote(j->wdir ? j->wdir : j->cwd));
-			vec_push(argv, cli_strdup(j->wdir ? "&&" : "2>/dev/null;"));
-		}
-		if (remote_token()) {
-			vec_push(argv, cli_strdup("sh"));
-			vec_push(argv, cli_strdup("-c"));
-			vec_push(argv, launch_shquote(TOKEN_SCRIPT));
-			vec_push(argv, cli_strdup("sh"));
-		} else {
-			vec_push(argv, cli_strdup("env"));
-		}
-		for (k = 0; k < env->n; k++)
-			vec_push(argv, launch_shquote(env->v[k]));
-	}
-	for (k = 0; j->prog[k]; k++) {
-		a = cli_subst(j->prog[k], i, j->n);
-		if (remote) {
-			vec_push(argv, launch_shquote(a));
-			free(a);
-		} else {
-			vec_push(argv, a);
-		}
-	}
+	if (launch_job_prepare(&j->spec, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
 }
 
 static void
@@ -555,8 +322,8 @@ token_stdin(const char *token, int relay)
 
 /* In the child: own process group, default signals, stdio, environment. */
 static _Noreturn void
-child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
-    const int *errp, int execfd, const sigset_t *mask, pid_t parent)
+child_exec(const struct job *j, int i, char **env, char **argv, int out, int err,
+    int execfd, const sigset_t *mask, pid_t parent)
 {
 	size_t k;
 	int e, pass;
@@ -580,19 +347,19 @@ child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
 	pass = i == 0 && !isatty(STDIN_FILENO);
 	if (!pass)
 		dup2(j->no_input, STDIN_FILENO);
-	if (j->ranks[i].host >= 0 && remote_token())
-		token_stdin(remote_token(), pass);
-	if (outp[1] >= 0) {
-		dup2(outp[1], STDOUT_FILENO);
-		dup2(errp[1], STDERR_FILENO);
+	if (j->ranks[i].place.host >= 0 && launch_token())
+		token_stdin(launch_token(), pass);
+	if (out >= 0) {
+		dup2(out, STDOUT_FILENO);
+		dup2(err, STDERR_FILENO);
 	}
-	if (j->ranks[i].host < 0)
+	if (j->ranks[i].place.host < 0)
 		for (k = 0; env[k]; k++)
 			putenv(env[k]);
-	if (j->ranks[i].host < 0 && j->wdir && chdir(j->wdir) < 0) {
+	if (j->ranks[i].place.host < 0 && j->spec.wdir && chdir(j->spec.wdir) < 0) {
 		e = errno;
 		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
-		    j->wdir, strerror(e));
+		    j->spec.wdir, strerror(e));
 		_exit(CLI_EXIT_RUNTIME);
 	}
 	execvp(argv[0], argv);
@@ -602,46 +369,34 @@ child_exec(const struct job *j, int i, char **env, char **argv, const int *outp,
 	_exit(e == ENOENT ? 127 : 126);
 }
 
-static void
-stream_open(struct stream *s, int *p, int to)
-{
-	if (pipe2(p, O_CLOEXEC) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
-	s->fd = p[0];
-	s->to = to;
-	s->len = 0;
-	s->buf = cli_calloc(LINE_MAX_TAG, 1);
-	fcntl(s->fd, F_SETFL, O_NONBLOCK);
-}
-
 /* Fork and exec rank i; 0, or 127 (not found) or 126 (not executable)
  * when PROGRAM could not be executed. */
 static int
-spawn(struct job *j, int i, char **ssh)
+spawn(struct job *j, int i)
 {
-	struct vec env = { 0 }, argv = { 0 };
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, execp[2], e;
+	int out = -1, err = -1, execp[2], e;
+	char **env, **argv, why[COLLX_ERRLEN];
 	sigset_t all, old;
 	struct rank *r = &j->ranks[i];
 	pid_t parent = getpid();
 	ssize_t n;
 
-	rank_env(j, i, &env);
-	rank_argv(j, i, &env, ssh, &argv);
-	show_command(i, r->host >= 0 ? argv.v : env.v);
-	if (r->host < 0)
-		show_command(i, argv.v);
-	if (j->tag) {
-		stream_open(&r->out, outp, STDOUT_FILENO);
-		stream_open(&r->err, errp, STDERR_FILENO);
-	}
+	env = launch_rank_env(&j->spec, i, &r->place);
+	argv = launch_rank_argv(&j->spec, i, &r->place, env);
+	show_command(i, r->place.host >= 0 ? argv : env);
+	if (r->place.host < 0)
+		show_command(i, argv);
+	if (j->tag && (linetag_open(&r->out, i, STDOUT_FILENO, &out, why,
+	    sizeof why) < 0 || linetag_open(&r->err, i, STDERR_FILENO, &err, why,
+	    sizeof why) < 0))
+		cli_die(CLI_EXIT_RUNTIME, "%s", why);
 	if (pipe2(execp, O_CLOEXEC) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
 	r->pid = fork();
 	if (r->pid == 0)
-		child_exec(j, i, env.v, argv.v, outp, errp, execp[1], &old, parent);
+		child_exec(j, i, env, argv, out, err, execp[1], &old, parent);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (r->pid < 0)
@@ -649,17 +404,17 @@ spawn(struct job *j, int i, char **ssh)
 	setpgid(r->pid, r->pid);	/* either side may win the race */
 	j->running++;
 	close(execp[1]);
-	if (outp[1] >= 0) {
-		close(outp[1]);
-		close(errp[1]);
+	if (out >= 0) {
+		close(out);
+		close(err);
 	}
 	while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR)
 		;
 	close(execp[0]);
 	if (n == sizeof e)
-		cli_warn("cannot execute %s: %s", argv.v[0], strerror(e));
-	vec_free(&env);
-	vec_free(&argv);
+		cli_warn("cannot execute %s: %s", argv[0], strerror(e));
+	launch_words_free(env);
+	launch_words_free(argv);
 	return n != sizeof e ? 0 : e == ENOENT ? 127 : 126;
 }
 
@@ -712,7 +467,7 @@ signal_all(struct job *j, int sig)
 {
 	int i;
 
-	for (i = 0; i < j->n; i++)
+	for (i = 0; i < j->spec.n; i++)
 		if (j->ranks[i].pid > 0)
 			kill(-j->ranks[i].pid, sig);
 	if (sig == SIGKILL)
@@ -736,8 +491,9 @@ describe(const struct job *j, int i, char *buf, size_t len)
 {
 	const struct rank *r = &j->ranks[i];
 
-	if (r->host >= 0)
-		snprintf(buf, len, "rank %d (host %s)", i, j->hosts.names[r->host]);
+	if (r->place.host >= 0)
+		snprintf(buf, len, "rank %d (host %s)", i,
+		    j->spec.hosts.names[r->place.host]);
 	else
 		snprintf(buf, len, "rank %d (pid %ld)", i, (long)r->pid);
 }
@@ -779,13 +535,13 @@ collect(struct job *j, int *killed)
 	int status, i, failed = 0;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (i = 0; i < j->n; i++)
+		for (i = 0; i < j->spec.n; i++)
 			if (j->ranks[i].pid == pid && !j->ranks[i].reaped) {
 				j->ranks[i].reaped = -1;
 				j->ranks[i].status = status;
 			}
 	*killed = 0;
-	for (i = 0; i < j->n; i++)
+	for (i = 0; i < j->spec.n; i++)
 		if (j->ranks[i].reaped == -1 &&
 		    !(WIFEXITED(j->ranks[i].status) &&
 		    WEXITSTATUS(j->ranks[i].status) == 0)) {
@@ -814,7 +570,7 @@ reap(struct job *j)
 			collect(j, &killed);
 		}
 	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < j->n; i++)
+		for (i = 0; i < j->spec.n; i++)
 			if (j->ranks[i].reaped == -1 &&
 			    WIFSIGNALED(j->ranks[i].status) == !pass)
 				rank_ended(j, i, j->ranks[i].status);
@@ -841,80 +597,24 @@ handle_signals(struct job *j)
 		}
 }
 
-/* "[R] line\n" in one write, so lines of different ranks never mix. */
-static void
-emit_line(const struct stream *s, int rank, const char *line, size_t len)
-{
-	char *out;
-	int k;
-
-	out = cli_calloc(len + 32, 1);
-	k = snprintf(out, 32, "[%d] ", rank);
-	memcpy(out + k, line, len);
-	if (len == 0 || line[len - 1] != '\n')
-		out[k + len++] = '\n';
-	(void)cli_write_all(s->to, out, (size_t)k + len);	/* reader gone: drop it */
-	free(out);
-}
-
-static void
-stream_close(struct stream *s, int rank)
-{
-	if (s->len > 0)
-		emit_line(s, rank, s->buf, s->len);
-	close(s->fd);
-	free(s->buf);
-	s->fd = -1;
-	s->buf = NULL;
-	s->len = 0;
-}
-
-static void
-stream_read(struct stream *s, int rank)
-{
-	ssize_t n;
-	char *nl, *p;
-
-	n = read(s->fd, s->buf + s->len, LINE_MAX_TAG - s->len);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (n <= 0) {
-		stream_close(s, rank);
-		return;
-	}
-	s->len += (size_t)n;
-	p = s->buf;
-	while ((nl = memchr(p, '\n', s->len - (size_t)(p - s->buf))) != NULL) {
-		emit_line(s, rank, p, (size_t)(nl - p) + 1);
-		p = nl + 1;
-	}
-	s->len -= (size_t)(p - s->buf);
-	memmove(s->buf, p, s->len);
-	if (s->len == LINE_MAX_TAG) {	/* an overlong line: split it */
-		emit_line(s, rank, s->buf, s->len);
-		s->len = 0;
-	}
-}
-
 /* poll set: the signal pipe, then every open stream; returns its size. */
 static nfds_t
-poll_set(struct job *j, struct pollfd *fds, struct stream **owner, int *rank_of)
+poll_set(struct job *j, struct pollfd *fds, struct linetag **owner)
 {
-	struct stream *s;
+	struct linetag *t;
 	nfds_t n = 1;
 	int i, k;
 
 	fds[0].fd = sig_pipe[0];
 	fds[0].events = POLLIN;
-	for (i = 0; i < j->n && j->tag; i++)
+	for (i = 0; i < j->spec.n && j->tag; i++)
 		for (k = 0; k < 2; k++) {
-			s = k ? &j->ranks[i].err : &j->ranks[i].out;
-			if (s->fd < 0)
+			t = k ? &j->ranks[i].err : &j->ranks[i].out;
+			if (t->fd < 0)
 				continue;
-			fds[n].fd = s->fd;
+			fds[n].fd = t->fd;
 			fds[n].events = POLLIN;
-			owner[n] = s;
-			rank_of[n++] = i;
+			owner[n++] = t;
 		}
 	return n;
 }
@@ -958,7 +658,7 @@ groups_alive(const struct job *j)
 {
 	int i;
 
-	for (i = 0; i < j->n; i++)
+	for (i = 0; i < j->spec.n; i++)
 		if (j->ranks[i].pid > 0 && kill(-j->ranks[i].pid, 0) == 0)
 			return 1;
 	return 0;
@@ -987,16 +687,15 @@ static void
 supervise(struct job *j)
 {
 	struct pollfd *fds;
-	struct stream **owner;
-	int *rank_of, i;
+	struct linetag **owner;
 	nfds_t n, k;
+	int i;
 
-	fds = cli_calloc((size_t)j->n * 2 + 1, sizeof *fds);
-	owner = cli_calloc((size_t)j->n * 2 + 1, sizeof *owner);
-	rank_of = cli_calloc((size_t)j->n * 2 + 1, sizeof *rank_of);
+	fds = cli_calloc((size_t)j->spec.n * 2 + 1, sizeof *fds);
+	owner = cli_calloc((size_t)j->spec.n * 2 + 1, sizeof *owner);
 	for (;;) {
 		reap(j);
-		n = poll_set(j, fds, owner, rank_of);
+		n = poll_set(j, fds, owner);
 		if (j->running == 0 && drained(j, n))
 			break;
 		if (poll(fds, n, next_wait(j, cli_now())) < 0 && errno != EINTR)
@@ -1005,44 +704,38 @@ supervise(struct job *j)
 			handle_signals(j);
 		for (k = 1; k < n; k++)
 			if (fds[k].revents)
-				stream_read(owner[k], rank_of[k]);
+				linetag_read(owner[k]);
 		check_deadlines(j);
 	}
-	for (i = 0; i < j->n && j->tag; i++) {
+	for (i = 0; i < j->spec.n && j->tag; i++) {
 		if (j->ranks[i].out.fd >= 0)
-			stream_close(&j->ranks[i].out, i);
+			linetag_close(&j->ranks[i].out);
 		if (j->ranks[i].err.fd >= 0)
-			stream_close(&j->ranks[i].err, i);
+			linetag_close(&j->ranks[i].err);
 	}
 	free(fds);
 	free(owner);
-	free(rank_of);
 }
 
 static void
 place_ranks(struct job *j)
 {
-	int *host_of, *local, *lworld, i;
+	int n = j->spec.n, *host_of, *local, *lworld, i;
 
-	j->ranks = cli_calloc((size_t)j->n, sizeof *j->ranks);
-	for (i = 0; i < j->n; i++) {
-		j->ranks[i].host = -1;
-		j->ranks[i].local_rank = i;
-		j->ranks[i].local_world = j->n;
+	j->ranks = cli_calloc((size_t)n, sizeof *j->ranks);
+	for (i = 0; i < n; i++) {
+		j->ranks[i].place = (struct launch_rank){ -1, i, n };
 		j->ranks[i].out.fd = j->ranks[i].err.fd = -1;
 	}
-	if (j->hosts.n == 0)
+	if (j->spec.hosts.n == 0)
 		return;
-	host_of = cli_calloc((size_t)j->n, sizeof *host_of);
-	local = cli_calloc((size_t)j->n, sizeof *local);
-	lworld = cli_calloc((size_t)j->n, sizeof *lworld);
-	launch_place(&j->hosts, j->n, j->per_host, host_of, local);
-	launch_local_worlds(&j->hosts, j->n, host_of, local, lworld);
-	for (i = 0; i < j->n; i++) {
-		j->ranks[i].host = host_of[i];
-		j->ranks[i].local_rank = local[i];
-		j->ranks[i].local_world = lworld[i];
-	}
+	host_of = cli_calloc((size_t)n, sizeof *host_of);
+	local = cli_calloc((size_t)n, sizeof *local);
+	lworld = cli_calloc((size_t)n, sizeof *lworld);
+	launch_place(&j->spec.hosts, n, j->per_host, host_of, local);
+	launch_local_worlds(&j->spec.hosts, n, host_of, local, lworld);
+	for (i = 0; i < n; i++)
+		j->ranks[i].place = (struct launch_rank){ host_of[i], local[i], lworld[i] };
 	free(lworld);
 	free(host_of);
 	free(local);
@@ -1079,17 +772,8 @@ raise_fd_limit(void)
 static void
 job_free(struct job *j)
 {
-	int i;
-
-	for (i = 0; i < j->nexports; i++)
-		free(j->exports[i]);
-	free(j->exports);
+	launch_job_free(&j->spec);
 	free(j->ranks);
-	free(j->master);
-	free(j->timeout);
-	free(j->torch_addr);
-	free(j->cwd);
-	launch_hosts_free(&j->hosts);
 	if (j->no_input > 0)
 		close(j->no_input);
 }
@@ -1098,27 +782,22 @@ int
 main(int argc, char **argv)
 {
 	static struct job j;	/* static: what usage errors leave is reachable */
-	char **ssh = NULL, err[COLLX_ERRLEN];
-	int nssh, i, rc;
+	int i, rc;
 
 	cli_init(argv[0]);
 	parse_args(&j, argc, argv);
-	if (j.hosts.n > 0 && launch_split_words(j.ssh ? j.ssh : "ssh", &ssh,
-	    &nssh, err, sizeof err) < 0)
-		cli_usage_error("--ssh: %s", err);
 	place_ranks(&j);
 	raise_fd_limit();
 	open_no_input(&j);
 	catch_signals();
 	if (j.time_limit > 0)
 		j.limit_at = cli_now() + j.time_limit;
-	for (i = 0; i < j.n && !j.stopping; i++) {
-		if ((rc = spawn(&j, i, ssh)) != 0)
+	for (i = 0; i < j.spec.n && !j.stopping; i++) {
+		if ((rc = spawn(&j, i)) != 0)
 			stop_all(&j, SIGTERM, rc);
 		handle_signals(&j);
 	}
 	supervise(&j);
-	launch_words_free(ssh);
 	rc = j.exit_code;
 	job_free(&j);
 	return rc;

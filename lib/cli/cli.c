@@ -370,6 +370,21 @@ cli_strdup(const char *s)
 	return d;
 }
 
+char *
+cli_asprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	return s;
+}
+
 void *
 cli_calloc(size_t n, size_t size)
 {

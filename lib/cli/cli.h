@@ -72,6 +72,7 @@ int cli_parse_list(const char *opt, const char *s, long *out, int max);
 /* Allocation for programs: out of memory is a runtime failure (exit 1).
  * cli_calloc never returns NULL, even for a zero size. */
 char *cli_strdup(const char *s);
+char *cli_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *cli_calloc(size_t n, size_t size);
 /* realloc of n items of size (overflow checked), never NULL. */
 void *cli_reallocarray(void *p, size_t n, size_t size);

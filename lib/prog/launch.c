@@ -6,12 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 
 #include "cli/cli.h"
-#include "comm/auth.h"
 #include "prog/launch.h"
 
 #define LAUNCH_MAX_HOSTS 65536
@@ -348,8 +344,8 @@ launch_shquote(const char *s)
 	return out;
 }
 
-static void
-words_push(char ***v, int *n, char *w)
+void
+launch_words_push(char ***v, int *n, char *w)
 {
 	*v = cli_reallocarray(*v, (size_t)*n + 2, sizeof **v);
 	(*v)[(*n)++] = w;
@@ -403,7 +399,7 @@ launch_split_words(const char *s, char ***argv, int *argc, char *err, size_t err
 			snprintf(err, errlen, "unbalanced quotes");
 			return -1;
 		}
-		words_push(&v, &n, w);
+		launch_words_push(&v, &n, w);
 	}
 	if (n == 0) {
 		snprintf(err, errlen, "empty command");
@@ -424,80 +420,4 @@ launch_words_free(char **argv)
 	for (p = argv; *p; p++)
 		free(*p);
 	free(argv);
-}
-
-/* The kernel's ephemeral range, where bind(port 0) and connect() take
- * their local ports; Linux's default when it cannot be read. */
-static void
-ephemeral_range(int *lo, int *hi)
-{
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-
-	*lo = 32768, *hi = 60999;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
-		*lo = 32768, *hi = 60999;
-	fclose(f);
-}
-
-/* Whether port on a is free now: bound, then released at once. */
-static int
-port_free(struct sockaddr_in *a, int port)
-{
-	int fd, ok;
-
-	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return -1;
-	a->sin_port = htons((uint16_t)port);
-	ok = bind(fd, (struct sockaddr *)a, sizeof *a) == 0;
-	close(fd);
-	return ok;
-}
-
-/*
- * A port the kernel would never hand out by itself: one from the
- * ephemeral range can be taken, between the check and rank 0's bind, by
- * another rank's listener or outgoing connection. Random, so that two
- * jobs starting together do not pick the same one.
- */
-int
-launch_free_port(const char *host, int *port, char *err, size_t errlen)
-{
-	struct sockaddr_in a;
-	uint32_t r;
-	int lo, hi, below, above, n, k, p;
-
-	memset(&a, 0, sizeof a);
-	a.sin_family = AF_INET;
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-		snprintf(err, errlen, "%s: not an IPv4 address", host);
-		return -1;
-	}
-	ephemeral_range(&lo, &hi);
-	below = lo > 10240 ? lo - 10240 : 0;	/* [10240, lo) */
-	above = 65535 - hi;			/* (hi, 65535] */
-	if (below + above == 0) {
-		snprintf(err, errlen, "choosing a free port on %s: the ephemeral "
-		    "range %d-%d leaves none", host, lo, hi);
-		return -1;
-	}
-	for (k = 0; k < 256; k++) {
-		if (auth_random(&r, sizeof r, err, errlen) < 0)
-			return -1;
-		n = (int)(r % (uint32_t)(below + above));
-		p = n < below ? 10240 + n : hi + 1 + (n - below);
-		switch (port_free(&a, p)) {
-		case 1:
-			*port = p;
-			return 0;
-		case -1:
-			snprintf(err, errlen, "choosing a free port on %s: %s",
-			    host, strerror(errno));
-			return -1;
-		}
-	}
-	snprintf(err, errlen, "choosing a free port on %s: 256 tries outside "
-	    "%d-%d all taken", host, lo, hi);
-	return -1;
 }

@@ -1,5 +1,6 @@
 /* launch: what a launcher (collx-run) needs that is worth testing alone —
- * host lists and hostfiles, rank placement, shell quoting for ssh. */
+ * host lists and hostfiles, rank placement, shell quoting for ssh
+ * (launch.c), and what each rank is started with (launch_rank.c). */
 #ifndef COLLX_LAUNCH_H
 #define COLLX_LAUNCH_H
 
@@ -53,9 +54,68 @@ char *launch_shquote(const char *s);
 int launch_split_words(const char *s, char ***argv, int *argc,
     char *err, size_t errlen);
 void launch_words_free(char **argv);
+/* Append w (owned from now on) to the NULL-terminated vector *v of *n words. */
+void launch_words_push(char ***v, int *n, char *w);
 
-/* A TCP port on host (a numeric address) that is free now and outside the
- * kernel's ephemeral range. 0 or -1 with the reason in err. */
-int launch_free_port(const char *host, int *port, char *err, size_t errlen);
+/* The rendezvous port on the first host when ranks run on hosts. */
+#define LAUNCH_DEFAULT_PORT 29500
+
+/* Where one rank runs: an index into the hosts (-1: this machine), and
+ * its place among the ranks on that host. */
+struct launch_rank {
+	int host;
+	int local_rank, local_world;
+};
+
+/* A job: what every rank's environment and command line are made from.
+ * The launcher fills the options; launch_job_prepare the rest. */
+struct launch_job {
+	int n;			/* ranks */
+	struct launch_hosts hosts;
+	char **ssh;		/* remote shell command, as words */
+	char **prog;		/* PROGRAM ARG..., NULL-terminated */
+	char *master;		/* COLLX_MASTER: --master, or chosen */
+	char *timeout;		/* COLLX_TIMEOUT, as given */
+	const char *port_range;	/* COLLX_PORT_RANGE */
+	const char *wdir;	/* remote (and local) working directory */
+	char **exports;		/* NAME=VALUE for every rank (-x) */
+	int nexports;
+	/* set by launch_job_prepare */
+	char *torch_addr;	/* MASTER_ADDR and MASTER_PORT, for PyTorch */
+	int torch_port;
+	char *cwd;		/* where remote ranks start without wdir */
+	char job_id[33];	/* COLLX_JOB_ID: drawn at random, or the caller's */
+};
+
+/*
+ * The rest of a job once its options are known: the rendezvous address
+ * (without --master: a random free port on 127.0.0.1 outside the kernel's
+ * ephemeral range, which no rank's listener or outgoing connection can
+ * take first; with hosts: the first host on LAUNCH_DEFAULT_PORT), a port
+ * for a PyTorch store beside it, the job's identity (COLLX_JOB_ID from the
+ * environment, else random) and, with hosts and no wdir, the directory
+ * remote ranks start in.
+ * 0 or -1 with the reason in err.
+ */
+int launch_job_prepare(struct launch_job *j, char *err, size_t errlen);
+void launch_job_free(struct launch_job *j);
+
+/* Whether the launcher sets variable name for each rank itself (so -x
+ * cannot). */
+int launch_per_rank_var(const char *name);
+/* COLLX_TOKEN from the environment, or NULL when unset or empty. */
+const char *launch_token(void);
+
+/* NAME=VALUE for every variable rank i of j gets, NULL-terminated (free
+ * with launch_words_free). A remote rank's token is left out: it goes
+ * through standard input, since command lines are visible in ps. */
+char **launch_rank_env(const struct launch_job *j, int i,
+    const struct launch_rank *r);
+/* Rank i's command line: locally PROGRAM ARG...; on a host SSH... HOST
+ * [cd DIR &&] env NAME=VALUE... PROGRAM ARG..., all after HOST quoted for
+ * the remote shell; with a token, a shell that reads it from its first
+ * line of input takes env's place. {rank} and {world} substituted. */
+char **launch_rank_argv(const struct launch_job *j, int i,
+    const struct launch_rank *r, char *const *env);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "prog/launch.h"
+#include "prog/linetag.h"
 #include "unit.h"
 
 static const char *const group_vars[] = {
@@ -626,8 +627,135 @@ test_hostport(void)
 	    cli_hostport_parse("h:65536", host, sizeof host, &port) < 0 &&
 	    cli_hostport_parse(":80", host, sizeof host, &port) < 0 &&
 	    cli_hostport_parse("h:8x", host, sizeof host, &port) < 0, "bad addresses");
-	UNIT_OK(launch_free_port("127.0.0.1", &port, host, sizeof host) == 0 &&
-	    port > 0 && port < 65536, "free port");
+}
+
+/* Whether NULL-terminated v holds word w. */
+static int
+has_word(char *const *v, const char *w)
+{
+	for (; *v; v++)
+		if (strcmp(*v, w) == 0)
+			return 1;
+	return 0;
+}
+
+/* Index of w in v, or -1. */
+static int
+word_at(char *const *v, const char *w)
+{
+	for (int i = 0; v[i]; i++)
+		if (strcmp(v[i], w) == 0)
+			return i;
+	return -1;
+}
+
+static void
+test_job_local(void)
+{
+	char *prog[] = { "prog", "-o", "out.{rank}", NULL };
+	struct launch_job j = { .n = 2, .prog = prog };
+	struct launch_rank r = { -1, 1, 2 };
+	char err[256], want[64], host[64], **env, **argv;
+	int port, lo = 32768, hi = 60999;
+	FILE *f;
+
+	unsetenv("COLLX_JOB_ID");
+	unsetenv("COLLX_TOKEN");
+	unsetenv("COLLX_TIMEOUT");
+	UNIT_OK(launch_job_prepare(&j, err, sizeof err) == 0, "local job prepared");
+	if ((f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) != NULL) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 32768, hi = 60999;
+		fclose(f);
+	}
+	UNIT_OK(cli_hostport_parse(j.master, host, sizeof host, &port) == 0 &&
+	    strcmp(host, "127.0.0.1") == 0 && port >= 1024 && (port < lo || port > hi),
+	    "master on 127.0.0.1, outside the kernel's ephemeral range");
+	UNIT_OK(j.torch_port != port && strcmp(j.torch_addr, "127.0.0.1") == 0,
+	    "PyTorch's store on another port");
+	UNIT_OK(strlen(j.job_id) == 32 && strspn(j.job_id, "0123456789abcdef") == 32,
+	    "a random job id of 32 hex digits");
+	env = launch_rank_env(&j, 1, &r);
+	snprintf(want, sizeof want, "COLLX_MASTER=%s", j.master);
+	UNIT_OK(has_word(env, "COLLX_RANK=1") && has_word(env, "COLLX_WORLD_SIZE=2") &&
+	    has_word(env, "RANK=1") && has_word(env, "LOCAL_RANK=1") &&
+	    has_word(env, "LOCAL_WORLD_SIZE=2") && has_word(env, want),
+	    "collx's and torchrun's variables");
+	snprintf(want, sizeof want, "MASTER_PORT=%d", j.torch_port);
+	UNIT_OK(has_word(env, want) && has_word(env, "MASTER_ADDR=127.0.0.1"),
+	    "MASTER_ADDR and MASTER_PORT");
+	argv = launch_rank_argv(&j, 1, &r, env);
+	UNIT_OK(strcmp(argv[0], "prog") == 0 && strcmp(argv[2], "out.1") == 0 &&
+	    argv[3] == NULL, "a local rank runs PROGRAM itself, {rank} filled in");
+	launch_words_free(argv);
+	launch_words_free(env);
+	j.prog = NULL;
+	launch_job_free(&j);
+}
+
+static void
+test_job_remote(void)
+{
+	char *prog[] = { "prog", "in x.npy", NULL }, **env, **argv, err[256];
+	struct launch_job j = { .n = 3, .prog = prog, .wdir = "/w d" };
+	struct launch_rank r = { 1, 0, 1 };
+	int c, at;
+
+	setenv("COLLX_JOB_ID", "abc-123", 1);
+	setenv("COLLX_TOKEN", "secret", 1);
+	UNIT_OK(launch_hosts_add_list(&j.hosts, "node1,user@node2", err, sizeof err) == 0 &&
+	    launch_split_words("ssh -x", &j.ssh, &c, err, sizeof err) == 0 &&
+	    launch_job_prepare(&j, err, sizeof err) == 0, "remote job prepared");
+	UNIT_OK(strcmp(j.master, "node1:29500") == 0 && j.torch_port == 29501 &&
+	    strcmp(j.job_id, "abc-123") == 0, "first host on 29500, store on 29501, "
+	    "the caller's job id");
+	env = launch_rank_env(&j, 1, &r);
+	UNIT_OK(!has_word(env, "COLLX_TOKEN=secret") && has_word(env, "COLLX_RANK=1"),
+	    "a remote rank's token stays off its command line");
+	argv = launch_rank_argv(&j, 1, &r, env);
+	at = word_at(argv, "cd");
+	UNIT_OK(strcmp(argv[0], "ssh") == 0 && strcmp(argv[1], "-x") == 0 &&
+	    strcmp(argv[2], "user@node2") == 0 && at == 3 &&
+	    strcmp(argv[4], "'/w d'") == 0 && strcmp(argv[5], "&&") == 0 &&
+	    strcmp(argv[6], "sh") == 0 && strcmp(argv[7], "-c") == 0,
+	    "ssh HOST cd DIR && sh -c (reads the token)");
+	at = word_at(argv, "prog");
+	UNIT_OK(at > 0 && strcmp(argv[at + 1], "'in x.npy'") == 0 && argv[at + 2] == NULL &&
+	    has_word(argv, "COLLX_RANK=1"), "variables and PROGRAM quoted for the remote shell");
+	launch_words_free(argv);
+	launch_words_free(env);
+	r.host = -1;
+	env = launch_rank_env(&j, 0, &r);
+	UNIT_OK(has_word(env, "COLLX_TOKEN=secret"), "a local rank gets the token");
+	launch_words_free(env);
+	unsetenv("COLLX_JOB_ID");
+	unsetenv("COLLX_TOKEN");
+	j.prog = NULL;
+	launch_job_free(&j);
+}
+
+static void
+test_linetag(void)
+{
+	struct linetag t;
+	char err[256], out[256];
+	int to[2], w;
+	ssize_t n;
+
+	UNIT_OK(pipe(to) == 0 && linetag_open(&t, 3, to[1], &w, err, sizeof err) == 0,
+	    "linetag opened");
+	UNIT_OK(write(w, "one\ntw", 6) == 6, "rank writes");
+	linetag_read(&t);
+	UNIT_OK(write(w, "o\nthree", 7) == 7, "rank writes more");
+	close(w);
+	while (t.fd >= 0)
+		linetag_read(&t);
+	close(to[1]);
+	n = read(to[0], out, sizeof out - 1);
+	out[n > 0 ? n : 0] = '\0';
+	close(to[0]);
+	UNIT_OK(strcmp(out, "[3] one\n[3] two\n[3] three\n") == 0,
+	    "whole lines tagged, the unfinished last one ended");
 }
 
 int
@@ -653,6 +781,9 @@ main(int argc, char **argv)
 	test_hosts();
 	test_quoting();
 	test_hostport();
+	test_job_local();
+	test_job_remote();
+	test_linetag();
 	UNIT_CLOSE(cli_now() - cli_now(), 0, 0, 0.1, "cli_now is monotonic seconds");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
