@@ -104,7 +104,7 @@ deps:
 check test: deps
 	@$(MAKE) --no-print-directory all
 	@COLLX_BIN=$(abspath $(BINOUT)) COLLX_UNITS=$(abspath $(UNITOUT)) \
-	    tests/run $(TESTS)
+	    COLLX_VALGRIND=$(VALGRIND) tests/run $(TESTS)
 
 lint:
 	mandoc -Tlint -W warning $(MANS)

@@ -70,6 +70,9 @@ struct job {
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
+	/* The rank being started: held here so that a child whose exec
+	 * fails leaves with them reachable, not lost. */
+	char **env, **argv;
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -381,8 +384,8 @@ spawn(struct job *j, int i)
 	pid_t parent = getpid();
 	ssize_t n;
 
-	env = launch_rank_env(&j->spec, i, &r->place);
-	argv = launch_rank_argv(&j->spec, i, &r->place, env);
+	env = j->env = launch_rank_env(&j->spec, i, &r->place);
+	argv = j->argv = launch_rank_argv(&j->spec, i, &r->place, env);
 	show_command(i, r->place.host >= 0 ? argv : env);
 	if (r->place.host < 0)
 		show_command(i, argv);
@@ -415,6 +418,7 @@ spawn(struct job *j, int i)
 		cli_warn("cannot execute %s: %s", argv[0], strerror(e));
 	launch_words_free(env);
 	launch_words_free(argv);
+	j->env = j->argv = NULL;
 	return n != sizeof e ? 0 : e == ENOENT ? 127 : 126;
 }
 
