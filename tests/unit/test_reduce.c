@@ -173,7 +173,7 @@ test_half_conversions(int bf)
 	}
 	for (i = 0; i + 1 < N; i++)		/* midpoints */
 		f[N + i] = (f[i] + f[i + 1]) / 2;
-	for (i = 2 * N; i < R; i++) {
+	for (i = 2 * N - 1; i < R; i++) {	/* N - 1 midpoints end at 2N - 2 */
 		x = x * 1664525u + 1013904223u;
 		bits = x ^ (x >> 7);
 		memcpy(&f[i], &bits, 4);
