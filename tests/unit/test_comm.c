@@ -339,6 +339,7 @@ sc_killed(struct comm_options *o, const void *arg)
 			sleep(3);
 		else
 			raise(SIGKILL);
+		comm_close(c);
 		return 0;
 	}
 	comm_op_begin(c, 0, "allreduce", 0, 0);
