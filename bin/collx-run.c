@@ -325,8 +325,8 @@ token_stdin(const char *token, int relay)
 
 /* In the child: own process group, default signals, stdio, environment. */
 static _Noreturn void
-child_exec(const struct job *j, int i, char **env, char **argv, int out, int err,
-    int execfd, const sigset_t *mask, pid_t parent)
+child_exec(const struct job *j, int i, int out, int err, int execfd,
+    const sigset_t *mask, pid_t parent)
 {
 	size_t k;
 	int e, pass;
@@ -357,15 +357,15 @@ child_exec(const struct job *j, int i, char **env, char **argv, int out, int err
 		dup2(err, STDERR_FILENO);
 	}
 	if (j->ranks[i].place.host < 0)
-		for (k = 0; env[k]; k++)
-			putenv(env[k]);
+		for (k = 0; j->env[k]; k++)
+			putenv(j->env[k]);
 	if (j->ranks[i].place.host < 0 && j->spec.wdir && chdir(j->spec.wdir) < 0) {
 		e = errno;
 		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
 		    j->spec.wdir, strerror(e));
 		_exit(CLI_EXIT_RUNTIME);
 	}
-	execvp(argv[0], argv);
+	execvp(j->argv[0], j->argv);
 	e = errno;
 	if (write(execfd, &e, sizeof e) < 0)
 		_exit(127);
@@ -378,17 +378,17 @@ static int
 spawn(struct job *j, int i)
 {
 	int out = -1, err = -1, execp[2], e;
-	char **env, **argv, why[COLLX_ERRLEN];
+	char why[COLLX_ERRLEN];
 	sigset_t all, old;
 	struct rank *r = &j->ranks[i];
 	pid_t parent = getpid();
 	ssize_t n;
 
-	env = j->env = launch_rank_env(&j->spec, i, &r->place);
-	argv = j->argv = launch_rank_argv(&j->spec, i, &r->place, env);
-	show_command(i, r->place.host >= 0 ? argv : env);
+	j->env = launch_rank_env(&j->spec, i, &r->place);
+	j->argv = launch_rank_argv(&j->spec, i, &r->place, j->env);
+	show_command(i, r->place.host >= 0 ? j->argv : j->env);
 	if (r->place.host < 0)
-		show_command(i, argv);
+		show_command(i, j->argv);
 	if (j->tag && (linetag_open(&r->out, i, STDOUT_FILENO, &out, why,
 	    sizeof why) < 0 || linetag_open(&r->err, i, STDERR_FILENO, &err, why,
 	    sizeof why) < 0))
@@ -399,7 +399,7 @@ spawn(struct job *j, int i)
 	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
 	r->pid = fork();
 	if (r->pid == 0)
-		child_exec(j, i, env, argv, out, err, execp[1], &old, parent);
+		child_exec(j, i, out, err, execp[1], &old, parent);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (r->pid < 0)
@@ -415,9 +415,9 @@ spawn(struct job *j, int i)
 		;
 	close(execp[0]);
 	if (n == sizeof e)
-		cli_warn("cannot execute %s: %s", argv[0], strerror(e));
-	launch_words_free(env);
-	launch_words_free(argv);
+		cli_warn("cannot execute %s: %s", j->argv[0], strerror(e));
+	launch_words_free(j->env);
+	launch_words_free(j->argv);
 	j->env = j->argv = NULL;
 	return n != sizeof e ? 0 : e == ENOENT ? 127 : 126;
 }

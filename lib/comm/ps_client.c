@@ -303,8 +303,9 @@ ps_client_abort(struct ps_client *c, const char *why)
 	double deadline = cli_now() + 1;
 	int i;
 
-	for (i = 0; c != NULL && why != NULL && i < c->n; i++)
-		if (c->srv[i].fd >= 0)
-			ps_send_error(c->srv[i].fd, why, deadline);
+	if (c != NULL && why != NULL)
+		for (i = 0; i < c->n; i++)
+			if (c->srv[i].fd >= 0)
+				ps_send_error(c->srv[i].fd, why, deadline);
 	client_free(c, 0);
 }

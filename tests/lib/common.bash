@@ -39,15 +39,12 @@ free_port() {
 import random, socket
 lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
 ports = list(range(10240, lo)) + list(range(hi + 1, 65536))
-while True:
-    p = random.choice(ports)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
+for p in random.sample(ports, len(ports)):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
     print(p)
     break
 '

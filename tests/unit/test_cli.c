@@ -629,17 +629,7 @@ test_hostport(void)
 	    cli_hostport_parse("h:8x", host, sizeof host, &port) < 0, "bad addresses");
 }
 
-/* Whether NULL-terminated v holds word w. */
-static int
-has_word(char *const *v, const char *w)
-{
-	for (; *v; v++)
-		if (strcmp(*v, w) == 0)
-			return 1;
-	return 0;
-}
-
-/* Index of w in v, or -1. */
+/* Index of w in NULL-terminated v, or -1. */
 static int
 word_at(char *const *v, const char *w)
 {
@@ -648,6 +638,8 @@ word_at(char *const *v, const char *w)
 			return i;
 	return -1;
 }
+
+#define has_word(v, w) (word_at((v), (w)) >= 0)
 
 static void
 test_job_local(void)
