@@ -1,6 +1,6 @@
 /* collx-bench: benchmarks in the manner of nccl-tests (coll), the OSU
  * micro-benchmarks (p2p) and a training scaling sweep (dp). The
- * measuring is lib/prog/bench*.c's; this is options and the sweep loops. */
+ * measuring is lib/bench/bench*.c's; this is options and the sweep loops. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "cli/cli.h"
 #include "comm/coll.h"
 #include "comm/comm.h"
-#include "prog/bench.h"
+#include "bench/bench.h"
 #include "prog/join.h"
 
 enum {

@@ -1,12 +1,12 @@
 /* collx-plot: charts from collx-bench CSV, collx-dp loss CSV and
- * collx-pipe traces, drawn by gnuplot (lib/prog/bench_plot.c). */
+ * collx-pipe traces, drawn by gnuplot (lib/chart/chart*.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/bench_plot.h"
+#include "chart/chart.h"
 
 enum { OPT_KIND = CLI_OPT_PROGRAM, OPT_TITLE, OPT_SIZE };
 

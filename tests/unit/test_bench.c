@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "prog/bench.h"
-#include "prog/bench_plot.h"
+#include "bench/bench.h"
+#include "chart/chart.h"
 #include "unit.h"
 
 static void

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/util.h"
-#include "prog/bench.h"
+#include "bench/bench.h"
 
 static const char *const kind_names[] = {
 	[COLL_KIND_ALLREDUCE] = "allreduce",

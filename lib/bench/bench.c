@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "prog/bench.h"
+#include "bench/bench.h"
 
 volatile sig_atomic_t bench_interrupted;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prog/bench.h"
+#include "bench/bench.h"
 
 #define P2P_OPCODE 16		/* past coll's kinds and collref's check */
 #define TAG_DATA 0x62

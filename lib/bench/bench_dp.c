@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "prog/bench.h"
+#include "bench/bench.h"
 
 struct dp_result {
 	double step_s, tokens_per_s, comm_share;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "prog/bench_plot.h"
+#include "chart/chart.h"
 
 static const char *const kind_names[] = {
 	"guess", "busbw", "latency", "p2p", "scaling", "loss", "pipeline"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/bench_plot.h"
+#include "chart/chart.h"
 
 static char *
 slurp(const char *path, size_t *len, char *err, size_t errlen)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prog/bench.h"
+#include "bench/bench.h"
 
 int
 bench_coll_sweep(struct comm *c, struct bench_coll *b, const struct bench_sizes *z,

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "prog/bench.h"
+#include "bench/bench.h"
 
 #define COLL_EXTRA "place,redop,min_s,max_s,p99_s,wrong,hosts"
 #define P2P_EXTRA "src,dst,min_s,max_s,p99_s,hosts"
