@@ -56,7 +56,7 @@ default_out(const char *in)
 int
 main(int argc, char **argv)
 {
-	struct bench_plot p = { .width = 900, .height = 560 };
+	struct chart_plot p = { .width = 900, .height = 560 };
 	char e[COLLX_ERRLEN], *owned = NULL;
 	long v[2];
 	int c, rc;
@@ -70,7 +70,7 @@ main(int argc, char **argv)
 		case 'q': cli_quiet = 1; break;
 		case 'o': p.out = optarg; break;
 		case OPT_KIND:
-			if (bench_plot_kind_parse(optarg, &p.kind) < 0)
+			if (chart_kind_parse(optarg, &p.kind) < 0)
 				cli_usage_error("--kind: want busbw, latency, p2p, "
 				    "scaling, loss or pipeline, not '%s'", optarg);
 			break;
@@ -89,18 +89,18 @@ main(int argc, char **argv)
 		cli_usage_error("no input file");
 	p.files = argv + optind;
 	p.nfiles = argc - optind;
-	if (p.kind == PLOT_PIPELINE && p.nfiles > 1)
+	if (p.kind == CHART_PIPELINE && p.nfiles > 1)
 		cli_usage_error("a pipeline chart takes one trace");
 	if (p.out == NULL) {
 		if (strcmp(p.files[0], "-") == 0)
 			cli_usage_error("-o is needed when the input is standard input");
 		p.out = owned = default_out(p.files[0]);
 	}
-	if ((rc = bench_plot_draw(&p, e, sizeof e)) != 0)
+	if ((rc = chart_draw(&p, e, sizeof e)) != 0)
 		cli_die(rc, "%s", e);
 	if (cli_verbose)
 		fprintf(stderr, "%s: %s chart in %s\n", cli_progname,
-		    bench_plot_kind_name(p.kind), p.out);
+		    chart_kind_name(p.kind), p.out);
 	free(owned);
 	cli_close_stdout();
 	return CLI_EXIT_OK;

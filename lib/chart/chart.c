@@ -1,4 +1,4 @@
-/* bench_plot: collx-plot's charts. The data is sorted into series here,
+/* chart: collx-plot's charts. The data is sorted into series here,
  * written as plain columns into a private directory with a gnuplot
  * script, and gnuplot draws the PNG or SVG, which is renamed into place
  * only when gnuplot succeeded. */
@@ -18,16 +18,16 @@ static const char *const kind_names[] = {
 };
 
 int
-bench_plot_kind_parse(const char *s, enum bench_plot_kind *out)
+chart_kind_parse(const char *s, enum chart_kind *out)
 {
 	int n = (int)(sizeof kind_names / sizeof kind_names[0]);
 	int i = cli_name_index(kind_names + 1, n - 1, s);
 
-	return i < 0 ? -1 : (*out = (enum bench_plot_kind)(i + 1), 0);
+	return i < 0 ? -1 : (*out = (enum chart_kind)(i + 1), 0);
 }
 
 const char *
-bench_plot_kind_name(enum bench_plot_kind k)
+chart_kind_name(enum chart_kind k)
 {
 	return kind_names[k];
 }
@@ -172,10 +172,10 @@ plot_sizes(FILE *f, const struct chart *c)
 /* ---- reading the kinds ---- */
 
 static int
-need_col(const struct bench_table *t, const char *name, const char *kind,
+need_col(const struct chart_table *t, const char *name, const char *kind,
     char *err, size_t errlen)
 {
-	int c = bench_table_col(t, name);
+	int c = chart_table_col(t, name);
 
 	if (c < 0)
 		cli_fail(err, errlen, "%s:1: no column '%s' for a %s chart", t->path,
@@ -183,44 +183,44 @@ need_col(const struct bench_table *t, const char *name, const char *kind,
 	return c;
 }
 
-static enum bench_plot_kind
-guess_kind(const struct bench_table *t)
+static enum chart_kind
+guess_kind(const struct chart_table *t)
 {
-	int pairs = 0, src = bench_table_col(t, "src"), dst = bench_table_col(t, "dst");
+	int pairs = 0, src = chart_table_col(t, "src"), dst = chart_table_col(t, "dst");
 
-	if (bench_table_col(t, "efficiency") >= 0 &&
-	    bench_table_col(t, "tokens_per_s") >= 0)
-		return PLOT_SCALING;
+	if (chart_table_col(t, "efficiency") >= 0 &&
+	    chart_table_col(t, "tokens_per_s") >= 0)
+		return CHART_SCALING;
 	if (src >= 0 && dst >= 0) {
 		for (int r = 1; r < t->nrow; r++)
 			if (strcmp(t->cells[r][src], t->cells[0][src]) ||
 			    strcmp(t->cells[r][dst], t->cells[0][dst]))
 				pairs = 1;
-		return pairs ? PLOT_P2P : PLOT_LATENCY;
+		return pairs ? CHART_P2P : CHART_LATENCY;
 	}
-	if (bench_table_col(t, "busbw_gbps") >= 0)
-		return PLOT_BUSBW;
-	if (bench_table_col(t, "loss") >= 0 && bench_table_col(t, "step") >= 0)
-		return PLOT_LOSS;
-	return PLOT_GUESS;
+	if (chart_table_col(t, "busbw_gbps") >= 0)
+		return CHART_BUSBW;
+	if (chart_table_col(t, "loss") >= 0 && chart_table_col(t, "step") >= 0)
+		return CHART_LOSS;
+	return CHART_GUESS;
 }
 
 /* World size and hosts seen in a table, for the title. */
 static int
-note_group(struct chart *c, const struct bench_table *t, int r, char *err,
+note_group(struct chart *c, const struct chart_table *t, int r, char *err,
     size_t errlen)
 {
-	int wc = bench_table_col(t, "world_size"), hc = bench_table_col(t, "hosts");
+	int wc = chart_table_col(t, "world_size"), hc = chart_table_col(t, "hosts");
 	double v;
 
 	if (wc >= 0) {
-		if (bench_table_num(t, r, wc, &v, err, errlen) < 0)
+		if (chart_table_num(t, r, wc, &v, err, errlen) < 0)
 			return -1;
 		if (v > c->world)
 			c->world = (int)v;
 	}
 	if (hc >= 0) {
-		if (bench_table_num(t, r, hc, &v, err, errlen) < 0)
+		if (chart_table_num(t, r, hc, &v, err, errlen) < 0)
 			return -1;
 		if (v > c->hosts)
 			c->hosts = (int)v;
@@ -231,17 +231,17 @@ note_group(struct chart *c, const struct bench_table *t, int r, char *err,
 /* busbw and latency against size: one series per op, algorithm and
  * placement (p2p: per pair). */
 static int
-read_sizes(struct chart *c, struct bench_table *t, int ntab,
-    enum bench_plot_kind kind, char *err, size_t errlen)
+read_sizes(struct chart *c, struct chart_table *t, int ntab,
+    enum chart_kind kind, char *err, size_t errlen)
 {
 	for (int i = 0; i < ntab; i++) {
-		const char *k = bench_plot_kind_name(kind);
+		const char *k = chart_kind_name(kind);
 		int bc = need_col(&t[i], "bytes", k, err, errlen);
-		int yc = need_col(&t[i], kind == PLOT_BUSBW ? "busbw_gbps" : "seconds",
+		int yc = need_col(&t[i], kind == CHART_BUSBW ? "busbw_gbps" : "seconds",
 		    k, err, errlen);
-		int oc = bench_table_col(&t[i], "op"), ac = bench_table_col(&t[i], "algo");
-		int pc = bench_table_col(&t[i], "place"), sc = bench_table_col(&t[i], "src");
-		int dc = bench_table_col(&t[i], "dst"), dtc = bench_table_col(&t[i], "dtype");
+		int oc = chart_table_col(&t[i], "op"), ac = chart_table_col(&t[i], "algo");
+		int pc = chart_table_col(&t[i], "place"), sc = chart_table_col(&t[i], "src");
+		int dc = chart_table_col(&t[i], "dst"), dtc = chart_table_col(&t[i], "dtype");
 		char title[128];
 		double x, y;
 		int ops = 1;
@@ -254,8 +254,8 @@ read_sizes(struct chart *c, struct bench_table *t, int ntab,
 		for (int r = 0; r < t[i].nrow; r++) {
 			char **row = t[i].cells[r];
 
-			if (bench_table_num(&t[i], r, bc, &x, err, errlen) < 0 ||
-			    bench_table_num(&t[i], r, yc, &y, err, errlen) < 0 ||
+			if (chart_table_num(&t[i], r, bc, &x, err, errlen) < 0 ||
+			    chart_table_num(&t[i], r, yc, &y, err, errlen) < 0 ||
 			    note_group(c, &t[i], r, err, errlen) < 0)
 				return -1;
 			if (sc >= 0 && dc >= 0)
@@ -272,21 +272,21 @@ read_sizes(struct chart *c, struct bench_table *t, int ntab,
 				    oc >= 0 ? row[oc] : "", ops == 1 && oc >= 0 ? ", " : "",
 				    row[dtc]);
 			series_add(series_get(c, title), x,
-			    kind == PLOT_BUSBW ? y : y * 1e6);
+			    kind == CHART_BUSBW ? y : y * 1e6);
 		}
 	}
 	return 0;
 }
 
 static int
-read_scaling(struct chart *c, struct bench_table *t, int ntab, char *err,
+read_scaling(struct chart *c, struct chart_table *t, int ntab, char *err,
     size_t errlen)
 {
 	for (int i = 0; i < ntab; i++) {
 		int wc = need_col(&t[i], "world_size", "scaling", err, errlen);
 		int tc = need_col(&t[i], "tokens_per_s", "scaling", err, errlen);
 		int ec = need_col(&t[i], "efficiency", "scaling", err, errlen);
-		int ac = bench_table_col(&t[i], "algo");
+		int ac = chart_table_col(&t[i], "algo");
 		char title[128];
 		double w, tok, eff;
 
@@ -295,9 +295,9 @@ read_scaling(struct chart *c, struct bench_table *t, int ntab, char *err,
 		for (int r = 0; r < t[i].nrow; r++) {
 			const char *name = ac >= 0 ? t[i].cells[r][ac] : "dp";
 
-			if (bench_table_num(&t[i], r, wc, &w, err, errlen) < 0 ||
-			    bench_table_num(&t[i], r, tc, &tok, err, errlen) < 0 ||
-			    bench_table_num(&t[i], r, ec, &eff, err, errlen) < 0 ||
+			if (chart_table_num(&t[i], r, wc, &w, err, errlen) < 0 ||
+			    chart_table_num(&t[i], r, tc, &tok, err, errlen) < 0 ||
+			    chart_table_num(&t[i], r, ec, &eff, err, errlen) < 0 ||
 			    note_group(c, &t[i], r, err, errlen) < 0)
 				return -1;
 			snprintf(title, sizeof title, "%s tokens/s", name);
@@ -310,7 +310,7 @@ read_scaling(struct chart *c, struct bench_table *t, int ntab, char *err,
 }
 
 static int
-read_loss(struct chart *c, struct bench_table *t, int ntab, char *err,
+read_loss(struct chart *c, struct chart_table *t, int ntab, char *err,
     size_t errlen)
 {
 	for (int i = 0; i < ntab; i++) {
@@ -324,8 +324,8 @@ read_loss(struct chart *c, struct bench_table *t, int ntab, char *err,
 			return -1;
 		s = series_get(c, base ? base + 1 : t[i].path);
 		for (int r = 0; r < t[i].nrow; r++) {
-			if (bench_table_num(&t[i], r, sc, &x, err, errlen) < 0 ||
-			    bench_table_num(&t[i], r, lc, &y, err, errlen) < 0)
+			if (chart_table_num(&t[i], r, sc, &x, err, errlen) < 0 ||
+			    chart_table_num(&t[i], r, lc, &y, err, errlen) < 0)
 				return -1;
 			series_add(s, x, y);
 		}
@@ -335,13 +335,13 @@ read_loss(struct chart *c, struct bench_table *t, int ntab, char *err,
 
 /* The p2p matrix at the largest size: DIR/m.dat, NaN on the diagonal. */
 static int
-write_matrix(struct chart *c, struct bench_table *t, char *err, size_t errlen,
+write_matrix(struct chart *c, struct chart_table *t, char *err, size_t errlen,
     int *latency, double *size)
 {
 	int sc = need_col(t, "src", "p2p", err, errlen), dc = need_col(t, "dst",
 	    "p2p", err, errlen), bc = need_col(t, "bytes", "p2p", err, errlen);
 	int tc = need_col(t, "seconds", "p2p", err, errlen), gc = need_col(t,
-	    "algbw_gbps", "p2p", err, errlen), oc = bench_table_col(t, "op");
+	    "algbw_gbps", "p2p", err, errlen), oc = chart_table_col(t, "op");
 	double *m, v, a, b, x;
 	char path[128];
 	int w;
@@ -352,9 +352,9 @@ write_matrix(struct chart *c, struct bench_table *t, char *err, size_t errlen,
 	*size = 0;
 	c->world = 0;
 	for (int r = 0; r < t->nrow; r++) {
-		if (bench_table_num(t, r, bc, &x, err, errlen) < 0 ||
-		    bench_table_num(t, r, sc, &a, err, errlen) < 0 ||
-		    bench_table_num(t, r, dc, &b, err, errlen) < 0 ||
+		if (chart_table_num(t, r, bc, &x, err, errlen) < 0 ||
+		    chart_table_num(t, r, sc, &a, err, errlen) < 0 ||
+		    chart_table_num(t, r, dc, &b, err, errlen) < 0 ||
 		    note_group(c, t, r, err, errlen) < 0)
 			return -1;
 		if (x > *size)
@@ -371,12 +371,12 @@ write_matrix(struct chart *c, struct bench_table *t, char *err, size_t errlen,
 	for (int k = 0; k < w * w; k++)
 		m[k] = NAN;
 	for (int r = 0; r < t->nrow; r++) {
-		bench_table_num(t, r, bc, &x, err, errlen);
+		chart_table_num(t, r, bc, &x, err, errlen);
 		if (x != *size)
 			continue;
-		bench_table_num(t, r, sc, &a, err, errlen);
-		bench_table_num(t, r, dc, &b, err, errlen);
-		if (bench_table_num(t, r, *latency ? tc : gc, &v, err, errlen) < 0) {
+		chart_table_num(t, r, sc, &a, err, errlen);
+		chart_table_num(t, r, dc, &b, err, errlen);
+		if (chart_table_num(t, r, *latency ? tc : gc, &v, err, errlen) < 0) {
 			free(m);
 			return -1;
 		}
@@ -410,13 +410,13 @@ static int
 write_timeline(struct chart *c, FILE *gp, const char *path, char *err,
     size_t errlen)
 {
-	struct bench_event *ev;
+	struct chart_event *ev;
 	double keys[1024], t0 = INFINITY, t1 = -INFINITY;
 	int n, nk = 0, used[NCOLORS + 1] = { 0 };
 	FILE *f[NCOLORS + 1];
 	char p[128];
 
-	if (bench_trace_read(path, &ev, &n, err, errlen) < 0)
+	if (chart_trace_read(path, &ev, &n, err, errlen) < 0)
 		return -1;
 	/* A stage is a (pid, tid) pair, in order of pid then tid. */
 	for (int i = 0; i < n; i++) {
@@ -502,7 +502,7 @@ group_words(const struct chart *c, char *buf, size_t len)
 }
 
 static void
-script_head(FILE *f, const struct bench_plot *p, const char *tmp,
+script_head(FILE *f, const struct chart_plot *p, const char *tmp,
     const char *title)
 {
 	int svg = strlen(p->out) > 4 && strcmp(p->out + strlen(p->out) - 4, ".svg") == 0;
@@ -520,8 +520,8 @@ script_head(FILE *f, const struct bench_plot *p, const char *tmp,
 
 /* The chart's own part of the script; its default title into title. */
 static int
-script_body(FILE *f, struct bench_plot *p, struct chart *c,
-    struct bench_table *t, int ntab, char *title, size_t tlen, char *err,
+script_body(FILE *f, struct chart_plot *p, struct chart *c,
+    struct chart_table *t, int ntab, char *title, size_t tlen, char *err,
     size_t errlen)
 {
 	char g[96];
@@ -529,25 +529,25 @@ script_body(FILE *f, struct bench_plot *p, struct chart *c,
 	double size = 0;
 
 	switch (p->kind) {
-	case PLOT_BUSBW:
-	case PLOT_LATENCY:
+	case CHART_BUSBW:
+	case CHART_LATENCY:
 		if (read_sizes(c, t, ntab, p->kind, err, errlen) < 0 ||
 		    write_series(c, err, errlen) < 0)
 			return -1;
 		group_words(c, g, sizeof g);
-		snprintf(title, tlen, "%s%s%s%s", p->kind == PLOT_BUSBW ?
+		snprintf(title, tlen, "%s%s%s%s", p->kind == CHART_BUSBW ?
 		    "Bus bandwidth against message size" :
 		    "Latency against message size", c->what[0] ? ", " : "", c->what, g);
 		fprintf(f, "set logscale x 2\nset format x '%%.0b %%BB'\n"
 		    "set xlabel 'message size (bytes)'\nset key outside right top\n");
-		if (p->kind == PLOT_BUSBW)
+		if (p->kind == CHART_BUSBW)
 			fprintf(f, "set ylabel 'bus bandwidth (GB/s, 10^9 B/s)'\n"
 			    "set yrange [0:*]\n");
 		else
 			fprintf(f, "set logscale y 10\nset ylabel 'time (us, median)'\n");
 		plot_sizes(f, c);
 		return 0;
-	case PLOT_SCALING:
+	case CHART_SCALING:
 		if (read_scaling(c, t, ntab, err, errlen) < 0 ||
 		    write_series(c, err, errlen) < 0)
 			return -1;
@@ -568,7 +568,7 @@ script_body(FILE *f, struct bench_plot *p, struct chart *c,
 		}
 		fputc('\n', f);
 		return 0;
-	case PLOT_LOSS:
+	case CHART_LOSS:
 		if (read_loss(c, t, ntab, err, errlen) < 0 ||
 		    write_series(c, err, errlen) < 0)
 			return -1;
@@ -577,7 +577,7 @@ script_body(FILE *f, struct bench_plot *p, struct chart *c,
 		fprintf(f, "set xlabel 'step'\nset ylabel 'loss'\nset key top right\n");
 		plot_series(f, c, "lines lw 2");
 		return 0;
-	case PLOT_P2P:
+	case CHART_P2P:
 		if (write_matrix(c, t, err, errlen, &latency, &size) < 0)
 			return -1;
 		group_words(c, g, sizeof g);
@@ -669,23 +669,23 @@ is_json(const char *path)
 }
 
 static int
-read_tables(struct bench_plot *p, struct bench_table *t, char *err,
+read_tables(struct chart_plot *p, struct chart_table *t, char *err,
     size_t errlen)
 {
 	for (int i = 0; i < p->nfiles; i++)
-		if (bench_csv_read(p->files[i], &t[i], err, errlen) < 0)
+		if (chart_csv_read(p->files[i], &t[i], err, errlen) < 0)
 			return -1;
-	if (p->kind == PLOT_GUESS && (p->kind = guess_kind(&t[0])) == PLOT_GUESS)
+	if (p->kind == CHART_GUESS && (p->kind = guess_kind(&t[0])) == CHART_GUESS)
 		return cli_fail(err, errlen, "%s:1: cannot tell the chart from the "
 		    "columns; name it with --kind", t[0].path);
 	return 0;
 }
 
 int
-bench_plot_draw(struct bench_plot *p, char *err, size_t errlen)
+chart_draw(struct chart_plot *p, char *err, size_t errlen)
 {
 	struct chart c = { 0 };
-	struct bench_table *t = cli_calloc((size_t)p->nfiles, sizeof *t);
+	struct chart_table *t = cli_calloc((size_t)p->nfiles, sizeof *t);
 	char tmp[4200], gp[128], title[256] = "", *btext = NULL;
 	int rc = CLI_EXIT_DATA;
 	FILE *f = NULL, *body = NULL;
@@ -710,9 +710,9 @@ bench_plot_draw(struct bench_plot *p, char *err, size_t errlen)
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
-	if (p->kind == PLOT_PIPELINE || (p->kind == PLOT_GUESS &&
+	if (p->kind == CHART_PIPELINE || (p->kind == CHART_GUESS &&
 	    is_json(p->files[0]))) {
-		p->kind = PLOT_PIPELINE;
+		p->kind = CHART_PIPELINE;
 		if (write_timeline(&c, body, p->files[0], err, errlen) < 0)
 			goto out;
 		snprintf(title, sizeof title, "Pipeline timeline, %d stage%s",
@@ -750,7 +750,7 @@ out:
 	remove_dir(c.dir);
 	chart_free(&c);
 	for (int i = 0; i < p->nfiles; i++)
-		bench_table_free(&t[i]);
+		chart_table_free(&t[i]);
 	free(t);
 	return rc;
 }

@@ -1,4 +1,4 @@
-/* bench_csv: collx-plot's readers. CSV as cli_timing writes it (commas,
+/* chart_csv: collx-plot's readers. CSV as cli_timing writes it (commas,
  * "quoted" fields with doubled quotes), every row as wide as the header;
  * and the complete events of a Chrome trace, with a small JSON scanner
  * that knows line numbers for its messages. */
@@ -92,7 +92,7 @@ split_record(char **pp, char ***out, int *line)
 }
 
 int
-bench_csv_read(const char *path, struct bench_table *t, char *err,
+chart_csv_read(const char *path, struct chart_table *t, char *err,
     size_t errlen)
 {
 	size_t len;
@@ -146,12 +146,12 @@ bench_csv_read(const char *path, struct bench_table *t, char *err,
 fail:
 	if (t->cols == NULL)
 		free(buf);
-	bench_table_free(t);
+	chart_table_free(t);
 	return -1;
 }
 
 void
-bench_table_free(struct bench_table *t)
+chart_table_free(struct chart_table *t)
 {
 	for (int r = 0; r < t->nrow; r++)
 		free(t->cells[r]);
@@ -165,7 +165,7 @@ bench_table_free(struct bench_table *t)
 }
 
 int
-bench_table_col(const struct bench_table *t, const char *name)
+chart_table_col(const struct chart_table *t, const char *name)
 {
 	for (int c = 0; c < t->ncol; c++)
 		if (strcmp(t->cols[c], name) == 0)
@@ -174,7 +174,7 @@ bench_table_col(const struct bench_table *t, const char *name)
 }
 
 int
-bench_table_num(const struct bench_table *t, int row, int col, double *v,
+chart_table_num(const struct chart_table *t, int row, int col, double *v,
     char *err, size_t errlen)
 {
 	const char *s = t->cells[row][col];
@@ -195,7 +195,7 @@ struct js {
 	int line;
 	char *err;
 	size_t errlen;
-	struct bench_event *ev;
+	struct chart_event *ev;
 	int n, cap;
 };
 
@@ -239,7 +239,7 @@ static int js_value(struct js *j, char *s, size_t slen, double *num, int depth);
 static int
 js_object(struct js *j, int depth)
 {
-	struct bench_event e = { 0 };
+	struct chart_event e = { 0 };
 	char key[32], sval[32], ph[8] = "", cat[32] = "";
 	double num;
 	int have = 0;
@@ -356,7 +356,7 @@ js_value(struct js *j, char *s, size_t slen, double *num, int depth)
 }
 
 int
-bench_trace_read(const char *path, struct bench_event **ev, int *n, char *err,
+chart_trace_read(const char *path, struct chart_event **ev, int *n, char *err,
     size_t errlen)
 {
 	size_t len;

@@ -1,13 +1,11 @@
 /* test_bench: collx-bench's pure parts against closed forms worked out
  * here — median, nearest-rank p99, the sweep's sizes, the element counts
- * a size becomes — and collx-plot's CSV reader on good and bad files. */
+ * a size becomes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench/bench.h"
-#include "chart/chart.h"
 #include "unit.h"
 
 static void
@@ -65,58 +63,11 @@ test_counts(void)
 	UNIT_OK(bench_coll_count(&ag, 16, 3) == 0, "too small for the world: 0");
 }
 
-static int
-write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (f == NULL)
-		return -1;
-	fputs(text, f);
-	return fclose(f);
-}
-
-static void
-test_csv(void)
-{
-	char dir[] = "/tmp/test_bench.XXXXXX", p[64], e[COLLX_ERRLEN];
-	struct bench_table t;
-	double v = 0;
-
-	if (mkdtemp(dir) == NULL) {
-		UNIT_OK(0, "mkdtemp");
-		return;
-	}
-	snprintf(p, sizeof p, "%s/a.csv", dir);
-	write_file(p, "a,b,c\n1,\"x,\"\"y\",3\n\n4,5,6e2\n");
-	UNIT_OK(bench_csv_read(p, &t, e, sizeof e) == 0 && t.ncol == 3 &&
-	    t.nrow == 2 && strcmp(t.cells[0][1], "x,\"y") == 0 && t.line[1] == 4,
-	    "CSV: quoted field, blank line skipped, line numbers kept");
-	UNIT_OK(bench_table_num(&t, 1, 2, &v, e, sizeof e) == 0 && v == 600,
-	    "6e2 is 600");
-	UNIT_OK(bench_table_num(&t, 0, 1, &v, e, sizeof e) < 0 &&
-	    strstr(e, "a.csv:2: column b:") != NULL, "a text field is not a number, at line 2");
-	bench_table_free(&t);
-	write_file(p, "a,b\n1,2\n3\n");
-	UNIT_OK(bench_csv_read(p, &t, e, sizeof e) < 0 &&
-	    strstr(e, "a.csv:3: 1 fields, the header has 2") != NULL,
-	    "a short row: its line named");
-	write_file(p, "");
-	UNIT_OK(bench_csv_read(p, &t, e, sizeof e) < 0 && strstr(e, ":1: empty file"),
-	    "an empty file");
-	write_file(p, "a,b\n\"1,2\n");
-	UNIT_OK(bench_csv_read(p, &t, e, sizeof e) < 0 && strstr(e, "unterminated quote"),
-	    "an unterminated quote");
-	unlink(p);
-	rmdir(dir);
-}
-
 int
 main(void)
 {
 	test_stats();
 	test_sizes();
 	test_counts();
-	test_csv();
 	return unit_done();
 }
