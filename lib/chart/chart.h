@@ -1,6 +1,7 @@
-/* chart: collx-plot's inputs (collx-bench CSV, loss CSV, Chrome
- * trace JSON), read strictly so a bad file is reported with its line, and
- * the gnuplot charts drawn from them. */
+/* chart: collx-plot's charts. Its inputs (collx-bench CSV, loss CSV,
+ * Chrome trace JSON) are read strictly, so a bad file is reported with
+ * its line (chart_csv.c, chart_trace.c), and drawn by gnuplot (chart.c,
+ * with chart_data.c, chart_script.c and chart_timeline.c). */
 #ifndef COLLX_CHART_H
 #define COLLX_CHART_H
 

@@ -1,0 +1,188 @@
+/* chart_script: the gnuplot script of each CSV kind, over the data files
+ * chart_data wrote, with a default title made from the data. */
+#include <stdio.h>
+#include <string.h>
+
+#include "chart/chart_int.h"
+
+/* A title string for gnuplot: double quotes, backslashes escaped. */
+static void
+gp_quote(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* ", 4 ranks on 1 host", or less of it where the data does not say. */
+static void
+group_words(const struct chart_data *c, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (c->world > 0)
+		snprintf(buf, len, ", %d rank%s%s", c->world,
+		    c->world == 1 ? "" : "s", c->hosts > 0 ? " on " : "");
+	if (c->world > 0 && c->hosts > 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%d host%s",
+		    c->hosts, c->hosts == 1 ? "" : "s");
+}
+
+void
+chart_script_head(FILE *f, const struct chart_plot *p, const char *tmp,
+    const char *title)
+{
+	size_t n = strlen(p->out);
+
+	if (n > 4 && strcmp(p->out + n - 4, ".svg") == 0)
+		fprintf(f, "set terminal svg size %d,%d font 'DejaVu Sans,11' "
+		    "background rgb 'white'\n", p->width, p->height);
+	else
+		fprintf(f, "set terminal pngcairo size %d,%d "
+		    "font 'DejaVu Sans,10'\n", p->width, p->height);
+	fprintf(f, "set output '%s'\nset encoding utf8\nset title ", tmp);
+	gp_quote(f, title);
+	fprintf(f, " noenhanced\nset grid\nset key noenhanced\n");
+}
+
+/* Against size: a colour per algorithm (or pair), in-place dashed. */
+static void
+plot_sizes(FILE *f, const struct chart_data *c)
+{
+	static const char *const colors[] = { "#1f77b4", "#ff7f0e", "#2ca02c",
+	    "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+	    "#17becf" };
+	char names[64][128];
+	int nn = 0;
+
+	fprintf(f, "plot ");
+	for (int i = 0; i < c->ns; i++) {
+		const char *t = c->s[i].title, *sp = strstr(t, " in-place");
+		size_t len = sp ? (size_t)(sp - t) : strlen(t);
+		int k = 0, dashed = sp != NULL;
+
+		if ((sp = strstr(t, " out-of-place")) != NULL)
+			len = (size_t)(sp - t);
+		while (k < nn && (strlen(names[k]) != len ||
+		    strncmp(names[k], t, len)))
+			k++;
+		if (k == nn && nn < 64)
+			snprintf(names[nn++], sizeof names[0], "%.*s", (int)len,
+			    t);
+		fprintf(f, "%s'%s/s%d.dat' using 1:2 with linespoints lw 2 "
+		    "pt 7 ps 0.6 lc rgb '%s' dt %d title ",
+		    i ? ", \\\n     " : "", c->dir, i, colors[k % 10],
+		    dashed ? 2 : 1);
+		gp_quote(f, t);
+	}
+	fputc('\n', f);
+}
+
+static void
+script_sizes(FILE *f, enum chart_kind kind, const struct chart_data *c,
+    char *title, size_t tlen)
+{
+	char g[96];
+
+	group_words(c, g, sizeof g);
+	snprintf(title, tlen, "%s%s%s%s", kind == CHART_BUSBW ?
+	    "Bus bandwidth against message size" :
+	    "Latency against message size", c->what[0] ? ", " : "", c->what,
+	    g);
+	fprintf(f, "set logscale x 2\nset format x '%%.0b %%BB'\n"
+	    "set xlabel 'message size (bytes)'\nset key outside right top\n");
+	if (kind == CHART_BUSBW)
+		fprintf(f, "set ylabel 'bus bandwidth (GB/s, 10^9 B/s)'\n"
+		    "set yrange [0:*]\n");
+	else
+		fprintf(f, "set logscale y 10\n"
+		    "set ylabel 'time (us, median)'\n");
+	plot_sizes(f, c);
+}
+
+/* Tokens/s on the left axis, efficiency (dashed) on the right. */
+static void
+script_scaling(FILE *f, const struct chart_data *c, char *title,
+    size_t tlen)
+{
+	char g[96];
+
+	group_words(c, g, sizeof g);
+	snprintf(title, tlen, "Data-parallel scaling%s", g);
+	fprintf(f, "set xlabel 'world size (ranks)'\nset xtics 1\n"
+	    "set ylabel 'throughput (tokens/s)'\nset y2label "
+	    "'scaling efficiency (tokens/s over world x one rank)'\n"
+	    "set y2tics\nset yrange [0:*]\nset y2range [0:1.1]\n"
+	    "set key outside top center horizontal\nplot ");
+	for (int i = 0; i < c->ns; i++) {
+		int eff = strstr(c->s[i].title, "efficiency") != NULL;
+
+		fprintf(f, "%s'%s/s%d.dat' using 1:2 axes x1%s with "
+		    "linespoints lw 2 lc %d %s title ", i ? ", \\\n     " : "",
+		    c->dir, i, eff ? "y2" : "y1", i / 2 + 1,
+		    eff ? "dt 2 pt 6" : "pt 7");
+		gp_quote(f, c->s[i].title);
+	}
+	fputc('\n', f);
+}
+
+/* One line per run. */
+static void
+script_loss(FILE *f, const struct chart_data *c, char *title, size_t tlen)
+{
+	snprintf(title, tlen, "Training loss, %d run%s", c->ns,
+	    c->ns == 1 ? "" : "s");
+	fprintf(f, "set xlabel 'step'\nset ylabel 'loss'\nset key top right\n"
+	    "plot ");
+	for (int i = 0; i < c->ns; i++) {
+		fprintf(f, "%s'%s/s%d.dat' using 1:2 with lines lw 2 title ",
+		    i ? ", \\\n     " : "", c->dir, i);
+		gp_quote(f, c->s[i].title);
+	}
+	fputc('\n', f);
+}
+
+/* The sender by receiver matrix as a heat map with its values. */
+static void
+script_p2p(FILE *f, const struct chart_data *c, char *title, size_t tlen)
+{
+	const char *what = c->latency ? "latency (us)" : "bandwidth (GB/s)";
+	char g[96];
+
+	group_words(c, g, sizeof g);
+	snprintf(title, tlen, "Point-to-point %s at %.0f bytes%s", what,
+	    c->size, g);
+	fprintf(f, "set xlabel 'receiver rank'\nset ylabel 'sender rank'\n"
+	    "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset xtics 1\n"
+	    "set ytics 1\nunset grid\nset cblabel '%s'\nset palette "
+	    "defined (0 '#fff5eb', 1 '#fd8d3c', 2 '#7f2704')\n%s"
+	    "plot '%s/m.dat' matrix with image notitle, '' matrix using "
+	    "1:2:($3 == $3 ? sprintf('%%.%df', $3) : '') with labels "
+	    "notitle\n", c->world - 1, c->world - 1, what,
+	    c->latency ? "" : "set palette negative\n", c->dir,
+	    c->latency ? 1 : 3);
+}
+
+void
+chart_script_body(FILE *f, enum chart_kind kind, const struct chart_data *c,
+    char *title, size_t tlen)
+{
+	switch (kind) {
+	case CHART_BUSBW:
+	case CHART_LATENCY:
+		script_sizes(f, kind, c, title, tlen);
+		break;
+	case CHART_SCALING:
+		script_scaling(f, c, title, tlen);
+		break;
+	case CHART_LOSS:
+		script_loss(f, c, title, tlen);
+		break;
+	default:
+		script_p2p(f, c, title, tlen);
+		break;
+	}
+}

@@ -1,0 +1,152 @@
+/* chart_timeline: a pipeline trace (collx-pipe --trace) as a timeline: a
+ * row per stage, a box per span coloured by its kind (forward, backward,
+ * send, recv, idle), time in ms from the first span. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chart/chart_int.h"
+#include "cli/cli.h"
+
+static const struct {
+	const char *name, *color;
+} span_kinds[] = {
+	{ "forward", "#4C72B0" }, { "backward", "#DD8452" },
+	{ "send", "#55A868" }, { "recv", "#C44E52" }, { "idle", "#BBBBBB" },
+};
+#define NKINDS	(sizeof span_kinds / sizeof span_kinds[0])
+#define OTHER	NKINDS		/* the box file of unknown kinds */
+
+/* A stage is a (pid, tid) pair, in order of pid then tid. */
+static double
+stage_key(const struct chart_event *e)
+{
+	return e->pid * 65536 + e->tid;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The stages' keys, sorted and each once; their count. */
+static int
+stage_keys(const struct chart_event *ev, int n, double **keys)
+{
+	double *k = cli_calloc((size_t)n, sizeof *k);
+	int nk = 0;
+
+	for (int i = 0; i < n; i++)
+		k[i] = stage_key(&ev[i]);
+	qsort(k, (size_t)n, sizeof *k, cmp_double);
+	for (int i = 0; i < n; i++)
+		if (nk == 0 || k[i] != k[nk - 1])
+			k[nk++] = k[i];
+	*keys = k;
+	return nk;
+}
+
+static size_t
+kind_index(const char *name)
+{
+	for (size_t q = 0; q < NKINDS; q++)
+		if (strcmp(name, span_kinds[q].name) == 0)
+			return q;
+	return OTHER;
+}
+
+/* Boxes per kind in DIR/e<k>.dat: x y dx dy (ms; stage rows), from t0;
+ * used[k] says which files have any. */
+static int
+write_boxes(const struct chart_data *c, const struct chart_event *ev, int n,
+    const double *keys, int nk, double t0, int *used, char *err,
+    size_t errlen)
+{
+	FILE *f[NKINDS + 1];
+	char p[128];
+	int rc = 0;
+
+	for (size_t k = 0; k <= NKINDS; k++) {
+		snprintf(p, sizeof p, "%s/e%zu.dat", c->dir, k);
+		if ((f[k] = fopen(p, "w")) == NULL) {
+			cli_fail(err, errlen, "%s: %s", p, strerror(errno));
+			while (k-- > 0)
+				fclose(f[k]);
+			return -1;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		double key = stage_key(&ev[i]);
+		const double *row = bsearch(&key, keys, (size_t)nk,
+		    sizeof *keys, cmp_double);
+		size_t k = kind_index(ev[i].name);
+
+		used[k] = 1;
+		fprintf(f[k], "%.6f %d %.6f 0.38\n",
+		    (ev[i].ts - t0 + ev[i].dur / 2) / 1e3, (int)(row - keys),
+		    ev[i].dur / 2e3);
+	}
+	for (size_t k = 0; k <= NKINDS; k++)
+		if (fclose(f[k]) != 0 && rc == 0) {
+			snprintf(p, sizeof p, "%s/e%zu.dat", c->dir, k);
+			rc = cli_fail(err, errlen, "%s: %s", p,
+			    strerror(errno));
+		}
+	return rc;
+}
+
+static void
+script(FILE *f, const struct chart_data *c, int nk, double ms,
+    const int *used)
+{
+	int first = 1;
+
+	fprintf(f, "set xlabel 'time (ms)'\nset ylabel 'pipeline stage'\n"
+	    "set yrange [%d.5:-0.5]\nset ytics 1\nset xrange [0:%.6f]\n"
+	    "set style fill solid 0.9 border rgb '#333333'\n"
+	    "set key outside right top\nplot ", nk - 1, ms);
+	for (size_t k = 0; k <= NKINDS; k++) {
+		if (!used[k])
+			continue;
+		fprintf(f, "%s'%s/e%zu.dat' using 1:2:3:4 with boxxyerror "
+		    "lc rgb '%s' title '%s'", first ? "" : ", \\\n     ",
+		    c->dir, k, k < NKINDS ? span_kinds[k].color : "#8172B2",
+		    k < NKINDS ? span_kinds[k].name : "other");
+		first = 0;
+	}
+	fputc('\n', f);
+}
+
+int
+chart_timeline(struct chart_data *c, FILE *f, const char *path, char *title,
+    size_t tlen, char *err, size_t errlen)
+{
+	struct chart_event *ev;
+	double *keys = NULL, t0 = INFINITY, t1 = -INFINITY;
+	int n, nk, used[NKINDS + 1] = { 0 }, rc;
+
+	if (chart_trace_read(path, &ev, &n, err, errlen) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (ev[i].ts < t0)
+			t0 = ev[i].ts;
+		if (ev[i].ts + ev[i].dur > t1)
+			t1 = ev[i].ts + ev[i].dur;
+	}
+	nk = stage_keys(ev, n, &keys);
+	rc = write_boxes(c, ev, n, keys, nk, t0, used, err, errlen);
+	if (rc == 0) {
+		c->world = nk;
+		snprintf(title, tlen, "Pipeline timeline, %d stage%s", nk,
+		    nk == 1 ? "" : "s");
+		script(f, c, nk, (t1 - t0) / 1e3, used);
+	}
+	free(keys);
+	free(ev);
+	return rc;
+}
