@@ -1,6 +1,7 @@
 /* collx-plot: charts from collx-bench CSV, collx-dp loss CSV and
- * collx-pipe traces, drawn by gnuplot (lib/chart/chart*.c). */
+ * collx-pipe traces, drawn by gnuplot (lib/chart). */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,13 @@
 #include "cli/cli.h"
 #include "chart/chart.h"
 
-enum { OPT_KIND = CLI_OPT_PROGRAM, OPT_TITLE, OPT_SIZE };
+enum { OPT_KIND = CLI_OPT_PROGRAM, OPT_TITLE, OPT_SIZE, OPT_STEP };
 
 static const struct option longopts[] = {
 	CLI_STD_LONGOPTS,
 	{ "output", 1, 0, 'o' }, { "kind", 1, 0, OPT_KIND },
 	{ "title", 1, 0, OPT_TITLE }, { "size", 1, 0, OPT_SIZE },
+	{ "step", 1, 0, OPT_STEP },
 	{ 0, 0, 0, 0 }
 };
 
@@ -21,7 +23,7 @@ static _Noreturn void
 usage(void)
 {
 	printf("usage: %s [--kind KIND] [-o OUT.png|OUT.svg] [--title T]\n"
-	    "           [--size W,H] FILE...\n\n"
+	    "           [--size W,H] [--step N|last|all] FILE...\n\n"
 	    "Draw collx-bench CSV, collx-dp loss CSVs (several runs on one chart)\n"
 	    "or a collx-pipe trace with gnuplot.\n\n"
 	    "  --kind KIND           busbw, latency, p2p, scaling, loss or pipeline\n"
@@ -30,6 +32,8 @@ usage(void)
 	    "                        with .png)\n"
 	    "  --title T             the chart's title (default: made from the data)\n"
 	    "  --size W,H            pixels (900,560)\n"
+	    "  --step N|last|all     pipeline: the step drawn, N counted from 0 as in\n"
+	    "                        the trace, last (default) or all (the whole run)\n"
 	    "  -v, --verbose         say what was drawn\n"
 	    "  -q, --quiet           nothing on success\n"
 	    "  -h, --help            this help\n"
@@ -53,10 +57,25 @@ default_out(const char *in)
 	return out;
 }
 
+/* --step: a step number, last or all. */
+static int
+parse_step(const char *s)
+{
+	if (strcmp(s, "last") == 0)
+		return CHART_STEP_LAST;
+	if (strcmp(s, "all") == 0)
+		return CHART_STEP_ALL;
+	if (*s < '0' || *s > '9')
+		cli_usage_error("--step: want a step number, last or all, "
+		    "not '%s'", s);
+	return (int)cli_parse_long("--step", s, 0, INT_MAX);
+}
+
 int
 main(int argc, char **argv)
 {
-	struct chart_plot p = { .width = 900, .height = 560 };
+	struct chart_plot p = { .width = 900, .height = 560,
+	    .step = CHART_STEP_LAST };
 	char e[COLLX_ERRLEN], *owned = NULL;
 	long v[2];
 	int c, rc;
@@ -83,6 +102,7 @@ main(int argc, char **argv)
 			p.width = (int)v[0];
 			p.height = (int)v[1];
 			break;
+		case OPT_STEP: p.step = parse_step(optarg); break;
 		default: cli_option_error(argc, argv, "hVvqo:");
 		}
 	if (optind >= argc)
@@ -99,8 +119,9 @@ main(int argc, char **argv)
 	if ((rc = chart_draw(&p, e, sizeof e)) != 0)
 		cli_die(rc, "%s", e);
 	if (cli_verbose)
-		fprintf(stderr, "%s: %s chart in %s\n", cli_progname,
-		    chart_kind_name(p.kind), p.out);
+		fprintf(stderr, "%s: %s chart%s%s in %s\n", cli_progname,
+		    chart_kind_name(p.kind), p.drawn[0] ? " of " : "", p.drawn,
+		    p.out);
 	free(owned);
 	cli_close_stdout();
 	return CLI_EXIT_OK;

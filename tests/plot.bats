@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # collx-plot: every chart kind drawn to a PNG that is non-empty and has the
 # asked size (read from the PNG's IHDR here, not by collx), SVG by the
-# name, the kind guessed from the columns, and bad or empty input refused
-# with exit 3 naming the file and line.
+# name, the kind guessed from the columns, a pipeline trace drawn one step
+# at a time (what each step holds counted here from the trace), and bad or
+# empty input refused with exit 3 naming the file and line.
 
 load lib/common
 load lib/coll
@@ -21,6 +22,16 @@ png_size() {
 	[ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ] || return 1
 	od -An -tu1 -j16 -N8 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4,
 		$5 * 16777216 + $6 * 65536 + $7 * 256 + $8 }'
+}
+
+# pipe_trace STEPS: t.json, the trace of a real collx-pipe run of STEPS
+# steps on two stages.
+pipe_trace() {
+	timeout 30 collx-dp --init mlp --dims 16,32,16,4 --seed 1 -o m.safetensors
+	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 1 -o x.npy
+	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 2 -o y.npy
+	timeout 60 collx-run -n 2 -- collx-pipe -m m.safetensors -i x.npy \
+	    -t y.npy --microbatches 4 --steps "$1" --trace t.json -q
 }
 
 # A coll sweep, a p2p matrix, a dp scaling table, two loss curves and a
@@ -98,7 +109,7 @@ make_inputs() {
 		p2p) echo "$output" | grep -q 'p2p chart in p2p.png' ;;
 		lat) echo "$output" | grep -q 'latency chart in lat.png' ;;
 		dp) echo "$output" | grep -q 'scaling chart in dp.png' ;;
-		trace) echo "$output" | grep -q 'pipeline chart in trace.png' ;;
+		trace) echo "$output" | grep -q 'pipeline chart of the whole trace: .* in trace.png' ;;
 		esac
 	done
 	run timeout 30 collx-plot -v -o loss.png loss-dp.csv loss-single.csv
@@ -204,15 +215,57 @@ make_inputs() {
 }
 
 @test "a real collx-pipe trace: the timeline's legend has the span kinds, nothing unnamed" {
-	timeout 30 collx-dp --init mlp --dims 16,32,16,4 --seed 1 -o m.safetensors
-	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 1 -o x.npy
-	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 2 -o y.npy
-	timeout 60 collx-run -n 2 -- collx-pipe -m m.safetensors -i x.npy \
-	    -t y.npy --microbatches 4 --steps 2 --trace t.json -q
+	pipe_trace 2
 	run timeout 60 collx-plot -o tl.svg t.json
 	[ "$status" -eq 0 ]
 	for kind in forward backward send recv; do
 		grep -q ">$kind<" tl.svg || { echo "no $kind in the legend"; false; }
 	done
 	! grep -q ">other<" tl.svg
+}
+
+@test "a pipeline chart draws one step: the last by default, --step N that one, --step all the run" {
+	pipe_trace 3
+	# per step, from the trace here: its spans other than idle, and the
+	# time from the first one's start to the last one's end
+	"$PY" - t.json >want <<-'EOF'
+	import json, sys
+	ev = [e for e in json.load(open(sys.argv[1]))['traceEvents']
+	      if e['ph'] == 'X' and e['cat'] != 'idle']
+	def line(what, w):
+	    t0 = min(e['ts'] for e in w)
+	    t1 = max(e['ts'] + e['dur'] for e in w)
+	    print('%s: %d spans in %.3f ms' % (what, len(w), (t1 - t0) / 1e3))
+	for s in sorted({e['args']['step'] for e in ev}):
+	    line('step %d' % s, [e for e in ev if e['args']['step'] == s])
+	line('steps 0 to 2', ev)
+	EOF
+	[ "$(wc -l <want)" -eq 4 ]
+	run timeout 30 collx-plot -v -o last.svg t.json
+	[ "$status" -eq 0 ]
+	[ "$output" = "collx-plot: pipeline chart of $(sed -n 3p want) in last.svg" ]
+	grep -q 'step 2 (steps 0 to 2)' last.svg
+	run timeout 30 collx-plot -v --step 1 -o one.svg t.json
+	[ "$status" -eq 0 ]
+	[ "$output" = "collx-plot: pipeline chart of $(sed -n 2p want) in one.svg" ]
+	run timeout 30 collx-plot -v --step all -o all.png t.json
+	[ "$status" -eq 0 ]
+	[ "$output" = "collx-plot: pipeline chart of $(sed -n 4p want) in all.png" ]
+	run collx-plot --step 3 -o x.png t.json
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: t.json: no step 3 in the trace (steps 0 to 2)" ]
+	[ ! -e x.png ]
+	run collx-plot --step first -o x.png t.json
+	[ "$status" -eq 2 ]
+	make_inputs
+	run collx-plot --step 1 -o x.png coll.csv
+	[ "$status" -eq 2 ]
+	[ "$output" = "collx-plot: --step is for a pipeline trace, not coll.csv" ]
+	# a trace that marks no steps is drawn whole; a step of it is refused
+	run timeout 30 collx-plot -v -o trace.png trace.json
+	[ "$status" -eq 0 ]
+	[ "$output" = "collx-plot: pipeline chart of the whole trace: 16 spans in 6.150 ms in trace.png" ]
+	run collx-plot --step 0 -o x.png trace.json
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"trace.json: the trace marks no steps"* ]]
 }

@@ -87,6 +87,7 @@ script_body(struct chart_plot *p, struct chart_data *c, char *title,
 	FILE *body;
 	int failed;
 
+	*rc = CLI_EXIT_DATA;
 	if ((body = open_memstream(&text, &len)) == NULL) {
 		*rc = CLI_EXIT_RUNTIME;
 		cli_fail(err, errlen, "out of memory");
@@ -95,13 +96,16 @@ script_body(struct chart_plot *p, struct chart_data *c, char *title,
 	if (p->kind == CHART_PIPELINE || (p->kind == CHART_GUESS &&
 	    is_json(p->files[0]))) {
 		p->kind = CHART_PIPELINE;
-		failed = chart_timeline(c, body, p->files[0], title, tlen, err,
+		failed = chart_timeline(c, body, p, title, tlen, err,
 		    errlen) < 0;
+	} else if (p->step != CHART_STEP_LAST) {
+		*rc = CLI_EXIT_USAGE;
+		failed = cli_fail(err, errlen, "--step is for a pipeline "
+		    "trace, not %s", p->files[0]);
 	} else
 		failed = csv_body(p, c, body, title, tlen, err, errlen) < 0;
 	fclose(body);
 	if (failed) {
-		*rc = CLI_EXIT_DATA;
 		free(text);
 		return NULL;
 	}

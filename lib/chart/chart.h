@@ -33,6 +33,7 @@ struct chart_event {
 	char name[32];
 	double pid, tid;
 	double ts, dur;		/* microseconds */
+	int step;		/* its "args":{"step":N}, or -1 */
 };
 /* The "X" events of a trace (an array, or an object with traceEvents);
  * -1 with "PATH:LINE: reason" on malformed JSON or none found. */
@@ -46,6 +47,11 @@ enum chart_kind {
 int chart_kind_parse(const char *s, enum chart_kind *out);
 const char *chart_kind_name(enum chart_kind k);
 
+/* A pipeline chart's step besides a step number (from 0, as the trace's
+ * args.step): the trace's last, or the whole run. */
+#define CHART_STEP_LAST	(-1)
+#define CHART_STEP_ALL	(-2)
+
 struct chart_plot {
 	enum chart_kind kind;
 	const char *out;		/* .png or .svg */
@@ -53,10 +59,14 @@ struct chart_plot {
 	int width, height;		/* pixels */
 	char **files;
 	int nfiles;
+	int step;			/* pipeline: the step to draw */
+	char drawn[96];			/* set: what of the data was drawn
+					 * ("step 2: 40 spans in 1.2 ms") */
 };
 
-/* Draw the chart; 0, or an exit code (3 bad input, 1 gnuplot failed)
- * with the reason in err. p->kind is set to the kind drawn. */
+/* Draw the chart; 0, or an exit code (3 bad input, 2 a --step for a CSV
+ * chart, 1 gnuplot failed) with the reason in err. p->kind is set to the
+ * kind drawn, p->drawn for a pipeline. */
 int chart_draw(struct chart_plot *p, char *err, size_t errlen);
 
 #endif

@@ -54,9 +54,10 @@ void chart_script_head(FILE *f, const struct chart_plot *p, const char *tmp,
 void chart_script_body(FILE *f, enum chart_kind kind,
     const struct chart_data *c, char *title, size_t tlen);
 
-/* A pipeline trace's timeline: its boxes in c->dir, the script's part in
- * f, its default title into title; -1 with the reason in err. */
-int chart_timeline(struct chart_data *c, FILE *f, const char *path,
+/* The timeline of p's trace, of the step p->step says: its boxes in
+ * c->dir, the script's part in f, its default title into title, what was
+ * drawn into p->drawn; -1 with the reason in err. */
+int chart_timeline(struct chart_data *c, FILE *f, struct chart_plot *p,
     char *title, size_t tlen, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,10 @@
 /* chart_timeline: a pipeline trace (collx-pipe --trace) as a timeline: a
  * row per stage, a box per span coloured by its kind (forward, backward,
- * send, recv, idle), time in ms from the first span. */
+ * send, recv, idle), time in ms from the first span. One step is drawn,
+ * the last by default: the hundreds of spans of a whole run are slivers
+ * in which the schedule cannot be seen. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,30 +125,115 @@ script(FILE *f, const struct chart_data *c, int nk, double ms,
 	fputc('\n', f);
 }
 
+static int
+is_idle(const struct chart_event *e)
+{
+	return strcmp(e->name, "idle") == 0;
+}
+
+/* The lowest and highest step the trace marks; -1 when it marks none. */
+static int
+step_range(const struct chart_event *ev, int n, int *lo, int *hi)
+{
+	*lo = INT_MAX;
+	*hi = -1;
+	for (int i = 0; i < n; i++)
+		if (ev[i].step >= 0) {
+			*lo = ev[i].step < *lo ? ev[i].step : *lo;
+			*hi = ev[i].step > *hi ? ev[i].step : *hi;
+		}
+	return *hi < 0 ? -1 : 0;
+}
+
+/* The spans of step s moved to the front of ev, clipped to the time from
+ * its first span other than idle to its last (a stage's idle before its
+ * first span began in the step before); their count. */
+static int
+keep_step(struct chart_event *ev, int n, int s)
+{
+	double t0 = INFINITY, t1 = -INFINITY, a, b;
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (ev[i].step == s && !is_idle(&ev[i])) {
+			t0 = fmin(t0, ev[i].ts);
+			t1 = fmax(t1, ev[i].ts + ev[i].dur);
+		}
+	for (int i = 0; i < n; i++) {
+		a = fmax(ev[i].ts, t0);
+		b = fmin(ev[i].ts + ev[i].dur, t1);
+		if (ev[i].step != s || b < a || (b == a && is_idle(&ev[i])))
+			continue;
+		ev[m] = ev[i];
+		ev[m].ts = a;
+		ev[m++].dur = b - a;
+	}
+	return m;
+}
+
+/* Narrow the spans to the step p asks for (the last by default); the
+ * steps drawn, in words, into what, and how the title says them into
+ * tw. */
+static int
+select_step(struct chart_plot *p, struct chart_event *ev, int *n,
+    char *what, size_t wlen, char *tw, size_t twlen, char *err,
+    size_t errlen)
+{
+	int lo, hi, s = p->step;
+
+	tw[0] = '\0';
+	if (step_range(ev, *n, &lo, &hi) < 0) {
+		if (s >= 0)
+			return cli_fail(err, errlen, "%s: the trace marks no "
+			    "steps (args.step); --step all draws it whole",
+			    p->files[0]);
+		snprintf(what, wlen, "the whole trace");
+		return 0;
+	}
+	if (s == CHART_STEP_ALL) {
+		snprintf(what, wlen, "steps %d to %d", lo, hi);
+		snprintf(tw, twlen, ", %s", what);
+		return 0;
+	}
+	if (s == CHART_STEP_LAST)
+		s = hi;
+	if ((*n = keep_step(ev, *n, s)) == 0)
+		return cli_fail(err, errlen, "%s: no step %d in the trace "
+		    "(steps %d to %d)", p->files[0], s, lo, hi);
+	snprintf(what, wlen, "step %d", s);
+	snprintf(tw, twlen, ", step %d (steps %d to %d)", s, lo, hi);
+	return 0;
+}
+
 int
-chart_timeline(struct chart_data *c, FILE *f, const char *path, char *title,
-    size_t tlen, char *err, size_t errlen)
+chart_timeline(struct chart_data *c, FILE *f, struct chart_plot *p,
+    char *title, size_t tlen, char *err, size_t errlen)
 {
 	struct chart_event *ev;
 	double *keys = NULL, t0 = INFINITY, t1 = -INFINITY;
-	int n, nk, used[NKINDS + 1] = { 0 }, rc;
+	int n, nk, work = 0, used[NKINDS + 1] = { 0 }, rc = -1;
+	char what[48], tw[64];
 
-	if (chart_trace_read(path, &ev, &n, err, errlen) < 0)
+	if (chart_trace_read(p->files[0], &ev, &n, err, errlen) < 0)
 		return -1;
+	if (select_step(p, ev, &n, what, sizeof what, tw, sizeof tw, err,
+	    errlen) < 0)
+		goto out;
 	for (int i = 0; i < n; i++) {
-		if (ev[i].ts < t0)
-			t0 = ev[i].ts;
-		if (ev[i].ts + ev[i].dur > t1)
-			t1 = ev[i].ts + ev[i].dur;
+		t0 = fmin(t0, ev[i].ts);
+		t1 = fmax(t1, ev[i].ts + ev[i].dur);
+		work += !is_idle(&ev[i]);
 	}
 	nk = stage_keys(ev, n, &keys);
-	rc = write_boxes(c, ev, n, keys, nk, t0, used, err, errlen);
-	if (rc == 0) {
-		c->world = nk;
-		snprintf(title, tlen, "Pipeline timeline, %d stage%s", nk,
-		    nk == 1 ? "" : "s");
-		script(f, c, nk, (t1 - t0) / 1e3, used);
-	}
+	if ((rc = write_boxes(c, ev, n, keys, nk, t0, used, err, errlen)) < 0)
+		goto out;
+	c->world = nk;
+	snprintf(title, tlen, "Pipeline timeline%s, %d stage%s", tw, nk,
+	    nk == 1 ? "" : "s");
+	snprintf(p->drawn, sizeof p->drawn, "%s: %d spans in %.3f ms", what,
+	    work, (t1 - t0) / 1e3);
+	script(f, c, nk, (t1 - t0) / 1e3, used);
+out:
 	free(keys);
 	free(ev);
 	return rc;

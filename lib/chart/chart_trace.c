@@ -1,6 +1,7 @@
 /* chart_trace: the complete ("X") events of a Chrome trace, as
  * collx-pipe --trace writes it, read by a small JSON scanner that knows
  * line numbers for its messages. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,12 +54,15 @@ js_string(struct js *j, char *buf, size_t len)
 	return 0;
 }
 
-static int js_value(struct js *j, char *s, size_t slen, double *num, int depth);
+static int js_value(struct js *j, char *s, size_t slen, double *num,
+    int depth);
 
+/* An object; a complete event among them is kept. Its member "step", when
+ * a number, goes to *step (the event's "args" say its step that way). */
 static int
-js_object(struct js *j, int depth)
+js_object(struct js *j, int depth, double *step)
 {
-	struct chart_event e = { 0 };
+	struct chart_event e = { .step = -1 };
 	char key[32], sval[32], ph[8] = "", cat[32] = "";
 	double num;
 	int have = 0;
@@ -96,6 +100,10 @@ js_object(struct js *j, int depth)
 			e.ts = num, have |= 1;
 		else if (strcmp(key, "dur") == 0 && !isnan(num))
 			e.dur = num, have |= 2;
+		else if (strcmp(key, "args") == 0 && num >= 0 && num < INT_MAX)
+			e.step = (int)num;
+		else if (strcmp(key, "step") == 0 && step != NULL)
+			*step = num;
 		js_space(j);
 		if (*j->p == ',') {
 			j->p++;
@@ -121,6 +129,8 @@ js_object(struct js *j, int depth)
 	return 0;
 }
 
+/* A value: a string into s, a number into *num, an object's "step"
+ * member into *num too (s and num may be NULL). */
 static int
 js_value(struct js *j, char *s, size_t slen, double *num, int depth)
 {
@@ -131,7 +141,7 @@ js_value(struct js *j, char *s, size_t slen, double *num, int depth)
 	js_space(j);
 	switch (*j->p) {
 	case '{':
-		return js_object(j, depth);
+		return js_object(j, depth, num);
 	case '[':
 		j->p++;
 		js_space(j);
