@@ -7,10 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "comm/coll.h"
 #include "comm/comm.h"
-#include "bench/bench.h"
+#include "nn/nn.h"
 #include "prog/join.h"
 
 enum {
@@ -91,8 +92,8 @@ usage(void)
 	    "  --window W            p2p bw, bibw: messages in flight (64)\n"
 	    "  -N, --max-world N     dp: world sizes 1..N (2)\n"
 	    "  --sync LIST           dp: ring,tree,rabenseifner,ps (all four)\n"
-	    "  --arch A, --dims D    dp: collx-dp --init model (gpt\n"
-	    "                        256,64,2,4,32)\n"
+	    "  --arch A, --dims D    dp: collx-dp --init model, gpt (default,\n"
+	    "                        256,64,2,4,32) or mlp DIN,H,DOUT\n"
 	    "  --batch B             dp: samples per rank per step (8)\n"
 	    "  --steps K             dp: steps per run, the first not timed (12)\n"
 	    "  -v, --verbose         more messages\n"
@@ -366,6 +367,25 @@ run_dp(struct opts *o)
 	return rc;
 }
 
+/* dp's model: an arch bench_dp makes data for, with dims that fit it, or
+ * a usage error rather than a failed run. */
+static void
+check_model(const struct opts *o)
+{
+	enum nn_arch arch;
+	struct nn_dims d;
+	char e[COLLX_ERRLEN];
+
+	if ((strcmp(o->dp.arch, "gpt") && strcmp(o->dp.arch, "mlp")) ||
+	    nn_arch_parse(o->dp.arch, &arch) < 0)
+		cli_usage_error("--arch: want gpt or mlp, not '%s'", o->dp.arch);
+	if (nn_dims_parse(o->dp.dims, arch, &d, e, sizeof e) < 0) {
+		if (strstr(e, "--dims") != NULL)
+			cli_usage_error("%s", e);
+		cli_usage_error("--dims %s: %s", o->dp.dims, e);
+	}
+}
+
 /* Defaults that differ by subcommand, where options left them unset. */
 static void
 defaults(struct opts *o)
@@ -384,6 +404,8 @@ defaults(struct opts *o)
 		o->p2p.iters = 100;
 	if (p2p && o->have_w == 0)
 		o->p2p.warmup = 10;
+	if (strcmp(o->sub, "dp") == 0)
+		check_model(o);
 }
 
 int

@@ -183,6 +183,22 @@ bench() {
 	[ "$status" -eq 0 ]
 }
 
+@test "dp: an --arch it cannot train or --dims that do not fit the arch exit 2 before any run" {
+	run timeout 30 collx-bench dp --arch llama
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --arch: want gpt or mlp, not 'llama'" ]
+	run timeout 30 collx-bench dp --arch block --dims 16,2
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --arch: want gpt or mlp, not 'block'" ]
+	run timeout 30 collx-bench dp --arch mlp --dims 16,32
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: "*"--dims"*"16,32"* ]]
+	# 3 heads do not divide d_model 64
+	run timeout 30 collx-bench dp --dims 256,64,2,3,32
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: --dims 256,64,2,3,32: "* ]]
+}
+
 @test "p2p --all-pairs on 3 ranks: six ordered pairs, CSV and a matrix" {
 	run bench 3 p2p --all-pairs -b 8 -e 64 -f 8 -n 10 -w 2
 	[ "$status" -eq 0 ]
