@@ -115,7 +115,9 @@ main(int argc, char **argv)
 		if (strcmp(p.files[0], "-") == 0)
 			cli_usage_error("-o is needed when the input is standard input");
 		p.out = owned = default_out(p.files[0]);
-	}
+	} else if (chart_format_of(p.out) < 0)
+		cli_usage_error("-o %s: want a name ending in .png or .svg",
+		    p.out);
 	if ((rc = chart_draw(&p, e, sizeof e)) != 0)
 		cli_die(rc, "%s", e);
 	if (cli_verbose)

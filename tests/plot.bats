@@ -202,6 +202,28 @@ make_inputs() {
 	[ "$status" -eq 0 ]
 }
 
+@test "-o names PNG or SVG: another extension is a usage error, not a PNG under that name" {
+	make_inputs
+	for out in x.jpg x.jpeg x.pdf x; do
+		run collx-plot -o "$out" coll.csv
+		[ "$status" -eq 2 ]
+		[ "${lines[0]}" = "collx-plot: -o $out: want a name ending in .png or .svg" ]
+		[ ! -e "$out" ]
+	done
+	# the extension in any case
+	run timeout 30 collx-plot -o X.PNG coll.csv
+	[ "$status" -eq 0 ]
+	[ "$(png_size X.PNG)" = "900 560" ]
+	run timeout 30 collx-plot -o X.SVG coll.csv
+	[ "$status" -eq 0 ]
+	grep -q '<svg' X.SVG
+	# the default name from an input without an extension
+	cp coll.csv sweep
+	run timeout 30 collx-plot sweep
+	[ "$status" -eq 0 ]
+	[ "$(png_size sweep.png)" = "900 560" ]
+}
+
 @test "--help agrees with the man page, which mandoc lints clean" {
 	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-plot.1" | col -b)
 	run collx-plot --help

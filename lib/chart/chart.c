@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,18 @@ const char *
 chart_kind_name(enum chart_kind k)
 {
 	return kind_names[k];
+}
+
+int
+chart_format_of(const char *path)
+{
+	size_t n = strlen(path);
+
+	if (n > 4 && strcasecmp(path + n - 4, ".png") == 0)
+		return CHART_PNG;
+	if (n > 4 && strcasecmp(path + n - 4, ".svg") == 0)
+		return CHART_SVG;
+	return -1;
 }
 
 static int
@@ -197,6 +210,11 @@ chart_draw(struct chart_plot *p, char *err, size_t errlen)
 	char tmp[4200], title[256] = "", *body;
 	int rc = CLI_EXIT_RUNTIME;
 
+	if (chart_format_of(p->out) < 0) {
+		cli_fail(err, errlen, "%s: want a name ending in .png or .svg",
+		    p->out);
+		return CLI_EXIT_USAGE;
+	}
 	snprintf(c.dir, sizeof c.dir, "/tmp/collx-plot.XXXXXX");
 	if (mkdtemp(c.dir) == NULL) {
 		cli_fail(err, errlen, "mkdtemp: %s", strerror(errno));

@@ -47,6 +47,11 @@ enum chart_kind {
 int chart_kind_parse(const char *s, enum chart_kind *out);
 const char *chart_kind_name(enum chart_kind k);
 
+/* What an output's name ends in, in any case: .png or .svg; -1 for any
+ * other name (gnuplot would write a PNG under it). */
+enum chart_format { CHART_PNG, CHART_SVG };
+int chart_format_of(const char *path);
+
 /* A pipeline chart's step besides a step number (from 0, as the trace's
  * args.step): the trace's last, or the whole run. */
 #define CHART_STEP_LAST	(-1)
@@ -54,7 +59,7 @@ const char *chart_kind_name(enum chart_kind k);
 
 struct chart_plot {
 	enum chart_kind kind;
-	const char *out;		/* .png or .svg */
+	const char *out;		/* its name ends in .png or .svg */
 	const char *title;		/* NULL: made from the data */
 	int width, height;		/* pixels */
 	char **files;
@@ -64,9 +69,10 @@ struct chart_plot {
 					 * ("step 2: 40 spans in 1.2 ms") */
 };
 
-/* Draw the chart; 0, or an exit code (3 bad input, 2 a --step for a CSV
- * chart, 1 gnuplot failed) with the reason in err. p->kind is set to the
- * kind drawn, p->drawn for a pipeline. */
+/* Draw the chart; 0, or an exit code (3 bad input, 2 an output neither
+ * .png nor .svg or a --step for a CSV chart, 1 gnuplot failed) with the
+ * reason in err. p->kind is set to the kind drawn, p->drawn for a
+ * pipeline. */
 int chart_draw(struct chart_plot *p, char *err, size_t errlen);
 
 #endif

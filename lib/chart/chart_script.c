@@ -35,9 +35,7 @@ void
 chart_script_head(FILE *f, const struct chart_plot *p, const char *tmp,
     const char *title)
 {
-	size_t n = strlen(p->out);
-
-	if (n > 4 && strcmp(p->out + n - 4, ".svg") == 0)
+	if (chart_format_of(p->out) == CHART_SVG)
 		fprintf(f, "set terminal svg size %d,%d font 'DejaVu Sans,11' "
 		    "background rgb 'white'\n", p->width, p->height);
 	else

@@ -1,7 +1,7 @@
 /* test_chart: collx-plot's readers on good and bad files (the CSV
  * reader's quoting, blank lines and line numbers; a trace's steps) and
  * the pipeline timeline's boxes of one step, against positions worked out
- * here by hand from a two-stage, two-step trace. */
+ * here by hand from a two-stage, two-step trace; the output formats. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,10 +206,30 @@ test_timeline(void)
 	rmdir(dir);
 }
 
+static void
+test_format(void)
+{
+	char *files[] = { "no-such.csv" }, e[COLLX_ERRLEN];
+	struct chart_plot p = { .out = "x.jpg", .files = files, .nfiles = 1,
+	    .width = 900, .height = 560 };
+
+	UNIT_OK(chart_format_of("a.png") == CHART_PNG &&
+	    chart_format_of("dir.svg/A.PNG") == CHART_PNG &&
+	    chart_format_of("b.SVG") == CHART_SVG, ".png and .svg, any case");
+	UNIT_OK(chart_format_of("x.jpg") < 0 && chart_format_of("png") < 0 &&
+	    chart_format_of(".png") < 0 && chart_format_of("x.png.gz") < 0,
+	    "other names: neither");
+	UNIT_OK(chart_draw(&p, e, sizeof e) == 2 &&
+	    strcmp(e, "x.jpg: want a name ending in .png or .svg") == 0 &&
+	    access("x.jpg", F_OK) < 0,
+	    "chart_draw refuses to write x.jpg (usage, exit 2), before input");
+}
+
 int
 main(void)
 {
 	test_csv();
 	test_timeline();
+	test_format();
 	return unit_done();
 }
