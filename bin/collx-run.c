@@ -27,7 +27,8 @@
 
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
-#define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
+/* Whether a rank's wait status is a failure. */
+#define FAILED(status) (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
@@ -57,6 +58,7 @@ static const struct option longopts[] = {
 struct rank {
 	pid_t pid;		/* also its process group */
 	int reaped, status;
+	volatile sig_atomic_t died;	/* its place in the order of deaths */
 	struct launch_rank place;
 	struct linetag out, err;	/* with --tag-output */
 };
@@ -76,6 +78,8 @@ struct job {
 };
 
 static int sig_pipe[2] = { -1, -1 };
+static struct job *sig_job;		/* whose ranks' deaths are numbered */
+static volatile sig_atomic_t deaths;	/* how many were numbered */
 
 /* The signals collx-run handles, and what they were when it started (the
  * ranks get them back). */
@@ -414,8 +418,11 @@ spawn(struct job *j, int i)
 	while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR)
 		;
 	close(execp[0]);
-	if (n == sizeof e)
-		cli_warn("cannot execute %s: %s", j->argv[0], strerror(e));
+	if (n == sizeof e) {
+		launch_exec_why(j->argv[0], e, r->place.host < 0 ? j->env : NULL,
+		    r->place.host < 0 ? j->spec.wdir : NULL, why, sizeof why);
+		cli_warn("%s", why);
+	}
 	launch_words_free(j->env);
 	launch_words_free(j->argv);
 	j->env = j->argv = NULL;
@@ -434,10 +441,40 @@ on_signal(int sig)
 	errno = saved;
 }
 
+/*
+ * Number rank pid's death, unless it already has a number: in the SIGCHLD
+ * handler, and with SIGCHLD blocked. A pending SIGCHLD is never queued
+ * twice, so the one that arrives names the first child to die since the
+ * last: the order of deaths holds even when several are reaped at once.
+ */
+static void
+number_death(pid_t pid)
+{
+	struct rank *r;
+	int i;
+
+	for (i = 0; sig_job && i < sig_job->spec.n; i++) {
+		r = &sig_job->ranks[i];
+		if (r->pid == pid) {
+			if (r->died == 0)
+				r->died = ++deaths;
+			return;
+		}
+	}
+}
+
+static void
+on_child(int sig, siginfo_t *si, void *context)
+{
+	(void)context;
+	number_death(si->si_pid);
+	on_signal(sig);
+}
+
 /* Catch and forward INT, TERM and HUP, unless ignored from the start (as
  * for a background job of a script, or under nohup): those stay ignored. */
 static void
-catch_signals(void)
+catch_signals(struct job *j)
 {
 	struct sigaction sa;
 	size_t k;
@@ -456,8 +493,14 @@ catch_signals(void)
 			continue;
 		else
 			sa.sa_handler = on_signal;
+		if (handled[k] == SIGCHLD) {
+			sa.sa_sigaction = on_child;
+			sa.sa_flags |= SA_SIGINFO;
+		}
 		sigaction(handled[k], &sa, NULL);
+		sa.sa_flags &= ~SA_SIGINFO;
 	}
+	sig_job = j;
 #ifdef __linux__
 	/* Orphans of the ranks become ours to reap, so a finished straggler
 	 * never lingers as a zombie that still looks alive. */
@@ -511,7 +554,7 @@ rank_ended(struct job *j, int i, int status)
 
 	j->ranks[i].reaped = 1;
 	j->running--;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	if (!FAILED(status)) {
 		cli_debug("rank %d finished", i);
 		return;
 	}
@@ -530,54 +573,60 @@ rank_ended(struct job *j, int i, int status)
 	}
 }
 
-/* Take the status of every rank that has ended; returns how many of
- * them failed, and how many of those were killed by a signal. */
-static int
-collect(struct job *j, int *killed)
+/*
+ * Take the status of every rank that has ended, numbering the deaths that
+ * no SIGCHLD numbered (it was pending behind another's): those killed by a
+ * signal first, since a killed rank's exit closes its sockets before it is
+ * a zombie, and a peer that leaves because of it may die in between.
+ */
+static void
+collect(struct job *j)
 {
+	struct timespec now = { 0, 0 };
+	sigset_t chld, old;
+	siginfo_t si;
 	pid_t pid;
-	int status, i, failed = 0;
+	int status, i, pass;
 
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	if (sigtimedwait(&chld, &si, &now) == SIGCHLD)
+		number_death(si.si_pid);
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
 		for (i = 0; i < j->spec.n; i++)
 			if (j->ranks[i].pid == pid && !j->ranks[i].reaped) {
 				j->ranks[i].reaped = -1;
 				j->ranks[i].status = status;
 			}
-	*killed = 0;
-	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].reaped == -1 &&
-		    !(WIFEXITED(j->ranks[i].status) &&
-		    WEXITSTATUS(j->ranks[i].status) == 0)) {
-			failed++;
-			*killed += WIFSIGNALED(j->ranks[i].status);
-		}
-	return failed;
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < j->spec.n; i++)
+			if (j->ranks[i].reaped == -1 && j->ranks[i].died == 0 &&
+			    WIFSIGNALED(j->ranks[i].status) == !pass)
+				j->ranks[i].died = ++deaths;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /*
- * Every rank that has ended, those killed by a signal first. A killed
- * rank's exit closes its sockets before it is a zombie, so a peer that
- * leaves because of it can be reaped first: when the first failure is a
- * status, wait a moment (KILLED_GRACE_MS at most) for a killed rank, so
- * the job's status and message are the root cause's.
+ * Every rank that has ended; of those that failed, the one that died first
+ * goes first: it names itself and stops the others, whose failures may well
+ * be its consequences (a peer that left).
  */
 static void
 reap(struct job *j)
 {
-	int killed, pass, i, waited;
+	int i, first = -1;
 
-	if (collect(j, &killed) > 0 && killed == 0 && !j->stopping)
-		for (waited = 0; killed == 0 && waited < KILLED_GRACE_MS;
-		    waited += 10) {
-			usleep(10000);
-			collect(j, &killed);
-		}
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < j->spec.n; i++)
-			if (j->ranks[i].reaped == -1 &&
-			    WIFSIGNALED(j->ranks[i].status) == !pass)
-				rank_ended(j, i, j->ranks[i].status);
+	collect(j);
+	for (i = 0; i < j->spec.n; i++)
+		if (j->ranks[i].reaped == -1 && FAILED(j->ranks[i].status) &&
+		    (first < 0 || j->ranks[i].died < j->ranks[first].died))
+			first = i;
+	if (first >= 0)
+		rank_ended(j, first, j->ranks[first].status);
+	for (i = 0; i < j->spec.n; i++)
+		if (j->ranks[i].reaped == -1)
+			rank_ended(j, i, j->ranks[i].status);
 }
 
 static void
@@ -793,7 +842,7 @@ main(int argc, char **argv)
 	place_ranks(&j);
 	raise_fd_limit();
 	open_no_input(&j);
-	catch_signals();
+	catch_signals(&j);
 	if (j.time_limit > 0)
 		j.limit_at = cli_now() + j.time_limit;
 	for (i = 0; i < j.spec.n && !j.stopping; i++) {

@@ -70,6 +70,25 @@ leftovers() {
 	[ "$(leftovers)" -eq 0 ]
 }
 
+@test "the rank that failed first is named, not a peer that failed because of it" {
+	# Rank 1 holds a pipe open and fails; rank 0 reads the pipe, finds its
+	# peer gone (as a PyTorch rank finds a closed socket) and fails too,
+	# 50 ms later, before collx-run has stopped anyone. Rank 2 is stopped.
+	mkfifo "$T/peer"
+	for try in 1 2 3 4 5; do
+		run --separate-stderr timeout 30 collx-run -n 3 -- sh -c '
+		    case $COLLX_RANK in
+		    0) read -r x <"$1"; sleep 0.05; exit 1 ;;
+		    1) exec 3>"$1"; sleep 0.2; exit 3 ;;
+		    *) exec sleep '"$M"' ;;
+		    esac' sh "$T/peer"
+		echo "try $try: $status: $stderr"
+		[ "$status" -eq 3 ]
+		[[ $stderr == "collx-run: rank 1 "*"exited with status 3" ]]
+	done
+	[ "$(leftovers)" -eq 0 ]
+}
+
 @test "a rank ignoring TERM is killed after the grace period" {
 	start=$(date +%s)
 	run timeout 30 collx-run -n 2 -- sh -c \
@@ -167,6 +186,28 @@ leftovers() {
 	touch "$T/not-executable"
 	run -126 timeout 30 collx-run -n 2 -- "$T/not-executable"
 	[ "$status" -eq 126 ]
+}
+
+@test "a program named without a slash is looked up on PATH; ./ suggested for a file here" {
+	printf '#!/bin/sh\necho "ran $COLLX_RANK"\n' >job.sh
+	chmod +x job.sh
+	run -127 --separate-stderr timeout 30 collx-run -n 2 job.sh
+	[ "$stderr" = "collx-run: cannot execute job.sh: not found on PATH (for the file in this directory, say ./job.sh)" ]
+	run timeout 30 collx-run -n 2 ./job.sh
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort | tr '\n' ' ')" = "ran 0 ran 1 " ]
+	# not executable: ./ alone would not do
+	printf 'print(1)\n' >plain.py
+	run -127 --separate-stderr timeout 30 collx-run -n 2 plain.py
+	[ "$stderr" = "collx-run: cannot execute plain.py: not found on PATH (for the file in this directory, say ./plain.py; it is not executable: chmod +x it, or name its interpreter)" ]
+	# nothing of that name here either: the plain message, naming PATH
+	run -127 --separate-stderr timeout 30 collx-run -n 2 no-such-program-$$
+	[ "$stderr" = "collx-run: cannot execute no-such-program-$$: not found on PATH" ]
+	# with --wdir the file is looked for where the ranks start
+	mkdir sub
+	mv job.sh sub/
+	run -127 --separate-stderr timeout 30 collx-run --wdir sub -n 1 job.sh
+	[[ $stderr == *"(for the file in this directory, say ./job.sh)" ]]
 }
 
 @test "usage errors exit 2 with a hint" {

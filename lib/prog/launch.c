@@ -1,10 +1,12 @@
-/* launch: host lists, placement, quoting; pure functions for collx-run. */
+/* launch: host lists, placement, quoting, and why a program could not be
+ * executed; for collx-run. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -420,4 +422,66 @@ launch_words_free(char **argv)
 	for (p = argv; *p; p++)
 		free(*p);
 	free(argv);
+}
+
+/* The PATH execvp searches: env's, the environment's, or its default. */
+static const char *
+exec_path(char *const *env)
+{
+	const char *v;
+
+	for (; env && *env; env++)
+		if (strncmp(*env, "PATH=", 5) == 0)
+			return *env + 5;
+	return (v = getenv("PATH")) != NULL ? v : "/bin:/usr/bin";
+}
+
+/* Whether a directory of path (an empty entry: the current one) holds name. */
+static int
+on_path(const char *name, const char *path)
+{
+	const char *p = path, *colon;
+	char *file;
+	int len, found = 0;
+
+	while (!found) {
+		colon = strchr(p, ':');
+		len = colon ? (int)(colon - p) : (int)strlen(p);
+		file = len ? cli_asprintf("%.*s/%s", len, p, name) :
+		    cli_strdup(name);
+		found = access(file, F_OK) == 0;
+		free(file);
+		if (colon == NULL)
+			break;
+		p = colon + 1;
+	}
+	return found;
+}
+
+void
+launch_exec_why(const char *prog, int errnum, char *const *env,
+    const char *dir, char *buf, size_t len)
+{
+	struct stat st;
+	char *here;
+	int is_file;
+
+	if (errnum != ENOENT || strchr(prog, '/') || on_path(prog,
+	    exec_path(env))) {
+		snprintf(buf, len, "cannot execute %s: %s", prog,
+		    strerror(errnum));
+		return;
+	}
+	here = cli_asprintf("%s/%s", dir ? dir : ".", prog);
+	is_file = stat(here, &st) == 0 && S_ISREG(st.st_mode);
+	if (!is_file)
+		snprintf(buf, len, "cannot execute %s: not found on PATH", prog);
+	else if (access(here, X_OK) == 0)
+		snprintf(buf, len, "cannot execute %s: not found on PATH (for "
+		    "the file in this directory, say ./%s)", prog, prog);
+	else
+		snprintf(buf, len, "cannot execute %s: not found on PATH (for "
+		    "the file in this directory, say ./%s; it is not executable: "
+		    "chmod +x it, or name its interpreter)", prog, prog);
+	free(here);
 }

@@ -57,6 +57,17 @@ void launch_words_free(char **argv);
 /* Append w (owned from now on) to the NULL-terminated vector *v of *n words. */
 void launch_words_push(char ***v, int *n, char *w);
 
+/*
+ * Why PROGRAM could not be executed (errnum from execvp), as the one line
+ * a launcher prints: "cannot execute PROG: REASON". A name without a slash
+ * that no directory on PATH holds is said to be looked up there, and
+ * ./PROG suggested when dir (where the rank starts) has a file of that
+ * name. PATH is env's (NAME=VALUE words, NULL-terminated; may be NULL),
+ * else the environment's.
+ */
+void launch_exec_why(const char *prog, int errnum, char *const *env,
+    const char *dir, char *buf, size_t len);
+
 /* The rendezvous port on the first host when ranks run on hosts. */
 #define LAUNCH_DEFAULT_PORT 29500
 

@@ -727,6 +727,35 @@ test_job_remote(void)
 }
 
 static void
+test_exec_why(void)
+{
+	char path[160], tool[128], why[256];
+	char *env[] = { path, NULL };
+	FILE *f;
+
+	snprintf(tool, sizeof tool, "%s/tool", tmpdir);
+	if ((f = fopen(tool, "w")) != NULL)
+		fclose(f);
+	snprintf(path, sizeof path, "PATH=/nonexistent:%s", tmpdir);
+	launch_exec_why("tool", ENOENT, env, NULL, why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute tool: No such file or directory") == 0,
+	    "on the rank's PATH but not executable there (its interpreter): "
+	    "the system's reason");
+	snprintf(path, sizeof path, "PATH=/nonexistent");
+	launch_exec_why("tool", ENOENT, env, tmpdir, why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute tool: not found on PATH (for the file "
+	    "in this directory, say ./tool; it is not executable: chmod +x it, "
+	    "or name its interpreter)") == 0, "./ suggested for a file where the "
+	    "rank starts");
+	launch_exec_why("tool", ENOENT, env, "/nonexistent", why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute tool: not found on PATH") == 0,
+	    "no such file where the rank starts");
+	launch_exec_why("./tool", EACCES, env, NULL, why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute ./tool: Permission denied") == 0,
+	    "a path: the system's reason");
+}
+
+static void
 test_linetag(void)
 {
 	struct linetag t;
@@ -775,6 +804,7 @@ main(int argc, char **argv)
 	test_hostport();
 	test_job_local();
 	test_job_remote();
+	test_exec_why();
 	test_linetag();
 	UNIT_CLOSE(cli_now() - cli_now(), 0, 0, 0.1, "cli_now is monotonic seconds");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
