@@ -100,14 +100,17 @@ usage(void)
 	    "  -n, -np, --np N       number of ranks (default: 1 locally, the hosts'\n"
 	    "                        slots with hosts)\n"
 	    "  -H, --hosts LIST      hosts HOST[:K],...: K ranks (slots) per visit,\n"
-	    "                        default 1, so rank i runs on host i mod H\n"
+	    "                        default 1, so rank i runs on host i mod H;\n"
+	    "                        this machine (localhost, 127.0.0.1, ::1, its\n"
+	    "                        name or address) runs its ranks without ssh\n"
 	    "      --hostfile F      hosts from F: one per line, optional slots=K\n"
 	    "      --per-host K      K consecutive ranks per host\n"
 	    "      --ssh CMD         remote shell command (default: ssh)\n"
 	    "      --master HOST:PORT  collx's rendezvous address, COLLX_MASTER\n"
-	    "                        (default: 127.0.0.1 and a free port; with hosts\n"
-	    "                        the first host, port %d); MASTER_PORT, for\n"
-	    "                        PyTorch, is another port (PORT + 1 with hosts)\n"
+	    "                        (default: 127.0.0.1 and a free port; with remote\n"
+	    "                        hosts the first host, port %d); MASTER_PORT, for\n"
+	    "                        PyTorch, is another port (PORT + 1 with remote\n"
+	    "                        hosts)\n"
 	    "      --tag-output      prefix each output line with [RANK]\n"
 	    "      --timeout S       COLLX_TIMEOUT for the ranks, in seconds\n"
 	    "      --time-limit S    stop all ranks after S seconds (exit 124)\n"
@@ -268,12 +271,13 @@ parse_args(struct job *j, int argc, char **argv)
 		    launch_hosts_slots(&j->spec.hosts, j->per_host) : 1;
 	if (j->spec.n > MAX_RANKS)
 		cli_usage_error("more than %d ranks", MAX_RANKS);
-	/* The remote shell reads the token as one line. */
-	if (j->spec.hosts.n && launch_token() && strchr(launch_token(), '\n'))
-		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
-		    " one line");
 	if (launch_job_prepare(&j->spec, err, sizeof err) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	/* The remote shell reads the token as one line. */
+	if (!launch_hosts_all_local(&j->spec.hosts) && launch_token() &&
+	    strchr(launch_token(), '\n'))
+		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
+		    " one line");
 }
 
 static void
@@ -787,8 +791,10 @@ place_ranks(struct job *j)
 	lworld = cli_calloc((size_t)n, sizeof *lworld);
 	launch_place(&j->spec.hosts, n, j->per_host, host_of, local);
 	launch_local_worlds(&j->spec.hosts, n, host_of, local, lworld);
-	for (i = 0; i < n; i++)
-		j->ranks[i].place = (struct launch_rank){ host_of[i], local[i], lworld[i] };
+	for (i = 0; i < n; i++)	/* this machine's ranks start without ssh */
+		j->ranks[i].place = (struct launch_rank){
+		    j->spec.hosts.local[host_of[i]] ? -1 : host_of[i],
+		    local[i], lworld[i] };
 	free(lworld);
 	free(host_of);
 	free(local);

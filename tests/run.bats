@@ -435,6 +435,44 @@ EOF
 	[[ $output == *"$T/bad:2:"* ]]
 }
 
+@test "localhost, loopback addresses and this host's name start ranks locally, without ssh" {
+	# A remote shell that must not be called.
+	printf '#!/bin/sh\necho "ssh called: $*" >&2\nexit 255\n' >"$T/no-ssh"
+	chmod +x "$T/no-ssh"
+	for r in 0 1 2 3; do
+		timeout 30 collx-tensor create --shape 5,2 --dtype f32 --fill $((r + 1)) -o "$T/x.$r.npy"
+	done
+	timeout 30 collx-tensor create --shape 5,2 --dtype f32 --fill 10 -o "$T/want.npy"
+	run timeout 60 collx-run -H localhost,127.0.0.1 -n 4 --ssh "$T/no-ssh" -- \
+	    collx-allreduce -i "$T/x.{rank}.npy" -o "$T/y.{rank}.npy" --check
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for r in 0 1 2 3; do
+		timeout 30 collx-tensor diff "$T/y.$r.npy" "$T/want.npy"
+	done
+	# A hostfile of this host's names: one host, so local ranks 0 to 3 of
+	# 4, meeting on 127.0.0.1 (a free port, as without hosts).
+	printf 'localhost slots=2\n::1\n%s\n127.0.1.1\n' "$(hostname)" >"$T/hosts"
+	run --separate-stderr timeout 30 collx-run --hostfile "$T/hosts" --ssh "$T/no-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_LOCAL_RANK $LOCAL_WORLD_SIZE $COLLX_MASTER $MASTER_ADDR'
+	echo "$output $stderr"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | awk '{print $1, $2, $3, $5}' | sort)" = "$(printf '0 0 5 127.0.0.1\n1 1 5 127.0.0.1\n2 2 5 127.0.0.1\n3 3 5 127.0.0.1\n4 4 5 127.0.0.1')" ]
+	[[ $(echo "$output" | awk '{print $4}' | sort -u) =~ ^127\.0\.0\.1:[0-9]+$ ]]
+	[ "$(echo "$output" | awk '{print $4}' | sort -u | grep -c .)" -eq 1 ]
+	# Beside a remote host: only that one goes through ssh, and the remote
+	# ranks meet at this host's name rather than at its loopback.
+	run timeout 30 collx-run -H localhost,h1 -n 3 --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_LOCAL_RANK $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/ssh.log")" = h1 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 0 %s:29500\n1 0 %s:29500\n2 1 %s:29500' "$(hostname)" "$(hostname)" "$(hostname)")" ]
+	# A user named: through ssh, as that user.
+	run timeout 30 collx-run -H me@localhost --ssh "$T/fake-ssh" -- true
+	[ "$status" -eq 0 ]
+	[ "$(tail -n 1 "$T/ssh.log")" = me@localhost ]
+}
+
 @test "per-host in network namespaces: COLLX_MASTER is a real address" {
 	need "root and ip netns" netns_available
 	netns_setup 3
