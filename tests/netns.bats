@@ -139,7 +139,8 @@ for link, gp, algo, lat, bw, ratio in ([c.strip() for c in r] for r in rows):
     if gp == "-":
         assert ratio == "-"
     else:
-        assert ratio == "%.2f" % (float(bw) / float(gp)), (algo, ratio)
+        busbw = float(mine[16 << 20]["busbw_gbps"])
+        assert ratio == "%.2f" % (busbw / float(gp)), (algo, ratio)
 PYEOF
 	# Under the table: how to make it again, and each case's commands.
 	grep -qx "  HOSTS=2 ITERS=1 CASES='500mbit:' examples/bench-cluster.sh OUTDIR" "$T/out/cluster.md"
