@@ -27,6 +27,7 @@
 
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
+#define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
 /* Whether a rank's wait status is a failure. */
 #define FAILED(status) (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 
@@ -578,10 +579,24 @@ rank_ended(struct job *j, int i, int status)
 }
 
 /*
+ * Whether a rank was killed from outside (by a user, the OOM killer): it
+ * failed when the signal came, before its exit, and a peer that leaves
+ * because of it can end first, while the killed rank still waits for a
+ * core to finish dying on.
+ */
+static int
+killed_from_outside(int status)
+{
+	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+
+	return sig == SIGKILL || sig == SIGTERM || sig == SIGINT ||
+	    sig == SIGHUP || sig == SIGQUIT;
+}
+
+/*
  * Take the status of every rank that has ended, numbering the deaths that
- * no SIGCHLD numbered (it was pending behind another's): those killed by a
- * signal first, since a killed rank's exit closes its sockets before it is
- * a zombie, and a peer that leaves because of it may die in between.
+ * no SIGCHLD numbered (it was pending behind another's): those killed from
+ * outside first.
  */
 static void
 collect(struct job *j)
@@ -606,26 +621,51 @@ collect(struct job *j)
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < j->spec.n; i++)
 			if (j->ranks[i].reaped == -1 && j->ranks[i].died == 0 &&
-			    WIFSIGNALED(j->ranks[i].status) == !pass)
+			    killed_from_outside(j->ranks[i].status) == !pass)
 				j->ranks[i].died = ++deaths;
 	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Of the ranks reaped and not yet taken, the one that failed first (of
+ * those killed from outside when outside is set), or -1. */
+static int
+first_failure(const struct job *j, int outside)
+{
+	const struct rank *r;
+	int i, first = -1;
+
+	for (i = 0; i < j->spec.n; i++) {
+		r = &j->ranks[i];
+		if (r->reaped == -1 && FAILED(r->status) &&
+		    (!outside || killed_from_outside(r->status)) &&
+		    (first < 0 || r->died < j->ranks[first].died))
+			first = i;
+	}
+	return first;
 }
 
 /*
  * Every rank that has ended; of those that failed, the one that died first
  * goes first: it names itself and stops the others, whose failures may well
- * be its consequences (a peer that left).
+ * be its consequences (a peer that left). When that is an exit, a moment
+ * (KILLED_GRACE_MS at most) is given to a rank killed from outside, whose
+ * exit can come after its peers'.
  */
 static void
 reap(struct job *j)
 {
-	int i, first = -1;
+	int i, first, killed, waited;
 
 	collect(j);
-	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].reaped == -1 && FAILED(j->ranks[i].status) &&
-		    (first < 0 || j->ranks[i].died < j->ranks[first].died))
-			first = i;
+	first = first_failure(j, 0);
+	for (waited = 0; first >= 0 && !j->stopping &&
+	    !killed_from_outside(j->ranks[first].status) &&
+	    waited < KILLED_GRACE_MS; waited += 10) {
+		usleep(10000);
+		collect(j);
+		if ((killed = first_failure(j, 1)) >= 0)
+			first = killed;
+	}
 	if (first >= 0)
 		rank_ended(j, first, j->ranks[first].status);
 	for (i = 0; i < j->spec.n; i++)

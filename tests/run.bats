@@ -86,6 +86,19 @@ leftovers() {
 		[ "$status" -eq 3 ]
 		[[ $stderr == "collx-run: rank 1 "*"exited with status 3" ]]
 	done
+	# Killed from outside, rank 1 failed when the signal came; rank 0,
+	# woken by its closed pipe, may well end before rank 1 is done dying.
+	for try in 1 2 3 4 5; do
+		run --separate-stderr timeout 30 collx-run -n 3 -- sh -c '
+		    case $COLLX_RANK in
+		    0) read -r x <"$1"; exit 1 ;;
+		    1) exec 3>"$1"; sleep 0.2; kill -KILL $$ ;;
+		    *) exec sleep '"$M"' ;;
+		    esac' sh "$T/peer"
+		echo "try $try: $status: $stderr"
+		[ "$status" -eq 137 ]
+		[[ $stderr == "collx-run: rank 1 "*"killed by signal 9 (Killed)" ]]
+	done
 	[ "$(leftovers)" -eq 0 ]
 }
 
