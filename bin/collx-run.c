@@ -28,6 +28,8 @@
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
+/* Whether a rank's wait status is a failure. */
+#define FAILED(status) (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
@@ -57,6 +59,7 @@ static const struct option longopts[] = {
 struct rank {
 	pid_t pid;		/* also its process group */
 	int reaped, status;
+	volatile sig_atomic_t died;	/* its place in the order of deaths */
 	struct launch_rank place;
 	struct linetag out, err;	/* with --tag-output */
 };
@@ -76,6 +79,8 @@ struct job {
 };
 
 static int sig_pipe[2] = { -1, -1 };
+static struct job *sig_job;		/* whose ranks' deaths are numbered */
+static volatile sig_atomic_t deaths;	/* how many were numbered */
 
 /* The signals collx-run handles, and what they were when it started (the
  * ranks get them back). */
@@ -96,14 +101,17 @@ usage(void)
 	    "  -n, -np, --np N       number of ranks (default: 1 locally, the hosts'\n"
 	    "                        slots with hosts)\n"
 	    "  -H, --hosts LIST      hosts HOST[:K],...: K ranks (slots) per visit,\n"
-	    "                        default 1, so rank i runs on host i mod H\n"
+	    "                        default 1, so rank i runs on host i mod H;\n"
+	    "                        this machine (localhost, 127.0.0.1, ::1, its\n"
+	    "                        name or address) runs its ranks without ssh\n"
 	    "      --hostfile F      hosts from F: one per line, optional slots=K\n"
 	    "      --per-host K      K consecutive ranks per host\n"
 	    "      --ssh CMD         remote shell command (default: ssh)\n"
 	    "      --master HOST:PORT  collx's rendezvous address, COLLX_MASTER\n"
-	    "                        (default: 127.0.0.1 and a free port; with hosts\n"
-	    "                        the first host, port %d); MASTER_PORT, for\n"
-	    "                        PyTorch, is another port (PORT + 1 with hosts)\n"
+	    "                        (default: 127.0.0.1 and a free port; with remote\n"
+	    "                        hosts the first host, port %d); MASTER_PORT, for\n"
+	    "                        PyTorch, is another port (PORT + 1 with remote\n"
+	    "                        hosts)\n"
 	    "      --tag-output      prefix each output line with [RANK]\n"
 	    "      --timeout S       COLLX_TIMEOUT for the ranks, in seconds\n"
 	    "      --time-limit S    stop all ranks after S seconds (exit 124)\n"
@@ -264,12 +272,13 @@ parse_args(struct job *j, int argc, char **argv)
 		    launch_hosts_slots(&j->spec.hosts, j->per_host) : 1;
 	if (j->spec.n > MAX_RANKS)
 		cli_usage_error("more than %d ranks", MAX_RANKS);
-	/* The remote shell reads the token as one line. */
-	if (j->spec.hosts.n && launch_token() && strchr(launch_token(), '\n'))
-		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
-		    " one line");
 	if (launch_job_prepare(&j->spec, err, sizeof err) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	/* The remote shell reads the token as one line. */
+	if (!launch_hosts_all_local(&j->spec.hosts) && launch_token() &&
+	    strchr(launch_token(), '\n'))
+		cli_usage_error("COLLX_TOKEN has a newline: a remote rank reads it as"
+		    " one line");
 }
 
 static void
@@ -414,8 +423,11 @@ spawn(struct job *j, int i)
 	while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR)
 		;
 	close(execp[0]);
-	if (n == sizeof e)
-		cli_warn("cannot execute %s: %s", j->argv[0], strerror(e));
+	if (n == sizeof e) {
+		launch_exec_why(j->argv[0], e, r->place.host < 0 ? j->env : NULL,
+		    r->place.host < 0 ? j->spec.wdir : NULL, why, sizeof why);
+		cli_warn("%s", why);
+	}
 	launch_words_free(j->env);
 	launch_words_free(j->argv);
 	j->env = j->argv = NULL;
@@ -434,10 +446,40 @@ on_signal(int sig)
 	errno = saved;
 }
 
+/*
+ * Number rank pid's death, unless it already has a number: in the SIGCHLD
+ * handler, and with SIGCHLD blocked. A pending SIGCHLD is never queued
+ * twice, so the one that arrives names the first child to die since the
+ * last: the order of deaths holds even when several are reaped at once.
+ */
+static void
+number_death(pid_t pid)
+{
+	struct rank *r;
+	int i;
+
+	for (i = 0; sig_job && i < sig_job->spec.n; i++) {
+		r = &sig_job->ranks[i];
+		if (r->pid == pid) {
+			if (r->died == 0)
+				r->died = ++deaths;
+			return;
+		}
+	}
+}
+
+static void
+on_child(int sig, siginfo_t *si, void *context)
+{
+	(void)context;
+	number_death(si->si_pid);
+	on_signal(sig);
+}
+
 /* Catch and forward INT, TERM and HUP, unless ignored from the start (as
  * for a background job of a script, or under nohup): those stay ignored. */
 static void
-catch_signals(void)
+catch_signals(struct job *j)
 {
 	struct sigaction sa;
 	size_t k;
@@ -456,8 +498,14 @@ catch_signals(void)
 			continue;
 		else
 			sa.sa_handler = on_signal;
+		if (handled[k] == SIGCHLD) {
+			sa.sa_sigaction = on_child;
+			sa.sa_flags |= SA_SIGINFO;
+		}
 		sigaction(handled[k], &sa, NULL);
+		sa.sa_flags &= ~SA_SIGINFO;
 	}
+	sig_job = j;
 #ifdef __linux__
 	/* Orphans of the ranks become ours to reap, so a finished straggler
 	 * never lingers as a zombie that still looks alive. */
@@ -511,7 +559,7 @@ rank_ended(struct job *j, int i, int status)
 
 	j->ranks[i].reaped = 1;
 	j->running--;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	if (!FAILED(status)) {
 		cli_debug("rank %d finished", i);
 		return;
 	}
@@ -530,54 +578,99 @@ rank_ended(struct job *j, int i, int status)
 	}
 }
 
-/* Take the status of every rank that has ended; returns how many of
- * them failed, and how many of those were killed by a signal. */
+/*
+ * Whether a rank was killed from outside (by a user, the OOM killer): it
+ * failed when the signal came, before its exit, and a peer that leaves
+ * because of it can end first, while the killed rank still waits for a
+ * core to finish dying on.
+ */
 static int
-collect(struct job *j, int *killed)
+killed_from_outside(int status)
 {
-	pid_t pid;
-	int status, i, failed = 0;
+	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
+	return sig == SIGKILL || sig == SIGTERM || sig == SIGINT ||
+	    sig == SIGHUP || sig == SIGQUIT;
+}
+
+/*
+ * Take the status of every rank that has ended, numbering the deaths that
+ * no SIGCHLD numbered (it was pending behind another's): those killed from
+ * outside first.
+ */
+static void
+collect(struct job *j)
+{
+	struct timespec now = { 0, 0 };
+	sigset_t chld, old;
+	siginfo_t si;
+	pid_t pid;
+	int status, i, pass;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	if (sigtimedwait(&chld, &si, &now) == SIGCHLD)
+		number_death(si.si_pid);
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
 		for (i = 0; i < j->spec.n; i++)
 			if (j->ranks[i].pid == pid && !j->ranks[i].reaped) {
 				j->ranks[i].reaped = -1;
 				j->ranks[i].status = status;
 			}
-	*killed = 0;
-	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].reaped == -1 &&
-		    !(WIFEXITED(j->ranks[i].status) &&
-		    WEXITSTATUS(j->ranks[i].status) == 0)) {
-			failed++;
-			*killed += WIFSIGNALED(j->ranks[i].status);
-		}
-	return failed;
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < j->spec.n; i++)
+			if (j->ranks[i].reaped == -1 && j->ranks[i].died == 0 &&
+			    killed_from_outside(j->ranks[i].status) == !pass)
+				j->ranks[i].died = ++deaths;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Of the ranks reaped and not yet taken, the one that failed first (of
+ * those killed from outside when outside is set), or -1. */
+static int
+first_failure(const struct job *j, int outside)
+{
+	const struct rank *r;
+	int i, first = -1;
+
+	for (i = 0; i < j->spec.n; i++) {
+		r = &j->ranks[i];
+		if (r->reaped == -1 && FAILED(r->status) &&
+		    (!outside || killed_from_outside(r->status)) &&
+		    (first < 0 || r->died < j->ranks[first].died))
+			first = i;
+	}
+	return first;
 }
 
 /*
- * Every rank that has ended, those killed by a signal first. A killed
- * rank's exit closes its sockets before it is a zombie, so a peer that
- * leaves because of it can be reaped first: when the first failure is a
- * status, wait a moment (KILLED_GRACE_MS at most) for a killed rank, so
- * the job's status and message are the root cause's.
+ * Every rank that has ended; of those that failed, the one that died first
+ * goes first: it names itself and stops the others, whose failures may well
+ * be its consequences (a peer that left). When that is an exit, a moment
+ * (KILLED_GRACE_MS at most) is given to a rank killed from outside, whose
+ * exit can come after its peers'.
  */
 static void
 reap(struct job *j)
 {
-	int killed, pass, i, waited;
+	int i, first, killed, waited;
 
-	if (collect(j, &killed) > 0 && killed == 0 && !j->stopping)
-		for (waited = 0; killed == 0 && waited < KILLED_GRACE_MS;
-		    waited += 10) {
-			usleep(10000);
-			collect(j, &killed);
-		}
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < j->spec.n; i++)
-			if (j->ranks[i].reaped == -1 &&
-			    WIFSIGNALED(j->ranks[i].status) == !pass)
-				rank_ended(j, i, j->ranks[i].status);
+	collect(j);
+	first = first_failure(j, 0);
+	for (waited = 0; first >= 0 && !j->stopping &&
+	    !killed_from_outside(j->ranks[first].status) &&
+	    waited < KILLED_GRACE_MS; waited += 10) {
+		usleep(10000);
+		collect(j);
+		if ((killed = first_failure(j, 1)) >= 0)
+			first = killed;
+	}
+	if (first >= 0)
+		rank_ended(j, first, j->ranks[first].status);
+	for (i = 0; i < j->spec.n; i++)
+		if (j->ranks[i].reaped == -1)
+			rank_ended(j, i, j->ranks[i].status);
 }
 
 static void
@@ -738,8 +831,10 @@ place_ranks(struct job *j)
 	lworld = cli_calloc((size_t)n, sizeof *lworld);
 	launch_place(&j->spec.hosts, n, j->per_host, host_of, local);
 	launch_local_worlds(&j->spec.hosts, n, host_of, local, lworld);
-	for (i = 0; i < n; i++)
-		j->ranks[i].place = (struct launch_rank){ host_of[i], local[i], lworld[i] };
+	for (i = 0; i < n; i++)	/* this machine's ranks start without ssh */
+		j->ranks[i].place = (struct launch_rank){
+		    j->spec.hosts.local[host_of[i]] ? -1 : host_of[i],
+		    local[i], lworld[i] };
 	free(lworld);
 	free(host_of);
 	free(local);
@@ -793,7 +888,7 @@ main(int argc, char **argv)
 	place_ranks(&j);
 	raise_fd_limit();
 	open_no_input(&j);
-	catch_signals();
+	catch_signals(&j);
 	if (j.time_limit > 0)
 		j.limit_at = cli_now() + j.time_limit;
 	for (i = 0; i < j.spec.n && !j.stopping; i++) {

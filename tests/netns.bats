@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # The collective programs across hosts: three network namespaces on a
 # bridge, links shaped with tc (1 Gbit/s, a small delay), every rank in its
-# own namespace talking over eth0 to real addresses. Needs root and
-# `ip netns`; skipped otherwise. Everything is removed in teardown, also
+# own namespace talking over eth0 to real addresses; and the table of
+# examples/bench-cluster.sh with the commands beside its figures. Needs root
+# and `ip netns`; skipped otherwise. Everything is removed in teardown, also
 # when a test fails.
 
 load lib/common
@@ -112,4 +113,41 @@ assert all(x['bytes'] == str(1 << 20) and float(x['seconds']) > 0 for x in rows)
 	pyx "
 for r in range(3): same(load(f'out.{r}.npy'), np.arange(12, dtype='i4') * 3)"
 	[ "$(sort -u "$T/ssh.log" | wc -l)" = 3 ]
+}
+
+@test "bench-cluster.sh: each figure beside the commands it comes from, and nothing left behind" {
+	need "the tbf qdisc" netns_can_shape rate
+	local before
+	before=$(ip netns list | wc -l)
+	run timeout 300 env HOSTS=2 ITERS=1 CASES="500mbit:" \
+	    "$COLLX_ROOT/examples/bench-cluster.sh" "$T/out"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(ip netns list | wc -l)" -eq "$before" ]
+	# The table's figures are the CSV's 16 MiB out-of-place busbw and the
+	# 4 KiB latency, and busbw / goodput their quotient.
+	"$PY" - "$T/out/cluster.md" "$T/out/cluster-500mbit.csv" <<'PYEOF'
+import csv, sys
+md, path = sys.argv[1], sys.argv[2]
+rows = [l.split("|")[1:-1] for l in open(md) if l.startswith("| 500mbit |")]
+assert len(rows) == 3, rows
+csvrows = [r for r in csv.DictReader(open(path)) if r["place"] == "out"]
+for link, gp, algo, lat, bw, ratio in ([c.strip() for c in r] for r in rows):
+    mine = {int(r["bytes"]): r for r in csvrows if r["algo"] == algo}
+    assert abs(float(bw) - float(mine[16 << 20]["busbw_gbps"])) < 1e-4, (algo, bw)
+    assert lat == "%.0f us" % (float(mine[4096]["seconds"]) * 1e6), (algo, lat)
+    if gp == "-":
+        assert ratio == "-"
+    else:
+        busbw = float(mine[16 << 20]["busbw_gbps"])
+        assert ratio == "%.2f" % (busbw / float(gp)), (algo, ratio)
+PYEOF
+	# Under the table: how to make it again, and each case's commands.
+	grep -qx "  HOSTS=2 ITERS=1 CASES='500mbit:' examples/bench-cluster.sh OUTDIR" "$T/out/cluster.md"
+	grep -q '^500mbit: CPUs [0-9]*% busy just before$' "$T/out/cluster.md"
+	grep -qx '  links: netns_setup 2 --rate 500mbit --burst 256kb (tbf on both ends of each host.s veth)' "$T/out/cluster.md"
+	grep -q "^  collx (latency, busbw): collx-run -H 10.78.0.1,10.78.0.2 --ssh SSH --master 10.78.0.1:29500 --timeout 60 -- $COLLX_BIN/collx-bench coll --iface eth0 --algo ring,rabenseifner,tree -b 4K -e 16M -f 8 -n 1 -w 1 --csv -q >cluster-500mbit.csv\$" "$T/out/cluster.md"
+	if command -v iperf3 >/dev/null; then
+		grep -qx '  iperf3 (goodput): host 0: iperf3 -s -1 -p 5211; host 1: iperf3 -c 10.78.0.1 -p 5211 -t 3 -J' "$T/out/cluster.md"
+	fi
 }

@@ -70,6 +70,38 @@ leftovers() {
 	[ "$(leftovers)" -eq 0 ]
 }
 
+@test "the rank that failed first is named, not a peer that failed because of it" {
+	# Rank 1 holds a pipe open and fails; rank 0 reads the pipe, finds its
+	# peer gone (as a PyTorch rank finds a closed socket) and fails too,
+	# 50 ms later, before collx-run has stopped anyone. Rank 2 is stopped.
+	mkfifo "$T/peer"
+	for try in 1 2 3 4 5; do
+		run --separate-stderr timeout 30 collx-run -n 3 -- sh -c '
+		    case $COLLX_RANK in
+		    0) read -r x <"$1"; sleep 0.05; exit 1 ;;
+		    1) exec 3>"$1"; sleep 0.2; exit 3 ;;
+		    *) exec sleep '"$M"' ;;
+		    esac' sh "$T/peer"
+		echo "try $try: $status: $stderr"
+		[ "$status" -eq 3 ]
+		[[ $stderr == "collx-run: rank 1 "*"exited with status 3" ]]
+	done
+	# Killed from outside, rank 1 failed when the signal came; rank 0,
+	# woken by its closed pipe, may well end before rank 1 is done dying.
+	for try in 1 2 3 4 5; do
+		run --separate-stderr timeout 30 collx-run -n 3 -- sh -c '
+		    case $COLLX_RANK in
+		    0) read -r x <"$1"; exit 1 ;;
+		    1) exec 3>"$1"; sleep 0.2; kill -KILL $$ ;;
+		    *) exec sleep '"$M"' ;;
+		    esac' sh "$T/peer"
+		echo "try $try: $status: $stderr"
+		[ "$status" -eq 137 ]
+		[[ $stderr == "collx-run: rank 1 "*"killed by signal 9 (Killed)" ]]
+	done
+	[ "$(leftovers)" -eq 0 ]
+}
+
 @test "a rank ignoring TERM is killed after the grace period" {
 	start=$(date +%s)
 	run timeout 30 collx-run -n 2 -- sh -c \
@@ -167,6 +199,28 @@ leftovers() {
 	touch "$T/not-executable"
 	run -126 timeout 30 collx-run -n 2 -- "$T/not-executable"
 	[ "$status" -eq 126 ]
+}
+
+@test "a program named without a slash is looked up on PATH; ./ suggested for a file here" {
+	printf '#!/bin/sh\necho "ran $COLLX_RANK"\n' >job.sh
+	chmod +x job.sh
+	run -127 --separate-stderr timeout 30 collx-run -n 2 job.sh
+	[ "$stderr" = "collx-run: cannot execute job.sh: not found on PATH (for the file in this directory, say ./job.sh)" ]
+	run timeout 30 collx-run -n 2 ./job.sh
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | sort | tr '\n' ' ')" = "ran 0 ran 1 " ]
+	# not executable: ./ alone would not do
+	printf 'print(1)\n' >plain.py
+	run -127 --separate-stderr timeout 30 collx-run -n 2 plain.py
+	[ "$stderr" = "collx-run: cannot execute plain.py: not found on PATH (for the file in this directory, say ./plain.py; it is not executable: chmod +x it, or name its interpreter)" ]
+	# nothing of that name here either: the plain message, naming PATH
+	run -127 --separate-stderr timeout 30 collx-run -n 2 no-such-program-$$
+	[ "$stderr" = "collx-run: cannot execute no-such-program-$$: not found on PATH" ]
+	# with --wdir the file is looked for where the ranks start
+	mkdir sub
+	mv job.sh sub/
+	run -127 --separate-stderr timeout 30 collx-run --wdir sub -n 1 job.sh
+	[[ $stderr == *"(for the file in this directory, say ./job.sh)" ]]
 }
 
 @test "usage errors exit 2 with a hint" {
@@ -392,6 +446,44 @@ EOF
 	run timeout 30 collx-run --hostfile "$T/bad" -- true
 	[ "$status" -eq 2 ]
 	[[ $output == *"$T/bad:2:"* ]]
+}
+
+@test "localhost, loopback addresses and this host's name start ranks locally, without ssh" {
+	# A remote shell that must not be called.
+	printf '#!/bin/sh\necho "ssh called: $*" >&2\nexit 255\n' >"$T/no-ssh"
+	chmod +x "$T/no-ssh"
+	for r in 0 1 2 3; do
+		timeout 30 collx-tensor create --shape 5,2 --dtype f32 --fill $((r + 1)) -o "$T/x.$r.npy"
+	done
+	timeout 30 collx-tensor create --shape 5,2 --dtype f32 --fill 10 -o "$T/want.npy"
+	run timeout 60 collx-run -H localhost,127.0.0.1 -n 4 --ssh "$T/no-ssh" -- \
+	    collx-allreduce -i "$T/x.{rank}.npy" -o "$T/y.{rank}.npy" --check
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for r in 0 1 2 3; do
+		timeout 30 collx-tensor diff "$T/y.$r.npy" "$T/want.npy"
+	done
+	# A hostfile of this host's names: one host, so local ranks 0 to 3 of
+	# 4, meeting on 127.0.0.1 (a free port, as without hosts).
+	printf 'localhost slots=2\n::1\n%s\n127.0.1.1\n' "$(hostname)" >"$T/hosts"
+	run --separate-stderr timeout 30 collx-run --hostfile "$T/hosts" --ssh "$T/no-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_LOCAL_RANK $LOCAL_WORLD_SIZE $COLLX_MASTER $MASTER_ADDR'
+	echo "$output $stderr"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | awk '{print $1, $2, $3, $5}' | sort)" = "$(printf '0 0 5 127.0.0.1\n1 1 5 127.0.0.1\n2 2 5 127.0.0.1\n3 3 5 127.0.0.1\n4 4 5 127.0.0.1')" ]
+	[[ $(echo "$output" | awk '{print $4}' | sort -u) =~ ^127\.0\.0\.1:[0-9]+$ ]]
+	[ "$(echo "$output" | awk '{print $4}' | sort -u | grep -c .)" -eq 1 ]
+	# Beside a remote host: only that one goes through ssh, and the remote
+	# ranks meet at this host's name rather than at its loopback.
+	run timeout 30 collx-run -H localhost,h1 -n 3 --ssh "$T/fake-ssh" -- \
+	    sh -c 'echo $COLLX_RANK $COLLX_LOCAL_RANK $COLLX_MASTER'
+	[ "$status" -eq 0 ]
+	[ "$(cat "$T/ssh.log")" = h1 ]
+	[ "$(echo "$output" | sort)" = "$(printf '0 0 %s:29500\n1 0 %s:29500\n2 1 %s:29500' "$(hostname)" "$(hostname)" "$(hostname)")" ]
+	# A user named: through ssh, as that user.
+	run timeout 30 collx-run -H me@localhost --ssh "$T/fake-ssh" -- true
+	[ "$status" -eq 0 ]
+	[ "$(tail -n 1 "$T/ssh.log")" = me@localhost ]
 }
 
 @test "per-host in network namespaces: COLLX_MASTER is a real address" {

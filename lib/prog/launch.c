@@ -1,10 +1,17 @@
-/* launch: host lists, placement, quoting; pure functions for collx-run. */
+/* launch: host lists, placement, quoting, and why a program could not be
+ * executed; for collx-run. */
 #include <ctype.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -46,6 +53,8 @@ hosts_add(struct launch_hosts *h, const char *name, size_t len, int slots,
 	h->names[h->n] = cli_calloc(len + 1, 1);
 	memcpy(h->names[h->n], name, len);
 	h->slots[h->n++] = slots;
+	free(h->local);		/* marks of fewer hosts */
+	h->local = NULL;
 	return 0;
 }
 
@@ -237,6 +246,7 @@ launch_hosts_free(struct launch_hosts *h)
 		free(h->names[i]);
 	free(h->names);
 	free(h->slots);
+	free(h->local);
 	memset(h, 0, sizeof *h);
 }
 
@@ -251,8 +261,102 @@ launch_hosts_slots(const struct launch_hosts *h, int per_host)
 	return total > INT_MAX ? INT_MAX : (int)total;
 }
 
-/* Hosts named twice share local ranks, counted by the first occurrence:
- * first[i] is the index of host i's name's first occurrence. */
+int
+launch_host_loopback(const char *host)
+{
+	static const char *const names[] = { "localhost",
+	    "localhost.localdomain", "ip6-localhost", "ip6-loopback", NULL };
+	const char *const *p;
+	unsigned char a[sizeof(struct in6_addr)];
+
+	for (p = names; *p; p++)
+		if (strcasecmp(host, *p) == 0)
+			return 1;
+	if (inet_pton(AF_INET, host, a) == 1)
+		return a[0] == 127;
+	if (inet_pton(AF_INET6, host, a) == 1)
+		return IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a) ||
+		    (IN6_IS_ADDR_V4MAPPED((struct in6_addr *)a) && a[12] == 127);
+	return 0;
+}
+
+/* Whether host is the address of one of the interfaces ifs. */
+static int
+interface_address(const char *host, const struct ifaddrs *ifs)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	const struct sockaddr *sa;
+	int v4 = inet_pton(AF_INET, host, &a4) == 1;
+
+	if (!v4 && inet_pton(AF_INET6, host, &a6) != 1)
+		return 0;
+	for (; ifs; ifs = ifs->ifa_next) {
+		if ((sa = ifs->ifa_addr) == NULL)
+			continue;
+		if (v4 && sa->sa_family == AF_INET && memcmp(&a4,
+		    &((const struct sockaddr_in *)sa)->sin_addr, sizeof a4) == 0)
+			return 1;
+		if (!v4 && sa->sa_family == AF_INET6 && memcmp(&a6,
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr, sizeof a6) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether host names the machine whose host name is self. */
+static int
+host_local(const char *host, const char *self, const struct ifaddrs *ifs)
+{
+	size_t label = strcspn(self, ".");
+
+	if (strchr(host, '@'))
+		return 0;
+	return launch_host_loopback(host) || interface_address(host, ifs) ||
+	    (*self && (strcasecmp(host, self) == 0 || (strlen(host) == label &&
+	    strncasecmp(host, self, label) == 0)));
+}
+
+void
+launch_hosts_find_local(struct launch_hosts *h)
+{
+	struct ifaddrs *ifs = NULL;
+	char self[256] = "";
+	int i;
+
+	if (gethostname(self, sizeof self - 1) < 0)
+		self[0] = '\0';
+	if (getifaddrs(&ifs) < 0)
+		ifs = NULL;
+	free(h->local);
+	h->local = cli_calloc((size_t)h->n + 1, sizeof *h->local);
+	for (i = 0; i < h->n; i++)
+		h->local[i] = host_local(h->names[i], self, ifs);
+	if (ifs)
+		freeifaddrs(ifs);
+}
+
+int
+launch_hosts_all_local(const struct launch_hosts *h)
+{
+	int i;
+
+	for (i = 0; i < h->n; i++)
+		if (h->local == NULL || !h->local[i])
+			return 0;
+	return 1;
+}
+
+/* Whether hosts i and j are one machine: one name, or both this one. */
+static int
+same_host(const struct launch_hosts *h, int i, int j)
+{
+	return strcmp(h->names[i], h->names[j]) == 0 ||
+	    (h->local && h->local[i] && h->local[j]);
+}
+
+/* Hosts that are one machine share local ranks, counted by the first of
+ * them: first[i] is the index of the first host that is host i's machine. */
 static int *
 first_names(const struct launch_hosts *h)
 {
@@ -260,7 +364,7 @@ first_names(const struct launch_hosts *h)
 
 	for (i = 0; i < h->n; i++)
 		for (first[i] = i, j = 0; j < i; j++)
-			if (strcmp(h->names[j], h->names[i]) == 0) {
+			if (same_host(h, i, j)) {
 				first[i] = first[j];
 				break;
 			}
@@ -420,4 +524,66 @@ launch_words_free(char **argv)
 	for (p = argv; *p; p++)
 		free(*p);
 	free(argv);
+}
+
+/* The PATH execvp searches: env's, the environment's, or its default. */
+static const char *
+exec_path(char *const *env)
+{
+	const char *v;
+
+	for (; env && *env; env++)
+		if (strncmp(*env, "PATH=", 5) == 0)
+			return *env + 5;
+	return (v = getenv("PATH")) != NULL ? v : "/bin:/usr/bin";
+}
+
+/* Whether a directory of path (an empty entry: the current one) holds name. */
+static int
+on_path(const char *name, const char *path)
+{
+	const char *p = path, *colon;
+	char *file;
+	int len, found = 0;
+
+	while (!found) {
+		colon = strchr(p, ':');
+		len = colon ? (int)(colon - p) : (int)strlen(p);
+		file = len ? cli_asprintf("%.*s/%s", len, p, name) :
+		    cli_strdup(name);
+		found = access(file, F_OK) == 0;
+		free(file);
+		if (colon == NULL)
+			break;
+		p = colon + 1;
+	}
+	return found;
+}
+
+void
+launch_exec_why(const char *prog, int errnum, char *const *env,
+    const char *dir, char *buf, size_t len)
+{
+	struct stat st;
+	char *here;
+	int is_file;
+
+	if (errnum != ENOENT || strchr(prog, '/') || on_path(prog,
+	    exec_path(env))) {
+		snprintf(buf, len, "cannot execute %s: %s", prog,
+		    strerror(errnum));
+		return;
+	}
+	here = cli_asprintf("%s/%s", dir ? dir : ".", prog);
+	is_file = stat(here, &st) == 0 && S_ISREG(st.st_mode);
+	if (!is_file)
+		snprintf(buf, len, "cannot execute %s: not found on PATH", prog);
+	else if (access(here, X_OK) == 0)
+		snprintf(buf, len, "cannot execute %s: not found on PATH (for "
+		    "the file in this directory, say ./%s)", prog, prog);
+	else
+		snprintf(buf, len, "cannot execute %s: not found on PATH (for "
+		    "the file in this directory, say ./%s; it is not executable: "
+		    "chmod +x it, or name its interpreter)", prog, prog);
+	free(here);
 }

@@ -10,6 +10,7 @@ struct launch_hosts {
 	int n;
 	char **names;		/* as given: "node1", "user@node1", "10.0.0.2" */
 	int *slots;		/* ranks per visit of the host; 1 unless slots=K */
+	int *local;		/* 1: this machine (launch_hosts_find_local) */
 };
 
 /* Append the hosts of "a,b:4,c"; "host:K" gives host K slots (as mpirun's
@@ -28,16 +29,31 @@ void launch_hosts_free(struct launch_hosts *h);
 int launch_hosts_slots(const struct launch_hosts *h, int per_host);
 
 /*
+ * Mark the hosts that name this machine, whose ranks start without the
+ * remote shell (as mpirun's do): a loopback name or address (localhost,
+ * 127.0.0.1, ::1), an address of one of its interfaces, or its host name
+ * (or that name's first label). A "user@host" stays remote: it asks for
+ * that user. Adding a host clears the marks.
+ */
+void launch_hosts_find_local(struct launch_hosts *h);
+/* Whether host is a loopback name (localhost) or address (127.0.0.0/8,
+ * ::1). */
+int launch_host_loopback(const char *host);
+/* Whether every host was marked local (so none is remote); 1 without hosts. */
+int launch_hosts_all_local(const struct launch_hosts *h);
+
+/*
  * Rank placement: the hosts are visited in order, host h taking the next
  * slots[h] ranks (or per_host when > 0), wrapping round until all n are
  * placed; with one slot each that is rank i on host i mod H. local_rank[i]
- * counts the earlier ranks on the same host name.
+ * counts the earlier ranks on the same host name, or on this machine under
+ * any of the names marked local.
  */
 void launch_place(const struct launch_hosts *h, int n, int per_host,
     int *host_of, int *local_rank);
 
 /* local_world[i]: how many of the n ranks launch_place put on rank i's
- * host name (torchrun's LOCAL_WORLD_SIZE). */
+ * host (torchrun's LOCAL_WORLD_SIZE), named as launch_place counts. */
 void launch_local_worlds(const struct launch_hosts *h, int n,
     const int *host_of, const int *local_rank, int *local_world);
 
@@ -57,11 +73,22 @@ void launch_words_free(char **argv);
 /* Append w (owned from now on) to the NULL-terminated vector *v of *n words. */
 void launch_words_push(char ***v, int *n, char *w);
 
+/*
+ * Why PROGRAM could not be executed (errnum from execvp), as the one line
+ * a launcher prints: "cannot execute PROG: REASON". A name without a slash
+ * that no directory on PATH holds is said to be looked up there, and
+ * ./PROG suggested when dir (where the rank starts) has a file of that
+ * name. PATH is env's (NAME=VALUE words, NULL-terminated; may be NULL),
+ * else the environment's.
+ */
+void launch_exec_why(const char *prog, int errnum, char *const *env,
+    const char *dir, char *buf, size_t len);
+
 /* The rendezvous port on the first host when ranks run on hosts. */
 #define LAUNCH_DEFAULT_PORT 29500
 
-/* Where one rank runs: an index into the hosts (-1: this machine), and
- * its place among the ranks on that host. */
+/* Where one rank runs: an index into the hosts (-1: this machine, without
+ * the remote shell), and its place among the ranks on that host. */
 struct launch_rank {
 	int host;
 	int local_rank, local_world;
@@ -88,10 +115,12 @@ struct launch_job {
 };
 
 /*
- * The rest of a job once its options are known: the rendezvous address
- * (without --master: a random free port on 127.0.0.1 outside the kernel's
- * ephemeral range, which no rank's listener or outgoing connection can
- * take first; with hosts: the first host on LAUNCH_DEFAULT_PORT), a port
+ * The rest of a job once its options are known: which hosts are this
+ * machine, the rendezvous address (without --master: a random free port on
+ * 127.0.0.1 outside the kernel's ephemeral range, which no rank's listener
+ * or outgoing connection can take first, when no host is remote; else the
+ * first host on LAUNCH_DEFAULT_PORT, by this machine's host name when the
+ * first is a loopback name the remote hosts cannot reach), a port
  * for a PyTorch store beside it, the job's identity (COLLX_JOB_ID from the
  * environment, else random) and, with hosts and no wdir, the directory
  * remote ranks start in.

@@ -104,7 +104,8 @@ choose_torch_port(struct launch_job *j, int port, char *err, size_t errlen)
 {
 	int k;
 
-	if (j->hosts.n == 0 && strncmp(j->master, "127.0.0.1:", 10) == 0) {
+	if (launch_hosts_all_local(&j->hosts) &&
+	    strncmp(j->master, "127.0.0.1:", 10) == 0) {
 		for (k = 0; k < 16; k++) {
 			if (free_port("127.0.0.1", &j->torch_port, err,
 			    errlen) < 0)
@@ -117,21 +118,25 @@ choose_torch_port(struct launch_job *j, int port, char *err, size_t errlen)
 	return 0;
 }
 
-/* The rendezvous address: --master, else a free local port, else the
- * first host's address on LAUNCH_DEFAULT_PORT. */
+/* The rendezvous address: --master, else a free local port when every
+ * rank is local, else the first host's address on LAUNCH_DEFAULT_PORT:
+ * this machine's name when that host is its loopback. */
 static int
 choose_master(struct launch_job *j, char *err, size_t errlen)
 {
-	char host[256];
+	char host[256], self[256] = "";
 	const char *addr;
 	int port;
 
-	if (j->master == NULL && j->hosts.n == 0) {
+	if (j->master == NULL && launch_hosts_all_local(&j->hosts)) {
 		if (free_port("127.0.0.1", &port, err, errlen) < 0)
 			return -1;
 		j->master = cli_asprintf("127.0.0.1:%d", port);
 	} else if (j->master == NULL) {
 		addr = launch_host_addr(j->hosts.names[0]);
+		if (launch_host_loopback(addr) &&
+		    gethostname(self, sizeof self - 1) == 0 && *self)
+			addr = self;	/* as the remote hosts reach it */
 		j->master = cli_asprintf(strchr(addr, ':') && addr[0] != '[' ?
 		    "[%s]:%d" : "%s:%d", addr, LAUNCH_DEFAULT_PORT);
 	}
@@ -165,10 +170,11 @@ draw_job_id(struct launch_job *j, char *err, size_t errlen)
 int
 launch_job_prepare(struct launch_job *j, char *err, size_t errlen)
 {
+	launch_hosts_find_local(&j->hosts);
 	if (choose_master(j, err, errlen) < 0 ||
 	    draw_job_id(j, err, errlen) < 0)
 		return -1;
-	if (j->hosts.n > 0 && j->wdir == NULL)
+	if (!launch_hosts_all_local(&j->hosts) && j->wdir == NULL)
 		j->cwd = getcwd(NULL, 0);	/* NULL (removed): no cd */
 	return 0;
 }

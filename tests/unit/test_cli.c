@@ -1,5 +1,6 @@
 /* test_cli: option parsing, group discovery, timing CSV, launch helpers. */
 #include <errno.h>
+#include <ifaddrs.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,6 +8,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "cli/cli.h"
 #include "prog/launch.h"
@@ -574,6 +577,82 @@ test_hosts(void)
 	launch_hosts_free(&h);
 }
 
+/* An IPv4 address of an interface other than loopback, or "". */
+static void
+interface_ipv4(char *buf, size_t len)
+{
+	struct ifaddrs *ifs, *i;
+	const struct sockaddr_in *sin;
+
+	*buf = '\0';
+	if (getifaddrs(&ifs) < 0)
+		return;
+	for (i = ifs; i && !*buf; i = i->ifa_next) {
+		sin = (const struct sockaddr_in *)i->ifa_addr;
+		if (sin && sin->sin_family == AF_INET &&
+		    ((const unsigned char *)&sin->sin_addr)[0] != 127)
+			inet_ntop(AF_INET, &sin->sin_addr, buf, (socklen_t)len);
+	}
+	freeifaddrs(ifs);
+}
+
+static void
+test_hosts_local(void)
+{
+	struct launch_hosts h = { 0 };
+	char *prog[] = { "prog", NULL };
+	struct launch_job j = { .n = 4, .prog = prog };
+	char err[256], self[256] = "", list[700], addr[64], want[300];
+	int host[8], local[8], world[8], ok;
+
+	if (gethostname(self, sizeof self - 1) < 0)
+		strcpy(self, "localhost");
+	snprintf(list, sizeof list, "localhost,node1,127.0.0.2,::1,%s,me@localhost,"
+	    "[::ffff:127.0.0.1],LocalHost,192.0.2.1", self);
+	UNIT_OK(launch_hosts_add_list(&h, list, err, sizeof err) == 0 && h.n == 9,
+	    "hosts parsed");
+	launch_hosts_find_local(&h);
+	UNIT_OK(h.local[0] && !h.local[1] && h.local[2] && h.local[3] && h.local[4] &&
+	    !h.local[5] && h.local[6] && h.local[7] && !h.local[8],
+	    "loopback names and addresses and the host name are this machine; "
+	    "user@localhost and others are not");
+	UNIT_OK(!launch_hosts_all_local(&h), "not all local");
+	launch_hosts_free(&h);
+	interface_ipv4(addr, sizeof addr);
+	if (*addr) {
+		launch_hosts_add_list(&h, addr, err, sizeof err);
+		launch_hosts_find_local(&h);
+		UNIT_OK(h.local[0], "an interface's address is this machine");
+		launch_hosts_free(&h);
+	}
+
+	launch_hosts_add_list(&h, "localhost,127.0.0.1,node1", err, sizeof err);
+	launch_hosts_find_local(&h);
+	launch_place(&h, 6, 0, host, local);
+	launch_local_worlds(&h, 6, host, local, world);
+	UNIT_OK(local[0] == 0 && local[1] == 1 && local[2] == 0 && local[3] == 2 &&
+	    local[4] == 3 && local[5] == 1 && world[0] == 4 && world[1] == 4 &&
+	    world[2] == 2, "two names of this machine share its local ranks");
+	launch_hosts_free(&h);
+
+	launch_hosts_add_list(&j.hosts, "localhost,127.0.0.1:3", err, sizeof err);
+	ok = launch_job_prepare(&j, err, sizeof err) == 0;
+	UNIT_OK(ok && launch_hosts_all_local(&j.hosts) &&
+	    strncmp(j.master, "127.0.0.1:", 10) == 0 &&
+	    strcmp(j.master, "127.0.0.1:29500") != 0 && j.cwd == NULL,
+	    "only this machine: a free port on 127.0.0.1, as without hosts");
+	j.prog = NULL;
+	launch_job_free(&j);
+	j = (struct launch_job){ .n = 2, .prog = prog };
+	launch_hosts_add_list(&j.hosts, "localhost,node1", err, sizeof err);
+	ok = launch_job_prepare(&j, err, sizeof err) == 0;
+	snprintf(want, sizeof want, "%s:29500", self);
+	UNIT_OK(ok && strcmp(j.master, want) == 0, "beside a remote host, the "
+	    "rendezvous is this machine's name, not its loopback");
+	j.prog = NULL;
+	launch_job_free(&j);
+}
+
 /* What a POSIX shell makes of quoted words: printf each in brackets. */
 static void
 test_quoting(void)
@@ -727,6 +806,35 @@ test_job_remote(void)
 }
 
 static void
+test_exec_why(void)
+{
+	char path[160], tool[128], why[256];
+	char *env[] = { path, NULL };
+	FILE *f;
+
+	snprintf(tool, sizeof tool, "%s/tool", tmpdir);
+	if ((f = fopen(tool, "w")) != NULL)
+		fclose(f);
+	snprintf(path, sizeof path, "PATH=/nonexistent:%s", tmpdir);
+	launch_exec_why("tool", ENOENT, env, NULL, why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute tool: No such file or directory") == 0,
+	    "on the rank's PATH but not executable there (its interpreter): "
+	    "the system's reason");
+	snprintf(path, sizeof path, "PATH=/nonexistent");
+	launch_exec_why("tool", ENOENT, env, tmpdir, why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute tool: not found on PATH (for the file "
+	    "in this directory, say ./tool; it is not executable: chmod +x it, "
+	    "or name its interpreter)") == 0, "./ suggested for a file where the "
+	    "rank starts");
+	launch_exec_why("tool", ENOENT, env, "/nonexistent", why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute tool: not found on PATH") == 0,
+	    "no such file where the rank starts");
+	launch_exec_why("./tool", EACCES, env, NULL, why, sizeof why);
+	UNIT_OK(strcmp(why, "cannot execute ./tool: Permission denied") == 0,
+	    "a path: the system's reason");
+}
+
+static void
 test_linetag(void)
 {
 	struct linetag t;
@@ -771,10 +879,12 @@ main(int argc, char **argv)
 	test_timing();
 	test_timing_pipe();
 	test_hosts();
+	test_hosts_local();
 	test_quoting();
 	test_hostport();
 	test_job_local();
 	test_job_remote();
+	test_exec_why();
 	test_linetag();
 	UNIT_CLOSE(cli_now() - cli_now(), 0, 0, 0.1, "cli_now is monotonic seconds");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
