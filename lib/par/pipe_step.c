@@ -167,7 +167,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_stat *ps = &r->stat[k];
-	double t0 = cli_now(), loss = 0, t1;
+	double t0 = cli_now(), loss = 0, ts, t1, t2;
 	int q, j = r->rank;
 
 	r->step = k;
@@ -182,6 +182,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		memset(r->m->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)cfg->micro * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)cfg->micro * sizeof(*r->sgrad));
+	ts = cli_now();
 	for (q = 0; q < r->sch.nact[j]; q++)
 		if (act_run(r, &r->sch.act[j][q], &loss) < 0)
 			return -1;
@@ -190,8 +191,11 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	if (comm_waitall(r->c, r->sact, cfg->micro) < 0 ||
 	    comm_waitall(r->c, r->sgrad, cfg->micro) < 0)
 		return pipe_comm_failed(r);
-	ps->send += cli_now() - t1;
-	pipe_span(r, 'S', -1, t1, cli_now());
+	t2 = cli_now();
+	ps->send += t2 - t1;
+	pipe_span(r, 'S', -1, t1, t2);
+	/* the schedule's span: what the bubble is a share of */
+	ps->sched = t2 - ts;
 	if (tied_sum(r) < 0)
 		return -1;
 	if (r->world > 1 && (j == 0 || j == r->world - 1)) {
