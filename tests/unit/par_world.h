@@ -1,5 +1,6 @@
 /* par_world.h: the lib/par unit tests' world of forked ranks (ranks.h),
- * each holding a comm group on loopback. A rank states what it checked
+ * each holding a comm group on loopback, and their models (par_model). A
+ * rank states what it checked
  * with par_check(); the line travels up a pipe and the parent prints it as
  * a TAP line, so checks made inside the ranks count like the parent's. A
  * rank that cannot join, dies or exits non-zero fails the world's own
@@ -15,10 +16,26 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "nn/nn.h"
 #include "ranks.h"
 #include "unit.h"
 
 #define PAR_MAXW 8
+
+/* A fresh model of sizes d (nn_init from seed), loaded; 0 or -1. */
+static inline int
+par_model(struct nn_model *m, const struct nn_dims *d, uint64_t seed)
+{
+	struct tensor_set s;
+	char e[256];
+	int rc;
+
+	if (nn_init(&s, d, seed, e, sizeof e) < 0)
+		return -1;
+	rc = nn_model_load(m, &s, e, sizeof e);
+	tensor_set_free(&s);
+	return rc;
+}
 
 /* Runs in every rank with its group; returns the rank's exit code. */
 typedef int (*par_rank_fn)(struct comm *c, void *arg);

@@ -172,20 +172,6 @@ file_holds(const struct ckpt_state *st, const struct nn_model *m2,
 	return ok;
 }
 
-static int
-model_load(struct nn_model *m)
-{
-	struct tensor_set s;
-	char e[256];
-	int rc;
-
-	if (nn_init(&s, &mlp3, 3, e, sizeof e) < 0)
-		return -1;
-	rc = nn_model_load(m, &s, e, sizeof e);
-	tensor_set_free(&s);
-	return rc;
-}
-
 /* Saves from layout `from`; every rank reads the file and restores it
  * into every layout. */
 static int
@@ -271,7 +257,7 @@ ckpt_rank(struct comm *c, void *arg)
 	nn_optim_defaults(&oc[1], NN_SGD);
 	oc[1].momentum = 0.9;
 	nn_optim_defaults(&oc[2], NN_ADAMW);
-	if (model_load(&m) < 0) {
+	if (par_model(&m, &mlp3, 3) < 0) {
 		par_check(0, "rank %d: model", comm_rank(c));
 		return 1;
 	}

@@ -28,20 +28,6 @@ static const struct nn_dims mlp3 = { .arch = NN_MLP, .d_in = 6,
 	.d_hidden = 5, .d_out = 4, .layers = 3 };
 #define MLP3_N 157
 
-static int
-model_load(struct nn_model *m, const struct nn_dims *d)
-{
-	struct tensor_set s;
-	char e[256];
-	int rc;
-
-	if (nn_init(&s, d, 3, e, sizeof e) < 0)
-		return -1;
-	rc = nn_model_load(m, &s, e, sizeof e);
-	tensor_set_free(&s);
-	return rc;
-}
-
 static void
 print_sizes(const char *what, const size_t *v, int n)
 {
@@ -62,7 +48,7 @@ buckets_mlp(size_t bytes, const size_t *want, int nwant)
 	struct run r = { .m = &m, .cfg = &cfg, .err = e, .errlen = sizeof e };
 	int ok;
 
-	if (!UNIT_OK(model_load(&m, &mlp3) == 0, "mlp stack loads"))
+	if (!UNIT_OK(par_model(&m, &mlp3, 3) == 0, "mlp stack loads"))
 		return;
 	ok = dp_buckets_make(&r) == 0 && r.nbucket == nwant - 1 &&
 	    memcmp(r.bucket, want, (size_t)nwant * sizeof(size_t)) == 0;
@@ -133,7 +119,7 @@ buckets_gpt(void)
 	struct nn_model m;
 	char e[256], what[128];
 
-	if (!UNIT_OK(model_load(&m, &d) == 0, "gpt loads"))
+	if (!UNIT_OK(par_model(&m, &d, 3) == 0, "gpt loads"))
 		return;
 	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
 		struct dp_cfg cfg = { .bucket_bytes = sizes[k] };
@@ -188,7 +174,7 @@ overlap_order(void)
 	double busy;
 	int ok = 1, once = 1;
 
-	if (!UNIT_OK(model_load(&m, &mlp3) == 0, "mlp stack loads"))
+	if (!UNIT_OK(par_model(&m, &mlp3, 3) == 0, "mlp stack loads"))
 		return;
 	ovl_ready = ready;
 	if (!UNIT_OK(dp_buckets_make(&r) == 0 && r.nbucket == 7 &&
@@ -316,7 +302,7 @@ train(struct comm *c, enum nn_optim_kind opt, int zero, int overlap,
 	if (opt == NN_SGD)
 		cfg.optim.momentum = 0.9;
 	data_make(&d);
-	if (model_load(&m, &mlp3) < 0) {
+	if (par_model(&m, &mlp3, 3) < 0) {
 		train_data_free(&d);
 		return par_check(0, "rank %d: model loads", comm_rank(c)) - 1;
 	}

@@ -22,10 +22,12 @@
 
 enum { TF = 1, TB = 2 };	/* time units of a forward, a backward */
 
+/* Passes of micro-batch i on stage j at [j*m + i], forwards in [0],
+ * backwards in [1]. */
 struct sim {
 	int m, w;
-	int *f0, *f1, *b0, *b1;	/* [j*m + i]: start and end, -1 unset */
-	int *nf, *nb;		/* [j*m + i]: passes seen */
+	int *t0[2], *t1[2];	/* start and end */
+	int *n[2];		/* passes seen */
 	int end;		/* when the last stage finishes */
 	int *busy;		/* [j] */
 };
@@ -41,6 +43,7 @@ struct q {
 static int
 simulate(const struct pipe_sched *s, struct sim *x)
 {
+	static const int dur[2] = { TF, TB };
 	int w = s->w, m = s->m, moved = 1, j;
 	int *pc = calloc((size_t)w, sizeof(int));
 	int *now = calloc((size_t)w, sizeof(int));
@@ -51,7 +54,7 @@ simulate(const struct pipe_sched *s, struct sim *x)
 		for (j = 0; j < w; j++) {
 			const struct pipe_action *a;
 			struct q *mq;
-			int k;
+			int k, b;
 
 			if (pc[j] == s->nact[j])
 				continue;
@@ -75,18 +78,13 @@ simulate(const struct pipe_sched *s, struct sim *x)
 				mq->got++;
 				break;
 			case PIPE_FWD:
-				x->nf[j * m + k]++;
-				x->f0[j * m + k] = now[j];
-				now[j] += TF;
-				x->f1[j * m + k] = now[j];
-				x->busy[j] += TF;
-				break;
 			case PIPE_BWD:
-				x->nb[j * m + k]++;
-				x->b0[j * m + k] = now[j];
-				now[j] += TB;
-				x->b1[j * m + k] = now[j];
-				x->busy[j] += TB;
+				b = a->op == PIPE_BWD;
+				x->n[b][j * m + k]++;
+				x->t0[b][j * m + k] = now[j];
+				now[j] += dur[b];
+				x->t1[b][j * m + k] = now[j];
+				x->busy[j] += dur[b];
 				break;
 			}
 			pc[j]++;
@@ -117,9 +115,11 @@ table(enum pipe_sched_kind kind, int m, int w, int *once, int *deps,
 		*once = *deps = *bubble = 0;
 		return;
 	}
-	x.f0 = calloc(n, sizeof(int)), x.f1 = calloc(n, sizeof(int));
-	x.b0 = calloc(n, sizeof(int)), x.b1 = calloc(n, sizeof(int));
-	x.nf = calloc(n, sizeof(int)), x.nb = calloc(n, sizeof(int));
+	for (i = 0; i < 2; i++) {
+		x.t0[i] = calloc(n, sizeof(int));
+		x.t1[i] = calloc(n, sizeof(int));
+		x.n[i] = calloc(n, sizeof(int));
+	}
 	x.busy = calloc((size_t)w, sizeof(int));
 	if (simulate(&s, &x) < 0)
 		*once = *deps = *bubble = 0;
@@ -127,12 +127,12 @@ table(enum pipe_sched_kind kind, int m, int w, int *once, int *deps,
 		for (i = 0; i < m; i++) {
 			int k = j * m + i;
 
-			*once &= x.nf[k] == 1 && x.nb[k] == 1;
+			*once &= x.n[0][k] == 1 && x.n[1][k] == 1;
 			/* forward after the previous stage's, backward after
 			 * the next stage's (the last stage: its own forward) */
-			*deps &= j == 0 || x.f0[k] >= x.f1[k - m];
-			*deps &= j == w - 1 ? x.b0[k] >= x.f1[k] :
-			    x.b0[k] >= x.b1[k + m];
+			*deps &= j == 0 || x.t0[0][k] >= x.t1[0][k - m];
+			*deps &= x.t0[1][k] >= (j == w - 1 ? x.t1[0][k] :
+			    x.t1[1][k + m]);
 		}
 		/* idle / step = (W-1)/(M+W-1): the step takes (M+W-1)
 		 * forward-backward pairs, each stage is busy for M */
@@ -140,7 +140,8 @@ table(enum pipe_sched_kind kind, int m, int w, int *once, int *deps,
 		    (long)(x.end - x.busy[j]) * (m + w - 1) ==
 		    (long)(w - 1) * x.end;
 	}
-	free(x.f0), free(x.f1), free(x.b0), free(x.b1), free(x.nf), free(x.nb);
+	for (i = 0; i < 2; i++)
+		free(x.t0[i]), free(x.t1[i]), free(x.n[i]);
 	free(x.busy);
 	pipe_sched_free(&s);
 }
@@ -177,20 +178,6 @@ tables(void)
 static const struct nn_dims mlp4 = { .arch = NN_MLP, .d_in = 8,
 	.d_hidden = 4, .d_out = 4, .layers = 4 };
 
-static int
-model_load(struct nn_model *m, const struct nn_dims *d)
-{
-	struct tensor_set s;
-	char e[256];
-	int rc;
-
-	if (nn_init(&s, d, 5, e, sizeof e) < 0)
-		return -1;
-	rc = nn_model_load(m, &s, e, sizeof e);
-	tensor_set_free(&s);
-	return rc;
-}
-
 static void
 splits(void)
 {
@@ -217,7 +204,7 @@ splits(void)
 	struct nn_model m;
 	char e[256], what[160];
 
-	if (!UNIT_OK(model_load(&m, &mlp4) == 0, "mlp stack loads"))
+	if (!UNIT_OK(par_model(&m, &mlp4, 5) == 0, "mlp stack loads"))
 		return;
 	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
 		int first[6] = { 0 }, rc;
@@ -306,7 +293,7 @@ alone(const struct nn_dims *dims, struct result *res)
 	int rc = 0;
 
 	optim_cfg(&oc);
-	if (model_load(&m, dims) < 0)
+	if (par_model(&m, dims, 5) < 0)
 		return -1;
 	data_make(&d, &m);
 	b = (struct nn_batch){ BATCH, d.seq, d.x, d.y, d.tok };
@@ -458,7 +445,7 @@ pipe_rank(struct comm *c, void *arg)
 	    w);
 	cfg.ckpt_path = path;
 	optim_cfg(&cfg.optim);
-	if (model_load(&m, pc->dims) < 0 ||
+	if (par_model(&m, pc->dims, 5) < 0 ||
 	    pipe_split(&m, w, NULL, first, e, sizeof e) < 0) {
 		par_check(0, "%s: model and split", what);
 		return 1;
