@@ -236,7 +236,8 @@ zero_slices(void)
 	    "bucket");
 	for (size_t n = 0; n <= 40; n++)
 		for (int w = 1; w <= 8; w++) {
-			struct run r = { .bucket = bucket, .nbucket = 1, .world = w };
+			struct run r = { .bucket = bucket, .nbucket = 1,
+			    .world = w };
 			size_t at = 0, c = (n + (size_t)w - 1) / (size_t)w;
 
 			bucket[0] = 0, bucket[1] = n;
@@ -365,7 +366,8 @@ check_mem(const struct dp_mem *mem, int zero, int moments, int rank, int w)
 		grad = MLP3_N;
 	par_check(mem->optim_bytes == optim * moments * sizeof(float) &&
 	    mem->grad_bytes == grad * sizeof(float), "W=%d rank %d ZeRO-%d "
-	    "memory: %zu optimizer and %zu gradient bytes (closed form %zu, %zu)",
+	    "memory: %zu optimizer and %zu gradient bytes (closed form %zu, "
+	    "%zu)",
 	    w, rank, zero, mem->optim_bytes, mem->grad_bytes,
 	    optim * moments * sizeof(float), grad * sizeof(float));
 }
@@ -373,6 +375,7 @@ check_mem(const struct dp_mem *mem, int zero, int moments, int rank, int w)
 static const struct {
 	int zero, overlap;
 } variants[] = { { 0, 1 }, { 1, 0 }, { 2, 0 }, { 1, 1 }, { 2, 1 } };
+#define NVARIANT (sizeof variants / sizeof variants[0])
 
 /* One process training alone, for rank 0 to compare with. */
 static int
@@ -405,7 +408,7 @@ dp_rank(struct comm *c, void *arg)
 		if (train(c, o, 0, 0, &plain) < 0)
 			return 1;
 		check_mem(&plain.mem, 0, moments, r, w);
-		for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++) {
+		for (size_t k = 0; k < NVARIANT; k++) {
 			int z = variants[k].zero, ov = variants[k].overlap;
 			int exact = w == 2 || z == 0;
 

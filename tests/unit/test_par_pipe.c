@@ -158,15 +158,16 @@ tables(void)
 			for (int m = 1; m <= 12; m++)
 				table(kind, m, w, &once, &deps, &bubble);
 		table(kind, 32, 4, &once, &deps, &bubble);
-		snprintf(what, sizeof what, "%s tables, M 1..12 and 32, W 1..5: "
-		    "every micro-batch's forward and backward once per stage",
-		    name);
+		snprintf(what, sizeof what, "%s tables, M 1..12 and 32, W "
+		    "1..5: every micro-batch's forward and backward once per "
+		    "stage", name);
 		UNIT_OK(once, what);
-		snprintf(what, sizeof what, "%s tables: each pass after the one "
-		    "it depends on", name);
+		snprintf(what, sizeof what, "%s tables: each pass after the "
+		    "one it depends on", name);
 		UNIT_OK(deps, what);
-		snprintf(what, sizeof what, "%s tables, simulated with backward "
-		    "= 2 forward: each stage idle (W-1)/(M+W-1)", name);
+		snprintf(what, sizeof what, "%s tables, simulated with "
+		    "backward = 2 forward: each stage idle (W-1)/(M+W-1)",
+		    name);
 		UNIT_OK(bubble, what);
 	}
 }
@@ -212,8 +213,8 @@ splits(void)
 		e[0] = '\0';
 		rc = pipe_split(&m, c[k].w, c[k].split, first, e, sizeof e);
 		if (c[k].err == NULL) {
-			snprintf(what, sizeof what, "%d stages, split %s: layers "
-			    "from %d %d %d %d %d", c[k].w, c[k].split ?
+			snprintf(what, sizeof what, "%d stages, split %s: "
+			    "layers from %d %d %d %d %d", c[k].w, c[k].split ?
 			    c[k].split : "by parameters", c[k].first[0],
 			    c[k].first[1], c[k].first[2], c[k].first[3],
 			    c[k].first[4]);
@@ -388,7 +389,8 @@ against_alone(const struct pcase *pc, const char *what,
 	par_check(close_to(m->params, ref.p, ref.n, 1e-4f, 1e-5f),
 	    "%s: the parameters of one process", what);
 	for (int k = 0; k < STEPS; k++)
-		bad |= fabs(res->steps[k].loss - ref.loss[k]) > 1e-5 * ref.loss[k];
+		bad |= fabs(res->steps[k].loss - ref.loss[k]) >
+		    1e-5 * ref.loss[k];
 	par_check(!bad, "%s: the losses of one process", what);
 	if (ckpt_load(path, &mc, &st, e, sizeof e) < 0)
 		par_check(0, "%s: checkpoint: %s", what, e);

@@ -141,8 +141,8 @@ shapes(enum tp_layer l, enum tp_mode mode, int w)
 		for (int t = 0; t < layers[l].nt; t++) {
 			struct tdef d = layers[l].t[t];
 
-			if (mode != TP_MODE_TP)
-				d.split = WHOLE;	/* Ulysses keeps it whole */
+			if (mode != TP_MODE_TP)		/* Ulysses: whole */
+				d.split = WHOLE;
 			ok &= shard_ok(&m, t, &d, rank, w);
 			total += m.p[t].count;
 		}
@@ -177,14 +177,18 @@ want_comm(enum tp_layer l, enum tp_mode mode, int w, struct want *v, int *n)
 	*n = 0;
 #define W_(nm, o, c, s) (v[(*n)++] = (struct want){ nm, o, c, s })
 	if (mode == TP_MODE_ULYSSES) {
-		W_("fwd alltoall qkv", "alltoall", 3 * blk * W, (W - 1) * 3 * blk);
+		W_("fwd alltoall qkv", "alltoall", 3 * blk * W,
+		    (W - 1) * 3 * blk);
 		W_("fwd alltoall out", "alltoall", blk * W, (W - 1) * blk);
-		W_("fwd allgather y (output)", "allgather", nd, (W - 1) * nd / W);
+		W_("fwd allgather y (output)", "allgather", nd,
+		    (W - 1) * nd / W);
 		W_("bwd alltoall dout", "alltoall", blk * W, (W - 1) * blk);
-		W_("bwd alltoall dqkv", "alltoall", 3 * blk * W, (W - 1) * 3 * blk);
+		W_("bwd alltoall dqkv", "alltoall", 3 * blk * W,
+		    (W - 1) * 3 * blk);
 		W_("bwd allreduce weight grads", "allreduce", params,
 		    ar * params / W);
-		W_("bwd allgather dx (output)", "allgather", nd, (W - 1) * nd / W);
+		W_("bwd allgather dx (output)", "allgather", nd,
+		    (W - 1) * nd / W);
 		return;
 	}
 	switch (l) {
@@ -230,8 +234,8 @@ log_matches(const struct tp_log *lg, const struct want *v, int n)
 		if (k == n || strcmp(p->name, v[k].name) != 0 ||
 		    strcmp(p->op, v[k].op) != 0 || p->count != v[k].count ||
 		    p->bytes != v[k].sent * sizeof(float)) {
-			par_check(0, "phase '%s' %s count %zu sent %llu; wanted "
-			    "'%s' %s count %zu sent %zu", p->name, p->op,
+			par_check(0, "phase '%s' %s count %zu sent %llu; "
+			    "wanted '%s' %s count %zu sent %zu", p->name, p->op,
 			    p->count, (unsigned long long)p->bytes,
 			    k < n ? v[k].name : "(none)", k < n ? v[k].op : "",
 			    k < n ? v[k].count : 0,
@@ -287,7 +291,8 @@ pass(enum tp_layer l, enum tp_mode mode, struct comm *c, struct tp_log *lg,
 	if (tp_run_init(&r, &m, c, lg, x, e, sizeof e) == 0) {
 		if (lg != NULL)
 			tp_log_start(lg, c);
-		if (tp_forward(&r, x->data, 1) == 0 && tp_backward(&r, dy) == 0) {
+		if (tp_forward(&r, x->data, 1) == 0 &&
+		    tp_backward(&r, dy) == 0) {
 			memcpy(y, r.y, (size_t)r.n * r.out * sizeof(float));
 			memcpy(dx, r.dx, (size_t)r.n * r.in * sizeof(float));
 			rc = 0;
