@@ -176,7 +176,7 @@ timing_row(struct report *r, const char *op, long step, double seconds,
 	};
 
 	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
-	    r->o->micro, st->wall > 0 ? 1 - (st->fwd + st->bwd) / st->wall : 0,
+	    r->o->micro, pipe_stat_bubble(st),
 	    pipe_sched_bubble((int)r->o->micro, r->world), st->peak_act);
 	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
@@ -209,6 +209,10 @@ summary(const struct opts *o, const struct pipe_result *res, int world,
 	    "theory (W-1)/(M+W-1) %.4f\n", cli_progname,
 	    pipe_sched_name(o->sched), o->micro, world, res->bubble_mean,
 	    pipe_sched_bubble((int)o->micro, world));
+	printf("  measured: the share of each stage's schedule outside its "
+	    "passes, waiting for\n"
+	    "  and sending messages; theory: equal passes, free messages, no "
+	    "wait for a core\n");
 	for (j = 0; j < world; j++)
 		printf("  stage %d: layers %d-%d, bubble %.4f, peak activations "
 		    "%.3f MiB\n", j, first[j], first[j + 1] - 1, res->bubble[j],

@@ -321,9 +321,9 @@ PYEOF
 	args=(-m m.safetensors -i X.npy -t Y.npy --microbatches 4 --batch 8
 	    --steps 30 --lr 0.05)
 	# on a terminal (a pty through script(1)), -q, off a terminal, -v; on
-	# the terminal, after the summary, standard output's bubble (two lines
-	# for one stage)
-	report_ok collx-pipe 30 samples 4 \
+	# the terminal, after the summary, standard output's bubble (four lines
+	# for one stage: the figures, what the measured one is, the stage)
+	report_ok collx-pipe 30 samples 6 \
 	    '^collx-pipe: step [0-9]* epoch [0-9]* loss' "${args[@]}"
 }
 

@@ -1,5 +1,7 @@
-/* model_int: what model.c (loading, init) and run.c (passes over a
- * batch) share; not part of the nn API. */
+/* model_int: what the model's files share: model.c (loading),
+ * model_names.c (the tensors of a model), model_dims.c (its sizes),
+ * model_bind.c (views into its buffers), model_init.c (fresh models) and
+ * run.c (passes over a batch); not part of the nn API. */
 #ifndef COLLX_NN_MODEL_INT_H
 #define COLLX_NN_MODEL_INT_H
 
@@ -8,6 +10,7 @@
 
 #include "cli/util.h"
 #include "nn/nn.h"
+#include "tensor/tensor.h"
 
 /* Per-layer weight and gradient pointers into the model's buffers, and
  * activation memory sized for the largest batch seen. */
@@ -22,5 +25,36 @@ struct nn_work {
 	int32_t *tok;			/* gpt inputs then targets, 2*n*seq */
 	size_t tokcap;
 };
+
+/* A tensor the arch expects: its full name, shape and whether a model may
+ * leave it out (biases). */
+struct nn_expect {
+	char name[NN_NAME_MAX];
+	int ndim;
+	int64_t shape[2];
+	int optional;
+};
+
+struct nn_expect_list {
+	struct nn_expect *e;
+	size_t n, cap;
+};
+
+/* Every tensor of a model with these sizes, in a fixed order, appended
+ * to l (-1: out of memory); the one named name, or NULL. */
+int nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d);
+const struct nn_expect *nn_expect_find(const struct nn_expect_list *l,
+    const char *name);
+/* "layers.I." for a stack or gpt, "" for a single unprefixed layer. */
+const char *nn_layer_prefix(char *buf, size_t len, const struct nn_dims *d,
+    int i);
+
+/* The sizes of d->arch's model from s's shapes and metadata. */
+int nn_dims_read(const struct tensor_set *s, struct nn_dims *d, char *err,
+    size_t errlen);
+int nn_dims_valid(const struct nn_dims *d, char *err, size_t errlen);
+
+/* m->work's per-layer weight and gradient pointers into m's buffers. */
+int nn_model_bind(struct nn_model *m, char *err, size_t errlen);
 
 #endif

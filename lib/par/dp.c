@@ -27,8 +27,8 @@ dp_runtime_failed(struct run *r, const char *fmt, const char *why)
  * bigger tensor is a bucket alone). One stage a bucket, so that none
  * waits for a later stage's gradients (a gpt's last block's fc2 for the
  * tied embeddings at the very end of the backward pass). */
-static int
-make_buckets(struct run *r)
+int
+dp_buckets_make(struct run *r)
 {
 	const struct nn_model *m = r->m;
 	size_t i, lim = r->cfg->bucket_bytes / sizeof(float), first = 0;
@@ -238,7 +238,7 @@ run_buffers(struct run *r)
 	    sizeof(e)) < 0 || train_batch_alloc(&r->tb, r->d, r->count, e,
 	    sizeof(e)) < 0)
 		return dp_runtime_failed(r, "rank %d: %s", e);
-	return make_buckets(r);
+	return dp_buckets_make(r);
 }
 
 /* A colocated server's optimizer for its shard of every bucket. */

@@ -56,6 +56,8 @@ int dp_comm_failed(struct run *r);
 int dp_runtime_failed(struct run *r, const char *fmt, const char *why);
 /* Every rank must hold bitwise the same parameters. */
 int dp_verify_same(struct run *r, const char *when);
+/* r->bucket and r->nbucket from r->m and r->cfg->bucket_bytes (dp.c). */
+int dp_buckets_make(struct run *r);
 
 /* Overlap (overlap.c): a thread runs fn(r, bucket) for each bucket as
  * the backward pass completes it. start once; per step begin, pass

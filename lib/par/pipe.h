@@ -31,9 +31,11 @@ struct pipe_cfg {
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
- * and gradient bytes it sent and received. */
+ * and gradient bytes it sent and received. sched: the schedule's span,
+ * from the first action to the last send's completion; wall adds the
+ * batch, the loss and the update around it. */
 struct pipe_stat {
-	double fwd, bwd, send, recv, wall;
+	double fwd, bwd, send, recv, sched, wall;
 	size_t sent, recvd;
 	size_t peak_act;	/* activation bytes held at most, so far */
 };
@@ -49,7 +51,7 @@ struct pipe_result {
 	struct train_step *steps;	/* cfg->steps; loss valid on rank 0 */
 	struct pipe_stat *stat;		/* cfg->steps, this rank's */
 	/* on rank 0, per stage [world]: */
-	double *bubble;			/* measured idle fraction */
+	double *bubble;			/* pipe_stat_bubble, all steps */
 	size_t *peak_act;		/* peak activation bytes */
 	double bubble_mean;		/* over the stages */
 	struct pipe_span *spans;	/* rank 0, every stage, when cfg->trace */
@@ -59,6 +61,12 @@ struct pipe_result {
 /* Called on every rank at the end of every step (s->loss: rank 0 only). */
 typedef void (*pipe_step_fn)(void *ctx, const struct train_step *s,
     const struct pipe_stat *st);
+
+/* The bubble a stage measured: the share of the schedule's span outside
+ * its forward and backward passes, spent waiting for and sending
+ * activations and gradients (0 for no span). The update and the rest of
+ * the step around the schedule are no part of it, as in the theory. */
+double pipe_stat_bubble(const struct pipe_stat *st);
 
 /* Layers of m (max(layers, 1)). */
 int pipe_layers(const struct nn_model *m);

@@ -1,13 +1,18 @@
-/* pipe_int: one stage's math (pipe_stage.c) as the runner (pipe.c) uses
- * it: activation slots for micro-batches in flight, and the forward and
- * backward pass of a micro-batch through the stage's layers. */
+/* pipe_int: what the pipeline runner's files share: one stage's math
+ * (pipe_stage.c): activation slots for micro-batches in flight, and the
+ * forward and backward pass of a micro-batch through the stage's layers;
+ * and the state of a run with the part each file plays in it. */
 #ifndef COLLX_PIPE_INT_H
 #define COLLX_PIPE_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "nn/nn.h"
+#include "par/pipe.h"
+#include "par/pipe_sched.h"
+#include "par/train.h"
 
 /* A micro-batch's saved activations, from its forward to its backward. */
 struct pipe_slot {
@@ -54,5 +59,70 @@ const float *pipe_stage_forward(struct pipe_stage *st, struct pipe_slot *sl,
  * input (NULL on stage 0). Gradients add into the model's. */
 void pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl,
     float *dy, float *dx);
+
+/* ---- the runner --------------------------------------------------------- */
+
+enum { PIPE_OPCODE = 0x50 };
+enum { PIPE_TAG_ACT = 0x5001, PIPE_TAG_GRAD, PIPE_TAG_LOSS, PIPE_TAG_TIED,
+	PIPE_TAG_PARAM, PIPE_TAG_SPAN };
+
+struct pipe_range {
+	size_t off, len;
+};
+
+struct pipe_run {
+	struct nn_model *m;
+	const struct train_data *d;
+	struct comm *c;
+	const struct pipe_cfg *cfg;
+	struct pipe_sched sch;
+	struct pipe_stage st;
+	int rank, world, have_st, have_sch;
+	long *mstart, *mcount;		/* micro-batches of the batch */
+	struct pipe_slot **mslot;
+	const float **mout;
+	struct comm_req *sact, *sgrad;
+	struct train_order ord;
+	struct train_batch tb;
+	struct pipe_range *own;		/* parameter ranges the stage updates */
+	int nown;
+	struct nn_optim *opt;
+	float *tied;			/* gpt: the other end's wte gradient */
+	double origin;
+	long step;
+	struct pipe_stat *stat;
+	struct pipe_span *spans;
+	size_t nspans, capspans;
+	enum train_err kind;
+	char *err;
+	size_t errlen;
+};
+
+/* Failures (pipe.c): the reason into r->err, its kind into r->kind; -1. */
+int pipe_comm_failed(struct pipe_run *r);
+int pipe_oom(struct pipe_run *r);
+
+/* Where the model lies (pipe_split.c): the stages holding a parameter, *a
+ * and *b (or -1); this stage's parameter ranges and their optimizers. */
+void pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b);
+int pipe_own_init(struct pipe_run *r);
+
+/* Step k of the run (pipe_step.c), recorded in s and r->stat[k]. */
+int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
+
+/* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
+ * cfg->resume; the whole model on rank 0; model and state written after
+ * `done` steps (collective). */
+int pipe_ckpt_resume(struct pipe_run *r);
+int pipe_gather_params(struct pipe_run *r);
+int pipe_ckpt_write(struct pipe_run *r, long done);
+
+/* Every stage's bubble and peak activations to rank 0 (pipe_stats.c). */
+int pipe_gather_stats(struct pipe_run *r, struct pipe_result *res);
+
+/* The trace (pipe_trace.c): a span of this stage when cfg->trace; every
+ * stage's spans to rank 0. */
+void pipe_span(struct pipe_run *r, char kind, int mb, double t0, double t1);
+int pipe_gather_spans(struct pipe_run *r, struct pipe_result *res);
 
 #endif

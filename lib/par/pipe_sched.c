@@ -1,26 +1,80 @@
-/* pipe_sched: GPipe and 1F1B as per-stage pass orders, placed on clocks
- * by simulation and expanded into receive/compute/send action lists. */
+/* pipe_sched: schedules as per-stage pass orders, placed on clocks by
+ * simulation and expanded into receive/compute/send action lists. A new
+ * schedule is an order function and its row in schedules[]; a new kind
+ * of pass (a backward split in two, a second model chunk per stage) is a
+ * case in ready() and expand(). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "par/pipe_sched.h"
 
-static const char *const sched_names[] = { [PIPE_SCHED_GPIPE] = "gpipe",
-	[PIPE_SCHED_1F1B] = "1f1b" };
+/* A forward ('F') or backward ('B') pass of micro-batch mb. */
+struct pass {
+	char kind;
+	int mb;
+};
+
+/* Stage j's passes in order, 2m of them, for m micro-batches over w
+ * stages. */
+typedef void (*order_fn)(struct pass *ord, int m, int w, int j);
+
+/* GPipe: all forwards, then all backwards. */
+static void
+gpipe_order(struct pass *ord, int m, int w, int j)
+{
+	int i;
+
+	(void)w, (void)j;
+	for (i = 0; i < m; i++)
+		ord[i] = (struct pass){ 'F', i };
+	for (i = 0; i < m; i++)
+		ord[m + i] = (struct pass){ 'B', i };
+}
+
+/* 1F1B: w-1-j warm-up forwards (at most m), then forward and backward
+ * alternating, then the remaining backwards. */
+static void
+f1b1_order(struct pass *ord, int m, int w, int j)
+{
+	int k = 0, f = 0, b = 0, warm = w - 1 - j < m ? w - 1 - j : m;
+
+	while (f < warm)
+		ord[k++] = (struct pass){ 'F', f++ };
+	while (f < m) {
+		ord[k++] = (struct pass){ 'F', f++ };
+		ord[k++] = (struct pass){ 'B', b++ };
+	}
+	while (b < m)
+		ord[k++] = (struct pass){ 'B', b++ };
+}
+
+/* Indexed by enum pipe_sched_kind. */
+static const struct {
+	const char *name;
+	order_fn order;
+} schedules[] = {
+	[PIPE_SCHED_GPIPE] = { "gpipe", gpipe_order },
+	[PIPE_SCHED_1F1B] = { "1f1b", f1b1_order },
+};
 
 int
 pipe_sched_parse(const char *s, enum pipe_sched_kind *out)
 {
-	int i = cli_name_index(sched_names, 2, s);
+	size_t k;
 
-	return i < 0 ? -1 : (*out = (enum pipe_sched_kind)i, 0);
+	for (k = 0; k < sizeof(schedules) / sizeof(schedules[0]); k++)
+		if (strcmp(s, schedules[k].name) == 0) {
+			*out = (enum pipe_sched_kind)k;
+			return 0;
+		}
+	return -1;
 }
 
 const char *
 pipe_sched_name(enum pipe_sched_kind k)
 {
-	return sched_names[k];
+	return schedules[k].name;
 }
 
 double
@@ -29,83 +83,62 @@ pipe_sched_bubble(int m, int w)
 	return (double)(w - 1) / (double)(m + w - 1);
 }
 
-/* Stage j's passes in order, 2m of them: +i+1 forward of i, -(i+1)
- * backward. GPipe: all forwards, then all backwards. 1F1B: w-1-j warm-up
- * forwards (at most m), then forward and backward alternating, then the
- * remaining backwards. */
-static void
-pass_order(int *ord, enum pipe_sched_kind kind, int m, int w, int j)
+/* Whether the input of stage j's pass p exists before clock t: a forward
+ * needs the previous stage's forward (stage 0 has its batch at once), a
+ * backward the next stage's backward (the last stage its own forward). */
+static int
+ready(const struct pipe_sched *s, int j, const struct pass *p, int t)
 {
-	int i, k = 0, f = 0, b = 0, warm;
+	int m = s->m, dep;
 
-	if (kind == PIPE_SCHED_GPIPE) {
-		for (i = 0; i < m; i++)
-			ord[k++] = i + 1;
-		for (i = 0; i < m; i++)
-			ord[k++] = -(i + 1);
-		return;
-	}
-	warm = w - 1 - j < m ? w - 1 - j : m;
-	while (f < warm)
-		ord[k++] = ++f;
-	while (f < m) {
-		ord[k++] = ++f;
-		ord[k++] = -++b;
-	}
-	while (b < m)
-		ord[k++] = -++b;
+	if (p->kind == 'F' && j == 0)
+		return 1;
+	if (p->kind == 'F')
+		dep = s->fclock[(j - 1) * m + p->mb];
+	else if (j == s->w - 1)
+		dep = s->fclock[j * m + p->mb];
+	else
+		dep = s->bclock[(j + 1) * m + p->mb];
+	return dep >= 0 && dep < t;
 }
 
-/* One clock per pass; a pass runs at the first clock after its inputs
- * exist (forward: the previous stage's forward; backward: the next
- * stage's backward) and after the stage's previous pass. */
+/* One clock per pass; a pass runs at the first clock after its input
+ * exists and after the stage's previous pass. */
 static int
-simulate(struct pipe_sched *s, int **ord)
+simulate(struct pipe_sched *s, struct pass **ord)
 {
 	int m = s->m, w = s->w, t, j, left = 2 * m * w;
 	int *next = calloc((size_t)w, sizeof(int));
+	int *done = calloc((size_t)w, sizeof(int));
 
-	if (next == NULL)
-		return -1;
+	if (next == NULL || done == NULL)
+		goto fail;
 	for (j = 0; j < m * w; j++)
 		s->fclock[j] = s->bclock[j] = -1;
 	for (t = 0; left > 0; t++) {
-		int *done = calloc((size_t)w, sizeof(int));
-		if (done == NULL) {
-			free(next);
-			return -1;
+		for (j = 0; j < w; j++) {
+			const struct pass *p = &ord[j][next[j]];
+
+			done[j] = next[j] < 2 * m && ready(s, j, p, t);
+			if (done[j])
+				(p->kind == 'F' ? s->fclock : s->bclock)[j * m +
+				    p->mb] = t;
 		}
 		for (j = 0; j < w; j++) {
-			int p, i, dep;
-
-			if (next[j] == 2 * m)
-				continue;
-			p = ord[j][next[j]];
-			i = (p > 0 ? p : -p) - 1;
-			if (p > 0)
-				dep = j == 0 ? -1 : s->fclock[(j - 1) * m + i];
-			else
-				dep = j == w - 1 ? s->fclock[j * m + i] :
-				    s->bclock[(j + 1) * m + i];
-			if (!(p > 0 && j == 0) && (dep < 0 || dep >= t))
-				continue;
-			(p > 0 ? s->fclock : s->bclock)[j * m + i] = t;
-			done[j] = 1;
+			next[j] += done[j];
+			left -= done[j];
 		}
-		for (j = 0; j < w; j++)
-			if (done[j]) {
-				next[j]++;
-				left--;
-			}
-		free(done);
-		if (t > 4 * (m + w) + 4) {	/* cannot happen: orders are valid */
-			free(next);
-			return -1;
-		}
+		if (t > 4 * (m + w) + 4)	/* cannot happen: orders are valid */
+			goto fail;
 	}
 	s->nclocks = t;
 	free(next);
+	free(done);
 	return 0;
+fail:
+	free(next);
+	free(done);
+	return -1;
 }
 
 static void
@@ -114,16 +147,17 @@ add(struct pipe_sched *s, int j, enum pipe_op op, int mb, int peer, int clock)
 	s->act[j][s->nact[j]++] = (struct pipe_action){ op, mb, peer, clock };
 }
 
-/* Expands stage j's passes, in clock order, into actions. */
+/* Expands stage j's passes, in clock order, into actions: a pass's input
+ * received, the pass, its output sent. */
 static void
-expand(struct pipe_sched *s, int j, const int *ord)
+expand(struct pipe_sched *s, int j, const struct pass *ord)
 {
 	int k, m = s->m, last = j == s->w - 1;
 
 	for (k = 0; k < 2 * m; k++) {
-		int p = ord[k], i = (p > 0 ? p : -p) - 1;
+		int i = ord[k].mb;
 
-		if (p > 0) {
+		if (ord[k].kind == 'F') {
 			int c = s->fclock[j * m + i];
 			if (j > 0)
 				add(s, j, PIPE_RECV_ACT, i, j - 1, c);
@@ -145,7 +179,8 @@ int
 pipe_sched_build(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
     int w, char *err, size_t errlen)
 {
-	int **ord = NULL, j, rc = -1;
+	struct pass **ord = NULL;
+	int j, rc = -1;
 
 	memset(s, 0, sizeof(*s));
 	if (m < 1 || w < 1)
@@ -160,11 +195,12 @@ pipe_sched_build(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
 	if (!s->fclock || !s->bclock || !s->act || !s->nact || !ord)
 		goto oom;
 	for (j = 0; j < w; j++) {
-		ord[j] = malloc(2 * (size_t)m * sizeof(int));
+		/* 2m passes of at most 3 actions each */
+		ord[j] = malloc(2 * (size_t)m * sizeof(struct pass));
 		s->act[j] = malloc(6 * (size_t)m * sizeof(struct pipe_action));
 		if (!ord[j] || !s->act[j])
 			goto oom;
-		pass_order(ord[j], kind, m, w, j);
+		schedules[kind].order(ord[j], m, w, j);
 	}
 	if (simulate(s, ord) < 0)
 		goto oom;

@@ -1,13 +1,76 @@
-/* pipe_trace: a pipeline run's spans as Chrome trace-event JSON (Perfetto,
- * chrome://tracing): one track (tid) per stage, complete ("X") events for
- * forward, backward, send and recv, and the gaps between them as idle. */
+/* pipe_trace: a pipeline run's spans, recorded by every stage as it
+ * runs, collected by rank 0 and written as Chrome trace-event JSON
+ * (Perfetto, chrome://tracing): one track (tid) per stage, complete ("X")
+ * events for forward, backward, send and recv, and the gaps between them
+ * as idle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "par/pipe.h"
+#include "par/pipe_int.h"
 #include "tensor/tensor.h"
+
+void
+pipe_span(struct pipe_run *r, char kind, int mb, double t0, double t1)
+{
+	struct pipe_span *sp;
+
+	if (!r->cfg->trace)
+		return;
+	if (r->nspans == r->capspans) {
+		size_t cap = r->capspans ? 2 * r->capspans : 1024;
+		struct pipe_span *s = realloc(r->spans, cap * sizeof(*s));
+		if (s == NULL)
+			return;		/* the trace ends short, training goes on */
+		r->spans = s, r->capspans = cap;
+	}
+	sp = &r->spans[r->nspans++];
+	/* Zeroed first: the span goes to rank 0 as bytes, padding included. */
+	memset(sp, 0, sizeof(*sp));
+	sp->stage = r->rank;
+	sp->mb = mb;
+	sp->step = (int)r->step;
+	sp->kind = kind;
+	sp->t0 = t0 - r->origin;
+	sp->t1 = t1 - r->origin;
+}
+
+/* Rank 0 collects every stage's spans. */
+int
+pipe_gather_spans(struct pipe_run *r, struct pipe_result *res)
+{
+	uint64_t n = r->nspans;
+	int q;
+
+	if (!r->cfg->trace)
+		return 0;
+	comm_set_step(r->c, "gathering the trace");
+	if (r->rank != 0) {
+		if (comm_send(r->c, 0, PIPE_TAG_SPAN, &n, sizeof(n)) < 0 ||
+		    comm_send(r->c, 0, PIPE_TAG_SPAN, r->spans,
+		    n * sizeof(*r->spans)) < 0)
+			return pipe_comm_failed(r);
+		return 0;
+	}
+	res->spans = r->spans, res->nspans = r->nspans;
+	r->spans = NULL;
+	for (q = 1; q < r->world; q++) {
+		struct pipe_span *s;
+		if (comm_recv(r->c, q, PIPE_TAG_SPAN, &n, sizeof(n)) < 0)
+			return pipe_comm_failed(r);
+		s = realloc(res->spans, (res->nspans + n + 1) * sizeof(*s));
+		if (s == NULL)
+			return pipe_oom(r);
+		res->spans = s;
+		if (comm_recv(r->c, q, PIPE_TAG_SPAN, s + res->nspans,
+		    n * sizeof(*s)) < 0)
+			return pipe_comm_failed(r);
+		res->nspans += n;
+	}
+	return 0;
+}
 
 static const char *
 kind_name(char k)

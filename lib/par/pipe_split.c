@@ -1,0 +1,134 @@
+/* pipe_split: where the model lies on the stages: the layers of each
+ * stage, the stages holding each parameter, and this stage's parameter
+ * ranges with their optimizer state. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "par/pipe.h"
+#include "par/pipe_int.h"
+
+int
+pipe_layers(const struct nn_model *m)
+{
+	return m->dims.layers > 0 ? m->dims.layers : 1;
+}
+
+/* Layer of a parameter name, or -1 for none (embeddings, head). */
+static int
+name_layer(const char *name)
+{
+	int l;
+
+	return sscanf(name, "layers.%d.", &l) == 1 ? l : -1;
+}
+
+int
+pipe_split(const struct nn_model *m, int world, const char *split,
+    int *first, char *err, size_t errlen)
+{
+	int L = pipe_layers(m), j, l;
+	double *cum, total;
+
+	if (world > L)
+		return cli_fail(err, errlen, "%d stages for %d layers: every "
+		    "stage needs a layer", world, L);
+	first[0] = 0;
+	if (split != NULL) {
+		const char *p = split;
+		char *end;
+		for (j = 0; j < world; j++) {
+			long v = strtol(p, &end, 10);
+			if (end == p || v < 1 || (*end != ',' && *end != '\0') ||
+			    (*end == '\0') != (j == world - 1))
+				return cli_fail(err, errlen, "--split '%s': want %d "
+				    "positive layer counts, one per stage", split,
+				    world);
+			first[j + 1] = first[j] + (int)v;
+			p = end + 1;
+		}
+		if (first[world] != L)
+			return cli_fail(err, errlen, "--split '%s' covers %d layers, "
+			    "the model has %d", split, first[world], L);
+		return 0;
+	}
+	/* Balanced: stage j ends where the running parameter count comes
+	 * nearest j+1 world-ths of the total, keeping a layer per stage. */
+	if ((cum = calloc((size_t)L + 1, sizeof(double))) == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	for (size_t i = 0; i < m->ntensors; i++) {
+		l = m->dims.layers > 0 ? name_layer(m->table[i].name) : 0;
+		if (l >= 0 && l < L)
+			cum[l + 1] += (double)m->table[i].count;
+	}
+	for (l = 0; l < L; l++)
+		cum[l + 1] += cum[l];
+	total = cum[L];
+	for (j = 1; j < world; j++) {
+		double want = total * j / world;
+		int best = first[j - 1] + 1;
+		for (l = best; l <= L - (world - j); l++)
+			if (fabs(cum[l] - want) < fabs(cum[best] - want))
+				best = l;
+		first[j] = best;
+	}
+	first[world] = L;
+	free(cum);
+	return 0;
+}
+
+/* The stages holding a parameter: a, and b (or -1). */
+void
+pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b)
+{
+	const int *first = r->cfg->first;
+	int l = r->m->dims.layers > 0 ? name_layer(name) : 0, j;
+
+	*b = -1;
+	if (l >= 0) {
+		for (j = 0; j < r->world - 1 && first[j + 1] <= l; j++)
+			;
+		*a = j;
+	} else if (strcmp(name, "wte") == 0) {
+		*a = 0;
+		*b = r->world > 1 ? r->world - 1 : -1;
+	} else
+		*a = strcmp(name, "wpe") == 0 ? 0 : r->world - 1;
+}
+
+/* This stage's parameter ranges (adjacent tensors merged), each with
+ * its own optimizer state. */
+int
+pipe_own_init(struct pipe_run *r)
+{
+	const struct nn_model *m = r->m;
+	char e[COLLX_ERRLEN];
+	int a, b, q;
+
+	r->own = calloc(m->ntensors, sizeof(*r->own));
+	r->opt = calloc(m->ntensors, sizeof(*r->opt));
+	if (!r->own || !r->opt)
+		return pipe_oom(r);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct nn_param *p = &m->table[i];
+		pipe_owners(r, p->name, &a, &b);
+		if (a != r->rank && b != r->rank)
+			continue;
+		if (r->nown > 0 && r->own[r->nown - 1].off +
+		    r->own[r->nown - 1].len == p->offset)
+			r->own[r->nown - 1].len += p->count;
+		else
+			r->own[r->nown++] = (struct pipe_range){ p->offset,
+			    p->count };
+	}
+	for (q = 0; q < r->nown; q++)
+		if (nn_optim_init(&r->opt[q], &r->cfg->optim, r->own[q].len, e,
+		    sizeof(e)) < 0) {
+			r->nown = q;
+			r->kind = TRAIN_ERR_RUNTIME;
+			return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+		}
+	return 0;
+}

@@ -1,0 +1,496 @@
+/* test_par_pipe: pipeline parallelism in seconds. The action tables of
+ * GPipe and 1F1B run in a simulation of their own (each stage walks its
+ * list; a receive waits for its send; forward 1, backward 2 time units,
+ * messages free): every micro-batch's forward and backward happen exactly
+ * once per stage, each after the pass it depends on, and every stage idles
+ * (W-1)/(M+W-1) of the time, in exact integers. The split of layers into
+ * stages against hand-derived cases. Training over 2 and 3 forked ranks
+ * (an mlp stack; a gpt, whose tied embedding lies on the first and last
+ * stage) against one process running nn's full-batch step, and the
+ * checkpoint's optimizer moments against the same process's. The measured
+ * bubble is the idle share of each stage's schedule, as its trace shows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "par/pipe.h"
+#include "par_world.h"
+#include "unit.h"
+
+/* ---- action tables, simulated ------------------------------------------ */
+
+enum { TF = 1, TB = 2 };	/* time units of a forward, a backward */
+
+/* Passes of micro-batch i on stage j at [j*m + i], forwards in [0],
+ * backwards in [1]. */
+struct sim {
+	int m, w;
+	int *t0[2], *t1[2];	/* start and end */
+	int *n[2];		/* passes seen */
+	int end;		/* when the last stage finishes */
+	int *busy;		/* [j] */
+};
+
+/* Message queues: per (from, to, gradient?) the times sends were made,
+ * and how many were received. */
+struct q {
+	int t[256], sent, got;
+};
+
+/* Runs the lists; 0, or -1 when some stage cannot go on (a receive whose
+ * send never comes). */
+static int
+simulate(const struct pipe_sched *s, struct sim *x)
+{
+	static const int dur[2] = { TF, TB };
+	int w = s->w, m = s->m, moved = 1, j;
+	int *pc = calloc((size_t)w, sizeof(int));
+	int *now = calloc((size_t)w, sizeof(int));
+	struct q *q = calloc((size_t)w * w * 2, sizeof(*q));
+
+	while (moved) {
+		moved = 0;
+		for (j = 0; j < w; j++) {
+			const struct pipe_action *a;
+			struct q *mq;
+			int k, b;
+
+			if (pc[j] == s->nact[j])
+				continue;
+			a = &s->act[j][pc[j]];
+			k = a->mb;
+			switch (a->op) {
+			case PIPE_SEND_ACT:
+			case PIPE_SEND_GRAD:
+				mq = &q[(j * w + a->peer) * 2 +
+				    (a->op == PIPE_SEND_GRAD)];
+				mq->t[mq->sent++ % 256] = now[j];
+				break;
+			case PIPE_RECV_ACT:
+			case PIPE_RECV_GRAD:
+				mq = &q[(a->peer * w + j) * 2 +
+				    (a->op == PIPE_RECV_GRAD)];
+				if (mq->got == mq->sent)
+					continue;	/* not sent yet */
+				if (mq->t[mq->got % 256] > now[j])
+					now[j] = mq->t[mq->got % 256];
+				mq->got++;
+				break;
+			case PIPE_FWD:
+			case PIPE_BWD:
+				b = a->op == PIPE_BWD;
+				x->n[b][j * m + k]++;
+				x->t0[b][j * m + k] = now[j];
+				now[j] += dur[b];
+				x->t1[b][j * m + k] = now[j];
+				x->busy[j] += dur[b];
+				break;
+			}
+			pc[j]++;
+			moved = 1;
+		}
+	}
+	x->end = 0;
+	for (j = 0; j < w; j++) {
+		moved |= pc[j] != s->nact[j];
+		if (now[j] > x->end)
+			x->end = now[j];
+	}
+	free(pc), free(now), free(q);
+	return moved ? -1 : 0;
+}
+
+static void
+table(enum pipe_sched_kind kind, int m, int w, int *once, int *deps,
+    int *bubble)
+{
+	struct pipe_sched s;
+	struct sim x = { .m = m, .w = w };
+	size_t n = (size_t)m * w;
+	char e[256];
+	int j, i;
+
+	if (pipe_sched_build(&s, kind, m, w, e, sizeof e) < 0) {
+		*once = *deps = *bubble = 0;
+		return;
+	}
+	for (i = 0; i < 2; i++) {
+		x.t0[i] = calloc(n, sizeof(int));
+		x.t1[i] = calloc(n, sizeof(int));
+		x.n[i] = calloc(n, sizeof(int));
+	}
+	x.busy = calloc((size_t)w, sizeof(int));
+	if (simulate(&s, &x) < 0)
+		*once = *deps = *bubble = 0;
+	for (j = 0; j < w; j++) {
+		for (i = 0; i < m; i++) {
+			int k = j * m + i;
+
+			*once &= x.n[0][k] == 1 && x.n[1][k] == 1;
+			/* forward after the previous stage's, backward after
+			 * the next stage's (the last stage: its own forward) */
+			*deps &= j == 0 || x.t0[0][k] >= x.t1[0][k - m];
+			*deps &= x.t0[1][k] >= (j == w - 1 ? x.t1[0][k] :
+			    x.t1[1][k + m]);
+		}
+		/* idle / step = (W-1)/(M+W-1): the step takes (M+W-1)
+		 * forward-backward pairs, each stage is busy for M */
+		*bubble &= x.end == (m + w - 1) * (TF + TB) &&
+		    (long)(x.end - x.busy[j]) * (m + w - 1) ==
+		    (long)(w - 1) * x.end;
+	}
+	for (i = 0; i < 2; i++)
+		free(x.t0[i]), free(x.t1[i]), free(x.n[i]);
+	free(x.busy);
+	pipe_sched_free(&s);
+}
+
+static void
+tables(void)
+{
+	for (int kind = PIPE_SCHED_GPIPE; kind <= PIPE_SCHED_1F1B; kind++) {
+		int once = 1, deps = 1, bubble = 1;
+		char what[160];
+		const char *name = pipe_sched_name(kind);
+
+		for (int w = 1; w <= 5; w++)
+			for (int m = 1; m <= 12; m++)
+				table(kind, m, w, &once, &deps, &bubble);
+		table(kind, 32, 4, &once, &deps, &bubble);
+		snprintf(what, sizeof what, "%s tables, M 1..12 and 32, W "
+		    "1..5: every micro-batch's forward and backward once per "
+		    "stage", name);
+		UNIT_OK(once, what);
+		snprintf(what, sizeof what, "%s tables: each pass after the "
+		    "one it depends on", name);
+		UNIT_OK(deps, what);
+		snprintf(what, sizeof what, "%s tables, simulated with "
+		    "backward = 2 forward: each stage idle (W-1)/(M+W-1)",
+		    name);
+		UNIT_OK(bubble, what);
+	}
+}
+
+/* ---- the split of layers ------------------------------------------------ */
+
+/* An mlp stack 8 -> 4 -> 4, then 4 -> 4 -> 4 three times: layers of 56,
+ * 40, 40 and 40 parameters. */
+static const struct nn_dims mlp4 = { .arch = NN_MLP, .d_in = 8,
+	.d_hidden = 4, .d_out = 4, .layers = 4 };
+
+static void
+splits(void)
+{
+	/* balanced: running counts 56 96 136 176; W=2 wants 88, nearest
+	 * 96 (2 layers); W=3 wants 58.7 and 117.3: 56 (1), 136 (3) */
+	static const struct {
+		int w;
+		const char *split;
+		int first[5];
+		const char *err;
+	} c[] = {
+		{ 1, NULL, { 0, 4 }, NULL },
+		{ 2, NULL, { 0, 2, 4 }, NULL },
+		{ 3, NULL, { 0, 1, 3, 4 }, NULL },
+		{ 4, NULL, { 0, 1, 2, 3, 4 }, NULL },
+		{ 2, "1,3", { 0, 1, 4 }, NULL },
+		{ 3, "2,1,1", { 0, 2, 3, 4 }, NULL },
+		{ 5, NULL, { 0 }, "5 stages for 4 layers" },
+		{ 2, "2,1", { 0 }, "covers 3 layers, the model has 4" },
+		{ 2, "0,4", { 0 }, "want 2 positive layer counts" },
+		{ 2, "1,1,2", { 0 }, "want 2 positive layer counts" },
+		{ 2, "2,", { 0 }, "want 2 positive layer counts" },
+	};
+	struct nn_model m;
+	char e[256], what[160];
+
+	if (!UNIT_OK(par_model(&m, &mlp4, 5) == 0, "mlp stack loads"))
+		return;
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		int first[6] = { 0 }, rc;
+
+		e[0] = '\0';
+		rc = pipe_split(&m, c[k].w, c[k].split, first, e, sizeof e);
+		if (c[k].err == NULL) {
+			snprintf(what, sizeof what, "%d stages, split %s: "
+			    "layers from %d %d %d %d %d", c[k].w, c[k].split ?
+			    c[k].split : "by parameters", c[k].first[0],
+			    c[k].first[1], c[k].first[2], c[k].first[3],
+			    c[k].first[4]);
+			UNIT_OK(rc == 0 && memcmp(first, c[k].first,
+			    ((size_t)c[k].w + 1) * sizeof(int)) == 0, what);
+		} else {
+			snprintf(what, sizeof what, "%d stages, split %s: "
+			    "refused (%s)", c[k].w, c[k].split ? c[k].split :
+			    "by parameters", e);
+			UNIT_OK(rc < 0 && strstr(e, c[k].err) != NULL, what);
+		}
+	}
+	nn_model_free(&m);
+}
+
+/* ---- training over ranks ----------------------------------------------- */
+
+#define BATCH 8
+#define STEPS 4
+
+/* 512 -> 512 -> 512 three times: 1575936 parameters. */
+static const struct nn_dims wide = { .arch = NN_MLP, .d_in = 512,
+	.d_hidden = 512, .d_out = 512, .layers = 3 };
+
+/* The gpt: vocabulary 13, width 8, 3 blocks of 2 heads, 4 positions. */
+static const struct nn_dims gpt3 = { .arch = NN_GPT, .vocab = 13,
+	.d_model = 8, .layers = 3, .heads = 2, .seq = 4 };
+
+/* One batch of exact small values (the whole data: every step trains on
+ * it in order). */
+static void
+data_make(struct train_data *d, const struct nn_model *m)
+{
+	memset(d, 0, sizeof(*d));
+	d->arch = m->dims.arch;
+	d->n = BATCH;
+	if (d->arch == NN_GPT) {
+		d->seq = m->dims.seq;
+		d->tok = malloc(BATCH * ((size_t)d->seq + 1) * sizeof(int32_t));
+		for (int i = 0; i < BATCH * (d->seq + 1); i++)
+			d->tok[i] = (i * 5 + i / 3) % m->dims.vocab;
+		return;
+	}
+	d->seq = 1;
+	d->xrow = (size_t)m->dims.d_in, d->yrow = (size_t)m->dims.d_out;
+	d->x = malloc(BATCH * d->xrow * sizeof(float));
+	d->y = malloc(BATCH * d->yrow * sizeof(float));
+	for (size_t i = 0; i < BATCH * d->xrow; i++)
+		d->x[i] = (float)((int)(i * 7 % 11) - 5) / 8;
+	for (size_t i = 0; i < BATCH * d->yrow; i++)
+		d->y[i] = (float)((int)(i * 5 % 9) - 4) / 8;
+}
+
+struct result {
+	size_t n;
+	float *p, *mom[2];
+	double loss[STEPS];
+};
+
+static void
+optim_cfg(struct nn_optim_cfg *oc)
+{
+	nn_optim_defaults(oc, NN_ADAMW);
+	oc->lr = 0.01;
+}
+
+/* nn's full-batch step and AdamW on one process: the reference. */
+static int
+alone(const struct nn_dims *dims, struct result *res)
+{
+	struct nn_optim_cfg oc;
+	struct nn_optim o;
+	struct train_data d;
+	struct nn_model m;
+	struct nn_batch b;
+	char e[256];
+	int rc = 0;
+
+	optim_cfg(&oc);
+	if (par_model(&m, dims, 5) < 0)
+		return -1;
+	data_make(&d, &m);
+	b = (struct nn_batch){ BATCH, d.seq, d.x, d.y, d.tok };
+	if (nn_optim_init(&o, &oc, m.nparams, e, sizeof e) < 0)
+		rc = -1;
+	for (int k = 0; rc == 0 && k < STEPS; k++) {
+		nn_model_zero_grad(&m);
+		rc = nn_model_step(&m, &b, &res->loss[k], e, sizeof e);
+		res->loss[k] /= BATCH;
+		nn_optim_step(&o, m.params, m.grads, 1.0f / BATCH);
+	}
+	res->n = m.nparams;
+	res->p = m.params, res->mom[0] = o.m, res->mom[1] = o.v;
+	m.params = o.m = o.v = NULL;	/* kept in res */
+	nn_optim_free(&o);
+	nn_model_free(&m);
+	train_data_free(&d);
+	return rc;
+}
+
+static void
+result_free(struct result *r)
+{
+	free(r->p), free(r->mom[0]), free(r->mom[1]);
+}
+
+static int
+close_to(const float *a, const float *b, size_t n, float rtol, float atol)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fabsf(a[i] - b[i]) > atol + rtol * fabsf(b[i]))
+			return 0;
+	return 1;
+}
+
+/* Each stage's idle share of its schedule, from the trace: per step but
+ * the first, from its first span's start to its last span's end, less
+ * its forward and backward spans. */
+static void
+trace_bubble(const struct pipe_result *res, int w, double *bubble)
+{
+	for (int j = 0; j < w; j++) {
+		double busy = 0, span = 0;
+
+		for (int k = 1; k < STEPS; k++) {
+			double t0 = 1e30, t1 = -1e30;
+
+			for (size_t i = 0; i < res->nspans; i++) {
+				const struct pipe_span *s = &res->spans[i];
+
+				if (s->stage != j || s->step != k)
+					continue;
+				t0 = s->t0 < t0 ? s->t0 : t0;
+				t1 = s->t1 > t1 ? s->t1 : t1;
+				if (s->kind == 'F' || s->kind == 'B')
+					busy += s->t1 - s->t0;
+			}
+			span += t1 - t0;
+		}
+		bubble[j] = 1 - busy / span;
+	}
+}
+
+struct pcase {
+	const struct nn_dims *dims;
+	const char *name;
+	enum pipe_sched_kind sched;
+	int micro;
+	const char *dir;	/* for the checkpoint */
+	int bubble;		/* check the measured bubble, not the results
+				 * (AdamW on a million parameters: the sign of
+				 * tiny gradients decides) */
+};
+
+/* Rank 0 after training: parameters, losses and the checkpoint's moments
+ * against one process. */
+static void
+against_alone(const struct pcase *pc, const char *what,
+    const struct nn_model *m, const struct pipe_result *res, const char *path)
+{
+	struct result ref = { 0 };
+	struct nn_model mc;
+	struct ckpt_state st;
+	char e[COLLX_ERRLEN];
+	int bad = 0;
+
+	if (alone(pc->dims, &ref) < 0) {
+		par_check(0, "%s: one process trains", what);
+		result_free(&ref);
+		return;
+	}
+	par_check(close_to(m->params, ref.p, ref.n, 1e-4f, 1e-5f),
+	    "%s: the parameters of one process", what);
+	for (int k = 0; k < STEPS; k++)
+		bad |= fabs(res->steps[k].loss - ref.loss[k]) >
+		    1e-5 * ref.loss[k];
+	par_check(!bad, "%s: the losses of one process", what);
+	if (ckpt_load(path, &mc, &st, e, sizeof e) < 0)
+		par_check(0, "%s: checkpoint: %s", what, e);
+	else {
+		par_check(st.step == STEPS && st.m != NULL && st.v != NULL &&
+		    close_to(st.m, ref.mom[0], ref.n, 1e-3f, 1e-7f) &&
+		    close_to(st.v, ref.mom[1], ref.n, 1e-3f, 1e-10f),
+		    "%s: the checkpoint's optimizer moments, every stage's at "
+		    "its place", what);
+		ckpt_state_free(&st);
+		nn_model_free(&mc);
+	}
+	result_free(&ref);
+}
+
+/* Rank 0 after training: every stage's measured bubble is the idle share
+ * of its schedule that the trace shows; on one stage, where nothing
+ * waits, none, though the optimizer's step follows the schedule. */
+static void
+bubble_checks(const char *what, const struct pipe_result *res, int w)
+{
+	double tb[8];
+	int bad = 0;
+
+	if (w == 1) {
+		par_check(res->bubble[0] < 0.02, "%s: measured bubble %.3f, "
+		    "theory 0", what, res->bubble[0]);
+		return;
+	}
+	trace_bubble(res, w, tb);
+	for (int j = 0; j < w; j++)
+		bad |= fabs(res->bubble[j] - tb[j]) > 0.002;
+	par_check(!bad, "%s: each stage's bubble is the idle share of its "
+	    "schedule in the trace (stage 0: %.3f, trace %.3f)", what,
+	    res->bubble[0], tb[0]);
+}
+
+static int
+pipe_rank(struct comm *c, void *arg)
+{
+	const struct pcase *pc = arg;
+	int me = comm_rank(c), w = comm_size(c), first[8], rc;
+	struct pipe_cfg cfg = { .sched = pc->sched, .micro = pc->micro,
+	    .batch = BATCH, .steps = STEPS, .first = first, .trace = 1 };
+	struct pipe_result res;
+	struct train_data d;
+	struct nn_model m;
+	enum train_err kind;
+	char e[COLLX_ERRLEN], path[256], what[128];
+
+	snprintf(what, sizeof what, "W=%d %s %s M=%d", w, pc->name,
+	    pipe_sched_name(pc->sched), pc->micro);
+	snprintf(path, sizeof path, "%s/%s-%d.safetensors", pc->dir, pc->name,
+	    w);
+	cfg.ckpt_path = path;
+	optim_cfg(&cfg.optim);
+	if (par_model(&m, pc->dims, 5) < 0 ||
+	    pipe_split(&m, w, NULL, first, e, sizeof e) < 0) {
+		par_check(0, "%s: model and split", what);
+		return 1;
+	}
+	data_make(&d, &m);
+	rc = pipe_train(&m, &d, c, &cfg, NULL, NULL, &res, &kind, e, sizeof e);
+	if (rc < 0)
+		par_check(0, "%s: rank %d trains: %s", what, me, e);
+	else if (me == 0 && pc->bubble)
+		bubble_checks(what, &res, w);
+	else if (me == 0)
+		against_alone(pc, what, &m, &res, path);
+	if (me == 0)
+		unlink(path);
+	pipe_result_free(&res);
+	train_data_free(&d);
+	nn_model_free(&m);
+	return rc < 0;
+}
+
+int
+main(void)
+{
+	char dir[] = "/tmp/test_par_pipe.XXXXXX";
+	struct pcase c[] = {
+		{ &mlp4, "mlp", PIPE_SCHED_1F1B, 4, dir, 0 },
+		{ &mlp4, "mlp", PIPE_SCHED_GPIPE, 8, dir, 0 },
+		{ &gpt3, "gpt", PIPE_SCHED_1F1B, 4, dir, 0 },
+		/* a million parameters on cheap passes: the optimizer's step
+		 * after the schedule takes about as long as the schedule */
+		{ &wide, "wide", PIPE_SCHED_1F1B, 8, dir, 1 },
+	};
+
+	tables();
+	splits();
+	if (!UNIT_OK(mkdtemp(dir) != NULL, "a temporary directory"))
+		return unit_done();
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		if (c[k].bubble)
+			par_world(1, "pipeline on 1 rank", pipe_rank, &c[k]);
+		par_world(2, "pipeline on 2 ranks", pipe_rank, &c[k]);
+		par_world(3, "pipeline on 3 ranks", pipe_rank, &c[k]);
+	}
+	rmdir(dir);
+	return unit_done();
+}
