@@ -226,7 +226,7 @@ print("ok")'
 	st_file trailing.safetensors "{$T1}" 12
 	bad_input trailing.safetensors "trailing bytes"
 	st_file json.safetensors '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}' 8
-	bad_input json.safetensors "bad header JSON"
+	bad_input json.safetensors "bad JSON at byte 53: expected '}'"
 	st_file dtype.safetensors '{"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}}' 2
 	bad_input dtype.safetensors "unknown dtype 'F8_E4M3'"
 	st_file dup.safetensors "{$T1,$T1}" 8
