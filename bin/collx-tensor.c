@@ -282,7 +282,8 @@ static const char create_help[] =
 "ones, arange (the flat index), rand (uniform on [0,1)), randn (standard normal),\n"
 "or a number. rand and randn need a float dtype and are reproducible from\n"
 "--seed (default 0) on every machine (see collx-tensor(1)). --name names the\n"
-"tensor in a .safetensors output (default \"tensor\").\n";
+"tensor in a .safetensors output (default \"tensor\"). -o, --output OUT: the\n"
+"file to write, as for split, cat, pack and get.\n";
 
 static void
 parse_shape(const char *s, int *ndim, int64_t *shape)

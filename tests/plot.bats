@@ -191,18 +191,6 @@ make_inputs() {
 	[ "$status" -eq 0 ]
 }
 
-@test "--help agrees with the man page, which mandoc lints clean" {
-	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-plot.1" | col -b)
-	run collx-plot --help
-	[ "$status" -eq 0 ]
-	for o in $(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
-		grep -qF -- "$o" <<<"$man" || { echo "missing $o"; false; }
-	done
-	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-plot.1"
-	[ "$status" -eq 0 ]
-	[ -z "$output" ]
-}
-
 @test "a real collx-pipe trace: the timeline's legend has the span kinds, nothing unnamed" {
 	timeout 30 collx-dp --init mlp --dims 16,32,16,4 --seed 1 -o m.safetensors
 	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 1 -o x.npy

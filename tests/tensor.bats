@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # collx-tensor: fixtures written by NumPy, round trips, malformed input,
 # the generator against an independent Python version, diff, split/cat,
-# pack/get, atomic output, and the man page against --help.
+# pack/get, streams of .npy arrays, atomic output (the man page against
+# --help: cli.bats).
 load lib/common
 bats_require_minimum_version 1.5.0
 
@@ -707,18 +708,4 @@ for i, a in enumerate(cases):
 print("bad", bad)
 EOF
 	[ "$output" = "bad 0" ]
-}
-
-@test "the man page passes mandoc lint and documents every --help option" {
-	need mandoc command -v mandoc
-	man=$COLLX_ROOT/man/man1/collx-tensor.1
-	run mandoc -Tlint -W warning "$man"
-	[ "$status" -eq 0 ]
-	[ -z "$output" ]
-	text=$(mandoc -Tascii "$man" | col -b)
-	for c in "" info print create diff convert split cat pack get; do
-		for o in $($CT $c --help | grep -oE -- '--[a-z]+' | sort -u); do
-			[[ "$text" == *"$o"* ]] || { echo "$o (${c:-top}) missing"; false; }
-		done
-	done
 }
