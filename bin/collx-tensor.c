@@ -13,7 +13,8 @@
 static const char usage_text[] =
 "usage: collx-tensor [-hVvq] COMMAND [ARG...]\n"
 "\n"
-"Create, inspect, compare, convert, split and join .npy and .safetensors files.\n"
+"Create, inspect, compare, convert, split and join .npy and .safetensors files\n"
+"and streams of .npy arrays (.npys, what --stream writes: arrays named 0, 1...).\n"
 "Files may be paths, - (standard input/output) or URLs (http, https, file, ftp).\n"
 "\n"
 "commands:\n"
@@ -30,7 +31,8 @@ static const char usage_text[] =
 "  cat [--dim D] -o OUT IN...        concatenate along a dimension\n"
 "  pack [--meta KEY=VALUE]... -o OUT NAME=FILE...\n"
 "                                    named tensors into one .safetensors file\n"
-"  get -o OUT IN NAME                one tensor out of a .safetensors file\n"
+"  get -o OUT IN NAME                one tensor out of a .safetensors file or\n"
+"                                    a stream (NAME: the array's index)\n"
 "\n"
 "options:\n"
 "  -h, --help       this help (COMMAND --help: that command's)\n"
@@ -123,7 +125,7 @@ load(const char *arg, struct tensor_set *s)
 {
 	char *path = path_arg(arg);
 
-	if (tensor_load(path, s, err, sizeof err) < 0)
+	if (tensor_load_any(path, s, err, sizeof err) < 0)
 		cli_die(CLI_EXIT_DATA, "%s", err);
 	cli_debug("%s: %zu tensor(s)", path, s->count);
 }
@@ -155,7 +157,8 @@ save(const char *arg, const struct tensor_set *s)
 static const char *
 fmt_name(enum tensor_format f)
 {
-	return f == TENSOR_NPY ? "npy" : "safetensors";
+	return f == TENSOR_NPY ? "npy" : f == TENSOR_NPYS ? "npy stream" :
+	    "safetensors";
 }
 
 _Noreturn static void
@@ -170,17 +173,21 @@ done(void)
 static const char info_help[] =
 "usage: collx-tensor info FILE...\n"
 "Print each file's format and metadata, then one line per tensor:\n"
-"name (- when unnamed), dtype, shape and size in bytes.\n";
+"name (- when unnamed; a stream's arrays by index), dtype, shape and size in\n"
+"bytes.\n";
 
 static void
 info_one(const char *arg)
 {
 	static struct tensor_set s;	/* static: reachable if we die */
+	const char *col;
 	char shape[200];
 	size_t i, total = 0;
-	int w = 4;
+	int w;
 
 	load(arg, &s);
+	col = s.format == TENSOR_NPYS ? "index" : "name";
+	w = (int)strlen(col);
 	for (i = 0; i < s.count; i++) {
 		total += tensor_nbytes(&s.items[i]);
 		if (s.items[i].name && (int)strlen(s.items[i].name) > w)
@@ -190,7 +197,7 @@ info_one(const char *arg)
 	    s.count == 1 ? "" : "s", total);
 	for (i = 0; i < s.nmeta; i++)
 		printf("  metadata %s = %s\n", s.meta[i].key, s.meta[i].value);
-	printf("  %-*s  %-5s  %-16s %s\n", w, "name", "dtype", "shape", "bytes");
+	printf("  %-*s  %-5s  %-16s %s\n", w, col, "dtype", "shape", "bytes");
 	for (i = 0; i < s.count; i++) {
 		const struct tensor *t = &s.items[i];
 
@@ -223,7 +230,8 @@ static const char print_help[] =
 "(--threshold, default 1000) is summarised, keeping --edgeitems (default 3) at\n"
 "each end of every dimension; floats show at most --precision (default 8)\n"
 "fraction digits. Tensors of a .safetensors file are printed in name order,\n"
-"each after a line with its name, dtype and shape.\n";
+"the arrays of a stream in stream order, each after a line with its name (a\n"
+"stream's: its index), dtype and shape.\n";
 
 static int
 cmd_print(int argc, char **argv)
@@ -274,7 +282,8 @@ static const char create_help[] =
 "ones, arange (the flat index), rand (uniform on [0,1)), randn (standard normal),\n"
 "or a number. rand and randn need a float dtype and are reproducible from\n"
 "--seed (default 0) on every machine (see collx-tensor(1)). --name names the\n"
-"tensor in a .safetensors output (default \"tensor\").\n";
+"tensor in a .safetensors output (default \"tensor\"). -o, --output OUT: the\n"
+"file to write, as for split, cat, pack and get.\n";
 
 static void
 parse_shape(const char *s, int *ndim, int64_t *shape)
@@ -381,8 +390,8 @@ static const char diff_help[] =
 "absolute and relative error and how many elements are out of tolerance:\n"
 "|a - b| > atol + rtol * |b| (defaults: rtol 1e-05, atol 1e-08, as numpy.allclose).\n"
 "NaN matches NaN and an infinity the same infinity. Tensors of .safetensors files\n"
-"are matched by name. Exit 0 when all are close; 4 when any element is out of\n"
-"tolerance, or dtypes, shapes or names differ.\n";
+"are matched by name, arrays of streams by index. Exit 0 when all are close; 4\n"
+"when any element is out of tolerance, or dtypes, shapes or names differ.\n";
 
 /* Relative error f32 rounding reaches in a computation of some length
  * (about 80 units in the last place): below it, differences are rounding,
@@ -513,11 +522,11 @@ cmd_diff(int argc, char **argv)
 
 static const char convert_help[] =
 "usage: collx-tensor convert [--dtype D] [--name NAME] IN OUT\n"
-"Rewrite IN as OUT: the format follows OUT's extension (.npy, .safetensors), else\n"
-"IN's format. --dtype converts every tensor (rounding to nearest even for floats,\n"
-"truncating and saturating for integers). An unnamed (.npy) tensor is called\n"
-"NAME (default \"tensor\") in a .safetensors output. bf16 has no .npy type code:\n"
-"convert it with --dtype f32 first.\n";
+"Rewrite IN as OUT: the format follows OUT's extension (.npy, .npys,\n"
+".safetensors), else IN's format. --dtype converts every tensor (rounding to\n"
+"nearest even for floats, truncating and saturating for integers). An unnamed\n"
+"(.npy) tensor is called NAME (default \"tensor\") in a .safetensors output.\n"
+"bf16 has no .npy type code: convert it with --dtype f32 first.\n";
 
 static void
 cast_all(struct tensor_set *s, enum dtype dt)
@@ -815,8 +824,9 @@ cmd_pack(int argc, char **argv)
 
 static const char get_help[] =
 "usage: collx-tensor get -o OUT IN NAME\n"
-"Write the tensor called NAME in IN to OUT. OUT's format follows its extension,\n"
-"else IN's format (a .safetensors output keeps the name, not the metadata).\n";
+"Write the tensor called NAME in IN to OUT; in a stream, NAME is the array's\n"
+"index (from 0). OUT's format follows its extension, else IN's format (a\n"
+".safetensors output keeps the name, not the metadata).\n";
 
 static int
 cmd_get(int argc, char **argv)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # What every program shares (collx(7)): --help, --version, usage
-# errors, and a man page that agrees with --help. Runs over every built
-# bin/collx-* program.
+# errors, and a man page that agrees with --help (and each command's
+# --help) both ways. Runs over every built bin/collx-* program; the one
+# place these are checked.
 load lib/common
 
 setup() {
@@ -85,19 +86,95 @@ man_text() {
 	[ -z "$bad" ]
 }
 
-@test "every long option of --help is on the man page" {
+# The long options --help names anywhere, with those of each command's
+# --help for a program with commands (collx-tensor).
+help_long_options() {
+	local p=$1 c
+	{
+		timeout 20 "$p" --help
+		for c in $(timeout 20 "$p" --help | awk '/^commands:/ { on = 1; next }
+		    on && /^  [a-z]/ { print $1 }'); do
+			timeout 20 "$p" "$c" --help
+		done
+	} 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
+}
+
+# The long options of --help's option column: the lines that start with an
+# option, up to the two spaces before the description.
+help_column_options() {
+	timeout 20 "$1" --help 2>/dev/null | sed -nE 's/^ +(-[^ ].*)$/\1/p' |
+	    sed -E 's/  .*//' | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
+}
+
+# The options of joining a group, which every program that runs as ranks
+# takes and collx(7) documents once, under GROUP MEMBERSHIP.
+group_options() {
+	awk '/^\.Sh /{p = ($0 == ".Sh GROUP MEMBERSHIP")} p' \
+	    "$COLLX_ROOT/man/man7/collx.7" | grep -oE 'Fl \\-[a-z][a-z\\-]*' |
+	    sed 's/^Fl /-/; s/\\//g' | sort -u
+}
+
+@test "every long option of --help, and of each command's --help, is on the man page" {
 	bad=
 	for p in "${PROGS[@]}"; do
 		page=$COLLX_ROOT/man/man1/$p.1
 		[ -f "$page" ] || continue
 		# A collective program's common options are in collx(7).
 		text=$(man_page_text "$page")
-		for o in $(timeout 20 "$p" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
+		for o in $(help_long_options "$p"); do
 			grep -qF -- "$o" <<<"$text" || bad="$bad $p:$o"
 		done
 	done
 	echo "missing:$bad"
 	[ -z "$bad" ]
+}
+
+@test "every option a man page lists is in --help" {
+	bad=
+	for p in "${PROGS[@]}"; do
+		page=$COLLX_ROOT/man/man1/$p.1
+		[ -f "$page" ] || continue
+		help=$(help_long_options "$p")
+		for o in $(man_long_options "$page"); do
+			grep -qx -- "$o" <<<"$help" || bad="$bad $p:$o"
+		done
+	done
+	echo "not in --help:$bad"
+	[ -z "$bad" ]
+}
+
+@test "every option of --help's option column has an entry on the man page (group options: collx(7))" {
+	bad=
+	group=$(group_options)
+	[ -n "$group" ]
+	for p in "${PROGS[@]}"; do
+		page=$COLLX_ROOT/man/man1/$p.1
+		[ -f "$page" ] || continue
+		listed=$(man_long_options "$page")
+		for o in $(help_column_options "$p"); do
+			grep -qx -- "$o" <<<"$listed" || grep -qx -- "$o" <<<"$group" ||
+			    bad="$bad $p:$o"
+		done
+	done
+	echo "no entry:$bad"
+	[ -z "$bad" ]
+}
+
+@test "man_long_options: shared options count once, an option on neither page is missing" {
+	man=$COLLX_ROOT/man/man1/collx-allreduce.1
+	# --iters is only in collx(7), --op only on the program's page.
+	[ -z "$(grep '^\.It Fl \\-iters' "$man")" ]
+	man_long_options "$man" | grep -qx -- --iters
+	man_long_options "$man" | grep -qx -- --op
+	# A page without its --op entry no longer documents --op.
+	grep -v '^\.It Fl \\-op' "$man" >"$T/no-op.1"
+	[ -z "$(man_long_options "$T/no-op.1" | grep -x -- --op)" ]
+	# A page that does not refer to collx(7)'s section has no shared options.
+	grep -v 'COLLECTIVE PROGRAMS' "$man" >"$T/alone.1"
+	[ -z "$(man_long_options "$T/alone.1" | grep -x -- --iters)" ]
+	# The other forms of an entry: a short option first, and a command's.
+	man_long_options "$COLLX_ROOT/man/man1/collx-tp.1" | grep -qx -- --model
+	man_long_options "$COLLX_ROOT/man/man1/collx-tensor.1" | grep -qx -- --rtol
 }
 
 # The programs the tree has: one bin/collx-*.c each.

@@ -108,12 +108,12 @@ survivors_exit() {
 	return $ok
 }
 
-# fault_case PROG SIGNAL VICTIM WANT LABEL: VICTIM of 3 ranks of PROG sent
-# SIGNAL mid-operation; every other rank exits 1 in time with one line
-# matching WANT. A row of the table under LABEL.
+# fault_case PROG SIGNAL VICTIM WANT LABEL [W]: VICTIM of W (default 3)
+# ranks of PROG sent SIGNAL mid-operation; every other rank exits 1 in
+# time with one line matching WANT. A row of the table under LABEL.
 fault_case() {
-	local prog=$1 sig=$2 v=$3 want=$4 label=$5 held=yes
-	job_start "$prog" 3 && job_wait_busy || return 1
+	local prog=$1 sig=$2 v=$3 want=$4 label=$5 w=${6:-3} held=yes
+	job_start "$prog" "$w" && job_wait_busy || return 1
 	kill "-$sig" "${PIDS[v]}"
 	survivors_exit "$(now)" "$want" "$v" || held=no
 	fault_row "$label" "$prog" "$held" "$ELAPSED"
@@ -144,13 +144,21 @@ every_prog() {
 	[ ${#failed[@]} -eq 0 ]
 }
 
-@test "a rank killed mid-operation (rank 0, then rank 2 of 3): every other rank exits 1 naming it" {
+@test "a rank killed mid-operation (rank 0, then rank 2 of 3; a middle stage; 1 of 2): every other rank exits 1 naming it" {
 	local v
 	for v in 0 2; do
 		every_prog fault_case KILL "$v" \
 		    "peer rank $v \(127\.0\.0\.1:[0-9]+\) closed the connection" \
 		    "SIGKILL of rank $v of 3, mid-operation"
 	done
+	# A pipeline's middle stage, with a neighbour on each side; and a
+	# world of two, where the survivor has no third rank to hear from.
+	fault_case pipe KILL 1 \
+	    "peer rank 1 \(127\.0\.0\.1:[0-9]+\) closed the connection" \
+	    "SIGKILL of a pipeline's middle stage"
+	fault_case tp KILL 1 \
+	    "peer rank 1 \(127\.0\.0\.1:[0-9]+\) closed the connection" \
+	    "SIGKILL of rank 1 of 2 (collx-tp)" 2
 }
 
 @test "a rank stopped (SIGSTOP) mid-operation: the others time out, exit 1, say so" {
@@ -224,6 +232,7 @@ ps_case() {
 @test "collx-ps with external workers: a server or a worker killed, every other process names it" {
 	ps_case server 1
 	ps_case worker 0
+	ps_case worker 1
 }
 
 @test "collx-run: a rank killed: the rest stopped, its status returned, no process left" {

@@ -224,18 +224,6 @@ make_inputs() {
 	[ "$(png_size sweep.png)" = "900 560" ]
 }
 
-@test "--help agrees with the man page, which mandoc lints clean" {
-	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-plot.1" | col -b)
-	run collx-plot --help
-	[ "$status" -eq 0 ]
-	for o in $(echo "$output" | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
-		grep -qF -- "$o" <<<"$man" || { echo "missing $o"; false; }
-	done
-	run mandoc -Tlint -W warning "$COLLX_ROOT/man/man1/collx-plot.1"
-	[ "$status" -eq 0 ]
-	[ -z "$output" ]
-}
-
 @test "a real collx-pipe trace: the timeline's legend has the span kinds, nothing unnamed" {
 	pipe_trace 2
 	run timeout 60 collx-plot -o tl.svg t.json

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # collx-tensor: fixtures written by NumPy, round trips, malformed input,
 # the generator against an independent Python version, diff, split/cat,
-# pack/get, atomic output, and the man page against --help.
+# pack/get, streams of .npy arrays, atomic output (the man page against
+# --help: cli.bats).
 load lib/common
 bats_require_minimum_version 1.5.0
 
@@ -226,7 +227,7 @@ print("ok")'
 	st_file trailing.safetensors "{$T1}" 12
 	bad_input trailing.safetensors "trailing bytes"
 	st_file json.safetensors '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}' 8
-	bad_input json.safetensors "bad header JSON"
+	bad_input json.safetensors "bad JSON at byte 53: expected '}'"
 	st_file dtype.safetensors '{"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}}' 2
 	bad_input dtype.safetensors "unknown dtype 'F8_E4M3'"
 	st_file dup.safetensors "{$T1,$T1}" 8
@@ -266,7 +267,8 @@ print("ok")'
 		    --errors-for-leak-kinds=definite)
 	fi
 	for f in "$FIXTURES"/*.npy "$FIXTURES"/*.safetensors "$FIXTURES"/regressions/* \
-	    "$COLLX_ROOT"/tests/fuzz/corpus/fuzz_safetensors/*; do
+	    "$COLLX_ROOT"/tests/fuzz/corpus/fuzz_safetensors/* \
+	    "$COLLX_ROOT"/tests/fuzz/corpus/fuzz_npy/*.npys; do
 		run timeout 60 "${vg[@]}" "$COLLX_BIN/collx-tensor" print "$f"
 		# 0 read, 3 refused as bad input; 99 (valgrind) or a crash fail
 		[ "$status" -eq 0 ] || [ "$status" -eq 3 ] ||
@@ -374,6 +376,96 @@ print("ok")'
 	$CT create --shape 2 --fill -1.25 --name bias -o b.safetensors
 	run $CT print b.safetensors
 	[ "$output" = $'bias: f32 [2]\n[-1.25 -1.25]' ]
+}
+
+# Python with the collective suites' helpers (tests/lib/collpy.py).
+py() {
+	timeout 60 "$PY" -c "import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib')
+from collpy import *
+$1"
+}
+
+@test "what a --stream run writes (.npys): info lists each array, print, get, diff and convert read it" {
+	# Each rank's input: three arrays of different shapes and dtypes,
+	# written by NumPy one after another.
+	py "
+for r in range(2):
+    write_stream(f'in.{r}', [np.arange(2, dtype='f4') + r,
+        (np.arange(6, dtype='i4').reshape(3, 2) - 2) * (r + 1),
+        np.full((2, 2, 1), 0.25 * (r + 1), dtype='f8')])"
+	timeout 60 collx-run -n 2 -- collx-allreduce --stream -i 'in.{rank}' \
+	    -o 'out.{rank}.npys'
+	# What NumPy reads there, and what info and print must say of it.
+	py "
+a, b = load_stream('in.0'), load_stream('in.1')
+got = load_stream('out.0.npys')
+assert len(got) == 3
+for k in range(3): same(got[k], a[k] + b[k], f'array {k}')
+names = {'float32': 'f32', 'int32': 'i32', 'float64': 'f64'}
+rows = ['out.0.npys: npy stream, 3 tensors, %d bytes' % sum(x.nbytes for x in got),
+    '  index  dtype  shape            bytes']
+text = []
+for k, x in enumerate(got):
+    rows.append('  %-5d  %-5s  %-16s %d' % (k, names[str(x.dtype)],
+        '[' + ','.join(map(str, x.shape)) + ']', x.nbytes))
+    text.append('%d: %s [%s]' % (k, names[str(x.dtype)], ', '.join(map(str, x.shape))))
+    text.append(str(x))
+open('want.info', 'w').write('\n'.join(rows) + '\n')
+open('want.print', 'w').write('\n'.join(text) + '\n')"
+	run --separate-stderr $CT info out.0.npys
+	[ "$status" -eq 0 ] || { echo "$stderr"; false; }
+	diff want.info - <<<"$output"
+	run --separate-stderr $CT print out.0.npys
+	[ "$status" -eq 0 ] || { echo "$stderr"; false; }
+	diff want.print - <<<"$output"
+	# get by index; diff of the two ranks' results, array by array
+	$CT get -o one.npy out.0.npys 1
+	py "same(load('one.npy'), load_stream('out.0.npys')[1])"
+	run $CT diff out.0.npys out.1.npys
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ] && [[ "${lines[2]}" == "2: max abs error 0,"* ]]
+	# convert: to .safetensors (named by index) and back to a stream
+	$CT convert out.0.npys s.safetensors
+	$CT convert s.safetensors back.npys
+	py "
+st, _ = load_st('s.safetensors')
+got = load_stream('out.0.npys')
+assert sorted(st) == ['0', '1', '2'], sorted(st)
+for k in range(3): same(st[str(k)], got[k], f'tensor {k}')
+back = load_stream('back.npys')
+assert len(back) == 3
+for k in range(3): same(back[k], got[k], f'array {k}')"
+	run $CT convert out.0.npys x.npy
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"not 3 (use .safetensors or .npys)"* ]]
+}
+
+@test "a stream of concatenated .npy files; one cut short or followed by junk is refused" {
+	$CT create --shape 2 --fill 1 -o a.npy
+	$CT create --shape 3 --dtype i8 --fill arange -o b.npy
+	cat a.npy b.npy a.npy >s.npys
+	py "
+got = load_stream('s.npys')
+same(got[0], load('a.npy')); same(got[1], load('b.npy')); same(got[2], load('a.npy'))
+assert got[1].dtype == np.int8
+print(sum(x.nbytes for x in got))" >bytes
+	run $CT info s.npys
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "s.npys: npy stream, 3 tensors, $(cat bytes) bytes" ]
+	[ "${lines[3]}" = "  1      i8     [3]              3" ]
+	# one array is a .npy file, whatever the name
+	cp a.npy one.npys
+	run $CT info one.npys
+	[ "${lines[0]}" = "one.npys: npy, 1 tensor, 8 bytes" ]
+	# the second array cut short, then junk after a whole one
+	head -c $(($(stat -c %s a.npy) + 100)) s.npys >cut.npys
+	bad_input cut.npys "array 1 (byte $(stat -c %s a.npy)): truncated"
+	{ cat a.npy b.npy; printf 'junk'; } >junk.npys
+	bad_input junk.npys "4 trailing bytes after the data of array 1"
+	# a program that reads one array says what the file is
+	run timeout 30 collx-allreduce -i s.npys
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"trailing bytes after the data (more arrays follow: a .npy stream"* ]]
 }
 
 @test "diff: f32 results apart only by rounding get a hint with the --rtol that accepts them" {
@@ -616,18 +708,4 @@ for i, a in enumerate(cases):
 print("bad", bad)
 EOF
 	[ "$output" = "bad 0" ]
-}
-
-@test "the man page passes mandoc lint and documents every --help option" {
-	need mandoc command -v mandoc
-	man=$COLLX_ROOT/man/man1/collx-tensor.1
-	run mandoc -Tlint -W warning "$man"
-	[ "$status" -eq 0 ]
-	[ -z "$output" ]
-	text=$(mandoc -Tascii "$man" | col -b)
-	for c in "" info print create diff convert split cat pack get; do
-		for o in $($CT $c --help | grep -oE -- '--[a-z]+' | sort -u); do
-			[[ "$text" == *"$o"* ]] || { echo "$o (${c:-top}) missing"; false; }
-		done
-	done
 }

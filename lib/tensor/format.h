@@ -1,5 +1,5 @@
-/* format: the .npy and .safetensors codecs and their shared helpers;
- * internal to lib/tensor (programs use tensor.h). */
+/* format: the .npy, .npy stream and .safetensors codecs and their shared
+ * helpers; internal to lib/tensor (programs use tensor.h). */
 #ifndef COLLX_TENSOR_FORMAT_H
 #define COLLX_TENSOR_FORMAT_H
 
@@ -11,6 +11,13 @@
 int tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
     char *err, size_t errlen);
 int tensor_npy_encode(const struct tensor *t, void **buf, size_t *len,
+    char *err, size_t errlen);
+/* A stream of .npy images: TENSOR_NPYS, the arrays named by their index,
+ * or TENSOR_NPY when it holds one array. */
+int tensor_npys_parse(const unsigned char *buf, size_t len,
+    struct tensor_set *out, char *err, size_t errlen);
+/* Every tensor of s as a .npy image, one after another, in set order. */
+int tensor_npys_encode(const struct tensor_set *s, void **buf, size_t *len,
     char *err, size_t errlen);
 int tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen);

@@ -1,4 +1,5 @@
-/* npy: NumPy's .npy format, versions 1.0 to 3.0, whole images and streams. */
+/* npy: NumPy's .npy format, versions 1.0 to 3.0, whole images and streams
+ * of them (.npys: one image after another). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,9 +279,10 @@ npy_head(const unsigned char *buf, size_t len, struct npy_info *info,
 	return 0;
 }
 
-int
-tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
-    char *err, size_t errlen)
+/* The image at buf: one array, *used bytes of the len there are. */
+static int
+npy_image(const unsigned char *buf, size_t len, struct tensor *out,
+    size_t *used, char *err, size_t errlen)
 {
 	struct npy_info info;
 	uint64_t bytes;
@@ -288,15 +290,12 @@ tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
 
 	memset(out, 0, sizeof *out);
 	if (npy_head(buf, len, &info, &off, err, errlen) < 0 ||
-	    tensor_shape_bytes(info.dtype, info.ndim, info.shape, &bytes, err, errlen) < 0)
+	    tensor_shape_bytes(info.dtype, info.ndim, info.shape, &bytes, err,
+	    errlen) < 0)
 		return -1;
-	if (bytes != len - off) {	/* checked before any allocation */
-		if (bytes > len - off)
-			snprintf(err, errlen, "truncated: shape needs %llu data bytes, "
-			    "file has %zu", (unsigned long long)bytes, len - off);
-		else
-			snprintf(err, errlen, "%llu trailing bytes after the data",
-			    (unsigned long long)(len - off - bytes));
+	if (bytes > len - off) {	/* checked before any allocation */
+		snprintf(err, errlen, "truncated: shape needs %llu data bytes, "
+		    "file has %zu", (unsigned long long)bytes, len - off);
 		return -1;
 	}
 	if (tensor_init(out, info.dtype, info.ndim, info.shape, err, errlen) < 0)
@@ -306,7 +305,76 @@ tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
 		tensor_free(out);
 		return -1;
 	}
+	*used = off + (size_t)bytes;
 	return 0;
+}
+
+/* An image followed by another: a stream of arrays (.npys). */
+static int
+npy_more(const unsigned char *buf, size_t len, size_t used)
+{
+	return len - used >= 6 && memcmp(buf + used, "\x93NUMPY", 6) == 0;
+}
+
+int
+tensor_npy_parse(const unsigned char *buf, size_t len, struct tensor *out,
+    char *err, size_t errlen)
+{
+	size_t used;
+
+	if (npy_image(buf, len, out, &used, err, errlen) < 0)
+		return -1;
+	if (used == len)
+		return 0;
+	snprintf(err, errlen, "%zu trailing bytes after the data%s", len - used,
+	    npy_more(buf, len, used) ? " (more arrays follow: a .npy stream, "
+	    "which --stream and collx-tensor read)" : "");
+	tensor_free(out);
+	return -1;
+}
+
+int
+tensor_npys_parse(const unsigned char *buf, size_t len,
+    struct tensor_set *out, char *err, size_t errlen)
+{
+	struct tensor t;
+	size_t off = 0, used;
+	char name[24], why[COLLX_ERRLEN];
+
+	memset(out, 0, sizeof *out);
+	out->format = TENSOR_NPYS;
+	do {
+		snprintf(name, sizeof name, "%zu", out->count);
+		if (npy_image(buf + off, len - off, &t, &used, why,
+		    sizeof why) < 0)
+			goto fail;
+		if (tensor_set_add(out, name, &t, why, sizeof why) < 0) {
+			tensor_free(&t);
+			goto fail;
+		}
+		off += used;
+	} while (off < len && npy_more(buf, len, off));
+	if (off < len) {
+		snprintf(err, errlen, "%zu trailing bytes after the data%s%s",
+		    len - off, out->count > 1 ? " of array " : "",
+		    out->count > 1 ? name : "");
+		tensor_set_free(out);
+		return -1;
+	}
+	if (out->count == 1) {		/* one array: a .npy file */
+		out->format = TENSOR_NPY;
+		free(out->items[0].name);
+		out->items[0].name = NULL;
+	}
+	return 0;
+fail:
+	if (out->count == 0)
+		snprintf(err, errlen, "%s", why);
+	else
+		snprintf(err, errlen, "array %zu (byte %zu): %s", out->count,
+		    off, why);
+	tensor_set_free(out);
+	return -1;
 }
 
 static const char *
@@ -376,6 +444,39 @@ tensor_npy_encode(const struct tensor *t, void **buf, size_t *len,
 	*buf = out;
 	*len = hlen + bytes;
 	return 0;
+}
+
+int
+tensor_npys_encode(const struct tensor_set *s, void **buf, size_t *len,
+    char *err, size_t errlen)
+{
+	unsigned char *out = NULL, *grown;
+	size_t i, n, total = 0;
+	void *img;
+
+	if (s->count == 0) {
+		snprintf(err, errlen, "a .npy stream holds one array or more");
+		return -1;
+	}
+	for (i = 0; i < s->count; i++) {
+		if (tensor_npy_encode(&s->items[i], &img, &n, err, errlen) < 0)
+			goto fail;
+		if ((grown = realloc(out, total + n)) == NULL) {
+			free(img);
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		out = grown;
+		memcpy(out + total, img, n);
+		total += n;
+		free(img);
+	}
+	*buf = out;
+	*len = total;
+	return 0;
+fail:
+	free(out);
+	return -1;
 }
 
 /* Exactly n bytes from f, or -1 naming what was cut short. */

@@ -1,16 +1,15 @@
 /* safetensors: reading Hugging Face's format, with every validation rule
- * of its reference reader, and a strict JSON reader for the header; the
- * writer is safetensors_write.c. */
-#include <stdarg.h>
+ * of its reference reader; the header is read by json.c, the writer is
+ * safetensors_write.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "tensor/format.h"
+#include "tensor/json.h"
 
 #define ST_MAX_HEADER 100000000u	/* the reference reader's cap */
-#define JSON_MAX_DEPTH 64
 
 const char *const tensor_st_dtype_names[DT_COUNT] = {
 	[DT_F32] = "F32", [DT_F64] = "F64", [DT_F16] = "F16", [DT_BF16] = "BF16",
@@ -27,281 +26,6 @@ struct st_entry {
 	uint64_t begin, end;
 };
 
-struct jp {
-	const unsigned char *s;
-	size_t n, i;
-	int depth;
-	char *err;
-	size_t errlen;
-};
-
-static int jp_fail(struct jp *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int
-jp_fail(struct jp *p, const char *fmt, ...)
-{
-	char what[160];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
-	snprintf(p->err, p->errlen, "bad header JSON at byte %zu: %s", p->i, what);
-	return -1;
-}
-
-static int
-jp_peek(struct jp *p)
-{
-	while (p->i < p->n && strchr(" \t\r\n", p->s[p->i]) && p->s[p->i])
-		p->i++;
-	return p->i < p->n ? p->s[p->i] : -1;
-}
-
-static int
-jp_eat(struct jp *p, int c)
-{
-	if (jp_peek(p) != c)
-		return 0;
-	p->i++;
-	return 1;
-}
-
-static int
-jp_expect(struct jp *p, int c)
-{
-	return jp_eat(p, c) ? 0 : jp_fail(p, "expected '%c'", c);
-}
-
-static int
-jp_hex4(struct jp *p, uint32_t *v)
-{
-	int k, c;
-
-	*v = 0;
-	for (k = 0; k < 4; k++) {
-		if (p->i >= p->n)
-			return jp_fail(p, "short \\u escape");
-		c = p->s[p->i++];
-		*v <<= 4;
-		if (c >= '0' && c <= '9') *v |= (uint32_t)(c - '0');
-		else if (c >= 'a' && c <= 'f') *v |= (uint32_t)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F') *v |= (uint32_t)(c - 'A' + 10);
-		else return jp_fail(p, "bad \\u escape");
-	}
-	return 0;
-}
-
-/* \uXXXX (with surrogate pairs) as UTF-8 into out; returns bytes written. */
-static int
-jp_unicode(struct jp *p, char *out)
-{
-	uint32_t c, lo;
-
-	if (jp_hex4(p, &c) < 0)
-		return -1;
-	if (c >= 0xd800 && c <= 0xdbff) {
-		if (p->n - p->i < 6 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
-			return jp_fail(p, "lone surrogate");
-		p->i += 2;
-		if (jp_hex4(p, &lo) < 0)
-			return -1;
-		if (lo < 0xdc00 || lo > 0xdfff)
-			return jp_fail(p, "bad surrogate pair");
-		c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
-	} else if (c >= 0xdc00 && c <= 0xdfff)
-		return jp_fail(p, "lone surrogate");
-	if (c == 0)
-		return jp_fail(p, "NUL in string");
-	if (c < 0x80)
-		return out[0] = (char)c, 1;
-	if (c < 0x800)
-		return out[0] = (char)(0xc0 | c >> 6), out[1] = (char)(0x80 | (c & 0x3f)), 2;
-	if (c < 0x10000) {
-		out[0] = (char)(0xe0 | c >> 12);
-		out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-		out[2] = (char)(0x80 | (c & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | c >> 18);
-	out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-	out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-	out[3] = (char)(0x80 | (c & 0x3f));
-	return 4;
-}
-
-static int
-jp_escape(struct jp *p, char *out)
-{
-	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-	const char *e;
-
-	if (p->i >= p->n)
-		return jp_fail(p, "unterminated string");
-	if (p->s[p->i] == 'u') {
-		p->i++;
-		return jp_unicode(p, out);
-	}
-	if (!p->s[p->i] || !(e = strchr(from, p->s[p->i])))
-		return jp_fail(p, "bad escape");
-	p->i++;
-	out[0] = to[e - from];
-	return 1;
-}
-
-/* A string, decoded, malloc'd into *out (a decoded string is never
- * longer than its source, so one allocation suffices). */
-static int
-jp_string(struct jp *p, char **out)
-{
-	size_t start, len = 0;
-	char *s;
-	int k;
-
-	if (jp_peek(p) != '"')
-		return jp_fail(p, "expected a string");
-	start = ++p->i;
-	while (p->i < p->n && p->s[p->i] != '"')
-		p->i += p->s[p->i] == '\\' ? 2 : 1;
-	if (p->i >= p->n)
-		return jp_fail(p, "unterminated string");
-	if (!(s = malloc(p->i - start + 1)))
-		return jp_fail(p, "out of memory");
-	for (p->i = start; p->s[p->i] != '"'; ) {
-		if (p->s[p->i] < 0x20) {
-			free(s);
-			return jp_fail(p, "control character in string");
-		}
-		if (p->s[p->i] != '\\') {
-			s[len++] = (char)p->s[p->i++];
-			continue;
-		}
-		p->i++;
-		if ((k = jp_escape(p, s + len)) < 0) {
-			free(s);
-			return -1;
-		}
-		len += (size_t)k;
-	}
-	p->i++;
-	s[len] = 0;
-	*out = s;
-	return 0;
-}
-
-/* A JSON number that must be a non-negative integer. */
-static int
-jp_uint(struct jp *p, uint64_t *v)
-{
-	size_t start;
-	int c = jp_peek(p);
-
-	if (c == '-')
-		return jp_fail(p, "negative number");
-	if (c < '0' || c > '9')
-		return jp_fail(p, "expected an integer");
-	start = p->i;
-	for (*v = 0; p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9'; p->i++) {
-		if (*v > (UINT64_MAX - 9) / 10)
-			return jp_fail(p, "integer too large");
-		*v = *v * 10 + (uint64_t)(p->s[p->i] - '0');
-	}
-	if (p->s[start] == '0' && p->i - start > 1)
-		return jp_fail(p, "leading zero");
-	if (p->i < p->n && strchr(".eE", p->s[p->i]) && p->s[p->i])
-		return jp_fail(p, "expected an integer");
-	return 0;
-}
-
-static int jp_skip(struct jp *p);
-
-static size_t
-jp_digits(struct jp *p)
-{
-	size_t start = p->i;
-
-	while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
-		p->i++;
-	return p->i - start;
-}
-
-/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int
-jp_skip_number(struct jp *p)
-{
-	size_t start;
-
-	p->i += p->s[p->i] == '-';
-	start = p->i;
-	if (!jp_digits(p) || (p->s[start] == '0' && p->i - start > 1))
-		return jp_fail(p, "bad number");
-	if (p->i < p->n && p->s[p->i] == '.' && (p->i++, !jp_digits(p)))
-		return jp_fail(p, "bad number");
-	if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-		p->i++;
-		if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-'))
-			p->i++;
-		if (!jp_digits(p))
-			return jp_fail(p, "bad number");
-	}
-	return 0;
-}
-
-/* Members or elements of a container being skipped. */
-static int
-jp_skip_items(struct jp *p, int close, int keyed)
-{
-	char *key;
-
-	if (jp_eat(p, close))
-		return 0;
-	do {
-		if (keyed) {
-			if (jp_string(p, &key) < 0)
-				return -1;
-			free(key);
-			if (jp_expect(p, ':') < 0)
-				return -1;
-		}
-		if (jp_skip(p) < 0)
-			return -1;
-	} while (jp_eat(p, ','));
-	return jp_expect(p, close);
-}
-
-/* Any well-formed value (fields the format does not define). */
-static int
-jp_skip(struct jp *p)
-{
-	static const char *const words[] = { "true", "false", "null" };
-	int c = jp_peek(p), rc, k;
-	char *s;
-
-	if (c == '{' || c == '[') {
-		if (++p->depth > JSON_MAX_DEPTH)
-			return jp_fail(p, "nested too deeply");
-		p->i++;
-		rc = jp_skip_items(p, c == '{' ? '}' : ']', c == '{');
-		p->depth--;
-		return rc;
-	}
-	if (c == '"') {
-		if ((rc = jp_string(p, &s)) == 0)
-			free(s);
-		return rc;
-	}
-	for (k = 0; k < 3; k++)
-		if (p->n - p->i >= strlen(words[k]) &&
-		    memcmp(p->s + p->i, words[k], strlen(words[k])) == 0) {
-			p->i += strlen(words[k]);
-			return 0;
-		}
-	if (c == '-' || (c >= '0' && c <= '9'))
-		return jp_skip_number(p);
-	return jp_fail(p, "unexpected character");
-}
-
 static int
 st_dtype(const char *s, enum dtype *dt)
 {
@@ -312,24 +36,24 @@ st_dtype(const char *s, enum dtype *dt)
 
 /* "[a, b, ...]" of non-negative integers, at most max of them. */
 static int
-jp_uint_list(struct jp *p, uint64_t *v, int max, int *count)
+st_uint_list(struct tensor_json *p, uint64_t *v, int max, int *count)
 {
 	*count = 0;
-	if (jp_expect(p, '[') < 0)
+	if (tensor_json_expect(p, '[') < 0)
 		return -1;
-	if (jp_eat(p, ']'))
+	if (tensor_json_eat(p, ']'))
 		return 0;
 	do {
 		if (*count == max)
-			return jp_fail(p, "more than %d entries", max);
-		if (jp_uint(p, &v[(*count)++]) < 0)
+			return tensor_json_fail(p, "more than %d entries", max);
+		if (tensor_json_uint(p, &v[(*count)++]) < 0)
 			return -1;
-	} while (jp_eat(p, ','));
-	return jp_expect(p, ']');
+	} while (tensor_json_eat(p, ','));
+	return tensor_json_expect(p, ']');
 }
 
 static int
-st_field(struct jp *p, const char *key, struct st_entry *e, int *seen)
+st_field(struct tensor_json *p, const char *key, struct st_entry *e, int *seen)
 {
 	uint64_t v[TENSOR_MAX_DIM];
 	char *s;
@@ -337,10 +61,11 @@ st_field(struct jp *p, const char *key, struct st_entry *e, int *seen)
 	    !strcmp(key, "data_offsets") ? 4 : 0;
 
 	if (*seen & bit)
-		return jp_fail(p, "tensor '%s': repeated field '%s'", e->name, key);
+		return tensor_json_fail(p, "tensor '%s': repeated field '%s'",
+		    e->name, key);
 	*seen |= bit;
 	if (bit == 1) {
-		if (jp_string(p, &s) < 0)
+		if (tensor_json_string(p, &s) < 0)
 			return -1;
 		n = st_dtype(s, &e->dtype);
 		if (n < 0)
@@ -350,90 +75,90 @@ st_field(struct jp *p, const char *key, struct st_entry *e, int *seen)
 		return n;
 	}
 	if (bit == 2) {
-		if (jp_uint_list(p, v, TENSOR_MAX_DIM, &e->ndim) < 0)
+		if (st_uint_list(p, v, TENSOR_MAX_DIM, &e->ndim) < 0)
 			return -1;
 		for (i = 0; i < e->ndim; i++) {
 			if (v[i] > INT64_MAX)
-				return jp_fail(p, "tensor '%s': dimension too large", e->name);
+				return tensor_json_fail(p,
+				    "tensor '%s': dimension too large", e->name);
 			e->shape[i] = (int64_t)v[i];
 		}
 		return 0;
 	}
 	if (bit == 4) {
-		if (jp_uint_list(p, v, 2, &n) < 0)
+		if (st_uint_list(p, v, 2, &n) < 0)
 			return -1;
 		if (n != 2)
-			return jp_fail(p, "tensor '%s': data_offsets needs 2 numbers", e->name);
+			return tensor_json_fail(p,
+			    "tensor '%s': data_offsets needs 2 numbers", e->name);
 		e->begin = v[0];
 		e->end = v[1];
 		return 0;
 	}
-	return jp_skip(p);	/* a field the format does not define */
+	return tensor_json_skip(p);	/* a field the format does not define */
 }
 
 static int
-st_info(struct jp *p, struct st_entry *e)
+st_info(struct tensor_json *p, struct st_entry *e)
 {
 	char *key;
 	int seen = 0, rc;
 
-	if (jp_expect(p, '{') < 0)
+	if (tensor_json_expect(p, '{') < 0)
 		return -1;
-	if (!jp_eat(p, '}')) {
+	if (!tensor_json_eat(p, '}')) {
 		do {
-			if (jp_string(p, &key) < 0)
+			if (tensor_json_string(p, &key) < 0)
 				return -1;
-			rc = jp_expect(p, ':');
+			rc = tensor_json_expect(p, ':');
 			if (rc == 0)
 				rc = st_field(p, key, e, &seen);
 			free(key);
 			if (rc < 0)
 				return -1;
-		} while (jp_eat(p, ','));
-		if (jp_expect(p, '}') < 0)
+		} while (tensor_json_eat(p, ','));
+		if (tensor_json_expect(p, '}') < 0)
 			return -1;
 	}
 	if (seen != 7)
-		return jp_fail(p, "tensor '%s' lacks dtype, shape or data_offsets", e->name);
+		return tensor_json_fail(p,
+		    "tensor '%s' lacks dtype, shape or data_offsets", e->name);
 	return 0;
 }
 
 static int
-st_metadata(struct jp *p, struct tensor_set *set)
+st_metadata(struct tensor_json *p, struct tensor_set *set)
 {
 	char *key, *value;
 	int rc;
 
-	/* Peek first: it skips blanks, and the length check must count
-	 * from where "null" would start. */
-	if (jp_peek(p) == 'n' && p->n - p->i >= 4 &&
-	    memcmp(p->s + p->i, "null", 4) == 0) {
-		p->i += 4;
+	if (tensor_json_null(p))
 		return 0;
-	}
-	if (jp_expect(p, '{') < 0)
+	if (tensor_json_expect(p, '{') < 0)
 		return -1;
-	if (jp_eat(p, '}'))
+	if (tensor_json_eat(p, '}'))
 		return 0;
 	do {
-		if (jp_string(p, &key) < 0)
+		if (tensor_json_string(p, &key) < 0)
 			return -1;
 		value = NULL;
-		rc = jp_expect(p, ':');
-		if (rc == 0 && jp_peek(p) != '"')
-			rc = jp_fail(p, "__metadata__ '%s' is not a string", key);
+		rc = tensor_json_expect(p, ':');
+		if (rc == 0 && tensor_json_peek(p) != '"')
+			rc = tensor_json_fail(p,
+			    "__metadata__ '%s' is not a string", key);
 		if (rc == 0)
-			rc = jp_string(p, &value);
+			rc = tensor_json_string(p, &value);
 		if (rc == 0 && tensor_set_meta(set, key))
-			rc = jp_fail(p, "repeated __metadata__ key '%s'", key);
+			rc = tensor_json_fail(p,
+			    "repeated __metadata__ key '%s'", key);
 		if (rc == 0)
 			rc = tensor_set_meta_put(set, key, value, p->err, p->errlen);
 		free(key);
 		free(value);
 		if (rc < 0)
 			return -1;
-	} while (jp_eat(p, ','));
-	return jp_expect(p, '}');
+	} while (tensor_json_eat(p, ','));
+	return tensor_json_expect(p, '}');
 }
 
 struct st_header {
@@ -442,29 +167,29 @@ struct st_header {
 };
 
 static int
-st_member(struct jp *p, struct st_header *h, struct tensor_set *set,
+st_member(struct tensor_json *p, struct st_header *h, struct tensor_set *set,
     int *have_meta)
 {
 	struct st_entry *grown;
 	char *name;
 
-	if (jp_string(p, &name) < 0)
+	if (tensor_json_string(p, &name) < 0)
 		return -1;
-	if (jp_expect(p, ':') < 0) {
+	if (tensor_json_expect(p, ':') < 0) {
 		free(name);
 		return -1;
 	}
 	if (strcmp(name, "__metadata__") == 0) {
 		free(name);
 		if ((*have_meta)++)
-			return jp_fail(p, "repeated __metadata__");
+			return tensor_json_fail(p, "repeated __metadata__");
 		return st_metadata(p, set);
 	}
 	if (h->n == h->cap) {
 		h->cap = h->cap ? h->cap * 2 : 16;
 		if (!(grown = realloc(h->e, h->cap * sizeof *grown))) {
 			free(name);
-			return jp_fail(p, "out of memory");
+			return tensor_json_fail(p, "out of memory");
 		}
 		h->e = grown;
 	}
@@ -474,21 +199,21 @@ st_member(struct jp *p, struct st_header *h, struct tensor_set *set,
 }
 
 static int
-st_json(struct jp *p, struct st_header *h, struct tensor_set *set)
+st_json(struct tensor_json *p, struct st_header *h, struct tensor_set *set)
 {
 	int have_meta = 0;
 
-	if (jp_expect(p, '{') < 0)
+	if (tensor_json_expect(p, '{') < 0)
 		return -1;
-	if (!jp_eat(p, '}')) {
+	if (!tensor_json_eat(p, '}')) {
 		do {
 			if (st_member(p, h, set, &have_meta) < 0)
 				return -1;
-		} while (jp_eat(p, ','));
-		if (jp_expect(p, '}') < 0)
+		} while (tensor_json_eat(p, ','));
+		if (tensor_json_expect(p, '}') < 0)
 			return -1;
 	}
-	return jp_peek(p) == -1 ? 0 : jp_fail(p, "text after the header object");
+	return tensor_json_end(p);
 }
 
 static int
@@ -600,7 +325,7 @@ tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen)
 {
 	struct st_header h = { 0 };
-	struct jp p = { 0 };
+	struct tensor_json p;
 	uint64_t hlen = 0;
 	size_t i;
 	int rc = -1;
@@ -618,7 +343,7 @@ tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
 	else if (!tensor_utf8_valid(buf + 8, (size_t)hlen))
 		snprintf(err, errlen, "header is not valid UTF-8");
 	else {
-		p = (struct jp){ buf + 8, (size_t)hlen, 0, 0, err, errlen };
+		tensor_json_init(&p, buf + 8, (size_t)hlen, NULL, err, errlen);
 		rc = st_json(&p, &h, out);
 		if (rc == 0)
 			rc = st_check(&h, len - 8 - hlen, err, errlen);

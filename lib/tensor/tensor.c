@@ -224,7 +224,7 @@ tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
 			snprintf(err, errlen, "duplicate tensor name '%s'", name);
 			return -1;
 		}
-		if (c > 0)
+		if (c > 0 && s->format != TENSOR_NPYS)
 			break;
 	}
 	if ((name && !(copy = strdup(name))) ||
@@ -282,7 +282,7 @@ tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value,
 			s->meta[pos].value = v;
 			return 0;
 		}
-		if (c > 0)
+		if (c > 0 && s->format != TENSOR_NPYS)
 			break;
 	}
 	if (!v || !(k = strdup(key)) ||
@@ -329,14 +329,25 @@ tensor_parse(const void *buf, size_t len, struct tensor_set *out,
 }
 
 int
+tensor_parse_any(const void *buf, size_t len, struct tensor_set *out,
+    char *err, size_t errlen)
+{
+	if (len >= 6 && memcmp(buf, "\x93NUMPY", 6) == 0)
+		return tensor_npys_parse(buf, len, out, err, errlen);
+	return tensor_parse(buf, len, out, err, errlen);
+}
+
+int
 tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
     void **buf, size_t *len, char *err, size_t errlen)
 {
 	if (fmt == TENSOR_SAFETENSORS)
 		return tensor_st_encode(s, buf, len, err, errlen);
+	if (fmt == TENSOR_NPYS)
+		return tensor_npys_encode(s, buf, len, err, errlen);
 	if (s->count != 1) {
 		snprintf(err, errlen, ".npy holds exactly one tensor, not %zu "
-		    "(use .safetensors)", s->count);
+		    "(use .safetensors or .npys)", s->count);
 		return -1;
 	}
 	return tensor_npy_encode(&s->items[0], buf, len, err, errlen);
@@ -354,8 +365,10 @@ name_error(const char *src, char *err, size_t errlen)
 	}
 }
 
-int
-tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen)
+static int
+load_with(int (*parse)(const void *, size_t, struct tensor_set *, char *,
+    size_t), const char *src, struct tensor_set *out, char *err,
+    size_t errlen)
 {
 	void *buf;
 	size_t len;
@@ -364,11 +377,24 @@ tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen)
 	memset(out, 0, sizeof *out);
 	if (tensor_fetch(src, &buf, &len, err, errlen) < 0)
 		return -1;	/* tensor_fetch names the source itself */
-	rc = tensor_parse(buf, len, out, err, errlen);
+	rc = parse(buf, len, out, err, errlen);
 	free(buf);
 	if (rc < 0)
 		name_error(src, err, errlen);
 	return rc;
+}
+
+int
+tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen)
+{
+	return load_with(tensor_parse, src, out, err, errlen);
+}
+
+int
+tensor_load_any(const char *src, struct tensor_set *out, char *err,
+    size_t errlen)
+{
+	return load_with(tensor_parse_any, src, out, err, errlen);
 }
 
 int
@@ -397,6 +423,8 @@ tensor_format_for(const char *dst, enum tensor_format fallback)
 
 	if (n >= 4 && strcasecmp(dst + n - 4, ".npy") == 0)
 		return TENSOR_NPY;
+	if (n >= 5 && strcasecmp(dst + n - 5, ".npys") == 0)
+		return TENSOR_NPYS;
 	if (n >= 12 && strcasecmp(dst + n - 12, ".safetensors") == 0)
 		return TENSOR_SAFETENSORS;
 	return fallback;

@@ -23,10 +23,13 @@ struct tensor_meta {
 	char *key, *value;
 };
 
-enum tensor_format { TENSOR_NPY, TENSOR_SAFETENSORS };
+/* TENSOR_NPYS: a stream of .npy arrays, one image after another (.npys,
+ * what the collective programs' --stream writes). */
+enum tensor_format { TENSOR_NPY, TENSOR_SAFETENSORS, TENSOR_NPYS };
 
 /* A named collection: one tensor for .npy, any number for .safetensors
- * (kept sorted by name), plus the safetensors __metadata__ strings. */
+ * (kept sorted by name) and for a stream (kept in stream order, named by
+ * index: "0", "1", ...), plus the safetensors __metadata__ strings. */
 struct tensor_set {
 	enum tensor_format format;
 	size_t count;
@@ -51,8 +54,9 @@ const char *tensor_dims_str(const int64_t *shape, int ndim, const char *sep,
 
 void tensor_set_free(struct tensor_set *s);
 /* Takes ownership of t (its data and name); name may be NULL for npy.
- * The set stays sorted by name; a duplicate name is an error, and then
- * t is left as it was (the caller still owns it). */
+ * The set stays sorted by name (a TENSOR_NPYS set in the order added);
+ * a duplicate name is an error, and then t is left as it was (the caller
+ * still owns it). */
 int tensor_set_add(struct tensor_set *s, const char *name, struct tensor *t,
     char *err, size_t errlen);
 struct tensor *tensor_set_find(const struct tensor_set *s, const char *name);
@@ -60,17 +64,27 @@ const char *tensor_set_meta(const struct tensor_set *s, const char *key);
 int tensor_set_meta_put(struct tensor_set *s, const char *key, const char *value,
     char *err, size_t errlen);
 
-/* Parse a whole file image, format recognised from the first bytes. */
+/* Parse a whole file image, format recognised from the first bytes: one
+ * .npy array or a .safetensors file. */
 int tensor_parse(const void *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen);
+/* As tensor_parse, and a stream of two or more .npy arrays is a set of
+ * format TENSOR_NPYS (one array is a .npy file): for a reader of every
+ * file collx writes, where a program's input is one tensor file. */
+int tensor_parse_any(const void *buf, size_t len, struct tensor_set *out,
+    char *err, size_t errlen);
 /* Encode to a malloc'd image. npy needs exactly one tensor and refuses
- * bf16 (it has no .npy type code); safetensors writes __metadata__ first,
- * then the tensors in name order, an unnamed one as "tensor". */
+ * bf16 (it has no .npy type code), as does each array of a stream;
+ * safetensors writes __metadata__ first, then the tensors in name order,
+ * an unnamed one as "tensor". */
 int tensor_encode(const struct tensor_set *s, enum tensor_format fmt,
     void **buf, size_t *len, char *err, size_t errlen);
 
 /* Read from a path, "-" (stdin) or a URL. Every failure is bad input (exit 3). */
 int tensor_load(const char *src, struct tensor_set *out, char *err, size_t errlen);
+/* As tensor_load, parsed by tensor_parse_any. */
+int tensor_load_any(const char *src, struct tensor_set *out, char *err,
+    size_t errlen);
 /* As tensor_load, for inputs that must hold exactly one tensor. */
 int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errlen);
 /* Write atomically (temporary file + rename); "-" is stdout. The format
@@ -78,7 +92,8 @@ int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errle
 int tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t errlen);
 int tensor_save_one(const char *dst, const struct tensor *t, char *err, size_t errlen);
 
-/* .npy or .safetensors from dst's extension, else fallback (also for "-"). */
+/* .npy, .npys or .safetensors from dst's extension, else fallback (also
+ * for "-"). */
 enum tensor_format tensor_format_for(const char *dst, enum tensor_format fallback);
 
 /* Deep copy; out is a new tensor (name copied too). */

@@ -1,5 +1,5 @@
-/* fuzz_npy: the .npy reader (tensor_parse on "\x93NUMPY" input), and
- * the writer on whatever it accepts. */
+/* fuzz_npy: the .npy reader (tensor_parse_any on "\x93NUMPY" input: one
+ * array or a stream of them), and the writer on whatever it accepts. */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -50,18 +50,21 @@ for p in random.sample(ports, len(ports)):
 '
 }
 
-# The long options a man page documents in its option lists (".It Fl \-name"
-# lines), with those of the section COLLECTIVE PROGRAMS of collx(7) when the
-# page refers to it: the five collective programs document their common
-# options there once. An option on neither page is missing.
+# The long options a man page documents in its lists: the long options of
+# its ".It" lines that hold a flag (".It Fl \-name", ".It Fl m , \-name",
+# ".It Cm diff Oo Fl -rtol"), with those of the section COLLECTIVE PROGRAMS of
+# collx(7) when the page refers to it: the five collective programs
+# document their common options there once. An option on neither page is
+# missing.
 man_long_options() {
 	{
-		grep -E '^\.It Fl' "$1"
+		grep -E '^\.It .*Fl' "$1"
 		if grep -q 'COLLECTIVE PROGRAMS' "$1"; then
 			awk '/^\.Sh /{p = ($0 == ".Sh COLLECTIVE PROGRAMS")} p' \
-			    "$COLLX_ROOT/man/man7/collx.7" | grep -E '^\.It Fl'
+			    "$COLLX_ROOT/man/man7/collx.7" | grep -E '^\.It .*Fl'
 		fi
-	} | grep -oE 'Fl \\-[a-z][a-z\\-]*' | sed 's/^Fl /-/; s/\\//g' | sort -u
+	} | grep -oE '(^| )\\?-\\?-?[a-z][a-z0-9\\-]+' |
+	    sed 's/^ //; s/\\//g; s/^-*/--/' | sort -u
 }
 
 # The rendered text of man page $1, and of the section COLLECTIVE PROGRAMS

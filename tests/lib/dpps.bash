@@ -1,4 +1,4 @@
-# Shared by the dp and ps suites: background processes waited for with a
+# Shared by the dp, ps and faults suites: background processes waited for with a
 # time bound, so a test can kill one process and time the others' exit.
 
 # Exit status of background PID within LIMIT seconds; 124 (after killing

@@ -533,6 +533,92 @@ test_stream(void)
 	tensor_free(&b);
 }
 
+/* Whether every cut of a stream image parses exactly when it ends at the
+ * end of one of its arrays (at[0..n)). */
+static int
+stream_cuts(const unsigned char *buf, size_t len, const size_t *at, size_t n)
+{
+	struct tensor_set back;
+	size_t cut, k;
+	int ok = 1, whole, rc;
+
+	for (cut = 0; cut <= len; cut++) {
+		unsigned char *head = malloc(cut + 1);
+
+		memcpy(head, buf, cut);
+		for (whole = 0, k = 0; k < n; k++)
+			whole |= cut == at[k];
+		rc = tensor_parse_any(head, cut, &back, err, sizeof err);
+		if (rc == 0)
+			tensor_set_free(&back);
+		ok &= (rc == 0) == whole;
+		free(head);
+	}
+	return ok;
+}
+
+/* A stream image of twelve arrays (.npys): read in stream order, named by
+ * index ("10" after "9", not after "1"), written back byte for byte; cut
+ * anywhere but at an array's end, or followed by junk, it is refused, and
+ * the one-array reader refuses it saying why. */
+static void
+test_npys(void)
+{
+	struct tensor_set s = { .format = TENSOR_NPYS }, back;
+	struct tensor t;
+	char name[8], order[64] = "", want[64] = "";
+	size_t len, len2, i, at[12], n;
+	void *buf, *again, *img;
+	unsigned char *junk;
+	int ok = 1;
+
+	for (i = 0; i < 12; i++) {
+		make(&t, i % 2 ? DT_I16 : DT_F32, (int)(i % 3));
+		ok &= tensor_npy_encode(&t, &img, &n, err, sizeof err) == 0;
+		free(img);
+		at[i] = (i ? at[i - 1] : 0) + n;
+		snprintf(name, sizeof name, "%zu", i);
+		ok &= tensor_set_add(&s, name, &t, err, sizeof err) == 0;
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s ",
+		    name);
+	}
+	ok &= tensor_encode(&s, TENSOR_NPYS, &buf, &len, err, sizeof err) == 0;
+	UNIT_OK(ok && len == at[11] &&
+	    tensor_parse_any(buf, len, &back, err, sizeof err) == 0 &&
+	    back.format == TENSOR_NPYS && back.count == 12,
+	    "twelve arrays, one after another");
+	for (i = 0; i < back.count; i++) {
+		ok &= same(&back.items[i], &s.items[i]);
+		snprintf(order + strlen(order), sizeof order - strlen(order),
+		    "%s ", back.items[i].name);
+	}
+	UNIT_OK(ok && strcmp(order, want) == 0,
+	    "in stream order, named by index");
+	UNIT_OK(tensor_encode(&back, TENSOR_NPYS, &again, &len2, err,
+	    sizeof err) == 0 && len2 == len && memcmp(again, buf, len) == 0,
+	    "written back byte for byte");
+	free(again);
+	tensor_set_free(&back);
+	UNIT_OK(stream_cuts(buf, len, at, 12),
+	    "cut anywhere, it parses only at the end of an array");
+	UNIT_OK(tensor_parse_any(buf, at[0], &back, err, sizeof err) == 0 &&
+	    back.format == TENSOR_NPY && back.count == 1 &&
+	    back.items[0].name == NULL, "a stream of one array is a .npy file");
+	tensor_set_free(&back);
+	junk = malloc(len + 4);
+	memcpy(junk, buf, len);
+	memcpy(junk + len, "junk", 4);
+	UNIT_OK(tensor_parse_any(junk, len + 4, &back, err, sizeof err) < 0 &&
+	    strstr(err, "4 trailing bytes after the data of array 11"),
+	    "junk after the last array");
+	free(junk);
+	UNIT_OK(tensor_parse(buf, len, &back, err, sizeof err) < 0 &&
+	    strstr(err, "more arrays follow"),
+	    "the one-array reader says more arrays follow");
+	tensor_set_free(&s);
+	free(buf);
+}
+
 static void
 test_ops(void)
 {
@@ -704,6 +790,7 @@ main(void)
 	test_st_malformed();
 	test_npy_headers();
 	test_stream();
+	test_npys();
 	test_ops();
 	test_slices();
 	test_rng();
