@@ -80,9 +80,9 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and exit\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per step on stderr and a closing summary\n"
-	    "                        (without -v, a terminal gets one live progress\n"
-	    "                        line and the summary)\n"
+	    "  -v, --verbose         a line per step on stderr (without -v, a\n"
+	    "                        terminal gets one live progress line); rank 0\n"
+	    "                        ends with a summary line either way\n"
 	    "  -q, --quiet           no step lines, no progress, no summaries\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"

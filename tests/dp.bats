@@ -307,10 +307,19 @@ gpt_same() {
 	[ "$(echo "$output" | grep -c '^collx-dp: step [0-9]* epoch [0-9]* loss [0-9.]* .* samples/s')" -eq 3 ]
 }
 
-@test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
+@test "on a terminal: one live progress line and a summary; elsewhere the summary alone, -v adds lines" {
 	args=(-m m.safetensors --data X.npy --targets Y.npy --batch 20 --steps 40 --lr 0.05)
 	# on a terminal (a pty through script(1)), -q, off a terminal, -v
 	report_ok collx-dp 40 samples 2 '^collx-dp: step [0-9]* epoch' "${args[@]}"
+}
+
+@test "under collx-run into a pipe: rank 0's summary alone, once" {
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 20 --steps 5 --lr 0.05 \
+	    --loss-csv l.csv 2>&1 | cat >out.txt
+	cat out.txt
+	[ "$(wc -l <out.txt)" -eq 1 ]
+	summary_ok collx-dp 5 samples out.txt l.csv
 }
 
 @test "ranks holding different models fail with exit 3" {

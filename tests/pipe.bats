@@ -315,7 +315,7 @@ PYEOF
 	done
 }
 
-@test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
+@test "on a terminal: one live progress line and a summary; elsewhere the summary alone, -v adds lines" {
 	data 16 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
 	args=(-m m.safetensors -i X.npy -t Y.npy --microbatches 4 --batch 8
@@ -325,6 +325,17 @@ PYEOF
 	# for one stage)
 	report_ok collx-pipe 30 samples 4 \
 	    '^collx-pipe: step [0-9]* epoch [0-9]* loss' "${args[@]}"
+}
+
+@test "two stages into a pipe: rank 0's summary alone, once, on stderr" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 4 --batch 8 --steps 6 --lr 0.05 \
+	    --loss-csv l.csv 2>err.txt | cat >/dev/null
+	cat err.txt
+	[ "$(wc -l <err.txt)" -eq 1 ]
+	summary_ok collx-pipe 6 samples err.txt l.csv
 }
 
 @test "a stage killed mid-training: the others exit 1 naming it" {

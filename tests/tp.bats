@@ -263,7 +263,7 @@ assert m.get("heads") == "12", m
 	done
 }
 
-@test "--train on a terminal: one live progress line and a summary; elsewhere lines as before" {
+@test "--train on a terminal: one live progress line and a summary; elsewhere the summary alone, -v adds lines" {
 	ref make mlp 12 24 3 11
 	args=(--layer mlp --mode serial -m w.safetensors -i X.npy --train
 	    --targets T.npy --steps 40 --lr 0.2)
