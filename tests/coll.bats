@@ -517,6 +517,36 @@ kill_mid_allreduce() {
 	[[ "$output" == "collx-allreduce: rank 1: "* ]]
 }
 
+# Joining says after 5 s what it waits for: rank 0 who has joined and who
+# is missing, a rank that cannot reach rank 0 the address it tries; -q
+# keeps it quiet. All four at once, so the test takes one --timeout.
+@test "a wait at the rendezvous says after 5 s who is missing or what is tried" {
+	pyx "save('x.npy', np.zeros(3, dtype='f4'))"
+	p=$(free_port) q=$(free_port) start=$SECONDS
+	run_rank() {	# FILE RANK WORLD PORT [OPTIONS...]
+		local f=$1 r=$2 w=$3 port=$4 rc=0
+		shift 4
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
+		    timeout 30 collx-allreduce --timeout 7 -i x.npy "$@" 2>"$f" || rc=$?
+		echo $rc >"$f.rc"
+	}
+	run_rank gather 0 3 "$p" &
+	run_rank joined 1 3 "$p" &
+	run_rank reach 1 2 "$q" &
+	run_rank quiet 1 2 "$q" -q &
+	wait
+	cat gather joined reach quiet
+	[ $((SECONDS - start)) -lt 15 ]
+	for f in gather joined reach quiet; do [ "$(cat $f.rc)" = 1 ]; done
+	[ "$(wc -l <gather)" -eq 2 ]
+	[ "$(head -n 1 gather)" = "collx-allreduce: rank 0: waiting for rank 2 (2 of 3 joined) at 127.0.0.1:$p" ]
+	! grep -q "waiting for\|still trying" joined
+	[ "$(wc -l <reach)" -eq 2 ]
+	[ "$(head -n 1 reach)" = "collx-allreduce: rank 1: still trying to reach rank 0 at 127.0.0.1:$q" ]
+	[ "$(wc -l <quiet)" -eq 1 ]
+	grep -q "rank 1: rendezvous with rank 0 at 127.0.0.1:$q" quiet
+}
+
 @test "ranks started with different options refuse each other (exit 3)" {
 	pyx "save('x.npy', np.zeros(3, dtype='f4'))"
 	ranks 2 sh -c 'exec collx-allreduce --timeout 3 --op $( [ "$COLLX_RANK" = 1 ] && echo max || echo sum ) -i x.npy'

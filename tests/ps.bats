@@ -238,6 +238,21 @@ kill_one() {
 	[ "$status" -eq 2 ]
 }
 
+@test "a client waiting for a server says after 5 s which address it tries; -q does not" {
+	port=$(free_port) start=$SECONDS
+	timeout 30 collx-ps pull --server "127.0.0.1:$port" --timeout 7 \
+	    -o x.safetensors 2>err.txt &
+	timeout 30 collx-ps pull --server "127.0.0.1:$port" --timeout 7 -q \
+	    -o x.safetensors 2>quiet.txt &
+	wait
+	cat err.txt quiet.txt
+	[ $((SECONDS - start)) -lt 15 ]
+	[ "$(wc -l <err.txt)" -eq 2 ]
+	[ "$(head -n 1 err.txt)" = "collx-ps: still trying to reach server 0 at 127.0.0.1:$port" ]
+	[ "$(wc -l <quiet.txt)" -eq 1 ]
+	grep -q "^collx-ps: server 127.0.0.1:$port: " quiet.txt
+}
+
 @test "--help agrees with the man page and mandoc lints it clean" {
 	need mandoc command -v mandoc
 	run collx-ps --help

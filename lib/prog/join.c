@@ -4,6 +4,13 @@
 
 #include "prog/join.h"
 
+void
+prog_note(void *ctx, const char *text)
+{
+	(void)ctx;
+	cli_info("%s", text);
+}
+
 int
 prog_join(struct comm **out, const struct cli_group *g, const char *job,
     char *err, size_t errlen)
@@ -11,7 +18,7 @@ prog_join(struct comm **out, const struct cli_group *g, const char *job,
 	struct comm_options co = {
 		.rank = g->rank, .world = g->world, .master = g->master,
 		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
-		.port_lo = g->port_lo, .port_hi = g->port_hi
+		.port_lo = g->port_lo, .port_hi = g->port_hi, .note = prog_note
 	};
 	enum comm_errkind kind;
 	char why[COLLX_ERRLEN], ident[1024];

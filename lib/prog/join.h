@@ -10,8 +10,13 @@
 #include "cli/cli.h"
 #include "comm/comm.h"
 
+/* A long wait's note (comm_note_fn) on standard error, unless -q:
+ * "program: rank 0: waiting for rank 2 (2 of 3 joined) at HOST:PORT". */
+void prog_note(void *ctx, const char *text);
+
 /*
- * Opens the group g describes. job is the identity ranks must share: the
+ * Opens the group g describes, saying who it waits for (prog_note) when
+ * joining takes long. job is the identity ranks must share: the
  * program and every option whose value must agree, so ranks started
  * differently refuse each other at once. 0, or the exit code
  * (CLI_EXIT_DATA or CLI_EXIT_RUNTIME) with "rank R: reason" in err.
