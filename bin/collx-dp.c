@@ -350,24 +350,31 @@ static struct comm *
 join_group(const struct opts *o)
 {
 	const struct dp_cfg *f = &o->cfg;
+	struct prog_job job;
 	struct comm *c;
-	char e[COLLX_ERRLEN], job[512];
+	char e[COLLX_ERRLEN];
 	int code;
 
-	/* What ranks must agree on, as words rank 0 compares one by one. */
-	snprintf(job, sizeof job, "collx-dp --sync=%s --algo=%s --batch=%ld "
-	    "--steps=%ld --optimizer=%s --lr=%.10g --momentum=%.10g "
-	    "--weight-decay=%.10g --bucket-mb=%g --zero=%d --overlap=%s "
-	    "--shuffle=%s --seed=%llu --ps-servers=%d --ps-mode=%s "
-	    "--resume-step=%ld",
-	    f->sync == DP_PS ? "ps" : "allreduce", coll_algo_name(f->algo),
-	    f->batch, f->steps, f->optim.kind == NN_ADAMW ? "adamw" : "sgd",
-	    f->optim.lr, f->optim.momentum, f->optim.weight_decay,
-	    (double)f->bucket_bytes / (1 << 20), f->zero, f->overlap ? "on" : "off",
-	    f->shuffle ? "on" : "off", (unsigned long long)f->seed,
-	    f->ps_servers, ps_mode_name(f->ps_mode),
-	    f->resume != NULL ? f->resume->step : 0L);
-	if ((code = prog_join(&c, &o->g, job, e, sizeof e)) != 0)
+	prog_job_init(&job, "collx-dp");
+	prog_job_add(&job, "--sync", "%s", f->sync == DP_PS ? "ps" :
+	    coll_algo_name(f->algo));
+	prog_job_add(&job, "--batch", "%ld", f->batch);
+	prog_job_add(&job, "--steps", "%ld", f->steps);
+	trainopt_optim_agree(&job, &f->optim);
+	prog_job_add(&job, "--bucket-mb", "%g",
+	    (double)f->bucket_bytes / (1 << 20));
+	prog_job_add(&job, "--zero", "%d", f->zero);
+	prog_job_flag(&job, "--no-overlap", !f->overlap);
+	prog_job_flag(&job, "--shuffle", f->shuffle);
+	prog_job_add(&job, "--seed", "%llu", (unsigned long long)f->seed);
+	prog_job_add(&job, "--ps-servers", "%d", f->ps_servers);
+	prog_job_add(&job, "--ps-mode", "%s", ps_mode_name(f->ps_mode));
+	prog_job_add(&job, "--staleness", "%d", f->staleness);
+	prog_job_flag(&job, "--checkpoint", f->ckpt_path != NULL);
+	prog_job_add(&job, "--checkpoint-every", "%ld", f->ckpt_every);
+	prog_job_add(&job, "--resume-step", "%ld", f->resume != NULL ?
+	    f->resume->step : 0L);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
 	return c;
 }

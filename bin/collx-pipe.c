@@ -250,7 +250,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	struct pipe_result res;
 	struct comm *c;
 	enum train_err kind;
-	char e[COLLX_ERRLEN], job[256], *tpath = NULL;
+	struct prog_job job;
+	char e[COLLX_ERRLEN], *tpath = NULL;
 	long from = cfg->resume != NULL ? cfg->resume->step : 0;
 	int code;
 
@@ -262,12 +263,21 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		    "bubble,bubble_theory,peak_act_bytes", e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
-	/* ranks must agree on everything that shapes the messages */
-	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s "
-	    "resume-step=%ld", pipe_sched_name(cfg->sched), cfg->micro,
-	    cfg->batch, cfg->steps, o->split ? o->split : "-",
-	    cfg->resume != NULL ? cfg->resume->step : 0L);
-	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
+	/* ranks must agree on everything that shapes the messages, and on
+	 * the optimizer every stage steps its layers with */
+	prog_job_init(&job, "collx-pipe");
+	prog_job_add(&job, "--schedule", "%s", pipe_sched_name(cfg->sched));
+	prog_job_add(&job, "--microbatches", "%d", cfg->micro);
+	prog_job_add(&job, "--batch", "%ld", cfg->batch);
+	prog_job_add(&job, "--steps", "%ld", cfg->steps);
+	prog_job_add(&job, "--split", "%s", o->split ? o->split : "balanced");
+	trainopt_optim_agree(&job, &cfg->optim);
+	prog_job_flag(&job, "--trace", cfg->trace);
+	prog_job_flag(&job, "--checkpoint", cfg->ckpt_path != NULL);
+	prog_job_add(&job, "--checkpoint-every", "%ld", cfg->ckpt_every);
+	prog_job_add(&job, "--resume-step", "%ld", cfg->resume != NULL ?
+	    cfg->resume->step : 0L);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
 	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
 	    "tokens", from, cfg->steps - from);

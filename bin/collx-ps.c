@@ -186,14 +186,25 @@ log_event(void *ctx, const char *msg)
 	cli_info("%s", msg);
 }
 
+/* Servers of one job update their shards alike: they refuse each other
+ * when started with another rule. */
 static struct comm *
-join_servers(const struct opts *o)
+join_servers(const struct opts *o, const struct nn_optim_cfg *oc)
 {
+	struct prog_job job;
 	struct comm *c;
 	char e[COLLX_ERRLEN];
 	int code;
 
-	if ((code = prog_join(&c, &o->g, "collx-ps serve", e, sizeof e)) != 0)
+	prog_job_init(&job, "collx-ps serve");
+	prog_job_add(&job, "--workers", "%d", o->workers);
+	prog_job_add(&job, "--mode", "%s", ps_mode_name(o->mode));
+	if (o->staleness >= 0)
+		prog_job_add(&job, "--staleness", "%d", o->staleness);
+	else
+		prog_job_add(&job, "--staleness", "none");
+	trainopt_optim_agree(&job, oc);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
 	return c;
 }
@@ -267,7 +278,7 @@ serve(struct opts *o)
 	ps_shard(total, o->g.world, o->g.rank, &off, &len);
 	if (nn_optim_init(&opt, &oc, len, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	c = join_servers(o);
+	c = join_servers(o, &oc);
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

@@ -364,17 +364,36 @@ check_like_y(const struct job *j, const struct tensor *t, const char *what)
 static void
 join_group(struct job *j)
 {
-	const struct tp_cfg *c = &j->o->cfg;
-	char job[256];
+	const struct opts *o = j->o;
+	const struct tp_cfg *c = &o->cfg;
+	struct prog_job job;
 	int code;
 
 	if (c->mode == TP_MODE_SERIAL)
 		return;
-	snprintf(job, sizeof job, "collx-tp %s %s %d %d %d %d %d %d %d %d",
-	    tp_layer_name(c->layer), tp_mode_name(c->mode), c->heads,
-	    c->causal, c->post_norm, (int)c->act, c->local_output,
-	    c->input_parallel, j->o->backward, j->o->train);
-	if ((code = prog_join(&j->c, &j->o->g, job, j->err, sizeof j->err)) != 0)
+	prog_job_init(&job, "collx-tp");
+	prog_job_add(&job, "--layer", "%s", tp_layer_name(c->layer));
+	prog_job_add(&job, "--mode", "%s", tp_mode_name(c->mode));
+	if (c->heads > 0)
+		prog_job_add(&job, "--heads", "%d", c->heads);
+	else
+		prog_job_add(&job, "--heads", "from-the-model");
+	prog_job_flag(&job, "--causal", c->causal);
+	prog_job_add(&job, "--norm", "%s", c->post_norm ? "post" : "pre");
+	prog_job_add(&job, "--activation", "%s", nn_act_name(c->act));
+	prog_job_flag(&job, "--local-output", c->local_output);
+	prog_job_flag(&job, "--input-is-parallel", c->input_parallel);
+	prog_job_flag(&job, "--backward", o->backward);
+	/* these gather what every rank holds */
+	prog_job_flag(&job, "--grad-weights", o->gw != NULL);
+	prog_job_flag(&job, "--check", o->check);
+	prog_job_add(&job, "--iters", "%d", o->iters);
+	prog_job_flag(&job, "--train", o->train);
+	prog_job_add(&job, "--steps", "%ld", o->c.steps);
+	prog_job_add(&job, "--lr", "%.10g", o->lr);
+	if (o->train)
+		prog_job_flag(&job, "--output", o->c.out != NULL);
+	if ((code = prog_join(&j->c, &o->g, &job, j->err, sizeof j->err)) != 0)
 		cli_die(code, "%s", j->err);
 }
 

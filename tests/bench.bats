@@ -164,6 +164,21 @@ bench() {
 	[ "$(wc -l <err.0)" -eq 1 ]
 }
 
+@test "ranks started with different -b, -e or --op refuse each other, naming it (exit 3)" {
+	for o in "-b 1K:-b 8" "-e 4K:-e 16M" "--op allgather:--op allreduce"; do
+		one=${o%%:*} zero=${o#*:}
+		run timeout 30 collx-run -n 2 --timeout 10 -- sh -c "exec collx-bench \
+		    coll -n 1 -w 0 \$( [ \"\$COLLX_RANK\" = 1 ] && echo $one )"
+		echo "$o: $status: $output"
+		[ "$status" -eq 3 ]
+		grep -q "rank 1 was started with $one, rank 0 with $zero" <<<"$output"
+	done
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-bench \
+	    $( [ "$COLLX_RANK" = 1 ] && echo p2p || echo coll ) -n 1 -w 0'
+	[ "$status" -eq 3 ]
+	grep -q "rank 1 runs collx-bench p2p, rank 0 collx-bench coll" <<<"$output"
+}
+
 @test "usage errors exit 2 with the program's name" {
 	run collx-bench
 	[ "$status" -eq 2 ]

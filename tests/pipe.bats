@@ -251,6 +251,23 @@ on3and4() {
 	[[ "$output" == "collx-pipe: the mlp model needs -t (--targets)"* ]]
 }
 
+@test "stages started with different --schedule or --optimizer refuse each other, naming it (exit 3)" {
+	data 8 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-pipe \
+	    -m m.safetensors -i X.npy -t Y.npy --microbatches 2 \
+	    --schedule $( [ "$COLLX_RANK" = 1 ] && echo gpipe || echo 1f1b )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -qx "collx-pipe: rank 1: refused by rank 0 at 127.0.0.1:[0-9]*: rank 1 was started with --schedule gpipe, rank 0 with --schedule 1f1b" <<<"$output"
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-pipe \
+	    -m m.safetensors -i X.npy -t Y.npy --microbatches 2 \
+	    $( [ "$COLLX_RANK" = 1 ] && echo --optimizer adamw )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -q "rank 1 was started with --optimizer adamw, rank 0 with --optimizer sgd" <<<"$output"
+}
+
 @test "--trace is Chrome JSON: one track per stage, spans that do not overlap" {
 	data 16 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors

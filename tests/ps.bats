@@ -199,6 +199,27 @@ kill_one() {
 	grep -q '^collx-ps: ' serr0
 }
 
+@test "servers started with a different --lr, --optimizer or --mode refuse each other (exit 3)" {
+	for o in "--lr 0.2:--lr 0.1" "--optimizer adamw:--optimizer sgd" \
+	    "--mode async:--mode sync"; do
+		one=${o%%:*} zero=${o#*:}
+		mport=$(free_port)
+		COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$mport \
+		    timeout 30 collx-ps serve -m P.safetensors --workers 1 \
+		    --lr 0.1 --timeout 2 >/dev/null 2>serr0 &
+		spids=($!)
+		rc=0
+		COLLX_RANK=1 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$mport \
+		    timeout 30 collx-ps serve -m P.safetensors --workers 1 \
+		    --lr 0.1 $one --timeout 2 >/dev/null 2>serr1 || rc=$?
+		cat serr1
+		[ "$rc" -eq 3 ]
+		grep -qx "collx-ps: rank 1: refused by rank 0 at 127.0.0.1:$mport: rank 1 was started with $one, rank 0 with $zero" serr1
+		servers_exit 1
+		grep -q "refused rank 1 from .*: rank 1 was started with $one" serr0
+	done
+}
+
 @test "with a token, a client without it is refused" {
 	echo s3cret >tok
 	serve 1 -m P.safetensors --workers 1 --timeout 5 --token-file tok

@@ -322,6 +322,23 @@ refused() {
 	[ ! -e L.csv ]
 }
 
+@test "ranks started with different --mode or --lr refuse each other, naming it (exit 3)" {
+	ref make block 8 16 0 3 heads=2 seq=4
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-tp \
+	    --layer block -m w.safetensors -i X.npy \
+	    --mode $( [ "$COLLX_RANK" = 1 ] && echo ulysses || echo tp )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -qx "collx-tp: rank 1: refused by rank 0 at 127.0.0.1:[0-9]*: rank 1 was started with --mode ulysses, rank 0 with --mode tp" <<<"$output"
+	ref make mlp 12 24 3 11
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-tp \
+	    --layer mlp -m w.safetensors -i X.npy --train --targets T.npy \
+	    --steps 2 --lr $( [ "$COLLX_RANK" = 1 ] && echo 0.5 || echo 0.2 )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -q "rank 1 was started with --lr 0.5, rank 0 with --lr 0.2" <<<"$output"
+}
+
 @test "bad input and usage: exit 3 and 2, one line naming the program" {
 	ref make mlp 12 24 6 14
 	run timeout 20 collx-tp --layer block -m w.safetensors -i X.npy --heads 2

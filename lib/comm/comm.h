@@ -26,9 +26,10 @@ struct comm_options {
 	double timeout;		/* seconds, for connecting and for every wait on a peer */
 	const char *token;	/* shared secret (HMAC-SHA-256 challenge), or NULL */
 	/* Job identity; a rank of another job is refused. Written as
-	 * "PROGRAM KEY=VALUE...", the refusal names the first KEY whose
-	 * values differ ("rank 2 was started with --algo ring, rank 0 with
-	 * --algo tree"). */
+	 * "PROGRAM [WORD...] KEY=VALUE...", the refusal names what runs when
+	 * the words before the first KEY=VALUE differ, else the first KEY
+	 * whose values differ ("rank 2 was started with --algo ring, rank 0
+	 * with --algo tree"). */
 	const char *job;
 	int port_lo, port_hi;	/* data listeners' ports; 0: ephemeral */
 	comm_note_fn note;	/* the rendezvous's long waits, or NULL */

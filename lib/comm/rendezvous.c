@@ -237,20 +237,33 @@ rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0,
 	return 0;
 }
 
-/* Why job texts mine (rank 0's) and theirs differ: the program, or the
+/* What runs, the words of a job text before its first KEY=VALUE (the
+ * program and any subcommand, "collx-bench coll"): their length. */
+static size_t
+rv_head(const char *s)
+{
+	const char *w;
+	size_t len, end = 0;
+	int k;
+
+	for (k = 0; rv_word(s, k, &w, &len) && !memchr(w, '=', len); k++)
+		end = (size_t)(w + len - s);
+	return end;
+}
+
+/* Why job texts mine (rank 0's) and theirs differ: what runs, or the
  * first option; 0 when the texts do not tell (old or overlong). */
 static int
 rv_job_diff(const char *mine, const char *theirs, int rank,
     char *why, size_t len)
 {
-	const char *p, *q;
-	size_t pl, ql;
+	size_t pl = rv_head(mine), ql = rv_head(theirs);
 
-	if (!rv_word(mine, 0, &p, &pl) || !rv_word(theirs, 0, &q, &ql))
+	if (pl == 0 || ql == 0)
 		return 0;
-	if (pl != ql || memcmp(p, q, pl) != 0) {
-		snprintf(why, len, "rank %d runs %.*s, rank 0 %.*s", rank, (int)ql, q,
-		    (int)pl, p);
+	if (pl != ql || memcmp(mine, theirs, pl) != 0) {
+		snprintf(why, len, "rank %d runs %.*s, rank 0 %.*s", rank,
+		    (int)ql, theirs, (int)pl, mine);
 		return 1;
 	}
 	return rv_key_differs(mine, theirs, rank, 1, why, len) ||

@@ -327,17 +327,20 @@ static int
 open_comm(struct cc_run *r)
 {
 	struct collcli *o = r->o;
-	char job[384];
+	struct prog_job job;
 
-	/* Ranks started with different options refuse each other at once,
-	 * naming the option (KEY=VALUE words, compared one by one). */
-	snprintf(job, sizeof job, "%s --op=%s --root=%d --scatter-dim=%d "
-	    "--gather-dim=%d --algo=%s --iters=%d --warmup=%d --check=%s "
-	    "--stream=%s --bucket=%zu", cli_progname, coll_op_name(o->op),
-	    o->root, o->sdim, o->gdim, coll_algo_name(o->algo), o->iters,
-	    o->warmup, o->check ? "on" : "off", o->stream ? "on" : "off",
-	    o->bucket);
-	r->code = prog_join(&r->comm, &o->group, job, r->err, sizeof r->err);
+	prog_job_init(&job, cli_progname);
+	prog_job_add(&job, "--op", "%s", coll_op_name(o->op));
+	prog_job_add(&job, "--root", "%d", o->root);
+	prog_job_add(&job, "--scatter-dim", "%d", o->sdim);
+	prog_job_add(&job, "--gather-dim", "%d", o->gdim);
+	prog_job_add(&job, "--algo", "%s", coll_algo_name(o->algo));
+	prog_job_add(&job, "--iters", "%d", o->iters);
+	prog_job_add(&job, "--warmup", "%d", o->warmup);
+	prog_job_flag(&job, "--check", o->check);
+	prog_job_flag(&job, "--stream", o->stream);
+	prog_job_add(&job, "--bucket", "%zu", o->bucket);
+	r->code = prog_join(&r->comm, &o->group, &job, r->err, sizeof r->err);
 	return r->code ? -1 : 0;
 }
 
