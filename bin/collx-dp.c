@@ -455,13 +455,13 @@ main(int argc, char **argv)
 	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e,
 	    sizeof(e)) < 0 ||
 	    trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (trainopt_targets_check(&m, o.targets, "--targets", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	o.cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	o.cfg.batch = o.c.batch;
 	o.cfg.steps = o.c.steps >= 0 ? o.c.steps : train_epoch_steps(d.n, o.c.batch, o.c.epochs);
 	o.cfg.timeout = o.g.timeout;

@@ -336,7 +336,7 @@ main(int argc, char **argv)
 	subst_paths(&o);
 	nn_set_threads(o.c.threads);
 	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
@@ -344,14 +344,14 @@ main(int argc, char **argv)
 	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (o.c.batch < 1)
 		o.c.batch = (long)d.n;
 	if (o.micro > o.c.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
 		    "a batch", o.micro, o.c.batch);
 	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch, o.c.epochs) :
 	    o.c.steps >= 0 ? o.c.steps : 1;
 	cfg.sched = o.sched;

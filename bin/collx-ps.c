@@ -152,9 +152,10 @@ load_flat(const char *path, float **flat, size_t *total, char **layout)
 	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN];
 
-	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
-	    tensor_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
+	if (tensor_load(path, &s, e, sizeof(e)) < 0)	/* names path */
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	if (tensor_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", path, e);
 	tensor_set_free(&s);
 }
 
@@ -167,8 +168,8 @@ save_flat(const char *path, const char *layout, const float *flat,
 
 	if (tensor_set_unflatten(layout, flat, total, &s, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
-	if (tensor_save(path, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+	if (tensor_save(path, &s, e, sizeof(e)) < 0)	/* names path */
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	tensor_set_free(&s);
 }
 

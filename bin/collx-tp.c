@@ -225,13 +225,13 @@ load_f32(const struct opts *o, const char *path, struct tensor *t)
 	char e[COLLX_ERRLEN];
 	char *p = cli_subst(path, o->g.rank, o->g.world);
 
-	if (tensor_load_one(p, &raw, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
+	if (tensor_load_one(p, &raw, e, sizeof e) < 0)	/* names p */
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (!dtype_is_float(raw.dtype))
-		cli_die(CLI_EXIT_DATA, "%s: %s is not a float type", p,
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s is not a float type", p,
 		    dtype_name(raw.dtype));
 	if (tensor_cast(&raw, DT_F32, t, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", p, e);
 	tensor_free(&raw);
 	free(p);
 }
@@ -334,15 +334,15 @@ load_inputs(struct job *j)
 	struct opts *o = j->o;
 	char e[COLLX_ERRLEN], *p = cli_subst(o->c.model, j->rank, j->world);
 
-	if (tensor_load(p, &j->w, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
+	if (tensor_load(p, &j->w, e, sizeof e) < 0)	/* names p */
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (tp_model_load(&j->m, &o->cfg, &j->w, j->rank, j->world, j->err,
 	    sizeof j->err) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, j->err);
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", p, j->err);
 	free(p);
 	load_f32(o, o->input, &j->x);
 	if (tp_input_check(&j->m, &j->x, j->err, sizeof j->err) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", o->input, j->err);
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", o->input, j->err);
 	if (o->dy)
 		load_f32(o, o->dy, &j->dy);
 	if (o->targets)

@@ -291,6 +291,17 @@ for r in range(2): save(f'in.{r}.npy', np.array([1, 2, 60000, 3], dtype='f2'))"
 	each_err 'check ok'
 }
 
+@test "--check passes: rank 0 says so in one line, the others nothing; -q: none" {
+	pyx "
+for r in range(3): save(f'in.{r}.npy', np.arange(4, dtype='f4') * (r + 1))"
+	ok_ranks 3 collx-allreduce --check -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	cat err.*
+	[ "$(cat err.0)" = "collx-allreduce: check passed: 1 tensor on 3 ranks, max error 0 on rank 0" ]
+	[ ! -s err.1 ] && [ ! -s err.2 ]
+	ok_ranks 2 collx-allreduce --check -q -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	[ ! -s err.0 ] && [ ! -s err.1 ]
+}
+
 # --- --timing ---
 
 @test "--timing: header, one row per timed iteration per rank, nccl-tests bytes" {

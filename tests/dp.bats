@@ -322,6 +322,21 @@ gpt_same() {
 	summary_ok collx-dp 5 samples out.txt l.csv
 }
 
+@test "a missing file is named once, with the rank when there are several" {
+	run timeout 30 collx-dp -m nothere.safetensors --data X.npy \
+	    --targets Y.npy --batch 10 --steps 1
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-dp: nothere.safetensors: No such file or directory" ]
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-dp \
+	    -m nothere.safetensors --data X.npy --targets Y.npy --batch 10 --steps 1
+	echo "$output"
+	[ "$status" -eq 3 ]
+	for r in 0 1; do
+		grep -qx "collx-dp: rank $r: nothere.safetensors: No such file or directory" <<<"$output"
+	done
+	[ "$(grep -c '^collx-dp: ' <<<"$output")" -eq 2 ]
+}
+
 @test "ranks holding different models fail with exit 3" {
 	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 4 -o m1.safetensors
 	cp m.safetensors m0.safetensors

@@ -243,6 +243,9 @@ on3and4() {
 	run timeout 30 collx-run -n 5 --timeout 10 -- collx-pipe -m m.safetensors \
 	    -i X.npy -t Y.npy --microbatches 2
 	[ "$status" -eq 2 ]
+	# every stage finds it, rank 0 alone says it
+	[ "$(grep -c '^collx-pipe: 5 stages for 4 layers' <<<"$output")" -eq 1 ]
+	[ "$(grep -c '^collx-pipe: ' <<<"$output")" -eq 1 ]
 	run timeout 10 collx-pipe --print-schedule --microbatches 2 --schedule zb
 	[ "$status" -eq 2 ]
 	# an mlp without its targets: a required option missing

@@ -255,6 +255,9 @@ kill_one() {
 	[ "$status" -eq 2 ]
 	run timeout 30 collx-ps serve -m P.safetensors
 	[ "$status" -eq 2 ]
+	run timeout 30 collx-ps serve -m nothere.safetensors --workers 1
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-ps: nothere.safetensors: No such file or directory" ]
 	run timeout 30 collx-ps frobnicate
 	[ "$status" -eq 2 ]
 }

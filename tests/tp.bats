@@ -341,6 +341,12 @@ refused() {
 
 @test "bad input and usage: exit 3 and 2, one line naming the program" {
 	ref make mlp 12 24 6 14
+	run timeout 20 collx-tp --layer mlp -m nothere.safetensors -i X.npy
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-tp: nothere.safetensors: No such file or directory" ]
+	run timeout 20 collx-tp --layer mlp -m w.safetensors -i nothere.npy
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-tp: nothere.npy: No such file or directory" ]
 	run timeout 20 collx-tp --layer block -m w.safetensors -i X.npy --heads 2
 	[ "$status" -eq 3 ]
 	[[ "$output" == "collx-tp: "*"attn.q.weight"* ]]

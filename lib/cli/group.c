@@ -77,6 +77,21 @@ env_first(const char *const *list, const char **name)
 }
 
 int
+cli_group_env_rank(void)
+{
+	const char *name, *v = env_first(rank_vars, &name);
+	char *end;
+	long r;
+
+	if (v == NULL)
+		return -1;
+	errno = 0;
+	r = strtol(v, &end, 10);
+	return errno || *end != '\0' || r < 0 || r > CLI_MAX_WORLD ? -1 :
+	    (int)r;
+}
+
+int
 cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port)
 {
 	const char *colon, *h = s;

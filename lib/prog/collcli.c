@@ -196,7 +196,21 @@ check(struct cc_run *r, const struct cc_plan *p)
 		    r->rank, bad);
 	cli_debug("rank %d: check ok (%zu tensor%s, max error %.3g)", r->rank,
 	    p->out.count, p->out.count == 1 ? "" : "s", maxerr);
+	r->checked += p->out.count;
+	r->maxerr = maxerr > r->maxerr ? maxerr : r->maxerr;
 	return 0;
+}
+
+/* A run whose every check passed says so once, from rank 0, so --check
+ * is never silent. */
+static void
+check_passed(const struct cc_run *r)
+{
+	if (r->rank != 0 || !r->o->check || r->checked == 0)
+		return;
+	cli_info("check passed: %zu tensor%s on %d rank%s, max error %.3g on "
+	    "rank 0", r->checked, r->checked == 1 ? "" : "s", r->world,
+	    r->world == 1 ? "" : "s", r->maxerr);
 }
 
 /* Without -o, rank 0 says what came out, so a run is never silent: shape,
@@ -486,6 +500,8 @@ collcli_run(struct collcli *o, char *err, size_t errlen)
 		rc = o->stream ? close_stream(&r, run_stream(&r)) : run_file(&r);
 	if (cli_timing_close(r.timing, why, sizeof why) < 0 && rc == 0)
 		rc = collcli_fail(&r, CLI_EXIT_RUNTIME, "%s", why);
+	if (rc == 0)
+		check_passed(&r);
 	if (rc < 0)
 		snprintf(err, errlen, "%s", r.err);
 	comm_close(r.comm);

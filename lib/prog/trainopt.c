@@ -115,8 +115,9 @@ trainopt_model_load(const char *path, struct nn_model *m, char *err,
 	char e[COLLX_ERRLEN];
 	int rc = 0;
 
-	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
-	    nn_model_load(m, &s, e, sizeof(e)) < 0)
+	if (tensor_load(path, &s, err, errlen) < 0)	/* names path */
+		rc = -1;
+	else if (nn_model_load(m, &s, e, sizeof(e)) < 0)
 		rc = cli_fail(err, errlen, "%s: %s", path, e);
 	tensor_set_free(&s);
 	return rc;
