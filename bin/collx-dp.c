@@ -94,8 +94,13 @@ usage(void)
 	    "                        exposed) timing rows\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  --init ARCH           write a fresh mlp, block or gpt model\n"
-	    "  --dims DIMS           mlp DIN,H,DOUT; block D,HEADS[,FF[,CAUSAL]];\n"
-	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF]\n"
+	    "  --dims DIMS           mlp DIN,H,DOUT[,LAYERS];\n"
+	    "                        block D,HEADS[,FF[,CAUSAL[,LAYERS]]];\n"
+	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF] (FF 0 or\n"
+	    "                        none: 4*D); the LAYERS of an mlp or block: a\n"
+	    "                        stack of that many, layers.0.* ... (as\n"
+	    "                        collx-pipe splits; an mlp's later layers map\n"
+	    "                        DOUT to DOUT), 0 or none: one layer\n"
 	    "  -v, --verbose         a line per step on stderr, and every rank's\n"
 	    "                        memory and mean step time at the end (without\n"
 	    "                        -v, a terminal gets one live progress line);\n"
@@ -203,7 +208,7 @@ init_model(const struct opts *o)
 	if (o->dims == NULL || o->c.out == NULL)
 		cli_usage_error("--init needs --dims and -o");
 	if (nn_dims_parse(o->dims, arch, &d, e, sizeof(e)) < 0)
-		cli_usage_error("--dims: %s", e);
+		cli_usage_error("%s", e);	/* names --dims */
 	if (nn_init(&s, &d, o->cfg.seed, e, sizeof(e)) < 0)
 		cli_usage_error("--dims: %s", e);
 	out = cli_subst(o->c.out, 0, 1);

@@ -424,6 +424,29 @@ gpt_same() {
 	[ "$status" -eq 0 ]
 }
 
+# The forms --init takes are those its parser names in a refusal; --help
+# and the man page must give each one whole (LAYERS of an mlp included).
+@test "--help and the man page give every --dims form that --init takes" {
+	need mandoc command -v mandoc
+	help=$(collx-dp --help | tr -s ' \n' '  ')
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-dp.1" | col -b | tr -s ' \n' '  ')
+	for arch in mlp block gpt; do
+		run collx-dp --init "$arch" --dims x -o never.safetensors
+		[ "$status" -eq 2 ]
+		form=$(sed -n "s/^collx-dp: bad --dims 'x' for $arch: expected //p" <<<"$output")
+		echo "$arch: $form"
+		[ -n "$form" ]
+		[[ "$help" == *"$arch $form"* ]]
+		lower=$(tr '[:upper:]' '[:lower:]' <<<"$form")
+		[[ "$man" == *"$arch $lower"* ]]
+	done
+	# LAYERS of an mlp: a stack of that many, layers.0.* ... layers.L-1.*
+	timeout 30 collx-dp --init mlp --dims 3,5,3,4 -o st.safetensors
+	run collx-tensor info st.safetensors
+	[ "$(grep -c 'layers\.[0-3]\.fc1\.weight' <<<"$output")" -eq 4 ]
+	! grep -q 'layers\.4\.' <<<"$output"
+}
+
 @test "ranks started with a different --lr refuse each other, naming it" {
 	port=$(free_port)
 	timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
