@@ -98,6 +98,14 @@ man_text() {
 			fi
 		done
 	done
+	# a program that is not a rank says its own, launcher or not
+	for p in collx-tensor collx-plot collx-run; do
+		rc=0
+		COLLX_RANK=1 timeout 30 "$p" --no-such-option </dev/null \
+		    >"$T/out" 2>"$T/err" || rc=$?
+		[ $rc -eq 2 ] && grep -q "^$p: unknown option" "$T/err" ||
+		    bad="$bad $p-rank1(exit $rc)"
+	done
 	echo "failing:$bad"
 	[ -z "$bad" ]
 }

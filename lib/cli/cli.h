@@ -125,7 +125,8 @@ struct cli_group {
 };
 
 void cli_group_defaults(struct cli_group *g);
-/* The rank the launcher's environment names (collx(7) order), or -1. */
+/* The rank the launcher's environment names (collx(7) order) to a program
+ * that runs as a rank (it has called cli_group_defaults), else -1. */
 int cli_group_env_rank(void);
 /* "LO-HI", 1 <= LO <= HI <= 65535 (COLLX_PORT_RANGE); 0 or -1. */
 int cli_port_range_parse(const char *s, int *lo, int *hi);
