@@ -246,8 +246,23 @@ out_csv(const struct opts *o)
 	return o->csv ? o->csv > 0 : !isatty(STDOUT_FILENO);
 }
 
+/* The sizes every rank must sweep alike, declared for the job. */
+static void
+agree_sizes(struct prog_job *j, const struct bench_sizes *z)
+{
+	char buf[32];
+
+	prog_job_add(j, "-b", "%s", bench_size_str(z->min, buf, sizeof buf));
+	prog_job_add(j, "-e", "%s", bench_size_str(z->max, buf, sizeof buf));
+	if (z->step > 0)
+		prog_job_add(j, "-i", "%s", bench_size_str(z->step, buf,
+		    sizeof buf));
+	else
+		prog_job_add(j, "-f", "%g", z->factor);
+}
+
 static struct comm *
-join_group(const struct opts *o, const char *job)
+join_group(const struct opts *o, const struct prog_job *job)
 {
 	struct comm *c;
 	char e[COLLX_ERRLEN];
@@ -298,7 +313,8 @@ run_coll(struct opts *o)
 	enum coll_algo algos[MAXALGOS];
 	int nalgo = parse_algos(o, algos), rc;
 	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
-	char job[256], e[COLLX_ERRLEN];
+	struct prog_job job;
+	char e[COLLX_ERRLEN];
 	const char *fault = getenv("COLLX_BENCH_FAULT");
 	struct comm *c;
 	long wrong;
@@ -309,12 +325,18 @@ run_coll(struct opts *o)
 	if (o->coll.root >= o->g.world)
 		cli_usage_error("--root %d: the world has %d ranks", o->coll.root,
 		    o->g.world);
-	snprintf(job, sizeof job, "collx-bench coll %s %s %s %s %zu %zu %g %zu %d %d %g %d",
-	    bench_kind_name(o->coll.kind), o->algos, dtype_name(o->coll.dt),
-	    coll_op_name(o->coll.op), o->sizes.min, o->sizes.max, o->sizes.factor,
-	    o->sizes.step, o->coll.iters, o->coll.warmup, o->coll.seconds,
-	    o->coll.check);
-	c = join_group(o, job);
+	prog_job_init(&job, "collx-bench coll");
+	prog_job_add(&job, "--op", "%s", bench_kind_name(o->coll.kind));
+	prog_job_add(&job, "--algo", "%s", o->algos);
+	prog_job_add(&job, "--dtype", "%s", dtype_name(o->coll.dt));
+	prog_job_add(&job, "--redop", "%s", coll_op_name(o->coll.op));
+	prog_job_add(&job, "--root", "%d", o->coll.root);
+	agree_sizes(&job, &o->sizes);
+	prog_job_add(&job, "-n", "%d", o->coll.iters);
+	prog_job_add(&job, "-w", "%d", o->coll.warmup);
+	prog_job_add(&job, "--seconds", "%g", o->coll.seconds);
+	prog_job_flag(&job, "--check", o->coll.check);
+	c = join_group(o, &job);
 	if ((rc = bench_coll_sweep(c, &o->coll, &o->sizes, algos, nalgo, &out,
 	    progress(), &wrong, e, sizeof e)) < 0)
 		comm_die(c, e);
@@ -333,7 +355,8 @@ static int
 run_p2p(struct opts *o)
 {
 	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
-	char e[COLLX_ERRLEN], job[256];
+	struct prog_job job;
+	char e[COLLX_ERRLEN];
 	struct comm *c;
 	int rc;
 
@@ -342,11 +365,17 @@ run_p2p(struct opts *o)
 	if (o->p2p.a >= o->g.world || o->p2p.b >= o->g.world)
 		cli_usage_error("--pair %d,%d: the world has %d ranks", o->p2p.a,
 		    o->p2p.b, o->g.world);
-	snprintf(job, sizeof job, "collx-bench p2p %s %d %d %zu %zu %g %zu %d %d %d",
-	    bench_p2p_name(o->p2p.test), o->p2p.a, o->p2p.b, o->sizes.min,
-	    o->sizes.max, o->sizes.factor, o->sizes.step, o->p2p.iters,
-	    o->p2p.warmup, o->p2p.window);
-	c = join_group(o, job);
+	prog_job_init(&job, "collx-bench p2p");
+	prog_job_add(&job, "--test", "%s", bench_p2p_name(o->p2p.test));
+	if (o->p2p.a < 0)
+		prog_job_flag(&job, "--all-pairs", 1);
+	else
+		prog_job_add(&job, "--pair", "%d,%d", o->p2p.a, o->p2p.b);
+	agree_sizes(&job, &o->sizes);
+	prog_job_add(&job, "-n", "%d", o->p2p.iters);
+	prog_job_add(&job, "-w", "%d", o->p2p.warmup);
+	prog_job_add(&job, "--window", "%d", o->p2p.window);
+	c = join_group(o, &job);
 	if ((rc = bench_p2p_sweep(c, &o->p2p, &o->sizes, &out, progress(), e,
 	    sizeof e)) < 0)
 		comm_die(c, e);

@@ -94,13 +94,18 @@ usage(void)
 	    "                        exposed) timing rows\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  --init ARCH           write a fresh mlp, block or gpt model\n"
-	    "  --dims DIMS           mlp DIN,H,DOUT; block D,HEADS[,FF[,CAUSAL]];\n"
-	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF]\n"
-	    "  -v, --verbose         a line per step on stderr, a summary, and every\n"
-	    "                        rank's memory and mean step time at the end\n"
-	    "                        (without -v, a terminal gets one live progress\n"
-	    "                        line and the summary)\n"
-	    "  -q, --quiet           no step lines, no progress\n"
+	    "  --dims DIMS           mlp DIN,H,DOUT[,LAYERS];\n"
+	    "                        block D,HEADS[,FF[,CAUSAL[,LAYERS]]];\n"
+	    "                        gpt VOCAB,D,LAYERS,HEADS,SEQ[,FF] (FF 0 or\n"
+	    "                        none: 4*D); the LAYERS of an mlp or block: a\n"
+	    "                        stack of that many, layers.0.* ... (as\n"
+	    "                        collx-pipe splits; an mlp's later layers map\n"
+	    "                        DOUT to DOUT), 0 or none: one layer\n"
+	    "  -v, --verbose         a line per step on stderr, and every rank's\n"
+	    "                        memory and mean step time at the end (without\n"
+	    "                        -v, a terminal gets one live progress line);\n"
+	    "                        rank 0 ends with a summary line either way\n"
+	    "  -q, --quiet           no step lines, no progress, no summary\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -203,7 +208,7 @@ init_model(const struct opts *o)
 	if (o->dims == NULL || o->c.out == NULL)
 		cli_usage_error("--init needs --dims and -o");
 	if (nn_dims_parse(o->dims, arch, &d, e, sizeof(e)) < 0)
-		cli_usage_error("--dims: %s", e);
+		cli_usage_error("%s", e);	/* names --dims */
 	if (nn_init(&s, &d, o->cfg.seed, e, sizeof(e)) < 0)
 		cli_usage_error("--dims: %s", e);
 	out = cli_subst(o->c.out, 0, 1);
@@ -350,24 +355,31 @@ static struct comm *
 join_group(const struct opts *o)
 {
 	const struct dp_cfg *f = &o->cfg;
+	struct prog_job job;
 	struct comm *c;
-	char e[COLLX_ERRLEN], job[512];
+	char e[COLLX_ERRLEN];
 	int code;
 
-	/* What ranks must agree on, as words rank 0 compares one by one. */
-	snprintf(job, sizeof job, "collx-dp --sync=%s --algo=%s --batch=%ld "
-	    "--steps=%ld --optimizer=%s --lr=%.10g --momentum=%.10g "
-	    "--weight-decay=%.10g --bucket-mb=%g --zero=%d --overlap=%s "
-	    "--shuffle=%s --seed=%llu --ps-servers=%d --ps-mode=%s "
-	    "--resume-step=%ld",
-	    f->sync == DP_PS ? "ps" : "allreduce", coll_algo_name(f->algo),
-	    f->batch, f->steps, f->optim.kind == NN_ADAMW ? "adamw" : "sgd",
-	    f->optim.lr, f->optim.momentum, f->optim.weight_decay,
-	    (double)f->bucket_bytes / (1 << 20), f->zero, f->overlap ? "on" : "off",
-	    f->shuffle ? "on" : "off", (unsigned long long)f->seed,
-	    f->ps_servers, ps_mode_name(f->ps_mode),
-	    f->resume != NULL ? f->resume->step : 0L);
-	if ((code = prog_join(&c, &o->g, job, e, sizeof e)) != 0)
+	prog_job_init(&job, "collx-dp");
+	prog_job_add(&job, "--sync", "%s", f->sync == DP_PS ? "ps" :
+	    coll_algo_name(f->algo));
+	prog_job_add(&job, "--batch", "%ld", f->batch);
+	prog_job_add(&job, "--steps", "%ld", f->steps);
+	trainopt_optim_agree(&job, &f->optim);
+	prog_job_add(&job, "--bucket-mb", "%g",
+	    (double)f->bucket_bytes / (1 << 20));
+	prog_job_add(&job, "--zero", "%d", f->zero);
+	prog_job_flag(&job, "--no-overlap", !f->overlap);
+	prog_job_flag(&job, "--shuffle", f->shuffle);
+	prog_job_add(&job, "--seed", "%llu", (unsigned long long)f->seed);
+	prog_job_add(&job, "--ps-servers", "%d", f->ps_servers);
+	prog_job_add(&job, "--ps-mode", "%s", ps_mode_name(f->ps_mode));
+	prog_job_add(&job, "--staleness", "%d", f->staleness);
+	prog_job_flag(&job, "--checkpoint", f->ckpt_path != NULL);
+	prog_job_add(&job, "--checkpoint-every", "%ld", f->ckpt_every);
+	prog_job_add(&job, "--resume-step", "%ld", f->resume != NULL ?
+	    f->resume->step : 0L);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
 	return c;
 }
@@ -448,13 +460,13 @@ main(int argc, char **argv)
 	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e,
 	    sizeof(e)) < 0 ||
 	    trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (trainopt_targets_check(&m, o.targets, "--targets", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	o.cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	o.cfg.batch = o.c.batch;
 	o.cfg.steps = o.c.steps >= 0 ? o.c.steps : train_epoch_steps(d.n, o.c.batch, o.c.epochs);
 	o.cfg.timeout = o.g.timeout;

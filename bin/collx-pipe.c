@@ -80,9 +80,9 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and exit\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per step on stderr and a closing summary\n"
-	    "                        (without -v, a terminal gets one live progress\n"
-	    "                        line and the summary)\n"
+	    "  -v, --verbose         a line per step on stderr (without -v, a\n"
+	    "                        terminal gets one live progress line); rank 0\n"
+	    "                        ends with a summary line either way\n"
 	    "  -q, --quiet           no step lines, no progress, no summaries\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
@@ -254,7 +254,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	struct pipe_result res;
 	struct comm *c;
 	enum train_err kind;
-	char e[COLLX_ERRLEN], job[256], *tpath = NULL;
+	struct prog_job job;
+	char e[COLLX_ERRLEN], *tpath = NULL;
 	long from = cfg->resume != NULL ? cfg->resume->step : 0;
 	int code;
 
@@ -266,12 +267,21 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		    "bubble,bubble_theory,peak_act_bytes", e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
-	/* ranks must agree on everything that shapes the messages */
-	snprintf(job, sizeof(job), "collx-pipe %s M=%d B=%ld K=%ld split=%s "
-	    "resume-step=%ld", pipe_sched_name(cfg->sched), cfg->micro,
-	    cfg->batch, cfg->steps, o->split ? o->split : "-",
-	    cfg->resume != NULL ? cfg->resume->step : 0L);
-	if ((code = prog_join(&c, &o->g, job, e, sizeof(e))) != 0)
+	/* ranks must agree on everything that shapes the messages, and on
+	 * the optimizer every stage steps its layers with */
+	prog_job_init(&job, "collx-pipe");
+	prog_job_add(&job, "--schedule", "%s", pipe_sched_name(cfg->sched));
+	prog_job_add(&job, "--microbatches", "%d", cfg->micro);
+	prog_job_add(&job, "--batch", "%ld", cfg->batch);
+	prog_job_add(&job, "--steps", "%ld", cfg->steps);
+	prog_job_add(&job, "--split", "%s", o->split ? o->split : "balanced");
+	trainopt_optim_agree(&job, &cfg->optim);
+	prog_job_flag(&job, "--trace", cfg->trace);
+	prog_job_flag(&job, "--checkpoint", cfg->ckpt_path != NULL);
+	prog_job_add(&job, "--checkpoint-every", "%ld", cfg->ckpt_every);
+	prog_job_add(&job, "--resume-step", "%ld", cfg->resume != NULL ?
+	    cfg->resume->step : 0L);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
 	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
 	    "tokens", from, cfg->steps - from);
@@ -330,7 +340,7 @@ main(int argc, char **argv)
 	subst_paths(&o);
 	nn_set_threads(o.c.threads);
 	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
@@ -338,14 +348,14 @@ main(int argc, char **argv)
 	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (o.c.batch < 1)
 		o.c.batch = (long)d.n;
 	if (o.micro > o.c.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
 		    "a batch", o.micro, o.c.batch);
 	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s", e);
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch, o.c.epochs) :
 	    o.c.steps >= 0 ? o.c.steps : 1;
 	cfg.sched = o.sched;

@@ -152,9 +152,10 @@ load_flat(const char *path, float **flat, size_t *total, char **layout)
 	struct tensor_set s = { 0 };
 	char e[COLLX_ERRLEN];
 
-	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
-	    tensor_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
+	if (tensor_load(path, &s, e, sizeof(e)) < 0)	/* names path */
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	if (tensor_set_flatten(&s, flat, total, layout, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", path, e);
 	tensor_set_free(&s);
 }
 
@@ -167,8 +168,8 @@ save_flat(const char *path, const char *layout, const float *flat,
 
 	if (tensor_set_unflatten(layout, flat, total, &s, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_DATA, "%s: %s", path, e);
-	if (tensor_save(path, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s: %s", path, e);
+	if (tensor_save(path, &s, e, sizeof(e)) < 0)	/* names path */
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	tensor_set_free(&s);
 }
 
@@ -186,14 +187,25 @@ log_event(void *ctx, const char *msg)
 	cli_info("%s", msg);
 }
 
+/* Servers of one job update their shards alike: they refuse each other
+ * when started with another rule. */
 static struct comm *
-join_servers(const struct opts *o)
+join_servers(const struct opts *o, const struct nn_optim_cfg *oc)
 {
+	struct prog_job job;
 	struct comm *c;
 	char e[COLLX_ERRLEN];
 	int code;
 
-	if ((code = prog_join(&c, &o->g, "collx-ps serve", e, sizeof e)) != 0)
+	prog_job_init(&job, "collx-ps serve");
+	prog_job_add(&job, "--workers", "%d", o->workers);
+	prog_job_add(&job, "--mode", "%s", ps_mode_name(o->mode));
+	if (o->staleness >= 0)
+		prog_job_add(&job, "--staleness", "%d", o->staleness);
+	else
+		prog_job_add(&job, "--staleness", "none");
+	trainopt_optim_agree(&job, oc);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
 	return c;
 }
@@ -267,7 +279,7 @@ serve(struct opts *o)
 	ps_shard(total, o->g.world, o->g.rank, &off, &len);
 	if (nn_optim_init(&opt, &oc, len, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	c = join_servers(o);
+	c = join_servers(o, &oc);
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -299,8 +311,8 @@ connect_servers(const struct opts *o)
 
 	if (o->server == NULL)
 		cli_usage_error("%s needs --server HOST:PORT[,...]", o->cmd);
-	if (ps_client_open(&cl, o->server, -1, o->g.token, o->g.timeout, e,
-	    sizeof(e)) < 0)
+	if (ps_client_open_ex(&cl, o->server, -1, o->g.token, o->g.timeout,
+	    prog_note, NULL, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	return cl;
 }

@@ -92,9 +92,9 @@ usage(void)
 	    "  --loss-csv F          --train: rank 0 writes step,epoch,loss,tokens,\n"
 	    "                        seconds,tokens_per_s\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per iteration or step on stderr; --train:\n"
-	    "                        and a closing summary (without -v, a terminal\n"
-	    "                        gets one live progress line and the summary)\n"
+	    "  -v, --verbose         a line per iteration or step on stderr (--train\n"
+	    "                        without -v: a terminal gets one live progress\n"
+	    "                        line); --train ends with a summary line\n"
 	    "  -q, --quiet           no such lines, no progress\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
@@ -225,13 +225,13 @@ load_f32(const struct opts *o, const char *path, struct tensor *t)
 	char e[COLLX_ERRLEN];
 	char *p = cli_subst(path, o->g.rank, o->g.world);
 
-	if (tensor_load_one(p, &raw, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
+	if (tensor_load_one(p, &raw, e, sizeof e) < 0)	/* names p */
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (!dtype_is_float(raw.dtype))
-		cli_die(CLI_EXIT_DATA, "%s: %s is not a float type", p,
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s is not a float type", p,
 		    dtype_name(raw.dtype));
 	if (tensor_cast(&raw, DT_F32, t, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", p, e);
 	tensor_free(&raw);
 	free(p);
 }
@@ -334,15 +334,15 @@ load_inputs(struct job *j)
 	struct opts *o = j->o;
 	char e[COLLX_ERRLEN], *p = cli_subst(o->c.model, j->rank, j->world);
 
-	if (tensor_load(p, &j->w, e, sizeof e) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, e);
+	if (tensor_load(p, &j->w, e, sizeof e) < 0)	/* names p */
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (tp_model_load(&j->m, &o->cfg, &j->w, j->rank, j->world, j->err,
 	    sizeof j->err) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", p, j->err);
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", p, j->err);
 	free(p);
 	load_f32(o, o->input, &j->x);
 	if (tp_input_check(&j->m, &j->x, j->err, sizeof j->err) < 0)
-		cli_die(CLI_EXIT_DATA, "%s: %s", o->input, j->err);
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", o->input, j->err);
 	if (o->dy)
 		load_f32(o, o->dy, &j->dy);
 	if (o->targets)
@@ -364,17 +364,36 @@ check_like_y(const struct job *j, const struct tensor *t, const char *what)
 static void
 join_group(struct job *j)
 {
-	const struct tp_cfg *c = &j->o->cfg;
-	char job[256];
+	const struct opts *o = j->o;
+	const struct tp_cfg *c = &o->cfg;
+	struct prog_job job;
 	int code;
 
 	if (c->mode == TP_MODE_SERIAL)
 		return;
-	snprintf(job, sizeof job, "collx-tp %s %s %d %d %d %d %d %d %d %d",
-	    tp_layer_name(c->layer), tp_mode_name(c->mode), c->heads,
-	    c->causal, c->post_norm, (int)c->act, c->local_output,
-	    c->input_parallel, j->o->backward, j->o->train);
-	if ((code = prog_join(&j->c, &j->o->g, job, j->err, sizeof j->err)) != 0)
+	prog_job_init(&job, "collx-tp");
+	prog_job_add(&job, "--layer", "%s", tp_layer_name(c->layer));
+	prog_job_add(&job, "--mode", "%s", tp_mode_name(c->mode));
+	if (c->heads > 0)
+		prog_job_add(&job, "--heads", "%d", c->heads);
+	else
+		prog_job_add(&job, "--heads", "from-the-model");
+	prog_job_flag(&job, "--causal", c->causal);
+	prog_job_add(&job, "--norm", "%s", c->post_norm ? "post" : "pre");
+	prog_job_add(&job, "--activation", "%s", nn_act_name(c->act));
+	prog_job_flag(&job, "--local-output", c->local_output);
+	prog_job_flag(&job, "--input-is-parallel", c->input_parallel);
+	prog_job_flag(&job, "--backward", o->backward);
+	/* these gather what every rank holds */
+	prog_job_flag(&job, "--grad-weights", o->gw != NULL);
+	prog_job_flag(&job, "--check", o->check);
+	prog_job_add(&job, "--iters", "%d", o->iters);
+	prog_job_flag(&job, "--train", o->train);
+	prog_job_add(&job, "--steps", "%ld", o->c.steps);
+	prog_job_add(&job, "--lr", "%.10g", o->lr);
+	if (o->train)
+		prog_job_flag(&job, "--output", o->c.out != NULL);
+	if ((code = prog_join(&j->c, &o->g, &job, j->err, sizeof j->err)) != 0)
 		cli_die(code, "%s", j->err);
 }
 

@@ -142,6 +142,44 @@ bench() {
 	[ "$(grep -cE '^ +[0-9]+ ' out.txt)" -ge 2 ]
 }
 
+@test "coll: a dead rank ends the sweep with exit 1 naming it" {
+	port=$(free_port)
+	pids=()
+	for r in 0 1 2; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:$port COLLX_TIMEOUT=10 \
+			collx-bench coll -b 1M -e 1G -n 1000 >"out.$r" 2>"err.$r" &
+		pids+=($!)
+	done
+	for _ in $(seq 100); do
+		[ -s out.0 ] && break
+		sleep 0.1
+	done
+	sleep 0.5
+	kill -9 "${pids[2]}"
+	rc=0
+	timeout 30 tail --pid="${pids[0]}" -f /dev/null
+	wait "${pids[0]}" || rc=$?
+	wait "${pids[1]}" || true
+	[ "$rc" -eq 1 ]
+	grep -E '^collx-bench: rank 0: .*rank 2' err.0
+	[ "$(wc -l <err.0)" -eq 1 ]
+}
+
+@test "ranks started with different -b, -e or --op refuse each other, naming it (exit 3)" {
+	for o in "-b 1K:-b 8" "-e 4K:-e 16M" "--op allgather:--op allreduce"; do
+		one=${o%%:*} zero=${o#*:}
+		run timeout 30 collx-run -n 2 --timeout 10 -- sh -c "exec collx-bench \
+		    coll -n 1 -w 0 \$( [ \"\$COLLX_RANK\" = 1 ] && echo $one )"
+		echo "$o: $status: $output"
+		[ "$status" -eq 3 ]
+		grep -q "rank 1 was started with $one, rank 0 with $zero" <<<"$output"
+	done
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-bench \
+	    $( [ "$COLLX_RANK" = 1 ] && echo p2p || echo coll ) -n 1 -w 0'
+	[ "$status" -eq 3 ]
+	grep -q "rank 1 runs collx-bench p2p, rank 0 collx-bench coll" <<<"$output"
+}
+
 @test "usage errors exit 2 with the program's name" {
 	run collx-bench
 	[ "$status" -eq 2 ]

@@ -68,6 +68,49 @@ man_text() {
 	[ -z "$bad" ]
 }
 
+# Under a launcher every rank has the same command line, so a usage error
+# is every rank's: rank 0 says it, the others exit 2 as well but say
+# nothing (with -v each says it).
+@test "under collx-run a usage error is said once, by rank 0; -v: by every rank" {
+	bad=
+	for p in collx-allreduce collx-broadcast collx-allgather \
+	    collx-reduce-scatter collx-alltoall collx-dp collx-tp collx-pipe \
+	    collx-ps collx-bench; do
+		rc=0
+		timeout 30 collx-run -n 3 --timeout 10 -- "$p" \
+		    --no-such-option </dev/null >"$T/out" 2>"$T/err" || rc=$?
+		if [ $rc -ne 2 ] ||
+		    [ "$(grep -c "^$p: unknown option '--no-such-option'" "$T/err")" -ne 1 ] ||
+		    [ "$(grep -cxF "Try '$p --help'." "$T/err")" -ne 1 ]; then
+			bad="$bad $p(exit $rc)"
+			cat "$T/err"
+		fi
+		# rank 1 alone (collx-run stops the others at the first exit)
+		for v in "" -v; do
+			rc=0
+			COLLX_RANK=1 COLLX_WORLD_SIZE=3 COLLX_MASTER=127.0.0.1:9 \
+			    timeout 30 "$p" $v --no-such-option </dev/null \
+			    >"$T/out" 2>"$T/err" || rc=$?
+			want=$([ -z "$v" ] && echo 0 || echo 2)
+			if [ $rc -ne 2 ] || [ "$(wc -l <"$T/err")" -ne "$want" ] ||
+			    { [ -n "$v" ] && ! grep -q "^$p: unknown option" "$T/err"; }; then
+				bad="$bad $p-rank1$v(exit $rc)"
+				cat "$T/err"
+			fi
+		done
+	done
+	# a program that is not a rank says its own, launcher or not
+	for p in collx-tensor collx-plot collx-run; do
+		rc=0
+		COLLX_RANK=1 timeout 30 "$p" --no-such-option </dev/null \
+		    >"$T/out" 2>"$T/err" || rc=$?
+		[ $rc -eq 2 ] && grep -q "^$p: unknown option" "$T/err" ||
+		    bad="$bad $p-rank1(exit $rc)"
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
+
 @test "every program has a lint-clean man page with the required sections" {
 	bad=
 	for p in "${PROGS[@]}"; do

@@ -291,6 +291,17 @@ for r in range(2): save(f'in.{r}.npy', np.array([1, 2, 60000, 3], dtype='f2'))"
 	each_err 'check ok'
 }
 
+@test "--check passes: rank 0 says so in one line, the others nothing; -q: none" {
+	pyx "
+for r in range(3): save(f'in.{r}.npy', np.arange(4, dtype='f4') * (r + 1))"
+	ok_ranks 3 collx-allreduce --check -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	cat err.*
+	[ "$(cat err.0)" = "collx-allreduce: check passed: 1 tensor on 3 ranks, max error 0 on rank 0" ]
+	[ ! -s err.1 ] && [ ! -s err.2 ]
+	ok_ranks 2 collx-allreduce --check -q -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	[ ! -s err.0 ] && [ ! -s err.1 ]
+}
+
 # --- --timing ---
 
 @test "--timing: header, one row per timed iteration per rank, nccl-tests bytes" {
@@ -477,6 +488,36 @@ save_st('s.1.safetensors', {'a': np.zeros(2, dtype='f4'), 'c': np.zeros(2, dtype
 	run timeout 60 env COLLX_RANK=1 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$port collx-allreduce --timeout 2 -i x.npy
 	[ "$status" = 1 ]
 	[[ "$output" == "collx-allreduce: rank 1: "* ]]
+}
+
+# Joining says after 5 s what it waits for: rank 0 who has joined and who
+# is missing, a rank that cannot reach rank 0 the address it tries; -q
+# keeps it quiet. All four at once, so the test takes one --timeout.
+@test "a wait at the rendezvous says after 5 s who is missing or what is tried" {
+	pyx "save('x.npy', np.zeros(3, dtype='f4'))"
+	p=$(free_port) q=$(free_port) start=$SECONDS
+	run_rank() {	# FILE RANK WORLD PORT [OPTIONS...]
+		local f=$1 r=$2 w=$3 port=$4 rc=0
+		shift 4
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
+		    timeout 30 collx-allreduce --timeout 7 -i x.npy "$@" 2>"$f" || rc=$?
+		echo $rc >"$f.rc"
+	}
+	run_rank gather 0 3 "$p" &
+	run_rank joined 1 3 "$p" &
+	run_rank reach 1 2 "$q" &
+	run_rank quiet 1 2 "$q" -q &
+	wait
+	cat gather joined reach quiet
+	[ $((SECONDS - start)) -lt 15 ]
+	for f in gather joined reach quiet; do [ "$(cat $f.rc)" = 1 ]; done
+	[ "$(wc -l <gather)" -eq 2 ]
+	[ "$(head -n 1 gather)" = "collx-allreduce: rank 0: waiting for rank 2 (2 of 3 joined) at 127.0.0.1:$p" ]
+	! grep -q "waiting for\|still trying" joined
+	[ "$(wc -l <reach)" -eq 2 ]
+	[ "$(head -n 1 reach)" = "collx-allreduce: rank 1: still trying to reach rank 0 at 127.0.0.1:$q" ]
+	[ "$(wc -l <quiet)" -eq 1 ]
+	grep -q "rank 1: rendezvous with rank 0 at 127.0.0.1:$q" quiet
 }
 
 @test "ranks started with different options refuse each other (exit 3)" {

@@ -307,10 +307,34 @@ gpt_same() {
 	[ "$(echo "$output" | grep -c '^collx-dp: step [0-9]* epoch [0-9]* loss [0-9.]* .* samples/s')" -eq 3 ]
 }
 
-@test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
+@test "on a terminal: one live progress line and a summary; elsewhere the summary alone, -v adds lines" {
 	args=(-m m.safetensors --data X.npy --targets Y.npy --batch 20 --steps 40 --lr 0.05)
 	# on a terminal (a pty through script(1)), -q, off a terminal, -v
 	report_ok collx-dp 40 samples 2 '^collx-dp: step [0-9]* epoch' "${args[@]}"
+}
+
+@test "under collx-run into a pipe: rank 0's summary alone, once" {
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 20 --steps 5 --lr 0.05 \
+	    --loss-csv l.csv 2>&1 | cat >out.txt
+	cat out.txt
+	[ "$(wc -l <out.txt)" -eq 1 ]
+	summary_ok collx-dp 5 samples out.txt l.csv
+}
+
+@test "a missing file is named once, with the rank when there are several" {
+	run timeout 30 collx-dp -m nothere.safetensors --data X.npy \
+	    --targets Y.npy --batch 10 --steps 1
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-dp: nothere.safetensors: No such file or directory" ]
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-dp \
+	    -m nothere.safetensors --data X.npy --targets Y.npy --batch 10 --steps 1
+	echo "$output"
+	[ "$status" -eq 3 ]
+	for r in 0 1; do
+		grep -qx "collx-dp: rank $r: nothere.safetensors: No such file or directory" <<<"$output"
+	done
+	[ "$(grep -c '^collx-dp: ' <<<"$output")" -eq 2 ]
 }
 
 @test "ranks holding different models fail with exit 3" {
@@ -352,6 +376,29 @@ gpt_same() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"make no window"* ]]
 	[ ! -e x.safetensors ]
+}
+
+# The forms --init takes are those its parser names in a refusal; --help
+# and the man page must give each one whole (LAYERS of an mlp included).
+@test "--help and the man page give every --dims form that --init takes" {
+	need mandoc command -v mandoc
+	help=$(collx-dp --help | tr -s ' \n' '  ')
+	man=$(mandoc -Tascii "$COLLX_ROOT/man/man1/collx-dp.1" | col -b | tr -s ' \n' '  ')
+	for arch in mlp block gpt; do
+		run collx-dp --init "$arch" --dims x -o never.safetensors
+		[ "$status" -eq 2 ]
+		form=$(sed -n "s/^collx-dp: bad --dims 'x' for $arch: expected //p" <<<"$output")
+		echo "$arch: $form"
+		[ -n "$form" ]
+		[[ "$help" == *"$arch $form"* ]]
+		lower=$(tr '[:upper:]' '[:lower:]' <<<"$form")
+		[[ "$man" == *"$arch $lower"* ]]
+	done
+	# LAYERS of an mlp: a stack of that many, layers.0.* ... layers.L-1.*
+	timeout 30 collx-dp --init mlp --dims 3,5,3,4 -o st.safetensors
+	run collx-tensor info st.safetensors
+	[ "$(grep -c 'layers\.[0-3]\.fc1\.weight' <<<"$output")" -eq 4 ]
+	! grep -q 'layers\.4\.' <<<"$output"
 }
 
 @test "ranks started with a different --lr refuse each other, naming it" {

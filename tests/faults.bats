@@ -310,20 +310,21 @@ write_cases() {
 		write_case "$how" "collx-$c -o" collx-$c -i big.npy -o "$D/y.npy" ||
 		    failed+=("$c")
 	done
+	# -q: a training run's summary line aside, the failure is one line
 	write_case "$how" "collx-dp -o" collx-dp -m wide.safetensors --data X.npy \
-	    --targets Y.npy --batch 8 --steps 1 -o "$D/t.safetensors" || failed+=(dp)
+	    --targets Y.npy --batch 8 --steps 1 -q -o "$D/t.safetensors" || failed+=(dp)
 	write_case "$how" "collx-dp --checkpoint" collx-dp -m wide.safetensors \
 	    --data X.npy --targets Y.npy --batch 8 --steps 1 \
 	    --checkpoint "$D/c.safetensors" || failed+=(dp-ckpt)
 	write_case "$how" "collx-dp --loss-csv" collx-dp -m m.safetensors \
-	    --data X.npy --targets Y.npy --batch 8 --steps 1 \
+	    --data X.npy --targets Y.npy --batch 8 --steps 1 -q \
 	    --loss-csv "$D/l.csv" || failed+=(dp-loss)
 	write_case "$how" "collx-tp -o" collx-tp --layer block -m b.safetensors \
 	    -i bx.npy -o "$D/y.npy" || failed+=(tp)
 	write_case "$how" "collx-pipe -o" collx-pipe -m wide.safetensors -i X.npy \
-	    -t Y.npy --microbatches 2 -o "$D/t.safetensors" || failed+=(pipe)
+	    -t Y.npy --microbatches 2 -q -o "$D/t.safetensors" || failed+=(pipe)
 	write_case "$how" "collx-pipe --trace" collx-pipe -m m.safetensors -i X.npy \
-	    -t Y.npy --microbatches 2 --trace "$D/t.json" || failed+=(pipe-trace)
+	    -t Y.npy --microbatches 2 -q --trace "$D/t.json" || failed+=(pipe-trace)
 	write_case "$how" "collx-bench --timing" collx-bench coll -b 1M -e 1M -n 1 \
 	    -w 0 --timing "$D/t.csv" || failed+=(bench)
 	write_case "$how" "collx-tensor create -o" collx-tensor create \

@@ -241,12 +241,32 @@ on3and4() {
 	run timeout 30 collx-run -n 5 --timeout 10 -- collx-pipe -m m.safetensors \
 	    -i X.npy -t Y.npy --microbatches 2
 	[ "$status" -eq 2 ]
+	# every stage finds it, rank 0 alone says it
+	[ "$(grep -c '^collx-pipe: 5 stages for 4 layers' <<<"$output")" -eq 1 ]
+	[ "$(grep -c '^collx-pipe: ' <<<"$output")" -eq 1 ]
 	run timeout 10 collx-pipe --print-schedule --microbatches 2 --schedule zb
 	[ "$status" -eq 2 ]
 	# an mlp without its targets: a required option missing
 	run timeout 30 collx-pipe -m m.safetensors -i X.npy --microbatches 2
 	[ "$status" -eq 2 ]
 	[[ "$output" == "collx-pipe: the mlp model needs -t (--targets)"* ]]
+}
+
+@test "stages started with different --schedule or --optimizer refuse each other, naming it (exit 3)" {
+	data 8 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-pipe \
+	    -m m.safetensors -i X.npy -t Y.npy --microbatches 2 \
+	    --schedule $( [ "$COLLX_RANK" = 1 ] && echo gpipe || echo 1f1b )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -qx "collx-pipe: rank 1: refused by rank 0 at 127.0.0.1:[0-9]*: rank 1 was started with --schedule gpipe, rank 0 with --schedule 1f1b" <<<"$output"
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-pipe \
+	    -m m.safetensors -i X.npy -t Y.npy --microbatches 2 \
+	    $( [ "$COLLX_RANK" = 1 ] && echo --optimizer adamw )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -q "rank 1 was started with --optimizer adamw, rank 0 with --optimizer sgd" <<<"$output"
 }
 
 @test "--trace is Chrome JSON: one track per stage, spans that do not overlap" {
@@ -313,7 +333,7 @@ PYEOF
 	done
 }
 
-@test "on a terminal: one live progress line and a summary; elsewhere lines as before" {
+@test "on a terminal: one live progress line and a summary; elsewhere the summary alone, -v adds lines" {
 	data 16 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
 	args=(-m m.safetensors -i X.npy -t Y.npy --microbatches 4 --batch 8
@@ -325,6 +345,16 @@ PYEOF
 	    '^collx-pipe: step [0-9]* epoch [0-9]* loss' "${args[@]}"
 }
 
+@test "two stages into a pipe: rank 0's summary alone, once, on stderr" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 4 --batch 8 --steps 6 --lr 0.05 \
+	    --loss-csv l.csv 2>err.txt | cat >/dev/null
+	cat err.txt
+	[ "$(wc -l <err.txt)" -eq 1 ]
+	summary_ok collx-pipe 6 samples err.txt l.csv
+}
 # Every stage's parameters and optimizer moments (gpt: the tied embedding
 # on the first and the last stage) go into rank 0's checkpoint; resumed,
 # the run ends on the bytes of one never interrupted, also on another

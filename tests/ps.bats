@@ -145,6 +145,29 @@ servers_exit() {
 	[[ "$output" == *"hold another model"* ]]
 }
 
+# Two servers and three dp workers by hand; kills one of role $1 and checks
+# that every other process exits 1 in time.
+@test "servers started with a different --lr, --optimizer or --mode refuse each other (exit 3)" {
+	for o in "--lr 0.2:--lr 0.1" "--optimizer adamw:--optimizer sgd" \
+	    "--mode async:--mode sync"; do
+		one=${o%%:*} zero=${o#*:}
+		mport=$(free_port)
+		COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$mport \
+		    timeout 30 collx-ps serve -m P.safetensors --workers 1 \
+		    --lr 0.1 --timeout 2 >/dev/null 2>serr0 &
+		spids=($!)
+		rc=0
+		COLLX_RANK=1 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:$mport \
+		    timeout 30 collx-ps serve -m P.safetensors --workers 1 \
+		    --lr 0.1 $one --timeout 2 >/dev/null 2>serr1 || rc=$?
+		cat serr1
+		[ "$rc" -eq 3 ]
+		grep -qx "collx-ps: rank 1: refused by rank 0 at 127.0.0.1:$mport: rank 1 was started with $one, rank 0 with $zero" serr1
+		servers_exit 1
+		grep -q "refused rank 1 from .*: rank 1 was started with $one" serr0
+	done
+}
+
 @test "with a token, a client without it is refused" {
 	echo s3cret >tok
 	serve 1 -m P.safetensors --workers 1 --timeout 5 --token-file tok
@@ -180,6 +203,23 @@ servers_exit() {
 	[ "$status" -eq 2 ]
 	run timeout 30 collx-ps serve -m P.safetensors
 	[ "$status" -eq 2 ]
+	run timeout 30 collx-ps serve -m nothere.safetensors --workers 1
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-ps: nothere.safetensors: No such file or directory" ]
 	run timeout 30 collx-ps frobnicate
 	[ "$status" -eq 2 ]
+}
+@test "a client waiting for a server says after 5 s which address it tries; -q does not" {
+	port=$(free_port) start=$SECONDS
+	timeout 30 collx-ps pull --server "127.0.0.1:$port" --timeout 7 \
+	    -o x.safetensors 2>err.txt &
+	timeout 30 collx-ps pull --server "127.0.0.1:$port" --timeout 7 -q \
+	    -o x.safetensors 2>quiet.txt &
+	wait
+	cat err.txt quiet.txt
+	[ $((SECONDS - start)) -lt 15 ]
+	[ "$(wc -l <err.txt)" -eq 2 ]
+	[ "$(head -n 1 err.txt)" = "collx-ps: still trying to reach server 0 at 127.0.0.1:$port" ]
+	[ "$(wc -l <quiet.txt)" -eq 1 ]
+	grep -q "^collx-ps: server 127.0.0.1:$port: " quiet.txt
 }

@@ -260,7 +260,7 @@ assert m.get("heads") == "12", m
 	done
 }
 
-@test "--train on a terminal: one live progress line and a summary; elsewhere lines as before" {
+@test "--train on a terminal: one live progress line and a summary; elsewhere the summary alone, -v adds lines" {
 	ref make mlp 12 24 3 11
 	args=(--layer mlp --mode serial -m w.safetensors -i X.npy --train
 	    --targets T.npy --steps 40 --lr 0.2)
@@ -319,8 +319,31 @@ refused() {
 	[ ! -e L.csv ]
 }
 
+@test "ranks started with different --mode or --lr refuse each other, naming it (exit 3)" {
+	ref make block 8 16 0 3 heads=2 seq=4
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-tp \
+	    --layer block -m w.safetensors -i X.npy \
+	    --mode $( [ "$COLLX_RANK" = 1 ] && echo ulysses || echo tp )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -qx "collx-tp: rank 1: refused by rank 0 at 127.0.0.1:[0-9]*: rank 1 was started with --mode ulysses, rank 0 with --mode tp" <<<"$output"
+	ref make mlp 12 24 3 11
+	run timeout 30 collx-run -n 2 --timeout 10 -- sh -c 'exec collx-tp \
+	    --layer mlp -m w.safetensors -i X.npy --train --targets T.npy \
+	    --steps 2 --lr $( [ "$COLLX_RANK" = 1 ] && echo 0.5 || echo 0.2 )'
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -q "rank 1 was started with --lr 0.5, rank 0 with --lr 0.2" <<<"$output"
+}
+
 @test "bad input and usage: exit 3 and 2, one line naming the program" {
 	ref make mlp 12 24 6 14
+	run timeout 20 collx-tp --layer mlp -m nothere.safetensors -i X.npy
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-tp: nothere.safetensors: No such file or directory" ]
+	run timeout 20 collx-tp --layer mlp -m w.safetensors -i nothere.npy
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-tp: nothere.npy: No such file or directory" ]
 	run timeout 20 collx-tp --layer block -m w.safetensors -i X.npy --heads 2
 	[ "$status" -eq 3 ]
 	[[ "$output" == "collx-tp: "*"attn.q.weight"* ]]

@@ -24,6 +24,7 @@
 const char *cli_progname = "collx";
 int cli_verbose;
 int cli_quiet;
+int cli_rank = -1, cli_world = -1;
 
 void
 cli_init(const char *argv0)
@@ -66,15 +67,62 @@ cli_die(int code, const char *fmt, ...)
 }
 
 void
+cli_die_rank(int code, const char *fmt, ...)
+{
+	char line[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (cli_world > 1)
+		cli_die(code, "rank %d: %s", cli_rank, line);
+	cli_die(code, "%s", line);
+}
+
+/* A rank that keeps a usage error to itself leaves a moment later, so
+ * that a launcher which stops every rank at the first exit (collx-run)
+ * does not stop rank 0 before it has said it. */
+#define CLI_SILENT_EXIT_DELAY_NS 250000000L
+
+static _Noreturn void
+vusage(int show, const char *fmt, va_list ap)
+{
+	if (show) {
+		vmsg(fmt, ap);
+		fprintf(stderr, "Try '%s --help'.\n", cli_progname);
+	} else
+		nanosleep(&(struct timespec){ 0, CLI_SILENT_EXIT_DELAY_NS },
+		    NULL);
+	exit(CLI_EXIT_USAGE);
+}
+
+/* Whether this rank says a usage error every rank finds alike. */
+static int
+usage_shown(void)
+{
+	int rank = cli_rank >= 0 ? cli_rank : cli_group_env_rank();
+
+	return rank <= 0 || cli_verbose || isatty(STDERR_FILENO);
+}
+
+void
 cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vmsg(fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "Try '%s --help'.\n", cli_progname);
-	exit(CLI_EXIT_USAGE);
+	vusage(usage_shown(), fmt, ap);
+}
+
+/* A usage error of this rank's own (its group settings): always said. */
+static _Noreturn void
+own_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vusage(1, fmt, ap);
 }
 
 void
@@ -472,7 +520,7 @@ group_die(const char *err)
 {
 	if (errno == ENOMEM)
 		cli_die(CLI_EXIT_RUNTIME, "%s", err);
-	cli_usage_error("%s", err);
+	own_usage_error("%s", err);
 }
 
 int
@@ -493,4 +541,6 @@ cli_group_finish(struct cli_group *g)
 
 	if (cli_group_resolve(g, err, sizeof err) < 0)
 		group_die(err);
+	cli_rank = g->rank;
+	cli_world = g->world;
 }

@@ -19,6 +19,9 @@ enum cli_exit {
 extern const char *cli_progname;
 extern int cli_verbose;		/* -v count */
 extern int cli_quiet;		/* -q */
+/* This process's rank and world size once cli_group_finish() knows them,
+ * else -1. */
+extern int cli_rank, cli_world;
 
 void cli_init(const char *argv0);
 /* The options every program has: -h (usage(), which prints the help; the
@@ -31,7 +34,16 @@ int cli_std_option(int opt, void (*usage)(void));
 /* "program: message" on stderr, then exit(code). */
 _Noreturn void cli_die(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Usage error: message plus "Try 'program --help'.", exit 2. */
+/* "program: rank R: message" (in a world of 1 "program: message") on
+ * stderr, then exit(code): a failure of this rank's own, such as a file
+ * it could not read. */
+_Noreturn void cli_die_rank(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Usage error: message plus "Try 'program --help'.", exit 2. Every rank
+ * of a launch finds the same one (the command line is theirs alike), so
+ * rank 0 alone says it, as does a rank with -v or whose standard error is
+ * a terminal (started by hand); the others exit 2 in silence. The rank is
+ * cli_rank, or before the group is known the launcher's variable. */
 _Noreturn void cli_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 /* The usage error for getopt's '?' (cli_init turns getopt's own messages
@@ -113,6 +125,9 @@ struct cli_group {
 };
 
 void cli_group_defaults(struct cli_group *g);
+/* The rank the launcher's environment names (collx(7) order) to a program
+ * that runs as a rank (it has called cli_group_defaults), else -1. */
+int cli_group_env_rank(void);
 /* "LO-HI", 1 <= LO <= HI <= 65535 (COLLX_PORT_RANGE); 0 or -1. */
 int cli_port_range_parse(const char *s, int *lo, int *hi);
 /* Returns 1 when opt was a group option (and records it), 0 otherwise;

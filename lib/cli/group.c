@@ -28,6 +28,9 @@ static const char *const local_vars[] = {
 	"SLURM_LOCALID", NULL
 };
 
+/* The program runs as a rank: it has a group (cli_group_defaults). */
+static int is_rank;
+
 const char cli_group_help[] =
 "  --rank R              this process's rank (COLLX_RANK, RANK,\n"
 "                        OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)\n"
@@ -74,6 +77,21 @@ env_first(const char *const *list, const char **name)
 		}
 	}
 	return NULL;
+}
+
+int
+cli_group_env_rank(void)
+{
+	const char *name, *v = env_first(rank_vars, &name);
+	char *end;
+	long r;
+
+	if (!is_rank || v == NULL)
+		return -1;
+	errno = 0;
+	r = strtol(v, &end, 10);
+	return errno || *end != '\0' || r < 0 || r > CLI_MAX_WORLD ? -1 :
+	    (int)r;
 }
 
 int
@@ -200,6 +218,7 @@ read_token_file(char **slot, const char *path, char *err, size_t errlen)
 void
 cli_group_defaults(struct cli_group *g)
 {
+	is_rank = 1;
 	memset(g, 0, sizeof *g);
 	g->rank = g->world = g->local_rank = -1;
 	g->timeout = -1;

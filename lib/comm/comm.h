@@ -8,6 +8,17 @@
 
 struct comm;
 
+/*
+ * A long wait's word to its user: the library prints nothing itself, but
+ * calls a program's function with the text, first when the wait has lasted
+ * COMM_NOTE_FIRST_S seconds, then every COMM_NOTE_EVERY_S. The text starts
+ * with "rank R: " and says who is awaited ("rank 0: waiting for ranks 2,3
+ * (2 of 4 joined) at HOST:PORT") or what address is being tried ("rank 1:
+ * still trying to reach rank 0 at HOST:PORT").
+ */
+typedef void (*comm_note_fn)(void *ctx, const char *text);
+enum { COMM_NOTE_FIRST_S = 5, COMM_NOTE_EVERY_S = 15 };
+
 struct comm_options {
 	int rank, world;
 	const char *master;	/* "host:port" (IPv6 as "[addr]:port"); unused for world 1 */
@@ -15,11 +26,14 @@ struct comm_options {
 	double timeout;		/* seconds, for connecting and for every wait on a peer */
 	const char *token;	/* shared secret (HMAC-SHA-256 challenge), or NULL */
 	/* Job identity; a rank of another job is refused. Written as
-	 * "PROGRAM KEY=VALUE...", the refusal names the first KEY whose
-	 * values differ ("rank 2 was started with --algo ring, rank 0 with
-	 * --algo tree"). */
+	 * "PROGRAM [WORD...] KEY=VALUE...", the refusal names what runs when
+	 * the words before the first KEY=VALUE differ, else the first KEY
+	 * whose values differ ("rank 2 was started with --algo ring, rank 0
+	 * with --algo tree"). */
 	const char *job;
 	int port_lo, port_hi;	/* data listeners' ports; 0: ephemeral */
+	comm_note_fn note;	/* the rendezvous's long waits, or NULL */
+	void *note_ctx;
 };
 
 /* What kind of failure the last -1 was; programs map it to an exit code. */

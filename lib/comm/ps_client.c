@@ -61,18 +61,23 @@ link_reply(const struct ps_client *c, const struct ps_link *l, uint32_t want,
 	return 0;
 }
 
-/* Connect, prove the token, say hello; keep the layout of the first. */
+/* Connect (saying so through note while the server cannot be reached),
+ * prove the token, say hello; keep the layout of the first. */
 static int
 link_open(struct ps_client *c, int i, int worker, const char *token,
-    char *err, size_t errlen)
+    struct comm_note *note, char *err, size_t errlen)
 {
 	struct ps_link *l = &c->srv[i];
 	struct ps_msg m = { .type = PS_HELLO, .index = worker };
 	double deadline = cli_now() + c->timeout;
+	struct comm_sock_addr a;
 	char e[COLLX_ERRLEN], *t;
 
-	l->fd = comm_sock_connect_hostport(l->addr, deadline, e, sizeof(e));
-	if (l->fd < 0)
+	snprintf(note->what, sizeof(note->what), "still trying to reach server "
+	    "%d at %s", i, l->addr);
+	if (comm_sock_resolve_hostport(l->addr, &a, e, sizeof(e)) < 0 ||
+	    (l->fd = comm_sock_connect(&a, NULL, deadline, note, e,
+	    sizeof(e))) < 0)
 		return link_fail(l, e, err, errlen);
 	comm_sock_tune(l->fd);
 	if (auth_client(l->fd, token, deadline, e, sizeof(e)) < 0 ||
@@ -131,7 +136,17 @@ int
 ps_client_open(struct ps_client **out, const char *servers, int worker,
     const char *token, double timeout, char *err, size_t errlen)
 {
+	return ps_client_open_ex(out, servers, worker, token, timeout, NULL, NULL,
+	    err, errlen);
+}
+
+int
+ps_client_open_ex(struct ps_client **out, const char *servers, int worker,
+    const char *token, double timeout, comm_note_fn note_fn, void *note_ctx,
+    char *err, size_t errlen)
+{
 	struct ps_client *c = calloc(1, sizeof(*c));
+	struct comm_note note;
 	size_t next = 0;
 	int i;
 
@@ -143,8 +158,9 @@ ps_client_open(struct ps_client **out, const char *servers, int worker,
 	c->timeout = timeout;
 	if (split_servers(c, servers, err, errlen) < 0)
 		goto fail;
+	comm_note_start(&note, note_fn, note_ctx);
 	for (i = 0; i < c->n; i++) {
-		if (link_open(c, i, worker, token, err, errlen) < 0)
+		if (link_open(c, i, worker, token, &note, err, errlen) < 0)
 			goto fail;
 		if (c->srv[i].off != next)
 			goto gap;

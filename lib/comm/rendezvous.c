@@ -54,6 +54,7 @@ struct rv {
 	int bind_local;		/* ifaces given: bind outgoing connections too */
 	const char *jobtext;	/* comm_options.job */
 	char (*table)[COMM_MAX_STREAMS][80];	/* world rows */
+	struct comm_note note;	/* comm_options.note, while joining */
 };
 
 static int
@@ -236,20 +237,33 @@ rv_key_differs(const char *a, const char *b, int rank, int a_is_rank0,
 	return 0;
 }
 
-/* Why job texts mine (rank 0's) and theirs differ: the program, or the
+/* What runs, the words of a job text before its first KEY=VALUE (the
+ * program and any subcommand, "collx-bench coll"): their length. */
+static size_t
+rv_head(const char *s)
+{
+	const char *w;
+	size_t len, end = 0;
+	int k;
+
+	for (k = 0; rv_word(s, k, &w, &len) && !memchr(w, '=', len); k++)
+		end = (size_t)(w + len - s);
+	return end;
+}
+
+/* Why job texts mine (rank 0's) and theirs differ: what runs, or the
  * first option; 0 when the texts do not tell (old or overlong). */
 static int
 rv_job_diff(const char *mine, const char *theirs, int rank,
     char *why, size_t len)
 {
-	const char *p, *q;
-	size_t pl, ql;
+	size_t pl = rv_head(mine), ql = rv_head(theirs);
 
-	if (!rv_word(mine, 0, &p, &pl) || !rv_word(theirs, 0, &q, &ql))
+	if (pl == 0 || ql == 0)
 		return 0;
-	if (pl != ql || memcmp(p, q, pl) != 0) {
-		snprintf(why, len, "rank %d runs %.*s, rank 0 %.*s", rank, (int)ql, q,
-		    (int)pl, p);
+	if (pl != ql || memcmp(mine, theirs, pl) != 0) {
+		snprintf(why, len, "rank %d runs %.*s, rank 0 %.*s", rank,
+		    (int)ql, theirs, (int)pl, mine);
 		return 1;
 	}
 	return rv_key_differs(mine, theirs, rank, 1, why, len) ||
@@ -336,6 +350,18 @@ rv_missing(const struct comm *c, const int *joined, char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
 }
 
+/* Rank 0's note while n of the ranks have joined, when one is due. */
+static int
+rv_note_missing(const struct comm *c, struct rv *v, const int *joined, int n)
+{
+	char missing[128];
+
+	rv_missing(c, joined, missing, sizeof missing);
+	return comm_note_say(&v->note, "rank 0: waiting for rank%s %s (%d of "
+	    "%d joined) at %s", c->world - n > 1 ? "s" : "", missing, n,
+	    c->world, v->master.str);
+}
+
 static int
 rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
 {
@@ -345,7 +371,11 @@ rv_gather(struct comm *c, struct rv *v, int mfd, int *joined)
 	int n = 1, fd;
 
 	while (n < c->world) {
-		fd = comm_sock_accept(mfd, deadline, &from, err, sizeof err);
+		fd = comm_sock_accept(mfd, comm_note_until(&v->note, deadline),
+		    &from, err, sizeof err);
+		if (fd < 0 && cli_now() < deadline &&
+		    rv_note_missing(c, v, joined, n))
+			continue;
 		if (fd < 0) {
 			rv_missing(c, joined, missing, sizeof missing);
 			comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for "
@@ -441,7 +471,10 @@ rv_join(struct comm *c, struct rv *v)
 	int fd, rc = -1;
 
 	snprintf(what, sizeof what, "rendezvous with rank 0 at %s", v->master.str);
-	fd = comm_sock_connect(&v->master, NULL, cli_now() + c->timeout, err, sizeof err);
+	snprintf(v->note.what, sizeof v->note.what, "rank %d: still trying to "
+	    "reach rank 0 at %s", c->rank, v->master.str);
+	fd = comm_sock_connect(&v->master, NULL, cli_now() + c->timeout,
+	    &v->note, err, sizeof err);
 	if (fd < 0)
 		return rv_fail(c, COMM_ERR_RUNTIME, what, err);
 	rv_join_fill(c, v, &j);
@@ -603,6 +636,7 @@ comm_connect_all(struct comm *c, const struct comm_options *o)
 	if (!v.table)
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "out of memory");
 	v.jobtext = o->job ? o->job : "";
+	comm_note_start(&v.note, o->note, o->note_ctx);
 	if (rv_pick_addrs(c, o, &v) < 0 || rv_listen(c, o, &v) < 0)
 		goto out;
 	if ((c->rank == 0 ? rv_serve(c, &v) : rv_join(c, &v)) < 0)

@@ -380,17 +380,22 @@ connect_retryable(int e)
 	    e == EHOSTUNREACH || e == ENETUNREACH || e == EAGAIN;
 }
 
+/* An attempt that hangs (a host that drops the packets) gives up when a
+ * note is due, so the note comes on time, and the next one begins. */
 int
 comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
-    double deadline, char *err, size_t errlen)
+    double deadline, struct comm_note *note, char *err, size_t errlen)
 {
 	int fd;
 
 	for (;;) {
-		fd = comm_sock_connect_once(a, from, deadline, err, errlen);
+		fd = comm_sock_connect_once(a, from, comm_note_until(note,
+		    deadline), err, errlen);
 		if (fd >= 0 || !connect_retryable(errno) ||
 		    cli_now() + SOCK_RETRY_S >= deadline)
 			return fd;
+		if (note != NULL)
+			comm_note_say(note, "%s", note->what);
 		nanosleep(&(struct timespec){ 0, (long)(SOCK_RETRY_S * 1e9) }, NULL);
 	}
 }
@@ -402,7 +407,7 @@ comm_sock_connect_hostport(const char *hp, double deadline, char *err, size_t er
 
 	if (comm_sock_resolve_hostport(hp, &a, err, errlen) < 0)
 		return -1;
-	return comm_sock_connect(&a, NULL, deadline, err, errlen);
+	return comm_sock_connect(&a, NULL, deadline, NULL, err, errlen);
 }
 
 /* Shared loop of send_all/recv_all: is_send picks the direction. */

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "cli/util.h"
+#include "comm/comm.h"
 
 /* A resolved address; str is "1.2.3.4:80" or "[::1]:80". */
 struct comm_sock_addr {
@@ -50,13 +51,30 @@ int comm_sock_listen_iface(const char *ifaces, int port, struct comm_sock_addr *
     char *err, size_t errlen);
 int comm_sock_listen_hostport(const char *hostport, struct comm_sock_addr *bound,
     char *err, size_t errlen);
+/* A long wait's notes (comm_note_fn, note.c): due COMM_NOTE_FIRST_S after
+ * comm_note_start, then every COMM_NOTE_EVERY_S; never with fn NULL. */
+struct comm_note {
+	comm_note_fn fn;
+	void *ctx;
+	double next;		/* when the next note is due */
+	char what[256];		/* what a retrying connect says */
+};
+void comm_note_start(struct comm_note *n, comm_note_fn fn, void *ctx);
+/* The earlier of deadline and the next note (n may be NULL): how long to
+ * wait before looking at the note again. */
+double comm_note_until(const struct comm_note *n, double deadline);
+/* When a note is due: calls fn with the text and returns 1; else 0. */
+int comm_note_say(struct comm_note *n, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Accept one connection before deadline; peer gets its address. */
 int comm_sock_accept(int lfd, double deadline, struct comm_sock_addr *peer,
     char *err, size_t errlen);
 /* Connect to a, retrying refused or unreachable attempts until deadline.
- * from: local address to bind first (port 0), or NULL. */
+ * from: local address to bind first (port 0), or NULL. note (or NULL):
+ * says note->what while the attempts go on. */
 int comm_sock_connect(const struct comm_sock_addr *a, const struct comm_sock_addr *from,
-    double deadline, char *err, size_t errlen);
+    double deadline, struct comm_note *note, char *err, size_t errlen);
 /* One attempt, no retry: for a peer that must be listening already.
  * On failure errno says why (ECONNREFUSED: nobody listens). */
 int comm_sock_connect_once(const struct comm_sock_addr *a, const struct comm_sock_addr *from,

@@ -196,7 +196,21 @@ check(struct cc_run *r, const struct cc_plan *p)
 		    r->rank, bad);
 	cli_debug("rank %d: check ok (%zu tensor%s, max error %.3g)", r->rank,
 	    p->out.count, p->out.count == 1 ? "" : "s", maxerr);
+	r->checked += p->out.count;
+	r->maxerr = maxerr > r->maxerr ? maxerr : r->maxerr;
 	return 0;
+}
+
+/* A run whose every check passed says so once, from rank 0, so --check
+ * is never silent. */
+static void
+check_passed(const struct cc_run *r)
+{
+	if (r->rank != 0 || !r->o->check || r->checked == 0)
+		return;
+	cli_info("check passed: %zu tensor%s on %d rank%s, max error %.3g on "
+	    "rank 0", r->checked, r->checked == 1 ? "" : "s", r->world,
+	    r->world == 1 ? "" : "s", r->maxerr);
 }
 
 /* Without -o, rank 0 says what came out, so a run is never silent: shape,
@@ -327,17 +341,20 @@ static int
 open_comm(struct cc_run *r)
 {
 	struct collcli *o = r->o;
-	char job[384];
+	struct prog_job job;
 
-	/* Ranks started with different options refuse each other at once,
-	 * naming the option (KEY=VALUE words, compared one by one). */
-	snprintf(job, sizeof job, "%s --op=%s --root=%d --scatter-dim=%d "
-	    "--gather-dim=%d --algo=%s --iters=%d --warmup=%d --check=%s "
-	    "--stream=%s --bucket=%zu", cli_progname, coll_op_name(o->op),
-	    o->root, o->sdim, o->gdim, coll_algo_name(o->algo), o->iters,
-	    o->warmup, o->check ? "on" : "off", o->stream ? "on" : "off",
-	    o->bucket);
-	r->code = prog_join(&r->comm, &o->group, job, r->err, sizeof r->err);
+	prog_job_init(&job, cli_progname);
+	prog_job_add(&job, "--op", "%s", coll_op_name(o->op));
+	prog_job_add(&job, "--root", "%d", o->root);
+	prog_job_add(&job, "--scatter-dim", "%d", o->sdim);
+	prog_job_add(&job, "--gather-dim", "%d", o->gdim);
+	prog_job_add(&job, "--algo", "%s", coll_algo_name(o->algo));
+	prog_job_add(&job, "--iters", "%d", o->iters);
+	prog_job_add(&job, "--warmup", "%d", o->warmup);
+	prog_job_flag(&job, "--check", o->check);
+	prog_job_flag(&job, "--stream", o->stream);
+	prog_job_add(&job, "--bucket", "%zu", o->bucket);
+	r->code = prog_join(&r->comm, &o->group, &job, r->err, sizeof r->err);
 	return r->code ? -1 : 0;
 }
 
@@ -483,6 +500,8 @@ collcli_run(struct collcli *o, char *err, size_t errlen)
 		rc = o->stream ? close_stream(&r, run_stream(&r)) : run_file(&r);
 	if (cli_timing_close(r.timing, why, sizeof why) < 0 && rc == 0)
 		rc = collcli_fail(&r, CLI_EXIT_RUNTIME, "%s", why);
+	if (rc == 0)
+		check_passed(&r);
 	if (rc < 0)
 		snprintf(err, errlen, "%s", r.err);
 	comm_close(r.comm);

@@ -24,6 +24,8 @@ struct cc_run {
 	struct cli_timing *timing;
 	FILE *sin, *sout;		/* --stream */
 	long items;
+	size_t checked;			/* --check: tensors that passed */
+	double maxerr;			/* ... and this rank's largest error */
 	int iter;
 	double secs;			/* of this item's timed runs, summed */
 	int code;			/* exit code of the failure in err */

@@ -1,27 +1,72 @@
 /* join: one way into the group for every rank program. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "prog/join.h"
 
+void
+prog_job_init(struct prog_job *j, const char *what)
+{
+	j->len = 0;
+	j->text[0] = '\0';
+	prog_job_add(j, NULL, "%s", what);
+}
+
+/* " OPT=VALUE" (just VALUE first, with opt NULL) appended. */
+void
+prog_job_add(struct prog_job *j, const char *opt, const char *fmt, ...)
+{
+	char *at = j->text + j->len;
+	size_t left = sizeof j->text - j->len;
+	va_list ap;
+	int k = 0, n = -1;
+
+	if (opt != NULL)
+		k = snprintf(at, left, " %s=", opt);
+	if (k >= 0 && (size_t)k < left) {
+		va_start(ap, fmt);
+		n = vsnprintf(at + k, left - (size_t)k, fmt, ap);
+		va_end(ap);
+	}
+	if (n < 0 || (size_t)n >= left - (size_t)k)
+		cli_die(CLI_EXIT_RUNTIME, "job identity too long at %s",
+		    opt != NULL ? opt : fmt);
+	j->len += (size_t)(k + n);
+}
+
+void
+prog_job_flag(struct prog_job *j, const char *opt, int on)
+{
+	prog_job_add(j, opt, "%s", on ? "on" : "off");
+}
+
+void
+prog_note(void *ctx, const char *text)
+{
+	(void)ctx;
+	cli_info("%s", text);
+}
+
 int
-prog_join(struct comm **out, const struct cli_group *g, const char *job,
-    char *err, size_t errlen)
+prog_join(struct comm **out, const struct cli_group *g,
+    const struct prog_job *job, char *err, size_t errlen)
 {
 	struct comm_options co = {
 		.rank = g->rank, .world = g->world, .master = g->master,
 		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
-		.port_lo = g->port_lo, .port_hi = g->port_hi
+		.port_lo = g->port_lo, .port_hi = g->port_hi, .note = prog_note
 	};
 	enum comm_errkind kind;
-	char why[COLLX_ERRLEN], ident[1024];
+	char why[COLLX_ERRLEN], ident[sizeof job->text + 64];
 
 	/* The launch's own identity (collx-run draws a random one) keeps two
 	 * jobs of one program on one port apart, token or not. */
 	if (g->job_id != NULL)
-		snprintf(ident, sizeof ident, "%s COLLX_JOB_ID=%s", job, g->job_id);
+		snprintf(ident, sizeof ident, "%s COLLX_JOB_ID=%s", job->text,
+		    g->job_id);
 	else
-		snprintf(ident, sizeof ident, "%s", job);
+		snprintf(ident, sizeof ident, "%s", job->text);
 	co.job = ident;
 	if (comm_open_ex(out, &co, &kind, why, sizeof why) == 0)
 		return 0;

@@ -1,5 +1,6 @@
 /* progress: the per-step report of the training programs on standard
- * error: the live line on a terminal and the closing summary. */
+ * error: the live line on a terminal and the closing summary, which
+ * every run prints, a log or a pipe included. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -13,8 +14,9 @@ progress_start(struct progress *p, int on, const char *unit, long first,
 {
 	*p = (struct progress){ .unit = unit, .first = first, .steps = steps,
 	    .start = cli_now() };
-	p->lines = on && !cli_quiet && cli_verbose;
-	p->live = on && !cli_quiet && !cli_verbose && isatty(STDERR_FILENO);
+	p->summary = on && !cli_quiet;
+	p->lines = p->summary && cli_verbose;
+	p->live = p->summary && !cli_verbose && isatty(STDERR_FILENO);
 }
 
 /* "1:02:03", "2:03" */
@@ -64,7 +66,7 @@ progress_end(struct progress *p)
 {
 	double el = cli_now() - p->start;
 
-	if (!p->live && !p->lines)
+	if (!p->summary)
 		return;
 	if (p->live && p->done > 0)
 		fputc('\n', stderr);

@@ -2,14 +2,16 @@
  * collx-pipe) report their steps on standard error. With -v the program
  * prints a line per step of its own; without, a terminal gets one live
  * line redrawn in place (step, loss, throughput, ETA) instead, and
- * anything else, a log or a pipe, nothing. Either way a run that showed
- * something ends with one summary line. -q silences all of it. */
+ * anything else, a log or a pipe, no step at all. Either way the run ends
+ * with one summary line, so a log shows how it went. -q silences all of
+ * it. */
 #ifndef COLLX_PROGRESS_H
 #define COLLX_PROGRESS_H
 
 #include "par/train.h"
 
 struct progress {
+	int summary;		/* this rank reports and -q is off */
 	int lines;		/* -v: the program prints a line per step */
 	int live;		/* the redrawn line */
 	const char *unit;	/* what a step's tokens count */
@@ -29,8 +31,9 @@ void progress_start(struct progress *p, int on, const char *unit, long first,
 /* Counts step s in and redraws the live line: at most ten times a second,
  * and always for the last step. */
 void progress_step(struct progress *p, const struct train_step *s);
-/* Ends the live line and, when lines or live, prints the summary: steps,
- * final loss, mean throughput, wall time and time in communication. */
+/* Ends the live line and, unless -q or another rank reports, prints the
+ * summary: steps, final loss, mean throughput, wall time and time in
+ * communication. */
 void progress_end(struct progress *p);
 
 #endif

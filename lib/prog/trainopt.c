@@ -71,6 +71,21 @@ trainopt_optim_config(const struct trainopt_optim *o, struct nn_optim_cfg *c,
 	return opt_number("--betas", e + 1, 0, 1, &c->beta2, NULL, err, errlen);
 }
 
+void
+trainopt_optim_agree(struct prog_job *j, const struct nn_optim_cfg *c)
+{
+	prog_job_add(j, "--optimizer", "%s", c->kind == NN_ADAMW ? "adamw" :
+	    "sgd");
+	prog_job_add(j, "--lr", "%.10g", c->lr);
+	if (c->kind == NN_SGD)
+		prog_job_add(j, "--momentum", "%.10g", c->momentum);
+	prog_job_add(j, "--weight-decay", "%.10g", c->weight_decay);
+	if (c->kind == NN_ADAMW) {
+		prog_job_add(j, "--betas", "%.10g,%.10g", c->beta1, c->beta2);
+		prog_job_add(j, "--eps", "%.10g", c->eps);
+	}
+}
+
 
 int
 trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
@@ -100,8 +115,9 @@ trainopt_model_load(const char *path, struct nn_model *m, char *err,
 	char e[COLLX_ERRLEN];
 	int rc = 0;
 
-	if (tensor_load(path, &s, e, sizeof(e)) < 0 ||
-	    nn_model_load(m, &s, e, sizeof(e)) < 0)
+	if (tensor_load(path, &s, err, errlen) < 0)	/* names path */
+		rc = -1;
+	else if (nn_model_load(m, &s, e, sizeof(e)) < 0)
 		rc = cli_fail(err, errlen, "%s: %s", path, e);
 	tensor_set_free(&s);
 	return rc;

@@ -10,6 +10,7 @@
 #include "nn/nn.h"
 #include "par/ckpt.h"
 #include "par/train.h"
+#include "prog/join.h"
 
 /* Optimizer options as a command line gives them (NULL: not given),
  * applied over the torch.optim defaults of the chosen kind. */
@@ -34,6 +35,8 @@ int trainopt_optim_option(struct trainopt_optim *o, int opt, const char *arg);
 /* 0, or -1 with "--option: reason" in err (a usage error). */
 int trainopt_optim_config(const struct trainopt_optim *o,
     struct nn_optim_cfg *c, char *err, size_t errlen);
+/* The optimizer's options declared as ones every rank must share. */
+void trainopt_optim_agree(struct prog_job *j, const struct nn_optim_cfg *c);
 
 /* Checkpoint options, shared by the training programs: --checkpoint F,
  * --checkpoint-every K and --resume F, put in the getopt_long table as

@@ -289,6 +289,49 @@ test_env_errors(void)
 }
 
 static void
+usage_fn(const void *arg)
+{
+	(void)arg;
+	cli_usage_error("9 stages for 8 layers");
+}
+
+/* A usage error is every rank's: rank 0 says it, another rank exits 2 in
+ * silence (stderr here is a pipe, not a terminal) unless -v. Before the
+ * group is known a rank program (it has a group) goes by the launcher's
+ * variable. */
+static void
+test_usage_once(void)
+{
+	struct cli_group g;
+	char msg[512];
+	int rc;
+
+	clear_env();
+	setenv("COLLX_RANK", "1", 1);
+	setenv("COLLX_WORLD_SIZE", "3", 1);
+	setenv("COLLX_MASTER", "127.0.0.1:9", 1);
+	resolved(&g);
+	cli_group_free(&g);
+	rc = in_child(usage_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && msg[0] == '\0', "rank 1: a usage error, exit 2, unsaid");
+	cli_verbose = 1;
+	rc = in_child(usage_fn, NULL, msg, sizeof msg);
+	cli_verbose = 0;
+	UNIT_OK(rc == 2 && strstr(msg, "9 stages for 8 layers") &&
+	    strstr(msg, "Try "), "rank 1 with -v says it");
+	cli_rank = 0;
+	rc = in_child(usage_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && strstr(msg, "9 stages for 8 layers"), "rank 0 says it");
+	cli_rank = cli_world = -1;	/* not known yet: COLLX_RANK tells */
+	UNIT_OK(cli_group_env_rank() == 1, "the launcher's rank, before the group");
+	rc = in_child(usage_fn, NULL, msg, sizeof msg);
+	UNIT_OK(rc == 2 && msg[0] == '\0', "rank 1 by COLLX_RANK: unsaid");
+	setenv("COLLX_RANK", "x1", 1);
+	UNIT_OK(cli_group_env_rank() == -1, "a bad COLLX_RANK is no rank");
+	clear_env();	/* and the rank unknown: later usage errors are said */
+}
+
+static void
 test_numbers(void)
 {
 	char msg[512];
@@ -871,6 +914,7 @@ main(int argc, char **argv)
 	test_options_override();
 	test_group_returns();
 	test_env_errors();
+	test_usage_once();
 	test_numbers();
 	test_subst();
 	test_le();

@@ -512,6 +512,8 @@ test_refusals(void)
 		"rank(s) 1", NULL },
 	    opt = { 1, 0, NULL, "test-job --x=1", "rank 1 was started with --x 1, rank 0 "
 		"without it", "rank(s) 1", NULL },
+	    subcmd = { 1, 0, NULL, "test-job sub --x=1", "rank 1 runs test-job sub, "
+		"rank 0 test-job", "rank(s) 1", NULL },
 	    dup = { 2, 1, NULL, NULL, NULL, "rank(s) 2", NULL },
 	    streams = { 1, 0, NULL, NULL, "2 interfaces differ", "rank(s) 1", "lo,lo" };
 	int st[3];
@@ -525,6 +527,9 @@ test_refusals(void)
 	set_master(AF_INET);
 	run_ranks(2, sc_refuse, &opt, st);
 	UNIT_OK(st[1] == 3 && st[0] == 1, "another option is refused, naming it");
+	set_master(AF_INET);
+	run_ranks(2, sc_refuse, &subcmd, st);
+	UNIT_OK(st[1] == 3 && st[0] == 1, "another subcommand is refused, naming what runs");
 	set_master(AF_INET);
 	run_ranks(2, sc_refuse, &streams, st);
 	UNIT_OK(st[1] == 3 && st[0] == 1, "another number of interfaces is refused (mismatch)");
