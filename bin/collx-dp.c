@@ -471,6 +471,7 @@ main(int argc, char **argv)
 	o.cfg.steps = o.c.steps >= 0 ? o.c.steps : train_epoch_steps(d.n, o.c.batch, o.c.epochs);
 	o.cfg.timeout = o.g.timeout;
 	o.cfg.token = o.g.token;
+	o.cfg.note = prog_note;
 	train(&o, &m, &d);
 	train_data_free(&d);
 	nn_model_free(&m);

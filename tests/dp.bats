@@ -327,6 +327,15 @@ gpt_same() {
 	    --targets Y.npy --batch 10 --steps 1
 	[ "$status" -eq 3 ]
 	[ "$output" = "collx-dp: nothere.safetensors: No such file or directory" ]
+	for o in "--data nothere.npy --targets Y.npy" "--data X.npy --targets nothere.npy"; do
+		run timeout 30 collx-dp -m m.safetensors $o --batch 10 --steps 1
+		[ "$status" -eq 3 ]
+		[ "$output" = "collx-dp: nothere.npy: No such file or directory" ]
+	done
+	timeout 30 collx-dp --init gpt --dims 256,8,1,1,8 -o g.safetensors
+	run timeout 30 collx-dp -m g.safetensors --data nothere.txt --batch 2 --steps 1
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-dp: nothere.txt: No such file or directory" ]
 	run timeout 30 collx-run -n 2 --timeout 10 -- collx-dp \
 	    -m nothere.safetensors --data X.npy --targets Y.npy --batch 10 --steps 1
 	echo "$output"

@@ -223,3 +223,15 @@ servers_exit() {
 	[ "$(wc -l <quiet.txt)" -eq 1 ]
 	grep -q "^collx-ps: server 127.0.0.1:$port: " quiet.txt
 }
+
+@test "a collx-dp worker waiting for an external server names its address after 5 s" {
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 20 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,4,1 --seed 3 -o m.safetensors
+	port=$(free_port)
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 10 --steps 1 --sync ps --ps "127.0.0.1:$port" --timeout 7
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "${lines[0]}" = "collx-dp: still trying to reach server 0 at 127.0.0.1:$port" ]
+	[ "${#lines[@]}" -eq 2 ]
+}

@@ -33,6 +33,7 @@ struct dp_cfg {
 	int staleness;		/* async bound, < 0 none */
 	double timeout;
 	const char *token;
+	comm_note_fn note;	/* says which external server a long wait is for */
 	int overlap;		/* bucket syncs overlap the backward pass */
 	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */

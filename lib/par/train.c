@@ -70,20 +70,15 @@ load_rows(struct train_data *d, const struct nn_model *m, const char *data,
     const char *targets, char *err, size_t errlen)
 {
 	struct tensor x = { 0 }, y = { 0 };
-	char e[COLLX_ERRLEN];
 	int rc = -1;
 
 	if (targets == NULL)
 		return cli_fail(err, errlen, "the %s model needs --targets",
 		    nn_arch_name(m->dims.arch));
-	if (tensor_load_one(data, &x, e, sizeof(e)) < 0) {
-		cli_fail(err, errlen, "%s: %s", data, e);
+	/* The loader's reason names the file already. */
+	if (tensor_load_one(data, &x, err, errlen) < 0 ||
+	    tensor_load_one(targets, &y, err, errlen) < 0)
 		goto out;
-	}
-	if (tensor_load_one(targets, &y, e, sizeof(e)) < 0) {
-		cli_fail(err, errlen, "%s: %s", targets, e);
-		goto out;
-	}
 	if (rows_check(d, m, &x, &y, err, errlen) < 0)
 		goto out;
 	d->x = to_f32(&x, data, err, errlen);
