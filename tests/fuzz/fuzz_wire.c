@@ -25,6 +25,7 @@ fuzz_comm(int fd)
 
 	c->rank = 0;
 	c->world = 2;
+	c->net = c;
 	c->nstreams = 1;
 	c->timeout = 1;
 	c->peers = calloc(2, sizeof *c->peers);
@@ -35,6 +36,7 @@ fuzz_comm(int fd)
 			st->fd = -1;
 			st->sq_tail = &st->sq;
 			st->rq_tail = &st->rq;
+			st->ux_tail = &st->ux;
 		}
 	strcpy(c->peers[0].addr, "self");
 	strcpy(c->peers[1].addr, "fuzz");
