@@ -148,21 +148,28 @@ shapes_body(struct comm *c, const void *arg)
 		rc |= none != NULL ? -1 : 0;
 	else
 		rc |= check_sub(none, w - 1, r, want);
-	/* the parent still works, after and between */
-	int32_t s = r;
+	/* the parent still works, with sub-groups open and after they are
+	 * closed (when its receives read straight into posted buffers again) */
+	int32_t s = r, t = r + 1;
 	if (coll_allreduce(c, &s, 1, DT_I32, COLL_SUM, COLL_AUTO) < 0 ||
 	    s != w * (w - 1) / 2)
 		rc = -1;
 	comm_close(none);
 	comm_close(blk);
 	comm_close(par);
+	if (coll_allreduce(c, &t, 1, DT_I32, COLL_PROD, COLL_RING) < 0 ||
+	    t != (w == 1 ? 1 : w == 4 ? 24 : w == 5 ? 120 : 720))
+		rc = -1;
 	return rc != 0;
 }
 
 static void
 test_shapes(void)
 {
-	for (int w = 4; w <= 6; w++) {
+	static const int worlds[] = { 1, 4, 5, 6 };
+
+	for (size_t k = 0; k < sizeof worlds / sizeof worlds[0]; k++) {
+		int w = worlds[k];
 		char what[160];
 		snprintf(what, sizeof what, "world %d: split by parity, by reversed "
 		    "blocks of 2, and with one rank undefined: sizes, ranks and "
