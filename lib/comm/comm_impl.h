@@ -17,7 +17,7 @@
 struct comm_hdr {
 	uint32_t magic;
 	uint32_t seq;		/* operation sequence number, the group's own */
-	uint32_t ctx;		/* group: 0 the whole group, comm_split's their own */
+	uint32_t ctx;		/* group: 0 comm_open's, sub-groups their own */
 	int32_t tag;
 	int16_t opcode, dtype;
 	uint32_t pad;
@@ -52,6 +52,7 @@ struct comm_seg {
 	struct comm_xfer *x;
 	char *buf;
 	size_t len, done;	/* payload bytes of this stripe */
+	size_t cap;		/* unexpected: bytes of buf so far (it grows) */
 	size_t hdone;		/* header bytes moved */
 	struct comm_hdr hdr;	/* sent, or received and checked */
 	struct comm_hdr want;	/* receives: what the header must say */
@@ -97,7 +98,7 @@ struct comm {
 	uint32_t ctx;		/* group id in every header (0: net itself) */
 	uint32_t next_ctx;	/* net: lowest group id this rank has not used */
 	int nsubs;		/* net: sub-groups open */
-	int split;		/* net: receives match by group (since the first split) */
+	int split;		/* net: receives match by group (first split to last close) */
 	double timeout;
 	const char *token;	/* owned copy, or NULL */
 	uint8_t job[SHA256_LEN];

@@ -29,6 +29,8 @@
 #define STRIPE_MIN ((size_t)256 << 10)
 #define STRIPE_ALIGN ((size_t)4096)
 #define IOV_BATCH 64
+/* An unexpected message's buffer starts this large and doubles. */
+#define UX_CHUNK ((size_t)64 << 10)
 
 _Static_assert(sizeof(struct comm_hdr) == 56, "wire header is 56 bytes");
 
@@ -189,8 +191,10 @@ net_post(struct comm *c, struct comm_req *r)
 			*st->sq_tail = g;
 			st->sq_tail = &g->next;
 		} else if (c->net->split) {
-			if (mux_posted(c, peer, k, g) < 0)
+			if (mux_posted(c, peer, k, g) < 0) {
+				x->left -= n - 1 - k;	/* stripes never queued */
 				return -1;
+			}
 		} else {
 			*st->rq_tail = g;
 			st->rq_tail = &g->next;
@@ -401,20 +405,54 @@ mux_unlink(struct comm_seg **q, struct comm_seg ***tail)
 	return g;
 }
 
-/* The posted stripe g takes the unexpected stripe u (and frees it). */
+static void
+ux_free(struct comm_seg *u)
+{
+	free(u->buf);
+	free(u);
+}
+
+/* Room for the next bytes of unexpected stripe u: its buffer grows as
+ * they arrive (doubling, from UX_CHUNK), so a length no peer sends
+ * allocates no more than what came. */
 static int
-mux_deliver(struct comm *c, int peer, struct comm_seg *g, struct comm_seg *u)
+ux_grow(struct comm *c, int peer, struct comm_seg *u)
+{
+	size_t cap = u->cap ? u->cap * 2 : UX_CHUNK;
+	char *buf;
+
+	if (u->done < u->cap)
+		return 0;
+	if (cap > u->len || cap < u->cap)
+		cap = u->len;
+	if (!(buf = realloc(u->buf, cap))) {
+		comm_fail(c, COMM_ERR_RUNTIME, "out of memory for a message of "
+		    "%zu bytes from peer rank %d", u->len, peer);
+		return -1;
+	}
+	u->buf = buf;
+	u->cap = cap;
+	return 0;
+}
+
+/* The posted stripe g takes the unexpected stripe u (and frees it). On
+ * a mismatch g goes back to the stream's FIFO, for comm_close to free. */
+static int
+mux_deliver(struct comm *c, int peer, struct comm_stream *st,
+    struct comm_seg *g, struct comm_seg *u)
 {
 	g->hdr = u->hdr;
 	g->hdone = HDR;
 	if (hdr_check(c, peer, g) < 0) {
-		free(u);
+		ux_free(u);
+		*st->rq_tail = g;
+		st->rq_tail = &g->next;
 		return -1;
 	}
 	if (g->len)
 		memcpy(g->buf, u->buf, g->len);
 	g->done = g->len;
-	free(u);
+	ux_free(u);
 	seg_done(&c->net->peers[peer], g);
 	return 0;
 }
@@ -428,7 +466,7 @@ mux_posted(struct comm *c, int peer, int s, struct comm_seg *g)
 	struct comm_seg **q = mux_find(&st->ux, g->want.ctx, 0);
 
 	if (q)
-		return mux_deliver(c, peer, g, mux_unlink(q, &st->ux_tail));
+		return mux_deliver(c, peer, st, g, mux_unlink(q, &st->ux_tail));
 	*st->rq_tail = g;
 	st->rq_tail = &g->next;
 	return 0;
@@ -448,7 +486,7 @@ mux_arrived(struct comm *c, int peer, struct comm_stream *st,
 		return 0;
 	}
 	if ((q = mux_find(&st->rq, g->hdr.ctx, 1)))
-		return mux_deliver(c, peer, mux_unlink(q, &st->rq_tail), g);
+		return mux_deliver(c, peer, st, mux_unlink(q, &st->rq_tail), g);
 	*st->ux_tail = g;
 	st->ux_tail = &g->next;
 	return 0;
@@ -461,32 +499,25 @@ mux_header(struct comm *c, int peer, int s)
 {
 	struct comm_stream *st = &c->net->peers[peer].st[s];
 	struct comm_seg **q, *g;
-	size_t len;
 
 	if (hdr_valid(c, peer, &st->in) < 0)
 		return -1;
 	if ((q = mux_find(&st->rq, st->in.ctx, 1))) {
 		g = mux_unlink(q, &st->rq_tail);
-		g->hdr = st->in;
-		g->hdone = HDR;
-		if (hdr_check(c, peer, g) < 0)
-			return -1;
+	} else if ((g = calloc(1, sizeof *g))) {
+		g->len = comm_stripe_bytes(c->net, (size_t)st->in.len, s);
 	} else {
-		len = comm_stripe_bytes(c->net, (size_t)st->in.len, s);
-		if (len > SIZE_MAX - sizeof *g || !(g = calloc(1, sizeof *g + len))) {
-			comm_fail(c, COMM_ERR_RUNTIME, "out of memory for a message "
-			    "of %zu bytes from peer rank %d", len, peer);
-			return -1;
-		}
-		g->buf = (char *)(g + 1);
-		g->len = len;
-		g->hdr = st->in;
-		g->hdone = HDR;
+		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
 	}
-	if (g->done < g->len) {
-		st->cur = g;
+	g->hdr = st->in;
+	g->hdone = HDR;
+	st->cur = g;	/* from here on comm_close frees it */
+	if (g->x && hdr_check(c, peer, g) < 0)
+		return -1;
+	if (g->done < g->len)
 		return 0;
-	}
+	st->cur = NULL;
 	return mux_arrived(c, peer, st, g);
 }
 
@@ -527,10 +558,15 @@ mux_move(struct comm *c, int peer, int s)
 	struct comm_seg *g = st->cur;
 	ssize_t n;
 
+	if (g && !g->x && ux_grow(c, peer, g) < 0)
+		return -1;
 	if (g)
-		iov[m.msg_iovlen++] = (struct iovec){ g->buf + g->done, g->len - g->done };
-	iov[m.msg_iovlen++] = (struct iovec){ (char *)&st->in + st->indone,
-	    HDR - st->indone };
+		iov[m.msg_iovlen++] = (struct iovec){ g->buf + g->done,
+		    (g->x ? g->len : g->cap) - g->done };
+	/* the next header only after the whole payload */
+	if (!g || g->x || g->cap == g->len)
+		iov[m.msg_iovlen++] = (struct iovec){ (char *)&st->in + st->indone,
+		    HDR - st->indone };
 	if ((n = stream_io(c, peer, st->fd, &m, 1)) <= 0)
 		return n;
 	return mux_advance(c, peer, s, (size_t)n) < 0 ? -1 : n;
@@ -749,7 +785,7 @@ static void
 seg_drop(struct comm_seg *g)
 {
 	if (g->x == NULL)
-		free(g);
+		ux_free(g);
 	else if (--g->x->left == 0)
 		free(g->x);
 }
