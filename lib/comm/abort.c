@@ -1,7 +1,7 @@
 /* abort: a rank that fails tells every peer why before it leaves, so
  * that each rank's one line names the same root cause (the rank that
  * died, stalled or differed) rather than the neighbour that left because
- * of it. The frame is 48 bytes, the size of a message header, and goes
+ * of it. The frame is 56 bytes, the size of a message header, and goes
  * where the next header would: after the stripe being sent, which is
  * finished with zeros first (its data no longer matters). A peer meets
  * it in place of the header it expects; one that was only sending to us
@@ -23,7 +23,7 @@ struct comm_abort {
 	uint32_t seq;
 	uint8_t why, pad;
 	uint16_t err;
-	char where[28];
+	char where[36];
 };
 
 _Static_assert(sizeof(struct comm_abort) == sizeof(struct comm_hdr),
@@ -52,14 +52,17 @@ where_cut(char *dst, size_t size, const char *label)
 void
 comm_cause_set(struct comm *c, int culprit, enum comm_why why, int err)
 {
-	if (c->kind != COMM_ERR_NONE || c->cause.why != COMM_WHY_NONE)
+	struct comm *n = c->net;
+
+	/* The links' group keeps the cause; c (maybe a sub-group) labels it. */
+	if (n->kind != COMM_ERR_NONE || n->cause.why != COMM_WHY_NONE)
 		return;
-	c->cause.why = why;
-	c->cause.culprit = culprit;
-	c->cause.reporter = c->rank;
-	c->cause.err = err;
-	c->cause.seq = c->seq;
-	where_cut(c->cause.where, sizeof c->cause.where, c->step);
+	n->cause.why = why;
+	n->cause.culprit = culprit;
+	n->cause.reporter = n->rank;
+	n->cause.err = err;
+	n->cause.seq = c->seq;
+	where_cut(n->cause.where, sizeof n->cause.where, c->step);
 }
 
 static void
@@ -118,6 +121,7 @@ comm_abort_send(struct comm *c)
 	struct comm_abort f;
 	int peer, s, pass, partial;
 
+	c = c->net;
 	if (!c->meshed || c->cause.why == COMM_WHY_NONE)
 		return;
 	frame_fill(c, &f);
@@ -152,26 +156,28 @@ frame_where(const struct comm *c, const struct comm_abort *f, char *buf, size_t 
 void
 comm_abort_received(struct comm *c, int peer, const void *frame)
 {
+	struct comm *n = c->net;
 	struct comm_abort f;
 	char where[128], by[48];
 	const char *addr;
 
+	/* Ranks are net's; c, the group waiting, labels the message. */
 	memcpy(&f, frame, sizeof f);
 	f.where[sizeof f.where - 1] = '\0';
-	if (f.culprit < 0 || f.culprit >= c->world || f.reporter < 0 ||
-	    f.reporter >= c->world || f.why == COMM_WHY_NONE || f.why >= COMM_WHY_COUNT) {
+	if (f.culprit < 0 || f.culprit >= n->world || f.reporter < 0 ||
+	    f.reporter >= n->world || f.why == COMM_WHY_NONE || f.why >= COMM_WHY_COUNT) {
 		comm_cause_set(c, peer, COMM_WHY_FAILED, EPROTO);
 		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) sent a garbled abort",
-		    peer, c->peers[peer].addr);
+		    peer, n->peers[peer].addr);
 		return;
 	}
-	if (c->kind == COMM_ERR_NONE && c->cause.why == COMM_WHY_NONE) {
-		c->cause = (struct comm_cause){ f.why, f.culprit, f.reporter, f.err,
+	if (n->kind == COMM_ERR_NONE && n->cause.why == COMM_WHY_NONE) {
+		n->cause = (struct comm_cause){ f.why, f.culprit, f.reporter, f.err,
 		    f.seq, "" };
-		memcpy(c->cause.where, f.where, sizeof f.where);
+		memcpy(n->cause.where, f.where, sizeof f.where);
 	}
 	frame_where(c, &f, where, sizeof where);
-	addr = c->peers[f.culprit].addr;
+	addr = n->peers[f.culprit].addr;
 	snprintf(by, sizeof by, "; rank %d aborted the job", f.reporter);
 	switch (f.why) {
 	case COMM_WHY_CLOSED:
@@ -203,8 +209,8 @@ comm_abort_received(struct comm *c, int peer, const void *frame)
 static int
 salvage_stream(struct comm *c, int peer, int s)
 {
-	struct comm_stream *st = &c->peers[peer].st[s];
-	struct comm_seg *g = st->rq;
+	struct comm_stream *st = &c->net->peers[peer].st[s];
+	struct comm_seg *g = c->net->split ? st->cur : st->rq;
 	struct comm_hdr h;
 	char junk[65536];
 	size_t have = 0, skip = 0;
@@ -215,6 +221,9 @@ salvage_stream(struct comm *c, int peer, int s)
 	else if (g && g->hdone > 0) {
 		memcpy(&h, &g->hdr, g->hdone);
 		have = g->hdone;
+	} else if (c->net->split && st->indone > 0) {
+		memcpy(&h, &st->in, st->indone);
+		have = st->indone;
 	}
 	for (;;) {
 		if (skip > 0) {
@@ -238,7 +247,7 @@ salvage_stream(struct comm *c, int peer, int s)
 		}
 		if (h.magic != COMM_HDR_MAGIC || h.len > SIZE_MAX)
 			return 0;
-		skip = comm_stripe_bytes(c, (size_t)h.len, s);
+		skip = comm_stripe_bytes(c->net, (size_t)h.len, s);
 	}
 }
 
@@ -248,7 +257,7 @@ comm_abort_salvage(struct comm *c, int peer)
 	int s;
 
 	for (s = 0; s < c->nstreams; s++)
-		if (c->peers[peer].st[s].fd >= 0 && salvage_stream(c, peer, s))
+		if (c->net->peers[peer].st[s].fd >= 0 && salvage_stream(c, peer, s))
 			return 1;
 	return 0;
 }

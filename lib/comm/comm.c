@@ -53,6 +53,8 @@ comm_alloc(struct comm **out, const struct comm_options *o,
 		goto nomem;
 	c->rank = o->rank;
 	c->world = o->world;
+	c->net = c;
+	c->next_ctx = 1;
 	c->nstreams = 1;
 	c->timeout = o->timeout > 0 ? o->timeout : 60;
 	c->opcode = -1;
@@ -65,6 +67,7 @@ comm_alloc(struct comm **out, const struct comm_options *o,
 			st->fd = -1;
 			st->sq_tail = &st->sq;
 			st->rq_tail = &st->rq;
+			st->ux_tail = &st->ux;
 		}
 	*out = c;
 	return 0;
@@ -119,6 +122,10 @@ comm_close(struct comm *c)
 
 	if (!c)
 		return;
+	if (c->net != c) {
+		comm_close_sub(c);
+		return;
+	}
 	comm_free_queues(c);
 	for (p = 0; p < c->world; p++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++)
@@ -153,38 +160,41 @@ comm_peer_addr(const struct comm *c, int peer)
 {
 	if (peer < 0 || peer >= c->world)
 		return "?";
-	return c->peers[peer].addr;
+	return c->net->peers[comm_net_rank(c, peer)].addr;
 }
 
 const char *
 comm_error(const struct comm *c)
 {
-	return c->kind == COMM_ERR_NONE ? "no error" : c->err;
+	return c->net->kind == COMM_ERR_NONE ? "no error" : c->net->err;
 }
 
 enum comm_errkind
 comm_errkind(const struct comm *c)
 {
-	return c->kind;
+	return c->net->kind;
 }
 
 static void
 comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
     va_list ap)
 {
+	struct comm *net = c->net;
 	int n;
 
-	/* The first failure is the cause; later ones are its consequences. */
-	if (c->kind != COMM_ERR_NONE)
+	/* The first failure is the cause; later ones are its consequences.
+	 * A failure in a sub-group breaks the links it shares, so it is
+	 * net's, and ranks are named as net knows them. */
+	if (net->kind != COMM_ERR_NONE)
 		return;
 	/* A failure no peer caused is this rank's own (or its data's). */
-	comm_cause_set(c, c->rank, kind == COMM_ERR_MISMATCH ? COMM_WHY_MISMATCH :
+	comm_cause_set(c, net->rank, kind == COMM_ERR_MISMATCH ? COMM_WHY_MISMATCH :
 	    COMM_WHY_LOCAL, 0);
-	c->kind = kind == COMM_ERR_NONE ? COMM_ERR_RUNTIME : kind;
-	n = snprintf(c->err, sizeof c->err, "rank %d: ", c->rank);
-	vsnprintf(c->err + n, sizeof c->err - (size_t)n, fmt, ap);
+	net->kind = kind == COMM_ERR_NONE ? COMM_ERR_RUNTIME : kind;
+	n = snprintf(net->err, sizeof net->err, "rank %d: ", net->rank);
+	vsnprintf(net->err + n, sizeof net->err - (size_t)n, fmt, ap);
 	/* Before this rank leaves, every peer learns why. */
-	comm_abort_send(c);
+	comm_abort_send(net);
 }
 
 void
@@ -207,7 +217,7 @@ comm_log(const struct comm *c, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "%s: rank %d: %s\n", program_invocation_short_name,
-	    c->rank, msg);
+	    c->net->rank, msg);
 }
 
 void

@@ -50,6 +50,7 @@ int comm_open(struct comm **out, const struct comm_options *o, char *err, size_t
  * a duplicate rank), COMM_ERR_RUNTIME otherwise. */
 int comm_open_ex(struct comm **out, const struct comm_options *o,
     enum comm_errkind *kind, char *err, size_t errlen);
+/* Close every sub-group of c (comm_split) before c itself. */
 void comm_close(struct comm *c);
 int comm_rank(const struct comm *c);
 int comm_size(const struct comm *c);
@@ -57,6 +58,28 @@ int comm_size(const struct comm *c);
 const char *comm_peer_addr(const struct comm *c, int peer);
 /* Streams (connections) to every peer: one per interface in opt->ifaces. */
 int comm_streams(const struct comm *c);
+
+/*
+ * Sub-groups, as MPI_Comm_split makes them. Collective over parent:
+ * ranks passing the same color form one sub-group, ranked by key, ties
+ * by rank in parent; a rank passing COMM_UNDEFINED (any negative color)
+ * gets *sub = NULL. A sub-group uses parent's links (no new connection)
+ * and numbers its operations on its own, so point-to-point calls and
+ * every collective work on it with its own ranks, and run while the
+ * parent's, or another sub-group's, are in flight: each message carries
+ * its group, and one that arrives before its group posted a receive
+ * waits in a buffer. Mismatches are found within a group; ranks that
+ * call collectives on different groups wait for each other until the
+ * timeout. A failure anywhere fails parent and every sub-group, and
+ * names ranks as the group comm_open made knows them. The first split of
+ * a group must find none of its receives in flight; from then on, until
+ * its last sub-group is closed, each message's header is read before its
+ * payload. comm_close(sub) frees the sub-group only; comm_bytes_sent
+ * counts each group's own sends.
+ */
+#define COMM_UNDEFINED (-1)
+int comm_split(struct comm *parent, int color, int key, struct comm **sub,
+    char *err, size_t errlen);
 
 /* Reason and kind of the last failure on c. The text starts with
  * "rank R: " and names the peer, its address and the current step. */

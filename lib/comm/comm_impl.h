@@ -16,9 +16,11 @@
 /* Every message (every stripe of one) starts with this header. */
 struct comm_hdr {
 	uint32_t magic;
-	uint32_t seq;		/* operation sequence number */
-	int16_t opcode, dtype;
+	uint32_t seq;		/* operation sequence number, the group's own */
+	uint32_t ctx;		/* group: 0 comm_open's, sub-groups their own */
 	int32_t tag;
+	int16_t opcode, dtype;
+	uint32_t pad;
 	uint64_t sig;
 	uint64_t len;		/* whole message, all stripes */
 	char op[16];		/* operation name, for mismatch messages */
@@ -41,7 +43,7 @@ struct comm_cause {
 	int reporter;		/* the rank that found it */
 	int err;		/* errno for COMM_WHY_FAILED */
 	uint32_t seq;		/* the reporter's operation number */
-	char where[28];		/* the reporter's step label, cut */
+	char where[36];		/* the reporter's step label, cut */
 };
 
 /* One stripe of a message queued on one stream. */
@@ -50,6 +52,7 @@ struct comm_seg {
 	struct comm_xfer *x;
 	char *buf;
 	size_t len, done;	/* payload bytes of this stripe */
+	size_t cap;		/* unexpected: bytes of buf so far (it grows) */
 	size_t hdone;		/* header bytes moved */
 	struct comm_hdr hdr;	/* sent, or received and checked */
 	struct comm_hdr want;	/* receives: what the header must say */
@@ -63,10 +66,18 @@ struct comm_xfer {
 	struct comm_seg seg[];
 };
 
+/* Once a group has sub-groups, messages of several groups share a
+ * stream: each header is read alone, then its payload goes to the first
+ * receive its group posted on the stream, or to a buffer of its own when
+ * none is posted yet (unexpected), which the group's next receive takes. */
 struct comm_stream {
 	int fd;
 	struct comm_seg *sq, **sq_tail;	/* FIFO of stripes to send */
 	struct comm_seg *rq, **rq_tail;	/* FIFO of stripes to receive */
+	struct comm_hdr in;	/* split: the header arriving */
+	size_t indone;
+	struct comm_seg *cur;	/* split: the stripe whose payload arrives */
+	struct comm_seg *ux, **ux_tail;	/* split: unexpected, in arrival order */
 };
 
 struct comm_peer {
@@ -76,8 +87,18 @@ struct comm_peer {
 	double last;		/* last progress (or start of the wait) */
 };
 
+/* The group a program opens owns the links (peers, their queues) and the
+ * failure state; a sub-group (comm_split) has its own ranks, operation
+ * numbers and messages to itself, and reaches everything else through
+ * net, with its ranks mapped to net's. */
 struct comm {
 	int rank, world, nstreams;
+	struct comm *net;	/* the group owning the links: itself or an ancestor */
+	int *map;		/* rank in this group -> rank in net; NULL: the same */
+	uint32_t ctx;		/* group id in every header (0: net itself) */
+	uint32_t next_ctx;	/* net: lowest group id this rank has not used */
+	int nsubs;		/* net: sub-groups open */
+	int split;		/* net: receives match by group (first split to last close) */
 	double timeout;
 	const char *token;	/* owned copy, or NULL */
 	uint8_t job[SHA256_LEN];
@@ -97,11 +118,20 @@ struct comm {
 	uint64_t sent;		/* payload bytes posted to other ranks */
 };
 
+/* A rank of group c as a rank of c->net. */
+static inline int
+comm_net_rank(const struct comm *c, int r)
+{
+	return c->map ? c->map[r] : r;
+}
+
 /* Rendezvous and full mesh (rendezvous.c); fills c->peers. */
 int comm_connect_all(struct comm *c, const struct comm_options *o);
 /* " during allreduce (ring step 3)" or "" */
 const char *comm_where(const struct comm *c, char *buf, size_t len);
 void comm_free_queues(struct comm *c);
+/* Sub-groups (split.c): comm_close of a sub-group. */
+void comm_close_sub(struct comm *c);
 /* "program: rank R: message" on stderr (a dropped connection, say). */
 void comm_log(const struct comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -2,7 +2,15 @@
  * has a FIFO of stripes to send and one to receive; comm_waitall() moves
  * bytes on every non-empty FIFO with non-blocking calls (several messages
  * per system call), optionally spins (COLLX_SPIN_US), then sleeps in
- * poll() until a socket is ready or a peer's time is up. */
+ * poll() until a socket is ready or a peer's time is up. Once the group
+ * has been split, several groups share the streams and a receive matches
+ * by group (mux_*): headers are read first, so that a message of a group
+ * with no receive posted yet is kept aside instead of blocking the others.
+ * A group never split reads as before, straight into posted buffers.
+ *
+ * Functions taking a struct comm take the group waiting or posting (its
+ * operation labels the messages) and reach the links through c->net;
+ * their peer is a rank of net. */
 #include "comm/comm_impl.h"
 #include "tensor/dtype.h"
 
@@ -21,8 +29,10 @@
 #define STRIPE_MIN ((size_t)256 << 10)
 #define STRIPE_ALIGN ((size_t)4096)
 #define IOV_BATCH 64
+/* An unexpected message's buffer starts this large and doubles. */
+#define UX_CHUNK ((size_t)64 << 10)
 
-_Static_assert(sizeof(struct comm_hdr) == 48, "wire header is 48 bytes");
+_Static_assert(sizeof(struct comm_hdr) == 56, "wire header is 56 bytes");
 
 /* Stripe k of n of a len-byte message: [*off, *off + return). */
 static size_t
@@ -55,6 +65,7 @@ hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
 	memset(h, 0, sizeof *h);
 	h->magic = COMM_HDR_MAGIC;
 	h->seq = c->seq;
+	h->ctx = c->ctx;
 	h->opcode = (int16_t)c->opcode;
 	h->dtype = (int16_t)c->dtype;
 	h->tag = tag;
@@ -81,7 +92,7 @@ static int
 req_post(struct comm *c, int peer, int tag, void *buf, size_t len,
     struct comm_req *r, int is_send)
 {
-	if (c->kind != COMM_ERR_NONE)
+	if (c->net->kind != COMM_ERR_NONE)
 		return -1;
 	memset(r, 0, sizeof *r);
 	if (peer < 0 || peer >= c->world) {
@@ -150,15 +161,17 @@ self_post(struct comm *c, struct comm_req *r)
 		;
 	*q = x;
 	self_match(c);
-	return c->kind == COMM_ERR_NONE ? 0 : -1;
+	return c->net->kind == COMM_ERR_NONE ? 0 : -1;
 }
 
 static int stream_send(struct comm *c, int peer, int s);
+static int mux_posted(struct comm *c, int peer, int s, struct comm_seg *g);
 
 static int
 net_post(struct comm *c, struct comm_req *r)
 {
-	struct comm_peer *p = &c->peers[r->peer];
+	int peer = comm_net_rank(c, r->peer);
+	struct comm_peer *p = &c->net->peers[peer];
 	int n = stripes_for(c, r->len), k;
 	struct comm_xfer *x = xfer_new(c, r, n);
 	struct comm_stream *st;
@@ -173,16 +186,23 @@ net_post(struct comm *c, struct comm_req *r)
 		g->buf = r->len ? r->buf + off : r->buf;	/* no offset on NULL */
 		st = &p->st[k];
 		hdr_fill(c, r->is_send ? &g->hdr : &g->want, r->tag, r->len);
-		*(r->is_send ? st->sq_tail : st->rq_tail) = g;
-		if (r->is_send)
-			st->sq_tail = &g->next;
-		else
-			st->rq_tail = &g->next;
 		p->pending++;
+		if (r->is_send) {
+			*st->sq_tail = g;
+			st->sq_tail = &g->next;
+		} else if (c->net->split) {
+			if (mux_posted(c, peer, k, g) < 0) {
+				x->left -= n - 1 - k;	/* stripes never queued */
+				return -1;
+			}
+		} else {
+			*st->rq_tail = g;
+			st->rq_tail = &g->next;
+		}
 	}
 	/* Start sending now: the bytes travel while the caller computes. */
 	if (r->is_send && p->st[0].sq == &x->seg[0])
-		return stream_send(c, r->peer, 0) < 0 ? -1 : 0;
+		return stream_send(c, peer, 0) < 0 ? -1 : 0;
 	return 0;
 }
 
@@ -230,37 +250,51 @@ hdr_describe(const struct comm_hdr *h, char *buf, size_t len)
 		snprintf(dt, sizeof dt, "%s", dtype_name((enum dtype)h->dtype));
 	else
 		snprintf(dt, sizeof dt, "%d", h->dtype);
-	return snprintf(buf, len, "%.15s (op %d, #%u), dtype %s, %llu bytes, tag %d, "
-	    "signature %#llx", h->op[0] ? h->op : "point-to-point", h->opcode, h->seq,
-	    dt, (unsigned long long)h->len, h->tag, (unsigned long long)h->sig);
+	return snprintf(buf, len, "%.15s (op %d, #%u%s%.0u), dtype %s, %llu bytes, "
+	    "tag %d, signature %#llx", h->op[0] ? h->op : "point-to-point",
+	    h->opcode, h->seq, h->ctx ? " of group " : "", h->ctx, dt,
+	    (unsigned long long)h->len, h->tag, (unsigned long long)h->sig);
 }
 
+/* A header is a message's, not an abort frame or garbage. */
+static int
+hdr_valid(struct comm *c, int peer, const struct comm_hdr *h)
+{
+	char where[128];
+
+	if (h->magic == COMM_ABORT_MAGIC) {
+		comm_abort_received(c, peer, h);
+		return -1;
+	}
+	if (h->magic != COMM_HDR_MAGIC) {
+		comm_cause_set(c, peer, COMM_WHY_FAILED, EPROTO);
+		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) sent a garbled "
+		    "message header%s", peer, c->net->peers[peer].addr,
+		    comm_where(c, where, sizeof where));
+		return -1;
+	}
+	return 0;
+}
+
+/* A received header against what its receive expects. */
 static int
 hdr_check(struct comm *c, int peer, const struct comm_seg *g)
 {
 	const struct comm_hdr *h = &g->hdr, *w = &g->want;
 	char where[128], got[192], want[192];
 
-	if (h->magic == COMM_ABORT_MAGIC) {
-		comm_abort_received(c, peer, h);
+	if (hdr_valid(c, peer, h) < 0)
 		return -1;
-	}
-	comm_where(c, where, sizeof where);
-	if (h->magic != COMM_HDR_MAGIC) {
-		comm_cause_set(c, peer, COMM_WHY_FAILED, EPROTO);
-		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) sent a garbled "
-		    "message header%s", peer, c->peers[peer].addr, where);
-		return -1;
-	}
-	if (h->seq == w->seq && h->opcode == w->opcode && h->dtype == w->dtype &&
-	    h->tag == w->tag && h->sig == w->sig && h->len == w->len)
+	if (h->seq == w->seq && h->ctx == w->ctx && h->opcode == w->opcode &&
+	    h->dtype == w->dtype && h->tag == w->tag && h->sig == w->sig &&
+	    h->len == w->len)
 		return 0;
 	hdr_describe(h, got, sizeof got);
 	hdr_describe(w, want, sizeof want);
 	comm_cause_set(c, peer, COMM_WHY_MISMATCH, 0);
 	comm_fail(c, COMM_ERR_MISMATCH, "mismatch with peer rank %d (%s)%s: "
-	    "peer sent %s; this rank expected %s", peer, c->peers[peer].addr,
-	    where, got, want);
+	    "peer sent %s; this rank expected %s", peer, c->net->peers[peer].addr,
+	    comm_where(c, where, sizeof where), got, want);
 	return -1;
 }
 
@@ -269,7 +303,7 @@ static int
 queue_advance(struct comm *c, int peer, struct comm_seg **q,
     struct comm_seg ***tail, size_t n, int is_recv)
 {
-	struct comm_peer *p = &c->peers[peer];
+	struct comm_peer *p = &c->net->peers[peer];
 	struct comm_seg *g;
 	size_t k;
 
@@ -305,25 +339,22 @@ peer_lost(struct comm *c, int peer, int e)
 	comm_where(c, where, sizeof where);
 	if (closed)
 		comm_fail(c, COMM_ERR_RUNTIME, "peer rank %d (%s) closed the "
-		    "connection%s", peer, c->peers[peer].addr, where);
+		    "connection%s", peer, c->net->peers[peer].addr, where);
 	else
 		comm_fail(c, COMM_ERR_RUNTIME, "connection to peer rank %d (%s) "
-		    "failed%s: %s", peer, c->peers[peer].addr, where, strerror(e));
+		    "failed%s: %s", peer, c->net->peers[peer].addr, where, strerror(e));
 }
 
-/* One non-blocking transfer on a FIFO: bytes moved (0: would block), -1 on failure. */
+/* One non-blocking system call on a stream: bytes moved (0: would
+ * block), -1 on failure. */
 static ssize_t
-stream_move(struct comm *c, int peer, int s, int is_recv)
+stream_io(struct comm *c, int peer, int fd, struct msghdr *m, int is_recv)
 {
-	struct comm_stream *st = &c->peers[peer].st[s];
-	struct iovec iov[IOV_BATCH];
-	struct msghdr m = { .msg_iov = iov };
 	ssize_t n;
 
-	m.msg_iovlen = (size_t)queue_iov(is_recv ? st->rq : st->sq, iov);
 	do
-		n = is_recv ? recvmsg(st->fd, &m, MSG_DONTWAIT) :
-		    sendmsg(st->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		n = is_recv ? recvmsg(fd, m, MSG_DONTWAIT) :
+		    sendmsg(fd, m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
@@ -331,9 +362,221 @@ stream_move(struct comm *c, int peer, int s, int is_recv)
 		peer_lost(c, peer, n == 0 ? 0 : errno);
 		return -1;
 	}
+	return n;
+}
+
+/* One non-blocking transfer on a FIFO: bytes moved (0: would block), -1 on failure. */
+static ssize_t
+stream_move(struct comm *c, int peer, int s, int is_recv)
+{
+	struct comm_stream *st = &c->net->peers[peer].st[s];
+	struct iovec iov[IOV_BATCH];
+	struct msghdr m = { .msg_iov = iov };
+	ssize_t n;
+
+	m.msg_iovlen = (size_t)queue_iov(is_recv ? st->rq : st->sq, iov);
+	if ((n = stream_io(c, peer, st->fd, &m, is_recv)) <= 0)
+		return n;
 	if (is_recv)
 		return queue_advance(c, peer, &st->rq, &st->rq_tail, (size_t)n, 1) < 0 ? -1 : n;
 	return queue_advance(c, peer, &st->sq, &st->sq_tail, (size_t)n, 0) < 0 ? -1 : n;
+}
+
+/* Split groups: the first stripe posted on the stream for group ctx. */
+static struct comm_seg **
+mux_find(struct comm_seg **q, uint32_t ctx, int posted)
+{
+	for (; *q; q = &(*q)->next)
+		if ((posted ? (*q)->want.ctx : (*q)->hdr.ctx) == ctx)
+			return q;
+	return NULL;
+}
+
+/* Unlink *q from a FIFO whose tail is *tail. */
+static struct comm_seg *
+mux_unlink(struct comm_seg **q, struct comm_seg ***tail)
+{
+	struct comm_seg *g = *q;
+
+	*q = g->next;
+	if (*tail == &g->next)
+		*tail = q;
+	g->next = NULL;
+	return g;
+}
+
+static void
+ux_free(struct comm_seg *u)
+{
+	free(u->buf);
+	free(u);
+}
+
+/* Room for the next bytes of unexpected stripe u: its buffer grows as
+ * they arrive (doubling, from UX_CHUNK), so a length no peer sends
+ * allocates no more than what came. */
+static int
+ux_grow(struct comm *c, int peer, struct comm_seg *u)
+{
+	size_t cap = u->cap ? u->cap * 2 : UX_CHUNK;
+	char *buf;
+
+	if (u->done < u->cap)
+		return 0;
+	if (cap > u->len || cap < u->cap)
+		cap = u->len;
+	if (!(buf = realloc(u->buf, cap))) {
+		comm_fail(c, COMM_ERR_RUNTIME, "out of memory for a message of "
+		    "%zu bytes from peer rank %d", u->len, peer);
+		return -1;
+	}
+	u->buf = buf;
+	u->cap = cap;
+	return 0;
+}
+
+/* The posted stripe g takes the unexpected stripe u (and frees it). On
+ * a mismatch g goes back to the stream's FIFO, for comm_close to free. */
+static int
+mux_deliver(struct comm *c, int peer, struct comm_stream *st,
+    struct comm_seg *g, struct comm_seg *u)
+{
+	g->hdr = u->hdr;
+	g->hdone = HDR;
+	if (hdr_check(c, peer, g) < 0) {
+		ux_free(u);
+		*st->rq_tail = g;
+		st->rq_tail = &g->next;
+		return -1;
+	}
+	if (g->len)
+		memcpy(g->buf, u->buf, g->len);
+	g->done = g->len;
+	ux_free(u);
+	seg_done(&c->net->peers[peer], g);
+	return 0;
+}
+
+/* A receive posted on stream s: the oldest unexpected stripe of its
+ * group, if one has arrived, or the stream's FIFO. */
+static int
+mux_posted(struct comm *c, int peer, int s, struct comm_seg *g)
+{
+	struct comm_stream *st = &c->net->peers[peer].st[s];
+	struct comm_seg **q = mux_find(&st->ux, g->want.ctx, 0);
+
+	if (q)
+		return mux_deliver(c, peer, st, g, mux_unlink(q, &st->ux_tail));
+	*st->rq_tail = g;
+	st->rq_tail = &g->next;
+	return 0;
+}
+
+/* The stripe whose payload arrived in full: a posted one is done; an
+ * unexpected one goes to a receive of its group posted meanwhile, or
+ * waits for one. */
+static int
+mux_arrived(struct comm *c, int peer, struct comm_stream *st,
+    struct comm_seg *g)
+{
+	struct comm_seg **q;
+
+	if (g->x) {
+		seg_done(&c->net->peers[peer], g);
+		return 0;
+	}
+	if ((q = mux_find(&st->rq, g->hdr.ctx, 1)))
+		return mux_deliver(c, peer, st, mux_unlink(q, &st->rq_tail), g);
+	*st->ux_tail = g;
+	st->ux_tail = &g->next;
+	return 0;
+}
+
+/* A header arrived: its payload goes to the group's first posted
+ * receive on the stream, or to a new unexpected stripe. */
+static int
+mux_header(struct comm *c, int peer, int s)
+{
+	struct comm_stream *st = &c->net->peers[peer].st[s];
+	struct comm_seg **q, *g;
+
+	if (hdr_valid(c, peer, &st->in) < 0)
+		return -1;
+	if ((q = mux_find(&st->rq, st->in.ctx, 1))) {
+		g = mux_unlink(q, &st->rq_tail);
+	} else if ((g = calloc(1, sizeof *g))) {
+		g->len = comm_stripe_bytes(c->net, (size_t)st->in.len, s);
+	} else {
+		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
+	}
+	g->hdr = st->in;
+	g->hdone = HDR;
+	st->cur = g;	/* from here on comm_close frees it */
+	if (g->x && hdr_check(c, peer, g) < 0)
+		return -1;
+	if (g->done < g->len)
+		return 0;
+	st->cur = NULL;
+	return mux_arrived(c, peer, st, g);
+}
+
+/* Account n received bytes: the current payload, then the next header. */
+static int
+mux_advance(struct comm *c, int peer, int s, size_t n)
+{
+	struct comm_stream *st = &c->net->peers[peer].st[s];
+	struct comm_seg *g = st->cur;
+	size_t k;
+
+	if (g) {
+		k = g->len - g->done < n ? g->len - g->done : n;
+		g->done += k;
+		n -= k;
+		if (g->done < g->len)
+			return 0;
+		st->cur = NULL;
+		if (mux_arrived(c, peer, st, g) < 0)
+			return -1;
+	}
+	st->indone += n;
+	if (st->indone < HDR)
+		return 0;
+	st->indone = 0;
+	return mux_header(c, peer, s);
+}
+
+/* One non-blocking read on a split group's stream: the rest of the
+ * current payload and the next header, no further (the header decides
+ * where the payload after it goes). */
+static ssize_t
+mux_move(struct comm *c, int peer, int s)
+{
+	struct comm_stream *st = &c->net->peers[peer].st[s];
+	struct iovec iov[2];
+	struct msghdr m = { .msg_iov = iov };
+	struct comm_seg *g = st->cur;
+	ssize_t n;
+
+	if (g && !g->x && ux_grow(c, peer, g) < 0)
+		return -1;
+	if (g)
+		iov[m.msg_iovlen++] = (struct iovec){ g->buf + g->done,
+		    (g->x ? g->len : g->cap) - g->done };
+	/* the next header only after the whole payload */
+	if (!g || g->x || g->cap == g->len)
+		iov[m.msg_iovlen++] = (struct iovec){ (char *)&st->in + st->indone,
+		    HDR - st->indone };
+	if ((n = stream_io(c, peer, st->fd, &m, 1)) <= 0)
+		return n;
+	return mux_advance(c, peer, s, (size_t)n) < 0 ? -1 : n;
+}
+
+/* Whether stream st has bytes to read for this rank now. */
+static int
+recv_wanted(const struct comm *n, const struct comm_stream *st)
+{
+	return st->rq || (n->split && st->cur);
 }
 
 static int
@@ -341,7 +584,7 @@ stream_send(struct comm *c, int peer, int s)
 {
 	ssize_t n = 1, moved = 0;
 
-	while (c->peers[peer].st[s].sq && (n = stream_move(c, peer, s, 0)) > 0)
+	while (c->net->peers[peer].st[s].sq && (n = stream_move(c, peer, s, 0)) > 0)
 		moved += n;
 	return n < 0 ? -1 : moved > 0;
 }
@@ -349,10 +592,15 @@ stream_send(struct comm *c, int peer, int s)
 static int
 stream_recv(struct comm *c, int peer, int s)
 {
+	struct comm_stream *st = &c->net->peers[peer].st[s];
 	ssize_t n = 1, moved = 0;
 
-	while (c->peers[peer].st[s].rq && (n = stream_move(c, peer, s, 1)) > 0)
-		moved += n;
+	if (c->net->split)
+		while (recv_wanted(c->net, st) && (n = mux_move(c, peer, s)) > 0)
+			moved += n;
+	else
+		while (st->rq && (n = stream_move(c, peer, s, 1)) > 0)
+			moved += n;
 	return n < 0 ? -1 : moved > 0;
 }
 
@@ -360,18 +608,19 @@ stream_recv(struct comm *c, int peer, int s)
 static int
 progress_all(struct comm *c, double now)
 {
+	struct comm *net = c->net;
 	int peer, s, any = 0, a, b;
 
-	for (peer = 0; peer < c->world; peer++) {
-		if (!c->peers[peer].pending)
+	for (peer = 0; peer < net->world; peer++) {
+		if (!net->peers[peer].pending)
 			continue;
-		for (s = 0; s < c->nstreams; s++) {
+		for (s = 0; s < net->nstreams; s++) {
 			a = stream_send(c, peer, s);
 			b = a < 0 ? -1 : stream_recv(c, peer, s);
 			if (a < 0 || b < 0)
 				return -1;
 			if (a || b) {
-				c->peers[peer].last = now;
+				net->peers[peer].last = now;
 				any = 1;
 			}
 		}
@@ -422,22 +671,24 @@ peer_timeout(struct comm *c, int peer)
 	comm_cause_set(c, peer, COMM_WHY_TIMEOUT, 0);
 	comm_where(c, where, sizeof where);
 	comm_fail(c, COMM_ERR_RUNTIME, "timed out after %g s waiting for peer rank "
-	    "%d (%s)%s", c->timeout, peer, c->peers[peer].addr, where);
+	    "%d (%s)%s", c->timeout, peer, c->net->peers[peer].addr, where);
 }
 
 /* Sleep until a busy socket is ready or the first peer's deadline. */
 static int
 wait_ready(struct comm *c)
 {
-	struct pollfd *fds = c->pfd;
+	struct comm *net = c->net;
+	struct pollfd *fds = net->pfd;
 	int peer, s, n = 0, first, ms;
 	double when = 0, now;
 
-	first = first_deadline(c, &when);
-	for (peer = 0; peer < c->world; peer++) {
-		const struct comm_peer *p = &c->peers[peer];
-		for (s = 0; p->pending && s < c->nstreams; s++) {
-			short ev = (p->st[s].sq ? POLLOUT : 0) | (p->st[s].rq ? POLLIN : 0);
+	first = first_deadline(net, &when);
+	for (peer = 0; peer < net->world; peer++) {
+		const struct comm_peer *p = &net->peers[peer];
+		for (s = 0; p->pending && s < net->nstreams; s++) {
+			short ev = (p->st[s].sq ? POLLOUT : 0) |
+			    (recv_wanted(net, &p->st[s]) ? POLLIN : 0);
 			if (ev)
 				fds[n++] = (struct pollfd){ .fd = p->st[s].fd, .events = ev };
 		}
@@ -461,11 +712,11 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 	double now = cli_now(), idle = now;
 	int peer, rc;
 
-	if (c->kind != COMM_ERR_NONE)
+	if (c->net->kind != COMM_ERR_NONE)
 		return -1;
 	/* A peer's clock starts with the wait, not with its last message. */
-	for (peer = 0; peer < c->world; peer++)
-		c->peers[peer].last = now;
+	for (peer = 0; peer < c->net->world; peer++)
+		c->net->peers[peer].last = now;
 	for (;;) {
 		rc = reqs_done(c, r, n);
 		if (rc != 0)
@@ -486,7 +737,7 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 int
 comm_progress(struct comm *c)
 {
-	if (c->kind != COMM_ERR_NONE)
+	if (c->net->kind != COMM_ERR_NONE)
 		return -1;
 	return progress_all(c, cli_now()) < 0 ? -1 : 0;
 }
@@ -529,7 +780,18 @@ comm_sendrecv(struct comm *c, int dst, const void *sbuf, size_t slen,
 	return comm_waitall(c, r, 2);
 }
 
-/* Drop every queued stripe (on close, or after a failure). */
+/* Drop a stripe: its request's share, or an unexpected one whole. */
+static void
+seg_drop(struct comm_seg *g)
+{
+	if (g->x == NULL)
+		ux_free(g);
+	else if (--g->x->left == 0)
+		free(g->x);
+}
+
+/* Drop every queued stripe (on close, or after a failure); a sub-group
+ * has only its messages to itself. */
 void
 comm_free_queues(struct comm *c)
 {
@@ -537,17 +799,18 @@ comm_free_queues(struct comm *c)
 	struct comm_seg *g, *next;
 	int peer, s;
 
-	for (peer = 0; peer < c->world; peer++)
+	for (peer = 0; c->net == c && peer < c->world; peer++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++) {
 			struct comm_stream *st = &c->peers[peer].st[s];
-			struct comm_seg *q[2] = { st->sq, st->rq };
-			for (int i = 0; i < 2; i++)
+			struct comm_seg *q[3] = { st->sq, st->rq, st->ux };
+			for (int i = 0; i < 3; i++)
 				for (g = q[i]; g; g = next) {
 					next = g->next;
-					if (--g->x->left == 0)
-						free(g->x);
+					seg_drop(g);
 				}
-			st->sq = st->rq = NULL;
+			if (st->cur)
+				seg_drop(st->cur);
+			st->sq = st->rq = st->ux = st->cur = NULL;
 		}
 	while ((x = c->self_sq) || (x = c->self_rq)) {
 		if (x == c->self_sq)

@@ -3,10 +3,13 @@
  * abort frames, and the search for an abort on a lost connection. A
  * two-rank group whose link to rank 1 is a socket pair: the input is
  * written to the far end, which then closes, and rank 0 receives (or
- * first sends, which finds the link lost and reads what is left).
+ * first sends, which finds the link lost and reads what is left). Split
+ * mode reads as a group with sub-groups does: header first, a message of
+ * another group kept aside as unexpected.
  *
- * Input: byte 0 picks the mode (bit 0: send first) and the length of the
- * messages expected (bits 1-7, times 8); the rest is rank 1's bytes. */
+ * Input: byte 0 picks the mode (bit 0: send first, bit 1: split) and the
+ * length of the messages expected (bits 2-7, times 8); the rest is rank
+ * 1's bytes. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,6 +28,7 @@ fuzz_comm(int fd)
 
 	c->rank = 0;
 	c->world = 2;
+	c->net = c;
 	c->nstreams = 1;
 	c->timeout = 1;
 	c->peers = calloc(2, sizeof *c->peers);
@@ -35,6 +39,7 @@ fuzz_comm(int fd)
 			st->fd = -1;
 			st->sq_tail = &st->sq;
 			st->rq_tail = &st->rq;
+			st->ux_tail = &st->ux;
 		}
 	strcpy(c->peers[0].addr, "self");
 	strcpy(c->peers[1].addr, "fuzz");
@@ -69,7 +74,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	close(sv[1]);
 	c = fuzz_comm(sv[0]);
-	len = (size_t)(data[0] >> 1) * 8;
+	len = (size_t)(data[0] >> 2) * 8;
+	c->split = (data[0] >> 1) & 1;
 	comm_op_begin(c, 2, "allreduce", 0, 0x1234);
 	comm_set_step(c, "fuzz step 1");
 	if (data[0] & 1)

@@ -1,6 +1,7 @@
 /*
  * test_coll: every collective x every algorithm x world sizes 1..8 over
- * forked ranks on 127.0.0.1. Inputs are closed-form small integers
+ * forked ranks on 127.0.0.1, and on the two sub-groups of 3 (comm_split)
+ * of a world of 6, running side by side. Inputs are closed-form small integers
  * (exact in every dtype), so each expected result is computed here
  * directly from the formula, independently of the code under test.
  *
@@ -471,6 +472,22 @@ matrix_rank(struct comm *c, int fd, const void *arg)
 	free(aux);
 }
 
+/* A rank of the matrix on a sub-group: split by parity, keys reversing
+ * the order, each group running the matrix at the same time. */
+static void
+split_matrix_rank(struct comm *c, int fd, const void *arg)
+{
+	struct comm *sub;
+	char err[512];
+
+	if (comm_split(c, comm_rank(c) % 2, -comm_rank(c), &sub, err, sizeof err) < 0) {
+		dprintf(fd, "open %d %s\n", comm_rank(c), err);
+		_exit(1);
+	}
+	matrix_rank(sub, fd, arg);
+	comm_close(sub);
+}
+
 static void
 case_label(const struct tcase *t, char *s, size_t n)
 {
@@ -479,9 +496,10 @@ case_label(const struct tcase *t, char *s, size_t n)
 	    t->root, t->vary ? " varying" : "", t->inplace ? " in place" : "", t->seg);
 }
 
-/* One TAP line per (collective, algorithm): ok when every rank passed every case. */
+/* One TAP line per (collective, algorithm): ok when every rank passed every
+ * case (groups groups of w ranks each). */
 static void
-report_world(int w, const unsigned char *okc, FILE *in)
+report_world(int w, int groups, const unsigned char *okc, FILE *in)
 {
 	char line[512], label[160], what[200];
 	int i, j, shown = 0;
@@ -500,15 +518,16 @@ report_world(int w, const unsigned char *okc, FILE *in)
 		int ok = 1;
 		for (j = i; j < ncases && cases[j].kind == cases[i].kind &&
 		    cases[j].algo == cases[i].algo; j++)
-			ok &= okc[j] == w;
-		snprintf(what, sizeof what, "world %d: %s %s (%d cases)", w,
+			ok &= okc[j] == w * groups;
+		snprintf(what, sizeof what, "world %d%s: %s %s (%d cases)", w,
+		    groups > 1 ? ", sub-groups of a world split in 2" : "",
 		    kind_name(cases[i].kind), coll_algo_name(cases[i].algo), j - i);
 		UNIT_OK(ok, what);
 	}
 }
 
 static void
-test_world(int w)
+test_world(int w, int groups)
 {
 	pid_t pid[MAXW];
 	unsigned char okc[sizeof cases / sizeof cases[0]] = { 0 };
@@ -517,7 +536,8 @@ test_world(int w)
 	int fd, i, r, ok, bad;
 
 	build_cases(w);
-	fd = fork_world(w, matrix_rank, NULL, 20, pid);
+	fd = fork_world(w * groups, groups > 1 ? split_matrix_rank : matrix_rank,
+	    NULL, 20, pid);
 	in = fd >= 0 ? fdopen(fd, "r") : NULL;
 	while (in && fgets(line, sizeof line, in)) {
 		if (sscanf(line, "%d %d %d", &i, &r, &ok) == 3 && i >= 0 && i < ncases && ok)
@@ -527,10 +547,10 @@ test_world(int w)
 	}
 	if (in)
 		fclose(in);
-	bad = reap(w, pid);
+	bad = reap(w * groups, pid);
 	if (log)
 		rewind(log);
-	report_world(w, okc, log ? log : stdin);
+	report_world(w, groups, okc, log ? log : stdin);
 	UNIT_OK(bad == 0, w == 1 ? "world 1: the rank exits cleanly" :
 	    "every rank exits cleanly");
 	if (log)
@@ -639,6 +659,8 @@ main(void)
 	test_mismatch(3, "allreduce against broadcast fails on every rank (mismatch)");
 	test_mismatch(4, "a rank that exits makes the others fail, not hang");
 	for (size_t k = 0; k < sizeof worlds / sizeof worlds[0]; k++)
-		test_world(worlds[k]);
+		test_world(worlds[k], 1);
+	/* two groups of 3 by parity (ranks 0 2 4 as 2 1 0), concurrently */
+	test_world(3, 2);
 	return unit_done();
 }
