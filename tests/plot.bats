@@ -179,7 +179,7 @@ make_inputs() {
 	printf '{"traceEvents": [\n {"name": "forward", "ph": "X", "ts": 1,\n "dur": }\n]}\n' >bad.json
 	run collx-plot -o x.png bad.json
 	[ "$status" -eq 3 ]
-	[ "$output" = "collx-plot: bad.json:3: not JSON" ]
+	[ "$output" = "collx-plot: bad.json:3: expected a value" ]
 	printf '[{"name": "forward", "ph": "B", "ts": 1}]\n' >none.json
 	run collx-plot -o x.png none.json
 	[ "$status" -eq 3 ]

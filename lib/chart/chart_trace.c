@@ -1,189 +1,170 @@
 /* chart_trace: the complete ("X") events of a Chrome trace, as
- * collx-pipe --trace writes it, read by a small JSON scanner that knows
- * line numbers for its messages. */
+ * collx-pipe --trace writes it, read by lib/tensor's JSON reader, whose
+ * messages name the file and line. */
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chart/chart_int.h"
 #include "cli/cli.h"
+#include "tensor/json.h"
 
-struct js {
-	const char *p, *path;
-	int line;
-	char *err;
-	size_t errlen;
+struct trace {
 	struct chart_event *ev;
 	int n, cap;
 };
 
+/* An event as its members are read: what it keeps, and what says whether
+ * and how it is kept. */
+struct trace_event {
+	struct chart_event e;
+	char ph[8], cat[32];
+	int have;		/* 1 ts, 2 dur */
+};
+
+typedef int trace_member_fn(struct tensor_json *, const char *, void *);
+
+/* An object, each member's value handed to fn with its key. */
 static int
-js_fail(struct js *j, const char *what)
+trace_members(struct tensor_json *j, trace_member_fn *fn, void *arg)
 {
-	return cli_fail(j->err, j->errlen, "%s:%d: %s", j->path, j->line, what);
+	char *key;
+	int rc;
+
+	if (tensor_json_expect(j, '{') < 0)
+		return -1;
+	if (tensor_json_eat(j, '}'))
+		return 0;
+	do {
+		if (tensor_json_string(j, &key) < 0)
+			return -1;
+		rc = tensor_json_expect(j, ':');
+		if (rc == 0)
+			rc = fn(j, key, arg);
+		free(key);
+		if (rc < 0)
+			return -1;
+	} while (tensor_json_eat(j, ','));
+	return tensor_json_expect(j, '}');
 }
 
-static void
-js_space(struct js *j)
-{
-	for (; *j->p != '\0' && strchr(" \t\n\r", *j->p) != NULL; j->p++)
-		if (*j->p == '\n')
-			j->line++;
-}
-
-/* A string into buf (truncated to len), escapes kept simple. */
+/* A string value into buf (truncated to len); a value of another kind is
+ * passed over. */
 static int
-js_string(struct js *j, char *buf, size_t len)
+trace_string(struct tensor_json *j, char *buf, size_t len)
 {
-	size_t n = 0;
+	char *s;
 
-	j->p++;
-	for (; *j->p != '"'; j->p++) {
-		if (*j->p == '\0' || *j->p == '\n')
-			return js_fail(j, "unterminated string");
-		if (*j->p == '\\' && j->p[1] != '\0')
-			j->p++;
-		if (n + 1 < len)
-			buf[n++] = *j->p;
-	}
-	j->p++;
-	if (len > 0)
-		buf[n] = '\0';
+	if (tensor_json_peek(j) != '"')
+		return tensor_json_skip(j);
+	if (tensor_json_string(j, &s) < 0)
+		return -1;
+	snprintf(buf, len, "%s", s);
+	free(s);
 	return 0;
 }
 
-static int js_value(struct js *j, char *s, size_t slen, double *num,
-    int depth);
-
-/* An object; a complete event among them is kept. Its member "step", when
- * a number, goes to *step (the event's "args" say its step that way). */
+/* A number value into *v, bit set in *have; a value of another kind is
+ * passed over. */
 static int
-js_object(struct js *j, int depth, double *step)
+trace_number(struct tensor_json *j, double *v, int *have, int bit)
 {
-	struct chart_event e = { .step = -1 };
-	char key[32], sval[32], ph[8] = "", cat[32] = "";
-	double num;
+	int c = tensor_json_peek(j);
+
+	if (c != '-' && (c < '0' || c > '9'))
+		return tensor_json_skip(j);
+	*have |= bit;
+	return tensor_json_number(j, v);
+}
+
+/* A member of an event's "args": "step", when a number in int's range,
+ * says its step. */
+static int
+trace_arg(struct tensor_json *j, const char *key, void *arg)
+{
+	struct chart_event *e = arg;
+	double step;
 	int have = 0;
 
-	j->p++;
-	js_space(j);
-	if (*j->p == '}') {
-		j->p++;
-		return 0;
-	}
-	for (;;) {
-		js_space(j);
-		if (*j->p != '"')
-			return js_fail(j, "expected a key");
-		if (js_string(j, key, sizeof key) < 0)
-			return -1;
-		js_space(j);
-		if (*j->p++ != ':')
-			return js_fail(j, "expected ':'");
-		sval[0] = '\0';
-		num = NAN;
-		if (js_value(j, sval, sizeof sval, &num, depth + 1) < 0)
-			return -1;
-		if (strcmp(key, "ph") == 0)
-			snprintf(ph, sizeof ph, "%s", sval);
-		else if (strcmp(key, "name") == 0)
-			snprintf(e.name, sizeof e.name, "%s", sval);
-		else if (strcmp(key, "cat") == 0)
-			snprintf(cat, sizeof cat, "%s", sval);
-		else if (strcmp(key, "pid") == 0 && !isnan(num))
-			e.pid = num;
-		else if (strcmp(key, "tid") == 0 && !isnan(num))
-			e.tid = num;
-		else if (strcmp(key, "ts") == 0 && !isnan(num))
-			e.ts = num, have |= 1;
-		else if (strcmp(key, "dur") == 0 && !isnan(num))
-			e.dur = num, have |= 2;
-		else if (strcmp(key, "args") == 0 && num >= 0 && num < INT_MAX)
-			e.step = (int)num;
-		else if (strcmp(key, "step") == 0 && step != NULL)
-			*step = num;
-		js_space(j);
-		if (*j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (*j->p++ != '}')
-			return js_fail(j, "expected ',' or '}'");
-		break;
-	}
-	if (strcmp(ph, "X") == 0) {
-		if (have != 3)
-			return js_fail(j, "an \"X\" event without ts and dur");
-		/* The category says the kind (collx-pipe names spans F3). */
-		if (cat[0] != '\0')
-			snprintf(e.name, sizeof e.name, "%s", cat);
-		if (j->n == j->cap) {
-			j->cap = j->cap ? 2 * j->cap : 256;
-			j->ev = cli_reallocarray(j->ev, (size_t)j->cap,
-			    sizeof *j->ev);
-		}
-		j->ev[j->n++] = e;
-	}
+	if (strcmp(key, "step") != 0)
+		return tensor_json_skip(j);
+	if (trace_number(j, &step, &have, 1) < 0)
+		return -1;
+	if (have && step >= 0 && step < INT_MAX)
+		e->step = (int)step;
 	return 0;
 }
 
-/* A value: a string into s, a number into *num, an object's "step"
- * member into *num too (s and num may be NULL). */
 static int
-js_value(struct js *j, char *s, size_t slen, double *num, int depth)
+trace_event_member(struct tensor_json *j, const char *key, void *arg)
 {
-	char *end;
+	struct trace_event *t = arg;
 
-	if (depth > 64)
-		return js_fail(j, "nested too deeply");
-	js_space(j);
-	switch (*j->p) {
-	case '{':
-		return js_object(j, depth, num);
-	case '[':
-		j->p++;
-		js_space(j);
-		if (*j->p == ']') {
-			j->p++;
-			return 0;
-		}
-		for (;;) {
-			if (js_value(j, NULL, 0, NULL, depth + 1) < 0)
-				return -1;
-			js_space(j);
-			if (*j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (*j->p++ != ']')
-				return js_fail(j, "expected ',' or ']'");
-			return 0;
-		}
-	case '"':
-		return js_string(j, s ? s : (char[1]){ 0 }, s ? slen : 1);
-	default:
-		if (strncmp(j->p, "true", 4) == 0 ||
-		    strncmp(j->p, "null", 4) == 0) {
-			j->p += 4;
-			return 0;
-		}
-		if (strncmp(j->p, "false", 5) == 0) {
-			j->p += 5;
-			return 0;
-		}
-		{
-			double v = strtod(j->p, &end);
+	if (strcmp(key, "ph") == 0)
+		return trace_string(j, t->ph, sizeof t->ph);
+	if (strcmp(key, "name") == 0)
+		return trace_string(j, t->e.name, sizeof t->e.name);
+	if (strcmp(key, "cat") == 0)
+		return trace_string(j, t->cat, sizeof t->cat);
+	if (strcmp(key, "pid") == 0)
+		return trace_number(j, &t->e.pid, &t->have, 0);
+	if (strcmp(key, "tid") == 0)
+		return trace_number(j, &t->e.tid, &t->have, 0);
+	if (strcmp(key, "ts") == 0)
+		return trace_number(j, &t->e.ts, &t->have, 1);
+	if (strcmp(key, "dur") == 0)
+		return trace_number(j, &t->e.dur, &t->have, 2);
+	if (strcmp(key, "args") == 0 && tensor_json_peek(j) == '{')
+		return trace_members(j, trace_arg, &t->e);
+	return tensor_json_skip(j);
+}
 
-			if (end == j->p)
-				return js_fail(j, "not JSON");
-			if (num)
-				*num = v;
-			j->p = end;
-		}
+/* One event object; a complete ("X") one is kept. */
+static int
+trace_event(struct tensor_json *j, struct trace *t)
+{
+	struct trace_event ev = { .e = { .step = -1 } };
+
+	if (trace_members(j, trace_event_member, &ev) < 0)
+		return -1;
+	if (strcmp(ev.ph, "X") != 0)
 		return 0;
+	if (ev.have != 3)
+		return tensor_json_fail(j, "an \"X\" event without ts and dur");
+	/* The category says the kind (collx-pipe names spans F3, B3). */
+	if (ev.cat[0] != '\0')
+		snprintf(ev.e.name, sizeof ev.e.name, "%s", ev.cat);
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 256;
+		t->ev = cli_reallocarray(t->ev, (size_t)t->cap, sizeof *t->ev);
 	}
+	t->ev[t->n++] = ev.e;
+	return 0;
+}
+
+/* The array of events. */
+static int
+trace_events(struct tensor_json *j, struct trace *t)
+{
+	if (tensor_json_expect(j, '[') < 0)
+		return -1;
+	if (tensor_json_eat(j, ']'))
+		return 0;
+	do
+		if (trace_event(j, t) < 0)
+			return -1;
+	while (tensor_json_eat(j, ','));
+	return tensor_json_expect(j, ']');
+}
+
+/* A member of the object form: traceEvents, or one a chart does not use. */
+static int
+trace_top_member(struct tensor_json *j, const char *key, void *arg)
+{
+	if (strcmp(key, "traceEvents") == 0)
+		return trace_events(j, arg);
+	return tensor_json_skip(j);
 }
 
 int
@@ -192,37 +173,32 @@ chart_trace_read(const char *path, struct chart_event **ev, int *n, char *err,
 {
 	size_t len;
 	char *buf = chart_slurp(path, &len, err, errlen);
-	struct js j = { .path = path, .line = 1, .err = err, .errlen = errlen };
-	int rc = -1;
+	struct trace t = { 0 };
+	struct tensor_json j;
+	int rc;
 
 	*ev = NULL;
 	*n = 0;
 	if (buf == NULL)
 		return -1;
-	j.p = buf;
-	js_space(&j);
-	if (*j.p == '\0') {
-		js_fail(&j, "empty file");
-		goto out;
+	tensor_json_init(&j, buf, len, path, err, errlen);
+	if (tensor_json_peek(&j) < 0)
+		rc = tensor_json_fail(&j, "empty file");
+	else if (tensor_json_peek(&j) == '[')
+		rc = trace_events(&j, &t);
+	else
+		rc = trace_members(&j, trace_top_member, &t);
+	if (rc == 0)
+		rc = tensor_json_end(&j);
+	if (rc == 0 && t.n == 0)	/* the whole file, so line 1 */
+		rc = cli_fail(err, errlen,
+		    "%s:1: no complete (\"ph\":\"X\") events", path);
+	if (rc == 0) {
+		*ev = t.ev;
+		*n = t.n;
+		t.ev = NULL;
 	}
-	if (js_value(&j, NULL, 0, NULL, 0) < 0)
-		goto out;
-	js_space(&j);
-	if (*j.p != '\0') {
-		js_fail(&j, "trailing text after the JSON value");
-		goto out;
-	}
-	if (j.n == 0) {
-		j.line = 1;	/* the whole file */
-		js_fail(&j, "no complete (\"ph\":\"X\") events");
-		goto out;
-	}
-	*ev = j.ev;
-	*n = j.n;
-	j.ev = NULL;
-	rc = 0;
-out:
-	free(j.ev);
+	free(t.ev);
 	free(buf);
 	return rc;
 }

@@ -72,6 +72,8 @@ run_init(struct pipe_run *r)
 	if (coll_barrier(r->c) < 0)
 		return pipe_comm_failed(r);
 	r->origin = cli_now();
+	if (cfg->trace && pipe_clock_sample(r, &r->clock) < 0)
+		return -1;
 	return 0;
 fail:
 	r->kind = TRAIN_ERR_RUNTIME;

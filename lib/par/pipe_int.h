@@ -64,10 +64,17 @@ void pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl,
 
 enum { PIPE_OPCODE = 0x50 };
 enum { PIPE_TAG_ACT = 0x5001, PIPE_TAG_GRAD, PIPE_TAG_LOSS, PIPE_TAG_TIED,
-	PIPE_TAG_PARAM, PIPE_TAG_SPAN };
+	PIPE_TAG_PARAM, PIPE_TAG_SPAN, PIPE_TAG_CLOCK };
 
 struct pipe_range {
 	size_t off, len;
+};
+
+/* A sample of this rank's clock against rank 0's: when it was taken, and
+ * how far this rank's clock was ahead (both in seconds, on this rank's
+ * clock since its origin; 0 on rank 0). */
+struct pipe_clock {
+	double at, ahead;
 };
 
 struct pipe_run {
@@ -88,7 +95,8 @@ struct pipe_run {
 	int nown;
 	struct nn_optim *opt;
 	float *tied;			/* gpt: the other end's wte gradient */
-	double origin;
+	double origin;			/* when it left the opening barrier */
+	struct pipe_clock clock;	/* against rank 0's then (tracing) */
 	long step;
 	struct pipe_stat *stat;
 	struct pipe_span *spans;
@@ -121,8 +129,15 @@ int pipe_ckpt_write(struct pipe_run *r, long done);
 int pipe_gather_stats(struct pipe_run *r, struct pipe_result *res);
 
 /* The trace (pipe_trace.c): a span of this stage when cfg->trace; every
- * stage's spans to rank 0. */
+ * stage's spans to rank 0, on rank 0's clock. */
 void pipe_span(struct pipe_run *r, char kind, int mb, double t0, double t1);
 int pipe_gather_spans(struct pipe_run *r, struct pipe_result *res);
+
+/* The trace's clock (pipe_clock.c): this rank's clock against rank 0's,
+ * sampled by every rank together (collective); this rank's time t on rank
+ * 0's clock, from the samples a and b taken before and after it. */
+int pipe_clock_sample(struct pipe_run *r, struct pipe_clock *out);
+double pipe_clock_root(const struct pipe_clock *a, const struct pipe_clock *b,
+    double t);
 
 #endif

@@ -1,8 +1,8 @@
 /* pipe_trace: a pipeline run's spans, recorded by every stage as it
- * runs, collected by rank 0 and written as Chrome trace-event JSON
- * (Perfetto, chrome://tracing): one track (tid) per stage, complete ("X")
- * events for forward, backward, send and recv, and the gaps between them
- * as idle. */
+ * runs, collected by rank 0 on its clock (pipe_clock.c) and written as
+ * Chrome trace-event JSON (Perfetto, chrome://tracing): one track (tid)
+ * per stage, complete ("X") events for forward, backward, send and recv,
+ * and the gaps between them as idle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +37,25 @@ pipe_span(struct pipe_run *r, char kind, int mb, double t0, double t1)
 	sp->t1 = t1 - r->origin;
 }
 
-/* Rank 0 collects every stage's spans. */
+/* Rank 0 collects every stage's spans, which each stage first puts on
+ * rank 0's clock. */
 int
 pipe_gather_spans(struct pipe_run *r, struct pipe_result *res)
 {
-	uint64_t n = r->nspans;
+	struct pipe_clock end;
+	uint64_t n = r->nspans, i;
 	int q;
 
 	if (!r->cfg->trace)
 		return 0;
+	if (pipe_clock_sample(r, &end) < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		r->spans[i].t0 = pipe_clock_root(&r->clock, &end,
+		    r->spans[i].t0);
+		r->spans[i].t1 = pipe_clock_root(&r->clock, &end,
+		    r->spans[i].t1);
+	}
 	comm_set_step(r->c, "gathering the trace");
 	if (r->rank != 0) {
 		if (comm_send(r->c, 0, PIPE_TAG_SPAN, &n, sizeof(n)) < 0 ||
@@ -144,6 +154,11 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 		long long t0 = (long long)(s[i].t0 * 1e9 + 0.5);
 		long long t1 = (long long)(s[i].t1 * 1e9 + 0.5);
 
+		/* A stage's first span, put on rank 0's clock, could come
+		 * out a hair before rank 0's origin (the clock is known to
+		 * half a round trip); event() prints no negative times. */
+		if (t0 < 0)
+			t0 = 0;
 		if (i == 0 || s[i].stage != s[i - 1].stage)
 			prev = t0;
 		if (t0 < prev + 1000)

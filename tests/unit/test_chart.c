@@ -138,6 +138,68 @@ timeline(const char *dir, const char *path, int s, struct chart_plot *p,
 	return rc;
 }
 
+/* What the trace reader keeps and refuses, each refusal naming the line:
+ * it is lib/tensor's strict JSON reader underneath. */
+static void
+test_trace_read(void)
+{
+	static const struct {
+		const char *text, *said;
+	} bad[] = {
+		{ "", "t.json:1: empty file" },
+		{ "{\"traceEvents\":[\n{\"ph\":\"X\",\"ts\":1,\n\"dur\":}]}",
+		    "t.json:3: expected a value" },
+		{ "[\n{\"ph\":\"X\",\"ts\":01,\"dur\":1}]",
+		    "t.json:2: bad number" },
+		{ "[{\"ph\":\"X\",\"ts\":1,\"dur\":1},\n]",
+		    "t.json:2: expected '{'" },
+		{ "[{\"ph\":\"X\",\"ts\":1,\"dur\":1}]\n]",
+		    "t.json:2: text after the JSON value" },
+		{ "[{\"ph\":\"X\",\n\"ts\":1}]",
+		    "t.json:2: an \"X\" event without ts and dur" },
+		{ "[{\"ph\":\"B\",\"ts\":1}]",
+		    "t.json:1: no complete (\"ph\":\"X\") events" },
+		{ "{\"traceEvents\":\n[{\"ph\":\"X\",\"name\":\"a\nb\"}]}",
+		    "t.json:2: control character in string" },
+	};
+	char dir[] = "/tmp/test_chart.XXXXXX", path[64], e[COLLX_ERRLEN];
+	char want[96];
+	struct chart_event *ev;
+	int n;
+	size_t k;
+
+	if (mkdtemp(dir) == NULL) {
+		UNIT_OK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof path, "%s/t.json", dir);
+	/* An escaped name; args' step, and no step where args has none or
+	 * one that is not a count; members of other kinds passed over. */
+	write_file(path, "[{\"name\":\"F\\u0031\",\"ph\":\"X\",\"tid\":2,"
+	    "\"ts\":1.5,\"dur\":2e1,\"args\":{\"x\":[{}],\"step\":7}},\n"
+	    "{\"ph\":\"M\",\"args\":{\"name\":\"stage 0\"}},\n"
+	    "{\"ph\":\"X\",\"ts\":0,\"dur\":1,\"args\":{\"step\":-1},"
+	    "\"other\":{\"step\":3}},\n"
+	    "{\"ph\":\"X\",\"ts\":0,\"dur\":1,\"args\":{\"step\":\"2\"}}]");
+	UNIT_OK(chart_trace_read(path, &ev, &n, e, sizeof e) == 0 && n == 3 &&
+	    strcmp(ev[0].name, "F1") == 0 && ev[0].tid == 2 &&
+	    ev[0].ts == 1.5 && ev[0].dur == 20 && ev[0].step == 7 &&
+	    ev[1].step == -1 && ev[2].step == -1,
+	    "trace: names unescaped, args' step read, other steps not");
+	free(ev);
+	for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		write_file(path, bad[k].text);
+		snprintf(want, sizeof want, "%s/%s", dir, bad[k].said);
+		e[0] = '\0';
+		UNIT_OK(chart_trace_read(path, &ev, &n, e, sizeof e) < 0 &&
+		    strcmp(e, want) == 0, bad[k].said);
+		if (strcmp(e, want) != 0)
+			fprintf(stderr, "# said: %s\n", e);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+
 static void
 test_timeline(void)
 {
@@ -229,6 +291,7 @@ int
 main(void)
 {
 	test_csv();
+	test_trace_read();
 	test_timeline();
 	test_format();
 	return unit_done();

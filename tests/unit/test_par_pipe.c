@@ -8,13 +8,20 @@
  * (an mlp stack; a gpt, whose tied embedding lies on the first and last
  * stage) against one process running nn's full-batch step, and the
  * checkpoint's optimizer moments against the same process's. The measured
- * bubble is the idle share of each stage's schedule, as its trace shows. */
+ * bubble is the idle share of each stage's schedule, as its trace shows.
+ * The trace's clock: stages that left the opening barrier tens of
+ * milliseconds apart have their spans gathered onto rank 0's clock, to
+ * within a few hundred microseconds (the ranks, forked on one host, share
+ * the clock that says where they should land), and the offset is
+ * interpolated between its two samples in closed form. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/coll.h"
 #include "par/pipe.h"
+#include "par/pipe_int.h"
 #include "par_world.h"
 #include "unit.h"
 
@@ -468,6 +475,76 @@ pipe_rank(struct comm *c, void *arg)
 	return rc < 0;
 }
 
+/* ---- the trace's clock ----------------------------------------------- */
+
+/* Seconds between one rank's origin and the next one's. */
+#define CLOCK_APART 0.037
+
+/* Each rank takes its origin CLOCK_APART after the rank before, as if it
+ * had left the opening barrier that much later, and samples the clock.
+ * Then all record one span at the same moment, a time A rank 0 names, and
+ * sample the clock again once A is past, as a run does around its spans.
+ * Gathered, every span starts where rank 0's clock says A is. */
+static int
+clock_rank(struct comm *c, void *arg)
+{
+	char e[COLLX_ERRLEN];
+	struct pipe_cfg cfg = { .trace = 1 };
+	struct pipe_run r = { .c = c, .cfg = &cfg, .rank = comm_rank(c),
+	    .world = comm_size(c), .err = e, .errlen = sizeof e };
+	struct pipe_result res = { 0 };
+	double a = cli_now() + 0.05, worst = 0;
+	int rc, bad = 0;
+
+	(void)arg;
+	if (coll_broadcast(c, &a, 1, DT_F64, 0, COLL_AUTO) < 0) {
+		par_check(0, "rank %d: broadcast: %s", r.rank, comm_error(c));
+		return 1;
+	}
+	r.origin = a - 1 + CLOCK_APART * r.rank;
+	rc = pipe_clock_sample(&r, &r.clock);
+	pipe_span(&r, 'F', r.rank, a, a + 0.001);
+	while (cli_now() < a + 0.05)
+		usleep(10000);
+	if (rc == 0)
+		rc = pipe_gather_spans(&r, &res);
+	if (rc < 0)
+		par_check(0, "rank %d gathers the trace: %s", r.rank, e);
+	else if (r.rank == 0) {
+		for (size_t i = 0; i < res.nspans; i++) {
+			const struct pipe_span *sp = &res.spans[i];
+
+			bad |= sp->mb != sp->stage ||
+			    fabs(sp->t1 - sp->t0 - 0.001) > 1e-6;
+			worst = fmax(worst, fabs(sp->t0 - 1));
+		}
+		par_check(res.nspans == (size_t)r.world && !bad &&
+		    worst < 300e-6, "W=%d: spans of origins %.0f ms apart "
+		    "land on rank 0's clock (off by %.0f us at most)", r.world,
+		    CLOCK_APART * 1e3, worst * 1e6);
+	}
+	free(r.spans);
+	pipe_result_free(&res);
+	return rc < 0;
+}
+
+/* The offset between two samples: a straight line through them; rank 0's
+ * samples (all 0) leave its times alone. */
+static void
+clock_root(void)
+{
+	struct pipe_clock a = { 1, 0.010 }, b = { 11, 0.012 }, z = { 0, 0 };
+
+	UNIT_CLOSE(pipe_clock_root(&a, &b, 1), 0.990, 0, 1e-12,
+	    "clock: at the first sample, its offset");
+	UNIT_CLOSE(pipe_clock_root(&a, &b, 6), 5.989, 0, 1e-12,
+	    "clock: halfway, the mean offset");
+	UNIT_CLOSE(pipe_clock_root(&a, &b, 11), 10.988, 0, 1e-12,
+	    "clock: at the second sample, its offset");
+	UNIT_OK(pipe_clock_root(&z, &z, 2.5) == 2.5,
+	    "clock: rank 0's times stay");
+}
+
 int
 main(void)
 {
@@ -483,6 +560,9 @@ main(void)
 
 	tables();
 	splits();
+	clock_root();
+	par_world(2, "trace clock on 2 ranks", clock_rank, NULL);
+	par_world(3, "trace clock on 3 ranks", clock_rank, NULL);
 	if (!UNIT_OK(mkdtemp(dir) != NULL, "a temporary directory"))
 		return unit_done();
 	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
