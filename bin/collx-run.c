@@ -28,8 +28,6 @@
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
-/* Whether a rank's wait status is a failure. */
-#define FAILED(status) (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
@@ -57,9 +55,6 @@ static const struct option longopts[] = {
 };
 
 struct rank {
-	pid_t pid;		/* also its process group */
-	int reaped, status;
-	volatile sig_atomic_t died;	/* its place in the order of deaths */
 	struct launch_rank place;
 	struct linetag out, err;	/* with --tag-output */
 };
@@ -70,6 +65,7 @@ struct job {
 	const char *hostfile, *ssh_cmd;
 	double time_limit;
 	struct rank *ranks;
+	struct launch_ends ends;	/* their processes and how they ended */
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
@@ -79,8 +75,7 @@ struct job {
 };
 
 static int sig_pipe[2] = { -1, -1 };
-static struct job *sig_job;		/* whose ranks' deaths are numbered */
-static volatile sig_atomic_t deaths;	/* how many were numbered */
+static struct launch_ends *sig_ends;	/* whose deaths are numbered */
 
 /* The signals collx-run handles, and what they were when it started (the
  * ranks get them back). */
@@ -390,7 +385,7 @@ spawn(struct job *j, int i)
 	char why[COLLX_ERRLEN];
 	sigset_t all, old;
 	struct rank *r = &j->ranks[i];
-	pid_t parent = getpid();
+	pid_t parent = getpid(), *pid = &j->ends.rank[i].pid;
 	ssize_t n;
 
 	j->env = launch_rank_env(&j->spec, i, &r->place);
@@ -406,14 +401,14 @@ spawn(struct job *j, int i)
 		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
-	r->pid = fork();
-	if (r->pid == 0)
+	*pid = fork();
+	if (*pid == 0)
 		child_exec(j, i, out, err, execp[1], &old, parent);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (r->pid < 0)
+	if (*pid < 0)
 		cli_die(CLI_EXIT_RUNTIME, "fork: %s", strerror(e));
-	setpgid(r->pid, r->pid);	/* either side may win the race */
+	setpgid(*pid, *pid);	/* either side may win the race */
 	j->running++;
 	close(execp[1]);
 	if (out >= 0) {
@@ -446,33 +441,12 @@ on_signal(int sig)
 	errno = saved;
 }
 
-/*
- * Number rank pid's death, unless it already has a number: in the SIGCHLD
- * handler, and with SIGCHLD blocked. A pending SIGCHLD is never queued
- * twice, so the one that arrives names the first child to die since the
- * last: the order of deaths holds even when several are reaped at once.
- */
-static void
-number_death(pid_t pid)
-{
-	struct rank *r;
-	int i;
-
-	for (i = 0; sig_job && i < sig_job->spec.n; i++) {
-		r = &sig_job->ranks[i];
-		if (r->pid == pid) {
-			if (r->died == 0)
-				r->died = ++deaths;
-			return;
-		}
-	}
-}
-
 static void
 on_child(int sig, siginfo_t *si, void *context)
 {
 	(void)context;
-	number_death(si->si_pid);
+	if (sig_ends)
+		launch_ends_died(sig_ends, si->si_pid);
 	on_signal(sig);
 }
 
@@ -505,7 +479,7 @@ catch_signals(struct job *j)
 		sigaction(handled[k], &sa, NULL);
 		sa.sa_flags &= ~SA_SIGINFO;
 	}
-	sig_job = j;
+	sig_ends = &j->ends;
 #ifdef __linux__
 	/* Orphans of the ranks become ours to reap, so a finished straggler
 	 * never lingers as a zombie that still looks alive. */
@@ -520,8 +494,8 @@ signal_all(struct job *j, int sig)
 	int i;
 
 	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].pid > 0)
-			kill(-j->ranks[i].pid, sig);
+		if (j->ends.rank[i].pid > 0)
+			kill(-j->ends.rank[i].pid, sig);
 	if (sig == SIGKILL)
 		j->killed = 1;
 }
@@ -547,7 +521,8 @@ describe(const struct job *j, int i, char *buf, size_t len)
 		snprintf(buf, len, "rank %d (host %s)", i,
 		    j->spec.hosts.names[r->place.host]);
 	else
-		snprintf(buf, len, "rank %d (pid %ld)", i, (long)r->pid);
+		snprintf(buf, len, "rank %d (pid %ld)", i,
+		    (long)j->ends.rank[i].pid);
 }
 
 /* A rank ended: the first failure names itself and stops the rest. */
@@ -557,9 +532,9 @@ rank_ended(struct job *j, int i, int status)
 	char who[320];
 	int sig;
 
-	j->ranks[i].reaped = 1;
+	j->ends.rank[i].reaped = 1;
 	j->running--;
-	if (!FAILED(status)) {
+	if (!launch_status_failed(status)) {
 		cli_debug("rank %d finished", i);
 		return;
 	}
@@ -578,26 +553,8 @@ rank_ended(struct job *j, int i, int status)
 	}
 }
 
-/*
- * Whether a rank was killed from outside (by a user, the OOM killer): it
- * failed when the signal came, before its exit, and a peer that leaves
- * because of it can end first, while the killed rank still waits for a
- * core to finish dying on.
- */
-static int
-killed_from_outside(int status)
-{
-	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-
-	return sig == SIGKILL || sig == SIGTERM || sig == SIGINT ||
-	    sig == SIGHUP || sig == SIGQUIT;
-}
-
-/*
- * Take the status of every rank that has ended, numbering the deaths that
- * no SIGCHLD numbered (it was pending behind another's): those killed from
- * outside first.
- */
+/* Take the status of every rank that has ended, and number its death (a
+ * SIGCHLD pending behind another's numbers it here, or none does). */
 static void
 collect(struct job *j)
 {
@@ -605,43 +562,17 @@ collect(struct job *j)
 	sigset_t chld, old;
 	siginfo_t si;
 	pid_t pid;
-	int status, i, pass;
+	int status;
 
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old);
 	if (sigtimedwait(&chld, &si, &now) == SIGCHLD)
-		number_death(si.si_pid);
+		launch_ends_died(&j->ends, si.si_pid);
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (i = 0; i < j->spec.n; i++)
-			if (j->ranks[i].pid == pid && !j->ranks[i].reaped) {
-				j->ranks[i].reaped = -1;
-				j->ranks[i].status = status;
-			}
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < j->spec.n; i++)
-			if (j->ranks[i].reaped == -1 && j->ranks[i].died == 0 &&
-			    killed_from_outside(j->ranks[i].status) == !pass)
-				j->ranks[i].died = ++deaths;
+		launch_ends_reaped(&j->ends, pid, status);
+	launch_ends_number(&j->ends);
 	sigprocmask(SIG_SETMASK, &old, NULL);
-}
-
-/* Of the ranks reaped and not yet taken, the one that failed first (of
- * those killed from outside when outside is set), or -1. */
-static int
-first_failure(const struct job *j, int outside)
-{
-	const struct rank *r;
-	int i, first = -1;
-
-	for (i = 0; i < j->spec.n; i++) {
-		r = &j->ranks[i];
-		if (r->reaped == -1 && FAILED(r->status) &&
-		    (!outside || killed_from_outside(r->status)) &&
-		    (first < 0 || r->died < j->ranks[first].died))
-			first = i;
-	}
-	return first;
 }
 
 /*
@@ -654,23 +585,24 @@ first_failure(const struct job *j, int outside)
 static void
 reap(struct job *j)
 {
+	struct launch_end *end = j->ends.rank;
 	int i, first, killed, waited;
 
 	collect(j);
-	first = first_failure(j, 0);
+	first = launch_ends_first_failure(&j->ends, 0);
 	for (waited = 0; first >= 0 && !j->stopping &&
-	    !killed_from_outside(j->ranks[first].status) &&
+	    !launch_killed_from_outside(end[first].status) &&
 	    waited < KILLED_GRACE_MS; waited += 10) {
 		usleep(10000);
 		collect(j);
-		if ((killed = first_failure(j, 1)) >= 0)
+		if ((killed = launch_ends_first_failure(&j->ends, 1)) >= 0)
 			first = killed;
 	}
 	if (first >= 0)
-		rank_ended(j, first, j->ranks[first].status);
+		rank_ended(j, first, end[first].status);
 	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].reaped == -1)
-			rank_ended(j, i, j->ranks[i].status);
+		if (end[i].reaped == -1)
+			rank_ended(j, i, end[i].status);
 }
 
 static void
@@ -756,7 +688,8 @@ groups_alive(const struct job *j)
 	int i;
 
 	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].pid > 0 && kill(-j->ranks[i].pid, 0) == 0)
+		if (j->ends.rank[i].pid > 0 &&
+		    kill(-j->ends.rank[i].pid, 0) == 0)
 			return 1;
 	return 0;
 }
@@ -820,6 +753,7 @@ place_ranks(struct job *j)
 	int n = j->spec.n, *host_of, *local, *lworld, i;
 
 	j->ranks = cli_calloc((size_t)n, sizeof *j->ranks);
+	launch_ends_init(&j->ends, n);
 	for (i = 0; i < n; i++) {
 		j->ranks[i].place = (struct launch_rank){ -1, i, n };
 		j->ranks[i].out.fd = j->ranks[i].err.fd = -1;
@@ -873,6 +807,7 @@ job_free(struct job *j)
 {
 	launch_job_free(&j->spec);
 	free(j->ranks);
+	launch_ends_free(&j->ends);
 	if (j->no_input > 0)
 		close(j->no_input);
 }

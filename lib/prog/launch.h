@@ -1,10 +1,14 @@
 /* launch: what a launcher (collx-run) needs that is worth testing alone —
  * host lists and hostfiles, rank placement, shell quoting for ssh
- * (launch.c), and what each rank is started with (launch_rank.c). */
+ * (launch.c), what each rank is started with (launch_rank.c), and how the
+ * ranks ended: the order of their deaths and which failure to name
+ * (launch_end.c). */
 #ifndef COLLX_LAUNCH_H
 #define COLLX_LAUNCH_H
 
+#include <signal.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct launch_hosts {
 	int n;
@@ -146,5 +150,54 @@ char **launch_rank_env(const struct launch_job *j, int i,
  * line of input takes env's place. {rank} and {world} substituted. */
 char **launch_rank_argv(const struct launch_job *j, int i,
     const struct launch_rank *r, char *const *env);
+
+/* How one rank's process ends, as its launcher learns it. */
+struct launch_end {
+	pid_t pid;			/* also its process group; 0 unstarted */
+	int reaped;			/* 0 running, -1 reaped and not yet
+					 * reported, 1 reported */
+	int status;			/* its wait status, once reaped */
+	volatile sig_atomic_t died;	/* its place in the order of deaths
+					 * (1 first), 0 until numbered */
+};
+
+/* The ends of a job's ranks, and how many deaths are numbered so far. */
+struct launch_ends {
+	int n;
+	struct launch_end *rank;
+	volatile sig_atomic_t deaths;
+};
+
+void launch_ends_init(struct launch_ends *e, int n);
+void launch_ends_free(struct launch_ends *e);
+
+/* Whether a wait status is a failure: a nonzero exit, or a signal. */
+int launch_status_failed(int status);
+/*
+ * Whether a wait status is that of a rank killed from outside (by a user,
+ * the OOM killer: KILL, TERM, INT, HUP, QUIT): it failed when the signal
+ * came, before its exit, and a peer that leaves because of it can end
+ * first, while the killed rank still waits for a core to finish dying on.
+ */
+int launch_killed_from_outside(int status);
+
+/*
+ * Number the death of the rank whose process is pid, unless it has a
+ * number. Async-signal-safe, for the SIGCHLD handler (elsewhere call it
+ * with SIGCHLD blocked): a pending SIGCHLD is never queued twice, so the
+ * one that arrives names the first child to die since the last, and the
+ * order of deaths holds when several are reaped at once.
+ */
+void launch_ends_died(struct launch_ends *e, pid_t pid);
+/* The wait status of pid, reaped: recorded for its rank unless reaped
+ * before. Returns the rank, or -1 when no rank still running is pid. */
+int launch_ends_reaped(struct launch_ends *e, pid_t pid, int status);
+/* Number the deaths of the ranks reaped that no SIGCHLD numbered (it was
+ * pending behind another's): those killed from outside first, then the
+ * rest, each in rank order. */
+void launch_ends_number(struct launch_ends *e);
+/* Of the ranks reaped and not yet reported, the one that failed first (of
+ * those killed from outside when outside is set), or -1. */
+int launch_ends_first_failure(const struct launch_ends *e, int outside);
 
 #endif
