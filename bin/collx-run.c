@@ -54,18 +54,15 @@ static const struct option longopts[] = {
 	{ 0, 0, 0, 0 }
 };
 
-struct rank {
-	struct launch_rank place;
-	struct linetag out, err;	/* with --tag-output */
-};
-
 struct job {
 	struct launch_job spec;	/* what the ranks are started with */
 	int per_host, tag;
 	const char *hostfile, *ssh_cmd;
 	double time_limit;
-	struct rank *ranks;
-	struct launch_ends ends;	/* their processes and how they ended */
+	/* rank i: */
+	struct launch_rank *place;	/* where it runs */
+	struct launch_ends ends;	/* its process and how it ended */
+	struct linetag *out, *err;	/* its output, with --tag-output */
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
@@ -127,32 +124,9 @@ usage(void)
 }
 
 static void
-add_export(struct job *j, const char *arg)
-{
-	const char *eq = strchr(arg, '=');
-	size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-	char name[256];
-
-	if (len == 0 || len >= sizeof name || strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "abcdefghijklmnopqrstuvwxyz0123456789_") != len || (arg[0] >= '0' &&
-	    arg[0] <= '9'))
-		cli_usage_error("-x: invalid variable name in '%s'", arg);
-	memcpy(name, arg, len);
-	name[len] = '\0';
-	if (launch_per_rank_var(name))
-		cli_usage_error("-x: %s is set by %s for each rank", name, cli_progname);
-	if (eq == NULL && getenv(name) == NULL)
-		cli_usage_error("-x: %s is not set", name);
-	j->spec.exports = cli_reallocarray(j->spec.exports,
-	    (size_t)j->spec.nexports + 1, sizeof *j->spec.exports);
-	j->spec.exports[j->spec.nexports++] = eq ? cli_strdup(arg) :
-	    cli_asprintf("%s=%s", name, getenv(name));
-}
-
-static void
 parse_option(struct job *j, int c, const char **hostlist)
 {
-	char host[256];
+	char host[256], err[COLLX_ERRLEN];
 	int port, lo, hi;
 
 	switch (c) {
@@ -201,7 +175,8 @@ parse_option(struct job *j, int c, const char **hostlist)
 		j->spec.port_range = optarg;
 		break;
 	case 'x':
-		add_export(j, optarg);
+		if (launch_job_export(&j->spec, optarg, err, sizeof err) < 0)
+			cli_usage_error("-x: %s", err);
 		break;
 	case 'h':
 		usage();
@@ -354,16 +329,16 @@ child_exec(const struct job *j, int i, int out, int err, int execfd,
 	pass = i == 0 && !isatty(STDIN_FILENO);
 	if (!pass)
 		dup2(j->no_input, STDIN_FILENO);
-	if (j->ranks[i].place.host >= 0 && launch_token())
+	if (j->place[i].host >= 0 && launch_token())
 		token_stdin(launch_token(), pass);
 	if (out >= 0) {
 		dup2(out, STDOUT_FILENO);
 		dup2(err, STDERR_FILENO);
 	}
-	if (j->ranks[i].place.host < 0)
+	if (j->place[i].host < 0)
 		for (k = 0; j->env[k]; k++)
 			putenv(j->env[k]);
-	if (j->ranks[i].place.host < 0 && j->spec.wdir && chdir(j->spec.wdir) < 0) {
+	if (j->place[i].host < 0 && j->spec.wdir && chdir(j->spec.wdir) < 0) {
 		e = errno;
 		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
 		    j->spec.wdir, strerror(e));
@@ -384,18 +359,18 @@ spawn(struct job *j, int i)
 	int out = -1, err = -1, execp[2], e;
 	char why[COLLX_ERRLEN];
 	sigset_t all, old;
-	struct rank *r = &j->ranks[i];
+	struct launch_rank *r = &j->place[i];
 	pid_t parent = getpid(), *pid = &j->ends.rank[i].pid;
 	ssize_t n;
 
-	j->env = launch_rank_env(&j->spec, i, &r->place);
-	j->argv = launch_rank_argv(&j->spec, i, &r->place, j->env);
-	show_command(i, r->place.host >= 0 ? j->argv : j->env);
-	if (r->place.host < 0)
+	j->env = launch_rank_env(&j->spec, i, r);
+	j->argv = launch_rank_argv(&j->spec, i, r, j->env);
+	show_command(i, r->host >= 0 ? j->argv : j->env);
+	if (r->host < 0)
 		show_command(i, j->argv);
-	if (j->tag && (linetag_open(&r->out, i, STDOUT_FILENO, &out, why,
-	    sizeof why) < 0 || linetag_open(&r->err, i, STDERR_FILENO, &err, why,
-	    sizeof why) < 0))
+	if (j->tag && (linetag_open(&j->out[i], i, STDOUT_FILENO, &out, why,
+	    sizeof why) < 0 || linetag_open(&j->err[i], i, STDERR_FILENO, &err,
+	    why, sizeof why) < 0))
 		cli_die(CLI_EXIT_RUNTIME, "%s", why);
 	if (pipe2(execp, O_CLOEXEC) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
@@ -419,8 +394,8 @@ spawn(struct job *j, int i)
 		;
 	close(execp[0]);
 	if (n == sizeof e) {
-		launch_exec_why(j->argv[0], e, r->place.host < 0 ? j->env : NULL,
-		    r->place.host < 0 ? j->spec.wdir : NULL, why, sizeof why);
+		launch_exec_why(j->argv[0], e, r->host < 0 ? j->env : NULL,
+		    r->host < 0 ? j->spec.wdir : NULL, why, sizeof why);
 		cli_warn("%s", why);
 	}
 	launch_words_free(j->env);
@@ -515,11 +490,11 @@ stop_all(struct job *j, int sig, int code)
 static void
 describe(const struct job *j, int i, char *buf, size_t len)
 {
-	const struct rank *r = &j->ranks[i];
+	const struct launch_rank *r = &j->place[i];
 
-	if (r->place.host >= 0)
+	if (r->host >= 0)
 		snprintf(buf, len, "rank %d (host %s)", i,
-		    j->spec.hosts.names[r->place.host]);
+		    j->spec.hosts.names[r->host]);
 	else
 		snprintf(buf, len, "rank %d (pid %ld)", i,
 		    (long)j->ends.rank[i].pid);
@@ -638,7 +613,7 @@ poll_set(struct job *j, struct pollfd *fds, struct linetag **owner)
 	fds[0].events = POLLIN;
 	for (i = 0; i < j->spec.n && j->tag; i++)
 		for (k = 0; k < 2; k++) {
-			t = k ? &j->ranks[i].err : &j->ranks[i].out;
+			t = k ? &j->err[i] : &j->out[i];
 			if (t->fd < 0)
 				continue;
 			fds[n].fd = t->fd;
@@ -738,10 +713,10 @@ supervise(struct job *j)
 		check_deadlines(j);
 	}
 	for (i = 0; i < j->spec.n && j->tag; i++) {
-		if (j->ranks[i].out.fd >= 0)
-			linetag_close(&j->ranks[i].out);
-		if (j->ranks[i].err.fd >= 0)
-			linetag_close(&j->ranks[i].err);
+		if (j->out[i].fd >= 0)
+			linetag_close(&j->out[i]);
+		if (j->err[i].fd >= 0)
+			linetag_close(&j->err[i]);
 	}
 	free(fds);
 	free(owner);
@@ -750,28 +725,15 @@ supervise(struct job *j)
 static void
 place_ranks(struct job *j)
 {
-	int n = j->spec.n, *host_of, *local, *lworld, i;
+	int n = j->spec.n, i;
 
-	j->ranks = cli_calloc((size_t)n, sizeof *j->ranks);
+	j->place = cli_calloc((size_t)n, sizeof *j->place);
+	launch_place_ranks(&j->spec.hosts, n, j->per_host, j->place);
 	launch_ends_init(&j->ends, n);
-	for (i = 0; i < n; i++) {
-		j->ranks[i].place = (struct launch_rank){ -1, i, n };
-		j->ranks[i].out.fd = j->ranks[i].err.fd = -1;
-	}
-	if (j->spec.hosts.n == 0)
-		return;
-	host_of = cli_calloc((size_t)n, sizeof *host_of);
-	local = cli_calloc((size_t)n, sizeof *local);
-	lworld = cli_calloc((size_t)n, sizeof *lworld);
-	launch_place(&j->spec.hosts, n, j->per_host, host_of, local);
-	launch_local_worlds(&j->spec.hosts, n, host_of, local, lworld);
-	for (i = 0; i < n; i++)	/* this machine's ranks start without ssh */
-		j->ranks[i].place = (struct launch_rank){
-		    j->spec.hosts.local[host_of[i]] ? -1 : host_of[i],
-		    local[i], lworld[i] };
-	free(lworld);
-	free(host_of);
-	free(local);
+	j->out = cli_calloc((size_t)n, sizeof *j->out);
+	j->err = cli_calloc((size_t)n, sizeof *j->err);
+	for (i = 0; i < n; i++)
+		j->out[i].fd = j->err[i].fd = -1;
 }
 
 /* An empty pipe, its write end closed: reading it gives end of file at
@@ -806,7 +768,9 @@ static void
 job_free(struct job *j)
 {
 	launch_job_free(&j->spec);
-	free(j->ranks);
+	free(j->place);
+	free(j->out);
+	free(j->err);
 	launch_ends_free(&j->ends);
 	if (j->no_input > 0)
 		close(j->no_input);

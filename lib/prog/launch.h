@@ -61,6 +61,19 @@ void launch_place(const struct launch_hosts *h, int n, int per_host,
 void launch_local_worlds(const struct launch_hosts *h, int n,
     const int *host_of, const int *local_rank, int *local_world);
 
+/* Where one rank runs: an index into the hosts (-1: this machine, without
+ * the remote shell), and its place among the ranks on that host. */
+struct launch_rank {
+	int host;
+	int local_rank, local_world;
+};
+
+/* Where each of the n ranks runs, in r[0..n-1]: launch_place's host and
+ * local rank, and launch_local_worlds' world, with -1 for a host marked
+ * local; without hosts, every rank on this machine (rank i of n). */
+void launch_place_ranks(const struct launch_hosts *h, int n, int per_host,
+    struct launch_rank *r);
+
 /* The host part of "user@host" (for addresses). */
 const char *launch_host_addr(const char *host);
 
@@ -90,13 +103,6 @@ void launch_exec_why(const char *prog, int errnum, char *const *env,
 
 /* The rendezvous port on the first host when ranks run on hosts. */
 #define LAUNCH_DEFAULT_PORT 29500
-
-/* Where one rank runs: an index into the hosts (-1: this machine, without
- * the remote shell), and its place among the ranks on that host. */
-struct launch_rank {
-	int host;
-	int local_rank, local_world;
-};
 
 /* A job: what every rank's environment and command line are made from.
  * The launcher fills the options; launch_job_prepare the rest. */
@@ -133,9 +139,13 @@ struct launch_job {
 int launch_job_prepare(struct launch_job *j, char *err, size_t errlen);
 void launch_job_free(struct launch_job *j);
 
-/* Whether the launcher sets variable name for each rank itself (so -x
- * cannot). */
-int launch_per_rank_var(const char *name);
+/*
+ * Pass -x's NAME[=VALUE] to every rank of j: NAME alone with its value
+ * here. 0, or -1 with the reason in err: NAME is not a variable's name,
+ * is one the launcher sets for each rank itself, or alone and unset.
+ */
+int launch_job_export(struct launch_job *j, const char *arg, char *err,
+    size_t errlen);
 /* COLLX_TOKEN from the environment, or NULL when unset or empty. */
 const char *launch_token(void);
 

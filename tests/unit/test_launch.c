@@ -1,4 +1,5 @@
-/* test_launch: how collx-run's ranks ended and which failure it names. */
+/* test_launch: where collx-run's ranks run, what they are passed, how they
+ * ended and which failure it names. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,78 @@
 #include "cli/cli.h"
 #include "prog/launch.h"
 #include "unit.h"
+
+/* Whether r[0..n-1] are the ranks want (host, local rank, world each). */
+static int
+ranks_are(const struct launch_rank *r, int n, const int want[][3])
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i].host != want[i][0] || r[i].local_rank != want[i][1] ||
+		    r[i].local_world != want[i][2])
+			return 0;
+	return 1;
+}
+
+static void
+test_place_ranks(void)
+{
+	static const int alone[3][3] = { { -1, 0, 3 }, { -1, 1, 3 },
+	    { -1, 2, 3 } };
+	/* Host 0 (this machine) takes 1 rank a visit, host 1 two. */
+	static const int slots[7][3] = { { -1, 0, 3 }, { 1, 0, 4 }, { 1, 1, 4 },
+	    { -1, 1, 3 }, { 1, 2, 4 }, { 1, 3, 4 }, { -1, 2, 3 } };
+	static const int blocks[5][3] = { { -1, 0, 3 }, { -1, 1, 3 },
+	    { -1, 2, 3 }, { 1, 0, 2 }, { 1, 1, 2 } };
+	struct launch_hosts h = { 0 };
+	struct launch_rank r[7];
+	char err[256];
+
+	launch_place_ranks(&h, 3, 0, r);
+	UNIT_OK(ranks_are(r, 3, alone), "without hosts every rank is local, "
+	    "rank i of n on this machine");
+	UNIT_OK(launch_hosts_add_list(&h, "localhost,192.0.2.1:2", err,
+	    sizeof err) == 0, "hosts parsed");
+	launch_hosts_find_local(&h);
+	launch_place_ranks(&h, 7, 0, r);
+	UNIT_OK(ranks_are(r, 7, slots), "by slots: localhost's ranks local, "
+	    "the other host's remote, each counted on its host");
+	launch_place_ranks(&h, 5, 3, r);
+	UNIT_OK(ranks_are(r, 5, blocks), "--per-host 3: blocks of three");
+	launch_hosts_free(&h);
+}
+
+static void
+test_export(void)
+{
+	struct launch_job j = { 0 };
+	char err[256];
+
+	setenv("TL_FROM_HERE", "a b", 1);
+	unsetenv("TL_UNSET");
+	UNIT_OK(launch_job_export(&j, "TL_FROM_HERE", err, sizeof err) == 0 &&
+	    launch_job_export(&j, "X_1=", err, sizeof err) == 0 &&
+	    launch_job_export(&j, "_y=1=2", err, sizeof err) == 0 &&
+	    j.nexports == 3 && strcmp(j.exports[0], "TL_FROM_HERE=a b") == 0 &&
+	    strcmp(j.exports[1], "X_1=") == 0 && strcmp(j.exports[2], "_y=1=2") == 0,
+	    "NAME takes its value here; NAME=VALUE as given");
+	UNIT_OK(launch_job_export(&j, "1X=2", err, sizeof err) < 0 &&
+	    strcmp(err, "invalid variable name in '1X=2'") == 0 &&
+	    launch_job_export(&j, "=2", err, sizeof err) < 0 &&
+	    launch_job_export(&j, "A-B=2", err, sizeof err) < 0 &&
+	    launch_job_export(&j, "", err, sizeof err) < 0 && j.nexports == 3,
+	    "names that are no variable's refused");
+	UNIT_OK(launch_job_export(&j, "LOCAL_RANK=0", err, sizeof err) < 0 &&
+	    strcmp(err, "LOCAL_RANK is set by test_launch for each rank") == 0 &&
+	    launch_job_export(&j, "COLLX_MASTER", err, sizeof err) < 0 &&
+	    launch_job_export(&j, "MASTER_ADDR=h", err, sizeof err) == 0,
+	    "what each rank is given by the launcher refused; MASTER_ADDR not");
+	UNIT_OK(launch_job_export(&j, "TL_UNSET", err, sizeof err) < 0 &&
+	    strcmp(err, "TL_UNSET is not set") == 0 && j.nexports == 4,
+	    "NAME unset here refused");
+	launch_job_free(&j);
+}
 
 static int made_ok = 1;		/* every status ended() made is as asked */
 
@@ -171,6 +244,8 @@ main(int argc, char **argv)
 {
 	(void)argc;
 	cli_init(argv[0]);
+	test_place_ranks();
+	test_export();
 	test_statuses();
 	test_died();
 	test_number();
