@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -264,144 +263,53 @@ show_command(int i, char **argv)
 	cli_debug("rank %d: %s", i, line);
 }
 
-/* In the child of a remote rank: standard input starts with the token's
- * line, then what the rank would have read (nothing, or collx-run's own
- * input for rank 0, copied by a helper in the rank's process group that
- * dies with it). */
+/* In a rank's child: the signal actions and descriptor limit collx-run
+ * started with. */
 static void
-token_stdin(const char *token, int relay)
-{
-	char buf[65536];
-	ssize_t n;
-	int p[2];
-
-	if (pipe(p) < 0)
-		_exit(CLI_EXIT_RUNTIME);
-	if (relay) {
-		switch (fork()) {
-		case -1:
-			_exit(CLI_EXIT_RUNTIME);
-		case 0:
-			prctl(PR_SET_PDEATHSIG, SIGTERM);
-			close(p[0]);
-			if (cli_write_all(p[1], token, strlen(token)) < 0 ||
-			    cli_write_all(p[1], "\n", 1) < 0)
-				_exit(1);
-			while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0 ||
-			    (n < 0 && errno == EINTR))
-				if (n > 0 && cli_write_all(p[1], buf, (size_t)n) < 0)
-					break;
-			_exit(0);
-		}
-	} else if (cli_write_all(p[1], token, strlen(token)) < 0 ||
-	    cli_write_all(p[1], "\n", 1) < 0) {
-		_exit(CLI_EXIT_RUNTIME);	/* a token fits a pipe's buffer */
-	}
-	close(p[1]);
-	dup2(p[0], STDIN_FILENO);
-	close(p[0]);
-}
-
-/* In the child: own process group, default signals, stdio, environment. */
-static _Noreturn void
-child_exec(const struct job *j, int i, int out, int err, int execfd,
-    const sigset_t *mask, pid_t parent)
+give_back(void)
 {
 	size_t k;
-	int e, pass;
 
-	setpgid(0, 0);
 	for (k = 0; k < NHANDLED; k++)
 		sigaction(handled[k], &saved_action[k], NULL);
-	sigprocmask(SIG_SETMASK, mask, NULL);
 	if (saved_nofile.rlim_cur != RLIM_INFINITY)
 		setrlimit(RLIMIT_NOFILE, &saved_nofile);
-#ifdef __linux__
-	/* Should collx-run itself be killed outright, take the rank with it. */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() != parent)
-		_exit(CLI_EXIT_RUNTIME);
-#else
-	(void)parent;
-#endif
-	/* Standard input goes to rank 0 only, and never a terminal: a rank
-	 * outside the foreground process group would stop on reading it. */
-	pass = i == 0 && !isatty(STDIN_FILENO);
-	if (!pass)
-		dup2(j->no_input, STDIN_FILENO);
-	if (j->place[i].host >= 0 && launch_token())
-		token_stdin(launch_token(), pass);
-	if (out >= 0) {
-		dup2(out, STDOUT_FILENO);
-		dup2(err, STDERR_FILENO);
-	}
-	if (j->place[i].host < 0)
-		for (k = 0; j->env[k]; k++)
-			putenv(j->env[k]);
-	if (j->place[i].host < 0 && j->spec.wdir && chdir(j->spec.wdir) < 0) {
-		e = errno;
-		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
-		    j->spec.wdir, strerror(e));
-		_exit(CLI_EXIT_RUNTIME);
-	}
-	execvp(j->argv[0], j->argv);
-	e = errno;
-	if (write(execfd, &e, sizeof e) < 0)
-		_exit(127);
-	_exit(e == ENOENT ? 127 : 126);
 }
 
-/* Fork and exec rank i; 0, or 127 (not found) or 126 (not executable)
- * when PROGRAM could not be executed. */
+/* Start rank i; 0, or 127 (not found) or 126 (not executable) when
+ * PROGRAM could not be executed. */
 static int
 spawn(struct job *j, int i)
 {
-	int out = -1, err = -1, execp[2], e;
+	struct launch_child c = { j->no_input, -1, -1, give_back };
+	const struct launch_rank *r = &j->place[i];
 	char why[COLLX_ERRLEN];
-	sigset_t all, old;
-	struct launch_rank *r = &j->place[i];
-	pid_t parent = getpid(), *pid = &j->ends.rank[i].pid;
-	ssize_t n;
+	int rc;
 
 	j->env = launch_rank_env(&j->spec, i, r);
 	j->argv = launch_rank_argv(&j->spec, i, r, j->env);
 	show_command(i, r->host >= 0 ? j->argv : j->env);
 	if (r->host < 0)
 		show_command(i, j->argv);
-	if (j->tag && (linetag_open(&j->out[i], i, STDOUT_FILENO, &out, why,
-	    sizeof why) < 0 || linetag_open(&j->err[i], i, STDERR_FILENO, &err,
-	    why, sizeof why) < 0))
+	if (j->tag && (linetag_open(&j->out[i], i, STDOUT_FILENO, &c.out, why,
+	    sizeof why) < 0 || linetag_open(&j->err[i], i, STDERR_FILENO,
+	    &c.err, why, sizeof why) < 0))
 		cli_die(CLI_EXIT_RUNTIME, "%s", why);
-	if (pipe2(execp, O_CLOEXEC) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
-	*pid = fork();
-	if (*pid == 0)
-		child_exec(j, i, out, err, execp[1], &old, parent);
-	e = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (*pid < 0)
-		cli_die(CLI_EXIT_RUNTIME, "fork: %s", strerror(e));
-	setpgid(*pid, *pid);	/* either side may win the race */
+	rc = launch_spawn(&j->spec, i, r, j->env, j->argv, &c,
+	    &j->ends.rank[i].pid, why, sizeof why);
+	if (rc < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", why);
 	j->running++;
-	close(execp[1]);
-	if (out >= 0) {
-		close(out);
-		close(err);
+	if (c.out >= 0) {
+		close(c.out);
+		close(c.err);
 	}
-	while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR)
-		;
-	close(execp[0]);
-	if (n == sizeof e) {
-		launch_exec_why(j->argv[0], e, r->host < 0 ? j->env : NULL,
-		    r->host < 0 ? j->spec.wdir : NULL, why, sizeof why);
+	if (rc > 0)
 		cli_warn("%s", why);
-	}
 	launch_words_free(j->env);
 	launch_words_free(j->argv);
 	j->env = j->argv = NULL;
-	return n != sizeof e ? 0 : e == ENOENT ? 127 : 126;
+	return rc;
 }
 
 static void

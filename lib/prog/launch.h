@@ -1,8 +1,8 @@
 /* launch: what a launcher (collx-run) needs that is worth testing alone —
  * host lists and hostfiles, rank placement, shell quoting for ssh
- * (launch.c), what each rank is started with (launch_rank.c), and how the
- * ranks ended: the order of their deaths and which failure to name
- * (launch_end.c). */
+ * (launch.c), what each rank is started with (launch_rank.c), starting its
+ * process (launch_spawn.c), and how the ranks ended: the order of their
+ * deaths and which failure to name (launch_end.c). */
 #ifndef COLLX_LAUNCH_H
 #define COLLX_LAUNCH_H
 
@@ -160,6 +160,33 @@ char **launch_rank_env(const struct launch_job *j, int i,
  * line of input takes env's place. {rank} and {world} substituted. */
 char **launch_rank_argv(const struct launch_job *j, int i,
     const struct launch_rank *r, char *const *env);
+
+/* What a rank's process gets from its launcher beside its command. */
+struct launch_child {
+	int no_input;		/* read end of an empty pipe: standard input
+				 * of every rank but 0 */
+	int out, err;		/* its standard output and error, or -1: the
+				 * launcher's; the caller closes them */
+	void (*setup)(void);	/* or NULL: first in the child, every signal
+				 * blocked, to give back what the launcher
+				 * changed for itself (signal actions, limits) */
+};
+
+/*
+ * Start rank i of j, placed at r, with env and argv (launch_rank_env's and
+ * launch_rank_argv's): a child in a process group of its own, with the
+ * caller's signal mask, that SIGTERM ends should the launcher die.
+ * Standard input: the launcher's for rank 0 (unless a terminal), else
+ * c->no_input, a remote rank's after the token's line. A local rank gets
+ * env in its environment and starts in j->wdir. *pid is set while every
+ * signal is blocked, so a SIGCHLD handler finds it. Returns 0 when PROGRAM
+ * runs (or the child ended before trying, as without --wdir's directory);
+ * 127 (not found) or 126 (not executable) with the reason in err, the
+ * child gone; -1 with the reason in err when no child was started.
+ */
+int launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
+    char **env, char **argv, const struct launch_child *c, pid_t *pid,
+    char *err, size_t errlen);
 
 /* How one rank's process ends, as its launcher learns it. */
 struct launch_end {

@@ -1,5 +1,6 @@
-/* test_launch: where collx-run's ranks run, what they are passed, how they
- * ended and which failure it names. */
+/* test_launch: where collx-run's ranks run, what they are passed, how
+ * their processes start, how they ended and which failure it names. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,165 @@ test_export(void)
 	    strcmp(err, "TL_UNSET is not set") == 0 && j.nexports == 4,
 	    "NAME unset here refused");
 	launch_job_free(&j);
+}
+
+/* What a started rank did: launch_spawn's result, its process, what it
+ * wrote on each stream and its wait status. */
+struct ran {
+	int rc, status;
+	pid_t pid;
+	char out[512], err[512];
+};
+
+/* Everything on fd until end of file, in buf. */
+static void
+slurp(int fd, char *buf, size_t len)
+{
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < len - 1 && (n = read(fd, buf + off, len - 1 - off)) > 0)
+		off += (size_t)n;
+	buf[off] = '\0';
+	close(fd);
+}
+
+/* Start rank i of j at r and wait for it. With in, standard input is a
+ * pipe holding it (as when the launcher's own input is a pipe). */
+static void
+start(struct ran *w, const struct launch_job *j, int i,
+    const struct launch_rank *r, char **env, char **argv, const char *in,
+    void (*setup)(void))
+{
+	struct launch_child c = { -1, -1, -1, setup };
+	int none[2], out[2], err[2], feed[2], saved = dup(STDIN_FILENO);
+
+	memset(w, 0, sizeof *w);
+	if (pipe2(none, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+	    pipe2(err, O_CLOEXEC) < 0 || pipe(feed) < 0) {
+		w->rc = -2;
+		return;
+	}
+	close(none[1]);
+	if (write(feed[1], in ? in : "", in ? strlen(in) : 0) < 0)
+		w->rc = -2;
+	close(feed[1]);
+	dup2(feed[0], STDIN_FILENO);
+	close(feed[0]);
+	c.no_input = none[0];
+	c.out = out[1];
+	c.err = err[1];
+	w->rc = launch_spawn(j, i, r, env, argv, &c, &w->pid, w->err,
+	    sizeof w->err);
+	dup2(saved, STDIN_FILENO);
+	close(saved);
+	close(none[0]);
+	close(out[1]);
+	close(err[1]);
+	slurp(out[0], w->out, sizeof w->out);
+	if (w->rc == 0)
+		slurp(err[0], w->err, sizeof w->err);
+	else
+		close(err[0]);
+	if (w->pid <= 0 || waitpid(w->pid, &w->status, 0) != w->pid)
+		w->status = -1;
+}
+
+/* Whether w ran to an exit with code and rc from launch_spawn. */
+static int
+exited(const struct ran *w, int rc, int code)
+{
+	return w->rc == rc && w->status != -1 && WIFEXITED(w->status) &&
+	    WEXITSTATUS(w->status) == code;
+}
+
+static void
+set_marker(void)
+{
+	setenv("TL_SETUP", "ran", 1);
+}
+
+static void
+test_spawn_local(void)
+{
+	char *env[] = { "TL_VAR=x y", NULL };
+	char *argv[] = { "sh", "-c", "echo \"$TL_VAR\" $TL_SETUP; "
+	    "read -r pid comm state ppid pgrp rest </proc/$$/stat; "
+	    "[ $pid = $pgrp ] && echo own group; cat; echo eof; "
+	    "echo to err >&2; exit 3", NULL };
+	struct launch_job j = { .n = 2 };
+	struct launch_rank r = { -1, 1, 2 };
+	struct ran w;
+
+	start(&w, &j, 1, &r, env, argv, "launcher's input\n", set_marker);
+	UNIT_OK(exited(&w, 0, 3) && strcmp(w.out, "x y ran\nown group\neof\n") == 0 &&
+	    strcmp(w.err, "to err\n") == 0, "a local rank: its variables, the "
+	    "setup run in it, its own process group, no input but rank 0's, "
+	    "its streams and status");
+	UNIT_OK(getenv("TL_VAR") == NULL && getenv("TL_SETUP") == NULL,
+	    "the launcher's environment untouched");
+	start(&w, &j, 0, &r, env, argv, "launcher's input\n", NULL);
+	UNIT_OK(exited(&w, 0, 3) && strcmp(w.out, "x y\nown group\n"
+	    "launcher's input\neof\n") == 0, "rank 0 reads the launcher's input");
+	j.wdir = "/";
+	argv[2] = "pwd";
+	start(&w, &j, 1, &r, env, argv, NULL, NULL);
+	UNIT_OK(exited(&w, 0, 0) && strcmp(w.out, "/\n") == 0, "in --wdir");
+	j.wdir = "/nonexistent/tl";
+	start(&w, &j, 1, &r, env, argv, NULL, NULL);
+	UNIT_OK(exited(&w, 0, 1) && w.out[0] == '\0' && strcmp(w.err,
+	    "test_launch: --wdir: /nonexistent/tl: No such file or directory\n")
+	    == 0, "a missing --wdir: the child says so and exits 1");
+}
+
+static void
+test_spawn_remote(void)
+{
+	char *env[] = { "TL_VAR=local only", NULL };
+	char *argv[] = { "sh", "-c", "echo \"${TL_VAR-unset}\"; cat", NULL };
+	struct launch_job j = { .n = 2, .wdir = "/nonexistent/tl" };
+	struct launch_rank r = { 0, 0, 1 };
+	struct ran w;
+
+	setenv("COLLX_TOKEN", "s3cret", 1);
+	start(&w, &j, 1, &r, env, argv, "launcher's input\n", NULL);
+	UNIT_OK(exited(&w, 0, 0) && strcmp(w.out, "unset\ns3cret\n") == 0,
+	    "a remote rank: its remote shell reads the token's line, then "
+	    "nothing; variables and directory are the command line's");
+	start(&w, &j, 0, &r, env, argv, "launcher's input\n", NULL);
+	UNIT_OK(exited(&w, 0, 0) && strcmp(w.out, "unset\ns3cret\n"
+	    "launcher's input\n") == 0, "rank 0: the token's line, then the "
+	    "launcher's input");
+	unsetenv("COLLX_TOKEN");
+	start(&w, &j, 1, &r, env, argv, NULL, NULL);
+	UNIT_OK(exited(&w, 0, 0) && strcmp(w.out, "unset\n") == 0,
+	    "no token: nothing to read");
+}
+
+static void
+test_spawn_fails(void)
+{
+	char file[] = "/tmp/test_launch.XXXXXX";
+	char *env[] = { "PATH=/nonexistent", NULL };
+	char *argv[] = { "tl-no-such-program", NULL };
+	struct launch_job j = { .n = 1 };
+	struct launch_rank r = { -1, 0, 1 };
+	char want[128];
+	struct ran w;
+	int fd;
+
+	start(&w, &j, 0, &r, env, argv, NULL, NULL);
+	UNIT_OK(exited(&w, 127, 127) && strcmp(w.err, "cannot execute "
+	    "tl-no-such-program: not found on PATH") == 0,
+	    "not found: 127, the rank's PATH searched");
+	if ((fd = mkstemp(file)) >= 0)
+		close(fd);
+	argv[0] = file;
+	start(&w, &j, 0, &r, env, argv, NULL, NULL);
+	snprintf(want, sizeof want, "cannot execute %s: Permission denied", file);
+	UNIT_OK(fd >= 0 && exited(&w, 126, 126) && strcmp(w.err, want) == 0,
+	    "not executable: 126 and the system's reason");
+	unlink(file);
 }
 
 static int made_ok = 1;		/* every status ended() made is as asked */
@@ -246,6 +406,9 @@ main(int argc, char **argv)
 	cli_init(argv[0]);
 	test_place_ranks();
 	test_export();
+	test_spawn_local();
+	test_spawn_remote();
+	test_spawn_fails();
 	test_statuses();
 	test_died();
 	test_number();
