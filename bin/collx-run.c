@@ -436,8 +436,9 @@ rank_ended(struct job *j, int i, int status)
 	}
 }
 
-/* Take the status of every rank that has ended, and number its death (a
- * SIGCHLD pending behind another's numbers it here, or none does). */
+/* Take the status of every rank that has ended, numbering the deaths the
+ * SIGCHLD handler did not: a SIGCHLD still pending names the first, and
+ * launch_ends_number the others, queued behind it. */
 static void
 collect(struct job *j)
 {

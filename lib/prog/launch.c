@@ -425,7 +425,8 @@ launch_place_ranks(const struct launch_hosts *h, int n, int per_host,
 	world = cli_calloc((size_t)n, sizeof *world);
 	launch_place(h, n, per_host, host_of, local);
 	launch_local_worlds(h, n, host_of, local, world);
-	for (i = 0; i < n; i++)	/* this machine's ranks start without ssh */
+	/* This machine's ranks start without ssh. */
+	for (i = 0; i < n; i++)
 		r[i] = (struct launch_rank){ h->local && h->local[host_of[i]] ?
 		    -1 : host_of[i], local[i], world[i] };
 	free(world);

@@ -163,13 +163,14 @@ char **launch_rank_argv(const struct launch_job *j, int i,
 
 /* What a rank's process gets from its launcher beside its command. */
 struct launch_child {
-	int no_input;		/* read end of an empty pipe: standard input
-				 * of every rank but 0 */
-	int out, err;		/* its standard output and error, or -1: the
-				 * launcher's; the caller closes them */
-	void (*setup)(void);	/* or NULL: first in the child, every signal
-				 * blocked, to give back what the launcher
-				 * changed for itself (signal actions, limits) */
+	int no_input;		/* read end of an empty pipe: standard
+				 * input of every rank but 0 */
+	int out, err;		/* its standard output and error, or -1:
+				 * the launcher's; the caller closes them */
+	void (*setup)(void);	/* or NULL: first in the child, every
+				 * signal blocked, to give back what the
+				 * launcher changed for itself (signal
+				 * actions, limits) */
 };
 
 /*
@@ -190,7 +191,7 @@ int launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
 
 /* How one rank's process ends, as its launcher learns it. */
 struct launch_end {
-	pid_t pid;			/* also its process group; 0 unstarted */
+	pid_t pid;			/* also its process group; 0 before */
 	int reaped;			/* 0 running, -1 reaped and not yet
 					 * reported, 1 reported */
 	int status;			/* its wait status, once reaped */

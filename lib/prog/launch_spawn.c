@@ -64,13 +64,14 @@ token_stdin(const char *token, int relay)
 				_exit(1);
 			while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0 ||
 			    (n < 0 && errno == EINTR))
-				if (n > 0 && cli_write_all(p[1], buf, (size_t)n) < 0)
+				if (n > 0 && cli_write_all(p[1], buf,
+				    (size_t)n) < 0)
 					break;
 			_exit(0);
 		}
 	} else if (cli_write_all(p[1], token, strlen(token)) < 0 ||
 	    cli_write_all(p[1], "\n", 1) < 0) {
-		_exit(CLI_EXIT_RUNTIME);	/* a token fits a pipe's buffer */
+		_exit(CLI_EXIT_RUNTIME); /* a token fits a pipe's buffer */
 	}
 	close(p[1]);
 	dup2(p[0], STDIN_FILENO);
@@ -134,7 +135,7 @@ launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
 	if (pipe2(execp, O_CLOEXEC) < 0)
 		return cli_fail(err, errlen, "pipe: %s", strerror(errno));
 	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
+	sigprocmask(SIG_BLOCK, &all, &old); /* no handler runs in the child */
 	*pid = fork();
 	if (*pid == 0) {
 		child_signals(c, &old, parent);
