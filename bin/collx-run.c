@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,8 +27,6 @@
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
-/* Whether a rank's wait status is a failure. */
-#define FAILED(status) (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
@@ -56,20 +53,15 @@ static const struct option longopts[] = {
 	{ 0, 0, 0, 0 }
 };
 
-struct rank {
-	pid_t pid;		/* also its process group */
-	int reaped, status;
-	volatile sig_atomic_t died;	/* its place in the order of deaths */
-	struct launch_rank place;
-	struct linetag out, err;	/* with --tag-output */
-};
-
 struct job {
 	struct launch_job spec;	/* what the ranks are started with */
 	int per_host, tag;
 	const char *hostfile, *ssh_cmd;
 	double time_limit;
-	struct rank *ranks;
+	/* rank i: */
+	struct launch_rank *place;	/* where it runs */
+	struct launch_ends ends;	/* its process and how it ended */
+	struct linetag *out, *err;	/* its output, with --tag-output */
 	int running, stopping, exit_code, killed, draining, interrupted;
 	double kill_at, drain_until, limit_at;
 	int no_input;		/* read end of an empty pipe: stdin of ranks but 0 */
@@ -79,8 +71,7 @@ struct job {
 };
 
 static int sig_pipe[2] = { -1, -1 };
-static struct job *sig_job;		/* whose ranks' deaths are numbered */
-static volatile sig_atomic_t deaths;	/* how many were numbered */
+static struct launch_ends *sig_ends;	/* whose deaths are numbered */
 
 /* The signals collx-run handles, and what they were when it started (the
  * ranks get them back). */
@@ -132,32 +123,9 @@ usage(void)
 }
 
 static void
-add_export(struct job *j, const char *arg)
-{
-	const char *eq = strchr(arg, '=');
-	size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-	char name[256];
-
-	if (len == 0 || len >= sizeof name || strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "abcdefghijklmnopqrstuvwxyz0123456789_") != len || (arg[0] >= '0' &&
-	    arg[0] <= '9'))
-		cli_usage_error("-x: invalid variable name in '%s'", arg);
-	memcpy(name, arg, len);
-	name[len] = '\0';
-	if (launch_per_rank_var(name))
-		cli_usage_error("-x: %s is set by %s for each rank", name, cli_progname);
-	if (eq == NULL && getenv(name) == NULL)
-		cli_usage_error("-x: %s is not set", name);
-	j->spec.exports = cli_reallocarray(j->spec.exports,
-	    (size_t)j->spec.nexports + 1, sizeof *j->spec.exports);
-	j->spec.exports[j->spec.nexports++] = eq ? cli_strdup(arg) :
-	    cli_asprintf("%s=%s", name, getenv(name));
-}
-
-static void
 parse_option(struct job *j, int c, const char **hostlist)
 {
-	char host[256];
+	char host[256], err[COLLX_ERRLEN];
 	int port, lo, hi;
 
 	switch (c) {
@@ -206,7 +174,8 @@ parse_option(struct job *j, int c, const char **hostlist)
 		j->spec.port_range = optarg;
 		break;
 	case 'x':
-		add_export(j, optarg);
+		if (launch_job_export(&j->spec, optarg, err, sizeof err) < 0)
+			cli_usage_error("-x: %s", err);
 		break;
 	case 'h':
 		usage();
@@ -294,144 +263,53 @@ show_command(int i, char **argv)
 	cli_debug("rank %d: %s", i, line);
 }
 
-/* In the child of a remote rank: standard input starts with the token's
- * line, then what the rank would have read (nothing, or collx-run's own
- * input for rank 0, copied by a helper in the rank's process group that
- * dies with it). */
+/* In a rank's child: the signal actions and descriptor limit collx-run
+ * started with. */
 static void
-token_stdin(const char *token, int relay)
-{
-	char buf[65536];
-	ssize_t n;
-	int p[2];
-
-	if (pipe(p) < 0)
-		_exit(CLI_EXIT_RUNTIME);
-	if (relay) {
-		switch (fork()) {
-		case -1:
-			_exit(CLI_EXIT_RUNTIME);
-		case 0:
-			prctl(PR_SET_PDEATHSIG, SIGTERM);
-			close(p[0]);
-			if (cli_write_all(p[1], token, strlen(token)) < 0 ||
-			    cli_write_all(p[1], "\n", 1) < 0)
-				_exit(1);
-			while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0 ||
-			    (n < 0 && errno == EINTR))
-				if (n > 0 && cli_write_all(p[1], buf, (size_t)n) < 0)
-					break;
-			_exit(0);
-		}
-	} else if (cli_write_all(p[1], token, strlen(token)) < 0 ||
-	    cli_write_all(p[1], "\n", 1) < 0) {
-		_exit(CLI_EXIT_RUNTIME);	/* a token fits a pipe's buffer */
-	}
-	close(p[1]);
-	dup2(p[0], STDIN_FILENO);
-	close(p[0]);
-}
-
-/* In the child: own process group, default signals, stdio, environment. */
-static _Noreturn void
-child_exec(const struct job *j, int i, int out, int err, int execfd,
-    const sigset_t *mask, pid_t parent)
+give_back(void)
 {
 	size_t k;
-	int e, pass;
 
-	setpgid(0, 0);
 	for (k = 0; k < NHANDLED; k++)
 		sigaction(handled[k], &saved_action[k], NULL);
-	sigprocmask(SIG_SETMASK, mask, NULL);
 	if (saved_nofile.rlim_cur != RLIM_INFINITY)
 		setrlimit(RLIMIT_NOFILE, &saved_nofile);
-#ifdef __linux__
-	/* Should collx-run itself be killed outright, take the rank with it. */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() != parent)
-		_exit(CLI_EXIT_RUNTIME);
-#else
-	(void)parent;
-#endif
-	/* Standard input goes to rank 0 only, and never a terminal: a rank
-	 * outside the foreground process group would stop on reading it. */
-	pass = i == 0 && !isatty(STDIN_FILENO);
-	if (!pass)
-		dup2(j->no_input, STDIN_FILENO);
-	if (j->ranks[i].place.host >= 0 && launch_token())
-		token_stdin(launch_token(), pass);
-	if (out >= 0) {
-		dup2(out, STDOUT_FILENO);
-		dup2(err, STDERR_FILENO);
-	}
-	if (j->ranks[i].place.host < 0)
-		for (k = 0; j->env[k]; k++)
-			putenv(j->env[k]);
-	if (j->ranks[i].place.host < 0 && j->spec.wdir && chdir(j->spec.wdir) < 0) {
-		e = errno;
-		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
-		    j->spec.wdir, strerror(e));
-		_exit(CLI_EXIT_RUNTIME);
-	}
-	execvp(j->argv[0], j->argv);
-	e = errno;
-	if (write(execfd, &e, sizeof e) < 0)
-		_exit(127);
-	_exit(e == ENOENT ? 127 : 126);
 }
 
-/* Fork and exec rank i; 0, or 127 (not found) or 126 (not executable)
- * when PROGRAM could not be executed. */
+/* Start rank i; 0, or 127 (not found) or 126 (not executable) when
+ * PROGRAM could not be executed. */
 static int
 spawn(struct job *j, int i)
 {
-	int out = -1, err = -1, execp[2], e;
+	struct launch_child c = { j->no_input, -1, -1, give_back };
+	const struct launch_rank *r = &j->place[i];
 	char why[COLLX_ERRLEN];
-	sigset_t all, old;
-	struct rank *r = &j->ranks[i];
-	pid_t parent = getpid();
-	ssize_t n;
+	int rc;
 
-	j->env = launch_rank_env(&j->spec, i, &r->place);
-	j->argv = launch_rank_argv(&j->spec, i, &r->place, j->env);
-	show_command(i, r->place.host >= 0 ? j->argv : j->env);
-	if (r->place.host < 0)
+	j->env = launch_rank_env(&j->spec, i, r);
+	j->argv = launch_rank_argv(&j->spec, i, r, j->env);
+	show_command(i, r->host >= 0 ? j->argv : j->env);
+	if (r->host < 0)
 		show_command(i, j->argv);
-	if (j->tag && (linetag_open(&r->out, i, STDOUT_FILENO, &out, why,
-	    sizeof why) < 0 || linetag_open(&r->err, i, STDERR_FILENO, &err, why,
-	    sizeof why) < 0))
+	if (j->tag && (linetag_open(&j->out[i], i, STDOUT_FILENO, &c.out, why,
+	    sizeof why) < 0 || linetag_open(&j->err[i], i, STDERR_FILENO,
+	    &c.err, why, sizeof why) < 0))
 		cli_die(CLI_EXIT_RUNTIME, "%s", why);
-	if (pipe2(execp, O_CLOEXEC) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);	/* no handler runs in the child */
-	r->pid = fork();
-	if (r->pid == 0)
-		child_exec(j, i, out, err, execp[1], &old, parent);
-	e = errno;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (r->pid < 0)
-		cli_die(CLI_EXIT_RUNTIME, "fork: %s", strerror(e));
-	setpgid(r->pid, r->pid);	/* either side may win the race */
+	rc = launch_spawn(&j->spec, i, r, j->env, j->argv, &c,
+	    &j->ends.rank[i].pid, why, sizeof why);
+	if (rc < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", why);
 	j->running++;
-	close(execp[1]);
-	if (out >= 0) {
-		close(out);
-		close(err);
+	if (c.out >= 0) {
+		close(c.out);
+		close(c.err);
 	}
-	while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR)
-		;
-	close(execp[0]);
-	if (n == sizeof e) {
-		launch_exec_why(j->argv[0], e, r->place.host < 0 ? j->env : NULL,
-		    r->place.host < 0 ? j->spec.wdir : NULL, why, sizeof why);
+	if (rc > 0)
 		cli_warn("%s", why);
-	}
 	launch_words_free(j->env);
 	launch_words_free(j->argv);
 	j->env = j->argv = NULL;
-	return n != sizeof e ? 0 : e == ENOENT ? 127 : 126;
+	return rc;
 }
 
 static void
@@ -446,33 +324,12 @@ on_signal(int sig)
 	errno = saved;
 }
 
-/*
- * Number rank pid's death, unless it already has a number: in the SIGCHLD
- * handler, and with SIGCHLD blocked. A pending SIGCHLD is never queued
- * twice, so the one that arrives names the first child to die since the
- * last: the order of deaths holds even when several are reaped at once.
- */
-static void
-number_death(pid_t pid)
-{
-	struct rank *r;
-	int i;
-
-	for (i = 0; sig_job && i < sig_job->spec.n; i++) {
-		r = &sig_job->ranks[i];
-		if (r->pid == pid) {
-			if (r->died == 0)
-				r->died = ++deaths;
-			return;
-		}
-	}
-}
-
 static void
 on_child(int sig, siginfo_t *si, void *context)
 {
 	(void)context;
-	number_death(si->si_pid);
+	if (sig_ends)
+		launch_ends_died(sig_ends, si->si_pid);
 	on_signal(sig);
 }
 
@@ -505,7 +362,7 @@ catch_signals(struct job *j)
 		sigaction(handled[k], &sa, NULL);
 		sa.sa_flags &= ~SA_SIGINFO;
 	}
-	sig_job = j;
+	sig_ends = &j->ends;
 #ifdef __linux__
 	/* Orphans of the ranks become ours to reap, so a finished straggler
 	 * never lingers as a zombie that still looks alive. */
@@ -520,8 +377,8 @@ signal_all(struct job *j, int sig)
 	int i;
 
 	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].pid > 0)
-			kill(-j->ranks[i].pid, sig);
+		if (j->ends.rank[i].pid > 0)
+			kill(-j->ends.rank[i].pid, sig);
 	if (sig == SIGKILL)
 		j->killed = 1;
 }
@@ -541,13 +398,14 @@ stop_all(struct job *j, int sig, int code)
 static void
 describe(const struct job *j, int i, char *buf, size_t len)
 {
-	const struct rank *r = &j->ranks[i];
+	const struct launch_rank *r = &j->place[i];
 
-	if (r->place.host >= 0)
+	if (r->host >= 0)
 		snprintf(buf, len, "rank %d (host %s)", i,
-		    j->spec.hosts.names[r->place.host]);
+		    j->spec.hosts.names[r->host]);
 	else
-		snprintf(buf, len, "rank %d (pid %ld)", i, (long)r->pid);
+		snprintf(buf, len, "rank %d (pid %ld)", i,
+		    (long)j->ends.rank[i].pid);
 }
 
 /* A rank ended: the first failure names itself and stops the rest. */
@@ -557,9 +415,9 @@ rank_ended(struct job *j, int i, int status)
 	char who[320];
 	int sig;
 
-	j->ranks[i].reaped = 1;
+	j->ends.rank[i].reaped = 1;
 	j->running--;
-	if (!FAILED(status)) {
+	if (!launch_status_failed(status)) {
 		cli_debug("rank %d finished", i);
 		return;
 	}
@@ -578,26 +436,9 @@ rank_ended(struct job *j, int i, int status)
 	}
 }
 
-/*
- * Whether a rank was killed from outside (by a user, the OOM killer): it
- * failed when the signal came, before its exit, and a peer that leaves
- * because of it can end first, while the killed rank still waits for a
- * core to finish dying on.
- */
-static int
-killed_from_outside(int status)
-{
-	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-
-	return sig == SIGKILL || sig == SIGTERM || sig == SIGINT ||
-	    sig == SIGHUP || sig == SIGQUIT;
-}
-
-/*
- * Take the status of every rank that has ended, numbering the deaths that
- * no SIGCHLD numbered (it was pending behind another's): those killed from
- * outside first.
- */
+/* Take the status of every rank that has ended, numbering the deaths the
+ * SIGCHLD handler did not: a SIGCHLD still pending names the first, and
+ * launch_ends_number the others, queued behind it. */
 static void
 collect(struct job *j)
 {
@@ -605,43 +446,17 @@ collect(struct job *j)
 	sigset_t chld, old;
 	siginfo_t si;
 	pid_t pid;
-	int status, i, pass;
+	int status;
 
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old);
 	if (sigtimedwait(&chld, &si, &now) == SIGCHLD)
-		number_death(si.si_pid);
+		launch_ends_died(&j->ends, si.si_pid);
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (i = 0; i < j->spec.n; i++)
-			if (j->ranks[i].pid == pid && !j->ranks[i].reaped) {
-				j->ranks[i].reaped = -1;
-				j->ranks[i].status = status;
-			}
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < j->spec.n; i++)
-			if (j->ranks[i].reaped == -1 && j->ranks[i].died == 0 &&
-			    killed_from_outside(j->ranks[i].status) == !pass)
-				j->ranks[i].died = ++deaths;
+		launch_ends_reaped(&j->ends, pid, status);
+	launch_ends_number(&j->ends);
 	sigprocmask(SIG_SETMASK, &old, NULL);
-}
-
-/* Of the ranks reaped and not yet taken, the one that failed first (of
- * those killed from outside when outside is set), or -1. */
-static int
-first_failure(const struct job *j, int outside)
-{
-	const struct rank *r;
-	int i, first = -1;
-
-	for (i = 0; i < j->spec.n; i++) {
-		r = &j->ranks[i];
-		if (r->reaped == -1 && FAILED(r->status) &&
-		    (!outside || killed_from_outside(r->status)) &&
-		    (first < 0 || r->died < j->ranks[first].died))
-			first = i;
-	}
-	return first;
 }
 
 /*
@@ -654,23 +469,24 @@ first_failure(const struct job *j, int outside)
 static void
 reap(struct job *j)
 {
+	struct launch_end *end = j->ends.rank;
 	int i, first, killed, waited;
 
 	collect(j);
-	first = first_failure(j, 0);
+	first = launch_ends_first_failure(&j->ends, 0);
 	for (waited = 0; first >= 0 && !j->stopping &&
-	    !killed_from_outside(j->ranks[first].status) &&
+	    !launch_killed_from_outside(end[first].status) &&
 	    waited < KILLED_GRACE_MS; waited += 10) {
 		usleep(10000);
 		collect(j);
-		if ((killed = first_failure(j, 1)) >= 0)
+		if ((killed = launch_ends_first_failure(&j->ends, 1)) >= 0)
 			first = killed;
 	}
 	if (first >= 0)
-		rank_ended(j, first, j->ranks[first].status);
+		rank_ended(j, first, end[first].status);
 	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].reaped == -1)
-			rank_ended(j, i, j->ranks[i].status);
+		if (end[i].reaped == -1)
+			rank_ended(j, i, end[i].status);
 }
 
 static void
@@ -706,7 +522,7 @@ poll_set(struct job *j, struct pollfd *fds, struct linetag **owner)
 	fds[0].events = POLLIN;
 	for (i = 0; i < j->spec.n && j->tag; i++)
 		for (k = 0; k < 2; k++) {
-			t = k ? &j->ranks[i].err : &j->ranks[i].out;
+			t = k ? &j->err[i] : &j->out[i];
 			if (t->fd < 0)
 				continue;
 			fds[n].fd = t->fd;
@@ -756,7 +572,8 @@ groups_alive(const struct job *j)
 	int i;
 
 	for (i = 0; i < j->spec.n; i++)
-		if (j->ranks[i].pid > 0 && kill(-j->ranks[i].pid, 0) == 0)
+		if (j->ends.rank[i].pid > 0 &&
+		    kill(-j->ends.rank[i].pid, 0) == 0)
 			return 1;
 	return 0;
 }
@@ -805,10 +622,10 @@ supervise(struct job *j)
 		check_deadlines(j);
 	}
 	for (i = 0; i < j->spec.n && j->tag; i++) {
-		if (j->ranks[i].out.fd >= 0)
-			linetag_close(&j->ranks[i].out);
-		if (j->ranks[i].err.fd >= 0)
-			linetag_close(&j->ranks[i].err);
+		if (j->out[i].fd >= 0)
+			linetag_close(&j->out[i]);
+		if (j->err[i].fd >= 0)
+			linetag_close(&j->err[i]);
 	}
 	free(fds);
 	free(owner);
@@ -817,27 +634,15 @@ supervise(struct job *j)
 static void
 place_ranks(struct job *j)
 {
-	int n = j->spec.n, *host_of, *local, *lworld, i;
+	int n = j->spec.n, i;
 
-	j->ranks = cli_calloc((size_t)n, sizeof *j->ranks);
-	for (i = 0; i < n; i++) {
-		j->ranks[i].place = (struct launch_rank){ -1, i, n };
-		j->ranks[i].out.fd = j->ranks[i].err.fd = -1;
-	}
-	if (j->spec.hosts.n == 0)
-		return;
-	host_of = cli_calloc((size_t)n, sizeof *host_of);
-	local = cli_calloc((size_t)n, sizeof *local);
-	lworld = cli_calloc((size_t)n, sizeof *lworld);
-	launch_place(&j->spec.hosts, n, j->per_host, host_of, local);
-	launch_local_worlds(&j->spec.hosts, n, host_of, local, lworld);
-	for (i = 0; i < n; i++)	/* this machine's ranks start without ssh */
-		j->ranks[i].place = (struct launch_rank){
-		    j->spec.hosts.local[host_of[i]] ? -1 : host_of[i],
-		    local[i], lworld[i] };
-	free(lworld);
-	free(host_of);
-	free(local);
+	j->place = cli_calloc((size_t)n, sizeof *j->place);
+	launch_place_ranks(&j->spec.hosts, n, j->per_host, j->place);
+	launch_ends_init(&j->ends, n);
+	j->out = cli_calloc((size_t)n, sizeof *j->out);
+	j->err = cli_calloc((size_t)n, sizeof *j->err);
+	for (i = 0; i < n; i++)
+		j->out[i].fd = j->err[i].fd = -1;
 }
 
 /* An empty pipe, its write end closed: reading it gives end of file at
@@ -872,7 +677,10 @@ static void
 job_free(struct job *j)
 {
 	launch_job_free(&j->spec);
-	free(j->ranks);
+	free(j->place);
+	free(j->out);
+	free(j->err);
+	launch_ends_free(&j->ends);
 	if (j->no_input > 0)
 		close(j->no_input);
 }

@@ -410,6 +410,30 @@ launch_local_worlds(const struct launch_hosts *h, int n, const int *host_of,
 	free(count);
 }
 
+void
+launch_place_ranks(const struct launch_hosts *h, int n, int per_host,
+    struct launch_rank *r)
+{
+	int *host_of, *local, *world, i;
+
+	for (i = 0; i < n; i++)
+		r[i] = (struct launch_rank){ -1, i, n };
+	if (h->n == 0)
+		return;
+	host_of = cli_calloc((size_t)n, sizeof *host_of);
+	local = cli_calloc((size_t)n, sizeof *local);
+	world = cli_calloc((size_t)n, sizeof *world);
+	launch_place(h, n, per_host, host_of, local);
+	launch_local_worlds(h, n, host_of, local, world);
+	/* This machine's ranks start without ssh. */
+	for (i = 0; i < n; i++)
+		r[i] = (struct launch_rank){ h->local && h->local[host_of[i]] ?
+		    -1 : host_of[i], local[i], world[i] };
+	free(world);
+	free(host_of);
+	free(local);
+}
+
 const char *
 launch_host_addr(const char *host)
 {

@@ -1,10 +1,14 @@
 /* launch: what a launcher (collx-run) needs that is worth testing alone —
  * host lists and hostfiles, rank placement, shell quoting for ssh
- * (launch.c), and what each rank is started with (launch_rank.c). */
+ * (launch.c), what each rank is started with (launch_rank.c), starting its
+ * process (launch_spawn.c), and how the ranks ended: the order of their
+ * deaths and which failure to name (launch_end.c). */
 #ifndef COLLX_LAUNCH_H
 #define COLLX_LAUNCH_H
 
+#include <signal.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct launch_hosts {
 	int n;
@@ -57,6 +61,19 @@ void launch_place(const struct launch_hosts *h, int n, int per_host,
 void launch_local_worlds(const struct launch_hosts *h, int n,
     const int *host_of, const int *local_rank, int *local_world);
 
+/* Where one rank runs: an index into the hosts (-1: this machine, without
+ * the remote shell), and its place among the ranks on that host. */
+struct launch_rank {
+	int host;
+	int local_rank, local_world;
+};
+
+/* Where each of the n ranks runs, in r[0..n-1]: launch_place's host and
+ * local rank, and launch_local_worlds' world, with -1 for a host marked
+ * local; without hosts, every rank on this machine (rank i of n). */
+void launch_place_ranks(const struct launch_hosts *h, int n, int per_host,
+    struct launch_rank *r);
+
 /* The host part of "user@host" (for addresses). */
 const char *launch_host_addr(const char *host);
 
@@ -86,13 +103,6 @@ void launch_exec_why(const char *prog, int errnum, char *const *env,
 
 /* The rendezvous port on the first host when ranks run on hosts. */
 #define LAUNCH_DEFAULT_PORT 29500
-
-/* Where one rank runs: an index into the hosts (-1: this machine, without
- * the remote shell), and its place among the ranks on that host. */
-struct launch_rank {
-	int host;
-	int local_rank, local_world;
-};
 
 /* A job: what every rank's environment and command line are made from.
  * The launcher fills the options; launch_job_prepare the rest. */
@@ -129,9 +139,13 @@ struct launch_job {
 int launch_job_prepare(struct launch_job *j, char *err, size_t errlen);
 void launch_job_free(struct launch_job *j);
 
-/* Whether the launcher sets variable name for each rank itself (so -x
- * cannot). */
-int launch_per_rank_var(const char *name);
+/*
+ * Pass -x's NAME[=VALUE] to every rank of j: NAME alone with its value
+ * here. 0, or -1 with the reason in err: NAME is not a variable's name,
+ * is one the launcher sets for each rank itself, or alone and unset.
+ */
+int launch_job_export(struct launch_job *j, const char *arg, char *err,
+    size_t errlen);
 /* COLLX_TOKEN from the environment, or NULL when unset or empty. */
 const char *launch_token(void);
 
@@ -146,5 +160,82 @@ char **launch_rank_env(const struct launch_job *j, int i,
  * line of input takes env's place. {rank} and {world} substituted. */
 char **launch_rank_argv(const struct launch_job *j, int i,
     const struct launch_rank *r, char *const *env);
+
+/* What a rank's process gets from its launcher beside its command. */
+struct launch_child {
+	int no_input;		/* read end of an empty pipe: standard
+				 * input of every rank but 0 */
+	int out, err;		/* its standard output and error, or -1:
+				 * the launcher's; the caller closes them */
+	void (*setup)(void);	/* or NULL: first in the child, every
+				 * signal blocked, to give back what the
+				 * launcher changed for itself (signal
+				 * actions, limits) */
+};
+
+/*
+ * Start rank i of j, placed at r, with env and argv (launch_rank_env's and
+ * launch_rank_argv's): a child in a process group of its own, with the
+ * caller's signal mask, that SIGTERM ends should the launcher die.
+ * Standard input: the launcher's for rank 0 (unless a terminal), else
+ * c->no_input, a remote rank's after the token's line. A local rank gets
+ * env in its environment and starts in j->wdir. *pid is set while every
+ * signal is blocked, so a SIGCHLD handler finds it. Returns 0 when PROGRAM
+ * runs (or the child ended before trying, as without --wdir's directory);
+ * 127 (not found) or 126 (not executable) with the reason in err, the
+ * child gone; -1 with the reason in err when no child was started.
+ */
+int launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
+    char **env, char **argv, const struct launch_child *c, pid_t *pid,
+    char *err, size_t errlen);
+
+/* How one rank's process ends, as its launcher learns it. */
+struct launch_end {
+	pid_t pid;			/* also its process group; 0 before */
+	int reaped;			/* 0 running, -1 reaped and not yet
+					 * reported, 1 reported */
+	int status;			/* its wait status, once reaped */
+	volatile sig_atomic_t died;	/* its place in the order of deaths
+					 * (1 first), 0 until numbered */
+};
+
+/* The ends of a job's ranks, and how many deaths are numbered so far. */
+struct launch_ends {
+	int n;
+	struct launch_end *rank;
+	volatile sig_atomic_t deaths;
+};
+
+void launch_ends_init(struct launch_ends *e, int n);
+void launch_ends_free(struct launch_ends *e);
+
+/* Whether a wait status is a failure: a nonzero exit, or a signal. */
+int launch_status_failed(int status);
+/*
+ * Whether a wait status is that of a rank killed from outside (by a user,
+ * the OOM killer: KILL, TERM, INT, HUP, QUIT): it failed when the signal
+ * came, before its exit, and a peer that leaves because of it can end
+ * first, while the killed rank still waits for a core to finish dying on.
+ */
+int launch_killed_from_outside(int status);
+
+/*
+ * Number the death of the rank whose process is pid, unless it has a
+ * number. Async-signal-safe, for the SIGCHLD handler (elsewhere call it
+ * with SIGCHLD blocked): a pending SIGCHLD is never queued twice, so the
+ * one that arrives names the first child to die since the last, and the
+ * order of deaths holds when several are reaped at once.
+ */
+void launch_ends_died(struct launch_ends *e, pid_t pid);
+/* The wait status of pid, reaped: recorded for its rank unless reaped
+ * before. Returns the rank, or -1 when no rank still running is pid. */
+int launch_ends_reaped(struct launch_ends *e, pid_t pid, int status);
+/* Number the deaths of the ranks reaped that no SIGCHLD numbered (it was
+ * pending behind another's): those killed from outside first, then the
+ * rest, each in rank order. */
+void launch_ends_number(struct launch_ends *e);
+/* Of the ranks reaped and not yet reported, the one that failed first (of
+ * those killed from outside when outside is set), or -1. */
+int launch_ends_first_failure(const struct launch_ends *e, int outside);
 
 #endif

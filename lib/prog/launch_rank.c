@@ -196,8 +196,9 @@ launch_job_free(struct launch_job *j)
 	memset(j, 0, sizeof *j);
 }
 
-int
-launch_per_rank_var(const char *name)
+/* Whether the launcher sets variable name for each rank itself. */
+static int
+per_rank_var(const char *name)
 {
 	static const char *const vars[] = { "COLLX_RANK", "COLLX_WORLD_SIZE",
 	    "COLLX_LOCAL_RANK", "COLLX_MASTER", "RANK", "WORLD_SIZE",
@@ -207,6 +208,33 @@ launch_per_rank_var(const char *name)
 	for (p = vars; *p; p++)
 		if (strcmp(name, *p) == 0)
 			return 1;
+	return 0;
+}
+
+int
+launch_job_export(struct launch_job *j, const char *arg, char *err,
+    size_t errlen)
+{
+	const char *eq = strchr(arg, '='), *v;
+	size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+	char name[256];
+
+	if (len == 0 || len >= sizeof name || strspn(arg, "ABCDEFGHIJKLMNOPQRS"
+	    "TUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != len ||
+	    (arg[0] >= '0' && arg[0] <= '9'))
+		return cli_fail(err, errlen, "invalid variable name in '%s'",
+		    arg);
+	memcpy(name, arg, len);
+	name[len] = '\0';
+	if (per_rank_var(name))
+		return cli_fail(err, errlen, "%s is set by %s for each rank",
+		    name, cli_progname);
+	if (eq == NULL && (v = getenv(name)) == NULL)
+		return cli_fail(err, errlen, "%s is not set", name);
+	j->exports = cli_reallocarray(j->exports, (size_t)j->nexports + 1,
+	    sizeof *j->exports);
+	j->exports[j->nexports++] = eq ? cli_strdup(arg) :
+	    cli_asprintf("%s=%s", name, v);
 	return 0;
 }
 
