@@ -129,11 +129,10 @@ load_tokens(struct train_data *d, const struct nn_model *m, const char *src,
 {
 	void *buf = NULL;
 	size_t len, ntok = 0, i;
-	char e[COLLX_ERRLEN];
 	int rc = -1, raw;
 
-	if (tensor_fetch(src, &buf, &len, e, sizeof(e)) < 0)
-		return cli_fail(err, errlen, "%s: %s", src, e);
+	if (tensor_fetch(src, &buf, &len, err, errlen) < 0)
+		return -1;	/* tensor_fetch names the source itself */
 	raw = len < 6 || memcmp(buf, "\x93NUMPY", 6) != 0;
 	if (raw) {
 		if (m->dims.vocab < 256) {
