@@ -113,23 +113,23 @@ test_hosts_local(void)
 	    "[::ffff:127.0.0.1],LocalHost,192.0.2.1", self);
 	UNIT_OK(launch_hosts_add_list(&h, list, err, sizeof err) == 0 && h.n == 9,
 	    "hosts parsed");
-	launch_hosts_find_local(&h);
 	UNIT_OK(h.local[0] && !h.local[1] && h.local[2] && h.local[3] && h.local[4] &&
 	    !h.local[5] && h.local[6] && h.local[7] && !h.local[8],
 	    "loopback names and addresses and the host name are this machine; "
 	    "user@localhost and others are not");
 	UNIT_OK(!launch_hosts_all_local(&h), "not all local");
+	UNIT_OK(launch_hosts_add_list(&h, "node2,localhost", err,
+	    sizeof err) == 0 && h.local[0] && !h.local[8] && !h.local[9] &&
+	    h.local[10], "a second list keeps the first's marks and marks its own");
 	launch_hosts_free(&h);
 	interface_ipv4(addr, sizeof addr);
 	if (*addr) {
 		launch_hosts_add_list(&h, addr, err, sizeof err);
-		launch_hosts_find_local(&h);
 		UNIT_OK(h.local[0], "an interface's address is this machine");
 		launch_hosts_free(&h);
 	}
 
 	launch_hosts_add_list(&h, "localhost,127.0.0.1,node1", err, sizeof err);
-	launch_hosts_find_local(&h);
 	launch_place(&h, 6, 0, host, local);
 	launch_local_worlds(&h, 6, host, local, world);
 	UNIT_OK(local[0] == 0 && local[1] == 1 && local[2] == 0 && local[3] == 2 &&
@@ -226,7 +226,6 @@ test_place_ranks(void)
 	    "rank i of n on this machine");
 	UNIT_OK(launch_hosts_add_list(&h, "localhost,192.0.2.1:2", err,
 	    sizeof err) == 0, "hosts parsed");
-	launch_hosts_find_local(&h);
 	launch_place_ranks(&h, 7, 0, r);
 	UNIT_OK(ranks_are(r, 7, slots), "by slots: localhost's ranks local, "
 	    "the other host's remote, each counted on its host");
