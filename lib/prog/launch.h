@@ -188,11 +188,17 @@ int launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
     char **env, char **argv, const struct launch_child *c, pid_t *pid,
     char *err, size_t errlen);
 
+/* Where a rank's process is on its way out. */
+enum launch_state {
+	LAUNCH_RUNNING,			/* not reaped yet */
+	LAUNCH_REAPED,			/* reaped, its end not yet reported */
+	LAUNCH_REPORTED			/* its end reported by the launcher */
+};
+
 /* How one rank's process ends, as its launcher learns it. */
 struct launch_end {
 	pid_t pid;			/* also its process group; 0 before */
-	int reaped;			/* 0 running, -1 reaped and not yet
-					 * reported, 1 reported */
+	enum launch_state state;
 	int status;			/* its wait status, once reaped */
 	volatile sig_atomic_t died;	/* its place in the order of deaths
 					 * (1 first), 0 until numbered */

@@ -661,7 +661,8 @@ test_died(void)
 	    e.rank[1].died == 0 && e.rank[3].died == 0 && e.deaths == 2,
 	    "deaths numbered as signalled, "
 	    "once each; an unknown process (an orphan reaped) none");
-	UNIT_OK(launch_ends_reaped(&e, 102, 7) == 1 && e.rank[1].reaped == -1 &&
+	UNIT_OK(launch_ends_reaped(&e, 102, 7) == 1 &&
+	    e.rank[1].state == LAUNCH_REAPED &&
 	    e.rank[1].status == 7 && launch_ends_reaped(&e, 102, 9) == -1 &&
 	    e.rank[1].status == 7 && launch_ends_reaped(&e, 999, 0) == -1,
 	    "a status recorded for its rank, once");
@@ -687,8 +688,8 @@ test_number(void)
 	launch_ends_free(&e);
 
 	table(&e);
-	e.rank[0].reaped = 0;
-	e.rank[1].reaped = 1;
+	e.rank[0].state = LAUNCH_RUNNING;
+	e.rank[1].state = LAUNCH_REPORTED;
 	e.rank[1].status = EXITED(2);
 	launch_ends_number(&e);
 	UNIT_OK(e.rank[0].died == 0 && e.rank[1].died == 0 && e.deaths == 0,
@@ -700,7 +701,7 @@ test_number(void)
 static void
 set(struct launch_ends *e, int i, int status, int died)
 {
-	e->rank[i].reaped = -1;
+	e->rank[i].state = LAUNCH_REAPED;
 	e->rank[i].status = status;
 	e->rank[i].died = died;
 }
@@ -724,7 +725,7 @@ test_first_failure(void)
 	e.rank[3].status = EXITED(1);
 	UNIT_OK(launch_ends_first_failure(&e, 0) == 2, "a rank not reaped "
 	    "waits, whatever its number");
-	e.rank[2].reaped = 1;
+	e.rank[2].state = LAUNCH_REPORTED;
 	UNIT_OK(launch_ends_first_failure(&e, 0) == 1, "a reported rank is "
 	    "passed over");
 	launch_ends_free(&e);
