@@ -25,6 +25,8 @@ struct comm_hdr {
 	uint64_t len;		/* whole message, all stripes */
 	char op[16];		/* operation name, for mismatch messages */
 };
+#define COMM_HDR_LEN ((size_t)sizeof(struct comm_hdr))
+_Static_assert(sizeof(struct comm_hdr) == 56, "wire header is 56 bytes");
 #define COMM_HDR_MAGIC 0x4d584343u	/* "CCXM" */
 #define COMM_ABORT_MAGIC 0x42415843u	/* "CXAB" */
 

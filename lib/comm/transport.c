@@ -23,7 +23,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#define HDR ((size_t)sizeof(struct comm_hdr))
 /* Messages this large are striped over all streams; smaller ones use
  * stream 0 only. */
 #define STRIPE_MIN ((size_t)256 << 10)
@@ -32,7 +31,6 @@
 /* An unexpected message's buffer starts this large and doubles. */
 #define UX_CHUNK ((size_t)64 << 10)
 
-_Static_assert(sizeof(struct comm_hdr) == 56, "wire header is 56 bytes");
 
 /* Stripe k of n of a len-byte message: [*off, *off + return). */
 static size_t
@@ -233,8 +231,9 @@ queue_iov(struct comm_seg *g, struct iovec *iov)
 	int n = 0;
 
 	for (; g && n <= IOV_BATCH - 2; g = g->next) {
-		if (g->hdone < HDR)
-			iov[n++] = (struct iovec){ (char *)&g->hdr + g->hdone, HDR - g->hdone };
+		if (g->hdone < COMM_HDR_LEN)
+			iov[n++] = (struct iovec){ (char *)&g->hdr + g->hdone,
+			    COMM_HDR_LEN - g->hdone };
 		if (g->done < g->len)
 			iov[n++] = (struct iovec){ g->buf + g->done, g->len - g->done };
 	}
@@ -308,15 +307,16 @@ queue_advance(struct comm *c, int peer, struct comm_seg **q,
 	size_t k;
 
 	while ((g = *q)) {
-		k = HDR - g->hdone < n ? HDR - g->hdone : n;
+		k = COMM_HDR_LEN - g->hdone < n ? COMM_HDR_LEN - g->hdone : n;
 		g->hdone += k;
 		n -= k;
-		if (k && g->hdone == HDR && is_recv && hdr_check(c, peer, g) < 0)
+		if (k && g->hdone == COMM_HDR_LEN && is_recv &&
+		    hdr_check(c, peer, g) < 0)
 			return -1;
 		k = g->len - g->done < n ? g->len - g->done : n;
 		g->done += k;
 		n -= k;
-		if (g->hdone < HDR || g->done < g->len)
+		if (g->hdone < COMM_HDR_LEN || g->done < g->len)
 			break;
 		*q = g->next;
 		if (!*q)
@@ -442,7 +442,7 @@ mux_deliver(struct comm *c, int peer, struct comm_stream *st,
     struct comm_seg *g, struct comm_seg *u)
 {
 	g->hdr = u->hdr;
-	g->hdone = HDR;
+	g->hdone = COMM_HDR_LEN;
 	if (hdr_check(c, peer, g) < 0) {
 		ux_free(u);
 		*st->rq_tail = g;
@@ -511,7 +511,7 @@ mux_header(struct comm *c, int peer, int s)
 		return -1;
 	}
 	g->hdr = st->in;
-	g->hdone = HDR;
+	g->hdone = COMM_HDR_LEN;
 	st->cur = g;	/* from here on comm_close frees it */
 	if (g->x && hdr_check(c, peer, g) < 0)
 		return -1;
@@ -540,7 +540,7 @@ mux_advance(struct comm *c, int peer, int s, size_t n)
 			return -1;
 	}
 	st->indone += n;
-	if (st->indone < HDR)
+	if (st->indone < COMM_HDR_LEN)
 		return 0;
 	st->indone = 0;
 	return mux_header(c, peer, s);
@@ -566,7 +566,7 @@ mux_move(struct comm *c, int peer, int s)
 	/* the next header only after the whole payload */
 	if (!g || g->x || g->cap == g->len)
 		iov[m.msg_iovlen++] = (struct iovec){ (char *)&st->in + st->indone,
-		    HDR - st->indone };
+		    COMM_HDR_LEN - st->indone };
 	if ((n = stream_io(c, peer, st->fd, &m, 1)) <= 0)
 		return n;
 	return mux_advance(c, peer, s, (size_t)n) < 0 ? -1 : n;
