@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 
 #include "cli/cli.h"
+#include "prog/join.h"
 #include "prog/launch.h"
 #include "prog/linetag.h"
 #include "unit.h"
@@ -742,6 +743,31 @@ test_first_failure(void)
 	launch_ends_free(&e);
 }
 
+/* An identity past its buffer is refused by prog_join, not by exiting
+ * (lib/prog's join.c, beside the launcher's other prog code). */
+static void
+test_job_identity(void)
+{
+	struct prog_job job;
+	struct cli_group g;
+	char big[1100], err[256];
+
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	cli_group_defaults(&g);
+	g.rank = 2;
+	prog_job_init(&job, "collx-test");
+	prog_job_add(&job, "--mode", "%s", "tp");
+	prog_job_add(&job, "--big", "%s", big);
+	prog_job_add(&job, "--after", "%d", 1);
+	UNIT_OK(strcmp(job.text, "collx-test --mode=tp") == 0,
+	    "an identity keeps what fitted before the overflow");
+	UNIT_OK(prog_join(NULL, &g, &job, err, sizeof err) == CLI_EXIT_RUNTIME &&
+	    strcmp(err, "rank 2: job identity too long at --big") == 0,
+	    "prog_join refuses it, naming the first option that did not fit");
+	cli_group_free(&g);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -767,6 +793,7 @@ main(int argc, char **argv)
 	test_died();
 	test_number();
 	test_first_failure();
+	test_job_identity();
 	UNIT_OK(made_ok,
 	    "every wait status used is the exit or signal asked for");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
