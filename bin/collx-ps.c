@@ -311,7 +311,7 @@ connect_servers(const struct opts *o)
 
 	if (o->server == NULL)
 		cli_usage_error("%s needs --server HOST:PORT[,...]", o->cmd);
-	if (ps_client_open_ex(&cl, o->server, -1, o->g.token, o->g.timeout,
+	if (ps_client_open(&cl, o->server, -1, o->g.token, o->g.timeout,
 	    prog_note, NULL, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	return cl;

@@ -415,7 +415,7 @@ rank_ended(struct job *j, int i, int status)
 	char who[320];
 	int sig;
 
-	j->ends.rank[i].reaped = 1;
+	j->ends.rank[i].state = LAUNCH_REPORTED;
 	j->running--;
 	if (!launch_status_failed(status)) {
 		cli_debug("rank %d finished", i);
@@ -485,7 +485,7 @@ reap(struct job *j)
 	if (first >= 0)
 		rank_ended(j, first, end[first].status);
 	for (i = 0; i < j->spec.n; i++)
-		if (end[i].reaped == -1)
+		if (end[i].state == LAUNCH_REAPED)
 			rank_ended(j, i, end[i].status);
 }
 

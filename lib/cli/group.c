@@ -80,21 +80,6 @@ env_first(const char *const *list, const char **name)
 }
 
 int
-cli_group_env_rank(void)
-{
-	const char *name, *v = env_first(rank_vars, &name);
-	char *end;
-	long r;
-
-	if (!is_rank || v == NULL)
-		return -1;
-	errno = 0;
-	r = strtol(v, &end, 10);
-	return errno || *end != '\0' || r < 0 || r > CLI_MAX_WORLD ? -1 :
-	    (int)r;
-}
-
-int
 cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port)
 {
 	const char *colon, *h = s;
@@ -291,6 +276,19 @@ env_int(int *out, const char *const *vars, long min, long max, char *err,
 	const char *name, *v = env_first(vars, &name);
 
 	return v ? number(out, name, v, min, max, err, errlen) : 0;
+}
+
+/* Parsed as env_fill parses it, so the two never disagree. */
+int
+cli_group_env_rank(void)
+{
+	char err[COLLX_ERRLEN];
+	int r = -1;
+
+	if (!is_rank || env_int(&r, rank_vars, 0, CLI_MAX_WORLD - 1, err,
+	    sizeof err) < 0)
+		return -1;
+	return r;
 }
 
 /* COLLX_MASTER, else MASTER_ADDR and MASTER_PORT (torchrun's pair). */

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define HDR ((size_t)sizeof(struct comm_hdr))
 /* Sending aborts never holds a failing rank back longer than this. */
 #define ABORT_BUDGET 2.0
 
@@ -105,8 +104,9 @@ abort_stream(struct comm_stream *st, const struct comm_abort *f, int partial,
 	char err[COLLX_ERRLEN];
 
 	if (partial) {
-		if (g->hdone < HDR && comm_sock_send_all(st->fd, (char *)&g->hdr + g->hdone,
-		    HDR - g->hdone, deadline, err, sizeof err) < 0)
+		if (g->hdone < COMM_HDR_LEN && comm_sock_send_all(st->fd,
+		    (char *)&g->hdr + g->hdone, COMM_HDR_LEN - g->hdone,
+		    deadline, err, sizeof err) < 0)
 			return;
 		if (send_zeros(st->fd, g->len - g->done, deadline) < 0)
 			return;
@@ -216,7 +216,7 @@ salvage_stream(struct comm *c, int peer, int s)
 	size_t have = 0, skip = 0;
 	ssize_t n;
 
-	if (g && g->hdone == HDR)
+	if (g && g->hdone == COMM_HDR_LEN)
 		skip = g->len - g->done;
 	else if (g && g->hdone > 0) {
 		memcpy(&h, &g->hdr, g->hdone);
@@ -234,11 +234,12 @@ salvage_stream(struct comm *c, int peer, int s)
 			skip -= (size_t)n;
 			continue;
 		}
-		n = recv(st->fd, (char *)&h + have, HDR - have, MSG_DONTWAIT);
+		n = recv(st->fd, (char *)&h + have, COMM_HDR_LEN - have,
+		    MSG_DONTWAIT);
 		if (n <= 0)
 			return 0;
 		have += (size_t)n;
-		if (have < HDR)
+		if (have < COMM_HDR_LEN)
 			continue;
 		have = 0;
 		if (h.magic == COMM_ABORT_MAGIC) {

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include "comm/auth.h"
 #include "comm/comm.h"
@@ -25,6 +26,8 @@ struct comm_hdr {
 	uint64_t len;		/* whole message, all stripes */
 	char op[16];		/* operation name, for mismatch messages */
 };
+#define COMM_HDR_LEN ((size_t)sizeof(struct comm_hdr))
+_Static_assert(sizeof(struct comm_hdr) == 56, "wire header is 56 bytes");
 #define COMM_HDR_MAGIC 0x4d584343u	/* "CCXM" */
 #define COMM_ABORT_MAGIC 0x42415843u	/* "CXAB" */
 
@@ -147,5 +150,20 @@ void comm_abort_received(struct comm *c, int peer, const void *frame);
 int comm_abort_salvage(struct comm *c, int peer);
 /* Bytes of a len-byte message carried on stream s (transport.c). */
 size_t comm_stripe_bytes(const struct comm *c, size_t len, int s);
+/* What transport.c lends the split groups' receive path: hdr_valid, a
+ * header is a message's; hdr_check, a received header against what its
+ * receive expects; seg_done, a stripe complete; stream_io, one
+ * non-blocking system call on a stream (bytes moved, 0: would block). */
+int comm_hdr_valid(struct comm *c, int peer, const struct comm_hdr *h);
+int comm_hdr_check(struct comm *c, int peer, const struct comm_seg *g);
+void comm_seg_done(struct comm_peer *p, struct comm_seg *s);
+ssize_t comm_stream_io(struct comm *c, int peer, int fd, struct msghdr *m,
+    int is_recv);
+/* Split groups' receives (transport_mux.c): mux_posted posts receive g on
+ * stream s of peer; mux_move reads on it (bytes moved, 0: would block,
+ * -1); ux_free frees an unexpected stripe. */
+int comm_mux_posted(struct comm *c, int peer, int s, struct comm_seg *g);
+ssize_t comm_mux_move(struct comm *c, int peer, int s);
+void comm_ux_free(struct comm_seg *u);
 
 #endif

@@ -79,14 +79,12 @@ struct ps_client;
 
 /* Connect to every server of "HOST:PORT,HOST:PORT,..." (in shard order)
  * and check that their shards tile one vector. worker: this worker's id
- * (>= 0, counted in staleness), or -1 for a one-shot shell client. */
+ * (>= 0, counted in staleness), or -1 for a one-shot shell client. While
+ * a server cannot be reached, note (comm_note_fn; NULL: silent) says which
+ * one it is still trying. */
 int ps_client_open(struct ps_client **out, const char *servers, int worker,
-    const char *token, double timeout, char *err, size_t errlen);
-/* The same, saying through note (comm_note_fn; NULL: silent) which server
- * it is still trying to reach while one cannot be reached. */
-int ps_client_open_ex(struct ps_client **out, const char *servers,
-    int worker, const char *token, double timeout, comm_note_fn note,
-    void *note_ctx, char *err, size_t errlen);
+    const char *token, double timeout, comm_note_fn note, void *note_ctx,
+    char *err, size_t errlen);
 /* Elements of the whole vector, and the layout text of the first server. */
 size_t ps_client_total(const struct ps_client *c);
 const char *ps_client_layout(const struct ps_client *c);

@@ -134,14 +134,6 @@ split_servers(struct ps_client *c, const char *servers, char *err,
 
 int
 ps_client_open(struct ps_client **out, const char *servers, int worker,
-    const char *token, double timeout, char *err, size_t errlen)
-{
-	return ps_client_open_ex(out, servers, worker, token, timeout, NULL, NULL,
-	    err, errlen);
-}
-
-int
-ps_client_open_ex(struct ps_client **out, const char *servers, int worker,
     const char *token, double timeout, comm_note_fn note_fn, void *note_ctx,
     char *err, size_t errlen)
 {

@@ -4,9 +4,8 @@
  * per system call), optionally spins (COLLX_SPIN_US), then sleeps in
  * poll() until a socket is ready or a peer's time is up. Once the group
  * has been split, several groups share the streams and a receive matches
- * by group (mux_*): headers are read first, so that a message of a group
- * with no receive posted yet is kept aside instead of blocking the others.
- * A group never split reads as before, straight into posted buffers.
+ * by group (transport_mux.c). A group never split reads as before,
+ * straight into posted buffers.
  *
  * Functions taking a struct comm take the group waiting or posting (its
  * operation labels the messages) and reach the links through c->net;
@@ -23,16 +22,12 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#define HDR ((size_t)sizeof(struct comm_hdr))
 /* Messages this large are striped over all streams; smaller ones use
  * stream 0 only. */
 #define STRIPE_MIN ((size_t)256 << 10)
 #define STRIPE_ALIGN ((size_t)4096)
 #define IOV_BATCH 64
-/* An unexpected message's buffer starts this large and doubles. */
-#define UX_CHUNK ((size_t)64 << 10)
 
-_Static_assert(sizeof(struct comm_hdr) == 56, "wire header is 56 bytes");
 
 /* Stripe k of n of a len-byte message: [*off, *off + return). */
 static size_t
@@ -74,8 +69,8 @@ hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
 	memcpy(h->op, c->opname, sizeof h->op - 1);
 }
 
-static void
-seg_done(struct comm_peer *p, struct comm_seg *s)
+void
+comm_seg_done(struct comm_peer *p, struct comm_seg *s)
 {
 	struct comm_xfer *x = s->x;
 
@@ -165,7 +160,6 @@ self_post(struct comm *c, struct comm_req *r)
 }
 
 static int stream_send(struct comm *c, int peer, int s);
-static int mux_posted(struct comm *c, int peer, int s, struct comm_seg *g);
 
 static int
 net_post(struct comm *c, struct comm_req *r)
@@ -191,7 +185,7 @@ net_post(struct comm *c, struct comm_req *r)
 			*st->sq_tail = g;
 			st->sq_tail = &g->next;
 		} else if (c->net->split) {
-			if (mux_posted(c, peer, k, g) < 0) {
+			if (comm_mux_posted(c, peer, k, g) < 0) {
 				x->left -= n - 1 - k;	/* stripes never queued */
 				return -1;
 			}
@@ -233,8 +227,9 @@ queue_iov(struct comm_seg *g, struct iovec *iov)
 	int n = 0;
 
 	for (; g && n <= IOV_BATCH - 2; g = g->next) {
-		if (g->hdone < HDR)
-			iov[n++] = (struct iovec){ (char *)&g->hdr + g->hdone, HDR - g->hdone };
+		if (g->hdone < COMM_HDR_LEN)
+			iov[n++] = (struct iovec){ (char *)&g->hdr + g->hdone,
+			    COMM_HDR_LEN - g->hdone };
 		if (g->done < g->len)
 			iov[n++] = (struct iovec){ g->buf + g->done, g->len - g->done };
 	}
@@ -257,8 +252,8 @@ hdr_describe(const struct comm_hdr *h, char *buf, size_t len)
 }
 
 /* A header is a message's, not an abort frame or garbage. */
-static int
-hdr_valid(struct comm *c, int peer, const struct comm_hdr *h)
+int
+comm_hdr_valid(struct comm *c, int peer, const struct comm_hdr *h)
 {
 	char where[128];
 
@@ -277,13 +272,13 @@ hdr_valid(struct comm *c, int peer, const struct comm_hdr *h)
 }
 
 /* A received header against what its receive expects. */
-static int
-hdr_check(struct comm *c, int peer, const struct comm_seg *g)
+int
+comm_hdr_check(struct comm *c, int peer, const struct comm_seg *g)
 {
 	const struct comm_hdr *h = &g->hdr, *w = &g->want;
 	char where[128], got[192], want[192];
 
-	if (hdr_valid(c, peer, h) < 0)
+	if (comm_hdr_valid(c, peer, h) < 0)
 		return -1;
 	if (h->seq == w->seq && h->ctx == w->ctx && h->opcode == w->opcode &&
 	    h->dtype == w->dtype && h->tag == w->tag && h->sig == w->sig &&
@@ -308,20 +303,21 @@ queue_advance(struct comm *c, int peer, struct comm_seg **q,
 	size_t k;
 
 	while ((g = *q)) {
-		k = HDR - g->hdone < n ? HDR - g->hdone : n;
+		k = COMM_HDR_LEN - g->hdone < n ? COMM_HDR_LEN - g->hdone : n;
 		g->hdone += k;
 		n -= k;
-		if (k && g->hdone == HDR && is_recv && hdr_check(c, peer, g) < 0)
+		if (k && g->hdone == COMM_HDR_LEN && is_recv &&
+		    comm_hdr_check(c, peer, g) < 0)
 			return -1;
 		k = g->len - g->done < n ? g->len - g->done : n;
 		g->done += k;
 		n -= k;
-		if (g->hdone < HDR || g->done < g->len)
+		if (g->hdone < COMM_HDR_LEN || g->done < g->len)
 			break;
 		*q = g->next;
 		if (!*q)
 			*tail = q;
-		seg_done(p, g);
+		comm_seg_done(p, g);
 	}
 	return 0;
 }
@@ -347,8 +343,8 @@ peer_lost(struct comm *c, int peer, int e)
 
 /* One non-blocking system call on a stream: bytes moved (0: would
  * block), -1 on failure. */
-static ssize_t
-stream_io(struct comm *c, int peer, int fd, struct msghdr *m, int is_recv)
+ssize_t
+comm_stream_io(struct comm *c, int peer, int fd, struct msghdr *m, int is_recv)
 {
 	ssize_t n;
 
@@ -375,201 +371,11 @@ stream_move(struct comm *c, int peer, int s, int is_recv)
 	ssize_t n;
 
 	m.msg_iovlen = (size_t)queue_iov(is_recv ? st->rq : st->sq, iov);
-	if ((n = stream_io(c, peer, st->fd, &m, is_recv)) <= 0)
+	if ((n = comm_stream_io(c, peer, st->fd, &m, is_recv)) <= 0)
 		return n;
 	if (is_recv)
 		return queue_advance(c, peer, &st->rq, &st->rq_tail, (size_t)n, 1) < 0 ? -1 : n;
 	return queue_advance(c, peer, &st->sq, &st->sq_tail, (size_t)n, 0) < 0 ? -1 : n;
-}
-
-/* Split groups: the first stripe posted on the stream for group ctx. */
-static struct comm_seg **
-mux_find(struct comm_seg **q, uint32_t ctx, int posted)
-{
-	for (; *q; q = &(*q)->next)
-		if ((posted ? (*q)->want.ctx : (*q)->hdr.ctx) == ctx)
-			return q;
-	return NULL;
-}
-
-/* Unlink *q from a FIFO whose tail is *tail. */
-static struct comm_seg *
-mux_unlink(struct comm_seg **q, struct comm_seg ***tail)
-{
-	struct comm_seg *g = *q;
-
-	*q = g->next;
-	if (*tail == &g->next)
-		*tail = q;
-	g->next = NULL;
-	return g;
-}
-
-static void
-ux_free(struct comm_seg *u)
-{
-	free(u->buf);
-	free(u);
-}
-
-/* Room for the next bytes of unexpected stripe u: its buffer grows as
- * they arrive (doubling, from UX_CHUNK), so a length no peer sends
- * allocates no more than what came. */
-static int
-ux_grow(struct comm *c, int peer, struct comm_seg *u)
-{
-	size_t cap = u->cap ? u->cap * 2 : UX_CHUNK;
-	char *buf;
-
-	if (u->done < u->cap)
-		return 0;
-	if (cap > u->len || cap < u->cap)
-		cap = u->len;
-	if (!(buf = realloc(u->buf, cap))) {
-		comm_fail(c, COMM_ERR_RUNTIME, "out of memory for a message of "
-		    "%zu bytes from peer rank %d", u->len, peer);
-		return -1;
-	}
-	u->buf = buf;
-	u->cap = cap;
-	return 0;
-}
-
-/* The posted stripe g takes the unexpected stripe u (and frees it). On
- * a mismatch g goes back to the stream's FIFO, for comm_close to free. */
-static int
-mux_deliver(struct comm *c, int peer, struct comm_stream *st,
-    struct comm_seg *g, struct comm_seg *u)
-{
-	g->hdr = u->hdr;
-	g->hdone = HDR;
-	if (hdr_check(c, peer, g) < 0) {
-		ux_free(u);
-		*st->rq_tail = g;
-		st->rq_tail = &g->next;
-		return -1;
-	}
-	if (g->len)
-		memcpy(g->buf, u->buf, g->len);
-	g->done = g->len;
-	ux_free(u);
-	seg_done(&c->net->peers[peer], g);
-	return 0;
-}
-
-/* A receive posted on stream s: the oldest unexpected stripe of its
- * group, if one has arrived, or the stream's FIFO. */
-static int
-mux_posted(struct comm *c, int peer, int s, struct comm_seg *g)
-{
-	struct comm_stream *st = &c->net->peers[peer].st[s];
-	struct comm_seg **q = mux_find(&st->ux, g->want.ctx, 0);
-
-	if (q)
-		return mux_deliver(c, peer, st, g, mux_unlink(q, &st->ux_tail));
-	*st->rq_tail = g;
-	st->rq_tail = &g->next;
-	return 0;
-}
-
-/* The stripe whose payload arrived in full: a posted one is done; an
- * unexpected one goes to a receive of its group posted meanwhile, or
- * waits for one. */
-static int
-mux_arrived(struct comm *c, int peer, struct comm_stream *st,
-    struct comm_seg *g)
-{
-	struct comm_seg **q;
-
-	if (g->x) {
-		seg_done(&c->net->peers[peer], g);
-		return 0;
-	}
-	if ((q = mux_find(&st->rq, g->hdr.ctx, 1)))
-		return mux_deliver(c, peer, st, mux_unlink(q, &st->rq_tail), g);
-	*st->ux_tail = g;
-	st->ux_tail = &g->next;
-	return 0;
-}
-
-/* A header arrived: its payload goes to the group's first posted
- * receive on the stream, or to a new unexpected stripe. */
-static int
-mux_header(struct comm *c, int peer, int s)
-{
-	struct comm_stream *st = &c->net->peers[peer].st[s];
-	struct comm_seg **q, *g;
-
-	if (hdr_valid(c, peer, &st->in) < 0)
-		return -1;
-	if ((q = mux_find(&st->rq, st->in.ctx, 1))) {
-		g = mux_unlink(q, &st->rq_tail);
-	} else if ((g = calloc(1, sizeof *g))) {
-		g->len = comm_stripe_bytes(c->net, (size_t)st->in.len, s);
-	} else {
-		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
-		return -1;
-	}
-	g->hdr = st->in;
-	g->hdone = HDR;
-	st->cur = g;	/* from here on comm_close frees it */
-	if (g->x && hdr_check(c, peer, g) < 0)
-		return -1;
-	if (g->done < g->len)
-		return 0;
-	st->cur = NULL;
-	return mux_arrived(c, peer, st, g);
-}
-
-/* Account n received bytes: the current payload, then the next header. */
-static int
-mux_advance(struct comm *c, int peer, int s, size_t n)
-{
-	struct comm_stream *st = &c->net->peers[peer].st[s];
-	struct comm_seg *g = st->cur;
-	size_t k;
-
-	if (g) {
-		k = g->len - g->done < n ? g->len - g->done : n;
-		g->done += k;
-		n -= k;
-		if (g->done < g->len)
-			return 0;
-		st->cur = NULL;
-		if (mux_arrived(c, peer, st, g) < 0)
-			return -1;
-	}
-	st->indone += n;
-	if (st->indone < HDR)
-		return 0;
-	st->indone = 0;
-	return mux_header(c, peer, s);
-}
-
-/* One non-blocking read on a split group's stream: the rest of the
- * current payload and the next header, no further (the header decides
- * where the payload after it goes). */
-static ssize_t
-mux_move(struct comm *c, int peer, int s)
-{
-	struct comm_stream *st = &c->net->peers[peer].st[s];
-	struct iovec iov[2];
-	struct msghdr m = { .msg_iov = iov };
-	struct comm_seg *g = st->cur;
-	ssize_t n;
-
-	if (g && !g->x && ux_grow(c, peer, g) < 0)
-		return -1;
-	if (g)
-		iov[m.msg_iovlen++] = (struct iovec){ g->buf + g->done,
-		    (g->x ? g->len : g->cap) - g->done };
-	/* the next header only after the whole payload */
-	if (!g || g->x || g->cap == g->len)
-		iov[m.msg_iovlen++] = (struct iovec){ (char *)&st->in + st->indone,
-		    HDR - st->indone };
-	if ((n = stream_io(c, peer, st->fd, &m, 1)) <= 0)
-		return n;
-	return mux_advance(c, peer, s, (size_t)n) < 0 ? -1 : n;
 }
 
 /* Whether stream st has bytes to read for this rank now. */
@@ -596,7 +402,8 @@ stream_recv(struct comm *c, int peer, int s)
 	ssize_t n = 1, moved = 0;
 
 	if (c->net->split)
-		while (recv_wanted(c->net, st) && (n = mux_move(c, peer, s)) > 0)
+		while (recv_wanted(c->net, st) &&
+		    (n = comm_mux_move(c, peer, s)) > 0)
 			moved += n;
 	else
 		while (st->rq && (n = stream_move(c, peer, s, 1)) > 0)
@@ -785,7 +592,7 @@ static void
 seg_drop(struct comm_seg *g)
 {
 	if (g->x == NULL)
-		ux_free(g);
+		comm_ux_free(g);
 	else if (--g->x->left == 0)
 		free(g->x);
 }

@@ -33,7 +33,7 @@ dp_ps_connect(struct run *r, const char *addrs)
 	char e[COLLX_ERRLEN], *mine = NULL;
 	int rc;
 
-	if (ps_client_open_ex(&r->cl, addrs, r->rank, r->cfg->token,
+	if (ps_client_open(&r->cl, addrs, r->rank, r->cfg->token,
 	    r->cfg->timeout, r->cfg->note, NULL, e, sizeof(e)) < 0)
 		return dp_runtime_failed(r, "rank %d: parameter server: %s", e);
 	if (model_layout(r->m, &mine, e, sizeof(e)) < 0)

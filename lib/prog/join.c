@@ -10,10 +10,12 @@ prog_job_init(struct prog_job *j, const char *what)
 {
 	j->len = 0;
 	j->text[0] = '\0';
+	j->overflow[0] = '\0';
 	prog_job_add(j, NULL, "%s", what);
 }
 
-/* " OPT=VALUE" (just VALUE first, with opt NULL) appended. */
+/* " OPT=VALUE" (just VALUE first, with opt NULL) appended; the first
+ * that does not fit is recorded, for prog_join to report. */
 void
 prog_job_add(struct prog_job *j, const char *opt, const char *fmt, ...)
 {
@@ -22,6 +24,8 @@ prog_job_add(struct prog_job *j, const char *opt, const char *fmt, ...)
 	va_list ap;
 	int k = 0, n = -1;
 
+	if (j->overflow[0] != '\0')
+		return;		/* the identity is refused already */
 	if (opt != NULL)
 		k = snprintf(at, left, " %s=", opt);
 	if (k >= 0 && (size_t)k < left) {
@@ -29,9 +33,12 @@ prog_job_add(struct prog_job *j, const char *opt, const char *fmt, ...)
 		n = vsnprintf(at + k, left - (size_t)k, fmt, ap);
 		va_end(ap);
 	}
-	if (n < 0 || (size_t)n >= left - (size_t)k)
-		cli_die(CLI_EXIT_RUNTIME, "job identity too long at %s",
+	if (n < 0 || (size_t)n >= left - (size_t)k) {
+		*at = '\0';		/* the part that fitted */
+		snprintf(j->overflow, sizeof j->overflow, "%s",
 		    opt != NULL ? opt : fmt);
+		return;
+	}
 	j->len += (size_t)(k + n);
 }
 
@@ -60,6 +67,11 @@ prog_join(struct comm **out, const struct cli_group *g,
 	enum comm_errkind kind;
 	char why[COLLX_ERRLEN], ident[sizeof job->text + 64];
 
+	if (job->overflow[0] != '\0') {
+		snprintf(err, errlen, "rank %d: job identity too long at %s",
+		    g->rank, job->overflow);
+		return CLI_EXIT_RUNTIME;
+	}
 	/* The launch's own identity (collx-run draws a random one) keeps two
 	 * jobs of one program on one port apart, token or not. */
 	if (g->job_id != NULL)

@@ -20,13 +20,15 @@
 struct prog_job {
 	char text[1024];
 	size_t len;
+	char overflow[64];	/* the first option that did not fit, or "" */
 };
 
 /* Starts the declaration with what runs: "collx-tp", "collx-bench coll". */
 void prog_job_init(struct prog_job *j, const char *what);
 /* Option opt as the user writes it ("--mode", "-b") and its value, a
- * word without spaces (a number, a name, a list). Past the buffer's end
- * the program ends (exit 1): the declarations are the program's own. */
+ * word without spaces (a number, a name, a list). One past the buffer's
+ * end is recorded, and prog_join refuses to open the group (exit 1): the
+ * declarations are the program's own. */
 void prog_job_add(struct prog_job *j, const char *opt, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* An option without a value: "--causal on" or "--causal off". */
@@ -39,8 +41,8 @@ void prog_note(void *ctx, const char *text);
 /*
  * Opens the group g describes, saying who it waits for (prog_note) when
  * joining takes long. Ranks whose jobs differ refuse each other at once.
- * 0, or the exit code (CLI_EXIT_DATA or CLI_EXIT_RUNTIME) with "rank R:
- * reason" in err.
+ * 0, or the exit code (CLI_EXIT_DATA or CLI_EXIT_RUNTIME, also for a job
+ * identity that did not fit) with "rank R: reason" in err.
  */
 int prog_join(struct comm **out, const struct cli_group *g,
     const struct prog_job *job, char *err, size_t errlen);

@@ -50,13 +50,15 @@ hosts_add(struct launch_hosts *h, const char *name, size_t len, int slots,
 	}
 	h->names = cli_reallocarray(h->names, (size_t)h->n + 1, sizeof *h->names);
 	h->slots = cli_reallocarray(h->slots, (size_t)h->n + 1, sizeof *h->slots);
+	h->local = cli_reallocarray(h->local, (size_t)h->n + 1, sizeof *h->local);
 	h->names[h->n] = cli_calloc(len + 1, 1);
 	memcpy(h->names[h->n], name, len);
+	h->local[h->n] = 0;	/* mark_local's to say */
 	h->slots[h->n++] = slots;
-	free(h->local);		/* marks of fewer hosts */
-	h->local = NULL;
 	return 0;
 }
+
+static void mark_local(struct launch_hosts *h, int from);
 
 /*
  * mpirun's "host:K": K slots on host. Only a name with one colon (or
@@ -95,9 +97,8 @@ split_slots(const char *s, size_t *len, int *slots)
 	return 1;
 }
 
-int
-launch_hosts_add_list(struct launch_hosts *h, const char *list, char *err,
-    size_t errlen)
+static int
+add_list(struct launch_hosts *h, const char *list, char *err, size_t errlen)
 {
 	const char *p = list, *comma;
 	size_t len;
@@ -122,6 +123,16 @@ launch_hosts_add_list(struct launch_hosts *h, const char *list, char *err,
 			return 0;
 		p = comma + 1;
 	}
+}
+
+int
+launch_hosts_add_list(struct launch_hosts *h, const char *list, char *err,
+    size_t errlen)
+{
+	int before = h->n, rc = add_list(h, list, err, errlen);
+
+	mark_local(h, before);
+	return rc;
 }
 
 /* "slots=K", 1 <= K <= LAUNCH_MAX_SLOTS. */
@@ -192,12 +203,15 @@ launch_hostfile_parse(struct launch_hosts *h, const char *text, const char *name
 		len = nl ? (size_t)(nl - p) : strlen(p);
 		if (len > 0 && p[len - 1] == '\r')
 			len--;
-		if (hostfile_line(h, p, len, name, ++lineno, err, errlen) < 0)
+		if (hostfile_line(h, p, len, name, ++lineno, err, errlen) < 0) {
+			mark_local(h, before);
 			return -1;
+		}
 		if (nl == NULL)
 			break;
 		p = nl + 1;
 	}
+	mark_local(h, before);
 	if (h->n == before) {
 		snprintf(err, errlen, "%s: no hosts", name);
 		return -1;
@@ -317,20 +331,22 @@ host_local(const char *host, const char *self, const struct ifaddrs *ifs)
 	    strncasecmp(host, self, label) == 0)));
 }
 
-void
-launch_hosts_find_local(struct launch_hosts *h)
+/* Mark hosts from.. that name this machine: once per list or hostfile
+ * added, so no caller can place ranks before the marks are made. */
+static void
+mark_local(struct launch_hosts *h, int from)
 {
 	struct ifaddrs *ifs = NULL;
 	char self[256] = "";
 	int i;
 
+	if (from == h->n)
+		return;
 	if (gethostname(self, sizeof self - 1) < 0)
 		self[0] = '\0';
 	if (getifaddrs(&ifs) < 0)
 		ifs = NULL;
-	free(h->local);
-	h->local = cli_calloc((size_t)h->n + 1, sizeof *h->local);
-	for (i = 0; i < h->n; i++)
+	for (i = from; i < h->n; i++)
 		h->local[i] = host_local(h->names[i], self, ifs);
 	if (ifs)
 		freeifaddrs(ifs);
@@ -342,7 +358,7 @@ launch_hosts_all_local(const struct launch_hosts *h)
 	int i;
 
 	for (i = 0; i < h->n; i++)
-		if (h->local == NULL || !h->local[i])
+		if (!h->local[i])
 			return 0;
 	return 1;
 }
@@ -352,7 +368,7 @@ static int
 same_host(const struct launch_hosts *h, int i, int j)
 {
 	return strcmp(h->names[i], h->names[j]) == 0 ||
-	    (h->local && h->local[i] && h->local[j]);
+	    (h->local[i] && h->local[j]);
 }
 
 /* Hosts that are one machine share local ranks, counted by the first of
@@ -427,8 +443,8 @@ launch_place_ranks(const struct launch_hosts *h, int n, int per_host,
 	launch_local_worlds(h, n, host_of, local, world);
 	/* This machine's ranks start without ssh. */
 	for (i = 0; i < n; i++)
-		r[i] = (struct launch_rank){ h->local && h->local[host_of[i]] ?
-		    -1 : host_of[i], local[i], world[i] };
+		r[i] = (struct launch_rank){ h->local[host_of[i]] ? -1 :
+		    host_of[i], local[i], world[i] };
 	free(world);
 	free(host_of);
 	free(local);

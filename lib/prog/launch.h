@@ -14,8 +14,16 @@ struct launch_hosts {
 	int n;
 	char **names;		/* as given: "node1", "user@node1", "10.0.0.2" */
 	int *slots;		/* ranks per visit of the host; 1 unless slots=K */
-	int *local;		/* 1: this machine (launch_hosts_find_local) */
+	int *local;		/* 1: this machine, marked as hosts are added */
 };
+
+/*
+ * Adding hosts marks those that name this machine, whose ranks start
+ * without the remote shell (as mpirun's do): a loopback name or address
+ * (localhost, 127.0.0.1, ::1), an address of one of its interfaces, or its
+ * host name (or that name's first label). A "user@host" stays remote: it
+ * asks for that user.
+ */
 
 /* Append the hosts of "a,b:4,c"; "host:K" gives host K slots (as mpirun's
  * -H). 0 or -1 with the reason in err. */
@@ -32,14 +40,6 @@ void launch_hosts_free(struct launch_hosts *h);
  * every host's slots). */
 int launch_hosts_slots(const struct launch_hosts *h, int per_host);
 
-/*
- * Mark the hosts that name this machine, whose ranks start without the
- * remote shell (as mpirun's do): a loopback name or address (localhost,
- * 127.0.0.1, ::1), an address of one of its interfaces, or its host name
- * (or that name's first label). A "user@host" stays remote: it asks for
- * that user. Adding a host clears the marks.
- */
-void launch_hosts_find_local(struct launch_hosts *h);
 /* Whether host is a loopback name (localhost) or address (127.0.0.0/8,
  * ::1). */
 int launch_host_loopback(const char *host);
@@ -125,16 +125,15 @@ struct launch_job {
 };
 
 /*
- * The rest of a job once its options are known: which hosts are this
- * machine, the rendezvous address (without --master: a random free port on
- * 127.0.0.1 outside the kernel's ephemeral range, which no rank's listener
- * or outgoing connection can take first, when no host is remote; else the
- * first host on LAUNCH_DEFAULT_PORT, by this machine's host name when the
- * first is a loopback name the remote hosts cannot reach), a port
- * for a PyTorch store beside it, the job's identity (COLLX_JOB_ID from the
- * environment, else random) and, with hosts and no wdir, the directory
- * remote ranks start in.
- * 0 or -1 with the reason in err.
+ * The rest of a job once its options are known: the rendezvous address
+ * (without --master: a random free port on 127.0.0.1 outside the kernel's
+ * ephemeral range, which no rank's listener or outgoing connection can
+ * take first, when no host is remote; else the first host on
+ * LAUNCH_DEFAULT_PORT, by this machine's host name when the first is a
+ * loopback name the remote hosts cannot reach), a port for a PyTorch store
+ * beside it, the job's identity (COLLX_JOB_ID from the environment, else
+ * random) and, with hosts and no wdir, the directory remote ranks start
+ * in. 0 or -1 with the reason in err.
  */
 int launch_job_prepare(struct launch_job *j, char *err, size_t errlen);
 void launch_job_free(struct launch_job *j);
@@ -189,11 +188,17 @@ int launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
     char **env, char **argv, const struct launch_child *c, pid_t *pid,
     char *err, size_t errlen);
 
+/* Where a rank's process is on its way out. */
+enum launch_state {
+	LAUNCH_RUNNING,			/* not reaped yet */
+	LAUNCH_REAPED,			/* reaped, its end not yet reported */
+	LAUNCH_REPORTED			/* its end reported by the launcher */
+};
+
 /* How one rank's process ends, as its launcher learns it. */
 struct launch_end {
 	pid_t pid;			/* also its process group; 0 before */
-	int reaped;			/* 0 running, -1 reaped and not yet
-					 * reported, 1 reported */
+	enum launch_state state;
 	int status;			/* its wait status, once reaped */
 	volatile sig_atomic_t died;	/* its place in the order of deaths
 					 * (1 first), 0 until numbered */

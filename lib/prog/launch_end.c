@@ -60,8 +60,9 @@ launch_ends_reaped(struct launch_ends *e, pid_t pid, int status)
 	int i;
 
 	for (i = 0; i < e->n; i++)
-		if (e->rank[i].pid == pid && !e->rank[i].reaped) {
-			e->rank[i].reaped = -1;
+		if (e->rank[i].pid == pid &&
+		    e->rank[i].state == LAUNCH_RUNNING) {
+			e->rank[i].state = LAUNCH_REAPED;
 			e->rank[i].status = status;
 			return i;
 		}
@@ -77,7 +78,7 @@ launch_ends_number(struct launch_ends *e)
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < e->n; i++) {
 			r = &e->rank[i];
-			if (r->reaped == -1 && r->died == 0 &&
+			if (r->state == LAUNCH_REAPED && r->died == 0 &&
 			    launch_killed_from_outside(r->status) == !pass)
 				r->died = ++e->deaths;
 		}
@@ -91,7 +92,8 @@ launch_ends_first_failure(const struct launch_ends *e, int outside)
 
 	for (i = 0; i < e->n; i++) {
 		r = &e->rank[i];
-		if (r->reaped == -1 && launch_status_failed(r->status) &&
+		if (r->state == LAUNCH_REAPED &&
+		    launch_status_failed(r->status) &&
 		    (!outside || launch_killed_from_outside(r->status)) &&
 		    (first < 0 || r->died < e->rank[first].died))
 			first = i;

@@ -170,7 +170,6 @@ draw_job_id(struct launch_job *j, char *err, size_t errlen)
 int
 launch_job_prepare(struct launch_job *j, char *err, size_t errlen)
 {
-	launch_hosts_find_local(&j->hosts);
 	if (choose_master(j, err, errlen) < 0 ||
 	    draw_job_id(j, err, errlen) < 0)
 		return -1;

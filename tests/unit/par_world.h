@@ -1,11 +1,10 @@
 /* par_world.h: the lib/par unit tests' world of forked ranks (ranks.h),
  * each holding a comm group on loopback, and their models (par_model). A
- * rank states what it checked
- * with par_check(); the line travels up a pipe and the parent prints it as
- * a TAP line, so checks made inside the ranks count like the parent's. A
- * rank that cannot join, dies or exits non-zero fails the world's own
- * line. Ranks run under an alarm and the group under a timeout, so nothing
- * hangs. */
+ * rank states what it checked with par_check(); the line travels up a
+ * pipe and the parent prints it as a TAP line, so checks made inside the
+ * ranks count like the parent's. A rank that cannot join, dies or exits
+ * non-zero fails the world's own line. Ranks run under an alarm and the
+ * group under a timeout, so nothing hangs. */
 #ifndef COLLX_PAR_WORLD_H
 #define COLLX_PAR_WORLD_H
 

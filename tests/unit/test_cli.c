@@ -323,6 +323,12 @@ test_usage_once(void)
 	UNIT_OK(rc == 2 && msg[0] == '\0', "rank 1 by COLLX_RANK: unsaid");
 	setenv("COLLX_RANK", "x1", 1);
 	UNIT_OK(cli_group_env_rank() == -1, "a bad COLLX_RANK is no rank");
+	setenv("COLLX_RANK", " 1", 1);	/* --rank and env_fill refuse these */
+	UNIT_OK(cli_group_env_rank() == -1, "a spaced COLLX_RANK is no rank");
+	setenv("COLLX_RANK", "1048576", 1);
+	UNIT_OK(cli_group_env_rank() == -1, "COLLX_RANK 2^20 is no rank");
+	setenv("COLLX_RANK", "1048575", 1);
+	UNIT_OK(cli_group_env_rank() == 1048575, "the last rank, 2^20 - 1");
 	clear_env();	/* and the rank unknown: later usage errors are said */
 }
 

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 
 #include "cli/cli.h"
+#include "prog/join.h"
 #include "prog/launch.h"
 #include "prog/linetag.h"
 #include "unit.h"
@@ -113,23 +114,23 @@ test_hosts_local(void)
 	    "[::ffff:127.0.0.1],LocalHost,192.0.2.1", self);
 	UNIT_OK(launch_hosts_add_list(&h, list, err, sizeof err) == 0 && h.n == 9,
 	    "hosts parsed");
-	launch_hosts_find_local(&h);
 	UNIT_OK(h.local[0] && !h.local[1] && h.local[2] && h.local[3] && h.local[4] &&
 	    !h.local[5] && h.local[6] && h.local[7] && !h.local[8],
 	    "loopback names and addresses and the host name are this machine; "
 	    "user@localhost and others are not");
 	UNIT_OK(!launch_hosts_all_local(&h), "not all local");
+	UNIT_OK(launch_hosts_add_list(&h, "node2,localhost", err,
+	    sizeof err) == 0 && h.local[0] && !h.local[8] && !h.local[9] &&
+	    h.local[10], "a second list keeps the first's marks and marks its own");
 	launch_hosts_free(&h);
 	interface_ipv4(addr, sizeof addr);
 	if (*addr) {
 		launch_hosts_add_list(&h, addr, err, sizeof err);
-		launch_hosts_find_local(&h);
 		UNIT_OK(h.local[0], "an interface's address is this machine");
 		launch_hosts_free(&h);
 	}
 
 	launch_hosts_add_list(&h, "localhost,127.0.0.1,node1", err, sizeof err);
-	launch_hosts_find_local(&h);
 	launch_place(&h, 6, 0, host, local);
 	launch_local_worlds(&h, 6, host, local, world);
 	UNIT_OK(local[0] == 0 && local[1] == 1 && local[2] == 0 && local[3] == 2 &&
@@ -226,7 +227,6 @@ test_place_ranks(void)
 	    "rank i of n on this machine");
 	UNIT_OK(launch_hosts_add_list(&h, "localhost,192.0.2.1:2", err,
 	    sizeof err) == 0, "hosts parsed");
-	launch_hosts_find_local(&h);
 	launch_place_ranks(&h, 7, 0, r);
 	UNIT_OK(ranks_are(r, 7, slots), "by slots: localhost's ranks local, "
 	    "the other host's remote, each counted on its host");
@@ -662,7 +662,8 @@ test_died(void)
 	    e.rank[1].died == 0 && e.rank[3].died == 0 && e.deaths == 2,
 	    "deaths numbered as signalled, "
 	    "once each; an unknown process (an orphan reaped) none");
-	UNIT_OK(launch_ends_reaped(&e, 102, 7) == 1 && e.rank[1].reaped == -1 &&
+	UNIT_OK(launch_ends_reaped(&e, 102, 7) == 1 &&
+	    e.rank[1].state == LAUNCH_REAPED &&
 	    e.rank[1].status == 7 && launch_ends_reaped(&e, 102, 9) == -1 &&
 	    e.rank[1].status == 7 && launch_ends_reaped(&e, 999, 0) == -1,
 	    "a status recorded for its rank, once");
@@ -688,8 +689,8 @@ test_number(void)
 	launch_ends_free(&e);
 
 	table(&e);
-	e.rank[0].reaped = 0;
-	e.rank[1].reaped = 1;
+	e.rank[0].state = LAUNCH_RUNNING;
+	e.rank[1].state = LAUNCH_REPORTED;
 	e.rank[1].status = EXITED(2);
 	launch_ends_number(&e);
 	UNIT_OK(e.rank[0].died == 0 && e.rank[1].died == 0 && e.deaths == 0,
@@ -701,7 +702,7 @@ test_number(void)
 static void
 set(struct launch_ends *e, int i, int status, int died)
 {
-	e->rank[i].reaped = -1;
+	e->rank[i].state = LAUNCH_REAPED;
 	e->rank[i].status = status;
 	e->rank[i].died = died;
 }
@@ -725,7 +726,7 @@ test_first_failure(void)
 	e.rank[3].status = EXITED(1);
 	UNIT_OK(launch_ends_first_failure(&e, 0) == 2, "a rank not reaped "
 	    "waits, whatever its number");
-	e.rank[2].reaped = 1;
+	e.rank[2].state = LAUNCH_REPORTED;
 	UNIT_OK(launch_ends_first_failure(&e, 0) == 1, "a reported rank is "
 	    "passed over");
 	launch_ends_free(&e);
@@ -740,6 +741,31 @@ test_first_failure(void)
 	    launch_ends_first_failure(&e, 1) == 1, "of those killed from "
 	    "outside, the first");
 	launch_ends_free(&e);
+}
+
+/* An identity past its buffer is refused by prog_join, not by exiting
+ * (lib/prog's join.c, beside the launcher's other prog code). */
+static void
+test_job_identity(void)
+{
+	struct prog_job job;
+	struct cli_group g;
+	char big[1100], err[256];
+
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	cli_group_defaults(&g);
+	g.rank = 2;
+	prog_job_init(&job, "collx-test");
+	prog_job_add(&job, "--mode", "%s", "tp");
+	prog_job_add(&job, "--big", "%s", big);
+	prog_job_add(&job, "--after", "%d", 1);
+	UNIT_OK(strcmp(job.text, "collx-test --mode=tp") == 0,
+	    "an identity keeps what fitted before the overflow");
+	UNIT_OK(prog_join(NULL, &g, &job, err, sizeof err) == CLI_EXIT_RUNTIME &&
+	    strcmp(err, "rank 2: job identity too long at --big") == 0,
+	    "prog_join refuses it, naming the first option that did not fit");
+	cli_group_free(&g);
 }
 
 int
@@ -767,6 +793,7 @@ main(int argc, char **argv)
 	test_died();
 	test_number();
 	test_first_failure();
+	test_job_identity();
 	UNIT_OK(made_ok,
 	    "every wait status used is the exit or signal asked for");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

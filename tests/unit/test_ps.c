@@ -120,7 +120,8 @@ push_thread(void *arg)
 	struct ps_client *c;
 	char e[256];
 
-	w->rc = ps_client_open(&c, w->addr, -1, NULL, 10, e, sizeof(e));
+	w->rc = ps_client_open(&c, w->addr, -1, NULL, 10, NULL, NULL, e,
+	    sizeof(e));
 	if (w->rc == 0)
 		w->rc = ps_client_push(c, w->g, w->weight, w->p, e, sizeof(e));
 	if (w->rc == 0)
@@ -245,8 +246,9 @@ test_staleness(void)
 	cfg.lfd = comm_sock_listen_hostport("127.0.0.1:0", &bound, e, sizeof(e));
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", comm_sock_addr_port(&bound));
 	pthread_create(&st, NULL, serve_thread, &cfg);
-	rc = ps_client_open(&b, addr, 1, NULL, 10, e, sizeof(e));
-	rc |= ps_client_open(&a.c, addr, 0, NULL, 10, e, sizeof(e));
+	rc = ps_client_open(&b, addr, 1, NULL, 10, NULL, NULL, e, sizeof(e));
+	rc |= ps_client_open(&a.c, addr, 0, NULL, 10, NULL, NULL, e,
+	    sizeof(e));
 	UNIT_OK(rc == 0, "two async workers connect");
 	pthread_create(&at, NULL, held_push, &a);
 	usleep(300 * 1000);
