@@ -583,8 +583,6 @@ test_hostport(void)
 int
 main(int argc, char **argv)
 {
-	char cmd[64];
-
 	(void)argc;
 	cli_init(argv[0]);
 	if (mkdtemp(tmpdir) == NULL)
@@ -603,8 +601,7 @@ main(int argc, char **argv)
 	test_timing_pipe();
 	test_hostport();
 	UNIT_CLOSE(cli_now() - cli_now(), 0, 0, 0.1, "cli_now is monotonic seconds");
-	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-	if (system(cmd) != 0)
+	if (unit_rmdir(tmpdir) < 0)
 		return 1;
 	return unit_done();
 }

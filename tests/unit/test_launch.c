@@ -771,8 +771,6 @@ test_job_identity(void)
 int
 main(int argc, char **argv)
 {
-	char cmd[64];
-
 	(void)argc;
 	cli_init(argv[0]);
 	if (mkdtemp(tmpdir) == NULL)
@@ -796,8 +794,7 @@ main(int argc, char **argv)
 	test_job_identity();
 	UNIT_OK(made_ok,
 	    "every wait status used is the exit or signal asked for");
-	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-	if (system(cmd) != 0)
+	if (unit_rmdir(tmpdir) < 0)
 		return 1;
 	return unit_done();
 }

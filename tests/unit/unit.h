@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int unit_n, unit_failed;
 
@@ -31,6 +32,16 @@ unit_done(void)
 {
 	printf("1..%d\n", unit_n);
 	return unit_failed ? 1 : 0;
+}
+
+/* Remove a test's scratch directory (made with mkdtemp); 0 or -1. */
+static inline int
+unit_rmdir(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
 }
 
 #endif
