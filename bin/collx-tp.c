@@ -543,8 +543,8 @@ static void
 train(struct job *j)
 {
 	struct opts *o = j->o;
-	struct train_step *steps = cli_calloc((size_t)o->c.steps + 1,
-	    sizeof(*steps));
+	long cap = 0;
+	struct train_step *steps = train_grow(NULL, &cap, 0, sizeof(*steps));
 	struct tensor_set ws = { 0 };
 	struct progress pr;
 	long tokens = j->r.n;	/* mlp: samples; block: positions */
@@ -553,8 +553,13 @@ train(struct job *j)
 	progress_start(&pr, j->rank == 0, o->cfg.layer == TP_MLP ? "samples" :
 	    "tokens", 0, o->c.steps);
 	for (long k = 0; k < o->c.steps; k++) {
-		struct train_step *s = &steps[k];
+		struct train_step *s;
 		double t0 = cli_now();
+
+		if ((s = train_grow(steps, &cap, k, sizeof(*s))) == NULL)
+			cli_die_rank(1, "out of memory");
+		steps = s;
+		s = &steps[k];
 		tp_log_start(&j->log, j->c);
 		if (tp_train_step(&j->r, j->x.data, j->yt.data, (float)o->lr,
 		    &s->loss) < 0)

@@ -369,8 +369,8 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 {
 	struct run r = { .m = m, .d = d, .c = c, .cfg = cfg,
 	    .kind = TRAIN_ERR_RUNTIME, .err = err, .errlen = errlen };
-	struct train_step *s = calloc((size_t)cfg->steps + 1, sizeof(*s));
-	long k = cfg->resume != NULL ? cfg->resume->step : 0;
+	long k = cfg->resume != NULL ? cfg->resume->step : 0, cap = 0;
+	struct train_step *s = train_grow(NULL, &cap, k, sizeof(*s)), *t;
 	int rc = -1;
 
 	*steps = s;
@@ -383,6 +383,11 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	if (mem != NULL)
 		run_mem(&r, mem);
 	for (; k < cfg->steps; k++) {
+		if ((t = train_grow(s, &cap, k, sizeof(*s))) == NULL) {
+			cli_fail(err, errlen, "out of memory");
+			goto out;
+		}
+		*steps = s = t;
 		if (run_step(&r, k, &s[k]) < 0)
 			goto out;
 		if (fn != NULL)

@@ -40,7 +40,8 @@ run_init(struct pipe_run *r)
 	r->mout = calloc((size_t)M, sizeof(*r->mout));
 	r->sact = calloc((size_t)M, sizeof(*r->sact));
 	r->sgrad = calloc((size_t)M, sizeof(*r->sgrad));
-	r->stat = calloc((size_t)cfg->steps + 1, sizeof(*r->stat));
+	r->stat = train_grow(NULL, &r->capstat,
+	    cfg->resume != NULL ? cfg->resume->step : 0, sizeof(*r->stat));
 	if (!r->mstart || !r->mcount || !r->mslot || !r->mout || !r->sact ||
 	    !r->sgrad || !r->stat)
 		return pipe_oom(r);
@@ -99,6 +100,22 @@ run_free(struct pipe_run *r)
 	free(r->sact), free(r->sgrad), free(r->tied), free(r->spans);
 }
 
+/* Room for step k's records. */
+static int
+pipe_grow(struct pipe_run *r, struct pipe_result *res, long *cap, long k)
+{
+	struct train_step *s;
+	struct pipe_stat *ps;
+
+	if ((s = train_grow(res->steps, cap, k, sizeof(*s))) == NULL)
+		return pipe_oom(r);
+	res->steps = s;
+	if ((ps = train_grow(r->stat, &r->capstat, k, sizeof(*ps))) == NULL)
+		return pipe_oom(r);
+	r->stat = ps;
+	return 0;
+}
+
 int
 pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
     const struct pipe_cfg *cfg, pipe_step_fn fn, void *ctx,
@@ -106,11 +123,11 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 {
 	struct pipe_run r = { .m = m, .d = d, .c = c, .cfg = cfg,
 	    .kind = TRAIN_ERR_RUNTIME, .err = err, .errlen = errlen };
-	long k = cfg->resume != NULL ? cfg->resume->step : 0;
+	long k = cfg->resume != NULL ? cfg->resume->step : 0, cap = 0;
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	res->steps = calloc((size_t)cfg->steps + 1, sizeof(*res->steps));
+	res->steps = train_grow(NULL, &cap, k, sizeof(*res->steps));
 	if (res->steps == NULL) {
 		pipe_oom(&r);
 		goto out;
@@ -118,6 +135,8 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	if (run_init(&r) < 0)
 		goto out;
 	for (; k < cfg->steps; k++) {
+		if (pipe_grow(&r, res, &cap, k) < 0)
+			goto out;
 		if (pipe_run_step(&r, k, &res->steps[k]) < 0)
 			goto out;
 		if (fn != NULL)

@@ -98,7 +98,8 @@ struct pipe_run {
 	double origin;			/* when it left the opening barrier */
 	struct pipe_clock clock;	/* against rank 0's then (tracing) */
 	long step;
-	struct pipe_stat *stat;
+	struct pipe_stat *stat;		/* per step, grown as steps run */
+	long capstat;
 	struct pipe_span *spans;
 	size_t nspans, capspans;
 	enum train_err kind;

@@ -203,6 +203,23 @@ train_tokens(const struct train_data *d, long b)
 	return d->arch == NN_MLP ? b : b * d->seq;
 }
 
+void *
+train_grow(void *v, long *cap, long k, size_t size)
+{
+	long n = *cap > 0 ? *cap : 64;
+	char *p;
+
+	if (k < *cap)
+		return v;
+	while (n <= k)
+		n *= 2;
+	if ((p = realloc(v, (size_t)n * size)) == NULL)
+		return NULL;
+	memset(p + (size_t)*cap * size, 0, (size_t)(n - *cap) * size);
+	*cap = n;
+	return p;
+}
+
 void
 train_split(long b, int world, int rank, long *start, long *count)
 {

@@ -74,4 +74,10 @@ struct train_step {
 	double loss, seconds, compute, comm, hidden, exposed;
 };
 
+/* The zero-filled array v of *cap elements of size bytes, grown (doubling)
+ * until index k exists; NULL when out of memory, v then unchanged. A
+ * record per step thus costs memory for the steps run, not for the steps
+ * asked for, which may be "forever". */
+void *train_grow(void *v, long *cap, long k, size_t size);
+
 #endif

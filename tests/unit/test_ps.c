@@ -52,6 +52,32 @@ test_split(void)
 	UNIT_OK(train_epoch_steps(200, 50, 1) == 4, "1 epoch of 200 by 50: 4 steps");
 }
 
+/* Per-step records grow with the steps run, zero-filled, keeping what
+ * they held; a run asked for 10^8 steps does not begin by allocating
+ * 10^8 records. */
+static void
+test_grow(void)
+{
+	long cap = 0, k;
+	struct train_step *s = train_grow(NULL, &cap, 3, sizeof(*s)), *t;
+	int ok = s != NULL && cap >= 4 && cap < 1000;
+
+	for (k = 0; ok && k < 5000; k++) {
+		if ((t = train_grow(s, &cap, k, sizeof(*s))) == NULL) {
+			ok = 0;
+			break;
+		}
+		s = t;
+		ok &= s[k].step == 0 && s[k].loss == 0;
+		s[k].step = k + 1;
+	}
+	for (k = 0; ok && k < 5000; k++)
+		ok &= s[k].step == k + 1;
+	UNIT_OK(ok && cap >= 5000 && cap < 10000,
+	    "step records: zero-filled, kept, grown by doubling");
+	free(s);
+}
+
 static void
 test_layout(void)
 {
@@ -310,6 +336,7 @@ main(void)
 	signal(SIGPIPE, SIG_IGN);
 	test_shards();
 	test_split();
+	test_grow();
 	test_layout();
 	test_optim_opts();
 	test_tcp_round();
