@@ -132,7 +132,9 @@ comm_abort_send(struct comm *c)
 				struct comm_seg *g = st->sq;
 				if (st->fd < 0)
 					continue;
-				partial = g && (g->hdone > 0 || g->done > 0);
+				/* shared memory: the frame goes beside the rings */
+				partial = st->rx == NULL && g &&
+				    (g->hdone > 0 || g->done > 0);
 				if (partial == pass)
 					abort_stream(st, &f, partial, deadline);
 			}
@@ -216,6 +218,10 @@ salvage_stream(struct comm *c, int peer, int s)
 	size_t have = 0, skip = 0;
 	ssize_t n;
 
+	if (st->rx != NULL) {
+		int closed;
+		return comm_shm_bells(c, peer, s, &closed) > 0;
+	}
 	if (g && g->hdone == COMM_HDR_LEN)
 		skip = g->len - g->done;
 	else if (g && g->hdone > 0) {

@@ -47,7 +47,9 @@ comm_alloc(struct comm **out, const struct comm_options *o,
 	}
 	c = calloc(1, sizeof *c);
 	if (!c || !(c->peers = calloc((size_t)o->world, sizeof *c->peers)) ||
-	    !(c->pfd = calloc((size_t)o->world * COMM_MAX_STREAMS, sizeof *c->pfd)))
+	    !(c->pfd = calloc((size_t)o->world * COMM_MAX_STREAMS, sizeof *c->pfd)) ||
+	    !(c->pfd_who = calloc((size_t)o->world * COMM_MAX_STREAMS,
+	    sizeof *c->pfd_who)))
 		goto nomem;
 	if (o->token && o->token[0] && !(c->token = strdup(o->token)))
 		goto nomem;
@@ -75,6 +77,7 @@ nomem:
 	if (c) {
 		free(c->peers);
 		free(c->pfd);
+		free(c->pfd_who);
 	}
 	free(c);
 	snprintf(err, errlen, "out of memory");
@@ -92,7 +95,8 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		*kind = COMM_ERR_RUNTIME;
 	if (comm_alloc(&c, o, err, errlen) < 0)
 		return -1;
-	if (c->world > 1 && comm_connect_all(c, o) < 0) {
+	if (c->world > 1 && (comm_connect_all(c, o) < 0 ||
+	    comm_host_exchange(c, !o->no_shm) < 0 || comm_shm_setup(c) < 0)) {
 		snprintf(err, errlen, "%s", c->err);
 		if (kind)
 			*kind = c->kind;
@@ -127,6 +131,7 @@ comm_close(struct comm *c)
 		return;
 	}
 	comm_free_queues(c);
+	comm_shm_close(c);
 	for (p = 0; p < c->world; p++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++)
 			if (c->peers[p].st[s].fd >= 0)
@@ -134,6 +139,10 @@ comm_close(struct comm *c)
 	free((char *)c->token);
 	free(c->peers);
 	free(c->pfd);
+	free(c->pfd_who);
+	free(c->host);
+	free(c->pid);
+	free(c->shm_ok);
 	free(c);
 }
 

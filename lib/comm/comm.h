@@ -32,6 +32,7 @@ struct comm_options {
 	 * with --algo tree"). */
 	const char *job;
 	int port_lo, port_hi;	/* data listeners' ports; 0: ephemeral */
+	int no_shm;		/* 1: every pair over TCP, even on one host */
 	comm_note_fn note;	/* the rendezvous's long waits, or NULL */
 	void *note_ctx;
 };
@@ -58,6 +59,17 @@ int comm_size(const struct comm *c);
 const char *comm_peer_addr(const struct comm *c, int peer);
 /* Streams (connections) to every peer: one per interface in opt->ifaces. */
 int comm_streams(const struct comm *c);
+
+/*
+ * Hosts. Ranks are on one host when their hostname, boot id and network
+ * namespace agree; such pairs talk through shared memory (unless a rank
+ * of the host opened with no_shm), others over TCP. Hosts are numbered
+ * 0 .. comm_hosts-1 in order of their lowest rank in c.
+ */
+int comm_hosts(const struct comm *c);
+int comm_host(const struct comm *c, int rank);
+/* "shm", "tcp" or "self": how this rank reaches peer. */
+const char *comm_transport(const struct comm *c, int peer);
 
 /*
  * Sub-groups, as MPI_Comm_split makes them. Collective over parent:

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "comm/auth.h"
 #include "comm/comm.h"
@@ -73,8 +74,10 @@ struct comm_xfer {
  * stream: each header is read alone, then its payload goes to the first
  * receive its group posted on the stream, or to a buffer of its own when
  * none is posted yet (unexpected), which the group's next receive takes. */
+struct comm_ring;	/* shm.c */
 struct comm_stream {
 	int fd;
+	struct comm_ring *tx, *rx;	/* shared memory, or NULL: TCP */
 	struct comm_seg *sq, **sq_tail;	/* FIFO of stripes to send */
 	struct comm_seg *rq, **rq_tail;	/* FIFO of stripes to receive */
 	struct comm_hdr in;	/* split: the header arriving */
@@ -88,6 +91,13 @@ struct comm_peer {
 	char addr[80];
 	int pending;		/* queued stripes, both directions */
 	double last;		/* last progress (or start of the wait) */
+};
+
+/* This host's segment of rings (shm.c), mapped or base NULL. */
+struct comm_shm {
+	char *base;
+	size_t bytes, ring;	/* the segment's, and each ring's data */
+	int local, nstreams;	/* ranks of this host; streams per pair */
 };
 
 /* The group a program opens owns the links (peers, their queues) and the
@@ -107,6 +117,13 @@ struct comm {
 	uint8_t job[SHA256_LEN];
 	struct comm_peer *peers;
 	struct pollfd *pfd;	/* world * COMM_MAX_STREAMS, for waits */
+	int *pfd_who;		/* each pfd's peer * COMM_MAX_STREAMS + stream */
+	/* net, from comm_host_exchange: per rank */
+	int *host;		/* host number, hosts ordered by lowest rank */
+	int *pid;
+	int *shm_ok;		/* the rank allows shared memory */
+	int nhosts;
+	struct comm_shm shm;
 	struct comm_xfer *self_sq, *self_rq;	/* messages to self */
 	/* current operation, stamped on every header */
 	uint32_t seq;
@@ -133,6 +150,27 @@ int comm_connect_all(struct comm *c, const struct comm_options *o);
 /* " during allreduce (ring step 3)" or "" */
 const char *comm_where(const struct comm *c, char *buf, size_t len);
 void comm_free_queues(struct comm *c);
+/* Hosts (host.c): every rank's host, pid and shm choice, from every
+ * peer on stream 0 once the mesh is up. */
+int comm_host_exchange(struct comm *c, int shm);
+void comm_host_key(uint8_t key[SHA256_LEN]);
+
+/* Shared memory (shm.c). setup maps this host's rings onto the streams
+ * of its local pairs (or leaves them on TCP); io moves bytes through a
+ * stream's rings as recvmsg/sendmsg would (0: nothing to move), ringing
+ * the peer when it sleeps; arm marks this rank as about to sleep on what
+ * it waits for (1: it need not, the ring has moved); bells drains the
+ * doorbells: 0, -1 when the connection closed or failed (*closed: 0 or
+ * errno), 1 when the peer's abort frame (or garbage) came, the failure
+ * recorded. */
+int comm_shm_setup(struct comm *c);
+void comm_shm_close(struct comm *c);
+size_t comm_shm_io(struct comm_stream *st, const struct iovec *iov, size_t n,
+    int is_recv);
+int comm_shm_arm(struct comm_stream *st, int recv, int send);
+void comm_shm_disarm(struct comm_stream *st);
+int comm_shm_bells(struct comm *c, int peer, int s, int *closed);
+
 /* Sub-groups (split.c): comm_close of a sub-group. */
 void comm_close_sub(struct comm *c);
 /* "program: rank R: message" on stderr (a dropped connection, say). */
@@ -157,7 +195,8 @@ size_t comm_stripe_bytes(const struct comm *c, size_t len, int s);
 int comm_hdr_valid(struct comm *c, int peer, const struct comm_hdr *h);
 int comm_hdr_check(struct comm *c, int peer, const struct comm_seg *g);
 void comm_seg_done(struct comm_peer *p, struct comm_seg *s);
-ssize_t comm_stream_io(struct comm *c, int peer, int fd, struct msghdr *m,
+ssize_t comm_stream_io(struct comm *c, int peer, struct comm_stream *st,
+    struct msghdr *m,
     int is_recv);
 /* Split groups' receives (transport_mux.c): mux_posted posts receive g on
  * stream s of peer; mux_move reads on it (bytes moved, 0: would block,

@@ -341,16 +341,19 @@ peer_lost(struct comm *c, int peer, int e)
 		    "failed%s: %s", peer, c->net->peers[peer].addr, where, strerror(e));
 }
 
-/* One non-blocking system call on a stream: bytes moved (0: would
- * block), -1 on failure. */
+/* One non-blocking move on a stream (a system call, or a copy through
+ * shared memory): bytes moved (0: would block), -1 on failure. */
 ssize_t
-comm_stream_io(struct comm *c, int peer, int fd, struct msghdr *m, int is_recv)
+comm_stream_io(struct comm *c, int peer, struct comm_stream *st,
+    struct msghdr *m, int is_recv)
 {
 	ssize_t n;
 
+	if (st->rx != NULL)
+		return (ssize_t)comm_shm_io(st, m->msg_iov, m->msg_iovlen, is_recv);
 	do
-		n = is_recv ? recvmsg(fd, m, MSG_DONTWAIT) :
-		    sendmsg(fd, m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		n = is_recv ? recvmsg(st->fd, m, MSG_DONTWAIT) :
+		    sendmsg(st->fd, m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
@@ -371,7 +374,7 @@ stream_move(struct comm *c, int peer, int s, int is_recv)
 	ssize_t n;
 
 	m.msg_iovlen = (size_t)queue_iov(is_recv ? st->rq : st->sq, iov);
-	if ((n = comm_stream_io(c, peer, st->fd, &m, is_recv)) <= 0)
+	if ((n = comm_stream_io(c, peer, st, &m, is_recv)) <= 0)
 		return n;
 	if (is_recv)
 		return queue_advance(c, peer, &st->rq, &st->rq_tail, (size_t)n, 1) < 0 ? -1 : n;
@@ -481,23 +484,70 @@ peer_timeout(struct comm *c, int peer)
 	    "%d (%s)%s", c->timeout, peer, c->net->peers[peer].addr, where);
 }
 
-/* Sleep until a busy socket is ready or the first peer's deadline. */
+/* A busy stream's events to sleep on. A shared-memory stream's socket
+ * carries doorbells, aborts and the peer's end; *ready when its rings
+ * moved while it was being armed. */
+static short
+stream_events(struct comm *net, struct comm_stream *st, int *ready)
+{
+	int rx = recv_wanted(net, st), tx = st->sq != NULL;
+
+	if (st->rx == NULL)
+		return (short)((tx ? POLLOUT : 0) | (rx ? POLLIN : 0));
+	if (!rx && !tx)
+		return 0;
+	*ready |= comm_shm_arm(st, rx, tx);
+	return POLLIN;
+}
+
+/* After poll: doorbells drained, a closed connection or an abort met. */
+static int
+after_poll(struct comm *c, int n)
+{
+	struct comm *net = c->net;
+	int i, peer, s, rc, closed;
+
+	for (i = 0; i < n; i++) {
+		peer = net->pfd_who[i] / COMM_MAX_STREAMS;
+		s = net->pfd_who[i] % COMM_MAX_STREAMS;
+		if (net->peers[peer].st[s].rx == NULL)
+			continue;
+		comm_shm_disarm(&net->peers[peer].st[s]);
+		if (!net->pfd[i].revents)
+			continue;
+		rc = comm_shm_bells(c, peer, s, &closed);
+		/* A peer that wrote its last bytes and left: they are ours to
+		 * read first, as TCP would deliver them before the end. */
+		if (rc < 0 && closed == 0 &&
+		    recv_wanted(net, &net->peers[peer].st[s]) &&
+		    comm_shm_arm(&net->peers[peer].st[s], 1, 0))
+			continue;
+		if (rc < 0)
+			peer_lost(c, peer, closed);
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Sleep until a busy stream is ready or the first peer's deadline. */
 static int
 wait_ready(struct comm *c)
 {
 	struct comm *net = c->net;
 	struct pollfd *fds = net->pfd;
-	int peer, s, n = 0, first, ms;
+	int peer, s, n = 0, first, ms, ready = 0;
 	double when = 0, now;
 
 	first = first_deadline(net, &when);
 	for (peer = 0; peer < net->world; peer++) {
-		const struct comm_peer *p = &net->peers[peer];
+		struct comm_peer *p = &net->peers[peer];
 		for (s = 0; p->pending && s < net->nstreams; s++) {
-			short ev = (p->st[s].sq ? POLLOUT : 0) |
-			    (recv_wanted(net, &p->st[s]) ? POLLIN : 0);
-			if (ev)
+			short ev = stream_events(net, &p->st[s], &ready);
+			if (ev) {
+				net->pfd_who[n] = peer * COMM_MAX_STREAMS + s;
 				fds[n++] = (struct pollfd){ .fd = p->st[s].fd, .events = ev };
+			}
 		}
 	}
 	now = cli_now();
@@ -505,12 +555,12 @@ wait_ready(struct comm *c)
 		peer_timeout(c, first);
 		return -1;
 	}
-	ms = first < 0 ? 0 : comm_sock_poll_ms(when);
+	ms = first < 0 || ready ? 0 : comm_sock_poll_ms(when);
 	if (poll(fds, (nfds_t)n, ms) < 0 && errno != EINTR) {
 		comm_fail(c, COMM_ERR_RUNTIME, "poll: %s", strerror(errno));
 		return -1;
 	}
-	return 0;
+	return after_poll(c, n);
 }
 
 int

@@ -197,7 +197,7 @@ comm_mux_move(struct comm *c, int peer, int s)
 	if (!g || g->x || g->cap == g->len)
 		iov[m.msg_iovlen++] = (struct iovec){ (char *)&st->in + st->indone,
 		    COMM_HDR_LEN - st->indone };
-	if ((n = comm_stream_io(c, peer, st->fd, &m, 1)) <= 0)
+	if ((n = comm_stream_io(c, peer, st, &m, 1)) <= 0)
 		return n;
 	return mux_advance(c, peer, s, (size_t)n) < 0 ? -1 : n;
 }

@@ -1,0 +1,182 @@
+/* host: which ranks share a host. Two ranks are on one host when their
+ * hostname, boot id and network namespace agree (collx(7), TRANSPORTS):
+ * ranks in different namespaces of one machine are different hosts, so
+ * an emulated cluster keeps its shaped links. Once the mesh is up, every
+ * rank tells every peer its host key, process id and whether it allows
+ * shared memory, on stream 0, and numbers the hosts by their lowest
+ * rank. */
+#include "comm/comm_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HOST_MAGIC 0x54485843u	/* "CXHT" */
+
+struct host_hello {
+	uint32_t magic;
+	int32_t pid;
+	int32_t shm;		/* 1: this rank allows shared memory */
+	uint32_t pad;
+	uint8_t key[SHA256_LEN];
+};
+
+/* The first line of a small file, or "" when it cannot be read. */
+static void
+read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (f == NULL)
+		return;
+	if (fgets(buf, (int)len, f) == NULL)
+		buf[0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+void
+comm_host_key(uint8_t key[SHA256_LEN])
+{
+	char text[512], name[256] = "", boot[64], ns[64] = "";
+	ssize_t n;
+
+	gethostname(name, sizeof name - 1);
+	read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+	if ((n = readlink("/proc/self/ns/net", ns, sizeof ns - 1)) > 0)
+		ns[n] = '\0';
+	snprintf(text, sizeof text, "%s\n%s\n%s", name, boot, ns);
+	auth_sha256(text, strlen(text), key);
+}
+
+static int
+host_fail(struct comm *c, int peer, const char *what)
+{
+	comm_cause_set(c, peer, COMM_WHY_FAILED, EPROTO);
+	comm_fail(c, COMM_ERR_RUNTIME, "telling hosts apart with peer rank %d "
+	    "(%s): %s", peer, c->peers[peer].addr, what);
+	return -1;
+}
+
+/* Host numbers from the keys: in order of each host's lowest rank. */
+static void
+host_number(struct comm *c, uint8_t (*keys)[SHA256_LEN])
+{
+	int r, q;
+
+	c->nhosts = 0;
+	for (r = 0; r < c->world; r++) {
+		for (q = 0; q < r; q++)
+			if (memcmp(keys[q], keys[r], SHA256_LEN) == 0)
+				break;
+		c->host[r] = q < r ? c->host[q] : c->nhosts++;
+	}
+}
+
+int
+comm_host_exchange(struct comm *c, int shm)
+{
+	struct host_hello mine = { HOST_MAGIC, (int32_t)getpid(), shm, 0, { 0 } };
+	struct host_hello h;
+	uint8_t (*keys)[SHA256_LEN] = calloc((size_t)c->world, sizeof *keys);
+	double deadline = cli_now() + c->timeout;
+	char err[COLLX_ERRLEN];
+	int peer, rc = -1;
+
+	c->host = calloc((size_t)c->world, sizeof *c->host);
+	c->pid = calloc((size_t)c->world, sizeof *c->pid);
+	c->shm_ok = calloc((size_t)c->world, sizeof *c->shm_ok);
+	if (!keys || !c->host || !c->pid || !c->shm_ok) {
+		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
+		goto out;
+	}
+	comm_host_key(mine.key);
+	memcpy(keys[c->rank], mine.key, SHA256_LEN);
+	c->pid[c->rank] = mine.pid;
+	c->shm_ok[c->rank] = shm;
+	/* Small enough for any socket buffer: send all, then read all. */
+	for (peer = 0; peer < c->world; peer++)
+		if (peer != c->rank && comm_sock_send_all(c->peers[peer].st[0].fd,
+		    &mine, sizeof mine, deadline, err, sizeof err) < 0) {
+			host_fail(c, peer, err);
+			goto out;
+		}
+	for (peer = 0; peer < c->world; peer++) {
+		if (peer == c->rank)
+			continue;
+		if (comm_sock_recv_all(c->peers[peer].st[0].fd, &h, sizeof h,
+		    deadline, err, sizeof err) < 0) {
+			host_fail(c, peer, err);
+			goto out;
+		}
+		if (h.magic != HOST_MAGIC) {
+			host_fail(c, peer, "garbled host message");
+			goto out;
+		}
+		memcpy(keys[peer], h.key, SHA256_LEN);
+		c->pid[peer] = h.pid;
+		c->shm_ok[peer] = h.shm == 1;
+	}
+	host_number(c, keys);
+	rc = 0;
+out:
+	free(keys);
+	return rc;
+}
+
+/* Rank r of c as host number of c: hosts of a sub-group are numbered by
+ * their lowest rank in it, as net numbers its own. */
+int
+comm_host(const struct comm *c, int r)
+{
+	const struct comm *n = c->net;
+	int q, h = 0, first;
+
+	if (r < 0 || r >= c->world || n->host == NULL)
+		return 0;
+	if (c == n)
+		return n->host[r];
+	for (q = 0; q <= r; q++) {
+		/* q starts a new host when no lower rank of c shares it */
+		for (first = 0; first < q; first++)
+			if (n->host[comm_net_rank(c, first)] ==
+			    n->host[comm_net_rank(c, q)])
+				break;
+		if (first == q) {
+			if (n->host[comm_net_rank(c, q)] ==
+			    n->host[comm_net_rank(c, r)])
+				return h;
+			h++;
+		}
+	}
+	return h;
+}
+
+int
+comm_hosts(const struct comm *c)
+{
+	int r, h = 0;
+
+	if (c->net->host == NULL)
+		return 1;
+	if (c == c->net)
+		return c->nhosts;
+	for (r = 0; r < c->world; r++)
+		if (comm_host(c, r) + 1 > h)
+			h = comm_host(c, r) + 1;
+	return h;
+}
+
+const char *
+comm_transport(const struct comm *c, int peer)
+{
+	if (peer < 0 || peer >= c->world)
+		return "?";
+	if (peer == c->rank)
+		return "self";
+	return c->net->peers[comm_net_rank(c, peer)].st[0].rx != NULL ?
+	    "shm" : "tcp";
+}
