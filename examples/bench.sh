@@ -1,102 +1,160 @@
 #!/bin/bash
-# make bench: allreduce (f32 sum, TCP loopback) by collx beside PyTorch's
-# Gloo and Open MPI over TCP, at 2 and 4 ranks and 4 KiB, 1 MiB and 64 MiB,
-# in ROUNDS interleaved rounds (each case once per round, the median of the
-# rounds reported), then a chart. Peers that are not installed are skipped,
-# saying so. Every time is rank 0's median over the timed iterations, as
-# the peers' scripts (examples/peers/, copies of ../shared/anchors) time it.
-# usage: examples/bench.sh [OUTDIR]   (env ROUNDS=3 ITERS=10)
+# make bench: allreduce (f32 sum) on one host by collx (shared memory
+# between its ranks where libcomm has it) and by collx over TCP loopback
+# (collx-tcp: COLLX_SHM=0) beside Open MPI's default single-host path
+# (openmpi-shm: shared memory, what a plain mpirun gives), Open MPI over
+# TCP and PyTorch's Gloo, at 2 and 4 ranks and 4 KiB, 1 MiB and 64 MiB;
+# then an OSU-style 8-byte ping-pong between two ranks by collx and Open
+# MPI, each both ways. ROUNDS interleaved rounds (each case once per round,
+# the median of the rounds reported), then tables and a chart. Peers that
+# are not installed are skipped, saying so. Every time is rank 0's median
+# over the timed iterations, as the peers' programs (examples/peers/,
+# copies of ../shared/anchors, and mpi_pingpong.c) time it.
+# usage: examples/bench.sh [OUTDIR]   (env ROUNDS=3 ITERS=10 PINGS=1000)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
 out=$(mkdir -p "${1:-bench-out}" && cd "${1:-bench-out}" && pwd)
 rounds=${ROUNDS:-3}
 iters=${ITERS:-10}
+pings=${PINGS:-1000}
+warm=$((pings / 10))
 peers=$here/peers
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 . "$peers/detect.sh"
+. "$peers/measure.sh"
 peers_detect bench.sh "$work"
 
-# One measurement: "WHO WORLD BYTES SECONDS" appended to raw.txt. Every
-# one is rank 0's median over the timed iterations, each after a barrier,
-# the way the peers' scripts time theirs (collx-bench would report the
-# slowest rank's time, which no peer script measures).
-collx() {
-	local s
-	collx-tensor create --shape $(($2 / 4)) --fill 1 -o "$work/x.npy"
-	rm -f "$work/t.csv"
-	timeout 600 collx-run -n "$1" -- collx-allreduce -i "$work/x.npy" \
-		--iters "$iters" --warmup 3 --timing "$work/t.csv" -q || return 1
-	s=$(awk -F, '$4 == 0 { print $10 }' "$work/t.csv" | sort -g |
-		awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	[ -n "$s" ] && echo "collx $1 $2 $s" >>"$out/raw.txt"
+# record FILE WHO WORLD BYTES SECONDS [MORE]: one measurement, a line of
+# FILE, or when SECONDS is empty (the run failed) a line on stderr.
+record() {
+	local file=$1
+	shift
+	if [ -z "${4:-}" ]; then
+		echo "bench.sh: $1 at $2 ranks, $3 bytes failed" >&2
+		return 0
+	fi
+	echo "$*" >>"$file"
 }
-mpi() {
-	local s
-	s=$(timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
-		--mca btl_tcp_if_include lo -n "$1" "$work/mpi" "$2" "$iters" 2>/dev/null |
-		sed -n 's/.*median_s=\([0-9.e-]*\).*/\1/p')
-	[ -n "$s" ] && echo "openmpi-tcp $1 $2 $s" >>"$out/raw.txt"
-}
-gloo() {
-	local s
-	s=$(timeout 600 /usr/bin/python3 "$peers/gloo_allreduce.py" "$1" "$2" "$iters" 2>/dev/null |
-		sed -n 's/.*median_s=\([0-9.e-]*\).*/\1/p')
-	[ -n "$s" ] && echo "gloo $1 $2 $s" >>"$out/raw.txt"
-}
+# collx without COLLX_SHM (libcomm's choice: shared memory between ranks
+# of one host, once it has it) and with COLLX_SHM=0 (TCP for every pair)
+shm=(env -u COLLX_SHM)
+noshm=(env COLLX_SHM=0)
 
-: >"$out/raw.txt"
+raw=$out/raw.txt
+pp_raw=$out/pingpong-raw.txt
+: >"$raw"
+: >"$pp_raw"
 for ((r = 1; r <= rounds; r++)); do
 	echo "bench.sh: round $r of $rounds" >&2
 	for world in 2 4; do
 		for bytes in 4096 1048576 67108864; do
-			collx "$world" "$bytes" || echo "bench.sh: collx $world $bytes failed" >&2
-			[ $have_mpi = 1 ] && { mpi "$world" "$bytes" || true; }
-			[ $have_gloo = 1 ] && { gloo "$world" "$bytes" || true; }
+			record "$raw" collx "$world" "$bytes" "$(collx_allreduce_s "$work" \
+			    "$bytes" "$iters" "${shm[@]}" collx-run -n "$world" -- collx-allreduce)"
+			record "$raw" collx-tcp "$world" "$bytes" "$(collx_allreduce_s "$work" \
+			    "$bytes" "$iters" "${noshm[@]}" collx-run -n "$world" -- collx-allreduce)"
+			if [ $have_mpi = 1 ]; then
+				record "$raw" openmpi-shm "$world" "$bytes" \
+				    "$(mpi_allreduce_s "$work" "$world" "$bytes" "$iters")"
+				record "$raw" openmpi-tcp "$world" "$bytes" \
+				    "$(mpi_allreduce_s "$work" "$world" "$bytes" "$iters" "${mpi_tcp[@]}")"
+			fi
+			if [ $have_gloo = 1 ]; then
+				record "$raw" gloo "$world" "$bytes" \
+				    "$(gloo_allreduce_s "$world" "$bytes" "$iters")"
+			fi
 		done
 	done
+	# the collx lines carry the transport collx-bench names (or -)
+	record "$pp_raw" collx 2 8 $(collx_pingpong_s "$pings" "$warm" \
+	    "${shm[@]}" collx-run -n 2 --)
+	record "$pp_raw" collx-tcp 2 8 $(collx_pingpong_s "$pings" "$warm" \
+	    "${noshm[@]}" collx-run -n 2 --)
+	if [ $have_mpi = 1 ]; then
+		record "$pp_raw" openmpi-shm 2 8 "$(mpi_pingpong_s "$work" "$pings" "$warm")"
+		record "$pp_raw" openmpi-tcp 2 8 \
+		    "$(mpi_pingpong_s "$work" "$pings" "$warm" "${mpi_tcp[@]}")"
+	fi
 done
 
-# The median over rounds of each case, as timing CSV (for collx-plot) and
-# as a table with ratios to collx.
-sort -k1,1 -k2,2n -k3,3n -k4,4g "$out/raw.txt" | awk '
-	{ k = $1 " " $2 " " $3; v[k, ++n[k]] = $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+# medians RAW: the median over rounds of each case, "WHO WORLD BYTES
+# SECONDS ROUNDS [MORE]", MORE being the last round's.
+medians() {
+	sort -k1,1 -k2,2n -k3,3n -k4,4g "$1" | awk '
+	{ k = $1 " " $2 " " $3; v[k, ++n[k]] = $4; more[k] = $5
+		if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
 	END { for (i = 1; i <= m; i++) { k = order[i]; c = n[k]
 		med = c % 2 ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
-		print k, med, c } }' >"$out/median.txt"
+		printf "%s %.9g %d %s\n", k, med, c, more[k] } }'
+}
+medians "$raw" >"$out/median.txt"
+medians "$pp_raw" >"$out/pingpong-median.txt"
+
+# The medians as timing CSV (for collx-plot) and as tables: allreduce with
+# the ratios, the ping-pong latencies.
 {
 	echo program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,hosts
 	awk '{ alg = $3 / $4 / 1e9; printf "%s,allreduce,%s %d ranks,0,%d,f32,%d,%d,%d,%.9g,%.6g,%.6g,1\n",
 		$1, $1, $2, $2, $3 / 4, $3, $5, $4, alg, alg * 2 * ($2 - 1) / $2 }' "$out/median.txt"
 } >"$out/allreduce.csv"
 
+{
 awk -v rounds="$rounds" -v iters="$iters" '
 	{ t[$1, $2, $3] = $4 }
+	function cell(who, w, b,   s) {
+		s = t[who, w, b]
+		if (s == "") return " skipped |"
+		if (b == 4096) return sprintf(" %.1f us |", s * 1e6)
+		return sprintf(" %.3f |", b / s / 1e9 * 2 * (w - 1) / w)
+	}
+	# time of a over time of b
+	function ratio(a, b, w, n, fmt) {
+		if (t[a, w, n] == "" || t[b, w, n] == "") return " |"
+		return sprintf(fmt, t[a, w, n] / t[b, w, n])
+	}
 	END {
-		printf "allreduce f32 sum over TCP loopback, median of %d rounds of %d iterations\n", rounds, iters
-		printf "(4 KiB: median time; 1 and 64 MiB: busbw in GB/s; ratio: collx over the peer, >1 = collx faster)\n\n"
-		printf "| ranks, size | collx | Open MPI TCP | Gloo | vs Open MPI | vs Gloo |\n| --- | --- | --- | --- | --- | --- |\n"
+		printf "allreduce f32 sum on one host, median of %d rounds of %d iterations\n", rounds, iters
+		printf "(collx: shared memory where libcomm has it; collx TCP: COLLX_SHM=0; Open MPI shm: a plain mpirun;\n"
+		printf "4 KiB: median time; 1 and 64 MiB: busbw in GB/s; collx / OMPI shm: collx time over Open MPI shm time,\n"
+		printf "<1 = collx faster; vs PEER: the peer time over collx time, >1 = collx faster)\n\n"
+		printf "| ranks, size | collx | collx TCP | Open MPI shm | Open MPI TCP | Gloo |"
+		printf " collx / OMPI shm | vs Open MPI TCP | vs Gloo |\n"
+		printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
 		split("4096 1048576 67108864", sizes, " ")
+		split("collx collx-tcp openmpi-shm openmpi-tcp gloo", who, " ")
 		for (w = 2; w <= 4; w += 2) for (i = 1; i <= 3; i++) {
 			b = sizes[i]; lab = b == 4096 ? "4 KiB latency" : b == 1048576 ? "1 MiB busbw" : "64 MiB busbw"
 			line = sprintf("| %d, %s |", w, lab)
-			for (j = 1; j <= 3; j++) {
-				who = j == 1 ? "collx" : j == 2 ? "openmpi-tcp" : "gloo"; s = t[who, w, b]
-				if (s == "") line = line " skipped |"
-				else if (b == 4096) line = line sprintf(" %.1f us |", s * 1e6)
-				else line = line sprintf(" %.3f |", b / s / 1e9 * 2 * (w - 1) / w)
-			}
-			for (j = 2; j <= 3; j++) {
-				who = j == 2 ? "openmpi-tcp" : "gloo"
-				if (t["collx", w, b] == "" || t[who, w, b] == "") line = line " |"
-				else line = line sprintf(" %.2fx |", t[who, w, b] / t["collx", w, b])
-			}
+			for (j = 1; j <= 5; j++)
+				line = line cell(who[j], w, b)
+			line = line ratio("collx", "openmpi-shm", w, b, " %.2f |")
+			line = line ratio("openmpi-tcp", "collx", w, b, " %.2fx |")
+			line = line ratio("gloo", "collx", w, b, " %.2fx |")
 			print line
 		}
-	}' "$out/median.txt" | tee "$out/table.md"
+	}' "$out/median.txt"
+echo
+awk -v rounds="$rounds" -v pings="$pings" -v warm="$warm" '
+	{ t[$1] = $4; tr[$1] = $6 }
+	END {
+		printf "8-byte ping-pong between ranks 0 and 1 (osu_latency: half the round trip), timed on rank 0:\n"
+		printf "the median of %d after %d warm-up, median of %d rounds (ratio: time over Open MPI shm time)\n\n", pings, warm, rounds
+		printf "| peer | latency | / Open MPI shm | transport |\n| --- | --- | --- | --- |\n"
+		split("collx collx-tcp openmpi-shm openmpi-tcp", who, " ")
+		split("collx|collx TCP (COLLX_SHM=0)|Open MPI shm (plain mpirun)|Open MPI TCP (btl tcp,self)", name, "|")
+		for (j = 1; j <= 4; j++) {
+			s = t[who[j]]
+			how = j > 2 ? (j == 3 ? "default btl (vader)" : "tcp") : \
+			    tr[who[j]] == "" || tr[who[j]] == "-" ? "not named by collx-bench" : tr[who[j]]
+			if (s == "") { printf "| %s | skipped | | |\n", name[j]; continue }
+			printf "| %s | %.2f us | %s | %s |\n", name[j], s * 1e6,
+			    t["openmpi-shm"] == "" ? "" : sprintf("%.2f", s / t["openmpi-shm"]), how
+		}
+	}' "$out/pingpong-median.txt"
+} | tee "$out/table.md"
 
-collx-plot --kind busbw --title "allreduce f32 over TCP loopback: collx, Open MPI, Gloo (median of $rounds rounds)" \
+collx-plot --kind busbw --title "allreduce f32 on one host: collx (shm, TCP), Open MPI (shm, TCP), Gloo (median of $rounds rounds)" \
 	-o "$out/allreduce.png" "$out/allreduce.csv"
-echo "bench.sh: table in $out/table.md, chart in $out/allreduce.png"
+echo "bench.sh: tables in $out/table.md, chart in $out/allreduce.png"

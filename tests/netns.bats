@@ -117,19 +117,20 @@ for r in range(3): same(load(f'out.{r}.npy'), np.arange(12, dtype='i4') * 3)"
 
 @test "bench-cluster.sh: each figure beside the commands it comes from, and nothing left behind" {
 	need "the tbf qdisc" netns_can_shape rate
-	local before
+	local before hier=1 gloo=1
 	before=$(ip netns list | wc -l)
-	run timeout 300 env HOSTS=2 ITERS=1 CASES="500mbit:" \
+	run timeout 300 env HOSTS=2 ITERS=1 CASES="500mbit:" ROUNDS=2 HIER_CASE="500mbit:" \
 	    "$COLLX_ROOT/examples/bench-cluster.sh" "$T/out"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(ip netns list | wc -l)" -eq "$before" ]
-	# The table's figures are the CSV's 16 MiB out-of-place busbw and the
-	# 4 KiB latency, and busbw / goodput their quotient.
+	# The first table's figures are the CSV's 16 MiB out-of-place busbw
+	# and the 4 KiB latency, and busbw / goodput their quotient.
 	"$PY" - "$T/out/cluster.md" "$T/out/cluster-500mbit.csv" <<'PYEOF'
 import csv, sys
 md, path = sys.argv[1], sys.argv[2]
-rows = [l.split("|")[1:-1] for l in open(md) if l.startswith("| 500mbit |")]
+rows = [l.split("|")[1:-1] for l in open(md) if l.startswith("| 500mbit |")
+        and not l.startswith("| 500mbit | 2 x 2 |")]
 assert len(rows) == 3, rows
 csvrows = [r for r in csv.DictReader(open(path)) if r["place"] == "out"]
 for link, gp, algo, lat, bw, ratio in ([c.strip() for c in r] for r in rows):
@@ -142,12 +143,51 @@ for link, gp, algo, lat, bw, ratio in ([c.strip() for c in r] for r in rows):
         busbw = float(mine[16 << 20]["busbw_gbps"])
         assert ratio == "%.2f" % (busbw / float(gp)), (algo, ratio)
 PYEOF
-	# Under the table: how to make it again, and each case's commands.
-	grep -qx "  HOSTS=2 ITERS=1 CASES='500mbit:' examples/bench-cluster.sh OUTDIR" "$T/out/cluster.md"
+	# The 2 x 2 table: each time the median of its rounds in the raw
+	# file, busbw 16 MiB / time x 2(4-1)/4, and the ratios of those; hier
+	# skipped where collx-allreduce refuses it, Gloo where torch is absent.
+	"$COLLX_BIN/collx-allreduce" --algo hier --help >/dev/null 2>&1 || hier=0
+	"$PY" -c 'import torch.distributed' 2>/dev/null || gloo=0
+	"$PY" - "$T/out/cluster.md" "$T/out/cluster-2x2-500mbit.txt" $hier $gloo <<'PYEOF'
+import statistics, sys
+md, raw, hier, gloo = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+text = open(md).read()
+rows = [l.split("|")[1:-1] for l in text.splitlines() if l.startswith("| 500mbit | 2 x 2 |")]
+assert [r[3].strip() for r in rows] == ["collx ring", "collx hier", "Gloo"], rows
+times = {}
+for line in open(raw):
+    who, *s = line.split()
+    times.setdefault(who, []).extend(float(x) for x in s)
+bw = {}
+for (link, hx, gp, peer, t, b, ratio), who, want in zip(
+        ([c.strip() for c in r] for r in rows), ["ring", "hier", "gloo"], [True, hier, gloo]):
+    if not want:
+        assert t.startswith("skipped") and b == "-", (peer, t)
+        assert who not in times, who
+        continue
+    assert len(times[who]) == 2, (who, times)
+    med = statistics.median(times[who])
+    bw[who] = (16 << 20) / med / 1e9 * 2 * 3 / 4
+    assert t == "%.1f ms" % (med * 1e3), (peer, t, med)
+    assert b == "%.4f" % bw[who], (peer, b)
+    assert ratio == ("-" if gp == "-" else "%.2f" % (bw[who] / float(gp))), (peer, ratio)
+hr = "%.2f" % (bw["hier"] / bw["ring"]) if hier else "-"
+hg = "%.2f" % (bw["hier"] / bw["gloo"]) if hier and gloo else "-"
+want = "busbw hier / ring: %s (target: 1.35 or more, ideally 1.5); hier / Gloo: %s (target: 1.3 or more)" % (hr, hg)
+assert want in text.splitlines(), want
+assert hier or "\ncollx hier skipped: collx-allreduce: --algo: " in text
+PYEOF
+	# Under the tables: how to make them again, and each case's commands.
+	grep -qx "  HOSTS=2 ITERS=1 CASES='500mbit:' ROUNDS=2 HIER_CASE='500mbit:' examples/bench-cluster.sh OUTDIR" "$T/out/cluster.md"
 	grep -q '^500mbit: CPUs [0-9]*% busy just before$' "$T/out/cluster.md"
-	grep -qx '  links: netns_setup 2 --rate 500mbit --burst 256kb (tbf on both ends of each host.s veth)' "$T/out/cluster.md"
+	grep -q '^2 x 2, 500mbit: CPUs [0-9]*% busy just before$' "$T/out/cluster.md"
+	[ "$(grep -cx '  links: netns_setup 2 --rate 500mbit --burst 256kb (tbf on both ends of each host.s veth)' "$T/out/cluster.md")" -eq 2 ]
 	grep -q "^  collx (latency, busbw): collx-run -H 10.78.0.1,10.78.0.2 --ssh SSH --master 10.78.0.1:29500 --timeout 60 -- $COLLX_BIN/collx-bench coll --iface eth0 --algo ring,rabenseifner,tree -b 4K -e 16M -f 8 -n 1 -w 1 --csv -q >cluster-500mbit.csv\$" "$T/out/cluster.md"
+	for algo in ring hier; do
+		grep -qx "  collx $algo: collx-run -H 10.78.0.1:2,10.78.0.2:2 --ssh SSH --master 10.78.0.1:29500 --timeout 60 -- $COLLX_BIN/collx-allreduce --iface eth0 --algo $algo -i X.npy --iters 1 --warmup 3 --timing T.csv -q" "$T/out/cluster.md"
+	done
+	grep -qx "  Gloo: collx-run -H 10.78.0.1:2,10.78.0.2:2 --ssh SSH --master 10.78.0.1:29510 --timeout 60 -x GLOO_SOCKET_IFNAME=eth0 -- /usr/bin/python3 $COLLX_ROOT/examples/peers/gloo_rank.py 16777216 1" "$T/out/cluster.md"
 	if command -v iperf3 >/dev/null; then
-		grep -qx '  iperf3 (goodput): host 0: iperf3 -s -1 -p 5211; host 1: iperf3 -c 10.78.0.1 -p 5211 -t 3 -J' "$T/out/cluster.md"
+		[ "$(grep -cx '  iperf3 (goodput): host 0: iperf3 -s -1 -p 5211; host 1: iperf3 -c 10.78.0.1 -p 5211 -t 3 -J' "$T/out/cluster.md")" -eq 2 ]
 	fi
 }
