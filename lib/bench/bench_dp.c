@@ -52,20 +52,6 @@ run_child(char *const argv[], const char *log)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* The first line of a log, for a message. */
-static void
-log_line(const char *log, char *buf, size_t len)
-{
-	FILE *f = fopen(log, "r");
-
-	buf[0] = '\0';
-	if (f == NULL)
-		return;
-	if (fgets(buf, (int)len, f) != NULL)
-		buf[strcspn(buf, "\n")] = '\0';
-	fclose(f);
-}
-
 /* Model and data in dir: a fresh model from seed 1; for gpt random bytes
  * as tokens, for mlp random rows. */
 static int
@@ -81,7 +67,7 @@ make_inputs(const struct bench_dp *d, const char *dir, char *err, size_t errlen)
 	path_in(model, sizeof model, dir, "model.safetensors");
 	path_in(log, sizeof log, dir, "log");
 	if ((rc = run_child(init, log)) != 0) {
-		log_line(log, x, 512);
+		cli_first_line(log, x, 512);
 		return cli_fail(err, errlen, "collx-dp --init failed (%d): %s", rc, x);
 	}
 	path_in(x, sizeof x, dir, "x.npy");
@@ -228,7 +214,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 
 		if (rc == 130 || bench_interrupted)
 			return 130;
-		log_line(log, why, sizeof why);
+		cli_first_line(log, why, sizeof why);
 		cli_fail(err, errlen, "world %d, sync %s: collx-dp failed (exit %d): %s",
 		    world, sync, rc, why);
 		return rc < 0 || rc > 4 ? CLI_EXIT_RUNTIME : rc;

@@ -475,6 +475,19 @@ cli_subst(const char *pattern, int rank, int world)
 	return out;
 }
 
+void
+cli_first_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (f == NULL)
+		return;
+	if (fgets(buf, (int)len, f) != NULL)
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
 int
 cli_write_all(int fd, const void *data, size_t len)
 {

@@ -147,6 +147,10 @@ void cli_group_free(struct cli_group *g);
 /* The group options as "--help" text lines, for usage(). */
 extern const char cli_group_help[];
 
+/* The first line of a small file, without its newline, into buf; "" when
+ * the file cannot be read. */
+void cli_first_line(const char *path, char *buf, size_t len);
+
 /* Write all of buf, retrying on EINTR and short writes; 0 or -1. */
 int cli_write_all(int fd, const void *buf, size_t len);
 

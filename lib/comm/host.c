@@ -5,6 +5,7 @@
  * rank tells every peer its host key, process id and whether it allows
  * shared memory, on stream 0, and numbers the hosts by their lowest
  * rank. */
+#include "cli/cli.h"
 #include "comm/comm_impl.h"
 
 #include <errno.h>
@@ -23,21 +24,6 @@ struct host_hello {
 	uint8_t key[SHA256_LEN];
 };
 
-/* The first line of a small file, or "" when it cannot be read. */
-static void
-read_line(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-
-	buf[0] = '\0';
-	if (f == NULL)
-		return;
-	if (fgets(buf, (int)len, f) == NULL)
-		buf[0] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	fclose(f);
-}
-
 void
 comm_host_key(uint8_t key[SHA256_LEN])
 {
@@ -45,7 +31,7 @@ comm_host_key(uint8_t key[SHA256_LEN])
 	ssize_t n;
 
 	gethostname(name, sizeof name - 1);
-	read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+	cli_first_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
 	if ((n = readlink("/proc/self/ns/net", ns, sizeof ns - 1)) > 0)
 		ns[n] = '\0';
 	snprintf(text, sizeof text, "%s\n%s\n%s", name, boot, ns);
