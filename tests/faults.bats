@@ -161,6 +161,46 @@ every_prog() {
 	    "SIGKILL of rank 1 of 2 (collx-tp)" 2
 }
 
+# Whether process PID has mapped its host's shared-memory segment.
+maps_shm() {
+	grep -q 'memfd:collx' "/proc/$1/maps"
+}
+
+# What /dev/shm holds, one name a line.
+dev_shm() {
+	ls -A /dev/shm | sort
+}
+
+@test "shared memory: a local rank killed is named as over TCP; /dev/shm is left as it was after a kill, a failed start and a normal exit" {
+	local mode r before held
+	before=$(dev_shm)
+	for mode in shm tcp; do
+		held=yes
+		[ "$mode" = tcp ] && export COLLX_SHM=0 || unset COLLX_SHM
+		job_start allreduce 3 && job_wait_busy
+		for r in 0 1 2; do
+			if [ "$mode" = shm ]; then maps_shm "${PIDS[r]}"
+			elif maps_shm "${PIDS[r]}"; then false; fi
+		done
+		kill -KILL "${PIDS[1]}"
+		survivors_exit "$(now)" \
+		    "peer rank 1 \(127\.0\.0\.1:[0-9]+\) closed the connection" 1 ||
+		    held=no
+		fault_row "SIGKILL of a local rank ($mode)" allreduce "$held" "$ELAPSED"
+		job_reap
+		[ "$held" = yes ]
+	done
+	unset COLLX_SHM
+	[ "$(dev_shm)" = "$before" ]
+	# a failed start: rank 2 never comes, the others time out
+	job_start allreduce 3 0 1
+	survivors_exit "$(now)" "timed out" 2
+	job_reap
+	[ "$(dev_shm)" = "$before" ]
+	run -0 collx-run -n 3 --timeout 20 -- collx-allreduce -i big.npy -o sum.npy
+	[ "$(dev_shm)" = "$before" ]
+}
+
 @test "a rank stopped (SIGSTOP) mid-operation: the others time out, exit 1, say so" {
 	every_prog fault_case STOP 1 "timed out .*rank [0-9]" \
 	    "SIGSTOP of rank 1 of 3, mid-operation"
