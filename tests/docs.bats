@@ -73,6 +73,33 @@ run_doc() {
 	[ "$ran" -ge 3 ]
 }
 
+# The cluster table is a run of bench-cluster.sh whose CSV the README
+# keeps in examples/results (cluster-RATE.csv): each row's busbw is the
+# CSV's 16 MiB out-of-place figure and its latency the 4 KiB one, and
+# busbw / goodput their quotient, so the table and its data do not part.
+@test "README.md: the cluster table holds the figures of examples/results' CSV" {
+	"$PY" - "$COLLX_ROOT/README.md" "$COLLX_ROOT/examples/results" <<'PYEOF'
+import csv, re, sys
+readme, results = sys.argv[1], sys.argv[2]
+rows = [[c.strip() for c in l.split("|")[1:-1]] for l in open(readme)
+        if re.match(r"\| 10? Gbit/s \| [0-9.]+ GB/s \|", l)]
+assert len(rows) == 6, rows
+for link, gp, algo, lat, bw, ratio in rows:
+    path = "%s/cluster-%sgbit.csv" % (results, link.split()[0])
+    mine = {int(r["bytes"]): r for r in csv.DictReader(open(path))
+            if r["algo"] == algo and r["place"] == "out" and r["rank"] == "0"}
+    busbw = float(mine[16 << 20]["busbw_gbps"])
+    # to 0.001 from the summary's 0.0001 (0.57849 went by 0.5785)
+    assert bw.endswith(" GB/s") and \
+        abs(float(bw.split()[0]) - busbw) <= 0.00056, (link, algo, bw, busbw)
+    us = float(mine[4096]["seconds"]) * 1e6
+    assert lat == "%.0f us" % us, (link, algo, lat, us)
+    # the goodput as the README rounds it: the quotient to 0.01
+    q = busbw / float(gp.split()[0])
+    assert abs(float(ratio) - q) <= 0.01, (link, algo, ratio, q)
+PYEOF
+}
+
 @test "every man page's EXAMPLES run as written" {
 	ran=0 marked=0 bad=
 	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/collx.7; do

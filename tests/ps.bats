@@ -145,8 +145,6 @@ servers_exit() {
 	[[ "$output" == *"hold another model"* ]]
 }
 
-# Two servers and three dp workers by hand; kills one of role $1 and checks
-# that every other process exits 1 in time.
 @test "servers started with a different --lr, --optimizer or --mode refuse each other (exit 3)" {
 	for o in "--lr 0.2:--lr 0.1" "--optimizer adamw:--optimizer sgd" \
 	    "--mode async:--mode sync"; do

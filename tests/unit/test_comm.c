@@ -648,10 +648,60 @@ test_self(void)
 	    "rank outside the world is refused");
 }
 
+/* A long wait's notes (issue 16): the first 5 s after the wait begins,
+ * then one every 15 s, each passed whole to the program's function; none
+ * without one. The clock is moved on by hand (the note's next time set to
+ * now) rather than waited through; 0.5 s allows for a loaded machine. */
+struct heard {
+	int n;
+	char last[64];
+};
+
+static void
+hear(void *ctx, const char *text)
+{
+	struct heard *h = ctx;
+
+	h->n++;
+	snprintf(h->last, sizeof h->last, "%s", text);
+}
+
+static void
+test_notes(void)
+{
+	struct comm_note note;
+	struct heard h = { 0 };
+	double t;
+
+	t = cli_now();
+	comm_note_start(&note, hear, &h);
+	UNIT_OK(comm_note_say(&note, "early") == 0 && h.n == 0,
+	    "no note as the wait begins");
+	UNIT_CLOSE(comm_note_until(&note, t + 100) - t, 5, 0, 0.5,
+	    "a wait looks again when the first note is due, 5 s in");
+	UNIT_OK(comm_note_until(&note, t + 2) == t + 2,
+	    "a deadline before the note comes first");
+	note.next = cli_now();
+	UNIT_OK(comm_note_say(&note, "waiting for rank %d", 2) == 1 &&
+	    h.n == 1 && strcmp(h.last, "waiting for rank 2") == 0,
+	    "the note, once due, reaches the program's function whole");
+	t = cli_now();
+	UNIT_OK(comm_note_say(&note, "again") == 0 && h.n == 1,
+	    "not said again at once");
+	UNIT_CLOSE(comm_note_until(&note, t + 100) - t, 15, 0, 0.5,
+	    "the next note is due 15 s after the last");
+	comm_note_start(&note, NULL, NULL);
+	note.next = cli_now();
+	UNIT_OK(comm_note_say(&note, "unheard") == 0 &&
+	    comm_note_until(&note, t + 100) == t + 100,
+	    "without a function no note is due, the deadline alone");
+}
+
 int
 main(void)
 {
 	test_addresses();
+	test_notes();
 	test_self();
 	test_rendezvous();
 	test_p2p();
