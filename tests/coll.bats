@@ -618,3 +618,18 @@ for r in range(4): save(f'in.{r}.npy', np.full(3, r + 1, dtype='i8'))"
 	pyx "
 for r in range(4): same(load(f'out.{r}.npy'), np.full(3, 10, dtype='i8'))"
 }
+
+@test "shared memory: a rank that leaves right after taking a peer's large payload in place is not taken for lost" {
+	# The last of 20 1 MiB allreduces, then exit (no output to write): a
+	# receiver that copies the sender's payload from its memory may leave
+	# before the sender has seen it taken.
+	local a i
+	export COLLX_SHM_CMA=1
+	collx-tensor create --shape 262144 --fill ones -o x.npy
+	for a in tree ring rabenseifner; do
+		for i in 1 2 3; do
+			collx-run -n 4 --timeout 20 -- collx-allreduce --algo "$a" \
+			    --iters 20 -i x.npy -q
+		done
+	done
+}

@@ -78,6 +78,10 @@ struct comm_ring;	/* shm.c */
 struct comm_stream {
 	int fd;
 	struct comm_ring *tx, *rx;	/* shared memory, or NULL: TCP */
+	int pid;		/* shared memory: the peer's process */
+	uint64_t tx_cma;	/* number of our payload the peer reads in
+				 * place, while we wait for it; else 0 */
+	uint64_t rx_cma_done;	/* bytes of the peer's such payload read */
 	struct comm_seg *sq, **sq_tail;	/* FIFO of stripes to send */
 	struct comm_seg *rq, **rq_tail;	/* FIFO of stripes to receive */
 	struct comm_hdr in;	/* split: the header arriving */
@@ -157,15 +161,16 @@ void comm_host_key(uint8_t key[SHA256_LEN]);
 
 /* Shared memory (shm.c). setup maps this host's rings onto the streams
  * of its local pairs (or leaves them on TCP); io moves bytes through a
- * stream's rings as recvmsg/sendmsg would (0: nothing to move), ringing
- * the peer when it sleeps; arm marks this rank as about to sleep on what
+ * stream's rings as recvmsg/sendmsg would (0: nothing to move; -1 with
+ * errno when the peer's memory could not be read), ringing the peer when
+ * it sleeps; arm marks this rank as about to sleep on what
  * it waits for (1: it need not, the ring has moved); bells drains the
  * doorbells: 0, -1 when the connection closed or failed (*closed: 0 or
  * errno), 1 when the peer's abort frame (or garbage) came, the failure
  * recorded. */
 int comm_shm_setup(struct comm *c);
 void comm_shm_close(struct comm *c);
-size_t comm_shm_io(struct comm_stream *st, const struct iovec *iov, size_t n,
+ssize_t comm_shm_io(struct comm_stream *st, const struct iovec *iov, size_t n,
     int is_recv);
 int comm_shm_arm(struct comm_stream *st, int recv, int send);
 void comm_shm_disarm(struct comm_stream *st);

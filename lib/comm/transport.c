@@ -349,8 +349,11 @@ comm_stream_io(struct comm *c, int peer, struct comm_stream *st,
 {
 	ssize_t n;
 
-	if (st->rx != NULL)
-		return (ssize_t)comm_shm_io(st, m->msg_iov, m->msg_iovlen, is_recv);
+	if (st->rx != NULL) {
+		if ((n = comm_shm_io(st, m->msg_iov, m->msg_iovlen, is_recv)) < 0)
+			peer_lost(c, peer, errno == ESRCH ? 0 : errno);
+		return n;
+	}
 	do
 		n = is_recv ? recvmsg(st->fd, m, MSG_DONTWAIT) :
 		    sendmsg(st->fd, m, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -505,6 +508,7 @@ static int
 after_poll(struct comm *c, int n)
 {
 	struct comm *net = c->net;
+	struct comm_stream *st;
 	int i, peer, s, rc, closed;
 
 	for (i = 0; i < n; i++) {
@@ -517,10 +521,12 @@ after_poll(struct comm *c, int n)
 			continue;
 		rc = comm_shm_bells(c, peer, s, &closed);
 		/* A peer that wrote its last bytes and left: they are ours to
-		 * read first, as TCP would deliver them before the end. */
+		 * read first, as TCP would deliver them before the end; and
+		 * one that took our payload in place and left has received
+		 * it. */
+		st = &net->peers[peer].st[s];
 		if (rc < 0 && closed == 0 &&
-		    recv_wanted(net, &net->peers[peer].st[s]) &&
-		    comm_shm_arm(&net->peers[peer].st[s], 1, 0))
+		    comm_shm_arm(st, recv_wanted(net, st), st->tx_cma != 0))
 			continue;
 		if (rc < 0)
 			peer_lost(c, peer, closed);
