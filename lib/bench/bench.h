@@ -186,6 +186,7 @@ struct bench_dp {
 	long steps;
 	const char *bindir;		/* where collx-run and collx-dp are */
 	double timeout;
+	int no_shm;			/* the runs' ranks: --no-shm */
 	int hosts;
 };
 
