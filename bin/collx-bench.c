@@ -476,6 +476,7 @@ main(int argc, char **argv)
 		}
 		cli_group_finish(&o.g);
 		o.dp.timeout = o.g.timeout;
+		o.dp.no_shm = o.g.no_shm;
 		rc = run_dp(&o);
 	} else {
 		cli_group_finish(&o.g);

@@ -195,15 +195,51 @@ bench() {
 @test "p2p --all-pairs on 3 ranks: six ordered pairs, CSV and a matrix" {
 	run bench 3 p2p --all-pairs -b 8 -e 64 -f 8 -n 10 -w 2
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,src,dst,min_s,max_s,p99_s,hosts" ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,src,dst,min_s,max_s,p99_s,hosts,transport" ]
 	[ "${#lines[@]}" -eq 13 ]
 	echo "$output" | tail -n +2 | cut -d, -f13,14 | sort -u | tr '\n' ' ' |
 		grep -qx '0,1 0,2 1,0 1,2 2,0 2,1 '
-	echo "$output" | tail -n +2 | awk -F, '$2 != "p2p-latency" || NF != 18 || $10 <= 0 { exit 1 }'
+	echo "$output" | tail -n +2 | awk -F, '$2 != "p2p-latency" || NF != 19 || $10 <= 0 { exit 1 }'
 	run bench 3 p2p --all-pairs -b 8 -e 8 -n 10 --table
 	[ "$status" -eq 0 ]
+	echo "$output" | grep -qE '^ +src +dst +transport +size\(B\) +lat_us +min_us +max_us +p99_us +GB/s$'
+	[ "$(echo "$output" | grep -cE '^ +[0-2] +[0-2] +(shm|tcp) +8 ')" -eq 6 ]
 	echo "$output" | grep -q '^# latency (us) matrix at 8 bytes'
 	[ "$(echo "$output" | grep -cE '^ +[0-2] +(- +[0-9.]+ +[0-9.]+|[0-9.]+ +- +[0-9.]+|[0-9.]+ +[0-9.]+ +-)$')" -eq 3 ]
+}
+
+# p2p_transport ARGS0 [ARGS1]: collx-bench p2p on 2 local ranks, rank 0
+# given the words ARGS0 and rank 1 ARGS1 (default ARGS0); $transport: the
+# CSV's distinct "SRC-DST TRANSPORT" rows, each followed by a blank.
+p2p_transport() {
+	run timeout -k 5 90 collx-run -n 2 --timeout 20 -- sh -c '
+		a=$1
+		[ "$COLLX_RANK" = 1 ] && a=$2
+		exec collx-bench p2p -b 8 -e 64 -f 8 -n 3 -w 1 $a' sh "$1" "${2-$1}"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	transport=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+	    { print $col["src"] "-" $col["dst"], $col["transport"] }' <<<"$output" |
+	    sort -u | tr '\n' ' ')
+}
+
+@test "p2p names the transport: shm between 2 local ranks, tcp with --no-shm or COLLX_SHM=0" {
+	unset COLLX_SHM
+	p2p_transport ""
+	[ "$transport" = "0-1 shm " ]
+	p2p_transport --no-shm
+	[ "$transport" = "0-1 tcp " ]
+	# A host uses shared memory only when all its ranks allow it.
+	p2p_transport "" --no-shm
+	[ "$transport" = "0-1 tcp " ]
+	export COLLX_SHM=0
+	p2p_transport ""
+	[ "$transport" = "0-1 tcp " ]
+	export COLLX_SHM=1
+	p2p_transport ""
+	[ "$transport" = "0-1 shm " ]
+	p2p_transport --no-shm	# the option beats the variable
+	[ "$transport" = "0-1 tcp " ]
+	unset COLLX_SHM
 }
 
 @test "p2p bw and bibw between one pair: GB/s = bytes (twice for bibw) / time per message" {

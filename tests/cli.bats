@@ -203,6 +203,28 @@ group_options() {
 	[ -z "$bad" ]
 }
 
+# The programs that take the group options are those whose --help lists
+# them (cli_group_help); each must take the last one added too.
+@test "every program that takes the group options takes --no-shm, and its page names --no-shm and COLLX_SHM" {
+	group=$(group_options)
+	grep -qx -- --no-shm <<<"$group"
+	n=0 bad=
+	for p in "${PROGS[@]}"; do
+		timeout 20 "$p" --help 2>/dev/null | grep -q -- '--token-file' || continue
+		n=$((n + 1))
+		# An unknown option would be a usage error before --help.
+		rc=0
+		timeout 20 "$p" --no-shm --help >/dev/null 2>&1 || rc=$?
+		[ "$rc" -eq 0 ] || bad="$bad $p:exit-$rc"
+		text=$(man_text "$COLLX_ROOT/man/man1/$p.1")
+		grep -qF -- --no-shm <<<"$text" || bad="$bad $p.1:--no-shm"
+		grep -qw COLLX_SHM <<<"$text" || bad="$bad $p.1:COLLX_SHM"
+	done
+	echo "failing:$bad"
+	[ -z "$bad" ]
+	[ "$n" -ge 1 ]
+}
+
 @test "man_long_options: shared options count once, an option on neither page is missing" {
 	man=$COLLX_ROOT/man/man1/collx-allreduce.1
 	# --iters is only in collx(7), --op only on the program's page.
@@ -263,7 +285,7 @@ tree_programs() {
 	grep -qF "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps" <<<"$text"
 	for v in COLLX_RANK RANK OMPI_COMM_WORLD_RANK PMI_RANK SLURM_PROCID COLLX_WORLD_SIZE \
 	    WORLD_SIZE OMPI_COMM_WORLD_SIZE PMI_SIZE SLURM_NTASKS COLLX_MASTER MASTER_ADDR \
-	    MASTER_PORT COLLX_IFNAME COLLX_TIMEOUT COLLX_TOKEN; do
+	    MASTER_PORT COLLX_IFNAME COLLX_TIMEOUT COLLX_TOKEN COLLX_SHM; do
 		grep -qw "$v" <<<"$text" || { echo "missing $v"; return 1; }
 	done
 }

@@ -9,7 +9,7 @@ setup() {
 	common_setup
 	# A marker no other process has: "sleep 100.<unique>" is a valid sleep.
 	M="100.$$$RANDOM"
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_SHM
 	# stand-in for ssh: records "HOST" and runs the command line as sshd
 	# would (joined, read by sh) in a bare environment.
 	cat >"$T/fake-ssh" <<EOF
@@ -382,19 +382,20 @@ EOF
 	[ "$output" = "$(printf '<a b>\n<it'"'"'s>\n<$HOME>\n<*>\n<>\n<x"y>\n<r0>')" ]
 }
 
-@test "per-host: timeout and interfaces on the command line, the token through standard input only" {
+@test "per-host: timeout, interfaces and COLLX_SHM on the command line, the token through standard input only" {
 	# This stand-in also logs the whole remote command line, which ps shows.
 	sed 's|echo "\${FAKE_TAG:-}\$host"|echo "\$host \$*"|' "$T/fake-ssh" >"$T/argv-ssh"
 	chmod +x "$T/argv-ssh"
-	COLLX_TOKEN='a b$c' COLLX_IFNAME=eth1 run timeout 30 collx-run -H h1,h2 \
+	COLLX_TOKEN='a b$c' COLLX_IFNAME=eth1 COLLX_SHM=0 run timeout 30 collx-run -H h1,h2 \
 	    --timeout 3 -x ZED="z z" --ssh "$T/argv-ssh" -- \
-	    sh -c 'echo "$COLLX_TOKEN|$COLLX_IFNAME|$COLLX_TIMEOUT|$ZED"; cat'
+	    sh -c 'echo "$COLLX_TOKEN|$COLLX_IFNAME|$COLLX_TIMEOUT|$COLLX_SHM|$ZED"; cat'
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = 'a b$c|eth1|3|z z' ]
-	[ "${lines[1]}" = 'a b$c|eth1|3|z z' ]
+	[ "${lines[0]}" = 'a b$c|eth1|3|0|z z' ]
+	[ "${lines[1]}" = 'a b$c|eth1|3|0|z z' ]
 	[ "${#lines[@]}" = 2 ]
 	[ "$(wc -l <"$T/ssh.log")" = 2 ]
 	grep -q 'COLLX_IFNAME=eth1' "$T/ssh.log"
+	grep -q 'COLLX_SHM=0' "$T/ssh.log"
 	! grep -q 'a b' "$T/ssh.log"
 	! grep -q 'COLLX_TOKEN=' "$T/ssh.log"
 	# Rank 0's standard input still follows the token's line.

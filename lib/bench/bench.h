@@ -142,6 +142,7 @@ struct bench_p2p_row {
 	int iters;
 	struct bench_stat st;		/* latency: one way; bw: per message */
 	double gbps;			/* bytes / st.med / 1e9 (bibw: both ways) */
+	const char *transport;		/* "shm" or "tcp" (comm_transport) */
 };
 
 const char *bench_p2p_name(enum bench_p2p_test t);
@@ -186,6 +187,7 @@ struct bench_dp {
 	long steps;
 	const char *bindir;		/* where collx-run and collx-dp are */
 	double timeout;
+	int no_shm;			/* the runs' ranks: --no-shm */
 	int hosts;
 };
 

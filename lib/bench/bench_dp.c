@@ -187,6 +187,8 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	snprintf(tmo, sizeof tmo, "%g", d->timeout > 0 ? d->timeout : 60);
 	argv[k++] = run; argv[k++] = "-n"; argv[k++] = n;
 	argv[k++] = "--timeout"; argv[k++] = tmo; argv[k++] = "--"; argv[k++] = dp;
+	if (d->no_shm)
+		argv[k++] = "--no-shm";
 	argv[k++] = "-m"; argv[k++] = model; argv[k++] = "--data"; argv[k++] = x;
 	if (strcmp(d->arch, "gpt") != 0) {
 		argv[k++] = "--targets";

@@ -7,7 +7,7 @@
 #include "bench/bench.h"
 
 #define COLL_EXTRA "place,redop,min_s,max_s,p99_s,wrong,hosts"
-#define P2P_EXTRA "src,dst,min_s,max_s,p99_s,hosts"
+#define P2P_EXTRA "src,dst,min_s,max_s,p99_s,hosts,transport"
 
 int
 bench_out_open(struct bench_out *o, const char *extra, char *err,
@@ -160,8 +160,8 @@ bench_p2p_begin(struct bench_out *o, const struct bench_p2p *p, int world,
 	    "latency: half the round trip of a ping-pong" :
 	    p->test == BENCH_BW ? "bandwidth: a window of messages one way, "
 	    "then an acknowledgement" : "bandwidth: windows both ways at once");
-	printf("%5s %5s %12s %10s %10s %10s %10s %10s\n", "src", "dst",
-	    "size(B)", p->test == BENCH_LATENCY ? "lat_us" : "time_us",
+	printf("%5s %5s %9s %12s %10s %10s %10s %10s %10s\n", "src", "dst",
+	    "transport", "size(B)", p->test == BENCH_LATENCY ? "lat_us" : "time_us",
 	    "min_us", "max_us", "p99_us", "GB/s");
 	fflush(stdout);
 	return 0;
@@ -187,15 +187,15 @@ bench_p2p_print(struct bench_out *o, const struct bench_p2p *p, int world,
 		row.op = op;
 		if (p->test == BENCH_BIBW)	/* both directions move bytes */
 			row.bytes = 2 * r->bytes;
-		snprintf(extra, sizeof extra, "%d,%d,%.9g,%.9g,%.9g,%d", r->a, r->b,
-		    r->st.min, r->st.max, r->st.p99, p->hosts);
+		snprintf(extra, sizeof extra, "%d,%d,%.9g,%.9g,%.9g,%d,%s", r->a,
+		    r->b, r->st.min, r->st.max, r->st.p99, p->hosts, r->transport);
 		if (bench_out_row(o, &row, err, errlen) < 0)
 			return -1;
 		if (o->csv)
 			return 0;
 	}
-	printf("%5d %5d %12zu %10.2f %10.2f %10.2f %10.2f %10.3f\n", r->a, r->b,
-	    r->bytes, r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6,
+	printf("%5d %5d %9s %12zu %10.2f %10.2f %10.2f %10.2f %10.3f\n", r->a,
+	    r->b, r->transport, r->bytes, r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6,
 	    r->st.p99 * 1e6, r->gbps);
 	fflush(stdout);
 	return 0;

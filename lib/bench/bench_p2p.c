@@ -90,9 +90,14 @@ bench_p2p_measure(struct comm *c, const struct bench_p2p *p, int a, int b,
 			if (i >= p->warmup)
 				t[i - p->warmup] = dt;
 		}
-	/* Rank a's times are the measurement; everyone gets them. */
-	if (coll_broadcast(c, t, (size_t)p->iters, DT_F64, a, COLL_AUTO) < 0)
+	/* Rank a's times are the measurement; everyone gets them, and after
+	 * them how a reaches b (only the pair's ranks know): 1 shm, 0 tcp. */
+	if (me == a)
+		t[p->iters] = strcmp(comm_transport(c, b), "shm") == 0;
+	if (coll_broadcast(c, t, (size_t)p->iters + 1, DT_F64, a,
+	    COLL_AUTO) < 0)
 		goto out;
+	r->transport = t[p->iters] != 0 ? "shm" : "tcp";
 	bench_stats(t, p->iters, &r->st);
 	if (r->st.med > 0)
 		r->gbps = (double)bytes * (p->test == BENCH_BIBW ? 2 : 1) /

@@ -101,7 +101,7 @@ char *cli_subst(const char *pattern, int rank, int world);
  */
 enum {
 	CLI_OPT_RANK = 0x1000, CLI_OPT_WORLD, CLI_OPT_MASTER, CLI_OPT_IFACE,
-	CLI_OPT_TIMEOUT, CLI_OPT_TOKEN_FILE, CLI_OPT_TIMING,
+	CLI_OPT_TIMEOUT, CLI_OPT_TOKEN_FILE, CLI_OPT_TIMING, CLI_OPT_NO_SHM,
 	CLI_OPT_PROGRAM = 0x1100	/* first value free for a program */
 };
 #define CLI_GROUP_LONGOPTS \
@@ -110,7 +110,8 @@ enum {
 	{ "master", 1, 0, CLI_OPT_MASTER }, \
 	{ "iface", 1, 0, CLI_OPT_IFACE }, \
 	{ "timeout", 1, 0, CLI_OPT_TIMEOUT }, \
-	{ "token-file", 1, 0, CLI_OPT_TOKEN_FILE }
+	{ "token-file", 1, 0, CLI_OPT_TOKEN_FILE }, \
+	{ "no-shm", 0, 0, CLI_OPT_NO_SHM }
 
 struct cli_group {
 	int rank;		/* -1 until known */
@@ -122,6 +123,7 @@ struct cli_group {
 	char *token;		/* shared secret or NULL */
 	char *job_id;		/* COLLX_JOB_ID (collx-run draws one) or NULL */
 	int port_lo, port_hi;	/* COLLX_PORT_RANGE, data ports; 0: ephemeral */
+	int no_shm;		/* --no-shm or COLLX_SHM=0: every pair over TCP */
 };
 
 void cli_group_defaults(struct cli_group *g);

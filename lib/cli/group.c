@@ -41,7 +41,9 @@ const char cli_group_help[] =
 "  --iface NAME[,NAME]   network interface(s) to use (COLLX_IFNAME)\n"
 "  --timeout S           give up on a peer after S seconds (COLLX_TIMEOUT,\n"
 "                        default 60)\n"
-"  --token-file F        shared secret for connections (COLLX_TOKEN)\n";
+"  --token-file F        shared secret for connections (COLLX_TOKEN)\n"
+"  --no-shm              TCP between ranks of one host too, no shared\n"
+"                        memory (COLLX_SHM=0)\n";
 
 /* A usage error: the reason in err, errno EINVAL; -1. */
 #define bad(err, errlen, ...) \
@@ -262,6 +264,10 @@ cli_group_option(struct cli_group *g, int opt, const char *arg, char *err,
 	case CLI_OPT_TOKEN_FILE:
 		rc = read_token_file(&g->token, arg, err, errlen);
 		break;
+	case CLI_OPT_NO_SHM:
+		g->no_shm = 1;
+		rc = 0;
+		break;
 	default:
 		return 0;
 	}
@@ -344,6 +350,13 @@ env_fill(struct cli_group *g, char *err, size_t errlen)
 	if (g->job_id == NULL && (v = getenv("COLLX_JOB_ID")) && *v &&
 	    set(&g->job_id, v, err, errlen) < 0)
 		return -1;
+	if (!g->no_shm && (v = getenv("COLLX_SHM")) && *v) {
+		if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+			return bad(err, errlen, "COLLX_SHM: want 0 (every pair"
+			    " over TCP) or 1 (shared memory on one host), not"
+			    " '%s'", v);
+		g->no_shm = *v == '0';
+	}
 	if ((v = getenv("COLLX_PORT_RANGE")) && *v &&
 	    cli_port_range_parse(v, &g->port_lo, &g->port_hi) < 0)
 		return bad(err, errlen, "COLLX_PORT_RANGE: invalid range '%s'"

@@ -62,7 +62,8 @@ prog_join(struct comm **out, const struct cli_group *g,
 	struct comm_options co = {
 		.rank = g->rank, .world = g->world, .master = g->master,
 		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
-		.port_lo = g->port_lo, .port_hi = g->port_hi, .note = prog_note
+		.port_lo = g->port_lo, .port_hi = g->port_hi,
+		.no_shm = g->no_shm, .note = prog_note
 	};
 	enum comm_errkind kind;
 	char why[COLLX_ERRLEN], ident[sizeof job->text + 64];

@@ -262,7 +262,7 @@ char **
 launch_rank_env(const struct launch_job *j, int i, const struct launch_rank *r)
 {
 	static const char *const passed[] = { "COLLX_TOKEN", "COLLX_IFNAME",
-	    NULL };
+	    "COLLX_SHM", NULL };
 	const char *const *p, *v;
 	char **env = NULL;
 	int n = 0, k;

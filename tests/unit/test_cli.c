@@ -17,7 +17,7 @@ static const char *const group_vars[] = {
 	"SLURM_NTASKS", "COLLX_LOCAL_RANK", "LOCAL_RANK",
 	"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "COLLX_MASTER",
 	"MASTER_ADDR", "MASTER_PORT", "COLLX_IFNAME", "COLLX_TIMEOUT",
-	"COLLX_TOKEN", NULL
+	"COLLX_TOKEN", "COLLX_SHM", NULL
 };
 
 static char tmpdir[] = "/tmp/test_cli.XXXXXX";
@@ -246,6 +246,62 @@ test_group_returns(void)
 	UNIT_OK(cli_long_value("iters", "101", 0, 100, &v, e, sizeof e) == -1 &&
 	    strcmp(e, "--iters: 101 is out of range (0 to 100)") == 0,
 	    "cli_long_value: the usage error's text");
+}
+
+/* The group resolved with COLLX_SHM set to env (NULL: unset) and with
+ * --no-shm when option: its no_shm, or -1 when resolving failed (the
+ * reason in e, errno as resolving left it). */
+static int
+no_shm_with(const char *env, int option, char *e, size_t elen)
+{
+	struct cli_group g;
+	int rc, saved;
+
+	clear_env();
+	if (env != NULL)
+		setenv("COLLX_SHM", env, 1);
+	cli_group_defaults(&g);
+	if (option && cli_group_option(&g, CLI_OPT_NO_SHM, NULL, e, elen) != 1)
+		rc = -2;
+	else
+		rc = cli_group_resolve(&g, e, elen) < 0 ? -1 : g.no_shm;
+	saved = errno;
+	cli_group_free(&g);
+	clear_env();
+	errno = saved;
+	return rc;
+}
+
+/* --no-shm, else COLLX_SHM (0 or 1), else shared memory allowed. */
+static void
+test_no_shm(void)
+{
+	char e[COLLX_ERRLEN];
+
+	UNIT_OK(no_shm_with(NULL, 0, e, sizeof e) == 0,
+	    "shared memory allowed unless told otherwise");
+	UNIT_OK(no_shm_with(NULL, 1, e, sizeof e) == 1,
+	    "--no-shm is a group option: every pair over TCP");
+	UNIT_OK(no_shm_with("0", 0, e, sizeof e) == 1,
+	    "COLLX_SHM=0: every pair over TCP");
+	UNIT_OK(no_shm_with("1", 0, e, sizeof e) == 0,
+	    "COLLX_SHM=1: shared memory allowed");
+	UNIT_OK(no_shm_with("", 0, e, sizeof e) == 0,
+	    "an empty COLLX_SHM counts as unset");
+	UNIT_OK(no_shm_with("1", 1, e, sizeof e) == 1,
+	    "--no-shm beats COLLX_SHM=1");
+	UNIT_OK(no_shm_with("yes", 1, e, sizeof e) == 1,
+	    "with --no-shm COLLX_SHM is not read");
+	errno = 0;
+	UNIT_OK(no_shm_with("yes", 0, e, sizeof e) == -1 && errno == EINVAL &&
+	    strcmp(e, "COLLX_SHM: want 0 (every pair over TCP) or 1 (shared"
+	    " memory on one host), not 'yes'") == 0,
+	    "bad COLLX_SHM: -1, EINVAL, the message");
+	expect_usage("COLLX_SHM", "00", "COLLX_SHM", "COLLX_SHM=00 exits 2 naming it");
+	expect_usage("COLLX_SHM", "off", "COLLX_SHM", "COLLX_SHM=off exits 2 naming it");
+	UNIT_OK(strstr(cli_group_help, "\n  --no-shm ") != NULL &&
+	    strstr(cli_group_help, "COLLX_SHM=0") != NULL,
+	    "--help's group options list --no-shm and COLLX_SHM");
 }
 
 static void
@@ -591,6 +647,7 @@ main(int argc, char **argv)
 	test_options_override();
 	test_group_returns();
 	test_env_errors();
+	test_no_shm();
 	test_usage_once();
 	test_numbers();
 	test_subst();
