@@ -67,6 +67,12 @@ void coll_finish_avg(void *buf, size_t count, enum dtype dt, int world);
  * Collectives. Every rank passes the same count, dtype, op, root and algo
  * (checked: a mismatch is COMM_ERR_MISMATCH). 0 or -1 with the reason in
  * comm_error(c). sig is folded into the mismatch check (0 if unused).
+ * COLL_HIER (and AUTO where it picks hier) splits c at its first such
+ * call (comm_split, so with none of c's receives in flight) and keeps the
+ * sub-groups until comm_close(c); its messages travel in them, so a rank
+ * running hier against one running a flat algorithm may wait until the
+ * timeout rather than failing as a mismatch (ranks of one job agree on
+ * --algo, and AUTO chooses alike on every rank).
  */
 /* In place: every rank's buf ends holding the reduction, bitwise the same
  * on every rank. */
