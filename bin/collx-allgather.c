@@ -14,7 +14,8 @@ static const struct collcli_program program = {
 	    "       [--rank R] [--world-size N] [--master HOST:PORT] ...\n"
 	    "Every rank's IN is [N, ...] (N may differ between ranks); every rank\n"
 	    "gets the rank-ordered concatenation along dimension 0.\n\n",
-	.options = "  --algo A              auto, ring, rd or bruck (default auto)\n",
+	.options = "  --algo A              auto, ring, rd, bruck or hier (default auto)\n"
+	    "                        hier: across hosts, then within each host\n",
 };
 
 int

@@ -16,8 +16,9 @@ static const struct collcli_program program = {
 	    "Reduce the tensors of IN element by element over every rank; each\n"
 	    "rank gets the result.\n\n",
 	.options = "  --op OP               sum, prod, min, max or avg (default sum)\n"
-	    "  --algo A              auto, ring, tree, rd, rabenseifner or naive\n"
-	    "                        (default auto: by size and world)\n",
+	    "  --algo A              auto, ring, tree, rd, rabenseifner, naive or\n"
+	    "                        hier (default auto: by size, world and hosts)\n"
+	    "                        hier: within each host, then across hosts\n",
 };
 
 int

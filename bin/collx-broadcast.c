@@ -16,8 +16,9 @@ static const struct collcli_program program = {
 	    "Send the root's IN to every rank; only the root reads IN, the others\n"
 	    "learn names, dtypes and shapes from it.\n\n",
 	.options = "  --root R              the rank that has the input (default 0)\n"
-	    "  --algo A              auto, binomial, scatter-allgather, linear or\n"
-	    "                        ring (default auto)\n",
+	    "  --algo A              auto, binomial, scatter-allgather, linear, ring\n"
+	    "                        or hier (default auto)\n"
+	    "                        hier: across hosts, then within each host\n",
 };
 
 int

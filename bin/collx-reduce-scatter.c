@@ -17,7 +17,9 @@ static const struct collcli_program program = {
 	    "Every rank's IN is [W*N, ...]; rank r gets the reduction over the\n"
 	    "ranks of rows r*N to r*N+N-1, [N, ...].\n\n",
 	.options = "  --op OP               sum, prod, min, max or avg (default sum)\n"
-	    "  --algo A              auto, ring, pairwise or halving (default auto)\n",
+	    "  --algo A              auto, ring, pairwise, halving or hier (default\n"
+	    "                        auto)\n"
+	    "                        hier: within each host, then across hosts\n",
 };
 
 int

@@ -46,19 +46,19 @@ for r in range(3): same(load(f'out.{r}.npy'), np.array([0, 10, 1, 11, 2, 12], dt
 
 # --- every program, every algorithm, a few world sizes ---
 
-@test "allreduce: every algorithm on 2, 3 and 4 ranks matches numpy, --check passes" {
+@test "allreduce: every algorithm (hier on one host) on 2, 3 and 4 ranks matches numpy, --check passes" {
 	pyx "
 rng = np.random.default_rng(4)
 for r in range(4): save(f'in.{r}.npy', rng.standard_normal((7, 5)).astype('f4'))"
 	for w in 2 3 4; do
-		for a in auto ring tree rd rabenseifner naive; do
+		for a in auto ring tree rd rabenseifner naive hier; do
 			ok_ranks $w collx-allreduce --algo $a --check -i 'in.{rank}.npy' -o "out.{rank}.$w.$a.npy"
 		done
 	done
 	pyx "
 for w in [2, 3, 4]:
     want = sum(load(f'in.{r}.npy').astype('f8') for r in range(w))
-    for a in ['auto', 'ring', 'tree', 'rd', 'rabenseifner', 'naive']:
+    for a in ['auto', 'ring', 'tree', 'rd', 'rabenseifner', 'naive', 'hier']:
         for r in range(w): close(load(f'out.{r}.{w}.{a}.npy'), want, 1e-5, 1e-5, f'{a} w={w}')"
 }
 
@@ -108,7 +108,7 @@ for dt in ['i8', 'u8', 'i64', 'i32', 'bool', 'f64', 'f16']:
 @test "broadcast: every algorithm on 2..4 ranks, non-roots pass no input" {
 	pyx "save('root.npy', np.arange(1000, dtype='f8').reshape(10, 100) / 7)"
 	for w in 2 3 4; do
-		for a in auto binomial scatter-allgather linear ring; do
+		for a in auto binomial scatter-allgather linear ring hier; do
 			root=$((w - 1))
 			ranks $w sh -c 'if [ "$COLLX_RANK" = '$root' ]; then set -- -i root.npy; fi
 			    exec collx-broadcast --root '$root' --algo '$a' --check "$@" -o out.$COLLX_RANK.'$w.$a'.npy'
@@ -117,7 +117,7 @@ for dt in ['i8', 'u8', 'i64', 'i32', 'bool', 'f64', 'f16']:
 	done
 	pyx "
 for w in [2, 3, 4]:
-    for a in ['auto', 'binomial', 'scatter-allgather', 'linear', 'ring']:
+    for a in ['auto', 'binomial', 'scatter-allgather', 'linear', 'ring', 'hier']:
         for r in range(w): same(load(f'out.{r}.{w}.{a}.npy'), load('root.npy'), f'{a} w={w}')"
 }
 
@@ -125,14 +125,14 @@ for w in [2, 3, 4]:
 	pyx "
 for r in range(4): save(f'in.{r}.npy', (np.arange(((r * 2) % 5) * 3, dtype='i2') + 100 * r).reshape(-1, 3))"
 	for w in 2 3 4; do
-		for a in auto ring rd bruck; do
+		for a in auto ring rd bruck hier; do
 			ok_ranks $w collx-allgather --algo $a --check -i 'in.{rank}.npy' -o "out.{rank}.$w.$a.npy"
 		done
 	done
 	pyx "
 for w in [2, 3, 4]:
     want = np.concatenate([load(f'in.{r}.npy') for r in range(w)])
-    for a in ['auto', 'ring', 'rd', 'bruck']:
+    for a in ['auto', 'ring', 'rd', 'bruck', 'hier']:
         for r in range(w): same(load(f'out.{r}.{w}.{a}.npy'), want, f'{a} w={w}')"
 }
 
@@ -141,14 +141,14 @@ for w in [2, 3, 4]:
 for w in [2, 3, 4]:
     for r in range(w): save(f'in.{r}.{w}.npy', (np.arange(w * 3 * 4, dtype='i4') * (r + 1)).reshape(w * 3, 4))"
 	for w in 2 3 4; do
-		for a in auto ring pairwise halving; do
+		for a in auto ring pairwise halving hier; do
 			ok_ranks $w collx-reduce-scatter --algo $a --check -i "in.{rank}.$w.npy" -o "out.{rank}.$w.$a.npy"
 		done
 	done
 	pyx "
 for w in [2, 3, 4]:
     total = sum(load(f'in.{r}.{w}.npy') for r in range(w))
-    for a in ['auto', 'ring', 'pairwise', 'halving']:
+    for a in ['auto', 'ring', 'pairwise', 'halving', 'hier']:
         for r in range(w): same(load(f'out.{r}.{w}.{a}.npy'), total[r * 3:(r + 1) * 3], f'{a} w={w}')"
 }
 
@@ -563,7 +563,7 @@ open('want', 'w').write('%.9g' % (np.arange(6) * 6).sum())"
 	pyx "save('x.npy', np.zeros(4, dtype='f4'))"
 	run timeout 10 collx-allreduce -i x.npy --algo bruck
 	[ "$status" = 2 ]
-	[[ "$output" == *"'bruck' is not an algorithm of allreduce (auto, naive, ring, tree, rd, rabenseifner)"* ]]
+	[[ "$output" == *"'bruck' is not an algorithm of allreduce (auto, naive, ring, tree, rd, rabenseifner, hier)"* ]]
 	run timeout 10 collx-allreduce
 	[ "$status" = 2 ]
 	run timeout 10 collx-allreduce -i x.npy --op median

@@ -25,21 +25,29 @@ teardown() {
 	common_teardown
 }
 
-# hosts PROGRAM ARG...: rank i of 3 in namespace i, rendezvous at host 0,
-# traffic on eth0; statuses in RCS, messages in err.i.
-hosts() {
-	local r pids=()
+# placed "H0 H1 ..." PROGRAM ARG...: rank i in namespace Hi (ranks sharing
+# a namespace are one host), rendezvous at rank 0's host, traffic on eth0;
+# statuses in RCS, messages in err.i.
+placed() {
+	local place=($1) r pids=()
+	shift
 	rm -f err.* stdout.*
-	for r in 0 1 2; do
-		netns_exec $r env COLLX_RANK=$r COLLX_WORLD_SIZE=3 \
-		    COLLX_MASTER="$(netns_addr 0):29500" COLLX_TIMEOUT=${HOST_TIMEOUT:-20} \
+	for r in "${!place[@]}"; do
+		netns_exec "${place[r]}" env COLLX_RANK=$r COLLX_WORLD_SIZE=${#place[@]} \
+		    COLLX_MASTER="$(netns_addr "${place[0]}"):29500" \
+		    COLLX_TIMEOUT=${HOST_TIMEOUT:-20} \
 		    timeout -k 5 60 "$@" --iface eth0 >"stdout.$r" 2>"err.$r" &
 		pids+=($!)
 	done
 	RCS=()
-	for r in 0 1 2; do
+	for r in "${!place[@]}"; do
 		wait "${pids[r]}" && RCS+=(0) || RCS+=($?)
 	done
+}
+
+# hosts PROGRAM ARG...: rank i of 3 in namespace i.
+hosts() {
+	placed "0 1 2" "$@"
 }
 
 @test "netns: each host has its address on eth0 and its route to the others" {
@@ -81,6 +89,50 @@ want = np.concatenate([load(f'in.{r}.npy') for r in range(3)])
 for r in range(3):
     for a in ['ring', 'rd', 'bruck']: same(load(f'g.{r}.{a}.npy'), want, a)
     for a in ['binomial', 'scatter-allgather']: same(load(f'b.{r}.{a}.npy'), load('root.npy'), a)"
+}
+
+@test "netns: hier and auto on 2 hosts x 2 ranks (blocked, interleaved), 2 + 1 and 1 + 2 + 1: every collective against numpy" {
+	pyx "
+for r in range(4):
+    save(f'ar.{r}.npy', (np.arange(6000, dtype='i4') * (r + 1) - 50 * r).reshape(200, 30))
+    save(f'ag.{r}.npy', (np.arange(4 * (r + 1), dtype='i8') + 1000 * r).reshape(-1, 2))
+    save(f'rs.{r}.npy', (np.arange(12 * 700, dtype='i4') % 301 * (r + 2)).reshape(12, 700))
+save('root.npy', np.arange(70000, dtype='i4') % 977 - 400)"
+	local p a w k=0 hosts
+	for p in "0 0 1 1" "0 1 0 1" "0 0 1" "0 1 1 2"; do
+		w=$(wc -w <<<"$p")
+		for a in hier auto; do
+			placed "$p" collx-allreduce --algo $a --check -v -i "$T/ar.{rank}.npy" \
+			    -o "$T/ar.$k.{rank}.$a.npy"
+			all_exit 0
+			# auto is hier here: 2 or 3 hosts, one with 2 ranks
+			grep -q "algorithm hier, world $w" err.0 || { cat err.0; false; }
+			placed "$p" collx-allgather --algo $a --check -i "$T/ag.{rank}.npy" \
+			    -o "$T/ag.$k.{rank}.$a.npy"
+			all_exit 0
+			placed "$p" collx-reduce-scatter --algo $a --check -i "$T/rs.{rank}.npy" \
+			    -o "$T/rs.$k.{rank}.$a.npy"
+			all_exit 0
+			placed "$p" sh -c 'if [ "$COLLX_RANK" = 1 ]; then set -- -i "$0/root.npy" "$@"; fi
+			    exec collx-broadcast --root 1 --check -o "$0/bc.'$k'.$COLLX_RANK.'$a'.npy" "$@"' \
+			    "$T" --algo $a
+			all_exit 0
+		done
+		k=$((k + 1))
+	done
+	pyx "
+for k, w in enumerate([4, 4, 3, 4]):
+    ar = sum(load(f'ar.{r}.npy').astype('i8') for r in range(w))
+    ag = np.concatenate([load(f'ag.{r}.npy') for r in range(w)])
+    rs = sum(load(f'rs.{r}.npy').astype('i8') for r in range(w))
+    for a in ['hier', 'auto']:
+        for r in range(w):
+            same(load(f'ar.{k}.{r}.{a}.npy'), ar.astype('i4'), f'allreduce {k} {a} {r}')
+            same(load(f'ag.{k}.{r}.{a}.npy'), ag, f'allgather {k} {a} {r}')
+            n = 12 // w
+            same(load(f'rs.{k}.{r}.{a}.npy'), rs[r * n:(r + 1) * n].astype('i4'),
+                 f'reduce-scatter {k} {a} {r}')
+            same(load(f'bc.{k}.{r}.{a}.npy'), load('root.npy'), f'broadcast {k} {a} {r}')"
 }
 
 @test "netns: timing rows from every host" {

@@ -36,7 +36,7 @@ static const char *const op_names[] = { "sum", "prod", "min", "max", "avg" };
 
 static const char *const algo_names[COLL_ALGO_COUNT] = {
 	"auto", "naive", "ring", "tree", "rd", "rabenseifner", "linear",
-	"binomial", "scatter-allgather", "bruck", "pairwise", "halving"
+	"binomial", "scatter-allgather", "bruck", "pairwise", "halving", "hier"
 };
 
 static const char *const kind_names[] = {
@@ -47,12 +47,13 @@ static const char *const kind_names[] = {
 #define BIT(a) (1u << (a))
 static const unsigned kind_algos[] = {
 	[COLL_KIND_ALLREDUCE] = BIT(COLL_NAIVE) | BIT(COLL_RING) | BIT(COLL_TREE) |
-	    BIT(COLL_RD) | BIT(COLL_RABENSEIFNER),
+	    BIT(COLL_RD) | BIT(COLL_RABENSEIFNER) | BIT(COLL_HIER),
 	[COLL_KIND_BROADCAST] = BIT(COLL_LINEAR) | BIT(COLL_BINOMIAL) |
-	    BIT(COLL_SCATTER_ALLGATHER) | BIT(COLL_RING),
-	[COLL_KIND_ALLGATHER] = BIT(COLL_RING) | BIT(COLL_RD) | BIT(COLL_BRUCK),
+	    BIT(COLL_SCATTER_ALLGATHER) | BIT(COLL_RING) | BIT(COLL_HIER),
+	[COLL_KIND_ALLGATHER] = BIT(COLL_RING) | BIT(COLL_RD) | BIT(COLL_BRUCK) |
+	    BIT(COLL_HIER),
 	[COLL_KIND_REDUCE_SCATTER] = BIT(COLL_RING) | BIT(COLL_PAIRWISE) |
-	    BIT(COLL_HALVING),
+	    BIT(COLL_HALVING) | BIT(COLL_HIER),
 	[COLL_KIND_ALLTOALL] = BIT(COLL_PAIRWISE) | BIT(COLL_LINEAR),
 	[COLL_KIND_REDUCE] = BIT(COLL_BINOMIAL),
 	[COLL_KIND_GATHER] = BIT(COLL_LINEAR),

@@ -22,6 +22,8 @@ enum coll_algo {
 	COLL_BRUCK,		/* allgather */
 	COLL_PAIRWISE,		/* reduce-scatter, alltoall */
 	COLL_HALVING,		/* reduce-scatter: recursive halving */
+	COLL_HIER,		/* allreduce, broadcast, allgather, reduce-scatter:
+				 * within each host, then across hosts */
 	COLL_ALGO_COUNT
 };
 
@@ -41,6 +43,11 @@ int coll_algo_valid(enum coll_kind kind, enum coll_algo a);
  * for allgather, reduce-scatter and alltoall the whole gathered/input
  * size). Never AUTO, except for barrier. */
 enum coll_algo coll_auto(enum coll_kind kind, size_t bytes, int world);
+/* AUTO on group c, what the collectives run: COLL_HIER where kind has it
+ * and c spans two or more hosts with two or more ranks on some host (the
+ * same choice on every rank), else coll_auto's. */
+enum coll_algo coll_auto_group(const struct comm *c, enum coll_kind kind,
+    size_t bytes);
 /* Bytes per pipelined message segment (0, the default: about a quarter of
  * each message, 64 KiB to 1 MiB). Every rank must use the same value (it
  * is part of the mismatch check). Process-wide; meant for tests and tuning. */
@@ -60,6 +67,12 @@ void coll_finish_avg(void *buf, size_t count, enum dtype dt, int world);
  * Collectives. Every rank passes the same count, dtype, op, root and algo
  * (checked: a mismatch is COMM_ERR_MISMATCH). 0 or -1 with the reason in
  * comm_error(c). sig is folded into the mismatch check (0 if unused).
+ * COLL_HIER (and AUTO where it picks hier) splits c at its first such
+ * call (comm_split, so with none of c's receives in flight) and keeps the
+ * sub-groups until comm_close(c); its messages travel in them, so a rank
+ * running hier against one running a flat algorithm may wait until the
+ * timeout rather than failing as a mismatch (ranks of one job agree on
+ * --algo, and AUTO chooses alike on every rank).
  */
 /* In place: every rank's buf ends holding the reduction, bitwise the same
  * on every rank. */

@@ -1,5 +1,6 @@
 /*
- * coll_allreduce: five allreduce algorithms, each reading top to bottom.
+ * coll_allreduce: five allreduce algorithms, each reading top to bottom
+ * (and the dispatch to the sixth, hier, of coll_hier.c).
  * All work in place on buf; AVG is reduced as SUM and divided at the end.
  * Every algorithm computes each element in one place (or symmetrically,
  * a + b on one rank and b + a on its partner), so every rank ends with
@@ -122,13 +123,16 @@ allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
 	}
 }
 
-static int
-allreduce_sliced(struct cx *x, enum coll_algo a, char *buf, size_t n)
+/* Also hier's: its cross-host step runs one of these on each share. */
+int
+coll_allreduce_algo(struct cx *x, char *buf, size_t n, enum coll_algo a)
 {
 	int slices = (int)((n * x->esz + SLICE_BYTES - 1) / SLICE_BYTES);
 
 	if (a == COLL_NAIVE)
 		return allreduce_naive(x, buf, n);
+	if (a == COLL_HIER)
+		return coll_hier_allreduce(x, buf, n);
 	for (int i = 0; i < slices; i++) {
 		size_t lo = coll_part(n, slices, i), hi = coll_part(n, slices, i + 1);
 		if (allreduce_slice(x, a, buf + lo * x->esz, hi - lo) < 0)
@@ -145,13 +149,13 @@ coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	enum coll_algo a = algo;
 
 	if (a == COLL_AUTO)
-		a = coll_auto(COLL_KIND_ALLREDUCE, count * dtype_size(dt), comm_size(c));
+		a = coll_auto_group(c, COLL_KIND_ALLREDUCE, count * dtype_size(dt));
 	if (coll_begin(&x, c, COLL_KIND_ALLREDUCE, dt, op, a,
 	    coll_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0), count, 1) < 0)
 		return -1;
 	if (x.world == 1 || count == 0)
 		return 0;
-	if (allreduce_sliced(&x, a, buf, count) < 0)
+	if (coll_allreduce_algo(&x, buf, count, a) < 0)
 		return -1;
 	if (op == COLL_AVG)
 		coll_finish_avg(buf, count, dt, x.world);

@@ -40,6 +40,18 @@
  * (g ~ 1/10 GB/s); memcpy likewise. The model takes links as full duplex,
  * as on a real NIC; on loopback a send and a receive share the CPUs'
  * copying, which narrows the gap between tree and ring at two ranks.
+ *
+ * hier is taken, at every size, wherever the group spans two or more
+ * hosts and some host runs two or more ranks (coll_auto_group), as SPEC
+ * says. With H hosts of L ranks, host links are the scarce resource: a
+ * flat ring moves 2 (HL-1)/(HL) n over each host's link, hier's shares
+ * 2 (H-1)/H n (1.5x less at 2 x 2). Small messages lose nothing worth a
+ * threshold: hier crosses the network in log2 H rounds (the cross-host
+ * step's own AUTO choice), as many as rd does when hosts hold blocks of
+ * ranks, and adds a few shared-memory steps of about a microsecond each
+ * against a ~5 us TCP round; its allreduce moves to a leader per host
+ * below the size where the shares' saving pays for their extra local
+ * steps (coll_hier.c). Within each level hier runs this model's choice.
  */
 #include "comm/coll_int.h"
 
@@ -112,4 +124,14 @@ coll_auto(enum coll_kind kind, size_t bytes, int world)
 			if (coll_algo_valid(kind, (enum coll_algo)a))
 				return (enum coll_algo)a;
 	return best;
+}
+
+enum coll_algo
+coll_auto_group(const struct comm *c, enum coll_kind kind, size_t bytes)
+{
+	int hosts = comm_hosts(c);
+
+	if (hosts >= 2 && hosts < comm_size(c) && coll_algo_valid(kind, COLL_HIER))
+		return COLL_HIER;
+	return coll_auto(kind, bytes, comm_size(c));
 }

@@ -125,6 +125,7 @@ coll_bcast_algo(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo
 	case COLL_LINEAR: return bcast_linear(x, buf, bytes, root);
 	case COLL_SCATTER_ALLGATHER: return bcast_scatter_allgather(x, buf, n, root);
 	case COLL_RING: return bcast_ring(x, buf, bytes, root);
+	case COLL_HIER: return coll_hier_bcast(x, buf, n, root);
 	default: return bcast_binomial(x, buf, bytes, root);
 	}
 }
@@ -137,7 +138,7 @@ coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
 	enum coll_algo a = algo;
 
 	if (a == COLL_AUTO)
-		a = coll_auto(COLL_KIND_BROADCAST, count * dtype_size(dt), comm_size(c));
+		a = coll_auto_group(c, COLL_KIND_BROADCAST, count * dtype_size(dt));
 	if (coll_begin(&x, c, COLL_KIND_BROADCAST, dt, COLL_SUM, a,
 	    coll_sig(COLL_KIND_BROADCAST, count, 0, root, algo, NULL, 0), count, 1) < 0)
 		return -1;

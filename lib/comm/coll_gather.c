@@ -1,7 +1,8 @@
 /*
  * coll_gather: the all-to-all family: allgather(v) (ring, recursive
  * doubling, Bruck), reduce-scatter (ring, pairwise, recursive halving) and
- * alltoall (pairwise, linear). Blocks are in rank order.
+ * alltoall (pairwise, linear), and the dispatch to hier (coll_hier.c) for
+ * the first two. Blocks are in rank order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,35 +68,44 @@ allgather_bruck(struct cx *x, char *recv, const size_t *off)
 }
 
 int
+coll_allgatherv_algo(struct cx *x, const void *send, char *recv,
+    const size_t *off, enum coll_algo a)
+{
+	size_t mine = (off[x->rank + 1] - off[x->rank]) * x->esz;
+
+	if (mine && recv + off[x->rank] * x->esz != send)
+		memmove(recv + off[x->rank] * x->esz, send, mine);
+	if (x->world == 1 || off[x->world] == 0)
+		return 0;
+	if (a == COLL_HIER)
+		return coll_hier_allgatherv(x, send, recv, off);
+	if (a == COLL_RD)
+		return allgather_rd(x, recv, off);
+	if (a == COLL_BRUCK)
+		return allgather_bruck(x, recv, off);
+	return coll_ring(x, recv, off, x->rank, 0, "allgather");
+}
+
+int
 coll_allgatherv(struct comm *c, const void *send, void *recv,
     const size_t *counts, enum dtype dt, enum coll_algo algo)
 {
 	struct cx x;
 	enum coll_algo a = algo;
-	size_t *off, total = 0, mine;
+	size_t *off, total = 0;
 	int rc;
 
 	for (int r = 0; r < comm_size(c); r++)
 		total += counts[r];
 	if (a == COLL_AUTO)
-		a = coll_auto(COLL_KIND_ALLGATHER, total * dtype_size(dt), comm_size(c));
+		a = coll_auto_group(c, COLL_KIND_ALLGATHER, total * dtype_size(dt));
 	if (coll_begin(&x, c, COLL_KIND_ALLGATHER, dt, COLL_SUM, a,
 	    coll_sig(COLL_KIND_ALLGATHER, total, 0, -1, algo, counts, comm_size(c)),
 	    total, 1) < 0)
 		return -1;
 	if ((off = coll_prefix(&x, counts)) == NULL)
 		return -1;
-	mine = counts[x.rank] * x.esz;
-	if (mine && (char *)recv + off[x.rank] * x.esz != send)
-		memmove((char *)recv + off[x.rank] * x.esz, send, mine);
-	if (x.world == 1 || total == 0)
-		rc = 0;
-	else if (a == COLL_RD)
-		rc = allgather_rd(&x, recv, off);
-	else if (a == COLL_BRUCK)
-		rc = allgather_bruck(&x, recv, off);
-	else
-		rc = coll_ring(&x, recv, off, x.rank, 0, "allgather");
+	rc = coll_allgatherv_algo(&x, send, recv, off, a);
 	free(off);
 	return rc;
 }
@@ -193,8 +203,8 @@ rs_halving(struct cx *x, char *work, char *recv, size_t n)
 	return 0;
 }
 
-static int
-rs_run(struct cx *x, const char *send, char *recv, size_t n,
+int
+coll_reduce_scatter_algo(struct cx *x, const char *send, char *recv, size_t n,
     enum coll_algo a)
 {
 	size_t bytes = n * x->esz, total = bytes * (size_t)x->world;
@@ -202,6 +212,14 @@ rs_run(struct cx *x, const char *send, char *recv, size_t n,
 	    recv == send + (size_t)x->rank * bytes;
 	char *work;
 	int rc;
+
+	if (x->world == 1 || n == 0) {
+		if (recv != send)
+			memmove(recv, send, bytes);
+		return 0;
+	}
+	if (a == COLL_HIER)
+		return coll_hier_reduce_scatter(x, send, recv, n);
 
 	/* Ring and pairwise read the input as they go; halving reduces in place. */
 	if (apart && a != COLL_HALVING)
@@ -231,20 +249,15 @@ coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
 	int rc;
 
 	if (a == COLL_AUTO)
-		a = coll_auto(COLL_KIND_REDUCE_SCATTER,
-		    count * dtype_size(dt) * (size_t)comm_size(c), comm_size(c));
+		a = coll_auto_group(c, COLL_KIND_REDUCE_SCATTER,
+		    count * dtype_size(dt) * (size_t)comm_size(c));
 	if (coll_begin(&x, c, COLL_KIND_REDUCE_SCATTER, dt, op, a,
 	    coll_sig(COLL_KIND_REDUCE_SCATTER, count, op, -1, algo, NULL, 0),
 	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
 		return 0;
-	if (x.world == 1) {
-		if (recv != send)
-			memmove(recv, send, count * x.esz);
-		return 0;
-	}
-	rc = rs_run(&x, send, recv, count, a);
+	rc = coll_reduce_scatter_algo(&x, send, recv, count, a);
 	if (rc == 0 && op == COLL_AVG)
 		coll_finish_avg(recv, count, dt, x.world);
 	return rc;

@@ -91,8 +91,23 @@ int coll_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int
 /* Recursive doubling among the folded ranks: from block nr to all p2. */
 int coll_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem);
 
-/* Building blocks with their own operation stamp already done. */
+/* Building blocks with their own operation stamp already done: x's
+ * group runs algorithm algo (never AUTO) on it; AVG is left as SUM. */
 int coll_bcast_algo(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo);
 int coll_reduce_binomial(struct cx *x, char *buf, size_t n, int root);
+int coll_allreduce_algo(struct cx *x, char *buf, size_t n, enum coll_algo algo);
+/* off: the world+1 offsets of the ranks' blocks in recv (coll_prefix). */
+int coll_allgatherv_algo(struct cx *x, const void *send, char *recv,
+    const size_t *off, enum coll_algo algo);
+int coll_reduce_scatter_algo(struct cx *x, const char *send, char *recv,
+    size_t n, enum coll_algo algo);
+
+/* The same for COLL_HIER (coll_hier.c). */
+int coll_hier_allreduce(struct cx *x, char *buf, size_t n);
+int coll_hier_bcast(struct cx *x, char *buf, size_t n, int root);
+int coll_hier_allgatherv(struct cx *x, const void *send, char *recv,
+    const size_t *off);
+int coll_hier_reduce_scatter(struct cx *x, const char *send, char *recv,
+    size_t n);
 
 #endif

@@ -96,7 +96,7 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 	if (comm_alloc(&c, o, err, errlen) < 0)
 		return -1;
 	if (c->world > 1 && (comm_connect_all(c, o) < 0 ||
-	    comm_host_exchange(c, !o->no_shm) < 0 || comm_shm_setup(c) < 0)) {
+	    comm_host_exchange(c, !o->no_shm, o->host) < 0 || comm_shm_setup(c) < 0)) {
 		snprintf(err, errlen, "%s", c->err);
 		if (kind)
 			*kind = c->kind;
@@ -126,6 +126,7 @@ comm_close(struct comm *c)
 
 	if (!c)
 		return;
+	coll_hier_free(c);
 	if (c->net != c) {
 		comm_close_sub(c);
 		return;

@@ -33,6 +33,12 @@ struct comm_options {
 	const char *job;
 	int port_lo, port_hi;	/* data listeners' ports; 0: ephemeral */
 	int no_shm;		/* 1: every pair over TCP, even on one host */
+	/* For tests and unusual machines: a name standing in for the host
+	 * key (hostname, boot id, network namespace). Ranks passing the same
+	 * string are one host, and must share memory unless no_shm; ranks
+	 * passing different strings, or one and NULL, are different hosts.
+	 * NULL: the host key. */
+	const char *host;
 	comm_note_fn note;	/* the rendezvous's long waits, or NULL */
 	void *note_ctx;
 };

@@ -122,11 +122,14 @@ struct comm {
 	struct comm_peer *peers;
 	struct pollfd *pfd;	/* world * COMM_MAX_STREAMS, for waits */
 	int *pfd_who;		/* each pfd's peer * COMM_MAX_STREAMS + stream */
+	/* per rank: host number, hosts ordered by lowest rank (net's from
+	 * comm_host_exchange, a sub-group's from comm_host_sub) */
+	int *host;
+	int nhosts;
 	/* net, from comm_host_exchange: per rank */
-	int *host;		/* host number, hosts ordered by lowest rank */
 	int *pid;
 	int *shm_ok;		/* the rank allows shared memory */
-	int nhosts;
+	struct coll_hier *hier;	/* COLL_HIER's sub-groups, or NULL (coll_hier.c) */
 	struct comm_shm shm;
 	struct comm_xfer *self_sq, *self_rq;	/* messages to self */
 	/* current operation, stamped on every header */
@@ -155,9 +158,13 @@ int comm_connect_all(struct comm *c, const struct comm_options *o);
 const char *comm_where(const struct comm *c, char *buf, size_t len);
 void comm_free_queues(struct comm *c);
 /* Hosts (host.c): every rank's host, pid and shm choice, from every
- * peer on stream 0 once the mesh is up. */
-int comm_host_exchange(struct comm *c, int shm);
-void comm_host_key(uint8_t key[SHA256_LEN]);
+ * peer on stream 0 once the mesh is up (host: comm_options's, or NULL);
+ * host_sub numbers a new sub-group's hosts. */
+int comm_host_exchange(struct comm *c, int shm, const char *host);
+void comm_host_key(const char *host, uint8_t key[SHA256_LEN]);
+int comm_host_sub(struct comm *s);
+/* COLL_HIER's cached sub-groups of c closed (coll_hier.c). */
+void coll_hier_free(struct comm *c);
 
 /* Shared memory (shm.c). setup maps this host's rings onto the streams
  * of its local pairs (or leaves them on TCP); io moves bytes through a

@@ -25,11 +25,16 @@ struct host_hello {
 };
 
 void
-comm_host_key(uint8_t key[SHA256_LEN])
+comm_host_key(const char *host, uint8_t key[SHA256_LEN])
 {
 	char text[512], name[256] = "", boot[64], ns[64] = "";
 	ssize_t n;
 
+	if (host != NULL) {	/* the caller's word: never a real key's text */
+		snprintf(text, sizeof text, "collx host option\n%s", host);
+		auth_sha256(text, strlen(text), key);
+		return;
+	}
 	gethostname(name, sizeof name - 1);
 	cli_first_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
 	if ((n = readlink("/proc/self/ns/net", ns, sizeof ns - 1)) > 0)
@@ -63,7 +68,7 @@ host_number(struct comm *c, uint8_t (*keys)[SHA256_LEN])
 }
 
 int
-comm_host_exchange(struct comm *c, int shm)
+comm_host_exchange(struct comm *c, int shm, const char *host)
 {
 	struct host_hello mine = { HOST_MAGIC, (int32_t)getpid(), shm, 0, { 0 } };
 	struct host_hello h;
@@ -79,7 +84,7 @@ comm_host_exchange(struct comm *c, int shm)
 		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
 		goto out;
 	}
-	comm_host_key(mine.key);
+	comm_host_key(host, mine.key);
 	memcpy(keys[c->rank], mine.key, SHA256_LEN);
 	c->pid[c->rank] = mine.pid;
 	c->shm_ok[c->rank] = shm;
@@ -113,47 +118,48 @@ out:
 	return rc;
 }
 
-/* Rank r of c as host number of c: hosts of a sub-group are numbered by
- * their lowest rank in it, as net numbers its own. */
+/* A sub-group's host numbers, from net's: its hosts numbered again by
+ * their lowest rank in s, once, so comm_host is a lookup. */
+int
+comm_host_sub(struct comm *s)
+{
+	const struct comm *n = s->net;
+	int *seen, r, h;
+
+	if (n->host == NULL)
+		return 0;
+	s->host = malloc((size_t)s->world * sizeof *s->host);
+	seen = malloc((size_t)n->nhosts * sizeof *seen);
+	if (s->host == NULL || seen == NULL) {
+		free(seen);
+		comm_fail(s, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
+	}
+	for (h = 0; h < n->nhosts; h++)
+		seen[h] = -1;
+	s->nhosts = 0;
+	for (r = 0; r < s->world; r++) {
+		h = n->host[comm_net_rank(s, r)];
+		if (seen[h] < 0)
+			seen[h] = s->nhosts++;
+		s->host[r] = seen[h];
+	}
+	free(seen);
+	return 0;
+}
+
 int
 comm_host(const struct comm *c, int r)
 {
-	const struct comm *n = c->net;
-	int q, h = 0, first;
-
-	if (r < 0 || r >= c->world || n->host == NULL)
+	if (r < 0 || r >= c->world || c->host == NULL)
 		return 0;
-	if (c == n)
-		return n->host[r];
-	for (q = 0; q <= r; q++) {
-		/* q starts a new host when no lower rank of c shares it */
-		for (first = 0; first < q; first++)
-			if (n->host[comm_net_rank(c, first)] ==
-			    n->host[comm_net_rank(c, q)])
-				break;
-		if (first == q) {
-			if (n->host[comm_net_rank(c, q)] ==
-			    n->host[comm_net_rank(c, r)])
-				return h;
-			h++;
-		}
-	}
-	return h;
+	return c->host[r];
 }
 
 int
 comm_hosts(const struct comm *c)
 {
-	int r, h = 0;
-
-	if (c->net->host == NULL)
-		return 1;
-	if (c == c->net)
-		return c->nhosts;
-	for (r = 0; r < c->world; r++)
-		if (comm_host(c, r) + 1 > h)
-			h = comm_host(c, r) + 1;
-	return h;
+	return c->host == NULL ? 1 : c->nhosts;
 }
 
 const char *

@@ -88,6 +88,10 @@ split_new(struct comm *parent, uint32_t ctx, const struct member *m, int n,
 	s->opcode = -1;
 	s->dtype = -1;
 	s->net->nsubs++;
+	if (comm_host_sub(s) < 0) {
+		comm_close_sub(s);
+		return -1;
+	}
 	*out = s;
 	return 0;
 }
@@ -117,7 +121,9 @@ comm_split(struct comm *parent, int color, int key, struct comm **sub,
 	mine[0] = color < 0 ? COMM_UNDEFINED : color;
 	mine[1] = key;
 	mine[2] = (int32_t)net->next_ctx;
-	if (coll_allgather(parent, mine, all, 3, DT_I32, COLL_AUTO) < 0)
+	/* The flat model's choice: AUTO could be hier, which splits. */
+	if (coll_allgather(parent, mine, all, 3, DT_I32, coll_auto(COLL_KIND_ALLGATHER,
+	    (size_t)w * sizeof mine, w)) < 0)
 		goto fail;
 	for (i = 0; i < w; i++)
 		if ((uint32_t)all[3 * i + 2] > ctx)
@@ -146,6 +152,7 @@ comm_close_sub(struct comm *c)
 
 	comm_free_queues(c);
 	free(c->map);
+	free(c->host);
 	free(c);
 	/* With no sub-group left and nothing half received, the group goes
 	 * back to reading straight into posted buffers. */

@@ -258,7 +258,7 @@ bucket_setup(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
 	for (j = 0; j < collcli_recv_blocks(r); j++)
 		rtotal += b->rcounts[j];
 	b->algo = r->o->algo != COLL_AUTO ? r->o->algo :
-	    coll_auto(r->o->kind, b->bytes, r->world);
+	    coll_auto_group(r->comm, r->o->kind, b->bytes);
 	b->own_recv = !lone || collcli_recv_dim(r, out) > 0;
 	b->recv = b->own_recv ? calloc(rtotal ? rtotal : 1, esz) : out->data;
 	if (b->recv == NULL)

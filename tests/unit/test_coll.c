@@ -372,13 +372,15 @@ add_moving(enum coll_kind kind, const enum coll_algo *algos, int w)
 static void
 build_cases(int w)
 {
+	/* hier here: on one host (test_hier spreads ranks over hosts) */
 	static const enum coll_algo ar[] = { COLL_AUTO, COLL_NAIVE, COLL_RING,
-	    COLL_TREE, COLL_RD, COLL_RABENSEIFNER, END };
+	    COLL_TREE, COLL_RD, COLL_RABENSEIFNER, COLL_HIER, END };
 	static const enum coll_algo bc[] = { COLL_AUTO, COLL_LINEAR, COLL_BINOMIAL,
-	    COLL_SCATTER_ALLGATHER, COLL_RING, END };
-	static const enum coll_algo ag[] = { COLL_AUTO, COLL_RING, COLL_RD, COLL_BRUCK, END };
+	    COLL_SCATTER_ALLGATHER, COLL_RING, COLL_HIER, END };
+	static const enum coll_algo ag[] = { COLL_AUTO, COLL_RING, COLL_RD, COLL_BRUCK,
+	    COLL_HIER, END };
 	static const enum coll_algo rs[] = { COLL_AUTO, COLL_RING, COLL_PAIRWISE,
-	    COLL_HALVING, END };
+	    COLL_HALVING, COLL_HIER, END };
 	static const enum coll_algo aa[] = { COLL_AUTO, COLL_PAIRWISE, COLL_LINEAR, END };
 	static const enum coll_algo one[] = { COLL_AUTO, END };
 

@@ -219,7 +219,7 @@ test_names(void)
 	static const char *ops[] = { "sum", "prod", "min", "max", "avg" };
 	static const char *algos[] = { "auto", "naive", "ring", "tree", "rd",
 	    "rabenseifner", "linear", "binomial", "scatter-allgather", "bruck",
-	    "pairwise", "halving" };
+	    "pairwise", "halving", "hier" };
 	enum coll_op op;
 	enum coll_algo a;
 	int ok = 1;
