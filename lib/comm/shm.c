@@ -50,6 +50,11 @@
 #define SHM_BUDGET ((size_t)64 << 20)
 #define SHM_RING_MAX ((size_t)1 << 20)
 #define SHM_RING_MIN ((size_t)64 << 10)
+/* The segment's pages are allocated (fallocate) and mapped (populate) at
+ * the start: a first touch of each page in the middle of the job cost a
+ * page fault per 4 KiB on both sides, 30 us instead of 2 for a 4 KiB
+ * allreduce until the rings had gone round once. */
+#define SHM_MAP (MAP_SHARED | MAP_POPULATE)
 /* Payloads this large are read in place: below it the system call and
  * the page walk cost more than the second copy saves. */
 #define SHM_CMA_MIN ((size_t)64 << 10)
@@ -57,6 +62,7 @@
 struct comm_ring {
 	/* the producer's line */
 	_Alignas(64) _Atomic uint64_t head;	/* bytes written */
+	_Atomic uint64_t base;	/* byte head was when the ring last ran empty */
 	_Atomic uint64_t cma_posted;	/* payloads offered in place */
 	uint64_t cma_pos, cma_addr, cma_len;	/* the last one offered */
 	/* the consumer's line */
@@ -116,11 +122,16 @@ bell(int fd)
 		;
 }
 
-/* Copy k bytes at ring position pos into or out of the ring. */
+/* Copy k bytes at ring position pos into or out of the ring. A ring
+ * that ran empty starts again at its first byte (base): small messages
+ * keep to a few cache lines that stay hot, where going round the whole
+ * ring met cold memory (a 4 KiB allreduce took 10-30 us instead of 2
+ * until the rings had gone round once). */
 static void
 ring_copy(struct comm_ring *r, uint64_t pos, char *p, size_t k, int out)
 {
-	size_t at = (size_t)(pos & (r->size - 1));
+	uint64_t base = atomic_load_explicit(&r->base, memory_order_relaxed);
+	size_t at = (size_t)((pos - base) & (r->size - 1));
 	size_t first = k < r->size - at ? k : r->size - at;
 
 	if (out) {
@@ -144,6 +155,10 @@ ring_put(struct comm_stream *st, const struct iovec *iov, size_t n,
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
 	size_t room = (size_t)(r->size - (head - tail)), put = 0, taken = 0, k;
 	size_t i = 0;
+
+	/* Published with head, which the consumer reads first. */
+	if (head == tail)
+		atomic_store_explicit(&r->base, head, memory_order_relaxed);
 
 	/* The offered payload is the first of what is still to go. */
 	if (st->tx_cma) {
@@ -358,7 +373,8 @@ shm_create(struct comm_shm *m, char *err, size_t errlen)
 	if (fd < 0)
 		return cli_fail(err, errlen, "memfd_create: %s", strerror(errno));
 	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)m->bytes) < 0 ||
-	    (p = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+	    fallocate(fd, 0, 0, (off_t)m->bytes) < 0 ||
+	    (p = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, SHM_MAP, fd,
 	    0)) == MAP_FAILED) {
 		cli_fail(err, errlen, "shared memory of %zu bytes: %s", m->bytes,
 		    strerror(errno));
@@ -386,7 +402,7 @@ shm_attach(struct comm_shm *m, int pid, int fd)
 	if ((mine = open(path, O_RDWR | O_CLOEXEC)) < 0)
 		return errno;
 	if (fstat(mine, &sb) < 0 || (size_t)sb.st_size != m->bytes ||
-	    (p = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mine,
+	    (p = mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, SHM_MAP, mine,
 	    0)) == MAP_FAILED) {
 		close(mine);
 		return EINVAL;
