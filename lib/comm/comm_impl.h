@@ -142,6 +142,7 @@ struct comm {
 	struct comm_cause cause;
 	int meshed;		/* mesh complete: a failure sends aborts */
 	int spin_us;
+	int spin_yield;		/* 1: more ranks than cores here, yield each look */
 	uint64_t sent;		/* payload bytes posted to other ranks */
 };
 

@@ -85,6 +85,7 @@ split_new(struct comm *parent, uint32_t ctx, const struct member *m, int n,
 	s->nstreams = parent->nstreams;
 	s->timeout = parent->timeout;
 	s->spin_us = parent->spin_us;
+	s->spin_yield = parent->spin_yield;
 	s->opcode = -1;
 	s->dtype = -1;
 	s->net->nsubs++;

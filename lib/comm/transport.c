@@ -574,9 +574,9 @@ wait_ready(struct comm *c)
  * (1.3 us of an 8-byte ping-pong's half round trip). Now and then it
  * yields still, for a peer that shares the core. */
 static void
-spin_pause(unsigned spins)
+spin_pause(const struct comm *c, unsigned spins)
 {
-	if (spins % 1024 == 0) {
+	if (c->spin_yield || spins % 1024 == 0) {
 		sched_yield();
 		return;
 	}
@@ -616,14 +616,14 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 		/* Reading the clock costs as much as a look at every ring:
 		 * a spinner reads it on every 32nd look only. */
 		if (rc == 0 && c->spin_us > 0 && ++spins % 32 != 0) {
-			spin_pause(spins);
+			spin_pause(c->net, spins);
 			continue;
 		}
 		now = cli_now();
 		if (rc > 0)
 			idle = now;
 		else if ((now - idle) * 1e6 < c->spin_us)
-			spin_pause(spins);
+			spin_pause(c->net, spins);
 		else if (wait_ready(c) < 0)
 			return -1;
 	}
