@@ -9,7 +9,8 @@
  * agree, and the transports must be the ones asked for (comm_transport),
  * so that neither run can pass for the other. One integer allreduce is
  * checked against its closed form, so that agreeing garbage fails too.
- * Then again with large payloads read in place (COLLX_SHM_CMA=1).
+ * Then with several hosts (comm_options.host), shared memory within and
+ * TCP across, and with large payloads read in place (COLLX_SHM_CMA=1).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -181,6 +182,7 @@ last_large(struct comm *c, float *buf, struct hashes *hs)
 
 struct run {
 	char master[2][64];
+	const char *layout;	/* rank r's host is layout[r], or NULL: one */
 	int fd;
 };
 
@@ -197,19 +199,22 @@ static int
 pass(const struct run *run, int rank, int world, int no_shm,
     struct hashes *hs, float *buf, float *out)
 {
+	char host[2] = { run->layout ? run->layout[rank] : 0, 0 };
 	struct comm_options o = { .rank = rank, .world = world,
 	    .master = run->master[no_shm], .timeout = 30, .job = "test_shm",
-	    .no_shm = no_shm };
-	const char *want = no_shm ? "tcp" : "shm";
+	    .no_shm = no_shm, .host = run->layout ? host : NULL };
 	char err[COLLX_ERRLEN];
 	struct comm *c;
 	int rc = 0;
 
 	if (comm_open(&c, &o, err, sizeof err) < 0)
 		return say(run->fd, rank, "open", err);
-	for (int p = 0; p < world && rc == 0; p++)
-		if (p != rank && strcmp(comm_transport(c, p), want) != 0)
+	for (int p = 0; p < world && rc == 0; p++) {
+		int local = !run->layout || run->layout[p] == run->layout[rank];
+		if (p != rank && strcmp(comm_transport(c, p),
+		    !no_shm && local ? "shm" : "tcp") != 0)
 			rc = say(run->fd, rank, "transport", comm_transport(c, p));
+	}
 	if (rc == 0 && (reduce_kinds(c, buf, out, hs) < 0 ||
 	    move_kinds(c, buf, out, hs) < 0))
 		rc = say(run->fd, rank, "collective", comm_error(c));
@@ -247,9 +252,9 @@ rank_main(int rank, int world, void *arg)
 }
 
 static int
-run_world(int w)
+run_world(int w, const char *layout)
 {
-	struct run run;
+	struct run run = { .layout = layout };
 	pid_t pid[MAXW];
 	char buf[4096];
 	ssize_t k;
@@ -282,14 +287,21 @@ main(void)
 	for (int w = 2; w <= MAXW; w++) {
 		snprintf(what, sizeof what, "%d ranks: every collective and "
 		    "algorithm, shared memory bit for bit as TCP", w);
-		UNIT_OK(run_world(w) == 0, what);
+		UNIT_OK(run_world(w, NULL) == 0, what);
+	}
+	/* Hosts of several ranks: shared memory within, TCP across. */
+	static const char *const layouts[] = { "AABB", "ABAB", "AABAB" };
+	for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+		snprintf(what, sizeof what, "hosts %s: shared memory within, TCP "
+		    "across, bit for bit as all TCP", layouts[i]);
+		UNIT_OK(run_world((int)strlen(layouts[i]), layouts[i]) == 0, what);
 	}
 	/* Large payloads read in place from the sender's memory. */
 	setenv("COLLX_SHM_CMA", "1", 1);
 	for (int w = 2; w <= MAXW; w += 2) {
 		snprintf(what, sizeof what, "%d ranks, COLLX_SHM_CMA=1: the same "
 		    "bit for bit", w);
-		UNIT_OK(run_world(w) == 0, what);
+		UNIT_OK(run_world(w, NULL) == 0, what);
 	}
 	return unit_done();
 }
