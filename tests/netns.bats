@@ -135,6 +135,41 @@ for k, w in enumerate([4, 4, 3, 4]):
             same(load(f'bc.{k}.{r}.{a}.npy'), load('root.npy'), f'broadcast {k} {a} {r}')"
 }
 
+@test "netns: 2 hosts x 2 ranks: every collective and algorithm gives the same bytes with shared memory and with COLLX_SHM=0" {
+	local prog a mode
+	pyx "
+rng = np.random.default_rng(7)
+for r in range(4): save(f'f.{r}.npy', (rng.standard_normal(60000) * 10.0 ** rng.integers(-3, 4, 60000)).astype('f4'))"
+	for mode in shm tcp; do
+		[ "$mode" = tcp ] && export COLLX_SHM=0 || unset COLLX_SHM
+		# the pairs of a host talk through shared memory, others over TCP
+		placed "0 0 1 1" collx-bench p2p --pair 0,1 -b 8 -e 8 -n 5 --csv
+		all_exit 0
+		[ "$(tail -n 1 stdout.0 | awk -F, '{ print $NF }')" = \
+		    "$([ $mode = shm ] && echo shm || echo tcp)" ]
+		placed "0 0 1 1" collx-bench p2p --pair 1,2 -b 8 -e 8 -n 5 --csv
+		all_exit 0
+		[ "$(tail -n 1 stdout.0 | awk -F, '{ print $NF }')" = tcp ]
+		for prog in allreduce:naive,ring,tree,rd,rabenseifner,hier \
+		    allgather:ring,rd,bruck,hier reduce-scatter:ring,pairwise,halving,hier \
+		    alltoall:pairwise,linear broadcast:linear,binomial,scatter-allgather,ring,hier; do
+			for a in $(echo "${prog#*:}" | tr , ' '); do
+				placed "0 0 1 1" collx-"${prog%%:*}" --algo "$a" \
+				    -i "$T/f.{rank}.npy" -o "$T/o.$mode.${prog%%:*}.$a.{rank}.npy"
+				all_exit 0
+			done
+		done
+	done
+	unset COLLX_SHM
+	local f n=0
+	for f in o.shm.*; do
+		cmp "$f" "o.tcp.${f#o.shm.}"
+		n=$((n + 1))
+	done
+	# 21 algorithms of 5 programs, 4 ranks each
+	[ "$n" = 84 ]
+}
+
 @test "netns: timing rows from every host" {
 	pyx "save('x.npy', np.ones(1 << 18, dtype='f4'))"
 	hosts collx-allreduce --iters 3 --warmup 1 --timing "$T/t.csv" -i "$T/x.npy"
