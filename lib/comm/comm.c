@@ -18,17 +18,16 @@
  * 70 us sleeping at once, 25-300 us spinning longer or without yielding. */
 #define COMM_SPIN_US 100
 
-/* The spin, once the hosts are known: ranks of this host against its
- * cores. */
+/* The spin, once the ranks are known: the ranks of this machine (of any
+ * network namespace: an emulated cluster's hosts share its cores)
+ * against its cores. */
 static void
 comm_spin_default(struct comm *c)
 {
 	const char *s = getenv("COLLX_SPIN_US");
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	int local = 0;
+	int local = c->machine_ranks > 0 ? c->machine_ranks : 1;
 
-	for (int r = 0; r < c->world; r++)
-		local += c->host == NULL || c->host[r] == c->host[c->rank];
 	c->spin_yield = cores >= 1 && local > cores;
 	c->spin_us = s != NULL && *s != '\0' ? (atoi(s) > 0 ? atoi(s) : 0) :
 	    COMM_SPIN_US;

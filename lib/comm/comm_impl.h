@@ -126,6 +126,7 @@ struct comm {
 	 * comm_host_exchange, a sub-group's from comm_host_sub) */
 	int *host;
 	int nhosts;
+	int machine_ranks;	/* ranks on this machine, any namespace */
 	/* net, from comm_host_exchange: per rank */
 	int *pid;
 	int *shm_ok;		/* the rank allows shared memory */

@@ -20,9 +20,25 @@ struct host_hello {
 	uint32_t magic;
 	int32_t pid;
 	int32_t shm;		/* 1: this rank allows shared memory */
-	uint32_t pad;
+	uint32_t machine;	/* the machine's: hostname and boot id */
 	uint8_t key[SHA256_LEN];
 };
+
+/* Which machine this is, whatever its network namespace: ranks of one
+ * machine share its cores, also when they are different hosts. */
+static uint32_t
+machine_id(void)
+{
+	char text[512], name[256] = "", boot[64];
+	uint8_t h[SHA256_LEN];
+
+	gethostname(name, sizeof name - 1);
+	cli_first_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+	snprintf(text, sizeof text, "%s\n%s", name, boot);
+	auth_sha256(text, strlen(text), h);
+	return (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
+	    (uint32_t)h[3] << 24;
+}
 
 void
 comm_host_key(const char *host, uint8_t key[SHA256_LEN])
@@ -70,7 +86,8 @@ host_number(struct comm *c, uint8_t (*keys)[SHA256_LEN])
 int
 comm_host_exchange(struct comm *c, int shm, const char *host)
 {
-	struct host_hello mine = { HOST_MAGIC, (int32_t)getpid(), shm, 0, { 0 } };
+	struct host_hello mine = { HOST_MAGIC, (int32_t)getpid(), shm,
+	    machine_id(), { 0 } };
 	struct host_hello h;
 	uint8_t (*keys)[SHA256_LEN] = calloc((size_t)c->world, sizeof *keys);
 	double deadline = cli_now() + c->timeout;
@@ -88,6 +105,7 @@ comm_host_exchange(struct comm *c, int shm, const char *host)
 	memcpy(keys[c->rank], mine.key, SHA256_LEN);
 	c->pid[c->rank] = mine.pid;
 	c->shm_ok[c->rank] = shm;
+	c->machine_ranks = 1;
 	/* Small enough for any socket buffer: send all, then read all. */
 	for (peer = 0; peer < c->world; peer++)
 		if (peer != c->rank && comm_sock_send_all(c->peers[peer].st[0].fd,
@@ -110,6 +128,7 @@ comm_host_exchange(struct comm *c, int shm, const char *host)
 		memcpy(keys[peer], h.key, SHA256_LEN);
 		c->pid[peer] = h.pid;
 		c->shm_ok[peer] = h.shm == 1;
+		c->machine_ranks += h.machine == mine.machine;
 	}
 	host_number(c, keys);
 	rc = 0;
