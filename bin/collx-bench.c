@@ -12,12 +12,13 @@
 #include "comm/coll.h"
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "par/dp.h"
 #include "prog/join.h"
 
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
-	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS
+	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_WIRE
 };
 
 static const struct option longopts[] = {
@@ -35,6 +36,7 @@ static const struct option longopts[] = {
 	{ "sync", 1, 0, OPT_SYNC }, { "max-world", 1, 0, 'N' },
 	{ "arch", 1, 0, OPT_ARCH }, { "dims", 1, 0, OPT_DIMS },
 	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
+	{ "wire", 1, 0, OPT_WIRE },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -64,7 +66,7 @@ usage(void)
 	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
 	    "           [--csv|--table] [group options]\n"
 	    "       %s dp [-N MAXWORLD] [--sync S[,S...]] [--arch A --dims D]\n"
-	    "           [--batch B] [--steps K] [--csv|--table]\n\n"
+	    "           [--batch B] [--steps K] [--wire T] [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
 	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
 	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n\n"
@@ -96,6 +98,7 @@ usage(void)
 	    "                        256,64,2,4,32) or mlp DIN,H,DOUT\n"
 	    "  --batch B             dp: samples per rank per step (8)\n"
 	    "  --steps K             dp: steps per run, the first not timed (12)\n"
+	    "  --wire T              dp: collx-dp --wire (f32, bf16, f16, int8)\n"
 	    "  -v, --verbose         more messages\n"
 	    "  -q, --quiet           no progress line\n"
 	    "  -h, --help            this help\n"
@@ -200,6 +203,7 @@ dp_option(struct opts *o, int c, const char *a)
 	case OPT_DIMS: o->dp.dims = a; break;
 	case OPT_BATCH: o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24); break;
 	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
+	case OPT_WIRE: o->dp.wire = a; break;
 	default: return 0;
 	}
 	return 1;
@@ -415,6 +419,32 @@ check_model(const struct opts *o)
 	}
 }
 
+/* --wire as collx-dp takes it with each --sync method, or a usage error
+ * rather than failed runs. */
+static void
+check_wire(const struct opts *o)
+{
+	enum dp_wire_type t;
+	const char *s = o->dp.syncs, *e;
+
+	if (o->dp.wire == NULL)
+		return;
+	if (dp_wire_parse(o->dp.wire, &t) < 0)
+		cli_usage_error("--wire: want f32, bf16, f16 or int8, not '%s'",
+		    o->dp.wire);
+	for (; t != DP_WIRE_F32 && *s != '\0'; s = *e ? e + 1 : e) {
+		size_t n = strcspn(s, ",");
+
+		e = s + n;
+		if (n == 2 && strncmp(s, "ps", 2) == 0)
+			cli_usage_error("--wire %s goes with allreduce, not --sync "
+			    "ps", o->dp.wire);
+		if (t == DP_WIRE_INT8 && (n != 4 || strncmp(s, "auto", 4) != 0))
+			cli_usage_error("--wire int8 goes with --sync auto only, "
+			    "not --sync %.*s", (int)n, s);
+	}
+}
+
 /* Defaults that differ by subcommand, where options left them unset. */
 static void
 defaults(struct opts *o)
@@ -433,8 +463,10 @@ defaults(struct opts *o)
 		o->p2p.iters = 100;
 	if (p2p && o->have_w == 0)
 		o->p2p.warmup = 10;
-	if (strcmp(o->sub, "dp") == 0)
+	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
+		check_wire(o);
+	}
 }
 
 int

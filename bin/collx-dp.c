@@ -20,7 +20,7 @@
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS, OPT_NO_OVERLAP,
-	OPT_ZERO
+	OPT_ZERO, OPT_WIRE
 };
 
 static const struct option longopts[] = {
@@ -33,7 +33,7 @@ static const struct option longopts[] = {
 	{ "bucket-mb", 1, 0, OPT_BUCKET }, { "shuffle", 0, 0, OPT_SHUFFLE },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "no-overlap", 0, 0, OPT_NO_OVERLAP },
-	{ "zero", 1, 0, OPT_ZERO },
+	{ "zero", 1, 0, OPT_ZERO }, { "wire", 1, 0, OPT_WIRE },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
@@ -84,12 +84,15 @@ usage(void)
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
 	    "                        2: also the reduced gradients (0: off)\n"
+	    "  --wire TYPE           gradients travel as f32 (default), bf16, f16\n"
+	    "                        or int8 (a scale per 256 values, error\n"
+	    "                        feedback); every sum is taken in f32\n"
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
 	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,seconds,\n"
-	    "                        tokens_per_s\n"
+	    "                        tokens_per_s,bytes_sent (its own, per step)\n"
 	    "  --timing F            append compute and communication (total, hidden,\n"
 	    "                        exposed) timing rows\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
@@ -155,6 +158,11 @@ train_option(struct opts *o, int c, const char *a)
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
 	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
 	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
+	case OPT_WIRE:
+		if (dp_wire_parse(a, &o->cfg.wire) < 0)
+			cli_usage_error("--wire: want f32, bf16, f16 or int8, not "
+			    "'%s'", a);
+		break;
 	default: return 0;
 	}
 	return 1;
@@ -241,6 +249,12 @@ check_args(struct opts *o)
 		cli_usage_error("--staleness goes with --sync ps --ps-mode async");
 	if (o->cfg.zero > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--zero goes with allreduce, not --sync ps");
+	if (o->cfg.wire != DP_WIRE_F32 && o->cfg.sync == DP_PS)
+		cli_usage_error("--wire %s goes with allreduce, not --sync ps",
+		    dp_wire_name(o->cfg.wire));
+	if (o->cfg.wire == DP_WIRE_INT8 && o->cfg.algo != COLL_AUTO)
+		cli_usage_error("--wire int8 sends by alltoall and allgather; "
+		    "--sync %s does not apply", o->sync_name);
 	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
 		cli_usage_error("--checkpoint-every goes with --checkpoint");
 	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&
@@ -270,8 +284,8 @@ struct report {
 	struct cli_timing *timing;
 	struct progress pr;
 	int rank, world;
-	size_t nparams;
-	const char *comm_op, *comm_algo, *hidden_op, *exposed_op;
+	size_t nparams, esz;	/* bytes per gradient on the wire */
+	const char *comm_op, *comm_algo, *hidden_op, *exposed_op, *dtype;
 };
 
 static void
@@ -280,8 +294,8 @@ timing_row(struct report *r, const char *op, const char *algo, long step,
 {
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op, .algo = algo, .rank = r->rank,
-		.world = r->world, .dtype = "f32", .count = r->nparams,
-		.bytes = r->nparams * sizeof(float), .iter = (int)step,
+		.world = r->world, .dtype = r->dtype, .count = r->nparams,
+		.bytes = r->nparams * r->esz, .iter = (int)step,
 		.seconds = seconds
 	};
 	char e[COLLX_ERRLEN];
@@ -344,8 +358,8 @@ write_outputs(const struct opts *o, const struct nn_model *m,
 	}
 	if (o->c.loss_csv != NULL) {
 		path = cli_subst(o->c.loss_csv, rank, world);
-		if (trainopt_loss_csv_write(path, steps + first, o->cfg.steps - first,
-		    e, sizeof(e)) < 0)
+		if (trainopt_loss_csv_write_sent(path, steps + first,
+		    o->cfg.steps - first, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 		free(path);
 	}
@@ -369,6 +383,7 @@ join_group(const struct opts *o)
 	prog_job_add(&job, "--bucket-mb", "%g",
 	    (double)f->bucket_bytes / (1 << 20));
 	prog_job_add(&job, "--zero", "%d", f->zero);
+	prog_job_add(&job, "--wire", "%s", dp_wire_name(f->wire));
 	prog_job_flag(&job, "--no-overlap", !f->overlap);
 	prog_job_flag(&job, "--shuffle", f->shuffle);
 	prog_job_add(&job, "--seed", "%llu", (unsigned long long)f->seed);
@@ -387,8 +402,10 @@ join_group(const struct opts *o)
 static void
 train(struct opts *o, struct nn_model *m, const struct train_data *d)
 {
+	static const size_t esz[] = { 4, 2, 2, 1 };
 	struct report r = { .rank = o->g.rank, .world = o->g.world,
-	    .nparams = m->nparams };
+	    .nparams = m->nparams, .esz = esz[o->cfg.wire],
+	    .dtype = dp_wire_name(o->cfg.wire) };
 	struct train_step *steps = NULL;
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;

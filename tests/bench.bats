@@ -267,6 +267,22 @@ p2p_transport() {
 	[ "$(echo "$output" | cut -d, -f3 | sort -u | tr '\n' ' ')" = "algo ps ring " ]
 }
 
+@test "dp --wire: passed to every run and named as the rows' dtype; combinations collx-dp refuses exit 2 first" {
+	run timeout -k 5 240 collx-bench dp -N 2 --sync ring --steps 3 --batch 2 \
+		--dims 256,16,1,2,8 --wire bf16
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	[ "$(echo "$output" | tail -n +2 | cut -d, -f6 | sort -u)" = bf16 ]
+	run timeout 30 collx-bench dp --wire bf16
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --wire bf16 goes with allreduce, not --sync ps" ]
+	run timeout 30 collx-bench dp --sync auto,ring --wire int8
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --wire int8 goes with --sync auto only, not --sync ring" ]
+	run timeout 30 collx-bench dp --sync ring --wire fp8
+	[ "$status" -eq 2 ]
+}
+
 # The progress line in FILE (from script(1)): WHAT at K of N, drawn at the
 # start of the line and erased (carriage return, erase to the end of line)
 # before the row that follows; LEFT: the time-left part's pattern.

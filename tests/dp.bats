@@ -70,7 +70,9 @@ gpt_same() {
 	mlp 1 1
 	ref_ok 1
 	[ "$(wc -l <l1.csv)" -eq 11 ]
-	[ "$(head -1 l1.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s" ]
+	[ "$(head -1 l1.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent" ]
+	# one rank sends nothing
+	[ "$(cut -d, -f7 l1.csv | sort -u | head -1)" = 0 ]
 }
 
 @test "mlp on 2, 3 and 4 ranks equals one rank and the reference (ring, tree, rd)" {
@@ -522,4 +524,141 @@ gpt_same() {
 	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 4 --checkpoint c.safetensors --sync ps --ps-mode async
 	[ "$status" -eq 2 ]
 	[ ! -e c.safetensors ]
+}
+
+# --- gradients on the wire (--wire): the rounding itself is checked bit
+# for bit against a NumPy model in test_par_wire; here collx-dp's use of it.
+
+@test "--wire f32: the bytes of a run without --wire (plain, overlap off, ZeRO 2)" {
+	gpt_init
+	for s in "ring" "ring --no-overlap" "ring --zero 2 --bucket-mb 0.01"; do
+		# shellcheck disable=SC2086
+		gpt 2 plain --steps 6 --sync $s
+		# shellcheck disable=SC2086
+		gpt 2 f32 --steps 6 --sync $s --wire f32
+		cmp gplain.safetensors gf32.safetensors
+		[ "$(cut -d, -f1-4,7 glplain.csv)" = "$(cut -d, -f1-4,7 glf32.csv)" ]
+	done
+}
+
+# Rank 0's payload bytes per step, in closed form, for the mlp's 65
+# parameters (one bucket) on 2 ranks: the loss allreduce is 8 bytes (one
+# f64); a ring allreduce sends the whole vector once in each of its two
+# halves; ZeRO's reduce-scatter sends rank 1's slice of 33 values and the
+# allgather rank 0's 33 floats; int8 sends chunks of 33 values as one f32
+# scale and 33 bytes padded to 36, by alltoall and (without ZeRO)
+# allgather.
+@test "bytes_sent: the closed form of every wire type, with and without ZeRO" {
+	for c in "f32 268" "bf16 138" "f16 138" "int8 88" "f32-z1 272" \
+	    "bf16-z1 206" "int8-z1 180" "int8-z2 180"; do
+		set -- $c
+		w=${1%-z*}
+		z=0
+		[[ "$1" == *-z* ]] && z=${1#*-z}
+		sync=ring
+		[ "$w" = int8 ] && sync=auto
+		mlp 2 "b$1" --wire "$w" --zero "$z" --sync "$sync"
+		echo "$1: want $2 bytes a step, got $(cut -d, -f7 "lb$1.csv" | tail -n +2 | sort -u | tr '\n' ' ')"
+		[ "$(cut -d, -f7 "lb$1.csv" | tail -n +2 | sort -u)" = "$2" ]
+	done
+}
+
+# Overlap runs each bucket's operation as --no-overlap does: the same bytes
+# for every wire type. On 2 ranks every sum is one addition, so bf16 and
+# f16 with ZeRO (reduce-scatter) equal their allreduce bit for bit; int8
+# with ZeRO keeps the reduced slices in f32 (no second quantization), so
+# stages 1 and 2 agree with each other. None gives f32's bytes.
+@test "--wire bf16, f16 and int8 compose with overlap and ZeRO" {
+	gpt_init
+	gpt 2 f32 --steps 6 --bucket-mb 0.01 --sync ring
+	for w in bf16 f16 int8; do
+		sync=ring
+		[ "$w" = int8 ] && sync=auto
+		gpt 2 "o$w" --steps 6 --bucket-mb 0.01 --sync $sync --wire $w
+		gpt 2 "n$w" --steps 6 --bucket-mb 0.01 --sync $sync --wire $w --no-overlap
+		cmp "go$w.safetensors" "gn$w.safetensors"
+		gpt 2 "z1$w" --steps 6 --bucket-mb 0.01 --sync $sync --wire $w --zero 1
+		gpt 2 "z2$w" --steps 6 --bucket-mb 0.01 --sync $sync --wire $w --zero 2 --no-overlap
+		cmp "gz1$w.safetensors" "gz2$w.safetensors"
+		if [ "$w" != int8 ]; then
+			cmp "go$w.safetensors" "gz1$w.safetensors"
+		fi
+		! cmp -s "go$w.safetensors" gf32.safetensors
+	done
+}
+
+# SGD steps lr times the mean gradient, so a gradient off by a wire type's
+# rounding (2^-9 relative in bf16; int8: a 254th of its block's largest,
+# fed back the step after) moves a weight by a few 1e-3 at most in 10 steps.
+@test "--wire on 3 ranks trains the mlp close to f32 (the NumPy reference's), not to its bytes" {
+	mlp 3 f32 --sync ring
+	ref_ok f32
+	for w in bf16 f16 int8; do
+		sync=ring
+		[ "$w" = int8 ] && sync=auto
+		mlp 3 "$w" --sync $sync --wire $w
+		! cmp -s "t$w.safetensors" tf32.safetensors
+		timeout 30 "$PY" "$REF" cmp "t$w.safetensors" tf32.safetensors 1e-2 1e-3
+		timeout 30 "$PY" "$REF" csvcmp "l$w.csv" lf32.csv 1e-2
+	done
+}
+
+# int8's error feedback is every rank's own and goes into the checkpoint
+# (wire.ef.RANK), so a resumed run takes the uninterrupted one's steps.
+@test "--wire int8: --checkpoint then --resume gives the bytes of an uninterrupted run" {
+	gpt_init
+	for s in "" "--zero 1" "--zero 2 --no-overlap"; do
+		# shellcheck disable=SC2086
+		gpt 3 full --steps 9 --bucket-mb 0.01 --wire int8 $s
+		# shellcheck disable=SC2086
+		gpt 3 half --steps 5 --bucket-mb 0.01 --wire int8 $s --checkpoint ck.safetensors
+		# shellcheck disable=SC2086
+		timeout 90 collx-run -n 3 --timeout 20 -- collx-dp --resume ck.safetensors \
+		    --data "$GPL" --batch 8 --steps 9 --optimizer adamw --lr 0.01 \
+		    --bucket-mb 0.01 --wire int8 $s -o gres.safetensors --loss-csv glres.csv -q
+		cmp gfull.safetensors gres.safetensors
+		[ "$(tail -n 4 glfull.csv | cut -d, -f1-4,7)" = "$(tail -n +2 glres.csv | cut -d, -f1-4,7)" ]
+	done
+	info=$(timeout 30 collx-tensor info ck.safetensors)
+	for r in 0 1 2; do
+		grep -q "wire\.ef\.$r" <<<"$info"
+	done
+	! grep -q "wire\.ef\.3" <<<"$info"
+	# without the error feedback the resumed run would differ: the state is not zero
+	"$PY" -c "
+import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib')
+from collpy import load_st
+t, _ = load_st('ck.safetensors')
+assert all(abs(t['wire.ef.%d' % r]).max() > 0 for r in range(3))"
+	run timeout 90 collx-run -n 3 --timeout 20 -- collx-dp --resume ck.safetensors \
+	    --data "$GPL" --batch 8 --steps 9 --optimizer adamw --lr 0.01 --wire bf16 -q
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"holds --wire int8 error feedback; resume it with --wire int8"* ]]
+	run timeout 90 collx-run -n 2 --timeout 20 -- collx-dp --resume ck.safetensors \
+	    --data "$GPL" --batch 8 --steps 9 --optimizer adamw --lr 0.01 --wire int8 -q
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the error feedback of 3 ranks, not 2"* ]]
+	# a rank's error feedback missing: bad input
+	"$PY" -c "
+import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib')
+from collpy import load_st, save_st
+t, meta = load_st('ck.safetensors')
+del t['wire.ef.1']
+save_st('ck2.safetensors', t, meta)"
+	run timeout 30 collx-dp --resume ck2.safetensors --data "$GPL" --batch 8 \
+	    --steps 9 --optimizer adamw --wire int8 -q
+	[ "$status" -eq 3 ]
+	[[ "${lines[0]}" == "collx-dp: ck2.safetensors: error feedback of 2 ranks, but no 'wire.ef.1'" ]]
+}
+
+@test "--wire: bad types and combinations that cannot work are usage errors naming both options" {
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 1 --wire fp8
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-dp: --wire: want f32, bf16, f16 or int8, not 'fp8'" ]]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 1 --wire bf16 --sync ps
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-dp: --wire bf16 goes with allreduce, not --sync ps" ]]
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 200 --steps 1 --wire int8 --sync ring
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-dp: --wire int8 sends by alltoall and allgather; --sync ring does not apply" ]]
 }

@@ -182,6 +182,7 @@ int bench_p2p_sweep(struct comm *c, struct bench_p2p *p,
 struct bench_dp {
 	int max_world;
 	const char *syncs;		/* comma list */
+	const char *wire;		/* collx-dp --wire, or NULL */
 	const char *arch, *dims;	/* collx-dp --init */
 	long batch;			/* per rank */
 	long steps;

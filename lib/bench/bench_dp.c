@@ -196,6 +196,10 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	}
 	argv[k++] = "--batch"; argv[k++] = batch; argv[k++] = "--steps";
 	argv[k++] = steps; argv[k++] = "--sync"; argv[k++] = (char *)sync;
+	if (d->wire != NULL) {
+		argv[k++] = "--wire";
+		argv[k++] = (char *)d->wire;
+	}
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
 	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
 	unlink(loss);
@@ -237,7 +241,8 @@ print_row(struct bench_out *o, const struct bench_dp *d, int world,
 	{
 		struct cli_timing_row row = {
 			.program = "collx-bench", .op = "dp", .algo = sync, .rank = 0,
-			.world = world, .dtype = "f32", .count = r->nparams,
+			.world = world, .dtype = d->wire != NULL ? d->wire : "f32",
+			.count = r->nparams,
 			.bytes = r->nparams * 4, .iter = r->steps,
 			.seconds = r->step_s, .extra = extra
 		};

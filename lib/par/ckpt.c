@@ -3,6 +3,7 @@
  * order every rank lists the pieces, so no rank needs more than its own
  * state plus, on rank 0, one flat copy per moment. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ enum { CKPT_OPCODE = 0x60, TAG_CKPT = 0x6001 };
 #define META_BATCH "collx.checkpoint.batch"
 #define META_PREFIX "collx.checkpoint."
 static const char *const moment_prefix[2] = { "optim.m.", "optim.v." };
+#define EF_PREFIX "wire.ef."
 
 /* Rank 0: every piece's moments into flat[k]; the others send theirs. */
 static int
@@ -50,6 +52,50 @@ gather(struct comm *c, const struct ckpt_piece *p, size_t n, int moments,
 	return 0;
 }
 
+/* Rank 0: every rank's error feedback into all (world vectors of the
+ * model's size, rank order); the others send theirs. */
+static int
+gather_ef(struct comm *c, size_t count, const float *ef, float *all,
+    char *err, size_t errlen)
+{
+	size_t bytes = count * sizeof(float);
+	int me = comm_rank(c), q, rc = 0;
+
+	if (bytes == 0)
+		return 0;
+	comm_set_step(c, "checkpoint error feedback");
+	if (me != 0)
+		rc = comm_send(c, 0, TAG_CKPT, ef, bytes);
+	else
+		memcpy(all, ef, bytes);
+	for (q = 1; me == 0 && q < comm_size(c) && rc == 0; q++)
+		rc = comm_recv(c, q, TAG_CKPT, all + (size_t)q * count, bytes);
+	return rc < 0 ? cli_fail(err, errlen, "%s", comm_error(c)) : 0;
+}
+
+/* "wire.ef.RANK", a flat vector for each of ranks. */
+static int
+add_ef(struct tensor_set *s, const float *all, int ranks, size_t count,
+    char *err, size_t errlen)
+{
+	char name[32];
+	int64_t len = (int64_t)count;
+
+	for (int q = 0; q < ranks; q++) {
+		struct tensor t;
+
+		snprintf(name, sizeof name, EF_PREFIX "%d", q);
+		if (tensor_init(&t, DT_F32, 1, &len, err, errlen) < 0)
+			return -1;
+		memcpy(t.data, all + (size_t)q * count, count * sizeof(float));
+		if (tensor_set_add(s, name, &t, err, errlen) < 0) {
+			tensor_free(&t);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* The optimizer tensors "optim.m.NAME" (and .v) beside the model's. */
 static int
 add_moments(struct tensor_set *s, const struct nn_model *m, int moments,
@@ -80,15 +126,17 @@ add_moments(struct tensor_set *s, const struct nn_model *m, int moments,
 }
 
 static int
-write_set(const struct nn_model *m, int moments, float *flat[2], long step,
-    long batch, const char *path, char *err, size_t errlen)
+write_set(const struct nn_model *m, int moments, float *flat[2],
+    const float *ef, int ranks, long step, long batch, const char *path,
+    char *err, size_t errlen)
 {
 	struct tensor_set s = { 0 };
 	char num[32], e[COLLX_ERRLEN];
 	int rc = -1;
 
 	if (nn_model_to_set(m, &s, e, sizeof e) < 0 ||
-	    add_moments(&s, m, moments, flat, e, sizeof e) < 0)
+	    add_moments(&s, m, moments, flat, e, sizeof e) < 0 ||
+	    (ef != NULL && add_ef(&s, ef, ranks, m->nparams, e, sizeof e) < 0))
 		goto out;
 	snprintf(num, sizeof num, "%ld", step);
 	if (tensor_set_meta_put(&s, META_STEP, num, e, sizeof e) < 0)
@@ -109,27 +157,43 @@ out:
 }
 
 int
+ckpt_save_ef(struct comm *c, const struct nn_model *m,
+    const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
+    const float *ef, long step, long batch, const char *path, char *err,
+    size_t errlen)
+{
+	int moments = nn_optim_moments(oc), k, rc = -1, root = comm_rank(c) == 0;
+	size_t np = m->nparams ? m->nparams : 1;
+	float *flat[2] = { NULL, NULL }, *all = NULL;
+
+	for (k = 0; k < moments && root; k++)
+		if ((flat[k] = calloc(np, sizeof(float))) == NULL)
+			goto oom;
+	if (ef != NULL && root && (all = calloc(np * (size_t)comm_size(c),
+	    sizeof(float))) == NULL)
+		goto oom;
+	if (gather(c, p, n, moments, flat, err, errlen) < 0 || (ef != NULL &&
+	    gather_ef(c, m->nparams, ef, all, err, errlen) < 0))
+		goto out;
+	rc = root ? write_set(m, moments, flat, all, comm_size(c), step, batch,
+	    path, err, errlen) : 0;
+	goto out;
+oom:
+	cli_fail(err, errlen, "checkpoint: out of memory");
+out:
+	free(flat[0]);
+	free(flat[1]);
+	free(all);
+	return rc;
+}
+
+int
 ckpt_save(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     long step, long batch, const char *path, char *err, size_t errlen)
 {
-	int moments = nn_optim_moments(oc), k, rc = -1;
-	float *flat[2] = { NULL, NULL };
-
-	for (k = 0; k < moments && comm_rank(c) == 0; k++)
-		if ((flat[k] = calloc(m->nparams ? m->nparams : 1,
-		    sizeof(float))) == NULL) {
-			cli_fail(err, errlen, "checkpoint: out of memory");
-			goto out;
-		}
-	if (gather(c, p, n, moments, flat, err, errlen) < 0)
-		goto out;
-	rc = comm_rank(c) == 0 ? write_set(m, moments, flat, step, batch, path,
-	    err, errlen) : 0;
-out:
-	free(flat[0]);
-	free(flat[1]);
-	return rc;
+	return ckpt_save_ef(c, m, oc, p, n, NULL, step, batch, path, err,
+	    errlen);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -152,15 +216,16 @@ meta_long(const struct tensor_set *s, const char *key, long *out, char *err,
 	return 0;
 }
 
-/* Moves the "optim.*" tensors of s into o and drops the checkpoint's own
- * metadata, leaving s a model. */
+/* Moves the "optim.*" and "wire.*" tensors of s into o and drops the
+ * checkpoint's own metadata, leaving s a model. */
 static void
 split_set(struct tensor_set *s, struct tensor_set *o)
 {
 	size_t i, kept = 0, nm = 0;
 
 	for (i = 0; i < s->count; i++) {
-		if (strncmp(s->items[i].name, "optim.", 6) == 0)
+		if (strncmp(s->items[i].name, "optim.", 6) == 0 ||
+		    strncmp(s->items[i].name, "wire.", 5) == 0)
 			o->items[o->count++] = s->items[i];
 		else
 			s->items[kept++] = s->items[i];
@@ -208,7 +273,44 @@ load_moment(const struct tensor_set *o, const struct nn_model *m, int k,
 	return 0;
 }
 
-/* Every "optim.*" tensor must be a moment of one of m's parameters. */
+/* The error feedback "wire.ef.0" ... "wire.ef.R-1", each a float per
+ * parameter, into st (none: st->ef NULL). */
+static int
+load_ef(const struct tensor_set *o, const struct nn_model *m,
+    struct ckpt_state *st, char *err, size_t errlen)
+{
+	char name[32];
+	size_t i, found = 0;
+	int q;
+
+	for (i = 0; i < o->count; i++)
+		found += strncmp(o->items[i].name, EF_PREFIX,
+		    strlen(EF_PREFIX)) == 0;
+	if (found == 0)
+		return 0;
+	if (found > (size_t)INT32_MAX || (st->ef = calloc(found * (m->nparams ?
+	    m->nparams : 1), sizeof(float))) == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	st->ef_ranks = (int)found;
+	for (q = 0; q < st->ef_ranks; q++) {
+		const struct tensor *t;
+
+		snprintf(name, sizeof name, EF_PREFIX "%d", q);
+		if ((t = tensor_set_find(o, name)) == NULL)
+			return cli_fail(err, errlen, "error feedback of %zu "
+			    "ranks, but no '%s'", found, name);
+		if (t->dtype != DT_F32 || (size_t)tensor_numel(t) !=
+		    m->nparams)
+			return cli_fail(err, errlen, "'%s' is not %zu f32 values",
+			    name, m->nparams);
+		memcpy(st->ef + (size_t)q * m->nparams, t->data,
+		    m->nparams * sizeof(float));
+	}
+	return 0;
+}
+
+/* Every "optim.*" tensor must be a moment of one of m's parameters, every
+ * "wire.*" one a rank's error feedback. */
 static int
 load_state(const struct tensor_set *o, const struct nn_model *m,
     struct ckpt_state *st, char *err, size_t errlen)
@@ -218,6 +320,8 @@ load_state(const struct tensor_set *o, const struct nn_model *m,
 	for (size_t i = 0; i < o->count; i++) {
 		const char *name = o->items[i].name;
 
+		if (strncmp(name, EF_PREFIX, strlen(EF_PREFIX)) == 0)
+			continue;
 		if ((strncmp(name, moment_prefix[0], plen) != 0 &&
 		    strncmp(name, moment_prefix[1], plen) != 0) ||
 		    nn_model_param(m, name + plen) == NULL)
@@ -225,7 +329,8 @@ load_state(const struct tensor_set *o, const struct nn_model *m,
 			    "optimizer state", name);
 	}
 	if (load_moment(o, m, 0, &st->m, err, errlen) < 0 ||
-	    load_moment(o, m, 1, &st->v, err, errlen) < 0)
+	    load_moment(o, m, 1, &st->v, err, errlen) < 0 ||
+	    load_ef(o, m, st, err, errlen) < 0)
 		return -1;
 	return 0;
 }
@@ -270,7 +375,9 @@ ckpt_state_free(struct ckpt_state *st)
 {
 	free(st->m);
 	free(st->v);
-	st->m = st->v = NULL;
+	free(st->ef);
+	st->m = st->v = st->ef = NULL;
+	st->ef_ranks = 0;
 }
 
 int

@@ -25,11 +25,15 @@ struct ckpt_piece {
 	size_t o_off;
 };
 
-/* What a checkpoint holds beyond the model. */
+/* What a checkpoint holds beyond the model. ef: every rank's error
+ * feedback of compressed gradients ("wire.ef.RANK", a float per
+ * parameter): ef_ranks vectors one after another, or NULL. */
 struct ckpt_state {
 	long step;		/* steps done: the next step to run */
 	long batch;		/* the global batch it was trained with */
 	float *m, *v;		/* flat over the parameters, or NULL */
+	float *ef;
+	int ef_ranks;
 };
 
 /* Collective: rank 0 gathers the pieces' state (oc's moments of each)
@@ -39,6 +43,13 @@ struct ckpt_state {
 int ckpt_save(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     long step, long batch, const char *path, char *err, size_t errlen);
+
+/* As ckpt_save, and every rank's error feedback ef (a float per
+ * parameter; NULL: none) stored as "wire.ef.RANK". */
+int ckpt_save_ef(struct comm *c, const struct nn_model *m,
+    const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
+    const float *ef, long step, long batch, const char *path, char *err,
+    size_t errlen);
 
 /* Reads a checkpoint: the model into m (as nn_model_load) and the rest
  * into st. -1 with "PATH: reason": bad input (exit 3). */

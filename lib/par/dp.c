@@ -69,8 +69,9 @@ bucket_allreduce(struct run *r, int i)
 	size_t a = r->bucket[i], b = r->bucket[i + 1];
 
 	comm_set_step(r->c, "gradient bucket %d of %d", i + 1, r->nbucket);
-	if (coll_allreduce(r->c, r->m->grads + a, b - a, DT_F32, COLL_SUM,
-	    r->cfg->algo) < 0)
+	if ((r->wire.type == DP_WIRE_F32 ? coll_allreduce(r->c, r->m->grads + a,
+	    b - a, DT_F32, COLL_SUM, r->cfg->algo) : dp_wire_allreduce(&r->wire,
+	    r->c, r->m->grads + a, a, b - a, r->cfg->algo)) < 0)
 		return dp_comm_failed(r);
 	return 0;
 }
@@ -140,6 +141,7 @@ static int
 run_step(struct run *r, long k, struct train_step *s)
 {
 	double t0 = cli_now(), t1, t2, t3, busy = 0, loss = 0;
+	uint64_t sent = comm_bytes_sent(r->c);
 	char e[COLLX_ERRLEN];
 	int rc = 0;
 
@@ -175,6 +177,7 @@ run_step(struct run *r, long k, struct train_step *s)
 	s->hidden = busy > t2 - t1 ? busy - (t2 - t1) : 0;
 	s->exposed = s->comm - s->hidden;
 	s->compute = s->seconds - s->exposed;
+	s->bytes_sent = comm_bytes_sent(r->c) - sent;
 	return 0;
 }
 
@@ -268,7 +271,17 @@ static int
 run_buckets(struct run *r)
 {
 	const struct dp_cfg *cfg = r->cfg;
+	size_t maxn = 0;
+	int i;
 
+	for (i = 0; i < r->nbucket; i++)
+		if (r->bucket[i + 1] - r->bucket[i] > maxn)
+			maxn = r->bucket[i + 1] - r->bucket[i];
+	if (cfg->sync == DP_ALLREDUCE && dp_wire_init(&r->wire, cfg->wire,
+	    r->rank, r->world, r->m->nparams, maxn, r->err, r->errlen) < 0) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return -1;
+	}
 	if (cfg->zero > 0) {
 		if (dp_zero_init(r) < 0)
 			return -1;
@@ -357,6 +370,7 @@ run_free(struct run *r)
 		nn_optim_free(&r->bopt[i]);
 	free(r->bopt);
 	dp_zero_free(r);
+	dp_wire_free(&r->wire);
 	train_order_free(&r->ord);
 	train_batch_free(&r->tb);
 	free(r->bucket);

@@ -19,6 +19,14 @@
 
 enum dp_sync { DP_ALLREDUCE, DP_PS };
 
+/* The type gradients travel in (--wire); every sum is taken in f32. */
+enum dp_wire_type { DP_WIRE_F32, DP_WIRE_BF16, DP_WIRE_F16, DP_WIRE_INT8 };
+#define DP_WIRE_BLOCK 256	/* int8: values per scale */
+
+/* "f32", "bf16", "f16" or "int8": 0, or -1 for another name. */
+int dp_wire_parse(const char *s, enum dp_wire_type *out);
+const char *dp_wire_name(enum dp_wire_type t);
+
 struct dp_cfg {
 	long batch, steps;
 	int shuffle;
@@ -36,6 +44,7 @@ struct dp_cfg {
 	comm_note_fn note;	/* says which external server a long wait is for */
 	int overlap;		/* bucket syncs overlap the backward pass */
 	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
+	enum dp_wire_type wire;	/* DP_ALLREDUCE: the gradients' wire type */
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */

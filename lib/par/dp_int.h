@@ -10,6 +10,18 @@
 
 struct dp_ovl;
 
+/* Gradients on the wire (dp_wire.c): the type, this rank's error
+ * feedback (int8: what rounding lost, a float per parameter) and the
+ * buffers of one bucket's messages. */
+struct dp_wire {
+	enum dp_wire_type type;
+	int rank, world;
+	float *ef;
+	size_t nef;
+	void *send, *recv;
+	float *sum;
+};
+
 /* A parameter server running in this rank (colocated async mode). */
 struct colo_server {
 	pthread_t thr;
@@ -43,6 +55,7 @@ struct run {
 	size_t *zcounts;		/* ZeRO: allgatherv counts, world */
 	float *gshard, *zpad;		/* ZeRO: stage 2 grads, padding */
 	size_t gshard_len;
+	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	struct ps_client *cl;		/* external or colocated async servers */
 	struct colo_server *srv;
 	enum train_err kind;
@@ -78,6 +91,21 @@ int dp_zero_init(struct run *r);
 int dp_zero_bucket(struct run *r, int bucket);
 int dp_zero_update(struct run *r);
 void dp_zero_free(struct run *r);
+
+/* Gradients in w->type on the wire (dp_wire.c; where they round: the
+ * file's comment). init sizes the buffers for buckets of up to maxn
+ * floats of a vector of n. allreduce: the n floats g of the vector's
+ * [off, off+n) replaced by their sum over the ranks; reduce_scatter:
+ * this rank's slice of that sum (ZeRO's, dp_zero_slice: len floats from
+ * rank * ceil(n / world)) into out. 0, or -1 with comm_error(c) set. */
+int dp_wire_init(struct dp_wire *w, enum dp_wire_type type, int rank,
+    int world, size_t n, size_t maxn, char *err, size_t errlen);
+int dp_wire_allreduce(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, enum coll_algo algo);
+int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
+    const float *g, size_t off, size_t n, float *out, size_t len,
+    enum coll_algo algo);
+void dp_wire_free(struct dp_wire *w);
 
 /* Checkpoints (dp_ckpt.c): this rank's optimizer state from
  * cfg->resume, and the whole state written after `done` steps. */

@@ -68,10 +68,12 @@ void train_batch_fill(struct train_batch *tb, const struct train_data *d,
 /* One step's record. loss: the batch loss of the step's forward pass.
  * comm: seconds of communication, of which hidden ran behind the backward
  * pass and exposed (comm - hidden) held the step up; compute: seconds -
- * exposed. */
+ * exposed. bytes_sent: payload bytes this rank sent in the step (where
+ * the trainer counts them). */
 struct train_step {
 	long step, epoch, tokens;
 	double loss, seconds, compute, comm, hidden, exposed;
+	uint64_t bytes_sent;
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)

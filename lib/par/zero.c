@@ -8,7 +8,8 @@
  * allgathered. Stage 1 keeps the reduced slice in place in the gradient
  * vector; stage 2 keeps only the reduced slices, compact. The optimizers
  * are elementwise, so the result is plain data parallelism's up to the
- * order the reductions add in. */
+ * order the reductions add in. With --wire the reduce-scatter is
+ * dp_wire's, in the wire type. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,14 +84,21 @@ dp_zero_bucket(struct run *r, int i)
 	float *g = r->m->grads + a, *send = g, *recv;
 
 	dp_zero_slice(r, i, r->rank, &off, &len);
+	comm_set_step(r->c, "reduce-scatter of gradient bucket %d of %d", i + 1,
+	    r->nbucket);
+	if (r->wire.type != DP_WIRE_F32) {
+		recv = r->cfg->zero == 2 ? r->gshard + r->zoff[i] : g + off;
+		if (dp_wire_reduce_scatter(&r->wire, r->c, g, a, n, recv, len,
+		    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
+			return dp_comm_failed(r);
+		return 0;
+	}
 	if (c * (size_t)r->world != n) {
 		send = r->zpad;
 		memcpy(send, g, n * sizeof(float));
 		memset(send + n, 0, (c * (size_t)r->world - n) * sizeof(float));
 	}
 	recv = r->cfg->zero == 2 ? r->gshard + r->zoff[i] : send + off;
-	comm_set_step(r->c, "reduce-scatter of gradient bucket %d of %d", i + 1,
-	    r->nbucket);
 	if (coll_reduce_scatter(r->c, send, recv, c, DT_F32, COLL_SUM,
 	    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
 		return dp_comm_failed(r);

@@ -87,24 +87,43 @@ trainopt_optim_agree(struct prog_job *j, const struct nn_optim_cfg *c)
 }
 
 
-int
-trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
-    char *err, size_t errlen)
+static int
+loss_csv_write(const char *path, const struct train_step *s, long n,
+    int sent, char *err, size_t errlen)
 {
-	size_t cap = 64 + (size_t)n * 128, len;
+	size_t cap = 80 + (size_t)n * 160, len;
 	char *buf = cli_calloc(cap, 1);
 	long k;
 	int rc;
 
-	len = (size_t)snprintf(buf, cap, "step,epoch,loss,tokens,seconds,"
-	    "tokens_per_s\n");
-	for (k = 0; k < n; k++)
+	len = (size_t)snprintf(buf, cap, "%s\n", sent ?
+	    TRAINOPT_LOSS_HEADER ",bytes_sent" : TRAINOPT_LOSS_HEADER);
+	for (k = 0; k < n; k++) {
 		len += (size_t)snprintf(buf + len, cap - len, "%ld,%ld,%.9g,%ld,"
-		    "%.6f,%.1f\n", s[k].step, s[k].epoch, s[k].loss, s[k].tokens,
+		    "%.6f,%.1f", s[k].step, s[k].epoch, s[k].loss, s[k].tokens,
 		    s[k].seconds, s[k].seconds > 0 ? s[k].tokens / s[k].seconds : 0);
+		if (sent)
+			len += (size_t)snprintf(buf + len, cap - len, ",%llu",
+			    (unsigned long long)s[k].bytes_sent);
+		buf[len++] = '\n';
+	}
 	rc = tensor_write_file(path, buf, len, err, errlen);
 	free(buf);
 	return rc;
+}
+
+int
+trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
+    char *err, size_t errlen)
+{
+	return loss_csv_write(path, s, n, 0, err, errlen);
+}
+
+int
+trainopt_loss_csv_write_sent(const char *path, const struct train_step *s,
+    long n, char *err, size_t errlen)
+{
+	return loss_csv_write(path, s, n, 1, err, errlen);
 }
 
 int

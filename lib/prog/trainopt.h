@@ -72,9 +72,11 @@ int trainopt_resume_check(const struct trainopt_ckpt *k,
     const struct ckpt_state *st, long batch, char *err, size_t errlen);
 
 /* The loss CSV (step,epoch,loss,tokens,seconds,tokens_per_s), written
- * atomically. */
+ * atomically; _sent adds a last column, bytes_sent (train_step's). */
 #define TRAINOPT_LOSS_HEADER "step,epoch,loss,tokens,seconds,tokens_per_s"
 int trainopt_loss_csv_write(const char *path, const struct train_step *s,
+    long n, char *err, size_t errlen);
+int trainopt_loss_csv_write_sent(const char *path, const struct train_step *s,
     long n, char *err, size_t errlen);
 
 /* The model file at path, loaded and checked: 0, or -1 with "PATH: reason"
