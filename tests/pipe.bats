@@ -42,6 +42,23 @@ pipe() {
 	    -o "t$tag.safetensors" --loss-csv "l$tag.csv" -q "$@"
 }
 
+# Both schedules on each of WS stages with each of MS micro-batches; the
+# outputs listed in outs for piperef.py cmp.
+# usage: grid "WS" "MS" collx-pipe-options...
+grid() {
+	local ws=$1 ms=$2 s w m
+	shift 2
+	outs=()
+	for s in gpipe 1f1b; do
+		for w in $ws; do
+			for m in $ms; do
+				pipe "$w" "$s$w$m" "$@" --microbatches "$m" --schedule "$s"
+				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
+			done
+		done
+	done
+}
+
 @test "--print-schedule draws GPipe and 1F1B for M=4 W=3 without a group" {
 	run timeout 10 collx-pipe --print-schedule --schedule gpipe \
 	    --microbatches 4 --world-size 3
@@ -90,16 +107,8 @@ pipe() {
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 10 3 sgd 0.1 \
 	    r.safetensors r.csv
-	outs=()
-	for s in gpipe 1f1b; do
-		for w in 1 2 4; do
-			for m in 1 2 3 4 8; do
-				pipe "$w" "$s$w$m" -m m.safetensors -i X.npy -t Y.npy \
-				    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
-				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
-			done
-		done
-	done
+	grid "1 2 4" "1 2 3 4 8" -m m.safetensors -i X.npy -t Y.npy --steps 3 \
+	    --lr 0.1
 	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
 }
 
@@ -108,16 +117,8 @@ pipe() {
 	timeout 30 collx-dp --init block --dims 8,2,16,0,2 --seed 2 -o b.safetensors
 	timeout 120 "$PY" "$REF" train block b.safetensors X.npy Y.npy 9 3 sgd 0.1 \
 	    r.safetensors r.csv
-	outs=()
-	for s in gpipe 1f1b; do
-		for w in 1 2; do
-			for m in 1 2 3 4 8; do
-				pipe "$w" "$s$w$m" -m b.safetensors -i X.npy -t Y.npy \
-				    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
-				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
-			done
-		done
-	done
+	grid "1 2" "1 2 3 4 8" -m b.safetensors -i X.npy -t Y.npy --steps 3 \
+	    --lr 0.1
 	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
 }
 
@@ -221,6 +222,62 @@ on3and4() {
 	    --schedule 1f1b --steps 5 --lr 0.1 --momentum 0.9 --weight-decay 0.01
 	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 tg2.safetensors lg2.csv \
 	    tf4.safetensors lf4.csv
+}
+
+# An mlp stack whose layers change width: 3 -> 6 -> 4, 4 -> 5 -> 5 (no
+# fc1 bias), 5 -> 7 -> 2, 2 -> 4 -> 3, random weights from a seed, as
+# w.safetensors; with WRONG=1 layer 1 takes 3 inputs where layer 0 gives 4.
+widths() {
+	WRONG=${WRONG:-0} timeout 30 "$PY" -c '
+import os, numpy as np
+from collpy import save_st
+r = np.random.default_rng(3)
+t = {}
+for i, (a, h, b) in enumerate([(3, 6, 4), (4, 5, 5), (5, 7, 2), (2, 4, 3)]):
+    a = 3 if i == 1 and os.environ["WRONG"] == "1" else a
+    g = lambda *s: (0.5 * r.standard_normal(s)).astype(np.float32)
+    t[f"layers.{i}.fc1.weight"], t[f"layers.{i}.fc2.weight"] = g(h, a), g(b, h)
+    t[f"layers.{i}.fc1.bias"], t[f"layers.{i}.fc2.bias"] = g(h), g(b)
+del t["layers.1.fc1.bias"]
+save_st("w.safetensors", t, {"collx.arch": "mlp"})'
+}
+
+@test "mlp stack of varying widths: W 1, 2, 3, both schedules, and collx-dp on one rank equal the reference; resumed checkpoints" {
+	widths
+	data 10 3 3 11
+	timeout 120 "$PY" "$REF" train mlp w.safetensors X.npy Y.npy 10 3 sgd 0.1 \
+	    r.safetensors r.csv
+	grid "2 3" "1 3 4" -m w.safetensors -i X.npy -t Y.npy --steps 3 --lr 0.1
+	pipe 3 sp -m w.safetensors -i X.npy -t Y.npy --split 1,2,1 \
+	    --microbatches 4 --steps 3 --lr 0.1
+	pipe 1 one -m w.safetensors -i X.npy -t Y.npy --microbatches 2 --steps 3 \
+	    --lr 0.1
+	timeout 60 collx-dp -m w.safetensors --data X.npy --targets Y.npy \
+	    --batch 10 --steps 3 --lr 0.1 -o tdp.safetensors --loss-csv ldp.csv -q
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}" \
+	    tsp.safetensors lsp.csv tone.safetensors lone.csv tdp.safetensors ldp.csv
+	# checkpoints: the bytes of an uninterrupted run on as many stages, the
+	# same model within rounding on another number
+	pipe 2 full -m w.safetensors -i X.npy -t Y.npy --microbatches 3 --steps 6 \
+	    --momentum 0.9 --lr 0.05
+	pipe 2 half -m w.safetensors -i X.npy -t Y.npy --microbatches 3 --steps 3 \
+	    --momentum 0.9 --lr 0.05 --checkpoint ck.safetensors
+	pipe 2 res --resume ck.safetensors -i X.npy -t Y.npy --microbatches 3 \
+	    --steps 6 --momentum 0.9 --lr 0.05
+	pipe 3 res3 --resume ck.safetensors -i X.npy -t Y.npy --microbatches 3 \
+	    --steps 6 --momentum 0.9 --lr 0.05
+	cmp tfull.safetensors tres.safetensors
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" cmp tfull.safetensors \
+	    tres3.safetensors 1e-5 1e-6
+}
+
+@test "an mlp stack whose widths do not chain is refused, naming the tensor (exit 3)" {
+	WRONG=1 widths
+	data 4 3 3 1
+	run timeout 30 collx-pipe -m w.safetensors -i X.npy -t Y.npy --microbatches 2
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"tensor 'layers.1.fc1.weight' has shape [5, 3], expected [5, 4]"* ]]
 }
 
 @test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {

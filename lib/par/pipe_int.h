@@ -30,7 +30,9 @@ struct pipe_stage {
 	int j, w, l0, l1, gpt, first, last;
 	int seq;		/* rows per sample: block, gpt; mlp 1 */
 	size_t in_w, out_w;	/* floats per sample at the stage's ends */
-	size_t act_w;		/* saved floats per sample per layer */
+	size_t act_w;		/* block: saved floats per sample per layer */
+	size_t *off;		/* per sample, where layer k's output lies in
+				 * a slot (lay_out), k = 0 .. l1 - l0 */
 	int nmax;		/* largest micro-batch */
 	size_t slot_cap;	/* floats per slot */
 	struct pipe_slot *slot;
