@@ -84,13 +84,16 @@ struct pipe_run {
 	const struct train_data *d;
 	struct comm *c;
 	const struct pipe_cfg *cfg;
-	struct pipe_sched sch;
+	const struct pipe_sched *sch;	/* cfg->table, or own_sch */
+	struct pipe_sched own_sch;
 	struct pipe_stage st;
 	int rank, world, have_st, have_sch;
 	long *mstart, *mcount;		/* micro-batches of the batch */
 	struct pipe_slot **mslot;
 	const float **mout;
 	struct comm_req *sact, *sgrad;
+	int gmb[2], gturn;		/* micro-batch in each gradient send
+					 * buffer (st.g[2 + b]), the next one */
 	struct train_order ord;
 	struct train_batch tb;
 	struct pipe_range *own;		/* parameter ranges the stage updates */
