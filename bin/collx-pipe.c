@@ -1,6 +1,7 @@
 /* collx-pipe: pipeline-parallel training of an mlp or block stack, or a
- * gpt, with GPipe or 1F1B schedules; or --print-schedule, the clock table
- * of a schedule. The training itself is lib/par/pipe.c's. */
+ * gpt, with GPipe or 1F1B schedules or one from a file; or
+ * --print-schedule, the clock table of a schedule. The training itself is
+ * lib/par/pipe.c's. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,8 @@
 #include "tensor/tensor.h"
 
 enum {
-	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_SPLIT, OPT_TRACE,
-	OPT_PRINT
+	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_SCHEDULE_FILE, OPT_SPLIT,
+	OPT_TRACE, OPT_PRINT
 };
 
 static const struct option longopts[] = {
@@ -26,6 +27,7 @@ static const struct option longopts[] = {
 	TRAINOPT_FILE_LONGOPTS,
 	{ "input", 1, 0, 'i' }, { "targets", 1, 0, 't' },
 	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
+	{ "schedule-file", 1, 0, OPT_SCHEDULE_FILE },
 	TRAINOPT_STEPS_LONGOPTS, { "split", 1, 0, OPT_SPLIT },
 	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
 	TRAINOPT_RUN_LONGOPTS,
@@ -37,9 +39,9 @@ static const struct option longopts[] = {
 
 struct opts {
 	struct trainopt_common c;
-	const char *data, *targets, *trace, *split;
+	const char *data, *targets, *trace, *split, *sched_file;
 	long micro;
-	int print;
+	int print, sched_given;
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -52,15 +54,18 @@ usage(void)
 {
 	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
 	    "           -i X.npy [-t Y.npy] --microbatches M\n"
-	    "           [--schedule gpipe|1f1b] [--steps K | --epochs E] [options]\n"
+	    "           [--schedule gpipe|1f1b | --schedule-file F.csv]\n"
+	    "           [--steps K | --epochs E] [options]\n"
 	    "       %s --print-schedule --microbatches M [--world-size W]\n"
-	    "           [--schedule gpipe|1f1b]\n\n"
+	    "           [--schedule gpipe|1f1b | --schedule-file F.csv]\n\n"
 	    "Pipeline-parallel training: rank j runs stage j of the model's layers.\n\n"
 	    "  -m, --model F         mlp or block stack (layers.{i}.*), or a gpt\n"
 	    "  -i, --input F         mlp/block: X rows; gpt: token file\n"
 	    "  -t, --targets F       mlp/block: Y rows\n"
 	    "  --microbatches M      micro-batches per step (need not divide B)\n"
 	    "  --schedule S          gpipe or 1f1b (default)\n"
+	    "  --schedule-file F     each rank's passes from a CSV file of rows\n"
+	    "                        rank,slot,action (F<i> or B<i>), checked first\n"
 	    "  --batch B             global batch (default: all of X)\n"
 	    "  --steps K             train K steps (default 1)\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -78,7 +83,8 @@ usage(void)
 	    "  --timing F            append per-stage timing rows (with bubble)\n"
 	    "  --trace F.json        rank 0 writes a Chrome trace, a track per stage\n"
 	    TRAINOPT_CKPT_HELP
-	    "  --print-schedule      print the schedule's clock table and exit\n"
+	    "  --print-schedule      print the schedule's clock table and bubble, and\n"
+	    "                        exit\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  -v, --verbose         a line per step on stderr (without -v, a\n"
 	    "                        terminal gets one live progress line); rank 0\n"
@@ -88,7 +94,7 @@ usage(void)
 	    "  -V, --version         version\n"
 	    "%s"
 	    "Exit status: 0 ok, 1 runtime failure, 2 usage (a bad --split), 3 bad\n"
-	    "input.\n",
+	    "input (a bad schedule file too).\n",
 	    cli_progname, cli_progname, cli_group_help);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
@@ -110,7 +116,9 @@ own_option(void *ctx, int c, const char *a)
 		if (pipe_sched_parse(a, &o->sched) < 0)
 			cli_usage_error("--schedule: want gpipe or 1f1b, not '%s'",
 			    a);
+		o->sched_given = 1;
 		break;
+	case OPT_SCHEDULE_FILE: o->sched_file = a; break;
 	case OPT_SPLIT: o->split = a; break;
 	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
@@ -129,6 +137,22 @@ parse_args(struct opts *o, int argc, char **argv)
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	if (o->micro < 1)
 		cli_usage_error("--microbatches M is required");
+	if (o->sched_file != NULL && o->sched_given)
+		cli_usage_error("give one of --schedule and --schedule-file");
+	if (o->sched_file != NULL)
+		o->sched = PIPE_SCHED_FILE;
+}
+
+/* The schedule file's tables for W stages (0: the file's ranks); a bad
+ * file is bad input, found by every rank before anything runs. */
+static void
+load_schedule(const struct opts *o, struct pipe_sched *s, int w)
+{
+	char e[COLLX_ERRLEN];
+
+	if (pipe_sched_file(s, o->sched_file, (int)o->micro, w, e,
+	    sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 }
 
 /* --print-schedule: no group, W from --world-size. */
@@ -137,14 +161,20 @@ print_schedule(const struct opts *o)
 {
 	struct pipe_sched s;
 	char e[COLLX_ERRLEN];
-	int w = o->g.world > 0 ? o->g.world : 1;
+	int w = o->g.world > 0 ? o->g.world : o->sched_file != NULL ? 0 : 1;
 
-	if (pipe_sched_build(&s, o->sched, (int)o->micro, w, e, sizeof(e)) < 0)
+	if (o->sched_file != NULL)
+		load_schedule(o, &s, w);
+	else if (pipe_sched_build(&s, o->sched, (int)o->micro, w, e,
+	    sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	if (cli_verbose)
-		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks, bubble "
-	    "(W-1)/(M+W-1) = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
-	    s.nclocks, pipe_sched_bubble((int)o->micro, w));
+	if (cli_verbose && o->sched_file == NULL)
+		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks, "
+		    "bubble (W-1)/(M+W-1) = %.4f\n", pipe_sched_name(o->sched),
+		    o->micro, w, s.nclocks, pipe_sched_bubble((int)o->micro, w));
+	else if (cli_verbose)
+		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks\n",
+		    o->sched_file, o->micro, s.w, s.nclocks);
 	pipe_sched_print(stdout, &s);
 	pipe_sched_free(&s);
 	cli_close_stdout();
@@ -158,6 +188,7 @@ struct report {
 	struct cli_timing *timing;
 	struct progress pr;
 	int rank, world;
+	double theory;		/* the schedule's bubble on paper */
 };
 
 /* count: the batch's samples (compute, step) or the elements op moved
@@ -177,7 +208,7 @@ timing_row(struct report *r, const char *op, long step, double seconds,
 
 	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
 	    r->o->micro, pipe_stat_bubble(st),
-	    pipe_sched_bubble((int)r->o->micro, r->world), st->peak_act);
+	    r->theory, st->peak_act);
 	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
@@ -200,15 +231,16 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 }
 
 static void
-summary(const struct opts *o, const struct pipe_result *res, int world,
+summary(const struct report *r, const struct pipe_result *res,
     const int *first)
 {
-	int j;
+	const struct opts *o = r->o;
+	int j, world = r->world;
 
 	printf("%s: %s, %ld micro-batches, %d stages: measured bubble %.4f, "
-	    "theory (W-1)/(M+W-1) %.4f\n", cli_progname,
-	    pipe_sched_name(o->sched), o->micro, world, res->bubble_mean,
-	    pipe_sched_bubble((int)o->micro, world));
+	    "theory %s %.4f\n", cli_progname, pipe_sched_name(o->sched),
+	    o->micro, world, res->bubble_mean, o->sched_file != NULL ?
+	    "(the table's)" : "(W-1)/(M+W-1)", r->theory);
 	printf("  measured: the share of each stage's schedule outside its "
 	    "passes, waiting for\n"
 	    "  and sending messages; theory: equal passes, free messages, no "
@@ -259,6 +291,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	long from = cfg->resume != NULL ? cfg->resume->step : 0;
 	int code;
 
+	r.theory = cfg->table != NULL ? pipe_sched_table_bubble(cfg->table) :
+	    pipe_sched_bubble(cfg->micro, r.world);
 	if (from > cfg->steps)	/* resumed past the end: no steps */
 		from = cfg->steps;
 	if (o->c.timing != NULL) {
@@ -271,6 +305,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	 * the optimizer every stage steps its layers with */
 	prog_job_init(&job, "collx-pipe");
 	prog_job_add(&job, "--schedule", "%s", pipe_sched_name(cfg->sched));
+	if (cfg->table != NULL)
+		prog_job_add(&job, "--schedule-file", "%016llx",
+		    pipe_sched_digest(cfg->table));
 	prog_job_add(&job, "--microbatches", "%d", cfg->micro);
 	prog_job_add(&job, "--batch", "%ld", cfg->batch);
 	prog_job_add(&job, "--steps", "%ld", cfg->steps);
@@ -292,7 +329,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	if (r.rank == 0) {
 		write_outputs(o, m, &res, from, r.world);
 		if (!cli_quiet)
-			summary(o, &res, r.world, cfg->first);
+			summary(&r, &res, cfg->first);
 	}
 	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
@@ -320,6 +357,7 @@ main(int argc, char **argv)
 	struct nn_model m;
 	struct train_data d;
 	struct ckpt_state st = { 0 };
+	struct pipe_sched table = { 0 };
 	int *first;
 	char e[COLLX_ERRLEN], *cpath = NULL;
 
@@ -335,6 +373,8 @@ main(int argc, char **argv)
 		cli_usage_error("--checkpoint-every goes with --checkpoint");
 	if (o.c.steps >= 0 && o.c.epochs > 0)
 		cli_usage_error("give one of --steps and --epochs");
+	if (o.sched_file != NULL)
+		load_schedule(&o, &table, o.g.world);
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	subst_paths(&o);
@@ -359,6 +399,7 @@ main(int argc, char **argv)
 	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch, o.c.epochs) :
 	    o.c.steps >= 0 ? o.c.steps : 1;
 	cfg.sched = o.sched;
+	cfg.table = o.sched_file != NULL ? &table : NULL;
 	cfg.micro = (int)o.micro;
 	cfg.batch = o.c.batch;
 	cfg.steps = o.c.steps;
@@ -372,6 +413,7 @@ main(int argc, char **argv)
 	train_data_free(&d);
 	nn_model_free(&m);
 	ckpt_state_free(&st);
+	pipe_sched_free(&table);
 	free(cpath);
 	free(first);
 	cli_group_free(&o.g);

@@ -42,6 +42,23 @@ pipe() {
 	    -o "t$tag.safetensors" --loss-csv "l$tag.csv" -q "$@"
 }
 
+# Both schedules on each of WS stages with each of MS micro-batches; the
+# outputs listed in outs for piperef.py cmp.
+# usage: grid "WS" "MS" collx-pipe-options...
+grid() {
+	local ws=$1 ms=$2 s w m
+	shift 2
+	outs=()
+	for s in gpipe 1f1b; do
+		for w in $ws; do
+			for m in $ms; do
+				pipe "$w" "$s$w$m" "$@" --microbatches "$m" --schedule "$s"
+				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
+			done
+		done
+	done
+}
+
 @test "--print-schedule draws GPipe and 1F1B for M=4 W=3 without a group" {
 	run timeout 10 collx-pipe --print-schedule --schedule gpipe \
 	    --microbatches 4 --world-size 3
@@ -59,7 +76,8 @@ pipe() {
 	    '8      B0    B1    B2' \
 	    '9      B1    B2    B3' \
 	    '10     B2    B3    .' \
-	    '11     B3    .     .')" ]
+	    '11     B3    .     .' \
+	    'bubble 0.3333 (12 idle of 36 cells)')" ]
 	run timeout 10 collx-pipe --print-schedule --schedule 1f1b \
 	    --microbatches 4 --world-size 3
 	[ "$status" -eq 0 ]
@@ -76,11 +94,14 @@ pipe() {
 	    '8      .     B2    F3' \
 	    '9      B2    .     B3' \
 	    '10     .     B3    .' \
-	    '11     B3    .     .')" ]
-	# M < W works (1F1B: every stage warms up with what there is)
+	    '11     B3    .     .' \
+	    'bubble 0.3333 (12 idle of 36 cells)')" ]
+	# M < W works (1F1B: every stage warms up with what there is); the
+	# bubble is (W-1)/(M+W-1) = 3/5
 	run timeout 10 collx-pipe --print-schedule --microbatches 2 --world-size 4
 	[ "$status" -eq 0 ]
-	[ "${#lines[@]}" -eq 11 ]
+	[ "${#lines[@]}" -eq 12 ]
+	[ "${lines[11]}" = "bubble 0.6000 (24 idle of 40 cells)" ]
 	[ "$(grep -o 'F[0-9]' <<<"$output" | wc -l)" -eq 8 ]
 	[ "$(grep -o 'B[0-9]' <<<"$output" | wc -l)" -eq 8 ]
 }
@@ -90,16 +111,8 @@ pipe() {
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 10 3 sgd 0.1 \
 	    r.safetensors r.csv
-	outs=()
-	for s in gpipe 1f1b; do
-		for w in 1 2 4; do
-			for m in 1 2 3 4 8; do
-				pipe "$w" "$s$w$m" -m m.safetensors -i X.npy -t Y.npy \
-				    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
-				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
-			done
-		done
-	done
+	grid "1 2 4" "1 2 3 4 8" -m m.safetensors -i X.npy -t Y.npy --steps 3 \
+	    --lr 0.1
 	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
 }
 
@@ -108,16 +121,8 @@ pipe() {
 	timeout 30 collx-dp --init block --dims 8,2,16,0,2 --seed 2 -o b.safetensors
 	timeout 120 "$PY" "$REF" train block b.safetensors X.npy Y.npy 9 3 sgd 0.1 \
 	    r.safetensors r.csv
-	outs=()
-	for s in gpipe 1f1b; do
-		for w in 1 2; do
-			for m in 1 2 3 4 8; do
-				pipe "$w" "$s$w$m" -m b.safetensors -i X.npy -t Y.npy \
-				    --microbatches "$m" --schedule "$s" --steps 3 --lr 0.1
-				outs+=("t$s$w$m.safetensors" "l$s$w$m.csv")
-			done
-		done
-	done
+	grid "1 2" "1 2 3 4 8" -m b.safetensors -i X.npy -t Y.npy --steps 3 \
+	    --lr 0.1
 	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
 }
 
@@ -221,6 +226,168 @@ on3and4() {
 	    --schedule 1f1b --steps 5 --lr 0.1 --momentum 0.9 --weight-decay 0.01
 	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 tg2.safetensors lg2.csv \
 	    tf4.safetensors lf4.csv
+}
+
+# An mlp stack whose layers change width: 3 -> 6 -> 4, 4 -> 5 -> 5 (no
+# fc1 bias), 5 -> 7 -> 2, 2 -> 4 -> 3, random weights from a seed, as
+# w.safetensors; with WRONG=1 layer 1 takes 3 inputs where layer 0 gives 4.
+widths() {
+	WRONG=${WRONG:-0} timeout 30 "$PY" -c '
+import os, numpy as np
+from collpy import save_st
+r = np.random.default_rng(3)
+t = {}
+for i, (a, h, b) in enumerate([(3, 6, 4), (4, 5, 5), (5, 7, 2), (2, 4, 3)]):
+    a = 3 if i == 1 and os.environ["WRONG"] == "1" else a
+    g = lambda *s: (0.5 * r.standard_normal(s)).astype(np.float32)
+    t[f"layers.{i}.fc1.weight"], t[f"layers.{i}.fc2.weight"] = g(h, a), g(b, h)
+    t[f"layers.{i}.fc1.bias"], t[f"layers.{i}.fc2.bias"] = g(h), g(b)
+del t["layers.1.fc1.bias"]
+save_st("w.safetensors", t, {"collx.arch": "mlp"})'
+}
+
+@test "mlp stack of varying widths: W 1, 2, 3, both schedules, and collx-dp on one rank equal the reference; resumed checkpoints" {
+	widths
+	data 10 3 3 11
+	timeout 120 "$PY" "$REF" train mlp w.safetensors X.npy Y.npy 10 3 sgd 0.1 \
+	    r.safetensors r.csv
+	grid "2 3" "1 3 4" -m w.safetensors -i X.npy -t Y.npy --steps 3 --lr 0.1
+	pipe 3 sp -m w.safetensors -i X.npy -t Y.npy --split 1,2,1 \
+	    --microbatches 4 --steps 3 --lr 0.1
+	pipe 1 one -m w.safetensors -i X.npy -t Y.npy --microbatches 2 --steps 3 \
+	    --lr 0.1
+	timeout 60 collx-dp -m w.safetensors --data X.npy --targets Y.npy \
+	    --batch 10 --steps 3 --lr 0.1 -o tdp.safetensors --loss-csv ldp.csv -q
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}" \
+	    tsp.safetensors lsp.csv tone.safetensors lone.csv tdp.safetensors ldp.csv
+	# checkpoints: the bytes of an uninterrupted run on as many stages, the
+	# same model within rounding on another number
+	pipe 2 full -m w.safetensors -i X.npy -t Y.npy --microbatches 3 --steps 6 \
+	    --momentum 0.9 --lr 0.05
+	pipe 2 half -m w.safetensors -i X.npy -t Y.npy --microbatches 3 --steps 3 \
+	    --momentum 0.9 --lr 0.05 --checkpoint ck.safetensors
+	pipe 2 res --resume ck.safetensors -i X.npy -t Y.npy --microbatches 3 \
+	    --steps 6 --momentum 0.9 --lr 0.05
+	pipe 3 res3 --resume ck.safetensors -i X.npy -t Y.npy --microbatches 3 \
+	    --steps 6 --momentum 0.9 --lr 0.05
+	cmp tfull.safetensors tres.safetensors
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" cmp tfull.safetensors \
+	    tres3.safetensors 1e-5 1e-6
+}
+
+@test "an mlp stack whose widths do not chain is refused, naming the tensor (exit 3)" {
+	WRONG=1 widths
+	data 4 3 3 1
+	run timeout 30 collx-pipe -m w.safetensors -i X.npy -t Y.npy --microbatches 2
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"tensor 'layers.1.fc1.weight' has shape [5, 3], expected [5, 4]"* ]]
+}
+
+# 1F1B's passes as schedule files: for M=4 on 2 ranks written by hand,
+# slots counting each rank's passes; on 3 ranks the cells of the printed
+# table, slots its clocks (with gaps).
+sched1f1b() {
+	printf '%s\n' rank,slot,action \
+	    0,0,F0 0,1,F1 0,2,B0 0,3,F2 0,4,B1 0,5,F3 0,6,B2 0,7,B3 \
+	    1,0,F0 1,1,B0 1,2,F1 1,3,B1 1,4,F2 1,5,B2 1,6,F3 1,7,B3 >f2.csv
+	timeout 10 collx-pipe --print-schedule --microbatches 4 --world-size 3 |
+	    awk 'NR > 1 && $1 ~ /^[0-9]+$/ { for (j = 2; j <= NF; j++)
+		if ($j != ".") print j - 2 "," $1 "," $j }' >f3.csv
+	[ "$(wc -l <f3.csv)" -eq 24 ]
+}
+
+@test "--schedule-file: 1F1B spelled out trains the bytes of --schedule 1f1b; another valid order equals the reference" {
+	sched1f1b
+	data 8 4 3 5
+	timeout 30 collx-dp --init mlp --dims 4,8,3,3 --seed 5 -o m.safetensors
+	for w in 2 3; do
+		pipe "$w" "b$w" -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+		    --schedule 1f1b --steps 3 --lr 0.1
+		pipe "$w" "f$w" -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+		    --schedule-file "f$w.csv" --steps 3 --lr 0.1
+		cmp "tb$w.safetensors" "tf$w.safetensors"
+		cmp <(cut -d, -f1-3 "lb$w.csv") <(cut -d, -f1-3 "lf$w.csv")
+	done
+	# GPipe with the backwards in reverse order, on every rank
+	for j in 0 1 2; do
+		k=0
+		for a in F0 F1 F2 F3 B3 B2 B1 B0; do
+			echo "$j,$k,$a"
+			k=$((k + 1))
+		done
+	done >rev.csv
+	pipe 3 rev -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+	    --schedule-file rev.csv --steps 3 --lr 0.1
+	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 8 3 sgd 0.1 \
+	    r.safetensors r.csv
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 trev.safetensors \
+	    lrev.csv tf3.safetensors lf3.csv
+	# its table: the ranks from the file, the reversed backwards after
+	# all the forwards, the bubble of GPipe's
+	run timeout 10 collx-pipe --print-schedule --microbatches 4 \
+	    --schedule-file rev.csv
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "clock  s0    s1    s2" ]
+	[ "${lines[7]}" = "6      .     .     B3" ]
+	[ "${lines[12]}" = "11     B0    .     ." ]
+	[ "${lines[13]}" = "bubble 0.3333 (12 idle of 36 cells)" ]
+	# the 3-rank 1F1B file prints 1F1B's table
+	cmp <(timeout 10 collx-pipe --print-schedule --microbatches 4 \
+	    --schedule-file f3.csv) <(timeout 10 collx-pipe --print-schedule \
+	    --microbatches 4 --world-size 3)
+}
+
+# usage: refused FILE-ROWS... ; then the message: a bad schedule file is
+# bad input (exit 3), found before anything runs
+refused() {
+	printf '%s\n' "$@" >bad.csv
+	run timeout 10 collx-pipe --print-schedule --microbatches 2 \
+	    --world-size 2 --schedule-file bad.csv
+	echo "$status: $output"
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -eq 1 ]
+}
+
+@test "--schedule-file refuses, naming the row: syntax, ranges, missing and repeated passes, B before F, order, deadlock (exit 3)" {
+	ok=(0,0,F0 0,1,F1 0,2,B0 0,3,B1 1,0,F0 1,1,B0 1,2,F1 1,3,B1)
+	refused 0,0,F0 0,1,X1
+	[ "$output" = "collx-pipe: bad.csv: row 2: '0,1,X1': want rank,slot,action with action F<i>, B<i> or W<i> (:<chunk> after it for a virtual stage)" ]
+	refused 0,0,F0 0,1 0,2,B0
+	[[ "$output" == "collx-pipe: bad.csv: row 2: '0,1': want rank,slot,action"* ]]
+	refused rank,slot,action "${ok[@]:0:4}" 2,0,F0
+	[ "$output" = "collx-pipe: bad.csv: row 6: rank 2 is out of range: 2 ranks" ]
+	refused "${ok[@]}" 0,4,F2
+	[ "$output" = "collx-pipe: bad.csv: row 9: micro-batch 2 is out of range: --microbatches 2" ]
+	refused "${ok[@]:0:7}"
+	[ "$output" = "collx-pipe: bad.csv: rank 1 has no B1 (every rank runs F<i> and B<i> of each micro-batch i < 2)" ]
+	refused "${ok[@]}" 1,4,F1
+	[ "$output" = "collx-pipe: bad.csv: row 9: F1 of rank 1 again (row 7)" ]
+	refused 0,0,B0 0,1,F0 0,2,F1 0,3,B1 "${ok[@]:4}"
+	[ "$output" = "collx-pipe: bad.csv: row 1: B0 of rank 0 comes before its F0 (row 2)" ]
+	refused "${ok[@]:0:4}" 1,0,F1 1,1,B1 1,2,F0 1,3,B0
+	[ "$output" = "collx-pipe: bad.csv: row 5: rank 1 runs F1 where rank 0 runs F0 (row 1): neighbouring ranks take the micro-batches in one order" ]
+	# rank 0 waits for B0 of rank 1, which runs F1 first, waiting for rank 0
+	dl=(0,0,F0 0,1,B0 0,2,F1 0,3,B1 1,0,F0 1,1,F1 1,2,B0 1,3,B1)
+	refused "${dl[@]}"
+	[ "$output" = "collx-pipe: bad.csv: deadlock: row 2 (rank 0, B0) waits for rank 1, row 6 (rank 1, F1) waits for rank 0" ]
+	refused "${ok[@]}" 0,4,W0
+	[ "$output" = "collx-pipe: bad.csv: row 9: '0,4,W0': a weight-gradient pass (W<i>) needs the backward split in two (zb-h1), which collx-pipe does not have" ]
+	refused 0,0,F0:1
+	[ "$output" = "collx-pipe: bad.csv: row 1: '0,0,F0:1': a virtual stage (:<chunk>) needs --schedule interleaved, which collx-pipe does not have" ]
+	# training: every rank finds it before any step, and nothing is written
+	data 4 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 1 -o m.safetensors
+	printf '%s\n' "${dl[@]}" >bad.csv
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 2 --schedule-file bad.csv -o t.safetensors
+	echo "$output"
+	[ "$status" -eq 3 ]
+	grep -q '^collx-pipe: rank [01]: bad.csv: deadlock: row 2 (rank 0, B0)' <<<"$output"
+	[ ! -e t.safetensors ]
+	run timeout 10 collx-pipe --print-schedule --microbatches 2 \
+	    --schedule 1f1b --schedule-file bad.csv
+	[ "$status" -eq 2 ]
 }
 
 @test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {

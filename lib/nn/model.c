@@ -111,6 +111,7 @@ nn_model_load(struct nn_model *m, const struct tensor_set *s, char *err,
     size_t errlen)
 {
 	struct nn_expect_list l = { 0 };
+	struct nn_mlp_shape *ms = NULL;
 	const char *arch = tensor_set_meta(s, "collx.arch");
 	int rc = -1;
 
@@ -126,17 +127,21 @@ nn_model_load(struct nn_model *m, const struct tensor_set *s, char *err,
 	}
 	if (nn_dims_read(s, &m->dims, err, errlen) < 0)
 		goto out;
-	if (nn_expect_model(&l, &m->dims) < 0) {
+	if (m->dims.arch == NN_MLP &&
+	    nn_mlp_shapes_read(s, &m->dims, &ms, err, errlen) < 0)
+		goto out;
+	if (nn_expect_model(&l, &m->dims, ms) < 0) {
 		cli_fail(err, errlen, "out of memory");
 		goto out;
 	}
 	if (check_tensors(s, &l, arch, err, errlen) < 0 ||
 	    fill_params(m, s, err, errlen) < 0 ||
-	    copy_meta(m, s, err, errlen) < 0 ||
-	    nn_model_bind(m, err, errlen) < 0)
+	    copy_meta(m, s, err, errlen) < 0)
 		goto out;
-	rc = 0;
+	rc = nn_model_bind(m, ms, err, errlen);
+	ms = NULL;		/* the model's now */
 out:
+	free(ms);
 	free(l.e);
 	if (rc < 0)
 		nn_model_free(m);
@@ -151,6 +156,7 @@ nn_model_free(struct nn_model *m)
 		free(m->work->g);
 		free(m->work->mw);
 		free(m->work->mg);
+		free(m->work->ms);
 		free(m->work->buf);
 		free(m->work->tok);
 		free(m->work);

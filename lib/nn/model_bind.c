@@ -21,6 +21,15 @@ nn_model_mlp(const struct nn_model *m, int i, struct nn_mlp_w *w,
 }
 
 int
+nn_model_mlp_shape(const struct nn_model *m, int i, struct nn_mlp_shape *s)
+{
+	if (!m->work || !m->work->ms || i < 0 || i >= m->work->nlayers)
+		return -1;
+	*s = m->work->ms[i];
+	return 0;
+}
+
+int
 nn_model_block(const struct nn_model *m, int i, struct nn_block_w *w,
     struct nn_block_w *g)
 {
@@ -112,14 +121,18 @@ bind_block(const struct nn_model *m, const char *prefix,
 }
 
 int
-nn_model_bind(struct nn_model *m, char *err, size_t errlen)
+nn_model_bind(struct nn_model *m, struct nn_mlp_shape *ms, char *err,
+    size_t errlen)
 {
 	struct nn_work *k = calloc(1, sizeof(*k));
 	char p[NN_NAME_MAX];
 
-	if (!k)
+	if (!k) {
+		free(ms);
 		return cli_fail(err, errlen, "out of memory");
+	}
 	m->work = k;
+	k->ms = ms;
 	k->nlayers = m->dims.layers > 0 ? m->dims.layers : 1;
 	if (m->dims.arch == NN_MLP) {
 		k->mw = calloc(k->nlayers, sizeof(*k->mw));

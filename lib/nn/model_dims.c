@@ -75,18 +75,19 @@ count_layers(const struct tensor_set *s)
 	return n;
 }
 
-/* The shape of prefix+name in layer 0 of the model. */
+/* The shape of prefix+name in layer i of the model. */
 static int
-layer0_shape(const struct tensor_set *s, const struct nn_dims *d,
+layer_shape(const struct tensor_set *s, const struct nn_dims *d, int i,
     const char *name, int ndim, int64_t *shape, char *err, size_t errlen)
 {
 	char full[NN_NAME_MAX], prefix[NN_NAME_MAX];
 
 	snprintf(full, sizeof(full), "%s%s", nn_layer_prefix(prefix,
-	    sizeof(prefix), d, 0), name);
+	    sizeof(prefix), d, i), name);
 	return key_shape(s, full, ndim, shape, err, errlen);
 }
 
+/* The stack's input and output, and layer 0's hidden width. */
 static int
 dims_mlp(const struct tensor_set *s, struct nn_dims *d, char *err,
     size_t errlen)
@@ -94,10 +95,36 @@ dims_mlp(const struct tensor_set *s, struct nn_dims *d, char *err,
 	int64_t a[2], b[2];
 
 	d->layers = count_layers(s);
-	if (layer0_shape(s, d, "fc1.weight", 2, a, err, errlen) < 0 ||
-	    layer0_shape(s, d, "fc2.weight", 2, b, err, errlen) < 0)
+	if (layer_shape(s, d, 0, "fc1.weight", 2, a, err, errlen) < 0 ||
+	    layer_shape(s, d, d->layers > 0 ? d->layers - 1 : 0, "fc2.weight",
+	    2, b, err, errlen) < 0)
 		return -1;
 	d->d_hidden = (int)a[0], d->d_in = (int)a[1], d->d_out = (int)b[0];
+	return 0;
+}
+
+int
+nn_mlp_shapes_read(const struct tensor_set *s, const struct nn_dims *d,
+    struct nn_mlp_shape **out, char *err, size_t errlen)
+{
+	int L = d->layers > 0 ? d->layers : 1;
+	struct nn_mlp_shape *ms = calloc((size_t)L, sizeof(*ms));
+	int64_t a[2], b[2];
+
+	*out = NULL;
+	if (ms == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	for (int i = 0; i < L; i++) {
+		if (layer_shape(s, d, i, "fc1.weight", 2, a, err, errlen) < 0 ||
+		    layer_shape(s, d, i, "fc2.weight", 2, b, err, errlen) < 0) {
+			free(ms);
+			return -1;
+		}
+		ms[i].in = i > 0 ? ms[i - 1].out : (int)a[1];
+		ms[i].hidden = (int)a[0];
+		ms[i].out = (int)b[0];
+	}
+	*out = ms;
 	return 0;
 }
 
@@ -120,8 +147,9 @@ dims_block(const struct tensor_set *s, struct nn_dims *d, char *err,
 	int64_t ln[1], fc1[2];
 
 	d->layers = count_layers(s);
-	if (layer0_shape(s, d, "ln1.weight", 1, ln, err, errlen) < 0 ||
-	    layer0_shape(s, d, "mlp.fc1.weight", 2, fc1, err, errlen) < 0)
+	if (layer_shape(s, d, 0, "ln1.weight", 1, ln, err, errlen) < 0 ||
+	    layer_shape(s, d, 0, "mlp.fc1.weight", 2, fc1, err,
+	    errlen) < 0)
 		return -1;
 	d->d_model = (int)ln[0], d->d_ff = (int)fc1[0];
 	if (heads_check(d, s, err, errlen) < 0 ||

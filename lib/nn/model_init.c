@@ -80,7 +80,7 @@ nn_init(struct tensor_set *out, const struct nn_dims *dims, uint64_t seed,
 		d.d_ff = 4 * d.d_model;
 	if (nn_dims_valid(&d, err, errlen) < 0)
 		return -1;
-	if (nn_expect_model(&l, &d) < 0) {
+	if (nn_expect_model(&l, &d, NULL) < 0) {
 		cli_fail(err, errlen, "out of memory");
 		goto fail;
 	}

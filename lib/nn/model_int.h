@@ -17,6 +17,7 @@
 struct nn_work {
 	int nlayers;			/* max(dims.layers, 1) */
 	struct nn_mlp_w *mw, *mg;	/* mlp */
+	struct nn_mlp_shape *ms;	/* mlp: each layer's widths */
 	struct nn_block_w *w, *g;	/* block, gpt */
 	float *wte, *wpe, *lnf_w, *lnf_b;
 	float *dwte, *dwpe, *dlnf_w, *dlnf_b;
@@ -41,8 +42,11 @@ struct nn_expect_list {
 };
 
 /* Every tensor of a model with these sizes, in a fixed order, appended
- * to l (-1: out of memory); the one named name, or NULL. */
-int nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d);
+ * to l (-1: out of memory); the one named name, or NULL. An mlp's
+ * layers take their widths from ms (nn_mlp_shapes_read), or NULL: d's
+ * uniform stack. */
+int nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d,
+    const struct nn_mlp_shape *ms);
 const struct nn_expect *nn_expect_find(const struct nn_expect_list *l,
     const char *name);
 /* "layers.I." for a stack or gpt, "" for a single unprefixed layer. */
@@ -53,8 +57,17 @@ const char *nn_layer_prefix(char *buf, size_t len, const struct nn_dims *d,
 int nn_dims_read(const struct tensor_set *s, struct nn_dims *d, char *err,
     size_t errlen);
 int nn_dims_valid(const struct nn_dims *d, char *err, size_t errlen);
+/* An mlp's widths, layer by layer, from each layer's fc1.weight [hidden,
+ * in] and fc2.weight [out, hidden]; layer i + 1's in is layer i's out
+ * (its fc1.weight is checked against it with the other shapes). *out
+ * is malloc'd, max(d->layers, 1) of them. */
+int nn_mlp_shapes_read(const struct tensor_set *s, const struct nn_dims *d,
+    struct nn_mlp_shape **out, char *err, size_t errlen);
 
-/* m->work's per-layer weight and gradient pointers into m's buffers. */
-int nn_model_bind(struct nn_model *m, char *err, size_t errlen);
+/* m->work's per-layer weight and gradient pointers into m's buffers; an
+ * mlp's widths ms (nn_mlp_shapes_read) become the model's, freed with it
+ * (also on failure). */
+int nn_model_bind(struct nn_model *m, struct nn_mlp_shape *ms, char *err,
+    size_t errlen);
 
 #endif

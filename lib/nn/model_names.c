@@ -80,10 +80,12 @@ nn_layer_prefix(char *buf, size_t len, const struct nn_dims *d, int i)
 
 /* Every tensor of a model with these sizes, in a fixed order. */
 int
-nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d)
+nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d,
+    const struct nn_mlp_shape *ms)
 {
 	char p[NN_NAME_MAX];
 	int n = d->layers > 0 ? d->layers : 1;
+	struct nn_mlp_shape u;
 
 	if (d->arch == NN_GPT && (expect_add(l, "", "wte", d->vocab,
 	    d->d_model, 0) < 0 || expect_add(l, "", "wpe", d->seq, d->d_model,
@@ -96,9 +98,12 @@ nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d)
 				return -1;
 			continue;
 		}
-		if (expect_linear(l, p, "fc1", d->d_hidden, i ? d->d_out :
-		    d->d_in) < 0 || expect_linear(l, p, "fc2", d->d_out,
-		    d->d_hidden) < 0)
+		u = (struct nn_mlp_shape){ i ? d->d_out : d->d_in, d->d_hidden,
+		    d->d_out };
+		if (ms != NULL)
+			u = ms[i];
+		if (expect_linear(l, p, "fc1", u.hidden, u.in) < 0 ||
+		    expect_linear(l, p, "fc2", u.out, u.hidden) < 0)
 			return -1;
 	}
 	return 0;

@@ -233,9 +233,12 @@ enum nn_arch { NN_MLP, NN_BLOCK, NN_GPT };
  * Sizes of a model. Only those of its arch are used.
  * layers: gpt, the blocks layers.0 .. layers.L-1. mlp and block: 0 for one
  * layer with unprefixed names (fc1.weight, ln1.weight, ...), L >= 1 for a
- * stack layers.0.* .. layers.L-1.* (collx-pipe's models) run in sequence:
- * an mlp stack is d_in -> d_hidden -> d_out, then d_out -> d_hidden ->
- * d_out for every later layer; a block stack keeps d_model throughout.
+ * stack layers.0.* .. layers.L-1.* (collx-pipe's models) run in sequence;
+ * a block stack keeps d_model throughout. An mlp stack nn_init makes is
+ * d_in -> d_hidden -> d_out, then d_out -> d_hidden -> d_out for every
+ * later layer; one loaded may change width from layer to layer (layer i
+ * in_i -> hidden_i -> out_i, out_i = in_(i+1); nn_model_mlp_shape), and
+ * then d_in is its input, d_out its output, d_hidden layer 0's.
  */
 struct nn_dims {
 	enum nn_arch arch;
@@ -286,6 +289,14 @@ int nn_model_mlp(const struct nn_model *m, int i, struct nn_mlp_w *w,
     struct nn_mlp_w *g);
 int nn_model_block(const struct nn_model *m, int i, struct nn_block_w *w,
     struct nn_block_w *g);
+
+/* The widths of mlp layer i (of a stack, or 0 for one layer): x [n, in]
+ * -> [n, hidden] -> [n, out]. -1 when the model has no such layer. */
+struct nn_mlp_shape {
+	int in, hidden, out;
+};
+int nn_model_mlp_shape(const struct nn_model *m, int i,
+    struct nn_mlp_shape *s);
 
 /* Per-sample loss: mlp and block the mean squared error over the sample's
  * elements, gpt the mean cross-entropy over its seq positions. So the

@@ -31,46 +31,81 @@ work_reserve(struct nn_work *k, size_t floats)
 	return k->buf;
 }
 
-/* mlp stack: layer 0 d_in -> d_out, later layers d_out -> d_out;
- * per-sample loss the mean squared error over d_out. */
+static size_t
+zmax(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+/* Floats a pass of an mlp stack over n samples needs: every layer's
+ * output and saved activations, two gradients and the backward scratch
+ * at the widest layer. */
+static size_t
+mlp_floats(const struct nn_work *k, size_t n)
+{
+	size_t outs = 0, acts = 0, wide = 0, hid = 0;
+
+	for (int l = 0; l < k->nlayers; l++) {
+		const struct nn_mlp_shape *s = &k->ms[l];
+		outs += (size_t)s->out;
+		acts += 2 * (size_t)s->hidden;
+		wide = zmax(wide, zmax(s->in, s->out));
+		hid = zmax(hid, (size_t)s->hidden);
+	}
+	return n * (outs + acts + 2 * wide + 2 * hid);
+}
+
+/* mlp stack: layer l in_l -> hidden_l -> out_l, each layer's output and
+ * activations one after another; per-sample loss the mean squared error
+ * over the last layer's out. */
 static int
 run_mlp(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
     double *loss, char *err, size_t errlen)
 {
-	const struct nn_dims *d = &m->dims;
 	struct nn_work *k = m->work;
-	int L = k->nlayers, n = b->n, H = d->d_hidden, O = d->d_out;
-	size_t nh = (size_t)n * H, no = (size_t)n * O;
-	float *out = work_reserve(k, L * (no + 2 * nh) + 2 * no + 2 * nh);
+	const struct nn_mlp_shape *ms = k->ms;
+	int L = k->nlayers, n = b->n, O = ms[L - 1].out;
+	size_t no = (size_t)n * O, wide = 0;
+	float *out = work_reserve(k, mlp_floats(k, (size_t)n));
 
 	if (!out)
 		return cli_fail(err, errlen, "out of memory for a batch of %d", n);
-	float *acts = out + L * no, *da = acts + 2 * L * nh, *db = da + no;
-	float *scratch = db + no;
-#define MLP_IN(l) ((l) ? out + ((l) - 1) * no : b->x)
-#define MLP_ACTS(l) { acts + 2 * (l) * nh, acts + (2 * (l) + 1) * nh }
+	float *acts = out, *da, *db, *scratch;
+	const float *x = b->x;
 	for (int l = 0; l < L; l++) {
-		struct nn_mlp_acts a = MLP_ACTS(l);
-		nn_mlp_forward(out + l * no, &a, &k->mw[l], MLP_IN(l), n,
-		    l ? O : d->d_in, H, O, NN_ACT_GELU);
+		acts += (size_t)n * ms[l].out;
+		wide = zmax(wide, zmax(ms[l].in, ms[l].out));
 	}
-	*loss = nn_sqerr_forward(out + (L - 1) * no, b->y, no) / O;
+	/* forward: y and acts move up a layer at a time */
+	float *y = out, *a0 = acts;
+	for (int l = 0; l < L; l++) {
+		size_t nh = (size_t)n * ms[l].hidden;
+		struct nn_mlp_acts a = { a0, a0 + nh };
+		nn_mlp_forward(y, &a, &k->mw[l], x, n, ms[l].in, ms[l].hidden,
+		    ms[l].out, NN_ACT_GELU);
+		x = y, y += (size_t)n * ms[l].out, a0 += 2 * nh;
+	}
+	*loss = nn_sqerr_forward(x, b->y, no) / O;
 	if (!grad)
 		return 0;
+	da = a0, db = da + (size_t)n * wide, scratch = db + (size_t)n * wide;
 	memset(da, 0, no * sizeof(float));
-	nn_sqerr_backward(da, out + (L - 1) * no, b->y, 1.0f / O, no);
+	nn_sqerr_backward(da, x, b->y, 1.0f / O, no);
+	/* backward: y and acts move down again */
 	for (int l = L - 1; l >= 0; l--) {
-		struct nn_mlp_acts a = MLP_ACTS(l);
+		size_t nh = (size_t)n * ms[l].hidden;
+		y -= (size_t)n * ms[l].out, a0 -= 2 * nh;
+		struct nn_mlp_acts a = { a0, a0 + nh };
+		x = l ? y - (size_t)n * ms[l - 1].out : b->x;
 		if (l)
-			memset(db, 0, no * sizeof(float));
+			memset(db, 0, (size_t)n * ms[l].in * sizeof(float));
 		nn_mlp_backward(l ? db : NULL, &k->mg[l], scratch, da, &a,
-		    &k->mw[l], MLP_IN(l), n, l ? O : d->d_in, H, O, NN_ACT_GELU);
+		    &k->mw[l], x, n, ms[l].in, ms[l].hidden, ms[l].out,
+		    NN_ACT_GELU);
 		hook_call(grad, L - 1 - l);
 		float *t = da;
 		da = db, db = t;
 	}
-#undef MLP_IN
-#undef MLP_ACTS
 	return 0;
 }
 

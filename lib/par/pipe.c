@@ -2,6 +2,7 @@
  * (pipe_step.c) and checkpoints (pipe_ckpt.c), what rank 0 collects at the
  * end (pipe_stats.c, pipe_trace.c) and the tear-down. Which stage holds
  * which layers and parameters is pipe_split.c's. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,9 +51,20 @@ run_init(struct pipe_run *r)
 		if (r->mcount[i] > nmax)
 			nmax = (int)r->mcount[i];
 	}
-	if (pipe_sched_build(&r->sch, cfg->sched, M, r->world, e, sizeof(e)) < 0)
+	if (cfg->table != NULL && (cfg->table->m != M ||
+	    cfg->table->w != r->world)) {
+		snprintf(e, sizeof(e), "the schedule's table is for %d "
+		    "micro-batches on %d stages", cfg->table->m, cfg->table->w);
 		goto fail;
-	r->have_sch = 1;
+	}
+	r->sch = cfg->table;
+	if (r->sch == NULL) {
+		if (pipe_sched_build(&r->own_sch, cfg->sched, M, r->world, e,
+		    sizeof(e)) < 0)
+			goto fail;
+		r->have_sch = 1;
+		r->sch = &r->own_sch;
+	}
 	if (pipe_stage_init(&r->st, r->m, r->rank, r->world,
 	    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq, nmax, M, e,
 	    sizeof(e)) < 0)
@@ -93,7 +105,7 @@ run_free(struct pipe_run *r)
 	if (r->have_st)
 		pipe_stage_free(&r->st);
 	if (r->have_sch)
-		pipe_sched_free(&r->sch);
+		pipe_sched_free(&r->own_sch);
 	train_order_free(&r->ord);
 	train_batch_free(&r->tb);
 	free(r->mstart), free(r->mcount), free(r->mslot), free(r->mout);

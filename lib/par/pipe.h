@@ -20,6 +20,7 @@
 
 struct pipe_cfg {
 	enum pipe_sched_kind sched;
+	const struct pipe_sched *table;	/* PIPE_SCHED_FILE's (pipe_sched_file) */
 	int micro;		/* M: micro-batches per step */
 	long batch, steps;	/* global batch B; steps */
 	const int *first;	/* world + 1 layer boundaries (pipe_split) */

@@ -30,7 +30,9 @@ struct pipe_stage {
 	int j, w, l0, l1, gpt, first, last;
 	int seq;		/* rows per sample: block, gpt; mlp 1 */
 	size_t in_w, out_w;	/* floats per sample at the stage's ends */
-	size_t act_w;		/* saved floats per sample per layer */
+	size_t act_w;		/* block: saved floats per sample per layer */
+	size_t *off;		/* per sample, where layer k's output lies in
+				 * a slot (lay_out), k = 0 .. l1 - l0 */
 	int nmax;		/* largest micro-batch */
 	size_t slot_cap;	/* floats per slot */
 	struct pipe_slot *slot;
@@ -82,13 +84,16 @@ struct pipe_run {
 	const struct train_data *d;
 	struct comm *c;
 	const struct pipe_cfg *cfg;
-	struct pipe_sched sch;
+	const struct pipe_sched *sch;	/* cfg->table, or own_sch */
+	struct pipe_sched own_sch;
 	struct pipe_stage st;
 	int rank, world, have_st, have_sch;
 	long *mstart, *mcount;		/* micro-batches of the batch */
 	struct pipe_slot **mslot;
 	const float **mout;
 	struct comm_req *sact, *sgrad;
+	int gmb[2], gturn;		/* micro-batch in each gradient send
+					 * buffer (st.g[2 + b]), the next one */
 	struct train_order ord;
 	struct train_batch tb;
 	struct pipe_range *own;		/* parameter ranges the stage updates */

@@ -1,52 +1,47 @@
 /* pipe_sched: schedules as per-stage pass orders, placed on clocks by
  * simulation and expanded into receive/compute/send action lists. A new
- * schedule is an order function and its row in schedules[]; a new kind
- * of pass (a backward split in two, a second model chunk per stage) is a
- * case in ready() and expand(). */
+ * schedule is an order function and its row in schedules[] (or orders
+ * from elsewhere: pipe_sched_file.c's); a new kind of pass (a backward
+ * split in two, a second model chunk per stage) is a case in ready() and
+ * expand(). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "par/pipe_sched.h"
 
-/* A forward ('F') or backward ('B') pass of micro-batch mb. */
-struct pass {
-	char kind;
-	int mb;
-};
-
 /* Stage j's passes in order, 2m of them, for m micro-batches over w
  * stages. */
-typedef void (*order_fn)(struct pass *ord, int m, int w, int j);
+typedef void (*order_fn)(struct pipe_pass *ord, int m, int w, int j);
 
 /* GPipe: all forwards, then all backwards. */
 static void
-gpipe_order(struct pass *ord, int m, int w, int j)
+gpipe_order(struct pipe_pass *ord, int m, int w, int j)
 {
 	int i;
 
 	(void)w, (void)j;
 	for (i = 0; i < m; i++)
-		ord[i] = (struct pass){ 'F', i };
+		ord[i] = (struct pipe_pass){ 'F', i };
 	for (i = 0; i < m; i++)
-		ord[m + i] = (struct pass){ 'B', i };
+		ord[m + i] = (struct pipe_pass){ 'B', i };
 }
 
 /* 1F1B: w-1-j warm-up forwards (at most m), then forward and backward
  * alternating, then the remaining backwards. */
 static void
-f1b1_order(struct pass *ord, int m, int w, int j)
+f1b1_order(struct pipe_pass *ord, int m, int w, int j)
 {
 	int k = 0, f = 0, b = 0, warm = w - 1 - j < m ? w - 1 - j : m;
 
 	while (f < warm)
-		ord[k++] = (struct pass){ 'F', f++ };
+		ord[k++] = (struct pipe_pass){ 'F', f++ };
 	while (f < m) {
-		ord[k++] = (struct pass){ 'F', f++ };
-		ord[k++] = (struct pass){ 'B', b++ };
+		ord[k++] = (struct pipe_pass){ 'F', f++ };
+		ord[k++] = (struct pipe_pass){ 'B', b++ };
 	}
 	while (b < m)
-		ord[k++] = (struct pass){ 'B', b++ };
+		ord[k++] = (struct pipe_pass){ 'B', b++ };
 }
 
 /* Indexed by enum pipe_sched_kind. */
@@ -74,7 +69,7 @@ pipe_sched_parse(const char *s, enum pipe_sched_kind *out)
 const char *
 pipe_sched_name(enum pipe_sched_kind k)
 {
-	return schedules[k].name;
+	return k == PIPE_SCHED_FILE ? "file" : schedules[k].name;
 }
 
 double
@@ -87,7 +82,7 @@ pipe_sched_bubble(int m, int w)
  * needs the previous stage's forward (stage 0 has its batch at once), a
  * backward the next stage's backward (the last stage its own forward). */
 static int
-ready(const struct pipe_sched *s, int j, const struct pass *p, int t)
+ready(const struct pipe_sched *s, int j, const struct pipe_pass *p, int t)
 {
 	int m = s->m, dep;
 
@@ -103,42 +98,39 @@ ready(const struct pipe_sched *s, int j, const struct pass *p, int t)
 }
 
 /* One clock per pass; a pass runs at the first clock after its input
- * exists and after the stage's previous pass. */
+ * exists and after the stage's previous pass. A clock where no stage
+ * can run its next pass ends it: they wait on each other (the stages'
+ * positions left in next). */
 static int
-simulate(struct pipe_sched *s, struct pass **ord)
+simulate(struct pipe_sched *s, struct pipe_pass *const *ord, int *next)
 {
-	int m = s->m, w = s->w, t, j, left = 2 * m * w;
-	int *next = calloc((size_t)w, sizeof(int));
+	int m = s->m, w = s->w, t, j, left = 2 * m * w, moved;
 	int *done = calloc((size_t)w, sizeof(int));
 
-	if (next == NULL || done == NULL)
-		goto fail;
+	if (done == NULL)
+		return -1;
 	for (j = 0; j < m * w; j++)
 		s->fclock[j] = s->bclock[j] = -1;
 	for (t = 0; left > 0; t++) {
 		for (j = 0; j < w; j++) {
-			const struct pass *p = &ord[j][next[j]];
+			const struct pipe_pass *p = &ord[j][next[j]];
 
 			done[j] = next[j] < 2 * m && ready(s, j, p, t);
 			if (done[j])
 				(p->kind == 'F' ? s->fclock : s->bclock)[j * m +
 				    p->mb] = t;
 		}
-		for (j = 0; j < w; j++) {
+		for (moved = 0, j = 0; j < w; j++) {
 			next[j] += done[j];
 			left -= done[j];
+			moved |= done[j];
 		}
-		if (t > 4 * (m + w) + 4)	/* cannot happen: orders are valid */
-			goto fail;
+		if (!moved)
+			break;
 	}
 	s->nclocks = t;
-	free(next);
 	free(done);
-	return 0;
-fail:
-	free(next);
-	free(done);
-	return -1;
+	return left > 0 ? -2 : 0;
 }
 
 static void
@@ -150,7 +142,7 @@ add(struct pipe_sched *s, int j, enum pipe_op op, int mb, int peer, int clock)
 /* Expands stage j's passes, in clock order, into actions: a pass's input
  * received, the pass, its output sent. */
 static void
-expand(struct pipe_sched *s, int j, const struct pass *ord)
+expand(struct pipe_sched *s, int j, const struct pipe_pass *ord)
 {
 	int k, m = s->m, last = j == s->w - 1;
 
@@ -175,46 +167,80 @@ expand(struct pipe_sched *s, int j, const struct pass *ord)
 	}
 }
 
-int
-pipe_sched_build(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
-    int w, char *err, size_t errlen)
+/* The tables' memory for m micro-batches over w stages. */
+static int
+sched_alloc(struct pipe_sched *s, enum pipe_sched_kind kind, int m, int w)
 {
-	struct pass **ord = NULL;
-	int j, rc = -1;
+	int j;
 
-	memset(s, 0, sizeof(*s));
-	if (m < 1 || w < 1)
-		return cli_fail(err, errlen, "schedule needs at least one "
-		    "micro-batch and one stage (got %d and %d)", m, w);
 	s->kind = kind, s->m = m, s->w = w;
 	s->fclock = malloc((size_t)m * w * sizeof(int));
 	s->bclock = malloc((size_t)m * w * sizeof(int));
 	s->act = calloc((size_t)w, sizeof(*s->act));
 	s->nact = calloc((size_t)w, sizeof(int));
-	ord = calloc((size_t)w, sizeof(*ord));
-	if (!s->fclock || !s->bclock || !s->act || !s->nact || !ord)
-		goto oom;
-	for (j = 0; j < w; j++) {
+	if (!s->fclock || !s->bclock || !s->act || !s->nact)
+		return -1;
+	for (j = 0; j < w; j++)
 		/* 2m passes of at most 3 actions each */
-		ord[j] = malloc(2 * (size_t)m * sizeof(struct pass));
-		s->act[j] = malloc(6 * (size_t)m * sizeof(struct pipe_action));
-		if (!ord[j] || !s->act[j])
-			goto oom;
-		schedules[kind].order(ord[j], m, w, j);
+		if ((s->act[j] = malloc(6 * (size_t)m *
+		    sizeof(struct pipe_action))) == NULL)
+			return -1;
+	return 0;
+}
+
+int
+pipe_sched_orders(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
+    int w, struct pipe_pass *const *ord, int *at, char *err, size_t errlen)
+{
+	int j, rc;
+
+	memset(s, 0, sizeof(*s));
+	memset(at, 0, (size_t)w * sizeof(int));
+	if (sched_alloc(s, kind, m, w) < 0 ||
+	    (rc = simulate(s, ord, at)) == -1) {
+		pipe_sched_free(s);
+		return cli_fail(err, errlen, "out of memory for a schedule of "
+		    "%d x %d", m, w);
 	}
-	if (simulate(s, ord) < 0)
-		goto oom;
+	if (rc < 0) {
+		pipe_sched_free(s);
+		cli_fail(err, errlen, "the stages' orders deadlock");
+		return -2;
+	}
 	for (j = 0; j < w; j++)
 		expand(s, j, ord[j]);
-	rc = 0;
-	goto out;
-oom:
-	cli_fail(err, errlen, "out of memory for a schedule of %d x %d", m, w);
-	pipe_sched_free(s);
-out:
+	return 0;
+}
+
+int
+pipe_sched_build(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
+    int w, char *err, size_t errlen)
+{
+	struct pipe_pass **ord = NULL;
+	int j, *at = NULL, rc = -1;
+
+	memset(s, 0, sizeof(*s));
+	if (m < 1 || w < 1)
+		return cli_fail(err, errlen, "schedule needs at least one "
+		    "micro-batch and one stage (got %d and %d)", m, w);
+	if ((size_t)kind >= sizeof(schedules) / sizeof(schedules[0]))
+		return cli_fail(err, errlen, "no built-in schedule %d", kind);
+	ord = calloc((size_t)w, sizeof(*ord));
+	at = calloc((size_t)w, sizeof(int));
+	for (j = 0; ord != NULL && at != NULL && j < w; j++) {
+		if ((ord[j] = malloc(2 * (size_t)m * sizeof(**ord))) == NULL)
+			break;
+		schedules[kind].order(ord[j], m, w, j);
+	}
+	if (ord == NULL || at == NULL || j < w)
+		cli_fail(err, errlen, "out of memory for a schedule of %d x %d",
+		    m, w);
+	else	/* the built-in orders never deadlock */
+		rc = pipe_sched_orders(s, kind, m, w, ord, at, err, errlen);
 	for (j = 0; ord && j < w; j++)
 		free(ord[j]);
 	free(ord);
+	free(at);
 	return rc;
 }
 
@@ -264,6 +290,24 @@ pipe_sched_inflight(const struct pipe_sched *s, int j)
 	return peak;
 }
 
+double
+pipe_sched_table_bubble(const struct pipe_sched *s)
+{
+	double cells = (double)s->nclocks * s->w;
+
+	return cells > 0 ? (cells - 2.0 * s->m * s->w) / cells : 0;
+}
+
+unsigned long long
+pipe_sched_digest(const struct pipe_sched *s)
+{
+	uint64_t h = CLI_FNV1A_INIT;
+	size_t n = (size_t)s->m * s->w * sizeof(int);
+
+	h = cli_fnv1a(h, s->fclock, n);
+	return cli_fnv1a(h, s->bclock, n);
+}
+
 int
 pipe_sched_print(FILE *f, const struct pipe_sched *s)
 {
@@ -288,5 +332,8 @@ pipe_sched_print(FILE *f, const struct pipe_sched *s)
 		}
 		fputc('\n', f);
 	}
+	fprintf(f, "bubble %.4f (%d idle of %d cells)\n",
+	    pipe_sched_table_bubble(s), (s->nclocks - 2 * s->m) * s->w,
+	    s->nclocks * s->w);
 	return ferror(f) ? -1 : 0;
 }

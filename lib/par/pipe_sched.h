@@ -11,7 +11,14 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum pipe_sched_kind { PIPE_SCHED_GPIPE, PIPE_SCHED_1F1B };
+/* PIPE_SCHED_FILE: the orders a schedule file gives (pipe_sched_file). */
+enum pipe_sched_kind { PIPE_SCHED_GPIPE, PIPE_SCHED_1F1B, PIPE_SCHED_FILE };
+
+/* A forward ('F') or backward ('B') pass of micro-batch mb. */
+struct pipe_pass {
+	char kind;
+	int mb;
+};
 
 /* Actions, in the order a stage performs them. */
 enum pipe_op {
@@ -43,6 +50,22 @@ const char *pipe_sched_name(enum pipe_sched_kind k);
  * -1 with the reason in err. */
 int pipe_sched_build(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
     int w, char *err, size_t errlen);
+/* Builds them from every stage's pass order ord[j][0 .. 2m), which holds
+ * each micro-batch's F and then its B once; neighbouring stages take the
+ * micro-batches in one order (messages between two ranks match in
+ * order). 0; -1 with the reason in err; -2 when the orders deadlock,
+ * with at[j] the pass stage j waits at (2m: it finished). */
+int pipe_sched_orders(struct pipe_sched *s, enum pipe_sched_kind kind,
+    int m, int w, struct pipe_pass *const *ord, int *at, char *err,
+    size_t errlen);
+/* Reads a schedule file (rows rank,slot,action; see collx-pipe(1)) for m
+ * micro-batches over w stages (w 0: as many as the file has ranks) and
+ * builds its tables, checked for completeness, dependency order and
+ * deadlock: 0, or -1 with the reason naming the row (bad input). */
+int pipe_sched_file(struct pipe_sched *s, const char *path, int m, int w,
+    char *err, size_t errlen);
+/* A digest of the pass orders, for ranks to agree on. */
+unsigned long long pipe_sched_digest(const struct pipe_sched *s);
 void pipe_sched_free(struct pipe_sched *s);
 
 /* What stage j does at clock t: 'F' or 'B' with *mb set, or 0 (idle). */
@@ -51,9 +74,11 @@ int pipe_sched_cell(const struct pipe_sched *s, int t, int j, int *mb);
  * on stage j. */
 int pipe_sched_inflight(const struct pipe_sched *s, int j);
 /* The clock-by-stage table: a header, then one row per clock, cells
- * F<i>, B<i> or ".". */
+ * F<i>, B<i> or ".", and last the line "bubble X (I idle of N cells)". */
 int pipe_sched_print(FILE *f, const struct pipe_sched *s);
-/* The idle fraction of a schedule with equal pass times, (w-1)/(m+w-1). */
+/* The idle fraction of GPipe and 1F1B with equal pass times,
+ * (w-1)/(m+w-1); of any table, its idle cells' share. */
 double pipe_sched_bubble(int m, int w);
+double pipe_sched_table_bubble(const struct pipe_sched *s);
 
 #endif

@@ -43,28 +43,37 @@ block_bwd(const struct pipe_stage *st, float *dx, const struct nn_block_w *g,
 	nn_block_backward(dx, g, st->scratch, dy, &a, w, x, &sh, NULL);
 }
 
-/* Input floats per sample of layer l. */
-static size_t
-layer_in(const struct pipe_stage *st, int l)
+/* Floats per sample of layer l's input, output and saved activations. */
+struct widths {
+	size_t in, out, acts;
+};
+
+static struct widths
+layer_widths(const struct pipe_stage *st, int l)
 {
-	if (st->d->arch == NN_MLP)
-		return (size_t)(l == 0 ? st->d->d_in : st->d->d_out);
-	return st->out_w;
+	struct nn_mlp_shape ms;
+
+	if (st->d->arch != NN_MLP)
+		return (struct widths){ st->out_w, st->out_w, st->act_w };
+	nn_model_mlp_shape(st->m, l, &ms);
+	return (struct widths){ (size_t)ms.in, (size_t)ms.out,
+	    2 * (size_t)ms.hidden };
 }
 
 static void
 layer_fwd(const struct pipe_stage *st, int l, float *y, float *acts,
     const float *x, int n)
 {
-	const struct nn_dims *d = st->d;
+	struct nn_mlp_shape ms;
 	struct nn_mlp_w mw, mg;
 	struct nn_block_w bw, bg;
 
-	if (d->arch == NN_MLP) {
-		struct nn_mlp_acts a = { acts, acts + (size_t)n * d->d_hidden };
+	if (st->d->arch == NN_MLP) {
+		nn_model_mlp_shape(st->m, l, &ms);
+		struct nn_mlp_acts a = { acts, acts + (size_t)n * ms.hidden };
 		nn_model_mlp(st->m, l, &mw, &mg);
-		nn_mlp_forward(y, &a, &mw, x, n, (int)layer_in(st, l),
-		    d->d_hidden, d->d_out, NN_ACT_GELU);
+		nn_mlp_forward(y, &a, &mw, x, n, ms.in, ms.hidden, ms.out,
+		    NN_ACT_GELU);
 		return;
 	}
 	nn_model_block(st->m, l, &bw, &bg);
@@ -75,15 +84,16 @@ static void
 layer_bwd(const struct pipe_stage *st, int l, float *dx, const float *dy,
     float *acts, const float *x, int n)
 {
-	const struct nn_dims *d = st->d;
+	struct nn_mlp_shape ms;
 	struct nn_mlp_w mw, mg;
 	struct nn_block_w bw, bg;
 
-	if (d->arch == NN_MLP) {
-		struct nn_mlp_acts a = { acts, acts + (size_t)n * d->d_hidden };
+	if (st->d->arch == NN_MLP) {
+		nn_model_mlp_shape(st->m, l, &ms);
+		struct nn_mlp_acts a = { acts, acts + (size_t)n * ms.hidden };
 		nn_model_mlp(st->m, l, &mw, &mg);
-		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n,
-		    (int)layer_in(st, l), d->d_hidden, d->d_out, NN_ACT_GELU);
+		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n, ms.in,
+		    ms.hidden, ms.out, NN_ACT_GELU);
 		return;
 	}
 	nn_model_block(st->m, l, &bw, &bg);
@@ -101,18 +111,42 @@ head_w(const struct pipe_stage *st)
 	return (size_t)st->seq * ((size_t)d->d_model + 2 + (size_t)d->vocab);
 }
 
+/* The output of the stage's k-th layer in a slot (k = the layer count:
+ * the gpt head's values), then the layer's saved activations. */
 static float *
 lay_out(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 {
-	size_t n = (size_t)sl->n;
-
-	return sl->f + n * st->in_w + (size_t)k * n * (st->out_w + st->act_w);
+	return sl->f + (size_t)sl->n * st->off[k];
 }
 
 static float *
 lay_acts(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 {
-	return lay_out(st, sl, k) + (size_t)sl->n * st->out_w;
+	return lay_out(st, sl, k) + (size_t)sl->n *
+	    layer_widths(st, st->l0 + k).out;
+}
+
+/* Where each layer's output lies in a slot, per sample: after the input
+ * and the layers before it with their activations; the widest input or
+ * output (gradients), and hidden width (mlp backward's scratch). */
+static int
+lay_offsets(struct pipe_stage *st, size_t *wide, size_t *hid)
+{
+	int k, nl = st->l1 - st->l0;
+
+	if ((st->off = calloc((size_t)nl + 1, sizeof(size_t))) == NULL)
+		return -1;
+	st->off[0] = st->in_w;
+	*wide = st->in_w, *hid = 0;
+	for (k = 0; k < nl; k++) {
+		struct widths lw = layer_widths(st, st->l0 + k);
+		st->off[k + 1] = st->off[k] + lw.out + lw.acts;
+		if (lw.out > *wide)
+			*wide = lw.out;
+		if (lw.acts / 2 > *hid)
+			*hid = lw.acts / 2;
+	}
+	return 0;
 }
 
 static void
@@ -136,7 +170,7 @@ pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
     int l0, int l1, int seq, int nmax, int maxslot, char *err, size_t errlen)
 {
 	const struct nn_dims *d = &m->dims;
-	size_t gw, nl = (size_t)(l1 - l0), scr, S;
+	size_t gw, hid, scr, S;
 	int i;
 
 	memset(st, 0, sizeof(*st));
@@ -145,22 +179,23 @@ pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
 	st->seq = d->arch == NN_MLP ? 1 : st->gpt ? d->seq : seq;
 	st->nmax = nmax;
 	S = (size_t)st->seq;
-	if (d->arch == NN_MLP) {
-		st->out_w = (size_t)d->d_out;
-		st->in_w = (size_t)(l0 == 0 ? d->d_in : d->d_out);
-		st->act_w = 2 * (size_t)d->d_hidden;
-		scr = 2 * (size_t)nmax * d->d_hidden;
-	} else {
-		st->out_w = st->in_w = S * d->d_model;
+	scr = 0;
+	if (d->arch != NN_MLP) {
+		st->out_w = S * d->d_model;
 		struct nn_block_shape one = block_shape(st, 1);
 		struct nn_block_shape all = block_shape(st, nmax);
 
 		st->act_w = nn_block_acts_size(&one);
 		scr = nn_block_scratch_size(&all);
 	}
-	st->slot_cap = (size_t)nmax * (st->in_w + nl * (st->out_w + st->act_w) +
-	    head_w(st));
-	gw = (size_t)nmax * (st->in_w > st->out_w ? st->in_w : st->out_w);
+	st->in_w = layer_widths(st, l0).in;
+	st->out_w = layer_widths(st, l1 - 1).out;
+	if (lay_offsets(st, &gw, &hid) < 0)
+		return cli_fail(err, errlen, "out of memory for stage %d", j);
+	if (d->arch == NN_MLP)
+		scr = 2 * (size_t)nmax * hid;
+	st->slot_cap = (size_t)nmax * (st->off[l1 - l0] + head_w(st));
+	gw *= (size_t)nmax;
 	st->scratch = malloc(scr * sizeof(float));
 	for (i = 0; i < 4; i++)
 		st->g[i] = malloc(gw * sizeof(float));
@@ -192,6 +227,7 @@ pipe_stage_free(struct pipe_stage *st)
 		free(st->g[i]);
 	free(st->scratch);
 	free(st->dlogits);
+	free(st->off);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -199,10 +235,10 @@ pipe_stage_free(struct pipe_stage *st)
 static size_t
 slot_bytes(const struct pipe_stage *st, int n)
 {
-	size_t in = st->first && !st->gpt ? 0 : st->in_w;
-	size_t nl = (size_t)(st->l1 - st->l0), tok = st->gpt ? 2 * st->seq : 0;
+	size_t in = st->first && !st->gpt ? st->in_w : 0;
+	size_t tok = st->gpt ? 2 * st->seq : 0;
 
-	return (size_t)n * ((in + nl * (st->out_w + st->act_w) + head_w(st)) *
+	return (size_t)n * ((st->off[st->l1 - st->l0] - in + head_w(st)) *
 	    sizeof(float) + tok * sizeof(int32_t));
 }
 
@@ -342,7 +378,8 @@ pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
 		    st->gpt && st->first ? sl->f : sl->inp;
 
 		if (want)
-			memset(tgt, 0, (size_t)n * layer_in(st, l) * sizeof(float));
+			memset(tgt, 0, (size_t)n * layer_widths(st, l).in *
+			    sizeof(float));
 		layer_bwd(st, l, want ? tgt : NULL, cur, lay_acts(st, sl, k), x, n);
 		t = cur, cur = tgt, other = t;
 	}

@@ -54,6 +54,31 @@ acquire(struct pipe_run *r, int i)
 	return r->mslot[i] = sl;
 }
 
+/* The two gradient send buffers take the backwards in turn: micro-batch
+ * i's backward writes the one whose send went two backwards ago, once
+ * that is done (NULL on stage 0, which sends none, or when the wait
+ * failed). */
+static float *
+take_grad_buffer(struct pipe_run *r, int i)
+{
+	int b = r->gturn;
+
+	if (r->st.first)
+		return NULL;
+	r->gturn ^= 1;
+	if (r->gmb[b] >= 0 && comm_wait(r->c, &r->sgrad[r->gmb[b]]) < 0)
+		return NULL;
+	r->gmb[b] = i;
+	return r->st.g[2 + b];
+}
+
+/* The buffer holding micro-batch i's gradient, to send. */
+static float *
+grad_buffer(const struct pipe_run *r, int i)
+{
+	return r->st.g[2 + (r->gmb[1] == i)];
+}
+
 /* Runs one action; *loss gathers the last stage's loss sum. */
 static int
 act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
@@ -112,9 +137,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		pipe_span(r, 'R', i, t0, t1);
 		return 0;
 	case PIPE_BWD:
-		dx = st->first ? NULL : st->g[2 + (i & 1)];
-		/* dx's buffer last carried micro-batch i-2's gradient */
-		if (dx != NULL && i >= 2 && comm_wait(r->c, &r->sgrad[i - 2]) < 0)
+		if ((dx = take_grad_buffer(r, i)) == NULL && !st->first)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->send += t1 - t0;
@@ -131,7 +154,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		r->mslot[i] = NULL;
 		return 0;
 	case PIPE_SEND_GRAD:
-		if (comm_isend(r->c, a->peer, PIPE_TAG_GRAD, st->g[2 + (i & 1)],
+		if (comm_isend(r->c, a->peer, PIPE_TAG_GRAD, grad_buffer(r, i),
 		    bin, &r->sgrad[i]) < 0)
 			return pipe_comm_failed(r);
 		ps->sent += bin;
@@ -183,8 +206,10 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	memset(r->sact, 0, (size_t)cfg->micro * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)cfg->micro * sizeof(*r->sgrad));
 	ts = cli_now();
-	for (q = 0; q < r->sch.nact[j]; q++)
-		if (act_run(r, &r->sch.act[j][q], &loss) < 0)
+	r->gmb[0] = r->gmb[1] = -1;
+	r->gturn = 0;
+	for (q = 0; q < r->sch->nact[j]; q++)
+		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
 	t1 = cli_now();
 	comm_set_step(r->c, "step %ld: end of step", k);

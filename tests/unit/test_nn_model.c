@@ -515,6 +515,73 @@ test_mlp_stack(void)
 	free(x), free(y);
 }
 
+/* An mlp stack of layers in_i -> hidden_i -> out_i (w[i] = { in, hidden,
+ * out }) as a collection, weights 0 (randomize() fills them). */
+static int
+width_set(struct tensor_set *s, const int (*w)[3], int L)
+{
+	char err[ERRLEN], name[64];
+	int i, k;
+
+	memset(s, 0, sizeof(*s));
+	s->format = TENSOR_SAFETENSORS;
+	for (i = 0; i < L; i++)
+		for (k = 0; k < 4; k++) {
+			struct tensor t = { 0 };
+			int64_t sh[2] = { k < 2 ? w[i][1] : w[i][2],
+			    k < 2 ? w[i][0] : w[i][1] };
+			snprintf(name, sizeof(name), "layers.%d.fc%d.%s", i,
+			    1 + k / 2, k % 2 ? "bias" : "weight");
+			if (tensor_init(&t, DT_F32, k % 2 ? 1 : 2, sh, err,
+			    sizeof(err)) < 0 || tensor_set_add(s, name, &t, err,
+			    sizeof(err)) < 0)
+				return -1;
+		}
+	return tensor_set_meta_put(s, "collx.arch", "mlp", err, sizeof(err));
+}
+
+/* A stack that changes width from layer to layer (3 -> 6 -> 4,
+ * 4 -> 5 -> 5, 5 -> 2 -> 2): its sizes, gradients against central
+ * differences, split batches; widths that do not chain are refused. */
+static void
+test_mlp_widths(void)
+{
+	static const int w[3][3] = { { 3, 6, 4 }, { 4, 5, 5 }, { 5, 2, 2 } };
+	static const int bad[2][3] = { { 3, 6, 4 }, { 3, 5, 5 } };
+	struct tensor_set s;
+	struct nn_model m;
+	struct nn_mlp_shape ms;
+	char err[ERRLEN];
+	int n = 4;
+	float *x = check_fill(n * 3, 1.0f), *y = check_fill(n * 2, 1.0f);
+	struct nn_batch b = { .n = n, .x = x, .y = y };
+	struct nn_batch h1 = { .n = 1, .x = x, .y = y };
+	struct nn_batch h2 = { .n = 3, .x = x + 3, .y = y + 2 };
+
+	width_set(&s, w, 3);
+	if (!UNIT_OK(nn_model_load(&m, &s, err, sizeof(err)) == 0,
+	    "mlp widths 3-6-4, 4-5-5, 5-2-2 load")) {
+		printf("# %s\n", err);
+		tensor_set_free(&s);
+		free(x), free(y);
+		return;
+	}
+	tensor_set_free(&s);
+	UNIT_OK(m.dims.d_in == 3 && m.dims.d_out == 2 && m.dims.layers == 3 &&
+	    nn_model_mlp_shape(&m, 1, &ms) == 0 && ms.in == 4 &&
+	    ms.hidden == 5 && ms.out == 5 && nn_model_mlp_shape(&m, 3, &ms) < 0,
+	    "mlp widths: the stack's ends and each layer's widths");
+	randomize(&m, 0.5f);
+	check_model_grads("mlp widths", &m, &b, 0, 1e-2f, 2e-3, 2e-4);
+	check_split("mlp widths", &m, &b, &h1, &h2);
+	nn_model_free(&m);
+	width_set(&s, bad, 2);
+	load_fails(&s, "tensor 'layers.1.fc1.weight' has shape [5, 3], "
+	    "expected [5, 4]", "mlp widths that do not chain: refused");
+	tensor_set_free(&s);
+	free(x), free(y);
+}
+
 static void
 test_block_stack(void)
 {
@@ -692,6 +759,7 @@ main(void)
 	test_block(1);
 	test_block_causal_mask();
 	test_mlp_stack();
+	test_mlp_widths();
 	test_block_stack();
 	test_gpt();
 	test_hooks();

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "par/pipe_sched.h"
 #include "unit.h"
@@ -193,7 +194,8 @@ check_print(void)
 	    "6      F3    B2\n"
 	    "7      B2    F3\n"
 	    "8      .     B3\n"
-	    "9      B3    .\n";
+	    "9      B3    .\n"
+	    "bubble 0.2000 (4 idle of 20 cells)\n";
 	struct pipe_sched s;
 	char e[256], buf[1024] = { 0 };
 	FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
@@ -205,6 +207,122 @@ check_print(void)
 	if (strcmp(buf, want) != 0)
 		printf("# got:\n%s", buf);
 	pipe_sched_free(&s);
+}
+
+/* A schedule file of the given text in a fresh temporary file, read for
+ * m micro-batches on w stages: pipe_sched_file's result. */
+static int
+from_file(struct pipe_sched *s, const char *text, int m, int w, char *e,
+    size_t elen)
+{
+	char path[] = "/tmp/test_pipe_sched.XXXXXX";
+	int fd = mkstemp(path), rc;
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	if (f == NULL)
+		return -99;
+	fputs(text, f);
+	fclose(f);
+	rc = pipe_sched_file(s, path, m, w, e, elen);
+	unlink(path);
+	return rc;
+}
+
+/* A built-in schedule's passes written as a file, slots its clocks,
+ * build the same tables: clocks and action lists. */
+static void
+check_file_same(enum pipe_sched_kind kind, int m, int w)
+{
+	struct pipe_sched a, b = { 0 };
+	char e[256], what[128], *text = malloc(64 * (size_t)m * w + 32);
+	size_t len = 0;
+	int i, j, ok;
+
+	pipe_sched_build(&a, kind, m, w, e, sizeof(e));
+	len += (size_t)sprintf(text, "rank,slot,action\n");
+	for (j = w - 1; j >= 0; j--)	/* rows in any order */
+		for (i = 0; i < m; i++)
+			len += (size_t)sprintf(text + len,
+			    "%d,%d,F%d\n%d,%d,B%d\n", j, a.fclock[j * m + i],
+			    i, j, a.bclock[j * m + i], i);
+	snprintf(what, sizeof(what), "%s M=%d W=%d as a file: the same "
+	    "tables", pipe_sched_name(kind), m, w);
+	ok = from_file(&b, text, m, w, e, sizeof(e)) == 0;
+	if (!ok)
+		printf("# %s\n", e);
+	ok = ok && b.nclocks == a.nclocks && b.kind == PIPE_SCHED_FILE &&
+	    memcmp(a.fclock, b.fclock, (size_t)m * w * sizeof(int)) == 0 &&
+	    memcmp(a.bclock, b.bclock, (size_t)m * w * sizeof(int)) == 0 &&
+	    pipe_sched_digest(&a) == pipe_sched_digest(&b);
+	for (j = 0; ok && j < w; j++)
+		ok = a.nact[j] == b.nact[j] && memcmp(a.act[j], b.act[j],
+		    (size_t)a.nact[j] * sizeof(*a.act[j])) == 0;
+	UNIT_OK(ok, what);
+	pipe_sched_free(&a);
+	pipe_sched_free(&b);
+	free(text);
+}
+
+/* Another order than the built-in ones (GPipe's backwards in reverse):
+ * the runner's properties hold, W comes from the file. */
+static void
+check_file_reverse(void)
+{
+	static const char text[] =
+	    "0,0,F0\n0,1,F1\n0,2,F2\n0,3,B2\n0,4,B1\n0,5,B0\n"
+	    "1,0,F0\n1,1,F1\n1,2,F2\n1,3,B2\n1,4,B1\n1,5,B0\n";
+	struct pipe_sched s;
+	char e[256];
+
+	if (!UNIT_OK(from_file(&s, text, 3, 0, e, sizeof(e)) == 0,
+	    "reversed backwards: builds, 2 stages from the file"))
+		return;
+	UNIT_OK(s.w == 2 && fwd_before_bwd(&s) && pairs(&s) &&
+	    runs_through(&s) && s.bclock[1 * 3 + 2] == 4 &&
+	    s.bclock[0 * 3 + 0] == 7, "reversed backwards: placed on clocks, "
+	    "sends pair, runs through");
+	UNIT_CLOSE(pipe_sched_table_bubble(&s), 4.0 / 16.0, 1e-12, 0,
+	    "reversed backwards: the table's bubble");
+	pipe_sched_free(&s);
+}
+
+/* Bad files: -1, the reason naming the row. */
+static void
+check_file_bad(void)
+{
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+		{ "0,0,F0\n0,1,B0\n1,0,F0\n1,1,B0\n1,2,X\n", "row 5: '1,2,X'" },
+		{ "0,0,F0\n0,1,B0\n3,0,F0\n", "row 3: rank 3 is out of range" },
+		{ "0,0,F0\n0,1,B0\n1,0,F0\n", "rank 1 has no B0" },
+		{ "0,0,F0\n0,1,B0\n1,1,F0\n1,0,B0\n",
+		    "row 4: B0 of rank 1 comes before its F0 (row 3)" },
+		{ "0,0,F0\n0,1,B0\n1,0,F0\n1,0,B0\n",
+		    "row 4: slot 0 of rank 1 again (row 3)" },
+		{ "0,0,F0\n0,1,B0\n1,0,F0\n1,1,B0\n1,2,W0\n",
+		    "row 5: '1,2,W0'" },
+		{ "rank,slot,action\n\n", "no rows" },
+	};
+	static const char dead[] =
+	    "0,0,F0\n0,1,B0\n0,2,F1\n0,3,B1\n"
+	    "1,0,F0\n1,1,F1\n1,2,B0\n1,3,B1\n";
+	struct pipe_sched s;
+	char e[256], what[160];
+	size_t k;
+
+	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		snprintf(what, sizeof(what), "bad file %zu refused: %s", k,
+		    bad[k].want);
+		UNIT_OK(from_file(&s, bad[k].text, 1, 2, e, sizeof(e)) == -1 &&
+		    strstr(e, bad[k].want) != NULL, what);
+		printf("# %s\n", e);
+	}
+	UNIT_OK(from_file(&s, dead, 2, 2, e, sizeof(e)) == -1 &&
+	    strstr(e, "deadlock: row 2 (rank 0, B0) waits for rank 1, row 6 "
+	    "(rank 1, F1) waits for rank 0") != NULL,
+	    "two ranks waiting on each other: a deadlock, naming their rows");
+	printf("# %s\n", e);
 }
 
 int
@@ -222,6 +340,13 @@ main(void)
 		}
 	check(PIPE_SCHED_1F1B, 32, 4);
 	check_print();
+	for (w = 1; w <= 4; w++)
+		for (m = 1; m <= 6; m++) {
+			check_file_same(PIPE_SCHED_GPIPE, m, w);
+			check_file_same(PIPE_SCHED_1F1B, m, w);
+		}
+	check_file_reverse();
+	check_file_bad();
 	UNIT_OK(pipe_sched_build(&s, PIPE_SCHED_GPIPE, 0, 2, e, sizeof(e)) < 0,
 	    "M = 0 is refused");
 	UNIT_OK(pipe_sched_parse("1f1b", &k) == 0 && k == PIPE_SCHED_1F1B &&
