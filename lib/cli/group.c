@@ -37,7 +37,8 @@ const char cli_group_help[] =
 "  --world-size N        number of ranks (COLLX_WORLD_SIZE, WORLD_SIZE,\n"
 "                        OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)\n"
 "  --master HOST:PORT    rendezvous address of rank 0 (COLLX_MASTER,\n"
-"                        MASTER_ADDR and MASTER_PORT)\n"
+"                        MASTER_ADDR and MASTER_PORT; under srun the\n"
+"                        step's first host, a port from its ids)\n"
 "  --iface NAME[,NAME]   network interface(s) to use (COLLX_IFNAME)\n"
 "  --timeout S           give up on a peer after S seconds (COLLX_TIMEOUT,\n"
 "                        default 60)\n"
@@ -209,6 +210,7 @@ cli_group_defaults(struct cli_group *g)
 	memset(g, 0, sizeof *g);
 	g->rank = g->world = g->local_rank = -1;
 	g->timeout = -1;
+	g->slurm_job = g->slurm_step = -1;
 }
 
 /* A whole number from option or variable name into *out: 0 or -1. */
@@ -324,12 +326,39 @@ env_master(struct cli_group *g, char *err, size_t errlen)
 	return check_master(&g->master, "MASTER_ADDR", buf, err, errlen);
 }
 
+/* Under srun: the step as the job's identity, and where the group meets
+ * unless an address was given (collx(7), Slurm). */
+static int
+env_slurm(struct cli_group *g, char *err, size_t errlen)
+{
+	struct cli_slurm s;
+	int rc;
+
+	rc = cli_slurm_read(&s, g->rank, g->world > 1 && g->master == NULL,
+	    err, errlen);
+	if (rc <= 0)
+		return rc;
+	/* Ranks of two steps that meet at one address refuse each other
+	 * rather than form one group. */
+	if (g->job_id == NULL && set(&g->job_id, s.ident, err, errlen) < 0)
+		return -1;
+	if (s.master[0] == '\0')
+		return 0;
+	g->slurm_job = s.job;
+	g->slurm_step = s.step;
+	return set(&g->master, s.master, err, errlen);
+}
+
 /* The variables that fill what options left unset, in collx(7) order. */
 static int
 env_fill(struct cli_group *g, char *err, size_t errlen)
 {
-	const char *v;
+	const char *v, *rank_var = NULL;
+	int by_srun;
 
+	/* srun started this rank: its variables say where the group meets. */
+	by_srun = g->rank < 0 && env_first(rank_vars, &rank_var) != NULL &&
+	    strcmp(rank_var, "SLURM_PROCID") == 0;
 	if ((g->rank < 0 && env_int(&g->rank, rank_vars, 0,
 	    CLI_MAX_WORLD - 1, err, errlen) < 0) ||
 	    (g->world < 0 && env_int(&g->world, world_vars, 1,
@@ -361,7 +390,7 @@ env_fill(struct cli_group *g, char *err, size_t errlen)
 	    cli_port_range_parse(v, &g->port_lo, &g->port_hi) < 0)
 		return bad(err, errlen, "COLLX_PORT_RANGE: invalid range '%s'"
 		    " (want LO-HI, 1 <= LO <= HI <= 65535)", v);
-	return 0;
+	return by_srun ? env_slurm(g, err, errlen) : 0;
 }
 
 int

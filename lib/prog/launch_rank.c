@@ -18,21 +18,6 @@
 #define TOKEN_SCRIPT \
 	"IFS= read -r COLLX_TOKEN && export COLLX_TOKEN && exec env \"$@\""
 
-/* The kernel's ephemeral range, where bind(port 0) and connect() take
- * their local ports; Linux's default when it cannot be read. */
-static void
-ephemeral_range(int *lo, int *hi)
-{
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-
-	*lo = 32768, *hi = 60999;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
-		*lo = 32768, *hi = 60999;
-	fclose(f);
-}
-
 /* Whether port on a is free now: bound, then released at once. */
 static int
 port_free(struct sockaddr_in *a, int port)
@@ -66,7 +51,7 @@ free_port(const char *host, int *port, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: not an IPv4 address", host);
 		return -1;
 	}
-	ephemeral_range(&lo, &hi);
+	cli_ephemeral_range(&lo, &hi);
 	below = lo > 10240 ? lo - 10240 : 0;	/* [10240, lo) */
 	above = 65535 - hi;			/* (hi, 65535] */
 	if (below + above == 0) {
