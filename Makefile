@@ -18,9 +18,11 @@ PKGS      = openblas libcurl libcrypto
 BENCH_DEPS_DEB = openmpi-bin libopenmpi-dev iperf3
 # `make fuzz` alone needs clang and its libFuzzer runtime.
 FUZZ_DEPS_DEB = clang libclang-rt-dev
+# slurmctld, slurmd, slurm-client and munge: the slurm suite's private
+# single-host cluster.
 DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
             bats mandoc python3 python3-numpy python3-torch iproute2 procps gnuplot-nox \
-            valgrind
+            valgrind slurmctld slurmd slurm-client munge
 
 ifdef SANITIZE
 O        ?= build/san
