@@ -6,8 +6,7 @@
 # programs and of collx-dp, results checked with NumPy.
 load lib/common
 load lib/coll
-
-REF=$COLLX_ROOT/tests/lib/dpref.py
+load lib/launched
 
 # The daemon started last, by its pid file's name, when it is ours and
 # alive: SIGTERM, then SIGKILL after 5 s.
@@ -129,41 +128,18 @@ run_srun() {
 
 @test "srun -n 4 collx-allreduce: every task sums as NumPy does, with no collx variable" {
 	run_srun -n 4 env
-	! grep -E '^(COLLX_|MASTER_ADDR|MASTER_PORT|RANK=|WORLD_SIZE=)' srun.out
+	run grep -E '^(COLLX_(RANK|WORLD_SIZE|LOCAL_RANK|MASTER|JOB_ID)|MASTER_ADDR|MASTER_PORT|RANK|WORLD_SIZE)=' srun.out
+	[ "$status" -eq 1 ]
 	[ "$(grep -c '^SLURM_PROCID=' srun.out)" -eq 4 ]
-	pyx "
-rng = np.random.default_rng(1)
-for r in range(4): save(f'in.{r}.npy', rng.standard_normal((5, 7)).astype('f4'))"
-	run_srun -n 4 collx-allreduce -i 'in.{rank}.npy' -o 'sum.{rank}.npy'
-	pyx "
-want = sum(load(f'in.{r}.npy').astype('f8') for r in range(4))
-for r in range(4): close(load(f'sum.{r}.npy'), want, 1e-5, 1e-5, f'rank {r}')"
+	allreduce_4 run_srun
 }
 
 @test "srun -n 4 of broadcast, allgather, reduce-scatter and alltoall match NumPy" {
-	pyx "
-for r in range(4): save(f'in.{r}.npy', np.arange(8 * 3, dtype='i4').reshape(8, 3) + 100 * r)"
-	run_srun -n 4 collx-broadcast --root 2 -i 'in.{rank}.npy' -o 'bc.{rank}.npy'
-	run_srun -n 4 collx-allgather -i 'in.{rank}.npy' -o 'ag.{rank}.npy'
-	run_srun -n 4 collx-reduce-scatter -i 'in.{rank}.npy' -o 'rs.{rank}.npy'
-	run_srun -n 4 collx-alltoall -i 'in.{rank}.npy' -o 'a2a.{rank}.npy'
-	pyx "
-ins = [load(f'in.{r}.npy') for r in range(4)]
-total = sum(ins)
-for r in range(4):
-    same(load(f'bc.{r}.npy'), ins[2], f'broadcast {r}')
-    same(load(f'ag.{r}.npy'), np.concatenate(ins), f'allgather {r}')
-    same(load(f'rs.{r}.npy'), total[2 * r:2 * r + 2], f'reduce-scatter {r}')
-    same(load(f'a2a.{r}.npy'), np.concatenate([np.split(ins[q], 4)[r] for q in range(4)]), f'alltoall {r}')"
+	four_collectives run_srun 2
 }
 
 @test "srun -n 4 collx-dp trains the tiny mlp as the NumPy reference does" {
-	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
-	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
-	run_srun -n 4 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
-	    --batch 200 --steps 10 --lr 0.05 -o t.safetensors --loss-csv l.csv -q
-	timeout 60 "$PY" "$REF" mlp m.safetensors X.npy Y.npy 200 10 0.05 \
-	    t.safetensors l.csv sgd
+	dp_mlp run_srun
 }
 
 @test "two steps of one allocation started together: each on its own port, both right" {
@@ -180,4 +156,16 @@ for r in range(2): save(f'in.{r}.npy', np.full(6, r + 1, dtype='i8'))"
 for r in range(2):
     same(load(f'a.{r}.npy'), np.full(6, 3, dtype='i8'))
     same(load(f'b.{r}.npy'), np.full(6, 2, dtype='i8'))"
+}
+
+@test "srun --mpi=pmix -n 4 collx-allreduce: rank 0's address through PMIx" {
+	need libpmix-dev pkg-config --exists pmix
+	# a PMIx server serves every task (test_cli: PMIx then goes first)
+	run_srun --mpi=pmix -n 4 env
+	[ "$(grep -c '^PMIX_NAMESPACE=' srun.out)" -eq 4 ]
+	pyx "
+for r in range(4): save(f'in.{r}.npy', np.full((2, 2), 2 ** r, dtype='i4'))"
+	run_srun --mpi=pmix -n 4 collx-allreduce -i 'in.{rank}.npy' -o 'sum.{rank}.npy'
+	pyx "
+for r in range(4): same(load(f'sum.{r}.npy'), np.full((2, 2), 15, dtype='i4'))"
 }

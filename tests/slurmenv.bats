@@ -126,12 +126,16 @@ for r in range(2): save(f'in.{r}.npy', np.full(5, r + 1, dtype='i4'))"
 	wait "${pids[1]}" || rc0=$?
 	wait "${pids[2]}" || rc1=$?
 	cat b0.err b1.err
-	[ "$rc0" -eq 1 ] && grep -qF "port $PORT on localhost (Slurm job $JOB step 70) is taken" b0.err
+	[ "$rc0" -eq 1 ]
+	grep -qF "port $PORT on localhost (Slurm job $JOB step 70) is taken" b0.err
 	# refused by step 6's rank 0: another job, never a member
-	[ "$rc1" -eq 3 ] && grep -qF "refused by rank 0" b1.err
+	[ "$rc1" -eq 3 ]
+	grep -qF "refused by rank 0" b1.err
 	srun_rank 1 2 6 a1 collx-allreduce -i 'in.{rank}.npy' -o 'a.{rank}.npy'
-	wait "${pids[0]}" && wait "${pids[3]}"
-	[ ! -e b.0.npy ] && [ ! -e b.1.npy ]
+	wait "${pids[0]}"
+	wait "${pids[3]}"
+	[ ! -e b.0.npy ]
+	[ ! -e b.1.npy ]
 	pyx "
 for r in range(2): same(load(f'a.{r}.npy'), np.full(5, 3, dtype='i4'))"
 }

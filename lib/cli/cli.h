@@ -125,6 +125,7 @@ struct cli_group {
 	int port_lo, port_hi;	/* COLLX_PORT_RANGE, data ports; 0: ephemeral */
 	int no_shm;		/* --no-shm or COLLX_SHM=0: every pair over TCP */
 	long slurm_job, slurm_step;	/* whose master Slurm's ids gave; -1 */
+	int pmix;		/* no master: rank 0's comes through PMIx */
 };
 
 void cli_group_defaults(struct cli_group *g);

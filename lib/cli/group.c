@@ -326,6 +326,27 @@ env_master(struct cli_group *g, char *err, size_t errlen)
 	return check_master(&g->master, "MASTER_ADDR", buf, err, errlen);
 }
 
+#ifdef COLLX_PMIX
+/* A PMIx server started this rank (Open MPI's mpirun, srun --mpi=pmix). */
+#define pmix_launched() (getenv("PMIX_NAMESPACE") != NULL)
+#else
+#define pmix_launched() 0
+#endif
+
+/* Under a PMIx launcher: its namespace as the job's identity, and rank 0's
+ * address through PMIx when none was given (prog_join asks for it). */
+static int
+env_pmix(struct cli_group *g, char *err, size_t errlen)
+{
+	char ident[300];
+
+	snprintf(ident, sizeof ident, "pmix-%s", getenv("PMIX_NAMESPACE"));
+	if (g->job_id == NULL && set(&g->job_id, ident, err, errlen) < 0)
+		return -1;
+	g->pmix = g->master == NULL && g->world > 1;
+	return 0;
+}
+
 /* Under srun: the step as the job's identity, and where the group meets
  * unless an address was given (collx(7), Slurm). */
 static int
@@ -354,11 +375,14 @@ static int
 env_fill(struct cli_group *g, char *err, size_t errlen)
 {
 	const char *v, *rank_var = NULL;
-	int by_srun;
+	int by_srun, by_pmix;
 
 	/* srun started this rank: its variables say where the group meets. */
 	by_srun = g->rank < 0 && env_first(rank_vars, &rank_var) != NULL &&
 	    strcmp(rank_var, "SLURM_PROCID") == 0;
+	by_pmix = g->rank < 0 && rank_var != NULL && pmix_launched() &&
+	    (by_srun || strcmp(rank_var, "OMPI_COMM_WORLD_RANK") == 0 ||
+	    strcmp(rank_var, "PMI_RANK") == 0);
 	if ((g->rank < 0 && env_int(&g->rank, rank_vars, 0,
 	    CLI_MAX_WORLD - 1, err, errlen) < 0) ||
 	    (g->world < 0 && env_int(&g->world, world_vars, 1,
@@ -390,6 +414,8 @@ env_fill(struct cli_group *g, char *err, size_t errlen)
 	    cli_port_range_parse(v, &g->port_lo, &g->port_hi) < 0)
 		return bad(err, errlen, "COLLX_PORT_RANGE: invalid range '%s'"
 		    " (want LO-HI, 1 <= LO <= HI <= 65535)", v);
+	if (by_pmix)
+		return env_pmix(g, err, errlen);
 	return by_srun ? env_slurm(g, err, errlen) : 0;
 }
 
@@ -415,7 +441,7 @@ cli_group_resolve(struct cli_group *g, char *err, size_t errlen)
 	if (g->rank >= g->world)
 		return bad(err, errlen, "rank %d is out of range for world size %d",
 		    g->rank, g->world);
-	if (g->world > 1 && g->master == NULL)
+	if (g->world > 1 && g->master == NULL && !g->pmix)
 		return bad(err, errlen, "world size %d needs a rendezvous address"
 		    " (use --master HOST:PORT or set COLLX_MASTER)", g->world);
 	return 0;

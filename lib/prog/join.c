@@ -3,12 +3,16 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "prog/join.h"
+#ifdef COLLX_PMIX
+#include "prog/pmix.h"
+#endif
 
 void
 prog_job_init(struct prog_job *j, const char *what)
@@ -131,6 +135,8 @@ prog_join(struct comm **out, const struct cli_group *g,
 	};
 	enum comm_errkind kind;
 	char why[COLLX_ERRLEN], ident[sizeof job->text + 64];
+	char *pmix_master = NULL;
+	int rc;
 
 	if (job->overflow[0] != '\0') {
 		snprintf(err, errlen, "rank %d: job identity too long at %s",
@@ -145,7 +151,18 @@ prog_join(struct comm **out, const struct cli_group *g,
 	else
 		snprintf(ident, sizeof ident, "%s", job->text);
 	co.job = ident;
-	if (comm_open_ex(out, &co, &kind, why, sizeof why) == 0)
+#ifdef COLLX_PMIX
+	if (g->pmix && prog_pmix_master(g->timeout, &pmix_master, why,
+	    sizeof why) < 0) {
+		snprintf(err, errlen, "rank %d: %s", g->rank, why);
+		return CLI_EXIT_RUNTIME;
+	}
+	if (g->pmix)
+		co.master = pmix_master;
+#endif
+	rc = comm_open_ex(out, &co, &kind, why, sizeof why);
+	free(pmix_master);
+	if (rc == 0)
 		return 0;
 	if (slurm_collision(g, err, errlen))
 		return CLI_EXIT_RUNTIME;

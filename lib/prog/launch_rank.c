@@ -38,8 +38,8 @@ port_free(struct sockaddr_in *a, int port)
  * another rank's listener or outgoing connection. Random, so that two
  * jobs starting together do not pick the same one.
  */
-static int
-free_port(const char *host, int *port, char *err, size_t errlen)
+int
+launch_free_port(const char *host, int *port, char *err, size_t errlen)
 {
 	struct sockaddr_in a;
 	uint32_t r;
@@ -92,7 +92,7 @@ choose_torch_port(struct launch_job *j, int port, char *err, size_t errlen)
 	if (launch_hosts_all_local(&j->hosts) &&
 	    strncmp(j->master, "127.0.0.1:", 10) == 0) {
 		for (k = 0; k < 16; k++) {
-			if (free_port("127.0.0.1", &j->torch_port, err,
+			if (launch_free_port("127.0.0.1", &j->torch_port, err,
 			    errlen) < 0)
 				return -1;
 			if (j->torch_port != port)
@@ -114,7 +114,7 @@ choose_master(struct launch_job *j, char *err, size_t errlen)
 	int port;
 
 	if (j->master == NULL && launch_hosts_all_local(&j->hosts)) {
-		if (free_port("127.0.0.1", &port, err, errlen) < 0)
+		if (launch_free_port("127.0.0.1", &port, err, errlen) < 0)
 			return -1;
 		j->master = cli_asprintf("127.0.0.1:%d", port);
 	} else if (j->master == NULL) {

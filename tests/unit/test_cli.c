@@ -19,7 +19,7 @@ static const char *const group_vars[] = {
 	"MASTER_ADDR", "MASTER_PORT", "COLLX_IFNAME", "COLLX_TIMEOUT",
 	"COLLX_TOKEN", "COLLX_SHM", "COLLX_JOB_ID", "SLURM_JOB_ID",
 	"SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
-	"SLURMD_NODENAME", NULL
+	"SLURMD_NODENAME", "PMIX_NAMESPACE", NULL
 };
 
 static char tmpdir[] = "/tmp/test_cli.XXXXXX";
@@ -841,6 +841,40 @@ test_slurm(void)
 	rc = cli_group_resolve(&g, e, sizeof e);
 	UNIT_OK(rc == -1 && strstr(e, "needs a rendezvous address"),
 	    "--rank given: no Slurm rendezvous");
+	cli_group_free(&g);
+
+	/* Under a PMIx server, rank 0's address comes through PMIx
+	 * (prog_join): resolving needs none. */
+	srun_env("1", "gpu[07-09]");
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	setenv("PMIX_NAMESPACE", "prterun-x-7@1", 1);
+	rc = resolve_env(&g, e, sizeof e);
+#ifdef COLLX_PMIX
+	UNIT_OK(rc == 0 && g.pmix && g.master == NULL &&
+	    strcmp(g.job_id, "pmix-prterun-x-7@1") == 0,
+	    "mpirun with PMIx: no address needed, the namespace is the job");
+#else
+	UNIT_OK(rc == -1 && strstr(e, "needs a rendezvous address"),
+	    "built without PMIx: mpirun needs an address");
+#endif
+	cli_group_free(&g);
+	srun_env("1", "gpu[07-09]");
+	setenv("PMIX_NAMESPACE", "slurm.pmix.1234.5", 1);
+	rc = resolve_env(&g, e, sizeof e);
+#ifdef COLLX_PMIX
+	UNIT_OK(rc == 0 && g.pmix && g.master == NULL,
+	    "srun --mpi=pmix: PMIx before Slurm's derived address");
+#else
+	UNIT_OK(rc == 0 && strcmp(g.master, "gpu07:21637") == 0,
+	    "built without PMIx: srun --mpi=pmix takes Slurm's address");
+#endif
+	cli_group_free(&g);
+	srun_env("1", "gpu[07-09]");
+	setenv("PMIX_NAMESPACE", "ns", 1);
+	setenv("COLLX_MASTER", "h:9", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && !g.pmix && strcmp(g.master, "h:9") == 0,
+	    "an address given beats PMIx");
 	cli_group_free(&g);
 
 	srun_env("0", "n[");
