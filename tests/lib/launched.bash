@@ -3,6 +3,10 @@
 # function (RUN -n 4 PROGRAM ARG...), with no collx variable or option,
 # checked with NumPy. Needs lib/coll (pyx).
 
+# The sanitizer build's ranks pass over libpmix's own leaks; the tasks
+# inherit the environment.
+export LSAN_OPTIONS="suppressions=$COLLX_ROOT/tests/lib/pmix.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
 # allreduce_4 RUN: the sum of 4 random float matrices.
 allreduce_4() {
 	pyx "
