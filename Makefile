@@ -13,14 +13,19 @@ PCDIR     = $(LIBDIR)/pkgconfig
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 PKGS      = openblas libcurl libcrypto
+# PMIx, for Open MPI's mpirun and srun --mpi=pmix, when pkg-config finds it.
+PMIX     := $(shell pkg-config --exists pmix 2>/dev/null && echo pmix)
+PKGS     += $(PMIX)
 # `make bench` and `make bench-cluster` also install the peers they compare
 # with (Open MPI, iperf3; PyTorch's Gloo comes with the test packages).
 BENCH_DEPS_DEB = openmpi-bin libopenmpi-dev iperf3
 # `make fuzz` alone needs clang and its libFuzzer runtime.
 FUZZ_DEPS_DEB = clang libclang-rt-dev
+# slurmctld, slurmd, slurm-client and munge: the slurm suite's private
+# single-host cluster; openmpi-bin and libpmix-dev: mpirun through PMIx.
 DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
             bats mandoc python3 python3-numpy python3-torch iproute2 procps gnuplot-nox \
-            valgrind
+            valgrind slurmctld slurmd slurm-client munge openmpi-bin libpmix-dev
 
 ifdef SANITIZE
 O        ?= build/san
@@ -38,10 +43,11 @@ UNITOUT   = $(if $(filter .,$(O)),build/tests,$(O)/tests)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS  = -std=c11 -D_GNU_SOURCE -DCOLLX_VERSION=\"$(VERSION)\" \
+              $(if $(PMIX),-DCOLLX_PMIX) \
               -Wall -Wextra -Ilib $(PKG_CFLAGS) $(CFLAGS)
 LIBS        = $(PKG_LIBS) -lpthread -lm
 
-LIB_SRC   := $(sort $(wildcard lib/*/*.c))
+LIB_SRC   := $(sort $(filter-out $(if $(PMIX),,lib/prog/pmix.c),$(wildcard lib/*/*.c)))
 LIB_OBJ    = $(LIB_SRC:%.c=$(OBJDIR)/%.o)
 PROG_SRC  := $(sort $(wildcard bin/collx-*.c))
 PROGS      = $(PROG_SRC:bin/%.c=$(BINOUT)/%)

@@ -488,6 +488,19 @@ cli_first_line(const char *path, char *buf, size_t len)
 	fclose(f);
 }
 
+void
+cli_ephemeral_range(int *lo, int *hi)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	*lo = 32768, *hi = 60999;
+	if (f == NULL)
+		return;
+	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
+		*lo = 32768, *hi = 60999;
+	fclose(f);
+}
+
 int
 cli_write_all(int fd, const void *data, size_t len)
 {

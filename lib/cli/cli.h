@@ -124,6 +124,8 @@ struct cli_group {
 	char *job_id;		/* COLLX_JOB_ID (collx-run draws one) or NULL */
 	int port_lo, port_hi;	/* COLLX_PORT_RANGE, data ports; 0: ephemeral */
 	int no_shm;		/* --no-shm or COLLX_SHM=0: every pair over TCP */
+	long slurm_job, slurm_step;	/* whose master Slurm's ids gave; -1 */
+	int pmix;		/* no master: rank 0's comes through PMIx */
 };
 
 void cli_group_defaults(struct cli_group *g);
@@ -148,6 +150,40 @@ void cli_group_finish(struct cli_group *g);
 void cli_group_free(struct cli_group *g);
 /* The group options as "--help" text lines, for usage(). */
 extern const char cli_group_help[];
+
+/* A Slurm step, as srun tells its tasks. */
+struct cli_slurm {
+	long job, step;		/* SLURM_JOB_ID, SLURM_STEP_ID */
+	char ident[64];		/* the step as a job identity: "slurm-JOB.STEP" */
+	char master[300];	/* "HOST:PORT" when asked for, else "" */
+};
+/*
+ * Under srun (cli_group_resolve asks when the rank came from
+ * SLURM_PROCID): 1 with the step in s when SLURM_JOB_ID and SLURM_STEP_ID
+ * are set, and with want_master the rendezvous: the first host of
+ * SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST) on cli_slurm_port(); 0
+ * when they are not set; -1 with the reason in err, a usage error (errno
+ * EINVAL): a malformed variable, or rank 0 started on another host than
+ * that one (SLURMD_NODENAME).
+ */
+int cli_slurm_read(struct cli_slurm *s, int rank, int want_master,
+    char *err, size_t errlen);
+/* The rendezvous port of a Slurm job's step: 10240 + 64 * (job mod 352) +
+ * step mod 64, below Linux's ephemeral range; steps whose ids are equal
+ * modulo 64 share it, and so do jobs whose ids are equal modulo 352. */
+int cli_slurm_port(long job, long step);
+/*
+ * Slurm's host list expression ("n[01-04,07],login1"; in brackets numbers
+ * and ranges, zero padding kept, and several brackets in one host their
+ * product, the last varying fastest): the number of hosts, and the n-th
+ * (from 0) in host when there is one (else ""); -1 with the reason in err
+ * for a malformed list or a host longer than hostlen - 1 bytes.
+ */
+long cli_hostlist(const char *expr, long n, char *host, size_t hostlen,
+    char *err, size_t errlen);
+/* The kernel's ephemeral port range, where bind(port 0) and connect()
+ * take their local ports (Linux's default when it cannot be read). */
+void cli_ephemeral_range(int *lo, int *hi);
 
 /* The first line of a small file, without its newline, into buf; "" when
  * the file cannot be read. */

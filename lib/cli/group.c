@@ -37,7 +37,8 @@ const char cli_group_help[] =
 "  --world-size N        number of ranks (COLLX_WORLD_SIZE, WORLD_SIZE,\n"
 "                        OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)\n"
 "  --master HOST:PORT    rendezvous address of rank 0 (COLLX_MASTER,\n"
-"                        MASTER_ADDR and MASTER_PORT)\n"
+"                        MASTER_ADDR and MASTER_PORT; under srun the\n"
+"                        step's first host, a port from its ids)\n"
 "  --iface NAME[,NAME]   network interface(s) to use (COLLX_IFNAME)\n"
 "  --timeout S           give up on a peer after S seconds (COLLX_TIMEOUT,\n"
 "                        default 60)\n"
@@ -209,6 +210,7 @@ cli_group_defaults(struct cli_group *g)
 	memset(g, 0, sizeof *g);
 	g->rank = g->world = g->local_rank = -1;
 	g->timeout = -1;
+	g->slurm_job = g->slurm_step = -1;
 }
 
 /* A whole number from option or variable name into *out: 0 or -1. */
@@ -324,12 +326,63 @@ env_master(struct cli_group *g, char *err, size_t errlen)
 	return check_master(&g->master, "MASTER_ADDR", buf, err, errlen);
 }
 
+#ifdef COLLX_PMIX
+/* A PMIx server started this rank (Open MPI's mpirun, srun --mpi=pmix). */
+#define pmix_launched() (getenv("PMIX_NAMESPACE") != NULL)
+#else
+#define pmix_launched() 0
+#endif
+
+/* Under a PMIx launcher: its namespace as the job's identity, and rank 0's
+ * address through PMIx when none was given (prog_join asks for it). */
+static int
+env_pmix(struct cli_group *g, char *err, size_t errlen)
+{
+	char ident[300];
+
+	snprintf(ident, sizeof ident, "pmix-%s", getenv("PMIX_NAMESPACE"));
+	if (g->job_id == NULL && set(&g->job_id, ident, err, errlen) < 0)
+		return -1;
+	g->pmix = g->master == NULL && g->world > 1;
+	return 0;
+}
+
+/* Under srun: the step as the job's identity, and where the group meets
+ * unless an address was given (collx(7), Slurm). */
+static int
+env_slurm(struct cli_group *g, char *err, size_t errlen)
+{
+	struct cli_slurm s;
+	int rc;
+
+	rc = cli_slurm_read(&s, g->rank, g->world > 1 && g->master == NULL,
+	    err, errlen);
+	if (rc <= 0)
+		return rc;
+	/* Ranks of two steps that meet at one address refuse each other
+	 * rather than form one group. */
+	if (g->job_id == NULL && set(&g->job_id, s.ident, err, errlen) < 0)
+		return -1;
+	if (s.master[0] == '\0')
+		return 0;
+	g->slurm_job = s.job;
+	g->slurm_step = s.step;
+	return set(&g->master, s.master, err, errlen);
+}
+
 /* The variables that fill what options left unset, in collx(7) order. */
 static int
 env_fill(struct cli_group *g, char *err, size_t errlen)
 {
-	const char *v;
+	const char *v, *rank_var = NULL;
+	int by_srun, by_pmix;
 
+	/* srun started this rank: its variables say where the group meets. */
+	by_srun = g->rank < 0 && env_first(rank_vars, &rank_var) != NULL &&
+	    strcmp(rank_var, "SLURM_PROCID") == 0;
+	by_pmix = g->rank < 0 && rank_var != NULL && pmix_launched() &&
+	    (by_srun || strcmp(rank_var, "OMPI_COMM_WORLD_RANK") == 0 ||
+	    strcmp(rank_var, "PMI_RANK") == 0);
 	if ((g->rank < 0 && env_int(&g->rank, rank_vars, 0,
 	    CLI_MAX_WORLD - 1, err, errlen) < 0) ||
 	    (g->world < 0 && env_int(&g->world, world_vars, 1,
@@ -361,7 +414,9 @@ env_fill(struct cli_group *g, char *err, size_t errlen)
 	    cli_port_range_parse(v, &g->port_lo, &g->port_hi) < 0)
 		return bad(err, errlen, "COLLX_PORT_RANGE: invalid range '%s'"
 		    " (want LO-HI, 1 <= LO <= HI <= 65535)", v);
-	return 0;
+	if (by_pmix)
+		return env_pmix(g, err, errlen);
+	return by_srun ? env_slurm(g, err, errlen) : 0;
 }
 
 int
@@ -386,7 +441,7 @@ cli_group_resolve(struct cli_group *g, char *err, size_t errlen)
 	if (g->rank >= g->world)
 		return bad(err, errlen, "rank %d is out of range for world size %d",
 		    g->rank, g->world);
-	if (g->world > 1 && g->master == NULL)
+	if (g->world > 1 && g->master == NULL && !g->pmix)
 		return bad(err, errlen, "world size %d needs a rendezvous address"
 		    " (use --master HOST:PORT or set COLLX_MASTER)", g->world);
 	return 0;

@@ -1,9 +1,18 @@
 /* join: one way into the group for every rank program. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "prog/join.h"
+#ifdef COLLX_PMIX
+#include "prog/pmix.h"
+#endif
 
 void
 prog_job_init(struct prog_job *j, const char *what)
@@ -55,6 +64,65 @@ prog_note(void *ctx, const char *text)
 	cli_info("%s", text);
 }
 
+/* Whether binding the wildcard address of family to port fails for a
+ * listener holding it (on any address of that family). */
+static int
+bind_refused(int family, int port)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	int one = 1, fd, held;
+
+	memset(&ss, 0, sizeof ss);
+	ss.ss_family = (sa_family_t)family;
+	if (family == AF_INET)
+		a4->sin_port = htons((uint16_t)port);
+	else
+		a6->sin6_port = htons((uint16_t)port);
+	if ((fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	/* As the rendezvous listens: a closing connection holds nothing. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+	held = bind(fd, (struct sockaddr *)&ss, family == AF_INET ?
+	    sizeof *a4 : sizeof *a6) < 0 && errno == EADDRINUSE;
+	close(fd);
+	return held;
+}
+
+/* Whether a listener of this host, on any address, holds port. */
+static int
+port_held(int port)
+{
+	return bind_refused(AF_INET, port) || bind_refused(AF_INET6, port);
+}
+
+/*
+ * Rank 0 of a Slurm step whose rendezvous port (cli_slurm_port) was taken:
+ * most likely by a step of the same job, with a step id equal modulo 64,
+ * meeting on the same first host at the same time. 1 with the reason in
+ * err when so.
+ */
+static int
+slurm_collision(const struct cli_group *g, char *err, size_t errlen)
+{
+	char host[256];
+	int port;
+
+	if (g->rank != 0 || g->slurm_step < 0 ||
+	    cli_hostport_parse(g->master, host, sizeof host, &port) < 0 ||
+	    !port_held(port))
+		return 0;
+	snprintf(err, errlen, "rank 0: rendezvous port %d on %s (Slurm job "
+	    "%ld step %ld) is taken: a step of this job whose id is equal "
+	    "modulo 64 is meeting there at the same time, or another program"
+	    " holds it (give one of them --master HOST:PORT or COLLX_MASTER)",
+	    port, host, g->slurm_job, g->slurm_step);
+	return 1;
+}
+
 int
 prog_join(struct comm **out, const struct cli_group *g,
     const struct prog_job *job, char *err, size_t errlen)
@@ -67,6 +135,8 @@ prog_join(struct comm **out, const struct cli_group *g,
 	};
 	enum comm_errkind kind;
 	char why[COLLX_ERRLEN], ident[sizeof job->text + 64];
+	char *pmix_master = NULL;
+	int rc;
 
 	if (job->overflow[0] != '\0') {
 		snprintf(err, errlen, "rank %d: job identity too long at %s",
@@ -81,8 +151,21 @@ prog_join(struct comm **out, const struct cli_group *g,
 	else
 		snprintf(ident, sizeof ident, "%s", job->text);
 	co.job = ident;
-	if (comm_open_ex(out, &co, &kind, why, sizeof why) == 0)
+#ifdef COLLX_PMIX
+	if (g->pmix && prog_pmix_master(g->timeout, &pmix_master, why,
+	    sizeof why) < 0) {
+		snprintf(err, errlen, "rank %d: %s", g->rank, why);
+		return CLI_EXIT_RUNTIME;
+	}
+	if (g->pmix)
+		co.master = pmix_master;
+#endif
+	rc = comm_open_ex(out, &co, &kind, why, sizeof why);
+	free(pmix_master);
+	if (rc == 0)
 		return 0;
+	if (slurm_collision(g, err, errlen))
+		return CLI_EXIT_RUNTIME;
 	/* The transport's own messages already start with "rank R: ". */
 	if (strncmp(why, "rank ", 5) == 0)
 		snprintf(err, errlen, "%s", why);

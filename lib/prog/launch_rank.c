@@ -18,21 +18,6 @@
 #define TOKEN_SCRIPT \
 	"IFS= read -r COLLX_TOKEN && export COLLX_TOKEN && exec env \"$@\""
 
-/* The kernel's ephemeral range, where bind(port 0) and connect() take
- * their local ports; Linux's default when it cannot be read. */
-static void
-ephemeral_range(int *lo, int *hi)
-{
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-
-	*lo = 32768, *hi = 60999;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
-		*lo = 32768, *hi = 60999;
-	fclose(f);
-}
-
 /* Whether port on a is free now: bound, then released at once. */
 static int
 port_free(struct sockaddr_in *a, int port)
@@ -53,8 +38,8 @@ port_free(struct sockaddr_in *a, int port)
  * another rank's listener or outgoing connection. Random, so that two
  * jobs starting together do not pick the same one.
  */
-static int
-free_port(const char *host, int *port, char *err, size_t errlen)
+int
+launch_free_port(const char *host, int *port, char *err, size_t errlen)
 {
 	struct sockaddr_in a;
 	uint32_t r;
@@ -66,7 +51,7 @@ free_port(const char *host, int *port, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: not an IPv4 address", host);
 		return -1;
 	}
-	ephemeral_range(&lo, &hi);
+	cli_ephemeral_range(&lo, &hi);
 	below = lo > 10240 ? lo - 10240 : 0;	/* [10240, lo) */
 	above = 65535 - hi;			/* (hi, 65535] */
 	if (below + above == 0) {
@@ -107,7 +92,7 @@ choose_torch_port(struct launch_job *j, int port, char *err, size_t errlen)
 	if (launch_hosts_all_local(&j->hosts) &&
 	    strncmp(j->master, "127.0.0.1:", 10) == 0) {
 		for (k = 0; k < 16; k++) {
-			if (free_port("127.0.0.1", &j->torch_port, err,
+			if (launch_free_port("127.0.0.1", &j->torch_port, err,
 			    errlen) < 0)
 				return -1;
 			if (j->torch_port != port)
@@ -129,7 +114,7 @@ choose_master(struct launch_job *j, char *err, size_t errlen)
 	int port;
 
 	if (j->master == NULL && launch_hosts_all_local(&j->hosts)) {
-		if (free_port("127.0.0.1", &port, err, errlen) < 0)
+		if (launch_free_port("127.0.0.1", &port, err, errlen) < 0)
 			return -1;
 		j->master = cli_asprintf("127.0.0.1:%d", port);
 	} else if (j->master == NULL) {

@@ -17,7 +17,9 @@ static const char *const group_vars[] = {
 	"SLURM_NTASKS", "COLLX_LOCAL_RANK", "LOCAL_RANK",
 	"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "COLLX_MASTER",
 	"MASTER_ADDR", "MASTER_PORT", "COLLX_IFNAME", "COLLX_TIMEOUT",
-	"COLLX_TOKEN", "COLLX_SHM", NULL
+	"COLLX_TOKEN", "COLLX_SHM", "COLLX_JOB_ID", "SLURM_JOB_ID",
+	"SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+	"SLURMD_NODENAME", "PMIX_NAMESPACE", NULL
 };
 
 static char tmpdir[] = "/tmp/test_cli.XXXXXX";
@@ -636,6 +638,288 @@ test_hostport(void)
 	    cli_hostport_parse("h:8x", host, sizeof host, &port) < 0, "bad addresses");
 }
 
+/* expr's hosts, each asked for by its index, joined by spaces; the count
+ * cli_hostlist returned, or -1 with the reason in e. */
+static long
+hostlist_words(const char *expr, char *out, size_t outlen, char *e,
+    size_t elen)
+{
+	char host[256];
+	long n, k;
+
+	out[0] = '\0';
+	if ((n = cli_hostlist(expr, 0, host, sizeof host, e, elen)) < 0)
+		return -1;
+	for (k = 0; k < n && k < 64; k++) {
+		if (cli_hostlist(expr, k, host, sizeof host, e, elen) != n)
+			return -1;
+		snprintf(out + strlen(out), outlen - strlen(out), "%s%s",
+		    k ? " " : "", host);
+	}
+	return n;
+}
+
+/* Slurm's host lists, expanded by hand as Slurm's documentation and
+ * scontrol show hostnames write them. */
+static void
+test_hostlist(void)
+{
+	static const char *const good[][2] = {
+		{ "node1", "node1" },
+		{ "n[1-3]", "n1 n2 n3" },
+		{ "n[01-04,07]", "n01 n02 n03 n04 n07" },
+		{ "a,b[1-2]", "a b1 b2" },
+		{ "n[8-11]", "n8 n9 n10 n11" },
+		{ "n[098-101]", "n098 n099 n100 n101" },
+		{ "n[007]", "n007" },
+		{ "n[0]", "n0" },
+		{ "n[1-2]-ib", "n1-ib n2-ib" },
+		{ "rack[1-2]n[01-02]", "rack1n01 rack1n02 rack2n01 rack2n02" },
+		{ "gpu-a[3],gpu-b[1,3-4],login.example.org",
+		    "gpu-a3 gpu-b1 gpu-b3 gpu-b4 login.example.org" },
+		{ "x[1,2],y,z[5-6,9]", "x1 x2 y z5 z6 z9" },
+		{ "[1-2]x", "1x 2x" },
+		{ "c_1[9-10]", "c_19 c_110" },
+	};
+	static const char *const bad[][2] = {
+		{ "", "an empty host name at its end" },
+		{ ",", "an empty host name at ','" },
+		{ "a,", "an empty host name at its end" },
+		{ ",a", "an empty host name at ',a'" },
+		{ "a,,b", "an empty host name at ',b'" },
+		{ "n[", "a number expected at its end" },
+		{ "n[1", "',' or ']' expected at its end" },
+		{ "n[1-]", "a number expected at ']'" },
+		{ "n[]", "a number expected at ']'" },
+		{ "n[1,]", "a number expected at ']'" },
+		{ "n[2-1]", "a range that runs backwards at '2-1]'" },
+		{ "n]", "a ']' without its '[' at ']'" },
+		{ "n[1]]", "a ']' without its '[' at ']'" },
+		{ "n[[1]]", "a number expected at '[1]]'" },
+		{ "n[a]", "a number expected at 'a]'" },
+		{ "n[1:2]", "',' or ']' expected at ':2]'" },
+		{ "n[1-2", "',' or ']' expected at its end" },
+		{ "n 1", "a character not allowed in a host name at ' 1'" },
+		{ "n[1234567890]", "a number of more than 9 digits" },
+		{ "n[0-99999999]", "more than 16777216 hosts" },
+		{ "a[1-5000]b[1-5000]", "more than 16777216 hosts" },
+		{ "a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1]i[1]",
+		    "more than 8 brackets in a host" },
+	};
+	char out[1024], e[COLLX_ERRLEN], host[8], what[160];
+	size_t i;
+	long n;
+
+	for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+		n = hostlist_words(good[i][0], out, sizeof out, e, sizeof e);
+		snprintf(what, sizeof what, "host list '%s' is %s", good[i][0],
+		    good[i][1]);
+		UNIT_OK(n >= 0 && strcmp(out, good[i][1]) == 0, what);
+		if (n < 0 || strcmp(out, good[i][1]) != 0)
+			printf("#   got %ld: '%s' %s\n", n, out, n < 0 ? e : "");
+	}
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		n = cli_hostlist(bad[i][0], 0, out, sizeof out, e, sizeof e);
+		snprintf(what, sizeof what, "host list '%s' refused: %s",
+		    bad[i][0], bad[i][1]);
+		UNIT_OK(n == -1 && strstr(e, bad[i][1]) != NULL &&
+		    strncmp(e, "host list '", 11) == 0, what);
+		if (n != -1 || strstr(e, bad[i][1]) == NULL)
+			printf("#   got %ld: %s\n", n, n < 0 ? e : out);
+	}
+	UNIT_OK(cli_hostlist("n[1-3]", 3, out, sizeof out, e, sizeof e) == 3 &&
+	    out[0] == '\0', "past the last host: the count, host empty");
+	UNIT_OK(cli_hostlist("n[0-16777215]", 16777215, out, sizeof out, e,
+	    sizeof e) == 16777216 && strcmp(out, "n16777215") == 0,
+	    "the last of 2^24 hosts, found without listing them");
+	UNIT_OK(cli_hostlist("longname1", 0, host, sizeof host, e, sizeof e) ==
+	    -1 && strstr(e, "longer than 7 bytes") != NULL &&
+	    cli_hostlist("ab[100]", 0, host, 5, e, sizeof e) == -1 &&
+	    cli_hostlist("ab[100]", 0, host, 6, e, sizeof e) == 1 &&
+	    strcmp(host, "ab100") == 0,
+	    "a host longer than the buffer is refused");
+	UNIT_OK(cli_hostlist("longname1,n[1-2]", 2, host, sizeof host, e,
+	    sizeof e) == 3 && strcmp(host, "n2") == 0,
+	    "a long host not asked for is no fault");
+}
+
+/* Rank r of 4 under srun's variables: job 1234, step 5, the nodes of
+ * the step (or only the job's when step is NULL). */
+static void
+srun_env(const char *r, const char *step_nodes)
+{
+	clear_env();
+	setenv("SLURM_PROCID", r, 1);
+	setenv("SLURM_NTASKS", "4", 1);
+	setenv("SLURM_LOCALID", r, 1);
+	setenv("SLURM_JOB_ID", "1234", 1);
+	setenv("SLURM_STEP_ID", "5", 1);
+	setenv("SLURM_JOB_NODELIST", "login1,gpu[01-09]", 1);
+	if (step_nodes != NULL)
+		setenv("SLURM_STEP_NODELIST", step_nodes, 1);
+}
+
+/* The group resolved from the environment: 0 or -1 with the reason. */
+static int
+resolve_env(struct cli_group *g, char *e, size_t elen)
+{
+	cli_group_defaults(g);
+	return cli_group_resolve(g, e, elen);
+}
+
+/*
+ * Under srun nothing of collx's own is needed: the rendezvous is the
+ * first host of the step on port 10240 + 64 * (job mod 352) + step mod 64;
+ * for job 1234 step 5: 1234 mod 352 = 178, 10240 + 11392 + 5 = 21637.
+ */
+static void
+test_slurm(void)
+{
+	struct cli_group g;
+	char e[COLLX_ERRLEN];
+	int rc;
+
+	srun_env("2", "gpu[07-09],cpu1");
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && g.rank == 2 && g.world == 4 && g.local_rank == 2 &&
+	    strcmp(g.master, "gpu07:21637") == 0 && g.slurm_job == 1234 &&
+	    g.slurm_step == 5, "srun: the step's first host, port from the ids");
+	UNIT_OK(rc == 0 && strcmp(g.job_id, "slurm-1234.5") == 0,
+	    "srun: the step is the job's identity");
+	cli_group_free(&g);
+
+	srun_env("0", NULL);
+	setenv("SLURMD_NODENAME", "login1", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && strcmp(g.master, "login1:21637") == 0,
+	    "no SLURM_STEP_NODELIST: the job's first host");
+	cli_group_free(&g);
+
+	UNIT_OK(cli_slurm_port(0, 0) == 10240 && cli_slurm_port(351, 63) ==
+	    32767 && cli_slurm_port(352, 64) == 10240 &&
+	    cli_slurm_port(7, 1) == 10240 + 7 * 64 + 1,
+	    "ports 10240 to 32767, below the ephemeral range");
+	UNIT_OK(cli_slurm_port(1234, 69) == 21637 &&
+	    cli_slurm_port(1234 + 352, 5) == 21637 &&
+	    cli_slurm_port(1234, 6) == 21638 && cli_slurm_port(1235, 5) ==
+	    21637 + 64, "steps equal modulo 64, jobs modulo 352 share a port");
+
+	srun_env("1", "gpu[07-09]");
+	setenv("COLLX_MASTER", "10.0.0.1:9", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && strcmp(g.master, "10.0.0.1:9") == 0 &&
+	    g.slurm_step == -1 && strcmp(g.job_id, "slurm-1234.5") == 0,
+	    "COLLX_MASTER beats Slurm's address; the identity stays");
+	cli_group_free(&g);
+	unsetenv("COLLX_MASTER");
+	setenv("MASTER_ADDR", "head", 1);
+	setenv("MASTER_PORT", "29500", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && strcmp(g.master, "head:29500") == 0,
+	    "MASTER_ADDR and MASTER_PORT beat Slurm's address");
+	cli_group_free(&g);
+
+	srun_env("1", "gpu[07-09]");
+	setenv("COLLX_JOB_ID", "abc", 1);
+	cli_group_defaults(&g);
+	cli_group_option(&g, CLI_OPT_MASTER, "h:7", e, sizeof e);
+	rc = cli_group_resolve(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && strcmp(g.master, "h:7") == 0 &&
+	    strcmp(g.job_id, "abc") == 0, "--master and COLLX_JOB_ID win");
+	cli_group_free(&g);
+
+	/* Another launcher named the rank: Slurm's variables are not its. */
+	srun_env("1", "gpu[07-09]");
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == -1 && strstr(e, "needs a rendezvous address") &&
+	    g.job_id == NULL, "a rank from mpirun: no Slurm rendezvous");
+	cli_group_free(&g);
+	srun_env("1", "gpu[07-09]");
+	cli_group_defaults(&g);
+	cli_group_option(&g, CLI_OPT_RANK, "1", e, sizeof e);
+	rc = cli_group_resolve(&g, e, sizeof e);
+	UNIT_OK(rc == -1 && strstr(e, "needs a rendezvous address"),
+	    "--rank given: no Slurm rendezvous");
+	cli_group_free(&g);
+
+	/* Under a PMIx server, rank 0's address comes through PMIx
+	 * (prog_join): resolving needs none. */
+	srun_env("1", "gpu[07-09]");
+	setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+	setenv("PMIX_NAMESPACE", "prterun-x-7@1", 1);
+	rc = resolve_env(&g, e, sizeof e);
+#ifdef COLLX_PMIX
+	UNIT_OK(rc == 0 && g.pmix && g.master == NULL &&
+	    strcmp(g.job_id, "pmix-prterun-x-7@1") == 0,
+	    "mpirun with PMIx: no address needed, the namespace is the job");
+#else
+	UNIT_OK(rc == -1 && strstr(e, "needs a rendezvous address"),
+	    "built without PMIx: mpirun needs an address");
+#endif
+	cli_group_free(&g);
+	srun_env("1", "gpu[07-09]");
+	setenv("PMIX_NAMESPACE", "slurm.pmix.1234.5", 1);
+	rc = resolve_env(&g, e, sizeof e);
+#ifdef COLLX_PMIX
+	UNIT_OK(rc == 0 && g.pmix && g.master == NULL,
+	    "srun --mpi=pmix: PMIx before Slurm's derived address");
+#else
+	UNIT_OK(rc == 0 && strcmp(g.master, "gpu07:21637") == 0,
+	    "built without PMIx: srun --mpi=pmix takes Slurm's address");
+#endif
+	cli_group_free(&g);
+	srun_env("1", "gpu[07-09]");
+	setenv("PMIX_NAMESPACE", "ns", 1);
+	setenv("COLLX_MASTER", "h:9", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && !g.pmix && strcmp(g.master, "h:9") == 0,
+	    "an address given beats PMIx");
+	cli_group_free(&g);
+
+	srun_env("0", "n[");
+	setenv("SLURM_NTASKS", "1", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && g.master == NULL, "a world of 1 needs no address");
+	cli_group_free(&g);
+
+	srun_env("1", "gpu[07-");
+	errno = 0;
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == -1 && errno == EINVAL && strcmp(e, "SLURM_STEP_NODELIST:"
+	    " host list 'gpu[07-': a number expected at its end") == 0,
+	    "a bad node list: a usage error naming the variable");
+	cli_group_free(&g);
+	srun_env("1", NULL);
+	unsetenv("SLURM_JOB_NODELIST");
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == -1 && errno == EINVAL && strstr(e, "neither "
+	    "SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set"),
+	    "no node list: a usage error naming both");
+	cli_group_free(&g);
+	srun_env("1", "gpu1");
+	setenv("SLURM_JOB_ID", "12x", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == -1 && errno == EINVAL && strstr(e, "SLURM_JOB_ID"),
+	    "a bad SLURM_JOB_ID: a usage error naming it");
+	cli_group_free(&g);
+
+	srun_env("0", "gpu[07-09]");
+	setenv("SLURMD_NODENAME", "gpu08", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == -1 && errno == EINVAL && strcmp(e, "rank 0 runs on gpu08,"
+	    " not on gpu07, the first host of SLURM_STEP_NODELIST, where the "
+	    "others look for it (use --master HOST:PORT or set COLLX_MASTER)")
+	    == 0, "rank 0 elsewhere than the first host: a usage error");
+	cli_group_free(&g);
+	setenv("SLURM_PROCID", "3", 1);
+	rc = resolve_env(&g, e, sizeof e);
+	UNIT_OK(rc == 0 && strcmp(g.master, "gpu07:21637") == 0,
+	    "another rank may run anywhere");
+	cli_group_free(&g);
+	clear_env();
+}
+
 int
 main(int argc, char **argv)
 {
@@ -657,6 +941,8 @@ main(int argc, char **argv)
 	test_timing();
 	test_timing_pipe();
 	test_hostport();
+	test_hostlist();
+	test_slurm();
 	UNIT_CLOSE(cli_now() - cli_now(), 0, 0, 0.1, "cli_now is monotonic seconds");
 	if (unit_rmdir(tmpdir) < 0)
 		return 1;

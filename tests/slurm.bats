@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# Under a real Slurm, with no collx variable or option: setup_file starts a
+# private single-host cluster (munged, slurmctld and slurmd as root, from a
+# slurm.conf of its own with every file in one temporary directory) and
+# teardown_file stops it and removes it all. `srun -n 4` of the collective
+# programs and of collx-dp, results checked with NumPy.
+load lib/common
+load lib/coll
+load lib/launched
+
+# The daemon started last, by its pid file's name, when it is ours and
+# alive: SIGTERM, then SIGKILL after 5 s.
+stop_daemon() {
+	local pidfile=$SLURM_TEST_DIR/$1.pid pid
+	[ -s "$pidfile" ] || return 0
+	pid=$(cat "$pidfile")
+	kill "$pid" 2>/dev/null || return 0
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null
+}
+
+setup_file() {
+	local node port_ctld port_d
+	need "slurm-wlm (slurmctld, slurmd, srun)" command -v slurmctld slurmd srun sinfo
+	need munge command -v munged mungekey
+	need python3-numpy "$PY" -c "import numpy"
+	[ "$(id -u)" -eq 0 ] || need "root, for slurmd" false
+	node=$(hostname)
+	# The step's node list names this host: collx must reach it by name.
+	need "a host name that resolves" getent hosts "$node"
+	SLURM_TEST_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/collx-slurm.XXXXXX")
+	export SLURM_TEST_DIR SLURM_CONF=$SLURM_TEST_DIR/slurm.conf
+	local d=$SLURM_TEST_DIR
+	mkdir "$d/state" "$d/spool"
+	port_ctld=$(free_port)
+	port_d=$(free_port)
+	while [ "$port_d" = "$port_ctld" ]; do port_d=$(free_port); done
+	cat >"$SLURM_CONF" <<EOF
+ClusterName=collx
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$port_ctld
+SlurmdPort=$port_d
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$d/munge.socket
+CredType=cred/munge
+StateSaveLocation=$d/state
+SlurmdSpoolDir=$d/spool
+SlurmctldPidFile=$d/slurmctld.pid
+SlurmdPidFile=$d/slurmd.pid
+SlurmctldLogFile=$d/slurmctld.log
+SlurmdLogFile=$d/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+KillOnBadExit=1
+SlurmdParameters=config_overrides
+MailProg=/bin/true
+NodeName=$node NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+PartitionName=collx Nodes=ALL Default=YES MaxTime=10 State=UP
+EOF
+	mungekey --create --keyfile="$d/munge.key" >/dev/null 2>&1 ||
+	    { echo "mungekey failed" >&2; return 1; }
+	munged --force --socket="$d/munge.socket" --key-file="$d/munge.key" \
+	    --pid-file="$d/munged.pid" --log-file="$d/munged.log" \
+	    --seed-file="$d/munged.seed" 3>&- ||
+	    { cat "$d/munged.log" >&2; return 1; }
+	slurmctld -f "$SLURM_CONF" -i 3>&- ||
+	    { cat "$d/slurmctld.log" >&2; return 1; }
+	slurmd -f "$SLURM_CONF" -N "$node" 3>&- ||
+	    { cat "$d/slurmd.log" >&2; return 1; }
+	for _ in $(seq 150); do
+		[ "$(sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
+		sleep 0.2
+	done
+	echo "the node never became idle: $(sinfo -h -o '%n %t' 2>&1)" >&2
+	tail -n 20 "$d/slurmctld.log" "$d/slurmd.log" >&2
+	return 1
+}
+
+teardown_file() {
+	[ -n "${SLURM_TEST_DIR:-}" ] || return 0
+	# Jobs first, so that no task outlives its slurmd.
+	if [ -s "$SLURM_TEST_DIR/slurmctld.pid" ]; then
+		scancel --quiet --user=root 2>/dev/null
+		for _ in $(seq 50); do
+			[ -z "$(squeue -h 2>/dev/null)" ] && break
+			sleep 0.1
+		done
+	fi
+	stop_daemon slurmd
+	stop_daemon slurmctld
+	stop_daemon munged
+	rm -rf "$SLURM_TEST_DIR"
+}
+
+setup() {
+	common_setup
+	# Nothing of collx's own, nor of another launcher, reaches the tasks.
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE COLLX_LOCAL_RANK COLLX_JOB_ID COLLX_PORT_RANGE \
+	    MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK \
+	    OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE
+}
+
+teardown() {
+	common_teardown
+}
+
+# run_srun ARG...: srun ARG... under a time bound; its output shown when
+# it fails.
+run_srun() {
+	timeout -k 5 60 srun --time=1 "$@" >srun.out 2>srun.err ||
+	    { echo "srun $* failed ($?):"; cat srun.out srun.err; return 1; }
+}
+
+@test "srun -n 4 collx-allreduce: every task sums as NumPy does, with no collx variable" {
+	run_srun -n 4 env
+	run grep -E '^(COLLX_(RANK|WORLD_SIZE|LOCAL_RANK|MASTER|JOB_ID)|MASTER_ADDR|MASTER_PORT|RANK|WORLD_SIZE)=' srun.out
+	[ "$status" -eq 1 ]
+	[ "$(grep -c '^SLURM_PROCID=' srun.out)" -eq 4 ]
+	allreduce_4 run_srun
+}
+
+@test "srun -n 4 of broadcast, allgather, reduce-scatter and alltoall match NumPy" {
+	four_collectives run_srun 2
+}
+
+@test "srun -n 4 collx-dp trains the tiny mlp as the NumPy reference does" {
+	dp_mlp run_srun
+}
+
+@test "two steps of one allocation started together: each on its own port, both right" {
+	pyx "
+for r in range(2): save(f'in.{r}.npy', np.full(6, r + 1, dtype='i8'))"
+	# steps 0 and 1 of one job, sharing its CPUs (--overlap) so that
+	# neither waits for the other
+	timeout -k 5 60 salloc -n 4 --time=1 bash -c '
+	    srun --overlap -n 2 collx-allreduce -i "in.{rank}.npy" -o "a.{rank}.npy" &
+	    a=$!
+	    srun --overlap -n 2 collx-allreduce --op max -i "in.{rank}.npy" -o "b.{rank}.npy" &
+	    wait $a && wait $!' >salloc.out 2>&1 || { cat salloc.out; return 1; }
+	pyx "
+for r in range(2):
+    same(load(f'a.{r}.npy'), np.full(6, 3, dtype='i8'))
+    same(load(f'b.{r}.npy'), np.full(6, 2, dtype='i8'))"
+}
+
+@test "srun --mpi=pmix -n 4 collx-allreduce: rank 0's address through PMIx" {
+	need libpmix-dev pkg-config --exists pmix
+	# a PMIx server serves every task (test_cli: PMIx then goes first)
+	run_srun --mpi=pmix -n 4 env
+	[ "$(grep -c '^PMIX_NAMESPACE=' srun.out)" -eq 4 ]
+	pyx "
+for r in range(4): save(f'in.{r}.npy', np.full((2, 2), 2 ** r, dtype='i4'))"
+	run_srun --mpi=pmix -n 4 collx-allreduce -i 'in.{rank}.npy' -o 'sum.{rank}.npy'
+	pyx "
+for r in range(4): same(load(f'sum.{r}.npy'), np.full((2, 2), 15, dtype='i4'))"
+}
