@@ -149,6 +149,11 @@ void cli_group_free(struct cli_group *g);
 /* The group options as "--help" text lines, for usage(). */
 extern const char cli_group_help[];
 
+/* The whole file (PATH "-" is standard input), NUL-terminated, for
+ * programs (out of memory ends the program); NULL with "PATH: reason" in
+ * err. */
+char *cli_slurp(const char *path, size_t *len, char *err, size_t errlen);
+
 /* The first line of a small file, without its newline, into buf; "" when
  * the file cannot be read. */
 void cli_first_line(const char *path, char *buf, size_t len);

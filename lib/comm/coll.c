@@ -9,6 +9,7 @@
 
 #include "cli/util.h"
 #include "comm/coll_int.h"
+#include "comm/comm_impl.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -153,6 +154,7 @@ coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 	x->red = comm_reduce_kernel(dt, op);
 	x->algo = coll_algo_name(algo);
 	comm_op_begin(c, (int)kind, kind_names[kind], (int)dt, sig);
+	comm_fr_algo(c, x->algo, (uint64_t)count * x->esz);
 	if (x->esz == 0 || x->red == NULL) {
 		comm_fail(c, COMM_ERR_MISMATCH, "%s: bad dtype or op", kind_names[kind]);
 		return -1;
@@ -168,6 +170,14 @@ coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 		return -1;
 	}
 	return 0;
+}
+
+int
+coll_end(struct cx *x, int rc)
+{
+	if (rc == 0)
+		comm_op_end(x->c);
+	return rc;
 }
 
 void *

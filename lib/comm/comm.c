@@ -94,6 +94,10 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		*kind = COMM_ERR_RUNTIME;
 	if (comm_alloc(&c, o, err, errlen) < 0)
 		return -1;
+	if (comm_fr_open(c, o->job_id, err, errlen) < 0) {
+		comm_close(c);
+		return -1;
+	}
 	if (c->world > 1 && (comm_connect_all(c, o) < 0 ||
 	    comm_host_exchange(c, !o->no_shm, o->host) < 0 || comm_shm_setup(c) < 0)) {
 		snprintf(err, errlen, "%s", c->err);
@@ -133,6 +137,7 @@ comm_close(struct comm *c)
 	}
 	comm_free_queues(c);
 	comm_shm_close(c);
+	comm_fr_close(c);
 	for (p = 0; p < c->world; p++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++)
 			if (c->peers[p].st[s].fd >= 0)
@@ -203,8 +208,10 @@ comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
 	net->kind = kind == COMM_ERR_NONE ? COMM_ERR_RUNTIME : kind;
 	n = snprintf(net->err, sizeof net->err, "rank %d: ", net->rank);
 	vsnprintf(net->err + n, sizeof net->err - (size_t)n, fmt, ap);
-	/* Before this rank leaves, every peer learns why. */
+	/* Before this rank leaves, every peer learns why; then its flight
+	 * recorder says what it was doing. */
 	comm_abort_send(net);
+	comm_fr_fail(c);
 }
 
 void
@@ -240,6 +247,7 @@ comm_op_begin(struct comm *c, int opcode, const char *name, int dtype,
 	c->sig = sig;
 	snprintf(c->opname, sizeof c->opname, "%s", name ? name : "");
 	c->step[0] = '\0';
+	comm_fr_begin(c);
 }
 
 void
