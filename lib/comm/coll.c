@@ -76,6 +76,12 @@ coll_op_name(enum coll_op op)
 	return (unsigned)op <= COLL_AVG ? op_names[op] : "?";
 }
 
+const char *
+coll_kind_name(enum coll_kind kind)
+{
+	return (unsigned)kind <= COLL_KIND_BARRIER ? kind_names[kind] : "?";
+}
+
 int
 coll_algo_parse(const char *s, enum coll_algo *out)
 {
@@ -155,6 +161,10 @@ coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 	x->algo = coll_algo_name(algo);
 	comm_op_begin(c, (int)kind, kind_names[kind], (int)dt, sig);
 	comm_fr_algo(c, x->algo, (uint64_t)count * x->esz);
+	if (c->net->debug >= COMM_DEBUG_TRACE)
+		comm_debug(c, COMM_DEBUG_TRACE, "#%u %s of %zu bytes on %d "
+		    "ranks: %s", c->seq, kind_names[kind], count * x->esz,
+		    x->world, x->algo);
 	if (x->esz == 0 || x->red == NULL) {
 		comm_fail(c, COMM_ERR_MISMATCH, "%s: bad dtype or op", kind_names[kind]);
 		return -1;

@@ -94,7 +94,8 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		*kind = COMM_ERR_RUNTIME;
 	if (comm_alloc(&c, o, err, errlen) < 0)
 		return -1;
-	if (comm_fr_open(c, o->job_id, err, errlen) < 0) {
+	if (comm_fr_open(c, o->job_id, err, errlen) < 0 ||
+	    comm_debug_open(c, err, errlen) < 0) {
 		comm_close(c);
 		return -1;
 	}
@@ -110,6 +111,7 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		snprintf(c->peers[0].addr, sizeof c->peers[0].addr, "self");
 	comm_spin_default(c);
 	c->meshed = c->world > 1;
+	comm_debug_joined(c);
 	if (kind)
 		*kind = COMM_ERR_NONE;
 	*out = c;
@@ -138,6 +140,7 @@ comm_close(struct comm *c)
 	comm_free_queues(c);
 	comm_shm_close(c);
 	comm_fr_close(c);
+	comm_debug_close(c);
 	for (p = 0; p < c->world; p++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++)
 			if (c->peers[p].st[s].fd >= 0)
@@ -211,6 +214,7 @@ comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
 	/* Before this rank leaves, every peer learns why; then its flight
 	 * recorder says what it was doing. */
 	comm_abort_send(net);
+	comm_debug(net, COMM_DEBUG_WARN, "failed: %s", net->err);
 	comm_fr_fail(c);
 }
 
@@ -235,6 +239,8 @@ comm_log(const struct comm *c, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "%s: rank %d: %s\n", program_invocation_short_name,
 	    c->net->rank, msg);
+	if (c->net->dbg != NULL)
+		comm_debug(c, COMM_DEBUG_WARN, "%s", msg);
 }
 
 void

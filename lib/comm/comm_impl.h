@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -181,6 +182,8 @@ struct comm {
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
 	uint64_t sent;		/* payload bytes posted to other ranks */
 	struct comm_fr *fr;	/* net: the flight recorder, or NULL */
+	int debug;		/* net: COLLX_DEBUG, enum comm_debug_level */
+	FILE *dbg;		/* net: COLLX_DEBUG_FILE, or NULL: stderr */
 	struct comm_fr_op *fr_op;	/* this group's current record */
 };
 
@@ -256,6 +259,19 @@ comm_fr_moved(struct comm *c)
 	    o->ctx == c->ctx)
 		o->state = COMM_FR_STARTED;
 }
+
+/* The debug log (debug.c): open reads COLLX_DEBUG and opens
+ * COLLX_DEBUG_FILE for net (0, or -1 with the reason in err); debug
+ * writes a line when the level is on; joined says how the group was
+ * joined and how each peer is reached (info). */
+enum comm_debug_level {
+	COMM_DEBUG_OFF, COMM_DEBUG_WARN, COMM_DEBUG_INFO, COMM_DEBUG_TRACE
+};
+int comm_debug_open(struct comm *c, char *err, size_t errlen);
+void comm_debug_close(struct comm *c);
+void comm_debug(const struct comm *c, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void comm_debug_joined(const struct comm *c);
 
 /* Sub-groups (split.c): comm_close of a sub-group. */
 void comm_close_sub(struct comm *c);
