@@ -21,6 +21,7 @@
 #endif
 
 #include "cli/cli.h"
+#include "prog/diagnose.h"
 #include "prog/launch.h"
 #include "prog/linetag.h"
 
@@ -30,7 +31,8 @@
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
-	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT, OPT_WDIR, OPT_PORT_RANGE
+	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT, OPT_WDIR, OPT_PORT_RANGE,
+	OPT_DIAGNOSE
 };
 
 static const struct option longopts[] = {
@@ -46,6 +48,7 @@ static const struct option longopts[] = {
 	{ "wdir", 1, 0, OPT_WDIR },
 	{ "port-range", 1, 0, OPT_PORT_RANGE },
 	{ "export", 1, 0, 'x' },
+	{ "diagnose", 1, 0, OPT_DIAGNOSE },
 	{ "help", 0, 0, 'h' },
 	{ "version", 0, 0, 'V' },
 	{ "verbose", 0, 0, 'v' },
@@ -57,6 +60,7 @@ struct job {
 	struct launch_job spec;	/* what the ranks are started with */
 	int per_host, tag;
 	const char *hostfile, *ssh_cmd;
+	const char *diagnose;	/* --diagnose DIR, or NULL */
 	double time_limit;
 	/* rank i: */
 	struct launch_rank *place;	/* where it runs */
@@ -87,8 +91,10 @@ usage(void)
 	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
 	    "       [--timeout S] [--time-limit S] [--wdir DIR] [--port-range LO-HI]\n"
 	    "       [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
+	    "       %s --diagnose DIR\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
-	    "when one fails.\n\n"
+	    "when one fails. Or read the flight recorder's dumps of a hung or\n"
+	    "failed job.\n\n"
 	    "  -n, -np, --np N       number of ranks (default: 1 locally, the hosts'\n"
 	    "                        slots with hosts)\n"
 	    "  -H, --hosts LIST      hosts HOST[:K],...: K ranks (slots) per visit,\n"
@@ -111,13 +117,19 @@ usage(void)
 	    "      --port-range LO-HI  data ports of collx ranks (COLLX_PORT_RANGE;\n"
 	    "                        default: ephemeral ports)\n"
 	    "  -x, --export NAME[=VALUE]  pass an environment variable to the ranks\n"
+	    "      --diagnose DIR    read the flight recorder's dumps in DIR\n"
+	    "                        (collx-fr.JOB.RANK.json) and name, per job, the\n"
+	    "                        first operation some ranks never entered or\n"
+	    "                        never finished, and those ranks; starts nothing\n"
 	    "  -v, --verbose         show each rank's command\n"
 	    "  -q, --quiet           no messages but errors\n"
 	    "  -h, --help            show this help\n"
 	    "  -V, --version         show the version\n"
 	    "Exit status: 0 when all ranks succeed; else the failing rank's status\n"
 	    "(128+N for signal N), 2 usage, 124 time limit, 126/127 PROGRAM not\n"
-	    "executable / not found.\n", cli_progname, LAUNCH_DEFAULT_PORT);
+	    "executable / not found. --diagnose: 0 when the dumps were read, 1 no\n"
+	    "dump in DIR, 3 a file that is not a flight recorder dump.\n",
+	    cli_progname, cli_progname, LAUNCH_DEFAULT_PORT);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
 }
@@ -172,6 +184,9 @@ parse_option(struct job *j, int c, const char **hostlist)
 			cli_usage_error("--port-range: invalid range '%s' (want LO-HI,"
 			    " 1 <= LO <= HI <= 65535)", optarg);
 		j->spec.port_range = optarg;
+		break;
+	case OPT_DIAGNOSE:
+		j->diagnose = optarg;
 		break;
 	case 'x':
 		if (launch_job_export(&j->spec, optarg, err, sizeof err) < 0)
@@ -231,6 +246,11 @@ parse_args(struct job *j, int argc, char **argv)
 			optarg = argv[optind++];
 		}
 		parse_option(j, c, &hostlist);
+	}
+	if (j->diagnose != NULL) {
+		if (optind < argc)
+			cli_usage_error("--diagnose starts no PROGRAM");
+		return;
 	}
 	if (optind >= argc)
 		cli_usage_error("no PROGRAM given");
@@ -631,6 +651,19 @@ supervise(struct job *j)
 	free(owner);
 }
 
+/* --diagnose DIR: the dumps read and their verdict on standard output. */
+static int
+diagnose(const char *dir)
+{
+	char err[COLLX_ERRLEN];
+	int rc = prog_diagnose(dir, stdout, err, sizeof err);
+
+	if (rc != 0)
+		cli_die(rc, "--diagnose: %s", err);
+	cli_close_stdout();
+	return CLI_EXIT_OK;
+}
+
 static void
 place_ranks(struct job *j)
 {
@@ -693,6 +726,8 @@ main(int argc, char **argv)
 
 	cli_init(argv[0]);
 	parse_args(&j, argc, argv);
+	if (j.diagnose != NULL)
+		return diagnose(j.diagnose);
 	place_ranks(&j);
 	raise_fd_limit();
 	open_no_input(&j);

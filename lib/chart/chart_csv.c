@@ -10,37 +10,6 @@
 #include "chart/chart_int.h"
 #include "cli/cli.h"
 
-char *
-chart_slurp(const char *path, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	size_t cap = 1 << 16, n = 0, k;
-	char *buf;
-
-	if (f == NULL) {
-		cli_fail(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	buf = cli_reallocarray(NULL, cap + 1, 1);
-	while ((k = fread(buf + n, 1, cap - n, f)) > 0) {
-		n += k;
-		if (n == cap) {
-			buf = cli_reallocarray(buf, 2 * cap + 1, 1);
-			cap *= 2;
-		}
-	}
-	if (ferror(f)) {
-		cli_fail(err, errlen, "%s: %s", path, strerror(errno));
-		free(buf);
-		buf = NULL;
-	} else
-		buf[n] = '\0';
-	if (f != stdin)
-		fclose(f);
-	*len = n;
-	return buf;
-}
-
 /* Split one record at *pp (advanced past its newline) into fields; the
  * count, or -1 for an unterminated quote. */
 static int
@@ -95,7 +64,7 @@ chart_csv_read(const char *path, struct chart_table *t, char *err,
     size_t errlen)
 {
 	size_t len;
-	char *buf = chart_slurp(path, &len, err, errlen), *p, **f;
+	char *buf = cli_slurp(path, &len, err, errlen), *p, **f;
 	int line = 1, n, cap = 0;
 
 	memset(t, 0, sizeof *t);

@@ -34,10 +34,6 @@ struct chart_data {
 	double size;		/* p2p: the message size of the matrix */
 };
 
-/* The whole file (PATH "-" is standard input), NUL-terminated; NULL with
- * "PATH: reason" in err. */
-char *chart_slurp(const char *path, size_t *len, char *err, size_t errlen);
-
 /* The kind a table's columns say, or CHART_GUESS when they say none. */
 enum chart_kind chart_guess_kind(const struct chart_table *t);
 /* Read the tables of a CSV kind into c and write its data files; -1 with

@@ -23,46 +23,14 @@ struct trace_event {
 	int have;		/* 1 ts, 2 dur */
 };
 
-typedef int trace_member_fn(struct tensor_json *, const char *, void *);
-
-/* An object, each member's value handed to fn with its key. */
-static int
-trace_members(struct tensor_json *j, trace_member_fn *fn, void *arg)
-{
-	char *key;
-	int rc;
-
-	if (tensor_json_expect(j, '{') < 0)
-		return -1;
-	if (tensor_json_eat(j, '}'))
-		return 0;
-	do {
-		if (tensor_json_string(j, &key) < 0)
-			return -1;
-		rc = tensor_json_expect(j, ':');
-		if (rc == 0)
-			rc = fn(j, key, arg);
-		free(key);
-		if (rc < 0)
-			return -1;
-	} while (tensor_json_eat(j, ','));
-	return tensor_json_expect(j, '}');
-}
-
 /* A string value into buf (truncated to len); a value of another kind is
  * passed over. */
 static int
 trace_string(struct tensor_json *j, char *buf, size_t len)
 {
-	char *s;
-
 	if (tensor_json_peek(j) != '"')
 		return tensor_json_skip(j);
-	if (tensor_json_string(j, &s) < 0)
-		return -1;
-	snprintf(buf, len, "%s", s);
-	free(s);
-	return 0;
+	return tensor_json_strbuf(j, buf, len);
 }
 
 /* A number value into *v, bit set in *have; a value of another kind is
@@ -116,17 +84,18 @@ trace_event_member(struct tensor_json *j, const char *key, void *arg)
 	if (strcmp(key, "dur") == 0)
 		return trace_number(j, &t->e.dur, &t->have, 2);
 	if (strcmp(key, "args") == 0 && tensor_json_peek(j) == '{')
-		return trace_members(j, trace_arg, &t->e);
+		return tensor_json_object(j, trace_arg, &t->e);
 	return tensor_json_skip(j);
 }
 
 /* One event object; a complete ("X") one is kept. */
 static int
-trace_event(struct tensor_json *j, struct trace *t)
+trace_event(struct tensor_json *j, void *arg)
 {
+	struct trace *t = arg;
 	struct trace_event ev = { .e = { .step = -1 } };
 
-	if (trace_members(j, trace_event_member, &ev) < 0)
+	if (tensor_json_object(j, trace_event_member, &ev) < 0)
 		return -1;
 	if (strcmp(ev.ph, "X") != 0)
 		return 0;
@@ -147,15 +116,7 @@ trace_event(struct tensor_json *j, struct trace *t)
 static int
 trace_events(struct tensor_json *j, struct trace *t)
 {
-	if (tensor_json_expect(j, '[') < 0)
-		return -1;
-	if (tensor_json_eat(j, ']'))
-		return 0;
-	do
-		if (trace_event(j, t) < 0)
-			return -1;
-	while (tensor_json_eat(j, ','));
-	return tensor_json_expect(j, ']');
+	return tensor_json_array(j, trace_event, t);
 }
 
 /* A member of the object form: traceEvents, or one a chart does not use. */
@@ -172,7 +133,7 @@ chart_trace_read(const char *path, struct chart_event **ev, int *n, char *err,
     size_t errlen)
 {
 	size_t len;
-	char *buf = chart_slurp(path, &len, err, errlen);
+	char *buf = cli_slurp(path, &len, err, errlen);
 	struct trace t = { 0 };
 	struct tensor_json j;
 	int rc;
@@ -187,7 +148,7 @@ chart_trace_read(const char *path, struct chart_event **ev, int *n, char *err,
 	else if (tensor_json_peek(&j) == '[')
 		rc = trace_events(&j, &t);
 	else
-		rc = trace_members(&j, trace_top_member, &t);
+		rc = tensor_json_object(&j, trace_top_member, &t);
 	if (rc == 0)
 		rc = tensor_json_end(&j);
 	if (rc == 0 && t.n == 0)	/* the whole file, so line 1 */

@@ -475,6 +475,37 @@ cli_subst(const char *pattern, int rank, int world)
 	return out;
 }
 
+char *
+cli_slurp(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	size_t cap = 1 << 16, n = 0, k;
+	char *buf;
+
+	if (f == NULL) {
+		cli_fail(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	buf = cli_reallocarray(NULL, cap + 1, 1);
+	while ((k = fread(buf + n, 1, cap - n, f)) > 0) {
+		n += k;
+		if (n == cap) {
+			buf = cli_reallocarray(buf, 2 * cap + 1, 1);
+			cap *= 2;
+		}
+	}
+	if (ferror(f)) {
+		cli_fail(err, errlen, "%s: %s", path, strerror(errno));
+		free(buf);
+		buf = NULL;
+	} else
+		buf[n] = '\0';
+	if (f != stdin)
+		fclose(f);
+	*len = n;
+	return buf;
+}
+
 void
 cli_first_line(const char *path, char *buf, size_t len)
 {

@@ -184,6 +184,10 @@ long cli_hostlist(const char *expr, long n, char *host, size_t hostlen,
 /* The kernel's ephemeral port range, where bind(port 0) and connect()
  * take their local ports (Linux's default when it cannot be read). */
 void cli_ephemeral_range(int *lo, int *hi);
+/* The whole file (PATH "-" is standard input), NUL-terminated, for
+ * programs (out of memory ends the program); NULL with "PATH: reason" in
+ * err. */
+char *cli_slurp(const char *path, size_t *len, char *err, size_t errlen);
 
 /* The first line of a small file, without its newline, into buf; "" when
  * the file cannot be read. */

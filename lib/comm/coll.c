@@ -9,6 +9,7 @@
 
 #include "cli/util.h"
 #include "comm/coll_int.h"
+#include "comm/comm_impl.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -73,6 +74,12 @@ const char *
 coll_op_name(enum coll_op op)
 {
 	return (unsigned)op <= COLL_AVG ? op_names[op] : "?";
+}
+
+const char *
+coll_kind_name(enum coll_kind kind)
+{
+	return (unsigned)kind <= COLL_KIND_BARRIER ? kind_names[kind] : "?";
 }
 
 int
@@ -153,6 +160,11 @@ coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 	x->red = comm_reduce_kernel(dt, op);
 	x->algo = coll_algo_name(algo);
 	comm_op_begin(c, (int)kind, kind_names[kind], (int)dt, sig);
+	comm_fr_algo(c, x->algo, (uint64_t)count * x->esz);
+	if (c->net->debug >= COMM_DEBUG_TRACE)
+		comm_debug(c, COMM_DEBUG_TRACE, "#%u %s of %zu bytes on %d "
+		    "ranks: %s", c->seq, kind_names[kind], count * x->esz,
+		    x->world, x->algo);
 	if (x->esz == 0 || x->red == NULL) {
 		comm_fail(c, COMM_ERR_MISMATCH, "%s: bad dtype or op", kind_names[kind]);
 		return -1;
@@ -168,6 +180,14 @@ coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 		return -1;
 	}
 	return 0;
+}
+
+int
+coll_end(struct cx *x, int rc)
+{
+	if (rc == 0)
+		comm_op_end(x->c);
+	return rc;
 }
 
 void *

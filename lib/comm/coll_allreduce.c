@@ -154,10 +154,10 @@ coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	    coll_sig(COLL_KIND_ALLREDUCE, count, op, -1, algo, NULL, 0), count, 1) < 0)
 		return -1;
 	if (x.world == 1 || count == 0)
-		return 0;
+		return coll_end(&x, 0);
 	if (coll_allreduce_algo(&x, buf, count, a) < 0)
 		return -1;
 	if (op == COLL_AVG)
 		coll_finish_avg(buf, count, dt, x.world);
-	return 0;
+	return coll_end(&x, 0);
 }

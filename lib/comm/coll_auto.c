@@ -53,7 +53,10 @@
  * below the size where the shares' saving pays for their extra local
  * steps (coll_hier.c). Within each level hier runs this model's choice.
  */
+#include <stdio.h>
+
 #include "comm/coll_int.h"
+#include "comm/comm_impl.h"
 
 #define ALPHA 5e-6		/* s */
 #define BETA (1 / 3e9)		/* s per byte */
@@ -126,12 +129,43 @@ coll_auto(enum coll_kind kind, size_t bytes, int world)
 	return best;
 }
 
+/* The debug log's reason for AUTO's choice: every candidate's cost. */
+static void
+auto_why(const struct comm *c, enum coll_kind kind, size_t bytes,
+    enum coll_algo chosen)
+{
+	char why[512];
+	size_t n = 0;
+	double t;
+
+	why[0] = '\0';
+	for (int a = COLL_AUTO + 1; a < COLL_ALGO_COUNT && n < sizeof why; a++)
+		if (coll_algo_valid(kind, (enum coll_algo)a) &&
+		    (t = cost(kind, (enum coll_algo)a, (double)bytes,
+		    comm_size(c))) >= 0)
+			n += (size_t)snprintf(why + n, sizeof why - n,
+			    "%s%s %.1f us", n ? ", " : "",
+			    coll_algo_name((enum coll_algo)a), t * 1e6);
+	comm_debug(c, COMM_DEBUG_TRACE, "auto chose %s for %s of %zu bytes on "
+	    "%d ranks: %s", coll_algo_name(chosen), coll_kind_name(kind),
+	    bytes, comm_size(c), n ? why : "its only algorithm");
+}
+
 enum coll_algo
 coll_auto_group(const struct comm *c, enum coll_kind kind, size_t bytes)
 {
 	int hosts = comm_hosts(c);
+	enum coll_algo a;
 
-	if (hosts >= 2 && hosts < comm_size(c) && coll_algo_valid(kind, COLL_HIER))
+	if (hosts >= 2 && hosts < comm_size(c) &&
+	    coll_algo_valid(kind, COLL_HIER)) {
+		comm_debug(c, COMM_DEBUG_TRACE, "auto chose hier for %s of %zu "
+		    "bytes: %d ranks on %d hosts, some with two or more",
+		    coll_kind_name(kind), bytes, comm_size(c), hosts);
 		return COLL_HIER;
-	return coll_auto(kind, bytes, comm_size(c));
+	}
+	a = coll_auto(kind, bytes, comm_size(c));
+	if (c->net->debug >= COMM_DEBUG_TRACE)
+		auto_why(c, kind, bytes, a);
+	return a;
 }

@@ -147,8 +147,8 @@ coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
 		return -1;
 	}
 	if (x.world == 1 || count == 0)
-		return 0;
-	return coll_bcast_algo(&x, buf, count, root, a);
+		return coll_end(&x, 0);
+	return coll_end(&x, coll_bcast_algo(&x, buf, count, root, a));
 }
 
 /* Binomial tree towards root: at bit mask, a rank with the bit set sends
@@ -191,7 +191,7 @@ coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 		return -1;
 	}
 	if (count == 0)
-		return 0;
+		return coll_end(&x, 0);
 	vr = coll_mod(x.rank - root, x.world);
 	if (vr != 0 && vr % 2 == 0 && vr + 1 < x.world) {	/* has children */
 		if ((acc = coll_scratch(&x, count * x.esz)) == NULL)
@@ -201,7 +201,7 @@ coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 	rc = coll_reduce_binomial(&x, acc, count, root);
 	if (rc == 0 && vr == 0 && op == COLL_AVG)
 		coll_finish_avg(buf, count, dt, x.world);
-	return rc;
+	return coll_end(&x, rc);
 }
 
 /* A non-root rank's part of gatherv or scatterv: its own block only. */
@@ -251,12 +251,13 @@ linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
 		return -1;
 	}
 	if (x.rank != root)
-		return linear_leaf(&x, gather, send, recv, counts[x.rank] * x.esz, root);
+		return coll_end(&x, linear_leaf(&x, gather, send, recv,
+		    counts[x.rank] * x.esz, root));
 	if ((off = coll_prefix(&x, counts)) == NULL)
 		return -1;
 	rc = linear_root(&x, gather, send, recv, off);
 	free(off);
-	return rc;
+	return coll_end(&x, rc);
 }
 
 int
@@ -290,5 +291,5 @@ coll_barrier(struct comm *c)
 		    (x.rank - k + x.world) % x.world, &in, 1, 0) < 0)
 			return -1;
 	}
-	return 0;
+	return coll_end(&x, 0);
 }

@@ -107,7 +107,7 @@ coll_allgatherv(struct comm *c, const void *send, void *recv,
 		return -1;
 	rc = coll_allgatherv_algo(&x, send, recv, off, a);
 	free(off);
-	return rc;
+	return coll_end(&x, rc);
 }
 
 int
@@ -256,11 +256,11 @@ coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
 	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
-		return 0;
+		return coll_end(&x, 0);
 	rc = coll_reduce_scatter_algo(&x, send, recv, count, a);
 	if (rc == 0 && op == COLL_AVG)
 		coll_finish_avg(recv, count, dt, x.world);
-	return rc;
+	return coll_end(&x, rc);
 }
 
 /* Linear: every receive and send posted at once, the transport moving
@@ -318,7 +318,7 @@ coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
 	    count, (size_t)comm_size(c)) < 0)
 		return -1;
 	if (count == 0)
-		return 0;
+		return coll_end(&x, 0);
 	if (coll_overlap(send, total, recv, total)) {	/* in place: work from a copy */
 		if ((copy = coll_scratch(&x, total)) == NULL)
 			return -1;
@@ -328,5 +328,5 @@ coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
 	    (size_t)x.rank * bytes, bytes);
 	rc = a == COLL_LINEAR ? alltoall_linear(&x, send, recv, bytes) :
 	    alltoall_pairwise(&x, send, recv, bytes);
-	return rc;
+	return coll_end(&x, rc);
 }

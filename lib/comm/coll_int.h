@@ -23,6 +23,10 @@ struct cx {
  * size (blocks of count elements) beyond size_t. */
 int coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
     enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks);
+/* "allreduce", ... for messages. */
+const char *coll_kind_name(enum coll_kind kind);
+/* rc, the collective's end: on 0 its operation is done (comm_op_end). */
+int coll_end(struct cx *x, int rc);
 /* A signature folding every argument that ranks must agree on. */
 uint64_t coll_sig(enum coll_kind kind, size_t count, int op, int root,
     enum coll_algo algo, const size_t *counts, int ncounts);

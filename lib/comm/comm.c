@@ -93,6 +93,11 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		*kind = COMM_ERR_RUNTIME;
 	if (comm_alloc(&c, o, err, errlen) < 0)
 		return -1;
+	if (comm_fr_open(c, o->job_id, err, errlen) < 0 ||
+	    comm_debug_open(c, err, errlen) < 0) {
+		comm_close(c);
+		return -1;
+	}
 	if (c->world > 1 && (comm_connect_all(c, o) < 0 ||
 	    comm_host_exchange(c, !o->no_shm, o->host) < 0 || comm_shm_setup(c) < 0)) {
 		snprintf(err, errlen, "%s", c->err);
@@ -105,6 +110,7 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		snprintf(c->peers[0].addr, sizeof c->peers[0].addr, "self");
 	comm_spin_default(c);
 	c->meshed = c->world > 1;
+	comm_debug_joined(c);
 	if (kind)
 		*kind = COMM_ERR_NONE;
 	*out = c;
@@ -132,6 +138,8 @@ comm_close(struct comm *c)
 	}
 	comm_free_queues(c);
 	comm_shm_close(c);
+	comm_fr_close(c);
+	comm_debug_close(c);
 	for (p = 0; p < c->world; p++)
 		for (s = 0; s < COMM_MAX_STREAMS; s++)
 			if (c->peers[p].st[s].fd >= 0)
@@ -202,8 +210,11 @@ comm_vfail(struct comm *c, enum comm_errkind kind, const char *fmt,
 	net->kind = kind == COMM_ERR_NONE ? COMM_ERR_RUNTIME : kind;
 	n = snprintf(net->err, sizeof net->err, "rank %d: ", net->rank);
 	vsnprintf(net->err + n, sizeof net->err - (size_t)n, fmt, ap);
-	/* Before this rank leaves, every peer learns why. */
+	/* Before this rank leaves, every peer learns why; then its flight
+	 * recorder says what it was doing. */
 	comm_abort_send(net);
+	comm_debug(net, COMM_DEBUG_WARN, "failed: %s", net->err);
+	comm_fr_fail(c);
 }
 
 void
@@ -227,6 +238,8 @@ comm_log(const struct comm *c, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "%s: rank %d: %s\n", program_invocation_short_name,
 	    c->net->rank, msg);
+	if (c->net->dbg != NULL)
+		comm_debug(c, COMM_DEBUG_WARN, "%s", msg);
 }
 
 void
@@ -239,6 +252,7 @@ comm_op_begin(struct comm *c, int opcode, const char *name, int dtype,
 	c->sig = sig;
 	snprintf(c->opname, sizeof c->opname, "%s", name ? name : "");
 	c->step[0] = '\0';
+	comm_fr_begin(c);
 }
 
 void

@@ -31,6 +31,9 @@ struct comm_options {
 	 * whose values differ ("rank 2 was started with --algo ring, rank 0
 	 * with --algo tree"). */
 	const char *job;
+	/* The launch's job id (COLLX_JOB_ID), naming the flight recorder's
+	 * dumps (comm_fr_dump); NULL: "0". */
+	const char *job_id;
 	int port_lo, port_hi;	/* data listeners' ports; 0: ephemeral */
 	int no_shm;		/* 1: every pair over TCP, even on one host */
 	/* For tests and unusual machines: a name standing in for the host
@@ -115,6 +118,22 @@ void comm_fail(struct comm *c, enum comm_errkind kind, const char *fmt, ...)
  * different size or dtype, fail with COMM_ERR_MISMATCH instead of hanging.
  */
 void comm_op_begin(struct comm *c, int opcode, const char *name, int dtype, uint64_t sig);
+/* The current operation finished, as the flight recorder tells it (an
+ * operation never ended counts as done when its group begins the next). */
+void comm_op_end(struct comm *c);
+
+/*
+ * The flight recorder (collx(7)): every rank keeps its last COLLX_FR_SIZE
+ * (default 256, 0: none) operations of every group (comm_op_begin and
+ * comm_op_end) and writes them as JSON to
+ * COLLX_FR_DIR/collx-fr.JOB.RANK.json (JOB: comm_options.job_id) when it
+ * fails (a timeout, a lost peer, a mismatch, an abort) and on SIGUSR1, at
+ * its next wait or operation: comm_open catches SIGUSR1 unless the program
+ * has its own action for it. comm_fr_dump writes it now ("why" in the
+ * file's "reason"); 0, or -1 with the reason in err (also when there is
+ * no recorder).
+ */
+int comm_fr_dump(struct comm *c, const char *why, char *err, size_t errlen);
 /* Label of the current step for error messages ("ring step 3"). */
 void comm_set_step(struct comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

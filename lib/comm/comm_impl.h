@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -104,6 +106,41 @@ struct comm_shm {
 	int local, nstreams;	/* ranks of this host; streams per pair */
 };
 
+/* Flight recorder (fr.c). One record per operation, in a ring the
+ * group comm_open made owns for itself and its sub-groups; recording is
+ * a few stores and two reads of the clock per operation. */
+enum comm_fr_state { COMM_FR_QUEUED, COMM_FR_STARTED, COMM_FR_DONE };
+
+struct comm_fr_op {
+	uint32_t seq, ctx;	/* the group's operation number, the group */
+	uint32_t state;		/* enum comm_fr_state */
+	uint64_t bytes;		/* elements * their size; 0: none */
+	const char *algo;	/* a collective's algorithm, or NULL */
+	double start, end;	/* cli_now(); end 0 until done */
+	char op[16];
+};
+
+/* A group as the dumps name it: its id and its ranks as net's. */
+struct comm_fr_group {
+	uint32_t ctx;
+	int world;
+	int *ranks;
+};
+
+struct comm_fr {
+	struct comm_fr_op *ring;
+	uint64_t n;		/* operations so far; the next: n % size */
+	uint32_t size;
+	struct comm_fr_group *groups;
+	int ngroups;
+	char *path;		/* DIR/collx-fr.JOB.RANK.json */
+	char *job;
+	sig_atomic_t seen;	/* comm_fr_signals when last looked at */
+};
+
+/* SIGUSR1s caught; a rank dumps when it differs from its fr->seen. */
+extern volatile sig_atomic_t comm_fr_signals;
+
 /* The group a program opens owns the links (peers, their queues) and the
  * failure state; a sub-group (comm_split) has its own ranks, operation
  * numbers and messages to itself, and reaches everything else through
@@ -145,6 +182,10 @@ struct comm {
 	int spin_us;
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
 	uint64_t sent;		/* payload bytes posted to other ranks */
+	struct comm_fr *fr;	/* net: the flight recorder, or NULL */
+	int debug;		/* net: COLLX_DEBUG, enum comm_debug_level */
+	FILE *dbg;		/* net: COLLX_DEBUG_FILE, or NULL: stderr */
+	struct comm_fr_op *fr_op;	/* this group's current record */
 };
 
 /* A rank of group c as a rank of c->net. */
@@ -184,6 +225,54 @@ ssize_t comm_shm_io(struct comm_stream *st, const struct iovec *iov, size_t n,
 int comm_shm_arm(struct comm_stream *st, int recv, int send);
 void comm_shm_disarm(struct comm_stream *st);
 int comm_shm_bells(struct comm *c, int peer, int s, int *closed);
+
+/* Flight recorder (fr.c): open reads COLLX_FR_SIZE and COLLX_FR_DIR
+ * for net and catches SIGUSR1; group names a new group's ranks for the
+ * dumps (-1: out of memory); begin records c's new operation
+ * (comm_op_begin) and algo adds a collective's algorithm and size; fail
+ * dumps after the first failure; signaled dumps for a SIGUSR1; close
+ * frees it. */
+int comm_fr_open(struct comm *c, const char *job_id, char *err, size_t errlen);
+int comm_fr_group(struct comm *c);
+void comm_fr_begin(struct comm *c);
+void comm_fr_algo(struct comm *c, const char *algo, uint64_t bytes);
+void comm_fr_fail(struct comm *c);
+void comm_fr_close(struct comm *c);
+void comm_fr_signaled(struct comm *c);
+
+/* A wait's look for SIGUSR1: dump when one came since the last look. */
+static inline void
+comm_fr_poll(struct comm *c)
+{
+	struct comm_fr *fr = c->net->fr;
+
+	if (fr != NULL && fr->seen != comm_fr_signals)
+		comm_fr_signaled(c);
+}
+
+/* The current operation has moved data: queued becomes started. */
+static inline void
+comm_fr_moved(struct comm *c)
+{
+	struct comm_fr_op *o = c->fr_op;
+
+	if (o != NULL && o->state == COMM_FR_QUEUED && o->seq == c->seq &&
+	    o->ctx == c->ctx)
+		o->state = COMM_FR_STARTED;
+}
+
+/* The debug log (debug.c): open reads COLLX_DEBUG and opens
+ * COLLX_DEBUG_FILE for net (0, or -1 with the reason in err); debug
+ * writes a line when the level is on; joined says how the group was
+ * joined and how each peer is reached (info). */
+enum comm_debug_level {
+	COMM_DEBUG_OFF, COMM_DEBUG_WARN, COMM_DEBUG_INFO, COMM_DEBUG_TRACE
+};
+int comm_debug_open(struct comm *c, char *err, size_t errlen);
+void comm_debug_close(struct comm *c);
+void comm_debug(const struct comm *c, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void comm_debug_joined(const struct comm *c);
 
 /* Sub-groups (split.c): comm_close of a sub-group. */
 void comm_close_sub(struct comm *c);

@@ -89,6 +89,11 @@ split_new(struct comm *parent, uint32_t ctx, const struct member *m, int n,
 	s->opcode = -1;
 	s->dtype = -1;
 	s->net->nsubs++;
+	if (comm_fr_group(s) < 0) {
+		comm_close_sub(s);
+		comm_fail(parent, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
+	}
 	if (comm_host_sub(s) < 0) {
 		comm_close_sub(s);
 		return -1;

@@ -566,6 +566,7 @@ wait_ready(struct comm *c)
 		comm_fail(c, COMM_ERR_RUNTIME, "poll: %s", strerror(errno));
 		return -1;
 	}
+	comm_fr_poll(c);	/* SIGUSR1 ends the sleep with EINTR */
 	return after_poll(c, n);
 }
 
@@ -587,6 +588,17 @@ spin_pause(const struct comm *c, unsigned spins)
 #endif
 }
 
+/* A wait's end (reqs_done's 1 or -1): 0 or -1, the operation started
+ * on the first that completes. */
+static int
+waited(struct comm *c, int done)
+{
+	if (done < 0)
+		return -1;
+	comm_fr_moved(c);
+	return 0;
+}
+
 int
 comm_waitall(struct comm *c, struct comm_req *r, int n)
 {
@@ -599,7 +611,7 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 	/* One look before reading the clock: over shared memory a send, and
 	 * a receive whose message is there, end with it. */
 	if ((rc = reqs_done(c, r, n)) != 0)
-		return rc < 0 ? -1 : 0;
+		return waited(c, rc);
 	if (progress_all(c, 0) < 0)
 		return -1;
 	/* A peer's clock starts with the wait, not with its last message. */
@@ -609,7 +621,7 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 	for (;;) {
 		rc = reqs_done(c, r, n);
 		if (rc != 0)
-			return rc < 0 ? -1 : 0;
+			return waited(c, rc);
 		rc = progress_all(c, now);
 		if (rc < 0)
 			return -1;

@@ -145,6 +145,7 @@ prog_join(struct comm **out, const struct cli_group *g,
 	}
 	/* The launch's own identity (collx-run draws a random one) keeps two
 	 * jobs of one program on one port apart, token or not. */
+	co.job_id = g->job_id;
 	if (g->job_id != NULL)
 		snprintf(ident, sizeof ident, "%s COLLX_JOB_ID=%s", job->text,
 		    g->job_id);

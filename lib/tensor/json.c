@@ -362,3 +362,55 @@ tensor_json_end(struct tensor_json *j)
 		return 0;
 	return tensor_json_fail(j, "text after the JSON value");
 }
+
+int
+tensor_json_object(struct tensor_json *j, tensor_json_member_fn *fn, void *arg)
+{
+	char *key;
+	int rc;
+
+	if (tensor_json_expect(j, '{') < 0)
+		return -1;
+	if (tensor_json_eat(j, '}'))
+		return 0;
+	do {
+		if (tensor_json_string(j, &key) < 0)
+			return -1;
+		rc = tensor_json_expect(j, ':');
+		if (rc == 0)
+			rc = fn(j, key, arg);
+		free(key);
+		if (rc < 0)
+			return -1;
+	} while (tensor_json_eat(j, ','));
+	return tensor_json_expect(j, '}');
+}
+
+int
+tensor_json_array(struct tensor_json *j, tensor_json_item_fn *fn, void *arg)
+{
+	if (tensor_json_expect(j, '[') < 0)
+		return -1;
+	if (tensor_json_eat(j, ']'))
+		return 0;
+	do
+		if (fn(j, arg) < 0)
+			return -1;
+	while (tensor_json_eat(j, ','));
+	return tensor_json_expect(j, ']');
+}
+
+int
+tensor_json_strbuf(struct tensor_json *j, char *buf, size_t len)
+{
+	char *s;
+
+	buf[0] = '\0';
+	if (tensor_json_null(j))
+		return 0;
+	if (tensor_json_string(j, &s) < 0)
+		return -1;
+	snprintf(buf, len, "%s", s);
+	free(s);
+	return 0;
+}

@@ -47,6 +47,18 @@ int tensor_json_uint(struct tensor_json *j, uint64_t *v);
 int tensor_json_number(struct tensor_json *j, double *v);
 /* Any well-formed value, passed over (members a reader does not use). */
 int tensor_json_skip(struct tensor_json *j);
+/* An object, each member's value handed to fn with its key (fn reads
+ * the value, or passes it over with tensor_json_skip); 0 or -1. */
+typedef int tensor_json_member_fn(struct tensor_json *j, const char *key,
+    void *arg);
+int tensor_json_object(struct tensor_json *j, tensor_json_member_fn *fn,
+    void *arg);
+/* An array, each item read by fn; 0 or -1. */
+typedef int tensor_json_item_fn(struct tensor_json *j, void *arg);
+int tensor_json_array(struct tensor_json *j, tensor_json_item_fn *fn,
+    void *arg);
+/* A string cut to len bytes into buf, or null as ""; 0 or -1. */
+int tensor_json_strbuf(struct tensor_json *j, char *buf, size_t len);
 /* 0 when only blanks are left, else -1 "text after the JSON value". */
 int tensor_json_end(struct tensor_json *j);
 
