@@ -52,7 +52,10 @@ EOF
 # newest operation is S, unfinished; or S + 1 when it was stopped in the
 # last step of S (a message of S written, not yet published to the peer
 # that still waits in S), finished S once continued, and failed in the
-# next. Prints what went wrong.
+# next; or S - 1 when its peers had every byte of S - 1 from it (in
+# shared memory, or a socket's buffer) and their own sends to it were
+# buffered, so they finished S - 1 and entered S while rank 1, stopped
+# before it had read its last bytes, had not. Prints what went wrong.
 stop_case() {
 	local prog=$1 r rc seq mine
 	rm -rf fr && mkdir fr
@@ -78,7 +81,7 @@ stop_case() {
 	mine=$(newest fr/collx-fr.frjob.1.json) ||
 	    { echo "# $prog: rank 1 left no dump once continued"; return 1; }
 	echo "# $prog: diagnosed #$seq; rank 1's own newest: $mine"
-	[ "${mine%% *}" -ge "$seq" ] && [ "${mine%% *}" -le $((seq + 1)) ] &&
+	[ "${mine%% *}" -ge $((seq - 1)) ] && [ "${mine%% *}" -le $((seq + 1)) ] &&
 	    [ "${mine#* }" != done ]
 }
 
