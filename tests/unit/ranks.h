@@ -5,6 +5,7 @@
 #define COLLX_RANKS_H
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -51,6 +52,46 @@ unit_fork_ranks(int world, int alarm_s, unit_rank_fn fn,
 			alarm((unsigned)alarm_s);
 			_exit(fn(r, world, arg));
 		}
+}
+
+/* Forks the ranks as unit_fork_ranks does, each able to report on the
+ * write end of a pipe, put in *report before the fork (fn's arg can carry
+ * it): the read end, or -1. */
+static inline int
+unit_fork_reporting(int world, int alarm_s, unit_rank_fn fn, void *arg,
+    int *report, pid_t *pid)
+{
+	int p[2];
+
+	if (pipe(p) < 0)
+		return -1;
+	*report = p[1];
+	unit_fork_ranks(world, alarm_s, fn, arg, pid);
+	close(p[1]);
+	return p[0];
+}
+
+/* Reads the ranks' reports to the end, each line echoed as a TAP comment
+ * and kept in log (when not NULL, NUL-terminated); closes fd. */
+static inline void
+unit_echo_reports(int fd, char *log, size_t loglen)
+{
+	char buf[4096];
+	size_t n = 0;
+	ssize_t k;
+
+	while ((k = read(fd, buf, sizeof buf - 1)) > 0) {
+		buf[k] = '\0';
+		if (log && n + (size_t)k < loglen) {
+			memcpy(log + n, buf, (size_t)k);
+			n += (size_t)k;
+		}
+		for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+			printf("# %s\n", l);
+	}
+	if (log)
+		log[n < loglen ? n : loglen - 1] = '\0';
+	close(fd);
 }
 
 /* Waits for every rank: st[r] (st may be NULL) its exit code, or 128 +

@@ -437,16 +437,10 @@ static int
 fork_world(int w, rank_fn fn, const void *arg, double timeout, pid_t *pid)
 {
 	char master[64];
-	int p[2];
 	struct world_run run = { fn, arg, timeout, master, -1 };
 
 	snprintf(master, sizeof master, "127.0.0.1:%d", unit_free_port(AF_INET));
-	if (pipe(p) < 0)
-		return -1;
-	run.fd = p[1];
-	unit_fork_ranks(w, 120, world_rank, &run, pid);
-	close(p[1]);
-	return p[0];
+	return unit_fork_reporting(w, 120, world_rank, &run, &run.fd, pid);
 }
 
 static int

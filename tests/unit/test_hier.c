@@ -447,19 +447,16 @@ static void
 test_layout(const char *lay)
 {
 	struct job j = { .lay = lay };
-	int w = world_of(lay), p[2], good[CK_NCHECKS] = { 0 }, c, r, ok, nbits = 0;
+	int w = world_of(lay), fd, good[CK_NCHECKS] = { 0 }, c, r, ok, nbits = 0;
 	unsigned long long bits[MAXW] = { 0 };
 	pid_t pid[MAXW];
 	char line[512], what[256];
 	FILE *in;
 
 	snprintf(j.master, sizeof j.master, "127.0.0.1:%d", unit_free_port(AF_INET));
-	if (pipe(p) < 0)
+	if ((fd = unit_fork_reporting(w, 180, rank_main, &j, &j.fd, pid)) < 0)
 		return;
-	j.fd = p[1];
-	unit_fork_ranks(w, 180, rank_main, &j, pid);
-	close(p[1]);
-	in = fdopen(p[0], "r");
+	in = fdopen(fd, "r");
 	while (in && fgets(line, sizeof line, in)) {
 		int at = 0;
 		if (sscanf(line, "check %d %d %d %n", &c, &r, &ok, &at) >= 3 &&

@@ -256,26 +256,16 @@ run_world(int w, const char *layout)
 {
 	struct run run = { .layout = layout };
 	pid_t pid[MAXW];
-	char buf[4096];
-	ssize_t k;
-	int p[2], bad;
+	int fd;
 
 	for (int i = 0; i < 2; i++)
 		snprintf(run.master[i], sizeof run.master[i], "127.0.0.1:%d",
 		    unit_free_port(AF_INET));
-	if (pipe(p) < 0)
+	if ((fd = unit_fork_reporting(w, 120, rank_main, &run, &run.fd,
+	    pid)) < 0)
 		return -1;
-	run.fd = p[1];
-	unit_fork_ranks(w, 120, rank_main, &run, pid);
-	close(p[1]);
-	while ((k = read(p[0], buf, sizeof buf - 1)) > 0) {
-		buf[k] = '\0';
-		for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
-			printf("# %s\n", l);
-	}
-	close(p[0]);
-	bad = unit_wait_ranks(w, pid, NULL);
-	return bad;
+	unit_echo_reports(fd, NULL, 0);
+	return unit_wait_ranks(w, pid, NULL);
 }
 
 int

@@ -66,32 +66,14 @@ run_world(int w, body_fn fn, const void *arg, double timeout, const char *ifaces
 {
 	struct run run = { .fn = fn, .arg = arg, .timeout = timeout, .ifaces = ifaces };
 	pid_t pid[MAXW];
-	int p[2], bad;
-	size_t n = 0;
-	ssize_t k;
-	char buf[4096];
+	int fd;
 
 	snprintf(run.master, sizeof run.master, "127.0.0.1:%d",
 	    unit_free_port(AF_INET));
-	if (pipe(p) < 0)
+	if ((fd = unit_fork_reporting(w, 60, rank_main, &run, &run.fd, pid)) < 0)
 		return -1;
-	run.fd = p[1];
-	unit_fork_ranks(w, 60, rank_main, &run, pid);
-	close(p[1]);
-	while ((k = read(p[0], buf, sizeof buf - 1)) > 0) {
-		buf[k] = '\0';
-		if (log && n + (size_t)k < loglen) {
-			memcpy(log + n, buf, (size_t)k);
-			n += (size_t)k;
-		}
-		for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
-			printf("# %s\n", l);
-	}
-	if (log)
-		log[n < loglen ? n : loglen - 1] = '\0';
-	close(p[0]);
-	bad = unit_wait_ranks(w, pid, st);
-	return bad;
+	unit_echo_reports(fd, log, loglen);
+	return unit_wait_ranks(w, pid, st);
 }
 
 /* ---- shapes: parity, reversed blocks, undefined ---- */
