@@ -133,13 +133,33 @@ never_case() {
 	[ "$held" = yes ]
 }
 
-# every_prog CMD ARG...: CMD PROG ARG... for every program of
-# FAULT_PROGS; fails naming the programs that did not hold.
+# every_prog CMD ARG...: CMD PROG ARG... for every program of FAULT_PROGS,
+# FAULT_JOBS of them at a time (the cases mostly wait on timeouts), each
+# in a directory of its own with its own port; fails naming the programs
+# that did not hold, with what each printed.
+FAULT_JOBS=3
 every_prog() {
-	local prog failed=()
+	local prog here=$PWD pids=() progs=() failed=() i
 	for prog in "${FAULT_PROGS[@]}"; do
-		"$1" "$prog" "${@:2}" || failed+=("$prog")
+		while [ "$(jobs -pr | wc -l)" -ge "$FAULT_JOBS" ]; do
+			wait -n || true
+		done
+		mkdir "$here/job.$prog"
+		(
+			cd "$here/job.$prog" && cp "$FAULT_INPUTS"/* . || exit 1
+			rc=0
+			"$1" "$prog" "${@:2}" || rc=$?
+			job_reap
+			exit $rc
+		) >"$here/job.$prog/log" 2>&1 &
+		pids+=($!) progs+=("$prog")
 	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[i]}" && continue
+		failed+=("${progs[i]}")
+		sed 's/^/#   /' "$here/job.${progs[i]}/log"
+	done
+	rm -rf "$here"/job.*
 	echo "# failed: ${failed[*]}"
 	[ ${#failed[@]} -eq 0 ]
 }
