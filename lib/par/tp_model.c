@@ -265,9 +265,8 @@ layout(struct tp_model *m, const struct tensor_set *s, const int64_t *sz,
 	return 0;
 }
 
-/* Copies this rank's shard of each tensor into m->w. */
-static int
-fill_shards(struct tp_model *m, const struct tensor_set *s, char *err,
+int
+tp_model_fill(struct tp_model *m, const struct tensor_set *s, char *err,
     size_t errlen)
 {
 	for (int i = 0; i < m->np; i++) {
@@ -294,7 +293,7 @@ fill_shards(struct tp_model *m, const struct tensor_set *s, char *err,
 }
 
 int
-tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
+tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
     const struct tensor_set *s, int rank, int world, char *err,
     size_t errlen)
 {
@@ -315,8 +314,17 @@ tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
 		if (block_meta(m, s, err, errlen) < 0)
 			return -1;
 	}
-	if (check_divisible(m, err, errlen) < 0 ||
-	    layout(m, s, sz, err, errlen) < 0)
+	if (check_divisible(m, err, errlen) < 0)
+		return -1;
+	return layout(m, s, sz, err, errlen);
+}
+
+int
+tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
+    const struct tensor_set *s, int rank, int world, char *err,
+    size_t errlen)
+{
+	if (tp_model_plan(m, cfg, s, rank, world, err, errlen) < 0)
 		return -1;
 	m->w = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
 	m->g = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
@@ -325,7 +333,7 @@ tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
 		return cli_fail(err, errlen, "out of memory for %zu parameters",
 		    m->nlocal);
 	}
-	if (fill_shards(m, s, err, errlen) < 0) {
+	if (tp_model_fill(m, s, err, errlen) < 0) {
 		tp_model_free(m);
 		return -1;
 	}
