@@ -96,14 +96,12 @@ int tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
     const struct tensor_set *s, int rank, int world, char *err,
     size_t errlen);
 void tp_model_free(struct tp_model *m);
-/* tp_model_load in two steps, for a caller keeping several layers' shards
- * in buffers of its own (par/tp_stage.h): the checks and the layout
- * (m->nlocal floats, each tensor's offset), allocating nothing; then, with
- * m->w pointed at m->nlocal floats, this rank's shards of s copied in. */
+/* tp_model_load's checks and layout (m->nlocal floats, each tensor's
+ * offset and split) alone, allocating nothing and copying nothing: for a
+ * caller keeping several layers' shards in buffers of its own
+ * (par/tp_stage.h). */
 int tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
     const struct tensor_set *s, int rank, int world, char *err,
-    size_t errlen);
-int tp_model_fill(struct tp_model *m, const struct tensor_set *s, char *err,
     size_t errlen);
 
 /* ---- running it --------------------------------------------------------- */

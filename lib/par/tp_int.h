@@ -18,9 +18,12 @@ void tp_cols_put(float *dst, const float *src, size_t rows, size_t cols,
 struct nn_block_w tp_block_ptrs(const struct tp_model *m, float *base);
 struct nn_mlp_w tp_mlp_ptrs(const struct tp_model *m, float *base);
 
-/* The whole tensor p into whole from every rank's shard mine (collective
+/* This rank's shard of the whole tensor p (whole) into mine, and back:
+ * the whole tensor p into whole from every rank's shard mine (collective
  * over c, shards ranks; a TP_WHOLE tensor is copied): tmp holds the whole
  * tensor's floats. 0, or -1 when c failed. */
+void tp_param_take(const struct tp_param *p, int rank, const float *whole,
+    float *mine);
 int tp_param_gather(struct comm *c, const struct tp_param *p, int shards,
     const float *mine, float *whole, float *tmp);
 

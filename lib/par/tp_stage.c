@@ -151,15 +151,13 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		lm->w = ts->params + off, lm->g = ts->grads + off;
 		layer_prefix(ts, ts->l0 + k, pre, sizeof pre);
 		for (int i = 0; i < lm->np; i++) {
-			struct tp_param *p = &lm->p[i];
 			struct tp_stage_tensor *t = &ts->ten[ts->nten];
-			if (!p->present)
+			if (!lm->p[i].present)
 				continue;
-			*t = (struct tp_stage_tensor){ .split = p->split,
-			    .ndim = p->ndim,
-			    .shape = { p->shape[0], p->shape[1] },
-			    .off = off + p->off, .count = p->count, .p = p };
-			snprintf(t->name, sizeof t->name, "%s%s", pre, p->name);
+			snprintf(t->name, sizeof t->name, "%s%s", pre,
+			    lm->p[i].name);
+			t->p = lm->p[i];
+			t->p.off += off;
 			ts->nten++;
 		}
 		off += lm->nlocal;
@@ -169,11 +167,11 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		struct tp_stage_tensor *t = &ts->ten[ts->nten];
 		if (!holds_gpt(ts, i) || p == NULL)
 			continue;
-		*t = (struct tp_stage_tensor){ .split = TP_WHOLE,
-		    .ndim = p->ndim, .shape = { p->shape[0],
-		    p->ndim == 2 ? p->shape[1] : 1 }, .off = off,
-		    .count = p->count };
 		snprintf(t->name, sizeof t->name, "%s", gpt_names[i]);
+		t->p = (struct tp_param){ .name = gpt_names[i],
+		    .split = TP_WHOLE, .ndim = p->ndim, .shape = { p->shape[0],
+		    p->ndim == 2 ? p->shape[1] : 1 }, .present = 1, .off = off,
+		    .count = p->count };
 		*w[i] = ts->params + off, *g[i] = ts->grads + off;
 		off += p->count;
 		ts->nten++;
@@ -181,50 +179,38 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 	return 0;
 }
 
-int
-tp_stage_load(struct tp_stage *ts, const struct nn_model *m)
+/* Where tensor t lies in the whole model's layout. */
+static size_t
+model_off(const struct nn_model *m, const struct tp_stage_tensor *t)
 {
-	struct tensor_set s;
-	size_t i;
-	int rc;
+	return nn_model_param(m, t->name)->offset;
+}
 
-	for (int k = 0; k < ts->l1 - ts->l0; k++) {
-		if (layer_set(ts, m, ts->l0 + k, &s, ts->err, ts->errlen) < 0)
-			return -1;
-		rc = tp_model_fill(&ts->lay[k], &s, ts->err, ts->errlen);
-		tensor_set_free(&s);
-		if (rc < 0)
-			return -1;
+void
+tp_stage_take(const struct tp_stage *ts, const struct nn_model *m,
+    const float *whole, float *mine)
+{
+	for (size_t i = 0; i < ts->nten; i++) {
+		const struct tp_param *p = &ts->ten[i].p;
+		tp_param_take(p, ts->rank, whole + model_off(m, &ts->ten[i]),
+		    mine + p->off);
 	}
-	for (i = 0; i < ts->nten; i++)
-		if (ts->ten[i].p == NULL)
-			memcpy(ts->params + ts->ten[i].off, m->params +
-			    nn_model_param(m, ts->ten[i].name)->offset,
-			    ts->ten[i].count * sizeof(float));
-	return 0;
 }
 
 int
-tp_stage_gather(struct tp_stage *ts, int grads, struct nn_model *m)
+tp_stage_gather(struct tp_stage *ts, const float *mine,
+    const struct nn_model *m, float *out)
 {
-	const float *base = grads ? ts->grads : ts->params;
-
 	for (size_t i = 0; i < ts->nten; i++) {
-		const struct tp_stage_tensor *t = &ts->ten[i];
-		struct tp_param whole = { .split = t->split, .count = t->count,
-		    .shape = { t->shape[0], t->shape[1] } };
-		const struct nn_param *p;
-		if (ts->T > 1 && tp_param_gather(ts->c, &whole, ts->T,
-		    base + t->off, ts->whole, ts->whole + t->count * ts->T) < 0)
+		const struct tp_param *p = &ts->ten[i].p;
+		size_t whole = p->count * (p->split == TP_WHOLE ? 1 : ts->T);
+		if (ts->T > 1 && tp_param_gather(ts->c, p, ts->T, mine + p->off,
+		    ts->whole, ts->whole + whole) < 0)
 			return cli_fail(ts->err, ts->errlen, "TP group: %s",
 			    comm_error(ts->c));
-		if (ts->rank != 0)
-			continue;
-		if ((p = nn_model_param(m, t->name)) == NULL)
-			return cli_fail(ts->err, ts->errlen, "the model has no "
-			    "tensor '%s'", t->name);
-		memcpy((grads ? m->grads : m->params) + p->offset, ts->T > 1 ?
-		    ts->whole : base + t->off, p->count * sizeof(float));
+		if (ts->rank == 0)
+			memcpy(out + model_off(m, &ts->ten[i]), ts->T > 1 ?
+			    ts->whole : mine + p->off, whole * sizeof(float));
 	}
 	return 0;
 }
@@ -404,7 +390,7 @@ alloc_work(struct tp_stage *ts)
 		scr = s > scr ? s : scr;
 	}
 	for (size_t i = 0; i < ts->nten; i++)
-		big = ts->ten[i].count > big ? ts->ten[i].count : big;
+		big = ts->ten[i].p.count > big ? ts->ten[i].p.count : big;
 	ts->slot_cap = nmax * (ts->off[nl] + head_w(ts));
 	ts->scratch = malloc((scr ? scr : 1) * sizeof(float));
 	ts->whole = malloc(2 * big * (size_t)ts->T * sizeof(float));
@@ -448,8 +434,7 @@ tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
 	if (!ts->params || !ts->grads || bind_tensors(ts, m) < 0 ||
 	    alloc_work(ts) < 0)
 		goto oom;
-	if (tp_stage_load(ts, m) < 0)
-		goto fail;
+	tp_stage_take(ts, m, m->params, ts->params);
 	return 0;
 oom:
 	cli_fail(err, errlen, "out of memory for stage %d's tensor-parallel "

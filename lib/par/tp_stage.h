@@ -36,14 +36,11 @@
 #include "par/pipe_int.h"
 #include "par/tp.h"
 
-/* A tensor this rank holds, in the stage's params and grads. */
+/* A tensor this rank holds: its split (TP_WHOLE: replicated), whole shape,
+ * and this rank's floats at p.off in the stage's params and grads. */
 struct tp_stage_tensor {
 	char name[NN_NAME_MAX];	/* the model's name, "layers.2.attn.q.weight" */
-	enum tp_split split;	/* TP_WHOLE: replicated; else sharded */
-	int ndim;
-	int64_t shape[2];	/* whole */
-	size_t off, count;	/* this rank's floats */
-	struct tp_param *p;	/* a layer's tensor; NULL for the gpt's own */
+	struct tp_param p;
 };
 
 struct tp_stage {
@@ -87,22 +84,29 @@ int tp_stage_check(const struct nn_model *m, int l0, int l1, int T,
 /*
  * Stage j of w holding layers [l0, l1) of the whole model m, sharded over
  * the TP group c (NULL or of size 1: no TP); seq, nmax and maxslot as
- * pipe_stage_init's. Loads this rank's shards from m (which the stage
- * does not keep). err must outlive the stage: later failures (a TP
- * collective's) land there. 0, or -1: bad sizes (tp_stage_check's
- * reasons) or out of memory.
+ * pipe_stage_init's. Takes this rank's shards of m's parameters (the
+ * stage keeps no pointer to m). err must outlive the stage: later
+ * failures (a TP collective's) land there. 0, or -1: bad sizes
+ * (tp_stage_check's reasons) or out of memory.
  */
 int tp_stage_init(struct tp_stage *ts, const struct nn_model *m,
     struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
     int maxslot, char *err, size_t errlen);
 void tp_stage_free(struct tp_stage *ts);
-/* This rank's shards of the whole model m (the same sizes) into params,
- * e.g. a checkpoint's; 0 or -1 (out of memory). */
-int tp_stage_load(struct tp_stage *ts, const struct nn_model *m);
-/* The whole tensors of the stage, parameters (grads 0) or gradients, into
- * m's params or grads on TP index 0 (m may be NULL elsewhere): collective
- * over the group. 0, or -1 when the group failed. */
-int tp_stage_gather(struct tp_stage *ts, int grads, struct nn_model *m);
+/*
+ * Between this rank's layout (ts->nlocal floats, as ts->params) and the
+ * whole model's (m->nparams floats, as m->params) of the stage's tensors:
+ * of the parameters, or anything laid out as they are (gradients, an
+ * optimizer's moments). tp_stage_take copies this rank's shards of whole
+ * into mine (a checkpoint's model or moments, made under any mesh, m of
+ * the same sizes as init's). tp_stage_gather, collective over the group,
+ * puts the whole tensors of every rank's mine into out on TP index 0
+ * (m and out may be NULL on the others); 0, or -1 when the group failed.
+ */
+void tp_stage_take(const struct tp_stage *ts, const struct nn_model *m,
+    const float *whole, float *mine);
+int tp_stage_gather(struct tp_stage *ts, const float *mine,
+    const struct nn_model *m, float *out);
 void tp_stage_zero_grad(struct tp_stage *ts);
 
 /* As pipe_stage_acquire, _release and _input. */

@@ -14,7 +14,9 @@
  * LayerNorm) is bit-identical on every rank of the group without having
  * been communicated; the gathered parameters are the model's, bit for
  * bit. Without a group the TP stage is the unsharded stage, bit for bit.
- * The mesh checks refuse sizes T does not divide, with the numbers. */
+ * Two TP groups split from 4 ranks run stages of their own at the same
+ * time. The mesh checks refuse sizes T does not divide, with the
+ * numbers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,43 +225,71 @@ close_all(const float *a, const float *b, size_t n)
 	return dmax <= 1e-5 * bmax && bmax > 0;
 }
 
-/* The stage's gathered gradients (on rank 0, in got) against ref's, and
- * the parameters gathered back, bit for bit. */
-static void
-check_gathered(struct tp_stage *ts, struct nn_model *ref,
-    struct nn_model *got, const char *what)
+/* Of the stage's tensors, whether a and b agree: bit for bit (exact), or
+ * gradients within 1e-5 of the largest (a's name, if not, into bad). */
+static int
+agree(const struct tp_stage *ts, const struct nn_model *m, const float *a,
+    const float *b, int exact, char *bad, size_t badlen)
 {
-	int ok = 1, same = 1;
-	char bad[NN_NAME_MAX + 8] = "";
-
-	int rc = tp_stage_gather(ts, 1, ts->rank == 0 ? got : NULL);
-
-	if (rc == 0)
-		rc = tp_stage_gather(ts, 0, ts->rank == 0 ? got : NULL);
-	if (!par_check(rc == 0, "%s: gathers its gradients and parameters%s%s",
-	    what, rc ? ": " : "", rc ? ts->err : ""))
-		return;
-	if (ts->rank != 0)
-		return;
 	for (size_t i = 0; i < ts->nten; i++) {
-		const struct nn_param *p = nn_model_param(ref, ts->ten[i].name);
-		const float *g = got->grads + p->offset;
+		const struct nn_param *p = nn_model_param(m, ts->ten[i].name);
+		const float *x = a + p->offset, *y = b + p->offset;
 		size_t len = strlen(p->name);
 		/* A key's bias shifts every score of a query alike, which the
 		 * softmax ignores: its gradient is 0, both sides' rounding. */
 		int zero = len > 11 && strcmp(p->name + len - 11,
 		    "attn.k.bias") == 0;
-		if (!(zero ? max_abs(g, p->count) <= 1e-5 *
-		    max_abs(ref->grads, ref->nparams) : close_all(g,
-		    ref->grads + p->offset, p->count)) && ok)
-			ok = 0, snprintf(bad, sizeof bad, "(not %s)", p->name);
-		same &= memcmp(got->params + p->offset, ref->params +
-		    p->offset, p->count * sizeof(float)) == 0;
+		int ok = exact ? memcmp(x, y, p->count * sizeof(float)) == 0 :
+		    zero ? max_abs(x, p->count) <= 1e-5 * max_abs(b,
+		    m->nparams) : close_all(x, y, p->count);
+		if (!ok) {
+			snprintf(bad, badlen, " (not %s)", p->name);
+			return 0;
+		}
 	}
-	par_check(ok, "%s: %zu gathered weight gradients within 1e-5 of the "
-	    "unsharded stage's %s", what, ts->nten, bad);
-	par_check(same, "%s: parameters gathered back are the model's",
-	    what);
+	return 1;
+}
+
+/* The stage's gradients gathered on rank 0 against ref's; the parameters
+ * gathered back, and a vector laid out as them (an optimizer's moments)
+ * taken into shards and gathered back, bit for bit. */
+static void
+check_gathered(struct tp_stage *ts, struct nn_model *ref,
+    struct nn_model *got, const char *what)
+{
+	int root = ts->rank == 0, rc;
+	size_t np = ref->nparams;
+	float *vec = malloc(np * sizeof(float)), *back = calloc(np,
+	    sizeof(float)), *mine = malloc(ts->nlocal * sizeof(float));
+	char bad[NN_NAME_MAX + 8] = "";
+
+	if (!vec || !back || !mine) {
+		par_check(0, "%s: memory for the gathers", what);
+		goto out;
+	}
+	fill(vec, np, 400, 1);
+	tp_stage_take(ts, ref, vec, mine);
+	rc = tp_stage_gather(ts, ts->grads, root ? got : NULL, root ?
+	    got->grads : NULL);
+	if (rc == 0)
+		rc = tp_stage_gather(ts, ts->params, root ? got : NULL, root ?
+		    got->params : NULL);
+	if (rc == 0)
+		rc = tp_stage_gather(ts, mine, root ? got : NULL, root ? back :
+		    NULL);
+	if (!par_check(rc == 0, "%s: gathers its gradients and parameters%s%s",
+	    what, rc ? ": " : "", rc ? ts->err : "") || !root)
+		goto out;
+	par_check(agree(ts, ref, got->grads, ref->grads, 0, bad, sizeof bad),
+	    "%s: %zu gathered weight gradients within 1e-5 of the unsharded "
+	    "stage's%s", what, ts->nten, bad);
+	par_check(agree(ts, ref, got->params, ref->params, 1, bad, sizeof bad),
+	    "%s: parameters gathered back are the model's%s", what, bad);
+	par_check(agree(ts, ref, back, vec, 1, bad, sizeof bad), "%s: a "
+	    "vector taken into shards and gathered back is itself%s", what,
+	    bad);
+out:
+	free(vec), free(back), free(mine);
 }
 
 /* Every replicated tensor's gradient bit-identical on every TP rank. */
@@ -270,14 +300,14 @@ check_replicated(struct tp_stage *ts, const char *what)
 	int same = 1, rc = 0;
 
 	for (i = 0; i < ts->nten && rc == 0; i++) {
-		const struct tp_stage_tensor *t = &ts->ten[i];
-		size_t n = t->count;
+		const struct tp_param *p = &ts->ten[i].p;
+		size_t n = p->count;
 		float *all;
-		if (t->split != TP_WHOLE)
+		if (p->split != TP_WHOLE)
 			continue;
 		if ((all = malloc(n * ts->T * sizeof(float))) == NULL)
 			return;
-		rc = coll_allgather(ts->c, ts->grads + t->off, all, n, DT_F32,
+		rc = coll_allgather(ts->c, ts->grads + p->off, all, n, DT_F32,
 		    COLL_RING);
 		for (int r = 1; r < ts->T && rc == 0; r++)
 			same &= memcmp(all, all + (size_t)r * n,
@@ -291,7 +321,8 @@ check_replicated(struct tp_stage *ts, const char *what)
 
 /* Compares the sharded stage's outs against the unsharded ones. */
 static void
-check_outs(const struct outs *ref, const struct outs *o, const char *what)
+check_outs(const struct outs *ref, const struct outs *o, int last,
+    const char *what)
 {
 	int y = 1, dx = 1;
 
@@ -304,13 +335,16 @@ check_outs(const struct outs *ref, const struct outs *o, const char *what)
 	par_check(y, "%s: outputs within 1e-5", what);
 	par_check(dx, "%s: input gradients within 1e-5%s", what, ref->nx ? "" :
 	    " (none: tokens)");
-	par_check(fabs(o->loss - ref->loss) <= 1e-5 * fabs(ref->loss),
-	    "%s: loss %.9g, unsharded %.9g", what, o->loss, ref->loss);
+	if (last)
+		par_check(fabs(o->loss - ref->loss) <= 1e-5 * fabs(ref->loss),
+		    "%s: loss %.9g, unsharded %.9g", what, o->loss, ref->loss);
 }
 
-/* One arch and stage: unsharded, then over c. */
+/* One arch and stage: unsharded, then over c (group: how the test names
+ * it). */
 static void
-one_case(struct comm *c, enum arch a, const struct scase *sc)
+one_case(struct comm *c, const char *group, enum arch a,
+    const struct scase *sc)
 {
 	struct nn_model m, got;
 	struct pipe_stage st;
@@ -319,8 +353,9 @@ one_case(struct comm *c, enum arch a, const struct scase *sc)
 	char e[256], te[256], what[128];
 	int l1 = sc->l1[a], seq = a == A_BLOCK ? BLOCK_SEQ : 1;
 
-	snprintf(what, sizeof what, "T=%d rank %d: %s %s stage [%d, %d)",
-	    comm_size(c), comm_rank(c), arch_name[a], sc->name, sc->l0, l1);
+	snprintf(what, sizeof what, "%sT=%d rank %d: %s %s stage [%d, %d)",
+	    group, comm_size(c), comm_rank(c), arch_name[a], sc->name, sc->l0,
+	    l1);
 	if (!par_check(make_model(&m, a) == 0 && make_model(&got, a) == 0,
 	    "%s: models", what))
 		return;
@@ -338,7 +373,7 @@ one_case(struct comm *c, enum arch a, const struct scase *sc)
 	if (drive(NULL, &ts, &m.dims, &o) < 0)
 		par_check(0, "%s: runs: %s", what, te);
 	else {
-		check_outs(&ref, &o, what);
+		check_outs(&ref, &o, ts.last, what);
 		check_gathered(&ts, &m, &got, what);
 		check_replicated(&ts, what);
 	}
@@ -357,7 +392,29 @@ rank_main(struct comm *c, void *arg)
 	(void)arg;
 	for (int a = 0; a < 3; a++)
 		for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++)
-			one_case(c, (enum arch)a, &stages[k]);
+			one_case(c, "", (enum arch)a, &stages[k]);
+	return 0;
+}
+
+/* Four ranks split into two TP groups of 2, as a mesh makes them (ranks
+ * 0, 1 and 2, 3), each a stage of its own at the same time: a gpt's first
+ * and last stage, then an mlp's middle one. */
+static int
+split_main(struct comm *c, void *arg)
+{
+	int color = comm_rank(c) / 2, rc;
+	struct comm *tp;
+	char e[256], group[32];
+
+	(void)arg;
+	rc = comm_split(c, color, comm_rank(c), &tp, e, sizeof e);
+	if (!par_check(rc == 0, "rank %d joins TP group %d%s%s", comm_rank(c),
+	    color, rc ? ": " : "", rc ? e : ""))
+		return 1;
+	snprintf(group, sizeof group, "group %d of 2, ", color);
+	one_case(tp, group, A_GPT, &stages[color == 0 ? 0 : 2]);
+	one_case(tp, group, A_MLP, &stages[1]);
+	comm_close(tp);
 	return 0;
 }
 
@@ -385,7 +442,7 @@ no_group(void)
 		    sizeof e) == 0 && drive(&st, NULL, &m1.dims, &r1) == 0 &&
 		    tp_stage_init(&ts, &m2, NULL, 0, 1, 0, l1, seq, 3, NMB, e,
 		    sizeof e) == 0 && drive(NULL, &ts, &m2.dims, &r2) == 0 &&
-		    tp_stage_gather(&ts, 1, &m2) == 0;
+		    tp_stage_gather(&ts, ts.grads, &m2, m2.grads) == 0;
 		for (int i = 0; ok && i < NMB; i++)
 			same &= memcmp(r1.y[i], r2.y[i], (size_t)mb_n[i] *
 			    r1.ny * sizeof(float)) == 0;
@@ -460,5 +517,6 @@ main(void)
 		snprintf(name, sizeof name, "TP group of %d", T);
 		par_world(T, name, rank_main, NULL);
 	}
+	par_world(4, "two TP groups of 2", split_main, NULL);
 	return unit_done();
 }
