@@ -13,8 +13,9 @@
  * Replicated on every rank of the group: LayerNorms, the biases of the
  * row-parallel layers (added once, after the sum), and the gpt's wte, wpe
  * and final LayerNorm. The tied embedding and head are replicated rather
- * than vocabulary-parallel: collx's vocabularies are small (a head of
- * vocab x d_model is a few percent of a block's weights), and a replicated
+ * than vocabulary-parallel: collx's vocabularies are small (a byte-level
+ * vocabulary of 256 makes a d_model 256 GPT's head a twelfth of one
+ * block's weights, so sharding it saves little), and a replicated
  * tensor's gradient is computed from whole, identical activations and
  * gradients (g's and f's sums come out bit-identical on every rank), so
  * its gradient is bit-identical on every TP rank without any
@@ -23,7 +24,12 @@
  * micro-batch.
  *
  * Every rank of the group runs every micro-batch: the same input, the same
- * output and input gradient, the same loss.
+ * output and input gradient, the same loss (so TP rank t of one stage
+ * can exchange activations with TP rank t of the next). What it sends:
+ * per block and micro-batch of n samples four allreduces of n * seq *
+ * d_model floats (g after attention and mlp forward, f before them
+ * backward); per mlp layer one of n * out forward and one of n * in
+ * backward (none for the first stage's input gradient, when not asked).
  */
 #ifndef COLLX_TP_STAGE_H
 #define COLLX_TP_STAGE_H
