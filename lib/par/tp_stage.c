@@ -9,6 +9,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/pipe_int.h"
 #include "par/tp_int.h"
 #include "par/tp_stage.h"
 

@@ -39,8 +39,10 @@
 
 #include "comm/comm.h"
 #include "nn/nn.h"
-#include "par/pipe_int.h"
 #include "par/tp.h"
+
+/* A micro-batch's activations: par/pipe_int.h's, the pipeline runner's. */
+struct pipe_slot;
 
 /* A tensor this rank holds: its split (TP_WHOLE: replicated), whole shape,
  * and this rank's floats at p.off in the stage's params and grads. */
