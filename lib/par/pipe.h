@@ -29,6 +29,10 @@ struct pipe_cfg {
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */
+	struct comm *dp;	/* the stage's replicas (data parallel), or
+				 * NULL: each takes its train_split share
+				 * of the batch, gradients summed over
+				 * them before the update */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
@@ -39,6 +43,8 @@ struct pipe_stat {
 	double fwd, bwd, send, recv, sched, wall;
 	size_t sent, recvd;
 	size_t peak_act;	/* activation bytes held at most, so far */
+	double dp;		/* summing gradients over the replicas */
+	size_t dp_sent;		/* bytes this rank sent doing it */
 };
 
 /* One span of a stage's time line, seconds since the common start. */
