@@ -155,8 +155,8 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_SCHEDULE:
 		if (pipe_sched_parse(a, &o->sched) < 0 ||
 		    o->sched == PIPE_SCHED_FILE)
-			cli_usage_error("--schedule: want gpipe or 1f1b, not '%s'",
-			    a);
+			cli_usage_error("--schedule: want gpipe or 1f1b, "
+			    "not '%s'", a);
 		break;
 	case OPT_SPLIT: o->split = a; break;
 	case OPT_ZERO:
@@ -198,8 +198,7 @@ mesh_or_die(const struct opts *o, struct mesh *m, int world)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 }
 
-/* --print-mesh: no group, the world size from --world-size or the
- * launcher's environment. */
+/* --print-mesh: no group, the world size from --world-size. */
 static _Noreturn void
 print_mesh(const struct opts *o)
 {

@@ -34,8 +34,8 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	for (q = 0; q < r->nown; q++) {
-		comm_set_step(dc, "step %ld: gradients of stage %d, range %d of "
-		    "%d", r->step, r->rank, q + 1, r->nown);
+		comm_set_step(dc, "step %ld: gradients of stage %d, range "
+		    "%d of %d", r->step, r->rank, q + 1, r->nown);
 		if (coll_allreduce(dc, r->m->grads + r->own[q].off,
 		    r->own[q].len, DT_F32, COLL_SUM, COLL_AUTO) < 0)
 			return dp_failed(r);
@@ -70,9 +70,10 @@ pipe_dp_verify(struct pipe_run *r)
 	for (q = 1; q < n && rc == 0; q++)
 		if (all[q] != all[0]) {
 			r->kind = TRAIN_ERR_RUNTIME;
-			rc = cli_fail(r->err, r->errlen, "stage %d: the parameters "
-			    "of replica %d differ from replica 0's after training "
-			    "(checksum %016llx vs %016llx)", r->rank, q,
+			rc = cli_fail(r->err, r->errlen, "stage %d: the "
+			    "parameters of replica %d differ from replica 0's "
+			    "after training (checksum %016llx vs %016llx)",
+			    r->rank, q,
 			    (unsigned long long)all[q],
 			    (unsigned long long)all[0]);
 		}
