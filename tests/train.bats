@@ -214,12 +214,12 @@ refused() {
 	done
 }
 
-@test "--timing: pp rows and the dp allreduce with their axis and mesh place; -v step lines and the summary" {
+@test "--timing: pp rows and the dp allreduce with their axis and mesh place; the trace's allreduce spans; -v step lines and the summary" {
 	data 8 4 3 4
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 4 -o m.safetensors
 	run timeout 60 collx-run -n 4 --timeout 20 -- collx-train -m m.safetensors \
 	    -i X.npy -t Y.npy --batch 8 --steps 2 --dp 2 --pp 2 --microbatches 2 \
-	    --timing 't{rank}.csv' -v
+	    --timing 't{rank}.csv' --trace tr.json -v
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(grep -c 'collx-train: step [01] epoch [01] loss' <<<"$output")" -eq 2 ]
@@ -233,4 +233,6 @@ refused() {
 	# 4 samples at the stage's input, of width 3, back: 48 bytes a step
 	awk -F, '$2 == "allreduce" && $8 <= 0 { exit 1 }' t3.csv
 	[ "$(awk -F, '$2 == "send" { print $8 }' t3.csv | sort -u)" = 48 ]
+	# replica 0's trace: an allreduce span per stage and step
+	[ "$(grep -c '"cat":"allreduce"' tr.json)" -eq 4 ]
 }

@@ -45,6 +45,7 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 		return dp_failed(r);
 	ps->dp = cli_now() - t0;
 	ps->dp_sent = (size_t)(comm_bytes_sent(dc) - sent);
+	pipe_span(r, 'A', -1, t0, t0 + ps->dp);
 	return 0;
 }
 
