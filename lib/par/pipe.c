@@ -46,8 +46,13 @@ run_init(struct pipe_run *r)
 	if (!r->mstart || !r->mcount || !r->mslot || !r->mout || !r->sact ||
 	    !r->sgrad || !r->stat)
 		return pipe_oom(r);
+	r->rstart = 0;
+	r->rcount = cfg->batch;
+	if (cfg->dp != NULL)
+		train_split(cfg->batch, comm_size(cfg->dp), comm_rank(cfg->dp),
+		    &r->rstart, &r->rcount);
 	for (i = 0; i < M; i++) {
-		train_split(cfg->batch, M, i, &r->mstart[i], &r->mcount[i]);
+		train_split(r->rcount, M, i, &r->mstart[i], &r->mcount[i]);
 		if (r->mcount[i] > nmax)
 			nmax = (int)r->mcount[i];
 	}
@@ -71,7 +76,7 @@ run_init(struct pipe_run *r)
 		goto fail;
 	r->have_st = 1;
 	if (train_order_init(&r->ord, r->d->n, 0, 0, e, sizeof(e)) < 0 ||
-	    train_batch_alloc(&r->tb, r->d, cfg->batch, e, sizeof(e)) < 0)
+	    train_batch_alloc(&r->tb, r->d, r->rcount, e, sizeof(e)) < 0)
 		goto fail;
 	if (r->st.gpt && (r->st.first || r->st.last) && r->world > 1 &&
 	    (r->tied = malloc((size_t)r->m->dims.vocab * r->m->dims.d_model *
@@ -158,7 +163,8 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		    pipe_ckpt_write(&r, k + 1) < 0)
 			goto out;
 	}
-	if (pipe_gather_params(&r) < 0 || pipe_gather_stats(&r, res) < 0 ||
+	if (pipe_dp_verify(&r) < 0 || pipe_gather_params(&r) < 0 ||
+	    pipe_gather_stats(&r, res) < 0 ||
 	    pipe_gather_spans(&r, res) < 0)
 		goto out;
 	rc = 0;

@@ -6,7 +6,9 @@
  * over point-to-point messages. Gradients of all micro-batches add up and
  * are divided by the global sample count, so any world size and any
  * number of micro-batches gives single-process full-batch training up to
- * float rounding. */
+ * float rounding. With replicas (pipe_cfg's dp, collx-train's mesh) each
+ * pipeline runs its share of the batch and each stage sums its gradients
+ * with its replicas', which gives the same. */
 #ifndef COLLX_PIPE_H
 #define COLLX_PIPE_H
 
@@ -29,6 +31,10 @@ struct pipe_cfg {
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */
+	struct comm *dp;	/* the stage's replicas (data parallel;
+				 * NULL: none): each runs its train_split
+				 * share of the batch, and their gradients
+				 * are summed before the update */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
@@ -39,6 +45,8 @@ struct pipe_stat {
 	double fwd, bwd, send, recv, sched, wall;
 	size_t sent, recvd;
 	size_t peak_act;	/* activation bytes held at most, so far */
+	double dp;		/* summing gradients over the replicas */
+	size_t dp_sent;		/* bytes this rank sent doing it */
 };
 
 /* One span of a stage's time line, seconds since the common start. */

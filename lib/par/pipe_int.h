@@ -88,7 +88,8 @@ struct pipe_run {
 	struct pipe_sched own_sch;
 	struct pipe_stage st;
 	int rank, world, have_st, have_sch;
-	long *mstart, *mcount;		/* micro-batches of the batch */
+	long rstart, rcount;		/* this replica's share of the batch */
+	long *mstart, *mcount;		/* micro-batches of the share */
 	struct pipe_slot **mslot;
 	const float **mout;
 	struct comm_req *sact, *sgrad;
@@ -123,6 +124,12 @@ int pipe_own_init(struct pipe_run *r);
 
 /* Step k of the run (pipe_step.c), recorded in s and r->stat[k]. */
 int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
+
+/* The data-parallel axis (pipe_dp.c): the stage's gradients and the loss
+ * summed over its replicas (cfg->dp), before the update; at the end, the
+ * check that the replicas hold bitwise the same parameters. */
+int pipe_dp_sync(struct pipe_run *r, double *loss);
+int pipe_dp_verify(struct pipe_run *r);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after

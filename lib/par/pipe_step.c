@@ -199,8 +199,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	comm_op_begin(r->c, PIPE_OPCODE, "pipeline step", DT_F32,
 	    (uint64_t)cfg->micro << 40 ^ (uint64_t)cfg->sched << 32 ^
 	    (uint64_t)cfg->batch);
-	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch,
-	    cfg->batch);
+	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
+	    r->rstart, r->rcount);
 	for (q = 0; q < r->nown; q++)
 		memset(r->m->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)cfg->micro * sizeof(*r->sact));
@@ -230,6 +230,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    &loss, sizeof(loss))) < 0)
 			return pipe_comm_failed(r);
 	}
+	if (pipe_dp_sync(r, &loss) < 0)
+		return -1;
 	for (q = 0; q < r->nown; q++)
 		nn_optim_step(&r->opt[q], r->m->params + r->own[q].off,
 		    r->m->grads + r->own[q].off, (float)(1.0 / (double)cfg->batch));

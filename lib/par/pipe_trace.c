@@ -90,6 +90,7 @@ kind_name(char k)
 	case 'B': return "backward";
 	case 'S': return "send";
 	case 'R': return "recv";
+	case 'A': return "allreduce";	/* over the stage's replicas */
 	default: return "idle";
 	}
 }

@@ -1,0 +1,511 @@
+/* collx-train: composed parallelism: one model trained by D data-parallel
+ * replicas of a P-stage pipeline (T-way tensor parallelism: the mesh and
+ * its checks, not the training yet), laid out by lib/par/mesh.c and
+ * trained by the pipeline runner (lib/par/pipe.c) with its gradients
+ * summed over each stage's replicas; or --print-mesh, the layout alone. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "nn/nn.h"
+#include "par/mesh.h"
+#include "par/pipe.h"
+#include "par/pipe_sched.h"
+#include "prog/join.h"
+#include "prog/progress.h"
+#include "prog/trainopt.h"
+#include "tensor/tensor.h"
+
+enum {
+	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_MICRO,
+	OPT_SCHEDULE, OPT_SPLIT, OPT_ZERO, OPT_TRACE, OPT_PRINT, OPT_PER_HOST
+};
+
+static const struct option longopts[] = {
+	CLI_STD_LONGOPTS,
+	TRAINOPT_FILE_LONGOPTS,
+	{ "data", 1, 0, OPT_DATA }, { "input", 1, 0, 'i' },
+	{ "targets", 1, 0, 't' },
+	{ "dp", 1, 0, OPT_DP }, { "tp", 1, 0, OPT_TP }, { "pp", 1, 0, OPT_PP },
+	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
+	{ "split", 1, 0, OPT_SPLIT }, { "zero", 1, 0, OPT_ZERO },
+	TRAINOPT_STEPS_LONGOPTS,
+	{ "trace", 1, 0, OPT_TRACE }, { "print-mesh", 0, 0, OPT_PRINT },
+	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
+	TRAINOPT_RUN_LONGOPTS,
+	TRAINOPT_OPTIM_LONGOPTS,
+	TRAINOPT_CKPT_LONGOPTS,
+	CLI_GROUP_LONGOPTS,
+	{ 0, 0, 0, 0 }
+};
+
+#define AXIS_UNSET (-2)
+
+struct opts {
+	struct trainopt_common c;
+	const char *data, *targets, *trace, *split;
+	int dp, tp, pp, per_host, print;
+	long micro;
+	enum pipe_sched_kind sched;
+	struct trainopt_optim optim;
+	struct trainopt_ckpt ckpt;
+	char *owned[4];
+	struct cli_group g;
+};
+
+static _Noreturn void
+usage(void)
+{
+	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
+	    "           (--data TEXT | -i X.npy -t Y.npy) --batch B\n"
+	    "           (--steps K | --epochs E) [--dp D] [--tp T] [--pp P]\n"
+	    "           [--microbatches M] [--schedule S] [options]\n"
+	    "       %s --print-mesh [--world-size W] [--dp D] [--tp T] "
+	    "[--pp P]\n"
+	    "           [--ranks-per-host N]\n\n"
+	    "Composed parallelism: D data-parallel replicas of a P-stage "
+	    "pipeline\n(D*T*P ranks; rank = (pp*D + dp)*T + tp).\n\n"
+	    "  -m, --model F         gpt, or an mlp or block stack "
+	    "(layers.{i}.*)\n"
+	    "  --data F              gpt: token file; mlp/block: X rows\n"
+	    "  -i, --input F         the same as --data\n"
+	    "  -t, --targets F       mlp/block: Y rows\n"
+	    "  --dp D                data-parallel replicas\n"
+	    "  --tp T                tensor-parallel shards (1; more: not "
+	    "built yet)\n"
+	    "  --pp P                pipeline stages (1); one of D, T, P may "
+	    "be -1,\n"
+	    "                        what the others leave (D is -1 unless "
+	    "given)\n"
+	    "  --microbatches M      micro-batches per replica and step (1)\n"
+	    "  --schedule S          gpipe or 1f1b (default)\n"
+	    "  --split L1,L2,...     layers per stage (default: balanced by\n"
+	    "                        parameter count)\n"
+	    "  --zero 0              ZeRO stage on the DP axis (only 0)\n"
+	    "  --batch B             global batch, split over the replicas\n"
+	    "  --steps K             train K steps\n"
+	    "  --epochs E            train ceil(E * samples / B) steps\n"
+	    "  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n"
+	    "  --optimizer NAME      sgd (default) or adamw\n"
+	    "  --momentum M          sgd momentum (0)\n"
+	    "  --weight-decay WD     weight decay (sgd 0, adamw 0.01)\n"
+	    "  --betas B1,B2         adamw betas (0.9,0.999)\n"
+	    "  --eps E               adamw epsilon (1e-8)\n"
+	    "  -o, --output F        rank 0 writes the trained model, whole\n"
+	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,"
+	    "seconds,\n"
+	    "                        tokens_per_s,bytes_sent\n"
+	    "  --timing F            append timing rows (with axis,pp,dp,tp)\n"
+	    "  --trace F.json        rank 0 writes a Chrome trace of replica "
+	    "0,\n"
+	    "                        a track per stage\n"
+	    TRAINOPT_CKPT_HELP
+	    "  --print-mesh          print each rank's place and the groups, "
+	    "and exit\n"
+	    "  --ranks-per-host N    --print-mesh: hosts of N consecutive "
+	    "ranks\n"
+	    "                        (default: one host)\n"
+	    "  --threads N           BLAS threads per rank (1)\n"
+	    "  -v, --verbose         a line per step on stderr (without -v, a\n"
+	    "                        terminal gets one live progress line); "
+	    "rank 0\n"
+	    "                        ends with a summary line either way\n"
+	    "  -q, --quiet           no step lines, no progress, no summary\n"
+	    "  -h, --help            this help\n"
+	    "  -V, --version         version\n"
+	    "%s"
+	    "Exit status: 0 ok, 1 runtime failure, 2 usage, 3 bad input (a "
+	    "mesh that\ncannot work too).\n",
+	    cli_progname, cli_progname, cli_group_help);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+/* --dp, --tp, --pp: a positive size or -1. */
+static int
+axis_value(const char *opt, const char *a)
+{
+	long v = cli_parse_long(opt, a, -1, 1 << 20);
+
+	if (v == 0)
+		cli_usage_error("%s: want a positive size or -1, not 0", opt);
+	return (int)v;
+}
+
+/* The options of collx-train's own; 0 when c is not one of them. */
+static int
+own_option(void *ctx, int c, const char *a)
+{
+	struct opts *o = ctx;
+
+	switch (c) {
+	case OPT_DATA:
+	case 'i': o->data = a; break;
+	case 't': o->targets = a; break;
+	case OPT_DP: o->dp = axis_value("--dp", a); break;
+	case OPT_TP: o->tp = axis_value("--tp", a); break;
+	case OPT_PP: o->pp = axis_value("--pp", a); break;
+	case OPT_MICRO:
+		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
+		break;
+	case OPT_SCHEDULE:
+		if (pipe_sched_parse(a, &o->sched) < 0 ||
+		    o->sched == PIPE_SCHED_FILE)
+			cli_usage_error("--schedule: want gpipe or 1f1b, "
+			    "not '%s'", a);
+		break;
+	case OPT_SPLIT: o->split = a; break;
+	case OPT_ZERO:
+		if (cli_parse_long("--zero", a, 0, 2) != 0)
+			cli_usage_error("--zero %s: ZeRO on collx-train's DP "
+			    "axis is not built (collx-dp has it)", a);
+		break;
+	case OPT_TRACE: o->trace = a; break;
+	case OPT_PRINT: o->print = 1; break;
+	case OPT_PER_HOST:
+		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
+		    1 << 20);
+		break;
+	default: return 0;
+	}
+	return 1;
+}
+
+static void
+parse_args(struct opts *o, int argc, char **argv)
+{
+	struct trainopt_parser p = { .usage = usage, .g = &o->g,
+	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
+	    .own = own_option, .ctx = o };
+
+	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
+	/* D takes what T and P leave, unless one of them does */
+	if (o->dp == AXIS_UNSET)
+		o->dp = o->tp == -1 || o->pp == -1 ? 1 : -1;
+}
+
+/* The mesh over world ranks, or exit 3 with the numbers. */
+static void
+mesh_or_die(const struct opts *o, struct mesh *m, int world)
+{
+	char e[COLLX_ERRLEN];
+
+	if (mesh_resolve(m, o->dp, o->tp, o->pp, world, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+}
+
+/* --print-mesh: no group, the world size from --world-size. */
+static _Noreturn void
+print_mesh(const struct opts *o)
+{
+	struct mesh m;
+
+	mesh_or_die(o, &m, o->g.world > 0 ? o->g.world : 1);
+	printf("# mesh: dp %d x tp %d x pp %d = %d ranks\n", m.dp, m.tp,
+	    m.pp, m.world);
+	mesh_print(stdout, &m, o->per_host);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
+}
+
+/* Per-step output: the progress report, the timing rows, and rank 0's
+ * bytes sent per step for the loss CSV. */
+struct report {
+	const struct opts *o;
+	struct cli_timing *timing;
+	struct progress pr;
+	struct mesh_coord at;
+	int rank, world;
+	struct mesh_groups *grp;
+	uint64_t sent;		/* bytes sent by the step before */
+	uint64_t *bytes;	/* per step, grown with the steps */
+	long capbytes;
+};
+
+static uint64_t
+bytes_sent(const struct report *r)
+{
+	return comm_bytes_sent(r->grp->pp) + comm_bytes_sent(r->grp->dp) +
+	    comm_bytes_sent(r->grp->tp);
+}
+
+/* count: the replica's samples (compute, step) or the elements moved
+ * (bytes then theirs). */
+static void
+timing_row(struct report *r, const char *op, const char *algo,
+    const char *axis, long step, double seconds, size_t count, size_t bytes)
+{
+	char extra[96], e[COLLX_ERRLEN];
+	struct cli_timing_row row = {
+		.program = cli_progname, .op = op, .algo = algo,
+		.rank = r->rank, .world = r->world, .dtype = "f32",
+		.count = count, .bytes = bytes, .iter = (int)step,
+		.seconds = seconds, .extra = extra
+	};
+
+	snprintf(extra, sizeof(extra), "%s,%d,%d,%d", axis, r->at.pp,
+	    r->at.dp, r->at.tp);
+	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+}
+
+static void
+step_timing(struct report *r, const struct train_step *s,
+    const struct pipe_stat *st)
+{
+	const char *sched = pipe_sched_name(r->o->sched);
+	size_t f = sizeof(float), b = (size_t)r->o->c.batch;
+
+	timing_row(r, "forward", sched, "pp", s->step, st->fwd, b, 0);
+	timing_row(r, "backward", sched, "pp", s->step, st->bwd, b, 0);
+	timing_row(r, "send", sched, "pp", s->step, st->send, st->sent / f,
+	    st->sent);
+	timing_row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
+	    st->recvd);
+	if (comm_size(r->grp->dp) > 1)
+		timing_row(r, "allreduce", coll_algo_name(COLL_AUTO), "dp",
+		    s->step, st->dp, st->dp_sent / f, st->dp_sent);
+	timing_row(r, "step", sched, "-", s->step, st->wall, b, 0);
+}
+
+static void
+on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
+{
+	struct report *r = ctx;
+	uint64_t now = bytes_sent(r), *b;
+
+	if ((b = train_grow(r->bytes, &r->capbytes, s->step,
+	    sizeof(*b))) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	r->bytes = b;
+	b[s->step] = now - r->sent;
+	r->sent = now;
+	progress_step(&r->pr, s);
+	if (r->pr.lines)
+		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
+		    "%s/s (compute %.1f ms, pipeline and allreduce %.1f ms)\n",
+		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
+		    s->seconds > 0 ? s->tokens / s->seconds : 0, r->pr.unit,
+		    s->compute * 1e3, s->comm * 1e3);
+	if (r->timing != NULL)
+		step_timing(r, s, st);
+}
+
+static void
+write_outputs(const struct opts *o, const struct nn_model *m,
+    struct pipe_result *res, const struct report *r, long from)
+{
+	char e[COLLX_ERRLEN], *path;
+	long k;
+
+	if (o->c.out != NULL) {
+		path = cli_subst(o->c.out, 0, r->world);
+		if (trainopt_model_save(path, m, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
+		free(path);
+	}
+	if (o->c.loss_csv != NULL) {
+		for (k = from; k < o->c.steps; k++)
+			res->steps[k].bytes_sent = r->bytes[k];
+		path = cli_subst(o->c.loss_csv, 0, r->world);
+		if (trainopt_loss_csv_write_sent(path, res->steps + from,
+		    o->c.steps - from, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
+		free(path);
+	}
+	if (o->trace != NULL) {
+		path = cli_subst(o->trace, 0, r->world);
+		if (pipe_trace_write(path, res, comm_size(r->grp->pp), e,
+		    sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
+		free(path);
+	}
+}
+
+/* Ranks must agree on the mesh and on everything that shapes the
+ * messages, and on the optimizer every replica steps with. */
+static void
+job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
+    const struct pipe_cfg *cfg)
+{
+	prog_job_init(job, "collx-train");
+	prog_job_add(job, "--dp", "%d", m->dp);
+	prog_job_add(job, "--tp", "%d", m->tp);
+	prog_job_add(job, "--pp", "%d", m->pp);
+	prog_job_add(job, "--schedule", "%s", pipe_sched_name(cfg->sched));
+	prog_job_add(job, "--microbatches", "%d", cfg->micro);
+	prog_job_add(job, "--batch", "%ld", cfg->batch);
+	prog_job_add(job, "--steps", "%ld", cfg->steps);
+	prog_job_add(job, "--split", "%s", o->split ? o->split : "balanced");
+	trainopt_optim_agree(job, &cfg->optim);
+	prog_job_flag(job, "--trace", cfg->trace);
+	prog_job_flag(job, "--checkpoint", o->ckpt.path != NULL);
+	prog_job_add(job, "--checkpoint-every", "%ld", cfg->ckpt_every);
+	prog_job_add(job, "--resume-step", "%ld", cfg->resume != NULL ?
+	    cfg->resume->step : 0L);
+}
+
+static void
+train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
+    const struct train_data *d, struct pipe_cfg *cfg)
+{
+	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world };
+	struct mesh_groups grp;
+	struct pipe_result res;
+	struct comm *c;
+	enum train_err kind;
+	struct prog_job job;
+	char e[COLLX_ERRLEN], *tpath = NULL;
+	long from = cfg->resume != NULL ? cfg->resume->step : 0;
+	int code;
+
+	if (from > cfg->steps)	/* resumed past the end: no steps */
+		from = cfg->steps;
+	mesh_coord(mesh, r.rank, &r.at);
+	if (o->c.timing != NULL) {
+		tpath = cli_subst(o->c.timing, r.rank, r.world);
+		if (cli_timing_open(&r.timing, tpath, "axis,pp,dp,tp", e,
+		    sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	}
+	job_declare(&job, o, mesh, cfg);
+	if ((code = prog_join(&c, &o->g, &job, e, sizeof(e))) != 0)
+		cli_die(code, "%s", e);
+	if (mesh_split(mesh, c, &grp, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", r.rank, e);
+	r.grp = &grp;
+	cfg->dp = grp.dp;
+	/* every replica holds the same state: replica 0's pipeline saves */
+	if (r.at.dp != 0)
+		cfg->ckpt_path = NULL;
+	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
+	    "tokens", from, cfg->steps - from);
+	if (pipe_train(m, d, grp.pp, cfg, on_step, &r, &res, &kind, e,
+	    sizeof(e)) < 0)
+		cli_die((int)kind, "%s", e);
+	progress_end(&r.pr);
+	if (r.rank == 0)
+		write_outputs(o, m, &res, &r, from);
+	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	mesh_groups_close(&grp);
+	comm_close(c);
+	pipe_result_free(&res);
+	free(r.bytes);
+	free(tpath);
+}
+
+/* {rank} and {world} in the input paths (outputs: at write time). */
+static void
+subst_paths(struct opts *o)
+{
+	const char **p[] = { &o->c.model, &o->data, &o->targets,
+	    &o->ckpt.resume };
+
+	trainopt_subst_paths(p, o->owned, sizeof(p) / sizeof(p[0]), &o->g);
+}
+
+static void
+check_args(const struct opts *o)
+{
+	if ((o->c.model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
+		cli_usage_error("-m MODEL (or --resume) and --data (or -i) "
+		    "are required");
+	if (o->c.batch < 1)
+		cli_usage_error("--batch B is required");
+	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
+		cli_usage_error("--checkpoint-every goes with --checkpoint");
+	if (o->c.steps >= 0 && o->c.epochs > 0)
+		cli_usage_error("give one of --steps and --epochs");
+	if (o->c.steps < 0 && o->c.epochs <= 0)
+		cli_usage_error("give --steps K or --epochs E");
+}
+
+/* The mesh for this model, refused on every rank alike (exit 3) before
+ * any rank talks to another. */
+static void
+mesh_for_model(const struct opts *o, struct mesh *mesh,
+    const struct nn_model *m)
+{
+	char e[COLLX_ERRLEN];
+
+	mesh_or_die(o, mesh, o->g.world);
+	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	/* ---- TENSOR PARALLELISM NOT BUILT YET: removed when lib/par's
+	 * TP stage math (tp_stage) is merged ---- */
+	if (mesh->tp > 1)
+		cli_die_rank(CLI_EXIT_DATA, "--tp %d: tensor parallelism: not "
+		    "built yet", mesh->tp);
+	/* ---- end of TENSOR PARALLELISM NOT BUILT YET ---- */
+	if (o->micro > o->c.batch / mesh->dp)
+		cli_usage_error("--microbatches %ld: more than the %ld samples "
+		    "of the smallest replica's share of --batch %ld over %d",
+		    o->micro, o->c.batch / mesh->dp, o->c.batch, mesh->dp);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = { .c.steps = -1, .c.threads = 1, .micro = 1,
+	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .sched = PIPE_SCHED_1F1B };
+	struct pipe_cfg cfg = { 0 };
+	struct mesh mesh;
+	struct nn_model m;
+	struct train_data d;
+	struct ckpt_state st = { 0 };
+	int *first;
+	char e[COLLX_ERRLEN], *cpath = NULL;
+
+	cli_init(argv[0]);
+	cli_group_defaults(&o.g);
+	parse_args(&o, argc, argv);
+	if (o.print)
+		print_mesh(&o);
+	cli_group_finish(&o.g);
+	check_args(&o);
+	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
+	subst_paths(&o);
+	nn_set_threads(o.c.threads);
+	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	mesh_for_model(&o, &mesh, &m);
+	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
+	    sizeof(e)) < 0)
+		cli_usage_error("%s", e);
+	first = cli_calloc((size_t)mesh.pp + 1, sizeof(int));
+	if (pipe_split(&m, mesh.pp, o.split, first, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
+	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch,
+	    o.c.epochs) : o.c.steps;
+	cfg.sched = o.sched;
+	cfg.micro = (int)o.micro;
+	cfg.batch = o.c.batch;
+	cfg.steps = o.c.steps;
+	cfg.first = first;
+	cfg.trace = o.trace != NULL;
+	if (o.ckpt.path != NULL)
+		cfg.ckpt_path = cpath = cli_subst(o.ckpt.path, 0, o.g.world);
+	cfg.ckpt_every = o.ckpt.every;
+	cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
+	train(&o, &mesh, &m, &d, &cfg);
+	train_data_free(&d);
+	nn_model_free(&m);
+	ckpt_state_free(&st);
+	free(cpath);
+	free(first);
+	cli_group_free(&o.g);
+	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)
+		free(o.owned[i]);
+	cli_close_stdout();
+	return CLI_EXIT_OK;
+}

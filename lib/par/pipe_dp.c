@@ -1,0 +1,83 @@
+/* pipe_dp: the data-parallel axis of a pipeline run. Each replica of a
+ * stage ran its own share of the batch through the same layers; before
+ * the update the stage's gradient sums, and the loss sum, are summed over
+ * the replicas (cfg->dp), so every replica steps with the gradient of the
+ * whole batch (the update divides by the global batch) and stays bitwise
+ * equal to the others, which pipe_dp_verify checks at the end. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cli/util.h"
+#include "comm/coll.h"
+#include "par/pipe.h"
+#include "par/pipe_int.h"
+
+static int
+dp_failed(struct pipe_run *r)
+{
+	r->kind = comm_errkind(r->cfg->dp) == COMM_ERR_MISMATCH ?
+	    TRAIN_ERR_DATA : TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "%s", comm_error(r->cfg->dp));
+}
+
+int
+pipe_dp_sync(struct pipe_run *r, double *loss)
+{
+	struct comm *dc = r->cfg->dp;
+	struct pipe_stat *ps = &r->stat[r->step];
+	uint64_t sent;
+	double t0;
+	int q;
+
+	if (dc == NULL || comm_size(dc) == 1)
+		return 0;
+	t0 = cli_now();
+	sent = comm_bytes_sent(dc);
+	for (q = 0; q < r->nown; q++) {
+		comm_set_step(dc, "step %ld: gradients of stage %d, range "
+		    "%d of %d", r->step, r->rank, q + 1, r->nown);
+		if (coll_allreduce(dc, r->m->grads + r->own[q].off,
+		    r->own[q].len, DT_F32, COLL_SUM, COLL_AUTO) < 0)
+			return dp_failed(r);
+	}
+	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
+	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
+		return dp_failed(r);
+	ps->dp = cli_now() - t0;
+	ps->dp_sent = (size_t)(comm_bytes_sent(dc) - sent);
+	pipe_span(r, 'A', -1, t0, t0 + ps->dp);
+	return 0;
+}
+
+int
+pipe_dp_verify(struct pipe_run *r)
+{
+	struct comm *dc = r->cfg->dp;
+	uint64_t mine = CLI_FNV1A_INIT, *all;
+	int q, n, rc = 0;
+
+	if (dc == NULL || (n = comm_size(dc)) == 1)
+		return 0;
+	for (q = 0; q < r->nown; q++)
+		mine = cli_fnv1a(mine, r->m->params + r->own[q].off,
+		    r->own[q].len * sizeof(float));
+	if ((all = malloc((size_t)n * sizeof(*all))) == NULL)
+		return pipe_oom(r);
+	comm_set_step(dc, "parameter checksum after training");
+	if (coll_allgather(dc, &mine, all, 1, DT_I64, COLL_AUTO) < 0) {
+		free(all);
+		return dp_failed(r);
+	}
+	for (q = 1; q < n && rc == 0; q++)
+		if (all[q] != all[0]) {
+			r->kind = TRAIN_ERR_RUNTIME;
+			rc = cli_fail(r->err, r->errlen, "stage %d: the "
+			    "parameters of replica %d differ from replica 0's "
+			    "after training (checksum %016llx vs %016llx)",
+			    r->rank, q,
+			    (unsigned long long)all[q],
+			    (unsigned long long)all[0]);
+		}
+	free(all);
+	return rc;
+}
