@@ -150,6 +150,19 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		/* the next stage has answered, so the activation has gone */
 		if (comm_wait(r->c, &r->sact[i]) < 0)
 			return pipe_comm_failed(r);
+		if (!st->split) {
+			pipe_stage_release(st, sl);
+			r->mslot[i] = NULL;
+		}
+		return 0;
+	case PIPE_WGT:
+		pipe_stage_weight(st, sl);
+		if (comm_progress(r->c) < 0)
+			return pipe_comm_failed(r);
+		t1 = cli_now();
+		ps->bwd += t1 - t0;
+		/* a backward's second part: the trace draws it as backward */
+		pipe_span(r, 'B', i, t0, t1);
 		pipe_stage_release(st, sl);
 		r->mslot[i] = NULL;
 		return 0;
