@@ -403,6 +403,38 @@ refused() {
 # zb-h1 adds each weight gradient in the order 1F1B does: the same bits,
 # checked against 1F1B's (itself against the reference above) and, for
 # the mlp, against the reference directly.
+# The README's table of the schedules' bubble on paper is what
+# examples/pipe-bubble-table.sh prints from collx-pipe --print-schedule,
+# and every cell is the closed form, in integers: I idle of C cells is
+# (W-1)/(kM+W-1), k passes a micro-batch, when I(kM+W-1) = (W-1)C, each
+# stage idle 2(W-1) clocks (GPipe, 1F1B) or W-1 (ZB-H1).
+@test "the bubble of GPipe, 1F1B and ZB-H1 for W = 8, 16, 32, M = W..4W is the published closed form, as the README's table says" {
+	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/README.md")
+	[ "$(wc -l <<<"$rows")" -eq 12 ]
+	cmp <(printf '%s\n' "$rows") <("$COLLX_ROOT/examples/pipe-bubble-table.sh" |
+	    tail -n +3)
+	sed 's/^| //; s/ |$//' <<<"$rows" | awk -F' [|] ' '{ w = $1; m = $2
+		for (c = 3; c <= 6; c++) {
+			if (c == 5)
+				continue
+			k = c == 6 ? 3 : 1	# ZB-H1: F, B and W
+			split($c, v, /[ =\/]+/)	# X, I, C
+			f = sprintf("%.4f", (w - 1) / (k * m + w - 1))
+			if (v[2] * (k * m + w - 1) != (w - 1) * v[3] || v[1] != f ||
+			    v[2] != (k == 3 ? 1 : 2) * w * (w - 1)) {
+				print "bad cell " c ": " $0
+				bad = 1
+			}
+		}
+		if ($5 != sprintf("%.4f", (w - 1) / (m + w - 1)) ||
+		    $7 != sprintf("%.4f", (w - 1) / (3 * m + w - 1))) {
+			print "bad formula: " $0
+			bad = 1
+		}
+		n++ }
+		END { exit bad || n != 12 }'
+}
+
 @test "zb-h1: mlp on 2, 3, 4 stages, M below and above W, equals the reference and 1F1B's bytes" {
 	data 10 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
