@@ -473,6 +473,21 @@ refused() {
 	done
 }
 
+@test "zb-h1 holds at most W micro-batches per stage, an mlp's each in the bytes 1F1B holds it in" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	for s in 1f1b zb-h1; do
+		pipe 2 "$s" -m m.safetensors -i X.npy -t Y.npy --microbatches 8 \
+		    --schedule "$s" --steps 1 --timing "tm$s.csv"
+	done
+	peak() { grep "^collx-pipe,step,$1,$2," "tm$1.csv" | awk -F, '{ print $NF }'; }
+	echo "1f1b $(peak 1f1b 0) $(peak 1f1b 1), zb-h1 $(peak zb-h1 0) $(peak zb-h1 1)"
+	# stage 0: two micro-batches of 2 under both; the last stage: one
+	# under 1F1B, two under ZB-H1 (its W passes wait)
+	[ "$(peak zb-h1 0)" -eq "$(peak 1f1b 0)" ]
+	[ "$(peak zb-h1 1)" -eq "$((2 * $(peak 1f1b 1)))" ]
+}
+
 @test "zb-h1's table: W passes in 1F1B's idle slots, (W-1)/(3M+W-1); as a file it trains the same bytes" {
 	run timeout 10 collx-pipe --print-schedule --schedule zb-h1 \
 	    --microbatches 4 --world-size 3

@@ -2,10 +2,10 @@
  * its activations in a slot (input, every layer's output and saved
  * activations, the gpt head's), which its backward reads and frees; the
  * layers are lib/nn's kernels run on the slot's buffers. Under a split
- * schedule the backward is two passes: the input part keeps each layer's
- * output gradients in the slot too, and the weight part reads them later
- * and frees the slot (the gpt head's and embedding's weight gradients
- * stay in the input part). */
+ * schedule the backward is two passes: the input part keeps in the slot
+ * what the weight part reads later, which then frees the slot (an mlp in
+ * the slot's own room, a block beside it; the gpt head's and embedding's
+ * weight gradients stay in the input part). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +78,7 @@ layer_widths(const struct pipe_stage *st, int l)
 	}
 	nn_model_mlp_shape(st->m, l, &ms);
 	return (struct widths){ (size_t)ms.in, (size_t)ms.out,
-	    2 * (size_t)ms.hidden, st->split ? (size_t)ms.out + ms.hidden : 0 };
+	    2 * (size_t)ms.hidden, 0 };
 }
 
 static void
@@ -101,11 +101,17 @@ layer_fwd(const struct pipe_stage *st, int l, float *y, float *acts,
 	block_fwd(st, &bw, y, acts, x, n);
 }
 
-/* A part of the layer's backward (dx, dy unused by WEIGHT): an mlp
- * keeps its output gradient [n,out] and fc1's [n,hidden] in save. */
+/* A part of the layer's backward (dx, dy unused by WEIGHT). An mlp's
+ * input part keeps fc1's output gradient where fc1's output was (the
+ * weight part needs only the activation after it) and adds fc2's weight
+ * gradient at once, unless keep_dy (the layer's output in the slot,
+ * unused once B has run: the stage's last layer) can hold the output
+ * gradient: so an mlp micro-batch holds no more bytes than under 1F1B.
+ * A block keeps its output gradients in save. */
 static void
 layer_bwd(const struct pipe_stage *st, int l, enum part part, float *dx,
-    const float *dy, float *acts, float *save, const float *x, int n)
+    const float *dy, float *acts, float *save, float *keep_dy,
+    const float *x, int n)
 {
 	struct nn_mlp_shape ms;
 	struct nn_mlp_w mw, mg;
@@ -118,18 +124,26 @@ layer_bwd(const struct pipe_stage *st, int l, enum part part, float *dx,
 	}
 	nn_model_mlp_shape(st->m, l, &ms);
 	struct nn_mlp_acts a = { acts, acts + (size_t)n * ms.hidden };
-	float *dfc1 = part == WHOLE ? NULL : save + (size_t)n * ms.out;
+	size_t nh = (size_t)n * ms.hidden, no = (size_t)n * ms.out;
 	nn_model_mlp(st->m, l, &mw, &mg);
 	if (part == WHOLE)
 		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n, ms.in,
 		    ms.hidden, ms.out, NN_ACT_GELU);
-	else if (part == WEIGHT)
-		nn_mlp_backward_weight(&mg, save, dfc1, &a, x, n, ms.in,
+	else if (part == WEIGHT && keep_dy != NULL)
+		nn_mlp_backward_weight(&mg, keep_dy, a.fc1, &a, x, n, ms.in,
 		    ms.hidden, ms.out);
+	else if (part == WEIGHT)
+		nn_linear_backward(NULL, mg.fc1_w, mg.fc1_b, a.fc1, x, NULL, n,
+		    ms.in, ms.hidden);
 	else {
-		memcpy(save, dy, (size_t)n * ms.out * sizeof(float));
-		nn_mlp_backward_input(dx, dfc1, st->scratch, dy, &a, &mw, n,
-		    ms.in, ms.hidden, ms.out, NN_ACT_GELU);
+		nn_mlp_backward_input(dx, st->scratch + nh, st->scratch, dy, &a,
+		    &mw, n, ms.in, ms.hidden, ms.out, NN_ACT_GELU);
+		memcpy(a.fc1, st->scratch + nh, nh * sizeof(float));
+		if (keep_dy != NULL)
+			memcpy(keep_dy, dy, no * sizeof(float));
+		else
+			nn_linear_backward(NULL, mg.fc2_w, mg.fc2_b, dy, a.gelu,
+			    NULL, n, ms.hidden, ms.out);
 	}
 }
 
@@ -159,15 +173,22 @@ lay_acts(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 	    layer_widths(st, st->l0 + k).out;
 }
 
-/* Split schedules: the output gradients kept for the weight pass, after
- * the layer's activations (NULL otherwise). */
+/* Split schedules: the output gradients a block keeps for the weight
+ * pass, after the layer's activations (NULL otherwise); where the stage's
+ * last layer keeps its own (its output, NULL for the others). */
 static float *
 lay_save(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 {
 	struct widths lw = layer_widths(st, st->l0 + k);
 
-	return st->split ? lay_out(st, sl, k) + (size_t)sl->n *
+	return lw.save ? lay_out(st, sl, k) + (size_t)sl->n *
 	    (lw.out + lw.acts) : NULL;
+}
+
+static float *
+lay_keep_dy(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
+{
+	return k == st->l1 - st->l0 - 1 ? lay_out(st, sl, k) : NULL;
 }
 
 /* The input of the stage's k-th layer in a slot. */
@@ -434,7 +455,7 @@ pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
 			    sizeof(float));
 		layer_bwd(st, l, st->split ? INPUT : WHOLE, want ? tgt : NULL,
 		    cur, lay_acts(st, sl, k), lay_save(st, sl, k),
-		    lay_in(st, sl, k), n);
+		    lay_keep_dy(st, sl, k), lay_in(st, sl, k), n);
 		t = cur, cur = tgt, other = t;
 	}
 	if (st->gpt && st->first)
@@ -448,5 +469,5 @@ pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl)
 	for (int k = st->l1 - st->l0 - 1; k >= 0; k--)
 		layer_bwd(st, st->l0 + k, WEIGHT, NULL, NULL,
 		    lay_acts(st, sl, k), lay_save(st, sl, k),
-		    lay_in(st, sl, k), sl->n);
+		    lay_keep_dy(st, sl, k), lay_in(st, sl, k), sl->n);
 }
