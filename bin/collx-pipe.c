@@ -1,5 +1,5 @@
 /* collx-pipe: pipeline-parallel training of an mlp or block stack, or a
- * gpt, with GPipe or 1F1B schedules or one from a file; or
+ * gpt, with GPipe, 1F1B or ZB-H1 schedules or one from a file; or
  * --print-schedule, the clock table of a schedule. The training itself is
  * lib/par/pipe.c's. */
 #include <getopt.h>
@@ -54,18 +54,21 @@ usage(void)
 {
 	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
 	    "           -i X.npy [-t Y.npy] --microbatches M\n"
-	    "           [--schedule gpipe|1f1b | --schedule-file F.csv]\n"
+	    "           [--schedule gpipe|1f1b|zb-h1 | --schedule-file F.csv]\n"
 	    "           [--steps K | --epochs E] [options]\n"
 	    "       %s --print-schedule --microbatches M [--world-size W]\n"
-	    "           [--schedule gpipe|1f1b | --schedule-file F.csv]\n\n"
+	    "           [--schedule gpipe|1f1b|zb-h1 | --schedule-file F.csv]\n\n"
 	    "Pipeline-parallel training: rank j runs stage j of the model's layers.\n\n"
 	    "  -m, --model F         mlp or block stack (layers.{i}.*), or a gpt\n"
 	    "  -i, --input F         mlp/block: X rows; gpt: token file\n"
 	    "  -t, --targets F       mlp/block: Y rows\n"
 	    "  --microbatches M      micro-batches per step (need not divide B)\n"
-	    "  --schedule S          gpipe or 1f1b (default)\n"
+	    "  --schedule S          gpipe, 1f1b (default) or zb-h1 (backward split\n"
+	    "                        into input and weight passes, at most W\n"
+	    "                        micro-batches held per stage)\n"
 	    "  --schedule-file F     each rank's passes from a CSV file of rows\n"
-	    "                        rank,slot,action (F<i> or B<i>), checked first\n"
+	    "                        rank,slot,action (F<i>, B<i>, W<i>), checked\n"
+	    "                        first\n"
 	    "  --batch B             global batch (default: all of X)\n"
 	    "  --steps K             train K steps (default 1)\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -114,8 +117,8 @@ own_option(void *ctx, int c, const char *a)
 		break;
 	case OPT_SCHEDULE:
 		if (pipe_sched_parse(a, &o->sched) < 0)
-			cli_usage_error("--schedule: want gpipe or 1f1b, not '%s'",
-			    a);
+			cli_usage_error("--schedule: want gpipe, 1f1b or zb-h1, "
+			    "not '%s'", a);
 		o->sched_given = 1;
 		break;
 	case OPT_SCHEDULE_FILE: o->sched_file = a; break;
@@ -170,8 +173,9 @@ print_schedule(const struct opts *o)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	if (cli_verbose && o->sched_file == NULL)
 		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks, "
-		    "bubble (W-1)/(M+W-1) = %.4f\n", pipe_sched_name(o->sched),
-		    o->micro, w, s.nclocks, pipe_sched_bubble((int)o->micro, w));
+		    "bubble %s = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
+		    s.nclocks, pipe_sched_formula(o->sched, (int)o->micro, w),
+		    pipe_sched_bubble(o->sched, (int)o->micro, w));
 	else if (cli_verbose)
 		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks\n",
 		    o->sched_file, o->micro, s.w, s.nclocks);
@@ -240,7 +244,8 @@ summary(const struct report *r, const struct pipe_result *res,
 	printf("%s: %s, %ld micro-batches, %d stages: measured bubble %.4f, "
 	    "theory %s %.4f\n", cli_progname, pipe_sched_name(o->sched),
 	    o->micro, world, res->bubble_mean, o->sched_file != NULL ?
-	    "(the table's)" : "(W-1)/(M+W-1)", r->theory);
+	    "(the table's)" : pipe_sched_formula(o->sched, (int)o->micro, world),
+	    r->theory);
 	printf("  measured: the share of each stage's schedule outside its "
 	    "passes, waiting for\n"
 	    "  and sending messages; theory: equal passes, free messages, no "
@@ -292,7 +297,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	int code;
 
 	r.theory = cfg->table != NULL ? pipe_sched_table_bubble(cfg->table) :
-	    pipe_sched_bubble(cfg->micro, r.world);
+	    pipe_sched_bubble(cfg->sched, cfg->micro, r.world);
 	if (from > cfg->steps)	/* resumed past the end: no steps */
 		from = cfg->steps;
 	if (o->c.timing != NULL) {

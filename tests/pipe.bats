@@ -287,13 +287,19 @@ save_st("w.safetensors", t, {"collx.arch": "mlp"})'
 # 1F1B's passes as schedule files: for M=4 on 2 ranks written by hand,
 # slots counting each rank's passes; on 3 ranks the cells of the printed
 # table, slots its clocks (with gaps).
+# usage: table_rows PRINT-SCHEDULE-OPTIONS...: the rows rank,slot,action
+# of the printed table, slots its clocks
+table_rows() {
+	timeout 10 collx-pipe --print-schedule "$@" |
+	    awk 'NR > 1 && $1 ~ /^[0-9]+$/ { for (j = 2; j <= NF; j++)
+		if ($j != ".") print j - 2 "," $1 "," $j }'
+}
+
 sched1f1b() {
 	printf '%s\n' rank,slot,action \
 	    0,0,F0 0,1,F1 0,2,B0 0,3,F2 0,4,B1 0,5,F3 0,6,B2 0,7,B3 \
 	    1,0,F0 1,1,B0 1,2,F1 1,3,B1 1,4,F2 1,5,B2 1,6,F3 1,7,B3 >f2.csv
-	timeout 10 collx-pipe --print-schedule --microbatches 4 --world-size 3 |
-	    awk 'NR > 1 && $1 ~ /^[0-9]+$/ { for (j = 2; j <= NF; j++)
-		if ($j != ".") print j - 2 "," $1 "," $j }' >f3.csv
+	table_rows --microbatches 4 --world-size 3 >f3.csv
 	[ "$(wc -l <f3.csv)" -eq 24 ]
 }
 
@@ -371,8 +377,12 @@ refused() {
 	dl=(0,0,F0 0,1,B0 0,2,F1 0,3,B1 1,0,F0 1,1,F1 1,2,B0 1,3,B1)
 	refused "${dl[@]}"
 	[ "$output" = "collx-pipe: bad.csv: deadlock: row 2 (rank 0, B0) waits for rank 1, row 6 (rank 1, F1) waits for rank 0" ]
+	# one W makes the backward split: every pass's W then, after its B
 	refused "${ok[@]}" 0,4,W0
-	[ "$output" = "collx-pipe: bad.csv: row 9: '0,4,W0': a weight-gradient pass (W<i>) needs the backward split in two (zb-h1), which collx-pipe does not have" ]
+	[ "$output" = "collx-pipe: bad.csv: rank 0 has no W1 (every rank runs F<i>, B<i> and W<i> of each micro-batch i < 2)" ]
+	refused 0,0,F0 0,1,F1 0,2,W0 0,3,B0 0,4,B1 0,5,W1 \
+	    1,0,F0 1,1,B0 1,2,W0 1,3,F1 1,4,B1 1,5,W1
+	[ "$output" = "collx-pipe: bad.csv: row 3: W0 of rank 0 comes before its B0 (row 4)" ]
 	refused 0,0,F0:1
 	[ "$output" = "collx-pipe: bad.csv: row 1: '0,0,F0:1': a virtual stage (:<chunk>) needs --schedule interleaved, which collx-pipe does not have" ]
 	# training: every rank finds it before any step, and nothing is written
@@ -388,6 +398,134 @@ refused() {
 	run timeout 10 collx-pipe --print-schedule --microbatches 2 \
 	    --schedule 1f1b --schedule-file bad.csv
 	[ "$status" -eq 2 ]
+}
+
+# zb-h1 adds each weight gradient in the order 1F1B does: the same bits,
+# checked against 1F1B's (itself against the reference above) and, for
+# the mlp, against the reference directly.
+# The README's table of the schedules' bubble on paper is what
+# examples/pipe-bubble-table.sh prints from collx-pipe --print-schedule,
+# and every cell is the closed form, in integers: I idle of C cells is
+# (W-1)/(kM+W-1), k passes a micro-batch, when I(kM+W-1) = (W-1)C, each
+# stage idle 2(W-1) clocks (GPipe, 1F1B) or W-1 (ZB-H1).
+@test "the bubble of GPipe, 1F1B and ZB-H1 for W = 8, 16, 32, M = W..4W is the published closed form, as the README's table says" {
+	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/README.md")
+	[ "$(wc -l <<<"$rows")" -eq 12 ]
+	cmp <(printf '%s\n' "$rows") <("$COLLX_ROOT/examples/pipe-bubble-table.sh" |
+	    tail -n +3)
+	sed 's/^| //; s/ |$//' <<<"$rows" | awk -F' [|] ' '{ w = $1; m = $2
+		for (c = 3; c <= 6; c++) {
+			if (c == 5)
+				continue
+			k = c == 6 ? 3 : 1	# ZB-H1: F, B and W
+			split($c, v, /[ =\/]+/)	# X, I, C
+			f = sprintf("%.4f", (w - 1) / (k * m + w - 1))
+			if (v[2] * (k * m + w - 1) != (w - 1) * v[3] || v[1] != f ||
+			    v[2] != (k == 3 ? 1 : 2) * w * (w - 1)) {
+				print "bad cell " c ": " $0
+				bad = 1
+			}
+		}
+		if ($5 != sprintf("%.4f", (w - 1) / (m + w - 1)) ||
+		    $7 != sprintf("%.4f", (w - 1) / (3 * m + w - 1))) {
+			print "bad formula: " $0
+			bad = 1
+		}
+		n++ }
+		END { exit bad || n != 12 }'
+}
+
+@test "zb-h1: mlp on 2, 3, 4 stages, M below and above W, equals the reference and 1F1B's bytes" {
+	data 10 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 10 3 sgd 0.1 \
+	    r.safetensors r.csv
+	outs=()
+	for w in 2 3 4; do
+		for m in 1 5; do
+			pipe "$w" "z$w$m" -m m.safetensors -i X.npy -t Y.npy \
+			    --steps 3 --lr 0.1 --microbatches "$m" --schedule zb-h1
+			outs+=("tz$w$m.safetensors" "lz$w$m.csv")
+		done
+	done
+	timeout 120 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 "${outs[@]}"
+	for m in 1 5; do
+		pipe 3 "f$m" -m m.safetensors -i X.npy -t Y.npy --steps 3 --lr 0.1 \
+		    --microbatches "$m" --schedule 1f1b
+		cmp "tf$m.safetensors" "tz3$m.safetensors"
+	done
+}
+
+@test "zb-h1: causal blocks on 3 stages (--split 1,2,1) and a gpt's tied ends on 4 train 1F1B's bytes" {
+	data 8 4,8 4,8 3
+	timeout 30 collx-dp --init block --dims 8,2,0,1,4 --seed 4 -o b.safetensors
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 3 -o g.safetensors
+	for m in 2 5; do
+		for s in 1f1b zb-h1; do
+			pipe 3 "b$s$m" -m b.safetensors -i X.npy -t Y.npy --split 1,2,1 \
+			    --steps 2 --lr 0.2 --microbatches "$m" --schedule "$s"
+			pipe 4 "g$s$m" -m g.safetensors -i "$GPL" --batch 8 --steps 3 \
+			    --lr 0.5 --microbatches "$m" --schedule "$s"
+		done
+		cmp "tb1f1b$m.safetensors" "tbzb-h1$m.safetensors"
+		cmp <(cut -d, -f1-3 "lb1f1b$m.csv") <(cut -d, -f1-3 "lbzb-h1$m.csv")
+		cmp "tg1f1b$m.safetensors" "tgzb-h1$m.safetensors"
+	done
+}
+
+@test "zb-h1 holds at most W micro-batches per stage, an mlp's each in the bytes 1F1B holds it in" {
+	data 16 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	for s in 1f1b zb-h1; do
+		pipe 2 "$s" -m m.safetensors -i X.npy -t Y.npy --microbatches 8 \
+		    --schedule "$s" --steps 1 --timing "tm$s.csv"
+	done
+	peak() { grep "^collx-pipe,step,$1,$2," "tm$1.csv" | awk -F, '{ print $NF }'; }
+	echo "1f1b $(peak 1f1b 0) $(peak 1f1b 1), zb-h1 $(peak zb-h1 0) $(peak zb-h1 1)"
+	# stage 0: two micro-batches of 2 under both; the last stage: one
+	# under 1F1B, two under ZB-H1 (its W passes wait)
+	[ "$(peak zb-h1 0)" -eq "$(peak 1f1b 0)" ]
+	[ "$(peak zb-h1 1)" -eq "$((2 * $(peak 1f1b 1)))" ]
+}
+
+@test "zb-h1's table: W passes in 1F1B's idle slots, (W-1)/(3M+W-1); as a file it trains the same bytes" {
+	run timeout 10 collx-pipe --print-schedule --schedule zb-h1 \
+	    --microbatches 4 --world-size 3
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n' \
+	    'clock  s0    s1    s2' \
+	    '0      F0    .     .' \
+	    '1      F1    F0    .' \
+	    '2      F2    F1    F0' \
+	    '3      .     .     B0' \
+	    '4      .     B0    F1' \
+	    '5      B0    F2    B1' \
+	    '6      W0    B1    F2' \
+	    '7      F3    W0    B2' \
+	    '8      B1    F3    W0' \
+	    '9      W1    B2    F3' \
+	    '10     B2    W1    B3' \
+	    '11     W2    B3    W1' \
+	    '12     B3    W2    W2' \
+	    '13     W3    W3    W3' \
+	    'bubble 0.1429 (6 idle of 42 cells)')" ]
+	run timeout 10 collx-pipe --print-schedule --schedule zb-h1 \
+	    --microbatches 8 --world-size 4 -v
+	[ "${lines[0]}" = "# zb-h1, M=8 micro-batches, W=4 stages: 27 clocks, bubble (W-1)/(3M+W-1) = 0.1111" ]
+	[ "${lines[29]}" = "bubble 0.1111 (12 idle of 108 cells)" ]
+	# the table as a schedule file: the same table, the same training
+	table_rows --schedule zb-h1 --microbatches 4 --world-size 3 >zb.csv
+	[ "$(wc -l <zb.csv)" -eq 36 ]
+	cmp <(timeout 10 collx-pipe --print-schedule --microbatches 4 \
+	    --schedule-file zb.csv) <(timeout 10 collx-pipe --print-schedule \
+	    --microbatches 4 --world-size 3 --schedule zb-h1)
+	data 8 4 3 5
+	timeout 30 collx-dp --init mlp --dims 4,8,3,3 --seed 5 -o m.safetensors
+	pipe 3 z -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+	    --schedule zb-h1 --steps 2 --lr 0.1
+	pipe 3 f -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+	    --schedule-file zb.csv --steps 2 --lr 0.1
+	cmp tz.safetensors tf.safetensors
 }
 
 @test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {

@@ -16,18 +16,40 @@ nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
 }
 
 void
+nn_mlp_backward_input(float *dx, float *dfc1, float *scratch, const float *dy,
+    const struct nn_mlp_acts *a, const struct nn_mlp_w *w, int n, int in,
+    int h, int o, enum nn_act act)
+{
+	size_t nh = (size_t)n * h;
+
+	memset(scratch, 0, nh * sizeof(float));
+	memset(dfc1, 0, nh * sizeof(float));
+	nn_linear_backward(scratch, NULL, NULL, dy, a->gelu, w->fc2_w, n, h, o);
+	nn_act_backward(act, dfc1, a->fc1, scratch, nh);
+	nn_linear_backward(dx, NULL, NULL, dfc1, NULL, w->fc1_w, n, in, h);
+}
+
+void
+nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
+    const float *dfc1, const struct nn_mlp_acts *a, const float *x, int n,
+    int in, int h, int o)
+{
+	nn_linear_backward(NULL, g->fc2_w, g->fc2_b, dy, a->gelu, NULL, n, h,
+	    o);
+	nn_linear_backward(NULL, g->fc1_w, g->fc1_b, dfc1, x, NULL, n, in, h);
+}
+
+/* The two parts at once: together they add what one backward adds, and
+ * neither reads what the other writes. */
+void
 nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act)
 {
-	size_t nh = (size_t)n * h;
-	float *dgelu = scratch, *dfc1 = scratch + nh;
+	float *dfc1 = scratch + (size_t)n * h;
 
-	memset(scratch, 0, 2 * nh * sizeof(float));
-	nn_linear_backward(dgelu, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, n,
-	    h, o);
-	nn_act_backward(act, dfc1, a->fc1, dgelu, nh);
-	nn_linear_backward(dx, g->fc1_w, g->fc1_b, dfc1, x, w->fc1_w, n, in, h);
+	nn_mlp_backward_input(dx, dfc1, scratch, dy, a, w, n, in, h, o, act);
+	nn_mlp_backward_weight(g, dy, dfc1, a, x, n, in, h, o);
 }
 
 /* The feed-forward part of a block's weights. */
@@ -294,4 +316,94 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 	if (dx)
 		nn_add(dx, t.C, nd);
 	return 0;
+}
+
+size_t
+nn_block_wsave_size(const struct nn_block_shape *sh)
+{
+	size_t n = (size_t)sh->b * sh->s, c = (size_t)sh->nh * sh->hd;
+
+	return 4 * n * sh->d + n * sh->f + 3 * n * c;
+}
+
+void
+nn_block_wsave_bind(struct nn_block_wsave *sv, float *buf,
+    const struct nn_block_shape *sh)
+{
+	size_t n = (size_t)sh->b * sh->s, nd = n * sh->d;
+	size_t nc = n * sh->nh * sh->hd;
+
+	sv->dy = buf, buf += nd;
+	sv->dfc1 = buf, buf += n * sh->f;
+	sv->dln2 = buf, buf += nd;
+	sv->dattn = buf, buf += nd;
+	sv->dq = buf, buf += nc;
+	sv->dk = buf, buf += nc;
+	sv->dv = buf, buf += nc;
+	sv->dln1 = buf;
+}
+
+/* nn_block_backward's pre-norm path without hooks, each weight gradient
+ * left out and the output gradient it needs kept in sv instead. */
+void
+nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
+    float *scratch, const float *dy, const struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x,
+    const struct nn_block_shape *sh)
+{
+	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
+	size_t nd = (size_t)n * d, nc = (size_t)n * c;
+	struct nn_mlp_w mw = block_mlp(w);
+	struct nn_mlp_acts ma = { a->fc1, a->gelu };
+	struct bscratch t;
+
+	bscratch_bind(&t, scratch, sh);
+	/* y = h + mlp(ln2(h)): dattn = dh */
+	memcpy(sv->dy, dy, nd * sizeof(float));
+	memcpy(sv->dattn, dy, nd * sizeof(float));
+	memset(sv->dln2, 0, nd * sizeof(float));
+	memset(t.C, 0, nd * sizeof(float));
+	nn_mlp_backward_input(t.C, sv->dfc1, t.dmlp, dy, &ma, &mw, n, d,
+	    sh->f, d, sh->act);
+	nn_add(sv->dln2, t.C, nd);
+	nn_layernorm_backward(sv->dattn, NULL, NULL, sv->dln2, a->h, w->ln2_w,
+	    a->ln2_mean, a->ln2_rstd, n, d);
+	/* h = x + attn(ln1(x)) */
+	if (dx)
+		nn_add(dx, sv->dattn, nd);
+	memset(t.datty, 0, nc * sizeof(float));
+	memset(sv->dq, 0, 3 * nc * sizeof(float));
+	nn_linear_backward(t.datty, NULL, NULL, sv->dattn, NULL, w->o_w, n, c,
+	    d);
+	nn_attention_backward(sv->dq, sv->dk, sv->dv, t.dsm, t.datty, a->att,
+	    a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd, sh->causal);
+	memset(sv->dln1, 0, nd * sizeof(float));
+	nn_linear_backward(sv->dln1, NULL, NULL, sv->dq, NULL, w->q_w, n, d, c);
+	nn_linear_backward(sv->dln1, NULL, NULL, sv->dk, NULL, w->k_w, n, d, c);
+	nn_linear_backward(sv->dln1, NULL, NULL, sv->dv, NULL, w->v_w, n, d, c);
+	if (dx)
+		nn_layernorm_backward(dx, NULL, NULL, sv->dln1, x, w->ln1_w,
+		    a->ln1_mean, a->ln1_rstd, n, d);
+}
+
+void
+nn_block_backward_weight(const struct nn_block_w *g,
+    const struct nn_block_wsave *sv, const struct nn_block_acts *a,
+    const float *x, const struct nn_block_shape *sh)
+{
+	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
+	struct nn_mlp_w mg = block_mlp(g);
+	struct nn_mlp_acts ma = { a->fc1, a->gelu };
+
+	nn_mlp_backward_weight(&mg, sv->dy, sv->dfc1, &ma, a->ln2, n, d, sh->f,
+	    d);
+	nn_layernorm_backward(NULL, g->ln2_w, g->ln2_b, sv->dln2, a->h, NULL,
+	    a->ln2_mean, a->ln2_rstd, n, d);
+	nn_linear_backward(NULL, g->o_w, g->o_b, sv->dattn, a->atty, NULL, n, c,
+	    d);
+	nn_linear_backward(NULL, g->q_w, g->q_b, sv->dq, a->ln1, NULL, n, d, c);
+	nn_linear_backward(NULL, g->k_w, g->k_b, sv->dk, a->ln1, NULL, n, d, c);
+	nn_linear_backward(NULL, g->v_w, g->v_b, sv->dv, a->ln1, NULL, n, d, c);
+	nn_layernorm_backward(NULL, g->ln1_w, g->ln1_b, sv->dln1, x, NULL,
+	    a->ln1_mean, a->ln1_rstd, n, d);
 }

@@ -314,11 +314,13 @@ ln_row_backward(float *dx, float *dw, float *db, const float *dy,
 	float g[NN_LANES] = { 0 }, gx[NN_LANES] = { 0 };
 	int i = 0;
 
-	for (; i + NN_LANES <= c; i += NN_LANES)
+	/* the weight part alone (dx NULL) needs no sums */
+	for (; dx && i + NN_LANES <= c; i += NN_LANES)
 		ln_sums_span(g, gx, w ? w + i : ln_ones, dy + i, x + i, m,
 		    NN_LANES);
-	ln_sums_span(g, gx, w ? w + i : ln_ones, dy + i, x + i, m,
-	    (size_t)(c - i));
+	if (dx)
+		ln_sums_span(g, gx, w ? w + i : ln_ones, dy + i, x + i, m,
+		    (size_t)(c - i));
 	float gm = lanes_total(g) / c, gxm = lanes_total(gx) * s / c;
 	if (db)
 		vec_add(db, dy, (size_t)c);

@@ -42,7 +42,9 @@ void nn_add_rows(float *out, const float *b, size_t n, size_t c);
 /* out[n,o] = inp[n,i] @ w[o,i]^T + b[o]. */
 void nn_linear_forward(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
-/* dinp += dout @ w; dw += dout^T @ inp; db += column sums of dout. */
+/* dinp += dout @ w; dw += dout^T @ inp; db += column sums of dout. The
+ * input-gradient part alone (dw, db NULL; inp unread) and the weight part
+ * alone (dinp NULL; w unread) add the same bits as both at once. */
 void nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o);
 
@@ -59,6 +61,8 @@ void nn_gelu_backward(float *dinp, const float *inp, const float *dout,
  * be NULL (1 and 0). */
 void nn_layernorm_forward(float *out, float *mean, float *rstd,
     const float *inp, const float *w, const float *b, int n, int c);
+/* As nn_linear_backward: dinp NULL is the weight part (w unread), dw and
+ * db NULL the input part, each adding the bits it adds with the other. */
 void nn_layernorm_backward(float *dinp, float *dw, float *db,
     const float *dout, const float *inp, const float *w, const float *mean,
     const float *rstd, int n, int c);
@@ -136,10 +140,24 @@ struct nn_mlp_acts {
  * form runs it on a shard of h (fc2 bias NULL, added after the sum). */
 void nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act);
-/* dx += d/dx (dx may be NULL), g.* += weight grads; scratch 2*n*h floats. */
+/* dx += d/dx (dx may be NULL), g.* += weight grads; scratch 2*n*h floats.
+ * It is the two parts below run together. */
 void nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act);
+
+/* The backward pass split in two, as zero-bubble pipelines run it: the
+ * input-gradient part (dx += d/dx, dx may be NULL) writes fc1's output
+ * gradient into dfc1 [n,h] (scratch: n*h floats); the weight-gradient
+ * part, run any time later, adds g.* from it, fc2's output gradient dy
+ * and the saved activations. Together they add the bits nn_mlp_backward
+ * adds (the activation's backward has no weights: all of it is input). */
+void nn_mlp_backward_input(float *dx, float *dfc1, float *scratch,
+    const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
+    int n, int in, int h, int o, enum nn_act act);
+void nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
+    const float *dfc1, const struct nn_mlp_acts *a, const float *x, int n,
+    int in, int h, int o);
 
 /* ---- transformer block ----------------------------------------------- */
 
@@ -224,6 +242,29 @@ int nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
     const float *dy, const struct nn_block_acts *a,
     const struct nn_block_w *w, const float *x,
     const struct nn_block_shape *sh, const struct nn_block_hooks *hk);
+
+/* The serial pre-norm block's backward split in two (zero-bubble
+ * pipelines): nn_block_backward_input adds dx (may be NULL) and keeps in
+ * sv the output gradients of the layers with weights (fc2, fc1, ln2, o,
+ * q, k, v, ln1); nn_block_backward_weight, run any time later while a, x
+ * and sv are kept, adds g.* from them. Together they add the bits
+ * nn_block_backward adds without hooks. Attention and GELU have no
+ * weights: all of their backward is the input part. */
+struct nn_block_wsave {
+	float *dy, *dfc1, *dln2, *dattn;	/* [n,d], [n,f], [n,d] x2 */
+	float *dq, *dk, *dv, *dln1;		/* [n,c] x3, [n,d] */
+};
+
+size_t nn_block_wsave_size(const struct nn_block_shape *sh);
+void nn_block_wsave_bind(struct nn_block_wsave *sv, float *buf,
+    const struct nn_block_shape *sh);
+void nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
+    float *scratch, const float *dy, const struct nn_block_acts *a,
+    const struct nn_block_w *w, const float *x,
+    const struct nn_block_shape *sh);
+void nn_block_backward_weight(const struct nn_block_w *g,
+    const struct nn_block_wsave *sv, const struct nn_block_acts *a,
+    const float *x, const struct nn_block_shape *sh);
 
 /* ---- models ---------------------------------------------------------- */
 

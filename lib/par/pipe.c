@@ -71,8 +71,8 @@ run_init(struct pipe_run *r)
 		r->sch = &r->own_sch;
 	}
 	if (pipe_stage_init(&r->st, r->m, r->rank, r->world,
-	    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq, nmax, M, e,
-	    sizeof(e)) < 0)
+	    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq, nmax, M,
+	    r->sch->split, e, sizeof(e)) < 0)
 		goto fail;
 	r->have_st = 1;
 	if (train_order_init(&r->ord, r->d->n, 0, 0, e, sizeof(e)) < 0 ||

@@ -28,6 +28,7 @@ struct pipe_stage {
 	struct nn_model *m;
 	const struct nn_dims *d;
 	int j, w, l0, l1, gpt, first, last;
+	int split;		/* backward in two passes (pipe_stage_weight) */
 	int seq;		/* rows per sample: block, gpt; mlp 1 */
 	size_t in_w, out_w;	/* floats per sample at the stage's ends */
 	size_t act_w;		/* block: saved floats per sample per layer */
@@ -44,8 +45,8 @@ struct pipe_stage {
 };
 
 int pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j,
-    int w, int l0, int l1, int seq, int nmax, int maxslot, char *err,
-    size_t errlen);
+    int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    char *err, size_t errlen);
 void pipe_stage_free(struct pipe_stage *st);
 /* A free slot for n samples, counted as live; NULL when out of memory. */
 struct pipe_slot *pipe_stage_acquire(struct pipe_stage *st, int n);
@@ -58,9 +59,12 @@ const float *pipe_stage_forward(struct pipe_stage *st, struct pipe_slot *sl,
     double *loss);
 /* Backward: dy the gradient at the output (ignored on the last stage,
  * which starts from the loss); dx receives the gradient at the stage
- * input (NULL on stage 0). Gradients add into the model's. */
+ * input (NULL on stage 0). Gradients add into the model's; split: the
+ * layers' weight gradients wait for pipe_stage_weight, which must run
+ * before the slot is released. */
 void pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl,
     float *dy, float *dx);
+void pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl);
 
 /* ---- the runner --------------------------------------------------------- */
 

@@ -12,9 +12,12 @@
 #include <stdio.h>
 
 /* PIPE_SCHED_FILE: the orders a schedule file gives (pipe_sched_file). */
-enum pipe_sched_kind { PIPE_SCHED_GPIPE, PIPE_SCHED_1F1B, PIPE_SCHED_FILE };
+enum pipe_sched_kind { PIPE_SCHED_GPIPE, PIPE_SCHED_1F1B, PIPE_SCHED_ZBH1,
+	PIPE_SCHED_FILE };
 
-/* A forward ('F') or backward ('B') pass of micro-batch mb. */
+/* A forward ('F') or backward ('B') pass of micro-batch mb; in a split
+ * schedule B is the backward's input-gradient part and 'W' its
+ * weight-gradient part, which needs only the stage's own B before it. */
 struct pipe_pass {
 	char kind;
 	int mb;
@@ -27,7 +30,8 @@ enum pipe_op {
 	PIPE_SEND_ACT,		/* activation of mb to stage + 1 */
 	PIPE_RECV_GRAD,		/* gradient of mb from stage + 1 */
 	PIPE_BWD,
-	PIPE_SEND_GRAD		/* gradient of mb to stage - 1 */
+	PIPE_SEND_GRAD,		/* gradient of mb to stage - 1 */
+	PIPE_WGT		/* weight gradients of mb (split schedules) */
 };
 
 struct pipe_action {
@@ -38,7 +42,9 @@ struct pipe_action {
 struct pipe_sched {
 	enum pipe_sched_kind kind;
 	int m, w, nclocks;
-	int *fclock, *bclock;		/* [w*m]: stage j, mb i at j*m + i */
+	int split;			/* B and W passes: 3m per stage, else 2m */
+	int *fclock, *bclock, *wclock;	/* [w*m]: stage j, mb i at j*m + i;
+					 * wclock -1 unless split */
 	struct pipe_action **act;	/* per stage */
 	int *nact;
 };
@@ -50,14 +56,17 @@ const char *pipe_sched_name(enum pipe_sched_kind k);
  * -1 with the reason in err. */
 int pipe_sched_build(struct pipe_sched *s, enum pipe_sched_kind kind, int m,
     int w, char *err, size_t errlen);
-/* Builds them from every stage's pass order ord[j][0 .. 2m), which holds
- * each micro-batch's F and then its B once; neighbouring stages take the
- * micro-batches in one order (messages between two ranks match in
- * order). 0; -1 with the reason in err; -2 when the orders deadlock,
- * with at[j] the pass stage j waits at (2m: it finished). */
+/* Passes per stage: 3m when split (F, B, W), else 2m. */
+int pipe_sched_passes(int m, int split);
+/* Builds them from every stage's pass order ord[j][0 .. passes), which
+ * holds each micro-batch's F, then its B, then (split) its W once;
+ * neighbouring stages take the micro-batches in one order (messages
+ * between two ranks match in order). 0; -1 with the reason in err; -2
+ * when the orders deadlock, with at[j] the pass stage j waits at (passes:
+ * it finished). */
 int pipe_sched_orders(struct pipe_sched *s, enum pipe_sched_kind kind,
-    int m, int w, struct pipe_pass *const *ord, int *at, char *err,
-    size_t errlen);
+    int m, int w, int split, struct pipe_pass *const *ord, int *at,
+    char *err, size_t errlen);
 /* Reads a schedule file (rows rank,slot,action; see collx-pipe(1)) for m
  * micro-batches over w stages (w 0: as many as the file has ranks) and
  * builds its tables, checked for completeness, dependency order and
@@ -68,17 +77,23 @@ int pipe_sched_file(struct pipe_sched *s, const char *path, int m, int w,
 unsigned long long pipe_sched_digest(const struct pipe_sched *s);
 void pipe_sched_free(struct pipe_sched *s);
 
-/* What stage j does at clock t: 'F' or 'B' with *mb set, or 0 (idle). */
+/* What stage j does at clock t: 'F', 'B' or 'W' with *mb set, or 0
+ * (idle). */
 int pipe_sched_cell(const struct pipe_sched *s, int t, int j, int *mb);
-/* Micro-batches whose forward has run and backward not yet, at most,
- * on stage j. */
+/* Micro-batches whose forward has run and backward (split: weight
+ * pass) not yet, at most, on stage j. */
 int pipe_sched_inflight(const struct pipe_sched *s, int j);
 /* The clock-by-stage table: a header, then one row per clock, cells
- * F<i>, B<i> or ".", and last the line "bubble X (I idle of N cells)". */
+ * F<i>, B<i>, W<i> or ".", and last the line "bubble X (I idle of N
+ * cells)". */
 int pipe_sched_print(FILE *f, const struct pipe_sched *s);
-/* The idle fraction of GPipe and 1F1B with equal pass times,
- * (w-1)/(m+w-1); of any table, its idle cells' share. */
-double pipe_sched_bubble(int m, int w);
+/* The idle fraction of a built-in schedule with equal pass times, its
+ * published closed form: GPipe and 1F1B (w-1)/(m+w-1); ZB-H1
+ * (w-1)/(3m+w-1) for m >= w, (2w-m-1)/(2m+2w-1) below (the last stage's
+ * F and B chain then bounds it); and the formula's text. Of any table,
+ * its idle cells' share. */
+double pipe_sched_bubble(enum pipe_sched_kind kind, int m, int w);
+const char *pipe_sched_formula(enum pipe_sched_kind kind, int m, int w);
 double pipe_sched_table_bubble(const struct pipe_sched *s);
 
 #endif

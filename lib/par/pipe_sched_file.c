@@ -1,7 +1,8 @@
 /* pipe_sched_file: a schedule from a CSV file, rows rank,slot,action:
  * each rank runs its passes in the order of their slots. All is checked
  * before anything runs: every row's syntax and ranges, then on every rank
- * each micro-batch's F and B once with the F first, then that
+ * each micro-batch's F and B once with the F first (and when any row is a
+ * weight pass W, the backward is split: its W once after its B), then that
  * neighbouring ranks take the micro-batches in one order (messages
  * between two ranks match in order), and last the clock simulation of
  * pipe_sched.c, which finds the ranks that would wait on each other.
@@ -24,7 +25,8 @@ struct sfile {
 	struct row *rows;
 	size_t n, cap;
 	int m, w, from_file;	/* from_file: w is the file's ranks */
-	struct row ***by;	/* per rank, its 2m rows in slot order */
+	int split;		/* some row is a W: 3m rows per rank */
+	struct row ***by;	/* per rank, its rows in slot order */
 	char *err;
 	size_t errlen;
 };
@@ -75,11 +77,6 @@ parse_row(struct sfile *f, const char *text, int line, struct row *r)
 		return bad_row(f, line, text,
 		    "a virtual stage (:<chunk>) needs "
 		    "--schedule interleaved, which collx-pipe does not have");
-	if (r->p.kind == 'W')
-		return bad_row(f, line, text,
-		    "a weight-gradient pass (W<i>) "
-		    "needs the backward split in two (zb-h1), which collx-pipe "
-		    "does not have");
 	if (r->p.mb >= f->m)
 		return cli_fail(f->err, f->errlen,
 		    "%s: row %d: micro-batch %d "
@@ -148,17 +145,25 @@ by_rank_slot(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-/* Rank j's rows: one F and one B of every micro-batch, the F first.
- * seen[2i] and seen[2i + 1]: 1 + the place of F<i> and B<i> among them. */
+/* Which of a micro-batch's passes: F 0, B 1, W 2. */
+static int
+pass_index(char kind)
+{
+	return kind == 'F' ? 0 : kind == 'B' ? 1 : 2;
+}
+
+/* Rank j's rows: one F and one B (split: and one W) of every micro-batch,
+ * F before B before W. seen[np*i + pass_index]: 1 + the place of the pass
+ * among them. */
 static int
 check_rank(struct sfile *f, int j, struct row *r, size_t n, size_t *seen)
 {
+	int np = f->split ? 3 : 2, i;
 	size_t k, *at;
-	int i;
 
-	memset(seen, 0, 2 * (size_t)f->m * sizeof(*seen));
+	memset(seen, 0, (size_t)np * f->m * sizeof(*seen));
 	for (k = 0; k < n; k++) {
-		at = &seen[2 * r[k].p.mb + (r[k].p.kind == 'B')];
+		at = &seen[np * r[k].p.mb + pass_index(r[k].p.kind)];
 		if (k > 0 && r[k].slot == r[k - 1].slot)
 			return cli_fail(f->err, f->errlen,
 			    "%s: row %d: slot %d "
@@ -172,20 +177,23 @@ check_rank(struct sfile *f, int j, struct row *r, size_t n, size_t *seen)
 			    r[*at - 1].line);
 		*at = k + 1;
 	}
-	for (i = 0; i < 2 * f->m; i++)
+	for (i = 0; i < np * f->m; i++)
 		if (!seen[i])
 			return cli_fail(f->err, f->errlen,
-			    "%s: rank %d has no %c%d (every rank runs F<i> and "
-			    "B<i> of each micro-batch i < %d)",
-			    f->path, j, i % 2 ? 'B' : 'F', i / 2, f->m);
+			    "%s: rank %d has no %c%d (every rank runs F<i>%s "
+			    "B<i> %sof each micro-batch i < %d)",
+			    f->path, j, "FBW"[i % np], i / np,
+			    f->split ? "," : " and", f->split ? "and W<i> " :
+			    "", f->m);
 	for (k = 0; k < n; k++) {
+		int p = pass_index(r[k].p.kind);
 		i = r[k].p.mb;
-		if (r[k].p.kind == 'B' && seen[2 * i] > k)
+		if (p > 0 && seen[np * i + p - 1] > k + 1)
 			return cli_fail(f->err, f->errlen,
-			    "%s: row %d: B%d of "
-			    "rank %d comes before its F%d (row %d)",
-			    f->path, r[k].line, i, j, i,
-			    r[seen[2 * i] - 1].line);
+			    "%s: row %d: %c%d of "
+			    "rank %d comes before its %c%d (row %d)",
+			    f->path, r[k].line, r[k].p.kind, i, j, "FB"[p - 1],
+			    i, r[seen[np * i + p - 1] - 1].line);
 	}
 	return 0;
 }
@@ -226,7 +234,7 @@ deadlock(struct sfile *f, const int *at)
 	size_t len = 0;
 
 	for (int j = 0; j < f->w && len < sizeof(msg); j++) {
-		if (at[j] == 2 * f->m)
+		if (at[j] == pipe_sched_passes(f->m, f->split))
 			continue;
 		const struct row *r = f->by[j][at[j]];
 		len += (size_t)snprintf(msg + len, sizeof(msg) - len,
@@ -242,17 +250,18 @@ build(struct sfile *f, struct pipe_sched *s)
 {
 	struct pipe_pass **ord = calloc((size_t)f->w, sizeof(*ord));
 	int *at = calloc((size_t)f->w, sizeof(int)), j, rc = -1;
+	int np = pipe_sched_passes(f->m, f->split);
 
 	for (j = 0; ord != NULL && at != NULL && j < f->w; j++) {
-		if ((ord[j] = malloc(2 * (size_t)f->m * sizeof(**ord))) == NULL)
+		if ((ord[j] = malloc((size_t)np * sizeof(**ord))) == NULL)
 			break;
-		for (int k = 0; k < 2 * f->m; k++)
+		for (int k = 0; k < np; k++)
 			ord[j][k] = f->by[j][k]->p;
 	}
 	if (ord == NULL || at == NULL || j < f->w)
 		cli_fail(f->err, f->errlen, "out of memory");
-	else if ((rc = pipe_sched_orders(s, PIPE_SCHED_FILE, f->m, f->w, ord,
-		      at, f->err, f->errlen)) == -2)
+	else if ((rc = pipe_sched_orders(s, PIPE_SCHED_FILE, f->m, f->w,
+	    f->split, ord, at, f->err, f->errlen)) == -2)
 		rc = deadlock(f, at);
 	for (j = 0; ord != NULL && j < f->w; j++)
 		free(ord[j]);
@@ -269,11 +278,13 @@ check(struct sfile *f, struct pipe_sched *s)
 
 	if (f->n == 0)
 		return cli_fail(f->err, f->errlen, "%s: no rows", f->path);
-	for (size_t i = 0; f->from_file && i < f->n; i++)
-		if (f->rows[i].rank + 1 > f->w)
+	for (size_t i = 0; i < f->n; i++) {
+		if (f->from_file && f->rows[i].rank + 1 > f->w)
 			f->w = f->rows[i].rank + 1;
+		f->split |= f->rows[i].p.kind == 'W';
+	}
 	qsort(f->rows, f->n, sizeof(*f->rows), by_rank_slot);
-	seen = calloc(2 * (size_t)f->m, sizeof(*seen));
+	seen = calloc(3 * (size_t)f->m, sizeof(*seen));
 	f->by = calloc((size_t)f->w, sizeof(*f->by));
 	if (seen == NULL || f->by == NULL) {
 		free(seen);

@@ -1,7 +1,11 @@
 /* pipe_stage: one pipeline stage's math. A micro-batch's forward saves
  * its activations in a slot (input, every layer's output and saved
  * activations, the gpt head's), which its backward reads and frees; the
- * layers are lib/nn's kernels run on the slot's buffers. */
+ * layers are lib/nn's kernels run on the slot's buffers. Under a split
+ * schedule the backward is two passes: the input part keeps in the slot
+ * what the weight part reads later, which then frees the slot (an mlp in
+ * the slot's own room, a block beside it; the gpt head's and embedding's
+ * weight gradients stay in the input part). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,21 +35,35 @@ block_fwd(const struct pipe_stage *st, const struct nn_block_w *w, float *y,
 	nn_block_forward(y, &a, w, x, &sh, NULL);
 }
 
+/* Which part of a layer's backward to run: all of it, or (split
+ * schedules) the input part keeping in save what the weight part reads. */
+enum part { WHOLE, INPUT, WEIGHT };
+
 static void
-block_bwd(const struct pipe_stage *st, float *dx, const struct nn_block_w *g,
-    const float *dy, float *acts, const struct nn_block_w *w,
-    const float *x, int n)
+block_bwd(const struct pipe_stage *st, enum part part, float *dx,
+    const struct nn_block_w *g, const float *dy, float *acts, float *save,
+    const struct nn_block_w *w, const float *x, int n)
 {
 	struct nn_block_shape sh = block_shape(st, n);
 	struct nn_block_acts a;
+	struct nn_block_wsave sv;
 
 	nn_block_acts_bind(&a, acts, &sh);
-	nn_block_backward(dx, g, st->scratch, dy, &a, w, x, &sh, NULL);
+	if (part == WHOLE) {
+		nn_block_backward(dx, g, st->scratch, dy, &a, w, x, &sh, NULL);
+		return;
+	}
+	nn_block_wsave_bind(&sv, save, &sh);
+	if (part == INPUT)
+		nn_block_backward_input(dx, &sv, st->scratch, dy, &a, w, x, &sh);
+	else
+		nn_block_backward_weight(g, &sv, &a, x, &sh);
 }
 
-/* Floats per sample of layer l's input, output and saved activations. */
+/* Floats per sample of layer l's input, output and saved activations,
+ * and of the output gradients its input part keeps (split schedules). */
 struct widths {
-	size_t in, out, acts;
+	size_t in, out, acts, save;
 };
 
 static struct widths
@@ -53,11 +71,14 @@ layer_widths(const struct pipe_stage *st, int l)
 {
 	struct nn_mlp_shape ms;
 
-	if (st->d->arch != NN_MLP)
-		return (struct widths){ st->out_w, st->out_w, st->act_w };
+	if (st->d->arch != NN_MLP) {
+		struct nn_block_shape one = block_shape(st, 1);
+		return (struct widths){ st->out_w, st->out_w, st->act_w,
+		    st->split ? nn_block_wsave_size(&one) : 0 };
+	}
 	nn_model_mlp_shape(st->m, l, &ms);
 	return (struct widths){ (size_t)ms.in, (size_t)ms.out,
-	    2 * (size_t)ms.hidden };
+	    2 * (size_t)ms.hidden, 0 };
 }
 
 static void
@@ -80,24 +101,50 @@ layer_fwd(const struct pipe_stage *st, int l, float *y, float *acts,
 	block_fwd(st, &bw, y, acts, x, n);
 }
 
+/* A part of the layer's backward (dx, dy unused by WEIGHT). An mlp's
+ * input part keeps fc1's output gradient where fc1's output was (the
+ * weight part needs only the activation after it) and adds fc2's weight
+ * gradient at once, unless keep_dy (the layer's output in the slot,
+ * unused once B has run: the stage's last layer) can hold the output
+ * gradient: so an mlp micro-batch holds no more bytes than under 1F1B.
+ * A block keeps its output gradients in save. */
 static void
-layer_bwd(const struct pipe_stage *st, int l, float *dx, const float *dy,
-    float *acts, const float *x, int n)
+layer_bwd(const struct pipe_stage *st, int l, enum part part, float *dx,
+    const float *dy, float *acts, float *save, float *keep_dy,
+    const float *x, int n)
 {
 	struct nn_mlp_shape ms;
 	struct nn_mlp_w mw, mg;
 	struct nn_block_w bw, bg;
 
-	if (st->d->arch == NN_MLP) {
-		nn_model_mlp_shape(st->m, l, &ms);
-		struct nn_mlp_acts a = { acts, acts + (size_t)n * ms.hidden };
-		nn_model_mlp(st->m, l, &mw, &mg);
-		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n, ms.in,
-		    ms.hidden, ms.out, NN_ACT_GELU);
+	if (st->d->arch != NN_MLP) {
+		nn_model_block(st->m, l, &bw, &bg);
+		block_bwd(st, part, dx, &bg, dy, acts, save, &bw, x, n);
 		return;
 	}
-	nn_model_block(st->m, l, &bw, &bg);
-	block_bwd(st, dx, &bg, dy, acts, &bw, x, n);
+	nn_model_mlp_shape(st->m, l, &ms);
+	struct nn_mlp_acts a = { acts, acts + (size_t)n * ms.hidden };
+	size_t nh = (size_t)n * ms.hidden, no = (size_t)n * ms.out;
+	nn_model_mlp(st->m, l, &mw, &mg);
+	if (part == WHOLE)
+		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n, ms.in,
+		    ms.hidden, ms.out, NN_ACT_GELU);
+	else if (part == WEIGHT && keep_dy != NULL)
+		nn_mlp_backward_weight(&mg, keep_dy, a.fc1, &a, x, n, ms.in,
+		    ms.hidden, ms.out);
+	else if (part == WEIGHT)
+		nn_linear_backward(NULL, mg.fc1_w, mg.fc1_b, a.fc1, x, NULL, n,
+		    ms.in, ms.hidden);
+	else {
+		nn_mlp_backward_input(dx, st->scratch + nh, st->scratch, dy, &a,
+		    &mw, n, ms.in, ms.hidden, ms.out, NN_ACT_GELU);
+		memcpy(a.fc1, st->scratch + nh, nh * sizeof(float));
+		if (keep_dy != NULL)
+			memcpy(keep_dy, dy, no * sizeof(float));
+		else
+			nn_linear_backward(NULL, mg.fc2_w, mg.fc2_b, dy, a.gelu,
+			    NULL, n, ms.hidden, ms.out);
+	}
 }
 
 /* Floats per sample of the gpt head's saved values (last stage). */
@@ -126,6 +173,32 @@ lay_acts(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 	    layer_widths(st, st->l0 + k).out;
 }
 
+/* Split schedules: the output gradients a block keeps for the weight
+ * pass, after the layer's activations (NULL otherwise); where the stage's
+ * last layer keeps its own (its output, NULL for the others). */
+static float *
+lay_save(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
+{
+	struct widths lw = layer_widths(st, st->l0 + k);
+
+	return lw.save ? lay_out(st, sl, k) + (size_t)sl->n *
+	    (lw.out + lw.acts) : NULL;
+}
+
+static float *
+lay_keep_dy(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
+{
+	return k == st->l1 - st->l0 - 1 ? lay_out(st, sl, k) : NULL;
+}
+
+/* The input of the stage's k-th layer in a slot. */
+static const float *
+lay_in(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
+{
+	return k ? lay_out(st, sl, k - 1) : st->gpt && st->first ? sl->f :
+	    sl->inp;
+}
+
 /* Where each layer's output lies in a slot, per sample: after the input
  * and the layers before it with their activations; the widest input or
  * output (gradients), and hidden width (mlp backward's scratch). */
@@ -140,7 +213,7 @@ lay_offsets(struct pipe_stage *st, size_t *wide, size_t *hid)
 	*wide = st->in_w, *hid = 0;
 	for (k = 0; k < nl; k++) {
 		struct widths lw = layer_widths(st, st->l0 + k);
-		st->off[k + 1] = st->off[k] + lw.out + lw.acts;
+		st->off[k + 1] = st->off[k] + lw.out + lw.acts + lw.save;
 		if (lw.out > *wide)
 			*wide = lw.out;
 		if (lw.acts / 2 > *hid)
@@ -167,7 +240,8 @@ bind_gpt(struct pipe_stage *st)
 
 int
 pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
-    int l0, int l1, int seq, int nmax, int maxslot, char *err, size_t errlen)
+    int l0, int l1, int seq, int nmax, int maxslot, int split, char *err,
+    size_t errlen)
 {
 	const struct nn_dims *d = &m->dims;
 	size_t gw, hid, scr, S;
@@ -175,6 +249,7 @@ pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
 
 	memset(st, 0, sizeof(*st));
 	st->m = m, st->d = d, st->j = j, st->w = w, st->l0 = l0, st->l1 = l1;
+	st->split = split;
 	st->gpt = d->arch == NN_GPT, st->first = j == 0, st->last = j == w - 1;
 	st->seq = d->arch == NN_MLP ? 1 : st->gpt ? d->seq : seq;
 	st->nmax = nmax;
@@ -374,16 +449,25 @@ pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
 		int l = st->l0 + k;
 		int want = k > 0 || dx != NULL || (st->gpt && st->first);
 		float *tgt = k == 0 && dx != NULL ? dx : other;
-		const float *x = k ? lay_out(st, sl, k - 1) :
-		    st->gpt && st->first ? sl->f : sl->inp;
 
 		if (want)
 			memset(tgt, 0, (size_t)n * layer_widths(st, l).in *
 			    sizeof(float));
-		layer_bwd(st, l, want ? tgt : NULL, cur, lay_acts(st, sl, k), x, n);
+		layer_bwd(st, l, st->split ? INPUT : WHOLE, want ? tgt : NULL,
+		    cur, lay_acts(st, sl, k), lay_save(st, sl, k),
+		    lay_keep_dy(st, sl, k), lay_in(st, sl, k), n);
 		t = cur, cur = tgt, other = t;
 	}
 	if (st->gpt && st->first)
 		nn_embedding_backward(st->dwte, st->dwpe, cur, sl->tok, n,
 		    st->seq, st->d->d_model);
+}
+
+void
+pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl)
+{
+	for (int k = st->l1 - st->l0 - 1; k >= 0; k--)
+		layer_bwd(st, st->l0 + k, WEIGHT, NULL, NULL,
+		    lay_acts(st, sl, k), lay_save(st, sl, k),
+		    lay_keep_dy(st, sl, k), lay_in(st, sl, k), sl->n);
 }

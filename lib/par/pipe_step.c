@@ -139,6 +139,10 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 	case PIPE_BWD:
 		if ((dx = take_grad_buffer(r, i)) == NULL && !st->first)
 			return pipe_comm_failed(r);
+		/* the next stage has answered, so the activation has gone
+		 * (and a split backward may reuse its room) */
+		if (comm_wait(r->c, &r->sact[i]) < 0)
+			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->send += t1 - t0;
 		pipe_stage_backward(st, sl, st->g[0], dx);
@@ -147,9 +151,19 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		t0 = cli_now();
 		ps->bwd += t0 - t1;
 		pipe_span(r, 'B', i, t1, t0);
-		/* the next stage has answered, so the activation has gone */
-		if (comm_wait(r->c, &r->sact[i]) < 0)
+		if (!st->split) {
+			pipe_stage_release(st, sl);
+			r->mslot[i] = NULL;
+		}
+		return 0;
+	case PIPE_WGT:
+		pipe_stage_weight(st, sl);
+		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
+		t1 = cli_now();
+		ps->bwd += t1 - t0;
+		/* a backward's second part: the trace draws it as backward */
+		pipe_span(r, 'B', i, t0, t1);
 		pipe_stage_release(st, sl);
 		r->mslot[i] = NULL;
 		return 0;

@@ -343,6 +343,112 @@ test_sqerr(void)
 	    "squared error backward: += scale * 2 (p - y)");
 }
 
+/* Random block weights (all sixteen tensors) in one buffer. */
+static float *
+block_weights(struct nn_block_w *w, int d, int f, size_t *count)
+{
+	size_t sz[16] = { d, d, d * d, d, d * d, d, d * d, d, d * d, d, d, d,
+	    f * d, f, d * f, d };
+	float **p = &w->ln1_w, *buf;
+	size_t n = 0;
+
+	for (int i = 0; i < 16; i++)
+		n += sz[i];
+	buf = check_fill(n, 0.5f);
+	for (int i = 0, off = 0; i < 16; off += (int)sz[i], i++)
+		p[i] = buf + off;
+	*count = n;
+	return buf;
+}
+
+/* The block's backward split in two adds the bits the whole one adds:
+ * input gradients and every weight gradient, onto nonzero sums. */
+static void
+test_block_split(int causal)
+{
+	int b = 2, s = 5, d = 8, nh = 2, f = 12;
+	struct nn_block_shape sh = nn_block_serial(b, s, d, nh, f, causal);
+	struct nn_block_w w, g1, g2;
+	struct nn_block_acts a;
+	struct nn_block_wsave sv;
+	size_t nd = (size_t)b * s * d, nw, ng;
+	float *wb = block_weights(&w, d, f, &nw);
+	float *gb1 = block_weights(&g1, d, f, &ng), *gb2 = malloc(ng * 4);
+	float *x = check_fill(nd, 1), *dy = check_fill(nd, 1), *y = malloc(nd * 4);
+	float *acts = malloc(nn_block_acts_size(&sh) * 4);
+	float *scr = malloc(nn_block_scratch_size(&sh) * 4);
+	float *save = malloc(nn_block_wsave_size(&sh) * 4);
+	float *dx1 = check_fill(nd, 1), *dx2 = malloc(nd * 4);
+	float *g0 = malloc(ng * 4);
+	char what[120];
+
+	float **p1 = &g1.ln1_w, **p2 = &g2.ln1_w;
+
+	/* g2: the same sums as g1, in gb2 */
+	for (int i = 0; i < 16; i++)
+		p2[i] = gb2 + (p1[i] - gb1);
+	memcpy(gb2, gb1, ng * 4);
+	memcpy(g0, gb1, ng * 4);
+	memcpy(dx2, dx1, nd * 4);
+	nn_block_acts_bind(&a, acts, &sh);
+	nn_block_forward(y, &a, &w, x, &sh, NULL);
+	nn_block_backward(dx1, &g1, scr, dy, &a, &w, x, &sh, NULL);
+	nn_block_wsave_bind(&sv, save, &sh);
+	nn_block_backward_input(dx2, &sv, scr, dy, &a, &w, x, &sh);
+	snprintf(what, sizeof(what), "block (causal %d): input part's dx "
+	    "has the whole backward's bits", causal);
+	UNIT_OK(memcmp(dx1, dx2, nd * 4) == 0, what);
+	snprintf(what, sizeof(what), "block (causal %d): input part adds no "
+	    "weight gradient", causal);
+	UNIT_OK(memcmp(g0, gb2, ng * 4) == 0, what);
+	memset(scr, 0xff, nn_block_scratch_size(&sh) * 4);
+	nn_block_backward_weight(&g2, &sv, &a, x, &sh);
+	snprintf(what, sizeof(what), "block (causal %d): input then weight "
+	    "part: every weight gradient has the whole backward's bits", causal);
+	UNIT_OK(memcmp(gb1, gb2, ng * 4) == 0, what);
+	free(wb), free(gb1), free(gb2), free(x), free(dy), free(y), free(acts);
+	free(scr), free(save), free(dx1), free(dx2), free(g0);
+}
+
+/* The same for the feed-forward layer, of unequal widths. */
+static void
+test_mlp_split(void)
+{
+	int n = 6, in = 5, h = 9, o = 3;
+	size_t nh = (size_t)n * h;
+	float *wb = check_fill((size_t)2 * h * (in + o) + h + o, 0.5f);
+	struct nn_mlp_w w = { wb, wb + h * in, wb + h * in + h,
+	    wb + h * in + h + o * h };
+	size_t ng = (size_t)h * in + h + (size_t)o * h + o;
+	float *gb1 = check_fill(ng, 1), *gb2 = malloc(ng * 4), *g0 = malloc(ng * 4);
+	struct nn_mlp_w g1 = { gb1, gb1 + h * in, gb1 + h * in + h,
+	    gb1 + h * in + h + o * h };
+	struct nn_mlp_w g2 = { gb2, gb2 + h * in, gb2 + h * in + h,
+	    gb2 + h * in + h + o * h };
+	float *x = check_fill((size_t)n * in, 1), *dy = check_fill((size_t)n * o, 1);
+	float *y = malloc((size_t)n * o * 4), *acts = malloc(2 * nh * 4);
+	float *scr = malloc(2 * nh * 4), *dfc1 = malloc(nh * 4);
+	float *dx1 = check_fill((size_t)n * in, 1), *dx2 = malloc((size_t)n * in * 4);
+	struct nn_mlp_acts a = { acts, acts + nh };
+
+	memcpy(gb2, gb1, ng * 4);
+	memcpy(g0, gb1, ng * 4);
+	memcpy(dx2, dx1, (size_t)n * in * 4);
+	nn_mlp_forward(y, &a, &w, x, n, in, h, o, NN_ACT_GELU);
+	nn_mlp_backward(dx1, &g1, scr, dy, &a, &w, x, n, in, h, o, NN_ACT_GELU);
+	nn_mlp_backward_input(dx2, dfc1, scr, dy, &a, &w, n, in, h, o,
+	    NN_ACT_GELU);
+	UNIT_OK(memcmp(dx1, dx2, (size_t)n * in * 4) == 0 &&
+	    memcmp(gb2, g0, ng * 4) == 0,
+	    "mlp: input part's dx has the whole backward's bits, no weights");
+	memset(scr, 0xff, 2 * nh * 4);
+	nn_mlp_backward_weight(&g2, dy, dfc1, &a, x, n, in, h, o);
+	UNIT_OK(memcmp(gb1, gb2, ng * 4) == 0,
+	    "mlp: then the weight part: the whole backward's weight gradients");
+	free(wb), free(gb1), free(gb2), free(x), free(dy), free(y), free(acts);
+	free(scr), free(dfc1), free(dx1), free(dx2), free(g0);
+}
+
 int
 main(void)
 {
@@ -356,5 +462,8 @@ main(void)
 	test_embedding();
 	test_xent();
 	test_sqerr();
+	test_block_split(0);
+	test_block_split(1);
+	test_mlp_split();
 	return unit_done();
 }

@@ -27,7 +27,9 @@
 
 /* ---- action tables, simulated ------------------------------------------ */
 
-enum { TF = 1, TB = 2 };	/* time units of a forward, a backward */
+/* time units of a forward, a backward, and of a split backward's weight
+ * part (its input part TB - TW) */
+enum { TF = 1, TB = 2, TW = 1 };
 
 /* Passes of micro-batch i on stage j at [j*m + i], forwards in [0],
  * backwards in [1]. */
@@ -50,7 +52,7 @@ struct q {
 static int
 simulate(const struct pipe_sched *s, struct sim *x)
 {
-	static const int dur[2] = { TF, TB };
+	const int dur[2] = { TF, s->split ? TB - TW : TB };
 	int w = s->w, m = s->m, moved = 1, j;
 	int *pc = calloc((size_t)w, sizeof(int));
 	int *now = calloc((size_t)w, sizeof(int));
@@ -92,6 +94,13 @@ simulate(const struct pipe_sched *s, struct sim *x)
 				now[j] += dur[b];
 				x->t1[b][j * m + k] = now[j];
 				x->busy[j] += dur[b];
+				break;
+			case PIPE_WGT:
+				/* after its own B on this stage */
+				if (x->n[1][j * m + k] != 1)
+					return -1;
+				now[j] += TW;
+				x->busy[j] += TW;
 				break;
 			}
 			pc[j]++;
@@ -177,6 +186,56 @@ tables(void)
 		    name);
 		UNIT_OK(bubble, what);
 	}
+}
+
+/* ZB-H1 with unit passes (F = B = W = 1, B + W being 1F1B's backward):
+ * every stage busy 3M, the step 3M + W - 1 units for M >= W (ZB-H1's
+ * published (W-1)(F+B-W) idle per stage), 2M + 2W - 1 below (the last
+ * stage's F, B chain and the way back); the bubble as pipe_sched_bubble
+ * says, in exact integers. */
+static void
+zb_tables(void)
+{
+	int ok = 1, once = 1, formula = 1;
+
+	for (int w = 1; w <= 6; w++)
+		for (int m = 1; m <= 14; m++) {
+			struct pipe_sched s;
+			size_t n = (size_t)m * w;
+			struct sim x = { .m = m, .w = w };
+			char e[256];
+			int want = m >= w ? 3 * m + w - 1 : 2 * m + 2 * w - 1;
+
+			if (pipe_sched_build(&s, PIPE_SCHED_ZBH1, m, w, e,
+			    sizeof e) < 0) {
+				ok = 0;
+				continue;
+			}
+			for (int i = 0; i < 2; i++) {
+				x.t0[i] = calloc(n, sizeof(int));
+				x.t1[i] = calloc(n, sizeof(int));
+				x.n[i] = calloc(n, sizeof(int));
+			}
+			x.busy = calloc((size_t)w, sizeof(int));
+			ok &= simulate(&s, &x) == 0 && x.end == want;
+			for (int j = 0; j < w; j++) {
+				ok &= x.busy[j] == 3 * m;
+				for (int i = 0; i < m; i++)
+					once &= x.n[0][j * m + i] == 1 &&
+					    x.n[1][j * m + i] == 1;
+			}
+			formula &= fabs(pipe_sched_bubble(PIPE_SCHED_ZBH1, m, w) -
+			    (double)(x.end - 3 * m) / x.end) < 1e-12;
+			for (int i = 0; i < 2; i++)
+				free(x.t0[i]), free(x.t1[i]), free(x.n[i]);
+			free(x.busy);
+			pipe_sched_free(&s);
+		}
+	UNIT_OK(once, "zb-h1 tables, M 1..14, W 1..6: every forward and "
+	    "backward once per stage, each weight part after its B");
+	UNIT_OK(ok, "zb-h1 tables, unit passes: each stage busy 3M, the step "
+	    "3M+W-1 (M >= W), 2M+2W-1 (M < W)");
+	UNIT_OK(formula, "zb-h1: pipe_sched_bubble is the simulated idle share");
 }
 
 /* ---- the split of layers ------------------------------------------------ */
@@ -559,6 +618,7 @@ main(void)
 	};
 
 	tables();
+	zb_tables();
 	splits();
 	clock_root();
 	par_world(2, "trace clock on 2 ranks", clock_rank, NULL);

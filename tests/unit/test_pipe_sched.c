@@ -58,7 +58,8 @@ closed_form(const struct pipe_sched *s)
 	return 1;
 }
 
-/* On every stage each forward comes before its backward, each pass once. */
+/* On every stage each forward comes before its backward (split: before
+ * its weight pass), each pass once. */
 static int
 fwd_before_bwd(const struct pipe_sched *s)
 {
@@ -72,9 +73,11 @@ fwd_before_bwd(const struct pipe_sched *s)
 				ok &= seen[a->mb]++ == 0;
 			else if (a->op == PIPE_BWD)
 				ok &= seen[a->mb]++ == 1;
+			else if (a->op == PIPE_WGT)
+				ok &= s->split && seen[a->mb]++ == 2;
 		}
 		for (k = 0; k < s->m; k++)
-			ok &= seen[k] == 2;
+			ok &= seen[k] == (s->split ? 3 : 2);
 	}
 	free(seen);
 	return ok;
@@ -157,7 +160,11 @@ check(enum pipe_sched_kind kind, int m, int w)
 		return;
 	snprintf(what, sizeof(what), "%s M=%d W=%d: clocks as the closed form",
 	    name, m, w);
-	UNIT_OK(closed_form(&s), what);
+	if (kind == PIPE_SCHED_ZBH1)	/* the step's length; zb_tables */
+		UNIT_OK(s.nclocks == (m >= w ? 3 * m + w - 1 :
+		    2 * m + 2 * w - 1), what);
+	else
+		UNIT_OK(closed_form(&s), what);
 	snprintf(what, sizeof(what), "%s M=%d W=%d: forward before backward",
 	    name, m, w);
 	UNIT_OK(fwd_before_bwd(&s), what);
@@ -168,7 +175,9 @@ check(enum pipe_sched_kind kind, int m, int w)
 	    name, m, w);
 	UNIT_OK(runs_through(&s), what);
 	for (j = 0; j < w; j++) {
+		/* ZB-H1: up to w, 1F1B's stage 0, on every stage */
 		int want = kind == PIPE_SCHED_GPIPE ? m :
+		    kind == PIPE_SCHED_ZBH1 ? (m < w ? m : w) :
 		    (m < w - j ? m : w - j);
 		inflight &= pipe_sched_inflight(&s, j) == want;
 		inflight &= kind == PIPE_SCHED_GPIPE || pipe_sched_inflight(&s, j) <= w;
@@ -241,10 +250,14 @@ check_file_same(enum pipe_sched_kind kind, int m, int w)
 	pipe_sched_build(&a, kind, m, w, e, sizeof(e));
 	len += (size_t)sprintf(text, "rank,slot,action\n");
 	for (j = w - 1; j >= 0; j--)	/* rows in any order */
-		for (i = 0; i < m; i++)
+		for (i = 0; i < m; i++) {
 			len += (size_t)sprintf(text + len,
 			    "%d,%d,F%d\n%d,%d,B%d\n", j, a.fclock[j * m + i],
 			    i, j, a.bclock[j * m + i], i);
+			if (a.split)
+				len += (size_t)sprintf(text + len,
+				    "%d,%d,W%d\n", j, a.wclock[j * m + i], i);
+		}
 	snprintf(what, sizeof(what), "%s M=%d W=%d as a file: the same "
 	    "tables", pipe_sched_name(kind), m, w);
 	ok = from_file(&b, text, m, w, e, sizeof(e)) == 0;
@@ -253,6 +266,7 @@ check_file_same(enum pipe_sched_kind kind, int m, int w)
 	ok = ok && b.nclocks == a.nclocks && b.kind == PIPE_SCHED_FILE &&
 	    memcmp(a.fclock, b.fclock, (size_t)m * w * sizeof(int)) == 0 &&
 	    memcmp(a.bclock, b.bclock, (size_t)m * w * sizeof(int)) == 0 &&
+	    memcmp(a.wclock, b.wclock, (size_t)m * w * sizeof(int)) == 0 &&
 	    pipe_sched_digest(&a) == pipe_sched_digest(&b);
 	for (j = 0; ok && j < w; j++)
 		ok = a.nact[j] == b.nact[j] && memcmp(a.act[j], b.act[j],
@@ -301,7 +315,11 @@ check_file_bad(void)
 		{ "0,0,F0\n0,1,B0\n1,0,F0\n1,0,B0\n",
 		    "row 4: slot 0 of rank 1 again (row 3)" },
 		{ "0,0,F0\n0,1,B0\n1,0,F0\n1,1,B0\n1,2,W0\n",
-		    "row 5: '1,2,W0'" },
+		    "rank 0 has no W0 (every rank runs F<i>, B<i> and W<i>" },
+		{ "0,0,F0\n0,1,B0\n0,2,W0\n1,0,F0\n1,2,B0\n1,1,W0\n",
+		    "row 6: W0 of rank 1 comes before its B0 (row 5)" },
+		{ "0,0,F0\n0,1,B0\n0,2,W0\n1,0,F0\n1,1,B0\n1,2,W0\n"
+		    "1,3,W0\n", "row 7: W0 of rank 1 again (row 6)" },
 		{ "rank,slot,action\n\n", "no rows" },
 	};
 	static const char dead[] =
@@ -337,6 +355,7 @@ main(void)
 		for (m = 1; m <= 9; m++) {
 			check(PIPE_SCHED_GPIPE, m, w);
 			check(PIPE_SCHED_1F1B, m, w);
+			check(PIPE_SCHED_ZBH1, m, w);
 		}
 	check(PIPE_SCHED_1F1B, 32, 4);
 	check_print();
@@ -344,6 +363,7 @@ main(void)
 		for (m = 1; m <= 6; m++) {
 			check_file_same(PIPE_SCHED_GPIPE, m, w);
 			check_file_same(PIPE_SCHED_1F1B, m, w);
+			check_file_same(PIPE_SCHED_ZBH1, m, w);
 		}
 	check_file_reverse();
 	check_file_bad();
@@ -351,7 +371,13 @@ main(void)
 	    "M = 0 is refused");
 	UNIT_OK(pipe_sched_parse("1f1b", &k) == 0 && k == PIPE_SCHED_1F1B &&
 	    pipe_sched_parse("gpipe", &k) == 0 && k == PIPE_SCHED_GPIPE &&
+	    pipe_sched_parse("zb-h1", &k) == 0 && k == PIPE_SCHED_ZBH1 &&
 	    pipe_sched_parse("zb", &k) < 0, "schedule names parse");
-	UNIT_CLOSE(pipe_sched_bubble(4, 3), 2.0 / 6.0, 1e-12, 0, "bubble formula");
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_1F1B, 4, 3), 2.0 / 6.0, 1e-12,
+	    0, "bubble formula");
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 8, 4), 3.0 / 27.0, 1e-12,
+	    0, "zb-h1 bubble formula, M >= W");
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 2, 4), 5.0 / 11.0, 1e-12,
+	    0, "zb-h1 bubble formula, M < W");
 	return unit_done();
 }
