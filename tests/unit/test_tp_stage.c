@@ -360,7 +360,7 @@ one_case(struct comm *c, const char *group, enum arch a,
 	    "%s: models", what))
 		return;
 	nn_model_zero_grad(&m);
-	if (pipe_stage_init(&st, &m, sc->j, sc->w, sc->l0, l1, seq, 3, NMB, e,
+	if (pipe_stage_init(&st, &m, sc->j, sc->w, sc->l0, l1, seq, 3, NMB, 0, e,
 	    sizeof e) < 0 || drive(&st, NULL, &m.dims, &ref) < 0) {
 		par_check(0, "%s: unsharded stage runs: %s", what, e);
 		goto out;
@@ -438,7 +438,7 @@ no_group(void)
 			continue;
 		}
 		nn_model_zero_grad(&m1);
-		ok = pipe_stage_init(&st, &m1, 0, 1, 0, l1, seq, 3, NMB, e,
+		ok = pipe_stage_init(&st, &m1, 0, 1, 0, l1, seq, 3, NMB, 0, e,
 		    sizeof e) == 0 && drive(&st, NULL, &m1.dims, &r1) == 0 &&
 		    tp_stage_init(&ts, &m2, NULL, 0, 1, 0, l1, seq, 3, NMB, e,
 		    sizeof e) == 0 && drive(NULL, &ts, &m2.dims, &r2) == 0 &&
