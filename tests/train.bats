@@ -95,17 +95,21 @@ check() {
 	[[ "$output" == *"only one of --dp, --tp and --pp may be -1" ]]
 }
 
-# usage: refused WORLD "MESSAGE" collx-train-options...: every rank exits 3
-# and says MESSAGE
+# usage: refused WORLD "MESSAGE" collx-train-options...: every rank, each
+# started alone (no launcher to stop the others when the first exits, and
+# no peer to talk to), exits 3 and says MESSAGE
 refused() {
-	local w=$1 msg=$2 r
+	local w=$1 msg=$2 r rc port
 	shift 2
-	run timeout 30 collx-run -n "$w" --timeout 10 -- collx-train "$@" \
-	    --steps 1 -q
-	echo "$status: $output"
-	[ "$status" -eq 3 ]
+	port=$(free_port)
 	for ((r = 0; r < w; r++)); do
-		grep -qxF "collx-train: rank $r: $msg" <<<"$output"
+		rc=0
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
+		    COLLX_TIMEOUT=10 timeout 30 collx-train "$@" --steps 1 -q \
+		    2>err || rc=$?
+		echo "rank $r: $rc: $(cat err)"
+		[ "$rc" -eq 3 ]
+		[ "$(cat err)" = "collx-train: rank $r: $msg" ]
 	done
 }
 
