@@ -101,7 +101,22 @@ dp_buckets_sync(struct run *r)
 	return 0;
 }
 
-static int loss_reduce(struct run *r, double *loss);
+/* *loss, this rank's loss sum, made the global mean (asynchronous
+ * parameter server: this rank's mean). */
+static int
+loss_reduce(struct run *r, double *loss)
+{
+	const struct dp_cfg *cfg = r->cfg;
+
+	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
+		*loss = r->count ? *loss / (double)r->count : 0;
+		return 0;
+	}
+	if (coll_allreduce(r->c, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
+		return dp_comm_failed(r);
+	*loss /= (double)cfg->batch;
+	return 0;
+}
 
 /* What follows the bucket syncs: the update and, but for asynchronous
  * servers, the global loss. *loss holds this rank's loss sum, and the
@@ -128,27 +143,11 @@ sync_step(struct run *r, double *loss)
 	return loss_reduce(r, loss);
 }
 
-/* *loss, this rank's loss sum, made the global mean (asynchronous
- * parameter server: this rank's mean). */
-static int
-loss_reduce(struct run *r, double *loss)
-{
-	const struct dp_cfg *cfg = r->cfg;
-
-	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
-		*loss = r->count ? *loss / (double)r->count : 0;
-		return 0;
-	}
-	if (coll_allreduce(r->c, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
-		return dp_comm_failed(r);
-	*loss /= (double)cfg->batch;
-	return 0;
-}
-
 /* Overlapped: the buckets synced while the backward pass runs; the time
  * the thread spent syncing is communication, the part of it after the
- * backward pass ended exposed, the rest hidden. Local SGD (H > 1): the
- * replica's own update, then only the loss is reduced but on a sync. */
+ * backward pass ended exposed, the rest hidden. Local SGD with H > 1:
+ * the replica's own update and only the loss reduced, but for a step
+ * that ends in a sync, whose time counts as communication. */
 static int
 run_step(struct run *r, long k, struct train_step *s)
 {
