@@ -18,7 +18,9 @@
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
-	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_WIRE
+	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_WIRE,
+	OPT_SYNC_EVERY, OPT_OUTER_LR, OPT_OUTER_MOMENTUM, OPT_POWERSGD,
+	OPT_POWERSGD_START
 };
 
 static const struct option longopts[] = {
@@ -36,7 +38,11 @@ static const struct option longopts[] = {
 	{ "sync", 1, 0, OPT_SYNC }, { "max-world", 1, 0, 'N' },
 	{ "arch", 1, 0, OPT_ARCH }, { "dims", 1, 0, OPT_DIMS },
 	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
-	{ "wire", 1, 0, OPT_WIRE },
+	{ "wire", 1, 0, OPT_WIRE }, { "sync-every", 1, 0, OPT_SYNC_EVERY },
+	{ "outer-lr", 1, 0, OPT_OUTER_LR },
+	{ "outer-momentum", 1, 0, OPT_OUTER_MOMENTUM },
+	{ "powersgd", 1, 0, OPT_POWERSGD },
+	{ "powersgd-start", 1, 0, OPT_POWERSGD_START },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -99,6 +105,10 @@ usage(void)
 	    "  --batch B             dp: samples per rank per step (8)\n"
 	    "  --steps K             dp: steps per run, the first not timed (12)\n"
 	    "  --wire T              dp: collx-dp --wire (f32, bf16, f16, int8)\n"
+	    "  --powersgd R, --powersgd-start K\n"
+	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
+	    "  --sync-every H, --outer-lr L, --outer-momentum M\n"
+	    "                        dp: collx-dp's local SGD, passed to every run\n"
 	    "  -v, --verbose         more messages\n"
 	    "  -q, --quiet           no progress line\n"
 	    "  -h, --help            this help\n"
@@ -204,6 +214,26 @@ dp_option(struct opts *o, int c, const char *a)
 	case OPT_BATCH: o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24); break;
 	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
 	case OPT_WIRE: o->dp.wire = a; break;
+	case OPT_POWERSGD:
+		cli_parse_long("--powersgd", a, 1, 1 << 20);
+		o->dp.powersgd = a;
+		break;
+	case OPT_POWERSGD_START:
+		cli_parse_long("--powersgd-start", a, 0, 1L << 40);
+		o->dp.powersgd_start = a;
+		break;
+	case OPT_SYNC_EVERY:
+		cli_parse_long("--sync-every", a, 0, 1L << 30);
+		o->dp.sync_every = a;
+		break;
+	case OPT_OUTER_LR:
+		cli_parse_double("--outer-lr", a, 0, 1e6);
+		o->dp.outer_lr = a;
+		break;
+	case OPT_OUTER_MOMENTUM:
+		cli_parse_double("--outer-momentum", a, 0, 1);
+		o->dp.outer_momentum = a;
+		break;
 	default: return 0;
 	}
 	return 1;
@@ -445,6 +475,38 @@ check_wire(const struct opts *o)
 	}
 }
 
+/* Local SGD's and PowerSGD's options as collx-dp takes them, or a usage
+ * error rather than failed runs. */
+static void
+check_local(const struct opts *o)
+{
+	const char *s = o->dp.syncs, *e, *what;
+	int local = o->dp.sync_every != NULL &&
+	    strtol(o->dp.sync_every, NULL, 10) > 0;
+
+	if ((o->dp.outer_lr != NULL || o->dp.outer_momentum != NULL) && !local)
+		cli_usage_error("--outer-lr and --outer-momentum go with "
+		    "--sync-every");
+	if (o->dp.powersgd_start != NULL && o->dp.powersgd == NULL)
+		cli_usage_error("--powersgd-start goes with --powersgd");
+	if (local && o->dp.powersgd != NULL)
+		cli_usage_error("--powersgd and --sync-every: local SGD syncs "
+		    "parameters, not gradients");
+	if (o->dp.powersgd != NULL && o->dp.wire != NULL &&
+	    strcmp(o->dp.wire, "f32") != 0)
+		cli_usage_error("--powersgd and --wire %s: PowerSGD's factors "
+		    "travel in f32", o->dp.wire);
+	what = local ? "--sync-every" : "--powersgd";
+	for (; (local || o->dp.powersgd) && *s != '\0'; s = *e ? e + 1 : e) {
+		size_t n = strcspn(s, ",");
+
+		e = s + n;
+		if (n == 2 && strncmp(s, "ps", 2) == 0)
+			cli_usage_error("%s goes with allreduce, not --sync ps",
+			    what);
+	}
+}
+
 /* Defaults that differ by subcommand, where options left them unset. */
 static void
 defaults(struct opts *o)
@@ -466,6 +528,7 @@ defaults(struct opts *o)
 	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
 		check_wire(o);
+		check_local(o);
 	}
 }
 

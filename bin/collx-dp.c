@@ -20,7 +20,8 @@
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS, OPT_NO_OVERLAP,
-	OPT_ZERO, OPT_WIRE
+	OPT_ZERO, OPT_WIRE, OPT_SYNC_EVERY, OPT_OUTER_LR, OPT_OUTER_MOMENTUM,
+	OPT_POWERSGD, OPT_POWERSGD_START
 };
 
 static const struct option longopts[] = {
@@ -34,6 +35,10 @@ static const struct option longopts[] = {
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "no-overlap", 0, 0, OPT_NO_OVERLAP },
 	{ "zero", 1, 0, OPT_ZERO }, { "wire", 1, 0, OPT_WIRE },
+	{ "sync-every", 1, 0, OPT_SYNC_EVERY }, { "outer-lr", 1, 0, OPT_OUTER_LR },
+	{ "outer-momentum", 1, 0, OPT_OUTER_MOMENTUM },
+	{ "powersgd", 1, 0, OPT_POWERSGD },
+	{ "powersgd-start", 1, 0, OPT_POWERSGD_START },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
@@ -46,7 +51,7 @@ struct opts {
 	const char *data, *targets, *init, *dims, *sync_name;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
-	int have_ps_servers;
+	int have_ps_servers, have_outer, have_psgd_start;
 	char *owned[4];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
@@ -87,6 +92,14 @@ usage(void)
 	    "  --wire TYPE           gradients travel as f32 (default), bf16, f16\n"
 	    "                        or int8 (a scale per 256 values, error\n"
 	    "                        feedback); every sum is taken in f32\n"
+	    "  --powersgd R          PowerSGD of rank R (torch's powerSGD_hook: error\n"
+	    "                        feedback, warm start; vectors uncompressed)\n"
+	    "  --powersgd-start K    plain allreduce for the first K steps (10)\n"
+	    "  --sync-every H        local SGD: each replica steps alone, and every\n"
+	    "                        H steps the replicas' mean change is applied by\n"
+	    "                        an outer Nesterov SGD (0: off, plain DP)\n"
+	    "  --outer-lr L          its learning rate (0.7)\n"
+	    "  --outer-momentum M    its Nesterov momentum (0.9)\n"
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
@@ -158,6 +171,26 @@ train_option(struct opts *o, int c, const char *a)
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
 	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
 	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
+	case OPT_POWERSGD:
+		o->cfg.powersgd = (int)cli_parse_long("--powersgd", a, 1, 1 << 20);
+		break;
+	case OPT_POWERSGD_START:
+		o->cfg.powersgd_start = cli_parse_long("--powersgd-start", a, 0,
+		    1L << 40);
+		o->have_psgd_start = 1;
+		break;
+	case OPT_SYNC_EVERY:
+		o->cfg.sync_every = cli_parse_long("--sync-every", a, 0, 1L << 30);
+		break;
+	case OPT_OUTER_LR:
+		o->cfg.outer_lr = cli_parse_double("--outer-lr", a, 0, 1e6);
+		o->have_outer = 1;
+		break;
+	case OPT_OUTER_MOMENTUM:
+		o->cfg.outer_momentum = cli_parse_double("--outer-momentum", a, 0,
+		    1);
+		o->have_outer = 1;
+		break;
 	case OPT_WIRE:
 		if (dp_wire_parse(a, &o->cfg.wire) < 0)
 			cli_usage_error("--wire: want f32, bf16, f16 or int8, not "
@@ -228,6 +261,47 @@ init_model(const struct opts *o)
 	exit(CLI_EXIT_OK);
 }
 
+/* PowerSGD's refusals, each naming both options. */
+static void
+check_powersgd(const struct opts *o)
+{
+	if (o->have_psgd_start && o->cfg.powersgd == 0)
+		cli_usage_error("--powersgd-start goes with --powersgd");
+	if (o->cfg.powersgd == 0)
+		return;
+	if (o->cfg.sync == DP_PS)
+		cli_usage_error("--powersgd goes with allreduce, not --sync ps");
+	if (o->cfg.zero > 0)
+		cli_usage_error("--powersgd and --zero %d: PowerSGD sums whole "
+		    "matrices, not ZeRO's slices", o->cfg.zero);
+	if (o->cfg.wire != DP_WIRE_F32)
+		cli_usage_error("--powersgd and --wire %s: PowerSGD's factors "
+		    "travel in f32", dp_wire_name(o->cfg.wire));
+	if (o->cfg.sync_every > 0)
+		cli_usage_error("--powersgd and --sync-every: local SGD syncs "
+		    "parameters, not gradients");
+}
+
+/* Local SGD's refusals, each naming both options. */
+static void
+check_local(const struct opts *o)
+{
+	long h = o->cfg.sync_every;
+
+	if (o->have_outer && h == 0)
+		cli_usage_error("--outer-lr and --outer-momentum go with "
+		    "--sync-every");
+	if (h > 0 && o->cfg.sync == DP_PS)
+		cli_usage_error("--sync-every goes with allreduce, not --sync ps");
+	if (h > 1 && o->cfg.zero > 0)
+		cli_usage_error("--sync-every %ld and --zero %d: each replica's "
+		    "own steps need its whole optimizer state", h, o->cfg.zero);
+	if (h > 1 && o->ckpt.every % h != 0)
+		cli_usage_error("--checkpoint-every %ld is no multiple of "
+		    "--sync-every %ld (a checkpoint is taken where the replicas "
+		    "have synced)", o->ckpt.every, h);
+}
+
 static void
 check_args(struct opts *o)
 {
@@ -257,6 +331,8 @@ check_args(struct opts *o)
 		    "--sync %s does not apply", o->sync_name);
 	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
 		cli_usage_error("--checkpoint-every goes with --checkpoint");
+	check_local(o);
+	check_powersgd(o);
 	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&
 	    o->cfg.sync == DP_PS &&
 	    (o->cfg.ps_addrs != NULL || o->cfg.ps_mode == PS_ASYNC))
@@ -384,6 +460,11 @@ join_group(const struct opts *o)
 	    (double)f->bucket_bytes / (1 << 20));
 	prog_job_add(&job, "--zero", "%d", f->zero);
 	prog_job_add(&job, "--wire", "%s", dp_wire_name(f->wire));
+	prog_job_add(&job, "--powersgd", "%d", f->powersgd);
+	prog_job_add(&job, "--powersgd-start", "%ld", f->powersgd_start);
+	prog_job_add(&job, "--sync-every", "%ld", f->sync_every);
+	prog_job_add(&job, "--outer-lr", "%.17g", f->outer_lr);
+	prog_job_add(&job, "--outer-momentum", "%.17g", f->outer_momentum);
 	prog_job_flag(&job, "--no-overlap", !f->overlap);
 	prog_job_flag(&job, "--shuffle", f->shuffle);
 	prog_job_add(&job, "--seed", "%llu", (unsigned long long)f->seed);
@@ -465,6 +546,9 @@ main(int argc, char **argv)
 	o.cfg.staleness = -1;
 	o.cfg.bucket_bytes = (size_t)25 << 20;
 	o.cfg.overlap = 1;
+	o.cfg.powersgd_start = 10;
+	o.cfg.outer_lr = 0.7;
+	o.cfg.outer_momentum = 0.9;
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
 		init_model(&o);

@@ -9,7 +9,19 @@
 #    (examples/peers/torch_gpt.py, one thread, same model and AdamW) at
 #    d_model 64 (seq 64), 128 and 256 (seq 128), 4 layers, 4 heads,
 #    batch 8: wall-clock time a step.
-# usage: examples/bench-dp.sh [overlap|single|all] [ROUNDS]   (all, 3)
+# 3. Slow links (slow, not in all): the GPT of 1. on 2 ranks in 2 network
+#    namespaces joined by 1 Gbit/s links, STEPS steps (200): tokens/s and
+#    the loss after the last step of every method, both toolkits. collx-dp:
+#    plain (overlapped), --wire bf16, --wire int8, --powersgd R
+#    (--powersgd-start K), --sync-every 16. PyTorch DDP on Gloo
+#    (examples/peers/torch_ddp.py, the same architecture and data, its own
+#    initialization): plain, fp16_compress_hook (PyTorch 1.13 runs
+#    bf16_compress_hook on CUDA only), powerSGD_hook rank R from step K.
+#    tokens/s from the mean step after the first (a local SGD step that
+#    syncs counts with the ones that do not), rounds interleaved, each
+#    figure the median over rounds. Needs root. Env STEPS=200,
+#    PSGD_RANK=4, PSGD_START=10, BATCH=8.
+# usage: examples/bench-dp.sh [overlap|single|slow|all] [ROUNDS]   (all, 3)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -107,9 +119,69 @@ single() {
 	done
 }
 
+# Mean seconds of the steps after the first, and the last step's loss, of
+# a loss CSV: "SECONDS LOSS".
+csv_mean_loss() {
+	awk -F, 'NR > 2 { s += $5; n++ } NR > 1 { l = $3 }
+	    END { printf "%.6f %s\n", n ? s / n : 0, l }' "$1"
+}
+
+slow() {
+	local steps=${STEPS:-200} rk=${PSGD_RANK:-4} st=${PSGD_START:-10}
+	local batch=${BATCH:-8} seq=128 r m hosts ssh=$work/ssh port=29600
+	local cx=(plain "--wire bf16" "--wire int8" "--powersgd $rk --powersgd-start $st" "--sync-every 16")
+	local tx=(plain fp16 "powersgd:$rk:$st")
+	. "$here/../tests/lib/netns.bash"
+	netns_available || { echo "bench-dp.sh: slow needs root and ip netns" >&2; return 1; }
+	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
+	    { echo "bench-dp.sh: slow needs PyTorch (python3-torch)" >&2; return 1; }
+	netns_setup 2 --rate 1gbit
+	netns_fake_ssh "$ssh"
+	hosts=$(netns_hosts)
+	collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
+	echo "slow links: gpt d_model 256, 4 layers, seq $seq, batch $batch, adamw," \
+	    "2 ranks on 1 Gbit/s links, $steps steps x $rounds rounds"
+	for r in $(seq "$rounds"); do
+		for m in "${cx[@]}"; do
+			port=$((port + 1))
+			# shellcheck disable=SC2086
+			collx-run -H "$hosts" --ssh "$ssh" --master "$(netns_addr 0):$port" -- \
+			    "$(command -v collx-dp)" -m "$work/gpt.safetensors" \
+			    --data "$TEXT" --batch "$batch" --steps "$steps" \
+			    --optimizer adamw --iface eth0 -q --loss-csv "$work/l.csv" \
+			    ${m#plain}
+			echo "collx ${m// /_} $(csv_mean_loss l.csv)" >>slow.txt
+		done
+		for m in "${tx[@]}"; do
+			port=$((port + 1))
+			collx-run -H "$hosts" --ssh "$ssh" --master "$(netns_addr 0):$port" \
+			    -x GLOO_SOCKET_IFNAME=eth0 -x OPENBLAS_NUM_THREADS=1 -- \
+			    "$PY" "$here/peers/torch_ddp.py" "$TEXT" 256 4 4 "$seq" \
+			    "$batch" "$steps" "$m" >torch.log 2>&1 || true
+			sed -n "s/.*mean step \([0-9.]*\) s, .* loss \([0-9.]*\)$/torch $m \1 \2/p" \
+			    torch.log | grep . >>slow.txt ||
+			    echo "bench-dp.sh: torch $m failed: $(grep -v -i warn torch.log | tail -n 1)" >&2
+		done
+	done
+	# the median over rounds of each method's step and loss
+	awk -v tok=$((batch * seq)) '{ k = $1 " " $2; s[k] = s[k] " " $3; l[k] = l[k] " " $4
+	    if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+	    function med(str,   a, m, i, j, t) { m = split(str, a, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((m + 1) / 2)] }
+	    END { base = med(s[order[1]])
+		printf "  %-44s %10s %8s %9s\n", "method", "tokens/s", "loss", "vs plain"
+		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k]); loss = med(l[k])
+			gsub(/_/, " ", k)
+			printf "  %-44s %10.0f %8.4f %8.2fx\n", k, tok / t, loss, base / t } }' slow.txt
+	netns_teardown
+}
+
 case $what in
 overlap) overlap ;;
 single) single ;;
+slow) slow ;;
 all) single; overlap ;;
-*) echo "usage: bench-dp.sh [overlap|single|all] [ROUNDS]" >&2; exit 2 ;;
+*) echo "usage: bench-dp.sh [overlap|single|slow|all] [ROUNDS]" >&2; exit 2 ;;
 esac

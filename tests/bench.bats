@@ -283,6 +283,40 @@ p2p_transport() {
 	[ "$status" -eq 2 ]
 }
 
+@test "dp --sync-every, --outer-lr, --outer-momentum, --powersgd: passed to every run; combinations collx-dp refuses exit 2 first" {
+	# collx-bench runs the collx-dp beside it: one that logs its options
+	mkdir bin
+	cp "$COLLX_BIN/collx-bench" bin/
+	ln -s "$COLLX_BIN/collx-run" "$COLLX_BIN/collx-tensor" bin/
+	printf '#!/bin/sh\necho "$*" >>%s/dp.log\nexec %s "$@"\n' "$PWD" \
+	    "$COLLX_BIN/collx-dp" >bin/collx-dp
+	chmod +x bin/collx-dp
+	run timeout -k 5 240 bin/collx-bench dp -N 2 --sync ring --steps 3 --batch 2 \
+		--dims 256,16,1,2,8 --sync-every 2 --outer-lr 0.5 --outer-momentum 0.8
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	# every rank of the runs on 1 and 2 ranks, not --init
+	[ "$(grep -c -- "--sync-every 2 --outer-lr 0.5 --outer-momentum 0.8" dp.log)" -eq 3 ]
+	[ "$(wc -l <dp.log)" -eq 4 ]
+	run timeout 30 collx-bench dp --sync ring,ps --sync-every 4
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --sync-every goes with allreduce, not --sync ps" ]
+	run timeout 30 collx-bench dp --sync ring --outer-lr 0.5
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --outer-lr and --outer-momentum go with --sync-every" ]
+	rm dp.log
+	run timeout -k 5 240 bin/collx-bench dp -N 2 --sync ring --steps 3 --batch 2 \
+		--dims 256,16,1,2,8 --powersgd 2 --powersgd-start 1
+	[ "$status" -eq 0 ]
+	[ "$(grep -c -- "--powersgd 2 --powersgd-start 1" dp.log)" -eq 3 ]
+	run timeout 30 collx-bench dp --powersgd 2
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --powersgd goes with allreduce, not --sync ps" ]
+	run timeout 30 collx-bench dp --sync ring --powersgd 2 --wire bf16
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --powersgd and --wire bf16: PowerSGD's factors travel in f32" ]
+}
+
 # The progress line in FILE (from script(1)): WHAT at K of N, drawn at the
 # start of the line and erased (carriage return, erase to the end of line)
 # before the row that follows; LEFT: the time-left part's pattern.

@@ -5,15 +5,14 @@
 # tiny gpt, outputs and bad input (a rank killed: faults.bats).
 load lib/common
 load lib/dpps
+load lib/dpmlp
 load lib/progress
 
 REF=$COLLX_ROOT/tests/lib/dpref.py
 GPL=/usr/share/common-licenses/GPL-3
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
-	need python3-numpy "$PY" -c "import numpy"
+	dp_env
 	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
 	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
 }
@@ -21,16 +20,6 @@ setup() {
 teardown() {
 	reap "${pids[@]}"
 	common_teardown
-}
-
-# mlp on two-moons: full batch of 200, SGD lr 0.05, 10 steps, on W ranks.
-# usage: mlp WORLD TAG [collx-dp options...]
-mlp() {
-	local w=$1 tag=$2
-	shift 2
-	timeout 60 collx-run -n "$w" --timeout 10 -- collx-dp -m m.safetensors \
-	    --data X.npy --targets Y.npy --batch 200 --steps 10 --lr 0.05 \
-	    -o "t$tag.safetensors" --loss-csv "l$tag.csv" -q "$@"
 }
 
 # The trained model and losses of TAG equal the NumPy reference (batch B,

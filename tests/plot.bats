@@ -124,6 +124,35 @@ make_inputs() {
 	[ "$(ls *.tmp* 2>/dev/null | wc -l)" -eq 0 ]
 }
 
+# Two runs sending 1 MB and 0.1 MB a step: against the bytes sent, one
+# ends at 21 MB and the other at 2.1 MB.
+@test "--kind loss-bytes: loss against the MB sent, a line per run" {
+	for run in 1000000 100000; do
+		{
+			echo step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent
+			for s in $(seq 0 20); do
+				echo "$s,0,$(awk -v s=$s 'BEGIN { print 3 / (1 + s) }'),64,0.01,6400,$run"
+			done
+		} >"l$run.csv"
+	done
+	run timeout 30 collx-plot -v --kind loss-bytes -o lb.svg l1000000.csv l100000.csv
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q 'loss-bytes chart in lb.svg'
+	grep -q '<title>l1000000.csv</title>' lb.svg
+	grep -q '<title>l100000.csv</title>' lb.svg
+	grep -q 'MB sent' lb.svg
+	# gnuplot's x axis reaches the larger run's 21 MB (ticks to 25)
+	grep -q '> 25<' lb.svg
+	run timeout 30 collx-plot --kind loss -o ls.svg l1000000.csv l100000.csv
+	[ "$status" -eq 0 ]
+	! grep -q '> 25<' ls.svg
+	# a loss CSV without bytes_sent
+	printf 'step,epoch,loss,tokens,seconds,tokens_per_s\n0,0,1,64,0.01,6400\n' >old.csv
+	run timeout 30 collx-plot --kind loss-bytes -o x.png old.csv
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: old.csv:1: no column 'bytes_sent' for a loss-bytes chart" ]
+}
+
 @test "--kind, --size and --title; SVG by the output's name" {
 	make_inputs
 	run timeout 30 collx-plot --kind latency --size 640,480 --title "my chart" -o l.png coll.csv

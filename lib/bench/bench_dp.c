@@ -163,6 +163,17 @@ read_timing(const char *path, struct dp_result *r)
 	r->comm_share = comp + comm > 0 ? comm / (comp + comm) : 0;
 }
 
+/* argv[k..] gets option opt and its value v, when v is given. */
+static int
+pass(char **argv, int k, const char *opt, const char *v)
+{
+	if (v == NULL)
+		return k;
+	argv[k++] = (char *)opt;
+	argv[k++] = (char *)v;
+	return k;
+}
+
 static int
 run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
     struct bench_progress *pr, struct dp_result *r, char *err, size_t errlen)
@@ -196,10 +207,12 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	}
 	argv[k++] = "--batch"; argv[k++] = batch; argv[k++] = "--steps";
 	argv[k++] = steps; argv[k++] = "--sync"; argv[k++] = (char *)sync;
-	if (d->wire != NULL) {
-		argv[k++] = "--wire";
-		argv[k++] = (char *)d->wire;
-	}
+	k = pass(argv, k, "--wire", d->wire);
+	k = pass(argv, k, "--powersgd", d->powersgd);
+	k = pass(argv, k, "--powersgd-start", d->powersgd_start);
+	k = pass(argv, k, "--sync-every", d->sync_every);
+	k = pass(argv, k, "--outer-lr", d->outer_lr);
+	k = pass(argv, k, "--outer-momentum", d->outer_momentum);
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
 	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
 	unlink(loss);

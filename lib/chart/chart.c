@@ -16,7 +16,8 @@
 #include "cli/cli.h"
 
 static const char *const kind_names[] = {
-	"guess", "busbw", "latency", "p2p", "scaling", "loss", "pipeline"
+	"guess", "busbw", "latency", "p2p", "scaling", "loss", "pipeline",
+	"loss-bytes"
 };
 
 int

@@ -213,16 +213,18 @@ read_scaling(struct chart_data *c, const struct chart_table *t, char *err,
 	return 0;
 }
 
-/* Loss against step: a series per file, named after it. */
+/* Loss against step, or (bytes) against the MB sent up to the end of
+ * each step: a series per file, named after it. */
 static int
-read_loss(struct chart_data *c, const struct chart_table *t, char *err,
-    size_t errlen)
+read_loss(struct chart_data *c, const struct chart_table *t, int bytes,
+    char *err, size_t errlen)
 {
-	int sc = need_col(t, "step", "loss", err, errlen);
-	int lc = need_col(t, "loss", "loss", err, errlen);
+	const char *what = bytes ? "loss-bytes" : "loss";
+	int sc = need_col(t, bytes ? "bytes_sent" : "step", what, err, errlen);
+	int lc = need_col(t, "loss", what, err, errlen);
 	const char *base = strrchr(t->path, '/');
 	struct chart_series *s;
-	double x, y;
+	double x, y, sent = 0;
 
 	if (sc < 0 || lc < 0)
 		return -1;
@@ -231,7 +233,8 @@ read_loss(struct chart_data *c, const struct chart_table *t, char *err,
 		if (chart_table_num(t, r, sc, &x, err, errlen) < 0 ||
 		    chart_table_num(t, r, lc, &y, err, errlen) < 0)
 			return -1;
-		series_add(s, x, y);
+		sent += bytes ? x / 1e6 : 0;
+		series_add(s, bytes ? sent : x, y);
 	}
 	return 0;
 }
@@ -321,7 +324,9 @@ chart_data_read(struct chart_data *c, enum chart_kind kind,
 			rc = read_scaling(c, &t[i], err, errlen);
 			break;
 		case CHART_LOSS:
-			rc = read_loss(c, &t[i], err, errlen);
+		case CHART_LOSS_BYTES:
+			rc = read_loss(c, &t[i], kind == CHART_LOSS_BYTES, err,
+			    errlen);
 			break;
 		default:
 			rc = cli_fail(err, errlen, "not a CSV chart kind");

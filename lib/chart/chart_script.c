@@ -127,14 +127,16 @@ script_scaling(FILE *f, const struct chart_data *c, char *title,
 	fputc('\n', f);
 }
 
-/* One line per run. */
+/* One line per run, against the step or the MB sent. */
 static void
-script_loss(FILE *f, const struct chart_data *c, char *title, size_t tlen)
+script_loss(FILE *f, const struct chart_data *c, int bytes, char *title,
+    size_t tlen)
 {
 	snprintf(title, tlen, "Training loss, %d run%s", c->ns,
 	    c->ns == 1 ? "" : "s");
-	fprintf(f, "set xlabel 'step'\nset ylabel 'loss'\nset key top right\n"
-	    "plot ");
+	fprintf(f, "set xlabel '%s'\nset ylabel 'loss'\nset key top right\n"
+	    "plot ", bytes ? "MB sent (rank 0, by the end of the step)" :
+	    "step");
 	for (int i = 0; i < c->ns; i++) {
 		fprintf(f, "%s'%s/s%d.dat' using 1:2 with lines lw 2 title ",
 		    i ? ", \\\n     " : "", c->dir, i);
@@ -177,7 +179,8 @@ chart_script_body(FILE *f, enum chart_kind kind, const struct chart_data *c,
 		script_scaling(f, c, title, tlen);
 		break;
 	case CHART_LOSS:
-		script_loss(f, c, title, tlen);
+	case CHART_LOSS_BYTES:
+		script_loss(f, c, kind == CHART_LOSS_BYTES, title, tlen);
 		break;
 	default:
 		script_p2p(f, c, title, tlen);

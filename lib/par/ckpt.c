@@ -18,6 +18,7 @@ enum { CKPT_OPCODE = 0x60, TAG_CKPT = 0x6001 };
 #define META_PREFIX "collx.checkpoint."
 static const char *const moment_prefix[2] = { "optim.m.", "optim.v." };
 #define EF_PREFIX "wire.ef."
+static const char *const vec_prefix[2] = { "local.", "powersgd." };
 
 /* Rank 0: every piece's moments into flat[k]; the others send theirs. */
 static int
@@ -52,10 +53,10 @@ gather(struct comm *c, const struct ckpt_piece *p, size_t n, int moments,
 	return 0;
 }
 
-/* Rank 0: every rank's error feedback into all (world vectors of the
- * model's size, rank order); the others send theirs. */
+/* Rank 0: every rank's vector v of count floats into all (rank order);
+ * the others send theirs. */
 static int
-gather_ef(struct comm *c, size_t count, const float *ef, float *all,
+gather_ranks(struct comm *c, size_t count, const float *v, float *all,
     char *err, size_t errlen)
 {
 	size_t bytes = count * sizeof(float);
@@ -63,32 +64,35 @@ gather_ef(struct comm *c, size_t count, const float *ef, float *all,
 
 	if (bytes == 0)
 		return 0;
-	comm_set_step(c, "checkpoint error feedback");
+	comm_set_step(c, "checkpoint per-rank state");
 	if (me != 0)
-		rc = comm_send(c, 0, TAG_CKPT, ef, bytes);
+		rc = comm_send(c, 0, TAG_CKPT, v, bytes);
 	else
-		memcpy(all, ef, bytes);
+		memcpy(all, v, bytes);
 	for (q = 1; me == 0 && q < comm_size(c) && rc == 0; q++)
 		rc = comm_recv(c, q, TAG_CKPT, all + (size_t)q * count, bytes);
 	return rc < 0 ? cli_fail(err, errlen, "%s", comm_error(c)) : 0;
 }
 
-/* "wire.ef.RANK", a flat vector for each of ranks. */
+/* name, a flat vector (ranks < 0), or "name.RANK" for each of ranks. */
 static int
-add_ef(struct tensor_set *s, const float *all, int ranks, size_t count,
-    char *err, size_t errlen)
+add_vec(struct tensor_set *s, const char *name, const float *all, int ranks,
+    size_t count, char *err, size_t errlen)
 {
-	char name[32];
+	char full[64];
 	int64_t len = (int64_t)count;
 
-	for (int q = 0; q < ranks; q++) {
+	for (int q = 0; q < (ranks < 0 ? 1 : ranks); q++) {
 		struct tensor t;
 
-		snprintf(name, sizeof name, EF_PREFIX "%d", q);
+		if (ranks < 0)
+			snprintf(full, sizeof full, "%s", name);
+		else
+			snprintf(full, sizeof full, "%s.%d", name, q);
 		if (tensor_init(&t, DT_F32, 1, &len, err, errlen) < 0)
 			return -1;
 		memcpy(t.data, all + (size_t)q * count, count * sizeof(float));
-		if (tensor_set_add(s, name, &t, err, errlen) < 0) {
+		if (tensor_set_add(s, full, &t, err, errlen) < 0) {
 			tensor_free(&t);
 			return -1;
 		}
@@ -125,19 +129,25 @@ add_moments(struct tensor_set *s, const struct nn_model *m, int moments,
 	return 0;
 }
 
+/* Rank 0: the model, its moments flat[] and the vectors x (their data
+ * in all[], every rank's of a per-rank one). */
 static int
 write_set(const struct nn_model *m, int moments, float *flat[2],
-    const float *ef, int ranks, long step, long batch, const char *path,
-    char *err, size_t errlen)
+    const struct ckpt_vec *x, size_t nx, float *const *all, int ranks,
+    long step, long batch, const char *path, char *err, size_t errlen)
 {
 	struct tensor_set s = { 0 };
 	char num[32], e[COLLX_ERRLEN];
 	int rc = -1;
+	size_t i;
 
 	if (nn_model_to_set(m, &s, e, sizeof e) < 0 ||
-	    add_moments(&s, m, moments, flat, e, sizeof e) < 0 ||
-	    (ef != NULL && add_ef(&s, ef, ranks, m->nparams, e, sizeof e) < 0))
+	    add_moments(&s, m, moments, flat, e, sizeof e) < 0)
 		goto out;
+	for (i = 0; i < nx; i++)
+		if (add_vec(&s, x[i].name, x[i].per_rank ? all[i] : x[i].v,
+		    x[i].per_rank ? ranks : -1, m->nparams, e, sizeof e) < 0)
+			goto out;
 	snprintf(num, sizeof num, "%ld", step);
 	if (tensor_set_meta_put(&s, META_STEP, num, e, sizeof e) < 0)
 		goto out;
@@ -157,32 +167,40 @@ out:
 }
 
 int
-ckpt_save_ef(struct comm *c, const struct nn_model *m,
+ckpt_save_vecs(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
-    const float *ef, long step, long batch, const char *path, char *err,
-    size_t errlen)
+    const struct ckpt_vec *x, size_t nx, long step, long batch,
+    const char *path, char *err, size_t errlen)
 {
 	int moments = nn_optim_moments(oc), k, rc = -1, root = comm_rank(c) == 0;
-	size_t np = m->nparams ? m->nparams : 1;
-	float *flat[2] = { NULL, NULL }, *all = NULL;
+	size_t np = m->nparams ? m->nparams : 1, i;
+	float *flat[2] = { NULL, NULL }, **all;
 
+	if ((all = calloc(nx ? nx : 1, sizeof(*all))) == NULL)
+		goto oom;
 	for (k = 0; k < moments && root; k++)
 		if ((flat[k] = calloc(np, sizeof(float))) == NULL)
 			goto oom;
-	if (ef != NULL && root && (all = calloc(np * (size_t)comm_size(c),
-	    sizeof(float))) == NULL)
-		goto oom;
-	if (gather(c, p, n, moments, flat, err, errlen) < 0 || (ef != NULL &&
-	    gather_ef(c, m->nparams, ef, all, err, errlen) < 0))
+	for (i = 0; i < nx && root; i++)
+		if (x[i].per_rank && (all[i] = calloc(np * (size_t)comm_size(c),
+		    sizeof(float))) == NULL)
+			goto oom;
+	if (gather(c, p, n, moments, flat, err, errlen) < 0)
 		goto out;
-	rc = root ? write_set(m, moments, flat, all, comm_size(c), step, batch,
-	    path, err, errlen) : 0;
+	for (i = 0; i < nx; i++)
+		if (x[i].per_rank && gather_ranks(c, m->nparams, x[i].v, all[i],
+		    err, errlen) < 0)
+			goto out;
+	rc = root ? write_set(m, moments, flat, x, nx, all, comm_size(c), step,
+	    batch, path, err, errlen) : 0;
 	goto out;
 oom:
 	cli_fail(err, errlen, "checkpoint: out of memory");
 out:
 	free(flat[0]);
 	free(flat[1]);
+	for (i = 0; all != NULL && i < nx; i++)
+		free(all[i]);
 	free(all);
 	return rc;
 }
@@ -192,7 +210,7 @@ ckpt_save(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     long step, long batch, const char *path, char *err, size_t errlen)
 {
-	return ckpt_save_ef(c, m, oc, p, n, NULL, step, batch, path, err,
+	return ckpt_save_vecs(c, m, oc, p, n, NULL, 0, step, batch, path, err,
 	    errlen);
 }
 
@@ -216,10 +234,21 @@ meta_long(const struct tensor_set *s, const char *key, long *out, char *err,
 	return 0;
 }
 
-/* Moves the "optim.*" and "wire.*" tensors of s into o and drops the
- * checkpoint's own metadata, leaving s a model. */
+/* Whether name is one of the vectors that go to ckpt_state.vecs. */
+static int
+is_vec(const char *name)
+{
+	for (int i = 0; i < 2; i++)
+		if (strncmp(name, vec_prefix[i], strlen(vec_prefix[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* Moves the "optim.*" and "wire.*" tensors of s into o, the "local.*"
+ * and "powersgd.*" ones into l, and drops the checkpoint's own metadata, leaving s a
+ * model. */
 static void
-split_set(struct tensor_set *s, struct tensor_set *o)
+split_set(struct tensor_set *s, struct tensor_set *o, struct tensor_set *l)
 {
 	size_t i, kept = 0, nm = 0;
 
@@ -227,6 +256,8 @@ split_set(struct tensor_set *s, struct tensor_set *o)
 		if (strncmp(s->items[i].name, "optim.", 6) == 0 ||
 		    strncmp(s->items[i].name, "wire.", 5) == 0)
 			o->items[o->count++] = s->items[i];
+		else if (is_vec(s->items[i].name))
+			l->items[l->count++] = s->items[i];
 		else
 			s->items[kept++] = s->items[i];
 	}
@@ -349,11 +380,13 @@ ckpt_load(const char *path, struct nn_model *m, struct ckpt_state *st,
 	if (meta_long(&s, META_STEP, &st->step, e, sizeof e) < 0 ||
 	    meta_long(&s, META_BATCH, &st->batch, e, sizeof e) < 0)
 		goto out;
-	if ((o.items = calloc(s.count ? s.count : 1, sizeof(*o.items))) == NULL) {
+	if ((o.items = calloc(s.count ? s.count : 1, sizeof(*o.items))) ==
+	    NULL || (st->vecs.items = calloc(s.count ? s.count : 1,
+	    sizeof(*o.items))) == NULL) {
 		cli_fail(e, sizeof e, "out of memory");
 		goto out;
 	}
-	split_set(&s, &o);
+	split_set(&s, &o, &st->vecs);
 	if (nn_model_load(m, &s, e, sizeof e) < 0)
 		goto out;
 	have_m = 1;
@@ -378,6 +411,28 @@ ckpt_state_free(struct ckpt_state *st)
 	free(st->ef);
 	st->m = st->v = st->ef = NULL;
 	st->ef_ranks = 0;
+	tensor_set_free(&st->vecs);
+}
+
+int
+ckpt_state_vec(const struct ckpt_state *st, const char *name, int rank,
+    size_t count, const float **out, char *err, size_t errlen)
+{
+	const struct tensor *t;
+	char full[64];
+
+	if (rank < 0)
+		snprintf(full, sizeof full, "%s", name);
+	else
+		snprintf(full, sizeof full, "%s.%d", name, rank);
+	*out = NULL;
+	if ((t = tensor_set_find(&st->vecs, full)) == NULL)
+		return 0;
+	if (t->dtype != DT_F32 || (size_t)tensor_numel(t) != count)
+		return cli_fail(err, errlen, "'%s' is not %zu f32 values", full,
+		    count);
+	*out = t->data;
+	return 0;
 }
 
 int

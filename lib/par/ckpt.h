@@ -12,6 +12,7 @@
 
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "tensor/tensor.h"
 
 /* A run of the optimizer state: parameters [off, off+len) of the flat
  * vector, held by rank `rank` in o from o's element o_off. Every rank
@@ -27,13 +28,24 @@ struct ckpt_piece {
 
 /* What a checkpoint holds beyond the model. ef: every rank's error
  * feedback of compressed gradients ("wire.ef.RANK", a float per
- * parameter): ef_ranks vectors one after another, or NULL. */
+ * parameter): ef_ranks vectors one after another, or NULL. vecs: the
+ * "local.*" (local SGD) and "powersgd.*" vectors (ckpt_state_vec reads
+ * them). */
 struct ckpt_state {
 	long step;		/* steps done: the next step to run */
 	long batch;		/* the global batch it was trained with */
 	float *m, *v;		/* flat over the parameters, or NULL */
 	float *ef;
 	int ef_ranks;
+	struct tensor_set vecs;
+};
+
+/* A float per parameter saved beside the model under name: rank 0's v,
+ * or with per_rank every rank's as "NAME.RANK". */
+struct ckpt_vec {
+	const char *name;
+	const float *v;
+	int per_rank;
 };
 
 /* Collective: rank 0 gathers the pieces' state (oc's moments of each)
@@ -44,18 +56,24 @@ int ckpt_save(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     long step, long batch, const char *path, char *err, size_t errlen);
 
-/* As ckpt_save, and every rank's error feedback ef (a float per
- * parameter; NULL: none) stored as "wire.ef.RANK". */
-int ckpt_save_ef(struct comm *c, const struct nn_model *m,
+/* As ckpt_save, and the nx vectors x (listed alike on every rank): every
+ * rank's error feedback ("wire.ef", per rank), local SGD's and PowerSGD's
+ * state ("local.*", "powersgd.*"). */
+int ckpt_save_vecs(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
-    const float *ef, long step, long batch, const char *path, char *err,
-    size_t errlen);
+    const struct ckpt_vec *x, size_t nx, long step, long batch,
+    const char *path, char *err, size_t errlen);
 
 /* Reads a checkpoint: the model into m (as nn_model_load) and the rest
  * into st. -1 with "PATH: reason": bad input (exit 3). */
 int ckpt_load(const char *path, struct nn_model *m, struct ckpt_state *st,
     char *err, size_t errlen);
 void ckpt_state_free(struct ckpt_state *st);
+
+/* st's vector name (rank >= 0: "NAME.RANK") of count floats into *out,
+ * NULL when the checkpoint has none. -1 when it is not count f32 values. */
+int ckpt_state_vec(const struct ckpt_state *st, const char *name, int rank,
+    size_t count, const float **out, char *err, size_t errlen);
 
 /* Puts st's state into this rank's pieces and sets their step count. -1
  * when the optimizer does not match what the checkpoint holds. */

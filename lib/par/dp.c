@@ -90,15 +90,31 @@ bucket_ps(struct run *r, int i)
 	return 0;
 }
 
-/* Every bucket's sync on this thread, after the backward pass. */
-static int
-buckets_sync(struct run *r)
+int
+dp_buckets_sync(struct run *r)
 {
 	int i;
 
 	for (i = r->nbucket - 1; i >= 0; i--)
 		if (r->bucket_fn(r, i) < 0)
 			return -1;
+	return 0;
+}
+
+/* *loss, this rank's loss sum, made the global mean (asynchronous
+ * parameter server: this rank's mean). */
+static int
+loss_reduce(struct run *r, double *loss)
+{
+	const struct dp_cfg *cfg = r->cfg;
+
+	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
+		*loss = r->count ? *loss / (double)r->count : 0;
+		return 0;
+	}
+	if (coll_allreduce(r->c, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
+		return dp_comm_failed(r);
+	*loss /= (double)cfg->batch;
 	return 0;
 }
 
@@ -113,7 +129,7 @@ sync_step(struct run *r, double *loss)
 	char e[COLLX_ERRLEN];
 
 	if (r->bucket_fn != NULL) {
-		if (r->ovl == NULL && buckets_sync(r) < 0)
+		if (r->ovl == NULL && dp_buckets_sync(r) < 0)
 			return -1;
 		if (cfg->zero > 0 && dp_zero_update(r) < 0)
 			return -1;
@@ -124,27 +140,23 @@ sync_step(struct run *r, double *loss)
 	} else if (ps_colo_step(r->c, cfg->ps_servers, m->params, m->grads,
 	    m->nparams, (double)r->count, dp_optim_update, &r->opt) < 0)
 		return dp_comm_failed(r);
-	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
-		*loss = r->count ? *loss / (double)r->count : 0;
-		return 0;
-	}
-	if (coll_allreduce(r->c, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
-		return dp_comm_failed(r);
-	*loss /= (double)cfg->batch;
-	return 0;
+	return loss_reduce(r, loss);
 }
 
 /* Overlapped: the buckets synced while the backward pass runs; the time
  * the thread spent syncing is communication, the part of it after the
- * backward pass ended exposed, the rest hidden. */
+ * backward pass ended exposed, the rest hidden. Local SGD with H > 1:
+ * the replica's own update and only the loss reduced, but for a step
+ * that ends in a sync, whose time counts as communication. */
 static int
 run_step(struct run *r, long k, struct train_step *s)
 {
-	double t0 = cli_now(), t1, t2, t3, busy = 0, loss = 0;
+	double t0 = cli_now(), t1, t2, t3, t4, busy = 0, loss = 0;
 	uint64_t sent = comm_bytes_sent(r->c);
 	char e[COLLX_ERRLEN];
-	int rc = 0;
+	int rc = 0, drift = r->cfg->sync_every > 1;
 
+	r->k = k;
 	train_batch_fill(&r->tb, r->d, &r->ord,
 	    (int64_t)k * r->cfg->batch + r->start, r->count);
 	nn_model_zero_grad(r->m);
@@ -162,12 +174,18 @@ run_step(struct run *r, long k, struct train_step *s)
 		    k, e);
 	}
 	t2 = cli_now();
-	if (sync_step(r, &loss) < 0)
+	if (drift)
+		dp_local_step(r);
+	if ((drift ? loss_reduce(r, &loss) : sync_step(r, &loss)) < 0)
 		return -1;
 	t3 = cli_now();
-	if (r->cfg->sync == DP_ALLREDUCE && r->cfg->zero == 0)
+	if (!drift && r->cfg->sync == DP_ALLREDUCE && r->cfg->zero == 0)
 		nn_optim_step(&r->opt, r->m->params, r->m->grads,
 		    (float)(1.0 / (double)r->cfg->batch));
+	t4 = cli_now();
+	if (dp_local_due(r, k) && dp_local_outer(r) < 0)
+		return -1;
+	t3 += drift ? cli_now() - t4 : 0;
 	s->step = k;
 	s->epoch = (long)((int64_t)k * r->cfg->batch / r->d->n);
 	s->tokens = train_tokens(r->d, r->cfg->batch);
@@ -228,6 +246,8 @@ run_mem(const struct run *r, struct dp_mem *mem)
 		mem->optim_bytes += optim_bytes(&r->bopt[i]);
 	if (r->srv != NULL)
 		mem->optim_bytes += optim_bytes(&r->srv->opt);
+	if (r->anchor != NULL)
+		mem->optim_bytes += 2 * r->m->nparams * sizeof(float);
 	mem->grad_bytes = (r->cfg->zero == 2 ? r->gshard_len : r->m->nparams) *
 	    sizeof(float);
 }
@@ -286,6 +306,10 @@ run_buckets(struct run *r)
 		if (dp_zero_init(r) < 0)
 			return -1;
 		r->bucket_fn = dp_zero_bucket;
+	} else if (cfg->powersgd > 0) {
+		if (dp_psgd_init(r) < 0)
+			return -1;
+		r->bucket_fn = dp_psgd_bucket;
 	} else if (cfg->sync == DP_ALLREDUCE)
 		r->bucket_fn = bucket_allreduce;
 	else if (cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
@@ -294,7 +318,8 @@ run_buckets(struct run *r)
 			return -1;
 		r->bucket_fn = bucket_ps;
 	}
-	if (r->bucket_fn != NULL && cfg->overlap)
+	/* local SGD's replicas sync parameters, not each step's gradients */
+	if (r->bucket_fn != NULL && cfg->overlap && cfg->sync_every <= 1)
 		return dp_ovl_start(r, r->bucket_fn);
 	return 0;
 }
@@ -322,6 +347,8 @@ run_init(struct run *r)
 		r->have_opt = 1;
 	}
 	if (run_buckets(r) < 0)
+		return -1;
+	if (cfg->sync_every > 0 && dp_local_init(r) < 0)
 		return -1;
 	if (cfg->resume != NULL && dp_ckpt_restore(r) < 0)
 		return -1;
@@ -371,6 +398,8 @@ run_free(struct run *r)
 	free(r->bopt);
 	dp_zero_free(r);
 	dp_wire_free(&r->wire);
+	dp_local_free(r);
+	dp_psgd_free(r);
 	train_order_free(&r->ord);
 	train_batch_free(&r->tb);
 	free(r->bucket);

@@ -45,6 +45,10 @@ struct dp_cfg {
 	int overlap;		/* bucket syncs overlap the backward pass */
 	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
 	enum dp_wire_type wire;	/* DP_ALLREDUCE: the gradients' wire type */
+	int powersgd;		/* PowerSGD's rank R, 0 off (DP_ALLREDUCE) */
+	long powersgd_start;	/* plain allreduce before this step */
+	long sync_every;	/* local SGD: replicas synced every H steps, 0 off */
+	double outer_lr, outer_momentum;	/* its outer Nesterov SGD */
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */

@@ -3,7 +3,12 @@
  * of every bucket, or in parameter-server shards of the vector or of every
  * bucket (colocated synchronous servers); the pieces below say which rank
  * holds what, so ckpt.c can collect it into one file and put it back.
- * --wire int8's error feedback is every rank's own, saved for each rank. */
+ * --wire int8's error feedback is every rank's own, saved for each rank;
+ * so is local SGD's inner optimizer state when the replicas drift (H > 1),
+ * and beside it the outer momentum (the anchor is the parameters: a
+ * checkpoint is taken only where the replicas have just synced).
+ * PowerSGD's error feedback is every rank's, its warm-start Qs are
+ * alike on every rank. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +29,10 @@ pieces(struct run *r, int holders, size_t *n)
 	p = calloc((size_t)nb * (size_t)r->world + 1, sizeof(*p));
 	if (p == NULL)
 		return NULL;
+	if (cfg->sync_every > 1) {
+		*n = 0;
+		return p;
+	}
 	if (cfg->sync == DP_ALLREDUCE && cfg->zero == 0) {
 		q = holders ? r->rank : 0;
 		p[k++] = (struct ckpt_piece){ q, 0, r->m->nparams,
@@ -70,6 +79,106 @@ restore_ef(struct run *r)
 	return 0;
 }
 
+/* Per-rank vector name of this rank into *v, NULL when absent; *all:
+ * whether the checkpoint holds one for each of this run's ranks, no more
+ * (the same answer on every rank). */
+static int
+rank_vec(struct run *r, const char *name, const float **v, int *all)
+{
+	const struct ckpt_state *st = r->cfg->resume;
+	const float *last, *beyond;
+	size_t n = r->m->nparams;
+
+	if (ckpt_state_vec(st, name, r->rank, n, v, r->err, r->errlen) < 0 ||
+	    ckpt_state_vec(st, name, r->world - 1, n, &last, r->err,
+	    r->errlen) < 0 || ckpt_state_vec(st, name, r->world, n, &beyond,
+	    r->err, r->errlen) < 0)
+		return -1;
+	*all = last != NULL && beyond == NULL;
+	return 0;
+}
+
+/* This rank's "local.NAME.RANK" into o (NULL: it must have none). */
+static int
+restore_inner(struct run *r, const char *name, float *o)
+{
+	const float *v;
+	int all;
+
+	if (rank_vec(r, name, &v, &all) < 0)
+		return -1;
+	if (o == NULL && v != NULL)
+		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint holds "
+		    "'%s.%d', state this run's optimizer does not keep (local "
+		    "SGD's own steps: --sync-every above 1)", r->rank, name,
+		    r->rank);
+	if (o != NULL && (v == NULL || !all))
+		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint does "
+		    "not hold '%s' for each of this run's %d ranks (a run with "
+		    "--sync-every above 1 on %d ranks writes it)", r->rank, name,
+		    r->world, r->world);
+	if (o != NULL)
+		memcpy(o, v, r->m->nparams * sizeof(float));
+	return 0;
+}
+
+/* Local SGD's outer momentum and, when replicas drift, this rank's own
+ * inner optimizer state. */
+static int
+restore_local(struct run *r)
+{
+	const struct ckpt_state *st = r->cfg->resume;
+	const float *b;
+	int drift = r->cfg->sync_every > 1;
+
+	r->kind = TRAIN_ERR_DATA;
+	if (ckpt_state_vec(st, "local.outer_m", -1, r->m->nparams, &b, r->err,
+	    r->errlen) < 0)
+		return -1;
+	if ((b != NULL) != (r->outer_m != NULL))
+		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint holds "
+		    "%slocal SGD state; resume it %s --sync-every", r->rank,
+		    b != NULL ? "" : "no ", b != NULL ? "with" : "without");
+	if (b != NULL)
+		memcpy(r->outer_m, b, r->m->nparams * sizeof(float));
+	if (restore_inner(r, "local.inner_m", drift ? r->opt.m : NULL) < 0 ||
+	    restore_inner(r, "local.inner_v", drift ? r->opt.v : NULL) < 0)
+		return -1;
+	if (drift)
+		r->opt.t = st->step;
+	return 0;
+}
+
+/* PowerSGD's error feedback, this rank's, and its Qs when the run that
+ * wrote the checkpoint had compressed. */
+static int
+restore_psgd(struct run *r)
+{
+	const float *e, *q;
+	size_t n = r->m->nparams;
+	int all;
+
+	r->kind = TRAIN_ERR_DATA;
+	if (rank_vec(r, "powersgd.ef", &e, &all) < 0 ||
+	    ckpt_state_vec(r->cfg->resume, "powersgd.q", -1, n, &q, r->err,
+	    r->errlen) < 0)
+		return -1;
+	if (r->psgd == NULL && e != NULL)
+		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint holds "
+		    "PowerSGD state; resume it with --powersgd", r->rank);
+	if (r->psgd == NULL)
+		return 0;
+	if (e == NULL || !all)
+		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint does "
+		    "not hold 'powersgd.ef' for each of this run's %d ranks (a "
+		    "run with --powersgd on %d ranks writes it)", r->rank,
+		    r->world, r->world);
+	memcpy(dp_psgd_ef(r), e, n * sizeof(float));
+	if (q != NULL)
+		dp_psgd_q_put(r, q);
+	return 0;
+}
+
 int
 dp_ckpt_restore(struct run *r)
 {
@@ -77,7 +186,7 @@ dp_ckpt_restore(struct run *r)
 	size_t n;
 	int rc;
 
-	if (restore_ef(r) < 0)
+	if (restore_ef(r) < 0 || restore_local(r) < 0 || restore_psgd(r) < 0)
 		return -1;
 	if ((p = pieces(r, 1, &n)) == NULL)
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
@@ -92,14 +201,34 @@ int
 dp_ckpt_save(struct run *r, long done)
 {
 	struct ckpt_piece *p;
-	size_t n;
-	int rc;
+	struct ckpt_vec x[6];
+	size_t n, nx = 0;
+	int rc, drift = r->cfg->sync_every > 1;
+	float *q = NULL;
 
-	if ((p = pieces(r, 0, &n)) == NULL)
+	if (r->wire.ef != NULL)
+		x[nx++] = (struct ckpt_vec){ "wire.ef", r->wire.ef, 1 };
+	if (r->outer_m != NULL)
+		x[nx++] = (struct ckpt_vec){ "local.outer_m", r->outer_m, 0 };
+	if (drift && r->opt.m != NULL)
+		x[nx++] = (struct ckpt_vec){ "local.inner_m", r->opt.m, 1 };
+	if (drift && r->opt.v != NULL)
+		x[nx++] = (struct ckpt_vec){ "local.inner_v", r->opt.v, 1 };
+	if (r->psgd != NULL) {
+		x[nx++] = (struct ckpt_vec){ "powersgd.ef", dp_psgd_ef(r), 1 };
+		if ((q = malloc((r->m->nparams + 1) * sizeof(float))) == NULL)
+			return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+		if (dp_psgd_q_get(r, q))
+			x[nx++] = (struct ckpt_vec){ "powersgd.q", q, 0 };
+	}
+	if ((p = pieces(r, 0, &n)) == NULL) {
+		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	rc = ckpt_save_ef(r->c, r->m, &r->cfg->optim, p, n, r->wire.ef, done,
+	}
+	rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n, x, nx, done,
 	    r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen);
 	free(p);
+	free(q);
 	if (rc < 0)
 		r->kind = TRAIN_ERR_RUNTIME;
 	return rc;

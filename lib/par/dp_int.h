@@ -56,6 +56,10 @@ struct run {
 	float *gshard, *zpad;		/* ZeRO: stage 2 grads, padding */
 	size_t gshard_len;
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
+	float *anchor, *outer_m;	/* local SGD: parameters at the last
+					 * sync, the outer momentum */
+	struct dp_psgd *psgd;		/* --powersgd's state, or NULL */
+	long k;				/* the step running */
 	struct ps_client *cl;		/* external or colocated async servers */
 	struct colo_server *srv;
 	enum train_err kind;
@@ -106,6 +110,33 @@ int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
     const float *g, size_t off, size_t n, float *out, size_t len,
     enum coll_algo algo);
 void dp_wire_free(struct dp_wire *w);
+
+/* Every bucket's sync (r->bucket_fn) on this thread, last bucket first
+ * (dp.c). */
+int dp_buckets_sync(struct run *r);
+
+/* Local SGD (dp_local.c; the scheme: the file's comment). init after the
+ * parameters are final (resumed); due: whether step k ends with a sync;
+ * step: one of the replica's own steps (H > 1) on r->m's gradients;
+ * outer: the sync and outer step. */
+int dp_local_init(struct run *r);
+int dp_local_due(const struct run *r, long k);
+void dp_local_step(struct run *r);
+int dp_local_outer(struct run *r);
+void dp_local_free(struct run *r);
+
+/* PowerSGD (dp_powersgd.c; the scheme: the file's comment): init plans
+ * every bucket; bucket is a dp_bucket_fn; ef is the error feedback, a
+ * float per parameter (NULL without --powersgd); q_get puts every
+ * compressed tensor's warm-start Q (m x r) at the tensor's place in a
+ * flat vector of the parameters' size (zero elsewhere; 0 when no step
+ * has compressed yet), q_put takes them back as the next step's. */
+int dp_psgd_init(struct run *r);
+int dp_psgd_bucket(struct run *r, int bucket);
+float *dp_psgd_ef(const struct run *r);
+int dp_psgd_q_get(const struct run *r, float *flat);
+void dp_psgd_q_put(struct run *r, const float *flat);
+void dp_psgd_free(struct run *r);
 
 /* Checkpoints (dp_ckpt.c): this rank's optimizer state from
  * cfg->resume, and the whole state written after `done` steps. */

@@ -6,6 +6,11 @@ usage:
       train the mlp (fc2(gelu(fc1(x))), exact-erf GELU, MSE) in float64 by
       hand; compare with collx-dp's trained model and loss CSV. OPTIM: sgd
       (default), sgd:MOMENTUM, or adamw (torch.optim.AdamW's defaults)
+  dpref.py localsgd MODEL X Y BATCH STEPS LR WORLD H OLR OMOM TRAINED LOSS_CSV [OPTIM]
+      local SGD of the mlp: WORLD replicas, each with its own OPTIM on its
+      share of every batch (collx's split), synced after every H steps and
+      the last: d = mean(anchor - replica), b = OMOM*b + d, anchor -=
+      OLR*(d + OMOM*b) (torch.optim.SGD, nesterov=True)
   dpref.py cmp A.safetensors B.safetensors RTOL ATOL [SKIP]
       same tensors, close (names ending in SKIP not compared)
   dpref.py csvcmp A.csv B.csv RTOL                     same losses, close
@@ -75,27 +80,74 @@ class Optim:
                 self.lr * mhat / (np.sqrt(vhat) + eps)
 
 
+def mlp_grads(p, xb, yb):
+    """The mean squared error of a batch and its gradients."""
+    h = xb @ p["fc1.weight"].T + p.get("fc1.bias", 0)
+    cdf = 0.5 * (1 + ERF(h / math.sqrt(2)))
+    g = h * cdf
+    out = g @ p["fc2.weight"].T + p.get("fc2.bias", 0)
+    diff = out - yb
+    dout = 2 * diff / diff.size
+    grads = {"fc2.weight": dout.T @ g, "fc2.bias": dout.sum(0)}
+    dh = (dout @ p["fc2.weight"]) * (
+        cdf + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi))
+    grads["fc1.weight"] = dh.T @ xb
+    grads["fc1.bias"] = dh.sum(0)
+    return np.mean(diff ** 2), grads
+
+
 def mlp_train(p, x, y, batch, steps, lr, optim="sgd"):
     opt = Optim(optim, lr)
     losses = []
     n = x.shape[0]
     for k in range(steps):
         idx = (k * batch + np.arange(batch)) % n
-        xb, yb = x[idx], y[idx]
-        h = xb @ p["fc1.weight"].T + p.get("fc1.bias", 0)
-        cdf = 0.5 * (1 + ERF(h / math.sqrt(2)))
-        g = h * cdf
-        out = g @ p["fc2.weight"].T + p.get("fc2.bias", 0)
-        diff = out - yb
-        losses.append(np.mean(diff ** 2))
-        dout = 2 * diff / diff.size
-        grads = {"fc2.weight": dout.T @ g, "fc2.bias": dout.sum(0)}
-        dh = (dout @ p["fc2.weight"]) * (
-            cdf + h * np.exp(-h * h / 2) / math.sqrt(2 * math.pi))
-        grads["fc1.weight"] = dh.T @ xb
-        grads["fc1.bias"] = dh.sum(0)
+        loss, grads = mlp_grads(p, x[idx], y[idx])
+        losses.append(loss)
         opt.step(p, grads)
     return p, losses
+
+
+def local_sgd(p, x, y, batch, steps, lr, world, h, olr, omom, optim):
+    """Replica r takes samples [start, start+count) of every batch, its
+    part of an even split (the first batch % world one more)."""
+    n, base, extra = x.shape[0], batch // world, batch % world
+    reps = [dict(p) for _ in range(world)]
+    opts = [Optim(optim, lr) for _ in range(world)]
+    anchor, buf, losses = dict(p), {k: 0.0 for k in p}, []
+    for k in range(steps):
+        total = 0.0
+        for r in range(world):
+            count = base + (r < extra)
+            start = r * base + min(r, extra)
+            if count == 0:
+                continue
+            idx = (k * batch + start + np.arange(count)) % n
+            loss, grads = mlp_grads(reps[r], x[idx], y[idx])
+            total += loss * count
+            opts[r].step(reps[r], grads)
+        losses.append(total / batch)
+        if (k + 1) % h and k + 1 != steps:
+            continue
+        for name in p:
+            d = np.mean([anchor[name] - q[name] for q in reps], axis=0)
+            buf[name] = omom * buf[name] + d
+            anchor[name] = anchor[name] - olr * (d + omom * buf[name])
+        reps = [dict(anchor) for _ in range(world)]
+    return anchor, losses
+
+
+def cmd_localsgd(model, xf, yf, batch, steps, lr, world, h, olr, omom,
+                 trained, csv, optim="sgd"):
+    p, _ = load(model)
+    x = np.load(xf).astype(np.float64)
+    y = np.load(yf).astype(np.float64)
+    p, losses = local_sgd(p, x, y, int(batch), int(steps), float(lr),
+                          int(world), int(h), float(olr), float(omom), optim)
+    got, _ = load(trained)
+    for name in sorted(p):
+        close(name, p[name], got[name], 1e-5, 1e-6)
+    close("losses", losses, read_losses(csv), 1e-5, 1e-7)
 
 
 def read_losses(path):
@@ -155,6 +207,8 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "mlp":
         cmd_mlp(*args)
+    elif cmd == "localsgd":
+        cmd_localsgd(*args)
     elif cmd == "cmp":
         cmd_cmp(*args)
     elif cmd == "csvcmp":
