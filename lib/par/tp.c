@@ -48,9 +48,8 @@ param(const struct tp_model *m, float *base, int i)
 	return m->p[i].present ? base + m->p[i].off : NULL;
 }
 
-/* A block's pointers, in struct nn_block_w's (and block_defs') order. */
-static struct nn_block_w
-block_ptrs(const struct tp_model *m, float *base)
+struct nn_block_w
+tp_block_ptrs(const struct tp_model *m, float *base)
 {
 	struct nn_block_w w;
 	float **f[16] = { &w.ln1_w, &w.ln1_b, &w.q_w, &w.q_b, &w.k_w, &w.k_b,
@@ -62,8 +61,8 @@ block_ptrs(const struct tp_model *m, float *base)
 	return w;
 }
 
-static struct nn_mlp_w
-mlp_ptrs(const struct tp_model *m, float *base)
+struct nn_mlp_w
+tp_mlp_ptrs(const struct tp_model *m, float *base)
 {
 	struct nn_mlp_w w = { param(m, base, 0), param(m, base, 1),
 	    param(m, base, 2), param(m, base, 3) };
@@ -314,7 +313,7 @@ forward_local(struct tp_run *r)
 			nn_add_rows(r->ylocal, param(m, m->w, 1), n, m->out);
 		break;
 	case TP_MLP: {
-		struct nn_mlp_w mw = mlp_ptrs(m, m->w);
+		struct nn_mlp_w mw = tp_mlp_ptrs(m, m->w);
 		struct nn_mlp_acts ma = { r->acts, r->acts + r->b * r->sl *
 		    (size_t)(m->hidden / m->shards) };
 		if (sp)
@@ -329,7 +328,7 @@ forward_local(struct tp_run *r)
 		break;
 	}
 	case TP_BLOCK: {
-		struct nn_block_w bw = block_ptrs(m, m->w);
+		struct nn_block_w bw = tp_block_ptrs(m, m->w);
 		if (nn_block_forward(r->ylocal, &r->a, &bw, r->x, &r->sh,
 		    hooks(r)) < 0)
 			return -1;
@@ -398,7 +397,8 @@ backward_core(struct tp_run *r, int want_dx)
 		    m->out);
 		break;
 	case TP_MLP: {
-		struct nn_mlp_w mw = mlp_ptrs(m, m->w), mg = mlp_ptrs(m, m->g);
+		struct nn_mlp_w mw = tp_mlp_ptrs(m, m->w);
+		struct nn_mlp_w mg = tp_mlp_ptrs(m, m->g);
 		int hl = m->hidden / m->shards;
 		struct nn_mlp_acts ma = { r->acts, r->acts + (size_t)n * hl };
 		nn_mlp_backward(r->dxl, &mg, r->scratch, r->dyl, &ma, &mw, r->x,
@@ -409,8 +409,8 @@ backward_core(struct tp_run *r, int want_dx)
 		break;
 	}
 	case TP_BLOCK: {
-		struct nn_block_w bw = block_ptrs(m, m->w);
-		struct nn_block_w bg = block_ptrs(m, m->g);
+		struct nn_block_w bw = tp_block_ptrs(m, m->w);
+		struct nn_block_w bg = tp_block_ptrs(m, m->g);
 		if (nn_block_backward(r->dxl, &bg, r->scratch, r->dyl, &r->a,
 		    &bw, r->x, &r->sh, hooks(r)) < 0)
 			return -1;
@@ -451,32 +451,44 @@ tp_backward(struct tp_run *r, const float *dy)
 }
 
 int
+tp_param_gather(struct comm *c, const struct tp_param *p, int shards,
+    const float *mine, float *whole, float *tmp)
+{
+	size_t rows = (size_t)p->shape[0], cl = p->count / rows;
+
+	if (p->split == TP_WHOLE) {
+		memcpy(whole, mine, p->count * sizeof(float));
+		return 0;
+	}
+	if (coll_allgather(c, mine, p->split == TP_ROWS ? whole : tmp,
+	    p->count, DT_F32, COLL_RING) < 0)
+		return -1;
+	if (p->split == TP_COLS)
+		for (int j = 0; j < shards; j++)
+			tp_cols_put(whole, tmp + (size_t)j * p->count, rows,
+			    (size_t)shards * cl, (size_t)j * cl, cl);
+	return 0;
+}
+
+int
 tp_gather_set(struct tp_run *r, int grads, struct tensor_set *out)
 {
 	struct tp_model *m = r->m;
 	float *base = grads ? m->g : m->w;
-	int w = m->shards;
 
 	for (int i = 0; i < m->np; i++) {
 		struct tp_param *p = &m->p[i];
 		struct tensor t = { 0 };
-		size_t rows = (size_t)p->shape[0], cl = p->count / rows;
 		if (!p->present)
 			continue;
 		if (tensor_init(&t, DT_F32, p->ndim, p->shape, r->err,
 		    r->errlen) < 0)
 			return -1;
-		if (p->split == TP_WHOLE)
-			memcpy(t.data, base + p->off, p->count * sizeof(float));
-		else if (coll_allgather(r->c, base + p->off, p->split ==
-		    TP_ROWS ? t.data : r->tmp, p->count, DT_F32, COLL_RING) < 0) {
+		if (tp_param_gather(r->c, p, m->shards, base + p->off, t.data,
+		    r->tmp) < 0) {
 			tensor_free(&t);
 			return comm_failed(r);
 		}
-		if (p->split == TP_COLS)
-			for (int j = 0; j < w; j++)
-				tp_cols_put(t.data, r->tmp + (size_t)j * p->count,
-				    rows, (size_t)w * cl, (size_t)j * cl, cl);
 		if (tensor_set_add(out, p->name, &t, r->err, r->errlen) < 0) {
 			tensor_free(&t);
 			return -1;

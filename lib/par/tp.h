@@ -96,6 +96,13 @@ int tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
     const struct tensor_set *s, int rank, int world, char *err,
     size_t errlen);
 void tp_model_free(struct tp_model *m);
+/* tp_model_load's checks and layout (m->nlocal floats, each tensor's
+ * offset and split) alone, allocating nothing and copying nothing: for a
+ * caller keeping several layers' shards in buffers of its own
+ * (par/tp_stage.h). */
+int tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
+    const struct tensor_set *s, int rank, int world, char *err,
+    size_t errlen);
 
 /* ---- running it --------------------------------------------------------- */
 

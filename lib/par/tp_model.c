@@ -265,6 +265,20 @@ layout(struct tp_model *m, const struct tensor_set *s, const int64_t *sz,
 	return 0;
 }
 
+void
+tp_param_take(const struct tp_param *p, int rank, const float *whole,
+    float *mine)
+{
+	size_t rows = (size_t)p->shape[0], cl = p->count / rows;
+
+	if (p->split == TP_COLS)
+		tp_cols_take(mine, whole, rows, (size_t)p->shape[1],
+		    (size_t)rank * cl, cl);
+	else
+		memcpy(mine, whole + (p->split == TP_ROWS ? (size_t)rank *
+		    p->count : 0), p->count * sizeof(float));
+}
+
 /* Copies this rank's shard of each tensor into m->w. */
 static int
 fill_shards(struct tp_model *m, const struct tensor_set *s, char *err,
@@ -273,28 +287,19 @@ fill_shards(struct tp_model *m, const struct tensor_set *s, char *err,
 	for (int i = 0; i < m->np; i++) {
 		struct tp_param *p = &m->p[i];
 		struct tensor f = { 0 };
-		const float *src;
 		if (!p->present)
 			continue;
 		if (tensor_cast(tensor_set_find(s, p->name), DT_F32, &f, err,
 		    errlen) < 0)
 			return -1;
-		src = f.data;
-		if (p->split == TP_COLS)
-			tp_cols_take(m->w + p->off, src, (size_t)p->shape[0],
-			    (size_t)p->shape[1], (size_t)m->rank * (p->count /
-			    (size_t)p->shape[0]), p->count / (size_t)p->shape[0]);
-		else
-			memcpy(m->w + p->off, src + (p->split == TP_ROWS ?
-			    (size_t)m->rank * p->count : 0),
-			    p->count * sizeof(float));
+		tp_param_take(p, m->rank, f.data, m->w + p->off);
 		tensor_free(&f);
 	}
 	return 0;
 }
 
 int
-tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
+tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
     const struct tensor_set *s, int rank, int world, char *err,
     size_t errlen)
 {
@@ -315,8 +320,17 @@ tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
 		if (block_meta(m, s, err, errlen) < 0)
 			return -1;
 	}
-	if (check_divisible(m, err, errlen) < 0 ||
-	    layout(m, s, sz, err, errlen) < 0)
+	if (check_divisible(m, err, errlen) < 0)
+		return -1;
+	return layout(m, s, sz, err, errlen);
+}
+
+int
+tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
+    const struct tensor_set *s, int rank, int world, char *err,
+    size_t errlen)
+{
+	if (tp_model_plan(m, cfg, s, rank, world, err, errlen) < 0)
 		return -1;
 	m->w = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
 	m->g = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));

@@ -1,0 +1,614 @@
+/* tp_stage: a pipeline stage's layers sharded over a tensor-parallel
+ * group: the shards' layout and loading (collx-tp's tp_model per layer,
+ * its shards in the stage's one buffer), gathering them back, and the
+ * forward and backward pass of a micro-batch, lib/nn's layers on this
+ * rank's heads and features with Megatron's f and g sums between them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "comm/coll.h"
+#include "par/pipe_int.h"
+#include "par/tp_int.h"
+#include "par/tp_stage.h"
+
+int
+tp_stage_check(const struct nn_model *m, int l0, int l1, int T, char *err,
+    size_t errlen)
+{
+	const struct nn_dims *d = &m->dims;
+	struct nn_mlp_shape ms;
+
+	int nl = d->layers > 0 ? d->layers : 1;
+
+	if (T < 1)
+		return cli_fail(err, errlen, "tensor-parallel size %d is not "
+		    "positive", T);
+	if (l0 < 0 || l1 <= l0 || l1 > nl)
+		return cli_fail(err, errlen, "layers [%d, %d) are not a run of "
+		    "the model's %d", l0, l1, nl);
+	if (d->arch != NN_MLP) {
+		if (d->heads % T != 0)
+			return cli_fail(err, errlen, "%d attention heads are "
+			    "not divisible by tensor-parallel size %d",
+			    d->heads, T);
+		if (d->d_ff % T != 0)
+			return cli_fail(err, errlen, "feed-forward width %d is "
+			    "not divisible by tensor-parallel size %d", d->d_ff,
+			    T);
+		return 0;
+	}
+	for (int l = l0; l < l1; l++)
+		if (nn_model_mlp_shape(m, l, &ms) == 0 && ms.hidden % T != 0)
+			return cli_fail(err, errlen, "mlp layer %d's hidden "
+			    "width %d is not divisible by tensor-parallel "
+			    "size %d", l, ms.hidden, T);
+	return 0;
+}
+
+/* ---- the shards ------------------------------------------------------- */
+
+static const char *const gpt_names[] = { "wte", "wpe", "lnf.weight",
+    "lnf.bias" };
+
+/* Whether the stage holds gpt tensor i of gpt_names. */
+static int
+holds_gpt(const struct tp_stage *ts, int i)
+{
+	return ts->gpt && (i == 0 ? ts->first || ts->last :
+	    i == 1 ? ts->first : ts->last);
+}
+
+static const char *
+layer_prefix(const struct tp_stage *ts, int l, char *buf, size_t len)
+{
+	if (ts->d.arch != NN_GPT && ts->d.layers == 0)
+		buf[0] = '\0';
+	else
+		snprintf(buf, len, "layers.%d.", l);
+	return buf;
+}
+
+/* Layer l's tensors of m, under the layer's own names, as collx-tp loads
+ * a layer. */
+static int
+layer_set(const struct tp_stage *ts, const struct nn_model *m, int l,
+    struct tensor_set *s, char *err, size_t errlen)
+{
+	char pre[NN_NAME_MAX];
+	size_t np = strlen(layer_prefix(ts, l, pre, sizeof pre));
+
+	memset(s, 0, sizeof(*s));
+	s->format = TENSOR_SAFETENSORS;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct nn_param *p = &m->table[i];
+		struct tensor t = { 0 };
+		if (strncmp(p->name, pre, np) != 0)
+			continue;
+		if (tensor_init(&t, DT_F32, p->ndim, p->shape, err, errlen) < 0)
+			goto fail;
+		memcpy(t.data, m->params + p->offset, p->count * sizeof(float));
+		if (tensor_set_add(s, p->name + np, &t, err, errlen) < 0) {
+			tensor_free(&t);
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	tensor_set_free(s);
+	return -1;
+}
+
+static struct tp_cfg
+layer_cfg(const struct tp_stage *ts)
+{
+	struct tp_cfg cfg = { .layer = ts->d.arch == NN_MLP ? TP_MLP : TP_BLOCK,
+	    .mode = TP_MODE_TP, .heads = ts->d.heads,
+	    .causal = ts->gpt || ts->d.causal, .act = NN_ACT_GELU };
+
+	return cfg;
+}
+
+/* Each layer's layout; *count the floats of the stage's shards. */
+static int
+plan_layers(struct tp_stage *ts, const struct nn_model *m, size_t *count,
+    char *err, size_t errlen)
+{
+	struct tp_cfg cfg = layer_cfg(ts);
+	struct tensor_set s;
+	int rc;
+
+	*count = 0;
+	for (int k = 0; k < ts->l1 - ts->l0; k++) {
+		if (layer_set(ts, m, ts->l0 + k, &s, err, errlen) < 0)
+			return -1;
+		rc = tp_model_plan(&ts->lay[k], &cfg, &s, ts->rank, ts->T, err,
+		    errlen);
+		tensor_set_free(&s);
+		if (rc < 0)
+			return -1;
+		*count += ts->lay[k].nlocal;
+	}
+	return 0;
+}
+
+/* The table of what this rank holds; the layers' views into params and
+ * grads. */
+static int
+bind_tensors(struct tp_stage *ts, const struct nn_model *m)
+{
+	float **w[] = { &ts->wte, &ts->wpe, &ts->lnf_w, &ts->lnf_b };
+	float **g[] = { &ts->dwte, &ts->dwpe, &ts->dlnf_w, &ts->dlnf_b };
+	size_t off = 0, n = 4;
+	char pre[NN_NAME_MAX];
+
+	for (int k = 0; k < ts->l1 - ts->l0; k++)
+		n += (size_t)ts->lay[k].np;
+	if ((ts->ten = calloc(n, sizeof(*ts->ten))) == NULL)
+		return -1;
+	for (int k = 0; k < ts->l1 - ts->l0; k++) {
+		struct tp_model *lm = &ts->lay[k];
+		lm->w = ts->params + off, lm->g = ts->grads + off;
+		layer_prefix(ts, ts->l0 + k, pre, sizeof pre);
+		for (int i = 0; i < lm->np; i++) {
+			struct tp_stage_tensor *t = &ts->ten[ts->nten];
+			if (!lm->p[i].present)
+				continue;
+			snprintf(t->name, sizeof t->name, "%s%s", pre,
+			    lm->p[i].name);
+			t->p = lm->p[i];
+			t->p.off += off;
+			ts->nten++;
+		}
+		off += lm->nlocal;
+	}
+	for (int i = 0; i < 4; i++) {
+		const struct nn_param *p = nn_model_param(m, gpt_names[i]);
+		struct tp_stage_tensor *t = &ts->ten[ts->nten];
+		if (!holds_gpt(ts, i) || p == NULL)
+			continue;
+		snprintf(t->name, sizeof t->name, "%s", gpt_names[i]);
+		t->p = (struct tp_param){ .name = gpt_names[i],
+		    .split = TP_WHOLE, .ndim = p->ndim, .shape = { p->shape[0],
+		    p->ndim == 2 ? p->shape[1] : 1 }, .present = 1, .off = off,
+		    .count = p->count };
+		*w[i] = ts->params + off, *g[i] = ts->grads + off;
+		off += p->count;
+		ts->nten++;
+	}
+	return 0;
+}
+
+/* Where tensor t lies in the whole model's layout. */
+static size_t
+model_off(const struct nn_model *m, const struct tp_stage_tensor *t)
+{
+	return nn_model_param(m, t->name)->offset;
+}
+
+void
+tp_stage_take(const struct tp_stage *ts, const struct nn_model *m,
+    const float *whole, float *mine)
+{
+	for (size_t i = 0; i < ts->nten; i++) {
+		const struct tp_param *p = &ts->ten[i].p;
+		tp_param_take(p, ts->rank, whole + model_off(m, &ts->ten[i]),
+		    mine + p->off);
+	}
+}
+
+int
+tp_stage_gather(struct tp_stage *ts, const float *mine,
+    const struct nn_model *m, float *out)
+{
+	for (size_t i = 0; i < ts->nten; i++) {
+		const struct tp_param *p = &ts->ten[i].p;
+		size_t whole = p->count * (p->split == TP_WHOLE ? 1 : ts->T);
+		if (ts->T > 1 && tp_param_gather(ts->c, p, ts->T, mine + p->off,
+		    ts->whole, ts->whole + whole) < 0)
+			return cli_fail(ts->err, ts->errlen, "TP group: %s",
+			    comm_error(ts->c));
+		if (ts->rank == 0)
+			memcpy(out + model_off(m, &ts->ten[i]), ts->T > 1 ?
+			    ts->whole : mine + p->off, whole * sizeof(float));
+	}
+	return 0;
+}
+
+void
+tp_stage_zero_grad(struct tp_stage *ts)
+{
+	memset(ts->grads, 0, ts->nlocal * sizeof(float));
+}
+
+/* ---- the layers ------------------------------------------------------- */
+
+/* This rank's shape of n samples of layer k's block. */
+static struct nn_block_shape
+block_shape(const struct tp_stage *ts, int k, int n)
+{
+	const struct tp_model *lm = &ts->lay[k];
+
+	return (struct nn_block_shape){ .b = n, .s = ts->seq, .d = lm->d,
+	    .nh = lm->heads / lm->shards, .hd = lm->d / lm->heads,
+	    .f = lm->f / lm->shards, .causal = lm->cfg.causal,
+	    .act = NN_ACT_GELU };
+}
+
+/* Floats per sample of layer k's input and output (whole) and saved
+ * values (this rank's). */
+struct widths {
+	size_t in, out, acts;
+};
+
+static struct widths
+layer_widths(const struct tp_stage *ts, int k)
+{
+	const struct tp_model *lm = &ts->lay[k];
+	struct nn_block_shape one;
+
+	if (lm->cfg.layer == TP_MLP)
+		return (struct widths){ (size_t)lm->in, (size_t)lm->out,
+		    2 * (size_t)(lm->hidden / lm->shards) };
+	one = block_shape(ts, k, 1);
+	return (struct widths){ (size_t)ts->seq * lm->d,
+	    (size_t)ts->seq * lm->d, nn_block_acts_size(&one) };
+}
+
+/* g's and f's sum over the group, in place. */
+static int
+group_sum(struct tp_stage *ts, float *buf, size_t count)
+{
+	if (ts->T == 1)
+		return 0;
+	if (coll_allreduce(ts->c, buf, count, DT_F32, COLL_SUM, COLL_RING) < 0)
+		return cli_fail(ts->err, ts->errlen, "TP group: %s",
+		    comm_error(ts->c));
+	return 0;
+}
+
+static int
+reduce_hook(void *ctx, enum nn_hook where, float *buf, size_t count)
+{
+	(void)where;
+	return group_sum(ctx, buf, count);
+}
+
+static const struct nn_block_hooks *
+hooks(struct tp_stage *ts, struct nn_block_hooks *hk)
+{
+	*hk = (struct nn_block_hooks){ .reduce = reduce_hook, .ctx = ts };
+	return ts->T > 1 ? hk : NULL;
+}
+
+/* y = layer k of x, its values saved in acts; n samples. */
+static int
+layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
+    int n)
+{
+	struct tp_model *lm = &ts->lay[k];
+	struct nn_block_hooks hk;
+
+	if (lm->cfg.layer == TP_BLOCK) {
+		struct nn_block_shape sh = block_shape(ts, k, n);
+		struct nn_block_w bw = tp_block_ptrs(lm, lm->w);
+		struct nn_block_acts a;
+		nn_block_acts_bind(&a, acts, &sh);
+		return nn_block_forward(y, &a, &bw, x, &sh, hooks(ts, &hk));
+	}
+	struct nn_mlp_w mw = tp_mlp_ptrs(lm, lm->w);
+	int hl = lm->hidden / lm->shards;
+	struct nn_mlp_acts a = { acts, acts + (size_t)n * hl };
+	float *bias = mw.fc2_b;
+
+	if (ts->T > 1)
+		mw.fc2_b = NULL;	/* g: added once, after the sum */
+	nn_mlp_forward(y, &a, &mw, x, n, lm->in, hl, lm->out, NN_ACT_GELU);
+	if (ts->T == 1)
+		return 0;
+	if (group_sum(ts, y, (size_t)n * lm->out) < 0)
+		return -1;
+	nn_add_rows(y, bias, (size_t)n, (size_t)lm->out);
+	return 0;
+}
+
+/* dx (zeroed, or NULL) = the gradient at layer k's input x from dy. */
+static int
+layer_bwd(struct tp_stage *ts, int k, float *dx, const float *dy,
+    float *acts, const float *x, int n)
+{
+	struct tp_model *lm = &ts->lay[k];
+	struct nn_block_hooks hk;
+
+	if (lm->cfg.layer == TP_BLOCK) {
+		struct nn_block_shape sh = block_shape(ts, k, n);
+		struct nn_block_w bw = tp_block_ptrs(lm, lm->w);
+		struct nn_block_w bg = tp_block_ptrs(lm, lm->g);
+		struct nn_block_acts a;
+		nn_block_acts_bind(&a, acts, &sh);
+		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
+		    &sh, hooks(ts, &hk));
+	}
+	struct nn_mlp_w mw = tp_mlp_ptrs(lm, lm->w);
+	struct nn_mlp_w mg = tp_mlp_ptrs(lm, lm->g);
+	int hl = lm->hidden / lm->shards;
+	struct nn_mlp_acts a = { acts, acts + (size_t)n * hl };
+
+	nn_mlp_backward(dx, &mg, ts->scratch, dy, &a, &mw, x, n, lm->in, hl,
+	    lm->out, NN_ACT_GELU);
+	return dx ? group_sum(ts, dx, (size_t)n * lm->in) : 0;	/* f */
+}
+
+/* ---- activations ------------------------------------------------------ */
+
+/* Floats per sample of the gpt head's saved values (last stage). */
+static size_t
+head_w(const struct tp_stage *ts)
+{
+	if (!ts->gpt || !ts->last)
+		return 0;
+	return (size_t)ts->seq * ((size_t)ts->d.d_model + 2 +
+	    (size_t)ts->d.vocab);
+}
+
+/* Layer k's output in a slot (k = the layer count: the head's values),
+ * then its saved values. */
+static float *
+lay_out(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
+{
+	return sl->f + (size_t)sl->n * ts->off[k];
+}
+
+static float *
+lay_acts(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
+{
+	return lay_out(ts, sl, k) + (size_t)sl->n * layer_widths(ts, k).out;
+}
+
+/* The slots' layout; the gradient buffers and scratch. */
+static int
+alloc_work(struct tp_stage *ts)
+{
+	int nl = ts->l1 - ts->l0;
+	size_t wide, scr = 0, big = 0, nmax = (size_t)ts->nmax;
+
+	if ((ts->off = calloc((size_t)nl + 1, sizeof(size_t))) == NULL)
+		return -1;
+	ts->in_w = layer_widths(ts, 0).in;
+	ts->out_w = layer_widths(ts, nl - 1).out;
+	ts->off[0] = wide = ts->in_w;
+	for (int k = 0; k < nl; k++) {
+		struct widths lw = layer_widths(ts, k);
+		struct nn_block_shape all;
+		size_t s = nmax * lw.acts;	/* nn_mlp_backward's */
+		if (ts->lay[k].cfg.layer == TP_BLOCK) {
+			all = block_shape(ts, k, ts->nmax);
+			s = nn_block_scratch_size(&all);
+		}
+		ts->off[k + 1] = ts->off[k] + lw.out + lw.acts;
+		wide = lw.out > wide ? lw.out : wide;
+		scr = s > scr ? s : scr;
+	}
+	for (size_t i = 0; i < ts->nten; i++)
+		big = ts->ten[i].p.count > big ? ts->ten[i].p.count : big;
+	ts->slot_cap = nmax * (ts->off[nl] + head_w(ts));
+	ts->scratch = malloc((scr ? scr : 1) * sizeof(float));
+	ts->whole = malloc(2 * big * (size_t)ts->T * sizeof(float));
+	for (int i = 0; i < 4; i++)
+		if ((ts->gb[i] = malloc(nmax * wide * sizeof(float))) == NULL)
+			return -1;
+	if (ts->gpt && ts->last)
+		ts->dlogits = malloc(nmax * ts->seq * ts->d.vocab *
+		    sizeof(float));
+	ts->slot = calloc((size_t)ts->maxslot, sizeof(*ts->slot));
+	return ts->scratch && ts->whole && ts->slot &&
+	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
+}
+
+int
+tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
+    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, char *err,
+    size_t errlen)
+{
+	int T = c ? comm_size(c) : 1;
+
+	memset(ts, 0, sizeof(*ts));
+	if (tp_stage_check(m, l0, l1, T, err, errlen) < 0)
+		return -1;
+	ts->c = T > 1 ? c : NULL, ts->T = T, ts->rank = c ? comm_rank(c) : 0;
+	ts->d = m->dims, ts->j = j, ts->w = w, ts->l0 = l0, ts->l1 = l1;
+	ts->gpt = m->dims.arch == NN_GPT, ts->first = j == 0;
+	ts->last = j == w - 1;
+	ts->seq = m->dims.arch == NN_MLP ? 1 : ts->gpt ? m->dims.seq : seq;
+	ts->nmax = nmax, ts->maxslot = maxslot;
+	ts->err = err, ts->errlen = errlen;
+	if ((ts->lay = calloc((size_t)(l1 - l0), sizeof(*ts->lay))) == NULL)
+		goto oom;
+	if (plan_layers(ts, m, &ts->nlocal, err, errlen) < 0)
+		goto fail;
+	for (int i = 0; i < 4; i++)
+		if (holds_gpt(ts, i))
+			ts->nlocal += nn_model_param(m, gpt_names[i])->count;
+	ts->params = calloc(ts->nlocal, sizeof(float));
+	ts->grads = calloc(ts->nlocal, sizeof(float));
+	if (!ts->params || !ts->grads || bind_tensors(ts, m) < 0 ||
+	    alloc_work(ts) < 0)
+		goto oom;
+	tp_stage_take(ts, m, m->params, ts->params);
+	return 0;
+oom:
+	cli_fail(err, errlen, "out of memory for stage %d's tensor-parallel "
+	    "shards", j);
+fail:
+	tp_stage_free(ts);
+	return -1;
+}
+
+void
+tp_stage_free(struct tp_stage *ts)
+{
+	for (int i = 0; i < ts->nslot; i++) {
+		free(ts->slot[i].f);
+		free(ts->slot[i].tok);
+	}
+	free(ts->slot);
+	for (int i = 0; i < 4; i++)
+		free(ts->gb[i]);
+	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
+	free(ts->params), free(ts->grads), free(ts->ten), free(ts->lay);
+	memset(ts, 0, sizeof(*ts));
+}
+
+struct pipe_slot *
+tp_stage_acquire(struct tp_stage *ts, int n)
+{
+	struct pipe_slot *sl = NULL;
+	size_t in = ts->first && !ts->gpt ? ts->in_w : 0;
+
+	for (int i = 0; i < ts->nslot && sl == NULL; i++)
+		if (!ts->slot[i].busy)
+			sl = &ts->slot[i];
+	if (sl == NULL) {
+		if (ts->nslot == ts->maxslot)
+			return NULL;
+		sl = &ts->slot[ts->nslot];
+		sl->f = malloc(ts->slot_cap * sizeof(float));
+		sl->tok = ts->gpt ? malloc(2 * (size_t)ts->nmax * ts->seq *
+		    sizeof(int32_t)) : NULL;
+		if (sl->f == NULL || (ts->gpt && sl->tok == NULL)) {
+			free(sl->f), free(sl->tok);
+			sl->f = NULL, sl->tok = NULL;
+			return NULL;
+		}
+		ts->nslot++;
+	}
+	sl->busy = 1, sl->n = n, sl->inp = sl->f;
+	/* A first stage's input rows are the batch's, not held here. */
+	sl->bytes = (size_t)n * ((ts->off[ts->l1 - ts->l0] - in + head_w(ts)) *
+	    sizeof(float) + (ts->gpt ? 2 * (size_t)ts->seq : 0) *
+	    sizeof(int32_t));
+	ts->live += sl->bytes;
+	ts->peak = ts->live > ts->peak ? ts->live : ts->peak;
+	return sl;
+}
+
+void
+tp_stage_release(struct tp_stage *ts, struct pipe_slot *sl)
+{
+	ts->live -= sl->bytes;
+	sl->busy = 0;
+}
+
+float *
+tp_stage_input(struct tp_stage *ts, struct pipe_slot *sl)
+{
+	(void)ts;
+	return sl->f;
+}
+
+/* ---- a micro-batch ---------------------------------------------------- */
+
+/* The gpt head, replicated: the final LayerNorm of x, logits against the
+ * tied wte, and the cross-entropy's sum per position over seq. */
+static double
+head_forward(struct tp_stage *ts, struct pipe_slot *sl, const float *x)
+{
+	int N = sl->n * ts->seq, D = ts->d.d_model, V = ts->d.vocab;
+	float *xf = lay_out(ts, sl, ts->l1 - ts->l0);
+	float *mean = xf + (size_t)N * D;
+	float *rstd = mean + N, *probs = rstd + N;
+
+	nn_layernorm_forward(xf, mean, rstd, x, ts->lnf_w, ts->lnf_b, N, D);
+	nn_linear_forward(probs, xf, ts->wte, NULL, N, D, V);
+	return nn_xent_forward(probs, probs, sl->tok + N, N, V) / ts->seq;
+}
+
+const float *
+tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl, double *loss)
+{
+	const float *x = sl->inp;
+	int n = sl->n, nl = ts->l1 - ts->l0;
+
+	if (ts->gpt && ts->first) {
+		nn_embedding_forward(sl->f, sl->tok, ts->wte, ts->wpe, n,
+		    ts->seq, ts->d.d_model);
+		x = sl->f;
+	}
+	for (int k = 0; k < nl; k++) {
+		if (layer_fwd(ts, k, lay_out(ts, sl, k), lay_acts(ts, sl, k), x,
+		    n) < 0)
+			return NULL;
+		x = lay_out(ts, sl, k);
+	}
+	if (!ts->last)
+		return x;
+	if (ts->gpt)
+		*loss += head_forward(ts, sl, x);
+	else
+		*loss += nn_sqerr_forward(x, sl->y, (size_t)n * ts->out_w) /
+		    (double)ts->out_w;
+	return x;
+}
+
+/* The gradient at the last stage's output into g (tmp: scratch of the
+ * same size): of the mean squared error, or through the gpt head. */
+static void
+loss_backward(struct tp_stage *ts, struct pipe_slot *sl, float *g,
+    float *tmp)
+{
+	int n = sl->n, N = n * ts->seq, nl = ts->l1 - ts->l0;
+	int D = ts->d.d_model, V = ts->d.vocab;
+	const float *top = lay_out(ts, sl, nl - 1);
+	size_t count = (size_t)n * ts->out_w;
+
+	memset(g, 0, count * sizeof(float));
+	if (!ts->gpt) {
+		nn_sqerr_backward(g, top, sl->y, (float)(1.0 / ts->out_w),
+		    count);
+		return;
+	}
+	float *xf = lay_out(ts, sl, nl), *mean = xf + (size_t)N * D;
+	float *rstd = mean + N, *probs = rstd + N;
+
+	memset(ts->dlogits, 0, (size_t)N * V * sizeof(float));
+	nn_xent_backward(ts->dlogits, probs, sl->tok + N, 1.0f / ts->seq, N, V);
+	memset(tmp, 0, count * sizeof(float));
+	nn_linear_backward(tmp, ts->dwte, NULL, ts->dlogits, xf, ts->wte, N, D,
+	    V);
+	nn_layernorm_backward(g, ts->dlnf_w, ts->dlnf_b, tmp, top, ts->lnf_w,
+	    mean, rstd, N, D);
+}
+
+int
+tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
+    float *dx)
+{
+	int n = sl->n, nl = ts->l1 - ts->l0;
+	float *cur = ts->gb[0], *other = ts->gb[1], *t;
+
+	if (ts->last)
+		loss_backward(ts, sl, cur, other);
+	else if (dy != cur) {
+		cur = dy;
+		other = dy == ts->gb[1] ? ts->gb[0] : ts->gb[1];
+	}
+	for (int k = nl - 1; k >= 0; k--) {
+		int want = k > 0 || dx != NULL || (ts->gpt && ts->first);
+		float *tgt = k == 0 && dx != NULL ? dx : other;
+		const float *x = k ? lay_out(ts, sl, k - 1) :
+		    ts->gpt && ts->first ? sl->f : sl->inp;
+
+		if (want)
+			memset(tgt, 0, (size_t)n * layer_widths(ts, k).in *
+			    sizeof(float));
+		if (layer_bwd(ts, k, want ? tgt : NULL, cur,
+		    lay_acts(ts, sl, k), x, n) < 0)
+			return -1;
+		t = cur, cur = tgt, other = t;
+	}
+	if (ts->gpt && ts->first)
+		nn_embedding_backward(ts->dwte, ts->dwpe, cur, sl->tok, n,
+		    ts->seq, ts->d.d_model);
+	return 0;
+}

@@ -1,0 +1,133 @@
+/* tp_stage: the tensor-parallel (TP) axis of a pipeline stage. The stage's
+ * layers of an nn model (par/pipe_int.h's struct pipe_stage: gpt blocks
+ * with the embeddings on the first stage and the final LayerNorm and tied
+ * head on the last; block stacks; mlp stacks of any widths) sharded over
+ * a TP group as Megatron-LM does, with collx-tp's layers (par/tp.h): a
+ * block's attention by heads (q, k, v column-parallel, o row-parallel) and
+ * its mlp, and each layer of an mlp stack, fc1 column-parallel and fc2
+ * row-parallel. Megatron's f (identity forward, allreduce of the input
+ * gradient backward) stands before each column-parallel pair and g
+ * (allreduce forward, identity backward) after each row-parallel one, so
+ * every rank of the group holds the whole activations between layers.
+ *
+ * Replicated on every rank of the group: LayerNorms, the biases of the
+ * row-parallel layers (added once, after the sum), and the gpt's wte, wpe
+ * and final LayerNorm. The tied embedding and head are replicated rather
+ * than vocabulary-parallel: collx's vocabularies are small (a byte-level
+ * vocabulary of 256 makes a d_model 256 GPT's head a twelfth of one
+ * block's weights, so sharding it saves little), and a replicated
+ * tensor's gradient is computed from whole, identical activations and
+ * gradients (g's and f's sums come out bit-identical on every rank), so
+ * its gradient is bit-identical on every TP rank without any
+ * communication (test_tp_stage checks it); a vocabulary-parallel head
+ * would need a parallel cross-entropy, two more allreduces per
+ * micro-batch.
+ *
+ * Every rank of the group runs every micro-batch: the same input, the same
+ * output and input gradient, the same loss (so TP rank t of one stage
+ * can exchange activations with TP rank t of the next). What it sends:
+ * per block and micro-batch of n samples four allreduces of n * seq *
+ * d_model floats (g after attention and mlp forward, f before them
+ * backward); per mlp layer one of n * out forward and one of n * in
+ * backward (none for the first stage's input gradient, when not asked).
+ */
+#ifndef COLLX_TP_STAGE_H
+#define COLLX_TP_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "nn/nn.h"
+#include "par/tp.h"
+
+/* A micro-batch's activations: par/pipe_int.h's, the pipeline runner's. */
+struct pipe_slot;
+
+/* A tensor this rank holds: its split (TP_WHOLE: replicated), whole shape,
+ * and this rank's floats at p.off in the stage's params and grads. */
+struct tp_stage_tensor {
+	char name[NN_NAME_MAX];	/* the model's name, "layers.2.attn.q.weight" */
+	struct tp_param p;
+};
+
+struct tp_stage {
+	struct comm *c;		/* the TP group; NULL: none */
+	int rank, T;		/* index in the group, its size (1: none) */
+	struct nn_dims d;
+	int j, w, l0, l1, gpt, first, last;
+	int seq, nmax;
+	size_t in_w, out_w;	/* floats per sample at the stage's ends */
+	/* This rank's parameters and their gradients, contiguous: the layers'
+	 * shards and replicated tensors, then the gpt's (wte, wpe, lnf.*). */
+	float *params, *grads;
+	size_t nlocal;
+	struct tp_stage_tensor *ten;
+	size_t nten;
+	struct tp_model *lay;	/* l1 - l0 layers: m->w, m->g point into
+				 * params and grads */
+	float *wte, *wpe, *lnf_w, *lnf_b, *dwte, *dwpe, *dlnf_w, *dlnf_b;
+	/* Activations, as pipe_stage's: slots for the micro-batches in flight,
+	 * layer k's output at off[k] per sample, then its saved values. */
+	size_t *off, *acts_w;
+	size_t slot_cap;
+	struct pipe_slot *slot;
+	int nslot, maxslot;
+	size_t live, peak;
+	float *gb[4];		/* gradient ping-pong, two send buffers */
+	float *scratch, *dlogits, *whole;
+	char *err;		/* a failure's reason (a TP collective) */
+	size_t errlen;
+};
+
+/*
+ * Before any communication: whether a TP group of T ranks can shard
+ * layers [l0, l1) of m: the heads and the feed-forward width of a block
+ * (gpt or block), each mlp layer's hidden width, divisible by T. 0, or -1
+ * with the numbers in the message (bad input, exit 3).
+ */
+int tp_stage_check(const struct nn_model *m, int l0, int l1, int T,
+    char *err, size_t errlen);
+
+/*
+ * Stage j of w holding layers [l0, l1) of the whole model m, sharded over
+ * the TP group c (NULL or of size 1: no TP); seq, nmax and maxslot as
+ * pipe_stage_init's. Takes this rank's shards of m's parameters (the
+ * stage keeps no pointer to m). err must outlive the stage: later
+ * failures (a TP collective's) land there. 0, or -1: bad sizes
+ * (tp_stage_check's reasons) or out of memory.
+ */
+int tp_stage_init(struct tp_stage *ts, const struct nn_model *m,
+    struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
+    int maxslot, char *err, size_t errlen);
+void tp_stage_free(struct tp_stage *ts);
+/*
+ * Between this rank's layout (ts->nlocal floats, as ts->params) and the
+ * whole model's (m->nparams floats, as m->params) of the stage's tensors:
+ * of the parameters, or anything laid out as they are (gradients, an
+ * optimizer's moments). tp_stage_take copies this rank's shards of whole
+ * into mine (a checkpoint's model or moments, made under any mesh, m of
+ * the same sizes as init's). tp_stage_gather, collective over the group,
+ * puts the whole tensors of every rank's mine into out on TP index 0
+ * (m and out may be NULL on the others); 0, or -1 when the group failed.
+ */
+void tp_stage_take(const struct tp_stage *ts, const struct nn_model *m,
+    const float *whole, float *mine);
+int tp_stage_gather(struct tp_stage *ts, const float *mine,
+    const struct nn_model *m, float *out);
+void tp_stage_zero_grad(struct tp_stage *ts);
+
+/* As pipe_stage_acquire, _release and _input. */
+struct pipe_slot *tp_stage_acquire(struct tp_stage *ts, int n);
+void tp_stage_release(struct tp_stage *ts, struct pipe_slot *sl);
+float *tp_stage_input(struct tp_stage *ts, struct pipe_slot *sl);
+/* As pipe_stage_forward and _backward (gradients add into grads; dy may
+ * be ts->gb[0] or [1], dx one of ts->gb[2], [3] or the caller's), on every
+ * rank of the group; NULL or -1 when a TP collective failed (the reason
+ * in the stage's err). */
+const float *tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl,
+    double *loss);
+int tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
+    float *dx);
+
+#endif
