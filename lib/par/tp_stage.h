@@ -76,6 +76,7 @@ struct tp_stage {
 	size_t live, peak;
 	float *gb[4];		/* gradient ping-pong, two send buffers */
 	float *scratch, *dlogits, *whole;
+	double coll_s;		/* seconds in the group's sums, so far */
 	char *err;		/* a failure's reason (a TP collective) */
 	size_t errlen;
 };
