@@ -416,6 +416,7 @@ train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
 		write_outputs(o, m, &res, &r, from);
 	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	mesh_groups_close(&grp);
 	comm_close(c);
 	pipe_result_free(&res);
 	free(r.bytes);
