@@ -262,12 +262,12 @@ refused() {
 	done
 }
 
-@test "--timing under TP: the tp allreduce rows with their bytes; -v lines and the summary give the bytes sent per axis" {
+@test "--timing under TP: the tp allreduce rows with their bytes; -v lines and the summary give the bytes sent per axis; the trace's TP sums within forwards and backwards" {
 	data 8 4 3 4
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 4 -o m.safetensors
 	run timeout 60 collx-run -n 4 --timeout 20 -- collx-train -m m.safetensors \
 	    -i X.npy -t Y.npy --batch 8 --steps 2 --tp 2 --pp 2 --microbatches 2 \
-	    --timing 't{rank}.csv' -v
+	    --timing 't{rank}.csv' --trace tr.json -v
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(grep -cE 'collx-train: step [01] .*; sent pp [0-9]+ dp 0 tp [1-9][0-9]* B\)$' <<<"$output")" -eq 2 ]
@@ -283,4 +283,18 @@ refused() {
 	# input gradient: 96 bytes.
 	[ "$(awk -F, '$2 == "allreduce" { print $7 "," $8 }' t3.csv | sort -u)" = 48,192 ]
 	[ "$(awk -F, '$2 == "allreduce" { print $7 "," $8 }' t0.csv | sort -u)" = 24,96 ]
+	# the trace of TP index 0: those sums, 2 a step on stage 0 and 4 on
+	# stage 1, each within a forward or backward of its stage
+	"$PY" - tr.json <<'PYEOF'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+     if e.get("ph") == "X"]
+tp = [e for e in x if e["cat"] == "tp-allreduce"]
+per = [sum(e["tid"] == j for e in tp) for j in (0, 1)]
+assert per == [4, 8], per
+for e in tp:
+    assert any(o["tid"] == e["tid"] and o["cat"] in ("forward", "backward")
+               and o["ts"] <= e["ts"] and
+               e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in x), e
+PYEOF
 }

@@ -43,6 +43,13 @@ bind_shape(struct pipe_run *r)
 	st->dwte = ts->dwte;
 }
 
+/* A TP sum, in the trace: a span within the forward or backward. */
+static void
+on_sum(void *ctx, double t0, double t1)
+{
+	pipe_span(ctx, 'T', -1, t0, t1);
+}
+
 int
 pipe_tp_init(struct pipe_run *r, int nmax)
 {
@@ -60,6 +67,8 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 		return -1;
 	}
 	bind_shape(r);
+	r->ts->on_sum = on_sum;
+	r->ts->on_sum_ctx = r;
 	r->params = r->ts->params;
 	r->grads = r->ts->grads;
 	return 0;
