@@ -203,14 +203,20 @@ refused() {
 		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
 		    1e-5 1e-6 >/dev/null
 	done
-	# collx-train's file resumed by collx-dp, collx-pipe's by collx-train
-	timeout 60 collx-dp --resume dp.safetensors --data X.npy --targets Y.npy \
-	    --batch 5 --steps 6 --lr 0.05 --momentum 0.9 -o tdp.safetensors -q
+	# collx-train's file resumed by collx-dp; collx-pipe's and collx-dp's
+	# by collx-train
+	D=(--data X.npy --targets Y.npy --batch 5 --lr 0.05 --momentum 0.9 -q)
+	timeout 60 collx-dp --resume dp.safetensors "${D[@]}" --steps 6 \
+	    -o tdp.safetensors
 	timeout 60 collx-run -n 2 --timeout 20 -- collx-pipe -m m.safetensors \
 	    "${O[@]}" --steps 3 --checkpoint pipe.safetensors -q
+	timeout 60 collx-dp -m m.safetensors "${D[@]}" --steps 3 \
+	    --checkpoint dpck.safetensors
 	train 4 frompipe --resume pipe.safetensors "${O[@]}" --dp 2 --pp 2 \
 	    --steps 6
-	for t in dp frompipe; do
+	train 4 fromdp --resume dpck.safetensors "${O[@]}" --dp 2 --pp 2 \
+	    --steps 6
+	for t in dp frompipe fromdp; do
 		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
 		    1e-5 1e-6 >/dev/null
 	done

@@ -41,9 +41,8 @@ int mesh_check_model(const struct mesh *m, const struct nn_model *md,
 void mesh_coord(const struct mesh *m, int rank, struct mesh_coord *c);
 int mesh_rank(const struct mesh *m, int pp, int dp, int tp);
 
-/* Collective over world (m->world ranks): g's three sub-groups, closed
- * with world (comm_close) or by mesh_groups_close. 0, or -1 with the
- * reason. */
+/* Collective over world (m->world ranks): g's three sub-groups, for
+ * mesh_groups_close to close before world. 0, or -1 with the reason. */
 int mesh_split(const struct mesh *m, struct comm *world,
     struct mesh_groups *g, char *err, size_t errlen);
 void mesh_groups_close(struct mesh_groups *g);

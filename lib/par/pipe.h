@@ -6,7 +6,9 @@
  * over point-to-point messages. Gradients of all micro-batches add up and
  * are divided by the global sample count, so any world size and any
  * number of micro-batches gives single-process full-batch training up to
- * float rounding. */
+ * float rounding. With replicas (pipe_cfg's dp, collx-train's mesh) each
+ * pipeline runs its share of the batch and each stage sums its gradients
+ * with its replicas', which gives the same. */
 #ifndef COLLX_PIPE_H
 #define COLLX_PIPE_H
 
@@ -29,10 +31,10 @@ struct pipe_cfg {
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */
-	struct comm *dp;	/* the stage's replicas (data parallel), or
-				 * NULL: each takes its train_split share
-				 * of the batch, gradients summed over
-				 * them before the update */
+	struct comm *dp;	/* the stage's replicas (data parallel;
+				 * NULL: none): each runs its train_split
+				 * share of the batch, and their gradients
+				 * are summed before the update */
 	struct comm *tp;	/* the stage's TP group (size 1: none): the
 				 * stage's layers sharded over it (tp_stage),
 				 * or NULL: pipe_stage's, in the model */
