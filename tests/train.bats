@@ -184,6 +184,21 @@ refused() {
 	    --steps 3 --optimizer adamw --lr 0.01
 }
 
+# The run resumed on its own mesh after 3 steps (tsame, lsame) has
+# tfull's bytes and lfull's losses; each other resumed run of TAGS equals
+# tfull within float rounding.
+# usage: resumed_equal TAGS
+resumed_equal() {
+	local t
+
+	cmp tfull.safetensors tsame.safetensors
+	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
+	for t in $1; do
+		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
+		    1e-5 1e-6 >/dev/null
+	done
+}
+
 @test "checkpoints: dp2 resumed as pp2 and back equal an uninterrupted run; the same mesh gives its bytes; collx-dp and collx-pipe files resume too" {
 	data 10 4 4 3
 	timeout 30 collx-dp --init mlp --dims 4,8,4,4 --seed 3 -o m.safetensors
@@ -197,12 +212,7 @@ refused() {
 	train 2 dppp --resume dp.safetensors "${O[@]}" --pp 2 --steps 6
 	train 2 ppdp --resume pp.safetensors "${O[@]}" --dp 2 --steps 6
 	train 4 pp4 --resume dp.safetensors "${O[@]}" --pp 4 --steps 6
-	cmp tfull.safetensors tsame.safetensors
-	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
-	for t in dppp ppdp pp4; do
-		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
-		    1e-5 1e-6 >/dev/null
-	done
+	resumed_equal "dppp ppdp pp4"
 	# collx-train's file resumed by collx-dp; collx-pipe's and collx-dp's
 	# by collx-train
 	D=(--data X.npy --targets Y.npy --batch 5 --lr 0.05 --momentum 0.9 -q)
@@ -222,14 +232,22 @@ refused() {
 	done
 }
 
-@test "--timing: pp rows and the dp allreduce with their axis and mesh place; the trace's allreduce spans; -v step lines and the summary" {
+# Two steps of a 2-layer mlp stack (4 -> 8 -> 3, 3 -> 8 -> 3), batch 8 in
+# 2 micro-batches, on 4 ranks with timing rows t{rank}.csv, a trace tr.json
+# and -v; its output in $output.
+# usage: timed MESH-OPTIONS...
+timed() {
 	data 8 4 3 4
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 4 -o m.safetensors
 	run timeout 60 collx-run -n 4 --timeout 20 -- collx-train -m m.safetensors \
-	    -i X.npy -t Y.npy --batch 8 --steps 2 --dp 2 --pp 2 --microbatches 2 \
-	    --timing 't{rank}.csv' --trace tr.json -v
+	    -i X.npy -t Y.npy --batch 8 --steps 2 --microbatches 2 \
+	    --timing 't{rank}.csv' --trace tr.json -v "$@"
 	echo "$output"
 	[ "$status" -eq 0 ]
+}
+
+@test "--timing: pp rows and the dp allreduce with their axis and mesh place; the trace's allreduce spans; -v step lines and the summary" {
+	timed --dp 2 --pp 2
 	[ "$(grep -c 'collx-train: step [01] epoch [01] loss' <<<"$output")" -eq 2 ]
 	grep -q 'collx-train: 2 steps, final loss' <<<"$output"
 	[ "$(head -n 1 t3.csv)" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,axis,pp,dp,tp" ]
@@ -260,22 +278,11 @@ refused() {
 	train 2 dtpp --resume dt.safetensors "${O[@]}" --pp 2 --steps 6
 	train 4 tpd4 --resume tp.safetensors "${O[@]}" --dp 4 --steps 6
 	train 4 d4tp --resume d4.safetensors "${O[@]}" --tp 2 --pp 2 --steps 6
-	cmp tfull.safetensors tsame.safetensors
-	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
-	for t in dtpp tpd4 d4tp; do
-		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
-		    1e-5 1e-6 >/dev/null
-	done
+	resumed_equal "dtpp tpd4 d4tp"
 }
 
 @test "--timing under TP: the tp allreduce rows with their bytes; -v lines and the summary give the bytes sent per axis; the trace's TP sums within forwards and backwards" {
-	data 8 4 3 4
-	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 4 -o m.safetensors
-	run timeout 60 collx-run -n 4 --timeout 20 -- collx-train -m m.safetensors \
-	    -i X.npy -t Y.npy --batch 8 --steps 2 --tp 2 --pp 2 --microbatches 2 \
-	    --timing 't{rank}.csv' --trace tr.json -v
-	echo "$output"
-	[ "$status" -eq 0 ]
+	timed --tp 2 --pp 2
 	[ "$(grep -cE 'collx-train: step [01] .*; sent pp [0-9]+ dp 0 tp [1-9][0-9]* B\)$' <<<"$output")" -eq 2 ]
 	grep -qE '^collx-train: rank 0 sent pp [1-9][0-9]* dp 0 tp [1-9][0-9]* bytes$' <<<"$output"
 	# rank 3: TP rank 1 of stage 1; no dp row
