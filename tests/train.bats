@@ -263,22 +263,26 @@ timed() {
 	[ "$(grep -c '"cat":"allreduce"' tr.json)" -eq 4 ]
 }
 
-@test "checkpoints under TP (AdamW): dp2 x tp2 resumed as pp2, tp2 x pp2 as dp4 and dp4 as tp2 x pp2 equal an uninterrupted run; the same mesh gives its bytes" {
+@test "checkpoints under TP (AdamW): dp2 x tp2 resumed as pp2 and back, tp2 x pp2 as dp4 and back equal an uninterrupted run; the same mesh gives its bytes" {
 	data 12 4 4 5
 	timeout 30 collx-dp --init mlp --dims 4,8,4,4 --seed 5 -o m.safetensors
 	O=(-i X.npy -t Y.npy --batch 9 --microbatches 2 --optimizer adamw
 	    --lr 0.01)
 	train 4 full -m m.safetensors "${O[@]}" --dp 2 --tp 2 --steps 6
-	for mesh in "dt:--dp 2 --tp 2" "tp:--tp 2 --pp 2" "d4:--dp 4"; do
-		timeout 60 collx-run -n 4 --timeout 20 -- collx-train \
-		    -m m.safetensors "${O[@]}" ${mesh#*:} --steps 3 \
-		    --checkpoint "${mesh%%:*}.safetensors" -q
+	# NAME:WORLD:MESH, checkpoints after 3 steps
+	for mesh in "dt:4:--dp 2 --tp 2" "tp:4:--tp 2 --pp 2" "d4:4:--dp 4" \
+	    "p2:2:--pp 2"; do
+		IFS=: read -r name w opts <<<"$mesh"
+		timeout 60 collx-run -n "$w" --timeout 20 -- collx-train \
+		    -m m.safetensors "${O[@]}" $opts --steps 3 \
+		    --checkpoint "$name.safetensors" -q
 	done
 	train 4 same --resume dt.safetensors "${O[@]}" --dp 2 --tp 2 --steps 6
 	train 2 dtpp --resume dt.safetensors "${O[@]}" --pp 2 --steps 6
+	train 4 ppdt --resume p2.safetensors "${O[@]}" --dp 2 --tp 2 --steps 6
 	train 4 tpd4 --resume tp.safetensors "${O[@]}" --dp 4 --steps 6
 	train 4 d4tp --resume d4.safetensors "${O[@]}" --tp 2 --pp 2 --steps 6
-	resumed_equal "dtpp tpd4 d4tp"
+	resumed_equal "dtpp ppdt tpd4 d4tp"
 }
 
 @test "--timing under TP: the tp allreduce rows with their bytes; -v lines and the summary give the bytes sent per axis; the trace's TP sums within forwards and backwards" {
