@@ -1,8 +1,9 @@
 /* collx-train: composed parallelism: one model trained by D data-parallel
- * replicas of a P-stage pipeline (T-way tensor parallelism: the mesh and
- * its checks, not the training yet), laid out by lib/par/mesh.c and
- * trained by the pipeline runner (lib/par/pipe.c) with its gradients
+ * replicas of a P-stage pipeline whose stages are sharded over T-way
+ * tensor-parallel groups, laid out by lib/par/mesh.c and trained by the
+ * pipeline runner (lib/par/pipe.c) over tp_stage stages, its gradients
  * summed over each stage's replicas; or --print-mesh, the layout alone. */
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
+#include "par/tp_stage.h"
 #include "prog/join.h"
 #include "prog/progress.h"
 #include "prog/trainopt.h"
@@ -68,15 +70,15 @@ usage(void)
 	    "[--pp P]\n"
 	    "           [--ranks-per-host N]\n\n"
 	    "Composed parallelism: D data-parallel replicas of a P-stage "
-	    "pipeline\n(D*T*P ranks; rank = (pp*D + dp)*T + tp).\n\n"
+	    "pipeline, each\nstage sharded over T ranks (D*T*P ranks; "
+	    "rank = (pp*D + dp)*T + tp).\n\n"
 	    "  -m, --model F         gpt, or an mlp or block stack "
 	    "(layers.{i}.*)\n"
 	    "  --data F              gpt: token file; mlp/block: X rows\n"
 	    "  -i, --input F         the same as --data\n"
 	    "  -t, --targets F       mlp/block: Y rows\n"
 	    "  --dp D                data-parallel replicas\n"
-	    "  --tp T                tensor-parallel shards (1; more: not "
-	    "built yet)\n"
+	    "  --tp T                tensor-parallel shards of each stage (1)\n"
 	    "  --pp P                pipeline stages (1); one of D, T, P may "
 	    "be -1,\n"
 	    "                        what the others leave (D is -1 unless "
@@ -153,8 +155,9 @@ own_option(void *ctx, int c, const char *a)
 		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
 		break;
 	case OPT_SCHEDULE:
+		/* zb-h1 splits the backward, which tp_stage keeps whole */
 		if (pipe_sched_parse(a, &o->sched) < 0 ||
-		    o->sched == PIPE_SCHED_FILE)
+		    o->sched == PIPE_SCHED_FILE || o->sched == PIPE_SCHED_ZBH1)
 			cli_usage_error("--schedule: want gpipe or 1f1b, "
 			    "not '%s'", a);
 		break;
@@ -222,15 +225,26 @@ struct report {
 	int rank, world;
 	struct mesh_groups *grp;
 	uint64_t sent;		/* bytes sent by the step before */
+	uint64_t axis[3];	/* bytes sent so far over pp, dp, tp */
+	uint64_t axis_step[3];	/* of them, in the last step */
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
 };
 
+/* Bytes sent over each axis, the last step's and in all, and their sum. */
 static uint64_t
-bytes_sent(const struct report *r)
+bytes_sent(struct report *r)
 {
-	return comm_bytes_sent(r->grp->pp) + comm_bytes_sent(r->grp->dp) +
-	    comm_bytes_sent(r->grp->tp);
+	struct comm *g[3] = { r->grp->pp, r->grp->dp, r->grp->tp };
+	uint64_t sum = 0, now;
+
+	for (int a = 0; a < 3; a++) {
+		now = comm_bytes_sent(g[a]);
+		r->axis_step[a] = now - r->axis[a];
+		r->axis[a] = now;
+		sum += now;
+	}
+	return sum;
 }
 
 /* count: the replica's samples (compute, step) or the elements moved
@@ -269,6 +283,9 @@ step_timing(struct report *r, const struct train_step *s,
 	if (comm_size(r->grp->dp) > 1)
 		timing_row(r, "allreduce", coll_algo_name(COLL_AUTO), "dp",
 		    s->step, st->dp, st->dp_sent / f, st->dp_sent);
+	if (comm_size(r->grp->tp) > 1)
+		timing_row(r, "allreduce", coll_algo_name(COLL_RING), "tp",
+		    s->step, st->tp, st->tp_sent / f, st->tp_sent);
 	timing_row(r, "step", sched, "-", s->step, st->wall, b, 0);
 }
 
@@ -287,10 +304,12 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	progress_step(&r->pr, s);
 	if (r->pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
-		    "%s/s (compute %.1f ms, pipeline and allreduce %.1f ms)\n",
+		    "%s/s (compute %.1f ms, pipeline and allreduces %.1f ms; "
+		    "sent pp %" PRIu64 " dp %" PRIu64 " tp %" PRIu64 " B)\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
 		    s->seconds > 0 ? s->tokens / s->seconds : 0, r->pr.unit,
-		    s->compute * 1e3, s->comm * 1e3);
+		    s->compute * 1e3, s->comm * 1e3, r->axis_step[0],
+		    r->axis_step[1], r->axis_step[2]);
 	if (r->timing != NULL)
 		step_timing(r, s, st);
 }
@@ -378,7 +397,9 @@ train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
 	if (mesh_split(mesh, c, &grp, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", r.rank, e);
 	r.grp = &grp;
+	r.sent = bytes_sent(&r);
 	cfg->dp = grp.dp;
+	cfg->tp = grp.tp;
 	/* every replica holds the same state: replica 0's pipeline saves */
 	if (r.at.dp != 0)
 		cfg->ckpt_path = NULL;
@@ -388,6 +409,10 @@ train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
 	progress_end(&r.pr);
+	if (r.pr.summary)
+		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
+		    " tp %" PRIu64 " bytes\n", cli_progname, r.axis[0],
+		    r.axis[1], r.axis[2]);
 	if (r.rank == 0)
 		write_outputs(o, m, &res, &r, from);
 	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
@@ -436,12 +461,6 @@ mesh_for_model(const struct opts *o, struct mesh *mesh,
 	mesh_or_die(o, mesh, o->g.world);
 	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	/* ---- TENSOR PARALLELISM NOT BUILT YET: removed when lib/par's
-	 * TP stage math (tp_stage) is merged ---- */
-	if (mesh->tp > 1)
-		cli_die_rank(CLI_EXIT_DATA, "--tp %d: tensor parallelism: not "
-		    "built yet", mesh->tp);
-	/* ---- end of TENSOR PARALLELISM NOT BUILT YET ---- */
 	if (o->micro > o->c.batch / mesh->dp)
 		cli_usage_error("--microbatches %ld: more than the %ld samples "
 		    "of the smallest replica's share of --batch %ld over %d",
@@ -481,6 +500,10 @@ main(int argc, char **argv)
 	first = cli_calloc((size_t)mesh.pp + 1, sizeof(int));
 	if (pipe_split(&m, mesh.pp, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
+	for (int j = 0; j < mesh.pp; j++)
+		if (tp_stage_check(&m, first[j], first[j + 1], mesh.tp, e,
+		    sizeof(e)) < 0)
+			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bats
 # collx-train: the mesh (--print-mesh, refusals on every rank before any
-# rank talks), and training on dp, pp and dp x pp meshes of 2 and 4 ranks
-# with uneven batch splits and micro-batches that do not divide them,
-# checked against an independent float64 PyTorch training
-# (tests/lib/piperef.py) and against collx-dp on one rank
-# (tests/lib/trainref.py checks both); checkpoints
-# across meshes and programs; the timing rows' axis column.
+# rank talks), and training on every factorization of 2, 4 and 8 ranks (dp,
+# tp, pp alone, dp x tp, dp x pp, tp x pp, dp2 x tp2 x pp2) with uneven
+# batch splits and micro-batches that do not divide them, checked against
+# an independent float64 PyTorch training (tests/lib/piperef.py) and
+# against collx-dp on one rank (tests/lib/trainref.py checks both);
+# checkpoints across meshes and programs; the timing rows' axis column.
 load lib/common
 
 REF=$COLLX_ROOT/tests/lib/piperef.py
@@ -126,9 +126,6 @@ refused() {
 	    "${G[@]}" --tp 4
 	refused 4 "mesh: hidden width 6 of layers.0.fc1.weight is not divisible by --tp 4" \
 	    -m m.safetensors -i X.npy -t Y.npy --batch 8 --tp 4
-	# (removed with the merge of the TP stage math: a mesh with T > 1 that
-	# passes the checks is refused until then)
-	refused 2 "--tp 2: tensor parallelism: not built yet" "${G[@]}" --tp 2
 	# a rank alone, its peers' rendezvous nowhere: refused at once, not
 	# after the timeout of a rank that tried to talk
 	run env COLLX_RANK=2 COLLX_WORLD_SIZE=4 COLLX_MASTER=127.0.0.1:9 \
@@ -142,12 +139,13 @@ refused() {
 	[[ "$output" == *"--microbatches 5: more than the 4 samples of the smallest replica's share of --batch 8 over 2"* ]]
 }
 
-@test "mlp stack: dp, pp and dp x pp on 2 and 4 ranks, batch 11, M 2, equal the reference and collx-dp on one rank" {
+@test "mlp stack: dp, tp, pp and each pair on 2 and 4 ranks, batch 11, M 2, equal the reference and collx-dp on one rank" {
 	data 11 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 11 3 sgd 0.1 \
 	    r.safetensors r.csv
-	meshes "2:--dp,2 2:--pp,2 4:--dp,4 4:--pp,4 4:--dp,2,--pp,2" \
+	meshes "2:--dp,2 2:--pp,2 4:--dp,4 4:--pp,4 4:--dp,2,--pp,2 2:--tp,2
+	    4:--dp,2,--tp,2 4:--tp,2,--pp,2" \
 	    -m m.safetensors -i X.npy -t Y.npy --batch 11 --steps 3 --lr 0.1 \
 	    --microbatches 2
 	check -m m.safetensors --data X.npy --targets Y.npy --batch 11 \
@@ -156,19 +154,21 @@ refused() {
 	[ "$(head -n 1 l4dp2pp2.csv)" = "$(head -n 1 dp1.csv)" ]
 }
 
-@test "block stack: dp, pp and dp x pp, batch 9, M 2 and 3, gpipe and 1f1b, equal the reference and collx-dp on one rank" {
+@test "block stack: dp, tp, pp and each pair, batch 9, M 2 and 3, gpipe and 1f1b, equal the reference and collx-dp on one rank" {
 	data 9 5,8 5,8 2
 	timeout 30 collx-dp --init block --dims 8,2,16,0,2 --seed 2 -o b.safetensors
 	timeout 120 "$PY" "$REF" train block b.safetensors X.npy Y.npy 9 2 sgd 0.1 \
 	    r.safetensors r.csv
 	meshes "2:--dp,2,--microbatches,3 2:--pp,2,--schedule,gpipe,--microbatches,3
-	    4:--dp,2,--pp,2,--microbatches,2 4:--dp,4,--microbatches,2" \
+	    4:--dp,2,--pp,2,--microbatches,2 4:--dp,4,--microbatches,2
+	    2:--tp,2,--microbatches,2 4:--dp,2,--tp,2,--microbatches,3
+	    4:--tp,2,--pp,2,--schedule,gpipe,--microbatches,2" \
 	    -m b.safetensors -i X.npy -t Y.npy --batch 9 --steps 2 --lr 0.1
 	check -m b.safetensors --data X.npy --targets Y.npy --batch 9 \
 	    --steps 2 --lr 0.1
 }
 
-@test "gpt: dp, pp and dp x pp, SGD and AdamW, equal the reference and collx-dp on one rank" {
+@test "gpt: dp, tp, pp, each pair and dp2 x tp2 x pp2, SGD and AdamW, equal the reference and collx-dp on one rank" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 7 3 sgd 0.5 \
 	    r.safetensors r.csv
@@ -177,13 +177,30 @@ refused() {
 	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 6 3 adamw 0.01 \
 	    ra.safetensors ra.csv
 	meshes "2:--dp,2,--microbatches,3 2:--pp,2,--microbatches,2
-	    4:--dp,2,--pp,2,--microbatches,3 4:--dp,4" \
+	    4:--dp,2,--pp,2,--microbatches,3 4:--dp,4 2:--tp,2
+	    4:--tp,2,--pp,2,--microbatches,2 8:--dp,2,--tp,2,--pp,2,--microbatches,2" \
 	    -m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5
 	check -m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5
-	meshes "4:--dp,2,--pp,2,--microbatches,2 4:--dp,4" -m g.safetensors \
+	meshes "4:--dp,2,--pp,2,--microbatches,2 4:--dp,4
+	    4:--dp,2,--tp,2,--microbatches,2 4:--tp,2,--pp,2" -m g.safetensors \
 	    --data "$GPL" --batch 6 --steps 3 --optimizer adamw --lr 0.01
 	REF_TAG=a TRAINREF_SKIP=attn.k.bias check -m g.safetensors --data "$GPL" --batch 6 \
 	    --steps 3 --optimizer adamw --lr 0.01
+}
+
+# The run resumed on its own mesh after 3 steps (tsame, lsame) has
+# tfull's bytes and lfull's losses; each other resumed run of TAGS equals
+# tfull within float rounding.
+# usage: resumed_equal TAGS
+resumed_equal() {
+	local t
+
+	cmp tfull.safetensors tsame.safetensors
+	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
+	for t in $1; do
+		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
+		    1e-5 1e-6 >/dev/null
+	done
 }
 
 @test "checkpoints: dp2 resumed as pp2 and back equal an uninterrupted run; the same mesh gives its bytes; collx-dp and collx-pipe files resume too" {
@@ -199,12 +216,7 @@ refused() {
 	train 2 dppp --resume dp.safetensors "${O[@]}" --pp 2 --steps 6
 	train 2 ppdp --resume pp.safetensors "${O[@]}" --dp 2 --steps 6
 	train 4 pp4 --resume dp.safetensors "${O[@]}" --pp 4 --steps 6
-	cmp tfull.safetensors tsame.safetensors
-	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
-	for t in dppp ppdp pp4; do
-		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
-		    1e-5 1e-6 >/dev/null
-	done
+	resumed_equal "dppp ppdp pp4"
 	# collx-train's file resumed by collx-dp; collx-pipe's and collx-dp's
 	# by collx-train
 	D=(--data X.npy --targets Y.npy --batch 5 --lr 0.05 --momentum 0.9 -q)
@@ -224,14 +236,22 @@ refused() {
 	done
 }
 
-@test "--timing: pp rows and the dp allreduce with their axis and mesh place; the trace's allreduce spans; -v step lines and the summary" {
+# Two steps of a 2-layer mlp stack (4 -> 8 -> 3, 3 -> 8 -> 3), batch 8 in
+# 2 micro-batches, on 4 ranks with timing rows t{rank}.csv, a trace tr.json
+# and -v; its output in $output.
+# usage: timed MESH-OPTIONS...
+timed() {
 	data 8 4 3 4
 	timeout 30 collx-dp --init mlp --dims 4,8,3,2 --seed 4 -o m.safetensors
 	run timeout 60 collx-run -n 4 --timeout 20 -- collx-train -m m.safetensors \
-	    -i X.npy -t Y.npy --batch 8 --steps 2 --dp 2 --pp 2 --microbatches 2 \
-	    --timing 't{rank}.csv' --trace tr.json -v
+	    -i X.npy -t Y.npy --batch 8 --steps 2 --microbatches 2 \
+	    --timing 't{rank}.csv' --trace tr.json -v "$@"
 	echo "$output"
 	[ "$status" -eq 0 ]
+}
+
+@test "--timing: pp rows and the dp allreduce with their axis and mesh place; the trace's allreduce spans; -v step lines and the summary" {
+	timed --dp 2 --pp 2
 	[ "$(grep -c 'collx-train: step [01] epoch [01] loss' <<<"$output")" -eq 2 ]
 	grep -q 'collx-train: 2 steps, final loss' <<<"$output"
 	[ "$(head -n 1 t3.csv)" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,axis,pp,dp,tp" ]
@@ -245,4 +265,57 @@ refused() {
 	[ "$(awk -F, '$2 == "send" { print $8 }' t3.csv | sort -u)" = 48 ]
 	# replica 0's trace: an allreduce span per stage and step
 	[ "$(grep -c '"cat":"allreduce"' tr.json)" -eq 4 ]
+}
+
+@test "checkpoints under TP (AdamW): dp2 x tp2 resumed as pp2 and back, tp2 x pp2 as dp4 and back equal an uninterrupted run; the same mesh gives its bytes" {
+	data 12 4 4 5
+	timeout 30 collx-dp --init mlp --dims 4,8,4,4 --seed 5 -o m.safetensors
+	O=(-i X.npy -t Y.npy --batch 9 --microbatches 2 --optimizer adamw
+	    --lr 0.01)
+	train 4 full -m m.safetensors "${O[@]}" --dp 2 --tp 2 --steps 6
+	# NAME:WORLD:MESH, checkpoints after 3 steps
+	for mesh in "dt:4:--dp 2 --tp 2" "tp:4:--tp 2 --pp 2" "d4:4:--dp 4" \
+	    "p2:2:--pp 2"; do
+		IFS=: read -r name w opts <<<"$mesh"
+		timeout 60 collx-run -n "$w" --timeout 20 -- collx-train \
+		    -m m.safetensors "${O[@]}" $opts --steps 3 \
+		    --checkpoint "$name.safetensors" -q
+	done
+	train 4 same --resume dt.safetensors "${O[@]}" --dp 2 --tp 2 --steps 6
+	train 2 dtpp --resume dt.safetensors "${O[@]}" --pp 2 --steps 6
+	train 4 ppdt --resume p2.safetensors "${O[@]}" --dp 2 --tp 2 --steps 6
+	train 4 tpd4 --resume tp.safetensors "${O[@]}" --dp 4 --steps 6
+	train 4 d4tp --resume d4.safetensors "${O[@]}" --tp 2 --pp 2 --steps 6
+	resumed_equal "dtpp ppdt tpd4 d4tp"
+}
+
+@test "--timing under TP: the tp allreduce rows with their bytes; -v lines and the summary give the bytes sent per axis; the trace's TP sums within forwards and backwards" {
+	timed --tp 2 --pp 2
+	[ "$(grep -cE 'collx-train: step [01] .*; sent pp [0-9]+ dp 0 tp [1-9][0-9]* B\)$' <<<"$output")" -eq 2 ]
+	grep -qE '^collx-train: rank 0 sent pp [1-9][0-9]* dp 0 tp [1-9][0-9]* bytes$' <<<"$output"
+	# rank 3: TP rank 1 of stage 1; no dp row
+	[ "$(grep -c '^collx-train,allreduce,ring,.*,tp,1,0,1$' t3.csv)" -eq 2 ]
+	[ "$(grep -c ',dp,1,0,1$' t3.csv)" -eq 0 ]
+	# A ring allreduce of n floats over 2 ranks sends n/2 reducing and n/2
+	# gathering. Stage 1 (layer 1: 3 -> 8 -> 3), per micro-batch of 4
+	# samples: a sum of 4 x 3 floats forward (fc2's g) and of 4 x 3
+	# backward (fc1's f, the input gradient for stage 0): 2 micro-batches
+	# make 48 floats, 192 bytes a step. Stage 0 (4 -> 8 -> 3) sums no
+	# input gradient: 96 bytes.
+	[ "$(awk -F, '$2 == "allreduce" { print $7 "," $8 }' t3.csv | sort -u)" = 48,192 ]
+	[ "$(awk -F, '$2 == "allreduce" { print $7 "," $8 }' t0.csv | sort -u)" = 24,96 ]
+	# the trace of TP index 0: those sums, 2 a step on stage 0 and 4 on
+	# stage 1, each within a forward or backward of its stage
+	"$PY" - tr.json <<'PYEOF'
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+     if e.get("ph") == "X"]
+tp = [e for e in x if e["cat"] == "tp-allreduce"]
+per = [sum(e["tid"] == j for e in tp) for j in (0, 1)]
+assert per == [4, 8], per
+for e in tp:
+    assert any(o["tid"] == e["tid"] and o["cat"] in ("forward", "backward")
+               and o["ts"] <= e["ts"] and
+               e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in x), e
+PYEOF
 }

@@ -70,11 +70,18 @@ run_init(struct pipe_run *r)
 		r->have_sch = 1;
 		r->sch = &r->own_sch;
 	}
-	if (pipe_stage_init(&r->st, r->m, r->rank, r->world,
-	    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq, nmax, M,
-	    r->sch->split, e, sizeof(e)) < 0)
-		goto fail;
-	r->have_st = 1;
+	if (cfg->tp != NULL) {
+		if (pipe_tp_init(r, nmax) < 0)
+			return -1;
+	} else {
+		if (pipe_stage_init(&r->st, r->m, r->rank, r->world,
+		    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq,
+		    nmax, M, r->sch->split, e, sizeof(e)) < 0)
+			goto fail;
+		r->have_st = 1;
+		r->params = r->m->params;
+		r->grads = r->m->grads;
+	}
 	if (train_order_init(&r->ord, r->d->n, 0, 0, e, sizeof(e)) < 0 ||
 	    train_batch_alloc(&r->tb, r->d, r->rcount, e, sizeof(e)) < 0)
 		goto fail;
@@ -82,7 +89,7 @@ run_init(struct pipe_run *r)
 	    (r->tied = malloc((size_t)r->m->dims.vocab * r->m->dims.d_model *
 	    sizeof(float))) == NULL)
 		return pipe_oom(r);
-	if (pipe_own_init(r) < 0)
+	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0)
 		return -1;
 	if (cfg->resume != NULL && pipe_ckpt_resume(r) < 0)
 		return -1;
@@ -109,6 +116,7 @@ run_free(struct pipe_run *r)
 	free(r->own);
 	if (r->have_st)
 		pipe_stage_free(&r->st);
+	pipe_tp_free(r);
 	if (r->have_sch)
 		pipe_sched_free(&r->own_sch);
 	train_order_free(&r->ord);
@@ -163,7 +171,8 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		    pipe_ckpt_write(&r, k + 1) < 0)
 			goto out;
 	}
-	if (pipe_dp_verify(&r) < 0 || pipe_gather_params(&r) < 0 ||
+	if (pipe_dp_verify(&r) < 0 || pipe_tp_verify(&r) < 0 ||
+	    pipe_gather_params(&r) < 0 ||
 	    pipe_gather_stats(&r, res) < 0 ||
 	    pipe_gather_spans(&r, res) < 0)
 		goto out;

@@ -35,6 +35,9 @@ struct pipe_cfg {
 				 * NULL: none): each runs its train_split
 				 * share of the batch, and their gradients
 				 * are summed before the update */
+	struct comm *tp;	/* the stage's TP group (size 1: none): the
+				 * stage's layers sharded over it (tp_stage),
+				 * or NULL: pipe_stage's, in the model */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
@@ -47,6 +50,8 @@ struct pipe_stat {
 	size_t peak_act;	/* activation bytes held at most, so far */
 	double dp;		/* summing gradients over the replicas */
 	size_t dp_sent;		/* bytes this rank sent doing it */
+	double tp;		/* the TP group's allreduces (within fwd, bwd) */
+	size_t tp_sent;		/* bytes this rank sent in them */
 };
 
 /* One span of a stage's time line, seconds since the common start. */

@@ -7,6 +7,7 @@
 #include "cli/util.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
+#include "par/tp_stage.h"
 
 /* The job's optimizer state as checkpoint pieces: each tensor from its
  * first holder, or (holders) from each stage holding it (gpt's tied
@@ -46,6 +47,8 @@ pipe_ckpt_resume(struct pipe_run *r)
 	size_t n;
 	int rc;
 
+	if (r->ts != NULL)
+		return pipe_tp_resume(r);
 	if ((p = ckpt_pieces(r, 1, &n)) == NULL)
 		return pipe_oom(r);
 	if ((rc = ckpt_restore(r->cfg->resume, p, n, r->rank, r->err,
@@ -55,9 +58,11 @@ pipe_ckpt_resume(struct pipe_run *r)
 	return rc;
 }
 
-/* Rank 0 collects every stage's parameters (from their first holder). */
-int
-pipe_gather_params(struct pipe_run *r)
+/* Rank 0 collects every stage's parameters (from their first holder);
+ * under TP, each TP index 0 holds its stage's first (pipe_tp_gather), and
+ * rank 0 collects from those. */
+static int
+gather_stages(struct pipe_run *r)
 {
 	const struct nn_model *m = r->m;
 	int a, b;
@@ -83,6 +88,60 @@ pipe_gather_params(struct pipe_run *r)
 	return 0;
 }
 
+int
+pipe_gather_params(struct pipe_run *r)
+{
+	if (r->ts != NULL && pipe_tp_gather(r, NULL) < 0)
+		return -1;
+	return r->ts != NULL && r->ts->rank != 0 ? 0 : gather_stages(r);
+}
+
+/* Under TP: the stage's moments gathered whole onto TP index 0, whose
+ * pipeline then saves them as a pipeline without TP does, each tensor's
+ * piece from its first holder. */
+static int
+tp_ckpt_write(struct pipe_run *r, long done)
+{
+	const struct nn_model *m = r->m;
+	int moments = nn_optim_moments(&r->cfg->optim), k, a, b, rc = -1;
+	int root = r->ts->rank == 0;
+	struct nn_optim whole = { .count = m->nparams };
+	float *flat[2] = { NULL, NULL };
+	struct ckpt_piece *p = NULL;
+
+	for (k = 0; k < moments && root; k++)
+		if ((flat[k] = calloc(m->nparams, sizeof(float))) == NULL)
+			goto oom;
+	whole.m = flat[0], whole.v = flat[1];
+	if (pipe_tp_gather(r, flat) < 0)
+		goto out;
+	if (!root) {
+		rc = 0;
+		goto out;
+	}
+	if ((p = calloc(m->ntensors, sizeof(*p))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct nn_param *t = &m->table[i];
+
+		pipe_owners(r, t->name, &a, &b);
+		p[i] = (struct ckpt_piece){ a, t->offset, t->count,
+		    a == r->rank ? &whole : NULL, t->offset };
+	}
+	if ((rc = gather_stages(r)) == 0 && (rc = ckpt_save(r->c, m,
+	    &r->cfg->optim, p, m->ntensors, done, r->cfg->batch,
+	    r->cfg->ckpt_path, r->err, r->errlen)) < 0)
+		r->kind = TRAIN_ERR_RUNTIME;
+	goto out;
+oom:
+	rc = pipe_oom(r);
+out:
+	free(flat[0]);
+	free(flat[1]);
+	free(p);
+	return rc;
+}
+
 /* Collective: the whole model and optimizer state, after done steps. */
 int
 pipe_ckpt_write(struct pipe_run *r, long done)
@@ -91,9 +150,11 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 	size_t n;
 	int rc;
 
+	if (r->ts != NULL)
+		return tp_ckpt_write(r, done);
 	if ((p = ckpt_pieces(r, 0, &n)) == NULL)
 		return pipe_oom(r);
-	rc = pipe_gather_params(r);
+	rc = gather_stages(r);
 	if (rc == 0 && (rc = ckpt_save(r->c, r->m, &r->cfg->optim, p, n, done,
 	    r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen)) < 0)
 		r->kind = TRAIN_ERR_RUNTIME;

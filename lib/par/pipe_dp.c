@@ -36,7 +36,7 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	for (q = 0; q < r->nown; q++) {
 		comm_set_step(dc, "step %ld: gradients of stage %d, range "
 		    "%d of %d", r->step, r->rank, q + 1, r->nown);
-		if (coll_allreduce(dc, r->m->grads + r->own[q].off,
+		if (coll_allreduce(dc, r->grads + r->own[q].off,
 		    r->own[q].len, DT_F32, COLL_SUM, COLL_AUTO) < 0)
 			return dp_failed(r);
 	}
@@ -59,7 +59,7 @@ pipe_dp_verify(struct pipe_run *r)
 	if (dc == NULL || (n = comm_size(dc)) == 1)
 		return 0;
 	for (q = 0; q < r->nown; q++)
-		mine = cli_fnv1a(mine, r->m->params + r->own[q].off,
+		mine = cli_fnv1a(mine, r->params + r->own[q].off,
 		    r->own[q].len * sizeof(float));
 	if ((all = malloc((size_t)n * sizeof(*all))) == NULL)
 		return pipe_oom(r);

@@ -14,6 +14,8 @@
 #include "par/pipe_sched.h"
 #include "par/train.h"
 
+struct tp_stage;
+
 /* A micro-batch's saved activations, from its forward to its backward. */
 struct pipe_slot {
 	float *f;		/* input, then per layer output and acts, head */
@@ -90,7 +92,13 @@ struct pipe_run {
 	const struct pipe_cfg *cfg;
 	const struct pipe_sched *sch;	/* cfg->table, or own_sch */
 	struct pipe_sched own_sch;
+	/* The stage: st, its layers in m; or, with cfg->tp, ts over the TP
+	 * group, st then holding only ts's shape and buffers (pipe_tp.c) */
 	struct pipe_stage st;
+	struct tp_stage *ts;
+	float *params, *grads;		/* what own's ranges index: m's, ts's */
+	double tp_t0;			/* ts's sums' seconds and the TP */
+	uint64_t tp_b0;			/* group's bytes at the step's start */
 	int rank, world, have_st, have_sch;
 	long rstart, rcount;		/* this replica's share of the batch */
 	long *mstart, *mcount;		/* micro-batches of the share */
@@ -125,6 +133,32 @@ int pipe_oom(struct pipe_run *r);
  * and *b (or -1); this stage's parameter ranges and their optimizers. */
 void pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b);
 int pipe_own_init(struct pipe_run *r);
+
+/* The stage's side of the runner (pipe_tp.c), pipe_stage's or
+ * tp_stage's: set-up of a tp_stage and its one parameter range; a
+ * micro-batch's slot, input, forward (NULL: failed) and backward. */
+int pipe_tp_init(struct pipe_run *r, int nmax);
+int pipe_tp_own_init(struct pipe_run *r);
+void pipe_tp_free(struct pipe_run *r);
+struct pipe_slot *pipe_unit_acquire(struct pipe_run *r, int n);
+float *pipe_unit_input(struct pipe_run *r, struct pipe_slot *sl);
+const float *pipe_unit_forward(struct pipe_run *r, struct pipe_slot *sl,
+    double *loss);
+int pipe_unit_backward(struct pipe_run *r, struct pipe_slot *sl, float *dy,
+    float *dx);
+void pipe_unit_release(struct pipe_run *r, struct pipe_slot *sl);
+/* The TP group's share of a step, its allreduces' time and bytes, into
+ * ps: called at the step's start (begin) and its end. */
+void pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin);
+/* At the end: every TP rank's replicated tensors bitwise the same. */
+int pipe_tp_verify(struct pipe_run *r);
+/* Checkpoints under TP: this rank's shards of the state from
+ * cfg->resume; collective over the TP group, the stage's whole
+ * parameters into m->params on TP index 0, and with moments (not NULL on
+ * every rank) the optimizer's moments into moments[0] and [1] (laid out
+ * as the model's parameters; read on TP index 0 only). */
+int pipe_tp_resume(struct pipe_run *r);
+int pipe_tp_gather(struct pipe_run *r, float *const moments[2]);
 
 /* Step k of the run (pipe_step.c), recorded in s and r->stat[k]. */
 int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);

@@ -47,7 +47,7 @@ fill_slot(struct pipe_run *r, struct pipe_slot *sl, int i)
 static struct pipe_slot *
 acquire(struct pipe_run *r, int i)
 {
-	struct pipe_slot *sl = pipe_stage_acquire(&r->st, (int)r->mcount[i]);
+	struct pipe_slot *sl = pipe_unit_acquire(r, (int)r->mcount[i]);
 
 	if (sl == NULL)
 		pipe_oom(r);
@@ -101,7 +101,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		comm_set_step(r->c, "step %ld: activation of micro-batch %d",
 		    r->step, i);
 		if (comm_recv(r->c, a->peer, PIPE_TAG_ACT,
-		    pipe_stage_input(st, sl), bin) < 0)
+		    pipe_unit_input(r, sl), bin) < 0)
 			return pipe_comm_failed(r);
 		ps->recvd += bin;
 		t1 = cli_now();
@@ -113,7 +113,8 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return -1;
 		if (fill_slot(r, sl, i) < 0)
 			return -1;
-		r->mout[i] = pipe_stage_forward(st, sl, loss);
+		if ((r->mout[i] = pipe_unit_forward(r, sl, loss)) == NULL)
+			return -1;
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
@@ -145,14 +146,15 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->send += t1 - t0;
-		pipe_stage_backward(st, sl, st->g[0], dx);
+		if (pipe_unit_backward(r, sl, st->g[0], dx) < 0)
+			return -1;
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t0 = cli_now();
 		ps->bwd += t0 - t1;
 		pipe_span(r, 'B', i, t1, t0);
 		if (!st->split) {
-			pipe_stage_release(st, sl);
+			pipe_unit_release(r, sl);
 			r->mslot[i] = NULL;
 		}
 		return 0;
@@ -164,7 +166,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		ps->bwd += t1 - t0;
 		/* a backward's second part: the trace draws it as backward */
 		pipe_span(r, 'B', i, t0, t1);
-		pipe_stage_release(st, sl);
+		pipe_unit_release(r, sl);
 		r->mslot[i] = NULL;
 		return 0;
 	case PIPE_SEND_GRAD:
@@ -216,9 +218,10 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
 	for (q = 0; q < r->nown; q++)
-		memset(r->m->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
+		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)cfg->micro * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)cfg->micro * sizeof(*r->sgrad));
+	pipe_tp_stat(r, ps, 1);
 	ts = cli_now();
 	r->gmb[0] = r->gmb[1] = -1;
 	r->gturn = 0;
@@ -231,6 +234,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	    comm_waitall(r->c, r->sgrad, cfg->micro) < 0)
 		return pipe_comm_failed(r);
 	t2 = cli_now();
+	pipe_tp_stat(r, ps, 0);
 	ps->send += t2 - t1;
 	pipe_span(r, 'S', -1, t1, t2);
 	/* the schedule's span: what the bubble is a share of */
@@ -247,8 +251,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	if (pipe_dp_sync(r, &loss) < 0)
 		return -1;
 	for (q = 0; q < r->nown; q++)
-		nn_optim_step(&r->opt[q], r->m->params + r->own[q].off,
-		    r->m->grads + r->own[q].off, (float)(1.0 / (double)cfg->batch));
+		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
+		    r->grads + r->own[q].off, (float)(1.0 / (double)cfg->batch));
 	ps->wall = cli_now() - t0;
 	ps->peak_act = r->st.peak;
 	s->step = k;
@@ -256,7 +260,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	s->tokens = train_tokens(r->d, cfg->batch);
 	s->loss = loss / (double)cfg->batch;
 	s->seconds = ps->wall;
-	s->compute = ps->fwd + ps->bwd;
+	s->compute = ps->fwd + ps->bwd - ps->tp;
 	s->comm = s->seconds - s->compute;
 	return 0;
 }

@@ -2,7 +2,8 @@
  * runs, collected by rank 0 on its clock (pipe_clock.c) and written as
  * Chrome trace-event JSON (Perfetto, chrome://tracing): one track (tid)
  * per stage, complete ("X") events for forward, backward, send and recv,
- * and the gaps between them as idle. */
+ * and the gaps between them as idle; a TP group's sums nest within the
+ * forward or backward that made them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,8 @@ kind_name(char k)
 	case 'S': return "send";
 	case 'R': return "recv";
 	case 'A': return "allreduce";	/* over the stage's replicas */
+	case 'T': return "tp-allreduce";	/* within F or B, over its TP
+						 * group */
 	default: return "idle";
 	}
 }
@@ -160,6 +163,11 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 		 * half a round trip); event() prints no negative times. */
 		if (t0 < 0)
 			t0 = 0;
+		if (s[i].kind == 'T') {	/* nested: no gap, no idle */
+			event(f, s[i].stage, 'T', -1, s[i].step, t0,
+			    t1 > t0 ? t1 : t0);
+			continue;
+		}
 		if (i == 0 || s[i].stage != s[i - 1].stage)
 			prev = t0;
 		if (t0 < prev + 1000)

@@ -260,11 +260,17 @@ layer_widths(const struct tp_stage *ts, int k)
 static int
 group_sum(struct tp_stage *ts, float *buf, size_t count)
 {
+	double t0 = cli_now(), t1;
+
 	if (ts->T == 1)
 		return 0;
 	if (coll_allreduce(ts->c, buf, count, DT_F32, COLL_SUM, COLL_RING) < 0)
 		return cli_fail(ts->err, ts->errlen, "TP group: %s",
 		    comm_error(ts->c));
+	t1 = cli_now();
+	ts->coll_s += t1 - t0;
+	if (ts->on_sum != NULL)
+		ts->on_sum(ts->on_sum_ctx, t0, t1);
 	return 0;
 }
 

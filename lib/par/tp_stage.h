@@ -76,6 +76,11 @@ struct tp_stage {
 	size_t live, peak;
 	float *gb[4];		/* gradient ping-pong, two send buffers */
 	float *scratch, *dlogits, *whole;
+	double coll_s;		/* seconds in the group's sums, so far */
+	/* Called after each sum with its start and end (cli_now), or NULL:
+	 * a caller's trace. */
+	void (*on_sum)(void *ctx, double t0, double t1);
+	void *on_sum_ctx;
 	char *err;		/* a failure's reason (a TP collective) */
 	size_t errlen;
 };
