@@ -46,6 +46,9 @@ tensor_set_part(const struct tensor_set *in, const int *dims, int parts,
 	struct tensor t;
 	size_t k;
 
+	/* The format first: a stream's set keeps the order tensors are
+	 * added in, any other set sorts them by name. */
+	out->format = in->format;
 	for (k = 0; k < in->count; k++) {
 		const struct tensor *src = &in->items[k];
 		int64_t lo = tensor_split_offset(src->shape[dims[k]], parts, i);
@@ -60,7 +63,6 @@ tensor_set_part(const struct tensor_set *in, const int *dims, int parts,
 			goto fail;
 		}
 	}
-	out->format = in->format;
 	return 0;
 fail:
 	tensor_set_free(out);

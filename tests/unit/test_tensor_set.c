@@ -231,6 +231,36 @@ test_part_cat(void)
 	tensor_set_free(&s);
 }
 
+/* A stream's arrays are named by index and kept in stream order: a part
+ * keeps that order, "10" after "9", not sorted by name before "2". */
+static void
+test_part_stream(void)
+{
+	struct tensor_set s = { .format = TENSOR_NPYS }, part = { 0 };
+	int64_t two = 2;
+	char name[8];
+	int dims[12], k, ok = 1;
+	double v[2];
+
+	for (k = 0; k < 12; k++) {
+		snprintf(name, sizeof name, "%d", k);
+		v[0] = 2 * k;
+		v[1] = 2 * k + 1;
+		add(&s, name, DT_F32, 1, &two, v);
+	}
+	tensor_set_split_dims(&s, 0, 2, 1, dims, err, sizeof err);
+	UNIT_OK(tensor_set_part(&s, dims, 2, 1, &part, err, sizeof err) == 0 &&
+	    part.format == TENSOR_NPYS && part.count == 12, "part 1 of a stream of 12");
+	for (k = 0; ok && k < 12; k++) {
+		snprintf(name, sizeof name, "%d", k);
+		ok &= strcmp(part.items[k].name, name) == 0 &&
+		    at(&part.items[k], 0) == 2 * k + 1;
+	}
+	UNIT_OK(ok, "a part of a stream keeps stream order: array k holds 2k + 1");
+	tensor_set_free(&part);
+	tensor_set_free(&s);
+}
+
 static void
 test_set_ops(void)
 {
@@ -275,6 +305,7 @@ main(void)
 	test_diff_single();
 	test_split_dims();
 	test_part_cat();
+	test_part_stream();
 	test_set_ops();
 	return unit_done();
 }
