@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "tensor/fillname.h"
 #include "tensor/setops.h"
 #include "tensor/tensor.h"
 
@@ -302,31 +303,6 @@ parse_shape(const char *s, int *ndim, int64_t *shape)
 	}
 }
 
-static enum tensor_fill
-parse_fill(const char *s, double *value)
-{
-	char *end;
-
-	*value = 0;
-	if (strcmp(s, "zeros") == 0)
-		return TENSOR_FILL_CONST;
-	if (strcmp(s, "ones") == 0) {
-		*value = 1;
-		return TENSOR_FILL_CONST;
-	}
-	if (strcmp(s, "arange") == 0)
-		return TENSOR_FILL_ARANGE;
-	if (strcmp(s, "rand") == 0)
-		return TENSOR_FILL_RAND;
-	if (strcmp(s, "randn") == 0)
-		return TENSOR_FILL_RANDN;
-	*value = strtod(s, &end);
-	if (!*s || *end)
-		cli_usage_error("--fill: expected zeros, ones, arange, rand, randn or a "
-		    "number, not '%s'", s);
-	return TENSOR_FILL_CONST;
-}
-
 static enum dtype
 parse_dtype(const char *s)
 {
@@ -368,7 +344,8 @@ cmd_create(int argc, char **argv)
 	if (!shape_arg || !out || optind != argc)
 		cli_usage_error("create: needs --shape and -o, and no other arguments");
 	parse_shape(shape_arg, &ndim, shape);
-	how = parse_fill(fill_arg, &value);
+	if (tensor_fill_parse(fill_arg, &how, &value, err, sizeof err) < 0)
+		cli_usage_error("--fill: %s", err);
 	if ((how == TENSOR_FILL_RAND || how == TENSOR_FILL_RANDN) && !dtype_is_float(dt))
 		cli_usage_error("--fill %s needs a float dtype, not %s", fill_arg, dtype_name(dt));
 	if (tensor_init(&t, dt, ndim, shape, err, sizeof err) < 0)
