@@ -14,8 +14,10 @@ tensor_fill_parse(const char *s, enum tensor_fill *how, double *value,
 		enum tensor_fill how;
 		double value;
 	} names[] = {
-		{ "zeros", TENSOR_FILL_CONST, 0 }, { "ones", TENSOR_FILL_CONST, 1 },
-		{ "arange", TENSOR_FILL_ARANGE, 0 }, { "rand", TENSOR_FILL_RAND, 0 },
+		{ "zeros", TENSOR_FILL_CONST, 0 },
+		{ "ones", TENSOR_FILL_CONST, 1 },
+		{ "arange", TENSOR_FILL_ARANGE, 0 },
+		{ "rand", TENSOR_FILL_RAND, 0 },
 		{ "randn", TENSOR_FILL_RANDN, 0 },
 	};
 	char *end;
@@ -29,8 +31,8 @@ tensor_fill_parse(const char *s, enum tensor_fill *how, double *value,
 		}
 	*value = strtod(s, &end);
 	if (!*s || *end)
-		return cli_fail(err, errlen, "expected zeros, ones, arange, rand, "
-		    "randn or a number, not '%s'", s);
+		return cli_fail(err, errlen, "expected zeros, ones, arange, "
+		    "rand, randn or a number, not '%s'", s);
 	*how = TENSOR_FILL_CONST;
 	return 0;
 }

@@ -32,8 +32,8 @@ tensor_set_split_dims(const struct tensor_set *in, int dim, int parts,
 		    errlen) < 0)
 			return -1;
 		if (even && in->items[k].shape[dims[k]] % parts)
-			return cli_fail(err, errlen, "dimension %d of size %lld "
-			    "is not divisible into %d parts", dims[k],
+			return cli_fail(err, errlen, "dimension %d of size "
+			    "%lld is not divisible into %d parts", dims[k],
 			    (long long)in->items[k].shape[dims[k]], parts);
 	}
 	return 0;
@@ -86,8 +86,8 @@ cat_one(const struct tensor_set *in, size_t n, const char *const *labels,
 		    &in[i].items[0] : tensor_set_find(&in[i], name);
 
 		if (!p) {
-			cli_fail(err, errlen, "%s has no tensor '%s'", labels[i],
-			    name);
+			cli_fail(err, errlen, "%s has no tensor '%s'",
+			    labels[i], name);
 			goto out;
 		}
 		parts[i] = *p;

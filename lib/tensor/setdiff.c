@@ -24,8 +24,8 @@ diff_pair(const char *name, const struct tensor *a, const struct tensor *b,
 		if (report)
 			fprintf(report, "%s%s%s\n", name, sep, err);
 		if (!tot->structural++)
-			snprintf(tot->first, sizeof tot->first, "%.200s%s%.250s",
-			    name, sep, err);
+			snprintf(tot->first, sizeof tot->first,
+			    "%.200s%s%.250s", name, sep, err);
 		return;
 	}
 	if (report)

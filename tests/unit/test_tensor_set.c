@@ -203,7 +203,8 @@ test_part_cat(void)
 	    "the parts joined back");
 	a = tensor_set_find(&back, "a");
 	m = tensor_set_find(&back, "m");
-	for (col = 0, ok = a && m && a->shape[0] == 10 && m->shape[1] == 6; ok && col < 24; col++)
+	ok = a && m && a->shape[0] == 10 && m->shape[1] == 6;
+	for (col = 0; ok && col < 24; col++)
 		ok &= at(m, col) == col && (col >= 10 || at(a, col) == col);
 	UNIT_OK(ok, "joined: arange(10) and arange(24) as 4 x 6 again");
 	tensor_set_free(&back);
