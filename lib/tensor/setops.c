@@ -1,7 +1,6 @@
 /* setops: changes made to a whole tensor set: its metadata copied, every
  * tensor converted, a lone unnamed tensor named (collx-tensor convert,
  * split and cat). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
