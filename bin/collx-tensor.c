@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "tensor/flat.h"
+#include "tensor/fillname.h"
+#include "tensor/setops.h"
 #include "tensor/tensor.h"
 
 static const char usage_text[] =
@@ -302,31 +303,6 @@ parse_shape(const char *s, int *ndim, int64_t *shape)
 	}
 }
 
-static enum tensor_fill
-parse_fill(const char *s, double *value)
-{
-	char *end;
-
-	*value = 0;
-	if (strcmp(s, "zeros") == 0)
-		return TENSOR_FILL_CONST;
-	if (strcmp(s, "ones") == 0) {
-		*value = 1;
-		return TENSOR_FILL_CONST;
-	}
-	if (strcmp(s, "arange") == 0)
-		return TENSOR_FILL_ARANGE;
-	if (strcmp(s, "rand") == 0)
-		return TENSOR_FILL_RAND;
-	if (strcmp(s, "randn") == 0)
-		return TENSOR_FILL_RANDN;
-	*value = strtod(s, &end);
-	if (!*s || *end)
-		cli_usage_error("--fill: expected zeros, ones, arange, rand, randn or a "
-		    "number, not '%s'", s);
-	return TENSOR_FILL_CONST;
-}
-
 static enum dtype
 parse_dtype(const char *s)
 {
@@ -368,7 +344,8 @@ cmd_create(int argc, char **argv)
 	if (!shape_arg || !out || optind != argc)
 		cli_usage_error("create: needs --shape and -o, and no other arguments");
 	parse_shape(shape_arg, &ndim, shape);
-	how = parse_fill(fill_arg, &value);
+	if (tensor_fill_parse(fill_arg, &how, &value, err, sizeof err) < 0)
+		cli_usage_error("--fill: %s", err);
 	if ((how == TENSOR_FILL_RAND || how == TENSOR_FILL_RANDN) && !dtype_is_float(dt))
 		cli_usage_error("--fill %s needs a float dtype, not %s", fill_arg, dtype_name(dt));
 	if (tensor_init(&t, dt, ndim, shape, err, sizeof err) < 0)
@@ -393,104 +370,15 @@ static const char diff_help[] =
 "are matched by name, arrays of streams by index. Exit 0 when all are close; 4\n"
 "when any element is out of tolerance, or dtypes, shapes or names differ.\n";
 
-/* Relative error f32 rounding reaches in a computation of some length
- * (about 80 units in the last place): below it, differences are rounding,
- * not a wrong result. */
-#define DIFF_F32_ROUNDING 1e-5
-
-struct diff_total {
-	int64_t bad, count;
-	int structural;		/* names, dtypes or shapes differ */
-	int not_rounding;	/* a failing tensor is not f32, or errs more */
-	double max_rel;		/* over the failing tensors */
-	char first[512];
-};
-
-static void
-diff_pair(const char *name, const struct tensor *a, const struct tensor *b,
-    double rtol, double atol, struct diff_total *tot)
-{
-	const char *sep = name ? ": " : "";
-	struct tensor_diff d;
-
-	name = name ? name : "";
-	if (tensor_compare(a, b, rtol, atol, &d, err, sizeof err) < 0) {
-		if (!cli_quiet)
-			printf("%s%s%s\n", name, sep, err);
-		if (!tot->structural++)
-			snprintf(tot->first, sizeof tot->first, "%.200s%s%.250s", name, sep, err);
-		return;
-	}
-	if (!cli_quiet)
-		printf("%s%smax abs error %.6g, max rel error %.6g, %lld of %lld out of "
-		    "tolerance\n", name, sep, d.max_abs, d.max_rel, (long long)d.mismatched,
-		    (long long)d.count);
-	tot->bad += d.mismatched;
-	tot->count += d.count;
-	if (d.mismatched == 0)
-		return;
-	if (a->dtype != DT_F32 || b->dtype != DT_F32 || !(d.max_rel <= DIFF_F32_ROUNDING))
-		tot->not_rounding = 1;
-	tot->max_rel = fmax(tot->max_rel, d.max_rel);
-}
-
-/* f32 results that differ only by rounding (a sum in another order, an
- * optimizer amplifying it): say so, and the --rtol that accepts them. */
-static void
-diff_hint(const struct diff_total *tot)
-{
-	if (tot->bad == 0 || tot->structural || tot->not_rounding || cli_quiet)
-		return;
-	printf("hint: differences at f32 rounding level (max rel error %.3g); "
-	    "--rtol %g accepts them\n", tot->max_rel,
-	    pow(10, ceil(log10(fmax(tot->max_rel, 1e-12)))));
-}
-
-static void
-diff_sets(const struct tensor_set *a, const struct tensor_set *b,
-    double rtol, double atol, struct diff_total *tot)
-{
-	const struct tensor *other;
-	size_t i;
-
-	if (a->count == 1 && b->count == 1 && (!a->items[0].name || !b->items[0].name)) {
-		diff_pair(NULL, &a->items[0], &b->items[0], rtol, atol, tot);
-		return;
-	}
-	for (i = 0; i < a->count; i++) {
-		const char *n = a->items[i].name ? a->items[i].name : "-";
-
-		if ((other = tensor_set_find(b, a->items[i].name)))
-			diff_pair(n, &a->items[i], other, rtol, atol, tot);
-		else {
-			if (!cli_quiet)
-				printf("%s: only in the first file\n", n);
-			if (!tot->structural++)
-				snprintf(tot->first, sizeof tot->first,
-				    "tensor '%s' only in the first file", n);
-		}
-	}
-	for (i = 0; i < b->count; i++)
-		if (!tensor_set_find(a, b->items[i].name)) {
-			const char *n = b->items[i].name ? b->items[i].name : "-";
-
-			if (!cli_quiet)
-				printf("%s: only in the second file\n", n);
-			if (!tot->structural++)
-				snprintf(tot->first, sizeof tot->first,
-				    "tensor '%s' only in the second file", n);
-		}
-}
-
 static int
 cmd_diff(int argc, char **argv)
 {
 	enum { O_RTOL = CLI_OPT_PROGRAM, O_ATOL };
 	static const struct option longs[] = { COMMON_LONGOPTS,
 		{ "rtol", 1, 0, O_RTOL }, { "atol", 1, 0, O_ATOL }, { 0, 0, 0, 0 } };
-	struct diff_total tot = { 0 };
+	struct tensor_set_diff tot = { 0 };
 	static struct tensor_set a, b;
-	double rtol = 1e-5, atol = 1e-8;
+	double rtol = 1e-5, atol = 1e-8, hint;
 	int c;
 
 	while ((c = next_opt(argc, argv, COMMON_SHORTS, longs, diff_help)) != -1) {
@@ -503,8 +391,13 @@ cmd_diff(int argc, char **argv)
 		cli_usage_error("diff: needs two files");
 	load(argv[optind], &a);
 	load(argv[optind + 1], &b);
-	diff_sets(&a, &b, rtol, atol, &tot);
-	diff_hint(&tot);
+	tensor_set_diff(&a, &b, rtol, atol, cli_quiet ? NULL : stdout, &tot);
+	/* f32 results that differ only by rounding (a sum in another order,
+	 * an optimizer amplifying it): say so, and the --rtol that accepts
+	 * them. */
+	if (!cli_quiet && (hint = tensor_set_diff_rtol_hint(&tot)) > 0)
+		printf("hint: differences at f32 rounding level (max rel error "
+		    "%.3g); --rtol %g accepts them\n", tot.max_rel, hint);
 	tensor_set_free(&a);
 	tensor_set_free(&b);
 	fflush(stdout);
@@ -528,29 +421,6 @@ static const char convert_help[] =
 "(.npy) tensor is called NAME (default \"tensor\") in a .safetensors output.\n"
 "bf16 has no .npy type code: convert it with --dtype f32 first.\n";
 
-static void
-cast_all(struct tensor_set *s, enum dtype dt)
-{
-	struct tensor t;
-	size_t i;
-
-	for (i = 0; i < s->count; i++) {
-		if (s->items[i].dtype == dt)
-			continue;
-		if (tensor_cast(&s->items[i], dt, &t, err, sizeof err) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", err);
-		tensor_free(&s->items[i]);
-		s->items[i] = t;
-	}
-}
-
-static void
-name_unnamed(struct tensor_set *s, const char *name)
-{
-	if (s->count == 1 && !s->items[0].name)
-		s->items[0].name = cli_strdup(name);
-}
-
 static int
 cmd_convert(int argc, char **argv)
 {
@@ -571,10 +441,11 @@ cmd_convert(int argc, char **argv)
 	if (argc - optind != 2)
 		cli_usage_error("convert: needs IN and OUT");
 	load(argv[optind], &s);
-	if (cast)
-		cast_all(&s, dt);
-	if (tensor_format_for(argv[optind + 1], s.format) == TENSOR_SAFETENSORS)
-		name_unnamed(&s, name);
+	if (cast && tensor_set_cast(&s, dt, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	if (tensor_format_for(argv[optind + 1], s.format) == TENSOR_SAFETENSORS &&
+	    tensor_set_name_unnamed(&s, name, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
 	save(argv[optind + 1], &s);
 	tensor_set_free(&s);
 	done();
@@ -589,18 +460,6 @@ static const char split_help[] =
 "Sizes follow numpy.array_split: when N does not divide the dimension, the first\n"
 "(size mod N) parts get one element more. With --even, a size N does not divide\n"
 "is an error (exit 3).\n";
-
-static int
-norm_dim(int dim, const struct tensor *t, const char *what)
-{
-	int d = tensor_dim_norm(dim, t->ndim);
-
-	if (d < 0 || d >= t->ndim)
-		cli_die(CLI_EXIT_DATA, "%s: dimension %d out of range for %s%s%s with %d "
-		    "dimensions", what, dim, t->name ? "tensor '" : "a tensor",
-		    t->name ? t->name : "", t->name ? "'" : "", t->ndim);
-	return d;
-}
 
 /* PATTERN with every {i} replaced by i (at most 11 characters for 3). */
 static char *
@@ -626,26 +485,11 @@ split_part(const struct tensor_set *in, const int *dims, int parts, int i,
     const char *pattern)
 {
 	static struct tensor_set s;
-	struct tensor t;
-	size_t k;
 
-	for (k = 0; k < in->count; k++) {
-		const struct tensor *src = &in->items[k];
-		int64_t lo = tensor_split_offset(src->shape[dims[k]], parts, i);
-		int64_t hi = tensor_split_offset(src->shape[dims[k]], parts, i + 1);
-
-		if (tensor_narrow(src, dims[k], lo, hi - lo, &t, err, sizeof err) < 0)
-			cli_die(CLI_EXIT_DATA, "split: %s", err);
-		if (tensor_set_add(&s, src->name, &t, err, sizeof err) < 0) {
-			tensor_free(&t);
-			cli_die(CLI_EXIT_DATA, "split: %s", err);
-		}
-	}
-	for (k = 0; k < in->nmeta; k++)
-		if (tensor_set_meta_put(&s, in->meta[k].key, in->meta[k].value, err,
-		    sizeof err) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", err);
-	s.format = in->format;
+	if (tensor_set_part(in, dims, parts, i, &s, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "split: %s", err);
+	if (tensor_set_meta_copy(&s, in, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
 	save(part_name(pattern, i), &s);
 	tensor_set_free(&s);
 }
@@ -660,7 +504,6 @@ cmd_split(int argc, char **argv)
 	const char *pattern = NULL;
 	int c, parts = 0, dim = 0, even = 0, i, *dims;
 	static struct tensor_set s;
-	size_t k;
 
 	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, split_help)) != -1) {
 		switch (c) {
@@ -676,12 +519,8 @@ cmd_split(int argc, char **argv)
 		cli_usage_error("split: -o %s has no {i} to number the parts", pattern);
 	load(argv[optind], &s);
 	dims = own(cli_calloc(s.count + 1, sizeof *dims));
-	for (k = 0; k < s.count; k++) {
-		dims[k] = norm_dim(dim, &s.items[k], "split");
-		if (even && s.items[k].shape[dims[k]] % parts)
-			cli_die(CLI_EXIT_DATA, "split: dimension %d of size %lld is not divisible "
-			    "into %d parts", dims[k], (long long)s.items[k].shape[dims[k]], parts);
-	}
+	if (tensor_set_split_dims(&s, dim, parts, even, dims, err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "split: %s", err);
 	for (i = 0; i < parts; i++)
 		split_part(&s, dims, parts, i, pattern);
 	tensor_set_free(&s);
@@ -697,32 +536,6 @@ static const char cat_help[] =
 "(.safetensors) must hold the same names; each name is concatenated on its own.\n"
 "OUT keeps the first input's names and metadata.\n";
 
-/* Concatenate tensor k of every input into out. */
-static void
-cat_one(struct tensor_set *in, int n, size_t k, int dim, struct tensor_set *out,
-    char **argv)
-{
-	struct tensor *parts = own(cli_calloc((size_t)n, sizeof *parts)), t;
-	const char *name = in[0].items[k].name;
-	int i, d;
-
-	for (i = 0; i < n; i++) {
-		const struct tensor *p = in[i].count == 1 && in[0].count == 1 ?
-		    &in[i].items[0] : tensor_set_find(&in[i], name);
-
-		if (!p)
-			cli_die(CLI_EXIT_DATA, "cat: %s has no tensor '%s'", argv[i], name);
-		parts[i] = *p;
-	}
-	d = norm_dim(dim, &parts[0], "cat");
-	if (tensor_cat(parts, (size_t)n, d, &t, err, sizeof err) < 0)
-		cli_die(CLI_EXIT_DATA, "cat: %s%s%s", name ? name : "", name ? ": " : "", err);
-	if (tensor_set_add(out, name, &t, err, sizeof err) < 0) {
-		tensor_free(&t);
-		cli_die(CLI_EXIT_DATA, "cat: %s", err);
-	}
-}
-
 static int
 cmd_cat(int argc, char **argv)
 {
@@ -732,7 +545,6 @@ cmd_cat(int argc, char **argv)
 	static struct tensor_set *in, out;
 	const char *dst = NULL;
 	int c, dim = 0, n, i;
-	size_t k;
 
 	while ((c = next_opt(argc, argv, COMMON_SHORTS "o:", longs, cat_help)) != -1) {
 		if (c == 'o')
@@ -750,13 +562,11 @@ cmd_cat(int argc, char **argv)
 			cli_die(CLI_EXIT_DATA, "cat: %s holds %zu tensors, %s holds %zu",
 			    argv[optind + i], in[i].count, argv[optind], in[0].count);
 	}
-	out.format = in[0].format;
-	for (k = 0; k < in[0].count; k++)
-		cat_one(in, n, k, dim, &out, argv + optind);
-	for (k = 0; k < in[0].nmeta; k++)
-		if (tensor_set_meta_put(&out, in[0].meta[k].key, in[0].meta[k].value, err,
-		    sizeof err) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	if (tensor_set_cat(in, (size_t)n, (const char *const *)argv + optind, dim, &out,
+	    err, sizeof err) < 0)
+		cli_die(CLI_EXIT_DATA, "cat: %s", err);
+	if (tensor_set_meta_copy(&out, &in[0], err, sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
 	save(dst, &out);
 	for (i = 0; i < n; i++)
 		tensor_set_free(&in[i]);

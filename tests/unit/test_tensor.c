@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/fillname.h"
 #include "tensor/flat.h"
 #include "tensor/format.h"
 #include "tensor/rng.h"
@@ -705,6 +706,38 @@ test_slices(void)
 }
 
 static void
+test_fill_parse(void)
+{
+	static const struct {
+		const char *s;
+		enum tensor_fill how;
+		double value;
+	} ok[] = {
+		{ "zeros", TENSOR_FILL_CONST, 0 }, { "ones", TENSOR_FILL_CONST, 1 },
+		{ "arange", TENSOR_FILL_ARANGE, 0 }, { "rand", TENSOR_FILL_RAND, 0 },
+		{ "randn", TENSOR_FILL_RANDN, 0 }, { "2.5", TENSOR_FILL_CONST, 2.5 },
+		{ "-1e3", TENSOR_FILL_CONST, -1000 }, { "0x10", TENSOR_FILL_CONST, 16 },
+	};
+	enum tensor_fill how;
+	double value;
+	size_t i;
+	int good = 1;
+
+	for (i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		good &= tensor_fill_parse(ok[i].s, &how, &value, err, sizeof err) == 0 &&
+		    how == ok[i].how && value == ok[i].value;
+	UNIT_OK(good, "fill names and numbers");
+	UNIT_OK(tensor_fill_parse("nan", &how, &value, err, sizeof err) == 0 &&
+	    how == TENSOR_FILL_CONST && isnan(value), "fill nan");
+	UNIT_OK(tensor_fill_parse("1x", &how, &value, err, sizeof err) < 0 &&
+	    strcmp(err, "expected zeros, ones, arange, rand, randn or a number, "
+	    "not '1x'") == 0, "a number with trailing junk refused");
+	UNIT_OK(tensor_fill_parse("", &how, &value, err, sizeof err) < 0 &&
+	    tensor_fill_parse("Ones", &how, &value, err, sizeof err) < 0,
+	    "an empty fill and a wrongly cased name refused");
+}
+
+static void
 test_rng(void)
 {
 	struct tensor_rng r;
@@ -793,6 +826,7 @@ main(void)
 	test_npys();
 	test_ops();
 	test_slices();
+	test_fill_parse();
 	test_rng();
 	test_fuzz();
 	return unit_done();
