@@ -12,6 +12,7 @@
 
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "tensor/tensor.h"
 
 /* A run of the optimizer state: parameters [off, off+len) of the flat
  * vector, held by rank `rank` in o from o's element o_off. Every rank
@@ -56,6 +57,20 @@ int ckpt_save_ef(struct comm *c, const struct nn_model *m,
 int ckpt_load(const char *path, struct nn_model *m, struct ckpt_state *st,
     char *err, size_t errlen);
 void ckpt_state_free(struct ckpt_state *st);
+
+/*
+ * A checkpoint of a program that keeps no optimizer state (collx-tp's
+ * full-batch SGD): any tensor set with the steps done in its metadata.
+ * ckpt_meta_put_step adds it to s; ckpt_meta_take_step reads it from s
+ * and drops every collx.checkpoint.* key, leaving the model's own
+ * metadata (-1: s is not a checkpoint, bad input). ckpt_step_read: the
+ * steps done of the checkpoint at path, whichever program wrote it.
+ */
+int ckpt_meta_put_step(struct tensor_set *s, long step, char *err,
+    size_t errlen);
+int ckpt_meta_take_step(struct tensor_set *s, long *step, char *err,
+    size_t errlen);
+int ckpt_step_read(const char *path, long *step, char *err, size_t errlen);
 
 /* Puts st's state into this rank's pieces and sets their step count. -1
  * when the optimizer does not match what the checkpoint holds. */
