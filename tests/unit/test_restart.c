@@ -1,0 +1,251 @@
+/* test_restart: collx-run's restarts and binding as the library gives
+ * them: which checkpoint PROGRAM writes, whether the job wrote it, the
+ * words that resume from it, which failures are worth a restart, and the
+ * cores read from a topology laid out here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "prog/launch.h"
+#include "unit.h"
+
+static char tmpdir[] = "/tmp/test_restart.XXXXXX";
+
+/* argv joined by blanks. */
+static const char *
+joined(char **argv)
+{
+	static char buf[1024];
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int k = 0; argv[k] && off < sizeof buf; k++)
+		off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s",
+		    k ? " " : "", argv[k]);
+	return buf;
+}
+
+static void
+resume_case(char **prog, int n, const char *wdir, const char *arg,
+    const char *path, const char *want)
+{
+	struct launch_job j = { .n = n, .prog = prog, .wdir = wdir };
+	struct launch_resume r;
+	char **argv;
+
+	launch_resume_init(&r, &j);
+	if (arg == NULL) {
+		UNIT_OK(r.arg == NULL && r.path == NULL &&
+		    !launch_resume_written(&r), "no --checkpoint, no checkpoint");
+		return;
+	}
+	UNIT_OK(r.arg && strcmp(r.arg, arg) == 0, arg);
+	UNIT_OK(r.path && strcmp(r.path, path) == 0, path);
+	argv = launch_resume_argv(prog, &r);
+	UNIT_OK(strcmp(joined(argv), want) == 0, want);
+	if (strcmp(joined(argv), want) != 0)
+		fprintf(stderr, "# got: %s\n", joined(argv));
+	launch_words_free(argv);
+	launch_resume_free(&r);
+}
+
+static void
+test_resume_argv(void)
+{
+	char *plain[] = { "collx-dp", "-m", "m.st", "--checkpoint", "ck.st",
+	    "--checkpoint-every", "5", "--steps", "9", NULL };
+	char *eq[] = { "env", "A=1", "collx-pipe", "--resume=old.st",
+	    "--checkpoint=c{rank}of{world}.st", "-q", NULL };
+	char *mine[] = { "collx-tp", "--checkpoint", "/abs/ck", "--resume",
+	    "old", "--resume-step", NULL };
+	char *none[] = { "collx-dp", "--checkpoint-every", "5", "--resume",
+	    "x", "--checkpoint", NULL };
+
+	resume_case(plain, 2, NULL, "ck.st", "ck.st",
+	    "collx-dp -m m.st --resume ck.st --checkpoint ck.st "
+	    "--checkpoint-every 5 --steps 9");
+	resume_case(eq, 4, "run", "c0of4.st", "run/c0of4.st",
+	    "env A=1 collx-pipe --resume c0of4.st --checkpoint=c{rank}of{world}.st -q");
+	resume_case(mine, 2, "run", "/abs/ck", "/abs/ck",
+	    "collx-tp --resume /abs/ck --checkpoint /abs/ck --resume-step");
+	/* --checkpoint with no value, --checkpoint-every alone: none */
+	resume_case(none, 2, NULL, NULL, NULL, NULL);
+}
+
+static void
+test_resume_written(void)
+{
+	char path[256], tmp[300];
+	char *prog[] = { "p", "--checkpoint", path, NULL };
+	struct launch_job j = { .n = 1, .prog = prog };
+	struct launch_resume r;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/ck", tmpdir);
+	snprintf(tmp, sizeof tmp, "%s/ck.tmp", tmpdir);
+	launch_resume_init(&r, &j);
+	UNIT_OK(!r.existed && !launch_resume_written(&r),
+	    "no file yet: nothing to resume from");
+	f = fopen(path, "w");
+	fputs("one", f);
+	fclose(f);
+	UNIT_OK(launch_resume_written(&r), "a file written since the start");
+	launch_resume_free(&r);
+
+	/* a file there before the job is another run's */
+	launch_resume_init(&r, &j);
+	UNIT_OK(r.existed && !launch_resume_written(&r),
+	    "a file older than the job is not resumed from");
+	f = fopen(tmp, "w");	/* replaced atomically, as checkpoints are */
+	fputs("two", f);
+	fclose(f);
+	UNIT_OK(rename(tmp, path) == 0 && launch_resume_written(&r),
+	    "the same file replaced by the job is");
+	launch_resume_free(&r);
+	unlink(path);
+}
+
+static void
+test_restartable(void)
+{
+	UNIT_OK(launch_restartable(SIGKILL) && launch_restartable(SIGSEGV),
+	    "a rank killed is restarted");
+	UNIT_OK(launch_restartable(1 << 8) && launch_restartable(255 << 8),
+	    "a runtime failure (1) and a lost ssh (255) are restarted");
+	UNIT_OK(!launch_restartable(0) && !launch_restartable(2 << 8) &&
+	    !launch_restartable(3 << 8) && !launch_restartable(4 << 8) &&
+	    !launch_restartable(126 << 8) && !launch_restartable(127 << 8),
+	    "success, usage, bad input, a check, 126 and 127 are not");
+}
+
+/* cpuN/topology under dir with package and core id (core < 0: no
+ * files). */
+static void
+topology(const char *dir, int cpu, int pkg, int core)
+{
+	char p[512];
+	FILE *f;
+
+	snprintf(p, sizeof p, "%s/cpu%d", dir, cpu);
+	mkdir(p, 0700);
+	snprintf(p, sizeof p, "%s/cpu%d/topology", dir, cpu);
+	mkdir(p, 0700);
+	if (core < 0)
+		return;
+	snprintf(p, sizeof p, "%s/cpu%d/topology/core_id", dir, cpu);
+	f = fopen(p, "w");
+	fprintf(f, "%d\n", core);
+	fclose(f);
+	snprintf(p, sizeof p, "%s/cpu%d/topology/physical_package_id", dir, cpu);
+	f = fopen(p, "w");
+	fprintf(f, "%d\n", pkg);
+	fclose(f);
+}
+
+/* The first m CPUs this process may run on, in cpu[]: how many there are
+ * (at most m). */
+static int
+allowed_cpus(int *cpu, int m)
+{
+	cpu_set_t mine;
+	int k, n = 0;
+
+	if (sched_getaffinity(0, sizeof mine, &mine) < 0)
+		return 0;
+	for (k = 0; k < CPU_SETSIZE && n < m; k++)
+		if (CPU_ISSET(k, &mine))
+			cpu[n++] = k;
+	return n;
+}
+
+/*
+ * A topology of the n CPUs cpu[] (CPU cpu[k] of package pkg[k], core
+ * core[k]) read back while bound to them (in a child, so that the test
+ * keeps its own CPUs): 1 when it gives want_n cores, CPU cpu[k] in core
+ * want[k] alone with the others of that core.
+ */
+static int
+cores_read_as(const int *cpu, int n, const int *pkg, const int *core,
+    int want_n, const int *want)
+{
+	struct launch_cores c;
+	char dir[300], err[256];
+	cpu_set_t set;
+	int k, status, bad = 0;
+	pid_t pid;
+
+	snprintf(dir, sizeof dir, "%s/sys", tmpdir);
+	mkdir(dir, 0700);
+	for (k = 0; k < n; k++)
+		topology(dir, cpu[k], pkg[k], core[k]);
+	if ((pid = fork()) == 0) {
+		CPU_ZERO(&set);
+		for (k = 0; k < n; k++)
+			CPU_SET(cpu[k], &set);
+		if (sched_setaffinity(0, sizeof set, &set) < 0 ||
+		    launch_cores_read(&c, dir, err, sizeof err) < 0)
+			_exit(2);
+		bad = c.n != want_n;
+		for (k = 0; k < n && !bad; k++) {
+			int same = 0;
+			for (int i = 0; i < n; i++)
+				same += want[i] == want[k];
+			bad = !CPU_ISSET(cpu[k], &c.core[want[k]]) ||
+			    CPU_COUNT(&c.core[want[k]]) != same;
+		}
+		launch_cores_free(&c);
+		_exit(bad);
+	}
+	waitpid(pid, &status, 0);
+	unit_rmdir(dir);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void
+test_cores(void)
+{
+	int cpu[3], n = allowed_cpus(cpu, 3);
+	int zero[] = { 0, 0, 0 }, pair[] = { 0, 1, 2 }, none[] = { -1, -1, -1 };
+	int one[] = { 0, 0, 0 }, each[] = { 0, 1, 2 }, split[] = { 0, 1, 0 };
+
+	if (n < 2) {
+		printf("ok %d - cores # skip this process may run on %d CPU\n",
+		    ++unit_n, n);
+		return;
+	}
+	UNIT_OK(cores_read_as(cpu, 2, zero, zero, 1, one),
+	    "two hardware threads of one core are one core");
+	UNIT_OK(cores_read_as(cpu, 2, pair, zero, 2, each),
+	    "core 0 of two packages is two cores");
+	UNIT_OK(cores_read_as(cpu, 2, zero, pair, 2, each),
+	    "two core ids are two cores");
+	UNIT_OK(cores_read_as(cpu, 2, zero, none, 2, each),
+	    "without topology every CPU is a core of its own");
+	if (n < 3) {
+		printf("ok %d - cores apart # skip it needs 3 CPUs\n",
+		    ++unit_n);
+		return;
+	}
+	UNIT_OK(cores_read_as(cpu, 3, zero, split, 2, split),
+	    "threads of a core apart in the numbering are one core");
+}
+
+int
+main(int argc, char **argv)
+{
+	(void)argc;
+	cli_init(argv[0]);
+	if (mkdtemp(tmpdir) == NULL)
+		return 1;
+	test_resume_argv();
+	test_resume_written();
+	test_restartable();
+	test_cores();
+	if (unit_rmdir(tmpdir) < 0)
+		return 1;
+	return unit_done();
+}
