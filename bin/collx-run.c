@@ -25,11 +25,12 @@
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
+#define PROBE_SECONDS 5.0	/* for a host's remote shell to answer */
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
 	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT, OPT_WDIR, OPT_PORT_RANGE,
-	OPT_DIAGNOSE, OPT_MAX_RESTARTS, OPT_BIND
+	OPT_DIAGNOSE, OPT_MAX_RESTARTS, OPT_BIND, OPT_MIN_HOSTS
 };
 
 static const struct option longopts[] = {
@@ -48,6 +49,7 @@ static const struct option longopts[] = {
 	{ "diagnose", 1, 0, OPT_DIAGNOSE },
 	{ "max-restarts", 1, 0, OPT_MAX_RESTARTS },
 	{ "bind", 1, 0, OPT_BIND },
+	{ "min-hosts", 1, 0, OPT_MIN_HOSTS },
 	{ "help", 0, 0, 'h' },
 	{ "version", 0, 0, 'V' },
 	{ "verbose", 0, 0, 'v' },
@@ -66,6 +68,8 @@ struct job {
 	/* --max-restarts: how many, how many so far, and the failure that
 	 * ends this attempt when it is to be restarted (cause, and when) */
 	int max_restarts, restarts, restart;
+	int min_hosts;		/* --min-hosts: go on with those answering */
+	int master_given;	/* --master: kept when hosts are lost */
 	char cause[400];
 	double failed_at;
 	struct launch_resume resume;	/* the program's checkpoint */
@@ -89,8 +93,8 @@ usage(void)
 	printf("usage: %s [-qv] [-n N] [-H HOST[,HOST...] | --hostfile F]\n"
 	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
 	    "       [--timeout S] [--time-limit S] [--wdir DIR] [--port-range LO-HI]\n"
-	    "       [--max-restarts N] [--bind core|none] [-x NAME[=VALUE]]\n"
-	    "       -- PROGRAM [ARG...]\n"
+	    "       [--max-restarts N [--min-hosts K]] [--bind core|none]\n"
+	    "       [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
 	    "       %s --diagnose DIR\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
 	    "when one fails. Or read the flight recorder's dumps of a hung or\n"
@@ -120,6 +124,9 @@ usage(void)
 	    "                        again, up to N times (default 0), with --resume\n"
 	    "                        from the checkpoint PROGRAM's --checkpoint F\n"
 	    "                        wrote, once it has written one\n"
+	    "      --min-hosts K     with hosts: start again on the hosts whose\n"
+	    "                        remote shell still answers, with the ranks\n"
+	    "                        they ran, when at least K do\n"
 	    "      --bind core|none  core: local rank i bound to core i (all its\n"
 	    "                        hardware threads) when this machine has a core\n"
 	    "                        for each; none (default): not bound\n"
@@ -169,6 +176,7 @@ parse_option(struct job *j, int c, const char **hostlist)
 			    " HOST:PORT)", optarg);
 		free(j->spec.master);
 		j->spec.master = cli_strdup(optarg);
+		j->master_given = 1;
 		break;
 	case OPT_TAG:
 		j->tag = 1;
@@ -198,6 +206,10 @@ parse_option(struct job *j, int c, const char **hostlist)
 	case OPT_MAX_RESTARTS:
 		j->max_restarts = (int)cli_parse_long("--max-restarts", optarg,
 		    0, 1000000);
+		break;
+	case OPT_MIN_HOSTS:
+		j->min_hosts = (int)cli_parse_long("--min-hosts", optarg, 1,
+		    MAX_RANKS);
 		break;
 	case OPT_BIND:
 		if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0)
@@ -238,9 +250,16 @@ load_hosts(struct job *j, const char *hostlist)
 	if (j->hostfile && launch_hostfile_read(&j->spec.hosts, j->hostfile, err,
 	    sizeof err) < 0)
 		cli_usage_error("--hostfile: %s", err);
-	if (j->spec.hosts.n == 0 && (j->ssh_cmd || j->per_host))
+	if (j->spec.hosts.n == 0 && (j->ssh_cmd || j->per_host ||
+	    j->min_hosts))
 		cli_usage_error("%s needs hosts (-H or --hostfile)",
-		    j->ssh_cmd ? "--ssh" : "--per-host");
+		    j->ssh_cmd ? "--ssh" : j->per_host ? "--per-host" :
+		    "--min-hosts");
+	if (j->min_hosts > j->spec.hosts.n)
+		cli_usage_error("--min-hosts %d: only %d hosts", j->min_hosts,
+		    j->spec.hosts.n);
+	if (j->min_hosts && j->max_restarts == 0)
+		cli_usage_error("--min-hosts goes with --max-restarts");
 	if (j->spec.hosts.n > 0 && launch_split_words(j->ssh_cmd ? j->ssh_cmd :
 	    "ssh", &j->spec.ssh, &nssh, err, sizeof err) < 0)
 		cli_usage_error("--ssh: %s", err);
@@ -311,7 +330,7 @@ spawn(struct job *j, int i)
 	char why[COLLX_ERRLEN];
 	int rc;
 
-	if (r->host < 0 && j->cores.n > 0)
+	if (r->host < 0 && r->local_rank < j->cores.n)
 		c.cpus = &j->cores.core[r->local_rank];
 
 	j->env = launch_rank_env(&j->spec, i, r);
@@ -679,6 +698,66 @@ start_ranks(struct job *j)
 	}
 }
 
+/* --min-hosts: the job on the hosts whose remote shell still answers,
+ * with the ranks that ran there, and a new rendezvous unless --master
+ * named one; said tells where. 0: every host answers; -1: fewer than
+ * --min-hosts do (or none of their ranks is left), and the job ends. */
+static int
+regroup(struct job *j, char *said, size_t len)
+{
+	char err[COLLX_ERRLEN], lost[1024] = "";
+	int *up, i, h, n = 0, kept = 0, all = j->spec.hosts.n;
+	size_t off = 0;
+	sigset_t chld, old;
+
+	up = cli_calloc((size_t)all, sizeof *up);
+	if (launch_hosts_probe(&j->spec, PROBE_SECONDS, up, err,
+	    sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	for (h = 0; h < all; h++) {
+		kept += up[h];
+		if (!up[h] && off < sizeof lost)
+			off += (size_t)snprintf(lost + off, sizeof lost - off,
+			    "%s%s", off ? ", " : "", j->spec.hosts.names[h]);
+	}
+	for (i = 0; i < j->spec.n; i++)
+		n += j->place[i].host < 0 || up[j->place[i].host];
+	if (kept == all || kept < j->min_hosts || n == 0) {
+		free(up);
+		if (kept == all)
+			return 0;
+		cli_warn("%s; no restart: %s lost, %d of %d hosts left (fewer"
+		    " than --min-hosts %d, or none of their ranks)", j->cause,
+		    lost, kept, all, j->min_hosts);
+		return -1;
+	}
+	launch_hosts_keep(&j->spec.hosts, up);
+	free(up);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	free(j->place);
+	free(j->out);
+	free(j->err);
+	launch_ends_free(&j->ends);
+	j->spec.n = n;
+	place_ranks(j);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (!j->master_given) {
+		free(j->spec.master);
+		j->spec.master = NULL;
+	}
+	free(j->spec.torch_addr);
+	free(j->spec.cwd);
+	j->spec.torch_addr = j->spec.cwd = NULL;
+	if (launch_job_prepare(&j->spec, err, sizeof err) < 0) {
+		cli_warn("%s; no restart: %s", j->cause, err);
+		return -1;
+	}
+	snprintf(said, len, " on %d hosts, %d ranks (%s lost)", kept, n, lost);
+	return 0;
+}
+
 /* Every rank started again once the last attempt's are gone; one line
  * says why, from where, and what it cost: from the failure to the ranks
  * started, reading the checkpoint included (the ranks' own reading of it
@@ -686,10 +765,12 @@ start_ranks(struct job *j)
 static int
 restart(struct job *j)
 {
-	char from[4200], err[COLLX_ERRLEN];
+	char from[4200], err[COLLX_ERRLEN], where[1200] = "";
 	double read;
 	sigset_t chld, old;
 
+	if (j->min_hosts && regroup(j, where, sizeof where) < 0)
+		return -1;
 	read = cli_now();
 	if (launch_resume_next(&j->resume, &j->spec.prog, from, sizeof from,
 	    err, sizeof err) < 0) {
@@ -706,9 +787,9 @@ restart(struct job *j)
 	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
 	j->exit_code = 0;
 	start_ranks(j);
-	cli_warn("restart %d of %d: %s; started again %s in %.3f s (%.3f s "
+	cli_warn("restart %d of %d: %s; started again %s%s in %.3f s (%.3f s "
 	    "of it reading the checkpoint)", j->restarts, j->max_restarts,
-	    j->cause, from, cli_now() - j->failed_at, read);
+	    j->cause, from, where, cli_now() - j->failed_at, read);
 	return 0;
 }
 

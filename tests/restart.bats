@@ -3,10 +3,12 @@
 # SIGKILL at a random step, three times in one run, the job resumed each
 # time from its newest checkpoint: the trained weights are those of a run
 # never interrupted, byte for byte. Failures that a restart cannot mend
-# are not restarted; the exit status is the last attempt's. --bind core:
-# each local rank on a core of its own, read back from /proc.
+# are not restarted; the exit status is the last attempt's. --min-hosts: a
+# namespace host's link cut, the job goes on with the hosts left. --bind
+# core: each local rank on a core of its own, read back from /proc.
 load lib/common
 load lib/dpps
+load lib/netns
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -31,6 +33,7 @@ setup() {
 
 teardown() {
 	[ -n "$RUN" ] && reap "$RUN"
+	netns_teardown
 	common_teardown
 }
 
@@ -192,12 +195,20 @@ SH
 	grep -q '^collx-run: rank 1 (pid [0-9]*) exited with status 1$' run.err
 }
 
-@test "collx-run usage errors: --max-restarts and --bind" {
+@test "collx-run usage errors: --max-restarts, --min-hosts and --bind" {
 	for bad in "--max-restarts -1" "--max-restarts x" "--max-restarts" \
-	    "--bind socket" "--bind"; do
+	    "--bind socket" "--bind" "--min-hosts 0"; do
 		run -2 --separate-stderr collx-run -n 1 $bad -- true
 		[[ ${stderr_lines[0]} == "collx-run: "*"-"* ]]
 	done
+	run -2 --separate-stderr collx-run -n 1 --max-restarts 1 \
+	    --min-hosts 1 -- true
+	[ "${stderr_lines[0]}" = "collx-run: --min-hosts needs hosts (-H or --hostfile)" ]
+	run -2 --separate-stderr collx-run -H localhost,localhost \
+	    --max-restarts 1 --min-hosts 3 -- true
+	[ "${stderr_lines[0]}" = "collx-run: --min-hosts 3: only 2 hosts" ]
+	run -2 --separate-stderr collx-run -H localhost --min-hosts 1 -- true
+	[ "${stderr_lines[0]}" = "collx-run: --min-hosts goes with --max-restarts" ]
 }
 
 # The CPUs rank R of collx-run's --tag-output lines may run on, expanded.
@@ -252,4 +263,64 @@ cores_of() {
 	echo "$stderr"
 	[ "$stderr" = "collx-run: --bind core: 2 ranks on this machine need 2 cores, it has 1: no rank bound" ]
 	[ "$(grep -c "Cpus_allowed_list:.$(cpu_list <<<"$mine" | head -1)\$" <<<"$output")" -eq 2 ]
+}
+
+# ssh's stand-in for the namespace hosts, as lib/netns's, but like ssh it
+# gets no answer (status 255) from a host whose link is down.
+cut_aware_ssh() {
+	cat >"$1" <<EOF
+#!/bin/sh
+host=\$1
+shift
+ns=cxt$NETNS_TAG-\$((\${host##*.} - 1))
+if ! ip netns exec "\$ns" ip -o link show eth0 | grep -q '[<,]UP[,>]'; then
+	echo "ssh: connect to host \$host port 22: No route to host" >&2
+	exit 255
+fi
+exec ip netns exec "\$ns" env -i PATH="\$PATH" HOME="\${HOME:-/}" sh -c "\$*"
+EOF
+	chmod +x "$1"
+}
+
+@test "collx-run --min-hosts: a namespace host's link cut mid-training: the job goes on with the hosts left, from the newest checkpoint, its loss curve continuing" {
+	local hosts args from rc i
+	need "root and ip netns" netns_available
+	netns_setup 3
+	cut_aware_ssh "$T/ssh"
+	hosts=$(netns_hosts)
+	args=(collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 48
+	    --steps 300 --lr 0.001 --optimizer adamw --seed 7 -q)
+	# the curve uninterrupted, on the three hosts
+	collx-run --ssh "$T/ssh" -H "$hosts" -- "${args[@]}" \
+	    --loss-csv straight.csv
+	collx-run --ssh "$T/ssh" -H "$hosts" --timeout 2 --max-restarts 1 \
+	    --min-hosts 2 -- "${args[@]}" --loss-csv cut.csv \
+	    --checkpoint ck.safetensors --checkpoint-every 10 2>run.err &
+	RUN=$!
+	for ((i = 0; i < 300; i++)); do
+		[ -e ck.safetensors ] && break
+		sleep 0.02
+	done
+	netns_exec 2 ip link set eth0 down
+	rc=0
+	wait_pid "$RUN" 60 || rc=$?
+	RUN=
+	cat run.err
+	[ "$rc" -eq 0 ]
+	grep -q "^collx-run: restart 1 of 1: rank [0-2] .*; started again from step [0-9]* of ck.safetensors on 2 hosts, 2 ranks ($(netns_addr 2) lost) in [0-9.]* s" run.err
+	from=$(sed -n 's/.* from step \([0-9]*\) of .*/\1/p' run.err)
+	# the resumed run's curve: steps from the checkpoint's to the last,
+	# each loss that of the run never cut (two ranks sum the batch in
+	# another order than three)
+	"$PY" - "$from" <<'PYEOF'
+import sys
+import numpy as np
+start = int(sys.argv[1])
+cut = np.genfromtxt("cut.csv", delimiter=",", names=True)
+ref = np.genfromtxt("straight.csv", delimiter=",", names=True)
+assert start > 0 and start % 10 == 0, start
+assert list(cut["step"]) == list(range(start, 300)), cut["step"][:3]
+assert np.allclose(cut["loss"], ref["loss"][start:], rtol=1e-3, atol=0), \
+    np.max(np.abs(cut["loss"] / ref["loss"][start:] - 1))
+PYEOF
 }

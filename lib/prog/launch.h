@@ -337,6 +337,17 @@ char **launch_resume_argv(char *const *prog, const struct launch_resume *r);
 int launch_resume_next(struct launch_resume *r, char ***prog, char *from,
     size_t len, char *err, size_t errlen);
 
+/*
+ * Which of j's hosts answer, in up[] (1 or 0, one per host): a host marked
+ * local does; a remote one when its remote shell runs "true" there (SSH...
+ * HOST true) and exits 0 within timeout seconds, every host tried at once.
+ * 0, or -1 with the reason in err when a try could not be started.
+ */
+int launch_hosts_probe(const struct launch_job *j, double timeout, int *up,
+    char *err, size_t errlen);
+/* The hosts up[] marks kept, in their order; the others dropped. */
+void launch_hosts_keep(struct launch_hosts *h, const int *up);
+
 /* Whether a rank that ended with status is worth starting again: killed,
  * or failed at run time; not a usage error (2), bad input (3), a check
  * that found a difference (4), or a PROGRAM not executable (126) or not

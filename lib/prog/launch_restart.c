@@ -1,11 +1,16 @@
 /* launch_restart: restarting a job from its newest checkpoint: which file
  * the training program writes, whether this job wrote it, and PROGRAM's
- * words that resume from it; which failures are worth a restart. */
+ * words that resume from it; which failures are worth a restart; which
+ * hosts still answer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "par/ckpt.h"
@@ -141,4 +146,95 @@ launch_restartable(int status)
 	code = WEXITSTATUS(status);
 	return code != 0 && code != CLI_EXIT_USAGE && code != CLI_EXIT_DATA &&
 	    code != CLI_EXIT_CHECK && code != 126 && code != 127;
+}
+
+/* Start the remote shell on host h running "true", its output nowhere, in
+ * a process group of its own: its pid, or -1. */
+static pid_t
+probe_start(const struct launch_job *j, int h)
+{
+	char **argv = NULL;
+	int n = 0, k, fd;
+	pid_t pid;
+
+	for (k = 0; j->ssh[k]; k++)
+		launch_words_push(&argv, &n, cli_strdup(j->ssh[k]));
+	launch_words_push(&argv, &n, cli_strdup(j->hosts.names[h]));
+	launch_words_push(&argv, &n, cli_strdup("true"));
+	if ((pid = fork()) == 0) {
+		setpgid(0, 0);
+		if ((fd = open("/dev/null", O_RDWR)) >= 0) {
+			dup2(fd, STDIN_FILENO);
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (pid > 0)
+		setpgid(pid, pid);	/* either side may win the race */
+	launch_words_free(argv);
+	return pid;
+}
+
+int
+launch_hosts_probe(const struct launch_job *j, double timeout, int *up,
+    char *err, size_t errlen)
+{
+	const struct launch_hosts *h = &j->hosts;
+	pid_t *pid = cli_calloc((size_t)h->n, sizeof *pid);
+	double end = cli_now() + timeout;
+	int i, status, left = 0, rc = 0, late;
+	pid_t r;
+
+	for (i = 0; i < h->n; i++)
+		up[i] = h->local[i];
+	for (i = 0; i < h->n; i++) {
+		if (up[i])
+			continue;
+		if ((pid[i] = probe_start(j, i)) < 0) {
+			rc = cli_fail(err, errlen, "fork: %s", strerror(errno));
+			break;
+		}
+		left++;
+	}
+	while (left > 0) {
+		late = rc != 0 || cli_now() >= end;
+		for (i = 0; i < h->n; i++) {
+			if (pid[i] <= 0)
+				continue;
+			r = waitpid(pid[i], &status, WNOHANG);
+			if (r == 0 && !late)
+				continue;
+			if (r == 0) {	/* no answer in time: lost */
+				kill(-pid[i], SIGKILL);
+				waitpid(pid[i], &status, 0);
+			} else
+				up[i] = r > 0 && WIFEXITED(status) &&
+				    WEXITSTATUS(status) == 0;
+			pid[i] = 0;
+			left--;
+		}
+		if (left > 0)
+			usleep(10000);
+	}
+	free(pid);
+	return rc;
+}
+
+void
+launch_hosts_keep(struct launch_hosts *h, const int *up)
+{
+	int i, kept = 0;
+
+	for (i = 0; i < h->n; i++) {
+		if (!up[i]) {
+			free(h->names[i]);
+			continue;
+		}
+		h->names[kept] = h->names[i];
+		h->slots[kept] = h->slots[i];
+		h->local[kept++] = h->local[i];
+	}
+	h->n = kept;
 }

@@ -122,6 +122,36 @@ test_restartable(void)
 	    "success, usage, bad input, a check, 126 and 127 are not");
 }
 
+/* The hosts that answer: the remote shell's stand-in fails for "down",
+ * never answers for "slow" (killed at the timeout), runs the command for
+ * "up"; localhost is this machine, never asked. */
+static void
+test_probe(void)
+{
+	char *ssh[] = { "sh", "-c", "case $0 in down) exit 255;; slow) sleep 30;;"
+	    " esac; exec \"$@\"", NULL };
+	struct launch_job j = { .ssh = ssh };
+	char err[256];
+	int up[4] = { -1, -1, -1, -1 }, rc;
+	double t;
+
+	UNIT_OK(launch_hosts_add_list(&j.hosts, "up,down,slow,localhost", err,
+	    sizeof err) == 0 && j.hosts.n == 4 && j.hosts.local[3] &&
+	    !j.hosts.local[0], "four hosts, the last this machine");
+	t = cli_now();
+	rc = launch_hosts_probe(&j, 1.0, up, err, sizeof err);
+	t = cli_now() - t;
+	UNIT_OK(rc == 0 && up[0] == 1 && up[1] == 0 && up[2] == 0 && up[3] == 1,
+	    "up answers, down fails, slow is late, localhost is here");
+	UNIT_OK(t >= 1.0 && t < 3.0, "the late one given up at the timeout");
+	launch_hosts_keep(&j.hosts, up);
+	UNIT_OK(j.hosts.n == 2 && strcmp(j.hosts.names[0], "up") == 0 &&
+	    strcmp(j.hosts.names[1], "localhost") == 0 && !j.hosts.local[0] &&
+	    j.hosts.local[1] && j.hosts.slots[1] == 1,
+	    "the hosts that answer kept, in order, with their marks");
+	launch_hosts_free(&j.hosts);
+}
+
 /* cpuN/topology under dir with package and core id (core < 0: no
  * files). */
 static void
@@ -244,6 +274,7 @@ main(int argc, char **argv)
 	test_resume_argv();
 	test_resume_written();
 	test_restartable();
+	test_probe();
 	test_cores();
 	if (unit_rmdir(tmpdir) < 0)
 		return 1;
