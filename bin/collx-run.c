@@ -760,8 +760,9 @@ regroup(struct job *j, char *said, size_t len)
 
 /* Every rank started again once the last attempt's are gone; one line
  * says why, from where, and what it cost: from the failure to the ranks
- * started, reading the checkpoint included (the ranks' own reading of it
- * and their meeting again come after). */
+ * started, the hosts' answers and the checkpoint's step (read from its
+ * header) included; the ranks' reading of it and their meeting again come
+ * after. */
 static int
 restart(struct job *j)
 {
@@ -788,8 +789,9 @@ restart(struct job *j)
 	j->exit_code = 0;
 	start_ranks(j);
 	cli_warn("restart %d of %d: %s; started again %s%s in %.3f s (%.3f s "
-	    "of it reading the checkpoint)", j->restarts, j->max_restarts,
-	    j->cause, from, where, cli_now() - j->failed_at, read);
+	    "of it reading the checkpoint's header)", j->restarts,
+	    j->max_restarts, j->cause, from, where, cli_now() - j->failed_at,
+	    read);
 	return 0;
 }
 

@@ -277,7 +277,7 @@ ckpt_step_read(const char *path, long *step, char *err, size_t errlen)
 	char e[COLLX_ERRLEN];
 	int rc;
 
-	if (tensor_load(path, &s, err, errlen) < 0)
+	if (tensor_meta_load(path, &s, err, errlen) < 0)
 		return -1;
 	if ((rc = meta_long(&s, META_STEP, step, e, sizeof e)) < 0)
 		cli_fail(err, errlen, "%s: %s", path, e);

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "par/ckpt.h"
 #include "prog/launch.h"
+#include "tensor/tensor.h"
 #include "unit.h"
 
 static char tmpdir[] = "/tmp/test_restart.XXXXXX";
@@ -107,6 +109,47 @@ test_resume_written(void)
 	    "the same file replaced by the job is");
 	launch_resume_free(&r);
 	unlink(path);
+}
+
+/* The step of a checkpoint, read from its header alone. */
+static void
+test_step_read(void)
+{
+	struct tensor_set s = { 0 }, m;
+	struct tensor t;
+	int64_t shape[1] = { 1000 };
+	char path[256], err[256];
+	long step = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/ck.safetensors", tmpdir);
+	UNIT_OK(tensor_init(&t, DT_F32, 1, shape, err, sizeof err) == 0 &&
+	    tensor_set_add(&s, "w", &t, err, sizeof err) == 0 &&
+	    tensor_set_meta_put(&s, "collx.arch", "mlp", err, sizeof err) == 0 &&
+	    ckpt_meta_put_step(&s, 1234, err, sizeof err) == 0 &&
+	    tensor_save(path, &s, err, sizeof err) == 0, "a checkpoint written");
+	UNIT_OK(ckpt_step_read(path, &step, err, sizeof err) == 0 &&
+	    step == 1234, "its step read back");
+	UNIT_OK(tensor_meta_load(path, &m, err, sizeof err) == 0 &&
+	    m.count == 0 && m.nmeta == 2 &&
+	    strcmp(tensor_set_meta(&m, "collx.arch"), "mlp") == 0,
+	    "the header's metadata alone");
+	UNIT_OK(ckpt_meta_take_step(&m, &step, err, sizeof err) == 0 &&
+	    step == 1234 && m.nmeta == 1 && tensor_set_meta(&m, "collx.arch"),
+	    "the step taken out, the model's metadata left");
+	tensor_set_free(&m);
+	UNIT_OK(ckpt_meta_take_step(&m, &step, err, sizeof err) < 0 &&
+	    strstr(err, "not a collx checkpoint"), "no step: not a checkpoint");
+	/* a header cut short: refused, naming the file */
+	UNIT_OK(truncate(path, 20) == 0 &&
+	    ckpt_step_read(path, &step, err, sizeof err) < 0 &&
+	    strstr(err, path) && strstr(err, "runs past the end"), err);
+	f = fopen(path, "w");
+	fclose(f);
+	UNIT_OK(tensor_meta_load(path, &m, err, sizeof err) < 0 &&
+	    strstr(err, "truncated"), "an empty file");
+	unlink(path);
+	tensor_set_free(&s);
 }
 
 static void
@@ -274,6 +317,7 @@ main(int argc, char **argv)
 	test_resume_argv();
 	test_resume_written();
 	test_restartable();
+	test_step_read();
 	test_probe();
 	test_cores();
 	if (unit_rmdir(tmpdir) < 0)
