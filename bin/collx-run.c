@@ -1,7 +1,8 @@
 /*
  * collx-run: start N ranks of a program, locally or over ssh, and keep them
- * together: when one fails the others are stopped, signals reach them all,
- * and no process is left behind.
+ * together: when one fails the others are stopped (and, with
+ * --max-restarts, all started again from the newest checkpoint), signals
+ * reach them all, and no process is left behind.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "cli/cli.h"
 #include "prog/diagnose.h"
@@ -28,11 +25,12 @@
 #define MAX_RANKS 65536
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
+#define PROBE_SECONDS 5.0	/* for a host's remote shell to answer */
 
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
 	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT, OPT_WDIR, OPT_PORT_RANGE,
-	OPT_DIAGNOSE
+	OPT_DIAGNOSE, OPT_MAX_RESTARTS, OPT_BIND, OPT_MIN_HOSTS
 };
 
 static const struct option longopts[] = {
@@ -49,6 +47,9 @@ static const struct option longopts[] = {
 	{ "port-range", 1, 0, OPT_PORT_RANGE },
 	{ "export", 1, 0, 'x' },
 	{ "diagnose", 1, 0, OPT_DIAGNOSE },
+	{ "max-restarts", 1, 0, OPT_MAX_RESTARTS },
+	{ "bind", 1, 0, OPT_BIND },
+	{ "min-hosts", 1, 0, OPT_MIN_HOSTS },
 	{ "help", 0, 0, 'h' },
 	{ "version", 0, 0, 'V' },
 	{ "verbose", 0, 0, 'v' },
@@ -62,6 +63,16 @@ struct job {
 	const char *hostfile, *ssh_cmd;
 	const char *diagnose;	/* --diagnose DIR, or NULL */
 	double time_limit;
+	int bind;		/* --bind core */
+	struct launch_cores cores;	/* with enough of them, or none */
+	/* --max-restarts: how many, how many so far, and the failure that
+	 * ends this attempt when it is to be restarted (cause, and when) */
+	int max_restarts, restarts, restart;
+	int min_hosts;		/* --min-hosts: go on with those answering */
+	int master_given;	/* --master: kept when hosts are lost */
+	char cause[400];
+	double failed_at;
+	struct launch_resume resume;	/* the program's checkpoint */
 	/* rank i: */
 	struct launch_rank *place;	/* where it runs */
 	struct launch_ends ends;	/* its process and how it ended */
@@ -74,15 +85,7 @@ struct job {
 	char **env, **argv;
 };
 
-static int sig_pipe[2] = { -1, -1 };
-static struct launch_ends *sig_ends;	/* whose deaths are numbered */
-
-/* The signals collx-run handles, and what they were when it started (the
- * ranks get them back). */
-static const int handled[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE };
-#define NHANDLED (sizeof handled / sizeof handled[0])
-static struct sigaction saved_action[NHANDLED];
-static struct rlimit saved_nofile = { RLIM_INFINITY, RLIM_INFINITY };
+static int sig_fd = -1;	/* read end of launch_sig_catch's pipe */
 
 static _Noreturn void
 usage(void)
@@ -90,6 +93,7 @@ usage(void)
 	printf("usage: %s [-qv] [-n N] [-H HOST[,HOST...] | --hostfile F]\n"
 	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
 	    "       [--timeout S] [--time-limit S] [--wdir DIR] [--port-range LO-HI]\n"
+	    "       [--max-restarts N [--min-hosts K]] [--bind core|none]\n"
 	    "       [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
 	    "       %s --diagnose DIR\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
@@ -116,6 +120,16 @@ usage(void)
 	    "                        in this directory, when the host has it)\n"
 	    "      --port-range LO-HI  data ports of collx ranks (COLLX_PORT_RANGE;\n"
 	    "                        default: ephemeral ports)\n"
+	    "      --max-restarts N  when a rank fails, stop the job and start it\n"
+	    "                        again, up to N times (default 0), with --resume\n"
+	    "                        from the checkpoint PROGRAM's --checkpoint F\n"
+	    "                        wrote, once it has written one\n"
+	    "      --min-hosts K     with hosts: start again on the hosts whose\n"
+	    "                        remote shell still answers, with the ranks\n"
+	    "                        they ran, when at least K do\n"
+	    "      --bind core|none  core: local rank i bound to core i (all its\n"
+	    "                        hardware threads) when this machine has a core\n"
+	    "                        for each; none (default): not bound\n"
 	    "  -x, --export NAME[=VALUE]  pass an environment variable to the ranks\n"
 	    "      --diagnose DIR    read the flight recorder's dumps in DIR\n"
 	    "                        (collx-fr.JOB.RANK.json) and name, per job, the\n"
@@ -127,7 +141,7 @@ usage(void)
 	    "  -V, --version         show the version\n"
 	    "Exit status: 0 when all ranks succeed; else the failing rank's status\n"
 	    "(128+N for signal N), 2 usage, 124 time limit, 126/127 PROGRAM not\n"
-	    "executable / not found. --diagnose: 0 when the dumps were read, 1 no\n"
+	    "executable / not found; with restarts, the last attempt's. --diagnose: 0 when the dumps were read, 1 no\n"
 	    "dump in DIR, 3 a file that is not a flight recorder dump.\n",
 	    cli_progname, cli_progname, LAUNCH_DEFAULT_PORT);
 	cli_close_stdout();
@@ -162,6 +176,7 @@ parse_option(struct job *j, int c, const char **hostlist)
 			    " HOST:PORT)", optarg);
 		free(j->spec.master);
 		j->spec.master = cli_strdup(optarg);
+		j->master_given = 1;
 		break;
 	case OPT_TAG:
 		j->tag = 1;
@@ -187,6 +202,20 @@ parse_option(struct job *j, int c, const char **hostlist)
 		break;
 	case OPT_DIAGNOSE:
 		j->diagnose = optarg;
+		break;
+	case OPT_MAX_RESTARTS:
+		j->max_restarts = (int)cli_parse_long("--max-restarts", optarg,
+		    0, 1000000);
+		break;
+	case OPT_MIN_HOSTS:
+		j->min_hosts = (int)cli_parse_long("--min-hosts", optarg, 1,
+		    MAX_RANKS);
+		break;
+	case OPT_BIND:
+		if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0)
+			cli_usage_error("--bind: want core or none, not '%s'",
+			    optarg);
+		j->bind = strcmp(optarg, "core") == 0;
 		break;
 	case 'x':
 		if (launch_job_export(&j->spec, optarg, err, sizeof err) < 0)
@@ -221,9 +250,16 @@ load_hosts(struct job *j, const char *hostlist)
 	if (j->hostfile && launch_hostfile_read(&j->spec.hosts, j->hostfile, err,
 	    sizeof err) < 0)
 		cli_usage_error("--hostfile: %s", err);
-	if (j->spec.hosts.n == 0 && (j->ssh_cmd || j->per_host))
+	if (j->spec.hosts.n == 0 && (j->ssh_cmd || j->per_host ||
+	    j->min_hosts))
 		cli_usage_error("%s needs hosts (-H or --hostfile)",
-		    j->ssh_cmd ? "--ssh" : "--per-host");
+		    j->ssh_cmd ? "--ssh" : j->per_host ? "--per-host" :
+		    "--min-hosts");
+	if (j->min_hosts > j->spec.hosts.n)
+		cli_usage_error("--min-hosts %d: only %d hosts", j->min_hosts,
+		    j->spec.hosts.n);
+	if (j->min_hosts && j->max_restarts == 0)
+		cli_usage_error("--min-hosts goes with --max-restarts");
 	if (j->spec.hosts.n > 0 && launch_split_words(j->ssh_cmd ? j->ssh_cmd :
 	    "ssh", &j->spec.ssh, &nssh, err, sizeof err) < 0)
 		cli_usage_error("--ssh: %s", err);
@@ -283,28 +319,19 @@ show_command(int i, char **argv)
 	cli_debug("rank %d: %s", i, line);
 }
 
-/* In a rank's child: the signal actions and descriptor limit collx-run
- * started with. */
-static void
-give_back(void)
-{
-	size_t k;
-
-	for (k = 0; k < NHANDLED; k++)
-		sigaction(handled[k], &saved_action[k], NULL);
-	if (saved_nofile.rlim_cur != RLIM_INFINITY)
-		setrlimit(RLIMIT_NOFILE, &saved_nofile);
-}
-
 /* Start rank i; 0, or 127 (not found) or 126 (not executable) when
  * PROGRAM could not be executed. */
 static int
 spawn(struct job *j, int i)
 {
-	struct launch_child c = { j->no_input, -1, -1, give_back };
+	struct launch_child c = { j->no_input, -1, -1, launch_sig_give_back,
+	    NULL };
 	const struct launch_rank *r = &j->place[i];
 	char why[COLLX_ERRLEN];
 	int rc;
+
+	if (r->host < 0 && r->local_rank < j->cores.n)
+		c.cpus = &j->cores.core[r->local_rank];
 
 	j->env = launch_rank_env(&j->spec, i, r);
 	j->argv = launch_rank_argv(&j->spec, i, r, j->env);
@@ -330,64 +357,6 @@ spawn(struct job *j, int i)
 	launch_words_free(j->argv);
 	j->env = j->argv = NULL;
 	return rc;
-}
-
-static void
-on_signal(int sig)
-{
-	int saved = errno;
-	unsigned char c = (unsigned char)sig;
-
-	if (write(sig_pipe[1], &c, 1) < 0) {
-		/* full pipe: the loop is already awake */
-	}
-	errno = saved;
-}
-
-static void
-on_child(int sig, siginfo_t *si, void *context)
-{
-	(void)context;
-	if (sig_ends)
-		launch_ends_died(sig_ends, si->si_pid);
-	on_signal(sig);
-}
-
-/* Catch and forward INT, TERM and HUP, unless ignored from the start (as
- * for a background job of a script, or under nohup): those stay ignored. */
-static void
-catch_signals(struct job *j)
-{
-	struct sigaction sa;
-	size_t k;
-
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "pipe: %s", strerror(errno));
-	memset(&sa, 0, sizeof sa);
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-	for (k = 0; k < NHANDLED; k++) {
-		sigaction(handled[k], NULL, &saved_action[k]);
-		if (handled[k] == SIGPIPE)
-			sa.sa_handler = SIG_IGN;	/* a closed stdout is an error */
-		else if (handled[k] != SIGCHLD &&
-		    saved_action[k].sa_handler == SIG_IGN)
-			continue;
-		else
-			sa.sa_handler = on_signal;
-		if (handled[k] == SIGCHLD) {
-			sa.sa_sigaction = on_child;
-			sa.sa_flags |= SA_SIGINFO;
-		}
-		sigaction(handled[k], &sa, NULL);
-		sa.sa_flags &= ~SA_SIGINFO;
-	}
-	sig_ends = &j->ends;
-#ifdef __linux__
-	/* Orphans of the ranks become ours to reap, so a finished straggler
-	 * never lingers as a zombie that still looks alive. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-#endif
 }
 
 /* Signal every rank's process group, stragglers of finished ranks too. */
@@ -428,7 +397,9 @@ describe(const struct job *j, int i, char *buf, size_t len)
 		    (long)j->ends.rank[i].pid);
 }
 
-/* A rank ended: the first failure names itself and stops the rest. */
+/* A rank ended: the first failure names itself and stops the rest; the
+ * job is to start again when restarts are left and this one could help
+ * (the restart's line then names it). */
 static void
 rank_ended(struct job *j, int i, int status)
 {
@@ -446,14 +417,19 @@ rank_ended(struct job *j, int i, int status)
 		return;
 	}
 	describe(j, i, who, sizeof who);
-	if (WIFEXITED(status)) {
-		cli_warn("%s exited with status %d", who, WEXITSTATUS(status));
-		stop_all(j, SIGTERM, WEXITSTATUS(status));
-	} else {
-		sig = WTERMSIG(status);
-		cli_warn("%s was killed by signal %d (%s)", who, sig, strsignal(sig));
-		stop_all(j, SIGTERM, 128 + sig);
-	}
+	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	if (sig == 0)
+		snprintf(j->cause, sizeof j->cause, "%s exited with status %d",
+		    who, WEXITSTATUS(status));
+	else
+		snprintf(j->cause, sizeof j->cause, "%s was killed by signal %d"
+		    " (%s)", who, sig, strsignal(sig));
+	j->failed_at = cli_now();
+	j->restart = j->restarts < j->max_restarts && !j->interrupted &&
+	    launch_restartable(status);
+	if (!j->restart)
+		cli_warn("%s", j->cause);
+	stop_all(j, SIGTERM, sig ? 128 + sig : WEXITSTATUS(status));
 }
 
 /* Take the status of every rank that has ended, numbering the deaths the
@@ -515,7 +491,7 @@ handle_signals(struct job *j)
 	unsigned char sigs[64];
 	ssize_t n, k;
 
-	while ((n = read(sig_pipe[0], sigs, sizeof sigs)) > 0)
+	while ((n = read(sig_fd, sigs, sizeof sigs)) > 0)
 		for (k = 0; k < n; k++) {
 			if (sigs[k] == SIGCHLD) {
 				reap(j);
@@ -538,7 +514,7 @@ poll_set(struct job *j, struct pollfd *fds, struct linetag **owner)
 	nfds_t n = 1;
 	int i, k;
 
-	fds[0].fd = sig_pipe[0];
+	fds[0].fd = sig_fd;
 	fds[0].events = POLLIN;
 	for (i = 0; i < j->spec.n && j->tag; i++)
 		for (k = 0; k < 2; k++) {
@@ -691,24 +667,139 @@ open_no_input(struct job *j)
 	j->no_input = p[0];
 }
 
-/* Tagging holds two pipes per rank: allow as many descriptors as we may
- * (the ranks get the limit they would have had back). */
+/* --bind core: the cores of this machine, kept only when every rank here
+ * gets one of its own. */
 static void
-raise_fd_limit(void)
+bind_cores(struct job *j)
 {
-	struct rlimit rl;
+	char err[COLLX_ERRLEN];
 
-	if (getrlimit(RLIMIT_NOFILE, &saved_nofile) == 0 &&
-	    saved_nofile.rlim_cur < saved_nofile.rlim_max) {
-		rl = saved_nofile;
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+	if (!j->bind)
+		return;
+	if (launch_cores_read(&j->cores, "/sys/devices/system/cpu", err,
+	    sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "--bind: %s", err);
+	if (!launch_hosts_all_local(&j->spec.hosts))
+		cli_warn("--bind core: ranks on remote hosts are not bound");
+	if (launch_cores_fit(&j->cores, j->place, j->spec.n, err,
+	    sizeof err) < 0)
+		cli_warn("--bind core: %s: no rank bound", err);
+}
+
+static void
+start_ranks(struct job *j)
+{
+	int i, rc;
+
+	for (i = 0; i < j->spec.n && !j->stopping; i++) {
+		if ((rc = spawn(j, i)) != 0)
+			stop_all(j, SIGTERM, rc);
+		handle_signals(j);
 	}
+}
+
+/* --min-hosts: the job on the hosts whose remote shell still answers,
+ * with the ranks that ran there, and a new rendezvous unless --master
+ * named one; said tells where. 0: every host answers; -1: fewer than
+ * --min-hosts do (or none of their ranks is left), and the job ends. */
+static int
+regroup(struct job *j, char *said, size_t len)
+{
+	char err[COLLX_ERRLEN], lost[1024] = "";
+	int *up, i, h, n = 0, kept = 0, all = j->spec.hosts.n;
+	size_t off = 0;
+	sigset_t chld, old;
+
+	up = cli_calloc((size_t)all, sizeof *up);
+	if (launch_hosts_probe(&j->spec, PROBE_SECONDS, up, err,
+	    sizeof err) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	for (h = 0; h < all; h++) {
+		kept += up[h];
+		if (!up[h] && off < sizeof lost)
+			off += (size_t)snprintf(lost + off, sizeof lost - off,
+			    "%s%s", off ? ", " : "", j->spec.hosts.names[h]);
+	}
+	for (i = 0; i < j->spec.n; i++)
+		n += j->place[i].host < 0 || up[j->place[i].host];
+	if (kept == all || kept < j->min_hosts || n == 0) {
+		free(up);
+		if (kept == all)
+			return 0;
+		cli_warn("%s; no restart: %s lost, %d of %d hosts left (fewer"
+		    " than --min-hosts %d, or none of their ranks)", j->cause,
+		    lost, kept, all, j->min_hosts);
+		return -1;
+	}
+	launch_hosts_keep(&j->spec.hosts, up);
+	free(up);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	free(j->place);
+	free(j->out);
+	free(j->err);
+	launch_ends_free(&j->ends);
+	j->spec.n = n;
+	place_ranks(j);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (!j->master_given) {
+		free(j->spec.master);
+		j->spec.master = NULL;
+	}
+	free(j->spec.torch_addr);
+	free(j->spec.cwd);
+	j->spec.torch_addr = j->spec.cwd = NULL;
+	if (launch_job_prepare(&j->spec, err, sizeof err) < 0) {
+		cli_warn("%s; no restart: %s", j->cause, err);
+		return -1;
+	}
+	snprintf(said, len, " on %d hosts, %d ranks (%s lost)", kept, n, lost);
+	return 0;
+}
+
+/* Every rank started again once the last attempt's are gone; one line
+ * says why, from where, and what it cost: from the failure to the ranks
+ * started, the hosts' answers and the checkpoint's step (read from its
+ * header) included; the ranks' reading of it and their meeting again come
+ * after. */
+static int
+restart(struct job *j)
+{
+	char from[4200], err[COLLX_ERRLEN], where[1200] = "";
+	double read;
+	sigset_t chld, old;
+
+	if (j->min_hosts && regroup(j, where, sizeof where) < 0)
+		return -1;
+	read = cli_now();
+	if (launch_resume_next(&j->resume, &j->spec.prog, from, sizeof from,
+	    err, sizeof err) < 0) {
+		cli_warn("%s; no restart: %s", j->cause, err);
+		return -1;
+	}
+	read = cli_now() - read;
+	j->restarts++;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	launch_ends_reset(&j->ends);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
+	j->exit_code = 0;
+	start_ranks(j);
+	cli_warn("restart %d of %d: %s; started again %s%s in %.3f s (%.3f s "
+	    "of it reading the checkpoint's header)", j->restarts,
+	    j->max_restarts, j->cause, from, where, cli_now() - j->failed_at,
+	    read);
+	return 0;
 }
 
 static void
 job_free(struct job *j)
 {
+	launch_resume_free(&j->resume);
+	launch_cores_free(&j->cores);
 	launch_job_free(&j->spec);
 	free(j->place);
 	free(j->out);
@@ -722,24 +813,34 @@ int
 main(int argc, char **argv)
 {
 	static struct job j;	/* static: what usage errors leave is reachable */
-	int i, rc;
+	char err[COLLX_ERRLEN];
+	int rc;
 
 	cli_init(argv[0]);
 	parse_args(&j, argc, argv);
 	if (j.diagnose != NULL)
 		return diagnose(j.diagnose);
 	place_ranks(&j);
-	raise_fd_limit();
+	bind_cores(&j);
+	launch_resume_init(&j.resume, &j.spec);
+	launch_sig_raise_nofile();
 	open_no_input(&j);
-	catch_signals(&j);
+	if ((sig_fd = launch_sig_catch(&j.ends, err, sizeof err)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
 	if (j.time_limit > 0)
 		j.limit_at = cli_now() + j.time_limit;
-	for (i = 0; i < j.spec.n && !j.stopping; i++) {
-		if ((rc = spawn(&j, i)) != 0)
-			stop_all(&j, SIGTERM, rc);
-		handle_signals(&j);
+	start_ranks(&j);
+	for (;;) {
+		supervise(&j);
+		if (!j.restart)
+			break;
+		if (j.interrupted) {
+			cli_warn("%s", j.cause);
+			break;
+		}
+		if (restart(&j) < 0)
+			break;
 	}
-	supervise(&j);
 	rc = j.exit_code;
 	job_free(&j);
 	return rc;

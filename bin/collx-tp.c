@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "par/ckpt.h"
 #include "par/tp.h"
 #include "par/train.h"
 #include "prog/join.h"
@@ -42,12 +43,14 @@ static const struct option longopts[] = {
 	{ "input-is-parallel", 0, 0, OPT_INPUT_PARALLEL },
 	{ "rtol", 1, 0, OPT_RTOL },
 	TRAINOPT_RUN_LONGOPTS,
+	TRAINOPT_CKPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
 
 struct opts {
 	struct trainopt_common c;
+	struct trainopt_ckpt ckpt;
 	const char *input, *dy, *dx, *gw, *targets;
 	int have_layer, backward, check, train, iters;
 	double lr, rtol;
@@ -61,7 +64,8 @@ usage(void)
 	printf("usage: %s --layer column|row|mlp|block -m WEIGHTS.safetensors\n"
 	    "           -i X.npy [-o Y.npy] [--mode tp|ulysses|serial] [options]\n"
 	    "       %s --layer mlp|block --train --targets Y.npy --steps K --lr LR\n"
-	    "           -m WEIGHTS -i X.npy [-o TRAINED.safetensors] [--loss-csv F]\n\n"
+	    "           (-m WEIGHTS | --resume CKPT) -i X.npy [-o TRAINED.safetensors]\n"
+	    "           [--loss-csv F] [--checkpoint F [--checkpoint-every K]]\n\n"
 	    "A layer split over ranks: Megatron tensor parallelism (tp) or Ulysses\n"
 	    "sequence parallelism (ulysses), or the whole layer (serial).\n\n"
 	    "  --layer L             column, row, mlp or block\n"
@@ -91,6 +95,11 @@ usage(void)
 	    "  --lr LR               --train: learning rate (0.01)\n"
 	    "  --loss-csv F          --train: rank 0 writes step,epoch,loss,tokens,\n"
 	    "                        seconds,tokens_per_s\n"
+	    "  --checkpoint F        --train: rank 0 writes the weights and the step\n"
+	    "                        to F (atomically) after the last step\n"
+	    "  --checkpoint-every K  ... and after every K steps\n"
+	    "  --resume F            --train: continue from checkpoint F (weights,\n"
+	    "                        step); -m is not read\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  -v, --verbose         a line per iteration or step on stderr (--train\n"
 	    "                        without -v: a terminal gets one live progress\n"
@@ -173,7 +182,7 @@ static void
 parse_args(struct opts *o, int argc, char **argv)
 {
 	struct trainopt_parser p = { .usage = usage, .g = &o->g,
-	    .common = &o->c, .own = own_option, .ctx = o };
+	    .common = &o->c, .ckpt = &o->ckpt, .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:i:o:", longopts);
 }
@@ -183,8 +192,10 @@ check_args(const struct opts *o)
 {
 	const struct tp_cfg *c = &o->cfg;
 
-	if (!o->have_layer || o->c.model == NULL || o->input == NULL)
-		cli_usage_error("--layer, -m WEIGHTS and -i X are required");
+	if (!o->have_layer || (o->c.model == NULL && o->ckpt.resume == NULL) ||
+	    o->input == NULL)
+		cli_usage_error("--layer, -m WEIGHTS (or --resume) and -i X are "
+		    "required");
 	if (c->mode == TP_MODE_ULYSSES && c->layer != TP_BLOCK &&
 	    c->layer != TP_MLP)
 		cli_usage_error("--mode ulysses goes with --layer block or mlp");
@@ -210,8 +221,12 @@ check_args(const struct opts *o)
 			cli_usage_error("--train needs --targets and --steps");
 		if (o->backward || o->check)
 			cli_usage_error("--train excludes --backward and --check");
-	} else if (o->targets || o->c.steps >= 0 || o->c.loss_csv)
-		cli_usage_error("--targets, --steps and --loss-csv go with --train");
+	} else if (o->targets || o->c.steps >= 0 || o->c.loss_csv ||
+	    o->ckpt.path || o->ckpt.resume)
+		cli_usage_error("--targets, --steps, --loss-csv, --checkpoint and "
+		    "--resume go with --train");
+	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
+		cli_usage_error("--checkpoint-every goes with --checkpoint");
 	if (c->local_output && o->check)
 		cli_usage_error("--check compares whole outputs: leave out "
 		    "--local-output");
@@ -325,6 +340,7 @@ struct job {
 	struct tp_log log;
 	struct cli_timing *timing;
 	int rank, world;
+	long first;		/* steps done before this run (--resume) */
 	char err[COLLX_ERRLEN];
 };
 
@@ -332,10 +348,15 @@ static void
 load_inputs(struct job *j)
 {
 	struct opts *o = j->o;
-	char e[COLLX_ERRLEN], *p = cli_subst(o->c.model, j->rank, j->world);
+	char e[COLLX_ERRLEN], *p = cli_subst(o->ckpt.resume ? o->ckpt.resume :
+	    o->c.model, j->rank, j->world);
 
 	if (tensor_load(p, &j->w, e, sizeof e) < 0)	/* names p */
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	/* the checkpoint's step out of the metadata the output copies */
+	if (o->ckpt.resume && ckpt_meta_take_step(&j->w, &j->first, e,
+	    sizeof e) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s: %s", p, e);
 	if (tp_model_load(&j->m, &o->cfg, &j->w, j->rank, j->world, j->err,
 	    sizeof j->err) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s: %s", p, j->err);
@@ -391,6 +412,9 @@ join_group(struct job *j)
 	prog_job_flag(&job, "--train", o->train);
 	prog_job_add(&job, "--steps", "%ld", o->c.steps);
 	prog_job_add(&job, "--lr", "%.10g", o->lr);
+	prog_job_flag(&job, "--checkpoint", o->ckpt.path != NULL);
+	prog_job_add(&job, "--checkpoint-every", "%ld", o->ckpt.every);
+	prog_job_add(&job, "--resume-step", "%ld", j->first);
 	if (o->train)
 		prog_job_flag(&job, "--output", o->c.out != NULL);
 	if ((code = prog_join(&j->c, &o->g, &job, j->err, sizeof j->err)) != 0)
@@ -539,27 +563,46 @@ log_split(const struct tp_log *l, double *compute, double *comm)
 		    l->p[i].seconds;
 }
 
+/* The weights gathered whole on rank 0 and written to pattern with the
+ * input's metadata; with the steps done when step >= 0 (a checkpoint). */
+static void
+save_weights(struct job *j, const char *pattern, long step)
+{
+	struct tensor_set ws = { 0 };
+	char e[COLLX_ERRLEN];
+
+	tp_log_start(&j->log, j->c);
+	if (tp_gather_set(&j->r, 0, &ws) < 0)
+		run_failed(j);
+	if (j->rank == 0 && step >= 0 && ckpt_meta_put_step(&ws, step, e,
+	    sizeof e) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", pattern, e);
+	if (j->rank == 0)
+		save_set(pattern, j->rank, j->world, &ws, &j->w);
+	tensor_set_free(&ws);
+}
+
 static void
 train(struct job *j)
 {
 	struct opts *o = j->o;
-	long cap = 0;
+	long cap = 0, first = j->first;
+	long ran = o->c.steps > first ? o->c.steps - first : 0;
 	struct train_step *steps = train_grow(NULL, &cap, 0, sizeof(*steps));
-	struct tensor_set ws = { 0 };
 	struct progress pr;
 	long tokens = j->r.n;	/* mlp: samples; block: positions */
 	char e[COLLX_ERRLEN];
 
 	progress_start(&pr, j->rank == 0, o->cfg.layer == TP_MLP ? "samples" :
-	    "tokens", 0, o->c.steps);
-	for (long k = 0; k < o->c.steps; k++) {
+	    "tokens", first, ran);
+	for (long k = first; k < o->c.steps; k++) {
 		struct train_step *s;
 		double t0 = cli_now();
 
-		if ((s = train_grow(steps, &cap, k, sizeof(*s))) == NULL)
+		if ((s = train_grow(steps, &cap, k - first, sizeof(*s))) == NULL)
 			cli_die_rank(1, "out of memory");
 		steps = s;
-		s = &steps[k];
+		s = &steps[k - first];
 		tp_log_start(&j->log, j->c);
 		if (tp_train_step(&j->r, j->x.data, j->yt.data, (float)o->lr,
 		    &s->loss) < 0)
@@ -574,22 +617,19 @@ train(struct job *j)
 			fprintf(stderr, "%s: step %ld loss %.6f %.1f ms "
 			    "(communication %.1f ms)\n", cli_progname, k,
 			    s->loss, s->seconds * 1e3, s->comm * 1e3);
+		if (o->ckpt.path != NULL && (k + 1 == o->c.steps ||
+		    (o->ckpt.every > 0 && (k + 1) % o->ckpt.every == 0)))
+			save_weights(j, o->ckpt.path, k + 1);
 	}
 	progress_end(&pr);
-	if (o->c.out) {
-		tp_log_start(&j->log, j->c);
-		if (tp_gather_set(&j->r, 0, &ws) < 0)
-			run_failed(j);
-		if (j->rank == 0)
-			save_set(o->c.out, j->rank, j->world, &ws, &j->w);
-	}
+	if (o->c.out)
+		save_weights(j, o->c.out, -1);
 	if (o->c.loss_csv && j->rank == 0) {
 		char *p = cli_subst(o->c.loss_csv, j->rank, j->world);
-		if (trainopt_loss_csv_write(p, steps, o->c.steps, e, sizeof e) < 0)
+		if (trainopt_loss_csv_write(p, steps, ran, e, sizeof e) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s: %s", p, e);
 		free(p);
 	}
-	tensor_set_free(&ws);
 	free(steps);
 }
 

@@ -4,6 +4,7 @@
  * state plus, on rank 0, one flat copy per moment. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,13 +245,29 @@ is_vec(const char *name)
 	return 0;
 }
 
+/* Drops the checkpoint's own metadata from s. */
+static void
+drop_meta(struct tensor_set *s)
+{
+	size_t i, nm = 0;
+
+	for (i = 0; i < s->nmeta; i++) {
+		if (strncmp(s->meta[i].key, META_PREFIX, strlen(META_PREFIX)) == 0) {
+			free(s->meta[i].key);
+			free(s->meta[i].value);
+		} else
+			s->meta[nm++] = s->meta[i];
+	}
+	s->nmeta = nm;
+}
+
 /* Moves the "optim.*" and "wire.*" tensors of s into o, the "local.*"
- * and "powersgd.*" ones into l, and drops the checkpoint's own metadata, leaving s a
- * model. */
+ * and "powersgd.*" ones into l, and drops the checkpoint's own metadata,
+ * leaving s a model. */
 static void
 split_set(struct tensor_set *s, struct tensor_set *o, struct tensor_set *l)
 {
-	size_t i, kept = 0, nm = 0;
+	size_t i, kept = 0;
 
 	for (i = 0; i < s->count; i++) {
 		if (strncmp(s->items[i].name, "optim.", 6) == 0 ||
@@ -262,14 +279,41 @@ split_set(struct tensor_set *s, struct tensor_set *o, struct tensor_set *l)
 			s->items[kept++] = s->items[i];
 	}
 	s->count = kept;
-	for (i = 0; i < s->nmeta; i++) {
-		if (strncmp(s->meta[i].key, META_PREFIX, strlen(META_PREFIX)) == 0) {
-			free(s->meta[i].key);
-			free(s->meta[i].value);
-		} else
-			s->meta[nm++] = s->meta[i];
-	}
-	s->nmeta = nm;
+	drop_meta(s);
+}
+
+int
+ckpt_meta_put_step(struct tensor_set *s, long step, char *err, size_t errlen)
+{
+	char num[32];
+
+	snprintf(num, sizeof num, "%ld", step);
+	return tensor_set_meta_put(s, META_STEP, num, err, errlen);
+}
+
+int
+ckpt_meta_take_step(struct tensor_set *s, long *step, char *err,
+    size_t errlen)
+{
+	if (meta_long(s, META_STEP, step, err, errlen) < 0)
+		return -1;
+	drop_meta(s);
+	return 0;
+}
+
+int
+ckpt_step_read(const char *path, long *step, char *err, size_t errlen)
+{
+	struct tensor_set s = { 0 };
+	char e[COLLX_ERRLEN];
+	int rc;
+
+	if (tensor_meta_load(path, &s, err, errlen) < 0)
+		return -1;
+	if ((rc = meta_long(&s, META_STEP, step, e, sizeof e)) < 0)
+		cli_fail(err, errlen, "%s: %s", path, e);
+	tensor_set_free(&s);
+	return rc;
 }
 
 /* One moment's flat vector from its per-tensor pieces in o (NULL when the

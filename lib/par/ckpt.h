@@ -75,6 +75,20 @@ void ckpt_state_free(struct ckpt_state *st);
 int ckpt_state_vec(const struct ckpt_state *st, const char *name, int rank,
     size_t count, const float **out, char *err, size_t errlen);
 
+/*
+ * A checkpoint of a program that keeps no optimizer state (collx-tp's
+ * full-batch SGD): any tensor set with the steps done in its metadata.
+ * ckpt_meta_put_step adds it to s; ckpt_meta_take_step reads it from s
+ * and drops every collx.checkpoint.* key, leaving the model's own
+ * metadata (-1: s is not a checkpoint, bad input). ckpt_step_read: the
+ * steps done of the checkpoint at path, whichever program wrote it.
+ */
+int ckpt_meta_put_step(struct tensor_set *s, long step, char *err,
+    size_t errlen);
+int ckpt_meta_take_step(struct tensor_set *s, long *step, char *err,
+    size_t errlen);
+int ckpt_step_read(const char *path, long *step, char *err, size_t errlen);
+
 /* Puts st's state into this rank's pieces and sets their step count. -1
  * when the optimizer does not match what the checkpoint holds. */
 int ckpt_restore(const struct ckpt_state *st, const struct ckpt_piece *p,

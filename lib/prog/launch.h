@@ -2,13 +2,18 @@
  * host lists and hostfiles, rank placement, shell quoting for ssh
  * (launch.c), what each rank is started with (launch_rank.c), starting its
  * process (launch_spawn.c), and how the ranks ended: the order of their
- * deaths and which failure to name (launch_end.c). */
+ * deaths and which failure to name (launch_end.c); the cores ranks are
+ * bound to (launch_bind.c); restarting a job from its newest checkpoint
+ * (launch_restart.c); the launcher's own signals and limits
+ * (launch_sig.c). */
 #ifndef COLLX_LAUNCH_H
 #define COLLX_LAUNCH_H
 
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 struct launch_hosts {
 	int n;
@@ -175,6 +180,8 @@ struct launch_child {
 				 * signal blocked, to give back what the
 				 * launcher changed for itself (signal
 				 * actions, limits) */
+	const cpu_set_t *cpus;	/* or NULL: the CPUs a local rank is
+				 * bound to before PROGRAM starts */
 };
 
 /*
@@ -217,6 +224,9 @@ struct launch_ends {
 };
 
 void launch_ends_init(struct launch_ends *e, int n);
+/* Every rank back to not started, for a job started again (with SIGCHLD
+ * blocked: its handler numbers deaths). */
+void launch_ends_reset(struct launch_ends *e);
 void launch_ends_free(struct launch_ends *e);
 
 /* Whether a wait status is a failure: a nonzero exit, or a signal. */
@@ -247,5 +257,101 @@ void launch_ends_number(struct launch_ends *e);
 /* Of the ranks reaped and not yet reported, the one that failed first (of
  * those killed from outside when outside is set), or -1. */
 int launch_ends_first_failure(const struct launch_ends *e, int outside);
+
+/*
+ * A launcher's own process state. launch_sig_catch: INT, TERM and HUP
+ * (unless ignored from the start, as for a background job of a script or
+ * under nohup: those stay ignored) and CHLD caught, each a byte (the
+ * signal's number) written to a pipe whose read end it returns (-1 with
+ * the reason in err), CHLD numbering the deaths of e's ranks first
+ * (launch_ends_died); SIGPIPE ignored; orphans of the ranks this
+ * process's to reap (Linux), so none lingers as a zombie that looks
+ * alive. launch_sig_raise_nofile: the descriptor limit raised as far as
+ * allowed (tagged output holds two pipes a rank). launch_sig_give_back,
+ * the setup of a rank's child (struct launch_child): the signal actions
+ * and the limit as they were.
+ */
+int launch_sig_catch(struct launch_ends *e, char *err, size_t errlen);
+void launch_sig_raise_nofile(void);
+void launch_sig_give_back(void);
+
+/*
+ * The cores a launcher binds ranks to: the CPUs this process may run on,
+ * grouped by core (hardware threads of one core together, as
+ * /sys/devices/system/cpu/cpuN/topology tells: package and core id; each
+ * CPU a core of its own where it does not), cores in the order of their
+ * first CPU.
+ */
+struct launch_cores {
+	int n;
+	cpu_set_t *core;	/* core k's CPUs */
+};
+
+/* 0, or -1 with the reason in err. sysfs: the topology's directory
+ * ("/sys/devices/system/cpu"). */
+int launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
+    size_t errlen);
+void launch_cores_free(struct launch_cores *c);
+/* Whether each of the n ranks placed at r that run on this machine (host
+ * -1) has a core of its own: 0; else -1 with why, c emptied (none
+ * bound). */
+int launch_cores_fit(struct launch_cores *c, const struct launch_rank *r,
+    int n, char *why, size_t len);
+
+/*
+ * Restarting a job from its newest checkpoint: the file a training program
+ * writes with --checkpoint F (or --checkpoint=F) among PROGRAM's words, as
+ * rank 0 names it ({rank} 0, {world} the ranks) and found from here (under
+ * wdir when relative). A file there when the job started is not this
+ * job's: only one written since is resumed from.
+ */
+struct launch_resume {
+	char *arg;		/* F as rank 0 gets it, or NULL: none */
+	char *path;		/* F from here */
+	int at;			/* index in PROGRAM's words of --checkpoint */
+	int existed;		/* F's identity when the job started: */
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+	off_t size;
+	char **argv;		/* PROGRAM resuming from F, once made */
+};
+
+/* The checkpoint of PROGRAM as j starts it (r->arg NULL when it has
+ * none), and its identity now. */
+void launch_resume_init(struct launch_resume *r, const struct launch_job *j);
+void launch_resume_free(struct launch_resume *r);
+/* Whether the checkpoint was written since launch_resume_init. */
+int launch_resume_written(const struct launch_resume *r);
+/* PROGRAM's words to resume from the checkpoint: prog with any --resume
+ * of its own left out and --resume F before --checkpoint, NULL-terminated
+ * (free with launch_words_free). */
+char **launch_resume_argv(char *const *prog, const struct launch_resume *r);
+/*
+ * The words *prog (the job's PROGRAM, as first started) restarts with:
+ * those resuming from the checkpoint once this job has written one (then
+ * kept in r), else *prog left as it is; from says which ("from step S of
+ * F", "as first started (...)"). 0, or -1 with the reason in err when the
+ * checkpoint cannot be read.
+ */
+int launch_resume_next(struct launch_resume *r, char ***prog, char *from,
+    size_t len, char *err, size_t errlen);
+
+/*
+ * Which of j's hosts answer, in up[] (1 or 0, one per host): a host marked
+ * local does; a remote one when its remote shell runs "true" there (SSH...
+ * HOST true) and exits 0 within timeout seconds, every host tried at once.
+ * 0, or -1 with the reason in err when a try could not be started.
+ */
+int launch_hosts_probe(const struct launch_job *j, double timeout, int *up,
+    char *err, size_t errlen);
+/* The hosts up[] marks kept, in their order; the others dropped. */
+void launch_hosts_keep(struct launch_hosts *h, const int *up);
+
+/* Whether a rank that ended with status is worth starting again: killed,
+ * or failed at run time; not a usage error (2), bad input (3), a check
+ * that found a difference (4), or a PROGRAM not executable (126) or not
+ * found (127), which would fail again the same way. */
+int launch_restartable(int status);
 
 #endif

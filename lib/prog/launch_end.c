@@ -2,6 +2,7 @@
  * which failure a launcher names, the one that came first. */
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "cli/cli.h"
@@ -12,6 +13,13 @@ launch_ends_init(struct launch_ends *e, int n)
 {
 	e->n = n;
 	e->rank = cli_calloc((size_t)n, sizeof *e->rank);
+	e->deaths = 0;
+}
+
+void
+launch_ends_reset(struct launch_ends *e)
+{
+	memset(e->rank, 0, (size_t)e->n * sizeof *e->rank);
 	e->deaths = 0;
 }
 

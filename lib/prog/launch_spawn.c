@@ -3,6 +3,7 @@
  * could not be executed when it could not. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,11 +98,11 @@ child_stdio(int i, int remote, const struct launch_child *c)
 	}
 }
 
-/* In the child: a local rank's environment and directory, then PROGRAM;
- * errno through execfd when it cannot be executed. */
+/* In the child: a local rank's environment, CPUs and directory, then
+ * PROGRAM; errno through execfd when it cannot be executed. */
 static _Noreturn void
 child_exec(const struct launch_job *j, int remote, char **env, char **argv,
-    int execfd)
+    const struct launch_child *c, int execfd)
 {
 	size_t k;
 	int e;
@@ -109,6 +110,12 @@ child_exec(const struct launch_job *j, int remote, char **env, char **argv,
 	if (!remote)
 		for (k = 0; env[k]; k++)
 			putenv(env[k]);
+	if (c->cpus && sched_setaffinity(0, sizeof *c->cpus, c->cpus) < 0) {
+		e = errno;
+		dprintf(STDERR_FILENO, "%s: --bind: sched_setaffinity: %s\n",
+		    cli_progname, strerror(e));
+		_exit(CLI_EXIT_RUNTIME);
+	}
 	if (!remote && j->wdir && chdir(j->wdir) < 0) {
 		e = errno;
 		dprintf(STDERR_FILENO, "%s: --wdir: %s: %s\n", cli_progname,
@@ -140,7 +147,7 @@ launch_spawn(const struct launch_job *j, int i, const struct launch_rank *r,
 	if (*pid == 0) {
 		child_signals(c, &old, parent);
 		child_stdio(i, remote, c);
-		child_exec(j, remote, env, argv, execp[1]);
+		child_exec(j, remote, env, argv, c, execp[1]);
 	}
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);

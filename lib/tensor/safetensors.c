@@ -1,6 +1,7 @@
 /* safetensors: reading Hugging Face's format, with every validation rule
  * of its reference reader; the header is read by json.c, the writer is
  * safetensors_write.c. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,40 +321,95 @@ st_build(const struct st_header *h, const unsigned char *data,
 	return 0;
 }
 
+/* The header of buf (len bytes: the 8-byte length, the JSON, whatever
+ * follows) into h and out's metadata; *hlen its JSON's length. */
+static int
+st_header(const unsigned char *buf, size_t len, struct st_header *h,
+    struct tensor_set *out, uint64_t *hlen, char *err, size_t errlen)
+{
+	struct tensor_json p;
+
+	memset(out, 0, sizeof *out);
+	out->format = TENSOR_SAFETENSORS;
+	if (len < 8)
+		return cli_fail(err, errlen, "truncated safetensors header");
+	if ((*hlen = cli_le_get(buf, 8)) > ST_MAX_HEADER)
+		return cli_fail(err, errlen, "header length %llu exceeds the "
+		    "%u-byte limit", (unsigned long long)*hlen, ST_MAX_HEADER);
+	if (*hlen > len - 8)
+		return cli_fail(err, errlen, "header length %llu runs past the "
+		    "end of the file (%zu bytes)", (unsigned long long)*hlen,
+		    len);
+	if (!tensor_utf8_valid(buf + 8, (size_t)*hlen))
+		return cli_fail(err, errlen, "header is not valid UTF-8");
+	tensor_json_init(&p, buf + 8, (size_t)*hlen, NULL, err, errlen);
+	return st_json(&p, h, out);
+}
+
+static void
+st_header_free(struct st_header *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->n; i++)
+		free(h->e[i].name);
+	free(h->e);
+}
+
 int
 tensor_st_parse(const unsigned char *buf, size_t len, struct tensor_set *out,
     char *err, size_t errlen)
 {
 	struct st_header h = { 0 };
-	struct tensor_json p;
 	uint64_t hlen = 0;
-	size_t i;
-	int rc = -1;
+	int rc;
 
-	memset(out, 0, sizeof *out);
-	out->format = TENSOR_SAFETENSORS;
-	if (len < 8)
-		snprintf(err, errlen, "truncated safetensors header");
-	else if ((hlen = cli_le_get(buf, 8)) > ST_MAX_HEADER)
-		snprintf(err, errlen, "header length %llu exceeds the %u-byte limit",
-		    (unsigned long long)hlen, ST_MAX_HEADER);
-	else if (hlen > len - 8)
-		snprintf(err, errlen, "header length %llu runs past the end of the file "
-		    "(%zu bytes)", (unsigned long long)hlen, len);
-	else if (!tensor_utf8_valid(buf + 8, (size_t)hlen))
-		snprintf(err, errlen, "header is not valid UTF-8");
-	else {
-		tensor_json_init(&p, buf + 8, (size_t)hlen, NULL, err, errlen);
-		rc = st_json(&p, &h, out);
-		if (rc == 0)
-			rc = st_check(&h, len - 8 - hlen, err, errlen);
-		if (rc == 0)
-			rc = st_build(&h, buf + 8 + hlen, out, err, errlen);
-	}
-	for (i = 0; i < h.n; i++)
-		free(h.e[i].name);
-	free(h.e);
+	rc = st_header(buf, len, &h, out, &hlen, err, errlen);
+	if (rc == 0)
+		rc = st_check(&h, len - 8 - hlen, err, errlen);
+	if (rc == 0)
+		rc = st_build(&h, buf + 8 + hlen, out, err, errlen);
+	st_header_free(&h);
 	if (rc < 0)
 		tensor_set_free(out);
 	return rc;
+}
+
+int
+tensor_meta_load(const char *path, struct tensor_set *out, char *err,
+    size_t errlen)
+{
+	struct st_header h = { 0 };
+	unsigned char *buf = NULL, len8[8];
+	char e[COLLX_ERRLEN];
+	uint64_t hlen;
+	FILE *f;
+	int rc = -1;
+
+	memset(out, 0, sizeof *out);
+	if ((f = fopen(path, "rb")) == NULL)
+		return cli_fail(err, errlen, "%s: %s", path, strerror(errno));
+	if (fread(len8, 1, 8, f) != 8)
+		cli_fail(e, sizeof e, "truncated safetensors header");
+	else if ((hlen = cli_le_get(len8, 8)) > ST_MAX_HEADER)
+		cli_fail(e, sizeof e, "header length %llu exceeds the %u-byte "
+		    "limit", (unsigned long long)hlen, ST_MAX_HEADER);
+	else if ((buf = malloc(8 + (size_t)hlen)) == NULL)
+		cli_fail(e, sizeof e, "out of memory");
+	else if (fread(buf + 8, 1, (size_t)hlen, f) != (size_t)hlen)
+		cli_fail(e, sizeof e, "header length %llu runs past the end of "
+		    "the file", (unsigned long long)hlen);
+	else {
+		memcpy(buf, len8, 8);
+		rc = st_header(buf, 8 + (size_t)hlen, &h, out, &hlen, e,
+		    sizeof e);
+	}
+	fclose(f);
+	free(buf);
+	st_header_free(&h);
+	if (rc < 0) {
+		tensor_set_free(out);
+		return cli_fail(err, errlen, "%s: %s", path, e);
+	}
+	return 0;
 }

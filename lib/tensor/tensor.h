@@ -87,6 +87,10 @@ int tensor_load_any(const char *src, struct tensor_set *out, char *err,
     size_t errlen);
 /* As tensor_load, for inputs that must hold exactly one tensor. */
 int tensor_load_one(const char *src, struct tensor *out, char *err, size_t errlen);
+/* The __metadata__ of the .safetensors file at path, from its header
+ * alone (the tensors are not read): out holds no tensors. */
+int tensor_meta_load(const char *path, struct tensor_set *out, char *err,
+    size_t errlen);
 /* Write atomically (temporary file + rename); "-" is stdout. The format
  * follows the extension (.npy, .safetensors), else the set's own format. */
 int tensor_save(const char *dst, const struct tensor_set *s, char *err, size_t errlen);

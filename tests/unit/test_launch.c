@@ -422,7 +422,8 @@ start(struct ran *w, const struct launch_job *j, int i,
     const struct launch_rank *r, char **env, char **argv, const char *in,
     void (*setup)(void))
 {
-	struct launch_child c = { -1, -1, -1, setup };
+	struct launch_child c = { .no_input = -1, .out = -1, .err = -1,
+	    .setup = setup };
 	int none[2], out[2], err[2], feed[2], saved = dup(STDIN_FILENO);
 
 	memset(w, 0, sizeof *w);
