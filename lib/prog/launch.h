@@ -287,8 +287,11 @@ struct launch_cores {
 	cpu_set_t *core;	/* core k's CPUs */
 };
 
-/* 0, or -1 with the reason in err. sysfs: the topology's directory
- * ("/sys/devices/system/cpu"). */
+/* The CPUs this process may run on, grouped: 0, or -1 with the reason
+ * in err. sysfs: the topology's directory ("/sys/devices/system/cpu").
+ * launch_cores_group: the CPUs of cpus grouped. */
+void launch_cores_group(struct launch_cores *c, const cpu_set_t *cpus,
+    const char *sysfs);
 int launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
     size_t errlen);
 void launch_cores_free(struct launch_cores *c);

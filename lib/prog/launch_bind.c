@@ -26,23 +26,19 @@ topology(const char *sysfs, int cpu, const char *what)
 	return v;
 }
 
-int
-launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
-    size_t errlen)
+void
+launch_cores_group(struct launch_cores *c, const cpu_set_t *cpus,
+    const char *sysfs)
 {
-	cpu_set_t mine;
 	long *pkg, *id;
 	int cpu, k, n = 0;
 
 	memset(c, 0, sizeof *c);
-	if (sched_getaffinity(0, sizeof mine, &mine) < 0)
-		return cli_fail(err, errlen, "sched_getaffinity: %s",
-		    strerror(errno));
 	c->core = cli_calloc(CPU_SETSIZE, sizeof *c->core);
 	pkg = cli_calloc(CPU_SETSIZE, sizeof *pkg);
 	id = cli_calloc(CPU_SETSIZE, sizeof *id);
 	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (!CPU_ISSET(cpu, &mine))
+		if (!CPU_ISSET(cpu, cpus))
 			continue;
 		pkg[n] = topology(sysfs, cpu, "physical_package_id");
 		id[n] = topology(sysfs, cpu, "core_id");
@@ -57,6 +53,19 @@ launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
 	c->n = n;
 	free(pkg);
 	free(id);
+}
+
+int
+launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
+    size_t errlen)
+{
+	cpu_set_t mine;
+
+	memset(c, 0, sizeof *c);
+	if (sched_getaffinity(0, sizeof mine, &mine) < 0)
+		return cli_fail(err, errlen, "sched_getaffinity: %s",
+		    strerror(errno));
+	launch_cores_group(c, &mine, sysfs);
 	return 0;
 }
 

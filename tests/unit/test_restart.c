@@ -221,90 +221,67 @@ topology(const char *dir, int cpu, int pkg, int core)
 
 /* The first m CPUs this process may run on, in cpu[]: how many there are
  * (at most m). */
-static int
-allowed_cpus(int *cpu, int m)
-{
-	cpu_set_t mine;
-	int k, n = 0;
-
-	if (sched_getaffinity(0, sizeof mine, &mine) < 0)
-		return 0;
-	for (k = 0; k < CPU_SETSIZE && n < m; k++)
-		if (CPU_ISSET(k, &mine))
-			cpu[n++] = k;
-	return n;
-}
-
 /*
- * A topology of the n CPUs cpu[] (CPU cpu[k] of package pkg[k], core
- * core[k]) read back while bound to them (in a child, so that the test
- * keeps its own CPUs): 1 when it gives want_n cores, CPU cpu[k] in core
- * want[k] alone with the others of that core.
+ * The topology of CPUs 0 .. n-1 (CPU k of package pkg[k], core core[k];
+ * core < 0: no topology files) grouped: 1 when it gives want_n cores,
+ * CPU k in core want[k] with the others of that core and no more.
  */
 static int
-cores_read_as(const int *cpu, int n, const int *pkg, const int *core,
-    int want_n, const int *want)
+cores_read_as(int n, const int *pkg, const int *core, int want_n,
+    const int *want)
 {
 	struct launch_cores c;
-	char dir[300], err[256];
-	cpu_set_t set;
-	int k, status, bad = 0;
-	pid_t pid;
+	char dir[300];
+	cpu_set_t cpus;
+	int k, bad;
 
-	snprintf(dir, sizeof dir, "%s/sys", tmpdir);
+	snprintf(dir, sizeof dir, "%s/sys%d.%d.%d", tmpdir, n, core[0],
+	    core[n - 1]);
 	mkdir(dir, 0700);
-	for (k = 0; k < n; k++)
-		topology(dir, cpu[k], pkg[k], core[k]);
-	if ((pid = fork()) == 0) {
-		CPU_ZERO(&set);
-		for (k = 0; k < n; k++)
-			CPU_SET(cpu[k], &set);
-		if (sched_setaffinity(0, sizeof set, &set) < 0 ||
-		    launch_cores_read(&c, dir, err, sizeof err) < 0)
-			_exit(2);
-		bad = c.n != want_n;
-		for (k = 0; k < n && !bad; k++) {
-			int same = 0;
-			for (int i = 0; i < n; i++)
-				same += want[i] == want[k];
-			bad = !CPU_ISSET(cpu[k], &c.core[want[k]]) ||
-			    CPU_COUNT(&c.core[want[k]]) != same;
-		}
-		launch_cores_free(&c);
-		_exit(bad);
+	CPU_ZERO(&cpus);
+	for (k = 0; k < n; k++) {
+		topology(dir, k, pkg[k], core[k]);
+		CPU_SET(k, &cpus);
 	}
-	waitpid(pid, &status, 0);
+	launch_cores_group(&c, &cpus, dir);
+	bad = c.n != want_n;
+	for (k = 0; k < n && !bad; k++) {
+		int same = 0;
+		for (int i = 0; i < n; i++)
+			same += want[i] == want[k];
+		bad = !CPU_ISSET(k, &c.core[want[k]]) ||
+		    CPU_COUNT(&c.core[want[k]]) != same;
+	}
+	launch_cores_free(&c);
 	unit_rmdir(dir);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	return !bad;
 }
 
 static void
 test_cores(void)
 {
-	int cpu[3], n = allowed_cpus(cpu, 3);
 	int zero[] = { 0, 0, 0 }, pair[] = { 0, 1, 2 }, none[] = { -1, -1, -1 };
 	int one[] = { 0, 0, 0 }, each[] = { 0, 1, 2 }, split[] = { 0, 1, 0 };
+	struct launch_cores c;
+	char err[256];
+	cpu_set_t mine;
 
-	if (n < 2) {
-		printf("ok %d - cores # skip this process may run on %d CPU\n",
-		    ++unit_n, n);
-		return;
-	}
-	UNIT_OK(cores_read_as(cpu, 2, zero, zero, 1, one),
+	UNIT_OK(cores_read_as(2, zero, zero, 1, one),
 	    "two hardware threads of one core are one core");
-	UNIT_OK(cores_read_as(cpu, 2, pair, zero, 2, each),
+	UNIT_OK(cores_read_as(2, pair, zero, 2, each),
 	    "core 0 of two packages is two cores");
-	UNIT_OK(cores_read_as(cpu, 2, zero, pair, 2, each),
+	UNIT_OK(cores_read_as(2, zero, pair, 2, each),
 	    "two core ids are two cores");
-	UNIT_OK(cores_read_as(cpu, 2, zero, none, 2, each),
+	UNIT_OK(cores_read_as(2, zero, none, 2, each),
 	    "without topology every CPU is a core of its own");
-	if (n < 3) {
-		printf("ok %d - cores apart # skip it needs 3 CPUs\n",
-		    ++unit_n);
-		return;
-	}
-	UNIT_OK(cores_read_as(cpu, 3, zero, split, 2, split),
+	UNIT_OK(cores_read_as(3, zero, split, 2, split),
 	    "threads of a core apart in the numbering are one core");
+
+	UNIT_OK(sched_getaffinity(0, sizeof mine, &mine) == 0 &&
+	    launch_cores_read(&c, "/nonexistent", err, sizeof err) == 0 &&
+	    c.n == CPU_COUNT(&mine) && CPU_COUNT(&c.core[c.n - 1]) == 1,
+	    "this process's CPUs, each a core of its own without topology");
+	launch_cores_free(&c);
 }
 
 int
