@@ -20,6 +20,21 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def causal_attention(q, k, v, heads):
+    """Causal softmax attention of HEADS heads: q, k, v [b, s, heads*hd]
+    -> [b, s, heads*hd]."""
+    b, s, c = q.shape
+    hd = c // heads
+
+    def split(t):
+        return t.view(b, s, heads, hd).transpose(1, 2)
+    q, k, v = split(q), split(k), split(v)
+    att = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    mask = torch.ones(s, s, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (att @ v).transpose(1, 2).reshape(b, s, c)
+
+
 class Block(nn.Module):
     def __init__(self, d, heads):
         super().__init__()
@@ -29,16 +44,8 @@ class Block(nn.Module):
         self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def attn(self, x):
-        b, s, d = x.shape
-        hd = d // self.heads
-
-        def split(t):
-            return t.view(b, s, self.heads, hd).transpose(1, 2)
-        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        att = q @ k.transpose(-2, -1) / math.sqrt(hd)
-        mask = torch.ones(s, s, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        return self.o((att @ v).transpose(1, 2).reshape(b, s, d))
+        return self.o(causal_attention(self.q(x), self.k(x), self.v(x),
+                                       self.heads))
 
     def forward(self, x):
         h = x + self.attn(self.ln1(x))

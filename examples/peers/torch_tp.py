@@ -23,29 +23,31 @@ import torch.nn.functional as F
 
 
 class CopyToTP(torch.autograd.Function):
-    """Megatron's f: identity forward, allreduce of the gradient backward."""
+    """Megatron's f: identity forward, allreduce of the gradient backward
+    (in GROUP, the default group when left out)."""
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, group=None):
+        ctx.group = group
         return x
 
     @staticmethod
     def backward(ctx, g):
         g = g.contiguous().clone()
-        dist.all_reduce(g)
-        return g
+        dist.all_reduce(g, group=ctx.group)
+        return g, None
 
 
 class ReduceFromTP(torch.autograd.Function):
-    """Megatron's g: allreduce forward, identity backward."""
+    """Megatron's g: allreduce forward (in GROUP), identity backward."""
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, group=None):
         x = x.contiguous().clone()
-        dist.all_reduce(x)
+        dist.all_reduce(x, group=group)
         return x
 
     @staticmethod
     def backward(ctx, g):
-        return g
+        return g, None
 
 
 def alltoall(chunks):

@@ -1,0 +1,119 @@
+#!/bin/bash
+# collx-train's meshes of 4 ranks against PyTorch's dp2 x tp2
+# (examples/peers/torch_train.py: DDP on Gloo across, Megatron TP with f/g
+# operators within, the same GPT, data and AdamW, from the same weights):
+# a GPT of d_model 256, 4 layers, 4 heads, seq 128, global batch BATCH (8),
+# STEPS steps (12), one thread a rank. Tokens/s of the global batch from
+# the median step after the first (collx-train's loss CSV, the peer's own
+# clock), the median over ROUNDS rounds that interleave every run, and the
+# ratio to the peer's. Cases:
+#   local  4 ranks on this host (collx-run -n 4)
+#   netns  2 network namespaces of 2 ranks each, joined by 1 Gbit/s links
+#          (tests/lib/netns.bash; TP within a namespace, DP across); needs
+#          root and ip netns, skipped, saying so, without them
+# Prints a markdown table per case.
+# usage: examples/bench-train.sh [local|netns|all] [ROUNDS]   (all, 3)
+#        env STEPS=12, BATCH=8, MESHES (collx-train's, ";"-separated)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
+what=${1:-all}
+rounds=${2:-3}
+steps=${STEPS:-12}
+batch=${BATCH:-8}
+seq=128
+meshes=${MESHES:---dp 2 --tp 2;--dp 4;--tp 4;--pp 4 --microbatches 4;--dp 2 --pp 2 --microbatches 2;--tp 2 --pp 2 --microbatches 2}
+PY=/usr/bin/python3
+TEXT=/usr/share/common-licenses/GPL-3
+. "$here/../tests/lib/netns.bash"
+work=$(mktemp -d)
+trap '[ -z "${NETNS_TAG:-}" ] || netns_teardown; rm -rf "$work"' EXIT
+cd "$work"
+
+case $what in
+local | netns | all) ;;
+*) echo "usage: bench-train.sh [local|netns|all] [ROUNDS]" >&2; exit 2 ;;
+esac
+$PY -c 'import torch.distributed' 2>/dev/null ||
+    { echo "bench-train.sh: needs PyTorch (python3-torch)" >&2; exit 1; }
+
+# Median step seconds of a loss CSV, the first step (warm-up) left out.
+csv_step() {
+	awk -F, 'NR > 2 { print $5 }' "$1" | sort -g |
+	    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
+# run_case NAME LAUNCH...: ROUNDS interleaved rounds of every mesh and the
+# peer, started by LAUNCH (collx-run and its options up to "--"); "WHO
+# SECONDS" lines in NAME.txt. Env IFACE: the interface both use.
+run_case() {
+	local name=$1 r m cx
+	shift
+	local io=() tx=(-x OPENBLAS_NUM_THREADS=1)
+	if [ -n "${IFACE:-}" ]; then
+		io=(--iface "$IFACE")
+		tx+=(-x "GLOO_SOCKET_IFNAME=$IFACE")
+	fi
+	cx=$(command -v collx-train)
+	: >"$name.txt"
+	for r in $(seq "$rounds"); do
+		echo "bench-train.sh: $name, round $r of $rounds" >&2
+		IFS=';' read -r -a ms <<<"$meshes"
+		for m in "${ms[@]}"; do
+			# shellcheck disable=SC2086
+			"$@" --timeout 120 -- "$cx" -m "$work/gpt.safetensors" \
+			    --data "$TEXT" --batch "$batch" --steps "$steps" \
+			    --optimizer adamw -q --loss-csv "$work/l.csv" \
+			    "${io[@]}" $m
+			echo "collx_${m// /_} $(csv_step l.csv)" >>"$name.txt"
+		done
+		timeout 600 "$@" --timeout 120 "${tx[@]}" -- "$PY" \
+		    "$here/peers/torch_train.py" "$TEXT" 256 4 4 "$seq" "$batch" \
+		    "$steps" 2 1e-3 "$work/gpt.safetensors" >torch.log 2>&1 || true
+		sed -n 's/^torch dp2 x tp2: median step \([0-9.]*\) s,.*/torch_--dp_2_--tp_2 \1/p' \
+		    torch.log | grep . >>"$name.txt" ||
+		    echo "bench-train.sh: torch failed: $(grep -v -i warn torch.log | tail -n 1)" >&2
+	done
+}
+
+# table NAME TITLE: the medians over rounds of NAME.txt as markdown.
+table() {
+	echo
+	echo "$2"
+	echo
+	awk -v tok=$((batch * seq)) '{ s[$1] = s[$1] " " $2
+	    if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+	    function med(str,   a, m, i, j, t) { m = split(str, a, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((m + 1) / 2)] }
+	    END { peer = ("torch_--dp_2_--tp_2" in s) ? med(s["torch_--dp_2_--tp_2"]) : 0
+		print "| toolkit | mesh | tokens/s | vs torch dp2 x tp2 |"
+		print "| --- | --- | ---: | ---: |"
+		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k])
+			who = k; sub(/_.*/, "", who); mesh = k; sub(/^[a-z]*_/, "", mesh)
+			gsub(/_/, " ", mesh)
+			printf "| %s | %s | %.0f | %s |\n", who, mesh, tok / t,
+			    peer ? sprintf("%.2fx", peer / t) : "-" } }' "$1.txt"
+}
+
+collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
+desc="gpt d_model 256, 4 layers, 4 heads, seq $seq, batch $batch, adamw, $steps steps, median of $rounds interleaved rounds"
+if [ "$what" != netns ]; then
+	run_case local collx-run -n 4
+	table local "One host, 4 ranks: $desc"
+fi
+if [ "$what" != local ]; then
+	if ! netns_available; then
+		echo "bench-train.sh: netns case skipped: needs root and ip netns" >&2
+		[ "$what" = all ] || exit 1
+	else
+		netns_setup 2 --rate 1gbit
+		netns_fake_ssh "$work/ssh"
+		IFACE=eth0 run_case netns collx-run \
+		    -H "$(netns_addr 0):2,$(netns_addr 1):2" --ssh "$work/ssh" \
+		    --master "$(netns_addr 0):29500"
+		netns_teardown
+		table netns "2 namespaces x 2 ranks on 1 Gbit/s links: $desc"
+	fi
+fi
