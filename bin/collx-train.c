@@ -84,7 +84,7 @@ usage(void)
 	    "                        what the others leave (D is -1 unless "
 	    "given)\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
-	    "  --schedule S          gpipe or 1f1b (default)\n"
+	    "  --schedule S          gpipe, 1f1b (default) or zb-h1\n"
 	    "  --split L1,L2,...     layers per stage (default: balanced by\n"
 	    "                        parameter count)\n"
 	    "  --zero 0              ZeRO stage on the DP axis (only 0)\n"
@@ -155,11 +155,10 @@ own_option(void *ctx, int c, const char *a)
 		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
 		break;
 	case OPT_SCHEDULE:
-		/* zb-h1 splits the backward, which tp_stage keeps whole */
 		if (pipe_sched_parse(a, &o->sched) < 0 ||
-		    o->sched == PIPE_SCHED_FILE || o->sched == PIPE_SCHED_ZBH1)
-			cli_usage_error("--schedule: want gpipe or 1f1b, "
-			    "not '%s'", a);
+		    o->sched == PIPE_SCHED_FILE)
+			cli_usage_error("--schedule: want gpipe, 1f1b or "
+			    "zb-h1, not '%s'", a);
 		break;
 	case OPT_SPLIT: o->split = a; break;
 	case OPT_ZERO:

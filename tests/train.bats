@@ -2,7 +2,8 @@
 # collx-train: the mesh (--print-mesh, refusals on every rank before any
 # rank talks), and training on every factorization of 2, 4 and 8 ranks (dp,
 # tp, pp alone, dp x tp, dp x pp, tp x pp, dp2 x tp2 x pp2) with uneven
-# batch splits and micro-batches that do not divide them, checked against
+# batch splits and micro-batches that do not divide them (zb-h1 on pp2 and
+# tp2 x pp2 giving 1f1b's bytes), checked against
 # an independent float64 PyTorch training (tests/lib/piperef.py) and
 # against collx-dp on one rank (tests/lib/trainref.py checks both);
 # checkpoints across meshes and programs; the timing rows' axis column.
@@ -62,6 +63,19 @@ check() {
 	timeout 60 collx-dp "$@" -o dp1.safetensors --loss-csv dp1.csv -q
 	timeout 60 "$PY" "$CHECK" cmp "r${REF_TAG:-}.safetensors" "r${REF_TAG:-}.csv" \
 	    dp1.safetensors dp1.csv "${outs[@]}"
+}
+
+# Each zb-h1 run of TAGS (tagged as meshes tags them) has the bytes and
+# losses of the same mesh's 1f1b run (the tag without "schedulezbh1").
+# usage: zb_as_1f1b TAGS
+zb_as_1f1b() {
+	local t
+
+	for t in $1; do
+		cmp "t$t.safetensors" "t${t/schedulezbh1/}.safetensors"
+		[ "$(cut -d, -f1-3 "l$t.csv")" = \
+		    "$(cut -d, -f1-3 "l${t/schedulezbh1/}.csv")" ]
+	done
 }
 
 @test "--print-mesh lays out rank = (pp*D + dp)*T + tp and the groups, without a group" {
@@ -139,15 +153,17 @@ refused() {
 	[[ "$output" == *"--microbatches 5: more than the 4 samples of the smallest replica's share of --batch 8 over 2"* ]]
 }
 
-@test "mlp stack: dp, tp, pp and each pair on 2 and 4 ranks, batch 11, M 2, equal the reference and collx-dp on one rank" {
+@test "mlp stack: dp, tp, pp and each pair on 2 and 4 ranks, batch 11, M 2, equal the reference and collx-dp on one rank; zb-h1 trains 1f1b's bytes on pp2 and tp2 x pp2" {
 	data 11 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 11 3 sgd 0.1 \
 	    r.safetensors r.csv
 	meshes "2:--dp,2 2:--pp,2 4:--dp,4 4:--pp,4 4:--dp,2,--pp,2 2:--tp,2
-	    4:--dp,2,--tp,2 4:--tp,2,--pp,2" \
+	    4:--dp,2,--tp,2 4:--tp,2,--pp,2 2:--pp,2,--schedule,zb-h1
+	    4:--tp,2,--pp,2,--schedule,zb-h1" \
 	    -m m.safetensors -i X.npy -t Y.npy --batch 11 --steps 3 --lr 0.1 \
 	    --microbatches 2
+	zb_as_1f1b "2pp2schedulezbh1 4tp2pp2schedulezbh1"
 	check -m m.safetensors --data X.npy --targets Y.npy --batch 11 \
 	    --steps 3 --lr 0.1
 	# the loss CSV has collx-dp's columns
@@ -168,7 +184,7 @@ refused() {
 	    --steps 2 --lr 0.1
 }
 
-@test "gpt: dp, tp, pp, each pair and dp2 x tp2 x pp2, SGD and AdamW, equal the reference and collx-dp on one rank" {
+@test "gpt: dp, tp, pp, each pair and dp2 x tp2 x pp2, SGD and AdamW, equal the reference and collx-dp on one rank; zb-h1 trains 1f1b's bytes on pp2 and tp2 x pp2" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 7 3 sgd 0.5 \
 	    r.safetensors r.csv
@@ -178,8 +194,11 @@ refused() {
 	    ra.safetensors ra.csv
 	meshes "2:--dp,2,--microbatches,3 2:--pp,2,--microbatches,2
 	    4:--dp,2,--pp,2,--microbatches,3 4:--dp,4 2:--tp,2
-	    4:--tp,2,--pp,2,--microbatches,2 8:--dp,2,--tp,2,--pp,2,--microbatches,2" \
+	    4:--tp,2,--pp,2,--microbatches,2 8:--dp,2,--tp,2,--pp,2,--microbatches,2
+	    2:--pp,2,--microbatches,2,--schedule,zb-h1
+	    4:--tp,2,--pp,2,--microbatches,2,--schedule,zb-h1" \
 	    -m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5
+	zb_as_1f1b "2pp2microbatches2schedulezbh1 4tp2pp2microbatches2schedulezbh1"
 	check -m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5
 	meshes "4:--dp,2,--pp,2,--microbatches,2 4:--dp,4
 	    4:--dp,2,--tp,2,--microbatches,2 4:--tp,2,--pp,2" -m g.safetensors \

@@ -343,13 +343,14 @@ nn_block_wsave_bind(struct nn_block_wsave *sv, float *buf,
 	sv->dln1 = buf;
 }
 
-/* nn_block_backward's pre-norm path without hooks, each weight gradient
- * left out and the output gradient it needs kept in sv instead. */
-void
+/* nn_block_backward's pre-norm path, each weight gradient left out and the
+ * output gradient it needs kept in sv instead; the hooks' sums where
+ * nn_block_backward has them, so sv holds the summed gradients. */
+int
 nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
     float *scratch, const float *dy, const struct nn_block_acts *a,
     const struct nn_block_w *w, const float *x,
-    const struct nn_block_shape *sh)
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
 {
 	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
 	size_t nd = (size_t)n * d, nc = (size_t)n * c;
@@ -365,6 +366,8 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 	memset(t.C, 0, nd * sizeof(float));
 	nn_mlp_backward_input(t.C, sv->dfc1, t.dmlp, dy, &ma, &mw, n, d,
 	    sh->f, d, sh->act);
+	if (hook_reduce(hk, NN_HOOK_MLP_BWD, t.C, nd) < 0)
+		return -1;
 	nn_add(sv->dln2, t.C, nd);
 	nn_layernorm_backward(sv->dattn, NULL, NULL, sv->dln2, a->h, w->ln2_w,
 	    a->ln2_mean, a->ln2_rstd, n, d);
@@ -375,15 +378,23 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 	memset(sv->dq, 0, 3 * nc * sizeof(float));
 	nn_linear_backward(t.datty, NULL, NULL, sv->dattn, NULL, w->o_w, n, c,
 	    d);
-	nn_attention_backward(sv->dq, sv->dk, sv->dv, t.dsm, t.datty, a->att,
-	    a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd, sh->causal);
+	if (hk && hk->attn_bwd) {
+		if (hk->attn_bwd(hk->ctx, sv->dq, sv->dk, sv->dv, t.datty) < 0)
+			return -1;
+	} else
+		nn_attention_backward(sv->dq, sv->dk, sv->dv, t.dsm, t.datty,
+		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
+		    sh->causal);
 	memset(sv->dln1, 0, nd * sizeof(float));
 	nn_linear_backward(sv->dln1, NULL, NULL, sv->dq, NULL, w->q_w, n, d, c);
 	nn_linear_backward(sv->dln1, NULL, NULL, sv->dk, NULL, w->k_w, n, d, c);
 	nn_linear_backward(sv->dln1, NULL, NULL, sv->dv, NULL, w->v_w, n, d, c);
+	if (hook_reduce(hk, NN_HOOK_ATTN_BWD, sv->dln1, nd) < 0)
+		return -1;
 	if (dx)
 		nn_layernorm_backward(dx, NULL, NULL, sv->dln1, x, w->ln1_w,
 		    a->ln1_mean, a->ln1_rstd, n, d);
+	return 0;
 }
 
 void

@@ -243,13 +243,14 @@ int nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
     const struct nn_block_w *w, const float *x,
     const struct nn_block_shape *sh, const struct nn_block_hooks *hk);
 
-/* The serial pre-norm block's backward split in two (zero-bubble
- * pipelines): nn_block_backward_input adds dx (may be NULL) and keeps in
- * sv the output gradients of the layers with weights (fc2, fc1, ln2, o,
- * q, k, v, ln1); nn_block_backward_weight, run any time later while a, x
- * and sv are kept, adds g.* from them. Together they add the bits
- * nn_block_backward adds without hooks. Attention and GELU have no
- * weights: all of their backward is the input part. */
+/* The pre-norm block's backward split in two (zero-bubble pipelines):
+ * nn_block_backward_input adds dx (may be NULL), runs hk's sums (0, or -1
+ * when a hook failed) and keeps in sv the output gradients of the layers
+ * with weights (fc2, fc1, ln2, o, q, k, v, ln1); nn_block_backward_weight,
+ * run any time later while a, x and sv are kept, adds g.* from them.
+ * Together they add the bits nn_block_backward adds with the same hooks.
+ * Attention and GELU have no weights: all of their backward is the input
+ * part. */
 struct nn_block_wsave {
 	float *dy, *dfc1, *dln2, *dattn;	/* [n,d], [n,f], [n,d] x2 */
 	float *dq, *dk, *dv, *dln1;		/* [n,c] x3, [n,d] */
@@ -258,10 +259,10 @@ struct nn_block_wsave {
 size_t nn_block_wsave_size(const struct nn_block_shape *sh);
 void nn_block_wsave_bind(struct nn_block_wsave *sv, float *buf,
     const struct nn_block_shape *sh);
-void nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
+int nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
     float *scratch, const float *dy, const struct nn_block_acts *a,
     const struct nn_block_w *w, const float *x,
-    const struct nn_block_shape *sh);
+    const struct nn_block_shape *sh, const struct nn_block_hooks *hk);
 void nn_block_backward_weight(const struct nn_block_w *g,
     const struct nn_block_wsave *sv, const struct nn_block_acts *a,
     const float *x, const struct nn_block_shape *sh);

@@ -146,6 +146,7 @@ const float *pipe_unit_forward(struct pipe_run *r, struct pipe_slot *sl,
     double *loss);
 int pipe_unit_backward(struct pipe_run *r, struct pipe_slot *sl, float *dy,
     float *dx);
+void pipe_unit_weight(struct pipe_run *r, struct pipe_slot *sl);
 void pipe_unit_release(struct pipe_run *r, struct pipe_slot *sl);
 /* The TP group's share of a step, its allreduces' time and bytes, into
  * ps: called at the step's start (begin) and its end. */

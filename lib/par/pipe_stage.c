@@ -55,7 +55,8 @@ block_bwd(const struct pipe_stage *st, enum part part, float *dx,
 	}
 	nn_block_wsave_bind(&sv, save, &sh);
 	if (part == INPUT)
-		nn_block_backward_input(dx, &sv, st->scratch, dy, &a, w, x, &sh);
+		nn_block_backward_input(dx, &sv, st->scratch, dy, &a, w, x, &sh,
+		    NULL);
 	else
 		nn_block_backward_weight(g, &sv, &a, x, &sh);
 }

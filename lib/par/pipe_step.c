@@ -159,7 +159,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		}
 		return 0;
 	case PIPE_WGT:
-		pipe_stage_weight(st, sl);
+		pipe_unit_weight(r, sl);
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t1 = cli_now();

@@ -37,7 +37,7 @@ bind_shape(struct pipe_run *r)
 	st->j = ts->j, st->w = ts->w, st->l0 = ts->l0, st->l1 = ts->l1;
 	st->gpt = ts->gpt, st->first = ts->first, st->last = ts->last;
 	st->seq = ts->seq, st->in_w = ts->in_w, st->out_w = ts->out_w;
-	st->nmax = ts->nmax;
+	st->nmax = ts->nmax, st->split = ts->split;
 	for (int i = 0; i < 4; i++)
 		st->g[i] = ts->gb[i];
 	st->dwte = ts->dwte;
@@ -55,19 +55,12 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 
-	/* tp_stage's backward is whole: no B and W passes apart */
-	if (r->sch->split) {
-		r->kind = TRAIN_ERR_DATA;
-		return cli_fail(r->err, r->errlen, "a schedule that splits the "
-		    "backward (zb-h1, W rows) does not run on tensor-parallel "
-		    "stages");
-	}
 	if ((r->ts = calloc(1, sizeof(*r->ts))) == NULL)
 		return pipe_oom(r);
 	/* later failures (a TP collective's) land in r->err too */
 	if (tp_stage_init(r->ts, r->m, cfg->tp, r->rank, r->world,
 	    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq, nmax,
-	    cfg->micro, r->err, r->errlen) < 0) {
+	    cfg->micro, r->sch->split, r->err, r->errlen) < 0) {
 		free(r->ts);
 		r->ts = NULL;
 		r->kind = TRAIN_ERR_RUNTIME;
@@ -150,6 +143,15 @@ pipe_unit_backward(struct pipe_run *r, struct pipe_slot *sl, float *dy,
 		return 0;
 	}
 	return tp_stage_backward(r->ts, sl, dy, dx) < 0 ? tp_failed(r) : 0;
+}
+
+void
+pipe_unit_weight(struct pipe_run *r, struct pipe_slot *sl)
+{
+	if (r->ts != NULL)
+		tp_stage_weight(r->ts, sl);
+	else
+		pipe_stage_weight(&r->st, sl);
 }
 
 void

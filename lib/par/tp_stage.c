@@ -2,7 +2,11 @@
  * group: the shards' layout and loading (collx-tp's tp_model per layer,
  * its shards in the stage's one buffer), gathering them back, and the
  * forward and backward pass of a micro-batch, lib/nn's layers on this
- * rank's heads and features with Megatron's f and g sums between them. */
+ * rank's heads and features with Megatron's f and g sums between them.
+ * A split backward (zero-bubble schedules) keeps pipe_stage's layout: the
+ * input part runs every sum and keeps what the weight part reads (an mlp
+ * in the slot's own room, a block beside it), so the weight part sends
+ * nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,10 +240,11 @@ block_shape(const struct tp_stage *ts, int k, int n)
 	    .act = NN_ACT_GELU };
 }
 
-/* Floats per sample of layer k's input and output (whole) and saved
- * values (this rank's). */
+/* Floats per sample of layer k's input and output (whole), saved values
+ * and the output gradients a block's input part keeps (split; this
+ * rank's). */
 struct widths {
-	size_t in, out, acts;
+	size_t in, out, acts, save;
 };
 
 static struct widths
@@ -250,10 +255,11 @@ layer_widths(const struct tp_stage *ts, int k)
 
 	if (lm->cfg.layer == TP_MLP)
 		return (struct widths){ (size_t)lm->in, (size_t)lm->out,
-		    2 * (size_t)(lm->hidden / lm->shards) };
+		    2 * (size_t)(lm->hidden / lm->shards), 0 };
 	one = block_shape(ts, k, 1);
 	return (struct widths){ (size_t)ts->seq * lm->d,
-	    (size_t)ts->seq * lm->d, nn_block_acts_size(&one) };
+	    (size_t)ts->seq * lm->d, nn_block_acts_size(&one),
+	    ts->split ? nn_block_wsave_size(&one) : 0 };
 }
 
 /* g's and f's sum over the group, in place. */
@@ -319,30 +325,74 @@ layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
 	return 0;
 }
 
-/* dx (zeroed, or NULL) = the gradient at layer k's input x from dy. */
+/* Which part of a layer's backward to run: all of it, or (split) the
+ * input part with the sums, keeping what the weight part reads. */
+enum part { WHOLE, INPUT, WEIGHT };
+
 static int
-layer_bwd(struct tp_stage *ts, int k, float *dx, const float *dy,
-    float *acts, const float *x, int n)
+block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
+    const float *dy, float *acts, float *save, const float *x, int n)
 {
 	struct tp_model *lm = &ts->lay[k];
+	struct nn_block_shape sh = block_shape(ts, k, n);
+	struct nn_block_w bw = tp_block_ptrs(lm, lm->w);
+	struct nn_block_w bg = tp_block_ptrs(lm, lm->g);
 	struct nn_block_hooks hk;
+	struct nn_block_acts a;
+	struct nn_block_wsave sv;
 
-	if (lm->cfg.layer == TP_BLOCK) {
-		struct nn_block_shape sh = block_shape(ts, k, n);
-		struct nn_block_w bw = tp_block_ptrs(lm, lm->w);
-		struct nn_block_w bg = tp_block_ptrs(lm, lm->g);
-		struct nn_block_acts a;
-		nn_block_acts_bind(&a, acts, &sh);
+	nn_block_acts_bind(&a, acts, &sh);
+	if (part == WHOLE)
 		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
 		    &sh, hooks(ts, &hk));
-	}
+	nn_block_wsave_bind(&sv, save, &sh);
+	if (part == INPUT)
+		return nn_block_backward_input(dx, &sv, ts->scratch, dy, &a,
+		    &bw, x, &sh, hooks(ts, &hk));
+	nn_block_backward_weight(&bg, &sv, &a, x, &sh);
+	return 0;
+}
+
+/* A part of layer k's backward: dx (zeroed, or NULL) = the gradient at
+ * its input x from dy (both unused by WEIGHT). An mlp's input part keeps
+ * fc1's output gradient where fc1's output was and adds fc2's weight
+ * gradient at once, unless keep_dy (the stage's last layer's output,
+ * unused once the input part has run) can hold dy, as pipe_stage does. */
+static int
+layer_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
+    const float *dy, float *acts, float *save, float *keep_dy,
+    const float *x, int n)
+{
+	struct tp_model *lm = &ts->lay[k];
+
+	if (lm->cfg.layer == TP_BLOCK)
+		return block_bwd(ts, k, part, dx, dy, acts, save, x, n);
 	struct nn_mlp_w mw = tp_mlp_ptrs(lm, lm->w);
 	struct nn_mlp_w mg = tp_mlp_ptrs(lm, lm->g);
 	int hl = lm->hidden / lm->shards;
 	struct nn_mlp_acts a = { acts, acts + (size_t)n * hl };
+	size_t nh = (size_t)n * hl;
 
-	nn_mlp_backward(dx, &mg, ts->scratch, dy, &a, &mw, x, n, lm->in, hl,
-	    lm->out, NN_ACT_GELU);
+	if (part == WHOLE)
+		nn_mlp_backward(dx, &mg, ts->scratch, dy, &a, &mw, x, n, lm->in,
+		    hl, lm->out, NN_ACT_GELU);
+	else if (part == WEIGHT && keep_dy != NULL)
+		nn_mlp_backward_weight(&mg, keep_dy, a.fc1, &a, x, n, lm->in,
+		    hl, lm->out);
+	else if (part == WEIGHT)
+		nn_linear_backward(NULL, mg.fc1_w, mg.fc1_b, a.fc1, x, NULL, n,
+		    lm->in, hl);
+	else {
+		nn_mlp_backward_input(dx, ts->scratch + nh, ts->scratch, dy, &a,
+		    &mw, n, lm->in, hl, lm->out, NN_ACT_GELU);
+		memcpy(a.fc1, ts->scratch + nh, nh * sizeof(float));
+		if (keep_dy != NULL)
+			memcpy(keep_dy, dy, (size_t)n * lm->out *
+			    sizeof(float));
+		else
+			nn_linear_backward(NULL, mg.fc2_w, mg.fc2_b, dy, a.gelu,
+			    NULL, n, hl, lm->out);
+	}
 	return dx ? group_sum(ts, dx, (size_t)n * lm->in) : 0;	/* f */
 }
 
@@ -372,6 +422,31 @@ lay_acts(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
 	return lay_out(ts, sl, k) + (size_t)sl->n * layer_widths(ts, k).out;
 }
 
+/* Split: a block's kept output gradients, after its saved values (NULL
+ * otherwise); where the stage's last layer keeps its own (its output,
+ * NULL for the others). */
+static float *
+lay_save(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
+{
+	struct widths lw = layer_widths(ts, k);
+
+	return lw.save ? lay_acts(ts, sl, k) + (size_t)sl->n * lw.acts : NULL;
+}
+
+static float *
+lay_keep_dy(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
+{
+	return k == ts->l1 - ts->l0 - 1 ? lay_out(ts, sl, k) : NULL;
+}
+
+/* The input of layer k in a slot. */
+static const float *
+lay_in(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
+{
+	return k ? lay_out(ts, sl, k - 1) : ts->gpt && ts->first ? sl->f :
+	    sl->inp;
+}
+
 /* The slots' layout; the gradient buffers and scratch. */
 static int
 alloc_work(struct tp_stage *ts)
@@ -392,7 +467,7 @@ alloc_work(struct tp_stage *ts)
 			all = block_shape(ts, k, ts->nmax);
 			s = nn_block_scratch_size(&all);
 		}
-		ts->off[k + 1] = ts->off[k] + lw.out + lw.acts;
+		ts->off[k + 1] = ts->off[k] + lw.out + lw.acts + lw.save;
 		wide = lw.out > wide ? lw.out : wide;
 		scr = s > scr ? s : scr;
 	}
@@ -414,8 +489,8 @@ alloc_work(struct tp_stage *ts)
 
 int
 tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
-    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, char *err,
-    size_t errlen)
+    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    char *err, size_t errlen)
 {
 	int T = c ? comm_size(c) : 1;
 
@@ -427,7 +502,7 @@ tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
 	ts->gpt = m->dims.arch == NN_GPT, ts->first = j == 0;
 	ts->last = j == w - 1;
 	ts->seq = m->dims.arch == NN_MLP ? 1 : ts->gpt ? m->dims.seq : seq;
-	ts->nmax = nmax, ts->maxslot = maxslot;
+	ts->nmax = nmax, ts->maxslot = maxslot, ts->split = split;
 	ts->err = err, ts->errlen = errlen;
 	if ((ts->lay = calloc((size_t)(l1 - l0), sizeof(*ts->lay))) == NULL)
 		goto oom;
@@ -602,14 +677,13 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 	for (int k = nl - 1; k >= 0; k--) {
 		int want = k > 0 || dx != NULL || (ts->gpt && ts->first);
 		float *tgt = k == 0 && dx != NULL ? dx : other;
-		const float *x = k ? lay_out(ts, sl, k - 1) :
-		    ts->gpt && ts->first ? sl->f : sl->inp;
 
 		if (want)
 			memset(tgt, 0, (size_t)n * layer_widths(ts, k).in *
 			    sizeof(float));
-		if (layer_bwd(ts, k, want ? tgt : NULL, cur,
-		    lay_acts(ts, sl, k), x, n) < 0)
+		if (layer_bwd(ts, k, ts->split ? INPUT : WHOLE, want ? tgt :
+		    NULL, cur, lay_acts(ts, sl, k), lay_save(ts, sl, k),
+		    lay_keep_dy(ts, sl, k), lay_in(ts, sl, k), n) < 0)
 			return -1;
 		t = cur, cur = tgt, other = t;
 	}
@@ -617,4 +691,13 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 		nn_embedding_backward(ts->dwte, ts->dwpe, cur, sl->tok, n,
 		    ts->seq, ts->d.d_model);
 	return 0;
+}
+
+void
+tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl)
+{
+	for (int k = ts->l1 - ts->l0 - 1; k >= 0; k--)
+		layer_bwd(ts, k, WEIGHT, NULL, NULL, lay_acts(ts, sl, k),
+		    lay_save(ts, sl, k), lay_keep_dy(ts, sl, k),
+		    lay_in(ts, sl, k), sl->n);
 }

@@ -57,6 +57,7 @@ struct tp_stage {
 	struct nn_dims d;
 	int j, w, l0, l1, gpt, first, last;
 	int seq, nmax;
+	int split;		/* backward in two parts (tp_stage_weight) */
 	size_t in_w, out_w;	/* floats per sample at the stage's ends */
 	/* This rank's parameters and their gradients, contiguous: the layers'
 	 * shards and replicated tensors, then the gpt's (wte, wpe, lnf.*). */
@@ -97,14 +98,15 @@ int tp_stage_check(const struct nn_model *m, int l0, int l1, int T,
 /*
  * Stage j of w holding layers [l0, l1) of the whole model m, sharded over
  * the TP group c (NULL or of size 1: no TP); seq, nmax and maxslot as
- * pipe_stage_init's. Takes this rank's shards of m's parameters (the
- * stage keeps no pointer to m). err must outlive the stage: later
- * failures (a TP collective's) land there. 0, or -1: bad sizes
- * (tp_stage_check's reasons) or out of memory.
+ * pipe_stage_init's, split its (a backward in two parts: tp_stage_weight).
+ * Takes this rank's shards of m's parameters (the stage keeps no pointer
+ * to m). err must outlive the stage: later failures (a TP collective's)
+ * land there. 0, or -1: bad sizes (tp_stage_check's reasons) or out of
+ * memory.
  */
 int tp_stage_init(struct tp_stage *ts, const struct nn_model *m,
     struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
-    int maxslot, char *err, size_t errlen);
+    int maxslot, int split, char *err, size_t errlen);
 void tp_stage_free(struct tp_stage *ts);
 /*
  * Between this rank's layout (ts->nlocal floats, as ts->params) and the
@@ -134,5 +136,9 @@ const float *tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl,
     double *loss);
 int tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
     float *dx);
+/* As pipe_stage_weight: the layers' weight gradients of a micro-batch whose
+ * split backward has run, with no communication (its input part ran the
+ * sums). */
+void tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl);
 
 #endif

@@ -394,7 +394,7 @@ test_block_split(int causal)
 	nn_block_forward(y, &a, &w, x, &sh, NULL);
 	nn_block_backward(dx1, &g1, scr, dy, &a, &w, x, &sh, NULL);
 	nn_block_wsave_bind(&sv, save, &sh);
-	nn_block_backward_input(dx2, &sv, scr, dy, &a, &w, x, &sh);
+	nn_block_backward_input(dx2, &sv, scr, dy, &a, &w, x, &sh, NULL);
 	snprintf(what, sizeof(what), "block (causal %d): input part's dx "
 	    "has the whole backward's bits", causal);
 	UNIT_OK(memcmp(dx1, dx2, nd * 4) == 0, what);

@@ -14,6 +14,10 @@
  * LayerNorm) is bit-identical on every rank of the group without having
  * been communicated; the gathered parameters are the model's, bit for
  * bit. Without a group the TP stage is the unsharded stage, bit for bit.
+ * The backward split in two (zb-h1), every input part first and then
+ * every weight part, gives the whole backward's outputs, input gradients
+ * and weight gradients bit for bit, without a group and on each rank of
+ * a group of 2.
  * Two TP groups split from 4 ranks run stages of their own at the same
  * time. The mesh checks refuse sizes T does not divide, with the
  * numbers. */
@@ -195,6 +199,10 @@ drive(struct pipe_stage *st, struct tp_stage *ts, const struct nn_dims *d,
 		if (!ts)
 			pipe_stage_backward(st, sl[i], dy, o->dx[i]);
 	}
+	/* a split backward's weight parts, after every input part (the
+	 * gradient buffers long reused) */
+	for (int i = NMB - 1; ts && ts->split && i >= 0; i--)
+		tp_stage_weight(ts, sl[i]);
 	rc = 0;
 out:
 	for (int i = 0; i < NMB; i++)
@@ -365,7 +373,7 @@ one_case(struct comm *c, const char *group, enum arch a,
 		par_check(0, "%s: unsharded stage runs: %s", what, e);
 		goto out;
 	}
-	if (tp_stage_init(&ts, &m, c, sc->j, sc->w, sc->l0, l1, seq, 3, NMB,
+	if (tp_stage_init(&ts, &m, c, sc->j, sc->w, sc->l0, l1, seq, 3, NMB, 0,
 	    te, sizeof te) < 0) {
 		par_check(0, "%s: TP stage: %s", what, te);
 		goto out;
@@ -440,8 +448,8 @@ no_group(void)
 		nn_model_zero_grad(&m1);
 		ok = pipe_stage_init(&st, &m1, 0, 1, 0, l1, seq, 3, NMB, 0, e,
 		    sizeof e) == 0 && drive(&st, NULL, &m1.dims, &r1) == 0 &&
-		    tp_stage_init(&ts, &m2, NULL, 0, 1, 0, l1, seq, 3, NMB, e,
-		    sizeof e) == 0 && drive(NULL, &ts, &m2.dims, &r2) == 0 &&
+		    tp_stage_init(&ts, &m2, NULL, 0, 1, 0, l1, seq, 3, NMB, 0,
+		    e, sizeof e) == 0 && drive(NULL, &ts, &m2.dims, &r2) == 0 &&
 		    tp_stage_gather(&ts, ts.grads, &m2, m2.grads) == 0;
 		for (int i = 0; ok && i < NMB; i++)
 			same &= memcmp(r1.y[i], r2.y[i], (size_t)mb_n[i] *
@@ -456,6 +464,58 @@ no_group(void)
 		}
 		nn_model_free(&m1), nn_model_free(&m2);
 	}
+}
+
+/* Each arch and stage over c (NULL: no group), its backward whole and
+ * split: the same bits. */
+static void
+split_cases(struct comm *c)
+{
+	for (int a = 0; a < 3; a++)
+		for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
+			const struct scase *sc = &stages[k];
+			struct tp_stage ts[2];
+			struct outs o[2];
+			struct nn_model m;
+			char e[256], what[160];
+			int seq = a == A_BLOCK ? BLOCK_SEQ : 1, ok, same;
+
+			ok = make_model(&m, (enum arch)a) == 0;
+			for (int sp = 0; ok && sp < 2; sp++)
+				ok = tp_stage_init(&ts[sp], &m, c, sc->j, sc->w,
+				    sc->l0, sc->l1[a], seq, 3, NMB, sp, e,
+				    sizeof e) == 0 && drive(NULL, &ts[sp],
+				    &m.dims, &o[sp]) == 0;
+			same = ok && o[0].loss == o[1].loss &&
+			    memcmp(ts[0].grads, ts[1].grads, ts[0].nlocal *
+			    sizeof(float)) == 0;
+			for (int i = 0; same && i < NMB; i++)
+				same = memcmp(o[0].y[i], o[1].y[i], (size_t)
+				    mb_n[i] * o[0].ny * sizeof(float)) == 0 &&
+				    (o[0].nx == 0 || memcmp(o[0].dx[i],
+				    o[1].dx[i], (size_t)mb_n[i] * o[0].nx *
+				    sizeof(float)) == 0);
+			snprintf(what, sizeof what, "T=%d rank %d: %s %s "
+			    "stage: the split backward (B then W) is the whole "
+			    "one, bit for bit", c ? comm_size(c) : 1,
+			    c ? comm_rank(c) : 0, arch_name[a], sc->name);
+			if (c != NULL)
+				par_check(same, "%s", what);
+			else
+				UNIT_OK(same, what);
+			for (int sp = 0; ok && sp < 2; sp++)
+				outs_free(&o[sp]), tp_stage_free(&ts[sp]);
+			if (ok)
+				nn_model_free(&m);
+		}
+}
+
+static int
+zb_main(struct comm *c, void *arg)
+{
+	(void)arg;
+	split_cases(c);
+	return 0;
 }
 
 /* The mesh checks, before any communication. */
@@ -512,6 +572,8 @@ main(void)
 	nn_set_threads(1);
 	checks();
 	no_group();
+	split_cases(NULL);
+	par_world(2, "split backward, TP group of 2", zb_main, NULL);
 	for (int T = 2; T <= 4; T++) {
 		char name[64];
 		snprintf(name, sizeof name, "TP group of %d", T);
