@@ -52,7 +52,7 @@ static const struct option longopts[] = {
 struct opts {
 	const char *sub;
 	struct bench_sizes sizes;
-	int have_b, have_e, have_n, have_w;
+	int have_b, have_e, have_n, have_w, have_batch, have_sync;
 	const char *algos;
 	struct bench_coll coll;
 	struct bench_p2p p2p;
@@ -72,10 +72,13 @@ usage(void)
 	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
 	    "           [--csv|--table] [group options]\n"
 	    "       %s dp [-N MAXWORLD] [--sync S[,S...]] [--arch A --dims D]\n"
-	    "           [--batch B] [--steps K] [--wire T] [--csv|--table]\n\n"
+	    "           [--batch B] [--steps K] [--wire T] [--csv|--table]\n"
+	    "       %s mesh [-N WORLD] [--arch A --dims D] [--batch B] [--steps K]\n"
+	    "           [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
 	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
-	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n\n"
+	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n"
+	    "mesh trains collx-train under every DP x TP x PP of the world.\n\n"
 	    "  --op OP               coll: allreduce (default), broadcast,\n"
 	    "                        allgather, reduce-scatter, alltoall\n"
 	    "  --algo LIST           coll: algorithms, comma list or all (auto)\n"
@@ -98,12 +101,14 @@ usage(void)
 	    "  --pair A,B            p2p: ranks A and B (0,1)\n"
 	    "  --all-pairs           p2p: every ordered pair, and a matrix\n"
 	    "  --window W            p2p bw, bibw: messages in flight (64)\n"
-	    "  -N, --max-world N     dp: world sizes 1..N (2)\n"
+	    "  -N, --max-world N     dp: world sizes 1..N (2); mesh: the world (2)\n"
 	    "  --sync LIST           dp: ring,tree,rabenseifner,ps (all four)\n"
 	    "  --arch A, --dims D    dp: collx-dp --init model, gpt (default,\n"
 	    "                        256,64,2,4,32) or mlp DIN,H,DOUT\n"
-	    "  --batch B             dp: samples per rank per step (8)\n"
-	    "  --steps K             dp: steps per run, the first not timed (12)\n"
+	    "  --batch B             dp: samples per rank per step (8); mesh:\n"
+	    "                        the global batch (8 x WORLD)\n"
+	    "  --steps K             dp, mesh: steps per run, the first not\n"
+	    "                        timed (12)\n"
 	    "  --wire T              dp: collx-dp --wire (f32, bf16, f16, int8)\n"
 	    "  --powersgd R, --powersgd-start K\n"
 	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
@@ -119,7 +124,8 @@ usage(void)
 	    "last rank before --check.\n"
 	    "Exit status: 0 ok, 1 runtime failure (a rank lost), 2 usage,\n"
 	    "3 bad input, 4 --check found wrong elements, 130 interrupted.\n",
-	    cli_progname, cli_progname, cli_progname, cli_group_help);
+	    cli_progname, cli_progname, cli_progname, cli_progname,
+	    cli_group_help);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
 }
@@ -208,10 +214,13 @@ dp_option(struct opts *o, int c, const char *a)
 {
 	switch (c) {
 	case 'N': o->dp.max_world = (int)cli_parse_long("-N", a, 1, 1024); break;
-	case OPT_SYNC: o->dp.syncs = a; break;
+	case OPT_SYNC: o->dp.syncs = a; o->have_sync = 1; break;
 	case OPT_ARCH: o->dp.arch = a; break;
 	case OPT_DIMS: o->dp.dims = a; break;
-	case OPT_BATCH: o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24); break;
+	case OPT_BATCH:
+		o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24);
+		o->have_batch = 1;
+		break;
 	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
 	case OPT_WIRE: o->dp.wire = a; break;
 	case OPT_POWERSGD:
@@ -258,10 +267,12 @@ parse_args(struct opts *o, int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		cli_usage_error("missing subcommand: coll, p2p or dp");
+		cli_usage_error("missing subcommand: coll, p2p, dp or mesh");
 	o->sub = argv[optind++];
-	if (strcmp(o->sub, "coll") && strcmp(o->sub, "p2p") && strcmp(o->sub, "dp"))
-		cli_usage_error("unknown subcommand '%s': want coll, p2p or dp", o->sub);
+	if (strcmp(o->sub, "coll") && strcmp(o->sub, "p2p") &&
+	    strcmp(o->sub, "dp") && strcmp(o->sub, "mesh"))
+		cli_usage_error("unknown subcommand '%s': want coll, p2p, dp or "
+		    "mesh", o->sub);
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 }
@@ -417,14 +428,16 @@ run_p2p(struct opts *o)
 	return rc > 0 ? 130 : CLI_EXIT_OK;
 }
 
+/* dp and mesh: the runs they start. */
 static int
-run_dp(struct opts *o)
+run_train(struct opts *o, int (*sweep)(struct bench_out *,
+    const struct bench_dp *, int, char *, size_t))
 {
 	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
 	char e[COLLX_ERRLEN];
 	int rc;
 
-	if ((rc = bench_dp_run(&out, &o->dp, progress(), e, sizeof e)) != 0 &&
+	if ((rc = sweep(&out, &o->dp, progress(), e, sizeof e)) != 0 &&
 	    rc != 130)
 		cli_die(rc, "%s", e);
 	return rc;
@@ -525,6 +538,16 @@ defaults(struct opts *o)
 		o->p2p.iters = 100;
 	if (p2p && o->have_w == 0)
 		o->p2p.warmup = 10;
+	if (strcmp(o->sub, "mesh") == 0) {
+		check_model(o);
+		if (o->have_sync || o->dp.wire || o->dp.powersgd ||
+		    o->dp.powersgd_start || o->dp.sync_every ||
+		    o->dp.outer_lr || o->dp.outer_momentum)
+			cli_usage_error("mesh: --sync, --wire, PowerSGD and local "
+			    "SGD go with dp");
+		if (!o->have_batch)
+			o->dp.batch = 8L * o->dp.max_world;
+	}
 	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
 		check_wire(o);
@@ -561,8 +584,8 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	defaults(&o);
 	bench_catch_signals();
-	if (strcmp(o.sub, "dp") == 0) {
-		/* collx-run and collx-dp beside this program, else on PATH. */
+	if (strcmp(o.sub, "dp") == 0 || strcmp(o.sub, "mesh") == 0) {
+		/* collx-run, collx-dp and collx-train beside this program, else on PATH. */
 		if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
 			self[n] = '\0';
 			if ((slash = strrchr(self, '/')) != NULL)
@@ -572,7 +595,8 @@ main(int argc, char **argv)
 		cli_group_finish(&o.g);
 		o.dp.timeout = o.g.timeout;
 		o.dp.no_shm = o.g.no_shm;
-		rc = run_dp(&o);
+		rc = run_train(&o, strcmp(o.sub, "dp") == 0 ? bench_dp_run :
+		    bench_mesh_run);
 	} else {
 		cli_group_finish(&o.g);
 		rc = strcmp(o.sub, "coll") == 0 ? run_coll(&o) : run_p2p(&o);

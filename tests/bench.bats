@@ -346,3 +346,74 @@ progress_ok() {
 	timeout -k 5 240 collx-bench $args 2>err.out >/dev/null
 	[ ! -s err.out ]
 }
+
+# Every D,T,P with D*T*P = W, one per line, sorted.
+factorizations() {
+	local w=$1 d t
+	for ((d = 1; d <= w; d++)); do
+		for ((t = 1; t <= w; t++)); do
+			((w % (d * t) == 0)) && echo "$d,$t,$((w / d / t))"
+		done
+	done | sort
+}
+
+@test "mesh -N 4: every factorization once (refused ones with the reason), fastest first, shares in [0,1], tokens/s = tokens per step / step time" {
+	run timeout -k 5 120 bash -c 'collx-bench mesh -N 4 --dims 256,16,2,2,8 \
+		--steps 2 --csv 2>"$0"' "$BATS_TEST_TMPDIR/err"
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes" ]
+	# 2 heads refuse tp 4; 2 layers refuse pp 4.
+	[ "${#lines[@]}" -eq 5 ]
+	grep -q 'mesh dp 1 tp 4 pp 1 refused: .*heads' "$BATS_TEST_TMPDIR/err"
+	grep -q 'mesh dp 1 tp 1 pp 4 refused: .*layers' "$BATS_TEST_TMPDIR/err"
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/err")" -eq 2 ]
+	{ echo "$output" | tail -n +2 | cut -d, -f13-15
+	  sed -n 's/.*mesh dp \([0-9]*\) tp \([0-9]*\) pp \([0-9]*\) refused.*/\1,\2,\3/p' \
+		"$BATS_TEST_TMPDIR/err"; } | sort >"$BATS_TEST_TMPDIR/got"
+	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 4)" ]
+	# batch 32 (8 x W) of seq 8: 256 tokens a step; one timed step.
+	echo "$output" | tail -n +2 | awk -F, -v prev=1e300 '
+		$2 != "mesh" || NF != 20 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
+		$3 != "dp" $13 ".tp" $14 ".pp" $15 || $13 * $14 * $15 != 4 { print; exit 1 }
+		$16 > prev { print "not fastest first: " $0; exit 1 }
+		{ prev = $16; r = $16 * $10 / 256 }
+		r < 0.99 || r > 1.01 { print "tokens/s: " $0; exit 1 }
+		$17 < 0 || $18 < 0 || $19 < 0 || $17 + $18 + $19 > 1 { print; exit 1 }
+		($13 > 1) != ($17 > 0) || ($14 > 1) != ($18 > 0) { print; exit 1 }
+		($15 > 1) != ($19 > 0) || $20 < 1048576 { print; exit 1 }'
+}
+
+@test "mesh -N 2 --table: the three meshes, fastest first, with the columns" {
+	run timeout -k 5 60 collx-bench mesh -N 2 --dims 256,16,2,2,8 --steps 2 \
+		--batch 4 --table
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q '^# collx-bench mesh: collx-train gpt 256,16,2,2,8, world 2, batch 4'
+	echo "$output" | grep -Eq '^ +dp +tp +pp +tokens/s +step_ms +dp% +tp% +pp% +peak_bytes$'
+	[ "$(echo "$output" | grep -c refused)" -eq 0 ]
+	echo "$output" | awk '$1 ~ /^[0-9]+$/ { print $1 "," $2 "," $3 }' | sort \
+		>"$BATS_TEST_TMPDIR/got"
+	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 2)" ]
+	echo "$output" | awk -v prev=1e300 '$1 ~ /^[0-9]+$/ {
+		if ($4 > prev || NF != 9) { print; exit 1 } prev = $4 }'
+}
+
+@test "mesh: usage errors exit 2 before any run" {
+	run timeout 30 collx-bench mesh --sync ring
+	[ "$status" -eq 2 ]
+	[[ "$output" == "collx-bench: mesh: --sync"* ]]
+	run timeout 30 collx-bench mesh --wire bf16
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-bench mesh --arch llama
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-bench mesh --dims 256,64,2,3,32
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-bench mesh -N 0
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-bench mesh --steps 1
+	[ "$status" -eq 2 ]
+	run timeout 30 collx-bench mesh extra
+	[ "$status" -eq 2 ]
+	run collx-bench --help
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q 'collx-bench mesh \[-N WORLD\] \[--arch A --dims D\] \[--batch B\] \[--steps K\]'
+}

@@ -308,3 +308,38 @@ make_inputs() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"trace.json: the trace marks no steps"* ]]
 }
+
+@test "mesh: a bar per mesh in the file's order, labelled DxTxP, guessed from the dp,tp,pp,tokens_per_s columns" {
+	{
+		echo "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes"
+		echo "collx-bench,mesh,dp2.tp1.pp2,0,4,f32,32,0,3,0.01,0,0,2,1,2,3000,0.1,0,0.2,30000000"
+		echo "collx-bench,mesh,dp4.tp1.pp1,0,4,f32,32,0,3,0.02,0,0,4,1,1,2000,0.3,0,0,30000000"
+		echo "collx-bench,mesh,dp1.tp4.pp1,0,4,f32,32,0,3,0.03,0,0,1,4,1,1000,0,0.4,0,30000000"
+	} >mesh.csv
+	run timeout 30 collx-plot -v mesh.csv
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q 'mesh chart in mesh.png'
+	[ "$(png_size mesh.png)" = "900 560" ]
+	run timeout 30 collx-plot -o mesh.svg mesh.csv
+	[ "$status" -eq 0 ]
+	grep -q 'Training throughput per mesh, 4 ranks' mesh.svg
+	# the tic labels, left to right as the rows
+	[ "$(grep -o '>[0-9]x[0-9]x[0-9]<' mesh.svg | tr -d '<>' | tr '\n' ' ')" = "2x1x2 4x1x1 1x4x1 " ]
+	sed 's/,2000,/,fast,/' mesh.csv >bad.csv
+	run timeout 30 collx-plot -o bad.png bad.csv
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"bad.csv:3"* ]]
+	[ ! -e bad.png ]
+	make_inputs
+	run timeout 30 collx-plot --kind mesh -o bad.png coll.csv
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"no column 'dp' for a mesh chart"* ]]
+}
+
+@test "a real collx-bench mesh plots" {
+	timeout -k 5 60 collx-bench mesh -N 2 --dims 256,16,2,2,8 --steps 2 --csv >real.csv
+	run timeout 30 collx-plot -o real.png real.csv
+	[ "$status" -eq 0 ]
+	[ "$(png_size real.png)" = "900 560" ]
+	[ "$(stat -c %s real.png)" -gt 5000 ]
+}

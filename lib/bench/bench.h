@@ -194,10 +194,48 @@ struct bench_dp {
 	int hosts;
 };
 
+/* One training run's result: median step time and tokens/s past the
+ * first step (its loss CSV), communication share (its timing rows). */
+struct bench_run_result {
+	double step_s, tokens_per_s, comm_share;
+	size_t nparams;
+	int steps;
+};
+/* Run argv (argv[0] a path) to its end, output to log; its exit status,
+ * 128+N for a signal, or -1 when it could not start. */
+int bench_run_child(char *const argv[], const char *log);
+/* d's model (collx-dp --init, seed 1) and data in dir: model.safetensors,
+ * x.npy (and y.npy for mlp). 0 or -1 (err). */
+int bench_make_inputs(const struct bench_dp *d, const char *dir,
+    char *err, size_t errlen);
+/* argv of a training run: collx-run -n world -- prog -m MODEL --data X
+ * [--targets Y] --batch batch --steps K over dir's inputs (from
+ * bench_make_inputs), held in a; returns the count so far, the caller
+ * adds its options (argv has room for 24 more) and the NULL. */
+struct bench_argv {
+	char run[4200], prog[4200], model[4200], x[4200], y[4200];
+	char n[16], batch[32], steps[32], tmo[32];
+	char *argv[48];
+};
+int bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
+    const char *dir, const char *prog, int world, long batch);
+/* A loss CSV's timed steps into r (step_s, tokens_per_s, steps). */
+int bench_read_loss(const char *path, struct bench_run_result *r, char *err,
+    size_t errlen);
+
 /* Run the scaling sweep, printing to o (and the progress line when
  * progress); returns the exit code (0, or the failing run's status with
  * the reason in err). */
 int bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen);
+
+/* ---- mesh ---- */
+
+/* The planner: every factorization of the world d->max_world into
+ * collx-train's --dp x --tp x --pp, each trained d->steps steps on a
+ * global batch of d->batch; rows fastest first, refused meshes listed with
+ * collx-train's reason. Returns the exit code, as bench_dp_run. */
+int bench_mesh_run(struct bench_out *o, const struct bench_dp *d,
+    int progress, char *err, size_t errlen);
 
 #endif

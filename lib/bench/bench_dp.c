@@ -15,12 +15,6 @@
 
 #include "bench/bench.h"
 
-struct dp_result {
-	double step_s, tokens_per_s, comm_share;
-	size_t nparams;
-	int steps;
-};
-
 static void
 path_in(char *buf, size_t len, const char *dir, const char *name)
 {
@@ -29,8 +23,8 @@ path_in(char *buf, size_t len, const char *dir, const char *name)
 
 /* Run argv (argv[0] a path) to its end; its exit status, 128+N for a
  * signal, or -1 when it could not start. Output goes to log. */
-static int
-run_child(char *const argv[], const char *log)
+int
+bench_run_child(char *const argv[], const char *log)
 {
 	pid_t pid;
 	int st;
@@ -54,8 +48,9 @@ run_child(char *const argv[], const char *log)
 
 /* Model and data in dir: a fresh model from seed 1; for gpt random bytes
  * as tokens, for mlp random rows. */
-static int
-make_inputs(const struct bench_dp *d, const char *dir, char *err, size_t errlen)
+int
+bench_make_inputs(const struct bench_dp *d, const char *dir, char *err,
+    size_t errlen)
 {
 	char tool[4200], model[4200], x[4200], y[4200], log[4200], shape[64];
 	char *init[] = { tool, "--init", (char *)d->arch, "--dims", (char *)d->dims,
@@ -66,7 +61,7 @@ make_inputs(const struct bench_dp *d, const char *dir, char *err, size_t errlen)
 	path_in(tool, sizeof tool, d->bindir, "collx-dp");
 	path_in(model, sizeof model, dir, "model.safetensors");
 	path_in(log, sizeof log, dir, "log");
-	if ((rc = run_child(init, log)) != 0) {
+	if ((rc = bench_run_child(init, log)) != 0) {
 		cli_first_line(log, x, 512);
 		return cli_fail(err, errlen, "collx-dp --init failed (%d): %s", rc, x);
 	}
@@ -94,7 +89,7 @@ make_inputs(const struct bench_dp *d, const char *dir, char *err, size_t errlen)
 		    "--seed", k ? "3" : "2", "-o", k ? y : x, NULL };
 
 		snprintf(shape, sizeof shape, "4096,%ld", k ? dout : din);
-		if ((rc = run_child(mk, log)) != 0)
+		if ((rc = bench_run_child(mk, log)) != 0)
 			return cli_fail(err, errlen, "collx-tensor create failed (%d)", rc);
 	}
 	return 0;
@@ -109,8 +104,9 @@ cmp_double(const void *a, const void *b)
 }
 
 /* The loss CSV: median step time and tokens/s past the first step. */
-static int
-read_loss(const char *path, struct dp_result *r, char *err, size_t errlen)
+int
+bench_read_loss(const char *path, struct bench_run_result *r, char *err,
+    size_t errlen)
 {
 	char line[512];
 	double secs[4096], tot_s = 0, tot_tok = 0, s;
@@ -139,7 +135,7 @@ read_loss(const char *path, struct dp_result *r, char *err, size_t errlen)
 
 /* Rank 0's timing rows: communication over compute plus communication. */
 static void
-read_timing(const char *path, struct dp_result *r)
+read_timing(const char *path, struct bench_run_result *r)
 {
 	char line[512], op[64];
 	double s, comp = 0, comm = 0;
@@ -174,39 +170,52 @@ pass(char **argv, int k, const char *opt, const char *v)
 	return k;
 }
 
+int
+bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
+    const char *dir, const char *prog, int world, long batch)
+{
+	int k = 0;
+
+	path_in(a->run, sizeof a->run, d->bindir, "collx-run");
+	path_in(a->prog, sizeof a->prog, d->bindir, prog);
+	path_in(a->model, sizeof a->model, dir, "model.safetensors");
+	path_in(a->x, sizeof a->x, dir, "x.npy");
+	path_in(a->y, sizeof a->y, dir, "y.npy");
+	snprintf(a->n, sizeof a->n, "%d", world);
+	snprintf(a->batch, sizeof a->batch, "%ld", batch);
+	snprintf(a->steps, sizeof a->steps, "%ld", d->steps);
+	snprintf(a->tmo, sizeof a->tmo, "%g", d->timeout > 0 ? d->timeout : 60);
+	a->argv[k++] = a->run; a->argv[k++] = "-n"; a->argv[k++] = a->n;
+	a->argv[k++] = "--timeout"; a->argv[k++] = a->tmo;
+	a->argv[k++] = "--"; a->argv[k++] = a->prog;
+	if (d->no_shm)
+		a->argv[k++] = "--no-shm";
+	a->argv[k++] = "-m"; a->argv[k++] = a->model;
+	a->argv[k++] = "--data"; a->argv[k++] = a->x;
+	if (strcmp(d->arch, "gpt") != 0) {
+		a->argv[k++] = "--targets";
+		a->argv[k++] = a->y;
+	}
+	a->argv[k++] = "--batch"; a->argv[k++] = a->batch;
+	a->argv[k++] = "--steps"; a->argv[k++] = a->steps;
+	return k;
+}
+
 static int
 run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
-    struct bench_progress *pr, struct dp_result *r, char *err, size_t errlen)
+    struct bench_progress *pr, struct bench_run_result *r, char *err,
+    size_t errlen)
 {
-	char run[4200], dp[4200], model[4200], x[4200], y[4200], loss[4200];
-	char timing[4200], log[4200], n[16], batch[32], steps[32], tmo[32];
-	char what[96];
-	char *argv[40];
-	int k = 0, rc;
+	char loss[4200], timing[4200], log[4200], what[96];
+	struct bench_argv a;
+	char **argv = a.argv;
+	int k, rc;
 
-	path_in(run, sizeof run, d->bindir, "collx-run");
-	path_in(dp, sizeof dp, d->bindir, "collx-dp");
-	path_in(model, sizeof model, dir, "model.safetensors");
-	path_in(x, sizeof x, dir, "x.npy");
-	path_in(y, sizeof y, dir, "y.npy");
 	path_in(loss, sizeof loss, dir, "loss.csv");
 	path_in(timing, sizeof timing, dir, "t.{rank}.csv");
 	path_in(log, sizeof log, dir, "log");
-	snprintf(n, sizeof n, "%d", world);
-	snprintf(batch, sizeof batch, "%ld", d->batch * world);
-	snprintf(steps, sizeof steps, "%ld", d->steps);
-	snprintf(tmo, sizeof tmo, "%g", d->timeout > 0 ? d->timeout : 60);
-	argv[k++] = run; argv[k++] = "-n"; argv[k++] = n;
-	argv[k++] = "--timeout"; argv[k++] = tmo; argv[k++] = "--"; argv[k++] = dp;
-	if (d->no_shm)
-		argv[k++] = "--no-shm";
-	argv[k++] = "-m"; argv[k++] = model; argv[k++] = "--data"; argv[k++] = x;
-	if (strcmp(d->arch, "gpt") != 0) {
-		argv[k++] = "--targets";
-		argv[k++] = y;
-	}
-	argv[k++] = "--batch"; argv[k++] = batch; argv[k++] = "--steps";
-	argv[k++] = steps; argv[k++] = "--sync"; argv[k++] = (char *)sync;
+	k = bench_train_argv(&a, d, dir, "collx-dp", world, d->batch * world);
+	argv[k++] = "--sync"; argv[k++] = (char *)sync;
 	k = pass(argv, k, "--wire", d->wire);
 	k = pass(argv, k, "--powersgd", d->powersgd);
 	k = pass(argv, k, "--powersgd-start", d->powersgd_start);
@@ -225,7 +234,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	memset(r, 0, sizeof *r);
 	snprintf(what, sizeof what, "world %d, sync %s", world, sync);
 	bench_progress_show(pr, what);
-	rc = run_child(argv, log);
+	rc = bench_run_child(argv, log);
 	pr->done++;
 	bench_progress_end(pr);
 	if (rc != 0) {
@@ -240,13 +249,13 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	}
 	path_in(timing, sizeof timing, dir, "t.0.csv");
 	read_timing(timing, r);
-	return read_loss(loss, r, err, errlen) < 0 ? CLI_EXIT_RUNTIME : 0;
+	return bench_read_loss(loss, r, err, errlen) < 0 ? CLI_EXIT_RUNTIME : 0;
 }
 
 /* 0, or the exit code (a timing row not written) with the reason in err. */
 static int
 print_row(struct bench_out *o, const struct bench_dp *d, int world,
-    const char *sync, const struct dp_result *r, double eff, char *err,
+    const char *sync, const struct bench_run_result *r, double eff, char *err,
     size_t errlen)
 {
 	char extra[256];
@@ -312,12 +321,12 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 {
 	char dir[] = "/tmp/collx-bench.XXXXXX", *syncs = NULL, *tok, *save = NULL;
 	struct bench_progress pr;
-	struct dp_result base, r;
+	struct bench_run_result base, r;
 	int rc;
 
 	if (mkdtemp(dir) == NULL)
 		return cli_fail(err, errlen, "mkdtemp: %s", strerror(errno)), 1;
-	if (make_inputs(d, dir, err, errlen) < 0) {
+	if (bench_make_inputs(d, dir, err, errlen) < 0) {
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}

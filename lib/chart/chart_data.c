@@ -94,6 +94,10 @@ chart_guess_kind(const struct chart_table *t)
 	int src = chart_table_col(t, "src"), dst = chart_table_col(t, "dst");
 	int pairs = 0;
 
+	if (chart_table_col(t, "dp") >= 0 && chart_table_col(t, "tp") >= 0 &&
+	    chart_table_col(t, "pp") >= 0 &&
+	    chart_table_col(t, "tokens_per_s") >= 0)
+		return CHART_MESH;
 	if (chart_table_col(t, "efficiency") >= 0 &&
 	    chart_table_col(t, "tokens_per_s") >= 0)
 		return CHART_SCALING;
@@ -239,6 +243,46 @@ read_loss(struct chart_data *c, const struct chart_table *t, int bytes,
 	return 0;
 }
 
+/* Tokens/s of each mesh, a bar each in the files' order (collx-bench
+ * mesh's: fastest first): DIR/mesh.dat, "index tokens/s DxTxP". */
+static int
+write_mesh(struct chart_data *c, const struct chart_table *t, int ntab,
+    char *err, size_t errlen)
+{
+	char path[128];
+	double v[4];
+	int col[4], bars = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/mesh.dat", c->dir);
+	if ((f = fopen(path, "w")) == NULL)
+		return cli_fail(err, errlen, "%s: %s", path, strerror(errno));
+	for (int i = 0; i < ntab; i++) {
+		static const char *const names[4] = { "dp", "tp", "pp",
+		    "tokens_per_s" };
+
+		for (int k = 0; k < 4; k++)
+			if ((col[k] = need_col(&t[i], names[k], "mesh", err,
+			    errlen)) < 0)
+				goto fail;
+		for (int r = 0; r < t[i].nrow; r++) {
+			for (int k = 0; k < 4; k++)
+				if (chart_table_num(&t[i], r, col[k], &v[k], err,
+				    errlen) < 0)
+					goto fail;
+			if (note_group(c, &t[i], r, err, errlen) < 0)
+				goto fail;
+			fprintf(f, "%d %.10g %.0fx%.0fx%.0f\n", bars++, v[3],
+			    v[0], v[1], v[2]);
+		}
+	}
+	return fclose(f) == 0 ? 0 : cli_fail(err, errlen, "%s: %s", path,
+	    strerror(errno));
+fail:
+	fclose(f);
+	return -1;
+}
+
 /* The p2p matrix at the largest size: DIR/m.dat, NaN on the diagonal. */
 static int
 write_matrix(struct chart_data *c, const struct chart_table *t, char *err,
@@ -314,6 +358,8 @@ chart_data_read(struct chart_data *c, enum chart_kind kind,
 
 	if (kind == CHART_P2P)
 		return write_matrix(c, t, err, errlen);
+	if (kind == CHART_MESH)
+		return write_mesh(c, t, ntab, err, errlen);
 	for (int i = 0; i < ntab && rc == 0; i++)
 		switch (kind) {
 		case CHART_BUSBW:

@@ -31,6 +31,17 @@ group_words(const struct chart_data *c, char *buf, size_t len)
 		    c->hosts, c->hosts == 1 ? "" : "s");
 }
 
+/* "WHAT, 4 ranks on 1 host" as the title. */
+static void
+group_title(const struct chart_data *c, const char *what, char *title,
+    size_t tlen)
+{
+	char g[96];
+
+	group_words(c, g, sizeof g);
+	snprintf(title, tlen, "%s%s", what, g);
+}
+
 void
 chart_script_head(FILE *f, const struct chart_plot *p, const char *tmp,
     const char *title)
@@ -106,10 +117,7 @@ static void
 script_scaling(FILE *f, const struct chart_data *c, char *title,
     size_t tlen)
 {
-	char g[96];
-
-	group_words(c, g, sizeof g);
-	snprintf(title, tlen, "Data-parallel scaling%s", g);
+	group_title(c, "Data-parallel scaling", title, tlen);
 	fprintf(f, "set xlabel 'world size (ranks)'\nset xtics 1\n"
 	    "set ylabel 'throughput (tokens/s)'\nset y2label "
 	    "'scaling efficiency (tokens/s over world x one rank)'\n"
@@ -125,6 +133,19 @@ script_scaling(FILE *f, const struct chart_data *c, char *title,
 		gp_quote(f, c->s[i].title);
 	}
 	fputc('\n', f);
+}
+
+/* A bar per mesh, labelled DxTxP, in the data's order. */
+static void
+script_mesh(FILE *f, const struct chart_data *c, char *title, size_t tlen)
+{
+	group_title(c, "Training throughput per mesh", title, tlen);
+	fprintf(f, "set xlabel 'mesh (data x tensor x pipeline)'\n"
+	    "set ylabel 'throughput (tokens/s)'\nset yrange [0:*]\n"
+	    "set style fill solid 0.8 border -1\nset boxwidth 0.7\n"
+	    "set grid noxtics\nset xtics nomirror\n"
+	    "plot '%s/mesh.dat' using 1:2:xtic(3) with boxes "
+	    "lc rgb '#1f77b4' notitle\n", c->dir);
 }
 
 /* One line per run, against the step or the MB sent. */
@@ -181,6 +202,9 @@ chart_script_body(FILE *f, enum chart_kind kind, const struct chart_data *c,
 	case CHART_LOSS:
 	case CHART_LOSS_BYTES:
 		script_loss(f, c, kind == CHART_LOSS_BYTES, title, tlen);
+		break;
+	case CHART_MESH:
+		script_mesh(f, c, title, tlen);
 		break;
 	default:
 		script_p2p(f, c, title, tlen);

@@ -1,0 +1,287 @@
+/* bench_mesh: the mesh planner. Every factorization D x T x P of the
+ * world is a real run, collx-run -n W -- collx-train --dp D --tp T --pp P,
+ * on the same model and batches (bench_dp's inputs and runner); its loss
+ * CSV gives the step time and tokens/s, every rank's timing rows the share
+ * of the step each axis spent communicating. A mesh collx-train refuses
+ * (exit 3) is listed with its reason. Rows print fastest first. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+
+struct mesh_row {
+	int dp, tp, pp;
+	struct bench_run_result r;
+	double share[3];		/* pp, dp, tp */
+	long peak;			/* bytes, the largest rank's */
+	int refused;
+	char why[COLLX_ERRLEN];
+};
+
+static const char *const axis_names[3] = { "pp", "dp", "tp" };
+
+/* Every rank's timing rows past the first step: each axis's time over
+ * the rank's step time (TP's allreduces run inside forward and backward,
+ * so compute plus communication would count them twice), averaged over
+ * ranks. Rows that moved no bytes (compute, an axis of size 1) are not
+ * communication. */
+static void
+read_shares(const char *dir, int world, struct mesh_row *m)
+{
+	char path[4200], line[512], op[64], axis[8];
+	double s, t[3], wall;
+	unsigned long bytes;
+	int iter;
+
+	for (int rank = 0; rank < world; rank++) {
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/t.%d.csv", dir, rank);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		t[0] = t[1] = t[2] = wall = 0;
+		while (fgets(line, sizeof line, f) != NULL) {
+			if (sscanf(line, "%*[^,],%63[^,],%*[^,],%*d,%*d,%*[^,],"
+			    "%*u,%lu,%d,%lg,%*[^,],%*[^,],%7[^,]", op, &bytes,
+			    &iter, &s, axis) != 5 || iter == 0)
+				continue;
+			if (strcmp(op, "step") == 0)
+				wall += s;
+			else if (bytes > 0)	/* not compute, not an idle axis */
+				for (int a = 0; a < 3; a++)
+					if (strcmp(axis, axis_names[a]) == 0)
+						t[a] += s;
+		}
+		fclose(f);
+		for (int a = 0; a < 3 && wall > 0; a++)
+			m->share[a] += t[a] / wall / world;
+	}
+}
+
+/* bench_run_child in a process of its own, whose children's peak
+ * resident set (collx-run's and its ranks') is then this run's alone. */
+static int
+run_measured(char *const argv[], const char *log, long *peak)
+{
+	struct rusage ru;
+	int fd[2], st;
+	pid_t pid;
+	long kb = 0;
+
+	if (pipe(fd) < 0)
+		return -1;
+	fflush(stdout);
+	if ((pid = fork()) < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int rc = bench_run_child(argv, log);
+
+		getrusage(RUSAGE_CHILDREN, &ru);
+		kb = ru.ru_maxrss;
+		(void)!write(fd[1], &kb, sizeof kb);
+		_exit(rc < 0 ? 255 : rc);
+	}
+	close(fd[1]);
+	if (read(fd[0], &kb, sizeof kb) != (ssize_t)sizeof kb)
+		kb = 0;
+	close(fd[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	*peak = kb * 1024;
+	st = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return st == 255 ? -1 : st;
+}
+
+static int
+run_mesh(const struct bench_dp *d, const char *dir, struct mesh_row *m,
+    struct bench_progress *pr, char *err, size_t errlen)
+{
+	char loss[4200], timing[4200], log[4200], sd[16], st[16], sp[16];
+	char what[96];
+	struct bench_argv a;
+	char **argv = a.argv;
+	int k, rc, w = d->max_world;
+
+	snprintf(loss, sizeof loss, "%s/loss.csv", dir);
+	snprintf(timing, sizeof timing, "%s/t.{rank}.csv", dir);
+	snprintf(log, sizeof log, "%s/log", dir);
+	snprintf(sd, sizeof sd, "%d", m->dp);
+	snprintf(st, sizeof st, "%d", m->tp);
+	snprintf(sp, sizeof sp, "%d", m->pp);
+	k = bench_train_argv(&a, d, dir, "collx-train", w, d->batch);
+	argv[k++] = "--dp"; argv[k++] = sd;
+	argv[k++] = "--tp"; argv[k++] = st; argv[k++] = "--pp"; argv[k++] = sp;
+	/* a micro-batch per stage */
+	argv[k++] = "--microbatches"; argv[k++] = sp;
+	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
+	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
+	unlink(loss);
+	for (int i = 0; i < w; i++) {
+		snprintf(timing, sizeof timing, "%s/t.%d.csv", dir, i);
+		unlink(timing);
+	}
+	snprintf(what, sizeof what, "dp %d, tp %d, pp %d", m->dp, m->tp, m->pp);
+	bench_progress_show(pr, what);
+	rc = run_measured(argv, log, &m->peak);
+	pr->done++;
+	bench_progress_end(pr);
+	if (rc == 130 || bench_interrupted)
+		return 130;
+	if (rc == CLI_EXIT_DATA) {	/* a mesh the model does not admit */
+		m->refused = 1;
+		cli_first_line(log, m->why, sizeof m->why);
+		return 0;
+	}
+	if (rc != 0) {
+		char why[COLLX_ERRLEN];
+
+		cli_first_line(log, why, sizeof why);
+		cli_fail(err, errlen, "%s: collx-train failed (exit %d): %s",
+		    what, rc, why);
+		return rc < 0 || rc > 4 ? CLI_EXIT_RUNTIME : rc;
+	}
+	read_shares(dir, w, m);
+	return bench_read_loss(loss, &m->r, err, errlen) < 0 ?
+	    CLI_EXIT_RUNTIME : 0;
+}
+
+/* Refused meshes last, the rest fastest first. */
+static int
+cmp_rows(const void *a, const void *b)
+{
+	const struct mesh_row *x = a, *y = b;
+
+	if (x->refused != y->refused)
+		return x->refused - y->refused;
+	return (x->r.tokens_per_s < y->r.tokens_per_s) -
+	    (x->r.tokens_per_s > y->r.tokens_per_s);
+}
+
+static int
+print_row(struct bench_out *o, const struct bench_dp *d,
+    const struct mesh_row *m, char *err, size_t errlen)
+{
+	char extra[256], algo[48];
+	struct cli_timing_row row = {
+		.program = "collx-bench", .op = "mesh", .algo = algo, .rank = 0,
+		.world = d->max_world, .dtype = "f32", .count = (size_t)d->batch,
+		.bytes = 0, .iter = m->r.steps,
+		.seconds = m->r.step_s, .extra = extra
+	};
+
+	if (m->refused) {
+		if (o->csv)
+			fprintf(stderr, "%s: mesh dp %d tp %d pp %d refused: %s\n",
+			    cli_progname, m->dp, m->tp, m->pp, m->why);
+		else
+			printf("# refused: dp %d tp %d pp %d: %s\n", m->dp,
+			    m->tp, m->pp, m->why);
+		return 0;
+	}
+	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d", m->dp, m->tp, m->pp);
+	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld", m->dp,
+	    m->tp, m->pp, m->r.tokens_per_s, m->share[1], m->share[2],
+	    m->share[0], m->peak);
+	if (bench_out_row(o, &row, err, errlen) < 0)
+		return CLI_EXIT_RUNTIME;
+	if (!o->csv)
+		printf("%4d %4d %4d %12.0f %10.2f %6.1f %6.1f %6.1f %12ld\n",
+		    m->dp, m->tp, m->pp, m->r.tokens_per_s, m->r.step_s * 1e3,
+		    m->share[1] * 100, m->share[2] * 100, m->share[0] * 100,
+		    m->peak);
+	return 0;
+}
+
+static void
+cleanup(const char *dir, int world)
+{
+	static const char *const names[] = { "model.safetensors", "x.npy",
+	    "y.npy", "loss.csv", "log" };
+	char p[4200];
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	for (int i = 0; i < world; i++) {
+		snprintf(p, sizeof p, "%s/t.%d.csv", dir, i);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+/* Every D x T x P = W, D outermost, then T. */
+static int
+factorize(int w, struct mesh_row **out)
+{
+	struct mesh_row *m = NULL;
+	int n = 0;
+
+	for (int dp = w; dp >= 1; dp--)
+		for (int tp = w / dp; tp >= 1 && w % dp == 0; tp--)
+			if ((w / dp) % tp == 0) {
+				m = cli_reallocarray(m, (size_t)n + 1, sizeof *m);
+				memset(&m[n], 0, sizeof *m);
+				m[n].dp = dp;
+				m[n].tp = tp;
+				m[n++].pp = w / dp / tp;
+			}
+	*out = m;
+	return n;
+}
+
+int
+bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
+    char *err, size_t errlen)
+{
+	char dir[] = "/tmp/collx-bench.XXXXXX";
+	struct bench_progress pr;
+	struct mesh_row *m = NULL;
+	int rc = 0, n = factorize(d->max_world, &m);
+
+	if (mkdtemp(dir) == NULL) {
+		free(m);
+		return cli_fail(err, errlen, "mkdtemp: %s", strerror(errno)), 1;
+	}
+	if (bench_make_inputs(d, dir, err, errlen) < 0) {
+		rc = CLI_EXIT_RUNTIME;
+		goto out;
+	}
+	bench_progress_start(&pr, progress, n);
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = run_mesh(d, dir, &m[i], &pr, err, errlen);
+	if (rc != 0)
+		goto out;
+	qsort(m, (size_t)n, sizeof *m, cmp_rows);
+	if (bench_out_open(o, "dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,"
+	    "peak_bytes", err, errlen) < 0) {
+		rc = CLI_EXIT_RUNTIME;
+		goto out;
+	}
+	if (!o->csv)
+		printf("# collx-bench mesh: collx-train %s %s, world %d, batch "
+		    "%ld, %ld steps (the first not timed); fastest first\n"
+		    "# dp%% tp%% pp%%: share of the step spent communicating on each axis\n"
+		    "%4s %4s %4s %12s %10s %6s %6s %6s %12s\n", d->arch, d->dims,
+		    d->max_world, d->batch, d->steps, "dp", "tp", "pp",
+		    "tokens/s", "step_ms", "dp%", "tp%", "pp%", "peak_bytes");
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = print_row(o, d, &m[i], err, errlen);
+	if (bench_out_close(o, rc ? NULL : err, errlen) < 0 && rc == 0)
+		rc = CLI_EXIT_RUNTIME;
+out:
+	if (!o->csv && rc == 130)
+		printf("# interrupted\n");
+	free(m);
+	cleanup(dir, d->max_world);
+	return rc;
+}
