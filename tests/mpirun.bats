@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Under Open MPI's mpirun, with no collx variable or option: rank 0's
-# rendezvous address goes through PMIx. Results checked with NumPy.
+# rendezvous address goes through PMIx. Results checked with NumPy and
+# PyTorch.
 load lib/common
 load lib/coll
 load lib/launched
@@ -40,4 +41,8 @@ run_mpirun() {
 
 @test "mpirun -n 4 collx-dp trains the tiny mlp as the NumPy reference does" {
 	dp_mlp run_mpirun
+}
+
+@test "mpirun -n 4 collx-pipe, collx-train (dp2 x tp2, tp2 x pp2), collx-bench and collx-tp: right, with no collx variable" {
+	models_4 run_mpirun mpirun.out
 }

@@ -3,7 +3,8 @@
 # private single-host cluster (munged, slurmctld and slurmd as root, from a
 # slurm.conf of its own with every file in one temporary directory) and
 # teardown_file stops it and removes it all. `srun -n 4` of the collective
-# programs and of collx-dp, results checked with NumPy.
+# programs, collx-dp, collx-pipe, collx-train and collx-bench, results
+# checked with NumPy and PyTorch.
 load lib/common
 load lib/coll
 load lib/launched
@@ -140,6 +141,10 @@ run_srun() {
 
 @test "srun -n 4 collx-dp trains the tiny mlp as the NumPy reference does" {
 	dp_mlp run_srun
+}
+
+@test "srun -n 4 collx-pipe, collx-train (dp2 x tp2, tp2 x pp2), collx-bench and collx-tp: right, with no collx variable" {
+	models_4 run_srun srun.out
 }
 
 @test "two steps of one allocation started together: each on its own port, both right" {

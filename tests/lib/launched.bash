@@ -52,3 +52,39 @@ dp_mlp() {
 	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" mlp m.safetensors \
 	    X.npy Y.npy 200 10 0.05 t.safetensors l.csv sgd
 }
+
+# models_4 RUN OUT: the model-parallel programs on 4 ranks of RUN, each equal
+# to an independent float64 PyTorch training of a 4-layer mlp stack
+# (tests/lib/piperef.py): collx-pipe on 4 stages, collx-train on dp2 x tp2
+# and tp2 x pp2; collx-bench coll and collx-tp with their own --check
+# (collx-bench's table in OUT, where RUN keeps the standard output).
+models_4() {
+	local run=$1 out=$2 x=(-m m.safetensors -i X.npy -t Y.npy --steps 3 --lr 0.1 -q)
+	timeout 10 collx-tensor create --shape 10,4 --fill randn --seed 1 -o X.npy &&
+	    timeout 10 collx-tensor create --shape 10,3 --fill randn --seed 2 -o Y.npy &&
+	    timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors &&
+	    timeout 120 "$PY" "$COLLX_ROOT/tests/lib/piperef.py" train mlp \
+	    m.safetensors X.npy Y.npy 10 3 sgd 0.1 r.safetensors r.csv || return 1
+	"$run" -n 4 collx-pipe "${x[@]}" --microbatches 3 -o p.safetensors \
+	    --loss-csv p.csv &&
+	    "$run" -n 4 collx-train "${x[@]}" --batch 10 --dp 2 --tp 2 \
+	    --microbatches 2 -o dt.safetensors --loss-csv dt.csv &&
+	    "$run" -n 4 collx-train "${x[@]}" --batch 10 --tp 2 --pp 2 \
+	    --microbatches 2 -o tp.safetensors --loss-csv tp.csv &&
+	    "$run" -n 4 collx-bench coll -b 1K -e 4K -n 2 -w 1 --check --csv ||
+	    return 1
+	# rows of 1K, 2K and 4K, out of place and in place, from rank 0
+	# alone, none wrong
+	awk -F, '$1 == "collx-bench" { n++; bad += $4 != 0 || $18 != 0 }
+	    END { exit !(n == 6 && !bad) }' "$out" ||
+	    { echo "collx-bench printed:"; cat "$out"; return 1; }
+	timeout 120 "$PY" "$COLLX_ROOT/tests/lib/piperef.py" cmp r.safetensors \
+	    r.csv 1e-5 p.safetensors p.csv dt.safetensors dt.csv tp.safetensors \
+	    tp.csv || return 1
+	# collx-tp's forward and backward against its serial computation
+	# (tp.bats checks both against PyTorch)
+	mkdir tp && (cd tp && timeout 60 "$PY" "$COLLX_ROOT/tests/lib/tpref.py" \
+	    make mlp 12 24 6 10) &&
+	    "$run" -n 4 collx-tp --layer mlp -m tp/w.safetensors -i tp/X.npy \
+	    --check --backward --grad-output tp/DY.npy -q
+}
