@@ -296,29 +296,34 @@ tree_programs() {
 	done
 }
 
-# Starts rank 0 of a world of 2 and rank 1 claiming a world of 3 on one
-# rendezvous: rank 1 is refused. usage: mismatched_world PROGRAM ARGS...
-mismatched_world() {
-	local port
+# Rank 0 of a world of 2 and a rank 1 that says the world has 3, at one
+# rendezvous: rank 1 is refused. Each pair's files are $T/TAG.*; the
+# pairs of a test run at once (each waits out rank 0's timeout).
+# usage: expect_refused TAG PROGRAM ARGS... (in the background), then
+# refused_report TAG...: adds to $bad each TAG whose rank 1 did not exit 3
+# with one line or whose rank 0 did not exit 1.
+expect_refused() {
+	local tag=$1 port rc0=0 rc1=0 pid0
+	shift
 	port=$(free_port)
 	timeout 30 "$@" --rank 0 --world-size 2 --master "127.0.0.1:$port" \
-	    --timeout 4 >"$T/r0.out" 2>"$T/r0.err" &
-	local pid0=$!
+	    --timeout 4 >"$T/$tag.r0.out" 2>"$T/$tag.r0.err" &
+	pid0=$!
 	sleep 0.3
-	rc1=0
 	timeout 30 "$@" --rank 1 --world-size 3 --master "127.0.0.1:$port" \
-	    --timeout 4 >"$T/r1.out" 2>"$T/r1.err" || rc1=$?
-	rc0=0
+	    --timeout 4 >"$T/$tag.r1.out" 2>"$T/$tag.r1.err" || rc1=$?
 	wait "$pid0" || rc0=$?
+	echo "$rc0 $rc1" >"$T/$tag.rc"
 }
 
-# mismatched_world PROGRAM ARGS..., adding PROGRAM to $bad unless rank 1
-# exits 3 with one line and rank 0 exits 1.
-expect_refused() {
-	mismatched_world "$@"
-	[ "$rc1" -eq 3 ] && [ "$rc0" -eq 1 ] &&
-	    [ "$(wc -l <"$T/r1.err")" -eq 1 ] ||
-	    bad="$bad $1($rc0,$rc1: $(cat "$T/r1.err"))"
+refused_report() {
+	local tag rc0 rc1
+	for tag in "$@"; do
+		read -r rc0 rc1 <"$T/$tag.rc" || rc0=none
+		[ "$rc1" = 3 ] && [ "$rc0" = 1 ] &&
+		    [ "$(wc -l <"$T/$tag.r1.err")" -eq 1 ] ||
+		    bad="$bad $tag($rc0,$rc1: $(cat "$T/$tag.r1.err"))"
+	done
 }
 
 # Joining is one function for every rank program: a rank the group refuses
@@ -335,18 +340,22 @@ expect_refused() {
 	collx-tensor create --shape 6 --fill randn --seed 5 -o "$T/b.npy"
 	collx-tensor pack -o "$T/w.safetensors" weight="$T/w.npy" bias="$T/b.npy"
 	bad=
-	for p in collx-allreduce collx-broadcast collx-allgather \
-	    collx-reduce-scatter collx-alltoall; do
-		expect_refused "$p" -i "$T/x.npy"
+	for p in allreduce broadcast allgather reduce-scatter alltoall; do
+		expect_refused "$p" "collx-$p" -i "$T/x.npy" &
 	done
-	expect_refused collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
-	    --targets "$T/Y.npy" --batch 8 --steps 1 -q
-	expect_refused collx-ps serve -m "$T/m.safetensors" --workers 1 -q
-	expect_refused collx-tp --layer column -m "$T/w.safetensors" \
-	    -i "$T/X.npy" -q
-	expect_refused collx-pipe -m "$T/m3.safetensors" -i "$T/X.npy" \
-	    -t "$T/Y.npy" --microbatches 2 -q
-	expect_refused collx-bench coll -b 1K -e 1K -n 1 -w 0
+	expect_refused dp collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
+	    --targets "$T/Y.npy" --batch 8 --steps 1 -q &
+	expect_refused ps collx-ps serve -m "$T/m.safetensors" --workers 1 -q &
+	expect_refused tp collx-tp --layer column -m "$T/w.safetensors" \
+	    -i "$T/X.npy" -q &
+	expect_refused pipe collx-pipe -m "$T/m3.safetensors" -i "$T/X.npy" \
+	    -t "$T/Y.npy" --microbatches 2 -q &
+	expect_refused train collx-train -m "$T/m3.safetensors" -i "$T/X.npy" \
+	    -t "$T/Y.npy" --batch 8 --steps 1 -q &
+	expect_refused bench collx-bench coll -b 1K -e 1K -n 1 -w 0 &
+	wait
+	refused_report allreduce broadcast allgather reduce-scatter alltoall \
+	    dp ps tp pipe train bench
 	echo "failing:$bad"
 	[ -z "$bad" ]
 }
