@@ -1,5 +1,6 @@
 #!/bin/bash
-# collx-train's meshes of 4 ranks against PyTorch's dp2 x tp2
+# collx-train's meshes of 4 ranks, and collx-dp's overlapped data
+# parallelism, against PyTorch's dp2 x tp2
 # (examples/peers/torch_train.py: DDP on Gloo across, Megatron TP with f/g
 # operators within, the same GPT, data and AdamW, from the same weights):
 # a GPT of d_model 256, 4 layers, 4 heads, seq 128, global batch BATCH (8),
@@ -67,6 +68,13 @@ run_case() {
 			    "${io[@]}" $m
 			echo "collx_${m// /_} $(csv_step l.csv)" >>"$name.txt"
 		done
+		# pure data parallelism as collx-dp runs it: buckets reduced
+		# while the backward runs, --sync auto (hier across hosts)
+		"$@" --timeout 120 -- "$(command -v collx-dp)" \
+		    -m "$work/gpt.safetensors" --data "$TEXT" --batch "$batch" \
+		    --steps "$steps" --optimizer adamw -q --loss-csv "$work/l.csv" \
+		    "${io[@]}"
+		echo "collx-dp_overlapped,_--sync_auto $(csv_step l.csv)" >>"$name.txt"
 		timeout 600 "$@" --timeout 120 "${tx[@]}" -- "$PY" \
 		    "$here/peers/torch_train.py" "$TEXT" 256 4 4 "$seq" "$batch" \
 		    "$steps" 2 1e-3 "$work/gpt.safetensors" >torch.log 2>&1 || true
@@ -91,7 +99,7 @@ table() {
 		print "| toolkit | mesh | tokens/s | vs torch dp2 x tp2 |"
 		print "| --- | --- | ---: | ---: |"
 		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k])
-			who = k; sub(/_.*/, "", who); mesh = k; sub(/^[a-z]*_/, "", mesh)
+			who = k; sub(/_.*/, "", who); mesh = k; sub(/^[a-z-]*_/, "", mesh)
 			gsub(/_/, " ", mesh)
 			printf "| %s | %s | %.0f | %s |\n", who, mesh, tok / t,
 			    peer ? sprintf("%.2fx", peer / t) : "-" } }' "$1.txt"
