@@ -276,7 +276,6 @@ test_cores(void)
 	    "without topology every CPU is a core of its own");
 	UNIT_OK(cores_read_as(3, zero, split, 2, split),
 	    "threads of a core apart in the numbering are one core");
-
 	UNIT_OK(sched_getaffinity(0, sizeof mine, &mine) == 0 &&
 	    launch_cores_read(&c, "/nonexistent", err, sizeof err) == 0 &&
 	    c.n == CPU_COUNT(&mine) && CPU_COUNT(&c.core[c.n - 1]) == 1,
