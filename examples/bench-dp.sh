@@ -10,8 +10,10 @@
 #    d_model 64 (seq 64), 128 and 256 (seq 128), 4 layers, 4 heads,
 #    batch 8: wall-clock time a step.
 # 3. Slow links (slow, not in all): the GPT of 1. on 2 ranks in 2 network
-#    namespaces joined by 1 Gbit/s links, STEPS steps (200): tokens/s and
-#    the loss after the last step of every method, both toolkits. collx-dp:
+#    namespaces joined by 1 Gbit/s links, then on 4 ranks as 2 namespaces
+#    of 2 ranks (collx-dp's --sync auto picks the hierarchical allreduce),
+#    STEPS steps (200): tokens/s and the loss after the last step of every
+#    method, both toolkits. collx-dp:
 #    plain (overlapped), --wire bf16, --wire int8, --powersgd R
 #    (--powersgd-start K), --sync-every 16. PyTorch DDP on Gloo
 #    (examples/peers/torch_ddp.py, the same architecture and data, its own
@@ -20,7 +22,12 @@
 #    tokens/s from the mean step after the first (a local SGD step that
 #    syncs counts with the ones that do not), rounds interleaved, each
 #    figure the median over rounds. Needs root. Env STEPS=200,
-#    PSGD_RANK=4, PSGD_START=10, BATCH=8.
+#    PSGD_RANK=4, PSGD_START=10, BATCH=8. Says how long each round took
+#    on stderr and the whole on stdout. With the defaults a round of one
+#    layout trains 8 x 200 steps, about 25 minutes on an idle machine of
+#    2 cores (steps of 0.7 s for collx, 1.2 s for PyTorch), so 3 rounds of
+#    both take about 2.5 hours. A check that everything runs, 13 minutes
+#    on a loaded machine: STEPS=20 PSGD_START=4 bench-dp.sh slow 1
 # usage: examples/bench-dp.sh [overlap|single|slow|all] [ROUNDS]   (all, 3)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -126,22 +133,13 @@ csv_mean_loss() {
 	    END { printf "%.6f %s\n", n ? s / n : 0, l }' "$1"
 }
 
-slow() {
-	local steps=${STEPS:-200} rk=${PSGD_RANK:-4} st=${PSGD_START:-10}
-	local batch=${BATCH:-8} seq=128 r m hosts ssh=$work/ssh port=29600
-	local cx=(plain "--wire bf16" "--wire int8" "--powersgd $rk --powersgd-start $st" "--sync-every 16")
-	local tx=(plain fp16 "powersgd:$rk:$st")
-	. "$here/../tests/lib/netns.bash"
-	netns_available || { echo "bench-dp.sh: slow needs root and ip netns" >&2; return 1; }
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
-	    { echo "bench-dp.sh: slow needs PyTorch (python3-torch)" >&2; return 1; }
-	netns_setup 2 --rate 1gbit
-	netns_fake_ssh "$ssh"
-	hosts=$(netns_hosts)
-	collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
-	echo "slow links: gpt d_model 256, 4 layers, seq $seq, batch $batch, adamw," \
-	    "2 ranks on 1 Gbit/s links, $steps steps x $rounds rounds"
+# slow_case NAME HOSTS: every method of both toolkits on the ranks HOSTS
+# gives collx-run (-H), ROUNDS interleaved rounds, each result a line
+# "NAME TOOLKIT METHOD SECONDS LOSS" of slow.txt.
+slow_case() {
+	local name=$1 hosts=$2 r m t0
 	for r in $(seq "$rounds"); do
+		t0=$SECONDS
 		for m in "${cx[@]}"; do
 			port=$((port + 1))
 			# shellcheck disable=SC2086
@@ -150,7 +148,7 @@ slow() {
 			    --data "$TEXT" --batch "$batch" --steps "$steps" \
 			    --optimizer adamw --iface eth0 -q --loss-csv "$work/l.csv" \
 			    ${m#plain}
-			echo "collx ${m// /_} $(csv_mean_loss l.csv)" >>slow.txt
+			echo "$name collx ${m// /_} $(csv_mean_loss l.csv)" >>slow.txt
 		done
 		for m in "${tx[@]}"; do
 			port=$((port + 1))
@@ -158,13 +156,19 @@ slow() {
 			    -x GLOO_SOCKET_IFNAME=eth0 -x OPENBLAS_NUM_THREADS=1 -- \
 			    "$PY" "$here/peers/torch_ddp.py" "$TEXT" 256 4 4 "$seq" \
 			    "$batch" "$steps" "$m" >torch.log 2>&1 || true
-			sed -n "s/.*mean step \([0-9.]*\) s, .* loss \([0-9.]*\)$/torch $m \1 \2/p" \
+			sed -n "s/.*mean step \([0-9.]*\) s, .* loss \([0-9.]*\)$/$name torch $m \1 \2/p" \
 			    torch.log | grep . >>slow.txt ||
-			    echo "bench-dp.sh: torch $m failed: $(grep -v -i warn torch.log | tail -n 1)" >&2
+			    echo "bench-dp.sh: $name torch $m failed: $(grep -v -i warn torch.log | tail -n 1)" >&2
 		done
+		echo "bench-dp.sh: slow, $name, round $r of $rounds: $((SECONDS - t0)) s" >&2
 	done
-	# the median over rounds of each method's step and loss
-	awk -v tok=$((batch * seq)) '{ k = $1 " " $2; s[k] = s[k] " " $3; l[k] = l[k] " " $4
+}
+
+# slow_table NAME TITLE: the medians over rounds of NAME's lines of slow.txt.
+slow_table() {
+	echo "$2"
+	awk -v name="$1" -v tok=$((batch * seq)) '$1 == name { k = $2 " " $3
+	    s[k] = s[k] " " $4; l[k] = l[k] " " $5
 	    if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
 	    function med(str,   a, m, i, j, t) { m = split(str, a, " ")
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
@@ -175,7 +179,29 @@ slow() {
 		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k]); loss = med(l[k])
 			gsub(/_/, " ", k)
 			printf "  %-44s %10.0f %8.4f %8.2fx\n", k, tok / t, loss, base / t } }' slow.txt
+}
+
+slow() {
+	local steps=${STEPS:-200} rk=${PSGD_RANK:-4} st=${PSGD_START:-10}
+	local batch=${BATCH:-8} seq=128 ssh=$work/ssh port=29600 t0=$SECONDS a b
+	local cx=(plain "--wire bf16" "--wire int8" "--powersgd $rk --powersgd-start $st" "--sync-every 16")
+	local tx=(plain fp16 "powersgd:$rk:$st")
+	. "$here/../tests/lib/netns.bash"
+	netns_available || { echo "bench-dp.sh: slow needs root and ip netns" >&2; return 1; }
+	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
+	    { echo "bench-dp.sh: slow needs PyTorch (python3-torch)" >&2; return 1; }
+	netns_setup 2 --rate 1gbit
+	netns_fake_ssh "$ssh"
+	a=$(netns_addr 0)
+	b=$(netns_addr 1)
+	collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
+	slow_case 2 "$a,$b"
+	slow_case 2x2 "$a:2,$b:2"
 	netns_teardown
+	local desc="gpt d_model 256, 4 layers, seq $seq, batch $batch, adamw, $steps steps x $rounds rounds"
+	slow_table 2 "slow links: 2 ranks in 2 namespaces on 1 Gbit/s links, $desc"
+	slow_table 2x2 "slow links: 2 namespaces x 2 ranks (collx: --sync auto, hier) on 1 Gbit/s links, $desc"
+	echo "  ($((SECONDS - t0)) s in all)"
 }
 
 case $what in

@@ -100,6 +100,35 @@ for link, gp, algo, lat, bw, ratio in rows:
 PYEOF
 }
 
+# The slow-link loss table is collx-dp's loss CSVs kept in
+# examples/results/dp-loss: the last step's loss, the mean of the last 20,
+# the change of that mean from plain's and the megabytes rank 0 sent.
+@test "README.md: the slow-link loss table holds the figures of examples/results/dp-loss" {
+	"$PY" - "$COLLX_ROOT/README.md" "$COLLX_ROOT/examples/results/dp-loss" <<'PYEOF'
+import csv, re, sys
+readme, results = sys.argv[1], sys.argv[2]
+files = {"plain": "plain", "`--wire bf16`": "wire-bf16",
+         "`--wire int8`": "wire-int8",
+         "`--powersgd 4` (from step 10)": "powersgd-4",
+         "`--sync-every 16`": "sync-every-16"}
+rows = [[c.strip() for c in l.split("|")[1:-1]] for l in open(readme)]
+rows = [r for r in rows if len(r) == 5 and r[0] in files]
+assert len(rows) == 5, rows
+base = None
+for name, last, mean, change, mb in rows:
+    data = list(csv.DictReader(open("%s/%s.csv" % (results, files[name]))))
+    loss = [float(r["loss"]) for r in data]
+    assert len(loss) == 200, name
+    m = sum(loss[-20:]) / 20
+    base = base or m
+    assert last == "%.4f" % loss[-1] and mean == "%.4f" % m, (name, last, mean)
+    assert change == ("" if m == base else "%+.1f%%" % (100 * (m / base - 1))), \
+        (name, change)
+    assert mb == "%.0f" % (sum(int(r["bytes_sent"]) for r in data) / 1e6), \
+        (name, mb)
+PYEOF
+}
+
 @test "every man page's EXAMPLES run as written" {
 	ran=0 marked=0 bad=
 	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/collx.7; do
