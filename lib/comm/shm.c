@@ -288,7 +288,8 @@ ring_get(struct comm_stream *st, const struct iovec *iov, size_t n,
 	uint64_t done = atomic_load_explicit(&r->cma_taken, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-	uint32_t box = atomic_load_explicit(&r->box.magic, memory_order_acquire);
+	uint32_t box = atomic_load_explicit(&r->box.magic,
+	    memory_order_acquire);
 	size_t moved = 0, skip = 0, off, k;
 	ssize_t got;
 
@@ -297,7 +298,8 @@ ring_get(struct comm_stream *st, const struct iovec *iov, size_t n,
 		return 0;
 	if (box != 0) {
 		skip = moved = box_get(st, box, iov, n);
-		*boxed = st->rx_box_done != 0 || (head == tail && posted == done);
+		*boxed = st->rx_box_done != 0 ||
+		    (head == tail && posted == done);
 		if (*boxed)
 			return (ssize_t)moved;
 	}
@@ -360,15 +362,18 @@ comm_shm_box_put(struct comm_stream *st, const struct comm_hdr *h,
 		return 0;
 	/* The tail is the consumer's line: read only while the ring holds
 	 * bytes not yet seen read. */
-	if (head != st->tx_tail_seen && (st->tx_tail_seen = atomic_load_explicit(
-	    &r->tail, memory_order_acquire)) != head)
-		return 0;
+	if (head != st->tx_tail_seen) {
+		st->tx_tail_seen = atomic_load_explicit(&r->tail,
+		    memory_order_acquire);
+		if (st->tx_tail_seen != head)
+			return 0;
+	}
 	if (atomic_load_explicit(&r->box.magic, memory_order_acquire) != 0)
 		return 0;
-	memcpy(r->box.rest, (const char *)h + sizeof r->box.magic,
-	    COMM_HDR_LEN - sizeof r->box.magic);
+	memcpy(r->box.rest, (const char *)h + sizeof(uint32_t),
+	    COMM_HDR_LEN - sizeof(uint32_t));
 	if (len > 0)
-		memcpy(r->box.rest + COMM_HDR_LEN - sizeof r->box.magic, payload,
+		memcpy(r->box.rest + COMM_HDR_LEN - sizeof(uint32_t), payload,
 		    len);
 	atomic_store_explicit(&r->box.magic, h->magic, memory_order_release);
 	wake(st, &r->rx_sleep);

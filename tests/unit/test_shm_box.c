@@ -35,7 +35,7 @@ static const size_t burst[] = { 8, BOX_MAX, BOX_MAX + 1, 5000, 0, 70000 };
 
 struct box_run {
 	char master[64];
-	int split;		/* 1: a sub-group open, receives matched by group */
+	int split;		/* 1: a sub-group open, receipt by group */
 	int spin_us;		/* killed: rank 0's spin, 0: the default */
 	int fd;
 };
@@ -103,7 +103,8 @@ ping_edges(struct comm *c, int me, uint8_t *buf, int fd)
 		    comm_send(c, 0, k, buf, len)) < 0)
 			return say(fd, me, "edges", comm_error(c));
 		if ((bad = differs(buf, len, 0, k)) >= 0) {
-			snprintf(why, sizeof why, "%zu bytes: byte %ld", len, bad);
+			snprintf(why, sizeof why, "%zu bytes: byte %ld", len,
+			    bad);
 			return say(fd, me, "edges", why);
 		}
 	}
@@ -252,6 +253,7 @@ main(void)
 	    "receiver gets it, then fails naming the peer");
 	run.spin_us = 1000 * 1000;
 	run_pair(rank_killed, &run, st);
-	UNIT_OK(st[0] == 0 && st[1] == 128 + SIGKILL, "the same while the receiver spins");
+	UNIT_OK(st[0] == 0 && st[1] == 128 + SIGKILL,
+	    "the same while the receiver spins");
 	return unit_done();
 }
