@@ -5,7 +5,10 @@
 # (openmpi-shm: shared memory, what a plain mpirun gives), Open MPI over
 # TCP and PyTorch's Gloo, at 2 and 4 ranks and 4 KiB, 1 MiB and 64 MiB;
 # then an OSU-style 8-byte ping-pong between two ranks by collx and Open
-# MPI, each both ways. ROUNDS interleaved rounds (each case once per round,
+# MPI, each both ways, each rank bound to a core (Open MPI's default at 2
+# ranks; collx-run --bind core: unbound, a busy machine's scheduler may
+# put both ranks on one core and every message waits for a context
+# switch). ROUNDS interleaved rounds (each case once per round,
 # the median of the rounds reported), then tables and a chart. Peers that
 # are not installed are skipped, saying so. Every time is rank 0's median
 # over the timed iterations, as the peers' programs (examples/peers/,
@@ -69,9 +72,9 @@ for ((r = 1; r <= rounds; r++)); do
 	done
 	# the collx lines carry the transport collx-bench names (or -)
 	record "$pp_raw" collx 2 8 $(collx_pingpong_s "$pings" "$warm" \
-	    "${shm[@]}" collx-run -n 2 --)
+	    "${shm[@]}" collx-run --bind core -n 2 --)
 	record "$pp_raw" collx-tcp 2 8 $(collx_pingpong_s "$pings" "$warm" \
-	    "${noshm[@]}" collx-run -n 2 --)
+	    "${noshm[@]}" collx-run --bind core -n 2 --)
 	if [ $have_mpi = 1 ]; then
 		record "$pp_raw" openmpi-shm 2 8 "$(mpi_pingpong_s "$work" "$pings" "$warm")"
 		record "$pp_raw" openmpi-tcp 2 8 \
@@ -139,7 +142,8 @@ echo
 awk -v rounds="$rounds" -v pings="$pings" -v warm="$warm" '
 	{ t[$1] = $4; tr[$1] = $6 }
 	END {
-		printf "8-byte ping-pong between ranks 0 and 1 (osu_latency: half the round trip), timed on rank 0:\n"
+		printf "8-byte ping-pong between ranks 0 and 1 (osu_latency: half the round trip), timed on rank 0,\n"
+		printf "each rank bound to a core; "
 		printf "the median of %d after %d warm-up, median of %d rounds (ratio: time over Open MPI shm time)\n\n", pings, warm, rounds
 		printf "| peer | latency | / Open MPI shm | transport |\n| --- | --- | --- | --- |\n"
 		split("collx collx-tcp openmpi-shm openmpi-tcp", who, " ")

@@ -68,7 +68,8 @@ struct comm_seg {
 struct comm_xfer {
 	struct comm_req *req;
 	int left;		/* stripes not yet complete */
-	struct comm_xfer *next;	/* self-send FIFO */
+	int cap;		/* stripes it has room for */
+	struct comm_xfer *next;	/* self-send FIFO; net's spares */
 	struct comm_seg seg[];
 };
 
@@ -84,6 +85,8 @@ struct comm_stream {
 	uint64_t tx_cma;	/* number of our payload the peer reads in
 				 * place, while we wait for it; else 0 */
 	uint64_t rx_cma_done;	/* bytes of the peer's such payload read */
+	uint64_t tx_tail_seen;	/* the consumer's tail when last read */
+	size_t rx_box_done;	/* bytes of the peer's fast box read */
 	struct comm_seg *sq, **sq_tail;	/* FIFO of stripes to send */
 	struct comm_seg *rq, **rq_tail;	/* FIFO of stripes to receive */
 	struct comm_hdr in;	/* split: the header arriving */
@@ -170,6 +173,8 @@ struct comm {
 	struct coll_hier *hier;	/* COLL_HIER's sub-groups, or NULL (coll_hier.c) */
 	struct comm_shm shm;
 	struct comm_xfer *self_sq, *self_rq;	/* messages to self */
+	struct comm_xfer *spares;	/* net: finished ones to reuse */
+	int nspares;
 	/* current operation, stamped on every header */
 	uint32_t seq;
 	int opcode, dtype;
@@ -223,6 +228,11 @@ void comm_shm_close(struct comm *c);
 ssize_t comm_shm_io(struct comm_stream *st, const struct iovec *iov, size_t n,
     int is_recv);
 int comm_shm_arm(struct comm_stream *st, int recv, int send);
+/* A whole message (header h, len payload bytes) into the stream's fast
+ * box: 1, or 0 where it must take the ring (too large, the box full, ring
+ * bytes of ours not yet read). */
+int comm_shm_box_put(struct comm_stream *st, const struct comm_hdr *h,
+    const void *payload, size_t len);
 void comm_shm_disarm(struct comm_stream *st);
 int comm_shm_bells(struct comm *c, int peer, int s, int *closed);
 
@@ -297,7 +307,7 @@ size_t comm_stripe_bytes(const struct comm *c, size_t len, int s);
  * non-blocking system call on a stream (bytes moved, 0: would block). */
 int comm_hdr_valid(struct comm *c, int peer, const struct comm_hdr *h);
 int comm_hdr_check(struct comm *c, int peer, const struct comm_seg *g);
-void comm_seg_done(struct comm_peer *p, struct comm_seg *s);
+void comm_seg_done(struct comm *c, int peer, struct comm_seg *s);
 ssize_t comm_stream_io(struct comm *c, int peer, struct comm_stream *st,
     struct msghdr *m,
     int is_recv);

@@ -26,12 +26,27 @@
  * the peer that changes the ring writes one zero byte (a doorbell) when
  * it sees the sleeper's flag; a dead peer's connection closes, which
  * wakes the sleeper as on TCP, and an abort frame (non-zero first byte)
- * arrives on it too. */
+ * arrives on it too.
+ *
+ * A small message (header and at most SHM_BOX_MAX payload bytes) skips
+ * the ring when it can: the producer writes it whole into the ring's fast
+ * box, a few cache lines beside the ring, the header's magic last, and
+ * the consumer, spinning on that word, takes it as the next bytes of the
+ * stream (the same bytes the ring would have carried) and clears the
+ * magic to free the box. One cache line crosses for an 8-byte message
+ * where the ring moved four (its bytes, head, tail and base). The box
+ * keeps the stream's order: the producer uses it only when the consumer
+ * has read every byte the producer put in the ring (head == tail) and the
+ * message is whole, so the box's message comes after all of them; the
+ * consumer, having read head, looks at the box and takes a full box
+ * before the ring bytes up to that head, which were all written after
+ * it. */
 #include "comm/comm_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +73,17 @@
 /* Payloads this large are read in place: below it the system call and
  * the page walk cost more than the second copy saves. */
 #define SHM_CMA_MIN ((size_t)64 << 10)
+/* The fast box: a header and SHM_BOX_MAX payload bytes (200), four cache
+ * lines; an 8-byte message fills the first line alone. */
+#define SHM_BOX ((size_t)256)
+#define SHM_BOX_MAX (SHM_BOX - COMM_HDR_LEN)
+
+/* The box's bytes are the message's: its first word is the header's
+ * magic, which the producer stores last and the consumer clears. */
+struct shm_box {
+	_Atomic uint32_t magic;	/* 0: empty */
+	unsigned char rest[SHM_BOX - sizeof(uint32_t)];
+};
 
 struct comm_ring {
 	/* the producer's line */
@@ -72,6 +98,7 @@ struct comm_ring {
 	_Atomic uint32_t tx_sleep;		/* producer waits for room */
 	_Atomic int32_t cma_ok;	/* 1: the consumer reads the producer's memory */
 	uint64_t size;
+	_Alignas(64) struct shm_box box;
 	char data[] __attribute__((aligned(64)));
 };
 
@@ -211,23 +238,79 @@ cma_read(struct comm_stream *st, char *p, size_t k)
 	return got;
 }
 
-/* The consumer: ring bytes, and an offered payload where it stands. */
+/* Bytes [at, at + k) of the message in the box, whose magic is m. */
+static void
+box_copy(const struct comm_ring *r, uint32_t m, size_t at, char *p, size_t k)
+{
+	for (; k > 0 && at < sizeof m; k--)
+		*p++ = ((const char *)&m)[at++];
+	memcpy(p, r->box.rest + at - sizeof m, k);
+}
+
+/* The consumer: what is left of the box's message (magic m) into the
+ * iovecs' first bytes; the box freed once it is all read. */
+static size_t
+box_get(struct comm_stream *st, uint32_t m, const struct iovec *iov,
+    size_t n)
+{
+	struct comm_ring *r = st->rx;
+	uint64_t len;
+	size_t total, moved = 0, k;
+
+	memcpy(&len, r->box.rest + offsetof(struct comm_hdr, len) - sizeof m,
+	    sizeof len);
+	total = COMM_HDR_LEN + (len < SHM_BOX_MAX ? (size_t)len : SHM_BOX_MAX);
+	for (size_t i = 0; i < n && st->rx_box_done < total; i++) {
+		k = total - st->rx_box_done;
+		if (k > iov[i].iov_len)
+			k = iov[i].iov_len;
+		box_copy(r, m, st->rx_box_done, iov[i].iov_base, k);
+		st->rx_box_done += k;
+		moved += k;
+	}
+	if (st->rx_box_done == total) {
+		st->rx_box_done = 0;
+		atomic_store_explicit(&r->box.magic, 0, memory_order_release);
+	}
+	return moved;
+}
+
+/* The consumer: the box's message first when it is full, then ring
+ * bytes up to the head read before looking at the box, and an offered
+ * payload where it stands; *boxed when all came from the box (which no
+ * producer waits on: it takes the ring when the box is full). */
 static ssize_t
-ring_get(struct comm_stream *st, const struct iovec *iov, size_t n)
+ring_get(struct comm_stream *st, const struct iovec *iov, size_t n,
+    int *boxed)
 {
 	struct comm_ring *r = st->rx;
 	uint64_t posted = atomic_load_explicit(&r->cma_posted, memory_order_acquire);
 	uint64_t done = atomic_load_explicit(&r->cma_taken, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-	size_t moved = 0, off, k;
+	uint32_t box = atomic_load_explicit(&r->box.magic,
+	    memory_order_acquire);
+	size_t moved = 0, skip = 0, off, k;
 	ssize_t got;
 
 	/* A waiting consumer's look writes nothing the producer reads. */
-	if (head == tail && posted == done)
+	if (head == tail && posted == done && box == 0)
 		return 0;
-	for (size_t i = 0; i < n; i++)
-		for (off = 0; off < iov[i].iov_len; off += k, moved += k) {
+	if (box != 0) {
+		skip = moved = box_get(st, box, iov, n);
+		*boxed = st->rx_box_done != 0 ||
+		    (head == tail && posted == done);
+		if (*boxed)
+			return (ssize_t)moved;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		off = skip;
+		skip = 0;
+		for (; off < iov[i].iov_len; off += k, moved += k) {
 			char *p = (char *)iov[i].iov_base + off;
 			k = iov[i].iov_len - off;
 			if (posted != done && tail == r->cma_pos) {
@@ -251,9 +334,50 @@ ring_get(struct comm_stream *st, const struct iovec *iov, size_t n)
 			ring_copy(r, tail, p, k, 1);
 			tail += k;
 		}
+	}
 out:
 	atomic_store_explicit(&r->tail, tail, memory_order_release);
 	return (ssize_t)moved;
+}
+
+/* Pairs with comm_shm_arm: either the sleeper sees what we moved when it
+ * looks again, or we see its flag here (after a full fence) and ring. */
+static void
+wake(struct comm_stream *st, _Atomic uint32_t *sleeper)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(sleeper, memory_order_relaxed) &&
+	    atomic_exchange(sleeper, 0))
+		bell(st->fd);
+}
+
+int
+comm_shm_box_put(struct comm_stream *st, const struct comm_hdr *h,
+    const void *payload, size_t len)
+{
+	struct comm_ring *r = st->tx;
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	if (len > SHM_BOX_MAX || st->tx_cma)
+		return 0;
+	/* The tail is the consumer's line: read only while the ring holds
+	 * bytes not yet seen read. */
+	if (head != st->tx_tail_seen) {
+		st->tx_tail_seen = atomic_load_explicit(&r->tail,
+		    memory_order_acquire);
+		if (st->tx_tail_seen != head)
+			return 0;
+	}
+	if (atomic_load_explicit(&r->box.magic, memory_order_acquire) != 0)
+		return 0;
+	memcpy(r->box.rest, (const char *)h + sizeof(uint32_t),
+	    COMM_HDR_LEN - sizeof(uint32_t));
+	if (len > 0)
+		memcpy(r->box.rest + COMM_HDR_LEN - sizeof(uint32_t), payload,
+		    len);
+	atomic_store_explicit(&r->box.magic, h->magic, memory_order_release);
+	wake(st, &r->rx_sleep);
+	return 1;
 }
 
 ssize_t
@@ -262,18 +386,13 @@ comm_shm_io(struct comm_stream *st, const struct iovec *iov, size_t n,
 {
 	struct comm_ring *r = is_recv ? st->rx : st->tx;
 	_Atomic uint32_t *sleeper = is_recv ? &r->tx_sleep : &r->rx_sleep;
-	int offered = 0;
-	ssize_t moved = is_recv ? ring_get(st, iov, n) :
+	int offered = 0, boxed = 0;
+	ssize_t moved = is_recv ? ring_get(st, iov, n, &boxed) :
 	    ring_put(st, iov, n, &offered);
 
-	if (moved <= 0 && !offered)
+	if ((moved <= 0 && !offered) || boxed)
 		return moved;
-	/* Pairs with comm_shm_arm: either the sleeper sees our bytes when it
-	 * looks again, or we see its flag here. */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(sleeper, memory_order_relaxed) &&
-	    atomic_exchange(sleeper, 0))
-		bell(st->fd);
+	wake(st, sleeper);
 	return moved;
 }
 
@@ -285,7 +404,8 @@ comm_shm_arm(struct comm_stream *st, int recv, int send)
 	if (recv) {
 		atomic_store(&st->rx->rx_sleep, 1);
 		atomic_thread_fence(memory_order_seq_cst);
-		ready |= atomic_load(&st->rx->head) != atomic_load(&st->rx->tail) ||
+		ready |= atomic_load(&st->rx->box.magic) != 0 ||
+		    atomic_load(&st->rx->head) != atomic_load(&st->rx->tail) ||
 		    atomic_load(&st->rx->cma_posted) != atomic_load(&st->rx->cma_taken);
 	}
 	if (send) {

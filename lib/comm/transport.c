@@ -27,6 +27,9 @@
 #define STRIPE_MIN ((size_t)256 << 10)
 #define STRIPE_ALIGN ((size_t)4096)
 #define IOV_BATCH 64
+/* Finished one-stripe transfers a group keeps for its next messages:
+ * a small message then costs no malloc and free. */
+#define XFER_SPARES 16
 
 
 /* Stripe k of n of a len-byte message: [*off, *off + return). */
@@ -69,18 +72,30 @@ hdr_fill(const struct comm *c, struct comm_hdr *h, int tag, size_t len)
 	memcpy(h->op, c->opname, sizeof h->op - 1);
 }
 
+/* A finished transfer to net's spares, or freed. */
+static void
+xfer_put(struct comm *net, struct comm_xfer *x)
+{
+	if (x->cap == 1 && net->nspares < XFER_SPARES) {
+		x->next = net->spares;
+		net->spares = x;
+		net->nspares++;
+	} else
+		free(x);
+}
+
 void
-comm_seg_done(struct comm_peer *p, struct comm_seg *s)
+comm_seg_done(struct comm *c, int peer, struct comm_seg *s)
 {
 	struct comm_xfer *x = s->x;
 
-	p->pending--;
+	c->net->peers[peer].pending--;
 	if (--x->left > 0)
 		return;
 	x->req->state = COMM_REQ_DONE;
 	x->req->done = x->req->len;
 	x->req->priv = NULL;
-	free(x);
+	xfer_put(c->net, x);
 }
 
 static int
@@ -104,15 +119,25 @@ req_post(struct comm *c, int peer, int tag, void *buf, size_t len,
 	return 0;
 }
 
+/* A zeroed transfer of nseg stripes (room for one at least). */
 static struct comm_xfer *
 xfer_new(struct comm *c, struct comm_req *r, int nseg)
 {
-	struct comm_xfer *x = calloc(1, sizeof *x + (size_t)nseg * sizeof x->seg[0]);
+	struct comm *net = c->net;
+	int cap = nseg > 1 ? nseg : 1;
+	size_t bytes = sizeof(struct comm_xfer) + (size_t)cap *
+	    sizeof(struct comm_seg);
+	struct comm_xfer *x = cap == 1 ? net->spares : NULL;
 
-	if (!x) {
+	if (x != NULL) {
+		net->spares = x->next;
+		net->nspares--;
+		memset(x, 0, bytes);
+	} else if ((x = calloc(1, bytes)) == NULL) {
 		comm_fail(c, COMM_ERR_RUNTIME, "out of memory");
 		return NULL;
 	}
+	x->cap = cap;
 	x->req = r;
 	x->left = nseg;
 	r->priv = x;
@@ -140,8 +165,8 @@ self_match(struct comm *c)
 		s->req->done = s->req->len;
 		r->req->done = r->req->len;
 		s->req->priv = r->req->priv = NULL;
-		free(s);
-		free(r);
+		xfer_put(c->net, s);
+		xfer_put(c->net, r);
 	}
 }
 
@@ -298,7 +323,6 @@ static int
 queue_advance(struct comm *c, int peer, struct comm_seg **q,
     struct comm_seg ***tail, size_t n, int is_recv)
 {
-	struct comm_peer *p = &c->net->peers[peer];
 	struct comm_seg *g;
 	size_t k;
 
@@ -317,7 +341,7 @@ queue_advance(struct comm *c, int peer, struct comm_seg **q,
 		*q = g->next;
 		if (!*q)
 			*tail = q;
-		comm_seg_done(p, g);
+		comm_seg_done(c, peer, g);
 	}
 	return 0;
 }
@@ -367,6 +391,19 @@ comm_stream_io(struct comm *c, int peer, struct comm_stream *st,
 	return n;
 }
 
+/* The FIFO's first message, when it is small, whole and unstarted, into
+ * a shared-memory stream's fast box: bytes moved, or 0 (not there). */
+static size_t
+box_send(struct comm_stream *st)
+{
+	struct comm_seg *g = st->sq;
+
+	if (g->hdone != 0 || g->done != 0 || g->len != g->hdr.len ||
+	    !comm_shm_box_put(st, &g->hdr, g->buf, g->len))
+		return 0;
+	return COMM_HDR_LEN + g->len;
+}
+
 /* One non-blocking transfer on a FIFO: bytes moved (0: would block), -1 on failure. */
 static ssize_t
 stream_move(struct comm *c, int peer, int s, int is_recv)
@@ -376,6 +413,9 @@ stream_move(struct comm *c, int peer, int s, int is_recv)
 	struct msghdr m = { .msg_iov = iov };
 	ssize_t n;
 
+	if (!is_recv && st->tx != NULL && (n = (ssize_t)box_send(st)) > 0)
+		return queue_advance(c, peer, &st->sq, &st->sq_tail, (size_t)n,
+		    0) < 0 ? -1 : n;
 	m.msg_iovlen = (size_t)queue_iov(is_recv ? st->rq : st->sq, iov);
 	if ((n = comm_stream_io(c, peer, st, &m, is_recv)) <= 0)
 		return n;
@@ -726,6 +766,11 @@ comm_free_queues(struct comm *c)
 			c->self_rq = x->next;
 		free(x);
 	}
+	while (c->net == c && (x = c->spares) != NULL) {
+		c->spares = x->next;
+		free(x);
+	}
+	c->nspares = 0;
 }
 
 uint64_t

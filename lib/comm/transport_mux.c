@@ -83,7 +83,7 @@ mux_deliver(struct comm *c, int peer, struct comm_stream *st,
 		memcpy(g->buf, u->buf, g->len);
 	g->done = g->len;
 	comm_ux_free(u);
-	comm_seg_done(&c->net->peers[peer], g);
+	comm_seg_done(c, peer, g);
 	return 0;
 }
 
@@ -112,7 +112,7 @@ mux_arrived(struct comm *c, int peer, struct comm_stream *st,
 	struct comm_seg **q;
 
 	if (g->x) {
-		comm_seg_done(&c->net->peers[peer], g);
+		comm_seg_done(c, peer, g);
 		return 0;
 	}
 	if ((q = mux_find(&st->rq, g->hdr.ctx, 1)))
