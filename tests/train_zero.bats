@@ -10,17 +10,10 @@
 # mesh, to an uninterrupted run's bytes; each rank's optimizer state is
 # its replica's slices.
 load lib/common
-
-REF=$COLLX_ROOT/tests/lib/piperef.py
-DPREF=$COLLX_ROOT/tests/lib/dpref.py
-CHECK=$COLLX_ROOT/tests/lib/trainref.py
-GPL=/usr/share/common-licenses/GPL-3
+load lib/train
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE
-	export PYTHONPATH=$COLLX_ROOT/tests/lib
+	train_env
 }
 
 teardown() {
@@ -38,37 +31,19 @@ mlp() {
 	timeout 30 collx-dp --init mlp --dims 5,6,3,3 --seed 1 -o m.safetensors
 }
 
-# usage: train WORLD TAG [collx-train options...]: model tTAG, losses lTAG
-train() {
-	timeout 60 collx-run -n "$1" --timeout 20 -- collx-train -q \
-	    -o "t$2.safetensors" --loss-csv "l$2.csv" "${@:3}"
-}
-
-# Each mesh of MESHES ("W:options" words, options joined by commas) under
-# each ZeRO stage of STAGES, trained with the options given; the outputs
-# listed in outs.
+# Each mesh of MESHES (as meshes takes them) under each ZeRO stage of
+# STAGES; meshes' tags, ending in zeroZ.
 # usage: zeros "1 2" "2:--dp,2 4:--dp,2,--pp,2" collx-train-options...
 zeros() {
-	local stages=$1 spec=$2 m w o z tag
-	shift 2
-	outs=()
-	for z in $stages; do
-		for m in $spec; do
-			w=${m%%:*} o=${m#*:}
-			tag=z$z$(tr -d ',-' <<<"$o")
-			train "$w" "$tag" "$@" ${o//,/ } --zero "$z"
-			outs+=("t$tag.safetensors" "l$tag.csv")
+	local m z spec=
+
+	for z in $1; do
+		for m in $2; do
+			spec+=" $m,--zero,$z"
 		done
 	done
-}
-
-# collx-dp on one rank, then each of outs against it and the reference
-# r.safetensors, r.csv.
-# usage: check collx-dp-options...
-check() {
-	timeout 60 collx-dp "$@" -o dp1.safetensors --loss-csv dp1.csv -q
-	timeout 60 "$PY" "$CHECK" cmp r.safetensors r.csv dp1.safetensors \
-	    dp1.csv "${outs[@]}"
+	shift 2
+	meshes "$spec" "$@"
 }
 
 @test "mlp stack, AdamW: --zero 1 and 2 on dp2, dp4, dp2 x tp2 and dp2 x pp2 (batch 11, M 2) equal the reference and collx-dp on one rank; the bytes the DP axis sends" {
@@ -88,7 +63,7 @@ check() {
 	# 2 slices of 74, the other replica's slice (296 bytes); its own 74
 	# updated parameters (296); the loss sum, a double (8)
 	for z in 1 2; do
-		[ "$(cut -d, -f7 "lz${z}dp2.csv" | sort -u)" = "$(printf '%s\n' 600 bytes_sent)" ]
+		[ "$(cut -d, -f7 "l2dp2zero$z.csv" | sort -u)" = "$(printf '%s\n' 600 bytes_sent)" ]
 	done
 }
 
@@ -110,21 +85,6 @@ check() {
 	refpid=
 	TRAINREF_SKIP=attn.k.bias check -m g.safetensors --data "$GPL" \
 	    --batch 6 --steps 3 --optimizer adamw --lr 0.01
-}
-
-# The run resumed on its own mesh after 3 steps (tsame, lsame) has
-# tfull's bytes and lfull's losses; each other resumed run of TAGS equals
-# tfull within float rounding.
-# usage: resumed_equal TAGS
-resumed_equal() {
-	local t
-
-	cmp tfull.safetensors tsame.safetensors
-	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
-	for t in $1; do
-		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
-		    1e-5 1e-6 >/dev/null
-	done
 }
 
 # usage: ckpt WORLD FILE collx-train-options...: 3 steps, then FILE
