@@ -50,7 +50,7 @@ static const struct option longopts[] = {
 struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *trace, *split;
-	int dp, tp, pp, per_host, print;
+	int dp, tp, pp, per_host, print, zero;
 	long micro;
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
@@ -87,7 +87,10 @@ usage(void)
 	    "  --schedule S          gpipe, 1f1b (default) or zb-h1\n"
 	    "  --split L1,L2,...     layers per stage (default: balanced by\n"
 	    "                        parameter count)\n"
-	    "  --zero 0              ZeRO stage on the DP axis (only 0)\n"
+	    "  --zero STAGE          ZeRO on the DP axis: 1 shards the "
+	    "optimizer state\n"
+	    "                        over the replicas, 2 the reduced "
+	    "gradients too (0)\n"
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -162,9 +165,7 @@ own_option(void *ctx, int c, const char *a)
 		break;
 	case OPT_SPLIT: o->split = a; break;
 	case OPT_ZERO:
-		if (cli_parse_long("--zero", a, 0, 2) != 0)
-			cli_usage_error("--zero %s: ZeRO on collx-train's DP "
-			    "axis is not built (collx-dp has it)", a);
+		o->zero = (int)cli_parse_long("--zero", a, 0, 2);
 		break;
 	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
@@ -280,7 +281,8 @@ step_timing(struct report *r, const struct train_step *s,
 	timing_row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
 	    st->recvd);
 	if (comm_size(r->grp->dp) > 1)
-		timing_row(r, "allreduce", coll_algo_name(COLL_AUTO), "dp",
+		timing_row(r, r->o->zero > 0 ? "reduce_scatter" : "allreduce",
+		    coll_algo_name(COLL_AUTO), "dp",
 		    s->step, st->dp, st->dp_sent / f, st->dp_sent);
 	if (comm_size(r->grp->tp) > 1)
 		timing_row(r, "allreduce", coll_algo_name(COLL_RING), "tp",
@@ -311,6 +313,18 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 		    r->axis_step[1], r->axis_step[2]);
 	if (r->timing != NULL)
 		step_timing(r, s, st);
+}
+
+/* -v: every rank's optimizer state and the reduced gradients it keeps
+ * (the last step's; ZeRO shards them over the replicas). */
+static void
+report_mem(const struct report *r, const struct pipe_result *res, long last)
+{
+	if (!cli_verbose || cli_quiet || last < 0)
+		return;
+	fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu bytes, "
+	    "reduced gradients %zu bytes\n", cli_progname, r->rank, r->o->zero,
+	    res->stat[last].optim_bytes, res->stat[last].grad_bytes);
 }
 
 static void
@@ -359,6 +373,7 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--batch", "%ld", cfg->batch);
 	prog_job_add(job, "--steps", "%ld", cfg->steps);
 	prog_job_add(job, "--split", "%s", o->split ? o->split : "balanced");
+	prog_job_add(job, "--zero", "%d", cfg->zero);
 	trainopt_optim_agree(job, &cfg->optim);
 	prog_job_flag(job, "--trace", cfg->trace);
 	prog_job_flag(job, "--checkpoint", o->ckpt.path != NULL);
@@ -399,15 +414,13 @@ train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
 	r.sent = bytes_sent(&r);
 	cfg->dp = grp.dp;
 	cfg->tp = grp.tp;
-	/* every replica holds the same state: replica 0's pipeline saves */
-	if (r.at.dp != 0)
-		cfg->ckpt_path = NULL;
 	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
 	    "tokens", from, cfg->steps - from);
 	if (pipe_train(m, d, grp.pp, cfg, on_step, &r, &res, &kind, e,
 	    sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
 	progress_end(&r.pr);
+	report_mem(&r, &res, from < cfg->steps ? cfg->steps - 1 : -1);
 	if (r.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
 		    " tp %" PRIu64 " bytes\n", cli_progname, r.axis[0],
@@ -514,6 +527,7 @@ main(int argc, char **argv)
 	cfg.batch = o.c.batch;
 	cfg.steps = o.c.steps;
 	cfg.first = first;
+	cfg.zero = o.zero;
 	cfg.trace = o.trace != NULL;
 	if (o.ckpt.path != NULL)
 		cfg.ckpt_path = cpath = cli_subst(o.ckpt.path, 0, o.g.world);

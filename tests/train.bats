@@ -8,17 +8,10 @@
 # against collx-dp on one rank (tests/lib/trainref.py checks both);
 # checkpoints across meshes and programs; the timing rows' axis column.
 load lib/common
-
-REF=$COLLX_ROOT/tests/lib/piperef.py
-DPREF=$COLLX_ROOT/tests/lib/dpref.py
-CHECK=$COLLX_ROOT/tests/lib/trainref.py
-GPL=/usr/share/common-licenses/GPL-3
+load lib/train
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE
-	export PYTHONPATH=$COLLX_ROOT/tests/lib
+	train_env
 }
 
 teardown() {
@@ -33,36 +26,6 @@ data() {
 	    --seed "$4" -o X.npy
 	timeout 10 collx-tensor create --shape "$1,$3" --fill randn \
 	    --seed "$(($4 + 1000))" -o Y.npy
-}
-
-# usage: train WORLD TAG [collx-train options...]: model tTAG, losses lTAG
-train() {
-	timeout 60 collx-run -n "$1" --timeout 20 -- collx-train -q \
-	    -o "t$2.safetensors" --loss-csv "l$2.csv" "${@:3}"
-}
-
-# Each mesh of MESHES ("W:collx-train-options" words, options joined by
-# commas) trained with the options given; outputs listed in outs.
-# usage: meshes "2:--dp,2 4:--dp,2,--pp,2" collx-train-options...
-meshes() {
-	local spec=$1 m w o tag
-	shift
-	outs=()
-	for m in $spec; do
-		w=${m%%:*} o=${m#*:}
-		tag=$w$(tr -d ',-' <<<"$o")
-		train "$w" "$tag" "$@" ${o//,/ }
-		outs+=("t$tag.safetensors" "l$tag.csv")
-	done
-}
-
-# collx-dp on one rank, then each of outs against it and the reference
-# r.safetensors, r.csv (or ra.*, REF=a).
-# usage: check collx-dp-options...
-check() {
-	timeout 60 collx-dp "$@" -o dp1.safetensors --loss-csv dp1.csv -q
-	timeout 60 "$PY" "$CHECK" cmp "r${REF_TAG:-}.safetensors" "r${REF_TAG:-}.csv" \
-	    dp1.safetensors dp1.csv "${outs[@]}"
 }
 
 # Each zb-h1 run of TAGS (tagged as meshes tags them) has the bytes and
@@ -205,21 +168,6 @@ refused() {
 	    --data "$GPL" --batch 6 --steps 3 --optimizer adamw --lr 0.01
 	REF_TAG=a TRAINREF_SKIP=attn.k.bias check -m g.safetensors --data "$GPL" --batch 6 \
 	    --steps 3 --optimizer adamw --lr 0.01
-}
-
-# The run resumed on its own mesh after 3 steps (tsame, lsame) has
-# tfull's bytes and lfull's losses; each other resumed run of TAGS equals
-# tfull within float rounding.
-# usage: resumed_equal TAGS
-resumed_equal() {
-	local t
-
-	cmp tfull.safetensors tsame.safetensors
-	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
-	for t in $1; do
-		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
-		    1e-5 1e-6 >/dev/null
-	done
 }
 
 @test "checkpoints: dp2 resumed as pp2 and back equal an uninterrupted run; the same mesh gives its bytes; collx-dp and collx-pipe files resume too" {

@@ -446,6 +446,8 @@ int nn_optim_moments(const struct nn_optim_cfg *cfg);
 int nn_optim_init(struct nn_optim *o, const struct nn_optim_cfg *cfg,
     size_t count, char *err, size_t errlen);
 void nn_optim_free(struct nn_optim *o);
+/* Bytes of the moment buffers o keeps. */
+size_t nn_optim_bytes(const struct nn_optim *o);
 /*
  * One update of p[0..count) with gradient g = grad_scale * grads[i], in
  * torch.optim's order. SGD: g += wd*p; buf = g on the first step, else

@@ -66,6 +66,12 @@ nn_optim_free(struct nn_optim *o)
 	memset(o, 0, sizeof(*o));
 }
 
+size_t
+nn_optim_bytes(const struct nn_optim *o)
+{
+	return o->count * sizeof(float) * ((o->m != NULL) + (o->v != NULL));
+}
+
 /* torch.optim.SGD (dampening 0, no nesterov). */
 static void
 sgd_step(struct nn_optim *o, float *p, const float *grads, float scale)

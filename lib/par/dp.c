@@ -228,12 +228,6 @@ dp_verify_same(struct run *r, const char *when)
 
 /* ---- the run --------------------------------------------------------- */
 
-static size_t
-optim_bytes(const struct nn_optim *o)
-{
-	return o->count * sizeof(float) * ((o->m != NULL) + (o->v != NULL));
-}
-
 /* Optimizer state this rank holds (a colocated server's included), and the
  * reduced gradients it keeps for the update. */
 static void
@@ -241,11 +235,11 @@ run_mem(const struct run *r, struct dp_mem *mem)
 {
 	int i;
 
-	mem->optim_bytes = r->have_opt ? optim_bytes(&r->opt) : 0;
+	mem->optim_bytes = r->have_opt ? nn_optim_bytes(&r->opt) : 0;
 	for (i = 0; i < r->nbopt; i++)
-		mem->optim_bytes += optim_bytes(&r->bopt[i]);
+		mem->optim_bytes += nn_optim_bytes(&r->bopt[i]);
 	if (r->srv != NULL)
-		mem->optim_bytes += optim_bytes(&r->srv->opt);
+		mem->optim_bytes += nn_optim_bytes(&r->srv->opt);
 	if (r->anchor != NULL)
 		mem->optim_bytes += 2 * r->m->nparams * sizeof(float);
 	mem->grad_bytes = (r->cfg->zero == 2 ? r->gshard_len : r->m->nparams) *

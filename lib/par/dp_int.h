@@ -87,10 +87,20 @@ void dp_ovl_stage(void *ctx, int stage);
 int dp_ovl_wait(struct run *r, double *busy);
 void dp_ovl_stop(struct run *r);
 
-/* ZeRO stages 1 and 2 (zero.c); rank q owns slice *off, *len of bucket
- * i, relative to the bucket's start. */
+/* ZeRO stages 1 and 2 (zero.c); also the slicing and the reduce-scatter
+ * of collx-train's DP axis (pipe_zero.c). cut: of a vector of n floats
+ * over world ranks, rank q owns *len floats from *off (ceil(n / world)
+ * each, the last ones shorter or empty); slice: bucket i's, relative to
+ * the bucket's start. reduce_scatter: the n gradient sums g (floats [off,
+ * off+n) of the vector w's error feedback covers) summed over c, this
+ * rank's slice of the sum into out; pad: room for n rounded up to a
+ * multiple of c's size (used when world does not divide n). 0, or -1
+ * with comm_error(c) set. */
+void dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len);
 void dp_zero_slice(const struct run *r, int i, int q, size_t *off,
     size_t *len);
+int dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, float *pad, float *out, enum coll_algo algo);
 int dp_zero_init(struct run *r);
 int dp_zero_bucket(struct run *r, int bucket);
 int dp_zero_update(struct run *r);

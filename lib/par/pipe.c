@@ -89,7 +89,8 @@ run_init(struct pipe_run *r)
 	    (r->tied = malloc((size_t)r->m->dims.vocab * r->m->dims.d_model *
 	    sizeof(float))) == NULL)
 		return pipe_oom(r);
-	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0)
+	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0 ||
+	    pipe_dp_init(r) < 0)
 		return -1;
 	if (cfg->resume != NULL && pipe_ckpt_resume(r) < 0)
 		return -1;
@@ -117,6 +118,7 @@ run_free(struct pipe_run *r)
 	if (r->have_st)
 		pipe_stage_free(&r->st);
 	pipe_tp_free(r);
+	pipe_dp_free(r);
 	if (r->have_sch)
 		pipe_sched_free(&r->own_sch);
 	train_order_free(&r->ord);

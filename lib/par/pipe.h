@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "nn/nn.h"
 #include "par/ckpt.h"
+#include "par/dp.h"
 #include "par/pipe_sched.h"
 #include "par/train.h"
 
@@ -28,7 +29,9 @@ struct pipe_cfg {
 	const int *first;	/* world + 1 layer boundaries (pipe_split) */
 	struct nn_optim_cfg optim;
 	int trace;		/* record spans for pipe_trace_write */
-	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
+	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL
+				 * (with dp: the same on every replica;
+				 * replica 0's rank 0 writes) */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */
 	struct comm *dp;	/* the stage's replicas (data parallel;
@@ -38,6 +41,11 @@ struct pipe_cfg {
 	struct comm *tp;	/* the stage's TP group (size 1: none): the
 				 * stage's layers sharded over it (tp_stage),
 				 * or NULL: pipe_stage's, in the model */
+	int zero;		/* ZeRO stage on the DP axis: 0, 1 (the
+				 * optimizer state sharded over the
+				 * replicas) or 2 (the reduced gradients
+				 * too); checkpoints take the state whole */
+	enum dp_wire_type wire;	/* the DP axis's gradients on the wire */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
@@ -52,6 +60,8 @@ struct pipe_stat {
 	size_t dp_sent;		/* bytes this rank sent doing it */
 	double tp;		/* the TP group's allreduces (within fwd, bwd) */
 	size_t tp_sent;		/* bytes this rank sent in them */
+	size_t optim_bytes;	/* optimizer state this rank holds */
+	size_t grad_bytes;	/* reduced gradients it keeps for the update */
 };
 
 /* One span of a stage's time line, seconds since the common start. */

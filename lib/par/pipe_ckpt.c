@@ -1,7 +1,10 @@
 /* pipe_ckpt: checkpoints of a pipeline run. Every stage holds its own
  * layers' parameters and optimizer state (gpt's tied embedding on the
  * first and the last); rank 0 gathers the parameters and ckpt.c the
- * state, piece by piece, and a resumed run takes each stage's back. */
+ * state, piece by piece, and a resumed run takes each stage's back. With
+ * replicas, replica 0's pipeline saves; under ZeRO the replicas' slices
+ * of the state are first gathered whole onto it, and a resumed run cuts
+ * the whole state it reads, so the file is the same whatever the mesh. */
 #include <stdlib.h>
 
 #include "cli/util.h"
@@ -40,8 +43,8 @@ ckpt_pieces(struct pipe_run *r, int holders, size_t *n)
 	return p;
 }
 
-int
-pipe_ckpt_resume(struct pipe_run *r)
+static int
+restore(struct pipe_run *r)
 {
 	struct ckpt_piece *p;
 	size_t n;
@@ -55,6 +58,27 @@ pipe_ckpt_resume(struct pipe_run *r)
 	    r->errlen)) < 0)
 		r->kind = TRAIN_ERR_DATA;
 	free(p);
+	return rc;
+}
+
+/* Under ZeRO the state is restored whole, as without it, and this
+ * replica keeps its slices. */
+int
+pipe_ckpt_resume(struct pipe_run *r)
+{
+	struct nn_optim *whole, *mine = r->opt;
+	int rc;
+
+	if (r->zero == NULL)
+		return restore(r);
+	if ((whole = pipe_zero_whole_alloc(r)) == NULL)
+		return -1;
+	r->opt = whole;
+	rc = restore(r);
+	r->opt = mine;
+	if (rc == 0)
+		pipe_zero_take(r, whole);
+	pipe_zero_whole_free(r, whole);
 	return rc;
 }
 
@@ -142,9 +166,10 @@ out:
 	return rc;
 }
 
-/* Collective: the whole model and optimizer state, after done steps. */
-int
-pipe_ckpt_write(struct pipe_run *r, long done)
+/* Collective over the pipeline: the whole model and optimizer state,
+ * after done steps. */
+static int
+save(struct pipe_run *r, long done)
 {
 	struct ckpt_piece *p;
 	size_t n;
@@ -162,3 +187,24 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 	return rc;
 }
 
+
+/* Every replica calls it; under ZeRO replica 0 gathers the slices of the
+ * state and saves it whole, as a run without ZeRO holds it. */
+int
+pipe_ckpt_write(struct pipe_run *r, long done)
+{
+	struct nn_optim *whole = NULL, *mine = r->opt;
+	int saver = r->cfg->dp == NULL || comm_rank(r->cfg->dp) == 0, rc;
+
+	if (r->zero == NULL)
+		return saver ? save(r, done) : 0;
+	if (saver && (whole = pipe_zero_whole_alloc(r)) == NULL)
+		return -1;
+	if ((rc = pipe_zero_gather(r, whole)) == 0 && saver) {
+		r->opt = whole;
+		rc = save(r, done);
+		r->opt = mine;
+	}
+	pipe_zero_whole_free(r, whole);
+	return rc;
+}

@@ -3,7 +3,9 @@
  * the update the stage's gradient sums, and the loss sum, are summed over
  * the replicas (cfg->dp), so every replica steps with the gradient of the
  * whole batch (the update divides by the global batch) and stays bitwise
- * equal to the others, which pipe_dp_verify checks at the end. */
+ * equal to the others, which pipe_dp_verify checks at the end. With
+ * cfg->zero the sums are reduce-scattered and each replica updates its
+ * slices alone (pipe_zero.c). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -12,12 +14,24 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
-static int
-dp_failed(struct pipe_run *r)
+int
+pipe_dp_failed(struct pipe_run *r)
 {
 	r->kind = comm_errkind(r->cfg->dp) == COMM_ERR_MISMATCH ?
 	    TRAIN_ERR_DATA : TRAIN_ERR_RUNTIME;
 	return cli_fail(r->err, r->errlen, "%s", comm_error(r->cfg->dp));
+}
+
+int
+pipe_dp_init(struct pipe_run *r)
+{
+	return pipe_zero_init(r);
+}
+
+void
+pipe_dp_free(struct pipe_run *r)
+{
+	pipe_zero_free(r);
 }
 
 int
@@ -33,19 +47,44 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	for (q = 0; q < r->nown; q++) {
+	if (r->zero != NULL && pipe_zero_reduce(r) < 0)
+		return -1;
+	for (q = 0; r->zero == NULL && q < r->nown; q++) {
 		comm_set_step(dc, "step %ld: gradients of stage %d, range "
 		    "%d of %d", r->step, r->rank, q + 1, r->nown);
 		if (coll_allreduce(dc, r->grads + r->own[q].off,
 		    r->own[q].len, DT_F32, COLL_SUM, COLL_AUTO) < 0)
-			return dp_failed(r);
+			return pipe_dp_failed(r);
 	}
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
-		return dp_failed(r);
+		return pipe_dp_failed(r);
 	ps->dp = cli_now() - t0;
 	ps->dp_sent = (size_t)(comm_bytes_sent(dc) - sent);
 	pipe_span(r, 'A', -1, t0, t0 + ps->dp);
+	return 0;
+}
+
+int
+pipe_dp_update(struct pipe_run *r)
+{
+	struct pipe_stat *ps = &r->stat[r->step];
+	float scale = (float)(1.0 / (double)r->cfg->batch);
+	size_t whole = 0;
+	int q;
+
+	ps->optim_bytes = 0;
+	for (q = 0; q < r->nown; q++) {
+		ps->optim_bytes += nn_optim_bytes(&r->opt[q]);
+		whole += r->own[q].len;
+	}
+	ps->grad_bytes = (r->zero != NULL ? pipe_zero_grad_floats(r, whole) :
+	    whole) * sizeof(float);
+	if (r->zero != NULL)
+		return pipe_zero_update(r, scale);
+	for (q = 0; q < r->nown; q++)
+		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
+		    r->grads + r->own[q].off, scale);
 	return 0;
 }
 
@@ -66,7 +105,7 @@ pipe_dp_verify(struct pipe_run *r)
 	comm_set_step(dc, "parameter checksum after training");
 	if (coll_allgather(dc, &mine, all, 1, DT_I64, COLL_AUTO) < 0) {
 		free(all);
-		return dp_failed(r);
+		return pipe_dp_failed(r);
 	}
 	for (q = 1; q < n && rc == 0; q++)
 		if (all[q] != all[0]) {

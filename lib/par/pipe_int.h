@@ -112,6 +112,7 @@ struct pipe_run {
 	struct pipe_range *own;		/* parameter ranges the stage updates */
 	int nown;
 	struct nn_optim *opt;
+	struct pipe_zero *zero;		/* ZeRO on the DP axis, or NULL */
 	float *tied;			/* gpt: the other end's wte gradient */
 	double origin;			/* when it left the opening barrier */
 	struct pipe_clock clock;	/* against rank 0's then (tracing) */
@@ -164,11 +165,39 @@ int pipe_tp_gather(struct pipe_run *r, float *const moments[2]);
 /* Step k of the run (pipe_step.c), recorded in s and r->stat[k]. */
 int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
 
-/* The data-parallel axis (pipe_dp.c): the stage's gradients and the loss
- * summed over its replicas (cfg->dp), before the update; at the end, the
- * check that the replicas hold bitwise the same parameters. */
+/* The data-parallel axis (pipe_dp.c): init (after the stage's ranges and
+ * optimizers, before a resume) sets ZeRO up; sync sums the stage's
+ * gradients (ZeRO: reduce-scatters them) and the loss over its replicas
+ * (cfg->dp); update steps the optimizers (ZeRO: each replica its slices,
+ * then allgathers them) and records the memory they keep; at the end, the
+ * check that the replicas hold bitwise the same parameters. failed: a
+ * failure of cfg->dp's, as pipe_comm_failed. */
+int pipe_dp_init(struct pipe_run *r);
 int pipe_dp_sync(struct pipe_run *r, double *loss);
+int pipe_dp_update(struct pipe_run *r);
 int pipe_dp_verify(struct pipe_run *r);
+void pipe_dp_free(struct pipe_run *r);
+int pipe_dp_failed(struct pipe_run *r);
+
+/* ZeRO on the DP axis (pipe_zero.c; the scheme: the file's comment):
+ * init re-sizes the optimizers to this replica's slices (nothing without
+ * cfg->zero or replicas); reduce: the gradient sums' slices; update: the
+ * slices stepped with the gradient scale and allgathered; grad_floats:
+ * the reduced gradients kept for the update (stage 2: the slices; stage
+ * 1: the stage's whole floats, in place). For
+ * checkpoints, whole_alloc: optimizers of whole ranges (NULL: failed);
+ * gather: the slices' state into them on replica 0 (whole there, NULL
+ * elsewhere; collective over cfg->dp); take: this replica's slices of
+ * them. */
+int pipe_zero_init(struct pipe_run *r);
+int pipe_zero_reduce(struct pipe_run *r);
+int pipe_zero_update(struct pipe_run *r, float scale);
+size_t pipe_zero_grad_floats(const struct pipe_run *r, size_t whole);
+struct nn_optim *pipe_zero_whole_alloc(struct pipe_run *r);
+void pipe_zero_whole_free(struct pipe_run *r, struct nn_optim *w);
+int pipe_zero_gather(struct pipe_run *r, struct nn_optim *whole);
+void pipe_zero_take(struct pipe_run *r, const struct nn_optim *whole);
+void pipe_zero_free(struct pipe_run *r);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after

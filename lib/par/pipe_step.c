@@ -248,11 +248,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    &loss, sizeof(loss))) < 0)
 			return pipe_comm_failed(r);
 	}
-	if (pipe_dp_sync(r, &loss) < 0)
+	if (pipe_dp_sync(r, &loss) < 0 || pipe_dp_update(r) < 0)
 		return -1;
-	for (q = 0; q < r->nown; q++)
-		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
-		    r->grads + r->own[q].off, (float)(1.0 / (double)cfg->batch));
 	ps->wall = cli_now() - t0;
 	ps->peak_act = r->st.peak;
 	s->step = k;

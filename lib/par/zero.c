@@ -9,21 +9,27 @@
  * vector; stage 2 keeps only the reduced slices, compact. The optimizers
  * are elementwise, so the result is plain data parallelism's up to the
  * order the reductions add in. With --wire the reduce-scatter is
- * dp_wire's, in the wire type. */
+ * dp_wire's, in the wire type. The cut and the reduce-scatter serve
+ * collx-train's DP axis too (pipe_zero.c), over a stage's ranges. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "par/dp_int.h"
 
 void
-dp_zero_slice(const struct run *r, int i, int q, size_t *off, size_t *len)
+dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len)
 {
-	size_t n = r->bucket[i + 1] - r->bucket[i];
-	size_t c = (n + (size_t)r->world - 1) / (size_t)r->world;
+	size_t c = (n + (size_t)world - 1) / (size_t)world;
 	size_t a = (size_t)q * c;
 
 	*off = a < n ? a : n;
 	*len = a < n ? (n - a < c ? n - a : c) : 0;
+}
+
+void
+dp_zero_slice(const struct run *r, int i, int q, size_t *off, size_t *len)
+{
+	dp_zero_cut(r->bucket[i + 1] - r->bucket[i], r->world, q, off, len);
 }
 
 static size_t
@@ -74,36 +80,44 @@ dp_zero_init(struct run *r)
 	return 0;
 }
 
+int
+dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, float *pad, float *out, enum coll_algo algo)
+{
+	int world = comm_size(c), rank = comm_rank(c);
+	size_t cs = (n + (size_t)world - 1) / (size_t)world, a, len;
+
+	dp_zero_cut(n, world, rank, &a, &len);
+	if (w->type != DP_WIRE_F32)
+		return dp_wire_reduce_scatter(w, c, g, off, n, out, len, algo);
+	if (cs * (size_t)world == n)
+		return coll_reduce_scatter(c, g, out, cs, DT_F32, COLL_SUM,
+		    algo);
+	/* the slices are cs floats on the wire: the last ones padded */
+	memcpy(pad, g, n * sizeof(float));
+	memset(pad + n, 0, (cs * (size_t)world - n) * sizeof(float));
+	if (coll_reduce_scatter(c, pad, pad + (size_t)rank * cs, cs, DT_F32,
+	    COLL_SUM, algo) < 0)
+		return -1;
+	memcpy(out, pad + (size_t)rank * cs, len * sizeof(float));
+	return 0;
+}
+
 /* Reduce-scatters bucket i's gradient sums: rank's slice of the sum lands
  * in its place in the gradients (stage 1) or in the compact shard. */
 int
 dp_zero_bucket(struct run *r, int i)
 {
-	size_t a = r->bucket[i], n = r->bucket[i + 1] - a, c = zero_chunk(r, i);
-	size_t off, len;
-	float *g = r->m->grads + a, *send = g, *recv;
+	size_t a = r->bucket[i], n = r->bucket[i + 1] - a, off, len;
+	float *g = r->m->grads + a;
 
 	dp_zero_slice(r, i, r->rank, &off, &len);
 	comm_set_step(r->c, "reduce-scatter of gradient bucket %d of %d", i + 1,
 	    r->nbucket);
-	if (r->wire.type != DP_WIRE_F32) {
-		recv = r->cfg->zero == 2 ? r->gshard + r->zoff[i] : g + off;
-		if (dp_wire_reduce_scatter(&r->wire, r->c, g, a, n, recv, len,
-		    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
-			return dp_comm_failed(r);
-		return 0;
-	}
-	if (c * (size_t)r->world != n) {
-		send = r->zpad;
-		memcpy(send, g, n * sizeof(float));
-		memset(send + n, 0, (c * (size_t)r->world - n) * sizeof(float));
-	}
-	recv = r->cfg->zero == 2 ? r->gshard + r->zoff[i] : send + off;
-	if (coll_reduce_scatter(r->c, send, recv, c, DT_F32, COLL_SUM,
+	if (dp_zero_reduce_scatter(&r->wire, r->c, g, a, n, r->zpad,
+	    r->cfg->zero == 2 ? r->gshard + r->zoff[i] : g + off,
 	    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
 		return dp_comm_failed(r);
-	if (r->cfg->zero == 1 && send != g)
-		memcpy(g + off, recv, len * sizeof(float));
 	return 0;
 }
 

@@ -1,0 +1,63 @@
+# Shared by the train and train_zero suites: collx-train's clean
+# environment, its runs, and their checks against the float64 PyTorch
+# reference (piperef.py), collx-dp on one rank (trainref.py) and an
+# uninterrupted run (dpref.py).
+
+REF=$COLLX_ROOT/tests/lib/piperef.py
+DPREF=$COLLX_ROOT/tests/lib/dpref.py
+CHECK=$COLLX_ROOT/tests/lib/trainref.py
+GPL=/usr/share/common-licenses/GPL-3
+
+# The environment of a collx-train test: no group variables of the
+# caller's.
+train_env() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE
+	export PYTHONPATH=$COLLX_ROOT/tests/lib
+}
+
+# usage: train WORLD TAG [collx-train options...]: model tTAG, losses lTAG
+train() {
+	timeout 60 collx-run -n "$1" --timeout 20 -- collx-train -q \
+	    -o "t$2.safetensors" --loss-csv "l$2.csv" "${@:3}"
+}
+
+# Each mesh of MESHES ("W:collx-train-options" words, options joined by
+# commas) trained with the options given; outputs listed in outs.
+# usage: meshes "2:--dp,2 4:--dp,2,--pp,2" collx-train-options...
+meshes() {
+	local spec=$1 m w o tag
+	shift
+	outs=()
+	for m in $spec; do
+		w=${m%%:*} o=${m#*:}
+		tag=$w$(tr -d ',-' <<<"$o")
+		train "$w" "$tag" "$@" ${o//,/ }
+		outs+=("t$tag.safetensors" "l$tag.csv")
+	done
+}
+
+# collx-dp on one rank, then each of outs against it and the reference
+# r.safetensors, r.csv (or ra.*, REF_TAG=a).
+# usage: check collx-dp-options...
+check() {
+	timeout 60 collx-dp "$@" -o dp1.safetensors --loss-csv dp1.csv -q
+	timeout 60 "$PY" "$CHECK" cmp "r${REF_TAG:-}.safetensors" "r${REF_TAG:-}.csv" \
+	    dp1.safetensors dp1.csv "${outs[@]}"
+}
+
+# The run resumed on its own mesh after 3 steps (tsame, lsame) has
+# tfull's bytes and lfull's losses; each other resumed run of TAGS equals
+# tfull within float rounding.
+# usage: resumed_equal TAGS
+resumed_equal() {
+	local t
+
+	cmp tfull.safetensors tsame.safetensors
+	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
+	for t in $1; do
+		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
+		    1e-5 1e-6 >/dev/null
+	done
+}
