@@ -97,6 +97,20 @@ man_text() {
 		check_number "collx-bench: -b: invalid size '$v' (a whole number of bytes, optionally with K, M, G or T)" \
 		    collx-bench coll -b "$v"
 	done
+	# the optimizer's numbers, read once the model and data are named
+	collx-dp --init mlp --dims 2,4,1 --seed 1 -o "$T/m.safetensors"
+	collx-tensor create --shape 4,2 --fill randn --seed 2 -o "$T/X.npy"
+	collx-tensor create --shape 4,1 --fill randn --seed 3 -o "$T/Y.npy"
+	for v in nan +0.1 0x1p-3 " 0.1"; do
+		check_number "collx-dp: --lr: '$v' is not a number in [0, 1e+09)" \
+		    collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
+		    --targets "$T/Y.npy" --batch 4 --steps 1 -q -o "$T/o.safetensors" \
+		    --lr "$v"
+	done
+	check_number "collx-dp: --betas: 'nan' is not a number in [0, 1)" \
+	    collx-dp -m "$T/m.safetensors" --data "$T/X.npy" --targets "$T/Y.npy" \
+	    --batch 4 --steps 1 -q -o "$T/o.safetensors" --optimizer adamw \
+	    --betas 0.9,nan
 	echo "failing:$bad"
 	[ -z "$bad" ]
 }
