@@ -68,6 +68,53 @@ man_text() {
 	[ -z "$bad" ]
 }
 
+# Numbers are decimal with '-' their only sign (collx(7)): what strtol
+# and strtod would also take is the usage error any bad number is.
+@test "a number with '+', blanks, 0x, or an inf or nan is a usage error: exit 2, one named line" {
+	bad=
+	check_number() {
+		local want=$1 rc=0
+		shift
+		env ${ENV_TIMEOUT:+COLLX_TIMEOUT="$ENV_TIMEOUT"} timeout 20 "$@" \
+		    </dev/null >"$T/out" 2>"$T/err" || rc=$?
+		if [ $rc -ne 2 ] || [ "$(head -n 1 "$T/err")" != "$want" ] ||
+		    [ "$(wc -l <"$T/err")" -ne 2 ] || [ -s "$T/out" ]; then
+			bad="$bad [$*](exit $rc: $(head -n 1 "$T/err"))"
+		fi
+	}
+	for v in +5 " 5" "5 " 0x5 1e3; do
+		check_number "collx-pipe: --steps: invalid integer '$v'" \
+		    collx-pipe --steps "$v"
+	done
+	check_number "collx-dp: --steps: invalid integer '+5'" collx-dp --steps +5
+	for v in +5 0x10 0x1p3 nan inf " 5"; do
+		check_number "collx-allreduce: --timeout: invalid number '$v'" \
+		    collx-allreduce --timeout "$v"
+	done
+	ENV_TIMEOUT=+5 check_number \
+	    "collx-allreduce: COLLX_TIMEOUT: invalid number '+5'" collx-allreduce
+	for v in +8 1.5e3 0x10; do
+		check_number "collx-bench: -b: invalid size '$v' (a whole number of bytes, optionally with K, M, G or T)" \
+		    collx-bench coll -b "$v"
+	done
+	# the optimizer's numbers, read once the model and data are named
+	collx-dp --init mlp --dims 2,4,1 --seed 1 -o "$T/m.safetensors"
+	collx-tensor create --shape 4,2 --fill randn --seed 2 -o "$T/X.npy"
+	collx-tensor create --shape 4,1 --fill randn --seed 3 -o "$T/Y.npy"
+	for v in nan +0.1 0x1p-3 " 0.1"; do
+		check_number "collx-dp: --lr: '$v' is not a number in [0, 1e+09)" \
+		    collx-dp -m "$T/m.safetensors" --data "$T/X.npy" \
+		    --targets "$T/Y.npy" --batch 4 --steps 1 -q -o "$T/o.safetensors" \
+		    --lr "$v"
+	done
+	check_number "collx-dp: --betas: 'nan' is not a number in [0, 1)" \
+	    collx-dp -m "$T/m.safetensors" --data "$T/X.npy" --targets "$T/Y.npy" \
+	    --batch 4 --steps 1 -q -o "$T/o.safetensors" --optimizer adamw \
+	    --betas 0.9,nan
+	echo "failing:$bad"
+	[ -z "$bad" ]
+}
+
 # Under a launcher every rank has the same command line, so a usage error
 # is every rank's: rank 0 says it, the others exit 2 as well but say
 # nothing (with -v each says it).

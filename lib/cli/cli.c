@@ -220,13 +220,59 @@ label(const char *opt, char *buf, size_t len)
 	return buf;
 }
 
+/* Digits from s on: where they end, or NULL when there are none. */
+static const char *
+skip_digits(const char *s)
+{
+	const char *p = s;
+
+	while (isdigit((unsigned char)*p))
+		p++;
+	return p > s ? p : NULL;
+}
+
+/*
+ * Numbers are written in decimal: an optional '-', digits (leading zeros
+ * do not make octal), and for a real number an optional fraction and
+ * exponent. strtol and strtod would also take leading blanks, a '+',
+ * "0x" (hexadecimal integers and floats), "inf" and "nan": the grammar
+ * is checked first, so that such a value is refused as any other bad
+ * number is (a usage error, exit 2).
+ */
+static int
+decimal_real(const char *s)
+{
+	const char *p = s, *q;
+	int digits = 0;
+
+	if (s == NULL)
+		return 0;
+	if (*p == '-')
+		p++;
+	if ((q = skip_digits(p)) != NULL)
+		digits = 1, p = q;
+	if (*p == '.' && (q = skip_digits(p + 1)) != NULL)
+		digits = 1, p = q;
+	else if (*p == '.')
+		p++;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '-' || *p == '+')
+			p++;
+		if ((p = skip_digits(p)) == NULL)
+			return 0;
+	}
+	return digits && *p == '\0';
+}
+
 static int
 strict_long(const char *s, long *out)
 {
+	const char *digits = s != NULL && *s == '-' ? s + 1 : s;
 	char *end;
 
-	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
-		return -1;
+	if (s == NULL || skip_digits(digits) == NULL)
+		return -1;	/* no sign but '-', no blank before digits */
 	errno = 0;
 	*out = strtol(s, &end, 10);
 	if (errno != 0 || *end != '\0')
@@ -266,10 +312,10 @@ cli_double_value(const char *opt, const char *s, double min, double max,
 {
 	char buf[64], *end;
 
-	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+	if (!decimal_real(s))
 		goto bad;
 	errno = 0;
-	*out = strtod(s, &end);
+	*out = strtod(s, &end) + 0.0;	/* "-0" is zero, not negative zero */
 	if (*end != '\0' || !isfinite(*out) ||
 	    (errno == ERANGE && fabs(*out) > 1))
 		goto bad;
@@ -299,7 +345,7 @@ cli_size_value(const char *s, size_t *out)
 {
 	unsigned long long ip;
 	double frac = 0, unit = 1, v;
-	const char *p = s;
+	const char *p = s, *q;
 	char *end;
 
 	if (s == NULL || !isdigit((unsigned char)*s))
@@ -310,10 +356,11 @@ cli_size_value(const char *s, size_t *out)
 		return -1;
 	p = end;
 	if (*p == '.') {
-		if (!isdigit((unsigned char)p[1]))
+		/* digits only: strtod would take an exponent ("1.5e3") */
+		if ((q = skip_digits(p + 1)) == NULL)
 			return -1;
-		frac = strtod(p, &end);
-		p = end;
+		frac = strtod(p, NULL);
+		p = q;
 	}
 	switch (toupper((unsigned char)*p)) {
 	case 'K': unit = 1024.0; p++; break;

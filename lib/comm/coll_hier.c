@@ -91,9 +91,21 @@ hier_places(struct coll_hier *h, const struct comm *c)
 	return 0;
 }
 
-/* The group's sub-groups, split at the first call (every rank makes
+/*
+ * The group's sub-groups, split at the first call (every rank makes
  * it, so the split's collective is matched), with the group's current
- * timeout and spinning. */
+ * timeout and spinning. They are a deliberate cache, kept until
+ * comm_close(c): splitting anew costs two allgathers over the group a
+ * call, as much as a small hier allreduce itself, and auto picks hier at
+ * every size across hosts. What the first call leaves behind is the
+ * sub-groups' state, and it serves every later call alike: c's ranks
+ * and hosts do not change, so neither do the sub-groups; each hier call
+ * stamps its own operation on both (hier_begin), whatever size, dtype
+ * or kind; each group (a sub-group of c too) has its own cache, freed
+ * with it. It also leaves c's links matching receives by group (split
+ * mode, split.c) while the sub-groups live: flat algorithms on c run
+ * correctly so, reading each message's header before its payload.
+ */
 static struct coll_hier *
 hier_get(struct cx *x)
 {

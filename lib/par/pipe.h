@@ -67,7 +67,9 @@ struct pipe_stat {
 /* One span of a stage's time line, seconds since the common start. */
 struct pipe_span {
 	int stage, mb, step;
-	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv */
+	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv;
+				 * 'C' (step -1): the stage's clock is known
+				 * to within t1 - t0 */
 	double t0, t1;
 };
 

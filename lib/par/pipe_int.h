@@ -83,6 +83,7 @@ struct pipe_range {
  * clock since its origin; 0 on rank 0). */
 struct pipe_clock {
 	double at, ahead;
+	double err;	/* ahead is known to within err: half the round trip */
 };
 
 struct pipe_run {
@@ -220,5 +221,7 @@ int pipe_gather_spans(struct pipe_run *r, struct pipe_result *res);
 int pipe_clock_sample(struct pipe_run *r, struct pipe_clock *out);
 double pipe_clock_root(const struct pipe_clock *a, const struct pipe_clock *b,
     double t);
+/* How far off pipe_clock_root can be between samples a and b. */
+double pipe_clock_err(const struct pipe_clock *a, const struct pipe_clock *b);
 
 #endif

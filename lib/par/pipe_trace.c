@@ -3,12 +3,14 @@
  * Chrome trace-event JSON (Perfetto, chrome://tracing): one track (tid)
  * per stage, complete ("X") events for forward, backward, send and recv,
  * and the gaps between them as idle; a TP group's sums nest within the
- * forward or backward that made them. */
+ * forward or backward that made them. Each stage's track names how far
+ * its times may be off rank 0's clock (clock_err_us). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
+#include "comm/coll.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 #include "tensor/tensor.h"
@@ -51,12 +53,23 @@ pipe_gather_spans(struct pipe_run *r, struct pipe_result *res)
 		return 0;
 	if (pipe_clock_sample(r, &end) < 0)
 		return -1;
+	/* Ranks done with their clocks wait for the others: one that went
+	 * on to exit would load the machine while they ping. */
+	if (coll_barrier(r->c) < 0)
+		return pipe_comm_failed(r);
 	for (i = 0; i < n; i++) {
 		r->spans[i].t0 = pipe_clock_root(&r->clock, &end,
 		    r->spans[i].t0);
 		r->spans[i].t1 = pipe_clock_root(&r->clock, &end,
 		    r->spans[i].t1);
 	}
+	/* The clock's error travels as one more span, kind 'C' of no step,
+	 * that long: the trace writer puts it on the stage's track. */
+	pipe_span(r, 'C', -1, r->origin, r->origin +
+	    pipe_clock_err(&r->clock, &end));
+	if (r->nspans > n)
+		r->spans[n].step = -1;
+	n = r->nspans;
 	comm_set_step(r->c, "gathering the trace");
 	if (r->rank != 0) {
 		if (comm_send(r->c, 0, PIPE_TAG_SPAN, &n, sizeof(n)) < 0 ||
@@ -134,27 +147,38 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
     char *err, size_t errlen)
 {
 	struct pipe_span *s;
+	double *clock_err;
 	char *buf = NULL;
-	size_t len = 0, i;
+	size_t len = 0, i, n = 0;
 	long long prev = 0;
-	FILE *f;
+	FILE *f = NULL;
 	int j, rc;
 
 	s = malloc((res->nspans + 1) * sizeof(*s));
-	if (s == NULL || (f = open_memstream(&buf, &len)) == NULL) {
+	clock_err = calloc((size_t)world + 1, sizeof(*clock_err));
+	if (s == NULL || clock_err == NULL ||
+	    (f = open_memstream(&buf, &len)) == NULL) {
 		free(s);
+		free(clock_err);
 		return cli_fail(err, errlen, "out of memory for the trace");
 	}
-	if (res->nspans)
-		memcpy(s, res->spans, res->nspans * sizeof(*s));
-	qsort(s, res->nspans, sizeof(*s), by_stage_time);
+	for (i = 0; i < res->nspans; i++)
+		if (res->spans[i].kind != 'C')
+			s[n++] = res->spans[i];
+		else if (res->spans[i].stage >= 0 && res->spans[i].stage < world)
+			clock_err[res->spans[i].stage] = res->spans[i].t1 -
+			    res->spans[i].t0;
+	qsort(s, n, sizeof(*s), by_stage_time);
 	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
 	    "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
 	    "\"args\":{\"name\":\"collx-pipe\"}}");
+	/* how far the stage's times may be off rank 0's clock */
 	for (j = 0; j < world; j++)
 		fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,"
-		    "\"tid\":%d,\"args\":{\"name\":\"stage %d\"}}", j, j);
-	for (i = 0; i < res->nspans; i++) {
+		    "\"tid\":%d,\"args\":{\"name\":\"stage %d\","
+		    "\"clock_err_us\":%.3f}}", j, j, clock_err[j] * 1e6);
+	free(clock_err);
+	for (i = 0; i < n; i++) {
 		long long t0 = (long long)(s[i].t0 * 1e9 + 0.5);
 		long long t1 = (long long)(s[i].t1 * 1e9 + 0.5);
 

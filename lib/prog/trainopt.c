@@ -1,29 +1,38 @@
 /* trainopt: the optimizer options and the loss CSV that collx-dp,
  * collx-ps, collx-tp and collx-pipe share. */
-#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/util.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
 
-/* A number in [min, max) from option opt, or -1 with the reason. */
+/* A number in [min, max) from option opt, written as cli's strict
+ * parsers take it (collx(7): no '+', blank, hexadecimal, inf or nan),
+ * or -1 with the reason. With end, the number ends at a ',' or the end
+ * of s, and *end points there. */
 static int
 opt_number(const char *opt, const char *s, double min, double max, double *out,
     char **end, char *err, size_t errlen)
 {
-	char *e;
+	size_t len = end != NULL ? strcspn(s, ",") : strlen(s);
+	char num[64], why[COLLX_ERRLEN];
 
-	errno = 0;
-	*out = strtod(s, &e);
-	if (e == s || errno != 0 || *out < min || *out >= max ||
-	    (end == NULL && *e != '\0'))
-		return cli_fail(err, errlen, "%s: '%s' is not a number in [%g, %g)",
-		    opt, s, min, max);
+	if (len >= sizeof num)
+		goto bad;
+	memcpy(num, s, len);
+	num[len] = '\0';
+	if (cli_double_value(opt, num, -HUGE_VAL, HUGE_VAL, out, why,
+	    sizeof why) < 0 || *out < min || *out >= max)
+		goto bad;
 	if (end != NULL)
-		*end = e;
+		*end = (char *)s + len;
 	return 0;
+bad:
+	return cli_fail(err, errlen, "%s: '%s' is not a number in [%g, %g)",
+	    opt, s, min, max);
 }
 
 int

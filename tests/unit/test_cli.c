@@ -1,5 +1,7 @@
 /* test_cli: option parsing, group discovery, timing CSV. */
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -432,6 +434,68 @@ test_numbers(void)
 	UNIT_OK(in_child(list_fn, "1,,2", msg, sizeof msg) == 2, "empty item");
 	UNIT_OK(in_child(list_fn, "1,2,", msg, sizeof msg) == 2, "trailing comma");
 	UNIT_OK(in_child(list_fn, "1,a", msg, sizeof msg) == 2, "non-number item");
+}
+
+/* Numbers are decimal, '-' their only sign: what strtol and strtod
+ * would take besides is refused by every parser, with the usage error's
+ * one line; leading zeros are decimal and "-0" is zero. */
+static void
+test_number_grammar(void)
+{
+	static const char *bad_long[] = { "+5", " 5", "5 ", "\t5", "0x10",
+	    "0X10", "--5", "-", "+", "-+5", "5e2", "1.0", "9223372036854775808",
+	    "-9223372036854775809" };
+	static const char *bad_double[] = { "+0.5", " 0.5", "0.5 ", "0x1p-3",
+	    "0x10", "inf", "-inf", "infinity", "nan", "NAN", "-", ".", "e5",
+	    "1e", "1e+", "1.5.2", "1e999", "0.5x", "--1" };
+	static const char *bad_size[] = { "+8", " 8", "8 ", "0x10", "1.5e3",
+	    "1.5e3K", "1.K", "8.5e1", "18446744073709551616" };
+	char e[COLLX_ERRLEN], msg[512], what[80];
+	size_t i, z;
+	double d;
+	long v, l[2];
+
+	for (i = 0; i < sizeof bad_long / sizeof *bad_long; i++) {
+		snprintf(what, sizeof what, "integer '%s' refused", bad_long[i]);
+		UNIT_OK(cli_long_value("steps", bad_long[i], LONG_MIN, LONG_MAX,
+		    &v, e, sizeof e) == -1 && strstr(e, "--steps: invalid "
+		    "integer '") == e, what);
+	}
+	for (i = 0; i < sizeof bad_double / sizeof *bad_double; i++) {
+		snprintf(what, sizeof what, "real '%s' refused", bad_double[i]);
+		UNIT_OK(cli_double_value("lr", bad_double[i], -1e300, 1e300, &d,
+		    e, sizeof e) == -1 && strstr(e, "--lr: invalid number '") == e,
+		    what);
+	}
+	for (i = 0; i < sizeof bad_size / sizeof *bad_size; i++) {
+		snprintf(what, sizeof what, "size '%s' refused", bad_size[i]);
+		UNIT_OK(cli_size_value(bad_size[i], &z) == -1, what);
+	}
+	UNIT_OK(in_child(long_fn, "+5", msg, sizeof msg) == 2 &&
+	    strstr(msg, ": --iters: invalid integer '+5'\n"),
+	    "--iters +5: exit 2, the usage error naming the value");
+	UNIT_OK(in_child(list_fn, "1,+2", msg, sizeof msg) == 2, "list item +2");
+	UNIT_OK(in_child(list_fn, "1, 2", msg, sizeof msg) == 2, "list item ' 2'");
+
+	UNIT_OK(cli_long_value("n", "010", 0, 100, &v, e, sizeof e) == 0 &&
+	    v == 10, "010 is ten");
+	UNIT_OK(cli_long_value("n", "-0", 0, 100, &v, e, sizeof e) == 0 &&
+	    v == 0, "-0 is zero");
+	UNIT_OK(cli_parse_list("shape", "-3,007", l, 2) == 2 && l[0] == -3 &&
+	    l[1] == 7, "list -3,007");
+	UNIT_OK(cli_double_value("lr", "-0", 0, 1, &d, e, sizeof e) == 0 &&
+	    d == 0 && !signbit(d), "real -0 is +0");
+	UNIT_OK(cli_double_value("lr", ".5", 0, 1, &d, e, sizeof e) == 0 &&
+	    d == 0.5, "real .5");
+	UNIT_OK(cli_double_value("lr", "5.", 0, 9, &d, e, sizeof e) == 0 &&
+	    d == 5, "real 5.");
+	UNIT_OK(cli_double_value("lr", "-2.5E-1", -1, 1, &d, e, sizeof e) == 0 &&
+	    d == -0.25, "real -2.5E-1");
+	UNIT_OK(cli_double_value("lr", "1e+2", 0, 1e3, &d, e, sizeof e) == 0 &&
+	    d == 100, "real 1e+2");
+	UNIT_OK(cli_double_value("lr", "010.5", 0, 100, &d, e, sizeof e) == 0 &&
+	    d == 10.5, "real 010.5");
+	UNIT_OK(cli_size_value("010K", &z) == 0 && z == 10240, "size 010K");
 }
 
 static void
@@ -934,6 +998,7 @@ main(int argc, char **argv)
 	test_no_shm();
 	test_usage_once();
 	test_numbers();
+	test_number_grammar();
 	test_subst();
 	test_le();
 	test_names();

@@ -35,7 +35,8 @@ static const char *const check_names[CK_NCHECKS] = {
 	"broadcast hier from every root: exact and bitwise equal to ring",
 	"allgather(v) hier, in place and not: exact and bitwise equal to ring",
 	"reduce-scatter hier, in place and not: exact and bitwise equal to ring",
-	"hier on a sub-group of the layout (comm_split by parity): exact",
+	"hier on a sub-group (comm_split by parity), on the group, on the "
+	    "sub-group again: exact",
 };
 
 /* ---- layouts: letter r is rank r's host ---- */
@@ -343,29 +344,45 @@ ck_reduce_scatter(struct rk *k)
 	return 0;
 }
 
-/* The ranks of one parity as a sub-group: hier on it, against the sum
- * over its members 2q + parity. */
+/* Hier allreduce of n elements on sub-group g (the ranks 2q + par, all
+ * when step is 1), against the sum over its members. */
+static int
+sub_allreduce(struct rk *k, struct comm *g, size_t n, int par, int step,
+    const char *what)
+{
+	const struct red t = { DT_I32, COLL_SUM };
+	int members = (k->w - par + step - 1) / step;
+
+	for (size_t i = 0; i < n; i++)
+		dtype_put(t.dt, k->a, i, (double)rv(&t, k->r, i));
+	if (coll_allreduce(g, k->a, n, t.dt, t.op, COLL_HIER) < 0)
+		return bad(k, "%s allreduce: %s", what, comm_error(g));
+	for (size_t i = 0; i < n; i++) {
+		long long want = 0;
+		for (int q = 0; q < members; q++)
+			want += rv(&t, step * q + par, i);
+		if (dtype_get(t.dt, k->a, i) != (double)want)
+			return bad(k, "%s allreduce: element %zu", what, i);
+	}
+	return 0;
+}
+
+/* The ranks of one parity as a sub-group: hier on it, then on the group
+ * while the sub-group keeps its own hier sub-groups, then on it again
+ * (each group's cache serves it alone), against the sums over the
+ * members. */
 static int
 ck_subgroup(struct rk *k)
 {
-	const struct red t = { DT_I32, COLL_SUM };
 	struct comm *sub;
 	char err[256];
-	int rc = 0, par = k->r % 2, n = (k->w - par + 1) / 2;
+	int rc, par = k->r % 2;
 
 	if (comm_split(k->c, par, k->r, &sub, err, sizeof err) < 0)
 		return bad(k, "split: %s", err);
-	for (size_t i = 0; i < BIGN; i++)
-		dtype_put(t.dt, k->a, i, (double)rv(&t, k->r, i));
-	if (coll_allreduce(sub, k->a, BIGN, t.dt, t.op, COLL_HIER) < 0)
-		rc = bad(k, "sub-group allreduce: %s", comm_error(sub));
-	for (size_t i = 0; rc == 0 && i < BIGN; i++) {
-		long long want = 0;
-		for (int q = 0; q < n; q++)
-			want += rv(&t, 2 * q + par, i);
-		if (dtype_get(t.dt, k->a, i) != (double)want)
-			rc = bad(k, "sub-group allreduce: element %zu", i);
-	}
+	rc = sub_allreduce(k, sub, BIGN, par, 2, "sub-group") ||
+	    sub_allreduce(k, k->c, 1001, 0, 1, "group after sub-group") ||
+	    sub_allreduce(k, sub, 7, par, 2, "sub-group again");
 	comm_close(sub);
 	return rc;
 }
