@@ -17,6 +17,7 @@ setup() {
 }
 
 teardown() {
+	[ -z "${serve_pid:-}" ] || kill "$serve_pid" 2>/dev/null
 	common_teardown
 }
 
@@ -41,6 +42,18 @@ run_mpirun() {
 
 @test "mpirun -n 4 collx-dp trains the tiny mlp as the NumPy reference does" {
 	dp_mlp run_mpirun
+}
+
+# serve_mpirun ARG...: mpirun --tag-output ARG... in the background
+# (serve_pid), under a time bound, its output in serve.out and serve.err.
+serve_mpirun() {
+	timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe --tag-output \
+	    "$@" >serve.out 2>serve.err </dev/null &
+	serve_pid=$!
+}
+
+@test "mpirun -n 4 collx-ps serve, 2 collx-dp workers under mpirun: the NumPy reference's training" {
+	ps_served serve_mpirun run_mpirun
 }
 
 @test "mpirun -n 4 collx-pipe, collx-train (dp2 x tp2, tp2 x pp2), collx-bench and collx-tp: right, with no collx variable" {

@@ -3,8 +3,8 @@
 # private single-host cluster (munged, slurmctld and slurmd as root, from a
 # slurm.conf of its own with every file in one temporary directory) and
 # teardown_file stops it and removes it all. `srun -n 4` of the collective
-# programs, collx-dp, collx-pipe, collx-train and collx-bench, results
-# checked with NumPy and PyTorch.
+# programs, collx-dp, collx-ps serve, collx-pipe, collx-train and
+# collx-bench, results checked with NumPy and PyTorch.
 load lib/common
 load lib/coll
 load lib/launched
@@ -69,7 +69,7 @@ ReturnToService=2
 KillOnBadExit=1
 SlurmdParameters=config_overrides
 MailProg=/bin/true
-NodeName=$node NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=collx Nodes=ALL Default=YES MaxTime=10 State=UP
 EOF
 	mungekey --create --keyfile="$d/munge.key" >/dev/null 2>&1 ||
@@ -117,6 +117,9 @@ setup() {
 }
 
 teardown() {
+	# the servers of a test that failed before they ended (TERM: srun
+	# cancels the step)
+	[ -z "${serve_pid:-}" ] || kill "$serve_pid" 2>/dev/null
 	common_teardown
 }
 
@@ -141,6 +144,17 @@ run_srun() {
 
 @test "srun -n 4 collx-dp trains the tiny mlp as the NumPy reference does" {
 	dp_mlp run_srun
+}
+
+# serve_srun ARG...: srun -l ARG... in the background (serve_pid), under a
+# time bound, its output in serve.out and serve.err.
+serve_srun() {
+	timeout -k 5 60 srun --time=1 -l "$@" >serve.out 2>serve.err &
+	serve_pid=$!
+}
+
+@test "srun -n 4 collx-ps serve, 2 collx-dp workers under srun: the NumPy reference's training" {
+	ps_served serve_srun run_srun
 }
 
 @test "srun -n 4 collx-pipe, collx-train (dp2 x tp2, tp2 x pp2), collx-bench and collx-tp: right, with no collx variable" {

@@ -5,7 +5,8 @@
  * deaths and which failure to name (launch_end.c); the cores ranks are
  * bound to (launch_bind.c); restarting a job from its newest checkpoint
  * (launch_restart.c); the launcher's own signals and limits
- * (launch_sig.c). */
+ * (launch_sig.c); and the job kept together, from its ranks' start to
+ * their end, restarts included (launch_super.c). */
 #ifndef COLLX_LAUNCH_H
 #define COLLX_LAUNCH_H
 
@@ -356,5 +357,63 @@ void launch_hosts_keep(struct launch_hosts *h, const int *up);
  * that found a difference (4), or a PROGRAM not executable (126) or not
  * found (127), which would fail again the same way. */
 int launch_restartable(int status);
+
+struct linetag;
+
+/*
+ * A job supervised (launch_super.c): every rank started, its output passed
+ * on (tagged when tag is set), its end taken; the first rank to fail named
+ * in one line and the others stopped (TERM, then KILL after a grace
+ * period); INT, TERM and HUP forwarded to every rank (KILL when asked
+ * twice); what the ranks leave behind stopped. With max_restarts, a job a
+ * rank of which failed at run time is stopped and started again from its
+ * newest checkpoint (launch_resume_next), one line saying so; with
+ * min_hosts, on the hosts still answering (launch_hosts_probe) when at
+ * least that many do. The caller fills the options, spec prepared
+ * (launch_job_prepare); the rest is launch_super_run's.
+ */
+struct launch_super {
+	struct launch_job spec;	/* what the ranks are started with */
+	int per_host;		/* K consecutive ranks a host, or 0 */
+	int tag;		/* rank i's lines as "[i] ..." */
+	double time_limit;	/* seconds until every rank is stopped, exit
+				 * 124; 0: none */
+	int bind;		/* local rank i bound to a core of its own */
+	int max_restarts;	/* 0: none */
+	int min_hosts;		/* with hosts: go on with those answering */
+	int master_given;	/* spec.master the caller's: kept when hosts
+				 * are lost */
+	/* launch_super_run's: */
+	struct launch_cores cores;	/* with enough of them, or none */
+	/* the restarts so far, whether this attempt's failure is to be
+	 * restarted, what it was and when */
+	int restarts, restart;
+	char cause[400];
+	double failed_at;
+	struct launch_resume resume;	/* the program's checkpoint */
+	/* rank i: */
+	struct launch_rank *place;	/* where it runs */
+	struct launch_ends ends;	/* its process and how it ended */
+	struct linetag *out, *err;	/* its output, when tagged */
+	int running, stopping, exit_code, killed, draining, interrupted;
+	double kill_at, drain_until, limit_at;
+	int no_input;		/* read end of an empty pipe: stdin of ranks
+				 * but 0 */
+	int sig_fd;		/* read end of launch_sig_catch's pipe */
+	/* The rank being started: held here so that a child whose exec
+	 * fails leaves with them reachable, not lost. */
+	char **env, **argv;
+};
+
+/*
+ * Run j until the ranks of its last attempt have ended. Returns the job's
+ * exit status: 0 when every rank succeeded, else the first failed rank's
+ * (128+N for signal N), 124 at the time limit, 126 or 127 when PROGRAM
+ * could not be executed; or -1 with the reason in err when the launcher
+ * itself failed (a pipe, poll, a rank that could not be started, hosts
+ * that could not be asked), its ranks left to die with it.
+ */
+int launch_super_run(struct launch_super *j, char *err, size_t errlen);
+void launch_super_free(struct launch_super *j);
 
 #endif

@@ -5,10 +5,14 @@ into run.log; at a random step within 20 after each start (a line
 "PROGRAM: step K ..."; a restart line "... from step S of ...") kills a
 random rank with SIGKILL, three times, each kill a line "STEP RANK" in
 kills.log. Python rather than a shell loop, which falls behind at a step a
-millisecond, or mawk, which reads a pipe in blocks."""
-import os, random, re, signal, subprocess, sys, time
+millisecond, or mawk, which reads a pipe in blocks. The pipe holds one
+page: a reader that falls behind (a loaded machine) holds rank 0 back at
+most a few dozen steps, where the default 64 KiB let a whole run end
+before its kill came."""
+import fcntl, os, random, re, signal, subprocess, sys, time
 run, n, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 random.seed(seed)
+fcntl.fcntl(sys.stdin, fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
 
 def rank_pid(r):
     """The pid of rank r among collx-run's children."""

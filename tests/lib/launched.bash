@@ -88,3 +88,46 @@ models_4() {
 	    "$run" -n 4 collx-tp --layer mlp -m tp/w.safetensors -i tp/X.npy \
 	    --check --backward --grad-output tp/DY.npy -q
 }
+
+# ps_served SERVE RUN: collx-ps serve on 4 ranks of SERVE (started in the
+# background, its output, each line tagged with the task's rank as srun -l
+# and mpirun --tag-output tag it, in serve.out), its 4 shards of the tiny
+# mlp updated by 2 collx-dp workers on 2 ranks of RUN (--ps, the servers in
+# rank order): the NumPy reference's training (as dp_mlp's), the servers'
+# final parameters the workers' bits; then 4 ranks of RUN with colocated
+# servers (--sync ps --ps-servers 2), the reference's training too (not the
+# same bits: 4 workers sum their gradients in another order).
+ps_served() {
+	local serve=$1 run=$2 list pid rc=0
+	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/moons.py" 200 1 X.npy Y.npy
+	timeout 30 collx-dp --init mlp --dims 2,16,1 --seed 3 -o m.safetensors
+	"$serve" -n 4 collx-ps serve -m m.safetensors --workers 2 --lr 0.05 \
+	    -o final.safetensors
+	pid=$!
+	for _ in $(seq 200); do
+		list=$(sed -nE 's/^ *([0-9]+): *([0-9]+)$/\1 \2/p
+		    s/^\[[0-9]+,([0-9]+)\]<stdout>: *([0-9]+)$/\1 \2/p' serve.out |
+		    sort -n | awk '{ l = l (NR > 1 ? "," : "") "127.0.0.1:" $2 }
+		    END { if (NR == 4) print l }')
+		[ -n "$list" ] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	[ -n "$list" ] || { echo "the servers printed no 4 ports:";
+	    cat serve.out serve.err; return 1; }
+	"$run" -n 2 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 200 --steps 10 --ps "$list" -o t.safetensors \
+	    --loss-csv l.csv -q || return 1
+	# both workers done: the servers end, rank 0 writing the parameters
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 0 ] || { echo "the servers exited $rc:";
+	    cat serve.out serve.err; return 1; }
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" mlp m.safetensors \
+	    X.npy Y.npy 200 10 0.05 t.safetensors l.csv sgd &&
+	    cmp final.safetensors t.safetensors || return 1
+	"$run" -n 4 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	    --batch 200 --steps 10 --lr 0.05 --sync ps --ps-servers 2 \
+	    -o c.safetensors --loss-csv lc.csv -q || return 1
+	timeout 60 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" mlp m.safetensors \
+	    X.npy Y.npy 200 10 0.05 c.safetensors lc.csv sgd
+}
