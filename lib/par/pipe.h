@@ -25,7 +25,11 @@ struct pipe_cfg {
 	const struct pipe_sched *table;	/* PIPE_SCHED_FILE's (pipe_sched_file) */
 	int micro;		/* M: micro-batches per step */
 	long batch, steps;	/* global batch B; steps */
-	const int *first;	/* world + 1 layer boundaries (pipe_split) */
+	int chunks;		/* V: chunks of layers per rank (interleaved;
+				 * a table's v), 0 or 1: one */
+	const int *first;	/* world*V + 1 layer boundaries (pipe_split):
+				 * chunk c of rank j is virtual stage c*world
+				 * + j */
 	struct nn_optim_cfg optim;
 	int trace;		/* record spans for pipe_trace_write */
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
@@ -57,6 +61,7 @@ struct pipe_stat {
 /* One span of a stage's time line, seconds since the common start. */
 struct pipe_span {
 	int stage, mb, step;
+	int chunk;		/* interleaved: the chunk of F, B, S, R; else -1 */
 	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv */
 	double t0, t1;
 };

@@ -373,11 +373,11 @@ main(void)
 	    pipe_sched_parse("gpipe", &k) == 0 && k == PIPE_SCHED_GPIPE &&
 	    pipe_sched_parse("zb-h1", &k) == 0 && k == PIPE_SCHED_ZBH1 &&
 	    pipe_sched_parse("zb", &k) < 0, "schedule names parse");
-	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_1F1B, 4, 3), 2.0 / 6.0, 1e-12,
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_1F1B, 4, 3, 1), 2.0 / 6.0, 1e-12,
 	    0, "bubble formula");
-	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 8, 4), 3.0 / 27.0, 1e-12,
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 8, 4, 1), 3.0 / 27.0, 1e-12,
 	    0, "zb-h1 bubble formula, M >= W");
-	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 2, 4), 5.0 / 11.0, 1e-12,
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 2, 4, 1), 5.0 / 11.0, 1e-12,
 	    0, "zb-h1 bubble formula, M < W");
 	return unit_done();
 }
