@@ -181,6 +181,7 @@ print_schedule(const struct opts *o)
 
 	int v = (int)o->virt;
 	char chunks[32] = "";
+	double paper;
 
 	if (o->sched_file != NULL)
 		load_schedule(o, &s, w);
@@ -189,12 +190,13 @@ print_schedule(const struct opts *o)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	if (s.v > 1)
 		snprintf(chunks, sizeof(chunks), ", V=%d chunks", s.v);
+	if ((paper = pipe_sched_bubble(o->sched, (int)o->micro, w, v)) < 0)
+		paper = pipe_sched_table_bubble(&s);	/* no closed form */
 	if (cli_verbose && o->sched_file == NULL)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks, "
 		    "bubble %s = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
 		    chunks, s.nclocks, pipe_sched_formula(o->sched,
-		    (int)o->micro, w, v), pipe_sched_bubble(o->sched,
-		    (int)o->micro, w, v));
+		    (int)o->micro, w, v), paper);
 	else if (cli_verbose)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks\n",
 		    o->sched_file, o->micro, s.w, chunks, s.nclocks);
@@ -202,6 +204,22 @@ print_schedule(const struct opts *o)
 	pipe_sched_free(&s);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
+}
+
+/* The bubble of the built-in schedule's table on paper. */
+static double
+table_bubble(const struct pipe_cfg *cfg, int world)
+{
+	struct pipe_sched s;
+	char e[COLLX_ERRLEN];
+	double b;
+
+	if (pipe_sched_build_virtual(&s, cfg->sched, cfg->micro, world,
+	    cfg->chunks, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	b = pipe_sched_table_bubble(&s);
+	pipe_sched_free(&s);
+	return b;
 }
 
 /* Per-step output: the progress report (a line per step with -v, or the
@@ -322,6 +340,8 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 
 	r.theory = cfg->table != NULL ? pipe_sched_table_bubble(cfg->table) :
 	    pipe_sched_bubble(cfg->sched, cfg->micro, r.world, cfg->chunks);
+	if (r.theory < 0)	/* no closed form: the table's */
+		r.theory = table_bubble(cfg, r.world);
 	if (from > cfg->steps)	/* resumed past the end: no steps */
 		from = cfg->steps;
 	if (o->c.timing != NULL) {

@@ -151,7 +151,7 @@ double
 pipe_sched_bubble(enum pipe_sched_kind kind, int m, int w, int v)
 {
 	if (kind == PIPE_SCHED_INTERLEAVED)
-		return (double)(w - 1) / (double)(v * m + w - 1);
+		return m % w ? -1 : (double)(w - 1) / (double)(v * m + w - 1);
 	if (kind != PIPE_SCHED_ZBH1)
 		return (double)(w - 1) / (double)(m + w - 1);
 	if (m >= w)
@@ -164,7 +164,7 @@ pipe_sched_formula(enum pipe_sched_kind kind, int m, int w, int v)
 {
 	(void)v;
 	if (kind == PIPE_SCHED_INTERLEAVED)
-		return "(W-1)/(VM+W-1)";
+		return m % w ? "(the table's)" : "(W-1)/(VM+W-1)";
 	if (kind != PIPE_SCHED_ZBH1)
 		return "(W-1)/(M+W-1)";
 	return m >= w ? "(W-1)/(3M+W-1)" : "(2W-M-1)/(2M+2W-1)";

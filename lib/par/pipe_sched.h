@@ -103,10 +103,10 @@ int pipe_sched_print(FILE *f, const struct pipe_sched *s);
  * chunk's pass 1/v of a whole stage's), its published closed form: GPipe
  * and 1F1B (w-1)/(m+w-1); interleaved (w-1)/(vm+w-1), Megatron's
  * (w-1)/(vm) of the ideal time as a share of the step, for m a multiple
- * of w (m >= w: within a clock of it otherwise); ZB-H1 (w-1)/(3m+w-1) for
- * m >= w, (2w-m-1)/(2m+2w-1) below (the last stage's F and B chain then
- * bounds it); and the formula's text. Of any table, its idle cells'
- * share. */
+ * of w (-1 for other m: the table's bubble is what there is, at most
+ * 1F1B's); ZB-H1 (w-1)/(3m+w-1) for m >= w, (2w-m-1)/(2m+2w-1) below
+ * (the last stage's F and B chain then bounds it); and the formula's
+ * text. Of any table, its idle cells' share. */
 double pipe_sched_bubble(enum pipe_sched_kind kind, int m, int w, int v);
 const char *pipe_sched_formula(enum pipe_sched_kind kind, int m, int w,
     int v);
