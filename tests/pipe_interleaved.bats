@@ -232,3 +232,28 @@ names = sorted({(e["tid"], e["name"]) for e in ev})
 want = sorted({(j, "F%d:%d" % (i, c)) for j in (0, 1) for i in range(8) for c in (0, 1)})
 sys.exit(names != want)'
 }
+
+# The README's table of interleaved 1F1B on paper is what
+# examples/pipe-bubble-table.sh interleaved prints from collx-pipe
+# --print-schedule, and every cell is the closed form in integers: every
+# rank idle 2(W-1) of 2(VM+W-1) clocks.
+@test "interleaved's bubble for W = 8, 16, 32, M = W..4W, V = 2 and 4 is (W-1)/(VM+W-1), as the README's table says" {
+	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/README.md" |
+	    awk -F'|' 'NF == 8')
+	[ "$(wc -l <<<"$rows")" -eq 12 ]
+	cmp <(printf '%s\n' "$rows") <("$COLLX_ROOT/examples/pipe-bubble-table.sh" \
+	    interleaved | tail -n +3)
+	sed 's/^| //; s/ |$//' <<<"$rows" | awk -F' [|] ' '{ w = $1; m = $2
+		for (c = 3; c <= 5; c += 2) {
+			v = c == 3 ? 2 : 4
+			split($c, x, /[ =\/]+/)	# X, I, C
+			f = sprintf("%.4f", (w - 1) / (v * m + w - 1))
+			if (x[2] != 2 * w * (w - 1) || x[3] != 2 * w * (v * m + w - 1) ||
+			    x[1] != f || $(c + 1) != f) {
+				print "bad cell " c ": " $0
+				bad = 1
+			}
+		}
+		n++ }
+		END { exit bad || n != 12 }'
+}

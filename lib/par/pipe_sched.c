@@ -439,12 +439,42 @@ pipe_sched_digest(const struct pipe_sched *s)
 	return cli_fnv1a(h, s->wclock, n);
 }
 
+/* Rank j's pass at clock t, from its action list (in clock order; *at
+ * its place, moved on), as a cell: F<i>, F<i>:<c>, or "." (idle). */
+static void
+cell_at(const struct pipe_sched *s, int j, int t, int *at, char *cell,
+    size_t len)
+{
+	static const char kind[] = { [PIPE_FWD] = 'F', [PIPE_BWD] = 'B',
+	    [PIPE_WGT] = 'W' };
+	const struct pipe_action *a;
+
+	for (; *at < s->nact[j]; ++*at) {
+		a = &s->act[j][*at];
+		if (a->op != PIPE_FWD && a->op != PIPE_BWD && a->op != PIPE_WGT)
+			continue;
+		if (a->clock != t)
+			break;
+		++*at;
+		if (s->v > 1)
+			snprintf(cell, len, "%c%d:%d", kind[a->op], a->mb,
+			    a->chunk);
+		else
+			snprintf(cell, len, "%c%d", kind[a->op], a->mb);
+		return;
+	}
+	snprintf(cell, len, ".");
+}
+
 int
 pipe_sched_print(FILE *f, const struct pipe_sched *s)
 {
-	int t, j, mb, ch, c, wd = s->v > 1 ? 7 : 5;
+	int t, j, wd = s->v > 1 ? 7 : 5, *at = calloc((size_t)s->w,
+	    sizeof(int));
 	char cell[32];
 
+	if (at == NULL)
+		return -1;
 	fprintf(f, "%-6s", "clock");
 	for (j = 0; j < s->w; j++) {
 		snprintf(cell, sizeof(cell), "s%d", j);
@@ -454,18 +484,12 @@ pipe_sched_print(FILE *f, const struct pipe_sched *s)
 	for (t = 0; t < s->nclocks; t++) {
 		fprintf(f, "%-6d", t);
 		for (j = 0; j < s->w; j++) {
-			c = pipe_sched_cell(s, t, j, &mb, &ch);
-			if (c && s->v > 1)
-				snprintf(cell, sizeof(cell), "%c%d:%d", c, mb,
-				    ch);
-			else if (c)
-				snprintf(cell, sizeof(cell), "%c%d", c, mb);
-			else
-				snprintf(cell, sizeof(cell), ".");
+			cell_at(s, j, t, &at[j], cell, sizeof(cell));
 			fprintf(f, " %-*s", j == s->w - 1 ? 0 : wd, cell);
 		}
 		fputc('\n', f);
 	}
+	free(at);
 	fprintf(f, "bubble %.4f (%d idle of %d cells)\n",
 	    pipe_sched_table_bubble(s), (s->nclocks - s->v *
 	    pipe_sched_passes(s->m, s->split)) * s->w, s->nclocks * s->w);
