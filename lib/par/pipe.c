@@ -116,8 +116,8 @@ run_init(struct pipe_run *r)
 	    train_batch_alloc(&r->tb, r->d, r->rcount, e, sizeof(e)) < 0)
 		goto fail;
 	if (r->st.gpt && (r->rank == 0 || r->rank == r->world - 1) &&
-	    r->world > 1 && (r->tied = malloc((size_t)r->m->dims.vocab * r->m->dims.d_model *
-	    sizeof(float))) == NULL)
+	    r->world > 1 && (r->tied = malloc((size_t)r->m->dims.vocab *
+	    r->m->dims.d_model * sizeof(float))) == NULL)
 		return pipe_oom(r);
 	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0)
 		return -1;

@@ -61,7 +61,7 @@ struct pipe_stat {
 /* One span of a stage's time line, seconds since the common start. */
 struct pipe_span {
 	int stage, mb, step;
-	int chunk;		/* interleaved: the chunk of F, B, S, R; else -1 */
+	int chunk;		/* interleaved: F, B, S, R's chunk; else -1 */
 	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv */
 	double t0, t1;
 };

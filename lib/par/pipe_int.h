@@ -95,7 +95,8 @@ struct pipe_run {
 	/* The stage: st, its layers in m; or, with cfg->tp, ts over the TP
 	 * group, st then holding only ts's shape and buffers (pipe_tp.c) */
 	struct pipe_stage st;
-	struct pipe_stage *chunk;	/* interleaved: chunks 1 .. V-1 (0: st) */
+	struct pipe_stage *chunk;	/* interleaved: chunks 1 .. V-1 (0 is
+					 * st) */
 	int nchunk;			/* V */
 	struct comm *gc;		/* V > 1: the gradients' own sub-group
 					 * (with 2 ranks both kinds of message

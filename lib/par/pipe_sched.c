@@ -257,21 +257,22 @@ expand(struct pipe_sched *s, int j, const struct pipe_pass *ord)
 		const struct pipe_pass *p = &ord[k];
 		int vs = p->chunk * w + j, i = at(s, vs, p->mb);
 		int first = vs == 0, last = vs == w * s->v - 1;
+		int fc = s->fclock[i], bc = s->bclock[i];
 
 		if (p->kind == 'W')
 			add(s, j, PIPE_WGT, p, -1, s->wclock[i]);
 		else if (p->kind == 'F') {
 			if (!first)
-				add(s, j, PIPE_RECV_ACT, p, prev, s->fclock[i]);
-			add(s, j, PIPE_FWD, p, -1, s->fclock[i]);
+				add(s, j, PIPE_RECV_ACT, p, prev, fc);
+			add(s, j, PIPE_FWD, p, -1, fc);
 			if (!last)
-				add(s, j, PIPE_SEND_ACT, p, next, s->fclock[i]);
+				add(s, j, PIPE_SEND_ACT, p, next, fc);
 		} else {
 			if (!last)
-				add(s, j, PIPE_RECV_GRAD, p, next, s->bclock[i]);
-			add(s, j, PIPE_BWD, p, -1, s->bclock[i]);
+				add(s, j, PIPE_RECV_GRAD, p, next, bc);
+			add(s, j, PIPE_BWD, p, -1, bc);
 			if (!first)
-				add(s, j, PIPE_SEND_GRAD, p, prev, s->bclock[i]);
+				add(s, j, PIPE_SEND_GRAD, p, prev, bc);
 		}
 	}
 }

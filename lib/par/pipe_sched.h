@@ -47,7 +47,7 @@ struct pipe_sched {
 	enum pipe_sched_kind kind;
 	int m, w, nclocks;
 	int v;				/* chunks per rank (virtual stages) */
-	int split;			/* B and W passes: 3m per chunk, else 2m */
+	int split;			/* B, W passes: 3m a chunk, else 2m */
 	int *fclock, *bclock, *wclock;	/* [v*w*m]: virtual stage s = c*w + j,
 					 * mb i at s*m + i; wclock -1 unless
 					 * split */

@@ -104,32 +104,39 @@ is_send(const struct pipe_action *a)
 	return a->op == PIPE_SEND_ACT || a->op == PIPE_SEND_GRAD;
 }
 
+/* The messages of kind g rank j sends to q (send) or q receives from
+ * j, in order, as micro-batch * v + the receiving chunk (the virtual
+ * stage after the sender's for activations, before it for gradients);
+ * how many. */
+static int
+messages(const struct pipe_sched *s, int j, int q, int g, int send,
+    int *out)
+{
+	int k, n = 0, r = send ? j : q;
+
+	for (k = 0; k < s->nact[r]; k++) {
+		const struct pipe_action *a = &s->act[r][k];
+		int to = (a->chunk * s->w + j + (g ? -1 : 1)) / s->w;
+
+		if (msg_kind(a) == g && is_send(a) == send &&
+		    a->peer == (send ? q : j))
+			out[n++] = a->mb * s->v + (send ? to : a->chunk);
+	}
+	return n;
+}
+
 /* The sends of j to q of each kind, in order, are the receives of q
- * from j: the same micro-batch, the receiving chunk the virtual stage
- * after (activations) or before (gradients) the sender's. */
+ * from j. */
 static int
 pairs(const struct pipe_sched *s)
 {
-	int j, q, k, n, g, w = s->w;
+	int j, q, g, n, ns, sa[512], ra[512];
 
-	for (j = 0; j < w; j++)
-		for (q = 0; q < w; q++)
+	for (j = 0; j < s->w; j++)
+		for (q = 0; q < s->w; q++)
 			for (g = 0; g < 2; g++) {
-				int sa[512], ra[512], ns = 0, nr = 0;
-				for (k = 0; k < s->nact[j]; k++) {
-					const struct pipe_action *a = &s->act[j][k];
-					int to = a->chunk * w + j + (g ? -1 : 1);
-					if (is_send(a) && msg_kind(a) == g &&
-					    a->peer == q)
-						sa[ns++] = a->mb * s->v + to / w;
-				}
-				for (k = 0; k < s->nact[q]; k++) {
-					const struct pipe_action *a = &s->act[q][k];
-					if (!is_send(a) && msg_kind(a) == g &&
-					    a->peer == j)
-						ra[nr++] = a->mb * s->v + a->chunk;
-				}
-				if (ns != nr)
+				ns = messages(s, j, q, g, 1, sa);
+				if (messages(s, j, q, g, 0, ra) != ns)
 					return 0;
 				for (n = 0; n < ns; n++)
 					if (sa[n] != ra[n])
@@ -342,69 +349,74 @@ check_file_reverse(void)
  * ideal time, the closed form, and rank j holds at most (V-1)W +
  * 2(W-1-j) + 1 chunk micro-batches (its warm-up and one); for any M the
  * bubble is at most 1F1B's, which a single micro-batch meets. */
+/* What check_interleaved finds over all its tables. */
+struct ilv {
+	int props, v1, formula, held, below, one;
+};
+
+/* One interleaved table against 1F1B's for the same M and W. */
+static void
+interleaved_case(int w, int m, int v, struct ilv *x)
+{
+	struct pipe_sched s, f;
+	size_t n = (size_t)m * w * sizeof(int);
+	char e[256];
+	double b, bf;
+
+	if (pipe_sched_build_virtual(&s, PIPE_SCHED_INTERLEAVED, m, w, v, e,
+	    sizeof(e)) < 0) {
+		printf("# W=%d M=%d V=%d: %s\n", w, m, v, e);
+		x->props = 0;
+		return;
+	}
+	pipe_sched_build(&f, PIPE_SCHED_1F1B, m, w, e, sizeof(e));
+	x->props &= fwd_before_bwd(&s) && pairs(&s) && runs_through(&s);
+	if (v == 1)
+		x->v1 &= s.nclocks == f.nclocks && memcmp(s.fclock, f.fclock,
+		    n) == 0 && memcmp(s.bclock, f.bclock, n) == 0;
+	b = pipe_sched_table_bubble(&s);
+	bf = pipe_sched_table_bubble(&f);
+	x->below &= b <= bf + 1e-12;
+	if (m == 1)
+		x->one &= fabs(b - bf) < 1e-12;
+	if (m % w != 0)
+		x->formula &= pipe_sched_bubble(PIPE_SCHED_INTERLEAVED, m, w,
+		    v) < 0;
+	else {
+		x->formula &= s.nclocks == 2 * (v * m + w - 1) &&
+		    fabs(pipe_sched_bubble(PIPE_SCHED_INTERLEAVED, m, w, v) -
+		    b) < 1e-12;
+		for (int j = 0; j < w; j++) {
+			int want = v == 1 ? w - j : (v - 1) * w + 2 *
+			    (w - 1 - j) + 1;
+			x->held &= pipe_sched_inflight(&s, j) ==
+			    (want < m * v ? want : m * v);
+		}
+	}
+	pipe_sched_free(&s);
+	pipe_sched_free(&f);
+}
+
 static void
 check_interleaved(void)
 {
-	int props = 1, v1 = 1, formula = 1, held = 1, below = 1, one = 1;
+	struct ilv x = { 1, 1, 1, 1, 1, 1 };
 
 	for (int w = 1; w <= 6; w++)
 		for (int m = 1; m <= 16; m++)
-			for (int v = 1; v <= 4; v++) {
-				struct pipe_sched s, f;
-				char e[256];
-				double b, bf;
-
-				if (pipe_sched_build_virtual(&s,
-				    PIPE_SCHED_INTERLEAVED, m, w, v, e,
-				    sizeof(e)) < 0) {
-					printf("# W=%d M=%d V=%d: %s\n", w, m, v, e);
-					props = 0;
-					continue;
-				}
-				pipe_sched_build(&f, PIPE_SCHED_1F1B, m, w, e,
-				    sizeof(e));
-				props &= fwd_before_bwd(&s) && pairs(&s) &&
-				    runs_through(&s);
-				if (v == 1)
-					v1 &= s.nclocks == f.nclocks &&
-					    memcmp(s.fclock, f.fclock, (size_t)m *
-					    w * sizeof(int)) == 0 &&
-					    memcmp(s.bclock, f.bclock, (size_t)m *
-					    w * sizeof(int)) == 0;
-				b = pipe_sched_table_bubble(&s);
-				bf = pipe_sched_table_bubble(&f);
-				below &= b <= bf + 1e-12;
-				if (m == 1)
-					one &= fabs(b - bf) < 1e-12;
-				if (m % w == 0) {
-					formula &= s.nclocks == 2 * (v * m + w -
-					    1) && fabs(pipe_sched_bubble(
-					    PIPE_SCHED_INTERLEAVED, m, w, v) -
-					    b) < 1e-12;
-					for (int j = 0; j < w; j++) {
-						int want = (v - 1) * w + 2 *
-						    (w - 1 - j) + 1;
-						if (v == 1)
-							want = w - j;
-						held &= pipe_sched_inflight(&s,
-						    j) == (want < m * v ? want :
-						    m * v);
-					}
-				} else
-					formula &= pipe_sched_bubble(
-					    PIPE_SCHED_INTERLEAVED, m, w, v) < 0;
-				pipe_sched_free(&s);
-				pipe_sched_free(&f);
-			}
-	UNIT_OK(props, "interleaved W 1..6, M 1..16, V 1..4: each pass once "
-	    "per chunk, F before B, sends pair with receives, runs through");
-	UNIT_OK(v1, "interleaved with V = 1 is 1F1B's table");
-	UNIT_OK(formula, "interleaved, M a multiple of W: 2(VM+W-1) clocks, "
+			for (int v = 1; v <= 4; v++)
+				interleaved_case(w, m, v, &x);
+	UNIT_OK(x.props, "interleaved W 1..6, M 1..16, V 1..4: each pass "
+	    "once per chunk, F before B, sends pair with receives, runs "
+	    "through");
+	UNIT_OK(x.v1, "interleaved with V = 1 is 1F1B's table");
+	UNIT_OK(x.formula, "interleaved, M a multiple of W: 2(VM+W-1) clocks, "
 	    "bubble (W-1)/(VM+W-1); other M: no closed form (-1)");
-	UNIT_OK(held, "interleaved, M a multiple of W: rank j holds (V-1)W + "
-	    "2(W-1-j) + 1 chunk micro-batches at most");
-	UNIT_OK(below, "interleaved: bubble at most 1F1B's for every M");
-	UNIT_OK(one, "interleaved, M = 1: 1F1B's bubble (nothing to overlap)");
+	UNIT_OK(x.held, "interleaved, M a multiple of W: rank j holds (V-1)W "
+	    "+ 2(W-1-j) + 1 chunk micro-batches at most");
+	UNIT_OK(x.below, "interleaved: bubble at most 1F1B's for every M");
+	UNIT_OK(x.one, "interleaved, M = 1: 1F1B's bubble (nothing to "
+	    "overlap)");
 }
 
 /* Bad files with chunks: -1, the reason naming the row. */
@@ -437,8 +449,8 @@ check_file_chunks_bad(void)
 	size_t k;
 
 	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-		snprintf(what, sizeof(what), "bad file with chunks %zu refused: "
-		    "%s", k, bad[k].want);
+		snprintf(what, sizeof(what), "bad file with chunks %zu "
+		    "refused: %s", k, bad[k].want);
 		UNIT_OK(from_file(&s, bad[k].text, 1, 2, e, sizeof(e)) == -1 &&
 		    strstr(e, bad[k].want) != NULL, what);
 		printf("# %s\n", e);
@@ -530,11 +542,11 @@ main(void)
 	    pipe_sched_parse("interleaved", &k) == 0 &&
 	    k == PIPE_SCHED_INTERLEAVED &&
 	    pipe_sched_parse("zb", &k) < 0, "schedule names parse");
-	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_1F1B, 4, 3, 1), 2.0 / 6.0, 1e-12,
-	    0, "bubble formula");
-	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 8, 4, 1), 3.0 / 27.0, 1e-12,
-	    0, "zb-h1 bubble formula, M >= W");
-	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 2, 4, 1), 5.0 / 11.0, 1e-12,
-	    0, "zb-h1 bubble formula, M < W");
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_1F1B, 4, 3, 1), 2.0 / 6.0,
+	    1e-12, 0, "bubble formula");
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 8, 4, 1), 3.0 / 27.0,
+	    1e-12, 0, "zb-h1 bubble formula, M >= W");
+	UNIT_CLOSE(pipe_sched_bubble(PIPE_SCHED_ZBH1, 2, 4, 1), 5.0 / 11.0,
+	    1e-12, 0, "zb-h1 bubble formula, M < W");
 	return unit_done();
 }
