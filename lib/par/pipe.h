@@ -8,7 +8,9 @@
  * number of micro-batches gives single-process full-batch training up to
  * float rounding. With replicas (pipe_cfg's dp, collx-train's mesh) each
  * pipeline runs its share of the batch and each stage sums its gradients
- * with its replicas', which gives the same. */
+ * with its replicas', which gives the same. Interleaved (cfg->chunks V
+ * above 1), rank j runs V stages, chunks c = 0 .. V-1 being virtual stage
+ * c*world + j of world*V. */
 #ifndef COLLX_PIPE_H
 #define COLLX_PIPE_H
 
