@@ -1,5 +1,6 @@
 /* collx-pipe: pipeline-parallel training of an mlp or block stack, or a
- * gpt, with GPipe, 1F1B or ZB-H1 schedules or one from a file; or
+ * gpt, with GPipe, 1F1B, interleaved 1F1B (V chunks of layers per rank)
+ * or ZB-H1 schedules or one from a file; or
  * --print-schedule, the clock table of a schedule. The training itself is
  * lib/par/pipe.c's. */
 #include <getopt.h>
@@ -19,7 +20,7 @@
 
 enum {
 	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_SCHEDULE_FILE, OPT_SPLIT,
-	OPT_TRACE, OPT_PRINT
+	OPT_TRACE, OPT_PRINT, OPT_VIRTUAL
 };
 
 static const struct option longopts[] = {
@@ -28,6 +29,7 @@ static const struct option longopts[] = {
 	{ "input", 1, 0, 'i' }, { "targets", 1, 0, 't' },
 	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
 	{ "schedule-file", 1, 0, OPT_SCHEDULE_FILE },
+	{ "virtual", 1, 0, OPT_VIRTUAL },
 	TRAINOPT_STEPS_LONGOPTS, { "split", 1, 0, OPT_SPLIT },
 	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
 	TRAINOPT_RUN_LONGOPTS,
@@ -40,7 +42,7 @@ static const struct option longopts[] = {
 struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *trace, *split, *sched_file;
-	long micro;
+	long micro, virt;	/* virt: V, interleaved's chunks per rank */
 	int print, sched_given;
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
@@ -54,10 +56,11 @@ usage(void)
 {
 	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
 	    "           -i X.npy [-t Y.npy] --microbatches M\n"
-	    "           [--schedule gpipe|1f1b|zb-h1 | --schedule-file F.csv]\n"
+	    "           [--schedule gpipe|1f1b|zb-h1 | --schedule interleaved\n"
+	    "           [--virtual V] | --schedule-file F.csv]\n"
 	    "           [--steps K | --epochs E] [options]\n"
 	    "       %s --print-schedule --microbatches M [--world-size W]\n"
-	    "           [--schedule gpipe|1f1b|zb-h1 | --schedule-file F.csv]\n\n"
+	    "           [--schedule S [--virtual V] | --schedule-file F.csv]\n\n"
 	    "Pipeline-parallel training: rank j runs stage j of the model's layers.\n\n"
 	    "  -m, --model F         mlp or block stack (layers.{i}.*), or a gpt\n"
 	    "  -i, --input F         mlp/block: X rows; gpt: token file\n"
@@ -65,15 +68,17 @@ usage(void)
 	    "  --microbatches M      micro-batches per step (need not divide B)\n"
 	    "  --schedule S          gpipe, 1f1b (default) or zb-h1 (backward split\n"
 	    "                        into input and weight passes, at most W\n"
-	    "                        micro-batches held per stage)\n"
+	    "                        micro-batches held per stage) or interleaved\n"
+	    "  --virtual V           interleaved: V chunks of layers per rank (2);\n"
+	    "                        chunk c of rank j is stage c*W+j of W*V\n"
 	    "  --schedule-file F     each rank's passes from a CSV file of rows\n"
-	    "                        rank,slot,action (F<i>, B<i>, W<i>), checked\n"
-	    "                        first\n"
+	    "                        rank,slot,action (F<i>, B<i>, W<i>; :<chunk>\n"
+	    "                        after it for a virtual stage), checked first\n"
 	    "  --batch B             global batch (default: all of X)\n"
 	    "  --steps K             train K steps (default 1)\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
-	    "  --split L1,L2,...     layers per stage (default: balanced by\n"
-	    "                        parameter count)\n"
+	    "  --split L1,L2,...     layers per stage, W*V of them when interleaved\n"
+	    "                        (default: balanced by parameter count)\n"
 	    "  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n"
 	    "  --optimizer NAME      sgd (default) or adamw\n"
 	    "  --momentum M          sgd momentum (0)\n"
@@ -117,9 +122,12 @@ own_option(void *ctx, int c, const char *a)
 		break;
 	case OPT_SCHEDULE:
 		if (pipe_sched_parse(a, &o->sched) < 0)
-			cli_usage_error("--schedule: want gpipe, 1f1b or zb-h1, "
-			    "not '%s'", a);
+			cli_usage_error("--schedule: want gpipe, 1f1b, "
+			    "interleaved or zb-h1, not '%s'", a);
 		o->sched_given = 1;
+		break;
+	case OPT_VIRTUAL:
+		o->virt = cli_parse_long("--virtual", a, 1, 64);
 		break;
 	case OPT_SCHEDULE_FILE: o->sched_file = a; break;
 	case OPT_SPLIT: o->split = a; break;
@@ -144,6 +152,11 @@ parse_args(struct opts *o, int argc, char **argv)
 		cli_usage_error("give one of --schedule and --schedule-file");
 	if (o->sched_file != NULL)
 		o->sched = PIPE_SCHED_FILE;
+	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
+		cli_usage_error("--virtual goes with --schedule interleaved (a "
+		    "schedule file names its chunks)");
+	if (o->virt == 0)
+		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
 }
 
 /* The schedule file's tables for W stages (0: the file's ranks); a bad
@@ -166,23 +179,47 @@ print_schedule(const struct opts *o)
 	char e[COLLX_ERRLEN];
 	int w = o->g.world > 0 ? o->g.world : o->sched_file != NULL ? 0 : 1;
 
+	int v = (int)o->virt;
+	char chunks[32] = "";
+	double paper;
+
 	if (o->sched_file != NULL)
 		load_schedule(o, &s, w);
-	else if (pipe_sched_build(&s, o->sched, (int)o->micro, w, e,
-	    sizeof(e)) < 0)
+	else if (pipe_sched_build_virtual(&s, o->sched, (int)o->micro, w, v,
+	    e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	if (s.v > 1)
+		snprintf(chunks, sizeof(chunks), ", V=%d chunks", s.v);
+	if ((paper = pipe_sched_bubble(o->sched, (int)o->micro, w, v)) < 0)
+		paper = pipe_sched_table_bubble(&s);	/* no closed form */
 	if (cli_verbose && o->sched_file == NULL)
-		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks, "
+		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks, "
 		    "bubble %s = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
-		    s.nclocks, pipe_sched_formula(o->sched, (int)o->micro, w),
-		    pipe_sched_bubble(o->sched, (int)o->micro, w));
+		    chunks, s.nclocks, pipe_sched_formula(o->sched,
+		    (int)o->micro, w, v), paper);
 	else if (cli_verbose)
-		printf("# %s, M=%ld micro-batches, W=%d stages: %d clocks\n",
-		    o->sched_file, o->micro, s.w, s.nclocks);
+		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks\n",
+		    o->sched_file, o->micro, s.w, chunks, s.nclocks);
 	pipe_sched_print(stdout, &s);
 	pipe_sched_free(&s);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
+}
+
+/* The bubble of the built-in schedule's table on paper. */
+static double
+table_bubble(const struct pipe_cfg *cfg, int world)
+{
+	struct pipe_sched s;
+	char e[COLLX_ERRLEN];
+	double b;
+
+	if (pipe_sched_build_virtual(&s, cfg->sched, cfg->micro, world,
+	    cfg->chunks, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	b = pipe_sched_table_bubble(&s);
+	pipe_sched_free(&s);
+	return b;
 }
 
 /* Per-step output: the progress report (a line per step with -v, or the
@@ -236,24 +273,29 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 
 static void
 summary(const struct report *r, const struct pipe_result *res,
-    const int *first)
+    const int *first, int v)
 {
 	const struct opts *o = r->o;
-	int j, world = r->world;
+	int j, c, world = r->world;
 
 	printf("%s: %s, %ld micro-batches, %d stages: measured bubble %.4f, "
 	    "theory %s %.4f\n", cli_progname, pipe_sched_name(o->sched),
 	    o->micro, world, res->bubble_mean, o->sched_file != NULL ?
-	    "(the table's)" : pipe_sched_formula(o->sched, (int)o->micro, world),
-	    r->theory);
+	    "(the table's)" : pipe_sched_formula(o->sched, (int)o->micro,
+	    world, v), r->theory);
 	printf("  measured: the share of each stage's schedule outside its "
 	    "passes, waiting for\n"
 	    "  and sending messages; theory: equal passes, free messages, no "
 	    "wait for a core\n");
-	for (j = 0; j < world; j++)
-		printf("  stage %d: layers %d-%d, bubble %.4f, peak activations "
-		    "%.3f MiB\n", j, first[j], first[j + 1] - 1, res->bubble[j],
-		    res->peak_act[j] / 1048576.0);
+	for (j = 0; j < world; j++) {
+		printf("  stage %d: layers", j);
+		/* chunk c: virtual stage c*world + j */
+		for (c = 0; c < v; c++)
+			printf("%s %d-%d", c ? "," : "", first[c * world + j],
+			    first[c * world + j + 1] - 1);
+		printf(", bubble %.4f, peak activations %.3f MiB\n",
+		    res->bubble[j], res->peak_act[j] / 1048576.0);
+	}
 }
 
 static void
@@ -297,7 +339,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	int code;
 
 	r.theory = cfg->table != NULL ? pipe_sched_table_bubble(cfg->table) :
-	    pipe_sched_bubble(cfg->sched, cfg->micro, r.world);
+	    pipe_sched_bubble(cfg->sched, cfg->micro, r.world, cfg->chunks);
+	if (r.theory < 0)	/* no closed form: the table's */
+		r.theory = table_bubble(cfg, r.world);
 	if (from > cfg->steps)	/* resumed past the end: no steps */
 		from = cfg->steps;
 	if (o->c.timing != NULL) {
@@ -314,6 +358,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 		prog_job_add(&job, "--schedule-file", "%016llx",
 		    pipe_sched_digest(cfg->table));
 	prog_job_add(&job, "--microbatches", "%d", cfg->micro);
+	prog_job_add(&job, "--virtual", "%d", cfg->chunks);
 	prog_job_add(&job, "--batch", "%ld", cfg->batch);
 	prog_job_add(&job, "--steps", "%ld", cfg->steps);
 	prog_job_add(&job, "--split", "%s", o->split ? o->split : "balanced");
@@ -334,7 +379,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	if (r.rank == 0) {
 		write_outputs(o, m, &res, from, r.world);
 		if (!cli_quiet)
-			summary(&r, &res, cfg->first);
+			summary(&r, &res, cfg->first, cfg->chunks);
 	}
 	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
@@ -363,7 +408,7 @@ main(int argc, char **argv)
 	struct train_data d;
 	struct ckpt_state st = { 0 };
 	struct pipe_sched table = { 0 };
-	int *first;
+	int *first, stages;
 	char e[COLLX_ERRLEN], *cpath = NULL;
 
 	cli_init(argv[0]);
@@ -389,8 +434,11 @@ main(int argc, char **argv)
 	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	first = cli_calloc((size_t)o.g.world + 1, sizeof(int));
-	if (pipe_split(&m, o.g.world, o.split, first, e, sizeof(e)) < 0)
+	/* interleaved: W*V virtual stages, chunk c of rank j is c*W + j */
+	cfg.chunks = o.sched_file != NULL ? table.v : (int)o.virt;
+	stages = o.g.world * cfg.chunks;
+	first = cli_calloc((size_t)stages + 1, sizeof(int));
+	if (pipe_split(&m, stages, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);

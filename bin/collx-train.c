@@ -24,7 +24,8 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_MICRO,
-	OPT_SCHEDULE, OPT_SPLIT, OPT_ZERO, OPT_TRACE, OPT_PRINT, OPT_PER_HOST
+	OPT_SCHEDULE, OPT_SPLIT, OPT_ZERO, OPT_TRACE, OPT_PRINT, OPT_PER_HOST,
+	OPT_VIRTUAL
 };
 
 static const struct option longopts[] = {
@@ -35,6 +36,7 @@ static const struct option longopts[] = {
 	{ "dp", 1, 0, OPT_DP }, { "tp", 1, 0, OPT_TP }, { "pp", 1, 0, OPT_PP },
 	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
 	{ "split", 1, 0, OPT_SPLIT }, { "zero", 1, 0, OPT_ZERO },
+	{ "virtual", 1, 0, OPT_VIRTUAL },
 	TRAINOPT_STEPS_LONGOPTS,
 	{ "trace", 1, 0, OPT_TRACE }, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
@@ -51,7 +53,7 @@ struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *trace, *split;
 	int dp, tp, pp, per_host, print, zero;
-	long micro;
+	long micro, virt;	/* virt: interleaved's chunks per stage */
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -84,9 +86,11 @@ usage(void)
 	    "                        what the others leave (D is -1 unless "
 	    "given)\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
-	    "  --schedule S          gpipe, 1f1b (default) or zb-h1\n"
-	    "  --split L1,L2,...     layers per stage (default: balanced by\n"
-	    "                        parameter count)\n"
+	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
+	    "  --virtual V           interleaved: V chunks of layers per stage (2;\n"
+	    "                        --tp 1 only)\n"
+	    "  --split L1,L2,...     layers per stage, P*V when interleaved\n"
+	    "                        (default: balanced by parameter count)\n"
 	    "  --zero STAGE          ZeRO on the DP axis: 1 shards the "
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
@@ -160,8 +164,11 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_SCHEDULE:
 		if (pipe_sched_parse(a, &o->sched) < 0 ||
 		    o->sched == PIPE_SCHED_FILE)
-			cli_usage_error("--schedule: want gpipe, 1f1b or "
-			    "zb-h1, not '%s'", a);
+			cli_usage_error("--schedule: want gpipe, 1f1b, "
+			    "zb-h1 or interleaved, not '%s'", a);
+		break;
+	case OPT_VIRTUAL:
+		o->virt = cli_parse_long("--virtual", a, 1, 64);
 		break;
 	case OPT_SPLIT: o->split = a; break;
 	case OPT_ZERO:
@@ -189,6 +196,14 @@ parse_args(struct opts *o, int argc, char **argv)
 	/* D takes what T and P leave, unless one of them does */
 	if (o->dp == AXIS_UNSET)
 		o->dp = o->tp == -1 || o->pp == -1 ? 1 : -1;
+	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
+		cli_usage_error("--virtual goes with --schedule interleaved");
+	if (o->virt == 0)
+		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
+	if (o->virt > 1 && o->tp != 1)
+		cli_usage_error("--schedule interleaved with --tp %d: "
+		    "interleaved stages are not sharded over TP groups (--tp "
+		    "1)", o->tp);
 }
 
 /* The mesh over world ranks, or exit 3 with the numbers. */
@@ -370,6 +385,7 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--pp", "%d", m->pp);
 	prog_job_add(job, "--schedule", "%s", pipe_sched_name(cfg->sched));
 	prog_job_add(job, "--microbatches", "%d", cfg->micro);
+	prog_job_add(job, "--virtual", "%d", cfg->chunks);
 	prog_job_add(job, "--batch", "%ld", cfg->batch);
 	prog_job_add(job, "--steps", "%ld", cfg->steps);
 	prog_job_add(job, "--split", "%s", o->split ? o->split : "balanced");
@@ -489,7 +505,7 @@ main(int argc, char **argv)
 	struct nn_model m;
 	struct train_data d;
 	struct ckpt_state st = { 0 };
-	int *first;
+	int *first, stages;
 	char e[COLLX_ERRLEN], *cpath = NULL;
 
 	cli_init(argv[0]);
@@ -509,10 +525,13 @@ main(int argc, char **argv)
 	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	first = cli_calloc((size_t)mesh.pp + 1, sizeof(int));
-	if (pipe_split(&m, mesh.pp, o.split, first, e, sizeof(e)) < 0)
+	/* interleaved: P*V virtual stages, chunk c of stage j is c*P + j */
+	cfg.chunks = (int)o.virt;
+	stages = mesh.pp * cfg.chunks;
+	first = cli_calloc((size_t)stages + 1, sizeof(int));
+	if (pipe_split(&m, stages, o.split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	for (int j = 0; j < mesh.pp; j++)
+	for (int j = 0; j < stages; j++)
 		if (tp_stage_check(&m, first[j], first[j + 1], mesh.tp, e,
 		    sizeof(e)) < 0)
 			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Pipeline benchmark: an 8-layer mlp stack (width 512) on W = 2 and 4
-# stages, M = 1..32 micro-batches, GPipe, 1F1B and ZB-H1: median step
-# time, measured bubble beside the schedule's formula (collx-pipe's
-# summary: (W-1)/(M+W-1), ZB-H1's (W-1)/(3M+W-1) for M >= W), every
-# stage's peak activation memory;
+# stages, M = 1..32 micro-batches, GPipe, 1F1B, ZB-H1 and interleaved
+# 1F1B (V = 2 chunks per rank): median step time, measured bubble beside
+# the schedule's formula (collx-pipe's summary: (W-1)/(M+W-1), ZB-H1's
+# (W-1)/(3M+W-1) for M >= W, interleaved's (W-1)/(VM+W-1) for M a
+# multiple of W, its table's otherwise), every stage's peak activation
+# memory;
 # then collx-pipe against the PyTorch Gloo peer (examples/peers/torch_pipe.py,
 # GPipe over send/recv) at M = 8, one thread per rank, median of
 # interleaved rounds (ROUNDS=0 leaves the peer out); and a chart of the
@@ -37,7 +39,7 @@ pipe() {
 		--lr 0.01 --timing t.csv)
 	awk -F, '$2 == "step" && $4 == 0 && $9 > 0 { print $10 }' t.csv | sort -g |
 		awk '{ v[NR] = $1 } END { printf "%s ", v[int((NR + 1) / 2)] }'
-	sed -n 's/.*measured bubble \([0-9.]*\), theory [^ ]* \([0-9.]*\)$/\1 \2/p' \
+	sed -n 's/.*measured bubble \([0-9.]*\), theory .* \([0-9.]*\)$/\1 \2/p' \
 		<<<"$sum" | tr '\n' ' '
 	awk -F, '$2 == "step" { p[$4] = $NF; if ($4 + 1 > n) n = $4 + 1 }
 		END { for (j = 0; j < n; j++) printf "%s%s", j ? ";" : "", p[j]; print "" }' t.csv
@@ -45,26 +47,26 @@ pipe() {
 
 echo "world,micro,schedule,step_s,bubble,bubble_theory,peak_act_bytes_by_stage" \
 	>"$out/pipe-sweep.csv"
-printf '%5s %5s %-6s %10s %8s %8s  %s\n' W M sched step_ms bubble theory \
+printf '%5s %5s %-11s %10s %8s %8s  %s\n' W M sched step_ms bubble theory \
 	"peak_act_KiB by stage"
 for w in 2 4; do
 	for m in 1 2 4 8 16 32; do
-		for s in gpipe 1f1b zb-h1; do
+		for s in gpipe 1f1b zb-h1 interleaved; do
 			read -r t b th p < <(pipe "$w" "$m" "$s")
 			echo "$w,$m,$s,$t,$b,$th,$p" >>"$out/pipe-sweep.csv"
 			awk -v w="$w" -v m="$m" -v s="$s" -v t="$t" -v b="$b" -v th="$th" -v p="$p" \
-				'BEGIN { printf "%5d %5d %-6s %10.2f %8.4f %8.4f ", w, m, s, t * 1e3, b, th
+				'BEGIN { printf "%5d %5d %-11s %10.2f %8.4f %8.4f ", w, m, s, t * 1e3, b, th
 				n = split(p, v, ";")
 				for (j = 1; j <= n; j++) printf " %8.1f", v[j] / 1024; print "" }'
 		done
 	done
 done
 
-# collx-pipe (both schedules) against the peer at M = 8, rounds interleaved.
+# collx-pipe (every schedule) against the peer at M = 8, rounds interleaved.
 against_peer() {
 	for r in $(seq "$rounds"); do
 		for w in 2 4; do
-			for s in gpipe 1f1b zb-h1; do
+			for s in gpipe 1f1b zb-h1 interleaved; do
 				read -r t _ < <(pipe "$w" 8 "$s")
 				echo "$r,$w,collx-pipe $s,$t" >>"$out/pipe-peer.csv"
 			done
@@ -74,16 +76,16 @@ against_peer() {
 			echo "$r,$w,torch gloo gpipe,$t" >>"$out/pipe-peer.csv"
 		done
 	done
-	printf '\n%5s  %-18s %12s %10s\n' W who median_ms vs_peer
+	printf '\n%5s  %-22s %12s %10s\n' W who median_ms vs_peer
 	for w in 2 4; do
 		peer=$(awk -F, -v w="$w" '$2 == w && $3 == "torch gloo gpipe" { print $4 }' \
 			"$out/pipe-peer.csv" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 		for who in "collx-pipe gpipe" "collx-pipe 1f1b" "collx-pipe zb-h1" \
-			"torch gloo gpipe"; do
+			"collx-pipe interleaved" "torch gloo gpipe"; do
 			awk -F, -v w="$w" -v who="$who" '$2 == w && $3 == who { print $4 }' \
 				"$out/pipe-peer.csv" | sort -g | awk -v w="$w" -v who="$who" -v p="$peer" \
 				'{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]
-				printf "%5d  %-18s %12.2f %9.2fx\n", w, who, m * 1e3, p / m }'
+				printf "%5d  %-22s %12.2f %9.2fx\n", w, who, m * 1e3, p / m }'
 		done
 	done
 }
@@ -100,7 +102,7 @@ if ! command -v gnuplot >/dev/null; then
 else
 	# one data file per series: gnuplot joins the points of a file
 	for w in 2 4; do
-		for s in gpipe 1f1b zb-h1; do
+		for s in gpipe 1f1b zb-h1 interleaved; do
 			awk -F, -v w="$w" -v s="$s" '$1 == w && $3 == s { print $2, $5 }' \
 				"$out/pipe-sweep.csv" >"bubble-$w-$s.dat"
 		done
@@ -117,16 +119,21 @@ set yrange [0:1]
 set key outside right
 f(m, w) = (w - 1.0) / (m + w - 1.0)
 z(m, w) = m >= w ? (w - 1.0) / (3 * m + w - 1.0) : (2 * w - m - 1.0) / (2 * m + 2 * w - 1.0)
+i(m, w) = (w - 1.0) / (2 * m + w - 1.0)
 plot "bubble-2-gpipe.dat" with linespoints title "W=2 GPipe", \
      "bubble-2-1f1b.dat" with linespoints title "W=2 1F1B", \
      "bubble-2-zb-h1.dat" with linespoints title "W=2 ZB-H1", \
      "bubble-4-gpipe.dat" with linespoints title "W=4 GPipe", \
      "bubble-4-1f1b.dat" with linespoints title "W=4 1F1B", \
      "bubble-4-zb-h1.dat" with linespoints title "W=4 ZB-H1", \
+     "bubble-2-interleaved.dat" with linespoints title "W=2 interleaved V=2", \
+     "bubble-4-interleaved.dat" with linespoints title "W=4 interleaved V=2", \
      f(x, 2) with lines dashtype 2 title "(W-1)/(M+W-1), W=2", \
      f(x, 4) with lines dashtype 2 title "(W-1)/(M+W-1), W=4", \
      z(x, 2) with lines dashtype 3 title "ZB-H1's, W=2", \
-     z(x, 4) with lines dashtype 3 title "ZB-H1's, W=4"
+     z(x, 4) with lines dashtype 3 title "ZB-H1's, W=4", \
+     i(x, 2) with lines dashtype 4 title "interleaved's (M a multiple of W), W=2", \
+     i(x, 4) with lines dashtype 4 title "interleaved's (M a multiple of W), W=4"
 GP
 	echo "chart: $out/pipe-bubble.png"
 fi

@@ -26,25 +26,61 @@ pipe_oom(struct pipe_run *r)
 	return cli_fail(r->err, r->errlen, "rank %d: out of memory", r->rank);
 }
 
+/* The rank's chunks of layers: chunk 0 in st (or a tp_stage), the
+ * others (interleaved) in r->chunk, each virtual stage c*world + rank;
+ * and with them the gradients' own sub-group. */
+static int
+chunks_init(struct pipe_run *r, int nmax, char *e, size_t elen)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	int c, s, V = r->nchunk, S = r->world * V;
+
+	if (cfg->tp != NULL && V == 1)
+		return pipe_tp_init(r, nmax) < 0 ? -2 : 0;
+	if (cfg->tp != NULL && comm_size(cfg->tp) > 1)
+		return cli_fail(e, elen, "interleaved stages sharded over a "
+		    "TP group are not built (use --tp 1)");
+	if (V > 1 && ((r->chunk = calloc((size_t)V - 1,
+	    sizeof(*r->chunk))) == NULL || (r->gmb = realloc(r->gmb,
+	    (size_t)V * sizeof(*r->gmb))) == NULL))
+		return cli_fail(e, elen, "out of memory");
+	for (c = 0; c < V; c++) {
+		s = c * r->world + r->rank;
+		if (pipe_stage_init(pipe_chunk(r, c), r->m, s, S,
+		    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
+		    cfg->micro, r->sch->split, e, elen) < 0)
+			return -1;
+		r->have_st = c + 1;
+	}
+	r->params = r->m->params;
+	r->grads = r->m->grads;
+	return V > 1 ? comm_split(r->c, 0, r->rank, &r->gc, e, elen) : 0;
+}
+
 static int
 run_init(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	int M = cfg->micro, i, nmax = 0;
+	int M = cfg->micro, i, nmax = 0, rc;
+	size_t MV;
 	char e[COLLX_ERRLEN];
 
 	r->rank = comm_rank(r->c);
 	r->world = comm_size(r->c);
+	r->nchunk = cfg->table != NULL ? cfg->table->v : cfg->chunks > 1 ?
+	    cfg->chunks : 1;
+	MV = (size_t)M * r->nchunk;
 	r->mstart = calloc((size_t)M, sizeof(long));
 	r->mcount = calloc((size_t)M, sizeof(long));
-	r->mslot = calloc((size_t)M, sizeof(*r->mslot));
-	r->mout = calloc((size_t)M, sizeof(*r->mout));
-	r->sact = calloc((size_t)M, sizeof(*r->sact));
-	r->sgrad = calloc((size_t)M, sizeof(*r->sgrad));
+	r->mslot = calloc(MV, sizeof(*r->mslot));
+	r->mout = calloc(MV, sizeof(*r->mout));
+	r->sact = calloc(MV, sizeof(*r->sact));
+	r->sgrad = calloc(MV, sizeof(*r->sgrad));
+	r->gmb = calloc(1, sizeof(*r->gmb));
 	r->stat = train_grow(NULL, &r->capstat,
 	    cfg->resume != NULL ? cfg->resume->step : 0, sizeof(*r->stat));
 	if (!r->mstart || !r->mcount || !r->mslot || !r->mout || !r->sact ||
-	    !r->sgrad || !r->stat)
+	    !r->sgrad || !r->gmb || !r->stat)
 		return pipe_oom(r);
 	r->rstart = 0;
 	r->rcount = cfg->batch;
@@ -57,37 +93,31 @@ run_init(struct pipe_run *r)
 			nmax = (int)r->mcount[i];
 	}
 	if (cfg->table != NULL && (cfg->table->m != M ||
-	    cfg->table->w != r->world)) {
+	    cfg->table->w != r->world || (cfg->chunks > 1 &&
+	    cfg->chunks != cfg->table->v))) {
 		snprintf(e, sizeof(e), "the schedule's table is for %d "
-		    "micro-batches on %d stages", cfg->table->m, cfg->table->w);
+		    "micro-batches on %d stages of %d chunks", cfg->table->m,
+		    cfg->table->w, cfg->table->v);
 		goto fail;
 	}
 	r->sch = cfg->table;
 	if (r->sch == NULL) {
-		if (pipe_sched_build(&r->own_sch, cfg->sched, M, r->world, e,
-		    sizeof(e)) < 0)
+		if (pipe_sched_build_virtual(&r->own_sch, cfg->sched, M,
+		    r->world, r->nchunk, e, sizeof(e)) < 0)
 			goto fail;
 		r->have_sch = 1;
 		r->sch = &r->own_sch;
 	}
-	if (cfg->tp != NULL) {
-		if (pipe_tp_init(r, nmax) < 0)
-			return -1;
-	} else {
-		if (pipe_stage_init(&r->st, r->m, r->rank, r->world,
-		    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq,
-		    nmax, M, r->sch->split, e, sizeof(e)) < 0)
-			goto fail;
-		r->have_st = 1;
-		r->params = r->m->params;
-		r->grads = r->m->grads;
-	}
+	if ((rc = chunks_init(r, nmax, e, sizeof(e))) == -2)
+		return -1;
+	if (rc < 0)
+		goto fail;
 	if (train_order_init(&r->ord, r->d->n, 0, 0, e, sizeof(e)) < 0 ||
 	    train_batch_alloc(&r->tb, r->d, r->rcount, e, sizeof(e)) < 0)
 		goto fail;
-	if (r->st.gpt && (r->st.first || r->st.last) && r->world > 1 &&
-	    (r->tied = malloc((size_t)r->m->dims.vocab * r->m->dims.d_model *
-	    sizeof(float))) == NULL)
+	if (r->st.gpt && (r->rank == 0 || r->rank == r->world - 1) &&
+	    r->world > 1 && (r->tied = malloc((size_t)r->m->dims.vocab *
+	    r->m->dims.d_model * sizeof(float))) == NULL)
 		return pipe_oom(r);
 	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0 ||
 	    pipe_dp_init(r) < 0)
@@ -115,8 +145,12 @@ run_free(struct pipe_run *r)
 		nn_optim_free(&r->opt[q]);
 	free(r->opt);
 	free(r->own);
-	if (r->have_st)
-		pipe_stage_free(&r->st);
+	while (r->have_st > 0)
+		pipe_stage_free(pipe_chunk(r, --r->have_st));
+	free(r->chunk);
+	free(r->gmb);
+	if (r->gc != NULL)
+		comm_close(r->gc);
 	pipe_tp_free(r);
 	pipe_dp_free(r);
 	if (r->have_sch)

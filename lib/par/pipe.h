@@ -8,7 +8,9 @@
  * number of micro-batches gives single-process full-batch training up to
  * float rounding. With replicas (pipe_cfg's dp, collx-train's mesh) each
  * pipeline runs its share of the batch and each stage sums its gradients
- * with its replicas', which gives the same. */
+ * with its replicas', which gives the same. Interleaved (cfg->chunks V
+ * above 1), rank j runs V stages, chunks c = 0 .. V-1 being virtual stage
+ * c*world + j of world*V. */
 #ifndef COLLX_PIPE_H
 #define COLLX_PIPE_H
 
@@ -26,7 +28,11 @@ struct pipe_cfg {
 	const struct pipe_sched *table;	/* PIPE_SCHED_FILE's (pipe_sched_file) */
 	int micro;		/* M: micro-batches per step */
 	long batch, steps;	/* global batch B; steps */
-	const int *first;	/* world + 1 layer boundaries (pipe_split) */
+	int chunks;		/* V: chunks of layers per rank (interleaved;
+				 * a table's v), 0 or 1: one */
+	const int *first;	/* world*V + 1 layer boundaries (pipe_split):
+				 * chunk c of rank j is virtual stage c*world
+				 * + j */
 	struct nn_optim_cfg optim;
 	int trace;		/* record spans for pipe_trace_write */
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL
@@ -67,6 +73,7 @@ struct pipe_stat {
 /* One span of a stage's time line, seconds since the common start. */
 struct pipe_span {
 	int stage, mb, step;
+	int chunk;		/* interleaved: F, B, S, R's chunk; else -1 */
 	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv;
 				 * 'C' (step -1): the stage's clock is known
 				 * to within t1 - t0 */

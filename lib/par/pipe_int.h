@@ -96,6 +96,13 @@ struct pipe_run {
 	/* The stage: st, its layers in m; or, with cfg->tp, ts over the TP
 	 * group, st then holding only ts's shape and buffers (pipe_tp.c) */
 	struct pipe_stage st;
+	struct pipe_stage *chunk;	/* interleaved: chunks 1 .. V-1 (0 is
+					 * st) */
+	int nchunk;			/* V */
+	struct comm *gc;		/* V > 1: the gradients' own sub-group
+					 * (with 2 ranks both kinds of message
+					 * go each way, and messages between
+					 * two ranks match in order) */
 	struct tp_stage *ts;
 	float *params, *grads;		/* what own's ranges index: m's, ts's */
 	double tp_t0;			/* ts's sums' seconds and the TP */
@@ -103,11 +110,12 @@ struct pipe_run {
 	int rank, world, have_st, have_sch;
 	long rstart, rcount;		/* this replica's share of the batch */
 	long *mstart, *mcount;		/* micro-batches of the share */
-	struct pipe_slot **mslot;
+	struct pipe_slot **mslot;	/* these four: [c*M + i], chunk c */
 	const float **mout;
 	struct comm_req *sact, *sgrad;
-	int gmb[2], gturn;		/* micro-batch in each gradient send
-					 * buffer (st.g[2 + b]), the next one */
+	int (*gmb)[3];			/* per chunk: the micro-batch in each
+					 * gradient send buffer (its g[2 + b]),
+					 * and the next buffer to take */
 	struct train_order ord;
 	struct train_batch tb;
 	struct pipe_range *own;		/* parameter ranges the stage updates */
@@ -137,19 +145,21 @@ void pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b);
 int pipe_own_init(struct pipe_run *r);
 
 /* The stage's side of the runner (pipe_tp.c), pipe_stage's or
- * tp_stage's: set-up of a tp_stage and its one parameter range; a
- * micro-batch's slot, input, forward (NULL: failed) and backward. */
+ * tp_stage's: set-up of a tp_stage and its one parameter range; the
+ * rank's chunk c (0 unless interleaved; its shape); a micro-batch's
+ * slot on chunk c, input, forward (NULL: failed) and backward. */
 int pipe_tp_init(struct pipe_run *r, int nmax);
 int pipe_tp_own_init(struct pipe_run *r);
 void pipe_tp_free(struct pipe_run *r);
-struct pipe_slot *pipe_unit_acquire(struct pipe_run *r, int n);
-float *pipe_unit_input(struct pipe_run *r, struct pipe_slot *sl);
-const float *pipe_unit_forward(struct pipe_run *r, struct pipe_slot *sl,
-    double *loss);
-int pipe_unit_backward(struct pipe_run *r, struct pipe_slot *sl, float *dy,
-    float *dx);
-void pipe_unit_weight(struct pipe_run *r, struct pipe_slot *sl);
-void pipe_unit_release(struct pipe_run *r, struct pipe_slot *sl);
+struct pipe_stage *pipe_chunk(struct pipe_run *r, int c);
+struct pipe_slot *pipe_unit_acquire(struct pipe_run *r, int c, int n);
+float *pipe_unit_input(struct pipe_run *r, int c, struct pipe_slot *sl);
+const float *pipe_unit_forward(struct pipe_run *r, int c,
+    struct pipe_slot *sl, double *loss);
+int pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
+    float *dy, float *dx);
+void pipe_unit_weight(struct pipe_run *r, int c, struct pipe_slot *sl);
+void pipe_unit_release(struct pipe_run *r, int c, struct pipe_slot *sl);
 /* The TP group's share of a step, its allreduces' time and bytes, into
  * ps: called at the step's start (begin) and its end. */
 void pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin);

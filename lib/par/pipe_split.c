@@ -79,18 +79,21 @@ pipe_split(const struct nn_model *m, int world, const char *split,
 	return 0;
 }
 
-/* The stages holding a parameter: a, and b (or -1). */
+/* The stages (ranks) holding a parameter: a, and b (or -1). A layer's
+ * is the rank of its virtual stage s, s mod world; the embeddings lie
+ * with virtual stage 0 on rank 0, the head with the last on the last. */
 void
 pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b)
 {
 	const int *first = r->cfg->first;
 	int l = r->m->dims.layers > 0 ? name_layer(name) : 0, j;
+	int S = r->world * r->nchunk;
 
 	*b = -1;
 	if (l >= 0) {
-		for (j = 0; j < r->world - 1 && first[j + 1] <= l; j++)
+		for (j = 0; j < S - 1 && first[j + 1] <= l; j++)
 			;
-		*a = j;
+		*a = j % r->world;
 	} else if (strcmp(name, "wte") == 0) {
 		*a = 0;
 		*b = r->world > 1 ? r->world - 1 : -1;

@@ -10,12 +10,13 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
-/* The micro-batch's inputs and targets, from the step's batch. */
+/* The micro-batch's inputs and targets, from the step's batch, as the
+ * stage st (the rank's chunk) needs them. */
 static int
-fill_slot(struct pipe_run *r, struct pipe_slot *sl, int i)
+fill_slot(struct pipe_run *r, const struct pipe_stage *st,
+    struct pipe_slot *sl, int i)
 {
 	const struct train_data *d = r->d;
-	const struct pipe_stage *st = &r->st;
 	long s0 = r->mstart[i];
 	int S = st->seq;
 
@@ -44,141 +45,190 @@ fill_slot(struct pipe_run *r, struct pipe_slot *sl, int i)
 	return 0;
 }
 
-static struct pipe_slot *
-acquire(struct pipe_run *r, int i)
+/* The group a gradient travels in: its own under interleaving. */
+static struct comm *
+grad_comm(const struct pipe_run *r)
 {
-	struct pipe_slot *sl = pipe_unit_acquire(r, (int)r->mcount[i]);
+	return r->gc != NULL ? r->gc : r->c;
+}
+
+static int
+grad_failed(struct pipe_run *r)
+{
+	struct comm *c = r->c;
+	int rc;
+
+	r->c = grad_comm(r);	/* whose error to report */
+	rc = pipe_comm_failed(r);
+	r->c = c;
+	return rc;
+}
+
+static struct pipe_slot *
+acquire(struct pipe_run *r, int c, int i)
+{
+	struct pipe_slot *sl = pipe_unit_acquire(r, c, (int)r->mcount[i]);
 
 	if (sl == NULL)
 		pipe_oom(r);
-	return r->mslot[i] = sl;
+	return r->mslot[c * r->cfg->micro + i] = sl;
 }
 
-/* The two gradient send buffers take the backwards in turn: micro-batch
- * i's backward writes the one whose send went two backwards ago, once
- * that is done (NULL on stage 0, which sends none, or when the wait
- * failed). */
+/* The two gradient send buffers of chunk c take its backwards in turn:
+ * micro-batch i's backward writes the one whose send went two backwards
+ * ago, once that is done (NULL on virtual stage 0, which sends none, or
+ * when the wait failed). */
 static float *
-take_grad_buffer(struct pipe_run *r, int i)
+take_grad_buffer(struct pipe_run *r, int c, int i)
 {
-	int b = r->gturn;
+	struct pipe_stage *st = pipe_chunk(r, c);
+	int *g = r->gmb[c], b = g[2], M = r->cfg->micro;
 
-	if (r->st.first)
+	if (st->first)
 		return NULL;
-	r->gturn ^= 1;
-	if (r->gmb[b] >= 0 && comm_wait(r->c, &r->sgrad[r->gmb[b]]) < 0)
+	g[2] ^= 1;
+	if (g[b] >= 0 && comm_wait(grad_comm(r), &r->sgrad[c * M + g[b]]) < 0)
 		return NULL;
-	r->gmb[b] = i;
-	return r->st.g[2 + b];
+	g[b] = i;
+	return st->g[2 + b];
 }
 
-/* The buffer holding micro-batch i's gradient, to send. */
+/* The buffer holding micro-batch i's gradient of chunk c, to send. */
 static float *
-grad_buffer(const struct pipe_run *r, int i)
+grad_buffer(struct pipe_run *r, int c, int i)
 {
-	return r->st.g[2 + (r->gmb[1] == i)];
+	return pipe_chunk(r, c)->g[2 + (r->gmb[c][1] == i)];
+}
+
+/* A span of chunk c's pass on micro-batch i (chunk -1 in the trace but
+ * for interleaved runs). */
+static void
+span(struct pipe_run *r, char kind, int c, int i, double t0, double t1)
+{
+	size_t n = r->nspans;
+
+	pipe_span(r, kind, i, t0, t1);
+	if (r->nspans > n)
+		r->spans[n].chunk = r->nchunk > 1 ? c : -1;
+}
+
+/* Receives an activation or a gradient; its time and bytes. */
+static int
+recv_msg(struct pipe_run *r, const struct pipe_action *a, void *buf,
+    size_t len)
+{
+	struct pipe_stat *ps = &r->stat[r->step];
+	int grad = a->op == PIPE_RECV_GRAD;
+	double t0 = cli_now(), t1;
+
+	comm_set_step(grad ? grad_comm(r) : r->c, "step %ld: %s of "
+	    "micro-batch %d", r->step, grad ? "gradient" : "activation",
+	    a->mb);
+	if (comm_recv(grad ? grad_comm(r) : r->c, a->peer, grad ?
+	    PIPE_TAG_GRAD : PIPE_TAG_ACT, buf, len) < 0)
+		return grad ? grad_failed(r) : pipe_comm_failed(r);
+	ps->recvd += len;
+	t1 = cli_now();
+	ps->recv += t1 - t0;
+	span(r, 'R', a->chunk, a->mb, t0, t1);
+	return 0;
+}
+
+/* The backward of micro-batch i on chunk c, or its input part. */
+static int
+backward(struct pipe_run *r, int c, int i)
+{
+	struct pipe_stage *st = pipe_chunk(r, c);
+	struct pipe_stat *ps = &r->stat[r->step];
+	int k = c * r->cfg->micro + i;
+	double t0 = cli_now(), t1;
+	float *dx;
+
+	if ((dx = take_grad_buffer(r, c, i)) == NULL && !st->first)
+		return grad_failed(r);
+	/* the next stage has answered, so the activation has gone (and a
+	 * split backward may reuse its room) */
+	if (comm_wait(r->c, &r->sact[k]) < 0)
+		return pipe_comm_failed(r);
+	t1 = cli_now();
+	ps->send += t1 - t0;
+	if (pipe_unit_backward(r, c, r->mslot[k], st->g[0], dx) < 0)
+		return -1;
+	if (comm_progress(r->c) < 0)
+		return pipe_comm_failed(r);
+	t0 = cli_now();
+	ps->bwd += t0 - t1;
+	span(r, 'B', c, i, t1, t0);
+	if (!st->split) {
+		pipe_unit_release(r, c, r->mslot[k]);
+		r->mslot[k] = NULL;
+	}
+	return 0;
 }
 
 /* Runs one action; *loss gathers the last stage's loss sum. */
 static int
 act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 {
-	struct pipe_stage *st = &r->st;
+	int c = a->chunk, i = a->mb, k = c * r->cfg->micro + i;
+	struct pipe_stage *st = pipe_chunk(r, c);
 	struct pipe_stat *ps = &r->stat[r->step];
-	int i = a->mb;
 	size_t n = (size_t)r->mcount[i];
 	/* bytes of an activation into and out of the stage (gradients back) */
 	size_t bin = n * st->in_w * sizeof(float);
 	size_t bout = n * st->out_w * sizeof(float);
-	struct pipe_slot *sl = r->mslot[i];
+	struct pipe_slot *sl = r->mslot[k];
 	double t0 = cli_now(), t1;
-	float *dx;
 
 	switch (a->op) {
 	case PIPE_RECV_ACT:
-		if ((sl = acquire(r, i)) == NULL)
+		if ((sl = acquire(r, c, i)) == NULL)
 			return -1;
-		comm_set_step(r->c, "step %ld: activation of micro-batch %d",
-		    r->step, i);
-		if (comm_recv(r->c, a->peer, PIPE_TAG_ACT,
-		    pipe_unit_input(r, sl), bin) < 0)
-			return pipe_comm_failed(r);
-		ps->recvd += bin;
-		t1 = cli_now();
-		ps->recv += t1 - t0;
-		pipe_span(r, 'R', i, t0, t1);
-		return 0;
+		return recv_msg(r, a, pipe_unit_input(r, c, sl), bin);
 	case PIPE_FWD:
-		if (sl == NULL && (sl = acquire(r, i)) == NULL)
+		if (sl == NULL && (sl = acquire(r, c, i)) == NULL)
 			return -1;
-		if (fill_slot(r, sl, i) < 0)
+		if (fill_slot(r, st, sl, i) < 0)
 			return -1;
-		if ((r->mout[i] = pipe_unit_forward(r, sl, loss)) == NULL)
+		if ((r->mout[k] = pipe_unit_forward(r, c, sl, loss)) == NULL)
 			return -1;
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->fwd += t1 - t0;
-		pipe_span(r, 'F', i, t0, t1);
+		span(r, 'F', c, i, t0, t1);
 		return 0;
 	case PIPE_SEND_ACT:
-		if (comm_isend(r->c, a->peer, PIPE_TAG_ACT, r->mout[i], bout,
-		    &r->sact[i]) < 0)
+		if (comm_isend(r->c, a->peer, PIPE_TAG_ACT, r->mout[k], bout,
+		    &r->sact[k]) < 0)
 			return pipe_comm_failed(r);
 		ps->sent += bout;
 		break;
 	case PIPE_RECV_GRAD:
-		comm_set_step(r->c, "step %ld: gradient of micro-batch %d",
-		    r->step, i);
-		if (comm_recv(r->c, a->peer, PIPE_TAG_GRAD, st->g[0], bout) < 0)
-			return pipe_comm_failed(r);
-		ps->recvd += bout;
-		t1 = cli_now();
-		ps->recv += t1 - t0;
-		pipe_span(r, 'R', i, t0, t1);
-		return 0;
+		return recv_msg(r, a, st->g[0], bout);
 	case PIPE_BWD:
-		if ((dx = take_grad_buffer(r, i)) == NULL && !st->first)
-			return pipe_comm_failed(r);
-		/* the next stage has answered, so the activation has gone
-		 * (and a split backward may reuse its room) */
-		if (comm_wait(r->c, &r->sact[i]) < 0)
-			return pipe_comm_failed(r);
-		t1 = cli_now();
-		ps->send += t1 - t0;
-		if (pipe_unit_backward(r, sl, st->g[0], dx) < 0)
-			return -1;
-		if (comm_progress(r->c) < 0)
-			return pipe_comm_failed(r);
-		t0 = cli_now();
-		ps->bwd += t0 - t1;
-		pipe_span(r, 'B', i, t1, t0);
-		if (!st->split) {
-			pipe_unit_release(r, sl);
-			r->mslot[i] = NULL;
-		}
-		return 0;
+		return backward(r, c, i);
 	case PIPE_WGT:
-		pipe_unit_weight(r, sl);
+		pipe_unit_weight(r, c, sl);
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->bwd += t1 - t0;
 		/* a backward's second part: the trace draws it as backward */
-		pipe_span(r, 'B', i, t0, t1);
-		pipe_unit_release(r, sl);
-		r->mslot[i] = NULL;
+		span(r, 'B', c, i, t0, t1);
+		pipe_unit_release(r, c, sl);
+		r->mslot[k] = NULL;
 		return 0;
 	case PIPE_SEND_GRAD:
-		if (comm_isend(r->c, a->peer, PIPE_TAG_GRAD, grad_buffer(r, i),
-		    bin, &r->sgrad[i]) < 0)
-			return pipe_comm_failed(r);
+		if (comm_isend(grad_comm(r), a->peer, PIPE_TAG_GRAD,
+		    grad_buffer(r, c, i), bin, &r->sgrad[k]) < 0)
+			return grad_failed(r);
 		ps->sent += bin;
 		break;
 	}
 	t1 = cli_now();
 	ps->send += t1 - t0;
-	pipe_span(r, 'S', i, t0, t1);
+	span(r, 'S', c, i, t0, t1);
 	return 0;
 }
 
@@ -189,9 +239,11 @@ tied_sum(struct pipe_run *r)
 {
 	struct pipe_stage *st = &r->st;
 	size_t cnt = (size_t)r->m->dims.vocab * r->m->dims.d_model;
-	int peer = st->first ? r->world - 1 : 0;
+	int peer = r->rank == 0 ? r->world - 1 : 0;
 
-	if (!st->gpt || r->world == 1 || (!st->first && !st->last))
+	/* the first virtual stage is rank 0's, the last rank world-1's */
+	if (!st->gpt || r->world == 1 || (r->rank != 0 &&
+	    r->rank != r->world - 1))
 		return 0;
 	comm_set_step(r->c, "step %ld: tied embedding gradient", r->step);
 	if (comm_sendrecv(r->c, peer, st->dwte, cnt * sizeof(float), peer,
@@ -207,7 +259,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_stat *ps = &r->stat[k];
 	double t0 = cli_now(), loss = 0, ts, t1, t2;
-	int q, j = r->rank;
+	int q, j = r->rank, nreq = cfg->micro * r->nchunk;
 
 	r->step = k;
 	/* Every message of the step carries the step's operation number and
@@ -215,24 +267,31 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	comm_op_begin(r->c, PIPE_OPCODE, "pipeline step", DT_F32,
 	    (uint64_t)cfg->micro << 40 ^ (uint64_t)cfg->sched << 32 ^
 	    (uint64_t)cfg->batch);
+	if (r->gc != NULL)
+		comm_op_begin(r->gc, PIPE_OPCODE, "pipeline step's gradients",
+		    DT_F32, (uint64_t)cfg->micro << 40 ^ (uint64_t)r->nchunk <<
+		    32 ^ (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
 	for (q = 0; q < r->nown; q++)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
-	memset(r->sact, 0, (size_t)cfg->micro * sizeof(*r->sact));
-	memset(r->sgrad, 0, (size_t)cfg->micro * sizeof(*r->sgrad));
+	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
+	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
 	pipe_tp_stat(r, ps, 1);
 	ts = cli_now();
-	r->gmb[0] = r->gmb[1] = -1;
-	r->gturn = 0;
+	for (q = 0; q < r->nchunk; q++) {
+		r->gmb[q][0] = r->gmb[q][1] = -1;
+		r->gmb[q][2] = 0;
+	}
 	for (q = 0; q < r->sch->nact[j]; q++)
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
 	t1 = cli_now();
 	comm_set_step(r->c, "step %ld: end of step", k);
-	if (comm_waitall(r->c, r->sact, cfg->micro) < 0 ||
-	    comm_waitall(r->c, r->sgrad, cfg->micro) < 0)
+	if (comm_waitall(r->c, r->sact, nreq) < 0)
 		return pipe_comm_failed(r);
+	if (comm_waitall(grad_comm(r), r->sgrad, nreq) < 0)
+		return grad_failed(r);
 	t2 = cli_now();
 	pipe_tp_stat(r, ps, 0);
 	ps->send += t2 - t1;

@@ -103,64 +103,89 @@ pipe_tp_free(struct pipe_run *r)
 	r->ts = NULL;
 }
 
+/* Chunk 0 is st (a tp_stage's shape under TP, which has one chunk);
+ * the others, interleaved, r->chunk's. */
+struct pipe_stage *
+pipe_chunk(struct pipe_run *r, int c)
+{
+	return c == 0 ? &r->st : &r->chunk[c - 1];
+}
+
+/* The rank's activation bytes, all chunks together, at their peak so
+ * far: kept in st.peak, which st's own slots alone never exceed. */
+static void
+rank_peak(struct pipe_run *r)
+{
+	size_t live = r->st.live;
+
+	for (int c = 1; c < r->nchunk; c++)
+		live += r->chunk[c - 1].live;
+	if (live > r->st.peak)
+		r->st.peak = live;
+}
+
 struct pipe_slot *
-pipe_unit_acquire(struct pipe_run *r, int n)
+pipe_unit_acquire(struct pipe_run *r, int c, int n)
 {
 	struct pipe_slot *sl;
 
-	if (r->ts == NULL)
-		return pipe_stage_acquire(&r->st, n);
+	if (r->ts == NULL) {
+		sl = pipe_stage_acquire(pipe_chunk(r, c), n);
+		rank_peak(r);
+		return sl;
+	}
 	sl = tp_stage_acquire(r->ts, n);
 	r->st.peak = r->ts->peak;
 	return sl;
 }
 
 float *
-pipe_unit_input(struct pipe_run *r, struct pipe_slot *sl)
+pipe_unit_input(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
-	return r->ts ? tp_stage_input(r->ts, sl) : pipe_stage_input(&r->st,
-	    sl);
+	return r->ts ? tp_stage_input(r->ts, sl) :
+	    pipe_stage_input(pipe_chunk(r, c), sl);
 }
 
 const float *
-pipe_unit_forward(struct pipe_run *r, struct pipe_slot *sl, double *loss)
+pipe_unit_forward(struct pipe_run *r, int c, struct pipe_slot *sl,
+    double *loss)
 {
 	const float *y;
 
 	if (r->ts == NULL)
-		return pipe_stage_forward(&r->st, sl, loss);
+		return pipe_stage_forward(pipe_chunk(r, c), sl, loss);
 	if ((y = tp_stage_forward(r->ts, sl, loss)) == NULL)
 		tp_failed(r);
 	return y;
 }
 
 int
-pipe_unit_backward(struct pipe_run *r, struct pipe_slot *sl, float *dy,
-    float *dx)
+pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
+    float *dy, float *dx)
 {
 	if (r->ts == NULL) {
-		pipe_stage_backward(&r->st, sl, dy, dx);
+		pipe_stage_backward(pipe_chunk(r, c), sl, dy, dx);
 		return 0;
 	}
 	return tp_stage_backward(r->ts, sl, dy, dx) < 0 ? tp_failed(r) : 0;
 }
 
 void
-pipe_unit_weight(struct pipe_run *r, struct pipe_slot *sl)
+pipe_unit_weight(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
 	if (r->ts != NULL)
 		tp_stage_weight(r->ts, sl);
 	else
-		pipe_stage_weight(&r->st, sl);
+		pipe_stage_weight(pipe_chunk(r, c), sl);
 }
 
 void
-pipe_unit_release(struct pipe_run *r, struct pipe_slot *sl)
+pipe_unit_release(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
 	if (r->ts != NULL)
 		tp_stage_release(r->ts, sl);
 	else
-		pipe_stage_release(&r->st, sl);
+		pipe_stage_release(pipe_chunk(r, c), sl);
 }
 
 void

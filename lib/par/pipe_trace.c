@@ -114,8 +114,8 @@ kind_name(char k)
 /* Times in whole nanoseconds, printed as microseconds with three
  * decimals, so a span ends exactly where the next begins. */
 static void
-event(FILE *f, int stage, char kind, int mb, int step, long long t0,
-    long long t1)
+event(FILE *f, int stage, char kind, int mb, int chunk, int step,
+    long long t0, long long t1)
 {
 	char name[32];
 
@@ -123,6 +123,8 @@ event(FILE *f, int stage, char kind, int mb, int step, long long t0,
 		snprintf(name, sizeof(name), "idle");
 	else if (mb < 0)
 		snprintf(name, sizeof(name), "%s", kind_name(kind));
+	else if (chunk >= 0)	/* interleaved: F3:1, chunk 1's */
+		snprintf(name, sizeof(name), "%c%d:%d", kind, mb, chunk);
 	else
 		snprintf(name, sizeof(name), "%c%d", kind, mb);
 	fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,"
@@ -188,7 +190,7 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 		if (t0 < 0)
 			t0 = 0;
 		if (s[i].kind == 'T') {	/* nested: no gap, no idle */
-			event(f, s[i].stage, 'T', -1, s[i].step, t0,
+			event(f, s[i].stage, 'T', -1, -1, s[i].step, t0,
 			    t1 > t0 ? t1 : t0);
 			continue;
 		}
@@ -199,8 +201,9 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 		if (t1 < t0)
 			t1 = t0;
 		if (t0 >= prev + 1000 && i > 0 && s[i].stage == s[i - 1].stage)
-			event(f, s[i].stage, 'I', -1, s[i].step, prev, t0);
-		event(f, s[i].stage, s[i].kind, s[i].mb, s[i].step, t0, t1);
+			event(f, s[i].stage, 'I', -1, -1, s[i].step, prev, t0);
+		event(f, s[i].stage, s[i].kind, s[i].mb, s[i].chunk, s[i].step,
+		    t0, t1);
 		prev = t1;
 	}
 	fprintf(f, "\n]}\n");

@@ -10,17 +10,26 @@
 #   checks collx-pipe outputs against it (|got-ref| <= 1e-6 + RTOL |ref|).
 #   PIPEREF_SKIP=SUFFIX leaves out tensors named ...SUFFIX (AdamW turns the
 #   rounding noise of an exactly-zero gradient, attn.k.bias, into lr steps).
+# Several commands may run in one process, separated by "+" arguments:
+# torch, which only train needs, then loads once (seconds on a busy host).
 import math
 import os
 import sys
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from collpy import load_st, save_st
 
-torch.set_default_dtype(torch.float64)
+torch = F = None
+
+
+def load_torch():
+    global torch, F
+    if torch is None:
+        import torch as t
+        import torch.nn.functional as f
+        torch, F = t, f
+        torch.set_default_dtype(torch.float64)
 
 
 def gelu(x):
@@ -101,6 +110,7 @@ def close(what, ref, got, rtol, atol):
 
 def train(a):
     """train ARCH MODEL X Y|- BATCH STEPS OPT LR [WD [MORE]] OUT CSV"""
+    load_torch()
     arch, model, xf, yf, batch, steps, opt, lr = a[:8]
     batch, steps, lr = int(batch), int(steps), float(lr)
     rest, out, csv = a[8:-2], a[-2], a[-1]
@@ -170,9 +180,17 @@ def cmp(a):
         print(f"# {trained}: max abs err {worst:.3g}")
 
 
-if sys.argv[1] == "train":
-    train(sys.argv[2:])
-elif sys.argv[1] == "cmp":
-    cmp(sys.argv[2:])
-else:
-    sys.exit("usage: piperef.py train ... | cmp ...")
+cmds = [[]]
+for arg in sys.argv[1:]:
+    if arg == "+":
+        cmds.append([])
+    else:
+        cmds[-1].append(arg)
+for c in cmds:
+    if c and c[0] == "train":
+        train(c[1:])
+    elif c and c[0] == "cmp":
+        cmp(c[1:])
+    else:
+        sys.exit("usage: piperef.py train ... | cmp ... [+ train ... | "
+                 "cmp ...]...")

@@ -224,7 +224,8 @@ zb_tables(void)
 					once &= x.n[0][j * m + i] == 1 &&
 					    x.n[1][j * m + i] == 1;
 			}
-			formula &= fabs(pipe_sched_bubble(PIPE_SCHED_ZBH1, m, w) -
+			formula &= fabs(pipe_sched_bubble(PIPE_SCHED_ZBH1, m, w,
+			    1) -
 			    (double)(x.end - 3 * m) / x.end) < 1e-12;
 			for (int i = 0; i < 2; i++)
 				free(x.t0[i]), free(x.t1[i]), free(x.n[i]);
