@@ -91,7 +91,8 @@ run_init(struct pipe_run *r)
 		return pipe_oom(r);
 	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0)
 		return -1;
-	if (cfg->resume != NULL && pipe_ckpt_resume(r) < 0)
+	if ((cfg->resume != NULL && pipe_ckpt_resume(r) < 0) ||
+	    pipe_slow_init(r) < 0)
 		return -1;
 	comm_set_step(r->c, "start of training");
 	if (coll_barrier(r->c) < 0)
@@ -114,6 +115,7 @@ run_free(struct pipe_run *r)
 		nn_optim_free(&r->opt[q]);
 	free(r->opt);
 	free(r->own);
+	pipe_slow_free(r);
 	if (r->have_st)
 		pipe_stage_free(&r->st);
 	pipe_tp_free(r);

@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "nn/nn.h"
 #include "par/ckpt.h"
+#include "par/dp.h"
 #include "par/pipe_sched.h"
 #include "par/train.h"
 
@@ -38,6 +39,12 @@ struct pipe_cfg {
 	struct comm *tp;	/* the stage's TP group (size 1: none): the
 				 * stage's layers sharded over it (tp_stage),
 				 * or NULL: pipe_stage's, in the model */
+	enum dp_wire_type wire;
+	/* the DP axis's gradients on the wire (f32: plain), PowerSGD and
+	 * local SGD as collx-dp's (dp_cfg) */
+	int powersgd;
+	long powersgd_start, sync_every;
+	double outer_lr, outer_momentum;
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation

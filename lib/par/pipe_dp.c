@@ -27,13 +27,15 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	struct pipe_stat *ps = &r->stat[r->step];
 	uint64_t sent;
 	double t0;
-	int q;
+	int q, done;
 
 	if (dc == NULL || comm_size(dc) == 1)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	for (q = 0; q < r->nown; q++) {
+	if ((done = pipe_slow_sync(r)) < 0)
+		return -1;
+	for (q = 0; q < r->nown && !done; q++) {
 		comm_set_step(dc, "step %ld: gradients of stage %d, range "
 		    "%d of %d", r->step, r->rank, q + 1, r->nown);
 		if (coll_allreduce(dc, r->grads + r->own[q].off,

@@ -252,7 +252,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		return -1;
 	for (q = 0; q < r->nown; q++)
 		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
-		    r->grads + r->own[q].off, (float)(1.0 / (double)cfg->batch));
+		    r->grads + r->own[q].off, pipe_slow_scale(r));
+	if (pipe_slow_outer(r) < 0)
+		return -1;
 	ps->wall = cli_now() - t0;
 	ps->peak_act = r->st.peak;
 	s->step = k;
