@@ -453,8 +453,8 @@ check_slow(const struct opts *o)
 
 	trainopt_slow_check(s);
 	if (opt != NULL && o->ckpt.path != NULL)
-		cli_usage_error("--checkpoint and %s: collx-train's checkpoints "
-		    "do not keep its state (collx-dp's do)", opt);
+		cli_usage_error("--checkpoint and %s: collx-train's "
+		    "checkpoints do not keep its state (collx-dp's do)", opt);
 	if (opt != NULL && o->ckpt.resume != NULL)
 		cli_usage_error("--resume and %s: collx-train's checkpoints "
 		    "do not keep its state (collx-dp's do)", opt);
