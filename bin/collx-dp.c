@@ -20,8 +20,7 @@
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_BUCKET, OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS, OPT_NO_OVERLAP,
-	OPT_ZERO, OPT_WIRE, OPT_SYNC_EVERY, OPT_OUTER_LR, OPT_OUTER_MOMENTUM,
-	OPT_POWERSGD, OPT_POWERSGD_START
+	OPT_ZERO
 };
 
 static const struct option longopts[] = {
@@ -34,11 +33,8 @@ static const struct option longopts[] = {
 	{ "bucket-mb", 1, 0, OPT_BUCKET }, { "shuffle", 0, 0, OPT_SHUFFLE },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS }, { "no-overlap", 0, 0, OPT_NO_OVERLAP },
-	{ "zero", 1, 0, OPT_ZERO }, { "wire", 1, 0, OPT_WIRE },
-	{ "sync-every", 1, 0, OPT_SYNC_EVERY }, { "outer-lr", 1, 0, OPT_OUTER_LR },
-	{ "outer-momentum", 1, 0, OPT_OUTER_MOMENTUM },
-	{ "powersgd", 1, 0, OPT_POWERSGD },
-	{ "powersgd-start", 1, 0, OPT_POWERSGD_START },
+	{ "zero", 1, 0, OPT_ZERO },
+	TRAINOPT_SLOW_LONGOPTS,
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
@@ -51,7 +47,8 @@ struct opts {
 	const char *data, *targets, *init, *dims, *sync_name;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
-	int have_ps_servers, have_outer, have_psgd_start;
+	int have_ps_servers;
+	struct trainopt_slow slow;
 	char *owned[4];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
@@ -89,17 +86,7 @@ usage(void)
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
 	    "                        2: also the reduced gradients (0: off)\n"
-	    "  --wire TYPE           gradients travel as f32 (default), bf16, f16\n"
-	    "                        or int8 (a scale per 256 values, error\n"
-	    "                        feedback); every sum is taken in f32\n"
-	    "  --powersgd R          PowerSGD of rank R (torch's powerSGD_hook: error\n"
-	    "                        feedback, warm start; vectors uncompressed)\n"
-	    "  --powersgd-start K    plain allreduce for the first K steps (10)\n"
-	    "  --sync-every H        local SGD: each replica steps alone, and every\n"
-	    "                        H steps the replicas' mean change is applied by\n"
-	    "                        an outer Nesterov SGD (0: off, plain DP)\n"
-	    "  --outer-lr L          its learning rate (0.7)\n"
-	    "  --outer-momentum M    its Nesterov momentum (0.9)\n"
+	    TRAINOPT_SLOW_HELP
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
@@ -171,31 +158,6 @@ train_option(struct opts *o, int c, const char *a)
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
 	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
 	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
-	case OPT_POWERSGD:
-		o->cfg.powersgd = (int)cli_parse_long("--powersgd", a, 1, 1 << 20);
-		break;
-	case OPT_POWERSGD_START:
-		o->cfg.powersgd_start = cli_parse_long("--powersgd-start", a, 0,
-		    1L << 40);
-		o->have_psgd_start = 1;
-		break;
-	case OPT_SYNC_EVERY:
-		o->cfg.sync_every = cli_parse_long("--sync-every", a, 0, 1L << 30);
-		break;
-	case OPT_OUTER_LR:
-		o->cfg.outer_lr = cli_parse_double("--outer-lr", a, 0, 1e6);
-		o->have_outer = 1;
-		break;
-	case OPT_OUTER_MOMENTUM:
-		o->cfg.outer_momentum = cli_parse_double("--outer-momentum", a, 0,
-		    1);
-		o->have_outer = 1;
-		break;
-	case OPT_WIRE:
-		if (dp_wire_parse(a, &o->cfg.wire) < 0)
-			cli_usage_error("--wire: want f32, bf16, f16 or int8, not "
-			    "'%s'", a);
-		break;
 	default: return 0;
 	}
 	return 1;
@@ -228,9 +190,15 @@ parse_args(struct opts *o, int argc, char **argv)
 {
 	struct trainopt_parser p = { .usage = usage, .g = &o->g,
 	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
-	    .own = own_option, .ctx = o };
+	    .slow = &o->slow, .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:o:", longopts);
+	o->cfg.wire = o->slow.wire;
+	o->cfg.powersgd = o->slow.powersgd;
+	o->cfg.powersgd_start = o->slow.powersgd_start;
+	o->cfg.sync_every = o->slow.sync_every;
+	o->cfg.outer_lr = o->slow.outer_lr;
+	o->cfg.outer_momentum = o->slow.outer_momentum;
 }
 
 /* --init: a fresh model from a seed. */
@@ -265,21 +233,10 @@ init_model(const struct opts *o)
 static void
 check_powersgd(const struct opts *o)
 {
-	if (o->have_psgd_start && o->cfg.powersgd == 0)
-		cli_usage_error("--powersgd-start goes with --powersgd");
 	if (o->cfg.powersgd == 0)
 		return;
 	if (o->cfg.sync == DP_PS)
 		cli_usage_error("--powersgd goes with allreduce, not --sync ps");
-	if (o->cfg.zero > 0)
-		cli_usage_error("--powersgd and --zero %d: PowerSGD sums whole "
-		    "matrices, not ZeRO's slices", o->cfg.zero);
-	if (o->cfg.wire != DP_WIRE_F32)
-		cli_usage_error("--powersgd and --wire %s: PowerSGD's factors "
-		    "travel in f32", dp_wire_name(o->cfg.wire));
-	if (o->cfg.sync_every > 0)
-		cli_usage_error("--powersgd and --sync-every: local SGD syncs "
-		    "parameters, not gradients");
 }
 
 /* Local SGD's refusals, each naming both options. */
@@ -288,14 +245,8 @@ check_local(const struct opts *o)
 {
 	long h = o->cfg.sync_every;
 
-	if (o->have_outer && h == 0)
-		cli_usage_error("--outer-lr and --outer-momentum go with "
-		    "--sync-every");
 	if (h > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--sync-every goes with allreduce, not --sync ps");
-	if (h > 1 && o->cfg.zero > 0)
-		cli_usage_error("--sync-every %ld and --zero %d: each replica's "
-		    "own steps need its whole optimizer state", h, o->cfg.zero);
 	if (h > 1 && o->ckpt.every % h != 0)
 		cli_usage_error("--checkpoint-every %ld is no multiple of "
 		    "--sync-every %ld (a checkpoint is taken where the replicas "
@@ -331,6 +282,7 @@ check_args(struct opts *o)
 		    "--sync %s does not apply", o->sync_name);
 	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
 		cli_usage_error("--checkpoint-every goes with --checkpoint");
+	trainopt_slow_check(&o->slow, o->cfg.zero);
 	check_local(o);
 	check_powersgd(o);
 	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&
@@ -546,9 +498,7 @@ main(int argc, char **argv)
 	o.cfg.staleness = -1;
 	o.cfg.bucket_bytes = (size_t)25 << 20;
 	o.cfg.overlap = 1;
-	o.cfg.powersgd_start = 10;
-	o.cfg.outer_lr = 0.7;
-	o.cfg.outer_momentum = 0.9;
+	o.slow = (struct trainopt_slow)TRAINOPT_SLOW_DEFAULTS;
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
 		init_model(&o);

@@ -43,6 +43,7 @@ static const struct option longopts[] = {
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
+	TRAINOPT_SLOW_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -57,6 +58,7 @@ struct opts {
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
+	struct trainopt_slow slow;
 	char *owned[4];
 	struct cli_group g;
 };
@@ -95,6 +97,7 @@ usage(void)
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
 	    "gradients too (0)\n"
+	    TRAINOPT_SLOW_HELP
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -190,7 +193,7 @@ parse_args(struct opts *o, int argc, char **argv)
 {
 	struct trainopt_parser p = { .usage = usage, .g = &o->g,
 	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
-	    .own = own_option, .ctx = o };
+	    .slow = &o->slow, .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	/* D takes what T and P leave, unless one of them does */
@@ -396,6 +399,12 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--checkpoint-every", "%ld", cfg->ckpt_every);
 	prog_job_add(job, "--resume-step", "%ld", cfg->resume != NULL ?
 	    cfg->resume->step : 0L);
+	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->wire));
+	prog_job_add(job, "--powersgd", "%d", cfg->powersgd);
+	prog_job_add(job, "--powersgd-start", "%ld", cfg->powersgd_start);
+	prog_job_add(job, "--sync-every", "%ld", cfg->sync_every);
+	prog_job_add(job, "--outer-lr", "%.17g", cfg->outer_lr);
+	prog_job_add(job, "--outer-momentum", "%.17g", cfg->outer_momentum);
 }
 
 static void
@@ -462,6 +471,24 @@ subst_paths(struct opts *o)
 	trainopt_subst_paths(p, o->owned, sizeof(p) / sizeof(p[0]), &o->g);
 }
 
+/* Data parallelism for slow links: collx-dp's refusals, and state that
+ * collx-train's checkpoints do not keep. */
+static void
+check_slow(const struct opts *o)
+{
+	const struct trainopt_slow *s = &o->slow;
+	const char *opt = s->powersgd > 0 ? "--powersgd" : s->sync_every > 0 ?
+	    "--sync-every" : s->wire == DP_WIRE_INT8 ? "--wire int8" : NULL;
+
+	trainopt_slow_check(s, o->zero);
+	if (opt != NULL && o->ckpt.path != NULL)
+		cli_usage_error("--checkpoint and %s: collx-train's "
+		    "checkpoints do not keep its state (collx-dp's do)", opt);
+	if (opt != NULL && o->ckpt.resume != NULL)
+		cli_usage_error("--resume and %s: collx-train's checkpoints "
+		    "do not keep its state (collx-dp's do)", opt);
+}
+
 static void
 check_args(const struct opts *o)
 {
@@ -476,6 +503,7 @@ check_args(const struct opts *o)
 		cli_usage_error("give one of --steps and --epochs");
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
+	check_slow(o);
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before
@@ -499,7 +527,8 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1, .micro = 1,
-	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .sched = PIPE_SCHED_1F1B };
+	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .sched = PIPE_SCHED_1F1B,
+	    .slow = TRAINOPT_SLOW_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
 	struct nn_model m;
@@ -522,6 +551,9 @@ main(int argc, char **argv)
 	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	mesh_for_model(&o, &mesh, &m);
+	if (o.slow.powersgd > 0 && mesh.tp > 1)
+		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
+		    "whole matrices, not a TP rank's shards", mesh.tp);
 	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
 	    sizeof(e)) < 0)
 		cli_usage_error("%s", e);
@@ -552,6 +584,12 @@ main(int argc, char **argv)
 		cfg.ckpt_path = cpath = cli_subst(o.ckpt.path, 0, o.g.world);
 	cfg.ckpt_every = o.ckpt.every;
 	cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
+	cfg.wire = o.slow.wire;
+	cfg.powersgd = o.slow.powersgd;
+	cfg.powersgd_start = o.slow.powersgd_start;
+	cfg.sync_every = o.slow.sync_every;
+	cfg.outer_lr = o.slow.outer_lr;
+	cfg.outer_momentum = o.slow.outer_momentum;
 	train(&o, &mesh, &m, &d, &cfg);
 	train_data_free(&d);
 	nn_model_free(&m);

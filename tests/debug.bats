@@ -35,7 +35,7 @@ teardown() {
 				[ "$p" = "$r" ] && continue
 				grep -Eqx "collx-allreduce: rank $r: info: peer $p at 127\.0\.0\.1:[0-9]+: $mode \(host 0\)" "$f"
 			done
-			! grep -q ': trace: ' "$f"
+			if grep -q ': trace: ' "$f"; then false; fi
 		done
 	done
 }
@@ -44,7 +44,7 @@ teardown() {
 	run -0 env COLLX_DEBUG=trace COLLX_DEBUG_FILE='a.%r' timeout 60 \
 	    collx-run -n 2 -- collx-allreduce -q -i x.npy --algo rd
 	grep -Eq '^collx-allreduce: rank 0: trace: #[0-9]+ allreduce of 4000 bytes on 2 ranks: rd$' a.0
-	! grep -q 'auto chose' a.0
+	if grep -q 'auto chose' a.0; then false; fi
 	run -0 env COLLX_DEBUG=trace COLLX_DEBUG_FILE='b.%r' timeout 60 \
 	    collx-run -n 2 -- collx-allreduce -q -i x.npy
 	cat b.0
@@ -64,7 +64,7 @@ teardown() {
 	[ "$status" -ne 0 ]
 	cat w.*
 	grep -q 'warn: failed: .*started with --algo' w.*
-	! grep -q ': info: ' w.*
+	if grep -q ': info: ' w.*; then false; fi
 	run -0 --separate-stderr collx-run -n 2 -- collx-allreduce -q -i x.npy
 	[ "$stderr" = "" ]
 	run -1 --separate-stderr env COLLX_DEBUG=loud collx-allreduce -q -i x.npy

@@ -124,8 +124,8 @@ gpt_same() {
 	mlp 1 s9 --batch 50 --shuffle --seed 9
 	mlp 1 n1 --batch 50
 	same_as s3 s1
-	! cmp -s ls1.csv ls9.csv
-	! cmp -s ls1.csv ln1.csv
+	if cmp -s ls1.csv ls9.csv; then false; fi
+	if cmp -s ls1.csv ln1.csv; then false; fi
 }
 
 @test "--epochs counts steps over the data, rounded up" {
@@ -188,7 +188,7 @@ gpt_same() {
 	# the end-of-run checksum comparison makes a rank that differs fail
 	mlp 3 as --sync ps --ps-servers 2 --ps-mode async --staleness 1
 	[ "$(wc -l <las.csv)" -eq 11 ]
-	! cmp -s tas.safetensors m.safetensors
+	if cmp -s tas.safetensors m.safetensors; then false; fi
 	run timeout 30 "$PY" "$REF" cmp tas.safetensors m.safetensors 1e-3 1e-3
 	[ "$status" -ne 0 ]
 }
@@ -398,7 +398,7 @@ gpt_same() {
 	timeout 30 collx-dp --init mlp --dims 3,5,3,4 -o st.safetensors
 	run collx-tensor info st.safetensors
 	[ "$(grep -c 'layers\.[0-3]\.fc1\.weight' <<<"$output")" -eq 4 ]
-	! grep -q 'layers\.4\.' <<<"$output"
+	if grep -q 'layers\.4\.' <<<"$output"; then false; fi
 }
 
 @test "ranks started with a different --lr refuse each other, naming it" {
@@ -572,7 +572,7 @@ gpt_same() {
 		if [ "$w" != int8 ]; then
 			cmp "go$w.safetensors" "gz1$w.safetensors"
 		fi
-		! cmp -s "go$w.safetensors" gf32.safetensors
+		if cmp -s "go$w.safetensors" gf32.safetensors; then false; fi
 	done
 }
 
@@ -586,7 +586,7 @@ gpt_same() {
 		sync=ring
 		[ "$w" = int8 ] && sync=auto
 		mlp 3 "$w" --sync $sync --wire $w
-		! cmp -s "t$w.safetensors" tf32.safetensors
+		if cmp -s "t$w.safetensors" tf32.safetensors; then false; fi
 		timeout 30 "$PY" "$REF" cmp "t$w.safetensors" tf32.safetensors 1e-2 1e-3
 		timeout 30 "$PY" "$REF" csvcmp "l$w.csv" lf32.csv 1e-2
 	done
@@ -612,7 +612,7 @@ gpt_same() {
 	for r in 0 1 2; do
 		grep -q "wire\.ef\.$r" <<<"$info"
 	done
-	! grep -q "wire\.ef\.3" <<<"$info"
+	if grep -q "wire\.ef\.3" <<<"$info"; then false; fi
 	# without the error feedback the resumed run would differ: the state is not zero
 	"$PY" -c "
 import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib')

@@ -316,8 +316,8 @@ ps_case() {
 	[ "$rc" -eq 137 ]
 	grep -q "collx-run: rank [0-9] .*killed by signal 9" run.err
 	sleep 0.5
-	! pgrep -f "$T/big.npy"
-	! ps -eo stat=,comm= | grep -q '^Z.*collx'
+	if pgrep -f "$T/big.npy"; then false; fi
+	if ps -eo stat=,comm= | grep -q '^Z.*collx'; then false; fi
 	fault_row "collx-run around a killed rank" collx-run yes "$ELAPSED"
 }
 

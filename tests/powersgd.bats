@@ -26,7 +26,7 @@ teardown() {
 	timeout 120 "$PY" "$REF" m.safetensors X.npy Y.npy 20 8 0.1 3 2 5 ta.safetensors la.csv
 	# the reference tells a wrong first Q (another --seed) apart
 	mlp 2 b --powersgd 3 --powersgd-start 2 --seed 6
-	! cmp -s ta.safetensors tb.safetensors
+	if cmp -s ta.safetensors tb.safetensors; then false; fi
 }
 
 @test "--powersgd: bytes are the closed form's, plain before --powersgd-start" {
@@ -47,7 +47,7 @@ teardown() {
 	mlp 3 n --powersgd 2 --powersgd-start 2 --bucket-mb 0.001 --no-overlap
 	cmp to.safetensors tn.safetensors
 	mlp 3 plain
-	! cmp -s to.safetensors tplain.safetensors
+	if cmp -s to.safetensors tplain.safetensors; then false; fi
 	timeout 30 "$PY" "$COLLX_ROOT/tests/lib/dpref.py" csvcmp lo.csv lplain.csv 0.05
 }
 
@@ -70,7 +70,7 @@ teardown() {
 	for n in powersgd.ef.0 powersgd.ef.1 powersgd.q; do
 		grep -q " $n " <<<"$info"
 	done
-	! grep -q "powersgd.q" < <(collx-tensor info ck1.safetensors)
+	if grep -q "powersgd.q" < <(collx-tensor info ck1.safetensors); then false; fi
 	"$PY" -c "
 import sys; sys.path.insert(0, '$COLLX_ROOT/tests/lib')
 from collpy import load_st

@@ -132,7 +132,7 @@ servers_exit() {
 	    --ps-mode async -o t.safetensors --loss-csv l.csv -q
 	servers_exit 0
 	[ "$(wc -l <l.csv)" -eq 11 ]
-	! cmp -s t.safetensors m.safetensors
+	if cmp -s t.safetensors m.safetensors; then false; fi
 }
 
 @test "servers of another model are refused by collx-dp with exit 3" {

@@ -132,7 +132,7 @@ killed_same() {
 	killed_same 6 collx-tp --layer mlp --train -m tm.safetensors -i X.npy \
 	    --targets Y3.npy --steps 600 --lr 0.05
 	# and the weights moved: the run trained
-	! cmp -s out.safetensors tm.safetensors
+	if cmp -s out.safetensors tm.safetensors; then false; fi
 }
 
 # A program that fails with status 5 on its first FAILS runs in this
@@ -170,11 +170,11 @@ SH
 	    collx-dp -m missing.safetensors --data X.npy --targets Y.npy \
 	    --batch 32 --steps 3
 	echo "$stderr"
-	! grep -q restart <<<"$stderr"
+	if grep -q restart <<<"$stderr"; then false; fi
 	grep -q '^collx-run: rank [01] .*exited with status 3$' <<<"$stderr"
 	run -2 --separate-stderr collx-run -n 2 --max-restarts 3 -- \
 	    collx-dp --no-such-option
-	! grep -q restart <<<"$stderr"
+	if grep -q restart <<<"$stderr"; then false; fi
 	# SIGTERM to collx-run while a rank's failure awaits its restart:
 	# the job ends, naming the failure, with the signal's status
 	cat >slow.sh <<'SH'
@@ -191,7 +191,7 @@ SH
 	RUN=
 	cat run.err
 	[ "$rc" -eq 143 ]
-	! grep -q 'restart' run.err
+	if grep -q 'restart' run.err; then false; fi
 	grep -q '^collx-run: rank 1 (pid [0-9]*) exited with status 1$' run.err
 }
 

@@ -150,7 +150,7 @@ leftovers() {
 	wait "$pid" || rc=$?
 	[ "$rc" -eq 130 ]
 	[ "$(leftovers)" -eq 0 ]
-	! grep -q not-interrupted "$T/out"
+	if grep -q not-interrupted "$T/out"; then false; fi
 }
 
 @test "INT ignored from the start stays ignored, in the ranks too" {
@@ -396,15 +396,15 @@ EOF
 	[ "$(wc -l <"$T/ssh.log")" = 2 ]
 	grep -q 'COLLX_IFNAME=eth1' "$T/ssh.log"
 	grep -q 'COLLX_SHM=0' "$T/ssh.log"
-	! grep -q 'a b' "$T/ssh.log"
-	! grep -q 'COLLX_TOKEN=' "$T/ssh.log"
+	if grep -q 'a b' "$T/ssh.log"; then false; fi
+	if grep -q 'COLLX_TOKEN=' "$T/ssh.log"; then false; fi
 	# Rank 0's standard input still follows the token's line.
 	rm "$T/ssh.log"
 	COLLX_TOKEN=s3cret run timeout 30 sh -c 'printf "one\ntwo\n" | collx-run -H h1,h2 --ssh "$1" -- sh -c '\''cat; echo "r$COLLX_RANK $COLLX_TOKEN"'\' sh "$T/argv-ssh"
 	[ "$status" -eq 0 ]
 	[ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = "one r0 s3cret r1 s3cret two " ]
 	[ "${lines[0]}" = one ] || [ "${lines[0]}" = "r1 s3cret" ]
-	! grep -q s3cret "$T/ssh.log"
+	if grep -q s3cret "$T/ssh.log"; then false; fi
 	# A token of two lines cannot be read as one.
 	COLLX_TOKEN=$'a\nb' run timeout 30 collx-run -H h1 --ssh "$T/argv-ssh" -- true
 	[ "$status" -eq 2 ]
@@ -554,8 +554,8 @@ EOF
 	netns_exec 0 sleep "$M" &
 	netns_teardown
 	[ -z "$(ip netns list | grep "cxt$tag-")" ]
-	! ip link show "cxb$tag" 2>/dev/null
-	! ip link show "cx${tag}v0" 2>/dev/null
+	if ip link show "cxb$tag" 2>/dev/null; then false; fi
+	if ip link show "cx${tag}v0" 2>/dev/null; then false; fi
 	wait
 	pgrep -af "sleep $M" || true
 	[ "$(leftovers)" -eq 0 ]

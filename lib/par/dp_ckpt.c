@@ -173,9 +173,9 @@ restore_psgd(struct run *r)
 		    "not hold 'powersgd.ef' for each of this run's %d ranks (a "
 		    "run with --powersgd on %d ranks writes it)", r->rank,
 		    r->world, r->world);
-	memcpy(dp_psgd_ef(r), e, n * sizeof(float));
+	memcpy(dp_psgd_ef(r->psgd), e, n * sizeof(float));
 	if (q != NULL)
-		dp_psgd_q_put(r, q);
+		dp_psgd_q_put(r->psgd, q);
 	return 0;
 }
 
@@ -215,10 +215,11 @@ dp_ckpt_save(struct run *r, long done)
 	if (drift && r->opt.v != NULL)
 		x[nx++] = (struct ckpt_vec){ "local.inner_v", r->opt.v, 1 };
 	if (r->psgd != NULL) {
-		x[nx++] = (struct ckpt_vec){ "powersgd.ef", dp_psgd_ef(r), 1 };
+		x[nx++] = (struct ckpt_vec){ "powersgd.ef",
+		    dp_psgd_ef(r->psgd), 1 };
 		if ((q = malloc((r->m->nparams + 1) * sizeof(float))) == NULL)
 			return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-		if (dp_psgd_q_get(r, q))
+		if (dp_psgd_q_get(r->psgd, q))
 			x[nx++] = (struct ckpt_vec){ "powersgd.q", q, 0 };
 	}
 	if ((p = pieces(r, 0, &n)) == NULL) {

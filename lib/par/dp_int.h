@@ -7,20 +7,9 @@
 #include <signal.h>
 
 #include "par/dp.h"
+#include "par/dp_slow.h"
 
 struct dp_ovl;
-
-/* Gradients on the wire (dp_wire.c): the type, this rank's error
- * feedback (int8: what rounding lost, a float per parameter) and the
- * buffers of one bucket's messages. */
-struct dp_wire {
-	enum dp_wire_type type;
-	int rank, world;
-	float *ef;
-	size_t nef;
-	void *send, *recv;
-	float *sum;
-};
 
 /* A parameter server running in this rank (colocated async mode). */
 struct colo_server {
@@ -106,21 +95,6 @@ int dp_zero_bucket(struct run *r, int bucket);
 int dp_zero_update(struct run *r);
 void dp_zero_free(struct run *r);
 
-/* Gradients in w->type on the wire (dp_wire.c; where they round: the
- * file's comment). init sizes the buffers for buckets of up to maxn
- * floats of a vector of n. allreduce: the n floats g of the vector's
- * [off, off+n) replaced by their sum over the ranks; reduce_scatter:
- * this rank's slice of that sum (ZeRO's, dp_zero_slice: len floats from
- * rank * ceil(n / world)) into out. 0, or -1 with comm_error(c) set. */
-int dp_wire_init(struct dp_wire *w, enum dp_wire_type type, int rank,
-    int world, size_t n, size_t maxn, char *err, size_t errlen);
-int dp_wire_allreduce(struct dp_wire *w, struct comm *c, float *g,
-    size_t off, size_t n, enum coll_algo algo);
-int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
-    const float *g, size_t off, size_t n, float *out, size_t len,
-    enum coll_algo algo);
-void dp_wire_free(struct dp_wire *w);
-
 /* Every bucket's sync (r->bucket_fn) on this thread, last bucket first
  * (dp.c). */
 int dp_buckets_sync(struct run *r);
@@ -135,17 +109,11 @@ void dp_local_step(struct run *r);
 int dp_local_outer(struct run *r);
 void dp_local_free(struct run *r);
 
-/* PowerSGD (dp_powersgd.c; the scheme: the file's comment): init plans
- * every bucket; bucket is a dp_bucket_fn; ef is the error feedback, a
- * float per parameter (NULL without --powersgd); q_get puts every
- * compressed tensor's warm-start Q (m x r) at the tensor's place in a
- * flat vector of the parameters' size (zero elsewhere; 0 when no step
- * has compressed yet), q_put takes them back as the next step's. */
+/* PowerSGD over the buckets (dp_powersgd.c): init plans them from the
+ * model's tensors; bucket is a dp_bucket_fn (before --powersgd-start a
+ * plain allreduce); free. */
 int dp_psgd_init(struct run *r);
 int dp_psgd_bucket(struct run *r, int bucket);
-float *dp_psgd_ef(const struct run *r);
-int dp_psgd_q_get(const struct run *r, float *flat);
-void dp_psgd_q_put(struct run *r, const float *flat);
 void dp_psgd_free(struct run *r);
 
 /* Checkpoints (dp_ckpt.c): this rank's optimizer state from

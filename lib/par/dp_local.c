@@ -55,22 +55,18 @@ dp_local_step(struct run *r)
 		    (float)(1.0 / (double)r->count));
 }
 
-int
-dp_local_outer(struct run *r)
+void
+dp_local_delta(const float *a, const float *p, float *g, size_t n)
 {
-	float lr = (float)r->cfg->outer_lr, mu = (float)r->cfg->outer_momentum;
-	float w = (float)r->world, *a = r->anchor, *b = r->outer_m;
-	float *p = r->m->params, *g = r->m->grads;
-	int drift = r->cfg->sync_every > 1;
-	size_t i, n = r->m->nparams;
+	for (size_t i = 0; i < n; i++)
+		g[i] = a[i] - p[i];
+}
 
-	if (drift) {
-		for (i = 0; i < n; i++)
-			g[i] = a[i] - p[i];
-		if (dp_buckets_sync(r) < 0)
-			return -1;
-	}
-	for (i = 0; i < n; i++) {
+void
+dp_local_apply(float *p, float *a, float *b, const float *g, size_t n,
+    float w, float lr, float mu, int drift)
+{
+	for (size_t i = 0; i < n; i++) {
 		float d = drift ? g[i] / w : a[i] - p[i];
 		float mean = drift ? a[i] - d : p[i], u;
 
@@ -80,6 +76,22 @@ dp_local_outer(struct run *r)
 		p[i] = u != 0 ? mean - u : mean;
 		a[i] = p[i];
 	}
+}
+
+int
+dp_local_outer(struct run *r)
+{
+	int drift = r->cfg->sync_every > 1;
+	size_t n = r->m->nparams;
+
+	if (drift) {
+		dp_local_delta(r->anchor, r->m->params, r->m->grads, n);
+		if (dp_buckets_sync(r) < 0)
+			return -1;
+	}
+	dp_local_apply(r->m->params, r->anchor, r->outer_m, r->m->grads, n,
+	    (float)r->world, (float)r->cfg->outer_lr,
+	    (float)r->cfg->outer_momentum, drift);
 	return 0;
 }
 

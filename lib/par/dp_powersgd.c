@@ -46,14 +46,14 @@
 /* A compressed tensor: its matrix in the gradient vector, its P and Q in
  * the bucket's. */
 struct psgd_mat {
-	size_t t;		/* the model's tensor index */
+	size_t t;		/* the tensor's seed index */
 	size_t off, n, m, r, p, q;
 };
 
 struct psgd_bucket {
 	struct psgd_mat *mat;
 	size_t nmat;
-	size_t *unc;		/* tensor indices sent uncompressed */
+	struct dp_range *unc;	/* tensors sent uncompressed */
 	size_t nunc, unc_len;
 	float *p, *q;
 	size_t np, nq;
@@ -62,7 +62,9 @@ struct psgd_bucket {
 
 struct dp_psgd {
 	struct psgd_bucket *b;
+	struct dp_range *rg;	/* the buckets */
 	int nb;
+	size_t len;
 	float *ef, *buf;	/* error feedback; uncompressed, gathered */
 };
 
@@ -76,31 +78,32 @@ min3(size_t a, size_t b, size_t c)
 
 /* The bucket's tensors, compressed or not. */
 static int
-plan_bucket(struct run *r, struct psgd_bucket *b, size_t lo, size_t hi)
+plan_bucket(struct psgd_bucket *b, const struct dp_psgd_tensor *tens,
+    size_t nt, const struct dp_range *rg, int rank)
 {
-	const struct nn_model *m = r->m;
 	size_t t;
 
-	b->mat = calloc(m->ntensors ? m->ntensors : 1, sizeof(*b->mat));
-	b->unc = calloc(m->ntensors ? m->ntensors : 1, sizeof(*b->unc));
+	b->mat = calloc(nt ? nt : 1, sizeof(*b->mat));
+	b->unc = calloc(nt ? nt : 1, sizeof(*b->unc));
 	if (b->mat == NULL || b->unc == NULL)
 		return -1;
-	for (t = 0; t < m->ntensors; t++) {
-		const struct nn_param *pa = &m->table[t];
-		size_t n = pa->ndim == 2 ? (size_t)pa->shape[0] : pa->count;
-		size_t cols = n ? pa->count / n : 0;
-		size_t rk = min3(n, cols, (size_t)r->cfg->powersgd);
+	for (t = 0; t < nt; t++) {
+		const struct dp_psgd_tensor *x = &tens[t];
+		size_t n = x->rows, cols = n ? x->count / n : 0;
+		size_t rk = min3(n, cols, (size_t)rank);
 
-		if (pa->offset < lo || pa->offset >= hi || pa->count == 0)
+		if (x->off < rg->off || x->off >= rg->off + rg->len ||
+		    x->count == 0)
 			continue;
 		if ((n + cols) * rk * 2 < n * cols) {
-			b->mat[b->nmat++] = (struct psgd_mat){ t, pa->offset, n,
+			b->mat[b->nmat++] = (struct psgd_mat){ x->t, x->off, n,
 			    cols, rk, b->np, b->nq };
 			b->np += n * rk;
 			b->nq += cols * rk;
 		} else {
-			b->unc[b->nunc++] = t;
-			b->unc_len += pa->count;
+			b->unc[b->nunc++] = (struct dp_range){ x->off,
+			    x->count };
+			b->unc_len += x->count;
 		}
 	}
 	b->p = malloc((b->np ? b->np : 1) * sizeof(float));
@@ -108,33 +111,64 @@ plan_bucket(struct run *r, struct psgd_bucket *b, size_t lo, size_t hi)
 	return b->p == NULL || b->q == NULL ? -1 : 0;
 }
 
-int
-dp_psgd_init(struct run *r)
+/* The first Q of every compressed tensor (before its orthogonalization). */
+static int
+draw_q(struct psgd_bucket *b, uint64_t seed, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < b->nmat; i++) {
+		struct psgd_mat *x = &b->mat[i];
+		int64_t shape[2] = { (int64_t)x->m, (int64_t)x->r };
+		struct tensor t;
+
+		if (tensor_init(&t, DT_F32, 2, shape, err, errlen) < 0)
+			return -1;
+		if (tensor_fill(&t, TENSOR_FILL_RANDN, 0, seed + x->t, err,
+		    errlen) < 0) {
+			tensor_free(&t);
+			return -1;
+		}
+		memcpy(b->q + x->q, t.data, x->m * x->r * sizeof(float));
+		tensor_free(&t);
+	}
+	return 0;
+}
+
+struct dp_psgd *
+dp_psgd_new(const struct dp_psgd_tensor *tens, size_t nt,
+    const struct dp_range *rg, int nb, size_t len, int rank, uint64_t seed,
+    char *err, size_t errlen)
 {
 	struct dp_psgd *s = calloc(1, sizeof(*s));
-	size_t n = r->m->nparams ? r->m->nparams : 1, most = 1;
+	size_t most = 1;
 	int i;
 
-	if ((r->psgd = s) == NULL || (s->b = calloc((size_t)r->nbucket,
-	    sizeof(*s->b))) == NULL || (s->ef = calloc(n, sizeof(float))) ==
-	    NULL)
+	if (s == NULL || (s->b = calloc((size_t)(nb ? nb : 1),
+	    sizeof(*s->b))) == NULL || (s->rg = malloc((size_t)(nb ? nb : 1) *
+	    sizeof(*s->rg))) == NULL || (s->ef = calloc(len ? len : 1,
+	    sizeof(float))) == NULL)
 		goto oom;
-	for (i = 0; i < r->nbucket; i++, s->nb++) {
-		if (plan_bucket(r, &s->b[i], r->bucket[i], r->bucket[i + 1]) < 0)
+	s->len = len;
+	for (i = 0; i < nb; i++, s->nb++) {
+		s->rg[i] = rg[i];
+		if (plan_bucket(&s->b[i], tens, nt, &rg[i], rank) < 0)
 			goto oom;
 		most = s->b[i].unc_len > most ? s->b[i].unc_len : most;
+		if (draw_q(&s->b[i], seed, err, errlen) < 0)
+			goto fail;
 	}
 	if ((s->buf = malloc(most * sizeof(float))) == NULL)
 		goto oom;
-	return 0;
+	return s;
 oom:
-	return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	cli_fail(err, errlen, "%s", "out of memory");
+fail:
+	dp_psgd_delete(s);
+	return NULL;
 }
 
 void
-dp_psgd_free(struct run *r)
+dp_psgd_delete(struct dp_psgd *s)
 {
-	struct dp_psgd *s = r->psgd;
 	int i;
 
 	if (s == NULL)
@@ -146,25 +180,46 @@ dp_psgd_free(struct run *r)
 		free(s->b[i].q);
 	}
 	free(s->b);
+	free(s->rg);
 	free(s->ef);
 	free(s->buf);
 	free(s);
-	r->psgd = NULL;
+}
+
+size_t
+dp_psgd_tensors(const struct nn_model *m, const struct dp_range *rg, int n,
+    struct dp_psgd_tensor *tens)
+{
+	size_t t, nt = 0;
+	int i;
+
+	for (t = 0; t < m->ntensors; t++) {
+		const struct nn_param *pa = &m->table[t];
+
+		for (i = 0; i < n; i++)
+			if (pa->offset >= rg[i].off && pa->offset < rg[i].off +
+			    rg[i].len)
+				break;
+		if (i < n)
+			tens[nt++] = (struct dp_psgd_tensor){ t, pa->offset,
+			    pa->ndim == 2 ? (size_t)pa->shape[0] : pa->count,
+			    pa->count };
+	}
+	return nt;
 }
 
 float *
-dp_psgd_ef(const struct run *r)
+dp_psgd_ef(const struct dp_psgd *s)
 {
-	return r->psgd != NULL ? r->psgd->ef : NULL;
+	return s->ef;
 }
 
 int
-dp_psgd_q_get(const struct run *r, float *flat)
+dp_psgd_q_get(const struct dp_psgd *s, float *flat)
 {
-	const struct dp_psgd *s = r->psgd;
 	int warm = 0;
 
-	memset(flat, 0, r->m->nparams * sizeof(float));
+	memset(flat, 0, s->len * sizeof(float));
 	for (int i = 0; i < s->nb; i++)
 		for (size_t j = 0; j < s->b[i].nmat; j++) {
 			const struct psgd_mat *x = &s->b[i].mat[j];
@@ -177,10 +232,8 @@ dp_psgd_q_get(const struct run *r, float *flat)
 }
 
 void
-dp_psgd_q_put(struct run *r, const float *flat)
+dp_psgd_q_put(struct dp_psgd *s, const float *flat)
 {
-	struct dp_psgd *s = r->psgd;
-
 	for (int i = 0; i < s->nb; i++) {
 		for (size_t j = 0; j < s->b[i].nmat; j++) {
 			const struct psgd_mat *x = &s->b[i].mat[j];
@@ -218,69 +271,41 @@ orthogonalize(float *a, size_t n, size_t r)
 	}
 }
 
-/* The first Q of every compressed tensor (before its orthogonalization). */
 static int
-draw_q(struct run *r, struct psgd_bucket *b)
+sum(struct comm *c, enum coll_algo algo, float *v, size_t n)
 {
-	char e[COLLX_ERRLEN];
-
-	for (size_t i = 0; i < b->nmat; i++) {
-		struct psgd_mat *x = &b->mat[i];
-		int64_t shape[2] = { (int64_t)x->m, (int64_t)x->r };
-		struct tensor t;
-
-		if (tensor_init(&t, DT_F32, 2, shape, e, sizeof e) < 0 ||
-		    tensor_fill(&t, TENSOR_FILL_RANDN, 0, r->cfg->seed + x->t, e,
-		    sizeof e) < 0)
-			return dp_runtime_failed(r, "rank %d: %s", e);
-		memcpy(b->q + x->q, t.data, x->m * x->r * sizeof(float));
-		tensor_free(&t);
-	}
-	return 0;
-}
-
-static int
-sum(struct run *r, float *v, size_t n)
-{
-	if (n > 0 && coll_allreduce(r->c, v, n, DT_F32, COLL_SUM,
-	    r->cfg->algo) < 0)
-		return dp_comm_failed(r);
-	return 0;
+	return n > 0 ? coll_allreduce(c, v, n, DT_F32, COLL_SUM, algo) : 0;
 }
 
 /* The bucket's uncompressed tensors summed in one allreduce. */
 static int
-sync_uncompressed(struct run *r, struct psgd_bucket *b)
+sync_uncompressed(struct dp_psgd *s, struct psgd_bucket *b, struct comm *c,
+    enum coll_algo algo, float *g)
 {
-	float *g = r->m->grads, *buf = r->psgd->buf;
 	size_t i, at;
 
 	for (i = 0, at = 0; i < b->nunc; i++) {
-		const struct nn_param *pa = &r->m->table[b->unc[i]];
-
-		memcpy(buf + at, g + pa->offset, pa->count * sizeof(float));
-		at += pa->count;
+		memcpy(s->buf + at, g + b->unc[i].off, b->unc[i].len *
+		    sizeof(float));
+		at += b->unc[i].len;
 	}
-	if (sum(r, buf, b->unc_len) < 0)
+	if (sum(c, algo, s->buf, b->unc_len) < 0)
 		return -1;
 	for (i = 0, at = 0; i < b->nunc; i++) {
-		const struct nn_param *pa = &r->m->table[b->unc[i]];
-
-		memcpy(g + pa->offset, buf + at, pa->count * sizeof(float));
-		at += pa->count;
+		memcpy(g + b->unc[i].off, s->buf + at, b->unc[i].len *
+		    sizeof(float));
+		at += b->unc[i].len;
 	}
 	return 0;
 }
 
 /* P = M Q, summed and orthogonalized; Q = M^T P, summed; M = P Q^T. */
 static int
-sync_compressed(struct run *r, struct psgd_bucket *b)
+sync_compressed(struct psgd_bucket *b, struct comm *c, enum coll_algo algo,
+    float *g)
 {
-	float *g = r->m->grads;
 	size_t i;
 
-	if (!b->warm && draw_q(r, b) < 0)
-		return -1;
 	b->warm = 1;
 	for (i = 0; i < b->nmat; i++) {
 		struct psgd_mat *x = &b->mat[i];
@@ -290,7 +315,7 @@ sync_compressed(struct run *r, struct psgd_bucket *b)
 		    (int)x->r, (int)x->m, 1.0f, g + x->off, (int)x->m,
 		    b->q + x->q, (int)x->r, 0.0f, b->p + x->p, (int)x->r);
 	}
-	if (sum(r, b->p, b->np) < 0)
+	if (sum(c, algo, b->p, b->np) < 0)
 		return -1;
 	for (i = 0; i < b->nmat; i++) {
 		struct psgd_mat *x = &b->mat[i];
@@ -300,7 +325,7 @@ sync_compressed(struct run *r, struct psgd_bucket *b)
 		    (int)x->r, (int)x->n, 1.0f, g + x->off, (int)x->m,
 		    b->p + x->p, (int)x->r, 0.0f, b->q + x->q, (int)x->r);
 	}
-	if (sum(r, b->q, b->nq) < 0)
+	if (sum(c, algo, b->q, b->nq) < 0)
 		return -1;
 	for (i = 0; i < b->nmat; i++) {
 		struct psgd_mat *x = &b->mat[i];
@@ -313,22 +338,70 @@ sync_compressed(struct run *r, struct psgd_bucket *b)
 }
 
 int
+dp_psgd_sync(struct dp_psgd *s, int i, struct comm *c, enum coll_algo algo,
+    float *g, float w)
+{
+	struct psgd_bucket *b = &s->b[i];
+	size_t a = s->rg[i].off, n = s->rg[i].len, j;
+	float *e = s->ef + a;
+
+	/* e holds v until the sums are known */
+	for (j = 0; j < n; j++)
+		e[j] = g[a + j] += e[j];
+	if (sync_uncompressed(s, b, c, algo, g) < 0 ||
+	    sync_compressed(b, c, algo, g) < 0)
+		return -1;
+	for (j = 0; j < n; j++)
+		e[j] -= g[a + j] / w;
+	return 0;
+}
+
+/* ---- collx-dp's buckets ------------------------------------------------ */
+
+int
+dp_psgd_init(struct run *r)
+{
+	struct dp_range *rg = calloc((size_t)r->nbucket, sizeof(*rg));
+	struct dp_psgd_tensor *t = calloc(r->m->ntensors ? r->m->ntensors : 1,
+	    sizeof(*t));
+	char e[COLLX_ERRLEN];
+	size_t nt;
+	int i;
+
+	if (rg == NULL || t == NULL) {
+		free(rg);
+		free(t);
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	}
+	for (i = 0; i < r->nbucket; i++)
+		rg[i] = (struct dp_range){ r->bucket[i], r->bucket[i + 1] -
+		    r->bucket[i] };
+	nt = dp_psgd_tensors(r->m, rg, r->nbucket, t);
+	r->psgd = dp_psgd_new(t, nt, rg, r->nbucket, r->m->nparams,
+	    r->cfg->powersgd, r->cfg->seed, e, sizeof(e));
+	free(rg);
+	free(t);
+	return r->psgd == NULL ? dp_runtime_failed(r, "rank %d: %s", e) : 0;
+}
+
+int
 dp_psgd_bucket(struct run *r, int i)
 {
-	struct psgd_bucket *b = &r->psgd->b[i];
-	size_t a = r->bucket[i], n = r->bucket[i + 1] - a, j;
-	float *g = r->m->grads + a, *e = r->psgd->ef + a;
-	float w = (float)r->world;
+	size_t a = r->bucket[i], n = r->bucket[i + 1] - a;
+	int rc;
 
 	comm_set_step(r->c, "gradient bucket %d of %d", i + 1, r->nbucket);
 	if (r->k < r->cfg->powersgd_start)
-		return sum(r, g, n);
-	/* e holds v until the sums are known */
-	for (j = 0; j < n; j++)
-		e[j] = g[j] += e[j];
-	if (sync_uncompressed(r, b) < 0 || sync_compressed(r, b) < 0)
-		return -1;
-	for (j = 0; j < n; j++)
-		e[j] -= g[j] / w;
-	return 0;
+		rc = sum(r->c, r->cfg->algo, r->m->grads + a, n);
+	else
+		rc = dp_psgd_sync(r->psgd, i, r->c, r->cfg->algo, r->m->grads,
+		    (float)r->world);
+	return rc < 0 ? dp_comm_failed(r) : 0;
+}
+
+void
+dp_psgd_free(struct run *r)
+{
+	dp_psgd_delete(r->psgd);
+	r->psgd = NULL;
 }

@@ -52,6 +52,10 @@ struct pipe_cfg {
 				 * replicas) or 2 (the reduced gradients
 				 * too); checkpoints take the state whole */
 	enum dp_wire_type wire;	/* the DP axis's gradients on the wire */
+	int powersgd;		/* PowerSGD and local SGD on the DP axis,
+				 * as collx-dp's (dp_cfg) */
+	long powersgd_start, sync_every;
+	double outer_lr, outer_momentum;
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation

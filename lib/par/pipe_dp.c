@@ -41,15 +41,19 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	struct pipe_stat *ps = &r->stat[r->step];
 	uint64_t sent;
 	double t0;
-	int q;
+	int q, done;
 
 	if (dc == NULL || comm_size(dc) == 1)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	if (r->zero != NULL && pipe_zero_reduce(r) < 0)
+	if (r->zero != NULL) {
+		if (pipe_zero_reduce(r) < 0)
+			return -1;
+		done = 1;
+	} else if ((done = pipe_slow_sync(r)) < 0)
 		return -1;
-	for (q = 0; r->zero == NULL && q < r->nown; q++) {
+	for (q = 0; q < r->nown && !done; q++) {
 		comm_set_step(dc, "step %ld: gradients of stage %d, range "
 		    "%d of %d", r->step, r->rank, q + 1, r->nown);
 		if (coll_allreduce(dc, r->grads + r->own[q].off,
@@ -69,7 +73,7 @@ int
 pipe_dp_update(struct pipe_run *r)
 {
 	struct pipe_stat *ps = &r->stat[r->step];
-	float scale = (float)(1.0 / (double)r->cfg->batch);
+	float scale = pipe_slow_scale(r);
 	size_t whole = 0;
 	int q;
 

@@ -15,6 +15,7 @@
 #include "par/train.h"
 
 struct tp_stage;
+struct pipe_slow;
 
 /* A micro-batch's saved activations, from its forward to its backward. */
 struct pipe_slot {
@@ -122,6 +123,7 @@ struct pipe_run {
 	int nown;
 	struct nn_optim *opt;
 	struct pipe_zero *zero;		/* ZeRO on the DP axis, or NULL */
+	struct pipe_slow *slow;		/* cfg->wire, powersgd, sync_every */
 	float *tied;			/* gpt: the other end's wte gradient */
 	double origin;			/* when it left the opening barrier */
 	struct pipe_clock clock;	/* against rank 0's then (tracing) */
@@ -209,6 +211,18 @@ void pipe_zero_whole_free(struct pipe_run *r, struct nn_optim *w);
 int pipe_zero_gather(struct pipe_run *r, struct nn_optim *whole);
 void pipe_zero_take(struct pipe_run *r, const struct nn_optim *whole);
 void pipe_zero_free(struct pipe_run *r);
+
+/* Data parallelism for slow links (pipe_slow.c): init (after the
+ * parameters are final) and free its state; sync: the stage's gradients
+ * summed over its replicas as cfg->wire and cfg->powersgd say, or none
+ * when local SGD's replicas drift (1: done; 0: none of these options,
+ * the plain sum is the caller's); scale: the update's gradient scale;
+ * outer: after the update, local SGD's sync and outer step when due. */
+int pipe_slow_init(struct pipe_run *r);
+void pipe_slow_free(struct pipe_run *r);
+int pipe_slow_sync(struct pipe_run *r);
+float pipe_slow_scale(const struct pipe_run *r);
+int pipe_slow_outer(struct pipe_run *r);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after

@@ -201,7 +201,8 @@ shared_option(const struct trainopt_parser *p, int opt, const char *arg)
 		cli_usage_error("%s", e);
 	if (k || cli_std_option(opt, p->usage) ||
 	    (p->g != NULL && cli_group_getopt(p->g, opt, arg)) ||
-	    (p->optim != NULL && trainopt_optim_option(p->optim, opt, arg)))
+	    (p->optim != NULL && trainopt_optim_option(p->optim, opt, arg)) ||
+	    (p->slow != NULL && trainopt_slow_option(p->slow, opt, arg)))
 		return 1;
 	if (c == NULL)
 		return 0;

@@ -1,0 +1,83 @@
+/* dp_slow: data parallelism for slow links, the algorithms alone, over a
+ * flat gradient (or parameter) vector and the tensors in it, so that
+ * collx-dp's buckets (dp.c) and collx-train's stages (pipe_slow.c) run
+ * the same code: gradients in a narrower type on the wire (dp_wire.c),
+ * PowerSGD (dp_powersgd.c) and local SGD's outer step (dp_local.c). */
+#ifndef COLLX_DP_SLOW_H
+#define COLLX_DP_SLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "par/dp.h"
+
+/* Gradients on the wire (dp_wire.c): the type, this rank's error
+ * feedback (int8: what rounding lost, a float per parameter) and the
+ * buffers of one bucket's messages. */
+struct dp_wire {
+	enum dp_wire_type type;
+	int rank, world;
+	float *ef;
+	size_t nef;
+	void *send, *recv;
+	float *sum;
+};
+
+/* Gradients in w->type on the wire (where they round: dp_wire.c's
+ * comment). init sizes the buffers for buckets of up to maxn floats of a
+ * vector of n. allreduce: the n floats g of the vector's [off, off+n)
+ * replaced by their sum over the ranks; reduce_scatter: this rank's
+ * slice of that sum (ZeRO's, dp_zero_slice: len floats from
+ * rank * ceil(n / world)) into out. 0, or -1 with comm_error(c) set. */
+int dp_wire_init(struct dp_wire *w, enum dp_wire_type type, int rank,
+    int world, size_t n, size_t maxn, char *err, size_t errlen);
+int dp_wire_allreduce(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, enum coll_algo algo);
+int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
+    const float *g, size_t off, size_t n, float *out, size_t len,
+    enum coll_algo algo);
+void dp_wire_free(struct dp_wire *w);
+
+/* Local SGD's outer step (dp_local.c; the scheme: the file's comment) on
+ * n floats of the vectors: p the replica's parameters, a the anchor, b
+ * the outer momentum, g the drift. delta puts a - p into g, which the
+ * caller then sums over the w replicas when they drift; outer takes the
+ * step from g and leaves p = a, both the new parameters. */
+void dp_local_delta(const float *a, const float *p, float *g, size_t n);
+void dp_local_apply(float *p, float *a, float *b, const float *g, size_t n,
+    float w, float lr, float mu, int drift);
+
+/* PowerSGD (dp_powersgd.c; the scheme: the file's comment) over a vector
+ * of len floats: the tensors in it (t: the index that seeds the tensor's
+ * first Q; rows: its matrix's rows, count for a vector) and its buckets,
+ * ranges each synced by one call of sync. new returns NULL with the
+ * reason in err. sync: bucket b of g summed over the ranks of c, of
+ * which there are w (-1 with comm_error(c) set). ef: the error feedback,
+ * a float per element; q_get puts every compressed tensor's warm-start
+ * Q (m x r) at the tensor's offset in flat (len floats, zero elsewhere;
+ * 0 when no step has compressed yet), q_put takes them back as the next
+ * step's. */
+struct dp_psgd;
+struct dp_psgd_tensor {
+	size_t t, off, rows, count;
+};
+struct dp_range {
+	size_t off, len;
+};
+struct dp_psgd *dp_psgd_new(const struct dp_psgd_tensor *tens, size_t nt,
+    const struct dp_range *bucket, int nb, size_t len, int rank,
+    uint64_t seed, char *err, size_t errlen);
+int dp_psgd_sync(struct dp_psgd *s, int b, struct comm *c,
+    enum coll_algo algo, float *g, float w);
+float *dp_psgd_ef(const struct dp_psgd *s);
+int dp_psgd_q_get(const struct dp_psgd *s, float *flat);
+void dp_psgd_q_put(struct dp_psgd *s, const float *flat);
+void dp_psgd_delete(struct dp_psgd *s);
+/* The tensors of m (at most m->ntensors) whose offset lies in one of the
+ * n ranges, in the model's order, into tens; returns how many. */
+size_t dp_psgd_tensors(const struct nn_model *m, const struct dp_range *rg,
+    int n, struct dp_psgd_tensor *tens);
+
+#endif
