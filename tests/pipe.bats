@@ -433,7 +433,7 @@ refused() {
 	done
 }
 
-@test "zb-h1 holds at most W micro-batches per stage, an mlp's each in the bytes 1F1B holds it in" {
+@test "zb-h1 holds at most W micro-batches per stage, an mlp's each with its layers' output gradients but the last's beside 1F1B's bytes" {
 	data 16 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
 	for s in 1f1b zb-h1; do
@@ -443,9 +443,12 @@ refused() {
 	peak() { grep "^collx-pipe,step,$1,$2," "tm$1.csv" | awk -F, '{ print $NF }'; }
 	echo "1f1b $(peak 1f1b 0) $(peak 1f1b 1), zb-h1 $(peak zb-h1 0) $(peak zb-h1 1)"
 	# stage 0: two micro-batches of 2 under both; the last stage: one
-	# under 1F1B, two under ZB-H1 (its W passes wait)
-	[ "$(peak zb-h1 0)" -eq "$(peak 1f1b 0)" ]
-	[ "$(peak zb-h1 1)" -eq "$((2 * $(peak 1f1b 1)))" ]
+	# under 1F1B, two under ZB-H1 (its W passes wait). Under ZB-H1 each
+	# keeps from B to W the output gradient of its stage's first layer
+	# (the second keeps its own in its output): 2 samples x 3 floats
+	keep=$((2 * 3 * 4))
+	[ "$(peak zb-h1 0)" -eq "$(($(peak 1f1b 0) + 2 * keep))" ]
+	[ "$(peak zb-h1 1)" -eq "$((2 * ($(peak 1f1b 1) + keep)))" ]
 }
 
 @test "zb-h1's table: W passes in 1F1B's idle slots, (W-1)/(3M+W-1); as a file it trains the same bytes" {

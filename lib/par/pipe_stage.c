@@ -3,9 +3,10 @@
  * activations, the gpt head's), which its backward reads and frees; the
  * layers are lib/nn's kernels run on the slot's buffers. Under a split
  * schedule the backward is two passes: the input part keeps in the slot
- * what the weight part reads later, which then frees the slot (an mlp in
- * the slot's own room, a block beside it; the gpt head's and embedding's
- * weight gradients stay in the input part). */
+ * what the weight part reads later, which then frees the slot (beside
+ * each layer's activations, the stage's last mlp layer in its own output;
+ * the gpt head's and embedding's weight gradients stay in the input
+ * part). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +80,8 @@ layer_widths(const struct pipe_stage *st, int l)
 	}
 	nn_model_mlp_shape(st->m, l, &ms);
 	return (struct widths){ (size_t)ms.in, (size_t)ms.out,
-	    2 * (size_t)ms.hidden, 0 };
+	    2 * (size_t)ms.hidden, st->split && l < st->l1 - 1 ?
+	    (size_t)ms.out : 0 };
 }
 
 static void
@@ -103,16 +105,14 @@ layer_fwd(const struct pipe_stage *st, int l, float *y, float *acts,
 }
 
 /* A part of the layer's backward (dx, dy unused by WEIGHT). An mlp's
- * input part keeps fc1's output gradient where fc1's output was (the
- * weight part needs only the activation after it) and adds fc2's weight
- * gradient at once, unless keep_dy (the layer's output in the slot,
- * unused once B has run: the stage's last layer) can hold the output
- * gradient: so an mlp micro-batch holds no more bytes than under 1F1B.
- * A block keeps its output gradients in save. */
+ * input part runs both input gradients and keeps for the weight part
+ * fc1's output gradient where fc1's output was (the weight part needs
+ * only the activation after it) and the layer's output gradient in save:
+ * so B and W cost two matrix products each, as a forward does. A block
+ * keeps its output gradients in save. */
 static void
 layer_bwd(const struct pipe_stage *st, int l, enum part part, float *dx,
-    const float *dy, float *acts, float *save, float *keep_dy,
-    const float *x, int n)
+    const float *dy, float *acts, float *save, const float *x, int n)
 {
 	struct nn_mlp_shape ms;
 	struct nn_mlp_w mw, mg;
@@ -125,26 +125,19 @@ layer_bwd(const struct pipe_stage *st, int l, enum part part, float *dx,
 	}
 	nn_model_mlp_shape(st->m, l, &ms);
 	struct nn_mlp_acts a = { acts, acts + (size_t)n * ms.hidden };
-	size_t nh = (size_t)n * ms.hidden, no = (size_t)n * ms.out;
+	size_t nh = (size_t)n * ms.hidden;
 	nn_model_mlp(st->m, l, &mw, &mg);
 	if (part == WHOLE)
 		nn_mlp_backward(dx, &mg, st->scratch, dy, &a, &mw, x, n, ms.in,
 		    ms.hidden, ms.out, NN_ACT_GELU);
-	else if (part == WEIGHT && keep_dy != NULL)
-		nn_mlp_backward_weight(&mg, keep_dy, a.fc1, &a, x, n, ms.in,
-		    ms.hidden, ms.out);
 	else if (part == WEIGHT)
-		nn_linear_backward(NULL, mg.fc1_w, mg.fc1_b, a.fc1, x, NULL, n,
-		    ms.in, ms.hidden);
+		nn_mlp_backward_weight(&mg, save, a.fc1, &a, x, n, ms.in,
+		    ms.hidden, ms.out);
 	else {
 		nn_mlp_backward_input(dx, st->scratch + nh, st->scratch, dy, &a,
 		    &mw, n, ms.in, ms.hidden, ms.out, NN_ACT_GELU);
 		memcpy(a.fc1, st->scratch + nh, nh * sizeof(float));
-		if (keep_dy != NULL)
-			memcpy(keep_dy, dy, no * sizeof(float));
-		else
-			nn_linear_backward(NULL, mg.fc2_w, mg.fc2_b, dy, a.gelu,
-			    NULL, n, ms.hidden, ms.out);
+		memcpy(save, dy, (size_t)n * ms.out * sizeof(float));
 	}
 }
 
@@ -174,22 +167,18 @@ lay_acts(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 	    layer_widths(st, st->l0 + k).out;
 }
 
-/* Split schedules: the output gradients a block keeps for the weight
- * pass, after the layer's activations (NULL otherwise); where the stage's
- * last layer keeps its own (its output, NULL for the others). */
+/* Split schedules: the output gradients a layer keeps for the weight
+ * pass, after its activations; the stage's last mlp layer keeps its own
+ * in its output, unused once B has run, so that layer costs no more
+ * bytes than under 1F1B (NULL when not split). */
 static float *
 lay_save(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
 {
 	struct widths lw = layer_widths(st, st->l0 + k);
 
-	return lw.save ? lay_out(st, sl, k) + (size_t)sl->n *
-	    (lw.out + lw.acts) : NULL;
-}
-
-static float *
-lay_keep_dy(const struct pipe_stage *st, const struct pipe_slot *sl, int k)
-{
-	return k == st->l1 - st->l0 - 1 ? lay_out(st, sl, k) : NULL;
+	if (lw.save)
+		return lay_out(st, sl, k) + (size_t)sl->n * (lw.out + lw.acts);
+	return st->split && st->d->arch == NN_MLP ? lay_out(st, sl, k) : NULL;
 }
 
 /* The input of the stage's k-th layer in a slot. */
@@ -456,7 +445,7 @@ pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
 			    sizeof(float));
 		layer_bwd(st, l, st->split ? INPUT : WHOLE, want ? tgt : NULL,
 		    cur, lay_acts(st, sl, k), lay_save(st, sl, k),
-		    lay_keep_dy(st, sl, k), lay_in(st, sl, k), n);
+		    lay_in(st, sl, k), n);
 		t = cur, cur = tgt, other = t;
 	}
 	if (st->gpt && st->first)
@@ -469,6 +458,6 @@ pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl)
 {
 	for (int k = st->l1 - st->l0 - 1; k >= 0; k--)
 		layer_bwd(st, st->l0 + k, WEIGHT, NULL, NULL,
-		    lay_acts(st, sl, k), lay_save(st, sl, k),
-		    lay_keep_dy(st, sl, k), lay_in(st, sl, k), sl->n);
+		    lay_acts(st, sl, k), lay_save(st, sl, k), lay_in(st, sl, k),
+		    sl->n);
 }

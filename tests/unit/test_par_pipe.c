@@ -297,6 +297,55 @@ splits(void)
 	nn_model_free(&m);
 }
 
+/* ---- the split backward's parts ---------------------------------------- */
+
+/* A middle mlp stage (layers 1 and 2 of mlp4, on stage 1 of 3) run whole
+ * and split on the same micro-batch of 2: the split's B adds no weight
+ * gradient (it runs only the input gradients, so B and W cost two matrix
+ * products each per layer, as F does: with W the cheaper, ZB-H1's W
+ * passes cannot fill the slots it leaves them), and B then W give the
+ * whole backward's input gradient and weight gradients, bit for bit. */
+static void
+split_parts(void)
+{
+	struct nn_model m[2];
+	struct pipe_stage st[2];
+	struct pipe_slot *sl;
+	float dx[2][2 * 4];
+	double loss = 0;
+	char e[256];
+	int sp, ok = 1, b_adds = 0;
+
+	for (sp = 0; sp < 2; sp++) {
+		ok &= par_model(&m[sp], &mlp4, 5) == 0;
+		if (!ok)
+			break;
+		nn_model_zero_grad(&m[sp]);
+		if (pipe_stage_init(&st[sp], &m[sp], 1, 3, 1, 3, 1, 2, 1, sp, e,
+		    sizeof e) < 0 || (sl = pipe_stage_acquire(&st[sp], 2)) ==
+		    NULL) {
+			ok = 0;
+			break;
+		}
+		for (int i = 0; i < 2 * 4; i++) {
+			pipe_stage_input(&st[sp], sl)[i] = (float)(i % 5 - 2) / 4;
+			st[sp].g[0][i] = (float)(i % 3 - 1) / 2;
+		}
+		pipe_stage_forward(&st[sp], sl, &loss);
+		pipe_stage_backward(&st[sp], sl, st[sp].g[0], dx[sp]);
+		for (size_t k = 0; sp && k < m[sp].nparams; k++)
+			b_adds |= m[sp].grads[k] != 0;
+		if (sp)
+			pipe_stage_weight(&st[sp], sl);
+	}
+	UNIT_OK(ok && !b_adds, "split mlp stage: B adds no weight gradient");
+	UNIT_OK(ok && memcmp(dx[0], dx[1], sizeof dx[0]) == 0 &&
+	    memcmp(m[0].grads, m[1].grads, m[0].nparams * sizeof(float)) == 0,
+	    "split mlp stage: B then W give the whole backward's bits");
+	for (int k = 0; k < sp; k++)
+		pipe_stage_free(&st[k]), nn_model_free(&m[k]);
+}
+
 /* ---- training over ranks ----------------------------------------------- */
 
 #define BATCH 8
@@ -639,6 +688,7 @@ main(void)
 	tables();
 	zb_tables();
 	splits();
+	split_parts();
 	clock_root();
 	par_world(2, "trace clock on 2 ranks", clock_rank, NULL);
 	par_world(3, "trace clock on 3 ranks", clock_rank, NULL);
