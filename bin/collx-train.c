@@ -89,8 +89,8 @@ usage(void)
 	    "given)\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
-	    "  --virtual V           interleaved: V chunks of layers per stage (2;\n"
-	    "                        --tp 1 only)\n"
+	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
+	    "                        sharded over the stage's TP group\n"
 	    "  --split L1,L2,...     layers per stage, P*V when interleaved\n"
 	    "                        (default: balanced by parameter count)\n"
 	    "  --zero STAGE          ZeRO on the DP axis: 1 shards the "
@@ -203,10 +203,6 @@ parse_args(struct opts *o, int argc, char **argv)
 		cli_usage_error("--virtual goes with --schedule interleaved");
 	if (o->virt == 0)
 		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
-	if (o->virt > 1 && o->tp != 1)
-		cli_usage_error("--schedule interleaved with --tp %d: "
-		    "interleaved stages are not sharded over TP groups (--tp "
-		    "1)", o->tp);
 }
 
 /* The mesh over world ranks, or exit 3 with the numbers. */
@@ -567,6 +563,12 @@ main(int argc, char **argv)
 		if (tp_stage_check(&m, first[j], first[j + 1], mesh.tp, e,
 		    sizeof(e)) < 0)
 			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
+	/* pipe.c's chunks_init refuses it too, after the group forms */
+	if (cfg.chunks > 1 && mesh.tp > 1 && mesh.pp == 1 &&
+	    m.dims.arch == NN_GPT)
+		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
+		    "--tp %d needs --pp 2 or more (one stage would hold both "
+		    "ends of the tied embedding)", mesh.tp);
 	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)

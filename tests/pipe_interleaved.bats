@@ -6,6 +6,7 @@
 # not a multiple of W and a multiple, checked against the independent
 # float64 PyTorch training of tests/lib/piperef.py; schedule files with
 # chunks; checkpoints from and to interleaved runs; the activations held.
+# (collx-train's interleaved meshes under TP: tests/train.bats.)
 load lib/common
 load lib/pipe
 
@@ -172,7 +173,7 @@ ilv() {
 	    tres1.safetensors 1e-5 1e-6
 }
 
-@test "--schedule-file with chunks: the printed interleaved table trains its bytes; out-of-order chunks, a short --split, interleaved TP are refused" {
+@test "--schedule-file with chunks: the printed interleaved table trains its bytes; out-of-order chunks, a short --split, an interleaved gpt on one TP-sharded stage are refused" {
 	table_rows --schedule interleaved --microbatches 3 --world-size 2 >il.csv
 	[ "$(wc -l <il.csv)" -eq 24 ]
 	grep -q '^1,6,B1:1$' il.csv
@@ -200,10 +201,13 @@ ilv() {
 	    --rank 0 --master 127.0.0.1:1
 	[ "$status" -eq 2 ]
 	[ "${lines[0]}" = "collx-pipe: --split '2,2': want 4 positive layer counts, one per stage" ]
-	run timeout 10 collx-train -m m.safetensors -i X.npy -t Y.npy --batch 8 \
-	    --steps 1 --tp 2 --schedule interleaved
-	[ "$status" -eq 2 ]
-	[ "${lines[0]}" = "collx-train: --schedule interleaved with --tp 2: interleaved stages are not sharded over TP groups (--tp 1)" ]
+	# an interleaved gpt on one stage under TP would hold the tied
+	# embedding twice: refused (exit 3) before the rank talks
+	run timeout 10 collx-train -m "$R/blk/g.safetensors" --data "$GPL" \
+	    --batch 8 --steps 1 --tp 2 --schedule interleaved --world-size 2 \
+	    --rank 1 --master 127.0.0.1:1
+	[ "$status" -eq 3 ]
+	[ "${lines[0]}" = "collx-train: rank 1: mesh: an interleaved gpt under --tp 2 needs --pp 2 or more (one stage would hold both ends of the tied embedding)" ]
 }
 
 # An mlp of 8 equal layers (4 -> 8 -> 3, then 3 -> 8 -> 3): a micro-batch

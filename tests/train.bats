@@ -3,7 +3,8 @@
 # rank talks), and training on every factorization of 2, 4 and 8 ranks (dp,
 # tp, pp alone, dp x tp, dp x pp, tp x pp, dp2 x tp2 x pp2) with uneven
 # batch splits and micro-batches that do not divide them (zb-h1 on pp2 and
-# tp2 x pp2 giving 1f1b's bytes), checked against
+# tp2 x pp2 giving 1f1b's bytes; interleaved on tp2 x pp2 and
+# dp2 x tp2 x pp2, and its checkpoints), checked against
 # an independent float64 PyTorch training (tests/lib/piperef.py) and
 # against collx-dp on one rank (tests/lib/trainref.py checks both);
 # checkpoints across meshes and programs; the timing rows' axis column.
@@ -168,6 +169,44 @@ refused() {
 	    --data "$GPL" --batch 6 --steps 3 --optimizer adamw --lr 0.01
 	REF_TAG=a TRAINREF_SKIP=attn.k.bias check -m g.safetensors --data "$GPL" --batch 6 \
 	    --steps 3 --optimizer adamw --lr 0.01
+}
+
+@test "interleaved --virtual 2 under TP: tp2 x pp2 on an mlp and a gpt stack, dp2 x tp2 x pp2 on the gpt, equal the reference and collx-dp on one rank" {
+	data 11 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 -o g.safetensors
+	timeout 120 "$PY" "$REF" train mlp m.safetensors X.npy Y.npy 11 3 sgd 0.1 \
+	    r.safetensors r.csv + train gpt g.safetensors "$GPL" - 7 2 sgd 0.5 \
+	    rg.safetensors rg.csv
+	# each chunk's tp_stage sums over the TP group; a run whose replicated
+	# tensors differ between TP ranks fails (pipe_tp_verify)
+	meshes "4:--tp,2,--pp,2,--schedule,interleaved,--microbatches,3" \
+	    -m m.safetensors -i X.npy -t Y.npy --batch 11 --steps 3 --lr 0.1
+	check -m m.safetensors --data X.npy --targets Y.npy --batch 11 \
+	    --steps 3 --lr 0.1
+	meshes "4:--tp,2,--pp,2,--schedule,interleaved,--microbatches,2
+	    8:--dp,2,--tp,2,--pp,2,--schedule,interleaved,--virtual,2" \
+	    -m g.safetensors --data "$GPL" --batch 7 --steps 2 --lr 0.5
+	REF_TAG=g check -m g.safetensors --data "$GPL" --batch 7 --steps 2 \
+	    --lr 0.5
+}
+
+@test "checkpoints of interleaved under TP (AdamW): tp2 x pp2 resumed on its mesh gives its bytes; as dp2, and dp2's as dp2 x tp2 x pp2 under ZeRO 1, equal an uninterrupted run" {
+	data 12 4 4 5
+	timeout 30 collx-dp --init mlp --dims 4,8,4,4 --seed 5 -o m.safetensors
+	O=(-i X.npy -t Y.npy --batch 9 --microbatches 2 --optimizer adamw
+	    --lr 0.01)
+	IL=(--tp 2 --pp 2 --schedule interleaved)
+	train 4 full -m m.safetensors "${O[@]}" "${IL[@]}" --steps 6
+	timeout 60 collx-run -n 4 --timeout 20 -- collx-train -m m.safetensors \
+	    "${O[@]}" "${IL[@]}" --steps 3 --checkpoint il.safetensors -q
+	timeout 60 collx-run -n 2 --timeout 20 -- collx-train -m m.safetensors \
+	    "${O[@]}" --dp 2 --steps 3 --checkpoint d2.safetensors -q
+	train 4 same --resume il.safetensors "${O[@]}" "${IL[@]}" --steps 6
+	train 2 ild2 --resume il.safetensors "${O[@]}" --dp 2 --steps 6
+	train 8 d2il --resume d2.safetensors "${O[@]}" --dp 2 "${IL[@]}" \
+	    --zero 1 --steps 6
+	resumed_equal "ild2 d2il"
 }
 
 @test "checkpoints: dp2 resumed as pp2 and back equal an uninterrupted run; the same mesh gives its bytes; collx-dp and collx-pipe files resume too" {

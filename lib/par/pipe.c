@@ -26,34 +26,43 @@ pipe_oom(struct pipe_run *r)
 	return cli_fail(r->err, r->errlen, "rank %d: out of memory", r->rank);
 }
 
-/* The rank's chunks of layers: chunk 0 in st (or a tp_stage), the
- * others (interleaved) in r->chunk, each virtual stage c*world + rank;
- * and with them the gradients' own sub-group. */
+/* The rank's chunks of layers, each virtual stage c*world + rank: in st
+ * and (interleaved) r->chunk, or under a TP group of more than one rank
+ * (or without interleaving) tp_stages; and with them the gradients' own
+ * sub-group. */
 static int
 chunks_init(struct pipe_run *r, int nmax, char *e, size_t elen)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	int c, s, V = r->nchunk, S = r->world * V;
 
-	if (cfg->tp != NULL && V == 1)
-		return pipe_tp_init(r, nmax) < 0 ? -2 : 0;
-	if (cfg->tp != NULL && comm_size(cfg->tp) > 1)
-		return cli_fail(e, elen, "interleaved stages sharded over a "
-		    "TP group are not built (use --tp 1)");
-	if (V > 1 && ((r->chunk = calloc((size_t)V - 1,
-	    sizeof(*r->chunk))) == NULL || (r->gmb = realloc(r->gmb,
-	    (size_t)V * sizeof(*r->gmb))) == NULL))
+	if (V > 1 && (r->gmb = realloc(r->gmb, (size_t)V *
+	    sizeof(*r->gmb))) == NULL)
 		return cli_fail(e, elen, "out of memory");
-	for (c = 0; c < V; c++) {
-		s = c * r->world + r->rank;
-		if (pipe_stage_init(pipe_chunk(r, c), r->m, s, S,
-		    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
-		    cfg->micro, r->sch->split, e, elen) < 0)
-			return -1;
-		r->have_st = c + 1;
+	/* one stage holding both ends would hold two copies of the tied
+	 * embedding, which nothing sums */
+	if (cfg->tp != NULL && comm_size(cfg->tp) > 1 && V > 1 &&
+	    r->world == 1 && r->m->dims.arch == NN_GPT)
+		return cli_fail(e, elen, "an interleaved gpt sharded over a "
+		    "TP group needs two stages or more");
+	if (cfg->tp != NULL && (V == 1 || comm_size(cfg->tp) > 1)) {
+		if (pipe_tp_init(r, nmax) < 0)
+			return -2;
+	} else {
+		if (V > 1 && (r->chunk = calloc((size_t)V - 1,
+		    sizeof(*r->chunk))) == NULL)
+			return cli_fail(e, elen, "out of memory");
+		for (c = 0; c < V; c++) {
+			s = c * r->world + r->rank;
+			if (pipe_stage_init(pipe_chunk(r, c), r->m, s, S,
+			    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
+			    cfg->micro, r->sch->split, e, elen) < 0)
+				return -1;
+			r->have_st = c + 1;
+		}
+		r->params = r->m->params;
+		r->grads = r->m->grads;
 	}
-	r->params = r->m->params;
-	r->grads = r->m->grads;
 	return V > 1 ? comm_split(r->c, 0, r->rank, &r->gc, e, elen) : 0;
 }
 

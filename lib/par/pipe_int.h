@@ -94,8 +94,9 @@ struct pipe_run {
 	const struct pipe_cfg *cfg;
 	const struct pipe_sched *sch;	/* cfg->table, or own_sch */
 	struct pipe_sched own_sch;
-	/* The stage: st, its layers in m; or, with cfg->tp, ts over the TP
-	 * group, st then holding only ts's shape and buffers (pipe_tp.c) */
+	/* The stage: st, its layers in m; or, with cfg->tp, ts (one per
+	 * chunk) over the TP group, st and chunk then holding only their
+	 * shape and buffers (pipe_tp.c) */
 	struct pipe_stage st;
 	struct pipe_stage *chunk;	/* interleaved: chunks 1 .. V-1 (0 is
 					 * st) */
@@ -105,7 +106,8 @@ struct pipe_run {
 					 * go each way, and messages between
 					 * two ranks match in order) */
 	struct tp_stage *ts;
-	float *params, *grads;		/* what own's ranges index: m's, ts's */
+	float *params, *grads;		/* what own's ranges index: m's, or
+					 * ts's chunk after chunk */
 	double tp_t0;			/* ts's sums' seconds and the TP */
 	uint64_t tp_b0;			/* group's bytes at the step's start */
 	int rank, world, have_st, have_sch;
@@ -147,9 +149,10 @@ void pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b);
 int pipe_own_init(struct pipe_run *r);
 
 /* The stage's side of the runner (pipe_tp.c), pipe_stage's or
- * tp_stage's: set-up of a tp_stage and its one parameter range; the
- * rank's chunk c (0 unless interleaved; its shape); a micro-batch's
- * slot on chunk c, input, forward (NULL: failed) and backward. */
+ * tp_stage's: set-up of a tp_stage per chunk and their one parameter
+ * range; the rank's chunk c (0 unless interleaved; its shape); a
+ * micro-batch's slot on chunk c, input, forward (NULL: failed) and
+ * backward. */
 int pipe_tp_init(struct pipe_run *r, int nmax);
 int pipe_tp_own_init(struct pipe_run *r);
 void pipe_tp_free(struct pipe_run *r);

@@ -1,12 +1,14 @@
 /* pipe_tp: the stage a pipeline run drives. Without cfg->tp it is
  * pipe_stage's, its layers in the model; with it (collx-train, any mesh)
- * a tp_stage, the stage's layers sharded over the TP group (a group of
- * one gives pipe_stage's results bit for bit), its parameters in the
- * tp_stage's own vector: one range with one optimizer. The runner reads
- * the stage's shape and buffers from st either way; here st takes the
- * tp_stage's. TP rank t of each stage talks to TP rank t of the next
- * (the pipeline group holds one TP index), and every TP rank of a stage
- * runs every micro-batch alike, so the runner's messages are unchanged. */
+ * a tp_stage per chunk, the chunk's layers sharded over the TP group (a
+ * group of one gives pipe_stage's results bit for bit), the parameters of
+ * the rank's chunks in one vector of the run's, chunk after chunk: one
+ * range with one optimizer, which the DP axis and ZeRO cut as any range.
+ * The runner reads each chunk's shape and buffers from pipe_chunk's
+ * stage either way; here those take the tp_stages'. TP rank t of each
+ * stage talks to TP rank t of the next (the pipeline group holds one TP
+ * index), and every TP rank of a stage runs every micro-batch alike, so
+ * the runner's messages are unchanged. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,13 +27,11 @@ tp_failed(struct pipe_run *r)
 	return -1;
 }
 
-/* st as the runner reads it: the tp_stage's shape and buffers. */
+/* Chunk c's stage as the runner reads it: its tp_stage's shape and
+ * buffers. */
 static void
-bind_shape(struct pipe_run *r)
+bind_shape(struct pipe_stage *st, const struct tp_stage *ts)
 {
-	struct pipe_stage *st = &r->st;
-	struct tp_stage *ts = r->ts;
-
 	memset(st, 0, sizeof(*st));
 	st->d = &ts->d;
 	st->j = ts->j, st->w = ts->w, st->l0 = ts->l0, st->l1 = ts->l1;
@@ -50,27 +50,55 @@ on_sum(void *ctx, double t0, double t1)
 	pipe_span(ctx, 'T', -1, t0, t1);
 }
 
+/* The chunks' parameters and gradients in the run's vectors. */
+static int
+place(struct pipe_run *r)
+{
+	size_t n = 0;
+	int c;
+
+	for (c = 0; c < r->nchunk; c++)
+		n += r->ts[c].nlocal;
+	if ((r->params = malloc(n * sizeof(float))) == NULL ||
+	    (r->grads = malloc(n * sizeof(float))) == NULL)
+		return pipe_oom(r);
+	for (c = n = 0; c < r->nchunk; c++) {
+		tp_stage_place(&r->ts[c], r->params + n, r->grads + n);
+		n += r->ts[c].nlocal;
+	}
+	return 0;
+}
+
 int
 pipe_tp_init(struct pipe_run *r, int nmax)
 {
 	const struct pipe_cfg *cfg = r->cfg;
+	int c, s, V = r->nchunk, S = r->world * V;
 
-	if ((r->ts = calloc(1, sizeof(*r->ts))) == NULL)
+	if ((r->ts = calloc((size_t)V, sizeof(*r->ts))) == NULL ||
+	    (V > 1 && (r->chunk = calloc((size_t)V - 1,
+	    sizeof(*r->chunk))) == NULL))
 		return pipe_oom(r);
-	/* later failures (a TP collective's) land in r->err too */
-	if (tp_stage_init(r->ts, r->m, cfg->tp, r->rank, r->world,
-	    cfg->first[r->rank], cfg->first[r->rank + 1], r->d->seq, nmax,
-	    cfg->micro, r->sch->split, r->err, r->errlen) < 0) {
-		free(r->ts);
-		r->ts = NULL;
-		r->kind = TRAIN_ERR_RUNTIME;
-		return -1;
+	for (c = 0; c < V; c++) {
+		s = c * r->world + r->rank;
+		/* later failures (a TP collective's) land in r->err too */
+		if (tp_stage_init(&r->ts[c], r->m, cfg->tp, s, S,
+		    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
+		    cfg->micro, r->sch->split, r->err, r->errlen) < 0) {
+			r->kind = TRAIN_ERR_RUNTIME;
+			return -1;
+		}
+		r->ts[c].on_sum = on_sum;
+		r->ts[c].on_sum_ctx = r;
 	}
-	bind_shape(r);
-	r->ts->on_sum = on_sum;
-	r->ts->on_sum_ctx = r;
-	r->params = r->ts->params;
-	r->grads = r->ts->grads;
+	if (place(r) < 0)
+		return -1;
+	for (c = 0; c < V; c++)
+		bind_shape(pipe_chunk(r, c), &r->ts[c]);
+	/* the rank's tied embedding: the first chunk's or the last's */
+	for (c = 0; c < V; c++)
+		if (r->ts[c].dwte != NULL)
+			r->st.dwte = r->ts[c].dwte;
 	return 0;
 }
 
@@ -78,14 +106,16 @@ int
 pipe_tp_own_init(struct pipe_run *r)
 {
 	char e[COLLX_ERRLEN];
+	size_t n = 0;
 
+	for (int c = 0; c < r->nchunk; c++)
+		n += r->ts[c].nlocal;
 	r->own = calloc(1, sizeof(*r->own));
 	r->opt = calloc(1, sizeof(*r->opt));
 	if (!r->own || !r->opt)
 		return pipe_oom(r);
-	r->own[0] = (struct pipe_range){ 0, r->ts->nlocal };
-	if (nn_optim_init(&r->opt[0], &r->cfg->optim, r->ts->nlocal, e,
-	    sizeof(e)) < 0) {
+	r->own[0] = (struct pipe_range){ 0, n };
+	if (nn_optim_init(&r->opt[0], &r->cfg->optim, n, e, sizeof(e)) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
 	}
@@ -98,13 +128,16 @@ pipe_tp_free(struct pipe_run *r)
 {
 	if (r->ts == NULL)
 		return;
-	tp_stage_free(r->ts);
+	for (int c = 0; c < r->nchunk; c++)
+		tp_stage_free(&r->ts[c]);
 	free(r->ts);
+	free(r->params);
+	free(r->grads);
 	r->ts = NULL;
+	r->params = r->grads = NULL;
 }
 
-/* Chunk 0 is st (a tp_stage's shape under TP, which has one chunk);
- * the others, interleaved, r->chunk's. */
+/* Chunk 0 is st; the others, interleaved, r->chunk's. */
 struct pipe_stage *
 pipe_chunk(struct pipe_run *r, int c)
 {
@@ -116,10 +149,10 @@ pipe_chunk(struct pipe_run *r, int c)
 static void
 rank_peak(struct pipe_run *r)
 {
-	size_t live = r->st.live;
+	size_t live = 0;
 
-	for (int c = 1; c < r->nchunk; c++)
-		live += r->chunk[c - 1].live;
+	for (int c = 0; c < r->nchunk; c++)
+		live += r->ts ? r->ts[c].live : pipe_chunk(r, c)->live;
 	if (live > r->st.peak)
 		r->st.peak = live;
 }
@@ -129,20 +162,16 @@ pipe_unit_acquire(struct pipe_run *r, int c, int n)
 {
 	struct pipe_slot *sl;
 
-	if (r->ts == NULL) {
-		sl = pipe_stage_acquire(pipe_chunk(r, c), n);
-		rank_peak(r);
-		return sl;
-	}
-	sl = tp_stage_acquire(r->ts, n);
-	r->st.peak = r->ts->peak;
+	sl = r->ts ? tp_stage_acquire(&r->ts[c], n) :
+	    pipe_stage_acquire(pipe_chunk(r, c), n);
+	rank_peak(r);
 	return sl;
 }
 
 float *
 pipe_unit_input(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
-	return r->ts ? tp_stage_input(r->ts, sl) :
+	return r->ts ? tp_stage_input(&r->ts[c], sl) :
 	    pipe_stage_input(pipe_chunk(r, c), sl);
 }
 
@@ -154,7 +183,7 @@ pipe_unit_forward(struct pipe_run *r, int c, struct pipe_slot *sl,
 
 	if (r->ts == NULL)
 		return pipe_stage_forward(pipe_chunk(r, c), sl, loss);
-	if ((y = tp_stage_forward(r->ts, sl, loss)) == NULL)
+	if ((y = tp_stage_forward(&r->ts[c], sl, loss)) == NULL)
 		tp_failed(r);
 	return y;
 }
@@ -167,14 +196,15 @@ pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
 		pipe_stage_backward(pipe_chunk(r, c), sl, dy, dx);
 		return 0;
 	}
-	return tp_stage_backward(r->ts, sl, dy, dx) < 0 ? tp_failed(r) : 0;
+	return tp_stage_backward(&r->ts[c], sl, dy, dx) < 0 ? tp_failed(r) :
+	    0;
 }
 
 void
 pipe_unit_weight(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
 	if (r->ts != NULL)
-		tp_stage_weight(r->ts, sl);
+		tp_stage_weight(&r->ts[c], sl);
 	else
 		pipe_stage_weight(pipe_chunk(r, c), sl);
 }
@@ -183,7 +213,7 @@ void
 pipe_unit_release(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
 	if (r->ts != NULL)
-		tp_stage_release(r->ts, sl);
+		tp_stage_release(&r->ts[c], sl);
 	else
 		pipe_stage_release(pipe_chunk(r, c), sl);
 }
@@ -193,10 +223,12 @@ pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin)
 {
 	double t;
 	uint64_t b;
+	int c;
 
 	if (r->ts == NULL || r->ts->T == 1)
 		return;
-	t = r->ts->coll_s;
+	for (t = 0, c = 0; c < r->nchunk; c++)
+		t += r->ts[c].coll_s;
 	b = comm_bytes_sent(r->cfg->tp);
 	if (!begin) {
 		ps->tp = t - r->tp_t0;
@@ -206,17 +238,20 @@ pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin)
 	r->tp_b0 = b;
 }
 
-/* A checksum of this rank's replicated tensors. */
+/* A checksum of this rank's replicated tensors, every chunk's. */
 static uint64_t
-whole_sum(const struct tp_stage *ts)
+whole_sum(const struct pipe_run *r)
 {
 	uint64_t h = CLI_FNV1A_INIT;
 
-	for (size_t i = 0; i < ts->nten; i++) {
-		const struct tp_param *p = &ts->ten[i].p;
-		if (p->split == TP_WHOLE)
-			h = cli_fnv1a(h, ts->params + p->off,
-			    p->count * sizeof(float));
+	for (int c = 0; c < r->nchunk; c++) {
+		const struct tp_stage *ts = &r->ts[c];
+		for (size_t i = 0; i < ts->nten; i++) {
+			const struct tp_param *p = &ts->ten[i].p;
+			if (p->split == TP_WHOLE)
+				h = cli_fnv1a(h, ts->params + p->off,
+				    p->count * sizeof(float));
+		}
 	}
 	return h;
 }
@@ -229,7 +264,7 @@ pipe_tp_verify(struct pipe_run *r)
 
 	if (r->ts == NULL || (T = r->ts->T) == 1)
 		return 0;
-	mine = whole_sum(r->ts);
+	mine = whole_sum(r);
 	if ((all = malloc((size_t)T * sizeof(*all))) == NULL)
 		return pipe_oom(r);
 	comm_set_step(r->cfg->tp, "replicated tensors' checksum after "
@@ -253,6 +288,17 @@ pipe_tp_verify(struct pipe_run *r)
 	return rc;
 }
 
+/* The rank's chunks' shards of the model-shaped whole into mine, laid
+ * out as r->params. */
+static void
+take(struct pipe_run *r, const float *whole, float *mine)
+{
+	for (int c = 0; c < r->nchunk; c++) {
+		tp_stage_take(&r->ts[c], r->m, whole, mine);
+		mine += r->ts[c].nlocal;
+	}
+}
+
 int
 pipe_tp_resume(struct pipe_run *r)
 {
@@ -268,25 +314,37 @@ pipe_tp_resume(struct pipe_run *r)
 		    (o->m != NULL) + (o->v != NULL));
 	}
 	if (o->m != NULL)
-		tp_stage_take(r->ts, r->m, st->m, o->m);
+		take(r, st->m, o->m);
 	if (o->v != NULL)
-		tp_stage_take(r->ts, r->m, st->v, o->v);
+		take(r, st->v, o->v);
 	o->t = st->step;
+	return 0;
+}
+
+/* The whole tensors of every TP rank's mine (laid out as r->params)
+ * into out on TP index 0. */
+static int
+gather(struct pipe_run *r, const float *mine, float *out)
+{
+	for (int c = 0; c < r->nchunk; c++) {
+		if (tp_stage_gather(&r->ts[c], mine, r->m, out) < 0)
+			return -1;
+		mine += r->ts[c].nlocal;
+	}
 	return 0;
 }
 
 int
 pipe_tp_gather(struct pipe_run *r, float *const moments[2])
 {
-	struct tp_stage *ts = r->ts;
 	const struct nn_optim *o = &r->opt[0];
 
 	comm_set_step(r->cfg->tp, "gathering stage %d's shards", r->rank);
-	if (tp_stage_gather(ts, ts->params, r->m, r->m->params) < 0 ||
+	if (gather(r, r->params, r->m->params) < 0 ||
 	    (moments != NULL && o->m != NULL &&
-	    tp_stage_gather(ts, o->m, r->m, moments[0]) < 0) ||
+	    gather(r, o->m, moments[0]) < 0) ||
 	    (moments != NULL && o->v != NULL &&
-	    tp_stage_gather(ts, o->v, r->m, moments[1]) < 0))
+	    gather(r, o->v, moments[1]) < 0))
 		return tp_failed(r);
 	return 0;
 }

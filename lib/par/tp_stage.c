@@ -137,13 +137,31 @@ plan_layers(struct tp_stage *ts, const struct nn_model *m, size_t *count,
 	return 0;
 }
 
-/* The table of what this rank holds; the layers' views into params and
- * grads. */
-static int
-bind_tensors(struct tp_stage *ts, const struct nn_model *m)
+/* The layers' and the gpt tensors' views into params and grads. */
+static void
+bind_views(struct tp_stage *ts)
 {
 	float **w[] = { &ts->wte, &ts->wpe, &ts->lnf_w, &ts->lnf_b };
 	float **g[] = { &ts->dwte, &ts->dwpe, &ts->dlnf_w, &ts->dlnf_b };
+	size_t off = 0;
+
+	for (int k = 0; k < ts->l1 - ts->l0; k++) {
+		ts->lay[k].w = ts->params + off;
+		ts->lay[k].g = ts->grads + off;
+		off += ts->lay[k].nlocal;
+	}
+	for (size_t t = 0; t < ts->nten; t++)
+		for (int i = 0; i < 4; i++)
+			if (strcmp(ts->ten[t].name, gpt_names[i]) == 0) {
+				*w[i] = ts->params + ts->ten[t].p.off;
+				*g[i] = ts->grads + ts->ten[t].p.off;
+			}
+}
+
+/* The table of what this rank holds; the views into params and grads. */
+static int
+bind_tensors(struct tp_stage *ts, const struct nn_model *m)
+{
 	size_t off = 0, n = 4;
 	char pre[NN_NAME_MAX];
 
@@ -153,7 +171,6 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		return -1;
 	for (int k = 0; k < ts->l1 - ts->l0; k++) {
 		struct tp_model *lm = &ts->lay[k];
-		lm->w = ts->params + off, lm->g = ts->grads + off;
 		layer_prefix(ts, ts->l0 + k, pre, sizeof pre);
 		for (int i = 0; i < lm->np; i++) {
 			struct tp_stage_tensor *t = &ts->ten[ts->nten];
@@ -177,11 +194,22 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		    .split = TP_WHOLE, .ndim = p->ndim, .shape = { p->shape[0],
 		    p->ndim == 2 ? p->shape[1] : 1 }, .present = 1, .off = off,
 		    .count = p->count };
-		*w[i] = ts->params + off, *g[i] = ts->grads + off;
 		off += p->count;
 		ts->nten++;
 	}
+	bind_views(ts);
 	return 0;
+}
+
+void
+tp_stage_place(struct tp_stage *ts, float *params, float *grads)
+{
+	memcpy(params, ts->params, ts->nlocal * sizeof(float));
+	memcpy(grads, ts->grads, ts->nlocal * sizeof(float));
+	if (!ts->placed)
+		free(ts->params), free(ts->grads);
+	ts->params = params, ts->grads = grads, ts->placed = 1;
+	bind_views(ts);
 }
 
 /* Where tensor t lies in the whole model's layout. */
@@ -537,7 +565,9 @@ tp_stage_free(struct tp_stage *ts)
 	for (int i = 0; i < 4; i++)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
-	free(ts->params), free(ts->grads), free(ts->ten), free(ts->lay);
+	if (!ts->placed)
+		free(ts->params), free(ts->grads);
+	free(ts->ten), free(ts->lay);
 	memset(ts, 0, sizeof(*ts));
 }
 

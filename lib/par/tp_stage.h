@@ -63,6 +63,7 @@ struct tp_stage {
 	 * shards and replicated tensors, then the gpt's (wte, wpe, lnf.*). */
 	float *params, *grads;
 	size_t nlocal;
+	int placed;		/* params, grads: tp_stage_place's */
 	struct tp_stage_tensor *ten;
 	size_t nten;
 	struct tp_model *lay;	/* l1 - l0 layers: m->w, m->g point into
@@ -108,6 +109,10 @@ int tp_stage_init(struct tp_stage *ts, const struct nn_model *m,
     struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
     int maxslot, int split, char *err, size_t errlen);
 void tp_stage_free(struct tp_stage *ts);
+/* Moves the stage's parameters and gradients into params and grads
+ * (ts->nlocal floats each, the caller's, outliving the stage): a rank's
+ * stages in one vector, each its range. */
+void tp_stage_place(struct tp_stage *ts, float *params, float *grads);
 /*
  * Between this rank's layout (ts->nlocal floats, as ts->params) and the
  * whole model's (m->nparams floats, as m->params) of the stage's tensors:
