@@ -137,6 +137,12 @@ refused() {
 	COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
 	    refused "--wire int8 with --tp 2 and --checkpoint or --resume: checkpoints keep its state for stages of one TP rank only" \
 	    --wire int8 --tp 2 --checkpoint ck.safetensors
+	timeout 30 collx-dp --init gpt --dims 256,8,2,1,8 -o g.safetensors
+	COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
+	    run timeout 30 collx-train -m g.safetensors --data X.npy --batch 20 \
+	    --steps 2 --wire int8 --pp 2 --checkpoint ck.safetensors
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-train: --wire int8 with --pp 2 on a gpt and --checkpoint or --resume: the tied embedding's two stages keep their own error feedback, checkpoints one" ]
 	refused "--wire: want f32, bf16, f16 or int8, not 'f8'" --wire f8
 }
 
