@@ -472,17 +472,35 @@ subst_paths(struct opts *o)
 static void
 check_slow(const struct opts *o)
 {
-	const struct trainopt_slow *s = &o->slow;
-	const char *opt = s->powersgd > 0 ? "--powersgd" : s->sync_every > 0 ?
-	    "--sync-every" : s->wire == DP_WIRE_INT8 ? "--wire int8" : NULL;
+	long h = o->slow.sync_every;
 
-	trainopt_slow_check(s, o->zero);
-	if (opt != NULL && o->ckpt.path != NULL)
-		cli_usage_error("--checkpoint and %s: collx-train's "
-		    "checkpoints do not keep its state (collx-dp's do)", opt);
-	if (opt != NULL && o->ckpt.resume != NULL)
-		cli_usage_error("--resume and %s: collx-train's checkpoints "
-		    "do not keep its state (collx-dp's do)", opt);
+	trainopt_slow_check(&o->slow, o->zero);
+	if (h > 1 && o->ckpt.every % h != 0)
+		cli_usage_error("--checkpoint-every %ld is no multiple of "
+		    "--sync-every %ld (a checkpoint is taken where the replicas "
+		    "have synced)", o->ckpt.every, h);
+}
+
+/* The slow links' state in checkpoints, for the mesh: stages of one TP
+ * rank, and --wire int8's error feedback once per parameter. */
+static void
+check_slow_mesh(const struct opts *o, const struct mesh *mesh,
+    const struct nn_model *m)
+{
+	const struct trainopt_slow *s = &o->slow;
+	const char *opt = s->sync_every > 0 ? "--sync-every" :
+	    s->wire == DP_WIRE_INT8 ? "--wire int8" : NULL;
+
+	if (opt == NULL || (o->ckpt.path == NULL && o->ckpt.resume == NULL))
+		return;
+	if (mesh->tp > 1)
+		cli_usage_error("%s with --tp %d and --checkpoint or --resume: "
+		    "checkpoints keep its state for stages of one TP rank only",
+		    opt, mesh->tp);
+	if (s->wire == DP_WIRE_INT8 && m->dims.arch == NN_GPT && mesh->pp > 1)
+		cli_usage_error("--wire int8 with --pp %d on a gpt and "
+		    "--checkpoint or --resume: the tied embedding's two stages "
+		    "keep their own error feedback, checkpoints one", mesh->pp);
 }
 
 static void
@@ -547,6 +565,7 @@ main(int argc, char **argv)
 	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	mesh_for_model(&o, &mesh, &m);
+	check_slow_mesh(&o, &mesh, &m);
 	if (o.slow.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);

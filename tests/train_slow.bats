@@ -132,9 +132,80 @@ refused() {
 	COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
 	    refused "--powersgd and --tp 2: PowerSGD compresses whole matrices, not a TP rank's shards" \
 	    --powersgd 2 --tp 2
-	refused "--checkpoint and --sync-every: collx-train's checkpoints do not keep its state (collx-dp's do)" \
-	    --sync-every 2 --checkpoint ck.safetensors
-	refused "--resume and --wire int8: collx-train's checkpoints do not keep its state (collx-dp's do)" \
-	    --wire int8 --resume ck.safetensors
+	refused "--checkpoint-every 3 is no multiple of --sync-every 2 (a checkpoint is taken where the replicas have synced)" \
+	    --sync-every 2 --checkpoint ck.safetensors --checkpoint-every 3
+	COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
+	    refused "--wire int8 with --tp 2 and --checkpoint or --resume: checkpoints keep its state for stages of one TP rank only" \
+	    --wire int8 --tp 2 --checkpoint ck.safetensors
+	timeout 30 collx-dp --init gpt --dims 256,8,2,1,8 -o g.safetensors
+	COLLX_RANK=0 COLLX_WORLD_SIZE=2 COLLX_MASTER=127.0.0.1:9 \
+	    run timeout 30 collx-train -m g.safetensors --data X.npy --batch 20 \
+	    --steps 2 --wire int8 --pp 2 --checkpoint ck.safetensors
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-train: --wire int8 with --pp 2 on a gpt and --checkpoint or --resume: the tied embedding's two stages keep their own error feedback, checkpoints one" ]
 	refused "--wire: want f32, bf16, f16 or int8, not 'f8'" --wire f8
+}
+
+# usage: resumed TAG WORLD MODEL [options...]: 8 steps in one run, and 4
+# checkpointed then resumed for 4 more, end byte for byte the same
+resumed() {
+	train "$2" "$1" "$3" "${@:4}"
+	timeout 60 collx-run -n "$2" --timeout 10 -- collx-train -m "$3" \
+	    --data X.npy --targets Y.npy --batch 20 --steps 4 --lr 0.1 -q \
+	    --checkpoint "c$1.safetensors" "${@:4}"
+	timeout 60 collx-run -n "$2" --timeout 10 -- collx-train \
+	    --resume "c$1.safetensors" --data X.npy --targets Y.npy --batch 20 \
+	    --steps 8 --lr 0.1 -q -o "r$1.safetensors" "${@:4}"
+	cmp "t$1.safetensors" "r$1.safetensors"
+}
+
+@test "checkpoints keep int8's error feedback, PowerSGD's and local SGD's state: resumed runs end byte for byte as one (dp2, dp2 x pp2)" {
+	resumed i 2 m.safetensors --dp 2 --wire int8
+	resumed p 2 m.safetensors --dp 2 --powersgd 2 --powersgd-start 2
+	resumed l 2 m.safetensors --dp 2 --sync-every 2 --optimizer adamw \
+	    --outer-momentum 0.9
+	resumed s 4 s.safetensors --dp 2 --pp 2 --microbatches 2 \
+	    --sync-every 2 --momentum 0.5 --outer-momentum 0.9
+	# the state is collx-dp's, each replica's own where they differ
+	timeout 30 collx-tensor info cl.safetensors > info
+	grep -q '^ *local.inner_v.1 ' info
+	grep -q '^ *local.outer_m ' info
+}
+
+@test "ZeRO's int8 error feedback resumes byte for byte (dp2 --zero 1, dp2 x pp2 --zero 2)" {
+	resumed z 2 m.safetensors --dp 2 --zero 1 --wire int8 --momentum 0.5
+	resumed y 4 s.safetensors --dp 2 --pp 2 --zero 2 --wire int8 \
+	    --optimizer adamw
+}
+
+@test "collx-train's and collx-dp's checkpoints are one format: PowerSGD resumed across them" {
+	dp a m.safetensors --powersgd 2 --powersgd-start 2
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-dp -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 20 --steps 4 --lr 0.1 -q \
+	    --powersgd 2 --powersgd-start 2 --checkpoint ca.safetensors
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-train \
+	    --resume ca.safetensors --data X.npy --targets Y.npy --batch 20 \
+	    --steps 8 --lr 0.1 -q -o ra.safetensors --dp 2 --powersgd 2 \
+	    --powersgd-start 2
+	cmp da.safetensors ra.safetensors
+}
+
+# usage: refused_resume "MESSAGE" WORLD collx-train options...: exit 3 on
+# every rank, each saying MESSAGE
+refused_resume() {
+	run timeout 60 collx-run -n "$2" --timeout 10 -- collx-train \
+	    --resume ck.safetensors --data X.npy --targets Y.npy --batch 20 \
+	    --steps 8 --lr 0.1 -q "${@:3}"
+	[ "$status" -eq 3 ]
+	[ "$(grep -c "^collx-train: rank 0: $1\$" <<<"$output")" -eq "$2" ]
+}
+
+@test "state of each replica resumes on as many replicas only, and none is dropped (exit 3)" {
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-train -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 20 --steps 4 --lr 0.1 -q \
+	    --dp 2 --wire int8 --checkpoint ck.safetensors
+	refused_resume "the checkpoint holds 'wire.ef' of 2 DP replicas, not 4: each replica's own state resumes only on as many" \
+	    4 --dp 4 --wire int8
+	refused_resume "the checkpoint holds 'wire.ef', state this run does not keep; resume it with the options that wrote it" \
+	    2 --dp 2
 }

@@ -4,10 +4,19 @@
  * state, piece by piece, and a resumed run takes each stage's back. With
  * replicas, replica 0's pipeline saves; under ZeRO the replicas' slices
  * of the state are first gathered whole onto it, and a resumed run cuts
- * the whole state it reads, so the file is the same whatever the mesh. */
+ * the whole state it reads, so the file is the same whatever the mesh.
+ * The DP axis's slow links keep more (svecs below), saved as collx-dp
+ * saves it: a float per model parameter, each replica's own ("NAME.D")
+ * where the replicas differ (error feedback, local SGD's inner moments),
+ * one where they agree (PowerSGD's Qs, the outer momentum); each stage
+ * holds its ranges of every vector, indexed as the model's parameters. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/util.h"
+#include "comm/coll.h"
+#include "par/dp_slow.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
@@ -23,7 +32,9 @@ ckpt_pieces(struct pipe_run *r, int holders, size_t *n)
 	int a, b, h, q;
 
 	*n = 0;
-	for (size_t i = 0; p != NULL && i < m->ntensors; i++) {
+	/* drifting replicas' moments are each replica's own (svecs) */
+	for (size_t i = 0; p != NULL && r->cfg->sync_every <= 1 &&
+	    i < m->ntensors; i++) {
 		const struct nn_param *t = &m->table[i];
 
 		pipe_owners(r, t->name, &a, &b);
@@ -124,7 +135,8 @@ pipe_gather_params(struct pipe_run *r)
  * pipeline then saves them as a pipeline without TP does, each tensor's
  * piece from its first holder. */
 static int
-tp_ckpt_write(struct pipe_run *r, long done)
+tp_ckpt_write(struct pipe_run *r, long done, const struct ckpt_vec *x,
+    size_t nx)
 {
 	const struct nn_model *m = r->m;
 	int moments = nn_optim_moments(&r->cfg->optim), k, a, b, rc = -1;
@@ -152,8 +164,8 @@ tp_ckpt_write(struct pipe_run *r, long done)
 		p[i] = (struct ckpt_piece){ a, t->offset, t->count,
 		    a == r->rank ? &whole : NULL, t->offset };
 	}
-	if ((rc = gather_stages(r)) == 0 && (rc = ckpt_save(r->c, m,
-	    &r->cfg->optim, p, m->ntensors, done, r->cfg->batch,
+	if ((rc = gather_stages(r)) == 0 && (rc = ckpt_save_vecs(r->c, m,
+	    &r->cfg->optim, p, m->ntensors, x, nx, done, r->cfg->batch,
 	    r->cfg->ckpt_path, r->err, r->errlen)) < 0)
 		r->kind = TRAIN_ERR_RUNTIME;
 	goto out;
@@ -167,23 +179,366 @@ out:
 }
 
 /* Collective over the pipeline: the whole model and optimizer state,
- * after done steps. */
+ * and the nx vectors x (rank 0's), after done steps. */
 static int
-save(struct pipe_run *r, long done)
+save(struct pipe_run *r, long done, const struct ckpt_vec *x, size_t nx)
 {
 	struct ckpt_piece *p;
 	size_t n;
 	int rc;
 
 	if (r->ts != NULL)
-		return tp_ckpt_write(r, done);
+		return tp_ckpt_write(r, done, x, nx);
 	if ((p = ckpt_pieces(r, 0, &n)) == NULL)
 		return pipe_oom(r);
 	rc = gather_stages(r);
-	if (rc == 0 && (rc = ckpt_save(r->c, r->m, &r->cfg->optim, p, n, done,
-	    r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen)) < 0)
+	if (rc == 0 && (rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n,
+	    x, nx, done, r->cfg->batch, r->cfg->ckpt_path, r->err,
+	    r->errlen)) < 0)
 		r->kind = TRAIN_ERR_RUNTIME;
 	free(p);
+	return rc;
+}
+
+/* ---- the slow links' state --------------------------------------------- */
+
+/* A vector of it on this stage: v indexed as r->params (SV_VEC),
+ * PowerSGD's Qs (SV_Q), or the optimizers' moment k (SV_MOMENT: local
+ * SGD's inner state while the replicas drift). */
+enum { SV_VEC, SV_Q, SV_MOMENT };
+enum { NSVEC = 6 };
+
+struct svec {
+	const char *name;	/* collx-dp's */
+	int kind, per_replica;
+	float *v;
+	int k;
+};
+
+static const char *const svec_names[NSVEC] = { "wire.ef", "powersgd.ef",
+	"powersgd.q", "local.outer_m", "local.inner_m", "local.inner_v" };
+
+/* The state this run keeps after done steps, listed alike on every rank
+ * (PowerSGD's Qs exist once a step has compressed). */
+static size_t
+svecs(const struct pipe_run *r, long done, struct svec *x)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	struct dp_psgd *ps = pipe_slow_psgd(r);
+	float *ef = pipe_slow_wire_ef(r), *om = pipe_slow_outer_m(r);
+	int k, moments = nn_optim_moments(&cfg->optim);
+	size_t n = 0;
+
+	if (ef != NULL)
+		x[n++] = (struct svec){ svec_names[0], SV_VEC, 1, ef, 0 };
+	if (ps != NULL)
+		x[n++] = (struct svec){ svec_names[1], SV_VEC, 1,
+		    dp_psgd_ef(ps), 0 };
+	if (ps != NULL && done > cfg->powersgd_start)
+		x[n++] = (struct svec){ svec_names[2], SV_Q, 0, NULL, 0 };
+	if (om != NULL)
+		x[n++] = (struct svec){ svec_names[3], SV_VEC, 0, om, 0 };
+	for (k = 0; cfg->sync_every > 1 && k < moments; k++)
+		x[n++] = (struct svec){ svec_names[4 + k], SV_MOMENT, 1, NULL,
+		    k };
+	return n;
+}
+
+static int
+replicas(const struct pipe_run *r, int *me)
+{
+	*me = r->cfg->dp != NULL ? comm_rank(r->cfg->dp) : 0;
+	return r->cfg->dp != NULL ? comm_size(r->cfg->dp) : 1;
+}
+
+/* The stage's vector (r->params' layout) to the model's (to_model) or
+ * back: the owned ranges, or a tp_stage's tensors (whole: one TP rank). */
+static void
+map(const struct pipe_run *r, const float *from, float *to, int to_model)
+{
+	const struct tp_stage *ts = r->ts;
+	size_t i, so, mo, n;
+
+	for (i = 0; i < (ts != NULL ? ts->nten : (size_t)r->nown); i++) {
+		if (ts != NULL && !ts->ten[i].p.present)
+			continue;
+		so = ts != NULL ? ts->ten[i].p.off : r->own[i].off;
+		n = ts != NULL ? ts->ten[i].p.count : r->own[i].len;
+		mo = ts != NULL ? r->m->table[pipe_tensor_index(r->m,
+		    ts->ten[i].name)].offset : so;
+		memcpy(to + (to_model ? mo : so), from + (to_model ? so : mo),
+		    n * sizeof(float));
+	}
+}
+
+/* Owned range q of x in the stage's layout. */
+static float *
+range(const struct pipe_run *r, const struct svec *x, int q)
+{
+	if (x->kind == SV_VEC)
+		return x->v + r->own[q].off;
+	return x->k ? r->opt[q].v : r->opt[q].m;
+}
+
+/* This stage's part of x into out (a float per model parameter, zero
+ * elsewhere), through sv (the stage's layout). */
+static void
+svec_get(const struct pipe_run *r, const struct svec *x, float *sv,
+    float *out)
+{
+	memset(out, 0, r->m->nparams * sizeof(float));
+	if (x->kind == SV_Q)
+		dp_psgd_q_get(pipe_slow_psgd(r), sv);
+	for (int q = 0; x->kind != SV_Q && q < r->nown; q++)
+		memcpy(sv + r->own[q].off, range(r, x, q), r->own[q].len *
+		    sizeof(float));
+	map(r, sv, out, 1);
+}
+
+/* This stage's part of x from in, as svec_get lays it out. */
+static void
+svec_put(struct pipe_run *r, const struct svec *x, float *sv,
+    const float *in)
+{
+	map(r, in, sv, 0);
+	if (x->kind == SV_Q)
+		dp_psgd_q_put(pipe_slow_psgd(r), sv);
+	for (int q = 0; x->kind != SV_Q && q < r->nown; q++) {
+		memcpy(range(r, x, q), sv + r->own[q].off, r->own[q].len *
+		    sizeof(float));
+		if (x->kind == SV_MOMENT)
+			r->opt[q].t = r->cfg->resume->step;
+	}
+}
+
+/* Floats of the stage's vector. */
+static size_t
+stage_len(const struct pipe_run *r)
+{
+	return r->ts != NULL ? r->ts->nlocal : r->m->nparams;
+}
+
+/* Replica 0's stage 0 collects the rest of the pipeline's parts of the
+ * vectors in all (nv of them), each tensor's from its first holder. */
+static int
+merge_stages(struct pipe_run *r, float *all, size_t nv)
+{
+	const struct nn_model *m = r->m;
+	int a, b, rc = 0;
+
+	for (size_t i = 0; i < m->ntensors && rc == 0; i++) {
+		const struct nn_param *t = &m->table[i];
+
+		pipe_owners(r, t->name, &a, &b);
+		if (a == 0 || (r->rank != 0 && r->rank != a))
+			continue;
+		comm_set_step(r->c, "gathering the slow-link state of %s",
+		    t->name);
+		for (size_t j = 0; j < nv && rc == 0; j++) {
+			float *v = all + j * m->nparams + t->offset;
+
+			rc = r->rank == 0 ? comm_recv(r->c, a, PIPE_TAG_PARAM,
+			    v, t->count * sizeof(float)) : comm_send(r->c, 0,
+			    PIPE_TAG_PARAM, v, t->count * sizeof(float));
+		}
+	}
+	return rc < 0 ? pipe_comm_failed(r) : 0;
+}
+
+/* Every vector of x, every replica's of a per-replica one, into all (nx
+ * * D vectors, [i * D + d]) on replica 0's rank 0: gathered over the DP
+ * axis on each stage, then over replica 0's pipeline. all: replica 0's,
+ * NULL elsewhere. Collective over both axes. */
+static int
+svec_collect(struct pipe_run *r, const struct svec *x, size_t nx,
+    float *all)
+{
+	size_t np = r->m->nparams, *counts = NULL, i;
+	int me, d = replicas(r, &me), rc = -1;
+	float *mine = malloc((np + 1) * sizeof(float));
+	float *sv = calloc(stage_len(r) + 1, sizeof(float));
+
+	if (mine == NULL || sv == NULL || (counts = calloc((size_t)d,
+	    sizeof(*counts))) == NULL) {
+		rc = pipe_oom(r);
+		goto out;
+	}
+	for (int q = 0; q < d; q++)
+		counts[q] = np;
+	for (i = 0; i < nx; i++) {
+		float *dst = all != NULL ? all + i * (size_t)d * np : NULL;
+
+		svec_get(r, &x[i], sv, mine);
+		comm_set_step(r->cfg->dp != NULL ? r->cfg->dp : r->c,
+		    "gathering stage %d's %s", r->rank, x[i].name);
+		if (x[i].per_replica && d > 1) {
+			if (coll_gatherv(r->cfg->dp, mine, dst, counts, DT_F32,
+			    0) < 0) {
+				rc = pipe_dp_failed(r);
+				goto out;
+			}
+		} else if (dst != NULL)
+			memcpy(dst, mine, np * sizeof(float));
+	}
+	rc = all != NULL ? merge_stages(r, all, nx * (size_t)d) : 0;
+out:
+	free(mine);
+	free(sv);
+	free(counts);
+	return rc;
+}
+
+/* Replica 0's pipeline saves with the vectors x, collected from every
+ * replica's. */
+static int
+save_with(struct pipe_run *r, long done, const struct svec *x, size_t nx)
+{
+	size_t np = r->m->nparams, i, nv = 0;
+	int me, d = replicas(r, &me), q, rc = -1;
+	float *all = NULL;
+	struct ckpt_vec *cv = NULL;
+	char (*names)[64] = NULL;
+
+	if (me == 0 && ((all = calloc(nx * (size_t)d * np + 1,
+	    sizeof(float))) == NULL || (cv = calloc(nx * (size_t)d,
+	    sizeof(*cv))) == NULL || (names = calloc(nx * (size_t)d,
+	    sizeof(*names))) == NULL)) {
+		rc = pipe_oom(r);
+		goto out;
+	}
+	if (svec_collect(r, x, nx, all) < 0)
+		goto out;
+	for (i = 0; me == 0 && i < nx; i++)
+		for (q = 0; q < (x[i].per_replica ? d : 1); q++, nv++) {
+			if (x[i].per_replica)
+				snprintf(names[nv], sizeof(names[nv]), "%s.%d",
+				    x[i].name, q);
+			else
+				snprintf(names[nv], sizeof(names[nv]), "%s",
+				    x[i].name);
+			cv[nv] = (struct ckpt_vec){ names[nv],
+			    all + (i * (size_t)d + (size_t)q) * np, 0 };
+		}
+	rc = me == 0 ? save(r, done, cv, nv) : 0;
+out:
+	free(all);
+	free(cv);
+	free(names);
+	return rc;
+}
+
+/* How many replicas' vector name the checkpoint holds ("NAME.0" on). */
+static int
+held(struct pipe_run *r, const char *name, int *n)
+{
+	const struct ckpt_state *st = r->cfg->resume;
+	const float *v;
+
+	if (strcmp(name, svec_names[0]) == 0) {
+		*n = st->ef_ranks;
+		return 0;
+	}
+	for (*n = 0;; (*n)++) {
+		if (ckpt_state_vec(st, name, *n, r->m->nparams, &v, r->err,
+		    r->errlen) < 0)
+			return -1;
+		if (v == NULL)
+			return 0;
+	}
+}
+
+/* Vector name of replica q (q < 0: the one of all) or NULL. */
+static int
+stored(struct pipe_run *r, const char *name, int q, const float **v)
+{
+	const struct ckpt_state *st = r->cfg->resume;
+
+	if (strcmp(name, svec_names[0]) == 0) {
+		*v = q >= 0 && q < st->ef_ranks ? st->ef + (size_t)q *
+		    r->m->nparams : NULL;
+		return 0;
+	}
+	return ckpt_state_vec(st, name, q, r->m->nparams, v, r->err,
+	    r->errlen);
+}
+
+/* nx vectors of state kept for stages of one TP rank only. */
+static int
+one_tp_rank(struct pipe_run *r, size_t nx)
+{
+	if (nx == 0 || r->ts == NULL || r->ts->T == 1)
+		return 0;
+	r->kind = TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "rank %d: checkpoints keep the DP "
+	    "axis's slow-link state for stages of one TP rank only", r->rank);
+}
+
+/* State the checkpoint holds that this run would drop: not exact. */
+static int
+refuse_dropped(struct pipe_run *r, const struct svec *x, size_t nx)
+{
+	const float *v, *one;
+	size_t i, k;
+
+	for (k = 0; k < NSVEC; k++) {
+		for (i = 0; i < nx && strcmp(x[i].name, svec_names[k]) != 0;
+		    i++)
+			;
+		if (i < nx)
+			continue;
+		if (stored(r, svec_names[k], 0, &v) < 0 ||
+		    stored(r, svec_names[k], -1, &one) < 0)
+			return -1;
+		if (v != NULL || one != NULL)
+			return cli_fail(r->err, r->errlen, "rank %d: the "
+			    "checkpoint holds '%s', state this run does not "
+			    "keep; resume it with the options that wrote it",
+			    r->rank, svec_names[k]);
+	}
+	return 0;
+}
+
+int
+pipe_ckpt_slow_resume(struct pipe_run *r)
+{
+	struct svec x[NSVEC];
+	size_t nx = svecs(r, r->cfg->resume->step, x), i;
+	int me, d = replicas(r, &me), n = 0, rc = -1;
+	const float *v;
+	float *sv;
+
+	if (one_tp_rank(r, nx) < 0)
+		return -1;
+	r->kind = TRAIN_ERR_DATA;
+	if (refuse_dropped(r, x, nx) < 0)
+		return -1;
+	if (nx == 0)
+		return 0;
+	if ((sv = calloc(stage_len(r) + 1, sizeof(float))) == NULL)
+		return pipe_oom(r);
+	for (i = 0; i < nx; i++) {
+		if (x[i].per_replica && held(r, x[i].name, &n) < 0)
+			goto out;
+		if (x[i].per_replica && n > 0 && n != d) {
+			cli_fail(r->err, r->errlen, "rank %d: the checkpoint "
+			    "holds '%s' of %d DP replicas, not %d: each "
+			    "replica's own state resumes only on as many",
+			    r->rank, x[i].name, n, d);
+			goto out;
+		}
+		if (stored(r, x[i].name, x[i].per_replica ? me : -1, &v) < 0)
+			goto out;
+		if (v == NULL) {
+			cli_fail(r->err, r->errlen, "rank %d: the checkpoint "
+			    "does not hold '%s', state this run keeps", r->rank,
+			    x[i].name);
+			goto out;
+		}
+		svec_put(r, &x[i], sv, v);
+	}
+	rc = 0;
+out:
+	free(sv);
 	return rc;
 }
 
@@ -195,14 +550,20 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 {
 	struct nn_optim *whole = NULL, *mine = r->opt;
 	int saver = r->cfg->dp == NULL || comm_rank(r->cfg->dp) == 0, rc;
+	struct svec x[NSVEC];
+	size_t nx = svecs(r, done, x);
 
+	if (one_tp_rank(r, nx) < 0)
+		return -1;
 	if (r->zero == NULL)
-		return saver ? save(r, done) : 0;
+		return nx > 0 ? save_with(r, done, x, nx) : saver ?
+		    save(r, done, NULL, 0) : 0;
 	if (saver && (whole = pipe_zero_whole_alloc(r)) == NULL)
 		return -1;
-	if ((rc = pipe_zero_gather(r, whole)) == 0 && saver) {
-		r->opt = whole;
-		rc = save(r, done);
+	if ((rc = pipe_zero_gather(r, whole)) == 0) {
+		r->opt = saver ? whole : mine;
+		rc = nx > 0 ? save_with(r, done, x, nx) : saver ?
+		    save(r, done, NULL, 0) : 0;
 		r->opt = mine;
 	}
 	pipe_zero_whole_free(r, whole);

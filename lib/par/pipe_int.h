@@ -16,6 +16,7 @@
 
 struct tp_stage;
 struct pipe_slow;
+struct dp_psgd;
 
 /* A micro-batch's saved activations, from its forward to its backward. */
 struct pipe_slot {
@@ -204,7 +205,7 @@ int pipe_dp_failed(struct pipe_run *r);
  * checkpoints, whole_alloc: optimizers of whole ranges (NULL: failed);
  * gather: the slices' state into them on replica 0 (whole there, NULL
  * elsewhere; collective over cfg->dp); take: this replica's slices of
- * them. */
+ * them; wire_ef: the reduce-scatter's int8 error feedback (or NULL). */
 int pipe_zero_init(struct pipe_run *r);
 int pipe_zero_reduce(struct pipe_run *r);
 int pipe_zero_update(struct pipe_run *r, float scale);
@@ -214,23 +215,37 @@ void pipe_zero_whole_free(struct pipe_run *r, struct nn_optim *w);
 int pipe_zero_gather(struct pipe_run *r, struct nn_optim *whole);
 void pipe_zero_take(struct pipe_run *r, const struct nn_optim *whole);
 void pipe_zero_free(struct pipe_run *r);
+float *pipe_zero_wire_ef(const struct pipe_run *r);
 
 /* Data parallelism for slow links (pipe_slow.c): init (after the
- * parameters are final) and free its state; sync: the stage's gradients
+ * parameters are final; from cfg->resume, the state pipe_ckpt keeps)
+ * and free its state; sync: the stage's gradients
  * summed over its replicas as cfg->wire and cfg->powersgd say, or none
  * when local SGD's replicas drift (1: done; 0: none of these options,
  * the plain sum is the caller's); scale: the update's gradient scale;
- * outer: after the update, local SGD's sync and outer step when due. */
+ * outer: after the update, local SGD's sync and outer step when due.
+ * For checkpoints, the state indexed as r->params (NULL: none kept):
+ * --wire int8's error feedback (ZeRO's too), PowerSGD, the outer
+ * momentum. */
 int pipe_slow_init(struct pipe_run *r);
 void pipe_slow_free(struct pipe_run *r);
 int pipe_slow_sync(struct pipe_run *r);
 float pipe_slow_scale(const struct pipe_run *r);
 int pipe_slow_outer(struct pipe_run *r);
+float *pipe_slow_wire_ef(const struct pipe_run *r);
+/* The model's tensor named name: its index in m->table (PowerSGD: its
+ * first Q's seed), or the table's size. */
+size_t pipe_tensor_index(const struct nn_model *m, const char *name);
+struct dp_psgd *pipe_slow_psgd(const struct pipe_run *r);
+float *pipe_slow_outer_m(const struct pipe_run *r);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after
- * `done` steps (collective). */
+ * `done` steps (collective); slow_resume: the slow links' state (error
+ * feedback, PowerSGD's, local SGD's) from cfg->resume, refused (exit 3)
+ * where it does not fit this run. */
 int pipe_ckpt_resume(struct pipe_run *r);
+int pipe_ckpt_slow_resume(struct pipe_run *r);
 int pipe_gather_params(struct pipe_run *r);
 int pipe_ckpt_write(struct pipe_run *r, long done);
 

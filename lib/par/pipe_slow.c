@@ -43,10 +43,8 @@ replicas(const struct pipe_run *r)
 	return dc != NULL && comm_size(dc) > 1 ? dc : NULL;
 }
 
-/* The model's tensor named name: its index in m->table (its first Q's
- * seed), or the table's size. */
-static size_t
-model_index(const struct nn_model *m, const char *name)
+size_t
+pipe_tensor_index(const struct nn_model *m, const char *name)
 {
 	size_t t;
 
@@ -75,7 +73,7 @@ psgd_init(struct pipe_run *r, struct pipe_slow *s)
 		const struct tp_param *p = &ts->ten[i].p;
 
 		if (p->present)
-			t[nt++] = (struct dp_psgd_tensor){ model_index(r->m,
+			t[nt++] = (struct dp_psgd_tensor){ pipe_tensor_index(r->m,
 			    ts->ten[i].name), p->off, p->ndim == 2 ?
 			    (size_t)p->shape[0] : p->count, p->count };
 	}
@@ -88,8 +86,8 @@ psgd_init(struct pipe_run *r, struct pipe_slow *s)
 	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
 }
 
-int
-pipe_slow_init(struct pipe_run *r)
+static int
+setup(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_slow *s;
@@ -131,6 +129,35 @@ pipe_slow_init(struct pipe_run *r)
 		memcpy(s->anchor, r->params, s->n * sizeof(float));
 	}
 	return 0;
+}
+
+/* The state a checkpoint keeps is put back once it is made. */
+int
+pipe_slow_init(struct pipe_run *r)
+{
+	if (setup(r) < 0)
+		return -1;
+	return r->cfg->resume != NULL ? pipe_ckpt_slow_resume(r) : 0;
+}
+
+float *
+pipe_slow_wire_ef(const struct pipe_run *r)
+{
+	if (r->zero != NULL)
+		return pipe_zero_wire_ef(r);
+	return r->slow != NULL ? r->slow->wire.ef : NULL;
+}
+
+struct dp_psgd *
+pipe_slow_psgd(const struct pipe_run *r)
+{
+	return r->slow != NULL ? r->slow->psgd : NULL;
+}
+
+float *
+pipe_slow_outer_m(const struct pipe_run *r)
+{
+	return r->slow != NULL ? r->slow->outer_m : NULL;
 }
 
 void

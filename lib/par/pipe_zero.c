@@ -194,6 +194,12 @@ pipe_zero_grad_floats(const struct pipe_run *r, size_t whole)
 
 /* ---- checkpoints: the state whole ------------------------------------- */
 
+float *
+pipe_zero_wire_ef(const struct pipe_run *r)
+{
+	return r->zero->wire.ef;
+}
+
 struct nn_optim *
 pipe_zero_whole_alloc(struct pipe_run *r)
 {
