@@ -210,7 +210,10 @@ for r in range(3): same(load(f'out.{r}.npy'), np.arange(12, dtype='i4') * 3)"
 	    --master "$(netns_addr 0):29600" --iface eth0 --timeout 20 \
 	    --dims 256,16,4,4,8 --steps 2 --csv
 	[ "$status" = 0 ] || { echo "$output"; false; }
+	# each axis of more than one rank spent part of the step communicating
 	echo "$output" | tail -n +2 | awk -F, '$5 != 4 || $16 <= 0 { print; exit 1 }
+		($13 > 1) != ($17 > 0) || ($14 > 1) != ($18 > 0) { print; exit 1 }
+		($15 > 1) != ($19 > 0) { print; exit 1 }
 		{ print $13 "," $14 "," $15 }' | sort >"$T/got"
 	for d in 1 2 4; do for t in 1 2 4; do
 		[ $((4 % (d * t))) = 0 ] && echo "$d,$t,$((4 / d / t))"

@@ -30,8 +30,10 @@ static const char *const axis_names[3] = { "pp", "dp", "tp" };
 /* Every rank's timing rows past the first step: each axis's time over
  * the rank's step time (TP's allreduces run inside forward and backward,
  * so compute plus communication would count them twice), averaged over
- * ranks. Rows that moved no bytes (compute, an axis of size 1) are not
- * communication. */
+ * ranks. Forward and backward are compute; a pipeline send or receive
+ * that moved no bytes is an axis of size 1. DP and TP rows come only for
+ * an axis of more than one rank, and count whatever their bytes: across
+ * hosts DP's allreduce rows (--sync auto) carry 0 bytes. */
 static void
 read_shares(const char *dir, int world, struct mesh_row *m)
 {
@@ -54,7 +56,9 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 				continue;
 			if (strcmp(op, "step") == 0)
 				wall += s;
-			else if (bytes > 0)	/* not compute, not an idle axis */
+			else if (strcmp(op, "forward") != 0 &&
+			    strcmp(op, "backward") != 0 &&
+			    (bytes > 0 || strcmp(axis, "pp") != 0))
 				for (int a = 0; a < 3; a++)
 					if (strcmp(axis, axis_names[a]) == 0)
 						t[a] += s;
