@@ -14,13 +14,14 @@
 #include "nn/nn.h"
 #include "par/dp.h"
 #include "prog/join.h"
+#include "prog/launch.h"
 
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
 	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_WIRE,
 	OPT_SYNC_EVERY, OPT_OUTER_LR, OPT_OUTER_MOMENTUM, OPT_POWERSGD,
-	OPT_POWERSGD_START
+	OPT_POWERSGD_START, OPT_SSH
 };
 
 static const struct option longopts[] = {
@@ -43,6 +44,7 @@ static const struct option longopts[] = {
 	{ "outer-momentum", 1, 0, OPT_OUTER_MOMENTUM },
 	{ "powersgd", 1, 0, OPT_POWERSGD },
 	{ "powersgd-start", 1, 0, OPT_POWERSGD_START },
+	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -52,7 +54,7 @@ static const struct option longopts[] = {
 struct opts {
 	const char *sub;
 	struct bench_sizes sizes;
-	int have_b, have_e, have_n, have_w, have_batch, have_sync;
+	int have_b, have_e, have_n, have_w, have_batch, have_sync, have_world;
 	const char *algos;
 	struct bench_coll coll;
 	struct bench_p2p p2p;
@@ -74,6 +76,7 @@ usage(void)
 	    "       %s dp [-N MAXWORLD] [--sync S[,S...]] [--arch A --dims D]\n"
 	    "           [--batch B] [--steps K] [--wire T] [--csv|--table]\n"
 	    "       %s mesh [-N WORLD] [--arch A --dims D] [--batch B] [--steps K]\n"
+	    "           [-H HOSTS [--ssh CMD]] [--master ADDR:PORT] [--iface IF]\n"
 	    "           [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
 	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
@@ -114,6 +117,12 @@ usage(void)
 	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
 	    "  --sync-every H, --outer-lr L, --outer-momentum M\n"
 	    "                        dp: collx-dp's local SGD, passed to every run\n"
+	    "  -H, --hosts HOSTS     mesh: run on these hosts, collx-run's -H\n"
+	    "                        (a:2,b:2); -N is their rank total; TMPDIR\n"
+	    "                        must be a directory every host sees\n"
+	    "  --ssh CMD             mesh: collx-run --ssh CMD\n"
+	    "  --master ADDR:PORT    mesh: collx-run --master, run i at PORT+i\n"
+	    "  --iface IF            mesh: the ranks' --iface\n"
 	    "  -v, --verbose         more messages\n"
 	    "  -q, --quiet           no progress line\n"
 	    "  -h, --help            this help\n"
@@ -213,7 +222,12 @@ static int
 dp_option(struct opts *o, int c, const char *a)
 {
 	switch (c) {
-	case 'N': o->dp.max_world = (int)cli_parse_long("-N", a, 1, 1024); break;
+	case 'N':
+		o->dp.max_world = (int)cli_parse_long("-N", a, 1, 1024);
+		o->have_world = 1;
+		break;
+	case 'H': o->dp.host_list = a; break;
+	case OPT_SSH: o->dp.ssh = a; break;
 	case OPT_SYNC: o->dp.syncs = a; o->have_sync = 1; break;
 	case OPT_ARCH: o->dp.arch = a; break;
 	case OPT_DIMS: o->dp.dims = a; break;
@@ -253,8 +267,12 @@ parse_args(struct opts *o, int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:", longopts,
+	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:H:", longopts,
 	    NULL)) != -1) {
+		if (c == CLI_OPT_MASTER)	/* as given, not from the environment */
+			o->dp.master = optarg;
+		if (c == CLI_OPT_IFACE)
+			o->dp.iface = optarg;
 		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
 		    meas_option(o, c, optarg) ||
 		    dp_option(o, c, optarg))
@@ -263,7 +281,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_CSV: o->csv = 1; break;
 		case OPT_TABLE: o->csv = -1; break;
 		case CLI_OPT_TIMING: o->timing = optarg; break;
-		default: cli_option_error(argc, argv, "hVvqb:e:f:i:n:w:N:");
+		default: cli_option_error(argc, argv, "hVvqb:e:f:i:n:w:N:H:");
 		}
 	}
 	if (optind >= argc)
@@ -520,6 +538,35 @@ check_local(const struct opts *o)
 	}
 }
 
+/* mesh's hosts: a list collx-run takes, whose ranks are the world (-N,
+ * when given, must agree). */
+static void
+check_hosts(struct opts *o)
+{
+	struct launch_hosts h;
+	char e[COLLX_ERRLEN];
+	int slots;
+
+	if (o->dp.host_list == NULL) {
+		if (o->dp.ssh != NULL)
+			cli_usage_error("--ssh needs hosts (-H)");
+		return;
+	}
+	memset(&h, 0, sizeof h);
+	if (launch_hosts_add_list(&h, o->dp.host_list, e, sizeof e) < 0)
+		cli_usage_error("-H: %s", e);
+	slots = launch_hosts_slots(&h, 0);
+	o->dp.hosts = h.n;
+	launch_hosts_free(&h);
+	if (o->have_world && o->dp.max_world != slots)
+		cli_usage_error("-N %d: the hosts %s hold %d ranks",
+		    o->dp.max_world, o->dp.host_list, slots);
+	if (slots > 1024)
+		cli_usage_error("-H %s: %d ranks, more than 1024",
+		    o->dp.host_list, slots);
+	o->dp.max_world = slots;
+}
+
 /* Defaults that differ by subcommand, where options left them unset. */
 static void
 defaults(struct opts *o)
@@ -540,6 +587,7 @@ defaults(struct opts *o)
 		o->p2p.warmup = 10;
 	if (strcmp(o->sub, "mesh") == 0) {
 		check_model(o);
+		check_hosts(o);
 		if (o->have_sync || o->dp.wire || o->dp.powersgd ||
 		    o->dp.powersgd_start || o->dp.sync_every ||
 		    o->dp.outer_lr || o->dp.outer_momentum)
@@ -548,6 +596,8 @@ defaults(struct opts *o)
 		if (!o->have_batch)
 			o->dp.batch = 8L * o->dp.max_world;
 	}
+	if (strcmp(o->sub, "mesh") != 0 && (o->dp.host_list || o->dp.ssh))
+		cli_usage_error("-H and --ssh go with mesh");
 	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
 		check_wire(o);

@@ -12,8 +12,12 @@
 #   netns  2 network namespaces of 2 ranks each, joined by 1 Gbit/s links
 #          (tests/lib/netns.bash; TP within a namespace, DP across); needs
 #          root and ip netns, skipped, saying so, without them
-# Prints a markdown table per case.
-# usage: examples/bench-train.sh [local|netns|all] [ROUNDS]   (all, 3)
+#   planner  on the netns cluster, collx-bench mesh -H (its own model of
+#          the same shape, random tokens, its default SGD, one round):
+#          every mesh of 4 fastest first, with each axis's share
+# Prints a markdown table per case (the planner its own table).
+# usage: examples/bench-train.sh [local|netns|planner|all] [ROUNDS]
+#        (all: local and netns; ROUNDS 3)
 #        env STEPS=12, BATCH=8, MESHES (collx-train's, ";"-separated)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,10 +36,11 @@ trap '[ -z "${NETNS_TAG:-}" ] || netns_teardown; rm -rf "$work"' EXIT
 cd "$work"
 
 case $what in
-local | netns | all) ;;
-*) echo "usage: bench-train.sh [local|netns|all] [ROUNDS]" >&2; exit 2 ;;
+local | netns | planner | all) ;;
+*) echo "usage: bench-train.sh [local|netns|planner|all] [ROUNDS]" >&2
+   exit 2 ;;
 esac
-$PY -c 'import torch.distributed' 2>/dev/null ||
+[ "$what" = planner ] || $PY -c 'import torch.distributed' 2>/dev/null ||
     { echo "bench-train.sh: needs PyTorch (python3-torch)" >&2; exit 1; }
 
 # Median step seconds of a loss CSV, the first step (warm-up) left out.
@@ -107,6 +112,21 @@ table() {
 
 collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
 desc="gpt d_model 256, 4 layers, 4 heads, seq $seq, batch $batch, adamw, $steps steps, median of $rounds interleaved rounds"
+if [ "$what" = planner ]; then
+	netns_available ||
+	    { echo "bench-train.sh: planner needs root and ip netns" >&2; exit 1; }
+	netns_setup 2 --rate 1gbit
+	netns_fake_ssh "$work/ssh"
+	echo
+	echo "2 namespaces x 2 ranks on 1 Gbit/s links: collx-bench mesh"
+	echo
+	# its directory under $work: every namespace sees it
+	TMPDIR=$work collx-bench mesh -H "$(netns_addr 0):2,$(netns_addr 1):2" \
+	    --ssh "$work/ssh" --master "$(netns_addr 0):29500" --iface eth0 \
+	    --timeout 120 --dims "256,256,4,4,$seq" --batch "$batch" \
+	    --steps "$steps" --table -q
+	exit 0
+fi
 if [ "$what" != netns ]; then
 	run_case local collx-run -n 4
 	table local "One host, 4 ranks: $desc"

@@ -417,3 +417,27 @@ factorizations() {
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q 'collx-bench mesh \[-N WORLD\] \[--arch A --dims D\] \[--batch B\] \[--steps K\]'
 }
+
+@test "mesh -H: hosts' usage errors exit 2 before any run; on local hosts the world is their ranks, under TMPDIR" {
+	run timeout 30 collx-bench mesh -N 3 -H localhost:2,127.0.0.1:2
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: -N 3: the hosts localhost:2,127.0.0.1:2 hold 4 ranks" ]
+	run timeout 30 collx-bench mesh --ssh ssh
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --ssh needs hosts (-H)" ]
+	run timeout 30 collx-bench dp -H localhost
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: -H and --ssh go with mesh" ]
+	# world 4: six runs on ports 65531..65536
+	run timeout 30 collx-bench mesh -H localhost:4 --master 127.0.0.1:65531
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: --master 127.0.0.1:65531: the 6 runs"* ]]
+	[ -z "$(ls "$BATS_TEST_TMPDIR" | grep collx-bench)" ]
+	run timeout -k 5 60 env TMPDIR="$BATS_TEST_TMPDIR" collx-bench mesh \
+	    -H localhost,127.0.0.1 --master 127.0.0.1:29640 \
+	    --dims 256,16,2,2,8 --steps 2 --batch 4 --table
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	echo "$output" | grep -q '^# collx-bench mesh: collx-train gpt 256,16,2,2,8, world 2 on 2 hosts, batch 4'
+	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/ && $4 > 0' | wc -l)" -eq 3 ]
+	[ -z "$(ls "$BATS_TEST_TMPDIR" | grep collx-bench)" ]
+}

@@ -202,6 +202,30 @@ for r in range(3): same(load(f'out.{r}.npy'), np.arange(12, dtype='i4') * 3)"
 	[ "$(sort -u "$T/ssh.log" | wc -l)" = 3 ]
 }
 
+@test "netns: collx-bench mesh -H on 2 hosts x 2 ranks: a row for every factorization of 4, each run in both namespaces" {
+	netns_fake_ssh "$T/ssh" "$T/ssh.log"
+	# a tiny gpt: 4 heads and 4 layers admit tp 4 and pp 4
+	run timeout -k 5 60 env TMPDIR="$T" collx-bench mesh \
+	    -H "$(netns_addr 0):2,$(netns_addr 1):2" --ssh "$T/ssh" \
+	    --master "$(netns_addr 0):29600" --iface eth0 --timeout 20 \
+	    --dims 256,16,4,4,8 --steps 2 --csv
+	[ "$status" = 0 ] || { echo "$output"; false; }
+	# each axis of more than one rank spent part of the step communicating
+	echo "$output" | tail -n +2 | awk -F, '$5 != 4 || $16 <= 0 { print; exit 1 }
+		($13 > 1) != ($17 > 0) || ($14 > 1) != ($18 > 0) { print; exit 1 }
+		($15 > 1) != ($19 > 0) { print; exit 1 }
+		{ print $13 "," $14 "," $15 }' | sort >"$T/got"
+	for d in 1 2 4; do for t in 1 2 4; do
+		[ $((4 % (d * t))) = 0 ] && echo "$d,$t,$((4 / d / t))"
+	done; done | sort >"$T/want"
+	diff "$T/want" "$T/got"
+	# six runs, each starting its two ranks in each namespace over ssh
+	[ "$(grep -cx "$(netns_addr 0)" "$T/ssh.log")" -ge 6 ]
+	[ "$(grep -cx "$(netns_addr 1)" "$T/ssh.log")" -ge 6 ]
+	[ "$(sort -u "$T/ssh.log" | wc -l)" = 2 ]
+	[ -z "$(ls "$T" | grep collx-bench)" ]
+}
+
 @test "bench-cluster.sh: each figure beside the commands it comes from, and nothing left behind" {
 	need "the tbf qdisc" netns_can_shape rate
 	local before hier=1 gloo=1

@@ -192,6 +192,9 @@ struct bench_dp {
 	double timeout;
 	int no_shm;			/* the runs' ranks: --no-shm */
 	int hosts;
+	/* mesh on given hosts: collx-run's -H, --ssh, --master (its port
+	 * plus the run's index), the ranks' --iface; each NULL when not. */
+	const char *host_list, *ssh, *master, *iface;
 };
 
 /* One training run's result: median step time and tokens/s past the
@@ -204,21 +207,25 @@ struct bench_run_result {
 /* Run argv (argv[0] a path) to its end, output to log; its exit status,
  * 128+N for a signal, or -1 when it could not start. */
 int bench_run_child(char *const argv[], const char *log);
+/* A fresh working directory, dir (len >= 4096 bytes), under TMPDIR
+ * (else /tmp). 0 or -1 (err). */
+int bench_workdir(char *dir, size_t len, char *err, size_t errlen);
 /* d's model (collx-dp --init, seed 1) and data in dir: model.safetensors,
  * x.npy (and y.npy for mlp). 0 or -1 (err). */
 int bench_make_inputs(const struct bench_dp *d, const char *dir,
     char *err, size_t errlen);
-/* argv of a training run: collx-run -n world -- prog -m MODEL --data X
- * [--targets Y] --batch batch --steps K over dir's inputs (from
- * bench_make_inputs), held in a; returns the count so far, the caller
- * adds its options (argv has room for 24 more) and the NULL. */
+/* argv of a training run: collx-run -n world [-H .. --ssh .. --master
+ * ADDR:PORT+run] -- prog [--iface ..] -m MODEL --data X [--targets Y]
+ * --batch batch --steps K over dir's inputs (from bench_make_inputs),
+ * held in a; returns the count so far, the caller adds its options (argv
+ * has room for 21 more) and the NULL. */
 struct bench_argv {
 	char run[4200], prog[4200], model[4200], x[4200], y[4200];
-	char n[16], batch[32], steps[32], tmo[32];
+	char n[16], batch[32], steps[32], tmo[32], master[300];
 	char *argv[48];
 };
 int bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
-    const char *dir, const char *prog, int world, long batch);
+    const char *dir, const char *prog, int world, long batch, int run);
 /* A loss CSV's timed steps into r (step_s, tokens_per_s, steps). */
 int bench_read_loss(const char *path, struct bench_run_result *r, char *err,
     size_t errlen);

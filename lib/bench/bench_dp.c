@@ -46,6 +46,19 @@ bench_run_child(char *const argv[], const char *log)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+int
+bench_workdir(char *dir, size_t len, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, len, "%s/collx-bench.XXXXXX",
+	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+	if (mkdtemp(dir) == NULL)
+		return cli_fail(err, errlen, "mkdtemp %s: %s", dir,
+		    strerror(errno));
+	return 0;
+}
+
 /* Model and data in dir: a fresh model from seed 1; for gpt random bytes
  * as tokens, for mlp random rows. */
 int
@@ -172,8 +185,9 @@ pass(char **argv, int k, const char *opt, const char *v)
 
 int
 bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
-    const char *dir, const char *prog, int world, long batch)
+    const char *dir, const char *prog, int world, long batch, int run)
 {
+	const char *port = d->master ? strrchr(d->master, ':') : NULL;
 	int k = 0;
 
 	path_in(a->run, sizeof a->run, d->bindir, "collx-run");
@@ -187,7 +201,16 @@ bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
 	snprintf(a->tmo, sizeof a->tmo, "%g", d->timeout > 0 ? d->timeout : 60);
 	a->argv[k++] = a->run; a->argv[k++] = "-n"; a->argv[k++] = a->n;
 	a->argv[k++] = "--timeout"; a->argv[k++] = a->tmo;
+	k = pass(a->argv, k, "-H", d->host_list);
+	k = pass(a->argv, k, "--ssh", d->ssh);
+	if (port != NULL) {	/* a fresh port: the last run's may linger */
+		snprintf(a->master, sizeof a->master, "%.*s:%ld",
+		    (int)(port - d->master), d->master,
+		    strtol(port + 1, NULL, 10) + run);
+		k = pass(a->argv, k, "--master", a->master);
+	}
 	a->argv[k++] = "--"; a->argv[k++] = a->prog;
+	k = pass(a->argv, k, "--iface", d->iface);
 	if (d->no_shm)
 		a->argv[k++] = "--no-shm";
 	a->argv[k++] = "-m"; a->argv[k++] = a->model;
@@ -214,7 +237,8 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	path_in(loss, sizeof loss, dir, "loss.csv");
 	path_in(timing, sizeof timing, dir, "t.{rank}.csv");
 	path_in(log, sizeof log, dir, "log");
-	k = bench_train_argv(&a, d, dir, "collx-dp", world, d->batch * world);
+	k = bench_train_argv(&a, d, dir, "collx-dp", world, d->batch * world,
+	    0);
 	argv[k++] = "--sync"; argv[k++] = (char *)sync;
 	k = pass(argv, k, "--wire", d->wire);
 	k = pass(argv, k, "--powersgd", d->powersgd);
@@ -319,13 +343,13 @@ int
 bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen)
 {
-	char dir[] = "/tmp/collx-bench.XXXXXX", *syncs = NULL, *tok, *save = NULL;
+	char dir[4096], *syncs = NULL, *tok, *save = NULL;
 	struct bench_progress pr;
 	struct bench_run_result base, r;
 	int rc;
 
-	if (mkdtemp(dir) == NULL)
-		return cli_fail(err, errlen, "mkdtemp: %s", strerror(errno)), 1;
+	if (bench_workdir(dir, sizeof dir, err, errlen) < 0)
+		return CLI_EXIT_RUNTIME;
 	if (bench_make_inputs(d, dir, err, errlen) < 0) {
 		rc = CLI_EXIT_RUNTIME;
 		goto out;

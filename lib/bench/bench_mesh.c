@@ -3,7 +3,9 @@
  * on the same model and batches (bench_dp's inputs and runner); its loss
  * CSV gives the step time and tokens/s, every rank's timing rows the share
  * of the step each axis spent communicating. A mesh collx-train refuses
- * (exit 3) is listed with its reason. Rows print fastest first. */
+ * (exit 3) is listed with its reason. Rows print fastest first. With
+ * hosts (collx-run -H) the ranks read their inputs from, and write those
+ * files to, the planner's directory, so it must be one every host sees. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +30,10 @@ static const char *const axis_names[3] = { "pp", "dp", "tp" };
 /* Every rank's timing rows past the first step: each axis's time over
  * the rank's step time (TP's allreduces run inside forward and backward,
  * so compute plus communication would count them twice), averaged over
- * ranks. Rows that moved no bytes (compute, an axis of size 1) are not
- * communication. */
+ * ranks. Forward and backward are compute; a pipeline send or receive
+ * that moved no bytes is an axis of size 1. DP and TP rows come only for
+ * an axis of more than one rank, and count whatever their bytes: across
+ * hosts DP's allreduce rows (--sync auto) carry 0 bytes. */
 static void
 read_shares(const char *dir, int world, struct mesh_row *m)
 {
@@ -52,7 +56,9 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 				continue;
 			if (strcmp(op, "step") == 0)
 				wall += s;
-			else if (bytes > 0)	/* not compute, not an idle axis */
+			else if (strcmp(op, "forward") != 0 &&
+			    strcmp(op, "backward") != 0 &&
+			    (bytes > 0 || strcmp(axis, "pp") != 0))
 				for (int a = 0; a < 3; a++)
 					if (strcmp(axis, axis_names[a]) == 0)
 						t[a] += s;
@@ -102,8 +108,8 @@ run_measured(char *const argv[], const char *log, long *peak)
 }
 
 static int
-run_mesh(const struct bench_dp *d, const char *dir, struct mesh_row *m,
-    struct bench_progress *pr, char *err, size_t errlen)
+run_mesh(const struct bench_dp *d, const char *dir, int run,
+    struct mesh_row *m, struct bench_progress *pr, char *err, size_t errlen)
 {
 	char loss[4200], timing[4200], log[4200], sd[16], st[16], sp[16];
 	char what[96];
@@ -117,7 +123,7 @@ run_mesh(const struct bench_dp *d, const char *dir, struct mesh_row *m,
 	snprintf(sd, sizeof sd, "%d", m->dp);
 	snprintf(st, sizeof st, "%d", m->tp);
 	snprintf(sp, sizeof sp, "%d", m->pp);
-	k = bench_train_argv(&a, d, dir, "collx-train", w, d->batch);
+	k = bench_train_argv(&a, d, dir, "collx-train", w, d->batch, run);
 	argv[k++] = "--dp"; argv[k++] = sd;
 	argv[k++] = "--tp"; argv[k++] = st; argv[k++] = "--pp"; argv[k++] = sp;
 	/* a micro-batch per stage */
@@ -239,26 +245,45 @@ factorize(int w, struct mesh_row **out)
 	return n;
 }
 
+/* Run i's rendezvous port, --master's plus i, must be a port. */
+static int
+check_ports(const struct bench_dp *d, int n, char *err, size_t errlen)
+{
+	const char *port = d->master ? strrchr(d->master, ':') : NULL;
+
+	if (port != NULL && strtol(port + 1, NULL, 10) + n - 1 > 65535)
+		return cli_fail(err, errlen, "--master %s: the %d runs take "
+		    "ports PORT to PORT+%d, past 65535", d->master, n, n - 1);
+	return 0;
+}
+
 int
 bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen)
 {
-	char dir[] = "/tmp/collx-bench.XXXXXX";
+	char dir[4096], on[32] = "";
 	struct bench_progress pr;
 	struct mesh_row *m = NULL;
 	int rc = 0, n = factorize(d->max_world, &m);
 
-	if (mkdtemp(dir) == NULL) {
+	if (check_ports(d, n, err, errlen) < 0) {
 		free(m);
-		return cli_fail(err, errlen, "mkdtemp: %s", strerror(errno)), 1;
+		return CLI_EXIT_USAGE;
 	}
+	if (bench_workdir(dir, sizeof dir, err, errlen) < 0) {
+		free(m);
+		return CLI_EXIT_RUNTIME;
+	}
+	if (d->host_list != NULL)
+		snprintf(on, sizeof on, " on %d host%s", d->hosts,
+		    d->hosts == 1 ? "" : "s");
 	if (bench_make_inputs(d, dir, err, errlen) < 0) {
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
 	bench_progress_start(&pr, progress, n);
 	for (int i = 0; i < n && rc == 0; i++)
-		rc = run_mesh(d, dir, &m[i], &pr, err, errlen);
+		rc = run_mesh(d, dir, i, &m[i], &pr, err, errlen);
 	if (rc != 0)
 		goto out;
 	qsort(m, (size_t)n, sizeof *m, cmp_rows);
@@ -268,11 +293,11 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		goto out;
 	}
 	if (!o->csv)
-		printf("# collx-bench mesh: collx-train %s %s, world %d, batch "
-		    "%ld, %ld steps (the first not timed); fastest first\n"
+		printf("# collx-bench mesh: collx-train %s %s, world %d%s, "
+		    "batch %ld, %ld steps (the first not timed); fastest first\n"
 		    "# dp%% tp%% pp%%: share of the step spent communicating on each axis\n"
 		    "%4s %4s %4s %12s %10s %6s %6s %6s %12s\n", d->arch, d->dims,
-		    d->max_world, d->batch, d->steps, "dp", "tp", "pp",
+		    d->max_world, on, d->batch, d->steps, "dp", "tp", "pp",
 		    "tokens/s", "step_ms", "dp%", "tp%", "pp%", "peak_bytes");
 	for (int i = 0; i < n && rc == 0; i++)
 		rc = print_row(o, d, &m[i], err, errlen);
