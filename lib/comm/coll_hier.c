@@ -224,6 +224,17 @@ allreduce_shares(struct cx *lx, struct cx *cx, char *buf, size_t n)
 	return rc;
 }
 
+/* What the sub-groups sent for c's hier calls: comm_bytes_sent(c) counts
+ * it as c's, since those calls were c's operations. */
+uint64_t
+coll_hier_sent(const struct comm *c)
+{
+	const struct coll_hier *h = c->hier;
+
+	return h == NULL ? 0 : comm_bytes_sent(h->local) +
+	    comm_bytes_sent(h->cross);
+}
+
 int
 coll_hier_allreduce(struct cx *x, char *buf, size_t n)
 {

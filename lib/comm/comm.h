@@ -96,7 +96,8 @@ const char *comm_transport(const struct comm *c, int peer);
  * a group must find none of its receives in flight; from then on, until
  * its last sub-group is closed, each message's header is read before its
  * payload. comm_close(sub) frees the sub-group only; comm_bytes_sent
- * counts each group's own sends.
+ * counts each group's own sends (a group's hierarchical collectives'
+ * among them, though their sub-groups carry them).
  */
 #define COMM_UNDEFINED (-1)
 int comm_split(struct comm *parent, int color, int key, struct comm **sub,

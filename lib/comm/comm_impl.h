@@ -213,6 +213,8 @@ void comm_host_key(const char *host, uint8_t key[SHA256_LEN]);
 int comm_host_sub(struct comm *s);
 /* COLL_HIER's cached sub-groups of c closed (coll_hier.c). */
 void coll_hier_free(struct comm *c);
+/* Bytes c's COLL_HIER sub-groups sent for c (coll_hier.c). */
+uint64_t coll_hier_sent(const struct comm *c);
 
 /* Shared memory (shm.c). setup maps this host's rings onto the streams
  * of its local pairs (or leaves them on TCP); io moves bytes through a

@@ -776,5 +776,5 @@ comm_free_queues(struct comm *c)
 uint64_t
 comm_bytes_sent(const struct comm *c)
 {
-	return c ? c->sent : 0;
+	return c ? c->sent + coll_hier_sent(c) : 0;
 }

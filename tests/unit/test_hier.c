@@ -27,7 +27,7 @@
 
 /* What each rank checks, one verdict line each. */
 enum check { CK_HOSTS, CK_AUTO, CK_ALLREDUCE, CK_BROADCAST, CK_ALLGATHER,
-	CK_REDUCE_SCATTER, CK_SUBGROUP, CK_NCHECKS };
+	CK_REDUCE_SCATTER, CK_SUBGROUP, CK_BYTES, CK_NCHECKS };
 static const char *const check_names[CK_NCHECKS] = {
 	"hosts numbered by lowest rank; pairs across hosts on tcp",
 	"auto picks hier exactly when hosts >= 2 and some host has >= 2 ranks",
@@ -37,6 +37,8 @@ static const char *const check_names[CK_NCHECKS] = {
 	"reduce-scatter hier, in place and not: exact and bitwise equal to ring",
 	"hier on a sub-group (comm_split by parity), on the group, on the "
 	    "sub-group again: exact",
+	"bytes sent by a hier allreduce counted on the group: some, at most "
+	    "the vector per other rank",
 };
 
 /* ---- layouts: letter r is rank r's host ---- */
@@ -404,6 +406,24 @@ float_bits(struct rk *k)
 	return h;
 }
 
+/* The sub-groups' sends count as the group's: every rank sends some of a
+ * hier allreduce (to its leader, across, or within its host), and none
+ * more than the vector once per other rank. */
+static int
+ck_bytes(struct rk *k)
+{
+	uint64_t before = comm_bytes_sent(k->c), sent;
+	size_t bytes = (size_t)BIGN * 4;
+
+	if (coll_allreduce(k->c, k->a, BIGN, DT_I32, COLL_SUM, COLL_HIER) < 0)
+		return bad(k, "allreduce: %s", comm_error(k->c));
+	sent = comm_bytes_sent(k->c) - before;
+	if (k->w > 1 && (sent == 0 || sent > (uint64_t)(k->w - 1) * bytes))
+		return bad(k, "%llu bytes sent for a %zu-byte allreduce",
+		    (unsigned long long)sent, bytes);
+	return 0;
+}
+
 /* ---- forking a layout ---- */
 
 struct job {
@@ -450,6 +470,7 @@ rank_main(int rank, int world, void *arg)
 	fail[CK_ALLREDUCE] |= ck_allreduce(&k);
 	coll_set_segment(0);
 	fail[CK_SUBGROUP] = world >= 4 ? ck_subgroup(&k) : 0;
+	fail[CK_BYTES] = ck_bytes(&k);
 	for (int c = 0; c < CK_NCHECKS; c++)
 		dprintf(j->fd, "check %d %d %d %s\n", c, rank, !fail[c],
 		    fail[c] ? k.why : "");
