@@ -12,11 +12,25 @@
 #include "par/pipe_int.h"
 
 int
+pipe_group_failed(struct pipe_run *r, struct comm *c)
+{
+	r->kind = comm_errkind(c) == COMM_ERR_MISMATCH ? TRAIN_ERR_DATA :
+	    TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "%s", comm_error(c));
+}
+
+int
 pipe_comm_failed(struct pipe_run *r)
 {
-	r->kind = comm_errkind(r->c) == COMM_ERR_MISMATCH ? TRAIN_ERR_DATA :
-	    TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "%s", comm_error(r->c));
+	return pipe_group_failed(r, r->c);
+}
+
+struct comm *
+pipe_replicas(const struct pipe_run *r)
+{
+	struct comm *dc = r->cfg->dp;
+
+	return dc != NULL && comm_size(dc) > 1 ? dc : NULL;
 }
 
 int

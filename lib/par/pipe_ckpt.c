@@ -264,8 +264,8 @@ map(const struct pipe_run *r, const float *from, float *to, int to_model)
 			continue;
 		so = ts != NULL ? ts->ten[i].p.off : r->own[i].off;
 		n = ts != NULL ? ts->ten[i].p.count : r->own[i].len;
-		mo = ts != NULL ? r->m->table[pipe_tensor_index(r->m,
-		    ts->ten[i].name)].offset : so;
+		mo = ts != NULL ? nn_model_param(r->m, ts->ten[i].name)->offset :
+		    so;
 		memcpy(to + (to_model ? mo : so), from + (to_model ? so : mo),
 		    n * sizeof(float));
 	}

@@ -17,9 +17,7 @@
 int
 pipe_dp_failed(struct pipe_run *r)
 {
-	r->kind = comm_errkind(r->cfg->dp) == COMM_ERR_MISMATCH ?
-	    TRAIN_ERR_DATA : TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "%s", comm_error(r->cfg->dp));
+	return pipe_group_failed(r, r->cfg->dp);
 }
 
 int
@@ -37,13 +35,13 @@ pipe_dp_free(struct pipe_run *r)
 int
 pipe_dp_sync(struct pipe_run *r, double *loss)
 {
-	struct comm *dc = r->cfg->dp;
+	struct comm *dc = pipe_replicas(r);
 	struct pipe_stat *ps = &r->stat[r->step];
 	uint64_t sent;
 	double t0;
 	int q, done;
 
-	if (dc == NULL || comm_size(dc) == 1)
+	if (dc == NULL)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
@@ -95,12 +93,13 @@ pipe_dp_update(struct pipe_run *r)
 int
 pipe_dp_verify(struct pipe_run *r)
 {
-	struct comm *dc = r->cfg->dp;
+	struct comm *dc = pipe_replicas(r);
 	uint64_t mine = CLI_FNV1A_INIT, *all;
 	int q, n, rc = 0;
 
-	if (dc == NULL || (n = comm_size(dc)) == 1)
+	if (dc == NULL)
 		return 0;
+	n = comm_size(dc);
 	for (q = 0; q < r->nown; q++)
 		mine = cli_fnv1a(mine, r->params + r->own[q].off,
 		    r->own[q].len * sizeof(float));

@@ -140,8 +140,12 @@ struct pipe_run {
 	size_t errlen;
 };
 
-/* Failures (pipe.c): the reason into r->err, its kind into r->kind; -1. */
+/* Failures (pipe.c): the reason into r->err, its kind into r->kind; -1.
+ * group: group c's (r->c's: comm). */
+int pipe_group_failed(struct pipe_run *r, struct comm *c);
 int pipe_comm_failed(struct pipe_run *r);
+/* The stage's replicas (cfg->dp) when there are two or more, else NULL. */
+struct comm *pipe_replicas(const struct pipe_run *r);
 int pipe_oom(struct pipe_run *r);
 
 /* Where the model lies (pipe_split.c): the stages holding a parameter, *a
@@ -233,9 +237,6 @@ int pipe_slow_sync(struct pipe_run *r);
 float pipe_slow_scale(const struct pipe_run *r);
 int pipe_slow_outer(struct pipe_run *r);
 float *pipe_slow_wire_ef(const struct pipe_run *r);
-/* The model's tensor named name: its index in m->table (PowerSGD: its
- * first Q's seed), or the table's size. */
-size_t pipe_tensor_index(const struct nn_model *m, const char *name);
 struct dp_psgd *pipe_slow_psgd(const struct pipe_run *r);
 float *pipe_slow_outer_m(const struct pipe_run *r);
 

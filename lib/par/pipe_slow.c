@@ -35,23 +35,14 @@ struct pipe_slow {
 	float *anchor, *outer_m;	/* local SGD */
 };
 
-static struct comm *
-replicas(const struct pipe_run *r)
+/* The model's tensor named name: its index in m->table (its first Q's
+ * seed), or the table's size. */
+static size_t
+tensor_index(const struct nn_model *m, const char *name)
 {
-	struct comm *dc = r->cfg->dp;
+	const struct nn_param *p = nn_model_param(m, name);
 
-	return dc != NULL && comm_size(dc) > 1 ? dc : NULL;
-}
-
-size_t
-pipe_tensor_index(const struct nn_model *m, const char *name)
-{
-	size_t t;
-
-	for (t = 0; t < m->ntensors; t++)
-		if (strcmp(m->table[t].name, name) == 0)
-			break;
-	return t;
+	return p != NULL ? (size_t)(p - m->table) : m->ntensors;
 }
 
 /* PowerSGD's matrices: the stage's tensors, where its vector holds them
@@ -73,7 +64,7 @@ psgd_init(struct pipe_run *r, struct pipe_slow *s)
 		const struct tp_param *p = &ts->ten[i].p;
 
 		if (p->present)
-			t[nt++] = (struct dp_psgd_tensor){ pipe_tensor_index(r->m,
+			t[nt++] = (struct dp_psgd_tensor){ tensor_index(r->m,
 			    ts->ten[i].name), p->off, p->ndim == 2 ?
 			    (size_t)p->shape[0] : p->count, p->count };
 	}
@@ -92,7 +83,7 @@ setup(struct pipe_run *r)
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_slow *s;
 	size_t maxn = 0;
-	int i, w = replicas(r) != NULL ? comm_size(cfg->dp) : 1;
+	int i, w = pipe_replicas(r) != NULL ? comm_size(cfg->dp) : 1;
 
 	if (r->zero != NULL || (cfg->wire == DP_WIRE_F32 &&
 	    cfg->powersgd == 0 && cfg->sync_every == 0))
@@ -236,7 +227,7 @@ pipe_slow_outer(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_slow *s = r->slow;
-	struct comm *dc = replicas(r);
+	struct comm *dc = pipe_replicas(r);
 	struct pipe_stat *ps = &r->stat[r->step];
 	long h = cfg->sync_every;
 	int i, drift = h > 1, w = dc != NULL ? comm_size(dc) : 1;

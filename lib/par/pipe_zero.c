@@ -64,7 +64,7 @@ pipe_zero_init(struct pipe_run *r)
 	char e[COLLX_ERRLEN];
 	int q;
 
-	if (cfg->zero == 0 || cfg->dp == NULL || comm_size(cfg->dp) == 1)
+	if (cfg->zero == 0 || pipe_replicas(r) == NULL)
 		return 0;
 	if ((z = r->zero = calloc(1, sizeof(*z))) == NULL)
 		return pipe_oom(r);
