@@ -3,10 +3,12 @@
  * its shards in the stage's one buffer), gathering them back, and the
  * forward and backward pass of a micro-batch, lib/nn's layers on this
  * rank's heads and features with Megatron's f and g sums between them.
- * A split backward (zero-bubble schedules) keeps pipe_stage's layout: the
- * input part runs every sum and keeps what the weight part reads (an mlp
- * in the slot's own room, a block beside it), so the weight part sends
- * nothing. */
+ * A split backward (zero-bubble schedules) is pipe_stage's, on the same
+ * layout: the input part runs only input gradients and every sum, and
+ * keeps what the weight part reads (an mlp fc1's output gradient where
+ * fc1's output was and the layer's output gradient beside its saved
+ * values, the stage's last layer in its own output; a block beside it),
+ * so the weight part runs every weight gradient and sends nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,8 +271,9 @@ block_shape(const struct tp_stage *ts, int k, int n)
 }
 
 /* Floats per sample of layer k's input and output (whole), saved values
- * and the output gradients a block's input part keeps (split; this
- * rank's). */
+ * (this rank's) and the output gradients its input part keeps (split:
+ * a block's, this rank's; an mlp's, whole, but the stage's last layer's,
+ * kept in its output). */
 struct widths {
 	size_t in, out, acts, save;
 };
@@ -283,7 +286,8 @@ layer_widths(const struct tp_stage *ts, int k)
 
 	if (lm->cfg.layer == TP_MLP)
 		return (struct widths){ (size_t)lm->in, (size_t)lm->out,
-		    2 * (size_t)(lm->hidden / lm->shards), 0 };
+		    2 * (size_t)(lm->hidden / lm->shards), ts->split &&
+		    k < ts->l1 - ts->l0 - 1 ? (size_t)lm->out : 0 };
 	one = block_shape(ts, k, 1);
 	return (struct widths){ (size_t)ts->seq * lm->d,
 	    (size_t)ts->seq * lm->d, nn_block_acts_size(&one),
@@ -382,14 +386,14 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 }
 
 /* A part of layer k's backward: dx (zeroed, or NULL) = the gradient at
- * its input x from dy (both unused by WEIGHT). An mlp's input part keeps
- * fc1's output gradient where fc1's output was and adds fc2's weight
- * gradient at once, unless keep_dy (the stage's last layer's output,
- * unused once the input part has run) can hold dy, as pipe_stage does. */
+ * its input x from dy (both unused by WEIGHT), f's sum after it. An
+ * mlp's input part runs both input gradients and keeps fc1's output
+ * gradient where fc1's output was and dy (whole: fc2's row-parallel
+ * weight gradient is this rank's columns of it) in save, as pipe_stage
+ * does: B and W cost two matrix products each, as a forward does. */
 static int
 layer_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
-    const float *dy, float *acts, float *save, float *keep_dy,
-    const float *x, int n)
+    const float *dy, float *acts, float *save, const float *x, int n)
 {
 	struct tp_model *lm = &ts->lay[k];
 
@@ -404,22 +408,14 @@ layer_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	if (part == WHOLE)
 		nn_mlp_backward(dx, &mg, ts->scratch, dy, &a, &mw, x, n, lm->in,
 		    hl, lm->out, NN_ACT_GELU);
-	else if (part == WEIGHT && keep_dy != NULL)
-		nn_mlp_backward_weight(&mg, keep_dy, a.fc1, &a, x, n, lm->in,
-		    hl, lm->out);
 	else if (part == WEIGHT)
-		nn_linear_backward(NULL, mg.fc1_w, mg.fc1_b, a.fc1, x, NULL, n,
-		    lm->in, hl);
+		nn_mlp_backward_weight(&mg, save, a.fc1, &a, x, n, lm->in, hl,
+		    lm->out);
 	else {
 		nn_mlp_backward_input(dx, ts->scratch + nh, ts->scratch, dy, &a,
 		    &mw, n, lm->in, hl, lm->out, NN_ACT_GELU);
 		memcpy(a.fc1, ts->scratch + nh, nh * sizeof(float));
-		if (keep_dy != NULL)
-			memcpy(keep_dy, dy, (size_t)n * lm->out *
-			    sizeof(float));
-		else
-			nn_linear_backward(NULL, mg.fc2_w, mg.fc2_b, dy, a.gelu,
-			    NULL, n, hl, lm->out);
+		memcpy(save, dy, (size_t)n * lm->out * sizeof(float));
 	}
 	return dx ? group_sum(ts, dx, (size_t)n * lm->in) : 0;	/* f */
 }
@@ -450,21 +446,19 @@ lay_acts(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
 	return lay_out(ts, sl, k) + (size_t)sl->n * layer_widths(ts, k).out;
 }
 
-/* Split: a block's kept output gradients, after its saved values (NULL
- * otherwise); where the stage's last layer keeps its own (its output,
- * NULL for the others). */
+/* Split: the output gradients layer k keeps for the weight part, after
+ * its saved values; the stage's last mlp layer keeps its own in its
+ * output, unused once the input part has run, so that layer costs no
+ * more bytes than unsplit (NULL when not split). */
 static float *
 lay_save(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
 {
 	struct widths lw = layer_widths(ts, k);
 
-	return lw.save ? lay_acts(ts, sl, k) + (size_t)sl->n * lw.acts : NULL;
-}
-
-static float *
-lay_keep_dy(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
-{
-	return k == ts->l1 - ts->l0 - 1 ? lay_out(ts, sl, k) : NULL;
+	if (lw.save)
+		return lay_acts(ts, sl, k) + (size_t)sl->n * lw.acts;
+	return ts->split && ts->lay[k].cfg.layer == TP_MLP ?
+	    lay_out(ts, sl, k) : NULL;
 }
 
 /* The input of layer k in a slot. */
@@ -713,7 +707,7 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 			    sizeof(float));
 		if (layer_bwd(ts, k, ts->split ? INPUT : WHOLE, want ? tgt :
 		    NULL, cur, lay_acts(ts, sl, k), lay_save(ts, sl, k),
-		    lay_keep_dy(ts, sl, k), lay_in(ts, sl, k), n) < 0)
+		    lay_in(ts, sl, k), n) < 0)
 			return -1;
 		t = cur, cur = tgt, other = t;
 	}
@@ -728,6 +722,5 @@ tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl)
 {
 	for (int k = ts->l1 - ts->l0 - 1; k >= 0; k--)
 		layer_bwd(ts, k, WEIGHT, NULL, NULL, lay_acts(ts, sl, k),
-		    lay_save(ts, sl, k), lay_keep_dy(ts, sl, k),
-		    lay_in(ts, sl, k), sl->n);
+		    lay_save(ts, sl, k), lay_in(ts, sl, k), sl->n);
 }

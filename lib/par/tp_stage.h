@@ -71,7 +71,7 @@ struct tp_stage {
 	float *wte, *wpe, *lnf_w, *lnf_b, *dwte, *dwpe, *dlnf_w, *dlnf_b;
 	/* Activations, as pipe_stage's: slots for the micro-batches in flight,
 	 * layer k's output at off[k] per sample, then its saved values. */
-	size_t *off, *acts_w;
+	size_t *off;
 	size_t slot_cap;
 	struct pipe_slot *slot;
 	int nslot, maxslot;

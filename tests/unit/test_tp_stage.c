@@ -13,11 +13,14 @@
  * LayerNorms, the row-parallel biases, the gpt's wte, wpe and final
  * LayerNorm) is bit-identical on every rank of the group without having
  * been communicated; the gathered parameters are the model's, bit for
- * bit. Without a group the TP stage is the unsharded stage, bit for bit.
- * The backward split in two (zb-h1), every input part first and then
- * every weight part, gives the whole backward's outputs, input gradients
- * and weight gradients bit for bit, without a group and on each rank of
- * a group of 2.
+ * bit. Without a group the TP stage is the unsharded stage, bit for bit
+ * (outputs, input gradients, loss, weight gradients and peak activation
+ * bytes), its backward whole and split in two (zb-h1).
+ * The split backward, every input part first and then every weight part,
+ * gives the whole backward's outputs, input gradients and weight
+ * gradients bit for bit, without a group and on each rank of a group of
+ * 2; its input parts add no layer's weight gradient (an mlp's B runs
+ * only the two input-gradient products, W both weight gradients).
  * Two TP groups split from 4 ranks run stages of their own at the same
  * time. The mesh checks refuse sizes T does not divide, with the
  * numbers. */
@@ -127,12 +130,29 @@ static const struct scase stages[] = {
 };
 
 /* What a stage computed: per micro-batch its output and input gradient,
- * and the loss. */
+ * and the loss; a split TP stage's, whether its input parts left a layer
+ * weight gradient that is not 0. */
 struct outs {
 	float *y[NMB], *dx[NMB];
 	size_t ny, nx;
 	double loss;
+	int b_grads;
 };
+
+/* Whether any of the stage's layers' weight gradients (before the gpt
+ * tensors' in grads) is not 0. */
+static int
+layer_grads(const struct tp_stage *ts)
+{
+	size_t n = 0;
+
+	for (int k = 0; k < ts->l1 - ts->l0; k++)
+		n += ts->lay[k].nlocal;
+	for (size_t i = 0; i < n; i++)
+		if (ts->grads[i] != 0)
+			return 1;
+	return 0;
+}
 
 static void
 outs_free(struct outs *o)
@@ -201,8 +221,13 @@ drive(struct pipe_stage *st, struct tp_stage *ts, const struct nn_dims *d,
 	}
 	/* a split backward's weight parts, after every input part (the
 	 * gradient buffers long reused) */
-	for (int i = NMB - 1; ts && ts->split && i >= 0; i--)
-		tp_stage_weight(ts, sl[i]);
+	if (ts && ts->split)
+		o->b_grads = layer_grads(ts);
+	for (int i = NMB - 1; (ts ? ts->split : st->split) && i >= 0; i--)
+		if (ts)
+			tp_stage_weight(ts, sl[i]);
+		else
+			pipe_stage_weight(st, sl[i]);
 	rc = 0;
 out:
 	for (int i = 0; i < NMB; i++)
@@ -426,44 +451,57 @@ split_main(struct comm *c, void *arg)
 	return 0;
 }
 
-/* Without a group: the unsharded stage, bit for bit. */
+/* Without a group: a whole stage of arch a, its backward split (sp) or
+ * not, is the unsharded stage, bit for bit, its peak activation bytes
+ * too. */
 static void
-no_group(void)
+no_group_case(enum arch a, int sp)
 {
-	for (int a = 0; a < 3; a++) {
-		struct nn_model m1, m2;
-		struct pipe_stage st;
-		struct tp_stage ts;
-		struct outs r1, r2;
-		char e[256], what[128];
-		int seq = a == A_BLOCK ? BLOCK_SEQ : 1, l1 = a == A_GPT ? 4 : 3;
-		int same = 1, ok;
+	struct nn_model m1, m2;
+	struct pipe_stage st;
+	struct tp_stage ts;
+	struct outs r1, r2;
+	char e[256], what[160];
+	int seq = a == A_BLOCK ? BLOCK_SEQ : 1, l1 = a == A_GPT ? 4 : 3;
+	int same = 1, ok;
 
-		snprintf(what, sizeof what, "no TP group: a whole %s stage is "
-		    "the unsharded stage, bit for bit", arch_name[a]);
-		if (make_model(&m1, a) < 0 || make_model(&m2, a) < 0) {
-			UNIT_OK(0, what);
-			continue;
-		}
-		nn_model_zero_grad(&m1);
-		ok = pipe_stage_init(&st, &m1, 0, 1, 0, l1, seq, 3, NMB, 0, e,
-		    sizeof e) == 0 && drive(&st, NULL, &m1.dims, &r1) == 0 &&
-		    tp_stage_init(&ts, &m2, NULL, 0, 1, 0, l1, seq, 3, NMB, 0,
-		    e, sizeof e) == 0 && drive(NULL, &ts, &m2.dims, &r2) == 0 &&
-		    tp_stage_gather(&ts, ts.grads, &m2, m2.grads) == 0;
-		for (int i = 0; ok && i < NMB; i++)
-			same &= memcmp(r1.y[i], r2.y[i], (size_t)mb_n[i] *
-			    r1.ny * sizeof(float)) == 0;
-		if (ok)
-			same &= r1.loss == r2.loss && memcmp(m1.grads, m2.grads,
-			    m1.nparams * sizeof(float)) == 0;
-		UNIT_OK(ok && same, what);
-		if (ok) {
-			outs_free(&r1), outs_free(&r2);
-			pipe_stage_free(&st), tp_stage_free(&ts);
-		}
-		nn_model_free(&m1), nn_model_free(&m2);
+	if (make_model(&m1, a) < 0 || make_model(&m2, a) < 0) {
+		UNIT_OK(0, "models");
+		return;
 	}
+	nn_model_zero_grad(&m1);
+	ok = pipe_stage_init(&st, &m1, 0, 1, 0, l1, seq, 3, NMB, sp, e,
+	    sizeof e) == 0 && drive(&st, NULL, &m1.dims, &r1) == 0 &&
+	    tp_stage_init(&ts, &m2, NULL, 0, 1, 0, l1, seq, 3, NMB, sp, e,
+	    sizeof e) == 0 && drive(NULL, &ts, &m2.dims, &r2) == 0 &&
+	    tp_stage_gather(&ts, ts.grads, &m2, m2.grads) == 0;
+	for (int i = 0; ok && i < NMB; i++)
+		same &= memcmp(r1.y[i], r2.y[i], (size_t)mb_n[i] * r1.ny *
+		    sizeof(float)) == 0 && (r1.nx == 0 || memcmp(r1.dx[i],
+		    r2.dx[i], (size_t)mb_n[i] * r1.nx * sizeof(float)) == 0);
+	if (ok)
+		same &= r1.loss == r2.loss && memcmp(m1.grads, m2.grads,
+		    m1.nparams * sizeof(float)) == 0 && st.peak == ts.peak;
+	snprintf(what, sizeof what, "no TP group: a whole %s stage%s is the "
+	    "unsharded stage, bit for bit, peak activations %zu bytes, "
+	    "unsharded %zu", arch_name[a], sp ? ", split backward," : "",
+	    ok ? ts.peak : 0, ok ? st.peak : 0);
+	UNIT_OK(ok && same, what);
+	if (ok) {
+		outs_free(&r1), outs_free(&r2);
+		pipe_stage_free(&st), tp_stage_free(&ts);
+	}
+	nn_model_free(&m1), nn_model_free(&m2);
+}
+
+/* A check in a rank of c, or in the test's process (c NULL). */
+static void
+report(struct comm *c, int ok, const char *what)
+{
+	if (c != NULL)
+		par_check(ok, "%s", what);
+	else
+		UNIT_OK(ok, what);
 }
 
 /* Each arch and stage over c (NULL: no group), its backward whole and
@@ -499,10 +537,12 @@ split_cases(struct comm *c)
 			    "stage: the split backward (B then W) is the whole "
 			    "one, bit for bit", c ? comm_size(c) : 1,
 			    c ? comm_rank(c) : 0, arch_name[a], sc->name);
-			if (c != NULL)
-				par_check(same, "%s", what);
-			else
-				UNIT_OK(same, what);
+			report(c, same, what);
+			snprintf(what, sizeof what, "T=%d rank %d: %s %s "
+			    "stage: B adds no layer's weight gradient",
+			    c ? comm_size(c) : 1, c ? comm_rank(c) : 0,
+			    arch_name[a], sc->name);
+			report(c, ok && !o[1].b_grads, what);
 			for (int sp = 0; ok && sp < 2; sp++)
 				outs_free(&o[sp]), tp_stage_free(&ts[sp]);
 			if (ok)
@@ -571,7 +611,9 @@ main(void)
 {
 	nn_set_threads(1);
 	checks();
-	no_group();
+	for (int a = 0; a < 3; a++)
+		for (int sp = 0; sp < 2; sp++)
+			no_group_case((enum arch)a, sp);
 	split_cases(NULL);
 	par_world(2, "split backward, TP group of 2", zb_main, NULL);
 	for (int T = 2; T <= 4; T++) {
