@@ -14,6 +14,7 @@
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
 #include "prog/join.h"
+#include "prog/pipe_report.h"
 #include "prog/progress.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
@@ -206,30 +207,14 @@ print_schedule(const struct opts *o)
 	exit(CLI_EXIT_OK);
 }
 
-/* The bubble of the built-in schedule's table on paper. */
-static double
-table_bubble(const struct pipe_cfg *cfg, int world)
-{
-	struct pipe_sched s;
-	char e[COLLX_ERRLEN];
-	double b;
-
-	if (pipe_sched_build_virtual(&s, cfg->sched, cfg->micro, world,
-	    cfg->chunks, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	b = pipe_sched_table_bubble(&s);
-	pipe_sched_free(&s);
-	return b;
-}
-
 /* Per-step output: the progress report (a line per step with -v, or the
  * live line on a terminal) and the timing rows. */
 struct report {
 	const struct opts *o;
 	struct cli_timing *timing;
 	struct progress pr;
+	struct prog_pipe_report pipe;
 	int rank, world;
-	double theory;		/* the schedule's bubble on paper */
 };
 
 /* count: the batch's samples (compute, step) or the elements op moved
@@ -239,6 +224,7 @@ timing_row(struct report *r, const char *op, long step, double seconds,
     size_t count, size_t bytes, const struct pipe_stat *st)
 {
 	char extra[160], e[COLLX_ERRLEN];
+	int n;
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op,
 		.algo = pipe_sched_name(r->o->sched), .rank = r->rank,
@@ -247,9 +233,8 @@ timing_row(struct report *r, const char *op, long step, double seconds,
 		.extra = extra
 	};
 
-	snprintf(extra, sizeof(extra), "%d,%ld,%.6f,%.6f,%zu", r->rank,
-	    r->o->micro, pipe_stat_bubble(st),
-	    r->theory, st->peak_act);
+	n = snprintf(extra, sizeof(extra), "%d,%ld,", r->rank, r->o->micro);
+	prog_pipe_columns(&r->pipe, st, extra + n, sizeof(extra) - (size_t)n);
 	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
@@ -269,33 +254,6 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	timing_row(r, "send", s->step, st->send, st->sent / f, st->sent, st);
 	timing_row(r, "recv", s->step, st->recv, st->recvd / f, st->recvd, st);
 	timing_row(r, "step", s->step, st->wall, b, 0, st);
-}
-
-static void
-summary(const struct report *r, const struct pipe_result *res,
-    const int *first, int v)
-{
-	const struct opts *o = r->o;
-	int j, c, world = r->world;
-
-	printf("%s: %s, %ld micro-batches, %d stages: measured bubble %.4f, "
-	    "theory %s %.4f\n", cli_progname, pipe_sched_name(o->sched),
-	    o->micro, world, res->bubble_mean, o->sched_file != NULL ?
-	    "(the table's)" : pipe_sched_formula(o->sched, (int)o->micro,
-	    world, v), r->theory);
-	printf("  measured: the share of each stage's schedule outside its "
-	    "passes, waiting for\n"
-	    "  and sending messages; theory: equal passes, free messages, no "
-	    "wait for a core\n");
-	for (j = 0; j < world; j++) {
-		printf("  stage %d: layers", j);
-		/* chunk c: virtual stage c*world + j */
-		for (c = 0; c < v; c++)
-			printf("%s %d-%d", c ? "," : "", first[c * world + j],
-			    first[c * world + j + 1] - 1);
-		printf(", bubble %.4f, peak activations %.3f MiB\n",
-		    res->bubble[j], res->peak_act[j] / 1048576.0);
-	}
 }
 
 static void
@@ -338,16 +296,15 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	long from = cfg->resume != NULL ? cfg->resume->step : 0;
 	int code;
 
-	r.theory = cfg->table != NULL ? pipe_sched_table_bubble(cfg->table) :
-	    pipe_sched_bubble(cfg->sched, cfg->micro, r.world, cfg->chunks);
-	if (r.theory < 0)	/* no closed form: the table's */
-		r.theory = table_bubble(cfg, r.world);
+	if (prog_pipe_report_init(&r.pipe, cfg, r.world, NULL, e,
+	    sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	if (from > cfg->steps)	/* resumed past the end: no steps */
 		from = cfg->steps;
 	if (o->c.timing != NULL) {
 		tpath = cli_subst(o->c.timing, r.rank, r.world);
 		if (cli_timing_open(&r.timing, tpath, "stage,microbatches,"
-		    "bubble,bubble_theory,peak_act_bytes", e, sizeof(e)) < 0)
+		    PROG_PIPE_COLUMNS, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 	/* ranks must agree on everything that shapes the messages, and on
@@ -379,7 +336,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d,
 	if (r.rank == 0) {
 		write_outputs(o, m, &res, from, r.world);
 		if (!cli_quiet)
-			summary(&r, &res, cfg->first, cfg->chunks);
+			prog_pipe_summary(&r.pipe, &res);
 	}
 	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);

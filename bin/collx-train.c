@@ -18,6 +18,7 @@
 #include "par/pipe_sched.h"
 #include "par/tp_stage.h"
 #include "prog/join.h"
+#include "prog/pipe_report.h"
 #include "prog/progress.h"
 #include "prog/trainopt.h"
 #include "tensor/tensor.h"
@@ -86,7 +87,9 @@ usage(void)
 	    "  --pp P                pipeline stages (1); one of D, T, P may "
 	    "be -1,\n"
 	    "                        what the others leave (D is -1 unless "
-	    "given)\n"
+	    "given);\n"
+	    "                        P above 1: rank 0 ends with the "
+	    "pipeline's bubble\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
@@ -111,7 +114,10 @@ usage(void)
 	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,"
 	    "seconds,\n"
 	    "                        tokens_per_s,bytes_sent\n"
-	    "  --timing F            append timing rows (with axis,pp,dp,tp)\n"
+	    "  --timing F            append timing rows (with axis,pp,dp,tp "
+	    "and the\n"
+	    "                        stage's bubble,bubble_theory,"
+	    "peak_act_bytes)\n"
 	    "  --trace F.json        rank 0 writes a Chrome trace of replica "
 	    "0,\n"
 	    "                        a track per stage\n"
@@ -126,7 +132,7 @@ usage(void)
 	    "                        terminal gets one live progress line); "
 	    "rank 0\n"
 	    "                        ends with a summary line either way\n"
-	    "  -q, --quiet           no step lines, no progress, no summary\n"
+	    "  -q, --quiet           no step lines, no progress, no summaries\n"
 	    "  -h, --help            this help\n"
 	    "  -V, --version         version\n"
 	    "%s"
@@ -230,11 +236,13 @@ print_mesh(const struct opts *o)
 }
 
 /* Per-step output: the progress report, the timing rows, and rank 0's
- * bytes sent per step for the loss CSV. */
+ * bytes sent per step for the loss CSV; at the end, the pipeline's
+ * bubble. */
 struct report {
 	const struct opts *o;
 	struct cli_timing *timing;
 	struct progress pr;
+	struct prog_pipe_report pipe;
 	struct mesh_coord at;
 	int rank, world;
 	struct mesh_groups *grp;
@@ -262,12 +270,15 @@ bytes_sent(struct report *r)
 }
 
 /* count: the replica's samples (compute, step) or the elements moved
- * (bytes then theirs). */
+ * (bytes then theirs). Every row carries the stage's bubble in the step,
+ * as collx-pipe's do. */
 static void
 timing_row(struct report *r, const char *op, const char *algo,
-    const char *axis, long step, double seconds, size_t count, size_t bytes)
+    const char *axis, long step, double seconds, size_t count, size_t bytes,
+    const struct pipe_stat *st)
 {
-	char extra[96], e[COLLX_ERRLEN];
+	char extra[160], e[COLLX_ERRLEN];
+	int n;
 	struct cli_timing_row row = {
 		.program = cli_progname, .op = op, .algo = algo,
 		.rank = r->rank, .world = r->world, .dtype = "f32",
@@ -275,8 +286,9 @@ timing_row(struct report *r, const char *op, const char *algo,
 		.seconds = seconds, .extra = extra
 	};
 
-	snprintf(extra, sizeof(extra), "%s,%d,%d,%d", axis, r->at.pp,
+	n = snprintf(extra, sizeof(extra), "%s,%d,%d,%d,", axis, r->at.pp,
 	    r->at.dp, r->at.tp);
+	prog_pipe_columns(&r->pipe, st, extra + n, sizeof(extra) - (size_t)n);
 	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
@@ -288,20 +300,20 @@ step_timing(struct report *r, const struct train_step *s,
 	const char *sched = pipe_sched_name(r->o->sched);
 	size_t f = sizeof(float), b = (size_t)r->o->c.batch;
 
-	timing_row(r, "forward", sched, "pp", s->step, st->fwd, b, 0);
-	timing_row(r, "backward", sched, "pp", s->step, st->bwd, b, 0);
+	timing_row(r, "forward", sched, "pp", s->step, st->fwd, b, 0, st);
+	timing_row(r, "backward", sched, "pp", s->step, st->bwd, b, 0, st);
 	timing_row(r, "send", sched, "pp", s->step, st->send, st->sent / f,
-	    st->sent);
+	    st->sent, st);
 	timing_row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
-	    st->recvd);
+	    st->recvd, st);
 	if (comm_size(r->grp->dp) > 1)
 		timing_row(r, r->o->zero > 0 ? "reduce_scatter" : "allreduce",
 		    coll_algo_name(COLL_AUTO), "dp",
-		    s->step, st->dp, st->dp_sent / f, st->dp_sent);
+		    s->step, st->dp, st->dp_sent / f, st->dp_sent, st);
 	if (comm_size(r->grp->tp) > 1)
 		timing_row(r, "allreduce", coll_algo_name(COLL_RING), "tp",
-		    s->step, st->tp, st->tp_sent / f, st->tp_sent);
-	timing_row(r, "step", sched, "-", s->step, st->wall, b, 0);
+		    s->step, st->tp, st->tp_sent / f, st->tp_sent, st);
+	timing_row(r, "step", sched, "-", s->step, st->wall, b, 0, st);
 }
 
 static void
@@ -420,10 +432,14 @@ train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
 	if (from > cfg->steps)	/* resumed past the end: no steps */
 		from = cfg->steps;
 	mesh_coord(mesh, r.rank, &r.at);
+	/* rank 0's pipeline: replica 0's, its stages' shard 0 */
+	if (prog_pipe_report_init(&r.pipe, cfg, mesh->pp, mesh->dp > 1 ||
+	    mesh->tp > 1 ? "replica 0, shard 0" : NULL, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	if (o->c.timing != NULL) {
 		tpath = cli_subst(o->c.timing, r.rank, r.world);
-		if (cli_timing_open(&r.timing, tpath, "axis,pp,dp,tp", e,
-		    sizeof(e)) < 0)
+		if (cli_timing_open(&r.timing, tpath, "axis,pp,dp,tp,"
+		    PROG_PIPE_COLUMNS, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	}
 	job_declare(&job, o, mesh, cfg);
@@ -448,6 +464,8 @@ train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
 		    r.axis[1], r.axis[2]);
 	if (r.rank == 0)
 		write_outputs(o, m, &res, &r, from);
+	if (r.rank == 0 && mesh->pp > 1 && !cli_quiet)
+		prog_pipe_summary(&r.pipe, &res);
 	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	mesh_groups_close(&grp);

@@ -260,17 +260,61 @@ timed() {
 	timed --dp 2 --pp 2
 	[ "$(grep -c 'collx-train: step [01] epoch [01] loss' <<<"$output")" -eq 2 ]
 	grep -q 'collx-train: 2 steps, final loss' <<<"$output"
-	[ "$(head -n 1 t3.csv)" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,axis,pp,dp,tp" ]
+	[ "$(head -n 1 t3.csv)" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,axis,pp,dp,tp,bubble,bubble_theory,peak_act_bytes" ]
+	# rank 0's pipeline summary names whose figures it gives
+	grep -q '^collx-train: 1f1b, 2 micro-batches, 2 stages (replica 0, shard 0): measured bubble ' <<<"$output"
 	# rank 3: stage 1 of replica 1; 6 rows a step
-	[ "$(grep -c ',pp,1,1,0$' t3.csv)" -eq 8 ]
-	[ "$(grep -c '^collx-train,allreduce,.*,dp,1,1,0$' t3.csv)" -eq 2 ]
-	[ "$(grep -c '^collx-train,step,.*,-,1,1,0$' t3.csv)" -eq 2 ]
+	[ "$(grep -c ',pp,1,1,0,' t3.csv)" -eq 8 ]
+	[ "$(grep -c '^collx-train,allreduce,.*,dp,1,1,0,' t3.csv)" -eq 2 ]
+	[ "$(grep -c '^collx-train,step,.*,-,1,1,0,' t3.csv)" -eq 2 ]
 	# its allreduce sent bytes; its sends, the gradients of its replica's
 	# 4 samples at the stage's input, of width 3, back: 48 bytes a step
 	awk -F, '$2 == "allreduce" && $8 <= 0 { exit 1 }' t3.csv
 	[ "$(awk -F, '$2 == "send" { print $8 }' t3.csv | sort -u)" = 48 ]
 	# replica 0's trace: an allreduce span per stage and step
 	[ "$(grep -c '"cat":"allreduce"' tr.json)" -eq 4 ]
+}
+
+# The bubble of schedule S (1f1b, zb-h1) for M micro-batches on W stages,
+# its closed form, to DIGITS decimals.
+# usage: closed_form S M W DIGITS
+closed_form() {
+	awk -v s="$1" -v m="$2" -v w="$3" -v d="$4" 'BEGIN {
+		k = s == "zb-h1" ? 3 : 1
+		printf "%.*f\n", d, (w - 1) / (k * m + w - 1) }'
+}
+
+@test "--pp 2: rank 0 prints the measured bubble beside the closed form and each stage's; the timing rows' bubble columns; stage 0's peak activations are collx-pipe's" {
+	data 8 4 4 7
+	timeout 30 collx-dp --init mlp --dims 4,8,4,4 --seed 7 -o m.safetensors
+	for s in 1f1b zb-h1; do
+		run timeout 60 collx-run -n 2 --timeout 20 -- collx-train \
+		    -m m.safetensors -i X.npy -t Y.npy --batch 8 --steps 2 \
+		    --pp 2 --microbatches 4 --schedule $s --timing "$s{rank}.csv"
+		echo "$output"
+		[ "$status" -eq 0 ]
+		grep -q "^collx-train: $s, 4 micro-batches, 2 stages: measured bubble 0\.[0-9]*, theory (W-1)/(.*) $(closed_form $s 4 2 4)\$" <<<"$output"
+		grep -q '^  stage 0: layers 0-1, bubble 0\.[0-9]*, peak activations [0-9.]* MiB$' <<<"$output"
+		grep -q '^  stage 1: layers 2-3, bubble 0\.[0-9]*, peak activations [0-9.]* MiB$' <<<"$output"
+		# every pipeline row: a bubble in [0, 1) and the closed form
+		awk -F, -v t="$(closed_form $s 4 2 6)" 'NR > 1 && $13 == "pp" {
+			n++; if ($17 < 0 || $17 >= 1 || $18 != t) exit 1 }
+		    END { exit n != 16 }' "${s}0.csv" "${s}1.csv"
+	done
+	# collx-pipe, the same model and micro-batches: stage 0's peak bytes
+	timeout 60 collx-run -n 2 --timeout 20 -- collx-pipe -m m.safetensors \
+	    -i X.npy -t Y.npy --microbatches 4 --schedule 1f1b --steps 2 -q \
+	    --timing 'p{rank}.csv'
+	peak=$(awk -F, 'END { print $19 }' 1f1b0.csv)
+	[ "$peak" -gt 0 ]
+	[ "$peak" = "$(awk -F, 'END { print $17 }' p0.csv)" ]
+	# one stage: no pipeline summary
+	run timeout 60 collx-run -n 2 --timeout 20 -- collx-train \
+	    -m m.safetensors -i X.npy -t Y.npy --batch 8 --steps 1 \
+	    --microbatches 4
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"collx-train: 1 steps, final loss"* ]]
+	[[ "$output" != *"bubble"* ]]
 }
 
 @test "checkpoints under TP (AdamW): dp2 x tp2 resumed as pp2 and back, tp2 x pp2 as dp4 and back equal an uninterrupted run; the same mesh gives its bytes" {
@@ -300,8 +344,8 @@ timed() {
 	[ "$(grep -cE 'collx-train: step [01] .*; sent pp [0-9]+ dp 0 tp [1-9][0-9]* B\)$' <<<"$output")" -eq 2 ]
 	grep -qE '^collx-train: rank 0 sent pp [1-9][0-9]* dp 0 tp [1-9][0-9]* bytes$' <<<"$output"
 	# rank 3: TP rank 1 of stage 1; no dp row
-	[ "$(grep -c '^collx-train,allreduce,ring,.*,tp,1,0,1$' t3.csv)" -eq 2 ]
-	[ "$(grep -c ',dp,1,0,1$' t3.csv)" -eq 0 ]
+	[ "$(grep -c '^collx-train,allreduce,ring,.*,tp,1,0,1,' t3.csv)" -eq 2 ]
+	[ "$(grep -c ',dp,1,0,1,' t3.csv)" -eq 0 ]
 	# A ring allreduce of n floats over 2 ranks sends n/2 reducing and n/2
 	# gathering. Stage 1 (layer 1: 3 -> 8 -> 3), per micro-batch of 4
 	# samples: a sum of 4 x 3 floats forward (fc2's g) and of 4 x 3

@@ -138,9 +138,9 @@ ckpt() {
 		grep -qx "collx-train: rank 1: zero $z: optimizer state $((m1 * 8)) bytes, reduced gradients $((g1 * 4)) bytes" <<<"$output"
 	done
 	# rank 1: replica 1; a dp row a step, named for the collective
-	[ "$(grep -c '^collx-train,allreduce,auto,.*,dp,0,1,0$' t0.1.csv)" -eq 2 ]
+	[ "$(grep -c '^collx-train,allreduce,auto,.*,dp,0,1,0,' t0.1.csv)" -eq 2 ]
 	for z in 1 2; do
-		[ "$(grep -c '^collx-train,reduce_scatter,auto,.*,dp,0,1,0$' "t$z.1.csv")" -eq 2 ]
+		[ "$(grep -c '^collx-train,reduce_scatter,auto,.*,dp,0,1,0,' "t$z.1.csv")" -eq 2 ]
 		awk -F, '$2 == "reduce_scatter" && $8 <= 0 { exit 1 }' "t$z.1.csv"
 	done
 	run timeout 10 collx-train "${O[@]}" --dp 2 --zero 3
