@@ -282,3 +282,9 @@ comm_set_spin(struct comm *c, int us)
 {
 	c->spin_us = us > 0 ? us : 0;
 }
+
+int
+comm_spin(const struct comm *c)
+{
+	return c->spin_us;
+}

@@ -187,6 +187,7 @@ struct comm {
 	int spin_us;
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
 	uint64_t sent;		/* payload bytes posted to other ranks */
+	uint64_t sleeps;	/* net: waits that slept in poll() */
 	struct comm_fr *fr;	/* net: the flight recorder, or NULL */
 	int debug;		/* net: COLLX_DEBUG, enum comm_debug_level */
 	FILE *dbg;		/* net: COLLX_DEBUG_FILE, or NULL: stderr */

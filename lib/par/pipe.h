@@ -64,6 +64,8 @@ struct pipe_cfg {
  * batch, the loss and the update around it. */
 struct pipe_stat {
 	double fwd, bwd, send, recv, sched, wall;
+	double recv_max;	/* the longest receive of the schedules so
+				 * far (this step's and those before) */
 	size_t sent, recvd;
 	size_t peak_act;	/* activation bytes held at most, so far */
 	double dp;		/* summing gradients over the replicas */

@@ -10,6 +10,40 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
+/* A stage's receives within the schedule wait for a pass or two of its
+ * neighbour's. Asleep in poll() such a wait took 80-130 us to wake and
+ * its sender 40-75 us to ring the bell (64 KiB over shared memory, a
+ * core per rank; 5 us spinning), on every message of the critical path:
+ * so a stage spins through twice its longest receive of the steps before
+ * (the first activation of a step waits for the upstream's optimizer
+ * too, which step 0 had not), PIPE_SPIN_MAX_US at most, as a spinning
+ * wait sees a dead peer only when it stops. */
+#define PIPE_SPIN_MAX_US 50000
+
+/* The spin for step k's schedule (0: the group's own). */
+static int
+step_spin(const struct pipe_run *r, long k)
+{
+	double us;
+
+	if (k == 0)
+		return 0;
+	us = 2 * r->stat[k - 1].recv_max * 1e6;
+	return us < PIPE_SPIN_MAX_US ? (int)us : PIPE_SPIN_MAX_US;
+}
+
+/* Sets the spin of the step's groups; a group not spinning at all
+ * (COLLX_SPIN_US=0) keeps to that. */
+static void
+set_spin(struct pipe_run *r, int us)
+{
+	if (us <= 0 || comm_spin(r->c) == 0)
+		return;
+	comm_set_spin(r->c, us);
+	if (r->gc != NULL)
+		comm_set_spin(r->gc, us);
+}
+
 /* The micro-batch's inputs and targets, from the step's batch, as the
  * stage st (the rank's chunk) needs them. */
 static int
@@ -130,6 +164,8 @@ recv_msg(struct pipe_run *r, const struct pipe_action *a, void *buf,
 	ps->recvd += len;
 	t1 = cli_now();
 	ps->recv += t1 - t0;
+	if (t1 - t0 > ps->recv_max)
+		ps->recv_max = t1 - t0;
 	span(r, 'R', a->chunk, a->mb, t0, t1);
 	return 0;
 }
@@ -260,8 +296,10 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	struct pipe_stat *ps = &r->stat[k];
 	double t0 = cli_now(), loss = 0, ts, t1, t2;
 	int q, j = r->rank, nreq = cfg->micro * r->nchunk;
+	int spin = comm_spin(r->c), want = step_spin(r, k);
 
 	r->step = k;
+	ps->recv_max = k > 0 ? r->stat[k - 1].recv_max : 0;
 	/* Every message of the step carries the step's operation number and
 	 * this signature, so ranks out of step fail instead of mixing up. */
 	comm_op_begin(r->c, PIPE_OPCODE, "pipeline step", DT_F32,
@@ -278,6 +316,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
 	pipe_tp_stat(r, ps, 1);
+	if (want > spin)
+		set_spin(r, want);
 	ts = cli_now();
 	for (q = 0; q < r->nchunk; q++) {
 		r->gmb[q][0] = r->gmb[q][1] = -1;
@@ -293,6 +333,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	if (comm_waitall(grad_comm(r), r->sgrad, nreq) < 0)
 		return grad_failed(r);
 	t2 = cli_now();
+	if (want > spin)
+		set_spin(r, spin);
 	pipe_tp_stat(r, ps, 0);
 	ps->send += t2 - t1;
 	pipe_span(r, 'S', -1, t1, t2);

@@ -584,6 +584,65 @@ pipe_rank(struct comm *c, void *arg)
 	return rc < 0;
 }
 
+/* ---- waits that sleep ------------------------------------------------- */
+
+/* The wide stack at M = 2 makes passes of milliseconds: stage 0's
+ * receive of the first gradient waits for a forward and a backward
+ * downstream, its second for a backward, longer than a group's spin, and
+ * both slept in poll() every step, paying a wake-up each (6 times in
+ * steps 1-3). A stage spins through twice its longest receive of the
+ * steps before: in steps 1 to STEPS-1 stage 0 may sleep twice at most (a
+ * loaded machine may stretch a pass past the spin). */
+struct sleeps {
+	struct comm *c;
+	uint64_t at[STEPS];	/* comm_sleeps at the end of each step */
+};
+
+static void
+count_sleeps(void *ctx, const struct train_step *s, const struct pipe_stat *st)
+{
+	struct sleeps *z = ctx;
+
+	(void)st;
+	z->at[s->step] = comm_sleeps(z->c);
+}
+
+static int
+sleep_rank(struct comm *c, void *arg)
+{
+	int me = comm_rank(c), w = comm_size(c), first[8], rc = -1;
+	struct pipe_cfg cfg = { .sched = PIPE_SCHED_1F1B, .micro = 2,
+	    .batch = BATCH, .steps = STEPS, .first = first };
+	struct sleeps z = { .c = c };
+	struct pipe_result res;
+	struct train_data d;
+	struct nn_model m;
+	enum train_err kind;
+	char e[COLLX_ERRLEN];
+
+	(void)arg;
+	optim_cfg(&cfg.optim);
+	if (par_model(&m, &wide, 5) < 0 ||
+	    pipe_split(&m, w, NULL, first, e, sizeof e) < 0) {
+		par_check(0, "sleeps: model and split");
+		return 1;
+	}
+	data_make(&d, &m);
+	rc = pipe_train(&m, &d, c, &cfg, count_sleeps, &z, &res, &kind, e,
+	    sizeof e);
+	if (rc < 0)
+		par_check(0, "sleeps: rank %d trains: %s", me, e);
+	else if (me == 0)
+		par_check(z.at[STEPS - 1] - z.at[0] <= 2, "W=%d wide 1F1B M=2: "
+		    "stage 0's waits in steps 1-%d slept %llu times (at most "
+		    "2)", w, STEPS - 1,
+		    (unsigned long long)(z.at[STEPS - 1] - z.at[0]));
+	pipe_result_free(&res);
+	train_data_free(&d);
+	nn_model_free(&m);
+	return rc < 0;
+}
+
 /* ---- the trace's clock ----------------------------------------------- */
 
 /* Seconds between one rank's origin and the next one's. */
@@ -701,5 +760,6 @@ main(void)
 		par_world(3, "pipeline on 3 ranks", pipe_rank, &c[k]);
 	}
 	rmdir(dir);
+	par_world(2, "pipeline waits on 2 ranks", sleep_rank, NULL);
 	return unit_done();
 }
