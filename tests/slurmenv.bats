@@ -93,6 +93,8 @@ for r in range(3): close(load(f'out.{r}.npy'), want, 1e-6, 1e-6)"
 	"$PY" -c '
 import socket, sys, time
 s = socket.socket()
+# a connection of an earlier test may leave the port in TIME_WAIT
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))
 s.listen()
 time.sleep(30)' "$PORT" 3>&- &
@@ -101,6 +103,7 @@ time.sleep(30)' "$PORT" 3>&- &
 		held "$PORT" && break
 		sleep 0.1
 	done
+	held "$PORT"
 	"$PY" -c "import numpy; numpy.save('in.npy', numpy.ones(3))"
 	srun_rank 0 2 70 r0 collx-allreduce -i in.npy -o out.npy
 	rc=0
