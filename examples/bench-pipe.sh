@@ -9,7 +9,7 @@
 # then collx-pipe against the PyTorch Gloo peer (examples/peers/torch_pipe.py,
 # GPipe over send/recv) at M = 8, one thread per rank, median of
 # interleaved rounds (ROUNDS=0 leaves the peer out); and a chart of the
-# bubble against M beside the formula. The README's chart comes from
+# bubble against M beside the formula. examples/results/README.md's chart comes from
 # `examples/bench-pipe.sh examples/results`.
 # usage: examples/bench-pipe.sh [OUTDIR]   (OUTDIR keeps pipe-sweep.csv,
 #        pipe-peer.csv and pipe-bubble.png; env BATCH, STEPS, ROUNDS)

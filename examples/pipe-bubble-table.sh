@@ -5,7 +5,7 @@
 # closed forms: GPipe and 1F1B (W-1)/(M+W-1), ZB-H1 (W-1)/(3M+W-1); with
 # the argument interleaved, interleaved 1F1B at V = 2 and 4 chunks per
 # rank (a chunk's pass one clock) beside Megatron's (W-1)/(VM+W-1).
-# Prints the README's Markdown table.
+# Prints the Markdown table of examples/results/README.md.
 # usage: examples/pipe-bubble-table.sh [interleaved]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

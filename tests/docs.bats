@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # The documentation runs as written: every command block of README.md and
-# every EXAMPLES block of the man pages (man/man1/*.1, man/man7/collx.7) runs
-# in a scratch directory, block after block as a reader would type them,
-# each block under a time limit. Blocks that cannot run here (other hosts,
-# root) are marked in the source, and only those are skipped:
-#   README.md:   <!-- not run: REASON -->   on the line before the fence
+# of examples/results/README.md and every EXAMPLES block of the man pages
+# (man/man1/*.1, man/man7/*.7) runs in a scratch directory, block after
+# block as a reader would type them, each block under a time limit. Blocks
+# that cannot run here (other hosts, root, benchmarks of minutes) are marked
+# in the source, and only those are skipped:
+#   Markdown:    <!-- not run: REASON -->   on the line before the fence
 #   man pages:   .\" not run: REASON        on the line before .Bd or .Dl
 # tests/lib/docblocks.py extracts the blocks (and says what is a command).
 load lib/common
@@ -30,7 +31,9 @@ run_doc() {
 	blocks=$T/blocks.$name
 	mkdir -p "$work"
 	# The README's reader is in a checkout, with the programs in bin/.
-	[ "$kind" = readme ] && ln -s "$COLLX_BIN" "$work/bin"
+	if [ "$kind" = readme ]; then
+		ln -s "$COLLX_BIN" "$work/bin"
+	fi
 	(cd "$COLLX_ROOT" && timeout 60 "$PY" tests/lib/docblocks.py "$kind" "$file" "$blocks") \
 	    >"$T/manifest" || { bad="$bad"$'\n'"$file: the extractor failed"; return; }
 	export DOCS_ENV=$T/env.$name DOCS_LINE=$T/line DOCS_OUT=$T/shown
@@ -73,12 +76,23 @@ run_doc() {
 	[ "$ran" -ge 3 ]
 }
 
-# The cluster table is a run of bench-cluster.sh whose CSV the README
-# keeps in examples/results (cluster-RATE.csv): each row's busbw is the
+# The measurements' page keeps its command blocks honest too: each runs or
+# is marked (the benchmarks are), and none is left without a language.
+@test "examples/results/README.md: every command block runs or is marked" {
+	ran=0 marked=0 bad=
+	run_doc readme examples/results/README.md
+	echo "# examples/results/README.md: ran $ran blocks, $marked marked not run" >&3
+	echo "failing:$bad"
+	[ -z "$bad" ]
+	[ "$((ran + marked))" -ge 1 ]
+}
+
+# The cluster table is a run of bench-cluster.sh whose CSV
+# examples/results/README.md keeps beside it (cluster-RATE.csv): each row's busbw is the
 # CSV's 16 MiB out-of-place figure and its latency the 4 KiB one, and
 # busbw / goodput their quotient, so the table and its data do not part.
-@test "README.md: the cluster table holds the figures of examples/results' CSV" {
-	"$PY" - "$COLLX_ROOT/README.md" "$COLLX_ROOT/examples/results" <<'PYEOF'
+@test "examples/results/README.md: the cluster table holds the figures of its CSV" {
+	"$PY" - "$COLLX_ROOT/examples/results/README.md" "$COLLX_ROOT/examples/results" <<'PYEOF'
 import csv, re, sys
 readme, results = sys.argv[1], sys.argv[2]
 rows = [[c.strip() for c in l.split("|")[1:-1]] for l in open(readme)
@@ -94,7 +108,7 @@ for link, gp, algo, lat, bw, ratio in rows:
         abs(float(bw.split()[0]) - busbw) <= 0.00056, (link, algo, bw, busbw)
     us = float(mine[4096]["seconds"]) * 1e6
     assert lat == "%.0f us" % us, (link, algo, lat, us)
-    # the goodput as the README rounds it: the quotient to 0.01
+    # the goodput as the table rounds it: the quotient to 0.01
     q = busbw / float(gp.split()[0])
     assert abs(float(ratio) - q) <= 0.01, (link, algo, ratio, q)
 PYEOF
@@ -103,8 +117,8 @@ PYEOF
 # The slow-link loss table is collx-dp's loss CSVs kept in
 # examples/results/dp-loss: the last step's loss, the mean of the last 20,
 # the change of that mean from plain's and the megabytes rank 0 sent.
-@test "README.md: the slow-link loss table holds the figures of examples/results/dp-loss" {
-	"$PY" - "$COLLX_ROOT/README.md" "$COLLX_ROOT/examples/results/dp-loss" <<'PYEOF'
+@test "examples/results/README.md: the slow-link loss table holds the figures of dp-loss/" {
+	"$PY" - "$COLLX_ROOT/examples/results/README.md" "$COLLX_ROOT/examples/results/dp-loss" <<'PYEOF'
 import csv, re, sys
 readme, results = sys.argv[1], sys.argv[2]
 files = {"plain": "plain", "`--wire bf16`": "wire-bf16",
@@ -131,7 +145,7 @@ PYEOF
 
 @test "every man page's EXAMPLES run as written" {
 	ran=0 marked=0 bad=
-	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/collx.7; do
+	for page in "$COLLX_ROOT"/man/man1/*.1 "$COLLX_ROOT"/man/man7/*.7; do
 		run_doc man "${page#"$COLLX_ROOT"/}"
 	done
 	echo "# man pages: ran $ran blocks, $marked marked not run" >&3

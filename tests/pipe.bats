@@ -361,14 +361,14 @@ refused() {
 # zb-h1 adds each weight gradient in the order 1F1B does: the same bits,
 # checked against 1F1B's (itself against the reference above) and, for
 # the mlp, against the reference directly.
-# The README's table of the schedules' bubble on paper is what
+# The table of the schedules' bubble on paper in examples/results/README.md is what
 # examples/pipe-bubble-table.sh prints from collx-pipe --print-schedule,
 # and every cell is the closed form, in integers: I idle of C cells is
 # (W-1)/(kM+W-1), k passes a micro-batch, when I(kM+W-1) = (W-1)C, each
 # stage idle 2(W-1) clocks (GPipe, 1F1B) or W-1 (ZB-H1).
 @test "the bubble of GPipe, 1F1B and ZB-H1 for W = 8, 16, 32, M = W..4W is the published closed form, as the README's table says" {
 	# the rows of 7 cells (the interleaved table beside it has 6)
-	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/README.md" |
+	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/examples/results/README.md" |
 	    awk -F'|' 'NF == 9')
 	[ "$(wc -l <<<"$rows")" -eq 12 ]
 	cmp <(printf '%s\n' "$rows") <("$COLLX_ROOT/examples/pipe-bubble-table.sh" |

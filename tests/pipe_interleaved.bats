@@ -237,12 +237,12 @@ want = sorted({(j, "F%d:%d" % (i, c)) for j in (0, 1) for i in range(8) for c in
 sys.exit(names != want)'
 }
 
-# The README's table of interleaved 1F1B on paper is what
+# The table of interleaved 1F1B on paper in examples/results/README.md is what
 # examples/pipe-bubble-table.sh interleaved prints from collx-pipe
 # --print-schedule, and every cell is the closed form in integers: every
 # rank idle 2(W-1) of 2(VM+W-1) clocks.
 @test "interleaved's bubble for W = 8, 16, 32, M = W..4W, V = 2 and 4 is (W-1)/(VM+W-1), as the README's table says" {
-	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/README.md" |
+	rows=$(grep -E '^\| [0-9]+ \| [0-9]+ \| 0\.' "$COLLX_ROOT/examples/results/README.md" |
 	    awk -F'|' 'NF == 8')
 	[ "$(wc -l <<<"$rows")" -eq 12 ]
 	cmp <(printf '%s\n' "$rows") <("$COLLX_ROOT/examples/pipe-bubble-table.sh" \
