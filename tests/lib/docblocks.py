@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Extract the command blocks of README.md or of a man page's EXAMPLES, for
-tests/docs.bats, which runs them so that the documentation cannot drift.
+"""Extract the command blocks of a Markdown page (README.md,
+examples/results/README.md) or of a man page's EXAMPLES, for tests/docs.bats,
+which runs them so that the documentation cannot drift.
 
 usage: docblocks.py readme|man FILE OUTDIR
 
@@ -10,7 +11,7 @@ manifest line per block, tab-separated:
     skip  FILE  LINE  REASON     a block marked as not run, and why
     error FILE  LINE  MESSAGE    a block that can be neither run nor skipped
 
-README.md: every fenced block with the info string sh, bash or shell is a
+Markdown (kind readme): every fenced block with the info string sh, bash or shell is a
 shell script (no prompts) and runs; ```text (or any other language) is not a
 command. A block that must not run is preceded by the line
     <!-- not run: REASON -->
