@@ -11,9 +11,9 @@ manifest line per block, tab-separated:
     skip  FILE  LINE  REASON     a block marked as not run, and why
     error FILE  LINE  MESSAGE    a block that can be neither run nor skipped
 
-Markdown (kind readme): every fenced block with the info string sh, bash or shell is a
-shell script (no prompts) and runs; ```text (or any other language) is not a
-command. A block that must not run is preceded by the line
+Markdown (kind readme): every fenced block with the info string sh, bash
+or shell is a shell script (no prompts) and runs; ```text (or any other
+language) is not a command. A block that must not run is preceded by the line
     <!-- not run: REASON -->
 An indented code block, or a fence without a language, is an error: the
 test cannot tell whether it is meant to run.
