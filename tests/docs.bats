@@ -76,6 +76,42 @@ run_doc() {
 	[ "$ran" -ge 3 ]
 }
 
+# The README is the newcomer's map: it names every program, shows the two
+# commands, and its tree names every room of lib/.
+@test "README.md names every program, make demo, make check and every room of lib/" {
+	bad=
+	for c in "$COLLX_ROOT"/bin/collx-*.c; do
+		c=$(basename "$c" .c)
+		grep -q "\`$c\`" "$COLLX_ROOT/README.md" || bad="$bad $c"
+	done
+	for d in "$COLLX_ROOT"/lib/*/; do
+		d=lib/$(basename "$d")
+		grep -qE "^$d +[a-z]" "$COLLX_ROOT/README.md" || bad="$bad $d"
+	done
+	for m in 'make demo' 'make check'; do
+		grep -q "^$m " "$COLLX_ROOT/README.md" || bad="$bad '$m'"
+	done
+	echo "missing:$bad"
+	[ -z "$bad" ]
+}
+
+# Every relative link and image of the two Markdown pages names a file of
+# the tree (the charts moved once, with their tables).
+@test "README.md and examples/results/README.md link only to files that exist" {
+	bad=
+	for page in README.md examples/results/README.md; do
+		dir=$(dirname "$COLLX_ROOT/$page")
+		while read -r target; do
+			target=${target%%#*}
+			[ -n "$target" ] || continue
+			[ -e "$dir/$target" ] || bad="$bad $page:$target"
+		done < <(grep -oE '\]\([^)]+\)' "$COLLX_ROOT/$page" |
+		    sed 's/^](//; s/)$//' | grep -v '^[a-z]*://')
+	done
+	echo "missing:$bad"
+	[ -z "$bad" ]
+}
+
 # The measurements' page keeps its command blocks honest too: each runs or
 # is marked (the benchmarks are), and none is left without a language.
 @test "examples/results/README.md: every command block runs or is marked" {
