@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "prog/trainer.h"
+#include "tensor/tensor.h"
 
 void
 trainer_check(const struct trainopt_ckpt *k, const char *model,
@@ -43,6 +44,33 @@ trainer_model(const struct trainopt_ckpt *k, const char *model, int threads,
 	nn_set_threads(threads);
 	if (trainopt_model_start(k, model, m, st, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+}
+
+_Noreturn void
+trainer_init_model(const char *arch, const char *dims, uint64_t seed,
+    const char *out)
+{
+	struct tensor_set s = { 0 };
+	struct nn_dims d;
+	enum nn_arch a;
+	char e[COLLX_ERRLEN], *path;
+
+	if (nn_arch_parse(arch, &a) < 0)
+		cli_usage_error("--init: unknown architecture '%s' (mlp, block, "
+		    "gpt)", arch);
+	if (dims == NULL || out == NULL)
+		cli_usage_error("--init needs --dims and -o");
+	if (nn_dims_parse(dims, a, &d, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);	/* names --dims */
+	if (nn_init(&s, &d, seed, e, sizeof(e)) < 0)
+		cli_usage_error("--dims: %s", e);
+	path = cli_subst(out, 0, 1);
+	if (tensor_save(path, &s, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	free(path);
+	tensor_set_free(&s);
+	cli_close_stdout();
+	exit(CLI_EXIT_OK);
 }
 
 void

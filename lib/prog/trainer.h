@@ -8,6 +8,7 @@
 #define COLLX_TRAINER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cli/cli.h"
 #include "nn/nn.h"
@@ -42,6 +43,10 @@ void trainer_inputs_free(char *owned[4]);
  * unreadable. */
 void trainer_model(const struct trainopt_ckpt *k, const char *model,
     int threads, struct nn_model *m, struct ckpt_state *st);
+/* --init ARCH --dims DIMS [--seed S] -o OUT: a fresh model from a seed
+ * written to out (with {world} 1), and the program ends. */
+_Noreturn void trainer_init_model(const char *arch, const char *dims,
+    uint64_t seed, const char *out);
 /* A model's targets as it needs them (usage error naming topt, exit 2). */
 void trainer_targets(const struct nn_model *m, const char *targets,
     const char *topt);
