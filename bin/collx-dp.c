@@ -13,7 +13,6 @@
 #include "par/dp.h"
 #include "prog/trainer_dp.h"
 #include "nn/nn.h"
-#include "tensor/tensor.h"
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
@@ -322,10 +321,8 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1 };
-	struct nn_model m;
-	struct train_data d;
-	struct ckpt_state st = { 0 };
-	char e[COLLX_ERRLEN], *owned[4] = { 0 };
+	struct trainer_in in = { 0 };
+	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -340,28 +337,22 @@ main(int argc, char **argv)
 		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out);
 	cli_group_finish(&o.g);
 	check_args(&o);
-	trainer_subst_inputs(owned, &o.g, &o.c.model, &o.data, &o.targets,
+	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
 	    &o.ckpt.resume);
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	trainer_model(&o.ckpt, o.c.model, o.c.threads, &m, &st);
-	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	trainer_targets(&m, o.targets, "--targets");
-	o.cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
-	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
+	trainer_targets(&in.m, o.targets, "--targets");
+	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
+	o.cfg.resume = o.ckpt.resume != NULL ? &in.st : NULL;
 	o.cfg.batch = o.c.batch;
-	o.cfg.steps = o.c.steps >= 0 ? o.c.steps : train_epoch_steps(d.n, o.c.batch, o.c.epochs);
+	o.cfg.steps = o.c.steps;
 	o.cfg.timeout = o.g.timeout;
 	o.cfg.token = o.g.token;
 	o.cfg.note = prog_note;
-	train(&o, &m, &d);
-	train_data_free(&d);
-	nn_model_free(&m);
-	ckpt_state_free(&st);
+	train(&o, &in.m, &in.d);
+	trainer_in_free(&in);
 	cli_group_free(&o.g);
-	trainer_inputs_free(owned);
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }

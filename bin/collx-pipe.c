@@ -208,14 +208,12 @@ main(int argc, char **argv)
 	struct opts o = { .c.steps = -1, .c.threads = 1,
 	    .sched = PIPE_SCHED_1F1B };
 	struct pipe_cfg cfg = { 0 };
-	struct nn_model m;
-	struct train_data d;
-	struct ckpt_state st = { 0 };
+	struct trainer_in in = { 0 };
 	struct pipe_sched table = { 0 };
 	struct prog_job job;
 	struct trainer_pipe run = { .c = &o.c, .g = &o.g };
 	int *first;
-	char e[COLLX_ERRLEN], *cpath, *owned[4] = { 0 };
+	char e[COLLX_ERRLEN], *cpath;
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -230,39 +228,29 @@ main(int argc, char **argv)
 		load_schedule(&o, &table, o.g.world);
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	trainer_subst_inputs(owned, &o.g, &o.c.model, &o.data, &o.targets,
+	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
 	    &o.ckpt.resume);
-	trainer_model(&o.ckpt, o.c.model, o.c.threads, &m, &st);
-	trainer_targets(&m, o.targets, "-t (--targets)");
+	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
+	trainer_targets(&in.m, o.targets, "-t (--targets)");
 	/* interleaved: W*V virtual stages, chunk c of rank j is c*W + j */
 	cfg.chunks = o.sched_file != NULL ? table.v : (int)o.virt;
-	first = trainer_pipe_split(&m, o.g.world * cfg.chunks, o.split);
-	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	if (o.c.batch < 1)
-		o.c.batch = (long)d.n;
+	first = trainer_pipe_split(&in.m, o.g.world * cfg.chunks, o.split);
+	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	if (o.micro > o.c.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
 		    "a batch", o.micro, o.c.batch);
-	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch, o.c.epochs) :
-	    o.c.steps >= 0 ? o.c.steps : 1;
 	cfg.sched = o.sched;
 	cfg.table = o.sched_file != NULL ? &table : NULL;
-	cpath = trainer_pipe_cfg(&cfg, &o.c, &o.ckpt, &st, (int)o.micro, first,
+	cpath = trainer_pipe_cfg(&cfg, &o.c, &o.ckpt, &in.st, (int)o.micro, first,
 	    o.trace, o.g.world);
 	declare(&job, &o, &cfg);
 	run.trace = o.trace;
-	trainer_pipe_run(&run, &m, &d, &cfg, &job);
-	train_data_free(&d);
-	nn_model_free(&m);
-	ckpt_state_free(&st);
+	trainer_pipe_run(&run, &in.m, &in.d, &cfg, &job);
+	trainer_in_free(&in);
 	pipe_sched_free(&table);
 	free(cpath);
 	free(first);
 	cli_group_free(&o.g);
-	trainer_inputs_free(owned);
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }

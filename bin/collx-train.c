@@ -311,13 +311,12 @@ main(int argc, char **argv)
 	    .slow = TRAINOPT_SLOW_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
-	struct nn_model m;
-	struct train_data d;
-	struct ckpt_state st = { 0 };
+	struct trainer_in in = { 0 };
+	struct nn_model *m = &in.m;
 	struct prog_job job;
 	struct trainer_pipe run = { .c = &o.c, .mesh = &mesh, .g = &o.g };
 	int *first, stages;
-	char e[COLLX_ERRLEN], *cpath, *owned[4] = { 0 };
+	char e[COLLX_ERRLEN], *cpath;
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -328,37 +327,32 @@ main(int argc, char **argv)
 	check_args(&o);
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	trainer_subst_inputs(owned, &o.g, &o.c.model, &o.data, &o.targets,
+	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
 	    &o.ckpt.resume);
-	trainer_model(&o.ckpt, o.c.model, o.c.threads, &m, &st);
-	mesh_for_model(&o, &mesh, &m);
-	check_slow_mesh(&o, &mesh, &m);
+	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
+	mesh_for_model(&o, &mesh, m);
+	check_slow_mesh(&o, &mesh, m);
 	if (o.slow.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);
-	trainer_targets(&m, o.targets, "-t (--targets)");
+	trainer_targets(m, o.targets, "-t (--targets)");
 	/* interleaved: P*V virtual stages, chunk c of stage j is c*P + j */
 	cfg.chunks = (int)o.virt;
 	stages = mesh.pp * cfg.chunks;
-	first = trainer_pipe_split(&m, stages, o.split);
+	first = trainer_pipe_split(m, stages, o.split);
 	for (int j = 0; j < stages; j++)
-		if (tp_stage_check(&m, first[j], first[j + 1], mesh.tp, e,
+		if (tp_stage_check(m, first[j], first[j + 1], mesh.tp, e,
 		    sizeof(e)) < 0)
 			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
 	/* pipe.c's chunks_init refuses it too, after the group forms */
 	if (cfg.chunks > 1 && mesh.tp > 1 && mesh.pp == 1 &&
-	    m.dims.arch == NN_GPT)
+	    m->dims.arch == NN_GPT)
 		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
 		    "--tp %d needs --pp 2 or more (one stage would hold both "
 		    "ends of the tied embedding)", mesh.tp);
-	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch,
-	    o.c.epochs) : o.c.steps;
+	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	cfg.sched = o.sched;
-	cpath = trainer_pipe_cfg(&cfg, &o.c, &o.ckpt, &st, (int)o.micro, first,
+	cpath = trainer_pipe_cfg(&cfg, &o.c, &o.ckpt, &in.st, (int)o.micro, first,
 	    o.trace, o.g.world);
 	cfg.zero = o.zero;
 	cfg.wire = o.slow.wire;
@@ -369,14 +363,11 @@ main(int argc, char **argv)
 	cfg.outer_momentum = o.slow.outer_momentum;
 	job_declare(&job, &o, &mesh, &cfg);
 	run.trace = o.trace;
-	trainer_pipe_run(&run, &m, &d, &cfg, &job);
-	train_data_free(&d);
-	nn_model_free(&m);
-	ckpt_state_free(&st);
+	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
+	trainer_in_free(&in);
 	free(cpath);
 	free(first);
 	cli_group_free(&o.g);
-	trainer_inputs_free(owned);
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }

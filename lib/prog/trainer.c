@@ -19,31 +19,50 @@ trainer_check(const struct trainopt_ckpt *k, const char *model,
 }
 
 void
-trainer_subst_inputs(char *owned[4], const struct cli_group *g,
+trainer_in_paths(struct trainer_in *in, const struct cli_group *g,
     const char **model, const char **data, const char **targets,
     const char **resume)
 {
 	const char **p[] = { model, data, targets, resume };
 
-	trainopt_subst_paths(p, owned, 4, g);
+	trainopt_subst_paths(p, in->owned, 4, g);
 }
 
 void
-trainer_inputs_free(char *owned[4])
-{
-	for (int i = 0; i < 4; i++)
-		free(owned[i]);
-}
-
-void
-trainer_model(const struct trainopt_ckpt *k, const char *model, int threads,
-    struct nn_model *m, struct ckpt_state *st)
+trainer_in_model(struct trainer_in *in, const struct trainopt_ckpt *k,
+    const char *model, int threads)
 {
 	char e[COLLX_ERRLEN];
 
 	nn_set_threads(threads);
-	if (trainopt_model_start(k, model, m, st, e, sizeof(e)) < 0)
+	if (trainopt_model_start(k, model, &in->m, &in->st, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+}
+
+void
+trainer_in_data(struct trainer_in *in, const char *data, const char *targets,
+    struct trainopt_common *c, const struct trainopt_ckpt *k)
+{
+	char e[COLLX_ERRLEN];
+
+	if (train_data_load(&in->d, &in->m, data, targets, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	if (c->batch < 1)
+		c->batch = (long)in->d.n;
+	if (trainopt_resume_check(k, &in->st, c->batch, e, sizeof(e)) < 0)
+		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	c->steps = c->epochs > 0 ? train_epoch_steps(in->d.n, c->batch,
+	    c->epochs) : c->steps >= 0 ? c->steps : 1;
+}
+
+void
+trainer_in_free(struct trainer_in *in)
+{
+	train_data_free(&in->d);
+	nn_model_free(&in->m);
+	ckpt_state_free(&in->st);
+	for (int i = 0; i < 4; i++)
+		free(in->owned[i]);
 }
 
 _Noreturn void

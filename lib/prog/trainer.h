@@ -31,18 +31,31 @@ struct trainer {
 void trainer_check(const struct trainopt_ckpt *k, const char *model,
     const char *data, const char *data_opt);
 
-/* {rank} and {world} in a run's input paths (outputs: at write time),
- * into owned[0..3] for trainer_inputs_free; NULL ones stay. */
-void trainer_subst_inputs(char *owned[4], const struct cli_group *g,
+/* What a run trains: the model (or the checkpoint resumed, its optimizer
+ * state and step in st) and its data, read from paths whose {rank} and
+ * {world} are substituted (owned: those strings). Zero it first. */
+struct trainer_in {
+	struct nn_model m;
+	struct train_data d;
+	struct ckpt_state st;
+	char *owned[4];
+};
+/* {rank} and {world} in the input paths given (outputs: at write time). */
+void trainer_in_paths(struct trainer_in *in, const struct cli_group *g,
     const char **model, const char **data, const char **targets,
     const char **resume);
-void trainer_inputs_free(char *owned[4]);
+/* The model: --resume's checkpoint or the model file, with threads BLAS
+ * threads; exit 3 when unreadable. */
+void trainer_in_model(struct trainer_in *in, const struct trainopt_ckpt *k,
+    const char *model, int threads);
+/* The data (exit 3 when bad), then c's batch (no --batch: all of it) and
+ * steps (--epochs over the data; neither: 1); a resumed run keeps the
+ * checkpoint's batch (exit 3). */
+void trainer_in_data(struct trainer_in *in, const char *data,
+    const char *targets, struct trainopt_common *c,
+    const struct trainopt_ckpt *k);
+void trainer_in_free(struct trainer_in *in);
 
-/* The model to train: --resume's checkpoint (its optimizer state and step
- * into st) or the model file, with threads BLAS threads; exit 3 when
- * unreadable. */
-void trainer_model(const struct trainopt_ckpt *k, const char *model,
-    int threads, struct nn_model *m, struct ckpt_state *st);
 /* --init ARCH --dims DIMS [--seed S] -o OUT: a fresh model from a seed
  * written to out (with {world} 1), and the program ends. */
 _Noreturn void trainer_init_model(const char *arch, const char *dims,
