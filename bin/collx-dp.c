@@ -300,13 +300,9 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
-	char e[COLLX_ERRLEN], *cpath = NULL;
+	char e[COLLX_ERRLEN];
 
-	trainer_dp_begin(&r, &o->cfg, m, o->c.timing, o->g.rank, o->g.world);
-	if (o->ckpt.path != NULL)
-		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt.path, o->g.rank,
-		    o->g.world);
-	o->cfg.ckpt_every = o->ckpt.every;
+	trainer_dp_begin(&r, &o->cfg, m, &o->c, &o->ckpt, &o->g);
 	c = join_group(o);
 	if (dp_train(m, d, c, &o->cfg, trainer_dp_step, &r, &mem, &steps,
 	    &kind, e, sizeof(e)) < 0)
@@ -314,7 +310,6 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 	trainer_dp_end(&r, &mem, steps, &o->c, m);
 	comm_close(c);
 	free(steps);
-	free(cpath);
 }
 
 int
@@ -347,9 +342,6 @@ main(int argc, char **argv)
 	o.cfg.resume = o.ckpt.resume != NULL ? &in.st : NULL;
 	o.cfg.batch = o.c.batch;
 	o.cfg.steps = o.c.steps;
-	o.cfg.timeout = o.g.timeout;
-	o.cfg.token = o.g.token;
-	o.cfg.note = prog_note;
 	train(&o, &in.m, &in.d);
 	trainer_in_free(&in);
 	cli_group_free(&o.g);

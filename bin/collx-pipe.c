@@ -16,19 +16,16 @@
 #include "prog/trainer_pipe.h"
 
 enum {
-	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_SCHEDULE_FILE, OPT_SPLIT,
-	OPT_TRACE, OPT_PRINT, OPT_VIRTUAL
+	OPT_SCHEDULE_FILE = CLI_OPT_PROGRAM, OPT_PRINT
 };
 
 static const struct option longopts[] = {
 	CLI_STD_LONGOPTS,
 	TRAINOPT_FILE_LONGOPTS,
 	{ "input", 1, 0, 'i' }, { "targets", 1, 0, 't' },
-	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
+	TRAINER_PIPE_LONGOPTS,
 	{ "schedule-file", 1, 0, OPT_SCHEDULE_FILE },
-	{ "virtual", 1, 0, OPT_VIRTUAL },
-	TRAINOPT_STEPS_LONGOPTS, { "split", 1, 0, OPT_SPLIT },
-	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
+	TRAINOPT_STEPS_LONGOPTS, { "print-schedule", 0, 0, OPT_PRINT },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -38,10 +35,9 @@ static const struct option longopts[] = {
 
 struct opts {
 	struct trainopt_common c;
-	const char *data, *targets, *trace, *split, *sched_file;
-	long micro, virt;	/* virt: V, interleaved's chunks per rank */
-	int print, sched_given;
-	enum pipe_sched_kind sched;
+	const char *data, *targets, *sched_file;
+	struct trainer_pipe_opts p;
+	int print;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
 	struct cli_group g;
@@ -99,24 +95,13 @@ own_option(void *ctx, int c, const char *a)
 {
 	struct opts *o = ctx;
 
+	if (trainer_pipe_option(&o->p, c, a, "gpipe, 1f1b, interleaved or "
+	    "zb-h1", 1))
+		return 1;
 	switch (c) {
 	case 'i': o->data = a; break;
 	case 't': o->targets = a; break;
-	case OPT_MICRO:
-		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
-		break;
-	case OPT_SCHEDULE:
-		if (pipe_sched_parse(a, &o->sched) < 0)
-			cli_usage_error("--schedule: want gpipe, 1f1b, "
-			    "interleaved or zb-h1, not '%s'", a);
-		o->sched_given = 1;
-		break;
-	case OPT_VIRTUAL:
-		o->virt = cli_parse_long("--virtual", a, 1, 64);
-		break;
 	case OPT_SCHEDULE_FILE: o->sched_file = a; break;
-	case OPT_SPLIT: o->split = a; break;
-	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
 	default: return 0;
 	}
@@ -131,17 +116,13 @@ parse_args(struct opts *o, int argc, char **argv)
 	    .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
-	if (o->micro < 1)
+	if (o->p.micro < 1)
 		cli_usage_error("--microbatches M is required");
-	if (o->sched_file != NULL && o->sched_given)
+	if (o->sched_file != NULL && o->p.sched_given)
 		cli_usage_error("give one of --schedule and --schedule-file");
 	if (o->sched_file != NULL)
-		o->sched = PIPE_SCHED_FILE;
-	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
-		cli_usage_error("--virtual goes with --schedule interleaved (a "
-		    "schedule file names its chunks)");
-	if (o->virt == 0)
-		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
+		o->p.sched = PIPE_SCHED_FILE;
+	trainer_pipe_virtual(&o->p, " (a schedule file names its chunks)");
 }
 
 /* The schedule file's tables for W stages (0: the file's ranks); a bad
@@ -151,7 +132,7 @@ load_schedule(const struct opts *o, struct pipe_sched *s, int w)
 {
 	char e[COLLX_ERRLEN];
 
-	if (pipe_sched_file(s, o->sched_file, (int)o->micro, w, e,
+	if (pipe_sched_file(s, o->sched_file, (int)o->p.micro, w, e,
 	    sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 }
@@ -164,27 +145,27 @@ print_schedule(const struct opts *o)
 	char e[COLLX_ERRLEN];
 	int w = o->g.world > 0 ? o->g.world : o->sched_file != NULL ? 0 : 1;
 
-	int v = (int)o->virt;
+	int v = (int)o->p.virt;
 	char chunks[32] = "";
 	double paper;
 
 	if (o->sched_file != NULL)
 		load_schedule(o, &s, w);
-	else if (pipe_sched_build_virtual(&s, o->sched, (int)o->micro, w, v,
+	else if (pipe_sched_build_virtual(&s, o->p.sched, (int)o->p.micro, w, v,
 	    e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	if (s.v > 1)
 		snprintf(chunks, sizeof(chunks), ", V=%d chunks", s.v);
-	if ((paper = pipe_sched_bubble(o->sched, (int)o->micro, w, v)) < 0)
+	if ((paper = pipe_sched_bubble(o->p.sched, (int)o->p.micro, w, v)) < 0)
 		paper = pipe_sched_table_bubble(&s);	/* no closed form */
 	if (cli_verbose && o->sched_file == NULL)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks, "
-		    "bubble %s = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
-		    chunks, s.nclocks, pipe_sched_formula(o->sched,
-		    (int)o->micro, w, v), paper);
+		    "bubble %s = %.4f\n", pipe_sched_name(o->p.sched), o->p.micro, w,
+		    chunks, s.nclocks, pipe_sched_formula(o->p.sched,
+		    (int)o->p.micro, w, v), paper);
 	else if (cli_verbose)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks\n",
-		    o->sched_file, o->micro, s.w, chunks, s.nclocks);
+		    o->sched_file, o->p.micro, s.w, chunks, s.nclocks);
 	pipe_sched_print(stdout, &s);
 	pipe_sched_free(&s);
 	cli_close_stdout();
@@ -198,7 +179,7 @@ declare(struct prog_job *job, const struct opts *o,
     const struct pipe_cfg *cfg)
 {
 	prog_job_init(job, "collx-pipe");
-	trainer_pipe_declare(job, cfg, o->split);
+	trainer_pipe_declare(job, cfg, o->p.split);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 }
 
@@ -206,12 +187,12 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1,
-	    .sched = PIPE_SCHED_1F1B };
+	    .p.sched = PIPE_SCHED_1F1B };
 	struct pipe_cfg cfg = { 0 };
 	struct trainer_in in = { 0 };
 	struct pipe_sched table = { 0 };
 	struct prog_job job;
-	struct trainer_pipe run = { .c = &o.c, .g = &o.g };
+	struct trainer_pipe run = { .c = &o.c, .o = &o.p, .g = &o.g };
 	int *first;
 	char e[COLLX_ERRLEN], *cpath;
 
@@ -233,18 +214,15 @@ main(int argc, char **argv)
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	trainer_targets(&in.m, o.targets, "-t (--targets)");
 	/* interleaved: W*V virtual stages, chunk c of rank j is c*W + j */
-	cfg.chunks = o.sched_file != NULL ? table.v : (int)o.virt;
-	first = trainer_pipe_split(&in.m, o.g.world * cfg.chunks, o.split);
+	cfg.chunks = o.sched_file != NULL ? table.v : (int)o.p.virt;
+	first = trainer_pipe_split(&run, &in.m, cfg.chunks);
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
-	if (o.micro > o.c.batch)
+	if (o.p.micro > o.c.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
-		    "a batch", o.micro, o.c.batch);
-	cfg.sched = o.sched;
+		    "a batch", o.p.micro, o.c.batch);
 	cfg.table = o.sched_file != NULL ? &table : NULL;
-	cpath = trainer_pipe_cfg(&cfg, &o.c, &o.ckpt, &in.st, (int)o.micro, first,
-	    o.trace, o.g.world);
+	cpath = trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st, first);
 	declare(&job, &o, &cfg);
-	run.trace = o.trace;
 	trainer_pipe_run(&run, &in.m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	pipe_sched_free(&table);

@@ -14,13 +14,11 @@
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
-#include "par/tp_stage.h"
 #include "prog/trainer_pipe.h"
 
 enum {
-	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_MICRO,
-	OPT_SCHEDULE, OPT_SPLIT, OPT_ZERO, OPT_TRACE, OPT_PRINT, OPT_PER_HOST,
-	OPT_VIRTUAL
+	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_ZERO, OPT_PRINT,
+	OPT_PER_HOST
 };
 
 static const struct option longopts[] = {
@@ -29,11 +27,8 @@ static const struct option longopts[] = {
 	{ "data", 1, 0, OPT_DATA }, { "input", 1, 0, 'i' },
 	{ "targets", 1, 0, 't' },
 	{ "dp", 1, 0, OPT_DP }, { "tp", 1, 0, OPT_TP }, { "pp", 1, 0, OPT_PP },
-	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
-	{ "split", 1, 0, OPT_SPLIT }, { "zero", 1, 0, OPT_ZERO },
-	{ "virtual", 1, 0, OPT_VIRTUAL },
-	TRAINOPT_STEPS_LONGOPTS,
-	{ "trace", 1, 0, OPT_TRACE }, { "print-mesh", 0, 0, OPT_PRINT },
+	TRAINER_PIPE_LONGOPTS, { "zero", 1, 0, OPT_ZERO },
+	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
@@ -47,10 +42,9 @@ static const struct option longopts[] = {
 
 struct opts {
 	struct trainopt_common c;
-	const char *data, *targets, *trace, *split;
+	const char *data, *targets;
 	int dp, tp, pp, per_host, print, zero;
-	long micro, virt;	/* virt: interleaved's chunks per stage */
-	enum pipe_sched_kind sched;
+	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
 	struct trainopt_slow slow;
@@ -141,6 +135,9 @@ own_option(void *ctx, int c, const char *a)
 {
 	struct opts *o = ctx;
 
+	if (trainer_pipe_option(&o->p, c, a, "gpipe, 1f1b, zb-h1 or "
+	    "interleaved", 0))
+		return 1;
 	switch (c) {
 	case OPT_DATA:
 	case 'i': o->data = a; break;
@@ -148,23 +145,9 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_DP: o->dp = axis_value("--dp", a); break;
 	case OPT_TP: o->tp = axis_value("--tp", a); break;
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
-	case OPT_MICRO:
-		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
-		break;
-	case OPT_SCHEDULE:
-		if (pipe_sched_parse(a, &o->sched) < 0 ||
-		    o->sched == PIPE_SCHED_FILE)
-			cli_usage_error("--schedule: want gpipe, 1f1b, "
-			    "zb-h1 or interleaved, not '%s'", a);
-		break;
-	case OPT_VIRTUAL:
-		o->virt = cli_parse_long("--virtual", a, 1, 64);
-		break;
-	case OPT_SPLIT: o->split = a; break;
 	case OPT_ZERO:
 		o->zero = (int)cli_parse_long("--zero", a, 0, 2);
 		break;
-	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
 	case OPT_PER_HOST:
 		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
@@ -186,10 +169,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	/* D takes what T and P leave, unless one of them does */
 	if (o->dp == AXIS_UNSET)
 		o->dp = o->tp == -1 || o->pp == -1 ? 1 : -1;
-	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
-		cli_usage_error("--virtual goes with --schedule interleaved");
-	if (o->virt == 0)
-		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
+	trainer_pipe_virtual(&o->p, "");
 }
 
 /* The mesh over world ranks, or exit 3 with the numbers. */
@@ -226,7 +206,7 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--dp", "%d", m->dp);
 	prog_job_add(job, "--tp", "%d", m->tp);
 	prog_job_add(job, "--pp", "%d", m->pp);
-	trainer_pipe_declare(job, cfg, o->split);
+	trainer_pipe_declare(job, cfg, o->p.split);
 	prog_job_add(job, "--zero", "%d", cfg->zero);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->wire));
@@ -297,25 +277,26 @@ mesh_for_model(const struct opts *o, struct mesh *mesh,
 	mesh_or_die(o, mesh, o->g.world);
 	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	if (o->micro > o->c.batch / mesh->dp)
+	if (o->p.micro > o->c.batch / mesh->dp)
 		cli_usage_error("--microbatches %ld: more than the %ld samples "
 		    "of the smallest replica's share of --batch %ld over %d",
-		    o->micro, o->c.batch / mesh->dp, o->c.batch, mesh->dp);
+		    o->p.micro, o->c.batch / mesh->dp, o->c.batch, mesh->dp);
 }
 
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .c.steps = -1, .c.threads = 1, .micro = 1,
-	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .sched = PIPE_SCHED_1F1B,
+	struct opts o = { .c.steps = -1, .c.threads = 1, .p.micro = 1,
+	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .p.sched = PIPE_SCHED_1F1B,
 	    .slow = TRAINOPT_SLOW_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
 	struct trainer_in in = { 0 };
 	struct nn_model *m = &in.m;
 	struct prog_job job;
-	struct trainer_pipe run = { .c = &o.c, .mesh = &mesh, .g = &o.g };
-	int *first, stages;
+	struct trainer_pipe run = { .c = &o.c, .o = &o.p, .mesh = &mesh,
+	    .g = &o.g };
+	int *first;
 	char e[COLLX_ERRLEN], *cpath;
 
 	cli_init(argv[0]);
@@ -337,23 +318,10 @@ main(int argc, char **argv)
 		    "whole matrices, not a TP rank's shards", mesh.tp);
 	trainer_targets(m, o.targets, "-t (--targets)");
 	/* interleaved: P*V virtual stages, chunk c of stage j is c*P + j */
-	cfg.chunks = (int)o.virt;
-	stages = mesh.pp * cfg.chunks;
-	first = trainer_pipe_split(m, stages, o.split);
-	for (int j = 0; j < stages; j++)
-		if (tp_stage_check(m, first[j], first[j + 1], mesh.tp, e,
-		    sizeof(e)) < 0)
-			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
-	/* pipe.c's chunks_init refuses it too, after the group forms */
-	if (cfg.chunks > 1 && mesh.tp > 1 && mesh.pp == 1 &&
-	    m->dims.arch == NN_GPT)
-		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
-		    "--tp %d needs --pp 2 or more (one stage would hold both "
-		    "ends of the tied embedding)", mesh.tp);
+	cfg.chunks = (int)o.p.virt;
+	first = trainer_pipe_split(&run, m, cfg.chunks);
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
-	cfg.sched = o.sched;
-	cpath = trainer_pipe_cfg(&cfg, &o.c, &o.ckpt, &in.st, (int)o.micro, first,
-	    o.trace, o.g.world);
+	cpath = trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st, first);
 	cfg.zero = o.zero;
 	cfg.wire = o.slow.wire;
 	cfg.powersgd = o.slow.powersgd;
@@ -362,7 +330,6 @@ main(int argc, char **argv)
 	cfg.outer_lr = o.slow.outer_lr;
 	cfg.outer_momentum = o.slow.outer_momentum;
 	job_declare(&job, &o, &mesh, &cfg);
-	run.trace = o.trace;
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	free(cpath);

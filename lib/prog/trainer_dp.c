@@ -1,5 +1,6 @@
 /* trainer_dp: collx-dp's per-step report, memory figures and outputs. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/cli.h"
 #include "comm/coll.h"
@@ -7,8 +8,9 @@
 #include "prog/trainer_dp.h"
 
 void
-trainer_dp_begin(struct trainer_dp *r, const struct dp_cfg *cfg,
-    const struct nn_model *m, const char *timing, int rank, int world)
+trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
+    const struct nn_model *m, const struct trainopt_common *c,
+    const struct trainopt_ckpt *k, const struct cli_group *g)
 {
 	static const size_t esz[] = { 4, 2, 2, 1 };
 	int ps = cfg->sync == DP_PS, rs = cfg->zero > 0;
@@ -23,9 +25,16 @@ trainer_dp_begin(struct trainer_dp *r, const struct dp_cfg *cfg,
 	    "allreduce_exposed";
 	r->comm_algo = ps ? ps_mode_name(cfg->ps_mode) :
 	    coll_algo_name(cfg->algo);
-	trainer_open(&r->t, timing, NULL, rank, world);
+	trainer_open(&r->t, c->timing, NULL, g->rank, g->world);
 	trainer_begin(&r->t, trainer_unit(m), cfg->resume != NULL ?
 	    cfg->resume->step : 0, cfg->steps);
+	if (k->path != NULL)
+		cfg->ckpt_path = r->ckpt_path = cli_subst(k->path, g->rank,
+		    g->world);
+	cfg->ckpt_every = k->every;
+	cfg->timeout = g->timeout;
+	cfg->token = g->token;
+	cfg->note = prog_note;
 }
 
 static void
@@ -88,4 +97,5 @@ trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
 	if (r->t.rank == 0 && c->loss_csv != NULL)
 		trainer_save_loss(c->loss_csv, r->t.world, steps + first, n, 1);
 	trainer_close(&r->t);
+	free(r->ckpt_path);
 }

@@ -12,11 +12,14 @@ struct trainer_dp {
 	size_t nparams, esz;	/* bytes per gradient on the wire */
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op, *dtype;
 	int zero;
+	char *ckpt_path;	/* k's path, {rank} and {world} substituted */
 };
 
-/* Opens --timing and starts the report of cfg's steps over m. */
-void trainer_dp_begin(struct trainer_dp *r, const struct dp_cfg *cfg,
-    const struct nn_model *m, const char *timing, int rank, int world);
+/* Opens c's --timing and starts the report of cfg's steps over m; into
+ * cfg the checkpoints (k) and the group's (g) timeout, token and notes. */
+void trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
+    const struct nn_model *m, const struct trainopt_common *c,
+    const struct trainopt_ckpt *k, const struct cli_group *g);
 /* dp_train's step callback: ctx is the trainer_dp. */
 void trainer_dp_step(void *ctx, const struct train_step *s);
 /* The summary, -v's memory figures, rank 0's outputs (c's -o and

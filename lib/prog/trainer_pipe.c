@@ -8,34 +8,83 @@
 #include "comm/coll.h"
 #include "comm/comm.h"
 #include "par/pipe_sched.h"
+#include "par/tp_stage.h"
 #include "prog/pipe_report.h"
 #include "prog/trainer_pipe.h"
 
-int *
-trainer_pipe_split(const struct nn_model *m, int stages, const char *split)
+int
+trainer_pipe_option(struct trainer_pipe_opts *o, int c, const char *a,
+    const char *names, int file)
 {
+	switch (c) {
+	case TRAINER_PIPE_MICRO:
+		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
+		break;
+	case TRAINER_PIPE_SCHEDULE:
+		if (pipe_sched_parse(a, &o->sched) < 0 ||
+		    (!file && o->sched == PIPE_SCHED_FILE))
+			cli_usage_error("--schedule: want %s, not '%s'", names,
+			    a);
+		o->sched_given = 1;
+		break;
+	case TRAINER_PIPE_VIRTUAL:
+		o->virt = cli_parse_long("--virtual", a, 1, 64);
+		break;
+	case TRAINER_PIPE_SPLIT: o->split = a; break;
+	case TRAINER_PIPE_TRACE: o->trace = a; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+void
+trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
+{
+	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
+		cli_usage_error("--virtual goes with --schedule interleaved%s",
+		    hint);
+	if (o->virt == 0)
+		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
+}
+
+int *
+trainer_pipe_split(const struct trainer_pipe *p, const struct nn_model *m,
+    int chunks)
+{
+	const struct mesh *mesh = p->mesh;
+	int stages = (mesh != NULL ? mesh->pp : p->g->world) * chunks;
 	int *first = cli_calloc((size_t)stages + 1, sizeof(int));
 	char e[COLLX_ERRLEN];
 
-	if (pipe_split(m, stages, split, first, e, sizeof(e)) < 0)
+	if (pipe_split(m, stages, p->o->split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
+	for (int j = 0; mesh != NULL && j < stages; j++)
+		if (tp_stage_check(m, first[j], first[j + 1], mesh->tp, e,
+		    sizeof(e)) < 0)
+			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
+	/* pipe.c's chunks_init refuses it too, after the group forms */
+	if (mesh != NULL && chunks > 1 && mesh->tp > 1 && mesh->pp == 1 &&
+	    m->dims.arch == NN_GPT)
+		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
+		    "--tp %d needs --pp 2 or more (one stage would hold both "
+		    "ends of the tied embedding)", mesh->tp);
 	return first;
 }
 
 char *
-trainer_pipe_cfg(struct pipe_cfg *cfg, const struct trainopt_common *c,
-    const struct trainopt_ckpt *k, struct ckpt_state *st, int micro,
-    const int *first, const char *trace, int world)
+trainer_pipe_cfg(struct pipe_cfg *cfg, const struct trainer_pipe *p,
+    const struct trainopt_ckpt *k, struct ckpt_state *st, const int *first)
 {
 	char *cpath = NULL;
 
-	cfg->micro = micro;
-	cfg->batch = c->batch;
-	cfg->steps = c->steps;
+	cfg->sched = p->o->sched;
+	cfg->micro = (int)p->o->micro;
+	cfg->batch = p->c->batch;
+	cfg->steps = p->c->steps;
 	cfg->first = first;
-	cfg->trace = trace != NULL;
+	cfg->trace = p->o->trace != NULL;
 	if (k->path != NULL)
-		cfg->ckpt_path = cpath = cli_subst(k->path, 0, world);
+		cfg->ckpt_path = cpath = cli_subst(k->path, 0, p->g->world);
 	cfg->ckpt_every = k->every;
 	cfg->resume = k->resume != NULL ? st : NULL;
 	return cpath;
@@ -212,8 +261,8 @@ write_outputs(const struct run *r, const struct nn_model *m,
 		trainer_save_loss(c->loss_csv, r->t.world, res->steps + from, n,
 		    r->p->mesh != NULL);
 	}
-	if (r->p->trace != NULL) {
-		path = cli_subst(r->p->trace, 0, r->t.world);
+	if (r->p->o->trace != NULL) {
+		path = cli_subst(r->p->o->trace, 0, r->t.world);
 		if (pipe_trace_write(path, res, r->pipe.world, e,
 		    sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "%s", e);

@@ -11,23 +11,53 @@
 #include "par/pipe.h"
 #include "prog/trainer.h"
 
+/* The pipeline's options, collx-pipe's and collx-train's alike:
+ * TRAINER_PIPE_LONGOPTS in the getopt_long table, each option offered
+ * to trainer_pipe_option(), which takes one (1) or says it is not one
+ * (0); then trainer_pipe_virtual(). */
+struct trainer_pipe_opts {
+	const char *split, *trace;
+	long micro, virt;	/* virt: interleaved's chunks per stage */
+	enum pipe_sched_kind sched;
+	int sched_given;
+};
+enum {
+	TRAINER_PIPE_MICRO = 0x12e0, TRAINER_PIPE_SCHEDULE,
+	TRAINER_PIPE_VIRTUAL, TRAINER_PIPE_SPLIT, TRAINER_PIPE_TRACE
+};
+#define TRAINER_PIPE_LONGOPTS \
+	{ "microbatches", 1, 0, TRAINER_PIPE_MICRO }, \
+	{ "schedule", 1, 0, TRAINER_PIPE_SCHEDULE }, \
+	{ "virtual", 1, 0, TRAINER_PIPE_VIRTUAL }, \
+	{ "split", 1, 0, TRAINER_PIPE_SPLIT }, \
+	{ "trace", 1, 0, TRAINER_PIPE_TRACE }
+/* names: the schedules --schedule takes, as its usage error lists them;
+ * file: whether it takes "file" (a schedule file's). */
+int trainer_pipe_option(struct trainer_pipe_opts *o, int c, const char *a,
+    const char *names, int file);
+/* --virtual V goes with interleaved (a usage error, ending with hint),
+ * which has V 2 unless given; the others 1. */
+void trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint);
+
 struct trainer_pipe {
+	/* the program's, before trainer_pipe_split */
 	const struct trainopt_common *c;	/* -o, --loss-csv, --timing */
-	const char *trace;	/* --trace F.json, or NULL */
+	const struct trainer_pipe_opts *o;	/* --trace among them */
 	const struct mesh *mesh;	/* collx-train's; NULL: collx-pipe's */
 	const struct cli_group *g;
 };
 
-/* The boundaries of stages stages' layers (--split, or balanced), for
- * the caller to free; a bad --split is a usage error. */
-int *trainer_pipe_split(const struct nn_model *m, int stages,
-    const char *split);
+/* The boundaries of the layers of p's stages, chunks virtual ones per
+ * rank of the pipeline (--split, or balanced), for the caller to free; a
+ * bad --split is a usage error. On a mesh, each stage's layers must shard
+ * over its TP group (exit 3). */
+int *trainer_pipe_split(const struct trainer_pipe *p,
+    const struct nn_model *m, int chunks);
 /* cfg's run from the options: schedule, micro-batches, batch and steps,
  * the split first, the trace, the checkpoints (their path with {world};
  * returned for the caller to free) and st when resumed. */
-char *trainer_pipe_cfg(struct pipe_cfg *cfg, const struct trainopt_common *c,
-    const struct trainopt_ckpt *k, struct ckpt_state *st, int micro,
-    const int *first, const char *trace, int world);
+char *trainer_pipe_cfg(struct pipe_cfg *cfg, const struct trainer_pipe *p,
+    const struct trainopt_ckpt *k, struct ckpt_state *st, const int *first);
 /* The schedule's options every rank must share, as job j declares them
  * (split: --split as given, NULL: balanced). */
 void trainer_pipe_declare(struct prog_job *j, const struct pipe_cfg *cfg,
