@@ -193,8 +193,7 @@ main(int argc, char **argv)
 	struct pipe_sched table = { 0 };
 	struct prog_job job;
 	struct trainer_pipe run = { .c = &o.c, .o = &o.p, .g = &o.g };
-	int *first;
-	char e[COLLX_ERRLEN], *cpath;
+	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -215,19 +214,17 @@ main(int argc, char **argv)
 	trainer_targets(&in.m, o.targets, "-t (--targets)");
 	/* interleaved: W*V virtual stages, chunk c of rank j is c*W + j */
 	cfg.chunks = o.sched_file != NULL ? table.v : (int)o.p.virt;
-	first = trainer_pipe_split(&run, &in.m, cfg.chunks);
+	trainer_pipe_split(&run, &in.m, cfg.chunks);
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	if (o.p.micro > o.c.batch)
 		cli_usage_error("--microbatches %ld: more than the %ld samples of "
 		    "a batch", o.p.micro, o.c.batch);
 	cfg.table = o.sched_file != NULL ? &table : NULL;
-	cpath = trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st, first);
+	trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st);
 	declare(&job, &o, &cfg);
 	trainer_pipe_run(&run, &in.m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	pipe_sched_free(&table);
-	free(cpath);
-	free(first);
 	cli_group_free(&o.g);
 	cli_close_stdout();
 	return CLI_EXIT_OK;

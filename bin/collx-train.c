@@ -296,8 +296,7 @@ main(int argc, char **argv)
 	struct prog_job job;
 	struct trainer_pipe run = { .c = &o.c, .o = &o.p, .mesh = &mesh,
 	    .g = &o.g };
-	int *first;
-	char e[COLLX_ERRLEN], *cpath;
+	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -319,9 +318,9 @@ main(int argc, char **argv)
 	trainer_targets(m, o.targets, "-t (--targets)");
 	/* interleaved: P*V virtual stages, chunk c of stage j is c*P + j */
 	cfg.chunks = (int)o.p.virt;
-	first = trainer_pipe_split(&run, m, cfg.chunks);
+	trainer_pipe_split(&run, m, cfg.chunks);
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
-	cpath = trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st, first);
+	trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st);
 	cfg.zero = o.zero;
 	cfg.wire = o.slow.wire;
 	cfg.powersgd = o.slow.powersgd;
@@ -332,8 +331,6 @@ main(int argc, char **argv)
 	job_declare(&job, &o, &mesh, &cfg);
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
-	free(cpath);
-	free(first);
 	cli_group_free(&o.g);
 	cli_close_stdout();
 	return CLI_EXIT_OK;

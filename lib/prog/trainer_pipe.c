@@ -47,8 +47,8 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
 }
 
-int *
-trainer_pipe_split(const struct trainer_pipe *p, const struct nn_model *m,
+void
+trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
     int chunks)
 {
 	const struct mesh *mesh = p->mesh;
@@ -68,26 +68,24 @@ trainer_pipe_split(const struct trainer_pipe *p, const struct nn_model *m,
 		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
 		    "--tp %d needs --pp 2 or more (one stage would hold both "
 		    "ends of the tied embedding)", mesh->tp);
-	return first;
+	p->first = first;
 }
 
-char *
-trainer_pipe_cfg(struct pipe_cfg *cfg, const struct trainer_pipe *p,
-    const struct trainopt_ckpt *k, struct ckpt_state *st, const int *first)
+void
+trainer_pipe_cfg(struct pipe_cfg *cfg, struct trainer_pipe *p,
+    const struct trainopt_ckpt *k, struct ckpt_state *st)
 {
-	char *cpath = NULL;
-
 	cfg->sched = p->o->sched;
 	cfg->micro = (int)p->o->micro;
 	cfg->batch = p->c->batch;
 	cfg->steps = p->c->steps;
-	cfg->first = first;
+	cfg->first = p->first;
 	cfg->trace = p->o->trace != NULL;
 	if (k->path != NULL)
-		cfg->ckpt_path = cpath = cli_subst(k->path, 0, p->g->world);
+		cfg->ckpt_path = p->ckpt_path = cli_subst(k->path, 0,
+		    p->g->world);
 	cfg->ckpt_every = k->every;
 	cfg->resume = k->resume != NULL ? st : NULL;
-	return cpath;
 }
 
 void
@@ -271,7 +269,7 @@ write_outputs(const struct run *r, const struct nn_model *m,
 }
 
 void
-trainer_pipe_run(const struct trainer_pipe *p, struct nn_model *m,
+trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
     const struct train_data *d, struct pipe_cfg *cfg,
     const struct prog_job *job)
 {
@@ -322,4 +320,6 @@ trainer_pipe_run(const struct trainer_pipe *p, struct nn_model *m,
 	comm_close(c);
 	pipe_result_free(&res);
 	free(r.bytes);
+	free(p->first);
+	free(p->ckpt_path);
 }

@@ -45,19 +45,21 @@ struct trainer_pipe {
 	const struct trainer_pipe_opts *o;	/* --trace among them */
 	const struct mesh *mesh;	/* collx-train's; NULL: collx-pipe's */
 	const struct cli_group *g;
+	/* the run's own, freed by trainer_pipe_run */
+	int *first;		/* the split's layer boundaries */
+	char *ckpt_path;	/* --checkpoint, {world} substituted */
 };
 
-/* The boundaries of the layers of p's stages, chunks virtual ones per
- * rank of the pipeline (--split, or balanced), for the caller to free; a
- * bad --split is a usage error. On a mesh, each stage's layers must shard
- * over its TP group (exit 3). */
-int *trainer_pipe_split(const struct trainer_pipe *p,
-    const struct nn_model *m, int chunks);
+/* p->first: the boundaries of the layers of p's stages, chunks virtual
+ * ones per rank of the pipeline (--split, or balanced); a bad --split is
+ * a usage error. On a mesh, each stage's layers must shard over its TP
+ * group (exit 3). */
+void trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
+    int chunks);
 /* cfg's run from the options: schedule, micro-batches, batch and steps,
- * the split first, the trace, the checkpoints (their path with {world};
- * returned for the caller to free) and st when resumed. */
-char *trainer_pipe_cfg(struct pipe_cfg *cfg, const struct trainer_pipe *p,
-    const struct trainopt_ckpt *k, struct ckpt_state *st, const int *first);
+ * the split, the trace, the checkpoints (k) and st when resumed. */
+void trainer_pipe_cfg(struct pipe_cfg *cfg, struct trainer_pipe *p,
+    const struct trainopt_ckpt *k, struct ckpt_state *st);
 /* The schedule's options every rank must share, as job j declares them
  * (split: --split as given, NULL: balanced). */
 void trainer_pipe_declare(struct prog_job *j, const struct pipe_cfg *cfg,
@@ -67,7 +69,7 @@ void trainer_pipe_declare_run(struct prog_job *j, const struct pipe_cfg *cfg,
     const struct trainopt_ckpt *k);
 
 /* Joins the group as job, trains m on d and reports: a program body. */
-void trainer_pipe_run(const struct trainer_pipe *p, struct nn_model *m,
+void trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
     const struct train_data *d, struct pipe_cfg *cfg,
     const struct prog_job *job);
 
