@@ -11,11 +11,8 @@
 #include "comm/comm.h"
 #include "comm/ps.h"
 #include "par/dp.h"
-#include "prog/join.h"
-#include "prog/progress.h"
-#include "prog/trainopt.h"
+#include "prog/trainer_dp.h"
 #include "nn/nn.h"
-#include "tensor/tensor.h"
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
@@ -49,7 +46,6 @@ struct opts {
 	struct trainopt_ckpt ckpt;
 	int have_ps_servers;
 	struct trainopt_slow slow;
-	char *owned[4];		/* substituted paths */
 	struct dp_cfg cfg;
 	struct cli_group g;
 };
@@ -69,12 +65,7 @@ usage(void)
 	    "  --batch B             global batch, split over the ranks\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
-	    "  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n"
-	    "  --optimizer NAME      sgd (default) or adamw\n"
-	    "  --momentum M          sgd momentum (0)\n"
-	    "  --weight-decay WD     weight decay (sgd 0, adamw 0.01)\n"
-	    "  --betas B1,B2         adamw betas (0.9,0.999)\n"
-	    "  --eps E               adamw epsilon (1e-8)\n"
+	    TRAINOPT_OPTIM_HELP
 	    "  --sync ALGO           ring, tree, rd, rabenseifner, naive, ps or\n"
 	    "                        auto (default)\n"
 	    "  --ps-servers S        --sync ps: ranks 0..S-1 also serve (1)\n"
@@ -109,8 +100,7 @@ usage(void)
 	    "                        -v, a terminal gets one live progress line);\n"
 	    "                        rank 0 ends with a summary line either way\n"
 	    "  -q, --quiet           no step lines, no progress, no summary\n"
-	    "  -h, --help            this help\n"
-	    "  -V, --version         version\n"
+	    TRAINOPT_STD_HELP
 	    "%s"
 	    "Exit status: 0 ok, 1 runtime failure, 2 usage, 3 bad input or ranks\n"
 	    "disagree (parameters not identical after training).\n",
@@ -201,34 +191,6 @@ parse_args(struct opts *o, int argc, char **argv)
 	o->cfg.outer_momentum = o->slow.outer_momentum;
 }
 
-/* --init: a fresh model from a seed. */
-static _Noreturn void
-init_model(const struct opts *o)
-{
-	struct tensor_set s = { 0 };
-	struct nn_dims d;
-	enum nn_arch arch;
-	char e[COLLX_ERRLEN];
-	char *out;
-
-	if (nn_arch_parse(o->init, &arch) < 0)
-		cli_usage_error("--init: unknown architecture '%s' (mlp, block, gpt)",
-		    o->init);
-	if (o->dims == NULL || o->c.out == NULL)
-		cli_usage_error("--init needs --dims and -o");
-	if (nn_dims_parse(o->dims, arch, &d, e, sizeof(e)) < 0)
-		cli_usage_error("%s", e);	/* names --dims */
-	if (nn_init(&s, &d, o->cfg.seed, e, sizeof(e)) < 0)
-		cli_usage_error("--dims: %s", e);
-	out = cli_subst(o->c.out, 0, 1);
-	if (tensor_save(out, &s, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	free(out);
-	tensor_set_free(&s);
-	cli_close_stdout();
-	exit(CLI_EXIT_OK);
-}
-
 /* PowerSGD's refusals, each naming both options. */
 static void
 check_powersgd(const struct opts *o)
@@ -256,8 +218,7 @@ check_local(const struct opts *o)
 static void
 check_args(struct opts *o)
 {
-	if ((o->c.model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
-		cli_usage_error("-m MODEL (or --resume) and --data are required");
+	trainer_check(&o->ckpt, o->c.model, o->data, "--data");
 	if (o->c.batch < 1)
 		cli_usage_error("--batch B is required");
 	if ((o->c.steps >= 0) == (o->c.epochs > 0))
@@ -280,8 +241,6 @@ check_args(struct opts *o)
 	if (o->cfg.wire == DP_WIRE_INT8 && o->cfg.algo != COLL_AUTO)
 		cli_usage_error("--wire int8 sends by alltoall and allgather; "
 		    "--sync %s does not apply", o->sync_name);
-	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
-		cli_usage_error("--checkpoint-every goes with --checkpoint");
 	trainopt_slow_check(&o->slow, o->cfg.zero);
 	check_local(o);
 	check_powersgd(o);
@@ -294,103 +253,6 @@ check_args(struct opts *o)
 	if (o->cfg.ps_addrs == NULL && o->cfg.ps_servers > o->g.world)
 		cli_usage_error("--ps-servers %d: more servers than the %d ranks",
 		    o->cfg.ps_servers, o->g.world);
-}
-
-/* {rank} and {world} in the input paths (outputs: at write time). */
-static void
-subst_paths(struct opts *o)
-{
-	const char **p[] = { &o->c.model, &o->data, &o->targets,
-	    &o->ckpt.resume };
-
-	trainopt_subst_paths(p, o->owned, sizeof(p) / sizeof(p[0]), &o->g);
-}
-
-/* Per-step output: the progress report (a line per step with -v, or the
- * live line on a terminal) and the timing rows. */
-struct report {
-	struct cli_timing *timing;
-	struct progress pr;
-	int rank, world;
-	size_t nparams, esz;	/* bytes per gradient on the wire */
-	const char *comm_op, *comm_algo, *hidden_op, *exposed_op, *dtype;
-};
-
-static void
-timing_row(struct report *r, const char *op, const char *algo, long step,
-    double seconds)
-{
-	struct cli_timing_row row = {
-		.program = cli_progname, .op = op, .algo = algo, .rank = r->rank,
-		.world = r->world, .dtype = r->dtype, .count = r->nparams,
-		.bytes = r->nparams * r->esz, .iter = (int)step,
-		.seconds = seconds
-	};
-	char e[COLLX_ERRLEN];
-
-	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-}
-
-static void
-on_step(void *ctx, const struct train_step *s)
-{
-	struct report *r = ctx;
-
-	progress_step(&r->pr, s);
-	if (r->pr.lines)
-		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
-		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
-		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
-		    s->seconds > 0 ? s->tokens / s->seconds : 0,
-		    r->pr.unit, s->compute * 1e3, r->comm_op, s->comm * 1e3,
-		    s->hidden * 1e3);
-	timing_row(r, "compute", "-", s->step, s->compute);
-	timing_row(r, r->comm_op, r->comm_algo, s->step, s->comm);
-	timing_row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
-	timing_row(r, r->exposed_op, r->comm_algo, s->step, s->exposed);
-}
-
-/* -v: every rank's memory figures and mean step time (steps after the
- * first, which warms up, when there are several). */
-static void
-report_mem(const struct report *r, const struct dp_mem *mem,
-    const struct train_step *s, long n, int zero)
-{
-	double sum = 0;
-	long i, from = n > 1;
-
-	if (!cli_verbose || cli_quiet)
-		return;
-	for (i = from; i < n; i++)
-		sum += s[i].seconds;
-	fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu bytes, "
-	    "reduced gradients %zu bytes, mean step %.3f ms\n", cli_progname,
-	    r->rank, zero, mem->optim_bytes, mem->grad_bytes,
-	    n > from ? sum / (double)(n - from) * 1e3 : 0.0);
-}
-
-static void
-write_outputs(const struct opts *o, const struct nn_model *m,
-    const struct train_step *steps, long first, int rank, int world)
-{
-	char e[COLLX_ERRLEN], *path;
-
-	if (rank != 0)
-		return;
-	if (o->c.out != NULL) {
-		path = cli_subst(o->c.out, rank, world);
-		if (trainopt_model_save(path, m, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-		free(path);
-	}
-	if (o->c.loss_csv != NULL) {
-		path = cli_subst(o->c.loss_csv, rank, world);
-		if (trainopt_loss_csv_write_sent(path, steps + first,
-		    o->cfg.steps - first, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-		free(path);
-	}
 }
 
 static struct comm *
@@ -423,9 +285,7 @@ join_group(const struct opts *o)
 	prog_job_add(&job, "--ps-servers", "%d", f->ps_servers);
 	prog_job_add(&job, "--ps-mode", "%s", ps_mode_name(f->ps_mode));
 	prog_job_add(&job, "--staleness", "%d", f->staleness);
-	prog_job_flag(&job, "--checkpoint", f->ckpt_path != NULL);
-	prog_job_add(&job, "--checkpoint-every", "%ld", f->ckpt_every);
-	prog_job_add(&job, "--resume-step", "%ld", f->resume != NULL ?
+	trainer_declare_ckpt(&job, &o->ckpt, f->resume != NULL ?
 	    f->resume->step : 0L);
 	if ((code = prog_join(&c, &o->g, &job, e, sizeof e)) != 0)
 		cli_die(code, "%s", e);
@@ -435,60 +295,28 @@ join_group(const struct opts *o)
 static void
 train(struct opts *o, struct nn_model *m, const struct train_data *d)
 {
-	static const size_t esz[] = { 4, 2, 2, 1 };
-	struct report r = { .rank = o->g.rank, .world = o->g.world,
-	    .nparams = m->nparams, .esz = esz[o->cfg.wire],
-	    .dtype = dp_wire_name(o->cfg.wire) };
+	struct trainer_dp r;
 	struct train_step *steps = NULL;
 	struct dp_mem mem = { 0, 0 };
 	struct comm *c;
 	enum train_err kind;
-	char e[COLLX_ERRLEN], *tpath = NULL, *cpath = NULL;
-	long first;
+	char e[COLLX_ERRLEN];
 
-	r.comm_op = o->cfg.sync == DP_PS ? "ps" : o->cfg.zero > 0 ?
-	    "reduce_scatter" : "allreduce";
-	r.hidden_op = o->cfg.sync == DP_PS ? "ps_hidden" : o->cfg.zero > 0 ?
-	    "reduce_scatter_hidden" : "allreduce_hidden";
-	r.exposed_op = o->cfg.sync == DP_PS ? "ps_exposed" : o->cfg.zero > 0 ?
-	    "reduce_scatter_exposed" : "allreduce_exposed";
-	r.comm_algo = o->cfg.sync == DP_PS ? ps_mode_name(o->cfg.ps_mode) :
-	    coll_algo_name(o->cfg.algo);
-	first = o->cfg.resume != NULL ? o->cfg.resume->step : 0;
-	if (first > o->cfg.steps)
-		first = o->cfg.steps;
-	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
-	    "tokens", first, o->cfg.steps - first);
-	if (o->c.timing != NULL) {
-		tpath = cli_subst(o->c.timing, r.rank, r.world);
-		if (cli_timing_open(&r.timing, tpath, NULL, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	}
-	if (o->ckpt.path != NULL)
-		o->cfg.ckpt_path = cpath = cli_subst(o->ckpt.path, r.rank, r.world);
-	o->cfg.ckpt_every = o->ckpt.every;
+	trainer_dp_begin(&r, &o->cfg, m, &o->c, &o->ckpt, &o->g);
 	c = join_group(o);
-	if (dp_train(m, d, c, &o->cfg, on_step, &r, &mem, &steps, &kind, e,
-	    sizeof(e)) < 0)
+	if (dp_train(m, d, c, &o->cfg, trainer_dp_step, &r, &mem, &steps,
+	    &kind, e, sizeof(e)) < 0)
 		cli_die((int)kind, "%s", e);
-	progress_end(&r.pr);
-	report_mem(&r, &mem, steps + first, r.pr.steps, o->cfg.zero);
-	write_outputs(o, m, steps, first, r.rank, r.world);
-	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	trainer_dp_end(&r, &mem, steps, &o->c, m);
 	comm_close(c);
 	free(steps);
-	free(tpath);
-	free(cpath);
 }
 
 int
 main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1 };
-	struct nn_model m;
-	struct train_data d;
-	struct ckpt_state st = { 0 };
+	struct trainer_in in = { 0 };
 	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
@@ -501,35 +329,22 @@ main(int argc, char **argv)
 	o.slow = (struct trainopt_slow)TRAINOPT_SLOW_DEFAULTS;
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
-		init_model(&o);
+		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out);
 	cli_group_finish(&o.g);
 	check_args(&o);
-	subst_paths(&o);
+	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
+	    &o.ckpt.resume);
 	if (trainopt_optim_config(&o.optim, &o.cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	nn_set_threads(o.c.threads);
-	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e,
-	    sizeof(e)) < 0 ||
-	    trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	if (trainopt_targets_check(&m, o.targets, "--targets", e,
-	    sizeof(e)) < 0)
-		cli_usage_error("%s", e);
-	o.cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
-	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
+	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
+	trainer_targets(&in.m, o.targets, "--targets");
+	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
+	o.cfg.resume = o.ckpt.resume != NULL ? &in.st : NULL;
 	o.cfg.batch = o.c.batch;
-	o.cfg.steps = o.c.steps >= 0 ? o.c.steps : train_epoch_steps(d.n, o.c.batch, o.c.epochs);
-	o.cfg.timeout = o.g.timeout;
-	o.cfg.token = o.g.token;
-	o.cfg.note = prog_note;
-	train(&o, &m, &d);
-	train_data_free(&d);
-	nn_model_free(&m);
-	ckpt_state_free(&st);
+	o.cfg.steps = o.c.steps;
+	train(&o, &in.m, &in.d);
+	trainer_in_free(&in);
 	cli_group_free(&o.g);
-	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)
-		free(o.owned[i]);
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }

@@ -2,31 +2,23 @@
  * replicas of a P-stage pipeline whose stages are sharded over T-way
  * tensor-parallel groups, laid out by lib/par/mesh.c and trained by the
  * pipeline runner (lib/par/pipe.c) over tp_stage stages, its gradients
- * summed over each stage's replicas; or --print-mesh, the layout alone. */
-#include <inttypes.h>
+ * summed over each stage's replicas, in the trainer shell
+ * (lib/prog/trainer_pipe.c); or --print-mesh, the layout alone. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "comm/coll.h"
-#include "comm/comm.h"
 #include "nn/nn.h"
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
-#include "par/tp_stage.h"
-#include "prog/join.h"
-#include "prog/pipe_report.h"
-#include "prog/progress.h"
-#include "prog/trainopt.h"
-#include "tensor/tensor.h"
+#include "prog/trainer_pipe.h"
 
 enum {
-	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_MICRO,
-	OPT_SCHEDULE, OPT_SPLIT, OPT_ZERO, OPT_TRACE, OPT_PRINT, OPT_PER_HOST,
-	OPT_VIRTUAL
+	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_ZERO, OPT_PRINT,
+	OPT_PER_HOST
 };
 
 static const struct option longopts[] = {
@@ -35,11 +27,8 @@ static const struct option longopts[] = {
 	{ "data", 1, 0, OPT_DATA }, { "input", 1, 0, 'i' },
 	{ "targets", 1, 0, 't' },
 	{ "dp", 1, 0, OPT_DP }, { "tp", 1, 0, OPT_TP }, { "pp", 1, 0, OPT_PP },
-	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
-	{ "split", 1, 0, OPT_SPLIT }, { "zero", 1, 0, OPT_ZERO },
-	{ "virtual", 1, 0, OPT_VIRTUAL },
-	TRAINOPT_STEPS_LONGOPTS,
-	{ "trace", 1, 0, OPT_TRACE }, { "print-mesh", 0, 0, OPT_PRINT },
+	TRAINER_PIPE_LONGOPTS, { "zero", 1, 0, OPT_ZERO },
+	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
@@ -53,14 +42,12 @@ static const struct option longopts[] = {
 
 struct opts {
 	struct trainopt_common c;
-	const char *data, *targets, *trace, *split;
+	const char *data, *targets;
 	int dp, tp, pp, per_host, print, zero;
-	long micro, virt;	/* virt: interleaved's chunks per stage */
-	enum pipe_sched_kind sched;
+	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
 	struct trainopt_slow slow;
-	char *owned[4];
 	struct cli_group g;
 };
 
@@ -104,12 +91,7 @@ usage(void)
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
-	    "  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n"
-	    "  --optimizer NAME      sgd (default) or adamw\n"
-	    "  --momentum M          sgd momentum (0)\n"
-	    "  --weight-decay WD     weight decay (sgd 0, adamw 0.01)\n"
-	    "  --betas B1,B2         adamw betas (0.9,0.999)\n"
-	    "  --eps E               adamw epsilon (1e-8)\n"
+	    TRAINOPT_OPTIM_HELP
 	    "  -o, --output F        rank 0 writes the trained model, whole\n"
 	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,"
 	    "seconds,\n"
@@ -127,14 +109,7 @@ usage(void)
 	    "  --ranks-per-host N    --print-mesh: hosts of N consecutive "
 	    "ranks\n"
 	    "                        (default: one host)\n"
-	    "  --threads N           BLAS threads per rank (1)\n"
-	    "  -v, --verbose         a line per step on stderr (without -v, a\n"
-	    "                        terminal gets one live progress line); "
-	    "rank 0\n"
-	    "                        ends with a summary line either way\n"
-	    "  -q, --quiet           no step lines, no progress, no summaries\n"
-	    "  -h, --help            this help\n"
-	    "  -V, --version         version\n"
+	    TRAINOPT_RUN_HELP
 	    "%s"
 	    "Exit status: 0 ok, 1 runtime failure, 2 usage, 3 bad input (a "
 	    "mesh that\ncannot work too).\n",
@@ -160,6 +135,9 @@ own_option(void *ctx, int c, const char *a)
 {
 	struct opts *o = ctx;
 
+	if (trainer_pipe_option(&o->p, c, a, "gpipe, 1f1b, zb-h1 or "
+	    "interleaved", 0))
+		return 1;
 	switch (c) {
 	case OPT_DATA:
 	case 'i': o->data = a; break;
@@ -167,23 +145,9 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_DP: o->dp = axis_value("--dp", a); break;
 	case OPT_TP: o->tp = axis_value("--tp", a); break;
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
-	case OPT_MICRO:
-		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
-		break;
-	case OPT_SCHEDULE:
-		if (pipe_sched_parse(a, &o->sched) < 0 ||
-		    o->sched == PIPE_SCHED_FILE)
-			cli_usage_error("--schedule: want gpipe, 1f1b, "
-			    "zb-h1 or interleaved, not '%s'", a);
-		break;
-	case OPT_VIRTUAL:
-		o->virt = cli_parse_long("--virtual", a, 1, 64);
-		break;
-	case OPT_SPLIT: o->split = a; break;
 	case OPT_ZERO:
 		o->zero = (int)cli_parse_long("--zero", a, 0, 2);
 		break;
-	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
 	case OPT_PER_HOST:
 		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
@@ -205,10 +169,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	/* D takes what T and P leave, unless one of them does */
 	if (o->dp == AXIS_UNSET)
 		o->dp = o->tp == -1 || o->pp == -1 ? 1 : -1;
-	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
-		cli_usage_error("--virtual goes with --schedule interleaved");
-	if (o->virt == 0)
-		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
+	trainer_pipe_virtual(&o->p, "");
 }
 
 /* The mesh over world ranks, or exit 3 with the numbers. */
@@ -235,155 +196,6 @@ print_mesh(const struct opts *o)
 	exit(CLI_EXIT_OK);
 }
 
-/* Per-step output: the progress report, the timing rows, and rank 0's
- * bytes sent per step for the loss CSV; at the end, the pipeline's
- * bubble. */
-struct report {
-	const struct opts *o;
-	struct cli_timing *timing;
-	struct progress pr;
-	struct prog_pipe_report pipe;
-	struct mesh_coord at;
-	int rank, world;
-	struct mesh_groups *grp;
-	uint64_t sent;		/* bytes sent by the step before */
-	uint64_t axis[3];	/* bytes sent so far over pp, dp, tp */
-	uint64_t axis_step[3];	/* of them, in the last step */
-	uint64_t *bytes;	/* per step, grown with the steps */
-	long capbytes;
-};
-
-/* Bytes sent over each axis, the last step's and in all, and their sum. */
-static uint64_t
-bytes_sent(struct report *r)
-{
-	struct comm *g[3] = { r->grp->pp, r->grp->dp, r->grp->tp };
-	uint64_t sum = 0, now;
-
-	for (int a = 0; a < 3; a++) {
-		now = comm_bytes_sent(g[a]);
-		r->axis_step[a] = now - r->axis[a];
-		r->axis[a] = now;
-		sum += now;
-	}
-	return sum;
-}
-
-/* count: the replica's samples (compute, step) or the elements moved
- * (bytes then theirs). Every row carries the stage's bubble in the step,
- * as collx-pipe's do. */
-static void
-timing_row(struct report *r, const char *op, const char *algo,
-    const char *axis, long step, double seconds, size_t count, size_t bytes,
-    const struct pipe_stat *st)
-{
-	char extra[160], e[COLLX_ERRLEN];
-	int n;
-	struct cli_timing_row row = {
-		.program = cli_progname, .op = op, .algo = algo,
-		.rank = r->rank, .world = r->world, .dtype = "f32",
-		.count = count, .bytes = bytes, .iter = (int)step,
-		.seconds = seconds, .extra = extra
-	};
-
-	n = snprintf(extra, sizeof(extra), "%s,%d,%d,%d,", axis, r->at.pp,
-	    r->at.dp, r->at.tp);
-	prog_pipe_columns(&r->pipe, st, extra + n, sizeof(extra) - (size_t)n);
-	if (cli_timing_write(r->timing, &row, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-}
-
-static void
-step_timing(struct report *r, const struct train_step *s,
-    const struct pipe_stat *st)
-{
-	const char *sched = pipe_sched_name(r->o->sched);
-	size_t f = sizeof(float), b = (size_t)r->o->c.batch;
-
-	timing_row(r, "forward", sched, "pp", s->step, st->fwd, b, 0, st);
-	timing_row(r, "backward", sched, "pp", s->step, st->bwd, b, 0, st);
-	timing_row(r, "send", sched, "pp", s->step, st->send, st->sent / f,
-	    st->sent, st);
-	timing_row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
-	    st->recvd, st);
-	if (comm_size(r->grp->dp) > 1)
-		timing_row(r, r->o->zero > 0 ? "reduce_scatter" : "allreduce",
-		    coll_algo_name(COLL_AUTO), "dp",
-		    s->step, st->dp, st->dp_sent / f, st->dp_sent, st);
-	if (comm_size(r->grp->tp) > 1)
-		timing_row(r, "allreduce", coll_algo_name(COLL_RING), "tp",
-		    s->step, st->tp, st->tp_sent / f, st->tp_sent, st);
-	timing_row(r, "step", sched, "-", s->step, st->wall, b, 0, st);
-}
-
-static void
-on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
-{
-	struct report *r = ctx;
-	uint64_t now = bytes_sent(r), *b;
-
-	if ((b = train_grow(r->bytes, &r->capbytes, s->step,
-	    sizeof(*b))) == NULL)
-		cli_die(CLI_EXIT_RUNTIME, "out of memory");
-	r->bytes = b;
-	b[s->step] = now - r->sent;
-	r->sent = now;
-	progress_step(&r->pr, s);
-	if (r->pr.lines)
-		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
-		    "%s/s (compute %.1f ms, pipeline and allreduces %.1f ms; "
-		    "sent pp %" PRIu64 " dp %" PRIu64 " tp %" PRIu64 " B)\n",
-		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
-		    s->seconds > 0 ? s->tokens / s->seconds : 0, r->pr.unit,
-		    s->compute * 1e3, s->comm * 1e3, r->axis_step[0],
-		    r->axis_step[1], r->axis_step[2]);
-	if (r->timing != NULL)
-		step_timing(r, s, st);
-}
-
-/* -v: every rank's optimizer state and the reduced gradients it keeps
- * (the last step's; ZeRO shards them over the replicas). */
-static void
-report_mem(const struct report *r, const struct pipe_result *res, long last)
-{
-	if (!cli_verbose || cli_quiet || last < 0)
-		return;
-	fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu bytes, "
-	    "reduced gradients %zu bytes\n", cli_progname, r->rank, r->o->zero,
-	    res->stat[last].optim_bytes, res->stat[last].grad_bytes);
-}
-
-static void
-write_outputs(const struct opts *o, const struct nn_model *m,
-    struct pipe_result *res, const struct report *r, long from)
-{
-	char e[COLLX_ERRLEN], *path;
-	long k;
-
-	if (o->c.out != NULL) {
-		path = cli_subst(o->c.out, 0, r->world);
-		if (trainopt_model_save(path, m, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-		free(path);
-	}
-	if (o->c.loss_csv != NULL) {
-		for (k = from; k < o->c.steps; k++)
-			res->steps[k].bytes_sent = r->bytes[k];
-		path = cli_subst(o->c.loss_csv, 0, r->world);
-		if (trainopt_loss_csv_write_sent(path, res->steps + from,
-		    o->c.steps - from, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-		free(path);
-	}
-	if (o->trace != NULL) {
-		path = cli_subst(o->trace, 0, r->world);
-		if (pipe_trace_write(path, res, comm_size(r->grp->pp), e,
-		    sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-		free(path);
-	}
-}
-
 /* Ranks must agree on the mesh and on everything that shapes the
  * messages, and on the optimizer every replica steps with. */
 static void
@@ -394,95 +206,15 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--dp", "%d", m->dp);
 	prog_job_add(job, "--tp", "%d", m->tp);
 	prog_job_add(job, "--pp", "%d", m->pp);
-	prog_job_add(job, "--schedule", "%s", pipe_sched_name(cfg->sched));
-	prog_job_add(job, "--microbatches", "%d", cfg->micro);
-	prog_job_add(job, "--virtual", "%d", cfg->chunks);
-	prog_job_add(job, "--batch", "%ld", cfg->batch);
-	prog_job_add(job, "--steps", "%ld", cfg->steps);
-	prog_job_add(job, "--split", "%s", o->split ? o->split : "balanced");
+	trainer_pipe_declare(job, cfg, o->p.split);
 	prog_job_add(job, "--zero", "%d", cfg->zero);
-	trainopt_optim_agree(job, &cfg->optim);
-	prog_job_flag(job, "--trace", cfg->trace);
-	prog_job_flag(job, "--checkpoint", o->ckpt.path != NULL);
-	prog_job_add(job, "--checkpoint-every", "%ld", cfg->ckpt_every);
-	prog_job_add(job, "--resume-step", "%ld", cfg->resume != NULL ?
-	    cfg->resume->step : 0L);
+	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->wire));
 	prog_job_add(job, "--powersgd", "%d", cfg->powersgd);
 	prog_job_add(job, "--powersgd-start", "%ld", cfg->powersgd_start);
 	prog_job_add(job, "--sync-every", "%ld", cfg->sync_every);
 	prog_job_add(job, "--outer-lr", "%.17g", cfg->outer_lr);
 	prog_job_add(job, "--outer-momentum", "%.17g", cfg->outer_momentum);
-}
-
-static void
-train(struct opts *o, const struct mesh *mesh, struct nn_model *m,
-    const struct train_data *d, struct pipe_cfg *cfg)
-{
-	struct report r = { .o = o, .rank = o->g.rank, .world = o->g.world };
-	struct mesh_groups grp;
-	struct pipe_result res;
-	struct comm *c;
-	enum train_err kind;
-	struct prog_job job;
-	char e[COLLX_ERRLEN], *tpath = NULL;
-	long from = cfg->resume != NULL ? cfg->resume->step : 0;
-	int code;
-
-	if (from > cfg->steps)	/* resumed past the end: no steps */
-		from = cfg->steps;
-	mesh_coord(mesh, r.rank, &r.at);
-	/* rank 0's pipeline: replica 0's, its stages' shard 0 */
-	if (prog_pipe_report_init(&r.pipe, cfg, mesh->pp, mesh->dp > 1 ||
-	    mesh->tp > 1 ? "replica 0, shard 0" : NULL, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	if (o->c.timing != NULL) {
-		tpath = cli_subst(o->c.timing, r.rank, r.world);
-		if (cli_timing_open(&r.timing, tpath, "axis,pp,dp,tp,"
-		    PROG_PIPE_COLUMNS, e, sizeof(e)) < 0)
-			cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	}
-	job_declare(&job, o, mesh, cfg);
-	if ((code = prog_join(&c, &o->g, &job, e, sizeof(e))) != 0)
-		cli_die(code, "%s", e);
-	if (mesh_split(mesh, c, &grp, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", r.rank, e);
-	r.grp = &grp;
-	r.sent = bytes_sent(&r);
-	cfg->dp = grp.dp;
-	cfg->tp = grp.tp;
-	progress_start(&r.pr, r.rank == 0, m->dims.arch == NN_MLP ? "samples" :
-	    "tokens", from, cfg->steps - from);
-	if (pipe_train(m, d, grp.pp, cfg, on_step, &r, &res, &kind, e,
-	    sizeof(e)) < 0)
-		cli_die((int)kind, "%s", e);
-	progress_end(&r.pr);
-	report_mem(&r, &res, from < cfg->steps ? cfg->steps - 1 : -1);
-	if (r.pr.summary)
-		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
-		    " tp %" PRIu64 " bytes\n", cli_progname, r.axis[0],
-		    r.axis[1], r.axis[2]);
-	if (r.rank == 0)
-		write_outputs(o, m, &res, &r, from);
-	if (r.rank == 0 && mesh->pp > 1 && !cli_quiet)
-		prog_pipe_summary(&r.pipe, &res);
-	if (cli_timing_close(r.timing, e, sizeof(e)) < 0)
-		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	mesh_groups_close(&grp);
-	comm_close(c);
-	pipe_result_free(&res);
-	free(r.bytes);
-	free(tpath);
-}
-
-/* {rank} and {world} in the input paths (outputs: at write time). */
-static void
-subst_paths(struct opts *o)
-{
-	const char **p[] = { &o->c.model, &o->data, &o->targets,
-	    &o->ckpt.resume };
-
-	trainopt_subst_paths(p, o->owned, sizeof(p) / sizeof(p[0]), &o->g);
 }
 
 /* Data parallelism for slow links: collx-dp's refusals, and state that
@@ -524,13 +256,9 @@ check_slow_mesh(const struct opts *o, const struct mesh *mesh,
 static void
 check_args(const struct opts *o)
 {
-	if ((o->c.model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
-		cli_usage_error("-m MODEL (or --resume) and --data (or -i) "
-		    "are required");
+	trainer_check(&o->ckpt, o->c.model, o->data, "--data (or -i)");
 	if (o->c.batch < 1)
 		cli_usage_error("--batch B is required");
-	if (o->ckpt.every > 0 && o->ckpt.path == NULL)
-		cli_usage_error("--checkpoint-every goes with --checkpoint");
 	if (o->c.steps >= 0 && o->c.epochs > 0)
 		cli_usage_error("give one of --steps and --epochs");
 	if (o->c.steps < 0 && o->c.epochs <= 0)
@@ -549,25 +277,26 @@ mesh_for_model(const struct opts *o, struct mesh *mesh,
 	mesh_or_die(o, mesh, o->g.world);
 	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	if (o->micro > o->c.batch / mesh->dp)
+	if (o->p.micro > o->c.batch / mesh->dp)
 		cli_usage_error("--microbatches %ld: more than the %ld samples "
 		    "of the smallest replica's share of --batch %ld over %d",
-		    o->micro, o->c.batch / mesh->dp, o->c.batch, mesh->dp);
+		    o->p.micro, o->c.batch / mesh->dp, o->c.batch, mesh->dp);
 }
 
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .c.steps = -1, .c.threads = 1, .micro = 1,
-	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .sched = PIPE_SCHED_1F1B,
+	struct opts o = { .c.steps = -1, .c.threads = 1, .p.micro = 1,
+	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .p.sched = PIPE_SCHED_1F1B,
 	    .slow = TRAINOPT_SLOW_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
-	struct nn_model m;
-	struct train_data d;
-	struct ckpt_state st = { 0 };
-	int *first, stages;
-	char e[COLLX_ERRLEN], *cpath = NULL;
+	struct trainer_in in = { 0 };
+	struct nn_model *m = &in.m;
+	struct prog_job job;
+	struct trainer_pipe run = { .c = &o.c, .o = &o.p, .mesh = &mesh,
+	    .g = &o.g };
+	char e[COLLX_ERRLEN];
 
 	cli_init(argv[0]);
 	cli_group_defaults(&o.g);
@@ -578,66 +307,31 @@ main(int argc, char **argv)
 	check_args(&o);
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
-	subst_paths(&o);
-	nn_set_threads(o.c.threads);
-	if (trainopt_model_start(&o.ckpt, o.c.model, &m, &st, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	mesh_for_model(&o, &mesh, &m);
-	check_slow_mesh(&o, &mesh, &m);
+	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
+	    &o.ckpt.resume);
+	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
+	mesh_for_model(&o, &mesh, m);
+	check_slow_mesh(&o, &mesh, m);
 	if (o.slow.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);
-	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
-	    sizeof(e)) < 0)
-		cli_usage_error("%s", e);
+	trainer_targets(m, o.targets, "-t (--targets)");
 	/* interleaved: P*V virtual stages, chunk c of stage j is c*P + j */
-	cfg.chunks = (int)o.virt;
-	stages = mesh.pp * cfg.chunks;
-	first = cli_calloc((size_t)stages + 1, sizeof(int));
-	if (pipe_split(&m, stages, o.split, first, e, sizeof(e)) < 0)
-		cli_usage_error("%s", e);
-	for (int j = 0; j < stages; j++)
-		if (tp_stage_check(&m, first[j], first[j + 1], mesh.tp, e,
-		    sizeof(e)) < 0)
-			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
-	/* pipe.c's chunks_init refuses it too, after the group forms */
-	if (cfg.chunks > 1 && mesh.tp > 1 && mesh.pp == 1 &&
-	    m.dims.arch == NN_GPT)
-		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
-		    "--tp %d needs --pp 2 or more (one stage would hold both "
-		    "ends of the tied embedding)", mesh.tp);
-	if (train_data_load(&d, &m, o.data, o.targets, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	if (trainopt_resume_check(&o.ckpt, &st, o.c.batch, e, sizeof(e)) < 0)
-		cli_die_rank(CLI_EXIT_DATA, "%s", e);
-	o.c.steps = o.c.epochs > 0 ? train_epoch_steps(d.n, o.c.batch,
-	    o.c.epochs) : o.c.steps;
-	cfg.sched = o.sched;
-	cfg.micro = (int)o.micro;
-	cfg.batch = o.c.batch;
-	cfg.steps = o.c.steps;
-	cfg.first = first;
+	cfg.chunks = (int)o.p.virt;
+	trainer_pipe_split(&run, m, cfg.chunks);
+	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
+	trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st);
 	cfg.zero = o.zero;
-	cfg.trace = o.trace != NULL;
-	if (o.ckpt.path != NULL)
-		cfg.ckpt_path = cpath = cli_subst(o.ckpt.path, 0, o.g.world);
-	cfg.ckpt_every = o.ckpt.every;
-	cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
 	cfg.wire = o.slow.wire;
 	cfg.powersgd = o.slow.powersgd;
 	cfg.powersgd_start = o.slow.powersgd_start;
 	cfg.sync_every = o.slow.sync_every;
 	cfg.outer_lr = o.slow.outer_lr;
 	cfg.outer_momentum = o.slow.outer_momentum;
-	train(&o, &mesh, &m, &d, &cfg);
-	train_data_free(&d);
-	nn_model_free(&m);
-	ckpt_state_free(&st);
-	free(cpath);
-	free(first);
+	job_declare(&job, &o, &mesh, &cfg);
+	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
+	trainer_in_free(&in);
 	cli_group_free(&o.g);
-	for (size_t i = 0; i < sizeof(o.owned) / sizeof(o.owned[0]); i++)
-		free(o.owned[i]);
 	cli_close_stdout();
 	return CLI_EXIT_OK;
 }

@@ -32,6 +32,13 @@ enum {
 	{ "weight-decay", 1, 0, TRAINOPT_WD }, \
 	{ "betas", 1, 0, TRAINOPT_BETAS }, { "eps", 1, 0, TRAINOPT_EPS }
 int trainopt_optim_option(struct trainopt_optim *o, int opt, const char *arg);
+#define TRAINOPT_OPTIM_HELP \
+	"  --lr LR               learning rate (sgd 0.01, adamw 0.001)\n" \
+	"  --optimizer NAME      sgd (default) or adamw\n" \
+	"  --momentum M          sgd momentum (0)\n" \
+	"  --weight-decay WD     weight decay (sgd 0, adamw 0.01)\n" \
+	"  --betas B1,B2         adamw betas (0.9,0.999)\n" \
+	"  --eps E               adamw epsilon (1e-8)\n"
 
 /* 0, or -1 with "--option: reason" in err (a usage error). */
 int trainopt_optim_config(const struct trainopt_optim *o,
@@ -151,6 +158,19 @@ enum {
 #define TRAINOPT_STEPS_LONGOPTS \
 	{ "batch", 1, 0, TRAINOPT_BATCH }, { "steps", 1, 0, TRAINOPT_STEPS }, \
 	{ "epochs", 1, 0, TRAINOPT_EPOCHS }
+
+/* The help's last lines: -h and -V; _RUN_ adds --threads, -v and -q as
+ * collx-pipe and collx-train say them. */
+#define TRAINOPT_STD_HELP \
+	"  -h, --help            this help\n" \
+	"  -V, --version         version\n"
+#define TRAINOPT_RUN_HELP \
+	"  --threads N           BLAS threads per rank (1)\n" \
+	"  -v, --verbose         a line per step on stderr (without -v, a\n" \
+	"                        terminal gets one live progress line); rank 0\n" \
+	"                        ends with a summary line either way\n" \
+	"  -q, --quiet           no step lines, no progress, no summaries\n" \
+	TRAINOPT_STD_HELP
 
 /* A training program's command line as trainopt_parse() reads it: the
  * shared option sets it has (NULL: none), then its own options, offered to

@@ -1,0 +1,101 @@
+/* trainer_dp: collx-dp's per-step report, memory figures and outputs. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/ps.h"
+#include "prog/trainer_dp.h"
+
+void
+trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
+    const struct nn_model *m, const struct trainopt_common *c,
+    const struct trainopt_ckpt *k, const struct cli_group *g)
+{
+	static const size_t esz[] = { 4, 2, 2, 1 };
+	int ps = cfg->sync == DP_PS, rs = cfg->zero > 0;
+
+	*r = (struct trainer_dp){ .nparams = m->nparams,
+	    .esz = esz[cfg->wire], .dtype = dp_wire_name(cfg->wire),
+	    .zero = cfg->zero };
+	r->comm_op = ps ? "ps" : rs ? "reduce_scatter" : "allreduce";
+	r->hidden_op = ps ? "ps_hidden" : rs ? "reduce_scatter_hidden" :
+	    "allreduce_hidden";
+	r->exposed_op = ps ? "ps_exposed" : rs ? "reduce_scatter_exposed" :
+	    "allreduce_exposed";
+	r->comm_algo = ps ? ps_mode_name(cfg->ps_mode) :
+	    coll_algo_name(cfg->algo);
+	trainer_open(&r->t, c->timing, NULL, g->rank, g->world);
+	trainer_begin(&r->t, trainer_unit(m), cfg->resume != NULL ?
+	    cfg->resume->step : 0, cfg->steps);
+	if (k->path != NULL)
+		cfg->ckpt_path = r->ckpt_path = cli_subst(k->path, g->rank,
+		    g->world);
+	cfg->ckpt_every = k->every;
+	cfg->timeout = g->timeout;
+	cfg->token = g->token;
+	cfg->note = prog_note;
+}
+
+static void
+row(struct trainer_dp *r, const char *op, const char *algo, long step,
+    double seconds)
+{
+	trainer_row(&r->t, op, algo, r->dtype, r->nparams, r->nparams * r->esz,
+	    step, seconds, NULL);
+}
+
+void
+trainer_dp_step(void *ctx, const struct train_step *s)
+{
+	struct trainer_dp *r = ctx;
+
+	progress_step(&r->t.pr, s);
+	if (r->t.pr.lines)
+		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
+		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
+		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
+		    s->seconds > 0 ? s->tokens / s->seconds : 0,
+		    r->t.pr.unit, s->compute * 1e3, r->comm_op, s->comm * 1e3,
+		    s->hidden * 1e3);
+	row(r, "compute", "-", s->step, s->compute);
+	row(r, r->comm_op, r->comm_algo, s->step, s->comm);
+	row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
+	row(r, r->exposed_op, r->comm_algo, s->step, s->exposed);
+}
+
+/* -v: every rank's memory figures and mean step time (steps after the
+ * first, which warms up, when there are several). */
+static void
+report_mem(const struct trainer_dp *r, const struct dp_mem *mem,
+    const struct train_step *s, long n)
+{
+	double sum = 0;
+	long i, from = n > 1;
+
+	if (!cli_verbose || cli_quiet)
+		return;
+	for (i = from; i < n; i++)
+		sum += s[i].seconds;
+	fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu bytes, "
+	    "reduced gradients %zu bytes, mean step %.3f ms\n", cli_progname,
+	    r->t.rank, r->zero, mem->optim_bytes, mem->grad_bytes,
+	    n > from ? sum / (double)(n - from) * 1e3 : 0.0);
+}
+
+void
+trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
+    const struct train_step *steps, const struct trainopt_common *c,
+    const struct nn_model *m)
+{
+	long first = r->t.from, n = r->t.steps - first;
+
+	trainer_end(&r->t);
+	report_mem(r, mem, steps + first, n);
+	if (r->t.rank == 0 && c->out != NULL)
+		trainer_save_model(c->out, r->t.world, m);
+	if (r->t.rank == 0 && c->loss_csv != NULL)
+		trainer_save_loss(c->loss_csv, r->t.world, steps + first, n, 1);
+	trainer_close(&r->t);
+	free(r->ckpt_path);
+}

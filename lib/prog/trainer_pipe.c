@@ -1,0 +1,325 @@
+/* trainer_pipe: the pipeline run of collx-pipe and collx-train (without
+ * and with a mesh) in the trainer shell. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "par/pipe_sched.h"
+#include "par/tp_stage.h"
+#include "prog/pipe_report.h"
+#include "prog/trainer_pipe.h"
+
+int
+trainer_pipe_option(struct trainer_pipe_opts *o, int c, const char *a,
+    const char *names, int file)
+{
+	switch (c) {
+	case TRAINER_PIPE_MICRO:
+		o->micro = cli_parse_long("--microbatches", a, 1, 1 << 20);
+		break;
+	case TRAINER_PIPE_SCHEDULE:
+		if (pipe_sched_parse(a, &o->sched) < 0 ||
+		    (!file && o->sched == PIPE_SCHED_FILE))
+			cli_usage_error("--schedule: want %s, not '%s'", names,
+			    a);
+		o->sched_given = 1;
+		break;
+	case TRAINER_PIPE_VIRTUAL:
+		o->virt = cli_parse_long("--virtual", a, 1, 64);
+		break;
+	case TRAINER_PIPE_SPLIT: o->split = a; break;
+	case TRAINER_PIPE_TRACE: o->trace = a; break;
+	default: return 0;
+	}
+	return 1;
+}
+
+void
+trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
+{
+	if (o->virt > 0 && o->sched != PIPE_SCHED_INTERLEAVED)
+		cli_usage_error("--virtual goes with --schedule interleaved%s",
+		    hint);
+	if (o->virt == 0)
+		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
+}
+
+void
+trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
+    int chunks)
+{
+	const struct mesh *mesh = p->mesh;
+	int stages = (mesh != NULL ? mesh->pp : p->g->world) * chunks;
+	int *first = cli_calloc((size_t)stages + 1, sizeof(int));
+	char e[COLLX_ERRLEN];
+
+	if (pipe_split(m, stages, p->o->split, first, e, sizeof(e)) < 0)
+		cli_usage_error("%s", e);
+	for (int j = 0; mesh != NULL && j < stages; j++)
+		if (tp_stage_check(m, first[j], first[j + 1], mesh->tp, e,
+		    sizeof(e)) < 0)
+			cli_die_rank(CLI_EXIT_DATA, "stage %d: %s", j, e);
+	/* pipe.c's chunks_init refuses it too, after the group forms */
+	if (mesh != NULL && chunks > 1 && mesh->tp > 1 && mesh->pp == 1 &&
+	    m->dims.arch == NN_GPT)
+		cli_die_rank(CLI_EXIT_DATA, "mesh: an interleaved gpt under "
+		    "--tp %d needs --pp 2 or more (one stage would hold both "
+		    "ends of the tied embedding)", mesh->tp);
+	p->first = first;
+}
+
+void
+trainer_pipe_cfg(struct pipe_cfg *cfg, struct trainer_pipe *p,
+    const struct trainopt_ckpt *k, struct ckpt_state *st)
+{
+	cfg->sched = p->o->sched;
+	cfg->micro = (int)p->o->micro;
+	cfg->batch = p->c->batch;
+	cfg->steps = p->c->steps;
+	cfg->first = p->first;
+	cfg->trace = p->o->trace != NULL;
+	if (k->path != NULL)
+		cfg->ckpt_path = p->ckpt_path = cli_subst(k->path, 0,
+		    p->g->world);
+	cfg->ckpt_every = k->every;
+	cfg->resume = k->resume != NULL ? st : NULL;
+}
+
+void
+trainer_pipe_declare(struct prog_job *j, const struct pipe_cfg *cfg,
+    const char *split)
+{
+	prog_job_add(j, "--schedule", "%s", pipe_sched_name(cfg->sched));
+	if (cfg->table != NULL)
+		prog_job_add(j, "--schedule-file", "%016llx",
+		    pipe_sched_digest(cfg->table));
+	prog_job_add(j, "--microbatches", "%d", cfg->micro);
+	prog_job_add(j, "--virtual", "%d", cfg->chunks);
+	prog_job_add(j, "--batch", "%ld", cfg->batch);
+	prog_job_add(j, "--steps", "%ld", cfg->steps);
+	prog_job_add(j, "--split", "%s", split != NULL ? split : "balanced");
+}
+
+void
+trainer_pipe_declare_run(struct prog_job *j, const struct pipe_cfg *cfg,
+    const struct trainopt_ckpt *k)
+{
+	trainopt_optim_agree(j, &cfg->optim);
+	prog_job_flag(j, "--trace", cfg->trace);
+	trainer_declare_ckpt(j, k, cfg->resume != NULL ? cfg->resume->step : 0L);
+}
+
+/* A run's state: the shell, the pipeline's report and, on a mesh, this
+ * rank's place, its groups and the bytes sent over each axis. */
+struct run {
+	const struct trainer_pipe *p;
+	const struct pipe_cfg *cfg;
+	struct trainer t;
+	struct prog_pipe_report pipe;
+	struct mesh_coord at;
+	struct mesh_groups grp;
+	uint64_t sent;		/* bytes sent by the step before */
+	uint64_t axis[3];	/* bytes sent so far over pp, dp, tp */
+	uint64_t axis_step[3];	/* of them, in the last step */
+	uint64_t *bytes;	/* per step, grown with the steps */
+	long capbytes;
+};
+
+/* Bytes sent over each axis, the last step's and in all, and their sum. */
+static uint64_t
+bytes_sent(struct run *r)
+{
+	struct comm *g[3] = { r->grp.pp, r->grp.dp, r->grp.tp };
+	uint64_t sum = 0, now;
+
+	for (int a = 0; a < 3; a++) {
+		now = comm_bytes_sent(g[a]);
+		r->axis_step[a] = now - r->axis[a];
+		r->axis[a] = now;
+		sum += now;
+	}
+	return sum;
+}
+
+/* count: the batch's samples (compute, step) or the elements moved
+ * (bytes then theirs). Every row carries the stage's bubble in the step;
+ * on a mesh, its axis and place, else the stage and the micro-batches. */
+static void
+row(struct run *r, const char *op, const char *algo, const char *axis,
+    long step, double seconds, size_t count, size_t bytes,
+    const struct pipe_stat *st)
+{
+	char extra[160];
+	int n;
+
+	if (r->p->mesh != NULL)
+		n = snprintf(extra, sizeof(extra), "%s,%d,%d,%d,", axis,
+		    r->at.pp, r->at.dp, r->at.tp);
+	else
+		n = snprintf(extra, sizeof(extra), "%d,%d,", r->t.rank,
+		    r->cfg->micro);
+	prog_pipe_columns(&r->pipe, st, extra + n, sizeof(extra) - (size_t)n);
+	trainer_row(&r->t, op, algo, "f32", count, bytes, step, seconds, extra);
+}
+
+static void
+step_rows(struct run *r, const struct train_step *s,
+    const struct pipe_stat *st)
+{
+	const char *sched = pipe_sched_name(r->cfg->sched);
+	size_t f = sizeof(float), b = (size_t)r->cfg->batch;
+
+	row(r, "forward", sched, "pp", s->step, st->fwd, b, 0, st);
+	row(r, "backward", sched, "pp", s->step, st->bwd, b, 0, st);
+	row(r, "send", sched, "pp", s->step, st->send, st->sent / f, st->sent,
+	    st);
+	row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
+	    st->recvd, st);
+	if (r->p->mesh != NULL && comm_size(r->grp.dp) > 1)
+		row(r, r->cfg->zero > 0 ? "reduce_scatter" : "allreduce",
+		    coll_algo_name(COLL_AUTO), "dp", s->step, st->dp,
+		    st->dp_sent / f, st->dp_sent, st);
+	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
+		row(r, "allreduce", coll_algo_name(COLL_RING), "tp", s->step,
+		    st->tp, st->tp_sent / f, st->tp_sent, st);
+	row(r, "step", sched, "-", s->step, st->wall, b, 0, st);
+}
+
+/* collx-train's step: its bytes sent, for the loss CSV and -v. */
+static void
+mesh_step(struct run *r, const struct train_step *s)
+{
+	uint64_t now = bytes_sent(r), *b;
+
+	if ((b = train_grow(r->bytes, &r->capbytes, s->step,
+	    sizeof(*b))) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	r->bytes = b;
+	b[s->step] = now - r->sent;
+	r->sent = now;
+}
+
+static void
+on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
+{
+	struct run *r = ctx;
+
+	if (r->p->mesh != NULL)
+		mesh_step(r, s);
+	progress_step(&r->t.pr, s);
+	if (r->t.pr.lines && r->p->mesh != NULL)
+		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
+		    "%s/s (compute %.1f ms, pipeline and allreduces %.1f ms; "
+		    "sent pp %" PRIu64 " dp %" PRIu64 " tp %" PRIu64 " B)\n",
+		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
+		    s->seconds > 0 ? s->tokens / s->seconds : 0, r->t.pr.unit,
+		    s->compute * 1e3, s->comm * 1e3, r->axis_step[0],
+		    r->axis_step[1], r->axis_step[2]);
+	else if (r->t.pr.lines)
+		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
+		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
+	step_rows(r, s, st);
+}
+
+/* collx-train's closing lines: with -v every rank's optimizer state and
+ * the reduced gradients it keeps (the last step's; ZeRO shards them over
+ * the replicas), and rank 0's bytes sent over each axis. */
+static void
+mesh_report(const struct run *r, const struct pipe_result *res)
+{
+	long last = r->t.steps - 1;
+
+	if (cli_verbose && !cli_quiet && r->t.from <= last)
+		fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu "
+		    "bytes, reduced gradients %zu bytes\n", cli_progname,
+		    r->t.rank, r->cfg->zero, res->stat[last].optim_bytes,
+		    res->stat[last].grad_bytes);
+	if (r->t.pr.summary)
+		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
+		    " tp %" PRIu64 " bytes\n", cli_progname, r->axis[0],
+		    r->axis[1], r->axis[2]);
+}
+
+static void
+write_outputs(const struct run *r, const struct nn_model *m,
+    struct pipe_result *res)
+{
+	const struct trainopt_common *c = r->p->c;
+	long from = r->t.from, n = r->t.steps - from;
+	char e[COLLX_ERRLEN], *path;
+
+	if (c->out != NULL)
+		trainer_save_model(c->out, r->t.world, m);
+	if (c->loss_csv != NULL) {
+		for (long k = from; r->p->mesh != NULL && k < r->t.steps; k++)
+			res->steps[k].bytes_sent = r->bytes[k];
+		trainer_save_loss(c->loss_csv, r->t.world, res->steps + from, n,
+		    r->p->mesh != NULL);
+	}
+	if (r->p->o->trace != NULL) {
+		path = cli_subst(r->p->o->trace, 0, r->t.world);
+		if (pipe_trace_write(path, res, r->pipe.world, e,
+		    sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "%s", e);
+		free(path);
+	}
+}
+
+void
+trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
+    const struct train_data *d, struct pipe_cfg *cfg,
+    const struct prog_job *job)
+{
+	const struct mesh *mesh = p->mesh;
+	struct run r = { .p = p, .cfg = cfg };
+	struct pipe_result res;
+	struct comm *c, *pp;
+	enum train_err kind;
+	char e[COLLX_ERRLEN];
+	int code, rank = p->g->rank, world = p->g->world;
+
+	if (mesh != NULL)
+		mesh_coord(mesh, rank, &r.at);
+	/* on a mesh, rank 0's pipeline: replica 0's, its stages' shard 0 */
+	if (prog_pipe_report_init(&r.pipe, cfg, mesh != NULL ? mesh->pp :
+	    world, mesh != NULL && (mesh->dp > 1 || mesh->tp > 1) ?
+	    "replica 0, shard 0" : NULL, e, sizeof(e)) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s", e);
+	trainer_open(&r.t, p->c->timing, mesh != NULL ? "axis,pp,dp,tp,"
+	    PROG_PIPE_COLUMNS : "stage,microbatches," PROG_PIPE_COLUMNS, rank,
+	    world);
+	if ((code = prog_join(&c, p->g, job, e, sizeof(e))) != 0)
+		cli_die(code, "%s", e);
+	pp = c;
+	if (mesh != NULL) {
+		if (mesh_split(mesh, c, &r.grp, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", rank, e);
+		r.sent = bytes_sent(&r);
+		cfg->dp = r.grp.dp;
+		cfg->tp = r.grp.tp;
+		pp = r.grp.pp;
+	}
+	trainer_begin(&r.t, trainer_unit(m), cfg->resume != NULL ?
+	    cfg->resume->step : 0, cfg->steps);
+	if (pipe_train(m, d, pp, cfg, on_step, &r, &res, &kind, e,
+	    sizeof(e)) < 0)
+		cli_die((int)kind, "%s", e);
+	trainer_end(&r.t);
+	if (mesh != NULL)
+		mesh_report(&r, &res);
+	if (rank == 0)
+		write_outputs(&r, m, &res);
+	if (rank == 0 && (mesh == NULL || mesh->pp > 1) && !cli_quiet)
+		prog_pipe_summary(&r.pipe, &res);
+	trainer_close(&r.t);
+	if (mesh != NULL)
+		mesh_groups_close(&r.grp);
+	comm_close(c);
+	pipe_result_free(&res);
+	free(r.bytes);
+	free(p->first);
+	free(p->ckpt_path);
+}
