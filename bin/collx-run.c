@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/diagnose.h"
-#include "prog/launch.h"
+#include "launch/diagnose.h"
+#include "launch/launch.h"
 
 #define MAX_RANKS 65536
 

@@ -10,7 +10,7 @@
 #include <pmix.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 #include "prog/pmix.h"
 
 #define PMIX_MASTER_KEY "collx.master"

@@ -18,7 +18,7 @@
 
 #include "cli/cli.h"
 #include "comm/coll.h"
-#include "prog/diagnose.h"
+#include "launch/diagnose.h"
 #include "ranks.h"
 #include "tensor/json.h"
 #include "unit.h"

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
-#include "prog/linetag.h"
+#include "launch/launch.h"
+#include "launch/linetag.h"
 
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */

@@ -12,7 +12,7 @@
 
 #include "cli/cli.h"
 #include "comm/auth.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 /* The remote shell's first step with a token: its first line of input. */
 #define TOKEN_SCRIPT \

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/diagnose.h"
+#include "launch/diagnose.h"
 #include "tensor/json.h"
 
 enum { ST_QUEUED, ST_STARTED, ST_DONE };
