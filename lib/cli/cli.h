@@ -46,6 +46,10 @@ _Noreturn void cli_die_rank(int code, const char *fmt, ...)
  * cli_rank, or before the group is known the launcher's variable. */
 _Noreturn void cli_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/* A usage error of this rank's own (its group settings, which may differ
+ * from rank to rank): said by every rank, exit 2. */
+_Noreturn void cli_own_usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 /* The usage error for getopt's '?' (cli_init turns getopt's own messages
  * off): an unknown option, or one missing its value, named once. */
 _Noreturn void cli_option_error(int argc, char *const argv[],
@@ -181,17 +185,10 @@ int cli_slurm_port(long job, long step);
  */
 long cli_hostlist(const char *expr, long n, char *host, size_t hostlen,
     char *err, size_t errlen);
-/* The kernel's ephemeral port range, where bind(port 0) and connect()
- * take their local ports (Linux's default when it cannot be read). */
-void cli_ephemeral_range(int *lo, int *hi);
 /* The whole file (PATH "-" is standard input), NUL-terminated, for
  * programs (out of memory ends the program); NULL with "PATH: reason" in
  * err. */
 char *cli_slurp(const char *path, size_t *len, char *err, size_t errlen);
-
-/* The first line of a small file, without its newline, into buf; "" when
- * the file cannot be read. */
-void cli_first_line(const char *path, char *buf, size_t len);
 
 /* Write all of buf, retrying on EINTR and short writes; 0 or -1. */
 int cli_write_all(int fd, const void *buf, size_t len);
