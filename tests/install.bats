@@ -49,3 +49,40 @@ teardown() {
 	echo "without a module prefix: $bad"
 	[ -z "$bad" ]
 }
+
+@test "install: only the API's headers, each compiling alone from the install; no folder's private header, none of the program layer" {
+	local h inc bad=() n=0
+	run timeout 600 env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SANITIZE -u O make -s -C "$COLLX_ROOT" \
+	    install PREFIX="$T/prefix"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	inc=$T/prefix/include/collx
+	export PKG_CONFIG_PATH="$T/prefix/lib/pkgconfig"
+	# the compiler sees the install alone, not the tree's lib/
+	for h in $(cd "$inc" && find . -name '*.h' | sed 's|^\./||' | sort); do
+		n=$((n + 1))
+		case $h in
+		*_int.h | *_impl.h | cli/cli.h | prog/* | launch/* | bench/* | chart/*)
+			bad+=("$h (private or program layer)") ;;
+		esac
+		if head -n 3 "$inc/$h" | grep -Eqi 'internal|not part of the API'; then
+			bad+=("$h (says it is internal)")
+		fi
+		printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$T/one.c"
+		if ! cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fsyntax-only \
+		    $(pkg-config --cflags collx) "$T/one.c" 2>"$T/one.err"; then
+			bad+=("$h (does not compile alone: $(head -n 1 "$T/one.err"))")
+		fi
+	done
+	echo "installed: $n headers; wrong: ${bad[*]}"
+	[ "${#bad[@]}" -eq 0 ]
+	# the library's API, not its internals: about 15-20 headers
+	[ "$n" -ge 12 ]
+	[ "$n" -le 20 ]
+	[ -f "$inc/tensor/tensor.h" ]
+	[ -f "$inc/comm/coll.h" ]
+	[ -f "$inc/nn/nn.h" ]
+	[ -f "$inc/par/dp.h" ]
+	[ ! -e "$inc/comm/sock.h" ]
+	[ ! -e "$inc/tensor/format.h" ]
+}
