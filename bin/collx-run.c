@@ -101,7 +101,7 @@ usage(void)
 	    "                        (collx-fr.JOB.RANK.json) and name, per job, the\n"
 	    "                        first operation some ranks never entered or\n"
 	    "                        never finished, and those ranks; starts nothing\n"
-	    "  -v, --verbose         show each rank's command\n"
+	    "  -v, --verbose         show each rank's command, pid and host\n"
 	    "  -q, --quiet           no messages but errors\n"
 	    "  -h, --help            show this help\n"
 	    "  -V, --version         show the version\n"

@@ -38,6 +38,25 @@ show_command(int i, char **argv)
 	cli_debug("rank %d: %s", i, line);
 }
 
+/* With -v, which process is rank i and where: its pid, or for a remote
+ * rank the pid of its remote shell here, and its host. */
+static void
+show_started(const struct launch_super *j, int i)
+{
+	const struct launch_rank *r = &j->place[i];
+	char self[256] = "";
+
+	if (r->host >= 0) {
+		cli_debug("rank %d: pid %ld (its remote shell) on %s", i,
+		    (long)j->ends.rank[i].pid, j->spec.hosts.names[r->host]);
+		return;
+	}
+	if (gethostname(self, sizeof self - 1) < 0)
+		snprintf(self, sizeof self, "this host");
+	cli_debug("rank %d: pid %ld on %s", i, (long)j->ends.rank[i].pid,
+	    self);
+}
+
 /* Start rank i; 0, or 127 (not found) or 126 (not executable) when
  * PROGRAM could not be executed; -1 with the reason in err when it could
  * not be started. */
@@ -65,6 +84,7 @@ spawn(struct launch_super *j, int i, char *err, size_t errlen)
 	    &j->ends.rank[i].pid, err, errlen);
 	if (rc < 0)
 		return -1;
+	show_started(j, i);
 	j->running++;
 	if (c.out >= 0) {
 		close(c.out);
