@@ -280,7 +280,7 @@ static int
 diagnose(const char *dir)
 {
 	char err[COLLX_ERRLEN];
-	int rc = prog_diagnose(dir, stdout, err, sizeof err);
+	int rc = launch_diagnose(dir, stdout, err, sizeof err);
 
 	if (rc != 0)
 		cli_die(rc, "--diagnose: %s", err);

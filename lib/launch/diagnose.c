@@ -600,7 +600,7 @@ job_make(struct fr_job *jb, const struct fr_dump *d, int n, char *err,
 }
 
 int
-prog_diagnose(const char *dir, FILE *out, char *err, size_t errlen)
+launch_diagnose(const char *dir, FILE *out, char *err, size_t errlen)
 {
 	struct fr_dump *d = NULL;
 	struct fr_job jb = { 0 };

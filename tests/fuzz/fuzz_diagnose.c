@@ -1,7 +1,7 @@
 /* fuzz_diagnose: collx-run --diagnose (lib/launch/diagnose.c) on flight
  * recorder dumps it did not write. The input is up to four dumps split
  * at form feeds, written as collx-fr.f.K.json into one directory that
- * prog_diagnose then reads whole; it reports or refuses with a message,
+ * launch_diagnose then reads whole; it reports or refuses with a message,
  * never more. */
 #include <stdint.h>
 #include <stdio.h>
@@ -61,7 +61,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fclose(f);
 		p = ff < end ? ff + 1 : end + 1;
 	}
-	rc = prog_diagnose(dir, sink, err, sizeof err);
+	rc = launch_diagnose(dir, sink, err, sizeof err);
 	if (rc != 0 && (err[0] == '\0' || (rc != CLI_EXIT_RUNTIME &&
 	    rc != CLI_EXIT_DATA)))
 		abort();	/* a refusal says why, with its exit code */
