@@ -19,6 +19,10 @@ enum cli_exit {
 extern const char *cli_progname;
 extern int cli_verbose;		/* -v count */
 extern int cli_quiet;		/* -q */
+/* The largest world collx runs: what a rank's options and environment may
+ * say, and what a file it wrote may claim. */
+#define CLI_MAX_WORLD (1 << 20)
+
 /* This process's rank and world size once cli_group_finish() knows them,
  * else -1. */
 extern int cli_rank, cli_world;

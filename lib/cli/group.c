@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 
-#define CLI_MAX_WORLD (1 << 20)
 #define CLI_DEFAULT_TIMEOUT 60.0
 #define CLI_TOKEN_MAX 4096
 
