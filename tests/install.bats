@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # Library users: `make install` puts libcomm.a, its headers and collx.pc
 # under PREFIX; a C program builds against them through pkg-config alone
-# and runs an allreduce on two ranks; uninstall removes it all again.
+# and runs an allreduce on two ranks; uninstall removes it all again. Only
+# the API's headers are installed, and the library keeps to its rooms
+# (lib/README): every symbol with its module's prefix, no include upward.
 load lib/common
 
 setup() {
@@ -85,4 +87,29 @@ teardown() {
 	[ -f "$inc/par/dp.h" ]
 	[ ! -e "$inc/comm/sock.h" ]
 	[ ! -e "$inc/tensor/format.h" ]
+}
+
+@test "rooms: no module of lib/ includes a header of a layer above its own or beside it, and below the programs only cli/util.h of lib/cli" {
+	local f inc from to bad=()
+	# lib/README's layers, bottom up; comm and nn, and the program rooms,
+	# are beside each other and know nothing of each other
+	declare -A level=([cli]=0 [tensor]=1 [comm]=2 [nn]=2 [par]=3 [prog]=4 [launch]=4 [bench]=4 [chart]=4)
+	for f in "$COLLX_ROOT"/lib/*/*.[ch]; do
+		from=${f%/*}
+		from=${from##*/}
+		[ -n "${level[$from]:-}" ] || bad+=("$from: a folder lib/README does not place")
+		for inc in $(sed -nE 's/^#include "([a-z]+\/[a-z_]+\.h)".*/\1/p' "$f"); do
+			to=${inc%%/*}
+			if [ "$to" = "$from" ]; then
+				continue
+			fi
+			if [ -z "${level[$to]:-}" ] || [ "${level[$to]}" -ge "${level[$from]}" ]; then
+				bad+=("${f#"$COLLX_ROOT"/} includes $inc")
+			elif [ "$to" = cli ] && [ "${level[$from]}" -lt 4 ] && [ "$inc" != cli/util.h ]; then
+				bad+=("${f#"$COLLX_ROOT"/} includes $inc (the programs' part of lib/cli)")
+			fi
+		done
+	done
+	echo "reaching up or beside: ${bad[*]}"
+	[ "${#bad[@]}" -eq 0 ]
 }
