@@ -1,8 +1,8 @@
 /* fuzz_diagnose: collx-run --diagnose (lib/launch/diagnose.c) on flight
  * recorder dumps it did not write. The input is up to four dumps split
  * at form feeds, written as collx-fr.f.K.json into one directory that
- * launch_diagnose then reads whole; it reports or refuses with a message,
- * never more. */
+ * launch_diagnose then reads whole; it reports a line or more, or refuses
+ * with a message and its exit code, never more. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAXDUMPS 4
 
 static char dir[64];
-static FILE *sink;
 
 static void
 cleanup(void)
@@ -35,20 +34,20 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *p = data, *end = data + size, *ff;
-	char path[128], err[COLLX_ERRLEN] = "";
-	FILE *f;
-	int k, rc;
+	char path[128], err[COLLX_ERRLEN] = "", *text = NULL;
+	size_t len = 0;
+	FILE *f, *out;
+	int k, more, rc;
 
 	if (dir[0] == '\0') {
 		snprintf(dir, sizeof dir, "/tmp/fuzz_diagnose.XXXXXX");
-		if (mkdtemp(dir) == NULL || (sink = fopen("/dev/null", "w")) ==
-		    NULL)
+		if (mkdtemp(dir) == NULL)
 			abort();
 		atexit(cleanup);
 	}
-	for (k = 0; k < MAXDUMPS; k++) {
+	for (k = 0, more = 1; k < MAXDUMPS; k++) {
 		snprintf(path, sizeof path, "%s/collx-fr.f.%d.json", dir, k);
-		if (p > end) {	/* fewer dumps this time */
+		if (!more) {	/* fewer dumps this time */
 			unlink(path);
 			continue;
 		}
@@ -59,11 +58,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		fwrite(p, 1, (size_t)(ff - p), f);
 		fclose(f);
-		p = ff < end ? ff + 1 : end + 1;
+		more = ff < end;
+		p = more ? ff + 1 : end;
 	}
-	rc = launch_diagnose(dir, sink, err, sizeof err);
+	if ((out = open_memstream(&text, &len)) == NULL)
+		abort();
+	rc = launch_diagnose(dir, out, err, sizeof err);
+	fclose(out);
 	if (rc != 0 && (err[0] == '\0' || (rc != CLI_EXIT_RUNTIME &&
 	    rc != CLI_EXIT_DATA)))
 		abort();	/* a refusal says why, with its exit code */
+	if (rc == 0 && (len == 0 || text[len - 1] != '\n'))
+		abort();	/* a diagnosis is whole lines, at least one */
+	free(text);
 	return 0;
 }
