@@ -1,14 +1,10 @@
 /* launch_rank: what each rank of a job is started with: the rendezvous
  * address, the job's identity, its environment and its command line. */
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 
 #include "cli/cli.h"
 #include "comm/auth.h"
