@@ -16,6 +16,11 @@ static const char *const vars[] = { "SLURM_JOB_ID", "SLURM_STEP_ID",
     "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURMD_NODENAME" };
 #define NVARS (sizeof vars / sizeof vars[0])
 
+/* The variables' "NAME=VALUE" strings, put in the environment as they are:
+ * setenv would keep every value ever set (glibc never frees them), and a
+ * long run would end on the fuzzer's memory limit. */
+static char envs[NVARS][4200];
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -37,7 +42,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if ((next = strchr(line, '\n')) != NULL)
 			*next++ = '\0';
-		setenv(vars[i], line, 1);
+		snprintf(envs[i], sizeof envs[i], "%s=%s", vars[i], line);
+		putenv(envs[i]);
 		line = next;
 	}
 	rc = cli_slurm_read(&s, rank, 1, err, sizeof err);
