@@ -14,7 +14,7 @@
 #include "nn/nn.h"
 #include "par/dp.h"
 #include "prog/join.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/diagnose.h"
-#include "prog/launch.h"
+#include "launch/diagnose.h"
+#include "launch/launch.h"
 
 #define MAX_RANKS 65536
 
@@ -101,7 +101,7 @@ usage(void)
 	    "                        (collx-fr.JOB.RANK.json) and name, per job, the\n"
 	    "                        first operation some ranks never entered or\n"
 	    "                        never finished, and those ranks; starts nothing\n"
-	    "  -v, --verbose         show each rank's command\n"
+	    "  -v, --verbose         show each rank's command, pid and host\n"
 	    "  -q, --quiet           no messages but errors\n"
 	    "  -h, --help            show this help\n"
 	    "  -V, --version         show the version\n"
@@ -280,7 +280,7 @@ static int
 diagnose(const char *dir)
 {
 	char err[COLLX_ERRLEN];
-	int rc = prog_diagnose(dir, stdout, err, sizeof err);
+	int rc = launch_diagnose(dir, stdout, err, sizeof err);
 
 	if (rc != 0)
 		cli_die(rc, "--diagnose: %s", err);

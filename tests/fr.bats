@@ -132,7 +132,7 @@ EOF
 	[ "$(cat err.0 err.1)" = "" ]
 }
 
-@test "--diagnose: no dump is exit 1, a file that is not a dump exit 3, each with one line" {
+@test "--diagnose: no dump is exit 1, a file that is not a dump exit 3 (a world above 2^20 too), each with one line" {
 	mkdir fr
 	run -1 collx-run --diagnose fr
 	[ "${#lines[@]}" -eq 1 ]
@@ -147,5 +147,15 @@ EOF
 	run -3 collx-run --diagnose fr
 	[ "${#lines[@]}" -eq 1 ]
 	[[ "${lines[0]}" == "collx-run: --diagnose: fr/collx-fr.x.0.json:"* ]]
+	# found by fuzz_diagnose: a dump claiming a world of 2^31 - 1 ranks
+	# made --diagnose allocate its table of ranks (16 GiB) before
+	# anything else was checked; no collx job is above 2^20 ranks
+	echo '{"collx_flight_recorder":1,"job":"x","rank":0,"world":2147483647,"ops":[]}' >fr/collx-fr.x.0.json
+	run -3 timeout 10 collx-run --diagnose fr
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "${lines[0]}" == "collx-run: --diagnose: fr/collx-fr.x.0.json:"*"2147483647 is out of range"* ]]
+	echo '{"collx_flight_recorder":1,"job":"x","rank":1048576,"world":1048577,"ops":[]}' >fr/collx-fr.x.0.json
+	run -3 timeout 10 collx-run --diagnose fr
+	[[ "${lines[0]}" == *"out of range"* ]]
 	run -2 collx-run --diagnose fr -- true
 }

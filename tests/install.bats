@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # Library users: `make install` puts libcomm.a, its headers and collx.pc
 # under PREFIX; a C program builds against them through pkg-config alone
-# and runs an allreduce on two ranks; uninstall removes it all again.
+# and runs an allreduce on two ranks; uninstall removes it all again. Only
+# the API's headers are installed, and the library keeps to its rooms
+# (lib/README): every symbol with its module's prefix, no include upward.
 load lib/common
 
 setup() {
@@ -48,4 +50,66 @@ teardown() {
 	    grep -Ev '^(cli|tensor|dtype|comm|auth|coll|ps|nn|train|dp|ckpt|tp|ulysses|pipe|mesh|trainopt|trainer|tplayer|pscmd|progress|collcli|collref|launch|linetag|bench|chart|prog)_' || true)
 	echo "without a module prefix: $bad"
 	[ -z "$bad" ]
+}
+
+@test "install: only the API's headers, each compiling alone from the install; no folder's private header, none of the program layer" {
+	local h inc bad=() n=0
+	run timeout 600 env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u SANITIZE -u O make -s -C "$COLLX_ROOT" \
+	    install PREFIX="$T/prefix"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	inc=$T/prefix/include/collx
+	export PKG_CONFIG_PATH="$T/prefix/lib/pkgconfig"
+	# the compiler sees the install alone, not the tree's lib/
+	for h in $(cd "$inc" && find . -name '*.h' | sed 's|^\./||' | sort); do
+		n=$((n + 1))
+		case $h in
+		*_int.h | *_impl.h | cli/cli.h | prog/* | launch/* | bench/* | chart/*)
+			bad+=("$h (private or program layer)") ;;
+		esac
+		if head -n 3 "$inc/$h" | grep -Eqi 'internal|not part of the API'; then
+			bad+=("$h (says it is internal)")
+		fi
+		printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$T/one.c"
+		if ! cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fsyntax-only \
+		    $(pkg-config --cflags collx) "$T/one.c" 2>"$T/one.err"; then
+			bad+=("$h (does not compile alone: $(head -n 1 "$T/one.err"))")
+		fi
+	done
+	echo "installed: $n headers; wrong: ${bad[*]}"
+	[ "${#bad[@]}" -eq 0 ]
+	# the library's API, not its internals: about 15-20 headers
+	[ "$n" -ge 12 ]
+	[ "$n" -le 20 ]
+	[ -f "$inc/tensor/tensor.h" ]
+	[ -f "$inc/comm/coll.h" ]
+	[ -f "$inc/nn/nn.h" ]
+	[ -f "$inc/par/dp.h" ]
+	[ ! -e "$inc/comm/sock.h" ]
+	[ ! -e "$inc/tensor/format.h" ]
+}
+
+@test "rooms: no module of lib/ includes a header of a layer above its own or beside it, and below the programs only cli/util.h of lib/cli" {
+	local f inc from to bad=()
+	# lib/README's layers, bottom up; comm and nn, and the program rooms,
+	# are beside each other and know nothing of each other
+	declare -A level=([cli]=0 [tensor]=1 [comm]=2 [nn]=2 [par]=3 [prog]=4 [launch]=4 [bench]=4 [chart]=4)
+	for f in "$COLLX_ROOT"/lib/*/*.[ch]; do
+		from=${f%/*}
+		from=${from##*/}
+		[ -n "${level[$from]:-}" ] || bad+=("$from: a folder lib/README does not place")
+		for inc in $(sed -nE 's/^#include "([a-z]+\/[a-z_]+\.h)".*/\1/p' "$f"); do
+			to=${inc%%/*}
+			if [ "$to" = "$from" ]; then
+				continue
+			fi
+			if [ -z "${level[$to]:-}" ] || [ "${level[$to]}" -ge "${level[$from]}" ]; then
+				bad+=("${f#"$COLLX_ROOT"/} includes $inc")
+			elif [ "$to" = cli ] && [ "${level[$from]}" -lt 4 ] && [ "$inc" != cli/util.h ]; then
+				bad+=("${f#"$COLLX_ROOT"/} includes $inc (the programs' part of lib/cli)")
+			fi
+		done
+	done
+	echo "reaching up or beside: ${bad[*]}"
+	[ "${#bad[@]}" -eq 0 ]
 }

@@ -367,6 +367,43 @@ EOF
 	[[ $output == "collx-run (collx) "* ]]
 }
 
+@test "-v names each rank's pid and host: the pid the rank has, on this host" {
+	local r pid host
+	run --separate-stderr timeout 30 collx-run -v -n 3 -- sh -c 'echo $$ >"$0/pid.$COLLX_RANK"' "$T"
+	[ "$status" -eq 0 ]
+	host=$(hostname)
+	for r in 0 1 2; do
+		pid=$(cat "$T/pid.$r")
+		echo "rank $r: its pid $pid; collx-run said: $(grep "^collx-run: rank $r: pid " <<<"$stderr")"
+		grep -qx "collx-run: rank $r: pid $pid on $host" <<<"$stderr"
+	done
+	# and without -v, none of it
+	run --separate-stderr timeout 30 collx-run -n 2 -- true
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+}
+
+@test "-v names a remote rank's host and the pid of its remote shell here" {
+	local r pid host
+	# a stand-in for ssh that records its own pid and host, then runs the
+	# command as fake-ssh does
+	cat >"$T/pid-ssh" <<EOF
+#!/bin/sh
+echo "\$\$ \$1" >>"$T/pids.log"
+exec "$T/fake-ssh" "\$@"
+EOF
+	chmod +x "$T/pid-ssh"
+	run --separate-stderr timeout 30 collx-run -v -n 2 -H h1,h2 --ssh "$T/pid-ssh" -- true
+	[ "$status" -eq 0 ]
+	cat "$T/pids.log"
+	[ "$(wc -l <"$T/pids.log")" -eq 2 ]
+	while read -r pid host; do
+		r=${host#h}
+		r=$((r - 1))
+		grep -qx "collx-run: rank $r: pid $pid (its remote shell) on $host" <<<"$stderr"
+	done <"$T/pids.log"
+}
+
 @test "per-host: rank i on host i mod H through the --ssh command" {
 	run timeout 30 collx-run -n 5 -H h1,h2 --ssh "$T/fake-ssh" -- \
 	    sh -c 'echo $COLLX_RANK $COLLX_WORLD_SIZE $COLLX_LOCAL_RANK $COLLX_MASTER'

@@ -115,9 +115,8 @@ cli_usage_error(const char *fmt, ...)
 	vusage(usage_shown(), fmt, ap);
 }
 
-/* A usage error of this rank's own (its group settings): always said. */
-static _Noreturn void
-own_usage_error(const char *fmt, ...)
+void
+cli_own_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -553,32 +552,6 @@ cli_slurp(const char *path, size_t *len, char *err, size_t errlen)
 	return buf;
 }
 
-void
-cli_first_line(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-
-	buf[0] = '\0';
-	if (f == NULL)
-		return;
-	if (fgets(buf, (int)len, f) != NULL)
-		buf[strcspn(buf, "\n")] = '\0';
-	fclose(f);
-}
-
-void
-cli_ephemeral_range(int *lo, int *hi)
-{
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-
-	*lo = 32768, *hi = 60999;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
-		*lo = 32768, *hi = 60999;
-	fclose(f);
-}
-
 int
 cli_write_all(int fd, const void *data, size_t len)
 {
@@ -615,36 +588,4 @@ cli_std_option(int opt, void (*usage)(void))
 	default:
 		return 0;
 	}
-}
-
-/* A group failure: out of memory (errno ENOMEM) ends the program as
- * cli_calloc does, anything else is the user's. */
-static void
-group_die(const char *err)
-{
-	if (errno == ENOMEM)
-		cli_die(CLI_EXIT_RUNTIME, "%s", err);
-	own_usage_error("%s", err);
-}
-
-int
-cli_group_getopt(struct cli_group *g, int opt, const char *arg)
-{
-	char err[COLLX_ERRLEN];
-	int rc;
-
-	if ((rc = cli_group_option(g, opt, arg, err, sizeof err)) < 0)
-		group_die(err);
-	return rc;
-}
-
-void
-cli_group_finish(struct cli_group *g)
-{
-	char err[COLLX_ERRLEN];
-
-	if (cli_group_resolve(g, err, sizeof err) < 0)
-		group_die(err);
-	cli_rank = g->rank;
-	cli_world = g->world;
 }

@@ -19,6 +19,10 @@ enum cli_exit {
 extern const char *cli_progname;
 extern int cli_verbose;		/* -v count */
 extern int cli_quiet;		/* -q */
+/* The largest world collx runs: what a rank's options and environment may
+ * say, and what a file it wrote may claim. */
+#define CLI_MAX_WORLD (1 << 20)
+
 /* This process's rank and world size once cli_group_finish() knows them,
  * else -1. */
 extern int cli_rank, cli_world;
@@ -45,6 +49,10 @@ _Noreturn void cli_die_rank(int code, const char *fmt, ...)
  * a terminal (started by hand); the others exit 2 in silence. The rank is
  * cli_rank, or before the group is known the launcher's variable. */
 _Noreturn void cli_usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* A usage error of this rank's own (its group settings, which may differ
+ * from rank to rank): said by every rank, exit 2. */
+_Noreturn void cli_own_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 /* The usage error for getopt's '?' (cli_init turns getopt's own messages
  * off): an unknown option, or one missing its value, named once. */
@@ -181,17 +189,10 @@ int cli_slurm_port(long job, long step);
  */
 long cli_hostlist(const char *expr, long n, char *host, size_t hostlen,
     char *err, size_t errlen);
-/* The kernel's ephemeral port range, where bind(port 0) and connect()
- * take their local ports (Linux's default when it cannot be read). */
-void cli_ephemeral_range(int *lo, int *hi);
 /* The whole file (PATH "-" is standard input), NUL-terminated, for
  * programs (out of memory ends the program); NULL with "PATH: reason" in
  * err. */
 char *cli_slurp(const char *path, size_t *len, char *err, size_t errlen);
-
-/* The first line of a small file, without its newline, into buf; "" when
- * the file cannot be read. */
-void cli_first_line(const char *path, char *buf, size_t len);
 
 /* Write all of buf, retrying on EINTR and short writes; 0 or -1. */
 int cli_write_all(int fd, const void *buf, size_t len);

@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 
-#define CLI_MAX_WORLD (1 << 20)
 #define CLI_DEFAULT_TIMEOUT 60.0
 #define CLI_TOKEN_MAX 4096
 
@@ -457,4 +456,36 @@ cli_group_free(struct cli_group *g)
 	free(g->token);
 	free(g->job_id);
 	cli_group_defaults(g);
+}
+
+/* A group failure: out of memory (errno ENOMEM) ends the program as
+ * cli_calloc does, anything else is the user's. */
+static void
+group_die(const char *err)
+{
+	if (errno == ENOMEM)
+		cli_die(CLI_EXIT_RUNTIME, "%s", err);
+	cli_own_usage_error("%s", err);
+}
+
+int
+cli_group_getopt(struct cli_group *g, int opt, const char *arg)
+{
+	char err[COLLX_ERRLEN];
+	int rc;
+
+	if ((rc = cli_group_option(g, opt, arg, err, sizeof err)) < 0)
+		group_die(err);
+	return rc;
+}
+
+void
+cli_group_finish(struct cli_group *g)
+{
+	char err[COLLX_ERRLEN];
+
+	if (cli_group_resolve(g, err, sizeof err) < 0)
+		group_die(err);
+	cli_rank = g->rank;
+	cli_world = g->world;
 }

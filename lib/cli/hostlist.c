@@ -165,8 +165,7 @@ hl_host_nth(const struct hl *h, const char *s, const char *end, long k,
 	}
 	for (b = 0; s < end; ) {
 		if (len + 1 >= hostlen)
-			return cli_fail(h->err, h->errlen, "host list '%s': a host "
-			    "name longer than %zu bytes", h->expr, hostlen - 1);
+			goto toolong;
 		if (*s != '[') {
 			host[len++] = *s++;
 			continue;
@@ -174,14 +173,19 @@ hl_host_nth(const struct hl *h, const char *s, const char *end, long k,
 		n = hl_bracket_nth(h, bracket[b], index[b], host + len,
 		    hostlen - len);
 		if ((size_t)n >= hostlen - len)
-			return cli_fail(h->err, h->errlen, "host list '%s': a host "
-			    "name longer than %zu bytes", h->expr, hostlen - 1);
+			goto toolong;
 		len += (size_t)n;
 		s = strchr(s, ']') + 1;
 		b++;
 	}
 	host[len] = '\0';
 	return 0;
+toolong:
+	/* nothing half-written: a caller may print host */
+	if (hostlen > 0)
+		host[0] = '\0';
+	return cli_fail(h->err, h->errlen, "host list '%s': a host name "
+	    "longer than %zu bytes", h->expr, hostlen > 0 ? hostlen - 1 : 0);
 }
 
 long

@@ -1,4 +1,5 @@
-/* util: error text, clock and hash shared by every layer. */
+/* util: error text, clock, hash and the small reads of /proc shared by
+ * every layer. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,4 +66,30 @@ cli_name_index(const char *const *names, int n, const char *s)
 		if (names[i] != NULL && strcmp(s, names[i]) == 0)
 			return i;
 	return -1;
+}
+
+void
+cli_first_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (f == NULL)
+		return;
+	if (fgets(buf, (int)len, f) != NULL)
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+void
+cli_ephemeral_range(int *lo, int *hi)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	*lo = 32768, *hi = 60999;
+	if (f == NULL)
+		return;
+	if (fscanf(f, "%d %d", lo, hi) != 2 || *lo < 1024 || *hi < *lo)
+		*lo = 32768, *hi = 60999;
+	fclose(f);
 }

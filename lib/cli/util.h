@@ -31,4 +31,11 @@ int cli_name_index(const char *const *names, int n, const char *s);
 uint64_t cli_le_get(const unsigned char *b, int n);
 void cli_le_put(unsigned char *b, uint64_t v, int n);
 
+/* The first line of a small file, without its newline, into buf; "" when
+ * the file cannot be read. */
+void cli_first_line(const char *path, char *buf, size_t len);
+/* The kernel's ephemeral port range, where bind(port 0) and connect()
+ * take their local ports (Linux's default when it cannot be read). */
+void cli_ephemeral_range(int *lo, int *hi);
+
 #endif

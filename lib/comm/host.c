@@ -5,7 +5,7 @@
  * rank tells every peer its host key, process id and whether it allows
  * shared memory, on stream 0, and numbers the hosts by their lowest
  * rank. */
-#include "cli/cli.h"
+#include "cli/util.h"
 #include "comm/comm_impl.h"
 
 #include <errno.h>

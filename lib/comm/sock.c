@@ -1,5 +1,6 @@
 /* sock: TCP helpers over non-blocking sockets with deadlines. */
 #include "comm/sock.h"
+#include "comm/auth.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -455,4 +456,65 @@ comm_sock_recv_all(int fd, void *buf, size_t len, double deadline, char *err,
     size_t errlen)
 {
 	return xfer_all(fd, buf, len, deadline, 0, err, errlen);
+}
+
+/* Whether port on a is free now: bound, then released at once. */
+static int
+port_free(struct sockaddr_in *a, int port)
+{
+	int fd, ok;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	a->sin_port = htons((uint16_t)port);
+	ok = bind(fd, (struct sockaddr *)a, sizeof *a) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * A port the kernel would never hand out by itself: one from the
+ * ephemeral range can be taken, between the check and rank 0's bind, by
+ * another rank's listener or outgoing connection. Random, so that two
+ * jobs starting together do not pick the same one.
+ */
+int
+comm_sock_free_port(const char *host, int *port, char *err, size_t errlen)
+{
+	struct sockaddr_in a;
+	uint32_t r;
+	int lo, hi, below, above, n, k, p;
+
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		snprintf(err, errlen, "%s: not an IPv4 address", host);
+		return -1;
+	}
+	cli_ephemeral_range(&lo, &hi);
+	below = lo > 10240 ? lo - 10240 : 0;	/* [10240, lo) */
+	above = 65535 - hi;			/* (hi, 65535] */
+	if (below + above == 0) {
+		snprintf(err, errlen, "choosing a free port on %s: the "
+		    "ephemeral range %d-%d leaves none", host, lo, hi);
+		return -1;
+	}
+	for (k = 0; k < 256; k++) {
+		if (auth_random(&r, sizeof r, err, errlen) < 0)
+			return -1;
+		n = (int)(r % (uint32_t)(below + above));
+		p = n < below ? 10240 + n : hi + 1 + (n - below);
+		switch (port_free(&a, p)) {
+		case 1:
+			*port = p;
+			return 0;
+		case -1:
+			snprintf(err, errlen, "choosing a free port on %s: %s",
+			    host, strerror(errno));
+			return -1;
+		}
+	}
+	snprintf(err, errlen, "choosing a free port on %s: 256 tries outside "
+	    "%d-%d all taken", host, lo, hi);
+	return -1;
 }

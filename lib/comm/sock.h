@@ -42,6 +42,13 @@ int comm_sock_iface_addr(const char *name, int family, struct comm_sock_addr *ou
 int comm_sock_route_addr(const struct comm_sock_addr *dst, struct comm_sock_addr *out,
     char *err, size_t errlen);
 
+/* A free port on host (an IPv4 address; 0.0.0.0: all of this machine's)
+ * outside the kernel's ephemeral range, drawn at random so that two
+ * launches starting together do not pick the same: 0 or -1 with the
+ * reason in err. */
+int comm_sock_free_port(const char *host, int *port, char *err,
+    size_t errlen);
+
 /* Listen on a (port 0: ephemeral; a->str and port are updated). */
 int comm_sock_listen(struct comm_sock_addr *a, char *err, size_t errlen);
 /* Listen on "host:port" ("" host: every address). Returns the fd or -1. */

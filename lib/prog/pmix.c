@@ -10,7 +10,7 @@
 #include <pmix.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "comm/sock.h"
 #include "prog/pmix.h"
 
 #define PMIX_MASTER_KEY "collx.master"
@@ -35,7 +35,7 @@ pmix_publish(char *err, size_t errlen)
 	if (gethostname(host, sizeof host) < 0 || host[0] == '\0')
 		return cli_fail(err, errlen, "PMIx: this host has no name");
 	host[sizeof host - 1] = '\0';
-	if (launch_free_port("0.0.0.0", &port, err, errlen) < 0)
+	if (comm_sock_free_port("0.0.0.0", &port, err, errlen) < 0)
 		return -1;
 	snprintf(addr, sizeof addr, "%s:%d", host, port);
 	PMIX_VALUE_CONSTRUCT(&v);

@@ -805,6 +805,14 @@ test_hostlist(void)
 	UNIT_OK(cli_hostlist("longname1,n[1-2]", 2, host, sizeof host, e,
 	    sizeof e) == 3 && strcmp(host, "n2") == 0,
 	    "a long host not asked for is no fault");
+	/* found by fuzz_hostlist: a refusal left the previous host's tail in
+	 * the buffer, unterminated within its hostlen bytes */
+	memcpy(host, "node1", 6);
+	UNIT_OK(cli_hostlist("node1", 0, host, 5, e, sizeof e) == -1 &&
+	    host[0] == '\0', "a host too long: refused, host left empty");
+	memcpy(host, "ab1000", 7);
+	UNIT_OK(cli_hostlist("ab[100]", 0, host, 5, e, sizeof e) == -1 &&
+	    host[0] == '\0', "a bracket too long: refused, host left empty");
 }
 
 /* Rank r of 4 under srun's variables: job 1234, step 5, the nodes of

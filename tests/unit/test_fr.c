@@ -5,7 +5,7 @@
  * read back with lib/tensor's JSON reader. On three forked ranks: one
  * rank calling another collective than the others, and one that never
  * enters an operation, are named with the operation's sequence number by
- * prog_diagnose over the dumps the ranks wrote.
+ * launch_diagnose over the dumps the ranks wrote.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 
 #include "cli/cli.h"
 #include "comm/coll.h"
-#include "prog/diagnose.h"
+#include "launch/diagnose.h"
 #include "ranks.h"
 #include "tensor/json.h"
 #include "unit.h"
@@ -311,7 +311,7 @@ diagnosis(const char *dir, char *buf, size_t len)
 	size_t n;
 
 	buf[0] = '\0';
-	if (f == NULL || prog_diagnose(dir, f, err, sizeof err) != 0) {
+	if (f == NULL || launch_diagnose(dir, f, err, sizeof err) != 0) {
 		printf("# diagnose: %s\n", err);
 		return buf;
 	}

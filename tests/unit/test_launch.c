@@ -16,8 +16,8 @@
 
 #include "cli/cli.h"
 #include "prog/join.h"
-#include "prog/launch.h"
-#include "prog/linetag.h"
+#include "launch/launch.h"
+#include "launch/linetag.h"
 #include "unit.h"
 
 static char tmpdir[] = "/tmp/test_launch.XXXXXX";

@@ -11,7 +11,7 @@
 
 #include "cli/cli.h"
 #include "par/ckpt.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 #include "tensor/tensor.h"
 #include "unit.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/diagnose.h"
+#include "launch/diagnose.h"
 #include "tensor/json.h"
 
 enum { ST_QUEUED, ST_STARTED, ST_DONE };
@@ -87,9 +87,9 @@ cause_member(struct tensor_json *j, const char *key, void *arg)
 	if (strcmp(key, "why") == 0)
 		return tensor_json_strbuf(j, d->why, sizeof d->why);
 	if (strcmp(key, "culprit") == 0)
-		return get_int(j, INT32_MAX, &d->culprit);
+		return get_int(j, CLI_MAX_WORLD - 1, &d->culprit);
 	if (strcmp(key, "reporter") == 0)
-		return get_int(j, INT32_MAX, &d->reporter);
+		return get_int(j, CLI_MAX_WORLD - 1, &d->reporter);
 	return tensor_json_skip(j);
 }
 
@@ -100,7 +100,7 @@ group_rank(struct tensor_json *j, void *arg)
 
 	g->ranks = cli_reallocarray(g->ranks, (size_t)g->n + 1,
 	    sizeof *g->ranks);
-	return get_int(j, INT32_MAX, &g->ranks[g->n++]);
+	return get_int(j, CLI_MAX_WORLD - 1, &g->ranks[g->n++]);
 }
 
 static int
@@ -187,11 +187,11 @@ dump_member(struct tensor_json *j, const char *key, void *arg)
 		return get_strdup(j, &d->error);
 	if (strcmp(key, "rank") == 0) {
 		d->seen |= 2;
-		return get_int(j, INT32_MAX, &d->rank);
+		return get_int(j, CLI_MAX_WORLD - 1, &d->rank);
 	}
 	if (strcmp(key, "world") == 0) {
 		d->seen |= 4;
-		return get_int(j, INT32_MAX, &d->world);
+		return get_int(j, CLI_MAX_WORLD, &d->world);
 	}
 	if (strcmp(key, "size") == 0)
 		return tensor_json_uint(j, &d->size);
@@ -600,7 +600,7 @@ job_make(struct fr_job *jb, const struct fr_dump *d, int n, char *err,
 }
 
 int
-prog_diagnose(const char *dir, FILE *out, char *err, size_t errlen)
+launch_diagnose(const char *dir, FILE *out, char *err, size_t errlen)
 {
 	struct fr_dump *d = NULL;
 	struct fr_job jb = { 0 };

@@ -14,7 +14,7 @@
 
 #include "cli/cli.h"
 #include "par/ckpt.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 /* The value of option name (--name V or --name=V) at prog[k], or NULL;
  * *used: how many words it takes. */

@@ -18,6 +18,6 @@
  * CLI_EXIT_DATA (a dump that is not a flight recorder's), with the reason
  * in err.
  */
-int prog_diagnose(const char *dir, FILE *out, char *err, size_t errlen);
+int launch_diagnose(const char *dir, FILE *out, char *err, size_t errlen);
 
 #endif

@@ -13,7 +13,7 @@
 #endif
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 static int sig_pipe[2] = { -1, -1 };
 static struct launch_ends *sig_ends;	/* whose deaths are numbered */

@@ -1,83 +1,19 @@
 /* launch_rank: what each rank of a job is started with: the rendezvous
  * address, the job's identity, its environment and its command line. */
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 
 #include "cli/cli.h"
 #include "comm/auth.h"
-#include "prog/launch.h"
+#include "comm/sock.h"
+#include "launch/launch.h"
 
 /* The remote shell's first step with a token: its first line of input. */
 #define TOKEN_SCRIPT \
 	"IFS= read -r COLLX_TOKEN && export COLLX_TOKEN && exec env \"$@\""
-
-/* Whether port on a is free now: bound, then released at once. */
-static int
-port_free(struct sockaddr_in *a, int port)
-{
-	int fd, ok;
-
-	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return -1;
-	a->sin_port = htons((uint16_t)port);
-	ok = bind(fd, (struct sockaddr *)a, sizeof *a) == 0;
-	close(fd);
-	return ok;
-}
-
-/*
- * A port the kernel would never hand out by itself: one from the
- * ephemeral range can be taken, between the check and rank 0's bind, by
- * another rank's listener or outgoing connection. Random, so that two
- * jobs starting together do not pick the same one.
- */
-int
-launch_free_port(const char *host, int *port, char *err, size_t errlen)
-{
-	struct sockaddr_in a;
-	uint32_t r;
-	int lo, hi, below, above, n, k, p;
-
-	memset(&a, 0, sizeof a);
-	a.sin_family = AF_INET;
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-		snprintf(err, errlen, "%s: not an IPv4 address", host);
-		return -1;
-	}
-	cli_ephemeral_range(&lo, &hi);
-	below = lo > 10240 ? lo - 10240 : 0;	/* [10240, lo) */
-	above = 65535 - hi;			/* (hi, 65535] */
-	if (below + above == 0) {
-		snprintf(err, errlen, "choosing a free port on %s: the "
-		    "ephemeral range %d-%d leaves none", host, lo, hi);
-		return -1;
-	}
-	for (k = 0; k < 256; k++) {
-		if (auth_random(&r, sizeof r, err, errlen) < 0)
-			return -1;
-		n = (int)(r % (uint32_t)(below + above));
-		p = n < below ? 10240 + n : hi + 1 + (n - below);
-		switch (port_free(&a, p)) {
-		case 1:
-			*port = p;
-			return 0;
-		case -1:
-			snprintf(err, errlen, "choosing a free port on %s: %s",
-			    host, strerror(errno));
-			return -1;
-		}
-	}
-	snprintf(err, errlen, "choosing a free port on %s: 256 tries outside "
-	    "%d-%d all taken", host, lo, hi);
-	return -1;
-}
 
 /*
  * PyTorch's pair, MASTER_ADDR and MASTER_PORT: collx's host and another
@@ -92,7 +28,7 @@ choose_torch_port(struct launch_job *j, int port, char *err, size_t errlen)
 	if (launch_hosts_all_local(&j->hosts) &&
 	    strncmp(j->master, "127.0.0.1:", 10) == 0) {
 		for (k = 0; k < 16; k++) {
-			if (launch_free_port("127.0.0.1", &j->torch_port, err,
+			if (comm_sock_free_port("127.0.0.1", &j->torch_port, err,
 			    errlen) < 0)
 				return -1;
 			if (j->torch_port != port)
@@ -114,7 +50,7 @@ choose_master(struct launch_job *j, char *err, size_t errlen)
 	int port;
 
 	if (j->master == NULL && launch_hosts_all_local(&j->hosts)) {
-		if (launch_free_port("127.0.0.1", &port, err, errlen) < 0)
+		if (comm_sock_free_port("127.0.0.1", &port, err, errlen) < 0)
 			return -1;
 		j->master = cli_asprintf("127.0.0.1:%d", port);
 	} else if (j->master == NULL) {

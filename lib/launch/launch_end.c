@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 void
 launch_ends_init(struct launch_ends *e, int n)

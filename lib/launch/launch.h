@@ -142,11 +142,6 @@ struct launch_job {
  * in. 0 or -1 with the reason in err.
  */
 int launch_job_prepare(struct launch_job *j, char *err, size_t errlen);
-/* A free port on host (an IPv4 address; 0.0.0.0: all of this machine's)
- * outside the kernel's ephemeral range, drawn at random so that two
- * launches starting together do not pick the same: 0 or -1 with the
- * reason in err. */
-int launch_free_port(const char *host, int *port, char *err, size_t errlen);
 void launch_job_free(struct launch_job *j);
 
 /*

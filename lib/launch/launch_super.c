@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
-#include "prog/linetag.h"
+#include "launch/launch.h"
+#include "launch/linetag.h"
 
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
@@ -36,6 +36,25 @@ show_command(int i, char **argv)
 		off += (size_t)snprintf(line + off, sizeof line - off, "%s%s",
 		    k ? " " : "", argv[k]);
 	cli_debug("rank %d: %s", i, line);
+}
+
+/* With -v, which process is rank i and where: its pid, or for a remote
+ * rank the pid of its remote shell here, and its host. */
+static void
+show_started(const struct launch_super *j, int i)
+{
+	const struct launch_rank *r = &j->place[i];
+	char self[256] = "";
+
+	if (r->host >= 0) {
+		cli_debug("rank %d: pid %ld (its remote shell) on %s", i,
+		    (long)j->ends.rank[i].pid, j->spec.hosts.names[r->host]);
+		return;
+	}
+	if (gethostname(self, sizeof self - 1) < 0)
+		snprintf(self, sizeof self, "this host");
+	cli_debug("rank %d: pid %ld on %s", i, (long)j->ends.rank[i].pid,
+	    self);
 }
 
 /* Start rank i; 0, or 127 (not found) or 126 (not executable) when
@@ -65,6 +84,7 @@ spawn(struct launch_super *j, int i, char *err, size_t errlen)
 	    &j->ends.rank[i].pid, err, errlen);
 	if (rc < 0)
 		return -1;
+	show_started(j, i);
 	j->running++;
 	if (c.out >= 0) {
 		close(c.out);

@@ -14,7 +14,7 @@
 #endif
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 /* In the child: its own process group, the caller's signal mask (with
  * what the launcher changed given back first), and no life beyond the

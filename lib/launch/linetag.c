@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "prog/linetag.h"
+#include "launch/linetag.h"
 
 int
 linetag_open(struct linetag *t, int rank, int to, int *wfd, char *err,

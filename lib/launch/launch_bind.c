@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 /* A number from sysfs, or -1 where it cannot be read. */
 static long

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "prog/launch.h"
+#include "launch/launch.h"
 
 #define LAUNCH_MAX_HOSTS 65536
 #define LAUNCH_MAX_SLOTS 4096
