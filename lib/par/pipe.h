@@ -44,9 +44,9 @@ struct pipe_cfg {
 				 * NULL: none): each runs its train_split
 				 * share of the batch, and their gradients
 				 * are summed before the update */
-	struct comm *tp;	/* the stage's TP group (size 1: none): the
-				 * stage's layers sharded over it (tp_stage),
-				 * or NULL: pipe_stage's, in the model */
+	struct comm *tp;	/* the stage's TP group, the stage's layers
+				 * sharded over it (tp_stage); NULL or of
+				 * size 1: unsharded */
 	int zero;		/* ZeRO stage on the DP axis: 0, 1 (the
 				 * optimizer state sharded over the
 				 * replicas) or 2 (the reduced gradients

@@ -1,14 +1,12 @@
-/* pipe_tp: the stage a pipeline run drives. Without cfg->tp it is
- * pipe_stage's, its layers in the model; with it (collx-train, any mesh)
- * a tp_stage per chunk, the chunk's layers sharded over the TP group (a
- * group of one gives pipe_stage's results bit for bit), the parameters of
- * the rank's chunks in one vector of the run's, chunk after chunk: one
- * range with one optimizer, which the DP axis and ZeRO cut as any range.
- * The runner reads each chunk's shape and buffers from pipe_chunk's
- * stage either way; here those take the tp_stages'. TP rank t of each
- * stage talks to TP rank t of the next (the pipeline group holds one TP
- * index), and every TP rank of a stage runs every micro-batch alike, so
- * the runner's messages are unchanged. */
+/* pipe_tp: the stage every pipeline run drives: a tp_stage per chunk,
+ * the chunk's layers sharded over cfg->tp (collx-train's TP axis; without
+ * one, or with a group of one, unsharded and with no communication: so
+ * collx-pipe's), the parameters of the rank's chunks in one vector of the
+ * run's, chunk after chunk: one range with one optimizer, which the DP
+ * axis and ZeRO cut as any range. TP rank t of each stage talks to TP
+ * rank t of the next (the pipeline group holds one TP index), and every
+ * TP rank of a stage runs every micro-batch alike, so the runner's
+ * messages are those of an unsharded stage. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,22 +23,6 @@ tp_failed(struct pipe_run *r)
 	r->kind = r->cfg->tp != NULL && comm_errkind(r->cfg->tp) ==
 	    COMM_ERR_MISMATCH ? TRAIN_ERR_DATA : TRAIN_ERR_RUNTIME;
 	return -1;
-}
-
-/* Chunk c's stage as the runner reads it: its tp_stage's shape and
- * buffers. */
-static void
-bind_shape(struct pipe_stage *st, const struct tp_stage *ts)
-{
-	memset(st, 0, sizeof(*st));
-	st->d = &ts->d;
-	st->j = ts->j, st->w = ts->w, st->l0 = ts->l0, st->l1 = ts->l1;
-	st->gpt = ts->gpt, st->first = ts->first, st->last = ts->last;
-	st->seq = ts->seq, st->in_w = ts->in_w, st->out_w = ts->out_w;
-	st->nmax = ts->nmax, st->split = ts->split;
-	for (int i = 0; i < 4; i++)
-		st->g[i] = ts->gb[i];
-	st->dwte = ts->dwte;
 }
 
 /* A TP sum, in the trace: a span within the forward or backward. */
@@ -75,9 +57,7 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 	const struct pipe_cfg *cfg = r->cfg;
 	int c, s, V = r->nchunk, S = r->world * V;
 
-	if ((r->ts = calloc((size_t)V, sizeof(*r->ts))) == NULL ||
-	    (V > 1 && (r->chunk = calloc((size_t)V - 1,
-	    sizeof(*r->chunk))) == NULL))
+	if ((r->ts = calloc((size_t)V, sizeof(*r->ts))) == NULL)
 		return pipe_oom(r);
 	for (c = 0; c < V; c++) {
 		s = c * r->world + r->rank;
@@ -91,19 +71,11 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 		r->ts[c].on_sum = on_sum;
 		r->ts[c].on_sum_ctx = r;
 	}
-	if (place(r) < 0)
-		return -1;
-	for (c = 0; c < V; c++)
-		bind_shape(pipe_chunk(r, c), &r->ts[c]);
-	/* the rank's tied embedding: the first chunk's or the last's */
-	for (c = 0; c < V; c++)
-		if (r->ts[c].dwte != NULL)
-			r->st.dwte = r->ts[c].dwte;
-	return 0;
+	return place(r);
 }
 
 int
-pipe_tp_own_init(struct pipe_run *r)
+pipe_own_init(struct pipe_run *r)
 {
 	char e[COLLX_ERRLEN];
 	size_t n = 0;
@@ -137,33 +109,30 @@ pipe_tp_free(struct pipe_run *r)
 	r->params = r->grads = NULL;
 }
 
-/* Chunk 0 is st; the others, interleaved, r->chunk's. */
-struct pipe_stage *
+struct tp_stage *
 pipe_chunk(struct pipe_run *r, int c)
 {
-	return c == 0 ? &r->st : &r->chunk[c - 1];
+	return &r->ts[c];
 }
 
 /* The rank's activation bytes, all chunks together, at their peak so
- * far: kept in st.peak, which st's own slots alone never exceed. */
+ * far. */
 static void
 rank_peak(struct pipe_run *r)
 {
 	size_t live = 0;
 
 	for (int c = 0; c < r->nchunk; c++)
-		live += r->ts ? r->ts[c].live : pipe_chunk(r, c)->live;
-	if (live > r->st.peak)
-		r->st.peak = live;
+		live += r->ts[c].live;
+	if (live > r->peak)
+		r->peak = live;
 }
 
 struct pipe_slot *
 pipe_unit_acquire(struct pipe_run *r, int c, int n)
 {
-	struct pipe_slot *sl;
+	struct pipe_slot *sl = tp_stage_acquire(&r->ts[c], n);
 
-	sl = r->ts ? tp_stage_acquire(&r->ts[c], n) :
-	    pipe_stage_acquire(pipe_chunk(r, c), n);
 	rank_peak(r);
 	return sl;
 }
@@ -171,8 +140,7 @@ pipe_unit_acquire(struct pipe_run *r, int c, int n)
 float *
 pipe_unit_input(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
-	return r->ts ? tp_stage_input(&r->ts[c], sl) :
-	    pipe_stage_input(pipe_chunk(r, c), sl);
+	return tp_stage_input(&r->ts[c], sl);
 }
 
 const float *
@@ -181,8 +149,6 @@ pipe_unit_forward(struct pipe_run *r, int c, struct pipe_slot *sl,
 {
 	const float *y;
 
-	if (r->ts == NULL)
-		return pipe_stage_forward(pipe_chunk(r, c), sl, loss);
 	if ((y = tp_stage_forward(&r->ts[c], sl, loss)) == NULL)
 		tp_failed(r);
 	return y;
@@ -192,10 +158,6 @@ int
 pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
     float *dy, float *dx)
 {
-	if (r->ts == NULL) {
-		pipe_stage_backward(pipe_chunk(r, c), sl, dy, dx);
-		return 0;
-	}
 	return tp_stage_backward(&r->ts[c], sl, dy, dx) < 0 ? tp_failed(r) :
 	    0;
 }
@@ -203,19 +165,13 @@ pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
 void
 pipe_unit_weight(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
-	if (r->ts != NULL)
-		tp_stage_weight(&r->ts[c], sl);
-	else
-		pipe_stage_weight(pipe_chunk(r, c), sl);
+	tp_stage_weight(&r->ts[c], sl);
 }
 
 void
 pipe_unit_release(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
-	if (r->ts != NULL)
-		tp_stage_release(&r->ts[c], sl);
-	else
-		pipe_stage_release(pipe_chunk(r, c), sl);
+	tp_stage_release(&r->ts[c], sl);
 }
 
 void
@@ -225,7 +181,7 @@ pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin)
 	uint64_t b;
 	int c;
 
-	if (r->ts == NULL || r->ts->T == 1)
+	if (r->ts->T == 1)
 		return;
 	for (t = 0, c = 0; c < r->nchunk; c++)
 		t += r->ts[c].coll_s;
@@ -262,7 +218,7 @@ pipe_tp_verify(struct pipe_run *r)
 	uint64_t mine, *all;
 	int T, q, rc = 0;
 
-	if (r->ts == NULL || (T = r->ts->T) == 1)
+	if ((T = r->ts->T) == 1)
 		return 0;
 	mine = whole_sum(r);
 	if ((all = malloc((size_t)T * sizeof(*all))) == NULL)
@@ -339,7 +295,9 @@ pipe_tp_gather(struct pipe_run *r, float *const moments[2])
 {
 	const struct nn_optim *o = &r->opt[0];
 
-	comm_set_step(r->cfg->tp, "gathering stage %d's shards", r->rank);
+	if (r->ts->T > 1)
+		comm_set_step(r->cfg->tp, "gathering stage %d's shards",
+		    r->rank);
 	if (gather(r, r->params, r->m->params) < 0 ||
 	    (moments != NULL && o->m != NULL &&
 	    gather(r, o->m, moments[0]) < 0) ||

@@ -1,5 +1,12 @@
-/* pipe_stage: one pipeline stage's math. A micro-batch's forward saves
- * its activations in a slot (input, every layer's output and saved
+/* pipe_stage_ref: the unsharded pipeline stage, the reference the one
+ * stage engine (lib/par's tp_stage, which every pipeline run drives)
+ * is held to: test_tp_stage compares them bit for bit at T = 1, and
+ * against it within rounding at T > 1. It was the runner's own stage
+ * before runs of a TP group of one took tp_stage; written separately
+ * from it, on the model's own parameters.
+ *
+ * One pipeline stage's math. A micro-batch's forward saves its
+ * activations in a slot (input, every layer's output and saved
  * activations, the gpt head's), which its backward reads and frees; the
  * layers are lib/nn's kernels run on the slot's buffers. Under a split
  * schedule the backward is two passes: the input part keeps in the slot
@@ -7,11 +14,34 @@
  * each layer's activations, the stage's last mlp layer in its own output;
  * the gpt head's and embedding's weight gradients stay in the input
  * part). */
+#ifndef COLLX_PIPE_STAGE_REF_H
+#define COLLX_PIPE_STAGE_REF_H
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "par/pipe_int.h"
+
+struct pipe_stage {
+	struct nn_model *m;
+	const struct nn_dims *d;
+	int j, w, l0, l1, gpt, first, last;
+	int split;		/* backward in two passes (pipe_stage_weight) */
+	int seq;		/* rows per sample: block, gpt; mlp 1 */
+	size_t in_w, out_w;	/* floats per sample at the stage's ends */
+	size_t act_w;		/* block: saved floats per sample per layer */
+	size_t *off;		/* per sample, where layer k's output lies in
+				 * a slot (lay_out), k = 0 .. l1 - l0 */
+	int nmax;		/* largest micro-batch */
+	size_t slot_cap;	/* floats per slot */
+	struct pipe_slot *slot;
+	int nslot, maxslot;	/* made, at most */
+	size_t live, peak;	/* activation bytes */
+	float *g[4];		/* gradient ping-pong, then two send buffers */
+	float *scratch, *dlogits;
+	float *wte, *wpe, *lnf_w, *lnf_b, *dwte, *dwpe, *dlnf_w, *dlnf_b;
+};
 
 /* The serial shape of n samples of this stage's blocks. */
 static struct nn_block_shape
@@ -228,7 +258,9 @@ bind_gpt(struct pipe_stage *st)
 		}
 }
 
-int
+static void pipe_stage_free(struct pipe_stage *st);
+
+static int
 pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
     int l0, int l1, int seq, int nmax, int maxslot, int split, char *err,
     size_t errlen)
@@ -278,7 +310,7 @@ pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j, int w,
 	return 0;
 }
 
-void
+static void
 pipe_stage_free(struct pipe_stage *st)
 {
 	int i;
@@ -307,7 +339,7 @@ slot_bytes(const struct pipe_stage *st, int n)
 	    sizeof(float) + tok * sizeof(int32_t));
 }
 
-struct pipe_slot *
+static struct pipe_slot *
 pipe_stage_acquire(struct pipe_stage *st, int n)
 {
 	struct pipe_slot *sl = NULL;
@@ -343,21 +375,14 @@ pipe_stage_acquire(struct pipe_stage *st, int n)
 	return sl;
 }
 
-void
-pipe_stage_release(struct pipe_stage *st, struct pipe_slot *sl)
-{
-	st->live -= sl->bytes;
-	sl->busy = 0;
-}
-
-float *
+static float *
 pipe_stage_input(struct pipe_stage *st, struct pipe_slot *sl)
 {
 	(void)st;
 	return sl->f;
 }
 
-const float *
+static const float *
 pipe_stage_forward(struct pipe_stage *st, struct pipe_slot *sl, double *loss)
 {
 	const struct nn_dims *d = st->d;
@@ -422,7 +447,7 @@ loss_backward(struct pipe_stage *st, struct pipe_slot *sl, float *g,
 	    mean, rstd, N, D);
 }
 
-void
+static void
 pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
     float *dx)
 {
@@ -453,7 +478,7 @@ pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl, float *dy,
 		    st->seq, st->d->d_model);
 }
 
-void
+static void
 pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl)
 {
 	for (int k = st->l1 - st->l0 - 1; k >= 0; k--)
@@ -461,3 +486,5 @@ pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl)
 		    lay_acts(st, sl, k), lay_save(st, sl, k), lay_in(st, sl, k),
 		    sl->n);
 }
+
+#endif

@@ -22,6 +22,7 @@
 #include "comm/coll.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
+#include "par/tp_stage.h"
 #include "par_world.h"
 #include "unit.h"
 
@@ -308,42 +309,46 @@ splits(void)
 static void
 split_parts(void)
 {
-	struct nn_model m[2];
-	struct pipe_stage st[2];
+	struct nn_model m;
+	struct tp_stage st[2];
 	struct pipe_slot *sl;
 	float dx[2][2 * 4];
 	double loss = 0;
 	char e[256];
-	int sp, ok = 1, b_adds = 0;
+	int sp = 0, ok, b_adds = 0;
 
-	for (sp = 0; sp < 2; sp++) {
-		ok &= par_model(&m[sp], &mlp4, 5) == 0;
-		if (!ok)
-			break;
-		nn_model_zero_grad(&m[sp]);
-		if (pipe_stage_init(&st[sp], &m[sp], 1, 3, 1, 3, 1, 2, 1, sp, e,
-		    sizeof e) < 0 || (sl = pipe_stage_acquire(&st[sp], 2)) ==
-		    NULL) {
+	ok = par_model(&m, &mlp4, 5) == 0;
+	for (; ok && sp < 2; sp++) {
+		if (tp_stage_init(&st[sp], &m, NULL, 1, 3, 1, 3, 1, 2, 1, sp, e,
+		    sizeof e) < 0) {
 			ok = 0;
 			break;
 		}
-		for (int i = 0; i < 2 * 4; i++) {
-			pipe_stage_input(&st[sp], sl)[i] = (float)(i % 5 - 2) / 4;
-			st[sp].g[0][i] = (float)(i % 3 - 1) / 2;
+		if ((sl = tp_stage_acquire(&st[sp], 2)) == NULL) {
+			ok = 0;
+			sp++;
+			break;
 		}
-		pipe_stage_forward(&st[sp], sl, &loss);
-		pipe_stage_backward(&st[sp], sl, st[sp].g[0], dx[sp]);
-		for (size_t k = 0; sp && k < m[sp].nparams; k++)
-			b_adds |= m[sp].grads[k] != 0;
+		tp_stage_zero_grad(&st[sp]);
+		for (int i = 0; i < 2 * 4; i++) {
+			tp_stage_input(&st[sp], sl)[i] = (float)(i % 5 - 2) / 4;
+			st[sp].gb[0][i] = (float)(i % 3 - 1) / 2;
+		}
+		ok &= tp_stage_forward(&st[sp], sl, &loss) != NULL;
+		ok &= tp_stage_backward(&st[sp], sl, st[sp].gb[0], dx[sp]) == 0;
+		for (size_t k = 0; sp && k < st[sp].nlocal; k++)
+			b_adds |= st[sp].grads[k] != 0;
 		if (sp)
-			pipe_stage_weight(&st[sp], sl);
+			tp_stage_weight(&st[sp], sl);
 	}
 	UNIT_OK(ok && !b_adds, "split mlp stage: B adds no weight gradient");
 	UNIT_OK(ok && memcmp(dx[0], dx[1], sizeof dx[0]) == 0 &&
-	    memcmp(m[0].grads, m[1].grads, m[0].nparams * sizeof(float)) == 0,
+	    st[0].nlocal == st[1].nlocal && memcmp(st[0].grads, st[1].grads,
+	    st[0].nlocal * sizeof(float)) == 0,
 	    "split mlp stage: B then W give the whole backward's bits");
 	for (int k = 0; k < sp; k++)
-		pipe_stage_free(&st[k]), nn_model_free(&m[k]);
+		tp_stage_free(&st[k]);
+	nn_model_free(&m);
 }
 
 /* ---- training over ranks ----------------------------------------------- */
