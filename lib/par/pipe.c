@@ -11,35 +11,6 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
-int
-pipe_group_failed(struct pipe_run *r, struct comm *c)
-{
-	r->kind = comm_errkind(c) == COMM_ERR_MISMATCH ? TRAIN_ERR_DATA :
-	    TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "%s", comm_error(c));
-}
-
-int
-pipe_comm_failed(struct pipe_run *r)
-{
-	return pipe_group_failed(r, r->c);
-}
-
-struct comm *
-pipe_replicas(const struct pipe_run *r)
-{
-	struct comm *dc = r->cfg->dp;
-
-	return dc != NULL && comm_size(dc) > 1 ? dc : NULL;
-}
-
-int
-pipe_oom(struct pipe_run *r)
-{
-	r->kind = TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "rank %d: out of memory", r->rank);
-}
-
 /* The rank's chunks of layers, each virtual stage c*world + rank, as
  * tp_stages over cfg->tp (NULL or a group of one: unsharded, with no
  * communication); and with them the gradients' own sub-group. */

@@ -95,7 +95,7 @@ struct pipe_run {
 	size_t errlen;
 };
 
-/* Failures (pipe.c): the reason into r->err, its kind into r->kind; -1.
+/* Failures (pipe_fail.c): the reason into r->err, its kind into r->kind; -1.
  * group: group c's (r->c's: comm). */
 int pipe_group_failed(struct pipe_run *r, struct comm *c);
 int pipe_comm_failed(struct pipe_run *r);
