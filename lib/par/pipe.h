@@ -80,7 +80,9 @@ struct pipe_stat {
 struct pipe_span {
 	int stage, mb, step;
 	int chunk;		/* interleaved: F, B, S, R's chunk; else -1 */
-	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv;
+	char kind;		/* 'F' forward, 'B' backward (a split one's
+				 * input part), 'W' its weight part, 'S'
+				 * send, 'R' recv;
 				 * 'C' (step -1): the stage's clock is known
 				 * to within t1 - t0 */
 	double t0, t1;

@@ -250,8 +250,8 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->bwd += t1 - t0;
-		/* a backward's second part: the trace draws it as backward */
-		span(r, 'B', c, i, t0, t1);
+		/* a split backward's weight part: W<i> in the trace */
+		span(r, 'W', c, i, t0, t1);
 		pipe_unit_release(r, c, sl);
 		r->mslot[k] = NULL;
 		return 0;
