@@ -21,7 +21,7 @@
 
 enum {
 	OPT_MICRO = CLI_OPT_PROGRAM, OPT_SCHEDULE, OPT_SCHEDULE_FILE, OPT_SPLIT,
-	OPT_TRACE, OPT_PRINT, OPT_VIRTUAL
+	OPT_TRACE, OPT_PRINT, OPT_VIRTUAL, OPT_FORMAT
 };
 
 static const struct option longopts[] = {
@@ -33,6 +33,7 @@ static const struct option longopts[] = {
 	{ "virtual", 1, 0, OPT_VIRTUAL },
 	TRAINOPT_STEPS_LONGOPTS, { "split", 1, 0, OPT_SPLIT },
 	{ "trace", 1, 0, OPT_TRACE }, { "print-schedule", 0, 0, OPT_PRINT },
+	{ "format", 1, 0, OPT_FORMAT },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -44,7 +45,7 @@ struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *trace, *split, *sched_file;
 	long micro, virt;	/* virt: V, interleaved's chunks per rank */
-	int print, sched_given;
+	int print, sched_given, csv;	/* csv: --format csv */
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -61,7 +62,8 @@ usage(void)
 	    "           [--virtual V] | --schedule-file F.csv]\n"
 	    "           [--steps K | --epochs E] [options]\n"
 	    "       %s --print-schedule --microbatches M [--world-size W]\n"
-	    "           [--schedule S [--virtual V] | --schedule-file F.csv]\n\n"
+	    "           [--schedule S [--virtual V] | --schedule-file F.csv]\n"
+	    "           [--format table|csv]\n\n"
 	    "Pipeline-parallel training: rank j runs stage j of the model's layers.\n\n"
 	    "  -m, --model F         mlp or block stack (layers.{i}.*), or a gpt\n"
 	    "  -i, --input F         mlp/block: X rows; gpt: token file\n"
@@ -94,6 +96,8 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and bubble, and\n"
 	    "                        exit\n"
+	    "  --format F            --print-schedule as a table (default) or as\n"
+	    "                        csv, a schedule file for --schedule-file\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
 	    "  -v, --verbose         a line per step on stderr (without -v, a\n"
 	    "                        terminal gets one live progress line); rank 0\n"
@@ -134,6 +138,12 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_SPLIT: o->split = a; break;
 	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
+	case OPT_FORMAT:
+		if (strcmp(a, "csv") != 0 && strcmp(a, "table") != 0)
+			cli_usage_error("--format: want table or csv, not '%s'",
+			    a);
+		o->csv = strcmp(a, "csv") == 0;
+		break;
 	default: return 0;
 	}
 	return 1;
@@ -149,6 +159,8 @@ parse_args(struct opts *o, int argc, char **argv)
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	if (o->micro < 1)
 		cli_usage_error("--microbatches M is required");
+	if (o->csv && !o->print)
+		cli_usage_error("--format goes with --print-schedule");
 	if (o->sched_file != NULL && o->sched_given)
 		cli_usage_error("give one of --schedule and --schedule-file");
 	if (o->sched_file != NULL)
@@ -193,7 +205,9 @@ print_schedule(const struct opts *o)
 		snprintf(chunks, sizeof(chunks), ", V=%d chunks", s.v);
 	if ((paper = pipe_sched_bubble(o->sched, (int)o->micro, w, v)) < 0)
 		paper = pipe_sched_table_bubble(&s);	/* no closed form */
-	if (cli_verbose && o->sched_file == NULL)
+	if (o->csv)
+		pipe_sched_print_csv(stdout, &s);
+	else if (cli_verbose && o->sched_file == NULL)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks, "
 		    "bubble %s = %.4f\n", pipe_sched_name(o->sched), o->micro, w,
 		    chunks, s.nclocks, pipe_sched_formula(o->sched,
@@ -201,7 +215,8 @@ print_schedule(const struct opts *o)
 	else if (cli_verbose)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks\n",
 		    o->sched_file, o->micro, s.w, chunks, s.nclocks);
-	pipe_sched_print(stdout, &s);
+	if (!o->csv)
+		pipe_sched_print(stdout, &s);
 	pipe_sched_free(&s);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);

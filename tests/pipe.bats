@@ -535,6 +535,39 @@ for j in range(world):
 PYEOF
 }
 
+# --print-schedule --format csv: the built-in table as a schedule file,
+# its rows those read off the printed table (table_rows), read back by
+# --schedule-file into the same table, and trained into the built-in
+# schedule's bytes.
+@test "--print-schedule --format csv: each built-in schedule as a file that --schedule-file reads back into its table and its training bytes" {
+	data 10 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	for s in gpipe 1f1b zb-h1 interleaved; do
+		run timeout 10 collx-pipe --print-schedule --format csv \
+		    --schedule "$s" --microbatches 3 --world-size 2
+		[ "$status" -eq 0 ]
+		printf '%s\n' "$output" >"$s.csv"
+		cmp <(sort "$s.csv") <(table_rows --schedule "$s" \
+		    --microbatches 3 --world-size 2 | sort)
+		cmp <(timeout 10 collx-pipe --print-schedule --microbatches 3 \
+		    --schedule-file "$s.csv") <(timeout 10 collx-pipe \
+		    --print-schedule --microbatches 3 --world-size 2 --schedule "$s")
+		pipe 2 "b$s" -m m.safetensors -i X.npy -t Y.npy --microbatches 3 \
+		    --schedule "$s" --steps 2 --lr 0.1
+		pipe 2 "f$s" -m m.safetensors -i X.npy -t Y.npy --microbatches 3 \
+		    --schedule-file "$s.csv" --steps 2 --lr 0.1
+		cmp "tb$s.safetensors" "tf$s.safetensors"
+		cmp <(cut -d, -f1-4 "lb$s.csv") <(cut -d, -f1-4 "lf$s.csv")
+	done
+	run timeout 10 collx-pipe --print-schedule --format json --microbatches 3
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-pipe: --format: want table or csv, not 'json'" ]
+	run timeout 10 collx-pipe --format csv -m m.safetensors -i X.npy \
+	    -t Y.npy --microbatches 3
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-pipe: --format goes with --print-schedule" ]
+}
+
 @test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {
 	data 4 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
