@@ -251,24 +251,26 @@ replicas(const struct pipe_run *r, int *me)
 	return r->cfg->dp != NULL ? comm_size(r->cfg->dp) : 1;
 }
 
-/* The stage's vector (r->params' layout) to the model's (to_model) or
- * back: the owned ranges, or a tp_stage's tensors (whole: one TP rank). */
+/* The stage's vector (r->params' layout: its chunks' tp_stages one
+ * after another) to the model's (to_model) or back, tensor by tensor
+ * (whole: one TP rank). */
 static void
 map(const struct pipe_run *r, const float *from, float *to, int to_model)
 {
-	const struct tp_stage *ts = r->ts;
-	size_t i, so, mo, n;
+	size_t i, so, mo, n, base = 0;
 
-	for (i = 0; i < (ts != NULL ? ts->nten : (size_t)r->nown); i++) {
-		if (ts != NULL && !ts->ten[i].p.present)
-			continue;
-		so = ts != NULL ? ts->ten[i].p.off : r->own[i].off;
-		n = ts != NULL ? ts->ten[i].p.count : r->own[i].len;
-		mo = ts != NULL ? nn_model_param(r->m, ts->ten[i].name)->offset :
-		    so;
-		memcpy(to + (to_model ? mo : so), from + (to_model ? so : mo),
-		    n * sizeof(float));
-	}
+	for (int c = 0; c < r->nchunk; base += r->ts[c++].nlocal)
+		for (i = 0; i < r->ts[c].nten; i++) {
+			const struct tp_stage_tensor *t = &r->ts[c].ten[i];
+
+			if (!t->p.present)
+				continue;
+			so = base + t->p.off;
+			n = t->p.count;
+			mo = nn_model_param(r->m, t->name)->offset;
+			memcpy(to + (to_model ? mo : so), from + (to_model ?
+			    so : mo), n * sizeof(float));
+		}
 }
 
 /* Owned range q of x in the stage's layout. */
@@ -315,7 +317,11 @@ svec_put(struct pipe_run *r, const struct svec *x, float *sv,
 static size_t
 stage_len(const struct pipe_run *r)
 {
-	return r->ts != NULL ? r->ts->nlocal : r->m->nparams;
+	size_t n = 0;
+
+	for (int c = 0; c < r->nchunk; c++)
+		n += r->ts[c].nlocal;
+	return n;
 }
 
 /* Replica 0's stage 0 collects the rest of the pipeline's parts of the
