@@ -1,4 +1,4 @@
-/* pipe_tp: the stage every pipeline run drives: a tp_stage per chunk,
+/* pipe_stage: the stage every pipeline run drives: a tp_stage per chunk,
  * the chunk's layers sharded over cfg->tp (collx-train's TP axis; without
  * one, or with a group of one, unsharded and with no communication: so
  * collx-pipe's), the parameters of the rank's chunks in one vector of the
