@@ -23,8 +23,10 @@ chunks_init(struct pipe_run *r, int nmax, char *e, size_t elen)
 	if (V > 1 && (r->gmb = realloc(r->gmb, (size_t)V *
 	    sizeof(*r->gmb))) == NULL)
 		return cli_fail(e, elen, "out of memory");
-	/* one stage holding both ends would hold two copies of the tied
-	 * embedding, which nothing sums across the TP group */
+	/* one stage holding both ends holds two copies of the tied
+	 * embedding, whose gradients it sums itself (pipe_step.c's
+	 * tied_sum); sharded over a TP group, such a stage is refused, as
+	 * collx-train's mesh check says first */
 	if (cfg->tp != NULL && comm_size(cfg->tp) > 1 && V > 1 &&
 	    r->world == 1 && r->m->dims.arch == NN_GPT)
 		return cli_fail(e, elen, "an interleaved gpt sharded over a "
@@ -96,8 +98,7 @@ run_init(struct pipe_run *r)
 	    r->world > 1 && (r->tied = malloc((size_t)r->m->dims.vocab *
 	    r->m->dims.d_model * sizeof(float))) == NULL)
 		return pipe_oom(r);
-	if (pipe_own_init(r) < 0 ||
-	    pipe_dp_init(r) < 0)
+	if (pipe_own_init(r) < 0 || pipe_dp_init(r) < 0)
 		return -1;
 	if ((cfg->resume != NULL && pipe_ckpt_resume(r) < 0) ||
 	    pipe_slow_init(r) < 0)

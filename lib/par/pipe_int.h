@@ -14,7 +14,6 @@
 #include "par/tp_stage.h"
 #include "par/train.h"
 
-struct tp_stage;
 struct pipe_slow;
 struct dp_psgd;
 
