@@ -16,7 +16,7 @@
 #include "prog/trainer_pipe.h"
 
 enum {
-	OPT_SCHEDULE_FILE = CLI_OPT_PROGRAM, OPT_PRINT
+	OPT_SCHEDULE_FILE = CLI_OPT_PROGRAM, OPT_PRINT, OPT_FORMAT
 };
 
 static const struct option longopts[] = {
@@ -26,6 +26,7 @@ static const struct option longopts[] = {
 	TRAINER_PIPE_LONGOPTS,
 	{ "schedule-file", 1, 0, OPT_SCHEDULE_FILE },
 	TRAINOPT_STEPS_LONGOPTS, { "print-schedule", 0, 0, OPT_PRINT },
+	{ "format", 1, 0, OPT_FORMAT },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -37,7 +38,7 @@ struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *sched_file;
 	struct trainer_pipe_opts p;
-	int print;
+	int print, csv;	/* csv: --format csv */
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
 	struct cli_group g;
@@ -52,7 +53,8 @@ usage(void)
 	    "           [--virtual V] | --schedule-file F.csv]\n"
 	    "           [--steps K | --epochs E] [options]\n"
 	    "       %s --print-schedule --microbatches M [--world-size W]\n"
-	    "           [--schedule S [--virtual V] | --schedule-file F.csv]\n\n"
+	    "           [--schedule S [--virtual V] | --schedule-file F.csv]\n"
+	    "           [--format table|csv]\n\n"
 	    "Pipeline-parallel training: rank j runs stage j of the model's layers.\n\n"
 	    "  -m, --model F         mlp or block stack (layers.{i}.*), or a gpt\n"
 	    "  -i, --input F         mlp/block: X rows; gpt: token file\n"
@@ -80,6 +82,8 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --print-schedule      print the schedule's clock table and bubble, and\n"
 	    "                        exit\n"
+	    "  --format F            --print-schedule as a table (default) or as\n"
+	    "                        csv, a schedule file for --schedule-file\n"
 	    TRAINOPT_RUN_HELP
 	    "%s"
 	    "Exit status: 0 ok, 1 runtime failure, 2 usage (a bad --split), 3 bad\n"
@@ -103,6 +107,12 @@ own_option(void *ctx, int c, const char *a)
 	case 't': o->targets = a; break;
 	case OPT_SCHEDULE_FILE: o->sched_file = a; break;
 	case OPT_PRINT: o->print = 1; break;
+	case OPT_FORMAT:
+		if (strcmp(a, "csv") != 0 && strcmp(a, "table") != 0)
+			cli_usage_error("--format: want table or csv, not '%s'",
+			    a);
+		o->csv = strcmp(a, "csv") == 0;
+		break;
 	default: return 0;
 	}
 	return 1;
@@ -118,6 +128,8 @@ parse_args(struct opts *o, int argc, char **argv)
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	if (o->p.micro < 1)
 		cli_usage_error("--microbatches M is required");
+	if (o->csv && !o->print)
+		cli_usage_error("--format goes with --print-schedule");
 	if (o->sched_file != NULL && o->p.sched_given)
 		cli_usage_error("give one of --schedule and --schedule-file");
 	if (o->sched_file != NULL)
@@ -158,7 +170,9 @@ print_schedule(const struct opts *o)
 		snprintf(chunks, sizeof(chunks), ", V=%d chunks", s.v);
 	if ((paper = pipe_sched_bubble(o->p.sched, (int)o->p.micro, w, v)) < 0)
 		paper = pipe_sched_table_bubble(&s);	/* no closed form */
-	if (cli_verbose && o->sched_file == NULL)
+	if (o->csv)
+		pipe_sched_print_csv(stdout, &s);
+	else if (cli_verbose && o->sched_file == NULL)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks, "
 		    "bubble %s = %.4f\n", pipe_sched_name(o->p.sched), o->p.micro, w,
 		    chunks, s.nclocks, pipe_sched_formula(o->p.sched,
@@ -166,7 +180,8 @@ print_schedule(const struct opts *o)
 	else if (cli_verbose)
 		printf("# %s, M=%ld micro-batches, W=%d stages%s: %d clocks\n",
 		    o->sched_file, o->p.micro, s.w, chunks, s.nclocks);
-	pipe_sched_print(stdout, &s);
+	if (!o->csv)
+		pipe_sched_print(stdout, &s);
 	pipe_sched_free(&s);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);

@@ -491,6 +491,83 @@ refused() {
 	cmp tz.safetensors tf.safetensors
 }
 
+# ZB-H1's W passes must be real and where the table puts them: from the
+# trace, each stage runs its F, B and W passes of every step in its
+# column's order (every stage but the first defers some W<i> past a pass
+# other than B<i>), and its W spans carry a real share of its backward
+# (an mlp's B and W run two matrix products each: about a half; 0.2 is
+# far from both 0, a W emptied into its B, and noise under load).
+@test "zb-h1's trace: W passes deferred where the table puts them, a real share of each stage's backward" {
+	data 128 128 128 2
+	timeout 30 collx-dp --init mlp --dims 128,512,128,6 --seed 2 -o m.safetensors
+	table_rows --schedule zb-h1 --microbatches 4 --world-size 3 >zb.csv
+	pipe 3 z -m m.safetensors -i X.npy -t Y.npy --microbatches 4 \
+	    --schedule zb-h1 --steps 4 --lr 0.01 --trace tr.json
+	timeout 30 "$PY" - tr.json zb.csv 3 4 <<'PYEOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+world, steps = int(sys.argv[3]), int(sys.argv[4])
+table = {}
+for row in open(sys.argv[2]):
+    j, slot, a = row.strip().split(",")
+    table.setdefault(int(j), []).append((int(slot), a))
+spans = [e for e in ev if e["ph"] == "X"
+         and e["cat"] in ("forward", "backward", "weight")]
+for j in range(world):
+    want = [a for _, a in sorted(table[j])]
+    deferred = [a for p, a in zip(want, want[1:])
+                if a[0] == "W" and p != "B" + a[1:]]
+    assert (len(deferred) > 0) == (j > 0), (j, want)
+    b = w = 0
+    for k in range(steps):
+        mine = sorted((e for e in spans if e["tid"] == j
+                       and e["args"]["step"] == k), key=lambda e: e["ts"])
+        got = [e["name"] for e in mine]
+        assert got == want, (j, k, got, want)
+        assert all(e["cat"] == {"F": "forward", "B": "backward",
+                                "W": "weight"}[e["name"][0]] for e in mine)
+        if k > 0:
+            b += sum(e["dur"] for e in mine if e["cat"] == "backward")
+            w += sum(e["dur"] for e in mine if e["cat"] == "weight")
+    print("# stage %d: W %.0f%% of B + W, deferred %s" %
+          (j, 100 * w / (b + w), " ".join(deferred)))
+    assert w / (b + w) > 0.2, (j, b, w)
+PYEOF
+}
+
+# --print-schedule --format csv: the built-in table as a schedule file,
+# its rows those read off the printed table (table_rows), read back by
+# --schedule-file into the same table, and trained into the built-in
+# schedule's bytes.
+@test "--print-schedule --format csv: each built-in schedule as a file that --schedule-file reads back into its table and its training bytes" {
+	data 10 4 3 1
+	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
+	for s in gpipe 1f1b zb-h1 interleaved; do
+		run timeout 10 collx-pipe --print-schedule --format csv \
+		    --schedule "$s" --microbatches 3 --world-size 2
+		[ "$status" -eq 0 ]
+		printf '%s\n' "$output" >"$s.csv"
+		cmp <(sort "$s.csv") <(table_rows --schedule "$s" \
+		    --microbatches 3 --world-size 2 | sort)
+		cmp <(timeout 10 collx-pipe --print-schedule --microbatches 3 \
+		    --schedule-file "$s.csv") <(timeout 10 collx-pipe \
+		    --print-schedule --microbatches 3 --world-size 2 --schedule "$s")
+		pipe 2 "b$s" -m m.safetensors -i X.npy -t Y.npy --microbatches 3 \
+		    --schedule "$s" --steps 2 --lr 0.1
+		pipe 2 "f$s" -m m.safetensors -i X.npy -t Y.npy --microbatches 3 \
+		    --schedule-file "$s.csv" --steps 2 --lr 0.1
+		cmp "tb$s.safetensors" "tf$s.safetensors"
+		cmp <(cut -d, -f1-4 "lb$s.csv") <(cut -d, -f1-4 "lf$s.csv")
+	done
+	run timeout 10 collx-pipe --print-schedule --format json --microbatches 3
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-pipe: --format: want table or csv, not 'json'" ]
+	run timeout 10 collx-pipe --format csv -m m.safetensors -i X.npy \
+	    -t Y.npy --microbatches 3
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-pipe: --format goes with --print-schedule" ]
+}
+
 @test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {
 	data 4 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors

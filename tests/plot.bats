@@ -31,7 +31,7 @@ pipe_trace() {
 	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 1 -o x.npy
 	timeout 30 collx-tensor create --shape 32,16 --fill randn --seed 2 -o y.npy
 	timeout 60 collx-run -n 2 -- collx-pipe -m m.safetensors -i x.npy \
-	    -t y.npy --microbatches 4 --steps "$1" --trace t.json -q
+	    -t y.npy --microbatches 4 --steps "$1" --trace t.json -q "${@:2}"
 }
 
 # A coll sweep, a p2p matrix, a dp scaling table, two loss curves and a
@@ -261,6 +261,29 @@ make_inputs() {
 		grep -q ">$kind<" tl.svg || { echo "no $kind in the legend"; false; }
 	done
 	if grep -q ">other<" tl.svg; then false; fi
+}
+
+# ZB-H1's weight passes are a kind of their own: named, in their own
+# colour (the box file the legend's weight entry draws holds every W span
+# of the step), not drawn as backward.
+@test "a zb-h1 trace: the timeline draws W passes as weight, in a colour and legend entry of their own" {
+	pipe_trace 2 --schedule zb-h1
+	run timeout 60 collx-plot -o tl.svg t.json
+	[ "$status" -eq 0 ]
+	for kind in forward backward weight send recv; do
+		grep -q ">$kind<" tl.svg || { echo "no $kind in the legend"; false; }
+	done
+	if grep -q ">other<" tl.svg; then false; fi
+	# gnuplot's SVG writes the colour as rgb(229, 174, 56): the boxes
+	grep -q "rgb(229, 174,  56)" tl.svg
+	# the spans behind them: step 1's W passes, 4 on each of 2 stages
+	"$PY" -c '
+import json, sys
+ev = json.load(open("t.json"))["traceEvents"]
+w = [e for e in ev if e.get("cat") == "weight" and e["args"]["step"] == 1]
+b = [e for e in ev if e.get("cat") == "backward"]
+assert len(w) == 8 and all(e["name"][0] == "W" for e in w), w
+assert all(e["name"][0] == "B" for e in b), b'
 }
 
 @test "a pipeline chart draws one step: the last by default, --step N that one, --step all the run" {

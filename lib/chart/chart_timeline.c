@@ -1,6 +1,7 @@
 /* chart_timeline: a pipeline trace (collx-pipe --trace) as a timeline: a
  * row per stage, a box per span coloured by its kind (forward, backward,
- * send, recv, idle), time in ms from the first span. One step is drawn,
+ * send, recv, idle, and weight: a split backward's weight part, which
+ * zero-bubble schedules defer into the bubble), time in ms from the first span. One step is drawn,
  * the last by default: the hundreds of spans of a whole run are slivers
  * in which the schedule cannot be seen. */
 #include <errno.h>
@@ -18,6 +19,7 @@ static const struct {
 } span_kinds[] = {
 	{ "forward", "#4C72B0" }, { "backward", "#DD8452" },
 	{ "send", "#55A868" }, { "recv", "#C44E52" }, { "idle", "#BBBBBB" },
+	{ "weight", "#E5AE38" },
 };
 #define NKINDS	(sizeof span_kinds / sizeof span_kinds[0])
 #define OTHER	NKINDS		/* the box file of unknown kinds */

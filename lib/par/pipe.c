@@ -11,72 +11,28 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
-int
-pipe_group_failed(struct pipe_run *r, struct comm *c)
-{
-	r->kind = comm_errkind(c) == COMM_ERR_MISMATCH ? TRAIN_ERR_DATA :
-	    TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "%s", comm_error(c));
-}
-
-int
-pipe_comm_failed(struct pipe_run *r)
-{
-	return pipe_group_failed(r, r->c);
-}
-
-struct comm *
-pipe_replicas(const struct pipe_run *r)
-{
-	struct comm *dc = r->cfg->dp;
-
-	return dc != NULL && comm_size(dc) > 1 ? dc : NULL;
-}
-
-int
-pipe_oom(struct pipe_run *r)
-{
-	r->kind = TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "rank %d: out of memory", r->rank);
-}
-
-/* The rank's chunks of layers, each virtual stage c*world + rank: in st
- * and (interleaved) r->chunk, or under a TP group of more than one rank
- * (or without interleaving) tp_stages; and with them the gradients' own
- * sub-group. */
+/* The rank's chunks of layers, each virtual stage c*world + rank, as
+ * tp_stages over cfg->tp (NULL or a group of one: unsharded, with no
+ * communication); and with them the gradients' own sub-group. */
 static int
 chunks_init(struct pipe_run *r, int nmax, char *e, size_t elen)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	int c, s, V = r->nchunk, S = r->world * V;
+	int V = r->nchunk;
 
 	if (V > 1 && (r->gmb = realloc(r->gmb, (size_t)V *
 	    sizeof(*r->gmb))) == NULL)
 		return cli_fail(e, elen, "out of memory");
-	/* one stage holding both ends would hold two copies of the tied
-	 * embedding, which nothing sums */
+	/* one stage holding both ends holds two copies of the tied
+	 * embedding, whose gradients it sums itself (pipe_step.c's
+	 * tied_sum); sharded over a TP group, such a stage is refused, as
+	 * collx-train's mesh check says first */
 	if (cfg->tp != NULL && comm_size(cfg->tp) > 1 && V > 1 &&
 	    r->world == 1 && r->m->dims.arch == NN_GPT)
 		return cli_fail(e, elen, "an interleaved gpt sharded over a "
 		    "TP group needs two stages or more");
-	if (cfg->tp != NULL && (V == 1 || comm_size(cfg->tp) > 1)) {
-		if (pipe_tp_init(r, nmax) < 0)
-			return -2;
-	} else {
-		if (V > 1 && (r->chunk = calloc((size_t)V - 1,
-		    sizeof(*r->chunk))) == NULL)
-			return cli_fail(e, elen, "out of memory");
-		for (c = 0; c < V; c++) {
-			s = c * r->world + r->rank;
-			if (pipe_stage_init(pipe_chunk(r, c), r->m, s, S,
-			    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
-			    cfg->micro, r->sch->split, e, elen) < 0)
-				return -1;
-			r->have_st = c + 1;
-		}
-		r->params = r->m->params;
-		r->grads = r->m->grads;
-	}
+	if (pipe_tp_init(r, nmax) < 0)
+		return -2;
 	return V > 1 ? comm_split(r->c, 0, r->rank, &r->gc, e, elen) : 0;
 }
 
@@ -138,12 +94,11 @@ run_init(struct pipe_run *r)
 	if (train_order_init(&r->ord, r->d->n, 0, 0, e, sizeof(e)) < 0 ||
 	    train_batch_alloc(&r->tb, r->d, r->rcount, e, sizeof(e)) < 0)
 		goto fail;
-	if (r->st.gpt && (r->rank == 0 || r->rank == r->world - 1) &&
+	if (r->ts[0].gpt && (r->rank == 0 || r->rank == r->world - 1) &&
 	    r->world > 1 && (r->tied = malloc((size_t)r->m->dims.vocab *
 	    r->m->dims.d_model * sizeof(float))) == NULL)
 		return pipe_oom(r);
-	if ((r->ts != NULL ? pipe_tp_own_init(r) : pipe_own_init(r)) < 0 ||
-	    pipe_dp_init(r) < 0)
+	if (pipe_own_init(r) < 0 || pipe_dp_init(r) < 0)
 		return -1;
 	if ((cfg->resume != NULL && pipe_ckpt_resume(r) < 0) ||
 	    pipe_slow_init(r) < 0)
@@ -170,9 +125,6 @@ run_free(struct pipe_run *r)
 	free(r->opt);
 	free(r->own);
 	pipe_slow_free(r);
-	while (r->have_st > 0)
-		pipe_stage_free(pipe_chunk(r, --r->have_st));
-	free(r->chunk);
 	free(r->gmb);
 	if (r->gc != NULL)
 		comm_close(r->gc);

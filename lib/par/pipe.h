@@ -44,9 +44,9 @@ struct pipe_cfg {
 				 * NULL: none): each runs its train_split
 				 * share of the batch, and their gradients
 				 * are summed before the update */
-	struct comm *tp;	/* the stage's TP group (size 1: none): the
-				 * stage's layers sharded over it (tp_stage),
-				 * or NULL: pipe_stage's, in the model */
+	struct comm *tp;	/* the stage's TP group, the stage's layers
+				 * sharded over it (tp_stage); NULL or of
+				 * size 1: unsharded */
 	int zero;		/* ZeRO stage on the DP axis: 0, 1 (the
 				 * optimizer state sharded over the
 				 * replicas) or 2 (the reduced gradients
@@ -80,7 +80,9 @@ struct pipe_stat {
 struct pipe_span {
 	int stage, mb, step;
 	int chunk;		/* interleaved: F, B, S, R's chunk; else -1 */
-	char kind;		/* 'F' forward, 'B' backward, 'S' send, 'R' recv;
+	char kind;		/* 'F' forward, 'B' backward (a split one's
+				 * input part), 'W' its weight part, 'S'
+				 * send, 'R' recv;
 				 * 'C' (step -1): the stage's clock is known
 				 * to within t1 - t0 */
 	double t0, t1;

@@ -21,57 +21,6 @@
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
-/* The job's optimizer state as checkpoint pieces: each tensor from its
- * first holder, or (holders) from each stage holding it (gpt's tied
- * embedding: the first and the last). */
-static struct ckpt_piece *
-ckpt_pieces(struct pipe_run *r, int holders, size_t *n)
-{
-	const struct nn_model *m = r->m;
-	struct ckpt_piece *p = calloc(2 * m->ntensors + 1, sizeof(*p));
-	int a, b, h, q;
-
-	*n = 0;
-	/* drifting replicas' moments are each replica's own (svecs) */
-	for (size_t i = 0; p != NULL && r->cfg->sync_every <= 1 &&
-	    i < m->ntensors; i++) {
-		const struct nn_param *t = &m->table[i];
-
-		pipe_owners(r, t->name, &a, &b);
-		for (h = 0; h < (holders && b >= 0 ? 2 : 1); h++) {
-			struct ckpt_piece *c = &p[(*n)++];
-
-			*c = (struct ckpt_piece){ h ? b : a, t->offset, t->count,
-			    NULL, 0 };
-			for (q = 0; c->rank == r->rank && q < r->nown; q++)
-				if (t->offset >= r->own[q].off && t->offset <
-				    r->own[q].off + r->own[q].len) {
-					c->o = &r->opt[q];
-					c->o_off = t->offset - r->own[q].off;
-				}
-		}
-	}
-	return p;
-}
-
-static int
-restore(struct pipe_run *r)
-{
-	struct ckpt_piece *p;
-	size_t n;
-	int rc;
-
-	if (r->ts != NULL)
-		return pipe_tp_resume(r);
-	if ((p = ckpt_pieces(r, 1, &n)) == NULL)
-		return pipe_oom(r);
-	if ((rc = ckpt_restore(r->cfg->resume, p, n, r->rank, r->err,
-	    r->errlen)) < 0)
-		r->kind = TRAIN_ERR_DATA;
-	free(p);
-	return rc;
-}
-
 /* Under ZeRO the state is restored whole, as without it, and this
  * replica keeps its slices. */
 int
@@ -81,11 +30,11 @@ pipe_ckpt_resume(struct pipe_run *r)
 	int rc;
 
 	if (r->zero == NULL)
-		return restore(r);
+		return pipe_tp_resume(r);
 	if ((whole = pipe_zero_whole_alloc(r)) == NULL)
 		return -1;
 	r->opt = whole;
-	rc = restore(r);
+	rc = pipe_tp_resume(r);
 	r->opt = mine;
 	if (rc == 0)
 		pipe_zero_take(r, whole);
@@ -126,17 +75,18 @@ gather_stages(struct pipe_run *r)
 int
 pipe_gather_params(struct pipe_run *r)
 {
-	if (r->ts != NULL && pipe_tp_gather(r, NULL) < 0)
+	if (pipe_tp_gather(r, NULL) < 0)
 		return -1;
-	return r->ts != NULL && r->ts->rank != 0 ? 0 : gather_stages(r);
+	return r->ts->rank != 0 ? 0 : gather_stages(r);
 }
 
-/* Under TP: the stage's moments gathered whole onto TP index 0, whose
- * pipeline then saves them as a pipeline without TP does, each tensor's
+/* Collective over the pipeline and the TP groups: the whole model and
+ * optimizer state, and the nx vectors x (rank 0's), after done steps.
+ * The stage's moments are gathered whole onto TP index 0 (a group of
+ * one: the stage's own), whose pipeline then saves them, each tensor's
  * piece from its first holder. */
 static int
-tp_ckpt_write(struct pipe_run *r, long done, const struct ckpt_vec *x,
-    size_t nx)
+save(struct pipe_run *r, long done, const struct ckpt_vec *x, size_t nx)
 {
 	const struct nn_model *m = r->m;
 	int moments = nn_optim_moments(&r->cfg->optim), k, a, b, rc = -1;
@@ -174,28 +124,6 @@ oom:
 out:
 	free(flat[0]);
 	free(flat[1]);
-	free(p);
-	return rc;
-}
-
-/* Collective over the pipeline: the whole model and optimizer state,
- * and the nx vectors x (rank 0's), after done steps. */
-static int
-save(struct pipe_run *r, long done, const struct ckpt_vec *x, size_t nx)
-{
-	struct ckpt_piece *p;
-	size_t n;
-	int rc;
-
-	if (r->ts != NULL)
-		return tp_ckpt_write(r, done, x, nx);
-	if ((p = ckpt_pieces(r, 0, &n)) == NULL)
-		return pipe_oom(r);
-	rc = gather_stages(r);
-	if (rc == 0 && (rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n,
-	    x, nx, done, r->cfg->batch, r->cfg->ckpt_path, r->err,
-	    r->errlen)) < 0)
-		r->kind = TRAIN_ERR_RUNTIME;
 	free(p);
 	return rc;
 }
@@ -251,24 +179,26 @@ replicas(const struct pipe_run *r, int *me)
 	return r->cfg->dp != NULL ? comm_size(r->cfg->dp) : 1;
 }
 
-/* The stage's vector (r->params' layout) to the model's (to_model) or
- * back: the owned ranges, or a tp_stage's tensors (whole: one TP rank). */
+/* The stage's vector (r->params' layout: its chunks' tp_stages one
+ * after another) to the model's (to_model) or back, tensor by tensor
+ * (whole: one TP rank). */
 static void
 map(const struct pipe_run *r, const float *from, float *to, int to_model)
 {
-	const struct tp_stage *ts = r->ts;
-	size_t i, so, mo, n;
+	size_t i, so, mo, n, base = 0;
 
-	for (i = 0; i < (ts != NULL ? ts->nten : (size_t)r->nown); i++) {
-		if (ts != NULL && !ts->ten[i].p.present)
-			continue;
-		so = ts != NULL ? ts->ten[i].p.off : r->own[i].off;
-		n = ts != NULL ? ts->ten[i].p.count : r->own[i].len;
-		mo = ts != NULL ? nn_model_param(r->m, ts->ten[i].name)->offset :
-		    so;
-		memcpy(to + (to_model ? mo : so), from + (to_model ? so : mo),
-		    n * sizeof(float));
-	}
+	for (int c = 0; c < r->nchunk; base += r->ts[c++].nlocal)
+		for (i = 0; i < r->ts[c].nten; i++) {
+			const struct tp_stage_tensor *t = &r->ts[c].ten[i];
+
+			if (!t->p.present)
+				continue;
+			so = base + t->p.off;
+			n = t->p.count;
+			mo = nn_model_param(r->m, t->name)->offset;
+			memcpy(to + (to_model ? mo : so), from + (to_model ?
+			    so : mo), n * sizeof(float));
+		}
 }
 
 /* Owned range q of x in the stage's layout. */
@@ -315,7 +245,11 @@ svec_put(struct pipe_run *r, const struct svec *x, float *sv,
 static size_t
 stage_len(const struct pipe_run *r)
 {
-	return r->ts != NULL ? r->ts->nlocal : r->m->nparams;
+	size_t n = 0;
+
+	for (int c = 0; c < r->nchunk; c++)
+		n += r->ts[c].nlocal;
+	return n;
 }
 
 /* Replica 0's stage 0 collects the rest of the pipeline's parts of the
@@ -466,7 +400,7 @@ stored(struct pipe_run *r, const char *name, int q, const float **v)
 static int
 one_tp_rank(struct pipe_run *r, size_t nx)
 {
-	if (nx == 0 || r->ts == NULL || r->ts->T == 1)
+	if (nx == 0 || r->ts->T == 1)
 		return 0;
 	r->kind = TRAIN_ERR_RUNTIME;
 	return cli_fail(r->err, r->errlen, "rank %d: checkpoints keep the DP "

@@ -1,7 +1,6 @@
-/* pipe_int: what the pipeline runner's files share: one stage's math
- * (pipe_stage.c): activation slots for micro-batches in flight, and the
- * forward and backward pass of a micro-batch through the stage's layers;
- * and the state of a run with the part each file plays in it. */
+/* pipe_int: what the pipeline runner's files share: a micro-batch's
+ * activation slot (the stage's math is tp_stage's) and the state of a
+ * run with the part each file plays in it. */
 #ifndef COLLX_PIPE_INT_H
 #define COLLX_PIPE_INT_H
 
@@ -12,9 +11,9 @@
 #include "nn/nn.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
+#include "par/tp_stage.h"
 #include "par/train.h"
 
-struct tp_stage;
 struct pipe_slow;
 struct dp_psgd;
 
@@ -27,48 +26,6 @@ struct pipe_slot {
 	int n, busy;
 	size_t bytes;		/* activation bytes held for n samples */
 };
-
-struct pipe_stage {
-	struct nn_model *m;
-	const struct nn_dims *d;
-	int j, w, l0, l1, gpt, first, last;
-	int split;		/* backward in two passes (pipe_stage_weight) */
-	int seq;		/* rows per sample: block, gpt; mlp 1 */
-	size_t in_w, out_w;	/* floats per sample at the stage's ends */
-	size_t act_w;		/* block: saved floats per sample per layer */
-	size_t *off;		/* per sample, where layer k's output lies in
-				 * a slot (lay_out), k = 0 .. l1 - l0 */
-	int nmax;		/* largest micro-batch */
-	size_t slot_cap;	/* floats per slot */
-	struct pipe_slot *slot;
-	int nslot, maxslot;	/* made, at most */
-	size_t live, peak;	/* activation bytes */
-	float *g[4];		/* gradient ping-pong, then two send buffers */
-	float *scratch, *dlogits;
-	float *wte, *wpe, *lnf_w, *lnf_b, *dwte, *dwpe, *dlnf_w, *dlnf_b;
-};
-
-int pipe_stage_init(struct pipe_stage *st, struct nn_model *m, int j,
-    int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
-    char *err, size_t errlen);
-void pipe_stage_free(struct pipe_stage *st);
-/* A free slot for n samples, counted as live; NULL when out of memory. */
-struct pipe_slot *pipe_stage_acquire(struct pipe_stage *st, int n);
-void pipe_stage_release(struct pipe_stage *st, struct pipe_slot *sl);
-/* Where a received activation goes (n * in_w floats). */
-float *pipe_stage_input(struct pipe_stage *st, struct pipe_slot *sl);
-/* Forward of the micro-batch in sl; returns the stage output (n * out_w
- * floats, in sl) and on the last stage adds the loss sum to *loss. */
-const float *pipe_stage_forward(struct pipe_stage *st, struct pipe_slot *sl,
-    double *loss);
-/* Backward: dy the gradient at the output (ignored on the last stage,
- * which starts from the loss); dx receives the gradient at the stage
- * input (NULL on stage 0). Gradients add into the model's; split: the
- * layers' weight gradients wait for pipe_stage_weight, which must run
- * before the slot is released. */
-void pipe_stage_backward(struct pipe_stage *st, struct pipe_slot *sl,
-    float *dy, float *dx);
-void pipe_stage_weight(struct pipe_stage *st, struct pipe_slot *sl);
 
 /* ---- the runner --------------------------------------------------------- */
 
@@ -95,23 +52,20 @@ struct pipe_run {
 	const struct pipe_cfg *cfg;
 	const struct pipe_sched *sch;	/* cfg->table, or own_sch */
 	struct pipe_sched own_sch;
-	/* The stage: st, its layers in m; or, with cfg->tp, ts (one per
-	 * chunk) over the TP group, st and chunk then holding only their
-	 * shape and buffers (pipe_tp.c) */
-	struct pipe_stage st;
-	struct pipe_stage *chunk;	/* interleaved: chunks 1 .. V-1 (0 is
-					 * st) */
+	/* The stage: a tp_stage per chunk over cfg->tp (without one, or
+	 * with a group of one, unsharded: pipe_tp.c) */
+	struct tp_stage *ts;
 	int nchunk;			/* V */
+	size_t peak;			/* activation bytes, all chunks */
 	struct comm *gc;		/* V > 1: the gradients' own sub-group
 					 * (with 2 ranks both kinds of message
 					 * go each way, and messages between
 					 * two ranks match in order) */
-	struct tp_stage *ts;
 	float *params, *grads;		/* what own's ranges index: m's, or
 					 * ts's chunk after chunk */
 	double tp_t0;			/* ts's sums' seconds and the TP */
 	uint64_t tp_b0;			/* group's bytes at the step's start */
-	int rank, world, have_st, have_sch;
+	int rank, world, have_sch;
 	long rstart, rcount;		/* this replica's share of the batch */
 	long *mstart, *mcount;		/* micro-batches of the share */
 	struct pipe_slot **mslot;	/* these four: [c*M + i], chunk c */
@@ -140,7 +94,7 @@ struct pipe_run {
 	size_t errlen;
 };
 
-/* Failures (pipe.c): the reason into r->err, its kind into r->kind; -1.
+/* Failures (pipe_fail.c): the reason into r->err, its kind into r->kind; -1.
  * group: group c's (r->c's: comm). */
 int pipe_group_failed(struct pipe_run *r, struct comm *c);
 int pipe_comm_failed(struct pipe_run *r);
@@ -149,19 +103,17 @@ struct comm *pipe_replicas(const struct pipe_run *r);
 int pipe_oom(struct pipe_run *r);
 
 /* Where the model lies (pipe_split.c): the stages holding a parameter, *a
- * and *b (or -1); this stage's parameter ranges and their optimizers. */
+ * and *b (or -1). */
 void pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b);
-int pipe_own_init(struct pipe_run *r);
 
-/* The stage's side of the runner (pipe_tp.c), pipe_stage's or
- * tp_stage's: set-up of a tp_stage per chunk and their one parameter
- * range; the rank's chunk c (0 unless interleaved; its shape); a
- * micro-batch's slot on chunk c, input, forward (NULL: failed) and
- * backward. */
+/* The stage's side of the runner (pipe_stage.c): set-up of a tp_stage per
+ * chunk, and own_init, their one parameter range with its optimizer;
+ * the rank's chunk c (0 unless interleaved); a micro-batch's slot on
+ * chunk c, input, forward (NULL: failed) and backward. */
 int pipe_tp_init(struct pipe_run *r, int nmax);
-int pipe_tp_own_init(struct pipe_run *r);
+int pipe_own_init(struct pipe_run *r);
 void pipe_tp_free(struct pipe_run *r);
-struct pipe_stage *pipe_chunk(struct pipe_run *r, int c);
+struct tp_stage *pipe_chunk(struct pipe_run *r, int c);
 struct pipe_slot *pipe_unit_acquire(struct pipe_run *r, int c, int n);
 float *pipe_unit_input(struct pipe_run *r, int c, struct pipe_slot *sl);
 const float *pipe_unit_forward(struct pipe_run *r, int c,

@@ -496,3 +496,18 @@ pipe_sched_print(FILE *f, const struct pipe_sched *s)
 	    pipe_sched_passes(s->m, s->split)) * s->w, s->nclocks * s->w);
 	return ferror(f) ? -1 : 0;
 }
+
+int
+pipe_sched_print_csv(FILE *f, const struct pipe_sched *s)
+{
+	char cell[32];
+	int at;
+
+	for (int j = 0; j < s->w; j++)
+		for (int t = at = 0; t < s->nclocks; t++) {
+			cell_at(s, j, t, &at, cell, sizeof(cell));
+			if (strcmp(cell, ".") != 0)
+				fprintf(f, "%d,%d,%s\n", j, t, cell);
+		}
+	return ferror(f) ? -1 : 0;
+}

@@ -99,6 +99,9 @@ int pipe_sched_inflight(const struct pipe_sched *s, int j);
  * F<i>, B<i>, W<i> (with :<chunk> when v > 1) or ".", and last the line
  * "bubble X (I idle of N cells)". */
 int pipe_sched_print(FILE *f, const struct pipe_sched *s);
+/* The table as a schedule file (pipe_sched_file reads it back): a row
+ * rank,slot,action per pass, slot its clock, rank by rank. */
+int pipe_sched_print_csv(FILE *f, const struct pipe_sched *s);
 /* The idle fraction of a built-in schedule with equal pass times (a
  * chunk's pass 1/v of a whole stage's), its published closed form: GPipe
  * and 1F1B (w-1)/(m+w-1); interleaved (w-1)/(vm+w-1), Megatron's

@@ -46,28 +46,28 @@ tensor_index(const struct nn_model *m, const char *name)
 }
 
 /* PowerSGD's matrices: the stage's tensors, where its vector holds them
- * (a tp_stage's of one rank: whole tensors, in its own order). */
+ * (its chunks' tp_stages one after another, each of one rank: whole
+ * tensors, in its own order). */
 static int
 psgd_init(struct pipe_run *r, struct pipe_slow *s)
 {
-	const struct tp_stage *ts = r->ts;
-	size_t nt = 0, i;
-	struct dp_psgd_tensor *t = calloc((ts != NULL ? ts->nten :
-	    r->m->ntensors) + 1, sizeof(*t));
+	size_t nt = 0, i, base = 0;
+	struct dp_psgd_tensor *t = calloc(r->m->ntensors * r->nchunk + 1,
+	    sizeof(*t));
 	char e[COLLX_ERRLEN];
 
 	if (t == NULL)
 		return pipe_oom(r);
-	if (ts == NULL)
-		nt = dp_psgd_tensors(r->m, s->rg, s->nrg, t);
-	for (i = 0; ts != NULL && i < ts->nten; i++) {
-		const struct tp_param *p = &ts->ten[i].p;
+	for (int c = 0; c < r->nchunk; base += r->ts[c++].nlocal)
+		for (i = 0; i < r->ts[c].nten; i++) {
+			const struct tp_param *p = &r->ts[c].ten[i].p;
 
-		if (p->present)
-			t[nt++] = (struct dp_psgd_tensor){ tensor_index(r->m,
-			    ts->ten[i].name), p->off, p->ndim == 2 ?
-			    (size_t)p->shape[0] : p->count, p->count };
-	}
+			if (p->present)
+				t[nt++] = (struct dp_psgd_tensor){
+				    tensor_index(r->m, r->ts[c].ten[i].name),
+				    base + p->off, p->ndim == 2 ?
+				    (size_t)p->shape[0] : p->count, p->count };
+		}
 	s->psgd = dp_psgd_new(t, nt, s->rg, s->nrg, s->n, r->cfg->powersgd, 0,
 	    e, sizeof(e));
 	free(t);
@@ -88,7 +88,7 @@ setup(struct pipe_run *r)
 	if (r->zero != NULL || (cfg->wire == DP_WIRE_F32 &&
 	    cfg->powersgd == 0 && cfg->sync_every == 0))
 		return 0;	/* ZeRO sends cfg->wire itself (pipe_zero.c) */
-	if (cfg->powersgd > 0 && r->ts != NULL && r->ts->T > 1) {
+	if (cfg->powersgd > 0 && r->ts->T > 1) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return cli_fail(r->err, r->errlen, "rank %d: PowerSGD is not "
 		    "built for a stage sharded over a TP group", r->rank);

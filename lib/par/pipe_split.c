@@ -1,6 +1,5 @@
 /* pipe_split: where the model lies on the stages: the layers of each
- * stage, the stages holding each parameter, and this stage's parameter
- * ranges with their optimizer state. */
+ * stage and the stages holding each parameter. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,39 +98,4 @@ pipe_owners(const struct pipe_run *r, const char *name, int *a, int *b)
 		*b = r->world > 1 ? r->world - 1 : -1;
 	} else
 		*a = strcmp(name, "wpe") == 0 ? 0 : r->world - 1;
-}
-
-/* This stage's parameter ranges (adjacent tensors merged), each with
- * its own optimizer state. */
-int
-pipe_own_init(struct pipe_run *r)
-{
-	const struct nn_model *m = r->m;
-	char e[COLLX_ERRLEN];
-	int a, b, q;
-
-	r->own = calloc(m->ntensors, sizeof(*r->own));
-	r->opt = calloc(m->ntensors, sizeof(*r->opt));
-	if (!r->own || !r->opt)
-		return pipe_oom(r);
-	for (size_t i = 0; i < m->ntensors; i++) {
-		const struct nn_param *p = &m->table[i];
-		pipe_owners(r, p->name, &a, &b);
-		if (a != r->rank && b != r->rank)
-			continue;
-		if (r->nown > 0 && r->own[r->nown - 1].off +
-		    r->own[r->nown - 1].len == p->offset)
-			r->own[r->nown - 1].len += p->count;
-		else
-			r->own[r->nown++] = (struct pipe_range){ p->offset,
-			    p->count };
-	}
-	for (q = 0; q < r->nown; q++)
-		if (nn_optim_init(&r->opt[q], &r->cfg->optim, r->own[q].len, e,
-		    sizeof(e)) < 0) {
-			r->nown = q;
-			r->kind = TRAIN_ERR_RUNTIME;
-			return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
-		}
-	return 0;
 }

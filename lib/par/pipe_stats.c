@@ -19,7 +19,7 @@ int
 pipe_gather_stats(struct pipe_run *r, struct pipe_result *res)
 {
 	struct pipe_stat sum = { 0 };
-	double mine[2] = { 0, (double)r->st.peak }, *all;
+	double mine[2] = { 0, (double)r->peak }, *all;
 	long k0 = r->cfg->resume != NULL ? r->cfg->resume->step : 0, k;
 	int q;
 

@@ -47,7 +47,7 @@ set_spin(struct pipe_run *r, int us)
 /* The micro-batch's inputs and targets, from the step's batch, as the
  * stage st (the rank's chunk) needs them. */
 static int
-fill_slot(struct pipe_run *r, const struct pipe_stage *st,
+fill_slot(struct pipe_run *r, const struct tp_stage *st,
     struct pipe_slot *sl, int i)
 {
 	const struct train_data *d = r->d;
@@ -115,7 +115,7 @@ acquire(struct pipe_run *r, int c, int i)
 static float *
 take_grad_buffer(struct pipe_run *r, int c, int i)
 {
-	struct pipe_stage *st = pipe_chunk(r, c);
+	struct tp_stage *st = pipe_chunk(r, c);
 	int *g = r->gmb[c], b = g[2], M = r->cfg->micro;
 
 	if (st->first)
@@ -124,14 +124,14 @@ take_grad_buffer(struct pipe_run *r, int c, int i)
 	if (g[b] >= 0 && comm_wait(grad_comm(r), &r->sgrad[c * M + g[b]]) < 0)
 		return NULL;
 	g[b] = i;
-	return st->g[2 + b];
+	return st->gb[2 + b];
 }
 
 /* The buffer holding micro-batch i's gradient of chunk c, to send. */
 static float *
 grad_buffer(struct pipe_run *r, int c, int i)
 {
-	return pipe_chunk(r, c)->g[2 + (r->gmb[c][1] == i)];
+	return pipe_chunk(r, c)->gb[2 + (r->gmb[c][1] == i)];
 }
 
 /* A span of chunk c's pass on micro-batch i (chunk -1 in the trace but
@@ -174,7 +174,7 @@ recv_msg(struct pipe_run *r, const struct pipe_action *a, void *buf,
 static int
 backward(struct pipe_run *r, int c, int i)
 {
-	struct pipe_stage *st = pipe_chunk(r, c);
+	struct tp_stage *st = pipe_chunk(r, c);
 	struct pipe_stat *ps = &r->stat[r->step];
 	int k = c * r->cfg->micro + i;
 	double t0 = cli_now(), t1;
@@ -188,7 +188,7 @@ backward(struct pipe_run *r, int c, int i)
 		return pipe_comm_failed(r);
 	t1 = cli_now();
 	ps->send += t1 - t0;
-	if (pipe_unit_backward(r, c, r->mslot[k], st->g[0], dx) < 0)
+	if (pipe_unit_backward(r, c, r->mslot[k], st->gb[0], dx) < 0)
 		return -1;
 	if (comm_progress(r->c) < 0)
 		return pipe_comm_failed(r);
@@ -207,7 +207,7 @@ static int
 act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 {
 	int c = a->chunk, i = a->mb, k = c * r->cfg->micro + i;
-	struct pipe_stage *st = pipe_chunk(r, c);
+	struct tp_stage *st = pipe_chunk(r, c);
 	struct pipe_stat *ps = &r->stat[r->step];
 	size_t n = (size_t)r->mcount[i];
 	/* bytes of an activation into and out of the stage (gradients back) */
@@ -241,7 +241,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 		ps->sent += bout;
 		break;
 	case PIPE_RECV_GRAD:
-		return recv_msg(r, a, st->g[0], bout);
+		return recv_msg(r, a, st->gb[0], bout);
 	case PIPE_BWD:
 		return backward(r, c, i);
 	case PIPE_WGT:
@@ -250,8 +250,8 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
 		ps->bwd += t1 - t0;
-		/* a backward's second part: the trace draws it as backward */
-		span(r, 'B', c, i, t0, t1);
+		/* a split backward's weight part: W<i> in the trace */
+		span(r, 'W', c, i, t0, t1);
 		pipe_unit_release(r, c, sl);
 		r->mslot[k] = NULL;
 		return 0;
@@ -268,24 +268,32 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 	return 0;
 }
 
-/* gpt: the token embedding's gradient summed between stage 0 (the
- * embedding) and the last stage (the head), as both hold the weight. */
+/* gpt: the token embedding's gradient summed between virtual stage 0
+ * (the embedding) and the last (the head), as both hold the weight: over
+ * the pipeline group, or on a rank holding both (one stage, interleaved). */
 static int
 tied_sum(struct pipe_run *r)
 {
-	struct pipe_stage *st = &r->st;
+	const struct tp_stage *a = &r->ts[0], *b = &r->ts[r->nchunk - 1];
 	size_t cnt = (size_t)r->m->dims.vocab * r->m->dims.d_model;
 	int peer = r->rank == 0 ? r->world - 1 : 0;
 
-	/* the first virtual stage is rank 0's, the last rank world-1's */
-	if (!st->gpt || r->world == 1 || (r->rank != 0 &&
-	    r->rank != r->world - 1))
+	if (!a->gpt || (r->rank != 0 && r->rank != r->world - 1))
 		return 0;
+	if (r->world == 1) {
+		if (r->nchunk > 1) {
+			nn_add(a->dwte, b->dwte, cnt);
+			memcpy(b->dwte, a->dwte, cnt * sizeof(float));
+		}
+		return 0;
+	}
+	/* the first virtual stage is rank 0's, the last rank world-1's */
 	comm_set_step(r->c, "step %ld: tied embedding gradient", r->step);
-	if (comm_sendrecv(r->c, peer, st->dwte, cnt * sizeof(float), peer,
-	    r->tied, cnt * sizeof(float), PIPE_TAG_TIED) < 0)
+	if (comm_sendrecv(r->c, peer, r->rank == 0 ? a->dwte : b->dwte,
+	    cnt * sizeof(float), peer, r->tied, cnt * sizeof(float),
+	    PIPE_TAG_TIED) < 0)
 		return pipe_comm_failed(r);
-	nn_add(st->dwte, r->tied, cnt);
+	nn_add(r->rank == 0 ? a->dwte : b->dwte, r->tied, cnt);
 	return 0;
 }
 
@@ -354,7 +362,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	if (pipe_slow_outer(r) < 0)
 		return -1;
 	ps->wall = cli_now() - t0;
-	ps->peak_act = r->st.peak;
+	ps->peak_act = r->peak;
 	s->step = k;
 	s->epoch = (long)((int64_t)k * cfg->batch / r->d->n);
 	s->tokens = train_tokens(r->d, cfg->batch);

@@ -102,6 +102,7 @@ kind_name(char k)
 	switch (k) {
 	case 'F': return "forward";
 	case 'B': return "backward";
+	case 'W': return "weight";	/* a split backward's weight part */
 	case 'S': return "send";
 	case 'R': return "recv";
 	case 'A': return "allreduce";	/* over the stage's replicas */

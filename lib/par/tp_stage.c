@@ -3,8 +3,8 @@
  * its shards in the stage's one buffer), gathering them back, and the
  * forward and backward pass of a micro-batch, lib/nn's layers on this
  * rank's heads and features with Megatron's f and g sums between them.
- * A split backward (zero-bubble schedules) is pipe_stage's, on the same
- * layout: the input part runs only input gradients and every sum, and
+ * A split backward (zero-bubble schedules) is the unsharded stage's (the
+ * tests' pipe_stage_ref.h), on the same layout: the input part runs only input gradients and every sum, and
  * keeps what the weight part reads (an mlp fc1's output gradient where
  * fc1's output was and the layer's output gradient beside its saved
  * values, the stage's last layer in its own output; a block beside it),
@@ -389,8 +389,8 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
  * its input x from dy (both unused by WEIGHT), f's sum after it. An
  * mlp's input part runs both input gradients and keeps fc1's output
  * gradient where fc1's output was and dy (whole: fc2's row-parallel
- * weight gradient is this rank's columns of it) in save, as pipe_stage
- * does: B and W cost two matrix products each, as a forward does. */
+ * weight gradient is this rank's columns of it) in save, as the
+ * unsharded stage does: B and W cost two matrix products each, as a forward does. */
 static int
 layer_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
     const float *dy, float *acts, float *save, const float *x, int n)

@@ -1,7 +1,9 @@
-/* tp_stage: the tensor-parallel (TP) axis of a pipeline stage. The stage's
- * layers of an nn model (par/pipe_int.h's struct pipe_stage: gpt blocks
- * with the embeddings on the first stage and the final LayerNorm and tied
- * head on the last; block stacks; mlp stacks of any widths) sharded over
+/* tp_stage: a pipeline stage, the one every pipeline run drives
+ * (par/pipe_stage.c), sharded over a tensor-parallel (TP) group or, with
+ * none or a group of one, unsharded and with no communication. The
+ * stage's layers of an nn model (gpt blocks with the embeddings on the
+ * first stage and the final LayerNorm and tied head on the last; block
+ * stacks; mlp stacks of any widths) sharded over
  * a TP group as Megatron-LM does, with collx-tp's layers (par/tp.h): a
  * block's attention by heads (q, k, v column-parallel, o row-parallel) and
  * its mlp, and each layer of an mlp stack, fc1 column-parallel and fc2
@@ -69,13 +71,13 @@ struct tp_stage {
 	struct tp_model *lay;	/* l1 - l0 layers: m->w, m->g point into
 				 * params and grads */
 	float *wte, *wpe, *lnf_w, *lnf_b, *dwte, *dwpe, *dlnf_w, *dlnf_b;
-	/* Activations, as pipe_stage's: slots for the micro-batches in flight,
-	 * layer k's output at off[k] per sample, then its saved values. */
+	/* Activations: slots for the micro-batches in flight, layer k's
+	 * output at off[k] per sample, then its saved values. */
 	size_t *off;
 	size_t slot_cap;
 	struct pipe_slot *slot;
 	int nslot, maxslot;
-	size_t live, peak;
+	size_t live, peak;	/* activation bytes */
 	float *gb[4];		/* gradient ping-pong, two send buffers */
 	float *scratch, *dlogits, *whole;
 	double coll_s;		/* seconds in the group's sums, so far */
@@ -98,8 +100,9 @@ int tp_stage_check(const struct nn_model *m, int l0, int l1, int T,
 
 /*
  * Stage j of w holding layers [l0, l1) of the whole model m, sharded over
- * the TP group c (NULL or of size 1: no TP); seq, nmax and maxslot as
- * pipe_stage_init's, split its (a backward in two parts: tp_stage_weight).
+ * the TP group c (NULL or of size 1: no TP); seq: rows per sample (block,
+ * gpt; mlp 1), nmax the largest micro-batch, maxslot the most slots held
+ * at once, split: a backward in two parts (tp_stage_weight).
  * Takes this rank's shards of m's parameters (the stage keeps no pointer
  * to m). err must outlive the stage: later failures (a TP collective's)
  * land there. 0, or -1: bad sizes (tp_stage_check's reasons) or out of
@@ -129,21 +132,25 @@ int tp_stage_gather(struct tp_stage *ts, const float *mine,
     const struct nn_model *m, float *out);
 void tp_stage_zero_grad(struct tp_stage *ts);
 
-/* As pipe_stage_acquire, _release and _input. */
+/* A free slot for n samples, counted as live (NULL: out of memory); its
+ * release; where a received activation goes in it (n * in_w floats). */
 struct pipe_slot *tp_stage_acquire(struct tp_stage *ts, int n);
 void tp_stage_release(struct tp_stage *ts, struct pipe_slot *sl);
 float *tp_stage_input(struct tp_stage *ts, struct pipe_slot *sl);
-/* As pipe_stage_forward and _backward (gradients add into grads; dy may
- * be ts->gb[0] or [1], dx one of ts->gb[2], [3] or the caller's), on every
- * rank of the group; NULL or -1 when a TP collective failed (the reason
- * in the stage's err). */
+/* Forward of the micro-batch in sl: the stage output (n * out_w floats,
+ * in sl), and on the last stage the loss sum added to *loss. Backward: dy
+ * the gradient at the output (ignored on the last stage, which starts
+ * from the loss), dx receives the gradient at the stage input (NULL on
+ * stage 0); gradients add into grads; dy may be ts->gb[0] or [1], dx one
+ * of ts->gb[2], [3] or the caller's. On every rank of the group; NULL or
+ * -1 when a TP collective failed (the reason in the stage's err). */
 const float *tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl,
     double *loss);
 int tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
     float *dx);
-/* As pipe_stage_weight: the layers' weight gradients of a micro-batch whose
- * split backward has run, with no communication (its input part ran the
- * sums). */
+/* The layers' weight gradients of a micro-batch whose split backward
+ * has run, with no communication (its input part ran the sums); it must
+ * run before the slot is released. */
 void tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl);
 
 #endif

@@ -1,7 +1,8 @@
 /* test_tp_stage: a pipeline stage sharded over a tensor-parallel group of
- * T = 2, 3 and 4 forked ranks against the same stage unsharded (lib/par's
- * pipe_stage, itself checked against PyTorch through the pipeline's
- * training tests): a gpt (4 blocks of 12 heads; the embeddings on the
+ * T = 2, 3 and 4 forked ranks against the same stage unsharded (the
+ * reference of pipe_stage_ref.h, written apart from tp_stage; tp_stage
+ * itself is checked against PyTorch through the pipeline's training
+ * tests): a gpt (4 blocks of 12 heads; the embeddings on the
  * first stage, the final LayerNorm and tied head on the last), a block
  * stack (3 non-causal blocks) and an mlp stack whose hidden widths differ
  * layer by layer (12, 24, 36), each as a first, middle, last and
@@ -33,6 +34,7 @@
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 #include "par_world.h"
+#include "pipe_stage_ref.h"
 #include "tensor/rng.h"
 #include "unit.h"
 
