@@ -148,8 +148,9 @@ coll_sig(enum coll_kind kind, size_t count, int op, int root,
 }
 
 int
-coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
-    enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks)
+coll_begin(struct coll_call *x, struct comm *c, enum coll_kind kind,
+    enum dtype dt, enum coll_op op, enum coll_algo algo, uint64_t sig,
+    size_t count, size_t blocks)
 {
 	memset(x, 0, sizeof *x);
 	x->c = c;
@@ -183,7 +184,7 @@ coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
 }
 
 int
-coll_end(struct cx *x, int rc)
+coll_end(struct coll_call *x, int rc)
 {
 	if (rc == 0)
 		comm_op_end(x->c);
@@ -191,7 +192,7 @@ coll_end(struct cx *x, int rc)
 }
 
 void *
-coll_alloc(struct cx *x, size_t bytes)
+coll_alloc(struct coll_call *x, size_t bytes)
 {
 	void *p = malloc(bytes ? bytes : 1);
 
@@ -201,7 +202,7 @@ coll_alloc(struct cx *x, size_t bytes)
 }
 
 static char *
-grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
+grow(struct coll_call *x, char **cache, size_t *cap, size_t bytes)
 {
 	if (*cap < bytes) {
 		char *p = realloc(*cache, bytes);
@@ -217,13 +218,13 @@ grow(struct cx *x, char **cache, size_t *cap, size_t bytes)
 
 /* Two segments of seg bytes where reduced data lands. */
 static char *
-coll_tmp(struct cx *x, size_t seg)
+coll_tmp(struct coll_call *x, size_t seg)
 {
 	return grow(x, &tmp_cache, &tmp_cap, 2 * seg);
 }
 
 void *
-coll_scratch(struct cx *x, size_t bytes)
+coll_scratch(struct coll_call *x, size_t bytes)
 {
 	return grow(x, &scratch_cache, &scratch_cap, bytes ? bytes : 1);
 }
@@ -251,7 +252,7 @@ struct xslot {
 
 /* Post segment j of m: its receive (into a tmp slot when reducing), then its send. */
 static int
-xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
+xpost(struct coll_call *x, const struct xmove *m, struct xslot *s, size_t j)
 {
 	size_t roff = j * m->rseg, soff = j * m->sseg;
 
@@ -272,7 +273,7 @@ xpost(struct cx *x, const struct xmove *m, struct xslot *s, size_t j)
 /* Received segment j reduced into rbuf (first set from init, a segment at
  * a time so the copy is still in cache for the reduction). */
 static void
-xreduce(struct cx *x, const struct xmove *m, size_t j)
+xreduce(struct coll_call *x, const struct xmove *m, size_t j)
 {
 	size_t off = j * m->rseg, len;
 
@@ -285,7 +286,7 @@ xreduce(struct cx *x, const struct xmove *m, size_t j)
 }
 
 static int
-xrun(struct cx *x, struct xmove *m)
+xrun(struct coll_call *x, struct xmove *m)
 {
 	struct xslot s[2];
 	size_t n, j;
@@ -312,8 +313,8 @@ xrun(struct cx *x, struct xmove *m)
 }
 
 int
-coll_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
-    void *rbuf, size_t rbytes, int reduce)
+coll_xchg(struct coll_call *x, int to, const void *sbuf, size_t sbytes,
+    int from, void *rbuf, size_t rbytes, int reduce)
 {
 	struct xmove m = { to, from, sbuf, reduce ? rbuf : NULL, rbuf, NULL,
 	    to < 0 ? 0 : sbytes, from < 0 ? 0 : rbytes, 0, 0 };
@@ -322,8 +323,8 @@ coll_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
 }
 
 int
-coll_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
-    void *rbuf, const void *init, size_t rbytes)
+coll_xchg_init(struct coll_call *x, int to, const void *sbuf, size_t sbytes,
+    int from, void *rbuf, const void *init, size_t rbytes)
 {
 	struct xmove m = { to, from, sbuf, init, rbuf, NULL, to < 0 ? 0 : sbytes,
 	    from < 0 ? 0 : rbytes, 0, 0 };
@@ -332,13 +333,13 @@ coll_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
 }
 
 int
-coll_send(struct cx *x, int to, const void *buf, size_t bytes)
+coll_send(struct coll_call *x, int to, const void *buf, size_t bytes)
 {
 	return coll_xchg(x, to, buf, bytes, -1, NULL, 0, 0);
 }
 
 int
-coll_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce)
+coll_recv(struct coll_call *x, int from, void *buf, size_t bytes, int reduce)
 {
 	return coll_xchg(x, -1, NULL, 0, from, buf, bytes, reduce);
 }
@@ -352,7 +353,7 @@ coll_part(size_t n, int parts, int i)
 }
 
 size_t *
-coll_parts(struct cx *x, size_t n, int parts)
+coll_parts(struct coll_call *x, size_t n, int parts)
 {
 	size_t *off = coll_alloc(x, ((size_t)parts + 1) * sizeof *off);
 
@@ -362,7 +363,7 @@ coll_parts(struct cx *x, size_t n, int parts)
 }
 
 size_t *
-coll_prefix(struct cx *x, const size_t *counts)
+coll_prefix(struct coll_call *x, const size_t *counts)
 {
 	size_t *off = coll_alloc(x, ((size_t)x->world + 1) * sizeof *off);
 
@@ -413,7 +414,7 @@ coll_fold_first(int nr, int rem)
 }
 
 int
-coll_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
+coll_fold(struct coll_call *x, char *buf, size_t bytes, int rem, int in)
 {
 	int r = x->rank;
 
@@ -426,8 +427,8 @@ coll_fold(struct cx *x, char *buf, size_t bytes, int rem, int in)
 }
 
 int
-coll_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
-    const char *what)
+coll_ring(struct coll_call *x, char *buf, const size_t *off, int own,
+    int reduce, const char *what)
 {
 	int w = x->world, next = (x->rank + 1) % w, prev = (x->rank + w - 1) % w;
 	size_t e = x->esz;
@@ -443,7 +444,8 @@ coll_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
 }
 
 int
-coll_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+coll_halving(struct coll_call *x, char *buf, const size_t *off, int nr, int p2,
+    int rem)
 {
 	int lo = 0, hi = p2, step = 0;
 	size_t e = x->esz;
@@ -463,7 +465,8 @@ coll_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem
 }
 
 int
-coll_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem)
+coll_doubling(struct coll_call *x, char *buf, const size_t *off, int nr,
+    int p2, int rem)
 {
 	size_t e = x->esz;
 	int step = 0;

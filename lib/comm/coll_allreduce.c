@@ -13,7 +13,7 @@
 /* Teaching baseline: rank 0 receives every buffer in turn and reduces it,
  * then sends the result back to each rank in turn. */
 static int
-allreduce_naive(struct cx *x, char *buf, size_t n)
+allreduce_naive(struct coll_call *x, char *buf, size_t n)
 {
 	size_t bytes = n * x->esz;
 
@@ -35,7 +35,7 @@ allreduce_naive(struct cx *x, char *buf, size_t n)
  * then allgather of the reduced blocks (W-1 steps). Each step moves 1/W of
  * the data in segments, reducing segment k while k+1 arrives. */
 static int
-allreduce_ring(struct cx *x, char *buf, size_t n)
+allreduce_ring(struct coll_call *x, char *buf, size_t n)
 {
 	size_t *off = coll_parts(x, n, x->world);
 	int rc;
@@ -51,7 +51,7 @@ allreduce_ring(struct cx *x, char *buf, size_t n)
 
 /* Binomial reduce to rank 0, then binomial broadcast from it. */
 static int
-allreduce_tree(struct cx *x, char *buf, size_t n)
+allreduce_tree(struct coll_call *x, char *buf, size_t n)
 {
 	if (coll_reduce_binomial(x, buf, n, 0) < 0)
 		return -1;
@@ -62,7 +62,7 @@ allreduce_tree(struct cx *x, char *buf, size_t n)
  * whole vector with the partner at distance 1, 2, 4, ...; the ranks past
  * the power of two below the world fold in first and get the result last. */
 static int
-allreduce_rd(struct cx *x, char *buf, size_t n)
+allreduce_rd(struct coll_call *x, char *buf, size_t n)
 {
 	int p2 = coll_pow2_below(x->world), rem = x->world - p2;
 	int nr = coll_fold_rank(x->rank, rem), step = 0;
@@ -83,7 +83,7 @@ allreduce_rd(struct cx *x, char *buf, size_t n)
  * at most one element), then recursive-doubling allgather; non-powers of
  * two fold the extra ranks in first and hand them the result last. */
 static int
-allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
+allreduce_rabenseifner(struct coll_call *x, char *buf, size_t n)
 {
 	int p2 = coll_pow2_below(x->world), rem = x->world - p2;
 	int nr = coll_fold_rank(x->rank, rem), rc = 0;
@@ -113,7 +113,7 @@ allreduce_rabenseifner(struct cx *x, char *buf, size_t n)
 #define SLICE_BYTES ((size_t)1 << 20)
 
 static int
-allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
+allreduce_slice(struct coll_call *x, enum coll_algo a, char *buf, size_t n)
 {
 	switch (a) {
 	case COLL_TREE: return allreduce_tree(x, buf, n);
@@ -125,7 +125,7 @@ allreduce_slice(struct cx *x, enum coll_algo a, char *buf, size_t n)
 
 /* Also hier's: its cross-host step runs one of these on each share. */
 int
-coll_allreduce_algo(struct cx *x, char *buf, size_t n, enum coll_algo a)
+coll_allreduce_algo(struct coll_call *x, char *buf, size_t n, enum coll_algo a)
 {
 	int slices = (int)((n * x->esz + SLICE_BYTES - 1) / SLICE_BYTES);
 
@@ -145,7 +145,7 @@ int
 coll_allreduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, enum coll_algo algo)
 {
-	struct cx x;
+	struct coll_call x;
 	enum coll_algo a = algo;
 
 	if (a == COLL_AUTO)

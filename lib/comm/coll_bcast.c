@@ -11,7 +11,7 @@
 
 /* The teaching baseline: the root sends the whole buffer to each rank in turn. */
 static int
-bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
+bcast_linear(struct coll_call *x, char *buf, size_t bytes, int root)
 {
 	if (x->rank != root) {
 		comm_set_step(x->c, "linear receive from root %d", root);
@@ -30,7 +30,7 @@ bcast_linear(struct cx *x, char *buf, size_t bytes, int root)
 /* Receive from the parent (vr minus its lowest set bit), then send to the
  * children vr + mask for each mask below that bit, largest subtree first. */
 static int
-bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
+bcast_binomial(struct coll_call *x, char *buf, size_t bytes, int root)
 {
 	int w = x->world, vr = coll_mod(x->rank - root, w), mask;
 
@@ -53,7 +53,7 @@ bcast_binomial(struct cx *x, char *buf, size_t bytes, int root)
 /* Binomial scatter of blocks off[] indexed by virtual rank: each subtree
  * [vr, vr + lowest bit) gets its contiguous run of blocks. */
 static int
-scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
+scatter_binomial(struct coll_call *x, char *buf, const size_t *off, int root)
 {
 	int w = x->world, vr = coll_mod(x->rank - root, w), mask, end;
 	size_t e = x->esz;
@@ -80,7 +80,7 @@ scatter_binomial(struct cx *x, char *buf, const size_t *off, int root)
 
 /* Large messages: scatter W blocks down the tree, then ring allgather. */
 static int
-bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
+bcast_scatter_allgather(struct coll_call *x, char *buf, size_t n, int root)
 {
 	size_t *off = coll_parts(x, n, x->world);
 	int rc;
@@ -98,7 +98,7 @@ bcast_scatter_allgather(struct cx *x, char *buf, size_t n, int root)
 /* A chain root -> root+1 -> ...: each segment is forwarded as soon as it
  * arrives, so all links carry data at once. */
 static int
-bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
+bcast_ring(struct coll_call *x, char *buf, size_t bytes, int root)
 {
 	int w = x->world, vr = coll_mod(x->rank - root, w);
 	int prev = vr > 0 ? (x->rank + w - 1) % w : -1;
@@ -117,7 +117,8 @@ bcast_ring(struct cx *x, char *buf, size_t bytes, int root)
 }
 
 int
-coll_bcast_algo(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo)
+coll_bcast_algo(struct coll_call *x, char *buf, size_t n, int root,
+    enum coll_algo algo)
 {
 	size_t bytes = n * x->esz;
 
@@ -134,7 +135,7 @@ int
 coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
     int root, enum coll_algo algo)
 {
-	struct cx x;
+	struct coll_call x;
 	enum coll_algo a = algo;
 
 	if (a == COLL_AUTO)
@@ -155,7 +156,7 @@ coll_broadcast(struct comm *c, void *buf, size_t count, enum dtype dt,
  * its partial result to vr - mask and is done; the others receive from
  * vr + mask and reduce. buf is the accumulator. */
 int
-coll_reduce_binomial(struct cx *x, char *buf, size_t n, int root)
+coll_reduce_binomial(struct coll_call *x, char *buf, size_t n, int root)
 {
 	int w = x->world, vr = coll_mod(x->rank - root, w);
 	size_t bytes = n * x->esz;
@@ -179,7 +180,7 @@ int
 coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
     enum coll_op op, int root)
 {
-	struct cx x;
+	struct coll_call x;
 	char *acc = buf;
 	int rc, vr;
 
@@ -206,7 +207,7 @@ coll_reduce(struct comm *c, void *buf, size_t count, enum dtype dt,
 
 /* A non-root rank's part of gatherv or scatterv: its own block only. */
 static int
-linear_leaf(struct cx *x, int gather, const void *send, void *recv,
+linear_leaf(struct coll_call *x, int gather, const void *send, void *recv,
     size_t bytes, int root)
 {
 	comm_set_step(x->c, "linear block of rank %d", x->rank);
@@ -216,7 +217,7 @@ linear_leaf(struct cx *x, int gather, const void *send, void *recv,
 /* The root's part: block r moves with each rank r in turn; its own block
  * is copied locally (unless already in place). */
 static int
-linear_root(struct cx *x, int gather, const void *send, void *recv,
+linear_root(struct coll_call *x, int gather, const void *send, void *recv,
     const size_t *off)
 {
 	char *all = gather ? recv : (char *)send;
@@ -239,7 +240,7 @@ static int
 linear_blocks(struct comm *c, enum coll_kind kind, const void *send,
     void *recv, const size_t *counts, enum dtype dt, int root)
 {
-	struct cx x;
+	struct coll_call x;
 	int gather = kind == COLL_KIND_GATHER, rc;
 	size_t *off;
 
@@ -279,7 +280,7 @@ coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *counts
 int
 coll_barrier(struct comm *c)
 {
-	struct cx x;
+	struct coll_call x;
 	char out = 1, in;
 
 	if (coll_begin(&x, c, COLL_KIND_BARRIER, DT_U8, COLL_SUM, COLL_AUTO,

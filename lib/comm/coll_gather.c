@@ -13,7 +13,7 @@
  * even rank of each of the first pairs hands its block to the odd one
  * (whose range is then two adjacent blocks) and gets everything at the end. */
 static int
-allgather_rd(struct cx *x, char *recv, const size_t *off)
+allgather_rd(struct coll_call *x, char *recv, const size_t *off)
 {
 	int w = x->world, r = x->rank, p2 = coll_pow2_below(w), rem = w - p2;
 	int nr = coll_fold_rank(r, rem), rc = 0;
@@ -39,7 +39,7 @@ allgather_rd(struct cx *x, char *recv, const size_t *off)
  * sends its first min(k, w-k) blocks to rank r-k and appends those of rank
  * r+k, so ceil(log2 w) rounds gather everything; then unrotate. */
 static int
-allgather_bruck(struct cx *x, char *recv, const size_t *off)
+allgather_bruck(struct coll_call *x, char *recv, const size_t *off)
 {
 	int w = x->world, r = x->rank, rc = 0;
 	size_t e = x->esz, *rot = coll_alloc(x, ((size_t)w + 1) * sizeof *rot);
@@ -68,7 +68,7 @@ allgather_bruck(struct cx *x, char *recv, const size_t *off)
 }
 
 int
-coll_allgatherv_algo(struct cx *x, const void *send, char *recv,
+coll_allgatherv_algo(struct coll_call *x, const void *send, char *recv,
     const size_t *off, enum coll_algo a)
 {
 	size_t mine = (off[x->rank + 1] - off[x->rank]) * x->esz;
@@ -90,7 +90,7 @@ int
 coll_allgatherv(struct comm *c, const void *send, void *recv,
     const size_t *counts, enum dtype dt, enum coll_algo algo)
 {
-	struct cx x;
+	struct coll_call x;
 	enum coll_algo a = algo;
 	size_t *off, total = 0;
 	int rc;
@@ -131,7 +131,7 @@ coll_allgather(struct comm *c, const void *send, void *recv, size_t count,
 /* Pairwise: in step s, send block r+s of the input to rank r+s and reduce
  * the block r of rank r-s into the result. */
 static int
-rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
+rs_pairwise(struct coll_call *x, const char *send, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank;
 	size_t bytes = n * x->esz;
@@ -152,7 +152,7 @@ rs_pairwise(struct cx *x, const char *send, char *recv, size_t n)
  * reduces it with its input block into one of two scratch blocks (the last
  * step straight into recv, block r): the input is read once, never copied. */
 static int
-rs_ring(struct cx *x, const char *send, char *recv, size_t n)
+rs_ring(struct coll_call *x, const char *send, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank, next = (r + 1) % w, prev = (r + w - 1) % w;
 	size_t bytes = n * x->esz;
@@ -177,7 +177,7 @@ rs_ring(struct cx *x, const char *send, char *recv, size_t n)
  * the extra ranks' vectors in first (new rank nr then owns the blocks of
  * its one or two real ranks) and hands the even rank its block at the end. */
 static int
-rs_halving(struct cx *x, char *work, char *recv, size_t n)
+rs_halving(struct coll_call *x, char *work, char *recv, size_t n)
 {
 	int w = x->world, r = x->rank, p2 = coll_pow2_below(w), rem = w - p2;
 	int nr = coll_fold_rank(r, rem), rc;
@@ -204,8 +204,8 @@ rs_halving(struct cx *x, char *work, char *recv, size_t n)
 }
 
 int
-coll_reduce_scatter_algo(struct cx *x, const char *send, char *recv, size_t n,
-    enum coll_algo a)
+coll_reduce_scatter_algo(struct coll_call *x, const char *send, char *recv,
+    size_t n, enum coll_algo a)
 {
 	size_t bytes = n * x->esz, total = bytes * (size_t)x->world;
 	int apart = !coll_overlap(send, total, recv, bytes) ||
@@ -244,7 +244,7 @@ int
 coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_op op, enum coll_algo algo)
 {
-	struct cx x;
+	struct coll_call x;
 	enum coll_algo a = algo;
 	int rc;
 
@@ -266,7 +266,7 @@ coll_reduce_scatter(struct comm *c, const void *send, void *recv, size_t count,
 /* Linear: every receive and send posted at once, the transport moving
  * them all together. */
 static int
-alltoall_linear(struct cx *x, const char *send, char *recv, size_t bytes)
+alltoall_linear(struct coll_call *x, const char *send, char *recv, size_t bytes)
 {
 	int w = x->world, r = x->rank, n = 0, rc;
 	struct comm_req *rq = coll_alloc(x, 2 * (size_t)w * sizeof *rq);
@@ -287,7 +287,8 @@ alltoall_linear(struct cx *x, const char *send, char *recv, size_t bytes)
 
 /* Pairwise: in step s, send block r+s to rank r+s and receive block r-s. */
 static int
-alltoall_pairwise(struct cx *x, const char *send, char *recv, size_t bytes)
+alltoall_pairwise(struct coll_call *x, const char *send, char *recv,
+    size_t bytes)
 {
 	int w = x->world, r = x->rank;
 
@@ -305,7 +306,7 @@ int
 coll_alltoall(struct comm *c, const void *send, void *recv, size_t count,
     enum dtype dt, enum coll_algo algo)
 {
-	struct cx x;
+	struct coll_call x;
 	enum coll_algo a = algo;
 	size_t bytes = count * dtype_size(dt), total = bytes * (size_t)comm_size(c);
 	char *copy = NULL;

@@ -107,7 +107,7 @@ hier_places(struct coll_hier *h, const struct comm *c)
  * correctly so, reading each message's header before its payload.
  */
 static struct coll_hier *
-hier_get(struct cx *x)
+hier_get(struct coll_call *x)
 {
 	struct comm *c = x->c;
 	struct coll_hier *h = c->hier;
@@ -139,7 +139,8 @@ hier_get(struct cx *x)
  * calls, so their operations stay in step, and ranks that disagree on
  * the call fail at their first exchange. Their reduction is x's. */
 static struct coll_hier *
-hier_begin(struct cx *x, enum coll_kind kind, struct cx *lx, struct cx *cx)
+hier_begin(struct coll_call *x, enum coll_kind kind, struct coll_call *lx,
+    struct coll_call *cx)
 {
 	uint64_t sig = x->c->sig;	/* before a first split stamps c anew */
 	struct coll_hier *h = hier_get(x);
@@ -156,7 +157,7 @@ hier_begin(struct cx *x, enum coll_kind kind, struct cx *lx, struct cx *cx)
 
 /* The flat cost model's algorithm for bytes on sub-group x. */
 static enum coll_algo
-flat(const struct cx *x, enum coll_kind kind, size_t bytes)
+flat(const struct coll_call *x, enum coll_kind kind, size_t bytes)
 {
 	return coll_auto(kind, bytes, x->world);
 }
@@ -188,7 +189,8 @@ shares_order(const struct coll_hier *h, int *order)
 /* Reduce to each host's leader, allreduce among the leaders (cross
  * group 0, which every host has), broadcast within each host. */
 static int
-allreduce_leader(struct cx *lx, struct cx *cx, char *buf, size_t n)
+allreduce_leader(struct coll_call *lx, struct coll_call *cx, char *buf,
+    size_t n)
 {
 	size_t bytes = n * lx->esz;
 
@@ -206,7 +208,8 @@ allreduce_leader(struct cx *lx, struct cx *cx, char *buf, size_t n)
  * i+1 reduced over its host), allreduce of each part across hosts among
  * the ranks holding it (a cross group), ring allgather within the host. */
 static int
-allreduce_shares(struct cx *lx, struct cx *cx, char *buf, size_t n)
+allreduce_shares(struct coll_call *lx, struct coll_call *cx, char *buf,
+    size_t n)
 {
 	int L = lx->world, own = (lx->rank + 1) % L, rc;
 	size_t *off = coll_parts(lx, n, L), e = lx->esz, len;
@@ -236,9 +239,9 @@ coll_hier_sent(const struct comm *c)
 }
 
 int
-coll_hier_allreduce(struct cx *x, char *buf, size_t n)
+coll_hier_allreduce(struct coll_call *x, char *buf, size_t n)
 {
-	struct cx lx, cx;
+	struct coll_call lx, cx;
 	struct coll_hier *h = hier_begin(x, COLL_KIND_ALLREDUCE, &lx, &cx);
 
 	if (h == NULL)
@@ -255,9 +258,9 @@ coll_hier_allreduce(struct cx *x, char *buf, size_t n)
  * rank, the root first hands the data to its leader, and the leaders
  * carry it. */
 int
-coll_hier_bcast(struct cx *x, char *buf, size_t n, int root)
+coll_hier_bcast(struct coll_call *x, char *buf, size_t n, int root)
 {
-	struct cx lx, cx;
+	struct coll_call lx, cx;
 	struct coll_hier *h = hier_begin(x, COLL_KIND_BROADCAST, &lx, &cx);
 	size_t bytes = n * x->esz;
 	int via, rhost = comm_host(x->c, root);
@@ -291,8 +294,9 @@ coll_hier_bcast(struct cx *x, char *buf, size_t n, int root)
  * local rank (a run of packed); within the host, those runs.
  */
 static int
-allgather_shares(const struct coll_hier *h, struct cx *lx, struct cx *cx,
-    const void *send, char *packed, const size_t *poff, size_t *sub)
+allgather_shares(const struct coll_hier *h, struct coll_call *lx,
+    struct coll_call *cx, const void *send, char *packed, const size_t *poff,
+    size_t *sub)
 {
 	int i = lx->rank, H = h->hosts, L = lx->world, k;
 	size_t e = lx->esz;
@@ -312,8 +316,9 @@ allgather_shares(const struct coll_hier *h, struct cx *lx, struct cx *cx,
  * the hosts' runs among the leaders, then broadcast the whole within
  * each host. */
 static int
-allgather_leader(const struct coll_hier *h, struct cx *lx, struct cx *cx,
-    int host, const void *send, char *packed, const size_t *poff, size_t *sub)
+allgather_leader(const struct coll_hier *h, struct coll_call *lx,
+    struct coll_call *cx, int host, const void *send, char *packed,
+    const size_t *poff, size_t *sub)
 {
 	int f = h->first[host], L = lx->world, H = h->hosts, j;
 	size_t e = lx->esz, all = poff[h->first[H]];
@@ -337,10 +342,10 @@ allgather_leader(const struct coll_hier *h, struct cx *lx, struct cx *cx,
 }
 
 int
-coll_hier_allgatherv(struct cx *x, const void *send, char *recv,
+coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
     const size_t *off)
 {
-	struct cx lx, cx;
+	struct coll_call lx, cx;
 	struct coll_hier *h = hier_begin(x, COLL_KIND_ALLGATHER, &lx, &cx);
 	int w = x->world, even, rc = -1, p;
 	size_t e = x->esz, *poff = NULL, *sub = NULL;
@@ -386,9 +391,10 @@ out:
  * leaders' allreduce of the whole, each rank keeping its block.
  */
 int
-coll_hier_reduce_scatter(struct cx *x, const char *send, char *recv, size_t n)
+coll_hier_reduce_scatter(struct coll_call *x, const char *send, char *recv,
+    size_t n)
 {
-	struct cx lx, cx;
+	struct coll_call lx, cx;
 	struct coll_hier *h = hier_begin(x, COLL_KIND_REDUCE_SCATTER, &lx, &cx);
 	size_t blk = n * x->esz, w = (size_t)x->world, H, p;
 	char *work = NULL, *mine = NULL;

@@ -9,7 +9,7 @@
 #include "comm/reduce.h"
 
 /* One collective call in progress: its group, element type and scratch. */
-struct cx {
+struct coll_call {
 	struct comm *c;
 	int rank, world;
 	enum dtype dt;
@@ -21,20 +21,21 @@ struct cx {
 /* Validate, stamp the operation on c (comm_op_begin) and fill x; 0 or -1
  * with a COMM_ERR_MISMATCH failure on c for a bad dtype, op or algo, or a
  * size (blocks of count elements) beyond size_t. */
-int coll_begin(struct cx *x, struct comm *c, enum coll_kind kind, enum dtype dt,
-    enum coll_op op, enum coll_algo algo, uint64_t sig, size_t count, size_t blocks);
+int coll_begin(struct coll_call *x, struct comm *c, enum coll_kind kind,
+    enum dtype dt, enum coll_op op, enum coll_algo algo, uint64_t sig,
+    size_t count, size_t blocks);
 /* "allreduce", ... for messages. */
 const char *coll_kind_name(enum coll_kind kind);
 /* rc, the collective's end: on 0 its operation is done (comm_op_end). */
-int coll_end(struct cx *x, int rc);
+int coll_end(struct coll_call *x, int rc);
 /* A signature folding every argument that ranks must agree on. */
 uint64_t coll_sig(enum coll_kind kind, size_t count, int op, int root,
     enum coll_algo algo, const size_t *counts, int ncounts);
 /* Fail the operation with a COMM_ERR_RUNTIME "out of memory" and NULL. */
-void *coll_alloc(struct cx *x, size_t bytes);
+void *coll_alloc(struct coll_call *x, size_t bytes);
 /* A per-thread working buffer kept between calls (not to be freed; one
  * user at a time); NULL with the failure recorded. */
-void *coll_scratch(struct cx *x, size_t bytes);
+void *coll_scratch(struct coll_call *x, size_t bytes);
 
 /*
  * Send sbytes from sbuf to rank `to` while receiving rbytes from rank
@@ -43,23 +44,24 @@ void *coll_scratch(struct cx *x, size_t bytes);
  * is reduced into rbuf (by x->red) instead of overwriting it. A length of
  * 0 moves nothing (both ends compute lengths alike, so they agree).
  */
-int coll_xchg(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
-    void *rbuf, size_t rbytes, int reduce);
+int coll_xchg(struct coll_call *x, int to, const void *sbuf, size_t sbytes,
+    int from, void *rbuf, size_t rbytes, int reduce);
 /* The same, reducing into rbuf what arrives with init (rbuf = init op in),
  * init read a segment at a time as the data arrives; init may be rbuf. */
-int coll_xchg_init(struct cx *x, int to, const void *sbuf, size_t sbytes, int from,
-    void *rbuf, const void *init, size_t rbytes);
+int coll_xchg_init(struct coll_call *x, int to, const void *sbuf, size_t sbytes,
+    int from, void *rbuf, const void *init, size_t rbytes);
 /* Bytes per segment of a len-byte message (the same on both ends). */
 size_t coll_segment(size_t len);
-int coll_send(struct cx *x, int to, const void *buf, size_t bytes);
-int coll_recv(struct cx *x, int from, void *buf, size_t bytes, int reduce);
+int coll_send(struct coll_call *x, int to, const void *buf, size_t bytes);
+int
+coll_recv(struct coll_call *x, int from, void *buf, size_t bytes, int reduce);
 
 /* Start of part i of n elements cut into parts as even as possible. */
 size_t coll_part(size_t n, int parts, int i);
 /* parts+1 element offsets of n cut into parts; NULL (failed) when out of memory. */
-size_t *coll_parts(struct cx *x, size_t n, int parts);
+size_t *coll_parts(struct coll_call *x, size_t n, int parts);
 /* world+1 element offsets of blocks of counts[r] elements, rank order. */
-size_t *coll_prefix(struct cx *x, const size_t *counts);
+size_t *coll_prefix(struct coll_call *x, const size_t *counts);
 /* Whether two byte ranges share a byte. */
 int coll_overlap(const void *a, size_t alen, const void *b, size_t blen);
 /* Rank ordering helpers: (a mod w) for any a. */
@@ -80,38 +82,42 @@ int coll_fold_rank(int r, int rem);
 int coll_unfold_rank(int nr, int rem);
 /* Fold in: the even rank of each pair sends buf to the odd one, which
  * reduces it into its own; fold out: the odd one sends its buf back. */
-int coll_fold(struct cx *x, char *buf, size_t bytes, int rem, int in);
+int coll_fold(struct coll_call *x, char *buf, size_t bytes, int rem, int in);
 /* First real block owned by new rank nr (nr == p2 gives w). */
 int coll_fold_first(int nr, int rem);
 
 /* Ring pass over blocks off[0..w]: step s sends block (own - s) to the
  * next rank and receives block (own - s - 1) from the previous one,
  * reducing or overwriting; steps w-1. */
-int coll_ring(struct cx *x, char *buf, const size_t *off, int own, int reduce,
-    const char *what);
+int coll_ring(struct coll_call *x, char *buf, const size_t *off, int own,
+    int reduce, const char *what);
 /* Recursive halving among the p2 folded ranks over blocks off[0..p2]:
  * new rank nr ends holding block nr reduced over every participant. */
-int coll_halving(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem);
+int coll_halving(struct coll_call *x, char *buf, const size_t *off, int nr,
+    int p2, int rem);
 /* Recursive doubling among the folded ranks: from block nr to all p2. */
-int coll_doubling(struct cx *x, char *buf, const size_t *off, int nr, int p2, int rem);
+int coll_doubling(struct coll_call *x, char *buf, const size_t *off, int nr,
+    int p2, int rem);
 
 /* Building blocks with their own operation stamp already done: x's
  * group runs algorithm algo (never AUTO) on it; AVG is left as SUM. */
-int coll_bcast_algo(struct cx *x, char *buf, size_t n, int root, enum coll_algo algo);
-int coll_reduce_binomial(struct cx *x, char *buf, size_t n, int root);
-int coll_allreduce_algo(struct cx *x, char *buf, size_t n, enum coll_algo algo);
+int coll_bcast_algo(struct coll_call *x, char *buf, size_t n, int root,
+    enum coll_algo algo);
+int coll_reduce_binomial(struct coll_call *x, char *buf, size_t n, int root);
+int coll_allreduce_algo(struct coll_call *x, char *buf, size_t n,
+    enum coll_algo algo);
 /* off: the world+1 offsets of the ranks' blocks in recv (coll_prefix). */
-int coll_allgatherv_algo(struct cx *x, const void *send, char *recv,
+int coll_allgatherv_algo(struct coll_call *x, const void *send, char *recv,
     const size_t *off, enum coll_algo algo);
-int coll_reduce_scatter_algo(struct cx *x, const char *send, char *recv,
+int coll_reduce_scatter_algo(struct coll_call *x, const char *send, char *recv,
     size_t n, enum coll_algo algo);
 
 /* The same for COLL_HIER (coll_hier.c). */
-int coll_hier_allreduce(struct cx *x, char *buf, size_t n);
-int coll_hier_bcast(struct cx *x, char *buf, size_t n, int root);
-int coll_hier_allgatherv(struct cx *x, const void *send, char *recv,
+int coll_hier_allreduce(struct coll_call *x, char *buf, size_t n);
+int coll_hier_bcast(struct coll_call *x, char *buf, size_t n, int root);
+int coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
     const size_t *off);
-int coll_hier_reduce_scatter(struct cx *x, const char *send, char *recv,
+int coll_hier_reduce_scatter(struct coll_call *x, const char *send, char *recv,
     size_t n);
 
 #endif
