@@ -98,7 +98,8 @@ stop_case() {
 @test "SIGUSR1: a running rank writes its dump and goes on" {
 	local i first second
 	mkdir fr
-	job_start allreduce 2 && job_wait_busy
+	job_start allreduce 2
+	job_wait_busy
 	kill -USR1 "${PIDS[0]}"
 	for ((i = 0; i < 100; i++)); do
 		[ -f fr/collx-fr.frjob.0.json ] && break
