@@ -297,7 +297,8 @@ for r in range(3): save(f'in.{r}.npy', np.arange(4, dtype='f4') * (r + 1))"
 	ok_ranks 3 collx-allreduce --check -i 'in.{rank}.npy' -o 'out.{rank}.npy'
 	cat err.*
 	[ "$(cat err.0)" = "collx-allreduce: check passed: 1 tensor on 3 ranks, max error 0 on rank 0" ]
-	[ ! -s err.1 ] && [ ! -s err.2 ]
+	[ ! -s err.1 ]
+	[ ! -s err.2 ]
 	ok_ranks 2 collx-allreduce --check -q -i 'in.{rank}.npy' -o 'out.{rank}.npy'
 	[ ! -s err.0 ] && [ ! -s err.1 ]
 }
@@ -430,7 +431,8 @@ save('in.2.npy', np.zeros((2, 3), dtype='f4'))"
 	ranks 3 collx-allreduce -i 'in.{rank}.npy' -o 'out.{rank}.npy'
 	all_exit 3
 	each_err 'rank [0-2]: inputs differ between ranks: rank 0 has \(unnamed\) f32 \[2, 3\], rank 1 has \(unnamed\) f32 \[2, 4\]'
-	[ ! -e out.0.npy ] && [ ! -e out.2.npy ]
+	[ ! -e out.0.npy ]
+	[ ! -e out.2.npy ]
 	pyx "
 save('in.1.npy', np.zeros((2, 3), dtype='f8'))
 save('g.0.npy', np.zeros((2, 3), dtype='f4'))
@@ -525,7 +527,8 @@ save_st('s.1.safetensors', {'a': np.zeros(2, dtype='f4'), 'c': np.zeros(2, dtype
 @test "ranks started with different options refuse each other (exit 3)" {
 	pyx "save('x.npy', np.zeros(3, dtype='f4'))"
 	ranks 2 sh -c 'exec collx-allreduce --timeout 3 --op $( [ "$COLLX_RANK" = 1 ] && echo max || echo sum ) -i x.npy'
-	[ "${RCS[0]}" != 0 ] && [ "${RCS[1]}" != 0 ]
+	[ "${RCS[0]}" != 0 ]
+	[ "${RCS[1]}" != 0 ]
 	[ "${RCS[1]}" = 3 ] || [ "${RCS[0]}" = 3 ]
 	grep -q "rank 1 was started with --op max, rank 0 with --op sum" err.1
 }
@@ -551,7 +554,8 @@ open('want', 'w').write('%.9g' % (np.arange(6) * 6).sum())"
 	ok_ranks 3 collx-allreduce -i 'in.{rank}.npy'
 	[ "$(wc -l <stdout.0)" -eq 1 ]
 	grep -Eqx "collx-allreduce: f32 \[2, 3\], sum $(cat want), [0-9.e+-]+ s per run \(rank 0; no -o, nothing written\)" stdout.0
-	[ ! -s stdout.1 ] && [ ! -s stdout.2 ]
+	[ ! -s stdout.1 ]
+	[ ! -s stdout.2 ]
 	pyx "save_st('s.safetensors', {'a': np.ones(2, dtype='f4'), 'b': np.full(3, 2, dtype='f8')})"
 	ok_ranks 2 collx-allgather -i s.safetensors
 	grep -Eq "^collx-allgather: 2 tensors, 10 elements, sum 16, " stdout.0

@@ -54,12 +54,13 @@ teardown() {
 	# the least of the figures listed ("ring 20.1 us, tree 10.2 us, ...")
 	least=$(echo "${line#*ranks: }" | tr ',' '\n' |
 	    awk '{ if (min == "" || $2 + 0 < min) { min = $2 + 0; name = $1 } } END { print name }')
-	[ -n "$chosen" ] && [ "$chosen" = "$least" ]
+	[ -n "$chosen" ]
+	[ "$chosen" = "$least" ]
 	grep -Eq "trace: #[0-9]+ allreduce of 4000 bytes on 2 ranks: $chosen\$" b.0
 	[ "$(grep -c 'auto chose' b.0)" -ge 1 ]
 }
 
-@test "COLLX_DEBUG=warn: a failure in the log; unset: no log; bad values: one line, exit 1" {
+@test "COLLX_DEBUG=warn: a failure in the log; unset: no log; a bad file pattern: one line, exit 1" {
 	run env COLLX_DEBUG=warn COLLX_DEBUG_FILE='w.%r' timeout 60 \
 	    collx-run -n 2 -- sh -c 'exec collx-allreduce -q -i x.npy --algo $([ $COLLX_RANK = 0 ] && echo ring || echo tree)'
 	[ "$status" -ne 0 ]
@@ -68,11 +69,39 @@ teardown() {
 	if grep -q ': info: ' w.*; then false; fi
 	run -0 --separate-stderr collx-run -n 2 -- collx-allreduce -q -i x.npy
 	[ "$stderr" = "" ]
-	run -1 --separate-stderr env COLLX_DEBUG=loud collx-allreduce -q -i x.npy
-	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == *"COLLX_DEBUG: 'loud' is not warn, info or trace" ]]
 	run -1 --separate-stderr env COLLX_DEBUG=info COLLX_DEBUG_FILE='x.%q' \
 	    collx-allreduce -q -i x.npy
 	[[ "$stderr" == *"COLLX_DEBUG_FILE: 'x.%q': a % not followed by h, p, r or %" ]]
 	[ ! -e x.%q ]
+}
+
+# NCCL_DEBUG's spelling, INFO, is info; an unknown level logs at warn after
+# one line per rank saying so, and the job runs.
+@test "COLLX_DEBUG: any case; an unknown level warns once per rank and logs at warn" {
+	local r
+	run -0 --separate-stderr env COLLX_DEBUG=INFO COLLX_DEBUG_FILE='i.%r' \
+	    timeout 60 collx-run -n 2 -- collx-allreduce -q -i x.npy -o y.{rank}.npy
+	[ "$stderr" = "" ]
+	for r in 0 1; do
+		grep -qx "collx-allreduce: rank $r: info: joined: rank $r of 2, 1 host, .*" i.$r
+	done
+	run -0 --separate-stderr env COLLX_DEBUG=Trace COLLX_DEBUG_FILE='t.%r' \
+	    timeout 60 collx-run -n 2 -- collx-allreduce -q -i x.npy --algo rd
+	grep -Eq '^collx-allreduce: rank 0: trace: #[0-9]+ allreduce of 4000 bytes on 2 ranks: rd$' t.0
+	run -0 --separate-stderr env COLLX_DEBUG=loud COLLX_DEBUG_FILE='l.%r' \
+	    timeout 60 collx-run -n 2 -- collx-allreduce -q -i x.npy -o z.{rank}.npy
+	echo "$stderr"
+	[ "${#stderr_lines[@]}" -eq 2 ]
+	for r in 0 1; do
+		grep -qx "collx-allreduce: rank $r: COLLX_DEBUG: 'loud' is not warn, info or trace; logging at warn" <<<"$stderr"
+		cmp y.$r.npy z.$r.npy
+	done
+	# logging at warn: nothing in a run that did not fail
+	cat l.0 l.1
+	[ "$(cat l.0 l.1)" = "" ]
+	# a failure is logged at warn
+	run env COLLX_DEBUG=LOUD COLLX_DEBUG_FILE='f.%r' timeout 60 \
+	    collx-run -n 2 -- sh -c 'exec collx-allreduce -q -i x.npy --algo $(if [ $COLLX_RANK = 0 ]; then echo ring; else echo tree; fi)'
+	[ "$status" -ne 0 ]
+	grep -q 'warn: failed: .*started with --algo' f.*
 }

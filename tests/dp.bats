@@ -486,7 +486,8 @@ gpt_same() {
 	wait "${pids[@]}" || true
 	step=$(collx-tensor info ck.safetensors | awk '/collx.checkpoint.step/ { print $NF }')
 	echo "killed after step $step"
-	[ "$step" -ge 3 ] && [ $((step % 3)) -eq 0 ]
+	[ "$step" -ge 3 ]
+	[ $((step % 3)) -eq 0 ]
 	total=$((step + 4))
 	gpt 2 full --steps "$total" --zero 1
 	timeout 90 collx-run -n 2 --timeout 20 -- collx-dp --resume ck.safetensors \

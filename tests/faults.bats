@@ -197,7 +197,8 @@ dev_shm() {
 	for mode in shm tcp; do
 		held=yes
 		[ "$mode" = tcp ] && export COLLX_SHM=0 || unset COLLX_SHM
-		job_start allreduce 3 && job_wait_busy
+		job_start allreduce 3
+		job_wait_busy
 		for r in 0 1 2; do
 			if [ "$mode" = shm ]; then maps_shm "${PIDS[r]}"
 			elif maps_shm "${PIDS[r]}"; then false; fi

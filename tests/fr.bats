@@ -98,7 +98,8 @@ stop_case() {
 @test "SIGUSR1: a running rank writes its dump and goes on" {
 	local i first second
 	mkdir fr
-	job_start allreduce 2 && job_wait_busy
+	job_start allreduce 2
+	job_wait_busy
 	kill -USR1 "${PIDS[0]}"
 	for ((i = 0; i < 100; i++)); do
 		[ -f fr/collx-fr.frjob.0.json ] && break
@@ -128,7 +129,8 @@ EOF
 	done
 	echo "# newest operation: $first, then $second"
 	[ "${second%% *}" -gt "${first%% *}" ]
-	kill -0 "${PIDS[0]}" && kill -0 "${PIDS[1]}"
+	kill -0 "${PIDS[0]}"
+	kill -0 "${PIDS[1]}"
 	[ "$(cat err.0 err.1)" = "" ]
 }
 
@@ -158,4 +160,46 @@ EOF
 	run -3 timeout 10 collx-run --diagnose fr
 	[[ "${lines[0]}" == *"out of range"* ]]
 	run -2 collx-run --diagnose fr -- true
+}
+
+# timeout_line: rank 1 of 2 stopped inside an allreduce; rank 0 times out
+# and exits 1; LINE is its one line of standard error.
+timeout_line() {
+	local rc
+	job_start allreduce 2 && job_wait_busy || return 1
+	kill -STOP "${PIDS[1]}"
+	rc=0
+	wait_pid "${PIDS[0]}" $((FAULT_TIMEOUT + 10)) || rc=$?
+	[ "$rc" = 1 ] || { echo "# rank 0: exit $rc"; return 1; }
+	job_reap
+	[ "$(wc -l <err.0)" = 1 ] || { cat err.0; return 1; }
+	LINE=$(cat err.0)
+	echo "# $LINE"
+}
+
+@test "without COLLX_FR_DIR the dump goes to TMPDIR/collx-fr-UID, not the working directory; the timeout's line names it and --diagnose" {
+	local dir=$T/tmpdir/collx-fr-$(id -u) diag
+	unset COLLX_FR_DIR
+	export TMPDIR=$T/tmpdir
+	timeout_line
+	[[ "$LINE" == "collx-allreduce: rank 0: timed out after $FAULT_TIMEOUT s waiting for peer rank 1 "*"; flight recorder dump $dir/collx-fr.frjob.0.json, read by collx-run --diagnose $dir" ]]
+	[ -f "$dir/collx-fr.frjob.0.json" ]
+	[ "$(stat -c %a "$dir")" = 700 ]
+	[ "$(find . -path ./tmpdir -prune -o -name 'collx-fr.*' -print)" = "" ]
+	# the command the line names diagnoses the job
+	diag=$(eval "${LINE##*read by }")
+	echo "$diag"
+	grep -qx 'culprit: rank 1 (left no dump: stopped, killed or hung)' <<<"$diag"
+}
+
+@test "a COLLX_FR_DIR that does not exist is made with its parents; one that cannot be made: the failure's line says why there is no dump" {
+	export COLLX_FR_DIR=$T/new/fr
+	timeout_line
+	[[ "$LINE" == *"; flight recorder dump $COLLX_FR_DIR/collx-fr.frjob.0.json, read by collx-run --diagnose $COLLX_FR_DIR" ]]
+	"$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["reason"] == "timeout", d' \
+	    "$COLLX_FR_DIR/collx-fr.frjob.0.json"
+	: >file
+	export COLLX_FR_DIR=$T/file/fr
+	timeout_line
+	[[ "$LINE" == "collx-allreduce: rank 0: timed out after $FAULT_TIMEOUT s waiting for peer rank 1 "*"; no flight recorder dump: $COLLX_FR_DIR: Not a directory" ]]
 }

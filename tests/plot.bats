@@ -153,6 +153,46 @@ make_inputs() {
 	[ "$output" = "collx-plot: old.csv:1: no column 'bytes_sent' for a loss-bytes chart" ]
 }
 
+# Three runs with the same losses (one model trained on other meshes): in
+# the SVG each run's line has its own dash pattern, point type and width
+# (the first widest, so that it shows beside those drawn over it), and
+# its points mark other steps than the others'.
+@test "--kind loss: runs that coincide stay visible: dash pattern, point type, marked steps and width of their own" {
+	local r s
+	for r in a b c; do
+		{
+			echo step,epoch,loss,tokens,seconds,tokens_per_s
+			for ((s = 0; s < 80; s++)); do
+				echo "$s,0,$((1000 - s)).5,64,0.01,6400"
+			done
+		} >"same-$r.csv"
+	done
+	run timeout 30 collx-plot -o same.svg same-a.csv same-b.csv same-c.csv
+	[ "$status" -eq 0 ]
+	"$PY" - same.svg <<'EOF'
+import re, sys
+from itertools import combinations
+svg = open(sys.argv[1]).read()
+runs = re.split(r'<g id="gnuplot_plot_[0-9]+" >', svg)[1:]
+assert len(runs) == 3, len(runs)
+seen = []
+for text in runs:
+    width = float(re.search(r'stroke-width="([0-9.]+)"', text).group(1))
+    dash = re.search(r"<path stroke='[^']*'( stroke-dasharray='[^']*')?\s+d='",
+                     text).group(1)
+    marks = re.findall(r"<use xlink:href='#(gpPt[0-9]+)' "
+                       r"transform='translate\(([0-9.]+),([0-9.]+)\)", text)
+    kinds = {m[0] for m in marks}
+    assert len(kinds) == 1 and len(marks) >= 4, marks
+    # the last mark is the key's
+    seen.append((width, dash, kinds.pop(), {m[1:] for m in marks[:-1]}))
+    print(seen[-1][:3], len(marks) - 1, "marks")
+assert seen[0][0] > seen[1][0] > seen[2][0], seen
+for x, y in combinations(seen, 2):
+    assert x[1] != y[1] and x[2] != y[2] and x[3] != y[3], (x, y)
+EOF
+}
+
 @test "--kind, --size and --title; SVG by the output's name" {
 	make_inputs
 	run timeout 30 collx-plot --kind latency --size 640,480 --title "my chart" -o l.png coll.csv

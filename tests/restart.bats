@@ -74,9 +74,12 @@ killed_run() {
 # checkpoint: with L the last step rank 0 reported before the restart, a
 # multiple of EVERY from L + 1 - EVERY (a checkpoint after step L not yet
 # written) to L + 2 (written after one more step, not yet reported); or
-# from the start while none can have been written.
+# from the start while none can have been written. The first step rank 0
+# reports after the restart is the one it names (steps count from 0, a
+# checkpoint holds the steps done): a restart that began again from step
+# 0 would end with the same weights, deterministic as training is.
 restarted_ok() {
-	local every=$1 k=0 step rank line from secs last
+	local every=$1 k=0 step rank line from secs last first
 	grep -v ": step " run.log || true
 	[ "$RC" -eq 0 ]
 	[ "$(wc -l <kills.log)" -eq 3 ]
@@ -88,9 +91,14 @@ restarted_ok() {
 		    /^collx-[a-z]+: step [0-9]+ / { s = $3 }
 		    /^collx-run: restart / && ++seen == k { print s; exit }' \
 		    run.log)
-		echo "restart $k: kill sent at step $step, last reported $last"
-		[[ $line == *"rank $rank (pid "*") was killed by signal 9 (Killed)"* ]]
+		first=$(awk -v k="$k" '
+		    /^collx-run: restart / && ++seen == k { on = 1; next }
+		    on && /^collx-[a-z]+: step [0-9]+ / { print $3; exit }' \
+		    run.log)
 		from=$(sed -n 's/.* from step \([0-9]*\) of .*/\1/p' <<<"$line")
+		echo "restart $k: kill sent at step $step, last reported $last, from ${from:-the start}, first reported $first"
+		[[ $line == *"rank $rank (pid "*") was killed by signal 9 (Killed)"* ]]
+		[ "$first" = "${from:-0}" ]
 		if [ -n "$from" ]; then
 			[ $((from % every)) -eq 0 ]
 			[ "$from" -ge $((last + 1 - every)) ]

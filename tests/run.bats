@@ -316,7 +316,8 @@ EOF
 	[ "$status" -eq 0 ]
 	[ "$output" = /tmp ]
 	# a host without this directory: its remote shell's own, as mpirun
-	mkdir "$T/gone" && cd "$T/gone"
+	mkdir "$T/gone"
+	cd "$T/gone"
 	printf '#!/bin/sh\nrmdir "%s"; cd / && exec "%s" "$@"\n' "$T/gone" "$T/fake-ssh" >"$T/gone-ssh"
 	chmod +x "$T/gone-ssh"
 	run timeout 30 collx-run -H h1 --ssh "$T/gone-ssh" -- pwd
@@ -324,7 +325,9 @@ EOF
 	[ "$status" -eq 0 ]
 	[ "$output" = / ]
 	# the caller's directory itself removed: no cd at all
-	mkdir "$T/gone" && cd "$T/gone" && rmdir "$T/gone"
+	mkdir "$T/gone"
+	cd "$T/gone"
+	rmdir "$T/gone"
 	run --separate-stderr timeout 30 collx-run -H h1 --ssh "$T/home-ssh" -- pwd
 	cd "$T"
 	[ "$status" -eq 0 ]

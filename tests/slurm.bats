@@ -188,3 +188,46 @@ for r in range(4): save(f'in.{r}.npy', np.full((2, 2), 2 ** r, dtype='i4'))"
 	pyx "
 for r in range(4): same(load(f'sum.{r}.npy'), np.full((2, 2), 15, dtype='i4'))"
 }
+
+# The port a step without PMIx meets at, as collx(7) states it: 10240 +
+# 64 * (job mod 352) + step mod 64. Held for every step of the job here
+# (hold.py), srun without PMIx is refused at it, and srun --mpi=pmix, whose
+# rank 0 publishes a port of its own through PMIx, joins all the same.
+@test "srun --mpi=pmix joins through PMIx with every derived port of its job held; srun without PMIx is refused at it" {
+	need libpmix-dev pkg-config --exists pmix
+	pyx "
+for r in range(4): save(f'in.{r}.npy', np.full(3, 3 ** r, dtype='i4'))"
+	cat >hold.py <<'EOF'
+import os, socket, time
+job = int(os.environ["SLURM_JOB_ID"])
+held = []
+for step in range(64):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", 10240 + 64 * (job % 352) + step))
+    except OSError:	# held already, by another
+        continue
+    s.listen()
+    held.append(s)
+open("held", "w").write(f"{job} {len(held)}\n")
+time.sleep(60)
+EOF
+	timeout -k 5 90 salloc -n 4 --time=2 bash -c '
+	    "$0" hold.py & h=$!
+	    while [ ! -s held ]; do sleep 0.1; done
+	    COLLX_TIMEOUT=5 srun --mpi=none -n 4 collx-allreduce \
+	        -i "in.{rank}.npy" -o "none.{rank}.npy" 2>none.err
+	    echo $? >none.rc
+	    srun --mpi=pmix -n 4 collx-allreduce -i "in.{rank}.npy" \
+	        -o "sum.{rank}.npy" 2>pmix.err
+	    echo $? >pmix.rc
+	    kill $h' "$PY" >salloc.out 2>&1 || { cat salloc.out; return 1; }
+	cat held salloc.out none.err pmix.err
+	[ "$(cut -d' ' -f2 held)" -ge 60 ]
+	[ "$(cat none.rc)" -ne 0 ]
+	grep -q "rank 0: rendezvous port [0-9]* on .* (Slurm job $(cut -d' ' -f1 held) step [0-9]*) is taken" none.err
+	[ "$(cat pmix.rc)" -eq 0 ]
+	pyx "
+for r in range(4): same(load(f'sum.{r}.npy'), np.full(3, 40, dtype='i4'))"
+}

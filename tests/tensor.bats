@@ -423,7 +423,8 @@ open('want.print', 'w').write('\n'.join(text) + '\n')"
 	py "same(load('one.npy'), load_stream('out.0.npys')[1])"
 	run $CT diff out.0.npys out.1.npys
 	[ "$status" -eq 0 ]
-	[ "${#lines[@]}" -eq 3 ] && [[ "${lines[2]}" == "2: max abs error 0,"* ]]
+	[ "${#lines[@]}" -eq 3 ]
+	[[ "${lines[2]}" == "2: max abs error 0,"* ]]
 	# convert: to .safetensors (named by index) and back to a stream
 	$CT convert out.0.npys s.safetensors
 	$CT convert s.safetensors back.npys

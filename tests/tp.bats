@@ -312,7 +312,8 @@ refused() {
 	    --layer block --mode ulysses -m w.safetensors -i X.npy --causal \
 	    --backward --grad-output DY.npy --grad-input DX.npy \
 	    --grad-weights GW.safetensors
-	[ ! -e DX.npy ] && [ ! -e GW.safetensors ]
+	[ ! -e DX.npy ]
+	[ ! -e GW.safetensors ]
 	refused 4 "6 heads are not divisible by world size 4" \
 	    --layer block --mode ulysses -m w.safetensors -i X.npy --train \
 	    --targets T.npy --steps 2 --lr 0.1 --loss-csv L.csv

@@ -148,19 +148,30 @@ script_mesh(FILE *f, const struct chart_data *c, char *title, size_t tlen)
 	    "lc rgb '#1f77b4' notitle\n", c->dir);
 }
 
-/* One line per run, against the step or the MB sent. */
+/* One line per run, against the step or the MB sent. Runs that train
+ * alike (one model on other meshes) coincide: each run has its own dash
+ * pattern and point type, its points every n/8 + i steps (so that they
+ * fall apart), and an earlier run is drawn wider, showing beside the
+ * later ones drawn over it. */
 static void
 script_loss(FILE *f, const struct chart_data *c, int bytes, char *title,
     size_t tlen)
 {
+	static const int points[] = { 7, 5, 9, 13, 11, 6, 4, 8 };
+
 	snprintf(title, tlen, "Training loss, %d run%s", c->ns,
 	    c->ns == 1 ? "" : "s");
 	fprintf(f, "set xlabel '%s'\nset ylabel 'loss'\nset key top right\n"
 	    "plot ", bytes ? "MB sent (rank 0, by the end of the step)" :
 	    "step");
 	for (int i = 0; i < c->ns; i++) {
-		fprintf(f, "%s'%s/s%d.dat' using 1:2 with lines lw 2 title ",
-		    i ? ", \\\n     " : "", c->dir, i);
+		int wider = c->ns - 1 - i < 3 ? c->ns - 1 - i : 3;
+		int every = (c->s[i].n / 8 > 1 ? c->s[i].n / 8 : 1) + i;
+
+		fprintf(f, "%s'%s/s%d.dat' using 1:2 with linespoints lw %.2f "
+		    "dt %d pt %d ps 1.2 pi %d title ", i ? ", \\\n     " : "",
+		    c->dir, i, 2 + 0.75 * wider, i % 5 + 1,
+		    points[i % (int)(sizeof points / sizeof points[0])], every);
 		gp_quote(f, c->s[i].title);
 	}
 	fputc('\n', f);

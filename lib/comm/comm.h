@@ -127,7 +127,8 @@ void comm_op_end(struct comm *c);
  * The flight recorder (collx(7)): every rank keeps its last COLLX_FR_SIZE
  * (default 256, 0: none) operations of every group (comm_op_begin and
  * comm_op_end) and writes them as JSON to
- * COLLX_FR_DIR/collx-fr.JOB.RANK.json (JOB: comm_options.job_id) when it
+ * COLLX_FR_DIR/collx-fr.JOB.RANK.json (JOB: comm_options.job_id; the
+ * directory made where missing, default $TMPDIR/collx-fr-UID) when it
  * fails (a timeout, a lost peer, a mismatch, an abort) and on SIGUSR1, at
  * its next wait or operation: comm_open catches SIGUSR1 unless the program
  * has its own action for it. comm_fr_dump writes it now ("why" in the

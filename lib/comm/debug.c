@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const char *const level_names[] = { "off", "warn", "info", "trace" };
@@ -78,12 +79,16 @@ comm_debug_open(struct comm *c, char *err, size_t errlen)
 
 	if (lv == NULL || *lv == '\0')
 		return 0;
+	/* Any case, as NCCL_DEBUG's INFO; a level misspelt is no reason
+	 * to fail a job, so it logs failures and says so. */
 	for (i = 1; i <= COMM_DEBUG_TRACE; i++)
-		if (strcmp(lv, level_names[i]) == 0)
+		if (strcasecmp(lv, level_names[i]) == 0)
 			break;
-	if (i > COMM_DEBUG_TRACE)
-		return cli_fail(err, errlen, "COLLX_DEBUG: '%s' is not warn, "
-		    "info or trace", lv);
+	if (i > COMM_DEBUG_TRACE) {
+		i = COMM_DEBUG_WARN;
+		comm_log(c, "COLLX_DEBUG: '%s' is not warn, info or trace; "
+		    "logging at warn", lv);
+	}
 	c->debug = i;
 	if (pat == NULL || *pat == '\0')
 		return 0;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,10 +87,30 @@ fr_size(long *size, char *err, size_t errlen)
 	return 0;
 }
 
+/* Without COLLX_FR_DIR, dumps go to a directory of the user's under
+ * TMPDIR, not into whatever directory the job ran in; a failure's line
+ * names it. */
+static char *
+fr_dir_default(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *dir;
+	int n;
+
+	if (tmp == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	n = snprintf(NULL, 0, "%s/collx-fr-%ld", tmp, (long)getuid());
+	if ((dir = malloc((size_t)n + 1)) != NULL)
+		snprintf(dir, (size_t)n + 1, "%s/collx-fr-%ld", tmp,
+		    (long)getuid());
+	return dir;
+}
+
 int
 comm_fr_open(struct comm *c, const char *job_id, char *err, size_t errlen)
 {
 	const char *dir = getenv("COLLX_FR_DIR");
+	char *deflt = NULL;
 	struct comm_fr *fr;
 	long size;
 	int n;
@@ -104,13 +125,16 @@ comm_fr_open(struct comm *c, const char *job_id, char *err, size_t errlen)
 		goto nomem;
 	fr->size = (uint32_t)size;
 	fr->seen = comm_fr_signals;
-	if (dir == NULL || *dir == '\0')
-		dir = ".";
-	n = snprintf(NULL, 0, "%s/collx-fr.%s.%d.json", dir, fr->job, c->rank);
-	if ((fr->path = malloc((size_t)n + 1)) == NULL)
+	if ((dir == NULL || *dir == '\0') && (dir = deflt = fr_dir_default()) ==
+	    NULL)
 		goto nomem;
-	snprintf(fr->path, (size_t)n + 1, "%s/collx-fr.%s.%d.json", dir,
-	    fr->job, c->rank);
+	n = snprintf(NULL, 0, "%s/collx-fr.%s.%d.json", dir, fr->job, c->rank);
+	if ((fr->path = malloc((size_t)n + 1)) != NULL)
+		snprintf(fr->path, (size_t)n + 1, "%s/collx-fr.%s.%d.json",
+		    dir, fr->job, c->rank);
+	free(deflt);
+	if (fr->path == NULL)
+		goto nomem;
 	c->fr = fr;
 	if (comm_fr_group(c) < 0)
 		goto nomem;
@@ -345,17 +369,46 @@ fr_json(FILE *f, const struct comm *net, const char *why)
 	fputs("]}\n", f);
 }
 
+/* The directory of the dump at path, made with its parents (mode 0700,
+ * as the dumps are the user's alone) where missing. */
+static int
+fr_mkdirs(const char *path, char *err, size_t errlen)
+{
+	char *dir = strdup(path), *p;
+
+	/* path is DIR/collx-fr.JOB.RANK.json: it has a '/' */
+	if (dir == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	*strrchr(dir, '/') = '\0';
+	for (p = dir + 1;; p++) {
+		if ((p = strchr(p, '/')) != NULL)
+			*p = '\0';
+		if (*dir != '\0' && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+			cli_fail(err, errlen, "%s: %s", dir, strerror(errno));
+			free(dir);
+			return -1;
+		}
+		if (p == NULL)
+			break;
+		*p = '/';
+	}
+	free(dir);
+	return 0;
+}
+
 /* Written to a temporary file beside the dump, then renamed over it. */
 static int
 fr_write(struct comm *net, const char *why, char *err, size_t errlen)
 {
 	struct comm_fr *fr = net->fr;
 	size_t n = strlen(fr->path) + 8;
-	char *tmp = malloc(n);
+	char *tmp;
 	FILE *f = NULL;
 	int fd = -1, rc = -1, e;
 
-	if (tmp == NULL)
+	if (fr_mkdirs(fr->path, err, errlen) < 0)
+		return -1;
+	if ((tmp = malloc(n)) == NULL)
 		return cli_fail(err, errlen, "out of memory");
 	snprintf(tmp, n, "%s.XXXXXX", fr->path);
 	if ((fd = mkstemp(tmp)) < 0 || (f = fdopen(fd, "w")) == NULL) {
@@ -396,19 +449,35 @@ comm_fr_dump(struct comm *c, const char *why, char *err, size_t errlen)
 }
 
 /* After the group's first failure: the reason is "timeout" when this
- * rank's own wait ran out, else "abort". A dump that cannot be written
- * is left out: the failure's one line says what matters. */
+ * rank's own wait ran out, else "abort". The failure's one line gains
+ * where the dump is and how to read it when the job timed out (a hang
+ * is what the dumps explain), or why there is none; only where all of
+ * it fits. */
 void
 comm_fr_fail(struct comm *c)
 {
 	struct comm *net = c->net;
-	char err[COLLX_ERRLEN];
+	const char *path;
+	char err[COLLX_ERRLEN], note[COLLX_ERRLEN * 2];
+	size_t have = strlen(net->err);
+	int n, dir;
 
 	if (net->fr == NULL || !net->meshed)
 		return;
-	fr_write(net, net->cause.why == COMM_WHY_TIMEOUT &&
+	path = net->fr->path;
+	dir = (int)(strrchr(path, '/') - path);
+	if (fr_write(net, net->cause.why == COMM_WHY_TIMEOUT &&
 	    net->cause.reporter == net->rank ? "timeout" : "abort", err,
-	    sizeof err);
+	    sizeof err) < 0)
+		n = snprintf(note, sizeof note, "; no flight recorder dump: %s",
+		    err);
+	else if (net->cause.why == COMM_WHY_TIMEOUT)
+		n = snprintf(note, sizeof note, "; flight recorder dump %s, "
+		    "read by collx-run --diagnose %.*s", path, dir, path);
+	else
+		return;
+	if (n > 0 && (size_t)n < sizeof net->err - have)
+		memcpy(net->err + have, note, (size_t)n + 1);
 }
 
 void

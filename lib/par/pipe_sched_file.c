@@ -348,6 +348,15 @@ check(struct sfile *f, struct pipe_sched *s)
 		f->split |= f->rows[i].p.kind == 'W';
 	}
 	qsort(f->rows, f->n, sizeof(*f->rows), by_rank_slot);
+	/* The ranks from the file: the first with no rows is refused below,
+	 * so none after it needs room (a row's rank may be 2^30). */
+	if (f->from_file) {
+		int next = 0;
+		for (size_t i = 0; i < f->n && f->rows[i].rank <= next; i++)
+			next += f->rows[i].rank == next;
+		if (next < f->w)
+			f->w = next + 1;
+	}
 	seen = calloc(3 * (size_t)f->m * f->v, sizeof(*seen));
 	f->by = calloc((size_t)f->w, sizeof(*f->by));
 	if (seen == NULL || f->by == NULL) {

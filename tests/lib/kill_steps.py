@@ -9,10 +9,20 @@ millisecond, or mawk, which reads a pipe in blocks. The pipe holds one
 page: a reader that falls behind (a loaded machine) holds rank 0 back at
 most a few dozen steps, where the default 64 KiB let a whole run end
 before its kill came."""
-import fcntl, os, random, re, signal, subprocess, sys, time
+import errno, fcntl, os, random, re, signal, subprocess, sys, time
 run, n, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 random.seed(seed)
-fcntl.fcntl(sys.stdin, fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
+
+def shrink():
+    """The pipe down to one page; False while it holds more than that
+    (EBUSY), which the lines read meanwhile drain."""
+    try:
+        fcntl.fcntl(sys.stdin, fcntl.F_SETPIPE_SZ, os.sysconf("SC_PAGE_SIZE"))
+    except OSError as e:
+        if e.errno != errno.EBUSY:
+            raise
+        return False
+    return True
 
 def rank_pid(r):
     """The pid of rank r among collx-run's children."""
@@ -29,9 +39,10 @@ def rank_pid(r):
         time.sleep(0.01)
     sys.exit(f"rank {r} of collx-run {run} not found")
 
-target, kills = 1 + random.randrange(20), 0
+target, kills, small = 1 + random.randrange(20), 0, shrink()
 with open("run.log", "w") as log, open("kills.log", "w") as kl:
     for line in iter(sys.stdin.readline, ""):
+        small = small or shrink()
         log.write(line)
         log.flush()
         m = re.search(r" from step (\d+) of ", line)
