@@ -25,7 +25,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_MICRO,
-	OPT_SCHEDULE, OPT_SPLIT, OPT_ZERO, OPT_TRACE, OPT_PRINT, OPT_PER_HOST,
+	OPT_SCHEDULE, OPT_SPLIT, OPT_TRACE, OPT_PRINT, OPT_PER_HOST,
 	OPT_VIRTUAL
 };
 
@@ -36,7 +36,7 @@ static const struct option longopts[] = {
 	{ "targets", 1, 0, 't' },
 	{ "dp", 1, 0, OPT_DP }, { "tp", 1, 0, OPT_TP }, { "pp", 1, 0, OPT_PP },
 	{ "microbatches", 1, 0, OPT_MICRO }, { "schedule", 1, 0, OPT_SCHEDULE },
-	{ "split", 1, 0, OPT_SPLIT }, { "zero", 1, 0, OPT_ZERO },
+	{ "split", 1, 0, OPT_SPLIT },
 	{ "virtual", 1, 0, OPT_VIRTUAL },
 	TRAINOPT_STEPS_LONGOPTS,
 	{ "trace", 1, 0, OPT_TRACE }, { "print-mesh", 0, 0, OPT_PRINT },
@@ -44,7 +44,7 @@ static const struct option longopts[] = {
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
-	TRAINOPT_SLOW_LONGOPTS,
+	DPOPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -54,12 +54,12 @@ static const struct option longopts[] = {
 struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *trace, *split;
-	int dp, tp, pp, per_host, print, zero;
+	int dp, tp, pp, per_host, print;
 	long micro, virt;	/* virt: interleaved's chunks per stage */
 	enum pipe_sched_kind sched;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
-	struct trainopt_slow slow;
+	struct dp_opts dpo;
 	char *owned[4];
 	struct cli_group g;
 };
@@ -100,7 +100,7 @@ usage(void)
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
 	    "gradients too (0)\n"
-	    TRAINOPT_SLOW_HELP
+	    DPOPT_SLOW_HELP
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -180,9 +180,6 @@ own_option(void *ctx, int c, const char *a)
 		o->virt = cli_parse_long("--virtual", a, 1, 64);
 		break;
 	case OPT_SPLIT: o->split = a; break;
-	case OPT_ZERO:
-		o->zero = (int)cli_parse_long("--zero", a, 0, 2);
-		break;
 	case OPT_TRACE: o->trace = a; break;
 	case OPT_PRINT: o->print = 1; break;
 	case OPT_PER_HOST:
@@ -199,7 +196,7 @@ parse_args(struct opts *o, int argc, char **argv)
 {
 	struct trainopt_parser p = { .usage = usage, .g = &o->g,
 	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
-	    .slow = &o->slow, .own = own_option, .ctx = o };
+	    .dpo = &o->dpo, .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	/* D takes what T and P leave, unless one of them does */
@@ -307,7 +304,7 @@ step_timing(struct report *r, const struct train_step *s,
 	timing_row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
 	    st->recvd, st);
 	if (comm_size(r->grp->dp) > 1)
-		timing_row(r, r->o->zero > 0 ? "reduce_scatter" : "allreduce",
+		timing_row(r, r->o->dpo.zero > 0 ? "reduce_scatter" : "allreduce",
 		    coll_algo_name(COLL_AUTO), "dp",
 		    s->step, st->dp, st->dp_sent / f, st->dp_sent, st);
 	if (comm_size(r->grp->tp) > 1)
@@ -349,7 +346,7 @@ report_mem(const struct report *r, const struct pipe_result *res, long last)
 	if (!cli_verbose || cli_quiet || last < 0)
 		return;
 	fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu bytes, "
-	    "reduced gradients %zu bytes\n", cli_progname, r->rank, r->o->zero,
+	    "reduced gradients %zu bytes\n", cli_progname, r->rank, r->o->dpo.zero,
 	    res->stat[last].optim_bytes, res->stat[last].grad_bytes);
 }
 
@@ -400,19 +397,19 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--batch", "%ld", cfg->batch);
 	prog_job_add(job, "--steps", "%ld", cfg->steps);
 	prog_job_add(job, "--split", "%s", o->split ? o->split : "balanced");
-	prog_job_add(job, "--zero", "%d", cfg->zero);
+	prog_job_add(job, "--zero", "%d", cfg->dpo.zero);
 	trainopt_optim_agree(job, &cfg->optim);
 	prog_job_flag(job, "--trace", cfg->trace);
 	prog_job_flag(job, "--checkpoint", o->ckpt.path != NULL);
 	prog_job_add(job, "--checkpoint-every", "%ld", cfg->ckpt_every);
 	prog_job_add(job, "--resume-step", "%ld", cfg->resume != NULL ?
 	    cfg->resume->step : 0L);
-	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->wire));
-	prog_job_add(job, "--powersgd", "%d", cfg->powersgd);
-	prog_job_add(job, "--powersgd-start", "%ld", cfg->powersgd_start);
-	prog_job_add(job, "--sync-every", "%ld", cfg->sync_every);
-	prog_job_add(job, "--outer-lr", "%.17g", cfg->outer_lr);
-	prog_job_add(job, "--outer-momentum", "%.17g", cfg->outer_momentum);
+	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->dpo.wire));
+	prog_job_add(job, "--powersgd", "%d", cfg->dpo.powersgd);
+	prog_job_add(job, "--powersgd-start", "%ld", cfg->dpo.powersgd_start);
+	prog_job_add(job, "--sync-every", "%ld", cfg->dpo.sync_every);
+	prog_job_add(job, "--outer-lr", "%.17g", cfg->dpo.outer_lr);
+	prog_job_add(job, "--outer-momentum", "%.17g", cfg->dpo.outer_momentum);
 }
 
 static void
@@ -488,11 +485,11 @@ subst_paths(struct opts *o)
 /* Data parallelism for slow links: collx-dp's refusals, and state that
  * collx-train's checkpoints do not keep. */
 static void
-check_slow(const struct opts *o)
+check_slow(struct opts *o)
 {
-	long h = o->slow.sync_every;
+	long h = o->dpo.sync_every;
 
-	trainopt_slow_check(&o->slow, o->zero);
+	dpopt_check(&o->dpo);
 	if (h > 1 && o->ckpt.every % h != 0)
 		cli_usage_error("--checkpoint-every %ld is no multiple of "
 		    "--sync-every %ld (a checkpoint is taken where the replicas "
@@ -505,7 +502,7 @@ static void
 check_slow_mesh(const struct opts *o, const struct mesh *mesh,
     const struct nn_model *m)
 {
-	const struct trainopt_slow *s = &o->slow;
+	const struct dp_opts *s = &o->dpo;
 	const char *opt = s->sync_every > 0 ? "--sync-every" :
 	    s->wire == DP_WIRE_INT8 ? "--wire int8" : NULL;
 
@@ -522,7 +519,7 @@ check_slow_mesh(const struct opts *o, const struct mesh *mesh,
 }
 
 static void
-check_args(const struct opts *o)
+check_args(struct opts *o)
 {
 	if ((o->c.model == NULL && o->ckpt.resume == NULL) || o->data == NULL)
 		cli_usage_error("-m MODEL (or --resume) and --data (or -i) "
@@ -560,7 +557,7 @@ main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1, .micro = 1,
 	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .sched = PIPE_SCHED_1F1B,
-	    .slow = TRAINOPT_SLOW_DEFAULTS };
+	    .dpo = DP_OPTS_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
 	struct nn_model m;
@@ -584,7 +581,7 @@ main(int argc, char **argv)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	mesh_for_model(&o, &mesh, &m);
 	check_slow_mesh(&o, &mesh, &m);
-	if (o.slow.powersgd > 0 && mesh.tp > 1)
+	if (o.dpo.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);
 	if (trainopt_targets_check(&m, o.targets, "-t (--targets)", e,
@@ -617,18 +614,12 @@ main(int argc, char **argv)
 	cfg.batch = o.c.batch;
 	cfg.steps = o.c.steps;
 	cfg.first = first;
-	cfg.zero = o.zero;
 	cfg.trace = o.trace != NULL;
 	if (o.ckpt.path != NULL)
 		cfg.ckpt_path = cpath = cli_subst(o.ckpt.path, 0, o.g.world);
 	cfg.ckpt_every = o.ckpt.every;
 	cfg.resume = o.ckpt.resume != NULL ? &st : NULL;
-	cfg.wire = o.slow.wire;
-	cfg.powersgd = o.slow.powersgd;
-	cfg.powersgd_start = o.slow.powersgd_start;
-	cfg.sync_every = o.slow.sync_every;
-	cfg.outer_lr = o.slow.outer_lr;
-	cfg.outer_momentum = o.slow.outer_momentum;
+	cfg.dpo = o.dpo;
 	train(&o, &mesh, &m, &d, &cfg);
 	train_data_free(&d);
 	nn_model_free(&m);

@@ -1,4 +1,4 @@
-/* overlap: gradient communication overlapped with the backward pass. A
+/* dp_overlap: gradient communication overlapped with the backward pass. A
  * communication thread runs each bucket's operation (allreduce,
  * reduce-scatter, parameter-server round) as soon as the backward pass has
  * finished every gradient in it, while the main thread computes the layers
@@ -14,7 +14,7 @@
 #include "par/dp_int.h"
 
 struct dp_ovl {
-	struct run *r;
+	struct dp_run *r;
 	dp_bucket_fn fn;
 	pthread_t thr;
 	pthread_mutex_t mu;
@@ -95,7 +95,7 @@ ovl_main(void *arg)
 }
 
 int
-dp_ovl_start(struct run *r, dp_bucket_fn fn)
+dp_ovl_start(struct dp_run *r, dp_bucket_fn fn)
 {
 	struct dp_ovl *o = calloc(1, sizeof(*o));
 
@@ -130,7 +130,7 @@ dp_ovl_start(struct run *r, dp_bucket_fn fn)
 }
 
 void
-dp_ovl_begin(struct run *r)
+dp_ovl_begin(struct dp_run *r)
 {
 	struct dp_ovl *o = r->ovl;
 
@@ -160,7 +160,7 @@ dp_ovl_stage(void *ctx, int stage)
 }
 
 int
-dp_ovl_wait(struct run *r, double *busy)
+dp_ovl_wait(struct dp_run *r, double *busy)
 {
 	struct dp_ovl *o = r->ovl;
 	int failed;
@@ -177,7 +177,7 @@ dp_ovl_wait(struct run *r, double *busy)
 }
 
 void
-dp_ovl_stop(struct run *r)
+dp_ovl_stop(struct dp_run *r)
 {
 	struct dp_ovl *o = r->ovl;
 

@@ -1,10 +1,10 @@
-/* dp_slow: data parallelism for slow links, the algorithms alone, over a
+/* dp_sync: data parallelism for slow links, the algorithms alone, over a
  * flat gradient (or parameter) vector and the tensors in it, so that
- * collx-dp's buckets (dp.c) and collx-train's stages (pipe_slow.c) run
+ * collx-dp's buckets (dp.c) and collx-train's stages (pipe_dp_sync.c) run
  * the same code: gradients in a narrower type on the wire (dp_wire.c),
  * PowerSGD (dp_powersgd.c) and local SGD's outer step (dp_local.c). */
-#ifndef COLLX_DP_SLOW_H
-#define COLLX_DP_SLOW_H
+#ifndef COLLX_DP_SYNC_H
+#define COLLX_DP_SYNC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +40,18 @@ int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
     enum coll_algo algo);
 void dp_wire_free(struct dp_wire *w);
 
+/* ZeRO's cut and reduce-scatter over a flat range (dp_zero.c), shared by
+ * collx-dp's buckets and collx-train's stage ranges (pipe_dp_zero.c).
+ * cut: of a vector of n floats over world ranks, rank q owns *len floats
+ * from *off (ceil(n / world) each, the last ones shorter or empty).
+ * reduce_scatter: the n gradient sums g (floats [off, off+n) of the
+ * vector w's error feedback covers) summed over c, this rank's slice of
+ * the sum into out; pad: room for n rounded up to a multiple of c's size
+ * (used when world does not divide n). 0, or -1 with comm_error(c) set. */
+void dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len);
+int dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, float *pad, float *out, enum coll_algo algo);
+
 /* Local SGD's outer step (dp_local.c; the scheme: the file's comment) on
  * n floats of the vectors: p the replica's parameters, a the anchor, b
  * the outer momentum, g the drift. delta puts a - p into g, which the
@@ -59,25 +71,25 @@ void dp_local_apply(float *p, float *a, float *b, const float *g, size_t n,
  * Q (m x r) at the tensor's offset in flat (len floats, zero elsewhere;
  * 0 when no step has compressed yet), q_put takes them back as the next
  * step's. */
-struct dp_psgd;
-struct dp_psgd_tensor {
+struct dp_powersgd;
+struct dp_powersgd_tensor {
 	size_t t, off, rows, count;
 };
 struct dp_range {
 	size_t off, len;
 };
-struct dp_psgd *dp_psgd_new(const struct dp_psgd_tensor *tens, size_t nt,
+struct dp_powersgd *dp_powersgd_new(const struct dp_powersgd_tensor *tens, size_t nt,
     const struct dp_range *bucket, int nb, size_t len, int rank,
     uint64_t seed, char *err, size_t errlen);
-int dp_psgd_sync(struct dp_psgd *s, int b, struct comm *c,
+int dp_powersgd_sync(struct dp_powersgd *s, int b, struct comm *c,
     enum coll_algo algo, float *g, float w);
-float *dp_psgd_ef(const struct dp_psgd *s);
-int dp_psgd_q_get(const struct dp_psgd *s, float *flat);
-void dp_psgd_q_put(struct dp_psgd *s, const float *flat);
-void dp_psgd_delete(struct dp_psgd *s);
+float *dp_powersgd_ef(const struct dp_powersgd *s);
+int dp_powersgd_q_get(const struct dp_powersgd *s, float *flat);
+void dp_powersgd_q_put(struct dp_powersgd *s, const float *flat);
+void dp_powersgd_delete(struct dp_powersgd *s);
 /* The tensors of m (at most m->ntensors) whose offset lies in one of the
  * n ranges, in the model's order, into tens; returns how many. */
-size_t dp_psgd_tensors(const struct nn_model *m, const struct dp_range *rg,
-    int n, struct dp_psgd_tensor *tens);
+size_t dp_powersgd_tensors(const struct nn_model *m, const struct dp_range *rg,
+    int n, struct dp_powersgd_tensor *tens);
 
 #endif

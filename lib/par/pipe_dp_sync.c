@@ -1,7 +1,7 @@
 /*
- * pipe_slow: data parallelism for slow links on a pipeline's DP axis
- * (cfg->wire, cfg->powersgd, cfg->sync_every), by collx-dp's own
- * algorithms (dp_slow.h) over the stage's vector (r->params, r->grads:
+ * pipe_dp_sync: data parallelism for slow links on a pipeline's DP axis
+ * (cfg->dpo.wire, cfg->dpo.powersgd, cfg->dpo.sync_every), by collx-dp's own
+ * algorithms (dp_sync.h) over the stage's vector (r->params, r->grads:
  * the model's, or a tp_stage's). Its buckets are the parameter ranges the
  * stage owns (r->own; a tp_stage's one), its PowerSGD matrices the
  * stage's tensors where the vector holds them (so PowerSGD is built for a
@@ -21,17 +21,17 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
-#include "par/dp_slow.h"
+#include "par/dp_sync.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
-struct pipe_slow {
+struct pipe_dp_sync {
 	size_t n;		/* floats of the stage's vector */
 	struct dp_range *rg;	/* its buckets */
 	int nrg;
 	struct dp_wire wire;
-	struct dp_psgd *psgd;
+	struct dp_powersgd *psgd;
 	float *anchor, *outer_m;	/* local SGD */
 };
 
@@ -48,27 +48,27 @@ tensor_index(const struct nn_model *m, const char *name)
 /* PowerSGD's matrices: the stage's tensors, where its vector holds them
  * (a tp_stage's of one rank: whole tensors, in its own order). */
 static int
-psgd_init(struct pipe_run *r, struct pipe_slow *s)
+psgd_init(struct pipe_run *r, struct pipe_dp_sync *s)
 {
 	const struct tp_stage *ts = r->ts;
 	size_t nt = 0, i;
-	struct dp_psgd_tensor *t = calloc((ts != NULL ? ts->nten :
+	struct dp_powersgd_tensor *t = calloc((ts != NULL ? ts->nten :
 	    r->m->ntensors) + 1, sizeof(*t));
 	char e[COLLX_ERRLEN];
 
 	if (t == NULL)
 		return pipe_oom(r);
 	if (ts == NULL)
-		nt = dp_psgd_tensors(r->m, s->rg, s->nrg, t);
+		nt = dp_powersgd_tensors(r->m, s->rg, s->nrg, t);
 	for (i = 0; ts != NULL && i < ts->nten; i++) {
 		const struct tp_param *p = &ts->ten[i].p;
 
 		if (p->present)
-			t[nt++] = (struct dp_psgd_tensor){ tensor_index(r->m,
+			t[nt++] = (struct dp_powersgd_tensor){ tensor_index(r->m,
 			    ts->ten[i].name), p->off, p->ndim == 2 ?
 			    (size_t)p->shape[0] : p->count, p->count };
 	}
-	s->psgd = dp_psgd_new(t, nt, s->rg, s->nrg, s->n, r->cfg->powersgd, 0,
+	s->psgd = dp_powersgd_new(t, nt, s->rg, s->nrg, s->n, r->cfg->dpo.powersgd, 0,
 	    e, sizeof(e));
 	free(t);
 	if (s->psgd != NULL)
@@ -81,14 +81,14 @@ static int
 setup(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct pipe_slow *s;
+	struct pipe_dp_sync *s;
 	size_t maxn = 0;
 	int i, w = pipe_replicas(r) != NULL ? comm_size(cfg->dp) : 1;
 
-	if (r->zero != NULL || (cfg->wire == DP_WIRE_F32 &&
-	    cfg->powersgd == 0 && cfg->sync_every == 0))
-		return 0;	/* ZeRO sends cfg->wire itself (pipe_zero.c) */
-	if (cfg->powersgd > 0 && r->ts != NULL && r->ts->T > 1) {
+	if (r->zero != NULL || (cfg->dpo.wire == DP_WIRE_F32 &&
+	    cfg->dpo.powersgd == 0 && cfg->dpo.sync_every == 0))
+		return 0;	/* ZeRO sends cfg->dpo.wire itself (pipe_dp_zero.c) */
+	if (cfg->dpo.powersgd > 0 && r->ts != NULL && r->ts->T > 1) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return cli_fail(r->err, r->errlen, "rank %d: PowerSGD is not "
 		    "built for a stage sharded over a TP group", r->rank);
@@ -105,14 +105,14 @@ setup(struct pipe_run *r)
 		if (s->rg[i].len > maxn)
 			maxn = s->rg[i].len;
 	}
-	if (dp_wire_init(&s->wire, cfg->wire, w > 1 ? comm_rank(cfg->dp) : 0,
+	if (dp_wire_init(&s->wire, cfg->dpo.wire, w > 1 ? comm_rank(cfg->dp) : 0,
 	    w, s->n, maxn, r->err, r->errlen) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return -1;
 	}
-	if (cfg->powersgd > 0 && psgd_init(r, s) < 0)
+	if (cfg->dpo.powersgd > 0 && psgd_init(r, s) < 0)
 		return -1;
-	if (cfg->sync_every > 0) {
+	if (cfg->dpo.sync_every > 0) {
 		s->anchor = malloc((s->n + 1) * sizeof(float));
 		s->outer_m = calloc(s->n + 1, sizeof(float));
 		if (s->anchor == NULL || s->outer_m == NULL)
@@ -124,7 +124,7 @@ setup(struct pipe_run *r)
 
 /* The state a checkpoint keeps is put back once it is made. */
 int
-pipe_slow_init(struct pipe_run *r)
+pipe_dp_sync_init(struct pipe_run *r)
 {
 	if (setup(r) < 0)
 		return -1;
@@ -132,34 +132,34 @@ pipe_slow_init(struct pipe_run *r)
 }
 
 float *
-pipe_slow_wire_ef(const struct pipe_run *r)
+pipe_dp_sync_wire_ef(const struct pipe_run *r)
 {
 	if (r->zero != NULL)
-		return pipe_zero_wire_ef(r);
+		return pipe_dp_zero_wire_ef(r);
 	return r->slow != NULL ? r->slow->wire.ef : NULL;
 }
 
-struct dp_psgd *
-pipe_slow_psgd(const struct pipe_run *r)
+struct dp_powersgd *
+pipe_dp_sync_powersgd(const struct pipe_run *r)
 {
 	return r->slow != NULL ? r->slow->psgd : NULL;
 }
 
 float *
-pipe_slow_outer_m(const struct pipe_run *r)
+pipe_dp_sync_outer_m(const struct pipe_run *r)
 {
 	return r->slow != NULL ? r->slow->outer_m : NULL;
 }
 
 void
-pipe_slow_free(struct pipe_run *r)
+pipe_dp_sync_free(struct pipe_run *r)
 {
-	struct pipe_slow *s = r->slow;
+	struct pipe_dp_sync *s = r->slow;
 
 	if (s == NULL)
 		return;
 	dp_wire_free(&s->wire);
-	dp_psgd_delete(s->psgd);
+	dp_powersgd_delete(s->psgd);
 	free(s->rg);
 	free(s->anchor);
 	free(s->outer_m);
@@ -171,7 +171,7 @@ pipe_slow_free(struct pipe_run *r)
 static int
 wire_sum(struct pipe_run *r, float *v, int i)
 {
-	struct pipe_slow *s = r->slow;
+	struct pipe_dp_sync *s = r->slow;
 	struct comm *dc = r->cfg->dp;
 	size_t off = s->rg[i].off, len = s->rg[i].len;
 
@@ -182,22 +182,22 @@ wire_sum(struct pipe_run *r, float *v, int i)
 }
 
 int
-pipe_slow_sync(struct pipe_run *r)
+pipe_dp_sync_grads(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct pipe_slow *s = r->slow;
+	struct pipe_dp_sync *s = r->slow;
 	int i, psgd;
 
 	if (s == NULL)
 		return 0;
-	/* drifting replicas sync parameters, in pipe_slow_outer */
-	if (cfg->sync_every > 1)
+	/* drifting replicas sync parameters, in pipe_dp_sync_outer */
+	if (cfg->dpo.sync_every > 1)
 		return 1;
-	psgd = s->psgd != NULL && r->step >= cfg->powersgd_start;
+	psgd = s->psgd != NULL && r->step >= cfg->dpo.powersgd_start;
 	for (i = 0; i < s->nrg; i++) {
 		comm_set_step(cfg->dp, "step %ld: gradients of stage %d, "
 		    "bucket %d of %d", r->step, r->rank, i + 1, s->nrg);
-		if ((psgd ? dp_psgd_sync(s->psgd, i, cfg->dp, COLL_AUTO,
+		if ((psgd ? dp_powersgd_sync(s->psgd, i, cfg->dp, COLL_AUTO,
 		    r->grads, (float)comm_size(cfg->dp)) : wire_sum(r,
 		    r->grads, i)) < 0)
 			return pipe_dp_failed(r);
@@ -215,21 +215,21 @@ sync_drift(struct pipe_run *r, int i)
 }
 
 float
-pipe_slow_scale(const struct pipe_run *r)
+pipe_dp_sync_scale(const struct pipe_run *r)
 {
 	/* a drifting replica steps on its own share's mean gradient */
-	return (float)(1.0 / (double)(r->cfg->sync_every > 1 ? r->rcount :
+	return (float)(1.0 / (double)(r->cfg->dpo.sync_every > 1 ? r->rcount :
 	    r->cfg->batch));
 }
 
 int
-pipe_slow_outer(struct pipe_run *r)
+pipe_dp_sync_outer(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct pipe_slow *s = r->slow;
+	struct pipe_dp_sync *s = r->slow;
 	struct comm *dc = pipe_replicas(r);
 	struct pipe_stat *ps = &r->stat[r->step];
-	long h = cfg->sync_every;
+	long h = cfg->dpo.sync_every;
 	int i, drift = h > 1, w = dc != NULL ? comm_size(dc) : 1;
 	uint64_t sent = dc != NULL ? comm_bytes_sent(dc) : 0;
 	double t0 = cli_now();
@@ -248,7 +248,7 @@ pipe_slow_outer(struct pipe_run *r)
 		}
 		dp_local_apply(r->params + off, s->anchor + off,
 		    s->outer_m + off, r->grads + off, len, (float)w,
-		    (float)cfg->outer_lr, (float)cfg->outer_momentum, drift);
+		    (float)cfg->dpo.outer_lr, (float)cfg->dpo.outer_momentum, drift);
 	}
 	if (dc != NULL) {
 		ps->dp += cli_now() - t0;
