@@ -7,35 +7,25 @@
 #include "cli/util.h"
 #include "par/dp_int.h"
 
-/* Bucket boundaries at tensor boundaries: consecutive tensors of one
- * backward stage fused while the bucket stays within bucket_bytes (a
- * bigger tensor is a bucket alone). One stage a bucket, so that none
- * waits for a later stage's gradients (a gpt's last block's fc2 for the
- * tied embeddings at the very end of the backward pass). */
+/* collx-dp's buckets: the model's tensors cut by dp_buckets_cut. */
 int
 dp_buckets_make(struct dp_run *r)
 {
 	const struct nn_model *m = r->m;
-	size_t i, lim = r->cfg->dpo.bucket_bytes / sizeof(float), first = 0;
-	int stage = 0;
+	struct dp_tensor *t = calloc(m->ntensors + 1, sizeof(*t));
+	size_t i;
 
 	r->bucket = malloc((m->ntensors + 2) * sizeof(size_t));
-	if (r->bucket == NULL)
+	if (r->bucket == NULL || t == NULL) {
+		free(t);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	r->bucket[0] = 0;
-	r->nbucket = 0;
-	for (i = 0; i < m->ntensors; i++) {
-		size_t off = m->table[i].offset, end = off + m->table[i].count;
-		int st = nn_model_grad_stage(m, i);
-
-		if ((end - first > lim || st != stage) && off > first) {
-			r->bucket[++r->nbucket] = off;
-			first = off;
-		}
-		stage = st;
 	}
-	if (m->nparams > first || r->nbucket == 0)
-		r->bucket[++r->nbucket] = m->nparams;
+	for (i = 0; i < m->ntensors; i++)
+		t[i] = (struct dp_tensor){ m->table[i].offset,
+		    m->table[i].count, nn_model_grad_stage(m, i), 0 };
+	r->nbucket = dp_buckets_cut(t, m->ntensors, m->nparams,
+	    r->cfg->dpo.bucket_bytes / sizeof(float), r->bucket);
+	free(t);
 	return 0;
 }
 

@@ -40,6 +40,19 @@ int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
     enum coll_algo algo);
 void dp_wire_free(struct dp_wire *w);
 
+/* Buckets (dp_bucket.c): the n tensors t of a vector of total floats, in
+ * its order (off: where each starts; stage: the backward stage completing
+ * its gradient, nn_model_grad_stage; group: tensors of two groups never
+ * share a bucket), cut into buckets of at most lim floats but for a
+ * bigger tensor alone, each of one stage and one group. b: room for n + 1
+ * boundaries, bucket i is [b[i], b[i+1]); returns how many (>= 1). */
+struct dp_tensor {
+	size_t off, count;
+	int stage, group;
+};
+int dp_buckets_cut(const struct dp_tensor *t, size_t n, size_t total,
+    size_t lim, size_t *b);
+
 /* ZeRO's cut and reduce-scatter over a flat range (dp_zero.c), shared by
  * collx-dp's buckets and collx-train's stage ranges (pipe_dp_zero.c).
  * cut: of a vector of n floats over world ranks, rank q owns *len floats

@@ -39,25 +39,14 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	struct pipe_stat *ps = &r->stat[r->step];
 	uint64_t sent;
 	double t0;
-	int q, done;
 
 	if (dc == NULL)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	if (r->zero != NULL) {
-		if (pipe_dp_zero_reduce(r) < 0)
-			return -1;
-		done = 1;
-	} else if ((done = pipe_dp_sync_grads(r)) < 0)
+	if ((r->zero != NULL ? pipe_dp_zero_reduce(r) :
+	    pipe_dp_sync_grads(r)) < 0)
 		return -1;
-	for (q = 0; q < r->nown && !done; q++) {
-		comm_set_step(dc, "step %ld: gradients of stage %d, range "
-		    "%d of %d", r->step, r->rank, q + 1, r->nown);
-		if (coll_allreduce(dc, r->grads + r->own[q].off,
-		    r->own[q].len, DT_F32, COLL_SUM, COLL_AUTO) < 0)
-			return pipe_dp_failed(r);
-	}
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
 		return pipe_dp_failed(r);
@@ -87,7 +76,7 @@ pipe_dp_update(struct pipe_run *r)
 	for (q = 0; q < r->nown; q++)
 		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
 		    r->grads + r->own[q].off, scale);
-	return 0;
+	return pipe_dp_sync_outer(r);
 }
 
 int

@@ -26,10 +26,28 @@
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
+/* A tensor of the stage's vector: the model's index, where it lies in the
+ * vector, its floats, its group (1: replicated over a TP group). */
+struct seg {
+	size_t idx, off, count;
+	int group;
+};
+
+/* A gradient bucket: segments [s0, s1) of the model-ordered list, len
+ * floats; in place when they lie end to end in the vector, from off. */
+struct bkt {
+	size_t s0, s1, len, off;
+	int inplace;
+};
+
 struct pipe_dp_sync {
 	size_t n;		/* floats of the stage's vector */
-	struct dp_range *rg;	/* its buckets */
+	struct dp_range *rg;	/* the owned ranges: PowerSGD's buckets */
 	int nrg;
+	struct seg *seg;	/* the stage's tensors in the model's order */
+	struct bkt *bk;		/* collx-dp's buckets of them */
+	int nbk;
+	float *gs, *es;		/* a bucket gathered: values, error feedback */
 	struct dp_wire wire;
 	struct dp_powersgd *psgd;
 	float *anchor, *outer_m;	/* local SGD */
@@ -78,6 +96,109 @@ psgd_init(struct pipe_run *r, struct pipe_dp_sync *s)
 }
 
 static int
+seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The stage's tensors: a tp_stage's, chunk after chunk, or the model's
+ * within the owned ranges. Returns how many. */
+static size_t
+segs(const struct pipe_run *r, struct seg *sg)
+{
+	const struct nn_model *m = r->m;
+	size_t n = 0, base = 0, i;
+	int c, q;
+
+	for (c = 0; r->ts != NULL && c < r->nchunk; c++) {
+		const struct tp_stage *ts = &r->ts[c];
+
+		for (i = 0; i < ts->nten; i++) {
+			const struct tp_param *p = &ts->ten[i].p;
+
+			if (!p->present || p->count == 0)
+				continue;
+			sg[n++] = (struct seg){ tensor_index(m,
+			    ts->ten[i].name), base + p->off, p->count,
+			    ts->T > 1 && p->split == TP_WHOLE };
+		}
+		base += ts->nlocal;
+	}
+	for (i = 0; r->ts == NULL && i < m->ntensors; i++)
+		for (q = 0; q < r->nown; q++)
+			if (m->table[i].count > 0 && m->table[i].offset >=
+			    r->own[q].off && m->table[i].offset <
+			    r->own[q].off + r->own[q].len) {
+				sg[n++] = (struct seg){ i, m->table[i].offset,
+				    m->table[i].count, 0 };
+			}
+	return n;
+}
+
+/*
+ * collx-dp's buckets (dp_buckets_cut) over the stage's tensors laid end
+ * to end in the model's order, so that a stage holding the whole model
+ * syncs collx-dp's buckets byte for byte, whatever order its vector
+ * keeps; under a TP group the replicated tensors are bucketed apart from
+ * the shards, so that every TP rank sums (and rounds) them alike.
+ */
+static int
+buckets(struct pipe_run *r, struct pipe_dp_sync *s, size_t *maxn)
+{
+	const struct nn_model *m = r->m;
+	size_t cap = m->ntensors, ns, i, pos = 0, *b;
+	struct dp_tensor *t;
+	int k;
+
+	if (r->ts != NULL)
+		for (cap = 0, k = 0; k < r->nchunk; k++)
+			cap += r->ts[k].nten;
+	s->seg = calloc(cap + 1, sizeof(*s->seg));
+	t = calloc(cap + 1, sizeof(*t));
+	b = calloc(cap + 2, sizeof(*b));
+	s->bk = calloc(cap + 1, sizeof(*s->bk));
+	if (s->seg == NULL || t == NULL || b == NULL || s->bk == NULL) {
+		free(t);
+		free(b);
+		return pipe_oom(r);
+	}
+	ns = segs(r, s->seg);
+	qsort(s->seg, ns, sizeof(*s->seg), seg_cmp);
+	for (i = 0; i < ns; i++) {
+		t[i] = (struct dp_tensor){ pos, s->seg[i].count,
+		    nn_model_grad_stage(m, s->seg[i].idx), s->seg[i].group };
+		pos += s->seg[i].count;
+	}
+	s->nbk = dp_buckets_cut(t, ns, pos, r->cfg->dpo.bucket_bytes /
+	    sizeof(float), b);
+	for (k = 0, i = 0; k < s->nbk; k++) {
+		struct bkt *bk = &s->bk[k];
+
+		bk->s0 = i;
+		bk->len = b[k + 1] - b[k];
+		bk->off = i < ns ? s->seg[i].off : 0;
+		bk->inplace = 1;
+		for (; i < ns && t[i].off < b[k + 1]; i++)
+			if (i > bk->s0 && s->seg[i].off != s->seg[i - 1].off +
+			    s->seg[i - 1].count)
+				bk->inplace = 0;
+		bk->s1 = i;
+		*maxn = bk->len > *maxn ? bk->len : *maxn;
+	}
+	free(t);
+	free(b);
+	for (k = 0; k < s->nbk; k++)
+		if (!s->bk[k].inplace) {
+			s->gs = malloc((*maxn + 1) * sizeof(float));
+			s->es = malloc((*maxn + 1) * sizeof(float));
+			return s->gs == NULL || s->es == NULL ? pipe_oom(r) : 0;
+		}
+	return 0;
+}
+
+static int
 setup(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
@@ -85,9 +206,10 @@ setup(struct pipe_run *r)
 	size_t maxn = 0;
 	int i, w = pipe_replicas(r) != NULL ? comm_size(cfg->dp) : 1;
 
-	if (r->zero != NULL || (cfg->dpo.wire == DP_WIRE_F32 &&
+	/* ZeRO sends cfg->dpo.wire itself (pipe_dp_zero.c) */
+	if (r->zero != NULL || (w == 1 && cfg->dpo.wire == DP_WIRE_F32 &&
 	    cfg->dpo.powersgd == 0 && cfg->dpo.sync_every == 0))
-		return 0;	/* ZeRO sends cfg->dpo.wire itself (pipe_dp_zero.c) */
+		return 0;
 	if (cfg->dpo.powersgd > 0 && r->ts != NULL && r->ts->T > 1) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return cli_fail(r->err, r->errlen, "rank %d: PowerSGD is not "
@@ -99,12 +221,11 @@ setup(struct pipe_run *r)
 	for (s->nrg = 0; s->nrg < r->nown; s->nrg++)
 		s->rg[s->nrg] = (struct dp_range){ r->own[s->nrg].off,
 		    r->own[s->nrg].len };
-	for (i = 0; i < s->nrg; i++) {
+	for (i = 0; i < s->nrg; i++)
 		if (s->rg[i].off + s->rg[i].len > s->n)
 			s->n = s->rg[i].off + s->rg[i].len;
-		if (s->rg[i].len > maxn)
-			maxn = s->rg[i].len;
-	}
+	if (buckets(r, s, &maxn) < 0)
+		return -1;
 	if (dp_wire_init(&s->wire, cfg->dpo.wire, w > 1 ? comm_rank(cfg->dp) : 0,
 	    w, s->n, maxn, r->err, r->errlen) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
@@ -161,24 +282,74 @@ pipe_dp_sync_free(struct pipe_run *r)
 	dp_wire_free(&s->wire);
 	dp_powersgd_delete(s->psgd);
 	free(s->rg);
+	free(s->seg);
+	free(s->bk);
+	free(s->gs);
+	free(s->es);
 	free(s->anchor);
 	free(s->outer_m);
 	free(s);
 	r->slow = NULL;
 }
 
-/* Bucket i of the stage's vector v summed over the replicas, in --wire. */
+/* Bucket k's segments of v to or from the gathered copy x. */
+static void
+gather(const struct pipe_dp_sync *s, const struct bkt *k, float *v, float *x,
+    int back)
+{
+	for (size_t i = k->s0; i < k->s1; i++) {
+		const struct seg *g = &s->seg[i];
+
+		memcpy(back ? v + g->off : x, back ? x : v + g->off,
+		    g->count * sizeof(float));
+		x += g->count;
+	}
+}
+
+/* Bucket k of the stage's vector v summed over the replicas in --wire, as
+ * collx-dp sums it: gathered in the model's order where the vector keeps
+ * another, its error feedback with it. */
 static int
-wire_sum(struct pipe_run *r, float *v, int i)
+bucket_sum(struct pipe_run *r, float *v, int k)
 {
 	struct pipe_dp_sync *s = r->slow;
+	const struct bkt *b = &s->bk[k];
+	struct dp_wire w = s->wire;
 	struct comm *dc = r->cfg->dp;
-	size_t off = s->rg[i].off, len = s->rg[i].len;
+	float *g = v + b->off;
+	size_t eoff = b->off;
+	int rc;
 
-	if (s->wire.type == DP_WIRE_F32)
-		return coll_allreduce(dc, v + off, len, DT_F32, COLL_SUM,
-		    COLL_AUTO);
-	return dp_wire_allreduce(&s->wire, dc, v + off, off, len, COLL_AUTO);
+	if (!b->inplace) {
+		gather(s, b, v, g = s->gs, 0);
+		if (w.ef != NULL)
+			gather(s, b, s->wire.ef, w.ef = s->es, 0);
+		eoff = 0;
+	}
+	rc = w.type == DP_WIRE_F32 ? coll_allreduce(dc, g, b->len, DT_F32,
+	    COLL_SUM, COLL_AUTO) : dp_wire_allreduce(&w, dc, g, eoff, b->len,
+	    COLL_AUTO);
+	if (!b->inplace) {
+		gather(s, b, v, g, 1);
+		if (w.ef != NULL)
+			gather(s, b, s->wire.ef, w.ef, 1);
+	}
+	return rc < 0 ? pipe_dp_failed(r) : 0;
+}
+
+/* Every bucket of v summed, the last one first as collx-dp goes. */
+static int
+buckets_sum(struct pipe_run *r, float *v, const char *what)
+{
+	struct pipe_dp_sync *s = r->slow;
+
+	for (int k = s->nbk - 1; k >= 0; k--) {
+		comm_set_step(r->cfg->dp, "step %ld: %s of stage %d, bucket %d "
+		    "of %d", r->step, what, r->rank, k + 1, s->nbk);
+		if (bucket_sum(r, v, k) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 int
@@ -186,32 +357,21 @@ pipe_dp_sync_grads(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_dp_sync *s = r->slow;
-	int i, psgd;
+	int i;
 
-	if (s == NULL)
-		return 0;
 	/* drifting replicas sync parameters, in pipe_dp_sync_outer */
-	if (cfg->dpo.sync_every > 1)
-		return 1;
-	psgd = s->psgd != NULL && r->step >= cfg->dpo.powersgd_start;
+	if (s == NULL || pipe_replicas(r) == NULL || cfg->dpo.sync_every > 1)
+		return 0;
+	if (s->psgd == NULL || r->step < cfg->dpo.powersgd_start)
+		return buckets_sum(r, r->grads, "gradients");
 	for (i = 0; i < s->nrg; i++) {
-		comm_set_step(cfg->dp, "step %ld: gradients of stage %d, "
-		    "bucket %d of %d", r->step, r->rank, i + 1, s->nrg);
-		if ((psgd ? dp_powersgd_sync(s->psgd, i, cfg->dp, COLL_AUTO,
-		    r->grads, (float)comm_size(cfg->dp)) : wire_sum(r,
-		    r->grads, i)) < 0)
+		comm_set_step(cfg->dp, "step %ld: PowerSGD of stage %d, range "
+		    "%d of %d", r->step, r->rank, i + 1, s->nrg);
+		if (dp_powersgd_sync(s->psgd, i, cfg->dp, COLL_AUTO, r->grads,
+		    (float)comm_size(cfg->dp)) < 0)
 			return pipe_dp_failed(r);
 	}
-	return 1;
-}
-
-/* Local SGD: bucket i of the replicas' drift summed. */
-static int
-sync_drift(struct pipe_run *r, int i)
-{
-	comm_set_step(r->cfg->dp, "step %ld: local SGD sync of stage %d, "
-	    "bucket %d of %d", r->step, r->rank, i + 1, r->slow->nrg);
-	return wire_sum(r, r->grads, i) < 0 ? pipe_dp_failed(r) : 0;
+	return 0;
 }
 
 float
@@ -237,18 +397,18 @@ pipe_dp_sync_outer(struct pipe_run *r)
 	if (s == NULL || h == 0 || ((r->step + 1) % h != 0 &&
 	    r->step + 1 != cfg->steps))
 		return 0;
+	for (i = 0; drift && i < s->nrg; i++)
+		dp_local_delta(s->anchor + s->rg[i].off, r->params +
+		    s->rg[i].off, r->grads + s->rg[i].off, s->rg[i].len);
+	if (drift && dc != NULL && buckets_sum(r, r->grads, "local SGD sync") < 0)
+		return -1;
 	for (i = 0; i < s->nrg; i++) {
 		size_t off = s->rg[i].off, len = s->rg[i].len;
 
-		if (drift) {
-			dp_local_delta(s->anchor + off, r->params + off,
-			    r->grads + off, len);
-			if (dc != NULL && sync_drift(r, i) < 0)
-				return -1;
-		}
 		dp_local_apply(r->params + off, s->anchor + off,
 		    s->outer_m + off, r->grads + off, len, (float)w,
-		    (float)cfg->dpo.outer_lr, (float)cfg->dpo.outer_momentum, drift);
+		    (float)cfg->dpo.outer_lr, (float)cfg->dpo.outer_momentum,
+		    drift);
 	}
 	if (dc != NULL) {
 		ps->dp += cli_now() - t0;
