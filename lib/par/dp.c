@@ -16,7 +16,8 @@ dp_buckets_make(struct dp_run *r)
 	size_t i;
 
 	r->bucket = malloc((m->ntensors + 2) * sizeof(size_t));
-	if (r->bucket == NULL || t == NULL) {
+	r->ready = malloc((m->ntensors + 1) * sizeof(int));
+	if (r->bucket == NULL || r->ready == NULL || t == NULL) {
 		free(t);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
@@ -25,6 +26,7 @@ dp_buckets_make(struct dp_run *r)
 		    m->table[i].count, nn_model_grad_stage(m, i), 0 };
 	r->nbucket = dp_buckets_cut(t, m->ntensors, m->nparams,
 	    r->cfg->dpo.bucket_bytes / sizeof(float), r->bucket);
+	dp_buckets_ready(t, m->ntensors, r->bucket, r->nbucket, r->ready);
 	free(t);
 	return 0;
 }
@@ -136,12 +138,12 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	    (int64_t)k * r->cfg->batch + r->start, r->count);
 	nn_model_zero_grad(r->m);
 	if (r->ovl != NULL)
-		dp_ovl_begin(r);
+		dp_ovl_begin(r->ovl);
 	if (r->count > 0)
 		rc = nn_model_step_hook(r->m, &r->tb.b, &loss,
 		    r->ovl != NULL ? dp_ovl_stage : NULL, r->ovl, e, sizeof(e));
 	t1 = cli_now();
-	if (r->ovl != NULL && dp_ovl_wait(r, &busy) < 0)
+	if (r->ovl != NULL && dp_ovl_wait(r->ovl, &busy) < 0)
 		return -1;
 	if (rc < 0) {
 		r->kind = TRAIN_ERR_DATA;
@@ -253,6 +255,15 @@ ps_bucket_optims(struct dp_run *r)
 	return 0;
 }
 
+/* A bucket's sync on the overlap thread. */
+static int
+ovl_bucket(void *ctx, int b)
+{
+	struct dp_run *r = ctx;
+
+	return r->bucket_fn(r, b);
+}
+
 /* The per-bucket sync (allreduce, ZeRO's reduce-scatter, or a colocated
  * synchronous server round when overlapping) and its thread; external
  * and asynchronous servers sync the whole vector after the backward. */
@@ -262,6 +273,7 @@ run_buckets(struct dp_run *r)
 	const struct dp_cfg *cfg = r->cfg;
 	size_t maxn = 0;
 	int i;
+	char e[COLLX_ERRLEN];
 
 	for (i = 0; i < r->nbucket; i++)
 		if (r->bucket[i + 1] - r->bucket[i] > maxn)
@@ -288,8 +300,10 @@ run_buckets(struct dp_run *r)
 		r->bucket_fn = bucket_ps;
 	}
 	/* local SGD's replicas sync parameters, not each step's gradients */
-	if (r->bucket_fn != NULL && cfg->dpo.overlap && cfg->dpo.sync_every <= 1)
-		return dp_ovl_start(r, r->bucket_fn);
+	if (r->bucket_fn != NULL && cfg->dpo.overlap &&
+	    cfg->dpo.sync_every <= 1 && (r->ovl = dp_ovl_new(r->nbucket,
+	    r->ready, ovl_bucket, r, r->c, e, sizeof(e))) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", e);
 	return 0;
 }
 
@@ -356,7 +370,7 @@ run_free(struct dp_run *r)
 {
 	int i;
 
-	dp_ovl_stop(r);
+	dp_ovl_free(r->ovl);
 	/* Still open only after a failure: the servers hear its cause. */
 	ps_client_abort(r->cl, r->err[0] ? r->err : NULL);
 	dp_colo_server_stop(r, 0);
@@ -372,6 +386,7 @@ run_free(struct dp_run *r)
 	train_order_free(&r->ord);
 	train_batch_free(&r->tb);
 	free(r->bucket);
+	free(r->ready);
 }
 
 int

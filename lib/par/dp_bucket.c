@@ -29,3 +29,19 @@ dp_buckets_cut(const struct dp_tensor *t, size_t n, size_t total, size_t lim,
 		b[++nb] = total;
 	return nb;
 }
+
+void
+dp_buckets_ready(const struct dp_tensor *t, size_t n, const size_t *b, int nb,
+    int *ready)
+{
+	size_t i;
+	int k;
+
+	for (k = 0; k < nb; k++)
+		ready[k] = 0;
+	for (i = 0; i < n; i++)
+		for (k = 0; k < nb && t[i].count > 0; k++)
+			if (t[i].off < b[k + 1] && t[i].off + t[i].count > b[k] &&
+			    t[i].stage > ready[k])
+				ready[k] = t[i].stage;
+}

@@ -34,6 +34,7 @@ struct dp_run {
 	struct train_batch tb;
 	size_t *bucket;			/* nbucket+1 boundaries, in floats */
 	int nbucket;
+	int *ready;			/* the stage completing each bucket */
 	struct nn_optim opt;		/* whole vector, or a colocated shard */
 	int have_opt;
 	struct nn_optim *bopt;		/* per bucket: ZeRO slice, or shard */
@@ -66,16 +67,8 @@ int dp_verify_same(struct dp_run *r, const char *when);
 /* r->bucket and r->nbucket from r->m and r->cfg->bucket_bytes (dp.c). */
 int dp_buckets_make(struct dp_run *r);
 
-/* Overlap (dp_overlap.c): a thread runs fn(r, bucket) for each bucket as
- * the backward pass completes it. start once; per step begin, pass
- * dp_ovl_stage and r->ovl to nn_model_step_hook, then wait (*busy: the
- * seconds spent in fn). */
+/* A bucket's sync (r->bucket_fn). */
 typedef int (*dp_bucket_fn)(struct dp_run *r, int bucket);
-int dp_ovl_start(struct dp_run *r, dp_bucket_fn fn);
-void dp_ovl_begin(struct dp_run *r);
-void dp_ovl_stage(void *ctx, int stage);
-int dp_ovl_wait(struct dp_run *r, double *busy);
-void dp_ovl_stop(struct dp_run *r);
 
 /* ZeRO stages 1 and 2 (dp_zero.c; its cut and reduce-scatter over flat
  * ranges: dp_sync.h); slice: bucket i's cut, relative to the bucket's

@@ -53,6 +53,27 @@ struct dp_tensor {
 int dp_buckets_cut(const struct dp_tensor *t, size_t n, size_t total,
     size_t lim, size_t *b);
 
+/* The stage completing each of the nb buckets b (dp_buckets_cut's) into
+ * ready: the latest stage of the tensors in it (dp_bucket.c). */
+void dp_buckets_ready(const struct dp_tensor *t, size_t n, const size_t *b,
+    int nb, int *ready);
+
+/* Overlap (dp_overlap.c; the scheme: the file's comment): a thread runs
+ * fn(ctx, b) for each of the nb buckets b as the backward pass completes
+ * it (ready[b]: the stage after which it is complete). new starts it (c:
+ * the group it sends on, told not to spin; NULL with the reason in err);
+ * per step begin, pass dp_ovl_stage and the dp_ovl to the backward pass
+ * as its nn_grad_fn, then wait (*busy: the seconds spent in fn; -1 when
+ * an fn failed, its reason the caller's); free stops it. */
+struct dp_ovl;
+typedef int (*dp_ovl_fn)(void *ctx, int bucket);
+struct dp_ovl *dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
+    struct comm *c, char *err, size_t errlen);
+void dp_ovl_begin(struct dp_ovl *o);
+void dp_ovl_stage(void *o, int stage);
+int dp_ovl_wait(struct dp_ovl *o, double *busy);
+void dp_ovl_free(struct dp_ovl *o);
+
 /* ZeRO's cut and reduce-scatter over a flat range (dp_zero.c), shared by
  * collx-dp's buckets and collx-train's stage ranges (pipe_dp_zero.c).
  * cut: of a vector of n floats over world ranks, rank q owns *len floats

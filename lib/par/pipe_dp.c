@@ -45,7 +45,7 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	if ((r->zero != NULL ? pipe_dp_zero_reduce(r) :
-	    pipe_dp_sync_grads(r)) < 0)
+	    pipe_dp_sync_grads(r, &sent)) < 0)
 		return -1;
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)

@@ -48,6 +48,12 @@ struct pipe_dp_sync {
 	struct bkt *bk;		/* collx-dp's buckets of them */
 	int nbk;
 	float *gs, *es;		/* a bucket gathered: values, error feedback */
+	struct dp_ovl *ovl;	/* overlap with the backward pass, or NULL */
+	int *ready;		/* the stage completing each bucket */
+	int *lstage;		/* the stage completing each layer's tensors */
+	long bstep;		/* the step whose backwards nbwd counts */
+	int nbwd, armed, rc;
+	uint64_t sent;		/* the DP group's bytes sent when armed */
 	struct dp_wire wire;
 	struct dp_powersgd *psgd;
 	float *anchor, *outer_m;	/* local SGD */
@@ -173,6 +179,12 @@ buckets(struct pipe_run *r, struct pipe_dp_sync *s, size_t *maxn)
 	}
 	s->nbk = dp_buckets_cut(t, ns, pos, r->cfg->dpo.bucket_bytes /
 	    sizeof(float), b);
+	if ((s->ready = calloc((size_t)s->nbk, sizeof(int))) == NULL) {
+		free(t);
+		free(b);
+		return pipe_oom(r);
+	}
+	dp_buckets_ready(t, ns, b, s->nbk, s->ready);
 	for (k = 0, i = 0; k < s->nbk; k++) {
 		struct bkt *bk = &s->bk[k];
 
@@ -195,6 +207,112 @@ buckets(struct pipe_run *r, struct pipe_dp_sync *s, size_t *maxn)
 			s->es = malloc((*maxn + 1) * sizeof(float));
 			return s->gs == NULL || s->es == NULL ? pipe_oom(r) : 0;
 		}
+	return 0;
+}
+
+static int bucket_sum(struct pipe_run *r, float *v, int k);
+
+/* A bucket's sum on the overlap thread. */
+static int
+ovl_bucket(void *ctx, int k)
+{
+	struct pipe_run *r = ctx;
+
+	comm_set_step(r->cfg->dp, "step %ld: gradients of stage %d, bucket "
+	    "%d of %d", r->step, r->rank, k + 1, r->slow->nbk);
+	return bucket_sum(r, r->grads, k);
+}
+
+/* The stage's layer l is done (a tp_stage's done: -1 the loss's, L the
+ * embeddings'): the buckets it completes go. */
+static void
+layer_done(void *ctx, int l)
+{
+	struct pipe_run *r = ctx;
+	struct pipe_dp_sync *s = r->slow;
+	int L = r->m->dims.layers;
+
+	/* the loss's: a gpt's final LayerNorm, stage 0 (an mlp's stage 0 is
+	 * a layer's, not done yet) */
+	if (l < 0 && r->m->dims.arch != NN_GPT)
+		return;
+	dp_ovl_stage(s->ovl, l < 0 ? 0 : l >= L ? nn_model_grad_stages(r->m) :
+	    s->lstage[l]);
+}
+
+/*
+ * Overlap as collx-dp's (dp_overlap.c), where the stage is the whole
+ * model on one TP rank with a whole backward pass (no pipeline, no split
+ * backward, no TP group whose sums the backward would send beside the
+ * thread's) and the plain or --wire sum is the sync: each bucket is
+ * summed as soon as the last micro-batch's backward has completed it, the
+ * sums the same as after it. A layer completes the latest stage of its
+ * tensors (nn_model_grad_stage); a layer holding none, none.
+ */
+static int
+overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
+{
+	const struct nn_model *m = r->m;
+	int L = m->dims.layers > 0 ? m->dims.layers : 1, l;
+	char e[COLLX_ERRLEN];
+
+	if (!r->cfg->dpo.overlap || pipe_replicas(r) == NULL ||
+	    r->cfg->dpo.powersgd > 0 || r->cfg->dpo.sync_every > 1 ||
+	    r->world > 1 || r->nchunk > 1 || r->ts == NULL || r->ts->T > 1 ||
+	    r->sch->split)
+		return 0;
+	if ((s->lstage = malloc((size_t)L * sizeof(int))) == NULL)
+		return pipe_oom(r);
+	for (l = 0; l < L; l++)
+		s->lstage[l] = -1;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const char *name = m->table[i].name;
+		int st = nn_model_grad_stage(m, i);
+
+		l = strncmp(name, "layers.", 7) == 0 ? atoi(name + 7) : 0;
+		if (l >= 0 && l < L && st > s->lstage[l])
+			s->lstage[l] = st;
+	}
+	s->ovl = dp_ovl_new(s->nbk, s->ready, ovl_bucket, r, r->cfg->dp, e,
+	    sizeof(e));
+	if (s->ovl != NULL)
+		return 0;
+	r->kind = TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+}
+
+void
+pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts)
+{
+	struct pipe_dp_sync *s = r->slow;
+
+	if (s == NULL || s->ovl == NULL)
+		return;
+	if (s->bstep != r->step) {
+		s->bstep = r->step;
+		s->nbwd = 0;
+	}
+	ts->done = NULL;
+	if (++s->nbwd < r->cfg->micro)
+		return;
+	s->sent = comm_bytes_sent(r->cfg->dp);
+	dp_ovl_begin(s->ovl);
+	ts->done = layer_done;
+	ts->done_ctx = r;
+	s->armed = 1;
+}
+
+int
+pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts)
+{
+	struct pipe_dp_sync *s = r->slow;
+	double busy;
+
+	if (s == NULL || ts->done == NULL)
+		return 0;
+	ts->done = NULL;
+	/* a failed bucket's reason is in r->err; the step fails at the sync */
+	s->rc = dp_ovl_wait(s->ovl, &busy);
 	return 0;
 }
 
@@ -232,6 +350,8 @@ setup(struct pipe_run *r)
 		return -1;
 	}
 	if (cfg->dpo.powersgd > 0 && psgd_init(r, s) < 0)
+		return -1;
+	if (overlap_init(r, s) < 0)
 		return -1;
 	if (cfg->dpo.sync_every > 0) {
 		s->anchor = malloc((s->n + 1) * sizeof(float));
@@ -286,6 +406,9 @@ pipe_dp_sync_free(struct pipe_run *r)
 	free(s->bk);
 	free(s->gs);
 	free(s->es);
+	dp_ovl_free(s->ovl);
+	free(s->ready);
+	free(s->lstage);
 	free(s->anchor);
 	free(s->outer_m);
 	free(s);
@@ -353,7 +476,7 @@ buckets_sum(struct pipe_run *r, float *v, const char *what)
 }
 
 int
-pipe_dp_sync_grads(struct pipe_run *r)
+pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_dp_sync *s = r->slow;
@@ -362,6 +485,11 @@ pipe_dp_sync_grads(struct pipe_run *r)
 	/* drifting replicas sync parameters, in pipe_dp_sync_outer */
 	if (s == NULL || pipe_replicas(r) == NULL || cfg->dpo.sync_every > 1)
 		return 0;
+	if (s->armed) {
+		s->armed = 0;
+		*sent = s->sent;
+		return s->rc;
+	}
 	if (s->psgd == NULL || r->step < cfg->dpo.powersgd_start)
 		return buckets_sum(r, r->grads, "gradients");
 	for (i = 0; i < s->nrg; i++) {

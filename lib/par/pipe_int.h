@@ -221,19 +221,25 @@ void pipe_dp_zero_take(struct pipe_run *r, const struct nn_optim *whole);
 void pipe_dp_zero_free(struct pipe_run *r);
 float *pipe_dp_zero_wire_ef(const struct pipe_run *r);
 
-/* Data parallelism for slow links (pipe_dp_sync.c): init (after the
+/* The DP axis's gradient sync but ZeRO's (pipe_dp_sync.c): init (after the
  * parameters are final; from cfg->resume, the state pipe_ckpt keeps)
  * and free its state; sync: the stage's gradients
- * summed over its replicas as cfg->wire and cfg->powersgd say, or none
- * when local SGD's replicas drift (1: done; 0: none of these options,
- * the plain sum is the caller's); scale: the update's gradient scale;
+ * summed over its replicas in collx-dp's buckets as cfg->dpo says (none
+ * when local SGD's replicas drift); scale: the update's gradient scale;
  * outer: after the update, local SGD's sync and outer step when due.
  * For checkpoints, the state indexed as r->params (NULL: none kept):
  * --wire int8's error feedback (ZeRO's too), PowerSGD, the outer
  * momentum. */
 int pipe_dp_sync_init(struct pipe_run *r);
 void pipe_dp_sync_free(struct pipe_run *r);
-int pipe_dp_sync_grads(struct pipe_run *r);
+int pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent);
+/* Before each backward of a tp_stage (arm) and after it (settle): on the
+ * step's last one, when the replicas overlap their sums with it, the
+ * buckets go as ts says its layers are done, and settle waits for them
+ * before any other communication (sync_grads then gives their result,
+ * *sent: the DP group's bytes sent count when they began). */
+void pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts);
+int pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts);
 float pipe_dp_sync_scale(const struct pipe_run *r);
 int pipe_dp_sync_outer(struct pipe_run *r);
 float *pipe_dp_sync_wire_ef(const struct pipe_run *r);

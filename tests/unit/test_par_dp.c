@@ -57,6 +57,7 @@ buckets_mlp(size_t bytes, const size_t *want, int nwant)
 	if (!UNIT_OK(ok, what) && r.bucket != NULL)
 		print_sizes("got", r.bucket, r.nbucket + 1);
 	free(r.bucket);
+	free(r.ready);
 	nn_model_free(&m);
 }
 
@@ -135,6 +136,7 @@ buckets_gpt(void)
 		if (!UNIT_OK(ok, what) && r.bucket != NULL)
 			print_sizes("got", r.bucket, r.nbucket + 1);
 		free(r.bucket);
+		free(r.ready);
 	}
 	nn_model_free(&m);
 }
@@ -147,9 +149,9 @@ static int ovl_step;
 static const int *ovl_ready;		/* completing stage of each bucket */
 
 static int
-ovl_record(struct dp_run *r, int b)
+ovl_record(void *ctx, int b)
 {
-	(void)r;
+	(void)ctx;
 	if (ovl_ready[b] > atomic_load(&ovl_now))
 		ovl_early++;
 	if (ovl_nseen < 16)
@@ -178,17 +180,20 @@ overlap_order(void)
 		return;
 	ovl_ready = ready;
 	if (!UNIT_OK(dp_buckets_make(&r) == 0 && r.nbucket == 7 &&
-	    dp_ovl_start(&r, ovl_record) == 0, "overlap thread starts"))
+	    memcmp(r.ready, ready, sizeof ready) == 0, "buckets' completing "
+	    "stages") || !UNIT_OK((r.ovl = dp_ovl_new(r.nbucket, r.ready,
+	    ovl_record, NULL, NULL, e, sizeof e)) != NULL,
+	    "overlap thread starts"))
 		goto out;
 	for (ovl_step = 0; ovl_step < 3; ovl_step++) {
 		ovl_nseen = 0;
-		dp_ovl_begin(&r);
+		dp_ovl_begin(r.ovl);
 		for (int s = 0; s < 3; s++) {
 			atomic_store(&ovl_now, s);
 			dp_ovl_stage(r.ovl, s);
 			usleep(2000);	/* the thread runs what was posted */
 		}
-		ok &= dp_ovl_wait(&r, &busy) == 0;
+		ok &= dp_ovl_wait(r.ovl, &busy) == 0;
 		once &= ovl_nseen == 7;
 		ok &= memcmp(ovl_seen[ovl_step], order, sizeof order) == 0;
 	}
@@ -198,8 +203,9 @@ overlap_order(void)
 	UNIT_OK(ok, "overlap: buckets go by completing stage, the later "
 	    "first within one, the same every step");
 out:
-	dp_ovl_stop(&r);
+	dp_ovl_free(r.ovl);
 	free(r.bucket);
+	free(r.ready);
 	nn_model_free(&m);
 }
 
