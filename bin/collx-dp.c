@@ -393,16 +393,7 @@ join_group(const struct opts *o)
 	prog_job_add(&job, "--batch", "%ld", f->batch);
 	prog_job_add(&job, "--steps", "%ld", f->steps);
 	trainopt_optim_agree(&job, &f->optim);
-	prog_job_add(&job, "--bucket-mb", "%g",
-	    (double)f->dpo.bucket_bytes / (1 << 20));
-	prog_job_add(&job, "--zero", "%d", f->dpo.zero);
-	prog_job_add(&job, "--wire", "%s", dp_wire_name(f->dpo.wire));
-	prog_job_add(&job, "--powersgd", "%d", f->dpo.powersgd);
-	prog_job_add(&job, "--powersgd-start", "%ld", f->dpo.powersgd_start);
-	prog_job_add(&job, "--sync-every", "%ld", f->dpo.sync_every);
-	prog_job_add(&job, "--outer-lr", "%.17g", f->dpo.outer_lr);
-	prog_job_add(&job, "--outer-momentum", "%.17g", f->dpo.outer_momentum);
-	prog_job_flag(&job, "--no-overlap", !f->dpo.overlap);
+	dpopt_agree(&job, &f->dpo, 1);
 	prog_job_flag(&job, "--shuffle", f->shuffle);
 	prog_job_add(&job, "--seed", "%llu", (unsigned long long)f->seed);
 	prog_job_add(&job, "--ps-servers", "%d", f->ps_servers);

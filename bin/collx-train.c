@@ -397,19 +397,13 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--batch", "%ld", cfg->batch);
 	prog_job_add(job, "--steps", "%ld", cfg->steps);
 	prog_job_add(job, "--split", "%s", o->split ? o->split : "balanced");
-	prog_job_add(job, "--zero", "%d", cfg->dpo.zero);
 	trainopt_optim_agree(job, &cfg->optim);
 	prog_job_flag(job, "--trace", cfg->trace);
 	prog_job_flag(job, "--checkpoint", o->ckpt.path != NULL);
 	prog_job_add(job, "--checkpoint-every", "%ld", cfg->ckpt_every);
 	prog_job_add(job, "--resume-step", "%ld", cfg->resume != NULL ?
 	    cfg->resume->step : 0L);
-	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->dpo.wire));
-	prog_job_add(job, "--powersgd", "%d", cfg->dpo.powersgd);
-	prog_job_add(job, "--powersgd-start", "%ld", cfg->dpo.powersgd_start);
-	prog_job_add(job, "--sync-every", "%ld", cfg->dpo.sync_every);
-	prog_job_add(job, "--outer-lr", "%.17g", cfg->dpo.outer_lr);
-	prog_job_add(job, "--outer-momentum", "%.17g", cfg->dpo.outer_momentum);
+	dpopt_agree(job, &cfg->dpo, 0);
 }
 
 static void

@@ -71,3 +71,20 @@ dpopt_check(struct dp_opts *o)
 	o->outer_lr = o->outer_lr >= 0 ? o->outer_lr : 0.7;
 	o->outer_momentum = o->outer_momentum >= 0 ? o->outer_momentum : 0.9;
 }
+
+void
+dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets)
+{
+	if (buckets)
+		prog_job_add(job, "--bucket-mb", "%g",
+		    (double)o->bucket_bytes / (1 << 20));
+	prog_job_add(job, "--zero", "%d", o->zero);
+	prog_job_add(job, "--wire", "%s", dp_wire_name(o->wire));
+	prog_job_add(job, "--powersgd", "%d", o->powersgd);
+	prog_job_add(job, "--powersgd-start", "%ld", o->powersgd_start);
+	prog_job_add(job, "--sync-every", "%ld", o->sync_every);
+	prog_job_add(job, "--outer-lr", "%.17g", o->outer_lr);
+	prog_job_add(job, "--outer-momentum", "%.17g", o->outer_momentum);
+	if (buckets)
+		prog_job_flag(job, "--no-overlap", !o->overlap);
+}

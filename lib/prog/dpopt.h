@@ -8,6 +8,7 @@
 #define COLLX_DPOPT_H
 
 #include "par/dp.h"
+#include "prog/join.h"
 
 enum {
 	DPOPT_WIRE = 0x12b0, DPOPT_POWERSGD, DPOPT_POWERSGD_START,
@@ -45,5 +46,8 @@ int dpopt_option(struct dp_opts *o, int opt, const char *a);
  * a usage error naming both options; then the defaults of the options
  * not given. */
 void dpopt_check(struct dp_opts *o);
+/* o's options into the job every rank must agree on; buckets: with
+ * --bucket-mb and --no-overlap (collx-dp's). */
+void dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets);
 
 #endif
