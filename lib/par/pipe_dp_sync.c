@@ -1,20 +1,20 @@
 /*
- * pipe_dp_sync: data parallelism for slow links on a pipeline's DP axis
- * (cfg->dpo.wire, cfg->dpo.powersgd, cfg->dpo.sync_every), by collx-dp's own
- * algorithms (dp_sync.h) over the stage's vector (r->params, r->grads:
- * the model's, or a tp_stage's). Its buckets are the parameter ranges the
- * stage owns (r->own; a tp_stage's one), its PowerSGD matrices the
- * stage's tensors where the vector holds them (so PowerSGD is built for a
- * stage of one TP rank only), their first Qs those collx-dp draws with
- * --seed 0 for the model's tensor of the same name. The rest of the step
- * is the runner's: pipe_dp_sync sums the loss, the update steps every
- * owned range.
+ * pipe_dp_sync: the gradient sums of a pipeline's DP axis but ZeRO's
+ * (pipe_dp_zero.c), plain or as cfg->dpo says (--wire, --powersgd,
+ * --sync-every), by collx-dp's own code (dp_sync.h) over the stage's
+ * vector (r->params, r->grads: the model's, or a tp_stage's). Its buckets
+ * are collx-dp's (buckets() below), summed overlapped with the backward
+ * pass where the stage allows it (overlap_init); PowerSGD's buckets are
+ * the parameter ranges the stage owns (r->own; a tp_stage's one), its
+ * matrices the stage's tensors where the vector holds them (so PowerSGD
+ * is built for a stage of one TP rank only), their first Qs those
+ * collx-dp draws with --seed 0 for the model's tensor of the same name.
+ * The rest of the step is the runner's: pipe_dp_sync sums the loss, the
+ * update steps every owned range, then local SGD's outer step.
  *
  * PowerSGD and local SGD act on each tensor alone, so with two replicas,
  * where every sum is a + b whatever the order, a stage's parameters end
  * bitwise as collx-dp's with the same options on the same gradients.
- * int8's chunks and blocks are cut from each bucket (dp_wire.c): from the
- * stage's, not collx-dp's, which end where the backward pass's stages do.
  */
 #include <stdlib.h>
 #include <string.h>
