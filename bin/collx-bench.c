@@ -13,15 +13,14 @@
 #include "comm/comm.h"
 #include "nn/nn.h"
 #include "par/dp.h"
+#include "prog/dpopt.h"
 #include "prog/join.h"
 #include "launch/launch.h"
 
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
-	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_WIRE,
-	OPT_SYNC_EVERY, OPT_OUTER_LR, OPT_OUTER_MOMENTUM, OPT_POWERSGD,
-	OPT_POWERSGD_START, OPT_SSH
+	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH
 };
 
 static const struct option longopts[] = {
@@ -39,11 +38,11 @@ static const struct option longopts[] = {
 	{ "sync", 1, 0, OPT_SYNC }, { "max-world", 1, 0, 'N' },
 	{ "arch", 1, 0, OPT_ARCH }, { "dims", 1, 0, OPT_DIMS },
 	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
-	{ "wire", 1, 0, OPT_WIRE }, { "sync-every", 1, 0, OPT_SYNC_EVERY },
-	{ "outer-lr", 1, 0, OPT_OUTER_LR },
-	{ "outer-momentum", 1, 0, OPT_OUTER_MOMENTUM },
-	{ "powersgd", 1, 0, OPT_POWERSGD },
-	{ "powersgd-start", 1, 0, OPT_POWERSGD_START },
+	{ "wire", 1, 0, DPOPT_WIRE }, { "sync-every", 1, 0, DPOPT_SYNC_EVERY },
+	{ "outer-lr", 1, 0, DPOPT_OUTER_LR },
+	{ "outer-momentum", 1, 0, DPOPT_OUTER_MOMENTUM },
+	{ "powersgd", 1, 0, DPOPT_POWERSGD },
+	{ "powersgd-start", 1, 0, DPOPT_POWERSGD_START },
 	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
@@ -59,6 +58,8 @@ struct opts {
 	struct bench_coll coll;
 	struct bench_p2p p2p;
 	struct bench_dp dp;
+	struct dp_opts dpo;	/* dp's sync options, read as collx-dp reads
+				 * them; passed on as given (dp.wire, ...) */
 	int csv;
 	const char *timing;
 	struct cli_group g;
@@ -221,6 +222,9 @@ meas_option(struct opts *o, int c, const char *a)
 static int
 dp_option(struct opts *o, int c, const char *a)
 {
+	/* the sync options' values are checked as collx-dp checks them,
+	 * and passed on as given */
+	dpopt_option(&o->dpo, c, a);
 	switch (c) {
 	case 'N':
 		o->dp.max_world = (int)cli_parse_long("-N", a, 1, 1024);
@@ -236,27 +240,12 @@ dp_option(struct opts *o, int c, const char *a)
 		o->have_batch = 1;
 		break;
 	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
-	case OPT_WIRE: o->dp.wire = a; break;
-	case OPT_POWERSGD:
-		cli_parse_long("--powersgd", a, 1, 1 << 20);
-		o->dp.powersgd = a;
-		break;
-	case OPT_POWERSGD_START:
-		cli_parse_long("--powersgd-start", a, 0, 1L << 40);
-		o->dp.powersgd_start = a;
-		break;
-	case OPT_SYNC_EVERY:
-		cli_parse_long("--sync-every", a, 0, 1L << 30);
-		o->dp.sync_every = a;
-		break;
-	case OPT_OUTER_LR:
-		cli_parse_double("--outer-lr", a, 0, 1e6);
-		o->dp.outer_lr = a;
-		break;
-	case OPT_OUTER_MOMENTUM:
-		cli_parse_double("--outer-momentum", a, 0, 1);
-		o->dp.outer_momentum = a;
-		break;
+	case DPOPT_WIRE: o->dp.wire = a; break;
+	case DPOPT_POWERSGD: o->dp.powersgd = a; break;
+	case DPOPT_POWERSGD_START: o->dp.powersgd_start = a; break;
+	case DPOPT_SYNC_EVERY: o->dp.sync_every = a; break;
+	case DPOPT_OUTER_LR: o->dp.outer_lr = a; break;
+	case DPOPT_OUTER_MOMENTUM: o->dp.outer_momentum = a; break;
 	default: return 0;
 	}
 	return 1;
@@ -509,24 +498,12 @@ check_wire(const struct opts *o)
 /* Local SGD's and PowerSGD's options as collx-dp takes them, or a usage
  * error rather than failed runs. */
 static void
-check_local(const struct opts *o)
+check_local(struct opts *o)
 {
 	const char *s = o->dp.syncs, *e, *what;
-	int local = o->dp.sync_every != NULL &&
-	    strtol(o->dp.sync_every, NULL, 10) > 0;
+	int local = o->dpo.sync_every > 0;
 
-	if ((o->dp.outer_lr != NULL || o->dp.outer_momentum != NULL) && !local)
-		cli_usage_error("--outer-lr and --outer-momentum go with "
-		    "--sync-every");
-	if (o->dp.powersgd_start != NULL && o->dp.powersgd == NULL)
-		cli_usage_error("--powersgd-start goes with --powersgd");
-	if (local && o->dp.powersgd != NULL)
-		cli_usage_error("--powersgd and --sync-every: local SGD syncs "
-		    "parameters, not gradients");
-	if (o->dp.powersgd != NULL && o->dp.wire != NULL &&
-	    strcmp(o->dp.wire, "f32") != 0)
-		cli_usage_error("--powersgd and --wire %s: PowerSGD's factors "
-		    "travel in f32", o->dp.wire);
+	dpopt_check(&o->dpo);
 	what = local ? "--sync-every" : "--powersgd";
 	for (; (local || o->dp.powersgd) && *s != '\0'; s = *e ? e + 1 : e) {
 		size_t n = strcspn(s, ",");
@@ -625,6 +602,7 @@ main(int argc, char **argv)
 	o.coll.warmup = o.p2p.warmup = 5;
 	o.p2p.b = 1;
 	o.p2p.window = 64;
+	o.dpo = (struct dp_opts)DP_OPTS_DEFAULTS;
 	o.dp.max_world = 2;
 	o.dp.syncs = "ring,tree,rabenseifner,ps";
 	o.dp.arch = "gpt";

@@ -16,8 +16,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
-	OPT_BUCKET, OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS, OPT_NO_OVERLAP,
-	OPT_ZERO
+	OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS
 };
 
 static const struct option longopts[] = {
@@ -27,11 +26,10 @@ static const struct option longopts[] = {
 	TRAINOPT_STEPS_LONGOPTS, { "sync", 1, 0, OPT_SYNC },
 	{ "ps-servers", 1, 0, OPT_PS_SERVERS }, { "ps", 1, 0, OPT_PS },
 	{ "ps-mode", 1, 0, OPT_PS_MODE }, { "staleness", 1, 0, OPT_STALENESS },
-	{ "bucket-mb", 1, 0, OPT_BUCKET }, { "shuffle", 0, 0, OPT_SHUFFLE },
+	{ "shuffle", 0, 0, OPT_SHUFFLE },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
-	{ "dims", 1, 0, OPT_DIMS }, { "no-overlap", 0, 0, OPT_NO_OVERLAP },
-	{ "zero", 1, 0, OPT_ZERO },
-	TRAINOPT_SLOW_LONGOPTS,
+	{ "dims", 1, 0, OPT_DIMS },
+	DPOPT_LONGOPTS, DPOPT_BUCKET_LONGOPTS,
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
@@ -45,7 +43,6 @@ struct opts {
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
 	int have_ps_servers;
-	struct trainopt_slow slow;
 	struct dp_cfg cfg;
 	struct cli_group g;
 };
@@ -77,7 +74,7 @@ usage(void)
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
 	    "                        2: also the reduced gradients (0: off)\n"
-	    TRAINOPT_SLOW_HELP
+	    DPOPT_SLOW_HELP
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
@@ -141,13 +138,7 @@ train_option(struct opts *o, int c, const char *a)
 	case OPT_STALENESS:
 		o->cfg.staleness = (int)cli_parse_long("--staleness", a, 0, 1 << 30);
 		break;
-	case OPT_BUCKET:
-		o->cfg.bucket_bytes = (size_t)(cli_parse_double("--bucket-mb", a,
-		    0, 1 << 20) * (1 << 20));
-		break;
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
-	case OPT_NO_OVERLAP: o->cfg.overlap = 0; break;
-	case OPT_ZERO: o->cfg.zero = (int)cli_parse_long("--zero", a, 0, 2); break;
 	default: return 0;
 	}
 	return 1;
@@ -180,22 +171,16 @@ parse_args(struct opts *o, int argc, char **argv)
 {
 	struct trainopt_parser p = { .usage = usage, .g = &o->g,
 	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
-	    .slow = &o->slow, .own = own_option, .ctx = o };
+	    .dpo = &o->cfg.dpo, .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:o:", longopts);
-	o->cfg.wire = o->slow.wire;
-	o->cfg.powersgd = o->slow.powersgd;
-	o->cfg.powersgd_start = o->slow.powersgd_start;
-	o->cfg.sync_every = o->slow.sync_every;
-	o->cfg.outer_lr = o->slow.outer_lr;
-	o->cfg.outer_momentum = o->slow.outer_momentum;
 }
 
 /* PowerSGD's refusals, each naming both options. */
 static void
 check_powersgd(const struct opts *o)
 {
-	if (o->cfg.powersgd == 0)
+	if (o->cfg.dpo.powersgd == 0)
 		return;
 	if (o->cfg.sync == DP_PS)
 		cli_usage_error("--powersgd goes with allreduce, not --sync ps");
@@ -205,7 +190,7 @@ check_powersgd(const struct opts *o)
 static void
 check_local(const struct opts *o)
 {
-	long h = o->cfg.sync_every;
+	long h = o->cfg.dpo.sync_every;
 
 	if (h > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--sync-every goes with allreduce, not --sync ps");
@@ -233,15 +218,15 @@ check_args(struct opts *o)
 	if (o->cfg.staleness >= 0 && (o->cfg.sync != DP_PS ||
 	    o->cfg.ps_mode != PS_ASYNC))
 		cli_usage_error("--staleness goes with --sync ps --ps-mode async");
-	if (o->cfg.zero > 0 && o->cfg.sync == DP_PS)
+	if (o->cfg.dpo.zero > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--zero goes with allreduce, not --sync ps");
-	if (o->cfg.wire != DP_WIRE_F32 && o->cfg.sync == DP_PS)
+	if (o->cfg.dpo.wire != DP_WIRE_F32 && o->cfg.sync == DP_PS)
 		cli_usage_error("--wire %s goes with allreduce, not --sync ps",
-		    dp_wire_name(o->cfg.wire));
-	if (o->cfg.wire == DP_WIRE_INT8 && o->cfg.algo != COLL_AUTO)
+		    dp_wire_name(o->cfg.dpo.wire));
+	if (o->cfg.dpo.wire == DP_WIRE_INT8 && o->cfg.algo != COLL_AUTO)
 		cli_usage_error("--wire int8 sends by alltoall and allgather; "
 		    "--sync %s does not apply", o->sync_name);
-	trainopt_slow_check(&o->slow, o->cfg.zero);
+	dpopt_check(&o->cfg.dpo);
 	check_local(o);
 	check_powersgd(o);
 	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&
@@ -270,16 +255,7 @@ join_group(const struct opts *o)
 	prog_job_add(&job, "--batch", "%ld", f->batch);
 	prog_job_add(&job, "--steps", "%ld", f->steps);
 	trainopt_optim_agree(&job, &f->optim);
-	prog_job_add(&job, "--bucket-mb", "%g",
-	    (double)f->bucket_bytes / (1 << 20));
-	prog_job_add(&job, "--zero", "%d", f->zero);
-	prog_job_add(&job, "--wire", "%s", dp_wire_name(f->wire));
-	prog_job_add(&job, "--powersgd", "%d", f->powersgd);
-	prog_job_add(&job, "--powersgd-start", "%ld", f->powersgd_start);
-	prog_job_add(&job, "--sync-every", "%ld", f->sync_every);
-	prog_job_add(&job, "--outer-lr", "%.17g", f->outer_lr);
-	prog_job_add(&job, "--outer-momentum", "%.17g", f->outer_momentum);
-	prog_job_flag(&job, "--no-overlap", !f->overlap);
+	dpopt_agree(&job, &f->dpo, 1);
 	prog_job_flag(&job, "--shuffle", f->shuffle);
 	prog_job_add(&job, "--seed", "%llu", (unsigned long long)f->seed);
 	prog_job_add(&job, "--ps-servers", "%d", f->ps_servers);
@@ -324,9 +300,7 @@ main(int argc, char **argv)
 	o.cfg.algo = COLL_AUTO;
 	o.cfg.ps_servers = 1;
 	o.cfg.staleness = -1;
-	o.cfg.bucket_bytes = (size_t)25 << 20;
-	o.cfg.overlap = 1;
-	o.slow = (struct trainopt_slow)TRAINOPT_SLOW_DEFAULTS;
+	o.cfg.dpo = (struct dp_opts)DP_OPTS_DEFAULTS;
 	parse_args(&o, argc, argv);
 	if (o.init != NULL)
 		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out);

@@ -14,10 +14,11 @@
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
+#include "prog/dpopt.h"
 #include "prog/trainer_pipe.h"
 
 enum {
-	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_ZERO, OPT_PRINT,
+	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_PRINT,
 	OPT_PER_HOST
 };
 
@@ -27,13 +28,13 @@ static const struct option longopts[] = {
 	{ "data", 1, 0, OPT_DATA }, { "input", 1, 0, 'i' },
 	{ "targets", 1, 0, 't' },
 	{ "dp", 1, 0, OPT_DP }, { "tp", 1, 0, OPT_TP }, { "pp", 1, 0, OPT_PP },
-	TRAINER_PIPE_LONGOPTS, { "zero", 1, 0, OPT_ZERO },
+	TRAINER_PIPE_LONGOPTS,
 	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
-	TRAINOPT_SLOW_LONGOPTS,
+	DPOPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -43,11 +44,11 @@ static const struct option longopts[] = {
 struct opts {
 	struct trainopt_common c;
 	const char *data, *targets;
-	int dp, tp, pp, per_host, print, zero;
+	int dp, tp, pp, per_host, print;
 	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
-	struct trainopt_slow slow;
+	struct dp_opts dpo;
 	struct cli_group g;
 };
 
@@ -88,7 +89,7 @@ usage(void)
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
 	    "gradients too (0)\n"
-	    TRAINOPT_SLOW_HELP
+	    DPOPT_SLOW_HELP
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -146,9 +147,6 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_DP: o->dp = axis_value("--dp", a); break;
 	case OPT_TP: o->tp = axis_value("--tp", a); break;
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
-	case OPT_ZERO:
-		o->zero = (int)cli_parse_long("--zero", a, 0, 2);
-		break;
 	case OPT_PRINT: o->print = 1; break;
 	case OPT_PER_HOST:
 		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
@@ -164,7 +162,7 @@ parse_args(struct opts *o, int argc, char **argv)
 {
 	struct trainopt_parser p = { .usage = usage, .g = &o->g,
 	    .common = &o->c, .optim = &o->optim, .ckpt = &o->ckpt,
-	    .slow = &o->slow, .own = own_option, .ctx = o };
+	    .dpo = &o->dpo, .own = own_option, .ctx = o };
 
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	/* D takes what T and P leave, unless one of them does */
@@ -208,24 +206,18 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--tp", "%d", m->tp);
 	prog_job_add(job, "--pp", "%d", m->pp);
 	trainer_pipe_declare(job, cfg, o->p.split);
-	prog_job_add(job, "--zero", "%d", cfg->zero);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
-	prog_job_add(job, "--wire", "%s", dp_wire_name(cfg->wire));
-	prog_job_add(job, "--powersgd", "%d", cfg->powersgd);
-	prog_job_add(job, "--powersgd-start", "%ld", cfg->powersgd_start);
-	prog_job_add(job, "--sync-every", "%ld", cfg->sync_every);
-	prog_job_add(job, "--outer-lr", "%.17g", cfg->outer_lr);
-	prog_job_add(job, "--outer-momentum", "%.17g", cfg->outer_momentum);
+	dpopt_agree(job, &cfg->dpo, 0);
 }
 
 /* Data parallelism for slow links: collx-dp's refusals, and state that
  * collx-train's checkpoints do not keep. */
 static void
-check_slow(const struct opts *o)
+check_slow(struct opts *o)
 {
-	long h = o->slow.sync_every;
+	long h = o->dpo.sync_every;
 
-	trainopt_slow_check(&o->slow, o->zero);
+	dpopt_check(&o->dpo);
 	if (h > 1 && o->ckpt.every % h != 0)
 		cli_usage_error("--checkpoint-every %ld is no multiple of "
 		    "--sync-every %ld (a checkpoint is taken where the replicas "
@@ -238,7 +230,7 @@ static void
 check_slow_mesh(const struct opts *o, const struct mesh *mesh,
     const struct nn_model *m)
 {
-	const struct trainopt_slow *s = &o->slow;
+	const struct dp_opts *s = &o->dpo;
 	const char *opt = s->sync_every > 0 ? "--sync-every" :
 	    s->wire == DP_WIRE_INT8 ? "--wire int8" : NULL;
 
@@ -255,7 +247,7 @@ check_slow_mesh(const struct opts *o, const struct mesh *mesh,
 }
 
 static void
-check_args(const struct opts *o)
+check_args(struct opts *o)
 {
 	trainer_check(&o->ckpt, o->c.model, o->data, "--data (or -i)");
 	if (o->c.batch < 1)
@@ -289,7 +281,7 @@ main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1, .p.micro = 1,
 	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .p.sched = PIPE_SCHED_1F1B,
-	    .slow = TRAINOPT_SLOW_DEFAULTS };
+	    .dpo = DP_OPTS_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
 	struct trainer_in in = { 0 };
@@ -313,7 +305,7 @@ main(int argc, char **argv)
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	mesh_for_model(&o, &mesh, m);
 	check_slow_mesh(&o, &mesh, m);
-	if (o.slow.powersgd > 0 && mesh.tp > 1)
+	if (o.dpo.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);
 	trainer_targets(m, o.targets, "-t (--targets)");
@@ -322,13 +314,7 @@ main(int argc, char **argv)
 	trainer_pipe_split(&run, m, cfg.chunks);
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st);
-	cfg.zero = o.zero;
-	cfg.wire = o.slow.wire;
-	cfg.powersgd = o.slow.powersgd;
-	cfg.powersgd_start = o.slow.powersgd_start;
-	cfg.sync_every = o.slow.sync_every;
-	cfg.outer_lr = o.slow.outer_lr;
-	cfg.outer_momentum = o.slow.outer_momentum;
+	cfg.dpo = o.dpo;
 	job_declare(&job, &o, &mesh, &cfg);
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);

@@ -39,7 +39,7 @@ local_ok() {
 	if cmp -s tplain.safetensors touter.safetensors; then false; fi
 }
 
-@test "--sync-every equals NumPy local SGD with outer Nesterov (H 1, 3, 4; 2 and 3 ranks; momentum, AdamW; --wire)" {
+@test "--sync-every equals NumPy local SGD with outer Nesterov (H 1, 3, 4; 2 and 3 ranks; momentum, AdamW; --wire, int8's bytes, collx-train's alike)" {
 	mlp 2 a --sync-every 3
 	local_ok a 2 3 0.7 0.9
 	# bytes travel only on syncs (steps 2, 5, 8 and the last): 65 f32
@@ -58,7 +58,19 @@ local_ok() {
 	if cmp -s td.safetensors tbf16.safetensors; then false; fi
 	timeout 30 "$PY" "$REF" cmp tbf16.safetensors td.safetensors 1e-2 1e-3
 	mlp 2 int8 --sync-every 3 --optimizer adamw --lr 0.01 --wire int8
+	if cmp -s td.safetensors tint8.safetensors; then false; fi
 	timeout 30 "$PY" "$REF" cmp tint8.safetensors td.safetensors 5e-2 5e-3
+	# int8's bytes on the syncs: the 65 floats in 2 chunks of 33, each a
+	# scale and 33 values padded to 36 (40 bytes), by alltoall and
+	# allgather; every step the loss's f64
+	[ "$(tail -n +2 lint8.csv | cut -d, -f7 | tr '\n' ' ')" = "8 8 88 8 8 88 8 8 88 88 " ]
+	# collx-train's DP axis syncs the same bytes to the same weights
+	timeout 60 collx-run -n 2 --timeout 10 -- collx-train -m m.safetensors \
+	    --data X.npy --targets Y.npy --batch 200 --steps 10 --lr 0.01 -q \
+	    --optimizer adamw --dp 2 --sync-every 3 --wire int8 \
+	    -o ti.safetensors --loss-csv li.csv
+	cmp ti.safetensors tint8.safetensors
+	[ "$(cut -d, -f1-3,7 li.csv)" = "$(cut -d, -f1-3,7 lint8.csv)" ]
 }
 
 # The anchor is the parameters at a checkpoint (taken on syncs only); the

@@ -7,50 +7,27 @@
 #include "cli/util.h"
 #include "par/dp_int.h"
 
+/* collx-dp's buckets: the model's tensors cut by dp_buckets_cut. */
 int
-dp_comm_failed(struct run *r)
-{
-	r->kind = comm_errkind(r->c) == COMM_ERR_MISMATCH ? TRAIN_ERR_DATA :
-	    TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "%s", comm_error(r->c));
-}
-
-int
-dp_runtime_failed(struct run *r, const char *fmt, const char *why)
-{
-	r->kind = TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, fmt, r->rank, why);
-}
-
-/* Bucket boundaries at tensor boundaries: consecutive tensors of one
- * backward stage fused while the bucket stays within bucket_bytes (a
- * bigger tensor is a bucket alone). One stage a bucket, so that none
- * waits for a later stage's gradients (a gpt's last block's fc2 for the
- * tied embeddings at the very end of the backward pass). */
-int
-dp_buckets_make(struct run *r)
+dp_buckets_make(struct dp_run *r)
 {
 	const struct nn_model *m = r->m;
-	size_t i, lim = r->cfg->bucket_bytes / sizeof(float), first = 0;
-	int stage = 0;
+	struct dp_tensor *t = calloc(m->ntensors + 1, sizeof(*t));
+	size_t i;
 
 	r->bucket = malloc((m->ntensors + 2) * sizeof(size_t));
-	if (r->bucket == NULL)
+	r->ready = malloc((m->ntensors + 1) * sizeof(int));
+	if (r->bucket == NULL || r->ready == NULL || t == NULL) {
+		free(t);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	r->bucket[0] = 0;
-	r->nbucket = 0;
-	for (i = 0; i < m->ntensors; i++) {
-		size_t off = m->table[i].offset, end = off + m->table[i].count;
-		int st = nn_model_grad_stage(m, i);
-
-		if ((end - first > lim || st != stage) && off > first) {
-			r->bucket[++r->nbucket] = off;
-			first = off;
-		}
-		stage = st;
 	}
-	if (m->nparams > first || r->nbucket == 0)
-		r->bucket[++r->nbucket] = m->nparams;
+	for (i = 0; i < m->ntensors; i++)
+		t[i] = (struct dp_tensor){ m->table[i].offset,
+		    m->table[i].count, nn_model_grad_stage(m, i), 0 };
+	r->nbucket = dp_buckets_cut(t, m->ntensors, m->nparams,
+	    r->cfg->dpo.bucket_bytes / sizeof(float), r->bucket);
+	dp_buckets_ready(t, m->ntensors, r->bucket, r->nbucket, r->ready);
+	free(t);
 	return 0;
 }
 
@@ -64,7 +41,7 @@ dp_optim_update(void *ctx, float *p, const float *gsum, size_t off,
 }
 
 static int
-bucket_allreduce(struct run *r, int i)
+bucket_allreduce(struct dp_run *r, int i)
 {
 	size_t a = r->bucket[i], b = r->bucket[i + 1];
 
@@ -79,7 +56,7 @@ bucket_allreduce(struct run *r, int i)
 /* One bulk-synchronous colocated parameter-server round per bucket; a
  * server rank keeps an optimizer for its shard of every bucket. */
 static int
-bucket_ps(struct run *r, int i)
+bucket_ps(struct dp_run *r, int i)
 {
 	size_t a = r->bucket[i], b = r->bucket[i + 1];
 
@@ -91,7 +68,7 @@ bucket_ps(struct run *r, int i)
 }
 
 int
-dp_buckets_sync(struct run *r)
+dp_buckets_sync(struct dp_run *r)
 {
 	int i;
 
@@ -104,7 +81,7 @@ dp_buckets_sync(struct run *r)
 /* *loss, this rank's loss sum, made the global mean (asynchronous
  * parameter server: this rank's mean). */
 static int
-loss_reduce(struct run *r, double *loss)
+loss_reduce(struct dp_run *r, double *loss)
 {
 	const struct dp_cfg *cfg = r->cfg;
 
@@ -122,7 +99,7 @@ loss_reduce(struct run *r, double *loss)
  * servers, the global loss. *loss holds this rank's loss sum, and the
  * global one on return (async parameter server: this rank's mean). */
 static int
-sync_step(struct run *r, double *loss)
+sync_step(struct dp_run *r, double *loss)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	struct nn_model *m = r->m;
@@ -131,7 +108,7 @@ sync_step(struct run *r, double *loss)
 	if (r->bucket_fn != NULL) {
 		if (r->ovl == NULL && dp_buckets_sync(r) < 0)
 			return -1;
-		if (cfg->zero > 0 && dp_zero_update(r) < 0)
+		if (cfg->dpo.zero > 0 && dp_zero_update(r) < 0)
 			return -1;
 	} else if (r->cl != NULL) {
 		if (ps_client_push(r->cl, m->grads, (double)r->count, m->params,
@@ -149,24 +126,24 @@ sync_step(struct run *r, double *loss)
  * the replica's own update and only the loss reduced, but for a step
  * that ends in a sync, whose time counts as communication. */
 static int
-run_step(struct run *r, long k, struct train_step *s)
+run_step(struct dp_run *r, long k, struct train_step *s)
 {
 	double t0 = cli_now(), t1, t2, t3, t4, busy = 0, loss = 0;
 	uint64_t sent = comm_bytes_sent(r->c);
 	char e[COLLX_ERRLEN];
-	int rc = 0, drift = r->cfg->sync_every > 1;
+	int rc = 0, drift = r->cfg->dpo.sync_every > 1;
 
 	r->k = k;
 	train_batch_fill(&r->tb, r->d, &r->ord,
 	    (int64_t)k * r->cfg->batch + r->start, r->count);
 	nn_model_zero_grad(r->m);
 	if (r->ovl != NULL)
-		dp_ovl_begin(r);
+		dp_ovl_begin(r->ovl);
 	if (r->count > 0)
 		rc = nn_model_step_hook(r->m, &r->tb.b, &loss,
 		    r->ovl != NULL ? dp_ovl_stage : NULL, r->ovl, e, sizeof(e));
 	t1 = cli_now();
-	if (r->ovl != NULL && dp_ovl_wait(r, &busy) < 0)
+	if (r->ovl != NULL && dp_ovl_wait(r->ovl, &busy) < 0)
 		return -1;
 	if (rc < 0) {
 		r->kind = TRAIN_ERR_DATA;
@@ -179,7 +156,7 @@ run_step(struct run *r, long k, struct train_step *s)
 	if ((drift ? loss_reduce(r, &loss) : sync_step(r, &loss)) < 0)
 		return -1;
 	t3 = cli_now();
-	if (!drift && r->cfg->sync == DP_ALLREDUCE && r->cfg->zero == 0)
+	if (!drift && r->cfg->sync == DP_ALLREDUCE && r->cfg->dpo.zero == 0)
 		nn_optim_step(&r->opt, r->m->params, r->m->grads,
 		    (float)(1.0 / (double)r->cfg->batch));
 	t4 = cli_now();
@@ -200,7 +177,7 @@ run_step(struct run *r, long k, struct train_step *s)
 }
 
 int
-dp_verify_same(struct run *r, const char *when)
+dp_verify_same(struct dp_run *r, const char *when)
 {
 	uint64_t mine = cli_fnv1a(CLI_FNV1A_INIT, r->m->params,
 	    r->m->nparams * sizeof(float)), *all;
@@ -231,7 +208,7 @@ dp_verify_same(struct run *r, const char *when)
 /* Optimizer state this rank holds (a colocated server's included), and the
  * reduced gradients it keeps for the update. */
 static void
-run_mem(const struct run *r, struct dp_mem *mem)
+run_mem(const struct dp_run *r, struct dp_mem *mem)
 {
 	int i;
 
@@ -242,12 +219,12 @@ run_mem(const struct run *r, struct dp_mem *mem)
 		mem->optim_bytes += nn_optim_bytes(&r->srv->opt);
 	if (r->anchor != NULL)
 		mem->optim_bytes += 2 * r->m->nparams * sizeof(float);
-	mem->grad_bytes = (r->cfg->zero == 2 ? r->gshard_len : r->m->nparams) *
+	mem->grad_bytes = (r->cfg->dpo.zero == 2 ? r->gshard_len : r->m->nparams) *
 	    sizeof(float);
 }
 
 static int
-run_buffers(struct run *r)
+run_buffers(struct dp_run *r)
 {
 	char e[COLLX_ERRLEN];
 
@@ -260,7 +237,7 @@ run_buffers(struct run *r)
 
 /* A colocated server's optimizer for its shard of every bucket. */
 static int
-ps_bucket_optims(struct run *r)
+ps_bucket_optims(struct dp_run *r)
 {
 	size_t off, len;
 	char e[COLLX_ERRLEN];
@@ -278,48 +255,60 @@ ps_bucket_optims(struct run *r)
 	return 0;
 }
 
+/* A bucket's sync on the overlap thread. */
+static int
+ovl_bucket(void *ctx, int b)
+{
+	struct dp_run *r = ctx;
+
+	return r->bucket_fn(r, b);
+}
+
 /* The per-bucket sync (allreduce, ZeRO's reduce-scatter, or a colocated
  * synchronous server round when overlapping) and its thread; external
  * and asynchronous servers sync the whole vector after the backward. */
 static int
-run_buckets(struct run *r)
+run_buckets(struct dp_run *r)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	size_t maxn = 0;
 	int i;
+	char e[COLLX_ERRLEN];
 
 	for (i = 0; i < r->nbucket; i++)
 		if (r->bucket[i + 1] - r->bucket[i] > maxn)
 			maxn = r->bucket[i + 1] - r->bucket[i];
-	if (cfg->sync == DP_ALLREDUCE && dp_wire_init(&r->wire, cfg->wire,
+	if (cfg->sync == DP_ALLREDUCE && dp_wire_init(&r->wire, cfg->dpo.wire,
 	    r->rank, r->world, r->m->nparams, maxn, r->err, r->errlen) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return -1;
 	}
-	if (cfg->zero > 0) {
+	if (cfg->dpo.zero > 0) {
 		if (dp_zero_init(r) < 0)
 			return -1;
 		r->bucket_fn = dp_zero_bucket;
-	} else if (cfg->powersgd > 0) {
-		if (dp_psgd_init(r) < 0)
+	} else if (cfg->dpo.powersgd > 0) {
+		if (dp_powersgd_init(r) < 0)
 			return -1;
-		r->bucket_fn = dp_psgd_bucket;
+		r->bucket_fn = dp_powersgd_bucket;
 	} else if (cfg->sync == DP_ALLREDUCE)
 		r->bucket_fn = bucket_allreduce;
 	else if (cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
-	    cfg->overlap) {
+	    cfg->dpo.overlap) {
 		if (r->rank < cfg->ps_servers && ps_bucket_optims(r) < 0)
 			return -1;
 		r->bucket_fn = bucket_ps;
 	}
 	/* local SGD's replicas sync parameters, not each step's gradients */
-	if (r->bucket_fn != NULL && cfg->overlap && cfg->sync_every <= 1)
-		return dp_ovl_start(r, r->bucket_fn);
+	if (r->bucket_fn != NULL && cfg->dpo.overlap &&
+	    cfg->dpo.sync_every <= 1 && (r->ovl = dp_ovl_new(r->nbucket,
+	    r->ready, ovl_bucket, r, r->c, e, sizeof(e))) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", e);
 	return 0;
 }
 
 static int
-run_init(struct run *r)
+run_init(struct dp_run *r)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	size_t off = 0, len = r->m->nparams;
@@ -333,16 +322,16 @@ run_init(struct run *r)
 	if (cfg->sync == DP_PS && cfg->ps_addrs == NULL &&
 	    cfg->ps_mode == PS_SYNC && r->rank < cfg->ps_servers)
 		ps_shard(r->m->nparams, cfg->ps_servers, r->rank, &off, &len);
-	if ((cfg->sync == DP_ALLREDUCE && cfg->zero == 0) || (cfg->sync ==
+	if ((cfg->sync == DP_ALLREDUCE && cfg->dpo.zero == 0) || (cfg->sync ==
 	    DP_PS && cfg->ps_addrs == NULL && cfg->ps_mode == PS_SYNC &&
-	    r->rank < cfg->ps_servers && !cfg->overlap)) {
+	    r->rank < cfg->ps_servers && !cfg->dpo.overlap)) {
 		if (nn_optim_init(&r->opt, &cfg->optim, len, e, sizeof(e)) < 0)
 			return dp_runtime_failed(r, "rank %d: %s", e);
 		r->have_opt = 1;
 	}
 	if (run_buckets(r) < 0)
 		return -1;
-	if (cfg->sync_every > 0 && dp_local_init(r) < 0)
+	if (cfg->dpo.sync_every > 0 && dp_local_init(r) < 0)
 		return -1;
 	if (cfg->resume != NULL && dp_ckpt_restore(r) < 0)
 		return -1;
@@ -358,7 +347,7 @@ run_init(struct run *r)
 /* The end of a run over TCP servers: all pushes applied, the final values
  * pulled alike, checked, and the servers told this worker is done. */
 static int
-run_finish_ps(struct run *r)
+run_finish_ps(struct dp_run *r)
 {
 	char e[COLLX_ERRLEN];
 
@@ -377,11 +366,11 @@ run_finish_ps(struct run *r)
 }
 
 static void
-run_free(struct run *r)
+run_free(struct dp_run *r)
 {
 	int i;
 
-	dp_ovl_stop(r);
+	dp_ovl_free(r->ovl);
 	/* Still open only after a failure: the servers hear its cause. */
 	ps_client_abort(r->cl, r->err[0] ? r->err : NULL);
 	dp_colo_server_stop(r, 0);
@@ -393,10 +382,11 @@ run_free(struct run *r)
 	dp_zero_free(r);
 	dp_wire_free(&r->wire);
 	dp_local_free(r);
-	dp_psgd_free(r);
+	dp_powersgd_free(r);
 	train_order_free(&r->ord);
 	train_batch_free(&r->tb);
 	free(r->bucket);
+	free(r->ready);
 }
 
 int
@@ -404,7 +394,7 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
     const struct dp_cfg *cfg, dp_step_fn fn, void *ctx, struct dp_mem *mem,
     struct train_step **steps, enum train_err *kind, char *err, size_t errlen)
 {
-	struct run r = { .m = m, .d = d, .c = c, .cfg = cfg,
+	struct dp_run r = { .m = m, .d = d, .c = c, .cfg = cfg,
 	    .kind = TRAIN_ERR_RUNTIME, .err = err, .errlen = errlen };
 	long k = cfg->resume != NULL ? cfg->resume->step : 0, cap = 0;
 	struct train_step *s = train_grow(NULL, &cap, k, sizeof(*s)), *t;

@@ -27,6 +27,24 @@ enum dp_wire_type { DP_WIRE_F32, DP_WIRE_BF16, DP_WIRE_F16, DP_WIRE_INT8 };
 int dp_wire_parse(const char *s, enum dp_wire_type *out);
 const char *dp_wire_name(enum dp_wire_type t);
 
+/* The data-parallel axis's sync options, one set for collx-dp and for
+ * collx-train's DP axis (lib/prog/dpopt.c reads them from a command line;
+ * DP_OPTS_DEFAULTS marks powersgd_start and the outer step's options as
+ * not given, -1, until dpopt_check puts their defaults in). */
+struct dp_opts {
+	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
+	enum dp_wire_type wire;	/* the gradients' wire type (allreduce) */
+	int powersgd;		/* PowerSGD's rank R, 0 off (allreduce) */
+	long powersgd_start;	/* plain allreduce before this step */
+	long sync_every;	/* local SGD: replicas synced every H steps, 0 off */
+	double outer_lr, outer_momentum;	/* its outer Nesterov SGD */
+	size_t bucket_bytes;	/* fuse small gradients up to this size */
+	int overlap;		/* bucket syncs overlap the backward pass */
+};
+#define DP_OPTS_DEFAULTS { .wire = DP_WIRE_F32, .powersgd_start = -1, \
+	.outer_lr = -1, .outer_momentum = -1, \
+	.bucket_bytes = (size_t)25 << 20, .overlap = 1 }
+
 struct dp_cfg {
 	long batch, steps;
 	int shuffle;
@@ -34,7 +52,6 @@ struct dp_cfg {
 	struct nn_optim_cfg optim;
 	enum dp_sync sync;
 	enum coll_algo algo;	/* DP_ALLREDUCE */
-	size_t bucket_bytes;	/* fuse small gradients up to this size */
 	int ps_servers;		/* DP_PS colocated: ranks 0..S-1 serve */
 	const char *ps_addrs;	/* DP_PS external: "HOST:PORT,..." or NULL */
 	enum ps_mode ps_mode;
@@ -42,13 +59,7 @@ struct dp_cfg {
 	double timeout;
 	const char *token;
 	comm_note_fn note;	/* says which external server a long wait is for */
-	int overlap;		/* bucket syncs overlap the backward pass */
-	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
-	enum dp_wire_type wire;	/* DP_ALLREDUCE: the gradients' wire type */
-	int powersgd;		/* PowerSGD's rank R, 0 off (DP_ALLREDUCE) */
-	long powersgd_start;	/* plain allreduce before this step */
-	long sync_every;	/* local SGD: replicas synced every H steps, 0 off */
-	double outer_lr, outer_momentum;	/* its outer Nesterov SGD */
+	struct dp_opts dpo;	/* the sync's options */
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */

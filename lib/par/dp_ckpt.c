@@ -18,22 +18,22 @@
 /* The job's optimizer state as pieces. holders: list every rank holding
  * a copy (to restore), not only the first (to save). */
 static struct ckpt_piece *
-pieces(struct run *r, int holders, size_t *n)
+pieces(struct dp_run *r, int holders, size_t *n)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	int q, i, nb = r->bopt != NULL ? r->nbucket : 1;
-	int owners = cfg->zero > 0 ? r->world : cfg->ps_servers;
+	int owners = cfg->dpo.zero > 0 ? r->world : cfg->ps_servers;
 	struct ckpt_piece *p;
 	size_t k = 0, off, len;
 
 	p = calloc((size_t)nb * (size_t)r->world + 1, sizeof(*p));
 	if (p == NULL)
 		return NULL;
-	if (cfg->sync_every > 1) {
+	if (cfg->dpo.sync_every > 1) {
 		*n = 0;
 		return p;
 	}
-	if (cfg->sync == DP_ALLREDUCE && cfg->zero == 0) {
+	if (cfg->sync == DP_ALLREDUCE && cfg->dpo.zero == 0) {
 		q = holders ? r->rank : 0;
 		p[k++] = (struct ckpt_piece){ q, 0, r->m->nparams,
 		    q == r->rank ? &r->opt : NULL, 0 };
@@ -46,7 +46,7 @@ pieces(struct run *r, int holders, size_t *n)
 			struct nn_optim *o = q != r->rank ? NULL : r->bopt != NULL ?
 			    &r->bopt[i] : &r->opt;
 
-			if (cfg->zero > 0)
+			if (cfg->dpo.zero > 0)
 				dp_zero_slice(r, i, q, &off, &len);
 			else
 				ps_shard(r->bopt != NULL ? r->bucket[i + 1] - base :
@@ -60,7 +60,7 @@ pieces(struct run *r, int holders, size_t *n)
 /* Error feedback of as many ranks as this run's, for --wire int8; a
  * checkpoint without it starts int8 from none. */
 static int
-restore_ef(struct run *r)
+restore_ef(struct dp_run *r)
 {
 	const struct ckpt_state *st = r->cfg->resume;
 
@@ -83,7 +83,7 @@ restore_ef(struct run *r)
  * whether the checkpoint holds one for each of this run's ranks, no more
  * (the same answer on every rank). */
 static int
-rank_vec(struct run *r, const char *name, const float **v, int *all)
+rank_vec(struct dp_run *r, const char *name, const float **v, int *all)
 {
 	const struct ckpt_state *st = r->cfg->resume;
 	const float *last, *beyond;
@@ -100,7 +100,7 @@ rank_vec(struct run *r, const char *name, const float **v, int *all)
 
 /* This rank's "local.NAME.RANK" into o (NULL: it must have none). */
 static int
-restore_inner(struct run *r, const char *name, float *o)
+restore_inner(struct dp_run *r, const char *name, float *o)
 {
 	const float *v;
 	int all;
@@ -125,11 +125,11 @@ restore_inner(struct run *r, const char *name, float *o)
 /* Local SGD's outer momentum and, when replicas drift, this rank's own
  * inner optimizer state. */
 static int
-restore_local(struct run *r)
+restore_local(struct dp_run *r)
 {
 	const struct ckpt_state *st = r->cfg->resume;
 	const float *b;
-	int drift = r->cfg->sync_every > 1;
+	int drift = r->cfg->dpo.sync_every > 1;
 
 	r->kind = TRAIN_ERR_DATA;
 	if (ckpt_state_vec(st, "local.outer_m", -1, r->m->nparams, &b, r->err,
@@ -152,7 +152,7 @@ restore_local(struct run *r)
 /* PowerSGD's error feedback, this rank's, and its Qs when the run that
  * wrote the checkpoint had compressed. */
 static int
-restore_psgd(struct run *r)
+restore_psgd(struct dp_run *r)
 {
 	const float *e, *q;
 	size_t n = r->m->nparams;
@@ -173,14 +173,14 @@ restore_psgd(struct run *r)
 		    "not hold 'powersgd.ef' for each of this run's %d ranks (a "
 		    "run with --powersgd on %d ranks writes it)", r->rank,
 		    r->world, r->world);
-	memcpy(dp_psgd_ef(r->psgd), e, n * sizeof(float));
+	memcpy(dp_powersgd_ef(r->psgd), e, n * sizeof(float));
 	if (q != NULL)
-		dp_psgd_q_put(r->psgd, q);
+		dp_powersgd_q_put(r->psgd, q);
 	return 0;
 }
 
 int
-dp_ckpt_restore(struct run *r)
+dp_ckpt_restore(struct dp_run *r)
 {
 	struct ckpt_piece *p;
 	size_t n;
@@ -198,12 +198,12 @@ dp_ckpt_restore(struct run *r)
 }
 
 int
-dp_ckpt_save(struct run *r, long done)
+dp_ckpt_save(struct dp_run *r, long done)
 {
 	struct ckpt_piece *p;
 	struct ckpt_vec x[6];
 	size_t n, nx = 0;
-	int rc, drift = r->cfg->sync_every > 1;
+	int rc, drift = r->cfg->dpo.sync_every > 1;
 	float *q = NULL;
 
 	if (r->wire.ef != NULL)
@@ -216,10 +216,10 @@ dp_ckpt_save(struct run *r, long done)
 		x[nx++] = (struct ckpt_vec){ "local.inner_v", r->opt.v, 1 };
 	if (r->psgd != NULL) {
 		x[nx++] = (struct ckpt_vec){ "powersgd.ef",
-		    dp_psgd_ef(r->psgd), 1 };
+		    dp_powersgd_ef(r->psgd), 1 };
 		if ((q = malloc((r->m->nparams + 1) * sizeof(float))) == NULL)
 			return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-		if (dp_psgd_q_get(r->psgd, q))
+		if (dp_powersgd_q_get(r->psgd, q))
 			x[nx++] = (struct ckpt_vec){ "powersgd.q", q, 0 };
 	}
 	if ((p = pieces(r, 0, &n)) == NULL) {

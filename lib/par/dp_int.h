@@ -7,7 +7,7 @@
 #include <signal.h>
 
 #include "par/dp.h"
-#include "par/dp_slow.h"
+#include "par/dp_sync.h"
 
 struct dp_ovl;
 
@@ -23,7 +23,7 @@ struct colo_server {
 	char err[COLLX_ERRLEN];
 };
 
-struct run {
+struct dp_run {
 	struct nn_model *m;
 	const struct train_data *d;
 	struct comm *c;
@@ -34,11 +34,12 @@ struct run {
 	struct train_batch tb;
 	size_t *bucket;			/* nbucket+1 boundaries, in floats */
 	int nbucket;
+	int *ready;			/* the stage completing each bucket */
 	struct nn_optim opt;		/* whole vector, or a colocated shard */
 	int have_opt;
 	struct nn_optim *bopt;		/* per bucket: ZeRO slice, or shard */
 	int nbopt;			/* of a colocated server (overlap) */
-	int (*bucket_fn)(struct run *, int);	/* a bucket's sync, or NULL */
+	int (*bucket_fn)(struct dp_run *, int);	/* a bucket's sync, or NULL */
 	struct dp_ovl *ovl;		/* overlap: the communication thread */
 	size_t *zoff;			/* ZeRO: bucket slices in gshard */
 	size_t *zcounts;		/* ZeRO: allgatherv counts, world */
@@ -47,7 +48,7 @@ struct run {
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */
-	struct dp_psgd *psgd;		/* --powersgd's state, or NULL */
+	struct dp_powersgd *psgd;		/* --powersgd's state, or NULL */
 	long k;				/* the step running */
 	struct ps_client *cl;		/* external or colocated async servers */
 	struct colo_server *srv;
@@ -57,73 +58,57 @@ struct run {
 };
 
 
-/* Failures: the reason into r->err, its kind into r->kind; -1. */
-int dp_comm_failed(struct run *r);
-int dp_runtime_failed(struct run *r, const char *fmt, const char *why);
+/* Failures (dp_fail.c, a leaf every file calls): the reason into r->err,
+ * its kind into r->kind; -1. */
+int dp_comm_failed(struct dp_run *r);
+int dp_runtime_failed(struct dp_run *r, const char *fmt, const char *why);
 /* Every rank must hold bitwise the same parameters. */
-int dp_verify_same(struct run *r, const char *when);
+int dp_verify_same(struct dp_run *r, const char *when);
 /* r->bucket and r->nbucket from r->m and r->cfg->bucket_bytes (dp.c). */
-int dp_buckets_make(struct run *r);
+int dp_buckets_make(struct dp_run *r);
 
-/* Overlap (overlap.c): a thread runs fn(r, bucket) for each bucket as
- * the backward pass completes it. start once; per step begin, pass
- * dp_ovl_stage and r->ovl to nn_model_step_hook, then wait (*busy: the
- * seconds spent in fn). */
-typedef int (*dp_bucket_fn)(struct run *r, int bucket);
-int dp_ovl_start(struct run *r, dp_bucket_fn fn);
-void dp_ovl_begin(struct run *r);
-void dp_ovl_stage(void *ctx, int stage);
-int dp_ovl_wait(struct run *r, double *busy);
-void dp_ovl_stop(struct run *r);
+/* A bucket's sync (r->bucket_fn). */
+typedef int (*dp_bucket_fn)(struct dp_run *r, int bucket);
 
-/* ZeRO stages 1 and 2 (zero.c); also the slicing and the reduce-scatter
- * of collx-train's DP axis (pipe_zero.c). cut: of a vector of n floats
- * over world ranks, rank q owns *len floats from *off (ceil(n / world)
- * each, the last ones shorter or empty); slice: bucket i's, relative to
- * the bucket's start. reduce_scatter: the n gradient sums g (floats [off,
- * off+n) of the vector w's error feedback covers) summed over c, this
- * rank's slice of the sum into out; pad: room for n rounded up to a
- * multiple of c's size (used when world does not divide n). 0, or -1
- * with comm_error(c) set. */
-void dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len);
-void dp_zero_slice(const struct run *r, int i, int q, size_t *off,
+/* ZeRO stages 1 and 2 (dp_zero.c; its cut and reduce-scatter over flat
+ * ranges: dp_sync.h); slice: bucket i's cut, relative to the bucket's
+ * start. */
+void dp_zero_slice(const struct dp_run *r, int i, int q, size_t *off,
     size_t *len);
-int dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
-    size_t off, size_t n, float *pad, float *out, enum coll_algo algo);
-int dp_zero_init(struct run *r);
-int dp_zero_bucket(struct run *r, int bucket);
-int dp_zero_update(struct run *r);
-void dp_zero_free(struct run *r);
+int dp_zero_init(struct dp_run *r);
+int dp_zero_bucket(struct dp_run *r, int bucket);
+int dp_zero_update(struct dp_run *r);
+void dp_zero_free(struct dp_run *r);
 
 /* Every bucket's sync (r->bucket_fn) on this thread, last bucket first
  * (dp.c). */
-int dp_buckets_sync(struct run *r);
+int dp_buckets_sync(struct dp_run *r);
 
 /* Local SGD (dp_local.c; the scheme: the file's comment). init after the
  * parameters are final (resumed); due: whether step k ends with a sync;
  * step: one of the replica's own steps (H > 1) on r->m's gradients;
  * outer: the sync and outer step. */
-int dp_local_init(struct run *r);
-int dp_local_due(const struct run *r, long k);
-void dp_local_step(struct run *r);
-int dp_local_outer(struct run *r);
-void dp_local_free(struct run *r);
+int dp_local_init(struct dp_run *r);
+int dp_local_due(const struct dp_run *r, long k);
+void dp_local_step(struct dp_run *r);
+int dp_local_outer(struct dp_run *r);
+void dp_local_free(struct dp_run *r);
 
 /* PowerSGD over the buckets (dp_powersgd.c): init plans them from the
  * model's tensors; bucket is a dp_bucket_fn (before --powersgd-start a
  * plain allreduce); free. */
-int dp_psgd_init(struct run *r);
-int dp_psgd_bucket(struct run *r, int bucket);
-void dp_psgd_free(struct run *r);
+int dp_powersgd_init(struct dp_run *r);
+int dp_powersgd_bucket(struct dp_run *r, int bucket);
+void dp_powersgd_free(struct dp_run *r);
 
 /* Checkpoints (dp_ckpt.c): this rank's optimizer state from
  * cfg->resume, and the whole state written after `done` steps. */
-int dp_ckpt_restore(struct run *r);
-int dp_ckpt_save(struct run *r, long done);
+int dp_ckpt_restore(struct dp_run *r);
+int dp_ckpt_save(struct dp_run *r, long done);
 
 /* Parameter-server set-up (dp_ps.c). */
-int dp_ps_connect(struct run *r, const char *addrs);
-int dp_colo_async_start(struct run *r);
-int dp_colo_server_stop(struct run *r, int ok);
+int dp_ps_connect(struct dp_run *r, const char *addrs);
+int dp_colo_async_start(struct dp_run *r);
+int dp_colo_server_stop(struct dp_run *r, int ok);
 
 #endif

@@ -27,7 +27,7 @@
 #include "par/dp_int.h"
 
 int
-dp_local_init(struct run *r)
+dp_local_init(struct dp_run *r)
 {
 	size_t n = r->m->nparams ? r->m->nparams : 1;
 
@@ -40,15 +40,15 @@ dp_local_init(struct run *r)
 }
 
 int
-dp_local_due(const struct run *r, long k)
+dp_local_due(const struct dp_run *r, long k)
 {
-	long h = r->cfg->sync_every;
+	long h = r->cfg->dpo.sync_every;
 
 	return h > 0 && ((k + 1) % h == 0 || k + 1 == r->cfg->steps);
 }
 
 void
-dp_local_step(struct run *r)
+dp_local_step(struct dp_run *r)
 {
 	if (r->count > 0)
 		nn_optim_step(&r->opt, r->m->params, r->m->grads,
@@ -79,9 +79,9 @@ dp_local_apply(float *p, float *a, float *b, const float *g, size_t n,
 }
 
 int
-dp_local_outer(struct run *r)
+dp_local_outer(struct dp_run *r)
 {
-	int drift = r->cfg->sync_every > 1;
+	int drift = r->cfg->dpo.sync_every > 1;
 	size_t n = r->m->nparams;
 
 	if (drift) {
@@ -90,13 +90,13 @@ dp_local_outer(struct run *r)
 			return -1;
 	}
 	dp_local_apply(r->m->params, r->anchor, r->outer_m, r->m->grads, n,
-	    (float)r->world, (float)r->cfg->outer_lr,
-	    (float)r->cfg->outer_momentum, drift);
+	    (float)r->world, (float)r->cfg->dpo.outer_lr,
+	    (float)r->cfg->dpo.outer_momentum, drift);
 	return 0;
 }
 
 void
-dp_local_free(struct run *r)
+dp_local_free(struct dp_run *r)
 {
 	free(r->anchor);
 	free(r->outer_m);

@@ -60,7 +60,7 @@ struct psgd_bucket {
 	int warm;		/* q holds the last step's */
 };
 
-struct dp_psgd {
+struct dp_powersgd {
 	struct psgd_bucket *b;
 	struct dp_range *rg;	/* the buckets */
 	int nb;
@@ -78,7 +78,7 @@ min3(size_t a, size_t b, size_t c)
 
 /* The bucket's tensors, compressed or not. */
 static int
-plan_bucket(struct psgd_bucket *b, const struct dp_psgd_tensor *tens,
+plan_bucket(struct psgd_bucket *b, const struct dp_powersgd_tensor *tens,
     size_t nt, const struct dp_range *rg, int rank)
 {
 	size_t t;
@@ -88,7 +88,7 @@ plan_bucket(struct psgd_bucket *b, const struct dp_psgd_tensor *tens,
 	if (b->mat == NULL || b->unc == NULL)
 		return -1;
 	for (t = 0; t < nt; t++) {
-		const struct dp_psgd_tensor *x = &tens[t];
+		const struct dp_powersgd_tensor *x = &tens[t];
 		size_t n = x->rows, cols = n ? x->count / n : 0;
 		size_t rk = min3(n, cols, (size_t)rank);
 
@@ -133,12 +133,12 @@ draw_q(struct psgd_bucket *b, uint64_t seed, char *err, size_t errlen)
 	return 0;
 }
 
-struct dp_psgd *
-dp_psgd_new(const struct dp_psgd_tensor *tens, size_t nt,
+struct dp_powersgd *
+dp_powersgd_new(const struct dp_powersgd_tensor *tens, size_t nt,
     const struct dp_range *rg, int nb, size_t len, int rank, uint64_t seed,
     char *err, size_t errlen)
 {
-	struct dp_psgd *s = calloc(1, sizeof(*s));
+	struct dp_powersgd *s = calloc(1, sizeof(*s));
 	size_t most = 1;
 	int i;
 
@@ -162,12 +162,12 @@ dp_psgd_new(const struct dp_psgd_tensor *tens, size_t nt,
 oom:
 	cli_fail(err, errlen, "%s", "out of memory");
 fail:
-	dp_psgd_delete(s);
+	dp_powersgd_delete(s);
 	return NULL;
 }
 
 void
-dp_psgd_delete(struct dp_psgd *s)
+dp_powersgd_delete(struct dp_powersgd *s)
 {
 	int i;
 
@@ -187,8 +187,8 @@ dp_psgd_delete(struct dp_psgd *s)
 }
 
 size_t
-dp_psgd_tensors(const struct nn_model *m, const struct dp_range *rg, int n,
-    struct dp_psgd_tensor *tens)
+dp_powersgd_tensors(const struct nn_model *m, const struct dp_range *rg, int n,
+    struct dp_powersgd_tensor *tens)
 {
 	size_t t, nt = 0;
 	int i;
@@ -201,7 +201,7 @@ dp_psgd_tensors(const struct nn_model *m, const struct dp_range *rg, int n,
 			    rg[i].len)
 				break;
 		if (i < n)
-			tens[nt++] = (struct dp_psgd_tensor){ t, pa->offset,
+			tens[nt++] = (struct dp_powersgd_tensor){ t, pa->offset,
 			    pa->ndim == 2 ? (size_t)pa->shape[0] : pa->count,
 			    pa->count };
 	}
@@ -209,13 +209,13 @@ dp_psgd_tensors(const struct nn_model *m, const struct dp_range *rg, int n,
 }
 
 float *
-dp_psgd_ef(const struct dp_psgd *s)
+dp_powersgd_ef(const struct dp_powersgd *s)
 {
 	return s->ef;
 }
 
 int
-dp_psgd_q_get(const struct dp_psgd *s, float *flat)
+dp_powersgd_q_get(const struct dp_powersgd *s, float *flat)
 {
 	int warm = 0;
 
@@ -232,7 +232,7 @@ dp_psgd_q_get(const struct dp_psgd *s, float *flat)
 }
 
 void
-dp_psgd_q_put(struct dp_psgd *s, const float *flat)
+dp_powersgd_q_put(struct dp_powersgd *s, const float *flat)
 {
 	for (int i = 0; i < s->nb; i++) {
 		for (size_t j = 0; j < s->b[i].nmat; j++) {
@@ -279,7 +279,7 @@ sum(struct comm *c, enum coll_algo algo, float *v, size_t n)
 
 /* The bucket's uncompressed tensors summed in one allreduce. */
 static int
-sync_uncompressed(struct dp_psgd *s, struct psgd_bucket *b, struct comm *c,
+sync_uncompressed(struct dp_powersgd *s, struct psgd_bucket *b, struct comm *c,
     enum coll_algo algo, float *g)
 {
 	size_t i, at;
@@ -338,7 +338,7 @@ sync_compressed(struct psgd_bucket *b, struct comm *c, enum coll_algo algo,
 }
 
 int
-dp_psgd_sync(struct dp_psgd *s, int i, struct comm *c, enum coll_algo algo,
+dp_powersgd_sync(struct dp_powersgd *s, int i, struct comm *c, enum coll_algo algo,
     float *g, float w)
 {
 	struct psgd_bucket *b = &s->b[i];
@@ -359,10 +359,10 @@ dp_psgd_sync(struct dp_psgd *s, int i, struct comm *c, enum coll_algo algo,
 /* ---- collx-dp's buckets ------------------------------------------------ */
 
 int
-dp_psgd_init(struct run *r)
+dp_powersgd_init(struct dp_run *r)
 {
 	struct dp_range *rg = calloc((size_t)r->nbucket, sizeof(*rg));
-	struct dp_psgd_tensor *t = calloc(r->m->ntensors ? r->m->ntensors : 1,
+	struct dp_powersgd_tensor *t = calloc(r->m->ntensors ? r->m->ntensors : 1,
 	    sizeof(*t));
 	char e[COLLX_ERRLEN];
 	size_t nt;
@@ -376,32 +376,32 @@ dp_psgd_init(struct run *r)
 	for (i = 0; i < r->nbucket; i++)
 		rg[i] = (struct dp_range){ r->bucket[i], r->bucket[i + 1] -
 		    r->bucket[i] };
-	nt = dp_psgd_tensors(r->m, rg, r->nbucket, t);
-	r->psgd = dp_psgd_new(t, nt, rg, r->nbucket, r->m->nparams,
-	    r->cfg->powersgd, r->cfg->seed, e, sizeof(e));
+	nt = dp_powersgd_tensors(r->m, rg, r->nbucket, t);
+	r->psgd = dp_powersgd_new(t, nt, rg, r->nbucket, r->m->nparams,
+	    r->cfg->dpo.powersgd, r->cfg->seed, e, sizeof(e));
 	free(rg);
 	free(t);
 	return r->psgd == NULL ? dp_runtime_failed(r, "rank %d: %s", e) : 0;
 }
 
 int
-dp_psgd_bucket(struct run *r, int i)
+dp_powersgd_bucket(struct dp_run *r, int i)
 {
 	size_t a = r->bucket[i], n = r->bucket[i + 1] - a;
 	int rc;
 
 	comm_set_step(r->c, "gradient bucket %d of %d", i + 1, r->nbucket);
-	if (r->k < r->cfg->powersgd_start)
+	if (r->k < r->cfg->dpo.powersgd_start)
 		rc = sum(r->c, r->cfg->algo, r->m->grads + a, n);
 	else
-		rc = dp_psgd_sync(r->psgd, i, r->c, r->cfg->algo, r->m->grads,
+		rc = dp_powersgd_sync(r->psgd, i, r->c, r->cfg->algo, r->m->grads,
 		    (float)r->world);
 	return rc < 0 ? dp_comm_failed(r) : 0;
 }
 
 void
-dp_psgd_free(struct run *r)
+dp_powersgd_free(struct dp_run *r)
 {
-	dp_psgd_delete(r->psgd);
+	dp_powersgd_delete(r->psgd);
 	r->psgd = NULL;
 }

@@ -28,7 +28,7 @@ model_layout(const struct nn_model *m, char **layout, char *err, size_t errlen)
 /* Connect to the servers, check they hold this model, start from their
  * parameters. */
 int
-dp_ps_connect(struct run *r, const char *addrs)
+dp_ps_connect(struct dp_run *r, const char *addrs)
 {
 	char e[COLLX_ERRLEN], *mine = NULL;
 	int rc;
@@ -60,11 +60,11 @@ colo_thread(void *arg)
 	return NULL;
 }
 
-static void colo_addr(struct run *r, int j, int port, char *out, size_t len);
+static void colo_addr(struct dp_run *r, int j, int port, char *out, size_t len);
 
 /* Colocated async mode: ranks 0..S-1 run a TCP server thread each. */
 static int
-colo_server_start(struct run *r, int *port)
+colo_server_start(struct dp_run *r, int *port)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	struct colo_server *s = calloc(1, sizeof(*s));
@@ -106,7 +106,7 @@ colo_server_start(struct run *r, int *port)
 
 /* "host:port" of colocated server j: its comm address with its PS port. */
 static void
-colo_addr(struct run *r, int j, int port, char *out, size_t len)
+colo_addr(struct dp_run *r, int j, int port, char *out, size_t len)
 {
 	const char *a = comm_peer_addr(r->c, j), *colon = strrchr(a, ':');
 	int hl = colon ? (int)(colon - a) : 0;
@@ -118,7 +118,7 @@ colo_addr(struct run *r, int j, int port, char *out, size_t len)
 }
 
 int
-dp_colo_async_start(struct run *r)
+dp_colo_async_start(struct dp_run *r)
 {
 	int S = r->cfg->ps_servers, j, rc;
 	int32_t port = 0, *ports = calloc((size_t)r->world, sizeof(*ports));
@@ -158,7 +158,7 @@ out:
 
 /* Colocated async server: wait for its end (every worker said done). */
 int
-dp_colo_server_stop(struct run *r, int ok)
+dp_colo_server_stop(struct dp_run *r, int ok)
 {
 	struct colo_server *s = r->srv;
 	int rc = 0;

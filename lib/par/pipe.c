@@ -101,7 +101,7 @@ run_init(struct pipe_run *r)
 	if (pipe_own_init(r) < 0 || pipe_dp_init(r) < 0)
 		return -1;
 	if ((cfg->resume != NULL && pipe_ckpt_resume(r) < 0) ||
-	    pipe_slow_init(r) < 0)
+	    pipe_dp_sync_init(r) < 0)
 		return -1;
 	comm_set_step(r->c, "start of training");
 	if (coll_barrier(r->c) < 0)
@@ -124,7 +124,7 @@ run_free(struct pipe_run *r)
 		nn_optim_free(&r->opt[q]);
 	free(r->opt);
 	free(r->own);
-	pipe_slow_free(r);
+	pipe_dp_sync_free(r);
 	free(r->gmb);
 	if (r->gc != NULL)
 		comm_close(r->gc);

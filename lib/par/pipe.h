@@ -47,15 +47,9 @@ struct pipe_cfg {
 	struct comm *tp;	/* the stage's TP group, the stage's layers
 				 * sharded over it (tp_stage); NULL or of
 				 * size 1: unsharded */
-	int zero;		/* ZeRO stage on the DP axis: 0, 1 (the
-				 * optimizer state sharded over the
-				 * replicas) or 2 (the reduced gradients
-				 * too); checkpoints take the state whole */
-	enum dp_wire_type wire;	/* the DP axis's gradients on the wire */
-	int powersgd;		/* PowerSGD and local SGD on the DP axis,
-				 * as collx-dp's (dp_cfg) */
-	long powersgd_start, sync_every;
-	double outer_lr, outer_momentum;
+	struct dp_opts dpo;	/* the DP axis's sync options, collx-dp's
+				 * (dp.h). ZeRO's checkpoints take the
+				 * state whole */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation

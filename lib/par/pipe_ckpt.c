@@ -16,7 +16,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
-#include "par/dp_slow.h"
+#include "par/dp_sync.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
@@ -31,14 +31,14 @@ pipe_ckpt_resume(struct pipe_run *r)
 
 	if (r->zero == NULL)
 		return pipe_tp_resume(r);
-	if ((whole = pipe_zero_whole_alloc(r)) == NULL)
+	if ((whole = pipe_dp_zero_whole_alloc(r)) == NULL)
 		return -1;
 	r->opt = whole;
 	rc = pipe_tp_resume(r);
 	r->opt = mine;
 	if (rc == 0)
-		pipe_zero_take(r, whole);
-	pipe_zero_whole_free(r, whole);
+		pipe_dp_zero_take(r, whole);
+	pipe_dp_zero_whole_free(r, whole);
 	return rc;
 }
 
@@ -152,8 +152,8 @@ static size_t
 svecs(const struct pipe_run *r, long done, struct svec *x)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct dp_psgd *ps = pipe_slow_psgd(r);
-	float *ef = pipe_slow_wire_ef(r), *om = pipe_slow_outer_m(r);
+	struct dp_powersgd *ps = pipe_dp_sync_powersgd(r);
+	float *ef = pipe_dp_sync_wire_ef(r), *om = pipe_dp_sync_outer_m(r);
 	int k, moments = nn_optim_moments(&cfg->optim);
 	size_t n = 0;
 
@@ -161,12 +161,12 @@ svecs(const struct pipe_run *r, long done, struct svec *x)
 		x[n++] = (struct svec){ svec_names[0], SV_VEC, 1, ef, 0 };
 	if (ps != NULL)
 		x[n++] = (struct svec){ svec_names[1], SV_VEC, 1,
-		    dp_psgd_ef(ps), 0 };
-	if (ps != NULL && done > cfg->powersgd_start)
+		    dp_powersgd_ef(ps), 0 };
+	if (ps != NULL && done > cfg->dpo.powersgd_start)
 		x[n++] = (struct svec){ svec_names[2], SV_Q, 0, NULL, 0 };
 	if (om != NULL)
 		x[n++] = (struct svec){ svec_names[3], SV_VEC, 0, om, 0 };
-	for (k = 0; cfg->sync_every > 1 && k < moments; k++)
+	for (k = 0; cfg->dpo.sync_every > 1 && k < moments; k++)
 		x[n++] = (struct svec){ svec_names[4 + k], SV_MOMENT, 1, NULL,
 		    k };
 	return n;
@@ -218,7 +218,7 @@ svec_get(const struct pipe_run *r, const struct svec *x, float *sv,
 {
 	memset(out, 0, r->m->nparams * sizeof(float));
 	if (x->kind == SV_Q)
-		dp_psgd_q_get(pipe_slow_psgd(r), sv);
+		dp_powersgd_q_get(pipe_dp_sync_powersgd(r), sv);
 	for (int q = 0; x->kind != SV_Q && q < r->nown; q++)
 		memcpy(sv + r->own[q].off, range(r, x, q), r->own[q].len *
 		    sizeof(float));
@@ -232,7 +232,7 @@ svec_put(struct pipe_run *r, const struct svec *x, float *sv,
 {
 	map(r, in, sv, 0);
 	if (x->kind == SV_Q)
-		dp_psgd_q_put(pipe_slow_psgd(r), sv);
+		dp_powersgd_q_put(pipe_dp_sync_powersgd(r), sv);
 	for (int q = 0; x->kind != SV_Q && q < r->nown; q++) {
 		memcpy(range(r, x, q), sv + r->own[q].off, r->own[q].len *
 		    sizeof(float));
@@ -492,14 +492,14 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 	if (r->zero == NULL)
 		return nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
-	if (saver && (whole = pipe_zero_whole_alloc(r)) == NULL)
+	if (saver && (whole = pipe_dp_zero_whole_alloc(r)) == NULL)
 		return -1;
-	if ((rc = pipe_zero_gather(r, whole)) == 0) {
+	if ((rc = pipe_dp_zero_gather(r, whole)) == 0) {
 		r->opt = saver ? whole : mine;
 		rc = nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
 		r->opt = mine;
 	}
-	pipe_zero_whole_free(r, whole);
+	pipe_dp_zero_whole_free(r, whole);
 	return rc;
 }

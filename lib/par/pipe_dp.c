@@ -4,8 +4,8 @@
  * the replicas (cfg->dp), so every replica steps with the gradient of the
  * whole batch (the update divides by the global batch) and stays bitwise
  * equal to the others, which pipe_dp_verify checks at the end. With
- * cfg->zero the sums are reduce-scattered and each replica updates its
- * slices alone (pipe_zero.c). */
+ * cfg->dpo.zero the sums are reduce-scattered and each replica updates its
+ * slices alone (pipe_dp_zero.c). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,13 +23,13 @@ pipe_dp_failed(struct pipe_run *r)
 int
 pipe_dp_init(struct pipe_run *r)
 {
-	return pipe_zero_init(r);
+	return pipe_dp_zero_init(r);
 }
 
 void
 pipe_dp_free(struct pipe_run *r)
 {
-	pipe_zero_free(r);
+	pipe_dp_zero_free(r);
 }
 
 int
@@ -39,25 +39,14 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	struct pipe_stat *ps = &r->stat[r->step];
 	uint64_t sent;
 	double t0;
-	int q, done;
 
 	if (dc == NULL)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	if (r->zero != NULL) {
-		if (pipe_zero_reduce(r) < 0)
-			return -1;
-		done = 1;
-	} else if ((done = pipe_slow_sync(r)) < 0)
+	if ((r->zero != NULL ? pipe_dp_zero_reduce(r) :
+	    pipe_dp_sync_grads(r, &sent)) < 0)
 		return -1;
-	for (q = 0; q < r->nown && !done; q++) {
-		comm_set_step(dc, "step %ld: gradients of stage %d, range "
-		    "%d of %d", r->step, r->rank, q + 1, r->nown);
-		if (coll_allreduce(dc, r->grads + r->own[q].off,
-		    r->own[q].len, DT_F32, COLL_SUM, COLL_AUTO) < 0)
-			return pipe_dp_failed(r);
-	}
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
 		return pipe_dp_failed(r);
@@ -71,7 +60,7 @@ int
 pipe_dp_update(struct pipe_run *r)
 {
 	struct pipe_stat *ps = &r->stat[r->step];
-	float scale = pipe_slow_scale(r);
+	float scale = pipe_dp_sync_scale(r);
 	size_t whole = 0;
 	int q;
 
@@ -80,14 +69,14 @@ pipe_dp_update(struct pipe_run *r)
 		ps->optim_bytes += nn_optim_bytes(&r->opt[q]);
 		whole += r->own[q].len;
 	}
-	ps->grad_bytes = (r->zero != NULL ? pipe_zero_grad_floats(r, whole) :
+	ps->grad_bytes = (r->zero != NULL ? pipe_dp_zero_grad_floats(r, whole) :
 	    whole) * sizeof(float);
 	if (r->zero != NULL)
-		return pipe_zero_update(r, scale);
+		return pipe_dp_zero_update(r, scale);
 	for (q = 0; q < r->nown; q++)
 		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
 		    r->grads + r->own[q].off, scale);
-	return 0;
+	return pipe_dp_sync_outer(r);
 }
 
 int

@@ -14,8 +14,8 @@
 #include "par/tp_stage.h"
 #include "par/train.h"
 
-struct pipe_slow;
-struct dp_psgd;
+struct pipe_dp_sync;
+struct dp_powersgd;
 
 /* A micro-batch's saved activations, from its forward to its backward. */
 struct pipe_slot {
@@ -79,8 +79,8 @@ struct pipe_run {
 	struct pipe_range *own;		/* parameter ranges the stage updates */
 	int nown;
 	struct nn_optim *opt;
-	struct pipe_zero *zero;		/* ZeRO on the DP axis, or NULL */
-	struct pipe_slow *slow;		/* cfg->wire, powersgd, sync_every */
+	struct pipe_dp_zero *zero;		/* ZeRO on the DP axis, or NULL */
+	struct pipe_dp_sync *slow;		/* cfg->wire, powersgd, sync_every */
 	float *tied;			/* gpt: the other end's wte gradient */
 	double origin;			/* when it left the opening barrier */
 	struct pipe_clock clock;	/* against rank 0's then (tracing) */
@@ -152,7 +152,7 @@ int pipe_dp_verify(struct pipe_run *r);
 void pipe_dp_free(struct pipe_run *r);
 int pipe_dp_failed(struct pipe_run *r);
 
-/* ZeRO on the DP axis (pipe_zero.c; the scheme: the file's comment):
+/* ZeRO on the DP axis (pipe_dp_zero.c; the scheme: the file's comment):
  * init re-sizes the optimizers to this replica's slices (nothing without
  * cfg->zero or replicas); reduce: the gradient sums' slices; update: the
  * slices stepped with the gradient scale and allgathered; grad_floats:
@@ -162,35 +162,41 @@ int pipe_dp_failed(struct pipe_run *r);
  * gather: the slices' state into them on replica 0 (whole there, NULL
  * elsewhere; collective over cfg->dp); take: this replica's slices of
  * them; wire_ef: the reduce-scatter's int8 error feedback (or NULL). */
-int pipe_zero_init(struct pipe_run *r);
-int pipe_zero_reduce(struct pipe_run *r);
-int pipe_zero_update(struct pipe_run *r, float scale);
-size_t pipe_zero_grad_floats(const struct pipe_run *r, size_t whole);
-struct nn_optim *pipe_zero_whole_alloc(struct pipe_run *r);
-void pipe_zero_whole_free(struct pipe_run *r, struct nn_optim *w);
-int pipe_zero_gather(struct pipe_run *r, struct nn_optim *whole);
-void pipe_zero_take(struct pipe_run *r, const struct nn_optim *whole);
-void pipe_zero_free(struct pipe_run *r);
-float *pipe_zero_wire_ef(const struct pipe_run *r);
+int pipe_dp_zero_init(struct pipe_run *r);
+int pipe_dp_zero_reduce(struct pipe_run *r);
+int pipe_dp_zero_update(struct pipe_run *r, float scale);
+size_t pipe_dp_zero_grad_floats(const struct pipe_run *r, size_t whole);
+struct nn_optim *pipe_dp_zero_whole_alloc(struct pipe_run *r);
+void pipe_dp_zero_whole_free(struct pipe_run *r, struct nn_optim *w);
+int pipe_dp_zero_gather(struct pipe_run *r, struct nn_optim *whole);
+void pipe_dp_zero_take(struct pipe_run *r, const struct nn_optim *whole);
+void pipe_dp_zero_free(struct pipe_run *r);
+float *pipe_dp_zero_wire_ef(const struct pipe_run *r);
 
-/* Data parallelism for slow links (pipe_slow.c): init (after the
+/* The DP axis's gradient sync but ZeRO's (pipe_dp_sync.c): init (after the
  * parameters are final; from cfg->resume, the state pipe_ckpt keeps)
  * and free its state; sync: the stage's gradients
- * summed over its replicas as cfg->wire and cfg->powersgd say, or none
- * when local SGD's replicas drift (1: done; 0: none of these options,
- * the plain sum is the caller's); scale: the update's gradient scale;
+ * summed over its replicas in collx-dp's buckets as cfg->dpo says (none
+ * when local SGD's replicas drift); scale: the update's gradient scale;
  * outer: after the update, local SGD's sync and outer step when due.
  * For checkpoints, the state indexed as r->params (NULL: none kept):
  * --wire int8's error feedback (ZeRO's too), PowerSGD, the outer
  * momentum. */
-int pipe_slow_init(struct pipe_run *r);
-void pipe_slow_free(struct pipe_run *r);
-int pipe_slow_sync(struct pipe_run *r);
-float pipe_slow_scale(const struct pipe_run *r);
-int pipe_slow_outer(struct pipe_run *r);
-float *pipe_slow_wire_ef(const struct pipe_run *r);
-struct dp_psgd *pipe_slow_psgd(const struct pipe_run *r);
-float *pipe_slow_outer_m(const struct pipe_run *r);
+int pipe_dp_sync_init(struct pipe_run *r);
+void pipe_dp_sync_free(struct pipe_run *r);
+int pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent);
+/* Before each backward of a tp_stage (arm) and after it (settle): on the
+ * step's last one, when the replicas overlap their sums with it, the
+ * buckets go as ts says its layers are done, and settle waits for them
+ * before any other communication (sync_grads then gives their result,
+ * *sent: the DP group's bytes sent count when they began). */
+void pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts);
+int pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts);
+float pipe_dp_sync_scale(const struct pipe_run *r);
+int pipe_dp_sync_outer(struct pipe_run *r);
+float *pipe_dp_sync_wire_ef(const struct pipe_run *r);
+struct dp_powersgd *pipe_dp_sync_powersgd(const struct pipe_run *r);
+float *pipe_dp_sync_outer_m(const struct pipe_run *r);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after

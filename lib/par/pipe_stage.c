@@ -158,8 +158,10 @@ int
 pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
     float *dy, float *dx)
 {
-	return tp_stage_backward(&r->ts[c], sl, dy, dx) < 0 ? tp_failed(r) :
-	    0;
+	pipe_dp_sync_arm(r, &r->ts[c]);
+	if (tp_stage_backward(&r->ts[c], sl, dy, dx) < 0)
+		return tp_failed(r);
+	return pipe_dp_sync_settle(r, &r->ts[c]);
 }
 
 void

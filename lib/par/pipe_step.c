@@ -359,8 +359,6 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	}
 	if (pipe_dp_sync(r, &loss) < 0 || pipe_dp_update(r) < 0)
 		return -1;
-	if (pipe_slow_outer(r) < 0)
-		return -1;
 	ps->wall = cli_now() - t0;
 	ps->peak_act = r->peak;
 	s->step = k;

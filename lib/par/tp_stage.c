@@ -692,9 +692,11 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 	int n = sl->n, nl = ts->l1 - ts->l0;
 	float *cur = ts->gb[0], *other = ts->gb[1], *t;
 
-	if (ts->last)
+	if (ts->last) {
 		loss_backward(ts, sl, cur, other);
-	else if (dy != cur) {
+		if (ts->done != NULL)
+			ts->done(ts->done_ctx, -1);
+	} else if (dy != cur) {
 		cur = dy;
 		other = dy == ts->gb[1] ? ts->gb[0] : ts->gb[1];
 	}
@@ -710,10 +712,15 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 		    lay_in(ts, sl, k), n) < 0)
 			return -1;
 		t = cur, cur = tgt, other = t;
+		if (ts->done != NULL && !ts->split)
+			ts->done(ts->done_ctx, ts->l0 + k);
 	}
-	if (ts->gpt && ts->first)
+	if (ts->gpt && ts->first) {
 		nn_embedding_backward(ts->dwte, ts->dwpe, cur, sl->tok, n,
 		    ts->seq, ts->d.d_model);
+		if (ts->done != NULL)
+			ts->done(ts->done_ctx, ts->d.layers);
+	}
 	return 0;
 }
 

@@ -79,6 +79,13 @@ struct tp_stage {
 	int nslot, maxslot;
 	size_t live, peak;	/* activation bytes */
 	float *gb[4];		/* gradient ping-pong, two send buffers */
+	/* Told as this rank's gradients of a part of the stage are final
+	 * in tp_stage_backward (NULL: none): done(done_ctx, l) after layer
+	 * l's (the model's index), with -1 after the loss's (head, final
+	 * LayerNorm) and the model's layer count after the embeddings'. Set
+	 * for a step's last backward: the DP axis overlaps its sums with it. */
+	void (*done)(void *ctx, int layer);
+	void *done_ctx;
 	float *scratch, *dlogits, *whole;
 	double coll_s;		/* seconds in the group's sums, so far */
 	/* Called after each sum with its start and end (cli_now), or NULL:

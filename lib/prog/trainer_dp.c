@@ -13,11 +13,11 @@ trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
     const struct trainopt_ckpt *k, const struct cli_group *g)
 {
 	static const size_t esz[] = { 4, 2, 2, 1 };
-	int ps = cfg->sync == DP_PS, rs = cfg->zero > 0;
+	int ps = cfg->sync == DP_PS, rs = cfg->dpo.zero > 0;
 
 	*r = (struct trainer_dp){ .nparams = m->nparams,
-	    .esz = esz[cfg->wire], .dtype = dp_wire_name(cfg->wire),
-	    .zero = cfg->zero };
+	    .esz = esz[cfg->dpo.wire], .dtype = dp_wire_name(cfg->dpo.wire),
+	    .zero = cfg->dpo.zero };
 	r->comm_op = ps ? "ps" : rs ? "reduce_scatter" : "allreduce";
 	r->hidden_op = ps ? "ps_hidden" : rs ? "reduce_scatter_hidden" :
 	    "allreduce_hidden";

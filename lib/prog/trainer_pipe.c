@@ -179,7 +179,7 @@ step_rows(struct run *r, const struct train_step *s,
 	row(r, "recv", sched, "pp", s->step, st->recv, st->recvd / f,
 	    st->recvd, st);
 	if (r->p->mesh != NULL && comm_size(r->grp.dp) > 1)
-		row(r, r->cfg->zero > 0 ? "reduce_scatter" : "allreduce",
+		row(r, r->cfg->dpo.zero > 0 ? "reduce_scatter" : "allreduce",
 		    coll_algo_name(COLL_AUTO), "dp", s->step, st->dp,
 		    st->dp_sent / f, st->dp_sent, st);
 	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
@@ -235,7 +235,7 @@ mesh_report(const struct run *r, const struct pipe_result *res)
 	if (cli_verbose && !cli_quiet && r->t.from <= last)
 		fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu "
 		    "bytes, reduced gradients %zu bytes\n", cli_progname,
-		    r->t.rank, r->cfg->zero, res->stat[last].optim_bytes,
+		    r->t.rank, r->cfg->dpo.zero, res->stat[last].optim_bytes,
 		    res->stat[last].grad_bytes);
 	if (r->t.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64

@@ -202,7 +202,7 @@ shared_option(const struct trainopt_parser *p, int opt, const char *arg)
 	if (k || cli_std_option(opt, p->usage) ||
 	    (p->g != NULL && cli_group_getopt(p->g, opt, arg)) ||
 	    (p->optim != NULL && trainopt_optim_option(p->optim, opt, arg)) ||
-	    (p->slow != NULL && trainopt_slow_option(p->slow, opt, arg)))
+	    (p->dpo != NULL && dpopt_option(p->dpo, opt, arg)))
 		return 1;
 	if (c == NULL)
 		return 0;

@@ -11,6 +11,7 @@
 #include "par/ckpt.h"
 #include "par/dp.h"
 #include "par/train.h"
+#include "prog/dpopt.h"
 #include "prog/join.h"
 
 /* Optimizer options as a command line gives them (NULL: not given),
@@ -93,47 +94,6 @@ int trainopt_model_load(const char *path, struct nn_model *m, char *err,
     size_t errlen);
 
 
-/* Data parallelism for slow links (collx-dp, and collx-train's DP axis):
- * --wire, --powersgd, --powersgd-start, --sync-every, --outer-lr and
- * --outer-momentum, put in the getopt_long table as
- * TRAINOPT_SLOW_LONGOPTS and read by trainopt_parse (a bad value ends
- * the program with a usage error). Start from TRAINOPT_SLOW_DEFAULTS.
- * trainopt_slow_check ends the program with a usage error, naming both
- * options, on a combination no program can run (zero: the --zero stage). */
-struct trainopt_slow {
-	enum dp_wire_type wire;
-	int powersgd, have_psgd_start, have_outer;
-	long powersgd_start, sync_every;
-	double outer_lr, outer_momentum;
-};
-#define TRAINOPT_SLOW_DEFAULTS { .wire = DP_WIRE_F32, .powersgd_start = 10, \
-	.outer_lr = 0.7, .outer_momentum = 0.9 }
-enum {
-	TRAINOPT_WIRE = 0x12b0, TRAINOPT_POWERSGD, TRAINOPT_POWERSGD_START,
-	TRAINOPT_SYNC_EVERY, TRAINOPT_OUTER_LR, TRAINOPT_OUTER_MOMENTUM
-};
-#define TRAINOPT_SLOW_LONGOPTS \
-	{ "wire", 1, 0, TRAINOPT_WIRE }, \
-	{ "powersgd", 1, 0, TRAINOPT_POWERSGD }, \
-	{ "powersgd-start", 1, 0, TRAINOPT_POWERSGD_START }, \
-	{ "sync-every", 1, 0, TRAINOPT_SYNC_EVERY }, \
-	{ "outer-lr", 1, 0, TRAINOPT_OUTER_LR }, \
-	{ "outer-momentum", 1, 0, TRAINOPT_OUTER_MOMENTUM }
-#define TRAINOPT_SLOW_HELP \
-	"  --wire TYPE           gradients travel as f32 (default), bf16, f16\n" \
-	"                        or int8 (a scale per 256 values, error\n" \
-	"                        feedback); every sum is taken in f32\n" \
-	"  --powersgd R          PowerSGD of rank R (torch's powerSGD_hook: error\n" \
-	"                        feedback, warm start; vectors uncompressed)\n" \
-	"  --powersgd-start K    plain allreduce for the first K steps (10)\n" \
-	"  --sync-every H        local SGD: each replica steps alone, and every\n" \
-	"                        H steps the replicas' mean change is applied by\n" \
-	"                        an outer Nesterov SGD (0: off, plain DP)\n" \
-	"  --outer-lr L          its learning rate (0.7)\n" \
-	"  --outer-momentum M    its Nesterov momentum (0.9)\n"
-int trainopt_slow_option(struct trainopt_slow *o, int opt, const char *arg);
-void trainopt_slow_check(const struct trainopt_slow *o, int zero);
-
 /* The options the training programs read alike: -m and -o
  * (TRAINOPT_FILE_LONGOPTS), --timing, --loss-csv and --threads
  * (TRAINOPT_RUN_LONGOPTS), --batch, --steps and --epochs
@@ -181,7 +141,7 @@ struct trainopt_parser {
 	struct trainopt_common *common;
 	struct trainopt_optim *optim;
 	struct trainopt_ckpt *ckpt;
-	struct trainopt_slow *slow;
+	struct dp_opts *dpo;		/* dpopt.h's options */
 	int (*own)(void *ctx, int opt, const char *arg);
 	void *ctx;
 	int operands;		/* at most this many operands */

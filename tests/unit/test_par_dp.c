@@ -43,9 +43,9 @@ static void
 buckets_mlp(size_t bytes, const size_t *want, int nwant)
 {
 	struct nn_model m;
-	struct dp_cfg cfg = { .bucket_bytes = bytes };
+	struct dp_cfg cfg = { .dpo.bucket_bytes = bytes };
 	char e[256], what[128];
-	struct run r = { .m = &m, .cfg = &cfg, .err = e, .errlen = sizeof e };
+	struct dp_run r = { .m = &m, .cfg = &cfg, .err = e, .errlen = sizeof e };
 	int ok;
 
 	if (!UNIT_OK(par_model(&m, &mlp3, 3) == 0, "mlp stack loads"))
@@ -57,6 +57,7 @@ buckets_mlp(size_t bytes, const size_t *want, int nwant)
 	if (!UNIT_OK(ok, what) && r.bucket != NULL)
 		print_sizes("got", r.bucket, r.nbucket + 1);
 	free(r.bucket);
+	free(r.ready);
 	nn_model_free(&m);
 }
 
@@ -122,8 +123,8 @@ buckets_gpt(void)
 	if (!UNIT_OK(par_model(&m, &d, 3) == 0, "gpt loads"))
 		return;
 	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-		struct dp_cfg cfg = { .bucket_bytes = sizes[k] };
-		struct run r = { .m = &m, .cfg = &cfg, .err = e,
+		struct dp_cfg cfg = { .dpo.bucket_bytes = sizes[k] };
+		struct dp_run r = { .m = &m, .cfg = &cfg, .err = e,
 		    .errlen = sizeof e };
 		int ok = dp_buckets_make(&r) == 0 &&
 		    buckets_follow_rules(&m, r.bucket, r.nbucket, sizes[k] / 4,
@@ -135,6 +136,7 @@ buckets_gpt(void)
 		if (!UNIT_OK(ok, what) && r.bucket != NULL)
 			print_sizes("got", r.bucket, r.nbucket + 1);
 		free(r.bucket);
+		free(r.ready);
 	}
 	nn_model_free(&m);
 }
@@ -147,9 +149,9 @@ static int ovl_step;
 static const int *ovl_ready;		/* completing stage of each bucket */
 
 static int
-ovl_record(struct run *r, int b)
+ovl_record(void *ctx, int b)
 {
-	(void)r;
+	(void)ctx;
 	if (ovl_ready[b] > atomic_load(&ovl_now))
 		ovl_early++;
 	if (ovl_nseen < 16)
@@ -168,9 +170,9 @@ overlap_order(void)
 	static const int ready[] = { 2, 2, 2, 1, 1, 0, 0 };
 	static const int order[] = { 6, 5, 4, 3, 2, 1, 0 };
 	struct nn_model m;
-	struct dp_cfg cfg = { .bucket_bytes = 100 };
+	struct dp_cfg cfg = { .dpo.bucket_bytes = 100 };
 	char e[256];
-	struct run r = { .m = &m, .cfg = &cfg, .err = e, .errlen = sizeof e };
+	struct dp_run r = { .m = &m, .cfg = &cfg, .err = e, .errlen = sizeof e };
 	double busy;
 	int ok = 1, once = 1;
 
@@ -178,17 +180,20 @@ overlap_order(void)
 		return;
 	ovl_ready = ready;
 	if (!UNIT_OK(dp_buckets_make(&r) == 0 && r.nbucket == 7 &&
-	    dp_ovl_start(&r, ovl_record) == 0, "overlap thread starts"))
+	    memcmp(r.ready, ready, sizeof ready) == 0, "buckets' completing "
+	    "stages") || !UNIT_OK((r.ovl = dp_ovl_new(r.nbucket, r.ready,
+	    ovl_record, NULL, NULL, e, sizeof e)) != NULL,
+	    "overlap thread starts"))
 		goto out;
 	for (ovl_step = 0; ovl_step < 3; ovl_step++) {
 		ovl_nseen = 0;
-		dp_ovl_begin(&r);
+		dp_ovl_begin(r.ovl);
 		for (int s = 0; s < 3; s++) {
 			atomic_store(&ovl_now, s);
 			dp_ovl_stage(r.ovl, s);
 			usleep(2000);	/* the thread runs what was posted */
 		}
-		ok &= dp_ovl_wait(&r, &busy) == 0;
+		ok &= dp_ovl_wait(r.ovl, &busy) == 0;
 		once &= ovl_nseen == 7;
 		ok &= memcmp(ovl_seen[ovl_step], order, sizeof order) == 0;
 	}
@@ -198,8 +203,9 @@ overlap_order(void)
 	UNIT_OK(ok, "overlap: buckets go by completing stage, the later "
 	    "first within one, the same every step");
 out:
-	dp_ovl_stop(&r);
+	dp_ovl_free(r.ovl);
 	free(r.bucket);
+	free(r.ready);
 	nn_model_free(&m);
 }
 
@@ -224,7 +230,7 @@ zero_slices(void)
 	int ok = 1, part = 1;
 
 	for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++) {
-		struct run r = { .bucket = bucket, .nbucket = 1,
+		struct dp_run r = { .bucket = bucket, .nbucket = 1,
 		    .world = hand[k].w };
 		bucket[0] = 100, bucket[1] = 100 + hand[k].n;
 		for (int q = 0; q < hand[k].w; q++) {
@@ -236,7 +242,7 @@ zero_slices(void)
 	    "bucket");
 	for (size_t n = 0; n <= 40; n++)
 		for (int w = 1; w <= 8; w++) {
-			struct run r = { .bucket = bucket, .nbucket = 1,
+			struct dp_run r = { .bucket = bucket, .nbucket = 1,
 			    .world = w };
 			size_t at = 0, c = (n + (size_t)w - 1) / (size_t)w;
 
@@ -289,8 +295,8 @@ train(struct comm *c, enum nn_optim_kind opt, int zero, int overlap,
     struct result *res)
 {
 	struct dp_cfg cfg = { .batch = BATCH, .steps = STEPS, .sync =
-	    DP_ALLREDUCE, .algo = COLL_RING, .bucket_bytes = 100, .zero = zero,
-	    .overlap = overlap };
+	    DP_ALLREDUCE, .algo = COLL_RING, .dpo.bucket_bytes = 100, .dpo.zero = zero,
+	    .dpo.overlap = overlap };
 	struct train_data d;
 	struct nn_model m;
 	struct train_step *s = NULL;

@@ -1,4 +1,4 @@
-/* overlap: gradient communication overlapped with the backward pass. A
+/* dp_overlap: gradient communication overlapped with the backward pass. A
  * communication thread runs each bucket's operation (allreduce,
  * reduce-scatter, parameter-server round) as soon as the backward pass has
  * finished every gradient in it, while the main thread computes the layers
@@ -6,16 +6,19 @@
  * stage that completes them, then from the last), the same on every rank,
  * and each bucket's operation is the one the non-overlapped path runs, so
  * the results are bit for bit the same. Only the thread uses the comm
- * group between dp_ovl_begin and dp_ovl_wait. */
+ * group between dp_ovl_begin and dp_ovl_wait. One runner for collx-dp's
+ * buckets (dp.c) and collx-train's DP axis (pipe_dp_sync.c). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
-#include "par/dp_int.h"
+#include "par/dp_sync.h"
 
 struct dp_ovl {
-	struct run *r;
-	dp_bucket_fn fn;
+	dp_ovl_fn fn;
+	void *ctx;
+	int nb;
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -26,34 +29,11 @@ struct dp_ovl {
 	int have_thr, have_sync;
 };
 
-/* The stage completing each bucket: the latest stage of its tensors. */
-static void
-ovl_ready(struct dp_ovl *o)
-{
-	const struct nn_model *m = o->r->m;
-	size_t t;
-	int i;
-
-	for (i = 0; i < o->r->nbucket; i++)
-		o->ready[i] = 0;
-	for (t = 0; t < m->ntensors; t++) {
-		size_t off = m->table[t].offset, end = off + m->table[t].count;
-		int st = nn_model_grad_stage(m, t);
-
-		if (end == off)
-			continue;
-		for (i = 0; i < o->r->nbucket; i++)
-			if (off < o->r->bucket[i + 1] && end > o->r->bucket[i] &&
-			    st > o->ready[i])
-				o->ready[i] = st;
-	}
-}
-
 /* Posting order: by completing stage, later buckets first within one. */
 static void
 ovl_order(struct dp_ovl *o)
 {
-	int i, j, n = o->r->nbucket;
+	int i, j, n = o->nb;
 
 	for (i = 0; i < n; i++)
 		o->order[i] = n - 1 - i;
@@ -80,7 +60,7 @@ ovl_main(void *arg)
 		int b = o->order[o->ndone], failed = o->failed;
 		pthread_mutex_unlock(&o->mu);
 		double t0 = cli_now();
-		int rc = failed ? -1 : o->fn(o->r, b);
+		int rc = failed ? -1 : o->fn(o->ctx, b);
 		double dt = cli_now() - t0;
 		pthread_mutex_lock(&o->mu);
 		o->busy += dt;
@@ -94,46 +74,51 @@ ovl_main(void *arg)
 	return NULL;
 }
 
-int
-dp_ovl_start(struct run *r, dp_bucket_fn fn)
+struct dp_ovl *
+dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
+    struct comm *c, char *err, size_t errlen)
 {
 	struct dp_ovl *o = calloc(1, sizeof(*o));
+	const char *why = "out of memory";
 
 	if (o == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	r->ovl = o;
-	o->r = r;
+		goto fail;
 	o->fn = fn;
-	o->order = calloc((size_t)r->nbucket, sizeof(int));
-	o->ready = calloc((size_t)r->nbucket, sizeof(int));
+	o->ctx = ctx;
+	o->nb = nb;
+	o->order = calloc((size_t)nb + 1, sizeof(int));
+	o->ready = calloc((size_t)nb + 1, sizeof(int));
 	if (o->order == NULL || o->ready == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	ovl_ready(o);
+		goto fail;
+	memcpy(o->ready, ready, (size_t)nb * sizeof(int));
 	ovl_order(o);
+	why = "cannot make a mutex";
 	if (pthread_mutex_init(&o->mu, NULL) != 0)
-		return dp_runtime_failed(r, "rank %d: %s", "cannot make a mutex");
+		goto fail;
+	why = "cannot make a condition variable";
 	if (pthread_cond_init(&o->cv, NULL) != 0) {
 		pthread_mutex_destroy(&o->mu);
-		return dp_runtime_failed(r, "rank %d: %s", "cannot make a "
-		    "condition variable");
+		goto fail;
 	}
 	o->have_sync = 1;
 	/* The thread waits beside the compute on its core: spinning would
 	 * take the core from the backward pass it is meant to hide behind. */
-	if (r->c != NULL)
-		comm_set_spin(r->c, 0);
+	if (c != NULL)
+		comm_set_spin(c, 0);
+	why = "cannot start the communication thread";
 	if (pthread_create(&o->thr, NULL, ovl_main, o) != 0)
-		return dp_runtime_failed(r, "rank %d: %s", "cannot start the "
-		    "communication thread");
+		goto fail;
 	o->have_thr = 1;
-	return 0;
+	return o;
+fail:
+	dp_ovl_free(o);
+	cli_fail(err, errlen, "%s", why);
+	return NULL;
 }
 
 void
-dp_ovl_begin(struct run *r)
+dp_ovl_begin(struct dp_ovl *o)
 {
-	struct dp_ovl *o = r->ovl;
-
 	pthread_mutex_lock(&o->mu);
 	o->nposted = o->ndone = 0;
 	o->busy = 0;
@@ -146,11 +131,11 @@ void
 dp_ovl_stage(void *ctx, int stage)
 {
 	struct dp_ovl *o = ctx;
-	int n = o->r->nbucket, p;
+	int p;
 
 	pthread_mutex_lock(&o->mu);
 	p = o->nposted;
-	while (p < n && o->ready[o->order[p]] <= stage)
+	while (p < o->nb && o->ready[o->order[p]] <= stage)
 		p++;
 	if (p != o->nposted) {
 		o->nposted = p;
@@ -160,15 +145,14 @@ dp_ovl_stage(void *ctx, int stage)
 }
 
 int
-dp_ovl_wait(struct run *r, double *busy)
+dp_ovl_wait(struct dp_ovl *o, double *busy)
 {
-	struct dp_ovl *o = r->ovl;
 	int failed;
 
 	pthread_mutex_lock(&o->mu);
-	o->nposted = r->nbucket;
+	o->nposted = o->nb;
 	pthread_cond_broadcast(&o->cv);
-	while (o->ndone < r->nbucket)
+	while (o->ndone < o->nb)
 		pthread_cond_wait(&o->cv, &o->mu);
 	failed = o->failed;
 	*busy = o->busy;
@@ -177,10 +161,8 @@ dp_ovl_wait(struct run *r, double *busy)
 }
 
 void
-dp_ovl_stop(struct run *r)
+dp_ovl_free(struct dp_ovl *o)
 {
-	struct dp_ovl *o = r->ovl;
-
 	if (o == NULL)
 		return;
 	if (o->have_thr) {
@@ -197,5 +179,4 @@ dp_ovl_stop(struct run *r)
 	free(o->order);
 	free(o->ready);
 	free(o);
-	r->ovl = NULL;
 }

@@ -1,9 +1,9 @@
-/* pipe_zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) on the data-
+/* pipe_dp_zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) on the data-
  * parallel axis of a pipeline run. Each of the stage's parameter ranges
  * (r->own) is cut over the stage's D replicas as collx-dp cuts a bucket
  * (dp_zero_cut: ceil(len / D) floats each, the last ones shorter); replica
  * i owns slice i of every range. The range's gradient sums are
- * reduce-scattered (zero.c's, through dp_wire in cfg->wire), each replica
+ * reduce-scattered (dp_zero.c's, through dp_wire in cfg->dpo.wire), each replica
  * steps its slices with an optimizer sized for them (the state is about
  * 1/D of plain data parallelism's) and the updated slices are
  * allgathered. Stage 1 leaves the reduced slice in its place in the
@@ -18,11 +18,11 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
-#include "par/dp_int.h"
+#include "par/dp_sync.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
-struct pipe_zero {
+struct pipe_dp_zero {
 	int stage, rank, world;	/* ZeRO stage; this replica, of D */
 	struct dp_wire wire;	/* the reduce-scatter's wire type */
 	float *pad;		/* a range padded to D slices of equal size */
@@ -56,19 +56,19 @@ resize_optim(struct pipe_run *r, int q, size_t len)
 }
 
 int
-pipe_zero_init(struct pipe_run *r)
+pipe_dp_zero_init(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct pipe_zero *z;
+	struct pipe_dp_zero *z;
 	size_t pad = 0, maxn = 0, nvec = 0, off, len, n, c;
 	char e[COLLX_ERRLEN];
 	int q;
 
-	if (cfg->zero == 0 || pipe_replicas(r) == NULL)
+	if (cfg->dpo.zero == 0 || pipe_replicas(r) == NULL)
 		return 0;
 	if ((z = r->zero = calloc(1, sizeof(*z))) == NULL)
 		return pipe_oom(r);
-	z->stage = cfg->zero;
+	z->stage = cfg->dpo.zero;
 	z->rank = comm_rank(cfg->dp);
 	z->world = comm_size(cfg->dp);
 	z->goff = calloc((size_t)r->nown + 1, sizeof(*z->goff));
@@ -93,7 +93,7 @@ pipe_zero_init(struct pipe_run *r)
 	    (z->stage == 2 && (z->grad = calloc(z->ngrad ? z->ngrad : 1,
 	    sizeof(float))) == NULL))
 		return pipe_oom(r);
-	if (dp_wire_init(&z->wire, cfg->wire, z->rank, z->world, nvec, maxn, e,
+	if (dp_wire_init(&z->wire, cfg->dpo.wire, z->rank, z->world, nvec, maxn, e,
 	    sizeof(e)) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return cli_fail(r->err, r->errlen, "%s", e);
@@ -102,9 +102,9 @@ pipe_zero_init(struct pipe_run *r)
 }
 
 void
-pipe_zero_free(struct pipe_run *r)
+pipe_dp_zero_free(struct pipe_run *r)
 {
-	struct pipe_zero *z = r->zero;
+	struct pipe_dp_zero *z = r->zero;
 
 	if (z == NULL)
 		return;
@@ -121,7 +121,7 @@ pipe_zero_free(struct pipe_run *r)
 static float *
 reduced(const struct pipe_run *r, int q)
 {
-	struct pipe_zero *z = r->zero;
+	struct pipe_dp_zero *z = r->zero;
 	size_t off, len;
 
 	if (z->stage == 2)
@@ -131,9 +131,9 @@ reduced(const struct pipe_run *r, int q)
 }
 
 int
-pipe_zero_reduce(struct pipe_run *r)
+pipe_dp_zero_reduce(struct pipe_run *r)
 {
-	struct pipe_zero *z = r->zero;
+	struct pipe_dp_zero *z = r->zero;
 	struct comm *dc = r->cfg->dp;
 	int q;
 
@@ -150,9 +150,9 @@ pipe_zero_reduce(struct pipe_run *r)
 }
 
 int
-pipe_zero_update(struct pipe_run *r, float scale)
+pipe_dp_zero_update(struct pipe_run *r, float scale)
 {
-	struct pipe_zero *z = r->zero;
+	struct pipe_dp_zero *z = r->zero;
 	struct comm *dc = r->cfg->dp;
 	struct pipe_stat *ps = &r->stat[r->step];
 	uint64_t sent;
@@ -187,7 +187,7 @@ pipe_zero_update(struct pipe_run *r, float scale)
 }
 
 size_t
-pipe_zero_grad_floats(const struct pipe_run *r, size_t whole)
+pipe_dp_zero_grad_floats(const struct pipe_run *r, size_t whole)
 {
 	return r->zero->stage == 2 ? r->zero->ngrad : whole;
 }
@@ -195,13 +195,13 @@ pipe_zero_grad_floats(const struct pipe_run *r, size_t whole)
 /* ---- checkpoints: the state whole ------------------------------------- */
 
 float *
-pipe_zero_wire_ef(const struct pipe_run *r)
+pipe_dp_zero_wire_ef(const struct pipe_run *r)
 {
 	return r->zero->wire.ef;
 }
 
 struct nn_optim *
-pipe_zero_whole_alloc(struct pipe_run *r)
+pipe_dp_zero_whole_alloc(struct pipe_run *r)
 {
 	struct nn_optim *w = calloc((size_t)r->nown + 1, sizeof(*w));
 	char e[COLLX_ERRLEN];
@@ -214,7 +214,7 @@ pipe_zero_whole_alloc(struct pipe_run *r)
 	for (q = 0; q < r->nown; q++)
 		if (nn_optim_init(&w[q], &r->cfg->optim, r->own[q].len, e,
 		    sizeof(e)) < 0) {
-			pipe_zero_whole_free(r, w);
+			pipe_dp_zero_whole_free(r, w);
 			r->kind = TRAIN_ERR_RUNTIME;
 			cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
 			return NULL;
@@ -223,7 +223,7 @@ pipe_zero_whole_alloc(struct pipe_run *r)
 }
 
 void
-pipe_zero_whole_free(struct pipe_run *r, struct nn_optim *w)
+pipe_dp_zero_whole_free(struct pipe_run *r, struct nn_optim *w)
 {
 	for (int q = 0; w != NULL && q < r->nown; q++)
 		nn_optim_free(&w[q]);
@@ -231,9 +231,9 @@ pipe_zero_whole_free(struct pipe_run *r, struct nn_optim *w)
 }
 
 int
-pipe_zero_gather(struct pipe_run *r, struct nn_optim *whole)
+pipe_dp_zero_gather(struct pipe_run *r, struct nn_optim *whole)
 {
-	struct pipe_zero *z = r->zero;
+	struct pipe_dp_zero *z = r->zero;
 	struct comm *dc = r->cfg->dp;
 	size_t off;
 	int q, i;
@@ -257,7 +257,7 @@ pipe_zero_gather(struct pipe_run *r, struct nn_optim *whole)
 }
 
 void
-pipe_zero_take(struct pipe_run *r, const struct nn_optim *whole)
+pipe_dp_zero_take(struct pipe_run *r, const struct nn_optim *whole)
 {
 	size_t off, len;
 	int q;

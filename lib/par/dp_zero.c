@@ -1,4 +1,4 @@
-/* zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) over the gradient
+/* dp_zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) over the gradient
  * buckets. Every bucket of len floats is cut into world slices of
  * c = ceil(len / W) floats (the last ones shorter or empty when W does not
  * divide len); rank q owns slice q of every bucket. A bucket's gradient
@@ -10,7 +10,7 @@
  * are elementwise, so the result is plain data parallelism's up to the
  * order the reductions add in. With --wire the reduce-scatter is
  * dp_wire's, in the wire type. The cut and the reduce-scatter serve
- * collx-train's DP axis too (pipe_zero.c), over a stage's ranges. */
+ * collx-train's DP axis too (pipe_dp_zero.c), over a stage's ranges. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,13 +27,13 @@ dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len)
 }
 
 void
-dp_zero_slice(const struct run *r, int i, int q, size_t *off, size_t *len)
+dp_zero_slice(const struct dp_run *r, int i, int q, size_t *off, size_t *len)
 {
 	dp_zero_cut(r->bucket[i + 1] - r->bucket[i], r->world, q, off, len);
 }
 
 static size_t
-zero_chunk(const struct run *r, int i)
+zero_chunk(const struct dp_run *r, int i)
 {
 	size_t n = r->bucket[i + 1] - r->bucket[i];
 
@@ -41,13 +41,13 @@ zero_chunk(const struct run *r, int i)
 }
 
 static enum coll_algo
-zero_algo(const struct run *r, enum coll_kind kind)
+zero_algo(const struct dp_run *r, enum coll_kind kind)
 {
 	return coll_algo_valid(kind, r->cfg->algo) ? r->cfg->algo : COLL_AUTO;
 }
 
 int
-dp_zero_init(struct run *r)
+dp_zero_init(struct dp_run *r)
 {
 	size_t pad = 0, total = 0, off, len;
 	int i;
@@ -71,7 +71,7 @@ dp_zero_init(struct run *r)
 		if (c * (size_t)r->world != n && c * (size_t)r->world > pad)
 			pad = c * (size_t)r->world;
 	}
-	if (r->cfg->zero == 2 && (r->gshard = calloc(total ? total : 1,
+	if (r->cfg->dpo.zero == 2 && (r->gshard = calloc(total ? total : 1,
 	    sizeof(float))) == NULL)
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	r->gshard_len = total;
@@ -106,7 +106,7 @@ dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
 /* Reduce-scatters bucket i's gradient sums: rank's slice of the sum lands
  * in its place in the gradients (stage 1) or in the compact shard. */
 int
-dp_zero_bucket(struct run *r, int i)
+dp_zero_bucket(struct dp_run *r, int i)
 {
 	size_t a = r->bucket[i], n = r->bucket[i + 1] - a, off, len;
 	float *g = r->m->grads + a;
@@ -115,7 +115,7 @@ dp_zero_bucket(struct run *r, int i)
 	comm_set_step(r->c, "reduce-scatter of gradient bucket %d of %d", i + 1,
 	    r->nbucket);
 	if (dp_zero_reduce_scatter(&r->wire, r->c, g, a, n, r->zpad,
-	    r->cfg->zero == 2 ? r->gshard + r->zoff[i] : g + off,
+	    r->cfg->dpo.zero == 2 ? r->gshard + r->zoff[i] : g + off,
 	    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
 		return dp_comm_failed(r);
 	return 0;
@@ -123,7 +123,7 @@ dp_zero_bucket(struct run *r, int i)
 
 /* Steps the optimizer on this rank's slices and allgathers them. */
 int
-dp_zero_update(struct run *r)
+dp_zero_update(struct dp_run *r)
 {
 	float scale = (float)(1.0 / (double)r->cfg->batch);
 	size_t off, len;
@@ -134,7 +134,7 @@ dp_zero_update(struct run *r)
 		const float *g;
 
 		dp_zero_slice(r, i, r->rank, &off, &len);
-		g = r->cfg->zero == 2 ? r->gshard + r->zoff[i] :
+		g = r->cfg->dpo.zero == 2 ? r->gshard + r->zoff[i] :
 		    r->m->grads + r->bucket[i] + off;
 		nn_optim_step(&r->bopt[i], p + off, g, scale);
 		for (q = 0; q < r->world; q++)
@@ -150,7 +150,7 @@ dp_zero_update(struct run *r)
 }
 
 void
-dp_zero_free(struct run *r)
+dp_zero_free(struct dp_run *r)
 {
 	free(r->zoff);
 	free(r->zcounts);

@@ -1,0 +1,129 @@
+/* dp_sync: data parallelism for slow links, the algorithms alone, over a
+ * flat gradient (or parameter) vector and the tensors in it, so that
+ * collx-dp's buckets (dp.c) and collx-train's stages (pipe_dp_sync.c) run
+ * the same code: gradients in a narrower type on the wire (dp_wire.c),
+ * PowerSGD (dp_powersgd.c) and local SGD's outer step (dp_local.c). */
+#ifndef COLLX_DP_SYNC_H
+#define COLLX_DP_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/coll.h"
+#include "comm/comm.h"
+#include "par/dp.h"
+
+/* Gradients on the wire (dp_wire.c): the type, this rank's error
+ * feedback (int8: what rounding lost, a float per parameter) and the
+ * buffers of one bucket's messages. */
+struct dp_wire {
+	enum dp_wire_type type;
+	int rank, world;
+	float *ef;
+	size_t nef;
+	void *send, *recv;
+	float *sum;
+};
+
+/* Gradients in w->type on the wire (where they round: dp_wire.c's
+ * comment). init sizes the buffers for buckets of up to maxn floats of a
+ * vector of n. allreduce: the n floats g of the vector's [off, off+n)
+ * replaced by their sum over the ranks; reduce_scatter: this rank's
+ * slice of that sum (ZeRO's, dp_zero_slice: len floats from
+ * rank * ceil(n / world)) into out. 0, or -1 with comm_error(c) set. */
+int dp_wire_init(struct dp_wire *w, enum dp_wire_type type, int rank,
+    int world, size_t n, size_t maxn, char *err, size_t errlen);
+int dp_wire_allreduce(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, enum coll_algo algo);
+int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
+    const float *g, size_t off, size_t n, float *out, size_t len,
+    enum coll_algo algo);
+void dp_wire_free(struct dp_wire *w);
+
+/* Buckets (dp_bucket.c): the n tensors t of a vector of total floats, in
+ * its order (off: where each starts; stage: the backward stage completing
+ * its gradient, nn_model_grad_stage; group: tensors of two groups never
+ * share a bucket), cut into buckets of at most lim floats but for a
+ * bigger tensor alone, each of one stage and one group. b: room for n + 1
+ * boundaries, bucket i is [b[i], b[i+1]); returns how many (>= 1). */
+struct dp_tensor {
+	size_t off, count;
+	int stage, group;
+};
+int dp_buckets_cut(const struct dp_tensor *t, size_t n, size_t total,
+    size_t lim, size_t *b);
+
+/* The stage completing each of the nb buckets b (dp_buckets_cut's) into
+ * ready: the latest stage of the tensors in it (dp_bucket.c). */
+void dp_buckets_ready(const struct dp_tensor *t, size_t n, const size_t *b,
+    int nb, int *ready);
+
+/* Overlap (dp_overlap.c; the scheme: the file's comment): a thread runs
+ * fn(ctx, b) for each of the nb buckets b as the backward pass completes
+ * it (ready[b]: the stage after which it is complete). new starts it (c:
+ * the group it sends on, told not to spin; NULL with the reason in err);
+ * per step begin, pass dp_ovl_stage and the dp_ovl to the backward pass
+ * as its nn_grad_fn, then wait (*busy: the seconds spent in fn; -1 when
+ * an fn failed, its reason the caller's); free stops it. */
+struct dp_ovl;
+typedef int (*dp_ovl_fn)(void *ctx, int bucket);
+struct dp_ovl *dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
+    struct comm *c, char *err, size_t errlen);
+void dp_ovl_begin(struct dp_ovl *o);
+void dp_ovl_stage(void *o, int stage);
+int dp_ovl_wait(struct dp_ovl *o, double *busy);
+void dp_ovl_free(struct dp_ovl *o);
+
+/* ZeRO's cut and reduce-scatter over a flat range (dp_zero.c), shared by
+ * collx-dp's buckets and collx-train's stage ranges (pipe_dp_zero.c).
+ * cut: of a vector of n floats over world ranks, rank q owns *len floats
+ * from *off (ceil(n / world) each, the last ones shorter or empty).
+ * reduce_scatter: the n gradient sums g (floats [off, off+n) of the
+ * vector w's error feedback covers) summed over c, this rank's slice of
+ * the sum into out; pad: room for n rounded up to a multiple of c's size
+ * (used when world does not divide n). 0, or -1 with comm_error(c) set. */
+void dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len);
+int dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
+    size_t off, size_t n, float *pad, float *out, enum coll_algo algo);
+
+/* Local SGD's outer step (dp_local.c; the scheme: the file's comment) on
+ * n floats of the vectors: p the replica's parameters, a the anchor, b
+ * the outer momentum, g the drift. delta puts a - p into g, which the
+ * caller then sums over the w replicas when they drift; outer takes the
+ * step from g and leaves p = a, both the new parameters. */
+void dp_local_delta(const float *a, const float *p, float *g, size_t n);
+void dp_local_apply(float *p, float *a, float *b, const float *g, size_t n,
+    float w, float lr, float mu, int drift);
+
+/* PowerSGD (dp_powersgd.c; the scheme: the file's comment) over a vector
+ * of len floats: the tensors in it (t: the index that seeds the tensor's
+ * first Q; rows: its matrix's rows, count for a vector) and its buckets,
+ * ranges each synced by one call of sync. new returns NULL with the
+ * reason in err. sync: bucket b of g summed over the ranks of c, of
+ * which there are w (-1 with comm_error(c) set). ef: the error feedback,
+ * a float per element; q_get puts every compressed tensor's warm-start
+ * Q (m x r) at the tensor's offset in flat (len floats, zero elsewhere;
+ * 0 when no step has compressed yet), q_put takes them back as the next
+ * step's. */
+struct dp_powersgd;
+struct dp_powersgd_tensor {
+	size_t t, off, rows, count;
+};
+struct dp_range {
+	size_t off, len;
+};
+struct dp_powersgd *dp_powersgd_new(const struct dp_powersgd_tensor *tens, size_t nt,
+    const struct dp_range *bucket, int nb, size_t len, int rank,
+    uint64_t seed, char *err, size_t errlen);
+int dp_powersgd_sync(struct dp_powersgd *s, int b, struct comm *c,
+    enum coll_algo algo, float *g, float w);
+float *dp_powersgd_ef(const struct dp_powersgd *s);
+int dp_powersgd_q_get(const struct dp_powersgd *s, float *flat);
+void dp_powersgd_q_put(struct dp_powersgd *s, const float *flat);
+void dp_powersgd_delete(struct dp_powersgd *s);
+/* The tensors of m (at most m->ntensors) whose offset lies in one of the
+ * n ranges, in the model's order, into tens; returns how many. */
+size_t dp_powersgd_tensors(const struct nn_model *m, const struct dp_range *rg,
+    int n, struct dp_powersgd_tensor *tens);
+
+#endif

@@ -1,0 +1,534 @@
+/*
+ * pipe_dp_sync: the gradient sums of a pipeline's DP axis but ZeRO's
+ * (pipe_dp_zero.c), plain or as cfg->dpo says (--wire, --powersgd,
+ * --sync-every), by collx-dp's own code (dp_sync.h) over the stage's
+ * vector (r->params, r->grads: the model's, or a tp_stage's). Its buckets
+ * are collx-dp's (buckets() below), summed overlapped with the backward
+ * pass where the stage allows it (overlap_init); PowerSGD's buckets are
+ * the parameter ranges the stage owns (r->own; a tp_stage's one), its
+ * matrices the stage's tensors where the vector holds them (so PowerSGD
+ * is built for a stage of one TP rank only), their first Qs those
+ * collx-dp draws with --seed 0 for the model's tensor of the same name.
+ * The rest of the step is the runner's: pipe_dp_sync sums the loss, the
+ * update steps every owned range, then local SGD's outer step.
+ *
+ * PowerSGD and local SGD act on each tensor alone, so with two replicas,
+ * where every sum is a + b whatever the order, a stage's parameters end
+ * bitwise as collx-dp's with the same options on the same gradients.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "comm/coll.h"
+#include "par/dp_sync.h"
+#include "par/pipe.h"
+#include "par/pipe_int.h"
+#include "par/tp_stage.h"
+
+/* A tensor of the stage's vector: the model's index, where it lies in the
+ * vector, its floats, its group (1: replicated over a TP group). */
+struct seg {
+	size_t idx, off, count;
+	int group;
+};
+
+/* A gradient bucket: segments [s0, s1) of the model-ordered list, len
+ * floats; in place when they lie end to end in the vector, from off. */
+struct bkt {
+	size_t s0, s1, len, off;
+	int inplace;
+};
+
+struct pipe_dp_sync {
+	size_t n;		/* floats of the stage's vector */
+	struct dp_range *rg;	/* the owned ranges: PowerSGD's buckets */
+	int nrg;
+	struct seg *seg;	/* the stage's tensors in the model's order */
+	struct bkt *bk;		/* collx-dp's buckets of them */
+	int nbk;
+	float *gs, *es;		/* a bucket gathered: values, error feedback */
+	struct dp_ovl *ovl;	/* overlap with the backward pass, or NULL */
+	int *ready;		/* the stage completing each bucket */
+	int *lstage;		/* the stage completing each layer's tensors */
+	long bstep;		/* the step whose backwards nbwd counts */
+	int nbwd, armed, rc;
+	uint64_t sent;		/* the DP group's bytes sent when armed */
+	struct dp_wire wire;
+	struct dp_powersgd *psgd;
+	float *anchor, *outer_m;	/* local SGD */
+};
+
+/* The model's tensor named name: its index in m->table (its first Q's
+ * seed), or the table's size. */
+static size_t
+tensor_index(const struct nn_model *m, const char *name)
+{
+	const struct nn_param *p = nn_model_param(m, name);
+
+	return p != NULL ? (size_t)(p - m->table) : m->ntensors;
+}
+
+/* PowerSGD's matrices: the stage's tensors, where its vector holds them
+ * (a tp_stage's of one rank: whole tensors, in its own order). */
+static int
+psgd_init(struct pipe_run *r, struct pipe_dp_sync *s)
+{
+	size_t nt = 0, i, base = 0;
+	struct dp_powersgd_tensor *t = calloc(r->m->ntensors * r->nchunk + 1,
+	    sizeof(*t));
+	char e[COLLX_ERRLEN];
+
+	if (t == NULL)
+		return pipe_oom(r);
+	for (int c = 0; c < r->nchunk; base += r->ts[c++].nlocal)
+		for (i = 0; i < r->ts[c].nten; i++) {
+			const struct tp_param *p = &r->ts[c].ten[i].p;
+
+			if (p->present)
+				t[nt++] = (struct dp_powersgd_tensor){
+				    tensor_index(r->m, r->ts[c].ten[i].name),
+				    base + p->off, p->ndim == 2 ?
+				    (size_t)p->shape[0] : p->count, p->count };
+		}
+	s->psgd = dp_powersgd_new(t, nt, s->rg, s->nrg, s->n, r->cfg->dpo.powersgd, 0,
+	    e, sizeof(e));
+	free(t);
+	if (s->psgd != NULL)
+		return 0;
+	r->kind = TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+}
+
+static int
+seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The stage's tensors: its tp_stages', chunk after chunk. Returns how
+ * many. */
+static size_t
+segs(const struct pipe_run *r, struct seg *sg)
+{
+	size_t n = 0, base = 0, i;
+
+	for (int c = 0; c < r->nchunk; c++) {
+		const struct tp_stage *ts = &r->ts[c];
+
+		for (i = 0; i < ts->nten; i++) {
+			const struct tp_param *p = &ts->ten[i].p;
+
+			if (!p->present || p->count == 0)
+				continue;
+			sg[n++] = (struct seg){ tensor_index(r->m,
+			    ts->ten[i].name), base + p->off, p->count,
+			    ts->T > 1 && p->split == TP_WHOLE };
+		}
+		base += ts->nlocal;
+	}
+	return n;
+}
+
+/*
+ * collx-dp's buckets (dp_buckets_cut) over the stage's tensors laid end
+ * to end in the model's order, so that a stage holding the whole model
+ * syncs collx-dp's buckets byte for byte, whatever order its vector
+ * keeps; under a TP group the replicated tensors are bucketed apart from
+ * the shards, so that every TP rank sums (and rounds) them alike.
+ */
+static int
+buckets(struct pipe_run *r, struct pipe_dp_sync *s, size_t *maxn)
+{
+	const struct nn_model *m = r->m;
+	size_t cap = 0, ns, i, pos = 0, *b;
+	struct dp_tensor *t;
+	int k;
+
+	for (k = 0; k < r->nchunk; k++)
+		cap += r->ts[k].nten;
+	s->seg = calloc(cap + 1, sizeof(*s->seg));
+	t = calloc(cap + 1, sizeof(*t));
+	b = calloc(cap + 2, sizeof(*b));
+	s->bk = calloc(cap + 1, sizeof(*s->bk));
+	if (s->seg == NULL || t == NULL || b == NULL || s->bk == NULL) {
+		free(t);
+		free(b);
+		return pipe_oom(r);
+	}
+	ns = segs(r, s->seg);
+	qsort(s->seg, ns, sizeof(*s->seg), seg_cmp);
+	for (i = 0; i < ns; i++) {
+		t[i] = (struct dp_tensor){ pos, s->seg[i].count,
+		    nn_model_grad_stage(m, s->seg[i].idx), s->seg[i].group };
+		pos += s->seg[i].count;
+	}
+	s->nbk = dp_buckets_cut(t, ns, pos, r->cfg->dpo.bucket_bytes /
+	    sizeof(float), b);
+	if ((s->ready = calloc((size_t)s->nbk, sizeof(int))) == NULL) {
+		free(t);
+		free(b);
+		return pipe_oom(r);
+	}
+	dp_buckets_ready(t, ns, b, s->nbk, s->ready);
+	for (k = 0, i = 0; k < s->nbk; k++) {
+		struct bkt *bk = &s->bk[k];
+
+		bk->s0 = i;
+		bk->len = b[k + 1] - b[k];
+		bk->off = i < ns ? s->seg[i].off : 0;
+		bk->inplace = 1;
+		for (; i < ns && t[i].off < b[k + 1]; i++)
+			if (i > bk->s0 && s->seg[i].off != s->seg[i - 1].off +
+			    s->seg[i - 1].count)
+				bk->inplace = 0;
+		bk->s1 = i;
+		*maxn = bk->len > *maxn ? bk->len : *maxn;
+	}
+	free(t);
+	free(b);
+	for (k = 0; k < s->nbk; k++)
+		if (!s->bk[k].inplace) {
+			s->gs = malloc((*maxn + 1) * sizeof(float));
+			s->es = malloc((*maxn + 1) * sizeof(float));
+			return s->gs == NULL || s->es == NULL ? pipe_oom(r) : 0;
+		}
+	return 0;
+}
+
+static int bucket_sum(struct pipe_run *r, float *v, int k);
+
+/* A bucket's sum on the overlap thread. */
+static int
+ovl_bucket(void *ctx, int k)
+{
+	struct pipe_run *r = ctx;
+
+	comm_set_step(r->cfg->dp, "step %ld: gradients of stage %d, bucket "
+	    "%d of %d", r->step, r->rank, k + 1, r->slow->nbk);
+	return bucket_sum(r, r->grads, k);
+}
+
+/* The stage's layer l is done (a tp_stage's done: -1 the loss's, L the
+ * embeddings'): the buckets it completes go. */
+static void
+layer_done(void *ctx, int l)
+{
+	struct pipe_run *r = ctx;
+	struct pipe_dp_sync *s = r->slow;
+	int L = r->m->dims.layers;
+
+	/* the loss's: a gpt's final LayerNorm, stage 0 (an mlp's stage 0 is
+	 * a layer's, not done yet) */
+	if (l < 0 && r->m->dims.arch != NN_GPT)
+		return;
+	dp_ovl_stage(s->ovl, l < 0 ? 0 : l >= L ? nn_model_grad_stages(r->m) :
+	    s->lstage[l]);
+}
+
+/*
+ * Overlap as collx-dp's (dp_overlap.c), where the stage is the whole
+ * model on one TP rank with a whole backward pass (no pipeline, no split
+ * backward, no TP group whose sums the backward would send beside the
+ * thread's) and the plain or --wire sum is the sync: each bucket is
+ * summed as soon as the last micro-batch's backward has completed it, the
+ * sums the same as after it. A layer completes the latest stage of its
+ * tensors (nn_model_grad_stage); a layer holding none, none.
+ */
+static int
+overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
+{
+	const struct nn_model *m = r->m;
+	int L = m->dims.layers > 0 ? m->dims.layers : 1, l;
+	char e[COLLX_ERRLEN];
+
+	if (!r->cfg->dpo.overlap || pipe_replicas(r) == NULL ||
+	    r->cfg->dpo.powersgd > 0 || r->cfg->dpo.sync_every > 1 ||
+	    r->world > 1 || r->nchunk > 1 || r->ts->T > 1 ||
+	    r->sch->split)
+		return 0;
+	if ((s->lstage = malloc((size_t)L * sizeof(int))) == NULL)
+		return pipe_oom(r);
+	for (l = 0; l < L; l++)
+		s->lstage[l] = -1;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const char *name = m->table[i].name;
+		int st = nn_model_grad_stage(m, i);
+
+		l = strncmp(name, "layers.", 7) == 0 ? atoi(name + 7) : 0;
+		if (l >= 0 && l < L && st > s->lstage[l])
+			s->lstage[l] = st;
+	}
+	s->ovl = dp_ovl_new(s->nbk, s->ready, ovl_bucket, r, r->cfg->dp, e,
+	    sizeof(e));
+	if (s->ovl != NULL)
+		return 0;
+	r->kind = TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+}
+
+void
+pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts)
+{
+	struct pipe_dp_sync *s = r->slow;
+
+	if (s == NULL || s->ovl == NULL)
+		return;
+	if (s->bstep != r->step) {
+		s->bstep = r->step;
+		s->nbwd = 0;
+	}
+	ts->done = NULL;
+	if (++s->nbwd < r->cfg->micro)
+		return;
+	s->sent = comm_bytes_sent(r->cfg->dp);
+	dp_ovl_begin(s->ovl);
+	ts->done = layer_done;
+	ts->done_ctx = r;
+	s->armed = 1;
+}
+
+int
+pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts)
+{
+	struct pipe_dp_sync *s = r->slow;
+	double busy;
+
+	if (s == NULL || ts->done == NULL)
+		return 0;
+	ts->done = NULL;
+	/* a failed bucket's reason is in r->err; the step fails at the sync */
+	s->rc = dp_ovl_wait(s->ovl, &busy);
+	return 0;
+}
+
+static int
+setup(struct pipe_run *r)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	struct pipe_dp_sync *s;
+	size_t maxn = 0;
+	int i, w = pipe_replicas(r) != NULL ? comm_size(cfg->dp) : 1;
+
+	/* ZeRO sends cfg->dpo.wire itself (pipe_dp_zero.c) */
+	if (r->zero != NULL || (w == 1 && cfg->dpo.wire == DP_WIRE_F32 &&
+	    cfg->dpo.powersgd == 0 && cfg->dpo.sync_every == 0))
+		return 0;
+	if (cfg->dpo.powersgd > 0 && r->ts->T > 1) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return cli_fail(r->err, r->errlen, "rank %d: PowerSGD is not "
+		    "built for a stage sharded over a TP group", r->rank);
+	}
+	if ((s = r->slow = calloc(1, sizeof(*s))) == NULL ||
+	    (s->rg = calloc((size_t)r->nown + 1, sizeof(*s->rg))) == NULL)
+		return pipe_oom(r);
+	for (s->nrg = 0; s->nrg < r->nown; s->nrg++)
+		s->rg[s->nrg] = (struct dp_range){ r->own[s->nrg].off,
+		    r->own[s->nrg].len };
+	for (i = 0; i < s->nrg; i++)
+		if (s->rg[i].off + s->rg[i].len > s->n)
+			s->n = s->rg[i].off + s->rg[i].len;
+	if (buckets(r, s, &maxn) < 0)
+		return -1;
+	if (dp_wire_init(&s->wire, cfg->dpo.wire, w > 1 ? comm_rank(cfg->dp) : 0,
+	    w, s->n, maxn, r->err, r->errlen) < 0) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return -1;
+	}
+	if (cfg->dpo.powersgd > 0 && psgd_init(r, s) < 0)
+		return -1;
+	if (overlap_init(r, s) < 0)
+		return -1;
+	if (cfg->dpo.sync_every > 0) {
+		s->anchor = malloc((s->n + 1) * sizeof(float));
+		s->outer_m = calloc(s->n + 1, sizeof(float));
+		if (s->anchor == NULL || s->outer_m == NULL)
+			return pipe_oom(r);
+		memcpy(s->anchor, r->params, s->n * sizeof(float));
+	}
+	return 0;
+}
+
+/* The state a checkpoint keeps is put back once it is made. */
+int
+pipe_dp_sync_init(struct pipe_run *r)
+{
+	if (setup(r) < 0)
+		return -1;
+	return r->cfg->resume != NULL ? pipe_ckpt_slow_resume(r) : 0;
+}
+
+float *
+pipe_dp_sync_wire_ef(const struct pipe_run *r)
+{
+	if (r->zero != NULL)
+		return pipe_dp_zero_wire_ef(r);
+	return r->slow != NULL ? r->slow->wire.ef : NULL;
+}
+
+struct dp_powersgd *
+pipe_dp_sync_powersgd(const struct pipe_run *r)
+{
+	return r->slow != NULL ? r->slow->psgd : NULL;
+}
+
+float *
+pipe_dp_sync_outer_m(const struct pipe_run *r)
+{
+	return r->slow != NULL ? r->slow->outer_m : NULL;
+}
+
+void
+pipe_dp_sync_free(struct pipe_run *r)
+{
+	struct pipe_dp_sync *s = r->slow;
+
+	if (s == NULL)
+		return;
+	dp_wire_free(&s->wire);
+	dp_powersgd_delete(s->psgd);
+	free(s->rg);
+	free(s->seg);
+	free(s->bk);
+	free(s->gs);
+	free(s->es);
+	dp_ovl_free(s->ovl);
+	free(s->ready);
+	free(s->lstage);
+	free(s->anchor);
+	free(s->outer_m);
+	free(s);
+	r->slow = NULL;
+}
+
+/* Bucket k's segments of v to or from the gathered copy x. */
+static void
+gather(const struct pipe_dp_sync *s, const struct bkt *k, float *v, float *x,
+    int back)
+{
+	for (size_t i = k->s0; i < k->s1; i++) {
+		const struct seg *g = &s->seg[i];
+
+		memcpy(back ? v + g->off : x, back ? x : v + g->off,
+		    g->count * sizeof(float));
+		x += g->count;
+	}
+}
+
+/* Bucket k of the stage's vector v summed over the replicas in --wire, as
+ * collx-dp sums it: gathered in the model's order where the vector keeps
+ * another, its error feedback with it. */
+static int
+bucket_sum(struct pipe_run *r, float *v, int k)
+{
+	struct pipe_dp_sync *s = r->slow;
+	const struct bkt *b = &s->bk[k];
+	struct dp_wire w = s->wire;
+	struct comm *dc = r->cfg->dp;
+	float *g = v + b->off;
+	size_t eoff = b->off;
+	int rc;
+
+	if (!b->inplace) {
+		gather(s, b, v, g = s->gs, 0);
+		if (w.ef != NULL)
+			gather(s, b, s->wire.ef, w.ef = s->es, 0);
+		eoff = 0;
+	}
+	rc = w.type == DP_WIRE_F32 ? coll_allreduce(dc, g, b->len, DT_F32,
+	    COLL_SUM, COLL_AUTO) : dp_wire_allreduce(&w, dc, g, eoff, b->len,
+	    COLL_AUTO);
+	if (!b->inplace) {
+		gather(s, b, v, g, 1);
+		if (w.ef != NULL)
+			gather(s, b, s->wire.ef, w.ef, 1);
+	}
+	return rc < 0 ? pipe_dp_failed(r) : 0;
+}
+
+/* Every bucket of v summed, the last one first as collx-dp goes. */
+static int
+buckets_sum(struct pipe_run *r, float *v, const char *what)
+{
+	struct pipe_dp_sync *s = r->slow;
+
+	for (int k = s->nbk - 1; k >= 0; k--) {
+		comm_set_step(r->cfg->dp, "step %ld: %s of stage %d, bucket %d "
+		    "of %d", r->step, what, r->rank, k + 1, s->nbk);
+		if (bucket_sum(r, v, k) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	struct pipe_dp_sync *s = r->slow;
+	int i;
+
+	/* drifting replicas sync parameters, in pipe_dp_sync_outer */
+	if (s == NULL || pipe_replicas(r) == NULL || cfg->dpo.sync_every > 1)
+		return 0;
+	if (s->armed) {
+		s->armed = 0;
+		*sent = s->sent;
+		return s->rc;
+	}
+	if (s->psgd == NULL || r->step < cfg->dpo.powersgd_start)
+		return buckets_sum(r, r->grads, "gradients");
+	for (i = 0; i < s->nrg; i++) {
+		comm_set_step(cfg->dp, "step %ld: PowerSGD of stage %d, range "
+		    "%d of %d", r->step, r->rank, i + 1, s->nrg);
+		if (dp_powersgd_sync(s->psgd, i, cfg->dp, COLL_AUTO, r->grads,
+		    (float)comm_size(cfg->dp)) < 0)
+			return pipe_dp_failed(r);
+	}
+	return 0;
+}
+
+float
+pipe_dp_sync_scale(const struct pipe_run *r)
+{
+	/* a drifting replica steps on its own share's mean gradient */
+	return (float)(1.0 / (double)(r->cfg->dpo.sync_every > 1 ? r->rcount :
+	    r->cfg->batch));
+}
+
+int
+pipe_dp_sync_outer(struct pipe_run *r)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	struct pipe_dp_sync *s = r->slow;
+	struct comm *dc = pipe_replicas(r);
+	struct pipe_stat *ps = &r->stat[r->step];
+	long h = cfg->dpo.sync_every;
+	int i, drift = h > 1, w = dc != NULL ? comm_size(dc) : 1;
+	uint64_t sent = dc != NULL ? comm_bytes_sent(dc) : 0;
+	double t0 = cli_now();
+
+	if (s == NULL || h == 0 || ((r->step + 1) % h != 0 &&
+	    r->step + 1 != cfg->steps))
+		return 0;
+	for (i = 0; drift && i < s->nrg; i++)
+		dp_local_delta(s->anchor + s->rg[i].off, r->params +
+		    s->rg[i].off, r->grads + s->rg[i].off, s->rg[i].len);
+	if (drift && dc != NULL && buckets_sum(r, r->grads, "local SGD sync") < 0)
+		return -1;
+	for (i = 0; i < s->nrg; i++) {
+		size_t off = s->rg[i].off, len = s->rg[i].len;
+
+		dp_local_apply(r->params + off, s->anchor + off,
+		    s->outer_m + off, r->grads + off, len, (float)w,
+		    (float)cfg->dpo.outer_lr, (float)cfg->dpo.outer_momentum,
+		    drift);
+	}
+	if (dc != NULL) {
+		ps->dp += cli_now() - t0;
+		ps->dp_sent += (size_t)(comm_bytes_sent(dc) - sent);
+	}
+	return 0;
+}
