@@ -15,12 +15,6 @@
 #include "par/pipe_int.h"
 
 int
-pipe_dp_failed(struct pipe_run *r)
-{
-	return pipe_group_failed(r, r->cfg->dp);
-}
-
-int
 pipe_dp_init(struct pipe_run *r)
 {
 	return pipe_dp_zero_init(r);

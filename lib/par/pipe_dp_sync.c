@@ -351,13 +351,12 @@ setup(struct pipe_run *r)
 	return 0;
 }
 
-/* The state a checkpoint keeps is put back once it is made. */
+/* The state a checkpoint keeps is put back after it is made, by
+ * pipe_ckpt_slow_resume (the runner's set-up calls both). */
 int
 pipe_dp_sync_init(struct pipe_run *r)
 {
-	if (setup(r) < 0)
-		return -1;
-	return r->cfg->resume != NULL ? pipe_ckpt_slow_resume(r) : 0;
+	return setup(r);
 }
 
 float *

@@ -19,6 +19,12 @@ pipe_comm_failed(struct pipe_run *r)
 	return pipe_group_failed(r, r->c);
 }
 
+int
+pipe_dp_failed(struct pipe_run *r)
+{
+	return pipe_group_failed(r, r->cfg->dp);
+}
+
 struct comm *
 pipe_replicas(const struct pipe_run *r)
 {

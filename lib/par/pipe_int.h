@@ -98,6 +98,7 @@ struct pipe_run {
  * group: group c's (r->c's: comm). */
 int pipe_group_failed(struct pipe_run *r, struct comm *c);
 int pipe_comm_failed(struct pipe_run *r);
+int pipe_dp_failed(struct pipe_run *r);		/* cfg->dp's */
 /* The stage's replicas (cfg->dp) when there are two or more, else NULL. */
 struct comm *pipe_replicas(const struct pipe_run *r);
 int pipe_oom(struct pipe_run *r);
@@ -143,14 +144,12 @@ int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
  * gradients (ZeRO: reduce-scatters them) and the loss over its replicas
  * (cfg->dp); update steps the optimizers (ZeRO: each replica its slices,
  * then allgathers them) and records the memory they keep; at the end, the
- * check that the replicas hold bitwise the same parameters. failed: a
- * failure of cfg->dp's, as pipe_comm_failed. */
+ * check that the replicas hold bitwise the same parameters. */
 int pipe_dp_init(struct pipe_run *r);
 int pipe_dp_sync(struct pipe_run *r, double *loss);
 int pipe_dp_update(struct pipe_run *r);
 int pipe_dp_verify(struct pipe_run *r);
 void pipe_dp_free(struct pipe_run *r);
-int pipe_dp_failed(struct pipe_run *r);
 
 /* ZeRO on the DP axis (pipe_dp_zero.c; the scheme: the file's comment):
  * init re-sizes the optimizers to this replica's slices (nothing without
