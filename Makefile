@@ -68,7 +68,7 @@ HEADERS   := lib/cli/util.h \
              lib/tensor/dtype.h lib/tensor/tensor.h lib/tensor/flat.h \
              lib/comm/comm.h lib/comm/coll.h lib/comm/ps.h \
              lib/nn/nn.h \
-             lib/par/train.h lib/par/ckpt.h lib/par/dp.h lib/par/mesh.h \
+             lib/par/train_data.h lib/par/ckpt.h lib/par/dp.h lib/par/mesh.h \
              lib/par/pipe.h lib/par/pipe_sched.h lib/par/tp.h lib/par/ulysses.h
 MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 

@@ -14,7 +14,7 @@
 #include "comm/ps.h"
 #include "nn/nn.h"
 #include "par/ckpt.h"
-#include "par/train.h"
+#include "par/train_data.h"
 #include "tensor/tensor.h"
 
 enum dp_sync { DP_ALLREDUCE, DP_PS };

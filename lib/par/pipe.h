@@ -21,7 +21,7 @@
 #include "par/ckpt.h"
 #include "par/dp.h"
 #include "par/pipe_sched.h"
-#include "par/train.h"
+#include "par/train_data.h"
 
 struct pipe_cfg {
 	enum pipe_sched_kind sched;

@@ -12,7 +12,7 @@
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
 #include "par/tp_stage.h"
-#include "par/train.h"
+#include "par/train_data.h"
 
 struct pipe_dp_sync;
 struct dp_powersgd;

@@ -8,7 +8,7 @@
 #ifndef COLLX_PROGRESS_H
 #define COLLX_PROGRESS_H
 
-#include "par/train.h"
+#include "par/train_data.h"
 
 struct progress {
 	int summary;		/* this rank reports and -q is off */

@@ -13,7 +13,7 @@
 #include "cli/cli.h"
 #include "nn/nn.h"
 #include "par/ckpt.h"
-#include "par/train.h"
+#include "par/train_data.h"
 #include "prog/join.h"
 #include "prog/progress.h"
 #include "prog/trainopt.h"

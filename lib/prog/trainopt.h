@@ -10,7 +10,7 @@
 #include "nn/nn.h"
 #include "par/ckpt.h"
 #include "par/dp.h"
-#include "par/train.h"
+#include "par/train_data.h"
 #include "prog/dpopt.h"
 #include "prog/join.h"
 

@@ -1,8 +1,8 @@
-/* train: what every parallel trainer shares: the training samples of a
+/* train_data: what every parallel trainer shares: the training samples of a
  * model, the split of a global batch over ranks, the order samples are
  * taken in, and the record of a step. */
-#ifndef COLLX_TRAIN_H
-#define COLLX_TRAIN_H
+#ifndef COLLX_TRAIN_DATA_H
+#define COLLX_TRAIN_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
-/* train: samples, batch split and sample order for every trainer. */
+/* train_data: samples, batch split and sample order for every trainer. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
-#include "par/train.h"
+#include "par/train_data.h"
 #include "tensor/rng.h"
 
 /* A tensor's values as a malloc'd f32 array (any float dtype). */
