@@ -249,8 +249,8 @@ cores_of() {
 		[ "$(cpus_of "$r" <<<"$output" | paste -sd,)" = \
 		    "$(sed -n "$((r + 1))p" <<<"$cores")" ]
 	done
-	# the default: every rank may run where collx-run may
-	run -0 --separate-stderr collx-run --tag-output -n "$n" -- \
+	# none: every rank may run where collx-run may
+	run -0 --separate-stderr collx-run --bind none --tag-output -n "$n" -- \
 	    grep Cpus_allowed_list /proc/self/status
 	for ((r = 0; r < n; r++)); do
 		[ "$(cpus_of "$r" <<<"$output" | paste -sd,)" = \
