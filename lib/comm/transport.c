@@ -612,6 +612,22 @@ wait_ready(struct comm *c)
 	return after_poll(c, n);
 }
 
+/*
+ * A spinning wait that finds, between two looks at the clock with nothing
+ * moved, more than SPIN_LOST_US gone, lost its core to another process:
+ * a peer the scheduler put on the same core (unbound ranks, more ranks
+ * than cores) or a stranger. For SPIN_SHARED_S after, its waits sleep on
+ * the doorbell at once instead of spinning, so a peer that shares the
+ * core runs at once instead of after the spinner's spin, and a stranger
+ * that takes the core gives it back when the doorbell wakes the rank
+ * (the scheduler favours a task that slept); a yield would hand it to
+ * the stranger for its whole time slice. 32 looks take 1-5 us when the
+ * core is the rank's own: the check is a subtraction per clock read, and
+ * one at the start of a wait.
+ */
+#define SPIN_LOST_US	100
+#define SPIN_SHARED_S	0.02
+
 /* A spinning wait pauses the core between looks: a system call per look
  * (sched_yield) cost more than the message itself in a virtual machine
  * (1.3 us of an 8-byte ping-pong's half round trip). Now and then it
@@ -644,9 +660,9 @@ waited(struct comm *c, int done)
 int
 comm_waitall(struct comm *c, struct comm_req *r, int n)
 {
-	double now, idle;
+	double now, idle, spun = 0;
 	unsigned spins = 0;
-	int peer, rc;
+	int peer, rc, spin;
 
 	if (c->net->kind != COMM_ERR_NONE)
 		return -1;
@@ -660,6 +676,7 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 	now = idle = cli_now();
 	for (peer = 0; peer < c->net->world; peer++)
 		c->net->peers[peer].last = now;
+	spin = now - c->net->lost_at < SPIN_SHARED_S ? 0 : c->spin_us;
 	for (;;) {
 		rc = reqs_done(c, r, n);
 		if (rc != 0)
@@ -669,16 +686,23 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 			return -1;
 		/* Reading the clock costs as much as a look at every ring:
 		 * a spinner reads it on every 32nd look only. */
-		if (rc == 0 && c->spin_us > 0 && ++spins % 32 != 0) {
+		if (rc == 0 && spin > 0 && ++spins % 32 != 0) {
 			spin_pause(c->net, spins);
 			continue;
 		}
 		now = cli_now();
+		/* spun: the last clock read, when only spinning came after */
+		if (rc == 0 && spun > 0 && (now - spun) * 1e6 > SPIN_LOST_US) {
+			c->net->lost_at = now;
+			spin = 0;
+		}
+		spun = 0;
 		if (rc > 0)
 			idle = now;
-		else if ((now - idle) * 1e6 < c->spin_us)
+		else if ((now - idle) * 1e6 < spin) {
 			spin_pause(c->net, spins);
-		else if (wait_ready(c) < 0)
+			spun = now;
+		} else if (wait_ready(c) < 0)
 			return -1;
 	}
 }
