@@ -613,17 +613,19 @@ wait_ready(struct comm *c)
 }
 
 /*
- * A spinning wait that finds, between two looks at the clock with nothing
- * moved, more than SPIN_LOST_US gone, lost its core to another process:
- * a peer the scheduler put on the same core (unbound ranks, more ranks
- * than cores) or a stranger. For SPIN_SHARED_S after, its waits sleep on
- * the doorbell at once instead of spinning, so a peer that shares the
- * core runs at once instead of after the spinner's spin, and a stranger
- * that takes the core gives it back when the doorbell wakes the rank
- * (the scheduler favours a task that slept); a yield would hand it to
- * the stranger for its whole time slice. 32 looks take 1-5 us when the
- * core is the rank's own: the check is a subtraction per clock read, and
- * one at the start of a wait.
+ * A spinning rank that loses its core to another process for more than
+ * SPIN_LOST_US changes how it waits for SPIN_SHARED_S. When its next look
+ * finds that something moved meanwhile, the core went to a peer that the
+ * scheduler put on the same core (unbound ranks, more ranks than cores):
+ * its waits yield on every look, so such a peer runs at once and hands
+ * the core back when it waits in turn. When nothing moved, the core went
+ * to a stranger (a noisy neighbour) or the peer is slow: its waits sleep
+ * on the doorbell at once, and the scheduler wakes them ahead of a busy
+ * stranger, where a yield would give the stranger its time slice. Two
+ * ranks of a 1 MiB allreduce on one CPU took 113-147 us this way, 250-370
+ * us spinning (50-80 us bound to a core each; a loaded 2-core machine).
+ * The checks: a subtraction a clock read (every 32nd look), two a wait,
+ * and two clock reads around a yield.
  */
 #define SPIN_LOST_US	100
 #define SPIN_SHARED_S	0.02
@@ -631,19 +633,39 @@ wait_ready(struct comm *c)
 /* A spinning wait pauses the core between looks: a system call per look
  * (sched_yield) cost more than the message itself in a virtual machine
  * (1.3 us of an 8-byte ping-pong's half round trip). Now and then it
- * yields still, for a peer that shares the core. */
-static void
-spin_pause(const struct comm *c, unsigned spins)
+ * yields still, for a peer that shares the core; on every look when it
+ * is known to share it. 1 when the yield lost the core. */
+static int
+spin_pause(const struct comm *c, unsigned spins, int shared)
 {
-	if (c->spin_yield || spins % 1024 == 0) {
+	double t;
+
+	if (c->spin_yield || shared || spins % 1024 == 0) {
+		t = cli_now();
 		sched_yield();
-		return;
+		return (cli_now() - t) * 1e6 > SPIN_LOST_US;
 	}
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
+	return 0;
+}
+
+/* A wait that lost its core (spin_pause, or the gap between two clock
+ * reads), moved since (1) or not (0): how its waits go on. */
+static void
+spin_lost(struct comm *net, int moved, int *shared, int *spin)
+{
+	double now = cli_now();
+
+	net->lost_at = now;
+	*shared = 1;
+	if (moved)
+		return;
+	net->idle_lost_at = now;
+	*spin = 0;
 }
 
 /* A wait's end (reqs_done's 1 or -1): 0 or -1, the operation started
@@ -662,7 +684,7 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 {
 	double now, idle, spun = 0;
 	unsigned spins = 0;
-	int peer, rc, spin;
+	int peer, rc, spin, shared, lost = 0;
 
 	if (c->net->kind != COMM_ERR_NONE)
 		return -1;
@@ -676,31 +698,36 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 	now = idle = cli_now();
 	for (peer = 0; peer < c->net->world; peer++)
 		c->net->peers[peer].last = now;
-	spin = now - c->net->lost_at < SPIN_SHARED_S ? 0 : c->spin_us;
+	spin = now - c->net->idle_lost_at < SPIN_SHARED_S ? 0 : c->spin_us;
+	shared = now - c->net->lost_at < SPIN_SHARED_S;
 	for (;;) {
 		rc = reqs_done(c, r, n);
-		if (rc != 0)
+		if (rc != 0) {
+			if (lost)
+				spin_lost(c->net, 1, &shared, &spin);
 			return waited(c, rc);
+		}
 		rc = progress_all(c, now);
 		if (rc < 0)
 			return -1;
+		if (lost)
+			spin_lost(c->net, rc > 0, &shared, &spin);
+		lost = 0;
 		/* Reading the clock costs as much as a look at every ring:
 		 * a spinner reads it on every 32nd look only. */
 		if (rc == 0 && spin > 0 && ++spins % 32 != 0) {
-			spin_pause(c->net, spins);
+			lost = spin_pause(c->net, spins, shared);
 			continue;
 		}
 		now = cli_now();
 		/* spun: the last clock read, when only spinning came after */
-		if (rc == 0 && spun > 0 && (now - spun) * 1e6 > SPIN_LOST_US) {
-			c->net->lost_at = now;
-			spin = 0;
-		}
+		if (rc == 0 && spun > 0 && (now - spun) * 1e6 > SPIN_LOST_US)
+			spin_lost(c->net, 0, &shared, &spin);
 		spun = 0;
 		if (rc > 0)
 			idle = now;
 		else if ((now - idle) * 1e6 < spin) {
-			spin_pause(c->net, spins);
+			lost = spin_pause(c->net, spins, shared);
 			spun = now;
 		} else if (wait_ready(c) < 0)
 			return -1;
