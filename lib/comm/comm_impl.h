@@ -186,10 +186,8 @@ struct comm {
 	int meshed;		/* mesh complete: a failure sends aborts */
 	int spin_us;
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
-	double lost_at;		/* net: when a spinning wait last lost its
-				 * core to another process (transport.c) */
-	double idle_lost_at;	/* net: when it last did so with nothing
-				 * moved meanwhile */
+	double lost_at;		/* net: when a spinning wait last yielded
+				 * its core to a peer (transport.c) */
 	uint64_t sent;		/* payload bytes posted to other ranks */
 	uint64_t sleeps;	/* net: waits that slept in poll() */
 	struct comm_fr *fr;	/* net: the flight recorder, or NULL */

@@ -613,28 +613,30 @@ wait_ready(struct comm *c)
 }
 
 /*
- * A spinning rank that loses its core to another process for more than
- * SPIN_LOST_US changes how it waits for SPIN_SHARED_S. When its next look
- * finds that something moved meanwhile, the core went to a peer that the
- * scheduler put on the same core (unbound ranks, more ranks than cores):
- * its waits yield on every look, so such a peer runs at once and hands
- * the core back when it waits in turn. When nothing moved, the core went
- * to a stranger (a noisy neighbour) or the peer is slow: its waits sleep
- * on the doorbell at once, and the scheduler wakes them ahead of a busy
- * stranger, where a yield would give the stranger its time slice. Two
- * ranks of a 1 MiB allreduce on one CPU took 113-147 us this way, 250-370
- * us spinning (50-80 us bound to a core each; a loaded 2-core machine).
- * The checks: a subtraction a clock read (every 32nd look), two a wait,
- * and two clock reads around a yield.
+ * A spinning rank whose yield (spin_pause's) gave the core away for more
+ * than SPIN_LOST_US but less than SPIN_STRANGER_US, and whose next look
+ * finds that something moved meanwhile, shares its core with a peer (the
+ * scheduler put unbound ranks on one core, or there are more ranks than
+ * cores): for SPIN_SHARED_S its waits yield on every look, so the peer
+ * runs at once and hands the core back when it waits in turn. A yield
+ * that took longer went to a stranger for its time slice (a noisy
+ * neighbour, a loaded machine), after which progress proves nothing:
+ * the waits go on as before, a yield every 1024 looks and a sleep on the
+ * doorbell after COLLX_SPIN_US, since yielding more would hand the
+ * stranger more slices. Two ranks of a 1 MiB allreduce on one CPU took
+ * 111-121 us this way, 261-265 us before (46-52 us bound to a core each;
+ * a loaded 2-core machine). The check: two clock reads around a yield.
  */
-#define SPIN_LOST_US	100
-#define SPIN_SHARED_S	0.02
+#define SPIN_LOST_US		100
+#define SPIN_STRANGER_US	1000
+#define SPIN_SHARED_S		0.02
 
 /* A spinning wait pauses the core between looks: a system call per look
  * (sched_yield) cost more than the message itself in a virtual machine
  * (1.3 us of an 8-byte ping-pong's half round trip). Now and then it
  * yields still, for a peer that shares the core; on every look when it
- * is known to share it. 1 when the yield lost the core. */
+ * is known to share it. 1 when the yield gave the core to something
+ * that looks like a peer. */
 static int
 spin_pause(const struct comm *c, unsigned spins, int shared)
 {
@@ -643,7 +645,8 @@ spin_pause(const struct comm *c, unsigned spins, int shared)
 	if (c->spin_yield || shared || spins % 1024 == 0) {
 		t = cli_now();
 		sched_yield();
-		return (cli_now() - t) * 1e6 > SPIN_LOST_US;
+		t = (cli_now() - t) * 1e6;
+		return t > SPIN_LOST_US && t < SPIN_STRANGER_US;
 	}
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
@@ -651,21 +654,6 @@ spin_pause(const struct comm *c, unsigned spins, int shared)
 	__asm__ __volatile__("yield");
 #endif
 	return 0;
-}
-
-/* A wait that lost its core (spin_pause, or the gap between two clock
- * reads), moved since (1) or not (0): how its waits go on. */
-static void
-spin_lost(struct comm *net, int moved, int *shared, int *spin)
-{
-	double now = cli_now();
-
-	net->lost_at = now;
-	*shared = 1;
-	if (moved)
-		return;
-	net->idle_lost_at = now;
-	*spin = 0;
 }
 
 /* A wait's end (reqs_done's 1 or -1): 0 or -1, the operation started
@@ -682,9 +670,9 @@ waited(struct comm *c, int done)
 int
 comm_waitall(struct comm *c, struct comm_req *r, int n)
 {
-	double now, idle, spun = 0;
+	double now, idle;
 	unsigned spins = 0;
-	int peer, rc, spin, shared, lost = 0;
+	int peer, rc, done, shared, lost = 0;
 
 	if (c->net->kind != COMM_ERR_NONE)
 		return -1;
@@ -698,38 +686,31 @@ comm_waitall(struct comm *c, struct comm_req *r, int n)
 	now = idle = cli_now();
 	for (peer = 0; peer < c->net->world; peer++)
 		c->net->peers[peer].last = now;
-	spin = now - c->net->idle_lost_at < SPIN_SHARED_S ? 0 : c->spin_us;
 	shared = now - c->net->lost_at < SPIN_SHARED_S;
 	for (;;) {
-		rc = reqs_done(c, r, n);
-		if (rc != 0) {
-			if (lost)
-				spin_lost(c->net, 1, &shared, &spin);
-			return waited(c, rc);
-		}
-		rc = progress_all(c, now);
+		done = reqs_done(c, r, n);
+		rc = done != 0 ? 0 : progress_all(c, now);
 		if (rc < 0)
 			return -1;
-		if (lost)
-			spin_lost(c->net, rc > 0, &shared, &spin);
+		if (lost && (done > 0 || rc > 0)) {
+			c->net->lost_at = cli_now();
+			shared = 1;
+		}
 		lost = 0;
+		if (done != 0)
+			return waited(c, done);
 		/* Reading the clock costs as much as a look at every ring:
 		 * a spinner reads it on every 32nd look only. */
-		if (rc == 0 && spin > 0 && ++spins % 32 != 0) {
+		if (rc == 0 && c->spin_us > 0 && ++spins % 32 != 0) {
 			lost = spin_pause(c->net, spins, shared);
 			continue;
 		}
 		now = cli_now();
-		/* spun: the last clock read, when only spinning came after */
-		if (rc == 0 && spun > 0 && (now - spun) * 1e6 > SPIN_LOST_US)
-			spin_lost(c->net, 0, &shared, &spin);
-		spun = 0;
 		if (rc > 0)
 			idle = now;
-		else if ((now - idle) * 1e6 < spin) {
+		else if ((now - idle) * 1e6 < c->spin_us)
 			lost = spin_pause(c->net, spins, shared);
-			spun = now;
-		} else if (wait_ready(c) < 0)
+		else if (wait_ready(c) < 0)
 			return -1;
 	}
 }
