@@ -62,7 +62,7 @@ all_inside() {
 	done
 }
 
-@test "collx-run's default (auto): local rank i on core i of those it may use, the same as --bind core" {
+@test "collx-run's default (auto): local rank i on core i of those it may use, the same as --bind core; one rank alone not bound" {
 	local cores n r
 	cores=$(my_cpus | cores_of)
 	n=$(wc -l <<<"$cores")
@@ -81,6 +81,9 @@ all_inside() {
 	for ((r = 0; r < n; r++)); do
 		[ "${lines[r]}" = "$r $(my_cpus | paste -sd,)" ]
 	done
+	# a rank alone is left free: two such jobs would share core 0
+	run -0 run_cpus -n 1
+	[ "$output" = "0 $(my_cpus | paste -sd,)" ]
 }
 
 @test "collx-run under taskset -c CPU: every rank stays on that CPU (1 rank bound to it, 2 not bound), and an allreduce completes there" {

@@ -298,7 +298,7 @@ int launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
 void launch_cores_free(struct launch_cores *c);
 /* --bind: never; core: local rank i on core i when each has a core of its
  * own; auto: so, else on a CPU of its own (thread t of every core before
- * thread t + 1 of any) when each has one. */
+ * thread t + 1 of any) when each has one, when there are two or more. */
 enum { LAUNCH_BIND_NONE, LAUNCH_BIND_CORE, LAUNCH_BIND_AUTO };
 /* c fitted to here ranks on this machine by mode: 0; else -1 with why, c
  * emptied (none bound). none: c emptied, 0. launch_cores_fit: here the

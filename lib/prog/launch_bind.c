@@ -110,7 +110,10 @@ launch_cores_place(struct launch_cores *c, int here, int mode, char *why,
 {
 	int cpus = 0, k;
 
-	if (mode == LAUNCH_BIND_NONE) {
+	/* auto leaves a rank alone on its machine free: there is no peer
+	 * to spin beside, and two such jobs would share core 0 */
+	if (mode == LAUNCH_BIND_NONE || (mode == LAUNCH_BIND_AUTO &&
+	    here < 2)) {
 		launch_cores_free(c);
 		return 0;
 	}
