@@ -194,13 +194,9 @@ prog_join(struct comm **out, const struct cli_group *g,
 	/* Placed as collx-run places its ranks (it did so already where it
 	 * started this one: it sets COLLX_JOB_ID), before the rings' pages
 	 * are touched. */
-	if (getenv("COLLX_JOB_ID") == NULL) {
-		if (launch_place_self(g->local_rank, local_size(), why,
-		    sizeof why) < 0)
-			cli_warn("rank %d: not bound: %s", g->rank, why);
-		else
-			cli_debug("rank %d: %s", g->rank, why);
-	}
+	if (getenv("COLLX_JOB_ID") == NULL && launch_place_self(g->local_rank,
+	    local_size(), why, sizeof why) < 0)
+		cli_warn("rank %d: not bound: %s", g->rank, why);
 #ifdef COLLX_PMIX
 	if (g->pmix && prog_pmix_master(g->timeout, &pmix_master, why,
 	    sizeof why) < 0) {
