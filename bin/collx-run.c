@@ -59,7 +59,7 @@ usage(void)
 	printf("usage: %s [-qv] [-n N] [-H HOST[,HOST...] | --hostfile F]\n"
 	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
 	    "       [--timeout S] [--time-limit S] [--wdir DIR] [--port-range LO-HI]\n"
-	    "       [--max-restarts N [--min-hosts K]] [--bind core|none]\n"
+	    "       [--max-restarts N [--min-hosts K]] [--bind auto|core|none]\n"
 	    "       [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
 	    "       %s --diagnose DIR\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
@@ -93,9 +93,13 @@ usage(void)
 	    "      --min-hosts K     with hosts: start again on the hosts whose\n"
 	    "                        remote shell still answers, with the ranks\n"
 	    "                        they ran, when at least K do\n"
-	    "      --bind core|none  core: local rank i bound to core i (all its\n"
-	    "                        hardware threads) when this machine has a core\n"
-	    "                        for each; none (default): not bound\n"
+	    "      --bind auto|core|none  auto (default): with 2 ranks or more\n"
+	    "                        here, local rank i bound to core i when this\n"
+	    "                        machine has a core for each,\n"
+	    "                        else to a CPU of its own when it has one for\n"
+	    "                        each, else not bound; core: to core i (all its\n"
+	    "                        hardware threads), a warning when too few;\n"
+	    "                        none: not bound\n"
 	    "  -x, --export NAME[=VALUE]  pass an environment variable to the ranks\n"
 	    "      --diagnose DIR    read the flight recorder's dumps in DIR\n"
 	    "                        (collx-fr.JOB.RANK.json) and name, per job, the\n"
@@ -179,10 +183,15 @@ parse_option(struct opts *o, int c, const char **hostlist)
 		    MAX_RANKS);
 		break;
 	case OPT_BIND:
-		if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0)
-			cli_usage_error("--bind: want core or none, not '%s'",
-			    optarg);
-		j->bind = strcmp(optarg, "core") == 0;
+		if (strcmp(optarg, "auto") == 0)
+			j->bind = LAUNCH_BIND_AUTO;
+		else if (strcmp(optarg, "core") == 0)
+			j->bind = LAUNCH_BIND_CORE;
+		else if (strcmp(optarg, "none") == 0)
+			j->bind = LAUNCH_BIND_NONE;
+		else
+			cli_usage_error("--bind: want auto, core or none, not "
+			    "'%s'", optarg);
 		break;
 	case 'x':
 		if (launch_job_export(&j->spec, optarg, err, sizeof err) < 0)
@@ -241,6 +250,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	char err[COLLX_ERRLEN];
 	int c;
 
+	j->bind = LAUNCH_BIND_AUTO;
 	while ((c = getopt_long(argc, argv, "+n:H:x:hVvq", longopts, NULL)) != -1) {
 		if (c == '?')
 			cli_option_error(argc, argv, "n:H:x:");

@@ -5,20 +5,22 @@
 # (openmpi-shm: shared memory, what a plain mpirun gives), Open MPI over
 # TCP and PyTorch's Gloo, at 2 and 4 ranks and 4 KiB, 1 MiB and 64 MiB;
 # then an OSU-style 8-byte ping-pong between two ranks by collx and Open
-# MPI, each both ways, each rank bound to a core (Open MPI's default at 2
-# ranks; collx-run --bind core: unbound, a busy machine's scheduler may
-# put both ranks on one core and every message waits for a context
-# switch). ROUNDS interleaved rounds (each case once per round,
-# the median of the rounds reported), then tables and a chart. Peers that
+# MPI, each both ways. Every program is launched as a user launches it,
+# with no placement option: collx-run places its ranks by its default
+# (--bind auto: a core each), a plain mpirun by Open MPI's (a core each
+# at 2 ranks, a socket at more). ROUNDS interleaved rounds, each a fresh
+# launch of every case with a new input file; the tables give the median
+# launch, and collx's best and worst launch beside it (a launch: rank 0's
+# median over its iterations); then a chart. Peers that
 # are not installed are skipped, saying so. Every time is rank 0's median
 # over the timed iterations, as the peers' programs (examples/peers/,
 # copies of ../shared/anchors, and mpi_pingpong.c) time it.
-# usage: examples/bench.sh [OUTDIR]   (env ROUNDS=3 ITERS=10 PINGS=1000)
+# usage: examples/bench.sh [OUTDIR]   (env ROUNDS=5 ITERS=10 PINGS=1000)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
 out=$(mkdir -p "${1:-bench-out}" && cd "${1:-bench-out}" && pwd)
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 iters=${ITERS:-10}
 pings=${PINGS:-1000}
 warm=$((pings / 10))
@@ -72,9 +74,9 @@ for ((r = 1; r <= rounds; r++)); do
 	done
 	# the collx lines carry the transport collx-bench names (or -)
 	record "$pp_raw" collx 2 8 $(collx_pingpong_s "$pings" "$warm" \
-	    "${shm[@]}" collx-run --bind core -n 2 --)
+	    "${shm[@]}" collx-run -n 2 --)
 	record "$pp_raw" collx-tcp 2 8 $(collx_pingpong_s "$pings" "$warm" \
-	    "${noshm[@]}" collx-run --bind core -n 2 --)
+	    "${noshm[@]}" collx-run -n 2 --)
 	if [ $have_mpi = 1 ]; then
 		record "$pp_raw" openmpi-shm 2 8 "$(mpi_pingpong_s "$work" "$pings" "$warm")"
 		record "$pp_raw" openmpi-tcp 2 8 \
@@ -82,15 +84,15 @@ for ((r = 1; r <= rounds; r++)); do
 	fi
 done
 
-# medians RAW: the median over rounds of each case, "WHO WORLD BYTES
-# SECONDS ROUNDS [MORE]", MORE being the last round's.
+# medians RAW: the median over rounds (launches) of each case, "WHO WORLD
+# BYTES SECONDS ROUNDS BEST WORST [MORE]", MORE being the last round's.
 medians() {
 	sort -k1,1 -k2,2n -k3,3n -k4,4g "$1" | awk '
 	{ k = $1 " " $2 " " $3; v[k, ++n[k]] = $4; more[k] = $5
 		if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
 	END { for (i = 1; i <= m; i++) { k = order[i]; c = n[k]
 		med = c % 2 ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
-		printf "%s %.9g %d %s\n", k, med, c, more[k] } }'
+		printf "%s %.9g %d %.9g %.9g %s\n", k, med, c, v[k, 1], v[k, c], more[k] } }'
 }
 medians "$raw" >"$out/median.txt"
 medians "$pp_raw" >"$out/pingpong-median.txt"
@@ -105,12 +107,18 @@ medians "$pp_raw" >"$out/pingpong-median.txt"
 
 {
 awk -v rounds="$rounds" -v iters="$iters" '
-	{ t[$1, $2, $3] = $4 }
+	{ t[$1, $2, $3] = $4; lo[$1, $2, $3] = $6; hi[$1, $2, $3] = $7 }
+	function show(s, w, b) {
+		if (b == 4096) return sprintf("%.1f", s * 1e6)
+		return sprintf("%.3f", b / s / 1e9 * 2 * (w - 1) / w)
+	}
+	# collx: the median launch, then its best and worst
 	function cell(who, w, b,   s) {
 		s = t[who, w, b]
 		if (s == "") return " skipped |"
-		if (b == 4096) return sprintf(" %.1f us |", s * 1e6)
-		return sprintf(" %.3f |", b / s / 1e9 * 2 * (w - 1) / w)
+		if (who != "collx") return " " show(s, w, b) (b == 4096 ? " us" : "") " |"
+		return " " show(s, w, b) " (" show(lo[who, w, b], w, b) "-" \
+		    show(hi[who, w, b], w, b) ")" (b == 4096 ? " us" : "") " |"
 	}
 	# time of a over time of b
 	function ratio(a, b, w, n, fmt) {
@@ -118,8 +126,9 @@ awk -v rounds="$rounds" -v iters="$iters" '
 		return sprintf(fmt, t[a, w, n] / t[b, w, n])
 	}
 	END {
-		printf "allreduce f32 sum on one host, median of %d rounds of %d iterations\n", rounds, iters
-		printf "(collx: shared memory where libcomm has it; collx TCP: COLLX_SHM=0; Open MPI shm: a plain mpirun;\n"
+		printf "allreduce f32 sum on one host, the median of %d fresh launches of %d iterations each, every one\n", rounds, iters
+		printf "placed by its launcher'"'"'s default (collx: the median launch, its best and worst launch in parentheses;\n"
+		printf "collx: shared memory where libcomm has it; collx TCP: COLLX_SHM=0; Open MPI shm: a plain mpirun;\n"
 		printf "4 KiB: median time; 1 and 64 MiB: busbw in GB/s; collx / OMPI shm: collx time over Open MPI shm time,\n"
 		printf "<1 = collx faster; vs PEER: the peer time over collx time, >1 = collx faster)\n\n"
 		printf "| ranks, size | collx | collx TCP | Open MPI shm | Open MPI TCP | Gloo |"
@@ -140,10 +149,10 @@ awk -v rounds="$rounds" -v iters="$iters" '
 	}' "$out/median.txt"
 echo
 awk -v rounds="$rounds" -v pings="$pings" -v warm="$warm" '
-	{ t[$1] = $4; tr[$1] = $6 }
+	{ t[$1] = $4; tr[$1] = $8 }
 	END {
 		printf "8-byte ping-pong between ranks 0 and 1 (osu_latency: half the round trip), timed on rank 0,\n"
-		printf "each rank bound to a core; "
+		printf "each launcher'"'"'s default placement (a core each); "
 		printf "the median of %d after %d warm-up, median of %d rounds (ratio: time over Open MPI shm time)\n\n", pings, warm, rounds
 		printf "| peer | latency | / Open MPI shm | transport |\n| --- | --- | --- | --- |\n"
 		split("collx collx-tcp openmpi-shm openmpi-tcp", who, " ")

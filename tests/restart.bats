@@ -9,6 +9,7 @@
 load lib/common
 load lib/dpps
 load lib/netns
+load lib/cpus
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -224,24 +225,6 @@ cpus_of() {
 	grep "^\[$1\] Cpus_allowed_list:" | awk '{ print $3 }' | cpu_list
 }
 
-# A CPU list (0-2,5) as one CPU a line.
-cpu_list() {
-	tr ',' '\n' | awk -F- 'NF { for (c = $1; c <= (NF > 1 ? $2 : $1); c++) print c }'
-}
-
-# The cores of the CPUs on standard input, from sysfs as collx-run's
-# --bind reads it: one line per core, its CPUs joined by commas, cores in
-# the order of their first CPU.
-cores_of() {
-	local c
-	while read -r c; do
-		echo "$(cat "/sys/devices/system/cpu/cpu$c/topology/physical_package_id" 2>/dev/null || echo -)" \
-		    "$(cat "/sys/devices/system/cpu/cpu$c/topology/core_id" 2>/dev/null || echo "x$c")" "$c"
-	done | awk '{ k = $1 " " $2; if (!(k in core)) { order[n++] = k; core[k] = $3 }
-	    else core[k] = core[k] "," $3 }
-	    END { for (i = 0; i < n; i++) print core[order[i]] }'
-}
-
 @test "collx-run --bind core: each local rank on a core of its own; none: as collx-run; too few cores: a warning, none bound" {
 	local mine cores n r
 	mine=$(grep Cpus_allowed_list /proc/self/status | awk '{ print $2 }')
@@ -257,8 +240,8 @@ cores_of() {
 		[ "$(cpus_of "$r" <<<"$output" | paste -sd,)" = \
 		    "$(sed -n "$((r + 1))p" <<<"$cores")" ]
 	done
-	# the default: every rank may run where collx-run may
-	run -0 --separate-stderr collx-run --tag-output -n "$n" -- \
+	# none: every rank may run where collx-run may
+	run -0 --separate-stderr collx-run --bind none --tag-output -n "$n" -- \
 	    grep Cpus_allowed_list /proc/self/status
 	for ((r = 0; r < n; r++)); do
 		[ "$(cpus_of "$r" <<<"$output" | paste -sd,)" = \

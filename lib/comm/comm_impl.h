@@ -186,6 +186,9 @@ struct comm {
 	int meshed;		/* mesh complete: a failure sends aborts */
 	int spin_us;
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
+	int spin_mode;		/* net: how waits spin until spin_until,
+				 * after a yield lost the core (transport.c) */
+	double spin_until;
 	uint64_t sent;		/* payload bytes posted to other ranks */
 	uint64_t sleeps;	/* net: waits that slept in poll() */
 	struct comm_fr *fr;	/* net: the flight recorder, or NULL */

@@ -291,11 +291,26 @@ void launch_cores_group(struct launch_cores *c, const cpu_set_t *cpus,
 int launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
     size_t errlen);
 void launch_cores_free(struct launch_cores *c);
-/* Whether each of the n ranks placed at r that run on this machine (host
- * -1) has a core of its own: 0; else -1 with why, c emptied (none
- * bound). */
+/* --bind: never; core: local rank i on core i when each has a core of its
+ * own; auto: so, else on a CPU of its own (thread t of every core before
+ * thread t + 1 of any) when each has one, when there are two or more. */
+enum { LAUNCH_BIND_NONE, LAUNCH_BIND_CORE, LAUNCH_BIND_AUTO };
+/* c fitted to here ranks on this machine by mode: 0; else -1 with why, c
+ * emptied (none bound). none: c emptied, 0. launch_cores_fit: here the
+ * n ranks placed at r that run on this machine (host -1). */
+int launch_cores_place(struct launch_cores *c, int here, int mode,
+    char *why, size_t len);
 int launch_cores_fit(struct launch_cores *c, const struct launch_rank *r,
-    int n, char *why, size_t len);
+    int n, int mode, char *why, size_t len);
+/*
+ * A rank that another launcher (srun, mpirun) started, local rank local
+ * of nlocal on this machine, placed as collx-run's --bind auto places
+ * it, within its affinity; kept as it is when that launcher bound it
+ * already (its affinity is less than its cgroup's cpuset, or than the
+ * machine's online CPUs), or when local or nlocal is unknown (< 0). 0
+ * with what was done in what, or -1 with why.
+ */
+int launch_place_self(int local, int nlocal, char *what, size_t len);
 
 /*
  * Restarting a job from its newest checkpoint: the file a training program
@@ -373,7 +388,7 @@ struct launch_super {
 	int tag;		/* rank i's lines as "[i] ..." */
 	double time_limit;	/* seconds until every rank is stopped, exit
 				 * 124; 0: none */
-	int bind;		/* local rank i bound to a core of its own */
+	int bind;		/* LAUNCH_BIND_: how local ranks are placed */
 	int max_restarts;	/* 0: none */
 	int min_hosts;		/* with hosts: go on with those answering */
 	int master_given;	/* spec.master the caller's: kept when hosts

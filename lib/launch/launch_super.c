@@ -409,21 +409,23 @@ open_no_input(struct launch_super *j, char *err, size_t errlen)
 }
 
 /* bind: the cores of this machine, kept only when every rank here gets
- * one of its own. */
+ * one (or with auto a CPU) of its own. */
 static int
 bind_cores(struct launch_super *j, char *err, size_t errlen)
 {
 	char why[COLLX_ERRLEN];
 
-	if (!j->bind)
+	if (j->bind == LAUNCH_BIND_NONE)
 		return 0;
 	if (launch_cores_read(&j->cores, "/sys/devices/system/cpu", why,
 	    sizeof why) < 0)
 		return cli_fail(err, errlen, "--bind: %s", why);
-	if (!launch_hosts_all_local(&j->spec.hosts))
+	/* auto says nothing: what it cannot place runs as --bind none */
+	if (!launch_hosts_all_local(&j->spec.hosts) &&
+	    j->bind == LAUNCH_BIND_CORE)
 		cli_warn("--bind core: ranks on remote hosts are not bound");
-	if (launch_cores_fit(&j->cores, j->place, j->spec.n, why,
-	    sizeof why) < 0)
+	if (launch_cores_fit(&j->cores, j->place, j->spec.n, j->bind, why,
+	    sizeof why) < 0 && j->bind == LAUNCH_BIND_CORE)
 		cli_warn("--bind core: %s: no rank bound", why);
 	return 0;
 }

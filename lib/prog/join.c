@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "prog/join.h"
+#include "prog/launch.h"
 #ifdef COLLX_PMIX
 #include "prog/pmix.h"
 #endif
@@ -123,6 +124,44 @@ slurm_collision(const struct cli_group *g, char *err, size_t errlen)
 	return 1;
 }
 
+/* The number of ranks on this machine as the launcher that started this
+ * one tells it (torchrun's, Open MPI's, Slurm's tasks of this node), or
+ * -1. */
+static int
+local_size(void)
+{
+	const char *v, *node;
+	char *end;
+	long n, times;
+	int k, at = 0;
+
+	if ((v = getenv("LOCAL_WORLD_SIZE")) != NULL ||
+	    (v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) != NULL)
+		return (n = strtol(v, &end, 10)) > 0 && *end == '\0' ?
+		    (int)n : -1;
+	/* "2(x3),1": 2 tasks on each of nodes 0-2, 1 on node 3 */
+	if ((v = getenv("SLURM_STEP_TASKS_PER_NODE")) == NULL ||
+	    (node = getenv("SLURM_NODEID")) == NULL)
+		return -1;
+	k = atoi(node);
+	for (;;) {
+		n = strtol(v, &end, 10);
+		times = 1;
+		if (strncmp(end, "(x", 2) == 0) {
+			times = strtol(end + 2, &end, 10);
+			end += *end == ')';
+		}
+		if (end == v || n < 1 || times < 1)
+			return -1;
+		if (k < at + times)
+			return (int)n;
+		at += (int)times;
+		if (*end != ',')
+			return -1;
+		v = end + 1;
+	}
+}
+
 int
 prog_join(struct comm **out, const struct cli_group *g,
     const struct prog_job *job, char *err, size_t errlen)
@@ -152,6 +191,12 @@ prog_join(struct comm **out, const struct cli_group *g,
 	else
 		snprintf(ident, sizeof ident, "%s", job->text);
 	co.job = ident;
+	/* Placed as collx-run places its ranks (it did so already where it
+	 * started this one: it sets COLLX_JOB_ID), before the rings' pages
+	 * are touched. */
+	if (getenv("COLLX_JOB_ID") == NULL && launch_place_self(g->local_rank,
+	    local_size(), why, sizeof why) < 0)
+		cli_warn("rank %d: not bound: %s", g->rank, why);
 #ifdef COLLX_PMIX
 	if (g->pmix && prog_pmix_master(g->timeout, &pmix_master, why,
 	    sizeof why) < 0) {
