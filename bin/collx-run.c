@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cpus.h"
 #include "launch/diagnose.h"
 #include "launch/launch.h"
 
@@ -184,11 +185,11 @@ parse_option(struct opts *o, int c, const char **hostlist)
 		break;
 	case OPT_BIND:
 		if (strcmp(optarg, "auto") == 0)
-			j->bind = LAUNCH_BIND_AUTO;
+			j->bind = CLI_BIND_AUTO;
 		else if (strcmp(optarg, "core") == 0)
-			j->bind = LAUNCH_BIND_CORE;
+			j->bind = CLI_BIND_CORE;
 		else if (strcmp(optarg, "none") == 0)
-			j->bind = LAUNCH_BIND_NONE;
+			j->bind = CLI_BIND_NONE;
 		else
 			cli_usage_error("--bind: want auto, core or none, not "
 			    "'%s'", optarg);
@@ -250,7 +251,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	char err[COLLX_ERRLEN];
 	int c;
 
-	j->bind = LAUNCH_BIND_AUTO;
+	j->bind = CLI_BIND_AUTO;
 	while ((c = getopt_long(argc, argv, "+n:H:x:hVvq", longopts, NULL)) != -1) {
 		if (c == '?')
 			cli_option_error(argc, argv, "n:H:x:");

@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "cli/cpus.h"
+
 struct launch_hosts {
 	int n;
 	char **names;		/* as given: "node1", "user@node1", "10.0.0.2" */
@@ -271,46 +273,10 @@ int launch_sig_catch(struct launch_ends *e, char *err, size_t errlen);
 void launch_sig_raise_nofile(void);
 void launch_sig_give_back(void);
 
-/*
- * The cores a launcher binds ranks to: the CPUs this process may run on,
- * grouped by core (hardware threads of one core together, as
- * /sys/devices/system/cpu/cpuN/topology tells: package and core id; each
- * CPU a core of its own where it does not), cores in the order of their
- * first CPU.
- */
-struct launch_cores {
-	int n;
-	cpu_set_t *core;	/* core k's CPUs */
-};
-
-/* The CPUs this process may run on, grouped: 0, or -1 with the reason
- * in err. sysfs: the topology's directory ("/sys/devices/system/cpu").
- * launch_cores_group: the CPUs of cpus grouped. */
-void launch_cores_group(struct launch_cores *c, const cpu_set_t *cpus,
-    const char *sysfs);
-int launch_cores_read(struct launch_cores *c, const char *sysfs, char *err,
-    size_t errlen);
-void launch_cores_free(struct launch_cores *c);
-/* --bind: never; core: local rank i on core i when each has a core of its
- * own; auto: so, else on a CPU of its own (thread t of every core before
- * thread t + 1 of any) when each has one, when there are two or more. */
-enum { LAUNCH_BIND_NONE, LAUNCH_BIND_CORE, LAUNCH_BIND_AUTO };
-/* c fitted to here ranks on this machine by mode: 0; else -1 with why, c
- * emptied (none bound). none: c emptied, 0. launch_cores_fit: here the
- * n ranks placed at r that run on this machine (host -1). */
-int launch_cores_place(struct launch_cores *c, int here, int mode,
-    char *why, size_t len);
-int launch_cores_fit(struct launch_cores *c, const struct launch_rank *r,
+/* The cores collx-run binds to (cli/cpus.h): here, the n ranks placed at r
+ * that run on this machine (host -1). */
+int launch_cores_fit(struct cli_cores *c, const struct launch_rank *r,
     int n, int mode, char *why, size_t len);
-/*
- * A rank that another launcher (srun, mpirun) started, local rank local
- * of nlocal on this machine, placed as collx-run's --bind auto places
- * it, within its affinity; kept as it is when that launcher bound it
- * already (its affinity is less than its cgroup's cpuset, or than the
- * machine's online CPUs), or when local or nlocal is unknown (< 0). 0
- * with what was done in what, or -1 with why.
- */
-int launch_place_self(int local, int nlocal, char *what, size_t len);
 
 /*
  * Restarting a job from its newest checkpoint: the file a training program
@@ -388,13 +354,13 @@ struct launch_super {
 	int tag;		/* rank i's lines as "[i] ..." */
 	double time_limit;	/* seconds until every rank is stopped, exit
 				 * 124; 0: none */
-	int bind;		/* LAUNCH_BIND_: how local ranks are placed */
+	int bind;		/* CLI_BIND_: how local ranks are placed */
 	int max_restarts;	/* 0: none */
 	int min_hosts;		/* with hosts: go on with those answering */
 	int master_given;	/* spec.master the caller's: kept when hosts
 				 * are lost */
 	/* launch_super_run's: */
-	struct launch_cores cores;	/* with enough of them, or none */
+	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be
 	 * restarted, what it was and when */
 	int restarts, restart;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cpus.h"
 #include "launch/launch.h"
 #include "launch/linetag.h"
 
@@ -415,17 +416,17 @@ bind_cores(struct launch_super *j, char *err, size_t errlen)
 {
 	char why[COLLX_ERRLEN];
 
-	if (j->bind == LAUNCH_BIND_NONE)
+	if (j->bind == CLI_BIND_NONE)
 		return 0;
-	if (launch_cores_read(&j->cores, "/sys/devices/system/cpu", why,
+	if (cli_cores_read(&j->cores, "/sys/devices/system/cpu", why,
 	    sizeof why) < 0)
 		return cli_fail(err, errlen, "--bind: %s", why);
 	/* auto says nothing: what it cannot place runs as --bind none */
 	if (!launch_hosts_all_local(&j->spec.hosts) &&
-	    j->bind == LAUNCH_BIND_CORE)
+	    j->bind == CLI_BIND_CORE)
 		cli_warn("--bind core: ranks on remote hosts are not bound");
 	if (launch_cores_fit(&j->cores, j->place, j->spec.n, j->bind, why,
-	    sizeof why) < 0 && j->bind == LAUNCH_BIND_CORE)
+	    sizeof why) < 0 && j->bind == CLI_BIND_CORE)
 		cli_warn("--bind core: %s: no rank bound", why);
 	return 0;
 }
@@ -591,7 +592,7 @@ void
 launch_super_free(struct launch_super *j)
 {
 	launch_resume_free(&j->resume);
-	launch_cores_free(&j->cores);
+	cli_cores_free(&j->cores);
 	launch_job_free(&j->spec);
 	free(j->place);
 	free(j->out);

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 
 #include "prog/join.h"
-#include "prog/launch.h"
+#include "cli/cpus.h"
 #ifdef COLLX_PMIX
 #include "prog/pmix.h"
 #endif
@@ -194,7 +194,7 @@ prog_join(struct comm **out, const struct cli_group *g,
 	/* Placed as collx-run places its ranks (it did so already where it
 	 * started this one: it sets COLLX_JOB_ID), before the rings' pages
 	 * are touched. */
-	if (getenv("COLLX_JOB_ID") == NULL && launch_place_self(g->local_rank,
+	if (getenv("COLLX_JOB_ID") == NULL && cli_place_self(g->local_rank,
 	    local_size(), why, sizeof why) < 0)
 		cli_warn("rank %d: not bound: %s", g->rank, why);
 #ifdef COLLX_PMIX

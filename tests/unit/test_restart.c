@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cpus.h"
 #include "par/ckpt.h"
 #include "launch/launch.h"
 #include "tensor/tensor.h"
@@ -230,7 +231,7 @@ static int
 cores_read_as(int n, const int *pkg, const int *core, int want_n,
     const int *want)
 {
-	struct launch_cores c;
+	struct cli_cores c;
 	char dir[300];
 	cpu_set_t cpus;
 	int k, bad;
@@ -243,7 +244,7 @@ cores_read_as(int n, const int *pkg, const int *core, int want_n,
 		topology(dir, k, pkg[k], core[k]);
 		CPU_SET(k, &cpus);
 	}
-	launch_cores_group(&c, &cpus, dir);
+	cli_cores_group(&c, &cpus, dir);
 	bad = c.n != want_n;
 	for (k = 0; k < n && !bad; k++) {
 		int same = 0;
@@ -252,7 +253,7 @@ cores_read_as(int n, const int *pkg, const int *core, int want_n,
 		bad = !CPU_ISSET(k, &c.core[want[k]]) ||
 		    CPU_COUNT(&c.core[want[k]]) != same;
 	}
-	launch_cores_free(&c);
+	cli_cores_free(&c);
 	unit_rmdir(dir);
 	return !bad;
 }
@@ -262,7 +263,7 @@ test_cores(void)
 {
 	int zero[] = { 0, 0, 0 }, pair[] = { 0, 1, 2 }, none[] = { -1, -1, -1 };
 	int one[] = { 0, 0, 0 }, each[] = { 0, 1, 2 }, split[] = { 0, 1, 0 };
-	struct launch_cores c;
+	struct cli_cores c;
 	char err[256];
 	cpu_set_t mine;
 
@@ -277,10 +278,10 @@ test_cores(void)
 	UNIT_OK(cores_read_as(3, zero, split, 2, split),
 	    "threads of a core apart in the numbering are one core");
 	UNIT_OK(sched_getaffinity(0, sizeof mine, &mine) == 0 &&
-	    launch_cores_read(&c, "/nonexistent", err, sizeof err) == 0 &&
+	    cli_cores_read(&c, "/nonexistent", err, sizeof err) == 0 &&
 	    c.n == CPU_COUNT(&mine) && CPU_COUNT(&c.core[c.n - 1]) == 1,
 	    "this process's CPUs, each a core of its own without topology");
-	launch_cores_free(&c);
+	cli_cores_free(&c);
 }
 
 int
