@@ -22,7 +22,6 @@ pieces(struct dp_run *r, int holders, size_t *n)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	int q, i, nb = r->bopt != NULL ? r->nbucket : 1;
-	int owners = cfg->dpo.zero > 0 ? r->world : cfg->ps_servers;
 	struct ckpt_piece *p;
 	size_t k = 0, off, len;
 
@@ -40,17 +39,18 @@ pieces(struct dp_run *r, int holders, size_t *n)
 		*n = k;
 		return p;
 	}
+	if (cfg->dpo.zero > 0) {
+		*n = dp_zero_pieces(&r->zero, p);
+		return p;
+	}
 	for (i = 0; i < nb; i++)
-		for (q = 0; q < owners; q++) {
+		for (q = 0; q < cfg->ps_servers; q++) {
 			size_t base = r->bopt != NULL ? r->bucket[i] : 0;
 			struct nn_optim *o = q != r->rank ? NULL : r->bopt != NULL ?
 			    &r->bopt[i] : &r->opt;
 
-			if (cfg->dpo.zero > 0)
-				dp_zero_slice(r, i, q, &off, &len);
-			else
-				ps_shard(r->bopt != NULL ? r->bucket[i + 1] - base :
-				    r->m->nparams, owners, q, &off, &len);
+			ps_shard(r->bopt != NULL ? r->bucket[i + 1] - base :
+			    r->m->nparams, cfg->ps_servers, q, &off, &len);
 			p[k++] = (struct ckpt_piece){ q, base + off, len, o, 0 };
 		}
 	*n = k;

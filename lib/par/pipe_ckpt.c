@@ -21,6 +21,19 @@
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
+/* Optimizers of the stage's whole ranges (ZeRO's, dp_zero.c), NULL on
+ * failure. */
+static struct nn_optim *
+zero_whole(struct pipe_run *r)
+{
+	struct nn_optim *w = dp_zero_whole_alloc(&r->zero->z, &r->cfg->optim,
+	    r->err, r->errlen);
+
+	if (w == NULL)
+		r->kind = TRAIN_ERR_RUNTIME;
+	return w;
+}
+
 /* Under ZeRO the state is restored whole, as without it, and this
  * replica keeps its slices. */
 int
@@ -31,14 +44,14 @@ pipe_ckpt_resume(struct pipe_run *r)
 
 	if (r->zero == NULL)
 		return pipe_tp_resume(r);
-	if ((whole = pipe_dp_zero_whole_alloc(r)) == NULL)
+	if ((whole = zero_whole(r)) == NULL)
 		return -1;
 	r->opt = whole;
 	rc = pipe_tp_resume(r);
 	r->opt = mine;
 	if (rc == 0)
-		pipe_dp_zero_take(r, whole);
-	pipe_dp_zero_whole_free(r, whole);
+		dp_zero_take(&r->zero->z, whole);
+	dp_zero_whole_free(&r->zero->z, whole);
 	return rc;
 }
 
@@ -492,14 +505,15 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 	if (r->zero == NULL)
 		return nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
-	if (saver && (whole = pipe_dp_zero_whole_alloc(r)) == NULL)
+	if (saver && (whole = zero_whole(r)) == NULL)
 		return -1;
-	if ((rc = pipe_dp_zero_gather(r, whole)) == 0) {
+	rc = dp_zero_gather(&r->zero->z, whole) < 0 ? pipe_dp_failed(r) : 0;
+	if (rc == 0) {
 		r->opt = saver ? whole : mine;
 		rc = nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
 		r->opt = mine;
 	}
-	pipe_dp_zero_whole_free(r, whole);
+	dp_zero_whole_free(&r->zero->z, whole);
 	return rc;
 }

@@ -226,15 +226,12 @@ zero_slices(void)
 		{ 7, 3, { 0, 3, 6 }, { 3, 3, 1 } },
 		{ 1, 2, { 0, 1 }, { 1, 0 } },
 	};
-	size_t bucket[2], off, len;
+	size_t off, len;
 	int ok = 1, part = 1;
 
 	for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++) {
-		struct dp_run r = { .bucket = bucket, .nbucket = 1,
-		    .world = hand[k].w };
-		bucket[0] = 100, bucket[1] = 100 + hand[k].n;
 		for (int q = 0; q < hand[k].w; q++) {
-			dp_zero_slice(&r, 0, q, &off, &len);
+			dp_zero_cut(hand[k].n, hand[k].w, q, &off, &len);
 			ok &= off == hand[k].off[q] && len == hand[k].len[q];
 		}
 	}
@@ -242,13 +239,10 @@ zero_slices(void)
 	    "bucket");
 	for (size_t n = 0; n <= 40; n++)
 		for (int w = 1; w <= 8; w++) {
-			struct dp_run r = { .bucket = bucket, .nbucket = 1,
-			    .world = w };
 			size_t at = 0, c = (n + (size_t)w - 1) / (size_t)w;
 
-			bucket[0] = 0, bucket[1] = n;
 			for (int q = 0; q < w; q++) {
-				dp_zero_slice(&r, 0, q, &off, &len);
+				dp_zero_cut(n, w, q, &off, &len);
 				/* in rank order, adjacent, none over the
 				 * chunk, only trailing ones shorter */
 				part &= off == at && len <= c &&
