@@ -345,12 +345,12 @@ close_to(const struct result *a, const struct result *b)
 /* This rank's memory against the closed forms: plain data parallelism
  * keeps the whole optimizer state and gradient vector; ZeRO the state of
  * its slices, ceil(n/W) floats of bucket n or fewer for the last ranks;
- * ZeRO-2 also only the reduced slices, ceil(n/W) floats of every bucket. */
+ * ZeRO-2 also only the reduced slices, as many floats, compact. */
 static void
 check_mem(const struct dp_mem *mem, int zero, int moments, int rank, int w)
 {
 	static const size_t bucket[] = { 5, 30, 24, 25, 24, 25, 24 };
-	size_t optim = 0, grad = 0;
+	size_t optim = 0, grad;
 
 	for (int i = 0; i < 7; i++) {
 		size_t c = (bucket[i] + (size_t)w - 1) / (size_t)w;
@@ -358,8 +358,8 @@ check_mem(const struct dp_mem *mem, int zero, int moments, int rank, int w)
 
 		optim += a >= bucket[i] ? 0 : bucket[i] - a < c ?
 		    bucket[i] - a : c;
-		grad += c;
 	}
+	grad = optim;
 	if (zero == 0)
 		optim = MLP3_N;
 	if (zero < 2)
