@@ -15,6 +15,59 @@
 #include "cli/util.h"
 #include "par/dp_int.h"
 
+const char *const dp_state_names[DP_NSTATE] = { "wire.ef", "powersgd.ef",
+	"powersgd.q", "local.outer_m", "local.inner_m", "local.inner_v" };
+
+size_t
+dp_state_list(float *ef, struct dp_powersgd *ps, int qs, float *outer_m,
+    int moments, struct dp_state *x)
+{
+	size_t n = 0;
+
+	if (ef != NULL)
+		x[n++] = (struct dp_state){ dp_state_names[0], DP_STATE_VEC, 1,
+		    ef, 0 };
+	if (ps != NULL)
+		x[n++] = (struct dp_state){ dp_state_names[1], DP_STATE_VEC, 1,
+		    dp_powersgd_ef(ps), 0 };
+	if (ps != NULL && qs)
+		x[n++] = (struct dp_state){ dp_state_names[2], DP_STATE_Q, 0,
+		    NULL, 0 };
+	if (outer_m != NULL)
+		x[n++] = (struct dp_state){ dp_state_names[3], DP_STATE_VEC, 0,
+		    outer_m, 0 };
+	for (int k = 0; k < moments && k < 2; k++)
+		x[n++] = (struct dp_state){ dp_state_names[4 + k],
+		    DP_STATE_MOMENT, 1, NULL, k };
+	return n;
+}
+
+int
+dp_state_get(const struct ckpt_state *st, const char *name, int q,
+    size_t np, const float **v, char *err, size_t errlen)
+{
+	if (strcmp(name, dp_state_names[0]) == 0) {
+		*v = q >= 0 && q < st->ef_ranks ? st->ef + (size_t)q * np :
+		    NULL;
+		return 0;
+	}
+	return ckpt_state_vec(st, name, q, np, v, err, errlen);
+}
+
+int
+dp_state_ranks(const struct ckpt_state *st, const char *name, size_t np,
+    int *n, char *err, size_t errlen)
+{
+	const float *v;
+
+	for (*n = 0;; (*n)++) {
+		if (dp_state_get(st, name, *n, np, &v, err, errlen) < 0)
+			return -1;
+		if (v == NULL)
+			return 0;
+	}
+}
+
 /* The job's optimizer state as pieces. holders: list every rank holding
  * a copy (to restore), not only the first (to save). */
 static struct ckpt_piece *
@@ -86,15 +139,13 @@ static int
 rank_vec(struct dp_run *r, const char *name, const float **v, int *all)
 {
 	const struct ckpt_state *st = r->cfg->resume;
-	const float *last, *beyond;
-	size_t n = r->m->nparams;
+	int n;
 
-	if (ckpt_state_vec(st, name, r->rank, n, v, r->err, r->errlen) < 0 ||
-	    ckpt_state_vec(st, name, r->world - 1, n, &last, r->err,
-	    r->errlen) < 0 || ckpt_state_vec(st, name, r->world, n, &beyond,
+	if (dp_state_get(st, name, r->rank, r->m->nparams, v, r->err,
+	    r->errlen) < 0 || dp_state_ranks(st, name, r->m->nparams, &n,
 	    r->err, r->errlen) < 0)
 		return -1;
-	*all = last != NULL && beyond == NULL;
+	*all = n == r->world;
 	return 0;
 }
 
@@ -132,7 +183,7 @@ restore_local(struct dp_run *r)
 	int drift = r->cfg->dpo.sync_every > 1;
 
 	r->kind = TRAIN_ERR_DATA;
-	if (ckpt_state_vec(st, "local.outer_m", -1, r->m->nparams, &b, r->err,
+	if (ckpt_state_vec(st, dp_state_names[3], -1, r->m->nparams, &b, r->err,
 	    r->errlen) < 0)
 		return -1;
 	if ((b != NULL) != (r->outer_m != NULL))
@@ -141,8 +192,8 @@ restore_local(struct dp_run *r)
 		    b != NULL ? "" : "no ", b != NULL ? "with" : "without");
 	if (b != NULL)
 		memcpy(r->outer_m, b, r->m->nparams * sizeof(float));
-	if (restore_inner(r, "local.inner_m", drift ? r->opt.m : NULL) < 0 ||
-	    restore_inner(r, "local.inner_v", drift ? r->opt.v : NULL) < 0)
+	if (restore_inner(r, dp_state_names[4], drift ? r->opt.m : NULL) < 0 ||
+	    restore_inner(r, dp_state_names[5], drift ? r->opt.v : NULL) < 0)
 		return -1;
 	if (drift)
 		r->opt.t = st->step;
@@ -159,8 +210,8 @@ restore_psgd(struct dp_run *r)
 	int all;
 
 	r->kind = TRAIN_ERR_DATA;
-	if (rank_vec(r, "powersgd.ef", &e, &all) < 0 ||
-	    ckpt_state_vec(r->cfg->resume, "powersgd.q", -1, n, &q, r->err,
+	if (rank_vec(r, dp_state_names[1], &e, &all) < 0 ||
+	    ckpt_state_vec(r->cfg->resume, dp_state_names[2], -1, n, &q, r->err,
 	    r->errlen) < 0)
 		return -1;
 	if (r->psgd == NULL && e != NULL)
@@ -201,27 +252,24 @@ int
 dp_ckpt_save(struct dp_run *r, long done)
 {
 	struct ckpt_piece *p;
-	struct ckpt_vec x[6];
-	size_t n, nx = 0;
-	int rc, drift = r->cfg->dpo.sync_every > 1;
+	struct dp_state st[DP_NSTATE];
+	struct ckpt_vec x[DP_NSTATE];
+	size_t n, nx, i;
+	int rc, qs = 0;
 	float *q = NULL;
 
-	if (r->wire.ef != NULL)
-		x[nx++] = (struct ckpt_vec){ "wire.ef", r->wire.ef, 1 };
-	if (r->outer_m != NULL)
-		x[nx++] = (struct ckpt_vec){ "local.outer_m", r->outer_m, 0 };
-	if (drift && r->opt.m != NULL)
-		x[nx++] = (struct ckpt_vec){ "local.inner_m", r->opt.m, 1 };
-	if (drift && r->opt.v != NULL)
-		x[nx++] = (struct ckpt_vec){ "local.inner_v", r->opt.v, 1 };
 	if (r->psgd != NULL) {
-		x[nx++] = (struct ckpt_vec){ "powersgd.ef",
-		    dp_powersgd_ef(r->psgd), 1 };
 		if ((q = malloc((r->m->nparams + 1) * sizeof(float))) == NULL)
 			return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-		if (dp_powersgd_q_get(r->psgd, q))
-			x[nx++] = (struct ckpt_vec){ "powersgd.q", q, 0 };
+		qs = dp_powersgd_q_get(r->psgd, q);
 	}
+	nx = dp_state_list(r->wire.ef, r->psgd, qs, r->outer_m,
+	    r->cfg->dpo.sync_every > 1 ? nn_optim_moments(&r->cfg->optim) : 0,
+	    st);
+	for (i = 0; i < nx; i++)
+		x[i] = (struct ckpt_vec){ st[i].name, st[i].kind ==
+		    DP_STATE_VEC ? st[i].v : st[i].kind == DP_STATE_Q ? q :
+		    st[i].k ? r->opt.v : r->opt.m, st[i].per_rank };
 	if ((p = pieces(r, 0, &n)) == NULL) {
 		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");

@@ -135,6 +135,39 @@ int dp_zero_gather(struct dp_zero *z, struct nn_optim *whole);
 void dp_zero_take(struct dp_zero *z, const struct nn_optim *whole);
 void dp_zero_free(struct dp_zero *z);
 
+struct dp_powersgd;
+/* The DP sync state a checkpoint keeps beside the model and optimizer
+ * (dp_ckpt.c), named and listed alike by collx-dp (dp_ckpt.c) and
+ * collx-train (pipe_ckpt.c): vectors of a float per model parameter,
+ * per_rank where the ranks differ ("NAME.RANK"), one where they agree.
+ * list: of ef (--wire int8's error feedback), ps (PowerSGD; qs: whether
+ * its Qs are kept, once a step has compressed), outer_m (local SGD's
+ * outer momentum) and, while the replicas drift, the inner optimizer's
+ * moments (how many: 0-2), those that exist into x (room for DP_NSTATE);
+ * returns how many. A DP_STATE_VEC is v, a DP_STATE_Q
+ * PowerSGD's Qs (dp_powersgd_q_get), a DP_STATE_MOMENT moment k of the
+ * caller's optimizers (0: m, 1: v). names: every name list can give. */
+enum { DP_STATE_VEC, DP_STATE_Q, DP_STATE_MOMENT };
+enum { DP_NSTATE = 6 };
+struct dp_state {
+	const char *name;
+	int kind, per_rank;
+	float *v;
+	int k;
+};
+extern const char *const dp_state_names[DP_NSTATE];
+size_t dp_state_list(float *ef, struct dp_powersgd *ps, int qs,
+    float *outer_m, int moments, struct dp_state *x);
+/* Reading them back from st, a resumed checkpoint: get, rank q's vector
+ * name (q < 0: the one of all) of np floats into *v, NULL when absent;
+ * ranks: of how many ranks ("NAME.0" on) it holds name. -1 when one is
+ * not np f32 values. */
+struct ckpt_state;
+int dp_state_get(const struct ckpt_state *st, const char *name, int q,
+    size_t np, const float **v, char *err, size_t errlen);
+int dp_state_ranks(const struct ckpt_state *st, const char *name, size_t np,
+    int *n, char *err, size_t errlen);
+
 /* Local SGD's outer step (dp_local.c; the scheme: the file's comment) on
  * n floats of the vectors: p the replica's parameters, a the anchor, b
  * the outer momentum, g the drift. delta puts a - p into g, which the
