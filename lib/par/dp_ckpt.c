@@ -8,7 +8,8 @@
  * and beside it the outer momentum (the anchor is the parameters: a
  * checkpoint is taken only where the replicas have just synced).
  * PowerSGD's error feedback is every rank's, its warm-start Qs are
- * alike on every rank. */
+ * alike on every rank. That state is named and listed here once
+ * (dp_state_*) for collx-train's checkpoints too (pipe_ckpt.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,7 @@ static int
 restore_ef(struct dp_run *r)
 {
 	const struct ckpt_state *st = r->cfg->resume;
+	const float *ef;
 
 	r->kind = TRAIN_ERR_DATA;
 	if (st->ef != NULL && r->wire.type != DP_WIRE_INT8)
@@ -126,9 +128,11 @@ restore_ef(struct dp_run *r)
 		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint holds "
 		    "the error feedback of %d ranks, not %d", r->rank,
 		    st->ef_ranks, r->world);
-	if (st->ef != NULL)
-		memcpy(r->wire.ef, st->ef + (size_t)r->rank * r->m->nparams,
-		    r->m->nparams * sizeof(float));
+	if (dp_state_get(st, dp_state_names[0], r->rank, r->m->nparams, &ef,
+	    r->err, r->errlen) < 0)
+		return -1;
+	if (ef != NULL)
+		memcpy(r->wire.ef, ef, r->m->nparams * sizeof(float));
 	return 0;
 }
 
