@@ -53,6 +53,51 @@ bucket_allreduce(struct dp_run *r, int i)
 	return 0;
 }
 
+/* ZeRO over the buckets (dp_zero.c): a range per bucket, its optimizer
+ * r->bopt's, the reduce-scatter through r->wire, --sync's algorithm. */
+static int
+zero_init(struct dp_run *r)
+{
+	struct dp_range *rg;
+	int i, rc;
+
+	rg = malloc((size_t)r->nbucket * sizeof(*rg));
+	r->bopt = calloc((size_t)r->nbucket, sizeof(*r->bopt));
+	if (rg == NULL || r->bopt == NULL) {
+		free(rg);
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	}
+	r->nbopt = r->nbucket;
+	for (i = 0; i < r->nbucket; i++)
+		rg[i] = (struct dp_range){ r->bucket[i],
+		    r->bucket[i + 1] - r->bucket[i] };
+	rc = dp_zero_init(&r->zero, r->cfg->dpo.zero, r->c, &r->wire,
+	    r->cfg->algo, rg, r->nbucket, r->bopt, &r->cfg->optim,
+	    "gradient bucket", r->err, r->errlen);
+	free(rg);
+	if (rc < 0)
+		r->kind = TRAIN_ERR_RUNTIME;
+	return rc;
+}
+
+static int
+zero_bucket(struct dp_run *r, int i)
+{
+	if (dp_zero_reduce(&r->zero, r->m->grads, i) < 0)
+		return dp_comm_failed(r);
+	return 0;
+}
+
+static int
+zero_update(struct dp_run *r)
+{
+	dp_zero_step(&r->zero, r->m->params, r->m->grads,
+	    (float)(1.0 / (double)r->cfg->batch));
+	if (dp_zero_allgather(&r->zero, r->m->params) < 0)
+		return dp_comm_failed(r);
+	return 0;
+}
+
 /* One bulk-synchronous colocated parameter-server round per bucket; a
  * server rank keeps an optimizer for its shard of every bucket. */
 static int
@@ -108,7 +153,7 @@ sync_step(struct dp_run *r, double *loss)
 	if (r->bucket_fn != NULL) {
 		if (r->ovl == NULL && dp_buckets_sync(r) < 0)
 			return -1;
-		if (cfg->dpo.zero > 0 && dp_zero_update(r) < 0)
+		if (cfg->dpo.zero > 0 && zero_update(r) < 0)
 			return -1;
 	} else if (r->cl != NULL) {
 		if (ps_client_push(r->cl, m->grads, (double)r->count, m->params,
@@ -219,8 +264,8 @@ run_mem(const struct dp_run *r, struct dp_mem *mem)
 		mem->optim_bytes += nn_optim_bytes(&r->srv->opt);
 	if (r->anchor != NULL)
 		mem->optim_bytes += 2 * r->m->nparams * sizeof(float);
-	mem->grad_bytes = (r->cfg->dpo.zero == 2 ? r->gshard_len : r->m->nparams) *
-	    sizeof(float);
+	mem->grad_bytes = r->cfg->dpo.zero > 0 ? dp_zero_grad_bytes(&r->zero,
+	    r->m->nparams) : r->m->nparams * sizeof(float);
 }
 
 static int
@@ -284,9 +329,9 @@ run_buckets(struct dp_run *r)
 		return -1;
 	}
 	if (cfg->dpo.zero > 0) {
-		if (dp_zero_init(r) < 0)
+		if (zero_init(r) < 0)
 			return -1;
-		r->bucket_fn = dp_zero_bucket;
+		r->bucket_fn = zero_bucket;
 	} else if (cfg->dpo.powersgd > 0) {
 		if (dp_powersgd_init(r) < 0)
 			return -1;
@@ -379,7 +424,7 @@ run_free(struct dp_run *r)
 	for (i = 0; i < r->nbopt; i++)
 		nn_optim_free(&r->bopt[i]);
 	free(r->bopt);
-	dp_zero_free(r);
+	dp_zero_free(&r->zero);
 	dp_wire_free(&r->wire);
 	dp_local_free(r);
 	dp_powersgd_free(r);

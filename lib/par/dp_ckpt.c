@@ -8,12 +8,66 @@
  * and beside it the outer momentum (the anchor is the parameters: a
  * checkpoint is taken only where the replicas have just synced).
  * PowerSGD's error feedback is every rank's, its warm-start Qs are
- * alike on every rank. */
+ * alike on every rank. That state is named and listed here once
+ * (dp_state_*) for collx-train's checkpoints too (pipe_ckpt.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "par/dp_int.h"
+
+const char *const dp_state_names[DP_NSTATE] = { "wire.ef", "powersgd.ef",
+	"powersgd.q", "local.outer_m", "local.inner_m", "local.inner_v" };
+
+size_t
+dp_state_list(float *ef, struct dp_powersgd *ps, int qs, float *outer_m,
+    int moments, struct dp_state *x)
+{
+	size_t n = 0;
+
+	if (ef != NULL)
+		x[n++] = (struct dp_state){ dp_state_names[0], DP_STATE_VEC, 1,
+		    ef, 0 };
+	if (ps != NULL)
+		x[n++] = (struct dp_state){ dp_state_names[1], DP_STATE_VEC, 1,
+		    dp_powersgd_ef(ps), 0 };
+	if (ps != NULL && qs)
+		x[n++] = (struct dp_state){ dp_state_names[2], DP_STATE_Q, 0,
+		    NULL, 0 };
+	if (outer_m != NULL)
+		x[n++] = (struct dp_state){ dp_state_names[3], DP_STATE_VEC, 0,
+		    outer_m, 0 };
+	for (int k = 0; k < moments && k < 2; k++)
+		x[n++] = (struct dp_state){ dp_state_names[4 + k],
+		    DP_STATE_MOMENT, 1, NULL, k };
+	return n;
+}
+
+int
+dp_state_get(const struct ckpt_state *st, const char *name, int q,
+    size_t np, const float **v, char *err, size_t errlen)
+{
+	if (strcmp(name, dp_state_names[0]) == 0) {
+		*v = q >= 0 && q < st->ef_ranks ? st->ef + (size_t)q * np :
+		    NULL;
+		return 0;
+	}
+	return ckpt_state_vec(st, name, q, np, v, err, errlen);
+}
+
+int
+dp_state_ranks(const struct ckpt_state *st, const char *name, size_t np,
+    int *n, char *err, size_t errlen)
+{
+	const float *v;
+
+	for (*n = 0;; (*n)++) {
+		if (dp_state_get(st, name, *n, np, &v, err, errlen) < 0)
+			return -1;
+		if (v == NULL)
+			return 0;
+	}
+}
 
 /* The job's optimizer state as pieces. holders: list every rank holding
  * a copy (to restore), not only the first (to save). */
@@ -22,7 +76,6 @@ pieces(struct dp_run *r, int holders, size_t *n)
 {
 	const struct dp_cfg *cfg = r->cfg;
 	int q, i, nb = r->bopt != NULL ? r->nbucket : 1;
-	int owners = cfg->dpo.zero > 0 ? r->world : cfg->ps_servers;
 	struct ckpt_piece *p;
 	size_t k = 0, off, len;
 
@@ -40,17 +93,18 @@ pieces(struct dp_run *r, int holders, size_t *n)
 		*n = k;
 		return p;
 	}
+	if (cfg->dpo.zero > 0) {
+		*n = dp_zero_pieces(&r->zero, p);
+		return p;
+	}
 	for (i = 0; i < nb; i++)
-		for (q = 0; q < owners; q++) {
+		for (q = 0; q < cfg->ps_servers; q++) {
 			size_t base = r->bopt != NULL ? r->bucket[i] : 0;
 			struct nn_optim *o = q != r->rank ? NULL : r->bopt != NULL ?
 			    &r->bopt[i] : &r->opt;
 
-			if (cfg->dpo.zero > 0)
-				dp_zero_slice(r, i, q, &off, &len);
-			else
-				ps_shard(r->bopt != NULL ? r->bucket[i + 1] - base :
-				    r->m->nparams, owners, q, &off, &len);
+			ps_shard(r->bopt != NULL ? r->bucket[i + 1] - base :
+			    r->m->nparams, cfg->ps_servers, q, &off, &len);
 			p[k++] = (struct ckpt_piece){ q, base + off, len, o, 0 };
 		}
 	*n = k;
@@ -63,6 +117,7 @@ static int
 restore_ef(struct dp_run *r)
 {
 	const struct ckpt_state *st = r->cfg->resume;
+	const float *ef;
 
 	r->kind = TRAIN_ERR_DATA;
 	if (st->ef != NULL && r->wire.type != DP_WIRE_INT8)
@@ -73,9 +128,11 @@ restore_ef(struct dp_run *r)
 		return cli_fail(r->err, r->errlen, "rank %d: the checkpoint holds "
 		    "the error feedback of %d ranks, not %d", r->rank,
 		    st->ef_ranks, r->world);
-	if (st->ef != NULL)
-		memcpy(r->wire.ef, st->ef + (size_t)r->rank * r->m->nparams,
-		    r->m->nparams * sizeof(float));
+	if (dp_state_get(st, dp_state_names[0], r->rank, r->m->nparams, &ef,
+	    r->err, r->errlen) < 0)
+		return -1;
+	if (ef != NULL)
+		memcpy(r->wire.ef, ef, r->m->nparams * sizeof(float));
 	return 0;
 }
 
@@ -86,15 +143,13 @@ static int
 rank_vec(struct dp_run *r, const char *name, const float **v, int *all)
 {
 	const struct ckpt_state *st = r->cfg->resume;
-	const float *last, *beyond;
-	size_t n = r->m->nparams;
+	int n;
 
-	if (ckpt_state_vec(st, name, r->rank, n, v, r->err, r->errlen) < 0 ||
-	    ckpt_state_vec(st, name, r->world - 1, n, &last, r->err,
-	    r->errlen) < 0 || ckpt_state_vec(st, name, r->world, n, &beyond,
+	if (dp_state_get(st, name, r->rank, r->m->nparams, v, r->err,
+	    r->errlen) < 0 || dp_state_ranks(st, name, r->m->nparams, &n,
 	    r->err, r->errlen) < 0)
 		return -1;
-	*all = last != NULL && beyond == NULL;
+	*all = n == r->world;
 	return 0;
 }
 
@@ -132,7 +187,7 @@ restore_local(struct dp_run *r)
 	int drift = r->cfg->dpo.sync_every > 1;
 
 	r->kind = TRAIN_ERR_DATA;
-	if (ckpt_state_vec(st, "local.outer_m", -1, r->m->nparams, &b, r->err,
+	if (ckpt_state_vec(st, dp_state_names[3], -1, r->m->nparams, &b, r->err,
 	    r->errlen) < 0)
 		return -1;
 	if ((b != NULL) != (r->outer_m != NULL))
@@ -141,8 +196,8 @@ restore_local(struct dp_run *r)
 		    b != NULL ? "" : "no ", b != NULL ? "with" : "without");
 	if (b != NULL)
 		memcpy(r->outer_m, b, r->m->nparams * sizeof(float));
-	if (restore_inner(r, "local.inner_m", drift ? r->opt.m : NULL) < 0 ||
-	    restore_inner(r, "local.inner_v", drift ? r->opt.v : NULL) < 0)
+	if (restore_inner(r, dp_state_names[4], drift ? r->opt.m : NULL) < 0 ||
+	    restore_inner(r, dp_state_names[5], drift ? r->opt.v : NULL) < 0)
 		return -1;
 	if (drift)
 		r->opt.t = st->step;
@@ -159,8 +214,8 @@ restore_psgd(struct dp_run *r)
 	int all;
 
 	r->kind = TRAIN_ERR_DATA;
-	if (rank_vec(r, "powersgd.ef", &e, &all) < 0 ||
-	    ckpt_state_vec(r->cfg->resume, "powersgd.q", -1, n, &q, r->err,
+	if (rank_vec(r, dp_state_names[1], &e, &all) < 0 ||
+	    ckpt_state_vec(r->cfg->resume, dp_state_names[2], -1, n, &q, r->err,
 	    r->errlen) < 0)
 		return -1;
 	if (r->psgd == NULL && e != NULL)
@@ -201,27 +256,24 @@ int
 dp_ckpt_save(struct dp_run *r, long done)
 {
 	struct ckpt_piece *p;
-	struct ckpt_vec x[6];
-	size_t n, nx = 0;
-	int rc, drift = r->cfg->dpo.sync_every > 1;
+	struct dp_state st[DP_NSTATE];
+	struct ckpt_vec x[DP_NSTATE];
+	size_t n, nx, i;
+	int rc, qs = 0;
 	float *q = NULL;
 
-	if (r->wire.ef != NULL)
-		x[nx++] = (struct ckpt_vec){ "wire.ef", r->wire.ef, 1 };
-	if (r->outer_m != NULL)
-		x[nx++] = (struct ckpt_vec){ "local.outer_m", r->outer_m, 0 };
-	if (drift && r->opt.m != NULL)
-		x[nx++] = (struct ckpt_vec){ "local.inner_m", r->opt.m, 1 };
-	if (drift && r->opt.v != NULL)
-		x[nx++] = (struct ckpt_vec){ "local.inner_v", r->opt.v, 1 };
 	if (r->psgd != NULL) {
-		x[nx++] = (struct ckpt_vec){ "powersgd.ef",
-		    dp_powersgd_ef(r->psgd), 1 };
 		if ((q = malloc((r->m->nparams + 1) * sizeof(float))) == NULL)
 			return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-		if (dp_powersgd_q_get(r->psgd, q))
-			x[nx++] = (struct ckpt_vec){ "powersgd.q", q, 0 };
+		qs = dp_powersgd_q_get(r->psgd, q);
 	}
+	nx = dp_state_list(r->wire.ef, r->psgd, qs, r->outer_m,
+	    r->cfg->dpo.sync_every > 1 ? nn_optim_moments(&r->cfg->optim) : 0,
+	    st);
+	for (i = 0; i < nx; i++)
+		x[i] = (struct ckpt_vec){ st[i].name, st[i].kind ==
+		    DP_STATE_VEC ? st[i].v : st[i].kind == DP_STATE_Q ? q :
+		    st[i].k ? r->opt.v : r->opt.m, st[i].per_rank };
 	if ((p = pieces(r, 0, &n)) == NULL) {
 		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");

@@ -41,10 +41,8 @@ struct dp_run {
 	int nbopt;			/* of a colocated server (overlap) */
 	int (*bucket_fn)(struct dp_run *, int);	/* a bucket's sync, or NULL */
 	struct dp_ovl *ovl;		/* overlap: the communication thread */
-	size_t *zoff;			/* ZeRO: bucket slices in gshard */
-	size_t *zcounts;		/* ZeRO: allgatherv counts, world */
-	float *gshard, *zpad;		/* ZeRO: stage 2 grads, padding */
-	size_t gshard_len;
+	struct dp_zero zero;		/* ZeRO over the buckets (bopt its
+					 * optimizers) */
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */
@@ -69,16 +67,6 @@ int dp_buckets_make(struct dp_run *r);
 
 /* A bucket's sync (r->bucket_fn). */
 typedef int (*dp_bucket_fn)(struct dp_run *r, int bucket);
-
-/* ZeRO stages 1 and 2 (dp_zero.c; its cut and reduce-scatter over flat
- * ranges: dp_sync.h); slice: bucket i's cut, relative to the bucket's
- * start. */
-void dp_zero_slice(const struct dp_run *r, int i, int q, size_t *off,
-    size_t *len);
-int dp_zero_init(struct dp_run *r);
-int dp_zero_bucket(struct dp_run *r, int bucket);
-int dp_zero_update(struct dp_run *r);
-void dp_zero_free(struct dp_run *r);
 
 /* Every bucket's sync (r->bucket_fn) on this thread, last bucket first
  * (dp.c). */

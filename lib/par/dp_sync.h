@@ -2,7 +2,8 @@
  * flat gradient (or parameter) vector and the tensors in it, so that
  * collx-dp's buckets (dp.c) and collx-train's stages (pipe_dp_sync.c) run
  * the same code: gradients in a narrower type on the wire (dp_wire.c),
- * PowerSGD (dp_powersgd.c) and local SGD's outer step (dp_local.c). */
+ * ZeRO (dp_zero.c), PowerSGD (dp_powersgd.c) and local SGD's outer step
+ * (dp_local.c). */
 #ifndef COLLX_DP_SYNC_H
 #define COLLX_DP_SYNC_H
 
@@ -29,7 +30,7 @@ struct dp_wire {
  * comment). init sizes the buffers for buckets of up to maxn floats of a
  * vector of n. allreduce: the n floats g of the vector's [off, off+n)
  * replaced by their sum over the ranks; reduce_scatter: this rank's
- * slice of that sum (ZeRO's, dp_zero_slice: len floats from
+ * slice of that sum (ZeRO's, dp_zero_cut: len floats from
  * rank * ceil(n / world)) into out. 0, or -1 with comm_error(c) set. */
 int dp_wire_init(struct dp_wire *w, enum dp_wire_type type, int rank,
     int world, size_t n, size_t maxn, char *err, size_t errlen);
@@ -39,6 +40,11 @@ int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
     const float *g, size_t off, size_t n, float *out, size_t len,
     enum coll_algo algo);
 void dp_wire_free(struct dp_wire *w);
+
+/* A range of a flat vector: len floats from off. */
+struct dp_range {
+	size_t off, len;
+};
 
 /* Buckets (dp_bucket.c): the n tensors t of a vector of total floats, in
  * its order (off: where each starts; stage: the backward stage completing
@@ -74,17 +80,93 @@ void dp_ovl_stage(void *o, int stage);
 int dp_ovl_wait(struct dp_ovl *o, double *busy);
 void dp_ovl_free(struct dp_ovl *o);
 
-/* ZeRO's cut and reduce-scatter over a flat range (dp_zero.c), shared by
- * collx-dp's buckets and collx-train's stage ranges (pipe_dp_zero.c).
- * cut: of a vector of n floats over world ranks, rank q owns *len floats
- * from *off (ceil(n / world) each, the last ones shorter or empty).
- * reduce_scatter: the n gradient sums g (floats [off, off+n) of the
- * vector w's error feedback covers) summed over c, this rank's slice of
- * the sum into out; pad: room for n rounded up to a multiple of c's size
- * (used when world does not divide n). 0, or -1 with comm_error(c) set. */
+/* ZeRO over the n ranges rg of a flat vector (dp_zero.c; the scheme: the
+ * file's comment), collx-dp's buckets and collx-train's stage ranges
+ * alike. cut: of a range of n floats over world ranks, rank q owns *len
+ * floats from *off (ceil(n / world) each, the last ones shorter or
+ * empty); slice: range i's, relative to its start. init: stage 1 or 2
+ * over c, the reduce-scatter through w (whose error feedback covers the
+ * vector), algo where the collective has it (else auto); opt: the
+ * caller's n optimizers, each remade for this rank's slice of its range;
+ * what names a range in the collectives' step labels. reduce: range i
+ * of grads reduce-scattered, this rank's slice of the sum in place
+ * (stage 1) or compact (stage 2); step: every slice stepped with the
+ * gradient scale; allgather: the updated slices of params to every rank
+ * (both 0, or -1 with comm_error(c) set; init -1 with the reason in
+ * err). grad_bytes: the reduced gradients kept for the update (stage 1:
+ * the caller's whole floats, in place). For checkpoints, pieces: which rank
+ * holds which floats of the state (n * world of them into p, their
+ * count returned, for ckpt.c); whole_alloc: optimizers of whole ranges
+ * (NULL, the reason in err); gather: the slices into them on rank 0
+ * (NULL elsewhere; collective over c); take: this rank's slices of
+ * them. */
+struct ckpt_piece;
+struct dp_zero {
+	int stage, rank, world, n;
+	struct comm *c;
+	struct dp_wire *wire;
+	enum coll_algo rs_algo, ag_algo;
+	struct dp_range *rg;
+	struct nn_optim *opt;	/* the caller's, a slice's each */
+	const char *what;
+	float *grad;		/* stage 2: the reduced slices, compact */
+	size_t *goff;		/* stage 2: range i's slice in grad */
+	size_t ngrad;		/* floats of the reduced slices */
+	float *pad;		/* a range padded to world slices of a size */
+	size_t *counts;		/* world: one range's allgather counts */
+};
 void dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len);
-int dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
-    size_t off, size_t n, float *pad, float *out, enum coll_algo algo);
+void dp_zero_slice(const struct dp_zero *z, int i, int q, size_t *off,
+    size_t *len);
+int dp_zero_init(struct dp_zero *z, int stage, struct comm *c,
+    struct dp_wire *w, enum coll_algo algo, const struct dp_range *rg,
+    int n, struct nn_optim *opt, const struct nn_optim_cfg *oc,
+    const char *what, char *err, size_t errlen);
+int dp_zero_reduce(struct dp_zero *z, float *grads, int i);
+void dp_zero_step(struct dp_zero *z, float *params, float *grads,
+    float scale);
+int dp_zero_allgather(struct dp_zero *z, float *params);
+size_t dp_zero_grad_bytes(const struct dp_zero *z, size_t whole);
+size_t dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p);
+struct nn_optim *dp_zero_whole_alloc(const struct dp_zero *z,
+    const struct nn_optim_cfg *oc, char *err, size_t errlen);
+void dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w);
+int dp_zero_gather(struct dp_zero *z, struct nn_optim *whole);
+void dp_zero_take(struct dp_zero *z, const struct nn_optim *whole);
+void dp_zero_free(struct dp_zero *z);
+
+struct dp_powersgd;
+/* The DP sync state a checkpoint keeps beside the model and optimizer
+ * (dp_ckpt.c), named and listed alike by collx-dp (dp_ckpt.c) and
+ * collx-train (pipe_ckpt.c): vectors of a float per model parameter,
+ * per_rank where the ranks differ ("NAME.RANK"), one where they agree.
+ * list: of ef (--wire int8's error feedback), ps (PowerSGD; qs: whether
+ * its Qs are kept, once a step has compressed), outer_m (local SGD's
+ * outer momentum) and, while the replicas drift, the inner optimizer's
+ * moments (how many: 0-2), those that exist into x (room for DP_NSTATE);
+ * returns how many. A DP_STATE_VEC is v, a DP_STATE_Q
+ * PowerSGD's Qs (dp_powersgd_q_get), a DP_STATE_MOMENT moment k of the
+ * caller's optimizers (0: m, 1: v). names: every name list can give. */
+enum { DP_STATE_VEC, DP_STATE_Q, DP_STATE_MOMENT };
+enum { DP_NSTATE = 6 };
+struct dp_state {
+	const char *name;
+	int kind, per_rank;
+	float *v;
+	int k;
+};
+extern const char *const dp_state_names[DP_NSTATE];
+size_t dp_state_list(float *ef, struct dp_powersgd *ps, int qs,
+    float *outer_m, int moments, struct dp_state *x);
+/* Reading them back from st, a resumed checkpoint: get, rank q's vector
+ * name (q < 0: the one of all) of np floats into *v, NULL when absent;
+ * ranks: of how many ranks ("NAME.0" on) it holds name. -1 when one is
+ * not np f32 values. */
+struct ckpt_state;
+int dp_state_get(const struct ckpt_state *st, const char *name, int q,
+    size_t np, const float **v, char *err, size_t errlen);
+int dp_state_ranks(const struct ckpt_state *st, const char *name, size_t np,
+    int *n, char *err, size_t errlen);
 
 /* Local SGD's outer step (dp_local.c; the scheme: the file's comment) on
  * n floats of the vectors: p the replica's parameters, a the anchor, b
@@ -108,9 +190,6 @@ void dp_local_apply(float *p, float *a, float *b, const float *g, size_t n,
 struct dp_powersgd;
 struct dp_powersgd_tensor {
 	size_t t, off, rows, count;
-};
-struct dp_range {
-	size_t off, len;
 };
 struct dp_powersgd *dp_powersgd_new(const struct dp_powersgd_tensor *tens, size_t nt,
     const struct dp_range *bucket, int nb, size_t len, int rank,

@@ -1,20 +1,25 @@
-/* dp_zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) over the gradient
- * buckets. Every bucket of len floats is cut into world slices of
- * c = ceil(len / W) floats (the last ones shorter or empty when W does not
- * divide len); rank q owns slice q of every bucket. A bucket's gradient
- * sums are reduce-scattered (a zero-padded copy when W does not divide
- * len), each rank steps the optimizer on its slices only (the state is
- * about 1/W of plain data parallelism's), and the updated slices are
- * allgathered. Stage 1 keeps the reduced slice in place in the gradient
- * vector; stage 2 keeps only the reduced slices, compact. The optimizers
- * are elementwise, so the result is plain data parallelism's up to the
- * order the reductions add in. With --wire the reduce-scatter is
- * dp_wire's, in the wire type. The cut and the reduce-scatter serve
- * collx-train's DP axis too (pipe_dp_zero.c), over a stage's ranges. */
+/* dp_zero: ZeRO stages 1 and 2 (Rajbhandari et al., 2020) over the ranges
+ * of a flat vector, the one implementation behind collx-dp (a range per
+ * gradient bucket, dp.c) and collx-train's DP axis (a range per parameter
+ * range of the stage, pipe_dp_zero.c). Every range of len floats is cut
+ * into world slices of c = ceil(len / W) floats (the last ones shorter or
+ * empty when W does not divide len); rank q owns slice q of every range.
+ * A range's gradient sums are reduce-scattered (a zero-padded copy when W
+ * does not divide len; with --wire, dp_wire's, in the wire type), each
+ * rank steps an optimizer sized for its slice (the state is about 1/W of
+ * plain data parallelism's), and the updated slices are allgathered.
+ * Stage 1 keeps the reduced slice in place in the gradient vector; stage
+ * 2 keeps only the reduced slices, compact. The optimizers are
+ * elementwise, so the result is plain data parallelism's up to the order
+ * the reductions add in. Checkpoints hold the state whole, as plain data
+ * parallelism does: as pieces each rank holds (dp_zero_pieces), or
+ * gathered whole onto rank 0 and cut again on resume. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "par/dp_int.h"
+#include "cli/util.h"
+#include "par/ckpt.h"
+#include "par/dp_sync.h"
 
 void
 dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len)
@@ -27,62 +32,81 @@ dp_zero_cut(size_t n, int world, int q, size_t *off, size_t *len)
 }
 
 void
-dp_zero_slice(const struct dp_run *r, int i, int q, size_t *off, size_t *len)
+dp_zero_slice(const struct dp_zero *z, int i, int q, size_t *off,
+    size_t *len)
 {
-	dp_zero_cut(r->bucket[i + 1] - r->bucket[i], r->world, q, off, len);
-}
-
-static size_t
-zero_chunk(const struct dp_run *r, int i)
-{
-	size_t n = r->bucket[i + 1] - r->bucket[i];
-
-	return (n + (size_t)r->world - 1) / (size_t)r->world;
+	dp_zero_cut(z->rg[i].len, z->world, q, off, len);
 }
 
 static enum coll_algo
-zero_algo(const struct dp_run *r, enum coll_kind kind)
+algo_for(enum coll_algo a, enum coll_kind kind)
 {
-	return coll_algo_valid(kind, r->cfg->algo) ? r->cfg->algo : COLL_AUTO;
+	return coll_algo_valid(kind, a) ? a : COLL_AUTO;
 }
 
 int
-dp_zero_init(struct dp_run *r)
+dp_zero_init(struct dp_zero *z, int stage, struct comm *c, struct dp_wire *w,
+    enum coll_algo algo, const struct dp_range *rg, int n,
+    struct nn_optim *opt, const struct nn_optim_cfg *oc, const char *what,
+    char *err, size_t errlen)
 {
-	size_t pad = 0, total = 0, off, len;
-	int i;
+	size_t pad = 0, off, len, cs;
 	char e[COLLX_ERRLEN];
+	int i;
 
-	r->bopt = calloc((size_t)r->nbucket, sizeof(*r->bopt));
-	r->zoff = calloc((size_t)r->nbucket, sizeof(*r->zoff));
-	r->zcounts = calloc((size_t)r->world, sizeof(*r->zcounts));
-	if (r->bopt == NULL || r->zoff == NULL || r->zcounts == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	for (i = 0; i < r->nbucket; i++) {
-		size_t c = zero_chunk(r, i), n = r->bucket[i + 1] - r->bucket[i];
-
-		dp_zero_slice(r, i, r->rank, &off, &len);
-		if (nn_optim_init(&r->bopt[i], &r->cfg->optim, len, e,
-		    sizeof(e)) < 0)
-			return dp_runtime_failed(r, "rank %d: %s", e);
-		r->nbopt = i + 1;
-		r->zoff[i] = total;
-		total += c;
-		if (c * (size_t)r->world != n && c * (size_t)r->world > pad)
-			pad = c * (size_t)r->world;
+	memset(z, 0, sizeof(*z));
+	z->stage = stage;
+	z->c = c;
+	z->wire = w;
+	z->rank = comm_rank(c);
+	z->world = comm_size(c);
+	z->n = n;
+	z->opt = opt;
+	z->what = what;
+	z->rs_algo = algo_for(algo, COLL_KIND_REDUCE_SCATTER);
+	z->ag_algo = algo_for(algo, COLL_KIND_ALLGATHER);
+	z->rg = malloc(((size_t)n + 1) * sizeof(*z->rg));
+	z->goff = calloc((size_t)n + 1, sizeof(*z->goff));
+	z->counts = calloc((size_t)z->world, sizeof(*z->counts));
+	if (z->rg == NULL || z->goff == NULL || z->counts == NULL)
+		return cli_fail(err, errlen, "rank %d: out of memory", z->rank);
+	memcpy(z->rg, rg, (size_t)n * sizeof(*rg));
+	for (i = 0; i < n; i++) {
+		cs = (rg[i].len + (size_t)z->world - 1) / (size_t)z->world;
+		if (cs * (size_t)z->world != rg[i].len &&
+		    cs * (size_t)z->world > pad)
+			pad = cs * (size_t)z->world;
+		dp_zero_slice(z, i, z->rank, &off, &len);
+		z->goff[i] = z->ngrad;
+		z->ngrad += len;
+		nn_optim_free(&opt[i]);
+		if (nn_optim_init(&opt[i], oc, len, e, sizeof(e)) < 0)
+			return cli_fail(err, errlen, "rank %d: %s", z->rank, e);
 	}
-	if (r->cfg->dpo.zero == 2 && (r->gshard = calloc(total ? total : 1,
-	    sizeof(float))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	r->gshard_len = total;
-	if (pad > 0 && (r->zpad = malloc(pad * sizeof(float))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	if ((pad > 0 && (z->pad = malloc(pad * sizeof(float))) == NULL) ||
+	    (stage == 2 && (z->grad = calloc(z->ngrad ? z->ngrad : 1,
+	    sizeof(float))) == NULL))
+		return cli_fail(err, errlen, "rank %d: out of memory", z->rank);
 	return 0;
 }
 
-int
-dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
-    size_t off, size_t n, float *pad, float *out, enum coll_algo algo)
+void
+dp_zero_free(struct dp_zero *z)
+{
+	free(z->rg);
+	free(z->goff);
+	free(z->counts);
+	free(z->pad);
+	free(z->grad);
+	memset(z, 0, sizeof(*z));
+}
+
+/* The n gradient sums g (floats [off, off+n) of the vector w's error
+ * feedback covers) summed over c, this rank's slice of the sum into out;
+ * pad: room for n rounded up to a multiple of c's size. */
+static int
+reduce_scatter(struct dp_wire *w, struct comm *c, float *g, size_t off,
+    size_t n, float *pad, float *out, enum coll_algo algo)
 {
 	int world = comm_size(c), rank = comm_rank(c);
 	size_t cs = (n + (size_t)world - 1) / (size_t)world, a, len;
@@ -103,57 +127,148 @@ dp_zero_reduce_scatter(struct dp_wire *w, struct comm *c, float *g,
 	return 0;
 }
 
-/* Reduce-scatters bucket i's gradient sums: rank's slice of the sum lands
- * in its place in the gradients (stage 1) or in the compact shard. */
-int
-dp_zero_bucket(struct dp_run *r, int i)
+/* Where range i's reduced slice lies. */
+static float *
+reduced(const struct dp_zero *z, float *grads, int i)
 {
-	size_t a = r->bucket[i], n = r->bucket[i + 1] - a, off, len;
-	float *g = r->m->grads + a;
+	size_t off, len;
 
-	dp_zero_slice(r, i, r->rank, &off, &len);
-	comm_set_step(r->c, "reduce-scatter of gradient bucket %d of %d", i + 1,
-	    r->nbucket);
-	if (dp_zero_reduce_scatter(&r->wire, r->c, g, a, n, r->zpad,
-	    r->cfg->dpo.zero == 2 ? r->gshard + r->zoff[i] : g + off,
-	    zero_algo(r, COLL_KIND_REDUCE_SCATTER)) < 0)
-		return dp_comm_failed(r);
-	return 0;
+	if (z->stage == 2)
+		return z->grad + z->goff[i];
+	dp_zero_slice(z, i, z->rank, &off, &len);
+	return grads + z->rg[i].off + off;
 }
 
-/* Steps the optimizer on this rank's slices and allgathers them. */
 int
-dp_zero_update(struct dp_run *r)
+dp_zero_reduce(struct dp_zero *z, float *grads, int i)
 {
-	float scale = (float)(1.0 / (double)r->cfg->batch);
+	comm_set_step(z->c, "reduce-scatter of the gradients of %s %d of %d",
+	    z->what, i + 1, z->n);
+	return reduce_scatter(z->wire, z->c, grads + z->rg[i].off,
+	    z->rg[i].off, z->rg[i].len, z->pad, reduced(z, grads, i),
+	    z->rs_algo);
+}
+
+void
+dp_zero_step(struct dp_zero *z, float *params, float *grads, float scale)
+{
+	size_t off, len;
+
+	for (int i = 0; i < z->n; i++) {
+		dp_zero_slice(z, i, z->rank, &off, &len);
+		nn_optim_step(&z->opt[i], params + z->rg[i].off + off,
+		    reduced(z, grads, i), scale);
+	}
+}
+
+int
+dp_zero_allgather(struct dp_zero *z, float *params)
+{
 	size_t off, len;
 	int i, q;
 
-	for (i = 0; i < r->nbucket; i++) {
-		float *p = r->m->params + r->bucket[i];
-		const float *g;
+	for (i = 0; i < z->n; i++) {
+		float *p = params + z->rg[i].off;
 
-		dp_zero_slice(r, i, r->rank, &off, &len);
-		g = r->cfg->dpo.zero == 2 ? r->gshard + r->zoff[i] :
-		    r->m->grads + r->bucket[i] + off;
-		nn_optim_step(&r->bopt[i], p + off, g, scale);
-		for (q = 0; q < r->world; q++)
-			dp_zero_slice(r, i, q, &off, &r->zcounts[q]);
-		dp_zero_slice(r, i, r->rank, &off, &len);
-		comm_set_step(r->c, "allgather of parameter bucket %d of %d",
-		    i + 1, r->nbucket);
-		if (coll_allgatherv(r->c, p + off, p, r->zcounts, DT_F32,
-		    zero_algo(r, COLL_KIND_ALLGATHER)) < 0)
-			return dp_comm_failed(r);
+		for (q = 0; q < z->world; q++)
+			dp_zero_slice(z, i, q, &off, &z->counts[q]);
+		dp_zero_slice(z, i, z->rank, &off, &len);
+		comm_set_step(z->c, "allgather of the parameters of %s %d of "
+		    "%d", z->what, i + 1, z->n);
+		if (coll_allgatherv(z->c, p + off, p, z->counts, DT_F32,
+		    z->ag_algo) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+size_t
+dp_zero_grad_bytes(const struct dp_zero *z, size_t whole)
+{
+	return (z->stage == 2 ? z->ngrad : whole) * sizeof(float);
+}
+
+/* ---- checkpoints: the state whole ------------------------------------- */
+
+size_t
+dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p)
+{
+	size_t k = 0, off, len;
+
+	for (int i = 0; i < z->n; i++)
+		for (int q = 0; q < z->world; q++) {
+			dp_zero_slice(z, i, q, &off, &len);
+			p[k++] = (struct ckpt_piece){ q, z->rg[i].off + off,
+			    len, q == z->rank ? &z->opt[i] : NULL, 0 };
+		}
+	return k;
+}
+
+struct nn_optim *
+dp_zero_whole_alloc(const struct dp_zero *z, const struct nn_optim_cfg *oc,
+    char *err, size_t errlen)
+{
+	struct nn_optim *w = calloc((size_t)z->n + 1, sizeof(*w));
+	char e[COLLX_ERRLEN];
+
+	if (w == NULL) {
+		cli_fail(err, errlen, "rank %d: out of memory", z->rank);
+		return NULL;
+	}
+	for (int i = 0; i < z->n; i++)
+		if (nn_optim_init(&w[i], oc, z->rg[i].len, e, sizeof(e)) < 0) {
+			dp_zero_whole_free(z, w);
+			cli_fail(err, errlen, "rank %d: %s", z->rank, e);
+			return NULL;
+		}
+	return w;
+}
+
+void
+dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w)
+{
+	for (int i = 0; w != NULL && i < z->n; i++)
+		nn_optim_free(&w[i]);
+	free(w);
+}
+
+int
+dp_zero_gather(struct dp_zero *z, struct nn_optim *whole)
+{
+	size_t off;
+	int i, q;
+
+	for (i = 0; i < z->n; i++) {
+		const struct nn_optim *o = &z->opt[i];
+
+		for (q = 0; q < z->world; q++)
+			dp_zero_slice(z, i, q, &off, &z->counts[q]);
+		comm_set_step(z->c, "gathering the optimizer state of %s %d "
+		    "of %d", z->what, i + 1, z->n);
+		if ((o->m != NULL && coll_gatherv(z->c, o->m, whole != NULL ?
+		    whole[i].m : NULL, z->counts, DT_F32, 0) < 0) ||
+		    (o->v != NULL && coll_gatherv(z->c, o->v, whole != NULL ?
+		    whole[i].v : NULL, z->counts, DT_F32, 0) < 0))
+			return -1;
+		if (whole != NULL)
+			whole[i].t = o->t;
 	}
 	return 0;
 }
 
 void
-dp_zero_free(struct dp_run *r)
+dp_zero_take(struct dp_zero *z, const struct nn_optim *whole)
 {
-	free(r->zoff);
-	free(r->zcounts);
-	free(r->gshard);
-	free(r->zpad);
+	size_t off, len;
+
+	for (int i = 0; i < z->n; i++) {
+		struct nn_optim *o = &z->opt[i];
+
+		dp_zero_slice(z, i, z->rank, &off, &len);
+		if (o->m != NULL)
+			memcpy(o->m, whole[i].m + off, len * sizeof(float));
+		if (o->v != NULL)
+			memcpy(o->v, whole[i].v + off, len * sizeof(float));
+		o->t = whole[i].t;
+	}
 }

@@ -21,6 +21,19 @@
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
+/* Optimizers of the stage's whole ranges (ZeRO's, dp_zero.c), NULL on
+ * failure. */
+static struct nn_optim *
+zero_whole(struct pipe_run *r)
+{
+	struct nn_optim *w = dp_zero_whole_alloc(&r->zero->z, &r->cfg->optim,
+	    r->err, r->errlen);
+
+	if (w == NULL)
+		r->kind = TRAIN_ERR_RUNTIME;
+	return w;
+}
+
 /* Under ZeRO the state is restored whole, as without it, and this
  * replica keeps its slices. */
 int
@@ -31,14 +44,14 @@ pipe_ckpt_resume(struct pipe_run *r)
 
 	if (r->zero == NULL)
 		return pipe_tp_resume(r);
-	if ((whole = pipe_dp_zero_whole_alloc(r)) == NULL)
+	if ((whole = zero_whole(r)) == NULL)
 		return -1;
 	r->opt = whole;
 	rc = pipe_tp_resume(r);
 	r->opt = mine;
 	if (rc == 0)
-		pipe_dp_zero_take(r, whole);
-	pipe_dp_zero_whole_free(r, whole);
+		dp_zero_take(&r->zero->z, whole);
+	dp_zero_whole_free(&r->zero->z, whole);
 	return rc;
 }
 
@@ -130,46 +143,20 @@ out:
 
 /* ---- the slow links' state --------------------------------------------- */
 
-/* A vector of it on this stage: v indexed as r->params (SV_VEC),
- * PowerSGD's Qs (SV_Q), or the optimizers' moment k (SV_MOMENT: local
- * SGD's inner state while the replicas drift). */
-enum { SV_VEC, SV_Q, SV_MOMENT };
-enum { NSVEC = 6 };
-
-struct svec {
-	const char *name;	/* collx-dp's */
-	int kind, per_replica;
-	float *v;
-	int k;
-};
-
-static const char *const svec_names[NSVEC] = { "wire.ef", "powersgd.ef",
-	"powersgd.q", "local.outer_m", "local.inner_m", "local.inner_v" };
-
 /* The state this run keeps after done steps, listed alike on every rank
- * (PowerSGD's Qs exist once a step has compressed). */
+ * and named as collx-dp names it (dp_state_list; PowerSGD's Qs exist
+ * once a step has compressed). On this stage a DP_STATE_VEC is indexed as
+ * r->params, a DP_STATE_MOMENT is the optimizers' moment (local SGD's
+ * inner state while the replicas drift). */
 static size_t
-svecs(const struct pipe_run *r, long done, struct svec *x)
+svecs(const struct pipe_run *r, long done, struct dp_state *x)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct dp_powersgd *ps = pipe_dp_sync_powersgd(r);
-	float *ef = pipe_dp_sync_wire_ef(r), *om = pipe_dp_sync_outer_m(r);
-	int k, moments = nn_optim_moments(&cfg->optim);
-	size_t n = 0;
 
-	if (ef != NULL)
-		x[n++] = (struct svec){ svec_names[0], SV_VEC, 1, ef, 0 };
-	if (ps != NULL)
-		x[n++] = (struct svec){ svec_names[1], SV_VEC, 1,
-		    dp_powersgd_ef(ps), 0 };
-	if (ps != NULL && done > cfg->dpo.powersgd_start)
-		x[n++] = (struct svec){ svec_names[2], SV_Q, 0, NULL, 0 };
-	if (om != NULL)
-		x[n++] = (struct svec){ svec_names[3], SV_VEC, 0, om, 0 };
-	for (k = 0; cfg->dpo.sync_every > 1 && k < moments; k++)
-		x[n++] = (struct svec){ svec_names[4 + k], SV_MOMENT, 1, NULL,
-		    k };
-	return n;
+	return dp_state_list(pipe_dp_sync_wire_ef(r), ps, ps != NULL &&
+	    done > cfg->dpo.powersgd_start, pipe_dp_sync_outer_m(r),
+	    cfg->dpo.sync_every > 1 ? nn_optim_moments(&cfg->optim) : 0, x);
 }
 
 static int
@@ -203,9 +190,9 @@ map(const struct pipe_run *r, const float *from, float *to, int to_model)
 
 /* Owned range q of x in the stage's layout. */
 static float *
-range(const struct pipe_run *r, const struct svec *x, int q)
+range(const struct pipe_run *r, const struct dp_state *x, int q)
 {
-	if (x->kind == SV_VEC)
+	if (x->kind == DP_STATE_VEC)
 		return x->v + r->own[q].off;
 	return x->k ? r->opt[q].v : r->opt[q].m;
 }
@@ -213,13 +200,13 @@ range(const struct pipe_run *r, const struct svec *x, int q)
 /* This stage's part of x into out (a float per model parameter, zero
  * elsewhere), through sv (the stage's layout). */
 static void
-svec_get(const struct pipe_run *r, const struct svec *x, float *sv,
+svec_get(const struct pipe_run *r, const struct dp_state *x, float *sv,
     float *out)
 {
 	memset(out, 0, r->m->nparams * sizeof(float));
-	if (x->kind == SV_Q)
+	if (x->kind == DP_STATE_Q)
 		dp_powersgd_q_get(pipe_dp_sync_powersgd(r), sv);
-	for (int q = 0; x->kind != SV_Q && q < r->nown; q++)
+	for (int q = 0; x->kind != DP_STATE_Q && q < r->nown; q++)
 		memcpy(sv + r->own[q].off, range(r, x, q), r->own[q].len *
 		    sizeof(float));
 	map(r, sv, out, 1);
@@ -227,16 +214,16 @@ svec_get(const struct pipe_run *r, const struct svec *x, float *sv,
 
 /* This stage's part of x from in, as svec_get lays it out. */
 static void
-svec_put(struct pipe_run *r, const struct svec *x, float *sv,
+svec_put(struct pipe_run *r, const struct dp_state *x, float *sv,
     const float *in)
 {
 	map(r, in, sv, 0);
-	if (x->kind == SV_Q)
+	if (x->kind == DP_STATE_Q)
 		dp_powersgd_q_put(pipe_dp_sync_powersgd(r), sv);
-	for (int q = 0; x->kind != SV_Q && q < r->nown; q++) {
+	for (int q = 0; x->kind != DP_STATE_Q && q < r->nown; q++) {
 		memcpy(range(r, x, q), sv + r->own[q].off, r->own[q].len *
 		    sizeof(float));
-		if (x->kind == SV_MOMENT)
+		if (x->kind == DP_STATE_MOMENT)
 			r->opt[q].t = r->cfg->resume->step;
 	}
 }
@@ -284,7 +271,7 @@ merge_stages(struct pipe_run *r, float *all, size_t nv)
  * axis on each stage, then over replica 0's pipeline. all: replica 0's,
  * NULL elsewhere. Collective over both axes. */
 static int
-svec_collect(struct pipe_run *r, const struct svec *x, size_t nx,
+svec_collect(struct pipe_run *r, const struct dp_state *x, size_t nx,
     float *all)
 {
 	size_t np = r->m->nparams, *counts = NULL, i;
@@ -305,7 +292,7 @@ svec_collect(struct pipe_run *r, const struct svec *x, size_t nx,
 		svec_get(r, &x[i], sv, mine);
 		comm_set_step(r->cfg->dp != NULL ? r->cfg->dp : r->c,
 		    "gathering stage %d's %s", r->rank, x[i].name);
-		if (x[i].per_replica && d > 1) {
+		if (x[i].per_rank && d > 1) {
 			if (coll_gatherv(r->cfg->dp, mine, dst, counts, DT_F32,
 			    0) < 0) {
 				rc = pipe_dp_failed(r);
@@ -325,7 +312,7 @@ out:
 /* Replica 0's pipeline saves with the vectors x, collected from every
  * replica's. */
 static int
-save_with(struct pipe_run *r, long done, const struct svec *x, size_t nx)
+save_with(struct pipe_run *r, long done, const struct dp_state *x, size_t nx)
 {
 	size_t np = r->m->nparams, i, nv = 0;
 	int me, d = replicas(r, &me), q, rc = -1;
@@ -343,8 +330,8 @@ save_with(struct pipe_run *r, long done, const struct svec *x, size_t nx)
 	if (svec_collect(r, x, nx, all) < 0)
 		goto out;
 	for (i = 0; me == 0 && i < nx; i++)
-		for (q = 0; q < (x[i].per_replica ? d : 1); q++, nv++) {
-			if (x[i].per_replica)
+		for (q = 0; q < (x[i].per_rank ? d : 1); q++, nv++) {
+			if (x[i].per_rank)
 				snprintf(names[nv], sizeof(names[nv]), "%s.%d",
 				    x[i].name, q);
 			else
@@ -361,41 +348,6 @@ out:
 	return rc;
 }
 
-/* How many replicas' vector name the checkpoint holds ("NAME.0" on). */
-static int
-held(struct pipe_run *r, const char *name, int *n)
-{
-	const struct ckpt_state *st = r->cfg->resume;
-	const float *v;
-
-	if (strcmp(name, svec_names[0]) == 0) {
-		*n = st->ef_ranks;
-		return 0;
-	}
-	for (*n = 0;; (*n)++) {
-		if (ckpt_state_vec(st, name, *n, r->m->nparams, &v, r->err,
-		    r->errlen) < 0)
-			return -1;
-		if (v == NULL)
-			return 0;
-	}
-}
-
-/* Vector name of replica q (q < 0: the one of all) or NULL. */
-static int
-stored(struct pipe_run *r, const char *name, int q, const float **v)
-{
-	const struct ckpt_state *st = r->cfg->resume;
-
-	if (strcmp(name, svec_names[0]) == 0) {
-		*v = q >= 0 && q < st->ef_ranks ? st->ef + (size_t)q *
-		    r->m->nparams : NULL;
-		return 0;
-	}
-	return ckpt_state_vec(st, name, q, r->m->nparams, v, r->err,
-	    r->errlen);
-}
-
 /* nx vectors of state kept for stages of one TP rank only. */
 static int
 one_tp_rank(struct pipe_run *r, size_t nx)
@@ -409,25 +361,27 @@ one_tp_rank(struct pipe_run *r, size_t nx)
 
 /* State the checkpoint holds that this run would drop: not exact. */
 static int
-refuse_dropped(struct pipe_run *r, const struct svec *x, size_t nx)
+refuse_dropped(struct pipe_run *r, const struct dp_state *x, size_t nx)
 {
 	const float *v, *one;
 	size_t i, k;
 
-	for (k = 0; k < NSVEC; k++) {
-		for (i = 0; i < nx && strcmp(x[i].name, svec_names[k]) != 0;
+	for (k = 0; k < DP_NSTATE; k++) {
+		for (i = 0; i < nx && strcmp(x[i].name, dp_state_names[k]) != 0;
 		    i++)
 			;
 		if (i < nx)
 			continue;
-		if (stored(r, svec_names[k], 0, &v) < 0 ||
-		    stored(r, svec_names[k], -1, &one) < 0)
+		if (dp_state_get(r->cfg->resume, dp_state_names[k], 0,
+		    r->m->nparams, &v, r->err, r->errlen) < 0 ||
+		    dp_state_get(r->cfg->resume, dp_state_names[k], -1,
+		    r->m->nparams, &one, r->err, r->errlen) < 0)
 			return -1;
 		if (v != NULL || one != NULL)
 			return cli_fail(r->err, r->errlen, "rank %d: the "
 			    "checkpoint holds '%s', state this run does not "
 			    "keep; resume it with the options that wrote it",
-			    r->rank, svec_names[k]);
+			    r->rank, dp_state_names[k]);
 	}
 	return 0;
 }
@@ -435,7 +389,7 @@ refuse_dropped(struct pipe_run *r, const struct svec *x, size_t nx)
 int
 pipe_ckpt_slow_resume(struct pipe_run *r)
 {
-	struct svec x[NSVEC];
+	struct dp_state x[DP_NSTATE];
 	size_t nx = svecs(r, r->cfg->resume->step, x), i;
 	int me, d = replicas(r, &me), n = 0, rc = -1;
 	const float *v;
@@ -451,16 +405,18 @@ pipe_ckpt_slow_resume(struct pipe_run *r)
 	if ((sv = calloc(stage_len(r) + 1, sizeof(float))) == NULL)
 		return pipe_oom(r);
 	for (i = 0; i < nx; i++) {
-		if (x[i].per_replica && held(r, x[i].name, &n) < 0)
+		if (x[i].per_rank && dp_state_ranks(r->cfg->resume, x[i].name,
+		    r->m->nparams, &n, r->err, r->errlen) < 0)
 			goto out;
-		if (x[i].per_replica && n > 0 && n != d) {
+		if (x[i].per_rank && n > 0 && n != d) {
 			cli_fail(r->err, r->errlen, "rank %d: the checkpoint "
 			    "holds '%s' of %d DP replicas, not %d: each "
 			    "replica's own state resumes only on as many",
 			    r->rank, x[i].name, n, d);
 			goto out;
 		}
-		if (stored(r, x[i].name, x[i].per_replica ? me : -1, &v) < 0)
+		if (dp_state_get(r->cfg->resume, x[i].name, x[i].per_rank ?
+		    me : -1, r->m->nparams, &v, r->err, r->errlen) < 0)
 			goto out;
 		if (v == NULL) {
 			cli_fail(r->err, r->errlen, "rank %d: the checkpoint "
@@ -484,7 +440,7 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 {
 	struct nn_optim *whole = NULL, *mine = r->opt;
 	int saver = r->cfg->dp == NULL || comm_rank(r->cfg->dp) == 0, rc;
-	struct svec x[NSVEC];
+	struct dp_state x[DP_NSTATE];
 	size_t nx = svecs(r, done, x);
 
 	if (one_tp_rank(r, nx) < 0)
@@ -492,14 +448,15 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 	if (r->zero == NULL)
 		return nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
-	if (saver && (whole = pipe_dp_zero_whole_alloc(r)) == NULL)
+	if (saver && (whole = zero_whole(r)) == NULL)
 		return -1;
-	if ((rc = pipe_dp_zero_gather(r, whole)) == 0) {
+	rc = dp_zero_gather(&r->zero->z, whole) < 0 ? pipe_dp_failed(r) : 0;
+	if (rc == 0) {
 		r->opt = saver ? whole : mine;
 		rc = nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
 		r->opt = mine;
 	}
-	pipe_dp_zero_whole_free(r, whole);
+	dp_zero_whole_free(&r->zero->z, whole);
 	return rc;
 }

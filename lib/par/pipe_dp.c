@@ -5,7 +5,7 @@
  * whole batch (the update divides by the global batch) and stays bitwise
  * equal to the others, which pipe_dp_verify checks at the end. With
  * cfg->dpo.zero the sums are reduce-scattered and each replica updates its
- * slices alone (pipe_dp_zero.c). */
+ * slices alone (dp_zero.c, over the layout of pipe_dp_zero.c). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -26,6 +26,37 @@ pipe_dp_free(struct pipe_run *r)
 	pipe_dp_zero_free(r);
 }
 
+/* ZeRO (dp_zero.c): every range's gradient sums reduce-scattered. */
+static int
+zero_reduce(struct pipe_run *r)
+{
+	for (int q = 0; q < r->nown; q++)
+		if (dp_zero_reduce(&r->zero->z, r->grads, q) < 0)
+			return pipe_dp_failed(r);
+	return 0;
+}
+
+/* ZeRO: this replica's slices stepped, then allgathered (timed as the
+ * DP axis's communication). */
+static int
+zero_update(struct pipe_run *r, float scale)
+{
+	struct comm *dc = r->cfg->dp;
+	struct pipe_stat *ps = &r->stat[r->step];
+	uint64_t sent;
+	double t0;
+
+	dp_zero_step(&r->zero->z, r->params, r->grads, scale);
+	t0 = cli_now();
+	sent = comm_bytes_sent(dc);
+	if (dp_zero_allgather(&r->zero->z, r->params) < 0)
+		return pipe_dp_failed(r);
+	ps->dp += cli_now() - t0;
+	ps->dp_sent += (size_t)(comm_bytes_sent(dc) - sent);
+	pipe_span(r, 'A', -1, t0, cli_now());
+	return 0;
+}
+
 int
 pipe_dp_sync(struct pipe_run *r, double *loss)
 {
@@ -38,8 +69,8 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	if ((r->zero != NULL ? pipe_dp_zero_reduce(r) :
-	    pipe_dp_sync_grads(r, &sent)) < 0)
+	if ((r->zero != NULL ? zero_reduce(r) : pipe_dp_sync_grads(r,
+	    &sent)) < 0)
 		return -1;
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
@@ -63,10 +94,10 @@ pipe_dp_update(struct pipe_run *r)
 		ps->optim_bytes += nn_optim_bytes(&r->opt[q]);
 		whole += r->own[q].len;
 	}
-	ps->grad_bytes = (r->zero != NULL ? pipe_dp_zero_grad_floats(r, whole) :
-	    whole) * sizeof(float);
+	ps->grad_bytes = r->zero != NULL ? dp_zero_grad_bytes(&r->zero->z,
+	    whole) : whole * sizeof(float);
 	if (r->zero != NULL)
-		return pipe_dp_zero_update(r, scale);
+		return zero_update(r, scale);
 	for (q = 0; q < r->nown; q++)
 		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
 		    r->grads + r->own[q].off, scale);

@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "par/dp_sync.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
 #include "par/tp_stage.h"
@@ -151,24 +152,17 @@ int pipe_dp_update(struct pipe_run *r);
 int pipe_dp_verify(struct pipe_run *r);
 void pipe_dp_free(struct pipe_run *r);
 
-/* ZeRO on the DP axis (pipe_dp_zero.c; the scheme: the file's comment):
- * init re-sizes the optimizers to this replica's slices (nothing without
- * cfg->zero or replicas); reduce: the gradient sums' slices; update: the
- * slices stepped with the gradient scale and allgathered; grad_floats:
- * the reduced gradients kept for the update (stage 2: the slices; stage
- * 1: the stage's whole floats, in place). For
- * checkpoints, whole_alloc: optimizers of whole ranges (NULL: failed);
- * gather: the slices' state into them on replica 0 (whole there, NULL
- * elsewhere; collective over cfg->dp); take: this replica's slices of
- * them; wire_ef: the reduce-scatter's int8 error feedback (or NULL). */
+/* ZeRO on the DP axis (dp_zero.c over the layout of pipe_dp_zero.c): z,
+ * its state (pipe_dp.c and pipe_ckpt.c call dp_zero_* on it), and the
+ * wire of its reduce-scatter. init re-sizes the optimizers to this
+ * replica's slices (nothing without cfg->zero or replicas); wire_ef: the
+ * reduce-scatter's int8 error feedback (or NULL). */
+struct pipe_dp_zero {
+	struct dp_zero z;
+	struct dp_wire wire;
+	char what[32];		/* a range, in the collectives' step labels */
+};
 int pipe_dp_zero_init(struct pipe_run *r);
-int pipe_dp_zero_reduce(struct pipe_run *r);
-int pipe_dp_zero_update(struct pipe_run *r, float scale);
-size_t pipe_dp_zero_grad_floats(const struct pipe_run *r, size_t whole);
-struct nn_optim *pipe_dp_zero_whole_alloc(struct pipe_run *r);
-void pipe_dp_zero_whole_free(struct pipe_run *r, struct nn_optim *w);
-int pipe_dp_zero_gather(struct pipe_run *r, struct nn_optim *whole);
-void pipe_dp_zero_take(struct pipe_run *r, const struct nn_optim *whole);
 void pipe_dp_zero_free(struct pipe_run *r);
 float *pipe_dp_zero_wire_ef(const struct pipe_run *r);
 

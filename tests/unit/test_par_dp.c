@@ -226,15 +226,12 @@ zero_slices(void)
 		{ 7, 3, { 0, 3, 6 }, { 3, 3, 1 } },
 		{ 1, 2, { 0, 1 }, { 1, 0 } },
 	};
-	size_t bucket[2], off, len;
+	size_t off, len;
 	int ok = 1, part = 1;
 
 	for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++) {
-		struct dp_run r = { .bucket = bucket, .nbucket = 1,
-		    .world = hand[k].w };
-		bucket[0] = 100, bucket[1] = 100 + hand[k].n;
 		for (int q = 0; q < hand[k].w; q++) {
-			dp_zero_slice(&r, 0, q, &off, &len);
+			dp_zero_cut(hand[k].n, hand[k].w, q, &off, &len);
 			ok &= off == hand[k].off[q] && len == hand[k].len[q];
 		}
 	}
@@ -242,13 +239,10 @@ zero_slices(void)
 	    "bucket");
 	for (size_t n = 0; n <= 40; n++)
 		for (int w = 1; w <= 8; w++) {
-			struct dp_run r = { .bucket = bucket, .nbucket = 1,
-			    .world = w };
 			size_t at = 0, c = (n + (size_t)w - 1) / (size_t)w;
 
-			bucket[0] = 0, bucket[1] = n;
 			for (int q = 0; q < w; q++) {
-				dp_zero_slice(&r, 0, q, &off, &len);
+				dp_zero_cut(n, w, q, &off, &len);
 				/* in rank order, adjacent, none over the
 				 * chunk, only trailing ones shorter */
 				part &= off == at && len <= c &&
@@ -259,6 +253,129 @@ zero_slices(void)
 		}
 	UNIT_OK(part, "ZeRO slices of 0..40 floats over 1..8 ranks: in rank "
 	    "order, covering the bucket once, the short ones last");
+}
+
+/* ---- ZeRO over flat ranges (dp_zero.c), on 3 ranks ---------------------- */
+
+/* Three ranges of a vector of 16 floats, gaps at 7-8 and 15; over 3
+ * ranks their slices are 3,3,1 / 2,2,1 / 1,0,0 floats. Rank q's gradient
+ * j is (q+1)(j+1), so the sum is 6(j+1); SGD (lr 0.5, momentum 0.9, one
+ * step: the buffer is the gradient) moves p[j] = 100 + j by 3(j+1). */
+#define ZN 16
+static const struct dp_range zrg[] = { { 0, 7 }, { 9, 5 }, { 14, 1 } };
+/* range i's slice on rank q: zlen[i][q] floats from zoff[i][q] */
+static const size_t zoff[3][3] = { { 0, 3, 6 }, { 0, 2, 4 }, { 0, 1, 1 } };
+static const size_t zlen[3][3] = { { 3, 3, 1 }, { 2, 2, 1 }, { 1, 0, 0 } };
+static const size_t zmine[3] = { 6, 5, 2 };	/* each rank's slice floats */
+
+static int
+in_ranges(size_t j)
+{
+	for (int i = 0; i < 3; i++)
+		if (j >= zrg[i].off && j < zrg[i].off + zrg[i].len)
+			return 1;
+	return 0;
+}
+
+static int
+zero_rank(struct comm *c, void *arg)
+{
+	int q = comm_rank(c), w = comm_size(c), ok;
+	struct nn_optim_cfg oc;
+	struct nn_optim opt[3], *whole;
+	struct ckpt_piece pc[9];
+	struct dp_wire wire;
+	struct dp_zero z;
+	float p[ZN], g[ZN];
+	char e[256];
+
+	(void)arg;
+	nn_optim_defaults(&oc, NN_SGD);
+	oc.lr = 0.5, oc.momentum = 0.9;
+	for (int stage = 1; stage <= 2; stage++) {
+		memset(opt, 0, sizeof(opt));
+		for (size_t j = 0; j < ZN; j++)
+			p[j] = 100.0f + (float)j, g[j] = (float)((q + 1) *
+			    ((int)j + 1));
+		if (dp_wire_init(&wire, DP_WIRE_F32, q, w, ZN, 7, e,
+		    sizeof(e)) < 0 || dp_zero_init(&z, stage, c, &wire,
+		    COLL_AUTO, zrg, 3, opt, &oc, "range", e, sizeof(e)) < 0)
+			return !par_check(0, "ZeRO-%d init: %s", stage, e);
+		for (int i = 0; i < 3; i++)
+			if (dp_zero_reduce(&z, g, i) < 0)
+				return !par_check(0, "reduce-scatter");
+		dp_zero_step(&z, p, g, 1.0f);
+		if (dp_zero_allgather(&z, p) < 0)
+			return !par_check(0, "allgather");
+		ok = 1;
+		for (size_t j = 0; j < ZN; j++)
+			ok &= p[j] == 100.0f + (float)j - (in_ranges(j) ?
+			    3.0f * (float)(j + 1) : 0.0f);
+		par_check(ok, "rank %d ZeRO-%d over ranges: every rank holds "
+		    "the step of the summed gradients, the gaps untouched", q,
+		    stage);
+		/* stage 2 leaves the gradient vector as the rank made it */
+		ok = 1;
+		for (size_t j = 0; j < ZN && stage == 2; j++)
+			ok &= g[j] == (float)((q + 1) * ((int)j + 1));
+		par_check(ok && dp_zero_grad_bytes(&z, ZN) == (stage == 2 ?
+		    zmine[q] : ZN) * sizeof(float), "rank %d ZeRO-%d: the "
+		    "reduced gradients kept (%zu bytes)", q, stage,
+		    dp_zero_grad_bytes(&z, ZN));
+		/* the pieces: each rank's slice of each range */
+		ok = dp_zero_pieces(&z, pc) == 9;
+		for (int i = 0, k = 0; i < 3; i++)
+			for (int r = 0; r < w; r++, k++)
+				ok &= pc[k].rank == r && pc[k].off ==
+				    zrg[i].off + zoff[i][r] && pc[k].len ==
+				    zlen[i][r] && (pc[k].o != NULL) == (r == q);
+		par_check(ok, "rank %d ZeRO-%d: checkpoint pieces are each "
+		    "rank's slices, this rank's with its optimizer", q, stage);
+		/* the momentum buffers gathered whole on rank 0 are the sums */
+		whole = q == 0 ? dp_zero_whole_alloc(&z, &oc, e, sizeof(e)) :
+		    NULL;
+		if ((q == 0 && whole == NULL) || dp_zero_gather(&z, whole) < 0)
+			return !par_check(0, "gather: %s", e);
+		if (q == 0) {
+			ok = 1;
+			for (int i = 0; i < 3; i++) {
+				ok &= whole[i].t == 1;
+				for (size_t j = 0; j < zrg[i].len; j++)
+					ok &= whole[i].m[j] == 6.0f *
+					    (float)(zrg[i].off + j + 1);
+			}
+			par_check(ok, "ZeRO-%d: the momentum gathered whole on "
+			    "rank 0 is the summed gradients", stage);
+		}
+		dp_zero_whole_free(&z, whole);
+		/* a whole state of 1000 + its index: each rank takes its
+		 * slices */
+		if ((whole = dp_zero_whole_alloc(&z, &oc, e, sizeof(e))) ==
+		    NULL)
+			return !par_check(0, "whole_alloc: %s", e);
+		for (int i = 0; i < 3; i++) {
+			whole[i].t = 7;
+			for (size_t j = 0; j < zrg[i].len; j++)
+				whole[i].m[j] = 1000.0f + (float)(zrg[i].off +
+				    j);
+		}
+		dp_zero_take(&z, whole);
+		ok = 1;
+		for (int i = 0; i < 3; i++) {
+			ok &= opt[i].t == 7 && opt[i].count == zlen[i][q];
+			for (size_t j = 0; j < opt[i].count; j++)
+				ok &= opt[i].m[j] == 1000.0f +
+				    (float)(zrg[i].off + zoff[i][q] + j);
+		}
+		par_check(ok, "rank %d ZeRO-%d: takes its slices of a whole "
+		    "state", q, stage);
+		dp_zero_whole_free(&z, whole);
+		dp_zero_free(&z);
+		dp_wire_free(&wire);
+		for (int i = 0; i < 3; i++)
+			nn_optim_free(&opt[i]);
+	}
+	return 0;
 }
 
 /* ---- training over ranks ---------------------------------------------- */
@@ -351,12 +468,12 @@ close_to(const struct result *a, const struct result *b)
 /* This rank's memory against the closed forms: plain data parallelism
  * keeps the whole optimizer state and gradient vector; ZeRO the state of
  * its slices, ceil(n/W) floats of bucket n or fewer for the last ranks;
- * ZeRO-2 also only the reduced slices, ceil(n/W) floats of every bucket. */
+ * ZeRO-2 also only the reduced slices, as many floats, compact. */
 static void
 check_mem(const struct dp_mem *mem, int zero, int moments, int rank, int w)
 {
 	static const size_t bucket[] = { 5, 30, 24, 25, 24, 25, 24 };
-	size_t optim = 0, grad = 0;
+	size_t optim = 0, grad;
 
 	for (int i = 0; i < 7; i++) {
 		size_t c = (bucket[i] + (size_t)w - 1) / (size_t)w;
@@ -364,8 +481,8 @@ check_mem(const struct dp_mem *mem, int zero, int moments, int rank, int w)
 
 		optim += a >= bucket[i] ? 0 : bucket[i] - a < c ?
 		    bucket[i] - a : c;
-		grad += c;
 	}
+	grad = optim;
 	if (zero == 0)
 		optim = MLP3_N;
 	if (zero < 2)
@@ -459,6 +576,7 @@ main(void)
 	buckets_gpt();
 	overlap_order();
 	zero_slices();
+	par_world(3, "ZeRO over flat ranges on 3 ranks", zero_rank, NULL);
 	par_world(2, "data parallel on 2 ranks", dp_rank, NULL);
 	par_world(3, "data parallel on 3 ranks", dp_rank, NULL);
 	return unit_done();
