@@ -251,9 +251,9 @@ layer_done(void *ctx, int l)
 /*
  * Overlap as collx-dp's (dp_overlap.c) where the plain or --wire sum is
  * the sync (PowerSGD and drifting local SGD sum other things, later):
- * each bucket is summed as soon as its chunk's last backward (of a split
- * backward: last weight part) has completed it, the sums the same as
- * after it. A layer completes the latest stage of its tensors
+ * each bucket is summed as soon as the first stage's last backward (of a
+ * split backward: every stage's last weight part) has completed it, the
+ * sums the same as after it; the rest after the schedule. A layer completes the latest stage of its tensors
  * (nn_model_grad_stage); a layer holding none, none. Every group of the
  * mesh sends over the same links, which one thread at a time may use:
  * the buckets run while the backward computes, and it waits for them
@@ -303,11 +303,15 @@ void
 pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
 {
 	struct pipe_dp_sync *s = r->slow;
-	int c = (int)(ts - pipe_chunk(r, 0));
+	int c = (int)(ts - r->ts);
 
 	ts->done = NULL;
+	/* a whole backward of a chunk after the first sends its input
+	 * gradient upstream once it returns: summing beside it would hold
+	 * that send (and the stages above) behind the sums, while summed
+	 * after it they run beside the upstream's backward */
 	if (s == NULL || s->ovl == NULL || weight != ts->split ||
-	    ++s->npass[c] < r->cfg->micro)
+	    (!ts->split && !ts->first) || ++s->npass[c] < r->cfg->micro)
 		return;
 	s->npass[c] = 0;
 	if (!s->armed) {
