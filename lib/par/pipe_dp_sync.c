@@ -272,6 +272,11 @@ overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
 	if (!r->cfg->dpo.overlap || pipe_replicas(r) == NULL ||
 	    r->cfg->dpo.powersgd > 0 || r->cfg->dpo.sync_every > 1)
 		return 0;
+	/* a whole backward overlaps on the first stage only (arm), and the
+	 * thread's group waits without spinning: the other stages keep
+	 * their spinning sums after the schedule */
+	if (!r->sch->split && !r->ts[0].first)
+		return 0;
 	/* the tied embedding's halves meet after the schedule (tied_sum) */
 	s->tied = m->dims.arch == NN_GPT && (r->world > 1 || r->nchunk > 1);
 	if ((s->lstage = malloc((size_t)L * sizeof(int))) == NULL ||
