@@ -369,3 +369,51 @@ for e in tp:
                e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in x), e
 PYEOF
 }
+
+# Three steps of a 4-layer mlp stack (64 -> 1024 -> 64 each), batch 256 in
+# 2 micro-batches, on 4 ranks with timing rows o{rank}.csv; the seconds of
+# the allreduce_hidden rows, all ranks and steps together, in $hidden.
+# Waiting ranks sleep instead of spinning (COLLX_SPIN_US=0), so that on
+# fewer cores than ranks the sums' thread gets one while the backward runs.
+# usage: overlapped MESH-OPTIONS...
+overlapped() {
+	data 256 64 64 9
+	timeout 30 collx-dp --init mlp --dims 64,1024,64,4 --seed 9 \
+	    -o m.safetensors
+	rm -f o?.csv
+	run env COLLX_SPIN_US=0 timeout 60 collx-run -n 4 --timeout 20 -- \
+	    collx-train -m m.safetensors -i X.npy -t Y.npy --batch 256 \
+	    --steps 3 --microbatches 2 --timing 'o{rank}.csv' -q "$@"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	hidden=$(awk -F, '$2 == "allreduce_hidden" { s += $10 }
+	    END { printf "%.9f\n", s }' o?.csv)
+}
+
+@test "the DP axis sums its buckets beside the backward on dp2 x pp2 (1f1b and gpipe: stage 0; zb-h1: both stages' weight parts) and dp2 x tp2: --timing splits the sum into hidden and exposed rows, and some of it is hidden; not with --sync-every" {
+	for m in "--pp 2" "--pp 2 --schedule gpipe" "--pp 2 --schedule zb-h1" \
+	    "--tp 2"; do
+		# shellcheck disable=SC2086
+		overlapped --dp 2 $m
+		for r in 0 1 2 3; do
+			# ranks 2 and 3 hold stage 1, which sends its last
+			# backward's input gradient before it sums
+			n=3
+			case $r,$m in
+			[23],"--pp 2" | [23],*gpipe) n=0 ;;
+			esac
+			[ "$(grep -c '^collx-train,allreduce,.*,dp,' "o$r.csv")" -eq 3 ]
+			[ "$(grep -c '^collx-train,allreduce_hidden,.*,dp,' "o$r.csv")" -eq "$n" ]
+			[ "$(grep -c '^collx-train,allreduce_exposed,.*,dp,' "o$r.csv")" -eq "$n" ]
+		done
+		# a bucket summed while the backward still computed: posted
+		# only at its end, every second of it would be waited for
+		echo "$m: hidden $hidden s"
+		awk -v h="$hidden" 'BEGIN { exit !(h > 0) }'
+	done
+	# drifting replicas sum parameters after the update: the rows as
+	# before, no split
+	overlapped --dp 2 --pp 2 --sync-every 2
+	[ "$(grep -c '^collx-train,allreduce,.*,dp,' o0.csv)" -eq 3 ]
+	[ "$(grep -c 'allreduce_hidden\|allreduce_exposed' o0.csv)" -eq 0 ]
+}

@@ -144,6 +144,17 @@ dp_ovl_stage(void *ctx, int stage)
 	pthread_mutex_unlock(&o->mu);
 }
 
+/* Waits for the buckets posted so far, not posting the rest: the caller
+ * is about to use links the thread's group shares. */
+void
+dp_ovl_drain(struct dp_ovl *o)
+{
+	pthread_mutex_lock(&o->mu);
+	while (o->ndone < o->nposted)
+		pthread_cond_wait(&o->cv, &o->mu);
+	pthread_mutex_unlock(&o->mu);
+}
+
 int
 dp_ovl_wait(struct dp_ovl *o, double *busy)
 {

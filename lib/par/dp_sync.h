@@ -70,13 +70,16 @@ void dp_buckets_ready(const struct dp_tensor *t, size_t n, const size_t *b,
  * the group it sends on, told not to spin; NULL with the reason in err);
  * per step begin, pass dp_ovl_stage and the dp_ovl to the backward pass
  * as its nn_grad_fn, then wait (*busy: the seconds spent in fn; -1 when
- * an fn failed, its reason the caller's); free stops it. */
+ * an fn failed, its reason the caller's); drain waits for the buckets
+ * posted so far only (before the caller uses links the group shares);
+ * free stops it. */
 struct dp_ovl;
 typedef int (*dp_ovl_fn)(void *ctx, int bucket);
 struct dp_ovl *dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
     struct comm *c, char *err, size_t errlen);
 void dp_ovl_begin(struct dp_ovl *o);
 void dp_ovl_stage(void *o, int stage);
+void dp_ovl_drain(struct dp_ovl *o);
 int dp_ovl_wait(struct dp_ovl *o, double *busy);
 void dp_ovl_free(struct dp_ovl *o);
 

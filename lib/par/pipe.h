@@ -64,6 +64,9 @@ struct pipe_stat {
 	size_t peak_act;	/* activation bytes held at most, so far */
 	double dp;		/* summing gradients over the replicas */
 	size_t dp_sent;		/* bytes this rank sent doing it */
+	int dp_overlap;		/* it ran beside the backward pass: */
+	double dp_hidden;	/* seconds of it behind the backward */
+	double dp_exposed;	/* seconds the stage waited for it */
 	double tp;		/* the TP group's allreduces (within fwd, bwd) */
 	size_t tp_sent;		/* bytes this rank sent in them */
 	size_t optim_bytes;	/* optimizer state this rank holds */

@@ -51,8 +51,11 @@ struct pipe_dp_sync {
 	struct dp_ovl *ovl;	/* overlap with the backward pass, or NULL */
 	int *ready;		/* the stage completing each bucket */
 	int *lstage;		/* the stage completing each layer's tensors */
-	long bstep;		/* the step whose backwards nbwd counts */
-	int nbwd, armed, rc;
+	int *npass;		/* per chunk: the step's backwards (or, split,
+				 * weight parts) so far */
+	int tied;		/* wte's gradient is summed after the schedule */
+	int armed;		/* the step's buckets have begun */
+	double waited;		/* the step's waits for them in backwards */
 	uint64_t sent;		/* the DP group's bytes sent when armed */
 	struct dp_wire wire;
 	struct dp_powersgd *psgd;
@@ -211,6 +214,17 @@ ovl_bucket(void *ctx, int k)
 	return bucket_sum(r, r->grads, k);
 }
 
+/* Waits for the buckets posted so far: the backward is about to use the
+ * links (a TP sum), or ends, and with it the thread's turn on them. */
+static void
+drain(struct pipe_dp_sync *s)
+{
+	double t0 = cli_now();
+
+	dp_ovl_drain(s->ovl);
+	s->waited += cli_now() - t0;
+}
+
 /* The stage's layer l is done (a tp_stage's done: -1 the loss's, L the
  * embeddings'): the buckets it completes go. */
 static void
@@ -220,22 +234,33 @@ layer_done(void *ctx, int l)
 	struct pipe_dp_sync *s = r->slow;
 	int L = r->m->dims.layers;
 
+	if (l == TP_STAGE_SUMMING) {
+		drain(s);
+		return;
+	}
 	/* the loss's: a gpt's final LayerNorm, stage 0 (an mlp's stage 0 is
 	 * a layer's, not done yet) */
 	if (l < 0 && r->m->dims.arch != NN_GPT)
 		return;
-	dp_ovl_stage(s->ovl, l < 0 ? 0 : l >= L ? nn_model_grad_stages(r->m) :
-	    s->lstage[l]);
+	/* the embeddings': a tied wte's (stage 2L + 1, with wpe) waits for
+	 * the tied sum after the schedule, and goes in sync_grads */
+	dp_ovl_stage(s->ovl, l < 0 ? 0 : l < L ? s->lstage[l] : s->tied ?
+	    2 * L : nn_model_grad_stages(r->m));
 }
 
 /*
- * Overlap as collx-dp's (dp_overlap.c), where the stage is the whole
- * model on one TP rank with a whole backward pass (no pipeline, no split
- * backward, no TP group whose sums the backward would send beside the
- * thread's) and the plain or --wire sum is the sync: each bucket is
- * summed as soon as the last micro-batch's backward has completed it, the
- * sums the same as after it. A layer completes the latest stage of its
- * tensors (nn_model_grad_stage); a layer holding none, none.
+ * Overlap as collx-dp's (dp_overlap.c) where the plain or --wire sum is
+ * the sync (PowerSGD and drifting local SGD sum other things, later):
+ * each bucket is summed as soon as the first stage's last backward (of a
+ * split backward: every stage's last weight part) has completed it, the
+ * sums the same as after it; the rest after the schedule. A layer completes the latest stage of its tensors
+ * (nn_model_grad_stage); a layer holding none, none. Every group of the
+ * mesh sends over the same links, which one thread at a time may use:
+ * the buckets run while the backward computes, and it waits for them
+ * before its TP sums and before it returns (settle), so the pipeline's
+ * messages, the TP sums and the buckets never meet; every replica of a
+ * stage posts and waits at the same points, so none waits on a peer
+ * that waits on it.
  */
 static int
 overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
@@ -245,11 +270,17 @@ overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
 	char e[COLLX_ERRLEN];
 
 	if (!r->cfg->dpo.overlap || pipe_replicas(r) == NULL ||
-	    r->cfg->dpo.powersgd > 0 || r->cfg->dpo.sync_every > 1 ||
-	    r->world > 1 || r->nchunk > 1 || r->ts->T > 1 ||
-	    r->sch->split)
+	    r->cfg->dpo.powersgd > 0 || r->cfg->dpo.sync_every > 1)
 		return 0;
-	if ((s->lstage = malloc((size_t)L * sizeof(int))) == NULL)
+	/* a whole backward overlaps on the first stage only (arm), and the
+	 * thread's group waits without spinning: the other stages keep
+	 * their spinning sums after the schedule */
+	if (!r->sch->split && !r->ts[0].first)
+		return 0;
+	/* the tied embedding's halves meet after the schedule (tied_sum) */
+	s->tied = m->dims.arch == NN_GPT && (r->world > 1 || r->nchunk > 1);
+	if ((s->lstage = malloc((size_t)L * sizeof(int))) == NULL ||
+	    (s->npass = calloc((size_t)r->nchunk, sizeof(int))) == NULL)
 		return pipe_oom(r);
 	for (l = 0; l < L; l++)
 		s->lstage[l] = -1;
@@ -257,6 +288,10 @@ overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
 		const char *name = m->table[i].name;
 		int st = nn_model_grad_stage(m, i);
 
+		/* a gpt's unprefixed tensors are the head's and embeddings',
+		 * done apart (-1, L); an mlp's are its one layer's */
+		if (strncmp(name, "layers.", 7) != 0 && m->dims.arch == NN_GPT)
+			continue;
 		l = strncmp(name, "layers.", 7) == 0 ? atoi(name + 7) : 0;
 		if (l >= 0 && l < L && st > s->lstage[l])
 			s->lstage[l] = st;
@@ -270,38 +305,38 @@ overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
 }
 
 void
-pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts)
+pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
 {
 	struct pipe_dp_sync *s = r->slow;
+	int c = (int)(ts - r->ts);
 
-	if (s == NULL || s->ovl == NULL)
-		return;
-	if (s->bstep != r->step) {
-		s->bstep = r->step;
-		s->nbwd = 0;
-	}
 	ts->done = NULL;
-	if (++s->nbwd < r->cfg->micro)
+	/* a whole backward of a chunk after the first sends its input
+	 * gradient upstream once it returns: summing beside it would hold
+	 * that send (and the stages above) behind the sums, while summed
+	 * after it they run beside the upstream's backward */
+	if (s == NULL || s->ovl == NULL || weight != ts->split ||
+	    (!ts->split && !ts->first) || ++s->npass[c] < r->cfg->micro)
 		return;
-	s->sent = comm_bytes_sent(r->cfg->dp);
-	dp_ovl_begin(s->ovl);
+	s->npass[c] = 0;
+	if (!s->armed) {
+		s->armed = 1;
+		s->waited = 0;
+		s->sent = comm_bytes_sent(r->cfg->dp);
+		dp_ovl_begin(s->ovl);
+	}
 	ts->done = layer_done;
 	ts->done_ctx = r;
-	s->armed = 1;
 }
 
-int
+void
 pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts)
 {
-	struct pipe_dp_sync *s = r->slow;
-	double busy;
-
-	if (s == NULL || ts->done == NULL)
-		return 0;
+	if (ts->done == NULL)
+		return;
 	ts->done = NULL;
 	/* a failed bucket's reason is in r->err; the step fails at the sync */
-	s->rc = dp_ovl_wait(s->ovl, &busy);
-	return 0;
+	drain(r->slow);
 }
 
 static int
@@ -396,6 +431,7 @@ pipe_dp_sync_free(struct pipe_run *r)
 	dp_ovl_free(s->ovl);
 	free(s->ready);
 	free(s->lstage);
+	free(s->npass);
 	free(s->anchor);
 	free(s->outer_m);
 	free(s);
@@ -473,9 +509,18 @@ pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent)
 	if (s == NULL || pipe_replicas(r) == NULL || cfg->dpo.sync_every > 1)
 		return 0;
 	if (s->armed) {
+		struct pipe_stat *ps = &r->stat[r->step];
+		double busy, t0 = cli_now();
+		int rc;
+
 		s->armed = 0;
 		*sent = s->sent;
-		return s->rc;
+		rc = dp_ovl_wait(s->ovl, &busy);	/* the tied wte's go now */
+		ps->dp_exposed = s->waited + cli_now() - t0;
+		ps->dp_hidden = busy > ps->dp_exposed ? busy -
+		    ps->dp_exposed : 0;
+		ps->dp_overlap = 1;
+		return rc;
 	}
 	if (s->psgd == NULL || r->step < cfg->dpo.powersgd_start)
 		return buckets_sum(r, r->grads, "gradients");

@@ -178,13 +178,15 @@ float *pipe_dp_zero_wire_ef(const struct pipe_run *r);
 int pipe_dp_sync_init(struct pipe_run *r);
 void pipe_dp_sync_free(struct pipe_run *r);
 int pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent);
-/* Before each backward of a tp_stage (arm) and after it (settle): on the
- * step's last one, when the replicas overlap their sums with it, the
- * buckets go as ts says its layers are done, and settle waits for them
- * before any other communication (sync_grads then gives their result,
- * *sent: the DP group's bytes sent count when they began). */
-void pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts);
-int pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts);
+/* Before each backward of a tp_stage and each weight part of a split one
+ * (arm; weight: which) and after it (settle): on the chunk's last one
+ * that finishes gradients, when the replicas overlap their sums with it,
+ * the buckets go as ts says its layers are done, and settle waits for
+ * them before any other communication (sync_grads then sends the rest
+ * and gives their result, *sent: the DP group's bytes sent count when
+ * they began). */
+void pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight);
+void pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts);
 float pipe_dp_sync_scale(const struct pipe_run *r);
 int pipe_dp_sync_outer(struct pipe_run *r);
 float *pipe_dp_sync_wire_ef(const struct pipe_run *r);

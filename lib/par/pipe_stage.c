@@ -158,16 +158,20 @@ int
 pipe_unit_backward(struct pipe_run *r, int c, struct pipe_slot *sl,
     float *dy, float *dx)
 {
-	pipe_dp_sync_arm(r, &r->ts[c]);
-	if (tp_stage_backward(&r->ts[c], sl, dy, dx) < 0)
-		return tp_failed(r);
-	return pipe_dp_sync_settle(r, &r->ts[c]);
+	int rc;
+
+	pipe_dp_sync_arm(r, &r->ts[c], 0);
+	rc = tp_stage_backward(&r->ts[c], sl, dy, dx);
+	pipe_dp_sync_settle(r, &r->ts[c]);
+	return rc < 0 ? tp_failed(r) : 0;
 }
 
 void
 pipe_unit_weight(struct pipe_run *r, int c, struct pipe_slot *sl)
 {
+	pipe_dp_sync_arm(r, &r->ts[c], 1);
 	tp_stage_weight(&r->ts[c], sl);
+	pipe_dp_sync_settle(r, &r->ts[c]);
 }
 
 void

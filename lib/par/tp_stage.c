@@ -298,10 +298,13 @@ layer_widths(const struct tp_stage *ts, int k)
 static int
 group_sum(struct tp_stage *ts, float *buf, size_t count)
 {
-	double t0 = cli_now(), t1;
+	double t0, t1;
 
 	if (ts->T == 1)
 		return 0;
+	if (ts->done != NULL)
+		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
+	t0 = cli_now();
 	if (coll_allreduce(ts->c, buf, count, DT_F32, COLL_SUM, COLL_RING) < 0)
 		return cli_fail(ts->err, ts->errlen, "TP group: %s",
 		    comm_error(ts->c));
@@ -727,7 +730,13 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 void
 tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl)
 {
-	for (int k = ts->l1 - ts->l0 - 1; k >= 0; k--)
+	for (int k = ts->l1 - ts->l0 - 1; k >= 0; k--) {
 		layer_bwd(ts, k, WEIGHT, NULL, NULL, lay_acts(ts, sl, k),
 		    lay_save(ts, sl, k), lay_in(ts, sl, k), sl->n);
+		if (ts->done != NULL)
+			ts->done(ts->done_ctx, ts->l0 + k);
+	}
+	/* the embeddings' gradients came in the input part, before */
+	if (ts->done != NULL && ts->gpt && ts->first)
+		ts->done(ts->done_ctx, ts->d.layers);
 }

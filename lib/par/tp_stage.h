@@ -43,6 +43,9 @@
 #include "nn/nn.h"
 #include "par/tp.h"
 
+/* tp_stage's done hook: the group is about to sum (no layer). */
+#define TP_STAGE_SUMMING (-2)
+
 /* A micro-batch's activations: par/pipe_int.h's, the pipeline runner's. */
 struct pipe_slot;
 
@@ -82,8 +85,12 @@ struct tp_stage {
 	/* Told as this rank's gradients of a part of the stage are final
 	 * in tp_stage_backward (NULL: none): done(done_ctx, l) after layer
 	 * l's (the model's index), with -1 after the loss's (head, final
-	 * LayerNorm) and the model's layer count after the embeddings'. Set
-	 * for a step's last backward: the DP axis overlaps its sums with it. */
+	 * LayerNorm) and the model's layer count after the embeddings'; in
+	 * a split backward, after each layer's weight part in
+	 * tp_stage_weight instead. done(done_ctx, TP_STAGE_SUMMING) comes
+	 * before each of the group's sums, which must then have the links
+	 * to themselves. Set for a step's last backward: the DP axis
+	 * overlaps its sums with it. */
 	void (*done)(void *ctx, int layer);
 	void *done_ctx;
 	float *scratch, *dlogits, *whole;

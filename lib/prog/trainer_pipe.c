@@ -182,6 +182,13 @@ step_rows(struct run *r, const struct train_step *s,
 		row(r, r->cfg->dpo.zero > 0 ? "reduce_scatter" : "allreduce",
 		    coll_algo_name(COLL_AUTO), "dp", s->step, st->dp,
 		    st->dp_sent / f, st->dp_sent, st);
+	/* overlapped with the backward: its shares, as collx-dp's rows */
+	if (r->p->mesh != NULL && st->dp_overlap) {
+		row(r, "allreduce_hidden", coll_algo_name(COLL_AUTO), "dp",
+		    s->step, st->dp_hidden, st->dp_sent / f, st->dp_sent, st);
+		row(r, "allreduce_exposed", coll_algo_name(COLL_AUTO), "dp",
+		    s->step, st->dp_exposed, st->dp_sent / f, st->dp_sent, st);
+	}
 	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
 		row(r, "allreduce", coll_algo_name(COLL_RING), "tp", s->step,
 		    st->tp, st->tp_sent / f, st->tp_sent, st);
