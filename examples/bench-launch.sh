@@ -25,7 +25,8 @@
 # OUTDIR/table.md.
 # usage: examples/bench-launch.sh [OUTDIR]
 #   env N=30 launches a case, ITERS=20, PARTS="grid launchers noisy shared
-#   pipe", SIZES="4096 1048576 67108864", OLD=DIR; a smoke test:
+#   pipe", SIZES="4096 1048576 67108864", OLD=DIR, GRID_GLOO=0 (the grid
+#   without Gloo, whose launches cost seconds each); a smoke test:
 #   N=2 ITERS=5 SIZES=4096 examples/bench-launch.sh /tmp/smoke
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -207,7 +208,7 @@ for ((i = 1; i <= n; i++)); do
 					rec grid openmpi-tcp "$world" "$bytes" \
 					    "$(mpi_allreduce_s "$work" "$world" "$bytes" "$iters" "${mpi_tcp[@]}")"
 				fi
-				[ $have_gloo = 0 ] ||
+				[ $have_gloo = 0 ] || [ "${GRID_GLOO:-1}" = 0 ] ||
 				    rec grid gloo "$world" "$bytes" "$(gloo_allreduce_s "$world" "$bytes" "$iters")"
 			done
 		done
