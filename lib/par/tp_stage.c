@@ -199,17 +199,17 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		off += p->count;
 		ts->nten++;
 	}
-	bind_views(ts);
 	return 0;
 }
 
 void
 tp_stage_place(struct tp_stage *ts, float *params, float *grads)
 {
-	memcpy(params, ts->params, ts->nlocal * sizeof(float));
-	memcpy(grads, ts->grads, ts->nlocal * sizeof(float));
-	if (!ts->placed)
+	if (ts->params != NULL && !ts->placed) {
+		memcpy(params, ts->params, ts->nlocal * sizeof(float));
+		memcpy(grads, ts->grads, ts->nlocal * sizeof(float));
 		free(ts->params), free(ts->grads);
+	}
 	ts->params = params, ts->grads = grads, ts->placed = 1;
 	bind_views(ts);
 }
@@ -497,7 +497,10 @@ alloc_work(struct tp_stage *ts)
 		big = ts->ten[i].p.count > big ? ts->ten[i].p.count : big;
 	ts->slot_cap = nmax * (ts->off[nl] + head_w(ts));
 	ts->scratch = malloc((scr ? scr : 1) * sizeof(float));
-	ts->whole = malloc(2 * big * (size_t)ts->T * sizeof(float));
+	/* only gathering over a group needs it */
+	if (ts->T > 1 && (ts->whole = malloc(2 * big * (size_t)ts->T *
+	    sizeof(float))) == NULL)
+		return -1;
 	for (int i = 0; i < 4; i++)
 		if ((ts->gb[i] = malloc(nmax * wide * sizeof(float))) == NULL)
 			return -1;
@@ -505,14 +508,16 @@ alloc_work(struct tp_stage *ts)
 		ts->dlogits = malloc(nmax * ts->seq * ts->d.vocab *
 		    sizeof(float));
 	ts->slot = calloc((size_t)ts->maxslot, sizeof(*ts->slot));
-	return ts->scratch && ts->whole && ts->slot &&
+	return ts->scratch && ts->slot &&
 	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
 }
 
-int
-tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
-    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
-    char *err, size_t errlen)
+/* tp_stage_plan's work; own: with the stage's own parameters, m's
+ * shards, and gradients. */
+static int
+setup(struct tp_stage *ts, const struct nn_model *m, struct comm *c, int j,
+    int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    int own, char *err, size_t errlen)
 {
 	int T = c ? comm_size(c) : 1;
 
@@ -533,11 +538,15 @@ tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
 	for (int i = 0; i < 4; i++)
 		if (holds_gpt(ts, i))
 			ts->nlocal += nn_model_param(m, gpt_names[i])->count;
+	if (bind_tensors(ts, m) < 0 || alloc_work(ts) < 0)
+		goto oom;
+	if (!own)
+		return 0;
 	ts->params = calloc(ts->nlocal, sizeof(float));
 	ts->grads = calloc(ts->nlocal, sizeof(float));
-	if (!ts->params || !ts->grads || bind_tensors(ts, m) < 0 ||
-	    alloc_work(ts) < 0)
+	if (!ts->params || !ts->grads)
 		goto oom;
+	bind_views(ts);
 	tp_stage_take(ts, m, m->params, ts->params);
 	return 0;
 oom:
@@ -546,6 +555,24 @@ oom:
 fail:
 	tp_stage_free(ts);
 	return -1;
+}
+
+int
+tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
+    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    char *err, size_t errlen)
+{
+	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 1,
+	    err, errlen);
+}
+
+int
+tp_stage_plan(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
+    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    char *err, size_t errlen)
+{
+	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 0,
+	    err, errlen);
 }
 
 void
