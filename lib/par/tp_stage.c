@@ -77,7 +77,8 @@ layer_prefix(const struct tp_stage *ts, int l, char *buf, size_t len)
 }
 
 /* Layer l's tensors of m, under the layer's own names, as collx-tp loads
- * a layer. */
+ * a layer: their shapes only, without data (NULL), which tp_model_plan
+ * never reads; the stage's shards come from m itself (tp_stage_take). */
 static int
 layer_set(const struct tp_stage *ts, const struct nn_model *m, int l,
     struct tensor_set *s, char *err, size_t errlen)
@@ -89,21 +90,16 @@ layer_set(const struct tp_stage *ts, const struct nn_model *m, int l,
 	s->format = TENSOR_SAFETENSORS;
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct nn_param *p = &m->table[i];
-		struct tensor t = { 0 };
+		struct tensor t = { .dtype = DT_F32, .ndim = p->ndim };
 		if (strncmp(p->name, pre, np) != 0)
 			continue;
-		if (tensor_init(&t, DT_F32, p->ndim, p->shape, err, errlen) < 0)
-			goto fail;
-		memcpy(t.data, m->params + p->offset, p->count * sizeof(float));
+		memcpy(t.shape, p->shape, (size_t)p->ndim * sizeof(t.shape[0]));
 		if (tensor_set_add(s, p->name + np, &t, err, errlen) < 0) {
-			tensor_free(&t);
-			goto fail;
+			tensor_set_free(s);
+			return -1;
 		}
 	}
 	return 0;
-fail:
-	tensor_set_free(s);
-	return -1;
 }
 
 static struct tp_cfg
