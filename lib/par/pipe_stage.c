@@ -42,8 +42,8 @@ place(struct pipe_run *r)
 
 	for (c = 0; c < r->nchunk; c++)
 		n += r->ts[c].nlocal;
-	if ((r->params = malloc(n * sizeof(float))) == NULL ||
-	    (r->grads = calloc(n, sizeof(float))) == NULL)
+	if ((r->params = tp_stage_vec(n, 0)) == NULL ||
+	    (r->grads = tp_stage_vec(n, 1)) == NULL)
 		return pipe_oom(r);
 	for (c = n = 0; c < r->nchunk; c++) {
 		tp_stage_place(&r->ts[c], r->params + n, r->grads + n);

@@ -53,6 +53,18 @@ tp_stage_check(const struct nn_model *m, int l0, int l1, int T, char *err,
 	return 0;
 }
 
+float *
+tp_stage_vec(size_t n, int zero)
+{
+	void *p;
+
+	if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0)
+		return NULL;
+	if (zero)
+		memset(p, 0, n * sizeof(float));
+	return p;
+}
+
 /* ---- the shards ------------------------------------------------------- */
 
 static const char *const gpt_names[] = { "wte", "wpe", "lnf.weight",
@@ -201,11 +213,6 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 void
 tp_stage_place(struct tp_stage *ts, float *params, float *grads)
 {
-	if (ts->params != NULL && !ts->placed) {
-		memcpy(params, ts->params, ts->nlocal * sizeof(float));
-		memcpy(grads, ts->grads, ts->nlocal * sizeof(float));
-		free(ts->params), free(ts->grads);
-	}
 	ts->params = params, ts->grads = grads, ts->placed = 1;
 	bind_views(ts);
 }
@@ -492,17 +499,16 @@ alloc_work(struct tp_stage *ts)
 	for (size_t i = 0; i < ts->nten; i++)
 		big = ts->ten[i].p.count > big ? ts->ten[i].p.count : big;
 	ts->slot_cap = nmax * (ts->off[nl] + head_w(ts));
-	ts->scratch = malloc((scr ? scr : 1) * sizeof(float));
+	ts->scratch = tp_stage_vec(scr, 0);
 	/* only gathering over a group needs it */
 	if (ts->T > 1 && (ts->whole = malloc(2 * big * (size_t)ts->T *
 	    sizeof(float))) == NULL)
 		return -1;
 	for (int i = 0; i < 4; i++)
-		if ((ts->gb[i] = malloc(nmax * wide * sizeof(float))) == NULL)
+		if ((ts->gb[i] = tp_stage_vec(nmax * wide, 0)) == NULL)
 			return -1;
 	if (ts->gpt && ts->last)
-		ts->dlogits = malloc(nmax * ts->seq * ts->d.vocab *
-		    sizeof(float));
+		ts->dlogits = tp_stage_vec(nmax * ts->seq * ts->d.vocab, 0);
 	ts->slot = calloc((size_t)ts->maxslot, sizeof(*ts->slot));
 	return ts->scratch && ts->slot &&
 	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
@@ -538,8 +544,8 @@ setup(struct tp_stage *ts, const struct nn_model *m, struct comm *c, int j,
 		goto oom;
 	if (!own)
 		return 0;
-	ts->params = calloc(ts->nlocal, sizeof(float));
-	ts->grads = calloc(ts->nlocal, sizeof(float));
+	ts->params = tp_stage_vec(ts->nlocal, 1);
+	ts->grads = tp_stage_vec(ts->nlocal, 1);
 	if (!ts->params || !ts->grads)
 		goto oom;
 	bind_views(ts);
@@ -601,7 +607,7 @@ tp_stage_acquire(struct tp_stage *ts, int n)
 		if (ts->nslot == ts->maxslot)
 			return NULL;
 		sl = &ts->slot[ts->nslot];
-		sl->f = malloc(ts->slot_cap * sizeof(float));
+		sl->f = tp_stage_vec(ts->slot_cap, 0);
 		sl->tok = ts->gpt ? malloc(2 * (size_t)ts->nmax * ts->seq *
 		    sizeof(int32_t)) : NULL;
 		if (sl->f == NULL || (ts->gpt && sl->tok == NULL)) {
