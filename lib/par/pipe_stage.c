@@ -32,7 +32,8 @@ on_sum(void *ctx, double t0, double t1)
 	pipe_span(ctx, 'T', -1, t0, t1);
 }
 
-/* The chunks' parameters and gradients in the run's vectors. */
+/* The chunks' parameters, their shards of the model's, and zero
+ * gradients, written straight into the run's vectors. */
 static int
 place(struct pipe_run *r)
 {
@@ -41,11 +42,12 @@ place(struct pipe_run *r)
 
 	for (c = 0; c < r->nchunk; c++)
 		n += r->ts[c].nlocal;
-	if ((r->params = malloc(n * sizeof(float))) == NULL ||
-	    (r->grads = malloc(n * sizeof(float))) == NULL)
+	if ((r->params = tp_stage_vec(n, 0)) == NULL ||
+	    (r->grads = tp_stage_vec(n, 1)) == NULL)
 		return pipe_oom(r);
 	for (c = n = 0; c < r->nchunk; c++) {
 		tp_stage_place(&r->ts[c], r->params + n, r->grads + n);
+		tp_stage_take(&r->ts[c], r->m, r->m->params, r->params + n);
 		n += r->ts[c].nlocal;
 	}
 	return 0;
@@ -62,7 +64,7 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 	for (c = 0; c < V; c++) {
 		s = c * r->world + r->rank;
 		/* later failures (a TP collective's) land in r->err too */
-		if (tp_stage_init(&r->ts[c], r->m, cfg->tp, s, S,
+		if (tp_stage_plan(&r->ts[c], r->m, cfg->tp, s, S,
 		    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
 		    cfg->micro, r->sch->split, r->err, r->errlen) < 0) {
 			r->kind = TRAIN_ERR_RUNTIME;

@@ -53,6 +53,18 @@ tp_stage_check(const struct nn_model *m, int l0, int l1, int T, char *err,
 	return 0;
 }
 
+float *
+tp_stage_vec(size_t n, int zero)
+{
+	void *p;
+
+	if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0)
+		return NULL;
+	if (zero)
+		memset(p, 0, n * sizeof(float));
+	return p;
+}
+
 /* ---- the shards ------------------------------------------------------- */
 
 static const char *const gpt_names[] = { "wte", "wpe", "lnf.weight",
@@ -77,7 +89,8 @@ layer_prefix(const struct tp_stage *ts, int l, char *buf, size_t len)
 }
 
 /* Layer l's tensors of m, under the layer's own names, as collx-tp loads
- * a layer. */
+ * a layer: their shapes only, without data (NULL), which tp_model_plan
+ * never reads; the stage's shards come from m itself (tp_stage_take). */
 static int
 layer_set(const struct tp_stage *ts, const struct nn_model *m, int l,
     struct tensor_set *s, char *err, size_t errlen)
@@ -89,21 +102,16 @@ layer_set(const struct tp_stage *ts, const struct nn_model *m, int l,
 	s->format = TENSOR_SAFETENSORS;
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct nn_param *p = &m->table[i];
-		struct tensor t = { 0 };
+		struct tensor t = { .dtype = DT_F32, .ndim = p->ndim };
 		if (strncmp(p->name, pre, np) != 0)
 			continue;
-		if (tensor_init(&t, DT_F32, p->ndim, p->shape, err, errlen) < 0)
-			goto fail;
-		memcpy(t.data, m->params + p->offset, p->count * sizeof(float));
+		memcpy(t.shape, p->shape, (size_t)p->ndim * sizeof(t.shape[0]));
 		if (tensor_set_add(s, p->name + np, &t, err, errlen) < 0) {
-			tensor_free(&t);
-			goto fail;
+			tensor_set_free(s);
+			return -1;
 		}
 	}
 	return 0;
-fail:
-	tensor_set_free(s);
-	return -1;
 }
 
 static struct tp_cfg
@@ -199,17 +207,12 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		off += p->count;
 		ts->nten++;
 	}
-	bind_views(ts);
 	return 0;
 }
 
 void
 tp_stage_place(struct tp_stage *ts, float *params, float *grads)
 {
-	memcpy(params, ts->params, ts->nlocal * sizeof(float));
-	memcpy(grads, ts->grads, ts->nlocal * sizeof(float));
-	if (!ts->placed)
-		free(ts->params), free(ts->grads);
 	ts->params = params, ts->grads = grads, ts->placed = 1;
 	bind_views(ts);
 }
@@ -499,23 +502,27 @@ alloc_work(struct tp_stage *ts)
 	for (size_t i = 0; i < ts->nten; i++)
 		big = ts->ten[i].p.count > big ? ts->ten[i].p.count : big;
 	ts->slot_cap = nmax * (ts->off[nl] + head_w(ts));
-	ts->scratch = malloc((scr ? scr : 1) * sizeof(float));
-	ts->whole = malloc(2 * big * (size_t)ts->T * sizeof(float));
+	ts->scratch = tp_stage_vec(scr, 0);
+	/* only gathering over a group needs it */
+	if (ts->T > 1 && (ts->whole = malloc(2 * big * (size_t)ts->T *
+	    sizeof(float))) == NULL)
+		return -1;
 	for (int i = 0; i < 4; i++)
-		if ((ts->gb[i] = malloc(nmax * wide * sizeof(float))) == NULL)
+		if ((ts->gb[i] = tp_stage_vec(nmax * wide, 0)) == NULL)
 			return -1;
 	if (ts->gpt && ts->last)
-		ts->dlogits = malloc(nmax * ts->seq * ts->d.vocab *
-		    sizeof(float));
+		ts->dlogits = tp_stage_vec(nmax * ts->seq * ts->d.vocab, 0);
 	ts->slot = calloc((size_t)ts->maxslot, sizeof(*ts->slot));
-	return ts->scratch && ts->whole && ts->slot &&
+	return ts->scratch && ts->slot &&
 	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
 }
 
-int
-tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
-    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
-    char *err, size_t errlen)
+/* tp_stage_plan's work; own: with the stage's own parameters, m's
+ * shards, and gradients. */
+static int
+setup(struct tp_stage *ts, const struct nn_model *m, struct comm *c, int j,
+    int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    int own, char *err, size_t errlen)
 {
 	int T = c ? comm_size(c) : 1;
 
@@ -536,11 +543,15 @@ tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
 	for (int i = 0; i < 4; i++)
 		if (holds_gpt(ts, i))
 			ts->nlocal += nn_model_param(m, gpt_names[i])->count;
-	ts->params = calloc(ts->nlocal, sizeof(float));
-	ts->grads = calloc(ts->nlocal, sizeof(float));
-	if (!ts->params || !ts->grads || bind_tensors(ts, m) < 0 ||
-	    alloc_work(ts) < 0)
+	if (bind_tensors(ts, m) < 0 || alloc_work(ts) < 0)
 		goto oom;
+	if (!own)
+		return 0;
+	ts->params = tp_stage_vec(ts->nlocal, 1);
+	ts->grads = tp_stage_vec(ts->nlocal, 1);
+	if (!ts->params || !ts->grads)
+		goto oom;
+	bind_views(ts);
 	tp_stage_take(ts, m, m->params, ts->params);
 	return 0;
 oom:
@@ -549,6 +560,24 @@ oom:
 fail:
 	tp_stage_free(ts);
 	return -1;
+}
+
+int
+tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
+    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    char *err, size_t errlen)
+{
+	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 1,
+	    err, errlen);
+}
+
+int
+tp_stage_plan(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
+    int j, int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
+    char *err, size_t errlen)
+{
+	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 0,
+	    err, errlen);
 }
 
 void
@@ -581,7 +610,7 @@ tp_stage_acquire(struct tp_stage *ts, int n)
 		if (ts->nslot == ts->maxslot)
 			return NULL;
 		sl = &ts->slot[ts->nslot];
-		sl->f = malloc(ts->slot_cap * sizeof(float));
+		sl->f = tp_stage_vec(ts->slot_cap, 0);
 		sl->tok = ts->gpt ? malloc(2 * (size_t)ts->nmax * ts->seq *
 		    sizeof(int32_t)) : NULL;
 		if (sl->f == NULL || (ts->gpt && sl->tok == NULL)) {

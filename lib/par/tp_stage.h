@@ -125,10 +125,20 @@ int tp_stage_check(const struct nn_model *m, int l0, int l1, int T,
 int tp_stage_init(struct tp_stage *ts, const struct nn_model *m,
     struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
     int maxslot, int split, char *err, size_t errlen);
+/* As tp_stage_init, but the stage has no parameters or gradients until
+ * tp_stage_place gives it the caller's (ts->nlocal floats each, outliving
+ * the stage: a rank's stages in one vector, each its range), where the
+ * caller puts its shards (tp_stage_take) and zero gradients: so they are
+ * written once, not made by the stage and copied over. */
+int tp_stage_plan(struct tp_stage *ts, const struct nn_model *m,
+    struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
+    int maxslot, int split, char *err, size_t errlen);
 void tp_stage_free(struct tp_stage *ts);
-/* Moves the stage's parameters and gradients into params and grads
- * (ts->nlocal floats each, the caller's, outliving the stage): a rank's
- * stages in one vector, each its range. */
+/* n floats (zeroed if zero) on a 64-byte cache line, as every vector a
+ * stage's matrix products read or write (parameters, gradients, slots,
+ * scratch): malloc's placement moved the step's CPU time by up to 5%
+ * from one build to the next; NULL when out of memory (free() frees). */
+float *tp_stage_vec(size_t n, int zero);
 void tp_stage_place(struct tp_stage *ts, float *params, float *grads);
 /*
  * Between this rank's layout (ts->nlocal floats, as ts->params) and the

@@ -16,7 +16,8 @@
  * been communicated; the gathered parameters are the model's, bit for
  * bit. Without a group the TP stage is the unsharded stage, bit for bit
  * (outputs, input gradients, loss, weight gradients and peak activation
- * bytes), its backward whole and split in two (zb-h1).
+ * bytes), its backward whole and split in two (zb-h1), and its matrix
+ * products' vectors start on 64-byte cache lines.
  * The split backward, every input part first and then every weight part,
  * gives the whole backward's outputs, input gradients and weight
  * gradients bit for bit, without a group and on each rank of a group of
@@ -490,6 +491,14 @@ no_group_case(enum arch a, int sp)
 	    ok ? ts.peak : 0, ok ? st.peak : 0);
 	UNIT_OK(ok && same, what);
 	if (ok) {
+		uintptr_t at = (uintptr_t)ts.params | (uintptr_t)ts.grads |
+		    (uintptr_t)ts.scratch | (uintptr_t)ts.slot[0].f;
+		for (int i = 0; i < 4; i++)
+			at |= (uintptr_t)ts.gb[i];
+		snprintf(what, sizeof what, "no TP group: a %s stage's "
+		    "parameters, gradients, slots, gradient buffers and "
+		    "scratch start on 64-byte cache lines", arch_name[a]);
+		UNIT_OK(at % 64 == 0, what);
 		outs_free(&r1), outs_free(&r2);
 		pipe_stage_free(&st), tp_stage_free(&ts);
 	}
