@@ -203,3 +203,19 @@ timeout_line() {
 	timeout_line
 	[[ "$LINE" == "collx-allreduce: rank 0: timed out after $FAULT_TIMEOUT s waiting for peer rank 1 "*"; no flight recorder dump: $COLLX_FR_DIR: Not a directory" ]]
 }
+
+@test "the default dump directory must be the user's own: a link or an open directory planted under its name in TMPDIR gets no dump, and the line says why" {
+	local dir=$T/tmpdir/collx-fr-$(id -u)
+	unset COLLX_FR_DIR
+	export TMPDIR=$T/tmpdir
+	mkdir -p "$T/tmpdir" "$T/elsewhere"
+	ln -s "$T/elsewhere" "$dir"
+	timeout_line
+	[[ "$LINE" == *"; no flight recorder dump: $dir: not a directory of this user's alone (set COLLX_FR_DIR)" ]]
+	[ -z "$(ls "$T/elsewhere")" ]
+	rm "$dir"
+	mkdir -m 777 "$dir"
+	chmod 777 "$dir"
+	timeout_line
+	[[ "$LINE" == *"; no flight recorder dump: $dir: not a directory of this user's alone (set COLLX_FR_DIR)" ]]
+}

@@ -235,6 +235,10 @@ cli_place_self(int local, int nlocal, char *what, size_t len)
 		snprintf(what, len, "not bound: %s", why);
 		return 0;
 	}
+	if (c.core == NULL) {	/* auto binds no rank alone on a machine */
+		snprintf(what, len, "not bound: alone on this machine");
+		return 0;
+	}
 	if (sched_setaffinity(0, sizeof c.core[local], &c.core[local]) < 0) {
 		cli_cores_free(&c);
 		return cli_fail(what, len, "sched_setaffinity: %s",

@@ -138,6 +138,7 @@ struct comm_fr {
 	int ngroups;
 	char *path;		/* DIR/collx-fr.JOB.RANK.json */
 	char *job;
+	int shared_tmp;		/* DIR is the default, in a shared TMPDIR */
 	sig_atomic_t seen;	/* comm_fr_signals when last looked at */
 };
 

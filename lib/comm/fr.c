@@ -132,6 +132,7 @@ comm_fr_open(struct comm *c, const char *job_id, char *err, size_t errlen)
 	if ((fr->path = malloc((size_t)n + 1)) != NULL)
 		snprintf(fr->path, (size_t)n + 1, "%s/collx-fr.%s.%d.json",
 		    dir, fr->job, c->rank);
+	fr->shared_tmp = deflt != NULL;
 	free(deflt);
 	if (fr->path == NULL)
 		goto nomem;
@@ -370,10 +371,13 @@ fr_json(FILE *f, const struct comm *net, const char *why)
 }
 
 /* The directory of the dump at path, made with its parents (mode 0700,
- * as the dumps are the user's alone) where missing. */
+ * as the dumps are the user's alone) where missing. mine: the directory
+ * must be a real one of this user's, not one (or a link) another user
+ * made first under the guessable default name in a shared /tmp. */
 static int
-fr_mkdirs(const char *path, char *err, size_t errlen)
+fr_mkdirs(const char *path, int mine, char *err, size_t errlen)
 {
+	struct stat st;
 	char *dir = strdup(path), *p;
 
 	/* path is DIR/collx-fr.JOB.RANK.json: it has a '/' */
@@ -392,6 +396,13 @@ fr_mkdirs(const char *path, char *err, size_t errlen)
 			break;
 		*p = '/';
 	}
+	if (mine && (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != getuid() || (st.st_mode & 022) != 0)) {
+		cli_fail(err, errlen, "%s: not a directory of this user's "
+		    "alone (set COLLX_FR_DIR)", dir);
+		free(dir);
+		return -1;
+	}
 	free(dir);
 	return 0;
 }
@@ -406,7 +417,7 @@ fr_write(struct comm *net, const char *why, char *err, size_t errlen)
 	FILE *f = NULL;
 	int fd = -1, rc = -1, e;
 
-	if (fr_mkdirs(fr->path, err, errlen) < 0)
+	if (fr_mkdirs(fr->path, fr->shared_tmp, err, errlen) < 0)
 		return -1;
 	if ((tmp = malloc(n)) == NULL)
 		return cli_fail(err, errlen, "out of memory");
