@@ -59,7 +59,7 @@ UNITS      = $(UNIT_SRC:tests/unit/%.c=$(UNITOUT)/%)
 # models; and the parallel trainers over them, with their checkpoints,
 # schedules and mesh. Not installed: each folder's internals (_int.h,
 # _impl.h, tensor/format.h, comm/sock.h, comm/reduce.h, comm/auth.h,
-# par/dp_slow.h, par/tp_stage.h), helpers behind collx-tensor (setops,
+# par/dp_sync.h, par/tp_stage.h), helpers behind collx-tensor (setops,
 # fillname, rng, json), and the program layer (cli/cli.h, lib/prog,
 # lib/launch, lib/bench, lib/chart), whose functions may end the process,
 # which the library never does. tests/install.bats checks that these

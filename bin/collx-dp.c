@@ -74,7 +74,7 @@ usage(void)
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
 	    "                        2: also the reduced gradients (0: off)\n"
-	    DPOPT_SLOW_HELP
+	    DPOPT_SYNC_HELP
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"

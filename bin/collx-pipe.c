@@ -38,7 +38,7 @@ struct opts {
 	struct trainopt_common c;
 	const char *data, *targets, *sched_file;
 	struct trainer_pipe_opts p;
-	int print, csv;	/* csv: --format csv */
+	int print, format, csv;	/* format: --format given; csv: as csv */
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
 	struct cli_group g;
@@ -112,6 +112,7 @@ own_option(void *ctx, int c, const char *a)
 			cli_usage_error("--format: want table or csv, not '%s'",
 			    a);
 		o->csv = strcmp(a, "csv") == 0;
+		o->format = 1;
 		break;
 	default: return 0;
 	}
@@ -128,7 +129,7 @@ parse_args(struct opts *o, int argc, char **argv)
 	trainopt_parse(&p, argc, argv, "hVvqm:o:i:t:", longopts);
 	if (o->p.micro < 1)
 		cli_usage_error("--microbatches M is required");
-	if (o->csv && !o->print)
+	if (o->format && !o->print)
 		cli_usage_error("--format goes with --print-schedule");
 	if (o->sched_file != NULL && o->p.sched_given)
 		cli_usage_error("give one of --schedule and --schedule-file");

@@ -89,7 +89,7 @@ usage(void)
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
 	    "gradients too (0)\n"
-	    DPOPT_SLOW_HELP
+	    DPOPT_SYNC_HELP
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
 	    "  --epochs E            train ceil(E * samples / B) steps\n"
@@ -213,7 +213,7 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 /* Data parallelism for slow links: collx-dp's refusals, and state that
  * collx-train's checkpoints do not keep. */
 static void
-check_slow(struct opts *o)
+check_sync(struct opts *o)
 {
 	long h = o->dpo.sync_every;
 
@@ -227,7 +227,7 @@ check_slow(struct opts *o)
 /* The slow links' state in checkpoints, for the mesh: stages of one TP
  * rank, and --wire int8's error feedback once per parameter. */
 static void
-check_slow_mesh(const struct opts *o, const struct mesh *mesh,
+check_sync_mesh(const struct opts *o, const struct mesh *mesh,
     const struct nn_model *m)
 {
 	const struct dp_opts *s = &o->dpo;
@@ -256,7 +256,7 @@ check_args(struct opts *o)
 		cli_usage_error("give one of --steps and --epochs");
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
-	check_slow(o);
+	check_sync(o);
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before
@@ -304,7 +304,7 @@ main(int argc, char **argv)
 	    &o.ckpt.resume);
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	mesh_for_model(&o, &mesh, m);
-	check_slow_mesh(&o, &mesh, m);
+	check_sync_mesh(&o, &mesh, m);
 	if (o.dpo.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);

@@ -562,10 +562,12 @@ PYEOF
 	run timeout 10 collx-pipe --print-schedule --format json --microbatches 3
 	[ "$status" -eq 2 ]
 	[ "${lines[0]}" = "collx-pipe: --format: want table or csv, not 'json'" ]
-	run timeout 10 collx-pipe --format csv -m m.safetensors -i X.npy \
-	    -t Y.npy --microbatches 3
-	[ "$status" -eq 2 ]
-	[ "${lines[0]}" = "collx-pipe: --format goes with --print-schedule" ]
+	for f in csv table; do
+		run timeout 10 collx-pipe --format $f -m m.safetensors -i X.npy \
+		    -t Y.npy --microbatches 3
+		[ "$status" -eq 2 ]
+		[ "${lines[0]}" = "collx-pipe: --format goes with --print-schedule" ]
+	done
 }
 
 @test "a wrong split, too many stages or micro-batches, no targets are usage errors (exit 2)" {

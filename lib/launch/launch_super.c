@@ -419,8 +419,9 @@ bind_cores(struct launch_super *j, char *err, size_t errlen)
 	if (j->bind == CLI_BIND_NONE)
 		return 0;
 	if (cli_cores_read(&j->cores, "/sys/devices/system/cpu", why,
-	    sizeof why) < 0)
-		return cli_fail(err, errlen, "--bind: %s", why);
+	    sizeof why) < 0)	/* auto: what it cannot read runs unbound */
+		return j->bind == CLI_BIND_CORE ?
+		    cli_fail(err, errlen, "--bind: %s", why) : 0;
 	/* auto says nothing: what it cannot place runs as --bind none */
 	if (!launch_hosts_all_local(&j->spec.hosts) &&
 	    j->bind == CLI_BIND_CORE)

@@ -102,7 +102,7 @@ run_init(struct pipe_run *r)
 		return -1;
 	if ((cfg->resume != NULL && pipe_ckpt_resume(r) < 0) ||
 	    pipe_dp_sync_init(r) < 0 ||
-	    (cfg->resume != NULL && pipe_ckpt_slow_resume(r) < 0))
+	    (cfg->resume != NULL && pipe_ckpt_sync_resume(r) < 0))
 		return -1;
 	comm_set_step(r->c, "start of training");
 	if (coll_barrier(r->c) < 0)

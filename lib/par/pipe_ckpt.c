@@ -387,7 +387,7 @@ refuse_dropped(struct pipe_run *r, const struct dp_state *x, size_t nx)
 }
 
 int
-pipe_ckpt_slow_resume(struct pipe_run *r)
+pipe_ckpt_sync_resume(struct pipe_run *r)
 {
 	struct dp_state x[DP_NSTATE];
 	size_t nx = svecs(r, r->cfg->resume->step, x), i;

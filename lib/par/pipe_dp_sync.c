@@ -210,7 +210,7 @@ ovl_bucket(void *ctx, int k)
 	struct pipe_run *r = ctx;
 
 	comm_set_step(r->cfg->dp, "step %ld: gradients of stage %d, bucket "
-	    "%d of %d", r->step, r->rank, k + 1, r->slow->nbk);
+	    "%d of %d", r->step, r->rank, k + 1, r->sync->nbk);
 	return bucket_sum(r, r->grads, k);
 }
 
@@ -231,7 +231,7 @@ static void
 layer_done(void *ctx, int l)
 {
 	struct pipe_run *r = ctx;
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 	int L = r->m->dims.layers;
 
 	if (l == TP_STAGE_SUMMING) {
@@ -307,7 +307,7 @@ overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
 void
 pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
 {
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 	int c = (int)(ts - r->ts);
 
 	ts->done = NULL;
@@ -336,7 +336,7 @@ pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts)
 		return;
 	ts->done = NULL;
 	/* a failed bucket's reason is in r->err; the step fails at the sync */
-	drain(r->slow);
+	drain(r->sync);
 }
 
 static int
@@ -356,7 +356,7 @@ setup(struct pipe_run *r)
 		return cli_fail(r->err, r->errlen, "rank %d: PowerSGD is not "
 		    "built for a stage sharded over a TP group", r->rank);
 	}
-	if ((s = r->slow = calloc(1, sizeof(*s))) == NULL ||
+	if ((s = r->sync = calloc(1, sizeof(*s))) == NULL ||
 	    (s->rg = calloc((size_t)r->nown + 1, sizeof(*s->rg))) == NULL)
 		return pipe_oom(r);
 	for (s->nrg = 0; s->nrg < r->nown; s->nrg++)
@@ -387,7 +387,7 @@ setup(struct pipe_run *r)
 }
 
 /* The state a checkpoint keeps is put back after it is made, by
- * pipe_ckpt_slow_resume (the runner's set-up calls both). */
+ * pipe_ckpt_sync_resume (the runner's set-up calls both). */
 int
 pipe_dp_sync_init(struct pipe_run *r)
 {
@@ -399,25 +399,25 @@ pipe_dp_sync_wire_ef(const struct pipe_run *r)
 {
 	if (r->zero != NULL)
 		return pipe_dp_zero_wire_ef(r);
-	return r->slow != NULL ? r->slow->wire.ef : NULL;
+	return r->sync != NULL ? r->sync->wire.ef : NULL;
 }
 
 struct dp_powersgd *
 pipe_dp_sync_powersgd(const struct pipe_run *r)
 {
-	return r->slow != NULL ? r->slow->psgd : NULL;
+	return r->sync != NULL ? r->sync->psgd : NULL;
 }
 
 float *
 pipe_dp_sync_outer_m(const struct pipe_run *r)
 {
-	return r->slow != NULL ? r->slow->outer_m : NULL;
+	return r->sync != NULL ? r->sync->outer_m : NULL;
 }
 
 void
 pipe_dp_sync_free(struct pipe_run *r)
 {
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 
 	if (s == NULL)
 		return;
@@ -435,7 +435,7 @@ pipe_dp_sync_free(struct pipe_run *r)
 	free(s->anchor);
 	free(s->outer_m);
 	free(s);
-	r->slow = NULL;
+	r->sync = NULL;
 }
 
 /* Bucket k's segments of v to or from the gathered copy x. */
@@ -458,7 +458,7 @@ gather(const struct pipe_dp_sync *s, const struct bkt *k, float *v, float *x,
 static int
 bucket_sum(struct pipe_run *r, float *v, int k)
 {
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 	const struct bkt *b = &s->bk[k];
 	struct dp_wire w = s->wire;
 	struct comm *dc = r->cfg->dp;
@@ -487,7 +487,7 @@ bucket_sum(struct pipe_run *r, float *v, int k)
 static int
 buckets_sum(struct pipe_run *r, float *v, const char *what)
 {
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 
 	for (int k = s->nbk - 1; k >= 0; k--) {
 		comm_set_step(r->cfg->dp, "step %ld: %s of stage %d, bucket %d "
@@ -502,7 +502,7 @@ int
 pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 	int i;
 
 	/* drifting replicas sync parameters, in pipe_dp_sync_outer */
@@ -546,7 +546,7 @@ int
 pipe_dp_sync_outer(struct pipe_run *r)
 {
 	const struct pipe_cfg *cfg = r->cfg;
-	struct pipe_dp_sync *s = r->slow;
+	struct pipe_dp_sync *s = r->sync;
 	struct comm *dc = pipe_replicas(r);
 	struct pipe_stat *ps = &r->stat[r->step];
 	long h = cfg->dpo.sync_every;

@@ -54,7 +54,7 @@ struct pipe_run {
 	const struct pipe_sched *sch;	/* cfg->table, or own_sch */
 	struct pipe_sched own_sch;
 	/* The stage: a tp_stage per chunk over cfg->tp (without one, or
-	 * with a group of one, unsharded: pipe_tp.c) */
+	 * with a group of one, unsharded: pipe_stage.c) */
 	struct tp_stage *ts;
 	int nchunk;			/* V */
 	size_t peak;			/* activation bytes, all chunks */
@@ -81,7 +81,7 @@ struct pipe_run {
 	int nown;
 	struct nn_optim *opt;
 	struct pipe_dp_zero *zero;		/* ZeRO on the DP axis, or NULL */
-	struct pipe_dp_sync *slow;		/* cfg->wire, powersgd, sync_every */
+	struct pipe_dp_sync *sync;		/* cfg->dpo: wire, powersgd, sync_every */
 	float *tied;			/* gpt: the other end's wte gradient */
 	double origin;			/* when it left the opening barrier */
 	struct pipe_clock clock;	/* against rank 0's then (tracing) */
@@ -155,7 +155,7 @@ void pipe_dp_free(struct pipe_run *r);
 /* ZeRO on the DP axis (dp_zero.c over the layout of pipe_dp_zero.c): z,
  * its state (pipe_dp.c and pipe_ckpt.c call dp_zero_* on it), and the
  * wire of its reduce-scatter. init re-sizes the optimizers to this
- * replica's slices (nothing without cfg->zero or replicas); wire_ef: the
+ * replica's slices (nothing without cfg->dpo.zero or replicas); wire_ef: the
  * reduce-scatter's int8 error feedback (or NULL). */
 struct pipe_dp_zero {
 	struct dp_zero z;
@@ -195,11 +195,11 @@ float *pipe_dp_sync_outer_m(const struct pipe_run *r);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after
- * `done` steps (collective); slow_resume: the slow links' state (error
+ * `done` steps (collective); sync_resume: the slow links' state (error
  * feedback, PowerSGD's, local SGD's) from cfg->resume, refused (exit 3)
  * where it does not fit this run. */
 int pipe_ckpt_resume(struct pipe_run *r);
-int pipe_ckpt_slow_resume(struct pipe_run *r);
+int pipe_ckpt_sync_resume(struct pipe_run *r);
 int pipe_gather_params(struct pipe_run *r);
 int pipe_ckpt_write(struct pipe_run *r, long done);
 

@@ -26,7 +26,7 @@ enum {
 #define DPOPT_BUCKET_LONGOPTS \
 	{ "bucket-mb", 1, 0, DPOPT_BUCKET }, \
 	{ "no-overlap", 0, 0, DPOPT_NO_OVERLAP }
-#define DPOPT_SLOW_HELP \
+#define DPOPT_SYNC_HELP \
 	"  --wire TYPE           gradients travel as f32 (default), bf16, f16\n" \
 	"                        or int8 (a scale per 256 values, error\n" \
 	"                        feedback); every sum is taken in f32\n" \

@@ -114,7 +114,7 @@ trainer_pipe_declare_run(struct prog_job *j, const struct pipe_cfg *cfg,
 
 /* A run's state: the shell, the pipeline's report and, on a mesh, this
  * rank's place, its groups and the bytes sent over each axis. */
-struct run {
+struct pipe_report_run {
 	const struct trainer_pipe *p;
 	const struct pipe_cfg *cfg;
 	struct trainer t;
@@ -130,7 +130,7 @@ struct run {
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
 static uint64_t
-bytes_sent(struct run *r)
+bytes_sent(struct pipe_report_run *r)
 {
 	struct comm *g[3] = { r->grp.pp, r->grp.dp, r->grp.tp };
 	uint64_t sum = 0, now;
@@ -148,8 +148,8 @@ bytes_sent(struct run *r)
  * (bytes then theirs). Every row carries the stage's bubble in the step;
  * on a mesh, its axis and place, else the stage and the micro-batches. */
 static void
-row(struct run *r, const char *op, const char *algo, const char *axis,
-    long step, double seconds, size_t count, size_t bytes,
+row(struct pipe_report_run *r, const char *op, const char *algo,
+    const char *axis, long step, double seconds, size_t count, size_t bytes,
     const struct pipe_stat *st)
 {
 	char extra[160];
@@ -166,7 +166,7 @@ row(struct run *r, const char *op, const char *algo, const char *axis,
 }
 
 static void
-step_rows(struct run *r, const struct train_step *s,
+step_rows(struct pipe_report_run *r, const struct train_step *s,
     const struct pipe_stat *st)
 {
 	const char *sched = pipe_sched_name(r->cfg->sched);
@@ -197,7 +197,7 @@ step_rows(struct run *r, const struct train_step *s,
 
 /* collx-train's step: its bytes sent, for the loss CSV and -v. */
 static void
-mesh_step(struct run *r, const struct train_step *s)
+mesh_step(struct pipe_report_run *r, const struct train_step *s)
 {
 	uint64_t now = bytes_sent(r), *b;
 
@@ -212,7 +212,7 @@ mesh_step(struct run *r, const struct train_step *s)
 static void
 on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 {
-	struct run *r = ctx;
+	struct pipe_report_run *r = ctx;
 
 	if (r->p->mesh != NULL)
 		mesh_step(r, s);
@@ -235,7 +235,7 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
  * the reduced gradients it keeps (the last step's; ZeRO shards them over
  * the replicas), and rank 0's bytes sent over each axis. */
 static void
-mesh_report(const struct run *r, const struct pipe_result *res)
+mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 {
 	long last = r->t.steps - 1;
 
@@ -251,7 +251,7 @@ mesh_report(const struct run *r, const struct pipe_result *res)
 }
 
 static void
-write_outputs(const struct run *r, const struct nn_model *m,
+write_outputs(const struct pipe_report_run *r, const struct nn_model *m,
     struct pipe_result *res)
 {
 	const struct trainopt_common *c = r->p->c;
@@ -281,7 +281,7 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
     const struct prog_job *job)
 {
 	const struct mesh *mesh = p->mesh;
-	struct run r = { .p = p, .cfg = cfg };
+	struct pipe_report_run r = { .p = p, .cfg = cfg };
 	struct pipe_result res;
 	struct comm *c, *pp;
 	enum train_err kind;
