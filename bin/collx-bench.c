@@ -503,7 +503,7 @@ check_local(struct opts *o)
 	const char *s = o->dp.syncs, *e, *what;
 	int local = o->dpo.sync_every > 0;
 
-	dpopt_check(&o->dpo);
+	dpopt_check(&o->dpo, 0);
 	what = local ? "--sync-every" : "--powersgd";
 	for (; (local || o->dp.powersgd) && *s != '\0'; s = *e ? e + 1 : e) {
 		size_t n = strcspn(s, ",");

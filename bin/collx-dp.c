@@ -194,10 +194,6 @@ check_local(const struct opts *o)
 
 	if (h > 0 && o->cfg.sync == DP_PS)
 		cli_usage_error("--sync-every goes with allreduce, not --sync ps");
-	if (h > 1 && o->ckpt.every % h != 0)
-		cli_usage_error("--checkpoint-every %ld is no multiple of "
-		    "--sync-every %ld (a checkpoint is taken where the replicas "
-		    "have synced)", o->ckpt.every, h);
 }
 
 static void
@@ -226,7 +222,7 @@ check_args(struct opts *o)
 	if (o->cfg.dpo.wire == DP_WIRE_INT8 && o->cfg.algo != COLL_AUTO)
 		cli_usage_error("--wire int8 sends by alltoall and allgather; "
 		    "--sync %s does not apply", o->sync_name);
-	dpopt_check(&o->cfg.dpo);
+	dpopt_check(&o->cfg.dpo, o->ckpt.every);
 	check_local(o);
 	check_powersgd(o);
 	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&

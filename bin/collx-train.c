@@ -210,20 +210,6 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	dpopt_agree(job, &cfg->dpo, 0);
 }
 
-/* Data parallelism for slow links: collx-dp's refusals, and state that
- * collx-train's checkpoints do not keep. */
-static void
-check_sync(struct opts *o)
-{
-	long h = o->dpo.sync_every;
-
-	dpopt_check(&o->dpo);
-	if (h > 1 && o->ckpt.every % h != 0)
-		cli_usage_error("--checkpoint-every %ld is no multiple of "
-		    "--sync-every %ld (a checkpoint is taken where the replicas "
-		    "have synced)", o->ckpt.every, h);
-}
-
 /* The slow links' state in checkpoints, for the mesh: stages of one TP
  * rank, and --wire int8's error feedback once per parameter. */
 static void
@@ -256,7 +242,7 @@ check_args(struct opts *o)
 		cli_usage_error("give one of --steps and --epochs");
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
-	check_sync(o);
+	dpopt_check(&o->dpo, o->ckpt.every);	/* collx-dp's refusals */
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before

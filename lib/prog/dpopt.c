@@ -45,7 +45,7 @@ dpopt_option(struct dp_opts *o, int opt, const char *a)
 }
 
 void
-dpopt_check(struct dp_opts *o)
+dpopt_check(struct dp_opts *o, long ckpt_every)
 {
 	int zero = o->zero, psgd = o->powersgd;
 
@@ -67,6 +67,10 @@ dpopt_check(struct dp_opts *o)
 	if (psgd > 0 && o->sync_every > 0)
 		cli_usage_error("--powersgd and --sync-every: local SGD syncs "
 		    "parameters, not gradients");
+	if (o->sync_every > 1 && ckpt_every % o->sync_every != 0)
+		cli_usage_error("--checkpoint-every %ld is no multiple of "
+		    "--sync-every %ld (a checkpoint is taken where the replicas "
+		    "have synced)", ckpt_every, o->sync_every);
 	o->powersgd_start = o->powersgd_start >= 0 ? o->powersgd_start : 10;
 	o->outer_lr = o->outer_lr >= 0 ? o->outer_lr : 0.7;
 	o->outer_momentum = o->outer_momentum >= 0 ? o->outer_momentum : 0.9;

@@ -43,9 +43,10 @@ enum {
  * a bad value ends the program with a usage error (exit 2). */
 int dpopt_option(struct dp_opts *o, int opt, const char *a);
 /* After the command line: a combination no program can run ends it with
- * a usage error naming both options; then the defaults of the options
- * not given. */
-void dpopt_check(struct dp_opts *o);
+ * a usage error naming both options (ckpt_every: --checkpoint-every's
+ * steps, 0 without checkpoints); then the defaults of the options not
+ * given. */
+void dpopt_check(struct dp_opts *o, long ckpt_every);
 /* o's options into the job every rank must agree on; buckets: with
  * --bucket-mb and --no-overlap (collx-dp's). */
 void dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets);
