@@ -53,6 +53,7 @@ trap cleanup EXIT
 
 . "$here/peers/detect.sh"
 . "$here/peers/measure.sh"
+. "$here/../tests/lib/slurm.bash"
 peers_detect bench-launch.sh "$work"
 
 raw=$out/launches.txt
@@ -81,55 +82,9 @@ new=$(dirname "$(command -v collx-run)")
 # A private single-host Slurm (as tests/slurm.bats starts one), when no
 # Slurm answers; its daemons stopped at exit.
 slurm_start() {
-	local node d port1 port2
-	node=$(hostname)
-	d=$(mktemp -d "${TMPDIR:-/tmp}/collx-slurm.XXXXXX")
-	slurm_dir=$d
-	export SLURM_CONF=$d/slurm.conf
-	mkdir "$d/state" "$d/spool"
-	port1=$((20000 + RANDOM % 5000)) port2=$((25000 + RANDOM % 5000))
-	cat >"$SLURM_CONF" <<EOF
-ClusterName=collx
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$port1
-SlurmdPort=$port2
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$d/munge.socket
-CredType=cred/munge
-StateSaveLocation=$d/state
-SlurmdSpoolDir=$d/spool
-SlurmctldPidFile=$d/slurmctld.pid
-SlurmdPidFile=$d/slurmd.pid
-SlurmctldLogFile=$d/slurmctld.log
-SlurmdLogFile=$d/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SwitchType=switch/none
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-SlurmdParameters=config_overrides
-MailProg=/bin/true
-NodeName=$node NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
-PartitionName=collx Nodes=ALL Default=YES MaxTime=60 State=UP
-EOF
-	mungekey --create --keyfile="$d/munge.key" >/dev/null 2>&1 &&
-	    munged --force --socket="$d/munge.socket" --key-file="$d/munge.key" \
-	    --pid-file="$d/munged.pid" --log-file="$d/munged.log" \
-	    --seed-file="$d/munged.seed" 3>&- &&
-	    slurmctld -f "$SLURM_CONF" -i 3>&- &&
-	    slurmd -f "$SLURM_CONF" -N "$node" 3>&- || return 1
-	for _ in $(seq 150); do
-		[ "$(sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
-		sleep 0.2
-	done
-	return 1
+	slurm_dir=$(mktemp -d "${TMPDIR:-/tmp}/collx-slurm.XXXXXX")
+	slurm_private_start "$slurm_dir" $((20000 + RANDOM % 5000)) \
+	    $((25000 + RANDOM % 5000))
 }
 
 slurm_stop() {

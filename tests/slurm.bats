@@ -8,6 +8,7 @@
 load lib/common
 load lib/coll
 load lib/launched
+load lib/slurm
 
 # The daemon started last, by its pid file's name, when it is ours and
 # alive: SIGTERM, then SIGKILL after 5 s.
@@ -33,62 +34,11 @@ setup_file() {
 	# The step's node list names this host: collx must reach it by name.
 	need "a host name that resolves" getent hosts "$node"
 	SLURM_TEST_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/collx-slurm.XXXXXX")
-	export SLURM_TEST_DIR SLURM_CONF=$SLURM_TEST_DIR/slurm.conf
-	local d=$SLURM_TEST_DIR
-	mkdir "$d/state" "$d/spool"
+	export SLURM_TEST_DIR
 	port_ctld=$(free_port)
 	port_d=$(free_port)
 	while [ "$port_d" = "$port_ctld" ]; do port_d=$(free_port); done
-	cat >"$SLURM_CONF" <<EOF
-ClusterName=collx
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$port_ctld
-SlurmdPort=$port_d
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$d/munge.socket
-CredType=cred/munge
-StateSaveLocation=$d/state
-SlurmdSpoolDir=$d/spool
-SlurmctldPidFile=$d/slurmctld.pid
-SlurmdPidFile=$d/slurmd.pid
-SlurmctldLogFile=$d/slurmctld.log
-SlurmdLogFile=$d/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SwitchType=switch/none
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-KillOnBadExit=1
-SlurmdParameters=config_overrides
-MailProg=/bin/true
-NodeName=$node NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
-PartitionName=collx Nodes=ALL Default=YES MaxTime=10 State=UP
-EOF
-	mungekey --create --keyfile="$d/munge.key" >/dev/null 2>&1 ||
-	    { echo "mungekey failed" >&2; return 1; }
-	munged --force --socket="$d/munge.socket" --key-file="$d/munge.key" \
-	    --pid-file="$d/munged.pid" --log-file="$d/munged.log" \
-	    --seed-file="$d/munged.seed" 3>&- ||
-	    { cat "$d/munged.log" >&2; return 1; }
-	slurmctld -f "$SLURM_CONF" -i 3>&- ||
-	    { cat "$d/slurmctld.log" >&2; return 1; }
-	slurmd -f "$SLURM_CONF" -N "$node" 3>&- ||
-	    { cat "$d/slurmd.log" >&2; return 1; }
-	for _ in $(seq 150); do
-		[ "$(sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
-		sleep 0.2
-	done
-	echo "the node never became idle: $(sinfo -h -o '%n %t' 2>&1)" >&2
-	tail -n 20 "$d/slurmctld.log" "$d/slurmd.log" >&2
-	return 1
+	slurm_private_start "$SLURM_TEST_DIR" "$port_ctld" "$port_d"
 }
 
 teardown_file() {
