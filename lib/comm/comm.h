@@ -177,10 +177,6 @@ int comm_progress(struct comm *c);
 void comm_set_spin(struct comm *c, int us);
 /* The spin in effect: COLLX_SPIN_US's, or comm_set_spin's. */
 int comm_spin(const struct comm *c);
-/* Waits on this rank's links that slept in poll() so far, for all its
- * groups: each costs a wake-up (tens of microseconds) that spinning
- * (comm_set_spin) saves. */
-uint64_t comm_sleeps(const struct comm *c);
 int comm_waitall(struct comm *c, struct comm_req *r, int n);
 int comm_send(struct comm *c, int peer, int tag, const void *buf, size_t len);
 int comm_recv(struct comm *c, int peer, int tag, void *buf, size_t len);

@@ -191,7 +191,6 @@ struct comm {
 				 * after a yield lost the core (transport.c) */
 	double spin_until;
 	uint64_t sent;		/* payload bytes posted to other ranks */
-	uint64_t sleeps;	/* net: waits that slept in poll() */
 	struct comm_fr *fr;	/* net: the flight recorder, or NULL */
 	int debug;		/* net: COLLX_DEBUG, enum comm_debug_level */
 	FILE *dbg;		/* net: COLLX_DEBUG_FILE, or NULL: stderr */

@@ -604,8 +604,6 @@ wait_ready(struct comm *c)
 		return -1;
 	}
 	ms = first < 0 || ready ? 0 : comm_sock_poll_ms(when);
-	if (ms != 0)
-		net->sleeps++;
 	if (poll(fds, (nfds_t)n, ms) < 0 && errno != EINTR) {
 		comm_fail(c, COMM_ERR_RUNTIME, "poll: %s", strerror(errno));
 		return -1;
@@ -859,12 +857,6 @@ comm_free_queues(struct comm *c)
 		free(x);
 	}
 	c->nspares = 0;
-}
-
-uint64_t
-comm_sleeps(const struct comm *c)
-{
-	return c->net->sleeps;
 }
 
 uint64_t
