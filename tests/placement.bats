@@ -238,3 +238,15 @@ by_hand() {
 	    collx-allreduce -i x.npy -o y.npy --iters 20
 	pyx "same(load('y.npy'), $((ncpu + 1)) * np.arange(1024, dtype=np.float32))"
 }
+
+@test "a rank started by hand alone on its machine (LOCAL_WORLD_SIZE=1) is left unbound without a word, and runs" {
+	local port
+	port=$(free_port)
+	run --separate-stderr timeout 60 env COLLX_RANK=0 COLLX_WORLD_SIZE=1 \
+	    COLLX_MASTER=127.0.0.1:$port LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+	    collx-allreduce -q -i x.npy --iters 3 -o y.npy
+	echo "$stderr"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	[ -f y.npy ]
+}
