@@ -16,6 +16,15 @@ PKGS      = openblas libcurl libcrypto
 # PMIx, for Open MPI's mpirun and srun --mpi=pmix, when pkg-config finds it.
 PMIX     := $(shell pkg-config --exists pmix 2>/dev/null && echo pmix)
 PKGS     += $(PMIX)
+# oneDNN, for --precision bf16: by pkg-config, else by its header (Debian's
+# libdnnl-dev has no .pc file). Without it the build works and bf16 is
+# refused. Its runtime is OpenMP: -lgomp for the thread count.
+DNNL     := $(shell pkg-config --exists dnnl 2>/dev/null && echo pc || \
+              { echo '\#include <oneapi/dnnl/dnnl.h>' | \
+                $(CC) -E -x c - >/dev/null 2>&1 && echo h; })
+DNNL_CFLAGS = $(if $(DNNL),-DCOLLX_DNNL $(if $(filter pc,$(DNNL)),$(shell pkg-config --cflags dnnl)))
+DNNL_LIBS   = $(if $(filter pc,$(DNNL)),$(shell pkg-config --libs dnnl),$(if $(DNNL),-ldnnl)) \
+              $(if $(DNNL),-lgomp)
 # `make bench` and `make bench-cluster` also install the peers they compare
 # with (Open MPI, iperf3; PyTorch's Gloo comes with the test packages).
 BENCH_DEPS_DEB = openmpi-bin libopenmpi-dev iperf3
@@ -25,7 +34,8 @@ FUZZ_DEPS_DEB = clang libclang-rt-dev
 # single-host cluster; openmpi-bin and libpmix-dev: mpirun through PMIx.
 DEPS_DEB  = build-essential pkg-config libopenblas-dev libcurl4-openssl-dev libssl-dev \
             bats mandoc python3 python3-numpy python3-torch iproute2 procps gnuplot-nox \
-            valgrind slurmctld slurmd slurm-client munge openmpi-bin libpmix-dev
+            valgrind slurmctld slurmd slurm-client munge openmpi-bin libpmix-dev \
+            libdnnl-dev
 
 ifdef SANITIZE
 O        ?= build/san
@@ -44,10 +54,12 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 ALL_CFLAGS  = -std=c11 -D_GNU_SOURCE -DCOLLX_VERSION=\"$(VERSION)\" \
               $(if $(PMIX),-DCOLLX_PMIX) \
+              $(DNNL_CFLAGS) \
               -Wall -Wextra -Ilib $(PKG_CFLAGS) $(CFLAGS)
-LIBS        = $(PKG_LIBS) -lpthread -lm
+LIBS        = $(PKG_LIBS) $(DNNL_LIBS) -lpthread -lm
 
-LIB_SRC   := $(sort $(filter-out $(if $(PMIX),,lib/prog/pmix.c),$(wildcard lib/*/*.c)))
+LIB_SRC   := $(sort $(filter-out $(if $(PMIX),,lib/prog/pmix.c) \
+               $(if $(DNNL),,lib/nn/gemm_dnnl.c),$(wildcard lib/*/*.c)))
 LIB_OBJ    = $(LIB_SRC:%.c=$(OBJDIR)/%.o)
 PROG_SRC  := $(sort $(wildcard bin/collx-*.c))
 PROGS      = $(PROG_SRC:bin/%.c=$(BINOUT)/%)

@@ -84,6 +84,7 @@ usage(void)
 	    "  --timing F            append compute and communication (total, hidden,\n"
 	    "                        exposed) timing rows\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
+	    PRECISION_HELP
 	    "  --init ARCH           write a fresh mlp, block or gpt model\n"
 	    "  --dims DIMS           mlp DIN,H,DOUT[,LAYERS];\n"
 	    "                        block D,HEADS[,FF[,CAUSAL[,LAYERS]]];\n"
@@ -301,6 +302,7 @@ main(int argc, char **argv)
 	if (o.init != NULL)
 		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out);
 	cli_group_finish(&o.g);
+	precision_start(o.c.precision);
 	check_args(&o);
 	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
 	    &o.ckpt.resume);

@@ -87,6 +87,7 @@ usage(void)
 	    "  --resume F            --train: continue from checkpoint F (weights,\n"
 	    "                        step); -m is not read\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
+	    PRECISION_HELP
 	    "  -v, --verbose         a line per iteration or step on stderr (--train\n"
 	    "                        without -v: a terminal gets one live progress\n"
 	    "                        line); --train ends with a summary line\n"
@@ -227,6 +228,7 @@ main(int argc, char **argv)
 	cli_group_defaults(&o.g);
 	parse_args(&o, argc, argv);
 	cli_group_finish(&o.g);
+	precision_start(o.c.precision);
 	check_args(&o);
 	if (o.check && o.cfg.input_parallel)
 		cli_usage_error("--check needs the whole X: leave out "

@@ -1,16 +1,9 @@
 /* layers: forward and backward passes of the f32 building blocks. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "nn/nn.h"
 #include "nn/vec_int.h"
-
-void
-nn_set_threads(int n)
-{
-	openblas_set_num_threads(n < 1 ? 1 : n);
-}
 
 NN_CLONES void
 nn_add(float *dst, const float *src, size_t count)
@@ -41,8 +34,8 @@ nn_linear_forward(float *out, const float *inp, const float *w,
 	if (b)
 		for (int r = 0; r < n; r++)
 			memcpy(out + (size_t)r * o, b, (size_t)o * sizeof(float));
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o, in, 1.0f,
-	    inp, in, w, in, b ? 1.0f : 0.0f, out, o);
+	nn_gemm(0, 1, n, o, in, 1.0f, inp, in, w, in, b ? 1.0f : 0.0f, out,
+	    o);
 }
 
 void
@@ -57,11 +50,9 @@ nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
 	if (in <= 0)
 		return;
 	if (dinp)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, o,
-		    1.0f, dout, o, w, in, 1.0f, dinp, in);
+		nn_gemm(0, 0, n, in, o, 1.0f, dout, o, w, in, 1.0f, dinp, in);
 	if (dw)
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, in, n,
-		    1.0f, dout, o, inp, in, 1.0f, dw, in);
+		nn_gemm(1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f, dw, in);
 }
 
 #define NN_INV_SQRT2 0.70710678118654752440f
@@ -383,15 +374,13 @@ nn_attention_forward(float *out, float *att, const float *q,
 				int i1 = i0 + step < s ? i0 + step : s;
 				int cols = causal ? i1 : s;
 				float *ab = a + (size_t)i0 * s;
-				cblas_sgemm(CblasRowMajor, CblasNoTrans,
-				    CblasTrans, i1 - i0, cols, hd, scale,
+				nn_gemm(0, 1, i1 - i0, cols, hd, scale,
 				    q + off + (size_t)i0 * c, c, k + off, c, 0.0f,
 				    ab, s);
 				for (int i = i0; i < i1; i++)
 					softmax_row(a + (size_t)i * s,
 					    causal ? i + 1 : s, s);
-				cblas_sgemm(CblasRowMajor, CblasNoTrans,
-				    CblasNoTrans, i1 - i0, hd, cols, 1.0f, ab, s,
+				nn_gemm(0, 0, i1 - i0, hd, cols, 1.0f, ab, s,
 				    v + off, c, 0.0f, out + off + (size_t)i0 * c, c);
 			}
 		}
@@ -441,25 +430,21 @@ nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 				const float *ab = a + (size_t)i0 * s;
 				const float *db = dout + off + (size_t)i0 * c;
 				if (dv)
-					cblas_sgemm(CblasRowMajor, CblasTrans,
-					    CblasNoTrans, cols, hd, n, 1.0f, ab, s,
+					nn_gemm(1, 0, cols, hd, n, 1.0f, ab, s,
 					    db, c, 1.0f, dv + off, c);
 				if (!dq && !dk)
 					continue;
-				cblas_sgemm(CblasRowMajor, CblasNoTrans,
-				    CblasTrans, n, cols, hd, 1.0f, db, c, v + off,
-				    c, 0.0f, scratch, s);
+				nn_gemm(0, 1, n, cols, hd, 1.0f, db, c,
+				    v + off, c, 0.0f, scratch, s);
 				softmax_backward_rows(scratch, ab, n, cols, s);
 				if (dq)
-					cblas_sgemm(CblasRowMajor, CblasNoTrans,
-					    CblasNoTrans, n, hd, cols, scale, scratch,
-					    s, k + off, c, 1.0f,
+					nn_gemm(0, 0, n, hd, cols, scale,
+					    scratch, s, k + off, c, 1.0f,
 					    dq + off + (size_t)i0 * c, c);
 				if (dk)
-					cblas_sgemm(CblasRowMajor, CblasTrans,
-					    CblasNoTrans, cols, hd, n, scale, scratch,
-					    s, q + off + (size_t)i0 * c, c, 1.0f,
-					    dk + off, c);
+					nn_gemm(1, 0, cols, hd, n, scale,
+					    scratch, s, q + off + (size_t)i0 * c,
+					    c, 1.0f, dk + off, c);
 			}
 		}
 }

@@ -14,9 +14,10 @@
  *   gradients (so residual branches and micro-batches accumulate) and
  *   weight/bias gradients. Callers zero gradients when they start a step.
  *   A NULL gradient pointer (dinp, dw, db) skips that gradient.
- * - Matrix products go through OpenBLAS cblas_sgemm. nn never changes the
- *   BLAS thread count by itself; programs call nn_set_threads() (collx
- *   programs run one rank per core and use 1).
+ * - Matrix products go through nn_gemm, in the process's precision
+ *   (nn_set_precision): OpenBLAS cblas_sgemm in f32, oneDNN in bf16. nn
+ *   never changes the thread count by itself; programs call
+ *   nn_set_threads() (collx programs run one rank per core and use 1).
  */
 #ifndef COLLX_NN_H
 #define COLLX_NN_H
@@ -29,8 +30,40 @@
 #define NN_LN_EPS 1e-5f
 #define NN_NAME_MAX 64
 
-/* Sets the OpenBLAS thread count (1 for one rank per core). */
+/* Sets the OpenBLAS (and oneDNN) thread count (1 for one rank per core). */
 void nn_set_threads(int n);
+
+/* ---- matrix products and their precision ------------------------------ */
+
+/*
+ * NN_PREC_F32: cblas_sgemm, today's arithmetic bit for bit (the default).
+ * NN_PREC_BF16: both inputs of every product rounded to bf16 (nearest
+ * even), products accumulated in f32; parameters, gradients and every
+ * other layer stay f32. Through oneDNN's matmul where the CPU has
+ * AVX512-BF16 or AMX, else a portable path (sgemm on the rounded inputs:
+ * the same values, slower; nn_gemm_portable() says which).
+ */
+enum nn_precision { NN_PREC_F32, NN_PREC_BF16 };
+
+/* "f32", "bf16"; 0 or -1. */
+int nn_precision_parse(const char *s, enum nn_precision *out);
+const char *nn_precision_name(enum nn_precision p);
+/* For the whole process, before the first product; -1 when bf16 is asked
+ * and this build has no oneDNN (or oneDNN fails to start). */
+int nn_set_precision(enum nn_precision p, char *err, size_t errlen);
+enum nn_precision nn_get_precision(void);
+/* 1 when bf16 runs on the portable path. */
+int nn_gemm_portable(void);
+/* What computes the products, e.g. "OpenBLAS sgemm" or "oneDNN 2.6.3
+ * matmul brg:avx512_core_bf16" (the implementation of the primitive
+ * created last). */
+const char *nn_gemm_impl(void);
+/* c[m,n] = alpha * op(a) op(b) + beta * c, row-major as cblas_sgemm's
+ * CblasRowMajor (ta, tb: transpose a, b), in the process's precision.
+ * Thread-safe (bf16 calls take turns). */
+void nn_gemm(int ta, int tb, int m, int n, int k, float alpha,
+    const float *a, int lda, const float *b, int ldb, float beta, float *c,
+    int ldc);
 
 /* ---- layers ---------------------------------------------------------- */
 

@@ -206,6 +206,8 @@ shared_option(const struct trainopt_parser *p, int opt, const char *arg)
 		return 1;
 	if (c == NULL)
 		return 0;
+	if (precision_option(&c->precision, opt, arg))
+		return 1;
 	switch (opt) {
 	case 'm': c->model = arg; break;
 	case 'o': c->out = arg; break;

@@ -13,6 +13,7 @@
 #include "par/train_data.h"
 #include "prog/dpopt.h"
 #include "prog/join.h"
+#include "prog/precision.h"
 
 /* Optimizer options as a command line gives them (NULL: not given),
  * applied over the torch.optim defaults of the chosen kind. */
@@ -104,6 +105,7 @@ struct trainopt_common {
 	int threads;		/* BLAS threads per rank */
 	long batch, steps;
 	double epochs;
+	enum nn_precision precision;	/* --precision (prog/precision.h) */
 };
 enum {
 	TRAINOPT_THREADS = 0x12a0, TRAINOPT_LOSS_CSV, TRAINOPT_BATCH,
@@ -114,7 +116,8 @@ enum {
 #define TRAINOPT_RUN_LONGOPTS \
 	{ "timing", 1, 0, CLI_OPT_TIMING }, \
 	{ "loss-csv", 1, 0, TRAINOPT_LOSS_CSV }, \
-	{ "threads", 1, 0, TRAINOPT_THREADS }
+	{ "threads", 1, 0, TRAINOPT_THREADS }, \
+	PRECISION_LONGOPTS
 #define TRAINOPT_STEPS_LONGOPTS \
 	{ "batch", 1, 0, TRAINOPT_BATCH }, { "steps", 1, 0, TRAINOPT_STEPS }, \
 	{ "epochs", 1, 0, TRAINOPT_EPOCHS }
@@ -126,6 +129,7 @@ enum {
 	"  -V, --version         version\n"
 #define TRAINOPT_RUN_HELP \
 	"  --threads N           BLAS threads per rank (1)\n" \
+	PRECISION_HELP \
 	"  -v, --verbose         a line per step on stderr (without -v, a\n" \
 	"                        terminal gets one live progress line); rank 0\n" \
 	"                        ends with a summary line either way\n" \

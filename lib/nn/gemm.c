@@ -1,0 +1,210 @@
+/* gemm: every matrix product of nn's layers, in the precision the program
+ * chose. f32: OpenBLAS's cblas_sgemm as called before. bf16: both inputs
+ * rounded to bf16 (nearest even), products accumulated in f32, through
+ * oneDNN where the CPU has bf16 instructions, else through sgemm on the
+ * rounded values (bf16 products are exact in f32: the same values). */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "nn/gemm_int.h"
+#include "nn/nn.h"
+#include "nn/vec_int.h"
+
+static enum nn_precision precision = NN_PREC_F32;
+/* bf16 without bf16 instructions: the portable path. */
+static int portable;
+static char impl[192];
+/* One caller at a time: the packed inputs and oneDNN's cache are shared
+ * (tests run ranks as threads of one process). */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *abuf, *bbuf;
+static size_t acap, bcap;
+
+void
+nn_set_threads(int n)
+{
+	openblas_set_num_threads(n < 1 ? 1 : n);
+#ifdef COLLX_DNNL
+	gemm_dnnl_threads(n);
+#endif
+}
+
+int
+nn_precision_parse(const char *s, enum nn_precision *out)
+{
+	if (!strcmp(s, "f32"))
+		*out = NN_PREC_F32;
+	else if (!strcmp(s, "bf16"))
+		*out = NN_PREC_BF16;
+	else
+		return -1;
+	return 0;
+}
+
+const char *
+nn_precision_name(enum nn_precision p)
+{
+	return p == NN_PREC_BF16 ? "bf16" : "f32";
+}
+
+enum nn_precision
+nn_get_precision(void)
+{
+	return precision;
+}
+
+int
+nn_gemm_portable(void)
+{
+	return precision == NN_PREC_BF16 && portable;
+}
+
+int
+nn_set_precision(enum nn_precision p, char *err, size_t errlen)
+{
+	if (p == NN_PREC_F32) {
+		precision = p;
+		return 0;
+	}
+#ifdef COLLX_DNNL
+	int native = gemm_dnnl_init(err, errlen);
+
+	if (native < 0)
+		return -1;
+	portable = !native;
+	precision = p;
+	return 0;
+#else
+	return cli_fail(err, errlen, "bf16 needs oneDNN (libdnnl), which "
+	    "this build of collx lacks");
+#endif
+}
+
+const char *
+nn_gemm_impl(void)
+{
+	if (precision == NN_PREC_F32)
+		return "OpenBLAS sgemm";
+	if (portable)
+		return "portable bf16 (OpenBLAS sgemm on bf16-rounded inputs; "
+		    "no AVX512-BF16 or AMX)";
+#ifdef COLLX_DNNL
+	pthread_mutex_lock(&lock);
+	snprintf(impl, sizeof impl, "oneDNN %s matmul %s", gemm_dnnl_version(),
+	    *gemm_dnnl_impl() ? gemm_dnnl_impl() : "(none created yet)");
+	pthread_mutex_unlock(&lock);
+#endif
+	return impl;
+}
+
+/* f32 bits to bf16 bits, rounded to nearest even; a NaN stays a (quiet)
+ * NaN. Branch-free, so that pack's loops vectorize. */
+NN_INLINE uint32_t
+bf16_bits(float f)
+{
+	uint32_t u, r;
+
+	memcpy(&u, &f, sizeof u);
+	r = (u + 0x7fffu + (u >> 16 & 1)) >> 16;
+	return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16 | 0x40) : r;
+}
+
+/* n values rounded: as bf16 (h) or as f32 holding the bf16 value (w),
+ * the other NULL; inlined with n = NN_LANES it vectorizes (vec_int.h). */
+NN_INLINE void
+round_span(uint16_t *restrict h, uint32_t *restrict w,
+    const float *restrict s, size_t n)
+{
+	if (w)
+		for (size_t j = 0; j < n; j++)
+			w[j] = bf16_bits(s[j]) << 16;
+	else
+		for (size_t j = 0; j < n; j++)
+			h[j] = (uint16_t)bf16_bits(s[j]);
+}
+
+/* rows x cols of src (row stride ld) rounded and packed dense into h or
+ * w (round_span). */
+NN_CLONES static void
+pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld)
+{
+	for (int r = 0; r < rows; r++) {
+		const float *s = src + (size_t)r * ld;
+		size_t o = (size_t)r * cols, j = 0;
+		for (; j + NN_LANES <= (size_t)cols; j += NN_LANES)
+			round_span(h ? h + o + j : NULL, w ? w + o + j : NULL,
+			    s + j, NN_LANES);
+		round_span(h ? h + o + j : NULL, w ? w + o + j : NULL, s + j,
+		    cols - j);
+	}
+}
+
+static void *
+grow(void **buf, size_t *cap, size_t bytes)
+{
+	if (bytes > *cap) {
+		void *p = realloc(*buf, bytes);
+		if (!p)
+			return NULL;
+		*buf = p;
+		*cap = bytes;
+	}
+	return *buf;
+}
+
+static void
+sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+	    tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+	    beta, c, ldc);
+}
+
+/* Both inputs packed into abuf and bbuf (wide: as f32); 0 or -1 (out of
+ * memory). */
+static int
+pack_both(int wide, int ta, int tb, int m, int n, int k, const float *a,
+    int lda, const float *b, int ldb)
+{
+	int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+	size_t esz = wide ? sizeof(float) : sizeof(uint16_t);
+
+	if (!grow(&abuf, &acap, (size_t)ar * ac * esz) ||
+	    !grow(&bbuf, &bcap, (size_t)br * bc * esz))
+		return -1;
+	pack(wide ? NULL : abuf, wide ? abuf : NULL, a, ar, ac, lda);
+	pack(wide ? NULL : bbuf, wide ? bbuf : NULL, b, br, bc, ldb);
+	return 0;
+}
+
+void
+nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+	if (precision == NN_PREC_F32 || m <= 0 || n <= 0 || k <= 0) {
+		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		return;
+	}
+	pthread_mutex_lock(&lock);
+#ifdef COLLX_DNNL
+	if (!portable && pack_both(0, ta, tb, m, n, k, a, lda, b, ldb) == 0 &&
+	    gemm_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
+	    ldc) == 0) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+#endif
+	/* Portable, or a shape oneDNN refused: the same values, from sgemm
+	 * on the rounded inputs (packed dense: row strides ac and bc). */
+	if (pack_both(1, ta, tb, m, n, k, a, lda, b, ldb) == 0)
+		sgemm(ta, tb, m, n, k, alpha, abuf, ta ? m : k, bbuf,
+		    tb ? k : n, beta, c, ldc);
+	else	/* no memory for the packed copies: f32, not a crash */
+		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,197 @@
+/* gemm_dnnl: bf16 matmuls through oneDNN's matmul primitive, one per
+ * shape, reused from a small cache (gemm_int.h). The caller holds
+ * gemm.c's lock around every call. */
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "cli/util.h"
+#include "nn/gemm_int.h"
+
+/* A training step of the built-in models uses a few dozen shapes (causal
+ * attention's row blocks among them); past that, the oldest is replaced. */
+#define GEMM_CACHE 128
+
+struct gemm_key {
+	int ta, tb, m, n, k, ldc;
+	float alpha, beta;
+};
+
+struct gemm_prim {
+	struct gemm_key key;
+	dnnl_primitive_t prim;
+	dnnl_memory_t src, wei, dst;
+};
+
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+static struct gemm_prim cache[GEMM_CACHE];
+static int ncache, next_slot;
+static char impl[128], version[32];
+static int threads = 1;
+
+int
+gemm_dnnl_init(char *err, size_t errlen)
+{
+	const dnnl_version_t *v = dnnl_version();
+
+	snprintf(version, sizeof version, "%d.%d.%d", v->major, v->minor,
+	    v->patch);
+	if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
+		return cli_fail(err, errlen, "oneDNN: no CPU engine");
+	if (!stream && dnnl_stream_create(&stream, engine,
+	    dnnl_stream_default_flags) != dnnl_success)
+		return cli_fail(err, errlen, "oneDNN: no stream");
+	return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+}
+
+void
+gemm_dnnl_threads(int n)
+{
+	threads = n < 1 ? 1 : n;
+}
+
+const char *
+gemm_dnnl_impl(void)
+{
+	return impl;
+}
+
+const char *
+gemm_dnnl_version(void)
+{
+	return version;
+}
+
+/* Row-major [r, c] of type t; transposed: stored [c, r] (strides 1, r). */
+static void
+md(dnnl_memory_desc_t *d, int r, int c, int trans, int ld,
+    dnnl_data_type_t t)
+{
+	dnnl_dims_t dims = { r, c }, st = { ld, 1 };
+
+	if (trans) {
+		st[0] = 1;
+		st[1] = r;
+	}
+	dnnl_memory_desc_init_by_strides(d, 2, dims, t, st);
+}
+
+static int
+create(struct gemm_prim *p, const struct gemm_key *key)
+{
+	dnnl_memory_desc_t s, w, d;
+	dnnl_matmul_desc_t desc;
+	dnnl_primitive_attr_t attr = NULL;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_desc_t pd = NULL;
+	const char *name = NULL;
+	int rc = -1;
+
+	md(&s, key->m, key->k, key->ta, key->k, dnnl_bf16);
+	md(&w, key->k, key->n, key->tb, key->n, dnnl_bf16);
+	md(&d, key->m, key->n, 0, key->ldc, dnnl_f32);
+	if (dnnl_matmul_desc_init(&desc, &s, &w, NULL, &d) != dnnl_success ||
+	    dnnl_primitive_attr_create(&attr) != dnnl_success)
+		goto out;
+	if (key->alpha != 1.0f && dnnl_primitive_attr_set_output_scales(attr,
+	    1, 0, &key->alpha) != dnnl_success)
+		goto out;
+	if (key->beta != 0.0f && (dnnl_post_ops_create(&po) != dnnl_success ||
+	    dnnl_post_ops_append_sum(po, key->beta) != dnnl_success ||
+	    dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success))
+		goto out;
+	if (dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) !=
+	    dnnl_success || dnnl_primitive_create(&p->prim, pd) != dnnl_success)
+		goto out;
+	if (dnnl_memory_create(&p->src, &s, engine, DNNL_MEMORY_NONE) ||
+	    dnnl_memory_create(&p->wei, &w, engine, DNNL_MEMORY_NONE) ||
+	    dnnl_memory_create(&p->dst, &d, engine, DNNL_MEMORY_NONE))
+		goto out;
+	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
+	    &name) == dnnl_success && name)
+		snprintf(impl, sizeof impl, "%s", name);
+	p->key = *key;
+	rc = 0;
+out:
+	if (pd)
+		dnnl_primitive_desc_destroy(pd);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	return rc;
+}
+
+static void
+destroy(struct gemm_prim *p)
+{
+	if (p->prim)
+		dnnl_primitive_destroy(p->prim);
+	if (p->src)
+		dnnl_memory_destroy(p->src);
+	if (p->wei)
+		dnnl_memory_destroy(p->wei);
+	if (p->dst)
+		dnnl_memory_destroy(p->dst);
+	memset(p, 0, sizeof *p);
+}
+
+static struct gemm_prim *
+lookup(const struct gemm_key *key)
+{
+	struct gemm_prim *p;
+
+	for (int i = 0; i < ncache; i++)
+		if (!memcmp(&cache[i].key, key, sizeof *key))
+			return &cache[i];
+	if (ncache < GEMM_CACHE)
+		p = &cache[ncache++];
+	else {
+		p = &cache[next_slot];
+		next_slot = (next_slot + 1) % GEMM_CACHE;
+		destroy(p);
+	}
+	if (create(p, key) < 0) {
+		destroy(p);
+		return NULL;
+	}
+	return p;
+}
+
+int
+gemm_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float beta, float *c, int ldc)
+{
+	struct gemm_key key;
+	struct gemm_prim *p;
+
+	/* memcmp on the key: no padding bytes left unset. */
+	memset(&key, 0, sizeof key);
+	key.ta = ta;
+	key.tb = tb;
+	key.m = m;
+	key.n = n;
+	key.k = k;
+	key.ldc = ldc;
+	key.alpha = alpha;
+	key.beta = beta;
+	if (!(p = lookup(&key)))
+		return -1;
+	dnnl_memory_set_data_handle(p->src, (void *)a);
+	dnnl_memory_set_data_handle(p->wei, (void *)b);
+	dnnl_memory_set_data_handle(p->dst, c);
+	dnnl_exec_arg_t args[] = {
+		{ DNNL_ARG_SRC, p->src }, { DNNL_ARG_WEIGHTS, p->wei },
+		{ DNNL_ARG_DST, p->dst }
+	};
+	/* oneDNN runs on OpenMP here: its regions take the program's
+	 * thread count (one core per rank), not one thread per core. */
+	omp_set_num_threads(threads);
+	if (dnnl_primitive_execute(p->prim, stream, 3, args) != dnnl_success ||
+	    dnnl_stream_wait(stream) != dnnl_success)
+		return -1;
+	return 0;
+}
