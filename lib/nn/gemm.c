@@ -17,7 +17,7 @@
 static enum nn_precision precision = NN_PREC_F32;
 /* bf16 without bf16 instructions: the portable path. */
 static int portable;
-static char impl[192];
+static char impl[768];
 /* One caller at a time: the packed inputs and oneDNN's cache are shared
  * (tests run ranks as threads of one process). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,8 +79,8 @@ nn_set_precision(enum nn_precision p, char *err, size_t errlen)
 	precision = p;
 	return 0;
 #else
-	return cli_fail(err, errlen, "bf16 needs oneDNN (libdnnl), which "
-	    "this build of collx lacks");
+	return cli_fail(err, errlen, "needs oneDNN (libdnnl), which this "
+	    "build of collx lacks");
 #endif
 }
 
@@ -95,7 +95,7 @@ nn_gemm_impl(void)
 #ifdef COLLX_DNNL
 	pthread_mutex_lock(&lock);
 	snprintf(impl, sizeof impl, "oneDNN %s matmul %s", gemm_dnnl_version(),
-	    *gemm_dnnl_impl() ? gemm_dnnl_impl() : "(none created yet)");
+	    *gemm_dnnl_impl() ? gemm_dnnl_impl() : "(none run yet)");
 	pthread_mutex_unlock(&lock);
 #endif
 	return impl;

@@ -23,13 +23,22 @@ struct gemm_prim {
 	struct gemm_key key;
 	dnnl_primitive_t prim;
 	dnnl_memory_t src, wei, dst;
+	int impl;		/* index into impls */
 };
+
+/* The implementations oneDNN chose, with the multiply-adds each ran. */
+#define GEMM_IMPLS 8
+static struct {
+	char name[64];
+	double macs;
+} impls[GEMM_IMPLS];
+static int nimpls;
 
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
 static struct gemm_prim cache[GEMM_CACHE];
 static int ncache, next_slot;
-static char impl[128], version[32];
+static char summary[GEMM_IMPLS * 80], version[32];
 static int threads = 1;
 
 int
@@ -56,7 +65,34 @@ gemm_dnnl_threads(int n)
 const char *
 gemm_dnnl_impl(void)
 {
-	return impl;
+	double all = 0;
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < nimpls; i++)
+		all += impls[i].macs;
+	summary[0] = '\0';
+	for (i = 0; i < nimpls && len < sizeof summary; i++)
+		len += (size_t)snprintf(summary + len, sizeof summary - len,
+		    "%s%s (%.0f%%)", i ? ", " : "", impls[i].name,
+		    all > 0 ? 100 * impls[i].macs / all : 0.0);
+	return summary;
+}
+
+/* The index of oneDNN's implementation name (the last slot holds any
+ * beyond GEMM_IMPLS). */
+static int
+impl_index(const char *name)
+{
+	int i;
+
+	for (i = 0; i < nimpls; i++)
+		if (!strcmp(impls[i].name, name))
+			return i;
+	if (nimpls == GEMM_IMPLS)
+		return GEMM_IMPLS - 1;
+	snprintf(impls[nimpls].name, sizeof impls[nimpls].name, "%s", name);
+	return nimpls++;
 }
 
 const char *
@@ -111,8 +147,9 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 	    dnnl_memory_create(&p->dst, &d, engine, DNNL_MEMORY_NONE))
 		goto out;
 	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
-	    &name) == dnnl_success && name)
-		snprintf(impl, sizeof impl, "%s", name);
+	    &name) != dnnl_success || !name)
+		name = "?";
+	p->impl = impl_index(name);
 	p->key = *key;
 	rc = 0;
 out:
@@ -193,5 +230,6 @@ gemm_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
 	if (dnnl_primitive_execute(p->prim, stream, 3, args) != dnnl_success ||
 	    dnnl_stream_wait(stream) != dnnl_success)
 		return -1;
+	impls[p->impl].macs += (double)m * n * k;
 	return 0;
 }

@@ -1,0 +1,163 @@
+#!/usr/bin/env bats
+# --precision bf16 (collx-dp, collx-tp, collx-pipe, collx-train): a gpt
+# trained 300 steps ends within 1% of f32's loss on a curve of its own, in
+# every program (an option one of them ignored would train f32's curve);
+# --precision f32 is the default's bytes; the portable path (oneDNN held
+# below AVX512-BF16 by its own DNNL_MAX_CPU_ISA) says so once and trains
+# the native path's losses; -v names oneDNN's implementations; refusals.
+# The layers' values against a float64 reference: test_nn_bf16.
+load lib/common
+
+GPL=/usr/share/common-licenses/GPL-3
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE DNNL_MAX_CPU_ISA ONEDNN_MAX_CPU_ISA
+}
+
+# A build without oneDNN refuses bf16 before anything else: skip (fail
+# under CI) when this one does.
+need_dnnl() {
+	need "oneDNN in the build (libdnnl-dev)" sh -c \
+	    '! collx-dp --precision bf16 2>&1 | grep -q "oneDNN (libdnnl)"'
+}
+
+teardown() {
+	common_teardown
+}
+
+# The losses (column 3) of two loss CSVs: the same number of steps, the
+# means of the last 20 within 1% of each other, and not the same curve.
+# usage: close_not_equal BF16.csv F32.csv
+close_not_equal() {
+	"$PY" - "$1" "$2" <<'EOF'
+import sys
+def losses(path):
+    rows = [l.split(",") for l in open(path).read().splitlines()[1:] if l]
+    return [float(r[2]) for r in rows]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ta, tb = sum(a[-20:]) / 20, sum(b[-20:]) / 20
+print("bf16 %.6f, f32 %.6f over the last 20 of %d steps; %d losses differ"
+      % (ta, tb, len(a), sum(x != y for x, y in zip(a, b))))
+sys.exit(0 if len(a) == len(b) >= 20 and abs(ta - tb) <= 0.01 * tb
+         and a != b else 1)
+EOF
+}
+
+# usage: run2 PROGRAM OPTIONS...: on 2 ranks, quiet
+run2() {
+	timeout 120 collx-run -n 2 --timeout 60 -- "$@" -q
+}
+
+@test "collx-dp: a gpt trained 300 steps in bf16 ends within 1% of f32 on its own curve; --precision f32 writes the default's bytes" {
+	need_dnnl
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	for p in f32 bf16; do
+		timeout 60 collx-dp -q -m g.safetensors --data "$GPL" --batch 8 \
+		    --steps 300 --optimizer adamw --lr 0.01 --precision "$p" \
+		    -o "o$p.safetensors" --loss-csv "l$p.csv"
+	done
+	timeout 60 collx-dp -q -m g.safetensors --data "$GPL" --batch 8 \
+	    --steps 300 --optimizer adamw --lr 0.01 -o o.safetensors \
+	    --loss-csv l.csv
+	close_not_equal lbf16.csv lf32.csv
+	cmp o.safetensors of32.safetensors
+	cmp <(cut -d, -f1-4 l.csv) <(cut -d, -f1-4 lf32.csv)
+}
+
+@test "collx-train (tp2), collx-pipe (an mlp stack on 2 stages) and collx-tp (a block, tp on 2 ranks) train in bf16 within 1% of f32, on curves of their own" {
+	need_dnnl
+	need_dnnl
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	timeout 10 collx-dp --init mlp --dims 16,64,16,2 --seed 2 \
+	    -o m.safetensors
+	timeout 10 collx-dp --init block --dims 32,4,64 --seed 3 \
+	    -o b.safetensors
+	timeout 10 collx-tensor create --shape 64,16 --fill randn --seed 4 \
+	    -o X.npy
+	timeout 10 collx-tensor create --shape 64,16 --fill randn --seed 5 \
+	    -o Y.npy
+	timeout 10 collx-tensor create --shape 4,8,32 --fill randn --seed 6 \
+	    -o BX.npy
+	timeout 10 collx-tensor create --shape 4,8,32 --fill randn --seed 7 \
+	    -o BY.npy
+	for p in f32 bf16; do
+		run2 collx-train --tp 2 -m g.safetensors --data "$GPL" \
+		    --batch 8 --steps 100 --optimizer adamw --lr 0.01 \
+		    --precision "$p" --loss-csv "train$p.csv"
+		run2 collx-pipe -m m.safetensors -i X.npy -t Y.npy \
+		    --microbatches 2 --batch 16 --steps 100 --lr 0.05 \
+		    --precision "$p" --loss-csv "pipe$p.csv"
+		run2 collx-tp --layer block --mode tp --heads 4 -m b.safetensors \
+		    -i BX.npy --train --targets BY.npy --steps 100 --lr 0.05 \
+		    --precision "$p" --loss-csv "tp$p.csv"
+	done
+	close_not_equal trainbf16.csv trainf32.csv
+	close_not_equal pipebf16.csv pipef32.csv
+	close_not_equal tpbf16.csv tpf32.csv
+}
+
+@test "the portable path (oneDNN held below AVX512-BF16) says so once, on rank 0, and trains the native path's losses" {
+	need_dnnl
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	args=(-m g.safetensors --data "$GPL" --batch 8 --steps 10
+	    --optimizer adamw --lr 0.01 --precision bf16)
+	run2 collx-dp "${args[@]}" --loss-csv native.csv
+	DNNL_MAX_CPU_ISA=AVX512_CORE run timeout 120 collx-run -n 2 \
+	    --timeout 60 -- collx-dp "${args[@]}" --loss-csv portable.csv
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'portable path' <<<"$output")" -eq 1 ]
+	"$PY" - native.csv portable.csv <<'EOF'
+import sys
+a, b = ([float(l.split(",")[2]) for l in open(p).read().splitlines()[1:]]
+        for p in sys.argv[1:])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print("worst relative difference %.3g over %d steps" % (worst, len(a)))
+sys.exit(0 if len(a) == len(b) == 10 and worst <= 1e-4 else 1)
+EOF
+}
+
+@test "-v names the matmuls' implementation: oneDNN's bf16 kernels where the CPU has AVX512-BF16 or AMX, else the portable path" {
+	need_dnnl
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	run timeout 60 collx-dp -v -m g.safetensors --data "$GPL" --batch 8 \
+	    --steps 2 --precision bf16
+	echo "$output"
+	[ "$status" -eq 0 ]
+	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
+	if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+		[[ "$line" == *"oneDNN "*" matmul "*"_bf16 ("* ]]
+	else
+		[[ "$line" == *"portable bf16"* ]]
+	fi
+	run timeout 60 collx-dp -v -m g.safetensors --data "$GPL" --batch 8 \
+	    --steps 2
+	[ "$status" -eq 0 ]
+	if grep -q 'matmuls:' <<<"$output"; then false; fi
+}
+
+@test "--precision other than f32 or bf16 is a usage error in every program (exit 2), naming the value" {
+	for prog in collx-dp collx-tp collx-pipe collx-train; do
+		run timeout 10 "$prog" --precision fp8
+		echo "$output"
+		[ "$status" -eq 2 ]
+		[ "${lines[0]}" = "$prog: --precision: want f32 or bf16, not 'fp8'" ]
+	done
+}
+
+@test "a build without oneDNN refuses bf16: one line naming the library, exit 2, before reading anything" {
+	if ! collx-dp --precision bf16 2>&1 | grep -q "oneDNN (libdnnl)"; then
+		skip "this build has oneDNN"
+	fi
+	run timeout 10 collx-dp --precision bf16 -m nothere.safetensors \
+	    --data nothere.txt
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-dp: --precision bf16: needs oneDNN (libdnnl), which this build of collx lacks" ]
+}
