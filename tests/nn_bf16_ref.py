@@ -53,6 +53,9 @@ def bf(x):
     near = ((low - 0x8000).abs() < NEAR) & torch.isfinite(f)
     Screen.near += int(near.sum())
     Screen.total += f.numel()
+    # denormals count as zero (AVX512-BF16's conversion, and collx's)
+    f = torch.where(f.abs() < torch.finfo(torch.float32).tiny,
+                    torch.zeros_like(f), f)
     return f.bfloat16().double()
 
 

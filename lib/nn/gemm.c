@@ -4,6 +4,10 @@
  * oneDNN where the CPU has bf16 instructions, else through sgemm on the
  * rounded values (bf16 products are exact in f32: the same values). */
 #include <cblas.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GEMM_X86 1
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,8 @@
 static enum nn_precision precision = NN_PREC_F32;
 /* bf16 without bf16 instructions: the portable path. */
 static int portable;
+/* The processor converts f32 to bf16 itself (AVX512-BF16). */
+static int cpu_bf16;
 static char impl[768];
 /* One caller at a time: the packed inputs and oneDNN's cache are shared
  * (tests run ranks as threads of one process). */
@@ -76,6 +82,9 @@ nn_set_precision(enum nn_precision p, char *err, size_t errlen)
 	if (native < 0)
 		return -1;
 	portable = !native;
+#ifdef GEMM_X86
+	cpu_bf16 = !portable && __builtin_cpu_supports("avx512bf16");
+#endif
 	precision = p;
 	return 0;
 #else
@@ -101,8 +110,10 @@ nn_gemm_impl(void)
 	return impl;
 }
 
-/* f32 bits to bf16 bits, rounded to nearest even; a NaN stays a (quiet)
- * NaN. Branch-free, so that pack's loops vectorize. */
+/* f32 bits to bf16 bits as the processors' own conversion (AVX512-BF16's
+ * vcvtne2ps2bf16) gives them: rounded to nearest even, a NaN kept (quiet),
+ * a denormal input taken as zero (of its sign). Branch-free, so that
+ * pack's loops vectorize. */
 NN_INLINE uint32_t
 bf16_bits(float f)
 {
@@ -110,7 +121,8 @@ bf16_bits(float f)
 
 	memcpy(&u, &f, sizeof u);
 	r = (u + 0x7fffu + (u >> 16 & 1)) >> 16;
-	return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16 | 0x40) : r;
+	r = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16 | 0x40) : r;
+	return (u & 0x7f800000u) == 0 ? (u >> 16 & 0x8000) : r;
 }
 
 /* n values rounded: as bf16 (h) or as f32 holding the bf16 value (w),
@@ -127,6 +139,21 @@ round_span(uint16_t *restrict h, uint32_t *restrict w,
 			h[j] = (uint16_t)bf16_bits(s[j]);
 }
 
+#ifdef GEMM_X86
+/* The processor's conversion, 32 values an instruction (vcvtne2ps2bf16),
+ * where it has AVX512-BF16: the rounding is memory-bound then. */
+__attribute__((target("avx512bf16,avx512f,avx512bw"))) static size_t
+round_avx512bf16(uint16_t *h, const float *s, size_t n)
+{
+	size_t j = 0;
+
+	for (; j + 32 <= n; j += 32)
+		_mm512_storeu_si512(h + j, (__m512i)_mm512_cvtne2ps_pbh(
+		    _mm512_loadu_ps(s + j + 16), _mm512_loadu_ps(s + j)));
+	return j;
+}
+#endif
+
 /* rows x cols of src (row stride ld) rounded and packed dense into h or
  * w (round_span). */
 NN_CLONES static void
@@ -135,6 +162,10 @@ pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld)
 	for (int r = 0; r < rows; r++) {
 		const float *s = src + (size_t)r * ld;
 		size_t o = (size_t)r * cols, j = 0;
+#ifdef GEMM_X86
+		if (h && cpu_bf16)
+			j = round_avx512bf16(h + o, s, (size_t)cols);
+#endif
 		for (; j + NN_LANES <= (size_t)cols; j += NN_LANES)
 			round_span(h ? h + o + j : NULL, w ? w + o + j : NULL,
 			    s + j, NN_LANES);

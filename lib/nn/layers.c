@@ -359,11 +359,20 @@ softmax_row(float *a, int len, int s)
  * throwing it away. Bigger blocks mean fewer, larger BLAS calls. */
 #define NN_ATT_ROWS 32
 
+/* bf16 takes whole rows, one block: oneDNN's kernel for small products
+ * (gemm:jit) runs several times slower than the one for large ones, more
+ * than the masked scores it then computes (and zeroes, as above) cost. */
+static int
+att_step(int causal, int s)
+{
+	return causal && nn_get_precision() == NN_PREC_F32 ? NN_ATT_ROWS : s;
+}
+
 NN_CLONES void
 nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal)
 {
-	int c = nh * hd, step = causal ? NN_ATT_ROWS : s;
+	int c = nh * hd, step = att_step(causal, s);
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)
@@ -417,7 +426,7 @@ nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal)
 {
-	int c = nh * hd, step = causal ? NN_ATT_ROWS : s;
+	int c = nh * hd, step = att_step(causal, s);
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)

@@ -38,7 +38,8 @@ void nn_set_threads(int n);
 /*
  * NN_PREC_F32: cblas_sgemm, today's arithmetic bit for bit (the default).
  * NN_PREC_BF16: both inputs of every product rounded to bf16 (nearest
- * even), products accumulated in f32; parameters, gradients and every
+ * even, denormals as zero: the processors' conversion), products
+ * accumulated in f32; parameters, gradients and every
  * other layer stay f32. Through oneDNN's matmul where the CPU has
  * AVX512-BF16 or AMX, else a portable path (sgemm on the rounded inputs:
  * the same values, slower; nn_gemm_portable() says which).

@@ -73,6 +73,45 @@ save(struct tensor_set *s, const char *name)
 	return rc;
 }
 
+/* The rounding itself, in closed form: a [1, 40] row holding one value v
+ * at column j times the unit column e_j is bf16(v), exactly. Columns 3
+ * and 37: inside the processor's 32-value conversion and in its scalar
+ * tail. */
+static void
+rounding_case(void)
+{
+	static const struct {
+		uint32_t in, out;
+		const char *what;
+	} c[] = {
+		{ 0x3f808000, 0x3f800000, "1 + 2^-8, a tie, to even 1" },
+		{ 0x3f818000, 0x3f820000, "1 + 3 * 2^-8, a tie, to even" },
+		{ 0x3f808001, 0x3f810000, "just above a tie, up" },
+		{ 0xbf817fff, 0xbf810000, "negative, just below a tie, down" },
+		{ 0x7f7fffff, 0x7f800000, "the largest f32 to infinity" },
+		{ 0x00000001, 0x00000000, "a denormal to zero" },
+		{ 0x807fffff, 0x00000000, "a negative denormal to zero" },
+		{ 0xff800000, 0xff800000, "-infinity stays" },
+	};
+	float a[40], e[40], out;
+	char what[160];
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		for (int j = 3; j < 40; j += 34) {
+			uint32_t bits;
+			memset(a, 0, sizeof(a));
+			memset(e, 0, sizeof(e));
+			memcpy(&a[j], &c[i].in, sizeof(float));
+			e[j] = 1.0f;
+			nn_gemm(0, 0, 1, 1, 40, 1.0f, a, 40, e, 1, 0.0f, &out, 1);
+			memcpy(&bits, &out, sizeof(bits));
+			snprintf(what, sizeof(what), "bf16 rounding, column %d: "
+			    "%s (%08x -> %08x, got %08x)", j, c[i].what,
+			    c[i].in, c[i].out, bits);
+			UNIT_OK(bits == c[i].out, what);
+		}
+}
+
 /* out = x w^T + b, and dx, dw, db from dout (added to zeros). */
 static void
 linear_case(void)
@@ -236,6 +275,7 @@ main(void)
 		return unit_done();
 	}
 
+	rounding_case();
 	linear_case();
 	attention_case(0);
 	attention_case(1);
