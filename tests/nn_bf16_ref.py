@@ -33,8 +33,11 @@ except ImportError:
     print("# torch not available")
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from collpy import load_st  # noqa: E402
+sys.dont_write_bytecode = True  # no __pycache__ beside the tests
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# nn_ref.py (test_nn_torch): its file reading and the layers without a
+# matrix product
+from nn_ref import layernorm, load, prefixes  # noqa: E402
 
 LOOSE = 1e-3
 TIGHT = 1e-4
@@ -76,15 +79,6 @@ class BF16MM(torch.autograd.Function):
 mm = BF16MM.apply
 
 
-def load(path):
-    arrays, meta = load_st(path)
-    out = {}
-    for name, arr in arrays.items():
-        t = torch.from_numpy(arr.copy())
-        out[name] = t.double() if t.is_floating_point() else t.long()
-    return out, meta
-
-
 def linear(x, w, b=None):
     y = mm(x, w.t())
     return y if b is None else y + b
@@ -108,11 +102,6 @@ def plinear(p, name, x):
     return linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
 
-def layernorm(p, name, x):
-    return F.layer_norm(x, x.shape[-1:], p[name + ".weight"],
-                        p.get(name + ".bias"), eps=1e-5)
-
-
 def block(p, pre, x, heads, causal):
     a = layernorm(p, pre + "ln1", x)
     att = attention_core(plinear(p, pre + "attn.q", a),
@@ -122,11 +111,6 @@ def block(p, pre, x, heads, causal):
     m = layernorm(p, pre + "ln2", h)
     return h + plinear(p, pre + "mlp.fc2",
                        F.gelu(plinear(p, pre + "mlp.fc1", m)))
-
-
-def prefixes(p):
-    ids = {int(k.split(".")[1]) for k in p if k.startswith("layers.")}
-    return ["layers.%d." % i for i in sorted(ids)] if ids else [""]
 
 
 def model_loss_sum(p, meta, batch):

@@ -11,20 +11,13 @@
 
 #include "nn/nn.h"
 #include "nn_check.h"
+#include "pyref.h"
 
 #define ERRLEN 256
 
 static char dir[] = "/tmp/collx-nn-bf16-XXXXXX";
 static char script[512];
 static const char *python;
-
-static int
-under_ci(void)
-{
-	const char *ci = getenv("CI");
-
-	return ci != NULL && strcmp(ci, "true") == 0;
-}
 
 /* Asks the reference about case name; what: the test line. */
 static void
@@ -35,11 +28,8 @@ ask(const char *name, const char *what)
 
 	snprintf(cmd, sizeof(cmd), "%s %s %s %s", python, script, dir, name);
 	rc = access(script, R_OK) == 0 ? system(cmd) : 77 << 8;
-	if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77 && !under_ci()) {
-		printf("ok %d - %s # skip no python3 torch\n", ++unit_n, what);
-		return;
-	}
-	UNIT_OK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, what);
+	if (pyref_verdict(rc, what, "no python3 torch") >= 0)
+		UNIT_OK(rc == 0, what);
 }
 
 /* Adds a [rows, cols] f32 tensor (rows 0: a vector) named name to s. */
@@ -178,21 +168,14 @@ save_model(struct nn_model *m, const struct nn_batch *b, const char *name,
 {
 	struct tensor_set s;
 	struct tensor t = { 0 };
-	float *keep = m->params;
 	char err[ERRLEN], v[64];
 	int64_t shape[3] = { b->n, b->seq + 1, 0 };
 	int rc;
 
-	if (grads)
-		m->params = m->grads;
-	rc = nn_model_to_set(m, &s, err, sizeof(err));
-	m->params = keep;
-	if (rc < 0)
+	if (pyref_model_set(m, grads, loss, &s, err, sizeof(err)) < 0)
 		return -1;
-	snprintf(v, sizeof(v), "%.17g", loss);
-	rc = tensor_set_meta_put(&s, "loss_sum", v, err, sizeof(err));
 	snprintf(v, sizeof(v), "%d", b->n);
-	rc = rc ? rc : tensor_set_meta_put(&s, "batch_n", v, err, sizeof(err));
+	rc = tensor_set_meta_put(&s, "batch_n", v, err, sizeof(err));
 	if (!rc && !grads && b->tokens) {
 		rc = tensor_init(&t, DT_I32, 2, shape, err, sizeof(err));
 		if (!rc)
@@ -251,25 +234,20 @@ model_case(const char *name, const struct nn_dims *d, struct nn_batch *b)
 int
 main(void)
 {
-	const char *here = __FILE__, *slash = strrchr(here, '/');
 	char err[ERRLEN];
 
 	nn_set_threads(1);
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (nn_set_precision(NN_PREC_BF16, err, sizeof(err)) < 0) {
-		if (under_ci())
+		if (pyref_under_ci())
 			UNIT_OK(0, err);
 		else
 			printf("ok 1 - bf16 # skip %s\n", err), unit_n++;
 		return unit_done();
 	}
 	printf("# matmuls: %s\n", nn_gemm_impl());
-	/* tests/unit/test_nn_bf16.c -> tests/nn_bf16_ref.py */
-	snprintf(script, sizeof(script), "%.*s/../nn_bf16_ref.py",
-	    slash ? (int)(slash - here) : 1, slash ? here : ".");
-	python = getenv("COLLX_PYTHON");
-	if (!python)
-		python = "/usr/bin/python3";
+	pyref_script(script, sizeof(script), __FILE__, "nn_bf16_ref.py");
+	python = pyref_python();
 	if (!mkdtemp(dir)) {
 		UNIT_OK(0, "scratch directory");
 		return unit_done();
