@@ -149,7 +149,8 @@ def layer_case(t, meta, name):
     q, k, v = (t[n].clone().unsqueeze(0).requires_grad_(True) for n in "qkv")
     out = attention_core(q, k, v, int(meta["heads"]), meta["causal"] == "1")
     out.backward(t["dout"].unsqueeze(0))
-    return {"out": out[0], "dq": q.grad[0], "dk": k.grad[0], "dv": v.grad[0]}
+    return {"out": out[0], "dq": t["dq0"] + q.grad[0],
+            "dk": t["dk0"] + k.grad[0], "dv": t["dv0"] + v.grad[0]}
 
 
 def main():

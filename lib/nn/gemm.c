@@ -27,8 +27,8 @@ static char impl[768];
 /* One caller at a time: the packed inputs and oneDNN's cache are shared
  * (tests run ranks as threads of one process). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *abuf, *bbuf;
-static size_t acap, bcap;
+static void *abuf, *bbuf, *cbuf;
+static size_t acap, bcap, ccap;
 
 void
 nn_set_threads(int n)
@@ -213,6 +213,36 @@ pack_both(int wide, int ta, int tb, int m, int n, int k, const float *a,
 	return 0;
 }
 
+#ifdef COLLX_DNNL
+/* oneDNN's product of abuf and bbuf into c. Its fast kernels (brgemm)
+ * take a dense output only: one whose rows lie apart (a head of attention)
+ * is computed into a dense copy, then c = copy + beta * c. */
+static int
+dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
+    float *c, int ldc)
+{
+	if (ldc == n)
+		return gemm_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
+		    ldc);
+	if (!grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
+	    gemm_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, cbuf,
+	    n) < 0)
+		return -1;
+	for (int i = 0; i < m; i++) {
+		float *row = c + (size_t)i * ldc;
+		const float *t = (const float *)cbuf + (size_t)i * n;
+		if (beta == 0.0f)
+			memcpy(row, t, (size_t)n * sizeof(float));
+		else if (beta == 1.0f)
+			nn_add(row, t, (size_t)n);
+		else
+			for (int j = 0; j < n; j++)
+				row[j] = t[j] + beta * row[j];
+	}
+	return 0;
+}
+#endif
+
 void
 nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
     int lda, const float *b, int ldb, float beta, float *c, int ldc)
@@ -224,8 +254,7 @@ nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 	pthread_mutex_lock(&lock);
 #ifdef COLLX_DNNL
 	if (!portable && pack_both(0, ta, tb, m, n, k, a, lda, b, ldb) == 0 &&
-	    gemm_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
-	    ldc) == 0) {
+	    dnnl_product(ta, tb, m, n, k, alpha, beta, c, ldc) == 0) {
 		pthread_mutex_unlock(&lock);
 		return;
 	}

@@ -126,8 +126,9 @@ linear_case(void)
 	free(x), free(w), free(b), free(dout);
 }
 
-/* The attention core on [1, S, NH*HD]: out and dq, dk, dv. HD 4: the
- * scale 1/2 is a power of two, so scaling before or after rounding a
+/* The attention core on [1, S, NH*HD]: out, and dq, dk, dv added to
+ * random values (saved as dq0, dk0, dv0: the backward pass adds). HD 4:
+ * the scale 1/2 is a power of two, so scaling before or after rounding a
  * gradient to bf16 is the same. */
 static void
 attention_case(int causal)
@@ -137,14 +138,17 @@ attention_case(int causal)
 	float *q = check_fill(S * C, 1.0f), *k = check_fill(S * C, 1.0f);
 	float *v = check_fill(S * C, 1.0f), *dout = check_fill(S * C, 1.0f);
 	float out[S * C], att[NH * S * S], scratch[S * S];
-	float dq[S * C] = { 0 }, dk[S * C] = { 0 }, dv[S * C] = { 0 };
+	float *dq = check_fill(S * C, 1.0f), *dk = check_fill(S * C, 1.0f);
+	float *dv = check_fill(S * C, 1.0f);
 	const char *name = causal ? "attention-causal" : "attention";
 	char what[128], err[ERRLEN];
 
+	int rc = add(&s, "dq0", dq, S, C) || add(&s, "dk0", dk, S, C) ||
+	    add(&s, "dv0", dv, S, C);
 	nn_attention_forward(out, att, q, k, v, 1, S, NH, HD, causal);
 	nn_attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, 1, S,
 	    NH, HD, causal);
-	int rc = add(&s, "q", q, S, C) || add(&s, "k", k, S, C) ||
+	rc = rc || add(&s, "q", q, S, C) || add(&s, "k", k, S, C) ||
 	    add(&s, "v", v, S, C) || add(&s, "dout", dout, S, C) ||
 	    add(&s, "out", out, S, C) || add(&s, "dq", dq, S, C) ||
 	    add(&s, "dk", dk, S, C) || add(&s, "dv", dv, S, C);
@@ -157,7 +161,7 @@ attention_case(int causal)
 		UNIT_OK(0, what);
 	else
 		ask(name, what);
-	free(q), free(k), free(v), free(dout);
+	free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv);
 }
 
 /* The parameters (or, swapped in, the gradients) under the model's names,
