@@ -234,7 +234,7 @@ dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
 		if (beta == 0.0f)
 			memcpy(row, t, (size_t)n * sizeof(float));
 		else if (beta == 1.0f)
-			nn_add(row, t, (size_t)n);
+			vec_add(row, t, (size_t)n);
 		else
 			for (int j = 0; j < n; j++)
 				row[j] = t[j] + beta * row[j];
