@@ -302,7 +302,7 @@ main(int argc, char **argv)
 	if (o.init != NULL)
 		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out);
 	cli_group_finish(&o.g);
-	precision_start(o.c.precision);
+	prog_precision_start(o.c.precision);
 	check_args(&o);
 	trainer_in_paths(&in, &o.g, &o.c.model, &o.data, &o.targets,
 	    &o.ckpt.resume);

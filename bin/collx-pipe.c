@@ -217,7 +217,7 @@ main(int argc, char **argv)
 	if (o.print)
 		print_schedule(&o);
 	cli_group_finish(&o.g);
-	precision_start(o.c.precision);
+	prog_precision_start(o.c.precision);
 	trainer_check(&o.ckpt, o.c.model, o.data, "-i X");
 	if (o.c.steps >= 0 && o.c.epochs > 0)
 		cli_usage_error("give one of --steps and --epochs");

@@ -228,7 +228,7 @@ main(int argc, char **argv)
 	cli_group_defaults(&o.g);
 	parse_args(&o, argc, argv);
 	cli_group_finish(&o.g);
-	precision_start(o.c.precision);
+	prog_precision_start(o.c.precision);
 	check_args(&o);
 	if (o.check && o.cfg.input_parallel)
 		cli_usage_error("--check needs the whole X: leave out "

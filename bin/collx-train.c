@@ -283,7 +283,7 @@ main(int argc, char **argv)
 	if (o.print)
 		print_mesh(&o);
 	cli_group_finish(&o.g);
-	precision_start(o.c.precision);
+	prog_precision_start(o.c.precision);
 	check_args(&o);
 	if (trainopt_optim_config(&o.optim, &cfg.optim, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);

@@ -35,7 +35,7 @@ nn_set_threads(int n)
 {
 	openblas_set_num_threads(n < 1 ? 1 : n);
 #ifdef COLLX_DNNL
-	gemm_dnnl_threads(n);
+	nn_dnnl_threads(n);
 #endif
 }
 
@@ -77,7 +77,7 @@ nn_set_precision(enum nn_precision p, char *err, size_t errlen)
 		return 0;
 	}
 #ifdef COLLX_DNNL
-	int native = gemm_dnnl_init(err, errlen);
+	int native = nn_dnnl_init(err, errlen);
 
 	if (native < 0)
 		return -1;
@@ -103,8 +103,8 @@ nn_gemm_impl(void)
 		    "no AVX512-BF16 or AMX)";
 #ifdef COLLX_DNNL
 	pthread_mutex_lock(&lock);
-	snprintf(impl, sizeof impl, "oneDNN %s matmul %s", gemm_dnnl_version(),
-	    *gemm_dnnl_impl() ? gemm_dnnl_impl() : "(none run yet)");
+	snprintf(impl, sizeof impl, "oneDNN %s matmul %s", nn_dnnl_version(),
+	    *nn_dnnl_impl() ? nn_dnnl_impl() : "(none run yet)");
 	pthread_mutex_unlock(&lock);
 #endif
 	return impl;
@@ -222,10 +222,10 @@ dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
     float *c, int ldc)
 {
 	if (ldc == n)
-		return gemm_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
+		return nn_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
 		    ldc);
 	if (!grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
-	    gemm_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, cbuf,
+	    nn_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, cbuf,
 	    n) < 0)
 		return -1;
 	for (int i = 0; i < m; i++) {

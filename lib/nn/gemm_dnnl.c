@@ -42,7 +42,7 @@ static char summary[GEMM_IMPLS * 80], version[32];
 static int threads = 1;
 
 int
-gemm_dnnl_init(char *err, size_t errlen)
+nn_dnnl_init(char *err, size_t errlen)
 {
 	const dnnl_version_t *v = dnnl_version();
 
@@ -57,13 +57,13 @@ gemm_dnnl_init(char *err, size_t errlen)
 }
 
 void
-gemm_dnnl_threads(int n)
+nn_dnnl_threads(int n)
 {
 	threads = n < 1 ? 1 : n;
 }
 
 const char *
-gemm_dnnl_impl(void)
+nn_dnnl_impl(void)
 {
 	double all = 0;
 	size_t len = 0;
@@ -96,7 +96,7 @@ impl_index(const char *name)
 }
 
 const char *
-gemm_dnnl_version(void)
+nn_dnnl_version(void)
 {
 	return version;
 }
@@ -199,7 +199,7 @@ lookup(const struct gemm_key *key)
 }
 
 int
-gemm_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
+nn_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, float *c, int ldc)
 {
 	struct gemm_key key;

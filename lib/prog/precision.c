@@ -6,7 +6,7 @@
 #include "prog/precision.h"
 
 int
-precision_option(enum nn_precision *p, int opt, const char *a)
+prog_precision_option(enum nn_precision *p, int opt, const char *a)
 {
 	if (opt != PRECISION_OPT)
 		return 0;
@@ -25,7 +25,7 @@ say_impl(void)
 }
 
 void
-precision_start(enum nn_precision p)
+prog_precision_start(enum nn_precision p)
 {
 	char e[COLLX_ERRLEN];
 

@@ -14,11 +14,11 @@ enum { PRECISION_OPT = 0x1340 };
 
 /* --precision's value into *p: 1, or 0 when opt is not --precision; a
  * value other than f32 or bf16 is a usage error (exit 2). */
-int precision_option(enum nn_precision *p, int opt, const char *a);
+int prog_precision_option(enum nn_precision *p, int opt, const char *a);
 /* Puts p in force for this process's matmuls. bf16 in a build without
  * oneDNN is a usage error (exit 2) naming the library; on a CPU without
  * bf16 instructions rank 0 says once that the portable path runs; with
  * -v rank 0 names, at exit, the implementation that ran the matmuls. */
-void precision_start(enum nn_precision p);
+void prog_precision_start(enum nn_precision p);
 
 #endif

@@ -206,7 +206,7 @@ shared_option(const struct trainopt_parser *p, int opt, const char *arg)
 		return 1;
 	if (c == NULL)
 		return 0;
-	if (precision_option(&c->precision, opt, arg))
+	if (prog_precision_option(&c->precision, opt, arg))
 		return 1;
 	switch (opt) {
 	case 'm': c->model = arg; break;
