@@ -15,6 +15,7 @@
 #include "par/dp.h"
 #include "prog/dpopt.h"
 #include "prog/join.h"
+#include "prog/precision.h"
 #include "launch/launch.h"
 
 enum {
@@ -44,6 +45,7 @@ static const struct option longopts[] = {
 	{ "powersgd", 1, 0, DPOPT_POWERSGD },
 	{ "powersgd-start", 1, 0, DPOPT_POWERSGD_START },
 	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
+	PRECISION_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -75,7 +77,8 @@ usage(void)
 	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
 	    "           [--csv|--table] [group options]\n"
 	    "       %s dp [-N MAXWORLD] [--sync S[,S...]] [--arch A --dims D]\n"
-	    "           [--batch B] [--steps K] [--wire T] [--csv|--table]\n"
+	    "           [--batch B] [--steps K] [--wire T] [--precision P[,P]]\n"
+	    "           [--csv|--table]\n"
 	    "       %s mesh [-N WORLD] [--arch A --dims D] [--batch B] [--steps K]\n"
 	    "           [-H HOSTS [--ssh CMD]] [--master ADDR:PORT] [--iface IF]\n"
 	    "           [--csv|--table]\n\n"
@@ -114,6 +117,8 @@ usage(void)
 	    "  --steps K             dp, mesh: steps per run, the first not\n"
 	    "                        timed (12)\n"
 	    "  --wire T              dp: collx-dp --wire (f32, bf16, f16, int8)\n"
+	    "  --precision P[,P]     dp: the sweep once per collx-dp --precision\n"
+	    "                        (f32, bf16); rows op dp-bf16 for bf16\n"
 	    "  --powersgd R, --powersgd-start K\n"
 	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
 	    "  --sync-every H, --outer-lr L, --outer-momentum M\n"
@@ -219,6 +224,20 @@ meas_option(struct opts *o, int c, const char *a)
 	return 1;
 }
 
+/* --precision's list, each one f32 or bf16 (a usage error otherwise). */
+static const char *
+check_precisions(const char *list)
+{
+	char *l = cli_strdup(list), *tok, *save = NULL;
+	enum nn_precision p;
+
+	for (tok = strtok_r(l, ",", &save); tok; tok = strtok_r(NULL, ",",
+	    &save))
+		prog_precision_option(&p, PRECISION_OPT, tok);
+	free(l);
+	return list;
+}
+
 static int
 dp_option(struct opts *o, int c, const char *a)
 {
@@ -244,6 +263,7 @@ dp_option(struct opts *o, int c, const char *a)
 	case DPOPT_POWERSGD: o->dp.powersgd = a; break;
 	case DPOPT_POWERSGD_START: o->dp.powersgd_start = a; break;
 	case DPOPT_SYNC_EVERY: o->dp.sync_every = a; break;
+	case PRECISION_OPT: o->dp.precisions = check_precisions(a); break;
 	case DPOPT_OUTER_LR: o->dp.outer_lr = a; break;
 	case DPOPT_OUTER_MOMENTUM: o->dp.outer_momentum = a; break;
 	default: return 0;

@@ -161,3 +161,28 @@ EOF
 	[ "$status" -eq 2 ]
 	[ "${lines[0]}" = "collx-dp: --precision bf16: needs oneDNN (libdnnl), which this build of collx lacks" ]
 }
+
+@test "collx-bench dp --precision f32,bf16: the sweep once per precision, passed to every run, bf16's rows named dp-bf16; a value other than f32 or bf16 exit 2" {
+	need_dnnl
+	# collx-bench runs the collx-dp beside it: one that logs its options
+	mkdir bin
+	cp "$COLLX_BIN/collx-bench" bin/
+	ln -s "$COLLX_BIN/collx-run" "$COLLX_BIN/collx-tensor" bin/
+	printf '#!/bin/sh\necho "$*" >>%s/dp.log\nexec %s "$@"\n' "$PWD" \
+	    "$COLLX_BIN/collx-dp" >bin/collx-dp
+	chmod +x bin/collx-dp
+	run timeout -k 5 240 bin/collx-bench dp -N 2 --sync ring --steps 3 \
+	    --batch 2 --dims 256,16,1,2,8 --precision f32,bf16 --csv
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 5 ]
+	[ "$(tail -n +2 <<<"$output" | cut -d, -f2,5 | tr '\n' ' ')" = \
+	    "dp,1 dp,2 dp-bf16,1 dp-bf16,2 " ]
+	# world 1 once and world 2's two ranks, per precision; not --init
+	[ "$(grep -c -- "--precision f32" dp.log)" -eq 3 ]
+	[ "$(grep -c -- "--precision bf16" dp.log)" -eq 3 ]
+	[ "$(wc -l <dp.log)" -eq 7 ]
+	run timeout 30 collx-bench dp --precision f32,fp8
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --precision: want f32 or bf16, not 'fp8'" ]
+}

@@ -183,6 +183,7 @@ struct bench_dp {
 	int max_world;
 	const char *syncs;		/* comma list */
 	const char *wire;		/* collx-dp --wire, or NULL */
+	const char *precisions;		/* --precision comma list, or NULL */
 	const char *powersgd, *powersgd_start;		/* or NULL */
 	const char *sync_every, *outer_lr, *outer_momentum;	/* or NULL */
 	const char *arch, *dims;	/* collx-dp --init */

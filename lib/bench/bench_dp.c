@@ -226,8 +226,8 @@ bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
 
 static int
 run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
-    struct bench_progress *pr, struct bench_run_result *r, char *err,
-    size_t errlen)
+    const char *prec, struct bench_progress *pr, struct bench_run_result *r,
+    char *err, size_t errlen)
 {
 	char loss[4200], timing[4200], log[4200], what[96];
 	struct bench_argv a;
@@ -246,6 +246,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	k = pass(argv, k, "--sync-every", d->sync_every);
 	k = pass(argv, k, "--outer-lr", d->outer_lr);
 	k = pass(argv, k, "--outer-momentum", d->outer_momentum);
+	k = pass(argv, k, "--precision", prec);
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
 	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
 	unlink(loss);
@@ -279,14 +280,17 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 /* 0, or the exit code (a timing row not written) with the reason in err. */
 static int
 print_row(struct bench_out *o, const struct bench_dp *d, int world,
-    const char *sync, const struct bench_run_result *r, double eff, char *err,
-    size_t errlen)
+    const char *sync, const char *prec, const struct bench_run_result *r,
+    double eff, char *err, size_t errlen)
 {
-	char extra[256];
+	char extra[256], op[32];
 
+	/* f32 rows keep their name; another precision's: dp-bf16 */
+	snprintf(op, sizeof op, "dp%s%s", prec && strcmp(prec, "f32") ? "-" :
+	    "", prec && strcmp(prec, "f32") ? prec : "");
 	{
 		struct cli_timing_row row = {
-			.program = "collx-bench", .op = "dp", .algo = sync, .rank = 0,
+			.program = "collx-bench", .op = op, .algo = sync, .rank = 0,
 			.world = world, .dtype = d->wire != NULL ? d->wire : "f32",
 			.count = r->nparams,
 			.bytes = r->nparams * 4, .iter = r->steps,
@@ -325,27 +329,69 @@ cleanup(const char *dir)
 	rmdir(dir);
 }
 
-/* The runs of the sweep: world 1 once, then 2..N for each sync method. */
+/* The items of a comma list, as strtok_r sees them. */
 static int
-count_runs(const struct bench_dp *d)
+count_items(const char *p)
 {
-	const char *p = d->syncs;
 	int n = 0;
 
-	while (*(p += strspn(p, ",")) != '\0') {	/* as strtok_r sees them */
+	while (*(p += strspn(p, ",")) != '\0') {
 		n++;
 		p += strcspn(p, ",");
 	}
-	return 1 + n * (d->max_world - 1);
+	return n;
+}
+
+/* The runs of the sweep: per precision, world 1 once, then 2..N for each
+ * sync method. */
+static int
+count_runs(const struct bench_dp *d)
+{
+	return (d->precisions ? count_items(d->precisions) : 1) *
+	    (1 + count_items(d->syncs) * (d->max_world - 1));
+}
+
+/* The sweep in one precision (prec NULL: collx-dp's default). */
+static int
+sweep(struct bench_out *o, const struct bench_dp *d, const char *dir,
+    const char *prec, struct bench_progress *pr, char *err, size_t errlen)
+{
+	struct bench_run_result base, r;
+	char *syncs, *tok, *save = NULL;
+	int rc;
+
+	if (prec != NULL && !o->csv)
+		printf("# --precision %s\n", prec);
+	if ((rc = run_one(d, dir, 1, "ring", prec, pr, &base, err,
+	    errlen)) != 0)
+		return rc;
+	syncs = cli_strdup(d->syncs);
+	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if ((rc = print_row(o, d, 1, tok, prec, &base, 1.0, err,
+		    errlen)) != 0)
+			break;
+		for (int w = 2; w <= d->max_world && rc == 0; w++) {
+			if (bench_interrupted)
+				rc = 130;
+			else if ((rc = run_one(d, dir, w, tok, prec, pr, &r, err,
+			    errlen)) == 0)
+				rc = print_row(o, d, w, tok, prec, &r,
+				    r.tokens_per_s / (w * base.tokens_per_s),
+				    err, errlen);
+		}
+		if (rc != 0)
+			break;
+	}
+	free(syncs);
+	return rc;
 }
 
 int
 bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen)
 {
-	char dir[4096], *syncs = NULL, *tok, *save = NULL;
+	char dir[4096], *precs = NULL, *tok, *save = NULL;
 	struct bench_progress pr;
-	struct bench_run_result base, r;
 	int rc;
 
 	if (bench_workdir(dir, sizeof dir, err, errlen) < 0)
@@ -367,31 +413,21 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		    d->steps, "world", "sync", "step_ms", "tokens/s", "comm%",
 		    "efficiency");
 	bench_progress_start(&pr, progress, count_runs(d));
-	if ((rc = run_one(d, dir, 1, "ring", &pr, &base, err, errlen)) != 0)
-		goto out;
-	syncs = cli_strdup(d->syncs);
-	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if ((rc = print_row(o, d, 1, tok, &base, 1.0, err, errlen)) != 0)
-			goto out;
-		for (int w = 2; w <= d->max_world; w++) {
-			if (bench_interrupted) {
-				rc = 130;
-				goto out;
-			}
-			if ((rc = run_one(d, dir, w, tok, &pr, &r, err,
-			    errlen)) != 0)
-				goto out;
-			if ((rc = print_row(o, d, w, tok, &r, r.tokens_per_s /
-			    (w * base.tokens_per_s), err, errlen)) != 0)
-				goto out;
-		}
+	if (d->precisions == NULL)
+		rc = sweep(o, d, dir, NULL, &pr, err, errlen);
+	else {
+		precs = cli_strdup(d->precisions);
+		rc = 0;
+		for (tok = strtok_r(precs, ",", &save); tok && rc == 0;
+		    tok = strtok_r(NULL, ",", &save))
+			rc = sweep(o, d, dir, tok, &pr, err, errlen);
 	}
 out:
 	if (bench_out_close(o, rc ? NULL : err, errlen) < 0 && rc == 0)
 		rc = CLI_EXIT_RUNTIME;
 	if (!o->csv && rc == 130)
 		printf("# interrupted\n");
-	free(syncs);
+	free(precs);
 	cleanup(dir);
 	return rc;
 }
