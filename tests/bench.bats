@@ -284,13 +284,7 @@ p2p_transport() {
 }
 
 @test "dp --sync-every, --outer-lr, --outer-momentum, --powersgd: passed to every run; combinations collx-dp refuses exit 2 first" {
-	# collx-bench runs the collx-dp beside it: one that logs its options
-	mkdir bin
-	cp "$COLLX_BIN/collx-bench" bin/
-	ln -s "$COLLX_BIN/collx-run" "$COLLX_BIN/collx-tensor" bin/
-	printf '#!/bin/sh\necho "$*" >>%s/dp.log\nexec %s "$@"\n' "$PWD" \
-	    "$COLLX_BIN/collx-dp" >bin/collx-dp
-	chmod +x bin/collx-dp
+	bench_logging_dp
 	run timeout -k 5 240 bin/collx-bench dp -N 2 --sync ring --steps 3 --batch 2 \
 		--dims 256,16,1,2,8 --sync-every 2 --outer-lr 0.5 --outer-momentum 0.8
 	[ "$status" -eq 0 ]

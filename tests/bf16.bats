@@ -164,13 +164,7 @@ EOF
 
 @test "collx-bench dp --precision f32,bf16: the sweep once per precision, passed to every run, bf16's rows named dp-bf16; a value other than f32 or bf16 exit 2" {
 	need_dnnl
-	# collx-bench runs the collx-dp beside it: one that logs its options
-	mkdir bin
-	cp "$COLLX_BIN/collx-bench" bin/
-	ln -s "$COLLX_BIN/collx-run" "$COLLX_BIN/collx-tensor" bin/
-	printf '#!/bin/sh\necho "$*" >>%s/dp.log\nexec %s "$@"\n' "$PWD" \
-	    "$COLLX_BIN/collx-dp" >bin/collx-dp
-	chmod +x bin/collx-dp
+	bench_logging_dp
 	run timeout -k 5 240 bin/collx-bench dp -N 2 --sync ring --steps 3 \
 	    --batch 2 --dims 256,16,1,2,8 --precision f32,bf16 --csv
 	echo "$output"

@@ -76,3 +76,15 @@ man_page_text() {
 		    awk '/^[A-Z][A-Z ]+$/{p = ($0 == "COLLECTIVE PROGRAMS")} p'
 	fi
 }
+
+# bin/ here holding collx-bench beside a collx-dp that logs each run's
+# options to dp.log, then runs the real one: collx-bench runs the
+# collx-dp beside it.
+bench_logging_dp() {
+	mkdir bin
+	cp "$COLLX_BIN/collx-bench" bin/
+	ln -s "$COLLX_BIN/collx-run" "$COLLX_BIN/collx-tensor" bin/
+	printf '#!/bin/sh\necho "$*" >>%s/dp.log\nexec %s "$@"\n' "$PWD" \
+	    "$COLLX_BIN/collx-dp" >bin/collx-dp
+	chmod +x bin/collx-dp
+}
