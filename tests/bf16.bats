@@ -180,3 +180,28 @@ EOF
 	[ "$status" -eq 2 ]
 	[ "${lines[0]}" = "collx-bench: --precision: want f32 or bf16, not 'fp8'" ]
 }
+
+@test "the peer, examples/peers/torch_autocast.py, trains collx's weights to collx --precision bf16's losses (first within 1e-3, the 30th within 1e-2)" {
+	need_dnnl
+	need "PyTorch (python3-torch)" "$PY" -c 'import torch'
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	timeout 60 collx-dp -q -m g.safetensors --data "$GPL" --batch 8 \
+	    --steps 30 --optimizer adamw --lr 0.01 --precision bf16 \
+	    --loss-csv l.csv
+	run timeout 120 "$PY" "$COLLX_ROOT/examples/peers/torch_autocast.py" \
+	    "$GPL" 32 2 2 16 8 30 0.01 g.safetensors
+	echo "$output"
+	[ "$status" -eq 0 ]
+	"$PY" - "$output" l.csv <<'PYEOF'
+import re, sys
+m = re.search(r"loss ([0-9.]+), step 0 loss ([0-9.]+)", sys.argv[1])
+last, first = float(m.group(1)), float(m.group(2))
+rows = open(sys.argv[2]).read().splitlines()[1:]
+c0, c29 = float(rows[0].split(",")[2]), float(rows[-1].split(",")[2])
+print("step 0: torch %.6f collx %.6f; step 29: torch %.6f collx %.6f"
+      % (first, c0, last, c29))
+sys.exit(0 if len(rows) == 30 and abs(first - c0) <= 1e-3 * c0
+         and abs(last - c29) <= 1e-2 * c29 else 1)
+PYEOF
+}
