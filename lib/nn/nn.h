@@ -159,6 +159,72 @@ void nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
     const float *dfc1, const struct nn_mlp_acts *a, const float *x, int n,
     int in, int h, int o);
 
+/* ---- mixture of experts (moe.c) ---------------------------------------- */
+
+/* experts 0: no MoE (the plain mlp). capacity 0: no capacity limit. */
+struct nn_moe_cfg {
+	int experts, topk;
+	double capacity;
+};
+
+/* router [E, d] (no bias); ex[e] expert e's mlp weights (fc1 [f, d], fc2
+ * [d, f]). The same struct describes gradients. */
+struct nn_moe_w {
+	float *router;
+	struct nn_mlp_w *ex;
+};
+
+/*
+ * Saved by nn_moe_forward over n tokens: probs [n, E] the router's
+ * softmax; the kept assignments expert by expert, rows[start[e] ..
+ * start[e+1]) the tokens expert e runs (in token order), xe their inputs
+ * [n*K, d], fc1 and gelu the experts' activations [n*K, f], ye their
+ * outputs [n*K, d]. Statistics of the call: routed[e] the assignments the
+ * router made to e before capacity, psum[e] the sum over tokens of p_e,
+ * dropped the assignments capacity refused. daux[e] is the caller's: the
+ * derivative of the loss with respect to every token's p_e (the auxiliary
+ * loss's), read by nn_moe_backward (0 when there is none).
+ */
+struct nn_moe_acts {
+	float *probs;
+	int32_t *rows, *start;
+	float *xe, *fc1, *gelu, *ye;
+	float *routed, *psum, *daux, *dropped;
+	float *sort;		/* [2n], the routing's own */
+};
+
+/* ceil(F * n * K / E) (in double, F*n*K/E left to right), or n when F is
+ * 0: the most assignments one expert takes of n tokens. */
+int nn_moe_capacity(const struct nn_moe_cfg *c, int n);
+/* Floats of nn_moe_acts for n tokens (an int32 counts one float). */
+size_t nn_moe_acts_size(const struct nn_moe_cfg *c, int n, int d, int f);
+void nn_moe_acts_bind(struct nn_moe_acts *a, float *buf,
+    const struct nn_moe_cfg *c, int n, int d, int f);
+/* y[n, d] = sum over the kept chosen e of p_e * expert_e(x); the top K
+ * experts of highest p (ties: lower index), and with a capacity each
+ * expert keeps its assignments of highest p (ties: lower token). daux is
+ * zeroed. Every matrix product is nn_linear_forward's (nn_mlp_forward). */
+void nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
+    const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
+    enum nn_act act);
+/* dx += d/dx (dx may be NULL), g.* += weight grads, with a->daux added to
+ * d/dp of every token. scratch: nn_moe_scratch_size floats. */
+size_t nn_moe_scratch_size(const struct nn_moe_cfg *c, int n, int d, int f);
+void nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
+    const float *dy, const struct nn_moe_acts *a, const struct nn_moe_w *w,
+    const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
+    enum nn_act act);
+/*
+ * The auxiliary load-balancing loss A * E * sum_e f_e * P_e over a batch
+ * of T tokens, f_e = routed[e] / sum(routed) (the counts of the whole
+ * batch), P_e = psum[e] / T. This one's share of it is returned for
+ * psum over some of the tokens (the sum over all parts is the loss), and
+ * daux[e] = scale * A * E * f_e / T, the derivative of scale * loss by
+ * each token's p_e.
+ */
+double nn_moe_aux(float *daux, const float *routed, const float *psum,
+    int experts, double aux, double tokens, double scale);
+
 /* ---- transformer block ----------------------------------------------- */
 
 /* Parameter (or gradient) pointers of one block; biases may be NULL. The
@@ -170,6 +236,7 @@ struct nn_block_w {
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
 	float *ln2_w, *ln2_b;
 	float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+	struct nn_moe_w *moe;	/* NULL: the mlp fc1/fc2; else the MoE's */
 };
 
 /*
@@ -185,6 +252,7 @@ struct nn_block_shape {
 	int nh, hd, f;
 	int causal, post_norm;
 	enum nn_act act;
+	struct nn_moe_cfg moe;	/* experts > 0: an MoE replaces the mlp */
 };
 
 /* The serial shape: all of d/nh-sized heads and f features, pre-norm GELU. */
@@ -222,6 +290,7 @@ struct nn_block_acts {
 	float *h;				/* x + attn, [n,d] */
 	float *ln2, *ln2_mean, *ln2_rstd;
 	float *fc1, *gelu;			/* [n,f] x2 */
+	struct nn_moe_acts moe;			/* sh->moe.experts > 0 */
 };
 
 /* Floats needed by nn_block_acts_bind. */
@@ -250,7 +319,7 @@ int nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
  * run any time later while a, x and sv are kept, adds g.* from them.
  * Together they add the bits nn_block_backward adds with the same hooks.
  * Attention and GELU have no weights: all of their backward is the input
- * part. */
+ * part. An MoE block (sh->moe.experts > 0) has no split: -1. */
 struct nn_block_wsave {
 	float *dy, *dfc1, *dln2, *dattn;	/* [n,d], [n,f], [n,d] x2 */
 	float *dq, *dk, *dv, *dln1;		/* [n,c] x3, [n,d] */
