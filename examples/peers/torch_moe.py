@@ -17,7 +17,8 @@ usage:
       Trains the MoE gpt MODEL as collx-dp does over RANKS data-parallel
       ranks (capacity per rank's share of the batch, the auxiliary loss
       over the global batch), OPT sgd or adamw (torch defaults, lr LR);
-      writes OUT.safetensors (trained parameters) and OUT.csv (step,loss).
+      writes OUT.safetensors (trained parameters) and OUT.csv (step, loss,
+      assignments dropped, the worst MoE layer's imbalance).
 """
 import json
 import math
@@ -148,7 +149,8 @@ def layer(case, got_path):
 def gpt_loss(p, meta, tok, ranks):
     """collx-dp's loss sum of a global batch tok [B, S+1] over RANKS ranks:
     cross-entropy summed over samples (mean over positions), plus B times
-    the auxiliary loss of each MoE layer; dropped assignments."""
+    the auxiliary loss of each MoE layer; the assignments dropped and the
+    worst layer's imbalance (most routed to one expert over the mean)."""
     heads, every = int(meta["heads"]), int(meta["moe.every"])
     topk, cap = int(meta["moe.topk"]), float(meta["moe.capacity"])
     a = float(meta["moe.aux"])
@@ -162,7 +164,7 @@ def gpt_loss(p, meta, tok, ranks):
         inp = tok[lo:lo + n, :-1]
         x.append(p["wte"][inp] + p["wpe"][:inp.shape[1]])
         lo += n
-    total_aux, dropped = 0.0, 0
+    total_aux, dropped, imbalance = 0.0, 0, 0.0
     for i in range(nl):
         pre = "layers.%d." % i
         x = [block_attn(p, pre, h, heads) for h in x]
@@ -178,6 +180,7 @@ def gpt_loss(p, meta, tok, ranks):
             outs.append(h + y.reshape(bb, s, d))
             routed, psum, dropped = routed + r, psum + ps, dropped + dr
         x = outs
+        imbalance = max(imbalance, (routed.max() / routed.mean()).item())
         if a > 0:
             total_aux = total_aux + aux_loss(a, routed, psum, b * (tok.shape[1] - 1))
     loss = 0.0
@@ -188,7 +191,7 @@ def gpt_loss(p, meta, tok, ranks):
         loss = loss + F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                       tgt.reshape(-1), reduction="sum") / tgt.shape[1]
         lo += n
-    return loss + b * total_aux, dropped
+    return loss + b * total_aux, dropped, imbalance
 
 
 def ln(p, name, x):
@@ -226,13 +229,13 @@ def train(model, tokens, batch, steps, opt, lr, ranks, out):
         idx = [(k * batch + i) % nsamp for i in range(batch)]
         tb = torch.stack([tok[i * (seq + 1):(i + 1) * (seq + 1)] for i in idx])
         o.zero_grad()
-        loss, dropped = gpt_loss(p, meta, tb, ranks)
+        loss, dropped, imb = gpt_loss(p, meta, tb, ranks)
         (loss / batch).backward()
         o.step()
-        rows.append("%d,%.9g,%d" % (k, loss.item() / batch, dropped))
+        rows.append("%d,%.9g,%d,%.9g" % (k, loss.item() / batch, dropped, imb))
     save_st(out + ".safetensors", {k: p[k] for k in names}, meta)
     with open(out + ".csv", "w") as f:
-        f.write("step,loss,dropped\n" + "\n".join(rows) + "\n")
+        f.write("step,loss,dropped,imbalance\n" + "\n".join(rows) + "\n")
     return 0
 
 

@@ -237,7 +237,7 @@ nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
 }
 
 double
-nn_moe_aux(float *daux, const float *routed, const float *psum, int experts,
+nn_moe_aux(float *daux, const double *routed, const float *psum, int experts,
     double aux, double tokens, double scale)
 {
 	double all = 0.0, loss = 0.0;

@@ -222,7 +222,7 @@ void nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
  * daux[e] = scale * A * E * f_e / T, the derivative of scale * loss by
  * each token's p_e.
  */
-double nn_moe_aux(float *daux, const float *routed, const float *psum,
+double nn_moe_aux(float *daux, const double *routed, const float *psum,
     int experts, double aux, double tokens, double scale);
 
 /* ---- transformer block ----------------------------------------------- */
@@ -358,7 +358,20 @@ struct nn_dims {
 	int causal;			/* block (gpt is always causal) */
 	int vocab, seq;			/* gpt */
 	int layers;
+	/* gpt with experts (moe.experts > 0): block i has an MoE instead of
+	 * the mlp when (i + 1) % moe_every == 0; moe_aux the auxiliary
+	 * loss's weight A (0: none). */
+	struct nn_moe_cfg moe;
+	int moe_every;
+	double moe_aux;
 };
+
+/* Whether block i of a model with sizes d has an MoE. */
+int nn_dims_moe_layer(const struct nn_dims *d, int i);
+/* d's experts settings, naming the numbers when they do not fit: only a
+ * gpt, 1 <= topk <= experts, 1 <= moe_every <= layers, capacity and aux
+ * non-negative (0 when d has no experts). */
+int nn_moe_valid(const struct nn_dims *d, char *err, size_t errlen);
 
 /* One parameter tensor inside the contiguous buffer. */
 struct nn_param {
@@ -377,6 +390,12 @@ struct nn_model {
 	struct tensor_meta *meta;	/* __metadata__ to write back */
 	size_t nmeta;
 	struct nn_work *work;		/* activations, private */
+	/* A gpt with experts: sums count doubles over the data-parallel
+	 * ranks in place (0, or -1), called once in every training pass
+	 * (nn_model_step*) after the forward pass, also by a rank with no
+	 * samples; NULL: one rank holds the whole batch. */
+	int (*moe_sum)(void *ctx, double *buf, size_t count);
+	void *moe_ctx;
 };
 
 /*
@@ -464,7 +483,10 @@ int nn_model_loss(struct nn_model *m, const struct nn_batch *b,
  * A fresh model with GPT-2 style initialisation from a seed: weights
  * normal(0, 0.02), residual projections (attn.o, mlp fc2 of a block)
  * normal(0, 0.02/sqrt(2*layers)), biases 0, LayerNorm weight 1 and bias 0;
- * metadata collx.arch, heads, causal. Sizes used: mlp d_in, d_hidden,
+ * metadata collx.arch, heads, causal (and a gpt with experts moe.experts,
+ * moe.topk, moe.every, moe.capacity, moe.aux; router weights and expert
+ * fc1 normal(0, 0.02), expert fc2 as the residual projections). Sizes
+ * used: mlp d_in, d_hidden,
  * d_out, layers; block d_model, heads, d_ff (0 = 4*d_model), causal,
  * layers; gpt vocab, d_model, layers, heads, seq, d_ff (0 = 4*d_model).
  * The residual scale uses max(layers, 1) blocks. Deterministic on every
@@ -483,6 +505,23 @@ const char *nn_arch_name(enum nn_arch a);
  * dividing D. */
 int nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
     char *err, size_t errlen);
+
+/*
+ * Experts. The auxiliary loss of a training pass uses f_e over the whole
+ * batch (moe_sum's), its P_e this batch's; the loss sum includes the
+ * batch's share of n times it (n samples), so the usual batch loss is
+ * still loss_sum / B. A forward-only pass uses its own counts.
+ * nn_model_moe_stats: the last pass's statistics, per MoE block in layer
+ * order E assignments routed to each expert (before capacity) and the
+ * number dropped, summed over ranks; NULL before any pass.
+ * nn_model_moe_summary: their share of assignments dropped and the
+ * imbalance, the most routed to one expert over the mean, worst block;
+ * -1 for a model without experts or before any pass.
+ */
+int nn_model_moe_layers(const struct nn_model *m);
+const double *nn_model_moe_stats(const struct nn_model *m);
+int nn_model_moe_summary(const struct nn_model *m, double *dropped,
+    double *imbalance);
 
 /* ---- optimizers ------------------------------------------------------ */
 
