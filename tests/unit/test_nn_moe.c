@@ -116,6 +116,7 @@ run_case(const char *name, int topk, double capacity, double aux, int ties,
 	float *scr = malloc(nn_moe_scratch_size(&c, N, D, FF) * sizeof(float));
 	char cmd[1400], v[64], what[160], err[ERRLEN];
 	float loss, drop;
+	double routed[E];
 	int ok = 0, rc;
 
 	moe_bind(&w, wex, wb);
@@ -129,7 +130,9 @@ run_case(const char *name, int topk, double capacity, double aux, int ties,
 	nn_moe_acts_bind(&a, ab, &c, N, D, FF);
 	nn_moe_forward(y, &a, &w, x, &c, N, D, FF, NN_ACT_GELU);
 	/* the whole batch is these N tokens: loss sum(y * dy) + aux */
-	loss = (float)nn_moe_aux(a.daux, a.routed, a.psum, E, aux, N, 1.0);
+	for (int e = 0; e < E; e++)
+		routed[e] = a.routed[e];
+	loss = (float)nn_moe_aux(a.daux, routed, a.psum, E, aux, N, 1.0);
 	drop = *a.dropped;
 	nn_moe_backward(dx, &g, scr, dy, &a, &w, x, &c, N, D, FF, NN_ACT_GELU);
 
