@@ -158,6 +158,18 @@ EOF
 	check_run 3 2 3 m.safetensors
 }
 
+@test "collx-pipe and collx-train refuse a model with experts on every rank, exit 3" {
+	init m.safetensors --experts 4
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m \
+	    m.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1
+	[ "$status" -eq 3 ]
+	[ "$(echo "$output" | grep -c "rank .: the model has 4 experts (moe.experts): collx-pipe does not train models with experts yet")" -eq 2 ]
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-train --dp 2 -m \
+	    m.safetensors --data tok.npy --batch 4 --steps 1
+	[ "$status" -eq 3 ]
+	[ "$(echo "$output" | grep -c "rank .: the model has 4 experts (moe.experts): collx-train does not train models with experts yet")" -eq 2 ]
+}
+
 @test "-v shows the tokens per expert; the loss CSV's moe columns only for experts" {
 	init m.safetensors --experts 4 --topk 2
 	run timeout 30 collx-dp -v -m m.safetensors --data tok.npy --batch 8 \

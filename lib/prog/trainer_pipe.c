@@ -56,6 +56,11 @@ trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
 	int *first = cli_calloc((size_t)stages + 1, sizeof(int));
 	char e[COLLX_ERRLEN];
 
+	/* the stages run collx-tp's layers, which have no experts yet */
+	if (m->dims.moe.experts > 0)
+		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts "
+		    "(moe.experts): %s does not train models with experts yet "
+		    "(collx-dp does)", m->dims.moe.experts, cli_progname);
 	if (pipe_split(m, stages, p->o->split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	for (int j = 0; mesh != NULL && j < stages; j++)
