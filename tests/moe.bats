@@ -28,20 +28,10 @@ init() {
 	timeout 10 collx-dp --init gpt --dims 32,8,2,2,6 --seed 5 -o "$1" "${@:2}"
 }
 
-# usage: check_run WORLD BATCH STEPS MODEL: trains MODEL with SGD lr 0.5
-# on WORLD ranks and the reference the same way; both agree.
-check_run() {
-	need "python3 torch" "$PY" -c 'import torch'
-	timeout 60 collx-run -n "$1" --timeout 20 -- collx-dp -q -m "$4" \
-	    --data tok.npy --batch "$2" --steps "$3" --lr 0.5 \
-	    -o t.safetensors --loss-csv l.csv
-	timeout 60 "$PY" "$REF" train "$4" tok.npy "$2" "$3" sgd 0.5 "$1" ref
-	run collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
-	    --atol 1e-5
-	echo "$output" | grep "out of tolerance" | grep -v " 0 of " || true
-	[ "$status" -eq 0 ]
-	# loss within 1e-5; dropped assignments and imbalance exactly
-	"$PY" - "$4" <<'EOF'
+# usage: same_steps MODEL: l.csv (collx) and ref.csv (torch_moe.py) agree:
+# loss within 1e-5, dropped assignments and imbalance exactly.
+same_steps() {
+	"$PY" - "$1" <<'EOF'
 import csv, sys
 from collpy import load_st
 tensors, meta = load_st(sys.argv[1])
@@ -57,6 +47,21 @@ for g, r in zip(got, ref):
     assert abs(float(g["moe_imbalance"]) - float(r["imbalance"])) < 1e-5, (g, r)
 print("dropped", [r["dropped"] for r in ref])
 EOF
+}
+
+# usage: check_run WORLD BATCH STEPS MODEL: trains MODEL with SGD lr 0.5
+# on WORLD ranks and the reference the same way; both agree.
+check_run() {
+	need "python3 torch" "$PY" -c 'import torch'
+	timeout 60 collx-run -n "$1" --timeout 20 -- collx-dp -q -m "$4" \
+	    --data tok.npy --batch "$2" --steps "$3" --lr 0.5 \
+	    -o t.safetensors --loss-csv l.csv
+	timeout 60 "$PY" "$REF" train "$4" tok.npy "$2" "$3" sgd 0.5 "$1" ref
+	run collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
+	    --atol 1e-5
+	echo "$output" | grep "out of tolerance" | grep -v " 0 of " || true
+	[ "$status" -eq 0 ]
+	same_steps "$4"
 }
 
 @test "--init --experts writes the router, the experts and the moe.* metadata" {
@@ -158,16 +163,59 @@ EOF
 	check_run 3 2 3 m.safetensors
 }
 
-@test "collx-pipe and collx-train refuse a model with experts on every rank, exit 3" {
+@test "collx-pipe trains top-2 experts as PyTorch does (gpipe and 1f1b, capacity per micro-batch)" {
+	need "python3 torch" "$PY" -c 'import torch'
+	timeout 10 collx-dp --init gpt --dims 32,8,3,2,6 --seed 8 --experts 4 \
+	    --topk 2 --capacity 0.75 -o m.safetensors
+	timeout 60 "$PY" "$REF" train m.safetensors tok.npy 10 3 sgd 0.5 1 ref 3
+	for s in gpipe 1f1b; do
+		timeout 60 collx-run -n 3 --timeout 20 -- collx-pipe -q \
+		    -m m.safetensors -i tok.npy --batch 10 --microbatches 3 \
+		    --schedule $s --steps 3 --lr 0.5 -o t.safetensors \
+		    --loss-csv l.csv
+		collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
+		    --atol 1e-5 >/dev/null
+		same_steps m.safetensors
+	done
+	[ "$(cut -d, -f3 ref.csv | grep -vc '^0$')" -gt 1 ]
+}
+
+@test "collx-train dp2 x pp2 (and interleaved pp2) trains experts as PyTorch does, the drops of each micro-batch" {
+	need "python3 torch" "$PY" -c 'import torch'
+	timeout 10 collx-dp --init gpt --dims 32,8,4,2,6 --seed 9 --experts 3 \
+	    --moe-every 2 --capacity 1 -o m.safetensors
+	timeout 60 "$PY" "$REF" train m.safetensors tok.npy 10 3 sgd 0.5 2 ref 2
+	timeout 60 collx-run -n 4 --timeout 20 -- collx-train -q --dp 2 --pp 2 \
+	    -m m.safetensors --data tok.npy --batch 10 --microbatches 2 \
+	    --steps 3 --lr 0.5 -o t.safetensors --loss-csv l.csv
+	collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
+	    --atol 1e-5 >/dev/null
+	same_steps m.safetensors
+	timeout 60 "$PY" "$REF" train m.safetensors tok.npy 10 3 sgd 0.5 1 ref 2
+	timeout 60 collx-run -n 2 --timeout 20 -- collx-train -q --pp 2 \
+	    --schedule interleaved -m m.safetensors --data tok.npy --batch 10 \
+	    --microbatches 2 --steps 3 --lr 0.5 -o t.safetensors --loss-csv l.csv
+	collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
+	    --atol 1e-5 >/dev/null
+	same_steps m.safetensors
+}
+
+@test "collx-pipe and collx-train refuse what they do not run of experts: aux loss, zb-h1, --tp (exit 3 on every rank)" {
+	init a.safetensors --experts 4 --aux-loss 0.01
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m \
+	    a.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1
+	[ "$status" -eq 3 ]
+	[ "$(echo "$output" | grep -c "rank .: the model's auxiliary loss 0.01 (moe.aux): collx-pipe trains experts without one")" -eq 2 ]
 	init m.safetensors --experts 4
 	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m \
-	    m.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1
+	    m.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1 \
+	    --schedule zb-h1
 	[ "$status" -eq 3 ]
-	[ "$(echo "$output" | grep -c "rank .: the model has 4 experts (moe.experts): collx-pipe does not train models with experts yet")" -eq 2 ]
-	run timeout 30 collx-run -n 2 --timeout 10 -- collx-train --dp 2 -m \
+	[[ "$output" == *"the model has 4 experts: their backward does not split"* ]]
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-train --tp 2 -m \
 	    m.safetensors --data tok.npy --batch 4 --steps 1
 	[ "$status" -eq 3 ]
-	[ "$(echo "$output" | grep -c "rank .: the model has 4 experts (moe.experts): collx-train does not train models with experts yet")" -eq 2 ]
+	[ "$(echo "$output" | grep -c "rank .: the model has 4 experts: --tp 2 does not shard them")" -eq 2 ]
 }
 
 @test "-v shows the tokens per expert; the loss CSV's moe columns only for experts" {

@@ -13,10 +13,12 @@ usage:
       metadata topk, capacity, aux; GOT the C results (y, dx, aux_loss,
       dropped and grad.NAME for every parameter). The loss differentiated
       is sum(y * dy) + aux. Exit 0 when all agree within 1e-5, 1 when not.
-  torch_moe.py train MODEL.safetensors TOKENS.npy BATCH STEPS OPT LR RANKS OUT
+  torch_moe.py train MODEL.safetensors TOKENS.npy BATCH STEPS OPT LR RANKS OUT [MICRO]
       Trains the MoE gpt MODEL as collx-dp does over RANKS data-parallel
-      ranks (capacity per rank's share of the batch, the auxiliary loss
-      over the global batch), OPT sgd or adamw (torch defaults, lr LR);
+      ranks, each cutting its share into MICRO micro-batches (default 1;
+      collx-pipe and collx-train do): the capacity per micro-batch of one
+      rank, the auxiliary loss over the global batch; OPT sgd or adamw
+      (torch defaults, lr LR);
       writes OUT.safetensors (trained parameters) and OUT.csv (step, loss,
       assignments dropped, the worst MoE layer's imbalance).
 """
@@ -146,7 +148,13 @@ def layer(case, got_path):
     return 0 if ok else 1
 
 
-def gpt_loss(p, meta, tok, ranks):
+def split(b, n):
+    """b samples over n parts as collx splits them: the first b % n one
+    more."""
+    return [b // n + (1 if r < b % n else 0) for r in range(n)]
+
+
+def gpt_loss(p, meta, tok, ranks, micro=1):
     """collx-dp's loss sum of a global batch tok [B, S+1] over RANKS ranks:
     cross-entropy summed over samples (mean over positions), plus B times
     the auxiliary loss of each MoE layer; the assignments dropped and the
@@ -156,8 +164,7 @@ def gpt_loss(p, meta, tok, ranks):
     a = float(meta["moe.aux"])
     nl = 1 + max(int(k.split(".")[1]) for k in p if k.startswith("layers."))
     b = tok.shape[0]
-    # as collx-dp: rank r takes B/W samples, the first B%W ranks one more
-    parts = [b // ranks + (1 if r < b % ranks else 0) for r in range(ranks)]
+    parts = [m for n in split(b, ranks) for m in split(n, micro)]
     x = []
     lo = 0
     for n in parts:
@@ -215,7 +222,7 @@ def block_attn(p, pre, x, heads):
     return x + linear(p, pre + "attn.o", y)
 
 
-def train(model, tokens, batch, steps, opt, lr, ranks, out):
+def train(model, tokens, batch, steps, opt, lr, ranks, out, micro=1):
     params, meta = load_st(model)
     tok = torch.from_numpy(np.load(tokens).astype(np.int64)).flatten()
     seq = params["wpe"].shape[0]
@@ -229,7 +236,7 @@ def train(model, tokens, batch, steps, opt, lr, ranks, out):
         idx = [(k * batch + i) % nsamp for i in range(batch)]
         tb = torch.stack([tok[i * (seq + 1):(i + 1) * (seq + 1)] for i in idx])
         o.zero_grad()
-        loss, dropped, imb = gpt_loss(p, meta, tb, ranks)
+        loss, dropped, imb = gpt_loss(p, meta, tb, ranks, micro)
         (loss / batch).backward()
         o.step()
         rows.append("%d,%.9g,%d,%.9g" % (k, loss.item() / batch, dropped, imb))
@@ -243,10 +250,10 @@ def main():
     torch.set_num_threads(1)
     if len(sys.argv) == 4 and sys.argv[1] == "layer":
         return layer(sys.argv[2], sys.argv[3])
-    if len(sys.argv) == 10 and sys.argv[1] == "train":
+    if len(sys.argv) in (10, 11) and sys.argv[1] == "train":
         a = sys.argv[2:]
         return train(a[0], a[1], int(a[2]), int(a[3]), a[4], float(a[5]),
-                     int(a[6]), a[7])
+                     int(a[6]), a[7], int(a[8]) if len(a) > 8 else 1)
     print(__doc__, file=sys.stderr)
     return 2
 

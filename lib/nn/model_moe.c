@@ -56,12 +56,21 @@ nn_model_moe_summary(const struct nn_model *m, double *dropped,
     double *imbalance)
 {
 	const double *s = nn_model_moe_stats(m);
-	int E = m->dims.moe.experts, L = nn_model_moe_layers(m);
-	double all = 0.0, drop = 0.0, worst = 0.0;
+	int L = nn_model_moe_layers(m);
 
 	*dropped = *imbalance = 0.0;
 	if (s == NULL || L == 0)
 		return -1;
+	nn_moe_summary(s, L, m->dims.moe.experts, dropped, imbalance);
+	return 0;
+}
+
+void
+nn_moe_summary(const double *s, int L, int E, double *dropped,
+    double *imbalance)
+{
+	double all = 0.0, drop = 0.0, worst = 0.0;
+
 	for (int l = 0; l < L; l++, s += E + 1) {
 		double sum = 0.0, mx = 0.0;
 		for (int e = 0; e < E; e++) {
@@ -74,5 +83,4 @@ nn_model_moe_summary(const struct nn_model *m, double *dropped,
 	}
 	*dropped = all > 0 ? drop / all : 0.0;
 	*imbalance = worst;
-	return 0;
 }

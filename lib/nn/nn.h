@@ -522,6 +522,10 @@ int nn_model_moe_layers(const struct nn_model *m);
 const double *nn_model_moe_stats(const struct nn_model *m);
 int nn_model_moe_summary(const struct nn_model *m, double *dropped,
     double *imbalance);
+/* The summary of statistics laid out as nn_model_moe_stats' (L MoE
+ * blocks of E experts), wherever they were summed. */
+void nn_moe_summary(const double *stats, int L, int E, double *dropped,
+    double *imbalance);
 
 /* ---- optimizers ------------------------------------------------------ */
 

@@ -47,6 +47,31 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
 }
 
+/* What a pipeline does not run of a model with experts, before any data
+ * moves: the auxiliary loss (its f_e would need every micro-batch's
+ * routing before the first backward), a split backward (zero-bubble
+ * schedules and schedule files) and experts sharded by --tp. */
+static void
+trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
+{
+	const struct nn_dims *d = &m->dims;
+
+	if (d->moe.experts == 0)
+		return;
+	if (d->moe_aux > 0)
+		cli_die_rank(CLI_EXIT_DATA, "the model's auxiliary loss %g "
+		    "(moe.aux): %s trains experts without one (collx-dp with "
+		    "one)", d->moe_aux, cli_progname);
+	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
+		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
+		    "backward does not split, run --schedule gpipe, 1f1b or "
+		    "interleaved", d->moe.experts);
+	if (p->mesh != NULL && p->mesh->tp > 1)
+		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: --tp %d "
+		    "does not shard them, train it with --tp 1",
+		    d->moe.experts, p->mesh->tp);
+}
+
 void
 trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
     int chunks)
@@ -56,11 +81,7 @@ trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
 	int *first = cli_calloc((size_t)stages + 1, sizeof(int));
 	char e[COLLX_ERRLEN];
 
-	/* the stages run collx-tp's layers, which have no experts yet */
-	if (m->dims.moe.experts > 0)
-		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts "
-		    "(moe.experts): %s does not train models with experts yet "
-		    "(collx-dp does)", m->dims.moe.experts, cli_progname);
+	trainer_pipe_moe_check(p, m);
 	if (pipe_split(m, stages, p->o->split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	for (int j = 0; mesh != NULL && j < stages; j++)
