@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "nn/nn.h"
 
 #include "unit.h"
 
@@ -71,5 +75,43 @@ check_grad_ok(const char *what, check_fn f, void *ctx,
 
 #define check_grad(what, f, ctx, p, g, n, limit, h, rtol, atol) \
 	UNIT_OK(check_grad_ok(what, f, ctx, p, g, n, limit, h, rtol, atol), what)
+
+/*
+ * For the tests that ask a PyTorch reference: one BLAS thread, unbuffered
+ * output, the script at rel from here's folder (__FILE__ of the test) in
+ * script, the interpreter in *python (COLLX_PYTHON, else the Debian one,
+ * where python3-torch installs) and the scratch directory made from the
+ * template dir. 0, or -1 (reported) when it could not be made.
+ */
+static inline int
+check_torch_begin(const char *here, const char *rel, char *script,
+    size_t len, const char **python, char *dir)
+{
+	const char *slash = strrchr(here, '/');
+
+	nn_set_threads(1);
+	setvbuf(stdout, NULL, _IONBF, 0);
+	snprintf(script, len, "%.*s/%s", slash ? (int)(slash - here) : 1,
+	    slash ? here : ".", rel);
+	*python = getenv("COLLX_PYTHON");
+	if (*python == NULL)
+		*python = "/usr/bin/python3";
+	if (mkdtemp(dir) == NULL) {
+		UNIT_OK(0, "scratch directory");
+		return -1;
+	}
+	return 0;
+}
+
+/* A reference's exit status 77 (no torch) skips, but not under CI
+ * (CI=true), so a green CI means every case ran. */
+static inline int
+check_torch_skip(int status)
+{
+	const char *ci = getenv("CI");
+
+	return WIFEXITED(status) && WEXITSTATUS(status) == 77 &&
+	    (ci == NULL || strcmp(ci, "true") != 0);
+}
 
 #endif

@@ -156,13 +156,9 @@ run_case(const char *name, int topk, double capacity, double aux, int ties,
 	snprintf(cmd, sizeof(cmd), "%s %s layer %s/%s-case.safetensors "
 	    "%s/%s-got.safetensors", python, script, dir, name, dir, name);
 	rc = system(cmd);
-	if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
-		const char *ci = getenv("CI");
-		if (!ci || strcmp(ci, "true")) {
-			printf("ok %d - %s # skip no python3 torch\n", ++unit_n,
-			    name);
-			goto free;
-		}
+	if (check_torch_skip(rc)) {
+		printf("ok %d - %s # skip no python3 torch\n", ++unit_n, name);
+		goto free;
 	}
 	ok = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 out:
@@ -197,21 +193,12 @@ capacity_cases(void)
 int
 main(void)
 {
-	const char *here = __FILE__, *slash = strrchr(here, '/');
 	char rm[600];
 
-	nn_set_threads(1);
-	setvbuf(stdout, NULL, _IONBF, 0);
 	/* tests/unit/test_nn_moe.c -> examples/peers/torch_moe.py */
-	snprintf(script, sizeof(script), "%.*s/../../examples/peers/torch_moe.py",
-	    slash ? (int)(slash - here) : 1, slash ? here : ".");
-	python = getenv("COLLX_PYTHON");
-	if (!python)
-		python = "/usr/bin/python3";
-	if (!mkdtemp(dir)) {
-		UNIT_OK(0, "scratch directory");
+	if (check_torch_begin(__FILE__, "../../examples/peers/torch_moe.py",
+	    script, sizeof(script), &python, dir) < 0)
 		return unit_done();
-	}
 	capacity_cases();
 	run_case("top1", 1, 0.0, 0.0, 0, 0);
 	run_case("top2", 2, 0.0, 0.0, 0, 0);

@@ -19,14 +19,6 @@ static char dir[] = "/tmp/collx-nn-torch-XXXXXX";
 static char script[512];
 static const char *python;
 
-static int
-under_ci(void)
-{
-	const char *ci = getenv("CI");
-
-	return ci != NULL && strcmp(ci, "true") == 0;
-}
-
 /* The parameters (or, swapped in, the gradients) under the model's names. */
 static int
 save_params(struct nn_model *m, const char *name, int grads,
@@ -150,7 +142,7 @@ run_case(const char *name, const struct nn_dims *d,
 	snprintf(cmd, sizeof(cmd), "%s %s %s %s %s %d", python, script, dir, name,
 	    opt == NN_SGD ? "sgd" : "adamw", STEPS);
 	rc = access(script, R_OK) == 0 ? system(cmd) : 77 << 8;
-	if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77 && !under_ci()) {
+	if (check_torch_skip(rc)) {
 		printf("ok %d - %s # skip no python3 torch or no %s\n",
 		    ++unit_n, name, script);
 		nn_model_free(&m);
@@ -168,22 +160,12 @@ out:
 int
 main(void)
 {
-	const char *here = __FILE__, *slash = strrchr(here, '/');
 	char rm[600];
 
-	nn_set_threads(1);
-	setvbuf(stdout, NULL, _IONBF, 0);
 	/* tests/unit/test_nn_torch.c -> tests/nn_ref.py */
-	snprintf(script, sizeof(script), "%.*s/../nn_ref.py",
-	    slash ? (int)(slash - here) : 1, slash ? here : ".");
-	/* the Debian interpreter, where python3-torch installs, unless told */
-	python = getenv("COLLX_PYTHON");
-	if (!python)
-		python = "/usr/bin/python3";
-	if (!mkdtemp(dir)) {
-		UNIT_OK(0, "scratch directory");
+	if (check_torch_begin(__FILE__, "../nn_ref.py", script, sizeof(script),
+	    &python, dir) < 0)
 		return unit_done();
-	}
 
 	struct nn_dims mlp = { .arch = NN_MLP, .d_in = 6, .d_hidden = 16,
 		.d_out = 3 };
