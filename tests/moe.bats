@@ -218,6 +218,25 @@ EOF
 	[ "$(echo "$output" | grep -c "rank .: the model has 4 experts: --tp 2 does not shard them")" -eq 2 ]
 }
 
+@test "collx-tp refuses a block with experts (exit 3), serial and sharded" {
+	init m.safetensors --experts 4
+	"$PY" - <<'EOF'
+from collpy import load_st, save_st
+t, meta = load_st("m.safetensors")
+save_st("blk.safetensors", {k[9:]: v for k, v in t.items()
+                            if k.startswith("layers.0.")}, {"heads": "2"})
+EOF
+	timeout 10 collx-tensor create --shape 2,6,8 --fill randn --seed 1 -o X.npy
+	run timeout 10 collx-tp --layer block --mode serial -m blk.safetensors \
+	    -i X.npy -o Y.npy
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"a block with 4 experts (mlp.router.weight): collx-tp runs blocks with an mlp"* ]]
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-tp --layer block \
+	    -m blk.safetensors -i X.npy -o Y.npy
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"a block with experts is not sharded over tensor-parallel ranks (2)"* ]]
+}
+
 @test "-v shows the tokens per expert; the loss CSV's moe columns only for experts" {
 	init m.safetensors --experts 4 --topk 2
 	run timeout 30 collx-dp -v -m m.safetensors --data tok.npy --batch 8 \

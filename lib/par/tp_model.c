@@ -381,6 +381,11 @@ tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
 {
 	if (tp_model_plan(m, cfg, s, rank, world, err, errlen) < 0)
 		return -1;
+	/* only a pipeline stage's blocks run experts (tp_stage) */
+	if (m->experts > 0)
+		return cli_fail(err, errlen, "a block with %d experts "
+		    "(mlp.router.weight): collx-tp runs blocks with an mlp",
+		    m->experts);
 	m->w = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
 	m->g = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
 	if (m->w == NULL || m->g == NULL) {
