@@ -249,6 +249,18 @@ EOF
 		[ "$(echo "$counts" | tr , '\n' | awk '{ s += $1 } END { print s }')" -eq 96 ]
 	done
 	[ "$(head -1 l.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,moe_dropped,moe_imbalance" ]
+	# collx-train's: summed over the 2 stages (one MoE block each) and
+	# the 2 replicas
+	run timeout 30 collx-run -n 4 --timeout 10 -- collx-train -v --dp 2 \
+	    --pp 2 -m m.safetensors --data tok.npy --batch 8 --microbatches 2 \
+	    --steps 2
+	[ "$status" -eq 0 ]
+	line=$(echo "$output" | grep "collx-train: step 1 tokens per expert:")
+	[ "$(echo "$line" | grep -o "layer [01] [0-9,]*" | wc -l)" -eq 2 ]
+	for l in 0 1; do
+		counts=$(echo "$line" | sed -E "s/.*layer $l ([0-9,]+) .*/\1/")
+		[ "$(echo "$counts" | tr , '\n' | awk '{ s += $1 } END { print s }')" -eq 96 ]
+	done
 	timeout 10 collx-dp --init gpt --dims 32,8,2,2,6 -o p.safetensors
 	timeout 30 collx-dp -v -m p.safetensors --data tok.npy --batch 8 \
 	    --steps 1 --loss-csv p.csv 2>err

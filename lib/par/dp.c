@@ -221,6 +221,7 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	s->bytes_sent = comm_bytes_sent(r->c) - sent;
 	s->moe = nn_model_moe_summary(r->m, &s->moe_dropped,
 	    &s->moe_imbalance) == 0;
+	s->moe_counts = nn_model_moe_stats(r->m);
 	return 0;
 }
 

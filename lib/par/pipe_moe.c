@@ -35,6 +35,7 @@ pipe_moe_end(struct pipe_run *r, struct train_step *s)
 	    COLL_AUTO) < 0)
 		return pipe_dp_failed(r);
 	s->moe = 1;
+	s->moe_counts = t0->moe;
 	nn_moe_summary(t0->moe, L, d->moe.experts, &s->moe_dropped,
 	    &s->moe_imbalance);
 	return 0;

@@ -78,6 +78,8 @@ struct train_step {
 	 * dropped and the worst MoE block's imbalance (nn_model_moe_summary) */
 	int moe;
 	double moe_dropped, moe_imbalance;
+	const double *moe_counts;	/* nn_model_moe_stats' layout, summed;
+					 * valid in the step's callback only */
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)

@@ -59,7 +59,7 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 		    r->t.pr.unit, s->compute * 1e3, r->comm_op, s->comm * 1e3,
 		    s->hidden * 1e3);
 	if (r->t.pr.lines && r->t.rank == 0)
-		trainer_moe_line(r->m, s->step);
+		trainer_moe_line(&r->m->dims, s);
 	row(r, "compute", "-", s->step, s->compute);
 	row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);

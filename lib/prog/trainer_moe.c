@@ -6,16 +6,17 @@
 #include "prog/trainer.h"
 
 void
-trainer_moe_line(const struct nn_model *m, long step)
+trainer_moe_line(const struct nn_dims *d, const struct train_step *st)
 {
-	const double *s = nn_model_moe_stats(m);
-	int E = m->dims.moe.experts, at = 0;
+	const double *s = st->moe_counts;
+	int E = d->moe.experts, at = 0;
 
 	if (s == NULL || !cli_verbose || cli_quiet)
 		return;
-	fprintf(stderr, "%s: step %ld tokens per expert:", cli_progname, step);
-	for (int l = 0; l < m->dims.layers; l++) {
-		if (!nn_dims_moe_layer(&m->dims, l))
+	fprintf(stderr, "%s: step %ld tokens per expert:", cli_progname,
+	    st->step);
+	for (int l = 0; l < d->layers; l++) {
+		if (!nn_dims_moe_layer(d, l))
 			continue;
 		fprintf(stderr, " layer %d", l);
 		for (int e = 0; e < E; e++)

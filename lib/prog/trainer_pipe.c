@@ -152,6 +152,7 @@ struct pipe_report_run {
 	uint64_t axis_step[3];	/* of them, in the last step */
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
+	const struct nn_dims *dims;	/* -v's tokens per expert */
 };
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
@@ -254,6 +255,8 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	else if (r->t.pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
+	if (r->t.pr.lines)
+		trainer_moe_line(r->dims, s);
 	step_rows(r, s, st);
 }
 
@@ -307,7 +310,7 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
     const struct prog_job *job)
 {
 	const struct mesh *mesh = p->mesh;
-	struct pipe_report_run r = { .p = p, .cfg = cfg };
+	struct pipe_report_run r = { .p = p, .cfg = cfg, .dims = &m->dims };
 	struct pipe_result res;
 	struct comm *c, *pp;
 	enum train_err kind;
