@@ -191,6 +191,8 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	t1 = cli_now();
 	if (r->ovl != NULL && dp_ovl_wait(r->ovl, &busy) < 0)
 		return -1;
+	if (rc < 0 && r->moe_failed)
+		return -1;
 	if (rc < 0) {
 		r->kind = TRAIN_ERR_DATA;
 		return cli_fail(r->err, r->errlen, "rank %d: step %ld: %s", r->rank,
@@ -232,8 +234,10 @@ moe_sum(void *ctx, double *buf, size_t count)
 {
 	struct dp_run *r = ctx;
 
-	return coll_allreduce(r->c, buf, count, DT_F64, COLL_SUM,
-	    COLL_AUTO) < 0 ? dp_comm_failed(r) : 0;
+	if (coll_allreduce(r->c, buf, count, DT_F64, COLL_SUM, COLL_AUTO) == 0)
+		return 0;
+	r->moe_failed = 1;
+	return dp_comm_failed(r);
 }
 
 int
