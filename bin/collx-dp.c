@@ -16,7 +16,8 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
-	OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS
+	OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS,
+	OPT_EXPERTS, OPT_TOPK, OPT_MOE_EVERY, OPT_CAPACITY, OPT_AUX_LOSS
 };
 
 static const struct option longopts[] = {
@@ -29,6 +30,9 @@ static const struct option longopts[] = {
 	{ "shuffle", 0, 0, OPT_SHUFFLE },
 	{ "seed", 1, 0, OPT_SEED }, { "init", 1, 0, OPT_INIT },
 	{ "dims", 1, 0, OPT_DIMS },
+	{ "experts", 1, 0, OPT_EXPERTS }, { "topk", 1, 0, OPT_TOPK },
+	{ "moe-every", 1, 0, OPT_MOE_EVERY }, { "capacity", 1, 0, OPT_CAPACITY },
+	{ "aux-loss", 1, 0, OPT_AUX_LOSS },
 	DPOPT_LONGOPTS, DPOPT_BUCKET_LONGOPTS,
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -45,6 +49,9 @@ struct opts {
 	int have_ps_servers;
 	struct dp_cfg cfg;
 	struct cli_group g;
+	struct nn_dims moe;	/* --init's experts, when have_experts */
+	int have_experts;
+	const char *moe_opt;	/* an experts option given, for its refusal */
 };
 
 static _Noreturn void
@@ -53,7 +60,9 @@ usage(void)
 	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
 	    "           --data X.npy [--targets Y.npy] --batch B\n"
 	    "           (--steps K | --epochs E) [options]\n"
-	    "       %s --init ARCH --dims DIMS [--seed S] -o MODEL.safetensors\n\n"
+	    "       %s --init ARCH --dims DIMS [--seed S] -o MODEL.safetensors\n"
+	    "           [--experts E [--topk K] [--moe-every N] [--capacity F]\n"
+	    "           [--aux-loss A]]\n\n"
 	    "Data-parallel training of a built-in model (mlp, block, gpt).\n\n"
 	    "  -m, --model F         model (safetensors with collx.arch metadata)\n"
 	    "  --data F              mlp/block: X rows; gpt: token file (.npy or\n"
@@ -93,6 +102,12 @@ usage(void)
 	    "                        stack of that many, layers.0.* ... (as\n"
 	    "                        collx-pipe splits; an mlp's later layers map\n"
 	    "                        DOUT to DOUT), 0 or none: one layer\n"
+	    "  --experts E           gpt: every N-th block's mlp an MoE of E experts\n"
+	    "  --topk K              experts per token (1)\n"
+	    "  --moe-every N         blocks N-1, 2N-1, ... have experts (1: all)\n"
+	    "  --capacity F          each expert takes at most ceil(F*T*K/E) of a\n"
+	    "                        rank's T tokens (0: no limit)\n"
+	    "  --aux-loss A          auxiliary load-balancing loss weight (0)\n"
 	    "  -v, --verbose         a line per step on stderr, and every rank's\n"
 	    "                        memory and mean step time at the end (without\n"
 	    "                        -v, a terminal gets one live progress line);\n"
@@ -145,6 +160,38 @@ train_option(struct opts *o, int c, const char *a)
 	return 1;
 }
 
+/* --init's experts options; 0 when c is not one of them. Numbers that
+ * parse but do not fit the model are nn_moe_valid's (exit 3). */
+static int
+moe_option(struct opts *o, int c, const char *a)
+{
+	switch (c) {
+	case OPT_EXPERTS:
+		o->moe.moe.experts = (int)cli_parse_long("--experts", a, -(1L << 30),
+		    1L << 30);
+		o->have_experts = 1;
+		return 1;
+	case OPT_TOPK:
+		o->moe.moe.topk = (int)cli_parse_long("--topk", a, -(1L << 30),
+		    1L << 30);
+		break;
+	case OPT_MOE_EVERY:
+		o->moe.moe_every = (int)cli_parse_long("--moe-every", a,
+		    -(1L << 30), 1L << 30);
+		break;
+	case OPT_CAPACITY:
+		o->moe.moe.capacity = cli_parse_double("--capacity", a, 0, 1e9);
+		break;
+	case OPT_AUX_LOSS:
+		o->moe.moe_aux = cli_parse_double("--aux-loss", a, 0, 1e9);
+		break;
+	default: return 0;
+	}
+	o->moe_opt = c == OPT_TOPK ? "--topk" : c == OPT_MOE_EVERY ?
+	    "--moe-every" : c == OPT_CAPACITY ? "--capacity" : "--aux-loss";
+	return 1;
+}
+
 /* The options of collx-dp's own; 0 when c is not one of them. */
 static int
 own_option(void *ctx, int c, const char *a)
@@ -162,7 +209,7 @@ own_option(void *ctx, int c, const char *a)
 		break;
 	case OPT_INIT: o->init = a; break;
 	case OPT_DIMS: o->dims = a; break;
-	default: return 0;
+	default: return moe_option(o, c, a);
 	}
 	return 1;
 }
@@ -298,9 +345,17 @@ main(int argc, char **argv)
 	o.cfg.ps_servers = 1;
 	o.cfg.staleness = -1;
 	o.cfg.dpo = (struct dp_opts)DP_OPTS_DEFAULTS;
+	o.moe.moe = (struct nn_moe_cfg){ 0, 1, 0.0 };
+	o.moe.moe_every = 1;
 	parse_args(&o, argc, argv);
+	if (o.moe_opt != NULL && !o.have_experts)
+		cli_usage_error("%s goes with --init gpt --experts E",
+		    o.moe_opt);
+	if (o.have_experts && o.init == NULL)
+		cli_usage_error("--experts goes with --init gpt");
 	if (o.init != NULL)
-		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out);
+		trainer_init_model(o.init, o.dims, o.cfg.seed, o.c.out,
+		    o.have_experts ? &o.moe : NULL);
 	cli_group_finish(&o.g);
 	prog_precision_start(o.c.precision);
 	check_args(&o);

@@ -76,7 +76,9 @@ nn_block_acts_size(const struct nn_block_shape *sh)
 	size_t n = (size_t)sh->b * sh->s, c = (size_t)sh->nh * sh->hd;
 
 	return 4 * n * sh->d + 4 * n * c + 4 * n +
-	    (size_t)sh->b * sh->nh * sh->s * sh->s + 2 * n * sh->f;
+	    (size_t)sh->b * sh->nh * sh->s * sh->s + 2 * n * sh->f +
+	    (sh->moe.experts > 0 ? nn_moe_acts_size(&sh->moe, (int)n, sh->d,
+	    sh->f) : 0);
 }
 
 void
@@ -99,7 +101,9 @@ nn_block_acts_bind(struct nn_block_acts *a, float *buf,
 	a->ln2_mean = buf, buf += n;
 	a->ln2_rstd = buf, buf += n;
 	a->fc1 = buf, buf += nf;
-	a->gelu = buf;
+	a->gelu = buf, buf += nf;
+	if (sh->moe.experts > 0)
+		nn_moe_acts_bind(&a->moe, buf, &sh->moe, (int)n, sh->d, sh->f);
 }
 
 static int
@@ -153,7 +157,12 @@ mlp_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 
 	if (split)
 		mw.fc2_b = NULL;
-	nn_mlp_forward(out, &ma, &mw, in, n, sh->d, sh->f, sh->d, sh->act);
+	if (sh->moe.experts > 0)
+		nn_moe_forward(out, &a->moe, w->moe, in, &sh->moe, n, sh->d,
+		    sh->f, sh->act);
+	else
+		nn_mlp_forward(out, &ma, &mw, in, n, sh->d, sh->f, sh->d,
+		    sh->act);
 	if (hook_reduce(hk, NN_HOOK_MLP_FWD, out, (size_t)n * sh->d) < 0)
 		return -1;
 	if (split)
@@ -193,13 +202,15 @@ size_t
 nn_block_scratch_size(const struct nn_block_shape *sh)
 {
 	size_t n = (size_t)sh->b * sh->s, c = (size_t)sh->nh * sh->hd;
+	size_t mlp = 2 * n * sh->f;
 
-	return 3 * n * sh->d + 4 * n * c + 2 * n * sh->f +
-	    (size_t)sh->s * sh->s;
+	if (sh->moe.experts > 0)
+		mlp = nn_moe_scratch_size(&sh->moe, (int)n, sh->d, sh->f);
+	return 3 * n * sh->d + 4 * n * c + mlp + (size_t)sh->s * sh->s;
 }
 
-/* Scratch of the backward pass: three [n,d], four [n,c], the mlp's and
- * attention's own. */
+/* Scratch of the backward pass: three [n,d], four [n,c], the mlp's (or
+ * the MoE's) and attention's own. */
 struct bscratch {
 	float *A, *B, *C, *datty, *dq, *dk, *dv, *dmlp, *dsm;
 };
@@ -217,7 +228,8 @@ bscratch_bind(struct bscratch *t, float *p, const struct nn_block_shape *sh)
 	t->dq = p, p += nc;
 	t->dk = p, p += nc;
 	t->dv = p, p += nc;
-	t->dmlp = p, p += 2 * n * sh->f;
+	t->dmlp = p, p += sh->moe.experts > 0 ? nn_moe_scratch_size(&sh->moe,
+	    (int)n, sh->d, sh->f) : 2 * n * sh->f;
 	t->dsm = p;
 }
 
@@ -234,8 +246,12 @@ mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 
 	memset(t->C, 0, nd * sizeof(float));
-	nn_mlp_backward(t->C, &mg, t->dmlp, dout, &ma, &mw, in, n, sh->d,
-	    sh->f, sh->d, sh->act);
+	if (sh->moe.experts > 0)
+		nn_moe_backward(t->C, g->moe, t->dmlp, dout, &a->moe, w->moe, in,
+		    &sh->moe, n, sh->d, sh->f, sh->act);
+	else
+		nn_mlp_backward(t->C, &mg, t->dmlp, dout, &ma, &mw, in, n,
+		    sh->d, sh->f, sh->d, sh->act);
 	if (hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, nd) < 0)
 		return -1;
 	nn_add(dsum, t->C, nd);
@@ -358,6 +374,8 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 	struct bscratch t;
 
+	if (sh->moe.experts > 0)
+		return -1;	/* the MoE's backward is one piece */
 	bscratch_bind(&t, scratch, sh);
 	/* y = h + mlp(ln2(h)): dattn = dh */
 	memcpy(sv->dy, dy, nd * sizeof(float));

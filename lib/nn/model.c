@@ -48,6 +48,26 @@ check_tensors(const struct tensor_set *s, const struct nn_expect_list *l,
 	return 0;
 }
 
+/* Every MoE block's router, checked before the other tensors so that a
+ * model claiming experts without them says so. */
+static int
+check_routers(const struct tensor_set *s, const struct nn_dims *d, char *err,
+    size_t errlen)
+{
+	char name[NN_NAME_MAX];
+
+	for (int i = 0; i < d->layers; i++) {
+		if (!nn_dims_moe_layer(d, i))
+			continue;
+		snprintf(name, sizeof(name), "layers.%d.mlp.router.weight", i);
+		if (!tensor_set_find(s, name))
+			return cli_fail(err, errlen, "model claims %d experts "
+			    "every %d layers (moe.experts, moe.every) but has no "
+			    "'%s'", d->moe.experts, d->moe_every, name);
+	}
+	return 0;
+}
+
 /* Copies the tensors (converted to f32) into one buffer in set order. */
 static int
 fill_params(struct nn_model *m, const struct tensor_set *s, char *err,
@@ -134,7 +154,8 @@ nn_model_load(struct nn_model *m, const struct tensor_set *s, char *err,
 		cli_fail(err, errlen, "out of memory");
 		goto out;
 	}
-	if (check_tensors(s, &l, arch, err, errlen) < 0 ||
+	if (check_routers(s, &m->dims, err, errlen) < 0 ||
+	    check_tensors(s, &l, arch, err, errlen) < 0 ||
 	    fill_params(m, s, err, errlen) < 0 ||
 	    copy_meta(m, s, err, errlen) < 0)
 		goto out;
@@ -156,6 +177,11 @@ nn_model_free(struct nn_model *m)
 		free(m->work->g);
 		free(m->work->mw);
 		free(m->work->mg);
+		free(m->work->moew);
+		free(m->work->moeg);
+		free(m->work->exw);
+		free(m->work->exg);
+		free(m->work->moe_sum);
 		free(m->work->ms);
 		free(m->work->buf);
 		free(m->work->tok);

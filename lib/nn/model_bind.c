@@ -120,6 +120,43 @@ bind_block(const struct nn_model *m, const char *prefix,
 		    (float **)((char *)g + block_fields[i].off));
 }
 
+/* The router and experts of every MoE block, hung on its block's
+ * weights and gradients. */
+static int
+bind_moe(struct nn_model *m, char *err, size_t errlen)
+{
+	struct nn_work *k = m->work;
+	int L = k->nlayers, E = m->dims.moe.experts;
+	char p[NN_NAME_MAX], ex[2 * NN_NAME_MAX];
+
+	k->moew = calloc((size_t)L, sizeof(*k->moew));
+	k->moeg = calloc((size_t)L, sizeof(*k->moeg));
+	k->exw = calloc((size_t)L * E, sizeof(*k->exw));
+	k->exg = calloc((size_t)L * E, sizeof(*k->exg));
+	if (!k->moew || !k->moeg || !k->exw || !k->exg)
+		return cli_fail(err, errlen, "out of memory");
+	for (int i = 0; i < L; i++) {
+		if (!nn_dims_moe_layer(&m->dims, i))
+			continue;
+		nn_layer_prefix(p, sizeof(p), &m->dims, i);
+		bind(m, p, "mlp.router.weight", &k->moew[i].router,
+		    &k->moeg[i].router);
+		k->moew[i].ex = k->exw + (size_t)i * E;
+		k->moeg[i].ex = k->exg + (size_t)i * E;
+		for (int e = 0; e < E; e++) {
+			struct nn_mlp_w *w = &k->moew[i].ex[e], *g = &k->moeg[i].ex[e];
+			snprintf(ex, sizeof(ex), "%smlp.experts.%d.", p, e);
+			bind(m, ex, "fc1.weight", &w->fc1_w, &g->fc1_w);
+			bind(m, ex, "fc1.bias", &w->fc1_b, &g->fc1_b);
+			bind(m, ex, "fc2.weight", &w->fc2_w, &g->fc2_w);
+			bind(m, ex, "fc2.bias", &w->fc2_b, &g->fc2_b);
+		}
+		k->w[i].moe = &k->moew[i];
+		k->g[i].moe = &k->moeg[i];
+	}
+	return 0;
+}
+
 int
 nn_model_bind(struct nn_model *m, struct nn_mlp_shape *ms, char *err,
     size_t errlen)
@@ -159,5 +196,5 @@ nn_model_bind(struct nn_model *m, struct nn_mlp_shape *ms, char *err,
 	bind(m, "", "wpe", &k->wpe, &k->dwpe);
 	bind(m, "", "lnf.weight", &k->lnf_w, &k->dlnf_w);
 	bind(m, "", "lnf.bias", &k->lnf_b, &k->dlnf_b);
-	return 0;
+	return m->dims.moe.experts > 0 ? bind_moe(m, err, errlen) : 0;
 }

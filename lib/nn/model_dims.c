@@ -2,6 +2,7 @@
  * metadata or parsed from --dims text, and checked. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,53 @@ meta_int(const struct tensor_set *s, const char *key, int dflt, int *out,
 		return cli_fail(err, errlen, "__metadata__ '%s' is not a valid "
 		    "count: '%s'", key, v);
 	*out = (int)x;
+	return 0;
+}
+
+/* A non-negative finite number from the metadata, dflt when absent. */
+static int
+meta_num(const struct tensor_set *s, const char *key, double dflt, double *out,
+    char *err, size_t errlen)
+{
+	const char *v = tensor_set_meta(s, key);
+	char *end;
+
+	*out = dflt;
+	if (!v)
+		return 0;
+	errno = 0;
+	*out = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(*out) || *out < 0)
+		return cli_fail(err, errlen, "__metadata__ '%s' is not a "
+		    "non-negative number: '%s'", key, v);
+	return 0;
+}
+
+/* The experts' settings (moe.*); a model without moe.experts has none,
+ * and then no other moe.* either. */
+static int
+dims_moe(const struct tensor_set *s, struct nn_dims *d, char *err,
+    size_t errlen)
+{
+	static const char *keys[] = { "moe.topk", "moe.every", "moe.capacity",
+		"moe.aux" };
+
+	if (!tensor_set_meta(s, "moe.experts")) {
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (tensor_set_meta(s, keys[i]))
+				return cli_fail(err, errlen, "__metadata__ has '%s' "
+				    "but no 'moe.experts'", keys[i]);
+		return 0;
+	}
+	if (meta_int(s, "moe.experts", 0, &d->moe.experts, err, errlen) < 0 ||
+	    meta_int(s, "moe.topk", 1, &d->moe.topk, err, errlen) < 0 ||
+	    meta_int(s, "moe.every", 1, &d->moe_every, err, errlen) < 0 ||
+	    meta_num(s, "moe.capacity", 0, &d->moe.capacity, err, errlen) < 0 ||
+	    meta_num(s, "moe.aux", 0, &d->moe_aux, err, errlen) < 0)
+		return -1;
+	if (d->moe.experts < 1)
+		return cli_fail(err, errlen, "__metadata__ 'moe.experts' is %d: "
+		    "need at least 1 expert", d->moe.experts);
 	return 0;
 }
 
@@ -174,8 +222,12 @@ dims_gpt(const struct tensor_set *s, struct nn_dims *d, char *err,
 	d->causal = 1;
 	if (d->layers < 1)
 		return cli_fail(err, errlen, "gpt model has no layers.N.* tensors");
-	if (key_shape(s, "layers.0.mlp.fc1.weight", 2, fc1, err, errlen) < 0 ||
-	    heads_check(d, s, err, errlen) < 0)
+	if (dims_moe(s, d, err, errlen) < 0 || nn_moe_valid(d, err,
+	    errlen) < 0)
+		return -1;
+	if (key_shape(s, nn_dims_moe_layer(d, 0) ?
+	    "layers.0.mlp.experts.0.fc1.weight" : "layers.0.mlp.fc1.weight", 2,
+	    fc1, err, errlen) < 0 || heads_check(d, s, err, errlen) < 0)
 		return -1;
 	d->d_ff = (int)fc1[0];
 	return 0;
@@ -206,6 +258,35 @@ nn_dims_valid(const struct nn_dims *d, char *err, size_t errlen)
 	if (d->arch == NN_GPT && (d->vocab < 1 || d->seq < 1 || d->layers < 1))
 		return cli_fail(err, errlen, "gpt vocab, seq and layers must be "
 		    "positive");
+	return nn_moe_valid(d, err, errlen);
+}
+
+/* Experts: only in a gpt; topk 1..E; every 1..layers; capacity and aux
+ * non-negative. */
+int
+nn_moe_valid(const struct nn_dims *d, char *err, size_t errlen)
+{
+	const struct nn_moe_cfg *c = &d->moe;
+
+	if (c->experts == 0)
+		return 0;
+	if (d->arch != NN_GPT)
+		return cli_fail(err, errlen, "experts need arch gpt, not %s",
+		    nn_arch_name(d->arch));
+	if (c->experts < 1 || c->experts > 65536)
+		return cli_fail(err, errlen, "%d experts: need 1 to 65536",
+		    c->experts);
+	if (c->topk < 1 || c->topk > c->experts)
+		return cli_fail(err, errlen, "topk %d %s the %d experts (need 1 "
+		    "to %d)", c->topk, c->topk < 1 ? "does not fit" : "is above",
+		    c->experts, c->experts);
+	if (d->moe_every < 1 || d->moe_every > d->layers)
+		return cli_fail(err, errlen, "moe every %d does not fit the %d "
+		    "layers (need 1 to %d)", d->moe_every, d->layers, d->layers);
+	if (!isfinite(c->capacity) || c->capacity < 0 ||
+	    !isfinite(d->moe_aux) || d->moe_aux < 0)
+		return cli_fail(err, errlen, "capacity %g and aux loss %g must be "
+		    "non-negative", c->capacity, d->moe_aux);
 	return 0;
 }
 

@@ -34,7 +34,8 @@ init_tensor(struct tensor *t, const char *name, const struct nn_dims *d,
 		return;
 	}
 	if (d->arch != NN_MLP && (ends_with(name, "attn.o.weight") ||
-	    ends_with(name, "mlp.fc2.weight")))
+	    ends_with(name, "mlp.fc2.weight") || (strstr(name, ".experts.") &&
+	    ends_with(name, ".fc2.weight"))))
 		std /= sqrt(2.0 * (d->layers > 0 ? d->layers : 1));
 	for (size_t i = 0; i < n; i += 2) {
 		double z[2];
@@ -43,6 +44,37 @@ init_tensor(struct tensor *t, const char *name, const struct nn_dims *d,
 		if (i + 1 < n)
 			p[i + 1] = (float)(std * z[1]);
 	}
+}
+
+/* The shortest text that reads back as x ("0.1", not 0.10000000000000001). */
+static void
+shortest(char *buf, size_t len, double x)
+{
+	for (int p = 1; p <= 17; p++) {
+		snprintf(buf, len, "%.*g", p, x);
+		if (strtod(buf, NULL) == x)
+			return;
+	}
+}
+
+/* moe.experts, moe.topk, moe.every, moe.capacity, moe.aux. */
+static int
+init_moe_meta(struct tensor_set *out, const struct nn_dims *d, char *err,
+    size_t errlen)
+{
+	char v[5][32];
+	const char *k[5] = { "moe.experts", "moe.topk", "moe.every",
+		"moe.capacity", "moe.aux" };
+
+	snprintf(v[0], sizeof(v[0]), "%d", d->moe.experts);
+	snprintf(v[1], sizeof(v[1]), "%d", d->moe.topk);
+	snprintf(v[2], sizeof(v[2]), "%d", d->moe_every);
+	shortest(v[3], sizeof(v[3]), d->moe.capacity);
+	shortest(v[4], sizeof(v[4]), d->moe_aux);
+	for (int i = 0; i < 5; i++)
+		if (tensor_set_meta_put(out, k[i], v[i], err, errlen) < 0)
+			return -1;
+	return 0;
 }
 
 static int
@@ -60,7 +92,7 @@ init_meta(struct tensor_set *out, const struct nn_dims *d, char *err,
 	if (tensor_set_meta_put(out, "heads", v, err, errlen) < 0)
 		return -1;
 	if (d->arch == NN_GPT)
-		return 0;
+		return d->moe.experts > 0 ? init_moe_meta(out, d, err, errlen) : 0;
 	return tensor_set_meta_put(out, "causal", d->causal ? "1" : "0", err,
 	    errlen);
 }

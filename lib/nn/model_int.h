@@ -19,6 +19,9 @@ struct nn_work {
 	struct nn_mlp_w *mw, *mg;	/* mlp */
 	struct nn_mlp_shape *ms;	/* mlp: each layer's widths */
 	struct nn_block_w *w, *g;	/* block, gpt */
+	struct nn_moe_w *moew, *moeg;	/* gpt's MoE blocks, per layer */
+	struct nn_mlp_w *exw, *exg;	/* their experts, layer by layer */
+	double *moe_sum;		/* nn_model_moe_stats' */
 	float *wte, *wpe, *lnf_w, *lnf_b;
 	float *dwte, *dwpe, *dlnf_w, *dlnf_b;
 	float *buf;
@@ -69,5 +72,10 @@ int nn_mlp_shapes_read(const struct tensor_set *s, const struct nn_dims *d,
  * (also on failure). */
 int nn_model_bind(struct nn_model *m, struct nn_mlp_shape *ms, char *err,
     size_t errlen);
+
+/* model_moe.c: the statistics buffer (allocated on first use, NULL when
+ * out of memory), and a training pass over no samples joining the sum. */
+double *moe_stats_buf(struct nn_model *m);
+int moe_idle(struct nn_model *m, char *err, size_t errlen);
 
 #endif

@@ -53,18 +53,49 @@ expect_layernorm(struct nn_expect_list *l, const char *prefix, const char *name,
 	return expect_add(l, prefix, b, d, 0, 1);
 }
 
+/* The MoE in place of a block's mlp: mlp.router.weight [E, d] and
+ * mlp.experts.e.fc1/fc2 as the mlp's. */
 static int
-expect_block(struct nn_expect_list *l, const char *prefix, int64_t d, int64_t f)
+expect_moe(struct nn_expect_list *l, const char *prefix, int64_t d, int64_t f,
+    int experts)
+{
+	char a[NN_NAME_MAX], b[NN_NAME_MAX];
+
+	if (expect_add(l, prefix, "mlp.router.weight", experts, d, 0) < 0)
+		return -1;
+	for (int e = 0; e < experts; e++) {
+		snprintf(a, sizeof(a), "mlp.experts.%d.fc1", e);
+		snprintf(b, sizeof(b), "mlp.experts.%d.fc2", e);
+		if (expect_linear(l, prefix, a, f, d) < 0 ||
+		    expect_linear(l, prefix, b, d, f) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+expect_block(struct nn_expect_list *l, const char *prefix, int64_t d, int64_t f,
+    int experts)
 {
 	if (expect_layernorm(l, prefix, "ln1", d) < 0 ||
 	    expect_linear(l, prefix, "attn.q", d, d) < 0 ||
 	    expect_linear(l, prefix, "attn.k", d, d) < 0 ||
 	    expect_linear(l, prefix, "attn.v", d, d) < 0 ||
 	    expect_linear(l, prefix, "attn.o", d, d) < 0 ||
-	    expect_layernorm(l, prefix, "ln2", d) < 0 ||
-	    expect_linear(l, prefix, "mlp.fc1", f, d) < 0)
+	    expect_layernorm(l, prefix, "ln2", d) < 0)
+		return -1;
+	if (experts > 0)
+		return expect_moe(l, prefix, d, f, experts);
+	if (expect_linear(l, prefix, "mlp.fc1", f, d) < 0)
 		return -1;
 	return expect_linear(l, prefix, "mlp.fc2", d, f);
+}
+
+int
+nn_dims_moe_layer(const struct nn_dims *d, int i)
+{
+	return d->moe.experts > 0 && d->moe_every > 0 &&
+	    (i + 1) % d->moe_every == 0;
 }
 
 /* "layers.I." for a stack or gpt, "" for a single unprefixed layer. */
@@ -94,7 +125,8 @@ nn_expect_model(struct nn_expect_list *l, const struct nn_dims *d,
 	for (int i = 0; i < n; i++) {
 		nn_layer_prefix(p, sizeof(p), d, i);
 		if (d->arch != NN_MLP) {
-			if (expect_block(l, p, d->d_model, d->d_ff) < 0)
+			if (expect_block(l, p, d->d_model, d->d_ff,
+			    nn_dims_moe_layer(d, i) ? d->moe.experts : 0) < 0)
 				return -1;
 			continue;
 		}

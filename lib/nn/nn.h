@@ -193,6 +193,72 @@ void nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
     const float *dfc1, const struct nn_mlp_acts *a, const float *x, int n,
     int in, int h, int o);
 
+/* ---- mixture of experts (moe.c) ---------------------------------------- */
+
+/* experts 0: no MoE (the plain mlp). capacity 0: no capacity limit. */
+struct nn_moe_cfg {
+	int experts, topk;
+	double capacity;
+};
+
+/* router [E, d] (no bias); ex[e] expert e's mlp weights (fc1 [f, d], fc2
+ * [d, f]). The same struct describes gradients. */
+struct nn_moe_w {
+	float *router;
+	struct nn_mlp_w *ex;
+};
+
+/*
+ * Saved by nn_moe_forward over n tokens: probs [n, E] the router's
+ * softmax; the kept assignments expert by expert, rows[start[e] ..
+ * start[e+1]) the tokens expert e runs (in token order), xe their inputs
+ * [n*K, d], fc1 and gelu the experts' activations [n*K, f], ye their
+ * outputs [n*K, d]. Statistics of the call: routed[e] the assignments the
+ * router made to e before capacity, psum[e] the sum over tokens of p_e,
+ * dropped the assignments capacity refused. daux[e] is the caller's: the
+ * derivative of the loss with respect to every token's p_e (the auxiliary
+ * loss's), read by nn_moe_backward (0 when there is none).
+ */
+struct nn_moe_acts {
+	float *probs;
+	int32_t *rows, *start;
+	float *xe, *fc1, *gelu, *ye;
+	float *routed, *psum, *daux, *dropped;
+	float *sort;		/* [2n], the routing's own */
+};
+
+/* ceil(F * n * K / E) (in double, F*n*K/E left to right), or n when F is
+ * 0: the most assignments one expert takes of n tokens. */
+int nn_moe_capacity(const struct nn_moe_cfg *c, int n);
+/* Floats of nn_moe_acts for n tokens (an int32 counts one float). */
+size_t nn_moe_acts_size(const struct nn_moe_cfg *c, int n, int d, int f);
+void nn_moe_acts_bind(struct nn_moe_acts *a, float *buf,
+    const struct nn_moe_cfg *c, int n, int d, int f);
+/* y[n, d] = sum over the kept chosen e of p_e * expert_e(x); the top K
+ * experts of highest p (ties: lower index), and with a capacity each
+ * expert keeps its assignments of highest p (ties: lower token). daux is
+ * zeroed. Every matrix product is nn_linear_forward's (nn_mlp_forward). */
+void nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
+    const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
+    enum nn_act act);
+/* dx += d/dx (dx may be NULL), g.* += weight grads, with a->daux added to
+ * d/dp of every token. scratch: nn_moe_scratch_size floats. */
+size_t nn_moe_scratch_size(const struct nn_moe_cfg *c, int n, int d, int f);
+void nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
+    const float *dy, const struct nn_moe_acts *a, const struct nn_moe_w *w,
+    const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
+    enum nn_act act);
+/*
+ * The auxiliary load-balancing loss A * E * sum_e f_e * P_e over a batch
+ * of T tokens, f_e = routed[e] / sum(routed) (the counts of the whole
+ * batch), P_e = psum[e] / T. This one's share of it is returned for
+ * psum over some of the tokens (the sum over all parts is the loss), and
+ * daux[e] = scale * A * E * f_e / T, the derivative of scale * loss by
+ * each token's p_e.
+ */
+double nn_moe_aux(float *daux, const double *routed, const float *psum,
+    int experts, double aux, double tokens, double scale);
+
 /* ---- transformer block ----------------------------------------------- */
 
 /* Parameter (or gradient) pointers of one block; biases may be NULL. The
@@ -204,6 +270,7 @@ struct nn_block_w {
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
 	float *ln2_w, *ln2_b;
 	float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+	struct nn_moe_w *moe;	/* NULL: the mlp fc1/fc2; else the MoE's */
 };
 
 /*
@@ -219,6 +286,7 @@ struct nn_block_shape {
 	int nh, hd, f;
 	int causal, post_norm;
 	enum nn_act act;
+	struct nn_moe_cfg moe;	/* experts > 0: an MoE replaces the mlp */
 };
 
 /* The serial shape: all of d/nh-sized heads and f features, pre-norm GELU. */
@@ -256,6 +324,7 @@ struct nn_block_acts {
 	float *h;				/* x + attn, [n,d] */
 	float *ln2, *ln2_mean, *ln2_rstd;
 	float *fc1, *gelu;			/* [n,f] x2 */
+	struct nn_moe_acts moe;			/* sh->moe.experts > 0 */
 };
 
 /* Floats needed by nn_block_acts_bind. */
@@ -284,7 +353,7 @@ int nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
  * run any time later while a, x and sv are kept, adds g.* from them.
  * Together they add the bits nn_block_backward adds with the same hooks.
  * Attention and GELU have no weights: all of their backward is the input
- * part. */
+ * part. An MoE block (sh->moe.experts > 0) has no split: -1. */
 struct nn_block_wsave {
 	float *dy, *dfc1, *dln2, *dattn;	/* [n,d], [n,f], [n,d] x2 */
 	float *dq, *dk, *dv, *dln1;		/* [n,c] x3, [n,d] */
@@ -323,7 +392,20 @@ struct nn_dims {
 	int causal;			/* block (gpt is always causal) */
 	int vocab, seq;			/* gpt */
 	int layers;
+	/* gpt with experts (moe.experts > 0): block i has an MoE instead of
+	 * the mlp when (i + 1) % moe_every == 0; moe_aux the auxiliary
+	 * loss's weight A (0: none). */
+	struct nn_moe_cfg moe;
+	int moe_every;
+	double moe_aux;
 };
+
+/* Whether block i of a model with sizes d has an MoE. */
+int nn_dims_moe_layer(const struct nn_dims *d, int i);
+/* d's experts settings, naming the numbers when they do not fit: only a
+ * gpt, 1 <= topk <= experts, 1 <= moe_every <= layers, capacity and aux
+ * non-negative (0 when d has no experts). */
+int nn_moe_valid(const struct nn_dims *d, char *err, size_t errlen);
 
 /* One parameter tensor inside the contiguous buffer. */
 struct nn_param {
@@ -342,6 +424,12 @@ struct nn_model {
 	struct tensor_meta *meta;	/* __metadata__ to write back */
 	size_t nmeta;
 	struct nn_work *work;		/* activations, private */
+	/* A gpt with experts: sums count doubles over the data-parallel
+	 * ranks in place (0, or -1), called once in every training pass
+	 * (nn_model_step*) after the forward pass, also by a rank with no
+	 * samples; NULL: one rank holds the whole batch. */
+	int (*moe_sum)(void *ctx, double *buf, size_t count);
+	void *moe_ctx;
 };
 
 /*
@@ -429,7 +517,10 @@ int nn_model_loss(struct nn_model *m, const struct nn_batch *b,
  * A fresh model with GPT-2 style initialisation from a seed: weights
  * normal(0, 0.02), residual projections (attn.o, mlp fc2 of a block)
  * normal(0, 0.02/sqrt(2*layers)), biases 0, LayerNorm weight 1 and bias 0;
- * metadata collx.arch, heads, causal. Sizes used: mlp d_in, d_hidden,
+ * metadata collx.arch, heads, causal (and a gpt with experts moe.experts,
+ * moe.topk, moe.every, moe.capacity, moe.aux; router weights and expert
+ * fc1 normal(0, 0.02), expert fc2 as the residual projections). Sizes
+ * used: mlp d_in, d_hidden,
  * d_out, layers; block d_model, heads, d_ff (0 = 4*d_model), causal,
  * layers; gpt vocab, d_model, layers, heads, seq, d_ff (0 = 4*d_model).
  * The residual scale uses max(layers, 1) blocks. Deterministic on every
@@ -448,6 +539,27 @@ const char *nn_arch_name(enum nn_arch a);
  * dividing D. */
 int nn_dims_parse(const char *s, enum nn_arch arch, struct nn_dims *out,
     char *err, size_t errlen);
+
+/*
+ * Experts. The auxiliary loss of a training pass uses f_e over the whole
+ * batch (moe_sum's), its P_e this batch's; the loss sum includes the
+ * batch's share of n times it (n samples), so the usual batch loss is
+ * still loss_sum / B. A forward-only pass uses its own counts.
+ * nn_model_moe_stats: the last pass's statistics, per MoE block in layer
+ * order E assignments routed to each expert (before capacity) and the
+ * number dropped, summed over ranks; NULL before any pass.
+ * nn_model_moe_summary: their share of assignments dropped and the
+ * imbalance, the most routed to one expert over the mean, worst block;
+ * -1 for a model without experts or before any pass.
+ */
+int nn_model_moe_layers(const struct nn_model *m);
+const double *nn_model_moe_stats(const struct nn_model *m);
+int nn_model_moe_summary(const struct nn_model *m, double *dropped,
+    double *imbalance);
+/* The summary of statistics laid out as nn_model_moe_stats' (L MoE
+ * blocks of E experts), wherever they were summed. */
+void nn_moe_summary(const double *stats, int L, int E, double *dropped,
+    double *imbalance);
 
 /* ---- optimizers ------------------------------------------------------ */
 

@@ -116,7 +116,7 @@ struct stack {
 	const float *in;
 	float *x, *acts, *dxa, *dxb, *scratch, *extra;
 	size_t nd, na;
-	struct nn_block_shape sh;
+	struct nn_block_shape sh, shm;	/* shm: an MoE block's */
 };
 
 /* Reserves the stack's buffers plus extra floats after them. */
@@ -130,9 +130,14 @@ stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
 	st->n = n, st->s = s;
 	st->nd = (size_t)n * s * d->d_model;
 	st->sh = nn_block_serial(n, s, d->d_model, d->heads, d->d_ff, 0);
-	st->na = nn_block_acts_size(&st->sh);
+	st->shm = st->sh;
+	st->shm.moe = d->moe;
+	/* an MoE block's acts and scratch hold the mlp's and more */
+	const struct nn_block_shape *big = d->moe.experts > 0 ? &st->shm :
+	    &st->sh;
+	st->na = nn_block_acts_size(big);
 	float *p = work_reserve(m->work, L * (st->nd + st->na) + 2 * st->nd +
-	    nn_block_scratch_size(&st->sh) + extra);
+	    nn_block_scratch_size(big) + extra);
 	if (!p)
 		return -1;
 	st->x = p, p += L * st->nd;
@@ -150,12 +155,18 @@ stack_in(const struct stack *st, int l)
 	return l ? st->x + (l - 1) * st->nd : st->in;
 }
 
+/* Layer l's shape (an MoE block's or the plain one). */
+static struct nn_block_shape *
+stack_shape(const struct nn_model *m, struct stack *st, int l)
+{
+	return nn_dims_moe_layer(&m->dims, l) ? &st->shm : &st->sh;
+}
+
 static void
-stack_acts(const struct nn_model *m, const struct stack *st, int l,
+stack_acts(const struct nn_model *m, struct stack *st, int l,
     struct nn_block_acts *a)
 {
-	(void)m;
-	nn_block_acts_bind(a, st->acts + l * st->na, &st->sh);
+	nn_block_acts_bind(a, st->acts + l * st->na, stack_shape(m, st, l));
 }
 
 /* Returns the last layer's output. */
@@ -165,11 +176,11 @@ stack_forward(struct nn_model *m, struct stack *st, int causal)
 	struct nn_block_acts a;
 	int L = m->work->nlayers;
 
-	st->sh.causal = causal;
+	st->sh.causal = st->shm.causal = causal;
 	for (int l = 0; l < L; l++) {
 		stack_acts(m, st, l, &a);
 		nn_block_forward(st->x + l * st->nd, &a, &m->work->w[l],
-		    stack_in(st, l), &st->sh, NULL);
+		    stack_in(st, l), stack_shape(m, st, l), NULL);
 	}
 	return st->x + (L - 1) * st->nd;
 }
@@ -206,7 +217,7 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
 	struct stage_at at = { h, 0 };
 	struct nn_block_hooks hk = { .reduce = stage_reduce, .ctx = &at };
 
-	st->sh.causal = causal;
+	st->sh.causal = st->shm.causal = causal;
 
 	for (int l = L - 1; l >= 0; l--) {
 		int need = l > 0 || want_dx;
@@ -215,8 +226,8 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
 		stack_acts(m, st, l, &a);
 		at.stage = base + 2 * (L - 1 - l);
 		nn_block_backward(need ? dx : NULL, &m->work->g[l], st->scratch,
-		    dy, &a, &m->work->w[l], stack_in(st, l), &st->sh,
-		    h->fn != NULL ? &hk : NULL);
+		    dy, &a, &m->work->w[l], stack_in(st, l),
+		    stack_shape(m, st, l), h->fn != NULL ? &hk : NULL);
 		hook_call(h, at.stage + 1);
 		float *t = dy;
 		dy = dx, dx = t;
@@ -243,6 +254,52 @@ run_block(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	memset(st.dxa, 0, st.nd * sizeof(float));
 	nn_sqerr_backward(st.dxa, y, b->y, (float)(1.0 / per), st.nd);
 	stack_backward(m, &st, m->dims.causal, 0, grad, 0);
+	return 0;
+}
+
+/*
+ * After a gpt's forward pass: the MoE blocks' statistics (per layer, E
+ * routed counts then the dropped count), summed over ranks by the
+ * model's moe_sum in a training pass (a forward-only pass keeps its
+ * own), kept for nn_model_moe_stats; every MoE block's daux and, in
+ * *aux, this batch's share of the auxiliary losses (in loss-sum units:
+ * per sample, so A*E*f_e/S per token and position).
+ */
+static int
+moe_finish(struct nn_model *m, struct stack *st, int train, double *aux,
+    char *err, size_t errlen)
+{
+	const struct nn_dims *d = &m->dims;
+	struct nn_work *k = m->work;
+	int E = d->moe.experts, at = 0;
+	double *sum = moe_stats_buf(m);
+	struct nn_block_acts a;
+
+	*aux = 0.0;
+	if (sum == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	for (int l = 0; l < k->nlayers; l++) {
+		if (!nn_dims_moe_layer(d, l))
+			continue;
+		stack_acts(m, st, l, &a);
+		for (int e = 0; e < E; e++)
+			sum[at++] = a.moe.routed[e];
+		sum[at++] = *a.moe.dropped;
+	}
+	if (train && m->moe_sum != NULL && m->moe_sum(m->moe_ctx, sum,
+	    (size_t)at) < 0)
+		return cli_fail(err, errlen, "summing the experts' counts over "
+		    "ranks failed");
+	at = 0;
+	for (int l = 0; l < k->nlayers; l++) {
+		if (!nn_dims_moe_layer(d, l))
+			continue;
+		stack_acts(m, st, l, &a);
+		if (d->moe_aux > 0)
+			*aux += nn_moe_aux(a.moe.daux, sum + at, a.moe.psum, E,
+			    d->moe_aux, st->s, 1.0);
+		at += E + 1;
+	}
 	return 0;
 }
 
@@ -311,6 +368,12 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	nn_layernorm_forward(xf, mean, rstd, top, k->lnf_w, k->lnf_b, N, D);
 	nn_linear_forward(probs, xf, k->wte, NULL, N, D, V);
 	*loss = nn_xent_forward(probs, probs, tgt, N, V) / S;
+	if (d->moe.experts > 0) {
+		double aux;
+		if (moe_finish(m, &st, grad != NULL, &aux, err, errlen) < 0)
+			return -1;
+		*loss += aux;
+	}
 	if (!grad)
 		return 0;
 
@@ -337,7 +400,7 @@ run(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 		return cli_fail(err, errlen, "bad batch: %d samples of length %d",
 		    b->n, b->seq);
 	if (b->n == 0)
-		return 0;
+		return grad != NULL ? moe_idle(m, err, errlen) : 0;
 	if (m->dims.arch == NN_GPT ? !b->tokens : !b->x || !b->y)
 		return cli_fail(err, errlen, "batch without %s",
 		    m->dims.arch == NN_GPT ? "tokens" : "inputs and targets");

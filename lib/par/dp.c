@@ -184,11 +184,14 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	nn_model_zero_grad(r->m);
 	if (r->ovl != NULL)
 		dp_ovl_begin(r->ovl);
-	if (r->count > 0)
+	/* a rank without samples still joins the experts' count sum */
+	if (r->count > 0 || r->m->moe_sum != NULL)
 		rc = nn_model_step_hook(r->m, &r->tb.b, &loss,
 		    r->ovl != NULL ? dp_ovl_stage : NULL, r->ovl, e, sizeof(e));
 	t1 = cli_now();
 	if (r->ovl != NULL && dp_ovl_wait(r->ovl, &busy) < 0)
+		return -1;
+	if (rc < 0 && r->moe_failed)
 		return -1;
 	if (rc < 0) {
 		r->kind = TRAIN_ERR_DATA;
@@ -218,7 +221,23 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	s->exposed = s->comm - s->hidden;
 	s->compute = s->seconds - s->exposed;
 	s->bytes_sent = comm_bytes_sent(r->c) - sent;
+	s->moe = nn_model_moe_summary(r->m, &s->moe_dropped,
+	    &s->moe_imbalance) == 0;
+	s->moe_counts = nn_model_moe_stats(r->m);
 	return 0;
+}
+
+/* The model's moe_sum: the experts' counts summed over the replicas, so
+ * that the auxiliary loss sees the global batch. */
+static int
+moe_sum(void *ctx, double *buf, size_t count)
+{
+	struct dp_run *r = ctx;
+
+	if (coll_allreduce(r->c, buf, count, DT_F64, COLL_SUM, COLL_AUTO) == 0)
+		return 0;
+	r->moe_failed = 1;
+	return dp_comm_failed(r);
 }
 
 int
@@ -450,6 +469,17 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		cli_fail(err, errlen, "out of memory");
 		goto out;
 	}
+	if (nn_model_moe_layers(m) > 0) {
+		if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC) {
+			r.kind = TRAIN_ERR_DATA;
+			cli_fail(err, errlen, "a model with experts trains with "
+			    "allreduce or synchronous servers, not --ps-mode "
+			    "async (its auxiliary loss needs the global batch)");
+			goto out;
+		}
+		m->moe_sum = moe_sum;
+		m->moe_ctx = &r;
+	}
 	if (run_init(&r) < 0)
 		goto out;
 	if (mem != NULL)
@@ -471,6 +501,8 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	}
 	rc = r.cl != NULL ? run_finish_ps(&r) : dp_verify_same(&r, "after training");
 out:
+	m->moe_sum = NULL;
+	m->moe_ctx = NULL;
 	*kind = r.kind;
 	run_free(&r);
 	return rc;

@@ -30,6 +30,8 @@ struct dp_run {
 	const struct dp_cfg *cfg;
 	int rank, world;
 	long start, count;		/* this rank's part of every batch */
+	int moe_failed;			/* the experts' count sum failed: err
+					 * and kind are its */
 	struct train_order ord;
 	struct train_batch tb;
 	size_t *bucket;			/* nbucket+1 boundaries, in floats */

@@ -148,6 +148,11 @@ int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
  * check that the replicas hold bitwise the same parameters. */
 int pipe_dp_init(struct pipe_run *r);
 int pipe_dp_sync(struct pipe_run *r, double *loss);
+/* pipe_moe.c: a model with experts' step statistics, zeroed as a step
+ * begins and summed over stages and replicas into s as it ends (0, or
+ * -1 when a sum failed); nothing for a model without. */
+void pipe_moe_begin(struct pipe_run *r);
+int pipe_moe_end(struct pipe_run *r, struct train_step *s);
 int pipe_dp_update(struct pipe_run *r);
 int pipe_dp_verify(struct pipe_run *r);
 void pipe_dp_free(struct pipe_run *r);

@@ -323,6 +323,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
+	pipe_moe_begin(r);
 	pipe_tp_stat(r, ps, 1);
 	if (want > spin)
 		set_spin(r, want);
@@ -357,7 +358,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    &loss, sizeof(loss))) < 0)
 			return pipe_comm_failed(r);
 	}
-	if (pipe_dp_sync(r, &loss) < 0 || pipe_dp_update(r) < 0)
+	if (pipe_dp_sync(r, &loss) < 0 || pipe_dp_update(r) < 0 ||
+	    pipe_moe_end(r, s) < 0)
 		return -1;
 	ps->wall = cli_now() - t0;
 	ps->peak_act = r->peak;

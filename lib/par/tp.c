@@ -48,16 +48,36 @@ param(const struct tp_model *m, float *base, int i)
 	return m->p[i].present ? base + m->p[i].off : NULL;
 }
 
+/* An MoE block's router and experts in base (m->w or m->g), kept in m's
+ * views for that buffer: the block's weights point at them. */
+static struct nn_moe_w *
+moe_ptrs(const struct tp_model *m, float *base)
+{
+	int k = base == m->g;
+	struct nn_moe_w *mo = (struct nn_moe_w *)&m->moe[k];
+	struct nn_mlp_w *ex = (struct nn_mlp_w *)m->ex[k];
+
+	mo->router = param(m, base, 12);
+	mo->ex = ex;
+	for (int e = 0, i = 13; e < m->experts; e++, i += 4)
+		ex[e] = (struct nn_mlp_w){ param(m, base, i),
+		    param(m, base, i + 1), param(m, base, i + 2),
+		    param(m, base, i + 3) };
+	return mo;
+}
+
 struct nn_block_w
 tp_block_ptrs(const struct tp_model *m, float *base)
 {
-	struct nn_block_w w;
+	struct nn_block_w w = { 0 };
 	float **f[16] = { &w.ln1_w, &w.ln1_b, &w.q_w, &w.q_b, &w.k_w, &w.k_b,
 	    &w.v_w, &w.v_b, &w.o_w, &w.o_b, &w.ln2_w, &w.ln2_b, &w.fc1_w,
 	    &w.fc1_b, &w.fc2_w, &w.fc2_b };
 
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < (m->experts > 0 ? 12 : 16); i++)
 		*f[i] = param(m, base, i);
+	if (m->experts > 0)
+		w.moe = moe_ptrs(m, base);
 	return w;
 }
 

@@ -72,7 +72,11 @@ struct tp_cfg {
 	int input_parallel;	/* row: X is this rank's input shard */
 };
 
-#define TP_PARAM_MAX 16
+/* A block may have an MoE in place of its mlp (a pipeline stage's, with
+ * no tensor parallelism): the 12 tensors before mlp.*, the router and
+ * four per expert. */
+#define TP_MOE_MAX 64
+#define TP_PARAM_MAX (13 + 4 * TP_MOE_MAX)
 struct tp_model {
 	struct tp_cfg cfg;
 	int rank, world;
@@ -83,6 +87,12 @@ struct tp_model {
 	struct tp_param p[TP_PARAM_MAX];
 	size_t nlocal;
 	float *w, *g;		/* this rank's parameters and gradients */
+	/* block: experts (0: the mlp), their tensors' names and
+	 * tp_block_ptrs' views (weights, gradients) */
+	int experts;
+	char xname[TP_PARAM_MAX][32];
+	struct nn_moe_w moe[2];
+	struct nn_mlp_w ex[2][TP_MOE_MAX];
 };
 
 /*

@@ -40,7 +40,7 @@ tp_mode_name(enum tp_mode m)
 /* ---- weights ------------------------------------------------------------ */
 
 /* Sizes the shapes are written in. */
-enum sym { S_IN, S_OUT, S_H, S_D, S_F, S_ONE };
+enum sym { S_IN, S_OUT, S_H, S_D, S_F, S_E, S_ONE };
 
 struct pdef {
 	const char *name;
@@ -113,6 +113,25 @@ read_sizes(struct tp_model *m, const struct tensor_set *s, int64_t *sz,
 	const char *const *k = key[m->cfg.layer];
 	struct tensor *a = tensor_set_find(s, k[0]);
 	struct tensor *b = k[1] ? tensor_set_find(s, k[1]) : NULL;
+	struct tensor *r = m->cfg.layer == TP_BLOCK ?
+	    tensor_set_find(s, "mlp.router.weight") : NULL;
+
+	if (r != NULL) {	/* an MoE: f from expert 0 */
+		static const char *const moe_key[2] = { "attn.q.weight",
+		    "mlp.experts.0.fc1.weight" };
+		k = moe_key;
+		b = tensor_set_find(s, k[1]);
+		if (r->ndim != 2 || r->shape[0] < 1 || r->shape[0] > TP_MOE_MAX)
+			return cli_fail(err, errlen, "mlp.router.weight: %lld "
+			    "experts, a pipeline stage's block takes 1 to %d",
+			    r->ndim == 2 ? (long long)r->shape[0] : 0LL,
+			    TP_MOE_MAX);
+		if (m->shards > 1)
+			return cli_fail(err, errlen, "a block with experts is "
+			    "not sharded over tensor-parallel ranks (%d)",
+			    m->shards);
+		sz[S_E] = r->shape[0];
+	}
 
 	if (a == NULL || a->ndim != 2 || (k[1] && (b == NULL || b->ndim != 2)))
 		return cli_fail(err, errlen, "no 2-D tensor '%s' (not a %s "
@@ -205,6 +224,29 @@ check_divisible(const struct tp_model *m, char *err, size_t errlen)
 	return 0;
 }
 
+/* An MoE block's tensors: block_defs' before mlp.*, the router, and each
+ * expert's as the mlp's (whole: not sharded); names in m->xname. */
+static int
+moe_defs(struct tp_model *m, struct pdef *dd)
+{
+	static const char *const part[4] = { "fc1.weight", "fc1.bias",
+	    "fc2.weight", "fc2.bias" };
+	int n = 12;
+
+	memcpy(dd, block_defs, 12 * sizeof(*dd));
+	dd[n++] = (struct pdef){ "mlp.router.weight", TP_WHOLE, 2,
+	    { S_E, S_D } };
+	for (int e = 0; e < m->experts; e++)
+		for (int i = 0; i < 4; i++, n++) {
+			snprintf(m->xname[n], sizeof(m->xname[n]),
+			    "mlp.experts.%d.%s", e, part[i]);
+			dd[n] = block_defs[12 + i];
+			dd[n].name = m->xname[n];
+			dd[n].split = TP_WHOLE;
+		}
+	return n;
+}
+
 /* Shape checks, local sizes and offsets of every tensor in s. */
 static int
 layout(struct tp_model *m, const struct tensor_set *s, const int64_t *sz,
@@ -212,7 +254,14 @@ layout(struct tp_model *m, const struct tensor_set *s, const int64_t *sz,
 {
 	int nd;
 	const struct pdef *defs = layer_defs(m->cfg.layer, &nd);
+	struct pdef dd[TP_PARAM_MAX];
 	size_t off = 0, found = 0;
+
+	m->experts = (int)sz[S_E];
+	if (m->experts > 0) {
+		nd = moe_defs(m, dd);
+		defs = dd;
+	}
 
 	for (int i = 0; i < nd; i++) {
 		struct tp_param *p = &m->p[i];
@@ -332,6 +381,11 @@ tp_model_load(struct tp_model *m, const struct tp_cfg *cfg,
 {
 	if (tp_model_plan(m, cfg, s, rank, world, err, errlen) < 0)
 		return -1;
+	/* only a pipeline stage's blocks run experts (tp_stage) */
+	if (m->experts > 0)
+		return cli_fail(err, errlen, "a block with %d experts "
+		    "(mlp.router.weight): collx-tp runs blocks with an mlp",
+		    m->experts);
 	m->w = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
 	m->g = calloc(m->nlocal ? m->nlocal : 1, sizeof(float));
 	if (m->w == NULL || m->g == NULL) {

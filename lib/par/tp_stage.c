@@ -270,7 +270,8 @@ block_shape(const struct tp_stage *ts, int k, int n)
 	return (struct nn_block_shape){ .b = n, .s = ts->seq, .d = lm->d,
 	    .nh = lm->heads / lm->shards, .hd = lm->d / lm->heads,
 	    .f = lm->f / lm->shards, .causal = lm->cfg.causal,
-	    .act = NN_ACT_GELU };
+	    .act = NN_ACT_GELU, .moe = lm->experts > 0 ? ts->d.moe :
+	    (struct nn_moe_cfg){ 0, 0, 0.0 } };
 }
 
 /* Floats per sample of layer k's input and output (whole), saved values
@@ -332,6 +333,19 @@ hooks(struct tp_stage *ts, struct nn_block_hooks *hk)
 	return ts->T > 1 ? hk : NULL;
 }
 
+/* Layer k's MoE statistics of a forward pass added to the step's. */
+static void
+moe_add(struct tp_stage *ts, int k, const struct nn_block_acts *a)
+{
+	int E = ts->d.moe.experts, at = 0;
+
+	for (int l = 0; l < ts->l0 + k; l++)
+		at += nn_dims_moe_layer(&ts->d, l) ? E + 1 : 0;
+	for (int e = 0; e < E; e++)
+		ts->moe[at + e] += a->moe.routed[e];
+	ts->moe[at + E] += *a->moe.dropped;
+}
+
 /* y = layer k of x, its values saved in acts; n samples. */
 static int
 layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
@@ -345,7 +359,11 @@ layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
 		struct nn_block_w bw = tp_block_ptrs(lm, lm->w);
 		struct nn_block_acts a;
 		nn_block_acts_bind(&a, acts, &sh);
-		return nn_block_forward(y, &a, &bw, x, &sh, hooks(ts, &hk));
+		if (nn_block_forward(y, &a, &bw, x, &sh, hooks(ts, &hk)) < 0)
+			return -1;
+		if (lm->experts > 0)
+			moe_add(ts, k, &a);
+		return 0;
 	}
 	struct nn_mlp_w mw = tp_mlp_ptrs(lm, lm->w);
 	int hl = lm->hidden / lm->shards;
@@ -513,6 +531,12 @@ alloc_work(struct tp_stage *ts)
 	if (ts->gpt && ts->last)
 		ts->dlogits = tp_stage_vec(nmax * ts->seq * ts->d.vocab, 0);
 	ts->slot = calloc((size_t)ts->maxslot, sizeof(*ts->slot));
+	for (int l = 0; l < ts->d.layers; l++)
+		ts->nmoe += nn_dims_moe_layer(&ts->d, l) ?
+		    (size_t)ts->d.moe.experts + 1 : 0;
+	if (ts->nmoe > 0 && (ts->moe = calloc(ts->nmoe,
+	    sizeof(double))) == NULL)
+		return -1;
 	return ts->scratch && ts->slot &&
 	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
 }
@@ -591,6 +615,7 @@ tp_stage_free(struct tp_stage *ts)
 	for (int i = 0; i < 4; i++)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
+	free(ts->moe);
 	if (!ts->placed)
 		free(ts->params), free(ts->grads);
 	free(ts->ten), free(ts->lay);

@@ -99,6 +99,11 @@ struct tp_stage {
 	 * a caller's trace. */
 	void (*on_sum)(void *ctx, double t0, double t1);
 	void *on_sum_ctx;
+	/* A model with experts: the step's statistics of this stage's MoE
+	 * blocks so far, laid out as nn_model_moe_stats' for the whole
+	 * model (others' blocks 0); the caller zeroes them each step. */
+	double *moe;
+	size_t nmoe;
 	char *err;		/* a failure's reason (a TP collective) */
 	size_t errlen;
 };

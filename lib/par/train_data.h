@@ -74,6 +74,12 @@ struct train_step {
 	long step, epoch, tokens;
 	double loss, seconds, compute, comm, hidden, exposed;
 	uint64_t bytes_sent;
+	/* a model with experts (moe 1): the step's share of assignments
+	 * dropped and the worst MoE block's imbalance (nn_model_moe_summary) */
+	int moe;
+	double moe_dropped, moe_imbalance;
+	const double *moe_counts;	/* nn_model_moe_stats' layout, summed;
+					 * valid in the step's callback only */
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)

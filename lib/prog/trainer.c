@@ -67,7 +67,7 @@ trainer_in_free(struct trainer_in *in)
 
 _Noreturn void
 trainer_init_model(const char *arch, const char *dims, uint64_t seed,
-    const char *out)
+    const char *out, const struct nn_dims *moe)
 {
 	struct tensor_set s = { 0 };
 	struct nn_dims d;
@@ -81,6 +81,16 @@ trainer_init_model(const char *arch, const char *dims, uint64_t seed,
 		cli_usage_error("--init needs --dims and -o");
 	if (nn_dims_parse(dims, a, &d, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);	/* names --dims */
+	if (moe != NULL) {
+		d.moe = moe->moe;
+		d.moe_every = moe->moe_every;
+		d.moe_aux = moe->moe_aux;
+		if (d.moe.experts < 1)
+			cli_die(CLI_EXIT_DATA, "--experts %d: need at least 1 "
+			    "expert", d.moe.experts);
+		if (nn_moe_valid(&d, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_DATA, "--experts: %s", e);
+	}
 	if (nn_init(&s, &d, seed, e, sizeof(e)) < 0)
 		cli_usage_error("--dims: %s", e);
 	path = cli_subst(out, 0, 1);

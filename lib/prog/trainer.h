@@ -57,9 +57,15 @@ void trainer_in_data(struct trainer_in *in, const char *data,
 void trainer_in_free(struct trainer_in *in);
 
 /* --init ARCH --dims DIMS [--seed S] -o OUT: a fresh model from a seed
- * written to out (with {world} 1), and the program ends. */
+ * written to out (with {world} 1), and the program ends. moe: NULL, or
+ * the experts' settings (moe, moe_every, moe_aux) for a gpt; settings
+ * that do not fit the model are exit 3. */
 _Noreturn void trainer_init_model(const char *arch, const char *dims,
-    uint64_t seed, const char *out);
+    uint64_t seed, const char *out, const struct nn_dims *moe);
+/* -v: the assignments routed to each expert of the MoE blocks of a model
+ * of sizes d in step s (its moe_counts), one line on standard error;
+ * nothing for a model without experts. */
+void trainer_moe_line(const struct nn_dims *d, const struct train_step *s);
 /* A model's targets as it needs them (usage error naming topt, exit 2). */
 void trainer_targets(const struct nn_model *m, const char *targets,
     const char *topt);

@@ -17,7 +17,7 @@ trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
 
 	*r = (struct trainer_dp){ .nparams = m->nparams,
 	    .esz = esz[cfg->dpo.wire], .dtype = dp_wire_name(cfg->dpo.wire),
-	    .zero = cfg->dpo.zero };
+	    .zero = cfg->dpo.zero, .m = m };
 	r->comm_op = ps ? "ps" : rs ? "reduce_scatter" : "allreduce";
 	r->hidden_op = ps ? "ps_hidden" : rs ? "reduce_scatter_hidden" :
 	    "allreduce_hidden";
@@ -58,6 +58,8 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 		    s->seconds > 0 ? s->tokens / s->seconds : 0,
 		    r->t.pr.unit, s->compute * 1e3, r->comm_op, s->comm * 1e3,
 		    s->hidden * 1e3);
+	if (r->t.pr.lines && r->t.rank == 0)
+		trainer_moe_line(&r->m->dims, s);
 	row(r, "compute", "-", s->step, s->compute);
 	row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);

@@ -13,6 +13,7 @@ struct trainer_dp {
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op, *dtype;
 	int zero;
 	char *ckpt_path;	/* k's path, {rank} and {world} substituted */
+	const struct nn_model *m;	/* for -v's tokens per expert */
 };
 
 /* Opens c's --timing and starts the report of cfg's steps over m; into

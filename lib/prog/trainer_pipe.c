@@ -47,6 +47,31 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
 }
 
+/* What a pipeline does not run of a model with experts, before any data
+ * moves: the auxiliary loss (its f_e would need every micro-batch's
+ * routing before the first backward), a split backward (zero-bubble
+ * schedules and schedule files) and experts sharded by --tp. */
+static void
+trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
+{
+	const struct nn_dims *d = &m->dims;
+
+	if (d->moe.experts == 0)
+		return;
+	if (d->moe_aux > 0)
+		cli_die_rank(CLI_EXIT_DATA, "the model's auxiliary loss %g "
+		    "(moe.aux): %s trains experts without one (collx-dp with "
+		    "one)", d->moe_aux, cli_progname);
+	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
+		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
+		    "backward does not split, run --schedule gpipe, 1f1b or "
+		    "interleaved", d->moe.experts);
+	if (p->mesh != NULL && p->mesh->tp > 1)
+		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: --tp %d "
+		    "does not shard them, train it with --tp 1",
+		    d->moe.experts, p->mesh->tp);
+}
+
 void
 trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
     int chunks)
@@ -56,6 +81,7 @@ trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
 	int *first = cli_calloc((size_t)stages + 1, sizeof(int));
 	char e[COLLX_ERRLEN];
 
+	trainer_pipe_moe_check(p, m);
 	if (pipe_split(m, stages, p->o->split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	for (int j = 0; mesh != NULL && j < stages; j++)
@@ -126,6 +152,7 @@ struct pipe_report_run {
 	uint64_t axis_step[3];	/* of them, in the last step */
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
+	const struct nn_dims *dims;	/* -v's tokens per expert */
 };
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
@@ -228,6 +255,8 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	else if (r->t.pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
+	if (r->t.pr.lines)
+		trainer_moe_line(r->dims, s);
 	step_rows(r, s, st);
 }
 
@@ -281,7 +310,7 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
     const struct prog_job *job)
 {
 	const struct mesh *mesh = p->mesh;
-	struct pipe_report_run r = { .p = p, .cfg = cfg };
+	struct pipe_report_run r = { .p = p, .cfg = cfg, .dims = &m->dims };
 	struct pipe_result res;
 	struct comm *c, *pp;
 	enum train_err kind;

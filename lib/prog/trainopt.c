@@ -100,13 +100,14 @@ static int
 loss_csv_write(const char *path, const struct train_step *s, long n,
     int sent, char *err, size_t errlen)
 {
-	size_t cap = 80 + (size_t)n * 160, len;
+	size_t cap = 112 + (size_t)n * 200, len;
 	char *buf = cli_calloc(cap, 1);
 	long k;
 	int rc;
 
-	len = (size_t)snprintf(buf, cap, "%s\n", sent ?
-	    TRAINOPT_LOSS_HEADER ",bytes_sent" : TRAINOPT_LOSS_HEADER);
+	len = (size_t)snprintf(buf, cap, "%s%s\n", sent ?
+	    TRAINOPT_LOSS_HEADER ",bytes_sent" : TRAINOPT_LOSS_HEADER,
+	    n > 0 && s[0].moe ? ",moe_dropped,moe_imbalance" : "");
 	for (k = 0; k < n; k++) {
 		len += (size_t)snprintf(buf + len, cap - len, "%ld,%ld,%.9g,%ld,"
 		    "%.6f,%.1f", s[k].step, s[k].epoch, s[k].loss, s[k].tokens,
@@ -114,6 +115,9 @@ loss_csv_write(const char *path, const struct train_step *s, long n,
 		if (sent)
 			len += (size_t)snprintf(buf + len, cap - len, ",%llu",
 			    (unsigned long long)s[k].bytes_sent);
+		if (s[0].moe)
+			len += (size_t)snprintf(buf + len, cap - len, ",%.6g,%.6g",
+			    s[k].moe_dropped, s[k].moe_imbalance);
 		buf[len++] = '\n';
 	}
 	rc = tensor_write_file(path, buf, len, err, errlen);
