@@ -1,0 +1,137 @@
+#!/usr/bin/env bats
+# collx-alltoall --send-counts (alltoallv): local ranks over shared memory
+# and over TCP (COLLX_SHM=0), results against NumPy's slicing of every
+# rank's input by the counts; bad counts refused on every rank before any
+# data moves. The layouts across network namespaces are in netns.bats.
+
+load lib/common
+load lib/coll
+
+setup() {
+	common_setup
+	need python3-numpy "$PY" -c "import numpy"
+}
+
+teardown() {
+	common_teardown
+}
+
+# counts W SEED: C.W.npy, random counts 0..5 with zeros (a quarter of
+# them, rank 0's row and the last rank's column zero for odd seeds), and
+# in.W.r.npy of every rank's rows: distinct f32 values (NaN payloads,
+# infinities and -0.0 among them, which only an exact copy keeps).
+counts() {
+	pyx "
+w, seed = $1, $2
+rng = np.random.default_rng(seed)
+c = rng.integers(0, 6, (w, w)) * (rng.random((w, w)) > 0.25)
+if seed % 2:
+    c[0, :] = 0
+    c[:, w - 1] = 0
+save(f'C.{w}.npy', c.astype('i8'))
+for r in range(w):
+    bits = rng.integers(0, 2**32, (c[r].sum(), 3), dtype='u8').astype('<u4')
+    bits[:1, 0] = 0x7fc01234
+    save(f'in.{w}.{r}.npy', bits.view('<f4'))"
+}
+
+# want_ok W TAG: out.TAG.r.npy is what NumPy's slicing says, bit for bit.
+want_ok() {
+	pyx "
+w = $1
+c = load(f'C.{w}.npy')
+ins = [load(f'in.{w}.{r}.npy') for r in range(w)]
+for r in range(w):
+    want = np.concatenate([ins[q][c[q, :r].sum():c[q, :r + 1].sum()] for q in range(w)])
+    got = load('out.$2.' + str(r) + '.npy')
+    assert got.dtype == want.dtype and got.shape == want.shape, (r, got.shape, want.shape)
+    assert got.tobytes() == want.tobytes(), ('rank', r)"
+}
+
+@test "alltoallv: 2 to 5 ranks, random counts with zeros, every algorithm, shared memory and TCP: NumPy's blocks, bit for bit" {
+	local w a mode seed
+	for w in 2 3 4 5; do
+		seed=$((w + 10))
+		[ $w = 3 ] && seed=1	# a rank sending nothing, one receiving nothing
+		counts $w $seed
+		for mode in shm tcp; do
+			[ $mode = tcp ] && export COLLX_SHM=0 || unset COLLX_SHM
+			for a in auto pairwise hier; do
+				ok_ranks $w collx-alltoall --send-counts "C.$w.npy" --algo $a \
+				    --check -i "in.$w.{rank}.npy" -o "out.$w.$mode.$a.{rank}.npy"
+				want_ok $w $w.$mode.$a
+			done
+		done
+		unset COLLX_SHM
+	done
+}
+
+@test "alltoallv of a safetensors file: every tensor cut by the same counts, names and metadata kept; timing rows count the bytes sent to others" {
+	pyx "
+c = np.array([[1, 2, 0], [0, 0, 3], [2, 2, 2]])
+save('C.npy', c.astype('i4'))
+for r in range(3):
+    n = c[r].sum()
+    save_st(f's.{r}.safetensors', {'a': np.arange(n * 2, dtype='i2').reshape(n, 2) + 100 * r,
+            'b': np.arange(n, dtype='f8') - r}, {'k': 'v'})"
+	ok_ranks 3 collx-alltoall --send-counts C.npy --check --timing 't.{rank}.csv' \
+	    -i 's.{rank}.safetensors' -o 'o.{rank}.safetensors'
+	pyx "
+import csv
+c = load('C.npy')
+s = [load_st(f's.{r}.safetensors')[0] for r in range(3)]
+for r in range(3):
+    got, meta = load_st(f'o.{r}.safetensors')
+    assert meta == {'k': 'v'}, meta
+    for k in ['a', 'b']:
+        same(got[k], np.concatenate([s[q][k][c[q, :r].sum():c[q, :r + 1].sum()] for q in range(3)]), k)
+    row = list(csv.DictReader(open(f't.{r}.csv')))[0]
+    sent = sum(c[r, p] * (2 * 2 + 8) for p in range(3) if p != r)
+    assert row['op'] == 'alltoallv' and int(row['bytes']) == sent, (r, row)"
+}
+
+@test "alltoallv: counts that do not match a rank's rows, negative, non-integer or of the wrong shape: exit 3 on every rank, naming the numbers, nothing written" {
+	pyx "
+c = np.array([[1, 2], [3, 0]])
+save('in.0.npy', np.zeros((3, 2), dtype='f4'))
+save('in.1.npy', np.zeros((4, 2), dtype='f4'))
+save('short.npy', c.astype('i8'))
+save('neg.npy', np.array([[1, 2], [-1, 5]], dtype='i4'))
+save('float.npy', c.astype('f4'))
+save('shape.npy', np.array([[1, 2, 0], [3, 0, 0]], dtype='i8'))"
+	ranks 2 collx-alltoall --send-counts short.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	all_exit 3
+	each_err '^collx-alltoall: rank [01]: input of rank 1 has 4 rows, but row 1 of --send-counts sends 3 \(3\+0\)$'
+	ranks 2 collx-alltoall --send-counts neg.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	all_exit 3
+	each_err '^collx-alltoall: rank [01]: --send-counts neg.npy: count \[1, 0\] is -1, not a number of rows$'
+	ranks 2 collx-alltoall --send-counts float.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	all_exit 3
+	each_err 'counts are integers, not f32$'
+	ranks 2 collx-alltoall --send-counts shape.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	all_exit 3
+	each_err 'shape is \[2, 3\], want \[2, 2\] for 2 ranks$'
+	[ ! -e out.0.npy ] && [ ! -e out.1.npy ]
+}
+
+@test "alltoallv: ranks with different counts files are exit 3, before any data moves" {
+	pyx "
+save('C.0.npy', np.array([[1, 1], [1, 1]], dtype='i8'))
+save('C.1.npy', np.array([[2, 0], [1, 1]], dtype='i8'))
+for r in range(2): save(f'in.{r}.npy', np.zeros(2, dtype='i4'))"
+	ranks 2 collx-alltoall --send-counts 'C.{rank}.npy' -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+	all_exit 3
+	each_err 'inputs differ between ranks: rank 0 has send counts [0-9a-f]+, rank 1 has send counts [0-9a-f]+$'
+	[ ! -e out.0.npy ] && [ ! -e out.1.npy ]
+}
+
+@test "alltoallv: --send-counts with --scatter-dim, --stream or a fixed-size algorithm is a usage error" {
+	run collx-alltoall --send-counts C.npy --scatter-dim 1 -i x.npy
+	[ "$status" = 2 ]
+	[[ "${lines[0]}" == *"--send-counts cuts and joins dimension 0 of whole files"* ]]
+	run collx-alltoall --send-counts C.npy --stream -i x.npy
+	[ "$status" = 2 ]
+	run collx-alltoall --algo linear --send-counts C.npy -i x.npy
+	[ "$status" = 2 ]
+	[[ "${lines[0]}" == "collx-alltoall: --algo: 'linear' is not an algorithm of alltoallv (auto, pairwise, hier)" ]]
+}
