@@ -135,3 +135,50 @@ for r in range(2): save(f'in.{r}.npy', np.zeros(2, dtype='i4'))"
 	[ "$status" = 2 ]
 	[[ "${lines[0]}" == "collx-alltoall: --algo: 'linear' is not an algorithm of alltoallv (auto, pairwise, hier)" ]]
 }
+
+# zipf_want N W S: the counts a Zipf law of exponent S gives N elements
+# over W ranks (largest remainders), sorted, computed here with NumPy.
+zipf_want() {
+	pyx "
+n, w, s = $1, $2, $3
+p = np.arange(1, w + 1, dtype='f8') ** -s
+x = n * p / p.sum()
+c = np.floor(x).astype(int)
+for i in np.argsort(-(x - c), kind='stable')[:n - c.sum()]: c[i] += 1
+print(' '.join(map(str, sorted(c))))"
+}
+
+@test "collx-bench coll --op alltoallv --skew zipf:S --check: Zipf counts (NumPy's), the same every run, no wrong element; bytes: the mean sent to other ranks, busbw = algbw" {
+	local s got want
+	for s in 0 1.2 3; do
+		ok_ranks 4 collx-bench coll --op alltoallv --algo all --skew zipf:$s \
+		    -b 4000 -e 4000 --check --csv -n 2 -w 1 -v
+		got=$(sed -n 's/.*every rank sends 1000 elements, to each rank: //p' err.0 | head -n 1)
+		want=$(zipf_want 1000 4 $s)
+		[ "$(tr ' ' '\n' <<<"$got" | sort -n | xargs)" = "$want" ] || { echo "$got / $want"; false; }
+		pyx "
+import csv
+rows = list(csv.DictReader(open('stdout.0')))
+assert [r['algo'] for r in rows] == ['auto', 'pairwise', 'hier'], rows
+for r in rows:
+    # 1000 elements a rank, a quarter of them (all ranks' counts alike) kept
+    assert r['op'] == 'alltoallv' and r['count'] == '750' and r['bytes'] == '3000', r
+    assert r['wrong'] == '0' and r['place'] == 'out', r
+    assert abs(float(r['busbw_gbps']) - float(r['algbw_gbps'])) < 1e-9, r
+    assert abs(float(r['algbw_gbps']) - 3000 / float(r['seconds']) / 1e9) < 1e-3 * float(r['algbw_gbps']), r"
+		ok_ranks 4 collx-bench coll --op alltoallv --skew zipf:$s -b 4000 -e 4000 -n 1 -w 0 -v
+		grep -q "to each rank: $got$" err.0
+	done
+}
+
+@test "collx-bench coll --op alltoallv --check counts wrong elements (exit 4); --skew is zipf:S and for alltoallv alone" {
+	COLLX_BENCH_FAULT=3 ranks 3 collx-bench coll --op alltoallv --skew zipf:2 -b 4000 -e 4000 --check --csv -n 1 -w 0
+	all_exit 4
+	each_err 'rank [0-2]: --check: 3 wrong elements$'
+	run collx-bench coll --op alltoall --skew zipf:1
+	[ "$status" = 2 ]
+	[[ "$output" == *"--skew is for --op alltoallv"* ]]
+	run collx-bench coll --op alltoallv --skew pareto:1
+	[ "$status" = 2 ]
+	[[ "$output" == *"--skew: want zipf:S, not 'pareto:1'"* ]]
+}
