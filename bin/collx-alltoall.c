@@ -28,8 +28,8 @@ static const struct collcli_program program = {
 	    "  --send-counts C       integer [W, W] tensor file: row r the rows\n"
 	    "                        rank r sends each rank (alltoallv along\n"
 	    "                        dimension 0; not with --stream)\n"
-	    "  --algo A              auto, pairwise or linear; with --send-counts\n"
-	    "                        auto, pairwise or hier (default auto)\n",
+	    "  --algo A              auto, pairwise or linear (default auto); with\n"
+	    "                        --send-counts also hier\n",
 };
 
 int

@@ -4,11 +4,12 @@
 # computes collx-bench's counts again): 4 ranks on one host, then 2 network
 # namespaces of 2 ranks each on links shaped with tc to each rate of
 # CASES, for even counts and Zipf-skewed ones (collx-bench --skew). In
-# each of ROUNDS rounds, collx (auto, pairwise and, across namespaces,
-# hier) and Gloo run one after the other on the same links; each figure is
-# the median over the rounds of a run's median time (collx-bench: the
-# slowest rank's time of each iteration; Gloo: rank 0's, each iteration
-# after a barrier, which favours Gloo). Everything is removed afterwards.
+# each of ROUNDS rounds, collx (auto, pairwise, linear and, across
+# namespaces, hier) and Gloo run one after the other on the same links;
+# each figure is
+# the median over the rounds of a run's median time (of both peers, the
+# slowest rank's time of each iteration, each begun after a barrier).
+# Everything is removed afterwards.
 # Needs root for the namespaces (the one-host case runs without). Measure
 # on an idle machine: ranks of either peer that wait for a busy CPU make
 # their figures noise.
@@ -97,7 +98,7 @@ rounds_of() {
 	echo "load average before the first run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 } >"$work/notes"
 iface=()
-rounds_of "1 host x 4" auto,pairwise collx-run -n 4 -- :: \
+rounds_of "1 host x 4" auto,pairwise,linear collx-run -n 4 -- :: \
     collx-run -n 4 -x GLOO_SOCKET_IFNAME=lo --
 if netns_available; then
 	iface=(--iface eth0)
@@ -107,7 +108,7 @@ if netns_available; then
 		netns_setup 2 --rate "$rate" --burst "$burst" ${delay:+--delay "$delay"}
 		netns_fake_ssh "$work/ssh"
 		hl="$(netns_addr 0):2,$(netns_addr 1):2"
-		rounds_of "2 x 2, $rate${delay:+ $delay}" auto,pairwise,hier \
+		rounds_of "2 x 2, $rate${delay:+ $delay}" auto,pairwise,linear,hier \
 		    collx-run -H "$hl" --ssh "$work/ssh" --master "$(netns_addr 0):29500" \
 		    --timeout 60 -- :: \
 		    collx-run -H "$hl" --ssh "$work/ssh" --master "$(netns_addr 0):29510" \
@@ -119,14 +120,15 @@ else
 fi
 
 # The table: per link, counts and size, each peer's median over the
-# rounds, and Gloo's time over collx auto's (the speed-up; target 1.5).
+# rounds, Gloo's time over collx auto's (the speed-up; target 1.5), and
+# hier's time against the faster flat algorithm's (above 1: hier wins).
 {
 	echo "alltoallv f32 across 4 ranks, each sending SIZE bytes split by the counts (even: zipf:0;"
 	echo "collx-bench --skew); each time the median of $rounds interleaved rounds of a run's median of"
 	echo "$iters iterations; Gloo: torch.distributed.all_to_all_single with the same splits"
 	echo
-	echo "| link | counts | size | collx auto | collx pairwise | collx hier | Gloo | Gloo / collx auto | pairwise / hier |"
-	echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+	echo "| link | counts | size | collx auto | pairwise | linear | hier | Gloo | Gloo / collx auto | flat / hier |"
+	echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 	awk '{ n = NF; key = $1; for (i = 2; i <= n - 4; i++) key = key " " $i
 		k = key SUBSEP $(n - 3) SUBSEP $(n - 2); who = $(n - 1)
 		t[k, who] = t[k, who] " " $n; seen[k] = 1 }
@@ -138,10 +140,12 @@ fi
 	function ratio(a, b) { return a == "" || b == "" || b == 0 ? "-" : sprintf("%.2f", a / b) }
 	END { for (k in seen) {
 		split(k, p, SUBSEP)
-		a = med(t[k, "auto"]); pw = med(t[k, "pairwise"]); h = med(t[k, "hier"]); g = med(t[k, "gloo"])
-		printf "| %s | %s | %d KiB | %s | %s | %s | %s | %s | %s |\n", p[1],
-		    p[2] == 0 ? "even" : "zipf:" p[2], p[3] / 1024, ms(a), ms(pw), ms(h), ms(g),
-		    ratio(g, a), ratio(pw, h) } }' "$raw" | sort -t'|' -k2,2 -k3,3 -k4,4n
+		a = med(t[k, "auto"]); pw = med(t[k, "pairwise"]); li = med(t[k, "linear"])
+		h = med(t[k, "hier"]); g = med(t[k, "gloo"])
+		fl = pw == "" || (li != "" && li + 0 < pw + 0) ? li : pw
+		printf "| %s | %s | %d KiB | %s | %s | %s | %s | %s | %s | %s |\n", p[1],
+		    p[2] == 0 ? "even" : "zipf:" p[2], p[3] / 1024, ms(a), ms(pw), ms(li), ms(h),
+		    ms(g), ratio(g, a), ratio(fl, h) } }' "$raw" | sort -t'|' -k2,2 -k3,3 -k4,4n
 	echo
 	cat "$work/notes"
 } >"$summary"

@@ -56,7 +56,7 @@ for r in range(w):
 		counts $w $seed
 		for mode in shm tcp; do
 			[ $mode = tcp ] && export COLLX_SHM=0 || unset COLLX_SHM
-			for a in auto pairwise hier; do
+			for a in auto pairwise linear hier; do
 				ok_ranks $w collx-alltoall --send-counts "C.$w.npy" --algo $a \
 				    --check -i "in.$w.{rank}.npy" -o "out.$w.$mode.$a.{rank}.npy"
 				want_ok $w $w.$mode.$a
@@ -125,15 +125,15 @@ for r in range(2): save(f'in.{r}.npy', np.zeros(2, dtype='i4'))"
 	[ ! -e out.0.npy ] && [ ! -e out.1.npy ]
 }
 
-@test "alltoallv: --send-counts with --scatter-dim, --stream or a fixed-size algorithm is a usage error" {
+@test "alltoallv: --send-counts with --scatter-dim, --stream or an algorithm alltoallv lacks is a usage error" {
 	run collx-alltoall --send-counts C.npy --scatter-dim 1 -i x.npy
 	[ "$status" = 2 ]
 	[[ "${lines[0]}" == *"--send-counts cuts and joins dimension 0 of whole files"* ]]
 	run collx-alltoall --send-counts C.npy --stream -i x.npy
 	[ "$status" = 2 ]
-	run collx-alltoall --algo linear --send-counts C.npy -i x.npy
+	run collx-alltoall --algo rd --send-counts C.npy -i x.npy
 	[ "$status" = 2 ]
-	[[ "${lines[0]}" == "collx-alltoall: --algo: 'linear' is not an algorithm of alltoallv (auto, pairwise, hier)" ]]
+	[[ "${lines[0]}" == "collx-alltoall: --algo: 'rd' is not an algorithm of alltoallv (auto, linear, pairwise, hier)" ]]
 }
 
 # zipf_want N W S: the counts a Zipf law of exponent S gives N elements
@@ -159,7 +159,7 @@ print(' '.join(map(str, sorted(c))))"
 		pyx "
 import csv
 rows = list(csv.DictReader(open('stdout.0')))
-assert [r['algo'] for r in rows] == ['auto', 'pairwise', 'hier'], rows
+assert [r['algo'] for r in rows] == ['auto', 'linear', 'pairwise', 'hier'], rows
 for r in rows:
     # 1000 elements a rank, a quarter of them (all ranks' counts alike) kept
     assert r['op'] == 'alltoallv' and r['count'] == '750' and r['bytes'] == '3000', r
@@ -181,4 +181,16 @@ for r in rows:
 	run collx-bench coll --op alltoallv --skew pareto:1
 	[ "$status" = 2 ]
 	[[ "$output" == *"--skew: want zipf:S, not 'pareto:1'"* ]]
+}
+
+@test "examples/peers/gloo_alltoall.py: Gloo's all_to_all_single with collx-bench's splits, its result right" {
+	need python3-torch "$PY" -c "import torch.distributed"
+	local got
+	ok_ranks 3 collx-bench coll --op alltoallv --skew zipf:1.2 -b 4000 -e 4000 -n 1 -w 0 -v --csv
+	got=$(sed -n 's/.*every rank sends 999 elements, to each rank: //p' err.0)
+	[ -n "$got" ]
+	run timeout 120 collx-run -n 3 -x GLOO_SOCKET_IFNAME=lo -- \
+	    "$PY" "$COLLX_ROOT/examples/peers/gloo_alltoall.py" 1.2 2 999
+	[ "$status" = 0 ] || { echo "$output"; false; }
+	[[ "$output" == *"gloo world=3 elements=999 skew=1.2 counts=${got// /,} median_s="* ]]
 }

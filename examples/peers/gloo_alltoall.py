@@ -4,7 +4,8 @@
 # (every rank sends ELEMENTS f32 values, split over the ranks by a Zipf law
 # of exponent S over the same fixed-seed shuffle of the ranks, largest
 # remainders rounding), checked once, then timed: ITERS iterations after 3
-# warm-up ones, each after a barrier. Under collx-run (env RANK WORLD_SIZE
+# warm-up ones, each after a barrier, each iteration's time the slowest
+# rank's (as collx-bench times it). Under collx-run (env RANK WORLD_SIZE
 # MASTER_ADDR MASTER_PORT; GLOO_SOCKET_IFNAME for the interface).
 # usage: gloo_alltoall.py S ITERS ELEMENTS...
 #   -> rank 0 prints per size: gloo world=W elements=N skew=S median_s=T
@@ -63,9 +64,12 @@ def main():
             t = time.perf_counter()
             dist.all_to_all_single(y, x, [c[rank]] * world, c)
             ts.append(time.perf_counter() - t)
+        # each iteration's slowest rank, as collx-bench times it
+        t = torch.tensor(ts, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
         if rank == 0:
             print(f"gloo world={world} elements={n} skew={s:g} counts={','.join(map(str, c))} "
-                  f"median_s={statistics.median(ts):.6f}", flush=True)
+                  f"median_s={statistics.median(t.tolist()):.6f}", flush=True)
     dist.destroy_process_group()
 
 

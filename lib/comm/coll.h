@@ -16,7 +16,7 @@ enum coll_algo {
 	COLL_TREE,		/* allreduce: binomial reduce + broadcast */
 	COLL_RD,		/* allreduce, allgather: recursive doubling */
 	COLL_RABENSEIFNER,	/* allreduce: halving reduce-scatter + doubling allgather */
-	COLL_LINEAR,		/* broadcast, alltoall baseline */
+	COLL_LINEAR,		/* broadcast, alltoall baseline, alltoallv */
 	COLL_BINOMIAL,		/* broadcast tree */
 	COLL_SCATTER_ALLGATHER,	/* broadcast for large messages */
 	COLL_BRUCK,		/* allgather */
@@ -31,7 +31,7 @@ enum coll_kind {
 	COLL_KIND_ALLREDUCE, COLL_KIND_BROADCAST, COLL_KIND_ALLGATHER,
 	COLL_KIND_REDUCE_SCATTER, COLL_KIND_ALLTOALL, COLL_KIND_REDUCE,
 	COLL_KIND_GATHER, COLL_KIND_SCATTER, COLL_KIND_BARRIER,
-	COLL_KIND_ALLTOALLV	/* pairwise, hier */
+	COLL_KIND_ALLTOALLV	/* pairwise, linear, hier */
 };
 
 int coll_op_parse(const char *s, enum coll_op *out);
@@ -114,10 +114,11 @@ int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *co
  * Counts that disagree fail as COMM_ERR_MISMATCH where a message's length
  * differs, or at the timeout where one side sends nothing; dtype and algo
  * must agree too. algo: COLL_PAIRWISE (step s sends to rank+s and
- * receives from rank-s), COLL_HIER (one message per pair of hosts, within
- * hosts over shared memory) or COLL_AUTO: hier where coll_auto_group
- * picks it (the hosts alone decide, never the counts, which differ
- * between ranks), else pairwise. 0, or -1 with the reason in comm_error(c).
+ * receives from rank-s), COLL_LINEAR (every block posted at once),
+ * COLL_HIER (one message per pair of hosts, within hosts over shared
+ * memory; only when asked for) or COLL_AUTO: linear, pairwise at 2
+ * ranks (the counts, which differ between ranks, cannot choose). 0, or
+ * -1 with the reason in comm_error(c).
  */
 int coll_alltoallv(struct comm *c, const void *send, const size_t *scounts,
     void *recv, const size_t *rcounts, enum dtype dt, enum coll_algo algo);

@@ -22,11 +22,14 @@
 
 #include "comm/coll_int.h"
 
+/* One call: W ranks on H hosts, this host A of L ranks, me the local
+ * rank; cnt[q][0..W-1] local rank q's send counts, cnt[q][W..2W-1] its
+ * receive counts. */
 struct a2h {
 	const struct coll_hier *h;
-	struct coll_call lb, xb;	/* local group and whole group, in bytes */
-	int W, H, A, L, me;		/* world, hosts, this host, its ranks, local rank */
-	const uint64_t *cnt;		/* [L][2W]: local rank q's send, receive counts */
+	struct coll_call lb, xb;	/* local group, whole group; in bytes */
+	int W, H, A, L, me;
+	const uint64_t *cnt;
 	size_t e;			/* bytes per element */
 };
 
