@@ -46,6 +46,19 @@ at(const struct a2h *t, int k, int i)
 	return t->h->byhost[t->h->first[k] + i];
 }
 
+/* The hosts offset s sends to and receives from. */
+static int
+dst_host(const struct a2h *t, int s)
+{
+	return (t->A + s) % t->H;
+}
+
+static int
+src_host(const struct a2h *t, int s)
+{
+	return (t->A - s + t->H) % t->H;
+}
+
 /* Host k's local rank that carries offset s. */
 static int
 agent(const struct a2h *t, int k, int s)
@@ -53,39 +66,24 @@ agent(const struct a2h *t, int k, int s)
 	return (s - 1) % nranks(t, k);
 }
 
-/* Bytes local rank q sends rank p, and receives from it. */
-static size_t
-sbytes(const struct a2h *t, int q, int p)
-{
-	return (size_t)t->cnt[(size_t)q * 2 * (size_t)t->W + (size_t)p] * t->e;
-}
+enum { SENT, RECEIVED };
 
+/* Bytes local rank q sends rank p (way SENT), or receives from it. */
 static size_t
-rbytes(const struct a2h *t, int q, int p)
+bytes(const struct a2h *t, int way, int q, int p)
 {
-	return (size_t)t->cnt[(size_t)q * 2 * (size_t)t->W + (size_t)t->W +
+	return (size_t)t->cnt[((size_t)q * 2 + (size_t)way) * (size_t)t->W +
 	    (size_t)p] * t->e;
 }
 
-/* Bytes local rank q sends host k's ranks altogether. */
+/* Bytes local rank q sends host k's ranks altogether, or receives. */
 static size_t
-to_host(const struct a2h *t, int q, int k)
+host_bytes(const struct a2h *t, int way, int q, int k)
 {
 	size_t n = 0;
 
 	for (int i = 0; i < nranks(t, k); i++)
-		n += sbytes(t, q, at(t, k, i));
-	return n;
-}
-
-/* Bytes local rank q receives from host k's ranks altogether. */
-static size_t
-from_host(const struct a2h *t, int q, int k)
-{
-	size_t n = 0;
-
-	for (int i = 0; i < nranks(t, k); i++)
-		n += rbytes(t, q, at(t, k, i));
+		n += bytes(t, way, q, at(t, k, i));
 	return n;
 }
 
@@ -126,7 +124,7 @@ counts_gather(struct a2h *t, const size_t *scounts, const size_t *rcounts)
 		off[q] = (size_t)q * row;
 	comm_set_step(w.c, "hier alltoallv counts");
 	rc = coll_allgatherv_algo(&w, mine, (char *)all, off,
-	    coll_auto(COLL_KIND_ALLGATHER, row * (size_t)t->L * sizeof *all, t->L));
+	    coll_auto(COLL_KIND_ALLGATHER, off[t->L] * sizeof *all, t->L));
 	free(mine);
 	free(off);
 	if (rc < 0) {
@@ -147,23 +145,24 @@ pack_local(struct a2h *t, const char *send, const size_t *soff, size_t *off)
 	if (n == NULL)
 		return NULL;
 	for (int j = 0; j < t->L; j++) {
-		n[j] = sbytes(t, t->me, at(t, t->A, j));
+		n[j] = bytes(t, SENT, t->me, at(t, t->A, j));
 		for (int s = j + 1; s < t->H; s += t->L)
-			n[j] += to_host(t, t->me, (t->A + s) % t->H);
+			n[j] += host_bytes(t, SENT, t->me, dst_host(t, s));
 	}
 	buf = coll_alloc(&t->lb, prefix(n, off, t->L));
 	free(n);
 	for (int j = 0; buf && j < t->L; j++) {
 		int p = at(t, t->A, j);
 		o = buf + off[j];
-		memcpy(o, send + soff[p] * t->e, sbytes(t, t->me, p));
-		o += sbytes(t, t->me, p);
+		memcpy(o, send + soff[p] * t->e, bytes(t, SENT, t->me, p));
+		o += bytes(t, SENT, t->me, p);
 		for (int s = j + 1; s < t->H; s += t->L) {
-			int k = (t->A + s) % t->H;
+			int k = dst_host(t, s);
 			for (int i = 0; i < nranks(t, k); i++) {
 				p = at(t, k, i);
-				memcpy(o, send + soff[p] * t->e, sbytes(t, t->me, p));
-				o += sbytes(t, t->me, p);
+				size_t g = bytes(t, SENT, t->me, p);
+				memcpy(o, send + soff[p] * t->e, g);
+				o += g;
 			}
 		}
 	}
@@ -176,9 +175,9 @@ static size_t
 recv_local_sizes(const struct a2h *t, size_t *off, size_t *n)
 {
 	for (int q = 0; q < t->L; q++) {
-		n[q] = sbytes(t, q, at(t, t->A, t->me));
+		n[q] = bytes(t, SENT, q, at(t, t->A, t->me));
 		for (int s = t->me + 1; s < t->H; s += t->L)
-			n[q] += to_host(t, q, (t->A + s) % t->H);
+			n[q] += host_bytes(t, SENT, q, dst_host(t, s));
 	}
 	return prefix(n, off, t->L);
 }
@@ -196,21 +195,22 @@ cross(struct a2h *t, const char *rb1, size_t *cur, char *xr)
 	int rc = 0;
 
 	for (int s = t->me + 1; s < t->H; s += t->L)
-		for (int q = 0, k = (t->A + s) % t->H; q < t->L; q++)
-			most += to_host(t, q, k);
+		for (int q = 0, k = dst_host(t, s); q < t->L; q++)
+			most += host_bytes(t, SENT, q, k);
 	if ((xs = coll_alloc(&t->xb, most)) == NULL)
 		return -1;
 	for (int s = t->me + 1; rc == 0 && s < t->H; s += t->L) {
-		int to = (t->A + s) % t->H, from = (t->A - s + t->H) % t->H;
+		int to = dst_host(t, s), from = src_host(t, s);
 		out = in = 0;
 		for (int q = 0; q < t->L; q++) {
-			size_t g = to_host(t, q, to);
+			size_t g = host_bytes(t, SENT, q, to);
 			memcpy(xs + out, rb1 + cur[q], g);
 			cur[q] += g;
 			out += g;
-			in += from_host(t, q, from);
+			in += host_bytes(t, RECEIVED, q, from);
 		}
-		comm_set_step(t->xb.c, "hier alltoallv hosts %d -> %d", t->A, to);
+		comm_set_step(t->xb.c, "hier alltoallv hosts %d -> %d", t->A,
+		    to);
 		rc = coll_xchg(&t->xb, at(t, to, agent(t, to, s)), xs, out,
 		    at(t, from, agent(t, from, s)), xr, in, 0);
 		xr += in;
@@ -232,15 +232,15 @@ pack_back(struct a2h *t, const char *xr, size_t *off)
 	for (int b = 0; b < t->L; b++) {
 		cur[b] = 0;
 		for (int s = t->me + 1; s < t->H; s += t->L)
-			cur[b] += from_host(t, b, (t->A - s + t->H) % t->H);
+			cur[b] += host_bytes(t, RECEIVED, b, src_host(t, s));
 	}
 	buf = coll_alloc(&t->lb, prefix(cur, off, t->L));
 	memcpy(cur, off, (size_t)t->L * sizeof *cur);
 	for (int s = t->me + 1; buf && s < t->H; s += t->L) {
-		int k = (t->A - s + t->H) % t->H;
+		int k = src_host(t, s);
 		for (int i = 0; i < nranks(t, k); i++)
 			for (int b = 0; b < t->L; b++) {
-				g = rbytes(t, b, at(t, k, i));
+				g = bytes(t, RECEIVED, b, at(t, k, i));
 				memcpy(buf + cur[b], xr, g);
 				cur[b] += g;
 				xr += g;
@@ -258,7 +258,7 @@ recv_back_sizes(const struct a2h *t, size_t *off, size_t *n)
 	for (int j = 0; j < t->L; j++) {
 		n[j] = 0;
 		for (int s = j + 1; s < t->H; s += t->L)
-			n[j] += from_host(t, t->me, (t->A - s + t->H) % t->H);
+			n[j] += host_bytes(t, RECEIVED, t->me, src_host(t, s));
 	}
 	return prefix(n, off, t->L);
 }
@@ -271,16 +271,18 @@ unpack(const struct a2h *t, const char *rb1, const size_t *off1,
 {
 	for (int q = 0; q < t->L; q++) {
 		int p = at(t, t->A, q);
-		memcpy(recv + roff[p] * t->e, rb1 + off1[q], rbytes(t, t->me, p));
+		memcpy(recv + roff[p] * t->e, rb1 + off1[q],
+		    bytes(t, RECEIVED, t->me, p));
 	}
 	for (int j = 0; j < t->L; j++) {
 		const char *in = rb2 + off2[j];
 		for (int s = j + 1; s < t->H; s += t->L) {
-			int k = (t->A - s + t->H) % t->H;
+			int k = src_host(t, s);
 			for (int i = 0; i < nranks(t, k); i++) {
 				int p = at(t, k, i);
-				memcpy(recv + roff[p] * t->e, in, rbytes(t, t->me, p));
-				in += rbytes(t, t->me, p);
+				size_t g = bytes(t, RECEIVED, t->me, p);
+				memcpy(recv + roff[p] * t->e, in, g);
+				in += g;
 			}
 		}
 	}
@@ -292,7 +294,8 @@ exchange(struct a2h *t, const char *send, const size_t *soff, char *recv,
     const size_t *roff, size_t *off)
 {
 	size_t *o1 = off, *i1 = o1 + t->L + 1, *o2 = i1 + t->L + 1;
-	size_t *i2 = o2 + t->L + 1, *n = coll_alloc(&t->lb, (size_t)t->L * sizeof *n);
+	size_t *i2 = o2 + t->L + 1;
+	size_t *n = coll_alloc(&t->lb, (size_t)t->L * sizeof *n);
 	char *pk1 = NULL, *rb1 = NULL, *xr = NULL, *pk2 = NULL, *rb2 = NULL;
 	size_t xin = 0;
 	int rc = -1;
@@ -303,11 +306,12 @@ exchange(struct a2h *t, const char *send, const size_t *soff, char *recv,
 		goto out;
 	for (int s = t->me + 1; s < t->H; s += t->L)
 		for (int q = 0; q < t->L; q++)
-			xin += from_host(t, q, (t->A - s + t->H) % t->H);
+			xin += host_bytes(t, RECEIVED, q, src_host(t, s));
 	/* cursors past the blocks for this rank itself */
 	for (int q = 0; q < t->L; q++)
-		n[q] = i1[q] + sbytes(t, q, at(t, t->A, t->me));
-	if ((xr = coll_alloc(&t->xb, xin)) == NULL || cross(t, rb1, n, xr) < 0 ||
+		n[q] = i1[q] + bytes(t, SENT, q, at(t, t->A, t->me));
+	if ((xr = coll_alloc(&t->xb, xin)) == NULL ||
+	    cross(t, rb1, n, xr) < 0 ||
 	    (pk2 = pack_back(t, xr, o2)) == NULL ||
 	    (rb2 = coll_alloc(&t->lb, recv_back_sizes(t, i2, n))) == NULL ||
 	    coll_alltoallv_pairwise(&t->lb, pk2, o2, rb2, i2) < 0)
@@ -349,7 +353,8 @@ coll_hier_alltoallv(struct coll_call *x, const char *send,
 	t.e = x->esz;
 	if ((soff = coll_prefix(x, scounts)) == NULL ||
 	    (roff = coll_prefix(x, rcounts)) == NULL ||
-	    (off = coll_alloc(x, 4 * ((size_t)t.L + 1) * sizeof *off)) == NULL ||
+	    (off = coll_alloc(x, 4 * ((size_t)t.L + 1) * sizeof *off)) ==
+	    NULL ||
 	    (cnt = counts_gather(&t, scounts, rcounts)) == NULL)
 		goto out;
 	t.cnt = cnt;
