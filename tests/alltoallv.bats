@@ -6,6 +6,7 @@
 
 load lib/common
 load lib/coll
+load lib/netns
 
 setup() {
 	common_setup
@@ -193,4 +194,40 @@ for r in rows:
 	    "$PY" "$COLLX_ROOT/examples/peers/gloo_alltoall.py" 1.2 2 999
 	[ "$status" = 0 ] || { echo "$output"; false; }
 	[[ "$output" == *"gloo world=3 elements=999 skew=1.2 counts=${got// /,} median_s="* ]]
+}
+
+@test "examples/bench-alltoallv.sh: every figure the median of its rounds in the raw file, the speed-ups their quotients, nothing left behind" {
+	need python3-torch "$PY" -c "import torch.distributed"
+	need "root and ip netns" netns_available
+	need "the tbf qdisc" netns_can_shape rate
+	local before
+	before=$(ip netns list | wc -l)
+	run timeout 300 env ROUNDS=2 ITERS=2 SIZES=4K SKEWS=1.2 CASES=500mbit: \
+	    "$COLLX_ROOT/examples/bench-alltoallv.sh" "$T/out"
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[ "$(ip netns list | wc -l)" -eq "$before" ]
+	"$PY" - "$T/out/alltoallv.md" "$T/out/alltoallv.txt" <<'PYEOF'
+import statistics, sys
+md, raw = sys.argv[1], sys.argv[2]
+times = {}
+for l in open(raw):
+    f = l.split()
+    times.setdefault((" ".join(f[:-4]), f[-2]), []).append(float(f[-1]))
+rows = [[c.strip() for c in l.split("|")[1:-1]] for l in open(md) if l.startswith("| 1 host") or l.startswith("| 2 x 2")]
+assert [r[0] for r in rows] == ["1 host x 4", "2 x 2, 500mbit"], rows
+for link, counts, size, auto, pw, li, hier, gloo, speed, flat in rows:
+    assert counts == "zipf:1.2" and size == "4 KiB", (counts, size)
+    med = {}
+    for who, shown in [("auto", auto), ("pairwise", pw), ("linear", li), ("hier", hier), ("gloo", gloo)]:
+        t = times.get((link, who))
+        if t is None:
+            assert shown == "-" and who == "hier" and link.startswith("1 host"), (link, who, shown)
+            continue
+        assert len(t) == 2, (link, who, t)
+        med[who] = statistics.median(t)
+        assert shown == "%.3f ms" % (med[who] * 1e3), (link, who, shown, t)
+    assert speed == "%.2f" % (med["gloo"] / med["auto"]), (link, speed)
+    if "hier" in med:
+        assert flat == "%.2f" % (min(med["pairwise"], med["linear"]) / med["hier"]), (link, flat)
+PYEOF
 }
