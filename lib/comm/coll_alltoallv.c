@@ -18,7 +18,7 @@ coll_alltoallv_pairwise(struct coll_call *x, const char *send,
 	int w = x->world, r = x->rank;
 	size_t e = x->esz;
 
-	memcpy(recv + roff[r] * e, send + soff[r] * e,
+	coll_copy(recv + roff[r] * e, send + soff[r] * e,
 	    (soff[r + 1] - soff[r]) * e);
 	for (int s = 1; s < w; s++) {
 		int to = (r + s) % w, from = (r - s + w) % w;
@@ -44,7 +44,7 @@ alltoallv_linear(struct coll_call *x, const char *send, const size_t *soff,
 
 	if (rq == NULL)
 		return -1;
-	memcpy(recv + roff[r] * e, send + soff[r] * e,
+	coll_copy(recv + roff[r] * e, send + soff[r] * e,
 	    (soff[r + 1] - soff[r]) * e);
 	comm_set_step(x->c, "linear alltoallv");
 	for (int s = 1; rc == 0 && s < w; s++) {

@@ -154,14 +154,14 @@ pack_local(struct a2h *t, const char *send, const size_t *soff, size_t *off)
 	for (int j = 0; buf && j < t->L; j++) {
 		int p = at(t, t->A, j);
 		o = buf + off[j];
-		memcpy(o, send + soff[p] * t->e, bytes(t, SENT, t->me, p));
+		coll_copy(o, send + soff[p] * t->e, bytes(t, SENT, t->me, p));
 		o += bytes(t, SENT, t->me, p);
 		for (int s = j + 1; s < t->H; s += t->L) {
 			int k = dst_host(t, s);
 			for (int i = 0; i < nranks(t, k); i++) {
 				p = at(t, k, i);
 				size_t g = bytes(t, SENT, t->me, p);
-				memcpy(o, send + soff[p] * t->e, g);
+				coll_copy(o, send + soff[p] * t->e, g);
 				o += g;
 			}
 		}
@@ -271,7 +271,7 @@ unpack(const struct a2h *t, const char *rb1, const size_t *off1,
 {
 	for (int q = 0; q < t->L; q++) {
 		int p = at(t, t->A, q);
-		memcpy(recv + roff[p] * t->e, rb1 + off1[q],
+		coll_copy(recv + roff[p] * t->e, rb1 + off1[q],
 		    bytes(t, RECEIVED, t->me, p));
 	}
 	for (int j = 0; j < t->L; j++) {
@@ -281,7 +281,7 @@ unpack(const struct a2h *t, const char *rb1, const size_t *off1,
 			for (int i = 0; i < nranks(t, k); i++) {
 				int p = at(t, k, i);
 				size_t g = bytes(t, RECEIVED, t->me, p);
-				memcpy(recv + roff[p] * t->e, in, g);
+				coll_copy(recv + roff[p] * t->e, in, g);
 				in += g;
 			}
 		}

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "comm/coll.h"
 #include "comm/reduce.h"
@@ -131,6 +132,15 @@ int coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
     const size_t *off);
 int coll_hier_reduce_scatter(struct coll_call *x, const char *send, char *recv,
     size_t n);
+
+/* memcpy that takes the NULL buffers of empty blocks (a caller's
+ * alltoallv with nothing to send or receive may pass them). */
+static inline void
+coll_copy(void *dst, const void *src, size_t n)
+{
+	if (n > 0)
+		memcpy(dst, src, n);
+}
 
 /* Alltoallv's pairwise exchange on x's group (coll_alltoallv.c), over
  * the world+1 element offsets of the blocks in send and recv; and its
