@@ -113,7 +113,9 @@ if netns_available; then
 		    --timeout 60 -- :: \
 		    collx-run -H "$hl" --ssh "$work/ssh" --master "$(netns_addr 0):29510" \
 		    --timeout 60 -x GLOO_SOCKET_IFNAME=eth0 --
+		names="$(netns_name 0) $(netns_name 1)"
 		netns_teardown
+		echo "bench-alltoallv.sh: namespaces $names removed" >&2
 	done
 else
 	echo "bench-alltoallv.sh: no root or ip netns: the one-host case only" >&2
