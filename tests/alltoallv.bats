@@ -100,18 +100,17 @@ save('short.npy', c.astype('i8'))
 save('neg.npy', np.array([[1, 2], [-1, 5]], dtype='i4'))
 save('float.npy', c.astype('f4'))
 save('shape.npy', np.array([[1, 2, 0], [3, 0, 0]], dtype='i8'))"
-	ranks 2 collx-alltoall --send-counts short.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
-	all_exit 3
-	each_err '^collx-alltoall: rank [01]: input of rank 1 has 4 rows, but row 1 of --send-counts sends 3 \(3\+0\)$'
-	ranks 2 collx-alltoall --send-counts neg.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
-	all_exit 3
-	each_err '^collx-alltoall: rank [01]: --send-counts neg.npy: count \[1, 0\] is -1, not a number of rows$'
-	ranks 2 collx-alltoall --send-counts float.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
-	all_exit 3
-	each_err 'counts are integers, not f32$'
-	ranks 2 collx-alltoall --send-counts shape.npy -i 'in.{rank}.npy' -o 'out.{rank}.npy'
-	all_exit 3
-	each_err 'shape is \[2, 3\], want \[2, 2\] for 2 ranks$'
+	local c file
+	# each FILE:WHAT the line every rank says
+	for c in 'short.npy:^collx-alltoall: rank [01]: input of rank 1 has 4 rows, but row 1 of --send-counts sends 3 \(3\+0\)$' \
+	    'neg.npy:^collx-alltoall: rank [01]: --send-counts neg.npy: count \[1, 0\] is -1, not a number of rows$' \
+	    'float.npy:counts are integers, not f32$' \
+	    'shape.npy:shape is \[2, 3\], want \[2, 2\] for 2 ranks$'; do
+		file=${c%%:*}
+		ranks 2 collx-alltoall --send-counts "$file" -i 'in.{rank}.npy' -o 'out.{rank}.npy'
+		all_exit 3
+		each_err "${c#*:}"
+	done
 	[ ! -e out.0.npy ] && [ ! -e out.1.npy ]
 }
 
