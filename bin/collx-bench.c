@@ -21,7 +21,8 @@
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
-	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH
+	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH,
+	OPT_SKEW
 };
 
 static const struct option longopts[] = {
@@ -46,6 +47,7 @@ static const struct option longopts[] = {
 	{ "powersgd-start", 1, 0, DPOPT_POWERSGD_START },
 	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
 	PRECISION_LONGOPTS,
+	{ "skew", 1, 0, OPT_SKEW },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -56,6 +58,7 @@ struct opts {
 	const char *sub;
 	struct bench_sizes sizes;
 	int have_b, have_e, have_n, have_w, have_batch, have_sync, have_world;
+	int have_skew;
 	const char *algos;
 	struct bench_coll coll;
 	struct bench_p2p p2p;
@@ -72,7 +75,8 @@ usage(void)
 {
 	printf("usage: %s coll [--op OP] [--algo A[,A...]|all] [-b MIN] [-e MAX]\n"
 	    "           [-f FACTOR | -i STEP] [--dtype D] [--redop R] [-n N] [-w W]\n"
-	    "           [--seconds S] [--check] [--csv|--table] [group options]\n"
+	    "           [--seconds S] [--skew zipf:S] [--check] [--csv|--table]\n"
+	    "           [group options]\n"
 	    "       %s p2p [--test latency|bw|bibw] [--pair A,B | --all-pairs]\n"
 	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
 	    "           [--csv|--table] [group options]\n"
@@ -87,7 +91,10 @@ usage(void)
 	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n"
 	    "mesh trains collx-train under every DP x TP x PP of the world.\n\n"
 	    "  --op OP               coll: allreduce (default), broadcast,\n"
-	    "                        allgather, reduce-scatter, alltoall\n"
+	    "                        allgather, reduce-scatter, alltoall,\n"
+	    "                        alltoallv\n"
+	    "  --skew zipf:S         coll alltoallv: per-destination counts by a\n"
+	    "                        Zipf law of exponent S (default 0: even)\n"
 	    "  --algo LIST           coll: algorithms, comma list or all (auto)\n"
 	    "  -b, --minbytes SIZE   smallest size (coll 8, p2p 1; K, M, G)\n"
 	    "  -e, --maxbytes SIZE   largest size (coll 16M, p2p 1M)\n"
@@ -196,7 +203,7 @@ meas_option(struct opts *o, int c, const char *a)
 	case OPT_OP:
 		if (bench_kind_parse(a, &o->coll.kind) < 0)
 			cli_usage_error("--op: want allreduce, broadcast, allgather, "
-			    "reduce-scatter or alltoall, not '%s'", a);
+			    "reduce-scatter, alltoall or alltoallv, not '%s'", a);
 		break;
 	case OPT_ALGO: o->algos = a; break;
 	case OPT_DTYPE:
@@ -213,6 +220,12 @@ meas_option(struct opts *o, int c, const char *a)
 		o->coll.seconds = cli_parse_double("--seconds", a, 1e-6, 1e6);
 		break;
 	case OPT_CHECK: o->coll.check = 1; break;
+	case OPT_SKEW:
+		if (strncmp(a, "zipf:", 5) != 0)
+			cli_usage_error("--skew: want zipf:S, not '%s'", a);
+		o->coll.skew = cli_parse_double("--skew", a + 5, 0, 100);
+		o->have_skew = 1;
+		break;
 	case OPT_TEST: parse_test(o, a); break;
 	case OPT_PAIR: parse_pair(o, a); break;
 	case OPT_ALL: o->p2p.a = -1; break;
@@ -397,12 +410,15 @@ run_coll(struct opts *o)
 	if (o->coll.root >= o->g.world)
 		cli_usage_error("--root %d: the world has %d ranks", o->coll.root,
 		    o->g.world);
+	if (o->have_skew && o->coll.kind != COLL_KIND_ALLTOALLV)
+		cli_usage_error("--skew is for --op alltoallv");
 	prog_job_init(&job, "collx-bench coll");
 	prog_job_add(&job, "--op", "%s", bench_kind_name(o->coll.kind));
 	prog_job_add(&job, "--algo", "%s", o->algos);
 	prog_job_add(&job, "--dtype", "%s", dtype_name(o->coll.dt));
 	prog_job_add(&job, "--redop", "%s", coll_op_name(o->coll.op));
 	prog_job_add(&job, "--root", "%d", o->coll.root);
+	prog_job_add(&job, "--skew", "zipf:%g", o->coll.skew);
 	agree_sizes(&job, &o->sizes);
 	prog_job_add(&job, "-n", "%d", o->coll.iters);
 	prog_job_add(&job, "-w", "%d", o->coll.warmup);

@@ -170,6 +170,43 @@ for r in range(4): save(f'f.{r}.npy', (rng.standard_normal(60000) * 10.0 ** rng.
 	[ "$n" = 84 ]
 }
 
+@test "netns: alltoallv on 2 hosts x 2 ranks (blocked, interleaved), 2 + 1 and 1 + 2 + 1, random counts with zeros: NumPy's blocks, shared memory and TCP bit for bit" {
+	pyx "
+rng = np.random.default_rng(31)
+for w in (3, 4):
+    c = rng.integers(0, 300, (w, w)) * (rng.random((w, w)) > 0.3)
+    c[1, :] = 0
+    save(f'C.{w}.npy', c.astype('i8'))
+    for r in range(w):
+        save(f'in.{w}.{r}.npy', rng.integers(0, 2**32, (c[r].sum(), 5), dtype='u8').astype('<u4').view('<f4'))"
+	local p a mode w k=0
+	for p in "0 0 1 1" "0 1 0 1" "0 0 1" "0 1 1 2"; do
+		w=$(wc -w <<<"$p")
+		for mode in shm tcp; do
+			[ "$mode" = tcp ] && export COLLX_SHM=0 || unset COLLX_SHM
+			for a in auto pairwise linear hier; do
+				placed "$p" collx-alltoall --send-counts "$T/C.$w.npy" --algo $a --check -v \
+				    -i "$T/in.$w.{rank}.npy" -o "$T/o.$k.$mode.$a.{rank}.npy"
+				all_exit 0
+				# auto is linear: hier only when asked for
+				[ $a != auto ] || grep -q "algorithm linear, world $w" err.0
+			done
+		done
+		unset COLLX_SHM
+		k=$((k + 1))
+	done
+	pyx "
+for k, w in enumerate([4, 4, 3, 4]):
+    c = load(f'C.{w}.npy')
+    ins = [load(f'in.{w}.{r}.npy') for r in range(w)]
+    for r in range(w):
+        want = np.concatenate([ins[q][c[q, :r].sum():c[q, :r + 1].sum()] for q in range(w)])
+        for mode in ['shm', 'tcp']:
+            for a in ['auto', 'pairwise', 'linear', 'hier']:
+                got = load(f'o.{k}.{mode}.{a}.{r}.npy')
+                assert got.shape == want.shape and got.tobytes() == want.tobytes(), (k, r, mode, a)"
+}
+
 @test "netns: timing rows from every host" {
 	pyx "save('x.npy', np.ones(1 << 18, dtype='f4'))"
 	hosts collx-allreduce --iters 3 --warmup 1 --timing "$T/t.csv" -i "$T/x.npy"

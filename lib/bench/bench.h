@@ -86,6 +86,7 @@ struct bench_coll {
 	int check;
 	long fault;			/* test only: corrupt this many elements */
 	int hosts;
+	double skew;			/* alltoallv: Zipf exponent (0: even) */
 };
 
 struct bench_coll_row {
@@ -116,6 +117,10 @@ int bench_coll_measure(struct comm *c, const struct bench_coll *b,
     enum coll_algo algo, int inplace, size_t bytes, struct bench_coll_row *r);
 /* The element count a sweep size becomes (0: too small for the world). */
 size_t bench_coll_count(const struct bench_coll *b, size_t bytes, int world);
+/* Alltoallv's counts: the n elements every rank sends, spread over the
+ * world's ranks into out[world] (bench_coll.c says how). */
+void bench_skew_counts(const struct bench_coll *b, size_t n, int world,
+    size_t *out);
 
 /* The table's head, a row, its foot (and the CSV rows): 0 or -1 (err). */
 int bench_coll_begin(struct bench_out *o, const struct bench_coll *b,

@@ -17,6 +17,7 @@ static const char *const kind_names[] = {
 	[COLL_KIND_ALLGATHER] = "allgather",
 	[COLL_KIND_REDUCE_SCATTER] = "reduce-scatter",
 	[COLL_KIND_ALLTOALL] = "alltoall",
+	[COLL_KIND_ALLTOALLV] = "alltoallv",
 };
 #define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
 
@@ -50,7 +51,7 @@ static int
 kind_blocks(enum coll_kind kind)
 {
 	return kind == COLL_KIND_ALLGATHER || kind == COLL_KIND_REDUCE_SCATTER ||
-	    kind == COLL_KIND_ALLTOALL;
+	    kind == COLL_KIND_ALLTOALL || kind == COLL_KIND_ALLTOALLV;
 }
 
 size_t
@@ -61,6 +62,56 @@ bench_coll_count(const struct bench_coll *b, size_t bytes, int world)
 	if (kind_blocks(b->kind))
 		n -= n % (size_t)world;
 	return n;
+}
+
+/*
+ * Alltoallv's counts: every rank sends n elements; destination d gets
+ * the share 1/k^S / sum_j 1/j^S, k its place (1 .. world) in a shuffle
+ * of the ranks drawn from a fixed seed, the same for every source (as an
+ * MoE router's popular experts are popular with every rank) and every
+ * run; S = 0 spreads evenly. Shares become counts by largest remainders.
+ */
+void
+bench_skew_counts(const struct bench_coll *b, size_t n, int world, size_t *out)
+{
+	double *share = cli_calloc((size_t)world, sizeof *share), sum = 0;
+	int *place = cli_calloc((size_t)world, sizeof *place);
+	uint64_t h = 0x5eed0a2a;
+	size_t given = 0;
+
+	for (int d = 0; d < world; d++)
+		place[d] = d;
+	for (int d = world - 1; d > 0; d--) {	/* Fisher-Yates, splitmix64 */
+		uint64_t z = h += 0x9e3779b97f4a7c15ull;
+		int j, t;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		j = (int)((z ^ (z >> 31)) % (uint64_t)(d + 1));
+		t = place[d], place[d] = place[j], place[j] = t;
+	}
+	for (int d = 0; d < world; d++)
+		sum += share[d] = pow(place[d] + 1, -b->skew);
+	for (int d = 0; d < world; d++) {
+		double x = (double)n * share[d] / sum;
+		out[d] = (size_t)x;
+		share[d] = x - (double)out[d];	/* now the remainder */
+		given += out[d];
+	}
+	for (; given > n; given--)	/* rounding up past n: take back */
+		for (int d = 0; d < world; d++)
+			if (out[d] > 0 && share[d] >= 0) {
+				out[d]--;
+				break;
+			}
+	for (; given < n; given++) {	/* largest remainders, lower rank first */
+		int best = 0;
+		for (int d = 1; d < world; d++)
+			best = share[d] > share[best] ? d : best;
+		out[best]++;
+		share[best] = -1;
+	}
+	free(share);
+	free(place);
 }
 
 /*
@@ -108,16 +159,31 @@ reduced(const struct bench_coll *b, int world, size_t g)
 	return acc;
 }
 
-/* What rank me's output element k must be; n: elements per block. */
+struct bufs {
+	char *send, *recv;
+	size_t nsend, nrecv;		/* elements */
+	size_t n;			/* per block (gathering kinds) */
+	size_t *sc, *rc;		/* alltoallv: counts sent and received */
+	size_t at;			/* alltoallv: this rank's block's offset */
+	const void *src;		/* the operation's send argument */
+	void *dst;
+};
+
+/* What rank me's output element k must be (u: its blocks). */
 static double
-expected(const struct bench_coll *b, int me, int world, size_t n, size_t k)
+expected(const struct bench_coll *b, int me, int world, const struct bufs *u,
+    size_t k)
 {
+	size_t n = u->n;
+
 	switch (b->kind) {
 	case COLL_KIND_BROADCAST: return input_value(b, b->root, k);
 	case COLL_KIND_ALLGATHER: return input_value(b, (int)(k / n), k % n);
 	case COLL_KIND_REDUCE_SCATTER: return reduced(b, world, (size_t)me * n + k);
 	case COLL_KIND_ALLTOALL:
 		return input_value(b, (int)(k / n), (size_t)me * n + k % n);
+	case COLL_KIND_ALLTOALLV:	/* every source's counts are alike */
+		return input_value(b, (int)(k / n), u->at + k % n);
 	default: return reduced(b, world, k);
 	}
 }
@@ -135,13 +201,6 @@ avg_tolerance(enum dtype dt)
 	}
 }
 
-struct bufs {
-	char *send, *recv;
-	size_t nsend, nrecv;		/* elements */
-	size_t n;			/* per block (gathering kinds) */
-	const void *src;		/* the operation's send argument */
-	void *dst;
-};
 
 static void
 bufs_alloc(struct bufs *u, const struct bench_coll *b, size_t count, int world,
@@ -159,6 +218,18 @@ bufs_alloc(struct bufs *u, const struct bench_coll *b, size_t count, int world,
 	case COLL_KIND_REDUCE_SCATTER:
 		u->nsend = count;
 		u->nrecv = u->n;
+		break;
+	case COLL_KIND_ALLTOALLV:
+		u->sc = cli_calloc((size_t)world, sizeof *u->sc);
+		u->rc = cli_calloc((size_t)world, sizeof *u->rc);
+		bench_skew_counts(b, count, world, u->sc);
+		for (int q = 0; q < me; q++)
+			u->at += u->sc[q];
+		u->n = u->sc[me];	/* the block from every source */
+		for (int q = 0; q < world; q++)
+			u->rc[q] = u->n;
+		u->nsend = count;
+		u->nrecv = u->n * (size_t)world;
 		break;
 	default:
 		u->nsend = u->nrecv = count;
@@ -218,6 +289,8 @@ run_once(struct comm *c, const struct bench_coll *b, enum coll_algo algo,
 		    algo);
 	case COLL_KIND_ALLTOALL:
 		return coll_alltoall(c, u->src, u->dst, u->n, b->dt, algo);
+	case COLL_KIND_ALLTOALLV:
+		return coll_alltoallv(c, u->src, u->sc, u->dst, u->rc, b->dt, algo);
 	default:
 		comm_fail(c, COMM_ERR_MISMATCH, "collective not benchmarked");
 		return -1;
@@ -258,7 +331,7 @@ check_result(struct comm *c, const struct bench_coll *b, struct bufs *u)
 			    !dtype_get(b->dt, u->dst, k) :
 			    dtype_get(b->dt, u->dst, k) + 1);
 	for (size_t k = 0; k < nout; k++) {
-		double want = expected(b, me, w, u->n, k);
+		double want = expected(b, me, w, u, k);
 		double got = dtype_get(b->dt, u->dst, k);
 
 		if (!(fabs(got - want) <= tol * fabs(want)))
@@ -267,6 +340,20 @@ check_result(struct comm *c, const struct bench_coll *b, struct bufs *u)
 	if (w > 1 && coll_allreduce(c, &wrong, 1, DT_I64, COLL_SUM, COLL_AUTO) < 0)
 		return -1;
 	return (long)wrong;
+}
+
+/* -v: alltoallv's counts, every rank's alike, once per size. */
+static void
+say_counts(const struct bufs *u, int world)
+{
+	char line[512];
+	size_t at = 0;
+
+	line[0] = '\0';
+	for (int d = 0; d < world && at + 24 < sizeof line; d++)
+		at += (size_t)snprintf(line + at, sizeof line - at, " %zu", u->sc[d]);
+	cli_debug("alltoallv: every rank sends %zu elements, to each rank:%s%s",
+	    u->nsend, line, at + 24 >= sizeof line ? " ..." : "");
 }
 
 int
@@ -285,6 +372,8 @@ bench_coll_measure(struct comm *c, const struct bench_coll *b,
 	r->wrong = -1;
 	bufs_alloc(&u, b, r->count, w, me, inplace);
 	bufs_fill(&u, b, me);
+	if (u.sc != NULL && me == 0)
+		say_counts(&u, w);
 	/* --seconds judges the time per iteration from the warm-up: at
 	 * least one. */
 	for (int i = 0; i < b->warmup || (i == 0 && b->seconds > 0); i++) {
@@ -310,6 +399,15 @@ bench_coll_measure(struct comm *c, const struct bench_coll *b,
 		goto out;
 	r->iters = n;
 	bench_stats(t, n, &r->st);
+	if (b->kind == COLL_KIND_ALLTOALLV) {
+		/* the bytes actually sent: each rank's to the others, the mean
+		 * over ranks (busbw = algbw: cli_busbw_factor's 1) */
+		size_t self = 0;
+		for (int q = 0; q < w; q++)
+			self += u.sc[q];	/* rank q keeps sc[q] */
+		r->count = (r->count * (size_t)w - self) / (size_t)w;
+		r->bytes = r->count * dtype_size(b->dt);
+	}
 	if (r->st.med > 0)
 		r->algbw = (double)r->bytes / r->st.med / 1e9;
 	r->busbw = r->algbw * cli_busbw_factor(bench_kind_name(b->kind), w);
@@ -324,5 +422,7 @@ out:
 	free(t);
 	free(u.send);
 	free(u.recv);
+	free(u.sc);
+	free(u.rc);
 	return rc;
 }

@@ -12,6 +12,7 @@ bench_coll_sweep(struct comm *c, struct bench_coll *b, const struct bench_sizes 
     long *wrong, char *err, size_t errlen)
 {
 	int w = comm_size(c), me = comm_rank(c), stop = 0;
+	int forms = b->kind == COLL_KIND_ALLTOALLV ? 1 : 2;	/* no in place */
 	struct bench_progress pr;
 	struct bench_coll_row r;
 	char what[128], sz[32];
@@ -21,14 +22,14 @@ bench_coll_sweep(struct comm *c, struct bench_coll *b, const struct bench_sizes 
 		return -1;
 	if (me == 0 && bench_coll_begin(out, b, w, err, errlen) < 0)
 		return -1;
-	bench_progress_start(&pr, me == 0 && progress, nalgo * bench_count_sizes(z) * 2);
+	bench_progress_start(&pr, me == 0 && progress, nalgo * bench_count_sizes(z) * forms);
 	for (int a = 0; a < nalgo && !stop; a++)
 		for (size_t s = z->min; s != 0 && !stop; s = bench_next_size(z, s)) {
 			if (bench_coll_count(b, s, w) == 0) {
-				pr.done += 2;
+				pr.done += forms;
 				continue;
 			}
-			for (int inplace = 0; inplace < 2 && !stop; inplace++) {
+			for (int inplace = 0; inplace < forms && !stop; inplace++) {
 				snprintf(what, sizeof what, "%s %s %s", coll_algo_name(algos[a]),
 				    bench_size_str(s, sz, sizeof sz), inplace ? "in place" :
 				    "out of place");

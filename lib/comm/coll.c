@@ -42,7 +42,7 @@ static const char *const algo_names[COLL_ALGO_COUNT] = {
 
 static const char *const kind_names[] = {
 	"allreduce", "broadcast", "allgather", "reduce-scatter", "alltoall",
-	"reduce", "gather", "scatter", "barrier"
+	"reduce", "gather", "scatter", "barrier", "alltoallv"
 };
 
 #define BIT(a) (1u << (a))
@@ -60,6 +60,8 @@ static const unsigned kind_algos[] = {
 	[COLL_KIND_GATHER] = BIT(COLL_LINEAR),
 	[COLL_KIND_SCATTER] = BIT(COLL_LINEAR),
 	[COLL_KIND_BARRIER] = 0,
+	[COLL_KIND_ALLTOALLV] = BIT(COLL_PAIRWISE) | BIT(COLL_LINEAR) |
+	    BIT(COLL_HIER),
 };
 
 int
@@ -79,7 +81,7 @@ coll_op_name(enum coll_op op)
 const char *
 coll_kind_name(enum coll_kind kind)
 {
-	return (unsigned)kind <= COLL_KIND_BARRIER ? kind_names[kind] : "?";
+	return (unsigned)kind <= COLL_KIND_ALLTOALLV ? kind_names[kind] : "?";
 }
 
 int
@@ -99,7 +101,7 @@ coll_algo_name(enum coll_algo a)
 int
 coll_algo_valid(enum coll_kind kind, enum coll_algo a)
 {
-	if ((unsigned)kind > COLL_KIND_BARRIER || (unsigned)a >= COLL_ALGO_COUNT)
+	if ((unsigned)kind > COLL_KIND_ALLTOALLV || (unsigned)a >= COLL_ALGO_COUNT)
 		return 0;
 	return a == COLL_AUTO || (kind_algos[kind] & BIT(a)) != 0;
 }

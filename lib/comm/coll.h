@@ -16,21 +16,22 @@ enum coll_algo {
 	COLL_TREE,		/* allreduce: binomial reduce + broadcast */
 	COLL_RD,		/* allreduce, allgather: recursive doubling */
 	COLL_RABENSEIFNER,	/* allreduce: halving reduce-scatter + doubling allgather */
-	COLL_LINEAR,		/* broadcast, alltoall baseline */
+	COLL_LINEAR,		/* broadcast, alltoall baseline, alltoallv */
 	COLL_BINOMIAL,		/* broadcast tree */
 	COLL_SCATTER_ALLGATHER,	/* broadcast for large messages */
 	COLL_BRUCK,		/* allgather */
 	COLL_PAIRWISE,		/* reduce-scatter, alltoall */
 	COLL_HALVING,		/* reduce-scatter: recursive halving */
-	COLL_HIER,		/* allreduce, broadcast, allgather, reduce-scatter:
-				 * within each host, then across hosts */
+	COLL_HIER,		/* allreduce, broadcast, allgather, reduce-scatter,
+				 * alltoallv: within each host, then across hosts */
 	COLL_ALGO_COUNT
 };
 
 enum coll_kind {
 	COLL_KIND_ALLREDUCE, COLL_KIND_BROADCAST, COLL_KIND_ALLGATHER,
 	COLL_KIND_REDUCE_SCATTER, COLL_KIND_ALLTOALL, COLL_KIND_REDUCE,
-	COLL_KIND_GATHER, COLL_KIND_SCATTER, COLL_KIND_BARRIER
+	COLL_KIND_GATHER, COLL_KIND_SCATTER, COLL_KIND_BARRIER,
+	COLL_KIND_ALLTOALLV	/* pairwise, linear, hier */
 };
 
 int coll_op_parse(const char *s, enum coll_op *out);
@@ -103,6 +104,24 @@ int coll_gatherv(struct comm *c, const void *send, void *recv, const size_t *cou
     enum dtype dt, int root);
 int coll_scatterv(struct comm *c, const void *send, void *recv, const size_t *counts,
     enum dtype dt, int root);
+/*
+ * All-to-all with per-peer counts, any of them zero (coll_alltoallv.c).
+ * send holds scounts[0] elements for rank 0, then scounts[1] for rank 1,
+ * ...; recv gets rcounts[0] elements from rank 0, then rcounts[1] from
+ * rank 1, ... (send and recv must not overlap). rcounts[q] must equal
+ * rank q's scounts[rank]: the caller knows both (exchange the counts
+ * first with coll_alltoall of one size_t per rank where it does not).
+ * Counts that disagree fail as COMM_ERR_MISMATCH where a message's length
+ * differs, or at the timeout where one side sends nothing; dtype and algo
+ * must agree too. algo: COLL_PAIRWISE (step s sends to rank+s and
+ * receives from rank-s), COLL_LINEAR (every block posted at once),
+ * COLL_HIER (one message per pair of hosts, within hosts over shared
+ * memory; only when asked for) or COLL_AUTO: linear, pairwise at 2
+ * ranks (the counts, which differ between ranks, cannot choose). 0, or
+ * -1 with the reason in comm_error(c).
+ */
+int coll_alltoallv(struct comm *c, const void *send, const size_t *scounts,
+    void *recv, const size_t *rcounts, enum dtype dt, enum coll_algo algo);
 /* Dissemination barrier: ceil(log2 world) rounds of one byte. */
 int coll_barrier(struct comm *c);
 

@@ -29,6 +29,11 @@
  *   pairwise      (p-1)(a + n/p b)
  *   linear        a + (p-1) s + (p-1)/p n b k          (all at once; s per
  *                 extra message, k > 1 for the contention of p-1 streams)
+ * alltoallv (n is each rank's own, so only the latency terms, which all
+ * ranks share, decide; a skewed pairwise step also waits for its largest
+ * block, which linear does not)
+ *   pairwise      (p-1) a
+ *   linear        a + (p-1) s
  *
  * a (alpha) is the one-way latency of a small message, b (beta) the time
  * per byte of a large one, g (gamma) the reduction kernel's time per byte
@@ -101,6 +106,9 @@ cost(enum coll_kind kind, enum coll_algo a, double n, int p)
 		    f * (ALPHA + n * BETA + n * GAMMA);
 	case K(ALLTOALL, PAIRWISE): return (p - 1) * (ALPHA + n / p * BETA);
 	case K(ALLTOALL, LINEAR): return ALPHA + (p - 1) * POST + fr * n * BETA * CONTENTION;
+	/* alltoallv: n differs between ranks, so only what all share counts */
+	case K(ALLTOALLV, PAIRWISE): return (p - 1) * ALPHA;
+	case K(ALLTOALLV, LINEAR): return ALPHA + (p - 1) * POST;
 #undef K
 	default: return -1;	/* not a candidate */
 	}
@@ -157,8 +165,11 @@ coll_auto_group(const struct comm *c, enum coll_kind kind, size_t bytes)
 	int hosts = comm_hosts(c);
 	enum coll_algo a;
 
+	/* alltoallv's hier moves the same bytes across hosts and more within
+	 * them, through one rank per pair of hosts: measured slower than
+	 * linear but on small blocks (collx-alltoall(1)), so asked for only */
 	if (hosts >= 2 && hosts < comm_size(c) &&
-	    coll_algo_valid(kind, COLL_HIER)) {
+	    coll_algo_valid(kind, COLL_HIER) && kind != COLL_KIND_ALLTOALLV) {
 		comm_debug(c, COMM_DEBUG_TRACE, "auto chose hier for %s of %zu "
 		    "bytes: %d ranks on %d hosts, some with two or more",
 		    coll_kind_name(kind), bytes, comm_size(c), hosts);

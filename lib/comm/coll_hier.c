@@ -20,15 +20,6 @@
 #include "comm/coll_int.h"
 #include "comm/comm_impl.h"
 
-/* A group's sub-groups and its ranks' places, made once. */
-struct coll_hier {
-	struct comm *local, *cross;
-	int hosts, lmin, lmax;	/* hosts; the fewest and most ranks on one */
-	int *lrank;		/* per rank: its rank in its local group */
-	int *byhost;		/* the ranks host by host, in order within each */
-	int *first;		/* hosts + 1: where each host starts in byhost */
-};
-
 /*
  * Allreduce takes the shares (2 (L-1) local steps) rather than the
  * leader (2 log2 L) when hosts are even and the vector is large enough
@@ -100,7 +91,7 @@ hier_places(struct coll_hier *h, const struct comm *c)
  * every size across hosts. What the first call leaves behind is the
  * sub-groups' state, and it serves every later call alike: c's ranks
  * and hosts do not change, so neither do the sub-groups; each hier call
- * stamps its own operation on both (hier_begin), whatever size, dtype
+ * stamps its own operation on both (coll_hier_begin), whatever size, dtype
  * or kind; each group (a sub-group of c too) has its own cache, freed
  * with it. It also leaves c's links matching receives by group (split
  * mode, split.c) while the sub-groups live: flat algorithms on c run
@@ -138,8 +129,8 @@ hier_get(struct coll_call *x)
  * signature: every rank of a sub-group runs each of the group's hier
  * calls, so their operations stay in step, and ranks that disagree on
  * the call fail at their first exchange. Their reduction is x's. */
-static struct coll_hier *
-hier_begin(struct coll_call *x, enum coll_kind kind, struct coll_call *lx,
+struct coll_hier *
+coll_hier_begin(struct coll_call *x, enum coll_kind kind, struct coll_call *lx,
     struct coll_call *cx)
 {
 	uint64_t sig = x->c->sig;	/* before a first split stamps c anew */
@@ -242,7 +233,7 @@ int
 coll_hier_allreduce(struct coll_call *x, char *buf, size_t n)
 {
 	struct coll_call lx, cx;
-	struct coll_hier *h = hier_begin(x, COLL_KIND_ALLREDUCE, &lx, &cx);
+	struct coll_hier *h = coll_hier_begin(x, COLL_KIND_ALLREDUCE, &lx, &cx);
 
 	if (h == NULL)
 		return -1;
@@ -261,7 +252,7 @@ int
 coll_hier_bcast(struct coll_call *x, char *buf, size_t n, int root)
 {
 	struct coll_call lx, cx;
-	struct coll_hier *h = hier_begin(x, COLL_KIND_BROADCAST, &lx, &cx);
+	struct coll_hier *h = coll_hier_begin(x, COLL_KIND_BROADCAST, &lx, &cx);
 	size_t bytes = n * x->esz;
 	int via, rhost = comm_host(x->c, root);
 
@@ -346,7 +337,7 @@ coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
     const size_t *off)
 {
 	struct coll_call lx, cx;
-	struct coll_hier *h = hier_begin(x, COLL_KIND_ALLGATHER, &lx, &cx);
+	struct coll_hier *h = coll_hier_begin(x, COLL_KIND_ALLGATHER, &lx, &cx);
 	int w = x->world, even, rc = -1, p;
 	size_t e = x->esz, *poff = NULL, *sub = NULL;
 	int *order = NULL;
@@ -395,7 +386,7 @@ coll_hier_reduce_scatter(struct coll_call *x, const char *send, char *recv,
     size_t n)
 {
 	struct coll_call lx, cx;
-	struct coll_hier *h = hier_begin(x, COLL_KIND_REDUCE_SCATTER, &lx, &cx);
+	struct coll_hier *h = coll_hier_begin(x, COLL_KIND_REDUCE_SCATTER, &lx, &cx);
 	size_t blk = n * x->esz, w = (size_t)x->world, H, p;
 	char *work = NULL, *mine = NULL;
 	int *order = NULL, rc = -1;

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "comm/coll.h"
 #include "comm/reduce.h"
@@ -113,11 +114,40 @@ int coll_reduce_scatter_algo(struct coll_call *x, const char *send, char *recv,
     size_t n, enum coll_algo algo);
 
 /* The same for COLL_HIER (coll_hier.c). */
+/* A group's sub-groups and its ranks' places, made once. */
+struct coll_hier {
+	struct comm *local, *cross;
+	int hosts, lmin, lmax;	/* hosts; the fewest and most ranks on one */
+	int *lrank;		/* per rank: its rank in its local group */
+	int *byhost;		/* the ranks host by host, in order within each */
+	int *first;		/* hosts + 1: where each host starts in byhost */
+};
+/* x's sub-groups (split at the first call), this call's operation stamped
+ * on both as lx and cx with x's reduction; NULL with the failure on x. */
+struct coll_hier *coll_hier_begin(struct coll_call *x, enum coll_kind kind,
+    struct coll_call *lx, struct coll_call *cx);
 int coll_hier_allreduce(struct coll_call *x, char *buf, size_t n);
 int coll_hier_bcast(struct coll_call *x, char *buf, size_t n, int root);
 int coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
     const size_t *off);
 int coll_hier_reduce_scatter(struct coll_call *x, const char *send, char *recv,
     size_t n);
+
+/* memcpy that takes the NULL buffers of empty blocks (a caller's
+ * alltoallv with nothing to send or receive may pass them). */
+static inline void
+coll_copy(void *dst, const void *src, size_t n)
+{
+	if (n > 0)
+		memcpy(dst, src, n);
+}
+
+/* Alltoallv's pairwise exchange on x's group (coll_alltoallv.c), over
+ * the world+1 element offsets of the blocks in send and recv; and its
+ * hier (coll_alltoallv_hier.c), over the counts. */
+int coll_alltoallv_pairwise(struct coll_call *x, const char *send,
+    const size_t *soff, char *recv, const size_t *roff);
+int coll_hier_alltoallv(struct coll_call *x, const char *send,
+    const size_t *scounts, char *recv, const size_t *rcounts);
 
 #endif

@@ -96,11 +96,14 @@ timing_row(struct cc_run *r, const struct cc_bucket *b, size_t nb, double secs)
 	memset(&row, 0, sizeof row);
 	describe_buckets(b, nb, algo, sizeof algo, &row.dtype);
 	for (i = 0; i < nb; i++) {
-		row.bytes += b[i].bytes;
-		row.count += b[i].bytes / dtype_size(b[i].dt);
+		size_t n = b[i].bytes / dtype_size(b[i].dt);
+		if (r->counts)	/* alltoallv: what this rank sent the others */
+			n = b[i].stotal - b[i].scounts[r->rank];
+		row.bytes += n * dtype_size(b[i].dt);
+		row.count += n;
 	}
 	row.program = cli_progname;
-	row.op = collcli_kind_name(r->o->kind);
+	row.op = collcli_kind_name(collcli_coll_kind(r->o));
 	row.algo = algo;
 	row.rank = r->rank;
 	row.world = r->world;
@@ -157,7 +160,7 @@ collective(struct cc_run *r, const struct cc_plan *p)
 	describe_buckets(b, nb, algo, sizeof algo, &dt);
 	if (r->rank == 0 && r->items == 0)
 		cli_debug("rank 0: %s of %zu tensor%s in %zu collective%s, "
-		    "algorithm %s, world %d", collcli_kind_name(r->o->kind),
+		    "algorithm %s, world %d", collcli_kind_name(collcli_coll_kind(r->o)),
 		    p->out.count, p->out.count == 1 ? "" : "s", nb,
 		    nb == 1 ? "" : "s", nb ? algo : "none", r->world);
 	rc = run_buckets(r, p, b, nb);
@@ -171,7 +174,7 @@ static int
 check(struct cc_run *r, const struct cc_plan *p)
 {
 	struct collref_spec s = { r->o->kind, r->o->op, r->o->root, r->o->sdim,
-	    r->o->gdim };
+	    r->o->gdim, r->counts };
 	char err[COLLX_ERRLEN], first[COLLX_ERRLEN] = "";
 	double e, maxerr = 0;
 	size_t i;
@@ -368,6 +371,10 @@ run_file(struct cc_run *r)
 	memset(&in, 0, sizeof in);
 	if (r->in && tensor_load(r->in, &in, err, sizeof err) < 0)
 		status = ST_BAD;
+	/* bad counts go to the peers as a bad input, before any data moves */
+	if (status == ST_ITEM && r->o->counts &&
+	    collcli_counts_load(r, err, sizeof err) < 0)
+		status = ST_BAD;
 	rc = open_comm(r) < 0 ? -1 :
 	    run_item(r, r->in ? &in : NULL, r->in ? status : ST_END, err);
 	tensor_set_free(&in);
@@ -505,6 +512,7 @@ collcli_run(struct collcli *o, char *err, size_t errlen)
 	if (rc < 0)
 		snprintf(err, errlen, "%s", r.err);
 	comm_close(r.comm);
+	free(r.counts);
 	free(r.in);
 	free(r.out);
 	free(r.timing_path);

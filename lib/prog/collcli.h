@@ -15,7 +15,8 @@ enum {
 	COLLCLI_OPT_ALGO = CLI_OPT_PROGRAM, COLLCLI_OPT_ITERS,
 	COLLCLI_OPT_WARMUP, COLLCLI_OPT_CHECK, COLLCLI_OPT_STREAM,
 	COLLCLI_OPT_BUCKET, COLLCLI_OPT_OP, COLLCLI_OPT_ROOT,
-	COLLCLI_OPT_SDIM, COLLCLI_OPT_GDIM
+	COLLCLI_OPT_SDIM, COLLCLI_OPT_GDIM,
+	COLLCLI_OPT_COUNTS		/* collx-alltoall --send-counts */
 };
 
 #define COLLCLI_OPTSTRING "hVvqi:o:"
@@ -51,6 +52,9 @@ struct collcli {
 	int check, stream;
 	size_t bucket;			/* fusion limit in bytes, 0 = none */
 	struct cli_group group;
+	/* alltoall --send-counts: the [W, W] counts file (NULL: equal
+	 * chunks); --algo as given, read once the kind is known */
+	const char *counts, *algo_arg;
 };
 
 /* The shared options' --help lines (after the program's own). */
@@ -78,5 +82,7 @@ int collcli_main(const struct collcli_program *p, int argc, char **argv);
 
 /* Name of the collective as in timing rows ("allreduce", "reduce-scatter"). */
 const char *collcli_kind_name(enum coll_kind kind);
+/* The collective o runs: alltoall with --send-counts is alltoallv. */
+enum coll_kind collcli_coll_kind(const struct collcli *o);
 
 #endif

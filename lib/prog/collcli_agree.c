@@ -13,8 +13,8 @@
 
 /* ---- agreement ---- */
 
-/* One line per tensor, "name dtype [shape]" (allgather: rows as "*");
- * NULL when memory ran out. */
+/* One line per tensor, "name dtype [shape]" (allgather and alltoallv:
+ * rows as "*"), and alltoallv's counts; NULL when memory ran out. */
 static char *
 describe(const struct cc_run *r, const struct tensor_set *s, size_t *len)
 {
@@ -29,12 +29,14 @@ describe(const struct cc_run *r, const struct tensor_set *s, size_t *len)
 		const struct tensor *t = &s->items[i];
 
 		memcpy(sh, t->shape, sizeof sh);
-		if (r->o->kind == COLL_KIND_ALLGATHER && t->ndim > 0)
+		if ((r->o->kind == COLL_KIND_ALLGATHER || r->counts) && t->ndim > 0)
 			sh[0] = -1;
 		fprintf(f, "%s %s %s\n", t->name ? t->name : "(unnamed)",
 		    dtype_name(t->dtype), tensor_dims_str(sh, t->ndim, ", ", text,
 		    sizeof text));
 	}
+	if (s && r->counts)
+		fprintf(f, "send counts %016llx\n", (unsigned long long)r->counts_hash);
 	if (fclose(f) != 0 || buf == NULL) {
 		free(buf);
 		return NULL;
@@ -107,7 +109,9 @@ judge_status(const struct cc_run *r, const uint64_t *rec, int stride,
 {
 	int q, ends = 0;
 
-	for (q = 0; q < r->world; q++)
+	/* a rank's own reason first: a bad shared file (--send-counts) then
+	 * names its numbers on every rank */
+	for (q = rec[stride * r->rank] == ST_BAD ? r->rank : 0; q < r->world; q++)
 		if (rec[stride * q] == ST_BAD) {
 			if (q == r->rank)
 				snprintf(msg, msglen, "rank %d: %s", r->rank, why);
@@ -141,9 +145,10 @@ exchange_rows(struct cc_run *r, struct cc_plan *p)
 
 	for (i = 0; i < n; i++)
 		if (p->in->items[i].ndim < 1)
-			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: allgather "
+			return collcli_fail(r, CLI_EXIT_DATA, "rank %d: %s: %s "
 			    "needs at least one dimension", r->rank,
-			    collcli_tname(&p->in->items[i]));
+			    collcli_tname(&p->in->items[i]),
+			    collcli_kind_name(collcli_coll_kind(r->o)));
 	mine = calloc(n ? n : 1, sizeof *mine);
 	p->rows = calloc(n ? n * (size_t)r->world : 1, sizeof *p->rows);
 	if (mine == NULL || p->rows == NULL) {
@@ -189,8 +194,9 @@ collcli_agree(struct cc_run *r, struct cc_plan *p, int status, const char *why)
 		}
 	if (msg[0])
 		go = collcli_fail(r, CLI_EXIT_DATA, "%s", msg);
-	else if (go == 1 && r->o->kind == COLL_KIND_ALLGATHER &&
-	    exchange_rows(r, p) < 0)
+	else if (go == 1 && (r->o->kind == COLL_KIND_ALLGATHER || r->counts) &&
+	    (exchange_rows(r, p) < 0 || (r->counts &&
+	    collcli_counts_check(r, p) < 0)))
 		go = -1;
 out:
 	free(text);

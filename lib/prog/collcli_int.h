@@ -30,6 +30,8 @@ struct cc_run {
 	double secs;			/* of this item's timed runs, summed */
 	int code;			/* exit code of the failure in err */
 	char err[COLLX_ERRLEN];
+	int64_t *counts;		/* --send-counts, [world][world], or NULL */
+	uint64_t counts_hash;		/* of its values, for the agreement */
 };
 
 /* What one item becomes: the input (NULL on a broadcast non-root), the
@@ -44,6 +46,7 @@ struct cc_bucket {
 	enum dtype dt;
 	size_t n, *idx;			/* its tensors, in plan order */
 	size_t scount;			/* elements per send block */
+	size_t *scounts, stotal;	/* alltoallv: elements per send block, all */
 	size_t *rcounts;		/* elements per receive block */
 	size_t bytes;			/* the collective's size, nccl-tests style */
 	char *send, *recv;		/* the same buffer for in-place kinds */
@@ -89,5 +92,19 @@ void collcli_bucket_pack(const struct cc_run *r, const struct cc_plan *p,
 void collcli_bucket_unpack(const struct cc_run *r, const struct cc_plan *p,
     struct cc_bucket *b);
 int collcli_bucket_run(const struct cc_run *r, struct cc_bucket *b);
+
+/* --send-counts (collcli_counts.c): the file read and checked (integer
+ * [world, world], none negative) into r->counts; 0, or -1 with the
+ * reason in err (bad input, told the peers as an unreadable input). */
+int collcli_counts_load(struct cc_run *r, char *err, size_t errlen);
+/* Every rank's rows (p->rows) against its row of the counts: 0, or -1
+ * (exit 3 naming the rank, tensor and numbers) on every rank alike. */
+int collcli_counts_check(struct cc_run *r, const struct cc_plan *p);
+/* First row and rows of the block rank q sends rank p. */
+int64_t collcli_counts_start(const struct cc_run *r, int q, int p);
+int64_t collcli_counts_len(const struct cc_run *r, int q, int p);
+/* Rows rank r sends altogether (row sum), and receives (column sum). */
+int64_t collcli_counts_sent(const struct cc_run *r, int q);
+int64_t collcli_counts_received(const struct cc_run *r, int q);
 
 #endif

@@ -34,8 +34,16 @@ collcli_kind_name(enum coll_kind kind)
 	case COLL_KIND_ALLGATHER: return "allgather";
 	case COLL_KIND_REDUCE_SCATTER: return "reduce-scatter";
 	case COLL_KIND_ALLTOALL: return "alltoall";
+	case COLL_KIND_ALLTOALLV: return "alltoallv";
 	default: return "collective";
 	}
+}
+
+enum coll_kind
+collcli_coll_kind(const struct collcli *o)
+{
+	return o->kind == COLL_KIND_ALLTOALL && o->counts ? COLL_KIND_ALLTOALLV :
+	    o->kind;
 }
 
 /* ---- options ---- */
@@ -58,14 +66,15 @@ parse_algo(struct collcli *o, const char *arg)
 	char list[256] = "";
 	int a;
 
-	if (coll_algo_parse(arg, &o->algo) == 0 && coll_algo_valid(o->kind, o->algo))
+	if (coll_algo_parse(arg, &o->algo) == 0 &&
+	    coll_algo_valid(collcli_coll_kind(o), o->algo))
 		return;
 	for (a = 0; a < COLL_ALGO_COUNT; a++)
-		if (coll_algo_valid(o->kind, (enum coll_algo)a))
+		if (coll_algo_valid(collcli_coll_kind(o), (enum coll_algo)a))
 			snprintf(list + strlen(list), sizeof list - strlen(list),
 			    "%s%s", *list ? ", " : "", coll_algo_name((enum coll_algo)a));
 	cli_usage_error("--algo: '%s' is not an algorithm of %s (%s)", arg,
-	    collcli_kind_name(o->kind), list);
+	    collcli_kind_name(collcli_coll_kind(o)), list);
 }
 
 static int
@@ -83,7 +92,8 @@ collcli_option(struct collcli *o, int opt, const char *arg, void (*usage)(void))
 	case 'i': o->in = arg; break;
 	case 'o': o->out = arg; break;
 	case CLI_OPT_TIMING: o->timing = arg; break;
-	case COLLCLI_OPT_ALGO: parse_algo(o, arg); break;
+	case COLLCLI_OPT_ALGO: o->algo_arg = arg; break;
+	case COLLCLI_OPT_COUNTS: o->counts = arg; break;
 	case COLLCLI_OPT_ITERS: o->iters = parse_int("iters", arg, 1, 1 << 30); break;
 	case COLLCLI_OPT_WARMUP: o->warmup = parse_int("warmup", arg, 0, 1 << 30); break;
 	case COLLCLI_OPT_CHECK: o->check = 1; break;
@@ -138,6 +148,11 @@ collcli_main(const struct collcli_program *p, int argc, char **argv)
 	}
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
+	if (o.counts && (o.sdim != 0 || o.gdim != 0 || o.stream))
+		cli_usage_error("--send-counts cuts and joins dimension 0 of whole "
+		    "files: not with --scatter-dim, --gather-dim or --stream");
+	if (o.algo_arg)
+		parse_algo(&o, o.algo_arg);
 	cli_group_finish(&o.group);
 	if (o.kind == COLL_KIND_BROADCAST && o.root >= o.group.world)
 		cli_usage_error("--root %d is not a rank of a world of %d", o.root,

@@ -59,6 +59,9 @@ collcli_send_slice(const struct cc_run *r, const struct cc_plan *p, size_t i,
 	int d = collcli_send_dim(r, t);
 	int64_t len = d < 0 ? 0 : t->shape[d] / r->world;
 
+	if (r->counts)
+		return tensor_slice_of(t, 0, collcli_counts_start(r, r->rank, b),
+		    collcli_counts_len(r, r->rank, b));
 	return tensor_slice_of(t, d, b * len, len);
 }
 
@@ -77,6 +80,10 @@ collcli_recv_slice(const struct cc_run *r, const struct cc_plan *p, size_t i,
 		for (q = 0; q < j; q++)
 			start += p->rows[(size_t)q * n + i];
 		len = p->rows[(size_t)j * n + i];
+	} else if (r->counts) {
+		for (q = 0; q < j; q++)
+			start += collcli_counts_len(r, q, r->rank);
+		len = collcli_counts_len(r, j, r->rank);
 	} else {
 		len = t->shape[d] / r->world;
 		start = j * len;
@@ -102,6 +109,8 @@ out_shape(struct cc_run *r, const struct cc_plan *p, size_t i, int64_t *sh)
 			    "divisible by the world size %d", r->rank, collcli_tname(t),
 			    t->ndim ? (long long)t->shape[0] : 0LL, w);
 		sh[0] /= w;
+	} else if (r->counts) {
+		sh[0] = collcli_counts_received(r, r->rank);	/* rows checked */
 	} else if (r->o->kind == COLL_KIND_ALLTOALL) {
 		sd = collcli_send_dim(r, t), gd = collcli_recv_dim(r, t);
 		if (sd < 0 || sd >= t->ndim || gd < 0 || gd >= t->ndim)
@@ -149,12 +158,21 @@ collcli_plan_outputs(struct cc_run *r, struct cc_plan *p)
 /* ---- buckets ---- */
 
 /* The collective's size for tensor i: allgather the gathered whole,
- * reduce-scatter the whole input, the rest the tensor (nccl-tests). */
+ * reduce-scatter the whole input, alltoallv what all ranks send (the
+ * same on every rank, so they fuse alike), the rest the tensor
+ * (nccl-tests). */
 static size_t
 tensor_bytes(const struct cc_run *r, const struct cc_plan *p, size_t i)
 {
-	size_t b = tensor_nbytes(&p->out.items[i]);
+	const struct tensor *t = &p->out.items[i];
+	size_t b = tensor_nbytes(t), row = dtype_size(t->dtype);
 
+	if (r->counts) {
+		for (int d = 1; d < t->ndim; d++)
+			row *= (size_t)t->shape[d];
+		for (int q = 0; q < r->world; q++)
+			b = (q ? b : 0) + (size_t)collcli_counts_sent(r, q) * row;
+	}
 	return r->o->kind == COLL_KIND_REDUCE_SCATTER ? b * (size_t)r->world : b;
 }
 
@@ -248,17 +266,22 @@ bucket_setup(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
 	struct tensor *out = &p->out.items[b->idx[0]];
 	int j, lone = b->n == 1;
 
-	if ((b->rcounts = calloc((size_t)r->world, sizeof *b->rcounts)) == NULL)
+	if ((b->rcounts = calloc((size_t)r->world, sizeof *b->rcounts)) == NULL ||
+	    (b->scounts = calloc((size_t)r->world, sizeof *b->scounts)) == NULL)
 		return collcli_no_memory(r);
 	for (i = 0; i < b->n; i++) {
 		b->scount += collcli_send_slice(r, p, b->idx[i], 0).count;
+		for (j = 0; j < collcli_send_blocks(r); j++)
+			b->scounts[j] += collcli_send_slice(r, p, b->idx[i], j).count;
 		for (j = 0; j < collcli_recv_blocks(r); j++)
 			b->rcounts[j] += collcli_recv_slice(r, p, b->idx[i], j).count;
 	}
 	for (j = 0; j < collcli_recv_blocks(r); j++)
 		rtotal += b->rcounts[j];
+	for (j = 0; j < collcli_send_blocks(r); j++)
+		b->stotal += b->scounts[j];
 	b->algo = r->o->algo != COLL_AUTO ? r->o->algo :
-	    coll_auto_group(r->comm, r->o->kind, b->bytes);
+	    coll_auto_group(r->comm, collcli_coll_kind(r->o), b->bytes);
 	b->own_recv = !lone || collcli_recv_dim(r, out) > 0;
 	b->recv = b->own_recv ? calloc(rtotal ? rtotal : 1, esz) : out->data;
 	if (b->recv == NULL)
@@ -268,8 +291,7 @@ bucket_setup(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b)
 		return 0;
 	}
 	b->own_send = !lone || collcli_send_dim(r, in) > 0;
-	b->send = b->own_send ? calloc(b->scount * (size_t)collcli_send_blocks(r) + 1,
-	    esz) : in->data;
+	b->send = b->own_send ? calloc(b->stotal + 1, esz) : in->data;
 	if (b->send == NULL)
 		return collcli_no_memory(r);
 	if (b->own_send)
@@ -293,6 +315,9 @@ collcli_bucket_run(const struct cc_run *r, struct cc_bucket *b)
 		return coll_reduce_scatter(c, b->send, b->recv, b->rcounts[0], b->dt,
 		    r->o->op, b->algo);
 	default:
+		if (r->counts)
+			return coll_alltoallv(c, b->send, b->scounts, b->recv,
+			    b->rcounts, b->dt, b->algo);
 		return coll_alltoall(c, b->send, b->recv, b->scount, b->dt, b->algo);
 	}
 }
@@ -305,6 +330,7 @@ collcli_buckets_free(struct cc_bucket *b, size_t nb)
 	for (i = 0; b != NULL && i < nb; i++) {
 		free(b[i].idx);
 		free(b[i].rcounts);
+		free(b[i].scounts);
 		if (b[i].own_send && b[i].send != b[i].recv)
 			free(b[i].send);
 		if (b[i].own_recv)

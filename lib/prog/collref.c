@@ -198,12 +198,47 @@ ref_inputs_agree(struct ref *x, char *err, size_t errlen)
 		if (!x->has[q])
 			return ref_fail(err, errlen, "rank %d sent no input", q);
 		b = x->in[q];
-		if (x->s->kind == COLL_KIND_ALLGATHER && b.ndim > 0 && a->ndim > 0)
+		if ((x->s->kind == COLL_KIND_ALLGATHER || x->s->counts) &&
+		    b.ndim > 0 && a->ndim > 0)
 			b.shape[0] = a->shape[0];
 		if (!same_shape(a, &b))
 			return ref_fail(err, errlen,
 			    "inputs of rank %d and rank %d differ", first, q);
 	}
+	return 0;
+}
+
+/* Rows rank q sends rank p by the counts. */
+static int64_t
+ref_count(const struct ref *x, int q, int p)
+{
+	return x->s->counts[(size_t)q * (size_t)x->world + (size_t)p];
+}
+
+/* Alltoallv: every rank's rows are its row's sum; this rank's output
+ * is the blocks sent to it, source by source (starts: their first
+ * output rows). */
+static int
+ref_expect_counts(struct ref *x, char *err, size_t errlen)
+{
+	int w = x->world, q, p;
+	int64_t rows;
+
+	if (x->want.ndim < 1)
+		return ref_fail(err, errlen, "alltoallv of a scalar");
+	for (q = 0; q < w; q++) {
+		for (rows = 0, p = 0; p < w; p++)
+			rows += ref_count(x, q, p);
+		if (rows != x->in[q].shape[0])
+			return ref_fail(err, errlen, "rank %d has %lld rows, its "
+			    "counts send %lld", q, (long long)x->in[q].shape[0],
+			    (long long)rows);
+	}
+	for (x->inner = 1, p = 1; p < x->want.ndim; p++)
+		x->inner *= (size_t)x->want.shape[p];
+	for (x->starts[0] = 0, q = 0; q < w; q++)
+		x->starts[q + 1] = x->starts[q] + ref_count(x, q, x->rank);
+	x->want.shape[0] = x->starts[w];
 	return 0;
 }
 
@@ -236,6 +271,8 @@ ref_expect(struct ref *x, char *err, size_t errlen)
 		sh[0] /= w;
 		break;
 	case COLL_KIND_ALLTOALL:
+		if (x->s->counts)
+			return ref_expect_counts(x, err, errlen);
 		x->sdim = tensor_dim_norm(x->s->sdim, x->want.ndim);
 		x->gdim = tensor_dim_norm(x->s->gdim, x->want.ndim);
 		if (x->sdim < 0 || x->sdim >= x->want.ndim || x->gdim < 0 ||
@@ -371,7 +408,15 @@ ref_locate(const struct ref *x, size_t i, int *rank, size_t *at)
 		*rank = -1, *at = (size_t)x->rank * numel(&x->want) + i;
 		return;
 	case COLL_KIND_ALLTOALL:
-		break;
+		if (x->s->counts == NULL)
+			break;
+		while (x->starts[q + 1] * (int64_t)x->inner <= (int64_t)i)
+			q++;
+		cg = (int64_t)(i / x->inner) - x->starts[q];	/* row in the block */
+		for (d = 0; d < x->rank; d++)
+			cg += ref_count(x, q, d);
+		*rank = q, *at = (size_t)cg * x->inner + i % x->inner;
+		return;
 	default:
 		*rank = -1, *at = i;
 		return;

@@ -8,6 +8,7 @@
 #define COLLX_COLLREF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/coll.h"
 #include "tensor/tensor.h"
@@ -18,6 +19,9 @@ struct collref_spec {
 	enum coll_op op;
 	int root;
 	int sdim, gdim;		/* alltoall; negative counts from the end */
+	/* alltoall along dimension 0 by counts (alltoallv): [world][world],
+	 * row q the rows rank q sends each rank; NULL: equal chunks */
+	const int64_t *counts;
 };
 
 /*

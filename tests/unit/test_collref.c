@@ -65,7 +65,7 @@ static int
 check(struct comm *c, enum coll_kind kind, enum coll_op op, const struct tensor *in,
     const struct tensor *out, const char *where)
 {
-	struct collref_spec s = { kind, op, 1, 1, 0 };
+	struct collref_spec s = { kind, op, 1, 1, 0, NULL };
 	char err[512] = "";
 	double e;
 	int rc = collref_check(c, &s, in, out, &e, err, sizeof err);
