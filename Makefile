@@ -89,7 +89,17 @@ MANS      := $(sort $(wildcard man/man1/*.1 man/man7/*.7))
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(LIBA) $(PROGS) $(UNITS)
+# Where the build has oneDNN, bf16.bats also checks the refusal of a build
+# without it: collx-dp linked with gemm.c compiled as such a build compiles
+# it (libcomm.a's own gemm.o, and with it oneDNN, then never linked).
+NODNNL    = $(if $(DNNL),$(UNITOUT)/nodnnl/collx-dp)
+
+all: $(LIBA) $(PROGS) $(UNITS) $(NODNNL)
+
+$(UNITOUT)/nodnnl/collx-dp: bin/collx-dp.c lib/nn/gemm.c $(LIBA)
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -DCOLLX_DNNL,$(ALL_CFLAGS)) $(LDFLAGS) -o $@ \
+	    bin/collx-dp.c lib/nn/gemm.c $(LIBA) $(PKG_LIBS) -lpthread -lm
 
 $(OBJDIR)/%.o: %.c
 	@mkdir -p $(@D)

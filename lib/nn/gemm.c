@@ -27,8 +27,12 @@ static char impl[768];
 /* One caller at a time: the packed inputs and oneDNN's cache are shared
  * (tests run ranks as threads of one process). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *abuf, *bbuf, *cbuf;
-static size_t acap, bcap, ccap;
+static void *abuf, *bbuf;
+static size_t acap, bcap;
+#ifdef COLLX_DNNL
+static void *cbuf;	/* oneDNN's dense output, copied to a spaced one */
+static size_t ccap;
+#endif
 
 void
 nn_set_threads(int n)
