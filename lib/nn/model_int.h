@@ -75,7 +75,7 @@ int nn_model_bind(struct nn_model *m, struct nn_mlp_shape *ms, char *err,
 
 /* model_moe.c: the statistics buffer (allocated on first use, NULL when
  * out of memory), and a training pass over no samples joining the sum. */
-double *moe_stats_buf(struct nn_model *m);
-int moe_idle(struct nn_model *m, char *err, size_t errlen);
+double *nn_moe_stats_buf(struct nn_model *m);
+int nn_moe_idle(struct nn_model *m, char *err, size_t errlen);
 
 #endif

@@ -18,7 +18,7 @@ nn_model_moe_layers(const struct nn_model *m)
 }
 
 double *
-moe_stats_buf(struct nn_model *m)
+nn_moe_stats_buf(struct nn_model *m)
 {
 	struct nn_work *k = m->work;
 	size_t n = (size_t)nn_model_moe_layers(m) * (m->dims.moe.experts + 1);
@@ -29,14 +29,14 @@ moe_stats_buf(struct nn_model *m)
 }
 
 int
-moe_idle(struct nn_model *m, char *err, size_t errlen)
+nn_moe_idle(struct nn_model *m, char *err, size_t errlen)
 {
 	size_t n = (size_t)nn_model_moe_layers(m) * (m->dims.moe.experts + 1);
 	double *sum;
 
 	if (n == 0 || m->moe_sum == NULL)
 		return 0;
-	if ((sum = moe_stats_buf(m)) == NULL)
+	if ((sum = nn_moe_stats_buf(m)) == NULL)
 		return cli_fail(err, errlen, "out of memory");
 	memset(sum, 0, n * sizeof(double));
 	if (m->moe_sum(m->moe_ctx, sum, n) < 0)

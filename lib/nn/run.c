@@ -272,7 +272,7 @@ moe_finish(struct nn_model *m, struct stack *st, int train, double *aux,
 	const struct nn_dims *d = &m->dims;
 	struct nn_work *k = m->work;
 	int E = d->moe.experts, at = 0;
-	double *sum = moe_stats_buf(m);
+	double *sum = nn_moe_stats_buf(m);
 	struct nn_block_acts a;
 
 	*aux = 0.0;
@@ -400,7 +400,7 @@ run(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 		return cli_fail(err, errlen, "bad batch: %d samples of length %d",
 		    b->n, b->seq);
 	if (b->n == 0)
-		return grad != NULL ? moe_idle(m, err, errlen) : 0;
+		return grad != NULL ? nn_moe_idle(m, err, errlen) : 0;
 	if (m->dims.arch == NN_GPT ? !b->tokens : !b->x || !b->y)
 		return cli_fail(err, errlen, "batch without %s",
 		    m->dims.arch == NN_GPT ? "tokens" : "inputs and targets");
