@@ -20,7 +20,8 @@
 enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
-	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH
+	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH,
+	OPT_REPEAT
 };
 
 static const struct option longopts[] = {
@@ -44,6 +45,7 @@ static const struct option longopts[] = {
 	{ "powersgd", 1, 0, DPOPT_POWERSGD },
 	{ "powersgd-start", 1, 0, DPOPT_POWERSGD_START },
 	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
+	{ "repeat", 1, 0, OPT_REPEAT },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -54,6 +56,7 @@ struct opts {
 	const char *sub;
 	struct bench_sizes sizes;
 	int have_b, have_e, have_n, have_w, have_batch, have_sync, have_world;
+	int have_repeat;
 	const char *algos;
 	struct bench_coll coll;
 	struct bench_p2p p2p;
@@ -77,8 +80,8 @@ usage(void)
 	    "       %s dp [-N MAXWORLD] [--sync S[,S...]] [--arch A --dims D]\n"
 	    "           [--batch B] [--steps K] [--wire T] [--csv|--table]\n"
 	    "       %s mesh [-N WORLD] [--arch A --dims D] [--batch B] [--steps K]\n"
-	    "           [-H HOSTS [--ssh CMD]] [--master ADDR:PORT] [--iface IF]\n"
-	    "           [--csv|--table]\n\n"
+	    "           [--repeat R] [-H HOSTS [--ssh CMD]] [--master ADDR:PORT]\n"
+	    "           [--iface IF] [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
 	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
 	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n"
@@ -113,6 +116,8 @@ usage(void)
 	    "                        the global batch (8 x WORLD)\n"
 	    "  --steps K             dp, mesh: steps per run, the first not\n"
 	    "                        timed (12)\n"
+	    "  --repeat R            mesh: rounds at most, until two in a row\n"
+	    "                        rank the meshes alike (3)\n"
 	    "  --wire T              dp: collx-dp --wire (f32, bf16, f16, int8)\n"
 	    "  --powersgd R, --powersgd-start K\n"
 	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
@@ -240,6 +245,10 @@ dp_option(struct opts *o, int c, const char *a)
 		o->have_batch = 1;
 		break;
 	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
+	case OPT_REPEAT:
+		o->dp.rounds = (int)cli_parse_long("--repeat", a, 1, 100);
+		o->have_repeat = 1;
+		break;
 	case DPOPT_WIRE: o->dp.wire = a; break;
 	case DPOPT_POWERSGD: o->dp.powersgd = a; break;
 	case DPOPT_POWERSGD_START: o->dp.powersgd_start = a; break;
@@ -544,12 +553,42 @@ check_hosts(struct opts *o)
 	o->dp.max_world = slots;
 }
 
+/* The subcommands that start their own ranks: -n (coll's and p2p's
+ * iterations) is the world mistyped, and a launcher's ranks would each
+ * start a whole planner. */
+static void
+check_self_launched(const struct opts *o)
+{
+	static const char *const vars[][2] = {
+		{ "COLLX_RANK", "COLLX_WORLD_SIZE" }, { "RANK", "WORLD_SIZE" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+		/* a step's tasks, not a batch script's allocation */
+		{ "SLURM_PROCID", "SLURM_STEP_NUM_TASKS" }
+	};
+	const char *r, *w;
+
+	if (o->have_n)
+		cli_usage_error("%s: -n is coll's and p2p's iterations; %s "
+		    "starts its own ranks, -N WORLD (now %d) says how many",
+		    o->sub, o->sub, o->dp.max_world);
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		if ((r = getenv(vars[i][0])) != NULL && *r &&
+		    (w = getenv(vars[i][1])) != NULL && atol(w) > 1)
+			cli_usage_error("%s starts its own ranks; run it once, "
+			    "not as rank %s of %s under a launcher (%s is "
+			    "set): use -N or -H for its world", o->sub, r, w,
+			    vars[i][1]);
+}
+
 /* Defaults that differ by subcommand, where options left them unset. */
 static void
 defaults(struct opts *o)
 {
 	int p2p = strcmp(o->sub, "p2p") == 0;
 
+	if (!p2p && strcmp(o->sub, "coll") != 0)
+		check_self_launched(o);
 	if (!o->have_b)
 		o->sizes.min = p2p ? 1 : 8;
 	if (!o->have_e)
@@ -575,6 +614,8 @@ defaults(struct opts *o)
 	}
 	if (strcmp(o->sub, "mesh") != 0 && (o->dp.host_list || o->dp.ssh))
 		cli_usage_error("-H and --ssh go with mesh");
+	if (strcmp(o->sub, "mesh") != 0 && o->have_repeat)
+		cli_usage_error("--repeat goes with mesh");
 	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
 		check_wire(o);
@@ -609,6 +650,7 @@ main(int argc, char **argv)
 	o.dp.dims = "256,64,2,4,32";
 	o.dp.batch = 8;
 	o.dp.steps = 12;
+	o.dp.rounds = 3;
 	parse_args(&o, argc, argv);
 	defaults(&o);
 	bench_catch_signals();

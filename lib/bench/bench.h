@@ -188,6 +188,7 @@ struct bench_dp {
 	const char *arch, *dims;	/* collx-dp --init */
 	long batch;			/* per rank */
 	long steps;
+	int rounds;			/* mesh: rounds at most (--repeat) */
 	const char *bindir;		/* where collx-run and collx-dp are */
 	double timeout;
 	int no_shm;			/* the runs' ranks: --no-shm */
@@ -201,6 +202,7 @@ struct bench_dp {
  * first step (its loss CSV), communication share (its timing rows). */
 struct bench_run_result {
 	double step_s, tokens_per_s, comm_share;
+	double tokens;			/* per timed step, their mean */
 	size_t nparams;
 	int steps;
 };
@@ -240,8 +242,11 @@ int bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 
 /* The planner: every factorization of the world d->max_world into
  * collx-train's --dp x --tp x --pp, each trained d->steps steps on a
- * global batch of d->batch; rows fastest first, refused meshes listed with
- * collx-train's reason. Returns the exit code, as bench_dp_run. */
+ * global batch of d->batch, in rounds (every mesh once a round) until two
+ * rounds in a row rank them alike or d->rounds have run; rows fastest
+ * first (the median over every timed step), with their spread and which
+ * tie with the fastest; refused meshes listed with collx-train's reason.
+ * Returns the exit code, as bench_dp_run. */
 int bench_mesh_run(struct bench_out *o, const struct bench_dp *d,
     int progress, char *err, size_t errlen);
 
