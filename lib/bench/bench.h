@@ -189,6 +189,7 @@ struct bench_dp {
 	long batch;			/* per rank */
 	long steps;
 	int rounds;			/* mesh: rounds at most (--repeat) */
+	const char *fit_min, *fit_max;	/* fit: the sweep's sizes, as given */
 	const char *bindir;		/* where collx-run and collx-dp are */
 	double timeout;
 	int no_shm;			/* the runs' ranks: --no-shm */
@@ -249,5 +250,21 @@ int bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
  * Returns the exit code, as bench_dp_run. */
 int bench_mesh_run(struct bench_out *o, const struct bench_dp *d,
     int progress, char *err, size_t errlen);
+
+/* The meshes mesh[i] = { dp, tp, pp } of the world d->max_world, run as
+ * bench_mesh_run runs them, in rounds: step[i] the median step, spread[i]
+ * half the quartile range over it (both 0 for a mesh collx-train
+ * refuses). Returns the exit code, as bench_dp_run. */
+int bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
+    double *step, double *spread, int progress, char *err, size_t errlen);
+
+/* ---- fit ---- */
+
+/* collx-bench fit: the cost model of this cluster (bench_cost.h) from
+ * collective sweeps on d->max_world ranks (of d->host_list when set),
+ * each link class, and the compute of d's model timed here; written to
+ * out. Returns the exit code, as bench_dp_run. */
+int bench_fit_run(const struct bench_dp *d, const char *out, int progress,
+    char *err, size_t errlen);
 
 #endif

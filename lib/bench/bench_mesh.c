@@ -468,3 +468,37 @@ out:
 	cleanup(dir, d->max_world);
 	return rc;
 }
+
+int
+bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
+    double *step, double *spread, int progress, char *err, size_t errlen)
+{
+	struct mesh_row *m = cli_calloc((size_t)n, sizeof *m);
+	struct bench_progress pr;
+	char dir[4096];
+	int rc, rounds, stable;
+
+	for (int i = 0; i < n; i++)
+		m[i].dp = mesh[i][0], m[i].tp = mesh[i][1], m[i].pp = mesh[i][2];
+	if (check_ports(d, n * d->rounds, err, errlen) < 0) {
+		free(m);
+		return CLI_EXIT_USAGE;
+	}
+	if (bench_workdir(dir, sizeof dir, err, errlen) < 0) {
+		free(m);
+		return CLI_EXIT_RUNTIME;
+	}
+	rc = bench_make_inputs(d, dir, err, errlen) < 0 ? CLI_EXIT_RUNTIME : 0;
+	bench_progress_start(&pr, progress, n * d->rounds);
+	if (rc == 0)
+		rc = run_rounds(d, dir, m, n, &pr, &rounds, &stable, err,
+		    errlen);
+	for (int i = 0; i < n; i++) {
+		step[i] = m[i].refused || rc ? 0 : m[i].r.step_s;
+		spread[i] = step[i] > 0 ? (m[i].q3 - m[i].q1) / 2 / step[i] : 0;
+		free(m[i].step);
+	}
+	free(m);
+	cleanup(dir, d->max_world);
+	return rc;
+}
