@@ -718,6 +718,7 @@ plan_defaults(struct opts *o)
 		cli_usage_error("--dims %s: %s", o->dp.dims, e);
 	o->plan.hosts = (int)cli_parse_long("--hosts", o->dp.host_list, 1,
 	    1 << 20);
+	o->dp.host_list = NULL;		/* a count here; --validate runs here */
 	o->plan.per_host = o->per_host ? o->per_host : 1;
 	w = (long)o->plan.hosts * o->plan.per_host;
 	if (w > 1 << 20)
@@ -784,8 +785,8 @@ defaults(struct opts *o)
 	if (strcmp(o->sub, "mesh") != 0 && strcmp(o->sub, "fit") != 0 &&
 	    strcmp(o->sub, "plan") != 0 && (o->dp.host_list || o->dp.ssh))
 		cli_usage_error("-H and --ssh go with mesh and fit");
-	if (strcmp(o->sub, "mesh") != 0 && o->have_repeat)
-		cli_usage_error("--repeat goes with mesh");
+	if (strcmp(o->sub, "mesh") != 0 && o->have_repeat && !o->validate)
+		cli_usage_error("--repeat goes with mesh and plan --validate");
 	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
 		check_wire(o);

@@ -457,7 +457,7 @@ factorizations() {
 	echo "$output" | grep -q 'collx-bench: mesh starts its own ranks; run it once, not as rank 0 of 2 under a launcher'
 	run timeout 30 collx-bench coll --repeat 2
 	[ "$status" -eq 2 ]
-	[ "${lines[0]}" = "collx-bench: --repeat goes with mesh" ]
+	[ "${lines[0]}" = "collx-bench: --repeat goes with mesh and plan --validate" ]
 }
 
 @test "mesh: usage errors exit 2 before any run" {
@@ -490,7 +490,7 @@ factorizations() {
 	[ "${lines[0]}" = "collx-bench: --ssh needs hosts (-H)" ]
 	run timeout 30 collx-bench dp -H localhost
 	[ "$status" -eq 2 ]
-	[ "${lines[0]}" = "collx-bench: -H and --ssh go with mesh" ]
+	[ "${lines[0]}" = "collx-bench: -H and --ssh go with mesh and fit" ]
 	# world 4, two rounds at most: twelve runs on ports 65525..65536
 	run timeout 30 collx-bench mesh -H localhost:4 --master 127.0.0.1:65525 \
 	    --repeat 2
