@@ -451,8 +451,16 @@ run_coll(struct opts *o)
 	long wrong;
 	int me;
 
+	static struct bench_cost cost;
+
 	if (fault != NULL && *fault)
 		o->coll.fault = cli_parse_long("COLLX_BENCH_FAULT", fault, 0, 1L << 40);
+	if (o->cost != NULL && bench_cost_read(&cost, o->cost, e, sizeof e) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
+	if (o->cost != NULL) {
+		o->coll.cost = &cost;
+		o->coll.cost_tcp = o->g.no_shm;
+	}
 	if (o->coll.root >= o->g.world)
 		cli_usage_error("--root %d: the world has %d ranks", o->coll.root,
 		    o->g.world);

@@ -269,3 +269,24 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 		e - $30 > 0.0001 || $30 - e > 0.0001 { print "error: " $0; exit 1 }'
 	echo "$output" | grep -Eq '^collx-bench: plan --validate: 3 meshes: median \|error\| [0-9.]+%, worst [0-9.]+%; predicted fastest dp[0-9]\.tp[0-9]\.pp[0-9]\.z0\.1f1b\.m[0-9], measured fastest'
 }
+
+# The fixture fits no shm algorithm: a ring allreduce of n bytes on 2
+# ranks is the link's 2 alpha + n / beta + n / (2 gamma).
+@test "coll --cost: expected_us from the cost model's closed form and eff = expected over measured, on every row" {
+	write_cost
+	run timeout -k 5 60 collx-run -n 2 -- collx-bench coll --cost cost.json \
+	    --algo ring,auto -b 4K -e 64K -f 16 -n 3 -w 1 --csv
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,place,redop,min_s,max_s,p99_s,wrong,hosts,expected_us,eff" ]
+	# two algorithms, two sizes, out of place and in place
+	[ "${#lines[@]}" -eq 9 ]
+	echo "$output" | tail -n +2 | awk -F, '
+		NF != 21 { print; exit 1 }
+		$3 == "ring" { want = 2 * 2 + $8 / 10e3 + $8 / 16e3
+			if ($20 < want * 0.999 || $20 > want * 1.001) { print "expected: " $0; exit 1 } }
+		{ e = $20 / 1e6 / $10 }
+		e < $21 * 0.99 - 0.0001 || e > $21 * 1.01 + 0.0001 { print "eff: " $0; exit 1 }'
+	run timeout 30 collx-run -n 2 -- collx-bench coll --cost nothere.json
+	[ "$status" -ne 0 ]
+	echo "$output" | grep -q 'collx-bench: nothere.json: '
+}

@@ -14,6 +14,8 @@
 #include "comm/comm.h"
 #include "tensor/dtype.h"
 
+struct bench_cost;
+
 /* Set by the program's SIGINT handler; sweeps stop, all ranks together,
  * after the row being measured. */
 extern volatile sig_atomic_t bench_interrupted;
@@ -86,6 +88,8 @@ struct bench_coll {
 	int check;
 	long fault;			/* test only: corrupt this many elements */
 	int hosts;
+	const struct bench_cost *cost;	/* --cost: each row's expected time */
+	int cost_tcp;			/* --no-shm: the ranks' links are tcp */
 };
 
 struct bench_coll_row {
@@ -96,6 +100,7 @@ struct bench_coll_row {
 	struct bench_stat st;
 	double algbw, busbw;		/* GB/s, 10^9 */
 	long wrong;			/* -1 when not checked */
+	double expected;		/* --cost: seconds (<= 0: no model) */
 };
 
 /* The collective's name as in timing rows ("allreduce", "reduce-scatter"). */

@@ -134,6 +134,25 @@ bench_cost_coll(const struct bench_cost *c, enum coll_kind kind,
 }
 
 double
+bench_cost_expect(const struct bench_cost *c, enum coll_kind kind,
+    enum coll_algo algo, int w, int hosts, int tcp, double bytes)
+{
+	double steps, vol, red;
+	int l = hosts > 0 ? w / hosts : w;
+
+	if ((int)kind >= BENCH_NKIND)
+		return -1;
+	if (algo == COLL_AUTO && hosts > 1 && l > 1 && w % hosts == 0 &&
+	    kind != COLL_KIND_ALLTOALL)
+		algo = COLL_HIER;	/* coll_auto_group's choice */
+	if (algo != COLL_HIER && algo != COLL_AUTO &&
+	    bench_cost_shape(kind, algo, w, &steps, &vol, &red) < 0)
+		return -1;
+	return bench_cost_coll(c, kind, algo, tcp || hosts > 1 ? BENCH_TCP :
+	    BENCH_SHM, w, l, bytes);
+}
+
+double
 bench_cost_p2p(const struct bench_cost *c, enum bench_link link, double bytes)
 {
 	const struct bench_ab *a = &c->link[link];

@@ -58,6 +58,12 @@ int bench_cost_shape(enum coll_kind kind, enum coll_algo algo, int p,
  * link's. */
 double bench_cost_coll(const struct bench_cost *c, enum coll_kind kind,
     enum coll_algo algo, enum bench_link link, int p, int l, double bytes);
+/* collx-bench coll --cost: kind's algo on w ranks of hosts hosts (tcp:
+ * every link TCP), as libcomm runs it there: across hosts over tcp, auto
+ * as hier where hosts hold several ranks. -1 where the model has no
+ * form. */
+double bench_cost_expect(const struct bench_cost *c, enum coll_kind kind,
+    enum coll_algo algo, int w, int hosts, int tcp, double bytes);
 /* A point-to-point message of bytes. */
 double bench_cost_p2p(const struct bench_cost *c, enum bench_link link,
     double bytes);
