@@ -85,7 +85,8 @@ usage(void)
 {
 	printf("usage: %s coll [--op OP] [--algo A[,A...]|all] [-b MIN] [-e MAX]\n"
 	    "           [-f FACTOR | -i STEP] [--dtype D] [--redop R] [-n N] [-w W]\n"
-	    "           [--seconds S] [--check] [--csv|--table] [group options]\n"
+	    "           [--seconds S] [--check] [--cost COST.json] [--csv|--table]\n"
+	    "           [group options]\n"
 	    "       %s p2p [--test latency|bw|bibw] [--pair A,B | --all-pairs]\n"
 	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
 	    "           [--csv|--table] [group options]\n"
