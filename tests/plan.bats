@@ -290,3 +290,40 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	[ "$status" -ne 0 ]
 	echo "$output" | grep -q 'collx-bench: nothere.json: '
 }
+
+@test "collx-plot: plan's step breakdown, a stacked bar per mesh in the file's order; --validate's rows as predicted against measured with y = x" {
+	command -v gnuplot >/dev/null || skip "no gnuplot"
+	write_cost
+	run timeout 30 collx-bench plan --cost cost.json --hosts 4 \
+	    --ranks-per-host 4 --dims 256,64,8,4,32 --top 5 --csv
+	[ "$status" -eq 0 ]
+	echo "$output" >plan.csv
+	run timeout 60 collx-plot -v plan.csv -o b.svg
+	[ "$status" -eq 0 ]
+	[ "$output" = "collx-plot: breakdown chart in b.svg" ]
+	for part in compute 'dp exposed' 'tp exposed' pp bubble; do
+		grep -q ">$part<" b.svg
+	done
+	# every mesh's label, in the file's order
+	tail -n +2 plan.csv | cut -d, -f3 >want
+	grep -o '>dp[0-9]*\.tp[0-9]*\.pp[0-9]*\.z[0-9]\.[a-z0-9]*\.m[0-9]*<' b.svg |
+	    tr -d '<>' >got
+	diff want got
+	# predicted against measured: a refused mesh (measured 0) is left out
+	{ echo "$PLAN_COLS,measured_s,error"
+	  echo "collx-bench,plan,dp2.tp1.pp1.z0.1f1b.m1,0,2,f32,4,0,0,0.002,0,0,2,1,1,0,1f1b,1,0.001,0.001,0,0,0,1,1,0,0,1000,0.0025,-0.2"
+	  echo "collx-bench,plan,dp1.tp2.pp1.z0.1f1b.m1,0,2,f32,4,0,0,0.003,0,0,1,2,1,0,1f1b,1,0.002,0,0.001,0,0,1,0,1,0,1000,0.003,0"
+	  echo "collx-bench,plan,dp1.tp1.pp2.z0.1f1b.m2,0,2,f32,4,0,0,0.004,0,0,1,1,2,0,1f1b,2,0.002,0,0,0.001,0.001,1,0,0,1,1000,0,0"
+	} >val.csv
+	run timeout 60 collx-plot val.csv -o p.svg
+	[ "$status" -eq 0 ]
+	grep -q 'Predicted against measured step, 2 meshes' p.svg
+	grep -q '>y = x<' p.svg
+	grep -q '>dp2.tp1.pp1.z0.1f1b.m1<' p.svg
+	if grep -q 'dp1.tp1.pp2' p.svg; then false; fi
+	# a plan CSV without measurements is no predicted chart
+	run timeout 30 collx-plot --kind predicted plan.csv -o x.svg
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-plot: plan.csv:1: no column 'measured_s' for a predicted chart" ]
+	[ ! -e x.svg ]
+}
