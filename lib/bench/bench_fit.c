@@ -28,26 +28,28 @@ struct pts {
 	int n;
 };
 
-/* Seconds of fn(arg) a call: repeated until 20 ms have passed, the best
- * of three such runs (the machine's quietest moments). */
+/* Seconds of fn(arg) a call: the median of five runs of 10 ms or more,
+ * as collx-bench mesh and plan --validate take the median step: a busy
+ * machine's compute is what its ranks will see. */
 static double
 timeit(void (*fn)(void *), void *arg)
 {
-	double best = 1e300;
+	double t[5];
+	struct bench_stat st;
 
 	fn(arg);			/* warm: pages, caches */
-	for (int k = 0; k < 3; k++) {
-		double t0 = cli_now(), t;
+	for (int k = 0; k < 5; k++) {
+		double t0 = cli_now();
 		int n = 0;
 
 		do {
 			fn(arg);
 			n++;
-		} while ((t = cli_now() - t0) < 0.02);
-		if (t / n < best)
-			best = t / n;
+		} while ((t[k] = cli_now() - t0) < 0.01);
+		t[k] /= n;
 	}
-	return best;
+	bench_stats(t, 5, &st);
+	return st.med;
 }
 
 /* ---- the compute ---- */

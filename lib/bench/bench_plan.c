@@ -14,7 +14,9 @@
  * Collectives cost what bench_cost_coll says for the link class their
  * group crosses. Compute is the fitted rates times the model's flops,
  * slowed by the share of a core a rank gets when L ranks share fewer
- * cores than the fit found. */
+ * cores than the fit found (a pipeline's bubble then lends its core to
+ * the host's other ranks: the step is the longer of the critical path at
+ * a core a rank and the host's compute over its cores). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,18 +169,20 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 
 	slow = o->per_host > c->cores ? (double)o->per_host / c->cores : 1;
 	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, T, P, b, &st);
-	st.fb *= slow;
 	/* activation forward, gradient back: both on the critical path */
 	lk = group_link(2, T * D, o->per_host, &l);
 	if ((long)P * T * D > o->per_host && P > 1)
 		lk = BENCH_TCP;		/* some stage boundary crosses hosts */
 	msg = P > 1 ? bench_cost_p2p(c, lk, b * width * F4) : 0;
 	r->bubble_frac = bubble(bc, r->sched, m, P);
-	r->compute = m * st.fb;
+	r->compute = m * st.fb * slow;
 	r->tp_s = m * st.tp;
 	r->pp_s = m * 2 * msg;
-	r->bubble = (r->compute + r->tp_s + r->pp_s) * r->bubble_frac /
-	    (1 - r->bubble_frac);
+	/* the pipeline's critical path at a core a rank; with more ranks
+	 * than cores a stage's idle time is the other ranks' core time, so
+	 * the host's work bounds the step instead when it is longer */
+	r->bubble = fmax(0, (m * st.fb + r->tp_s + r->pp_s) /
+	    (1 - r->bubble_frac) - (r->compute + r->tp_s + r->pp_s));
 	/* DP: the stage's gradient shard of this TP rank */
 	g = st.params / T * F4;
 	lk = group_link(D, T, o->per_host, &l);
@@ -194,7 +198,7 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	/* hidden behind the last micro-batch's backward (two thirds of its
 	 * pass), but for the bucket of the first layer, which ends it */
 	ar += rs;
-	r->dp_s = D > 1 ? fmax(ar - st.fb * 2 / 3, ar / (o->dims.layers > 0 ?
+	r->dp_s = D > 1 ? fmax(ar - st.fb * slow * 2 / 3, ar / (o->dims.layers > 0 ?
 	    o->dims.layers : 1)) + ag : 0;
 	/* Adam: parameters, gradients and two moments read and written */
 	r->compute += 28 * st.params / T / (r->zero > 0 ? D : 1) /
