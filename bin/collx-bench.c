@@ -523,7 +523,7 @@ run_p2p(struct opts *o)
 	return rc > 0 ? 130 : CLI_EXIT_OK;
 }
 
-/* dp and mesh: the runs they start. */
+/* dp, mesh and fit: the runs they start. */
 static int
 run_train(struct opts *o, int (*sweep)(struct bench_out *,
     const struct bench_dp *, int, char *, size_t))
@@ -533,18 +533,6 @@ run_train(struct opts *o, int (*sweep)(struct bench_out *,
 	int rc;
 
 	if ((rc = sweep(&out, &o->dp, progress(), e, sizeof e)) != 0 &&
-	    rc != 130)
-		cli_die(rc, "%s", e);
-	return rc;
-}
-
-static int
-run_fit(struct opts *o)
-{
-	char e[COLLX_ERRLEN];
-	int rc;
-
-	if ((rc = bench_fit_run(&o->dp, o->out, progress(), e, sizeof e)) != 0 &&
 	    rc != 130)
 		cli_die(rc, "%s", e);
 	return rc;
@@ -701,6 +689,7 @@ fit_defaults(struct opts *o)
 		    "-N 2 or more", o->dp.max_world);
 	if (o->out == NULL)
 		cli_usage_error("fit: -o COST.json is required");
+	o->dp.fit_out = o->out;
 	o->dp.fit_min = o->have_b ? bench_size_str(o->sizes.min, lo,
 	    sizeof lo) : "4K";
 	o->dp.fit_max = o->have_e ? bench_size_str(o->sizes.max, hi,
@@ -847,7 +836,7 @@ main(int argc, char **argv)
 		o.dp.timeout = o.g.timeout;
 		o.dp.no_shm = o.g.no_shm;
 		if (strcmp(o.sub, "fit") == 0)
-			rc = run_fit(&o);
+			rc = run_train(&o, bench_fit_run);
 		else if (strcmp(o.sub, "plan") == 0)
 			rc = run_plan(&o);
 		else

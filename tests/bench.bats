@@ -361,7 +361,7 @@ factorizations() {
 	run timeout -k 5 120 bash -c 'collx-bench mesh -N 4 --dims 256,16,2,2,8 \
 		--steps 2 --repeat 1 --csv 2>"$0"' "$BATS_TEST_TMPDIR/err"
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes,spread,rounds,tie" ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes,step_q1_s,step_q3_s,rounds,tie" ]
 	# 2 heads refuse tp 4; 2 layers refuse pp 4.
 	[ "${#lines[@]}" -eq 5 ]
 	grep -q 'mesh dp 1 tp 4 pp 1 refused: .*heads' "$BATS_TEST_TMPDIR/err"
@@ -373,8 +373,8 @@ factorizations() {
 	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 4)" ]
 	# batch 32 (8 x W) of seq 8: 256 tokens a step; one timed step.
 	echo "$output" | tail -n +2 | awk -F, -v prev=1e300 '
-		$2 != "mesh" || NF != 23 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
-		$21 != 0 || $22 != 1 { print "one step, one round: " $0; exit 1 }
+		$2 != "mesh" || NF != 24 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
+		$21 != $10 || $22 != $10 || $23 != 1 { print "one step, one round: " $0; exit 1 }
 		$3 != "dp" $13 ".tp" $14 ".pp" $15 || $13 * $14 * $15 != 4 { print; exit 1 }
 		$16 > prev { print "not fastest first: " $0; exit 1 }
 		{ prev = $16; r = $16 * $10 / 256 }
@@ -399,21 +399,31 @@ factorizations() {
 	echo "$output" | grep -Eq '^# (ranking not stable after 1 round|[23] meshes tie after 1 round)'
 }
 
-# Step times of one mesh's rows: the CSV's median and spread against the
-# quartiles of the steps; a tie is exactly quartiles overlapping the
-# fastest's, recomputed here from the verdict line's numbers.
+# A mesh's median lies between its steps' quartiles; a tie is exactly a
+# lower quartile at or below the fastest's upper one, recomputed here from
+# the CSV's quartiles; the verdict line names exactly the tied meshes.
 @test "mesh --repeat 3: rounds until the ranking holds twice, medians over every step, ties named with median and spread" {
 	run timeout -k 5 120 collx-bench mesh -N 2 --dims 256,16,2,2,8 --steps 4 \
 		--batch 4 --repeat 3 --csv -v
 	[ "$status" -eq 0 ] || { echo "$output"; false; }
 	csv=$(echo "$output" | grep '^collx-bench,mesh,')
 	[ "$(echo "$csv" | wc -l)" -eq 3 ]
-	# every mesh ran the same 2 or 3 rounds of 3 timed steps each
-	echo "$csv" | awk -F, '{ r[$22]++ }
-		($22 != 2 && $22 != 3) || $9 != 3 * $22 || $21 < 0 { print; exit 1 }
+	# every mesh ran the same 2 or 3 rounds of 3 timed steps each, its
+	# median between its quartiles
+	echo "$csv" | awk -F, '{ r[$23]++ }
+		($23 != 2 && $23 != 3) || $9 != 3 * $23 { print; exit 1 }
+		$21 > $10 || $10 > $22 { print "quartiles: " $0; exit 1 }
 		END { if (length(r) != 1) exit 1 }'
+	# a tie: a mesh whose lower quartile is at or below the fastest's
+	# upper one (the fastest too when any is)
+	echo "$csv" | awk -F, 'NR == 1 { q3 = $22; next }
+		{ t = $21 <= q3; n += t; if (t != $24) { print "tie: " $0; exit 1 } }
+		END { exit 0 }'
+	first=$(echo "$csv" | awk -F, -v q3=0 'NR == 1 { q3 = $22; t = $24; next }
+		$21 <= q3 { any = 1 } END { print (any == t) ? "ok" : "bad" }')
+	[ "$first" = ok ]
 	verdict=$(echo "$output" | grep '^collx-bench: mesh ')
-	rounds=$(echo "$csv" | head -1 | cut -d, -f22)
+	rounds=$(echo "$csv" | head -1 | cut -d, -f23)
 	if [ "$rounds" -eq 2 ]; then
 		[[ "$verdict" == *"after 2 rounds (ranking stable"* ]] ||
 		[[ "$verdict" == *"ranking stable after 2 rounds"* ]]
@@ -422,7 +432,7 @@ factorizations() {
 		[[ "$verdict" == *"after 3 rounds"* ]]
 	fi
 	# a tie names every mesh whose tie column is 1, and only those
-	ties=$(echo "$csv" | awk -F, '$23 == 1 { print $3 }' | sort | tr '\n' ' ')
+	ties=$(echo "$csv" | awk -F, '$24 == 1 { print $3 }' | sort | tr '\n' ' ')
 	named=$(echo "$verdict" | grep -o 'dp[0-9]*\.tp[0-9]*\.pp[0-9]*' | sort | tr '\n' ' ')
 	[ "$ties" = "$named" ]
 	if [ -n "$ties" ]; then

@@ -195,6 +195,7 @@ struct bench_dp {
 	long steps;
 	int rounds;			/* mesh: rounds at most (--repeat) */
 	const char *fit_min, *fit_max;	/* fit: the sweep's sizes, as given */
+	const char *fit_out;		/* fit: the cost file */
 	const char *bindir;		/* where collx-run and collx-dp are */
 	double timeout;
 	int no_shm;			/* the runs' ranks: --no-shm */
@@ -268,8 +269,9 @@ int bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
 /* collx-bench fit: the cost model of this cluster (bench_cost.h) from
  * collective sweeps on d->max_world ranks (of d->host_list when set),
  * each link class, and the compute of d's model timed here; written to
- * out. Returns the exit code, as bench_dp_run. */
-int bench_fit_run(const struct bench_dp *d, const char *out, int progress,
-    char *err, size_t errlen);
+ * d->fit_out (o, the runs' table, is unused: as bench_dp_run's shape).
+ * Returns the exit code, as bench_dp_run. */
+int bench_fit_run(struct bench_out *o, const struct bench_dp *d,
+    int progress, char *err, size_t errlen);
 
 #endif

@@ -354,7 +354,7 @@ cores(void)
 }
 
 int
-bench_fit_run(const struct bench_dp *d, const char *out, int progress,
+bench_fit_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen)
 {
 	struct bench_cost *c = cli_calloc(1, sizeof *c);
@@ -402,7 +402,8 @@ bench_fit_run(const struct bench_dp *d, const char *out, int progress,
 	/* a link's own constants: ring allgather's, p - 1 messages of 1/p */
 	for (int l = 0; l < nl; l++)
 		c->link[l] = c->coll[l][COLL_KIND_ALLGATHER][COLL_RING];
-	if (rc == 0 && bench_cost_write(c, out, err, errlen) < 0)
+	(void)o;			/* the file is the output */
+	if (rc == 0 && bench_cost_write(c, d->fit_out, err, errlen) < 0)
 		rc = CLI_EXIT_RUNTIME;
 	snprintf(p, sizeof p, "%s/sweep.csv", dir);
 	unlink(p);

@@ -311,9 +311,9 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 	}
 	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d", m->dp, m->tp, m->pp);
 	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld,"
-	    "%.4f,%d,%d", m->dp, m->tp, m->pp, m->r.tokens_per_s,
+	    "%.9g,%.9g,%d,%d", m->dp, m->tp, m->pp, m->r.tokens_per_s,
 	    m->share[1] / m->runs, m->share[2] / m->runs,
-	    m->share[0] / m->runs, m->peak, spread, m->runs, m->tie);
+	    m->share[0] / m->runs, m->peak, m->q1, m->q3, m->runs, m->tie);
 	if (bench_out_row(o, &row, err, errlen) < 0)
 		return CLI_EXIT_RUNTIME;
 	if (!o->csv)
@@ -375,6 +375,24 @@ check_ports(const struct bench_dp *d, int n, char *err, size_t errlen)
 	return 0;
 }
 
+/* The n meshes' rendezvous ports, and a working directory dir (len
+ * bytes) holding the model and data: 0, or the exit code (nothing left
+ * behind). */
+static int
+prepare(const struct bench_dp *d, int n, char *dir, size_t len, char *err,
+    size_t errlen)
+{
+	if (check_ports(d, n * d->rounds, err, errlen) < 0)
+		return CLI_EXIT_USAGE;
+	if (bench_workdir(dir, len, err, errlen) < 0)
+		return CLI_EXIT_RUNTIME;
+	if (bench_make_inputs(d, dir, err, errlen) < 0) {
+		cleanup(dir, d->max_world);
+		return CLI_EXIT_RUNTIME;
+	}
+	return 0;
+}
+
 /* Rounds of every mesh not refused, each round in a rotated order so
  * that a slow spell of the machine falls on different meshes, until two
  * rounds in a row rank them alike (from the second) or d->rounds have
@@ -400,8 +418,7 @@ run_rounds(const struct bench_dp *d, const char *dir, struct mesh_row *m,
 		++*rounds;
 		for (int i = 0; i < n && rc == 0; i++)
 			mesh_stats(&m[i]);
-		*stable = rc == 0 && same_ranking(m, n, ord, prev) &&
-		    *rounds > 1;
+		*stable = rc == 0 && same_ranking(m, n, ord, prev);
 	}
 	free(ord);
 	return rc;
@@ -417,21 +434,13 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	int rc = 0, rounds = 0, stable = 0, ties;
 	int n = factorize(d->max_world, &m);
 
-	if (check_ports(d, n * d->rounds, err, errlen) < 0) {
+	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);
-		return CLI_EXIT_USAGE;
-	}
-	if (bench_workdir(dir, sizeof dir, err, errlen) < 0) {
-		free(m);
-		return CLI_EXIT_RUNTIME;
+		return rc;
 	}
 	if (d->host_list != NULL)
 		snprintf(on, sizeof on, " on %d host%s", d->hosts,
 		    d->hosts == 1 ? "" : "s");
-	if (bench_make_inputs(d, dir, err, errlen) < 0) {
-		rc = CLI_EXIT_RUNTIME;
-		goto out;
-	}
 	bench_progress_start(&pr, progress, n * d->rounds);
 	if ((rc = run_rounds(d, dir, m, n, &pr, &rounds, &stable, err,
 	    errlen)) != 0)
@@ -439,7 +448,7 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	qsort(m, (size_t)n, sizeof *m, cmp_rows);
 	ties = mark_ties(m, n);
 	if (bench_out_open(o, "dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,"
-	    "peak_bytes,spread,rounds,tie", err, errlen) < 0) {
+	    "peak_bytes,step_q1_s,step_q3_s,rounds,tie", err, errlen) < 0) {
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
@@ -480,19 +489,12 @@ bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
 
 	for (int i = 0; i < n; i++)
 		m[i].dp = mesh[i][0], m[i].tp = mesh[i][1], m[i].pp = mesh[i][2];
-	if (check_ports(d, n * d->rounds, err, errlen) < 0) {
+	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);
-		return CLI_EXIT_USAGE;
+		return rc;
 	}
-	if (bench_workdir(dir, sizeof dir, err, errlen) < 0) {
-		free(m);
-		return CLI_EXIT_RUNTIME;
-	}
-	rc = bench_make_inputs(d, dir, err, errlen) < 0 ? CLI_EXIT_RUNTIME : 0;
 	bench_progress_start(&pr, progress, n * d->rounds);
-	if (rc == 0)
-		rc = run_rounds(d, dir, m, n, &pr, &rounds, &stable, err,
-		    errlen);
+	rc = run_rounds(d, dir, m, n, &pr, &rounds, &stable, err, errlen);
 	for (int i = 0; i < n; i++) {
 		step[i] = m[i].refused || rc ? 0 : m[i].r.step_s;
 		spread[i] = step[i] > 0 ? (m[i].q3 - m[i].q1) / 2 / step[i] : 0;
