@@ -300,10 +300,15 @@ plan_option(struct opts *o, int c, const char *a)
 	case 'o': o->out = a; break;
 	case OPT_COST: o->cost = a; break;
 	case OPT_RPH:
-		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1, 4096);
+		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
+		    4096);
 		break;
-	case OPT_TOP: o->top = (int)cli_parse_long("--top", a, 1, 1 << 20); break;
-	case OPT_MEM: o->plan.mem = (double)cli_parse_size("--mem-per-rank", a); break;
+	case OPT_TOP:
+		o->top = (int)cli_parse_long("--top", a, 1, 1 << 20);
+		break;
+	case OPT_MEM:
+		o->plan.mem = (double)cli_parse_size("--mem-per-rank", a);
+		break;
 	case OPT_VALIDATE: o->validate = 1; break;
 	case OPT_MESH:
 		if (cli_parse_list("--mesh", a, v, 3) != 3 || v[0] < 1 ||

@@ -105,7 +105,8 @@ flat(const struct bench_cost *c, enum coll_kind kind, enum coll_algo algo,
 	if (bench_cost_shape(kind, algo, p, &steps, &vol, &red) < 0)
 		return -1;
 	a = constants(c, kind, algo, link);
-	return steps * a->alpha + vol * bytes / a->beta + red * bytes / c->gamma;
+	return steps * a->alpha + vol * bytes / a->beta +
+	    red * bytes / c->gamma;
 }
 
 double

@@ -32,7 +32,7 @@ struct bench_mm {
 
 struct bench_cost {
 	int version, world, hosts;
-	int cores;			/* where compute was timed, one thread */
+	int cores;			/* the fit's host's (one thread) */
 	char arch[16], dims[128];	/* the model whose layers were timed */
 	struct bench_ab link[BENCH_NLINK];	/* a point-to-point message */
 	struct bench_ab coll[BENCH_NLINK][BENCH_NKIND][COLL_ALGO_COUNT];

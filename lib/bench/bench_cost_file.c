@@ -36,7 +36,8 @@ put_colls(FILE *f, const struct bench_cost *c, enum bench_link l)
 		for (int a = 0; a < COLL_ALGO_COUNT; a++) {
 			if (c->coll[l][k][a].points == 0)
 				continue;
-			fprintf(f, "%s\n        \"%s\": ", sep2, coll_algo_name(a));
+			fprintf(f, "%s\n        \"%s\": ", sep2,
+			    coll_algo_name(a));
 			put_ab(f, &c->coll[l][k][a]);
 			sep2 = ",";
 		}
@@ -197,7 +198,8 @@ link_member(struct tensor_json *j, const char *key, void *arg)
 	int l = find(key, link_name, BENCH_NLINK);
 
 	if (l < 0)
-		return tensor_json_fail(j, "links: unknown link class '%s'", key);
+		return tensor_json_fail(j, "links: unknown link class '%s'",
+		    key);
 	r->have |= H_LINKS;
 	return read_ab(j, r, &r->c->link[l], key);
 }
@@ -265,8 +267,8 @@ mm_item(struct tensor_json *j, void *arg)
 		return tensor_json_fail(j, "compute.matmul: an entry lacks %s",
 		    r->mm_have & 1 ? "gflops" : "mflop");
 	if (c->nmm == BENCH_COST_MAXMM)
-		return tensor_json_fail(j, "compute.matmul: more than %d entries",
-		    BENCH_COST_MAXMM);
+		return tensor_json_fail(j, "compute.matmul: more than %d "
+		    "entries", BENCH_COST_MAXMM);
 	if (c->nmm > 0 && r->mflop * 1e6 <= c->mm[c->nmm - 1].flops)
 		return tensor_json_fail(j, "compute.matmul: mflop must ascend");
 	c->mm[c->nmm].flops = r->mflop * 1e6;
@@ -395,7 +397,7 @@ bench_cost_read(struct bench_cost *c, const char *path, char *err,
 		    BENCH_COST_VERSION);
 	for (int i = 0; i < NFIELD; i++)
 		if (!(r.have & 1 << i))
-			return cli_fail(err, errlen, "%s: missing field %s", path,
-			    fields[i]);
+			return cli_fail(err, errlen, "%s: missing field %s",
+			    path, fields[i]);
 	return 0;
 }

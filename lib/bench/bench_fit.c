@@ -118,20 +118,24 @@ fit_matmul(struct bench_cost *c, const struct nn_dims *d)
 	for (int s = 0; s < ns; s++)
 		for (int t = 1; t <= 4; t *= 2)
 			for (int r = rows0; r <= rows0 * 16; r *= 4) {
-				int o = shapes[s][1] / t > 0 ? shapes[s][1] / t : 1;
-				double f = 2.0 * r * shapes[s][0] * o;
+				int in = shapes[s][0], o = shapes[s][1] / t;
+				double f;
+
+				o = o > 0 ? o : 1;
+				f = 2.0 * r * in * o;
 
 				if (c->nmm == BENCH_COST_MAXMM)
 					break;
 				c->mm[c->nmm].flops = f;
 				c->mm[c->nmm++].rate = 3 * f /
-				    time_linear(r, shapes[s][0], o);
+				    time_linear(r, in, o);
 			}
 	qsort(c->mm, (size_t)c->nmm, sizeof *c->mm, cmp_mm);
 	int k = 0;
 	for (int i = 0; i < c->nmm; i++) {	/* one rate per size */
 		if (k > 0 && c->mm[i].flops == c->mm[k - 1].flops) {
-			c->mm[k - 1].rate = (c->mm[k - 1].rate + c->mm[i].rate) / 2;
+			c->mm[k - 1].rate = (c->mm[k - 1].rate +
+			    c->mm[i].rate) / 2;
 			continue;
 		}
 		c->mm[k++] = c->mm[i];
@@ -253,8 +257,8 @@ read_sweep(const char *log, struct pts *pts)
 		enum coll_algo a;
 		struct pts *p;
 
-		if (sscanf(line, "collx-bench,%*[^,],%31[^,],%*d,%*d,%*[^,],%*u,"
-		    "%lu,%*d,%lg", algo, &bytes, &s) != 3 ||
+		if (sscanf(line, "collx-bench,%*[^,],%31[^,],%*d,%*d,%*[^,],"
+		    "%*u,%lu,%*d,%lg", algo, &bytes, &s) != 3 ||
 		    coll_algo_parse(algo, &a) < 0 || a == COLL_AUTO || s <= 0)
 			continue;
 		p = &pts[a];
@@ -279,7 +283,8 @@ fit_algos(struct bench_cost *c, enum bench_link l, enum coll_kind k, int p,
 		    &red) < 0)
 			continue;
 		for (int i = 0; i < pts[a].n; i++) {	/* less the reduction */
-			double t = pts[a].t[i], r = red * pts[a].x[i] / c->gamma;
+			double t = pts[a].t[i];
+			double r = red * pts[a].x[i] / c->gamma;
 
 			pts[a].t[i] = t - r > t / 10 ? t - r : t / 10;
 		}
@@ -393,7 +398,8 @@ bench_fit_run(struct bench_out *o, const struct bench_dp *d, int progress,
 			snprintf(what, sizeof what, "%s %s", bench_link_name(l),
 			    bench_kind_name(fit_kinds[k]));
 			bench_progress_show(&pr, what);
-			rc = sweep(d, dir, l, fit_kinds[k], world, c, err, errlen);
+			rc = sweep(d, dir, l, fit_kinds[k], world, c, err,
+			    errlen);
 			pr.done++;
 			if (bench_interrupted)
 				rc = 130;

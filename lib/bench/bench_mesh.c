@@ -26,7 +26,7 @@ struct mesh_row {
 	double *step;			/* rank 0's timed steps, every round */
 	int nstep, runs;
 	double q1, q3;			/* quartiles of step[] */
-	int tie;			/* its quartiles overlap the fastest's */
+	int tie;			/* quartiles overlap the fastest's */
 };
 
 static const char *const axis_names[3] = { "pp", "dp", "tp" };
@@ -319,7 +319,8 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 	if (!o->csv)
 		printf("%4d %4d %4d %12.0f %10.3f %7.1f %6.1f %6.1f %6.1f "
 		    "%12ld%s\n", m->dp, m->tp, m->pp, m->r.tokens_per_s,
-		    m->r.step_s * 1e3, spread * 100, m->share[1] / m->runs * 100,
+		    m->r.step_s * 1e3, spread * 100,
+		    m->share[1] / m->runs * 100,
 		    m->share[2] / m->runs * 100, m->share[0] / m->runs * 100,
 		    m->peak, m->tie ? "  tie" : "");
 	return 0;
@@ -413,7 +414,8 @@ run_rounds(const struct bench_dp *d, const char *dir, struct mesh_row *m,
 			struct mesh_row *x = &m[(k + *rounds) % n];
 
 			if (!x->refused)
-				rc = run_mesh(d, dir, run++, x, pr, err, errlen);
+				rc = run_mesh(d, dir, run++, x, pr, err,
+				    errlen);
 		}
 		++*rounds;
 		for (int i = 0; i < n && rc == 0; i++)
@@ -487,8 +489,10 @@ bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
 	char dir[4096];
 	int rc, rounds, stable;
 
-	for (int i = 0; i < n; i++)
-		m[i].dp = mesh[i][0], m[i].tp = mesh[i][1], m[i].pp = mesh[i][2];
+	for (int i = 0; i < n; i++) {
+		m[i].dp = mesh[i][0], m[i].tp = mesh[i][1];
+		m[i].pp = mesh[i][2];
+	}
 	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);
 		return rc;

@@ -42,7 +42,8 @@ bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w)
 	if (w == 1)
 		return 0;
 	for (int i = 0; i < c->n; i++)
-		if (c->v[i].kind == (int)kind && c->v[i].m == m && c->v[i].w == w)
+		if (c->v[i].kind == (int)kind && c->v[i].m == m &&
+		    c->v[i].w == w)
 			return c->v[i].b;
 	memset(&s, 0, sizeof s);
 	if (pipe_sched_build(&s, kind, m, w, e, sizeof e) < 0)
@@ -64,7 +65,8 @@ bench_plan_params(const struct nn_dims *d)
 
 	if (d->arch == NN_MLP) {
 		for (int i = 0; i < L; i++) {
-			double in = i == 0 ? d->d_in : d->d_out, h = d->d_hidden;
+			double in = i == 0 ? d->d_in : d->d_out;
+			double h = d->d_hidden;
 
 			n += in * h + h + h * d->d_out + d->d_out;
 		}
@@ -191,15 +193,15 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	if (D > 1 && r->zero == 0)
 		ar = bench_cost_coll(c, COLL_KIND_ALLREDUCE, algo, lk, D, l, g);
 	if (D > 1 && r->zero > 0) {
-		rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, algo, lk, D, l,
-		    g);
+		rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, algo, lk, D,
+		    l, g);
 		ag = bench_cost_coll(c, COLL_KIND_ALLGATHER, algo, lk, D, l, g);
 	}
 	/* hidden behind the last micro-batch's backward (two thirds of its
 	 * pass), but for the bucket of the first layer, which ends it */
 	ar += rs;
-	r->dp_s = D > 1 ? fmax(ar - st.fb * slow * 2 / 3, ar / (o->dims.layers > 0 ?
-	    o->dims.layers : 1)) + ag : 0;
+	r->dp_s = D > 1 ? fmax(ar - st.fb * slow * 2 / 3, ar /
+	    (o->dims.layers > 0 ? o->dims.layers : 1)) + ag : 0;
 	/* Adam: parameters, gradients and two moments read and written */
 	r->compute += 28 * st.params / T / (r->zero > 0 ? D : 1) /
 	    c->elem_rate * slow;
@@ -221,7 +223,8 @@ static int
 admits(const struct nn_dims *d, int T, int P)
 {
 	if (d->arch == NN_MLP)
-		return d->d_hidden % T == 0 && (d->layers > 0 ? d->layers : 1) >= P;
+		return d->d_hidden % T == 0 &&
+		    (d->layers > 0 ? d->layers : 1) >= P;
 	return d->heads % T == 0 && d->d_ff % T == 0 && d->layers >= P;
 }
 
@@ -246,7 +249,10 @@ add(const struct bench_plan_opts *o, struct bubbles *bc,
 }
 
 /* Every option of one mesh: ZeRO 0-2, the schedules, m = P, 2P, 4P
- * micro-batches (m must cut each replica's batch). */
+ * micro-batches (m must cut each replica's batch). ZeRO 3 (issue 29)
+ * joins as a level whose dp term adds each layer's parameter allgather
+ * before its forward and backward; CP and EP as mesh axes with terms of
+ * their own in predict() beside tp_s and pp_s. */
 static void
 options(const struct bench_plan_opts *o, struct bubbles *bc, int D, int T,
     int P, struct bench_plan_row **rows, int *n, int *cap)
@@ -282,8 +288,8 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 	*n = *nfit = 0;
 	if (o->mesh[0] > 0 && (long)o->mesh[0] * o->mesh[1] * o->mesh[2] != W) {
 		*code = CLI_EXIT_USAGE;
-		return cli_fail(err, errlen, "--mesh %d,%d,%d: %ld ranks, not a "
-		    "factorization of the world's %d (%d hosts x %d)",
+		return cli_fail(err, errlen, "--mesh %d,%d,%d: %ld ranks, "
+		    "not a factorization of the world's %d (%d hosts x %d)",
 		    o->mesh[0], o->mesh[1], o->mesh[2], (long)o->mesh[0] *
 		    o->mesh[1] * o->mesh[2], W, o->hosts, o->per_host);
 	}
@@ -300,10 +306,10 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 	free(bc.v);
 	if (*n == 0) {
 		*code = CLI_EXIT_DATA;
-		return cli_fail(err, errlen, "no mesh of %d ranks fits the model "
-		    "and a global batch of %ld (tensor parallel must divide "
-		    "the heads and widths, pipeline stages hold a layer each, "
-		    "replicas x micro-batches must divide the batch)", W,
+		return cli_fail(err, errlen, "no mesh of %d ranks fits the "
+		    "model and a global batch of %ld (tensor parallel must "
+		    "divide the heads and widths, pipeline stages hold a layer "
+		    "each, replicas x micro-batches must divide the batch)", W,
 		    o->batch);
 	}
 	qsort(*rows, (size_t)*n, sizeof **rows, cmp_rows);

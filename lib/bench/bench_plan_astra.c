@@ -92,7 +92,8 @@ network_yml(const struct bench_plan_opts *o, const char *dir, char *err,
 	const struct bench_cost *c = o->cost;
 	char path[4200];
 	FILE *f = open_in(dir, "network.yml", path, sizeof path, err, errlen);
-	const struct bench_ab *s = &c->link[BENCH_SHM], *t = &c->link[BENCH_TCP];
+	const struct bench_ab *s = &c->link[BENCH_SHM];
+	const struct bench_ab *t = &c->link[BENCH_TCP];
 
 	if (f == NULL)
 		return -1;

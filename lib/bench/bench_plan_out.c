@@ -98,15 +98,17 @@ validate(struct bench_out *out, const struct bench_plan_opts *o,
 	double *spread = meas + n, *e = meas + 2 * n, worst = 0;
 	int rc, k = 0, pf = -1, mf = -1;
 
-	for (int i = 0; i < n; i++)
-		mesh[i][0] = r[i].dp, mesh[i][1] = r[i].tp, mesh[i][2] = r[i].pp;
+	for (int i = 0; i < n; i++) {
+		mesh[i][0] = r[i].dp, mesh[i][1] = r[i].tp;
+		mesh[i][2] = r[i].pp;
+	}
 	rc = bench_mesh_measure(d, (const int (*)[3])mesh, n, meas, spread,
 	    progress, err, errlen);
 	if (rc == 0 && bench_out_open(out, COLS ",measured_s,error",
 	    err, errlen) < 0)
 		rc = CLI_EXIT_RUNTIME;
 	if (rc == 0 && !out->csv)
-		head(o, n, n, "predicted beside measured (collx-bench mesh's runs)");
+		head(o, n, n, "predicted beside measured (mesh's runs)");
 	for (int i = 0; i < n && rc == 0; i++) {
 		rc = print_row(out, o, &r[i], &meas[i], err, errlen);
 		if (meas[i] <= 0)

@@ -66,13 +66,13 @@ test_closed_forms(void)
 	want = 2 * (p - 1) * a + 2 * (p - 1) / p * n / bw + (p - 1) / p * n / g;
 	got = bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING, BENCH_TCP,
 	    8192, 1, n);
-	UNIT_CLOSE(got, want, 1e-12, 0, "ring allreduce on 8192 ranks, 256 MiB: "
-	    "2(p-1)a + 2(p-1)/p n/b + (p-1)/p n/g");
+	UNIT_CLOSE(got, want, 1e-12, 0, "ring allreduce on 8192 ranks, "
+	    "256 MiB: 2(p-1)a + 2(p-1)/p n/b + (p-1)/p n/g");
 	want = 2 * 13 * a + 2 * 13 * n / bw + 13 * n / g;
 	got = bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_TREE, BENCH_TCP,
 	    8192, 1, n);
-	UNIT_CLOSE(got, want, 1e-12, 0, "tree allreduce on 8192 ranks: 2 log2 p "
-	    "steps of the whole vector");
+	UNIT_CLOSE(got, want, 1e-12, 0, "tree allreduce on 8192 ranks: "
+	    "2 log2 p steps of the whole vector");
 	/* doubling the ranks of a ring adds 2p alpha, the bandwidth term
 	 * stays below 2 n / b */
 	got = bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING, BENCH_TCP,
@@ -94,8 +94,8 @@ test_closed_forms(void)
 	    BENCH_SHM, 8, 8, n) + bench_cost_coll(&c, COLL_KIND_ALLREDUCE,
 	    COLL_AUTO, BENCH_TCP, 1024, 1, n / 8) + bench_cost_coll(&c,
 	    COLL_KIND_ALLGATHER, COLL_AUTO, BENCH_SHM, 8, 8, n);
-	UNIT_CLOSE(got, want, 1e-12, 0, "hier allreduce: within, across on 1/8, "
-	    "within");
+	UNIT_CLOSE(got, want, 1e-12, 0, "hier allreduce: within, across "
+	    "on 1/8, within");
 }
 
 static void
@@ -229,7 +229,8 @@ test_file(void)
 	fprintf(f, "{ \"version\": 2, \"world\": 4 }\n");
 	fclose(f);
 	UNIT_OK(bench_cost_read(&back, p, e, sizeof e) < 0 &&
-	    strstr(e, "version 2") != NULL, "cost file: another version refused");
+	    strstr(e, "version 2") != NULL,
+	    "cost file: another version refused");
 	f = fopen(p, "w");
 	fprintf(f, "{ \"version\": 1, \"world\": 4, \"hosts\": 1, \"cores\": 2,"
 	    " \"reduce_gbps\": 3, \"links\": { \"tcp\": { \"alpha_us\": 1, "
