@@ -72,13 +72,14 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	assert [x["mflop"] for x in mm] == sorted(x["mflop"] for x in mm)
 	assert c["compute"]["attention_gflops"] > 0
 	assert c["compute"]["elementwise_gbps"] > 0
+	assert c["compute"]["ranks"] == 2
 	# every key written is documented in collx-bench(1)
 	keys = set()
 	def walk(o, top):
 	    for k, v in o.items():
 	        if top or k in ("alpha_us", "gbps", "points", "mflop",
 	                        "gflops", "attention_gflops",
-	                        "elementwise_gbps", "arch", "dims"):
+	                        "elementwise_gbps", "arch", "dims", "ranks"):
 	            keys.add(k)
 	        if isinstance(v, dict):
 	            walk(v, False)

@@ -41,6 +41,7 @@ struct bench_cost {
 	int nmm;
 	double attn_rate;		/* attention core, flop/s */
 	double elem_rate;		/* elementwise passes, bytes/s */
+	int compute_ranks;		/* processes timing it at once (1) */
 };
 
 /* The closed form's counts for kind's algo on p ranks: steps (alpha

@@ -87,8 +87,8 @@ bench_cost_write(const struct bench_cost *c, const char *path, char *err,
 		fprintf(f, "%s\n      { \"mflop\": %.6g, \"gflops\": %.6g }",
 		    i ? "," : "", c->mm[i].flops / 1e6, c->mm[i].rate / 1e9);
 	fprintf(f, "\n    ],\n    \"attention_gflops\": %.6g,\n"
-	    "    \"elementwise_gbps\": %.6g\n  }\n}\n", c->attn_rate / 1e9,
-	    c->elem_rate / 1e9);
+	    "    \"elementwise_gbps\": %.6g,\n    \"ranks\": %d\n  }\n}\n",
+	    c->attn_rate / 1e9, c->elem_rate / 1e9, c->compute_ranks);
 	if (f == stdout) {
 		free(tmp);
 		return fflush(f) == 0 ? 0 : cli_fail(err, errlen, "stdout: %s",
@@ -238,6 +238,8 @@ coll_member(struct tensor_json *j, const char *key, void *arg)
 	return tensor_json_object(j, kind_member, r);
 }
 
+static int count(struct tensor_json *j, const char *key, int *out);
+
 static int
 mm_member(struct tensor_json *j, const char *key, void *arg)
 {
@@ -296,6 +298,8 @@ compute_member(struct tensor_json *j, const char *key, void *arg)
 		r->c->attn_rate = v * 1e9;
 		return 0;
 	}
+	if (strcmp(key, "ranks") == 0)
+		return count(j, "compute.ranks", &r->c->compute_ranks);
 	if (strcmp(key, "elementwise_gbps") == 0) {
 		r->have |= H_ELEM;
 		if (positive(j, key, &v) < 0)
@@ -385,6 +389,7 @@ bench_cost_read(struct bench_cost *c, const char *path, char *err,
 		return -1;
 	memset(c, 0, sizeof *c);
 	tensor_json_init(&j, text, len, path, err, errlen);
+	c->compute_ranks = 1;
 	rc = tensor_json_object(&j, top_member, &r);
 	if (rc == 0)
 		rc = tensor_json_end(&j);

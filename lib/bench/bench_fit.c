@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -239,6 +240,61 @@ fit_reduce(void)
 	return 4.0 * r.n / t;
 }
 
+/* One process's compute rates into c. */
+static void
+fit_rates(struct bench_cost *c, const struct nn_dims *d)
+{
+	c->gamma = fit_reduce();
+	fit_matmul(c, d);
+	c->attn_rate = fit_attention(d);
+	c->elem_rate = fit_elementwise();
+}
+
+/* The compute, timed in k processes at once as k ranks of this host run
+ * it (sharing its cores and memory), their rates averaged. */
+static void
+fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
+{
+	struct bench_cost *r = cli_calloc((size_t)k, sizeof *r);
+	int fd[2], n = 0;
+
+	nn_set_threads(1);
+	fflush(stdout);
+	if (k < 2 || pipe(fd) < 0)
+		k = 1;
+	for (int i = 1; i < k; i++)
+		if (fork() == 0) {	/* a rank: its rates up the pipe */
+			close(fd[0]);
+			fit_rates(&r[0], d);
+			(void)!write(fd[1], &r[0], sizeof r[0]);
+			_exit(0);
+		}
+	fit_rates(&r[0], d);
+	if (k > 1) {
+		close(fd[1]);
+		for (n = 1; n < k && read(fd[0], &r[n], sizeof r[n]) ==
+		    (ssize_t)sizeof r[n]; n++)
+			;
+		close(fd[0]);
+		while (wait(NULL) > 0)
+			;
+	}
+	k = n > 1 ? n : 1;
+	c->nmm = r[0].nmm;
+	memcpy(c->mm, r[0].mm, sizeof c->mm);
+	c->gamma = c->attn_rate = c->elem_rate = 0;
+	for (int j = 0; j < c->nmm; j++)
+		c->mm[j].rate = 0;
+	for (int i = 0; i < k; i++) {
+		c->gamma += r[i].gamma / k, c->attn_rate += r[i].attn_rate / k;
+		c->elem_rate += r[i].elem_rate / k;
+		for (int j = 0; j < c->nmm; j++)
+			c->mm[j].rate += r[i].mm[j].rate / k;
+	}
+	c->compute_ranks = k;
+	free(r);
+}
+
 /* ---- the collectives ---- */
 
 /* collx-bench coll's CSV rows in log, kind's algo at world p, into pts
@@ -383,13 +439,9 @@ bench_fit_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	c->cores = cores();
 	snprintf(c->arch, sizeof c->arch, "%s", d->arch);
 	snprintf(c->dims, sizeof c->dims, "%s", d->dims);
-	nn_set_threads(1);
 	bench_progress_start(&pr, progress, nl * NFITKIND + 1);
 	bench_progress_show(&pr, "compute");
-	c->gamma = fit_reduce();
-	fit_matmul(c, &dims);
-	c->attn_rate = fit_attention(&dims);
-	c->elem_rate = fit_elementwise();
+	fit_compute(c, &dims, d->host_list != NULL ? 1 : world);
 	pr.done++;
 	for (int l = 0; l < nl && rc == 0; l++)
 		for (int k = 0; k < NFITKIND && rc == 0; k++) {

@@ -169,7 +169,10 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	enum bench_link lk;
 	enum coll_algo algo;
 
-	slow = o->per_host > c->cores ? (double)o->per_host / c->cores : 1;
+	/* the fit timed compute in compute_ranks processes at once: its
+	 * rates already hold that much sharing of the cores */
+	slow = fmax(1, (double)o->per_host / c->cores) /
+	    fmax(1, (double)c->compute_ranks / c->cores);
 	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, T, P, b, &st);
 	/* activation forward, gradient back: both on the critical path */
 	lk = group_link(2, T * D, o->per_host, &l);

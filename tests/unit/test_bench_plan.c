@@ -32,6 +32,7 @@ cost_init(struct bench_cost *c)
 	c->nmm = 2;
 	c->attn_rate = 10e9;
 	c->elem_rate = 5e9;
+	c->compute_ranks = 1;
 	snprintf(c->arch, sizeof c->arch, "gpt");
 	snprintf(c->dims, sizeof c->dims, "256,64,4,4,32");
 }
