@@ -14,9 +14,10 @@
  * Collectives cost what bench_cost_coll says for the link class their
  * group crosses. Compute is the fitted rates times the model's flops,
  * slowed by the share of a core a rank gets when L ranks share fewer
- * cores than the fit found (a pipeline's bubble then lends its core to
- * the host's other ranks: the step is the longer of the critical path at
- * a core a rank and the host's compute over its cores). */
+ * cores than the fit found, beyond the share its own processes had (a
+ * pipeline's bubble then lends its core to the host's other ranks: the
+ * step is the longer of the critical path at a core a rank and the
+ * host's compute over its cores). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,7 +163,7 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 {
 	const struct bench_cost *c = o->cost;
 	int D = r->dp, T = r->tp, P = r->pp, m = r->micro, l;
-	double b = (double)o->batch / D / m, slow, msg, g, ar, rs, ag;
+	double b = (double)o->batch / D / m, slow, fit, msg, g, ar, rs, ag;
 	double width = o->dims.arch == NN_MLP ? o->dims.d_out :
 	    (double)o->dims.d_model * o->dims.seq;
 	struct stage st;
@@ -170,9 +171,10 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	enum coll_algo algo;
 
 	/* the fit timed compute in compute_ranks processes at once: its
-	 * rates already hold that much sharing of the cores */
-	slow = fmax(1, (double)o->per_host / c->cores) /
-	    fmax(1, (double)c->compute_ranks / c->cores);
+	 * rates hold that much sharing of the cores (fit), the host's ranks
+	 * all busy share them L / cores */
+	fit = fmax(1, (double)c->compute_ranks / c->cores);
+	slow = fmax(1, (double)o->per_host / c->cores) / fit;
 	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, T, P, b, &st);
 	/* activation forward, gradient back: both on the critical path */
 	lk = group_link(2, T * D, o->per_host, &l);
@@ -186,7 +188,7 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	/* the pipeline's critical path at a core a rank; with more ranks
 	 * than cores a stage's idle time is the other ranks' core time, so
 	 * the host's work bounds the step instead when it is longer */
-	r->bubble = fmax(0, (m * st.fb + r->tp_s + r->pp_s) /
+	r->bubble = fmax(0, (m * st.fb / fit + r->tp_s + r->pp_s) /
 	    (1 - r->bubble_frac) - (r->compute + r->tp_s + r->pp_s));
 	/* DP: the stage's gradient shard of this TP rank */
 	g = st.params / T * F4;
