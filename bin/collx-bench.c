@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_cost.h"
+#include "bench/bench_plan.h"
 #include "cli/cli.h"
 #include "comm/coll.h"
 #include "comm/comm.h"
@@ -22,7 +24,9 @@ enum {
 	OPT_OP = CLI_OPT_PROGRAM, OPT_ALGO, OPT_DTYPE, OPT_REDOP, OPT_ROOT,
 	OPT_SECONDS, OPT_CHECK, OPT_CSV, OPT_TABLE, OPT_TEST, OPT_PAIR, OPT_ALL,
 	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH,
-	OPT_SKEW
+	OPT_SKEW,
+	OPT_REPEAT, OPT_COST, OPT_RPH, OPT_TOP, OPT_MEM, OPT_VALIDATE,
+	OPT_EXPORT, OPT_MESH
 };
 
 static const struct option longopts[] = {
@@ -48,6 +52,11 @@ static const struct option longopts[] = {
 	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
 	PRECISION_LONGOPTS,
 	{ "skew", 1, 0, OPT_SKEW },
+	{ "repeat", 1, 0, OPT_REPEAT }, { "output", 1, 0, 'o' },
+	{ "cost", 1, 0, OPT_COST }, { "ranks-per-host", 1, 0, OPT_RPH },
+	{ "top", 1, 0, OPT_TOP }, { "mem-per-rank", 1, 0, OPT_MEM },
+	{ "validate", 0, 0, OPT_VALIDATE }, { "export", 1, 0, OPT_EXPORT },
+	{ "mesh", 1, 0, OPT_MESH },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -59,6 +68,12 @@ struct opts {
 	struct bench_sizes sizes;
 	int have_b, have_e, have_n, have_w, have_batch, have_sync, have_world;
 	int have_skew;
+	int have_repeat;
+	const char *out;		/* fit -o */
+	const char *cost;		/* plan, coll --cost */
+	struct bench_plan_opts plan;
+	int per_host, top, validate;
+	const char *export_fmt, *export_dir;
 	const char *algos;
 	struct bench_coll coll;
 	struct bench_p2p p2p;
@@ -75,7 +90,8 @@ usage(void)
 {
 	printf("usage: %s coll [--op OP] [--algo A[,A...]|all] [-b MIN] [-e MAX]\n"
 	    "           [-f FACTOR | -i STEP] [--dtype D] [--redop R] [-n N] [-w W]\n"
-	    "           [--seconds S] [--skew zipf:S] [--check] [--csv|--table]\n"
+	    "           [--seconds S] [--skew zipf:S] [--check] [--cost COST.json]\n"
+	    "           [--csv|--table]\n"
 	    "           [group options]\n"
 	    "       %s p2p [--test latency|bw|bibw] [--pair A,B | --all-pairs]\n"
 	    "           [-b MIN] [-e MAX] [-f FACTOR] [-n N] [-w W] [--window W]\n"
@@ -84,12 +100,20 @@ usage(void)
 	    "           [--batch B] [--steps K] [--wire T] [--precision P[,P]]\n"
 	    "           [--csv|--table]\n"
 	    "       %s mesh [-N WORLD] [--arch A --dims D] [--batch B] [--steps K]\n"
-	    "           [-H HOSTS [--ssh CMD]] [--master ADDR:PORT] [--iface IF]\n"
-	    "           [--csv|--table]\n\n"
+	    "           [--repeat R] [-H HOSTS [--ssh CMD]] [--master ADDR:PORT]\n"
+	    "           [--iface IF] [--csv|--table]\n"
+	    "       %s fit [-N WORLD | -H HOSTS [--ssh CMD]] [--arch A --dims D]\n"
+	    "           [-b MIN] [-e MAX] -o COST.json\n"
+	    "       %s plan --cost COST.json --hosts N [--ranks-per-host L]\n"
+	    "           [--arch A --dims D] [--batch B] [--top K]\n"
+	    "           [--mem-per-rank BYTES] [--mesh D,T,P] [--validate]\n"
+	    "           [--export astra-sim DIR] [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
 	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
 	    "coll and p2p run as ranks (under collx-run); dp starts its own.\n"
-	    "mesh trains collx-train under every DP x TP x PP of the world.\n\n"
+	    "mesh trains collx-train under every DP x TP x PP of the world.\n"
+	    "fit measures a cost model of this cluster; plan predicts every\n"
+	    "mesh of a cluster of N hosts from it.\n\n"
 	    "  --op OP               coll: allreduce (default), broadcast,\n"
 	    "                        allgather, reduce-scatter, alltoall,\n"
 	    "                        alltoallv\n"
@@ -123,6 +147,8 @@ usage(void)
 	    "                        the global batch (8 x WORLD)\n"
 	    "  --steps K             dp, mesh: steps per run, the first not\n"
 	    "                        timed (12)\n"
+	    "  --repeat R            mesh, plan --validate: rounds at most, until\n"
+	    "                        two in a row rank the meshes alike (3)\n"
 	    "  --wire T              dp: collx-dp --wire (f32, bf16, f16, int8)\n"
 	    "  --precision P[,P]     dp: the sweep once per collx-dp --precision\n"
 	    "                        (f32, bf16); rows op dp-bf16 for bf16\n"
@@ -136,6 +162,15 @@ usage(void)
 	    "  --ssh CMD             mesh: collx-run --ssh CMD\n"
 	    "  --master ADDR:PORT    mesh: collx-run --master, run i at PORT+i\n"
 	    "  --iface IF            mesh: the ranks' --iface\n"
+	    "  -o, --output F        fit: the cost model's JSON\n"
+	    "  --cost F              plan: the cost model (coll: verdicts)\n"
+	    "  --hosts N             plan: the cluster's hosts\n"
+	    "  --ranks-per-host L    plan: ranks on each host (1)\n"
+	    "  --top K               plan: the K fastest (10)\n"
+	    "  --mem-per-rank BYTES  plan: the meshes whose ranks fit (K, M, G)\n"
+	    "  --mesh D,T,P          plan: that mesh only\n"
+	    "  --validate            plan: run the meshes here, error beside\n"
+	    "  --export astra-sim DIR  plan: the fastest's ASTRA-sim inputs\n"
 	    "  -v, --verbose         more messages\n"
 	    "  -q, --quiet           no progress line\n"
 	    "  -h, --help            this help\n"
@@ -147,7 +182,7 @@ usage(void)
 	    "Exit status: 0 ok, 1 runtime failure (a rank lost), 2 usage,\n"
 	    "3 bad input, 4 --check found wrong elements, 130 interrupted.\n",
 	    cli_progname, cli_progname, cli_progname, cli_progname,
-	    cli_group_help);
+	    cli_progname, cli_progname, cli_group_help);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
 }
@@ -272,6 +307,10 @@ dp_option(struct opts *o, int c, const char *a)
 		o->have_batch = 1;
 		break;
 	case OPT_STEPS: o->dp.steps = cli_parse_long("--steps", a, 2, 1 << 24); break;
+	case OPT_REPEAT:
+		o->dp.rounds = (int)cli_parse_long("--repeat", a, 1, 100);
+		o->have_repeat = 1;
+		break;
 	case DPOPT_WIRE: o->dp.wire = a; break;
 	case DPOPT_POWERSGD: o->dp.powersgd = a; break;
 	case DPOPT_POWERSGD_START: o->dp.powersgd_start = a; break;
@@ -284,35 +323,81 @@ dp_option(struct opts *o, int c, const char *a)
 	return 1;
 }
 
+/* fit's and plan's options; 0 when c was none of them. */
+static int
+plan_option(struct opts *o, int c, const char *a)
+{
+	long v[3];
+
+	switch (c) {
+	case 'o': o->out = a; break;
+	case OPT_COST: o->cost = a; break;
+	case OPT_RPH:
+		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
+		    4096);
+		break;
+	case OPT_TOP:
+		o->top = (int)cli_parse_long("--top", a, 1, 1 << 20);
+		break;
+	case OPT_MEM:
+		o->plan.mem = (double)cli_parse_size("--mem-per-rank", a);
+		break;
+	case OPT_VALIDATE: o->validate = 1; break;
+	case OPT_MESH:
+		if (cli_parse_list("--mesh", a, v, 3) != 3 || v[0] < 1 ||
+		    v[1] < 1 || v[2] < 1 || v[0] > 1 << 20 || v[1] > 1 << 20 ||
+		    v[2] > 1 << 20)
+			cli_usage_error("--mesh: want D,T,P, three positive "
+			    "counts, not '%s'", a);
+		for (int i = 0; i < 3; i++)
+			o->plan.mesh[i] = (int)v[i];
+		break;
+	default: return 0;
+	}
+	return 1;
+}
+
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:H:", longopts,
+	while ((c = getopt_long(argc, argv, "hVvqb:e:f:i:n:w:N:H:o:", longopts,
 	    NULL)) != -1) {
 		if (c == CLI_OPT_MASTER)	/* as given, not from the environment */
 			o->dp.master = optarg;
 		if (c == CLI_OPT_IFACE)
 			o->dp.iface = optarg;
+		if (c == OPT_EXPORT) {		/* --export FORMAT DIR */
+			if (strcmp(optarg, "astra-sim") != 0)
+				cli_usage_error("--export: want astra-sim, not "
+				    "'%s'", optarg);
+			if (optind >= argc)
+				cli_usage_error("--export astra-sim: missing DIR");
+			o->export_fmt = optarg;
+			o->export_dir = argv[optind++];
+			continue;
+		}
 		if (cli_std_option(c, usage) || cli_group_getopt(&o->g, c, optarg) ||
-		    meas_option(o, c, optarg) ||
+		    meas_option(o, c, optarg) || plan_option(o, c, optarg) ||
 		    dp_option(o, c, optarg))
 			continue;
 		switch (c) {
 		case OPT_CSV: o->csv = 1; break;
 		case OPT_TABLE: o->csv = -1; break;
 		case CLI_OPT_TIMING: o->timing = optarg; break;
-		default: cli_option_error(argc, argv, "hVvqb:e:f:i:n:w:N:H:");
+		default: cli_option_error(argc, argv, "hVvqb:e:f:i:n:w:N:H:o:");
 		}
 	}
 	if (optind >= argc)
-		cli_usage_error("missing subcommand: coll, p2p, dp or mesh");
+		cli_usage_error("missing subcommand: coll, p2p, dp, mesh, fit or "
+		    "plan");
 	o->sub = argv[optind++];
 	if (strcmp(o->sub, "coll") && strcmp(o->sub, "p2p") &&
-	    strcmp(o->sub, "dp") && strcmp(o->sub, "mesh"))
-		cli_usage_error("unknown subcommand '%s': want coll, p2p, dp or "
-		    "mesh", o->sub);
+	    strcmp(o->sub, "dp") && strcmp(o->sub, "mesh") &&
+	    strcmp(o->sub, "fit") && strcmp(o->sub, "plan"))
+		cli_usage_error("unknown subcommand '%s': want coll, p2p, dp, "
+		    "mesh, fit or plan", o->sub);
 	if (optind < argc)
 		cli_usage_error("unexpected argument '%s'", argv[optind]);
 }
@@ -405,8 +490,16 @@ run_coll(struct opts *o)
 	long wrong;
 	int me;
 
+	static struct bench_cost cost;
+
 	if (fault != NULL && *fault)
 		o->coll.fault = cli_parse_long("COLLX_BENCH_FAULT", fault, 0, 1L << 40);
+	if (o->cost != NULL && bench_cost_read(&cost, o->cost, e, sizeof e) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
+	if (o->cost != NULL) {
+		o->coll.cost = &cost;
+		o->coll.cost_tcp = o->g.no_shm;
+	}
 	if (o->coll.root >= o->g.world)
 		cli_usage_error("--root %d: the world has %d ranks", o->coll.root,
 		    o->g.world);
@@ -471,7 +564,7 @@ run_p2p(struct opts *o)
 	return rc > 0 ? 130 : CLI_EXIT_OK;
 }
 
-/* dp and mesh: the runs they start. */
+/* dp, mesh and fit: the runs they start. */
 static int
 run_train(struct opts *o, int (*sweep)(struct bench_out *,
     const struct bench_dp *, int, char *, size_t))
@@ -482,6 +575,23 @@ run_train(struct opts *o, int (*sweep)(struct bench_out *,
 
 	if ((rc = sweep(&out, &o->dp, progress(), e, sizeof e)) != 0 &&
 	    rc != 130)
+		cli_die(rc, "%s", e);
+	return rc;
+}
+
+static int
+run_plan(struct opts *o)
+{
+	struct bench_out out = { .csv = out_csv(o), .file = o->timing };
+	struct bench_cost cost;
+	char e[COLLX_ERRLEN];
+	int rc;
+
+	if (bench_cost_read(&cost, o->cost, e, sizeof e) < 0)
+		cli_die(CLI_EXIT_DATA, "%s", e);
+	o->plan.cost = &cost;
+	if ((rc = bench_plan_run(&out, &o->plan, o->validate ? &o->dp : NULL,
+	    o->top, o->export_dir, progress(), e, sizeof e)) != 0 && rc != 130)
 		cli_die(rc, "%s", e);
 	return rc;
 }
@@ -580,12 +690,114 @@ check_hosts(struct opts *o)
 	o->dp.max_world = slots;
 }
 
+/* The subcommands that start their own ranks: -n (coll's and p2p's
+ * iterations) is the world mistyped, and a launcher's ranks would each
+ * start a whole planner. */
+static void
+check_self_launched(const struct opts *o)
+{
+	static const char *const vars[][2] = {
+		{ "COLLX_RANK", "COLLX_WORLD_SIZE" }, { "RANK", "WORLD_SIZE" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+		/* a step's tasks, not a batch script's allocation */
+		{ "SLURM_PROCID", "SLURM_STEP_NUM_TASKS" }
+	};
+	const char *r, *w;
+
+	if (o->have_n)
+		cli_usage_error("%s: -n is coll's and p2p's iterations; %s "
+		    "starts its own ranks, -N WORLD (now %d) says how many",
+		    o->sub, o->sub, o->dp.max_world);
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		if ((r = getenv(vars[i][0])) != NULL && *r &&
+		    (w = getenv(vars[i][1])) != NULL && atol(w) > 1)
+			cli_usage_error("%s starts its own ranks; run it once, "
+			    "not as rank %s of %s under a launcher (%s is "
+			    "set): use -N or -H for its world", o->sub, r, w,
+			    vars[i][1]);
+}
+
+static void
+fit_defaults(struct opts *o)
+{
+	static char lo[32], hi[32];
+
+	check_model(o);
+	check_hosts(o);
+	if (o->dp.max_world < 2)
+		cli_usage_error("fit: a world of %d has no links to measure: "
+		    "-N 2 or more", o->dp.max_world);
+	if (o->out == NULL)
+		cli_usage_error("fit: -o COST.json is required");
+	o->dp.fit_out = o->out;
+	o->dp.fit_min = o->have_b ? bench_size_str(o->sizes.min, lo,
+	    sizeof lo) : "4K";
+	o->dp.fit_max = o->have_e ? bench_size_str(o->sizes.max, hi,
+	    sizeof hi) : "4M";
+}
+
+static void
+plan_defaults(struct opts *o)
+{
+	char e[COLLX_ERRLEN];
+	long w;
+
+	if (o->cost == NULL)
+		cli_usage_error("plan: --cost COST.json is required (collx-bench "
+		    "fit writes it)");
+	if (o->dp.host_list == NULL)
+		cli_usage_error("plan: --hosts N is required");
+	if (o->dp.ssh != NULL)
+		cli_usage_error("plan: --ssh goes with mesh and fit");
+	check_model(o);
+	if (nn_arch_parse(o->dp.arch, &o->plan.dims.arch) < 0 ||
+	    nn_dims_parse(o->dp.dims, o->plan.dims.arch, &o->plan.dims, e,
+	    sizeof e) < 0)
+		cli_usage_error("--dims %s: %s", o->dp.dims, e);
+	o->plan.hosts = (int)cli_parse_long("--hosts", o->dp.host_list, 1,
+	    1 << 20);
+	o->dp.host_list = NULL;		/* a count here; --validate runs here */
+	o->plan.per_host = o->per_host ? o->per_host : 1;
+	w = (long)o->plan.hosts * o->plan.per_host;
+	if (w > 1 << 20)
+		cli_usage_error("plan: %d hosts x %d ranks, more than %d",
+		    o->plan.hosts, o->plan.per_host, 1 << 20);
+	o->plan.batch = o->have_batch ? o->dp.batch : 8 * w;
+	o->top = o->top ? o->top : 10;
+	if (o->validate) {
+		if (w > 64)
+			cli_usage_error("plan --validate: runs the %ld ranks on "
+			    "this host, at most 64", w);
+		o->plan.as_mesh = 1;
+		o->dp.max_world = (int)w;
+		o->dp.batch = o->plan.batch;
+	}
+	if (o->export_dir != NULL && o->validate)
+		cli_usage_error("plan: --export and --validate, one at a time");
+}
+
 /* Defaults that differ by subcommand, where options left them unset. */
 static void
 defaults(struct opts *o)
 {
 	int p2p = strcmp(o->sub, "p2p") == 0;
 
+	if (!p2p && strcmp(o->sub, "coll") != 0 &&
+	    (strcmp(o->sub, "plan") != 0 || o->validate))
+		check_self_launched(o);
+	if (strcmp(o->sub, "fit") == 0)
+		fit_defaults(o);
+	if (strcmp(o->sub, "plan") == 0)
+		plan_defaults(o);
+	else if (o->cost != NULL && strcmp(o->sub, "coll") != 0)
+		cli_usage_error("--cost goes with plan and coll");
+	if (strcmp(o->sub, "plan") != 0 && (o->per_host || o->top ||
+	    o->plan.mem > 0 || o->validate || o->export_dir || o->plan.mesh[0]))
+		cli_usage_error("--ranks-per-host, --top, --mem-per-rank, --mesh, "
+		    "--validate and --export go with plan");
+	if (strcmp(o->sub, "fit") != 0 && o->out != NULL)
+		cli_usage_error("-o goes with fit");
 	if (!o->have_b)
 		o->sizes.min = p2p ? 1 : 8;
 	if (!o->have_e)
@@ -609,8 +821,11 @@ defaults(struct opts *o)
 		if (!o->have_batch)
 			o->dp.batch = 8L * o->dp.max_world;
 	}
-	if (strcmp(o->sub, "mesh") != 0 && (o->dp.host_list || o->dp.ssh))
-		cli_usage_error("-H and --ssh go with mesh");
+	if (strcmp(o->sub, "mesh") != 0 && strcmp(o->sub, "fit") != 0 &&
+	    strcmp(o->sub, "plan") != 0 && (o->dp.host_list || o->dp.ssh))
+		cli_usage_error("-H and --ssh go with mesh and fit");
+	if (strcmp(o->sub, "mesh") != 0 && o->have_repeat && !o->validate)
+		cli_usage_error("--repeat goes with mesh and plan --validate");
 	if (strcmp(o->sub, "dp") == 0) {
 		check_model(o);
 		check_wire(o);
@@ -645,10 +860,12 @@ main(int argc, char **argv)
 	o.dp.dims = "256,64,2,4,32";
 	o.dp.batch = 8;
 	o.dp.steps = 12;
+	o.dp.rounds = 3;
 	parse_args(&o, argc, argv);
 	defaults(&o);
 	bench_catch_signals();
-	if (strcmp(o.sub, "dp") == 0 || strcmp(o.sub, "mesh") == 0) {
+	if (strcmp(o.sub, "dp") == 0 || strcmp(o.sub, "mesh") == 0 ||
+	    strcmp(o.sub, "fit") == 0 || strcmp(o.sub, "plan") == 0) {
 		/* collx-run, collx-dp and collx-train beside this program, else on PATH. */
 		if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
 			self[n] = '\0';
@@ -659,8 +876,13 @@ main(int argc, char **argv)
 		cli_group_finish(&o.g);
 		o.dp.timeout = o.g.timeout;
 		o.dp.no_shm = o.g.no_shm;
-		rc = run_train(&o, strcmp(o.sub, "dp") == 0 ? bench_dp_run :
-		    bench_mesh_run);
+		if (strcmp(o.sub, "fit") == 0)
+			rc = run_train(&o, bench_fit_run);
+		else if (strcmp(o.sub, "plan") == 0)
+			rc = run_plan(&o);
+		else
+			rc = run_train(&o, strcmp(o.sub, "dp") == 0 ?
+			    bench_dp_run : bench_mesh_run);
 	} else {
 		cli_group_finish(&o.g);
 		rc = strcmp(o.sub, "coll") == 0 ? run_coll(&o) : run_p2p(&o);

@@ -353,9 +353,9 @@ factorizations() {
 
 @test "mesh -N 4: every factorization once (refused ones with the reason), fastest first, shares in [0,1], tokens/s = tokens per step / step time" {
 	run timeout -k 5 120 bash -c 'collx-bench mesh -N 4 --dims 256,16,2,2,8 \
-		--steps 2 --csv 2>"$0"' "$BATS_TEST_TMPDIR/err"
+		--steps 2 --repeat 1 --csv 2>"$0"' "$BATS_TEST_TMPDIR/err"
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes" ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes,step_q1_s,step_q3_s,rounds,tie" ]
 	# 2 heads refuse tp 4; 2 layers refuse pp 4.
 	[ "${#lines[@]}" -eq 5 ]
 	grep -q 'mesh dp 1 tp 4 pp 1 refused: .*heads' "$BATS_TEST_TMPDIR/err"
@@ -367,7 +367,8 @@ factorizations() {
 	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 4)" ]
 	# batch 32 (8 x W) of seq 8: 256 tokens a step; one timed step.
 	echo "$output" | tail -n +2 | awk -F, -v prev=1e300 '
-		$2 != "mesh" || NF != 20 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
+		$2 != "mesh" || NF != 24 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
+		$21 != $10 || $22 != $10 || $23 != 1 { print "one step, one round: " $0; exit 1 }
 		$3 != "dp" $13 ".tp" $14 ".pp" $15 || $13 * $14 * $15 != 4 { print; exit 1 }
 		$16 > prev { print "not fastest first: " $0; exit 1 }
 		{ prev = $16; r = $16 * $10 / 256 }
@@ -379,16 +380,88 @@ factorizations() {
 
 @test "mesh -N 2 --table: the three meshes, fastest first, with the columns" {
 	run timeout -k 5 60 collx-bench mesh -N 2 --dims 256,16,2,2,8 --steps 2 \
-		--batch 4 --table
+		--batch 4 --table --repeat 1
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q '^# collx-bench mesh: collx-train gpt 256,16,2,2,8, world 2, batch 4'
-	echo "$output" | grep -Eq '^ +dp +tp +pp +tokens/s +step_ms +dp% +tp% +pp% +peak_bytes$'
+	echo "$output" | grep -Eq '^ +dp +tp +pp +tokens/s +step_ms +spread% +dp% +tp% +pp% +peak_bytes$'
 	[ "$(echo "$output" | grep -c refused)" -eq 0 ]
 	echo "$output" | awk '$1 ~ /^[0-9]+$/ { print $1 "," $2 "," $3 }' | sort \
 		>"$BATS_TEST_TMPDIR/got"
 	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 2)" ]
 	echo "$output" | awk -v prev=1e300 '$1 ~ /^[0-9]+$/ {
-		if ($4 > prev || NF != 9) { print; exit 1 } prev = $4 }'
+		if ($4 > prev || NF < 10 || NF > 11) { print; exit 1 } prev = $4 }'
+	echo "$output" | grep -Eq '^# (ranking not stable after 1 round|[23] meshes tie after 1 round)'
+}
+
+# A mesh's median lies between its steps' quartiles; a tie is exactly a
+# lower quartile at or below the fastest's upper one, recomputed here from
+# the CSV's quartiles; the verdict line names exactly the tied meshes.
+@test "mesh --repeat 3: rounds until the ranking holds twice, medians over every step, ties named with median and spread" {
+	run timeout -k 5 120 collx-bench mesh -N 2 --dims 256,16,2,2,8 --steps 4 \
+		--batch 4 --repeat 3 --csv -v
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	csv=$(echo "$output" | grep '^collx-bench,mesh,')
+	[ "$(echo "$csv" | wc -l)" -eq 3 ]
+	# every mesh ran the same 2 or 3 rounds of 3 timed steps each, its
+	# median between its quartiles
+	echo "$csv" | awk -F, '{ r[$23]++ }
+		($23 != 2 && $23 != 3) || $9 != 3 * $23 { print; exit 1 }
+		$21 > $10 || $10 > $22 { print "quartiles: " $0; exit 1 }
+		END { if (length(r) != 1) exit 1 }'
+	# a tie: a mesh whose lower quartile is at or below the fastest's
+	# upper one (the fastest too when any is)
+	echo "$csv" | awk -F, 'NR == 1 { q3 = $22; next }
+		{ t = $21 <= q3; n += t; if (t != $24) { print "tie: " $0; exit 1 } }
+		END { exit 0 }'
+	first=$(echo "$csv" | awk -F, -v q3=0 'NR == 1 { q3 = $22; t = $24; next }
+		$21 <= q3 { any = 1 } END { print (any == t) ? "ok" : "bad" }')
+	[ "$first" = ok ]
+	verdict=$(echo "$output" | grep '^collx-bench: mesh ')
+	rounds=$(echo "$csv" | head -1 | cut -d, -f23)
+	if [ "$rounds" -eq 2 ]; then
+		[[ "$verdict" == *"after 2 rounds (ranking stable"* ]] ||
+		[[ "$verdict" == *"ranking stable after 2 rounds"* ]]
+	else
+		[[ "$verdict" == *"not stable"* ]] ||
+		[[ "$verdict" == *"after 3 rounds"* ]]
+	fi
+	# a tie names every mesh whose tie column is 1, and only those
+	ties=$(echo "$csv" | awk -F, '$24 == 1 { print $3 }' | sort | tr '\n' ' ')
+	named=$(echo "$verdict" | grep -o 'dp[0-9]*\.tp[0-9]*\.pp[0-9]*' | sort | tr '\n' ' ')
+	[ "$ties" = "$named" ]
+	if [ -n "$ties" ]; then
+		[[ "$verdict" == *"$(echo "$ties" | wc -w) meshes tie"* ]]
+	fi
+}
+
+@test "mesh and dp: -n (iterations) for the world, or a run under a launcher, exit 2 with one line before any run" {
+	run timeout 30 collx-bench mesh -n 4
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: mesh: -n is coll's and p2p's iterations; mesh starts its own ranks, -N WORLD (now 2) says how many" ]
+	run timeout 30 collx-bench dp -N 3 -n 4
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == *"dp starts its own ranks, -N WORLD (now 3)"* ]]
+	run timeout 30 env COLLX_RANK=0 COLLX_WORLD_SIZE=4 collx-bench mesh -N 4
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: mesh starts its own ranks; run it once, not as rank 0 of 4 under a launcher (COLLX_WORLD_SIZE is set): use -N or -H for its world" ]
+	# the other ranks exit alike, leaving the line to rank 0
+	run timeout 30 env COLLX_RANK=3 COLLX_WORLD_SIZE=4 collx-bench mesh -N 4
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	run timeout 30 env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 collx-bench dp
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == *"(OMPI_COMM_WORLD_SIZE is set)"* ]]
+	# a world of one, or a batch script's allocation, is no launcher's
+	run timeout 30 env COLLX_RANK=0 COLLX_WORLD_SIZE=1 SLURM_PROCID=0 \
+	    SLURM_NTASKS=8 collx-bench mesh --ssh ssh
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --ssh needs hosts (-H)" ]
+	run timeout -k 5 60 collx-run -n 2 -- collx-bench mesh
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q 'collx-bench: mesh starts its own ranks; run it once, not as rank 0 of 2 under a launcher'
+	run timeout 30 collx-bench coll --repeat 2
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --repeat goes with mesh and plan --validate" ]
 }
 
 @test "mesh: usage errors exit 2 before any run" {
@@ -421,15 +494,16 @@ factorizations() {
 	[ "${lines[0]}" = "collx-bench: --ssh needs hosts (-H)" ]
 	run timeout 30 collx-bench dp -H localhost
 	[ "$status" -eq 2 ]
-	[ "${lines[0]}" = "collx-bench: -H and --ssh go with mesh" ]
-	# world 4: six runs on ports 65531..65536
-	run timeout 30 collx-bench mesh -H localhost:4 --master 127.0.0.1:65531
+	[ "${lines[0]}" = "collx-bench: -H and --ssh go with mesh and fit" ]
+	# world 4, two rounds at most: twelve runs on ports 65525..65536
+	run timeout 30 collx-bench mesh -H localhost:4 --master 127.0.0.1:65525 \
+	    --repeat 2
 	[ "$status" -eq 2 ]
-	[[ "${lines[0]}" == "collx-bench: --master 127.0.0.1:65531: the 6 runs"* ]]
+	[[ "${lines[0]}" == "collx-bench: --master 127.0.0.1:65525: the 12 runs"* ]]
 	[ -z "$(ls "$BATS_TEST_TMPDIR" | grep collx-bench)" ]
 	run timeout -k 5 60 env TMPDIR="$BATS_TEST_TMPDIR" collx-bench mesh \
 	    -H localhost,127.0.0.1 --master 127.0.0.1:29640 \
-	    --dims 256,16,2,2,8 --steps 2 --batch 4 --table
+	    --dims 256,16,2,2,8 --steps 2 --batch 4 --table --repeat 1
 	[ "$status" -eq 0 ] || { echo "$output"; false; }
 	echo "$output" | grep -q '^# collx-bench mesh: collx-train gpt 256,16,2,2,8, world 2 on 2 hosts, batch 4'
 	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/ && $4 > 0' | wc -l)" -eq 3 ]

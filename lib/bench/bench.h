@@ -14,6 +14,8 @@
 #include "comm/comm.h"
 #include "tensor/dtype.h"
 
+struct bench_cost;
+
 /* Set by the program's SIGINT handler; sweeps stop, all ranks together,
  * after the row being measured. */
 extern volatile sig_atomic_t bench_interrupted;
@@ -87,6 +89,8 @@ struct bench_coll {
 	long fault;			/* test only: corrupt this many elements */
 	int hosts;
 	double skew;			/* alltoallv: Zipf exponent (0: even) */
+	const struct bench_cost *cost;	/* --cost: each row's expected time */
+	int cost_tcp;			/* --no-shm: the ranks' links are tcp */
 };
 
 struct bench_coll_row {
@@ -97,6 +101,7 @@ struct bench_coll_row {
 	struct bench_stat st;
 	double algbw, busbw;		/* GB/s, 10^9 */
 	long wrong;			/* -1 when not checked */
+	double expected;		/* --cost: seconds (<= 0: no model) */
 };
 
 /* The collective's name as in timing rows ("allreduce", "reduce-scatter"). */
@@ -194,6 +199,9 @@ struct bench_dp {
 	const char *arch, *dims;	/* collx-dp --init */
 	long batch;			/* per rank */
 	long steps;
+	int rounds;			/* mesh: rounds at most (--repeat) */
+	const char *fit_min, *fit_max;	/* fit: the sweep's sizes, as given */
+	const char *fit_out;		/* fit: the cost file */
 	const char *bindir;		/* where collx-run and collx-dp are */
 	double timeout;
 	int no_shm;			/* the runs' ranks: --no-shm */
@@ -207,6 +215,7 @@ struct bench_dp {
  * first step (its loss CSV), communication share (its timing rows). */
 struct bench_run_result {
 	double step_s, tokens_per_s, comm_share;
+	double tokens;			/* per timed step, their mean */
 	size_t nparams;
 	int steps;
 };
@@ -246,9 +255,29 @@ int bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 
 /* The planner: every factorization of the world d->max_world into
  * collx-train's --dp x --tp x --pp, each trained d->steps steps on a
- * global batch of d->batch; rows fastest first, refused meshes listed with
- * collx-train's reason. Returns the exit code, as bench_dp_run. */
+ * global batch of d->batch, in rounds (every mesh once a round) until two
+ * rounds in a row rank them alike or d->rounds have run; rows fastest
+ * first (the median over every timed step), with their spread and which
+ * tie with the fastest; refused meshes listed with collx-train's reason.
+ * Returns the exit code, as bench_dp_run. */
 int bench_mesh_run(struct bench_out *o, const struct bench_dp *d,
+    int progress, char *err, size_t errlen);
+
+/* The meshes mesh[i] = { dp, tp, pp } of the world d->max_world, run as
+ * bench_mesh_run runs them, in rounds: step[i] the median step, spread[i]
+ * half the quartile range over it (both 0 for a mesh collx-train
+ * refuses). Returns the exit code, as bench_dp_run. */
+int bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
+    double *step, double *spread, int progress, char *err, size_t errlen);
+
+/* ---- fit ---- */
+
+/* collx-bench fit: the cost model of this cluster (bench_cost.h) from
+ * collective sweeps on d->max_world ranks (of d->host_list when set),
+ * each link class, and the compute of d's model timed here; written to
+ * d->fit_out (o, the runs' table, is unused: as bench_dp_run's shape).
+ * Returns the exit code, as bench_dp_run. */
+int bench_fit_run(struct bench_out *o, const struct bench_dp *d,
     int progress, char *err, size_t errlen);
 
 #endif

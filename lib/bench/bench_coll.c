@@ -10,6 +10,7 @@
 
 #include "cli/util.h"
 #include "bench/bench.h"
+#include "bench/bench_cost.h"
 
 static const char *const kind_names[] = {
 	[COLL_KIND_ALLREDUCE] = "allreduce",
@@ -411,6 +412,9 @@ bench_coll_measure(struct comm *c, const struct bench_coll *b,
 	if (r->st.med > 0)
 		r->algbw = (double)r->bytes / r->st.med / 1e9;
 	r->busbw = r->algbw * cli_busbw_factor(bench_kind_name(b->kind), w);
+	if (b->cost != NULL)	/* --cost: what the model expects */
+		r->expected = bench_cost_expect(b->cost, b->kind, algo, w,
+		    b->hosts, b->cost_tcp, (double)r->bytes);
 	if (b->check) {
 		bufs_fill(&u, b, me);
 		if (run_once(c, b, algo, &u) < 0 ||

@@ -142,6 +142,7 @@ bench_read_loss(const char *path, struct bench_run_result *r, char *err,
 	qsort(secs, (size_t)n, sizeof *secs, cmp_double);
 	r->step_s = n % 2 ? secs[n / 2] : (secs[n / 2 - 1] + secs[n / 2]) / 2;
 	r->tokens_per_s = tot_tok / tot_s;
+	r->tokens = tot_tok / n;
 	r->steps = n;
 	return 0;
 }

@@ -19,13 +19,25 @@
 struct mesh_row {
 	int dp, tp, pp;
 	struct bench_run_result r;
-	double share[3];		/* pp, dp, tp */
+	double share[3];		/* pp, dp, tp: summed over rounds */
 	long peak;			/* bytes, the largest rank's */
 	int refused;
 	char why[COLLX_ERRLEN];
+	double *step;			/* rank 0's timed steps, every round */
+	int nstep, runs;
+	double q1, q3;			/* quartiles of step[] */
+	int tie;			/* quartiles overlap the fastest's */
 };
 
 static const char *const axis_names[3] = { "pp", "dp", "tp" };
+
+static void
+add_step(struct mesh_row *m, double s)
+{
+	m->step = cli_reallocarray(m->step, (size_t)m->nstep + 1,
+	    sizeof *m->step);
+	m->step[m->nstep++] = s;
+}
 
 /* Every rank's timing rows past the first step: each axis's time over
  * the rank's step time (TP's allreduces run inside forward and backward,
@@ -33,7 +45,10 @@ static const char *const axis_names[3] = { "pp", "dp", "tp" };
  * ranks. Forward and backward are compute; a pipeline send or receive
  * that moved no bytes is an axis of size 1. DP and TP rows come only for
  * an axis of more than one rank, and count whatever their bytes: across
- * hosts DP's allreduce rows (--sync auto) carry 0 bytes. */
+ * hosts DP's allreduce rows (--sync auto) carry 0 bytes; their
+ * allreduce_hidden and allreduce_exposed rows split that time again. Each
+ * rank writes its own file (argv holds the {rank} name). Rank 0's step
+ * rows are the run's step times. */
 static void
 read_shares(const char *dir, int world, struct mesh_row *m)
 {
@@ -54,10 +69,15 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 			    "%*u,%lu,%d,%lg,%*[^,],%*[^,],%7[^,]", op, &bytes,
 			    &iter, &s, axis) != 5 || iter == 0)
 				continue;
-			if (strcmp(op, "step") == 0)
+			if (strcmp(op, "step") == 0) {
 				wall += s;
+				if (rank == 0)
+					add_step(m, s);
+			}
 			else if (strcmp(op, "forward") != 0 &&
 			    strcmp(op, "backward") != 0 &&
+			    strstr(op, "_hidden") == NULL &&
+			    strstr(op, "_exposed") == NULL &&
 			    (bytes > 0 || strcmp(axis, "pp") != 0))
 				for (int a = 0; a < 3; a++)
 					if (strcmp(axis, axis_names[a]) == 0)
@@ -131,10 +151,11 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
 	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
 	unlink(loss);
-	for (int i = 0; i < w; i++) {
-		snprintf(timing, sizeof timing, "%s/t.%d.csv", dir, i);
-		unlink(timing);
+	for (int i = 0; i < w; i++) {	/* not in timing: argv holds it */
+		snprintf(log, sizeof log, "%s/t.%d.csv", dir, i);
+		unlink(log);
 	}
+	snprintf(log, sizeof log, "%s/log", dir);
 	snprintf(what, sizeof what, "dp %d, tp %d, pp %d", m->dp, m->tp, m->pp);
 	bench_progress_show(pr, what);
 	rc = run_measured(argv, log, &m->peak);
@@ -156,8 +177,35 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 		return rc < 0 || rc > 4 ? CLI_EXIT_RUNTIME : rc;
 	}
 	read_shares(dir, w, m);
+	m->runs++;
 	return bench_read_loss(loss, &m->r, err, errlen) < 0 ?
 	    CLI_EXIT_RUNTIME : 0;
+}
+
+/* Quantile q of sorted t[0..n-1], linear between ranks. */
+static double
+quantile(const double *t, int n, double q)
+{
+	double x = q * (n - 1);
+	int i = (int)x;
+
+	return i + 1 < n ? t[i] + (x - i) * (t[i + 1] - t[i]) : t[n - 1];
+}
+
+/* A mesh's median, quartiles and tokens/s over its steps so far. */
+static void
+mesh_stats(struct mesh_row *m)
+{
+	struct bench_stat st;
+
+	if (m->refused || m->nstep == 0)
+		return;
+	bench_stats(m->step, m->nstep, &st);	/* sorts step[] */
+	m->r.step_s = st.med;
+	m->q1 = quantile(m->step, m->nstep, 0.25);
+	m->q3 = quantile(m->step, m->nstep, 0.75);
+	m->r.tokens_per_s = m->r.tokens / st.med;
+	m->r.steps = m->nstep;
 }
 
 /* Refused meshes last, the rest fastest first. */
@@ -168,21 +216,89 @@ cmp_rows(const void *a, const void *b)
 
 	if (x->refused != y->refused)
 		return x->refused - y->refused;
-	return (x->r.tokens_per_s < y->r.tokens_per_s) -
-	    (x->r.tokens_per_s > y->r.tokens_per_s);
+	return (x->r.step_s > y->r.step_s) - (x->r.step_s < y->r.step_s);
+}
+
+/* The order of meshes by median step so far into ord; whether it is the
+ * order prev held (then copied over). */
+static int
+same_ranking(const struct mesh_row *m, int n, int *ord, int *prev)
+{
+	int same = 1;
+
+	for (int i = 0; i < n; i++)
+		ord[i] = i;
+	for (int i = 1; i < n; i++)	/* insertion sort: n is small */
+		for (int k = i; k > 0 && cmp_rows(&m[ord[k - 1]],
+		    &m[ord[k]]) > 0; k--) {
+			int t = ord[k];
+
+			ord[k] = ord[k - 1];
+			ord[k - 1] = t;
+		}
+	for (int i = 0; i < n; i++) {
+		same &= prev[i] == ord[i];
+		prev[i] = ord[i];
+	}
+	return same;
+}
+
+/* Sorted fastest first: which meshes' quartiles overlap the fastest's.
+ * Returns how many tie with it (itself included when any does). */
+static int
+mark_ties(struct mesh_row *m, int n)
+{
+	int k = 0;
+
+	for (int i = 1; i < n && !m[0].refused; i++)
+		if (!m[i].refused && m[i].q1 <= m[0].q3)
+			m[i].tie = 1, k++;
+	if (k > 0)
+		m[0].tie = 1, k++;
+	return k;
+}
+
+/* The rounds' verdict: stable, or which meshes tie (with CSV only -v, on
+ * stderr as refusals are). */
+static void
+print_verdict(const struct bench_out *o, const struct mesh_row *m, int n,
+    int rounds, int stable, int ties)
+{
+	FILE *f = o->csv ? stderr : stdout;
+	const char *lead = o->csv ? cli_progname : "#";
+
+	if (o->csv && !cli_verbose)	/* the CSV's tie and spread say it */
+		return;
+	if (ties == 0) {
+		fprintf(f, "%s%s ranking %s after %d round%s; the fastest's "
+		    "steps overlap no other's\n", lead, o->csv ? ": mesh" : "",
+		    stable ? "stable" : "not stable", rounds,
+		    rounds == 1 ? "" : "s");
+		return;
+	}
+	fprintf(f, "%s%s %d meshes tie after %d round%s (ranking %s; median "
+	    "step ms, quartile spread):", lead, o->csv ? ": mesh" : "", ties,
+	    rounds, rounds == 1 ? "" : "s", stable ? "stable" : "not stable");
+	for (int i = 0; i < n; i++)
+		if (m[i].tie)
+			fprintf(f, " dp%d.tp%d.pp%d %.3f +-%.0f%%", m[i].dp,
+			    m[i].tp, m[i].pp, m[i].r.step_s * 1e3,
+			    (m[i].q3 - m[i].q1) / 2 / m[i].r.step_s * 100);
+	fputc('\n', f);
 }
 
 static int
 print_row(struct bench_out *o, const struct bench_dp *d,
     const struct mesh_row *m, char *err, size_t errlen)
 {
-	char extra[256], algo[48];
+	char extra[320], algo[48];
 	struct cli_timing_row row = {
 		.program = "collx-bench", .op = "mesh", .algo = algo, .rank = 0,
 		.world = d->max_world, .dtype = "f32", .count = (size_t)d->batch,
 		.bytes = 0, .iter = m->r.steps,
 		.seconds = m->r.step_s, .extra = extra
 	};
+	double spread = m->refused ? 0 : (m->q3 - m->q1) / m->r.step_s;
 
 	if (m->refused) {
 		if (o->csv)
@@ -194,16 +310,19 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 		return 0;
 	}
 	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d", m->dp, m->tp, m->pp);
-	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld", m->dp,
-	    m->tp, m->pp, m->r.tokens_per_s, m->share[1], m->share[2],
-	    m->share[0], m->peak);
+	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld,"
+	    "%.9g,%.9g,%d,%d", m->dp, m->tp, m->pp, m->r.tokens_per_s,
+	    m->share[1] / m->runs, m->share[2] / m->runs,
+	    m->share[0] / m->runs, m->peak, m->q1, m->q3, m->runs, m->tie);
 	if (bench_out_row(o, &row, err, errlen) < 0)
 		return CLI_EXIT_RUNTIME;
 	if (!o->csv)
-		printf("%4d %4d %4d %12.0f %10.2f %6.1f %6.1f %6.1f %12ld\n",
-		    m->dp, m->tp, m->pp, m->r.tokens_per_s, m->r.step_s * 1e3,
-		    m->share[1] * 100, m->share[2] * 100, m->share[0] * 100,
-		    m->peak);
+		printf("%4d %4d %4d %12.0f %10.3f %7.1f %6.1f %6.1f %6.1f "
+		    "%12ld%s\n", m->dp, m->tp, m->pp, m->r.tokens_per_s,
+		    m->r.step_s * 1e3, spread * 100,
+		    m->share[1] / m->runs * 100,
+		    m->share[2] / m->runs * 100, m->share[0] / m->runs * 100,
+		    m->peak, m->tie ? "  tie" : "");
 	return 0;
 }
 
@@ -257,6 +376,56 @@ check_ports(const struct bench_dp *d, int n, char *err, size_t errlen)
 	return 0;
 }
 
+/* The n meshes' rendezvous ports, and a working directory dir (len
+ * bytes) holding the model and data: 0, or the exit code (nothing left
+ * behind). */
+static int
+prepare(const struct bench_dp *d, int n, char *dir, size_t len, char *err,
+    size_t errlen)
+{
+	if (check_ports(d, n * d->rounds, err, errlen) < 0)
+		return CLI_EXIT_USAGE;
+	if (bench_workdir(dir, len, err, errlen) < 0)
+		return CLI_EXIT_RUNTIME;
+	if (bench_make_inputs(d, dir, err, errlen) < 0) {
+		cleanup(dir, d->max_world);
+		return CLI_EXIT_RUNTIME;
+	}
+	return 0;
+}
+
+/* Rounds of every mesh not refused, each round in a rotated order so
+ * that a slow spell of the machine falls on different meshes, until two
+ * rounds in a row rank them alike (from the second) or d->rounds have
+ * run. *rounds and *stable say how it ended. */
+static int
+run_rounds(const struct bench_dp *d, const char *dir, struct mesh_row *m,
+    int n, struct bench_progress *pr, int *rounds, int *stable, char *err,
+    size_t errlen)
+{
+	int *ord = cli_reallocarray(NULL, (size_t)n * 2, sizeof *ord);
+	int *prev = ord + n, rc = 0, run = 0;
+
+	for (int i = 0; i < n; i++)
+		prev[i] = -1;
+	*stable = 0;
+	for (*rounds = 0; *rounds < d->rounds && rc == 0 && !*stable;) {
+		for (int k = 0; k < n && rc == 0; k++) {
+			struct mesh_row *x = &m[(k + *rounds) % n];
+
+			if (!x->refused)
+				rc = run_mesh(d, dir, run++, x, pr, err,
+				    errlen);
+		}
+		++*rounds;
+		for (int i = 0; i < n && rc == 0; i++)
+			mesh_stats(&m[i]);
+		*stable = rc == 0 && same_ranking(m, n, ord, prev);
+	}
+	free(ord);
+	return rc;
+}
+
 int
 bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen)
@@ -264,48 +433,77 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	char dir[4096], on[32] = "";
 	struct bench_progress pr;
 	struct mesh_row *m = NULL;
-	int rc = 0, n = factorize(d->max_world, &m);
+	int rc = 0, rounds = 0, stable = 0, ties;
+	int n = factorize(d->max_world, &m);
 
-	if (check_ports(d, n, err, errlen) < 0) {
+	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);
-		return CLI_EXIT_USAGE;
-	}
-	if (bench_workdir(dir, sizeof dir, err, errlen) < 0) {
-		free(m);
-		return CLI_EXIT_RUNTIME;
+		return rc;
 	}
 	if (d->host_list != NULL)
 		snprintf(on, sizeof on, " on %d host%s", d->hosts,
 		    d->hosts == 1 ? "" : "s");
-	if (bench_make_inputs(d, dir, err, errlen) < 0) {
-		rc = CLI_EXIT_RUNTIME;
-		goto out;
-	}
-	bench_progress_start(&pr, progress, n);
-	for (int i = 0; i < n && rc == 0; i++)
-		rc = run_mesh(d, dir, i, &m[i], &pr, err, errlen);
-	if (rc != 0)
+	bench_progress_start(&pr, progress, n * d->rounds);
+	if ((rc = run_rounds(d, dir, m, n, &pr, &rounds, &stable, err,
+	    errlen)) != 0)
 		goto out;
 	qsort(m, (size_t)n, sizeof *m, cmp_rows);
+	ties = mark_ties(m, n);
 	if (bench_out_open(o, "dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,"
-	    "peak_bytes", err, errlen) < 0) {
+	    "peak_bytes,step_q1_s,step_q3_s,rounds,tie", err, errlen) < 0) {
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
 	if (!o->csv)
 		printf("# collx-bench mesh: collx-train %s %s, world %d%s, "
 		    "batch %ld, %ld steps (the first not timed); fastest first\n"
+		    "# step_ms: the median over every round's timed steps; "
+		    "spread%%: their interquartile range over it\n"
 		    "# dp%% tp%% pp%%: share of the step spent communicating on each axis\n"
-		    "%4s %4s %4s %12s %10s %6s %6s %6s %12s\n", d->arch, d->dims,
-		    d->max_world, on, d->batch, d->steps, "dp", "tp", "pp",
-		    "tokens/s", "step_ms", "dp%", "tp%", "pp%", "peak_bytes");
+		    "%4s %4s %4s %12s %10s %7s %6s %6s %6s %12s\n", d->arch,
+		    d->dims, d->max_world, on, d->batch, d->steps, "dp", "tp",
+		    "pp", "tokens/s", "step_ms", "spread%", "dp%", "tp%", "pp%",
+		    "peak_bytes");
 	for (int i = 0; i < n && rc == 0; i++)
 		rc = print_row(o, d, &m[i], err, errlen);
+	if (rc == 0)
+		print_verdict(o, m, n, rounds, stable, ties);
 	if (bench_out_close(o, rc ? NULL : err, errlen) < 0 && rc == 0)
 		rc = CLI_EXIT_RUNTIME;
 out:
 	if (!o->csv && rc == 130)
 		printf("# interrupted\n");
+	for (int i = 0; i < n; i++)
+		free(m[i].step);
+	free(m);
+	cleanup(dir, d->max_world);
+	return rc;
+}
+
+int
+bench_mesh_measure(const struct bench_dp *d, const int (*mesh)[3], int n,
+    double *step, double *spread, int progress, char *err, size_t errlen)
+{
+	struct mesh_row *m = cli_calloc((size_t)n, sizeof *m);
+	struct bench_progress pr;
+	char dir[4096];
+	int rc, rounds, stable;
+
+	for (int i = 0; i < n; i++) {
+		m[i].dp = mesh[i][0], m[i].tp = mesh[i][1];
+		m[i].pp = mesh[i][2];
+	}
+	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
+		free(m);
+		return rc;
+	}
+	bench_progress_start(&pr, progress, n * d->rounds);
+	rc = run_rounds(d, dir, m, n, &pr, &rounds, &stable, err, errlen);
+	for (int i = 0; i < n; i++) {
+		step[i] = m[i].refused || rc ? 0 : m[i].r.step_s;
+		spread[i] = step[i] > 0 ? (m[i].q3 - m[i].q1) / 2 / step[i] : 0;
+		free(m[i].step);
+	}
 	free(m);
 	cleanup(dir, d->max_world);
 	return rc;

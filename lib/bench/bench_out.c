@@ -58,7 +58,8 @@ bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world,
 
 	o->rows = 0;
 	o->busbw_sum = 0;
-	if (bench_out_open(o, COLL_EXTRA, err, errlen) < 0)
+	if (bench_out_open(o, b->cost ? COLL_EXTRA ",expected_us,eff" :
+	    COLL_EXTRA, err, errlen) < 0)
 		return -1;
 	if (o->csv)
 		return 0;
@@ -71,21 +72,38 @@ bench_coll_begin(struct bench_out *o, const struct bench_coll *b, int world,
 	else
 		printf("# %d iterations after %d warm-up", b->iters, b->warmup);
 	printf("; times: the slowest rank's, per iteration; GB/s = 1e9 B/s\n#\n");
-	printf("%12s %12s %5s %5s %13s %5s %10s %10s %10s %10s %8s %8s %7s\n",
+	printf("%12s %12s %5s %5s %13s %5s %10s %10s %10s %10s %8s %8s %7s%s\n",
 	    "size", "count", "type", "redop", "algo", "place", "time_us",
-	    "min_us", "max_us", "p99_us", "algbw", "busbw", "#wrong");
-	printf("%12s %12s %5s %5s %13s %5s %10s %10s %10s %10s %8s %8s %7s\n",
+	    "min_us", "max_us", "p99_us", "algbw", "busbw", "#wrong",
+	    b->cost ? " expected_us    eff" : "");
+	printf("%12s %12s %5s %5s %13s %5s %10s %10s %10s %10s %8s %8s %7s%s\n",
 	    "(B)", "(elements)", "", "", "", "", "(median)", "", "", "",
-	    "(GB/s)", "(GB/s)", "");
+	    "(GB/s)", "(GB/s)", "", b->cost ? "     (model)       " : "");
 	fflush(stdout);
 	return 0;
+}
+
+/* --cost's columns: the model's time and the measured busbw over the
+ * model's (its time over the measured); empty where it has no form. */
+static const char *
+cost_cols(const struct bench_coll *b, const struct bench_coll_row *r,
+    int csv, char *buf, size_t len)
+{
+	if (b->cost == NULL)
+		return "";
+	if (r->expected <= 0 || r->st.med <= 0)
+		snprintf(buf, len, csv ? ",," : " %11s %6s", "-", "-");
+	else
+		snprintf(buf, len, csv ? ",%.4g,%.4f" : " %11.1f %6.2f",
+		    r->expected * 1e6, r->expected / r->st.med);
+	return buf;
 }
 
 int
 bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
     const struct bench_coll_row *r, char *err, size_t errlen)
 {
-	char extra[256], wrong[32];
+	char extra[320], wrong[32], cols[64];
 
 	o->rows++;
 	o->busbw_sum += r->busbw;
@@ -102,19 +120,23 @@ bench_coll_print(struct bench_out *o, const struct bench_coll *b, int world,
 			.extra = extra
 		};
 
-		snprintf(extra, sizeof extra, "%s,%s,%.9g,%.9g,%.9g,%s,%d",
+		snprintf(extra, sizeof extra, "%s,%s,%.9g,%.9g,%.9g,%s,%d%s",
 		    r->inplace ? "in" : "out", coll_op_name(b->op), r->st.min,
-		    r->st.max, r->st.p99, r->wrong >= 0 ? wrong : "", b->hosts);
+		    r->st.max, r->st.p99, r->wrong >= 0 ? wrong : "", b->hosts,
+		    cost_cols(b, r, 1, cols, sizeof cols));
 		if (bench_out_row(o, &row, err, errlen) < 0)
 			return -1;
 		if (o->csv)
 			return 0;
 	}
 	printf("%12zu %12zu %5s %5s %13s %5s %10.1f %10.1f %10.1f %10.1f %8.3f "
-	    "%8.3f %7s\n", r->bytes, r->count, dtype_name(b->dt),
+	    "%8.3f %7s", r->bytes, r->count, dtype_name(b->dt),
 	    coll_op_name(b->op), coll_algo_name(r->algo), r->inplace ? "in" : "out",
 	    r->st.med * 1e6, r->st.min * 1e6, r->st.max * 1e6, r->st.p99 * 1e6,
 	    r->algbw, r->busbw, wrong);
+	if (b->cost)
+		printf("%s", cost_cols(b, r, 0, cols, sizeof cols));
+	putchar('\n');
 	fflush(stdout);
 	return 0;
 }

@@ -76,8 +76,8 @@ write_series(struct chart_data *c, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-need_col(const struct chart_table *t, const char *name, const char *kind,
+int
+chart_need_col(const struct chart_table *t, const char *name, const char *kind,
     char *err, size_t errlen)
 {
 	int c = chart_table_col(t, name);
@@ -94,6 +94,12 @@ chart_guess_kind(const struct chart_table *t)
 	int src = chart_table_col(t, "src"), dst = chart_table_col(t, "dst");
 	int pairs = 0;
 
+	if (chart_table_col(t, "measured_s") >= 0 &&
+	    chart_table_col(t, "seconds") >= 0)
+		return CHART_PREDICTED;
+	if (chart_table_col(t, "compute_s") >= 0 &&
+	    chart_table_col(t, "bubble_s") >= 0)
+		return CHART_BREAKDOWN;
 	if (chart_table_col(t, "dp") >= 0 && chart_table_col(t, "tp") >= 0 &&
 	    chart_table_col(t, "pp") >= 0 &&
 	    chart_table_col(t, "tokens_per_s") >= 0)
@@ -146,8 +152,8 @@ read_sizes(struct chart_data *c, const struct chart_table *t,
     enum chart_kind kind, char *err, size_t errlen)
 {
 	const char *k = chart_kind_name(kind);
-	int bc = need_col(t, "bytes", k, err, errlen);
-	int yc = need_col(t, kind == CHART_BUSBW ? "busbw_gbps" : "seconds", k,
+	int bc = chart_need_col(t, "bytes", k, err, errlen);
+	int yc = chart_need_col(t, kind == CHART_BUSBW ? "busbw_gbps" : "seconds", k,
 	    err, errlen);
 	int oc = chart_table_col(t, "op"), ac = chart_table_col(t, "algo");
 	int pc = chart_table_col(t, "place"), sc = chart_table_col(t, "src");
@@ -192,9 +198,9 @@ static int
 read_scaling(struct chart_data *c, const struct chart_table *t, char *err,
     size_t errlen)
 {
-	int wc = need_col(t, "world_size", "scaling", err, errlen);
-	int tc = need_col(t, "tokens_per_s", "scaling", err, errlen);
-	int ec = need_col(t, "efficiency", "scaling", err, errlen);
+	int wc = chart_need_col(t, "world_size", "scaling", err, errlen);
+	int tc = chart_need_col(t, "tokens_per_s", "scaling", err, errlen);
+	int ec = chart_need_col(t, "efficiency", "scaling", err, errlen);
 	int ac = chart_table_col(t, "algo");
 	char title[128];
 	double w, tok, eff;
@@ -224,8 +230,8 @@ read_loss(struct chart_data *c, const struct chart_table *t, int bytes,
     char *err, size_t errlen)
 {
 	const char *what = bytes ? "loss-bytes" : "loss";
-	int sc = need_col(t, bytes ? "bytes_sent" : "step", what, err, errlen);
-	int lc = need_col(t, "loss", what, err, errlen);
+	int sc = chart_need_col(t, bytes ? "bytes_sent" : "step", what, err, errlen);
+	int lc = chart_need_col(t, "loss", what, err, errlen);
 	const char *base = strrchr(t->path, '/');
 	struct chart_series *s;
 	double x, y, sent = 0;
@@ -262,7 +268,7 @@ write_mesh(struct chart_data *c, const struct chart_table *t, int ntab,
 		    "tokens_per_s" };
 
 		for (int k = 0; k < 4; k++)
-			if ((col[k] = need_col(&t[i], names[k], "mesh", err,
+			if ((col[k] = chart_need_col(&t[i], names[k], "mesh", err,
 			    errlen)) < 0)
 				goto fail;
 		for (int r = 0; r < t[i].nrow; r++) {
@@ -288,11 +294,11 @@ static int
 write_matrix(struct chart_data *c, const struct chart_table *t, char *err,
     size_t errlen)
 {
-	int sc = need_col(t, "src", "p2p", err, errlen);
-	int dc = need_col(t, "dst", "p2p", err, errlen);
-	int bc = need_col(t, "bytes", "p2p", err, errlen);
-	int tc = need_col(t, "seconds", "p2p", err, errlen);
-	int gc = need_col(t, "algbw_gbps", "p2p", err, errlen);
+	int sc = chart_need_col(t, "src", "p2p", err, errlen);
+	int dc = chart_need_col(t, "dst", "p2p", err, errlen);
+	int bc = chart_need_col(t, "bytes", "p2p", err, errlen);
+	int tc = chart_need_col(t, "seconds", "p2p", err, errlen);
+	int gc = chart_need_col(t, "algbw_gbps", "p2p", err, errlen);
 	int oc = chart_table_col(t, "op");
 	double *m, v, a, b, x;
 	char path[128];
@@ -360,6 +366,8 @@ chart_data_read(struct chart_data *c, enum chart_kind kind,
 		return write_matrix(c, t, err, errlen);
 	if (kind == CHART_MESH)
 		return write_mesh(c, t, ntab, err, errlen);
+	if (kind == CHART_PREDICTED || kind == CHART_BREAKDOWN)
+		return chart_plan_data(c, kind, t, ntab, err, errlen);
 	for (int i = 0; i < ntab && rc == 0; i++)
 		switch (kind) {
 		case CHART_BUSBW:

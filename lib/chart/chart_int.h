@@ -32,7 +32,19 @@ struct chart_data {
 	char what[32];		/* the dtype, for the title */
 	int latency;		/* p2p: latency (us) rather than bandwidth */
 	double size;		/* p2p: the message size of the matrix */
+	int meshes;		/* predicted, breakdown: the meshes drawn */
 };
+
+/* The column name of a kind's table, or -1 with "PATH:1: no column". */
+int chart_need_col(const struct chart_table *t, const char *name,
+    const char *kind, char *err, size_t errlen);
+
+/* collx-bench plan's charts (chart_plan.c): predicted against measured
+ * (--validate's rows) and each mesh's predicted step in its parts. */
+int chart_plan_data(struct chart_data *c, enum chart_kind kind,
+    const struct chart_table *t, int ntab, char *err, size_t errlen);
+void chart_plan_script(FILE *f, enum chart_kind kind,
+    const struct chart_data *c, char *title, size_t tlen);
 
 /* The kind a table's columns say, or CHART_GUESS when they say none. */
 enum chart_kind chart_guess_kind(const struct chart_table *t);

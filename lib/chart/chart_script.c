@@ -217,6 +217,10 @@ chart_script_body(FILE *f, enum chart_kind kind, const struct chart_data *c,
 	case CHART_MESH:
 		script_mesh(f, c, title, tlen);
 		break;
+	case CHART_PREDICTED:
+	case CHART_BREAKDOWN:
+		chart_plan_script(f, kind, c, title, tlen);
+		break;
 	default:
 		script_p2p(f, c, title, tlen);
 		break;
