@@ -393,8 +393,19 @@ overlapped() {
 @test "the DP axis sums its buckets beside the backward on dp2 x pp2 (1f1b and gpipe: stage 0; zb-h1: both stages' weight parts) and dp2 x tp2: --timing splits the sum into hidden and exposed rows, and some of it is hidden; not with --sync-every" {
 	for m in "--pp 2" "--pp 2 --schedule gpipe" "--pp 2 --schedule zb-h1" \
 	    "--tp 2"; do
-		# shellcheck disable=SC2086
-		overlapped --dp 2 $m
+		# A bucket summed while the backward still computed: posted
+		# only at its end, every second of it would be waited for.
+		# On a loaded machine the communication thread may not run
+		# before the backward ends, so up to three runs.
+		for try in 1 2 3; do
+			# shellcheck disable=SC2086
+			overlapped --dp 2 $m
+			echo "$m, run $try: hidden $hidden s"
+			if awk -v h="$hidden" 'BEGIN { exit !(h > 0) }'; then
+				break
+			fi
+		done
+		awk -v h="$hidden" 'BEGIN { exit !(h > 0) }'
 		for r in 0 1 2 3; do
 			# ranks 2 and 3 hold stage 1, which sends its last
 			# backward's input gradient before it sums
@@ -406,10 +417,6 @@ overlapped() {
 			[ "$(grep -c '^collx-train,allreduce_hidden,.*,dp,' "o$r.csv")" -eq "$n" ]
 			[ "$(grep -c '^collx-train,allreduce_exposed,.*,dp,' "o$r.csv")" -eq "$n" ]
 		done
-		# a bucket summed while the backward still computed: posted
-		# only at its end, every second of it would be waited for
-		echo "$m: hidden $hidden s"
-		awk -v h="$hidden" 'BEGIN { exit !(h > 0) }'
 	done
 	# drifting replicas sum parameters after the update: the rows as
 	# before, no split
