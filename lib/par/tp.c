@@ -7,6 +7,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/cp_ring.h"
 #include "par/tp_int.h"
 #include "par/ulysses.h"
 
@@ -35,7 +36,7 @@ tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
 
 	if (l->n < TP_PHASE_MAX)
 		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
-		    now - l->t, sent - l->sent };
+		    now - l->t, sent - l->sent, 0 };
 	l->t = now;
 	l->sent = sent;
 }
@@ -91,6 +92,29 @@ ulysses(const struct tp_run *r)
 }
 
 static int
+zigzag(const struct tp_run *r)
+{
+	return r->m->cfg.mode == TP_MODE_ZIGZAG;
+}
+
+int
+tp_seq_sharded(const struct tp_run *r)
+{
+	enum tp_mode md = r->m->cfg.mode;
+
+	return grouped(r) && (md == TP_MODE_ULYSSES || md == TP_MODE_RING ||
+	    md == TP_MODE_ZIGZAG);
+}
+
+/* This rank's positions of the whole [b, s, w] src into dst. */
+static void
+seq_take(const struct tp_run *r, float *dst, const float *src, int w)
+{
+	cp_seq_take(dst, src, zigzag(r), comm_size(r->c), r->m->rank, r->b,
+	    r->s, w);
+}
+
+static int
 comm_failed(struct tp_run *r)
 {
 	return cli_fail(r->err, r->errlen, "%s", comm_error(r->c));
@@ -129,6 +153,23 @@ gather_cols(struct tp_run *r, float *dst, const float *src, size_t rows,
 		tp_cols_put(dst, r->tmp + (size_t)i * n, rows, (size_t)w * cl,
 		    (size_t)i * cl, cl);
 	mark(r, name, "allgather", "ring", n * w);
+	return 0;
+}
+
+/* dst [b, s, w] whole from every rank's positions src [b, sl, w]. */
+static int
+gather_seq(struct tp_run *r, float *dst, const float *src, int w,
+    const char *name)
+{
+	int W = comm_size(r->c);
+	size_t n = (size_t)r->b * r->sl * w;
+
+	if (coll_allgather(r->c, src, r->tmp, n, DT_F32, COLL_RING) < 0)
+		return comm_failed(r);
+	for (int i = 0; i < W; i++)
+		cp_seq_put(dst, r->tmp + (size_t)i * n, zigzag(r), W, i, r->b,
+		    r->s, w);
+	mark(r, name, "allgather", "ring", n * W);
 	return 0;
 }
 
@@ -172,7 +213,14 @@ run_shape(struct tp_run *r, const struct tensor *x)
 	r->n = r->b * r->s;
 	r->in = m->in, r->out = m->out;
 	r->sl = r->s;
-	if (m->cfg.mode == TP_MODE_ULYSSES && m->world > 1) {
+	if (m->cfg.mode == TP_MODE_ZIGZAG && m->world > 1) {
+		if (r->s % (2 * m->world) != 0)
+			return cli_fail(r->err, r->errlen, "zigzag: sequence "
+			    "length %d is not divisible by %d (2 x world size "
+			    "%d)", r->s, 2 * m->world, m->world);
+		r->sl = r->s / m->world;
+	} else if ((m->cfg.mode == TP_MODE_ULYSSES ||
+	    m->cfg.mode == TP_MODE_RING) && m->world > 1) {
 		if (r->s % m->world != 0)
 			return cli_fail(r->err, r->errlen, "sequence length %d is "
 			    "not divisible by world size %d", r->s, m->world);
@@ -270,6 +318,13 @@ tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
 			return -1;
 		}
 		ulysses_hooks(r->u, &r->hk);
+	} else if (tp_seq_sharded(r)) {
+		if (cpring_new(&r->cp, c, log, zigzag(r), r->b, r->s, m->heads,
+		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
+			tp_run_free(r);
+			return -1;
+		}
+		cpring_hooks(r->cp, &r->hk);
 	} else if (m->shards > 1 && grouped(r)) {
 		r->hk.reduce = reduce_hook;
 		r->hk.ctx = r;
@@ -283,6 +338,7 @@ tp_run_free(struct tp_run *r)
 	free(r->x), free(r->ylocal), free(r->dyl), free(r->dxl);
 	free(r->y), free(r->dx), free(r->tmp), free(r->acts), free(r->scratch);
 	ulysses_free(r->u);
+	cpring_free(r->cp);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -345,9 +401,8 @@ tp_forward(struct tp_run *r, const float *x, int gather)
 	struct tp_model *m = r->m;
 	size_t il = (size_t)m->in / m->shards;
 
-	if (ulysses(r))
-		tp_cols_take(r->x, x, (size_t)r->b, (size_t)r->s * r->in,
-		    (size_t)m->rank * r->sl * r->in, (size_t)r->sl * r->in);
+	if (tp_seq_sharded(r))
+		seq_take(r, r->x, x, r->in);
 	else if (m->cfg.layer == TP_ROW && m->shards > 1 &&
 	    !m->cfg.input_parallel)
 		tp_cols_take(r->x, x, (size_t)r->n, (size_t)m->in,
@@ -364,9 +419,9 @@ tp_forward(struct tp_run *r, const float *x, int gather)
 		return gather_cols(r, r->y, r->ylocal, (size_t)r->n,
 		    (size_t)m->out / m->shards, "fwd allgather y");
 	}
-	if (ulysses(r))
-		return gather_cols(r, r->y, r->ylocal, (size_t)r->b,
-		    (size_t)r->sl * r->out, "fwd allgather y (output)");
+	if (tp_seq_sharded(r))
+		return gather_seq(r, r->y, r->ylocal, r->out,
+		    "fwd allgather y (output)");
 	memcpy(r->y, r->ylocal, r->yl * sizeof(float));
 	return 0;
 }
@@ -417,7 +472,7 @@ backward_core(struct tp_run *r, int want_dx)
 		break;
 	}
 	}
-	if (ulysses(r) && sum_over(r, m->g, m->nlocal, "bwd",
+	if (tp_seq_sharded(r) && sum_over(r, m->g, m->nlocal, "bwd",
 	    "bwd allreduce weight grads") < 0)
 		return -1;
 	mark(r, "bwd", "compute", "-", 0);
@@ -426,9 +481,9 @@ backward_core(struct tp_run *r, int want_dx)
 	if (m->cfg.layer == TP_ROW && sp)
 		return gather_cols(r, r->dx, r->dxl, (size_t)r->n,
 		    (size_t)m->in / m->shards, "bwd allgather dx (output)");
-	if (ulysses(r))
-		return gather_cols(r, r->dx, r->dxl, (size_t)r->b,
-		    (size_t)r->sl * r->in, "bwd allgather dx (output)");
+	if (tp_seq_sharded(r))
+		return gather_seq(r, r->dx, r->dxl, r->in,
+		    "bwd allgather dx (output)");
 	memcpy(r->dx, r->dxl, (size_t)r->n * r->in * sizeof(float));
 	return 0;
 }
@@ -442,9 +497,8 @@ tp_backward(struct tp_run *r, const float *dy)
 	if (m->cfg.layer == TP_COLUMN && m->shards > 1)
 		tp_cols_take(r->dyl, dy, (size_t)r->n, (size_t)m->out,
 		    (size_t)m->rank * ol, ol);
-	else if (ulysses(r))
-		tp_cols_take(r->dyl, dy, (size_t)r->b, (size_t)r->s * r->out,
-		    (size_t)m->rank * r->sl * r->out, (size_t)r->sl * r->out);
+	else if (tp_seq_sharded(r))
+		seq_take(r, r->dyl, dy, r->out);
 	else
 		memcpy(r->dyl, dy, r->yl * sizeof(float));
 	return backward_core(r, 1);
@@ -510,15 +564,14 @@ tp_train_step(struct tp_run *r, const float *x, const float *yt, float lr,
 
 	if (tp_forward(r, x, 0) < 0)
 		return -1;
-	if (ulysses(r)) {
-		tp_cols_take(r->tmp, yt, (size_t)r->b, (size_t)r->s * r->out,
-		    (size_t)m->rank * r->sl * r->out, (size_t)r->sl * r->out);
+	if (tp_seq_sharded(r)) {
+		seq_take(r, r->tmp, yt, r->out);
 		ytl = r->tmp;
 	}
 	sum = nn_sqerr_forward(r->ylocal, ytl, r->yl);
 	memset(r->dyl, 0, r->yl * sizeof(float));
 	nn_sqerr_backward(r->dyl, r->ylocal, ytl, 1.0f / (float)total, r->yl);
-	if (ulysses(r)) {
+	if (tp_seq_sharded(r)) {
 		mark(r, "loss", "compute", "-", 0);
 		if (coll_allreduce(r->c, &sum, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
 			return comm_failed(r);

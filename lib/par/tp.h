@@ -14,7 +14,8 @@
 #include "tensor/tensor.h"
 
 enum tp_layer { TP_COLUMN, TP_ROW, TP_MLP, TP_BLOCK };
-enum tp_mode { TP_MODE_TP, TP_MODE_ULYSSES, TP_MODE_SERIAL };
+enum tp_mode { TP_MODE_TP, TP_MODE_ULYSSES, TP_MODE_SERIAL, TP_MODE_RING,
+    TP_MODE_ZIGZAG };
 
 int tp_layer_parse(const char *s, enum tp_layer *out);
 const char *tp_layer_name(enum tp_layer l);
@@ -32,6 +33,7 @@ struct tp_phase {
 	enum dtype dt;		/* theirs: f32, the loss's f64 */
 	double seconds;
 	uint64_t bytes;		/* bytes this rank sent */
+	double hidden;		/* of it, seconds sent while computing */
 };
 struct tp_log {
 	struct comm *c;		/* NULL: nothing is sent */
@@ -107,13 +109,14 @@ int tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
 /* ---- running it --------------------------------------------------------- */
 
 struct ulysses;
+struct cpring;
 
 struct tp_run {
 	struct tp_model *m;
 	struct comm *c;		/* NULL: serial */
 	struct tp_log *log;	/* may be NULL */
 	int b, s, n;		/* whole batch, sequence; rows n = b*s */
-	int sl;			/* positions held (Ulysses s/W, else s) */
+	int sl;			/* positions held (sequence-sharded: s/W) */
 	int in, out;		/* row widths of X and Y */
 	size_t xl, yl;		/* floats of this rank's X and Y */
 	float *x;		/* this rank's input as used */
@@ -124,6 +127,7 @@ struct tp_run {
 	struct nn_block_acts a;
 	struct nn_block_hooks hk;
 	struct ulysses *u;
+	struct cpring *cp;	/* ring, zigzag */
 	char *err;
 	size_t errlen;
 };
@@ -138,6 +142,8 @@ struct tp_run {
 int tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
     struct tp_log *log, const struct tensor *x, char *err, size_t errlen);
 void tp_run_free(struct tp_run *r);
+/* 1 when r's mode shards the sequence over a group of several ranks. */
+int tp_seq_sharded(const struct tp_run *r);
 /* tp_run_init's checks of X alone (no allocation, no group), so every rank
  * can refuse bad input before it joins: 0 or -1 (bad input). */
 int tp_input_check(struct tp_model *m, const struct tensor *x, char *err,

@@ -7,7 +7,8 @@
 #include "par/tp_int.h"
 
 static const char *const layer_names[] = { "column", "row", "mlp", "block" };
-static const char *const mode_names[] = { "tp", "ulysses", "serial" };
+static const char *const mode_names[] = { "tp", "ulysses", "serial",
+    "ring", "zigzag" };
 
 int
 tp_layer_parse(const char *s, enum tp_layer *out)
@@ -26,7 +27,7 @@ tp_layer_name(enum tp_layer l)
 int
 tp_mode_parse(const char *s, enum tp_mode *out)
 {
-	int i = cli_name_index(mode_names, 3, s);
+	int i = cli_name_index(mode_names, 5, s);
 
 	return i < 0 ? -1 : (*out = (enum tp_mode)i, 0);
 }
@@ -169,7 +170,9 @@ check_divisible(const struct tp_model *m, char *err, size_t errlen)
 {
 	int w = m->world;
 
-	if (m->cfg.mode == TP_MODE_SERIAL || w == 1)
+	/* ring and zigzag keep every head and weight whole */
+	if (m->cfg.mode == TP_MODE_SERIAL || m->cfg.mode == TP_MODE_RING ||
+	    m->cfg.mode == TP_MODE_ZIGZAG || w == 1)
 		return 0;
 	if (m->cfg.mode == TP_MODE_ULYSSES) {
 		if (m->cfg.layer == TP_BLOCK && m->heads % w != 0)

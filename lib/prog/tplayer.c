@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "comm/comm.h"
 #include "par/ckpt.h"
+#include "par/cp_ring.h"
 #include "prog/tplayer.h"
 #include "tensor/tensor.h"
 
@@ -70,18 +71,31 @@ save_set(const char *pattern, int rank, int world, struct tensor_set *s,
 
 /* ---- timing --------------------------------------------------------------- */
 
-/* A row per phase of the iteration's log, with the bytes this rank sent
- * and the phase's name. */
-static void
-timing_rows(struct trainer *t, const struct tp_log *l, int iter)
+/* The modes whose timing rows say how much communication was hidden. */
+static int
+has_hidden(const struct tplayer_opts *o)
 {
-	char extra[128];
+	return o->cfg.mode == TP_MODE_RING || o->cfg.mode == TP_MODE_ZIGZAG;
+}
+
+/* A row per phase of the iteration's log, with the bytes this rank sent,
+ * (has_hidden) the microseconds of them hidden behind compute, and the
+ * phase's name. */
+static void
+timing_rows(struct trainer *t, const struct tp_log *l, int iter, int hidden)
+{
+	char extra[160];
 
 	for (int i = 0; i < l->n; i++) {
 		const struct tp_phase *p = &l->p[i];
 
-		snprintf(extra, sizeof extra, "%llu,%s",
-		    (unsigned long long)p->bytes, p->name);
+		if (hidden)
+			snprintf(extra, sizeof extra, "%llu,%.1f,%s",
+			    (unsigned long long)p->bytes, p->hidden * 1e6,
+			    p->name);
+		else
+			snprintf(extra, sizeof extra, "%llu,%s",
+			    (unsigned long long)p->bytes, p->name);
 		trainer_row(t, p->op, p->algo, dtype_name(p->dt), p->count,
 		    p->count * dtype_size(p->dt), iter, p->seconds, extra);
 	}
@@ -302,7 +316,7 @@ run_layer(struct job *j)
 			run_failed(j);
 		if (o->backward && tp_backward(&j->r, j->dy.data) < 0)
 			run_failed(j);
-		timing_rows(&j->t, &j->log, it);
+		timing_rows(&j->t, &j->log, it, has_hidden(o));
 		if (j->rank == 0 && !cli_quiet && cli_verbose)
 			report(&j->log, it);
 	}
@@ -311,6 +325,10 @@ run_layer(struct job *j)
 		if (tp_gather_set(&j->r, 1, &gs) < 0)
 			run_failed(j);
 	}
+	if (j->r.cp && cli_verbose && !cli_quiet)
+		fprintf(stderr, "%s: rank %d: attention work %llu query-key "
+		    "pairs\n", cli_progname, j->rank,
+		    (unsigned long long)cpring_work(j->r.cp));
 	write_outputs(j, &gs);
 	if (o->check) {
 		if (!check_serial(j, &gs))
@@ -382,7 +400,7 @@ train(struct job *j)
 		s->tokens = tokens;
 		s->seconds = cli_now() - t0;
 		log_split(&j->log, &s->compute, &s->comm);
-		timing_rows(&j->t, &j->log, (int)k);
+		timing_rows(&j->t, &j->log, (int)k, has_hidden(o));
 		progress_step(&j->t.pr, s);
 		if (j->t.pr.lines)
 			fprintf(stderr, "%s: step %ld loss %.6f %.1f ms "
@@ -413,7 +431,8 @@ tplayer_run(struct tplayer_opts *o)
 		check_like_y(&j, &j.dy, o->dy);
 	if (o->targets)
 		check_like_y(&j, &j.yt, o->targets);
-	trainer_open(&j.t, o->c.timing, "comm_bytes,phase", j.rank, j.world);
+	trainer_open(&j.t, o->c.timing, has_hidden(o) ? "comm_bytes,hidden_us,"
+	    "phase" : "comm_bytes,phase", j.rank, j.world);
 	if (o->train)
 		train(&j);
 	else

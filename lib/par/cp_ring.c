@@ -1,0 +1,408 @@
+/* cp_ring: ring attention over a comm group with comm_isend/comm_irecv,
+ * each step's transfer posted before the step's blocks compute and moved
+ * along (comm_progress) between heads; lib/nn/attn_part.c does the math.
+ * The time a step's transfer ran while the step computed is logged as
+ * hidden. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "nn/attn_part.h"
+#include "par/cp_ring.h"
+
+enum { TAG_KV = 0x6b76, TAG_DKV = 0x646b };
+
+struct cpring {
+	struct comm *c;
+	struct tp_log *log;
+	int P, rank, zz, nch, len, b, L, nh, hd, C, causal;
+	size_t blk;			/* floats of K (or V): [b, L, C] */
+	float *kv[2];			/* K then V, the block at hand, the next */
+	float *part[2], *ain;		/* dK then dV: sent, received */
+	float *m, *l, *lse, *dsum;	/* [b, nh, L] */
+	float *scratch;			/* 2 * len * len */
+	const float *q, *k, *v, *o;	/* the forward's, for the backward */
+	uint64_t work;
+	char *err;
+	size_t errlen;
+};
+
+int
+cp_chunks(int zigzag)
+{
+	return zigzag ? 2 : 1;
+}
+
+int
+cp_chunk(int zigzag, int P, int r, int k)
+{
+	return zigzag ? (k == 0 ? r : 2 * P - 1 - r) : r;
+}
+
+/* Copies rank r's positions between whole [b, s, w] and local [b, sl, w]. */
+static void
+seq_copy(float *whole, float *local, int put, int zigzag, int P, int r,
+    int b, int s, int w)
+{
+	int nch = cp_chunks(zigzag), len = s / (nch * P);
+	size_t n = (size_t)len * w;
+
+	for (int bi = 0; bi < b; bi++)
+		for (int k = 0; k < nch; k++) {
+			float *wp = whole + ((size_t)bi * s +
+			    (size_t)cp_chunk(zigzag, P, r, k) * len) * w;
+			float *lp = local + ((size_t)bi * nch + k) * n;
+			memcpy(put ? wp : lp, put ? lp : wp, n * sizeof(float));
+		}
+}
+
+void
+cp_seq_take(float *dst, const float *src, int zigzag, int P, int r, int b,
+    int s, int w)
+{
+	seq_copy((float *)src, dst, 0, zigzag, P, r, b, s, w);
+}
+
+void
+cp_seq_put(float *dst, const float *src, int zigzag, int P, int r, int b,
+    int s, int w)
+{
+	seq_copy(dst, (float *)src, 1, zigzag, P, r, b, s, w);
+}
+
+static int
+failed(struct cpring *cp)
+{
+	return cli_fail(cp->err, cp->errlen, "%s", comm_error(cp->c));
+}
+
+/* ---- a step: transfers in flight while the blocks compute --------------- */
+
+struct step {
+	struct comm_req req[3];
+	int n;
+	double t0, done;	/* posted; seen complete (0: not yet) */
+};
+
+static void
+step_begin(struct step *st)
+{
+	st->n = 0;
+	st->done = 0;
+	st->t0 = cli_now();
+}
+
+/* Between blocks: moves the transfers on and notes when they are done. */
+static int
+step_progress(struct cpring *cp, struct step *st)
+{
+	if (st->done > 0 || st->n == 0)
+		return 0;
+	if (comm_progress(cp->c) < 0)
+		return failed(cp);
+	for (int i = 0; i < st->n; i++)
+		if (st->req[i].state != COMM_REQ_DONE)
+			return 0;
+	st->done = cli_now();
+	return 0;
+}
+
+/* After the blocks: waits for the transfers; the time they ran while the
+ * blocks computed is hidden. */
+static int
+step_end(struct cpring *cp, struct step *st, double *hidden)
+{
+	double t1 = cli_now();
+
+	if (st->n == 0)
+		return 0;
+	if (comm_waitall(cp->c, st->req, st->n) < 0)
+		return failed(cp);
+	*hidden += (st->done > 0 ? st->done : t1) - st->t0;
+	return 0;
+}
+
+/* ---- the blocks of one step ---------------------------------------------- */
+
+static struct nn_attn_part
+part_of(const struct cpring *cp, int src, int qk, int kk)
+{
+	return (struct nn_attn_part){ .nq = cp->len, .nk = cp->len,
+	    .ld = cp->C, .hd = cp->hd,
+	    .q0 = (long)cp_chunk(cp->zz, cp->P, cp->rank, qk) * cp->len,
+	    .k0 = (long)cp_chunk(cp->zz, cp->P, src, kk) * cp->len,
+	    .causal = cp->causal };
+}
+
+/* Offset of chunk k's first row in sample bi, head h, in [b, L, C]. */
+static size_t
+at(const struct cpring *cp, int bi, int k, int h)
+{
+	return ((size_t)bi * cp->L + (size_t)k * cp->len) * cp->C +
+	    (size_t)h * cp->hd;
+}
+
+/* Row statistics' offset ([b, nh, L]). */
+static size_t
+row(const struct cpring *cp, int bi, int h, int k)
+{
+	return ((size_t)bi * cp->nh + h) * cp->L + (size_t)k * cp->len;
+}
+
+static int
+fwd_blocks(struct cpring *cp, struct step *st, float *out, const float *kv,
+    int src)
+{
+	for (int bi = 0; bi < cp->b; bi++)
+		for (int h = 0; h < cp->nh; h++) {
+			for (int qk = 0; qk < cp->nch; qk++)
+				for (int kk = 0; kk < cp->nch; kk++) {
+					struct nn_attn_part p = part_of(cp, src,
+					    qk, kk);
+					size_t qo = at(cp, bi, qk, h);
+					size_t ko = at(cp, bi, kk, h);
+					size_t ro = row(cp, bi, h, qk);
+					cp->work += nn_attn_part_forward(out + qo,
+					    cp->m + ro, cp->l + ro, cp->scratch,
+					    cp->q + qo, kv + ko, kv + cp->blk + ko,
+					    &p);
+				}
+			if (step_progress(cp, st) < 0)
+				return -1;
+		}
+	return 0;
+}
+
+static int
+bwd_blocks(struct cpring *cp, struct step *st, struct step *prev, float *dq,
+    float *part, const float *dout, const float *kv, int src)
+{
+	for (int bi = 0; bi < cp->b; bi++)
+		for (int h = 0; h < cp->nh; h++) {
+			for (int qk = 0; qk < cp->nch; qk++)
+				for (int kk = 0; kk < cp->nch; kk++) {
+					struct nn_attn_part p = part_of(cp, src,
+					    qk, kk);
+					size_t qo = at(cp, bi, qk, h);
+					size_t ko = at(cp, bi, kk, h);
+					size_t ro = row(cp, bi, h, qk);
+					nn_attn_part_backward(dq + qo, part + ko,
+					    part + cp->blk + ko, cp->scratch,
+					    dout + qo, cp->lse + ro, cp->dsum + ro,
+					    cp->q + qo, kv + ko, kv + cp->blk + ko,
+					    &p);
+				}
+			if (step_progress(cp, st) < 0 ||
+			    step_progress(cp, prev) < 0)
+				return -1;
+		}
+	return 0;
+}
+
+static int
+post(struct cpring *cp, struct step *st, int send, float *buf, int tag)
+{
+	int peer = (cp->rank + (send ? 1 : cp->P - 1)) % cp->P;
+	size_t bytes = 2 * cp->blk * sizeof(float);
+	int rc = send ? comm_isend(cp->c, peer, tag, buf, bytes,
+	    &st->req[st->n]) : comm_irecv(cp->c, peer, tag, buf, bytes,
+	    &st->req[st->n]);
+
+	if (rc < 0)
+		return failed(cp);
+	st->n++;
+	return 0;
+}
+
+static void
+mark(struct cpring *cp, const char *name, const char *op, size_t count,
+    double hidden)
+{
+	if (cp->log == NULL)
+		return;
+	tp_log_mark(cp->log, name, op, count ? "ring" : "-", count);
+	cp->log->p[cp->log->n - 1].hidden = hidden;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+static int
+attn_fwd(void *ctx, float *out, const float *q, const float *k,
+    const float *v)
+{
+	struct cpring *cp = ctx;
+	size_t nrow = (size_t)cp->b * cp->nh * cp->L;
+	double hidden = 0;
+	struct step st;
+
+	mark(cp, "fwd ln1+qkv", "compute", 0, 0);
+	cp->q = q, cp->k = k, cp->v = v, cp->o = out;
+	memcpy(cp->kv[0], k, cp->blk * sizeof(float));
+	memcpy(cp->kv[0] + cp->blk, v, cp->blk * sizeof(float));
+	memset(out, 0, cp->blk * sizeof(float));
+	for (size_t i = 0; i < nrow; i++)
+		cp->m[i] = -INFINITY, cp->l[i] = 0;
+	for (int i = 0; i < cp->P; i++) {
+		float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
+
+		step_begin(&st);
+		comm_set_step(cp->c, "ring attention step %d", i);
+		if (i < cp->P - 1 && (post(cp, &st, 0, nxt, TAG_KV) < 0 ||
+		    post(cp, &st, 1, cur, TAG_KV) < 0))
+			return -1;
+		if (fwd_blocks(cp, &st, out, cur,
+		    (cp->rank - i + cp->P) % cp->P) < 0 ||
+		    step_end(cp, &st, &hidden) < 0)
+			return -1;
+	}
+	for (int bi = 0; bi < cp->b; bi++)
+		for (int h = 0; h < cp->nh; h++)
+			for (int k = 0; k < cp->nch; k++) {
+				size_t ro = row(cp, bi, h, k);
+				nn_attn_part_finish(out + at(cp, bi, k, h),
+				    cp->lse + ro, cp->m + ro, cp->l + ro, cp->len,
+				    cp->C, cp->hd);
+			}
+	mark(cp, "fwd ring attention", "sendrecv", 2 * cp->blk * (cp->P - 1),
+	    hidden);
+	return 0;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* dsum = rowsum(dout * o) per head. */
+static void
+row_dots(struct cpring *cp, const float *dout)
+{
+	for (int bi = 0; bi < cp->b; bi++)
+		for (int h = 0; h < cp->nh; h++)
+			for (int t = 0; t < cp->L; t++) {
+				size_t o = ((size_t)bi * cp->L + t) * cp->C +
+				    (size_t)h * cp->hd;
+				double s = 0;
+				for (int c = 0; c < cp->hd; c++)
+					s += (double)dout[o + c] * cp->o[o + c];
+				cp->dsum[((size_t)bi * cp->nh + h) * cp->L + t] =
+				    (float)s;
+			}
+}
+
+/* Step i of P: the block of rank src (with K, V at hand in kv) takes this
+ * rank's share of its dK, dV in part, adds the share of the ranks before
+ * (ain, from the previous rank) and goes on to the next rank; the next
+ * K, V block comes in meanwhile. prev: the previous step's send, still in
+ * flight. */
+static int
+bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
+    struct step *prev, double *hidden)
+{
+	float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
+	float *part = cp->part[i % 2];
+	struct step st;
+
+	step_begin(&st);
+	comm_set_step(cp->c, "ring attention backward step %d", i);
+	if (i > 0 && post(cp, &st, 0, cp->ain, TAG_DKV) < 0)
+		return -1;
+	if (i < cp->P - 1 && (post(cp, &st, 0, nxt, TAG_KV) < 0 ||
+	    post(cp, &st, 1, cur, TAG_KV) < 0))
+		return -1;
+	memset(part, 0, 2 * cp->blk * sizeof(float));
+	if (bwd_blocks(cp, &st, prev, dq, part, dout, cur,
+	    (cp->rank - i + cp->P) % cp->P) < 0 ||
+	    step_end(cp, &st, hidden) < 0 || step_end(cp, prev, hidden) < 0)
+		return -1;
+	if (i > 0)
+		for (size_t j = 0; j < 2 * cp->blk; j++)
+			part[j] += cp->ain[j];
+	step_begin(prev);
+	return post(cp, prev, 1, part, TAG_DKV);
+}
+
+static int
+attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
+{
+	struct cpring *cp = ctx;
+	double hidden = 0;
+	struct step prev = { .n = 0 }, home;
+
+	mark(cp, "bwd mlp+o", "compute", 0, 0);
+	row_dots(cp, dout);
+	memcpy(cp->kv[0], cp->k, cp->blk * sizeof(float));
+	memcpy(cp->kv[0] + cp->blk, cp->v, cp->blk * sizeof(float));
+	memset(dq, 0, cp->blk * sizeof(float));
+	for (int i = 0; i < cp->P; i++)
+		if (bwd_step(cp, i, dq, dout, &prev, &hidden) < 0)
+			return -1;
+	/* this rank's own block, dK and dV summed over every rank */
+	step_begin(&home);
+	if (post(cp, &home, 0, cp->ain, TAG_DKV) < 0 ||
+	    step_end(cp, &home, &hidden) < 0 || step_end(cp, &prev, &hidden) < 0)
+		return -1;
+	memcpy(dk, cp->ain, cp->blk * sizeof(float));
+	memcpy(dv, cp->ain + cp->blk, cp->blk * sizeof(float));
+	mark(cp, "bwd ring attention", "sendrecv",
+	    2 * cp->blk * (2 * cp->P - 1), hidden);
+	return 0;
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+int
+cpring_new(struct cpring **out, struct comm *c, struct tp_log *log,
+    int zigzag, int b, int s, int nh, int hd, int causal, char *err,
+    size_t errlen)
+{
+	struct cpring *cp = calloc(1, sizeof(*cp));
+	size_t nrow;
+
+	if (cp == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	cp->c = c, cp->log = log, cp->err = err, cp->errlen = errlen;
+	cp->P = comm_size(c), cp->rank = comm_rank(c), cp->zz = zigzag;
+	cp->nch = cp_chunks(zigzag), cp->len = s / (cp->nch * cp->P);
+	cp->b = b, cp->L = cp->nch * cp->len, cp->nh = nh, cp->hd = hd;
+	cp->C = nh * hd, cp->causal = causal;
+	cp->blk = (size_t)b * cp->L * cp->C;
+	nrow = (size_t)b * nh * cp->L;
+	cp->kv[0] = malloc(10 * cp->blk * sizeof(float));
+	cp->m = malloc(4 * nrow * sizeof(float));
+	cp->scratch = malloc(2 * (size_t)cp->len * cp->len * sizeof(float));
+	if (!cp->kv[0] || !cp->m || !cp->scratch) {
+		cpring_free(cp);
+		return cli_fail(err, errlen, "out of memory for ring attention "
+		    "of %d positions", s);
+	}
+	cp->kv[1] = cp->kv[0] + 2 * cp->blk;
+	cp->part[0] = cp->kv[1] + 2 * cp->blk;
+	cp->part[1] = cp->part[0] + 2 * cp->blk;
+	cp->ain = cp->part[1] + 2 * cp->blk;
+	cp->l = cp->m + nrow, cp->lse = cp->l + nrow, cp->dsum = cp->lse + nrow;
+	*out = cp;
+	return 0;
+}
+
+void
+cpring_free(struct cpring *cp)
+{
+	if (cp == NULL)
+		return;
+	free(cp->kv[0]), free(cp->m), free(cp->scratch);
+	free(cp);
+}
+
+void
+cpring_hooks(struct cpring *cp, struct nn_block_hooks *hk)
+{
+	hk->reduce = NULL;
+	hk->attn_fwd = attn_fwd;
+	hk->attn_bwd = attn_bwd;
+	hk->ctx = cp;
+}
+
+uint64_t
+cpring_work(const struct cpring *cp)
+{
+	return cp->work;
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bats
+# collx-tp's long-sequence modes (ring, zigzag): forward, backward and
+# training against an independent PyTorch computation of the whole block
+# (tests/lib/tpref.py, float64), the attention work per rank and the bytes
+# per layer against their closed forms, refusals of sizes that do not
+# divide, and the PyTorch ring peer (examples/peers/torch_ring.py).
+load lib/common
+
+PY=/usr/bin/python3
+REF=$COLLX_ROOT/tests/lib/tpref.py
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
+	nrun=0
+	rm -f batch
+}
+
+teardown() {
+	common_teardown
+}
+
+# usage: tp WORLD collx-tp-options...
+tp() {
+	local w=$1
+	shift
+	timeout 60 collx-run -n "$w" --timeout 20 -- collx-tp -q "$@"
+}
+
+ref() {
+	timeout 120 "$PY" "$REF" "$@"
+}
+
+rundir() {
+	nrun=$((nrun + 1))
+	d=run$nrun
+	mkdir "$d" && cp w.safetensors X.npy DY.npy T.npy "$d"/
+}
+
+# Forward and backward of the block in MODE on WORLD ranks, queued for
+# the torch comparison batch_ok makes.
+# usage: fb WORLD MODE "collx options" "tpref options"
+fb() {
+	rundir
+	echo "# $d: $*"
+	tp "$1" --layer block --mode "$2" -m "$d/w.safetensors" -i "$d/X.npy" \
+	    -o "$d/Y.npy" --backward --grad-output "$d/DY.npy" \
+	    --grad-input "$d/DX.npy" --grad-weights "$d/GW.safetensors" $3
+	echo "check block $d $4" >>batch
+}
+
+batch_ok() {
+	ref batch batch
+}
+
+@test "ring and zigzag: worlds 2-4, causal and not, 2 heads (fewer than P), equal torch" {
+	# sequence 24 divides by 2P for P = 2, 3 (and 12 = 2P*... for 4: 24/8 = 3)
+	ref make block 24 48 0 21 heads=2 seq=24 batch=2
+	for w in 2 3 4; do
+		for m in ring zigzag; do
+			fb $w $m
+			fb $w $m --causal causal
+		done
+	done
+	batch_ok
+}
+
+@test "ring: sequences no multiple of 2P, bias absent, post-norm and relu" {
+	# 12 on 4 ranks and 9 on 3: chunks of 3, no multiple of 2P
+	ref make block 16 32 0 22 heads=4 seq=12 nobias
+	fb 4 ring --causal causal
+	fb 4 ring "--norm post --activation relu" "norm=post act=relu"
+	ref make block 16 32 0 23 heads=1 seq=9
+	fb 3 ring --causal causal
+	fb 3 ring
+	batch_ok
+}
+
+train_q() {
+	rundir
+	tp "$1" --layer block --mode "$2" -m w.safetensors -i X.npy --train \
+	    --targets T.npy --steps 4 --lr 0.2 -o $d/TR.safetensors \
+	    --loss-csv $d/L.csv $3
+	echo "train block $d 4 0.2 $4" >>batch
+}
+
+@test "--train ring and zigzag: losses and weights equal torch and serial" {
+	ref make block 24 48 0 24 heads=3 seq=16
+	train_q 1 serial --causal causal
+	ser=$d
+	train_q 4 ring --causal causal
+	echo "same $ser $d" >>batch
+	train_q 2 zigzag --causal causal
+	echo "same $ser $d" >>batch
+	train_q 4 zigzag --causal causal
+	echo "same $ser $d" >>batch
+	batch_ok
+}
+
+# usage: work FILE: the attention work each rank says it did, one a line,
+# in rank order
+work() {
+	sed -n 's/^collx-tp: rank \([0-9]*\): attention work \([0-9]*\) query-key pairs$/\1 \2/p' "$1" |
+	    sort -n | awk '{ print $2 }'
+}
+
+@test "attention work per rank (counted): zigzag even under causal masking, the contiguous ring 2P-1 times" {
+	# P = 4, sequence 64, batch 2, 2 heads: zigzag chunks c = 8, ring chunks 16
+	ref make block 16 32 0 25 heads=2 seq=64 batch=2
+	timeout 60 collx-run -n 4 --timeout 20 -- collx-tp -v --layer block \
+	    --mode zigzag --causal -m w.safetensors -i X.npy 2>zz.err
+	timeout 60 collx-run -n 4 --timeout 20 -- collx-tp -v --layer block \
+	    --mode ring --causal -m w.safetensors -i X.npy 2>ring.err
+	# closed forms, times b*heads = 4: zigzag (2P-1)c^2 + c(c+1) = 520 on every
+	# rank; ring r*C^2 + C(C+1)/2 on rank r
+	[ "$(work zz.err | tr '\n' ' ')" = "2080 2080 2080 2080 " ]
+	[ "$(work ring.err | tr '\n' ' ')" = "544 1568 2592 3616 " ]
+	# max/min: zigzag 1 <= 1.05, ring 6.6, about 2P-1 = 7
+	awk '{ a[NR] = $1 } END { exit !(a[4] / a[1] > 6.5) }' <(work ring.err)
+	# not causal every rank attends to every key: s^2/P * 4
+	timeout 60 collx-run -n 4 --timeout 20 -- collx-tp -v --layer block \
+	    --mode ring -m w.safetensors -i X.npy 2>full.err
+	[ "$(work full.err | tr '\n' ' ')" = "4096 4096 4096 4096 " ]
+}
+
+# Sum of comm_bytes and of hidden_us over the rows of FILE whose phase
+# (the last column) is PHASE.
+bytes_of() {
+	awk -F, -v ph="$2" 'NR > 1 && $NF == ph { s += $13; n++ }
+	    END { print s + 0, n + 0 }' "$1"
+}
+
+@test "comm_bytes per layer per rank: ring and zigzag, closed form; hidden_us beside it" {
+	# b*s*d = 2*24*16 = 768 floats; each rank's K (or V) is 768/P floats
+	ref make block 16 32 0 26 heads=2 seq=24 batch=2
+	for m in ring zigzag; do
+		for w in 2 3 4; do
+			rm -f t*.csv
+			tp $w --layer block --mode $m -m w.safetensors -i X.npy \
+			    --backward --grad-output DY.npy --timing 't{rank}.csv'
+			blk=$((768 / w * 4))
+			for ((r = 0; r < w; r++)); do
+				# forward: K and V to the next rank P-1 times
+				[ "$(bytes_of t$r.csv 'fwd ring attention')" = "$((2 * (w - 1) * blk)) 1" ]
+				# backward: K, V P-1 times, dK, dV P times
+				[ "$(bytes_of t$r.csv 'bwd ring attention')" = "$((2 * (2 * w - 1) * blk)) 1" ]
+			done
+			head -1 t0.csv | grep -q ',busbw_gbps,comm_bytes,hidden_us,phase$'
+			# hidden time is time, no more than the phase took
+			awk -F, 'NR > 1 && $NF ~ /ring attention/ {
+			    if ($14 < 0 || $14 > $10 * 1e6 + 1) exit 1 }' t0.csv
+		done
+	done
+}
+
+# usage: refused WORLD MESSAGE collx-tp-options...: every rank exits 3
+# naming the sizes before it reaches for the others (the rendezvous
+# address has no listener).
+refused() {
+	local w=$1 msg=$2 r
+	shift 2
+	for ((r = 0; r < w; r++)); do
+		run timeout 20 collx-tp --rank "$r" --world-size "$w" \
+		    --master 127.0.0.1:9 --timeout 5 -o Y.npy "$@"
+		echo "# rank $r: $status: $output"
+		[ "$status" -eq 3 ]
+		[[ "$output" == "collx-tp: "*"$msg"* ]]
+		[ ! -e Y.npy ]
+	done
+}
+
+@test "sequences that do not divide: exit 3 on every rank, naming the numbers" {
+	ref make block 16 32 0 27 heads=2 seq=12
+	refused 4 "zigzag: sequence length 12 is not divisible by 8 (2 x world size 4)" \
+	    --layer block --mode zigzag -m w.safetensors -i X.npy
+	refused 5 "sequence length 12 is not divisible by world size 5" \
+	    --layer block --mode ring -m w.safetensors -i X.npy --causal
+	run timeout 20 collx-tp --layer mlp --mode ring -m w.safetensors -i X.npy
+	[ "$status" -eq 2 ]
+	echo "$output"
+	[ "${lines[0]}" = "collx-tp: --mode ring goes with --layer block" ]
+}
+
+@test "--check: ring and zigzag match the serial layer" {
+	ref make block 16 32 0 28 heads=2 seq=24
+	run tp 3 --layer block --mode zigzag -m w.safetensors -i X.npy --check \
+	    --causal --backward --grad-output DY.npy
+	[ "$status" -eq 0 ]
+	run tp 4 --layer block --mode ring -m w.safetensors -i X.npy --check \
+	    --backward --grad-output DY.npy
+	[ "$status" -eq 0 ]
+}
