@@ -153,6 +153,43 @@ bytes_of() {
 	done
 }
 
+@test "usp: Ulysses groups of U, ring across: worlds 2-4, causal and not, equal torch" {
+	ref make block 24 48 0 29 heads=4 seq=24 batch=2
+	fb 4 usp "--ulysses 2 --causal" causal
+	fb 4 usp "--ulysses 2"
+	fb 4 usp "--ulysses 4 --causal" causal
+	fb 4 usp "--ulysses 1 --causal" causal
+	fb 2 usp "--ulysses 2 --causal" causal
+	fb 3 usp "--ulysses 1"
+	batch_ok
+	train_q 4 usp "--ulysses 2 --causal" causal
+	batch_ok
+}
+
+@test "comm_bytes per layer per rank: usp, closed form" {
+	# b*s*d = 2*24*24 = 1152 floats, 1152/P on each rank
+	ref make block 24 48 0 30 heads=4 seq=24 batch=2
+	for wu in "4 2" "4 4" "2 1"; do
+		set -- $wu
+		w=$1 u=$2 rr=$(($1 / $2))
+		rm -f t*.csv
+		tp $w --layer block --mode usp --ulysses $u -m w.safetensors \
+		    -i X.npy --backward --grad-output DY.npy --timing 't{rank}.csv'
+		loc=$((1152 / w * 4))
+		for ((r = 0; r < w; r++)); do
+			# all-to-alls send (U-1)/U of q, k, v (3) and of the output
+			[ "$(bytes_of t$r.csv 'fwd alltoall qkv')" = "$((3 * loc * (u - 1) / u)) 1" ]
+			[ "$(bytes_of t$r.csv 'fwd alltoall out')" = "$((loc * (u - 1) / u)) 1" ]
+			[ "$(bytes_of t$r.csv 'bwd alltoall dout')" = "$((loc * (u - 1) / u)) 1" ]
+			[ "$(bytes_of t$r.csv 'bwd alltoall dqkv')" = "$((3 * loc * (u - 1) / u)) 1" ]
+			# the ring across R groups: blocks of s/R positions, H/U heads
+			[ "$(bytes_of t$r.csv 'fwd ring attention')" = "$((2 * (rr - 1) * loc)) 1" ]
+			# (a ring of one group, R = 1, sends nothing)
+			[ "$(bytes_of t$r.csv 'bwd ring attention')" = "$((rr > 1 ? 2 * (2 * rr - 1) * loc : 0)) 1" ]
+		done
+	done
+}
+
 # usage: refused WORLD MESSAGE collx-tp-options...: every rank exits 3
 # naming the sizes before it reaches for the others (the rendezvous
 # address has no listener).
@@ -169,12 +206,20 @@ refused() {
 	done
 }
 
-@test "sequences that do not divide: exit 3 on every rank, naming the numbers" {
+@test "sequences, heads and --ulysses that do not divide: exit 3 on every rank, naming the numbers" {
 	ref make block 16 32 0 27 heads=2 seq=12
 	refused 4 "zigzag: sequence length 12 is not divisible by 8 (2 x world size 4)" \
 	    --layer block --mode zigzag -m w.safetensors -i X.npy
 	refused 5 "sequence length 12 is not divisible by world size 5" \
 	    --layer block --mode ring -m w.safetensors -i X.npy --causal
+	refused 4 "--ulysses 3 does not divide world size 4" \
+	    --layer block --mode usp --ulysses 3 -m w.safetensors -i X.npy
+	refused 4 "2 heads are not divisible by --ulysses 4" \
+	    --layer block --mode usp --ulysses 4 -m w.safetensors -i X.npy
+	run timeout 20 collx-tp --layer block --mode ring --ulysses 2 \
+	    -m w.safetensors -i X.npy
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-tp: --mode usp and --ulysses U go together" ]
 	run timeout 20 collx-tp --layer mlp --mode ring -m w.safetensors -i X.npy
 	[ "$status" -eq 2 ]
 	echo "$output"

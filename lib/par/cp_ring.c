@@ -236,7 +236,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 	double hidden = 0;
 	struct step st;
 
-	mark(cp, "fwd ln1+qkv", "compute", 0, 0);
+	mark(cp, "fwd qkv", "compute", 0, 0);
 	cp->q = q, cp->k = k, cp->v = v, cp->o = out;
 	memcpy(cp->kv[0], k, cp->blk * sizeof(float));
 	memcpy(cp->kv[0] + cp->blk, v, cp->blk * sizeof(float));
@@ -317,7 +317,7 @@ bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
 		for (size_t j = 0; j < 2 * cp->blk; j++)
 			part[j] += cp->ain[j];
 	step_begin(prev);
-	return post(cp, prev, 1, part, TAG_DKV);
+	return cp->P > 1 ? post(cp, prev, 1, part, TAG_DKV) : 0;
 }
 
 static int
@@ -327,7 +327,7 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 	double hidden = 0;
 	struct step prev = { .n = 0 }, home;
 
-	mark(cp, "bwd mlp+o", "compute", 0, 0);
+	mark(cp, "bwd dout", "compute", 0, 0);
 	row_dots(cp, dout);
 	memcpy(cp->kv[0], cp->k, cp->blk * sizeof(float));
 	memcpy(cp->kv[0] + cp->blk, cp->v, cp->blk * sizeof(float));
@@ -335,15 +335,18 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 	for (int i = 0; i < cp->P; i++)
 		if (bwd_step(cp, i, dq, dout, &prev, &hidden) < 0)
 			return -1;
-	/* this rank's own block, dK and dV summed over every rank */
+	/* this rank's own block, dK and dV summed over every rank (a ring of
+	 * one sends nothing) */
 	step_begin(&home);
-	if (post(cp, &home, 0, cp->ain, TAG_DKV) < 0 ||
-	    step_end(cp, &home, &hidden) < 0 || step_end(cp, &prev, &hidden) < 0)
+	if (cp->P > 1 && (post(cp, &home, 0, cp->ain, TAG_DKV) < 0 ||
+	    step_end(cp, &home, &hidden) < 0 ||
+	    step_end(cp, &prev, &hidden) < 0))
 		return -1;
-	memcpy(dk, cp->ain, cp->blk * sizeof(float));
-	memcpy(dv, cp->ain + cp->blk, cp->blk * sizeof(float));
+	memcpy(dk, cp->P > 1 ? cp->ain : cp->part[0], cp->blk * sizeof(float));
+	memcpy(dv, (cp->P > 1 ? cp->ain : cp->part[0]) + cp->blk,
+	    cp->blk * sizeof(float));
 	mark(cp, "bwd ring attention", "sendrecv",
-	    2 * cp->blk * (2 * cp->P - 1), hidden);
+	    cp->P > 1 ? 2 * cp->blk * (2 * cp->P - 1) : 0, hidden);
 	return 0;
 }
 

@@ -11,13 +11,25 @@
 #include "par/tp_int.h"
 #include "par/ulysses.h"
 
+/* Bytes sent on l's group and its sub-groups (each counts its own). */
+static uint64_t
+log_sent(const struct tp_log *l)
+{
+	uint64_t n = comm_bytes_sent(l->c);
+
+	for (int i = 0; i < 2; i++)
+		if (l->sub[i])
+			n += comm_bytes_sent(l->sub[i]);
+	return n;
+}
+
 void
 tp_log_start(struct tp_log *l, struct comm *c)
 {
 	l->c = c;
 	l->n = 0;
 	l->t = cli_now();
-	l->sent = comm_bytes_sent(c);
+	l->sent = log_sent(l);
 }
 
 void
@@ -32,7 +44,7 @@ tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count, enum dtype dt)
 {
 	double now = cli_now();
-	uint64_t sent = comm_bytes_sent(l->c);
+	uint64_t sent = log_sent(l);
 
 	if (l->n < TP_PHASE_MAX)
 		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
@@ -103,7 +115,7 @@ tp_seq_sharded(const struct tp_run *r)
 	enum tp_mode md = r->m->cfg.mode;
 
 	return grouped(r) && (md == TP_MODE_ULYSSES || md == TP_MODE_RING ||
-	    md == TP_MODE_ZIGZAG);
+	    md == TP_MODE_ZIGZAG || md == TP_MODE_USP);
 }
 
 /* This rank's positions of the whole [b, s, w] src into dst. */
@@ -220,7 +232,8 @@ run_shape(struct tp_run *r, const struct tensor *x)
 			    "%d)", r->s, 2 * m->world, m->world);
 		r->sl = r->s / m->world;
 	} else if ((m->cfg.mode == TP_MODE_ULYSSES ||
-	    m->cfg.mode == TP_MODE_RING) && m->world > 1) {
+	    m->cfg.mode == TP_MODE_RING || m->cfg.mode == TP_MODE_USP) &&
+	    m->world > 1) {
 		if (r->s % m->world != 0)
 			return cli_fail(r->err, r->errlen, "sequence length %d is "
 			    "not divisible by world size %d", r->s, m->world);
@@ -273,6 +286,34 @@ max_whole_param(const struct tp_model *m)
 	return mx;
 }
 
+/* USP: group g = rank / U of U consecutive ranks runs Ulysses, and ranks
+ * holding the same heads (rank % U) form the ring across the groups: the
+ * Ulysses exchange gives each rank the group's s/R positions of its H/U
+ * heads, on which the ring runs as ring mode does on its chunks. */
+static int
+usp_init(struct tp_run *r)
+{
+	struct tp_model *m = r->m;
+	int U = m->cfg.ulysses, W = comm_size(r->c), R = W / U;
+	int rk = comm_rank(r->c), hd = m->d / m->heads;
+
+	if (comm_split(r->c, rk / U, rk % U, &r->grp, r->err, r->errlen) < 0 ||
+	    comm_split(r->c, rk % U, rk / U, &r->ring, r->err,
+	    r->errlen) < 0)
+		return -1;
+	if (r->log)
+		r->log->sub[0] = r->grp, r->log->sub[1] = r->ring;
+	if (cpring_new(&r->cp, r->ring, r->log, 0, r->b, r->s, m->heads / U,
+	    hd, m->cfg.causal, r->err, r->errlen) < 0)
+		return -1;
+	cpring_hooks(r->cp, &r->inner);
+	if (ulysses_new(&r->u, r->grp, r->log, r->b, r->s / R, m->heads, hd,
+	    m->cfg.causal, &r->inner, r->err, r->errlen) < 0)
+		return -1;
+	ulysses_hooks(r->u, &r->hk);
+	return 0;
+}
+
 int
 tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
     struct tp_log *log, const struct tensor *x, char *err, size_t errlen)
@@ -313,11 +354,16 @@ tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
 	nn_block_acts_bind(&r->a, r->acts, &r->sh);
 	if (ulysses(r)) {
 		if (ulysses_new(&r->u, c, log, r->b, r->s, m->heads,
-		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
+		    m->d / m->heads, m->cfg.causal, NULL, err, errlen) < 0) {
 			tp_run_free(r);
 			return -1;
 		}
 		ulysses_hooks(r->u, &r->hk);
+	} else if (m->cfg.mode == TP_MODE_USP && grouped(r)) {
+		if (usp_init(r) < 0) {
+			tp_run_free(r);
+			return -1;
+		}
 	} else if (tp_seq_sharded(r)) {
 		if (cpring_new(&r->cp, c, log, zigzag(r), r->b, r->s, m->heads,
 		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
@@ -339,6 +385,9 @@ tp_run_free(struct tp_run *r)
 	free(r->y), free(r->dx), free(r->tmp), free(r->acts), free(r->scratch);
 	ulysses_free(r->u);
 	cpring_free(r->cp);
+	if (r->log)
+		r->log->sub[0] = r->log->sub[1] = NULL;
+	comm_close(r->grp), comm_close(r->ring);
 	memset(r, 0, sizeof(*r));
 }
 

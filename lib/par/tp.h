@@ -15,7 +15,7 @@
 
 enum tp_layer { TP_COLUMN, TP_ROW, TP_MLP, TP_BLOCK };
 enum tp_mode { TP_MODE_TP, TP_MODE_ULYSSES, TP_MODE_SERIAL, TP_MODE_RING,
-    TP_MODE_ZIGZAG };
+    TP_MODE_ZIGZAG, TP_MODE_USP };
 
 int tp_layer_parse(const char *s, enum tp_layer *out);
 const char *tp_layer_name(enum tp_layer l);
@@ -37,6 +37,7 @@ struct tp_phase {
 };
 struct tp_log {
 	struct comm *c;		/* NULL: nothing is sent */
+	struct comm *sub[2];	/* sub-groups of c whose sends count too */
 	int n;
 	double t;
 	uint64_t sent;
@@ -72,6 +73,7 @@ struct tp_cfg {
 	enum nn_act act;	/* mlp, block */
 	int local_output;	/* column: leave Y sharded */
 	int input_parallel;	/* row: X is this rank's input shard */
+	int ulysses;		/* usp: Ulysses group size U (U*R = world) */
 };
 
 #define TP_PARAM_MAX 16
@@ -127,7 +129,9 @@ struct tp_run {
 	struct nn_block_acts a;
 	struct nn_block_hooks hk;
 	struct ulysses *u;
-	struct cpring *cp;	/* ring, zigzag */
+	struct cpring *cp;	/* ring, zigzag, usp (across the groups) */
+	struct comm *grp, *ring;	/* usp: the Ulysses group, the ring */
+	struct nn_block_hooks inner;	/* usp: cp's hooks, inside u's */
 	char *err;
 	size_t errlen;
 };

@@ -8,7 +8,7 @@
 
 static const char *const layer_names[] = { "column", "row", "mlp", "block" };
 static const char *const mode_names[] = { "tp", "ulysses", "serial",
-    "ring", "zigzag" };
+    "ring", "zigzag", "usp" };
 
 int
 tp_layer_parse(const char *s, enum tp_layer *out)
@@ -27,7 +27,7 @@ tp_layer_name(enum tp_layer l)
 int
 tp_mode_parse(const char *s, enum tp_mode *out)
 {
-	int i = cli_name_index(mode_names, 5, s);
+	int i = cli_name_index(mode_names, 6, s);
 
 	return i < 0 ? -1 : (*out = (enum tp_mode)i, 0);
 }
@@ -174,6 +174,16 @@ check_divisible(const struct tp_model *m, char *err, size_t errlen)
 	if (m->cfg.mode == TP_MODE_SERIAL || m->cfg.mode == TP_MODE_RING ||
 	    m->cfg.mode == TP_MODE_ZIGZAG || w == 1)
 		return 0;
+	if (m->cfg.mode == TP_MODE_USP) {
+		int u = m->cfg.ulysses;
+		if (u < 1 || w % u != 0)
+			return cli_fail(err, errlen, "--ulysses %d does not "
+			    "divide world size %d", u, w);
+		if (m->heads % u != 0)
+			return cli_fail(err, errlen, "%d heads are not divisible "
+			    "by --ulysses %d", m->heads, u);
+		return 0;
+	}
 	if (m->cfg.mode == TP_MODE_ULYSSES) {
 		if (m->cfg.layer == TP_BLOCK && m->heads % w != 0)
 			return cli_fail(err, errlen, "%d heads are not divisible "

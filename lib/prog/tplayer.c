@@ -75,7 +75,8 @@ save_set(const char *pattern, int rank, int world, struct tensor_set *s,
 static int
 has_hidden(const struct tplayer_opts *o)
 {
-	return o->cfg.mode == TP_MODE_RING || o->cfg.mode == TP_MODE_ZIGZAG;
+	return o->cfg.mode == TP_MODE_RING || o->cfg.mode == TP_MODE_ZIGZAG ||
+	    o->cfg.mode == TP_MODE_USP;
 }
 
 /* A row per phase of the iteration's log, with the bytes this rank sent,
@@ -191,6 +192,7 @@ join_group(struct job *j)
 	else
 		prog_job_add(&job, "--heads", "from-the-model");
 	prog_job_flag(&job, "--causal", c->causal);
+	prog_job_add(&job, "--ulysses", "%d", c->ulysses);
 	prog_job_add(&job, "--norm", "%s", c->post_norm ? "post" : "pre");
 	prog_job_add(&job, "--activation", "%s", nn_act_name(c->act));
 	prog_job_flag(&job, "--local-output", c->local_output);
