@@ -235,3 +235,19 @@ refused() {
 	    --backward --grad-output DY.npy
 	[ "$status" -eq 0 ]
 }
+
+@test "the PyTorch ring peer (float64) equals torch's whole block, and collx-tp equals the peer" {
+	PEER=$COLLX_ROOT/examples/peers/torch_ring.py
+	ref make block 24 48 0 31 heads=2 seq=24 batch=2 nobias
+	for a in "3 zigzag causal" "4 ring"; do
+		set -- $a
+		mkdir p$1 && cp w.safetensors X.npy DY.npy p$1/
+		timeout 120 "$PY" "$PEER" check p$1 $1 ${3:-} $([ $2 = zigzag ] && echo zigzag)
+		echo "check block p$1 ${3:-}" >>batch
+		fb $1 $2 ${3:+--causal} ${3:-}
+		timeout 60 "$PY" "$PEER" same $d p$1
+	done
+	batch_ok
+	# the comparison can fail: ring output against the zigzag causal peer's
+	if timeout 60 "$PY" "$PEER" same $d p3; then false; fi
+}
