@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# collx-tp's long-sequence modes (ring, zigzag): forward, backward and
+# collx-tp's long-sequence modes (ring, zigzag, usp, sp, --overlap ring):
+# forward, backward and
 # training against an independent PyTorch computation of the whole block
 # (tests/lib/tpref.py, float64), the attention work per rank and the bytes
 # per layer against their closed forms, refusals of sizes that do not
@@ -190,6 +191,73 @@ bytes_of() {
 	done
 }
 
+@test "sp and --overlap ring (tp, sp): worlds 2-4, causal and not, equal torch; ring equals none" {
+	PEER=$COLLX_ROOT/examples/peers/torch_ring.py
+	# 12 heads, d_ff 48 and sequence 24 divide by 2, 3 and 4
+	ref make block 24 48 0 32 heads=12 seq=24 batch=2
+	for w in 2 3 4; do
+		fb $w sp "--overlap none --causal" causal
+		none=$d
+		fb $w sp "--overlap ring --causal" causal
+		timeout 60 "$PY" "$PEER" same $d $none
+		fb $w tp --causal causal
+		none=$d
+		fb $w tp "--overlap ring --causal" causal
+		timeout 60 "$PY" "$PEER" same $d $none
+	done
+	fb 3 sp "--overlap ring --activation relu" act=relu
+	ref make block 24 48 0 33 heads=4 seq=8 nobias
+	fb 4 sp --overlap\ ring
+	fb 2 tp --overlap\ ring
+	batch_ok
+}
+
+@test "--train sp and tp --overlap ring: losses and weights equal torch and serial" {
+	ref make block 24 48 0 34 heads=12 seq=12
+	train_q 1 serial --causal causal
+	ser=$d
+	for mo in "4 sp none" "3 sp ring" "2 tp ring"; do
+		set -- $mo
+		train_q $1 $2 "--overlap $3 --causal" causal
+		echo "same $ser $d" >>batch
+	done
+	batch_ok
+}
+
+@test "comm_bytes per layer per rank: sp and tp --overlap ring, closed form" {
+	# b*s*d = 2*24*24 = 1152 floats; 6*24 = 144 of LayerNorms and biases
+	ref make block 24 48 0 35 heads=12 seq=24 batch=2
+	for w in 2 3 4; do
+		for o in none ring; do
+			rm -f t*.csv
+			tp $w --layer block --mode sp --overlap $o -m w.safetensors \
+			    -i X.npy --backward --grad-output DY.npy --timing 't{rank}.csv'
+			ag=$((1152 * (w - 1) / w * 4))
+			for ((r = 0; r < w; r++)); do
+				# two allgathers and two reduce-scatters each way
+				for ph in 'fwd allgather ln1' 'fwd reduce-scatter attn.o' \
+				    'fwd allgather ln2' 'fwd reduce-scatter mlp.fc2' \
+				    'bwd allgather dy' 'bwd reduce-scatter mlp.fc1' \
+				    'bwd allgather dh' 'bwd reduce-scatter attn.qkv'; do
+					[ "$(bytes_of t$r.csv "$ph")" = "$ag 1" ]
+				done
+				# the sequence-sharded gradients: one ring allreduce
+				[ "$(bytes_of t$r.csv 'bwd allreduce ln and bias grads')" = "$((2 * (w - 1) * 144 / w * 4)) 1" ]
+			done
+		done
+		# tp: --overlap ring sends what the allreduces send, 8(W-1)/W*b*s*d*4
+		for o in none ring; do
+			rm -f t0.csv
+			tp $w --layer block --mode tp --overlap $o -m w.safetensors \
+			    -i X.npy --backward --grad-output DY.npy --timing 't{rank}.csv'
+			awk -F, 'NR > 1 && $NF !~ /output/ { s += $13 } END { print s }' \
+			    t0.csv >sum.$o
+		done
+		[ "$(cat sum.none)" = "$((8 * 1152 * (w - 1) / w * 4))" ]
+		[ "$(cat sum.ring)" = "$(cat sum.none)" ]
+	done
+}
+
 # usage: refused WORLD MESSAGE collx-tp-options...: every rank exits 3
 # naming the sizes before it reaches for the others (the rendezvous
 # address has no listener).
@@ -216,6 +284,20 @@ refused() {
 	    --layer block --mode usp --ulysses 3 -m w.safetensors -i X.npy
 	refused 4 "2 heads are not divisible by --ulysses 4" \
 	    --layer block --mode usp --ulysses 4 -m w.safetensors -i X.npy
+	refused 3 "--overlap ring: mode zigzag has no collective matmul to overlap (tp and sp have)" \
+	    --layer block --mode zigzag --overlap ring -m w.safetensors -i X.npy
+	ref make block 24 48 0 37 heads=12 seq=10
+	refused 4 "sequence length 10 is not divisible by world size 4" \
+	    --layer block --mode sp -m w.safetensors -i X.npy
+	refused 4 "--overlap ring: sequence length 10 is not divisible by world size 4" \
+	    --layer block --mode tp --overlap ring -m w.safetensors -i X.npy
+	run timeout 20 collx-tp --layer block --mode sp --norm post \
+	    -m w.safetensors -i X.npy
+	[ "$status" -eq 2 ]
+	ref make mlp 12 24 3 36
+	refused 2 "--overlap ring: layer mlp has no collective matmul to overlap (block has)" \
+	    --layer mlp --overlap ring -m w.safetensors -i X.npy
+	ref make block 16 32 0 27 heads=2 seq=12
 	run timeout 20 collx-tp --layer block --mode ring --ulysses 2 \
 	    -m w.safetensors -i X.npy
 	[ "$status" -eq 2 ]

@@ -10,6 +10,7 @@
 #include "cli/util.h"
 #include "nn/attn_part.h"
 #include "par/cp_ring.h"
+#include "par/tp_xfer.h"
 
 enum { TAG_KV = 0x6b76, TAG_DKV = 0x646b };
 
@@ -77,52 +78,6 @@ failed(struct cpring *cp)
 	return cli_fail(cp->err, cp->errlen, "%s", comm_error(cp->c));
 }
 
-/* ---- a step: transfers in flight while the blocks compute --------------- */
-
-struct step {
-	struct comm_req req[3];
-	int n;
-	double t0, done;	/* posted; seen complete (0: not yet) */
-};
-
-static void
-step_begin(struct step *st)
-{
-	st->n = 0;
-	st->done = 0;
-	st->t0 = cli_now();
-}
-
-/* Between blocks: moves the transfers on and notes when they are done. */
-static int
-step_progress(struct cpring *cp, struct step *st)
-{
-	if (st->done > 0 || st->n == 0)
-		return 0;
-	if (comm_progress(cp->c) < 0)
-		return failed(cp);
-	for (int i = 0; i < st->n; i++)
-		if (st->req[i].state != COMM_REQ_DONE)
-			return 0;
-	st->done = cli_now();
-	return 0;
-}
-
-/* After the blocks: waits for the transfers; the time they ran while the
- * blocks computed is hidden. */
-static int
-step_end(struct cpring *cp, struct step *st, double *hidden)
-{
-	double t1 = cli_now();
-
-	if (st->n == 0)
-		return 0;
-	if (comm_waitall(cp->c, st->req, st->n) < 0)
-		return failed(cp);
-	*hidden += (st->done > 0 ? st->done : t1) - st->t0;
-	return 0;
-}
-
 /* ---- the blocks of one step ---------------------------------------------- */
 
 static struct nn_attn_part
@@ -151,7 +106,7 @@ row(const struct cpring *cp, int bi, int h, int k)
 }
 
 static int
-fwd_blocks(struct cpring *cp, struct step *st, float *out, const float *kv,
+fwd_blocks(struct cpring *cp, struct tp_xfer *st, float *out, const float *kv,
     int src)
 {
 	for (int bi = 0; bi < cp->b; bi++)
@@ -168,14 +123,14 @@ fwd_blocks(struct cpring *cp, struct step *st, float *out, const float *kv,
 					    cp->q + qo, kv + ko, kv + cp->blk + ko,
 					    &p);
 				}
-			if (step_progress(cp, st) < 0)
-				return -1;
+			if (tp_xfer_progress(st) < 0)
+				return failed(cp);
 		}
 	return 0;
 }
 
 static int
-bwd_blocks(struct cpring *cp, struct step *st, struct step *prev, float *dq,
+bwd_blocks(struct cpring *cp, struct tp_xfer *st, struct tp_xfer *prev, float *dq,
     float *part, const float *dout, const float *kv, int src)
 {
 	for (int bi = 0; bi < cp->b; bi++)
@@ -193,26 +148,30 @@ bwd_blocks(struct cpring *cp, struct step *st, struct step *prev, float *dq,
 					    cp->q + qo, kv + ko, kv + cp->blk + ko,
 					    &p);
 				}
-			if (step_progress(cp, st) < 0 ||
-			    step_progress(cp, prev) < 0)
-				return -1;
+			if (tp_xfer_progress(st) < 0 ||
+			    tp_xfer_progress(prev) < 0)
+				return failed(cp);
 		}
 	return 0;
 }
 
+/* A send of a block (K and V, or dK and dV) to the next rank, or a
+ * receive from the previous one. */
 static int
-post(struct cpring *cp, struct step *st, int send, float *buf, int tag)
+post(struct cpring *cp, struct tp_xfer *st, int send, float *buf, int tag)
 {
 	int peer = (cp->rank + (send ? 1 : cp->P - 1)) % cp->P;
-	size_t bytes = 2 * cp->blk * sizeof(float);
-	int rc = send ? comm_isend(cp->c, peer, tag, buf, bytes,
-	    &st->req[st->n]) : comm_irecv(cp->c, peer, tag, buf, bytes,
-	    &st->req[st->n]);
 
-	if (rc < 0)
+	if (tp_xfer_post(st, send, peer, tag, buf,
+	    2 * cp->blk * sizeof(float)) < 0)
 		return failed(cp);
-	st->n++;
 	return 0;
+}
+
+static int
+end(struct cpring *cp, struct tp_xfer *st, double *hidden)
+{
+	return tp_xfer_end(st, hidden) < 0 ? failed(cp) : 0;
 }
 
 static void
@@ -234,7 +193,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 	struct cpring *cp = ctx;
 	size_t nrow = (size_t)cp->b * cp->nh * cp->L;
 	double hidden = 0;
-	struct step st;
+	struct tp_xfer st;
 
 	mark(cp, "fwd qkv", "compute", 0, 0);
 	cp->q = q, cp->k = k, cp->v = v, cp->o = out;
@@ -246,14 +205,14 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 	for (int i = 0; i < cp->P; i++) {
 		float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
 
-		step_begin(&st);
+		tp_xfer_begin(&st, cp->c);
 		comm_set_step(cp->c, "ring attention step %d", i);
 		if (i < cp->P - 1 && (post(cp, &st, 0, nxt, TAG_KV) < 0 ||
 		    post(cp, &st, 1, cur, TAG_KV) < 0))
 			return -1;
 		if (fwd_blocks(cp, &st, out, cur,
 		    (cp->rank - i + cp->P) % cp->P) < 0 ||
-		    step_end(cp, &st, &hidden) < 0)
+		    end(cp, &st, &hidden) < 0)
 			return -1;
 	}
 	for (int bi = 0; bi < cp->b; bi++)
@@ -295,13 +254,13 @@ row_dots(struct cpring *cp, const float *dout)
  * flight. */
 static int
 bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
-    struct step *prev, double *hidden)
+    struct tp_xfer *prev, double *hidden)
 {
 	float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
 	float *part = cp->part[i % 2];
-	struct step st;
+	struct tp_xfer st;
 
-	step_begin(&st);
+	tp_xfer_begin(&st, cp->c);
 	comm_set_step(cp->c, "ring attention backward step %d", i);
 	if (i > 0 && post(cp, &st, 0, cp->ain, TAG_DKV) < 0)
 		return -1;
@@ -311,12 +270,12 @@ bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
 	memset(part, 0, 2 * cp->blk * sizeof(float));
 	if (bwd_blocks(cp, &st, prev, dq, part, dout, cur,
 	    (cp->rank - i + cp->P) % cp->P) < 0 ||
-	    step_end(cp, &st, hidden) < 0 || step_end(cp, prev, hidden) < 0)
+	    end(cp, &st, hidden) < 0 || end(cp, prev, hidden) < 0)
 		return -1;
 	if (i > 0)
 		for (size_t j = 0; j < 2 * cp->blk; j++)
 			part[j] += cp->ain[j];
-	step_begin(prev);
+	tp_xfer_begin(prev, cp->c);
 	return cp->P > 1 ? post(cp, prev, 1, part, TAG_DKV) : 0;
 }
 
@@ -325,7 +284,7 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 {
 	struct cpring *cp = ctx;
 	double hidden = 0;
-	struct step prev = { .n = 0 }, home;
+	struct tp_xfer prev = { .n = 0 }, home;
 
 	mark(cp, "bwd dout", "compute", 0, 0);
 	row_dots(cp, dout);
@@ -337,10 +296,10 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 			return -1;
 	/* this rank's own block, dK and dV summed over every rank (a ring of
 	 * one sends nothing) */
-	step_begin(&home);
+	tp_xfer_begin(&home, cp->c);
 	if (cp->P > 1 && (post(cp, &home, 0, cp->ain, TAG_DKV) < 0 ||
-	    step_end(cp, &home, &hidden) < 0 ||
-	    step_end(cp, &prev, &hidden) < 0))
+	    end(cp, &home, &hidden) < 0 ||
+	    end(cp, &prev, &hidden) < 0))
 		return -1;
 	memcpy(dk, cp->P > 1 ? cp->ain : cp->part[0], cp->blk * sizeof(float));
 	memcpy(dv, (cp->P > 1 ? cp->ain : cp->part[0]) + cp->blk,

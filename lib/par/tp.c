@@ -9,6 +9,7 @@
 #include "comm/coll.h"
 #include "par/cp_ring.h"
 #include "par/tp_int.h"
+#include "par/tp_sp.h"
 #include "par/ulysses.h"
 
 /* Bytes sent on l's group and its sub-groups (each counts its own). */
@@ -115,7 +116,15 @@ tp_seq_sharded(const struct tp_run *r)
 	enum tp_mode md = r->m->cfg.mode;
 
 	return grouped(r) && (md == TP_MODE_ULYSSES || md == TP_MODE_RING ||
-	    md == TP_MODE_ZIGZAG || md == TP_MODE_USP);
+	    md == TP_MODE_ZIGZAG || md == TP_MODE_USP || md == TP_MODE_SP);
+}
+
+/* Sequence sharded with every weight whole: the weight gradients, each
+ * rank's from its positions, are summed. */
+static int
+seq_replicated(const struct tp_run *r)
+{
+	return tp_seq_sharded(r) && r->m->cfg.mode != TP_MODE_SP;
 }
 
 /* This rank's positions of the whole [b, s, w] src into dst. */
@@ -232,13 +241,18 @@ run_shape(struct tp_run *r, const struct tensor *x)
 			    "%d)", r->s, 2 * m->world, m->world);
 		r->sl = r->s / m->world;
 	} else if ((m->cfg.mode == TP_MODE_ULYSSES ||
-	    m->cfg.mode == TP_MODE_RING || m->cfg.mode == TP_MODE_USP) &&
-	    m->world > 1) {
+	    m->cfg.mode == TP_MODE_RING || m->cfg.mode == TP_MODE_USP ||
+	    m->cfg.mode == TP_MODE_SP) && m->world > 1) {
 		if (r->s % m->world != 0)
 			return cli_fail(r->err, r->errlen, "sequence length %d is "
 			    "not divisible by world size %d", r->s, m->world);
 		r->sl = r->s / m->world;
 	}
+	if (m->cfg.overlap && m->cfg.mode == TP_MODE_TP && m->world > 1 &&
+	    r->s % m->world != 0)
+		return cli_fail(r->err, r->errlen, "--overlap ring: sequence "
+		    "length %d is not divisible by world size %d", r->s,
+		    m->world);
 	if (r->n < 1)
 		return cli_fail(r->err, r->errlen, "input is empty");
 	return 0;
@@ -364,6 +378,13 @@ tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
 			tp_run_free(r);
 			return -1;
 		}
+	} else if ((m->cfg.mode == TP_MODE_SP || m->cfg.overlap) &&
+	    grouped(r)) {
+		if (tpsp_new(&r->sp, c, log, m, r->b, r->s,
+		    m->cfg.mode == TP_MODE_SP, m->cfg.overlap, err, errlen) < 0) {
+			tp_run_free(r);
+			return -1;
+		}
 	} else if (tp_seq_sharded(r)) {
 		if (cpring_new(&r->cp, c, log, zigzag(r), r->b, r->s, m->heads,
 		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
@@ -385,6 +406,7 @@ tp_run_free(struct tp_run *r)
 	free(r->y), free(r->dx), free(r->tmp), free(r->acts), free(r->scratch);
 	ulysses_free(r->u);
 	cpring_free(r->cp);
+	tpsp_free(r->sp);
 	if (r->log)
 		r->log->sub[0] = r->log->sub[1] = NULL;
 	comm_close(r->grp), comm_close(r->ring);
@@ -434,7 +456,8 @@ forward_local(struct tp_run *r)
 	}
 	case TP_BLOCK: {
 		struct nn_block_w bw = tp_block_ptrs(m, m->w);
-		if (nn_block_forward(r->ylocal, &r->a, &bw, r->x, &r->sh,
+		if (r->sp ? tpsp_forward(r->sp, r->ylocal, &bw, r->x) < 0 :
+		    nn_block_forward(r->ylocal, &r->a, &bw, r->x, &r->sh,
 		    hooks(r)) < 0)
 			return -1;
 		break;
@@ -515,13 +538,14 @@ backward_core(struct tp_run *r, int want_dx)
 	case TP_BLOCK: {
 		struct nn_block_w bw = tp_block_ptrs(m, m->w);
 		struct nn_block_w bg = tp_block_ptrs(m, m->g);
-		if (nn_block_backward(r->dxl, &bg, r->scratch, r->dyl, &r->a,
-		    &bw, r->x, &r->sh, hooks(r)) < 0)
+		if (r->sp ? tpsp_backward(r->sp, r->dxl, &bg, r->dyl, &bw,
+		    r->x) < 0 : nn_block_backward(r->dxl, &bg, r->scratch,
+		    r->dyl, &r->a, &bw, r->x, &r->sh, hooks(r)) < 0)
 			return -1;
 		break;
 	}
 	}
-	if (tp_seq_sharded(r) && sum_over(r, m->g, m->nlocal, "bwd",
+	if (seq_replicated(r) && sum_over(r, m->g, m->nlocal, "bwd",
 	    "bwd allreduce weight grads") < 0)
 		return -1;
 	mark(r, "bwd", "compute", "-", 0);

@@ -15,7 +15,7 @@
 
 enum tp_layer { TP_COLUMN, TP_ROW, TP_MLP, TP_BLOCK };
 enum tp_mode { TP_MODE_TP, TP_MODE_ULYSSES, TP_MODE_SERIAL, TP_MODE_RING,
-    TP_MODE_ZIGZAG, TP_MODE_USP };
+    TP_MODE_ZIGZAG, TP_MODE_USP, TP_MODE_SP };
 
 int tp_layer_parse(const char *s, enum tp_layer *out);
 const char *tp_layer_name(enum tp_layer l);
@@ -74,6 +74,7 @@ struct tp_cfg {
 	int local_output;	/* column: leave Y sharded */
 	int input_parallel;	/* row: X is this rank's input shard */
 	int ulysses;		/* usp: Ulysses group size U (U*R = world) */
+	int overlap;		/* tp, sp block: collective matmuls in ring steps */
 };
 
 #define TP_PARAM_MAX 16
@@ -112,6 +113,7 @@ int tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
 
 struct ulysses;
 struct cpring;
+struct tpsp;
 
 struct tp_run {
 	struct tp_model *m;
@@ -132,6 +134,7 @@ struct tp_run {
 	struct cpring *cp;	/* ring, zigzag, usp (across the groups) */
 	struct comm *grp, *ring;	/* usp: the Ulysses group, the ring */
 	struct nn_block_hooks inner;	/* usp: cp's hooks, inside u's */
+	struct tpsp *sp;	/* sp, and tp with overlap */
 	char *err;
 	size_t errlen;
 };

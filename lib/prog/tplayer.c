@@ -76,7 +76,8 @@ static int
 has_hidden(const struct tplayer_opts *o)
 {
 	return o->cfg.mode == TP_MODE_RING || o->cfg.mode == TP_MODE_ZIGZAG ||
-	    o->cfg.mode == TP_MODE_USP;
+	    o->cfg.mode == TP_MODE_USP || o->cfg.mode == TP_MODE_SP ||
+	    o->cfg.overlap;
 }
 
 /* A row per phase of the iteration's log, with the bytes this rank sent,
@@ -193,6 +194,7 @@ join_group(struct job *j)
 		prog_job_add(&job, "--heads", "from-the-model");
 	prog_job_flag(&job, "--causal", c->causal);
 	prog_job_add(&job, "--ulysses", "%d", c->ulysses);
+	prog_job_add(&job, "--overlap", "%s", c->overlap ? "ring" : "none");
 	prog_job_add(&job, "--norm", "%s", c->post_norm ? "post" : "pre");
 	prog_job_add(&job, "--activation", "%s", nn_act_name(c->act));
 	prog_job_flag(&job, "--local-output", c->local_output);
@@ -268,6 +270,7 @@ check_serial(struct job *j, const struct tensor_set *gs)
 	int ok;
 
 	cfg.mode = TP_MODE_SERIAL;
+	cfg.overlap = 0;
 	if (tp_model_load(&m, &cfg, &j->w, 0, 1, e, sizeof e) < 0 ||
 	    tp_run_init(&r, &m, NULL, NULL, &j->x, e, sizeof e) < 0 ||
 	    tp_forward(&r, j->x.data, 1) < 0)

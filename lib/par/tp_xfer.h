@@ -1,0 +1,33 @@
+/* tp_xfer: point-to-point transfers posted before a piece of compute and
+ * moved along between its blocks, with the time they ran while it
+ * computed (hidden): the overlap of ring attention (par/cp_ring.c) and of
+ * the collective matmuls (par/tp_sp.c). */
+#ifndef COLLX_TP_XFER_H
+#define COLLX_TP_XFER_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+
+#define TP_XFER_MAX 4
+struct tp_xfer {
+	struct comm *c;
+	struct comm_req req[TP_XFER_MAX];
+	int n;
+	double t0, done;	/* posted; seen complete (0: not yet) */
+};
+
+/* Starts an empty set of transfers on c (the clock too). */
+void tp_xfer_begin(struct tp_xfer *x, struct comm *c);
+/* Posts a send to (or, send 0, a receive from) peer. 0, or -1 when c
+ * failed (comm_error says why). */
+int tp_xfer_post(struct tp_xfer *x, int send, int peer, int tag, void *buf,
+    size_t bytes);
+/* Between blocks of compute: moves the transfers on, noting when they are
+ * all done. 0 or -1. */
+int tp_xfer_progress(struct tp_xfer *x);
+/* After the compute: waits for the transfers and adds to *hidden the time
+ * they ran while it computed (until seen done, or until now). 0 or -1. */
+int tp_xfer_end(struct tp_xfer *x, double *hidden);
+
+#endif
