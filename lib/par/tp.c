@@ -1,7 +1,8 @@
 /* tp: running the tensor-parallel forms of column, row, mlp and block (the
  * block itself is lib/nn's, with a reduce hook where Megatron's g and f
- * operators sum partial results), the Ulysses block's data movement around
- * par/ulysses.c's attention hooks, the phase log, and SGD training. */
+ * operators sum partial results, or par/tp_sp.c's around collective
+ * matmuls), the sequence-sharded modes' data movement around the attention
+ * hooks of par/ulysses.c and par/cp_ring.c, and SGD training. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,48 +12,6 @@
 #include "par/tp_int.h"
 #include "par/tp_sp.h"
 #include "par/ulysses.h"
-
-/* Bytes sent on l's group and its sub-groups (each counts its own). */
-static uint64_t
-log_sent(const struct tp_log *l)
-{
-	uint64_t n = comm_bytes_sent(l->c);
-
-	for (int i = 0; i < 2; i++)
-		if (l->sub[i])
-			n += comm_bytes_sent(l->sub[i]);
-	return n;
-}
-
-void
-tp_log_start(struct tp_log *l, struct comm *c)
-{
-	l->c = c;
-	l->n = 0;
-	l->t = cli_now();
-	l->sent = log_sent(l);
-}
-
-void
-tp_log_mark(struct tp_log *l, const char *name, const char *op,
-    const char *algo, size_t count)
-{
-	tp_log_mark_dt(l, name, op, algo, count, DT_F32);
-}
-
-void
-tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
-    const char *algo, size_t count, enum dtype dt)
-{
-	double now = cli_now();
-	uint64_t sent = log_sent(l);
-
-	if (l->n < TP_PHASE_MAX)
-		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
-		    now - l->t, sent - l->sent, 0 };
-	l->t = now;
-	l->sent = sent;
-}
 
 /* ---- running ------------------------------------------------------------ */
 

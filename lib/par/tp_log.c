@@ -1,0 +1,47 @@
+/* tp_log: the phase log of collx-tp's layers (par/tp.h): each phase's
+ * time and the bytes this rank sent in it, on its group and the
+ * sub-groups it names. */
+#include "cli/util.h"
+#include "par/tp.h"
+
+/* Bytes sent on l's group and its sub-groups (each counts its own). */
+static uint64_t
+log_sent(const struct tp_log *l)
+{
+	uint64_t n = comm_bytes_sent(l->c);
+
+	for (int i = 0; i < 2; i++)
+		if (l->sub[i])
+			n += comm_bytes_sent(l->sub[i]);
+	return n;
+}
+
+void
+tp_log_start(struct tp_log *l, struct comm *c)
+{
+	l->c = c;
+	l->n = 0;
+	l->t = cli_now();
+	l->sent = log_sent(l);
+}
+
+void
+tp_log_mark(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count)
+{
+	tp_log_mark_dt(l, name, op, algo, count, DT_F32);
+}
+
+void
+tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count, enum dtype dt)
+{
+	double now = cli_now();
+	uint64_t sent = log_sent(l);
+
+	if (l->n < TP_PHASE_MAX)
+		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
+		    now - l->t, sent - l->sent, 0 };
+	l->t = now;
+	l->sent = sent;
+}
