@@ -14,12 +14,12 @@
 
 enum { TAG_KV = 0x6b76, TAG_DKV = 0x646b };
 
-struct cpring {
+struct tp_ring {
 	struct comm *c;
 	struct tp_log *log;
 	int P, rank, zz, nch, len, b, L, nh, hd, C, causal;
 	size_t blk;			/* floats of K (or V): [b, L, C] */
-	float *kv[2];			/* K then V, the block at hand, the next */
+	float *kv[2];			/* K then V: the block at hand, next */
 	float *part[2], *ain;		/* dK then dV: sent, received */
 	float *m, *l, *lse, *dsum;	/* [b, nh, L] */
 	float *scratch;			/* 2 * len * len */
@@ -30,13 +30,13 @@ struct cpring {
 };
 
 int
-cp_chunks(int zigzag)
+tp_cp_chunks(int zigzag)
 {
 	return zigzag ? 2 : 1;
 }
 
 int
-cp_chunk(int zigzag, int P, int r, int k)
+tp_cp_chunk(int zigzag, int P, int r, int k)
 {
 	return zigzag ? (k == 0 ? r : 2 * P - 1 - r) : r;
 }
@@ -46,34 +46,34 @@ static void
 seq_copy(float *whole, float *local, int put, int zigzag, int P, int r,
     int b, int s, int w)
 {
-	int nch = cp_chunks(zigzag), len = s / (nch * P);
+	int nch = tp_cp_chunks(zigzag), len = s / (nch * P);
 	size_t n = (size_t)len * w;
 
 	for (int bi = 0; bi < b; bi++)
 		for (int k = 0; k < nch; k++) {
 			float *wp = whole + ((size_t)bi * s +
-			    (size_t)cp_chunk(zigzag, P, r, k) * len) * w;
+			    (size_t)tp_cp_chunk(zigzag, P, r, k) * len) * w;
 			float *lp = local + ((size_t)bi * nch + k) * n;
 			memcpy(put ? wp : lp, put ? lp : wp, n * sizeof(float));
 		}
 }
 
 void
-cp_seq_take(float *dst, const float *src, int zigzag, int P, int r, int b,
+tp_cp_seq_take(float *dst, const float *src, int zigzag, int P, int r, int b,
     int s, int w)
 {
 	seq_copy((float *)src, dst, 0, zigzag, P, r, b, s, w);
 }
 
 void
-cp_seq_put(float *dst, const float *src, int zigzag, int P, int r, int b,
+tp_cp_seq_put(float *dst, const float *src, int zigzag, int P, int r, int b,
     int s, int w)
 {
 	seq_copy(dst, (float *)src, 1, zigzag, P, r, b, s, w);
 }
 
 static int
-failed(struct cpring *cp)
+failed(struct tp_ring *cp)
 {
 	return cli_fail(cp->err, cp->errlen, "%s", comm_error(cp->c));
 }
@@ -81,18 +81,18 @@ failed(struct cpring *cp)
 /* ---- the blocks of one step ---------------------------------------------- */
 
 static struct nn_attn_part
-part_of(const struct cpring *cp, int src, int qk, int kk)
+part_of(const struct tp_ring *cp, int src, int qk, int kk)
 {
 	return (struct nn_attn_part){ .nq = cp->len, .nk = cp->len,
 	    .ld = cp->C, .hd = cp->hd,
-	    .q0 = (long)cp_chunk(cp->zz, cp->P, cp->rank, qk) * cp->len,
-	    .k0 = (long)cp_chunk(cp->zz, cp->P, src, kk) * cp->len,
+	    .q0 = (long)tp_cp_chunk(cp->zz, cp->P, cp->rank, qk) * cp->len,
+	    .k0 = (long)tp_cp_chunk(cp->zz, cp->P, src, kk) * cp->len,
 	    .causal = cp->causal };
 }
 
 /* Offset of chunk k's first row in sample bi, head h, in [b, L, C]. */
 static size_t
-at(const struct cpring *cp, int bi, int k, int h)
+at(const struct tp_ring *cp, int bi, int k, int h)
 {
 	return ((size_t)bi * cp->L + (size_t)k * cp->len) * cp->C +
 	    (size_t)h * cp->hd;
@@ -100,56 +100,50 @@ at(const struct cpring *cp, int bi, int k, int h)
 
 /* Row statistics' offset ([b, nh, L]). */
 static size_t
-row(const struct cpring *cp, int bi, int h, int k)
+row(const struct tp_ring *cp, int bi, int h, int k)
 {
 	return ((size_t)bi * cp->nh + h) * cp->L + (size_t)k * cp->len;
 }
 
-static int
-fwd_blocks(struct cpring *cp, struct tp_xfer *st, float *out, const float *kv,
-    int src)
+/* One step's work on rank src's block kv: forward (dout NULL) merges
+ * into out; backward adds to dq (out) and the block's dK, dV (part). */
+struct pass {
+	int src;
+	const float *kv, *dout;
+	float *out, *part;
+};
+
+static void
+pair(struct tp_ring *cp, const struct pass *ps, int bi, int h, int qk,
+    int kk)
 {
-	for (int bi = 0; bi < cp->b; bi++)
-		for (int h = 0; h < cp->nh; h++) {
-			for (int qk = 0; qk < cp->nch; qk++)
-				for (int kk = 0; kk < cp->nch; kk++) {
-					struct nn_attn_part p = part_of(cp, src,
-					    qk, kk);
-					size_t qo = at(cp, bi, qk, h);
-					size_t ko = at(cp, bi, kk, h);
-					size_t ro = row(cp, bi, h, qk);
-					cp->work += nn_attn_part_forward(out + qo,
-					    cp->m + ro, cp->l + ro, cp->scratch,
-					    cp->q + qo, kv + ko, kv + cp->blk + ko,
-					    &p);
-				}
-			if (tp_xfer_progress(st) < 0)
-				return failed(cp);
-		}
-	return 0;
+	struct nn_attn_part p = part_of(cp, ps->src, qk, kk);
+	size_t qo = at(cp, bi, qk, h), ko = at(cp, bi, kk, h);
+	size_t ro = row(cp, bi, h, qk);
+	const float *k = ps->kv + ko, *v = ps->kv + cp->blk + ko;
+
+	if (ps->dout == NULL)
+		cp->work += nn_attn_part_forward(ps->out + qo, cp->m + ro,
+		    cp->l + ro, cp->scratch, cp->q + qo, k, v, &p);
+	else
+		nn_attn_part_backward(ps->out + qo, ps->part + ko,
+		    ps->part + cp->blk + ko, cp->scratch, ps->dout + qo,
+		    cp->lse + ro, cp->dsum + ro, cp->q + qo, k, v, &p);
 }
 
+/* Every chunk pair of every head; the transfers xs (NULL: none) move on
+ * after each head. */
 static int
-bwd_blocks(struct cpring *cp, struct tp_xfer *st, struct tp_xfer *prev, float *dq,
-    float *part, const float *dout, const float *kv, int src)
+blocks(struct tp_ring *cp, const struct pass *ps, struct tp_xfer *x0,
+    struct tp_xfer *x1)
 {
 	for (int bi = 0; bi < cp->b; bi++)
 		for (int h = 0; h < cp->nh; h++) {
 			for (int qk = 0; qk < cp->nch; qk++)
-				for (int kk = 0; kk < cp->nch; kk++) {
-					struct nn_attn_part p = part_of(cp, src,
-					    qk, kk);
-					size_t qo = at(cp, bi, qk, h);
-					size_t ko = at(cp, bi, kk, h);
-					size_t ro = row(cp, bi, h, qk);
-					nn_attn_part_backward(dq + qo, part + ko,
-					    part + cp->blk + ko, cp->scratch,
-					    dout + qo, cp->lse + ro, cp->dsum + ro,
-					    cp->q + qo, kv + ko, kv + cp->blk + ko,
-					    &p);
-				}
-			if (tp_xfer_progress(st) < 0 ||
-			    tp_xfer_progress(prev) < 0)
+				for (int kk = 0; kk < cp->nch; kk++)
+					pair(cp, ps, bi, h, qk, kk);
+			if (tp_xfer_progress(x0) < 0 ||
+			    (x1 && tp_xfer_progress(x1) < 0))
 				return failed(cp);
 		}
 	return 0;
@@ -158,7 +152,7 @@ bwd_blocks(struct cpring *cp, struct tp_xfer *st, struct tp_xfer *prev, float *d
 /* A send of a block (K and V, or dK and dV) to the next rank, or a
  * receive from the previous one. */
 static int
-post(struct cpring *cp, struct tp_xfer *st, int send, float *buf, int tag)
+post(struct tp_ring *cp, struct tp_xfer *st, int send, float *buf, int tag)
 {
 	int peer = (cp->rank + (send ? 1 : cp->P - 1)) % cp->P;
 
@@ -169,13 +163,13 @@ post(struct cpring *cp, struct tp_xfer *st, int send, float *buf, int tag)
 }
 
 static int
-end(struct cpring *cp, struct tp_xfer *st, double *hidden)
+end(struct tp_ring *cp, struct tp_xfer *st, double *hidden)
 {
 	return tp_xfer_end(st, hidden) < 0 ? failed(cp) : 0;
 }
 
 static void
-mark(struct cpring *cp, const char *name, const char *op, size_t count,
+mark(struct tp_ring *cp, const char *name, const char *op, size_t count,
     double hidden)
 {
 	if (cp->log == NULL)
@@ -184,13 +178,23 @@ mark(struct cpring *cp, const char *name, const char *op, size_t count,
 	cp->log->p[cp->log->n - 1].hidden = hidden;
 }
 
+/* Rows of chunk k of sample bi, head h: normalised, log-sum-exp kept. */
+static void
+finish(struct tp_ring *cp, float *out, int bi, int h, int k)
+{
+	size_t ro = row(cp, bi, h, k);
+
+	nn_attn_part_finish(out + at(cp, bi, k, h), cp->lse + ro, cp->m + ro,
+	    cp->l + ro, cp->len, cp->C, cp->hd);
+}
+
 /* ---- forward ------------------------------------------------------------- */
 
 static int
 attn_fwd(void *ctx, float *out, const float *q, const float *k,
     const float *v)
 {
-	struct cpring *cp = ctx;
+	struct tp_ring *cp = ctx;
 	size_t nrow = (size_t)cp->b * cp->nh * cp->L;
 	double hidden = 0;
 	struct tp_xfer st;
@@ -204,25 +208,22 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 		cp->m[i] = -INFINITY, cp->l[i] = 0;
 	for (int i = 0; i < cp->P; i++) {
 		float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
+		struct pass ps = { (cp->rank - i + cp->P) % cp->P, cur, NULL,
+		    out, NULL };
 
 		tp_xfer_begin(&st, cp->c);
 		comm_set_step(cp->c, "ring attention step %d", i);
 		if (i < cp->P - 1 && (post(cp, &st, 0, nxt, TAG_KV) < 0 ||
 		    post(cp, &st, 1, cur, TAG_KV) < 0))
 			return -1;
-		if (fwd_blocks(cp, &st, out, cur,
-		    (cp->rank - i + cp->P) % cp->P) < 0 ||
+		if (blocks(cp, &ps, &st, NULL) < 0 ||
 		    end(cp, &st, &hidden) < 0)
 			return -1;
 	}
 	for (int bi = 0; bi < cp->b; bi++)
 		for (int h = 0; h < cp->nh; h++)
-			for (int k = 0; k < cp->nch; k++) {
-				size_t ro = row(cp, bi, h, k);
-				nn_attn_part_finish(out + at(cp, bi, k, h),
-				    cp->lse + ro, cp->m + ro, cp->l + ro, cp->len,
-				    cp->C, cp->hd);
-			}
+			for (int k = 0; k < cp->nch; k++)
+				finish(cp, out, bi, h, k);
 	mark(cp, "fwd ring attention", "sendrecv", 2 * cp->blk * (cp->P - 1),
 	    hidden);
 	return 0;
@@ -232,7 +233,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 
 /* dsum = rowsum(dout * o) per head. */
 static void
-row_dots(struct cpring *cp, const float *dout)
+row_dots(struct tp_ring *cp, const float *dout)
 {
 	for (int bi = 0; bi < cp->b; bi++)
 		for (int h = 0; h < cp->nh; h++)
@@ -242,8 +243,7 @@ row_dots(struct cpring *cp, const float *dout)
 				double s = 0;
 				for (int c = 0; c < cp->hd; c++)
 					s += (double)dout[o + c] * cp->o[o + c];
-				cp->dsum[((size_t)bi * cp->nh + h) * cp->L + t] =
-				    (float)s;
+				cp->dsum[row(cp, bi, h, 0) + t] = (float)s;
 			}
 }
 
@@ -253,11 +253,13 @@ row_dots(struct cpring *cp, const float *dout)
  * K, V block comes in meanwhile. prev: the previous step's send, still in
  * flight. */
 static int
-bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
+bwd_step(struct tp_ring *cp, int i, float *dq, const float *dout,
     struct tp_xfer *prev, double *hidden)
 {
 	float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
 	float *part = cp->part[i % 2];
+	struct pass ps = { (cp->rank - i + cp->P) % cp->P, cur, dout, dq,
+	    part };
 	struct tp_xfer st;
 
 	tp_xfer_begin(&st, cp->c);
@@ -268,8 +270,7 @@ bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
 	    post(cp, &st, 1, cur, TAG_KV) < 0))
 		return -1;
 	memset(part, 0, 2 * cp->blk * sizeof(float));
-	if (bwd_blocks(cp, &st, prev, dq, part, dout, cur,
-	    (cp->rank - i + cp->P) % cp->P) < 0 ||
+	if (blocks(cp, &ps, &st, prev) < 0 ||
 	    end(cp, &st, hidden) < 0 || end(cp, prev, hidden) < 0)
 		return -1;
 	if (i > 0)
@@ -282,7 +283,7 @@ bwd_step(struct cpring *cp, int i, float *dq, const float *dout,
 static int
 attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 {
-	struct cpring *cp = ctx;
+	struct tp_ring *cp = ctx;
 	double hidden = 0;
 	struct tp_xfer prev = { .n = 0 }, home;
 
@@ -309,21 +310,21 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 	return 0;
 }
 
-/* ---- setup ---------------------------------------------------------------- */
+/* ---- setup ------------------------------------------------------------ */
 
 int
-cpring_new(struct cpring **out, struct comm *c, struct tp_log *log,
+tp_ring_new(struct tp_ring **out, struct comm *c, struct tp_log *log,
     int zigzag, int b, int s, int nh, int hd, int causal, char *err,
     size_t errlen)
 {
-	struct cpring *cp = calloc(1, sizeof(*cp));
+	struct tp_ring *cp = calloc(1, sizeof(*cp));
 	size_t nrow;
 
 	if (cp == NULL)
 		return cli_fail(err, errlen, "out of memory");
 	cp->c = c, cp->log = log, cp->err = err, cp->errlen = errlen;
 	cp->P = comm_size(c), cp->rank = comm_rank(c), cp->zz = zigzag;
-	cp->nch = cp_chunks(zigzag), cp->len = s / (cp->nch * cp->P);
+	cp->nch = tp_cp_chunks(zigzag), cp->len = s / (cp->nch * cp->P);
 	cp->b = b, cp->L = cp->nch * cp->len, cp->nh = nh, cp->hd = hd;
 	cp->C = nh * hd, cp->causal = causal;
 	cp->blk = (size_t)b * cp->L * cp->C;
@@ -332,7 +333,7 @@ cpring_new(struct cpring **out, struct comm *c, struct tp_log *log,
 	cp->m = malloc(4 * nrow * sizeof(float));
 	cp->scratch = malloc(2 * (size_t)cp->len * cp->len * sizeof(float));
 	if (!cp->kv[0] || !cp->m || !cp->scratch) {
-		cpring_free(cp);
+		tp_ring_free(cp);
 		return cli_fail(err, errlen, "out of memory for ring attention "
 		    "of %d positions", s);
 	}
@@ -346,7 +347,7 @@ cpring_new(struct cpring **out, struct comm *c, struct tp_log *log,
 }
 
 void
-cpring_free(struct cpring *cp)
+tp_ring_free(struct tp_ring *cp)
 {
 	if (cp == NULL)
 		return;
@@ -355,7 +356,7 @@ cpring_free(struct cpring *cp)
 }
 
 void
-cpring_hooks(struct cpring *cp, struct nn_block_hooks *hk)
+tp_ring_hooks(struct tp_ring *cp, struct nn_block_hooks *hk)
 {
 	hk->reduce = NULL;
 	hk->attn_fwd = attn_fwd;
@@ -364,7 +365,7 @@ cpring_hooks(struct cpring *cp, struct nn_block_hooks *hk)
 }
 
 uint64_t
-cpring_work(const struct cpring *cp)
+tp_ring_work(const struct tp_ring *cp)
 {
 	return cp->work;
 }

@@ -20,30 +20,30 @@
 /* ---- which positions a rank holds --------------------------------------- */
 
 /* Chunks a rank holds (1, zigzag 2), of s / (chunks * P) positions each. */
-int cp_chunks(int zigzag);
+int tp_cp_chunks(int zigzag);
 /* The sequence index of rank r's chunk k among chunks * P. */
-int cp_chunk(int zigzag, int P, int r, int k);
+int tp_cp_chunk(int zigzag, int P, int r, int k);
 /* dst [b, sl, w] = rank r's positions of src [b, s, w], and back
- * (cp_seq_put writes rank r's positions of dst from src). */
-void cp_seq_take(float *dst, const float *src, int zigzag, int P, int r,
+ * (tp_cp_seq_put writes rank r's positions of dst from src). */
+void tp_cp_seq_take(float *dst, const float *src, int zigzag, int P, int r,
     int b, int s, int w);
-void cp_seq_put(float *dst, const float *src, int zigzag, int P, int r,
+void tp_cp_seq_put(float *dst, const float *src, int zigzag, int P, int r,
     int b, int s, int w);
 
 /* ---- the attention ------------------------------------------------------- */
 
-struct cpring;
+struct tp_ring;
 
 /* For b samples of s positions (chunks * P divides s) and nh heads of hd
  * on group c (P ranks); failures land in err. 0 or -1 (out of memory). */
-int cpring_new(struct cpring **out, struct comm *c, struct tp_log *log,
+int tp_ring_new(struct tp_ring **out, struct comm *c, struct tp_log *log,
     int zigzag, int b, int s, int nh, int hd, int causal, char *err,
     size_t errlen);
-void cpring_free(struct cpring *cp);
+void tp_ring_free(struct tp_ring *cp);
 /* The attention hooks (attn_fwd, attn_bwd) for nn_block_forward/backward. */
-void cpring_hooks(struct cpring *cp, struct nn_block_hooks *hk);
+void tp_ring_hooks(struct tp_ring *cp, struct nn_block_hooks *hk);
 /* Query-key pairs this rank's attention has computed so far, forward (the
  * attention work, counted rather than timed). */
-uint64_t cpring_work(const struct cpring *cp);
+uint64_t tp_ring_work(const struct tp_ring *cp);
 
 #endif

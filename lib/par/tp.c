@@ -90,7 +90,7 @@ seq_replicated(const struct tp_run *r)
 static void
 seq_take(const struct tp_run *r, float *dst, const float *src, int w)
 {
-	cp_seq_take(dst, src, zigzag(r), comm_size(r->c), r->m->rank, r->b,
+	tp_cp_seq_take(dst, src, zigzag(r), comm_size(r->c), r->m->rank, r->b,
 	    r->s, w);
 }
 
@@ -147,7 +147,7 @@ gather_seq(struct tp_run *r, float *dst, const float *src, int w,
 	if (coll_allgather(r->c, src, r->tmp, n, DT_F32, COLL_RING) < 0)
 		return comm_failed(r);
 	for (int i = 0; i < W; i++)
-		cp_seq_put(dst, r->tmp + (size_t)i * n, zigzag(r), W, i, r->b,
+		tp_cp_seq_put(dst, r->tmp + (size_t)i * n, zigzag(r), W, i, r->b,
 		    r->s, w);
 	mark(r, name, "allgather", "ring", n * W);
 	return 0;
@@ -276,10 +276,10 @@ usp_init(struct tp_run *r)
 		return -1;
 	if (r->log)
 		r->log->sub[0] = r->grp, r->log->sub[1] = r->ring;
-	if (cpring_new(&r->cp, r->ring, r->log, 0, r->b, r->s, m->heads / U,
+	if (tp_ring_new(&r->cp, r->ring, r->log, 0, r->b, r->s, m->heads / U,
 	    hd, m->cfg.causal, r->err, r->errlen) < 0)
 		return -1;
-	cpring_hooks(r->cp, &r->inner);
+	tp_ring_hooks(r->cp, &r->inner);
 	if (ulysses_new(&r->u, r->grp, r->log, r->b, r->s / R, m->heads, hd,
 	    m->cfg.causal, &r->inner, r->err, r->errlen) < 0)
 		return -1;
@@ -339,18 +339,19 @@ tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
 		}
 	} else if ((m->cfg.mode == TP_MODE_SP || m->cfg.overlap) &&
 	    grouped(r)) {
-		if (tpsp_new(&r->sp, c, log, m, r->b, r->s,
-		    m->cfg.mode == TP_MODE_SP, m->cfg.overlap, err, errlen) < 0) {
+		if (tp_sp_new(&r->sp, c, log, m, r->b, r->s,
+		    m->cfg.mode == TP_MODE_SP, m->cfg.overlap, err,
+		    errlen) < 0) {
 			tp_run_free(r);
 			return -1;
 		}
 	} else if (tp_seq_sharded(r)) {
-		if (cpring_new(&r->cp, c, log, zigzag(r), r->b, r->s, m->heads,
+		if (tp_ring_new(&r->cp, c, log, zigzag(r), r->b, r->s, m->heads,
 		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
 			tp_run_free(r);
 			return -1;
 		}
-		cpring_hooks(r->cp, &r->hk);
+		tp_ring_hooks(r->cp, &r->hk);
 	} else if (m->shards > 1 && grouped(r)) {
 		r->hk.reduce = reduce_hook;
 		r->hk.ctx = r;
@@ -364,8 +365,8 @@ tp_run_free(struct tp_run *r)
 	free(r->x), free(r->ylocal), free(r->dyl), free(r->dxl);
 	free(r->y), free(r->dx), free(r->tmp), free(r->acts), free(r->scratch);
 	ulysses_free(r->u);
-	cpring_free(r->cp);
-	tpsp_free(r->sp);
+	tp_ring_free(r->cp);
+	tp_sp_free(r->sp);
 	if (r->log)
 		r->log->sub[0] = r->log->sub[1] = NULL;
 	comm_close(r->grp), comm_close(r->ring);
@@ -415,7 +416,7 @@ forward_local(struct tp_run *r)
 	}
 	case TP_BLOCK: {
 		struct nn_block_w bw = tp_block_ptrs(m, m->w);
-		if (r->sp ? tpsp_forward(r->sp, r->ylocal, &bw, r->x) < 0 :
+		if (r->sp ? tp_sp_forward(r->sp, r->ylocal, &bw, r->x) < 0 :
 		    nn_block_forward(r->ylocal, &r->a, &bw, r->x, &r->sh,
 		    hooks(r)) < 0)
 			return -1;
@@ -497,7 +498,7 @@ backward_core(struct tp_run *r, int want_dx)
 	case TP_BLOCK: {
 		struct nn_block_w bw = tp_block_ptrs(m, m->w);
 		struct nn_block_w bg = tp_block_ptrs(m, m->g);
-		if (r->sp ? tpsp_backward(r->sp, r->dxl, &bg, r->dyl, &bw,
+		if (r->sp ? tp_sp_backward(r->sp, r->dxl, &bg, r->dyl, &bw,
 		    r->x) < 0 : nn_block_backward(r->dxl, &bg, r->scratch,
 		    r->dyl, &r->a, &bw, r->x, &r->sh, hooks(r)) < 0)
 			return -1;

@@ -74,7 +74,7 @@ struct tp_cfg {
 	int local_output;	/* column: leave Y sharded */
 	int input_parallel;	/* row: X is this rank's input shard */
 	int ulysses;		/* usp: Ulysses group size U (U*R = world) */
-	int overlap;		/* tp, sp block: collective matmuls in ring steps */
+	int overlap;		/* tp, sp block: collective matmuls in steps */
 };
 
 #define TP_PARAM_MAX 16
@@ -112,8 +112,8 @@ int tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
 /* ---- running it --------------------------------------------------------- */
 
 struct ulysses;
-struct cpring;
-struct tpsp;
+struct tp_ring;
+struct tp_sp;
 
 struct tp_run {
 	struct tp_model *m;
@@ -131,10 +131,10 @@ struct tp_run {
 	struct nn_block_acts a;
 	struct nn_block_hooks hk;
 	struct ulysses *u;
-	struct cpring *cp;	/* ring, zigzag, usp (across the groups) */
+	struct tp_ring *cp;	/* ring, zigzag, usp (across the groups) */
 	struct comm *grp, *ring;	/* usp: the Ulysses group, the ring */
 	struct nn_block_hooks inner;	/* usp: cp's hooks, inside u's */
-	struct tpsp *sp;	/* sp, and tp with overlap */
+	struct tp_sp *sp;	/* sp, and tp with overlap */
 	char *err;
 	size_t errlen;
 };

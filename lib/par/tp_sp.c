@@ -16,7 +16,7 @@
 enum { TAG_AG = 0x6167, TAG_RS = 0x7273 };
 #define SP_ROWS 64	/* rows a matmul takes between two progress calls */
 
-struct tpsp {
+struct tp_sp {
 	struct comm *c;
 	struct tp_log *log;
 	const struct nn_block_w *w, *g;	/* the current pass's */
@@ -34,16 +34,16 @@ struct tpsp {
 	size_t errlen;
 };
 
-typedef void rows_fn(struct tpsp *sp, size_t r0, int np, float *part);
+typedef void rows_fn(struct tp_sp *sp, size_t r0, int np, float *part);
 
 static int
-failed(struct tpsp *sp)
+failed(struct tp_sp *sp)
 {
 	return cli_fail(sp->err, sp->errlen, "%s", comm_error(sp->c));
 }
 
 static void
-mark(struct tpsp *sp, const char *name, const char *op, const char *algo,
+mark(struct tp_sp *sp, const char *name, const char *op, const char *algo,
     size_t count, double hidden)
 {
 	if (sp->log == NULL)
@@ -53,7 +53,7 @@ mark(struct tpsp *sp, const char *name, const char *op, const char *algo,
 }
 
 static void
-compute(struct tpsp *sp, const char *name)
+compute(struct tp_sp *sp, const char *name)
 {
 	mark(sp, name, "compute", "-", 0, 0);
 }
@@ -62,7 +62,7 @@ compute(struct tpsp *sp, const char *name)
  * not NULL) gets the rows' results [b, sl, d], zeroed first. The
  * transfers in x[0..1] (NULL: none) move on between blocks. */
 static int
-rows(struct tpsp *sp, int t, rows_fn *fn, float *part, struct tp_xfer **x)
+rows(struct tp_sp *sp, int t, rows_fn *fn, float *part, struct tp_xfer **x)
 {
 	if (part)
 		memset(part, 0, sp->blk * sizeof(float));
@@ -80,7 +80,7 @@ rows(struct tpsp *sp, int t, rows_fn *fn, float *part, struct tp_xfer **x)
 }
 
 static int
-post(struct tpsp *sp, struct tp_xfer *x, int send, float *buf, int tag)
+post(struct tp_sp *sp, struct tp_xfer *x, int send, float *buf, int tag)
 {
 	int peer = (sp->rank + (send ? 1 : sp->W - 1)) % sp->W;
 
@@ -90,20 +90,20 @@ post(struct tpsp *sp, struct tp_xfer *x, int send, float *buf, int tag)
 }
 
 static int
-end(struct tpsp *sp, struct tp_xfer *x, double *hidden)
+end(struct tp_sp *sp, struct tp_xfer *x, double *hidden)
 {
 	return tp_xfer_end(x, hidden) < 0 ? failed(sp) : 0;
 }
 
 /* Every rank's chunk src [b, sl, d] into dst [b, s, d], one collective. */
 static int
-gather(struct tpsp *sp, float *dst, const float *src, const char *name)
+gather(struct tp_sp *sp, float *dst, const float *src, const char *name)
 {
 	if (coll_allgather(sp->c, src, sp->stage, sp->blk, DT_F32,
 	    COLL_RING) < 0)
 		return failed(sp);
 	for (int j = 0; j < sp->W; j++)
-		cp_seq_put(dst, sp->stage + j * sp->blk, 0, sp->W, j, sp->b,
+		tp_cp_seq_put(dst, sp->stage + j * sp->blk, 0, sp->W, j, sp->b,
 		    sp->s, sp->d);
 	mark(sp, name, "allgather", "ring", sp->blk * sp->W, 0);
 	return 0;
@@ -112,7 +112,7 @@ gather(struct tpsp *sp, float *dst, const float *src, const char *name)
 /* dst [b, s, d] whole from the rows held src, fn on each chunk's rows as
  * soon as dst holds them. Every position held: no communication. */
 static int
-ag_apply(struct tpsp *sp, const float *src, float *dst, rows_fn *fn,
+ag_apply(struct tp_sp *sp, const float *src, float *dst, rows_fn *fn,
     const char *name)
 {
 	struct tp_xfer x, *xs[2] = { &x, NULL };
@@ -129,7 +129,7 @@ ag_apply(struct tpsp *sp, const float *src, float *dst, rows_fn *fn,
 				return -1;
 		return 0;
 	}
-	cp_seq_put(dst, src, 0, sp->W, sp->rank, sp->b, sp->s, sp->d);
+	tp_cp_seq_put(dst, src, 0, sp->W, sp->rank, sp->b, sp->s, sp->d);
 	for (int i = 0; i < sp->W; i++) {
 		int t = (sp->rank - i + sp->W) % sp->W;
 		float *nxt = sp->buf[i % 2];
@@ -141,8 +141,8 @@ ag_apply(struct tpsp *sp, const float *src, float *dst, rows_fn *fn,
 		if (rows(sp, t, fn, NULL, xs) < 0 || end(sp, &x, &hidden) < 0)
 			return -1;
 		if (i < sp->W - 1)	/* the previous rank's chunk t-1 */
-			cp_seq_put(dst, nxt, 0, sp->W, (t + sp->W - 1) % sp->W,
-			    sp->b, sp->s, sp->d);
+			tp_cp_seq_put(dst, nxt, 0, sp->W,
+			    (t + sp->W - 1) % sp->W, sp->b, sp->s, sp->d);
 		cur = nxt;
 	}
 	mark(sp, name, "allgather+matmul", "ring", sp->blk * sp->W, hidden);
@@ -153,7 +153,7 @@ ag_apply(struct tpsp *sp, const float *src, float *dst, rows_fn *fn,
  * computes, this rank's chunk; every position held (tp): then gathered
  * whole, the allreduce's second half (agname). */
 static int
-rs_apply(struct tpsp *sp, rows_fn *fn, float *dst, const char *name,
+rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
     const char *agname)
 {
 	struct tp_xfer x, prev = { .n = 0 }, *xs[2] = { &x, &prev };
@@ -165,8 +165,8 @@ rs_apply(struct tpsp *sp, rows_fn *fn, float *dst, const char *name,
 			if (rows(sp, t, fn, sp->stage + t * sp->blk, NULL) < 0)
 				return -1;
 		compute(sp, "matmul");
-		if (coll_reduce_scatter(sp->c, sp->stage, local, sp->blk, DT_F32,
-		    COLL_SUM, COLL_RING) < 0)
+		if (coll_reduce_scatter(sp->c, sp->stage, local, sp->blk,
+		    DT_F32, COLL_SUM, COLL_RING) < 0)
 			return failed(sp);
 		mark(sp, name, "reduce-scatter", "ring", sp->blk * sp->W, 0);
 	} else {
@@ -185,10 +185,12 @@ rs_apply(struct tpsp *sp, rows_fn *fn, float *dst, const char *name,
 			if (i > 0)
 				nn_add(part, sp->ain, sp->blk);
 			tp_xfer_begin(&prev, sp->c);
-			if (i < sp->W - 1 && post(sp, &prev, 1, part, TAG_RS) < 0)
+			if (i < sp->W - 1 &&
+			    post(sp, &prev, 1, part, TAG_RS) < 0)
 				return -1;
 		}
-		memcpy(local, sp->part[(sp->W - 1) % 2], sp->blk * sizeof(float));
+		memcpy(local, sp->part[(sp->W - 1) % 2],
+		    sp->blk * sizeof(float));
 		mark(sp, name, "matmul+reduce-scatter", "ring", sp->blk * sp->W,
 		    hidden);
 	}
@@ -198,7 +200,7 @@ rs_apply(struct tpsp *sp, rows_fn *fn, float *dst, const char *name,
 /* ---- the matmuls of a block of rows (r0: first whole row) ---------------- */
 
 static void
-qkv_fwd(struct tpsp *sp, size_t r0, int np, float *part)
+qkv_fwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	const struct nn_block_w *w = sp->w;
 	const float *in = sp->a + r0 * sp->d;
@@ -211,14 +213,14 @@ qkv_fwd(struct tpsp *sp, size_t r0, int np, float *part)
 }
 
 static void
-o_fwd(struct tpsp *sp, size_t r0, int np, float *part)
+o_fwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	nn_linear_forward(part, sp->atty + r0 * sp->lc, sp->w->o_w, NULL, np,
 	    sp->lc, sp->d);
 }
 
 static void
-fc1_fwd(struct tpsp *sp, size_t r0, int np, float *part)
+fc1_fwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	size_t o = r0 * sp->fl;
 
@@ -229,14 +231,14 @@ fc1_fwd(struct tpsp *sp, size_t r0, int np, float *part)
 }
 
 static void
-fc2_fwd(struct tpsp *sp, size_t r0, int np, float *part)
+fc2_fwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	nn_linear_forward(part, sp->f1a + r0 * sp->fl, sp->w->fc2_w, NULL, np,
 	    sp->fl, sp->d);
 }
 
 static void
-fc2_bwd(struct tpsp *sp, size_t r0, int np, float *part)
+fc2_bwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	size_t o = r0 * sp->fl, cnt = (size_t)np * sp->fl;
 
@@ -249,7 +251,7 @@ fc2_bwd(struct tpsp *sp, size_t r0, int np, float *part)
 }
 
 static void
-fc1_bwd(struct tpsp *sp, size_t r0, int np, float *part)
+fc1_bwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	nn_linear_backward(part, sp->g->fc1_w, sp->g->fc1_b,
 	    sp->dF1 + r0 * sp->fl, sp->m + r0 * sp->d, sp->w->fc1_w, np, sp->d,
@@ -257,7 +259,7 @@ fc1_bwd(struct tpsp *sp, size_t r0, int np, float *part)
 }
 
 static void
-o_bwd(struct tpsp *sp, size_t r0, int np, float *part)
+o_bwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	size_t o = r0 * sp->lc;
 
@@ -268,7 +270,7 @@ o_bwd(struct tpsp *sp, size_t r0, int np, float *part)
 }
 
 static void
-qkv_bwd(struct tpsp *sp, size_t r0, int np, float *part)
+qkv_bwd(struct tp_sp *sp, size_t r0, int np, float *part)
 {
 	const struct nn_block_w *w = sp->w, *g = sp->g;
 	const float *in = sp->a + r0 * sp->d;
@@ -282,10 +284,10 @@ qkv_bwd(struct tpsp *sp, size_t r0, int np, float *part)
 	    sp->d, sp->lc);
 }
 
-/* ---- the block ------------------------------------------------------------ */
+/* ---- the block -------------------------------------------------------- */
 
 int
-tpsp_forward(struct tpsp *sp, float *y, const struct nn_block_w *w,
+tp_sp_forward(struct tp_sp *sp, float *y, const struct nn_block_w *w,
     const float *x)
 {
 	size_t nh = sp->nh, d = sp->d;
@@ -332,7 +334,7 @@ sum_rows(float *acc, const float *rows, size_t n, size_t d)
  * (LayerNorms, o and fc2 biases) came from this rank's positions only;
  * one allreduce sums them. */
 static int
-sum_whole(struct tpsp *sp, const struct nn_block_w *g)
+sum_whole(struct tp_sp *sp, const struct nn_block_w *g)
 {
 	float *t[6] = { g->ln1_w, g->ln1_b, g->ln2_w, g->ln2_b, g->o_b,
 	    g->fc2_b };
@@ -356,7 +358,7 @@ sum_whole(struct tpsp *sp, const struct nn_block_w *g)
 }
 
 int
-tpsp_backward(struct tpsp *sp, float *dx, const struct nn_block_w *g,
+tp_sp_backward(struct tp_sp *sp, float *dx, const struct nn_block_w *g,
     const float *dy, const struct nn_block_w *w, const float *x)
 {
 	size_t nh = sp->nh, d = sp->d, nc = sp->n * sp->lc;
@@ -391,14 +393,14 @@ tpsp_backward(struct tpsp *sp, float *dx, const struct nn_block_w *g,
 	return sp->seq ? sum_whole(sp, g) : 0;
 }
 
-/* ---- setup ------------------------------------------------------------------ */
+/* ---- setup ------------------------------------------------------------ */
 
 int
-tpsp_new(struct tpsp **out, struct comm *c, struct tp_log *log,
+tp_sp_new(struct tp_sp **out, struct comm *c, struct tp_log *log,
     const struct tp_model *m, int b, int s, int seq, int overlap, char *err,
     size_t errlen)
 {
-	struct tpsp *sp = calloc(1, sizeof(*sp));
+	struct tp_sp *sp = calloc(1, sizeof(*sp));
 	size_t nh, n, d, nc, nf, total;
 	float *p;
 
@@ -419,7 +421,7 @@ tpsp_new(struct tpsp **out, struct comm *c, struct tp_log *log,
 	total = 3 * nh * d + 4 * nh + 2 * n * d + 4 * nc +
 	    (size_t)b * sp->lh * s * s + 2 * nf +	/* forward */
 	    n * d + 2 * nf + 4 * nc + (size_t)s * s + 3 * nh * d +
-	    5 * sp->blk + n * d + 6 * d;		/* backward, transfers */
+	    5 * sp->blk + n * d + 6 * d;	/* backward, transfers */
 	if ((p = malloc(total * sizeof(float))) == NULL) {
 		free(sp);
 		return cli_fail(err, errlen, "out of memory for a block of %zu "
@@ -443,7 +445,7 @@ tpsp_new(struct tpsp **out, struct comm *c, struct tp_log *log,
 }
 
 void
-tpsp_free(struct tpsp *sp)
+tp_sp_free(struct tp_sp *sp)
 {
 	if (sp == NULL)
 		return;

@@ -18,24 +18,24 @@
 #include "nn/nn.h"
 #include "par/tp.h"
 
-struct tpsp;
+struct tp_sp;
 
 /* For m's shards (m->shards = W = comm_size(c)), b samples of s positions
  * (W divides s); seq: sequence parallel (else every position whole);
  * overlap: the ring decomposition (else one collective each). Failures
  * land in err. 0 or -1 (out of memory). */
-int tpsp_new(struct tpsp **out, struct comm *c, struct tp_log *log,
+int tp_sp_new(struct tp_sp **out, struct comm *c, struct tp_log *log,
     const struct tp_model *m, int b, int s, int seq, int overlap, char *err,
     size_t errlen);
-void tpsp_free(struct tpsp *sp);
+void tp_sp_free(struct tp_sp *sp);
 /* y = block(x) on the positions held ([b, s/W, d], or [b, s, d]). 0 or -1
  * (communication failed). */
-int tpsp_forward(struct tpsp *sp, float *y, const struct nn_block_w *w,
+int tp_sp_forward(struct tp_sp *sp, float *y, const struct nn_block_w *w,
     const float *x);
-/* After tpsp_forward on the same x: dx = the input gradient, g += this
+/* After tp_sp_forward on the same x: dx = the input gradient, g += this
  * rank's weight gradients (sequence parallel: the whole LayerNorm and
  * bias gradients summed over the ranks). 0 or -1. */
-int tpsp_backward(struct tpsp *sp, float *dx, const struct nn_block_w *g,
+int tp_sp_backward(struct tp_sp *sp, float *dx, const struct nn_block_w *g,
     const float *dy, const struct nn_block_w *w, const float *x);
 
 #endif

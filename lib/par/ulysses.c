@@ -103,7 +103,8 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 	ulysses_unpack_s2h(u->v, u->recv + 2 * u->blk, bs, u->W, u->b, u->sl,
 	    u->cl);
 	if (u->inner) {
-		if (u->inner->attn_fwd(u->inner->ctx, u->o, u->q, u->k, u->v) < 0)
+		if (u->inner->attn_fwd(u->inner->ctx, u->o, u->q, u->k,
+		    u->v) < 0)
 			return -1;
 	} else
 		nn_attention_forward(u->o, u->att, u->q, u->k, u->v, u->b, u->s,

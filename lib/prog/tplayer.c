@@ -333,7 +333,7 @@ run_layer(struct job *j)
 	if (j->r.cp && cli_verbose && !cli_quiet)
 		fprintf(stderr, "%s: rank %d: attention work %llu query-key "
 		    "pairs\n", cli_progname, j->rank,
-		    (unsigned long long)cpring_work(j->r.cp));
+		    (unsigned long long)tp_ring_work(j->r.cp));
 	write_outputs(j, &gs);
 	if (o->check) {
 		if (!check_serial(j, &gs))
