@@ -146,10 +146,12 @@ bytes_of() {
 				# backward: K, V P-1 times, dK, dV P times
 				[ "$(bytes_of t$r.csv 'bwd ring attention')" = "$((2 * (2 * w - 1) * blk)) 1" ]
 			done
-			head -1 t0.csv | grep -q ',busbw_gbps,comm_bytes,hidden_us,phase$'
-			# hidden time is time, no more than the phase took
+			head -1 t0.csv | grep -q ',busbw_gbps,comm_bytes,hidden_us,exposed_us,phase$'
+			# hidden and exposed time is time, no more than the
+			# phase took; other phases hide nothing
 			awk -F, 'NR > 1 && $NF ~ /ring attention/ {
-			    if ($14 < 0 || $14 > $10 * 1e6 + 1) exit 1 }' t0.csv
+			    if ($14 < 0 || $15 < 0 || $14 + $15 > $10 * 1e6 + 1) exit 1 }
+			    NR > 1 && $NF !~ /ring attention/ && $14 + $15 > 0 { exit 1 }' t0.csv
 		done
 	done
 }

@@ -163,19 +163,25 @@ post(struct tp_ring *cp, struct tp_xfer *st, int send, float *buf, int tag)
 }
 
 static int
-end(struct tp_ring *cp, struct tp_xfer *st, double *hidden)
+end(struct tp_ring *cp, struct tp_xfer *st, struct tp_overlap *ov)
 {
-	return tp_xfer_end(st, hidden) < 0 ? failed(cp) : 0;
+	return tp_xfer_end(st, ov) < 0 ? failed(cp) : 0;
+}
+
+static int
+beside(struct tp_ring *cp, struct tp_xfer *st, struct tp_overlap *ov)
+{
+	return tp_xfer_end_beside(st, ov) < 0 ? failed(cp) : 0;
 }
 
 static void
 mark(struct tp_ring *cp, const char *name, const char *op, size_t count,
-    double hidden)
+    const struct tp_overlap *ov)
 {
 	if (cp->log == NULL)
 		return;
-	tp_log_mark(cp->log, name, op, count ? "ring" : "-", count);
-	cp->log->p[cp->log->n - 1].hidden = hidden;
+	tp_log_mark_overlap(cp->log, name, op, count ? "ring" : "-", count,
+	    ov ? ov->hidden : 0, ov ? ov->exposed : 0);
 }
 
 /* Rows of chunk k of sample bi, head h: normalised, log-sum-exp kept. */
@@ -196,10 +202,10 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 {
 	struct tp_ring *cp = ctx;
 	size_t nrow = (size_t)cp->b * cp->nh * cp->L;
-	double hidden = 0;
+	struct tp_overlap ov = { 0, 0 };
 	struct tp_xfer st;
 
-	mark(cp, "fwd qkv", "compute", 0, 0);
+	mark(cp, "fwd qkv", "compute", 0, NULL);
 	cp->q = q, cp->k = k, cp->v = v, cp->o = out;
 	memcpy(cp->kv[0], k, cp->blk * sizeof(float));
 	memcpy(cp->kv[0] + cp->blk, v, cp->blk * sizeof(float));
@@ -217,7 +223,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 		    post(cp, &st, 1, cur, TAG_KV) < 0))
 			return -1;
 		if (blocks(cp, &ps, &st, NULL) < 0 ||
-		    end(cp, &st, &hidden) < 0)
+		    end(cp, &st, &ov) < 0)
 			return -1;
 	}
 	for (int bi = 0; bi < cp->b; bi++)
@@ -225,7 +231,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 			for (int k = 0; k < cp->nch; k++)
 				finish(cp, out, bi, h, k);
 	mark(cp, "fwd ring attention", "sendrecv", 2 * cp->blk * (cp->P - 1),
-	    hidden);
+	    &ov);
 	return 0;
 }
 
@@ -254,7 +260,7 @@ row_dots(struct tp_ring *cp, const float *dout)
  * flight. */
 static int
 bwd_step(struct tp_ring *cp, int i, float *dq, const float *dout,
-    struct tp_xfer *prev, double *hidden)
+    struct tp_xfer *prev, struct tp_overlap *ov)
 {
 	float *cur = cp->kv[i % 2], *nxt = cp->kv[(i + 1) % 2];
 	float *part = cp->part[i % 2];
@@ -271,11 +277,11 @@ bwd_step(struct tp_ring *cp, int i, float *dq, const float *dout,
 		return -1;
 	memset(part, 0, 2 * cp->blk * sizeof(float));
 	if (blocks(cp, &ps, &st, prev) < 0 ||
-	    end(cp, &st, hidden) < 0 || end(cp, prev, hidden) < 0)
+	    end(cp, &st, ov) < 0 ||
+	    beside(cp, prev, ov) < 0)
 		return -1;
 	if (i > 0)
-		for (size_t j = 0; j < 2 * cp->blk; j++)
-			part[j] += cp->ain[j];
+		nn_add(part, cp->ain, 2 * cp->blk);
 	tp_xfer_begin(prev, cp->c);
 	return cp->P > 1 ? post(cp, prev, 1, part, TAG_DKV) : 0;
 }
@@ -284,29 +290,29 @@ static int
 attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 {
 	struct tp_ring *cp = ctx;
-	double hidden = 0;
+	struct tp_overlap ov = { 0, 0 };
 	struct tp_xfer prev = { .n = 0 }, home;
 
-	mark(cp, "bwd dout", "compute", 0, 0);
+	mark(cp, "bwd dout", "compute", 0, NULL);
 	row_dots(cp, dout);
 	memcpy(cp->kv[0], cp->k, cp->blk * sizeof(float));
 	memcpy(cp->kv[0] + cp->blk, cp->v, cp->blk * sizeof(float));
 	memset(dq, 0, cp->blk * sizeof(float));
 	for (int i = 0; i < cp->P; i++)
-		if (bwd_step(cp, i, dq, dout, &prev, &hidden) < 0)
+		if (bwd_step(cp, i, dq, dout, &prev, &ov) < 0)
 			return -1;
 	/* this rank's own block, dK and dV summed over every rank (a ring of
 	 * one sends nothing) */
 	tp_xfer_begin(&home, cp->c);
 	if (cp->P > 1 && (post(cp, &home, 0, cp->ain, TAG_DKV) < 0 ||
-	    end(cp, &home, &hidden) < 0 ||
-	    end(cp, &prev, &hidden) < 0))
+	    end(cp, &home, &ov) < 0 ||
+	    beside(cp, &prev, &ov) < 0))
 		return -1;
 	memcpy(dk, cp->P > 1 ? cp->ain : cp->part[0], cp->blk * sizeof(float));
 	memcpy(dv, (cp->P > 1 ? cp->ain : cp->part[0]) + cp->blk,
 	    cp->blk * sizeof(float));
 	mark(cp, "bwd ring attention", "sendrecv",
-	    cp->P > 1 ? 2 * cp->blk * (2 * cp->P - 1) : 0, hidden);
+	    cp->P > 1 ? 2 * cp->blk * (2 * cp->P - 1) : 0, &ov);
 	return 0;
 }
 

@@ -33,7 +33,8 @@ struct tp_phase {
 	enum dtype dt;		/* theirs: f32, the loss's f64 */
 	double seconds;
 	uint64_t bytes;		/* bytes this rank sent */
-	double hidden;		/* of it, seconds sent while computing */
+	double hidden;		/* seconds its transfers ran while computing */
+	double exposed;		/* ... and alone, waited for */
 };
 struct tp_log {
 	struct comm *c;		/* NULL: nothing is sent */
@@ -51,6 +52,10 @@ void tp_log_mark(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count);
 void tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count, enum dtype dt);
+/* tp_log_mark, for a phase whose transfers ran hidden seconds while it
+ * computed and exposed seconds alone. */
+void tp_log_mark_overlap(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count, double hidden, double exposed);
 
 /* ---- a layer's weights, sharded ---------------------------------------- */
 

@@ -41,7 +41,18 @@ tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
 
 	if (l->n < TP_PHASE_MAX)
 		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
-		    now - l->t, sent - l->sent, 0 };
+		    now - l->t, sent - l->sent, 0, 0 };
 	l->t = now;
 	l->sent = sent;
+}
+
+void
+tp_log_mark_overlap(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count, double hidden, double exposed)
+{
+	int n = l->n;
+
+	tp_log_mark(l, name, op, algo, count);
+	if (l->n > n)
+		l->p[n].hidden = hidden, l->p[n].exposed = exposed;
 }

@@ -44,18 +44,18 @@ failed(struct tp_sp *sp)
 
 static void
 mark(struct tp_sp *sp, const char *name, const char *op, const char *algo,
-    size_t count, double hidden)
+    size_t count, const struct tp_overlap *ov)
 {
 	if (sp->log == NULL)
 		return;
-	tp_log_mark(sp->log, name, op, algo, count);
-	sp->log->p[sp->log->n - 1].hidden = hidden;
+	tp_log_mark_overlap(sp->log, name, op, algo, count,
+	    ov ? ov->hidden : 0, ov ? ov->exposed : 0);
 }
 
 static void
 compute(struct tp_sp *sp, const char *name)
 {
-	mark(sp, name, "compute", "-", 0, 0);
+	mark(sp, name, "compute", "-", 0, NULL);
 }
 
 /* fn over chunk t's rows (every sample), SP_ROWS at a time; part (when
@@ -90,9 +90,15 @@ post(struct tp_sp *sp, struct tp_xfer *x, int send, float *buf, int tag)
 }
 
 static int
-end(struct tp_sp *sp, struct tp_xfer *x, double *hidden)
+end(struct tp_sp *sp, struct tp_xfer *x, struct tp_overlap *ov)
 {
-	return tp_xfer_end(x, hidden) < 0 ? failed(sp) : 0;
+	return tp_xfer_end(x, ov) < 0 ? failed(sp) : 0;
+}
+
+static int
+beside(struct tp_sp *sp, struct tp_xfer *x, struct tp_overlap *ov)
+{
+	return tp_xfer_end_beside(x, ov) < 0 ? failed(sp) : 0;
 }
 
 /* Every rank's chunk src [b, sl, d] into dst [b, s, d], one collective. */
@@ -105,7 +111,7 @@ gather(struct tp_sp *sp, float *dst, const float *src, const char *name)
 	for (int j = 0; j < sp->W; j++)
 		tp_cp_seq_put(dst, sp->stage + j * sp->blk, 0, sp->W, j, sp->b,
 		    sp->s, sp->d);
-	mark(sp, name, "allgather", "ring", sp->blk * sp->W, 0);
+	mark(sp, name, "allgather", "ring", sp->blk * sp->W, NULL);
 	return 0;
 }
 
@@ -117,7 +123,7 @@ ag_apply(struct tp_sp *sp, const float *src, float *dst, rows_fn *fn,
 {
 	struct tp_xfer x, *xs[2] = { &x, NULL };
 	const float *cur = src;
-	double hidden = 0;
+	struct tp_overlap ov = { 0, 0 };
 
 	if (!sp->seq || !sp->overlap) {
 		if (!sp->seq)
@@ -138,14 +144,14 @@ ag_apply(struct tp_sp *sp, const float *src, float *dst, rows_fn *fn,
 		if (i < sp->W - 1 && (post(sp, &x, 0, nxt, TAG_AG) < 0 ||
 		    post(sp, &x, 1, (float *)cur, TAG_AG) < 0))
 			return -1;
-		if (rows(sp, t, fn, NULL, xs) < 0 || end(sp, &x, &hidden) < 0)
+		if (rows(sp, t, fn, NULL, xs) < 0 || end(sp, &x, &ov) < 0)
 			return -1;
 		if (i < sp->W - 1)	/* the previous rank's chunk t-1 */
 			tp_cp_seq_put(dst, nxt, 0, sp->W,
 			    (t + sp->W - 1) % sp->W, sp->b, sp->s, sp->d);
 		cur = nxt;
 	}
-	mark(sp, name, "allgather+matmul", "ring", sp->blk * sp->W, hidden);
+	mark(sp, name, "allgather+matmul", "ring", sp->blk * sp->W, &ov);
 	return 0;
 }
 
@@ -158,7 +164,7 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 {
 	struct tp_xfer x, prev = { .n = 0 }, *xs[2] = { &x, &prev };
 	float *local = sp->seq ? dst : sp->buf[0];
-	double hidden = 0;
+	struct tp_overlap ov = { 0, 0 };
 
 	if (!sp->overlap) {
 		for (int t = 0; t < sp->W; t++)
@@ -168,7 +174,8 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 		if (coll_reduce_scatter(sp->c, sp->stage, local, sp->blk,
 		    DT_F32, COLL_SUM, COLL_RING) < 0)
 			return failed(sp);
-		mark(sp, name, "reduce-scatter", "ring", sp->blk * sp->W, 0);
+		mark(sp, name, "reduce-scatter", "ring", sp->blk * sp->W,
+		    NULL);
 	} else {
 		/* chunk t's sum starts at rank t+1 and ends at rank t */
 		for (int i = 0; i < sp->W; i++) {
@@ -179,8 +186,8 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 			if (i > 0 && post(sp, &x, 0, sp->ain, TAG_RS) < 0)
 				return -1;
 			if (rows(sp, t, fn, part, xs) < 0 ||
-			    end(sp, &x, &hidden) < 0 ||
-			    end(sp, &prev, &hidden) < 0)
+			    end(sp, &x, &ov) < 0 ||
+			    beside(sp, &prev, &ov) < 0)
 				return -1;
 			if (i > 0)
 				nn_add(part, sp->ain, sp->blk);
@@ -192,7 +199,7 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 		memcpy(local, sp->part[(sp->W - 1) % 2],
 		    sp->blk * sizeof(float));
 		mark(sp, name, "matmul+reduce-scatter", "ring", sp->blk * sp->W,
-		    hidden);
+		    &ov);
 	}
 	return sp->seq ? 0 : gather(sp, dst, local, agname);
 }

@@ -41,7 +41,7 @@ tp_xfer_progress(struct tp_xfer *x)
 }
 
 int
-tp_xfer_end(struct tp_xfer *x, double *hidden)
+tp_xfer_end(struct tp_xfer *x, struct tp_overlap *o)
 {
 	double t1 = cli_now();
 
@@ -49,7 +49,19 @@ tp_xfer_end(struct tp_xfer *x, double *hidden)
 		return 0;
 	if (comm_waitall(x->c, x->req, x->n) < 0)
 		return -1;
-	*hidden += (x->done > 0 ? x->done : t1) - x->t0;
+	o->hidden += (x->done > 0 ? x->done : t1) - x->t0;
+	o->exposed += cli_now() - t1;
 	x->n = 0;
+	return 0;
+}
+
+int
+tp_xfer_end_beside(struct tp_xfer *x, struct tp_overlap *o)
+{
+	struct tp_overlap mine = { 0, 0 };
+
+	if (tp_xfer_end(x, &mine) < 0)
+		return -1;
+	o->exposed += mine.exposed;
 	return 0;
 }

@@ -26,8 +26,18 @@ int tp_xfer_post(struct tp_xfer *x, int send, int peer, int tag, void *buf,
 /* Between blocks of compute: moves the transfers on, noting when they are
  * all done. 0 or -1. */
 int tp_xfer_progress(struct tp_xfer *x);
-/* After the compute: waits for the transfers and adds to *hidden the time
- * they ran while it computed (until seen done, or until now). 0 or -1. */
-int tp_xfer_end(struct tp_xfer *x, double *hidden);
+/* Seconds transfers ran while compute ran (hidden) and then alone, the
+ * compute done (exposed). */
+struct tp_overlap {
+	double hidden, exposed;
+};
+/* After the compute: waits for the transfers, adding to o the time they
+ * ran while it computed (until seen done, or until now) and the wait
+ * after it. 0 or -1. */
+int tp_xfer_end(struct tp_xfer *x, struct tp_overlap *o);
+/* The same for transfers that ran beside others tp_xfer_end counts (a
+ * previous step's send): only the wait for them adds (to exposed), so
+ * that time is not counted twice. */
+int tp_xfer_end_beside(struct tp_xfer *x, struct tp_overlap *o);
 
 #endif

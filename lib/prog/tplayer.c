@@ -81,8 +81,8 @@ has_hidden(const struct tplayer_opts *o)
 }
 
 /* A row per phase of the iteration's log, with the bytes this rank sent,
- * (has_hidden) the microseconds of them hidden behind compute, and the
- * phase's name. */
+ * (has_hidden) the microseconds its transfers ran hidden behind compute
+ * and exposed after it, and the phase's name. */
 static void
 timing_rows(struct trainer *t, const struct tp_log *l, int iter, int hidden)
 {
@@ -92,9 +92,9 @@ timing_rows(struct trainer *t, const struct tp_log *l, int iter, int hidden)
 		const struct tp_phase *p = &l->p[i];
 
 		if (hidden)
-			snprintf(extra, sizeof extra, "%llu,%.1f,%s",
+			snprintf(extra, sizeof extra, "%llu,%.1f,%.1f,%s",
 			    (unsigned long long)p->bytes, p->hidden * 1e6,
-			    p->name);
+			    p->exposed * 1e6, p->name);
 		else
 			snprintf(extra, sizeof extra, "%llu,%s",
 			    (unsigned long long)p->bytes, p->name);
@@ -437,7 +437,7 @@ tplayer_run(struct tplayer_opts *o)
 	if (o->targets)
 		check_like_y(&j, &j.yt, o->targets);
 	trainer_open(&j.t, o->c.timing, has_hidden(o) ? "comm_bytes,hidden_us,"
-	    "phase" : "comm_bytes,phase", j.rank, j.world);
+	    "exposed_us,phase" : "comm_bytes,phase", j.rank, j.world);
 	if (o->train)
 		train(&j);
 	else
