@@ -21,8 +21,8 @@ usage: torch_ring.py check DIR WORLD [causal] [zigzag]
            WARMUP: prints, from rank 0, torch,ring|zigzag,WORLD,SECONDS
 Ranks: WORLD processes spawned here, or, when COLLX_RANK is set (started
 by collx-run, or by hand on several hosts), this process is rank
-COLLX_RANK of COLLX_WORLD_SIZE and rank 0 listens on COLLX_MASTER's
-HOST:PORT.
+COLLX_RANK of COLLX_WORLD_SIZE and rank 0 listens on MASTER_ADDR and
+MASTER_PORT (collx-run sets them), else on COLLX_MASTER's HOST:PORT.
 """
 import json
 import math
@@ -319,9 +319,12 @@ def main():
     world = int(flags[1] if what == "check" else flags[0])
     args = [flags[0]] if what == "check" else flags[1:]
     if "COLLX_RANK" in os.environ:
+        master = os.environ.get("COLLX_MASTER", "")
+        if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+            master = os.environ["MASTER_ADDR"] + ":" + os.environ["MASTER_PORT"]
         return worker(int(os.environ["COLLX_RANK"]),
                       int(os.environ["COLLX_WORLD_SIZE"]),
-                      os.environ["COLLX_MASTER"], what, args, seq_opts)
+                      master, what, args, seq_opts)
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
