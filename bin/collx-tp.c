@@ -18,7 +18,7 @@ enum {
 	OPT_BACKWARD, OPT_GRAD_OUTPUT, OPT_GRAD_INPUT, OPT_GRAD_WEIGHTS,
 	OPT_CHECK, OPT_ITERS, OPT_TRAIN, OPT_TARGETS, OPT_LR,
 	OPT_ACTIVATION, OPT_NORM, OPT_LOCAL_OUTPUT, OPT_INPUT_PARALLEL,
-	OPT_RTOL, OPT_ULYSSES, OPT_OVERLAP
+	OPT_RTOL, OPT_ULYSSES, OPT_OVERLAP, OPT_TRACE
 };
 
 static const struct option longopts[] = {
@@ -37,7 +37,7 @@ static const struct option longopts[] = {
 	{ "local-output", 0, 0, OPT_LOCAL_OUTPUT },
 	{ "input-is-parallel", 0, 0, OPT_INPUT_PARALLEL },
 	{ "rtol", 1, 0, OPT_RTOL }, { "ulysses", 1, 0, OPT_ULYSSES },
-	{ "overlap", 1, 0, OPT_OVERLAP },
+	{ "overlap", 1, 0, OPT_OVERLAP }, { "trace", 1, 0, OPT_TRACE },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
@@ -87,6 +87,8 @@ usage(void)
 	    "                        comm_bytes (bytes this rank sent), ring, zigzag,\n"
 	    "                        usp, sp, --overlap ring: hidden_us, exposed_us\n"
 	    "                        (transfers while computing, and after), phase\n"
+	    "  --trace F             rank 0 writes every rank's compute and transfers\n"
+	    "                        as Chrome trace JSON (collx-plot timeline)\n"
 	    "  --train               full-batch SGD on the mean-squared error\n"
 	    "  --targets F           --train: Y\n"
 	    "  --steps K             --train: steps\n"
@@ -178,6 +180,7 @@ own_option(void *ctx, int c, const char *a)
 		break;
 	case OPT_TRAIN: o->train = 1; break;
 	case OPT_TARGETS: o->targets = a; break;
+	case OPT_TRACE: o->trace = a; break;
 	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); break;
 	default: return 0;
 	}

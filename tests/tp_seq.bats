@@ -335,3 +335,41 @@ refused() {
 	# the comparison can fail: ring output against the zigzag causal peer's
 	if timeout 60 "$PY" "$PEER" same $d p3; then false; fi
 }
+
+@test "--trace: every rank's compute and transfers as Chrome trace JSON that collx-plot draws" {
+	ref make block 16 32 0 38 heads=2 seq=12
+	tp 3 --layer block --mode zigzag --causal -m w.safetensors -i X.npy \
+	    --backward --grad-output DY.npy --trace tr.json
+	timeout 30 "$PY" - tr.json <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert names == {2 * r + l: "rank %d %s" % (r, ("compute", "transfers")[l])
+                 for r in range(3) for l in range(2)}, names
+x = [e for e in ev if e["ph"] == "X"]
+for r in range(3):
+    mine = [e for e in x if e["tid"] // 2 == r]
+    # each ring step: the attention on the compute track, the K/V (dK/dV)
+    # transfer beside it on the transfers track, both in forward and backward
+    # (forward: K/V in the first P-1 steps; backward also the dK/dV of
+    # the ranks before in the last P-1, so every step)
+    for name, cat, nsend in (("fwd ring attention", "forward", 2),
+                             ("bwd ring attention", "backward", 3)):
+        comp = [e for e in mine if e["name"] == name and e["tid"] % 2 == 0]
+        send = [e for e in mine if e["name"] == name and e["tid"] % 2 == 1]
+        assert len(comp) == 3 and all(e["cat"] == cat for e in comp), (r, name, comp)
+        assert len(send) == nsend and all(e["cat"] == "send" for e in send), (r, name, send)
+        # a step's transfer starts with its compute
+        assert sorted(e["ts"] for e in send) == sorted(e["ts"] for e in comp)[:nsend]
+    # the P dK/dV sends that run beside the next step, and the receive of
+    # this rank's own block's, home
+    assert len([e for e in mine if e["name"] == "bwd ring dK dV" and e["tid"] % 2]) == 4
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in mine)
+    assert any(e["cat"] == "send" and "allreduce" in e["name"] for e in mine)
+PY
+	collx-plot --kind pipeline --step all -o tr.png tr.json
+	[ -s tr.png ]
+	# serial: this rank's compute alone
+	collx-tp --layer block --mode serial -m w.safetensors -i X.npy --trace one.json
+	grep -q '"name":"fwd","cat":"forward"' one.json
+}

@@ -180,8 +180,11 @@ mark(struct tp_ring *cp, const char *name, const char *op, size_t count,
 {
 	if (cp->log == NULL)
 		return;
-	tp_log_mark_overlap(cp->log, name, op, count ? "ring" : "-", count,
-	    ov ? ov->hidden : 0, ov ? ov->exposed : 0);
+	if (ov == NULL)
+		tp_log_mark(cp->log, name, op, count ? "ring" : "-", count);
+	else
+		tp_log_mark_overlap(cp->log, name, op, "ring", count,
+		    ov->hidden, ov->exposed);
 }
 
 /* Rows of chunk k of sample bi, head h: normalised, log-sum-exp kept. */
@@ -217,7 +220,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 		struct pass ps = { (cp->rank - i + cp->P) % cp->P, cur, NULL,
 		    out, NULL };
 
-		tp_xfer_begin(&st, cp->c);
+		tp_xfer_begin(&st, cp->c, cp->log, "fwd ring attention");
 		comm_set_step(cp->c, "ring attention step %d", i);
 		if (i < cp->P - 1 && (post(cp, &st, 0, nxt, TAG_KV) < 0 ||
 		    post(cp, &st, 1, cur, TAG_KV) < 0))
@@ -268,7 +271,7 @@ bwd_step(struct tp_ring *cp, int i, float *dq, const float *dout,
 	    part };
 	struct tp_xfer st;
 
-	tp_xfer_begin(&st, cp->c);
+	tp_xfer_begin(&st, cp->c, cp->log, "bwd ring attention");
 	comm_set_step(cp->c, "ring attention backward step %d", i);
 	if (i > 0 && post(cp, &st, 0, cp->ain, TAG_DKV) < 0)
 		return -1;
@@ -282,7 +285,7 @@ bwd_step(struct tp_ring *cp, int i, float *dq, const float *dout,
 		return -1;
 	if (i > 0)
 		nn_add(part, cp->ain, 2 * cp->blk);
-	tp_xfer_begin(prev, cp->c);
+	tp_xfer_begin(prev, cp->c, cp->log, "bwd ring dK dV");
 	return cp->P > 1 ? post(cp, prev, 1, part, TAG_DKV) : 0;
 }
 
@@ -303,7 +306,7 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 			return -1;
 	/* this rank's own block, dK and dV summed over every rank (a ring of
 	 * one sends nothing) */
-	tp_xfer_begin(&home, cp->c);
+	tp_xfer_begin(&home, cp->c, cp->log, "bwd ring dK dV");
 	if (cp->P > 1 && (post(cp, &home, 0, cp->ain, TAG_DKV) < 0 ||
 	    end(cp, &home, &ov) < 0 ||
 	    beside(cp, &prev, &ov) < 0))

@@ -36,9 +36,21 @@ struct tp_phase {
 	double hidden;		/* seconds its transfers ran while computing */
 	double exposed;		/* ... and alone, waited for */
 };
+/* A span of a rank's trace: compute (lane 0) or transfers (lane 1), kind
+ * 'F' forward, 'B' backward, 'S' a transfer. */
+struct tp_span {
+	double t0, t1;		/* seconds since the log's origin */
+	int lane;
+	char kind;
+	char name[31];
+};
 struct tp_log {
 	struct comm *c;		/* NULL: nothing is sent */
 	struct comm *sub[2];	/* sub-groups of c whose sends count too */
+	int trace;		/* keep spans (tp_log_trace) */
+	double origin;
+	struct tp_span *spans;
+	size_t nspans, capspans;
 	int n;
 	double t;
 	uint64_t sent;
@@ -53,9 +65,22 @@ void tp_log_mark(struct tp_log *l, const char *name, const char *op,
 void tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count, enum dtype dt);
 /* tp_log_mark, for a phase whose transfers ran hidden seconds while it
- * computed and exposed seconds alone. */
+ * computed and exposed seconds alone (its spans are the caller's). */
 void tp_log_mark_overlap(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count, double hidden, double exposed);
+/* From now on l keeps a span per phase (tp_log_mark), and those that
+ * tp_log_span adds, times from now (call it right after a barrier, so
+ * that the ranks' origins agree). */
+void tp_log_trace(struct tp_log *l);
+/* A span from t0 to t1 (cli_now's clock) when l traces (l may be NULL);
+ * kind 'F' or 'B' from a name starting "fwd" or "bwd" when kind is 0. */
+void tp_log_span(struct tp_log *l, int lane, char kind, const char *name,
+    double t0, double t1);
+/* Every rank's spans of l, collected by rank 0 over c (NULL: this rank's
+ * alone) and written to path as Chrome trace-event JSON (par/tp_trace.c);
+ * collective. 0, or -1 with the reason in err. */
+int tp_trace_write(const char *path, const struct tp_log *l, struct comm *c,
+    char *err, size_t errlen);
 
 /* ---- a layer's weights, sharded ---------------------------------------- */
 

@@ -48,8 +48,11 @@ mark(struct tp_sp *sp, const char *name, const char *op, const char *algo,
 {
 	if (sp->log == NULL)
 		return;
-	tp_log_mark_overlap(sp->log, name, op, algo, count,
-	    ov ? ov->hidden : 0, ov ? ov->exposed : 0);
+	if (ov == NULL)
+		tp_log_mark(sp->log, name, op, algo, count);
+	else
+		tp_log_mark_overlap(sp->log, name, op, algo, count,
+		    ov->hidden, ov->exposed);
 }
 
 static void
@@ -140,7 +143,7 @@ ag_apply(struct tp_sp *sp, const float *src, float *dst, rows_fn *fn,
 		int t = (sp->rank - i + sp->W) % sp->W;
 		float *nxt = sp->buf[i % 2];
 
-		tp_xfer_begin(&x, sp->c);
+		tp_xfer_begin(&x, sp->c, sp->log, name);
 		if (i < sp->W - 1 && (post(sp, &x, 0, nxt, TAG_AG) < 0 ||
 		    post(sp, &x, 1, (float *)cur, TAG_AG) < 0))
 			return -1;
@@ -182,7 +185,7 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 			int t = (sp->rank - 1 - i + 2 * sp->W) % sp->W;
 			float *part = sp->part[i % 2];
 
-			tp_xfer_begin(&x, sp->c);
+			tp_xfer_begin(&x, sp->c, sp->log, name);
 			if (i > 0 && post(sp, &x, 0, sp->ain, TAG_RS) < 0)
 				return -1;
 			if (rows(sp, t, fn, part, xs) < 0 ||
@@ -191,7 +194,7 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 				return -1;
 			if (i > 0)
 				nn_add(part, sp->ain, sp->blk);
-			tp_xfer_begin(&prev, sp->c);
+			tp_xfer_begin(&prev, sp->c, sp->log, name);
 			if (i < sp->W - 1 &&
 			    post(sp, &prev, 1, part, TAG_RS) < 0)
 				return -1;

@@ -5,9 +5,11 @@
 #include "par/tp_xfer.h"
 
 void
-tp_xfer_begin(struct tp_xfer *x, struct comm *c)
+tp_xfer_begin(struct tp_xfer *x, struct comm *c, struct tp_log *log,
+    const char *name)
 {
 	x->c = c;
+	x->log = log, x->name = name;
 	x->n = 0;
 	x->done = 0;
 	x->t0 = cli_now();
@@ -40,28 +42,36 @@ tp_xfer_progress(struct tp_xfer *x)
 	return 0;
 }
 
-int
-tp_xfer_end(struct tp_xfer *x, struct tp_overlap *o)
+/* Waits for x's transfers; with compute, the compute since x began is
+ * its own (its span, and the transfers' time during it, hidden). */
+static int
+finish(struct tp_xfer *x, struct tp_overlap *o, int compute)
 {
-	double t1 = cli_now();
+	double t1 = cli_now(), t2;
 
+	if (compute)
+		tp_log_span(x->log, 0, 0, x->name, x->t0, t1);
 	if (x->n == 0)
 		return 0;
 	if (comm_waitall(x->c, x->req, x->n) < 0)
 		return -1;
-	o->hidden += (x->done > 0 ? x->done : t1) - x->t0;
-	o->exposed += cli_now() - t1;
+	t2 = cli_now();
+	if (compute)
+		o->hidden += (x->done > 0 ? x->done : t1) - x->t0;
+	o->exposed += t2 - t1;
+	tp_log_span(x->log, 1, 'S', x->name, x->t0, x->done > 0 ? x->done : t2);
 	x->n = 0;
 	return 0;
 }
 
 int
+tp_xfer_end(struct tp_xfer *x, struct tp_overlap *o)
+{
+	return finish(x, o, 1);
+}
+
+int
 tp_xfer_end_beside(struct tp_xfer *x, struct tp_overlap *o)
 {
-	struct tp_overlap mine = { 0, 0 };
-
-	if (tp_xfer_end(x, &mine) < 0)
-		return -1;
-	o->exposed += mine.exposed;
-	return 0;
+	return finish(x, o, 0);
 }

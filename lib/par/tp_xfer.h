@@ -8,17 +8,22 @@
 #include <stddef.h>
 
 #include "comm/comm.h"
+#include "par/tp.h"
 
 #define TP_XFER_MAX 4
 struct tp_xfer {
 	struct comm *c;
+	struct tp_log *log;	/* traced: the compute and transfer spans */
+	const char *name;
 	struct comm_req req[TP_XFER_MAX];
 	int n;
 	double t0, done;	/* posted; seen complete (0: not yet) */
 };
 
-/* Starts an empty set of transfers on c (the clock too). */
-void tp_xfer_begin(struct tp_xfer *x, struct comm *c);
+/* Starts an empty set of transfers on c (the clock too), for the step of
+ * phase name (its spans in log's trace; log may be NULL). */
+void tp_xfer_begin(struct tp_xfer *x, struct comm *c, struct tp_log *log,
+    const char *name);
 /* Posts a send to (or, send 0, a receive from) peer. 0, or -1 when c
  * failed (comm_error says why). */
 int tp_xfer_post(struct tp_xfer *x, int send, int peer, int tag, void *buf,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "comm/coll.h"
 #include "comm/comm.h"
 #include "par/ckpt.h"
 #include "par/cp_ring.h"
@@ -203,6 +204,7 @@ join_group(struct job *j)
 	/* these gather what every rank holds */
 	prog_job_flag(&job, "--grad-weights", o->gw != NULL);
 	prog_job_flag(&job, "--check", o->check);
+	prog_job_flag(&job, "--trace", o->trace != NULL);
 	prog_job_add(&job, "--iters", "%d", o->iters);
 	prog_job_flag(&job, "--train", o->train);
 	prog_job_add(&job, "--steps", "%ld", o->c.steps);
@@ -436,12 +438,21 @@ tplayer_run(struct tplayer_opts *o)
 		check_like_y(&j, &j.dy, o->dy);
 	if (o->targets)
 		check_like_y(&j, &j.yt, o->targets);
+	if (o->trace && j.c && coll_barrier(j.c) < 0)	/* one origin */
+		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", j.rank,
+		    comm_error(j.c));
+	if (o->trace)
+		tp_log_trace(&j.log);
 	trainer_open(&j.t, o->c.timing, has_hidden(o) ? "comm_bytes,hidden_us,"
 	    "exposed_us,phase" : "comm_bytes,phase", j.rank, j.world);
 	if (o->train)
 		train(&j);
 	else
 		run_layer(&j);
+	if (o->trace && tp_trace_write(o->trace, &j.log, j.c, j.err,
+	    sizeof j.err) < 0)
+		run_failed(&j);
+	free(j.log.spans);
 	trainer_close(&j.t);
 	tp_run_free(&j.r);
 	tp_model_free(&j.m);
