@@ -1,66 +1,19 @@
 #!/usr/bin/env bats
 # collx-tp's long-sequence modes (ring, zigzag, usp, sp, --overlap ring):
-# forward, backward and
-# training against an independent PyTorch computation of the whole block
+# forward, backward and training against an independent PyTorch computation of the whole block
 # (tests/lib/tpref.py, float64), the attention work per rank and the bytes
 # per layer against their closed forms, refusals of sizes that do not
 # divide, and the PyTorch ring peer (examples/peers/torch_ring.py).
 load lib/common
-
-PY=/usr/bin/python3
-REF=$COLLX_ROOT/tests/lib/tpref.py
-
-setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK COLLX_WORLD_SIZE
-	nrun=0
-	rm -f batch
-}
-
-teardown() {
-	common_teardown
-}
-
-# usage: tp WORLD collx-tp-options...
-tp() {
-	local w=$1
-	shift
-	timeout 60 collx-run -n "$w" --timeout 20 -- collx-tp -q "$@"
-}
-
-ref() {
-	timeout 120 "$PY" "$REF" "$@"
-}
-
-rundir() {
-	nrun=$((nrun + 1))
-	d=run$nrun
-	mkdir "$d" && cp w.safetensors X.npy DY.npy T.npy "$d"/
-}
-
-# Forward and backward of the block in MODE on WORLD ranks, queued for
-# the torch comparison batch_ok makes.
-# usage: fb WORLD MODE "collx options" "tpref options"
-fb() {
-	rundir
-	echo "# $d: $*"
-	tp "$1" --layer block --mode "$2" -m "$d/w.safetensors" -i "$d/X.npy" \
-	    -o "$d/Y.npy" --backward --grad-output "$d/DY.npy" \
-	    --grad-input "$d/DX.npy" --grad-weights "$d/GW.safetensors" $3
-	echo "check block $d $4" >>batch
-}
-
-batch_ok() {
-	ref batch batch
-}
+load lib/tpsuite
 
 @test "ring and zigzag: worlds 2-4, causal and not, 2 heads (fewer than P), equal torch" {
 	# sequence 24 divides by 2P for P = 2, 3 (and 12 = 2P*... for 4: 24/8 = 3)
 	ref make block 24 48 0 21 heads=2 seq=24 batch=2
 	for w in 2 3 4; do
 		for m in ring zigzag; do
-			fb $w $m
-			fb $w $m --causal causal
+			fb $w block $m
+			fb $w block $m --causal causal
 		done
 	done
 	batch_ok
@@ -69,11 +22,11 @@ batch_ok() {
 @test "ring: sequences no multiple of 2P, bias absent, post-norm and relu" {
 	# 12 on 4 ranks and 9 on 3: chunks of 3, no multiple of 2P
 	ref make block 16 32 0 22 heads=4 seq=12 nobias
-	fb 4 ring --causal causal
-	fb 4 ring "--norm post --activation relu" "norm=post act=relu"
+	fb 4 block ring --causal causal
+	fb 4 block ring "--norm post --activation relu" "norm=post act=relu"
 	ref make block 16 32 0 23 heads=1 seq=9
-	fb 3 ring --causal causal
-	fb 3 ring
+	fb 3 block ring --causal causal
+	fb 3 block ring
 	batch_ok
 }
 
@@ -158,12 +111,12 @@ bytes_of() {
 
 @test "usp: Ulysses groups of U, ring across: worlds 2-4, causal and not, equal torch" {
 	ref make block 24 48 0 29 heads=4 seq=24 batch=2
-	fb 4 usp "--ulysses 2 --causal" causal
-	fb 4 usp "--ulysses 2"
-	fb 4 usp "--ulysses 4 --causal" causal
-	fb 4 usp "--ulysses 1 --causal" causal
-	fb 2 usp "--ulysses 2 --causal" causal
-	fb 3 usp "--ulysses 1"
+	fb 4 block usp "--ulysses 2 --causal" causal
+	fb 4 block usp "--ulysses 2"
+	fb 4 block usp "--ulysses 4 --causal" causal
+	fb 4 block usp "--ulysses 1 --causal" causal
+	fb 2 block usp "--ulysses 2 --causal" causal
+	fb 3 block usp "--ulysses 1"
 	batch_ok
 	train_q 4 usp "--ulysses 2 --causal" causal
 	batch_ok
@@ -198,19 +151,19 @@ bytes_of() {
 	# 12 heads, d_ff 48 and sequence 24 divide by 2, 3 and 4
 	ref make block 24 48 0 32 heads=12 seq=24 batch=2
 	for w in 2 3 4; do
-		fb $w sp "--overlap none --causal" causal
+		fb $w block sp "--overlap none --causal" causal
 		none=$d
-		fb $w sp "--overlap ring --causal" causal
+		fb $w block sp "--overlap ring --causal" causal
 		timeout 60 "$PY" "$PEER" same $d $none
-		fb $w tp --causal causal
+		fb $w block tp --causal causal
 		none=$d
-		fb $w tp "--overlap ring --causal" causal
+		fb $w block tp "--overlap ring --causal" causal
 		timeout 60 "$PY" "$PEER" same $d $none
 	done
-	fb 3 sp "--overlap ring --activation relu" act=relu
+	fb 3 block sp "--overlap ring --activation relu" act=relu
 	ref make block 24 48 0 33 heads=4 seq=8 nobias
-	fb 4 sp --overlap\ ring
-	fb 2 tp --overlap\ ring
+	fb 4 block sp --overlap\ ring
+	fb 2 block tp --overlap\ ring
 	batch_ok
 }
 
@@ -257,22 +210,6 @@ bytes_of() {
 		done
 		[ "$(cat sum.none)" = "$((8 * 1152 * (w - 1) / w * 4))" ]
 		[ "$(cat sum.ring)" = "$(cat sum.none)" ]
-	done
-}
-
-# usage: refused WORLD MESSAGE collx-tp-options...: every rank exits 3
-# naming the sizes before it reaches for the others (the rendezvous
-# address has no listener).
-refused() {
-	local w=$1 msg=$2 r
-	shift 2
-	for ((r = 0; r < w; r++)); do
-		run timeout 20 collx-tp --rank "$r" --world-size "$w" \
-		    --master 127.0.0.1:9 --timeout 5 -o Y.npy "$@"
-		echo "# rank $r: $status: $output"
-		[ "$status" -eq 3 ]
-		[[ "$output" == "collx-tp: "*"$msg"* ]]
-		[ ! -e Y.npy ]
 	done
 }
 
@@ -325,10 +262,11 @@ refused() {
 	ref make block 24 48 0 31 heads=2 seq=24 batch=2 nobias
 	for a in "3 zigzag causal" "4 ring"; do
 		set -- $a
-		mkdir p$1 && cp w.safetensors X.npy DY.npy p$1/
+		mkdir p$1
+		cp w.safetensors X.npy DY.npy p$1/
 		timeout 120 "$PY" "$PEER" check p$1 $1 ${3:-} $([ $2 = zigzag ] && echo zigzag)
 		echo "check block p$1 ${3:-}" >>batch
-		fb $1 $2 ${3:+--causal} ${3:-}
+		fb $1 block $2 ${3:+--causal} ${3:-}
 		timeout 60 "$PY" "$PEER" same $d p$1
 	done
 	batch_ok
