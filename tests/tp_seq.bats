@@ -311,3 +311,26 @@ PY
 	collx-tp --layer block --mode serial -m w.safetensors -i X.npy --trace one.json
 	grep -q '"name":"fwd","cat":"forward"' one.json
 }
+
+@test "a rank killed mid-run: the other exits 1 at once, naming the peer (ring transfers, overlapped matmuls)" {
+	ref make block 16 32 0 39 heads=2 seq=64
+	for m in zigzag "sp --overlap ring"; do
+		port=$(free_port)
+		for r in 0 1; do
+			collx-tp -q --rank $r --world-size 2 --master 127.0.0.1:$port \
+			    --timeout 10 --layer block --mode $m -m w.safetensors \
+			    -i X.npy --backward --grad-output DY.npy --iters 1000000 \
+			    2>r$r.err &
+			eval p$r=\$!
+		done
+		sleep 2
+		kill -9 "$p1"
+		s=$(date +%s)
+		rc=0
+		wait "$p0" || rc=$?
+		echo "# $m: rank 0 exit $rc after $(($(date +%s) - s)) s: $(cat r0.err)"
+		[ "$rc" -eq 1 ]
+		[ $(($(date +%s) - s)) -le 10 ]
+		grep -q "^collx-tp: rank 0: peer rank 1 (127.0.0.1:[0-9]*) closed the connection" r0.err
+	done
+}
