@@ -89,6 +89,17 @@ def neighbours():
     return (r + 1) % w, (r - 1) % w
 
 
+def pass_on(kv, i):
+    """Step i: the block at hand to the next rank and the next one from
+    the previous rank, in flight (nothing at the last step)."""
+    w = dist.get_world_size()
+    if i == w - 1:
+        return None, []
+    nxt, prv = neighbours()
+    recv = torch.empty_like(kv)
+    return recv, [dist.isend(kv, nxt, tag=i), dist.irecv(recv, prv, tag=i)]
+
+
 def mask_of(qpos, kpos, causal):
     """[Lq, Lk] True where query sees key; None when it sees all."""
     if not causal:
@@ -109,18 +120,13 @@ class RingAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, seq, zigzag, causal):
         w, r = dist.get_world_size(), dist.get_rank()
-        nxt, prv = neighbours()
         qpos = positions(seq, w, r, zigzag)
         kv = torch.stack([k, v]).contiguous()
         out = torch.zeros_like(q)
         lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)
         for i in range(w):
-            src = (r - i) % w
-            reqs = []
-            if i < w - 1:
-                recv = torch.empty_like(kv)
-                reqs = [dist.isend(kv, nxt, tag=i), dist.irecv(recv, prv, tag=i)]
-            m = mask_of(qpos, positions(seq, w, src, zigzag), causal)
+            recv, reqs = pass_on(kv, i)
+            m = mask_of(qpos, positions(seq, w, (r - i) % w, zigzag), causal)
             if m is None or m.any():
                 s = scores(q, kv[0], m)
                 new = torch.logaddexp(lse, torch.logsumexp(s, dim=-1))
@@ -148,13 +154,9 @@ class RingAttention(torch.autograd.Function):
         dq = torch.zeros_like(q)
         sent = None                     # the dK, dV accumulator on its way
         for i in range(w):
-            src = (r - i) % w
-            reqs = []
-            if i < w - 1:
-                recv = torch.empty_like(kv)
-                reqs = [dist.isend(kv, nxt, tag=i), dist.irecv(recv, prv, tag=i)]
+            recv, reqs = pass_on(kv, i)
             acc = torch.zeros_like(kv)  # this rank's share of dK, dV
-            m = mask_of(qpos, positions(seq, w, src, zigzag), causal)
+            m = mask_of(qpos, positions(seq, w, (r - i) % w, zigzag), causal)
             if m is None or m.any():
                 p = torch.exp(scores(q, kv[0], m) - lse[..., None])
                 acc[1] = p.transpose(-1, -2) @ dout
