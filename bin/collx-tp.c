@@ -18,7 +18,7 @@ enum {
 	OPT_BACKWARD, OPT_GRAD_OUTPUT, OPT_GRAD_INPUT, OPT_GRAD_WEIGHTS,
 	OPT_CHECK, OPT_ITERS, OPT_TRAIN, OPT_TARGETS, OPT_LR,
 	OPT_ACTIVATION, OPT_NORM, OPT_LOCAL_OUTPUT, OPT_INPUT_PARALLEL,
-	OPT_RTOL
+	OPT_RTOL, OPT_ULYSSES, OPT_OVERLAP, OPT_TRACE
 };
 
 static const struct option longopts[] = {
@@ -36,7 +36,8 @@ static const struct option longopts[] = {
 	{ "activation", 1, 0, OPT_ACTIVATION }, { "norm", 1, 0, OPT_NORM },
 	{ "local-output", 0, 0, OPT_LOCAL_OUTPUT },
 	{ "input-is-parallel", 0, 0, OPT_INPUT_PARALLEL },
-	{ "rtol", 1, 0, OPT_RTOL },
+	{ "rtol", 1, 0, OPT_RTOL }, { "ulysses", 1, 0, OPT_ULYSSES },
+	{ "overlap", 1, 0, OPT_OVERLAP }, { "trace", 1, 0, OPT_TRACE },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
 	CLI_GROUP_LONGOPTS,
@@ -48,18 +49,27 @@ static _Noreturn void
 usage(void)
 {
 	printf("usage: %s --layer column|row|mlp|block -m WEIGHTS.safetensors\n"
-	    "           -i X.npy [-o Y.npy] [--mode tp|ulysses|serial] [options]\n"
+	    "           -i X.npy [-o Y.npy] [--mode tp|ulysses|ring|zigzag|sp|serial]\n"
+	    "           [--mode usp --ulysses U] [--overlap none|ring] [options]\n"
 	    "       %s --layer mlp|block --train --targets Y.npy --steps K --lr LR\n"
 	    "           (-m WEIGHTS | --resume CKPT) -i X.npy [-o TRAINED.safetensors]\n"
 	    "           [--loss-csv F] [--checkpoint F [--checkpoint-every K]]\n\n"
-	    "A layer split over ranks: Megatron tensor parallelism (tp) or Ulysses\n"
-	    "sequence parallelism (ulysses), or the whole layer (serial).\n\n"
+	    "A layer split over ranks: Megatron tensor parallelism (tp), Ulysses\n"
+	    "sequence parallelism (ulysses), ring attention on contiguous (ring)\n"
+	    "or zigzag chunks of the sequence, both (usp: Ulysses in groups of U\n"
+	    "ranks, ring across them), Megatron sequence parallelism (sp), or the\n"
+	    "whole layer (serial).\n\n"
 	    "  --layer L             column, row, mlp or block\n"
 	    "  -m, --model F         weights (nn.Linear layout [out, in])\n"
 	    "  -i, --input F         X (row --input-is-parallel: this rank's shard)\n"
 	    "  -o, --output F        rank 0 writes Y (column --local-output: every\n"
 	    "                        rank its shard; --train: the trained weights)\n"
-	    "  --mode M              tp (default), ulysses (block, mlp) or serial\n"
+	    "  --mode M              tp (default), ulysses (block, mlp), ring,\n"
+	    "                        zigzag, usp, sp (block) or serial\n"
+	    "  --ulysses U           usp: Ulysses group size (U divides the world)\n"
+	    "  --overlap O           tp, sp block: none (default) or ring (each\n"
+	    "                        collective matmul in ring steps, transfers\n"
+	    "                        overlapping the matmuls)\n"
 	    "  --heads H             block heads (default: __metadata__ heads)\n"
 	    "  --causal              block: causal attention\n"
 	    "  --activation A        gelu (default, exact erf) or relu\n"
@@ -74,7 +84,11 @@ usage(void)
 	    "  --rtol R              --check tolerance (1e-4, atol R/10)\n"
 	    "  --iters N             repeat forward (and backward) N times (1)\n"
 	    "  --timing F            append a row per phase, extra column\n"
-	    "                        comm_bytes (bytes this rank sent) and phase\n"
+	    "                        comm_bytes (bytes this rank sent), ring, zigzag,\n"
+	    "                        usp, sp, --overlap ring: hidden_us, exposed_us\n"
+	    "                        (transfers while computing, and after), phase\n"
+	    "  --trace F             rank 0 writes every rank's compute and transfers\n"
+	    "                        as Chrome trace JSON (collx-plot timeline)\n"
 	    "  --train               full-batch SGD on the mean-squared error\n"
 	    "  --targets F           --train: Y\n"
 	    "  --steps K             --train: steps\n"
@@ -113,13 +127,22 @@ layer_option(struct tplayer_opts *o, int c, const char *a)
 		break;
 	case OPT_MODE:
 		if (tp_mode_parse(a, &o->cfg.mode) < 0)
-			cli_usage_error("--mode: want tp, ulysses or serial, not "
-			    "'%s'", a);
+			cli_usage_error("--mode: want tp, ulysses, ring, zigzag, "
+			    "usp, sp or serial, not '%s'", a);
 		break;
 	case OPT_HEADS:
 		o->cfg.heads = (int)cli_parse_long("--heads", a, 1, 1 << 20);
 		break;
 	case OPT_CAUSAL: o->cfg.causal = 1; break;
+	case OPT_OVERLAP:
+		if (strcmp(a, "none") != 0 && strcmp(a, "ring") != 0)
+			cli_usage_error("--overlap: want none or ring, not '%s'",
+			    a);
+		o->cfg.overlap = strcmp(a, "ring") == 0;
+		break;
+	case OPT_ULYSSES:
+		o->cfg.ulysses = (int)cli_parse_long("--ulysses", a, 1, 1 << 20);
+		break;
 	case OPT_ACTIVATION:
 		if (nn_act_parse(a, &o->cfg.act) < 0)
 			cli_usage_error("--activation: want gelu or relu, not '%s'",
@@ -158,6 +181,7 @@ own_option(void *ctx, int c, const char *a)
 		break;
 	case OPT_TRAIN: o->train = 1; break;
 	case OPT_TARGETS: o->targets = a; break;
+	case OPT_TRACE: o->trace = a; break;
 	case OPT_LR: o->lr = cli_parse_double("--lr", a, 0, 1e9); break;
 	default: return 0;
 	}
@@ -185,6 +209,13 @@ check_args(const struct tplayer_opts *o)
 	if (c->mode == TP_MODE_ULYSSES && c->layer != TP_BLOCK &&
 	    c->layer != TP_MLP)
 		cli_usage_error("--mode ulysses goes with --layer block or mlp");
+	if ((c->mode == TP_MODE_RING || c->mode == TP_MODE_ZIGZAG ||
+	    c->mode == TP_MODE_USP || c->mode == TP_MODE_SP) &&
+	    c->layer != TP_BLOCK)
+		cli_usage_error("--mode %s goes with --layer block",
+		    tp_mode_name(c->mode));
+	if ((c->mode == TP_MODE_USP) != (c->ulysses > 0))
+		cli_usage_error("--mode usp and --ulysses U go together");
 	if (c->local_output && (c->layer != TP_COLUMN || c->mode != TP_MODE_TP))
 		cli_usage_error("--local-output goes with --layer column --mode tp");
 	if (c->input_parallel && (c->layer != TP_ROW || c->mode != TP_MODE_TP))
@@ -192,6 +223,9 @@ check_args(const struct tplayer_opts *o)
 		    "--mode tp");
 	if (c->post_norm && c->layer != TP_BLOCK)
 		cli_usage_error("--norm goes with --layer block");
+	if (c->post_norm && (c->mode == TP_MODE_SP || c->overlap))
+		cli_usage_error("--norm post goes with neither --mode sp nor "
+		    "--overlap ring");
 	if (c->act != NN_ACT_GELU && c->layer != TP_MLP && c->layer != TP_BLOCK)
 		cli_usage_error("--activation goes with --layer mlp or block");
 	if ((c->heads || c->causal) && c->layer != TP_BLOCK)

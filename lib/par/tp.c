@@ -1,44 +1,17 @@
 /* tp: running the tensor-parallel forms of column, row, mlp and block (the
  * block itself is lib/nn's, with a reduce hook where Megatron's g and f
- * operators sum partial results), the Ulysses block's data movement around
- * par/ulysses.c's attention hooks, the phase log, and SGD training. */
+ * operators sum partial results, or par/tp_sp.c's around collective
+ * matmuls), the sequence-sharded modes' data movement around the attention
+ * hooks of par/ulysses.c and par/cp_ring.c, and SGD training. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/cp_ring.h"
 #include "par/tp_int.h"
+#include "par/tp_sp.h"
 #include "par/ulysses.h"
-
-void
-tp_log_start(struct tp_log *l, struct comm *c)
-{
-	l->c = c;
-	l->n = 0;
-	l->t = cli_now();
-	l->sent = comm_bytes_sent(c);
-}
-
-void
-tp_log_mark(struct tp_log *l, const char *name, const char *op,
-    const char *algo, size_t count)
-{
-	tp_log_mark_dt(l, name, op, algo, count, DT_F32);
-}
-
-void
-tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
-    const char *algo, size_t count, enum dtype dt)
-{
-	double now = cli_now();
-	uint64_t sent = comm_bytes_sent(l->c);
-
-	if (l->n < TP_PHASE_MAX)
-		l->p[l->n++] = (struct tp_phase){ name, op, algo, count, dt,
-		    now - l->t, sent - l->sent };
-	l->t = now;
-	l->sent = sent;
-}
 
 /* ---- running ------------------------------------------------------------ */
 
@@ -111,6 +84,37 @@ ulysses(const struct tp_run *r)
 }
 
 static int
+zigzag(const struct tp_run *r)
+{
+	return r->m->cfg.mode == TP_MODE_ZIGZAG;
+}
+
+int
+tp_seq_sharded(const struct tp_run *r)
+{
+	enum tp_mode md = r->m->cfg.mode;
+
+	return grouped(r) && (md == TP_MODE_ULYSSES || md == TP_MODE_RING ||
+	    md == TP_MODE_ZIGZAG || md == TP_MODE_USP || md == TP_MODE_SP);
+}
+
+/* Sequence sharded with every weight whole: the weight gradients, each
+ * rank's from its positions, are summed. */
+static int
+seq_replicated(const struct tp_run *r)
+{
+	return tp_seq_sharded(r) && r->m->cfg.mode != TP_MODE_SP;
+}
+
+/* This rank's positions of the whole [b, s, w] src into dst. */
+static void
+seq_take(const struct tp_run *r, float *dst, const float *src, int w)
+{
+	tp_cp_seq_take(dst, src, zigzag(r), comm_size(r->c), r->m->rank, r->b,
+	    r->s, w);
+}
+
+static int
 comm_failed(struct tp_run *r)
 {
 	return cli_fail(r->err, r->errlen, "%s", comm_error(r->c));
@@ -149,6 +153,23 @@ gather_cols(struct tp_run *r, float *dst, const float *src, size_t rows,
 		tp_cols_put(dst, r->tmp + (size_t)i * n, rows, (size_t)w * cl,
 		    (size_t)i * cl, cl);
 	mark(r, name, "allgather", "ring", n * w);
+	return 0;
+}
+
+/* dst [b, s, w] whole from every rank's positions src [b, sl, w]. */
+static int
+gather_seq(struct tp_run *r, float *dst, const float *src, int w,
+    const char *name)
+{
+	int W = comm_size(r->c);
+	size_t n = (size_t)r->b * r->sl * w;
+
+	if (coll_allgather(r->c, src, r->tmp, n, DT_F32, COLL_RING) < 0)
+		return comm_failed(r);
+	for (int i = 0; i < W; i++)
+		tp_cp_seq_put(dst, r->tmp + (size_t)i * n, zigzag(r), W, i, r->b,
+		    r->s, w);
+	mark(r, name, "allgather", "ring", n * W);
 	return 0;
 }
 
@@ -192,12 +213,25 @@ run_shape(struct tp_run *r, const struct tensor *x)
 	r->n = r->b * r->s;
 	r->in = m->in, r->out = m->out;
 	r->sl = r->s;
-	if (m->cfg.mode == TP_MODE_ULYSSES && m->world > 1) {
+	if (m->cfg.mode == TP_MODE_ZIGZAG && m->world > 1) {
+		if (r->s % (2 * m->world) != 0)
+			return cli_fail(r->err, r->errlen, "zigzag: sequence "
+			    "length %d is not divisible by %d (2 x world size "
+			    "%d)", r->s, 2 * m->world, m->world);
+		r->sl = r->s / m->world;
+	} else if ((m->cfg.mode == TP_MODE_ULYSSES ||
+	    m->cfg.mode == TP_MODE_RING || m->cfg.mode == TP_MODE_USP ||
+	    m->cfg.mode == TP_MODE_SP) && m->world > 1) {
 		if (r->s % m->world != 0)
 			return cli_fail(r->err, r->errlen, "sequence length %d is "
 			    "not divisible by world size %d", r->s, m->world);
 		r->sl = r->s / m->world;
 	}
+	if (m->cfg.overlap && m->cfg.mode == TP_MODE_TP && m->world > 1 &&
+	    r->s % m->world != 0)
+		return cli_fail(r->err, r->errlen, "--overlap ring: sequence "
+		    "length %d is not divisible by world size %d", r->s,
+		    m->world);
 	if (r->n < 1)
 		return cli_fail(r->err, r->errlen, "input is empty");
 	return 0;
@@ -245,6 +279,34 @@ max_whole_param(const struct tp_model *m)
 	return mx;
 }
 
+/* USP: group g = rank / U of U consecutive ranks runs Ulysses, and ranks
+ * holding the same heads (rank % U) form the ring across the groups: the
+ * Ulysses exchange gives each rank the group's s/R positions of its H/U
+ * heads, on which the ring runs as ring mode does on its chunks. */
+static int
+usp_init(struct tp_run *r)
+{
+	struct tp_model *m = r->m;
+	int U = m->cfg.ulysses, W = comm_size(r->c), R = W / U;
+	int rk = comm_rank(r->c), hd = m->d / m->heads;
+
+	if (comm_split(r->c, rk / U, rk % U, &r->grp, r->err, r->errlen) < 0 ||
+	    comm_split(r->c, rk % U, rk / U, &r->ring, r->err,
+	    r->errlen) < 0)
+		return -1;
+	if (r->log)
+		r->log->sub[0] = r->grp, r->log->sub[1] = r->ring;
+	if (tp_ring_new(&r->cp, r->ring, r->log, 0, r->b, r->s, m->heads / U,
+	    hd, m->cfg.causal, r->err, r->errlen) < 0)
+		return -1;
+	tp_ring_hooks(r->cp, &r->inner);
+	if (ulysses_new(&r->u, r->grp, r->log, r->b, r->s / R, m->heads, hd,
+	    m->cfg.causal, &r->inner, r->err, r->errlen) < 0)
+		return -1;
+	ulysses_hooks(r->u, &r->hk);
+	return 0;
+}
+
 int
 tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
     struct tp_log *log, const struct tensor *x, char *err, size_t errlen)
@@ -285,11 +347,31 @@ tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
 	nn_block_acts_bind(&r->a, r->acts, &r->sh);
 	if (ulysses(r)) {
 		if (ulysses_new(&r->u, c, log, r->b, r->s, m->heads,
-		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
+		    m->d / m->heads, m->cfg.causal, NULL, err, errlen) < 0) {
 			tp_run_free(r);
 			return -1;
 		}
 		ulysses_hooks(r->u, &r->hk);
+	} else if (m->cfg.mode == TP_MODE_USP && grouped(r)) {
+		if (usp_init(r) < 0) {
+			tp_run_free(r);
+			return -1;
+		}
+	} else if ((m->cfg.mode == TP_MODE_SP || m->cfg.overlap) &&
+	    grouped(r)) {
+		if (tp_sp_new(&r->sp, c, log, m, r->b, r->s,
+		    m->cfg.mode == TP_MODE_SP, m->cfg.overlap, err,
+		    errlen) < 0) {
+			tp_run_free(r);
+			return -1;
+		}
+	} else if (tp_seq_sharded(r)) {
+		if (tp_ring_new(&r->cp, c, log, zigzag(r), r->b, r->s, m->heads,
+		    m->d / m->heads, m->cfg.causal, err, errlen) < 0) {
+			tp_run_free(r);
+			return -1;
+		}
+		tp_ring_hooks(r->cp, &r->hk);
 	} else if (m->shards > 1 && grouped(r)) {
 		r->hk.reduce = reduce_hook;
 		r->hk.ctx = r;
@@ -303,6 +385,11 @@ tp_run_free(struct tp_run *r)
 	free(r->x), free(r->ylocal), free(r->dyl), free(r->dxl);
 	free(r->y), free(r->dx), free(r->tmp), free(r->acts), free(r->scratch);
 	ulysses_free(r->u);
+	tp_ring_free(r->cp);
+	tp_sp_free(r->sp);
+	if (r->log)
+		r->log->sub[0] = r->log->sub[1] = NULL;
+	comm_close(r->grp), comm_close(r->ring);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -349,7 +436,8 @@ forward_local(struct tp_run *r)
 	}
 	case TP_BLOCK: {
 		struct nn_block_w bw = tp_block_ptrs(m, m->w);
-		if (nn_block_forward(r->ylocal, &r->a, &bw, r->x, &r->sh,
+		if (r->sp ? tp_sp_forward(r->sp, r->ylocal, &bw, r->x) < 0 :
+		    nn_block_forward(r->ylocal, &r->a, &bw, r->x, &r->sh,
 		    hooks(r)) < 0)
 			return -1;
 		break;
@@ -365,9 +453,8 @@ tp_forward(struct tp_run *r, const float *x, int gather)
 	struct tp_model *m = r->m;
 	size_t il = (size_t)m->in / m->shards;
 
-	if (ulysses(r))
-		tp_cols_take(r->x, x, (size_t)r->b, (size_t)r->s * r->in,
-		    (size_t)m->rank * r->sl * r->in, (size_t)r->sl * r->in);
+	if (tp_seq_sharded(r))
+		seq_take(r, r->x, x, r->in);
 	else if (m->cfg.layer == TP_ROW && m->shards > 1 &&
 	    !m->cfg.input_parallel)
 		tp_cols_take(r->x, x, (size_t)r->n, (size_t)m->in,
@@ -384,9 +471,9 @@ tp_forward(struct tp_run *r, const float *x, int gather)
 		return gather_cols(r, r->y, r->ylocal, (size_t)r->n,
 		    (size_t)m->out / m->shards, "fwd allgather y");
 	}
-	if (ulysses(r))
-		return gather_cols(r, r->y, r->ylocal, (size_t)r->b,
-		    (size_t)r->sl * r->out, "fwd allgather y (output)");
+	if (tp_seq_sharded(r))
+		return gather_seq(r, r->y, r->ylocal, r->out,
+		    "fwd allgather y (output)");
 	memcpy(r->y, r->ylocal, r->yl * sizeof(float));
 	return 0;
 }
@@ -431,13 +518,14 @@ backward_core(struct tp_run *r, int want_dx)
 	case TP_BLOCK: {
 		struct nn_block_w bw = tp_block_ptrs(m, m->w);
 		struct nn_block_w bg = tp_block_ptrs(m, m->g);
-		if (nn_block_backward(r->dxl, &bg, r->scratch, r->dyl, &r->a,
-		    &bw, r->x, &r->sh, hooks(r)) < 0)
+		if (r->sp ? tp_sp_backward(r->sp, r->dxl, &bg, r->dyl, &bw,
+		    r->x) < 0 : nn_block_backward(r->dxl, &bg, r->scratch,
+		    r->dyl, &r->a, &bw, r->x, &r->sh, hooks(r)) < 0)
 			return -1;
 		break;
 	}
 	}
-	if (ulysses(r) && sum_over(r, m->g, m->nlocal, "bwd",
+	if (seq_replicated(r) && sum_over(r, m->g, m->nlocal, "bwd",
 	    "bwd allreduce weight grads") < 0)
 		return -1;
 	mark(r, "bwd", "compute", "-", 0);
@@ -446,9 +534,9 @@ backward_core(struct tp_run *r, int want_dx)
 	if (m->cfg.layer == TP_ROW && sp)
 		return gather_cols(r, r->dx, r->dxl, (size_t)r->n,
 		    (size_t)m->in / m->shards, "bwd allgather dx (output)");
-	if (ulysses(r))
-		return gather_cols(r, r->dx, r->dxl, (size_t)r->b,
-		    (size_t)r->sl * r->in, "bwd allgather dx (output)");
+	if (tp_seq_sharded(r))
+		return gather_seq(r, r->dx, r->dxl, r->in,
+		    "bwd allgather dx (output)");
 	memcpy(r->dx, r->dxl, (size_t)r->n * r->in * sizeof(float));
 	return 0;
 }
@@ -462,9 +550,8 @@ tp_backward(struct tp_run *r, const float *dy)
 	if (m->cfg.layer == TP_COLUMN && m->shards > 1)
 		tp_cols_take(r->dyl, dy, (size_t)r->n, (size_t)m->out,
 		    (size_t)m->rank * ol, ol);
-	else if (ulysses(r))
-		tp_cols_take(r->dyl, dy, (size_t)r->b, (size_t)r->s * r->out,
-		    (size_t)m->rank * r->sl * r->out, (size_t)r->sl * r->out);
+	else if (tp_seq_sharded(r))
+		seq_take(r, r->dyl, dy, r->out);
 	else
 		memcpy(r->dyl, dy, r->yl * sizeof(float));
 	return backward_core(r, 1);
@@ -530,15 +617,14 @@ tp_train_step(struct tp_run *r, const float *x, const float *yt, float lr,
 
 	if (tp_forward(r, x, 0) < 0)
 		return -1;
-	if (ulysses(r)) {
-		tp_cols_take(r->tmp, yt, (size_t)r->b, (size_t)r->s * r->out,
-		    (size_t)m->rank * r->sl * r->out, (size_t)r->sl * r->out);
+	if (tp_seq_sharded(r)) {
+		seq_take(r, r->tmp, yt, r->out);
 		ytl = r->tmp;
 	}
 	sum = nn_sqerr_forward(r->ylocal, ytl, r->yl);
 	memset(r->dyl, 0, r->yl * sizeof(float));
 	nn_sqerr_backward(r->dyl, r->ylocal, ytl, 1.0f / (float)total, r->yl);
-	if (ulysses(r)) {
+	if (tp_seq_sharded(r)) {
 		mark(r, "loss", "compute", "-", 0);
 		if (coll_allreduce(r->c, &sum, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
 			return comm_failed(r);

@@ -14,7 +14,8 @@
 #include "tensor/tensor.h"
 
 enum tp_layer { TP_COLUMN, TP_ROW, TP_MLP, TP_BLOCK };
-enum tp_mode { TP_MODE_TP, TP_MODE_ULYSSES, TP_MODE_SERIAL };
+enum tp_mode { TP_MODE_TP, TP_MODE_ULYSSES, TP_MODE_SERIAL, TP_MODE_RING,
+    TP_MODE_ZIGZAG, TP_MODE_USP, TP_MODE_SP };
 
 int tp_layer_parse(const char *s, enum tp_layer *out);
 const char *tp_layer_name(enum tp_layer l);
@@ -32,9 +33,24 @@ struct tp_phase {
 	enum dtype dt;		/* theirs: f32, the loss's f64 */
 	double seconds;
 	uint64_t bytes;		/* bytes this rank sent */
+	double hidden;		/* seconds its transfers ran while computing */
+	double exposed;		/* ... and alone, waited for */
+};
+/* A span of a rank's trace: compute (lane 0) or transfers (lane 1), kind
+ * 'F' forward, 'B' backward, 'S' a transfer. */
+struct tp_span {
+	double t0, t1;		/* seconds since the log's origin */
+	int lane;
+	char kind;
+	char name[31];
 };
 struct tp_log {
 	struct comm *c;		/* NULL: nothing is sent */
+	struct comm *sub[2];	/* sub-groups of c whose sends count too */
+	int trace;		/* keep spans (tp_log_trace) */
+	double origin;
+	struct tp_span *spans;
+	size_t nspans, capspans;
 	int n;
 	double t;
 	uint64_t sent;
@@ -48,6 +64,23 @@ void tp_log_mark(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count);
 void tp_log_mark_dt(struct tp_log *l, const char *name, const char *op,
     const char *algo, size_t count, enum dtype dt);
+/* tp_log_mark, for a phase whose transfers ran hidden seconds while it
+ * computed and exposed seconds alone (its spans are the caller's). */
+void tp_log_mark_overlap(struct tp_log *l, const char *name, const char *op,
+    const char *algo, size_t count, double hidden, double exposed);
+/* From now on l keeps a span per phase (tp_log_mark), and those that
+ * tp_log_span adds, times from now (call it right after a barrier, so
+ * that the ranks' origins agree). */
+void tp_log_trace(struct tp_log *l);
+/* A span from t0 to t1 (cli_now's clock) when l traces (l may be NULL);
+ * kind 'F' or 'B' from a name starting "fwd" or "bwd" when kind is 0. */
+void tp_log_span(struct tp_log *l, int lane, char kind, const char *name,
+    double t0, double t1);
+/* Every rank's spans of l, collected by rank 0 over c (NULL: this rank's
+ * alone) and written to path as Chrome trace-event JSON (par/tp_trace.c);
+ * collective. 0, or -1 with the reason in err. */
+int tp_trace_write(const char *path, const struct tp_log *l, struct comm *c,
+    char *err, size_t errlen);
 
 /* ---- a layer's weights, sharded ---------------------------------------- */
 
@@ -70,6 +103,8 @@ struct tp_cfg {
 	enum nn_act act;	/* mlp, block */
 	int local_output;	/* column: leave Y sharded */
 	int input_parallel;	/* row: X is this rank's input shard */
+	int ulysses;		/* usp: Ulysses group size U (U*R = world) */
+	int overlap;		/* tp, sp block: collective matmuls in steps */
 };
 
 /* A block may have an MoE in place of its mlp (a pipeline stage's, with
@@ -117,13 +152,15 @@ int tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
 /* ---- running it --------------------------------------------------------- */
 
 struct ulysses;
+struct tp_ring;
+struct tp_sp;
 
 struct tp_run {
 	struct tp_model *m;
 	struct comm *c;		/* NULL: serial */
 	struct tp_log *log;	/* may be NULL */
 	int b, s, n;		/* whole batch, sequence; rows n = b*s */
-	int sl;			/* positions held (Ulysses s/W, else s) */
+	int sl;			/* positions held (sequence-sharded: s/W) */
 	int in, out;		/* row widths of X and Y */
 	size_t xl, yl;		/* floats of this rank's X and Y */
 	float *x;		/* this rank's input as used */
@@ -134,6 +171,10 @@ struct tp_run {
 	struct nn_block_acts a;
 	struct nn_block_hooks hk;
 	struct ulysses *u;
+	struct tp_ring *cp;	/* ring, zigzag, usp (across the groups) */
+	struct comm *grp, *ring;	/* usp: the Ulysses group, the ring */
+	struct nn_block_hooks inner;	/* usp: cp's hooks, inside u's */
+	struct tp_sp *sp;	/* sp, and tp with overlap */
 	char *err;
 	size_t errlen;
 };
@@ -148,6 +189,8 @@ struct tp_run {
 int tp_run_init(struct tp_run *r, struct tp_model *m, struct comm *c,
     struct tp_log *log, const struct tensor *x, char *err, size_t errlen);
 void tp_run_free(struct tp_run *r);
+/* 1 when r's mode shards the sequence over a group of several ranks. */
+int tp_seq_sharded(const struct tp_run *r);
 /* tp_run_init's checks of X alone (no allocation, no group), so every rank
  * can refuse bad input before it joins: 0 or -1 (bad input). */
 int tp_input_check(struct tp_model *m, const struct tensor *x, char *err,

@@ -7,7 +7,8 @@
 #include "par/tp_int.h"
 
 static const char *const layer_names[] = { "column", "row", "mlp", "block" };
-static const char *const mode_names[] = { "tp", "ulysses", "serial" };
+static const char *const mode_names[] = { "tp", "ulysses", "serial",
+    "ring", "zigzag", "usp", "sp" };
 
 int
 tp_layer_parse(const char *s, enum tp_layer *out)
@@ -26,7 +27,7 @@ tp_layer_name(enum tp_layer l)
 int
 tp_mode_parse(const char *s, enum tp_mode *out)
 {
-	int i = cli_name_index(mode_names, 3, s);
+	int i = cli_name_index(mode_names, 7, s);
 
 	return i < 0 ? -1 : (*out = (enum tp_mode)i, 0);
 }
@@ -188,8 +189,29 @@ check_divisible(const struct tp_model *m, char *err, size_t errlen)
 {
 	int w = m->world;
 
-	if (m->cfg.mode == TP_MODE_SERIAL || w == 1)
+	if (m->cfg.overlap && m->cfg.mode != TP_MODE_TP &&
+	    m->cfg.mode != TP_MODE_SP)
+		return cli_fail(err, errlen, "--overlap ring: mode %s has no "
+		    "collective matmul to overlap (tp and sp have)",
+		    tp_mode_name(m->cfg.mode));
+	if (m->cfg.overlap && m->cfg.layer != TP_BLOCK)
+		return cli_fail(err, errlen, "--overlap ring: layer %s has no "
+		    "collective matmul to overlap (block has)",
+		    tp_layer_name(m->cfg.layer));
+	/* ring and zigzag keep every head and weight whole */
+	if (m->cfg.mode == TP_MODE_SERIAL || m->cfg.mode == TP_MODE_RING ||
+	    m->cfg.mode == TP_MODE_ZIGZAG || w == 1)
 		return 0;
+	if (m->cfg.mode == TP_MODE_USP) {
+		int u = m->cfg.ulysses;
+		if (u < 1 || w % u != 0)
+			return cli_fail(err, errlen, "--ulysses %d does not "
+			    "divide world size %d", u, w);
+		if (m->heads % u != 0)
+			return cli_fail(err, errlen, "%d heads are not divisible "
+			    "by --ulysses %d", m->heads, u);
+		return 0;
+	}
 	if (m->cfg.mode == TP_MODE_ULYSSES) {
 		if (m->cfg.layer == TP_BLOCK && m->heads % w != 0)
 			return cli_fail(err, errlen, "%d heads are not divisible "
@@ -358,7 +380,8 @@ tp_model_plan(struct tp_model *m, const struct tp_cfg *cfg,
 	m->cfg = *cfg;
 	m->rank = rank;
 	m->world = world;
-	m->shards = cfg->mode == TP_MODE_TP ? world : 1;
+	m->shards = cfg->mode == TP_MODE_TP || cfg->mode == TP_MODE_SP ? world :
+	    1;
 	if (read_sizes(m, s, sz, err, errlen) < 0)
 		return -1;
 	m->in = (int)sz[S_IN], m->out = (int)sz[S_OUT];

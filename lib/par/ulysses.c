@@ -18,6 +18,7 @@ struct ulysses {
 	float *att;			/* [b, hl, s, s] */
 	float *dsm;			/* s*s */
 	float *send, *recv;		/* W blocks of up to 3 tensors */
+	const struct nn_block_hooks *inner;	/* USP: ring attention */
 	char *err;
 	size_t errlen;
 };
@@ -101,8 +102,13 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 	ulysses_unpack_s2h(u->k, u->recv + u->blk, bs, u->W, u->b, u->sl, u->cl);
 	ulysses_unpack_s2h(u->v, u->recv + 2 * u->blk, bs, u->W, u->b, u->sl,
 	    u->cl);
-	nn_attention_forward(u->o, u->att, u->q, u->k, u->v, u->b, u->s, u->hl,
-	    u->hd, u->causal);
+	if (u->inner) {
+		if (u->inner->attn_fwd(u->inner->ctx, u->o, u->q, u->k,
+		    u->v) < 0)
+			return -1;
+	} else
+		nn_attention_forward(u->o, u->att, u->q, u->k, u->v, u->b, u->s,
+		    u->hl, u->hd, u->causal);
 	ulysses_pack_h2s(u->send, u->blk, u->o, u->W, u->b, u->sl, u->cl);
 	if (exchange(u, u->blk, "fwd attention", "fwd alltoall out") < 0)
 		return -1;
@@ -121,8 +127,14 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 		return -1;
 	ulysses_unpack_s2h(u->dout, u->recv, u->blk, u->W, u->b, u->sl, u->cl);
 	memset(u->dq, 0, 3 * u->W * u->blk * sizeof(float));
-	nn_attention_backward(u->dq, u->dk, u->dv, u->dsm, u->dout, u->att,
-	    u->q, u->k, u->v, u->b, u->s, u->hl, u->hd, u->causal);
+	if (u->inner) {
+		if (u->inner->attn_bwd(u->inner->ctx, u->dq, u->dk, u->dv,
+		    u->dout) < 0)
+			return -1;
+	} else
+		nn_attention_backward(u->dq, u->dk, u->dv, u->dsm, u->dout,
+		    u->att, u->q, u->k, u->v, u->b, u->s, u->hl, u->hd,
+		    u->causal);
 	ulysses_pack_h2s(u->send, bs, u->dq, u->W, u->b, u->sl, u->cl);
 	ulysses_pack_h2s(u->send + u->blk, bs, u->dk, u->W, u->b, u->sl, u->cl);
 	ulysses_pack_h2s(u->send + 2 * u->blk, bs, u->dv, u->W, u->b, u->sl,
@@ -138,22 +150,23 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 
 int
 ulysses_new(struct ulysses **out, struct comm *c, struct tp_log *log,
-    int b, int s, int heads, int hd, int causal, char *err, size_t errlen)
+    int b, int s, int heads, int hd, int causal,
+    const struct nn_block_hooks *inner, char *err, size_t errlen)
 {
 	struct ulysses *u = calloc(1, sizeof(*u));
-	size_t all;
+	size_t all, sq = inner ? 1 : (size_t)s * s;	/* inner: no s x s */
 
 	if (u == NULL)
 		return cli_fail(err, errlen, "out of memory");
 	u->c = c, u->log = log, u->err = err, u->errlen = errlen;
 	u->W = comm_size(c), u->b = b, u->s = s, u->sl = s / u->W;
 	u->hl = heads / u->W, u->hd = hd, u->cl = u->hl * hd;
-	u->causal = causal;
+	u->causal = causal, u->inner = inner;
 	u->blk = (size_t)b * u->sl * u->cl;
 	all = u->W * u->blk;		/* [b, s, cl] */
 	u->q = malloc(8 * all * sizeof(float));
-	u->att = malloc((size_t)b * u->hl * s * s * sizeof(float));
-	u->dsm = malloc((size_t)s * s * sizeof(float));
+	u->att = malloc((size_t)b * u->hl * sq * sizeof(float));
+	u->dsm = malloc(sq * sizeof(float));
 	u->send = malloc(3 * all * sizeof(float));
 	u->recv = malloc(3 * all * sizeof(float));
 	if (!u->q || !u->att || !u->dsm || !u->send || !u->recv) {

@@ -14,9 +14,13 @@
 #include "par/tp.h"
 
 /* For b samples of s positions (W divides s and heads) on group c of W
- * ranks; failures of the hooks land in err. 0 or -1 (out of memory). */
+ * ranks; failures of the hooks land in err. inner, when not NULL, is the
+ * attention on all s positions of this rank's heads in place of lib/nn's
+ * (USP: ring attention across groups; its attn_fwd/attn_bwd are called,
+ * the latter setting dq, dk, dv). 0 or -1 (out of memory). */
 int ulysses_new(struct ulysses **out, struct comm *c, struct tp_log *log,
-    int b, int s, int heads, int hd, int causal, char *err, size_t errlen);
+    int b, int s, int heads, int hd, int causal,
+    const struct nn_block_hooks *inner, char *err, size_t errlen);
 void ulysses_free(struct ulysses *u);
 /* The attention hooks (attn_fwd, attn_bwd) for nn_block_forward/backward. */
 void ulysses_hooks(struct ulysses *u, struct nn_block_hooks *hk);

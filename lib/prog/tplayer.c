@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "comm/coll.h"
 #include "comm/comm.h"
 #include "par/ckpt.h"
+#include "par/cp_ring.h"
 #include "prog/tplayer.h"
 #include "tensor/tensor.h"
 
@@ -70,18 +72,33 @@ save_set(const char *pattern, int rank, int world, struct tensor_set *s,
 
 /* ---- timing --------------------------------------------------------------- */
 
-/* A row per phase of the iteration's log, with the bytes this rank sent
- * and the phase's name. */
-static void
-timing_rows(struct trainer *t, const struct tp_log *l, int iter)
+/* The modes whose timing rows say how much communication was hidden. */
+static int
+has_hidden(const struct tplayer_opts *o)
 {
-	char extra[128];
+	return o->cfg.mode == TP_MODE_RING || o->cfg.mode == TP_MODE_ZIGZAG ||
+	    o->cfg.mode == TP_MODE_USP || o->cfg.mode == TP_MODE_SP ||
+	    o->cfg.overlap;
+}
+
+/* A row per phase of the iteration's log, with the bytes this rank sent,
+ * (has_hidden) the microseconds its transfers ran hidden behind compute
+ * and exposed after it, and the phase's name. */
+static void
+timing_rows(struct trainer *t, const struct tp_log *l, int iter, int hidden)
+{
+	char extra[160];
 
 	for (int i = 0; i < l->n; i++) {
 		const struct tp_phase *p = &l->p[i];
 
-		snprintf(extra, sizeof extra, "%llu,%s",
-		    (unsigned long long)p->bytes, p->name);
+		if (hidden)
+			snprintf(extra, sizeof extra, "%llu,%.1f,%.1f,%s",
+			    (unsigned long long)p->bytes, p->hidden * 1e6,
+			    p->exposed * 1e6, p->name);
+		else
+			snprintf(extra, sizeof extra, "%llu,%s",
+			    (unsigned long long)p->bytes, p->name);
 		trainer_row(t, p->op, p->algo, dtype_name(p->dt), p->count,
 		    p->count * dtype_size(p->dt), iter, p->seconds, extra);
 	}
@@ -177,6 +194,8 @@ join_group(struct job *j)
 	else
 		prog_job_add(&job, "--heads", "from-the-model");
 	prog_job_flag(&job, "--causal", c->causal);
+	prog_job_add(&job, "--ulysses", "%d", c->ulysses);
+	prog_job_add(&job, "--overlap", "%s", c->overlap ? "ring" : "none");
 	prog_job_add(&job, "--norm", "%s", c->post_norm ? "post" : "pre");
 	prog_job_add(&job, "--activation", "%s", nn_act_name(c->act));
 	prog_job_flag(&job, "--local-output", c->local_output);
@@ -185,6 +204,7 @@ join_group(struct job *j)
 	/* these gather what every rank holds */
 	prog_job_flag(&job, "--grad-weights", o->gw != NULL);
 	prog_job_flag(&job, "--check", o->check);
+	prog_job_flag(&job, "--trace", o->trace != NULL);
 	prog_job_add(&job, "--iters", "%d", o->iters);
 	prog_job_flag(&job, "--train", o->train);
 	prog_job_add(&job, "--steps", "%ld", o->c.steps);
@@ -252,6 +272,7 @@ check_serial(struct job *j, const struct tensor_set *gs)
 	int ok;
 
 	cfg.mode = TP_MODE_SERIAL;
+	cfg.overlap = 0;
 	if (tp_model_load(&m, &cfg, &j->w, 0, 1, e, sizeof e) < 0 ||
 	    tp_run_init(&r, &m, NULL, NULL, &j->x, e, sizeof e) < 0 ||
 	    tp_forward(&r, j->x.data, 1) < 0)
@@ -302,7 +323,7 @@ run_layer(struct job *j)
 			run_failed(j);
 		if (o->backward && tp_backward(&j->r, j->dy.data) < 0)
 			run_failed(j);
-		timing_rows(&j->t, &j->log, it);
+		timing_rows(&j->t, &j->log, it, has_hidden(o));
 		if (j->rank == 0 && !cli_quiet && cli_verbose)
 			report(&j->log, it);
 	}
@@ -311,6 +332,10 @@ run_layer(struct job *j)
 		if (tp_gather_set(&j->r, 1, &gs) < 0)
 			run_failed(j);
 	}
+	if (j->r.cp && cli_verbose && !cli_quiet)
+		fprintf(stderr, "%s: rank %d: attention work %llu query-key "
+		    "pairs\n", cli_progname, j->rank,
+		    (unsigned long long)tp_ring_work(j->r.cp));
 	write_outputs(j, &gs);
 	if (o->check) {
 		if (!check_serial(j, &gs))
@@ -382,7 +407,7 @@ train(struct job *j)
 		s->tokens = tokens;
 		s->seconds = cli_now() - t0;
 		log_split(&j->log, &s->compute, &s->comm);
-		timing_rows(&j->t, &j->log, (int)k);
+		timing_rows(&j->t, &j->log, (int)k, has_hidden(o));
 		progress_step(&j->t.pr, s);
 		if (j->t.pr.lines)
 			fprintf(stderr, "%s: step %ld loss %.6f %.1f ms "
@@ -413,11 +438,21 @@ tplayer_run(struct tplayer_opts *o)
 		check_like_y(&j, &j.dy, o->dy);
 	if (o->targets)
 		check_like_y(&j, &j.yt, o->targets);
-	trainer_open(&j.t, o->c.timing, "comm_bytes,phase", j.rank, j.world);
+	if (o->trace && j.c && coll_barrier(j.c) < 0)	/* one origin */
+		cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", j.rank,
+		    comm_error(j.c));
+	if (o->trace)
+		tp_log_trace(&j.log);
+	trainer_open(&j.t, o->c.timing, has_hidden(o) ? "comm_bytes,hidden_us,"
+	    "exposed_us,phase" : "comm_bytes,phase", j.rank, j.world);
 	if (o->train)
 		train(&j);
 	else
 		run_layer(&j);
+	if (o->trace && tp_trace_write(o->trace, &j.log, j.c, j.err,
+	    sizeof j.err) < 0)
+		run_failed(&j);
+	free(j.log.spans);
 	trainer_close(&j.t);
 	tp_run_free(&j.r);
 	tp_model_free(&j.m);

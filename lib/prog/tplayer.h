@@ -11,7 +11,7 @@
 struct tplayer_opts {
 	struct trainopt_common c;
 	struct trainopt_ckpt ckpt;
-	const char *input, *dy, *dx, *gw, *targets;
+	const char *input, *dy, *dx, *gw, *targets, *trace;
 	int have_layer, backward, check, train, iters;
 	double lr, rtol;
 	struct tp_cfg cfg;
