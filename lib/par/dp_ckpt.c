@@ -75,7 +75,8 @@ static struct ckpt_piece *
 pieces(struct dp_run *r, int holders, size_t *n)
 {
 	const struct dp_cfg *cfg = r->cfg;
-	int q, i, nb = r->bopt != NULL ? r->nbucket : 1;
+	int q, i, nb = r->fsdp != NULL ? r->nbopt : r->bopt != NULL ?
+	    r->nbucket : 1;
 	struct ckpt_piece *p;
 	size_t k = 0, off, len;
 
@@ -94,7 +95,8 @@ pieces(struct dp_run *r, int holders, size_t *n)
 		return p;
 	}
 	if (cfg->dpo.zero > 0) {
-		*n = dp_zero_pieces(&r->zero, p);
+		*n = dp_zero_pieces(r->fsdp != NULL ? dp_fsdp_zero(r->fsdp) :
+		    &r->zero, p);
 		return p;
 	}
 	for (i = 0; i < nb; i++)
@@ -278,8 +280,14 @@ dp_ckpt_save(struct dp_run *r, long done)
 		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
-	rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n, x, nx, done,
-	    r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen);
+	/* ZeRO-3: the model whole while it is written */
+	if (r->fsdp != NULL && dp_fsdp_gather_all(r->fsdp) < 0)
+		rc = dp_comm_failed(r);
+	else
+		rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n, x, nx,
+		    done, r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen);
+	if (r->fsdp != NULL)
+		dp_fsdp_release_all(r->fsdp);
 	free(p);
 	free(q);
 	if (rc < 0)

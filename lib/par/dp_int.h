@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include "par/dp.h"
+#include "par/dp_fsdp.h"
 #include "par/dp_sync.h"
 
 struct dp_ovl;
@@ -43,6 +44,8 @@ struct dp_run {
 	struct dp_ovl *ovl;		/* overlap: the communication thread */
 	struct dp_zero zero;		/* ZeRO over the buckets (bopt its
 					 * optimizers) */
+	struct dp_fsdp *fsdp;		/* ZeRO-3 over the layers (bopt its
+					 * optimizers), or NULL */
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */

@@ -80,6 +80,9 @@ struct dp_ovl *dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
 void dp_ovl_begin(struct dp_ovl *o);
 void dp_ovl_stage(void *o, int stage);
 void dp_ovl_drain(struct dp_ovl *o);
+/* Waits until the first n buckets in posting order are done (posted
+ * already: the caller's dp_ovl_stage posted them). */
+void dp_ovl_done(struct dp_ovl *o, int n);
 int dp_ovl_wait(struct dp_ovl *o, double *busy);
 void dp_ovl_free(struct dp_ovl *o);
 
@@ -129,6 +132,8 @@ int dp_zero_reduce(struct dp_zero *z, float *grads, int i);
 void dp_zero_step(struct dp_zero *z, float *params, float *grads,
     float scale);
 int dp_zero_allgather(struct dp_zero *z, float *params);
+/* Range i's slices alone (dp_zero_allgather is every range's). */
+int dp_zero_allgather_one(struct dp_zero *z, float *params, int i);
 size_t dp_zero_grad_bytes(const struct dp_zero *z, size_t whole);
 size_t dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p);
 struct nn_optim *dp_zero_whole_alloc(const struct dp_zero *z,

@@ -74,6 +74,9 @@ struct train_step {
 	long step, epoch, tokens;
 	double loss, seconds, compute, comm, hidden, exposed;
 	uint64_t bytes_sent;
+	/* ZeRO-3: seconds gathering, reduce-scattering, and waiting for
+	 * gathers (exposed) */
+	double gather, reduce_scatter, gather_wait;
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)
