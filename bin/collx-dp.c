@@ -76,6 +76,7 @@ usage(void)
 	    "                        2: also the reduced gradients; 3: also the\n"
 	    "                        parameters, each layer gathered before its\n"
 	    "                        forward and backward (0: off)\n"
+	    DPOPT_FSDP_HELP
 	    DPOPT_SYNC_HELP
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"

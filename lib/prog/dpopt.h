@@ -39,7 +39,9 @@ enum {
 	"                        H steps the replicas' mean change is applied by\n" \
 	"                        an outer Nesterov SGD (0: off, plain DP)\n" \
 	"  --outer-lr L          its learning rate (0.7)\n" \
-	"  --outer-momentum M    its Nesterov momentum (0.9)\n" \
+	"  --outer-momentum M    its Nesterov momentum (0.9)\n"
+/* --zero 3's options, in the help of the programs that run it */
+#define DPOPT_FSDP_HELP \
 	"  --prefetch K          --zero 3: gather the next K layers while one\n" \
 	"                        computes (1; 0: each when it is needed)\n" \
 	"  --reshard-after-forward yes|no\n" \
