@@ -280,14 +280,10 @@ dp_ckpt_save(struct dp_run *r, long done)
 		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
-	/* ZeRO-3: the model whole while it is written */
-	if (r->fsdp != NULL && dp_fsdp_gather_all(r->fsdp) < 0)
-		rc = dp_comm_failed(r);
-	else
-		rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n, x, nx,
-		    done, r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen);
-	if (r->fsdp != NULL)
-		dp_fsdp_release_all(r->fsdp);
+	/* ZeRO-3: each slice's holder sends its parameters too */
+	rc = (r->fsdp != NULL ? ckpt_save_sharded : ckpt_save_vecs)(r->c,
+	    r->m, &r->cfg->optim, p, n, x, nx, done, r->cfg->batch,
+	    r->cfg->ckpt_path, r->err, r->errlen);
 	free(p);
 	free(q);
 	if (rc < 0)
