@@ -5,7 +5,8 @@
 # checked against the independent float64 PyTorch training
 # (tests/lib/piperef.py) and against --zero 0; the bytes a step sends
 # against their closed form; the parameter bytes each rank holds against
-# its bound; -v and the timing rows; checkpoints; bad input.
+# its bound; -v and the timing rows; checkpoints streamed from the
+# slices and resumed across levels and worlds; bad input.
 load lib/common
 load lib/train
 
@@ -187,6 +188,36 @@ same() {
 	    --reshard-after-forward no -v
 	[ "$status" -eq 0 ]
 	grep -q "^collx-dp: rank 0: params peak $((30496 * 4)) bytes$" <<<"$output"
+}
+
+# Checkpoints are plain DP's files, written a tensor at a time by rank 0
+# from the slices' holders.
+@test "checkpoints: plain DP's file; resumed at the same level the bytes of an uninterrupted run, at other levels and worlds equal within 1e-5; a truncated one refused" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	G=(-m g.safetensors --data "$GPL" --batch 6 --optimizer adamw --lr 0.01)
+	dp 2 full "${G[@]}" --steps 6 --zero 3
+	dp 2 half "${G[@]}" --steps 3 --zero 3 --checkpoint c3.safetensors
+	dp 2 half0 "${G[@]}" --steps 3 --checkpoint c0.safetensors
+	# the same tensors (the optimizer's moments too), equal up to rounding
+	timeout 30 "$PY" "$DPREF" cmp c0.safetensors c3.safetensors 1e-5 1e-6 \
+	    attn.k.bias >/dev/null
+	R=(--data "$GPL" --batch 6 --optimizer adamw --lr 0.01 --steps 6)
+	dp 2 same --resume c3.safetensors "${R[@]}" --zero 3
+	cmp tfull.safetensors tsame.safetensors
+	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;5,$p' lfull.csv | cut -d, -f1-3)" ]
+	dp 3 as0 --resume c3.safetensors "${R[@]}"
+	dp 4 as2 --resume c3.safetensors "${R[@]}" --zero 2
+	dp 4 from0 --resume c0.safetensors "${R[@]}" --zero 3 --prefetch 2
+	for t in as0 as2 from0; do
+		timeout 30 "$PY" "$DPREF" cmp tfull.safetensors "t$t.safetensors" \
+		    1e-5 1e-6 attn.k.bias >/dev/null
+	done
+	head -c 3000 c3.safetensors >cut.safetensors
+	run timeout 60 collx-run -n 2 --timeout 20 -- collx-dp -q \
+	    --resume cut.safetensors "${R[@]}" --zero 3 -o bad.safetensors
+	[ "$status" -eq 3 ]
+	[ "$(grep -c '^collx-dp: rank [01]: cut.safetensors: ' <<<"$output")" -eq 2 ]
+	[ ! -e bad.safetensors ]
 }
 
 @test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd, --sync-every 2 or --sync ps, --prefetch without --zero 3: one line, exit 2, no output" {
