@@ -80,28 +80,81 @@ zero_init(struct dp_run *r)
 	return rc;
 }
 
-/* ZeRO-3 (dp_fsdp.c) over the model's layers, an optimizer each. */
+/* Hybrid sharding's groups: r->shard this host's ranks, r->rep the
+ * ranks of every host with this one's place in its host; owner[q]: the
+ * first host's q-th rank. Hosts of different rank counts are refused. */
+static int
+hybrid_groups(struct dp_run *r, int *owner)
+{
+	int H = comm_hosts(r->c), *n = calloc((size_t)H + 1, sizeof(int));
+	int q, h, mine = comm_host(r->c, r->rank), local = 0;
+	char e[COLLX_ERRLEN];
+
+	if (n == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	for (q = 0; q < r->world; q++) {
+		h = comm_host(r->c, q);
+		if (h == 0)
+			owner[n[0]] = q;
+		if (h == mine && q < r->rank)
+			local++;
+		n[h]++;
+	}
+	for (h = 1; h < H; h++)
+		if (n[h] != n[0]) {
+			r->kind = TRAIN_ERR_DATA;
+			q = cli_fail(r->err, r->errlen, "rank %d: --shard-group "
+			    "host: host 0 holds %d ranks, host %d %d (hybrid "
+			    "sharding needs as many on every host)", r->rank,
+			    n[0], h, n[h]);
+			free(n);
+			return q;
+		}
+	free(n);
+	if (comm_split(r->c, mine, r->rank, &r->shard, e, sizeof(e)) < 0 ||
+	    comm_split(r->c, local, r->rank, &r->rep, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: %s", e);
+	return 0;
+}
+
+/* ZeRO-3 (dp_fsdp.c) over the model's layers, an optimizer each; hybrid:
+ * over this host's ranks. */
 static int
 fsdp_init(struct dp_run *r)
 {
 	struct dp_fsdp_plan p;
 	char e[COLLX_ERRLEN];
+	int *owner;
 
-	if (dp_fsdp_plan_model(&p, r->m, e, sizeof(e)) < 0)
+	if ((owner = calloc((size_t)r->world, sizeof(int))) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	if (r->cfg->dpo.shard_host && hybrid_groups(r, owner) < 0) {
+		free(owner);
+		return -1;
+	}
+	if (dp_fsdp_plan_model(&p, r->m, e, sizeof(e)) < 0) {
+		free(owner);
 		return dp_runtime_failed(r, "rank %d: %s", e);
+	}
 	if ((r->bopt = calloc((size_t)p.nunit, sizeof(*r->bopt))) == NULL) {
+		free(owner);
 		dp_fsdp_plan_free(&p);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
 	r->nbopt = p.nunit;
-	r->fsdp = dp_fsdp_new(r->c, &r->wire, r->cfg->algo, &p,
+	r->fsdp = dp_fsdp_new(r->shard != NULL ? r->shard : r->c, &r->wire,
+	    r->cfg->algo, &p,
 	    r->cfg->dpo.prefetch, r->cfg->dpo.reshard, r->m->params,
 	    r->m->grads, r->bopt, &r->cfg->optim, r->err, r->errlen);
 	dp_fsdp_plan_free(&p);
 	if (r->fsdp == NULL) {
+		free(owner);
 		r->kind = TRAIN_ERR_RUNTIME;
 		return -1;
 	}
+	if (r->shard != NULL)
+		dp_fsdp_hybrid(r->fsdp, r->rep, owner, r->rank);
+	free(owner);
 	return 0;
 }
 
@@ -281,6 +334,10 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	s->exposed = s->comm - s->hidden;
 	s->compute = s->seconds - s->exposed;
 	s->bytes_sent = comm_bytes_sent(r->c) - sent;
+	if (r->shard != NULL) {		/* hybrid: its groups' too */
+		s->bytes_sent += dp_fsdp_sent(r->fsdp) - r->sub_sent;
+		r->sub_sent = dp_fsdp_sent(r->fsdp);
+	}
 	return 0;
 }
 
@@ -489,6 +546,10 @@ run_free(struct dp_run *r)
 
 	dp_ovl_free(r->ovl);
 	dp_fsdp_free(r->fsdp);
+	if (r->rep != NULL)
+		comm_close(r->rep);
+	if (r->shard != NULL)
+		comm_close(r->shard);
 	/* Still open only after a failure: the servers hear its cause. */
 	ps_client_abort(r->cl, r->err[0] ? r->err : NULL);
 	dp_colo_server_stop(r, 0);

@@ -35,7 +35,8 @@ struct dp_opts {
 	int zero;		/* ZeRO stage: 0 (off), 1, 2 or 3 */
 	int prefetch;		/* stage 3: gathers started ahead, in layers */
 	int reshard;		/* stage 3: parameters freed after forward */
-	int prefetch_given, reshard_given;	/* on the command line */
+	int shard_host;		/* stage 3: shards within each host (HSDP) */
+	int prefetch_given, reshard_given, shard_given;	/* given */
 	enum dp_wire_type wire;	/* the gradients' wire type (allreduce) */
 	int powersgd;		/* PowerSGD's rank R, 0 off (allreduce) */
 	long powersgd_start;	/* plain allreduce before this step */

@@ -95,8 +95,8 @@ pieces(struct dp_run *r, int holders, size_t *n)
 		return p;
 	}
 	if (cfg->dpo.zero > 0) {
-		*n = dp_zero_pieces(r->fsdp != NULL ? dp_fsdp_zero(r->fsdp) :
-		    &r->zero, p);
+		*n = r->fsdp != NULL ? dp_fsdp_pieces(r->fsdp, holders, p) :
+		    dp_zero_pieces(&r->zero, p);
 		return p;
 	}
 	for (i = 0; i < nb; i++)

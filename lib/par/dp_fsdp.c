@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/util.h"
+#include "par/ckpt.h"
 #include "par/dp_fsdp.h"
 
 enum { JOB_GATHER, JOB_RS };
@@ -34,6 +35,9 @@ struct job {
 
 struct dp_fsdp {
 	struct dp_zero z;
+	struct comm *rep;	/* hybrid: the same slices' ranks, or NULL */
+	enum coll_algo algo;
+	int *owner, me;		/* checkpoints: slice q's writer, this rank */
 	struct dp_fsdp_plan p;
 	struct dp_ovl *ovl;
 	float *params, *grads;
@@ -289,6 +293,19 @@ release(struct dp_fsdp *f, int u)
 
 /* ---- the communication thread's jobs --------------------------------- */
 
+/* Hybrid: unit u's reduced slice summed over the replicas. */
+static int
+rep_sum(struct dp_fsdp *f, int u)
+{
+	size_t off, len;
+
+	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+	comm_set_step(f->rep, "allreduce of the gradients of layer %d's "
+	    "shard across the hosts", u + 1);
+	return coll_allreduce(f->rep, f->z.grad + f->z.goff[u], len, DT_F32,
+	    COLL_SUM, f->algo);
+}
+
 static int
 run_job(void *ctx, int j)
 {
@@ -302,6 +319,8 @@ run_job(void *ctx, int j)
 		f->tg += cli_now() - t0;
 	} else {
 		rc = dp_zero_reduce(&f->z, f->grads, jb->unit);
+		if (rc == 0 && f->rep != NULL)
+			rc = rep_sum(f, jb->unit);
 		give_back(f->grads + f->z.rg[jb->unit].off,
 		    f->z.rg[jb->unit].len, 1);
 		f->trs += cli_now() - t0;
@@ -325,6 +344,12 @@ dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
 		goto oom;
 	f->params = params;
 	f->grads = grads;
+	f->algo = algo;
+	f->me = comm_rank(c);
+	if ((f->owner = calloc((size_t)comm_size(c), sizeof(int))) == NULL)
+		goto oom;
+	for (j = 0; j < comm_size(c); j++)
+		f->owner[j] = j;
 	f->p = *p;
 	f->p.unit = malloc((size_t)p->nunit * sizeof(*p->unit));
 	f->p.final = malloc((size_t)p->nunit * sizeof(*p->final));
@@ -479,6 +504,37 @@ dp_fsdp_release_all(struct dp_fsdp *f)
 		release(f, u);
 }
 
+void
+dp_fsdp_hybrid(struct dp_fsdp *f, struct comm *rep, const int *owner, int me)
+{
+	f->rep = rep;
+	f->me = me;
+	comm_set_spin(rep, 0);	/* the communication thread's, as c */
+	memcpy(f->owner, owner, (size_t)f->z.world * sizeof(int));
+}
+
+size_t
+dp_fsdp_pieces(struct dp_fsdp *f, int holders, struct ckpt_piece *p)
+{
+	size_t n = dp_zero_pieces(&f->z, p);
+
+	for (size_t i = 0; i < n; i++) {
+		int mine = p[i].rank == f->z.rank;
+
+		p[i].rank = holders && mine ? f->me : f->owner[p[i].rank];
+		if (p[i].rank != f->me)
+			p[i].o = NULL;
+	}
+	return n;
+}
+
+uint64_t
+dp_fsdp_sent(const struct dp_fsdp *f)
+{
+	return comm_bytes_sent(f->z.c) + (f->rep != NULL ?
+	    comm_bytes_sent(f->rep) : 0);
+}
+
 size_t
 dp_fsdp_peak(const struct dp_fsdp *f)
 {
@@ -505,5 +561,6 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->rel);
 	free(f->relo);
 	free(f->held);
+	free(f->owner);
 	free(f);
 }

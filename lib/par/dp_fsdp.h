@@ -4,6 +4,7 @@
 #define COLLX_DP_FSDP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/comm.h"
 #include "nn/nn.h"
@@ -57,6 +58,17 @@ struct dp_fsdp *dp_fsdp_new(struct comm *c, struct dp_wire *w,
     enum coll_algo algo, const struct dp_fsdp_plan *p, int prefetch,
     int reshard, float *params, float *grads, struct nn_optim *opt,
     const struct nn_optim_cfg *oc, char *err, size_t errlen);
+/* Hybrid sharding: c of dp_fsdp_new is this host's ranks; rep, the ranks
+ * of the other hosts that hold the same slices, sums each reduced slice
+ * after its reduce-scatter; owner[q], the rank of the whole job that
+ * writes slice q to checkpoints, me this rank's (owner copied). */
+void dp_fsdp_hybrid(struct dp_fsdp *f, struct comm *rep, const int *owner,
+    int me);
+/* The checkpoint pieces of the state (dp_zero_pieces's, ranks of the
+ * whole job; holders: every rank lists its own slices as its own). */
+size_t dp_fsdp_pieces(struct dp_fsdp *f, int holders, struct ckpt_piece *p);
+/* Bytes sent in the groups of the shards and replicas so far. */
+uint64_t dp_fsdp_sent(const struct dp_fsdp *f);
 void dp_fsdp_begin(struct dp_fsdp *f);
 void dp_fsdp_use(void *f, int layer, int backward);
 void dp_fsdp_grad(void *f, int stage);

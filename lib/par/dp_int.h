@@ -46,6 +46,9 @@ struct dp_run {
 					 * optimizers) */
 	struct dp_fsdp *fsdp;		/* ZeRO-3 over the layers (bopt its
 					 * optimizers), or NULL */
+	struct comm *shard, *rep;	/* hybrid ZeRO-3: this host's ranks,
+					 * the same shard's on the others */
+	uint64_t sub_sent;		/* hybrid: their bytes so far */
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */

@@ -45,6 +45,13 @@ dpopt_option(struct dp_opts *o, int opt, const char *a)
 		o->reshard = strcmp(a, "yes") == 0;
 		o->reshard_given = 1;
 		break;
+	case DPOPT_SHARD_GROUP:
+		if (strcmp(a, "all") != 0 && strcmp(a, "host") != 0)
+			cli_usage_error("--shard-group: want all or host, not "
+			    "'%s'", a);
+		o->shard_host = strcmp(a, "host") == 0;
+		o->shard_given = 1;
+		break;
 	case DPOPT_BUCKET:
 		o->bucket_bytes = (size_t)(cli_parse_double("--bucket-mb", a, 0,
 		    1 << 20) * (1 << 20));
@@ -62,9 +69,14 @@ dpopt_check(struct dp_opts *o, long ckpt_every)
 {
 	int zero = o->zero, psgd = o->powersgd;
 
-	if ((o->prefetch_given || o->reshard_given) && zero != 3)
+	if ((o->prefetch_given || o->reshard_given || o->shard_given) &&
+	    zero != 3)
 		cli_usage_error("--%s goes with --zero 3", o->prefetch_given ?
-		    "prefetch" : "reshard-after-forward");
+		    "prefetch" : o->reshard_given ? "reshard-after-forward" :
+		    "shard-group");
+	if (o->shard_host && o->wire != DP_WIRE_F32)
+		cli_usage_error("--shard-group host and --wire %s: hybrid "
+		    "shards' sums travel in f32", dp_wire_name(o->wire));
 	if (o->powersgd > 0 && zero > 0)
 		cli_usage_error("--powersgd and --zero %d: PowerSGD sums whole "
 		    "matrices, not ZeRO's slices", zero);
@@ -101,6 +113,8 @@ dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets)
 	prog_job_add(job, "--zero", "%d", o->zero);
 	prog_job_add(job, "--prefetch", "%d", o->prefetch);
 	prog_job_flag(job, "--reshard-after-forward", o->reshard);
+	prog_job_add(job, "--shard-group", "%s", o->shard_host ? "host" :
+	    "all");
 	prog_job_add(job, "--wire", "%s", dp_wire_name(o->wire));
 	prog_job_add(job, "--powersgd", "%d", o->powersgd);
 	prog_job_add(job, "--powersgd-start", "%ld", o->powersgd_start);
