@@ -123,8 +123,9 @@ same() {
 # less its allreduce. A layer whose backward use comes within K + 1 uses
 # of its forward one stays whole between them: an mlp stack's last layer
 # (a 4 -> 8 -> 4 stack of 3, 76 floats a layer) is gathered once, so its
-# step sends (2*3 - 1 + 3) (W-1)/W of a layer's bytes.
-@test "bytes a step: 1.5x plain DP's with resharding, 1.0x without, a layer needed next kept (closed forms, 2 and 4 ranks)" {
+# step sends (2*3 - 1 + 3) (W-1)/W of a layer's bytes. --wire bf16 and
+# f16 halve the gathers' and reduce-scatters' bytes.
+@test "bytes a step: 1.5x plain DP's with resharding, 1.0x without, a layer needed next kept, half in bf16 and f16 (closed forms, 2 and 4 ranks)" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	data 8 4 4 3
 	timeout 30 collx-dp --init mlp --dims 4,8,4,3 --seed 1 -o m.safetensors
@@ -150,6 +151,14 @@ same() {
 		[ "$(sent "z$w")" -eq $((3 * one + loss)) ]
 		[ "$(sent "k$w")" -eq $((3 * one + loss)) ]
 		[ "$(sent "n$w")" -eq $((2 * one + loss)) ]
+		# in bf16 and f16, gathers and reduce-scatters send half, and
+		# training stays close to f32's
+		for t in bf16 f16; do
+			dp "$w" "$t$w" "${G[@]}" --zero 3 --wire "$t"
+			[ "$(sent "$t$w")" -eq $((3 * one / 2 + loss)) ]
+			timeout 30 "$PY" "$DPREF" csvcmp "l$t$w.csv" "lz$w.csv" \
+			    1e-3 >/dev/null
+		done
 		layer=$(((w - 1) * 76 * 4 / w))
 		mloss=$(($(sent "mp$w") - 2 * 3 * layer))
 		[ "$(sent "m$w")" -eq $((8 * layer + mloss)) ]

@@ -293,6 +293,25 @@ release(struct dp_fsdp *f, int u)
 
 /* ---- the communication thread's jobs --------------------------------- */
 
+/* Unit u's slices gathered for a pass: in the wire type with --wire bf16
+ * or f16 (other ranks' slices rounded to it; gather_all's, for outputs
+ * and checks, stay f32). */
+static int
+gather(struct dp_fsdp *f, int u)
+{
+	enum dp_wire_type t = f->z.wire->type;
+	size_t off;
+
+	if (t != DP_WIRE_BF16 && t != DP_WIRE_F16)
+		return dp_zero_allgather_one(&f->z, f->params, u);
+	for (int q = 0; q < f->z.world; q++)
+		dp_zero_slice(&f->z, u, q, &off, &f->z.counts[q]);
+	comm_set_step(f->z.c, "allgather of the parameters of layer %d of %d "
+	    "in %s", u + 1, f->z.n, dp_wire_name(t));
+	return dp_wire_allgatherv(f->z.wire, f->z.c, f->params +
+	    f->z.rg[u].off, f->z.counts, f->z.ag_algo);
+}
+
 /* Hybrid: unit u's reduced slice summed over the replicas. */
 static int
 rep_sum(struct dp_fsdp *f, int u)
@@ -315,7 +334,7 @@ run_job(void *ctx, int j)
 	int rc;
 
 	if (jb->kind == JOB_GATHER) {
-		rc = dp_zero_allgather_one(&f->z, f->params, jb->unit);
+		rc = gather(f, jb->unit);
 		f->tg += cli_now() - t0;
 	} else {
 		rc = dp_zero_reduce(&f->z, f->grads, jb->unit);

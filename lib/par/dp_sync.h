@@ -39,6 +39,12 @@ int dp_wire_allreduce(struct dp_wire *w, struct comm *c, float *g,
 int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
     const float *g, size_t off, size_t n, float *out, size_t len,
     enum coll_algo algo);
+/* bf16 or f16: the world slices of v (counts[q] floats of rank q's, one
+ * after another, at most the init's maxn in all) gathered in w->type,
+ * this rank's left as it is, the others' rounded to the wire type (ZeRO-3's
+ * parameters). 0, or -1 with comm_error(c) set. */
+int dp_wire_allgatherv(struct dp_wire *w, struct comm *c, float *v,
+    const size_t *counts, enum coll_algo algo);
 void dp_wire_free(struct dp_wire *w);
 
 /* A range of a flat vector: len floats from off. */
