@@ -18,15 +18,6 @@ teardown() {
 	common_teardown
 }
 
-# Standard normal f32 X [n, XSHAPE] and Y [n, YSHAPE] from a seed.
-# usage: data N XSHAPE YSHAPE SEED
-data() {
-	timeout 10 collx-tensor create --shape "$1,$2" --fill randn \
-	    --seed "$4" -o X.npy
-	timeout 10 collx-tensor create --shape "$1,$3" --fill randn \
-	    --seed "$(($4 + 1000))" -o Y.npy
-}
-
 # usage: dp WORLD TAG collx-dp-options...: model tTAG, losses lTAG
 dp() {
 	timeout 60 collx-run -n "$1" --timeout 20 -- collx-dp -q \

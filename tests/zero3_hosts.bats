@@ -23,36 +23,16 @@ teardown() {
 	common_teardown
 }
 
-# placed "H0 H1 ..." PROGRAM ARG...: rank i in namespace Hi, rendezvous at
-# rank 0's, traffic on eth0; statuses in RCS, messages in err.i.
-placed() {
-	local place=($1) r pids=()
-	shift
-	rm -f err.*
-	for r in "${!place[@]}"; do
-		netns_exec "${place[r]}" env COLLX_RANK=$r \
-		    COLLX_WORLD_SIZE=${#place[@]} \
-		    COLLX_MASTER="$(netns_addr "${place[0]}"):29500" \
-		    COLLX_TIMEOUT=20 timeout -k 5 60 "$@" --iface eth0 \
-		    2>"err.$r" &
-		pids+=($!)
-	done
-	RCS=()
-	for r in "${!place[@]}"; do
-		wait "${pids[r]}" && RCS+=(0) || RCS+=($?)
-	done
-}
-
 # AdamW: attn.k.bias's exactly-zero gradient is rounding noise (zero3.bats).
 @test "hybrid sharding on 2 hosts x 2 ranks, blocked and interleaved: the PyTorch reference's and plain DP's weights and losses; bytes; a checkpoint resumed flat" {
 	timeout 300 "$PY" "$REF" train gpt g.safetensors "$GPL" - 6 3 adamw \
 	    0.01 r.safetensors r.csv
 	export PIPEREF_SKIP=attn.k.bias
-	placed "0 0 1 1" collx-dp "${G[@]}" -o p.safetensors --loss-csv p.csv
+	netns_placed "0 0 1 1" collx-dp "${G[@]}" -o p.safetensors --loss-csv p.csv
 	[ "${RCS[*]}" = "0 0 0 0" ]
 	for place in "0 0 1 1" "0 1 0 1"; do
 		tag=h${place// /}
-		placed "$place" collx-dp "${G[@]}" --zero 3 --shard-group host \
+		netns_placed "$place" collx-dp "${G[@]}" --zero 3 --shard-group host \
 		    -o "$tag.safetensors" --loss-csv "$tag.csv" --sync ring
 		[ "${RCS[*]}" = "0 0 0 0" ]
 		timeout 60 "$PY" "$REF" cmp r.safetensors r.csv 1e-5 \
@@ -70,19 +50,19 @@ placed() {
 		[ "$(sed 1d "$tag.csv" | cut -d, -f7 | sort -u | wc -l)" -eq 1 ]
 	done
 	# interleaved: host 0 is ranks 0 and 2, which write the checkpoint
-	placed "0 1 0 1" collx-dp "${G[@]}" --zero 3 --shard-group host \
+	netns_placed "0 1 0 1" collx-dp "${G[@]}" --zero 3 --shard-group host \
 	    --checkpoint c.safetensors
 	[ "${RCS[*]}" = "0 0 0 0" ]
 	timeout 60 collx-run -n 2 --timeout 20 -- collx-dp -q --resume \
 	    c.safetensors --data "$GPL" --batch 6 --optimizer adamw --lr 0.01 \
 	    --steps 6 -o res.safetensors
-	placed "0 0 1 1" collx-dp "${G[@]}" --steps 6 -o full.safetensors
+	netns_placed "0 0 1 1" collx-dp "${G[@]}" --steps 6 -o full.safetensors
 	timeout 30 "$PY" "$DPREF" cmp full.safetensors res.safetensors 1e-5 \
 	    1e-6 attn.k.bias >/dev/null
 }
 
 @test "hybrid sharding on hosts of 2 and 1 ranks: refused on every rank, exit 3, no output" {
-	placed "0 0 1" collx-dp "${G[@]}" --zero 3 --shard-group host \
+	netns_placed "0 0 1" collx-dp "${G[@]}" --zero 3 --shard-group host \
 	    -o out.safetensors
 	[ "${RCS[*]}" = "3 3 3" ]
 	for r in 0 1 2; do
