@@ -190,6 +190,25 @@ same() {
 	grep -q "^collx-dp: rank 0: params peak $((30496 * 4)) bytes$" <<<"$output"
 }
 
+# gpt d 256, 8 layers, seq 32: P = 6392320 parameters, 25.6 MB, which
+# ZeRO-2 keeps whole on every rank (and its gradients whole while the
+# backward runs); ZeRO-3 a quarter and two layers of 0.8 MB at D = 4.
+@test "peak RSS on 4 ranks: ZeRO-3's below ZeRO-2's by at least 0.6 of the parameter bytes" {
+	need "GNU time" test -x /usr/bin/time
+	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
+	for z in 2 3; do
+		timeout 120 collx-run -n 4 --timeout 30 -- /usr/bin/time \
+		    -f "rss %M" "$(command -v collx-dp)" -m g.safetensors \
+		    --data "$GPL" --batch 4 --steps 2 --optimizer adamw \
+		    --zero "$z" -q 2>"rss$z"
+		[ "$(grep -c '^rss [0-9]*$' "rss$z")" -eq 4 ]
+	done
+	# KB: every rank of ZeRO-3 below the least of ZeRO-2's by 0.6 P*4
+	z2=$(awk '{ print $2 }' rss2 | sort -n | head -1)
+	z3=$(awk '{ print $2 }' rss3 | sort -n | tail -1)
+	[ $((z2 - z3)) -ge $((6392320 * 4 * 6 / 10 / 1024)) ]
+}
+
 # Checkpoints are plain DP's files, written a tensor at a time by rank 0
 # from the slices' holders.
 @test "checkpoints: plain DP's file; resumed at the same level the bytes of an uninterrupted run, at other levels and worlds equal within 1e-5; a truncated one refused" {
