@@ -239,6 +239,23 @@ same() {
 	[ ! -e bad.safetensors ]
 }
 
+@test "collx-bench dp --zero 0,3: each stage with each sync method, on 1 and 2 ranks; stages collx-dp refuses exit 2 first" {
+	run timeout -k 5 240 collx-bench dp -N 2 --sync ring --zero 0,3 \
+	    --steps 3 --batch 2 --csv
+	[ "$status" -eq 0 ]
+	for m in ring/z0 ring/z3; do
+		for w in 1 2; do
+			[ "$(grep -c "^collx-bench,dp,$m,0,$w," <<<"$output")" -eq 1 ]
+		done
+	done
+	[ "$(grep -c '^collx-bench,dp,' <<<"$output")" -eq 4 ]
+	run timeout 30 collx-bench dp --zero 0,4
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: --zero: want stages 0 to 3, not '4'" ]]
+	run timeout 30 collx-bench dp --zero 3 --sync ring,ps
+	[ "$status" -eq 2 ]
+}
+
 @test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd, --sync-every 2 or --sync ps, --prefetch without --zero 3: one line, exit 2, no output" {
 	data 8 4 4 3
 	timeout 30 collx-dp --init mlp --dims 4,8,4,3 --seed 1 -o m.safetensors

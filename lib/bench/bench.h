@@ -185,6 +185,7 @@ struct bench_dp {
 	const char *wire;		/* collx-dp --wire, or NULL */
 	const char *powersgd, *powersgd_start;		/* or NULL */
 	const char *sync_every, *outer_lr, *outer_momentum;	/* or NULL */
+	const char *zeros;		/* comma list of --zero stages, or NULL */
 	const char *arch, *dims;	/* collx-dp --init */
 	long batch;			/* per rank */
 	long steps;

@@ -224,11 +224,19 @@ bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
 	return k;
 }
 
+/* A method: a --sync algorithm, with a --zero stage when zero is not
+ * NULL, named "SYNC" or "SYNC/zSTAGE". */
+struct method {
+	const char *sync, *zero;
+	char name[64];
+};
+
 static int
-run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
-    struct bench_progress *pr, struct bench_run_result *r, char *err,
-    size_t errlen)
+run_one(const struct bench_dp *d, const char *dir, int world,
+    const struct method *m, struct bench_progress *pr,
+    struct bench_run_result *r, char *err, size_t errlen)
 {
+	const char *sync = m->sync;
 	char loss[4200], timing[4200], log[4200], what[96];
 	struct bench_argv a;
 	char **argv = a.argv;
@@ -246,6 +254,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	k = pass(argv, k, "--sync-every", d->sync_every);
 	k = pass(argv, k, "--outer-lr", d->outer_lr);
 	k = pass(argv, k, "--outer-momentum", d->outer_momentum);
+	k = pass(argv, k, "--zero", m->zero);
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
 	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
 	unlink(loss);
@@ -256,7 +265,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 		unlink(t);
 	}
 	memset(r, 0, sizeof *r);
-	snprintf(what, sizeof what, "world %d, sync %s", world, sync);
+	snprintf(what, sizeof what, "world %d, sync %s", world, m->name);
 	bench_progress_show(pr, what);
 	rc = bench_run_child(argv, log);
 	pr->done++;
@@ -268,7 +277,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 			return 130;
 		cli_first_line(log, why, sizeof why);
 		cli_fail(err, errlen, "world %d, sync %s: collx-dp failed (exit %d): %s",
-		    world, sync, rc, why);
+		    world, m->name, rc, why);
 		return rc < 0 || rc > 4 ? CLI_EXIT_RUNTIME : rc;
 	}
 	path_in(timing, sizeof timing, dir, "t.0.csv");
@@ -325,27 +334,60 @@ cleanup(const char *dir)
 	rmdir(dir);
 }
 
-/* The runs of the sweep: world 1 once, then 2..N for each sync method. */
+/* The items of a comma list, as strtok_r sees them (NULL: one). */
 static int
-count_runs(const struct bench_dp *d)
+count_items(const char *p)
 {
-	const char *p = d->syncs;
 	int n = 0;
 
-	while (*(p += strspn(p, ",")) != '\0') {	/* as strtok_r sees them */
+	if (p == NULL)
+		return 1;
+	while (*(p += strspn(p, ",")) != '\0') {
 		n++;
 		p += strcspn(p, ",");
 	}
-	return 1 + n * (d->max_world - 1);
+	return n;
+}
+
+/* The runs of the sweep: world 1 once, then 2..N for each method. */
+static int
+count_runs(const struct bench_dp *d)
+{
+	return 1 + count_items(d->syncs) * count_items(d->zeros) *
+	    (d->max_world - 1);
+}
+
+/* Every world of method m: 1 from base, then 2..N. */
+static int
+sweep(struct bench_out *o, const struct bench_dp *d, const char *dir,
+    const struct method *m, const struct bench_run_result *base,
+    struct bench_progress *pr, char *err, size_t errlen)
+{
+	struct bench_run_result r;
+	int rc;
+
+	if ((rc = print_row(o, d, 1, m->name, base, 1.0, err, errlen)) != 0)
+		return rc;
+	for (int w = 2; w <= d->max_world; w++) {
+		if (bench_interrupted)
+			return 130;
+		if ((rc = run_one(d, dir, w, m, pr, &r, err, errlen)) != 0 ||
+		    (rc = print_row(o, d, w, m->name, &r, r.tokens_per_s /
+		    (w * base->tokens_per_s), err, errlen)) != 0)
+			return rc;
+	}
+	return 0;
 }
 
 int
 bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
     char *err, size_t errlen)
 {
-	char dir[4096], *syncs = NULL, *tok, *save = NULL;
+	char dir[4096], *syncs = NULL, *zeros = NULL, *tok, *save = NULL, *z;
+	char *zsave = NULL;
+	struct method m = { "ring", NULL, "ring" };
 	struct bench_progress pr;
-	struct bench_run_result base, r;
+	struct bench_run_result base;
 	int rc;
 
 	if (bench_workdir(dir, sizeof dir, err, errlen) < 0)
@@ -367,22 +409,26 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		    d->steps, "world", "sync", "step_ms", "tokens/s", "comm%",
 		    "efficiency");
 	bench_progress_start(&pr, progress, count_runs(d));
-	if ((rc = run_one(d, dir, 1, "ring", &pr, &base, err, errlen)) != 0)
+	if ((rc = run_one(d, dir, 1, &m, &pr, &base, err, errlen)) != 0)
 		goto out;
 	syncs = cli_strdup(d->syncs);
 	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if ((rc = print_row(o, d, 1, tok, &base, 1.0, err, errlen)) != 0)
-			goto out;
-		for (int w = 2; w <= d->max_world; w++) {
-			if (bench_interrupted) {
-				rc = 130;
-				goto out;
-			}
-			if ((rc = run_one(d, dir, w, tok, &pr, &r, err,
+		m = (struct method){ tok, NULL, "" };
+		snprintf(m.name, sizeof m.name, "%s", tok);
+		if (d->zeros == NULL) {
+			if ((rc = sweep(o, d, dir, &m, &base, &pr, err,
 			    errlen)) != 0)
 				goto out;
-			if ((rc = print_row(o, d, w, tok, &r, r.tokens_per_s /
-			    (w * base.tokens_per_s), err, errlen)) != 0)
+			continue;
+		}
+		free(zeros);
+		zeros = cli_strdup(d->zeros);
+		for (z = strtok_r(zeros, ",", &zsave); z;
+		    z = strtok_r(NULL, ",", &zsave)) {
+			m.zero = z;
+			snprintf(m.name, sizeof m.name, "%s/z%s", tok, z);
+			if ((rc = sweep(o, d, dir, &m, &base, &pr, err,
+			    errlen)) != 0)
 				goto out;
 		}
 	}
@@ -392,6 +438,7 @@ out:
 	if (!o->csv && rc == 130)
 		printf("# interrupted\n");
 	free(syncs);
+	free(zeros);
 	cleanup(dir);
 	return rc;
 }
