@@ -313,9 +313,9 @@ main(int argc, char **argv)
 	trainer_targets(&in.m, o.targets, "--targets");
 	if (o.cfg.dpo.zero == 3 && o.cfg.dpo.prefetch > (in.m.dims.layers > 0 ?
 	    in.m.dims.layers : 1))
-		cli_usage_error("--prefetch %d: the model has %d layers",
+		cli_usage_error("--prefetch %d: the model has %d layer%s",
 		    o.cfg.dpo.prefetch, in.m.dims.layers > 0 ?
-		    in.m.dims.layers : 1);
+		    in.m.dims.layers : 1, in.m.dims.layers > 1 ? "s" : "");
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	o.cfg.resume = o.ckpt.resume != NULL ? &in.st : NULL;
 	o.cfg.batch = o.c.batch;

@@ -280,6 +280,8 @@ same() {
 	[[ "$output" == *--zero*--sync\ ps* ]]
 	bad --zero 2 --prefetch 1
 	[[ "$output" == *"--prefetch goes with --zero 3"* ]]
+	bad --zero 3 --no-overlap
+	[[ "$output" == *--no-overlap\ and\ --zero\ 3* ]]
 	bad --zero 3 --reshard-after-forward maybe
 	bad --zero 4
 	# the largest prefetch runs
