@@ -726,6 +726,52 @@ test_hook(const char *name, const struct nn_dims *d,
 	nn_model_free(&m);
 }
 
+/* The weight uses a pass reports, as "L:f" or "L:b" words. */
+struct use_trace {
+	char s[256];
+};
+
+static void
+use_record(void *ctx, int layer, int backward)
+{
+	struct use_trace *t = ctx;
+	size_t n = strlen(t->s);
+
+	snprintf(t->s + n, sizeof(t->s) - n, "%s%d:%c", n ? " " : "", layer,
+	    backward ? 'b' : 'f');
+}
+
+/* nn_model_step_use reports nn.h's order of uses and changes no bit of
+ * nn_model_step's loss and gradients. */
+static void
+test_use(const char *name, const struct nn_dims *d, const struct nn_batch *b,
+    const char *order)
+{
+	struct nn_model m;
+	struct use_trace t = { "" };
+	char what[160], err[ERRLEN];
+	double l1, l2;
+	float *want;
+
+	if (make(&m, d, NULL) < 0)
+		return;
+	randomize(&m, 0.4f);
+	want = malloc(m.nparams * sizeof(float));
+	nn_model_zero_grad(&m);
+	nn_model_step(&m, b, &l1, err, sizeof(err));
+	memcpy(want, m.grads, m.nparams * sizeof(float));
+	nn_model_zero_grad(&m);
+	nn_model_step_use(&m, b, &l2, NULL, use_record, &t, err, sizeof(err));
+	snprintf(what, sizeof(what), "%s: weight uses %s, the gradients "
+	    "bit for bit", name, order);
+	UNIT_OK(strcmp(t.s, order) == 0 && l1 == l2 &&
+	    !memcmp(want, m.grads, m.nparams * sizeof(float)), what);
+	if (strcmp(t.s, order) != 0)
+		printf("#   got %s\n", t.s);
+	free(want);
+	nn_model_free(&m);
+}
+
 static void
 test_hooks(void)
 {
@@ -742,6 +788,9 @@ test_hooks(void)
 	bl.layers = 3;
 	test_hook("block stack", &bl, &bb, 2 * 3);
 	test_hook("mlp", &ml, &bm, 1);
+	test_use("block stack", &bl, &bb, "0:f 1:f 2:f 2:b 1:b 0:b");
+	test_use("mlp", &ml, &bm, "0:f 0:b");
+	test_use("gpt", &g, &bg, "-1:f 0:f 1:f -1:f -1:b 1:b 0:b");
 	free(x), free(y);
 }
 
