@@ -97,7 +97,7 @@ void dp_ovl_free(struct dp_ovl *o);
  * alike. cut: of a range of n floats over world ranks, rank q owns *len
  * floats from *off (ceil(n / world) each, the last ones shorter or
  * empty); slice: range i's, relative to its start. init: stage 1 or 2
- * over c, the reduce-scatter through w (whose error feedback covers the
+ * (3: as 2, ZeRO-3's ranges, dp_fsdp.c) over c, the reduce-scatter through w (whose error feedback covers the
  * vector), algo where the collective has it (else auto); opt: the
  * caller's n optimizers, each remade for this rank's slice of its range;
  * what names a range in the collectives' step labels. reduce: range i

@@ -9,7 +9,8 @@
  * rank steps an optimizer sized for its slice (the state is about 1/W of
  * plain data parallelism's), and the updated slices are allgathered.
  * Stage 1 keeps the reduced slice in place in the gradient vector; stage
- * 2 keeps only the reduced slices, compact. The optimizers are
+ * 2 keeps only the reduced slices, compact (so does stage 3, whose
+ * parameters dp_fsdp.c gathers a range at a time). The optimizers are
  * elementwise, so the result is plain data parallelism's up to the order
  * the reductions add in. Checkpoints hold the state whole, as plain data
  * parallelism does: as pieces each rank holds (dp_zero_pieces), or
