@@ -158,22 +158,21 @@ fsdp_init(struct dp_run *r)
 	return 0;
 }
 
-/* A ZeRO-3 step's pass and its communication: *busy the thread's
- * seconds, *waited the pass's waits for it, s's gather figures; 1 when
- * the pass failed (the reason in e). */
+/* A ZeRO-3 step's pass (*pass: its result, the reason in e) and its
+ * communication: *busy the thread's seconds, *waited the pass's waits
+ * for it, s's gather figures. -1 when the communication failed. */
 static int
-fsdp_pass(struct dp_run *r, double *loss, double *busy, double *waited,
-    struct train_step *s, char *e, size_t elen)
+fsdp_pass(struct dp_run *r, double *loss, int *pass, double *busy,
+    double *waited, struct train_step *s, char *e, size_t elen)
 {
 	struct dp_fsdp_time t;
-	int rc = 0;
 
 	dp_fsdp_begin(r->fsdp);
-	if (r->count > 0)
-		rc = nn_model_step_use(r->m, &r->tb.b, loss, dp_fsdp_grad,
-		    dp_fsdp_use, r->fsdp, e, elen);
-	else
-		dp_fsdp_replay(r->fsdp);
+	*pass = r->count > 0 ? nn_model_step_use(r->m, &r->tb.b, loss,
+	    dp_fsdp_grad, dp_fsdp_use, r->fsdp, e, elen) : 0;
+	/* without samples, or after a failed pass, every job still runs:
+	 * the other ranks' collectives wait for this rank's */
+	dp_fsdp_replay(r->fsdp);
 	if (dp_fsdp_wait(r->fsdp, &t, r->err, r->errlen) < 0)
 		return comm_errkind(r->c) != COMM_ERR_NONE ?
 		    dp_comm_failed(r) : -1;
@@ -182,7 +181,7 @@ fsdp_pass(struct dp_run *r, double *loss, double *busy, double *waited,
 	s->gather = t.gather;
 	s->reduce_scatter = t.reduce_scatter;
 	s->gather_wait = t.wait;
-	return rc < 0 ? 1 : 0;
+	return 0;
 }
 
 static int
@@ -294,10 +293,9 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	if (r->ovl != NULL)
 		dp_ovl_begin(r->ovl);
 	if (r->fsdp != NULL) {
-		if ((rc = fsdp_pass(r, &loss, &busy, &waited, s, e,
-		    sizeof(e))) < 0)
+		if (fsdp_pass(r, &loss, &rc, &busy, &waited, s, e,
+		    sizeof(e)) < 0)
 			return -1;
-		rc = -rc;
 	} else if (r->count > 0)
 		rc = nn_model_step_hook(r->m, &r->tb.b, &loss,
 		    r->ovl != NULL ? dp_ovl_stage : NULL, r->ovl, e, sizeof(e));

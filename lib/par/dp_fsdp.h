@@ -47,8 +47,8 @@ struct dp_fsdp;
  * back to the kernel) and the optimizers opt (p->nunit, remade for this
  * rank's slices); NULL with the reason in err. begin: a step starts;
  * use and grad: the nn_use_fn and nn_grad_fn of its pass (ctx the
- * dp_fsdp); replay: the pass's events without computing (a rank without
- * samples); wait: the step's communication done (-1: a collective failed,
+ * dp_fsdp); replay: the pass's events not yet seen, without computing
+ * (a rank without samples, a pass that stopped); wait: the step's communication done (-1: a collective failed,
  * comm_error(c) set; or the pass strayed from the plan, the reason in
  * err); step: the optimizers on the slices; gather_all: every unit whole
  * (outputs, the parameter checksum; new leaves them whole too);
