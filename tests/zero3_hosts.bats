@@ -49,6 +49,13 @@ teardown() {
 		[ "$loss" -lt 64 ]
 		[ "$(sed 1d "$tag.csv" | cut -d, -f7 | sort -u | wc -l)" -eq 1 ]
 	done
+	# in bf16 within the host (the gathers' and reduce-scatter's 6P
+	# bytes halved) and f32 across (2P): 5P bytes a step
+	netns_placed "0 0 1 1" collx-dp "${G[@]}" --zero 3 --shard-group host \
+	    -o hb.safetensors --loss-csv hb.csv --sync ring --wire bf16
+	[ "${RCS[*]}" = "0 0 0 0" ]
+	[ "$(sed 1d hb.csv | cut -d, -f7 | sort -u)" -eq $((5 * 10816 + loss)) ]
+	timeout 30 "$PY" "$DPREF" csvcmp hb.csv p.csv 1e-3 >/dev/null
 	# interleaved: host 0 is ranks 0 and 2, which write the checkpoint
 	netns_placed "0 1 0 1" collx-dp "${G[@]}" --zero 3 --shard-group host \
 	    --checkpoint c.safetensors

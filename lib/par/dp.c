@@ -81,17 +81,21 @@ zero_init(struct dp_run *r)
 }
 
 /* Hybrid sharding's groups: r->shard this host's ranks, r->rep the
- * ranks of every host with this one's place in its host; owner[q]: the
- * first host's q-th rank. Hosts of different rank counts are refused. */
+ * ranks of every host with this one's place in its host; r->owner[q]:
+ * the first host's q-th rank. Hosts of different rank counts are
+ * refused. */
 static int
-hybrid_groups(struct dp_run *r, int *owner)
+hybrid_groups(struct dp_run *r)
 {
 	int H = comm_hosts(r->c), *n = calloc((size_t)H + 1, sizeof(int));
-	int q, h, mine = comm_host(r->c, r->rank), local = 0;
+	int q, h, mine = comm_host(r->c, r->rank), local = 0, *owner;
 	char e[COLLX_ERRLEN];
 
-	if (n == NULL)
+	owner = r->owner = calloc((size_t)r->world, sizeof(int));
+	if (n == NULL || owner == NULL) {
+		free(n);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	}
 	for (q = 0; q < r->world; q++) {
 		h = comm_host(r->c, q);
 		if (h == 0)
@@ -124,20 +128,10 @@ fsdp_init(struct dp_run *r)
 {
 	struct dp_fsdp_plan p;
 	char e[COLLX_ERRLEN];
-	int *owner;
 
-	if ((owner = calloc((size_t)r->world, sizeof(int))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	if (r->cfg->dpo.shard_host && hybrid_groups(r, owner) < 0) {
-		free(owner);
-		return -1;
-	}
-	if (dp_fsdp_plan_model(&p, r->m, e, sizeof(e)) < 0) {
-		free(owner);
+	if (dp_fsdp_plan_model(&p, r->m, e, sizeof(e)) < 0)
 		return dp_runtime_failed(r, "rank %d: %s", e);
-	}
 	if ((r->bopt = calloc((size_t)p.nunit, sizeof(*r->bopt))) == NULL) {
-		free(owner);
 		dp_fsdp_plan_free(&p);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
@@ -148,13 +142,11 @@ fsdp_init(struct dp_run *r)
 	    r->m->grads, r->bopt, &r->cfg->optim, r->err, r->errlen);
 	dp_fsdp_plan_free(&p);
 	if (r->fsdp == NULL) {
-		free(owner);
 		r->kind = TRAIN_ERR_RUNTIME;
 		return -1;
 	}
 	if (r->shard != NULL)
-		dp_fsdp_hybrid(r->fsdp, r->rep, owner, r->rank);
-	free(owner);
+		dp_fsdp_hybrid(r->fsdp, r->rep, r->owner, r->rank);
 	return 0;
 }
 
@@ -445,8 +437,13 @@ run_buckets(struct dp_run *r)
 			maxn = r->bucket[i + 1] - r->bucket[i];
 	if (cfg->dpo.zero == 3)		/* layers, not buckets */
 		maxn = r->m->nparams;
+	/* hybrid: the wire's sums are within the host */
+	if (cfg->dpo.zero == 3 && cfg->dpo.shard_host && hybrid_groups(r) < 0)
+		return -1;
 	if (cfg->sync == DP_ALLREDUCE && dp_wire_init(&r->wire, cfg->dpo.wire,
-	    r->rank, r->world, r->m->nparams, maxn, r->err, r->errlen) < 0) {
+	    r->shard != NULL ? comm_rank(r->shard) : r->rank, r->shard != NULL ?
+	    comm_size(r->shard) : r->world, r->m->nparams, maxn, r->err,
+	    r->errlen) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return -1;
 	}
@@ -544,6 +541,7 @@ run_free(struct dp_run *r)
 
 	dp_ovl_free(r->ovl);
 	dp_fsdp_free(r->fsdp);
+	free(r->owner);
 	if (r->rep != NULL)
 		comm_close(r->rep);
 	if (r->shard != NULL)

@@ -49,6 +49,7 @@ struct dp_run {
 	struct comm *shard, *rep;	/* hybrid ZeRO-3: this host's ranks,
 					 * the same shard's on the others */
 	uint64_t sub_sent;		/* hybrid: their bytes so far */
+	int *owner;			/* hybrid: slice q's checkpoint writer */
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */

@@ -77,9 +77,6 @@ dpopt_check(struct dp_opts *o, long ckpt_every)
 	if (zero == 3 && !o->overlap)
 		cli_usage_error("--no-overlap and --zero 3: ZeRO-3's gathers "
 		    "and reduce-scatters run on the communication thread");
-	if (o->shard_host && o->wire != DP_WIRE_F32)
-		cli_usage_error("--shard-group host and --wire %s: hybrid "
-		    "shards' sums travel in f32", dp_wire_name(o->wire));
 	if (o->powersgd > 0 && zero > 0)
 		cli_usage_error("--powersgd and --zero %d: PowerSGD sums whole "
 		    "matrices, not ZeRO's slices", zero);
