@@ -698,6 +698,27 @@ hook_check_stage(void *ctx, int stage)
 	}
 }
 
+/* A randomized model of d in m, its loss of b (*loss) and a malloc'd copy
+ * of its gradients by nn_model_step, m's gradients zeroed again; NULL
+ * when the model cannot be made. */
+static float *
+plain_grads(struct nn_model *m, const struct nn_dims *d,
+    const struct nn_batch *b, double *loss)
+{
+	char err[ERRLEN];
+	float *want;
+
+	if (make(m, d, NULL) < 0)
+		return NULL;
+	randomize(m, 0.4f);
+	want = malloc(m->nparams * sizeof(float));
+	nn_model_zero_grad(m);
+	nn_model_step(m, b, loss, err, sizeof(err));
+	memcpy(want, m->grads, m->nparams * sizeof(float));
+	nn_model_zero_grad(m);
+	return want;
+}
+
 static void
 test_hook(const char *name, const struct nn_dims *d,
     const struct nn_batch *b, int stages)
@@ -708,15 +729,9 @@ test_hook(const char *name, const struct nn_dims *d,
 	double l1, l2;
 	float *want;
 
-	if (make(&m, d, NULL) < 0)
+	if ((want = plain_grads(&m, d, b, &l1)) == NULL)
 		return;
-	randomize(&m, 0.4f);
-	want = malloc(m.nparams * sizeof(float));
-	nn_model_zero_grad(&m);
-	nn_model_step(&m, b, &l1, err, sizeof(err));
-	memcpy(want, m.grads, m.nparams * sizeof(float));
 	h.want = want;
-	nn_model_zero_grad(&m);
 	nn_model_step_hook(&m, b, &l2, hook_check_stage, &h, err, sizeof(err));
 	snprintf(what, sizeof(what), "%s: backward hook: %d stages in order, "
 	    "each final when reported", name, stages);
@@ -753,14 +768,8 @@ test_use(const char *name, const struct nn_dims *d, const struct nn_batch *b,
 	double l1, l2;
 	float *want;
 
-	if (make(&m, d, NULL) < 0)
+	if ((want = plain_grads(&m, d, b, &l1)) == NULL)
 		return;
-	randomize(&m, 0.4f);
-	want = malloc(m.nparams * sizeof(float));
-	nn_model_zero_grad(&m);
-	nn_model_step(&m, b, &l1, err, sizeof(err));
-	memcpy(want, m.grads, m.nparams * sizeof(float));
-	nn_model_zero_grad(&m);
 	nn_model_step_use(&m, b, &l2, NULL, use_record, &t, err, sizeof(err));
 	snprintf(what, sizeof(what), "%s: weight uses %s, the gradients "
 	    "bit for bit", name, order);
