@@ -26,7 +26,8 @@ enum {
 	OPT_WINDOW, OPT_SYNC, OPT_ARCH, OPT_DIMS, OPT_BATCH, OPT_STEPS, OPT_SSH,
 	OPT_SKEW,
 	OPT_REPEAT, OPT_COST, OPT_RPH, OPT_TOP, OPT_MEM, OPT_VALIDATE,
-	OPT_EXPORT, OPT_MESH
+	OPT_EXPORT, OPT_MESH,
+	OPT_ZERO
 };
 
 static const struct option longopts[] = {
@@ -49,6 +50,7 @@ static const struct option longopts[] = {
 	{ "outer-momentum", 1, 0, DPOPT_OUTER_MOMENTUM },
 	{ "powersgd", 1, 0, DPOPT_POWERSGD },
 	{ "powersgd-start", 1, 0, DPOPT_POWERSGD_START },
+	{ "zero", 1, 0, OPT_ZERO },
 	{ "hosts", 1, 0, 'H' }, { "ssh", 1, 0, OPT_SSH },
 	PRECISION_LONGOPTS,
 	{ "skew", 1, 0, OPT_SKEW },
@@ -154,6 +156,8 @@ usage(void)
 	    "                        (f32, bf16); rows op dp-bf16 for bf16\n"
 	    "  --powersgd R, --powersgd-start K\n"
 	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
+	    "  --zero LIST           dp: each ZeRO stage of LIST (0,1,2,3) with\n"
+	    "                        each --sync method\n"
 	    "  --sync-every H, --outer-lr L, --outer-momentum M\n"
 	    "                        dp: collx-dp's local SGD, passed to every run\n"
 	    "  -H, --hosts HOSTS     mesh: run on these hosts, collx-run's -H\n"
@@ -318,6 +322,7 @@ dp_option(struct opts *o, int c, const char *a)
 	case PRECISION_OPT: o->dp.precisions = check_precisions(a); break;
 	case DPOPT_OUTER_LR: o->dp.outer_lr = a; break;
 	case DPOPT_OUTER_MOMENTUM: o->dp.outer_momentum = a; break;
+	case OPT_ZERO: o->dp.zeros = a; break;
 	default: return 0;
 	}
 	return 1;
@@ -641,6 +646,27 @@ check_wire(const struct opts *o)
 	}
 }
 
+/* --zero's stages, each 0 to 3 and with allreduce only, as collx-dp
+ * takes them, or a usage error rather than failed runs. */
+static void
+check_zero(const struct opts *o)
+{
+	const char *s = o->dp.zeros, *e;
+
+	for (; s != NULL && *s != '\0'; s = *e ? e + 1 : e) {
+		size_t n = strcspn(s, ",");
+
+		e = s + n;
+		if (n != 1 || *s < '0' || *s > '3')
+			cli_usage_error("--zero: want stages 0 to 3, not "
+			    "'%.*s'", (int)n, s);
+		if (*s != '0' && (o->dp.powersgd || o->dp.sync_every ||
+		    strstr(o->dp.syncs, "ps") != NULL))
+			cli_usage_error("--zero %c goes with allreduce, without "
+			    "PowerSGD and local SGD", *s);
+	}
+}
+
 /* Local SGD's and PowerSGD's options as collx-dp takes them, or a usage
  * error rather than failed runs. */
 static void
@@ -813,11 +839,11 @@ defaults(struct opts *o)
 	if (strcmp(o->sub, "mesh") == 0) {
 		check_model(o);
 		check_hosts(o);
-		if (o->have_sync || o->dp.wire || o->dp.powersgd ||
+		if (o->have_sync || o->dp.wire || o->dp.powersgd || o->dp.zeros ||
 		    o->dp.powersgd_start || o->dp.sync_every ||
 		    o->dp.outer_lr || o->dp.outer_momentum)
-			cli_usage_error("mesh: --sync, --wire, PowerSGD and local "
-			    "SGD go with dp");
+			cli_usage_error("mesh: --sync, --wire, --zero, PowerSGD "
+			    "and local SGD go with dp");
 		if (!o->have_batch)
 			o->dp.batch = 8L * o->dp.max_world;
 	}
@@ -830,6 +856,7 @@ defaults(struct opts *o)
 		check_model(o);
 		check_wire(o);
 		check_local(o);
+		check_zero(o);
 	}
 }
 

@@ -82,7 +82,10 @@ usage(void)
 	    "  --no-overlap          sync the buckets after the whole backward pass\n"
 	    "                        (default: each as soon as its gradients are final)\n"
 	    "  --zero STAGE          ZeRO 1: shard the optimizer state over the ranks;\n"
-	    "                        2: also the reduced gradients (0: off)\n"
+	    "                        2: also the reduced gradients; 3: also the\n"
+	    "                        parameters, each layer gathered before its\n"
+	    "                        forward and backward (0: off)\n"
+	    DPOPT_FSDP_HELP
 	    DPOPT_SYNC_HELP
 	    TRAINOPT_CKPT_HELP
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
@@ -317,7 +320,7 @@ train(struct opts *o, struct nn_model *m, const struct train_data *d)
 {
 	struct trainer_dp r;
 	struct train_step *steps = NULL;
-	struct dp_mem mem = { 0, 0 };
+	struct dp_mem mem = { 0 };
 	struct comm *c;
 	enum train_err kind;
 	char e[COLLX_ERRLEN];
@@ -365,6 +368,11 @@ main(int argc, char **argv)
 		cli_usage_error("%s", e);
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	trainer_targets(&in.m, o.targets, "--targets");
+	if (o.cfg.dpo.zero == 3 && o.cfg.dpo.prefetch > (in.m.dims.layers > 0 ?
+	    in.m.dims.layers : 1))
+		cli_usage_error("--prefetch %d: the model has %d layer%s",
+		    o.cfg.dpo.prefetch, in.m.dims.layers > 0 ?
+		    in.m.dims.layers : 1, in.m.dims.layers > 1 ? "s" : "");
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	o.cfg.resume = o.ckpt.resume != NULL ? &in.st : NULL;
 	o.cfg.batch = o.c.batch;

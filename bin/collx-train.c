@@ -243,6 +243,9 @@ check_args(struct opts *o)
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
 	dpopt_check(&o->dpo, o->ckpt.every);	/* collx-dp's refusals */
+	if (o->dpo.zero == 3)
+		cli_usage_error("--zero 3 runs in collx-dp; collx-train's DP "
+		    "axis takes --zero 0, 1 or 2");
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before

@@ -362,7 +362,7 @@ gpt_same() {
 	[ "$status" -eq 2 ]
 	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --sync bogus
 	[ "$status" -eq 2 ]
-	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 3
+	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 4
 	[ "$status" -eq 2 ]
 	run timeout 30 collx-dp -m m.safetensors --data X.npy --targets Y.npy --batch 4 --steps 1 --zero 1 --sync ps
 	[ "$status" -eq 2 ]

@@ -143,6 +143,11 @@ EOF
 	    --ps-mode async
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"not --ps-mode async"* ]]
+	# nor under ZeRO-3: its gathers share the group with the count sums
+	run timeout 30 collx-run -n 2 --timeout 10 -- collx-dp -m \
+	    m.safetensors --data tok.npy --batch 4 --steps 1 --zero 3
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"does not train under --zero 3"* ]]
 }
 
 @test "collx-dp trains top-1 experts in every 2nd block as PyTorch does" {

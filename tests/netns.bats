@@ -25,24 +25,9 @@ teardown() {
 	common_teardown
 }
 
-# placed "H0 H1 ..." PROGRAM ARG...: rank i in namespace Hi (ranks sharing
-# a namespace are one host), rendezvous at rank 0's host, traffic on eth0;
-# statuses in RCS, messages in err.i.
+# placed: netns_placed (tests/lib/netns.bash).
 placed() {
-	local place=($1) r pids=()
-	shift
-	rm -f err.* stdout.*
-	for r in "${!place[@]}"; do
-		netns_exec "${place[r]}" env COLLX_RANK=$r COLLX_WORLD_SIZE=${#place[@]} \
-		    COLLX_MASTER="$(netns_addr "${place[0]}"):29500" \
-		    COLLX_TIMEOUT=${HOST_TIMEOUT:-20} \
-		    timeout -k 5 60 "$@" --iface eth0 >"stdout.$r" 2>"err.$r" &
-		pids+=($!)
-	done
-	RCS=()
-	for r in "${!place[@]}"; do
-		wait "${pids[r]}" && RCS+=(0) || RCS+=($?)
-	done
+	netns_placed "$@"
 }
 
 # hosts PROGRAM ARG...: rank i of 3 in namespace i.

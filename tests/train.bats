@@ -19,16 +19,6 @@ teardown() {
 	common_teardown
 }
 
-# Standard normal f32 X [n, XSHAPE] and Y [n, YSHAPE] (shapes as "4" or
-# "5,8") from a seed.
-# usage: data N XSHAPE YSHAPE SEED
-data() {
-	timeout 10 collx-tensor create --shape "$1,$2" --fill randn \
-	    --seed "$4" -o X.npy
-	timeout 10 collx-tensor create --shape "$1,$3" --fill randn \
-	    --seed "$(($4 + 1000))" -o Y.npy
-}
-
 # Each zb-h1 run of TAGS (tagged as meshes tags them) has the bytes and
 # losses of the same mesh's 1f1b run (the tag without "schedulezbh1").
 # usage: zb_as_1f1b TAGS

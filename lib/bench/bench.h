@@ -196,6 +196,7 @@ struct bench_dp {
 	const char *precisions;		/* --precision comma list, or NULL */
 	const char *powersgd, *powersgd_start;		/* or NULL */
 	const char *sync_every, *outer_lr, *outer_momentum;	/* or NULL */
+	const char *zeros;		/* comma list of --zero stages, or NULL */
 	const char *arch, *dims;	/* collx-dp --init */
 	long batch;			/* per rank */
 	long steps;

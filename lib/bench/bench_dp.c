@@ -225,11 +225,20 @@ bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
 	return k;
 }
 
+/* A method: a --sync algorithm, with a --zero stage when zero is not
+ * NULL, named "SYNC" or "SYNC/zSTAGE", in precision prec (NULL: the
+ * default). */
+struct method {
+	const char *sync, *zero, *prec;
+	char name[64];
+};
+
 static int
-run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
-    const char *prec, struct bench_progress *pr, struct bench_run_result *r,
-    char *err, size_t errlen)
+run_one(const struct bench_dp *d, const char *dir, int world,
+    const struct method *m, struct bench_progress *pr,
+    struct bench_run_result *r, char *err, size_t errlen)
 {
+	const char *sync = m->sync;
 	char loss[4200], timing[4200], log[4200], what[96];
 	struct bench_argv a;
 	char **argv = a.argv;
@@ -247,7 +256,8 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 	k = pass(argv, k, "--sync-every", d->sync_every);
 	k = pass(argv, k, "--outer-lr", d->outer_lr);
 	k = pass(argv, k, "--outer-momentum", d->outer_momentum);
-	k = pass(argv, k, "--precision", prec);
+	k = pass(argv, k, "--precision", m->prec);
+	k = pass(argv, k, "--zero", m->zero);
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
 	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
 	unlink(loss);
@@ -258,7 +268,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 		unlink(t);
 	}
 	memset(r, 0, sizeof *r);
-	snprintf(what, sizeof what, "world %d, sync %s", world, sync);
+	snprintf(what, sizeof what, "world %d, sync %s", world, m->name);
 	bench_progress_show(pr, what);
 	rc = bench_run_child(argv, log);
 	pr->done++;
@@ -270,7 +280,7 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 			return 130;
 		cli_first_line(log, why, sizeof why);
 		cli_fail(err, errlen, "world %d, sync %s: collx-dp failed (exit %d): %s",
-		    world, sync, rc, why);
+		    world, m->name, rc, why);
 		return rc < 0 || rc > 4 ? CLI_EXIT_RUNTIME : rc;
 	}
 	path_in(timing, sizeof timing, dir, "t.0.csv");
@@ -281,9 +291,10 @@ run_one(const struct bench_dp *d, const char *dir, int world, const char *sync,
 /* 0, or the exit code (a timing row not written) with the reason in err. */
 static int
 print_row(struct bench_out *o, const struct bench_dp *d, int world,
-    const char *sync, const char *prec, const struct bench_run_result *r,
-    double eff, char *err, size_t errlen)
+    const struct method *m, const struct bench_run_result *r, double eff,
+    char *err, size_t errlen)
 {
+	const char *sync = m->name, *prec = m->prec;
 	char extra[256], op[32];
 
 	/* f32 rows keep their name; another precision's: dp-bf16 */
@@ -330,12 +341,14 @@ cleanup(const char *dir)
 	rmdir(dir);
 }
 
-/* The items of a comma list, as strtok_r sees them. */
+/* The items of a comma list, as strtok_r sees them (NULL: one). */
 static int
 count_items(const char *p)
 {
 	int n = 0;
 
+	if (p == NULL)
+		return 1;
 	while (*(p += strspn(p, ",")) != '\0') {
 		n++;
 		p += strcspn(p, ",");
@@ -344,46 +357,71 @@ count_items(const char *p)
 }
 
 /* The runs of the sweep: per precision, world 1 once, then 2..N for each
- * sync method. */
+ * method. */
 static int
 count_runs(const struct bench_dp *d)
 {
-	return (d->precisions ? count_items(d->precisions) : 1) *
-	    (1 + count_items(d->syncs) * (d->max_world - 1));
+	return count_items(d->precisions) * (1 + count_items(d->syncs) *
+	    count_items(d->zeros) * (d->max_world - 1));
 }
 
-/* The sweep in one precision (prec NULL: collx-dp's default). */
+/* Every world of method m: 1 from base, then 2..N. */
 static int
 sweep(struct bench_out *o, const struct bench_dp *d, const char *dir,
-    const char *prec, struct bench_progress *pr, char *err, size_t errlen)
+    const struct method *m, const struct bench_run_result *base,
+    struct bench_progress *pr, char *err, size_t errlen)
 {
-	struct bench_run_result base, r;
-	char *syncs, *tok, *save = NULL;
+	struct bench_run_result r;
+	int rc;
+
+	if ((rc = print_row(o, d, 1, m, base, 1.0, err, errlen)) != 0)
+		return rc;
+	for (int w = 2; w <= d->max_world; w++) {
+		if (bench_interrupted)
+			return 130;
+		if ((rc = run_one(d, dir, w, m, pr, &r, err, errlen)) != 0 ||
+		    (rc = print_row(o, d, w, m, &r, r.tokens_per_s /
+		    (w * base->tokens_per_s), err, errlen)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Every method in precision prec (NULL: collx-dp's default). */
+static int
+sweep_precision(struct bench_out *o, const struct bench_dp *d,
+    const char *dir, const char *prec, struct bench_progress *pr, char *err,
+    size_t errlen)
+{
+	char *syncs, *zeros = NULL, *tok, *z, *save = NULL, *zsave = NULL;
+	struct method m = { "ring", NULL, prec, "ring" };
+	struct bench_run_result base;
 	int rc;
 
 	if (prec != NULL && !o->csv)
 		printf("# --precision %s\n", prec);
-	if ((rc = run_one(d, dir, 1, "ring", prec, pr, &base, err,
-	    errlen)) != 0)
+	if ((rc = run_one(d, dir, 1, &m, pr, &base, err, errlen)) != 0)
 		return rc;
 	syncs = cli_strdup(d->syncs);
-	for (tok = strtok_r(syncs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if ((rc = print_row(o, d, 1, tok, prec, &base, 1.0, err,
-		    errlen)) != 0)
-			break;
-		for (int w = 2; w <= d->max_world && rc == 0; w++) {
-			if (bench_interrupted)
-				rc = 130;
-			else if ((rc = run_one(d, dir, w, tok, prec, pr, &r, err,
-			    errlen)) == 0)
-				rc = print_row(o, d, w, tok, prec, &r,
-				    r.tokens_per_s / (w * base.tokens_per_s),
-				    err, errlen);
+	for (tok = strtok_r(syncs, ",", &save); tok && rc == 0;
+	    tok = strtok_r(NULL, ",", &save)) {
+		m = (struct method){ tok, NULL, prec, "" };
+		snprintf(m.name, sizeof m.name, "%s", tok);
+		if (d->zeros == NULL) {
+			rc = sweep(o, d, dir, &m, &base, pr, err, errlen);
+			continue;
 		}
-		if (rc != 0)
-			break;
+		free(zeros);
+		zeros = cli_strdup(d->zeros);
+		for (z = strtok_r(zeros, ",", &zsave); z && rc == 0;
+		    z = strtok_r(NULL, ",", &zsave)) {
+			m.zero = z;
+			snprintf(m.name, sizeof m.name, "%s/z%s", tok, z);
+			rc = sweep(o, d, dir, &m, &base, pr, err, errlen);
+		}
 	}
 	free(syncs);
+	free(zeros);
 	return rc;
 }
 
@@ -415,13 +453,13 @@ bench_dp_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		    "efficiency");
 	bench_progress_start(&pr, progress, count_runs(d));
 	if (d->precisions == NULL)
-		rc = sweep(o, d, dir, NULL, &pr, err, errlen);
+		rc = sweep_precision(o, d, dir, NULL, &pr, err, errlen);
 	else {
 		precs = cli_strdup(d->precisions);
 		rc = 0;
 		for (tok = strtok_r(precs, ",", &save); tok && rc == 0;
 		    tok = strtok_r(NULL, ",", &save))
-			rc = sweep(o, d, dir, tok, &pr, err, errlen);
+			rc = sweep_precision(o, d, dir, tok, &pr, err, errlen);
 	}
 out:
 	if (bench_out_close(o, rc ? NULL : err, errlen) < 0 && rc == 0)

@@ -505,6 +505,20 @@ int nn_model_step(struct nn_model *m, const struct nn_batch *b,
 typedef void (*nn_grad_fn)(void *ctx, int stage);
 int nn_model_step_hook(struct nn_model *m, const struct nn_batch *b,
     double *loss_sum, nn_grad_fn fn, void *ctx, char *err, size_t errlen);
+/*
+ * Weight hook, for weights gathered just before use (fully sharded data
+ * parallelism): nn_model_step_use calls use(ctx, layer, backward) before
+ * the pass reads layer's weights (a stack's layer or a gpt's block; -1: a
+ * gpt's wte, wpe and final LayerNorm), forward in the order the pass runs:
+ * mlp and block stacks 0 .. L-1 forward, then L-1 .. 0 backward; gpt -1
+ * (embeddings), 0 .. L-1, -1 (final LayerNorm and logits), then backward
+ * -1 (logits and final LayerNorm), L-1 .. 0 (the embeddings' backward
+ * reads no weight). fn as nn_model_step_hook's, interleaved with use.
+ */
+typedef void (*nn_use_fn)(void *ctx, int layer, int backward);
+int nn_model_step_use(struct nn_model *m, const struct nn_batch *b,
+    double *loss_sum, nn_grad_fn fn, nn_use_fn use, void *ctx, char *err,
+    size_t errlen);
 /* Stages of the backward pass, and the one after which tensor i (index
  * into m->table) is final. */
 int nn_model_grad_stages(const struct nn_model *m);

@@ -10,6 +10,7 @@
 struct hook {
 	nn_grad_fn fn;
 	void *ctx;
+	nn_use_fn use;
 };
 
 static void
@@ -17,6 +18,14 @@ hook_call(const struct hook *h, int stage)
 {
 	if (h->fn != NULL)
 		h->fn(h->ctx, stage);
+}
+
+/* Before a pass reads layer's weights (h NULL or without use: nothing). */
+static void
+hook_use(const struct hook *h, int layer, int backward)
+{
+	if (h != NULL && h->use != NULL)
+		h->use(h->ctx, layer, backward);
 }
 
 static float *
@@ -81,6 +90,7 @@ run_mlp(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	for (int l = 0; l < L; l++) {
 		size_t nh = (size_t)n * ms[l].hidden;
 		struct nn_mlp_acts a = { a0, a0 + nh };
+		hook_use(grad, l, 0);
 		nn_mlp_forward(y, &a, &k->mw[l], x, n, ms[l].in, ms[l].hidden,
 		    ms[l].out, NN_ACT_GELU);
 		x = y, y += (size_t)n * ms[l].out, a0 += 2 * nh;
@@ -99,6 +109,7 @@ run_mlp(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 		x = l ? y - (size_t)n * ms[l - 1].out : b->x;
 		if (l)
 			memset(db, 0, (size_t)n * ms[l].in * sizeof(float));
+		hook_use(grad, l, 1);
 		nn_mlp_backward(l ? db : NULL, &k->mg[l], scratch, da, &a,
 		    &k->mw[l], x, n, ms[l].in, ms[l].hidden, ms[l].out,
 		    NN_ACT_GELU);
@@ -171,7 +182,8 @@ stack_acts(const struct nn_model *m, struct stack *st, int l,
 
 /* Returns the last layer's output. */
 static float *
-stack_forward(struct nn_model *m, struct stack *st, int causal)
+stack_forward(struct nn_model *m, struct stack *st, int causal,
+    const struct hook *h)
 {
 	struct nn_block_acts a;
 	int L = m->work->nlayers;
@@ -179,6 +191,7 @@ stack_forward(struct nn_model *m, struct stack *st, int causal)
 	st->sh.causal = st->shm.causal = causal;
 	for (int l = 0; l < L; l++) {
 		stack_acts(m, st, l, &a);
+		hook_use(h, l, 0);
 		nn_block_forward(st->x + l * st->nd, &a, &m->work->w[l],
 		    stack_in(st, l), stack_shape(m, st, l), NULL);
 	}
@@ -225,6 +238,7 @@ stack_backward(struct nn_model *m, struct stack *st, int causal, int want_dx,
 			memset(dx, 0, st->nd * sizeof(float));
 		stack_acts(m, st, l, &a);
 		at.stage = base + 2 * (L - 1 - l);
+		hook_use(h, l, 1);
 		nn_block_backward(need ? dx : NULL, &m->work->g[l], st->scratch,
 		    dy, &a, &m->work->w[l], stack_in(st, l),
 		    stack_shape(m, st, l), h->fn != NULL ? &hk : NULL);
@@ -246,7 +260,7 @@ run_block(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 		return cli_fail(err, errlen, "out of memory for a batch of %d",
 		    b->n);
 	st.in = b->x;
-	float *y = stack_forward(m, &st, m->dims.causal);
+	float *y = stack_forward(m, &st, m->dims.causal, grad);
 	double per = (double)b->seq * m->dims.d_model;
 	*loss = nn_sqerr_forward(y, b->y, st.nd) / per;
 	if (!grad)
@@ -362,9 +376,11 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	float *emb = st.extra, *xf = emb + nd, *mean = xf + nd;
 	float *rstd = mean + N, *probs = rstd + N, *dlogits = probs + nv;
 
+	hook_use(grad, -1, 0);
 	nn_embedding_forward(emb, in, k->wte, k->wpe, n, S, D);
 	st.in = emb;
-	float *top = stack_forward(m, &st, 1);
+	float *top = stack_forward(m, &st, 1, grad);
+	hook_use(grad, -1, 0);
 	nn_layernorm_forward(xf, mean, rstd, top, k->lnf_w, k->lnf_b, N, D);
 	nn_linear_forward(probs, xf, k->wte, NULL, N, D, V);
 	*loss = nn_xent_forward(probs, probs, tgt, N, V) / S;
@@ -380,6 +396,7 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	memset(dlogits, 0, nv * sizeof(float));
 	nn_xent_backward(dlogits, probs, tgt, 1.0f / S, N, V);
 	memset(st.dxb, 0, nd * sizeof(float));
+	hook_use(grad, -1, 1);
 	nn_linear_backward(st.dxb, k->dwte, NULL, dlogits, xf, k->wte, N, D, V);
 	memset(st.dxa, 0, nd * sizeof(float));
 	nn_layernorm_backward(st.dxa, k->dlnf_w, k->dlnf_b, st.dxb, top,
@@ -415,7 +432,7 @@ int
 nn_model_step(struct nn_model *m, const struct nn_batch *b, double *loss_sum,
     char *err, size_t errlen)
 {
-	struct hook h = { NULL, NULL };
+	struct hook h = { NULL, NULL, NULL };
 
 	return run(m, b, &h, loss_sum, err, errlen);
 }
@@ -424,7 +441,17 @@ int
 nn_model_step_hook(struct nn_model *m, const struct nn_batch *b,
     double *loss_sum, nn_grad_fn fn, void *ctx, char *err, size_t errlen)
 {
-	struct hook h = { fn, ctx };
+	struct hook h = { fn, ctx, NULL };
+
+	return run(m, b, &h, loss_sum, err, errlen);
+}
+
+int
+nn_model_step_use(struct nn_model *m, const struct nn_batch *b,
+    double *loss_sum, nn_grad_fn fn, nn_use_fn use, void *ctx, char *err,
+    size_t errlen)
+{
+	struct hook h = { fn, ctx, use };
 
 	return run(m, b, &h, loss_sum, err, errlen);
 }

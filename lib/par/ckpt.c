@@ -1,7 +1,8 @@
-/* ckpt: training checkpoints (see ckpt.h). Rank 0 collects the sharded
- * optimizer state piece by piece over point-to-point messages, in the
- * order every rank lists the pieces, so no rank needs more than its own
- * state plus, on rank 0, one flat copy per moment. */
+/* ckpt: training checkpoints (see ckpt.h). Rank 0 writes the file a
+ * tensor at a time, in the file's order: each tensor of the model and of
+ * its optimizer state collected from the pieces' holders over
+ * point-to-point messages, in the order every rank lists the pieces, so
+ * no rank needs more than its own state plus, on rank 0, one tensor. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,35 +22,43 @@ static const char *const moment_prefix[2] = { "optim.m.", "optim.v." };
 #define EF_PREFIX "wire.ef."
 static const char *const vec_prefix[2] = { "local.", "powersgd." };
 
-/* Rank 0: every piece's moments into flat[k]; the others send theirs. */
+/* Rank 0: floats [off, off+len) of a vector into buf from the ranks that
+ * hold them, the others send theirs: the parameters (k < 0; the holders
+ * of the pieces, or rank 0 alone unless sharded) or moment k of the
+ * pieces' optimizers. Every rank calls it alike. */
 static int
-gather(struct comm *c, const struct ckpt_piece *p, size_t n, int moments,
-    float *flat[2], char *err, size_t errlen)
+fetch(struct comm *c, const struct nn_model *m, const struct ckpt_piece *p,
+    size_t n, int sharded, int k, size_t off, size_t len, float *buf)
 {
-	int me = comm_rank(c), k;
+	int me = comm_rank(c);
 
-	comm_op_begin(c, CKPT_OPCODE, "checkpoint", DT_F32, (uint64_t)n);
+	if (k < 0 && !sharded) {
+		if (me == 0)
+			memcpy(buf, m->params + off, len * sizeof(float));
+		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
-		size_t bytes = p[i].len * sizeof(float);
+		size_t lo = p[i].off > off ? p[i].off : off;
+		size_t hi = p[i].off + p[i].len < off + len ?
+		    p[i].off + p[i].len : off + len;
+		const float *src;
 		int rc = 0;
 
-		if (bytes == 0 || (me != 0 && me != p[i].rank))
+		if (hi <= lo || (me != 0 && me != p[i].rank))
 			continue;
+		src = me != p[i].rank ? NULL : k < 0 ? m->params + lo :
+		    (k ? p[i].o->v : p[i].o->m) + p[i].o_off + (lo - p[i].off);
 		comm_set_step(c, "checkpoint piece %zu of %zu", i + 1, n);
-		for (k = 0; k < moments && rc == 0; k++) {
-			const float *src = me == p[i].rank ? (k ? p[i].o->v :
-			    p[i].o->m) + p[i].o_off : NULL;
-
-			if (me == 0 && p[i].rank == 0)
-				memcpy(flat[k] + p[i].off, src, bytes);
-			else if (me == 0)
-				rc = comm_recv(c, p[i].rank, TAG_CKPT,
-				    flat[k] + p[i].off, bytes);
-			else
-				rc = comm_send(c, 0, TAG_CKPT, src, bytes);
-		}
+		if (me == 0 && p[i].rank == 0)
+			memcpy(buf + (lo - off), src, (hi - lo) * sizeof(float));
+		else if (me == 0)
+			rc = comm_recv(c, p[i].rank, TAG_CKPT, buf + (lo - off),
+			    (hi - lo) * sizeof(float));
+		else
+			rc = comm_send(c, 0, TAG_CKPT, src, (hi - lo) *
+			    sizeof(float));
 		if (rc < 0)
-			return cli_fail(err, errlen, "%s", comm_error(c));
+			return -1;
 	}
 	return 0;
 }
@@ -101,70 +110,173 @@ add_vec(struct tensor_set *s, const char *name, const float *all, int ranks,
 	return 0;
 }
 
-/* The optimizer tensors "optim.m.NAME" (and .v) beside the model's. */
+/* A tensor of shape (ndim, shape; ndim 0: a vector of count) whose data
+ * the writer fetches, into s as name. */
 static int
-add_moments(struct tensor_set *s, const struct nn_model *m, int moments,
-    float *flat[2], char *err, size_t errlen)
+add_shape(struct tensor_set *s, const char *name, int ndim,
+    const int64_t *shape, size_t count, char *err, size_t errlen)
 {
-	char name[NN_NAME_MAX + 16];
+	struct tensor t = { .dtype = DT_F32, .ndim = ndim > 0 ? ndim : 1 };
 
-	for (size_t i = 0; i < m->ntensors; i++) {
+	for (int d = 0; d < t.ndim; d++)
+		t.shape[d] = ndim > 0 ? shape[d] : (int64_t)count;
+	return tensor_set_add(s, name, &t, err, errlen);
+}
+
+/* The file's tensors, in the order they are written: the model's and
+ * the optimizer's "optim.m.NAME" (and .v), their data fetched as they
+ * are written, then (rank 0) the vectors x, their data in all[], every
+ * rank's of a per-rank one; the metadata. */
+static int
+make_set(struct tensor_set *s, const struct nn_model *m, int moments,
+    const struct ckpt_vec *x, size_t nx, float *const *all, int ranks,
+    long step, long batch, char *err, size_t errlen)
+{
+	char name[NN_NAME_MAX + 16], num[32];
+	size_t i;
+	int k;
+
+	memset(s, 0, sizeof(*s));
+	s->format = TENSOR_SAFETENSORS;
+	for (i = 0; i < m->ntensors; i++) {
 		const struct nn_param *p = &m->table[i];
-		int64_t count = (int64_t)p->count;
 
-		for (int k = 0; k < moments; k++) {
-			struct tensor t;
-
-			/* The parameter's shape (adding to s moves its items). */
-			snprintf(name, sizeof name, "%s%s", moment_prefix[k], p->name);
-			if (tensor_init(&t, DT_F32, p->ndim > 0 ? p->ndim : 1,
-			    p->ndim > 0 ? p->shape : &count, err, errlen) < 0)
+		if (add_shape(s, p->name, p->ndim, p->shape, p->count, err,
+		    errlen) < 0)
+			return -1;
+		for (k = 0; k < moments; k++) {
+			snprintf(name, sizeof name, "%s%s", moment_prefix[k],
+			    p->name);
+			if (add_shape(s, name, p->ndim, p->shape, p->count, err,
+			    errlen) < 0)
 				return -1;
-			memcpy(t.data, flat[k] + p->offset, p->count * sizeof(float));
-			if (tensor_set_add(s, name, &t, err, errlen) < 0) {
-				tensor_free(&t);
-				return -1;
-			}
 		}
+	}
+	for (i = 0; i < nx && all != NULL; i++)
+		if (add_vec(s, x[i].name, x[i].per_rank ? all[i] : x[i].v,
+		    x[i].per_rank ? ranks : -1, m->nparams, err, errlen) < 0)
+			return -1;
+	for (i = 0; i < m->nmeta; i++)
+		if (tensor_set_meta_put(s, m->meta[i].key, m->meta[i].value,
+		    err, errlen) < 0)
+			return -1;
+	snprintf(num, sizeof num, "%ld", step);
+	if (tensor_set_meta_put(s, META_STEP, num, err, errlen) < 0)
+		return -1;
+	snprintf(num, sizeof num, "%ld", batch);
+	return tensor_set_meta_put(s, META_BATCH, num, err, errlen);
+}
+
+/* Which vector tensor t's data is: -1 the parameters, k moment k, -2
+ * none (a vector of x, its data in t); its parameter in *param. */
+static int
+source(const struct nn_model *m, const struct tensor *t,
+    const struct nn_param **param)
+{
+	for (int k = 0; k < 2; k++)
+		if (strncmp(t->name, moment_prefix[k],
+		    strlen(moment_prefix[k])) == 0 &&
+		    (*param = nn_model_param(m, t->name +
+		    strlen(moment_prefix[k]))) != NULL)
+			return k;
+	return (*param = nn_model_param(m, t->name)) != NULL ? -1 : -2;
+}
+
+/* Every rank: s's tensors in order, each fetched onto rank 0 (buf: room
+ * for the largest) and written there to o (NULL elsewhere). A failed
+ * write still fetches the rest, so the other ranks finish alike. */
+static int
+stream(struct comm *c, const struct nn_model *m, const struct ckpt_piece *p,
+    size_t n, int sharded, const struct tensor_set *s, float *buf,
+    struct tensor_out *o)
+{
+	const struct nn_param *par;
+
+	for (size_t i = 0; i < s->count; i++) {
+		const struct tensor *t = &s->items[i];
+		int k = source(m, t, &par);
+
+		if (k == -2) {
+			if (o != NULL)
+				tensor_out_values(o, t->data,
+				    (size_t)tensor_numel(t), sizeof(float));
+			continue;
+		}
+		if (fetch(c, m, p, n, sharded, k, par->offset, par->count,
+		    buf) < 0)
+			return -1;
+		if (o != NULL)
+			tensor_out_values(o, buf, par->count, sizeof(float));
 	}
 	return 0;
 }
 
-/* Rank 0: the model, its moments flat[] and the vectors x (their data
- * in all[], every rank's of a per-rank one). */
+/* ckpt_save_vecs, its parameters too from the pieces' holders when
+ * sharded. Rank 0 holds one tensor at a time of the model and its
+ * optimizer state, besides the vectors x. */
 static int
-write_set(const struct nn_model *m, int moments, float *flat[2],
-    const struct ckpt_vec *x, size_t nx, float *const *all, int ranks,
-    long step, long batch, const char *path, char *err, size_t errlen)
+save(struct comm *c, const struct nn_model *m, const struct nn_optim_cfg *oc,
+    const struct ckpt_piece *p, size_t n, int sharded,
+    const struct ckpt_vec *x, size_t nx, long step, long batch,
+    const char *path, char *err, size_t errlen)
 {
+	int moments = nn_optim_moments(oc), rc = -1, root = comm_rank(c) == 0;
+	size_t np = m->nparams ? m->nparams : 1, i, big = 1, hlen;
+	float **all, *buf = NULL;
 	struct tensor_set s = { 0 };
-	char num[32], e[COLLX_ERRLEN];
-	int rc = -1;
-	size_t i;
+	struct tensor_out o;
+	char e[COLLX_ERRLEN];
+	void *head = NULL;
 
-	if (nn_model_to_set(m, &s, e, sizeof e) < 0 ||
-	    add_moments(&s, m, moments, flat, e, sizeof e) < 0)
-		goto out;
+	if ((all = calloc(nx ? nx : 1, sizeof(*all))) == NULL)
+		goto oom;
+	for (i = 0; i < nx && root; i++)
+		if (x[i].per_rank && (all[i] = calloc(np * (size_t)comm_size(c),
+		    sizeof(float))) == NULL)
+			goto oom;
+	for (i = 0; i < m->ntensors; i++)
+		if (m->table[i].count > big)
+			big = m->table[i].count;
+	if (root && (buf = malloc(big * sizeof(float))) == NULL)
+		goto oom;
+	comm_op_begin(c, CKPT_OPCODE, "checkpoint", DT_F32, (uint64_t)n);
 	for (i = 0; i < nx; i++)
-		if (add_vec(&s, x[i].name, x[i].per_rank ? all[i] : x[i].v,
-		    x[i].per_rank ? ranks : -1, m->nparams, e, sizeof e) < 0)
+		if (x[i].per_rank && gather_ranks(c, m->nparams, x[i].v, all[i],
+		    err, errlen) < 0)
 			goto out;
-	snprintf(num, sizeof num, "%ld", step);
-	if (tensor_set_meta_put(&s, META_STEP, num, e, sizeof e) < 0)
+	if (make_set(&s, m, moments, x, nx, root ? all : NULL, comm_size(c),
+	    step, batch, e, sizeof e) < 0) {
+		cli_fail(err, errlen, "checkpoint %s: %s", path, e);
 		goto out;
-	snprintf(num, sizeof num, "%ld", batch);
-	if (tensor_set_meta_put(&s, META_BATCH, num, e, sizeof e) < 0)
+	}
+	if (!root) {
+		if ((rc = stream(c, m, p, n, sharded, &s, NULL, NULL)) < 0)
+			cli_fail(err, errlen, "%s", comm_error(c));
 		goto out;
-	/* tensor_save's reason names the file already */
-	if (tensor_save(path, &s, e, sizeof e) < 0)
-		rc = cli_fail(err, errlen, "checkpoint %s", e);
-	else
-		rc = 0;
-	tensor_set_free(&s);
-	return rc;
+	}
+	/* tensor_out's reasons name the file already */
+	if (tensor_st_header(&s, &head, &hlen, e, sizeof e) < 0 ||
+	    tensor_out_open(&o, path, e, sizeof e) < 0) {
+		cli_fail(err, errlen, "checkpoint %s", e);
+		goto out;
+	}
+	tensor_out_write(&o, head, hlen);
+	if (stream(c, m, p, n, sharded, &s, buf, &o) < 0) {
+		tensor_out_close(&o, 0, e, sizeof e);
+		cli_fail(err, errlen, "%s", comm_error(c));
+	} else if ((rc = tensor_out_close(&o, 1, e, sizeof e)) < 0)
+		cli_fail(err, errlen, "checkpoint %s", e);
+	goto out;
+oom:
+	cli_fail(err, errlen, "checkpoint: out of memory");
 out:
 	tensor_set_free(&s);
-	return cli_fail(err, errlen, "checkpoint %s: %s", path, e);
+	free(head);
+	free(buf);
+	for (i = 0; all != NULL && i < nx; i++)
+		free(all[i]);
+	free(all);
+	return rc;
 }
 
 int
@@ -173,37 +285,16 @@ ckpt_save_vecs(struct comm *c, const struct nn_model *m,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
     const char *path, char *err, size_t errlen)
 {
-	int moments = nn_optim_moments(oc), k, rc = -1, root = comm_rank(c) == 0;
-	size_t np = m->nparams ? m->nparams : 1, i;
-	float *flat[2] = { NULL, NULL }, **all;
+	return save(c, m, oc, p, n, 0, x, nx, step, batch, path, err, errlen);
+}
 
-	if ((all = calloc(nx ? nx : 1, sizeof(*all))) == NULL)
-		goto oom;
-	for (k = 0; k < moments && root; k++)
-		if ((flat[k] = calloc(np, sizeof(float))) == NULL)
-			goto oom;
-	for (i = 0; i < nx && root; i++)
-		if (x[i].per_rank && (all[i] = calloc(np * (size_t)comm_size(c),
-		    sizeof(float))) == NULL)
-			goto oom;
-	if (gather(c, p, n, moments, flat, err, errlen) < 0)
-		goto out;
-	for (i = 0; i < nx; i++)
-		if (x[i].per_rank && gather_ranks(c, m->nparams, x[i].v, all[i],
-		    err, errlen) < 0)
-			goto out;
-	rc = root ? write_set(m, moments, flat, x, nx, all, comm_size(c), step,
-	    batch, path, err, errlen) : 0;
-	goto out;
-oom:
-	cli_fail(err, errlen, "checkpoint: out of memory");
-out:
-	free(flat[0]);
-	free(flat[1]);
-	for (i = 0; all != NULL && i < nx; i++)
-		free(all[i]);
-	free(all);
-	return rc;
+int
+ckpt_save_sharded(struct comm *c, const struct nn_model *m,
+    const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
+    const struct ckpt_vec *x, size_t nx, long step, long batch,
+    const char *path, char *err, size_t errlen)
+{
+	return save(c, m, oc, p, n, 1, x, nx, step, batch, path, err, errlen);
 }
 
 int

@@ -49,8 +49,9 @@ struct ckpt_vec {
 };
 
 /* Collective: rank 0 gathers the pieces' state (oc's moments of each)
- * from their ranks and writes it with m's parameters, as rank 0 holds
- * them, to path (rank 0 only; NULL elsewhere). 0, or -1 with the reason:
+ * from their ranks, a tensor at a time, and writes it with m's
+ * parameters, as rank 0 holds them, to path (rank 0 only; NULL
+ * elsewhere). 0, or -1 with the reason:
  * a lost peer or a failed write, a runtime failure (exit 1). */
 int ckpt_save(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
@@ -60,6 +61,14 @@ int ckpt_save(struct comm *c, const struct nn_model *m,
  * rank's error feedback ("wire.ef", per rank), local SGD's and PowerSGD's
  * state ("local.*", "powersgd.*"). */
 int ckpt_save_vecs(struct comm *c, const struct nn_model *m,
+    const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
+    const struct ckpt_vec *x, size_t nx, long step, long batch,
+    const char *path, char *err, size_t errlen);
+
+/* As ckpt_save_vecs, the parameters sharded as the pieces are (ZeRO-3):
+ * each piece's holder holds its floats of m's parameters, the rest of
+ * m's need not be there. */
+int ckpt_save_sharded(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
     const char *path, char *err, size_t errlen);

@@ -80,6 +80,102 @@ zero_init(struct dp_run *r)
 	return rc;
 }
 
+/* Hybrid sharding's groups: r->shard this host's ranks, r->rep the
+ * ranks of every host with this one's place in its host; r->owner[q]:
+ * the first host's q-th rank. Hosts of different rank counts are
+ * refused. */
+static int
+hybrid_groups(struct dp_run *r)
+{
+	int H = comm_hosts(r->c), *n = calloc((size_t)H + 1, sizeof(int));
+	int q, h, mine = comm_host(r->c, r->rank), local = 0, *owner;
+	char e[COLLX_ERRLEN];
+
+	owner = r->owner = calloc((size_t)r->world, sizeof(int));
+	if (n == NULL || owner == NULL) {
+		free(n);
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	}
+	for (q = 0; q < r->world; q++) {
+		h = comm_host(r->c, q);
+		if (h == 0)
+			owner[n[0]] = q;
+		if (h == mine && q < r->rank)
+			local++;
+		n[h]++;
+	}
+	for (h = 1; h < H; h++)
+		if (n[h] != n[0]) {
+			r->kind = TRAIN_ERR_DATA;
+			q = cli_fail(r->err, r->errlen, "rank %d: --shard-group "
+			    "host: host 0 holds %d ranks, host %d %d (hybrid "
+			    "sharding needs as many on every host)", r->rank,
+			    n[0], h, n[h]);
+			free(n);
+			return q;
+		}
+	free(n);
+	if (comm_split(r->c, mine, r->rank, &r->shard, e, sizeof(e)) < 0 ||
+	    comm_split(r->c, local, r->rank, &r->rep, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: %s", e);
+	return 0;
+}
+
+/* ZeRO-3 (dp_fsdp.c) over the model's layers, an optimizer each; hybrid:
+ * over this host's ranks. */
+static int
+fsdp_init(struct dp_run *r)
+{
+	struct dp_fsdp_plan p;
+	char e[COLLX_ERRLEN];
+
+	if (dp_fsdp_plan_model(&p, r->m, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: %s", e);
+	if ((r->bopt = calloc((size_t)p.nunit, sizeof(*r->bopt))) == NULL) {
+		dp_fsdp_plan_free(&p);
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	}
+	r->nbopt = p.nunit;
+	r->fsdp = dp_fsdp_new(r->shard != NULL ? r->shard : r->c, &r->wire,
+	    r->cfg->algo, &p,
+	    r->cfg->dpo.prefetch, r->cfg->dpo.reshard, r->m->params,
+	    r->m->grads, r->bopt, &r->cfg->optim, r->err, r->errlen);
+	dp_fsdp_plan_free(&p);
+	if (r->fsdp == NULL) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return -1;
+	}
+	if (r->shard != NULL)
+		dp_fsdp_hybrid(r->fsdp, r->rep, r->owner, r->rank);
+	return 0;
+}
+
+/* A ZeRO-3 step's pass (*pass: its result, the reason in e) and its
+ * communication: *busy the thread's seconds, *waited the pass's waits
+ * for it, s's gather figures. -1 when the communication failed. */
+static int
+fsdp_pass(struct dp_run *r, double *loss, int *pass, double *busy,
+    double *waited, struct train_step *s, char *e, size_t elen)
+{
+	struct dp_fsdp_time t;
+
+	dp_fsdp_begin(r->fsdp);
+	*pass = r->count > 0 ? nn_model_step_use(r->m, &r->tb.b, loss,
+	    dp_fsdp_grad, dp_fsdp_use, r->fsdp, e, elen) : 0;
+	/* without samples, or after a failed pass, every job still runs:
+	 * the other ranks' collectives wait for this rank's */
+	dp_fsdp_replay(r->fsdp);
+	if (dp_fsdp_wait(r->fsdp, &t, r->err, r->errlen) < 0)
+		return comm_errkind(r->c) != COMM_ERR_NONE ?
+		    dp_comm_failed(r) : -1;
+	*busy = t.gather + t.reduce_scatter;
+	*waited = t.wait + t.tail;
+	s->gather = t.gather;
+	s->reduce_scatter = t.reduce_scatter;
+	s->gather_wait = t.wait;
+	return 0;
+}
+
 static int
 zero_bucket(struct dp_run *r, int i)
 {
@@ -150,7 +246,9 @@ sync_step(struct dp_run *r, double *loss)
 	struct nn_model *m = r->m;
 	char e[COLLX_ERRLEN];
 
-	if (r->bucket_fn != NULL) {
+	if (r->fsdp != NULL)
+		dp_fsdp_step(r->fsdp, (float)(1.0 / (double)cfg->batch));
+	else if (r->bucket_fn != NULL) {
 		if (r->ovl == NULL && dp_buckets_sync(r) < 0)
 			return -1;
 		if (cfg->dpo.zero > 0 && zero_update(r) < 0)
@@ -173,7 +271,7 @@ sync_step(struct dp_run *r, double *loss)
 static int
 run_step(struct dp_run *r, long k, struct train_step *s)
 {
-	double t0 = cli_now(), t1, t2, t3, t4, busy = 0, loss = 0;
+	double t0 = cli_now(), t1, t2, t3, t4, busy = 0, loss = 0, waited = 0;
 	uint64_t sent = comm_bytes_sent(r->c);
 	char e[COLLX_ERRLEN];
 	int rc = 0, drift = r->cfg->dpo.sync_every > 1;
@@ -181,11 +279,17 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	r->k = k;
 	train_batch_fill(&r->tb, r->d, &r->ord,
 	    (int64_t)k * r->cfg->batch + r->start, r->count);
-	nn_model_zero_grad(r->m);
+	/* ZeRO-3 gives each layer's gradients back zero */
+	if (r->fsdp == NULL)
+		nn_model_zero_grad(r->m);
 	if (r->ovl != NULL)
 		dp_ovl_begin(r->ovl);
+	if (r->fsdp != NULL) {
+		if (fsdp_pass(r, &loss, &rc, &busy, &waited, s, e,
+		    sizeof(e)) < 0)
+			return -1;
 	/* a rank without samples still joins the experts' count sum */
-	if (r->count > 0 || r->m->moe_sum != NULL)
+	} else if (r->count > 0 || r->m->moe_sum != NULL)
 		rc = nn_model_step_hook(r->m, &r->tb.b, &loss,
 		    r->ovl != NULL ? dp_ovl_stage : NULL, r->ovl, e, sizeof(e));
 	t1 = cli_now();
@@ -217,13 +321,19 @@ run_step(struct dp_run *r, long k, struct train_step *s)
 	s->loss = loss;
 	s->seconds = cli_now() - t0;
 	s->comm = busy + (t3 - t2);
-	s->hidden = busy > t2 - t1 ? busy - (t2 - t1) : 0;
+	/* ZeRO-3 waited within its pass */
+	waited += t2 - t1;
+	s->hidden = busy > waited ? busy - waited : 0;
 	s->exposed = s->comm - s->hidden;
 	s->compute = s->seconds - s->exposed;
 	s->bytes_sent = comm_bytes_sent(r->c) - sent;
 	s->moe = nn_model_moe_summary(r->m, &s->moe_dropped,
 	    &s->moe_imbalance) == 0;
 	s->moe_counts = nn_model_moe_stats(r->m);
+	if (r->shard != NULL) {		/* hybrid: its groups' too */
+		s->bytes_sent += dp_fsdp_sent(r->fsdp) - r->sub_sent;
+		r->sub_sent = dp_fsdp_sent(r->fsdp);
+	}
 	return 0;
 }
 
@@ -283,7 +393,9 @@ run_mem(const struct dp_run *r, struct dp_mem *mem)
 		mem->optim_bytes += nn_optim_bytes(&r->srv->opt);
 	if (r->anchor != NULL)
 		mem->optim_bytes += 2 * r->m->nparams * sizeof(float);
-	mem->grad_bytes = r->cfg->dpo.zero > 0 ? dp_zero_grad_bytes(&r->zero,
+	mem->grad_bytes = r->fsdp != NULL ?
+	    dp_zero_grad_bytes(dp_fsdp_zero(r->fsdp), 0) :
+	    r->cfg->dpo.zero > 0 ? dp_zero_grad_bytes(&r->zero,
 	    r->m->nparams) : r->m->nparams * sizeof(float);
 }
 
@@ -342,12 +454,22 @@ run_buckets(struct dp_run *r)
 	for (i = 0; i < r->nbucket; i++)
 		if (r->bucket[i + 1] - r->bucket[i] > maxn)
 			maxn = r->bucket[i + 1] - r->bucket[i];
+	if (cfg->dpo.zero == 3)		/* layers, not buckets */
+		maxn = r->m->nparams;
+	/* hybrid: the wire's sums are within the host */
+	if (cfg->dpo.zero == 3 && cfg->dpo.shard_host && hybrid_groups(r) < 0)
+		return -1;
 	if (cfg->sync == DP_ALLREDUCE && dp_wire_init(&r->wire, cfg->dpo.wire,
-	    r->rank, r->world, r->m->nparams, maxn, r->err, r->errlen) < 0) {
+	    r->shard != NULL ? comm_rank(r->shard) : r->rank, r->shard != NULL ?
+	    comm_size(r->shard) : r->world, r->m->nparams, maxn, r->err,
+	    r->errlen) < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;
 		return -1;
 	}
-	if (cfg->dpo.zero > 0) {
+	if (cfg->dpo.zero == 3) {
+		if (fsdp_init(r) < 0)
+			return -1;
+	} else if (cfg->dpo.zero > 0) {
 		if (zero_init(r) < 0)
 			return -1;
 		r->bucket_fn = zero_bucket;
@@ -401,6 +523,8 @@ run_init(struct dp_run *r)
 		return -1;
 	if (dp_verify_same(r, "before training") < 0)
 		return -1;
+	if (r->fsdp != NULL)
+		dp_fsdp_release_all(r->fsdp);
 	if (cfg->sync == DP_PS && cfg->ps_addrs != NULL)
 		return dp_ps_connect(r, cfg->ps_addrs);
 	if (cfg->sync == DP_PS && cfg->ps_mode == PS_ASYNC)
@@ -435,6 +559,12 @@ run_free(struct dp_run *r)
 	int i;
 
 	dp_ovl_free(r->ovl);
+	dp_fsdp_free(r->fsdp);
+	free(r->owner);
+	if (r->rep != NULL)
+		comm_close(r->rep);
+	if (r->shard != NULL)
+		comm_close(r->shard);
 	/* Still open only after a failure: the servers hear its cause. */
 	ps_client_abort(r->cl, r->err[0] ? r->err : NULL);
 	dp_colo_server_stop(r, 0);
@@ -477,6 +607,14 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			    "async (its auxiliary loss needs the global batch)");
 			goto out;
 		}
+		if (cfg->dpo.zero == 3) {
+			/* the count sums would run beside the gathers of
+			 * ZeRO-3's thread on the same group */
+			r.kind = TRAIN_ERR_DATA;
+			cli_fail(err, errlen, "a model with experts does not "
+			    "train under --zero 3 (yet): use --zero 0, 1 or 2");
+			goto out;
+		}
 		m->moe_sum = moe_sum;
 		m->moe_ctx = &r;
 	}
@@ -498,6 +636,13 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
 		    dp_ckpt_save(&r, k + 1) < 0)
 			goto out;
+	}
+	if (mem != NULL && r.fsdp != NULL)
+		mem->params_peak = dp_fsdp_peak(r.fsdp);
+	/* ZeRO-3: whole again for the checksum and the outputs */
+	if (r.fsdp != NULL && dp_fsdp_gather_all(r.fsdp) < 0) {
+		dp_comm_failed(&r);
+		goto out;
 	}
 	rc = r.cl != NULL ? run_finish_ps(&r) : dp_verify_same(&r, "after training");
 out:

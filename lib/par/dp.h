@@ -32,7 +32,11 @@ const char *dp_wire_name(enum dp_wire_type t);
  * DP_OPTS_DEFAULTS marks powersgd_start and the outer step's options as
  * not given, -1, until dpopt_check puts their defaults in). */
 struct dp_opts {
-	int zero;		/* ZeRO stage: 0 (off), 1 or 2 */
+	int zero;		/* ZeRO stage: 0 (off), 1, 2 or 3 */
+	int prefetch;		/* stage 3: gathers started ahead, in layers */
+	int reshard;		/* stage 3: parameters freed after forward */
+	int shard_host;		/* stage 3: shards within each host (HSDP) */
+	int prefetch_given, reshard_given, shard_given;	/* given */
 	enum dp_wire_type wire;	/* the gradients' wire type (allreduce) */
 	int powersgd;		/* PowerSGD's rank R, 0 off (allreduce) */
 	long powersgd_start;	/* plain allreduce before this step */
@@ -42,6 +46,7 @@ struct dp_opts {
 	int overlap;		/* bucket syncs overlap the backward pass */
 };
 #define DP_OPTS_DEFAULTS { .wire = DP_WIRE_F32, .powersgd_start = -1, \
+	.prefetch = 1, .reshard = 1, \
 	.outer_lr = -1, .outer_momentum = -1, \
 	.bucket_bytes = (size_t)25 << 20, .overlap = 1 }
 
@@ -69,6 +74,7 @@ struct dp_cfg {
  * gradients kept for the update (ZeRO stage 2: this rank's slices). */
 struct dp_mem {
 	size_t optim_bytes, grad_bytes;
+	size_t params_peak;	/* stage 3: the most parameter bytes held */
 };
 
 typedef void (*dp_step_fn)(void *ctx, const struct train_step *s);

@@ -75,7 +75,8 @@ static struct ckpt_piece *
 pieces(struct dp_run *r, int holders, size_t *n)
 {
 	const struct dp_cfg *cfg = r->cfg;
-	int q, i, nb = r->bopt != NULL ? r->nbucket : 1;
+	int q, i, nb = r->fsdp != NULL ? r->nbopt : r->bopt != NULL ?
+	    r->nbucket : 1;
 	struct ckpt_piece *p;
 	size_t k = 0, off, len;
 
@@ -94,7 +95,8 @@ pieces(struct dp_run *r, int holders, size_t *n)
 		return p;
 	}
 	if (cfg->dpo.zero > 0) {
-		*n = dp_zero_pieces(&r->zero, p);
+		*n = r->fsdp != NULL ? dp_fsdp_pieces(r->fsdp, holders, p) :
+		    dp_zero_pieces(&r->zero, p);
 		return p;
 	}
 	for (i = 0; i < nb; i++)
@@ -278,8 +280,10 @@ dp_ckpt_save(struct dp_run *r, long done)
 		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
-	rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n, x, nx, done,
-	    r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen);
+	/* ZeRO-3: each slice's holder sends its parameters too */
+	rc = (r->fsdp != NULL ? ckpt_save_sharded : ckpt_save_vecs)(r->c,
+	    r->m, &r->cfg->optim, p, n, x, nx, done, r->cfg->batch,
+	    r->cfg->ckpt_path, r->err, r->errlen);
 	free(p);
 	free(q);
 	if (rc < 0)

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include "par/dp.h"
+#include "par/dp_fsdp.h"
 #include "par/dp_sync.h"
 
 struct dp_ovl;
@@ -45,6 +46,12 @@ struct dp_run {
 	struct dp_ovl *ovl;		/* overlap: the communication thread */
 	struct dp_zero zero;		/* ZeRO over the buckets (bopt its
 					 * optimizers) */
+	struct dp_fsdp *fsdp;		/* ZeRO-3 over the layers (bopt its
+					 * optimizers), or NULL */
+	struct comm *shard, *rep;	/* hybrid ZeRO-3: this host's ranks,
+					 * the same shard's on the others */
+	uint64_t sub_sent;		/* hybrid: their bytes so far */
+	int *owner;			/* hybrid: slice q's checkpoint writer */
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */

@@ -155,6 +155,15 @@ dp_ovl_drain(struct dp_ovl *o)
 	pthread_mutex_unlock(&o->mu);
 }
 
+void
+dp_ovl_done(struct dp_ovl *o, int n)
+{
+	pthread_mutex_lock(&o->mu);
+	while (o->ndone < n)
+		pthread_cond_wait(&o->cv, &o->mu);
+	pthread_mutex_unlock(&o->mu);
+}
+
 int
 dp_ovl_wait(struct dp_ovl *o, double *busy)
 {

@@ -39,6 +39,12 @@ int dp_wire_allreduce(struct dp_wire *w, struct comm *c, float *g,
 int dp_wire_reduce_scatter(struct dp_wire *w, struct comm *c,
     const float *g, size_t off, size_t n, float *out, size_t len,
     enum coll_algo algo);
+/* bf16 or f16: the world slices of v (counts[q] floats of rank q's, one
+ * after another, at most the init's maxn in all) gathered in w->type,
+ * this rank's left as it is, the others' rounded to the wire type (ZeRO-3's
+ * parameters). 0, or -1 with comm_error(c) set. */
+int dp_wire_allgatherv(struct dp_wire *w, struct comm *c, float *v,
+    const size_t *counts, enum coll_algo algo);
 void dp_wire_free(struct dp_wire *w);
 
 /* A range of a flat vector: len floats from off. */
@@ -80,6 +86,9 @@ struct dp_ovl *dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
 void dp_ovl_begin(struct dp_ovl *o);
 void dp_ovl_stage(void *o, int stage);
 void dp_ovl_drain(struct dp_ovl *o);
+/* Waits until the first n buckets in posting order are done (posted
+ * already: the caller's dp_ovl_stage posted them). */
+void dp_ovl_done(struct dp_ovl *o, int n);
 int dp_ovl_wait(struct dp_ovl *o, double *busy);
 void dp_ovl_free(struct dp_ovl *o);
 
@@ -88,7 +97,7 @@ void dp_ovl_free(struct dp_ovl *o);
  * alike. cut: of a range of n floats over world ranks, rank q owns *len
  * floats from *off (ceil(n / world) each, the last ones shorter or
  * empty); slice: range i's, relative to its start. init: stage 1 or 2
- * over c, the reduce-scatter through w (whose error feedback covers the
+ * (3: as 2, ZeRO-3's ranges, dp_fsdp.c) over c, the reduce-scatter through w (whose error feedback covers the
  * vector), algo where the collective has it (else auto); opt: the
  * caller's n optimizers, each remade for this rank's slice of its range;
  * what names a range in the collectives' step labels. reduce: range i
@@ -129,6 +138,8 @@ int dp_zero_reduce(struct dp_zero *z, float *grads, int i);
 void dp_zero_step(struct dp_zero *z, float *params, float *grads,
     float scale);
 int dp_zero_allgather(struct dp_zero *z, float *params);
+/* Range i's slices alone (dp_zero_allgather is every range's). */
+int dp_zero_allgather_one(struct dp_zero *z, float *params, int i);
 size_t dp_zero_grad_bytes(const struct dp_zero *z, size_t whole);
 size_t dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p);
 struct nn_optim *dp_zero_whole_alloc(const struct dp_zero *z,

@@ -139,6 +139,26 @@ half_dtype(enum dp_wire_type t)
 	return t == DP_WIRE_BF16 ? DT_BF16 : DT_F16;
 }
 
+int
+dp_wire_allgatherv(struct dp_wire *w, struct comm *c, float *v,
+    const size_t *counts, enum coll_algo algo)
+{
+	uint16_t *send = w->send;
+	size_t off = 0, mine = 0;
+	int q;
+
+	for (q = 0; q < w->rank; q++)
+		mine += counts[q];
+	narrow(w->type, send + mine, v + mine, counts[w->rank]);
+	if (coll_allgatherv(c, send + mine, send, counts, half_dtype(w->type),
+	    algo) < 0)
+		return -1;
+	for (q = 0; q < w->world; off += counts[q++])
+		if (q != w->rank)
+			widen(w->type, v + off, send + off, counts[q]);
+	return 0;
+}
+
 /* ---- int8 ------------------------------------------------------------- */
 
 /* Quantizes the k values of one block into q, leaving in v what that

@@ -9,7 +9,8 @@
  * rank steps an optimizer sized for its slice (the state is about 1/W of
  * plain data parallelism's), and the updated slices are allgathered.
  * Stage 1 keeps the reduced slice in place in the gradient vector; stage
- * 2 keeps only the reduced slices, compact. The optimizers are
+ * 2 keeps only the reduced slices, compact (so does stage 3, whose
+ * parameters dp_fsdp.c gathers a range at a time). The optimizers are
  * elementwise, so the result is plain data parallelism's up to the order
  * the reductions add in. Checkpoints hold the state whole, as plain data
  * parallelism does: as pieces each rank holds (dp_zero_pieces), or
@@ -84,7 +85,7 @@ dp_zero_init(struct dp_zero *z, int stage, struct comm *c, struct dp_wire *w,
 			return cli_fail(err, errlen, "rank %d: %s", z->rank, e);
 	}
 	if ((pad > 0 && (z->pad = malloc(pad * sizeof(float))) == NULL) ||
-	    (stage == 2 && (z->grad = calloc(z->ngrad ? z->ngrad : 1,
+	    (stage >= 2 && (z->grad = calloc(z->ngrad ? z->ngrad : 1,
 	    sizeof(float))) == NULL))
 		return cli_fail(err, errlen, "rank %d: out of memory", z->rank);
 	return 0;
@@ -133,7 +134,7 @@ reduced(const struct dp_zero *z, float *grads, int i)
 {
 	size_t off, len;
 
-	if (z->stage == 2)
+	if (z->stage >= 2)
 		return z->grad + z->goff[i];
 	dp_zero_slice(z, i, z->rank, &off, &len);
 	return grads + z->rg[i].off + off;
@@ -162,30 +163,33 @@ dp_zero_step(struct dp_zero *z, float *params, float *grads, float scale)
 }
 
 int
+dp_zero_allgather_one(struct dp_zero *z, float *params, int i)
+{
+	float *p = params + z->rg[i].off;
+	size_t off;
+	int q;
+
+	for (q = 0; q < z->world; q++)
+		dp_zero_slice(z, i, q, &off, &z->counts[q]);
+	dp_zero_slice(z, i, z->rank, &off, &z->counts[z->rank]);
+	comm_set_step(z->c, "allgather of the parameters of %s %d of %d",
+	    z->what, i + 1, z->n);
+	return coll_allgatherv(z->c, p + off, p, z->counts, DT_F32, z->ag_algo);
+}
+
+int
 dp_zero_allgather(struct dp_zero *z, float *params)
 {
-	size_t off, len;
-	int i, q;
-
-	for (i = 0; i < z->n; i++) {
-		float *p = params + z->rg[i].off;
-
-		for (q = 0; q < z->world; q++)
-			dp_zero_slice(z, i, q, &off, &z->counts[q]);
-		dp_zero_slice(z, i, z->rank, &off, &len);
-		comm_set_step(z->c, "allgather of the parameters of %s %d of "
-		    "%d", z->what, i + 1, z->n);
-		if (coll_allgatherv(z->c, p + off, p, z->counts, DT_F32,
-		    z->ag_algo) < 0)
+	for (int i = 0; i < z->n; i++)
+		if (dp_zero_allgather_one(z, params, i) < 0)
 			return -1;
-	}
 	return 0;
 }
 
 size_t
 dp_zero_grad_bytes(const struct dp_zero *z, size_t whole)
 {
-	return (z->stage == 2 ? z->ngrad : whole) * sizeof(float);
+	return (z->stage >= 2 ? z->ngrad : whole) * sizeof(float);
 }
 
 /* ---- checkpoints: the state whole ------------------------------------- */

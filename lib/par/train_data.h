@@ -80,6 +80,9 @@ struct train_step {
 	double moe_dropped, moe_imbalance;
 	const double *moe_counts;	/* nn_model_moe_stats' layout, summed;
 					 * valid in the step's callback only */
+	/* ZeRO-3: seconds gathering, reduce-scattering, and waiting for
+	 * gathers (exposed) */
+	double gather, reduce_scatter, gather_wait;
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)

@@ -1,5 +1,7 @@
 /* dpopt: the data-parallel axis's sync options, read alike by collx-dp,
  * collx-train and collx-bench (dpopt.h). */
+#include <string.h>
+
 #include "cli/cli.h"
 #include "prog/dpopt.h"
 
@@ -30,7 +32,25 @@ dpopt_option(struct dp_opts *o, int opt, const char *a)
 			    "not '%s'", a);
 		break;
 	case DPOPT_ZERO:
-		o->zero = (int)cli_parse_long("--zero", a, 0, 2);
+		o->zero = (int)cli_parse_long("--zero", a, 0, 3);
+		break;
+	case DPOPT_PREFETCH:
+		o->prefetch = (int)cli_parse_long("--prefetch", a, 0, 1 << 20);
+		o->prefetch_given = 1;
+		break;
+	case DPOPT_RESHARD:
+		if (strcmp(a, "yes") != 0 && strcmp(a, "no") != 0)
+			cli_usage_error("--reshard-after-forward: want yes or "
+			    "no, not '%s'", a);
+		o->reshard = strcmp(a, "yes") == 0;
+		o->reshard_given = 1;
+		break;
+	case DPOPT_SHARD_GROUP:
+		if (strcmp(a, "all") != 0 && strcmp(a, "host") != 0)
+			cli_usage_error("--shard-group: want all or host, not "
+			    "'%s'", a);
+		o->shard_host = strcmp(a, "host") == 0;
+		o->shard_given = 1;
 		break;
 	case DPOPT_BUCKET:
 		o->bucket_bytes = (size_t)(cli_parse_double("--bucket-mb", a, 0,
@@ -49,6 +69,14 @@ dpopt_check(struct dp_opts *o, long ckpt_every)
 {
 	int zero = o->zero, psgd = o->powersgd;
 
+	if ((o->prefetch_given || o->reshard_given || o->shard_given) &&
+	    zero != 3)
+		cli_usage_error("--%s goes with --zero 3", o->prefetch_given ?
+		    "prefetch" : o->reshard_given ? "reshard-after-forward" :
+		    "shard-group");
+	if (zero == 3 && !o->overlap)
+		cli_usage_error("--no-overlap and --zero 3: ZeRO-3's gathers "
+		    "and reduce-scatters run on the communication thread");
 	if (o->powersgd > 0 && zero > 0)
 		cli_usage_error("--powersgd and --zero %d: PowerSGD sums whole "
 		    "matrices, not ZeRO's slices", zero);
@@ -83,6 +111,10 @@ dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets)
 		prog_job_add(job, "--bucket-mb", "%g",
 		    (double)o->bucket_bytes / (1 << 20));
 	prog_job_add(job, "--zero", "%d", o->zero);
+	prog_job_add(job, "--prefetch", "%d", o->prefetch);
+	prog_job_flag(job, "--reshard-after-forward", o->reshard);
+	prog_job_add(job, "--shard-group", "%s", o->shard_host ? "host" :
+	    "all");
 	prog_job_add(job, "--wire", "%s", dp_wire_name(o->wire));
 	prog_job_add(job, "--powersgd", "%d", o->powersgd);
 	prog_job_add(job, "--powersgd-start", "%ld", o->powersgd_start);

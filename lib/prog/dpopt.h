@@ -1,7 +1,8 @@
 /* dpopt: the data-parallel axis's sync options on a command line, read by
  * one function for collx-dp, collx-train and collx-bench: --zero, --wire,
  * --powersgd, --powersgd-start, --sync-every, --outer-lr,
- * --outer-momentum (DPOPT_LONGOPTS) and collx-dp's --bucket-mb and
+ * --outer-momentum, --prefetch, --reshard-after-forward, --shard-group
+ * (DPOPT_LONGOPTS) and collx-dp's --bucket-mb and
  * --no-overlap (DPOPT_BUCKET_LONGOPTS), into one struct dp_opts
  * (par/dp.h), started from DP_OPTS_DEFAULTS. */
 #ifndef COLLX_DPOPT_H
@@ -13,7 +14,8 @@
 enum {
 	DPOPT_WIRE = 0x12b0, DPOPT_POWERSGD, DPOPT_POWERSGD_START,
 	DPOPT_SYNC_EVERY, DPOPT_OUTER_LR, DPOPT_OUTER_MOMENTUM, DPOPT_ZERO,
-	DPOPT_BUCKET, DPOPT_NO_OVERLAP
+	DPOPT_BUCKET, DPOPT_NO_OVERLAP, DPOPT_PREFETCH, DPOPT_RESHARD,
+	DPOPT_SHARD_GROUP
 };
 #define DPOPT_LONGOPTS \
 	{ "zero", 1, 0, DPOPT_ZERO }, \
@@ -22,7 +24,10 @@ enum {
 	{ "powersgd-start", 1, 0, DPOPT_POWERSGD_START }, \
 	{ "sync-every", 1, 0, DPOPT_SYNC_EVERY }, \
 	{ "outer-lr", 1, 0, DPOPT_OUTER_LR }, \
-	{ "outer-momentum", 1, 0, DPOPT_OUTER_MOMENTUM }
+	{ "outer-momentum", 1, 0, DPOPT_OUTER_MOMENTUM }, \
+	{ "prefetch", 1, 0, DPOPT_PREFETCH }, \
+	{ "reshard-after-forward", 1, 0, DPOPT_RESHARD }, \
+	{ "shard-group", 1, 0, DPOPT_SHARD_GROUP }
 #define DPOPT_BUCKET_LONGOPTS \
 	{ "bucket-mb", 1, 0, DPOPT_BUCKET }, \
 	{ "no-overlap", 0, 0, DPOPT_NO_OVERLAP }
@@ -38,6 +43,17 @@ enum {
 	"                        an outer Nesterov SGD (0: off, plain DP)\n" \
 	"  --outer-lr L          its learning rate (0.7)\n" \
 	"  --outer-momentum M    its Nesterov momentum (0.9)\n"
+/* --zero 3's options, in the help of the programs that run it */
+#define DPOPT_FSDP_HELP \
+	"  --prefetch K          --zero 3: gather the next K layers while one\n" \
+	"                        computes (1; 0: each when it is needed)\n" \
+	"  --reshard-after-forward yes|no\n" \
+	"                        --zero 3: free a layer's gathered parameters\n" \
+	"                        after its forward and gather them again for\n" \
+	"                        its backward (yes, default), or keep them\n" \
+	"  --shard-group all|host\n" \
+	"                        --zero 3: shard over all ranks (default), or\n" \
+	"                        within each host, replicas across hosts (HSDP)\n"
 
 /* Option opt with its value a into o: 1, or 0 when opt is none of these;
  * a bad value ends the program with a usage error (exit 2). */

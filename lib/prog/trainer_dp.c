@@ -64,6 +64,11 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 	row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
 	row(r, r->exposed_op, r->comm_algo, s->step, s->exposed);
+	if (r->zero == 3) {
+		row(r, "gather", r->comm_algo, s->step, s->gather);
+		row(r, "reduce-scatter", r->comm_algo, s->step,
+		    s->reduce_scatter);
+	}
 }
 
 /* -v: every rank's memory figures and mean step time (steps after the
@@ -83,6 +88,26 @@ report_mem(const struct trainer_dp *r, const struct dp_mem *mem,
 	    "reduced gradients %zu bytes, mean step %.3f ms\n", cli_progname,
 	    r->t.rank, r->zero, mem->optim_bytes, mem->grad_bytes,
 	    n > from ? sum / (double)(n - from) * 1e3 : 0.0);
+	if (r->zero == 3)
+		fprintf(stderr, "%s: rank %d: params peak %zu bytes\n",
+		    cli_progname, r->t.rank, mem->params_peak);
+}
+
+/* -v, ZeRO-3, rank 0: the share of the gathers' time the passes waited
+ * for them (not hidden behind a layer's compute). */
+static void
+report_gather(const struct trainer_dp *r, const struct train_step *s, long n)
+{
+	double g = 0, w = 0;
+
+	if (!cli_verbose || cli_quiet || r->zero != 3 || r->t.rank != 0)
+		return;
+	for (long i = 0; i < n; i++) {
+		g += s[i].gather;
+		w += s[i].gather_wait;
+	}
+	fprintf(stderr, "%s: gather exposed %.0f%%\n", cli_progname,
+	    g > 0 ? 100 * (w < g ? w : g) / g : 0.0);
 }
 
 void
@@ -94,6 +119,7 @@ trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
 
 	trainer_end(&r->t);
 	report_mem(r, mem, steps + first, n);
+	report_gather(r, steps + first, n);
 	if (r->t.rank == 0 && c->out != NULL)
 		trainer_save_model(c->out, r->t.world, m);
 	if (r->t.rank == 0 && c->loss_csv != NULL)

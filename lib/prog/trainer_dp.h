@@ -1,6 +1,7 @@
 /* trainer_dp: collx-dp's run in the trainer shell: its per-step report
  * (compute, and the gradient sync's time, hidden and exposed, a timing
- * row each), -v's memory figures and the outputs rank 0 writes. */
+ * row each; ZeRO-3's gathers and reduce-scatters too), -v's memory
+ * figures and the outputs rank 0 writes. */
 #ifndef COLLX_TRAINER_DP_H
 #define COLLX_TRAINER_DP_H
 

@@ -345,44 +345,94 @@ fix_mode(int fd)
 	return fchmod(fd, 0666 & ~mask);
 }
 
+int
+tensor_out_open(struct tensor_out *o, const char *dst, char *err,
+    size_t errlen)
+{
+	char *d1 = strdup(dst), *d2 = strdup(dst);
+
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+	o->dst = dst;
+	if (!d1 || !d2 || asprintf(&o->tmp, "%s/.%s.XXXXXX", dirname(d1),
+	    basename(d2)) < 0) {
+		o->tmp = NULL;
+		free(d1);
+		free(d2);
+		snprintf(err, errlen, "%s: %s", dst, strerror(ENOMEM));
+		return -1;
+	}
+	free(d2);
+	o->dir = d1;
+	if ((o->fd = mkstemp(o->tmp)) < 0) {
+		snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+		free(o->tmp);
+		free(o->dir);
+		o->tmp = o->dir = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+void
+tensor_out_write(struct tensor_out *o, const void *buf, size_t len)
+{
+	if (!o->failed && write_all(o->fd, buf, len) < 0) {
+		o->failed = 1;
+		o->saved = errno;
+	}
+}
+
+void
+tensor_out_values(struct tensor_out *o, void *buf, size_t count, size_t size)
+{
+	if (tensor_host_is_big())
+		tensor_swap_bytes(buf, count, size);
+	tensor_out_write(o, buf, count * size);
+}
+
+int
+tensor_out_close(struct tensor_out *o, int commit, char *err, size_t errlen)
+{
+	int rc = -1, dfd;
+
+	if (o->fd < 0)
+		return -1;
+	errno = o->saved;
+	if (commit && !o->failed && fix_mode(o->fd) == 0 && fsync(o->fd) == 0) {
+		rc = close(o->fd);
+		o->fd = -1;
+		if (rc == 0 && (rc = rename(o->tmp, o->dst)) == 0 &&
+		    (dfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+			fsync(dfd);	/* so the rename itself reaches the disk */
+			close(dfd);
+		}
+	}
+	if (rc < 0) {
+		int saved = errno;
+
+		if (o->fd >= 0)
+			close(o->fd);
+		unlink(o->tmp);
+		if (commit)
+			snprintf(err, errlen, "%s: %s", o->dst, strerror(saved));
+	}
+	free(o->tmp);
+	free(o->dir);
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+	return rc;
+}
+
 static int
 write_temp(const char *dst, const void *buf, size_t len, char *err, size_t errlen)
 {
-	char *d1 = strdup(dst), *d2 = strdup(dst), *tmp = NULL, *dir = NULL;
-	int fd = -1, made = 0, rc = -1, dfd, saved;
+	struct tensor_out o;
 
-	if (!d1 || !d2 || asprintf(&tmp, "%s/.%s.XXXXXX", dir = dirname(d1),
-	    basename(d2)) < 0) {
-		tmp = NULL;
-		errno = ENOMEM;
-		goto fail;
-	}
-	if ((fd = mkstemp(tmp)) < 0)
-		goto fail;
-	made = 1;
-	if (write_all(fd, buf, len) < 0 || fix_mode(fd) < 0 || fsync(fd) < 0)
-		goto fail;
-	rc = close(fd);
-	fd = -1;
-	if (rc < 0 || (rc = rename(tmp, dst)) < 0)
-		goto fail;
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		fsync(dfd);	/* so the rename itself reaches the disk */
-		close(dfd);
-	}
-fail:
-	if (rc < 0) {
-		saved = errno;
-		if (fd >= 0)
-			close(fd);
-		if (made)
-			unlink(tmp);
-		snprintf(err, errlen, "%s: %s", dst, strerror(saved));
-	}
-	free(tmp);
-	free(d1);
-	free(d2);
-	return rc;
+	if (tensor_out_open(&o, dst, err, errlen) < 0)
+		return -1;
+	tensor_out_write(&o, buf, len);
+	return tensor_out_close(&o, 1, err, errlen);
 }
 
 /* Devices and FIFOs (/dev/null, a pipe to a co-process) are written in

@@ -135,13 +135,14 @@ st_header_json(const struct tensor_set *s, struct sbuf *b)
 		sb_put(b, " ", 1);
 }
 
-int
-tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
-    char *err, size_t errlen)
+/* The file's bytes up to the data (its length, then the header) into
+ * a malloc'd *out of *hlen bytes, and room for the data after them. */
+static int
+st_head(const struct tensor_set *s, int room, unsigned char **out,
+    size_t *hlen, size_t *total, char *err, size_t errlen)
 {
 	struct sbuf b = { 0 };
-	unsigned char *out, *p;
-	size_t i, total;
+	size_t i;
 
 	if (st_strings_ok(s, err, errlen) < 0)
 		return -1;
@@ -151,17 +152,43 @@ tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
 			return -1;
 		}
 	st_header_json(s, &b);
-	total = 8 + b.n;
+	*total = *hlen = 8 + b.n;
 	for (i = 0; i < s->count; i++)
-		total += tensor_nbytes(&s->items[i]);
-	if (b.oom || !(out = malloc(total))) {
+		*total += tensor_nbytes(&s->items[i]);
+	if (b.oom || !(*out = malloc(room ? *total : *hlen))) {
 		free(b.p);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	cli_le_put(out, b.n, 8);
-	memcpy(out + 8, b.p, b.n);
-	p = out + 8 + b.n;
+	cli_le_put(*out, b.n, 8);
+	memcpy(*out + 8, b.p, b.n);
+	free(b.p);
+	return 0;
+}
+
+int
+tensor_st_header(const struct tensor_set *s, void **buf, size_t *len,
+    char *err, size_t errlen)
+{
+	unsigned char *out;
+	size_t total;
+
+	if (st_head(s, 0, &out, len, &total, err, errlen) < 0)
+		return -1;
+	*buf = out;
+	return 0;
+}
+
+int
+tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
+    char *err, size_t errlen)
+{
+	unsigned char *out, *p;
+	size_t i, total, hlen;
+
+	if (st_head(s, 1, &out, &hlen, &total, err, errlen) < 0)
+		return -1;
+	p = out + hlen;
 	for (i = 0; i < s->count; i++) {
 		memcpy(p, s->items[i].data, tensor_nbytes(&s->items[i]));
 		if (tensor_host_is_big())
@@ -169,7 +196,6 @@ tensor_st_encode(const struct tensor_set *s, void **buf, size_t *len,
 			    dtype_size(s->items[i].dtype));
 		p += tensor_nbytes(&s->items[i]);
 	}
-	free(b.p);
 	*buf = out;
 	*len = total;
 	return 0;

@@ -150,6 +150,30 @@ int tensor_npy_write_stream(FILE *f, const struct tensor *t, char *err, size_t e
 
 /* Bytes of a path, "-" or URL (http, https, file, ftp) with timeouts and a retry. */
 int tensor_fetch(const char *src, void **buf, size_t *len, char *err, size_t errlen);
+/* A file written a piece at a time, atomically as tensor_write_file
+ * writes one (a temporary beside dst, renamed over it): open (-1 with
+ * the reason in err), write (a failure is kept for close), close (commit:
+ * renamed into place, 0, or -1 with the reason; else the temporary
+ * removed). */
+struct tensor_out {
+	int fd, failed, saved;
+	const char *dst;
+	char *tmp, *dir;
+};
+int tensor_out_open(struct tensor_out *o, const char *dst, char *err,
+    size_t errlen);
+void tensor_out_write(struct tensor_out *o, const void *buf, size_t len);
+/* count values of size bytes in host order, written little-endian (buf
+ * may be left byte-swapped). */
+void tensor_out_values(struct tensor_out *o, void *buf, size_t count,
+    size_t size);
+/* A safetensors file's bytes before the data (tensor_save's; the tensors'
+ * data is not read), malloc'd: a writer then appends each tensor's
+ * values, in set order. */
+int tensor_st_header(const struct tensor_set *s, void **buf, size_t *len,
+    char *err, size_t errlen);
+int tensor_out_close(struct tensor_out *o, int commit, char *err,
+    size_t errlen);
 /* Write bytes to dst atomically ("-" = stdout). */
 int tensor_write_file(const char *dst, const void *buf, size_t len,
     char *err, size_t errlen);

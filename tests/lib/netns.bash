@@ -166,3 +166,24 @@ exec ip netns exec "\$ns" env -i PATH="\$PATH" HOME="\${HOME:-/}" sh -c "\$*"
 EOF
 	chmod +x "$file"
 }
+
+# netns_placed "H0 H1 ..." PROGRAM ARG...: rank i in namespace Hi (ranks
+# sharing a namespace are one host), rendezvous at rank 0's host, traffic
+# on eth0; statuses in RCS, messages in err.i, output in stdout.i
+# (HOST_TIMEOUT: the ranks' COLLX_TIMEOUT, 20).
+netns_placed() {
+	local place=($1) r pids=()
+	shift
+	rm -f err.* stdout.*
+	for r in "${!place[@]}"; do
+		netns_exec "${place[r]}" env COLLX_RANK=$r COLLX_WORLD_SIZE=${#place[@]} \
+		    COLLX_MASTER="$(netns_addr "${place[0]}"):29500" \
+		    COLLX_TIMEOUT=${HOST_TIMEOUT:-20} \
+		    timeout -k 5 60 "$@" --iface eth0 >"stdout.$r" 2>"err.$r" &
+		pids+=($!)
+	done
+	RCS=()
+	for r in "${!place[@]}"; do
+		wait "${pids[r]}" && RCS+=(0) || RCS+=($?)
+	done
+}

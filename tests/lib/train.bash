@@ -61,3 +61,13 @@ resumed_equal() {
 		    1e-5 1e-6 >/dev/null
 	done
 }
+
+# Standard normal f32 X [n, XSHAPE] and Y [n, YSHAPE] (shapes as "4" or
+# "5,8") from a seed.
+# usage: data N XSHAPE YSHAPE SEED
+data() {
+	timeout 10 collx-tensor create --shape "$1,$2" --fill randn \
+	    --seed "$4" -o X.npy
+	timeout 10 collx-tensor create --shape "$1,$3" --fill randn \
+	    --seed "$(($4 + 1000))" -o Y.npy
+}

@@ -698,6 +698,27 @@ hook_check_stage(void *ctx, int stage)
 	}
 }
 
+/* A randomized model of d in m, its loss of b (*loss) and a malloc'd copy
+ * of its gradients by nn_model_step, m's gradients zeroed again; NULL
+ * when the model cannot be made. */
+static float *
+plain_grads(struct nn_model *m, const struct nn_dims *d,
+    const struct nn_batch *b, double *loss)
+{
+	char err[ERRLEN];
+	float *want;
+
+	if (make(m, d, NULL) < 0)
+		return NULL;
+	randomize(m, 0.4f);
+	want = malloc(m->nparams * sizeof(float));
+	nn_model_zero_grad(m);
+	nn_model_step(m, b, loss, err, sizeof(err));
+	memcpy(want, m->grads, m->nparams * sizeof(float));
+	nn_model_zero_grad(m);
+	return want;
+}
+
 static void
 test_hook(const char *name, const struct nn_dims *d,
     const struct nn_batch *b, int stages)
@@ -708,20 +729,54 @@ test_hook(const char *name, const struct nn_dims *d,
 	double l1, l2;
 	float *want;
 
-	if (make(&m, d, NULL) < 0)
+	if ((want = plain_grads(&m, d, b, &l1)) == NULL)
 		return;
-	randomize(&m, 0.4f);
-	want = malloc(m.nparams * sizeof(float));
-	nn_model_zero_grad(&m);
-	nn_model_step(&m, b, &l1, err, sizeof(err));
-	memcpy(want, m.grads, m.nparams * sizeof(float));
 	h.want = want;
-	nn_model_zero_grad(&m);
 	nn_model_step_hook(&m, b, &l2, hook_check_stage, &h, err, sizeof(err));
 	snprintf(what, sizeof(what), "%s: backward hook: %d stages in order, "
 	    "each final when reported", name, stages);
 	UNIT_OK(h.ok && h.next == stages && nn_model_grad_stages(&m) == stages &&
 	    l1 == l2 && !memcmp(want, m.grads, m.nparams * sizeof(float)), what);
+	free(want);
+	nn_model_free(&m);
+}
+
+/* The weight uses a pass reports, as "L:f" or "L:b" words. */
+struct use_trace {
+	char s[256];
+};
+
+static void
+use_record(void *ctx, int layer, int backward)
+{
+	struct use_trace *t = ctx;
+	size_t n = strlen(t->s);
+
+	snprintf(t->s + n, sizeof(t->s) - n, "%s%d:%c", n ? " " : "", layer,
+	    backward ? 'b' : 'f');
+}
+
+/* nn_model_step_use reports nn.h's order of uses and changes no bit of
+ * nn_model_step's loss and gradients. */
+static void
+test_use(const char *name, const struct nn_dims *d, const struct nn_batch *b,
+    const char *order)
+{
+	struct nn_model m;
+	struct use_trace t = { "" };
+	char what[160], err[ERRLEN];
+	double l1, l2;
+	float *want;
+
+	if ((want = plain_grads(&m, d, b, &l1)) == NULL)
+		return;
+	nn_model_step_use(&m, b, &l2, NULL, use_record, &t, err, sizeof(err));
+	snprintf(what, sizeof(what), "%s: weight uses %s, the gradients "
+	    "bit for bit", name, order);
+	UNIT_OK(strcmp(t.s, order) == 0 && l1 == l2 &&
+	    !memcmp(want, m.grads, m.nparams * sizeof(float)), what);
+	if (strcmp(t.s, order) != 0)
+		printf("#   got %s\n", t.s);
 	free(want);
 	nn_model_free(&m);
 }
@@ -742,6 +797,9 @@ test_hooks(void)
 	bl.layers = 3;
 	test_hook("block stack", &bl, &bb, 2 * 3);
 	test_hook("mlp", &ml, &bm, 1);
+	test_use("block stack", &bl, &bb, "0:f 1:f 2:f 2:b 1:b 0:b");
+	test_use("mlp", &ml, &bm, "0:f 0:b");
+	test_use("gpt", &g, &bg, "-1:f 0:f 1:f -1:f -1:b 1:b 0:b");
 	free(x), free(y);
 }
 

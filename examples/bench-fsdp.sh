@@ -1,0 +1,93 @@
+#!/bin/bash
+# ZeRO-3 speed (issue 29): a GPT (d_model 256, 4 layers, 4 heads, seq 128,
+# batch 8, AdamW) on 2 network namespaces x 2 ranks, links shaped to each
+# RATE in turn: collx-dp --zero 3 --prefetch 1 beside --prefetch 0,
+# --zero 2, hybrid sharding (--zero 3 --shard-group host) and PyTorch DDP
+# on Gloo (examples/peers/torch_ddp.py, plain allreduce, the same
+# architecture and data, its own initialization). Rounds interleaved (every
+# method once a round); each figure the median over rounds of a run's mean
+# step after the first. For collx also rank 0's bytes a step and, under
+# ZeRO-3, its gather exposed share (-v). Needs root (ip netns, tc); the
+# DDP rows need PyTorch. Measure on an idle machine.
+# usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
+# env STEPS (12), BATCH (8).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
+rounds=${1:-3}
+rates=${2:-10gbit 1gbit}
+steps=${STEPS:-12}
+batch=${BATCH:-8}
+seq=128
+PY=/usr/bin/python3
+TEXT=/usr/share/common-licenses/GPL-3
+work=$(mktemp -d)
+cleanup() {
+	if [ -n "${NETNS_TAG:-}" ]; then netns_teardown; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+. "$here/../tests/lib/netns.bash"
+netns_available || { echo "bench-fsdp.sh: needs root and ip netns" >&2; exit 1; }
+torch=1
+"$PY" -c 'import torch.distributed' 2>/dev/null || torch=0
+
+cx=("--zero 3 --prefetch 1" "--zero 3 --prefetch 0" "--zero 2"
+    "--zero 3 --prefetch 1 --shard-group host")
+collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
+port=29700
+t0=$SECONDS
+for rate in $rates; do
+	netns_setup 2 --rate "$rate"
+	netns_fake_ssh "$work/ssh"
+	hosts="$(netns_addr 0):2,$(netns_addr 1):2"
+	for r in $(seq "$rounds"); do
+		for m in "${cx[@]}"; do
+			port=$((port + 1))
+			# shellcheck disable=SC2086
+			collx-run -H "$hosts" --ssh "$work/ssh" \
+			    --master "$(netns_addr 0):$port" -- \
+			    "$(command -v collx-dp)" -m "$work/gpt.safetensors" \
+			    --data "$TEXT" --batch "$batch" --steps "$steps" \
+			    --optimizer adamw --iface eth0 -v \
+			    --loss-csv "$work/l.csv" $m 2>log >/dev/null
+			# mean step after the first, bytes a step, exposed gathers
+			awk -F, 'NR > 2 { s += $5; n++ } NR == 2 { b = $7 }
+			    END { printf "%.6f %s ", s / n, b }' l.csv >>"$rate.txt"
+			g=$(sed -n 's/.*gather exposed \([0-9]*\)%$/\1/p' log)
+			echo "${g:--} collx ${m// /_}" >>"$rate.txt"
+		done
+		if [ "$torch" = 1 ]; then
+			port=$((port + 1))
+			collx-run -H "$hosts" --ssh "$work/ssh" \
+			    --master "$(netns_addr 0):$port" \
+			    -x GLOO_SOCKET_IFNAME=eth0 -x OPENBLAS_NUM_THREADS=1 -- \
+			    "$PY" "$here/peers/torch_ddp.py" "$TEXT" 256 4 4 "$seq" \
+			    "$batch" "$steps" plain >torch.log 2>&1 || true
+			sed -n 's/.*mean step \([0-9.]*\) s, .*/\1 - - torch DDP/p' \
+			    torch.log | grep . >>"$rate.txt" ||
+			    echo "bench-fsdp.sh: torch DDP failed: $(tail -n 1 torch.log)" >&2
+		fi
+		echo "bench-fsdp.sh: $rate, round $r of $rounds: $((SECONDS - t0)) s" >&2
+	done
+	netns_teardown
+	echo "2 namespaces x 2 ranks at $rate: gpt d_model 256, 4 layers, seq $seq," \
+	    "batch $batch, adamw, $steps steps x $rounds rounds (median)"
+	awk -v tok=$((batch * seq)) '{ k = $4 " " $5; s[k] = s[k] " " $1
+	    b[k] = $2; g[k] = g[k] " " $3
+	    if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+	    function med(str,   a, m, i, j, t) { m = split(str, a, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((m + 1) / 2)] }
+	    END { base = med(s[order[3]])
+		printf "  %-46s %9s %9s %12s %8s %9s\n", "method", "step_ms",
+		    "tokens/s", "bytes/step", "exposed", "vs zero2"
+		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k])
+			e = med(g[k]); name = k; gsub(/_/, " ", name)
+			printf "  %-46s %9.1f %9.0f %12s %8s %8.2fx\n", name,
+			    t * 1e3, tok / t, b[k], e == "-" ? "-" : e "%",
+			    t / base } }' "$rate.txt"
+done
+echo "  ($((SECONDS - t0)) s in all)"

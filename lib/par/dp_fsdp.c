@@ -1,0 +1,585 @@
+/* dp_fsdp: ZeRO stage 3 (fully sharded data parallelism) over the units of
+ * a flat vector, a model's layers. Each unit is a dp_zero range: rank q
+ * keeps slice q of its parameters, of its reduced gradients and of its
+ * optimizer state. A pass's weight uses and backward stages are its
+ * events; before a unit's use its slices are all-gathered in place into
+ * the parameter vector, after the use they are given back (forward with
+ * reshard after forward, and backward; a unit the next uses need is
+ * kept), and once its backward stage ends its gradients are
+ * reduce-scattered and given back. Gathers of the next K uses (prefetch)
+ * are started at a use, so they run while it computes.
+ *
+ * Which gathers, reduce-scatters and releases each event brings is fixed
+ * before training from the events alone (plan_jobs), the same on every
+ * rank: the communication thread (dp_overlap.c) runs the jobs in that
+ * order, an event posting the jobs it brings, a use waiting for the
+ * gather of its own unit only. What a rank does not hold lies in the
+ * whole-sized vectors as pages given back to the kernel (MADV_DONTNEED:
+ * zero when read again), so a gradient range given back is zero for the
+ * next pass to add into, and the vectors keep their addresses: the
+ * gathered units' memory is the same from step to step. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cli/util.h"
+#include "par/ckpt.h"
+#include "par/dp_fsdp.h"
+
+enum { JOB_GATHER, JOB_RS };
+struct job {
+	int kind, unit;
+};
+
+struct dp_fsdp {
+	struct dp_zero z;
+	struct comm *rep;	/* hybrid: the same slices' ranks, or NULL */
+	enum coll_algo algo;
+	int *owner, me;		/* checkpoints: slice q's writer, this rank */
+	struct dp_fsdp_plan p;
+	struct dp_ovl *ovl;
+	float *params, *grads;
+	struct job *job;
+	int njob;
+	int *upto;		/* per event: jobs posted once it is done */
+	int *wait;		/* per use: jobs done before it computes */
+	int *rel, *relo;	/* per event: units given back, rel[relo[e]..] */
+	int *held;		/* per unit: whole now (the main thread's view) */
+	int ei;			/* the next event */
+	int strayed;		/* the pass's events left the plan */
+	int in_pass;		/* between begin and wait: peak counts */
+	size_t now, peak;	/* parameter floats held */
+	double tg, trs, twait;
+};
+
+/* ---- the plan -------------------------------------------------------- */
+
+static int
+unit_of(const struct nn_model *m, const char *name, int L)
+{
+	if (strncmp(name, "layers.", 7) == 0)
+		return atoi(name + 7);
+	return m->dims.arch == NN_GPT ? L : 0;
+}
+
+static void
+ev_add(struct dp_fsdp_plan *p, int kind, int layer, int bwd, int stage,
+    int unit)
+{
+	p->ev[p->nev++] = (struct dp_fsdp_event){ kind, layer, bwd, stage,
+	    unit };
+}
+
+/* The events of nn's pass (nn_model_step_use's order). */
+static void
+model_events(struct dp_fsdp_plan *p, const struct nn_model *m, int L)
+{
+	int gpt = m->dims.arch == NN_GPT, per = m->dims.arch == NN_MLP ? 1 : 2;
+	int l, s;
+
+	if (gpt)
+		ev_add(p, DP_FSDP_USE, -1, 0, 0, L);
+	for (l = 0; l < L; l++)
+		ev_add(p, DP_FSDP_USE, l, 0, 0, l);
+	if (gpt) {
+		ev_add(p, DP_FSDP_USE, -1, 0, 0, L);
+		ev_add(p, DP_FSDP_USE, -1, 1, 0, L);
+		ev_add(p, DP_FSDP_GRAD, 0, 0, 0, -1);
+	}
+	for (l = L - 1; l >= 0; l--) {
+		ev_add(p, DP_FSDP_USE, l, 1, 0, l);
+		for (s = 0; s < per; s++)
+			ev_add(p, DP_FSDP_GRAD, 0, 0, gpt + per * (L - 1 - l) +
+			    s, -1);
+	}
+	if (gpt)
+		ev_add(p, DP_FSDP_GRAD, 0, 0, 2 * L + 1, -1);
+}
+
+int
+dp_fsdp_plan_model(struct dp_fsdp_plan *p, const struct nn_model *m,
+    char *err, size_t errlen)
+{
+	int L = m->dims.layers > 0 ? m->dims.layers : 1, u, st;
+	size_t i, *sum;
+
+	memset(p, 0, sizeof(*p));
+	p->nunit = L + (m->dims.arch == NN_GPT);
+	p->unit = calloc((size_t)p->nunit, sizeof(*p->unit));
+	p->final = calloc((size_t)p->nunit, sizeof(*p->final));
+	p->ev = calloc(4 * (size_t)L + 8, sizeof(*p->ev));
+	sum = calloc((size_t)p->nunit, sizeof(*sum));
+	if (p->unit == NULL || p->final == NULL || p->ev == NULL ||
+	    sum == NULL) {
+		free(sum);
+		dp_fsdp_plan_free(p);
+		return cli_fail(err, errlen, "out of memory");
+	}
+	for (u = 0; u < p->nunit; u++)
+		p->unit[u].off = m->nparams;
+	for (i = 0; i < m->ntensors; i++) {
+		const struct nn_param *t = &m->table[i];
+		struct dp_range *r;
+
+		u = unit_of(m, t->name, L);
+		r = &p->unit[u];
+		if (t->offset < r->off) {
+			r->len += r->off < m->nparams ? r->off - t->offset : 0;
+			r->off = t->offset;
+		}
+		if (t->offset + t->count > r->off + r->len)
+			r->len = t->offset + t->count - r->off;
+		sum[u] += t->count;
+		st = nn_model_grad_stage(m, i);
+		if (st > p->final[u])
+			p->final[u] = st;
+	}
+	for (u = 0; u < p->nunit; u++)
+		if (sum[u] != p->unit[u].len) {
+			free(sum);
+			dp_fsdp_plan_free(p);
+			return cli_fail(err, errlen, "layer %d's tensors are "
+			    "not contiguous", u);
+		}
+	free(sum);
+	model_events(p, m, L);
+	return 0;
+}
+
+void
+dp_fsdp_plan_free(struct dp_fsdp_plan *p)
+{
+	free(p->unit);
+	free(p->final);
+	free(p->ev);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Whether unit u is kept at use i (of nv, use[] their units): the next
+ * K + 1 uses need it, or it stays whole from its forward use until its
+ * backward one (bwd[u]) without resharding. */
+static int
+keep(const int *use, int nv, int i, int K, int reshard, const int *bwd,
+    int u)
+{
+	for (int j = i; j <= i + K && j < nv; j++)
+		if (use[j] == u)
+			return 1;
+	return !reshard && bwd[u] >= i;
+}
+
+/* The jobs every event brings, simulated once: f->job, upto, wait, rel. */
+static int
+plan_jobs(struct dp_fsdp *f, int K, int reshard)
+{
+	const struct dp_fsdp_plan *p = &f->p;
+	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, j, nrel = 0;
+	int *use = calloc((size_t)ne + 1, sizeof(int));
+	int *bwd = calloc((size_t)n + 1, sizeof(int));
+	int *gjob = calloc((size_t)n + 1, sizeof(int));
+
+	f->job = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(*f->job));
+	f->upto = calloc((size_t)ne + 1, sizeof(int));
+	f->wait = calloc((size_t)ne + 1, sizeof(int));
+	f->relo = calloc((size_t)ne + 2, sizeof(int));
+	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
+	f->held = calloc((size_t)n + 1, sizeof(int));
+	if (use == NULL || bwd == NULL || gjob == NULL || f->job == NULL ||
+	    f->upto == NULL || f->wait == NULL || f->relo == NULL ||
+	    f->rel == NULL || f->held == NULL) {
+		free(use), free(bwd), free(gjob);
+		return -1;
+	}
+	for (e = 0; e < ne; e++)
+		if (p->ev[e].kind == DP_FSDP_USE) {
+			if (p->ev[e].backward)
+				bwd[p->ev[e].unit] = nv;
+			use[nv++] = p->ev[e].unit;
+		}
+	for (e = i = 0; e < ne; e++) {
+		const struct dp_fsdp_event *v = &p->ev[e];
+
+		f->relo[e] = nrel;
+		if (v->kind == DP_FSDP_GRAD) {
+			for (u = 0; u < n; u++)
+				if (p->final[u] == v->stage)
+					f->job[f->njob++] = (struct job){ JOB_RS, u };
+		} else {
+			for (u = 0; u < n; u++)
+				if (f->held[u] && !keep(use, nv, i, K, reshard,
+				    bwd, u)) {
+					f->held[u] = 0;
+					f->rel[nrel++] = u;
+				}
+			for (j = i; j <= i + K && j < nv; j++)
+				if (!f->held[use[j]]) {
+					f->held[use[j]] = 1;
+					gjob[use[j]] = f->njob;
+					f->job[f->njob++] = (struct job){
+					    JOB_GATHER, use[j] };
+				}
+			f->wait[e] = gjob[v->unit] + 1;
+			i++;
+		}
+		f->upto[e] = f->njob;
+	}
+	f->relo[ne] = nrel;
+	memset(f->held, 0, (size_t)n * sizeof(int));
+	free(use), free(bwd), free(gjob);
+	return 0;
+}
+
+/* ---- holding and giving back ----------------------------------------- */
+
+/* Floats [p, p+n) given back to the kernel where they fill whole pages
+ * (zero when read again); zero: the rest of them zeroed too. */
+static void
+give_back(float *p, size_t n, int zero)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p;
+	uintptr_t b = a + n * sizeof(float), a2 = (a + pg - 1) & ~(pg - 1);
+	uintptr_t b2 = b & ~(pg - 1);
+
+	if (a2 >= b2) {
+		if (zero)
+			memset(p, 0, n * sizeof(float));
+		return;
+	}
+	if (zero) {
+		memset(p, 0, a2 - a);
+		memset((void *)b2, 0, b - b2);
+	}
+	if (madvise((void *)a2, b2 - a2, MADV_DONTNEED) < 0 && zero)
+		memset((void *)a2, 0, b2 - a2);
+}
+
+/* The floats of unit u this rank does not own. */
+static size_t
+others(const struct dp_fsdp *f, int u)
+{
+	size_t off, len;
+
+	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+	return f->z.rg[u].len - len;
+}
+
+static void
+hold(struct dp_fsdp *f, int u)
+{
+	if (f->held[u])
+		return;
+	f->held[u] = 1;
+	f->now += others(f, u);
+	if (f->in_pass && f->now > f->peak)
+		f->peak = f->now;
+}
+
+static void
+release(struct dp_fsdp *f, int u)
+{
+	float *p = f->params + f->z.rg[u].off;
+	size_t off, len;
+
+	if (!f->held[u])
+		return;
+	f->held[u] = 0;
+	f->now -= others(f, u);
+	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+	give_back(p, off, 0);
+	give_back(p + off + len, f->z.rg[u].len - off - len, 0);
+}
+
+/* ---- the communication thread's jobs --------------------------------- */
+
+/* Unit u's slices gathered for a pass: in the wire type with --wire bf16
+ * or f16 (other ranks' slices rounded to it; gather_all's, for outputs
+ * and checks, stay f32). */
+static int
+gather(struct dp_fsdp *f, int u)
+{
+	enum dp_wire_type t = f->z.wire->type;
+	size_t off;
+
+	if (t != DP_WIRE_BF16 && t != DP_WIRE_F16)
+		return dp_zero_allgather_one(&f->z, f->params, u);
+	for (int q = 0; q < f->z.world; q++)
+		dp_zero_slice(&f->z, u, q, &off, &f->z.counts[q]);
+	comm_set_step(f->z.c, "allgather of the parameters of layer %d of %d "
+	    "in %s", u + 1, f->z.n, dp_wire_name(t));
+	return dp_wire_allgatherv(f->z.wire, f->z.c, f->params +
+	    f->z.rg[u].off, f->z.counts, f->z.ag_algo);
+}
+
+/* Hybrid: unit u's reduced slice summed over the replicas. */
+static int
+rep_sum(struct dp_fsdp *f, int u)
+{
+	size_t off, len;
+
+	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+	comm_set_step(f->rep, "allreduce of the gradients of layer %d's "
+	    "shard across the hosts", u + 1);
+	return coll_allreduce(f->rep, f->z.grad + f->z.goff[u], len, DT_F32,
+	    COLL_SUM, f->algo);
+}
+
+static int
+run_job(void *ctx, int j)
+{
+	struct dp_fsdp *f = ctx;
+	const struct job *jb = &f->job[j];
+	double t0 = cli_now();
+	int rc;
+
+	if (jb->kind == JOB_GATHER) {
+		rc = gather(f, jb->unit);
+		f->tg += cli_now() - t0;
+	} else {
+		rc = dp_zero_reduce(&f->z, f->grads, jb->unit);
+		if (rc == 0 && f->rep != NULL)
+			rc = rep_sum(f, jb->unit);
+		give_back(f->grads + f->z.rg[jb->unit].off,
+		    f->z.rg[jb->unit].len, 1);
+		f->trs += cli_now() - t0;
+	}
+	return rc;
+}
+
+/* ---- a step ------------------------------------------------------------ */
+
+struct dp_fsdp *
+dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
+    const struct dp_fsdp_plan *p, int prefetch, int reshard, float *params,
+    float *grads, struct nn_optim *opt, const struct nn_optim_cfg *oc,
+    char *err, size_t errlen)
+{
+	struct dp_fsdp *f = calloc(1, sizeof(*f));
+	int *ready = NULL, u, j;
+	size_t off, len;
+
+	if (f == NULL)
+		goto oom;
+	f->params = params;
+	f->grads = grads;
+	f->algo = algo;
+	f->me = comm_rank(c);
+	if ((f->owner = calloc((size_t)comm_size(c), sizeof(int))) == NULL)
+		goto oom;
+	for (j = 0; j < comm_size(c); j++)
+		f->owner[j] = j;
+	f->p = *p;
+	f->p.unit = malloc((size_t)p->nunit * sizeof(*p->unit));
+	f->p.final = malloc((size_t)p->nunit * sizeof(*p->final));
+	f->p.ev = malloc((size_t)p->nev * sizeof(*p->ev));
+	if (f->p.unit == NULL || f->p.final == NULL || f->p.ev == NULL)
+		goto oom;
+	memcpy(f->p.unit, p->unit, (size_t)p->nunit * sizeof(*p->unit));
+	memcpy(f->p.final, p->final, (size_t)p->nunit * sizeof(*p->final));
+	memcpy(f->p.ev, p->ev, (size_t)p->nev * sizeof(*p->ev));
+	if (plan_jobs(f, prefetch, reshard) < 0)
+		goto oom;
+	if (dp_zero_init(&f->z, 3, c, w, algo, p->unit, p->nunit, opt, oc,
+	    "layer", err, errlen) < 0)
+		goto fail;
+	/* jobs run in posting order: each its own ready mark */
+	if ((ready = malloc(((size_t)f->njob + 1) * sizeof(int))) == NULL)
+		goto oom;
+	for (j = 0; j < f->njob; j++)
+		ready[j] = j;
+	if ((f->ovl = dp_ovl_new(f->njob, ready, run_job, f, c, err,
+	    errlen)) == NULL)
+		goto fail;
+	free(ready);
+	/* whole until release_all: the caller checks them first */
+	for (u = 0; u < p->nunit; u++) {
+		dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+		f->now += len;
+		hold(f, u);
+	}
+	return f;
+oom:
+	cli_fail(err, errlen, "out of memory");
+fail:
+	free(ready);
+	dp_fsdp_free(f);
+	return NULL;
+}
+
+void
+dp_fsdp_begin(struct dp_fsdp *f)
+{
+	f->ei = 0;
+	f->tg = f->trs = f->twait = 0;
+	f->in_pass = 1;
+	if (f->now > f->peak)
+		f->peak = f->now;
+	dp_ovl_begin(f->ovl);
+}
+
+/* Event f->ei done: its releases, its jobs posted, a use's gather
+ * waited for. */
+static void
+event(struct dp_fsdp *f)
+{
+	int e = f->ei++, k;
+
+	for (k = f->relo[e]; k < f->relo[e + 1]; k++)
+		release(f, f->rel[k]);
+	for (k = e > 0 ? f->upto[e - 1] : 0; k < f->upto[e]; k++)
+		if (f->job[k].kind == JOB_GATHER)
+			hold(f, f->job[k].unit);
+	if (f->upto[e] > 0)
+		dp_ovl_stage(f->ovl, f->upto[e] - 1);
+	if (f->p.ev[e].kind == DP_FSDP_USE) {
+		double t0 = cli_now();
+
+		dp_ovl_done(f->ovl, f->wait[e]);
+		f->twait += cli_now() - t0;
+	}
+}
+
+void
+dp_fsdp_use(void *ctx, int layer, int backward)
+{
+	struct dp_fsdp *f = ctx;
+	const struct dp_fsdp_event *v = &f->p.ev[f->ei < f->p.nev ? f->ei : 0];
+
+	if (f->ei >= f->p.nev || v->kind != DP_FSDP_USE || v->layer != layer ||
+	    v->backward != backward) {
+		f->strayed = 1;
+		return;
+	}
+	event(f);
+}
+
+void
+dp_fsdp_grad(void *ctx, int stage)
+{
+	struct dp_fsdp *f = ctx;
+	const struct dp_fsdp_event *v = &f->p.ev[f->ei < f->p.nev ? f->ei : 0];
+
+	if (f->ei >= f->p.nev || v->kind != DP_FSDP_GRAD || v->stage != stage) {
+		f->strayed = 1;
+		return;
+	}
+	event(f);
+}
+
+void
+dp_fsdp_replay(struct dp_fsdp *f)
+{
+	while (f->ei < f->p.nev)
+		event(f);
+}
+
+int
+dp_fsdp_wait(struct dp_fsdp *f, struct dp_fsdp_time *t, char *err,
+    size_t errlen)
+{
+	double busy, t0 = cli_now();
+	int rc;
+
+	/* a pass that strayed still posts every job: the other ranks' wait */
+	rc = dp_ovl_wait(f->ovl, &busy);
+	t->tail = cli_now() - t0;
+	f->in_pass = 0;
+	dp_fsdp_release_all(f);
+	t->gather = f->tg;
+	t->reduce_scatter = f->trs;
+	t->wait = f->twait;
+	if (f->strayed || f->ei != f->p.nev) {
+		f->strayed = 0;
+		return cli_fail(err, errlen, "the pass's weight uses left "
+		    "ZeRO-3's plan at event %d of %d", f->ei, f->p.nev);
+	}
+	if (rc < 0)
+		return cli_fail(err, errlen, "%s", comm_error(f->z.c));
+	return 0;
+}
+
+void
+dp_fsdp_step(struct dp_fsdp *f, float scale)
+{
+	dp_zero_step(&f->z, f->params, f->grads, scale);
+}
+
+int
+dp_fsdp_gather_all(struct dp_fsdp *f)
+{
+	for (int u = 0; u < f->p.nunit; u++) {
+		hold(f, u);
+		if (dp_zero_allgather_one(&f->z, f->params, u) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+void
+dp_fsdp_release_all(struct dp_fsdp *f)
+{
+	for (int u = 0; u < f->p.nunit; u++)
+		release(f, u);
+}
+
+void
+dp_fsdp_hybrid(struct dp_fsdp *f, struct comm *rep, const int *owner, int me)
+{
+	f->rep = rep;
+	f->me = me;
+	comm_set_spin(rep, 0);	/* the communication thread's, as c */
+	memcpy(f->owner, owner, (size_t)f->z.world * sizeof(int));
+}
+
+size_t
+dp_fsdp_pieces(struct dp_fsdp *f, int holders, struct ckpt_piece *p)
+{
+	size_t n = dp_zero_pieces(&f->z, p);
+
+	for (size_t i = 0; i < n; i++) {
+		int mine = p[i].rank == f->z.rank;
+
+		p[i].rank = holders && mine ? f->me : f->owner[p[i].rank];
+		if (p[i].rank != f->me)
+			p[i].o = NULL;
+	}
+	return n;
+}
+
+uint64_t
+dp_fsdp_sent(const struct dp_fsdp *f)
+{
+	return comm_bytes_sent(f->z.c) + (f->rep != NULL ?
+	    comm_bytes_sent(f->rep) : 0);
+}
+
+size_t
+dp_fsdp_peak(const struct dp_fsdp *f)
+{
+	return f->peak * sizeof(float);
+}
+
+struct dp_zero *
+dp_fsdp_zero(struct dp_fsdp *f)
+{
+	return &f->z;
+}
+
+void
+dp_fsdp_free(struct dp_fsdp *f)
+{
+	if (f == NULL)
+		return;
+	dp_ovl_free(f->ovl);
+	dp_zero_free(&f->z);
+	dp_fsdp_plan_free(&f->p);
+	free(f->job);
+	free(f->upto);
+	free(f->wait);
+	free(f->rel);
+	free(f->relo);
+	free(f->held);
+	free(f->owner);
+	free(f);
+}

@@ -1,0 +1,85 @@
+/* dp_fsdp: ZeRO stage 3, fully sharded data parallelism, over the units
+ * of a flat vector (a model's layers). The scheme: dp_fsdp.c's comment. */
+#ifndef COLLX_DP_FSDP_H
+#define COLLX_DP_FSDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "nn/nn.h"
+#include "par/dp_sync.h"
+
+/* What a pass does, in its order: a weight use (nn_use_fn's layer and
+ * backward) or a finished backward stage (nn_grad_fn's); unit: the unit a
+ * use needs. */
+enum { DP_FSDP_USE, DP_FSDP_GRAD };
+struct dp_fsdp_event {
+	int kind, layer, backward, stage, unit;
+};
+
+/* A model's units (a layer each; a gpt's wte, wpe and final LayerNorm
+ * one more, the last), the backward stage after which each unit's
+ * gradients are final, and its passes' events, all malloc'd. -1 with the
+ * reason in err. */
+struct dp_fsdp_plan {
+	struct dp_range *unit;
+	int nunit;
+	int *final;			/* per unit: its last backward stage */
+	struct dp_fsdp_event *ev;
+	int nev;
+};
+int dp_fsdp_plan_model(struct dp_fsdp_plan *p, const struct nn_model *m,
+    char *err, size_t errlen);
+void dp_fsdp_plan_free(struct dp_fsdp_plan *p);
+
+/* Its figures: the seconds the communication thread spent gathering and
+ * reduce-scattering this step, those the pass waited for a gather, and
+ * those waited for the rest after the pass. */
+struct dp_fsdp_time {
+	double gather, reduce_scatter, wait, tail;
+};
+
+struct dp_fsdp;
+/* new: over c (its sums through w, algo where the collective has it) with
+ * plan p (copied), prefetch K, reshard (after forward), on the vectors
+ * params and grads (whole-sized; what this rank does not hold is given
+ * back to the kernel) and the optimizers opt (p->nunit, remade for this
+ * rank's slices); NULL with the reason in err. begin: a step starts;
+ * use and grad: the nn_use_fn and nn_grad_fn of its pass (ctx the
+ * dp_fsdp); replay: the pass's events not yet seen, without computing
+ * (a rank without samples, a pass that stopped); wait: the step's communication done (-1: a collective failed,
+ * comm_error(c) set; or the pass strayed from the plan, the reason in
+ * err); step: the optimizers on the slices; gather_all: every unit whole
+ * (outputs, the parameter checksum; new leaves them whole too);
+ * release_all: back to the slices; peak: the most parameter bytes held at
+ * once during passes (from begin to wait). */
+struct dp_fsdp *dp_fsdp_new(struct comm *c, struct dp_wire *w,
+    enum coll_algo algo, const struct dp_fsdp_plan *p, int prefetch,
+    int reshard, float *params, float *grads, struct nn_optim *opt,
+    const struct nn_optim_cfg *oc, char *err, size_t errlen);
+/* Hybrid sharding: c of dp_fsdp_new is this host's ranks; rep, the ranks
+ * of the other hosts that hold the same slices, sums each reduced slice
+ * after its reduce-scatter; owner[q], the rank of the whole job that
+ * writes slice q to checkpoints, me this rank's (owner copied). */
+void dp_fsdp_hybrid(struct dp_fsdp *f, struct comm *rep, const int *owner,
+    int me);
+/* The checkpoint pieces of the state (dp_zero_pieces's, ranks of the
+ * whole job; holders: every rank lists its own slices as its own). */
+size_t dp_fsdp_pieces(struct dp_fsdp *f, int holders, struct ckpt_piece *p);
+/* Bytes sent in the groups of the shards and replicas so far. */
+uint64_t dp_fsdp_sent(const struct dp_fsdp *f);
+void dp_fsdp_begin(struct dp_fsdp *f);
+void dp_fsdp_use(void *f, int layer, int backward);
+void dp_fsdp_grad(void *f, int stage);
+void dp_fsdp_replay(struct dp_fsdp *f);
+int dp_fsdp_wait(struct dp_fsdp *f, struct dp_fsdp_time *t, char *err,
+    size_t errlen);
+void dp_fsdp_step(struct dp_fsdp *f, float scale);
+int dp_fsdp_gather_all(struct dp_fsdp *f);
+void dp_fsdp_release_all(struct dp_fsdp *f);
+size_t dp_fsdp_peak(const struct dp_fsdp *f);
+struct dp_zero *dp_fsdp_zero(struct dp_fsdp *f);
+void dp_fsdp_free(struct dp_fsdp *f);
+
+#endif
