@@ -255,6 +255,9 @@ void launch_ends_number(struct launch_ends *e);
 /* Of the ranks reaped and not yet reported, the one that failed first (of
  * those killed from outside when outside is set), or -1. */
 int launch_ends_first_failure(const struct launch_ends *e, int outside);
+/* Whether the local process pid is stopped (by SIGSTOP, SIGTSTP, or a
+ * tracer): alive but never answering, what its peers time out on. */
+int launch_pid_stopped(pid_t pid);
 
 /*
  * A launcher's own process state. launch_sig_catch: INT, TERM and HUP
@@ -364,8 +367,8 @@ struct launch_super {
 	/* the restarts so far, whether this attempt's failure is to be
 	 * restarted, what it was and when */
 	int restarts, restart;
-	char cause[400];
-	double failed_at;
+	char cause[800];
+	double failed_at, ended_at;	/* and when its ranks had all ended */
 	struct launch_resume resume;	/* the program's checkpoint */
 	/* rank i: */
 	struct launch_rank *place;	/* where it runs */

@@ -23,6 +23,7 @@
 #include "launch/linetag.h"
 
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
+#define GRACE_TEXT "3"		/* GRACE_SECONDS, as the restart line says */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
 #define PROBE_SECONDS 5.0	/* for a host's remote shell to answer */
 
@@ -122,6 +123,9 @@ stop_all(struct launch_super *j, int sig, int code)
 	j->exit_code = code;
 	j->kill_at = cli_now() + GRACE_SECONDS;
 	signal_all(j, sig);
+	/* a stopped rank takes a caught signal only once continued: else
+	 * it would hold the job for the grace period, then be killed */
+	signal_all(j, SIGCONT);
 }
 
 static void
@@ -137,14 +141,33 @@ describe(const struct launch_super *j, int i, char *buf, size_t len)
 		    (long)j->ends.rank[i].pid);
 }
 
-/* A rank ended: the first failure names itself and stops the rest; the
+/* A local rank other than i still running but stopped, or -1: when i
+ * exits on its own, a timeout is the likely reason, and that rank the
+ * peer it waited for. */
+static int
+stopped_peer(const struct launch_super *j, int i)
+{
+	const struct launch_end *e;
+	int k;
+
+	for (k = 0; k < j->spec.n; k++) {
+		e = &j->ends.rank[k];
+		if (k != i && j->place[k].host < 0 && e->pid > 0 &&
+		    e->state == LAUNCH_RUNNING && launch_pid_stopped(e->pid))
+			return k;
+	}
+	return -1;
+}
+
+/* A rank ended: the first failure names itself and stops the rest (or,
+ * when it gave up on a rank that was stopped, names that one first); the
  * job is to start again when restarts are left and this one could help
  * (the restart's line then names it). */
 static void
 rank_ended(struct launch_super *j, int i, int status)
 {
-	char who[320];
-	int sig;
+	char who[320], hung[320];
+	int sig, k;
 
 	j->ends.rank[i].state = LAUNCH_REPORTED;
 	j->running--;
@@ -158,7 +181,13 @@ rank_ended(struct launch_super *j, int i, int status)
 	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-	if (sig == 0)
+	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
+		describe(j, k, hung, sizeof hung);
+		snprintf(j->cause, sizeof j->cause, "%s was stopped (SIGSTOP, "
+		    "SIGTSTP or a debugger) and did not answer; %s, waiting "
+		    "on it, exited with status %d", hung, who,
+		    WEXITSTATUS(status));
+	} else if (sig == 0)
 		snprintf(j->cause, sizeof j->cause, "%s exited with status %d",
 		    who, WEXITSTATUS(status));
 	else
@@ -524,9 +553,9 @@ static int
 restart(struct launch_super *j, char *err, size_t errlen)
 {
 	char from[4200], why[COLLX_ERRLEN], where[1200] = "";
-	double read;
+	double read, stopping = j->ended_at - j->failed_at;
 	sigset_t chld, old;
-	int rc;
+	int rc, killed = j->killed;
 
 	if (j->min_hosts && (rc = regroup(j, where, sizeof where, err,
 	    errlen)) != 0)
@@ -549,9 +578,11 @@ restart(struct launch_super *j, char *err, size_t errlen)
 	if (start_ranks(j, err, errlen) < 0)
 		return -1;
 	cli_warn("restart %d of %d: %s; started again %s%s in %.3f s (%.3f s "
-	    "of it reading the checkpoint's header)", j->restarts,
-	    j->max_restarts, j->cause, from, where, cli_now() - j->failed_at,
-	    read);
+	    "of it stopping the ranks%s, %.3f s reading the checkpoint's "
+	    "header)", j->restarts, j->max_restarts, j->cause, from, where,
+	    cli_now() - j->failed_at, stopping, killed ? ", some of which "
+	    "ignored SIGTERM for the " GRACE_TEXT " s grace period and were "
+	    "killed" : "", read);
 	return 0;
 }
 
@@ -575,6 +606,7 @@ launch_super_run(struct launch_super *j, char *err, size_t errlen)
 	for (;;) {
 		if (supervise(j, err, errlen) < 0)
 			return -1;
+		j->ended_at = cli_now();
 		if (!j->restart)
 			break;
 		if (j->interrupted) {

@@ -201,3 +201,14 @@ trainer_save_loss(const char *pattern, int world, const struct train_step *s,
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	free(path);
 }
+
+void
+trainer_save_loss_due(const struct trainer *t, const char *pattern,
+    const struct trainopt_ckpt *k, const struct train_step *s, int sent)
+{
+	long n = s->step - t->from + 1;
+
+	if (t->rank == 0 && pattern != NULL &&
+	    trainer_ckpt_due(k, s->step, t->steps))
+		trainer_save_loss(pattern, t->world, s - (n - 1), n, sent);
+}

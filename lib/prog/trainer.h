@@ -97,5 +97,11 @@ void trainer_save_model(const char *pattern, int world,
     const struct nn_model *m);
 void trainer_save_loss(const char *pattern, int world,
     const struct train_step *s, long n, int sent);
+/* After step s (the last of this run's steps so far, s[from..step] one
+ * array): when a checkpoint follows it, the loss CSV up to it, written
+ * first, so that a restart from that checkpoint finds every step before
+ * it there (trainopt's loss CSV keeps them). */
+void trainer_save_loss_due(const struct trainer *t, const char *pattern,
+    const struct trainopt_ckpt *k, const struct train_step *s, int sent);
 
 #endif

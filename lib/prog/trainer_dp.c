@@ -32,6 +32,8 @@ trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
 		cfg->ckpt_path = r->ckpt_path = cli_subst(k->path, g->rank,
 		    g->world);
 	cfg->ckpt_every = k->every;
+	r->loss_csv = c->loss_csv;
+	r->ckpt = k;
 	cfg->timeout = g->timeout;
 	cfg->token = g->token;
 	cfg->note = prog_note;
@@ -62,6 +64,7 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 	row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
 	row(r, r->exposed_op, r->comm_algo, s->step, s->exposed);
+	trainer_save_loss_due(&r->t, r->loss_csv, r->ckpt, s, 1);
 }
 
 /* -v: every rank's memory figures and mean step time (steps after the

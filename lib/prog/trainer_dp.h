@@ -13,6 +13,8 @@ struct trainer_dp {
 	const char *comm_op, *comm_algo, *hidden_op, *exposed_op, *dtype;
 	int zero;
 	char *ckpt_path;	/* k's path, {rank} and {world} substituted */
+	const char *loss_csv;	/* c's, written before each checkpoint */
+	const struct trainopt_ckpt *ckpt;
 };
 
 /* Opens c's --timing and starts the report of cfg's steps over m; into
