@@ -179,6 +179,12 @@ rank_ended(struct launch_super *j, int i, int status)
 		cli_debug("rank %d stopped", i);
 		return;
 	}
+	if (j->patient) {	/* each has its say, and its own wait's end */
+		if (j->exit_code == 0)
+			j->exit_code = WIFSIGNALED(status) ?
+			    128 + WTERMSIG(status) : WEXITSTATUS(status);
+		return;
+	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
@@ -543,6 +549,54 @@ regroup(struct launch_super *j, char *said, size_t len, char *err,
 	return 0;
 }
 
+/* Every rank back to not started, for the job's next attempt. */
+static void
+next_attempt(struct launch_super *j)
+{
+	sigset_t chld, old;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	launch_ends_reset(&j->ends);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
+	j->exit_code = 0;
+}
+
+/* --preflight: every rank runs j->preflight first, never restarted, a
+ * rank's failure not stopping the others: each names what it found, in a
+ * bounded time (PF_TIMEOUT a wait). 0
+ * when all succeeded, the job's ranks then to start; else the job's exit
+ * status, 4 when the preflight failed (its lines say why), or -1 with the
+ * reason in err. */
+static int
+preflight(struct launch_super *j, char *err, size_t errlen)
+{
+	char **prog = j->spec.prog;
+	int max = j->max_restarts, rc;
+
+	j->spec.prog = j->preflight;
+	j->max_restarts = 0;
+	j->patient = 1;
+	rc = start_ranks(j, err, errlen);
+	if (rc == 0)
+		rc = supervise(j, err, errlen);
+	j->spec.prog = prog;
+	j->max_restarts = max;
+	j->patient = 0;
+	if (rc < 0)
+		return -1;
+	if (j->exit_code != 0 && !j->interrupted && j->exit_code != 124) {
+		cli_warn("--preflight failed: %s not run", prog[0]);
+		return CLI_EXIT_CHECK;
+	}
+	if (j->exit_code != 0)
+		return j->exit_code;
+	next_attempt(j);
+	return 0;
+}
+
 /* Every rank started again once the last attempt's are gone; one line
  * says why, from where, and what it cost: from the failure to the ranks
  * started, the hosts' answers and the checkpoint's step (read from its
@@ -554,7 +608,6 @@ restart(struct launch_super *j, char *err, size_t errlen)
 {
 	char from[4200], why[COLLX_ERRLEN], where[1200] = "";
 	double read, stopping = j->ended_at - j->failed_at;
-	sigset_t chld, old;
 	int rc, killed = j->killed;
 
 	if (j->min_hosts && (rc = regroup(j, where, sizeof where, err,
@@ -568,13 +621,7 @@ restart(struct launch_super *j, char *err, size_t errlen)
 	}
 	read = cli_now() - read;
 	j->restarts++;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, &old);
-	launch_ends_reset(&j->ends);
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
-	j->exit_code = 0;
+	next_attempt(j);
 	if (start_ranks(j, err, errlen) < 0)
 		return -1;
 	cli_warn("restart %d of %d: %s; started again %s%s in %.3f s (%.3f s "
@@ -601,6 +648,8 @@ launch_super_run(struct launch_super *j, char *err, size_t errlen)
 		return -1;
 	if (j->time_limit > 0)
 		j->limit_at = cli_now() + j->time_limit;
+	if (j->preflight != NULL && (rc = preflight(j, err, errlen)) != 0)
+		return rc;
 	if (start_ranks(j, err, errlen) < 0)
 		return -1;
 	for (;;) {
@@ -631,6 +680,7 @@ launch_super_free(struct launch_super *j)
 	free(j->out);
 	free(j->err);
 	launch_ends_free(&j->ends);
+	launch_words_free(j->preflight);
 	if (j->no_input > 0)
 		close(j->no_input);
 }
