@@ -74,6 +74,7 @@ struct train_step {
 	long step, epoch, tokens;
 	double loss, seconds, compute, comm, hidden, exposed;
 	uint64_t bytes_sent;
+	int replicas;		/* data-parallel replicas that ran it */
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)

@@ -34,6 +34,9 @@ trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
 	cfg->ckpt_every = k->every;
 	r->loss_csv = c->loss_csv;
 	r->ckpt = k;
+	r->cols = TRAINOPT_LOSS_SENT | (cfg->ft ? TRAINOPT_LOSS_REPLICAS : 0);
+	if (cfg->ft)	/* the survivors' rank 0 writes the outputs */
+		cfg->ft_rank = &r->t.rank;
 	cfg->timeout = g->timeout;
 	cfg->token = g->token;
 	cfg->note = prog_note;
@@ -64,7 +67,7 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 	row(r, r->comm_op, r->comm_algo, s->step, s->comm);
 	row(r, r->hidden_op, r->comm_algo, s->step, s->hidden);
 	row(r, r->exposed_op, r->comm_algo, s->step, s->exposed);
-	trainer_save_loss_due(&r->t, r->loss_csv, r->ckpt, s, 1);
+	trainer_save_loss_due(&r->t, r->loss_csv, r->ckpt, s, r->cols);
 }
 
 /* -v: every rank's memory figures and mean step time (steps after the
@@ -98,7 +101,8 @@ trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
 	if (r->t.rank == 0 && c->out != NULL)
 		trainer_save_model(c->out, r->t.world, m);
 	if (r->t.rank == 0 && c->loss_csv != NULL)
-		trainer_save_loss(c->loss_csv, r->t.world, steps + first, n, 1);
+		trainer_save_loss(c->loss_csv, r->t.world, steps + first, n,
+		    r->cols);
 	trainer_close(&r->t);
 	free(r->ckpt_path);
 }

@@ -14,6 +14,7 @@ struct trainer_dp {
 	int zero;
 	char *ckpt_path;	/* k's path, {rank} and {world} substituted */
 	const char *loss_csv;	/* c's, written before each checkpoint */
+	int cols;		/* its columns past the common ones */
 	const struct trainopt_ckpt *ckpt;
 };
 

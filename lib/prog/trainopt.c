@@ -132,12 +132,16 @@ loss_csv_kept(const char *path, const char *header, long first, size_t *len)
 	return kept;
 }
 
-static int
-loss_csv_write(const char *path, const struct train_step *s, long n,
-    int sent, char *err, size_t errlen)
+int
+trainopt_loss_csv_write_cols(const char *path, const struct train_step *s,
+    long n, int cols, char *err, size_t errlen)
 {
-	const char *header = sent ? TRAINOPT_LOSS_HEADER ",bytes_sent" :
-	    TRAINOPT_LOSS_HEADER;
+	static const char *const headers[] = { TRAINOPT_LOSS_HEADER,
+	    TRAINOPT_LOSS_HEADER ",bytes_sent",
+	    TRAINOPT_LOSS_HEADER ",replicas",
+	    TRAINOPT_LOSS_HEADER ",bytes_sent,replicas" };
+	const char *header = headers[cols & 3];
+	int sent = cols & TRAINOPT_LOSS_SENT;
 	size_t cap, len, klen;
 	char *kept = loss_csv_kept(path, header, n > 0 ? s[0].step : 0, &klen);
 	char *buf;
@@ -158,6 +162,9 @@ loss_csv_write(const char *path, const struct train_step *s, long n,
 		if (sent)
 			len += (size_t)snprintf(buf + len, cap - len, ",%llu",
 			    (unsigned long long)s[k].bytes_sent);
+		if (cols & TRAINOPT_LOSS_REPLICAS)
+			len += (size_t)snprintf(buf + len, cap - len, ",%d",
+			    s[k].replicas);
 		buf[len++] = '\n';
 	}
 	rc = tensor_write_file(path, buf, len, err, errlen);
@@ -169,14 +176,15 @@ int
 trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
     char *err, size_t errlen)
 {
-	return loss_csv_write(path, s, n, 0, err, errlen);
+	return trainopt_loss_csv_write_cols(path, s, n, 0, err, errlen);
 }
 
 int
 trainopt_loss_csv_write_sent(const char *path, const struct train_step *s,
     long n, char *err, size_t errlen)
 {
-	return loss_csv_write(path, s, n, 1, err, errlen);
+	return trainopt_loss_csv_write_cols(path, s, n, TRAINOPT_LOSS_SENT,
+	    err, errlen);
 }
 
 int

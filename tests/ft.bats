@@ -1,0 +1,100 @@
+#!/usr/bin/env bats
+# collx-dp --ft: ranks killed (SIGKILL) while training; the survivors run
+# the step again among themselves and go on. The trained weights are
+# those of a run without failures (one process, the same global batch)
+# within 1e-5, the loss CSV holds every step once with the replicas that
+# ran it, one line says each departure. Bad input: one usage line naming
+# the options.
+load lib/common
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	export FT_INPUTS=$BATS_FILE_TMPDIR/in
+	mkdir -p "$FT_INPUTS"
+	cd "$FT_INPUTS" &&
+	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy
+}
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE COLLX_JOB_ID
+	export COLLX_FR_DIR=$T
+	cp "$FT_INPUTS"/* .
+	PIDS=()
+}
+
+teardown() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	common_teardown
+}
+
+ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
+    --optimizer adamw --lr 0.001)
+
+@test "--ft: ranks 2, 1 and 0 of 4 killed at steps 20, 40 and 60: the last replica ends with the weights of a run without failures, every step in the loss CSV once" {
+	local port r step line
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors --loss-csv ref.csv
+	port=$(free_port)
+	mkfifo err0.fifo
+	for r in 0 1 2 3; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=127.0.0.1:$port \
+		    COLLX_TIMEOUT=10 collx-dp "${ARGS[@]}" --ft \
+		    -v -o ft.safetensors --loss-csv ft.csv \
+		    2>"$([ "$r" = 0 ] && echo err0.fifo || echo "err.$r")" &
+		PIDS+=($!)
+	done
+	# rank 0's step lines: after step 20 rank 2 goes, after 40 rank 1,
+	# after 60 rank 0 itself
+	while IFS= read -r line; do
+		echo "$line" >>err.0
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		case $step in
+		20) kill -KILL "${PIDS[2]}" ;;
+		40) kill -KILL "${PIDS[1]}" ;;
+		60) kill -KILL "${PIDS[0]}"; break ;;
+		esac
+	done <err0.fifo
+	for r in 0 1 2 3; do
+		rc=0
+		wait "${PIDS[r]}" || rc=$?
+		echo "rank $r: exit $rc"
+		[ "$rc" -eq "$([ "$r" = 3 ] && echo 0 || echo 137)" ]
+	done
+	cat err.* | grep -v ': step '
+	# one line each departure, by the rank 0 of the replicas left
+	grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on$' err.0
+	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on$' err.0
+	grep -q '^collx-dp: step [0-9]*: rank 0 left; 1 of 2 replicas go on$' err.3
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	# every step once, in order; the replicas 4, 3, 2, then 1 to the end;
+	# each loss that of the run without failures
+	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "4 3 2 1 " ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+	if ls /dev/shm | grep -q collx; then ls /dev/shm; false; fi
+}
+
+@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, or one replica: one usage line naming the options" {
+	local bad name
+	for bad in "--sync ps" "--zero 1" "--wire bf16" "--powersgd 2" \
+	    "--sync-every 2"; do
+		# shellcheck disable=SC2086
+		run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft $bad \
+		    --world-size 2 --rank 0 --master 127.0.0.1:1
+		echo "$stderr"
+		name=${bad% *}
+		[ "$name" = --sync ] && name=$bad
+		[ "${stderr_lines[0]}" = "collx-dp: --ft goes with plain allreduce, not $name (the state a replica holds would leave with it)" ]
+	done
+	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft
+	[ "${stderr_lines[0]}" = "collx-dp: --ft needs two replicas or more (--world-size 1)" ]
+}
