@@ -68,9 +68,9 @@ ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
 	done
 	cat err.* | grep -v ': step '
 	# one line each departure, by the rank 0 of the replicas left
-	grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on$' err.0
-	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on$' err.0
-	grep -q '^collx-dp: step [0-9]*: rank 0 left; 1 of 2 replicas go on$' err.3
+	grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on (0.[0-9]* s to agree)$' err.0
+	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' err.0
+	grep -q '^collx-dp: step [0-9]*: rank 0 left; 1 of 2 replicas go on (0.[0-9]* s to agree)$' err.3
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	# every step once, in order; the replicas 4, 3, 2, then 1 to the end;
 	# each loss that of the run without failures
@@ -81,6 +81,43 @@ ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
 	    <(tail -n +2 ft.csv | cut -d, -f3) |
 	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
 	if ls /dev/shm | grep -q collx; then ls /dev/shm; false; fi
+}
+
+@test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right" {
+	local port r line step
+	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
+	port=$(free_port)
+	mkfifo err0.fifo
+	for r in 0 1 2 3; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=127.0.0.1:$port \
+		    COLLX_TIMEOUT=2 collx-dp "${ARGS[@]}" --steps 40 --ft -v \
+		    -o ft.safetensors --loss-csv ft.csv \
+		    2>"$([ "$r" = 0 ] && echo err0.fifo || echo "err.$r")" &
+		PIDS+=($!)
+	done
+	start=$SECONDS
+	while IFS= read -r line; do
+		echo "$line" >>err.0
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		if [ "$step" = 10 ]; then
+			kill -STOP "${PIDS[3]}"
+			kill -KILL "${PIDS[2]}"
+		fi
+	done <err0.fifo
+	for r in 0 1; do
+		wait "${PIDS[r]}"
+	done
+	# within the timeout (2 s) to find the stopped rank, twice it and a
+	# second for its abort frame that never comes, and the run
+	[ $((SECONDS - start)) -le 30 ]
+	kill -KILL "${PIDS[3]}"
+	cat err.0 err.1 | grep -v ': step '
+	grep -q '^collx-dp: step [0-9]*: ranks 2, 3 left; 2 of 4 replicas go on (.* s to agree)$' err.0 ||
+	    { grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on' err.0 &&
+	    grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on' err.0; }
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 2 ]
 }
 
 @test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, or one replica: one usage line naming the options" {
@@ -97,4 +134,27 @@ ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
 	done
 	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft
 	[ "${stderr_lines[0]}" = "collx-dp: --ft needs two replicas or more (--world-size 1)" ]
+}
+
+@test "collx-run with --ft: a rank killed leaves, one line says so, the others finish, exit 0" {
+	local run pid rc
+	collx-dp "${ARGS[@]}" --steps 60 -q -o ref.safetensors
+	collx-run -n 3 -- collx-dp "${ARGS[@]}" --steps 60 --ft -v \
+	    -o ft.safetensors --loss-csv ft.csv 2>run.err &
+	run=$!
+	PIDS+=("$run")
+	for _ in $(seq 300); do
+		grep -q '^collx-dp: step 10 ' run.err && break
+		sleep 0.05
+	done
+	pid=$(rank_pid "$run" 1)
+	kill -KILL "$pid"
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step ' run.err
+	[ "$rc" -eq 0 ]
+	grep -q "^collx-run: rank 1 (pid $pid) was killed by signal 9 (Killed); the others go on (--ft)$" run.err
+	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 59) " ]
 }

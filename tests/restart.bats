@@ -38,19 +38,6 @@ teardown() {
 	common_teardown
 }
 
-# The pid of rank R among the ranks collx-run RUN started.
-rank_pid() {
-	local p
-	for p in $(pgrep -P "$1"); do
-		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-		    grep -qx "COLLX_RANK=$2"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # killed_run N PROGRAM ARG...: N ranks of PROGRAM (a training program
 # with -v: rank 0 prints "PROGRAM: step K ..." after step K) under
 # collx-run --max-restarts 3, a rank killed at a random step three times

@@ -108,9 +108,10 @@ int comm_split(struct comm *parent, int color, int key, struct comm **sub,
  * find one), every surviving rank of the group comm_open made calls it,
  * with that group or a sub-group of it: each fails (telling its peers),
  * reads every peer's link up to that peer's abort frame (a peer whose
- * frame does not come within the timeout is gone), and the survivors
- * agree on who is left over their links, starting over when a rank dies
- * meanwhile. *sub: the survivors, in rank order, a sub-group of c's
+ * frame does not come within twice the timeout and a second, the time a
+ * live peer's own wait on a stopped rank may take, is gone), and the
+ * survivors agree on who is left over their links, starting over when a
+ * rank dies meanwhile. *sub: the survivors, in rank order, a sub-group of c's
  * links (ranks that left at an earlier shrink stay out); the links,
  * cleared of the failure, work again, and requests and sub-groups of
  * before are dead (close them). Needs TCP links, one stream a peer

@@ -171,7 +171,9 @@ comm_shrink(struct comm *c, struct comm **sub, char *err, size_t errlen)
 	if (shrinkable(net, err, errlen) < 0)
 		goto out;
 	for (epoch = 0; epoch < SHRINK_EPOCHS; epoch++) {
-		resync(net, view, cli_now() + net->timeout);
+		/* a live peer may be in a wait of its own on a stopped rank,
+		 * failing (and sending its frame) only at that wait's end */
+		resync(net, view, cli_now() + 2 * net->timeout + 1);
 		reset(net, view);
 		ctx = net->next_ctx;
 		if (rounds(net, view, &ctx) == 0)

@@ -366,6 +366,8 @@ struct launch_super {
 				 * test every pair (launch_preflight_rank);
 				 * PROGRAM starts only when all succeed */
 	int patient;		/* a failure stops no other rank */
+	int ft;			/* PROGRAM runs with --ft: a rank killed
+				 * leaves, the others go on */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be

@@ -187,6 +187,11 @@ rank_ended(struct launch_super *j, int i, int status)
 	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	if (j->ft && launch_killed_from_outside(status)) {
+		cli_warn("%s was killed by signal %d (%s); the others go on "
+		    "(--ft)", who, sig, strsignal(sig));
+		return;
+	}
 	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
 		describe(j, k, hung, sizeof hung);
 		snprintf(j->cause, sizeof j->cause, "%s was stopped (SIGSTOP, "
@@ -641,6 +646,8 @@ launch_super_run(struct launch_super *j, char *err, size_t errlen)
 	place_ranks(j);
 	if (bind_cores(j, err, errlen) < 0)
 		return -1;
+	for (rc = 1; j->spec.prog[rc] != NULL; rc++)
+		j->ft |= strcmp(j->spec.prog[rc], "--ft") == 0;
 	launch_resume_init(&j->resume, &j->spec);
 	launch_sig_raise_nofile();
 	if (open_no_input(j, err, errlen) < 0 ||

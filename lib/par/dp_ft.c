@@ -77,6 +77,7 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 	struct comm *sub;
 	char e[COLLX_ERRLEN], left[256];
 	int tries, before = r->world;
+	double t0 = cli_now();
 
 	if (!r->cfg->ft || r->kind != TRAIN_ERR_RUNTIME ||
 	    comm_errkind(r->c) != COMM_ERR_RUNTIME)
@@ -102,8 +103,8 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 		*r->cfg->ft_rank = r->rank;
 	if (r->rank == 0 && r->cfg->note != NULL) {
 		snprintf(e, sizeof(e), "step %ld: rank%s %s left; %d of %d "
-		    "replicas go on", *k, strchr(left, ',') ? "s" : "", left,
-		    r->world, before);
+		    "replicas go on (%.3f s to agree)", *k, strchr(left, ',') ?
+		    "s" : "", left, r->world, before, cli_now() - t0);
 		r->cfg->note(NULL, e);
 	}
 	r->err[0] = '\0';
