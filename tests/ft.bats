@@ -40,46 +40,45 @@ ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
     --optimizer adamw --lr 0.001)
 
 # killed_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
-# namespace host), ranks 2, 1 and 0 killed after steps 20, 40 and 60 of
-# 100: the last replica ends with the weights of a run without failures
-# within 1e-5, and a loss CSV holding every step once.
+# namespace host), ranks 0, 3 and 2 killed after steps 20, 40 and 60 of
+# 100 (each time a majority goes on: 3 of 4, 2 of 3, then rank 1, the
+# first of the two left): the last replica ends with the weights of a run
+# without failures within 1e-5, and a loss CSV holding every step once.
 killed_ft() {
-	local master r step line pre=()
+	local master r step line pre=() killed=
 	collx-dp "${ARGS[@]}" -q -o ref.safetensors --loss-csv ref.csv
 	master=127.0.0.1:$(free_port)
 	[ "${1:-}" = netns ] && master=$(netns_addr 0):29500
-	mkfifo err0.fifo
+	mkfifo err.fifo
 	for r in 0 1 2 3; do
 		[ "${1:-}" = netns ] &&
 		    pre=(ip netns exec "$(netns_name $((r / 2)))")
 		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
 		    COLLX_TIMEOUT=10 "${pre[@]}" collx-dp "${ARGS[@]}" --ft \
-		    -v -o ft.safetensors --loss-csv ft.csv \
-		    2>"$([ "$r" = 0 ] && echo err0.fifo || echo "err.$r")" &
+		    -v -o ft.safetensors --loss-csv ft.csv 2>err.fifo &
 		PIDS+=($!)
 	done
-	# rank 0's step lines: after step 20 rank 2 goes, after 40 rank 1,
-	# after 60 rank 0 itself
+	# the step lines of the rank 0 of those left, to the end
 	while IFS= read -r line; do
-		echo "$line" >>err.0
+		echo "$line" >>err.log
 		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
-		case $step in
-		20) kill -KILL "${PIDS[2]}" ;;
-		40) kill -KILL "${PIDS[1]}" ;;
-		60) kill -KILL "${PIDS[0]}"; break ;;
+		case $step:$killed in
+		20:) kill -KILL "${PIDS[0]}"; killed=0 ;;
+		40:0) kill -KILL "${PIDS[3]}"; killed=3 ;;
+		60:3) kill -KILL "${PIDS[2]}"; killed=2 ;;
 		esac
-	done <err0.fifo
+	done <err.fifo
 	for r in 0 1 2 3; do
 		rc=0
 		wait "${PIDS[r]}" || rc=$?
 		echo "rank $r: exit $rc"
-		[ "$rc" -eq "$([ "$r" = 3 ] && echo 0 || echo 137)" ]
+		[ "$rc" -eq "$([ "$r" = 1 ] && echo 0 || echo 137)" ]
 	done
-	cat err.* | grep -v ': step [0-9]* epoch '
+	grep -v ': step [0-9]* epoch ' err.log
 	# one line each departure, by the rank 0 of the replicas left
-	grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on (0.[0-9]* s to agree)$' err.0
-	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' err.0
-	grep -q '^collx-dp: step [0-9]*: rank 0 left; 1 of 2 replicas go on (0.[0-9]* s to agree)$' err.3
+	grep -q '^collx-dp: step [0-9]*: rank 0 left; 3 of 4 replicas go on (0.[0-9]* s to agree)$' err.log
+	grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' err.log
+	grep -q '^collx-dp: step [0-9]*: rank 2 left; 1 of 2 replicas go on (0.[0-9]* s to agree)$' err.log
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	# every step once, in order; the replicas 4, 3, 2, then 1 to the end;
 	# each loss that of the run without failures
@@ -94,7 +93,7 @@ killed_ft() {
 	    " replicas in " $5 " s" } { p = $8 }' ft.csv
 }
 
-@test "--ft: ranks 2, 1 and 0 of 4 killed at steps 20, 40 and 60: the last replica ends with the weights of a run without failures, every step in the loss CSV once" {
+@test "--ft: ranks 0, 3 and 2 of 4 killed at steps 20, 40 and 60: the last replica ends with the weights of a run without failures, every step in the loss CSV once" {
 	killed_ft
 }
 
@@ -106,7 +105,7 @@ killed_ft() {
 	killed_ft netns
 }
 
-@test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right" {
+@test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
 	local port r line step
 	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
 	port=$(free_port)
@@ -133,8 +132,16 @@ killed_ft() {
 	# within the timeout (2 s) to find the stopped rank, twice it and a
 	# second for its abort frame that never comes, and the run
 	[ $((SECONDS - start)) -le 30 ]
-	kill -KILL "${PIDS[3]}"
-	cat err.0 err.1 | grep -v ': step '
+	sum=$(cksum <ft.safetensors)
+	# continued, rank 3 finds its peers gone: 1 of 4 is no majority (it
+	# could as well be cut off from them), so it stops, writing nothing
+	kill -CONT "${PIDS[3]}"
+	rc=0
+	wait "${PIDS[3]}" || rc=$?
+	cat err.0 err.1 err.3 | grep -v ': step [0-9]* epoch '
+	[ "$rc" -eq 1 ]
+	grep -q '^collx-dp: rank 3: --ft: 1 of 4 replicas left (ranks 0, 1, 2 gone or cut off), not a majority: stopping, the others may go on$' err.3
+	[ "$(cksum <ft.safetensors)" = "$sum" ]
 	grep -q '^collx-dp: step [0-9]*: ranks 2, 3 left; 2 of 4 replicas go on (.* s to agree)$' err.0 ||
 	    { grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on' err.0 &&
 	    grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on' err.0; }

@@ -18,6 +18,22 @@
 
 #define FT_TRIES 8		/* shrinks in a row before giving up */
 
+/*
+ * Whether sub may go on from old: more than half of old's ranks, or half
+ * with old's first. Ranks cut off from the others by a partition (or
+ * stopped longer than the timeout, then continued) see the others gone
+ * as the others see them gone; only one side may go on, or both would
+ * train and write the outputs.
+ */
+static int
+majority(struct comm *old, struct comm *sub)
+{
+	int n = comm_size(old), k = comm_size(sub);
+
+	return 2 * k > n || (2 * k == n &&
+	    comm_world_rank(sub, 0) == comm_world_rank(old, 0));
+}
+
 /* The world ranks that were in old and are not in sub, as "2" or
  * "2, 3" into buf. */
 static void
@@ -86,6 +102,15 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 		if (comm_shrink(r->c, &sub, e, sizeof(e)) < 0)
 			return dp_runtime_failed(r, "rank %d: --ft: %s", e);
 		departed(r->c, sub, left, sizeof(left));
+		if (!majority(r->c, sub)) {
+			snprintf(e, sizeof(e), "rank %%d: --ft: %d of %d "
+			    "replicas left (rank%s %s gone or cut off), not a "
+			    "majority: stopping, the others may go on",
+			    comm_size(sub), comm_size(r->c),
+			    strchr(left, ',') ? "s" : "", left);
+			comm_close(sub);
+			return dp_runtime_failed(r, e, "");
+		}
 		comm_close(r->ft_group);
 		r->ft_group = r->c = sub;
 		r->rank = comm_rank(sub);

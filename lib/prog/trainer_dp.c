@@ -56,6 +56,9 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 	struct trainer_dp *r = ctx;
 
 	progress_step(&r->t.pr, s);
+	/* --ft: the rank 0 of the replicas left takes the lines over */
+	r->t.pr.lines |= (r->cols & TRAINOPT_LOSS_REPLICAS) &&
+	    r->t.rank == 0 && cli_verbose && !cli_quiet;
 	if (r->t.pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
 		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
