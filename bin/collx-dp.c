@@ -17,7 +17,7 @@
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_TARGETS, OPT_SYNC, OPT_PS_SERVERS, OPT_PS, OPT_PS_MODE, OPT_STALENESS,
 	OPT_SHUFFLE, OPT_SEED, OPT_INIT, OPT_DIMS,
-	OPT_EXPERTS, OPT_TOPK, OPT_MOE_EVERY, OPT_CAPACITY, OPT_AUX_LOSS
+	OPT_EXPERTS, OPT_TOPK, OPT_MOE_EVERY, OPT_CAPACITY, OPT_AUX_LOSS, OPT_FT
 };
 
 static const struct option longopts[] = {
@@ -32,7 +32,7 @@ static const struct option longopts[] = {
 	{ "dims", 1, 0, OPT_DIMS },
 	{ "experts", 1, 0, OPT_EXPERTS }, { "topk", 1, 0, OPT_TOPK },
 	{ "moe-every", 1, 0, OPT_MOE_EVERY }, { "capacity", 1, 0, OPT_CAPACITY },
-	{ "aux-loss", 1, 0, OPT_AUX_LOSS },
+	{ "aux-loss", 1, 0, OPT_AUX_LOSS }, { "ft", 0, 0, OPT_FT },
 	DPOPT_LONGOPTS, DPOPT_BUCKET_LONGOPTS,
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -88,11 +88,16 @@ usage(void)
 	    DPOPT_FSDP_HELP
 	    DPOPT_SYNC_HELP
 	    TRAINOPT_CKPT_HELP
+	    "  --ft                  a rank that dies takes its replica out; the\n"
+	    "                        others run the step again and go on, a line\n"
+	    "                        each departure (TCP only; not with --sync ps,\n"
+	    "                        --zero, --wire, --powersgd, --sync-every)\n"
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
 	    "  --loss-csv F          rank 0 writes step,epoch,loss,tokens,seconds,\n"
-	    "                        tokens_per_s,bytes_sent (its own, per step)\n"
+	    "                        tokens_per_s,bytes_sent (its own, per step),\n"
+	    "                        with --ft replicas\n"
 	    "  --timing F            append compute and communication (total, hidden,\n"
 	    "                        exposed) timing rows\n"
 	    "  --threads N           BLAS threads per rank (1)\n"
@@ -158,6 +163,7 @@ train_option(struct opts *o, int c, const char *a)
 		o->cfg.staleness = (int)cli_parse_long("--staleness", a, 0, 1 << 30);
 		break;
 	case OPT_SHUFFLE: o->cfg.shuffle = 1; break;
+	case OPT_FT: o->cfg.ft = 1; break;
 	default: return 0;
 	}
 	return 1;
@@ -237,6 +243,30 @@ check_powersgd(const struct opts *o)
 		cli_usage_error("--powersgd goes with allreduce, not --sync ps");
 }
 
+/* --ft's refusals, each naming the options: the state a replica takes
+ * with it (ZeRO's slices, error feedback, PowerSGD's, local SGD's, a
+ * server's shard) would be lost with it. */
+static void
+check_ft(struct opts *o)
+{
+	const struct dp_opts *d = &o->cfg.dpo;
+	const char *with = o->cfg.sync == DP_PS ? "--sync ps" : d->zero > 0 ?
+	    "--zero" : d->wire != DP_WIRE_F32 ? "--wire" : d->powersgd > 0 ?
+	    "--powersgd" : d->sync_every > 0 ? "--sync-every" : NULL;
+
+	if (!o->cfg.ft)
+		return;
+	if (with != NULL)
+		cli_usage_error("--ft goes with plain allreduce, not %s (the "
+		    "state a replica holds would leave with it)", with);
+	if (o->g.world < 2)
+		cli_usage_error("--ft needs two replicas or more (--world-size "
+		    "%d)", o->g.world);
+	/* the survivors read their links to a frame: TCP, in order */
+	o->g.no_shm = 1;
+	o->cfg.dpo.overlap = 0;
+}
+
 /* Local SGD's refusals, each naming both options. */
 static void
 check_local(const struct opts *o)
@@ -276,6 +306,7 @@ check_args(struct opts *o)
 	dpopt_check(&o->cfg.dpo, o->ckpt.every);
 	check_local(o);
 	check_powersgd(o);
+	check_ft(o);
 	if ((o->ckpt.path != NULL || o->ckpt.resume != NULL) &&
 	    o->cfg.sync == DP_PS &&
 	    (o->cfg.ps_addrs != NULL || o->cfg.ps_mode == PS_ASYNC))
@@ -308,6 +339,8 @@ join_group(const struct opts *o)
 	prog_job_add(&job, "--ps-servers", "%d", f->ps_servers);
 	prog_job_add(&job, "--ps-mode", "%s", ps_mode_name(f->ps_mode));
 	prog_job_add(&job, "--staleness", "%d", f->staleness);
+	if (f->ft)
+		prog_job_flag(&job, "--ft", 1);
 	trainer_declare_ckpt(&job, &o->ckpt, f->resume != NULL ?
 	    f->resume->step : 0L);
 	if ((code = prog_join(&c, &o->g, &job, e, sizeof e)) != 0)

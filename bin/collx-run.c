@@ -20,7 +20,8 @@
 enum {
 	OPT_HOSTFILE = CLI_OPT_PROGRAM, OPT_PER_HOST, OPT_SSH, OPT_MASTER,
 	OPT_TAG, OPT_TIMEOUT, OPT_TIME_LIMIT, OPT_WDIR, OPT_PORT_RANGE,
-	OPT_DIAGNOSE, OPT_MAX_RESTARTS, OPT_BIND, OPT_MIN_HOSTS
+	OPT_DIAGNOSE, OPT_MAX_RESTARTS, OPT_BIND, OPT_MIN_HOSTS, OPT_PREFLIGHT,
+	OPT_PREFLIGHT_RANK
 };
 
 static const struct option longopts[] = {
@@ -40,6 +41,8 @@ static const struct option longopts[] = {
 	{ "max-restarts", 1, 0, OPT_MAX_RESTARTS },
 	{ "bind", 1, 0, OPT_BIND },
 	{ "min-hosts", 1, 0, OPT_MIN_HOSTS },
+	{ "preflight", 0, 0, OPT_PREFLIGHT },
+	{ "preflight-rank", 0, 0, OPT_PREFLIGHT_RANK },
 	{ "help", 0, 0, 'h' },
 	{ "version", 0, 0, 'V' },
 	{ "verbose", 0, 0, 'v' },
@@ -52,6 +55,7 @@ struct opts {
 	struct launch_super job;
 	const char *hostfile, *ssh_cmd;
 	const char *diagnose;	/* --diagnose DIR, or NULL */
+	int preflight, preflight_rank;
 };
 
 static _Noreturn void
@@ -61,7 +65,7 @@ usage(void)
 	    "       [--per-host K] [--ssh CMD] [--master HOST:PORT] [--tag-output]\n"
 	    "       [--timeout S] [--time-limit S] [--wdir DIR] [--port-range LO-HI]\n"
 	    "       [--max-restarts N [--min-hosts K]] [--bind auto|core|none]\n"
-	    "       [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
+	    "       [--preflight] [-x NAME[=VALUE]] -- PROGRAM [ARG...]\n"
 	    "       %s --diagnose DIR\n"
 	    "Start N ranks of PROGRAM, locally or on hosts over ssh; stop them all\n"
 	    "when one fails. Or read the flight recorder's dumps of a hung or\n"
@@ -101,6 +105,12 @@ usage(void)
 	    "                        each, else not bound; core: to core i (all its\n"
 	    "                        hardware threads), a warning when too few;\n"
 	    "                        none: not bound\n"
+	    "      --preflight       first test every pair of ranks (latency, and a\n"
+	    "                        checksummed 1 MiB transfer), print the matrix,\n"
+	    "                        name pairs that failed or ran below half the\n"
+	    "                        median; PROGRAM runs unless a pair failed\n"
+	    "                        (exit 4); each rank runs this program with\n"
+	    "                        --preflight-rank, found as it was here\n"
 	    "  -x, --export NAME[=VALUE]  pass an environment variable to the ranks\n"
 	    "      --diagnose DIR    read the flight recorder's dumps in DIR\n"
 	    "                        (collx-fr.JOB.RANK.json) and name, per job, the\n"
@@ -111,8 +121,9 @@ usage(void)
 	    "  -h, --help            show this help\n"
 	    "  -V, --version         show the version\n"
 	    "Exit status: 0 when all ranks succeed; else the failing rank's status\n"
-	    "(128+N for signal N), 2 usage, 124 time limit, 126/127 PROGRAM not\n"
-	    "executable / not found; with restarts, the last attempt's. --diagnose: 0 when the dumps were read, 1 no\n"
+	    "(128+N for signal N), 2 usage, 4 --preflight failed, 124 time limit,\n"
+	    "126/127 PROGRAM not executable / not found; with restarts, the last\n"
+	    "attempt's. --diagnose: 0 when the dumps were read, 1 no\n"
 	    "dump in DIR, 3 a file that is not a flight recorder dump.\n",
 	    cli_progname, cli_progname, LAUNCH_DEFAULT_PORT);
 	cli_close_stdout();
@@ -174,6 +185,12 @@ parse_option(struct opts *o, int c, const char **hostlist)
 		break;
 	case OPT_DIAGNOSE:
 		o->diagnose = optarg;
+		break;
+	case OPT_PREFLIGHT:
+		o->preflight = 1;
+		break;
+	case OPT_PREFLIGHT_RANK:
+		o->preflight_rank = 1;
 		break;
 	case OPT_MAX_RESTARTS:
 		j->max_restarts = (int)cli_parse_long("--max-restarts", optarg,
@@ -243,6 +260,21 @@ load_hosts(struct opts *o, const char *hostlist)
 		cli_usage_error("--ssh: %s", err);
 }
 
+/* --preflight: what each rank runs first, this program as --preflight-
+ * rank (with -q when quiet): by its absolute path when started by one
+ * (the same on every host), else by its name, looked up on PATH. */
+static void
+preflight_argv(struct launch_super *j, const char *self)
+{
+	char *path = strchr(self, '/') ? realpath(self, NULL) : NULL;
+	int n = 0;
+
+	launch_words_push(&j->preflight, &n, path ? path : cli_strdup(self));
+	launch_words_push(&j->preflight, &n, cli_strdup("--preflight-rank"));
+	if (cli_quiet)
+		launch_words_push(&j->preflight, &n, cli_strdup("-q"));
+}
+
 static void
 parse_args(struct opts *o, int argc, char **argv)
 {
@@ -263,14 +295,17 @@ parse_args(struct opts *o, int argc, char **argv)
 		}
 		parse_option(o, c, &hostlist);
 	}
-	if (o->diagnose != NULL) {
+	if (o->diagnose != NULL || o->preflight_rank) {
 		if (optind < argc)
-			cli_usage_error("--diagnose starts no PROGRAM");
+			cli_usage_error("%s starts no PROGRAM", o->diagnose ?
+			    "--diagnose" : "--preflight-rank");
 		return;
 	}
 	if (optind >= argc)
 		cli_usage_error("no PROGRAM given");
 	j->spec.prog = argv + optind;
+	if (o->preflight)
+		preflight_argv(j, argv[0]);
 	load_hosts(o, hostlist);
 	if (j->spec.n == 0)
 		j->spec.n = j->spec.hosts.n ?
@@ -310,6 +345,8 @@ main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.diagnose != NULL)
 		return diagnose(o.diagnose);
+	if (o.preflight_rank)
+		return launch_preflight_rank();
 	if ((rc = launch_super_run(&o.job, err, sizeof err)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", err);
 	launch_super_free(&o.job);

@@ -38,19 +38,6 @@ teardown() {
 	common_teardown
 }
 
-# The pid of rank R among the ranks collx-run RUN started.
-rank_pid() {
-	local p
-	for p in $(pgrep -P "$1"); do
-		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-		    grep -qx "COLLX_RANK=$2"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # killed_run N PROGRAM ARG...: N ranks of PROGRAM (a training program
 # with -v: rank 0 prints "PROGRAM: step K ..." after step K) under
 # collx-run --max-restarts 3, a rank killed at a random step three times
@@ -113,35 +100,91 @@ restarted_ok() {
 	done <kills.log
 }
 
-# killed_same EVERY PROGRAM ARG...: two ranks of the training program,
-# uninterrupted, and killed_run with --checkpoint-every EVERY: restarted
-# as restarted_ok says, with the same trained weights, byte for byte.
+# every_step_once CSV STEPS: the loss CSV's steps are 0 .. STEPS-1, each
+# once, in order.
+every_step_once() {
+	tail -n +2 "$1" | cut -d, -f1 >steps.got
+	seq 0 $(($2 - 1)) >steps.want
+	cmp steps.got steps.want
+}
+
+# killed_same EVERY STEPS PROGRAM ARG...: two ranks of the training
+# program, uninterrupted, and killed_run with --checkpoint-every EVERY:
+# restarted as restarted_ok says, with the same trained weights, byte for
+# byte, and a loss CSV holding each of the STEPS steps once (not only
+# those since the last restart's checkpoint), with the losses of the
+# uninterrupted run.
 killed_same() {
-	local every=$1
-	shift
-	collx-run -n 2 -- "$@" -q -o straight.safetensors
+	local every=$1 steps=$2
+	shift 2
+	collx-run -n 2 -- "$@" -q -o straight.safetensors \
+	    --loss-csv straight.csv
 	killed_run 2 "$@" -o out.safetensors --checkpoint ck.safetensors \
-	    --checkpoint-every "$every"
+	    --checkpoint-every "$every" --loss-csv loss.csv
 	restarted_ok "$every"
 	cmp out.safetensors straight.safetensors
+	every_step_once loss.csv "$steps"
+	cmp <(cut -d, -f1-4 loss.csv) <(cut -d, -f1-4 straight.csv)
 }
 
 @test "collx-dp (adamw): a rank killed at a random step three times; the resumed weights equal an uninterrupted run's" {
-	killed_same 7 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
+	killed_same 7 600 collx-dp -m m.safetensors --data X.npy --targets Y.npy \
 	    --batch 32 --steps 600 --lr 0.001 --optimizer adamw --seed 7
 }
 
 @test "collx-pipe: a stage killed at a random step three times; the resumed weights equal an uninterrupted run's" {
-	killed_same 5 collx-pipe -m m.safetensors -i X.npy -t Y.npy \
+	killed_same 5 500 collx-pipe -m m.safetensors -i X.npy -t Y.npy \
 	    --microbatches 4 --batch 32 --steps 500 --lr 0.001 \
 	    --optimizer adamw
 }
 
 @test "collx-tp --train: a rank killed at a random step three times; the resumed weights equal an uninterrupted run's" {
-	killed_same 6 collx-tp --layer mlp --train -m tm.safetensors -i X.npy \
+	killed_same 6 600 collx-tp --layer mlp --train -m tm.safetensors -i X.npy \
 	    --targets Y3.npy --steps 600 --lr 0.05
 	# and the weights moved: the run trained
 	if cmp -s out.safetensors tm.safetensors; then false; fi
+}
+
+@test "collx-run --max-restarts: a rank stopped (SIGSTOP): the restart names it, not the peer that timed out on it, and costs no grace period; the loss CSV holds every step once" {
+	collx-run --timeout 2 --max-restarts 1 -n 2 -- collx-dp \
+	    -m m.safetensors --data X.npy --targets Y.npy --batch 32 \
+	    --steps 4000 --checkpoint ck.safetensors --checkpoint-every 50 \
+	    --loss-csv loss.csv -v 2>run.log >/dev/null &
+	RUN=$!
+	for _ in $(seq 200); do
+		grep -q '^collx-dp: step 200 ' run.log && break
+		sleep 0.05
+	done
+	pid=$(rank_pid "$RUN" 1)
+	kill -STOP "$pid"
+	rc=0
+	wait_pid "$RUN" 60 || rc=$?
+	RUN=
+	grep -v ': step ' run.log
+	[ "$rc" -eq 0 ]
+	line=$(grep '^collx-run: restart 1 of 1: ' run.log)
+	[[ $line == "collx-run: restart 1 of 1: rank 1 (pid $pid) was stopped (SIGSTOP, SIGTSTP or a debugger) and did not answer; rank 0 (pid "*"), waiting on it, exited with status 1; started again from step "* ]]
+	# the stopped rank, continued, took SIGTERM at once
+	secs=$(sed -n 's/.* (\([0-9.]*\) s of it stopping the ranks, .*/\1/p' <<<"$line")
+	awk -v s="$secs" 'BEGIN { exit !(s >= 0 && s < 1) }'
+	every_step_once loss.csv 4000
+}
+
+@test "collx-run --max-restarts: ranks that ignore SIGTERM: the restart line says they held it for the 3 s grace period" {
+	cat >deaf.sh <<'SH'
+n=$(cat "count.$COLLX_RANK" 2>/dev/null || echo 0)
+echo $((n + 1)) >"count.$COLLX_RANK"
+[ "$n" -ge 1 ] && exit 0
+[ "$COLLX_RANK" = 1 ] && exit 5
+trap '' TERM
+while :; do sleep 0.1; done
+SH
+	run -0 --separate-stderr collx-run -n 2 --max-restarts 1 -- sh deaf.sh
+	echo "$stderr"
+	line=$(grep '^collx-run: restart 1 of 1: ' <<<"$stderr")
+	[[ $line == *"rank 1 (pid "*") exited with status 5; started again as first started (no --checkpoint) in "*" s of it stopping the ranks, some of which ignored SIGTERM for the 3 s grace period and were killed, "* ]]
+	secs=$(sed -n 's/.* (\([0-9.]*\) s of it stopping the ranks, .*/\1/p' <<<"$line")
+	awk -v s="$secs" 'BEGIN { exit !(s >= 3 && s < 4) }'
 }
 
 # A program that fails with status 5 on its first FAILS runs in this
@@ -300,9 +343,10 @@ EOF
 	[ "$rc" -eq 0 ]
 	grep -q "^collx-run: restart 1 of 1: rank [0-2] .*; started again from step [0-9]* of ck.safetensors on 2 hosts, 2 ranks ($(netns_addr 2) lost) in [0-9.]* s" run.err
 	from=$(sed -n 's/.* from step \([0-9]*\) of .*/\1/p' run.err)
-	# the resumed run's curve: steps from the checkpoint's to the last,
-	# each loss that of the run never cut (two ranks sum the batch in
-	# another order than three)
+	# the curve: every step once, those before the checkpoint's from
+	# the attempt cut, the rest from the resumed run; each loss that of
+	# the run never cut (two ranks sum the batch in another order than
+	# three)
 	"$PY" - "$from" <<'PYEOF'
 import sys
 import numpy as np
@@ -310,8 +354,9 @@ start = int(sys.argv[1])
 cut = np.genfromtxt("cut.csv", delimiter=",", names=True)
 ref = np.genfromtxt("straight.csv", delimiter=",", names=True)
 assert start > 0 and start % 10 == 0, start
-assert list(cut["step"]) == list(range(start, 300)), cut["step"][:3]
-assert np.allclose(cut["loss"], ref["loss"][start:], rtol=1e-3, atol=0), \
-    np.max(np.abs(cut["loss"] / ref["loss"][start:] - 1))
+assert list(cut["step"]) == list(range(300)), cut["step"][:3]
+assert np.array_equal(cut["loss"][:start], ref["loss"][:start])
+assert np.allclose(cut["loss"], ref["loss"], rtol=1e-3, atol=0), \
+    np.max(np.abs(cut["loss"] / ref["loss"] - 1))
 PYEOF
 }

@@ -125,6 +125,7 @@ comm_abort_send(struct comm *c)
 	if (!c->meshed || c->cause.why == COMM_WHY_NONE)
 		return;
 	frame_fill(c, &f);
+	c->aborted = 1;
 	for (pass = 0; pass < 2; pass++)
 		for (peer = 0; peer < c->world; peer++)
 			for (s = 0; peer != c->rank && s < c->nstreams; s++) {
@@ -164,6 +165,7 @@ comm_abort_received(struct comm *c, int peer, const void *frame)
 	const char *addr;
 
 	/* Ranks are net's; c, the group waiting, labels the message. */
+	n->peers[peer].abort_in = 1;
 	memcpy(&f, frame, sizeof f);
 	f.where[sizeof f.where - 1] = '\0';
 	if (f.culprit < 0 || f.culprit >= n->world || f.reporter < 0 ||
@@ -206,10 +208,22 @@ comm_abort_received(struct comm *c, int peer, const void *frame)
 	}
 }
 
-/* Read what is left on one stream of a lost peer, message by message
- * (each stripe's header says how long it is), looking for an abort. */
+/* Wait for fd to be readable until deadline (0: not at all): 1, or 0
+ * when the time is up. */
 static int
-salvage_stream(struct comm *c, int peer, int s)
+readable(int fd, double deadline)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	double left = deadline - cli_now();
+
+	return deadline > 0 && left > 0 &&
+	    poll(&p, 1, (int)(left * 1000) + 1) > 0;
+}
+
+/* Read what is left on one stream of a peer, message by message (each
+ * stripe's header says how long it is), looking for an abort. */
+int
+comm_abort_find(struct comm *c, int peer, int s, double deadline, void *frame)
 {
 	struct comm_stream *st = &c->net->peers[peer].st[s];
 	struct comm_seg *g = c->net->split ? st->cur : st->rq;
@@ -218,10 +232,6 @@ salvage_stream(struct comm *c, int peer, int s)
 	size_t have = 0, skip = 0;
 	ssize_t n;
 
-	if (st->rx != NULL) {
-		int closed;
-		return comm_shm_bells(c, peer, s, &closed) > 0;
-	}
 	if (g && g->hdone == COMM_HDR_LEN)
 		skip = g->len - g->done;
 	else if (g && g->hdone > 0) {
@@ -232,24 +242,27 @@ salvage_stream(struct comm *c, int peer, int s)
 		have = st->indone;
 	}
 	for (;;) {
-		if (skip > 0) {
-			n = recv(st->fd, junk, skip < sizeof junk ? skip : sizeof junk,
+		if (skip > 0)
+			n = recv(st->fd, junk, skip < sizeof junk ? skip :
+			    sizeof junk, MSG_DONTWAIT);
+		else
+			n = recv(st->fd, (char *)&h + have, COMM_HDR_LEN - have,
 			    MSG_DONTWAIT);
-			if (n <= 0)
-				return 0;
+		if (n < 0 && (errno == EAGAIN || errno == EINTR) &&
+		    readable(st->fd, deadline))
+			continue;
+		if (n <= 0)
+			return 0;
+		if (skip > 0) {
 			skip -= (size_t)n;
 			continue;
 		}
-		n = recv(st->fd, (char *)&h + have, COMM_HDR_LEN - have,
-		    MSG_DONTWAIT);
-		if (n <= 0)
-			return 0;
 		have += (size_t)n;
 		if (have < COMM_HDR_LEN)
 			continue;
 		have = 0;
 		if (h.magic == COMM_ABORT_MAGIC) {
-			comm_abort_received(c, peer, &h);
+			memcpy(frame, &h, sizeof h);
 			return 1;
 		}
 		if (h.magic != COMM_HDR_MAGIC || h.len > SIZE_MAX)
@@ -261,10 +274,19 @@ salvage_stream(struct comm *c, int peer, int s)
 int
 comm_abort_salvage(struct comm *c, int peer)
 {
-	int s;
+	struct comm_hdr f;
+	int s, closed;
 
-	for (s = 0; s < c->nstreams; s++)
-		if (c->net->peers[peer].st[s].fd >= 0 && salvage_stream(c, peer, s))
+	for (s = 0; s < c->nstreams; s++) {
+		struct comm_stream *st = &c->net->peers[peer].st[s];
+		if (st->fd >= 0 && st->rx != NULL &&
+		    comm_shm_bells(c, peer, s, &closed) > 0)
 			return 1;
+		if (st->fd >= 0 && st->rx == NULL &&
+		    comm_abort_find(c, peer, s, 0, &f)) {
+			comm_abort_received(c, peer, &f);
+			return 1;
+		}
+	}
 	return 0;
 }

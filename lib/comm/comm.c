@@ -151,6 +151,7 @@ comm_close(struct comm *c)
 	free(c->host);
 	free(c->pid);
 	free(c->shm_ok);
+	free(c->gone);
 	free(c);
 }
 

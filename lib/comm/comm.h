@@ -103,6 +103,26 @@ const char *comm_transport(const struct comm *c, int peer);
 int comm_split(struct comm *parent, int color, int key, struct comm **sub,
     char *err, size_t errlen);
 
+/*
+ * In-job recovery (shrink.c). comm_shrink: after a rank's death (or to
+ * find one), every surviving rank of the group comm_open made calls it,
+ * with that group or a sub-group of it: each fails (telling its peers),
+ * reads every peer's link up to that peer's abort frame (a peer whose
+ * frame does not come within twice the timeout and a second, the time a
+ * live peer's own wait on a stopped rank may take, is gone), and the
+ * survivors agree on who is left over their links, starting over when a
+ * rank dies meanwhile. *sub: the survivors, in rank order, a sub-group of c's
+ * links (ranks that left at an earlier shrink stay out); the links,
+ * cleared of the failure, work again, and requests and sub-groups of
+ * before are dead (close them). Needs TCP links, one stream a peer
+ * (no_shm, one interface). A survivor that decided while another started
+ * over finds it out at its next operation with it: call it again then.
+ * 0, or -1 with the reason in err.
+ */
+int comm_shrink(struct comm *c, struct comm **sub, char *err, size_t errlen);
+/* Rank r of c as the group comm_open made numbers it. */
+int comm_world_rank(const struct comm *c, int r);
+
 /* Reason and kind of the last failure on c. The text starts with
  * "rank R: " and names the peer, its address and the current step. */
 const char *comm_error(const struct comm *c);

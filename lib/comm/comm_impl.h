@@ -100,6 +100,7 @@ struct comm_peer {
 	char addr[80];
 	int pending;		/* queued stripes, both directions */
 	double last;		/* last progress (or start of the wait) */
+	int abort_in;		/* its abort frame read (comm_shrink's) */
 };
 
 /* This host's segment of rings (shm.c), mapped or base NULL. */
@@ -185,6 +186,8 @@ struct comm {
 	char err[COLLX_ERRLEN];
 	struct comm_cause cause;
 	int meshed;		/* mesh complete: a failure sends aborts */
+	int aborted;		/* net: abort frames sent (comm_shrink's) */
+	int *gone;		/* net: per rank, left at a shrink; or NULL */
 	int spin_us;
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
 	int spin_mode;		/* net: how waits spin until spin_until,
@@ -305,6 +308,15 @@ void comm_cause_set(struct comm *c, int culprit, enum comm_why why, int err);
 void comm_abort_send(struct comm *c);
 void comm_abort_received(struct comm *c, int peer, const void *frame);
 int comm_abort_salvage(struct comm *c, int peer);
+/* Read stream s of peer up to its abort frame, skipping whole messages,
+ * until deadline (0: only what is there now): 1 with the frame in
+ * frame, 0 when the stream ended, failed or ran out of time first. */
+int comm_abort_find(struct comm *c, int peer, int s, double deadline,
+    void *frame);
+/* A sub-group of net's ranks ranks[0..n) (ascending), its id ctx: as
+ * comm_split makes one, without talking (split.c). */
+int comm_sub_make(struct comm *net, uint32_t ctx, const int *ranks, int n,
+    struct comm **out);
 /* Bytes of a len-byte message carried on stream s (transport.c). */
 size_t comm_stripe_bytes(const struct comm *c, size_t len, int s);
 /* What transport.c lends the split groups' receive path: hdr_valid, a

@@ -165,3 +165,23 @@ comm_close_sub(struct comm *c)
 	if (--net->nsubs == 0 && net->split && !net_busy(net))
 		net->split = 0;
 }
+
+int
+comm_sub_make(struct comm *net, uint32_t ctx, const int *ranks, int n,
+    struct comm **out)
+{
+	struct member *m = malloc((size_t)n * sizeof *m);
+	int i, rc;
+
+	if (m == NULL) {
+		comm_fail(net, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		m[i] = (struct member){ i, ranks[i] };
+	if (net->next_ctx <= ctx)
+		net->next_ctx = ctx + 1;
+	rc = split_begin(net) < 0 ? -1 : split_new(net, ctx, m, n, out);
+	free(m);
+	return rc;
+}

@@ -255,6 +255,9 @@ void launch_ends_number(struct launch_ends *e);
 /* Of the ranks reaped and not yet reported, the one that failed first (of
  * those killed from outside when outside is set), or -1. */
 int launch_ends_first_failure(const struct launch_ends *e, int outside);
+/* Whether the local process pid is stopped (by SIGSTOP, SIGTSTP, or a
+ * tracer): alive but never answering, what its peers time out on. */
+int launch_pid_stopped(pid_t pid);
 
 /*
  * A launcher's own process state. launch_sig_catch: INT, TERM and HUP
@@ -359,13 +362,19 @@ struct launch_super {
 	int min_hosts;		/* with hosts: go on with those answering */
 	int master_given;	/* spec.master the caller's: kept when hosts
 				 * are lost */
+	char **preflight;	/* or NULL: what each rank runs first, to
+				 * test every pair (launch_preflight_rank);
+				 * PROGRAM starts only when all succeed */
+	int patient;		/* a failure stops no other rank */
+	int ft;			/* PROGRAM runs with --ft: a rank killed
+				 * leaves, the others go on */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be
 	 * restarted, what it was and when */
 	int restarts, restart;
-	char cause[400];
-	double failed_at;
+	char cause[800];
+	double failed_at, ended_at;	/* and when its ranks had all ended */
 	struct launch_resume resume;	/* the program's checkpoint */
 	/* rank i: */
 	struct launch_rank *place;	/* where it runs */
@@ -390,6 +399,19 @@ struct launch_super {
  * that could not be asked), its ranks left to die with it.
  */
 int launch_super_run(struct launch_super *j, char *err, size_t errlen);
+
+/*
+ * collx-run --preflight's rank (launch_preflight.c), a program body: it
+ * joins the group its environment names (within 4 s, or COLLX_TIMEOUT
+ * when shorter), then every pair of ranks in turn trades PF_PINGS round
+ * trips of 8 bytes and a 1 MiB transfer whose checksum the receiver
+ * returns; rank 0 prints the latency and bandwidth matrices on standard
+ * error and names each pair whose transfer arrived corrupted, or whose
+ * bandwidth is below half the median of the pairs over its transport
+ * (shared memory, TCP). Returns the exit status: 0, or 4 when a pair
+ * failed or a rank could not be reached (each rank's line says which).
+ */
+int launch_preflight_rank(void);
 void launch_super_free(struct launch_super *j);
 
 #endif

@@ -1,6 +1,7 @@
 /* launch_end: how the ranks of a job ended: the order of their deaths, and
  * which failure a launcher names, the one that came first. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -107,4 +108,24 @@ launch_ends_first_failure(const struct launch_ends *e, int outside)
 			first = i;
 	}
 	return first;
+}
+
+int
+launch_pid_stopped(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "PID (COMM) STATE ...": COMM may hold ") ", the state follows
+	 * the last one */
+	if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
+		return 0;
+	return p[2] == 'T' || p[2] == 't';
 }

@@ -23,6 +23,7 @@
 #include "launch/linetag.h"
 
 #define GRACE_SECONDS 3.0	/* between TERM and KILL */
+#define GRACE_TEXT "3"		/* GRACE_SECONDS, as the restart line says */
 #define KILLED_GRACE_MS 200	/* for a killed rank behind a failed one */
 #define PROBE_SECONDS 5.0	/* for a host's remote shell to answer */
 
@@ -122,6 +123,9 @@ stop_all(struct launch_super *j, int sig, int code)
 	j->exit_code = code;
 	j->kill_at = cli_now() + GRACE_SECONDS;
 	signal_all(j, sig);
+	/* a stopped rank takes a caught signal only once continued: else
+	 * it would hold the job for the grace period, then be killed */
+	signal_all(j, SIGCONT);
 }
 
 static void
@@ -137,14 +141,33 @@ describe(const struct launch_super *j, int i, char *buf, size_t len)
 		    (long)j->ends.rank[i].pid);
 }
 
-/* A rank ended: the first failure names itself and stops the rest; the
+/* A local rank other than i still running but stopped, or -1: when i
+ * exits on its own, a timeout is the likely reason, and that rank the
+ * peer it waited for. */
+static int
+stopped_peer(const struct launch_super *j, int i)
+{
+	const struct launch_end *e;
+	int k;
+
+	for (k = 0; k < j->spec.n; k++) {
+		e = &j->ends.rank[k];
+		if (k != i && j->place[k].host < 0 && e->pid > 0 &&
+		    e->state == LAUNCH_RUNNING && launch_pid_stopped(e->pid))
+			return k;
+	}
+	return -1;
+}
+
+/* A rank ended: the first failure names itself and stops the rest (or,
+ * when it gave up on a rank that was stopped, names that one first); the
  * job is to start again when restarts are left and this one could help
  * (the restart's line then names it). */
 static void
 rank_ended(struct launch_super *j, int i, int status)
 {
-	char who[320];
-	int sig;
+	char who[320], hung[320];
+	int sig, k;
 
 	j->ends.rank[i].state = LAUNCH_REPORTED;
 	j->running--;
@@ -156,9 +179,26 @@ rank_ended(struct launch_super *j, int i, int status)
 		cli_debug("rank %d stopped", i);
 		return;
 	}
+	if (j->patient) {	/* each has its say, and its own wait's end */
+		if (j->exit_code == 0)
+			j->exit_code = WIFSIGNALED(status) ?
+			    128 + WTERMSIG(status) : WEXITSTATUS(status);
+		return;
+	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-	if (sig == 0)
+	if (j->ft && launch_killed_from_outside(status)) {
+		cli_warn("%s was killed by signal %d (%s); the others go on "
+		    "(--ft)", who, sig, strsignal(sig));
+		return;
+	}
+	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
+		describe(j, k, hung, sizeof hung);
+		snprintf(j->cause, sizeof j->cause, "%s was stopped (SIGSTOP, "
+		    "SIGTSTP or a debugger) and did not answer; %s, waiting "
+		    "on it, exited with status %d", hung, who,
+		    WEXITSTATUS(status));
+	} else if (sig == 0)
 		snprintf(j->cause, sizeof j->cause, "%s exited with status %d",
 		    who, WEXITSTATUS(status));
 	else
@@ -514,6 +554,54 @@ regroup(struct launch_super *j, char *said, size_t len, char *err,
 	return 0;
 }
 
+/* Every rank back to not started, for the job's next attempt. */
+static void
+next_attempt(struct launch_super *j)
+{
+	sigset_t chld, old;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	launch_ends_reset(&j->ends);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
+	j->exit_code = 0;
+}
+
+/* --preflight: every rank runs j->preflight first, never restarted, a
+ * rank's failure not stopping the others: each names what it found, in a
+ * bounded time (PF_TIMEOUT a wait). 0
+ * when all succeeded, the job's ranks then to start; else the job's exit
+ * status, 4 when the preflight failed (its lines say why), or -1 with the
+ * reason in err. */
+static int
+preflight(struct launch_super *j, char *err, size_t errlen)
+{
+	char **prog = j->spec.prog;
+	int max = j->max_restarts, rc;
+
+	j->spec.prog = j->preflight;
+	j->max_restarts = 0;
+	j->patient = 1;
+	rc = start_ranks(j, err, errlen);
+	if (rc == 0)
+		rc = supervise(j, err, errlen);
+	j->spec.prog = prog;
+	j->max_restarts = max;
+	j->patient = 0;
+	if (rc < 0)
+		return -1;
+	if (j->exit_code != 0 && !j->interrupted && j->exit_code != 124) {
+		cli_warn("--preflight failed: %s not run", prog[0]);
+		return CLI_EXIT_CHECK;
+	}
+	if (j->exit_code != 0)
+		return j->exit_code;
+	next_attempt(j);
+	return 0;
+}
+
 /* Every rank started again once the last attempt's are gone; one line
  * says why, from where, and what it cost: from the failure to the ranks
  * started, the hosts' answers and the checkpoint's step (read from its
@@ -524,9 +612,8 @@ static int
 restart(struct launch_super *j, char *err, size_t errlen)
 {
 	char from[4200], why[COLLX_ERRLEN], where[1200] = "";
-	double read;
-	sigset_t chld, old;
-	int rc;
+	double read, stopping = j->ended_at - j->failed_at;
+	int rc, killed = j->killed;
 
 	if (j->min_hosts && (rc = regroup(j, where, sizeof where, err,
 	    errlen)) != 0)
@@ -539,19 +626,15 @@ restart(struct launch_super *j, char *err, size_t errlen)
 	}
 	read = cli_now() - read;
 	j->restarts++;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, &old);
-	launch_ends_reset(&j->ends);
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
-	j->exit_code = 0;
+	next_attempt(j);
 	if (start_ranks(j, err, errlen) < 0)
 		return -1;
 	cli_warn("restart %d of %d: %s; started again %s%s in %.3f s (%.3f s "
-	    "of it reading the checkpoint's header)", j->restarts,
-	    j->max_restarts, j->cause, from, where, cli_now() - j->failed_at,
-	    read);
+	    "of it stopping the ranks%s, %.3f s reading the checkpoint's "
+	    "header)", j->restarts, j->max_restarts, j->cause, from, where,
+	    cli_now() - j->failed_at, stopping, killed ? ", some of which "
+	    "ignored SIGTERM for the " GRACE_TEXT " s grace period and were "
+	    "killed" : "", read);
 	return 0;
 }
 
@@ -563,6 +646,8 @@ launch_super_run(struct launch_super *j, char *err, size_t errlen)
 	place_ranks(j);
 	if (bind_cores(j, err, errlen) < 0)
 		return -1;
+	for (rc = 1; j->spec.prog[rc] != NULL; rc++)
+		j->ft |= strcmp(j->spec.prog[rc], "--ft") == 0;
 	launch_resume_init(&j->resume, &j->spec);
 	launch_sig_raise_nofile();
 	if (open_no_input(j, err, errlen) < 0 ||
@@ -570,11 +655,14 @@ launch_super_run(struct launch_super *j, char *err, size_t errlen)
 		return -1;
 	if (j->time_limit > 0)
 		j->limit_at = cli_now() + j->time_limit;
+	if (j->preflight != NULL && (rc = preflight(j, err, errlen)) != 0)
+		return rc;
 	if (start_ranks(j, err, errlen) < 0)
 		return -1;
 	for (;;) {
 		if (supervise(j, err, errlen) < 0)
 			return -1;
+		j->ended_at = cli_now();
 		if (!j->restart)
 			break;
 		if (j->interrupted) {
@@ -599,6 +687,7 @@ launch_super_free(struct launch_super *j)
 	free(j->out);
 	free(j->err);
 	launch_ends_free(&j->ends);
+	launch_words_free(j->preflight);
 	if (j->no_input > 0)
 		close(j->no_input);
 }

@@ -565,6 +565,7 @@ run_free(struct dp_run *r)
 		comm_close(r->rep);
 	if (r->shard != NULL)
 		comm_close(r->shard);
+	dp_ft_free(r);
 	/* Still open only after a failure: the servers hear its cause. */
 	ps_client_abort(r->cl, r->err[0] ? r->err : NULL);
 	dp_colo_server_stop(r, 0);
@@ -628,8 +629,13 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			goto out;
 		}
 		*steps = s = t;
-		if (run_step(&r, k, &s[k]) < 0)
-			goto out;
+		if (run_step(&r, k, &s[k]) < 0) {
+			if (dp_ft_recover(&r, &k, s) < 0)
+				goto out;
+			k--;	/* the step again, by the survivors */
+			continue;
+		}
+		s[k].replicas = r.world;
 		if (fn != NULL)
 			fn(ctx, &s[k]);
 		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||

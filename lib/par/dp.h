@@ -68,6 +68,11 @@ struct dp_cfg {
 	const char *ckpt_path;	/* rank 0 writes checkpoints there, or NULL */
 	long ckpt_every;	/* after every K steps and the last (0: last) */
 	const struct ckpt_state *resume;	/* start from it, or NULL */
+	/* --ft (dp_ft.c): a step that ranks' deaths failed is run again by
+	 * the survivors, each departure said through note; ft_rank (or
+	 * NULL) follows this rank's rank among them */
+	int ft;
+	int *ft_rank;
 };
 
 /* Memory of a run on this rank, in bytes: optimizer state, and reduced

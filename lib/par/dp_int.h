@@ -59,6 +59,7 @@ struct dp_run {
 	long k;				/* the step running */
 	struct ps_client *cl;		/* external or colocated async servers */
 	struct colo_server *srv;
+	struct comm *ft_group;		/* --ft: the survivors' group, or NULL */
 	enum train_err kind;
 	char *err;
 	size_t errlen;
@@ -102,6 +103,12 @@ void dp_powersgd_free(struct dp_run *r);
  * cfg->resume, and the whole state written after `done` steps. */
 int dp_ckpt_restore(struct dp_run *r);
 int dp_ckpt_save(struct dp_run *r, long done);
+
+/* --ft (dp_ft.c): after step *k failed, the survivors' group in r->c,
+ * *k and s[] at the step the one furthest on reached: 0, or -1 (not
+ * --ft, or not a peer's loss, or no group). free: the group closed. */
+int dp_ft_recover(struct dp_run *r, long *k, struct train_step *s);
+void dp_ft_free(struct dp_run *r);
 
 /* Parameter-server set-up (dp_ps.c). */
 int dp_ps_connect(struct dp_run *r, const char *addrs);

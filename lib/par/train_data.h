@@ -83,6 +83,7 @@ struct train_step {
 	/* ZeRO-3: seconds gathering, reduce-scattering, and waiting for
 	 * gathers (exposed) */
 	double gather, reduce_scatter, gather_wait;
+	int replicas;		/* data-parallel replicas that ran it */
 };
 
 /* The zero-filled array v of *cap elements of size bytes, grown (doubling)

@@ -413,6 +413,7 @@ train(struct job *j)
 			fprintf(stderr, "%s: step %ld loss %.6f %.1f ms "
 			    "(communication %.1f ms)\n", cli_progname, k,
 			    s->loss, s->seconds * 1e3, s->comm * 1e3);
+		trainer_save_loss_due(&j->t, o->c.loss_csv, &o->ckpt, s, 0);
 		if (trainer_ckpt_due(&o->ckpt, k, o->c.steps))
 			save_weights(j, o->ckpt.path, k + 1);
 	}

@@ -202,12 +202,22 @@ trainer_save_model(const char *pattern, int world, const struct nn_model *m)
 
 void
 trainer_save_loss(const char *pattern, int world, const struct train_step *s,
-    long n, int sent)
+    long n, int cols)
 {
 	char e[COLLX_ERRLEN], *path = cli_subst(pattern, 0, world);
 
-	if ((sent ? trainopt_loss_csv_write_sent : trainopt_loss_csv_write)(path,
-	    s, n, e, sizeof(e)) < 0)
+	if (trainopt_loss_csv_write_cols(path, s, n, cols, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 	free(path);
+}
+
+void
+trainer_save_loss_due(const struct trainer *t, const char *pattern,
+    const struct trainopt_ckpt *k, const struct train_step *s, int cols)
+{
+	long n = s->step - t->from + 1;
+
+	if (t->rank == 0 && pattern != NULL &&
+	    trainer_ckpt_due(k, s->step, t->steps))
+		trainer_save_loss(pattern, t->world, s - (n - 1), n, cols);
 }

@@ -32,6 +32,11 @@ trainer_dp_begin(struct trainer_dp *r, struct dp_cfg *cfg,
 		cfg->ckpt_path = r->ckpt_path = cli_subst(k->path, g->rank,
 		    g->world);
 	cfg->ckpt_every = k->every;
+	r->loss_csv = c->loss_csv;
+	r->ckpt = k;
+	r->cols = TRAINOPT_LOSS_SENT | (cfg->ft ? TRAINOPT_LOSS_REPLICAS : 0);
+	if (cfg->ft)	/* the survivors' rank 0 writes the outputs */
+		cfg->ft_rank = &r->t.rank;
 	cfg->timeout = g->timeout;
 	cfg->token = g->token;
 	cfg->note = prog_note;
@@ -51,6 +56,9 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 	struct trainer_dp *r = ctx;
 
 	progress_step(&r->t.pr, s);
+	/* --ft: the rank 0 of the replicas left takes the lines over */
+	r->t.pr.lines |= (r->cols & TRAINOPT_LOSS_REPLICAS) &&
+	    r->t.rank == 0 && cli_verbose && !cli_quiet;
 	if (r->t.pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
 		    "%s/s (compute %.1f ms, %s %.1f ms, %.1f hidden)\n",
@@ -69,6 +77,7 @@ trainer_dp_step(void *ctx, const struct train_step *s)
 		row(r, "reduce-scatter", r->comm_algo, s->step,
 		    s->reduce_scatter);
 	}
+	trainer_save_loss_due(&r->t, r->loss_csv, r->ckpt, s, r->cols);
 }
 
 /* -v: every rank's memory figures and mean step time (steps after the
@@ -123,7 +132,8 @@ trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
 	if (r->t.rank == 0 && c->out != NULL)
 		trainer_save_model(c->out, r->t.world, m);
 	if (r->t.rank == 0 && c->loss_csv != NULL)
-		trainer_save_loss(c->loss_csv, r->t.world, steps + first, n, 1);
+		trainer_save_loss(c->loss_csv, r->t.world, steps + first, n,
+		    r->cols);
 	trainer_close(&r->t);
 	free(r->ckpt_path);
 }

@@ -15,6 +15,9 @@ struct trainer_dp {
 	int zero;
 	char *ckpt_path;	/* k's path, {rank} and {world} substituted */
 	const struct nn_model *m;	/* for -v's tokens per expert */
+	const char *loss_csv;	/* c's, written before each checkpoint */
+	int cols;		/* its columns past the common ones */
+	const struct trainopt_ckpt *ckpt;
 };
 
 /* Opens c's --timing and starts the report of cfg's steps over m; into

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "comm/coll.h"
@@ -111,6 +112,7 @@ trainer_pipe_cfg(struct pipe_cfg *cfg, struct trainer_pipe *p,
 		cfg->ckpt_path = p->ckpt_path = cli_subst(k->path, 0,
 		    p->g->world);
 	cfg->ckpt_every = k->every;
+	p->ckpt = k;
 	cfg->resume = k->resume != NULL ? st : NULL;
 }
 
@@ -236,6 +238,30 @@ mesh_step(struct pipe_report_run *r, const struct train_step *s)
 	r->sent = now;
 }
 
+/* The loss CSV before a checkpoint (trainer_save_loss_due), on a mesh
+ * with each step's bytes sent, as write_outputs gives them. */
+static void
+loss_due(const struct pipe_report_run *r, const struct train_step *s)
+{
+	long n = s->step - r->t.from + 1, k;
+	struct train_step *c;
+
+	if (r->p->mesh == NULL) {
+		trainer_save_loss_due(&r->t, r->p->c->loss_csv, r->p->ckpt, s, 0);
+		return;
+	}
+	if (r->t.rank != 0 || !trainer_ckpt_due(r->p->ckpt, s->step,
+	    r->t.steps))
+		return;
+	c = cli_calloc((size_t)n, sizeof(*c));
+	memcpy(c, s - (n - 1), (size_t)n * sizeof(*c));
+	for (k = 0; k < n; k++)
+		c[k].bytes_sent = r->bytes[r->t.from + k];
+	trainer_save_loss_due(&r->t, r->p->c->loss_csv, r->p->ckpt, &c[n - 1],
+	    1);
+	free(c);
+}
+
 static void
 on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 {
@@ -258,6 +284,7 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	if (r->t.pr.lines)
 		trainer_moe_line(r->dims, s);
 	step_rows(r, s, st);
+	loss_due(r, s);
 }
 
 /* collx-train's closing lines: with -v every rank's optimizer state and

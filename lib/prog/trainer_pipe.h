@@ -48,6 +48,7 @@ struct trainer_pipe {
 	/* the run's own, freed by trainer_pipe_run */
 	int *first;		/* the split's layer boundaries */
 	char *ckpt_path;	/* --checkpoint, {world} substituted */
+	const struct trainopt_ckpt *ckpt;	/* trainer_pipe_cfg's k */
 };
 
 /* p->first: the boundaries of the layers of p's stages, chunks virtual

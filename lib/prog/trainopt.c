@@ -96,18 +96,67 @@ trainopt_optim_agree(struct prog_job *j, const struct nn_optim_cfg *c)
 }
 
 
-static int
-loss_csv_write(const char *path, const struct train_step *s, long n,
-    int sent, char *err, size_t errlen)
+/*
+ * A resumed run (its first step past 0) keeps the rows the runs before it
+ * left at path for the steps before first, when the file's header is
+ * header: a restart from a checkpoint then loses no step and repeats none
+ * (a failed attempt's rows from first on are dropped). The rows kept, as
+ * text (malloc'd, *len bytes), or NULL.
+ */
+static char *
+loss_csv_kept(const char *path, const char *header, long first, size_t *len)
 {
-	size_t cap = 112 + (size_t)n * 200, len;
-	char *buf = cli_calloc(cap, 1);
+	FILE *f;
+	char *line = NULL, *kept = NULL, *end;
+	size_t cap = 0;
+	ssize_t got;
+	long step;
+
+	*len = 0;
+	if (first <= 0 || (f = fopen(path, "r")) == NULL)
+		return NULL;
+	if ((got = getline(&line, &cap, f)) > 0 && line[got - 1] == '\n' &&
+	    (size_t)got - 1 == strlen(header) &&
+	    strncmp(line, header, (size_t)got - 1) == 0)
+		while ((got = getline(&line, &cap, f)) > 0) {
+			step = strtol(line, &end, 10);
+			if (end == line || *end != ',' || step < 0 ||
+			    step >= first || line[got - 1] != '\n')
+				continue;
+			kept = cli_reallocarray(kept, *len + (size_t)got, 1);
+			memcpy(kept + *len, line, (size_t)got);
+			*len += (size_t)got;
+		}
+	free(line);
+	fclose(f);
+	return kept;
+}
+
+int
+trainopt_loss_csv_write_cols(const char *path, const struct train_step *s,
+    long n, int cols, char *err, size_t errlen)
+{
+	static const char *const headers[] = { TRAINOPT_LOSS_HEADER,
+	    TRAINOPT_LOSS_HEADER ",bytes_sent",
+	    TRAINOPT_LOSS_HEADER ",replicas",
+	    TRAINOPT_LOSS_HEADER ",bytes_sent,replicas" };
+	char header[160];
+	int sent = cols & TRAINOPT_LOSS_SENT;
+	size_t cap, len, klen;
+	char *kept, *buf;
 	long k;
 	int rc;
 
-	len = (size_t)snprintf(buf, cap, "%s%s\n", sent ?
-	    TRAINOPT_LOSS_HEADER ",bytes_sent" : TRAINOPT_LOSS_HEADER,
+	snprintf(header, sizeof header, "%s%s", headers[cols & 3],
 	    n > 0 && s[0].moe ? ",moe_dropped,moe_imbalance" : "");
+	kept = loss_csv_kept(path, header, n > 0 ? s[0].step : 0, &klen);
+	cap = 112 + klen + (size_t)n * 200;
+	buf = cli_calloc(cap, 1);
+	len = (size_t)snprintf(buf, cap, "%s\n", header);
+	if (kept != NULL)
+		memcpy(buf + len, kept, klen);
+	len += klen;
+	free(kept);
 	for (k = 0; k < n; k++) {
 		len += (size_t)snprintf(buf + len, cap - len, "%ld,%ld,%.9g,%ld,"
 		    "%.6f,%.1f", s[k].step, s[k].epoch, s[k].loss, s[k].tokens,
@@ -115,6 +164,9 @@ loss_csv_write(const char *path, const struct train_step *s, long n,
 		if (sent)
 			len += (size_t)snprintf(buf + len, cap - len, ",%llu",
 			    (unsigned long long)s[k].bytes_sent);
+		if (cols & TRAINOPT_LOSS_REPLICAS)
+			len += (size_t)snprintf(buf + len, cap - len, ",%d",
+			    s[k].replicas);
 		if (s[0].moe)
 			len += (size_t)snprintf(buf + len, cap - len, ",%.6g,%.6g",
 			    s[k].moe_dropped, s[k].moe_imbalance);
@@ -129,14 +181,15 @@ int
 trainopt_loss_csv_write(const char *path, const struct train_step *s, long n,
     char *err, size_t errlen)
 {
-	return loss_csv_write(path, s, n, 0, err, errlen);
+	return trainopt_loss_csv_write_cols(path, s, n, 0, err, errlen);
 }
 
 int
 trainopt_loss_csv_write_sent(const char *path, const struct train_step *s,
     long n, char *err, size_t errlen)
 {
-	return loss_csv_write(path, s, n, 1, err, errlen);
+	return trainopt_loss_csv_write_cols(path, s, n, TRAINOPT_LOSS_SENT,
+	    err, errlen);
 }
 
 int

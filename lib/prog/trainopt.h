@@ -88,6 +88,10 @@ int trainopt_loss_csv_write(const char *path, const struct train_step *s,
     long n, char *err, size_t errlen);
 int trainopt_loss_csv_write_sent(const char *path, const struct train_step *s,
     long n, char *err, size_t errlen);
+/* Either, or with replicas (train_step's) last: cols the columns added. */
+enum { TRAINOPT_LOSS_SENT = 1, TRAINOPT_LOSS_REPLICAS = 2 };
+int trainopt_loss_csv_write_cols(const char *path, const struct train_step *s,
+    long n, int cols, char *err, size_t errlen);
 
 /* The model file at path, loaded and checked: 0, or -1 with "PATH: reason"
  * (bad input, exit 3). */

@@ -88,3 +88,16 @@ bench_logging_dp() {
 	    "$COLLX_BIN/collx-dp" >bin/collx-dp
 	chmod +x bin/collx-dp
 }
+
+# The pid of rank R among the ranks collx-run RUN started.
+rank_pid() {
+	local p
+	for p in $(pgrep -P "$1"); do
+		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+		    grep -qx "COLLX_RANK=$2"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}

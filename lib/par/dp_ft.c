@@ -1,0 +1,144 @@
+/*
+ * dp_ft: --ft, a data-parallel run that loses replicas and goes on. A
+ * step that failed because ranks died is run again by the survivors: they
+ * agree on who is left (comm_shrink, over the same links), each takes its
+ * share of the same global batch among the fewer replicas, so the step's
+ * gradient is still the whole batch's. A survivor may have finished the
+ * step (its last collective complete before the death reached it) while
+ * another has not: the survivors then take the state of the one furthest
+ * on (parameters, optimizer moments, the step records), so all go on from
+ * the same step with the same bytes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/coll.h"
+#include "par/dp_int.h"
+
+#define FT_TRIES 8		/* shrinks in a row before giving up */
+
+/*
+ * Whether sub may go on from old: more than half of old's ranks, or half
+ * with old's first. Ranks cut off from the others by a partition (or
+ * stopped longer than the timeout, then continued) see the others gone
+ * as the others see them gone; only one side may go on, or both would
+ * train and write the outputs.
+ */
+static int
+majority(struct comm *old, struct comm *sub)
+{
+	int n = comm_size(old), k = comm_size(sub);
+
+	return 2 * k > n || (2 * k == n &&
+	    comm_world_rank(sub, 0) == comm_world_rank(old, 0));
+}
+
+/* The world ranks that were in old and are not in sub, as "2" or
+ * "2, 3" into buf. */
+static void
+departed(struct comm *old, struct comm *sub, char *buf, size_t len)
+{
+	int i, j, w, in, n = 0;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < comm_size(old); i++) {
+		w = comm_world_rank(old, i);
+		for (j = in = 0; j < comm_size(sub) && !in; j++)
+			in = comm_world_rank(sub, j) == w;
+		if (!in && off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%d",
+			    n++ ? ", " : "", w);
+	}
+}
+
+/* Every survivor at the step of the one furthest on: *k, the steps done
+ * here, made the group's most, with that rank's parameters, optimizer
+ * state and records of the steps the others missed. 0, or -1
+ * (comm_error). */
+static int
+catch_up(struct dp_run *r, long *k, struct train_step *s)
+{
+	struct comm *c = r->c;
+	int64_t v[2] = { *k, -*k }, root;
+	long from;
+
+	comm_set_step(c, "--ft: the survivors' step");
+	if (coll_allreduce(c, v, 2, DT_I64, COLL_MAX, COLL_AUTO) < 0)
+		return -1;
+	if (v[0] == -v[1])
+		return 0;
+	root = *k == v[0] ? r->rank : r->world;
+	if (coll_allreduce(c, &root, 1, DT_I64, COLL_MIN, COLL_AUTO) < 0)
+		return -1;
+	from = (long)-v[1];
+	comm_set_step(c, "--ft: the state of rank %d", (int)root);
+	if (coll_broadcast(c, r->m->params, r->m->nparams, DT_F32, (int)root,
+	    COLL_AUTO) < 0 || coll_broadcast(c, &r->opt.t, 1, DT_I64,
+	    (int)root, COLL_AUTO) < 0 || (r->opt.m != NULL &&
+	    coll_broadcast(c, r->opt.m, r->opt.count, DT_F32, (int)root,
+	    COLL_AUTO) < 0) || (r->opt.v != NULL && coll_broadcast(c, r->opt.v,
+	    r->opt.count, DT_F32, (int)root, COLL_AUTO) < 0) ||
+	    coll_broadcast(c, s + from, (size_t)(v[0] - from) * sizeof(*s),
+	    DT_U8, (int)root, COLL_AUTO) < 0)
+		return -1;
+	*k = (long)v[0];
+	return 0;
+}
+
+int
+dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
+{
+	struct comm *sub;
+	char e[COLLX_ERRLEN], left[256];
+	int tries, before = r->world;
+	double t0 = cli_now();
+
+	if (!r->cfg->ft || r->kind != TRAIN_ERR_RUNTIME ||
+	    comm_errkind(r->c) != COMM_ERR_RUNTIME)
+		return -1;
+	for (tries = 0; tries < FT_TRIES; tries++) {
+		if (comm_shrink(r->c, &sub, e, sizeof(e)) < 0)
+			return dp_runtime_failed(r, "rank %d: --ft: %s", e);
+		departed(r->c, sub, left, sizeof(left));
+		if (!majority(r->c, sub)) {
+			snprintf(e, sizeof(e), "rank %%d: --ft: %d of %d "
+			    "replicas left (rank%s %s gone or cut off), not a "
+			    "majority: stopping, the others may go on",
+			    comm_size(sub), comm_size(r->c),
+			    strchr(left, ',') ? "s" : "", left);
+			comm_close(sub);
+			return dp_runtime_failed(r, e, "");
+		}
+		comm_close(r->ft_group);
+		r->ft_group = r->c = sub;
+		r->rank = comm_rank(sub);
+		r->world = comm_size(sub);
+		if (catch_up(r, k, s) == 0)
+			break;
+	}
+	if (tries == FT_TRIES)
+		return dp_comm_failed(r);
+	train_split(r->cfg->batch, r->world, r->rank, &r->start, &r->count);
+	train_batch_free(&r->tb);
+	if (train_batch_alloc(&r->tb, r->d, r->count, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: %s", e);
+	if (r->cfg->ft_rank != NULL)
+		*r->cfg->ft_rank = r->rank;
+	if (r->rank == 0 && r->cfg->note != NULL) {
+		snprintf(e, sizeof(e), "step %ld: rank%s %s left; %d of %d "
+		    "replicas go on (%.3f s to agree)", *k, strchr(left, ',') ?
+		    "s" : "", left, r->world, before, cli_now() - t0);
+		r->cfg->note(NULL, e);
+	}
+	r->err[0] = '\0';
+	return 0;
+}
+
+void
+dp_ft_free(struct dp_run *r)
+{
+	comm_close(r->ft_group);
+	r->ft_group = NULL;
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env bats
+# collx-dp --ft: ranks killed (SIGKILL) while training; the survivors run
+# the step again among themselves and go on. The trained weights are
+# those of a run without failures (one process, the same global batch)
+# within 1e-5, the loss CSV holds every step once with the replicas that
+# ran it, one line says each departure. Bad input: one usage line naming
+# the options.
+load lib/common
+load lib/netns
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	export FT_INPUTS=$BATS_FILE_TMPDIR/in
+	mkdir -p "$FT_INPUTS"
+	cd "$FT_INPUTS" &&
+	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy
+}
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE COLLX_JOB_ID
+	export COLLX_FR_DIR=$T
+	cp "$FT_INPUTS"/* .
+	PIDS=()
+}
+
+teardown() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	netns_teardown
+	common_teardown
+}
+
+ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
+    --optimizer adamw --lr 0.001)
+
+# killed_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
+# namespace host), ranks 0, 3 and 2 killed after steps 20, 40 and 60 of
+# 100 (each time a majority goes on: 3 of 4, 2 of 3, then rank 1, the
+# first of the two left): the last replica ends with the weights of a run
+# without failures within 1e-5, and a loss CSV holding every step once.
+killed_ft() {
+	local master r step line pre=() killed=
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors --loss-csv ref.csv
+	master=127.0.0.1:$(free_port)
+	[ "${1:-}" = netns ] && master=$(netns_addr 0):29500
+	mkfifo err.fifo
+	for r in 0 1 2 3; do
+		[ "${1:-}" = netns ] &&
+		    pre=(ip netns exec "$(netns_name $((r / 2)))")
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
+		    COLLX_TIMEOUT=10 "${pre[@]}" collx-dp "${ARGS[@]}" --ft \
+		    -v -o ft.safetensors --loss-csv ft.csv 2>err.fifo &
+		PIDS+=($!)
+	done
+	# the step lines of the rank 0 of those left, to the end
+	while IFS= read -r line; do
+		echo "$line" >>err.log
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		case $step:$killed in
+		20:) kill -KILL "${PIDS[0]}"; killed=0 ;;
+		40:0) kill -KILL "${PIDS[3]}"; killed=3 ;;
+		60:3) kill -KILL "${PIDS[2]}"; killed=2 ;;
+		esac
+	done <err.fifo
+	for r in 0 1 2 3; do
+		rc=0
+		wait "${PIDS[r]}" || rc=$?
+		echo "rank $r: exit $rc"
+		[ "$rc" -eq "$([ "$r" = 1 ] && echo 0 || echo 137)" ]
+	done
+	grep -v ': step [0-9]* epoch ' err.log
+	# one line each departure, by the rank 0 of the replicas left
+	grep -q '^collx-dp: step [0-9]*: rank 0 left; 3 of 4 replicas go on (0.[0-9]* s to agree)$' err.log
+	grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' err.log
+	grep -q '^collx-dp: step [0-9]*: rank 2 left; 1 of 2 replicas go on (0.[0-9]* s to agree)$' err.log
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	# every step once, in order; the replicas 4, 3, 2, then 1 to the end;
+	# each loss that of the run without failures
+	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "4 3 2 1 " ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+	# what each departure cost: the agreement, then the step run again
+	awk -F, 'NR > 2 && $8 != p { print "step " $1 " run again by " $8 \
+	    " replicas in " $5 " s" } { p = $8 }' ft.csv
+}
+
+@test "--ft: ranks 0, 3 and 2 of 4 killed at steps 20, 40 and 60: the last replica ends with the weights of a run without failures, every step in the loss CSV once" {
+	killed_ft
+}
+
+@test "--ft over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills, the same weights" {
+	need "root and ip netns" netns_available
+	local shape=()
+	netns_can_shape rate && shape+=(--rate 1gbit)
+	netns_setup 2 "${shape[@]}"
+	killed_ft netns
+}
+
+@test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
+	local port r line step
+	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
+	port=$(free_port)
+	mkfifo err0.fifo
+	for r in 0 1 2 3; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=127.0.0.1:$port \
+		    COLLX_TIMEOUT=2 collx-dp "${ARGS[@]}" --steps 40 --ft -v \
+		    -o ft.safetensors --loss-csv ft.csv \
+		    2>"$([ "$r" = 0 ] && echo err0.fifo || echo "err.$r")" &
+		PIDS+=($!)
+	done
+	start=$SECONDS
+	while IFS= read -r line; do
+		echo "$line" >>err.0
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		if [ "$step" = 10 ]; then
+			kill -STOP "${PIDS[3]}"
+			kill -KILL "${PIDS[2]}"
+		fi
+	done <err0.fifo
+	for r in 0 1; do
+		wait "${PIDS[r]}"
+	done
+	# within the timeout (2 s) to find the stopped rank, twice it and a
+	# second for its abort frame that never comes, and the run
+	[ $((SECONDS - start)) -le 30 ]
+	sum=$(cksum <ft.safetensors)
+	# continued, rank 3 finds its peers gone: 1 of 4 is no majority (it
+	# could as well be cut off from them), so it stops, writing nothing
+	kill -CONT "${PIDS[3]}"
+	rc=0
+	wait "${PIDS[3]}" || rc=$?
+	cat err.0 err.1 err.3 | grep -v ': step [0-9]* epoch '
+	[ "$rc" -eq 1 ]
+	grep -q '^collx-dp: rank 3: --ft: 1 of 4 replicas left (ranks 0, 1, 2 gone or cut off), not a majority: stopping, the others may go on$' err.3
+	[ "$(cksum <ft.safetensors)" = "$sum" ]
+	grep -q '^collx-dp: step [0-9]*: ranks 2, 3 left; 2 of 4 replicas go on (.* s to agree)$' err.0 ||
+	    { grep -q '^collx-dp: step [0-9]*: rank 2 left; 3 of 4 replicas go on' err.0 &&
+	    grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on' err.0; }
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 2 ]
+}
+
+@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, or one replica: one usage line naming the options" {
+	local bad name
+	for bad in "--sync ps" "--zero 1" "--wire bf16" "--powersgd 2" \
+	    "--sync-every 2"; do
+		# shellcheck disable=SC2086
+		run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft $bad \
+		    --world-size 2 --rank 0 --master 127.0.0.1:1
+		echo "$stderr"
+		name=${bad% *}
+		[ "$name" = --sync ] && name=$bad
+		[ "${stderr_lines[0]}" = "collx-dp: --ft goes with plain allreduce, not $name (the state a replica holds would leave with it)" ]
+	done
+	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft
+	[ "${stderr_lines[0]}" = "collx-dp: --ft needs two replicas or more (--world-size 1)" ]
+}
+
+@test "collx-run with --ft: a rank killed leaves, one line says so, the others finish, exit 0" {
+	local run pid rc
+	collx-dp "${ARGS[@]}" --steps 60 -q -o ref.safetensors
+	collx-run -n 3 -- collx-dp "${ARGS[@]}" --steps 60 --ft -v \
+	    -o ft.safetensors --loss-csv ft.csv 2>run.err &
+	run=$!
+	PIDS+=("$run")
+	for _ in $(seq 300); do
+		grep -q '^collx-dp: step 10 ' run.err && break
+		sleep 0.05
+	done
+	pid=$(rank_pid "$run" 1)
+	kill -KILL "$pid"
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step ' run.err
+	[ "$rc" -eq 0 ]
+	grep -q "^collx-run: rank 1 (pid $pid) was killed by signal 9 (Killed); the others go on (--ft)$" run.err
+	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 59) " ]
+}
