@@ -77,4 +77,20 @@ pyref_model_set(struct nn_model *m, int grads, double loss,
 	return 0;
 }
 
+/* s saved as dir/file (its failure printed as a TAP comment), then freed:
+ * 0 or -1. */
+static inline int
+pyref_save(const char *dir, const char *file, struct tensor_set *s)
+{
+	char path[600], err[256];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	rc = tensor_save(path, s, err, sizeof(err));
+	if (rc < 0)
+		printf("# %s: %s\n", path, err);
+	tensor_set_free(s);
+	return rc;
+}
+
 #endif

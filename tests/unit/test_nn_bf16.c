@@ -49,18 +49,14 @@ add(struct tensor_set *s, const char *name, const float *p, int64_t rows,
 	return tensor_set_add(s, name, &t, err, sizeof(err));
 }
 
+/* s as dir/name.safetensors, the reference's input. */
 static int
-save(struct tensor_set *s, const char *name)
+save_as(struct tensor_set *s, const char *name)
 {
-	char path[600], err[ERRLEN];
-	int rc;
+	char file[300];
 
-	snprintf(path, sizeof(path), "%s/%s.safetensors", dir, name);
-	rc = tensor_save(path, s, err, sizeof(err));
-	if (rc < 0)
-		printf("# %s: %s\n", path, err);
-	tensor_set_free(s);
-	return rc;
+	snprintf(file, sizeof(file), "%s.safetensors", name);
+	return pyref_save(dir, file, s);
 }
 
 /* The rounding itself, in closed form: a [1, 40] row holding one value v
@@ -118,7 +114,7 @@ linear_case(void)
 	    add(&s, "b", b, 0, O) || add(&s, "dout", dout, N, O) ||
 	    add(&s, "out", out, N, O) || add(&s, "dx", dx, N, IN) ||
 	    add(&s, "dw", dw, O, IN) || add(&s, "db", db, 0, O);
-	if (rc || save(&s, "linear") < 0)
+	if (rc || save_as(&s, "linear") < 0)
 		UNIT_OK(0, "linear: saved");
 	else
 		ask("linear", "linear: forward and backward in bf16 match the "
@@ -157,7 +153,7 @@ attention_case(int causal)
 	if (rc || tensor_set_meta_put(&s, "heads", "2", err, sizeof(err)) < 0 ||
 	    tensor_set_meta_put(&s, "causal", causal ? "1" : "0", err,
 	    sizeof(err)) < 0 ||
-	    save(&s, name) < 0)
+	    save_as(&s, name) < 0)
 		UNIT_OK(0, what);
 	else
 		ask(name, what);
@@ -198,7 +194,7 @@ save_model(struct nn_model *m, const struct nn_batch *b, const char *name,
 		tensor_set_free(&s);
 		return -1;
 	}
-	return save(&s, name);
+	return save_as(&s, name);
 }
 
 /* A model of dims d (seed 11, parameters jittered so every bias and

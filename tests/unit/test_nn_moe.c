@@ -80,20 +80,6 @@ moe_bind(struct nn_moe_w *w, struct nn_mlp_w *ex, float *buf)
 
 #define NW (E * D + E * (2 * FF * D + FF + D))
 
-static int
-save(struct tensor_set *s, const char *file)
-{
-	char path[600], err[ERRLEN];
-	int rc;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	rc = tensor_save(path, s, err, sizeof(err));
-	if (rc < 0)
-		printf("# %s: %s\n", path, err);
-	tensor_set_free(s);
-	return rc;
-}
-
 /*
  * One case: topk, capacity, aux; ties: router rows 1 and 2 equal and
  * tokens 0..3 repeated as 4..7. want_drop: the capacity must drop some
@@ -149,9 +135,9 @@ run_case(const char *name, int topk, double capacity, double aux, int ties,
 	    add(&out, "aux_loss", &loss, 1, 1, 0) |
 	    add(&out, "dropped", &drop, 1, 1, 0) | add_weights(&out, "grad.", &g);
 	snprintf(what, sizeof(what), "%s-case.safetensors", name);
-	rc |= save(&in, what);
+	rc |= pyref_save(dir, what, &in);
 	snprintf(what, sizeof(what), "%s-got.safetensors", name);
-	rc |= save(&out, what);
+	rc |= pyref_save(dir, what, &out);
 	if (rc)
 		goto out;
 	snprintf(cmd, sizeof(cmd), "%s %s layer %s/%s-case.safetensors "
