@@ -52,6 +52,20 @@ leftovers() {
 	[ "${lines[1]}" = "s3cret lo 7.5 127.0.0.1:4321 bar" ]
 }
 
+@test "OPENBLAS_NUM_THREADS: 1 for every rank unless set or given with -x" {
+	run env -u OPENBLAS_NUM_THREADS timeout 30 collx-run -n 2 -- \
+	    sh -c 'echo "[$OPENBLAS_NUM_THREADS]"'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "[1]" ]
+	[ "${lines[1]}" = "[1]" ]
+	run env OPENBLAS_NUM_THREADS=3 timeout 30 collx-run -n 1 -- \
+	    sh -c 'echo "[$OPENBLAS_NUM_THREADS]"'
+	[ "$output" = "[3]" ]
+	run env -u OPENBLAS_NUM_THREADS timeout 30 collx-run -n 1 \
+	    -x OPENBLAS_NUM_THREADS=2 -- sh -c 'echo "[$OPENBLAS_NUM_THREADS]"'
+	[ "$output" = "[2]" ]
+}
+
 @test "without -n one rank runs" {
 	run timeout 30 collx-run -- sh -c 'echo $COLLX_RANK/$COLLX_WORLD_SIZE'
 	[ "$status" -eq 0 ]

@@ -179,6 +179,19 @@ var_int(char ***v, int *n, const char *name, int value)
 	launch_words_push(v, n, cli_asprintf("%s=%d", name, value));
 }
 
+/* Whether -x gives variable name. */
+static int
+exported(const struct launch_job *j, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (int k = 0; k < j->nexports; k++)
+		if (strncmp(j->exports[k], name, len) == 0 &&
+		    j->exports[k][len] == '=')
+			return 1;
+	return 0;
+}
+
 char **
 launch_rank_env(const struct launch_job *j, int i, const struct launch_rank *r)
 {
@@ -212,6 +225,12 @@ launch_rank_env(const struct launch_job *j, int i, const struct launch_rank *r)
 			var(&env, &n, *p, v);
 	for (k = 0; k < j->nexports; k++)
 		launch_words_push(&env, &n, cli_strdup(j->exports[k]));
+	/* A rank computes on one thread unless asked (--threads grows the
+	 * pool): OpenBLAS would start a worker per core when it loads, which
+	 * spin on the cores the ranks share. */
+	if (getenv("OPENBLAS_NUM_THREADS") == NULL &&
+	    !exported(j, "OPENBLAS_NUM_THREADS"))
+		var(&env, &n, "OPENBLAS_NUM_THREADS", "1");
 	return env;
 }
 
