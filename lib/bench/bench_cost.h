@@ -86,5 +86,9 @@ int bench_cost_write(const struct bench_cost *c, const char *path, char *err,
     size_t errlen);
 int bench_cost_read(struct bench_cost *c, const char *path, char *err,
     size_t errlen);
+/* bench_cost_read's reading of the text of len bytes, named name in its
+ * messages. */
+int bench_cost_parse(struct bench_cost *c, const char *text, size_t len,
+    const char *name, char *err, size_t errlen);
 
 #endif

@@ -376,33 +376,43 @@ top_member(struct tensor_json *j, const char *key, void *arg)
 }
 
 int
-bench_cost_read(struct bench_cost *c, const char *path, char *err,
-    size_t errlen)
+bench_cost_parse(struct bench_cost *c, const char *text, size_t len,
+    const char *name, char *err, size_t errlen)
 {
 	struct tensor_json j;
 	struct rd r = { .c = c };
+	int rc;
+
+	memset(c, 0, sizeof *c);
+	tensor_json_init(&j, text, len, name, err, errlen);
+	c->compute_ranks = 1;
+	rc = tensor_json_object(&j, top_member, &r);
+	if (rc == 0)
+		rc = tensor_json_end(&j);
+	if (rc < 0)
+		return -1;
+	if ((r.have & H_VERSION) && c->version != BENCH_COST_VERSION)
+		return cli_fail(err, errlen, "%s: version %d, this collx-bench "
+		    "reads version %d (fit it again)", name, c->version,
+		    BENCH_COST_VERSION);
+	for (int i = 0; i < NFIELD; i++)
+		if (!(r.have & 1 << i))
+			return cli_fail(err, errlen, "%s: missing field %s",
+			    name, fields[i]);
+	return 0;
+}
+
+int
+bench_cost_read(struct bench_cost *c, const char *path, char *err,
+    size_t errlen)
+{
 	size_t len;
 	char *text = cli_slurp(path, &len, err, errlen);
 	int rc;
 
 	if (text == NULL)
 		return -1;
-	memset(c, 0, sizeof *c);
-	tensor_json_init(&j, text, len, path, err, errlen);
-	c->compute_ranks = 1;
-	rc = tensor_json_object(&j, top_member, &r);
-	if (rc == 0)
-		rc = tensor_json_end(&j);
+	rc = bench_cost_parse(c, text, len, path, err, errlen);
 	free(text);
-	if (rc < 0)
-		return -1;
-	if ((r.have & H_VERSION) && c->version != BENCH_COST_VERSION)
-		return cli_fail(err, errlen, "%s: version %d, this collx-bench "
-		    "reads version %d (fit it again)", path, c->version,
-		    BENCH_COST_VERSION);
-	for (int i = 0; i < NFIELD; i++)
-		if (!(r.have & 1 << i))
-			return cli_fail(err, errlen, "%s: missing field %s",
-			    path, fields[i]);
-	return 0;
+	return rc;
 }
