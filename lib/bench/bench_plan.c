@@ -330,6 +330,10 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 			least = (*rows)[i].mem;
 	*nfit = k;
 	if (k == 0) {
+		/* a failed plan leaves the caller nothing to free */
+		free(*rows);
+		*rows = NULL;
+		*n = 0;
 		*code = CLI_EXIT_DATA;
 		return cli_fail(err, errlen, "no mesh fits --mem-per-rank %.0f "
 		    "bytes: the smallest needs %.0f", o->mem, least);
