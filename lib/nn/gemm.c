@@ -200,11 +200,12 @@ sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 	    beta, c, ldc);
 }
 
-/* Both inputs packed into abuf and bbuf (wide: as f32); 0 or -1 (out of
+/* Both inputs packed into abuf and bbuf (wide: as f32), a left as it is
+ * when keep_a (abuf holds it already, in bf16); 0 or -1 (out of
  * memory). */
 static int
-pack_both(int wide, int ta, int tb, int m, int n, int k, const float *a,
-    int lda, const float *b, int ldb)
+pack_both(int wide, int keep_a, int ta, int tb, int m, int n, int k,
+    const float *a, int lda, const float *b, int ldb)
 {
 	int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
 	size_t esz = wide ? sizeof(float) : sizeof(uint16_t);
@@ -212,25 +213,27 @@ pack_both(int wide, int ta, int tb, int m, int n, int k, const float *a,
 	if (!grow(&abuf, &acap, (size_t)ar * ac * esz) ||
 	    !grow(&bbuf, &bcap, (size_t)br * bc * esz))
 		return -1;
-	pack(wide ? NULL : abuf, wide ? abuf : NULL, a, ar, ac, lda);
+	if (!keep_a)
+		pack(wide ? NULL : abuf, wide ? abuf : NULL, a, ar, ac, lda);
 	pack(wide ? NULL : bbuf, wide ? bbuf : NULL, b, br, bc, ldb);
 	return 0;
 }
 
 #ifdef COLLX_DNNL
-/* oneDNN's product of abuf and bbuf into c. Its fast kernels (brgemm)
- * take a dense output only: one whose rows lie apart (a head of attention)
- * is computed into a dense copy, then c = copy + beta * c. */
+/* oneDNN's product of abuf and bbuf into c, bias (or NULL) added to every
+ * row. Its fast kernels (brgemm) take a dense output only: one whose rows
+ * lie apart (a head of attention) is computed into a dense copy, then c =
+ * copy + beta * c. */
 static int
 dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
-    float *c, int ldc)
+    const float *bias, float *c, int ldc)
 {
 	if (ldc == n)
-		return nn_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
-		    ldc);
-	if (!grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
-	    nn_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, cbuf,
-	    n) < 0)
+		return nn_dnnl_run(1, ta, tb, m, n, k, alpha, abuf, bbuf, beta,
+		    bias, c, ldc);
+	if (bias || !grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
+	    nn_dnnl_run(1, ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, NULL,
+	    cbuf, n) < 0)
 		return -1;
 	for (int i = 0; i < m; i++) {
 		float *row = c + (size_t)i * ldc;
@@ -247,28 +250,155 @@ dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
 }
 #endif
 
-void
-nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
-    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+/* c's rows = bias (beta 0 then; the linear layers' way in f32). */
+static void
+bias_rows(float *c, int ldc, const float *bias, int m, int n)
+{
+	for (int i = 0; i < m; i++)
+		memcpy(c + (size_t)i * ldc, bias, (size_t)n * sizeof(float));
+}
+
+/*
+ * One product in the process's precision, bias (or NULL, beta 0 with it)
+ * added to every row of c; bf16 ones with the lock held. keep_a: abuf
+ * holds a in bf16 from the product before. Returns 1 when abuf holds a in
+ * bf16 afterwards (for the next product's keep_a), else 0.
+ */
+static int
+product(int keep_a, int ta, int tb, int m, int n, int k, float alpha,
+    const float *a, int lda, const float *b, int ldb, float beta,
+    const float *bias, float *c, int ldc)
 {
 	if (precision == NN_PREC_F32 || m <= 0 || n <= 0 || k <= 0) {
+		if (bias)
+			bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-		return;
+		return 0;
 	}
-	pthread_mutex_lock(&lock);
+	(void)keep_a;	/* without oneDNN */
 #ifdef COLLX_DNNL
-	if (!portable && pack_both(0, ta, tb, m, n, k, a, lda, b, ldb) == 0 &&
-	    dnnl_product(ta, tb, m, n, k, alpha, beta, c, ldc) == 0) {
-		pthread_mutex_unlock(&lock);
-		return;
-	}
+	if (!portable && pack_both(0, keep_a, ta, tb, m, n, k, a, lda, b,
+	    ldb) == 0 && dnnl_product(ta, tb, m, n, k, alpha, beta, bias, c,
+	    ldc) == 0)
+		return 1;
 #endif
+	if (bias)
+		bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 	/* Portable, or a shape oneDNN refused: the same values, from sgemm
 	 * on the rounded inputs (packed dense: row strides ac and bc). */
-	if (pack_both(1, ta, tb, m, n, k, a, lda, b, ldb) == 0)
+	if (pack_both(1, 0, ta, tb, m, n, k, a, lda, b, ldb) == 0)
 		sgemm(ta, tb, m, n, k, alpha, abuf, ta ? m : k, bbuf,
 		    tb ? k : n, beta, c, ldc);
 	else	/* no memory for the packed copies: f32, not a crash */
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	return 0;
+}
+
+void
+nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+	int bf = precision == NN_PREC_BF16;
+
+	if (bf)
+		pthread_mutex_lock(&lock);
+	product(0, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c, ldc);
+	if (bf)
+		pthread_mutex_unlock(&lock);
+}
+
+void
+nn_gemm_linear(float *out, const float *inp, const float *w,
+    const float *b, int n, int in, int o)
+{
+	int bf = precision == NN_PREC_BF16;
+
+	if (bf)
+		pthread_mutex_lock(&lock);
+	product(0, 0, 1, n, o, in, 1.0f, inp, in, w, in, 0.0f, b, out, o);
+	if (bf)
+		pthread_mutex_unlock(&lock);
+}
+
+void
+nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
+    const float *inp, const float *w, int n, int in, int o)
+{
+	int bf = precision == NN_PREC_BF16, kept = 0;
+
+	if (bf)
+		pthread_mutex_lock(&lock);
+	/* dout is a of both: [n, o], transposed for dw */
+	if (dinp)
+		kept = product(0, 0, 0, n, in, o, 1.0f, dout, o, w, in, 1.0f,
+		    NULL, dinp, in);
+	if (dw)
+		product(kept, 1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f,
+		    NULL, dw, in);
+	if (bf)
+		pthread_mutex_unlock(&lock);
+}
+
+/* The batched products' workspace: a few buffers, held with the lock. */
+#define BF16_SLOTS 6
+static struct {
+	void *p;
+	size_t cap;
+} ws[BF16_SLOTS];
+
+int
+nn_bf16_begin(void)
+{
+#ifdef COLLX_DNNL
+	if (precision == NN_PREC_BF16 && !portable) {
+		pthread_mutex_lock(&lock);
+		return 0;
+	}
+#endif
+	return -1;
+}
+
+void
+nn_bf16_end(void)
+{
 	pthread_mutex_unlock(&lock);
+}
+
+void *
+nn_bf16_ws(int slot, size_t bytes)
+{
+	return grow(&ws[slot].p, &ws[slot].cap, bytes);
+}
+
+uint16_t *
+nn_bf16_pack(int slot, const struct nn_bview *v)
+{
+	size_t one = (size_t)v->rows * v->cols;
+	uint16_t *h = nn_bf16_ws(slot, v->nb * one * sizeof *h);
+
+	if (h)
+		for (int i = 0; i < v->nb; i++)
+			pack(h + i * one, NULL, nn_bview_at(v, i), v->rows,
+			    v->cols, v->ld);
+	return h;
+}
+
+void
+nn_bf16_round(uint16_t *h, const float *src, int n)
+{
+	pack(h, NULL, src, 1, n, n);
+}
+
+int
+nn_bf16_bmm(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float *c)
+{
+#ifdef COLLX_DNNL
+	return nn_dnnl_run(nb, ta, tb, m, n, k, alpha, a, b, 0.0f, NULL, c,
+	    n);
+#else
+	(void)nb, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha;
+	(void)a, (void)b, (void)c;
+	return -1;
+#endif
 }
