@@ -322,16 +322,19 @@ nn_gemm_linear(float *out, const float *inp, const float *w,
 
 void
 nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
-    const float *inp, const float *w, int n, int in, int o)
+    const float *inp, const float *w, int n, int in, int o, int set)
 {
 	int bf = precision == NN_PREC_BF16, kept = 0;
 
+	/* f32 zeroes and adds, the bits callers had from their own zeroing */
+	if (dinp && set && !bf)
+		memset(dinp, 0, (size_t)n * in * sizeof(float));
 	if (bf)
 		pthread_mutex_lock(&lock);
 	/* dout is a of both: [n, o], transposed for dw */
 	if (dinp)
-		kept = product(0, 0, 0, n, in, o, 1.0f, dout, o, w, in, 1.0f,
-		    NULL, dinp, in);
+		kept = product(0, 0, 0, n, in, o, 1.0f, dout, o, w, in,
+		    set && bf ? 0.0f : 1.0f, NULL, dinp, in);
 	if (dw)
 		product(kept, 1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f,
 		    NULL, dw, in);

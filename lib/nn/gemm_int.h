@@ -32,12 +32,12 @@ void nn_dnnl_threads(int n);
 
 /* The linear layers' products (nn_linear_forward and _backward), in the
  * process's precision: out = inp w^T + b (b may be NULL); dinp += dout w
- * and dw += dout^T inp (either NULL). f32: sgemm as nn_gemm's, bit for
+ * (set: =) and dw += dout^T inp (either NULL). f32: sgemm as nn_gemm's, bit for
  * bit; bf16: b added by oneDNN, dout rounded once for both products. */
 void nn_gemm_linear(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
 void nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
-    const float *inp, const float *w, int n, int in, int o);
+    const float *inp, const float *w, int n, int in, int o, int set);
 
 /*
  * Batched bf16 products (attention's heads at once), for lib/nn's layers.

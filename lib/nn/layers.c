@@ -35,17 +35,33 @@ nn_linear_forward(float *out, const float *inp, const float *w,
 	nn_gemm_linear(out, inp, w, b, n, in, o);
 }
 
-void
-nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
-    const float *inp, const float *w, int n, int in, int o)
+static void
+linear_backward(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o, int set)
 {
+	if (set && dinp && n > 0 && in > 0 && o <= 0)
+		memset(dinp, 0, (size_t)n * in * sizeof(float));
 	if (n <= 0 || o <= 0)
 		return;
 	if (db)
 		for (int r = 0; r < n; r++)
 			nn_add(db, dout + (size_t)r * o, (size_t)o);
 	if (in > 0)
-		nn_gemm_linear_grad(dinp, dw, dout, inp, w, n, in, o);
+		nn_gemm_linear_grad(dinp, dw, dout, inp, w, n, in, o, set);
+}
+
+void
+nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o)
+{
+	linear_backward(dinp, dw, db, dout, inp, w, n, in, o, 0);
+}
+
+void
+nn_linear_backward_to(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o)
+{
+	linear_backward(dinp, dw, db, dout, inp, w, n, in, o, 1);
 }
 
 #define NN_INV_SQRT2 0.70710678118654752440f

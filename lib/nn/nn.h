@@ -81,6 +81,11 @@ void nn_linear_forward(float *out, const float *inp, const float *w,
  * alone (dinp NULL; w unread) add the same bits as both at once. */
 void nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o);
+/* As nn_linear_backward with dinp = dout @ w (dinp not NULL): in f32 the
+ * bits of zeroing dinp first; bf16 skips that pass and its reading. */
+void nn_linear_backward_to(float *dinp, float *dw, float *db,
+    const float *dout, const float *inp, const float *w, int n, int in,
+    int o);
 
 /* Exact (erf) GELU: x * 0.5 * (1 + erf(x / sqrt(2))) elementwise, and its
  * derivative, within 2e-6 relative (absolute near zeros) of the double

@@ -395,9 +395,9 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 
 	memset(dlogits, 0, nv * sizeof(float));
 	nn_xent_backward(dlogits, probs, tgt, 1.0f / S, N, V);
-	memset(st.dxb, 0, nd * sizeof(float));
 	hook_use(grad, -1, 1);
-	nn_linear_backward(st.dxb, k->dwte, NULL, dlogits, xf, k->wte, N, D, V);
+	nn_linear_backward_to(st.dxb, k->dwte, NULL, dlogits, xf, k->wte, N, D,
+	    V);
 	memset(st.dxa, 0, nd * sizeof(float));
 	nn_layernorm_backward(st.dxa, k->dlnf_w, k->dlnf_b, st.dxb, top,
 	    k->lnf_w, mean, rstd, N, D);
