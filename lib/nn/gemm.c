@@ -200,40 +200,107 @@ sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 	    beta, c, ldc);
 }
 
-/* Both inputs packed into abuf and bbuf (wide: as f32), a left as it is
- * when keep_a (abuf holds it already, in bf16); 0 or -1 (out of
- * memory). */
+/* Both inputs rounded and packed into abuf and bbuf as f32 (the portable
+ * path's operands); 0 or -1 (out of memory). */
 static int
-pack_both(int wide, int keep_a, int ta, int tb, int m, int n, int k,
-    const float *a, int lda, const float *b, int ldb)
+pack_wide(int ta, int tb, int m, int n, int k, const float *a, int lda,
+    const float *b, int ldb)
 {
 	int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-	size_t esz = wide ? sizeof(float) : sizeof(uint16_t);
 
-	if (!grow(&abuf, &acap, (size_t)ar * ac * esz) ||
-	    !grow(&bbuf, &bcap, (size_t)br * bc * esz))
+	if (!grow(&abuf, &acap, (size_t)ar * ac * sizeof(float)) ||
+	    !grow(&bbuf, &bcap, (size_t)br * bc * sizeof(float)))
 		return -1;
-	if (!keep_a)
-		pack(wide ? NULL : abuf, wide ? abuf : NULL, a, ar, ac, lda);
-	pack(wide ? NULL : bbuf, wide ? bbuf : NULL, b, br, bc, ldb);
+	pack(NULL, abuf, a, ar, ac, lda);
+	pack(NULL, bbuf, b, br, bc, ldb);
 	return 0;
 }
 
+/*
+ * The bf16 copies kept between a forward pass and its backward pass
+ * (nn_bf16_keep), this thread's: while recording, every operand packed
+ * goes into the arena (while it has room) and is listed; until the end,
+ * an operand listed (same matrix, same shape) is taken from there.
+ */
+#define KEEP_MAX 512
+static _Thread_local struct {
+	uint16_t *arena;
+	size_t cap, used;
+	int record, n;
+	struct {
+		const float *src;
+		int rows, cols, ld;
+		uint16_t *h;
+	} e[KEEP_MAX];
+} keep;
+
+void
+nn_bf16_keep(uint16_t *arena, size_t count)
+{
+	keep.n = 0;
+	keep.used = 0;
+	keep.arena = arena;
+	keep.cap = count;
+	keep.record = precision == NN_PREC_BF16 && !portable && arena;
+}
+
+void
+nn_bf16_keep_replay(void)
+{
+	keep.record = 0;
+}
+
+void
+nn_bf16_keep_end(void)
+{
+	keep.n = keep.record = 0;
+	keep.arena = NULL;
+}
+
 #ifdef COLLX_DNNL
-/* oneDNN's product of abuf and bbuf into c, bias (or NULL) added to every
+/* x (rows x cols, row stride ld) in bf16: its kept copy, else packed into
+ * the arena (recording) or into *buf; NULL when out of memory. */
+static const uint16_t *
+operand(void **buf, size_t *cap, const float *x, int rows, int cols,
+    int ld)
+{
+	size_t count = (size_t)rows * cols;
+	uint16_t *h = NULL;
+
+	for (int i = 0; i < keep.n; i++)
+		if (keep.e[i].src == x && keep.e[i].rows == rows &&
+		    keep.e[i].cols == cols && keep.e[i].ld == ld)
+			return keep.e[i].h;
+	if (keep.record && keep.n < KEEP_MAX &&
+	    count <= keep.cap - keep.used) {
+		h = keep.arena + keep.used;
+		keep.used += count;
+		keep.e[keep.n].src = x;
+		keep.e[keep.n].rows = rows;
+		keep.e[keep.n].cols = cols;
+		keep.e[keep.n].ld = ld;
+		keep.e[keep.n++].h = h;
+	} else if (!(h = grow(buf, cap, count * sizeof(*h))))
+		return NULL;
+	pack(h, NULL, x, rows, cols, ld);
+	return h;
+}
+
+/* oneDNN's product of pa and pb into c, bias (or NULL) added to every
  * row. Its fast kernels (brgemm) take a dense output only: one whose rows
  * lie apart (a head of attention) is computed into a dense copy, then c =
  * copy + beta * c. */
 static int
-dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
-    const float *bias, float *c, int ldc)
+dnnl_product(int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *pa, const uint16_t *pb, float beta, const float *bias,
+    float *c, int ldc)
 {
 	if (ldc == n)
-		return nn_dnnl_run(1, ta, tb, m, n, k, alpha, abuf, bbuf, beta,
+		return nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb, beta,
 		    bias, c, ldc);
 	if (bias || !grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
-	    nn_dnnl_run(1, ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, NULL,
-	    cbuf, n) < 0)
+	    nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb, 0.0f, NULL, cbuf,
+	    n) < 0)
 		return -1;
 	for (int i = 0; i < m; i++) {
 		float *row = c + (size_t)i * ldc;
@@ -260,38 +327,48 @@ bias_rows(float *c, int ldc, const float *bias, int m, int n)
 
 /*
  * One product in the process's precision, bias (or NULL, beta 0 with it)
- * added to every row of c; bf16 ones with the lock held. keep_a: abuf
- * holds a in bf16 from the product before. Returns 1 when abuf holds a in
- * bf16 afterwards (for the next product's keep_a), else 0.
+ * added to every row of c; bf16 ones with the lock held. pa (or NULL):
+ * a's bf16 copy, from the product before when *pa is set, else set to it
+ * (NULL where there is none).
  */
-static int
-product(int keep_a, int ta, int tb, int m, int n, int k, float alpha,
-    const float *a, int lda, const float *b, int ldb, float beta,
-    const float *bias, float *c, int ldc)
+static void
+product(const uint16_t **pa, int ta, int tb, int m, int n, int k,
+    float alpha, const float *a, int lda, const float *b, int ldb,
+    float beta, const float *bias, float *c, int ldc)
 {
+	const uint16_t *ha = pa ? *pa : NULL;
+
+	if (pa)
+		*pa = NULL;
 	if (precision == NN_PREC_F32 || m <= 0 || n <= 0 || k <= 0) {
 		if (bias)
 			bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-		return 0;
+		return;
 	}
-	(void)keep_a;	/* without oneDNN */
 #ifdef COLLX_DNNL
-	if (!portable && pack_both(0, keep_a, ta, tb, m, n, k, a, lda, b,
-	    ldb) == 0 && dnnl_product(ta, tb, m, n, k, alpha, beta, bias, c,
-	    ldc) == 0)
-		return 1;
+	const uint16_t *hb;
+
+	if (!portable && (ha || (ha = operand(&abuf, &acap, a, ta ? k : m,
+	    ta ? m : k, lda))) && (hb = operand(&bbuf, &bcap, b, tb ? n : k,
+	    tb ? k : n, ldb)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
+	    beta, bias, c, ldc) == 0) {
+		if (pa)
+			*pa = ha;
+		return;
+	}
+#else
+	(void)ha;
 #endif
 	if (bias)
 		bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 	/* Portable, or a shape oneDNN refused: the same values, from sgemm
 	 * on the rounded inputs (packed dense: row strides ac and bc). */
-	if (pack_both(1, 0, ta, tb, m, n, k, a, lda, b, ldb) == 0)
+	if (pack_wide(ta, tb, m, n, k, a, lda, b, ldb) == 0)
 		sgemm(ta, tb, m, n, k, alpha, abuf, ta ? m : k, bbuf,
 		    tb ? k : n, beta, c, ldc);
 	else	/* no memory for the packed copies: f32, not a crash */
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-	return 0;
 }
 
 void
@@ -302,7 +379,8 @@ nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 
 	if (bf)
 		pthread_mutex_lock(&lock);
-	product(0, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c, ldc);
+	product(NULL, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c,
+	    ldc);
 	if (bf)
 		pthread_mutex_unlock(&lock);
 }
@@ -315,7 +393,7 @@ nn_gemm_linear(float *out, const float *inp, const float *w,
 
 	if (bf)
 		pthread_mutex_lock(&lock);
-	product(0, 0, 1, n, o, in, 1.0f, inp, in, w, in, 0.0f, b, out, o);
+	product(NULL, 0, 1, n, o, in, 1.0f, inp, in, w, in, 0.0f, b, out, o);
 	if (bf)
 		pthread_mutex_unlock(&lock);
 }
@@ -324,7 +402,8 @@ void
 nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
     const float *inp, const float *w, int n, int in, int o, int set)
 {
-	int bf = precision == NN_PREC_BF16, kept = 0;
+	int bf = precision == NN_PREC_BF16;
+	const uint16_t *hd = NULL;
 
 	/* f32 zeroes and adds, the bits callers had from their own zeroing */
 	if (dinp && set && !bf)
@@ -333,10 +412,10 @@ nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
 		pthread_mutex_lock(&lock);
 	/* dout is a of both: [n, o], transposed for dw */
 	if (dinp)
-		kept = product(0, 0, 0, n, in, o, 1.0f, dout, o, w, in,
+		product(&hd, 0, 0, n, in, o, 1.0f, dout, o, w, in,
 		    set && bf ? 0.0f : 1.0f, NULL, dinp, in);
 	if (dw)
-		product(kept, 1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f,
+		product(&hd, 1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f,
 		    NULL, dw, in);
 	if (bf)
 		pthread_mutex_unlock(&lock);

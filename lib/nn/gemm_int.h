@@ -40,6 +40,19 @@ void nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
     const float *inp, const float *w, int n, int in, int o, int set);
 
 /*
+ * A training pass's bf16 copies, kept: between nn_bf16_keep and
+ * nn_bf16_keep_replay (the forward pass) every operand the products of
+ * this thread round goes into arena (count bf16 values; what does not fit
+ * is rounded as usual), and until nn_bf16_keep_end (after the backward
+ * pass) a product whose operand is one of them (the same matrix and shape)
+ * takes that copy instead of rounding it again. The caller vouches that
+ * no such matrix changes in between. A no-op but in native bf16.
+ */
+void nn_bf16_keep(uint16_t *arena, size_t count);
+void nn_bf16_keep_replay(void);
+void nn_bf16_keep_end(void);
+
+/*
  * Batched bf16 products (attention's heads at once), for lib/nn's layers.
  * nn_bf16_begin takes gemm.c's lock and returns 0 where the products run
  * natively in bf16 (oneDNN on AVX512-BF16 or AMX), else -1 without it;
