@@ -228,11 +228,41 @@ static _Thread_local struct {
 	size_t cap, used;
 	int record, n;
 	struct {
-		const float *src;
-		int rows, cols, ld;
+		struct nn_bview v;
 		uint16_t *h;
 	} e[KEEP_MAX];
 } keep;
+
+/* v's kept copy, or NULL. */
+static uint16_t *
+keep_find(const struct nn_bview *v)
+{
+	for (int i = 0; i < keep.n; i++) {
+		const struct nn_bview *k = &keep.e[i].v;
+		if (k->p == v->p && k->nb == v->nb && k->rows == v->rows &&
+		    k->cols == v->cols && k->ld == v->ld && k->per == v->per &&
+		    k->outer == v->outer && k->inner == v->inner)
+			return keep.e[i].h;
+	}
+	return NULL;
+}
+
+/* While recording, the arena's room for v's copy (listed), else NULL. */
+static uint16_t *
+keep_add(const struct nn_bview *v)
+{
+	size_t count = (size_t)v->nb * v->rows * v->cols;
+	uint16_t *h = keep_find(v);
+
+	if (h || !keep.record || keep.n == KEEP_MAX ||
+	    count > keep.cap - keep.used)
+		return h;
+	h = keep.arena + keep.used;
+	keep.used += count;
+	keep.e[keep.n].v = *v;
+	keep.e[keep.n++].h = h;
+	return h;
+}
 
 void
 nn_bf16_keep(uint16_t *arena, size_t count)
@@ -264,23 +294,13 @@ static const uint16_t *
 operand(void **buf, size_t *cap, const float *x, int rows, int cols,
     int ld)
 {
-	size_t count = (size_t)rows * cols;
-	uint16_t *h = NULL;
+	struct nn_bview v = { (float *)x, 1, rows, cols, ld, 1, 0, 0 };
+	uint16_t *h = keep_find(&v);
 
-	for (int i = 0; i < keep.n; i++)
-		if (keep.e[i].src == x && keep.e[i].rows == rows &&
-		    keep.e[i].cols == cols && keep.e[i].ld == ld)
-			return keep.e[i].h;
-	if (keep.record && keep.n < KEEP_MAX &&
-	    count <= keep.cap - keep.used) {
-		h = keep.arena + keep.used;
-		keep.used += count;
-		keep.e[keep.n].src = x;
-		keep.e[keep.n].rows = rows;
-		keep.e[keep.n].cols = cols;
-		keep.e[keep.n].ld = ld;
-		keep.e[keep.n++].h = h;
-	} else if (!(h = grow(buf, cap, count * sizeof(*h))))
+	if (h)
+		return h;
+	if (!(h = keep_add(&v)) && !(h = grow(buf, cap, (size_t)rows * cols *
+	    sizeof(*h))))
 		return NULL;
 	pack(h, NULL, x, rows, cols, ld);
 	return h;
@@ -453,12 +473,23 @@ nn_bf16_ws(int slot, size_t bytes)
 }
 
 uint16_t *
+nn_bf16_out(int slot, const struct nn_bview *v)
+{
+	uint16_t *h = keep_add(v);
+
+	return h ? h : nn_bf16_ws(slot, (size_t)v->nb * v->rows * v->cols *
+	    sizeof(*h));
+}
+
+const uint16_t *
 nn_bf16_pack(int slot, const struct nn_bview *v)
 {
 	size_t one = (size_t)v->rows * v->cols;
-	uint16_t *h = nn_bf16_ws(slot, v->nb * one * sizeof *h);
+	uint16_t *h = keep_find(v);
 
 	if (h)
+		return h;
+	if ((h = nn_bf16_out(slot, v)))
 		for (int i = 0; i < v->nb; i++)
 			pack(h + i * one, NULL, nn_bview_at(v, i), v->rows,
 			    v->cols, v->ld);

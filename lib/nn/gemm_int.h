@@ -41,11 +41,12 @@ void nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
 
 /*
  * A training pass's bf16 copies, kept: between nn_bf16_keep and
- * nn_bf16_keep_replay (the forward pass) every operand the products of
- * this thread round goes into arena (count bf16 values; what does not fit
- * is rounded as usual), and until nn_bf16_keep_end (after the backward
- * pass) a product whose operand is one of them (the same matrix and shape)
- * takes that copy instead of rounding it again. The caller vouches that
+ * nn_bf16_keep_replay (the forward pass) every operand this thread's
+ * products and nn_bf16_pack round, and nn_bf16_out's, go into arena
+ * (count bf16 values; what does not fit is rounded as usual), and until
+ * nn_bf16_keep_end (after the backward pass) a product or nn_bf16_pack
+ * whose operand is one of them (the same matrices, same shape) takes that
+ * copy instead of rounding it again. The caller vouches that
  * no such matrix changes in between. A no-op but in native bf16.
  */
 void nn_bf16_keep(uint16_t *arena, size_t count);
@@ -82,8 +83,12 @@ nn_bview_at(const struct nn_bview *v, int i)
 }
 
 /* v's matrices rounded to bf16, packed one after another into slot's
- * buffer; NULL when out of memory. */
-uint16_t *nn_bf16_pack(int slot, const struct nn_bview *v);
+ * buffer, or their kept copy (nn_bf16_keep); NULL when out of memory. */
+const uint16_t *nn_bf16_pack(int slot, const struct nn_bview *v);
+/* Room for v's matrices in bf16, for the caller to fill: kept while
+ * recording (nn_bf16_keep), else slot's buffer; NULL when out of
+ * memory. */
+uint16_t *nn_bf16_out(int slot, const struct nn_bview *v);
 /* n values rounded to bf16. */
 void nn_bf16_round(uint16_t *h, const float *src, int n);
 /* nn_dnnl_run's nb products, c = alpha op(a) op(b) dense; 0 or -1. */

@@ -428,7 +428,9 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	struct nn_bview hk = heads_view(k, b, s, nh, hd);
 	struct nn_bview hv = heads_view(v, b, s, nh, hd);
 	struct nn_bview ho = heads_view(out, b, s, nh, hd);
-	uint16_t *Q, *K, *V, *A;
+	struct nn_bview ha = dense_view(att, B, s);
+	const uint16_t *Q, *K, *V;
+	uint16_t *A;
 	float *O;
 
 	if (nn_bf16_begin() < 0)
@@ -436,7 +438,7 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	Q = nn_bf16_pack(0, &hq);
 	K = nn_bf16_pack(1, &hk);
 	V = nn_bf16_pack(2, &hv);
-	A = nn_bf16_ws(3, (size_t)B * s * s * sizeof(*A));
+	A = nn_bf16_out(3, &ha);	/* kept for the backward pass */
 	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
 	if (!Q || !K || !V || !A || !O || nn_bf16_bmm(B, 0, 1, s, s, hd,
 	    1.0f / sqrtf((float)hd), Q, K, att) < 0)
@@ -528,7 +530,8 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	struct nn_bview hv = heads_view(v, b, s, nh, hd);
 	struct nn_bview hk = heads_view(k, b, s, nh, hd);
 	struct nn_bview hq = heads_view(q, b, s, nh, hd);
-	uint16_t *D, *A, *X;
+	const uint16_t *D, *A, *X;
+	uint16_t *DS;
 	float *O, *S;
 
 	if (nn_bf16_begin() < 0)
@@ -552,18 +555,18 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	/* S = dout v^T, then the softmax's backward in place, rounded
 	 * into A a row at a time */
 	S = nn_bf16_ws(5, (size_t)B * s * s * sizeof(*S));
-	A = nn_bf16_ws(1, (size_t)B * s * s * sizeof(*A));
-	if (!S || !A || !(X = nn_bf16_pack(2, &hv)) || nn_bf16_bmm(B, 0, 1, s,
-	    s, hd, 1.0f, D, X, S) < 0)
+	DS = nn_bf16_ws(1, (size_t)B * s * s * sizeof(*DS));
+	if (!S || !DS || !(X = nn_bf16_pack(2, &hv)) || nn_bf16_bmm(B, 0, 1,
+	    s, s, hd, 1.0f, D, X, S) < 0)
 		goto out;
 	for (size_t r = 0; r < (size_t)B * s; r++) {
 		softmax_backward_rows(S + r * s, att + r * s, 1, s, s);
-		nn_bf16_round(A + r * s, S + r * s, s);
+		nn_bf16_round(DS + r * s, S + r * s, s);
 	}
 	if (*dq) {
 		struct nn_bview h = heads_view(*dq, b, s, nh, hd);
 		if (!(X = nn_bf16_pack(2, &hk)) || nn_bf16_bmm(B, 0, 0, s, hd,
-		    s, scale, A, X, O) < 0)
+		    s, scale, DS, X, O) < 0)
 			goto out;
 		heads_put(&h, O, 1);
 		*dq = NULL;
@@ -571,7 +574,7 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	if (*dk) {
 		struct nn_bview h = heads_view(*dk, b, s, nh, hd);
 		if (!(X = nn_bf16_pack(2, &hq)) || nn_bf16_bmm(B, 1, 0, s, hd,
-		    s, scale, A, X, O) < 0)
+		    s, scale, DS, X, O) < 0)
 			goto out;
 		heads_put(&h, O, 1);
 		*dk = NULL;

@@ -134,23 +134,25 @@ struct stack {
 
 /*
  * bf16 values the forward pass's operands take (the linear layers'
- * inputs and weights, and the gpt's final LayerNorm output and wte), kept
+ * inputs and weights, attention's q, k, v and probabilities, and the
+ * gpt's final LayerNorm output and wte), kept
  * for the backward pass (nn_bf16_keep) in a training pass in native bf16.
  * Not where a use hook runs (a ZeRO-3 gather rewrites weights during the
  * pass) nor with MoE blocks (the experts' buffers are gathered anew);
  * then 0.
  */
 static size_t
-keep_count(const struct nn_model *m, const struct hook *grad, size_t N)
+keep_count(const struct nn_model *m, const struct hook *grad, int n, int s)
 {
 	const struct nn_dims *d = &m->dims;
 	size_t D = (size_t)d->d_model, F = (size_t)d->d_ff;
+	size_t N = (size_t)n * s, att = N * d->heads * s;
 
 	if (!grad || grad->use || d->moe.experts > 0 ||
 	    nn_get_precision() != NN_PREC_BF16 || nn_gemm_portable())
 		return 0;
-	return m->work->nlayers * (3 * N * D + N * F + 4 * D * D + 2 * D * F) +
-	    (d->arch == NN_GPT ? N * D + (size_t)d->vocab * D : 0);
+	return m->work->nlayers * (6 * N * D + N * F + att + 4 * D * D +
+	    2 * D * F) + (d->arch == NN_GPT ? N * D + (size_t)d->vocab * D : 0);
 }
 
 /* Reserves the stack's buffers plus extra floats after them, and the
@@ -171,7 +173,7 @@ stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
 	const struct nn_block_shape *big = d->moe.experts > 0 ? &st->shm :
 	    &st->sh;
 	st->na = nn_block_acts_size(big);
-	st->nkeep = keep_count(m, grad, (size_t)n * s);
+	st->nkeep = keep_count(m, grad, n, s);
 	float *p = work_reserve(m->work, L * (st->nd + st->na) + 2 * st->nd +
 	    nn_block_scratch_size(big) + extra + (st->nkeep + 1) / 2);
 	if (!p)
