@@ -159,9 +159,11 @@ round_avx512bf16(uint16_t *h, const float *s, size_t n)
 #endif
 
 /* rows x cols of src (row stride ld) rounded and packed dense into h or
- * w (round_span). */
+ * w (round_span); sum (or NULL) += the rows, in order, while each is at
+ * hand. */
 NN_CLONES static void
-pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld)
+pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld,
+    float *sum)
 {
 	for (int r = 0; r < rows; r++) {
 		const float *s = src + (size_t)r * ld;
@@ -175,6 +177,8 @@ pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld)
 			    s + j, NN_LANES);
 		round_span(h ? h + o + j : NULL, w ? w + o + j : NULL, s + j,
 		    cols - j);
+		if (sum)
+			vec_add(sum, s, (size_t)cols);
 	}
 }
 
@@ -211,8 +215,8 @@ pack_wide(int ta, int tb, int m, int n, int k, const float *a, int lda,
 	if (!grow(&abuf, &acap, (size_t)ar * ac * sizeof(float)) ||
 	    !grow(&bbuf, &bcap, (size_t)br * bc * sizeof(float)))
 		return -1;
-	pack(NULL, abuf, a, ar, ac, lda);
-	pack(NULL, bbuf, b, br, bc, ldb);
+	pack(NULL, abuf, a, ar, ac, lda, NULL);
+	pack(NULL, bbuf, b, br, bc, ldb, NULL);
 	return 0;
 }
 
@@ -289,10 +293,11 @@ nn_bf16_keep_end(void)
 
 #ifdef COLLX_DNNL
 /* x (rows x cols, row stride ld) in bf16: its kept copy, else packed into
- * the arena (recording) or into *buf; NULL when out of memory. */
+ * the arena (recording) or into *buf, *sum (or sum NULL) += its rows then
+ * and *sum set to NULL; NULL when out of memory. */
 static const uint16_t *
 operand(void **buf, size_t *cap, const float *x, int rows, int cols,
-    int ld)
+    int ld, float **sum)
 {
 	struct nn_bview v = { (float *)x, 1, rows, cols, ld, 1, 0, 0 };
 	uint16_t *h = keep_find(&v);
@@ -302,7 +307,9 @@ operand(void **buf, size_t *cap, const float *x, int rows, int cols,
 	if (!(h = keep_add(&v)) && !(h = grow(buf, cap, (size_t)rows * cols *
 	    sizeof(*h))))
 		return NULL;
-	pack(h, NULL, x, rows, cols, ld);
+	pack(h, NULL, x, rows, cols, ld, sum ? *sum : NULL);
+	if (sum)
+		*sum = NULL;
 	return h;
 }
 
@@ -349,11 +356,12 @@ bias_rows(float *c, int ldc, const float *bias, int m, int n)
  * One product in the process's precision, bias (or NULL, beta 0 with it)
  * added to every row of c; bf16 ones with the lock held. pa (or NULL):
  * a's bf16 copy, from the product before when *pa is set, else set to it
- * (NULL where there is none).
+ * (NULL where there is none). asum (or NULL): where a is rounded here,
+ * *asum += the stored rows of a and *asum is set to NULL.
  */
 static void
-product(const uint16_t **pa, int ta, int tb, int m, int n, int k,
-    float alpha, const float *a, int lda, const float *b, int ldb,
+product(const uint16_t **pa, float **asum, int ta, int tb, int m, int n,
+    int k, float alpha, const float *a, int lda, const float *b, int ldb,
     float beta, const float *bias, float *c, int ldc)
 {
 	const uint16_t *ha = pa ? *pa : NULL;
@@ -370,15 +378,15 @@ product(const uint16_t **pa, int ta, int tb, int m, int n, int k,
 	const uint16_t *hb;
 
 	if (!portable && (ha || (ha = operand(&abuf, &acap, a, ta ? k : m,
-	    ta ? m : k, lda))) && (hb = operand(&bbuf, &bcap, b, tb ? n : k,
-	    tb ? k : n, ldb)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
+	    ta ? m : k, lda, asum))) && (hb = operand(&bbuf, &bcap, b,
+	    tb ? n : k, tb ? k : n, ldb, NULL)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
 	    beta, bias, c, ldc) == 0) {
 		if (pa)
 			*pa = ha;
 		return;
 	}
 #else
-	(void)ha;
+	(void)ha, (void)asum;
 #endif
 	if (bias)
 		bias_rows(c, ldc, bias, m, n), beta = 1.0f;
@@ -399,8 +407,8 @@ nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 
 	if (bf)
 		pthread_mutex_lock(&lock);
-	product(NULL, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, NULL, c,
-	    ldc);
+	product(NULL, NULL, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, NULL,
+	    c, ldc);
 	if (bf)
 		pthread_mutex_unlock(&lock);
 }
@@ -413,17 +421,31 @@ nn_gemm_linear(float *out, const float *inp, const float *w,
 
 	if (bf)
 		pthread_mutex_lock(&lock);
-	product(NULL, 0, 1, n, o, in, 1.0f, inp, in, w, in, 0.0f, b, out, o);
+	product(NULL, NULL, 0, 1, n, o, in, 1.0f, inp, in, w, in, 0.0f, b, out,
+	    o);
 	if (bf)
 		pthread_mutex_unlock(&lock);
 }
 
+/* db += dout's rows, one after another. */
+static void
+row_sums(float *db, const float *dout, int n, int o)
+{
+	for (int r = 0; r < n; r++)
+		nn_add(db, dout + (size_t)r * o, (size_t)o);
+}
+
 void
-nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
+nn_gemm_linear_grad(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o, int set)
 {
 	int bf = precision == NN_PREC_BF16;
 	const uint16_t *hd = NULL;
+	/* native bf16 sums db as it rounds dout, else first as before */
+	float *dsum = bf && !portable ? db : NULL;
+
+	if (db && !dsum)
+		row_sums(db, dout, n, o);
 
 	/* f32 zeroes and adds, the bits callers had from their own zeroing */
 	if (dinp && set && !bf)
@@ -432,11 +454,13 @@ nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
 		pthread_mutex_lock(&lock);
 	/* dout is a of both: [n, o], transposed for dw */
 	if (dinp)
-		product(&hd, 0, 0, n, in, o, 1.0f, dout, o, w, in,
+		product(&hd, &dsum, 0, 0, n, in, o, 1.0f, dout, o, w, in,
 		    set && bf ? 0.0f : 1.0f, NULL, dinp, in);
 	if (dw)
-		product(&hd, 1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f,
-		    NULL, dw, in);
+		product(&hd, &dsum, 1, 0, o, in, n, 1.0f, dout, o, inp, in,
+		    1.0f, NULL, dw, in);
+	if (dsum)	/* dout not rounded here */
+		row_sums(dsum, dout, n, o);
 	if (bf)
 		pthread_mutex_unlock(&lock);
 }
@@ -492,14 +516,14 @@ nn_bf16_pack(int slot, const struct nn_bview *v)
 	if ((h = nn_bf16_out(slot, v)))
 		for (int i = 0; i < v->nb; i++)
 			pack(h + i * one, NULL, nn_bview_at(v, i), v->rows,
-			    v->cols, v->ld);
+			    v->cols, v->ld, NULL);
 	return h;
 }
 
 void
 nn_bf16_round(uint16_t *h, const float *src, int n)
 {
-	pack(h, NULL, src, 1, n, n);
+	pack(h, NULL, src, 1, n, n, NULL);
 }
 
 int

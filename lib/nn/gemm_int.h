@@ -32,12 +32,14 @@ void nn_dnnl_threads(int n);
 
 /* The linear layers' products (nn_linear_forward and _backward), in the
  * process's precision: out = inp w^T + b (b may be NULL); dinp += dout w
- * (set: =) and dw += dout^T inp (either NULL). f32: sgemm as nn_gemm's, bit for
- * bit; bf16: b added by oneDNN, dout rounded once for both products. */
+ * (set: =), dw += dout^T inp and db += dout's column sums (any NULL). f32: sgemm as nn_gemm's, bit for
+ * bit; bf16: b added by oneDNN, dout rounded once for both products and
+ * summed into db meanwhile. */
 void nn_gemm_linear(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
-void nn_gemm_linear_grad(float *dinp, float *dw, const float *dout,
-    const float *inp, const float *w, int n, int in, int o, int set);
+void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
+    const float *dout, const float *inp, const float *w, int n, int in,
+    int o, int set);
 
 /*
  * A training pass's bf16 copies, kept: between nn_bf16_keep and

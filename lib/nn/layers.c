@@ -41,13 +41,9 @@ linear_backward(float *dinp, float *dw, float *db, const float *dout,
 {
 	if (set && dinp && n > 0 && in > 0 && o <= 0)
 		memset(dinp, 0, (size_t)n * in * sizeof(float));
-	if (n <= 0 || o <= 0)
-		return;
-	if (db)
-		for (int r = 0; r < n; r++)
-			nn_add(db, dout + (size_t)r * o, (size_t)o);
-	if (in > 0)
-		nn_gemm_linear_grad(dinp, dw, dout, inp, w, n, in, o, set);
+	if (n > 0 && o > 0)
+		nn_gemm_linear_grad(in > 0 ? dinp : NULL, in > 0 ? dw : NULL, db,
+		    dout, inp, w, n, in > 0 ? in : 0, o, set);
 }
 
 void
