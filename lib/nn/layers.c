@@ -509,6 +509,22 @@ softmax_backward_rows(float *da, const float *a, int rows, int len, int s)
 
 /* Causal: in blocks of rows as the forward pass, the saved probabilities
  * being zero beyond column i1-1 of every row of a block. */
+/* The heads of *d += alpha op(a) x (the heads' [s, s] and [s, hd]
+ * matrices, in bf16; ta: a transposed), through O; then *d = NULL. 0, or
+ * -1 (x NULL: out of memory, or the product failed). */
+NN_INLINE int
+heads_acc(float **d, int ta, float alpha, const uint16_t *a,
+    const uint16_t *x, float *O, int b, int s, int nh, int hd)
+{
+	struct nn_bview h = heads_view(*d, b, s, nh, hd);
+
+	if (!x || nn_bf16_bmm(b * nh, ta, 0, s, hd, s, alpha, a, x, O) < 0)
+		return -1;
+	heads_put(&h, O, 1);
+	*d = NULL;
+	return 0;
+}
+
 /*
  * The backward pass as attention_forward_bf16, batched; each of dv, dq
  * and dk it has added is set to NULL in *done, so that the head-by-head
@@ -536,14 +552,9 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
 	if (!D || !O)
 		goto out;
-	if (*dv) {
-		struct nn_bview h = heads_view(*dv, b, s, nh, hd);
-		if (!(A = nn_bf16_pack(1, &ha)) || nn_bf16_bmm(B, 1, 0, s, hd,
-		    s, 1.0f, A, D, O) < 0)
-			goto out;
-		heads_put(&h, O, 1);
-		*dv = NULL;
-	}
+	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, 1, 1.0f, A,
+	    D, O, b, s, nh, hd) < 0))
+		goto out;
 	if (!*dq && !*dk) {
 		rc = 0;
 		goto out;
@@ -559,22 +570,10 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 		softmax_backward_rows(S + r * s, att + r * s, 1, s, s);
 		nn_bf16_round(DS + r * s, S + r * s, s);
 	}
-	if (*dq) {
-		struct nn_bview h = heads_view(*dq, b, s, nh, hd);
-		if (!(X = nn_bf16_pack(2, &hk)) || nn_bf16_bmm(B, 0, 0, s, hd,
-		    s, scale, DS, X, O) < 0)
-			goto out;
-		heads_put(&h, O, 1);
-		*dq = NULL;
-	}
-	if (*dk) {
-		struct nn_bview h = heads_view(*dk, b, s, nh, hd);
-		if (!(X = nn_bf16_pack(2, &hq)) || nn_bf16_bmm(B, 1, 0, s, hd,
-		    s, scale, DS, X, O) < 0)
-			goto out;
-		heads_put(&h, O, 1);
-		*dk = NULL;
-	}
+	if ((*dq && heads_acc(dq, 0, scale, DS, nn_bf16_pack(2, &hk), O, b, s,
+	    nh, hd) < 0) || (*dk && heads_acc(dk, 1, scale, DS,
+	    nn_bf16_pack(2, &hq), O, b, s, nh, hd) < 0))
+		goto out;
 	rc = 0;
 out:
 	nn_bf16_end();
