@@ -428,11 +428,11 @@ nn_gemm_linear(float *out, const float *inp, const float *w,
 }
 
 /* db += dout's rows, one after another. */
-static void
+NN_CLONES static void
 row_sums(float *db, const float *dout, int n, int o)
 {
 	for (int r = 0; r < n; r++)
-		nn_add(db, dout + (size_t)r * o, (size_t)o);
+		vec_add(db, dout + (size_t)r * o, (size_t)o);
 }
 
 void
