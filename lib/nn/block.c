@@ -22,10 +22,9 @@ nn_mlp_backward_input(float *dx, float *dfc1, float *scratch, const float *dy,
 {
 	size_t nh = (size_t)n * h;
 
-	memset(dfc1, 0, nh * sizeof(float));
 	nn_linear_backward_to(scratch, NULL, NULL, dy, a->gelu, w->fc2_w, n, h,
 	    o);
-	nn_act_backward(act, dfc1, a->fc1, scratch, nh);
+	nn_act_backward_to(act, dfc1, a->fc1, scratch, nh);
 	nn_linear_backward(dx, NULL, NULL, dfc1, NULL, w->fc1_w, n, in, h);
 }
 

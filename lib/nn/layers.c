@@ -140,27 +140,49 @@ nn_gelu_forward(float *out, const float *inp, size_t count)
 	gelu_span(out + i, inp + i, count - i);
 }
 
-/* d/dx x Phi(x) = Phi(x) + x phi(x). */
+/* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, or = (set). */
 NN_INLINE void
 dgelu_span(float *restrict dinp, const float *restrict inp,
-    const float *restrict dout, size_t n)
+    const float *restrict dout, size_t n, int set)
 {
 	for (size_t i = 0; i < n; i++) {
 		float x = inp[i];
 		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
-		dinp[i] += (normal_cdf(x) + x * pdf) * dout[i];
+		float g = (normal_cdf(x) + x * pdf) * dout[i];
+		dinp[i] = set ? g : dinp[i] + g;
 	}
+}
+
+NN_INLINE void
+dgelu(float *dinp, const float *inp, const float *dout, size_t count,
+    int set)
+{
+	size_t i = 0;
+
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		dgelu_span(dinp + i, inp + i, dout + i, NN_LANES, set);
+	dgelu_span(dinp + i, inp + i, dout + i, count - i, set);
 }
 
 NN_CLONES void
 nn_gelu_backward(float *dinp, const float *inp, const float *dout,
     size_t count)
 {
-	size_t i = 0;
+	dgelu(dinp, inp, dout, count, 0);
+}
 
-	for (; i + NN_LANES <= count; i += NN_LANES)
-		dgelu_span(dinp + i, inp + i, dout + i, NN_LANES);
-	dgelu_span(dinp + i, inp + i, dout + i, count - i);
+/* dinp = GELU's backward: bf16 writes it at once; f32 zeroes and adds,
+ * the bits it always had. */
+NN_CLONES static void
+gelu_backward_to(float *dinp, const float *inp, const float *dout,
+    size_t count)
+{
+	if (nn_get_precision() == NN_PREC_BF16)
+		dgelu(dinp, inp, dout, count, 1);
+	else {
+		memset(dinp, 0, count * sizeof(float));
+		dgelu(dinp, inp, dout, count, 0);
+	}
 }
 
 void
@@ -195,6 +217,18 @@ nn_act_backward(enum nn_act act, float *dinp, const float *inp,
 		nn_relu_backward(dinp, inp, dout, count);
 	else
 		nn_gelu_backward(dinp, inp, dout, count);
+}
+
+void
+nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
+    const float *dout, size_t count)
+{
+	if (act == NN_ACT_GELU) {
+		gelu_backward_to(dinp, inp, dout, count);
+		return;
+	}
+	memset(dinp, 0, count * sizeof(float));
+	nn_relu_backward(dinp, inp, dout, count);
 }
 
 int

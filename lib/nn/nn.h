@@ -159,6 +159,9 @@ void nn_act_forward(enum nn_act act, float *out, const float *inp,
     size_t count);
 void nn_act_backward(enum nn_act act, float *dinp, const float *inp,
     const float *dout, size_t count);
+/* As nn_act_backward with dinp = (as nn_linear_backward_to). */
+void nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
+    const float *dout, size_t count);
 /* "gelu", "relu"; 0 or -1. */
 int nn_act_parse(const char *s, enum nn_act *out);
 const char *nn_act_name(enum nn_act act);
