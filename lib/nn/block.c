@@ -22,10 +22,9 @@ nn_mlp_backward_input(float *dx, float *dfc1, float *scratch, const float *dy,
 {
 	size_t nh = (size_t)n * h;
 
-	memset(scratch, 0, nh * sizeof(float));
-	memset(dfc1, 0, nh * sizeof(float));
-	nn_linear_backward(scratch, NULL, NULL, dy, a->gelu, w->fc2_w, n, h, o);
-	nn_act_backward(act, dfc1, a->fc1, scratch, nh);
+	nn_linear_backward_to(scratch, NULL, NULL, dy, a->gelu, w->fc2_w, n, h,
+	    o);
+	nn_act_backward_to(act, dfc1, a->fc1, scratch, nh);
 	nn_linear_backward(dx, NULL, NULL, dfc1, NULL, w->fc1_w, n, in, h);
 }
 
@@ -269,9 +268,9 @@ attn_backward(struct bscratch *t, const struct nn_block_w *g,
 	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
 	size_t nc = (size_t)n * c, nd = (size_t)n * d;
 
-	memset(t->datty, 0, 4 * nc * sizeof(float));
-	nn_linear_backward(t->datty, g->o_w, g->o_b, dout, a->atty, w->o_w, n,
-	    c, d);
+	memset(t->dq, 0, 3 * nc * sizeof(float));
+	nn_linear_backward_to(t->datty, g->o_w, g->o_b, dout, a->atty, w->o_w,
+	    n, c, d);
 	if (hk && hk->attn_bwd) {
 		if (hk->attn_bwd(hk->ctx, t->dq, t->dk, t->dv, t->datty) < 0)
 			return -1;
@@ -279,8 +278,7 @@ attn_backward(struct bscratch *t, const struct nn_block_w *g,
 		nn_attention_backward(t->dq, t->dk, t->dv, t->dsm, t->datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
-	memset(t->C, 0, nd * sizeof(float));
-	nn_linear_backward(t->C, g->q_w, g->q_b, t->dq, in, w->q_w, n, d, c);
+	nn_linear_backward_to(t->C, g->q_w, g->q_b, t->dq, in, w->q_w, n, d, c);
 	nn_linear_backward(t->C, g->k_w, g->k_b, t->dk, in, w->k_w, n, d, c);
 	nn_linear_backward(t->C, g->v_w, g->v_b, t->dv, in, w->v_w, n, d, c);
 	return hook_reduce(hk, NN_HOOK_ATTN_BWD, t->C, nd);
@@ -392,10 +390,9 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 	/* h = x + attn(ln1(x)) */
 	if (dx)
 		nn_add(dx, sv->dattn, nd);
-	memset(t.datty, 0, nc * sizeof(float));
 	memset(sv->dq, 0, 3 * nc * sizeof(float));
-	nn_linear_backward(t.datty, NULL, NULL, sv->dattn, NULL, w->o_w, n, c,
-	    d);
+	nn_linear_backward_to(t.datty, NULL, NULL, sv->dattn, NULL, w->o_w, n,
+	    c, d);
 	if (hk && hk->attn_bwd) {
 		if (hk->attn_bwd(hk->ctx, sv->dq, sv->dk, sv->dv, t.datty) < 0)
 			return -1;
@@ -403,8 +400,8 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 		nn_attention_backward(sv->dq, sv->dk, sv->dv, t.dsm, t.datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
-	memset(sv->dln1, 0, nd * sizeof(float));
-	nn_linear_backward(sv->dln1, NULL, NULL, sv->dq, NULL, w->q_w, n, d, c);
+	nn_linear_backward_to(sv->dln1, NULL, NULL, sv->dq, NULL, w->q_w, n, d,
+	    c);
 	nn_linear_backward(sv->dln1, NULL, NULL, sv->dk, NULL, w->k_w, n, d, c);
 	nn_linear_backward(sv->dln1, NULL, NULL, sv->dv, NULL, w->v_w, n, d, c);
 	if (hook_reduce(hk, NN_HOOK_ATTN_BWD, sv->dln1, nd) < 0)

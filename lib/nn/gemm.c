@@ -159,9 +159,11 @@ round_avx512bf16(uint16_t *h, const float *s, size_t n)
 #endif
 
 /* rows x cols of src (row stride ld) rounded and packed dense into h or
- * w (round_span). */
+ * w (round_span); sum (or NULL) += the rows, in order, while each is at
+ * hand. */
 NN_CLONES static void
-pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld)
+pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld,
+    float *sum)
 {
 	for (int r = 0; r < rows; r++) {
 		const float *s = src + (size_t)r * ld;
@@ -175,6 +177,8 @@ pack(uint16_t *h, uint32_t *w, const float *src, int rows, int cols, int ld)
 			    s + j, NN_LANES);
 		round_span(h ? h + o + j : NULL, w ? w + o + j : NULL, s + j,
 		    cols - j);
+		if (sum)
+			vec_add(sum, s, (size_t)cols);
 	}
 }
 
@@ -200,36 +204,129 @@ sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 	    beta, c, ldc);
 }
 
-/* Both inputs packed into abuf and bbuf (wide: as f32); 0 or -1 (out of
- * memory). */
+/* Both inputs rounded and packed into abuf and bbuf as f32 (the portable
+ * path's operands); 0 or -1 (out of memory). */
 static int
-pack_both(int wide, int ta, int tb, int m, int n, int k, const float *a,
-    int lda, const float *b, int ldb)
+pack_wide(int ta, int tb, int m, int n, int k, const float *a, int lda,
+    const float *b, int ldb)
 {
 	int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-	size_t esz = wide ? sizeof(float) : sizeof(uint16_t);
 
-	if (!grow(&abuf, &acap, (size_t)ar * ac * esz) ||
-	    !grow(&bbuf, &bcap, (size_t)br * bc * esz))
+	if (!grow(&abuf, &acap, (size_t)ar * ac * sizeof(float)) ||
+	    !grow(&bbuf, &bcap, (size_t)br * bc * sizeof(float)))
 		return -1;
-	pack(wide ? NULL : abuf, wide ? abuf : NULL, a, ar, ac, lda);
-	pack(wide ? NULL : bbuf, wide ? bbuf : NULL, b, br, bc, ldb);
+	pack(NULL, abuf, a, ar, ac, lda, NULL);
+	pack(NULL, bbuf, b, br, bc, ldb, NULL);
 	return 0;
 }
 
+/*
+ * The bf16 copies kept between a forward pass and its backward pass
+ * (nn_bf16_keep), this thread's: while recording, every operand packed
+ * goes into the arena (while it has room) and is listed; until the end,
+ * an operand listed (same matrix, same shape) is taken from there.
+ */
+#define KEEP_MAX 512
+static _Thread_local struct {
+	uint16_t *arena;
+	size_t cap, used;
+	int record, n;
+	struct {
+		struct nn_bview v;
+		uint16_t *h;
+	} e[KEEP_MAX];
+} keep;
+
+/* v's kept copy, or NULL. */
+static uint16_t *
+keep_find(const struct nn_bview *v)
+{
+	for (int i = 0; i < keep.n; i++) {
+		const struct nn_bview *k = &keep.e[i].v;
+		if (k->p == v->p && k->nb == v->nb && k->rows == v->rows &&
+		    k->cols == v->cols && k->ld == v->ld && k->per == v->per &&
+		    k->outer == v->outer && k->inner == v->inner)
+			return keep.e[i].h;
+	}
+	return NULL;
+}
+
+/* While recording, the arena's room for v's copy (listed), else NULL. */
+static uint16_t *
+keep_add(const struct nn_bview *v)
+{
+	size_t count = (size_t)v->nb * v->rows * v->cols;
+	uint16_t *h = keep_find(v);
+
+	if (h || !keep.record || keep.n == KEEP_MAX ||
+	    count > keep.cap - keep.used)
+		return h;
+	h = keep.arena + keep.used;
+	keep.used += count;
+	keep.e[keep.n].v = *v;
+	keep.e[keep.n++].h = h;
+	return h;
+}
+
+void
+nn_bf16_keep(uint16_t *arena, size_t count)
+{
+	keep.n = 0;
+	keep.used = 0;
+	keep.arena = arena;
+	keep.cap = count;
+	keep.record = precision == NN_PREC_BF16 && !portable && arena;
+}
+
+void
+nn_bf16_keep_replay(void)
+{
+	keep.record = 0;
+}
+
+void
+nn_bf16_keep_end(void)
+{
+	keep.n = keep.record = 0;
+	keep.arena = NULL;
+}
+
 #ifdef COLLX_DNNL
-/* oneDNN's product of abuf and bbuf into c. Its fast kernels (brgemm)
- * take a dense output only: one whose rows lie apart (a head of attention)
- * is computed into a dense copy, then c = copy + beta * c. */
+/* x (rows x cols, row stride ld) in bf16: its kept copy, else packed into
+ * the arena (recording) or into *buf, *sum (or sum NULL) += its rows then
+ * and *sum set to NULL; NULL when out of memory. */
+static const uint16_t *
+operand(void **buf, size_t *cap, const float *x, int rows, int cols,
+    int ld, float **sum)
+{
+	struct nn_bview v = { (float *)x, 1, rows, cols, ld, 1, 0, 0 };
+	uint16_t *h = keep_find(&v);
+
+	if (h)
+		return h;
+	if (!(h = keep_add(&v)) && !(h = grow(buf, cap, (size_t)rows * cols *
+	    sizeof(*h))))
+		return NULL;
+	pack(h, NULL, x, rows, cols, ld, sum ? *sum : NULL);
+	if (sum)
+		*sum = NULL;
+	return h;
+}
+
+/* oneDNN's product of pa and pb into c, bias (or NULL) added to every
+ * row. Its fast kernels (brgemm) take a dense output only: one whose rows
+ * lie apart (a head of attention) is computed into a dense copy, then c =
+ * copy + beta * c. */
 static int
-dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
+dnnl_product(int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *pa, const uint16_t *pb, float beta, const float *bias,
     float *c, int ldc)
 {
 	if (ldc == n)
-		return nn_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, beta, c,
-		    ldc);
-	if (!grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
-	    nn_dnnl_run(ta, tb, m, n, k, alpha, abuf, bbuf, 0.0f, cbuf,
+		return nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb, beta,
+		    bias, c, ldc);
+	if (bias || !grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
+	    nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb, 0.0f, NULL, cbuf,
 	    n) < 0)
 		return -1;
 	for (int i = 0; i < m; i++) {
@@ -247,28 +344,198 @@ dnnl_product(int ta, int tb, int m, int n, int k, float alpha, float beta,
 }
 #endif
 
-void
-nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
-    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+/* c's rows = bias (beta 0 then; the linear layers' way in f32). */
+static void
+bias_rows(float *c, int ldc, const float *bias, int m, int n)
 {
+	for (int i = 0; i < m; i++)
+		memcpy(c + (size_t)i * ldc, bias, (size_t)n * sizeof(float));
+}
+
+/*
+ * One product in the process's precision, bias (or NULL, beta 0 with it)
+ * added to every row of c; bf16 ones with the lock held. pa (or NULL):
+ * a's bf16 copy, from the product before when *pa is set, else set to it
+ * (NULL where there is none). asum (or NULL): where a is rounded here,
+ * *asum += the stored rows of a and *asum is set to NULL.
+ */
+static void
+product(const uint16_t **pa, float **asum, int ta, int tb, int m, int n,
+    int k, float alpha, const float *a, int lda, const float *b, int ldb,
+    float beta, const float *bias, float *c, int ldc)
+{
+	const uint16_t *ha = pa ? *pa : NULL;
+
+	if (pa)
+		*pa = NULL;
 	if (precision == NN_PREC_F32 || m <= 0 || n <= 0 || k <= 0) {
+		if (bias)
+			bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-	pthread_mutex_lock(&lock);
 #ifdef COLLX_DNNL
-	if (!portable && pack_both(0, ta, tb, m, n, k, a, lda, b, ldb) == 0 &&
-	    dnnl_product(ta, tb, m, n, k, alpha, beta, c, ldc) == 0) {
-		pthread_mutex_unlock(&lock);
+	const uint16_t *hb;
+
+	if (!portable && (ha || (ha = operand(&abuf, &acap, a, ta ? k : m,
+	    ta ? m : k, lda, asum))) && (hb = operand(&bbuf, &bcap, b,
+	    tb ? n : k, tb ? k : n, ldb, NULL)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
+	    beta, bias, c, ldc) == 0) {
+		if (pa)
+			*pa = ha;
 		return;
 	}
+#else
+	(void)ha, (void)asum;
 #endif
+	if (bias)
+		bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 	/* Portable, or a shape oneDNN refused: the same values, from sgemm
 	 * on the rounded inputs (packed dense: row strides ac and bc). */
-	if (pack_both(1, ta, tb, m, n, k, a, lda, b, ldb) == 0)
+	if (pack_wide(ta, tb, m, n, k, a, lda, b, ldb) == 0)
 		sgemm(ta, tb, m, n, k, alpha, abuf, ta ? m : k, bbuf,
 		    tb ? k : n, beta, c, ldc);
 	else	/* no memory for the packed copies: f32, not a crash */
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void
+nn_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+	int bf = precision == NN_PREC_BF16;
+
+	if (bf)
+		pthread_mutex_lock(&lock);
+	product(NULL, NULL, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, NULL,
+	    c, ldc);
+	if (bf)
+		pthread_mutex_unlock(&lock);
+}
+
+void
+nn_gemm_linear(float *out, const float *inp, const float *w,
+    const float *b, int n, int in, int o)
+{
+	int bf = precision == NN_PREC_BF16;
+
+	if (bf)
+		pthread_mutex_lock(&lock);
+	product(NULL, NULL, 0, 1, n, o, in, 1.0f, inp, in, w, in, 0.0f, b, out,
+	    o);
+	if (bf)
+		pthread_mutex_unlock(&lock);
+}
+
+/* db += dout's rows, one after another. */
+NN_CLONES static void
+row_sums(float *db, const float *dout, int n, int o)
+{
+	for (int r = 0; r < n; r++)
+		vec_add(db, dout + (size_t)r * o, (size_t)o);
+}
+
+void
+nn_gemm_linear_grad(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o, int set)
+{
+	int bf = precision == NN_PREC_BF16;
+	const uint16_t *hd = NULL;
+	/* native bf16 sums db as it rounds dout, else first as before */
+	float *dsum = bf && !portable ? db : NULL;
+
+	if (db && !dsum)
+		row_sums(db, dout, n, o);
+
+	/* f32 zeroes and adds, the bits callers had from their own zeroing */
+	if (dinp && set && !bf)
+		memset(dinp, 0, (size_t)n * in * sizeof(float));
+	if (bf)
+		pthread_mutex_lock(&lock);
+	/* dout is a of both: [n, o], transposed for dw */
+	if (dinp)
+		product(&hd, &dsum, 0, 0, n, in, o, 1.0f, dout, o, w, in,
+		    set && bf ? 0.0f : 1.0f, NULL, dinp, in);
+	if (dw)
+		product(&hd, &dsum, 1, 0, o, in, n, 1.0f, dout, o, inp, in,
+		    1.0f, NULL, dw, in);
+	if (dsum)	/* dout not rounded here */
+		row_sums(dsum, dout, n, o);
+	if (bf)
+		pthread_mutex_unlock(&lock);
+}
+
+/* The batched products' workspace: a few buffers, held with the lock. */
+#define BF16_SLOTS 6
+static struct {
+	void *p;
+	size_t cap;
+} ws[BF16_SLOTS];
+
+int
+nn_bf16_begin(void)
+{
+#ifdef COLLX_DNNL
+	if (precision == NN_PREC_BF16 && !portable) {
+		pthread_mutex_lock(&lock);
+		return 0;
+	}
+#endif
+	return -1;
+}
+
+void
+nn_bf16_end(void)
+{
 	pthread_mutex_unlock(&lock);
+}
+
+void *
+nn_bf16_ws(int slot, size_t bytes)
+{
+	return grow(&ws[slot].p, &ws[slot].cap, bytes);
+}
+
+uint16_t *
+nn_bf16_out(int slot, const struct nn_bview *v)
+{
+	uint16_t *h = keep_add(v);
+
+	return h ? h : nn_bf16_ws(slot, (size_t)v->nb * v->rows * v->cols *
+	    sizeof(*h));
+}
+
+const uint16_t *
+nn_bf16_pack(int slot, const struct nn_bview *v)
+{
+	size_t one = (size_t)v->rows * v->cols;
+	uint16_t *h = keep_find(v);
+
+	if (h)
+		return h;
+	if ((h = nn_bf16_out(slot, v)))
+		for (int i = 0; i < v->nb; i++)
+			pack(h + i * one, NULL, nn_bview_at(v, i), v->rows,
+			    v->cols, v->ld, NULL);
+	return h;
+}
+
+void
+nn_bf16_round(uint16_t *h, const float *src, int n)
+{
+	pack(h, NULL, src, 1, n, n, NULL);
+}
+
+int
+nn_bf16_bmm(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float *c)
+{
+#ifdef COLLX_DNNL
+	return nn_dnnl_run(nb, ta, tb, m, n, k, alpha, a, b, 0.0f, NULL, c,
+	    n);
+#else
+	(void)nb, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha;
+	(void)a, (void)b, (void)c;
+	return -1;
+#endif
 }

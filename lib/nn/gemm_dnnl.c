@@ -15,14 +15,14 @@
 #define GEMM_CACHE 128
 
 struct gemm_key {
-	int ta, tb, m, n, k, ldc;
+	int nb, ta, tb, m, n, k, ldc, bias;
 	float alpha, beta;
 };
 
 struct gemm_prim {
 	struct gemm_key key;
 	dnnl_primitive_t prim;
-	dnnl_memory_t src, wei, dst;
+	dnnl_memory_t src, wei, dst, bias;
 	int impl;		/* index into impls */
 };
 
@@ -101,9 +101,10 @@ nn_dnnl_version(void)
 	return version;
 }
 
-/* Row-major [r, c] of type t; transposed: stored [c, r] (strides 1, r). */
+/* Row-major [r, c] of type t; transposed: stored [c, r] (strides 1, r);
+ * nb > 1: nb of them one after another, [nb, r, c] (dense). */
 static void
-md(dnnl_memory_desc_t *d, int r, int c, int trans, int ld,
+md(dnnl_memory_desc_t *d, int nb, int r, int c, int trans, int ld,
     dnnl_data_type_t t)
 {
 	dnnl_dims_t dims = { r, c }, st = { ld, 1 };
@@ -112,13 +113,19 @@ md(dnnl_memory_desc_t *d, int r, int c, int trans, int ld,
 		st[0] = 1;
 		st[1] = r;
 	}
+	if (nb > 1) {
+		dnnl_dims_t d3 = { nb, r, c }, s3 = { (dnnl_dim_t)r * c, st[0],
+		    st[1] };
+		dnnl_memory_desc_init_by_strides(d, 3, d3, t, s3);
+		return;
+	}
 	dnnl_memory_desc_init_by_strides(d, 2, dims, t, st);
 }
 
 static int
 create(struct gemm_prim *p, const struct gemm_key *key)
 {
-	dnnl_memory_desc_t s, w, d;
+	dnnl_memory_desc_t s, w, d, b;
 	dnnl_matmul_desc_t desc;
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
@@ -126,10 +133,12 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 	const char *name = NULL;
 	int rc = -1;
 
-	md(&s, key->m, key->k, key->ta, key->k, dnnl_bf16);
-	md(&w, key->k, key->n, key->tb, key->n, dnnl_bf16);
-	md(&d, key->m, key->n, 0, key->ldc, dnnl_f32);
-	if (dnnl_matmul_desc_init(&desc, &s, &w, NULL, &d) != dnnl_success ||
+	md(&s, key->nb, key->m, key->k, key->ta, key->k, dnnl_bf16);
+	md(&w, key->nb, key->k, key->n, key->tb, key->n, dnnl_bf16);
+	md(&d, key->nb, key->m, key->n, 0, key->ldc, dnnl_f32);
+	md(&b, 1, 1, key->n, 0, key->n, dnnl_f32);	/* unbatched only */
+	if (dnnl_matmul_desc_init(&desc, &s, &w, key->bias ? &b : NULL, &d) !=
+	    dnnl_success ||
 	    dnnl_primitive_attr_create(&attr) != dnnl_success)
 		goto out;
 	if (key->alpha != 1.0f && dnnl_primitive_attr_set_output_scales(attr,
@@ -144,7 +153,9 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 		goto out;
 	if (dnnl_memory_create(&p->src, &s, engine, DNNL_MEMORY_NONE) ||
 	    dnnl_memory_create(&p->wei, &w, engine, DNNL_MEMORY_NONE) ||
-	    dnnl_memory_create(&p->dst, &d, engine, DNNL_MEMORY_NONE))
+	    dnnl_memory_create(&p->dst, &d, engine, DNNL_MEMORY_NONE) ||
+	    (key->bias && dnnl_memory_create(&p->bias, &b, engine,
+	    DNNL_MEMORY_NONE)))
 		goto out;
 	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
 	    &name) != dnnl_success || !name)
@@ -173,6 +184,8 @@ destroy(struct gemm_prim *p)
 		dnnl_memory_destroy(p->wei);
 	if (p->dst)
 		dnnl_memory_destroy(p->dst);
+	if (p->bias)
+		dnnl_memory_destroy(p->bias);
 	memset(p, 0, sizeof *p);
 }
 
@@ -199,14 +212,16 @@ lookup(const struct gemm_key *key)
 }
 
 int
-nn_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
-    const uint16_t *a, const uint16_t *b, float beta, float *c, int ldc)
+nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float beta, const float *bias,
+    float *c, int ldc)
 {
 	struct gemm_key key;
 	struct gemm_prim *p;
 
 	/* memcmp on the key: no padding bytes left unset. */
 	memset(&key, 0, sizeof key);
+	key.nb = nb;
 	key.ta = ta;
 	key.tb = tb;
 	key.m = m;
@@ -215,21 +230,25 @@ nn_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
 	key.ldc = ldc;
 	key.alpha = alpha;
 	key.beta = beta;
+	key.bias = bias != NULL;
 	if (!(p = lookup(&key)))
 		return -1;
 	dnnl_memory_set_data_handle(p->src, (void *)a);
 	dnnl_memory_set_data_handle(p->wei, (void *)b);
 	dnnl_memory_set_data_handle(p->dst, c);
+	if (bias)
+		dnnl_memory_set_data_handle(p->bias, (void *)bias);
 	dnnl_exec_arg_t args[] = {
 		{ DNNL_ARG_SRC, p->src }, { DNNL_ARG_WEIGHTS, p->wei },
-		{ DNNL_ARG_DST, p->dst }
+		{ DNNL_ARG_DST, p->dst }, { DNNL_ARG_BIAS, p->bias }
 	};
 	/* oneDNN runs on OpenMP here: its regions take the program's
 	 * thread count (one core per rank), not one thread per core. */
 	omp_set_num_threads(threads);
-	if (dnnl_primitive_execute(p->prim, stream, 3, args) != dnnl_success ||
+	if (dnnl_primitive_execute(p->prim, stream, bias ? 4 : 3, args) !=
+	    dnnl_success ||
 	    dnnl_stream_wait(stream) != dnnl_success)
 		return -1;
-	impls[p->impl].macs += (double)m * n * k;
+	impls[p->impl].macs += (double)nb * m * n * k;
 	return 0;
 }

@@ -10,12 +10,16 @@
  * (AVX512-BF16 or AMX, as oneDNN sees it, DNNL_MAX_CPU_ISA included),
  * 0 where it does not, -1 with the reason in err. */
 int nn_dnnl_init(char *err, size_t errlen);
-/* c[m,n] = alpha * op(a) op(b) + beta * c, ldc c's row stride; a and b
+/* c[m,n] = alpha * op(a) op(b) + beta * c (+ bias, f32 [n], to every row,
+ * where not NULL), ldc c's row stride; a and b
  * are the stored matrices packed dense in bf16 (a [m,k], or [k,m] when ta;
- * b [k,n], or [n,k] when tb). One primitive per shape, kept in a small
- * cache. 0, or -1 when oneDNN refused the shape. */
-int nn_dnnl_run(int ta, int tb, int m, int n, int k, float alpha,
-    const uint16_t *a, const uint16_t *b, float beta, float *c, int ldc);
+ * b [k,n], or [n,k] when tb). nb > 1: nb such products at once, the
+ * matrices of each operand one after another, c dense (ldc n). One
+ * primitive per shape, kept in a small cache. 0, or -1 when oneDNN
+ * refused the shape. */
+int nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float beta, const float *bias,
+    float *c, int ldc);
 /* The implementations that ran, oneDNN's names with each one's share of
  * the multiply-adds: "brg:avx512_core_bf16 (93%), gemm:jit (7%)"; "" before
  * the first. */
@@ -24,5 +28,73 @@ const char *nn_dnnl_impl(void);
 const char *nn_dnnl_version(void);
 /* OpenMP threads of oneDNN's parallel regions (oneDNN's runtime here). */
 void nn_dnnl_threads(int n);
+
+
+/* The linear layers' products (nn_linear_forward and _backward), in the
+ * process's precision: out = inp w^T + b (b may be NULL); dinp += dout w
+ * (set: =), dw += dout^T inp and db += dout's column sums (any NULL). f32: sgemm as nn_gemm's, bit for
+ * bit; bf16: b added by oneDNN, dout rounded once for both products and
+ * summed into db meanwhile. */
+void nn_gemm_linear(float *out, const float *inp, const float *w,
+    const float *b, int n, int in, int o);
+void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
+    const float *dout, const float *inp, const float *w, int n, int in,
+    int o, int set);
+
+/*
+ * A training pass's bf16 copies, kept: between nn_bf16_keep and
+ * nn_bf16_keep_replay (the forward pass) every operand this thread's
+ * products and nn_bf16_pack round, and nn_bf16_out's, go into arena
+ * (count bf16 values; what does not fit is rounded as usual), and until
+ * nn_bf16_keep_end (after the backward pass) a product or nn_bf16_pack
+ * whose operand is one of them (the same matrices, same shape) takes that
+ * copy instead of rounding it again. The caller vouches that
+ * no such matrix changes in between. A no-op but in native bf16.
+ */
+void nn_bf16_keep(uint16_t *arena, size_t count);
+void nn_bf16_keep_replay(void);
+void nn_bf16_keep_end(void);
+
+/*
+ * Batched bf16 products (attention's heads at once), for lib/nn's layers.
+ * nn_bf16_begin takes gemm.c's lock and returns 0 where the products run
+ * natively in bf16 (oneDNN on AVX512-BF16 or AMX), else -1 without it;
+ * nn_bf16_end gives it back. Between them the workspace (slots 0 to 5,
+ * each grown on demand, kept until the next begin) and products are the
+ * caller's alone.
+ */
+int nn_bf16_begin(void);
+void nn_bf16_end(void);
+/* Slot's buffer of at least bytes, or NULL (out of memory). */
+void *nn_bf16_ws(int slot, size_t bytes);
+
+/* nb matrices of rows x cols (row stride ld), matrix i at p + (i / per) *
+ * outer + (i % per) * inner: the heads of a [b, s, nh*hd] tensor (per nh,
+ * outer s*nh*hd, inner hd) or [nb, rows, cols] dense (per 1). */
+struct nn_bview {
+	float *p;
+	int nb, rows, cols, ld, per;
+	size_t outer, inner;
+};
+
+static inline float *
+nn_bview_at(const struct nn_bview *v, int i)
+{
+	return v->p + (size_t)(i / v->per) * v->outer +
+	    (size_t)(i % v->per) * v->inner;
+}
+
+/* v's matrices rounded to bf16, packed one after another into slot's
+ * buffer, or their kept copy (nn_bf16_keep); NULL when out of memory. */
+const uint16_t *nn_bf16_pack(int slot, const struct nn_bview *v);
+/* Room for v's matrices in bf16, for the caller to fill: kept while
+ * recording (nn_bf16_keep), else slot's buffer; NULL when out of
+ * memory. */
+uint16_t *nn_bf16_out(int slot, const struct nn_bview *v);
+/* n values rounded to bf16. */
+void nn_bf16_round(uint16_t *h, const float *src, int n);
+/* nn_dnnl_run's nb products, c = alpha op(a) op(b) dense; 0 or -1. */
+int nn_bf16_bmm(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float *c);
 
 #endif

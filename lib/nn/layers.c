@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "nn/gemm_int.h"
 #include "nn/nn.h"
 #include "nn/vec_int.h"
 
@@ -31,28 +32,32 @@ nn_linear_forward(float *out, const float *inp, const float *w,
 				out[(size_t)r * o + j] = b ? b[j] : 0.0f;
 		return;
 	}
-	if (b)
-		for (int r = 0; r < n; r++)
-			memcpy(out + (size_t)r * o, b, (size_t)o * sizeof(float));
-	nn_gemm(0, 1, n, o, in, 1.0f, inp, in, w, in, b ? 1.0f : 0.0f, out,
-	    o);
+	nn_gemm_linear(out, inp, w, b, n, in, o);
+}
+
+static void
+linear_backward(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o, int set)
+{
+	if (set && dinp && n > 0 && in > 0 && o <= 0)
+		memset(dinp, 0, (size_t)n * in * sizeof(float));
+	if (n > 0 && o > 0)
+		nn_gemm_linear_grad(in > 0 ? dinp : NULL, in > 0 ? dw : NULL, db,
+		    dout, inp, w, n, in > 0 ? in : 0, o, set);
 }
 
 void
 nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o)
 {
-	if (n <= 0 || o <= 0)
-		return;
-	if (db)
-		for (int r = 0; r < n; r++)
-			nn_add(db, dout + (size_t)r * o, (size_t)o);
-	if (in <= 0)
-		return;
-	if (dinp)
-		nn_gemm(0, 0, n, in, o, 1.0f, dout, o, w, in, 1.0f, dinp, in);
-	if (dw)
-		nn_gemm(1, 0, o, in, n, 1.0f, dout, o, inp, in, 1.0f, dw, in);
+	linear_backward(dinp, dw, db, dout, inp, w, n, in, o, 0);
+}
+
+void
+nn_linear_backward_to(float *dinp, float *dw, float *db, const float *dout,
+    const float *inp, const float *w, int n, int in, int o)
+{
+	linear_backward(dinp, dw, db, dout, inp, w, n, in, o, 1);
 }
 
 #define NN_INV_SQRT2 0.70710678118654752440f
@@ -135,27 +140,49 @@ nn_gelu_forward(float *out, const float *inp, size_t count)
 	gelu_span(out + i, inp + i, count - i);
 }
 
-/* d/dx x Phi(x) = Phi(x) + x phi(x). */
+/* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, or = (set). */
 NN_INLINE void
 dgelu_span(float *restrict dinp, const float *restrict inp,
-    const float *restrict dout, size_t n)
+    const float *restrict dout, size_t n, int set)
 {
 	for (size_t i = 0; i < n; i++) {
 		float x = inp[i];
 		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
-		dinp[i] += (normal_cdf(x) + x * pdf) * dout[i];
+		float g = (normal_cdf(x) + x * pdf) * dout[i];
+		dinp[i] = set ? g : dinp[i] + g;
 	}
+}
+
+NN_INLINE void
+dgelu(float *dinp, const float *inp, const float *dout, size_t count,
+    int set)
+{
+	size_t i = 0;
+
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		dgelu_span(dinp + i, inp + i, dout + i, NN_LANES, set);
+	dgelu_span(dinp + i, inp + i, dout + i, count - i, set);
 }
 
 NN_CLONES void
 nn_gelu_backward(float *dinp, const float *inp, const float *dout,
     size_t count)
 {
-	size_t i = 0;
+	dgelu(dinp, inp, dout, count, 0);
+}
 
-	for (; i + NN_LANES <= count; i += NN_LANES)
-		dgelu_span(dinp + i, inp + i, dout + i, NN_LANES);
-	dgelu_span(dinp + i, inp + i, dout + i, count - i);
+/* dinp = GELU's backward: bf16 writes it at once; f32 zeroes and adds,
+ * the bits it always had. */
+NN_CLONES static void
+gelu_backward_to(float *dinp, const float *inp, const float *dout,
+    size_t count)
+{
+	if (nn_get_precision() == NN_PREC_BF16)
+		dgelu(dinp, inp, dout, count, 1);
+	else {
+		memset(dinp, 0, count * sizeof(float));
+		dgelu(dinp, inp, dout, count, 0);
+	}
 }
 
 void
@@ -190,6 +217,18 @@ nn_act_backward(enum nn_act act, float *dinp, const float *inp,
 		nn_relu_backward(dinp, inp, dout, count);
 	else
 		nn_gelu_backward(dinp, inp, dout, count);
+}
+
+void
+nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
+    const float *dout, size_t count)
+{
+	if (act == NN_ACT_GELU) {
+		gelu_backward_to(dinp, inp, dout, count);
+		return;
+	}
+	memset(dinp, 0, count * sizeof(float));
+	nn_relu_backward(dinp, inp, dout, count);
 }
 
 int
@@ -368,11 +407,94 @@ att_step(int causal, int s)
 	return causal && nn_get_precision() == NN_PREC_F32 ? NN_ATT_ROWS : s;
 }
 
+/* Head view of a [b, s, nh*hd] tensor, and [b*nh, s, s] dense. */
+static struct nn_bview
+heads_view(const float *p, int b, int s, int nh, int hd)
+{
+	struct nn_bview v = { (float *)p, b * nh, s, hd, nh * hd, nh,
+	    (size_t)s * nh * hd, (size_t)hd };
+
+	return v;
+}
+
+static struct nn_bview
+dense_view(const float *p, int nb, int s)
+{
+	struct nn_bview v = { (float *)p, nb, s, s, s, 1, (size_t)s * s, 0 };
+
+	return v;
+}
+
+/* The heads of dst = or += (add) the dense [nb, s, hd] src. */
+NN_INLINE void
+heads_put(const struct nn_bview *dst, const float *src, int add)
+{
+	for (int i = 0; i < dst->nb; i++)
+		for (int r = 0; r < dst->rows; r++) {
+			float *d = nn_bview_at(dst, i) + (size_t)r * dst->ld;
+			const float *t = src + ((size_t)i * dst->rows + r) *
+			    dst->cols;
+			if (add)
+				vec_add(d, t, (size_t)dst->cols);
+			else
+				memcpy(d, t, (size_t)dst->cols * sizeof(float));
+		}
+}
+
+/*
+ * bf16 where oneDNN runs it natively: every head at once, one batched
+ * product for each of attention's matrix products (a product of one
+ * head, 128 x 128 x 64, is too small to run at the kernels' speed), each
+ * operand rounded once. Whole rows, the masked scores computed and then
+ * zeroed by the softmax (att_step). -1 (nothing written): the caller
+ * takes the head-by-head path.
+ */
+NN_CLONES static int
+attention_forward_bf16(float *out, float *att, const float *q,
+    const float *k, const float *v, int b, int s, int nh, int hd, int causal)
+{
+	int B = b * nh, rc = -1;
+	struct nn_bview hq = heads_view(q, b, s, nh, hd);
+	struct nn_bview hk = heads_view(k, b, s, nh, hd);
+	struct nn_bview hv = heads_view(v, b, s, nh, hd);
+	struct nn_bview ho = heads_view(out, b, s, nh, hd);
+	struct nn_bview ha = dense_view(att, B, s);
+	const uint16_t *Q, *K, *V;
+	uint16_t *A;
+	float *O;
+
+	if (nn_bf16_begin() < 0)
+		return -1;
+	Q = nn_bf16_pack(0, &hq);
+	K = nn_bf16_pack(1, &hk);
+	V = nn_bf16_pack(2, &hv);
+	A = nn_bf16_out(3, &ha);	/* kept for the backward pass */
+	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
+	if (!Q || !K || !V || !A || !O || nn_bf16_bmm(B, 0, 1, s, s, hd,
+	    1.0f / sqrtf((float)hd), Q, K, att) < 0)
+		goto out;
+	for (size_t r = 0; r < (size_t)B * s; r++) {
+		softmax_row(att + r * s, causal ? (int)(r % s) + 1 : s, s);
+		nn_bf16_round(A + r * s, att + r * s, s);
+	}
+	if (nn_bf16_bmm(B, 0, 0, s, hd, s, 1.0f, A, V, O) < 0)
+		goto out;
+	heads_put(&ho, O, 0);
+	rc = 0;
+out:
+	nn_bf16_end();
+	return rc;
+}
+
 NN_CLONES void
 nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal)
 {
 	int c = nh * hd, step = att_step(causal, s);
+
+	if (attention_forward_bf16(out, att, q, k, v, b, s, nh, hd,
+	    causal) == 0)
+		return;
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)
@@ -421,12 +543,87 @@ softmax_backward_rows(float *da, const float *a, int rows, int len, int s)
 
 /* Causal: in blocks of rows as the forward pass, the saved probabilities
  * being zero beyond column i1-1 of every row of a block. */
+/* The heads of *d += alpha op(a) x (the heads' [s, s] and [s, hd]
+ * matrices, in bf16; ta: a transposed), through O; then *d = NULL. 0, or
+ * -1 (x NULL: out of memory, or the product failed). */
+NN_INLINE int
+heads_acc(float **d, int ta, float alpha, const uint16_t *a,
+    const uint16_t *x, float *O, int b, int s, int nh, int hd)
+{
+	struct nn_bview h = heads_view(*d, b, s, nh, hd);
+
+	if (!x || nn_bf16_bmm(b * nh, ta, 0, s, hd, s, alpha, a, x, O) < 0)
+		return -1;
+	heads_put(&h, O, 1);
+	*d = NULL;
+	return 0;
+}
+
+/*
+ * The backward pass as attention_forward_bf16, batched; each of dv, dq
+ * and dk it has added is set to NULL in *done, so that the head-by-head
+ * path, after a -1, adds only the rest.
+ */
+NN_CLONES static int
+attention_backward_bf16(float **dq, float **dk, float **dv,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd)
+{
+	int B = b * nh, rc = -1;
+	float scale = 1.0f / sqrtf((float)hd);
+	struct nn_bview hd_ = heads_view(dout, b, s, nh, hd);
+	struct nn_bview ha = dense_view(att, B, s);
+	struct nn_bview hv = heads_view(v, b, s, nh, hd);
+	struct nn_bview hk = heads_view(k, b, s, nh, hd);
+	struct nn_bview hq = heads_view(q, b, s, nh, hd);
+	const uint16_t *D, *A, *X;
+	uint16_t *DS;
+	float *O, *S;
+
+	if (nn_bf16_begin() < 0)
+		return -1;
+	D = nn_bf16_pack(0, &hd_);
+	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
+	if (!D || !O)
+		goto out;
+	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, 1, 1.0f, A,
+	    D, O, b, s, nh, hd) < 0))
+		goto out;
+	if (!*dq && !*dk) {
+		rc = 0;
+		goto out;
+	}
+	/* S = dout v^T, then the softmax's backward in place, rounded
+	 * into A a row at a time */
+	S = nn_bf16_ws(5, (size_t)B * s * s * sizeof(*S));
+	DS = nn_bf16_ws(1, (size_t)B * s * s * sizeof(*DS));
+	if (!S || !DS || !(X = nn_bf16_pack(2, &hv)) || nn_bf16_bmm(B, 0, 1,
+	    s, s, hd, 1.0f, D, X, S) < 0)
+		goto out;
+	for (size_t r = 0; r < (size_t)B * s; r++) {
+		softmax_backward_rows(S + r * s, att + r * s, 1, s, s);
+		nn_bf16_round(DS + r * s, S + r * s, s);
+	}
+	if ((*dq && heads_acc(dq, 0, scale, DS, nn_bf16_pack(2, &hk), O, b, s,
+	    nh, hd) < 0) || (*dk && heads_acc(dk, 1, scale, DS,
+	    nn_bf16_pack(2, &hq), O, b, s, nh, hd) < 0))
+		goto out;
+	rc = 0;
+out:
+	nn_bf16_end();
+	return rc;
+}
+
 NN_CLONES void
 nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal)
 {
 	int c = nh * hd, step = att_step(causal, s);
+
+	if (attention_backward_bf16(&dq, &dk, &dv, dout, att, q, k, v, b, s,
+	    nh, hd) == 0)
+		return;
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)

@@ -81,6 +81,11 @@ void nn_linear_forward(float *out, const float *inp, const float *w,
  * alone (dinp NULL; w unread) add the same bits as both at once. */
 void nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o);
+/* As nn_linear_backward with dinp = dout @ w (dinp not NULL): in f32 the
+ * bits of zeroing dinp first; bf16 skips that pass and its reading. */
+void nn_linear_backward_to(float *dinp, float *dw, float *db,
+    const float *dout, const float *inp, const float *w, int n, int in,
+    int o);
 
 /* Exact (erf) GELU: x * 0.5 * (1 + erf(x / sqrt(2))) elementwise, and its
  * derivative, within 2e-6 relative (absolute near zeros) of the double
@@ -153,6 +158,9 @@ void nn_relu_backward(float *dinp, const float *inp, const float *dout,
 void nn_act_forward(enum nn_act act, float *out, const float *inp,
     size_t count);
 void nn_act_backward(enum nn_act act, float *dinp, const float *inp,
+    const float *dout, size_t count);
+/* As nn_act_backward with dinp = (as nn_linear_backward_to). */
+void nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
     const float *dout, size_t count);
 /* "gelu", "relu"; 0 or -1. */
 int nn_act_parse(const char *s, enum nn_act *out);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/gemm_int.h"
 #include "nn/nn.h"
 #include "nn/model_int.h"
 
@@ -126,14 +127,39 @@ struct stack {
 	int n, s;
 	const float *in;
 	float *x, *acts, *dxa, *dxb, *scratch, *extra;
-	size_t nd, na;
+	uint16_t *keep;		/* nn_bf16_keep's arena (nkeep values) */
+	size_t nd, na, nkeep;
 	struct nn_block_shape sh, shm;	/* shm: an MoE block's */
 };
 
-/* Reserves the stack's buffers plus extra floats after them. */
+/*
+ * bf16 values the forward pass's operands take (the linear layers'
+ * inputs and weights, attention's q, k, v and probabilities, and the
+ * gpt's final LayerNorm output and wte), kept
+ * for the backward pass (nn_bf16_keep) in a training pass in native bf16.
+ * Not where a use hook runs (a ZeRO-3 gather rewrites weights during the
+ * pass) nor with MoE blocks (the experts' buffers are gathered anew);
+ * then 0.
+ */
+static size_t
+keep_count(const struct nn_model *m, const struct hook *grad, int n, int s)
+{
+	const struct nn_dims *d = &m->dims;
+	size_t D = (size_t)d->d_model, F = (size_t)d->d_ff;
+	size_t N = (size_t)n * s, att = N * d->heads * s;
+
+	if (!grad || grad->use || d->moe.experts > 0 ||
+	    nn_get_precision() != NN_PREC_BF16 || nn_gemm_portable())
+		return 0;
+	return m->work->nlayers * (6 * N * D + N * F + att + 4 * D * D +
+	    2 * D * F) + (d->arch == NN_GPT ? N * D + (size_t)d->vocab * D : 0);
+}
+
+/* Reserves the stack's buffers plus extra floats after them, and the
+ * arena of keep_count. */
 static int
 stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
-    size_t extra)
+    size_t extra, const struct hook *grad)
 {
 	const struct nn_dims *d = &m->dims;
 	int L = m->work->nlayers;
@@ -147,8 +173,9 @@ stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
 	const struct nn_block_shape *big = d->moe.experts > 0 ? &st->shm :
 	    &st->sh;
 	st->na = nn_block_acts_size(big);
+	st->nkeep = keep_count(m, grad, n, s);
 	float *p = work_reserve(m->work, L * (st->nd + st->na) + 2 * st->nd +
-	    nn_block_scratch_size(big) + extra);
+	    nn_block_scratch_size(big) + extra + (st->nkeep + 1) / 2);
 	if (!p)
 		return -1;
 	st->x = p, p += L * st->nd;
@@ -156,7 +183,9 @@ stack_reserve(struct nn_model *m, struct stack *st, int n, int s,
 	st->dxa = p, p += st->nd;
 	st->dxb = p, p += st->nd;
 	st->extra = p, p += extra;
-	st->scratch = p;
+	st->scratch = p, p += nn_block_scratch_size(big);
+	st->keep = (uint16_t *)p;
+	nn_bf16_keep(st->nkeep ? st->keep : NULL, st->nkeep);
 	return 0;
 }
 
@@ -256,7 +285,7 @@ run_block(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 {
 	struct stack st;
 
-	if (stack_reserve(m, &st, b->n, b->seq, 0) < 0)
+	if (stack_reserve(m, &st, b->n, b->seq, 0, grad) < 0)
 		return cli_fail(err, errlen, "out of memory for a batch of %d",
 		    b->n);
 	st.in = b->x;
@@ -265,6 +294,7 @@ run_block(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	*loss = nn_sqerr_forward(y, b->y, st.nd) / per;
 	if (!grad)
 		return 0;
+	nn_bf16_keep_replay();
 	memset(st.dxa, 0, st.nd * sizeof(float));
 	nn_sqerr_backward(st.dxa, y, b->y, (float)(1.0 / per), st.nd);
 	stack_backward(m, &st, m->dims.causal, 0, grad, 0);
@@ -371,7 +401,8 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	if (!in)
 		return -1;
 	/* extra: embedding, final LayerNorm output, mean, rstd, probs, dlogits */
-	if (stack_reserve(m, &st, n, S, 2 * nd + 2 * (size_t)N + 2 * nv) < 0)
+	if (stack_reserve(m, &st, n, S, 2 * nd + 2 * (size_t)N + 2 * nv,
+	    grad) < 0)
 		return cli_fail(err, errlen, "out of memory for a batch of %d", n);
 	float *emb = st.extra, *xf = emb + nd, *mean = xf + nd;
 	float *rstd = mean + N, *probs = rstd + N, *dlogits = probs + nv;
@@ -393,11 +424,12 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	if (!grad)
 		return 0;
 
+	nn_bf16_keep_replay();
 	memset(dlogits, 0, nv * sizeof(float));
 	nn_xent_backward(dlogits, probs, tgt, 1.0f / S, N, V);
-	memset(st.dxb, 0, nd * sizeof(float));
 	hook_use(grad, -1, 1);
-	nn_linear_backward(st.dxb, k->dwte, NULL, dlogits, xf, k->wte, N, D, V);
+	nn_linear_backward_to(st.dxb, k->dwte, NULL, dlogits, xf, k->wte, N, D,
+	    V);
 	memset(st.dxa, 0, nd * sizeof(float));
 	nn_layernorm_backward(st.dxa, k->dlnf_w, k->dlnf_b, st.dxb, top,
 	    k->lnf_w, mean, rstd, N, D);
@@ -423,9 +455,10 @@ run(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 		    m->dims.arch == NN_GPT ? "tokens" : "inputs and targets");
 	if (m->dims.arch == NN_MLP)
 		return run_mlp(m, b, grad, loss, err, errlen);
-	if (m->dims.arch == NN_BLOCK)
-		return run_block(m, b, grad, loss, err, errlen);
-	return run_gpt(m, b, grad, loss, err, errlen);
+	int rc = m->dims.arch == NN_BLOCK ? run_block(m, b, grad, loss, err,
+	    errlen) : run_gpt(m, b, grad, loss, err, errlen);
+	nn_bf16_keep_end();	/* the stack's kept copies, if any */
+	return rc;
 }
 
 int
