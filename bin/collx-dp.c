@@ -264,6 +264,7 @@ check_ft(struct opts *o)
 		    "%d)", o->g.world);
 	/* the survivors read their links to a frame: TCP, in order */
 	o->g.no_shm = 1;
+	o->g.grow = 1;
 	o->cfg.dpo.overlap = 0;
 }
 
