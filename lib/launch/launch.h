@@ -367,7 +367,10 @@ struct launch_super {
 				 * PROGRAM starts only when all succeed */
 	int patient;		/* a failure stops no other rank */
 	int ft;			/* PROGRAM runs with --ft: a rank killed
-				 * leaves, the others go on */
+				 * leaves, the others go on; with restarts
+				 * left it is started again alone, to
+				 * rejoin them */
+	int *rejoin;		/* per rank: so started again, or NULL */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be

@@ -74,6 +74,13 @@ spawn(struct launch_super *j, int i, char *err, size_t errlen)
 		c.cpus = &j->cores.core[r->local_rank];
 
 	j->env = launch_rank_env(&j->spec, i, r);
+	if (j->rejoin != NULL && j->rejoin[i]) {
+		int n = 0;
+
+		while (j->env[n] != NULL)
+			n++;
+		launch_words_push(&j->env, &n, cli_strdup("COLLX_REJOIN=1"));
+	}
 	j->argv = launch_rank_argv(&j->spec, i, r, j->env);
 	show_command(i, r->host >= 0 ? j->argv : j->env);
 	if (r->host < 0)
@@ -159,6 +166,63 @@ stopped_peer(const struct launch_super *j, int i)
 	return -1;
 }
 
+/* Whether a rank of the job has finished with status 0: the job is
+ * ending, a rank started again would find nobody to rejoin. */
+static int
+any_finished(const struct launch_super *j)
+{
+	int k;
+
+	for (k = 0; k < j->spec.n; k++)
+		if (j->ends.rank[k].state == LAUNCH_REPORTED &&
+		    !launch_status_failed(j->ends.rank[k].status))
+			return 1;
+	return 0;
+}
+
+/* --ft with restarts left: rank i, killed, started again alone (with
+ * COLLX_REJOIN=1), to rejoin the others at their next step; its output
+ * so far passed on first. 0, or -1 when it could not be started (the
+ * caller stops the job). */
+static int
+rejoin_rank(struct launch_super *j, int i, const char *who, int sig)
+{
+	char err[COLLX_ERRLEN];
+	double t0 = cli_now();
+	sigset_t chld, old;
+	int k, rc;
+
+	for (k = 0; k < 64 && j->tag && j->out[i].fd >= 0; k++)
+		linetag_read(&j->out[i]);
+	for (k = 0; k < 64 && j->tag && j->err[i].fd >= 0; k++)
+		linetag_read(&j->err[i]);
+	if (j->tag && j->out[i].fd >= 0)
+		linetag_close(&j->out[i]);
+	if (j->tag && j->err[i].fd >= 0)
+		linetag_close(&j->err[i]);
+	if (j->rejoin == NULL)
+		j->rejoin = cli_calloc((size_t)j->spec.n, sizeof *j->rejoin);
+	j->restarts++;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	j->ends.rank[i] = (struct launch_end){ 0 };
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	j->rejoin[i] = 1;
+	rc = spawn(j, i, err, sizeof err);
+	if (rc != 0) {
+		cli_warn("%s was killed by signal %d (%s); not started again: "
+		    "%s", who, sig, strsignal(sig), rc < 0 ? err : "cannot "
+		    "execute the program");
+		return -1;
+	}
+	cli_warn("restart %d of %d: %s was killed by signal %d (%s); started "
+	    "again alone in %.3f s, to rejoin the others at their next step "
+	    "(--ft)", j->restarts, j->max_restarts, who, sig, strsignal(sig),
+	    cli_now() - t0);
+	return 0;
+}
+
 /* A rank ended: the first failure names itself and stops the rest (or,
  * when it gave up on a rank that was stopped, names that one first); the
  * job is to start again when restarts are left and this one could help
@@ -187,9 +251,21 @@ rank_ended(struct launch_super *j, int i, int status)
 	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-	if (j->ft && launch_killed_from_outside(status)) {
+	if (j->ft && launch_killed_from_outside(status) &&
+	    j->restarts < j->max_restarts && !j->interrupted &&
+	    !any_finished(j)) {
+		if (rejoin_rank(j, i, who, sig) == 0)
+			return;
+	} else if (j->ft && launch_killed_from_outside(status)) {
 		cli_warn("%s was killed by signal %d (%s); the others go on "
 		    "(--ft)", who, sig, strsignal(sig));
+		return;
+	} else if (j->ft && j->rejoin != NULL && j->rejoin[i] &&
+	    any_finished(j)) {
+		/* started again as the others ended: nobody to rejoin */
+		cli_warn("%s, started again, found the others finished (exit "
+		    "status %d ignored)", who, sig ? 128 + sig :
+		    WEXITSTATUS(status));
 		return;
 	}
 	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
@@ -688,6 +764,7 @@ launch_super_free(struct launch_super *j)
 	free(j->err);
 	launch_ends_free(&j->ends);
 	launch_words_free(j->preflight);
+	free(j->rejoin);
 	if (j->no_input > 0)
 		close(j->no_input);
 }
