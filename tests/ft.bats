@@ -105,6 +105,78 @@ killed_ft() {
 	killed_ft netns
 }
 
+# rejoin_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
+# namespace host); ranks 0, 3, 2 and 1 killed (SIGKILL) after steps 20,
+# 40, 60 and 80 of 100, each started again at once in its place with
+# COLLX_REJOIN=1 (as collx-run --max-restarts does): it rejoins at a step
+# boundary, copying the state of the others, and trains on. The weights
+# equal those of a run without failures within 1e-5, the loss CSV holds
+# every step once, one line says each departure and each rejoin.
+rejoin_ft() {
+	local master r step line plan=" 20:0 40:3 60:2 80:1 " rc
+	local -a rp
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors --loss-csv ref.csv
+	master=127.0.0.1:$(free_port)
+	[ "${1:-}" = netns ] && master=$(netns_addr 0):29500
+	mkfifo err.fifo
+	# start_rank R [VAR=VALUE...]: rank R, in its namespace with netns
+	start_rank() {
+		local r=$1 pre=()
+		shift
+		[ "$NS" = netns ] && pre=(ip netns exec "$(netns_name $((r / 2)))")
+		env "$@" COLLX_RANK="$r" COLLX_WORLD_SIZE=4 COLLX_MASTER="$master" \
+		    COLLX_TIMEOUT=10 "${pre[@]}" collx-dp "${ARGS[@]}" --ft -v \
+		    -o ft.safetensors --loss-csv ft.csv 2>err.fifo &
+		rp[r]=$!
+		PIDS+=($!)
+	}
+	NS=${1:-}
+	for r in 0 1 2 3; do
+		start_rank "$r"
+	done
+	while IFS= read -r line; do
+		echo "$line" >>err.log
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		[ -n "$step" ] || continue
+		r=$(sed -n "s/.* $step:\([0-9]\) .*/\1/p" <<<"$plan")
+		[ -n "$r" ] || continue
+		plan=${plan/ $step:$r / }
+		kill -KILL "${rp[r]}"
+		rc=0
+		wait "${rp[r]}" || rc=$?
+		[ "$rc" -eq 137 ]
+		start_rank "$r" COLLX_REJOIN=1
+	done <err.fifo
+	for r in 0 1 2 3; do
+		wait "${rp[r]}"
+	done
+	grep -v ': step [0-9]* epoch ' err.log
+	[ "$plan" = " " ]
+	for r in 0 3 2 1; do
+		grep -q "^collx-dp: step [0-9]*: rank $r left; 3 of 4 replicas go on (0.[0-9]* s to agree)$" err.log
+		grep -q "^collx-dp: step [0-9]*: rank $r rejoined; 4 replicas go on ([0-9.]* s to admit and copy the state)$" err.log
+	done
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	# 4 replicas, 3 for a step at each departure, then 4 again, at the end too
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "4 3 4 3 4 3 4 3 4 " ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+}
+
+@test "--ft rejoin: ranks 0, 3, 2 and 1 of 4 killed at steps 20, 40, 60 and 80, each started again: it rejoins, the weights are those of a run without failures, every step in the loss CSV once" {
+	rejoin_ft
+}
+
+@test "--ft rejoin over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills and restarts, the same weights" {
+	need "root and ip netns" netns_available
+	local shape=()
+	netns_can_shape rate && shape+=(--rate 1gbit)
+	netns_setup 2 "${shape[@]}"
+	rejoin_ft netns
+}
+
 @test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
 	local port r line step
 	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
@@ -187,4 +259,37 @@ killed_ft() {
 	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' run.err
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 59) " ]
+}
+
+@test "collx-run --max-restarts with --ft: ranks 0, 3, 2 and 1 killed at steps 20, 40, 60 and 80 are started again alone and rejoin; the others never stop; the weights are those of a run without failures" {
+	local run pid r step plan=(0:20 3:40 2:60 1:80) rc v pids=()
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors
+	collx-run -n 4 --max-restarts 4 -- collx-dp "${ARGS[@]}" --ft -v \
+	    -o ft.safetensors --loss-csv ft.csv 2>run.err &
+	run=$!
+	PIDS+=("$run")
+	for v in "${plan[@]}"; do
+		r=${v%:*}
+		step=${v#*:}
+		for _ in $(seq 600); do
+			grep -q "^collx-dp: step $step " run.err && break
+			sleep 0.05
+		done
+		pid=$(rank_pid "$run" "$r")
+		pids+=("$pid")
+		kill -KILL "$pid"
+	done
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq 0 ]
+	for k in 0 1 2 3; do
+		v=${plan[k]}
+		r=${v%:*}
+		grep -q "^collx-run: restart $((k + 1)) of 4: rank $r (pid ${pids[k]}) was killed by signal 9 (Killed); started again alone in 0.[0-9]* s, to rejoin the others at their next step (--ft)$" run.err
+		grep -q "^collx-dp: step [0-9]*: rank $r rejoined; 4 replicas go on" run.err
+	done
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 4 ]
 }
