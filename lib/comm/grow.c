@@ -453,15 +453,33 @@ ask(struct comm *net, struct grow_reply *rep, struct grow_table *t,
 	return -1;
 }
 
+/* The links a failed admission left, closed, and its failure cleared:
+ * the rank asks again. */
+static void
+unlink_all(struct comm *net)
+{
+	int p;
+
+	for (p = 0; p < net->world; p++)
+		if (p != net->rank && net->peers[p].st[0].fd >= 0) {
+			close(net->peers[p].st[0].fd);
+			net->peers[p].st[0].fd = -1;
+		}
+	net->kind = COMM_ERR_NONE;
+	net->err[0] = '\0';
+}
+
 /* A rank started again: admitted at the members' step boundary, linked
- * to each of them, in the group they made. */
+ * to each of them, in the group they made. When a link fails (a member
+ * left meanwhile, and the others, waiting for this rank's links, shrink
+ * back), it asks again, until twice the timeout has passed. */
 static int
 rejoin(struct comm *net, struct comm **sub)
 {
 	int w = net->world, p, fd, rc = -1;
 	struct grow_table t = { 0 };
 	struct grow_reply rep;
-	double deadline = cli_now() + 2 * net->timeout;
+	double deadline = cli_now() + 2 * net->timeout, dl;
 
 	if (table_alloc(&t, w) < 0 || (net->gone == NULL &&
 	    (net->gone = calloc((size_t)w, sizeof *net->gone)) == NULL) ||
@@ -470,32 +488,37 @@ rejoin(struct comm *net, struct comm **sub)
 		comm_fail(net, COMM_ERR_RUNTIME, "out of memory");
 		goto out;
 	}
-	if ((fd = ask(net, &rep, &t, deadline)) < 0)
-		goto out;
-	close(fd);
-	if (rep.status != 0) {
-		rep.msg[sizeof rep.msg - 1] = '\0';
-		comm_fail(net, COMM_ERR_MISMATCH, "rejoining: refused: %s",
-		    rep.msg);
-		goto out;
-	}
-	for (p = 0; p < w; p++) {
-		t.addr[p][sizeof t.addr[p] - 1] = '\0';
-		net->host[p] = t.host[p];
-		net->gone[p] = !t.member[p];
-	}
 	snprintf(net->peers[net->rank].addr, sizeof net->peers[0].addr, "%s",
 	    net->grow->laddr);
-	net->nhosts = rep.nhosts;
-	net->machine_ranks = rep.machine_ranks;
-	comm_spin_default(net);
-	deadline = cli_now() + net->timeout;
-	for (p = 0; p < w; p++)
-		if (p != net->rank && t.member[p] && (!t.joiner[p] ||
-		    p < net->rank) && link_to(net, p, t.addr[p], deadline) < 0)
+	for (;;) {
+		if ((fd = ask(net, &rep, &t, deadline)) < 0)
 			goto out;
-	if (links_from(net, &t, deadline) < 0)
-		goto out;
+		close(fd);
+		if (rep.status != 0) {
+			rep.msg[sizeof rep.msg - 1] = '\0';
+			comm_fail(net, COMM_ERR_MISMATCH, "rejoining: refused: "
+			    "%s", rep.msg);
+			goto out;
+		}
+		for (p = 0; p < w; p++) {
+			t.addr[p][sizeof t.addr[p] - 1] = '\0';
+			net->host[p] = t.host[p];
+			net->gone[p] = !t.member[p];
+		}
+		net->nhosts = rep.nhosts;
+		net->machine_ranks = rep.machine_ranks;
+		dl = cli_now() + net->timeout;
+		for (p = 0; p < w; p++)
+			if (p != net->rank && t.member[p] && (!t.joiner[p] ||
+			    p < net->rank) && link_to(net, p, t.addr[p], dl) < 0)
+				break;
+		if (p == w && links_from(net, &t, dl) == 0)
+			break;
+		if (cli_now() >= deadline)
+			goto out;
+		unlink_all(net);
+	}
+	comm_spin_default(net);
 	net->meshed = 1;
 	net->grow->rejoin = 0;
 	rc = make_group(net, &t, rep.ctx, sub);

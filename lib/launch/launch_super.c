@@ -251,12 +251,14 @@ rank_ended(struct launch_super *j, int i, int status)
 	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-	if (j->ft && launch_killed_from_outside(status) &&
+	/* --ft: the others go on (the last replica killed ends the job) */
+	if (j->ft && launch_killed_from_outside(status) && j->running > 0 &&
 	    j->restarts < j->max_restarts && !j->interrupted &&
 	    !any_finished(j)) {
 		if (rejoin_rank(j, i, who, sig) == 0)
 			return;
-	} else if (j->ft && launch_killed_from_outside(status)) {
+	} else if (j->ft && launch_killed_from_outside(status) &&
+	    j->running > 0) {
 		cli_warn("%s was killed by signal %d (%s); the others go on "
 		    "(--ft)", who, sig, strsignal(sig));
 		return;

@@ -1,0 +1,203 @@
+#!/usr/bin/env bats
+# collx-dp --ft under collx-run --max-restarts, the faults of a rejoin: a
+# rank killed twice in a row (its restarted self as soon as it rejoined)
+# and two ranks killed at once; the rank started again killed during its
+# copy of the state; the rank sending that state killed; a namespace cut
+# off from the other. Each run ends within its bound, the survivors
+# training on with the weights of a run without failures (within 1e-5),
+# or stopping with exit 1 and a line naming the cause.
+load lib/common
+load lib/netns
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	export FT_INPUTS=$BATS_FILE_TMPDIR/in
+	mkdir -p "$FT_INPUTS"
+	cd "$FT_INPUTS" &&
+	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy &&
+	# a larger model, whose state takes a while to copy
+	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors &&
+	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy &&
+	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+}
+
+setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE COLLX_JOB_ID
+	export COLLX_FR_DIR=$T
+	cp "$FT_INPUTS"/* .
+	PIDS=()
+}
+
+teardown() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	netns_teardown
+	common_teardown
+}
+
+ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
+    --optimizer adamw --lr 0.001)
+BIG=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64 --steps 30
+    --optimizer adamw --lr 0.001)
+
+# wait_line PATTERN: until run.err has a line matching it (30 s at most)
+wait_line() {
+	local _
+	for _ in $(seq 600); do
+		grep -q "$1" run.err && return 0
+		sleep 0.05
+	done
+	echo "no line '$1'" >&2
+	return 1
+}
+
+# linked PID N: until process PID has N established TCP connections
+# (a rank started again: its links to the others, after the table came)
+linked() {
+	local _
+	for _ in $(seq 3000); do
+		[ "$(ss -tnpH state established 2>/dev/null |
+		    grep -c "pid=$1,")" -ge "$2" ] && return 0
+		sleep 0.01
+	done
+	echo "pid $1 never had $2 links" >&2
+	return 1
+}
+
+# the weights of the run without failures, every step in the loss CSV
+# once, the last steps run by 4 replicas
+same_as_ref() {
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $(($1 - 1))) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 4 ]
+}
+
+@test "--ft faults: a rank killed twice in a row (its restarted self once it rejoined), then two ranks at once: each started again rejoins, the weights are those of a run without failures" {
+	local run pid rc start
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors
+	start=$SECONDS
+	COLLX_TIMEOUT=10 collx-run -n 4 --max-restarts 4 -- collx-dp \
+	    "${ARGS[@]}" --ft -v -o ft.safetensors --loss-csv ft.csv \
+	    2>run.err &
+	run=$!
+	PIDS+=("$run")
+	wait_line '^collx-dp: step 20 '
+	kill -KILL "$(rank_pid "$run" 2)"
+	wait_line '^collx-dp: step [0-9]*: rank 2 rejoined'
+	kill -KILL "$(rank_pid "$run" 2)"
+	wait_line '^collx-dp: step 60 '
+	pid=$(rank_pid "$run" 1)
+	kill -KILL "$(rank_pid "$run" 3)" "$pid"
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq 0 ]
+	[ "$(grep -c '^collx-run: restart [1-4] of 4: rank [123] .*(--ft)$' run.err)" -eq 4 ]
+	[ "$(grep -c '^collx-dp: step [0-9]*: rank 2 rejoined' run.err)" -eq 2 ]
+	grep -q '^collx-dp: step [0-9]*: rank 1 rejoined' run.err
+	grep -q '^collx-dp: step [0-9]*: rank 3 rejoined' run.err
+	# both at once, or one after the other
+	grep -q '^collx-dp: step [0-9]*: ranks 1, 3 left; 2 of 4 replicas go on' run.err ||
+	    grep -q '^collx-dp: step [0-9]*: rank [13] left; 2 of 3 replicas go on' run.err
+	same_as_ref 100
+	[ $((SECONDS - start)) -le 60 ]
+}
+
+# copy_fault VICTIM: 4 ranks of the larger model under collx-run
+# --max-restarts 2; rank 2 killed at step 5 and started again; once its
+# links to the others are up (the table came, the copy of the state
+# begins), rank 0, the replica it copies from, is stopped, so the copy
+# cannot end; then VICTIM (joiner: rank 2 again; sender: rank 0) is
+# killed and rank 0 continued. The others go on, the victim is started
+# again and rejoins, the weights are those of a run without failures.
+copy_fault() {
+	local run joiner sender rc start
+	collx-dp "${BIG[@]}" -q -o ref.safetensors
+	COLLX_TIMEOUT=10 collx-run -n 4 --max-restarts 2 -- collx-dp \
+	    "${BIG[@]}" --ft -v -o ft.safetensors --loss-csv ft.csv \
+	    2>run.err &
+	run=$!
+	PIDS+=("$run")
+	wait_line '^collx-dp: step 5 '
+	kill -KILL "$(rank_pid "$run" 2)"
+	wait_line '^collx-run: restart 1 of 2: rank 2 '
+	joiner=$(rank_pid "$run" 2)
+	sender=$(rank_pid "$run" 0)
+	linked "$joiner" 3
+	kill -STOP "$sender"
+	start=$SECONDS
+	if [ "$1" = joiner ]; then
+		kill -KILL "$joiner"
+	else
+		kill -KILL "$sender"
+	fi
+	kill -CONT "$sender" 2>/dev/null || true
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq 0 ]
+	# the copy did not end: no rejoin before the second restart
+	[ "$(sed -n '/^collx-run: restart 2 of 2/q;p' run.err |
+	    grep -c 'rejoined')" -eq 0 ]
+	grep -q "^collx-run: restart 2 of 2: rank $([ "$1" = joiner ] && echo 2 || echo 0) " run.err
+	[ "$(grep -c '^collx-dp: step [0-9]*: rank [02] rejoined' run.err)" -ge 1 ]
+	same_as_ref 30
+	[ $((SECONDS - start)) -le 60 ]
+}
+
+@test "--ft faults: the rank started again killed during its copy of the state: the others go on, it is started again and rejoins" {
+	copy_fault joiner
+}
+
+@test "--ft faults: the rank sending the state killed during the copy: the rank started again copies from another, the sender is started again and rejoins" {
+	copy_fault sender
+}
+
+@test "--ft faults: a namespace cut off (its link down) at step 20: the half with rank 0 goes on to the weights of a run without failures; the other half stops with exit 1, naming the ranks it lost, within 3 timeouts and 5 s" {
+	need "root and ip netns" netns_available
+	local master r line step cut rc
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors
+	netns_setup 2
+	master=$(netns_addr 0):29500
+	mkfifo err.fifo
+	for r in 0 1 2 3; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
+		    COLLX_TIMEOUT=2 ip netns exec "$(netns_name $((r / 2)))" \
+		    collx-dp "${ARGS[@]}" --ft -v -o ft.safetensors \
+		    --loss-csv ft.csv 2>"$([ "$r" -lt 2 ] && echo err.fifo ||
+		    echo "err.$r")" &
+		PIDS+=($!)
+	done
+	while IFS= read -r line; do
+		echo "$line" >>err.log
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		if [ "$step" = 20 ] && [ -z "${cut:-}" ]; then
+			ip link set "cx${NETNS_TAG}v1" down
+			cut=$SECONDS
+		fi
+	done <err.fifo
+	for r in 0 1; do
+		wait "${PIDS[r]}"
+	done
+	for r in 2 3; do
+		rc=0
+		wait "${PIDS[r]}" || rc=$?
+		[ "$rc" -eq 1 ]
+		cat "err.$r"
+		grep -q "^collx-dp: rank $r: --ft: 2 of 4 replicas left (ranks 0, 1 gone or cut off), not a majority: stopping, the others may go on$" "err.$r"
+	done
+	# the timeout finds the cut, twice it and a second for the frames
+	# that never come, the agreement
+	[ $((SECONDS - cut)) -le $((3 * 2 + 5)) ]
+	grep -v ': step [0-9]* epoch ' err.log
+	grep -q '^collx-dp: step [0-9]*: ranks 2, 3 left; 2 of 4 replicas go on' err.log
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+}
