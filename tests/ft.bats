@@ -7,37 +7,20 @@
 # the options.
 load lib/common
 load lib/netns
+load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	export FT_INPUTS=$BATS_FILE_TMPDIR/in
-	mkdir -p "$FT_INPUTS"
-	cd "$FT_INPUTS" &&
-	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
-	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
-	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy
+	ft_setup_file
 }
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE COLLX_JOB_ID
-	export COLLX_FR_DIR=$T
-	cp "$FT_INPUTS"/* .
-	PIDS=()
+	ft_setup
 }
 
 teardown() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	netns_teardown
-	common_teardown
+	ft_teardown
 }
-
-ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
-    --optimizer adamw --lr 0.001)
 
 # killed_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
 # namespace host), ranks 0, 3 and 2 killed after steps 20, 40 and 60 of
@@ -98,11 +81,7 @@ killed_ft() {
 }
 
 @test "--ft over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills, the same weights" {
-	need "root and ip netns" netns_available
-	local shape=()
-	netns_can_shape rate && shape+=(--rate 1gbit)
-	netns_setup 2 "${shape[@]}"
-	killed_ft netns
+	ft_netns killed_ft
 }
 
 # rejoin_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
@@ -170,11 +149,7 @@ rejoin_ft() {
 }
 
 @test "--ft rejoin over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills and restarts, the same weights" {
-	need "root and ip netns" netns_available
-	local shape=()
-	netns_can_shape rate && shape+=(--rate 1gbit)
-	netns_setup 2 "${shape[@]}"
-	rejoin_ft netns
+	ft_netns rejoin_ft
 }
 
 @test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
@@ -264,10 +239,8 @@ rejoin_ft() {
 @test "collx-run --max-restarts with --ft: ranks 0, 3, 2 and 1 killed at steps 20, 40, 60 and 80 are started again alone and rejoin; the others never stop; the weights are those of a run without failures" {
 	local run pid r step plan=(0:20 3:40 2:60 1:80) rc v pids=()
 	collx-dp "${ARGS[@]}" -q -o ref.safetensors
-	collx-run -n 4 --max-restarts 4 -- collx-dp "${ARGS[@]}" --ft -v \
-	    -o ft.safetensors --loss-csv ft.csv 2>run.err &
-	run=$!
-	PIDS+=("$run")
+	ft_run 4 "${ARGS[@]}"
+	run=$RUN
 	for v in "${plan[@]}"; do
 		r=${v%:*}
 		step=${v#*:}

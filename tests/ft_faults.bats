@@ -8,15 +8,11 @@
 # or stopping with exit 1 and a line naming the cause.
 load lib/common
 load lib/netns
+load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	export FT_INPUTS=$BATS_FILE_TMPDIR/in
-	mkdir -p "$FT_INPUTS"
-	cd "$FT_INPUTS" &&
-	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
-	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
-	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy &&
+	ft_setup_file &&
 	# a larger model, whose state takes a while to copy
 	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors &&
 	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy &&
@@ -24,26 +20,13 @@ setup_file() {
 }
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE COLLX_JOB_ID
-	export COLLX_FR_DIR=$T
-	cp "$FT_INPUTS"/* .
-	PIDS=()
+	ft_setup
 }
 
 teardown() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill -CONT "$p" 2>/dev/null || true
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	netns_teardown
-	common_teardown
+	ft_teardown
 }
 
-ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
-    --optimizer adamw --lr 0.001)
 BIG=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64 --steps 30
     --optimizer adamw --lr 0.001)
 
@@ -83,11 +66,8 @@ same_as_ref() {
 	local run pid rc start
 	collx-dp "${ARGS[@]}" -q -o ref.safetensors
 	start=$SECONDS
-	COLLX_TIMEOUT=10 collx-run -n 4 --max-restarts 4 -- collx-dp \
-	    "${ARGS[@]}" --ft -v -o ft.safetensors --loss-csv ft.csv \
-	    2>run.err &
-	run=$!
-	PIDS+=("$run")
+	ft_run 4 "${ARGS[@]}"
+	run=$RUN
 	wait_line '^collx-dp: step 20 '
 	kill -KILL "$(rank_pid "$run" 2)"
 	wait_line '^collx-dp: step [0-9]*: rank 2 rejoined'
@@ -120,11 +100,8 @@ same_as_ref() {
 copy_fault() {
 	local run joiner sender rc start
 	collx-dp "${BIG[@]}" -q -o ref.safetensors
-	COLLX_TIMEOUT=10 collx-run -n 4 --max-restarts 2 -- collx-dp \
-	    "${BIG[@]}" --ft -v -o ft.safetensors --loss-csv ft.csv \
-	    2>run.err &
-	run=$!
-	PIDS+=("$run")
+	ft_run 2 "${BIG[@]}"
+	run=$RUN
 	wait_line '^collx-dp: step 5 '
 	kill -KILL "$(rank_pid "$run" 2)"
 	wait_line '^collx-run: restart 1 of 2: rank 2 '

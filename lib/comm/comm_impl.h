@@ -318,6 +318,9 @@ int comm_abort_find(struct comm *c, int peer, int s, double deadline,
  * comm_split makes one, without talking (split.c). */
 int comm_sub_make(struct comm *net, uint32_t ctx, const int *ranks, int n,
     struct comm **out);
+/* Stream 0 of peer p at a message boundary both ways, nothing queued,
+ * no abort read (shrink.c): a link cleared of a failure, or new. */
+void comm_link_clear(struct comm *net, int p);
 /* comm_grow's state (grow.c): keep files the listeners a growing group
  * keeps (lfd, this rank's data listener at laddr; mfd, the rendezvous
  * listener at master, or -1; rejoin: started again, not yet in a group):

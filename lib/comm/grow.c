@@ -301,9 +301,10 @@ make_group(struct comm *net, const struct grow_table *t, uint32_t ctx,
     struct comm **sub)
 {
 	int *ranks = malloc((size_t)net->world * sizeof *ranks), n = 0, p, rc;
-	struct comm_stream *st;
 
-	if (ranks == NULL) {
+	if (ranks == NULL || (net->gone == NULL && (net->gone =
+	    calloc((size_t)net->world, sizeof *net->gone)) == NULL)) {
+		free(ranks);
 		comm_fail(net, COMM_ERR_RUNTIME, "out of memory");
 		return -1;
 	}
@@ -312,15 +313,8 @@ make_group(struct comm *net, const struct grow_table *t, uint32_t ctx,
 			continue;
 		ranks[n++] = p;
 		net->gone[p] = 0;
-		if (!t->joiner[p])
-			continue;
-		st = &net->peers[p].st[0];
-		st->sq_tail = &st->sq;
-		st->rq_tail = &st->rq;
-		st->ux_tail = &st->ux;
-		st->indone = 0;
-		net->peers[p].pending = 0;
-		net->peers[p].abort_in = 0;
+		if (t->joiner[p])
+			comm_link_clear(net, p);
 	}
 	rc = comm_sub_make(net, ctx, ranks, n, sub);
 	free(ranks);

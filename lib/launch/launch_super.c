@@ -223,6 +223,23 @@ rejoin_rank(struct launch_super *j, int i, const char *who, int sig)
 	return 0;
 }
 
+/* --ft: the signal that killed rank i from outside, or 0. A remote
+ * rank's shell says it as exit status 128 + the signal. */
+static int
+ft_killed(const struct launch_super *j, int i, int status)
+{
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+
+	if (!j->ft)
+		return 0;
+	if (launch_killed_from_outside(status))
+		return WTERMSIG(status);
+	if (j->place[i].host >= 0 && code > 128 &&
+	    launch_killed_from_outside(W_EXITCODE(0, code - 128)))
+		return code - 128;
+	return 0;
+}
+
 /* A rank ended: the first failure names itself and stops the rest (or,
  * when it gave up on a rank that was stopped, names that one first); the
  * job is to start again when restarts are left and this one could help
@@ -252,15 +269,14 @@ rank_ended(struct launch_super *j, int i, int status)
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	/* --ft: the others go on (the last replica killed ends the job) */
-	if (j->ft && launch_killed_from_outside(status) && j->running > 0 &&
+	if ((k = ft_killed(j, i, status)) > 0 && j->running > 0 &&
 	    j->restarts < j->max_restarts && !j->interrupted &&
 	    !any_finished(j)) {
-		if (rejoin_rank(j, i, who, sig) == 0)
+		if (rejoin_rank(j, i, who, k) == 0)
 			return;
-	} else if (j->ft && launch_killed_from_outside(status) &&
-	    j->running > 0) {
+	} else if (k > 0 && j->running > 0) {
 		cli_warn("%s was killed by signal %d (%s); the others go on "
-		    "(--ft)", who, sig, strsignal(sig));
+		    "(--ft)", who, k, strsignal(k));
 		return;
 	} else if (j->ft && j->rejoin != NULL && j->rejoin[i] &&
 	    any_finished(j)) {

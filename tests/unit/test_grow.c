@@ -29,13 +29,6 @@ struct plan {
 	char master[64];
 };
 
-static int
-fail(int r, int line, const char *what)
-{
-	fprintf(stderr, "# rank %d: line %d: %s\n", r, line, what);
-	return 1;
-}
-
 /* An allreduce of (world rank + 1) on c: 0 when it gave want. */
 static int
 sum_is(struct comm *c, float want)
@@ -71,11 +64,11 @@ steps_after(struct comm *c, int rank, int world)
 
 	for (k = 0; k < AFTER; k++) {
 		if (comm_grow(c, &g, err, sizeof err) < 0)
-			return fail(rank, __LINE__, err);
+			return unit_rank_fail(rank, __LINE__, err);
 		if (g != NULL)
-			return fail(rank, __LINE__, "a grow with nobody");
+			return unit_rank_fail(rank, __LINE__, "a grow with nobody");
 		if (sum_is(c, (float)(world * (world + 1) / 2)) != 0)
-			return fail(rank, __LINE__, comm_error(c));
+			return unit_rank_fail(rank, __LINE__, comm_error(c));
 	}
 	return 0;
 }
@@ -93,36 +86,36 @@ rank_main(int rank, int world, void *arg)
 	float all = (float)(world * (world + 1) / 2);
 
 	if (comm_open(&c, &o, err, sizeof err) < 0)
-		return fail(rank, __LINE__, err);
+		return unit_rank_fail(rank, __LINE__, err);
 	if (p->rejoin) {
 		if (!comm_rejoining(c) || comm_grow(c, &g, err,
 		    sizeof err) < 0)
-			return fail(rank, __LINE__, err);
+			return unit_rank_fail(rank, __LINE__, err);
 		if (!whole(g, world) || sum_is(g, all) != 0)
-			return fail(rank, __LINE__, "not the whole group");
+			return unit_rank_fail(rank, __LINE__, "not the whole group");
 		rc = steps_after(g, rank, world);
 		comm_close(c);
 		return rc;
 	}
 	if (comm_rejoining(c) || sum_is(c, all) != 0)
-		return fail(rank, __LINE__, comm_error(c));
+		return unit_rank_fail(rank, __LINE__, comm_error(c));
 	if (rank == p->victim)
 		raise(SIGKILL);
 	if (sum_is(c, all) == 0)
-		return fail(rank, __LINE__, "a sum without a rank");
+		return unit_rank_fail(rank, __LINE__, "a sum without a rank");
 	if (comm_shrink(c, &s, err, sizeof err) < 0)
-		return fail(rank, __LINE__, err);
+		return unit_rank_fail(rank, __LINE__, err);
 	for (k = 0; k < STEPS && g == NULL; k++) {
 		if (comm_grow(s, &g, err, sizeof err) < 0)
-			return fail(rank, __LINE__, err);
+			return unit_rank_fail(rank, __LINE__, err);
 		if (g == NULL && sum_is(s, all - (float)(p->victim + 1)) != 0)
-			return fail(rank, __LINE__, comm_error(s));
+			return unit_rank_fail(rank, __LINE__, comm_error(s));
 		usleep(10000);
 	}
 	if (g == NULL)
-		return fail(rank, __LINE__, "nobody rejoined");
+		return unit_rank_fail(rank, __LINE__, "nobody rejoined");
 	if (!whole(g, world) || sum_is(g, all) != 0)
-		return fail(rank, __LINE__, "not the whole group");
+		return unit_rank_fail(rank, __LINE__, "not the whole group");
 	comm_close(s);
 	rc = steps_after(g, rank, world);
 	comm_close(c);
