@@ -266,3 +266,39 @@ rejoin_ft() {
 	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
 	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 4 ]
 }
+
+@test "collx-run --max-restarts with --ft over namespaces, 2 hosts x 2 ranks: a remote rank killed (its shell exits 137) is started again alone on its host and rejoins; the weights are those of a run without failures" {
+	need "root and ip netns" netns_available
+	local run p victim= rc
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors
+	netns_setup 2
+	netns_fake_ssh "$T/ssh"
+	COLLX_TIMEOUT=10 collx-run -H "$(netns_addr 0):2,$(netns_addr 1):2" \
+	    --ssh "$T/ssh" --master "$(netns_addr 0):29500" --max-restarts 1 \
+	    -- collx-dp "${ARGS[@]}" -m "$T/m.safetensors" --data "$T/X.npy" \
+	    --targets "$T/Y.npy" --iface eth0 --ft -v \
+	    -o "$T/ft.safetensors" --loss-csv "$T/ft.csv" 2>run.err &
+	run=$!
+	PIDS+=("$run")
+	for _ in $(seq 600); do
+		grep -q '^collx-dp: step 20 ' run.err && break
+		sleep 0.05
+	done
+	# rank 3's collx-dp, in the second namespace
+	for p in $(ip netns pids "$(netns_name 1)"); do
+		[ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$(command -v collx-dp)")" ] ||
+		    continue
+		tr '\0' '\n' <"/proc/$p/environ" | grep -qx COLLX_RANK=3 &&
+		    victim=$p
+	done
+	[ -n "$victim" ]
+	kill -KILL "$victim"
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq 0 ]
+	grep -q "^collx-run: restart 1 of 1: rank 3 (host $(netns_addr 1)) was killed by signal 9 (Killed); started again alone in 0.[0-9]* s, to rejoin the others at their next step (--ft)$" run.err
+	grep -q '^collx-dp: step [0-9]*: rank 3 rejoined; 4 replicas go on' run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+}
