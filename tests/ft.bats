@@ -62,6 +62,8 @@ killed_ft() {
 	grep -q '^collx-dp: step [0-9]*: rank 0 left; 3 of 4 replicas go on (0.[0-9]* s to agree)$' err.log
 	grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' err.log
 	grep -q '^collx-dp: step [0-9]*: rank 2 left; 1 of 2 replicas go on (0.[0-9]* s to agree)$' err.log
+	# the summary, once, by the last replica, over every step
+	[ "$(grep -c '^collx-dp: 100 steps, final loss ' err.log)" -eq 1 ]
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	# every step once, in order; the replicas 4, 3, 2, then 1 to the end;
 	# each loss that of the run without failures
@@ -131,6 +133,8 @@ rejoin_ft() {
 	done
 	grep -v ': step [0-9]* epoch ' err.log
 	[ "$plan" = " " ]
+	# the summary, once, by the rank 0 started again, over every step
+	[ "$(grep -c '^collx-dp: 100 steps, final loss ' err.log)" -eq 1 ]
 	for r in 0 3 2 1; do
 		grep -q "^collx-dp: step [0-9]*: rank $r left; 3 of 4 replicas go on (0.[0-9]* s to agree)$" err.log
 		grep -q "^collx-dp: step [0-9]*: rank $r rejoined; 4 replicas go on ([0-9.]* s to admit and copy the state)$" err.log
