@@ -370,7 +370,10 @@ struct launch_super {
 				 * leaves, the others go on; with restarts
 				 * left it is started again alone, to
 				 * rejoin them */
-	int *rejoin;		/* per rank: so started again, or NULL */
+	int *rejoin;		/* per rank: 1 so started again, 2 ended
+				 * out of the group; or NULL */
+	double ft_end_at;	/* --ft: when ranks still running after one
+				 * finished are stopped; 0 */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be

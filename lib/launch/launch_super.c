@@ -254,6 +254,10 @@ rank_ended(struct launch_super *j, int i, int status)
 	j->running--;
 	if (!launch_status_failed(status)) {
 		cli_debug("rank %d finished", i);
+		/* --ft: the ranks of the group end together; one still
+		 * there a while after may have left it (stop_left) */
+		if (j->ft && j->ft_end_at == 0)
+			j->ft_end_at = cli_now() + GRACE_SECONDS;
 		return;
 	}
 	if (j->stopping) {
@@ -268,6 +272,8 @@ rank_ended(struct launch_super *j, int i, int status)
 	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	if (j->rejoin != NULL && j->rejoin[i] == 2)
+		return;	/* stop_left's, said there */
 	/* --ft: the others go on (the last replica killed ends the job) */
 	if ((k = ft_killed(j, i, status)) > 0 && j->running > 0 &&
 	    j->restarts < j->max_restarts && !j->interrupted &&
@@ -415,11 +421,40 @@ next_wait(const struct launch_super *j, double now)
 		t = fmin(t, j->kill_at);
 	if (j->limit_at > 0 && !j->stopping)
 		t = fmin(t, j->limit_at);
+	if (j->ft_end_at > 0 && !j->stopping)
+		t = fmin(t, j->ft_end_at);
 	if (j->draining)		/* look for stragglers now and then */
 		t = fmin(fmin(t, j->drain_until), now + 0.1);
 	if (isinf(t))
 		return -1;
 	return t <= now ? 0 : (int)ceil((t - now) * 1000);
+}
+
+/* --ft, a while after a rank finished: a local rank still there but
+ * stopped (SIGSTOP, SIGTSTP, a debugger) was left out of the group by
+ * the others; it is ended (TERM, then CONT), its end not the job's. */
+static void
+stop_left(struct launch_super *j)
+{
+	char who[320];
+	int k;
+
+	for (k = 0; k < j->spec.n; k++) {
+		if (j->place[k].host >= 0 || j->ends.rank[k].pid <= 0 ||
+		    j->ends.rank[k].state != LAUNCH_RUNNING ||
+		    !launch_pid_stopped(j->ends.rank[k].pid))
+			continue;
+		describe(j, k, who, sizeof who);
+		cli_warn("%s is stopped (SIGSTOP, SIGTSTP or a debugger) "
+		    GRACE_TEXT " s after the others finished, out of their "
+		    "group (--ft): ended with SIGTERM", who);
+		if (j->rejoin == NULL)
+			j->rejoin = cli_calloc((size_t)j->spec.n,
+			    sizeof *j->rejoin);
+		j->rejoin[k] = 2;
+		kill(-j->ends.rank[k].pid, SIGTERM);
+		kill(-j->ends.rank[k].pid, SIGCONT);
+	}
 }
 
 static void
@@ -431,6 +466,10 @@ check_deadlines(struct launch_super *j)
 		cli_warn("time limit of %g seconds reached; stopping all ranks",
 		    j->time_limit);
 		stop_all(j, SIGTERM, 124);
+	}
+	if (j->ft_end_at > 0 && now >= j->ft_end_at && !j->stopping) {
+		stop_left(j);
+		j->ft_end_at = 0;
 	}
 	if (j->stopping && !j->killed && now >= j->kill_at)
 		signal_all(j, SIGKILL);
@@ -660,6 +699,7 @@ next_attempt(struct launch_super *j)
 	launch_ends_reset(&j->ends);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
+	j->ft_end_at = 0;
 	j->exit_code = 0;
 }
 
