@@ -90,7 +90,7 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --ft                  a rank that dies takes its replica out; the\n"
 	    "                        others run the step again and go on, a line\n"
-	    "                        each departure (TCP only; not with --sync ps,\n"
+	    "                        each departure (TCP, one interface; not with --sync ps,\n"
 	    "                        --zero, --wire, --powersgd, --sync-every);\n"
 	    "                        with COLLX_REJOIN=1 a rank started again\n"
 	    "                        rejoins at the next step\n"
@@ -264,7 +264,11 @@ check_ft(struct opts *o)
 	if (o->g.world < 2)
 		cli_usage_error("--ft needs two replicas or more (--world-size "
 		    "%d)", o->g.world);
-	/* the survivors read their links to a frame: TCP, in order */
+	/* the survivors read their links to a frame: TCP, in order, one
+	 * stream a pair */
+	if (o->g.iface != NULL && strchr(o->g.iface, ',') != NULL)
+		cli_usage_error("--ft takes one interface, not --iface %s "
+		    "(or COLLX_IFNAME)", o->g.iface);
 	o->g.no_shm = 1;
 	o->g.grow = 1;
 	o->cfg.dpo.overlap = 0;

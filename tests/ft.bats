@@ -201,7 +201,7 @@ rejoin_ft() {
 	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 2 ]
 }
 
-@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, or one replica: one usage line naming the options" {
+@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, one replica, or two interfaces: one usage line naming the options" {
 	local bad name
 	for bad in "--sync ps" "--zero 1" "--wire bf16" "--powersgd 2" \
 	    "--sync-every 2"; do
@@ -215,6 +215,10 @@ rejoin_ft() {
 	done
 	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft
 	[ "${stderr_lines[0]}" = "collx-dp: --ft needs two replicas or more (--world-size 1)" ]
+	# one stream a pair: the survivors read each link to a frame
+	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft --iface lo,lo \
+	    --world-size 2 --rank 0 --master 127.0.0.1:1
+	[ "${stderr_lines[0]}" = "collx-dp: --ft takes one interface, not --iface lo,lo (or COLLX_IFNAME)" ]
 }
 
 @test "collx-run with --ft: a rank killed leaves, one line says so, the others finish, exit 0" {

@@ -178,3 +178,47 @@ copy_fault() {
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
 }
+
+@test "--ft faults under collx-run: a rank stopped (SIGSTOP): the others time out on it, leave it out and finish; 3 s after, collx-run ends it (SIGTERM), one line naming it, exit 0" {
+	local run pid rc start
+	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
+	COLLX_TIMEOUT=2 collx-run -n 3 --max-restarts 1 -- collx-dp \
+	    "${ARGS[@]}" --steps 40 --ft -v -o ft.safetensors \
+	    --loss-csv ft.csv 2>run.err &
+	run=$!
+	PIDS+=("$run")
+	wait_line '^collx-dp: step 10 '
+	pid=$(rank_pid "$run" 2)
+	kill -STOP "$pid"
+	start=$SECONDS
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq 0 ]
+	grep -q '^collx-dp: step [0-9]*: rank 2 left; 2 of 3 replicas go on' run.err
+	grep -q "^collx-run: rank 2 (pid $pid) is stopped (SIGSTOP, SIGTSTP or a debugger) 3 s after the others finished, out of their group (--ft): ended with SIGTERM$" run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	# the timeout (2 s) finds it, twice it and a second for its frame,
+	# the run, collx-run's 3 s
+	[ $((SECONDS - start)) -le 20 ]
+}
+
+@test "--ft faults under collx-run: the last replica killed: rank 1 of 2 leaves, rank 0 goes on; rank 0 killed too: the job ends with its status (137), the line naming it, no restart" {
+	local run rc
+	collx-run -n 2 --max-restarts 0 -- collx-dp "${ARGS[@]}" --steps 100000 \
+	    --ft -v -o ft.safetensors 2>run.err &
+	run=$!
+	PIDS+=("$run")
+	wait_line '^collx-dp: step 10 '
+	kill -KILL "$(rank_pid "$run" 1)"
+	wait_line '^collx-dp: step [0-9]*: rank 1 left; 1 of 2 replicas go on'
+	pid=$(rank_pid "$run" 0)
+	kill -KILL "$pid"
+	rc=0
+	wait "$run" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq 137 ]
+	grep -q '^collx-run: rank 1 (pid [0-9]*) was killed by signal 9 (Killed); the others go on (--ft)$' run.err
+	grep -q "^collx-run: rank 0 (pid $pid) was killed by signal 9 (Killed)$" run.err
+	[ ! -e ft.safetensors ]
+}
