@@ -622,7 +622,7 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	}
 	/* --ft: a rank started again joins first; the records of every step
 	 * are there for the state a joiner copies */
-	r.joining = cfg->ft && comm_rejoining(c);
+	r.joining = r.fresh = cfg->ft && comm_rejoining(c);
 	if (cfg->ft && (t = train_grow(s, &cap, cfg->steps, sizeof(*s))) !=
 	    NULL)
 		*steps = s = t;

@@ -152,6 +152,7 @@ dp_ft_grow(struct dp_run *r, long *k, struct train_step *s)
 		return -1;
 	if (catch_up(r, k, s) < 0)
 		return dp_comm_failed(r);
+	r->fresh = 0;
 	say_joined(r, *k, who, t0);
 	return 0;
 }
@@ -181,7 +182,42 @@ dp_ft_joined(struct dp_run *r, long *k, struct train_step *s)
 	snprintf(who, sizeof(who), "%d", comm_world_rank(r->c, r->rank));
 	if (catch_up(r, k, s) < 0)
 		return dp_comm_failed(r);
+	r->fresh = 0;
 	say_joined(r, *k, who, t0);
+	return 0;
+}
+
+/* The ranks started again whose copy of the state a departure cut
+ * short (they got it in the recovery), as "2" or "0, 2" into who: 0, or
+ * -1 (comm_error). */
+static int
+fresh_ranks(struct dp_run *r, char *who, size_t len)
+{
+	int n = 0, i, w;
+	int64_t *f;
+	size_t off = 0;
+
+	for (i = 0; i < r->world; i++)
+		if ((w = comm_world_rank(r->c, i)) >= n)
+			n = w + 1;
+	if ((f = calloc((size_t)n, sizeof(*f))) == NULL) {
+		comm_fail(r->c, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
+	}
+	f[comm_world_rank(r->c, r->rank)] = r->fresh;
+	comm_set_step(r->c, "--ft: who rejoined");
+	if (coll_allreduce(r->c, f, (size_t)n, DT_I64, COLL_MAX,
+	    COLL_AUTO) < 0) {
+		free(f);
+		return -1;
+	}
+	who[0] = '\0';
+	for (i = 0; i < n; i++)
+		if (f[i] && off < len)
+			off += (size_t)snprintf(who + off, len - off, "%s%d",
+			    off ? ", " : "", i);
+	free(f);
+	r->fresh = 0;
 	return 0;
 }
 
@@ -189,7 +225,7 @@ int
 dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 {
 	struct comm *sub;
-	char e[COLLX_ERRLEN], left[256];
+	char e[COLLX_ERRLEN], left[256], fresh[256];
 	int tries, before = r->world;
 	double t0 = cli_now();
 
@@ -211,7 +247,8 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 		}
 		if (adopt(r, sub) < 0)
 			return -1;
-		if (catch_up(r, k, s) == 0)
+		if (catch_up(r, k, s) == 0 &&
+		    fresh_ranks(r, fresh, sizeof(fresh)) == 0)
 			break;
 	}
 	if (tries == FT_TRIES)
@@ -222,6 +259,8 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 		    "s" : "", left, r->world, before, cli_now() - t0);
 		r->cfg->note(NULL, e);
 	}
+	if (fresh[0] != '\0')
+		say_joined(r, *k, fresh, t0);
 	r->err[0] = '\0';
 	return 0;
 }

@@ -62,6 +62,7 @@ struct dp_run {
 	struct comm *ft_group;		/* --ft: the survivors' group, or NULL */
 	int joining;			/* --ft: started again, to copy the
 					 * state of the others */
+	int fresh;			/* and that copy not yet complete */
 	enum train_err kind;
 	char *err;
 	size_t errlen;
