@@ -226,18 +226,13 @@ rejoin_ft() {
 	collx-dp "${ARGS[@]}" --steps 60 -q -o ref.safetensors
 	collx-run -n 3 -- collx-dp "${ARGS[@]}" --steps 60 --ft -v \
 	    -o ft.safetensors --loss-csv ft.csv 2>run.err &
-	run=$!
+	RUN=$!
+	run=$RUN
 	PIDS+=("$run")
-	for _ in $(seq 300); do
-		grep -q '^collx-dp: step 10 ' run.err && break
-		sleep 0.05
-	done
+	wait_line '^collx-dp: step 10 '
 	pid=$(rank_pid "$run" 1)
 	kill -KILL "$pid"
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	grep -q "^collx-run: rank 1 (pid $pid) was killed by signal 9 (Killed); the others go on (--ft)$" run.err
 	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' run.err
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
@@ -252,18 +247,12 @@ rejoin_ft() {
 	for v in "${plan[@]}"; do
 		r=${v%:*}
 		step=${v#*:}
-		for _ in $(seq 600); do
-			grep -q "^collx-dp: step $step " run.err && break
-			sleep 0.05
-		done
+		wait_line "^collx-dp: step $step "
 		pid=$(rank_pid "$run" "$r")
 		pids+=("$pid")
 		kill -KILL "$pid"
 	done
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step [0-9]* epoch ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	for k in 0 1 2 3; do
 		v=${plan[k]}
 		r=${v%:*}
@@ -286,12 +275,10 @@ rejoin_ft() {
 	    -- collx-dp "${ARGS[@]}" -m "$T/m.safetensors" --data "$T/X.npy" \
 	    --targets "$T/Y.npy" --iface eth0 --ft -v \
 	    -o "$T/ft.safetensors" --loss-csv "$T/ft.csv" 2>run.err &
-	run=$!
+	RUN=$!
+	run=$RUN
 	PIDS+=("$run")
-	for _ in $(seq 600); do
-		grep -q '^collx-dp: step 20 ' run.err && break
-		sleep 0.05
-	done
+	wait_line '^collx-dp: step 20 '
 	# rank 3's collx-dp, in the second namespace
 	for p in $(ip netns pids "$(netns_name 1)"); do
 		[ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$(command -v collx-dp)")" ] ||
@@ -301,10 +288,7 @@ rejoin_ft() {
 	done
 	[ -n "$victim" ]
 	kill -KILL "$victim"
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step [0-9]* epoch ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	grep -q "^collx-run: restart 1 of 1: rank 3 (host $(netns_addr 1)) was killed by signal 9 (Killed); started again alone in 0.[0-9]* s, to rejoin the others at their next step (--ft)$" run.err
 	grep -q '^collx-dp: step [0-9]*: rank 3 rejoined; 4 replicas go on' run.err
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0

@@ -30,18 +30,6 @@ teardown() {
 BIG=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64 --steps 30
     --optimizer adamw --lr 0.001)
 
-# wait_line PATTERN: until run.err has a line matching it (60 s at most)
-wait_line() {
-	local _
-	for _ in $(seq 1200); do
-		grep -q "$1" run.err && return 0
-		sleep 0.05
-	done
-	echo "no line '$1' in:" >&2
-	cat run.err >&2
-	return 1
-}
-
 # linked PID N: until process PID has N established TCP connections
 # (a rank started again: its links to the others, after the table came)
 linked() {
@@ -76,10 +64,7 @@ same_as_ref() {
 	wait_line '^collx-dp: step 60 '
 	pid=$(rank_pid "$run" 1)
 	kill -KILL "$(rank_pid "$run" 3)" "$pid"
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step [0-9]* epoch ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	[ "$(grep -c '^collx-run: restart [1-4] of 4: rank [123] .*(--ft)$' run.err)" -eq 4 ]
 	[ "$(grep -c '^collx-dp: step [0-9]*: rank 2 rejoined' run.err)" -eq 2 ]
 	# 1 and 3 at once, or one after the other
@@ -118,10 +103,7 @@ copy_fault() {
 		kill -KILL "$sender"
 	fi
 	kill -CONT "$sender" 2>/dev/null || true
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step [0-9]* epoch ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	# the copy did not end: no rejoin before the second restart
 	[ "$(sed -n '/^collx-run: restart 2 of 2/q;p' run.err |
 	    grep -c 'rejoined')" -eq 0 ]
@@ -197,16 +179,14 @@ copy_fault() {
 	COLLX_TIMEOUT=2 collx-run -n 3 --max-restarts 1 -- collx-dp \
 	    "${ARGS[@]}" --steps 40 --ft -v -o ft.safetensors \
 	    --loss-csv ft.csv 2>run.err &
-	run=$!
+	RUN=$!
+	run=$RUN
 	PIDS+=("$run")
 	wait_line '^collx-dp: step 10 '
 	pid=$(rank_pid "$run" 2)
 	kill -STOP "$pid"
 	start=$SECONDS
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step [0-9]* epoch ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	grep -q '^collx-dp: step [0-9]*: rank 2 left; 2 of 3 replicas go on' run.err
 	grep -q "^collx-run: rank 2 (pid $pid) is stopped (SIGSTOP, SIGTSTP or a debugger) 3 s after the others finished, out of their group (--ft): ended with SIGTERM$" run.err
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
@@ -219,17 +199,15 @@ copy_fault() {
 	local run rc
 	collx-run -n 2 --max-restarts 0 -- collx-dp "${ARGS[@]}" --steps 100000 \
 	    --ft -v -o ft.safetensors 2>run.err &
-	run=$!
+	RUN=$!
+	run=$RUN
 	PIDS+=("$run")
 	wait_line '^collx-dp: step 10 '
 	kill -KILL "$(rank_pid "$run" 1)"
 	wait_line '^collx-dp: step [0-9]*: rank 1 left; 1 of 2 replicas go on'
 	pid=$(rank_pid "$run" 0)
 	kill -KILL "$pid"
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step [0-9]* epoch ' run.err
-	[ "$rc" -eq 137 ]
+	ft_ends 137
 	grep -q '^collx-run: rank 1 (pid [0-9]*) was killed by signal 9 (Killed); the others go on (--ft)$' run.err
 	grep -q "^collx-run: rank 0 (pid $pid) was killed by signal 9 (Killed)$" run.err
 	[ ! -e ft.safetensors ]

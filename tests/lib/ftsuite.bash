@@ -57,3 +57,24 @@ ft_run() {
 	RUN=$!
 	PIDS+=("$RUN")
 }
+
+# wait_line PATTERN: until run.err has a line matching it (60 s at most)
+wait_line() {
+	local _
+	for _ in $(seq 1200); do
+		grep -q "$1" run.err && return 0
+		sleep 0.05
+	done
+	echo "no line '$1' in:" >&2
+	cat run.err >&2
+	return 1
+}
+
+# ft_ends STATUS: the run ($RUN) waited for, its lines shown but the
+# step lines, its exit status STATUS.
+ft_ends() {
+	local rc=0
+	wait "$RUN" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq "$1" ]
+}
