@@ -397,8 +397,6 @@ admit(struct comm *c, struct comm **sub)
 	    make_group(net, &t, (uint32_t)v[w], sub) == 0)
 		rc = 0;
 out:
-	if (rc < 0 && net->kind != COMM_ERR_NONE && c != net)
-		comm_fail(c, net->kind, "%s", net->err);
 	free(v);
 	table_free(&t);
 	return rc;
