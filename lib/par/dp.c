@@ -623,9 +623,13 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	/* --ft: a rank started again joins first; the records of every step
 	 * are there for the state a joiner copies */
 	r.joining = r.fresh = cfg->ft && comm_rejoining(c);
-	if (cfg->ft && (t = train_grow(s, &cap, cfg->steps, sizeof(*s))) !=
-	    NULL)
+	if (cfg->ft) {
+		if ((t = train_grow(s, &cap, cfg->steps, sizeof(*s))) == NULL) {
+			cli_fail(err, errlen, "out of memory");
+			goto out;
+		}
 		*steps = s = t;
+	}
 	if (r.joining && dp_ft_rejoin(&r) < 0)
 		goto out;
 	if (run_init(&r) < 0)
