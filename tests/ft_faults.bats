@@ -212,3 +212,31 @@ copy_fault() {
 	grep -q "^collx-run: rank 0 (pid $pid) was killed by signal 9 (Killed)$" run.err
 	[ ! -e ft.safetensors ]
 }
+
+@test "--ft faults: a rank started again with other options is refused at once (exit 3, one line naming why); the others go on to the weights of a run without failures" {
+	local master r rc
+	collx-dp "${ARGS[@]}" --steps 200 -q -o ref.safetensors
+	master=127.0.0.1:$(free_port)
+	for r in 0 1 2; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=3 COLLX_MASTER=$master \
+		    COLLX_TIMEOUT=5 collx-dp "${ARGS[@]}" --steps 200 --ft -v \
+		    -o ft.safetensors 2>"err.$r" &
+		PIDS+=($!)
+	done
+	for _ in $(seq 1200); do
+		grep -q '^collx-dp: step 20 ' err.0 && break
+		sleep 0.05
+	done
+	kill -KILL "${PIDS[2]}"
+	rc=0
+	COLLX_REJOIN=1 COLLX_RANK=2 COLLX_WORLD_SIZE=3 COLLX_MASTER=$master \
+	    COLLX_TIMEOUT=5 collx-dp "${ARGS[@]}" --steps 200 --lr 0.5 --ft \
+	    -o ft.safetensors 2>err.again || rc=$?
+	cat err.again
+	[ "$rc" -eq 3 ]
+	grep -q '^collx-dp: rank 2: rejoining: refused: job identity differs from the group.s (another job, or other options)$' err.again
+	wait "${PIDS[0]}"
+	wait "${PIDS[1]}"
+	grep -q '^collx-dp: rank 0: refused a rank rejoining from 127.0.0.1:[0-9]*: not of this job$' err.0
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+}

@@ -156,6 +156,29 @@ in_group(const struct comm *c, int r)
 	return 0;
 }
 
+/* The holder's answer to a joiner of another job (or other options,
+ * world size, rank): why, so that it stops at once. */
+static void
+refuse(struct comm *net, int fd, const struct grow_join *j, double deadline)
+{
+	struct grow_reply rep = { 1, 0, 0, 0, "" };
+	char err[COLLX_ERRLEN];
+
+	if (j->magic != GROW_MAGIC)
+		snprintf(rep.msg, sizeof rep.msg, "not a collx rank of this "
+		    "version");
+	else if (j->world != net->world)
+		snprintf(rep.msg, sizeof rep.msg, "world size %d differs from "
+		    "the group's %d", j->world, net->world);
+	else if (j->rank < 0 || j->rank >= net->world || j->rank == net->rank)
+		snprintf(rep.msg, sizeof rep.msg, "rank %d is not one the group "
+		    "lacks", j->rank);
+	else
+		snprintf(rep.msg, sizeof rep.msg, "job identity differs from "
+		    "the group's (another job, or other options)");
+	comm_sock_send_all(fd, &rep, sizeof rep, deadline, err, sizeof err);
+}
+
 /* The holder: every joiner waiting at the rendezvous address now, its
  * handshake and join read (a stranger, or a rank of another job,
  * dropped; a rank already waiting replaced by its newer self). */
@@ -185,7 +208,8 @@ take_joins(struct comm *net)
 		    j.rank < 0 || j.rank >= net->world ||
 		    j.rank == net->rank ||
 		    !auth_equal(j.job, net->job, sizeof j.job)) {
-			comm_log(net, "dropped a rank rejoining from %s: not "
+			refuse(net, fd, &j, dl);
+			comm_log(net, "refused a rank rejoining from %s: not "
 			    "of this job", from.str);
 			close(fd);
 			continue;

@@ -163,10 +163,8 @@ dp_ft_rejoin(struct dp_run *r)
 	struct comm *sub;
 	char e[COLLX_ERRLEN];
 
-	if (comm_grow(r->c, &sub, e, sizeof(e)) < 0) {
-		r->kind = TRAIN_ERR_RUNTIME;
-		return cli_fail(r->err, r->errlen, "%s", e);
-	}
+	if (comm_grow(r->c, &sub, e, sizeof(e)) < 0)
+		return dp_comm_failed(r);	/* refused: exit 3 */
 	r->ft_group = r->c = sub;
 	if (r->cfg->ft_rank != NULL)
 		*r->cfg->ft_rank = comm_rank(sub);
