@@ -90,8 +90,10 @@ usage(void)
 	    TRAINOPT_CKPT_HELP
 	    "  --ft                  a rank that dies takes its replica out; the\n"
 	    "                        others run the step again and go on, a line\n"
-	    "                        each departure (TCP only; not with --sync ps,\n"
-	    "                        --zero, --wire, --powersgd, --sync-every)\n"
+	    "                        each departure (TCP, one interface; not with --sync ps,\n"
+	    "                        --zero, --wire, --powersgd, --sync-every);\n"
+	    "                        with COLLX_REJOIN=1 a rank started again\n"
+	    "                        rejoins at the next step\n"
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
 	    "  --seed S              shuffle and --init seed (0)\n"
 	    "  -o, --output F        rank 0 writes the trained model (or --init's)\n"
@@ -262,8 +264,13 @@ check_ft(struct opts *o)
 	if (o->g.world < 2)
 		cli_usage_error("--ft needs two replicas or more (--world-size "
 		    "%d)", o->g.world);
-	/* the survivors read their links to a frame: TCP, in order */
+	/* the survivors read their links to a frame: TCP, in order, one
+	 * stream a pair */
+	if (o->g.iface != NULL && strchr(o->g.iface, ',') != NULL)
+		cli_usage_error("--ft takes one interface, not --iface %s "
+		    "(or COLLX_IFNAME)", o->g.iface);
 	o->g.no_shm = 1;
+	o->g.grow = 1;
 	o->cfg.dpo.overlap = 0;
 }
 

@@ -7,37 +7,20 @@
 # the options.
 load lib/common
 load lib/netns
+load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	export FT_INPUTS=$BATS_FILE_TMPDIR/in
-	mkdir -p "$FT_INPUTS"
-	cd "$FT_INPUTS" &&
-	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
-	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
-	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy
+	ft_setup_file
 }
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE COLLX_JOB_ID
-	export COLLX_FR_DIR=$T
-	cp "$FT_INPUTS"/* .
-	PIDS=()
+	ft_setup
 }
 
 teardown() {
-	local p
-	for p in "${PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	netns_teardown
-	common_teardown
+	ft_teardown
 }
-
-ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
-    --optimizer adamw --lr 0.001)
 
 # killed_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
 # namespace host), ranks 0, 3 and 2 killed after steps 20, 40 and 60 of
@@ -79,6 +62,8 @@ killed_ft() {
 	grep -q '^collx-dp: step [0-9]*: rank 0 left; 3 of 4 replicas go on (0.[0-9]* s to agree)$' err.log
 	grep -q '^collx-dp: step [0-9]*: rank 3 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' err.log
 	grep -q '^collx-dp: step [0-9]*: rank 2 left; 1 of 2 replicas go on (0.[0-9]* s to agree)$' err.log
+	# the summary, once, by the last replica, over every step
+	[ "$(grep -c '^collx-dp: 100 steps, final loss ' err.log)" -eq 1 ]
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	# every step once, in order; the replicas 4, 3, 2, then 1 to the end;
 	# each loss that of the run without failures
@@ -98,11 +83,77 @@ killed_ft() {
 }
 
 @test "--ft over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills, the same weights" {
-	need "root and ip netns" netns_available
-	local shape=()
-	netns_can_shape rate && shape+=(--rate 1gbit)
-	netns_setup 2 "${shape[@]}"
-	killed_ft netns
+	ft_netns killed_ft
+}
+
+# rejoin_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
+# namespace host); ranks 0, 3, 2 and 1 killed (SIGKILL) after steps 20,
+# 40, 60 and 80 of 100, each started again at once in its place with
+# COLLX_REJOIN=1 (as collx-run --max-restarts does): it rejoins at a step
+# boundary, copying the state of the others, and trains on. The weights
+# equal those of a run without failures within 1e-5, the loss CSV holds
+# every step once, one line says each departure and each rejoin.
+rejoin_ft() {
+	local master r step line plan=" 20:0 40:3 60:2 80:1 " rc
+	local -a rp
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors --loss-csv ref.csv
+	master=127.0.0.1:$(free_port)
+	[ "${1:-}" = netns ] && master=$(netns_addr 0):29500
+	mkfifo err.fifo
+	# start_rank R [VAR=VALUE...]: rank R, in its namespace with netns
+	start_rank() {
+		local r=$1 pre=()
+		shift
+		[ "$NS" = netns ] && pre=(ip netns exec "$(netns_name $((r / 2)))")
+		env "$@" COLLX_RANK="$r" COLLX_WORLD_SIZE=4 COLLX_MASTER="$master" \
+		    COLLX_TIMEOUT=10 "${pre[@]}" collx-dp "${ARGS[@]}" --ft -v \
+		    -o ft.safetensors --loss-csv ft.csv 2>err.fifo &
+		rp[r]=$!
+		PIDS+=($!)
+	}
+	NS=${1:-}
+	for r in 0 1 2 3; do
+		start_rank "$r"
+	done
+	while IFS= read -r line; do
+		echo "$line" >>err.log
+		step=$(sed -n 's/^collx-dp: step \([0-9]*\) .*/\1/p' <<<"$line")
+		[ -n "$step" ] || continue
+		r=$(sed -n "s/.* $step:\([0-9]\) .*/\1/p" <<<"$plan")
+		[ -n "$r" ] || continue
+		plan=${plan/ $step:$r / }
+		kill -KILL "${rp[r]}"
+		rc=0
+		wait "${rp[r]}" || rc=$?
+		[ "$rc" -eq 137 ]
+		start_rank "$r" COLLX_REJOIN=1
+	done <err.fifo
+	for r in 0 1 2 3; do
+		wait "${rp[r]}"
+	done
+	grep -v ': step [0-9]* epoch ' err.log
+	[ "$plan" = " " ]
+	# the summary, once, by the rank 0 started again, over every step
+	[ "$(grep -c '^collx-dp: 100 steps, final loss ' err.log)" -eq 1 ]
+	for r in 0 3 2 1; do
+		grep -q "^collx-dp: step [0-9]*: rank $r left; 3 of 4 replicas go on (0.[0-9]* s to agree)$" err.log
+		grep -q "^collx-dp: step [0-9]*: rank $r rejoined; 4 replicas go on ([0-9.]* s to admit and copy the state)$" err.log
+	done
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	# 4 replicas, 3 for a step at each departure, then 4 again, at the end too
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "4 3 4 3 4 3 4 3 4 " ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+}
+
+@test "--ft rejoin: ranks 0, 3, 2 and 1 of 4 killed at steps 20, 40, 60 and 80, each started again: it rejoins, the weights are those of a run without failures, every step in the loss CSV once" {
+	rejoin_ft
+}
+
+@test "--ft rejoin over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills and restarts, the same weights" {
+	ft_netns rejoin_ft
 }
 
 @test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
@@ -150,7 +201,7 @@ killed_ft() {
 	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 2 ]
 }
 
-@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, or one replica: one usage line naming the options" {
+@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, one replica, or two interfaces: one usage line naming the options" {
 	local bad name
 	for bad in "--sync ps" "--zero 1" "--wire bf16" "--powersgd 2" \
 	    "--sync-every 2"; do
@@ -164,6 +215,10 @@ killed_ft() {
 	done
 	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft
 	[ "${stderr_lines[0]}" = "collx-dp: --ft needs two replicas or more (--world-size 1)" ]
+	# one stream a pair: the survivors read each link to a frame
+	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft --iface lo,lo \
+	    --world-size 2 --rank 0 --master 127.0.0.1:1
+	[ "${stderr_lines[0]}" = "collx-dp: --ft takes one interface, not --iface lo,lo (or COLLX_IFNAME)" ]
 }
 
 @test "collx-run with --ft: a rank killed leaves, one line says so, the others finish, exit 0" {
@@ -171,20 +226,71 @@ killed_ft() {
 	collx-dp "${ARGS[@]}" --steps 60 -q -o ref.safetensors
 	collx-run -n 3 -- collx-dp "${ARGS[@]}" --steps 60 --ft -v \
 	    -o ft.safetensors --loss-csv ft.csv 2>run.err &
-	run=$!
+	RUN=$!
+	run=$RUN
 	PIDS+=("$run")
-	for _ in $(seq 300); do
-		grep -q '^collx-dp: step 10 ' run.err && break
-		sleep 0.05
-	done
+	wait_line '^collx-dp: step 10 '
 	pid=$(rank_pid "$run" 1)
 	kill -KILL "$pid"
-	rc=0
-	wait "$run" || rc=$?
-	grep -v ': step ' run.err
-	[ "$rc" -eq 0 ]
+	ft_ends 0
 	grep -q "^collx-run: rank 1 (pid $pid) was killed by signal 9 (Killed); the others go on (--ft)$" run.err
 	grep -q '^collx-dp: step [0-9]*: rank 1 left; 2 of 3 replicas go on (0.[0-9]* s to agree)$' run.err
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 59) " ]
+}
+
+@test "collx-run --max-restarts with --ft: ranks 0, 3, 2 and 1 killed at steps 20, 40, 60 and 80 are started again alone and rejoin; the others never stop; the weights are those of a run without failures" {
+	local run pid r step plan=(0:20 3:40 2:60 1:80) rc v pids=()
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors
+	ft_run 4 "${ARGS[@]}"
+	run=$RUN
+	for v in "${plan[@]}"; do
+		r=${v%:*}
+		step=${v#*:}
+		wait_line "^collx-dp: step $step "
+		pid=$(rank_pid "$run" "$r")
+		pids+=("$pid")
+		kill -KILL "$pid"
+	done
+	ft_ends 0
+	for k in 0 1 2 3; do
+		v=${plan[k]}
+		r=${v%:*}
+		grep -q "^collx-run: restart $((k + 1)) of 4: rank $r (pid ${pids[k]}) was killed by signal 9 (Killed); started again alone in 0.[0-9]* s, to rejoin the others at their next step (--ft)$" run.err
+		grep -q "^collx-dp: step [0-9]*: rank $r rejoined; 4 replicas go on" run.err
+	done
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 4 ]
+}
+
+@test "collx-run --max-restarts with --ft over namespaces, 2 hosts x 2 ranks: a remote rank killed (its shell exits 137) is started again alone on its host and rejoins; the weights are those of a run without failures" {
+	need "root and ip netns" netns_available
+	local run p victim= rc
+	collx-dp "${ARGS[@]}" -q -o ref.safetensors
+	netns_setup 2
+	netns_fake_ssh "$T/ssh"
+	COLLX_TIMEOUT=10 collx-run -H "$(netns_addr 0):2,$(netns_addr 1):2" \
+	    --ssh "$T/ssh" --master "$(netns_addr 0):29500" --max-restarts 1 \
+	    -- collx-dp "${ARGS[@]}" -m "$T/m.safetensors" --data "$T/X.npy" \
+	    --targets "$T/Y.npy" --iface eth0 --ft -v \
+	    -o "$T/ft.safetensors" --loss-csv "$T/ft.csv" 2>run.err &
+	RUN=$!
+	run=$RUN
+	PIDS+=("$run")
+	wait_line '^collx-dp: step 20 '
+	# rank 3's collx-dp, in the second namespace
+	for p in $(ip netns pids "$(netns_name 1)"); do
+		[ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$(command -v collx-dp)")" ] ||
+		    continue
+		tr '\0' '\n' <"/proc/$p/environ" | grep -qx COLLX_RANK=3 &&
+		    victim=$p
+	done
+	[ -n "$victim" ]
+	kill -KILL "$victim"
+	ft_ends 0
+	grep -q "^collx-run: restart 1 of 1: rank 3 (host $(netns_addr 1)) was killed by signal 9 (Killed); started again alone in 0.[0-9]* s, to rejoin the others at their next step (--ft)$" run.err
+	grep -q '^collx-dp: step [0-9]*: rank 3 rejoined; 4 replicas go on' run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
 }

@@ -134,6 +134,9 @@ struct cli_group {
 	int no_shm;		/* --no-shm or COLLX_SHM=0: every pair over TCP */
 	long slurm_job, slurm_step;	/* whose master Slurm's ids gave; -1 */
 	int pmix;		/* no master: rank 0's comes through PMIx */
+	int grow;		/* --ft: the group lets ranks started again
+				 * join (comm_options.grow; rejoin when
+				 * COLLX_REJOIN=1) */
 };
 
 void cli_group_defaults(struct cli_group *g);

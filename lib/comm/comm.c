@@ -21,7 +21,7 @@
 /* The spin, once the ranks are known: the ranks of this machine (of any
  * network namespace: an emulated cluster's hosts share its cores)
  * against its cores. */
-static void
+void
 comm_spin_default(struct comm *c)
 {
 	const char *s = getenv("COLLX_SPIN_US");
@@ -98,8 +98,10 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 		comm_close(c);
 		return -1;
 	}
-	if (c->world > 1 && (comm_connect_all(c, o) < 0 ||
-	    comm_host_exchange(c, !o->no_shm, o->host) < 0 || comm_shm_setup(c) < 0)) {
+	/* a rank started again meets the others in comm_grow (grow.c) */
+	if (c->world > 1 && (comm_connect_all(c, o) < 0 || (!o->rejoin &&
+	    (comm_host_exchange(c, !o->no_shm, o->host) < 0 ||
+	    comm_shm_setup(c) < 0)))) {
 		snprintf(err, errlen, "%s", c->err);
 		if (kind)
 			*kind = c->kind;
@@ -109,7 +111,7 @@ comm_open_ex(struct comm **out, const struct comm_options *o,
 	if (c->world == 1)
 		snprintf(c->peers[0].addr, sizeof c->peers[0].addr, "self");
 	comm_spin_default(c);
-	c->meshed = c->world > 1;
+	c->meshed = c->world > 1 && !o->rejoin;
 	comm_debug_joined(c);
 	if (kind)
 		*kind = COMM_ERR_NONE;
@@ -137,6 +139,7 @@ comm_close(struct comm *c)
 		return;
 	}
 	comm_free_queues(c);
+	comm_grow_free(c);
 	comm_shm_close(c);
 	comm_fr_close(c);
 	comm_debug_close(c);

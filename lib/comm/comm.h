@@ -44,6 +44,10 @@ struct comm_options {
 	const char *host;
 	comm_note_fn note;	/* the rendezvous's long waits, or NULL */
 	void *note_ctx;
+	/* comm_grow (grow.c): grow keeps the listeners open, so that ranks
+	 * started again can join; rejoin: this rank was started again, and
+	 * comm_open only prepares it (comm_grow joins it to the others) */
+	int grow, rejoin;
 };
 
 /* What kind of failure the last -1 was; programs map it to an exit code. */
@@ -120,6 +124,24 @@ int comm_split(struct comm *parent, int color, int key, struct comm **sub,
  * 0, or -1 with the reason in err.
  */
 int comm_shrink(struct comm *c, struct comm **sub, char *err, size_t errlen);
+/*
+ * comm_grow (grow.c): ranks started again join the group at a step
+ * boundary. The group must have been opened with comm_options.grow (and
+ * the shrink's links: TCP, one stream a peer). Every member of c calls
+ * it at the same point (a step boundary): *sub is NULL when nobody joins
+ * (c goes on), else the group of c's members and the ranks that joined,
+ * in rank order, over c's links and the joiners' new ones (close c). A
+ * rank opened with comm_options.rejoin calls it once, on the group
+ * comm_open gave it: it connects to the rendezvous address with the
+ * group's handshake, is admitted at the members' next call (a rank not
+ * yet seen to leave is admitted once it has), within twice the timeout,
+ * and *sub is the same group as theirs. The rendezvous address is
+ * served by rank 0, or when it left by a member that can bind it. 0, or
+ * -1 with the reason in err (comm_errkind(c) says which kind).
+ */
+int comm_grow(struct comm *c, struct comm **sub, char *err, size_t errlen);
+/* Whether c was opened with comm_options.rejoin and has not joined yet. */
+int comm_rejoining(const struct comm *c);
 /* Rank r of c as the group comm_open made numbers it. */
 int comm_world_rank(const struct comm *c, int r);
 

@@ -188,6 +188,7 @@ struct comm {
 	int meshed;		/* mesh complete: a failure sends aborts */
 	int aborted;		/* net: abort frames sent (comm_shrink's) */
 	int *gone;		/* net: per rank, left at a shrink; or NULL */
+	struct comm_grow *grow;	/* net: comm_options.grow's listeners, or NULL */
 	int spin_us;
 	int spin_yield;		/* 1: more ranks than cores here, yield each look */
 	int spin_mode;		/* net: how waits spin until spin_until,
@@ -317,6 +318,18 @@ int comm_abort_find(struct comm *c, int peer, int s, double deadline,
  * comm_split makes one, without talking (split.c). */
 int comm_sub_make(struct comm *net, uint32_t ctx, const int *ranks, int n,
     struct comm **out);
+/* Stream 0 of peer p at a message boundary both ways, nothing queued,
+ * no abort read (shrink.c): a link cleared of a failure, or new. */
+void comm_link_clear(struct comm *net, int p);
+/* comm_grow's state (grow.c): keep files the listeners a growing group
+ * keeps (lfd, this rank's data listener at laddr; mfd, the rendezvous
+ * listener at master, or -1; rejoin: started again, not yet in a group):
+ * 0, or -1 (comm_fail); free closes them. */
+int comm_grow_keep(struct comm *c, int lfd, const char *laddr, int mfd,
+    const struct comm_sock_addr *master, int rejoin);
+void comm_grow_free(struct comm *c);
+/* The spin of waits, once the ranks of this machine are known (comm.c). */
+void comm_spin_default(struct comm *c);
 /* Bytes of a len-byte message carried on stream s (transport.c). */
 size_t comm_stripe_bytes(const struct comm *c, size_t len, int s);
 /* What transport.c lends the split groups' receive path: hdr_valid, a

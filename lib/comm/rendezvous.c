@@ -55,6 +55,8 @@ struct rv {
 	const char *jobtext;	/* comm_options.job */
 	char (*table)[COMM_MAX_STREAMS][80];	/* world rows */
 	struct comm_note note;	/* comm_options.note, while joining */
+	int keep_mfd;		/* comm_options.grow: rank 0 keeps listening */
+	int mfd;		/* and its listener, kept */
 };
 
 static int
@@ -456,7 +458,10 @@ out:
 		if (joined[r] >= 0)
 			close(joined[r]);
 	free(joined);
-	close(mfd);
+	if (v->keep_mfd && rc == 0)
+		v->mfd = mfd;
+	else
+		close(mfd);
 	return rc;
 }
 
@@ -628,6 +633,8 @@ comm_connect_all(struct comm *c, const struct comm_options *o)
 	memset(&v, 0, sizeof v);
 	for (s = 0; s < COMM_MAX_STREAMS; s++)
 		v.lfd[s] = -1;
+	v.mfd = -1;
+	v.keep_mfd = o->grow;
 	if (!o->master || !o->master[0])
 		return rv_fail(c, COMM_ERR_RUNTIME, "rendezvous", "no master address");
 	if (comm_sock_resolve_hostport(o->master, &v.master, err, sizeof err) < 0)
@@ -639,10 +646,21 @@ comm_connect_all(struct comm *c, const struct comm_options *o)
 	comm_note_start(&v.note, o->note, o->note_ctx);
 	if (rv_pick_addrs(c, o, &v) < 0 || rv_listen(c, o, &v) < 0)
 		goto out;
-	if ((c->rank == 0 ? rv_serve(c, &v) : rv_join(c, &v)) < 0)
+	/* a rank started again meets the others in comm_grow (grow.c) */
+	if (!o->rejoin && (c->rank == 0 ? rv_serve(c, &v) :
+	    rv_join(c, &v)) < 0)
 		goto out;
-	rc = mesh_build(c, &v);
+	rc = o->rejoin ? 0 : mesh_build(c, &v);
+	/* comm_grow's: the data listener, and rank 0's rendezvous one */
+	if (rc == 0 && (o->grow || o->rejoin)) {
+		rc = comm_grow_keep(c, v.lfd[0], v.local[0].str, v.mfd,
+		    &v.master, o->rejoin);
+		if (rc == 0)
+			v.lfd[0] = v.mfd = -1;
+	}
 out:
+	if (v.mfd >= 0)
+		close(v.mfd);
 	for (s = 0; s < COMM_MAX_STREAMS; s++)
 		if (v.lfd[s] >= 0)
 			close(v.lfd[s]);

@@ -68,6 +68,19 @@ resync(struct comm *net, uint8_t *view, double deadline)
 		    comm_abort_find(net, p, 0, deadline, &f)));
 }
 
+void
+comm_link_clear(struct comm *net, int p)
+{
+	struct comm_stream *st = &net->peers[p].st[0];
+
+	st->sq_tail = &st->sq;
+	st->rq_tail = &st->rq;
+	st->ux_tail = &st->ux;
+	st->indone = 0;
+	net->peers[p].pending = 0;
+	net->peers[p].abort_in = 0;
+}
+
 /* The failure cleared, the queues dropped, the peers not in view gone
  * for good (their connections closed). */
 static void
@@ -79,15 +92,10 @@ reset(struct comm *net, const uint8_t *view)
 	coll_hier_free(net);
 	comm_free_queues(net);
 	for (p = 0; p < net->world; p++) {
-		st = &net->peers[p].st[0];
-		st->sq_tail = &st->sq;
-		st->rq_tail = &st->rq;
-		st->ux_tail = &st->ux;
-		st->indone = 0;
-		net->peers[p].pending = 0;
-		net->peers[p].abort_in = 0;
+		comm_link_clear(net, p);
 		if (view[p] || net->gone[p])
 			continue;
+		st = &net->peers[p].st[0];
 		net->gone[p] = 1;
 		if (st->fd >= 0)
 			close(st->fd);

@@ -367,7 +367,13 @@ struct launch_super {
 				 * PROGRAM starts only when all succeed */
 	int patient;		/* a failure stops no other rank */
 	int ft;			/* PROGRAM runs with --ft: a rank killed
-				 * leaves, the others go on */
+				 * leaves, the others go on; with restarts
+				 * left it is started again alone, to
+				 * rejoin them */
+	int *rejoin;		/* per rank: 1 so started again, 2 ended
+				 * out of the group; or NULL */
+	double ft_end_at;	/* --ft: when ranks still running after one
+				 * finished are stopped; 0 */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be

@@ -74,6 +74,13 @@ spawn(struct launch_super *j, int i, char *err, size_t errlen)
 		c.cpus = &j->cores.core[r->local_rank];
 
 	j->env = launch_rank_env(&j->spec, i, r);
+	if (j->rejoin != NULL && j->rejoin[i]) {
+		int n = 0;
+
+		while (j->env[n] != NULL)
+			n++;
+		launch_words_push(&j->env, &n, cli_strdup("COLLX_REJOIN=1"));
+	}
 	j->argv = launch_rank_argv(&j->spec, i, r, j->env);
 	show_command(i, r->host >= 0 ? j->argv : j->env);
 	if (r->host < 0)
@@ -159,6 +166,80 @@ stopped_peer(const struct launch_super *j, int i)
 	return -1;
 }
 
+/* Whether a rank of the job has finished with status 0: the job is
+ * ending, a rank started again would find nobody to rejoin. */
+static int
+any_finished(const struct launch_super *j)
+{
+	int k;
+
+	for (k = 0; k < j->spec.n; k++)
+		if (j->ends.rank[k].state == LAUNCH_REPORTED &&
+		    !launch_status_failed(j->ends.rank[k].status))
+			return 1;
+	return 0;
+}
+
+/* --ft with restarts left: rank i, killed, started again alone (with
+ * COLLX_REJOIN=1), to rejoin the others at their next step; its output
+ * so far passed on first. 0, or -1 when it could not be started (the
+ * caller stops the job). */
+static int
+rejoin_rank(struct launch_super *j, int i, const char *who, int sig)
+{
+	char err[COLLX_ERRLEN];
+	double t0 = cli_now();
+	sigset_t chld, old;
+	int k, rc;
+
+	for (k = 0; k < 64 && j->tag && j->out[i].fd >= 0; k++)
+		linetag_read(&j->out[i]);
+	for (k = 0; k < 64 && j->tag && j->err[i].fd >= 0; k++)
+		linetag_read(&j->err[i]);
+	if (j->tag && j->out[i].fd >= 0)
+		linetag_close(&j->out[i]);
+	if (j->tag && j->err[i].fd >= 0)
+		linetag_close(&j->err[i]);
+	if (j->rejoin == NULL)
+		j->rejoin = cli_calloc((size_t)j->spec.n, sizeof *j->rejoin);
+	j->restarts++;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	j->ends.rank[i] = (struct launch_end){ 0 };
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	j->rejoin[i] = 1;
+	rc = spawn(j, i, err, sizeof err);
+	if (rc != 0) {
+		cli_warn("%s was killed by signal %d (%s); not started again: "
+		    "%s", who, sig, strsignal(sig), rc < 0 ? err : "cannot "
+		    "execute the program");
+		return -1;
+	}
+	cli_warn("restart %d of %d: %s was killed by signal %d (%s); started "
+	    "again alone in %.3f s, to rejoin the others at their next step "
+	    "(--ft)", j->restarts, j->max_restarts, who, sig, strsignal(sig),
+	    cli_now() - t0);
+	return 0;
+}
+
+/* --ft: the signal that killed rank i from outside, or 0. A remote
+ * rank's shell says it as exit status 128 + the signal. */
+static int
+ft_killed(const struct launch_super *j, int i, int status)
+{
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+
+	if (!j->ft)
+		return 0;
+	if (launch_killed_from_outside(status))
+		return WTERMSIG(status);
+	if (j->place[i].host >= 0 && code > 128 &&
+	    launch_killed_from_outside(W_EXITCODE(0, code - 128)))
+		return code - 128;
+	return 0;
+}
+
 /* A rank ended: the first failure names itself and stops the rest (or,
  * when it gave up on a rank that was stopped, names that one first); the
  * job is to start again when restarts are left and this one could help
@@ -173,6 +254,10 @@ rank_ended(struct launch_super *j, int i, int status)
 	j->running--;
 	if (!launch_status_failed(status)) {
 		cli_debug("rank %d finished", i);
+		/* --ft: the ranks of the group end together; one still
+		 * there a while after may have left it (stop_left) */
+		if (j->ft && j->ft_end_at == 0)
+			j->ft_end_at = cli_now() + GRACE_SECONDS;
 		return;
 	}
 	if (j->stopping) {
@@ -187,9 +272,24 @@ rank_ended(struct launch_super *j, int i, int status)
 	}
 	describe(j, i, who, sizeof who);
 	sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-	if (j->ft && launch_killed_from_outside(status)) {
+	if (j->rejoin != NULL && j->rejoin[i] == 2)
+		return;	/* stop_left's, said there */
+	/* --ft: the others go on (the last replica killed ends the job) */
+	if ((k = ft_killed(j, i, status)) > 0 && j->running > 0 &&
+	    j->restarts < j->max_restarts && !j->interrupted &&
+	    !any_finished(j)) {
+		if (rejoin_rank(j, i, who, k) == 0)
+			return;
+	} else if (k > 0 && j->running > 0) {
 		cli_warn("%s was killed by signal %d (%s); the others go on "
-		    "(--ft)", who, sig, strsignal(sig));
+		    "(--ft)", who, k, strsignal(k));
+		return;
+	} else if (j->ft && j->rejoin != NULL && j->rejoin[i] &&
+	    any_finished(j)) {
+		/* started again as the others ended: nobody to rejoin */
+		cli_warn("%s, started again, found the others finished (exit "
+		    "status %d ignored)", who, sig ? 128 + sig :
+		    WEXITSTATUS(status));
 		return;
 	}
 	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
@@ -321,11 +421,40 @@ next_wait(const struct launch_super *j, double now)
 		t = fmin(t, j->kill_at);
 	if (j->limit_at > 0 && !j->stopping)
 		t = fmin(t, j->limit_at);
+	if (j->ft_end_at > 0 && !j->stopping)
+		t = fmin(t, j->ft_end_at);
 	if (j->draining)		/* look for stragglers now and then */
 		t = fmin(fmin(t, j->drain_until), now + 0.1);
 	if (isinf(t))
 		return -1;
 	return t <= now ? 0 : (int)ceil((t - now) * 1000);
+}
+
+/* --ft, a while after a rank finished: a local rank still there but
+ * stopped (SIGSTOP, SIGTSTP, a debugger) was left out of the group by
+ * the others; it is ended (TERM, then CONT), its end not the job's. */
+static void
+stop_left(struct launch_super *j)
+{
+	char who[320];
+	int k;
+
+	for (k = 0; k < j->spec.n; k++) {
+		if (j->place[k].host >= 0 || j->ends.rank[k].pid <= 0 ||
+		    j->ends.rank[k].state != LAUNCH_RUNNING ||
+		    !launch_pid_stopped(j->ends.rank[k].pid))
+			continue;
+		describe(j, k, who, sizeof who);
+		cli_warn("%s is stopped (SIGSTOP, SIGTSTP or a debugger) "
+		    GRACE_TEXT " s after the others finished, out of their "
+		    "group (--ft): ended with SIGTERM", who);
+		if (j->rejoin == NULL)
+			j->rejoin = cli_calloc((size_t)j->spec.n,
+			    sizeof *j->rejoin);
+		j->rejoin[k] = 2;
+		kill(-j->ends.rank[k].pid, SIGTERM);
+		kill(-j->ends.rank[k].pid, SIGCONT);
+	}
 }
 
 static void
@@ -337,6 +466,10 @@ check_deadlines(struct launch_super *j)
 		cli_warn("time limit of %g seconds reached; stopping all ranks",
 		    j->time_limit);
 		stop_all(j, SIGTERM, 124);
+	}
+	if (j->ft_end_at > 0 && now >= j->ft_end_at && !j->stopping) {
+		stop_left(j);
+		j->ft_end_at = 0;
 	}
 	if (j->stopping && !j->killed && now >= j->kill_at)
 		signal_all(j, SIGKILL);
@@ -566,6 +699,7 @@ next_attempt(struct launch_super *j)
 	launch_ends_reset(&j->ends);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
+	j->ft_end_at = 0;
 	j->exit_code = 0;
 }
 
@@ -688,6 +822,7 @@ launch_super_free(struct launch_super *j)
 	free(j->err);
 	launch_ends_free(&j->ends);
 	launch_words_free(j->preflight);
+	free(j->rejoin);
 	if (j->no_input > 0)
 		close(j->no_input);
 }

@@ -521,7 +521,8 @@ run_init(struct dp_run *r)
 		return -1;
 	if (cfg->resume != NULL && dp_ckpt_restore(r) < 0)
 		return -1;
-	if (dp_verify_same(r, "before training") < 0)
+	/* a rank started again copies the others' state instead */
+	if (!r->joining && dp_verify_same(r, "before training") < 0)
 		return -1;
 	if (r->fsdp != NULL)
 		dp_fsdp_release_all(r->fsdp);
@@ -619,8 +620,25 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		m->moe_sum = moe_sum;
 		m->moe_ctx = &r;
 	}
+	/* --ft: a rank started again joins first; the records of every step
+	 * are there for the state a joiner copies */
+	r.joining = r.fresh = cfg->ft && comm_rejoining(c);
+	if (cfg->ft) {
+		if ((t = train_grow(s, &cap, cfg->steps, sizeof(*s))) == NULL) {
+			cli_fail(err, errlen, "out of memory");
+			goto out;
+		}
+		*steps = s = t;
+	}
+	if (r.joining && dp_ft_rejoin(&r) < 0)
+		goto out;
 	if (run_init(&r) < 0)
 		goto out;
+	if (r.joining && dp_ft_joined(&r, &k, s) < 0) {
+		r.joining = 0;	/* the others' next step starts with a grow */
+		if (dp_ft_recover(&r, &k, s) < 0)
+			goto out;
+	}
 	if (mem != NULL)
 		run_mem(&r, mem);
 	for (; k < cfg->steps; k++) {
@@ -629,7 +647,7 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			goto out;
 		}
 		*steps = s = t;
-		if (run_step(&r, k, &s[k]) < 0) {
+		if (dp_ft_grow(&r, &k, s) < 0 || run_step(&r, k, &s[k]) < 0) {
 			if (dp_ft_recover(&r, &k, s) < 0)
 				goto out;
 			k--;	/* the step again, by the survivors */

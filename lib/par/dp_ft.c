@@ -8,6 +8,12 @@
  * another has not: the survivors then take the state of the one furthest
  * on (parameters, optimizer moments, the step records), so all go on from
  * the same step with the same bytes.
+ *
+ * Ranks started again (collx-run --max-restarts) rejoin at a step
+ * boundary: every step begins with comm_grow among the replicas, and a
+ * rank it admits takes the state of the one furthest on the same way
+ * (it has done no step), then trains on with the others, each taking its
+ * share of the batch among more replicas.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,19 +40,19 @@ majority(struct comm *old, struct comm *sub)
 	    comm_world_rank(sub, 0) == comm_world_rank(old, 0));
 }
 
-/* The world ranks that were in old and are not in sub, as "2" or
- * "2, 3" into buf. */
+/* The world ranks that are in a and not in b, as "2" or "2, 3" into
+ * buf: those that left (a the group before) or joined (b before). */
 static void
-departed(struct comm *old, struct comm *sub, char *buf, size_t len)
+departed(struct comm *a, struct comm *b, char *buf, size_t len)
 {
 	int i, j, w, in, n = 0;
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (i = 0; i < comm_size(old); i++) {
-		w = comm_world_rank(old, i);
-		for (j = in = 0; j < comm_size(sub) && !in; j++)
-			in = comm_world_rank(sub, j) == w;
+	for (i = 0; i < comm_size(a); i++) {
+		w = comm_world_rank(a, i);
+		for (j = in = 0; j < comm_size(b) && !in; j++)
+			in = comm_world_rank(b, j) == w;
 		if (!in && off < len)
 			off += (size_t)snprintf(buf + off, len - off, "%s%d",
 			    n++ ? ", " : "", w);
@@ -87,11 +93,137 @@ catch_up(struct dp_run *r, long *k, struct train_step *s)
 	return 0;
 }
 
+/* The run on group sub from now on (the group before closed): this
+ * rank's share of the batch among its replicas. 0, or -1 (r->err). */
+static int
+adopt(struct dp_run *r, struct comm *sub)
+{
+	char e[COLLX_ERRLEN];
+
+	if (r->ft_group != sub)
+		comm_close(r->ft_group);
+	r->ft_group = r->c = sub;
+	r->rank = comm_rank(sub);
+	r->world = comm_size(sub);
+	train_split(r->cfg->batch, r->world, r->rank, &r->start, &r->count);
+	train_batch_free(&r->tb);
+	if (train_batch_alloc(&r->tb, r->d, r->count, e, sizeof(e)) < 0)
+		return dp_runtime_failed(r, "rank %d: %s", e);
+	if (r->cfg->ft_rank != NULL)
+		*r->cfg->ft_rank = r->rank;
+	return 0;
+}
+
+/* The line of a rejoin, by the rank 0 of the replicas: who, at which
+ * step, and what it cost the others (the admission and the state's
+ * copy). */
+static void
+say_joined(struct dp_run *r, long k, const char *who, double t0)
+{
+	char e[COLLX_ERRLEN];
+
+	if (r->rank != 0 || r->cfg->note == NULL)
+		return;
+	snprintf(e, sizeof(e), "step %ld: rank%s %s rejoined; %d "
+	    "replicas go on (%.3f s to admit and copy the state)", k,
+	    strchr(who, ',') ? "s" : "", who, r->world, cli_now() - t0);
+	r->cfg->note(NULL, e);
+}
+
+int
+dp_ft_grow(struct dp_run *r, long *k, struct train_step *s)
+{
+	struct comm *sub;
+	char e[COLLX_ERRLEN], who[256];
+	double t0 = cli_now();
+
+	if (!r->cfg->ft)
+		return 0;
+	if (r->joining) {	/* admitted at this step's start already */
+		r->joining = 0;
+		return 0;
+	}
+	if (comm_grow(r->c, &sub, e, sizeof(e)) < 0)
+		return dp_comm_failed(r);
+	if (sub == NULL)
+		return 0;
+	departed(sub, r->c, who, sizeof(who));
+	if (adopt(r, sub) < 0)
+		return -1;
+	if (catch_up(r, k, s) < 0)
+		return dp_comm_failed(r);
+	r->fresh = 0;
+	say_joined(r, *k, who, t0);
+	return 0;
+}
+
+int
+dp_ft_rejoin(struct dp_run *r)
+{
+	struct comm *sub;
+	char e[COLLX_ERRLEN];
+
+	if (comm_grow(r->c, &sub, e, sizeof(e)) < 0)
+		return dp_comm_failed(r);	/* refused: exit 3 */
+	r->ft_group = r->c = sub;
+	if (r->cfg->ft_rank != NULL)
+		*r->cfg->ft_rank = comm_rank(sub);
+	return 0;
+}
+
+int
+dp_ft_joined(struct dp_run *r, long *k, struct train_step *s)
+{
+	char who[16];
+	double t0 = cli_now();
+
+	snprintf(who, sizeof(who), "%d", comm_world_rank(r->c, r->rank));
+	if (catch_up(r, k, s) < 0)
+		return dp_comm_failed(r);
+	r->fresh = 0;
+	say_joined(r, *k, who, t0);
+	return 0;
+}
+
+/* The ranks started again whose copy of the state a departure cut
+ * short (they got it in the recovery), as "2" or "0, 2" into who: 0, or
+ * -1 (comm_error). */
+static int
+fresh_ranks(struct dp_run *r, char *who, size_t len)
+{
+	int n = 0, i, w;
+	int64_t *f;
+	size_t off = 0;
+
+	for (i = 0; i < r->world; i++)
+		if ((w = comm_world_rank(r->c, i)) >= n)
+			n = w + 1;
+	if ((f = calloc((size_t)n, sizeof(*f))) == NULL) {
+		comm_fail(r->c, COMM_ERR_RUNTIME, "out of memory");
+		return -1;
+	}
+	f[comm_world_rank(r->c, r->rank)] = r->fresh;
+	comm_set_step(r->c, "--ft: who rejoined");
+	if (coll_allreduce(r->c, f, (size_t)n, DT_I64, COLL_MAX,
+	    COLL_AUTO) < 0) {
+		free(f);
+		return -1;
+	}
+	who[0] = '\0';
+	for (i = 0; i < n; i++)
+		if (f[i] && off < len)
+			off += (size_t)snprintf(who + off, len - off, "%s%d",
+			    off ? ", " : "", i);
+	free(f);
+	r->fresh = 0;
+	return 0;
+}
+
 int
 dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 {
 	struct comm *sub;
-	char e[COLLX_ERRLEN], left[256];
+	char e[COLLX_ERRLEN], left[256], fresh[256];
 	int tries, before = r->world;
 	double t0 = cli_now();
 
@@ -111,27 +243,22 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 			comm_close(sub);
 			return dp_runtime_failed(r, e, "");
 		}
-		comm_close(r->ft_group);
-		r->ft_group = r->c = sub;
-		r->rank = comm_rank(sub);
-		r->world = comm_size(sub);
-		if (catch_up(r, k, s) == 0)
+		if (adopt(r, sub) < 0)
+			return -1;
+		if (catch_up(r, k, s) == 0 &&
+		    fresh_ranks(r, fresh, sizeof(fresh)) == 0)
 			break;
 	}
 	if (tries == FT_TRIES)
 		return dp_comm_failed(r);
-	train_split(r->cfg->batch, r->world, r->rank, &r->start, &r->count);
-	train_batch_free(&r->tb);
-	if (train_batch_alloc(&r->tb, r->d, r->count, e, sizeof(e)) < 0)
-		return dp_runtime_failed(r, "rank %d: %s", e);
-	if (r->cfg->ft_rank != NULL)
-		*r->cfg->ft_rank = r->rank;
 	if (r->rank == 0 && r->cfg->note != NULL) {
 		snprintf(e, sizeof(e), "step %ld: rank%s %s left; %d of %d "
 		    "replicas go on (%.3f s to agree)", *k, strchr(left, ',') ?
 		    "s" : "", left, r->world, before, cli_now() - t0);
 		r->cfg->note(NULL, e);
 	}
+	if (fresh[0] != '\0')
+		say_joined(r, *k, fresh, t0);
 	r->err[0] = '\0';
 	return 0;
 }

@@ -60,6 +60,9 @@ struct dp_run {
 	struct ps_client *cl;		/* external or colocated async servers */
 	struct colo_server *srv;
 	struct comm *ft_group;		/* --ft: the survivors' group, or NULL */
+	int joining;			/* --ft: started again, to copy the
+					 * state of the others */
+	int fresh;			/* and that copy not yet complete */
 	enum train_err kind;
 	char *err;
 	size_t errlen;
@@ -108,6 +111,15 @@ int dp_ckpt_save(struct dp_run *r, long done);
  * *k and s[] at the step the one furthest on reached: 0, or -1 (not
  * --ft, or not a peer's loss, or no group). free: the group closed. */
 int dp_ft_recover(struct dp_run *r, long *k, struct train_step *s);
+/* At the start of step *k: the ranks started again that ask are
+ * admitted (comm_grow), the replicas at the step of the one furthest
+ * on; 0 (nobody asked, or they joined), or -1 (a peer's loss: then
+ * dp_ft_recover). rejoin: a rank started again, its group the one it
+ * was admitted to (before run_init); joined: its state and *k those of
+ * the replicas (after it). */
+int dp_ft_grow(struct dp_run *r, long *k, struct train_step *s);
+int dp_ft_rejoin(struct dp_run *r);
+int dp_ft_joined(struct dp_run *r, long *k, struct train_step *s);
 void dp_ft_free(struct dp_run *r);
 
 /* Parameter-server set-up (dp_ps.c). */

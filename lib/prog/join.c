@@ -170,7 +170,9 @@ prog_join(struct comm **out, const struct cli_group *g,
 		.rank = g->rank, .world = g->world, .master = g->master,
 		.ifaces = g->iface, .timeout = g->timeout, .token = g->token,
 		.port_lo = g->port_lo, .port_hi = g->port_hi,
-		.no_shm = g->no_shm, .note = prog_note
+		.no_shm = g->no_shm, .note = prog_note, .grow = g->grow,
+		.rejoin = g->grow && getenv("COLLX_REJOIN") != NULL &&
+		    strcmp(getenv("COLLX_REJOIN"), "1") == 0
 	};
 	enum comm_errkind kind;
 	char why[COLLX_ERRLEN], ident[sizeof job->text + 64];

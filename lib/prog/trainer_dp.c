@@ -119,6 +119,25 @@ report_gather(const struct trainer_dp *r, const struct train_step *s, long n)
 	    g > 0 ? 100 * (w < g ? w : g) / g : 0.0);
 }
 
+/* --ft: the summary is the rank 0 of the replicas at the end's, over
+ * every step's records (it may have joined late, or rank 0 left). */
+static void
+ft_summary(struct trainer_dp *r, const struct train_step *s, long n)
+{
+	struct progress *p = &r->t.pr;
+	long i;
+
+	p->summary = r->t.rank == 0 && !cli_quiet;
+	p->done = n;
+	p->tokens = p->seconds = p->comm = 0;
+	for (i = 0; i < n; i++) {
+		p->tokens += s[i].tokens;
+		p->seconds += s[i].seconds;
+		p->comm += s[i].comm;
+	}
+	p->loss = n > 0 ? s[n - 1].loss : p->loss;
+}
+
 void
 trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
     const struct train_step *steps, const struct trainopt_common *c,
@@ -126,6 +145,8 @@ trainer_dp_end(struct trainer_dp *r, const struct dp_mem *mem,
 {
 	long first = r->t.from, n = r->t.steps - first;
 
+	if (r->cols & TRAINOPT_LOSS_REPLICAS)
+		ft_summary(r, steps + first, n);
 	trainer_end(&r->t);
 	report_mem(r, mem, steps + first, n);
 	report_gather(r, steps + first, n);

@@ -39,6 +39,15 @@ unit_free_port(int family)
 	return port;
 }
 
+/* A rank's failure said on standard error as a TAP comment: 1, its
+ * exit code. */
+static inline int
+unit_rank_fail(int r, int line, const char *what)
+{
+	fprintf(stderr, "# rank %d: line %d: %s\n", r, line, what);
+	return 1;
+}
+
 /* Rank r of world runs fn(r, world, arg); its return is its exit code. */
 typedef int (*unit_rank_fn)(int rank, int world, void *arg);
 

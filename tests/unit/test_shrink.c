@@ -30,13 +30,6 @@ struct plan {
 	char master[64];
 };
 
-static int
-fail(int r, int line, const char *what)
-{
-	fprintf(stderr, "# rank %d: line %d: %s\n", r, line, what);
-	return 1;
-}
-
 /* An allreduce of (world rank + 1) on c: 0 when it gave want, 1 when it
  * gave another sum, -1 when it failed. */
 static int
@@ -87,27 +80,27 @@ rank_main(int rank, int world, void *arg)
 	float want;
 
 	if (comm_open(&c, &o, err, sizeof err) < 0)
-		return fail(rank, __LINE__, err);
+		return unit_rank_fail(rank, __LINE__, err);
 	for (r = 0; r < world; r++)
 		alive[r] = r != p->first && r != p->late;
 	if (sum_is(c, (float)(world * (world + 1) / 2)) != 0)
-		return fail(rank, __LINE__, comm_error(c));
+		return unit_rank_fail(rank, __LINE__, comm_error(c));
 	if (rank == p->first)
 		raise(SIGKILL);
 	if (p->first >= 0 && sum_is(c, 0) != -1)
-		return fail(rank, __LINE__, "an allreduce without a rank "
+		return unit_rank_fail(rank, __LINE__, "an allreduce without a rank "
 		    "did not fail");
 	if (rank == p->late) {
 		usleep(300000);
 		raise(SIGKILL);
 	}
 	if (comm_shrink(c, &s, err, sizeof err) < 0)
-		return fail(rank, __LINE__, err);
+		return unit_rank_fail(rank, __LINE__, err);
 	want = members_sum(s, alive, world);
 	if (!p->root_after && want < 0)
-		return fail(rank, __LINE__, "not the survivors' group");
+		return unit_rank_fail(rank, __LINE__, "not the survivors' group");
 	if (!p->root_after && (rc = sum_is(s, want)) != 0)
-		return fail(rank, __LINE__, rc < 0 ? comm_error(s) :
+		return unit_rank_fail(rank, __LINE__, rc < 0 ? comm_error(s) :
 		    "a wrong sum");
 	/* Rank 0 dies as soon as it has its group: maybe before the others
 	 * have theirs, who then leave it out at once; else their next
@@ -120,11 +113,11 @@ rank_main(int rank, int world, void *arg)
 		if (want > 0 && (rc = sum_is(s, want)) == 0)
 			break;
 		if (want > 0 && rc > 0)
-			return fail(rank, __LINE__, "a wrong sum");
+			return unit_rank_fail(rank, __LINE__, "a wrong sum");
 		if (k == 2)
-			return fail(rank, __LINE__, "rank 0 still there");
+			return unit_rank_fail(rank, __LINE__, "rank 0 still there");
 		if (comm_shrink(s, &s2, err, sizeof err) < 0)
-			return fail(rank, __LINE__, err);
+			return unit_rank_fail(rank, __LINE__, err);
 		comm_close(s);
 		s = s2;
 	}

@@ -1,0 +1,80 @@
+# tests/lib/ftsuite.bash: what the suites of collx-dp --ft (ft.bats,
+# ft_faults.bats) share: their inputs, set-up and tear-down, the training
+# options, a run over namespaces, a run under collx-run --max-restarts.
+
+# The inputs: an MLP, its data and targets (FT_INPUTS).
+ft_setup_file() {
+	export FT_INPUTS=$BATS_FILE_TMPDIR/in
+	mkdir -p "$FT_INPUTS"
+	cd "$FT_INPUTS" &&
+	collx-dp --init mlp --dims 64,1024,64,4 --seed 1 -o m.safetensors &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 3 -o X.npy &&
+	collx-tensor create --shape 2048,64 --fill randn --seed 4 -o Y.npy
+}
+
+ft_setup() {
+	common_setup
+	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
+	    COLLX_WORLD_SIZE COLLX_JOB_ID
+	export COLLX_FR_DIR=$T
+	cp "$FT_INPUTS"/* .
+	PIDS=()
+}
+
+# Every process the test started (PIDS) killed, continued first when
+# stopped; the namespaces removed.
+ft_teardown() {
+	local p
+	for p in "${PIDS[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	netns_teardown
+	common_teardown
+}
+
+ARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
+    --optimizer adamw --lr 0.001)
+
+# ft_netns FN: FN netns, on 2 namespace hosts (at 1 Gbit/s where tc can
+# shape the links).
+ft_netns() {
+	need "root and ip netns" netns_available
+	local shape=()
+	netns_can_shape rate && shape+=(--rate 1gbit)
+	netns_setup 2 "${shape[@]}"
+	"$1" netns
+}
+
+# ft_run N OPTION...: collx-run -n 4 --max-restarts N of collx-dp --ft -v
+# with the options, writing ft.safetensors and ft.csv, its standard error
+# in run.err, in the background: RUN its pid (in PIDS too).
+ft_run() {
+	local n=$1
+	shift
+	COLLX_TIMEOUT=10 collx-run -n 4 --max-restarts "$n" -- collx-dp "$@" \
+	    --ft -v -o ft.safetensors --loss-csv ft.csv 2>run.err &
+	RUN=$!
+	PIDS+=("$RUN")
+}
+
+# wait_line PATTERN: until run.err has a line matching it (60 s at most)
+wait_line() {
+	local _
+	for _ in $(seq 1200); do
+		grep -q "$1" run.err && return 0
+		sleep 0.05
+	done
+	echo "no line '$1' in:" >&2
+	cat run.err >&2
+	return 1
+}
+
+# ft_ends STATUS: the run ($RUN) waited for, its lines shown but the
+# step lines, its exit status STATUS.
+ft_ends() {
+	local rc=0
+	wait "$RUN" || rc=$?
+	grep -v ': step [0-9]* epoch ' run.err
+	[ "$rc" -eq "$1" ]
+}
