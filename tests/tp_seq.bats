@@ -307,6 +307,11 @@ for r in range(3):
 PY
 	collx-plot --kind pipeline --step all -o tr.png tr.json
 	[ -s tr.png ]
+	# its tracks are ranks' compute and transfers, not pipeline stages
+	collx-plot --kind pipeline --step all -o tr.svg tr.json
+	grep -q 'rank: compute, transfers' tr.svg
+	grep -q 'collx-tp timeline, 6 tracks' tr.svg
+	if grep -q 'pipeline stage' tr.svg; then false; fi
 	# serial: this rank's compute alone
 	collx-tp --layer block --mode serial -m w.safetensors -i X.npy --trace one.json
 	grep -q '"name":"fwd","cat":"forward"' one.json
