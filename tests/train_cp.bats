@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # collx-train --cp: each gpt sequence sharded over C ranks, ring and zigzag,
-# alone and with dp, tp, pp and ZeRO, checked against an independent
+# alone and with dp, tp, pp (interleaved too) and ZeRO, checked against an independent
 # float64 PyTorch training (tests/lib/piperef.py) and collx-dp on one rank
 # (tests/lib/trainref.py checks both); checkpoints across meshes with and
 # without cp; the mesh's layout; the cp timing rows' bytes against their
@@ -37,6 +37,17 @@ teardown() {
 	    --batch 6 --steps 3 --optimizer adamw --lr 0.01
 	REF_TAG=a TRAINREF_SKIP=attn.k.bias check -m g.safetensors \
 	    --data "$GPL" --batch 6 --steps 3 --optimizer adamw --lr 0.01
+}
+
+@test "interleaved --virtual 2 on cp2 x pp2 (a ring per chunk over one CP group) and cp2 x tp2 x pp2 equal the reference and collx-dp on one rank" {
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 \
+	    -o g4.safetensors
+	timeout 120 "$PY" "$REF" train gpt g4.safetensors "$GPL" - 7 2 sgd 0.5 \
+	    r.safetensors r.csv
+	meshes "4:--cp,2,--pp,2,--schedule,interleaved,--microbatches,2
+	    8:--cp,2,--tp,2,--pp,2,--schedule,interleaved,--microbatches,2" \
+	    -m g4.safetensors --data "$GPL" --batch 7 --steps 2 --lr 0.5
+	check -m g4.safetensors --data "$GPL" --batch 7 --steps 2 --lr 0.5
 }
 
 @test "checkpoints (momentum): cp2's resumed on cp2 gives its bytes, as dp2 x pp2 and cp2 x tp2 equals an uninterrupted run; dp2's resumed as dp2 x cp2 too" {
