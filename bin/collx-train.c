@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "nn/nn.h"
+#include "par/cp_stage.h"
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
@@ -19,7 +20,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_PRINT,
-	OPT_PER_HOST
+	OPT_PER_HOST, OPT_CP, OPT_CP_MODE
 };
 
 static const struct option longopts[] = {
@@ -31,6 +32,7 @@ static const struct option longopts[] = {
 	TRAINER_PIPE_LONGOPTS,
 	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
+	{ "cp", 1, 0, OPT_CP }, { "cp-mode", 1, 0, OPT_CP_MODE },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -45,6 +47,7 @@ struct opts {
 	struct trainopt_common c;
 	const char *data, *targets;
 	int dp, tp, pp, per_host, print;
+	int cp, cp_zigzag;	/* --cp C, --cp-mode */
 	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -58,11 +61,12 @@ usage(void)
 	printf("usage: %s (-m MODEL.safetensors | --resume CKPT.safetensors)\n"
 	    "           (--data TEXT | -i X.npy -t Y.npy) --batch B\n"
 	    "           (--steps K | --epochs E) [--dp D] [--tp T] [--pp P]\n"
+	    "           [--cp C [--cp-mode ring|zigzag]]\n"
 	    "           [--microbatches M] [--schedule gpipe|1f1b|zb-h1 |\n"
 	    "           --schedule interleaved [--virtual V]] [options]\n"
 	    "       %s --print-mesh [--world-size W] [--dp D] [--tp T] "
 	    "[--pp P]\n"
-	    "           [--ranks-per-host N]\n\n"
+	    "           [--cp C] [--ranks-per-host N]\n\n"
 	    "Composed parallelism: D data-parallel replicas of a P-stage "
 	    "pipeline, each\nstage sharded over T ranks (D*T*P ranks; "
 	    "rank = (pp*D + dp)*T + tp).\n\n"
@@ -83,6 +87,12 @@ usage(void)
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
 	    "                        sharded over the stage's TP group\n"
+	    "  --cp C                gpt: each sequence sharded over C ranks "
+	    "(1), its\n"
+	    "                        attention a ring (rank = ((pp*D + dp)*C "
+	    "+ cp)*T + tp)\n"
+	    "  --cp-mode M           zigzag (default: balanced causal work) or "
+	    "ring\n"
 	    "  --split L1,L2,...     layers per stage, P*V when interleaved\n"
 	    "                        (default: balanced by parameter count)\n"
 	    "  --zero STAGE          ZeRO on the DP axis: 1 shards the "
@@ -101,7 +111,9 @@ usage(void)
 	    "  --timing F            append timing rows (with axis,pp,dp,tp "
 	    "and the\n"
 	    "                        stage's bubble,bubble_theory,"
-	    "peak_act_bytes)\n"
+	    "peak_act_bytes; --cp:\n"
+	    "                        cp too, and hidden_us, the ring's "
+	    "overlap)\n"
 	    "  --trace F.json        rank 0 writes a Chrome trace of replica "
 	    "0,\n"
 	    "                        a track per stage\n"
@@ -148,6 +160,15 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_TP: o->tp = axis_value("--tp", a); break;
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
 	case OPT_PRINT: o->print = 1; break;
+	case OPT_CP:
+		o->cp = (int)cli_parse_long("--cp", a, 1, 1 << 20);
+		break;
+	case OPT_CP_MODE:
+		if (strcmp(a, "ring") != 0 && strcmp(a, "zigzag") != 0)
+			cli_usage_error("--cp-mode: want ring or zigzag, not "
+			    "'%s'", a);
+		o->cp_zigzag = strcmp(a, "zigzag") == 0;
+		break;
 	case OPT_PER_HOST:
 		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
 		    1 << 20);
@@ -177,7 +198,8 @@ mesh_or_die(const struct opts *o, struct mesh *m, int world)
 {
 	char e[COLLX_ERRLEN];
 
-	if (mesh_resolve(m, o->dp, o->tp, o->pp, world, e, sizeof(e)) < 0)
+	if (mesh_resolve_cp(m, o->dp, o->tp, o->pp, o->cp, world, e,
+	    sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 }
 
@@ -188,8 +210,12 @@ print_mesh(const struct opts *o)
 	struct mesh m;
 
 	mesh_or_die(o, &m, o->g.world > 0 ? o->g.world : 1);
-	printf("# mesh: dp %d x tp %d x pp %d = %d ranks\n", m.dp, m.tp,
-	    m.pp, m.world);
+	if (m.cp > 1)
+		printf("# mesh: dp %d x cp %d x tp %d x pp %d = %d ranks\n",
+		    m.dp, m.cp, m.tp, m.pp, m.world);
+	else
+		printf("# mesh: dp %d x tp %d x pp %d = %d ranks\n", m.dp,
+		    m.tp, m.pp, m.world);
 	mesh_print(stdout, &m, o->per_host);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
@@ -205,6 +231,9 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--dp", "%d", m->dp);
 	prog_job_add(job, "--tp", "%d", m->tp);
 	prog_job_add(job, "--pp", "%d", m->pp);
+	prog_job_add(job, "--cp", "%d", m->cp);
+	prog_job_add(job, "--cp-mode", "%s", cfg->cp_zigzag ? "zigzag" :
+	    "ring");
 	trainer_pipe_declare(job, cfg, o->p.split);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 	dpopt_agree(job, &cfg->dpo, 0);
@@ -246,6 +275,11 @@ check_args(struct opts *o)
 	if (o->dpo.zero == 3)
 		cli_usage_error("--zero 3 runs in collx-dp; collx-train's DP "
 		    "axis takes --zero 0, 1 or 2");
+	/* a sequence's ranks must step alike; local SGD's replicas drift */
+	if (o->cp > 1 && o->dpo.sync_every > 0)
+		cli_usage_error("--cp %d and --sync-every %ld: the ranks of a "
+		    "sequence must step with the same gradients", o->cp,
+		    o->dpo.sync_every);
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before
@@ -257,7 +291,8 @@ mesh_for_model(const struct opts *o, struct mesh *mesh,
 	char e[COLLX_ERRLEN];
 
 	mesh_or_die(o, mesh, o->g.world);
-	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0)
+	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0 ||
+	    cp_stage_check(m, mesh->cp, o->cp_zigzag, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (o->p.micro > o->c.batch / mesh->dp)
 		cli_usage_error("--microbatches %ld: more than the %ld samples "
@@ -270,6 +305,7 @@ main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1, .p.micro = 1,
 	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .p.sched = PIPE_SCHED_1F1B,
+	    .cp = 1, .cp_zigzag = 1,
 	    .dpo = DP_OPTS_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
@@ -305,6 +341,7 @@ main(int argc, char **argv)
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st);
 	cfg.dpo = o.dpo;
+	cfg.cp_zigzag = o.cp_zigzag;
 	job_declare(&job, &o, &mesh, &cfg);
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);

@@ -355,42 +355,51 @@ factorizations() {
 	run timeout -k 5 120 bash -c 'collx-bench mesh -N 4 --dims 256,16,2,2,8 \
 		--steps 2 --repeat 1 --csv 2>"$0"' "$BATS_TEST_TMPDIR/err"
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes,step_q1_s,step_q3_s,rounds,tie" ]
-	# 2 heads refuse tp 4; 2 layers refuse pp 4.
-	[ "${#lines[@]}" -eq 5 ]
+	[ "${lines[0]}" = "program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,peak_bytes,step_q1_s,step_q3_s,rounds,tie,cp,comm_cp" ]
+	# 2 heads refuse tp 4; 2 layers refuse pp 4; the gpt's 4 meshes with
+	# cp 2 and 4 (seq 8 is 2C zigzag chunks of each) run.
+	[ "${#lines[@]}" -eq 9 ]
+	[ "$(echo "$output" | awk -F, 'NR > 1 && $25 > 1 { print $13 "," $14 "," $15 "," $25 }' | sort)" = \
+	    "$( (factorizations 2 | sed 's/$/,2/'; echo 1,1,1,4) | sort)" ]
 	grep -q 'mesh dp 1 tp 4 pp 1 refused: .*heads' "$BATS_TEST_TMPDIR/err"
 	grep -q 'mesh dp 1 tp 1 pp 4 refused: .*layers' "$BATS_TEST_TMPDIR/err"
 	[ "$(wc -l <"$BATS_TEST_TMPDIR/err")" -eq 2 ]
-	{ echo "$output" | tail -n +2 | cut -d, -f13-15
+	{ echo "$output" | tail -n +2 | awk -F, '$25 == 1' | cut -d, -f13-15
 	  sed -n 's/.*mesh dp \([0-9]*\) tp \([0-9]*\) pp \([0-9]*\) refused.*/\1,\2,\3/p' \
 		"$BATS_TEST_TMPDIR/err"; } | sort >"$BATS_TEST_TMPDIR/got"
 	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 4)" ]
 	# batch 32 (8 x W) of seq 8: 256 tokens a step; one timed step.
 	echo "$output" | tail -n +2 | awk -F, -v prev=1e300 '
-		$2 != "mesh" || NF != 24 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
+		$2 != "mesh" || NF != 26 || $5 != 4 || $9 != 1 || $10 <= 0 { print; exit 1 }
 		$21 != $10 || $22 != $10 || $23 != 1 { print "one step, one round: " $0; exit 1 }
-		$3 != "dp" $13 ".tp" $14 ".pp" $15 || $13 * $14 * $15 != 4 { print; exit 1 }
+		$3 != "dp" $13 ".tp" $14 ".pp" $15 ($25 > 1 ? ".cp" $25 : "") { print; exit 1 }
+		$13 * $14 * $15 * $25 != 4 { print; exit 1 }
 		$16 > prev { print "not fastest first: " $0; exit 1 }
 		{ prev = $16; r = $16 * $10 / 256 }
 		r < 0.99 || r > 1.01 { print "tokens/s: " $0; exit 1 }
-		$17 < 0 || $18 < 0 || $19 < 0 || $17 + $18 + $19 > 1 { print; exit 1 }
-		($13 > 1) != ($17 > 0) || ($14 > 1) != ($18 > 0) { print; exit 1 }
+		$17 < 0 || $18 < 0 || $19 < 0 || $26 < 0 { print; exit 1 }
+		$17 + $18 + $19 + $26 > 1 { print; exit 1 }
+		# the D*C ranks of a stage and shard sum the gradients (dp)
+		($13 * $25 > 1) != ($17 > 0) || ($14 > 1) != ($18 > 0) { print; exit 1 }
+		($25 > 1) != ($26 > 0) { print "cp: " $0; exit 1 }
 		($15 > 1) != ($19 > 0) || $20 < 1048576 { print; exit 1 }'
 }
 
-@test "mesh -N 2 --table: the three meshes, fastest first, with the columns" {
+@test "mesh -N 2 --table: the three meshes and cp 2, fastest first, with the columns" {
 	run timeout -k 5 60 collx-bench mesh -N 2 --dims 256,16,2,2,8 --steps 2 \
 		--batch 4 --table --repeat 1
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q '^# collx-bench mesh: collx-train gpt 256,16,2,2,8, world 2, batch 4'
-	echo "$output" | grep -Eq '^ +dp +tp +pp +tokens/s +step_ms +spread% +dp% +tp% +pp% +peak_bytes$'
+	echo "$output" | grep -Eq '^ +dp +tp +pp +tokens/s +step_ms +spread% +dp% +tp% +pp% +peak_bytes +cp +cp%$'
 	[ "$(echo "$output" | grep -c refused)" -eq 0 ]
-	echo "$output" | awk '$1 ~ /^[0-9]+$/ { print $1 "," $2 "," $3 }' | sort \
+	echo "$output" | awk '$1 ~ /^[0-9]+$/ && $11 == 1 { print $1 "," $2 "," $3 }' | sort \
 		>"$BATS_TEST_TMPDIR/got"
 	[ "$(cat "$BATS_TEST_TMPDIR/got")" = "$(factorizations 2)" ]
+	# and the gpt's cp 2
+	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/ && $11 != 1 { print $1 $2 $3 $11 }')" = 1112 ]
 	echo "$output" | awk -v prev=1e300 '$1 ~ /^[0-9]+$/ {
-		if ($4 > prev || NF < 10 || NF > 11) { print; exit 1 } prev = $4 }'
-	echo "$output" | grep -Eq '^# (ranking not stable after 1 round|[23] meshes tie after 1 round)'
+		if ($4 > prev || NF < 12 || NF > 13) { print; exit 1 } prev = $4 }'
+	echo "$output" | grep -Eq '^# (ranking not stable after 1 round|[234] meshes tie after 1 round)'
 }
 
 # A mesh's median lies between its steps' quartiles; a tie is exactly a
@@ -401,7 +410,7 @@ factorizations() {
 		--batch 4 --repeat 3 --csv -v
 	[ "$status" -eq 0 ] || { echo "$output"; false; }
 	csv=$(echo "$output" | grep '^collx-bench,mesh,')
-	[ "$(echo "$csv" | wc -l)" -eq 3 ]
+	[ "$(echo "$csv" | wc -l)" -eq 4 ]	# dp, tp, pp 2; cp 2
 	# every mesh ran the same 2 or 3 rounds of 3 timed steps each, its
 	# median between its quartiles
 	echo "$csv" | awk -F, '{ r[$23]++ }
@@ -427,7 +436,7 @@ factorizations() {
 	fi
 	# a tie names every mesh whose tie column is 1, and only those
 	ties=$(echo "$csv" | awk -F, '$24 == 1 { print $3 }' | sort | tr '\n' ' ')
-	named=$(echo "$verdict" | grep -o 'dp[0-9]*\.tp[0-9]*\.pp[0-9]*' | sort | tr '\n' ' ')
+	named=$(echo "$verdict" | grep -o 'dp[0-9]*\.tp[0-9]*\.pp[0-9]*\(\.cp[0-9]*\)\?' | sort | tr '\n' ' ')
 	[ "$ties" = "$named" ]
 	if [ -n "$ties" ]; then
 		[[ "$verdict" == *"$(echo "$ties" | wc -w) meshes tie"* ]]
@@ -495,17 +504,19 @@ factorizations() {
 	run timeout 30 collx-bench dp -H localhost
 	[ "$status" -eq 2 ]
 	[ "${lines[0]}" = "collx-bench: -H and --ssh go with mesh and fit" ]
-	# world 4, two rounds at most: twelve runs on ports 65525..65536
+	# world 4, two rounds at most: twenty runs (the gpt's six and its
+	# four with --cp) on ports 65525..65544
 	run timeout 30 collx-bench mesh -H localhost:4 --master 127.0.0.1:65525 \
 	    --repeat 2
 	[ "$status" -eq 2 ]
-	[[ "${lines[0]}" == "collx-bench: --master 127.0.0.1:65525: the 12 runs"* ]]
+	[[ "${lines[0]}" == "collx-bench: --master 127.0.0.1:65525: the 20 runs"* ]]
 	[ -z "$(ls "$BATS_TEST_TMPDIR" | grep collx-bench)" ]
 	run timeout -k 5 60 env TMPDIR="$BATS_TEST_TMPDIR" collx-bench mesh \
 	    -H localhost,127.0.0.1 --master 127.0.0.1:29640 \
 	    --dims 256,16,2,2,8 --steps 2 --batch 4 --table --repeat 1
 	[ "$status" -eq 0 ] || { echo "$output"; false; }
 	echo "$output" | grep -q '^# collx-bench mesh: collx-train gpt 256,16,2,2,8, world 2 on 2 hosts, batch 4'
-	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/ && $4 > 0' | wc -l)" -eq 3 ]
+	# the three meshes of 2 ranks and the gpt's cp 2
+	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/ && $4 > 0' | wc -l)" -eq 4 ]
 	[ -z "$(ls "$BATS_TEST_TMPDIR" | grep collx-bench)" ]
 }

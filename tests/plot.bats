@@ -405,4 +405,7 @@ assert all(e["name"][0] == "B" for e in b), b'
 	[ "$status" -eq 0 ]
 	[ "$(png_size real.png)" = "900 560" ]
 	[ "$(stat -c %s real.png)" -gt 5000 ]
+	# the gpt's mesh with --cp 2 is a bar of its own, named so
+	timeout 30 collx-plot -o real.svg real.csv
+	grep -q '1x1x1/cp2' real.svg
 }

@@ -307,6 +307,11 @@ for r in range(3):
 PY
 	collx-plot --kind pipeline --step all -o tr.png tr.json
 	[ -s tr.png ]
+	# its tracks are ranks' compute and transfers, not pipeline stages
+	collx-plot --kind pipeline --step all -o tr.svg tr.json
+	grep -q 'rank: compute, transfers' tr.svg
+	grep -q 'collx-tp timeline, 6 tracks' tr.svg
+	if grep -q 'pipeline stage' tr.svg; then false; fi
 	# serial: this rank's compute alone
 	collx-tp --layer block --mode serial -m w.safetensors -i X.npy --trace one.json
 	grep -q '"name":"fwd","cat":"forward"' one.json
@@ -332,5 +337,10 @@ PY
 		[ "$rc" -eq 1 ]
 		[ $(($(date +%s) - s)) -le 10 ]
 		grep -q "^collx-tp: rank 0: peer rank 1 (127.0.0.1:[0-9]*) closed the connection" r0.err
+		# named for the ring's exchange, not the group's last collective
+		if [ "$m" = zigzag ]; then
+			grep -q "ring attention \(forward\|backward\)" r0.err
+			if grep -q "of allgather" r0.err; then false; fi
+		fi
 	done
 }

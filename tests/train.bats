@@ -63,24 +63,6 @@ zb_as_1f1b() {
 	[[ "$output" == *"only one of --dp, --tp and --pp may be -1" ]]
 }
 
-# usage: refused WORLD "MESSAGE" collx-train-options...: every rank, each
-# started alone (no launcher to stop the others when the first exits, and
-# no peer to talk to), exits 3 and says MESSAGE
-refused() {
-	local w=$1 msg=$2 r rc port
-	shift 2
-	port=$(free_port)
-	for ((r = 0; r < w; r++)); do
-		rc=0
-		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
-		    COLLX_TIMEOUT=10 timeout 30 collx-train "$@" --steps 1 -q \
-		    2>err || rc=$?
-		echo "rank $r: $rc: $(cat err)"
-		[ "$rc" -eq 3 ]
-		[ "$(cat err)" = "collx-train: rank $r: $msg" ]
-	done
-}
-
 @test "a mesh that cannot work is refused on every rank with the numbers (exit 3), before any rank talks" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	data 8 4 3 1

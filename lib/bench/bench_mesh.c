@@ -1,5 +1,6 @@
 /* bench_mesh: the mesh planner. Every factorization D x T x P of the
- * world is a real run, collx-run -n W -- collx-train --dp D --tp T --pp P,
+ * world is a real run, collx-run -n W -- collx-train --dp D --tp T --pp P
+ * (a gpt's also with --cp C, the D x T x P of W/C),
  * on the same model and batches (bench_dp's inputs and runner); its loss
  * CSV gives the step time and tokens/s, every rank's timing rows the share
  * of the step each axis spent communicating. A mesh collx-train refuses
@@ -18,8 +19,9 @@
 
 struct mesh_row {
 	int dp, tp, pp;
+	int cp;				/* --cp C above 1, else 0 or 1 */
 	struct bench_run_result r;
-	double share[3];		/* pp, dp, tp: summed over rounds */
+	double share[4];		/* pp, dp, tp, cp: summed over rounds */
 	long peak;			/* bytes, the largest rank's */
 	int refused;
 	char why[COLLX_ERRLEN];
@@ -29,7 +31,18 @@ struct mesh_row {
 	int tie;			/* quartiles overlap the fastest's */
 };
 
-static const char *const axis_names[3] = { "pp", "dp", "tp" };
+static const char *const axis_names[4] = { "pp", "dp", "tp", "cp" };
+
+/* fmt (", cp %d", ".cp%d") with the mesh's C above 1, else "": meshes
+ * without cp are named as before. */
+static const char *
+cp_part(const struct mesh_row *m, const char *fmt, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (m->cp > 1)
+		snprintf(buf, len, fmt, m->cp);
+	return buf;
+}
 
 static void
 add_step(struct mesh_row *m, double s)
@@ -53,7 +66,7 @@ static void
 read_shares(const char *dir, int world, struct mesh_row *m)
 {
 	char path[4200], line[512], op[64], axis[8];
-	double s, t[3], wall;
+	double s, t[4], wall;
 	unsigned long bytes;
 	int iter;
 
@@ -63,7 +76,7 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 		snprintf(path, sizeof path, "%s/t.%d.csv", dir, rank);
 		if ((f = fopen(path, "r")) == NULL)
 			continue;
-		t[0] = t[1] = t[2] = wall = 0;
+		t[0] = t[1] = t[2] = t[3] = wall = 0;
 		while (fgets(line, sizeof line, f) != NULL) {
 			if (sscanf(line, "%*[^,],%63[^,],%*[^,],%*d,%*d,%*[^,],"
 			    "%*u,%lu,%d,%lg,%*[^,],%*[^,],%7[^,]", op, &bytes,
@@ -79,12 +92,12 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 			    strstr(op, "_hidden") == NULL &&
 			    strstr(op, "_exposed") == NULL &&
 			    (bytes > 0 || strcmp(axis, "pp") != 0))
-				for (int a = 0; a < 3; a++)
+				for (int a = 0; a < 4; a++)
 					if (strcmp(axis, axis_names[a]) == 0)
 						t[a] += s;
 		}
 		fclose(f);
-		for (int a = 0; a < 3 && wall > 0; a++)
+		for (int a = 0; a < 4 && wall > 0; a++)
 			m->share[a] += t[a] / wall / world;
 	}
 }
@@ -132,6 +145,7 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
     struct mesh_row *m, struct bench_progress *pr, char *err, size_t errlen)
 {
 	char loss[4200], timing[4200], log[4200], sd[16], st[16], sp[16];
+	char sc[16], cpl[16];
 	char what[96];
 	struct bench_argv a;
 	char **argv = a.argv;
@@ -146,6 +160,10 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 	k = bench_train_argv(&a, d, dir, "collx-train", w, d->batch, run);
 	argv[k++] = "--dp"; argv[k++] = sd;
 	argv[k++] = "--tp"; argv[k++] = st; argv[k++] = "--pp"; argv[k++] = sp;
+	if (m->cp > 1) {
+		snprintf(sc, sizeof sc, "%d", m->cp);
+		argv[k++] = "--cp"; argv[k++] = sc;
+	}
 	/* a micro-batch per stage */
 	argv[k++] = "--microbatches"; argv[k++] = sp;
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
@@ -156,7 +174,8 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 		unlink(log);
 	}
 	snprintf(log, sizeof log, "%s/log", dir);
-	snprintf(what, sizeof what, "dp %d, tp %d, pp %d", m->dp, m->tp, m->pp);
+	snprintf(what, sizeof what, "dp %d, tp %d, pp %d%s", m->dp, m->tp, m->pp,
+	    cp_part(m, ", cp %d", cpl, sizeof cpl));
 	bench_progress_show(pr, what);
 	rc = run_measured(argv, log, &m->peak);
 	pr->done++;
@@ -266,6 +285,7 @@ print_verdict(const struct bench_out *o, const struct mesh_row *m, int n,
 {
 	FILE *f = o->csv ? stderr : stdout;
 	const char *lead = o->csv ? cli_progname : "#";
+	char cpl[16];
 
 	if (o->csv && !cli_verbose)	/* the CSV's tie and spread say it */
 		return;
@@ -281,8 +301,9 @@ print_verdict(const struct bench_out *o, const struct mesh_row *m, int n,
 	    rounds, rounds == 1 ? "" : "s", stable ? "stable" : "not stable");
 	for (int i = 0; i < n; i++)
 		if (m[i].tie)
-			fprintf(f, " dp%d.tp%d.pp%d %.3f +-%.0f%%", m[i].dp,
-			    m[i].tp, m[i].pp, m[i].r.step_s * 1e3,
+			fprintf(f, " dp%d.tp%d.pp%d%s %.3f +-%.0f%%", m[i].dp,
+			    m[i].tp, m[i].pp, cp_part(&m[i], ".cp%d", cpl,
+			    sizeof cpl), m[i].r.step_s * 1e3,
 			    (m[i].q3 - m[i].q1) / 2 / m[i].r.step_s * 100);
 	fputc('\n', f);
 }
@@ -291,7 +312,7 @@ static int
 print_row(struct bench_out *o, const struct bench_dp *d,
     const struct mesh_row *m, char *err, size_t errlen)
 {
-	char extra[320], algo[48];
+	char extra[320], algo[48], cpl[16];
 	struct cli_timing_row row = {
 		.program = "collx-bench", .op = "mesh", .algo = algo, .rank = 0,
 		.world = d->max_world, .dtype = "f32", .count = (size_t)d->batch,
@@ -301,28 +322,33 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 	double spread = m->refused ? 0 : (m->q3 - m->q1) / m->r.step_s;
 
 	if (m->refused) {
+		cp_part(m, " cp %d", cpl, sizeof cpl);
 		if (o->csv)
-			fprintf(stderr, "%s: mesh dp %d tp %d pp %d refused: %s\n",
-			    cli_progname, m->dp, m->tp, m->pp, m->why);
+			fprintf(stderr, "%s: mesh dp %d tp %d pp %d%s refused: "
+			    "%s\n", cli_progname, m->dp, m->tp, m->pp, cpl,
+			    m->why);
 		else
-			printf("# refused: dp %d tp %d pp %d: %s\n", m->dp,
-			    m->tp, m->pp, m->why);
+			printf("# refused: dp %d tp %d pp %d%s: %s\n", m->dp,
+			    m->tp, m->pp, cpl, m->why);
 		return 0;
 	}
-	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d", m->dp, m->tp, m->pp);
+	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d%s", m->dp, m->tp, m->pp,
+	    cp_part(m, ".cp%d", cpl, sizeof cpl));
 	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld,"
-	    "%.9g,%.9g,%d,%d", m->dp, m->tp, m->pp, m->r.tokens_per_s,
-	    m->share[1] / m->runs, m->share[2] / m->runs,
-	    m->share[0] / m->runs, m->peak, m->q1, m->q3, m->runs, m->tie);
+	    "%.9g,%.9g,%d,%d,%d,%.4f", m->dp, m->tp, m->pp,
+	    m->r.tokens_per_s, m->share[1] / m->runs, m->share[2] / m->runs,
+	    m->share[0] / m->runs, m->peak, m->q1, m->q3, m->runs, m->tie,
+	    m->cp > 1 ? m->cp : 1, m->share[3] / m->runs);
 	if (bench_out_row(o, &row, err, errlen) < 0)
 		return CLI_EXIT_RUNTIME;
 	if (!o->csv)
 		printf("%4d %4d %4d %12.0f %10.3f %7.1f %6.1f %6.1f %6.1f "
-		    "%12ld%s\n", m->dp, m->tp, m->pp, m->r.tokens_per_s,
-		    m->r.step_s * 1e3, spread * 100,
+		    "%12ld %4d %6.1f%s\n", m->dp, m->tp, m->pp,
+		    m->r.tokens_per_s, m->r.step_s * 1e3, spread * 100,
 		    m->share[1] / m->runs * 100,
 		    m->share[2] / m->runs * 100, m->share[0] / m->runs * 100,
-		    m->peak, m->tie ? "  tie" : "");
+		    m->peak, m->cp > 1 ? m->cp : 1, m->share[3] / m->runs * 100,
+		    m->tie ? "  tie" : "");
 	return 0;
 }
 
@@ -360,6 +386,33 @@ factorize(int w, struct mesh_row **out)
 				m[n].tp = tp;
 				m[n++].pp = w / dp / tp;
 			}
+	*out = m;
+	return n;
+}
+
+/* A gpt's meshes with context parallelism (C >= 2 ranks a sequence; the
+ * D x T x P that leave) after the n of factorize, C innermost of the
+ * sizes; the count in all. */
+static int
+factorize_cp(const struct bench_dp *d, int n, struct mesh_row **out)
+{
+	struct mesh_row *m = *out, *k;
+	int w = d->max_world, c, i, nk;
+
+	if (strcmp(d->arch, "gpt") != 0)
+		return n;
+	for (c = 2; c <= w; c++) {
+		if (w % c != 0)
+			continue;
+		nk = factorize(w / c, &k);
+		m = cli_reallocarray(m, (size_t)(n + nk), sizeof *m);
+		for (i = 0; i < nk; i++) {
+			m[n + i] = k[i];
+			m[n + i].cp = c;
+		}
+		n += nk;
+		free(k);
+	}
 	*out = m;
 	return n;
 }
@@ -436,6 +489,8 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	int rc = 0, rounds = 0, stable = 0, ties;
 	int n = factorize(d->max_world, &m);
 
+	n = factorize_cp(d, n, &m);
+
 	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);
 		return rc;
@@ -450,7 +505,8 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	qsort(m, (size_t)n, sizeof *m, cmp_rows);
 	ties = mark_ties(m, n);
 	if (bench_out_open(o, "dp,tp,pp,tokens_per_s,comm_dp,comm_tp,comm_pp,"
-	    "peak_bytes,step_q1_s,step_q3_s,rounds,tie", err, errlen) < 0) {
+	    "peak_bytes,step_q1_s,step_q3_s,rounds,tie,cp,comm_cp", err,
+	    errlen) < 0) {
 		rc = CLI_EXIT_RUNTIME;
 		goto out;
 	}
@@ -459,11 +515,11 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 		    "batch %ld, %ld steps (the first not timed); fastest first\n"
 		    "# step_ms: the median over every round's timed steps; "
 		    "spread%%: their interquartile range over it\n"
-		    "# dp%% tp%% pp%%: share of the step spent communicating on each axis\n"
-		    "%4s %4s %4s %12s %10s %7s %6s %6s %6s %12s\n", d->arch,
-		    d->dims, d->max_world, on, d->batch, d->steps, "dp", "tp",
-		    "pp", "tokens/s", "step_ms", "spread%", "dp%", "tp%", "pp%",
-		    "peak_bytes");
+		    "# dp%% tp%% pp%% cp%%: share of the step spent communicating on each axis\n"
+		    "%4s %4s %4s %12s %10s %7s %6s %6s %6s %12s %4s %6s\n",
+		    d->arch, d->dims, d->max_world, on, d->batch, d->steps,
+		    "dp", "tp", "pp", "tokens/s", "step_ms", "spread%", "dp%",
+		    "tp%", "pp%", "peak_bytes", "cp", "cp%");
 	for (int i = 0; i < n && rc == 0; i++)
 		rc = print_row(o, d, &m[i], err, errlen);
 	if (rc == 0)

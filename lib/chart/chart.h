@@ -39,6 +39,10 @@ struct chart_event {
  * -1 with "PATH:LINE: reason" on malformed JSON or none found. */
 int chart_trace_read(const char *path, struct chart_event **ev, int *n,
     char *err, size_t errlen);
+/* The same, with the process_name metadata's name (collx-pipe,
+ * collx-tp; "" without one) into process (plen bytes). */
+int chart_trace_read_named(const char *path, struct chart_event **ev, int *n,
+    char *process, size_t plen, char *err, size_t errlen);
 
 enum chart_kind {
 	CHART_GUESS, CHART_BUSBW, CHART_LATENCY, CHART_P2P, CHART_SCALING,

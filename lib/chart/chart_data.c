@@ -256,8 +256,8 @@ write_mesh(struct chart_data *c, const struct chart_table *t, int ntab,
     char *err, size_t errlen)
 {
 	char path[128];
-	double v[4];
-	int col[4], bars = 0;
+	double v[4], cv;
+	int col[4], bars = 0, cp;
 	FILE *f;
 
 	snprintf(path, sizeof path, "%s/mesh.dat", c->dir);
@@ -271,6 +271,7 @@ write_mesh(struct chart_data *c, const struct chart_table *t, int ntab,
 			if ((col[k] = chart_need_col(&t[i], names[k], "mesh", err,
 			    errlen)) < 0)
 				goto fail;
+		cp = chart_table_col(&t[i], "cp");
 		for (int r = 0; r < t[i].nrow; r++) {
 			for (int k = 0; k < 4; k++)
 				if (chart_table_num(&t[i], r, col[k], &v[k], err,
@@ -278,8 +279,13 @@ write_mesh(struct chart_data *c, const struct chart_table *t, int ntab,
 					goto fail;
 			if (note_group(c, &t[i], r, err, errlen) < 0)
 				goto fail;
-			fprintf(f, "%d %.10g %.0fx%.0fx%.0f\n", bars++, v[3],
+			fprintf(f, "%d %.10g %.0fx%.0fx%.0f", bars++, v[3],
 			    v[0], v[1], v[2]);
+			/* collx-bench mesh's gpt rows with --cp C */
+			if (cp >= 0 && chart_table_num(&t[i], r, cp, &cv, err,
+			    errlen) == 0 && cv > 1)
+				fprintf(f, "/cp%.0f", cv);
+			fputc('\n', f);
 		}
 	}
 	return fclose(f) == 0 ? 0 : cli_fail(err, errlen, "%s: %s", path,

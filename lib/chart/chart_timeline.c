@@ -105,16 +105,19 @@ write_boxes(const struct chart_data *c, const struct chart_event *ev, int n,
 	return rc;
 }
 
+/* tp: collx-tp's trace, two tracks per rank (compute, transfers), not
+ * one per pipeline stage. */
 static void
 script(FILE *f, const struct chart_data *c, int nk, double ms,
-    const int *used)
+    const int *used, int tp)
 {
 	int first = 1;
 
-	fprintf(f, "set xlabel 'time (ms)'\nset ylabel 'pipeline stage'\n"
+	fprintf(f, "set xlabel 'time (ms)'\nset ylabel '%s'\n"
 	    "set yrange [%d.5:-0.5]\nset ytics 1\nset xrange [0:%.6f]\n"
 	    "set style fill solid 0.9 border rgb '#333333'\n"
-	    "set key outside right top\nplot ", nk - 1, ms);
+	    "set key outside right top\nplot ", tp ? "rank: compute, "
+	    "transfers" : "pipeline stage", nk - 1, ms);
 	for (size_t k = 0; k <= NKINDS; k++) {
 		if (!used[k])
 			continue;
@@ -213,11 +216,13 @@ chart_timeline(struct chart_data *c, FILE *f, struct chart_plot *p,
 {
 	struct chart_event *ev;
 	double *keys = NULL, t0 = INFINITY, t1 = -INFINITY;
-	int n, nk, work = 0, used[NKINDS + 1] = { 0 }, rc = -1;
-	char what[48], tw[64];
+	int n, nk, work = 0, used[NKINDS + 1] = { 0 }, rc = -1, tp;
+	char what[48], tw[64], proc[32] = "";
 
-	if (chart_trace_read(p->files[0], &ev, &n, err, errlen) < 0)
+	if (chart_trace_read_named(p->files[0], &ev, &n, proc, sizeof proc,
+	    err, errlen) < 0)
 		return -1;
+	tp = strcmp(proc, "collx-tp") == 0;
 	if (select_step(p, ev, &n, what, sizeof what, tw, sizeof tw, err,
 	    errlen) < 0)
 		goto out;
@@ -230,11 +235,15 @@ chart_timeline(struct chart_data *c, FILE *f, struct chart_plot *p,
 	if ((rc = write_boxes(c, ev, n, keys, nk, t0, used, err, errlen)) < 0)
 		goto out;
 	c->world = nk;
-	snprintf(title, tlen, "Pipeline timeline%s, %d stage%s", tw, nk,
-	    nk == 1 ? "" : "s");
+	if (tp)
+		snprintf(title, tlen, "collx-tp timeline%s, %d track%s", tw,
+		    nk, nk == 1 ? "" : "s");
+	else
+		snprintf(title, tlen, "Pipeline timeline%s, %d stage%s", tw,
+		    nk, nk == 1 ? "" : "s");
 	snprintf(p->drawn, sizeof p->drawn, "%s: %d spans in %.3f ms", what,
 	    work, (t1 - t0) / 1e3);
-	script(f, c, nk, (t1 - t0) / 1e3, used);
+	script(f, c, nk, (t1 - t0) / 1e3, used, tp);
 out:
 	free(keys);
 	free(ev);

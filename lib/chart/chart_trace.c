@@ -13,6 +13,8 @@
 struct trace {
 	struct chart_event *ev;
 	int n, cap;
+	char *process;		/* the process_name metadata's, or NULL */
+	size_t plen;
 };
 
 /* An event as its members are read: what it keeps, and what says whether
@@ -20,6 +22,7 @@ struct trace {
 struct trace_event {
 	struct chart_event e;
 	char ph[8], cat[32];
+	char arg_name[32];	/* "args":{"name":...}, a metadata event's */
 	int have;		/* 1 ts, 2 dur */
 };
 
@@ -51,10 +54,13 @@ trace_number(struct tensor_json *j, double *v, int *have, int bit)
 static int
 trace_arg(struct tensor_json *j, const char *key, void *arg)
 {
-	struct chart_event *e = arg;
+	struct trace_event *t = arg;
+	struct chart_event *e = &t->e;
 	double step;
 	int have = 0;
 
+	if (strcmp(key, "name") == 0)
+		return trace_string(j, t->arg_name, sizeof t->arg_name);
 	if (strcmp(key, "step") != 0)
 		return tensor_json_skip(j);
 	if (trace_number(j, &step, &have, 1) < 0)
@@ -84,7 +90,7 @@ trace_event_member(struct tensor_json *j, const char *key, void *arg)
 	if (strcmp(key, "dur") == 0)
 		return trace_number(j, &t->e.dur, &t->have, 2);
 	if (strcmp(key, "args") == 0 && tensor_json_peek(j) == '{')
-		return tensor_json_object(j, trace_arg, &t->e);
+		return tensor_json_object(j, trace_arg, t);
 	return tensor_json_skip(j);
 }
 
@@ -97,6 +103,10 @@ trace_event(struct tensor_json *j, void *arg)
 
 	if (tensor_json_object(j, trace_event_member, &ev) < 0)
 		return -1;
+	/* the program that wrote it, which says what a track is */
+	if (strcmp(ev.ph, "M") == 0 && strcmp(ev.e.name, "process_name") ==
+	    0 && t->process != NULL)
+		snprintf(t->process, t->plen, "%s", ev.arg_name);
 	if (strcmp(ev.ph, "X") != 0)
 		return 0;
 	if (ev.have != 3)
@@ -132,9 +142,16 @@ int
 chart_trace_read(const char *path, struct chart_event **ev, int *n, char *err,
     size_t errlen)
 {
+	return chart_trace_read_named(path, ev, n, NULL, 0, err, errlen);
+}
+
+int
+chart_trace_read_named(const char *path, struct chart_event **ev, int *n,
+    char *process, size_t plen, char *err, size_t errlen)
+{
 	size_t len;
 	char *buf = cli_slurp(path, &len, err, errlen);
-	struct trace t = { 0 };
+	struct trace t = { .process = process, .plen = plen };
 	struct tensor_json j;
 	int rc;
 

@@ -4,6 +4,7 @@
  * The time a step's transfer ran while the step computed is logged as
  * hidden. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 #include "par/cp_ring.h"
 #include "par/tp_xfer.h"
 
-enum { TAG_KV = 0x6b76, TAG_DKV = 0x646b };
+enum { TAG_KV = 0x6b76, TAG_DKV = 0x646b, CP_OPCODE = 0x70 };
 
 struct tp_ring {
 	struct comm *c;
@@ -24,7 +25,10 @@ struct tp_ring {
 	float *m, *l, *lse, *dsum;	/* [b, nh, L] */
 	float *scratch;			/* 2 * len * len */
 	const float *q, *k, *v, *o;	/* the forward's, for the backward */
+	float *own_lse;			/* lse's own place (tp_ring_bind moves it) */
+	int bmax;			/* samples allocated for */
 	uint64_t work;
+	struct tp_overlap time;		/* the transfers' seconds, so far */
 	char *err;
 	size_t errlen;
 };
@@ -197,6 +201,27 @@ finish(struct tp_ring *cp, float *out, int bi, int h, int k)
 	    cp->l + ro, cp->len, cp->C, cp->hd);
 }
 
+/* The K/V exchange of a pass as one operation of the group: its messages
+ * checked against the peers' (a rank in another pass fails, not hangs),
+ * and a failure named for it, not for the group's last collective. */
+static void
+exchange(struct tp_ring *cp, const char *pass)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "ring attention %s", pass);
+	comm_op_begin(cp->c, CP_OPCODE, name, DT_F32, (uint64_t)cp->blk);
+}
+
+static int
+exchanged(struct tp_ring *cp, const struct tp_overlap *ov)
+{
+	comm_op_end(cp->c);
+	cp->time.hidden += ov->hidden;
+	cp->time.exposed += ov->exposed;
+	return 0;
+}
+
 /* ---- forward ------------------------------------------------------------- */
 
 static int
@@ -209,6 +234,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 	struct tp_xfer st;
 
 	mark(cp, "fwd qkv", "compute", 0, NULL);
+	exchange(cp, "forward");
 	cp->q = q, cp->k = k, cp->v = v, cp->o = out;
 	memcpy(cp->kv[0], k, cp->blk * sizeof(float));
 	memcpy(cp->kv[0] + cp->blk, v, cp->blk * sizeof(float));
@@ -235,7 +261,7 @@ attn_fwd(void *ctx, float *out, const float *q, const float *k,
 				finish(cp, out, bi, h, k);
 	mark(cp, "fwd ring attention", "sendrecv", 2 * cp->blk * (cp->P - 1),
 	    &ov);
-	return 0;
+	return exchanged(cp, &ov);
 }
 
 /* ---- backward ------------------------------------------------------------ */
@@ -297,6 +323,7 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 	struct tp_xfer prev = { .n = 0 }, home;
 
 	mark(cp, "bwd dout", "compute", 0, NULL);
+	exchange(cp, "backward");
 	row_dots(cp, dout);
 	memcpy(cp->kv[0], cp->k, cp->blk * sizeof(float));
 	memcpy(cp->kv[0] + cp->blk, cp->v, cp->blk * sizeof(float));
@@ -316,7 +343,7 @@ attn_bwd(void *ctx, float *dq, float *dk, float *dv, const float *dout)
 	    cp->blk * sizeof(float));
 	mark(cp, "bwd ring attention", "sendrecv",
 	    cp->P > 1 ? 2 * cp->blk * (2 * cp->P - 1) : 0, &ov);
-	return 0;
+	return exchanged(cp, &ov);
 }
 
 /* ---- setup ------------------------------------------------------------ */
@@ -334,7 +361,8 @@ tp_ring_new(struct tp_ring **out, struct comm *c, struct tp_log *log,
 	cp->c = c, cp->log = log, cp->err = err, cp->errlen = errlen;
 	cp->P = comm_size(c), cp->rank = comm_rank(c), cp->zz = zigzag;
 	cp->nch = tp_cp_chunks(zigzag), cp->len = s / (cp->nch * cp->P);
-	cp->b = b, cp->L = cp->nch * cp->len, cp->nh = nh, cp->hd = hd;
+	cp->b = cp->bmax = b, cp->L = cp->nch * cp->len, cp->nh = nh;
+	cp->hd = hd;
 	cp->C = nh * hd, cp->causal = causal;
 	cp->blk = (size_t)b * cp->L * cp->C;
 	nrow = (size_t)b * nh * cp->L;
@@ -351,6 +379,7 @@ tp_ring_new(struct tp_ring **out, struct comm *c, struct tp_log *log,
 	cp->part[1] = cp->part[0] + 2 * cp->blk;
 	cp->ain = cp->part[1] + 2 * cp->blk;
 	cp->l = cp->m + nrow, cp->lse = cp->l + nrow, cp->dsum = cp->lse + nrow;
+	cp->own_lse = cp->lse;
 	*out = cp;
 	return 0;
 }
@@ -371,6 +400,22 @@ tp_ring_hooks(struct tp_ring *cp, struct nn_block_hooks *hk)
 	hk->attn_fwd = attn_fwd;
 	hk->attn_bwd = attn_bwd;
 	hk->ctx = cp;
+}
+
+void
+tp_ring_bind(struct tp_ring *cp, int b, const float *q, const float *k,
+    const float *v, const float *o, float *lse)
+{
+	cp->b = b;
+	cp->blk = (size_t)b * cp->L * cp->C;
+	cp->q = q, cp->k = k, cp->v = v, cp->o = o;
+	cp->lse = lse != NULL ? lse : cp->own_lse;
+}
+
+struct tp_overlap
+tp_ring_time(const struct tp_ring *cp)
+{
+	return cp->time;
 }
 
 uint64_t

@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "nn/nn.h"
 #include "par/tp.h"
+#include "par/tp_xfer.h"
 
 /* ---- which positions a rank holds --------------------------------------- */
 
@@ -42,6 +43,16 @@ int tp_ring_new(struct tp_ring **out, struct comm *c, struct tp_log *log,
 void tp_ring_free(struct tp_ring *cp);
 /* The attention hooks (attn_fwd, attn_bwd) for nn_block_forward/backward. */
 void tp_ring_hooks(struct tp_ring *cp, struct nn_block_hooks *hk);
+/* A pipeline stage's ring (lib/par/cp_stage.c) runs many blocks and
+ * micro-batches before their backwards: before each block's forward or
+ * backward it says where that block's b samples (b at most tp_ring_new's)
+ * keep q, k, v, the attention's output o and its log-sum-exp lse
+ * ([b, nh, L] floats; NULL: the ring's own place, kept for one block). */
+void tp_ring_bind(struct tp_ring *cp, int b, const float *q, const float *k,
+    const float *v, const float *o, float *lse);
+/* Seconds the K/V transfers ran beside the blocks' compute (hidden) and
+ * alone after it (exposed), forward and backward, so far. */
+struct tp_overlap tp_ring_time(const struct tp_ring *cp);
 /* Query-key pairs this rank's attention has computed so far, forward (the
  * attention work, counted rather than timed). */
 uint64_t tp_ring_work(const struct tp_ring *cp);

@@ -10,23 +10,33 @@
 
 static const char *const axis_name[3] = { "--dp", "--tp", "--pp" };
 
-/* "--dp 2 x --tp -1 x --pp 3", for messages. */
+/* "--dp 2 x --tp -1 x --pp 3" (and " x --cp C" above 1), for messages. */
 static void
-mesh_spell(char *buf, size_t len, const int v[3])
+mesh_spell(char *buf, size_t len, const int v[3], int cp)
 {
-	snprintf(buf, len, "%s %d x %s %d x %s %d", axis_name[0], v[0],
-	    axis_name[1], v[1], axis_name[2], v[2]);
+	int n = snprintf(buf, len, "%s %d x %s %d x %s %d", axis_name[0],
+	    v[0], axis_name[1], v[1], axis_name[2], v[2]);
+
+	if (cp > 1 && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " x --cp %d", cp);
 }
 
 int
 mesh_resolve(struct mesh *m, int dp, int tp, int pp, int world, char *err,
     size_t errlen)
 {
-	int v[3] = { dp, tp, pp }, free_axis = -1, i;
-	long prod = 1;
-	char s[96];
+	return mesh_resolve_cp(m, dp, tp, pp, 1, world, err, errlen);
+}
 
-	mesh_spell(s, sizeof(s), v);
+int
+mesh_resolve_cp(struct mesh *m, int dp, int tp, int pp, int cp, int world,
+    char *err, size_t errlen)
+{
+	int v[3] = { dp, tp, pp }, free_axis = -1, i;
+	long prod = cp;
+	char s[112];
+
+	mesh_spell(s, sizeof(s), v, cp);
 	for (i = 0; i < 3; i++) {
 		if (v[i] == -1 && free_axis < 0)
 			free_axis = i;
@@ -52,6 +62,7 @@ mesh_resolve(struct mesh *m, int dp, int tp, int pp, int world, char *err,
 	m->tp = v[1];
 	m->pp = v[2];
 	m->world = world;
+	m->cp = cp;
 	return 0;
 }
 
@@ -83,18 +94,32 @@ mesh_check_model(const struct mesh *m, const struct nn_model *md, char *err,
 	return 0;
 }
 
+/* C; a mesh written field by field without it has none (1). */
+static int
+cp_size(const struct mesh *m)
+{
+	return m->cp > 0 ? m->cp : 1;
+}
+
 void
 mesh_coord(const struct mesh *m, int rank, struct mesh_coord *c)
 {
 	c->tp = rank % m->tp;
-	c->dp = rank / m->tp % m->dp;
-	c->pp = rank / m->tp / m->dp;
+	c->cp = rank / m->tp % cp_size(m);
+	c->dp = rank / m->tp / cp_size(m) % m->dp;
+	c->pp = rank / m->tp / cp_size(m) / m->dp;
 }
 
 int
 mesh_rank(const struct mesh *m, int pp, int dp, int tp)
 {
-	return (pp * m->dp + dp) * m->tp + tp;
+	return mesh_rank_cp(m, pp, dp, 0, tp);
+}
+
+int
+mesh_rank_cp(const struct mesh *m, int pp, int dp, int cp, int tp)
+{
+	return ((pp * m->dp + dp) * cp_size(m) + cp) * m->tp + tp;
 }
 
 int
@@ -102,15 +127,19 @@ mesh_split(const struct mesh *m, struct comm *world, struct mesh_groups *g,
     char *err, size_t errlen)
 {
 	struct mesh_coord c;
+	int C = cp_size(m);
 
 	memset(g, 0, sizeof(*g));
 	mesh_coord(m, comm_rank(world), &c);
-	if (comm_split(world, c.pp * m->dp + c.dp, c.tp, &g->tp, err,
-	    errlen) < 0 ||
-	    comm_split(world, c.pp * m->tp + c.tp, c.dp, &g->dp, err,
-	    errlen) < 0 ||
-	    comm_split(world, c.dp * m->tp + c.tp, c.pp, &g->pp, err,
-	    errlen) < 0) {
+	/* colours: the place on the other axes; C = 1 gives the same */
+	if (comm_split(world, (c.pp * m->dp + c.dp) * C + c.cp, c.tp,
+	    &g->tp, err, errlen) < 0 ||
+	    comm_split(world, c.pp * m->tp + c.tp, c.dp * C + c.cp,
+	    &g->dp, err, errlen) < 0 ||
+	    comm_split(world, (c.dp * C + c.cp) * m->tp + c.tp, c.pp,
+	    &g->pp, err, errlen) < 0 ||
+	    comm_split(world, (c.pp * m->dp + c.dp) * m->tp + c.tp, c.cp,
+	    &g->cp, err, errlen) < 0) {
 		mesh_groups_close(g);
 		return -1;
 	}
@@ -126,33 +155,36 @@ mesh_groups_close(struct mesh_groups *g)
 		comm_close(g->dp);
 	if (g->pp != NULL)
 		comm_close(g->pp);
+	if (g->cp != NULL)
+		comm_close(g->cp);
 	memset(g, 0, sizeof(*g));
 }
 
-/* The groups along axis (0 pp, 1 dp, 2 tp): "NAME groups of N: [a b]
- * [c d] ...", one bracket per place on the other two axes. */
+/* The groups along axis (0 pp, 1 dp, 2 cp, 3 tp): "NAME groups of N:
+ * [a b] [c d] ...", one bracket per place on the other axes, slower
+ * ones first. */
 static void
 print_groups(FILE *f, const struct mesh *m, const char *name, int axis)
 {
-	int sz[3] = { m->pp, m->dp, m->tp }, a, b, k, o1, o2;
-	int at[3];
+	int sz[4] = { m->pp, m->dp, cp_size(m), m->tp }, at[4], o[3], n = 0;
+	int g, k;
 
-	/* the other two axes, slower one first */
-	o1 = axis == 0 ? 1 : 0;
-	o2 = axis == 2 ? 1 : 2;
+	for (k = 0; k < 4; k++)
+		if (k != axis)
+			o[n++] = k;
 	fprintf(f, "%s groups of %d:", name, sz[axis]);
-	for (a = 0; a < sz[o1]; a++)
-		for (b = 0; b < sz[o2]; b++) {
-			at[o1] = a;
-			at[o2] = b;
-			fputs(" [", f);
-			for (k = 0; k < sz[axis]; k++) {
-				at[axis] = k;
-				fprintf(f, "%s%d", k ? " " : "",
-				    mesh_rank(m, at[0], at[1], at[2]));
-			}
-			fputc(']', f);
+	for (g = 0; g < sz[o[0]] * sz[o[1]] * sz[o[2]]; g++) {
+		at[o[2]] = g % sz[o[2]];
+		at[o[1]] = g / sz[o[2]] % sz[o[1]];
+		at[o[0]] = g / sz[o[2]] / sz[o[1]];
+		fputs(" [", f);
+		for (k = 0; k < sz[axis]; k++) {
+			at[axis] = k;
+			fprintf(f, "%s%d", k ? " " : "",
+			    mesh_rank_cp(m, at[0], at[1], at[2], at[3]));
 		}
+		fputc(']', f);
+	}
 	fputc('\n', f);
 }
 
@@ -164,13 +196,21 @@ mesh_print(FILE *f, const struct mesh *m, int per_host)
 
 	if (per_host <= 0)
 		per_host = m->world;
-	fprintf(f, "rank,pp,dp,tp,host\n");
+	/* C = 1: the columns and groups of a mesh without CP, as before */
+	fprintf(f, m->cp > 1 ? "rank,pp,dp,cp,tp,host\n" :
+	    "rank,pp,dp,tp,host\n");
 	for (r = 0; r < m->world; r++) {
 		mesh_coord(m, r, &c);
-		fprintf(f, "%d,%d,%d,%d,%d\n", r, c.pp, c.dp, c.tp,
-		    r / per_host);
+		if (m->cp > 1)
+			fprintf(f, "%d,%d,%d,%d,%d,%d\n", r, c.pp, c.dp, c.cp,
+			    c.tp, r / per_host);
+		else
+			fprintf(f, "%d,%d,%d,%d,%d\n", r, c.pp, c.dp, c.tp,
+			    r / per_host);
 	}
-	print_groups(f, m, "tp", 2);
+	print_groups(f, m, "tp", 3);
+	if (m->cp > 1)
+		print_groups(f, m, "cp", 2);
 	print_groups(f, m, "dp", 1);
 	print_groups(f, m, "pp", 0);
 }

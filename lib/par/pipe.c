@@ -63,9 +63,11 @@ run_init(struct pipe_run *r)
 		return pipe_oom(r);
 	r->rstart = 0;
 	r->rcount = cfg->batch;
+	/* the CP ranks of a replica take the same samples */
 	if (cfg->dp != NULL)
-		train_split(cfg->batch, comm_size(cfg->dp), comm_rank(cfg->dp),
-		    &r->rstart, &r->rcount);
+		train_split(cfg->batch, comm_size(cfg->dp) / pipe_cp_size(cfg),
+		    comm_rank(cfg->dp) / pipe_cp_size(cfg), &r->rstart,
+		    &r->rcount);
 	for (i = 0; i < M; i++) {
 		train_split(r->rcount, M, i, &r->mstart[i], &r->mcount[i]);
 		if (r->mcount[i] > nmax)

@@ -50,6 +50,12 @@ struct pipe_cfg {
 	struct dp_opts dpo;	/* the DP axis's sync options, collx-dp's
 				 * (dp.h). ZeRO's checkpoints take the
 				 * state whole */
+	struct comm *cp;	/* gpt: the CP group each sequence is
+				 * sharded over (cp_stage.h; NULL or of
+				 * size 1: none); dp then holds the
+				 * replicas' CP groups, dp index * C + cp
+				 * index, all summing gradients */
+	int cp_zigzag;		/* its chunks zigzag (else contiguous) */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
@@ -69,6 +75,9 @@ struct pipe_stat {
 	double dp_exposed;	/* seconds the stage waited for it */
 	double tp;		/* the TP group's allreduces (within fwd, bwd) */
 	size_t tp_sent;		/* bytes this rank sent in them */
+	double cp;		/* the CP ring's transfers (within fwd, bwd) */
+	double cp_hidden;	/* of them, beside the attention's compute */
+	size_t cp_sent;		/* bytes this rank sent in them */
 	size_t optim_bytes;	/* optimizer state this rank holds */
 	size_t grad_bytes;	/* reduced gradients it keeps for the update */
 };

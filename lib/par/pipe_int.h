@@ -13,6 +13,7 @@
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
 #include "par/tp_stage.h"
+#include "par/tp_xfer.h"
 #include "par/train_data.h"
 
 struct pipe_dp_sync;
@@ -66,6 +67,8 @@ struct pipe_run {
 					 * ts's chunk after chunk */
 	double tp_t0;			/* ts's sums' seconds and the TP */
 	uint64_t tp_b0;			/* group's bytes at the step's start */
+	struct tp_overlap cp_t0;	/* the same of the CP ring */
+	uint64_t cp_b0;
 	int rank, world, have_sch;
 	long rstart, rcount;		/* this replica's share of the batch */
 	long *mstart, *mcount;		/* micro-batches of the share */
@@ -127,6 +130,10 @@ void pipe_unit_release(struct pipe_run *r, int c, struct pipe_slot *sl);
 /* The TP group's share of a step, its allreduces' time and bytes, into
  * ps: called at the step's start (begin) and its end. */
 void pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin);
+/* The CP axis (cp_stage.c): its ranks per sequence (1: none), and its
+ * ring's share of a step into ps, as pipe_tp_stat's. */
+int pipe_cp_size(const struct pipe_cfg *cfg);
+void pipe_cp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin);
 /* At the end: every TP rank's replicated tensors bitwise the same. */
 int pipe_tp_verify(struct pipe_run *r);
 /* Checkpoints under TP: this rank's shards of the state from

@@ -64,9 +64,10 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 	for (c = 0; c < V; c++) {
 		s = c * r->world + r->rank;
 		/* later failures (a TP collective's) land in r->err too */
-		if (tp_stage_plan(&r->ts[c], r->m, cfg->tp, s, S,
-		    cfg->first[s], cfg->first[s + 1], r->d->seq, nmax,
-		    cfg->micro, r->sch->split, r->err, r->errlen) < 0) {
+		if (tp_stage_plan_cp(&r->ts[c], r->m, cfg->tp, cfg->cp,
+		    cfg->cp_zigzag, s, S, cfg->first[s], cfg->first[s + 1],
+		    r->d->seq, nmax, cfg->micro, r->sch->split, r->err,
+		    r->errlen) < 0) {
 			r->kind = TRAIN_ERR_RUNTIME;
 			return -1;
 		}
@@ -189,6 +190,7 @@ pipe_tp_stat(struct pipe_run *r, struct pipe_stat *ps, int begin)
 	uint64_t b;
 	int c;
 
+	pipe_cp_stat(r, ps, begin);
 	if (r->ts->T == 1)
 		return;
 	for (t = 0, c = 0; c < r->nchunk; c++)

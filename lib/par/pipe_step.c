@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/util.h"
+#include "par/cp_stage.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
@@ -52,7 +53,7 @@ fill_slot(struct pipe_run *r, const struct tp_stage *st,
 {
 	const struct train_data *d = r->d;
 	long s0 = r->mstart[i];
-	int S = st->seq;
+	int S = st->gseq, L = st->seq;	/* L: this rank's positions */
 
 	if (!st->gpt) {
 		if (st->first)
@@ -72,9 +73,8 @@ fill_slot(struct pipe_run *r, const struct tp_stage *st,
 				    r->m->dims.vocab);
 			}
 		}
-		memcpy(sl->tok + (size_t)k * S, w, (size_t)S * sizeof(int32_t));
-		memcpy(sl->tok + (size_t)(sl->n + k) * S, w + 1,
-		    (size_t)S * sizeof(int32_t));
+		cp_stage_tokens(st, sl->tok + (size_t)k * L, w);
+		cp_stage_tokens(st, sl->tok + (size_t)(sl->n + k) * L, w + 1);
 	}
 	return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/cp_stage.h"
 #include "par/pipe_int.h"
 #include "par/tp_int.h"
 #include "par/tp_stage.h"
@@ -330,6 +331,8 @@ static const struct nn_block_hooks *
 hooks(struct tp_stage *ts, struct nn_block_hooks *hk)
 {
 	*hk = (struct nn_block_hooks){ .reduce = reduce_hook, .ctx = ts };
+	if (ts->cp != NULL)
+		return cp_stage_hooks(ts, hk);
 	return ts->T > 1 ? hk : NULL;
 }
 
@@ -359,6 +362,8 @@ layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
 		struct nn_block_w bw = tp_block_ptrs(lm, lm->w);
 		struct nn_block_acts a;
 		nn_block_acts_bind(&a, acts, &sh);
+		if (ts->cp != NULL)
+			cp_stage_bind(ts, &a, n);
 		if (nn_block_forward(y, &a, &bw, x, &sh, hooks(ts, &hk)) < 0)
 			return -1;
 		if (lm->experts > 0)
@@ -398,6 +403,8 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	struct nn_block_wsave sv;
 
 	nn_block_acts_bind(&a, acts, &sh);
+	if (ts->cp != NULL)
+		cp_stage_bind(ts, &a, n);
 	if (part == WHOLE)
 		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
 		    &sh, hooks(ts, &hk));
@@ -546,7 +553,7 @@ alloc_work(struct tp_stage *ts)
 static int
 setup(struct tp_stage *ts, const struct nn_model *m, struct comm *c, int j,
     int w, int l0, int l1, int seq, int nmax, int maxslot, int split,
-    int own, char *err, size_t errlen)
+    int own, struct comm *cp, int zigzag, char *err, size_t errlen)
 {
 	int T = c ? comm_size(c) : 1;
 
@@ -560,6 +567,10 @@ setup(struct tp_stage *ts, const struct nn_model *m, struct comm *c, int j,
 	ts->seq = m->dims.arch == NN_MLP ? 1 : ts->gpt ? m->dims.seq : seq;
 	ts->nmax = nmax, ts->maxslot = maxslot, ts->split = split;
 	ts->err = err, ts->errlen = errlen;
+	ts->gseq = ts->seq;
+	if (cp != NULL && comm_size(cp) > 1 && cp_stage_new(ts, cp, zigzag,
+	    err, errlen) < 0)
+		goto fail;
 	if ((ts->lay = calloc((size_t)(l1 - l0), sizeof(*ts->lay))) == NULL)
 		goto oom;
 	if (plan_layers(ts, m, &ts->nlocal, err, errlen) < 0)
@@ -592,7 +603,7 @@ tp_stage_init(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
     char *err, size_t errlen)
 {
 	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 1,
-	    err, errlen);
+	    NULL, 0, err, errlen);
 }
 
 int
@@ -601,7 +612,17 @@ tp_stage_plan(struct tp_stage *ts, const struct nn_model *m, struct comm *c,
     char *err, size_t errlen)
 {
 	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 0,
-	    err, errlen);
+	    NULL, 0, err, errlen);
+}
+
+int
+tp_stage_plan_cp(struct tp_stage *ts, const struct nn_model *m,
+    struct comm *c, struct comm *cp, int zigzag, int j, int w, int l0,
+    int l1, int seq, int nmax, int maxslot, int split, char *err,
+    size_t errlen)
+{
+	return setup(ts, m, c, j, w, l0, l1, seq, nmax, maxslot, split, 0,
+	    cp, zigzag, err, errlen);
 }
 
 void
@@ -616,6 +637,7 @@ tp_stage_free(struct tp_stage *ts)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
 	free(ts->moe);
+	cp_stage_free(ts);
 	if (!ts->placed)
 		free(ts->params), free(ts->grads);
 	free(ts->ten), free(ts->lay);
@@ -683,7 +705,7 @@ head_forward(struct tp_stage *ts, struct pipe_slot *sl, const float *x)
 
 	nn_layernorm_forward(xf, mean, rstd, x, ts->lnf_w, ts->lnf_b, N, D);
 	nn_linear_forward(probs, xf, ts->wte, NULL, N, D, V);
-	return nn_xent_forward(probs, probs, sl->tok + N, N, V) / ts->seq;
+	return nn_xent_forward(probs, probs, sl->tok + N, N, V) / ts->gseq;
 }
 
 const float *
@@ -693,8 +715,11 @@ tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl, double *loss)
 	int n = sl->n, nl = ts->l1 - ts->l0;
 
 	if (ts->gpt && ts->first) {
-		nn_embedding_forward(sl->f, sl->tok, ts->wte, ts->wpe, n,
-		    ts->seq, ts->d.d_model);
+		if (ts->cp != NULL)
+			cp_stage_embed(ts, sl);
+		else
+			nn_embedding_forward(sl->f, sl->tok, ts->wte, ts->wpe,
+			    n, ts->seq, ts->d.d_model);
 		x = sl->f;
 	}
 	for (int k = 0; k < nl; k++) {
@@ -734,7 +759,8 @@ loss_backward(struct tp_stage *ts, struct pipe_slot *sl, float *g,
 	float *rstd = mean + N, *probs = rstd + N;
 
 	memset(ts->dlogits, 0, (size_t)N * V * sizeof(float));
-	nn_xent_backward(ts->dlogits, probs, sl->tok + N, 1.0f / ts->seq, N, V);
+	nn_xent_backward(ts->dlogits, probs, sl->tok + N, 1.0f / ts->gseq, N,
+	    V);
 	memset(tmp, 0, count * sizeof(float));
 	nn_linear_backward(tmp, ts->dwte, NULL, ts->dlogits, xf, ts->wte, N, D,
 	    V);
@@ -773,8 +799,11 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 			ts->done(ts->done_ctx, ts->l0 + k);
 	}
 	if (ts->gpt && ts->first) {
-		nn_embedding_backward(ts->dwte, ts->dwpe, cur, sl->tok, n,
-		    ts->seq, ts->d.d_model);
+		if (ts->cp != NULL)
+			cp_stage_embed_back(ts, sl, cur);
+		else
+			nn_embedding_backward(ts->dwte, ts->dwpe, cur, sl->tok,
+			    n, ts->seq, ts->d.d_model);
 		if (ts->done != NULL)
 			ts->done(ts->done_ctx, ts->d.layers);
 	}

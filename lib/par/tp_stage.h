@@ -106,6 +106,11 @@ struct tp_stage {
 	size_t nmoe;
 	char *err;		/* a failure's reason (a TP collective) */
 	size_t errlen;
+	/* Context parallelism (par/cp_stage.h; NULL: none): seq is then
+	 * this rank's positions of each sequence, gseq the whole's (seq
+	 * without). */
+	struct cp_stage *cp;
+	int gseq;
 };
 
 /*
@@ -138,6 +143,13 @@ int tp_stage_init(struct tp_stage *ts, const struct nn_model *m,
 int tp_stage_plan(struct tp_stage *ts, const struct nn_model *m,
     struct comm *c, int j, int w, int l0, int l1, int seq, int nmax,
     int maxslot, int split, char *err, size_t errlen);
+/* tp_stage_plan for a gpt whose sequences are sharded over the CP group
+ * cp (contiguous, or zigzag), its attention a ring over it (cp_stage);
+ * cp NULL or of size 1: tp_stage_plan. */
+int tp_stage_plan_cp(struct tp_stage *ts, const struct nn_model *m,
+    struct comm *c, struct comm *cp, int zigzag, int j, int w, int l0,
+    int l1, int seq, int nmax, int maxslot, int split, char *err,
+    size_t errlen);
 void tp_stage_free(struct tp_stage *ts);
 /* n floats (zeroed if zero) on a 64-byte cache line, as every vector a
  * stage's matrix products read or write (parameters, gradients, slots,

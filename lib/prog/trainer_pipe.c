@@ -150,8 +150,9 @@ struct pipe_report_run {
 	struct mesh_coord at;
 	struct mesh_groups grp;
 	uint64_t sent;		/* bytes sent by the step before */
-	uint64_t axis[3];	/* bytes sent so far over pp, dp, tp */
-	uint64_t axis_step[3];	/* of them, in the last step */
+	uint64_t axis[4];	/* bytes sent so far over pp, dp, tp, cp */
+	uint64_t axis_step[4];	/* of them, in the last step */
+	double hidden_us;	/* --cp: the row's hidden_us column */
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
 	const struct nn_dims *dims;	/* -v's tokens per expert */
@@ -161,10 +162,10 @@ struct pipe_report_run {
 static uint64_t
 bytes_sent(struct pipe_report_run *r)
 {
-	struct comm *g[3] = { r->grp.pp, r->grp.dp, r->grp.tp };
+	struct comm *g[4] = { r->grp.pp, r->grp.dp, r->grp.tp, r->grp.cp };
 	uint64_t sum = 0, now;
 
-	for (int a = 0; a < 3; a++) {
+	for (int a = 0; a < 4; a++) {
 		now = comm_bytes_sent(g[a]);
 		r->axis_step[a] = now - r->axis[a];
 		r->axis[a] = now;
@@ -184,13 +185,21 @@ row(struct pipe_report_run *r, const char *op, const char *algo,
 	char extra[160];
 	int n;
 
-	if (r->p->mesh != NULL)
+	if (r->p->mesh != NULL && r->p->mesh->cp > 1)
+		n = snprintf(extra, sizeof(extra), "%s,%d,%d,%d,%d,", axis,
+		    r->at.pp, r->at.dp, r->at.cp, r->at.tp);
+	else if (r->p->mesh != NULL)
 		n = snprintf(extra, sizeof(extra), "%s,%d,%d,%d,", axis,
 		    r->at.pp, r->at.dp, r->at.tp);
 	else
 		n = snprintf(extra, sizeof(extra), "%d,%d,", r->t.rank,
 		    r->cfg->micro);
 	prog_pipe_columns(&r->pipe, st, extra + n, sizeof(extra) - (size_t)n);
+	if (r->p->mesh != NULL && r->p->mesh->cp > 1) {
+		n = (int)strlen(extra);
+		snprintf(extra + n, sizeof(extra) - (size_t)n, ",%.1f",
+		    r->hidden_us);
+	}
 	trainer_row(&r->t, op, algo, "f32", count, bytes, step, seconds, extra);
 }
 
@@ -221,6 +230,14 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
 		row(r, "allreduce", coll_algo_name(COLL_RING), "tp", s->step,
 		    st->tp, st->tp_sent / f, st->tp_sent, st);
+	/* the ring's K/V (and dK/dV) exchanges, with their share hidden
+	 * behind the attention's blocks */
+	if (r->p->mesh != NULL && r->p->mesh->cp > 1) {
+		r->hidden_us = st->cp_hidden * 1e6;
+		row(r, "sendrecv", r->cfg->cp_zigzag ? "zigzag" : "ring", "cp",
+		    s->step, st->cp, st->cp_sent / f, st->cp_sent, st);
+		r->hidden_us = 0;
+	}
 	row(r, "step", sched, "-", s->step, st->wall, b, 0, st);
 }
 
@@ -262,10 +279,21 @@ loss_due(const struct pipe_report_run *r, const struct train_step *s)
 	free(c);
 }
 
+/* " cp N" on a mesh with a CP axis, for the lines of bytes per axis. */
+static const char *
+cp_bytes(const struct pipe_report_run *r, uint64_t n, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (r->p->mesh->cp > 1)
+		snprintf(buf, len, " cp %" PRIu64, n);
+	return buf;
+}
+
 static void
 on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 {
 	struct pipe_report_run *r = ctx;
+	char cp[32];
 
 	if (r->p->mesh != NULL)
 		mesh_step(r, s);
@@ -273,11 +301,12 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	if (r->t.pr.lines && r->p->mesh != NULL)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
 		    "%s/s (compute %.1f ms, pipeline and allreduces %.1f ms; "
-		    "sent pp %" PRIu64 " dp %" PRIu64 " tp %" PRIu64 " B)\n",
+		    "sent pp %" PRIu64 " dp %" PRIu64 " tp %" PRIu64 "%s B)\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3,
 		    s->seconds > 0 ? s->tokens / s->seconds : 0, r->t.pr.unit,
 		    s->compute * 1e3, s->comm * 1e3, r->axis_step[0],
-		    r->axis_step[1], r->axis_step[2]);
+		    r->axis_step[1], r->axis_step[2], cp_bytes(r,
+		    r->axis_step[3], cp, sizeof(cp)));
 	else if (r->t.pr.lines)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms\n",
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
@@ -294,6 +323,7 @@ static void
 mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 {
 	long last = r->t.steps - 1;
+	char cp[32];
 
 	if (cli_verbose && !cli_quiet && r->t.from <= last)
 		fprintf(stderr, "%s: rank %d: zero %d: optimizer state %zu "
@@ -302,8 +332,9 @@ mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 		    res->stat[last].grad_bytes);
 	if (r->t.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
-		    " tp %" PRIu64 " bytes\n", cli_progname, r->axis[0],
-		    r->axis[1], r->axis[2]);
+		    " tp %" PRIu64 "%s bytes\n", cli_progname, r->axis[0],
+		    r->axis[1], r->axis[2], cp_bytes(r, r->axis[3], cp,
+		    sizeof(cp)));
 }
 
 static void
@@ -351,9 +382,10 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	    world, mesh != NULL && (mesh->dp > 1 || mesh->tp > 1) ?
 	    "replica 0, shard 0" : NULL, e, sizeof(e)) < 0)
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
-	trainer_open(&r.t, p->c->timing, mesh != NULL ? "axis,pp,dp,tp,"
-	    PROG_PIPE_COLUMNS : "stage,microbatches," PROG_PIPE_COLUMNS, rank,
-	    world);
+	trainer_open(&r.t, p->c->timing, mesh != NULL && mesh->cp > 1 ?
+	    "axis,pp,dp,cp,tp," PROG_PIPE_COLUMNS ",hidden_us" : mesh != NULL ?
+	    "axis,pp,dp,tp," PROG_PIPE_COLUMNS : "stage,microbatches,"
+	    PROG_PIPE_COLUMNS, rank, world);
 	if ((code = prog_join(&c, p->g, job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
 	pp = c;
@@ -363,6 +395,7 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		r.sent = bytes_sent(&r);
 		cfg->dp = r.grp.dp;
 		cfg->tp = r.grp.tp;
+		cfg->cp = r.grp.cp;
 		pp = r.grp.pp;
 	}
 	trainer_begin(&r.t, trainer_unit(m), cfg->resume != NULL ?

@@ -71,3 +71,21 @@ data() {
 	timeout 10 collx-tensor create --shape "$1,$3" --fill randn \
 	    --seed "$(($4 + 1000))" -o Y.npy
 }
+
+# usage: refused WORLD "MESSAGE" collx-train-options...: every rank, each
+# started alone (no launcher to stop the others when the first exits, and
+# no peer to talk to), exits 3 and says MESSAGE
+refused() {
+	local w=$1 msg=$2 r rc port
+	shift 2
+	port=$(free_port)
+	for ((r = 0; r < w; r++)); do
+		rc=0
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$w COLLX_MASTER=127.0.0.1:$port \
+		    COLLX_TIMEOUT=10 timeout 30 collx-train "$@" --steps 1 -q \
+		    2>err || rc=$?
+		echo "rank $r: $rc: $(cat err)"
+		[ "$rc" -eq 3 ]
+		[ "$(cat err)" = "collx-train: rank $r: $msg" ]
+	done
+}

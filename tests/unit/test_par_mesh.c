@@ -144,12 +144,66 @@ groups_rank(struct comm *c, void *arg)
 	return 0;
 }
 
+/* --cp: rank = ((pp*D + dp)*C + cp)*T + tp, written out here. */
+static void
+cp_places(void)
+{
+	struct mesh m;
+	struct mesh_coord c;
+	char e[256];
+	int r, ok = 1;
+
+	UNIT_OK(mesh_resolve_cp(&m, -1, 2, 2, 3, 24, e, sizeof e) == 0 &&
+	    m.dp == 2 && m.cp == 3, "--dp -1 x tp 2 x pp 2 x cp 3 on 24: dp 2");
+	UNIT_OK(mesh_resolve_cp(&m, 2, 1, 1, 2, 6, e, sizeof e) < 0 &&
+	    strcmp(e, "mesh --dp 2 x --tp 1 x --pp 1 x --cp 2 = 4 ranks, but "
+	    "the world has 6") == 0, "cp in the product and the message");
+	UNIT_OK(mesh_resolve(&m, 2, 2, 1, 4, e, sizeof e) == 0 && m.cp == 1,
+	    "mesh_resolve: no cp");
+	mesh_resolve_cp(&m, 2, 2, 2, 3, 24, e, sizeof e);
+	for (r = 0; r < m.world; r++) {
+		mesh_coord(&m, r, &c);
+		ok &= ((c.pp * 2 + c.dp) * 3 + c.cp) * 2 + c.tp == r &&
+		    c.cp < 3 && c.tp < 2 && c.dp < 2 && c.pp < 2 &&
+		    mesh_rank_cp(&m, c.pp, c.dp, c.cp, c.tp) == r;
+	}
+	UNIT_OK(ok, "dp 2 x cp 3 x tp 2 x pp 2: every rank's place gives it "
+	    "back");
+}
+
+/* The groups of dp 2 x cp 2 x tp 2: cp groups of stride T, and one DP
+ * group of the D*C ranks of a stage and shard (own index dp*C + cp). */
+static int
+cp_groups_rank(struct comm *c, void *arg)
+{
+	const struct mesh *m = arg;
+	int r = comm_rank(c), T = m->tp, C = m->cp, D = m->dp;
+	int tp = r % T, cp = r / T % C, dp = r / T / C % D;
+	struct mesh_groups g;
+	char e[256];
+	int ok;
+
+	ok = mesh_split(m, c, &g, e, sizeof e) == 0;
+	if (!par_check(ok, "rank %d: mesh_split with cp%s%s", r, ok ? "" :
+	    ": ", ok ? "" : e))
+		return 1;
+	par_check(members_ok(g.tp, r, tp, T, 1) &&
+	    members_ok(g.cp, r, cp, C, T) &&
+	    members_ok(g.dp, r, dp * C + cp, D * C, T) &&
+	    members_ok(g.pp, r, 0, 1, 1), "rank %d: tp, cp, dp x cp and pp "
+	    "groups hold r + (k - own) * 1, T, T, -", r);
+	mesh_groups_close(&g);
+	return 0;
+}
+
 int
 main(void)
 {
 	static struct mesh m8 = { .dp = 2, .tp = 2, .pp = 2, .world = 8 };
 	static struct mesh m6 = { .dp = 3, .tp = 1, .pp = 2, .world = 6 };
 	static struct mesh m4 = { .dp = 1, .tp = 4, .pp = 1, .world = 4 };
+	static struct mesh m8cp = { .dp = 2, .tp = 2, .pp = 1, .world = 8,
+	    .cp = 2 };
 
 	signal(SIGPIPE, SIG_IGN);
 	resolve();
@@ -158,5 +212,7 @@ main(void)
 	par_world(8, "groups of 2 x 2 x 2", groups_rank, &m8);
 	par_world(6, "groups of 3 x 1 x 2", groups_rank, &m6);
 	par_world(4, "groups of 1 x 4 x 1", groups_rank, &m4);
+	cp_places();
+	par_world(8, "groups of dp 2 x cp 2 x tp 2", cp_groups_rank, &m8cp);
 	return unit_done();
 }
