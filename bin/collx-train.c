@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "nn/nn.h"
+#include "par/ep.h"
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
@@ -19,7 +20,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_PRINT,
-	OPT_PER_HOST
+	OPT_PER_HOST, OPT_EP, OPT_DISPATCH
 };
 
 static const struct option longopts[] = {
@@ -31,6 +32,7 @@ static const struct option longopts[] = {
 	TRAINER_PIPE_LONGOPTS,
 	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
+	{ "ep", 1, 0, OPT_EP }, { "dispatch", 1, 0, OPT_DISPATCH },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -45,6 +47,8 @@ struct opts {
 	struct trainopt_common c;
 	const char *data, *targets;
 	int dp, tp, pp, per_host, print;
+	int ep;			/* --ep X, 1: none */
+	enum ep_dispatch dispatch;
 	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -79,6 +83,12 @@ usage(void)
 	    "given);\n"
 	    "                        P above 1: rank 0 ends with the "
 	    "pipeline's bubble\n"
+	    "  --ep X                the experts of each MoE block over X "
+	    "consecutive\n"
+	    "                        replicas (1)\n"
+	    "  --dispatch D          tokens to their experts by alltoall "
+	    "(default) or\n"
+	    "                        allgather\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
@@ -148,6 +158,12 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_TP: o->tp = axis_value("--tp", a); break;
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
 	case OPT_PRINT: o->print = 1; break;
+	case OPT_EP: o->ep = (int)cli_parse_long("--ep", a, 1, 1 << 20); break;
+	case OPT_DISPATCH:
+		if (ep_dispatch_parse(a, &o->dispatch) < 0)
+			cli_usage_error("--dispatch: want alltoall or allgather, "
+			    "not '%s'", a);
+		break;
 	case OPT_PER_HOST:
 		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
 		    1 << 20);
@@ -205,6 +221,8 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--dp", "%d", m->dp);
 	prog_job_add(job, "--tp", "%d", m->tp);
 	prog_job_add(job, "--pp", "%d", m->pp);
+	prog_job_add(job, "--ep", "%d", o->ep);
+	prog_job_add(job, "--dispatch", "%s", ep_dispatch_name(o->dispatch));
 	trainer_pipe_declare(job, cfg, o->p.split);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 	dpopt_agree(job, &cfg->dpo, 0);
@@ -243,6 +261,9 @@ check_args(struct opts *o)
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
 	dpopt_check(&o->dpo, o->ckpt.every);	/* collx-dp's refusals */
+	if (o->ep > 1 && o->dpo.sync_every > 0)
+		cli_usage_error("--ep with --sync-every: a replica's local "
+		    "steps would move the experts it runs on its rows only");
 	if (o->dpo.zero == 3)
 		cli_usage_error("--zero 3 runs in collx-dp; collx-train's DP "
 		    "axis takes --zero 0, 1 or 2");
@@ -257,7 +278,8 @@ mesh_for_model(const struct opts *o, struct mesh *mesh,
 	char e[COLLX_ERRLEN];
 
 	mesh_or_die(o, mesh, o->g.world);
-	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0)
+	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0 ||
+	    ep_check(mesh->dp, o->ep, m, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (o->p.micro > o->c.batch / mesh->dp)
 		cli_usage_error("--microbatches %ld: more than the %ld samples "
@@ -269,7 +291,8 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1, .p.micro = 1,
-	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .p.sched = PIPE_SCHED_1F1B,
+	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .ep = 1,
+	    .p.sched = PIPE_SCHED_1F1B,
 	    .dpo = DP_OPTS_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
@@ -306,6 +329,8 @@ main(int argc, char **argv)
 	trainer_pipe_cfg(&cfg, &run, &o.ckpt, &in.st);
 	cfg.dpo = o.dpo;
 	job_declare(&job, &o, &mesh, &cfg);
+	run.ep = o.ep;
+	run.dispatch = o.dispatch;
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	cli_group_free(&o.g);

@@ -50,6 +50,8 @@ struct pipe_cfg {
 	struct dp_opts dpo;	/* the DP axis's sync options, collx-dp's
 				 * (dp.h). ZeRO's checkpoints take the
 				 * state whole */
+	const struct nn_moe_ep *ep;	/* the MoE blocks' expert
+					 * parallelism (par/ep.h), or NULL */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation

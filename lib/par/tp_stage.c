@@ -266,12 +266,17 @@ static struct nn_block_shape
 block_shape(const struct tp_stage *ts, int k, int n)
 {
 	const struct tp_model *lm = &ts->lay[k];
-
-	return (struct nn_block_shape){ .b = n, .s = ts->seq, .d = lm->d,
+	struct nn_block_shape sh = { .b = n, .s = ts->seq, .d = lm->d,
 	    .nh = lm->heads / lm->shards, .hd = lm->d / lm->heads,
 	    .f = lm->f / lm->shards, .causal = lm->cfg.causal,
-	    .act = NN_ACT_GELU, .moe = lm->experts > 0 ? ts->d.moe :
-	    (struct nn_moe_cfg){ 0, 0, 0.0 } };
+	    .act = NN_ACT_GELU };
+
+	if (lm->experts > 0) {	/* experts whole on every TP rank */
+		sh.moe = ts->d.moe;
+		sh.moe.ep = ts->ep;
+		sh.f = lm->f;
+	}
+	return sh;
 }
 
 /* Floats per sample of layer k's input and output (whole), saved values
@@ -304,7 +309,7 @@ group_sum(struct tp_stage *ts, float *buf, size_t count)
 {
 	double t0, t1;
 
-	if (ts->T == 1)
+	if (ts->T == 1 || count == 0)	/* count 0: an MoE's, whole */
 		return 0;
 	if (ts->done != NULL)
 		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
@@ -398,6 +403,9 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	struct nn_block_wsave sv;
 
 	nn_block_acts_bind(&a, acts, &sh);
+	/* the experts' exchanges must have the links to themselves too */
+	if (ts->ep != NULL && lm->experts > 0 && ts->done != NULL)
+		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
 	if (part == WHOLE)
 		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
 		    &sh, hooks(ts, &hk));

@@ -104,6 +104,9 @@ struct tp_stage {
 	 * model (others' blocks 0); the caller zeroes them each step. */
 	double *moe;
 	size_t nmoe;
+	/* Expert parallelism (par/ep.h): the MoE blocks' experts run on
+	 * the ranks of an EP group, or NULL: all of them here. */
+	const struct nn_moe_ep *ep;
 	char *err;		/* a failure's reason (a TP collective) */
 	size_t errlen;
 };

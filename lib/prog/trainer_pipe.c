@@ -50,8 +50,9 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 
 /* What a pipeline does not run of a model with experts, before any data
  * moves: the auxiliary loss (its f_e would need every micro-batch's
- * routing before the first backward), a split backward (zero-bubble
- * schedules and schedule files) and experts sharded by --tp. */
+ * routing before the first backward) and a split backward (zero-bubble
+ * schedules and schedule files). Under --tp the experts are whole on
+ * every TP rank. */
 static void
 trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 {
@@ -67,10 +68,6 @@ trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
 		    "backward does not split, run --schedule gpipe, 1f1b or "
 		    "interleaved", d->moe.experts);
-	if (p->mesh != NULL && p->mesh->tp > 1)
-		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: --tp %d "
-		    "does not shard them, train it with --tp 1",
-		    d->moe.experts, p->mesh->tp);
 }
 
 void
@@ -155,6 +152,9 @@ struct pipe_report_run {
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
 	const struct nn_dims *dims;	/* -v's tokens per expert */
+	struct ep ep;		/* --ep: the EP group (ep.c NULL: none) */
+	double ep_s[2];		/* its dispatch and combine seconds, and */
+	uint64_t ep_sent;	/* bytes, before the last step */
 };
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
@@ -170,7 +170,7 @@ bytes_sent(struct pipe_report_run *r)
 		r->axis[a] = now;
 		sum += now;
 	}
-	return sum;
+	return sum + (r->ep.c != NULL ? comm_bytes_sent(r->ep.c) : 0);
 }
 
 /* count: the batch's samples (compute, step) or the elements moved
@@ -192,6 +192,25 @@ row(struct pipe_report_run *r, const char *op, const char *algo,
 		    r->cfg->micro);
 	prog_pipe_columns(&r->pipe, st, extra + n, sizeof(extra) - (size_t)n);
 	trainer_row(&r->t, op, algo, "f32", count, bytes, step, seconds, extra);
+}
+
+/* --ep's timing rows: the step's dispatch and combine (forward and
+ * backward each), the bytes this rank sent over the EP group. */
+static void
+ep_rows(struct pipe_report_run *r, const struct train_step *s,
+    const struct pipe_stat *st)
+{
+	const char *how = ep_dispatch_name(r->ep.how);
+	uint64_t b = comm_bytes_sent(r->ep.c), sent = b - r->ep_sent;
+	size_t f = sizeof(float);
+
+	row(r, "dispatch", how, "ep", s->step, r->ep.dispatch_s - r->ep_s[0],
+	    sent / f, sent, st);
+	row(r, "combine", how, "ep", s->step, r->ep.combine_s - r->ep_s[1],
+	    sent / f, sent, st);
+	r->ep_s[0] = r->ep.dispatch_s;
+	r->ep_s[1] = r->ep.combine_s;
+	r->ep_sent = b;
 }
 
 static void
@@ -221,6 +240,8 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
 		row(r, "allreduce", coll_algo_name(COLL_RING), "tp", s->step,
 		    st->tp, st->tp_sent / f, st->tp_sent, st);
+	if (r->ep.c != NULL)
+		ep_rows(r, s, st);
 	row(r, "step", sched, "-", s->step, st->wall, b, 0, st);
 }
 
@@ -360,9 +381,13 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	if (mesh != NULL) {
 		if (mesh_split(mesh, c, &r.grp, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", rank, e);
+		if (p->ep > 1 && ep_open(&r.ep, r.grp.dp, p->ep,
+		    m->dims.moe.experts, p->dispatch, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", rank, e);
 		r.sent = bytes_sent(&r);
 		cfg->dp = r.grp.dp;
 		cfg->tp = r.grp.tp;
+		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
 		pp = r.grp.pp;
 	}
 	trainer_begin(&r.t, trainer_unit(m), cfg->resume != NULL ?
@@ -378,6 +403,8 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	if (rank == 0 && (mesh == NULL || mesh->pp > 1) && !cli_quiet)
 		prog_pipe_summary(&r.pipe, &res);
 	trainer_close(&r.t);
+	if (r.ep.c != NULL)
+		ep_close(&r.ep);
 	if (mesh != NULL)
 		mesh_groups_close(&r.grp);
 	comm_close(c);
