@@ -7,7 +7,7 @@
 #include "par/ep.h"
 
 /*
- * The values one forward keeps for its backward, found by its acts.s probs
+ * The values one forward keeps for its backward, found by its acts' probs
  * (a micro-batch's layer; reused when its slot is): the R rows this rank
  * ran, expert by expert and within an expert by source rank: inputs x,
  * the experts' fc1 and gelu, and (allgather) outputs y, p_e and where
