@@ -86,6 +86,21 @@ ep_close(struct ep *ep)
 	memset(ep, 0, sizeof(*ep));
 }
 
+struct ep_mark
+ep_mark(const struct ep *ep)
+{
+	struct ep_mark m = { cli_now(), comm_bytes_sent(ep->c) };
+
+	return m;
+}
+
+void
+ep_phase(struct ep *ep, int ph, struct ep_mark m)
+{
+	ep->phase_s[ph] += cli_now() - m.t;
+	ep->phase_b[ph] += comm_bytes_sent(ep->c) - m.b;
+}
+
 int
 ep_failed(struct ep *ep, const char *what)
 {
@@ -263,7 +278,7 @@ a2a_forward(void *ctx, float *y, struct nn_moe_acts *a,
 	size_t *sc = ep_work(ep, 2, 2 * (size_t)X * sizeof(size_t)), *rc;
 	struct ep_saved *sv;
 	float *in, *out;
-	double t0 = cli_now();
+	struct ep_mark t0 = ep_mark(ep);
 
 	if (!sent || !got || !sc)
 		return -1;
@@ -286,14 +301,14 @@ a2a_forward(void *ctx, float *y, struct nn_moe_acts *a,
 		return -1;
 	if (coll_alltoallv(ep->c, a->xe, sc, in, rc, DT_F32, COLL_AUTO) < 0)
 		return ep_failed(ep, "dispatch");
-	ep->dispatch_s += cli_now() - t0;
+	ep_phase(ep, 0, t0);
 	regroup(ep, sv, sv->x, in, (size_t)d, 0);
 	ep_run_forward(ep, sv, out, w, d, f, act);
 	regroup(ep, sv, in, out, (size_t)d, 1);
-	t0 = cli_now();
+	t0 = ep_mark(ep);
 	if (coll_alltoallv(ep->c, in, rc, a->ye, sc, DT_F32, COLL_AUTO) < 0)
 		return ep_failed(ep, "combine");
-	ep->combine_s += cli_now() - t0;
+	ep_phase(ep, 1, t0);
 	nn_moe_combine(y, a, n, c->experts, d);
 	return 0;
 }
@@ -307,7 +322,7 @@ a2a_backward(void *ctx, float *dx, float *dp, const struct nn_moe_w *g,
 	struct ep_saved *sv = ep_find(ep, a->probs);
 	size_t K = (size_t)a->start[c->experts], R, *sc, *rc;
 	float *dye, *in, *out, *scr;
-	double t0;
+	struct ep_mark t0;
 
 	(void)n;
 	if (sv == NULL)
@@ -323,18 +338,18 @@ a2a_backward(void *ctx, float *dx, float *dp, const struct nn_moe_w *g,
 	rc = sc + ep->X;
 	a2a_counts(ep, a, sv, sc, rc, d);
 	nn_moe_grad_out(dye, dp, a, dy, c->experts, d);
-	t0 = cli_now();
+	t0 = ep_mark(ep);
 	if (coll_alltoallv(ep->c, dye, sc, in, rc, DT_F32, COLL_AUTO) < 0)
 		return ep_failed(ep, "dispatch of the gradients");
-	ep->dispatch_s += cli_now() - t0;
+	ep_phase(ep, 0, t0);
 	regroup(ep, sv, out, in, (size_t)d, 0);
 	ep_run_backward(ep, sv, in, scr, out, g, w, d, f, act);
 	regroup(ep, sv, out, in, (size_t)d, 1);
-	t0 = cli_now();
+	t0 = ep_mark(ep);
 	/* the input gradients back where dye was */
 	if (coll_alltoallv(ep->c, out, rc, dye, sc, DT_F32, COLL_AUTO) < 0)
 		return ep_failed(ep, "combine of the gradients");
-	ep->combine_s += cli_now() - t0;
+	ep_phase(ep, 1, t0);
 	if (dx != NULL)
 		nn_moe_scatter(dx, dye, a, c->experts, d);
 	return 0;

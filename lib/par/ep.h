@@ -39,7 +39,10 @@ struct ep {
 	struct comm *c;		/* the EP group */
 	int X, rank, E, per;	/* this rank's experts: rank*per .. +per */
 	enum ep_dispatch how;
-	double dispatch_s, combine_s;	/* seconds in the exchanges so far */
+	/* the exchanges so far: [0] dispatch (tokens, or their output
+	 * gradients, to the experts' ranks), [1] combine (back) */
+	double phase_s[2];
+	uint64_t phase_b[2];	/* bytes this rank sent in them */
 	struct ep_saved *sv;	/* each forward's kept values, by acts */
 	int nsv;
 	void *w[6];		/* work buffers, grown */

@@ -109,7 +109,7 @@ ep_gather_forward(void *ctx, float *y, struct nn_moe_acts *a,
 	struct ep_saved *sv;
 	float *mine, *G, *out;
 	int32_t *rt;
-	double t0 = cli_now();
+	struct ep_mark t0 = ep_mark(ep);
 
 	int32_t *ns = ep_work(ep, 2, (size_t)X * sizeof(int32_t));
 
@@ -132,7 +132,7 @@ ep_gather_forward(void *ctx, float *y, struct nn_moe_acts *a,
 		cnt[s] = (size_t)sv->ns[s] * row;
 	if (coll_allgatherv(ep->c, mine, G, cnt, DT_F32, COLL_AUTO) < 0)
 		return ep_failed(ep, "dispatch");
-	ep->dispatch_s += cli_now() - t0;
+	ep_phase(ep, 0, t0);
 	if (route_all(ep, sv, G, c, d, &rt) < 0)
 		return -1;
 	for (int j = 0; j < ep->per; j++)
@@ -153,11 +153,11 @@ ep_gather_forward(void *ctx, float *y, struct nn_moe_acts *a,
 		for (int k = 0; k < d; k++)
 			o[k] += sv->p[i] * src[k];
 	}
-	t0 = cli_now();
+	t0 = ep_mark(ep);
 	if (coll_reduce_scatter(ep->c, out, out, (size_t)sv->nmax * d, DT_F32,
 	    COLL_SUM, COLL_AUTO) < 0)
 		return ep_failed(ep, "combine");
-	ep->combine_s += cli_now() - t0;
+	ep_phase(ep, 1, t0);
 	memcpy(y, out, (size_t)n * d * sizeof(float));
 	return 0;
 }
@@ -172,7 +172,7 @@ ep_gather_backward(void *ctx, float *dx, float *dp, const struct nn_moe_w *g,
 	int X = ep->X, E = ep->E;
 	size_t row = (size_t)d + E, tot, R, *cnt, i;
 	float *DY, *dyr, *dxr, *part, *scr;
-	double t0;
+	struct ep_mark t0;
 
 	(void)c;
 	if (sv == NULL)
@@ -190,10 +190,10 @@ ep_gather_backward(void *ctx, float *dx, float *dp, const struct nn_moe_w *g,
 		return -1;
 	for (int s = 0; s < X; s++)
 		cnt[s] = (size_t)sv->ns[s] * d;
-	t0 = cli_now();
+	t0 = ep_mark(ep);
 	if (coll_allgatherv(ep->c, dy, DY, cnt, DT_F32, COLL_AUTO) < 0)
 		return ep_failed(ep, "dispatch of the gradients");
-	ep->dispatch_s += cli_now() - t0;
+	ep_phase(ep, 0, t0);
 	memset(part, 0, (size_t)X * sv->nmax * row * sizeof(float));
 	i = 0;
 	for (int j = 0; j < ep->per; j++) {
@@ -213,11 +213,11 @@ ep_gather_backward(void *ctx, float *dx, float *dp, const struct nn_moe_w *g,
 	ep_run_backward(ep, sv, dxr, scr, dyr, g, w, d, f, act);
 	for (i = 0; i < R; i++)
 		nn_add(part + (size_t)sv->map[i] * row, dxr + i * d, (size_t)d);
-	t0 = cli_now();
+	t0 = ep_mark(ep);
 	if (coll_reduce_scatter(ep->c, part, part, (size_t)sv->nmax * row,
 	    DT_F32, COLL_SUM, COLL_AUTO) < 0)
 		return ep_failed(ep, "combine of the gradients");
-	ep->combine_s += cli_now() - t0;
+	ep_phase(ep, 1, t0);
 	for (int t = 0; t < n; t++) {
 		const float *pt = part + (size_t)t * row;
 		if (dx != NULL)

@@ -41,6 +41,14 @@ void ep_run_forward(const struct ep *ep, struct ep_saved *sv, float *y,
 void ep_run_backward(const struct ep *ep, const struct ep_saved *sv,
     float *dxr, float *scr, const float *dyr, const struct nn_moe_w *g,
     const struct nn_moe_w *w, int d, int f, enum nn_act act);
+/* A phase of the exchanges: ep_mark when it begins, ep_phase when it
+ * ends (ph: 0 dispatch, 1 combine) adds its seconds and bytes. */
+struct ep_mark {
+	double t;
+	uint64_t b;
+};
+struct ep_mark ep_mark(const struct ep *ep);
+void ep_phase(struct ep *ep, int ph, struct ep_mark m);
 /* A failed exchange's reason (-1). */
 int ep_failed(struct ep *ep, const char *what);
 

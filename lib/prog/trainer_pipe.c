@@ -153,8 +153,8 @@ struct pipe_report_run {
 	long capbytes;
 	const struct nn_dims *dims;	/* -v's tokens per expert */
 	struct ep ep;		/* --ep: the EP group (ep.c NULL: none) */
-	double ep_s[2];		/* its dispatch and combine seconds, and */
-	uint64_t ep_sent;	/* bytes, before the last step */
+	double ep_s[2];		/* its dispatch and combine seconds and */
+	uint64_t ep_b[2];	/* bytes before the step */
 };
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
@@ -195,22 +195,21 @@ row(struct pipe_report_run *r, const char *op, const char *algo,
 }
 
 /* --ep's timing rows: the step's dispatch and combine (forward and
- * backward each), the bytes this rank sent over the EP group. */
+ * backward each) and the bytes this rank sent in them. */
 static void
 ep_rows(struct pipe_report_run *r, const struct train_step *s,
     const struct pipe_stat *st)
 {
-	const char *how = ep_dispatch_name(r->ep.how);
-	uint64_t b = comm_bytes_sent(r->ep.c), sent = b - r->ep_sent;
-	size_t f = sizeof(float);
+	static const char *const op[2] = { "dispatch", "combine" };
+	const struct ep *ep = &r->ep;
 
-	row(r, "dispatch", how, "ep", s->step, r->ep.dispatch_s - r->ep_s[0],
-	    sent / f, sent, st);
-	row(r, "combine", how, "ep", s->step, r->ep.combine_s - r->ep_s[1],
-	    sent / f, sent, st);
-	r->ep_s[0] = r->ep.dispatch_s;
-	r->ep_s[1] = r->ep.combine_s;
-	r->ep_sent = b;
+	for (int ph = 0; ph < 2; ph++) {
+		uint64_t b = ep->phase_b[ph] - r->ep_b[ph];
+		row(r, op[ph], ep_dispatch_name(ep->how), "ep", s->step,
+		    ep->phase_s[ph] - r->ep_s[ph], b / sizeof(float), b, st);
+		r->ep_s[ph] = ep->phase_s[ph];
+		r->ep_b[ph] = ep->phase_b[ph];
+	}
 }
 
 static void
