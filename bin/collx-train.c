@@ -20,7 +20,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_PRINT,
-	OPT_PER_HOST, OPT_EP, OPT_DISPATCH
+	OPT_PER_HOST, OPT_EP, OPT_DISPATCH, OPT_EXPERT_CSV
 };
 
 static const struct option longopts[] = {
@@ -33,6 +33,7 @@ static const struct option longopts[] = {
 	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
 	{ "ep", 1, 0, OPT_EP }, { "dispatch", 1, 0, OPT_DISPATCH },
+	{ "expert-counts", 1, 0, OPT_EXPERT_CSV },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -49,6 +50,7 @@ struct opts {
 	int dp, tp, pp, per_host, print;
 	int ep;			/* --ep X, 1: none */
 	enum ep_dispatch dispatch;
+	const char *expert_csv;	/* --expert-counts */
 	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -89,6 +91,8 @@ usage(void)
 	    "  --dispatch D          tokens to their experts by alltoall "
 	    "(default) or\n"
 	    "                        allgather\n"
+	    "  --expert-counts F     rank 0 writes step,layer,expert,tokens,"
+	    "dropped\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
@@ -159,6 +163,7 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
 	case OPT_PRINT: o->print = 1; break;
 	case OPT_EP: o->ep = (int)cli_parse_long("--ep", a, 1, 1 << 20); break;
+	case OPT_EXPERT_CSV: o->expert_csv = a; break;
 	case OPT_DISPATCH:
 		if (ep_dispatch_parse(a, &o->dispatch) < 0)
 			cli_usage_error("--dispatch: want alltoall or allgather, "
@@ -331,6 +336,7 @@ main(int argc, char **argv)
 	job_declare(&job, &o, &mesh, &cfg);
 	run.ep = o.ep;
 	run.dispatch = o.dispatch;
+	run.expert_csv = o.expert_csv;
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	cli_group_free(&o.g);

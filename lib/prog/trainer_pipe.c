@@ -1,5 +1,6 @@
 /* trainer_pipe: the pipeline run of collx-pipe and collx-train (without
  * and with a mesh) in the trainer shell. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,7 @@ struct pipe_report_run {
 	long capbytes;
 	const struct nn_dims *dims;	/* -v's tokens per expert */
 	struct ep ep;		/* --ep: the EP group (ep.c NULL: none) */
+	FILE *experts;		/* --expert-counts' file, rank 0's */
 	double ep_s[2];		/* its dispatch and combine seconds and */
 	uint64_t ep_b[2];	/* bytes before the step */
 };
@@ -303,6 +305,10 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
 	if (r->t.pr.lines)
 		trainer_moe_line(r->dims, s);
+	if (r->experts != NULL && trainer_moe_csv(r->experts, r->dims, s,
+	    s->step == r->t.from) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", r->p->expert_csv,
+		    strerror(errno));
 	step_rows(r, s, st);
 	loss_due(r, s);
 }
@@ -389,6 +395,10 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
 		pp = r.grp.pp;
 	}
+	if (rank == 0 && p->expert_csv != NULL && (r.experts =
+	    fopen(p->expert_csv, "w")) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p->expert_csv,
+		    strerror(errno));
 	trainer_begin(&r.t, trainer_unit(m), cfg->resume != NULL ?
 	    cfg->resume->step : 0, cfg->steps);
 	if (pipe_train(m, d, pp, cfg, on_step, &r, &res, &kind, e,
@@ -402,6 +412,9 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	if (rank == 0 && (mesh == NULL || mesh->pp > 1) && !cli_quiet)
 		prog_pipe_summary(&r.pipe, &res);
 	trainer_close(&r.t);
+	if (r.experts != NULL && fclose(r.experts) != 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p->expert_csv,
+		    strerror(errno));
 	if (r.ep.c != NULL)
 		ep_close(&r.ep);
 	if (mesh != NULL)
