@@ -196,3 +196,28 @@ EOF
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--ep with --sync-every"* ]]
 }
+
+@test "the PyTorch expert-parallel peer (torch_ep.py) trains the same model: its first and last losses are collx-train --ep 2's" {
+	need "python3 torch" "$PY" -c 'import torch.distributed'
+	text=/usr/share/common-licenses/GPL-3
+	[ -r $text ] || skip "no $text"
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 3 \
+	    --experts 4 --topk 2 -o g.safetensors
+	timeout 120 collx-run -n 2 --timeout 30 -- collx-train -q --dp 2 \
+	    --ep 2 -m g.safetensors --data $text --batch 8 --steps 4 \
+	    --optimizer adamw --lr 1e-3 --loss-csv l.csv
+	run timeout 120 collx-run -n 2 --timeout 30 -- "$PY" \
+	    "$COLLX_ROOT/examples/peers/torch_ep.py" g.safetensors $text 8 4 1e-3
+	[ "$status" -eq 0 ]
+	line=$(echo "$output" | grep "^torch ep 2: median step")
+	"$PY" - "$line" <<'PYEOF'
+import csv, re, sys
+m = re.search(r"loss ([0-9.]+), step 0 loss ([0-9.]+)", sys.argv[1])
+last, first = float(m.group(1)), float(m.group(2))
+rows = list(csv.DictReader(open("l.csv")))
+assert abs(float(rows[0]["loss"]) - first) < 1e-5, (rows[0], first)
+assert abs(float(rows[-1]["loss"]) - last) < 1e-5, (rows[-1], last)
+# the steps moved the loss, so the comparison covers the updates
+assert abs(last - first) > 1e-3, (first, last)
+PYEOF
+}
