@@ -87,6 +87,6 @@ for E in 4 8; do
 	    -v la="$(get "collx_alltoall_$E" 3)" -v lt="$(get "torch_$E" 3)" \
 	    -v ba="$(get "collx_alltoall_$E" 4)" \
 	    -v bg="$(get "collx_allgather_$E" 4)" 'BEGIN {
-		printf "| %d | %.4f | %.4f | %.4f | %.2fx | %.2fx | %s / %s | %d / %d |\n",
+		printf "| %d | %.6f | %.6f | %.6f | %.2fx | %.2fx | %s / %s | %d / %d |\n",
 		    E, a, t, g, t / a, g / a, la, lt, ba, bg }'
 done

@@ -221,3 +221,26 @@ assert abs(float(rows[-1]["loss"]) - last) < 1e-5, (rows[-1], last)
 assert abs(last - first) > 1e-3, (first, last)
 PYEOF
 }
+
+@test "bench-ep.sh end to end (tiny, one round): the table's speed-ups are its steps' quotients, collx's and the peer's losses agree, allgather's bytes are collx(7)'s" {
+	need "python3 torch" "$PY" -c 'import torch.distributed'
+	[ -r /usr/share/common-licenses/GPL-3 ] || skip "no GPL-3 text"
+	run env STEPS=3 BATCH=4 D=32 timeout 300 "$COLLX_ROOT/examples/bench-ep.sh" 1
+	[ "$status" -eq 0 ]
+	echo "$output" | grep '^| [48] |' >table.txt
+	[ "$(wc -l <table.txt)" -eq 2 ]
+	"$PY" - <<'PYEOF'
+for line in open("table.txt"):
+    f = [c.strip() for c in line.strip().strip("|").split("|")]
+    E, a, t, g = int(f[0]), float(f[1]), float(f[2]), float(f[3])
+    assert abs(float(f[4].rstrip("x")) - t / a) < 0.01 * t / a + 0.01, f
+    assert abs(float(f[5].rstrip("x")) - g / a) < 0.01 * g / a + 0.01, f
+    lc, lt = (float(x) for x in f[6].split("/"))
+    assert abs(lc - lt) < 1e-5, f
+    ba, bg = (int(x) for x in f[7].split("/"))
+    # 2 layers; per rank T = 4 / 2 samples x 64 tokens, d 32, f32, X 2
+    T, d = 2 * 64, 32
+    assert bg == 2 * (T * 4 * (4 * d + 2 * E) + 4), (bg, f)
+    assert ba > 0, f
+PYEOF
+}
