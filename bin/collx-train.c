@@ -68,7 +68,7 @@ usage(void)
 	    "           --schedule interleaved [--virtual V]] [options]\n"
 	    "       %s --print-mesh [--world-size W] [--dp D] [--tp T] "
 	    "[--pp P]\n"
-	    "           [--ranks-per-host N]\n\n"
+	    "           [--ep X] [--ranks-per-host N]\n\n"
 	    "Composed parallelism: D data-parallel replicas of a P-stage "
 	    "pipeline, each\nstage sharded over T ranks (D*T*P ranks; "
 	    "rank = (pp*D + dp)*T + tp).\n\n"
@@ -202,6 +202,26 @@ mesh_or_die(const struct opts *o, struct mesh *m, int world)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 }
 
+/* --print-mesh --ep X: the EP groups, X consecutive replicas of each
+ * stage and shard. */
+static void
+print_ep(const struct opts *o, const struct mesh *m)
+{
+	int X = o->ep;
+
+	if (X <= 1)
+		return;
+	printf("ep groups of %d:", X);
+	for (int p = 0; p < m->pp; p++)
+		for (int t = 0; t < m->tp; t++)
+			for (int g = 0; g < m->dp; g += X)
+				for (int k = 0; k < X; k++)
+					printf("%s%d%s", k ? " " : " [",
+					    mesh_rank(m, p, g + k, t),
+					    k == X - 1 ? "]" : "");
+	putchar('\n');
+}
+
 /* --print-mesh: no group, the world size from --world-size. */
 static _Noreturn void
 print_mesh(const struct opts *o)
@@ -209,9 +229,13 @@ print_mesh(const struct opts *o)
 	struct mesh m;
 
 	mesh_or_die(o, &m, o->g.world > 0 ? o->g.world : 1);
+	if (m.dp % o->ep != 0)
+		cli_die(CLI_EXIT_DATA, "--ep %d does not divide the %d "
+		    "data-parallel replicas (--dp %d)", o->ep, m.dp, m.dp);
 	printf("# mesh: dp %d x tp %d x pp %d = %d ranks\n", m.dp, m.tp,
 	    m.pp, m.world);
 	mesh_print(stdout, &m, o->per_host);
+	print_ep(o, &m);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
 }

@@ -244,3 +244,15 @@ for line in open("table.txt"):
     assert ba > 0, f
 PYEOF
 }
+
+@test "--print-mesh --ep 2: the EP groups, two consecutive replicas of each stage and shard; a D it does not divide is exit 3" {
+	run timeout 10 collx-train --print-mesh --world-size 16 --dp 4 --tp 2 \
+	    --pp 2 --ep 2
+	[ "$status" -eq 0 ]
+	# rank = (pp*4 + dp)*2 + tp: stage 0 shard 0 replicas 0,1 -> 0 2,
+	# replicas 2,3 -> 4 6; shard 1 -> 1 3, 5 7; stage 1 adds 8
+	[ "${lines[-1]}" = "ep groups of 2: [0 2] [4 6] [1 3] [5 7] [8 10] [12 14] [9 11] [13 15]" ]
+	run timeout 10 collx-train --print-mesh --world-size 3 --dp 3 --ep 2
+	[ "$status" -eq 3 ]
+	[ "$output" = "collx-train: --ep 2 does not divide the 3 data-parallel replicas (--dp 3)" ]
+}
