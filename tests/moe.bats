@@ -210,7 +210,7 @@ EOF
 	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m \
 	    a.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1
 	[ "$status" -eq 3 ]
-	[ "$(echo "$output" | grep -c "rank .: the model's auxiliary loss 0.01 (moe.aux): collx-pipe trains experts without one")" -eq 2 ]
+	[ "$(echo "$output" | grep -c "rank .: the model's auxiliary loss 0.01 (moe.aux): collx-pipe trains it under --schedule gpipe only")" -eq 2 ]
 	init m.safetensors --experts 4
 	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m \
 	    m.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1 \

@@ -338,16 +338,27 @@ hooks(struct tp_stage *ts, struct nn_block_hooks *hk)
 	return ts->T > 1 ? hk : NULL;
 }
 
+/* Where layer k's MoE statistics start in ts->moe. */
+static int
+moe_at(const struct tp_stage *ts, int k)
+{
+	int at = 0;
+
+	for (int l = 0; l < ts->l0 + k; l++)
+		at += nn_dims_moe_layer(&ts->d, l) ? ts->d.moe.experts + 1 : 0;
+	return at;
+}
+
 /* Layer k's MoE statistics of a forward pass added to the step's. */
 static void
 moe_add(struct tp_stage *ts, int k, const struct nn_block_acts *a)
 {
-	int E = ts->d.moe.experts, at = 0;
+	int E = ts->d.moe.experts, at = moe_at(ts, k);
 
-	for (int l = 0; l < ts->l0 + k; l++)
-		at += nn_dims_moe_layer(&ts->d, l) ? E + 1 : 0;
-	for (int e = 0; e < E; e++)
+	for (int e = 0; e < E; e++) {
 		ts->moe[at + e] += a->moe.routed[e];
+		ts->moe_psum[at + e] += a->moe.psum[e];
+	}
 	ts->moe[at + E] += *a->moe.dropped;
 }
 
@@ -403,6 +414,9 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	struct nn_block_wsave sv;
 
 	nn_block_acts_bind(&a, acts, &sh);
+	if (lm->experts > 0)	/* the auxiliary loss's, or zeros */
+		memcpy(a.moe.daux, ts->moe_daux + moe_at(ts, k),
+		    (size_t)sh.moe.experts * sizeof(float));
 	/* the experts' exchanges must have the links to themselves too */
 	if (ts->ep != NULL && lm->experts > 0 && ts->done != NULL)
 		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
@@ -542,8 +556,10 @@ alloc_work(struct tp_stage *ts)
 	for (int l = 0; l < ts->d.layers; l++)
 		ts->nmoe += nn_dims_moe_layer(&ts->d, l) ?
 		    (size_t)ts->d.moe.experts + 1 : 0;
-	if (ts->nmoe > 0 && (ts->moe = calloc(ts->nmoe,
-	    sizeof(double))) == NULL)
+	if (ts->nmoe > 0 && ((ts->moe = calloc(ts->nmoe,
+	    sizeof(double))) == NULL || (ts->moe_psum = calloc(ts->nmoe,
+	    sizeof(double))) == NULL || (ts->moe_daux = calloc(ts->nmoe,
+	    sizeof(float))) == NULL))
 		return -1;
 	return ts->scratch && ts->slot &&
 	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
@@ -623,7 +639,7 @@ tp_stage_free(struct tp_stage *ts)
 	for (int i = 0; i < 4; i++)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
-	free(ts->moe);
+	free(ts->moe), free(ts->moe_psum), free(ts->moe_daux);
 	if (!ts->placed)
 		free(ts->params), free(ts->grads);
 	free(ts->ten), free(ts->lay);

@@ -61,10 +61,11 @@ trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 
 	if (d->moe.experts == 0)
 		return;
-	if (d->moe_aux > 0)
+	if (d->moe_aux > 0 && p->o->sched != PIPE_SCHED_GPIPE)
 		cli_die_rank(CLI_EXIT_DATA, "the model's auxiliary loss %g "
-		    "(moe.aux): %s trains experts without one (collx-dp with "
-		    "one)", d->moe_aux, cli_progname);
+		    "(moe.aux): %s trains it under --schedule gpipe only (its "
+		    "f_e need every micro-batch's routing before the first "
+		    "backward)", d->moe_aux, cli_progname);
 	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
 		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
 		    "backward does not split, run --schedule gpipe, 1f1b or "
