@@ -27,7 +27,7 @@ enum {
 	OPT_SKEW,
 	OPT_REPEAT, OPT_COST, OPT_RPH, OPT_TOP, OPT_MEM, OPT_VALIDATE,
 	OPT_EXPORT, OPT_MESH,
-	OPT_ZERO
+	OPT_ZERO, OPT_EXPERTS
 };
 
 static const struct option longopts[] = {
@@ -44,6 +44,7 @@ static const struct option longopts[] = {
 	{ "all-pairs", 0, 0, OPT_ALL }, { "window", 1, 0, OPT_WINDOW },
 	{ "sync", 1, 0, OPT_SYNC }, { "max-world", 1, 0, 'N' },
 	{ "arch", 1, 0, OPT_ARCH }, { "dims", 1, 0, OPT_DIMS },
+	{ "experts", 1, 0, OPT_EXPERTS },
 	{ "batch", 1, 0, OPT_BATCH }, { "steps", 1, 0, OPT_STEPS },
 	{ "wire", 1, 0, DPOPT_WIRE }, { "sync-every", 1, 0, DPOPT_SYNC_EVERY },
 	{ "outer-lr", 1, 0, DPOPT_OUTER_LR },
@@ -103,7 +104,7 @@ usage(void)
 	    "           [--csv|--table]\n"
 	    "       %s mesh [-N WORLD] [--arch A --dims D] [--batch B] [--steps K]\n"
 	    "           [--repeat R] [-H HOSTS [--ssh CMD]] [--master ADDR:PORT]\n"
-	    "           [--iface IF] [--csv|--table]\n"
+	    "           [--iface IF] [--experts E] [--csv|--table]\n"
 	    "       %s fit [-N WORLD | -H HOSTS [--ssh CMD]] [--arch A --dims D]\n"
 	    "           [-b MIN] [-e MAX] -o COST.json\n"
 	    "       %s plan --cost COST.json --hosts N [--ranks-per-host L]\n"
@@ -146,6 +147,10 @@ usage(void)
 	    "  --sync LIST           dp: ring,tree,rabenseifner,ps (all four)\n"
 	    "  --arch A, --dims D    dp: collx-dp --init model, gpt (default,\n"
 	    "                        256,64,2,4,32) or mlp DIN,H,DOUT\n"
+	    "  --experts E           mesh: a gpt with E experts a block, each "
+	    "mesh\n"
+	    "                        run again with every --ep X dividing D "
+	    "and E\n"
 	    "  --batch B             dp: samples per rank per step (8); mesh:\n"
 	    "                        the global batch (8 x WORLD)\n"
 	    "  --steps K             dp, mesh: steps per run, the first not\n"
@@ -307,6 +312,9 @@ dp_option(struct opts *o, int c, const char *a)
 	case OPT_SYNC: o->dp.syncs = a; o->have_sync = 1; break;
 	case OPT_ARCH: o->dp.arch = a; break;
 	case OPT_DIMS: o->dp.dims = a; break;
+	case OPT_EXPERTS:
+		o->dp.experts = (int)cli_parse_long("--experts", a, 1, 1024);
+		break;
 	case OPT_BATCH:
 		o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24);
 		o->have_batch = 1;
@@ -851,6 +859,9 @@ defaults(struct opts *o)
 	if (strcmp(o->sub, "mesh") != 0 && strcmp(o->sub, "fit") != 0 &&
 	    strcmp(o->sub, "plan") != 0 && (o->dp.host_list || o->dp.ssh))
 		cli_usage_error("-H and --ssh go with mesh and fit");
+	if (o->dp.experts > 0 && (strcmp(o->sub, "mesh") != 0 ||
+	    strcmp(o->dp.arch, "gpt") != 0))
+		cli_usage_error("--experts goes with mesh and a gpt");
 	if (strcmp(o->sub, "mesh") != 0 && o->have_repeat && !o->validate)
 		cli_usage_error("--repeat goes with mesh and plan --validate");
 	if (strcmp(o->sub, "dp") == 0) {

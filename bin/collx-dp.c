@@ -388,7 +388,7 @@ main(int argc, char **argv)
 	o.cfg.ps_servers = 1;
 	o.cfg.staleness = -1;
 	o.cfg.dpo = (struct dp_opts)DP_OPTS_DEFAULTS;
-	o.moe.moe = (struct nn_moe_cfg){ 0, 1, 0.0 };
+	o.moe.moe = (struct nn_moe_cfg){ .topk = 1 };
 	o.moe.moe_every = 1;
 	parse_args(&o, argc, argv);
 	if (o.moe_opt != NULL && !o.have_experts)

@@ -27,7 +27,8 @@ usage(void)
 	    "Draw collx-bench CSV, collx-dp loss CSVs (several runs on one chart)\n"
 	    "or a collx-pipe trace with gnuplot.\n\n"
 	    "  --kind KIND           busbw, latency, p2p, scaling, loss, loss-bytes,\n"
-	    "                        mesh, predicted, breakdown or pipeline\n"
+	    "                        mesh, predicted, breakdown, experts or "
+	    "pipeline\n"
 	    "                        (default: guessed from the columns)\n"
 	    "  -o, --output F        .png or .svg (default: the first FILE's name\n"
 	    "                        with .png)\n"
@@ -93,7 +94,8 @@ main(int argc, char **argv)
 			if (chart_kind_parse(optarg, &p.kind) < 0)
 				cli_usage_error("--kind: want busbw, latency, p2p, "
 				    "scaling, loss, loss-bytes, mesh, predicted, "
-				    "breakdown or pipeline, not '%s'", optarg);
+				    "breakdown, experts or pipeline, not '%s'",
+				    optarg);
 			break;
 		case OPT_TITLE: p.title = optarg; break;
 		case OPT_SIZE:

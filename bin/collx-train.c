@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "nn/nn.h"
 #include "par/cp_stage.h"
+#include "par/ep.h"
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
@@ -20,7 +21,7 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_PRINT,
-	OPT_PER_HOST, OPT_CP, OPT_CP_MODE
+	OPT_PER_HOST, OPT_CP, OPT_CP_MODE, OPT_EP, OPT_DISPATCH, OPT_EXPERT_CSV
 };
 
 static const struct option longopts[] = {
@@ -33,6 +34,8 @@ static const struct option longopts[] = {
 	TRAINOPT_STEPS_LONGOPTS, { "print-mesh", 0, 0, OPT_PRINT },
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
 	{ "cp", 1, 0, OPT_CP }, { "cp-mode", 1, 0, OPT_CP_MODE },
+	{ "ep", 1, 0, OPT_EP }, { "dispatch", 1, 0, OPT_DISPATCH },
+	{ "expert-counts", 1, 0, OPT_EXPERT_CSV },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -48,6 +51,9 @@ struct opts {
 	const char *data, *targets;
 	int dp, tp, pp, per_host, print;
 	int cp, cp_zigzag;	/* --cp C, --cp-mode */
+	int ep;			/* --ep X, 1: none */
+	enum ep_dispatch dispatch;
+	const char *expert_csv;	/* --expert-counts */
 	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -66,7 +72,7 @@ usage(void)
 	    "           --schedule interleaved [--virtual V]] [options]\n"
 	    "       %s --print-mesh [--world-size W] [--dp D] [--tp T] "
 	    "[--pp P]\n"
-	    "           [--cp C] [--ranks-per-host N]\n\n"
+	    "           [--cp C] [--ep X] [--ranks-per-host N]\n\n"
 	    "Composed parallelism: D data-parallel replicas of a P-stage "
 	    "pipeline, each\nstage sharded over T ranks (D*T*P ranks; "
 	    "rank = (pp*D + dp)*T + tp).\n\n"
@@ -83,6 +89,14 @@ usage(void)
 	    "given);\n"
 	    "                        P above 1: rank 0 ends with the "
 	    "pipeline's bubble\n"
+	    "  --ep X                the experts of each MoE block over X "
+	    "consecutive\n"
+	    "                        replicas (1)\n"
+	    "  --dispatch D          tokens to their experts by alltoall "
+	    "(default) or\n"
+	    "                        allgather\n"
+	    "  --expert-counts F     rank 0 writes step,layer,expert,tokens,"
+	    "dropped\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
@@ -169,6 +183,13 @@ own_option(void *ctx, int c, const char *a)
 			    "'%s'", a);
 		o->cp_zigzag = strcmp(a, "zigzag") == 0;
 		break;
+	case OPT_EP: o->ep = (int)cli_parse_long("--ep", a, 1, 1 << 20); break;
+	case OPT_EXPERT_CSV: o->expert_csv = a; break;
+	case OPT_DISPATCH:
+		if (ep_dispatch_parse(a, &o->dispatch) < 0)
+			cli_usage_error("--dispatch: want alltoall or allgather, "
+			    "not '%s'", a);
+		break;
 	case OPT_PER_HOST:
 		o->per_host = (int)cli_parse_long("--ranks-per-host", a, 1,
 		    1 << 20);
@@ -203,6 +224,26 @@ mesh_or_die(const struct opts *o, struct mesh *m, int world)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 }
 
+/* --print-mesh --ep X: the EP groups, X consecutive replicas of each
+ * stage and shard. */
+static void
+print_ep(const struct opts *o, const struct mesh *m)
+{
+	int X = o->ep;
+
+	if (X <= 1)
+		return;
+	printf("ep groups of %d:", X);
+	for (int p = 0; p < m->pp; p++)
+		for (int t = 0; t < m->tp; t++)
+			for (int g = 0; g < m->dp; g += X)
+				for (int k = 0; k < X; k++)
+					printf("%s%d%s", k ? " " : " [",
+					    mesh_rank(m, p, g + k, t),
+					    k == X - 1 ? "]" : "");
+	putchar('\n');
+}
+
 /* --print-mesh: no group, the world size from --world-size. */
 static _Noreturn void
 print_mesh(const struct opts *o)
@@ -210,6 +251,9 @@ print_mesh(const struct opts *o)
 	struct mesh m;
 
 	mesh_or_die(o, &m, o->g.world > 0 ? o->g.world : 1);
+	if (m.dp % o->ep != 0)
+		cli_die(CLI_EXIT_DATA, "--ep %d does not divide the %d "
+		    "data-parallel replicas (--dp %d)", o->ep, m.dp, m.dp);
 	if (m.cp > 1)
 		printf("# mesh: dp %d x cp %d x tp %d x pp %d = %d ranks\n",
 		    m.dp, m.cp, m.tp, m.pp, m.world);
@@ -217,6 +261,7 @@ print_mesh(const struct opts *o)
 		printf("# mesh: dp %d x tp %d x pp %d = %d ranks\n", m.dp,
 		    m.tp, m.pp, m.world);
 	mesh_print(stdout, &m, o->per_host);
+	print_ep(o, &m);
 	cli_close_stdout();
 	exit(CLI_EXIT_OK);
 }
@@ -234,6 +279,8 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	prog_job_add(job, "--cp", "%d", m->cp);
 	prog_job_add(job, "--cp-mode", "%s", cfg->cp_zigzag ? "zigzag" :
 	    "ring");
+	prog_job_add(job, "--ep", "%d", o->ep);
+	prog_job_add(job, "--dispatch", "%s", ep_dispatch_name(o->dispatch));
 	trainer_pipe_declare(job, cfg, o->p.split);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 	dpopt_agree(job, &cfg->dpo, 0);
@@ -272,6 +319,9 @@ check_args(struct opts *o)
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
 	dpopt_check(&o->dpo, o->ckpt.every);	/* collx-dp's refusals */
+	if (o->ep > 1 && o->dpo.sync_every > 0)
+		cli_usage_error("--ep with --sync-every: a replica's local "
+		    "steps would move the experts it runs on its rows only");
 	if (o->dpo.zero == 3)
 		cli_usage_error("--zero 3 runs in collx-dp; collx-train's DP "
 		    "axis takes --zero 0, 1 or 2");
@@ -292,7 +342,8 @@ mesh_for_model(const struct opts *o, struct mesh *mesh,
 
 	mesh_or_die(o, mesh, o->g.world);
 	if (mesh_check_model(mesh, m, e, sizeof(e)) < 0 ||
-	    cp_stage_check(m, mesh->cp, o->cp_zigzag, e, sizeof(e)) < 0)
+	    cp_stage_check(m, mesh->cp, o->cp_zigzag, e, sizeof(e)) < 0 ||
+	    ep_check(mesh->dp, o->ep, m, e, sizeof(e)) < 0)
 		cli_die_rank(CLI_EXIT_DATA, "%s", e);
 	if (o->p.micro > o->c.batch / mesh->dp)
 		cli_usage_error("--microbatches %ld: more than the %ld samples "
@@ -304,8 +355,8 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .c.steps = -1, .c.threads = 1, .p.micro = 1,
-	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .p.sched = PIPE_SCHED_1F1B,
-	    .cp = 1, .cp_zigzag = 1,
+	    .dp = AXIS_UNSET, .tp = 1, .pp = 1, .ep = 1,
+	    .p.sched = PIPE_SCHED_1F1B, .cp = 1, .cp_zigzag = 1,
 	    .dpo = DP_OPTS_DEFAULTS };
 	struct pipe_cfg cfg = { 0 };
 	struct mesh mesh;
@@ -343,6 +394,9 @@ main(int argc, char **argv)
 	cfg.dpo = o.dpo;
 	cfg.cp_zigzag = o.cp_zigzag;
 	job_declare(&job, &o, &mesh, &cfg);
+	run.ep = o.ep;
+	run.dispatch = o.dispatch;
+	run.expert_csv = o.expert_csv;
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	cli_group_free(&o.g);

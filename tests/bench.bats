@@ -520,3 +520,16 @@ factorizations() {
 	[ "$(echo "$output" | awk '$1 ~ /^[0-9]+$/ && $4 > 0' | wc -l)" -eq 4 ]
 	[ -z "$(ls "$BATS_TEST_TMPDIR" | grep collx-bench)" ]
 }
+
+@test "mesh --experts E: each mesh of D >= 2 runs again with every --ep dividing D and E; --experts elsewhere is a usage error" {
+	run timeout -k 5 120 collx-bench mesh -N 2 --dims 256,16,2,2,8 \
+	    --experts 4 --steps 3 --repeat 1 --csv
+	[ "$status" -eq 0 ]
+	# dp2, tp2, pp2, and dp2 with --ep 2 (the only X dividing D 2)
+	[ "$(echo "$output" | grep -c '^collx-bench,mesh,')" -eq 4 ]
+	echo "$output" | grep -Eq '^collx-bench,mesh,dp2\.tp1\.pp1\.ep2,0,2,.*,2,1,1,[0-9.e+]+,'
+	[ "$(echo "$output" | grep -c '\.ep')" -eq 1 ]
+	run timeout 10 collx-bench dp --experts 4
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--experts goes with mesh and a gpt"* ]]
+}

@@ -409,3 +409,58 @@ assert all(e["name"][0] == "B" for e in b), b'
 	timeout 30 collx-plot -o real.svg real.csv
 	grep -q '1x1x1/cp2' real.svg
 }
+
+@test "experts: a line per layer and expert against the step, guessed from collx-train --expert-counts' columns" {
+	{
+		echo step,layer,expert,tokens,dropped
+		for s in 0 1 2 3; do
+			for e in 0 1; do
+				echo "$s,1,$e,$((e ? 95 - 10 * s : 5 + 10 * s)),0"
+			done
+		done
+	} >ec.csv
+	run timeout 30 collx-plot -v -o ec.svg ec.csv
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q 'experts chart in ec.svg'
+	grep -q 'Tokens per expert, 2 lines (layer, expert)' ec.svg
+	grep -q '<title>layer 1 expert 0</title>' ec.svg
+	grep -q '<title>layer 1 expert 1</title>' ec.svg
+	# the y axis (tick labels anchored at their end) reaches expert 1's
+	# 95 at step 0 (ticks to 100), the x axis (centred labels) step 3
+	grep -B1 '> 100<' ec.svg | grep -q 'text-anchor="end"'
+	grep -B1 '> 3<' ec.svg | grep -q 'text-anchor="middle"'
+	if grep -B1 '> 100<' ec.svg | grep -q 'text-anchor="middle"'; then
+		false
+	fi
+	sed 's/^2,1,0,25,0$/2,1,0,many,0/' ec.csv >bad.csv
+	run timeout 30 collx-plot -o bad.png bad.csv
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"bad.csv:6"* ]]
+	[ ! -e bad.png ]
+}
+
+@test "a real collx-train --expert-counts: every step's counts sum to its tokens x topk x MoE layers, and plot" {
+	"$PY" -c 'import numpy as np; np.random.seed(3)
+np.save("tok.npy", np.random.randint(0, 32, size=700).astype(np.int32))'
+	timeout 10 collx-dp --init gpt --dims 32,8,3,2,6 --seed 6 --experts 4 \
+	    --topk 2 --moe-every 2 --capacity 0.5 -o m.safetensors
+	timeout 60 collx-run -n 2 --timeout 20 -- collx-train -q --dp 2 --ep 2 \
+	    -m m.safetensors --data tok.npy --batch 8 --steps 3 \
+	    --expert-counts ec.csv --loss-csv l.csv
+	"$PY" - <<'PYEOF'
+import csv
+rows = list(csv.DictReader(open("ec.csv")))
+loss = list(csv.DictReader(open("l.csv")))
+# one MoE block (layer 1 of 3), 4 experts, 3 steps
+assert len(rows) == 3 * 4, len(rows)
+for st in loss:
+    mine = [r for r in rows if r["step"] == st["step"]]
+    assert {r["layer"] for r in mine} == {"1"}, mine
+    assert sum(int(r["tokens"]) for r in mine) == int(st["tokens"]) * 2, (mine, st)
+    dropped = int(mine[0]["dropped"])
+    assert round(float(st["moe_dropped"]) * int(st["tokens"]) * 2) == dropped, (st, dropped)
+PYEOF
+	run timeout 30 collx-plot -o ec.png ec.csv
+	[ "$status" -eq 0 ]
+	[ "$(png_size ec.png)" = "900 560" ]
+}

@@ -198,6 +198,8 @@ struct bench_dp {
 	const char *sync_every, *outer_lr, *outer_momentum;	/* or NULL */
 	const char *zeros;		/* comma list of --zero stages, or NULL */
 	const char *arch, *dims;	/* collx-dp --init */
+	int experts;			/* mesh: its gpt's --experts (0: none);
+					 * each mesh also runs with every --ep */
 	long batch;			/* per rank */
 	long steps;
 	int rounds;			/* mesh: rounds at most (--repeat) */

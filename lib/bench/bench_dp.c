@@ -66,14 +66,18 @@ bench_make_inputs(const struct bench_dp *d, const char *dir, char *err,
     size_t errlen)
 {
 	char tool[4200], model[4200], x[4200], y[4200], log[4200], shape[64];
+	char ex[16];
 	char *init[] = { tool, "--init", (char *)d->arch, "--dims", (char *)d->dims,
-	    "--seed", "1", "-o", model, NULL };
+	    "--seed", "1", "-o", model, "--experts", ex, NULL };
 	long din = 0, dout = 0;
 	int rc;
 
 	path_in(tool, sizeof tool, d->bindir, "collx-dp");
 	path_in(model, sizeof model, dir, "model.safetensors");
 	path_in(log, sizeof log, dir, "log");
+	snprintf(ex, sizeof ex, "%d", d->experts);
+	if (d->experts == 0)
+		init[9] = NULL;		/* no --experts */
 	if ((rc = bench_run_child(init, log)) != 0) {
 		cli_first_line(log, x, 512);
 		return cli_fail(err, errlen, "collx-dp --init failed (%d): %s", rc, x);

@@ -20,6 +20,7 @@
 struct mesh_row {
 	int dp, tp, pp;
 	int cp;				/* --cp C above 1, else 0 or 1 */
+	int ep;				/* collx-train --ep (0, 1: none) */
 	struct bench_run_result r;
 	double share[4];		/* pp, dp, tp, cp: summed over rounds */
 	long peak;			/* bytes, the largest rank's */
@@ -145,7 +146,7 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
     struct mesh_row *m, struct bench_progress *pr, char *err, size_t errlen)
 {
 	char loss[4200], timing[4200], log[4200], sd[16], st[16], sp[16];
-	char sc[16], cpl[16];
+	char sc[16], cpl[16], se[16];
 	char what[96];
 	struct bench_argv a;
 	char **argv = a.argv;
@@ -167,15 +168,20 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 	/* a micro-batch per stage */
 	argv[k++] = "--microbatches"; argv[k++] = sp;
 	argv[k++] = "--loss-csv"; argv[k++] = loss; argv[k++] = "--timing";
-	argv[k++] = timing; argv[k++] = "-q"; argv[k] = NULL;
+	argv[k++] = timing; argv[k++] = "-q";
+	snprintf(se, sizeof se, "%d", m->ep);
+	if (m->ep > 1)
+		argv[k++] = "--ep", argv[k++] = se;
+	argv[k] = NULL;
 	unlink(loss);
 	for (int i = 0; i < w; i++) {	/* not in timing: argv holds it */
 		snprintf(log, sizeof log, "%s/t.%d.csv", dir, i);
 		unlink(log);
 	}
 	snprintf(log, sizeof log, "%s/log", dir);
-	snprintf(what, sizeof what, "dp %d, tp %d, pp %d%s", m->dp, m->tp, m->pp,
-	    cp_part(m, ", cp %d", cpl, sizeof cpl));
+	snprintf(what, sizeof what, "dp %d, tp %d, pp %d%s%s%.0d", m->dp,
+	    m->tp, m->pp, cp_part(m, ", cp %d", cpl, sizeof cpl),
+	    m->ep > 1 ? ", ep " : "", m->ep > 1 ? m->ep : 0);
 	bench_progress_show(pr, what);
 	rc = run_measured(argv, log, &m->peak);
 	pr->done++;
@@ -312,7 +318,7 @@ static int
 print_row(struct bench_out *o, const struct bench_dp *d,
     const struct mesh_row *m, char *err, size_t errlen)
 {
-	char extra[320], algo[48], cpl[16];
+	char extra[320], algo[48], cpl[16], tail[32];
 	struct cli_timing_row row = {
 		.program = "collx-bench", .op = "mesh", .algo = algo, .rank = 0,
 		.world = d->max_world, .dtype = "f32", .count = (size_t)d->batch,
@@ -332,8 +338,9 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 			    m->tp, m->pp, cpl, m->why);
 		return 0;
 	}
-	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d%s", m->dp, m->tp, m->pp,
-	    cp_part(m, ".cp%d", cpl, sizeof cpl));
+	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d%s%s%.0d", m->dp, m->tp,
+	    m->pp, cp_part(m, ".cp%d", cpl, sizeof cpl),
+	    m->ep > 1 ? ".ep" : "", m->ep > 1 ? m->ep : 0);
 	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld,"
 	    "%.9g,%.9g,%d,%d,%d,%.4f", m->dp, m->tp, m->pp,
 	    m->r.tokens_per_s, m->share[1] / m->runs, m->share[2] / m->runs,
@@ -341,6 +348,9 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 	    m->cp > 1 ? m->cp : 1, m->share[3] / m->runs);
 	if (bench_out_row(o, &row, err, errlen) < 0)
 		return CLI_EXIT_RUNTIME;
+	/* --ep rows: the mesh with its experts over X replicas */
+	snprintf(tail, sizeof tail, "%s%.0d%s", m->ep > 1 ? "  ep " : "",
+	    m->ep > 1 ? m->ep : 0, m->tie ? "  tie" : "");
 	if (!o->csv)
 		printf("%4d %4d %4d %12.0f %10.3f %7.1f %6.1f %6.1f %6.1f "
 		    "%12ld %4d %6.1f%s\n", m->dp, m->tp, m->pp,
@@ -348,7 +358,7 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 		    m->share[1] / m->runs * 100,
 		    m->share[2] / m->runs * 100, m->share[0] / m->runs * 100,
 		    m->peak, m->cp > 1 ? m->cp : 1, m->share[3] / m->runs * 100,
-		    m->tie ? "  tie" : "");
+		    tail);
 	return 0;
 }
 
@@ -415,6 +425,25 @@ factorize_cp(const struct bench_dp *d, int n, struct mesh_row **out)
 	}
 	*out = m;
 	return n;
+}
+
+/* With experts (d->experts), each mesh of D >= 2 again with every --ep X
+ * above 1 dividing D and E, after the mesh's row; the new count. */
+static int
+add_ep(const struct bench_dp *d, struct mesh_row **mp, int n)
+{
+	struct mesh_row *m = *mp;
+	int k = n;
+
+	for (int i = 0; d->experts > 0 && i < n; i++)
+		for (int x = 2; x <= m[i].dp; x++)
+			if (m[i].dp % x == 0 && d->experts % x == 0) {
+				m = cli_reallocarray(m, (size_t)k + 1, sizeof *m);
+				m[k] = m[i];
+				m[k++].ep = x;
+			}
+	*mp = m;
+	return k;
 }
 
 /* Run i's rendezvous port, --master's plus i, must be a port. */
@@ -487,7 +516,7 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	struct bench_progress pr;
 	struct mesh_row *m = NULL;
 	int rc = 0, rounds = 0, stable = 0, ties;
-	int n = factorize(d->max_world, &m);
+	int n = add_ep(d, &m, factorize(d->max_world, &m));
 
 	n = factorize_cp(d, n, &m);
 

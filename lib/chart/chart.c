@@ -17,7 +17,7 @@
 
 static const char *const kind_names[] = {
 	"guess", "busbw", "latency", "p2p", "scaling", "loss", "pipeline",
-	"loss-bytes", "mesh", "predicted", "breakdown"
+	"loss-bytes", "mesh", "predicted", "breakdown", "experts"
 };
 
 int

@@ -47,7 +47,7 @@ int chart_trace_read_named(const char *path, struct chart_event **ev, int *n,
 enum chart_kind {
 	CHART_GUESS, CHART_BUSBW, CHART_LATENCY, CHART_P2P, CHART_SCALING,
 	CHART_LOSS, CHART_PIPELINE, CHART_LOSS_BYTES, CHART_MESH,
-	CHART_PREDICTED, CHART_BREAKDOWN
+	CHART_PREDICTED, CHART_BREAKDOWN, CHART_EXPERTS
 };
 int chart_kind_parse(const char *s, enum chart_kind *out);
 const char *chart_kind_name(enum chart_kind k);

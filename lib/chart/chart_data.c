@@ -104,6 +104,9 @@ chart_guess_kind(const struct chart_table *t)
 	    chart_table_col(t, "pp") >= 0 &&
 	    chart_table_col(t, "tokens_per_s") >= 0)
 		return CHART_MESH;
+	if (chart_table_col(t, "expert") >= 0 &&
+	    chart_table_col(t, "tokens") >= 0)
+		return CHART_EXPERTS;
 	if (chart_table_col(t, "efficiency") >= 0 &&
 	    chart_table_col(t, "tokens_per_s") >= 0)
 		return CHART_SCALING;
@@ -249,6 +252,34 @@ read_loss(struct chart_data *c, const struct chart_table *t, int bytes,
 	return 0;
 }
 
+/* collx-train --expert-counts: the assignments routed to each expert
+ * against the step, a series per MoE layer and expert. */
+static int
+read_experts(struct chart_data *c, const struct chart_table *t, char *err,
+    size_t errlen)
+{
+	static const char *const name[4] = { "step", "layer", "expert",
+	    "tokens" };
+	int col[4];
+	double v[4];
+	char title[64];
+
+	for (int k = 0; k < 4; k++)
+		if ((col[k] = chart_need_col(t, name[k], "experts", err,
+		    errlen)) < 0)
+			return -1;
+	for (int r = 0; r < t->nrow; r++) {
+		for (int k = 0; k < 4; k++)
+			if (chart_table_num(t, r, col[k], &v[k], err,
+			    errlen) < 0)
+				return -1;
+		snprintf(title, sizeof title, "layer %.0f expert %.0f", v[1],
+		    v[2]);
+		series_add(series_get(c, title), v[0], v[3]);
+	}
+	return 0;
+}
+
 /* Tokens/s of each mesh, a bar each in the files' order (collx-bench
  * mesh's: fastest first): DIR/mesh.dat, "index tokens/s DxTxP". */
 static int
@@ -387,6 +418,9 @@ chart_data_read(struct chart_data *c, enum chart_kind kind,
 		case CHART_LOSS_BYTES:
 			rc = read_loss(c, &t[i], kind == CHART_LOSS_BYTES, err,
 			    errlen);
+			break;
+		case CHART_EXPERTS:
+			rc = read_experts(c, &t[i], err, errlen);
 			break;
 		default:
 			rc = cli_fail(err, errlen, "not a CSV chart kind");

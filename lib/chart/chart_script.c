@@ -177,6 +177,23 @@ script_loss(FILE *f, const struct chart_data *c, int bytes, char *title,
 	fputc('\n', f);
 }
 
+/* Tokens per expert against the step, a line per layer and expert. */
+static void
+script_experts(FILE *f, const struct chart_data *c, char *title, size_t tlen)
+{
+	snprintf(title, tlen, "Tokens per expert, %d line%s (layer, expert)",
+	    c->ns, c->ns == 1 ? "" : "s");
+	fprintf(f, "set xlabel 'step'\nset ylabel 'assignments routed'\n"
+	    "set key outside right\nplot ");
+	for (int i = 0; i < c->ns; i++) {
+		fprintf(f, "%s'%s/s%d.dat' using 1:2 with linespoints lw 2 "
+		    "dt %d pt %d title ", i ? ", \\\n     " : "", c->dir, i,
+		    i / 8 % 5 + 1, i % 8 + 4);
+		gp_quote(f, c->s[i].title);
+	}
+	fputc('\n', f);
+}
+
 /* The sender by receiver matrix as a heat map with its values. */
 static void
 script_p2p(FILE *f, const struct chart_data *c, char *title, size_t tlen)
@@ -220,6 +237,9 @@ chart_script_body(FILE *f, enum chart_kind kind, const struct chart_data *c,
 	case CHART_PREDICTED:
 	case CHART_BREAKDOWN:
 		chart_plan_script(f, kind, c, title, tlen);
+		break;
+	case CHART_EXPERTS:
+		script_experts(f, c, title, tlen);
 		break;
 	default:
 		script_p2p(f, c, title, tlen);

@@ -154,14 +154,19 @@ mlp_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 	struct nn_mlp_w mw = block_mlp(w);
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 
+	if (sh->moe.experts > 0) {
+		/* whole on every rank: nothing to sum (the hook marks the
+		 * place only) */
+		if (nn_moe_forward(out, &a->moe, w->moe, in, &sh->moe, n,
+		    sh->d, sh->f, sh->act) < 0 ||
+		    hook_reduce(hk, NN_HOOK_MLP_FWD, out, 0) < 0)
+			return -1;
+		nn_add(out, res, (size_t)n * sh->d);
+		return 0;
+	}
 	if (split)
 		mw.fc2_b = NULL;
-	if (sh->moe.experts > 0)
-		nn_moe_forward(out, &a->moe, w->moe, in, &sh->moe, n, sh->d,
-		    sh->f, sh->act);
-	else
-		nn_mlp_forward(out, &ma, &mw, in, n, sh->d, sh->f, sh->d,
-		    sh->act);
+	nn_mlp_forward(out, &ma, &mw, in, n, sh->d, sh->f, sh->d, sh->act);
 	if (hook_reduce(hk, NN_HOOK_MLP_FWD, out, (size_t)n * sh->d) < 0)
 		return -1;
 	if (split)
@@ -245,14 +250,18 @@ mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
 
 	memset(t->C, 0, nd * sizeof(float));
-	if (sh->moe.experts > 0)
-		nn_moe_backward(t->C, g->moe, t->dmlp, dout, &a->moe, w->moe, in,
-		    &sh->moe, n, sh->d, sh->f, sh->act);
-	else
+	if (sh->moe.experts > 0) {
+		/* whole on every rank: the hook marks the place, sums none */
+		if (nn_moe_backward(t->C, g->moe, t->dmlp, dout, &a->moe,
+		    w->moe, in, &sh->moe, n, sh->d, sh->f, sh->act) < 0 ||
+		    hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, 0) < 0)
+			return -1;
+	} else {
 		nn_mlp_backward(t->C, &mg, t->dmlp, dout, &ma, &mw, in, n,
 		    sh->d, sh->f, sh->d, sh->act);
-	if (hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, nd) < 0)
-		return -1;
+		if (hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, nd) < 0)
+			return -1;
+	}
 	nn_add(dsum, t->C, nd);
 	return 0;
 }

@@ -103,13 +103,11 @@ chosen(const float *r, int E, int K, int e)
 	return above < K;
 }
 
-/* Fills rows/start and the routing statistics from probs; cand holds n
- * entries. */
-static void
-route(struct nn_moe_acts *a, struct cand *cand, const struct nn_moe_cfg *c,
-    int n)
+void
+nn_moe_route(struct nn_moe_acts *a, const struct nn_moe_cfg *c, int n)
 {
 	int E = c->experts, cap = nn_moe_capacity(c, n), at = 0, drop = 0;
+	struct cand *cand = (struct cand *)a->sort;
 
 	for (int e = 0; e < E; e++) {
 		int m = 0;
@@ -146,6 +144,63 @@ expert_acts(const struct nn_moe_acts *a, int e, int f)
 }
 
 void
+nn_moe_gather(struct nn_moe_acts *a, const float *x, int E, int d)
+{
+	for (int i = 0; i < a->start[E]; i++)
+		memcpy(a->xe + (size_t)i * d, x + (size_t)a->rows[i] * d,
+		    (size_t)d * sizeof(float));
+}
+
+/* p_e of kept assignment i, expert e's. */
+static float
+kept_p(const struct nn_moe_acts *a, int i, int e, int E)
+{
+	return a->probs[(size_t)a->rows[i] * E + e];
+}
+
+void
+nn_moe_combine(float *y, const struct nn_moe_acts *a, int n, int E, int d)
+{
+	memset(y, 0, (size_t)n * d * sizeof(float));
+	for (int e = 0; e < E; e++)
+		for (int i = a->start[e]; i < a->start[e + 1]; i++) {
+			float p = kept_p(a, i, e, E), *yt = y +
+			    (size_t)a->rows[i] * d;
+			const float *src = a->ye + (size_t)i * d;
+			for (int j = 0; j < d; j++)
+				yt[j] += p * src[j];
+		}
+}
+
+void
+nn_moe_grad_out(float *dye, float *dp, const struct nn_moe_acts *a,
+    const float *dy, int E, int d)
+{
+	for (int e = 0; e < E; e++)
+		for (int i = a->start[e]; i < a->start[e + 1]; i++) {
+			int t = a->rows[i];
+			float p = kept_p(a, i, e, E);
+			const float *dyt = dy + (size_t)t * d;
+			const float *ye = a->ye + (size_t)i * d;
+			double dot = 0.0;
+			for (int j = 0; j < d; j++) {
+				dye[(size_t)i * d + j] = p * dyt[j];
+				dot += (double)dyt[j] * ye[j];
+			}
+			dp[(size_t)t * E + e] += (float)dot;
+		}
+}
+
+void
+nn_moe_scatter(float *dx, const float *dxe, const struct nn_moe_acts *a,
+    int E, int d)
+{
+	for (int i = 0; i < a->start[E]; i++)
+		nn_add(dx + (size_t)a->rows[i] * d, dxe + (size_t)i * d,
+		    (size_t)d);
+}
+
+int
 nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
     const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
     enum nn_act act)
@@ -154,26 +209,19 @@ nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
 
 	nn_linear_forward(a->probs, x, w->router, NULL, n, d, E);
 	softmax_rows(a->probs, n, E);
-	route(a, (struct cand *)a->sort, c, n);
+	nn_moe_route(a, c, n);
 	memset(a->daux, 0, (size_t)E * sizeof(float));
-	memset(y, 0, (size_t)n * d * sizeof(float));
+	if (c->ep != NULL)
+		return c->ep->forward(c->ep->ctx, y, a, w, x, c, n, d, f, act);
+	nn_moe_gather(a, x, E, d);
 	for (int e = 0; e < E; e++) {
 		int r0 = a->start[e], m = a->start[e + 1] - r0;
-		float *xe = a->xe + (size_t)r0 * d, *ye = a->ye + (size_t)r0 * d;
 		struct nn_mlp_acts ma = expert_acts(a, e, f);
-		for (int i = 0; i < m; i++)
-			memcpy(xe + (size_t)i * d, x + (size_t)a->rows[r0 + i] * d,
-			    (size_t)d * sizeof(float));
-		nn_mlp_forward(ye, &ma, &w->ex[e], xe, m, d, f, d, act);
-		for (int i = 0; i < m; i++) {
-			int t = a->rows[r0 + i];
-			float p = a->probs[(size_t)t * E + e];
-			float *yt = y + (size_t)t * d;
-			const float *src = ye + (size_t)i * d;
-			for (int j = 0; j < d; j++)
-				yt[j] += p * src[j];
-		}
+		nn_mlp_forward(a->ye + (size_t)r0 * d, &ma, &w->ex[e],
+		    a->xe + (size_t)r0 * d, m, d, f, d, act);
 	}
+	nn_moe_combine(y, a, n, E, d);
+	return 0;
 }
 
 size_t
@@ -184,7 +232,7 @@ nn_moe_scratch_size(const struct nn_moe_cfg *c, int n, int d, int f)
 	return 2 * nk * d + 2 * (size_t)n * f + (size_t)n * c->experts;
 }
 
-void
+int
 nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
     const float *dy, const struct nn_moe_acts *a, const struct nn_moe_w *w,
     const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
@@ -199,29 +247,22 @@ nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
 	 * assignment's dy . expert_e(x) */
 	for (int t = 0; t < n; t++)
 		memcpy(dp + (size_t)t * E, a->daux, (size_t)E * sizeof(float));
-	for (int e = 0; e < E; e++) {
-		int r0 = a->start[e], m = a->start[e + 1] - r0;
-		float *dyr = dye + (size_t)r0 * d, *dxr = dxe + (size_t)r0 * d;
-		const float *ye = a->ye + (size_t)r0 * d;
-		struct nn_mlp_acts ma = expert_acts(a, e, f);
-		for (int i = 0; i < m; i++) {
-			int t = a->rows[r0 + i];
-			float p = a->probs[(size_t)t * E + e];
-			const float *dyt = dy + (size_t)t * d;
-			double dot = 0.0;
-			for (int j = 0; j < d; j++) {
-				dyr[(size_t)i * d + j] = p * dyt[j];
-				dot += (double)dyt[j] * ye[(size_t)i * d + j];
-			}
-			dp[(size_t)t * E + e] += (float)dot;
+	if (c->ep != NULL) {
+		if (c->ep->backward(c->ep->ctx, dx, dp, g, dy, a, w, c, n, d, f,
+		    act) < 0)
+			return -1;
+	} else {
+		nn_moe_grad_out(dye, dp, a, dy, E, d);
+		memset(dxe, 0, (size_t)a->start[E] * d * sizeof(float));
+		for (int e = 0; e < E; e++) {
+			int r0 = a->start[e], m = a->start[e + 1] - r0;
+			struct nn_mlp_acts ma = expert_acts(a, e, f);
+			nn_mlp_backward(dx ? dxe + (size_t)r0 * d : NULL,
+			    &g->ex[e], mscr, dye + (size_t)r0 * d, &ma,
+			    &w->ex[e], a->xe + (size_t)r0 * d, m, d, f, d, act);
 		}
-		memset(dxr, 0, (size_t)m * d * sizeof(float));
-		nn_mlp_backward(dx ? dxr : NULL, &g->ex[e], mscr, dyr, &ma,
-		    &w->ex[e], a->xe + (size_t)r0 * d, m, d, f, d, act);
 		if (dx)
-			for (int i = 0; i < m; i++)
-				nn_add(dx + (size_t)a->rows[r0 + i] * d,
-				    dxr + (size_t)i * d, (size_t)d);
+			nn_moe_scatter(dx, dxe, a, E, d);
 	}
 	/* through the softmax: dlogit = p * (dp - sum_j p_j dp_j), in place */
 	for (int t = 0; t < n; t++) {
@@ -234,6 +275,7 @@ nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
 			r[e] = (float)(p[e] * (r[e] - s));
 	}
 	nn_linear_backward(dx, g->router, NULL, dp, x, w->router, n, d, E);
+	return 0;
 }
 
 double

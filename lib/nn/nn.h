@@ -203,10 +203,14 @@ void nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
 
 /* ---- mixture of experts (moe.c) ---------------------------------------- */
 
-/* experts 0: no MoE (the plain mlp). capacity 0: no capacity limit. */
+struct nn_moe_ep;
+
+/* experts 0: no MoE (the plain mlp). capacity 0: no capacity limit. ep:
+ * a parallel form's expert parallelism, NULL: every expert runs here. */
 struct nn_moe_cfg {
 	int experts, topk;
 	double capacity;
+	const struct nn_moe_ep *ep;
 };
 
 /* router [E, d] (no bias); ex[e] expert e's mlp weights (fc1 [f, d], fc2
@@ -235,6 +239,31 @@ struct nn_moe_acts {
 	float *sort;		/* [2n], the routing's own */
 };
 
+/*
+ * Expert parallelism (a parallel form's; lib/par/ep.c): the E experts
+ * spread over ranks ranks, E/ranks consecutive ones each, every rank
+ * routing its own tokens. forward, after the routing (a's probs, rows,
+ * start and statistics made), puts into y [n, d] the sum over the kept
+ * assignments of p_e * expert_e(x), this rank's experts running every
+ * rank's tokens routed to them, keeping what backward reads (the hooks'
+ * own, found again by a's address: a micro-batch's layer).
+ * backward adds the experts' share of dx (NULL: none) and of dp [n, E]
+ * (d/dp_e of each token), and this rank's experts' weight gradients into
+ * g (the others' stay as they are). Each 0, or -1 (a failed exchange;
+ * the reason is the hooks' own).
+ */
+struct nn_moe_ep {
+	int ranks;
+	int (*forward)(void *ctx, float *y, struct nn_moe_acts *a,
+	    const struct nn_moe_w *w, const float *x,
+	    const struct nn_moe_cfg *c, int n, int d, int f, enum nn_act act);
+	int (*backward)(void *ctx, float *dx, float *dp,
+	    const struct nn_moe_w *g, const float *dy,
+	    const struct nn_moe_acts *a, const struct nn_moe_w *w,
+	    const struct nn_moe_cfg *c, int n, int d, int f, enum nn_act act);
+	void *ctx;
+};
+
 /* ceil(F * n * K / E) (in double, F*n*K/E left to right), or n when F is
  * 0: the most assignments one expert takes of n tokens. */
 int nn_moe_capacity(const struct nn_moe_cfg *c, int n);
@@ -245,17 +274,34 @@ void nn_moe_acts_bind(struct nn_moe_acts *a, float *buf,
 /* y[n, d] = sum over the kept chosen e of p_e * expert_e(x); the top K
  * experts of highest p (ties: lower index), and with a capacity each
  * expert keeps its assignments of highest p (ties: lower token). daux is
- * zeroed. Every matrix product is nn_linear_forward's (nn_mlp_forward). */
-void nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
+ * zeroed. Every matrix product is nn_linear_forward's (nn_mlp_forward).
+ * 0, or -1 when c->ep's hook failed. */
+int nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
     const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
     enum nn_act act);
 /* dx += d/dx (dx may be NULL), g.* += weight grads, with a->daux added to
- * d/dp of every token. scratch: nn_moe_scratch_size floats. */
+ * d/dp of every token. scratch: nn_moe_scratch_size floats. 0, or -1 when
+ * c->ep's hook failed. */
 size_t nn_moe_scratch_size(const struct nn_moe_cfg *c, int n, int d, int f);
-void nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
+int nn_moe_backward(float *dx, const struct nn_moe_w *g, float *scratch,
     const float *dy, const struct nn_moe_acts *a, const struct nn_moe_w *w,
     const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
     enum nn_act act);
+/*
+ * The layer's pieces, for expert-parallel hooks. nn_moe_route: a->rows,
+ * start and the statistics from a->probs of n tokens (a->sort its
+ * scratch). nn_moe_gather: a->xe, the kept assignments' inputs. combine:
+ * y = sum of p_e * a->ye over them. grad_out: dye [kept, d] = p_e * dy of
+ * each, and dp[t, e] += dy_t . ye of each. scatter: dx_t += dxe of each.
+ */
+void nn_moe_route(struct nn_moe_acts *a, const struct nn_moe_cfg *c, int n);
+void nn_moe_gather(struct nn_moe_acts *a, const float *x, int E, int d);
+void nn_moe_combine(float *y, const struct nn_moe_acts *a, int n, int E,
+    int d);
+void nn_moe_grad_out(float *dye, float *dp, const struct nn_moe_acts *a,
+    const float *dy, int E, int d);
+void nn_moe_scatter(float *dx, const float *dxe, const struct nn_moe_acts *a,
+    int E, int d);
 /*
  * The auxiliary load-balancing loss A * E * sum_e f_e * P_e over a batch
  * of T tokens, f_e = routed[e] / sum(routed) (the counts of the whole
@@ -308,6 +354,7 @@ struct nn_block_shape nn_block_serial(int b, int s, int d, int nh, int f,
  * once, after the sum), the input gradients of q/k/v and of fc1 backward.
  * Backward, NN_HOOK_MLP_BWD also marks where the block's mlp.* gradients
  * are final (a model's backward stages: a reduce that sums nothing).
+ * An MoE is whole on every rank: its two reduces come with count 0.
  * attn_fwd/attn_bwd replace the attention core (nn_attention_*) on q, k, v
  * of [b*s, nh*hd]; att in nn_block_acts is then unused. Each returns 0 or
  * -1 (the block returns -1 at once).

@@ -56,6 +56,8 @@ struct pipe_cfg {
 				 * replicas' CP groups, dp index * C + cp
 				 * index, all summing gradients */
 	int cp_zigzag;		/* its chunks zigzag (else contiguous) */
+	const struct nn_moe_ep *ep;	/* the MoE blocks' expert
+					 * parallelism (par/ep.h), or NULL */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation

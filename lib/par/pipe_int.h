@@ -96,6 +96,8 @@ struct pipe_run {
 	enum train_err kind;
 	char *err;
 	size_t errlen;
+	int moe_aux_set;		/* the step's daux made (pipe_moe_aux) */
+	double moe_aux_loss;		/* this stage's share of the aux loss */
 };
 
 /* Failures (pipe_fail.c): the reason into r->err, its kind into r->kind; -1.
@@ -160,6 +162,13 @@ int pipe_dp_sync(struct pipe_run *r, double *loss);
  * -1 when a sum failed); nothing for a model without. */
 void pipe_moe_begin(struct pipe_run *r);
 int pipe_moe_end(struct pipe_run *r, struct train_step *s);
+/* The auxiliary loss (gpipe: every forward of the step has run before
+ * the first backward): pipe_moe_aux, before that backward of chunk c,
+ * sums the stage's routing counts over the replicas and gives every MoE
+ * block its d/dp_e; pipe_moe_aux_sum adds the stages' shares of the loss
+ * to rank 0's loss sum. 0, or -1 when a sum failed. */
+int pipe_moe_aux(struct pipe_run *r, int c);
+int pipe_moe_aux_sum(struct pipe_run *r, double *loss);
 int pipe_dp_update(struct pipe_run *r);
 int pipe_dp_verify(struct pipe_run *r);
 void pipe_dp_free(struct pipe_run *r);

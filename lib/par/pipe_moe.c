@@ -1,6 +1,9 @@
 /* pipe_moe: a pipeline step's statistics of a model with experts: every
  * stage's MoE blocks over its micro-batches, summed over the stages and
- * the replicas, for the loss CSV. */
+ * the replicas, for the loss CSV; and the auxiliary loss, whose f_e are
+ * the global batch's: known before a backward only under gpipe, where
+ * every forward of the step comes first. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll.h"
@@ -9,9 +12,75 @@
 void
 pipe_moe_begin(struct pipe_run *r)
 {
-	for (int c = 0; c < r->nchunk; c++)
-		if (r->ts[c].moe != NULL)
-			memset(r->ts[c].moe, 0, r->ts[c].nmoe * sizeof(double));
+	for (int c = 0; c < r->nchunk; c++) {
+		struct tp_stage *ts = &r->ts[c];
+		if (ts->moe == NULL)
+			continue;
+		memset(ts->moe, 0, ts->nmoe * sizeof(double));
+		memset(ts->moe_psum, 0, ts->nmoe * sizeof(double));
+		memset(ts->moe_daux, 0, ts->nmoe * sizeof(float));
+	}
+	r->moe_aux_set = 0;
+	r->moe_aux_loss = 0;
+}
+
+int
+pipe_moe_aux(struct pipe_run *r, int c)
+{
+	struct tp_stage *ts = &r->ts[c];
+	const struct nn_dims *d = &ts->d;
+	int E = d->moe.experts, at = 0;
+	double *all;
+	float *ps;
+
+	if (d->moe_aux <= 0 || ts->moe == NULL || r->moe_aux_set)
+		return 0;
+	r->moe_aux_set = 1;
+	all = malloc(ts->nmoe * sizeof(double));
+	ps = malloc((size_t)E * sizeof(float));
+	if (all == NULL || ps == NULL) {
+		free(all), free(ps);
+		return pipe_oom(r);
+	}
+	memcpy(all, ts->moe, ts->nmoe * sizeof(double));
+	comm_set_step(r->c, "step %ld: experts' counts for the aux loss",
+	    r->step);
+	if (r->cfg->dp != NULL && comm_size(r->cfg->dp) > 1 &&
+	    coll_allreduce(r->cfg->dp, all, ts->nmoe, DT_F64, COLL_SUM,
+	    COLL_AUTO) < 0) {
+		free(all), free(ps);
+		return pipe_dp_failed(r);
+	}
+	/* f_e of the global batch; P_e's share from this replica's tokens,
+	 * in loss-sum units (per position, as the loss sums samples) */
+	for (int l = 0; l < d->layers; l++) {
+		if (!nn_dims_moe_layer(d, l))
+			continue;
+		for (int e = 0; e < E; e++)
+			ps[e] = (float)ts->moe_psum[at + e];
+		if (l >= ts->l0 && l < ts->l1)
+			r->moe_aux_loss += nn_moe_aux(ts->moe_daux + at,
+			    all + at, ps, E, d->moe_aux, ts->seq, 1.0);
+		at += E + 1;
+	}
+	free(all), free(ps);
+	return 0;
+}
+
+int
+pipe_moe_aux_sum(struct pipe_run *r, double *loss)
+{
+	double a = r->moe_aux_loss;
+
+	if (r->ts[0].d.moe_aux <= 0 || r->ts[0].moe == NULL)
+		return 0;
+	comm_set_step(r->c, "step %ld: aux loss over the stages", r->step);
+	if (r->world > 1 && coll_allreduce(r->c, &a, 1, DT_F64, COLL_SUM,
+	    COLL_AUTO) < 0)
+		return pipe_comm_failed(r);
+	if (r->rank == 0)
+		*loss += a;
+	return 0;
 }
 
 int

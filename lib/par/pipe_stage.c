@@ -73,6 +73,7 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 		}
 		r->ts[c].on_sum = on_sum;
 		r->ts[c].on_sum_ctx = r;
+		r->ts[c].ep = cfg->ep;
 	}
 	return place(r);
 }

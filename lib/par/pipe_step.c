@@ -243,6 +243,8 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 	case PIPE_RECV_GRAD:
 		return recv_msg(r, a, st->gb[0], bout);
 	case PIPE_BWD:
+		if (pipe_moe_aux(r, c) < 0)
+			return -1;
 		return backward(r, c, i);
 	case PIPE_WGT:
 		pipe_unit_weight(r, c, sl);
@@ -358,6 +360,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    &loss, sizeof(loss))) < 0)
 			return pipe_comm_failed(r);
 	}
+	if (pipe_moe_aux_sum(r, &loss) < 0)
+		return -1;
 	if (pipe_dp_sync(r, &loss) < 0 || pipe_dp_update(r) < 0 ||
 	    pipe_moe_end(r, s) < 0)
 		return -1;

@@ -127,10 +127,6 @@ read_sizes(struct tp_model *m, const struct tensor_set *s, int64_t *sz,
 			    "experts, a pipeline stage's block takes 1 to %d",
 			    r->ndim == 2 ? (long long)r->shape[0] : 0LL,
 			    TP_MOE_MAX);
-		if (m->shards > 1)
-			return cli_fail(err, errlen, "a block with experts is "
-			    "not sharded over tensor-parallel ranks (%d)",
-			    m->shards);
 		sz[S_E] = r->shape[0];
 	}
 

@@ -267,12 +267,17 @@ static struct nn_block_shape
 block_shape(const struct tp_stage *ts, int k, int n)
 {
 	const struct tp_model *lm = &ts->lay[k];
-
-	return (struct nn_block_shape){ .b = n, .s = ts->seq, .d = lm->d,
+	struct nn_block_shape sh = { .b = n, .s = ts->seq, .d = lm->d,
 	    .nh = lm->heads / lm->shards, .hd = lm->d / lm->heads,
 	    .f = lm->f / lm->shards, .causal = lm->cfg.causal,
-	    .act = NN_ACT_GELU, .moe = lm->experts > 0 ? ts->d.moe :
-	    (struct nn_moe_cfg){ 0, 0, 0.0 } };
+	    .act = NN_ACT_GELU };
+
+	if (lm->experts > 0) {	/* experts whole on every TP rank */
+		sh.moe = ts->d.moe;
+		sh.moe.ep = ts->ep;
+		sh.f = lm->f;
+	}
+	return sh;
 }
 
 /* Floats per sample of layer k's input and output (whole), saved values
@@ -305,7 +310,7 @@ group_sum(struct tp_stage *ts, float *buf, size_t count)
 {
 	double t0, t1;
 
-	if (ts->T == 1)
+	if (ts->T == 1 || count == 0)	/* count 0: an MoE's, whole */
 		return 0;
 	if (ts->done != NULL)
 		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
@@ -336,16 +341,27 @@ hooks(struct tp_stage *ts, struct nn_block_hooks *hk)
 	return ts->T > 1 ? hk : NULL;
 }
 
+/* Where layer k's MoE statistics start in ts->moe. */
+static int
+moe_at(const struct tp_stage *ts, int k)
+{
+	int at = 0;
+
+	for (int l = 0; l < ts->l0 + k; l++)
+		at += nn_dims_moe_layer(&ts->d, l) ? ts->d.moe.experts + 1 : 0;
+	return at;
+}
+
 /* Layer k's MoE statistics of a forward pass added to the step's. */
 static void
 moe_add(struct tp_stage *ts, int k, const struct nn_block_acts *a)
 {
-	int E = ts->d.moe.experts, at = 0;
+	int E = ts->d.moe.experts, at = moe_at(ts, k);
 
-	for (int l = 0; l < ts->l0 + k; l++)
-		at += nn_dims_moe_layer(&ts->d, l) ? E + 1 : 0;
-	for (int e = 0; e < E; e++)
+	for (int e = 0; e < E; e++) {
 		ts->moe[at + e] += a->moe.routed[e];
+		ts->moe_psum[at + e] += a->moe.psum[e];
+	}
 	ts->moe[at + E] += *a->moe.dropped;
 }
 
@@ -405,6 +421,12 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	nn_block_acts_bind(&a, acts, &sh);
 	if (ts->cp != NULL)
 		cp_stage_bind(ts, &a, n);
+	if (lm->experts > 0)	/* the auxiliary loss's, or zeros */
+		memcpy(a.moe.daux, ts->moe_daux + moe_at(ts, k),
+		    (size_t)sh.moe.experts * sizeof(float));
+	/* the experts' exchanges must have the links to themselves too */
+	if (ts->ep != NULL && lm->experts > 0 && ts->done != NULL)
+		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
 	if (part == WHOLE)
 		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
 		    &sh, hooks(ts, &hk));
@@ -541,8 +563,10 @@ alloc_work(struct tp_stage *ts)
 	for (int l = 0; l < ts->d.layers; l++)
 		ts->nmoe += nn_dims_moe_layer(&ts->d, l) ?
 		    (size_t)ts->d.moe.experts + 1 : 0;
-	if (ts->nmoe > 0 && (ts->moe = calloc(ts->nmoe,
-	    sizeof(double))) == NULL)
+	if (ts->nmoe > 0 && ((ts->moe = calloc(ts->nmoe,
+	    sizeof(double))) == NULL || (ts->moe_psum = calloc(ts->nmoe,
+	    sizeof(double))) == NULL || (ts->moe_daux = calloc(ts->nmoe,
+	    sizeof(float))) == NULL))
 		return -1;
 	return ts->scratch && ts->slot &&
 	    (!ts->gpt || !ts->last || ts->dlogits) ? 0 : -1;
@@ -636,7 +660,7 @@ tp_stage_free(struct tp_stage *ts)
 	for (int i = 0; i < 4; i++)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
-	free(ts->moe);
+	free(ts->moe), free(ts->moe_psum), free(ts->moe_daux);
 	cp_stage_free(ts);
 	if (!ts->placed)
 		free(ts->params), free(ts->grads);

@@ -104,6 +104,14 @@ struct tp_stage {
 	 * model (others' blocks 0); the caller zeroes them each step. */
 	double *moe;
 	size_t nmoe;
+	/* With an auxiliary loss (gpipe): the step's sums of p_e so far,
+	 * and each MoE block's d/dp_e, which its backward takes (both laid
+	 * out as moe; pipe_moe.c's). */
+	double *moe_psum;
+	float *moe_daux;
+	/* Expert parallelism (par/ep.h): the MoE blocks' experts run on
+	 * the ranks of an EP group, or NULL: all of them here. */
+	const struct nn_moe_ep *ep;
 	char *err;		/* a failure's reason (a TP collective) */
 	size_t errlen;
 	/* Context parallelism (par/cp_stage.h; NULL: none): seq is then

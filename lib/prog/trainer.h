@@ -66,6 +66,12 @@ _Noreturn void trainer_init_model(const char *arch, const char *dims,
  * of sizes d in step s (its moe_counts), one line on standard error;
  * nothing for a model without experts. */
 void trainer_moe_line(const struct nn_dims *d, const struct train_step *s);
+/* --expert-counts: the same counts as CSV rows step,layer,expert,tokens,
+ * dropped (dropped: the layer's assignments the capacity refused), the
+ * header first when step s is the run's first (first); 0, or -1 when
+ * writing failed. */
+int trainer_moe_csv(FILE *f, const struct nn_dims *d,
+    const struct train_step *s, int first);
 /* A model's targets as it needs them (usage error naming topt, exit 2). */
 void trainer_targets(const struct nn_model *m, const char *targets,
     const char *topt);

@@ -1,5 +1,6 @@
 /* trainer_pipe: the pipeline run of collx-pipe and collx-train (without
  * and with a mesh) in the trainer shell. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,9 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 
 /* What a pipeline does not run of a model with experts, before any data
  * moves: the auxiliary loss (its f_e would need every micro-batch's
- * routing before the first backward), a split backward (zero-bubble
- * schedules and schedule files) and experts sharded by --tp. */
+ * routing before the first backward) and a split backward (zero-bubble
+ * schedules and schedule files). Under --tp the experts are whole on
+ * every TP rank. */
 static void
 trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 {
@@ -59,18 +61,15 @@ trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 
 	if (d->moe.experts == 0)
 		return;
-	if (d->moe_aux > 0)
+	if (d->moe_aux > 0 && p->o->sched != PIPE_SCHED_GPIPE)
 		cli_die_rank(CLI_EXIT_DATA, "the model's auxiliary loss %g "
-		    "(moe.aux): %s trains experts without one (collx-dp with "
-		    "one)", d->moe_aux, cli_progname);
+		    "(moe.aux): %s trains it under --schedule gpipe only (its "
+		    "f_e need every micro-batch's routing before the first "
+		    "backward)", d->moe_aux, cli_progname);
 	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
 		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
 		    "backward does not split, run --schedule gpipe, 1f1b or "
 		    "interleaved", d->moe.experts);
-	if (p->mesh != NULL && p->mesh->tp > 1)
-		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: --tp %d "
-		    "does not shard them, train it with --tp 1",
-		    d->moe.experts, p->mesh->tp);
 }
 
 void
@@ -156,6 +155,10 @@ struct pipe_report_run {
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
 	const struct nn_dims *dims;	/* -v's tokens per expert */
+	struct ep ep;		/* --ep: the EP group (ep.c NULL: none) */
+	FILE *experts;		/* --expert-counts' file, rank 0's */
+	double ep_s[2];		/* its dispatch and combine seconds and */
+	uint64_t ep_b[2];	/* bytes before the step */
 };
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
@@ -171,7 +174,7 @@ bytes_sent(struct pipe_report_run *r)
 		r->axis[a] = now;
 		sum += now;
 	}
-	return sum;
+	return sum + (r->ep.c != NULL ? comm_bytes_sent(r->ep.c) : 0);
 }
 
 /* count: the batch's samples (compute, step) or the elements moved
@@ -201,6 +204,24 @@ row(struct pipe_report_run *r, const char *op, const char *algo,
 		    r->hidden_us);
 	}
 	trainer_row(&r->t, op, algo, "f32", count, bytes, step, seconds, extra);
+}
+
+/* --ep's timing rows: the step's dispatch and combine (forward and
+ * backward each) and the bytes this rank sent in them. */
+static void
+ep_rows(struct pipe_report_run *r, const struct train_step *s,
+    const struct pipe_stat *st)
+{
+	static const char *const op[2] = { "dispatch", "combine" };
+	const struct ep *ep = &r->ep;
+
+	for (int ph = 0; ph < 2; ph++) {
+		uint64_t b = ep->phase_b[ph] - r->ep_b[ph];
+		row(r, op[ph], ep_dispatch_name(ep->how), "ep", s->step,
+		    ep->phase_s[ph] - r->ep_s[ph], b / sizeof(float), b, st);
+		r->ep_s[ph] = ep->phase_s[ph];
+		r->ep_b[ph] = ep->phase_b[ph];
+	}
 }
 
 static void
@@ -238,6 +259,8 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 		    s->step, st->cp, st->cp_sent / f, st->cp_sent, st);
 		r->hidden_us = 0;
 	}
+	if (r->ep.c != NULL)
+		ep_rows(r, s, st);
 	row(r, "step", sched, "-", s->step, st->wall, b, 0, st);
 }
 
@@ -312,6 +335,10 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 		    cli_progname, s->step, s->epoch, s->loss, s->seconds * 1e3);
 	if (r->t.pr.lines)
 		trainer_moe_line(r->dims, s);
+	if (r->experts != NULL && trainer_moe_csv(r->experts, r->dims, s,
+	    s->step == r->t.from) < 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", r->p->expert_csv,
+		    strerror(errno));
 	step_rows(r, s, st);
 	loss_due(r, s);
 }
@@ -392,12 +419,20 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	if (mesh != NULL) {
 		if (mesh_split(mesh, c, &r.grp, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", rank, e);
+		if (p->ep > 1 && ep_open(&r.ep, r.grp.dp, p->ep,
+		    m->dims.moe.experts, p->dispatch, e, sizeof(e)) < 0)
+			cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", rank, e);
 		r.sent = bytes_sent(&r);
 		cfg->dp = r.grp.dp;
 		cfg->tp = r.grp.tp;
 		cfg->cp = r.grp.cp;
+		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
 		pp = r.grp.pp;
 	}
+	if (rank == 0 && p->expert_csv != NULL && (r.experts =
+	    fopen(p->expert_csv, "w")) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p->expert_csv,
+		    strerror(errno));
 	trainer_begin(&r.t, trainer_unit(m), cfg->resume != NULL ?
 	    cfg->resume->step : 0, cfg->steps);
 	if (pipe_train(m, d, pp, cfg, on_step, &r, &res, &kind, e,
@@ -411,6 +446,11 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	if (rank == 0 && (mesh == NULL || mesh->pp > 1) && !cli_quiet)
 		prog_pipe_summary(&r.pipe, &res);
 	trainer_close(&r.t);
+	if (r.experts != NULL && fclose(r.experts) != 0)
+		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p->expert_csv,
+		    strerror(errno));
+	if (r.ep.c != NULL)
+		ep_close(&r.ep);
 	if (mesh != NULL)
 		mesh_groups_close(&r.grp);
 	comm_close(c);

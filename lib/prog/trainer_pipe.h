@@ -7,6 +7,7 @@
 #ifndef COLLX_TRAINER_PIPE_H
 #define COLLX_TRAINER_PIPE_H
 
+#include "par/ep.h"
 #include "par/mesh.h"
 #include "par/pipe.h"
 #include "prog/trainer.h"
@@ -45,6 +46,9 @@ struct trainer_pipe {
 	const struct trainer_pipe_opts *o;	/* --trace among them */
 	const struct mesh *mesh;	/* collx-train's; NULL: collx-pipe's */
 	const struct cli_group *g;
+	int ep;			/* --ep X: experts over X replicas (0, 1: none) */
+	enum ep_dispatch dispatch;	/* --dispatch */
+	const char *expert_csv;	/* --expert-counts (rank 0), or NULL */
 	/* the run's own, freed by trainer_pipe_run */
 	int *first;		/* the split's layer boundaries */
 	char *ckpt_path;	/* --checkpoint, {world} substituted */

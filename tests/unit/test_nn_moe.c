@@ -89,7 +89,7 @@ static void
 run_case(const char *name, int topk, double capacity, double aux, int ties,
     int want_drop)
 {
-	struct nn_moe_cfg c = { E, topk, capacity };
+	struct nn_moe_cfg c = { .experts = E, .topk = topk, .capacity = capacity };
 	struct nn_moe_w w, g;
 	struct nn_mlp_w wex[E], gex[E];
 	struct nn_moe_acts a;
@@ -162,7 +162,7 @@ free:
 static void
 capacity_cases(void)
 {
-	struct nn_moe_cfg c = { 4, 2, 0.0 };
+	struct nn_moe_cfg c = { .experts = 4, .topk = 2 };
 
 	UNIT_OK(nn_moe_capacity(&c, 12) == 12, "capacity 0: no limit");
 	c.capacity = 1.0;
