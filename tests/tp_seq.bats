@@ -320,27 +320,38 @@ PY
 @test "a rank killed mid-run: the other exits 1 at once, naming the peer (ring transfers, overlapped matmuls)" {
 	ref make block 16 32 0 39 heads=2 seq=64
 	for m in zigzag "sp --overlap ring"; do
-		port=$(free_port)
-		for r in 0 1; do
-			collx-tp -q --rank $r --world-size 2 --master 127.0.0.1:$port \
-			    --timeout 10 --layer block --mode $m -m w.safetensors \
-			    -i X.npy --backward --grad-output DY.npy --iters 1000000 \
-			    2>r$r.err &
-			eval p$r=\$!
+		# Each iteration also gathers the outputs and sums the weight
+		# gradients, so a kill lands in the ring's exchange only most
+		# of the time: up to four kills, until one does. A ring
+		# failure labelled as another collective never passes.
+		for try in 1 2 3 4; do
+			port=$(free_port)
+			for r in 0 1; do
+				collx-tp -q --rank $r --world-size 2 \
+				    --master 127.0.0.1:$port --timeout 10 \
+				    --layer block --mode $m -m w.safetensors \
+				    -i X.npy --backward --grad-output DY.npy \
+				    --iters 1000000 2>r$r.err &
+				eval p$r=\$!
+			done
+			sleep 2
+			kill -9 "$p1"
+			s=$(date +%s)
+			rc=0
+			wait "$p0" || rc=$?
+			echo "# $m, try $try: rank 0 exit $rc after $(($(date +%s) - s)) s: $(cat r0.err)"
+			[ "$rc" -eq 1 ]
+			[ $(($(date +%s) - s)) -le 10 ]
+			grep -q "^collx-tp: rank 0: peer rank 1 (127.0.0.1:[0-9]*) closed the connection" r0.err
+			if [ "$m" != zigzag ]; then
+				break
+			fi
+			# named for the ring's exchange, not the group's last
+			# collective
+			if grep -q "ring attention \(forward\|backward\)" r0.err; then
+				break
+			fi
+			[ "$try" -lt 4 ]
 		done
-		sleep 2
-		kill -9 "$p1"
-		s=$(date +%s)
-		rc=0
-		wait "$p0" || rc=$?
-		echo "# $m: rank 0 exit $rc after $(($(date +%s) - s)) s: $(cat r0.err)"
-		[ "$rc" -eq 1 ]
-		[ $(($(date +%s) - s)) -le 10 ]
-		grep -q "^collx-tp: rank 0: peer rank 1 (127.0.0.1:[0-9]*) closed the connection" r0.err
-		# named for the ring's exchange, not the group's last collective
-		if [ "$m" = zigzag ]; then
-			grep -q "ring attention \(forward\|backward\)" r0.err
-			if grep -q "of allgather" r0.err; then false; fi
-		fi
 	done
 }
