@@ -243,9 +243,6 @@ check_args(struct opts *o)
 	if (o->c.steps < 0 && o->c.epochs <= 0)
 		cli_usage_error("give --steps K or --epochs E");
 	dpopt_check(&o->dpo, o->ckpt.every);	/* collx-dp's refusals */
-	if (o->dpo.zero == 3)
-		cli_usage_error("--zero 3 runs in collx-dp; collx-train's DP "
-		    "axis takes --zero 0, 1 or 2");
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before
@@ -294,6 +291,8 @@ main(int argc, char **argv)
 	    &o.ckpt.resume);
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	mesh_for_model(&o, &mesh, m);
+	if (o.dpo.zero == 3)
+		dpopt_check_prefetch(&o.dpo, m);
 	check_sync_mesh(&o, &mesh, m);
 	if (o.dpo.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "

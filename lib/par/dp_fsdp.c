@@ -474,6 +474,15 @@ dp_fsdp_replay(struct dp_fsdp *f)
 		event(f);
 }
 
+void
+dp_fsdp_drain(struct dp_fsdp *f)
+{
+	double t0 = cli_now();
+
+	dp_ovl_drain(f->ovl);
+	f->twait += cli_now() - t0;
+}
+
 int
 dp_fsdp_wait(struct dp_fsdp *f, struct dp_fsdp_time *t, char *err,
     size_t errlen)
@@ -582,4 +591,39 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->held);
 	free(f->owner);
 	free(f);
+}
+
+int
+dp_fsdp_groups(struct comm *c, struct comm **shard, struct comm **rep,
+    int **owner, char *err, size_t errlen)
+{
+	int H = comm_hosts(c), *n = calloc((size_t)H + 1, sizeof(int));
+	int q, h, me = comm_rank(c), mine = comm_host(c, me), local = 0;
+	int W = comm_size(c), rc = 0;
+
+	*owner = calloc((size_t)W, sizeof(int));
+	if (n == NULL || *owner == NULL) {
+		free(n);
+		return cli_fail(err, errlen, "out of memory");
+	}
+	for (q = 0; q < W; q++) {
+		h = comm_host(c, q);
+		if (h == 0)
+			(*owner)[n[0]] = q;
+		if (h == mine && q < me)
+			local++;
+		n[h]++;
+	}
+	for (h = 1; h < H && rc == 0; h++)
+		if (n[h] != n[0]) {
+			cli_fail(err, errlen, "--shard-group host: host 0 "
+			    "holds %d ranks, host %d %d (hybrid sharding needs "
+			    "as many on every host)", n[0], h, n[h]);
+			rc = -2;
+		}
+	free(n);
+	if (rc == 0 && (comm_split(c, mine, me, shard, err, errlen) < 0 ||
+	    comm_split(c, local, me, rep, err, errlen) < 0))
+		rc = -1;
+	return rc;
 }

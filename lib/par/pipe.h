@@ -71,6 +71,10 @@ struct pipe_stat {
 	size_t tp_sent;		/* bytes this rank sent in them */
 	size_t optim_bytes;	/* optimizer state this rank holds */
 	size_t grad_bytes;	/* reduced gradients it keeps for the update */
+	/* --zero 3: its gathers' and reduce-scatters' seconds, the most
+	 * parameter bytes it held during the pass */
+	double dp_gather, dp_rs;
+	size_t params_peak;
 };
 
 /* One span of a stage's time line, seconds since the common start. */

@@ -319,7 +319,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    32 ^ (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
-	for (q = 0; q < r->nown; q++)
+	/* ZeRO-3 gives each unit's gradients back zero */
+	for (q = 0; q < r->nown && (r->zero == NULL || r->zero->fsdp == NULL);
+	    q++)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
@@ -332,9 +334,12 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		r->gmb[q][0] = r->gmb[q][1] = -1;
 		r->gmb[q][2] = 0;
 	}
-	for (q = 0; q < r->sch->nact[j]; q++)
+	pipe_dp_fsdp_begin(r);
+	for (q = 0; q < r->sch->nact[j]; q++) {
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
+		pipe_dp_fsdp_settle(r);	/* the links free for the next */
+	}
 	t1 = cli_now();
 	comm_set_step(r->c, "step %ld: end of step", k);
 	if (comm_waitall(r->c, r->sact, nreq) < 0)
