@@ -107,10 +107,12 @@ plan_units(struct pipe_run *r, struct pipe_fsdp_chunk *ch,
 		coff += ts->nlocal;
 	}
 	for (u = 0; u < n; u++)
-		if (sum[u] != p->unit[u].len || sum[u] == 0) {
+		if (sum[u] != p->unit[u].len || sum[u] == 0 ||
+		    (u + 1 < n && p->unit[u + 1].off != p->unit[u].off +
+		    p->unit[u].len) || p->unit[0].off != 0) {
 			free(sum);
-			return fsdp_fail(r, "ZeRO-3: a layer's tensors are not "
-			    "contiguous in the stage");
+			return fsdp_fail(r, "ZeRO-3: the stage's layers do not "
+			    "lie one after another");
 		}
 	free(sum);
 	return 0;
@@ -297,4 +299,49 @@ pipe_dp_whole(struct pipe_run *r)
 	if (r->zero == NULL || r->zero->fsdp == NULL)
 		return 0;
 	return dp_fsdp_gather_all(r->zero->fsdp) < 0 ? pipe_dp_failed(r) : 0;
+}
+
+/* One optimizer over the stage's whole vector, as pipe_tp_resume and
+ * pipe_tp_gather take it, seen as the units' (w[q] its range of unit q,
+ * unit 0 from the start); w[nown] owns the buffers. */
+struct nn_optim *
+pipe_dp_fsdp_optim(struct pipe_run *r)
+{
+	struct nn_optim *w = calloc((size_t)r->nown + 1, sizeof(*w));
+	size_t n = r->own[r->nown - 1].off + r->own[r->nown - 1].len;
+	char e[COLLX_ERRLEN];
+	int q;
+
+	if (w == NULL) {
+		pipe_oom(r);
+		return NULL;
+	}
+	if (nn_optim_init(&w[r->nown], &r->cfg->optim, n, e, sizeof(e)) < 0) {
+		free(w);
+		fsdp_fail(r, e);
+		return NULL;
+	}
+	for (q = 0; q < r->nown; q++) {
+		w[q] = w[r->nown];
+		w[q].count = r->own[q].len;
+		w[q].m = w[q].m != NULL ? w[q].m + r->own[q].off : NULL;
+		w[q].v = w[q].v != NULL ? w[q].v + r->own[q].off : NULL;
+	}
+	return w;
+}
+
+void
+pipe_dp_fsdp_optim_free(struct pipe_run *r, struct nn_optim *w)
+{
+	if (w == NULL)
+		return;
+	nn_optim_free(&w[r->nown]);
+	free(w);
+}
+
+void
+pipe_dp_fsdp_optim_step(struct pipe_run *r, struct nn_optim *w)
+{
+	for (int q = 1; q < r->nown; q++)
+		w[q].t = w[0].t;
 }

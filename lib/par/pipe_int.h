@@ -191,6 +191,13 @@ void pipe_dp_fsdp_begin(struct pipe_run *r);
 int pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent);
 void pipe_dp_fsdp_settle(struct pipe_run *r);
 int pipe_dp_whole(struct pipe_run *r);
+/* Checkpoints under --zero 3: the optimizer of the stage's whole vector
+ * (pipe_tp_resume's and pipe_tp_gather's r->opt[0]) seen as the units'
+ * (dp_zero_take's and dp_zero_gather's); free; step: after a resume into
+ * it, every unit's step count its first's. */
+struct nn_optim *pipe_dp_fsdp_optim(struct pipe_run *r);
+void pipe_dp_fsdp_optim_free(struct pipe_run *r, struct nn_optim *w);
+void pipe_dp_fsdp_optim_step(struct pipe_run *r, struct nn_optim *w);
 
 /* The DP axis's gradient sync but ZeRO's (pipe_dp_sync.c): init (after the
  * parameters are final; from cfg->resume, the state pipe_ckpt keeps)

@@ -190,6 +190,7 @@ backward(struct pipe_run *r, int c, int i)
 	ps->send += t1 - t0;
 	if (pipe_unit_backward(r, c, r->mslot[k], st->gb[0], dx) < 0)
 		return -1;
+	pipe_dp_fsdp_settle(r);		/* ZeRO-3's gathers off the links */
 	if (comm_progress(r->c) < 0)
 		return pipe_comm_failed(r);
 	t0 = cli_now();
@@ -228,6 +229,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return -1;
 		if ((r->mout[k] = pipe_unit_forward(r, c, sl, loss)) == NULL)
 			return -1;
+		pipe_dp_fsdp_settle(r);	/* ZeRO-3's gathers off the links */
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
@@ -335,11 +337,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		r->gmb[q][2] = 0;
 	}
 	pipe_dp_fsdp_begin(r);
-	for (q = 0; q < r->sch->nact[j]; q++) {
+	for (q = 0; q < r->sch->nact[j]; q++)
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
-		pipe_dp_fsdp_settle(r);	/* the links free for the next */
-	}
 	t1 = cli_now();
 	comm_set_step(r->c, "step %ld: end of step", k);
 	if (comm_waitall(r->c, r->sact, nreq) < 0)
