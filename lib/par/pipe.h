@@ -75,6 +75,7 @@ struct pipe_stat {
 	 * parameter bytes it held during the pass */
 	double dp_gather, dp_rs;
 	size_t params_peak;
+	size_t dp_hybrid;	/* --shard-group host: sent in its groups */
 };
 
 /* One span of a stage's time line, seconds since the common start. */

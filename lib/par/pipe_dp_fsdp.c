@@ -32,7 +32,8 @@ static int
 fsdp_fail(struct pipe_run *r, const char *e)
 {
 	r->kind = TRAIN_ERR_RUNTIME;
-	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+	return cli_fail(r->err, r->errlen, "stage %d, replica %d: %s",
+	    r->rank, comm_rank(r->cfg->dp), e);
 }
 
 /* The unit of chunk ch's layer l (-1: the gpt's extras). */
@@ -286,6 +287,8 @@ pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent)
 	ps->dp_gather = t.gather;
 	ps->dp_rs = t.reduce_scatter;
 	ps->dp_exposed = t.wait + t.tail;
+	if (z->rep != NULL)	/* groups of their own: the report adds them */
+		ps->dp_hybrid = (size_t)(dp_fsdp_sent(z->fsdp) - z->sent);
 	/* the pass's bytes counted with the sums that follow */
 	*sent = comm_bytes_sent(r->cfg->dp) - (dp_fsdp_sent(z->fsdp) -
 	    z->sent);

@@ -151,6 +151,7 @@ struct pipe_report_run {
 	struct mesh_groups grp;
 	uint64_t sent;		/* bytes sent by the step before */
 	uint64_t axis[3];	/* bytes sent so far over pp, dp, tp */
+	uint64_t hybrid;	/* dp's in --shard-group host's own groups */
 	uint64_t axis_step[3];	/* of them, in the last step */
 	uint64_t *bytes;	/* per step, grown with the steps */
 	long capbytes;
@@ -165,7 +166,7 @@ bytes_sent(struct pipe_report_run *r)
 	uint64_t sum = 0, now;
 
 	for (int a = 0; a < 3; a++) {
-		now = comm_bytes_sent(g[a]);
+		now = comm_bytes_sent(g[a]) + (a == 1 ? r->hybrid : 0);
 		r->axis_step[a] = now - r->axis[a];
 		r->axis[a] = now;
 		sum += now;
@@ -226,9 +227,13 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 
 /* collx-train's step: its bytes sent, for the loss CSV and -v. */
 static void
-mesh_step(struct pipe_report_run *r, const struct train_step *s)
+mesh_step(struct pipe_report_run *r, const struct train_step *s,
+    const struct pipe_stat *st)
 {
-	uint64_t now = bytes_sent(r), *b;
+	uint64_t now, *b;
+
+	r->hybrid += st->dp_hybrid;
+	now = bytes_sent(r);
 
 	if ((b = train_grow(r->bytes, &r->capbytes, s->step,
 	    sizeof(*b))) == NULL)
@@ -268,7 +273,7 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	struct pipe_report_run *r = ctx;
 
 	if (r->p->mesh != NULL)
-		mesh_step(r, s);
+		mesh_step(r, s, st);
 	progress_step(&r->t.pr, s);
 	if (r->t.pr.lines && r->p->mesh != NULL)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
