@@ -177,6 +177,29 @@ as_zero0() {
 	[ "$(pploss $((2 * 4224 + 4 * 3280)) --reshard-after-forward no)" -eq "$l" ]
 }
 
+# dp2 x pp2 on a gpt of 4 blocks (3280 floats each): stage 0 holds the
+# embeddings (4224 floats, the largest unit) and blocks 0 and 1, 10784
+# floats; each replica keeps half of each unit, 5392, and holds at most
+# K + 1 units whole beside them.
+@test "-v: params peak within P/D + (K+1) of the largest unit, below the whole stage; gather exposed; timing rows gather and reduce-scatter on the dp axis" {
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 -o g4.safetensors
+	run timeout 60 collx-run -n 4 --timeout 20 -- collx-train -v \
+	    -m g4.safetensors --data "$GPL" --batch 8 --steps 2 --dp 2 --pp 2 \
+	    --zero 3 --timing tm.csv
+	[ "$status" -eq 0 ]
+	for r in 0 1; do
+		p=$(sed -n "s/^collx-train: rank $r: params peak \([0-9]*\) bytes$/\1/p" <<<"$output")
+		[ "$p" -gt $((5392 * 4)) ]
+		[ "$p" -le $(((5392 + 2 * 4224) * 4)) ]
+		[ "$p" -lt $((10784 * 4)) ]
+	done
+	[ "$(grep -c '^collx-train: rank [0-3]: params peak [0-9]* bytes$' <<<"$output")" -eq 4 ]
+	grep -Eq '^collx-train: gather exposed [0-9]+%$' <<<"$output"
+	for ph in gather reduce-scatter; do
+		[ "$(grep -c "^collx-train,$ph,auto,.*,dp," tm.csv)" -eq 8 ]
+	done
+}
+
 @test "checkpoints: a --zero 3 run resumed on its mesh gives the bytes of an uninterrupted run; resumed under --zero 0, 1 and other meshes, and --zero 0's under --zero 3, equal within 1e-5; a truncated one refused" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	O=(--data "$GPL" --batch 6 --optimizer adamw --lr 0.01)

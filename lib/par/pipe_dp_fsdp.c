@@ -286,7 +286,7 @@ pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent)
 	}
 	ps->dp_gather = t.gather;
 	ps->dp_rs = t.reduce_scatter;
-	ps->dp_exposed = t.wait + t.tail;
+	ps->dp_exposed = t.wait;	/* the pass's waits for gathers */
 	if (z->rep != NULL)	/* groups of their own: the report adds them */
 		ps->dp_hybrid = (size_t)(dp_fsdp_sent(z->fsdp) - z->sent);
 	/* the pass's bytes counted with the sums that follow */

@@ -219,6 +219,13 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 		row(r, "allreduce_exposed", coll_algo_name(COLL_AUTO), "dp",
 		    s->step, st->dp_exposed, st->dp_sent / f, st->dp_sent, st);
 	}
+	if (r->p->mesh != NULL && comm_size(r->grp.dp) > 1 &&
+	    r->cfg->dpo.zero == 3) {
+		row(r, "gather", coll_algo_name(COLL_AUTO), "dp", s->step,
+		    st->dp_gather, 0, 0, st);
+		row(r, "reduce-scatter", coll_algo_name(COLL_AUTO), "dp",
+		    s->step, st->dp_rs, 0, 0, st);
+	}
 	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
 		row(r, "allreduce", coll_algo_name(COLL_RING), "tp", s->step,
 		    st->tp, st->tp_sent / f, st->tp_sent, st);
@@ -292,6 +299,31 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	loss_due(r, s);
 }
 
+/* -v under --zero 3: every rank's most parameter bytes held in a pass,
+ * and rank 0's share of the gathers' time its passes waited for them. */
+static void
+fsdp_report(const struct pipe_report_run *r, const struct pipe_result *res)
+{
+	size_t peak = 0;
+	double g = 0, w = 0;
+
+	if (!cli_verbose || cli_quiet || r->cfg->dpo.zero != 3 ||
+	    comm_size(r->grp.dp) < 2)
+		return;
+	for (long k = r->t.from; k < r->t.steps; k++) {
+		const struct pipe_stat *st = &res->stat[k];
+
+		peak = st->params_peak > peak ? st->params_peak : peak;
+		g += st->dp_gather;
+		w += st->dp_exposed;
+	}
+	fprintf(stderr, "%s: rank %d: params peak %zu bytes\n", cli_progname,
+	    r->t.rank, peak);
+	if (r->t.rank == 0)
+		fprintf(stderr, "%s: gather exposed %.0f%%\n", cli_progname,
+		    g > 0 ? 100 * (w < g ? w : g) / g : 0.0);
+}
+
 /* collx-train's closing lines: with -v every rank's optimizer state and
  * the reduced gradients it keeps (the last step's; ZeRO shards them over
  * the replicas), and rank 0's bytes sent over each axis. */
@@ -305,6 +337,7 @@ mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 		    "bytes, reduced gradients %zu bytes\n", cli_progname,
 		    r->t.rank, r->cfg->dpo.zero, res->stat[last].optim_bytes,
 		    res->stat[last].grad_bytes);
+	fsdp_report(r, res);
 	if (r->t.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
 		    " tp %" PRIu64 " bytes\n", cli_progname, r->axis[0],
