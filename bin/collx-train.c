@@ -88,7 +88,9 @@ usage(void)
 	    "  --zero STAGE          ZeRO on the DP axis: 1 shards the "
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
-	    "gradients too (0)\n"
+	    "gradients too,\n"
+	    "                        3 the parameters too (0)\n"
+	    DPOPT_FSDP_HELP
 	    DPOPT_SYNC_HELP
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
