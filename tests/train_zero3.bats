@@ -7,7 +7,7 @@
 # on one rank (tests/lib/trainref.py checks both) and against --zero 0 on
 # the same mesh; the bytes a step sends against their closed form;
 # checkpoints resumed across levels and meshes; -v and the timing rows;
-# bad input.
+# collx-bench mesh's ZeRO-3 and HSDP rows; bad input.
 load lib/common
 load lib/train
 
@@ -228,6 +228,31 @@ as_zero0() {
 	[ "$status" -eq 3 ]
 	[[ "${lines[0]}" == "collx-train: "*"cut.safetensors"* ]]
 	[ ! -e bad.safetensors ]
+}
+
+# The three meshes of 2 ranks, and dp2's at --zero 3 too; on 2 hosts of
+# 2 ranks (as -H names them) every mesh with dp above 1 at --zero 3,
+# flat and by host.
+@test "collx-bench mesh --zero 3: a ZeRO-3 row for each mesh with dp, and HSDP rows on several hosts; shares in [0,1]; --zero 4 refused" {
+	run timeout -k 5 200 collx-bench mesh -N 2 --dims 256,16,2,2,8 \
+	    --steps 2 --batch 4 --repeat 1 --zero 3 --csv
+	[ "$status" -eq 0 ]
+	csv=$(grep '^collx-bench,mesh,' <<<"$output")
+	[ "$(wc -l <<<"$csv")" -eq 4 ]
+	[ "$(cut -d, -f3 <<<"$csv" | sort | tr '\n' ' ')" = \
+	    "dp1.tp1.pp2 dp1.tp2.pp1 dp2.tp1.pp1 dp2.tp1.pp1.zero3 " ]
+	awk -F, '$17 < 0 || $17 + $18 + $19 > 1 || $10 <= 0 { print; exit 1 }' \
+	    <<<"$csv"
+	run timeout -k 5 300 collx-bench mesh -N 4 -H localhost:2,127.0.0.1:2 \
+	    --dims 256,16,2,2,8 --steps 2 --batch 8 --repeat 1 --zero 3 --csv
+	[ "$status" -eq 0 ]
+	for v in zero3 hsdp; do
+		[ "$(grep -c "^collx-bench,mesh,dp[24]\.tp[12]\.pp[12]\.$v," \
+		    <<<"$output")" -eq 3 ]
+	done
+	run timeout 30 collx-bench mesh -N 2 --zero 0,4
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: --zero: want stages 0 to 3, not '4'" ]]
 }
 
 @test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd, --prefetch without --zero 3: one line, exit 2, no output" {

@@ -18,6 +18,7 @@
 
 struct mesh_row {
 	int dp, tp, pp;
+	int zero, host;			/* --zero Z, --shard-group host */
 	struct bench_run_result r;
 	double share[3];		/* pp, dp, tp: summed over rounds */
 	long peak;			/* bytes, the largest rank's */
@@ -46,7 +47,9 @@ add_step(struct mesh_row *m, double s)
  * that moved no bytes is an axis of size 1. DP and TP rows come only for
  * an axis of more than one rank, and count whatever their bytes: across
  * hosts DP's allreduce rows (--sync auto) carry 0 bytes; their
- * allreduce_hidden and allreduce_exposed rows split that time again. Each
+ * allreduce_hidden and allreduce_exposed rows split that time again, as
+ * ZeRO-3's gather and reduce-scatter rows give its communication
+ * thread's time, mostly behind the passes. Each
  * rank writes its own file (argv holds the {rank} name). Rank 0's step
  * rows are the run's step times. */
 static void
@@ -78,6 +81,8 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 			    strcmp(op, "backward") != 0 &&
 			    strstr(op, "_hidden") == NULL &&
 			    strstr(op, "_exposed") == NULL &&
+			    strcmp(op, "gather") != 0 &&
+			    strcmp(op, "reduce-scatter") != 0 &&
 			    (bytes > 0 || strcmp(axis, "pp") != 0))
 				for (int a = 0; a < 3; a++)
 					if (strcmp(axis, axis_names[a]) == 0)
@@ -127,12 +132,24 @@ run_measured(char *const argv[], const char *log, long *peak)
 	return st == 255 ? -1 : st;
 }
 
+/* A ZeRO row's mark: in the algo column (algo), or after the text's. */
+static const char *
+variant(const struct mesh_row *m, int algo)
+{
+	static const char *const a[] = { "", ".zero1", ".zero2", ".zero3",
+	    ".hsdp" }, *const t[] = { "", "  zero1", "  zero2", "  zero3",
+	    "  hsdp" };
+	int i = m->host ? 4 : m->zero;
+
+	return algo ? a[i] : t[i];
+}
+
 static int
 run_mesh(const struct bench_dp *d, const char *dir, int run,
     struct mesh_row *m, struct bench_progress *pr, char *err, size_t errlen)
 {
 	char loss[4200], timing[4200], log[4200], sd[16], st[16], sp[16];
-	char what[96];
+	char what[96], sz[16];
 	struct bench_argv a;
 	char **argv = a.argv;
 	int k, rc, w = d->max_world;
@@ -143,7 +160,12 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 	snprintf(sd, sizeof sd, "%d", m->dp);
 	snprintf(st, sizeof st, "%d", m->tp);
 	snprintf(sp, sizeof sp, "%d", m->pp);
+	snprintf(sz, sizeof sz, "%d", m->zero);
 	k = bench_train_argv(&a, d, dir, "collx-train", w, d->batch, run);
+	argv[k++] = "--zero"; argv[k++] = sz;
+	if (m->host) {
+		argv[k++] = "--shard-group"; argv[k++] = "host";
+	}
 	argv[k++] = "--dp"; argv[k++] = sd;
 	argv[k++] = "--tp"; argv[k++] = st; argv[k++] = "--pp"; argv[k++] = sp;
 	/* a micro-batch per stage */
@@ -156,7 +178,8 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 		unlink(log);
 	}
 	snprintf(log, sizeof log, "%s/log", dir);
-	snprintf(what, sizeof what, "dp %d, tp %d, pp %d", m->dp, m->tp, m->pp);
+	snprintf(what, sizeof what, "dp %d, tp %d, pp %d%s", m->dp, m->tp, m->pp,
+	    variant(m, 0));
 	bench_progress_show(pr, what);
 	rc = run_measured(argv, log, &m->peak);
 	pr->done++;
@@ -302,14 +325,16 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 
 	if (m->refused) {
 		if (o->csv)
-			fprintf(stderr, "%s: mesh dp %d tp %d pp %d refused: %s\n",
-			    cli_progname, m->dp, m->tp, m->pp, m->why);
+			fprintf(stderr, "%s: mesh dp %d tp %d pp %d%s refused: "
+			    "%s\n", cli_progname, m->dp, m->tp, m->pp,
+			    variant(m, 0), m->why);
 		else
-			printf("# refused: dp %d tp %d pp %d: %s\n", m->dp,
-			    m->tp, m->pp, m->why);
+			printf("# refused: dp %d tp %d pp %d%s: %s\n", m->dp,
+			    m->tp, m->pp, variant(m, 0), m->why);
 		return 0;
 	}
-	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d", m->dp, m->tp, m->pp);
+	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d%s", m->dp, m->tp, m->pp,
+	    variant(m, 1));
 	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld,"
 	    "%.9g,%.9g,%d,%d", m->dp, m->tp, m->pp, m->r.tokens_per_s,
 	    m->share[1] / m->runs, m->share[2] / m->runs,
@@ -318,11 +343,11 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 		return CLI_EXIT_RUNTIME;
 	if (!o->csv)
 		printf("%4d %4d %4d %12.0f %10.3f %7.1f %6.1f %6.1f %6.1f "
-		    "%12ld%s\n", m->dp, m->tp, m->pp, m->r.tokens_per_s,
+		    "%12ld%s%s\n", m->dp, m->tp, m->pp, m->r.tokens_per_s,
 		    m->r.step_s * 1e3, spread * 100,
 		    m->share[1] / m->runs * 100,
 		    m->share[2] / m->runs * 100, m->share[0] / m->runs * 100,
-		    m->peak, m->tie ? "  tie" : "");
+		    m->peak, variant(m, 0), m->tie ? "  tie" : "");
 	return 0;
 }
 
@@ -362,6 +387,28 @@ factorize(int w, struct mesh_row **out)
 			}
 	*out = m;
 	return n;
+}
+
+/* Each mesh of m (n) with dp above 1 again at each stage of --zero's
+ * list above 0, and at 3 on several hosts by host too; the count. */
+static int
+zero_rows(const struct bench_dp *d, struct mesh_row **m, int n)
+{
+	int k = n, i;
+
+	for (const char *z = d->zeros; z != NULL && *z != '\0'; z++)
+		for (i = 0; *z >= '1' && *z <= '3' && i < n; i++) {
+			if ((*m)[i].dp < 2)
+				continue;
+			for (int h = 0; h <= (*z == '3' && d->hosts > 1); h++) {
+				*m = cli_reallocarray(*m, (size_t)k + 1,
+				    sizeof **m);
+				(*m)[k] = (*m)[i];
+				(*m)[k].zero = *z - '0';
+				(*m)[k++].host = h;
+			}
+		}
+	return k;
 }
 
 /* Run i's rendezvous port, --master's plus i, must be a port. */
@@ -435,6 +482,8 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	struct mesh_row *m = NULL;
 	int rc = 0, rounds = 0, stable = 0, ties;
 	int n = factorize(d->max_world, &m);
+
+	n = zero_rows(d, &m, n);
 
 	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);
