@@ -47,6 +47,7 @@ struct dp_fsdp {
 	int *wait;		/* per use: jobs done before it computes */
 	int *rel, *relo;	/* per event: units given back, rel[relo[e]..] */
 	int *held;		/* per unit: whole now (the main thread's view) */
+	double *jt;		/* per job: its start and end this pass */
 	int ei;			/* the next event */
 	int strayed;		/* the pass's events left the plan */
 	int in_pass;		/* between begin and wait: peak counts */
@@ -333,6 +334,7 @@ run_job(void *ctx, int j)
 	double t0 = cli_now();
 	int rc;
 
+	f->jt[2 * j] = t0;
 	if (jb->kind == JOB_GATHER) {
 		rc = gather(f, jb->unit);
 		f->tg += cli_now() - t0;
@@ -344,6 +346,7 @@ run_job(void *ctx, int j)
 		    f->z.rg[jb->unit].len, 1);
 		f->trs += cli_now() - t0;
 	}
+	f->jt[2 * j + 1] = cli_now();
 	return rc;
 }
 
@@ -384,7 +387,8 @@ dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
 	    "layer", err, errlen) < 0)
 		goto fail;
 	/* jobs run in posting order: each its own ready mark */
-	if ((ready = malloc(((size_t)f->njob + 1) * sizeof(int))) == NULL)
+	if ((ready = malloc(((size_t)f->njob + 1) * sizeof(int))) == NULL ||
+	    (f->jt = calloc(2 * (size_t)f->njob + 2, sizeof(double))) == NULL)
 		goto oom;
 	for (j = 0; j < f->njob; j++)
 		ready[j] = j;
@@ -589,6 +593,7 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->rel);
 	free(f->relo);
 	free(f->held);
+	free(f->jt);
 	free(f->owner);
 	free(f);
 }
@@ -626,4 +631,17 @@ dp_fsdp_groups(struct comm *c, struct comm **shard, struct comm **rep,
 	    comm_split(c, local, me, rep, err, errlen) < 0))
 		rc = -1;
 	return rc;
+}
+
+int
+dp_fsdp_job(const struct dp_fsdp *f, int j, int *unit, double *t0,
+    double *t1)
+{
+	if (j < 0 || j >= f->njob)
+		return -1;
+	*unit = f->job[j].unit;
+	*t0 = f->jt[2 * j];
+	*t1 = f->jt[2 * j + 1];
+	return f->job[j].kind == JOB_GATHER ? DP_FSDP_JOB_GATHER :
+	    DP_FSDP_JOB_RS;
 }

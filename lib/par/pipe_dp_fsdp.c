@@ -270,6 +270,18 @@ pipe_dp_fsdp_settle(struct pipe_run *r)
 		dp_fsdp_drain(r->zero->fsdp);
 }
 
+/* --trace: each gather ('G') and reduce-scatter ('Z') of the pass. */
+static void
+trace_jobs(struct pipe_run *r)
+{
+	double t0, t1;
+	int j, k, u;
+
+	for (j = 0; r->cfg->trace && (k = dp_fsdp_job(r->zero->fsdp, j, &u,
+	    &t0, &t1)) >= 0; j++)
+		pipe_span(r, k == DP_FSDP_JOB_GATHER ? 'G' : 'Z', -1, t0, t1);
+}
+
 int
 pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent)
 {
@@ -284,6 +296,7 @@ pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent)
 			return pipe_dp_failed(r);
 		return fsdp_fail(r, e);
 	}
+	trace_jobs(r);
 	ps->dp_gather = t.gather;
 	ps->dp_rs = t.reduce_scatter;
 	ps->dp_exposed = t.wait;	/* the pass's waits for gathers */
