@@ -136,6 +136,12 @@ fsdp_pass(struct dp_run *r, double *loss, int *pass, double *busy,
 	dp_fsdp_begin(r->fsdp);
 	*pass = r->count > 0 ? nn_model_step_use(r->m, &r->tb.b, loss,
 	    dp_fsdp_grad, dp_fsdp_use, r->fsdp, e, elen) : 0;
+	/* without samples, the experts' count sum where the others take it */
+	if (r->count == 0 && r->m->moe_sum != NULL) {
+		dp_fsdp_replay_forward(r->fsdp);
+		*pass = nn_model_step_use(r->m, &r->tb.b, loss, NULL, NULL,
+		    NULL, e, elen);
+	}
 	/* without samples, or after a failed pass, every job still runs:
 	 * the other ranks' collectives wait for this rank's */
 	dp_fsdp_replay(r->fsdp);
@@ -318,6 +324,10 @@ moe_sum(void *ctx, double *buf, size_t count)
 {
 	struct dp_run *r = ctx;
 
+	/* ZeRO-3's thread off the links first: every rank sums at the same
+	 * event of its pass, so the jobs posted so far are the same */
+	if (r->fsdp != NULL)
+		dp_fsdp_drain(r->fsdp);
 	if (coll_allreduce(r->c, buf, count, DT_F64, COLL_SUM, COLL_AUTO) == 0)
 		return 0;
 	r->moe_failed = 1;
@@ -580,14 +590,6 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			cli_fail(err, errlen, "a model with experts trains with "
 			    "allreduce or synchronous servers, not --ps-mode "
 			    "async (its auxiliary loss needs the global batch)");
-			goto out;
-		}
-		if (cfg->dpo.zero == 3) {
-			/* the count sums would run beside the gathers of
-			 * ZeRO-3's thread on the same group */
-			r.kind = TRAIN_ERR_DATA;
-			cli_fail(err, errlen, "a model with experts does not "
-			    "train under --zero 3 (yet): use --zero 0, 1 or 2");
 			goto out;
 		}
 		m->moe_sum = moe_sum;

@@ -479,6 +479,16 @@ dp_fsdp_replay(struct dp_fsdp *f)
 }
 
 void
+dp_fsdp_replay_forward(struct dp_fsdp *f)
+{
+	const struct dp_fsdp_event *v;
+
+	while (f->ei < f->p.nev && (v = &f->p.ev[f->ei], f->ei == 0 ||
+	    v->kind != DP_FSDP_USE || v->backward || v->layer >= 0))
+		event(f);
+}
+
+void
 dp_fsdp_drain(struct dp_fsdp *f)
 {
 	double t0 = cli_now();

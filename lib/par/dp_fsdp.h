@@ -80,6 +80,10 @@ void dp_fsdp_begin(struct dp_fsdp *f);
 void dp_fsdp_use(void *f, int layer, int backward);
 void dp_fsdp_grad(void *f, int stage);
 void dp_fsdp_replay(struct dp_fsdp *f);
+/* replay up to a gpt's head (its second weight use of the embeddings'
+ * unit), where a pass sums its experts' counts: a rank without samples
+ * joins that sum there. */
+void dp_fsdp_replay_forward(struct dp_fsdp *f);
 /* Waits for the jobs posted so far (before the main thread uses links
  * the group shares: a pipeline's messages, a TP group's sums), the time
  * counted as waited for gathers. */
