@@ -117,6 +117,15 @@ as_zero0() {
 	as_zero0 "$Z"
 }
 
+# moe.bats checks --zero 0's experts against PyTorch on this mesh.
+@test "a gpt with experts (top-2) on dp2 x pp2: --zero 3 equals --zero 0" {
+	timeout 10 collx-dp --init gpt --dims 256,16,2,2,8 --seed 6 \
+	    -o g.safetensors --experts 4 --topk 2
+	meshes "4:--zero,3,--dp,2,--pp,2 4:--dp,2,--pp,2" -m g.safetensors \
+	    --data "$GPL" --batch 8 --steps 3 --lr 0.5 --microbatches 2
+	as_zero0 4zero3dp2pp2
+}
+
 # 2 (W-1)/W of a vector's bytes a rank for a ring allreduce, (W-1)/W for
 # an allgather or reduce-scatter; every unit here a multiple of 4 floats.
 # A gpt (d 16, vocab 256, seq 8): 2 blocks of 3280 floats, the
