@@ -644,12 +644,10 @@ dp_fsdp_groups(struct comm *c, struct comm **shard, struct comm **rep,
 }
 
 int
-dp_fsdp_job(const struct dp_fsdp *f, int j, int *unit, double *t0,
-    double *t1)
+dp_fsdp_job(const struct dp_fsdp *f, int j, double *t0, double *t1)
 {
 	if (j < 0 || j >= f->njob)
 		return -1;
-	*unit = f->job[j].unit;
 	*t0 = f->jt[2 * j];
 	*t1 = f->jt[2 * j + 1];
 	return f->job[j].kind == JOB_GATHER ? DP_FSDP_JOB_GATHER :

@@ -94,12 +94,10 @@ void dp_fsdp_step(struct dp_fsdp *f, float scale);
 int dp_fsdp_gather_all(struct dp_fsdp *f);
 void dp_fsdp_release_all(struct dp_fsdp *f);
 size_t dp_fsdp_peak(const struct dp_fsdp *f);
-/* Job j of a pass (in the communication thread's order): its kind, the
- * unit it moved and when it ran in the last pass (cli_now's clock); -1
- * past the last job. */
+/* Job j of a pass (in the communication thread's order): its kind, and
+ * when it ran in the last pass (cli_now's clock); -1 past the last job. */
 enum { DP_FSDP_JOB_GATHER, DP_FSDP_JOB_RS };
-int dp_fsdp_job(const struct dp_fsdp *f, int j, int *unit, double *t0,
-    double *t1);
+int dp_fsdp_job(const struct dp_fsdp *f, int j, double *t0, double *t1);
 struct dp_zero *dp_fsdp_zero(struct dp_fsdp *f);
 void dp_fsdp_free(struct dp_fsdp *f);
 

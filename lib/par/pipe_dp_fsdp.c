@@ -275,10 +275,10 @@ static void
 trace_jobs(struct pipe_run *r)
 {
 	double t0, t1;
-	int j, k, u;
+	int j, k;
 
-	for (j = 0; r->cfg->trace && (k = dp_fsdp_job(r->zero->fsdp, j, &u,
-	    &t0, &t1)) >= 0; j++)
+	for (j = 0; r->cfg->trace && (k = dp_fsdp_job(r->zero->fsdp, j, &t0,
+	    &t1)) >= 0; j++)
 		pipe_span(r, k == DP_FSDP_JOB_GATHER ? 'G' : 'Z', -1, t0, t1);
 }
 
