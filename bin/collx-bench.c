@@ -163,7 +163,9 @@ usage(void)
 	    "  --powersgd R, --powersgd-start K\n"
 	    "                        dp: collx-dp's PowerSGD, passed to every run\n"
 	    "  --zero LIST           dp: each ZeRO stage of LIST (0,1,2,3) with\n"
-	    "                        each --sync method\n"
+	    "                        each --sync method; mesh: each mesh with\n"
+	    "                        dp above 1 at each (0), and with 3 on\n"
+	    "                        several hosts hybrid sharding too\n"
 	    "  --sync-every H, --outer-lr L, --outer-momentum M\n"
 	    "                        dp: collx-dp's local SGD, passed to every run\n"
 	    "  -H, --hosts HOSTS     mesh: run on these hosts, collx-run's -H\n"
@@ -848,11 +850,13 @@ defaults(struct opts *o)
 	if (strcmp(o->sub, "mesh") == 0) {
 		check_model(o);
 		check_hosts(o);
-		if (o->have_sync || o->dp.wire || o->dp.powersgd || o->dp.zeros ||
+		if (o->have_sync || o->dp.wire || o->dp.powersgd ||
 		    o->dp.powersgd_start || o->dp.sync_every ||
 		    o->dp.outer_lr || o->dp.outer_momentum)
-			cli_usage_error("mesh: --sync, --wire, --zero, PowerSGD "
+			cli_usage_error("mesh: --sync, --wire, PowerSGD "
 			    "and local SGD go with dp");
+		o->dp.syncs = "";	/* mesh: collx-train's own sums */
+		check_zero(o);	/* each stage on each mesh with dp */
 		if (!o->have_batch)
 			o->dp.batch = 8L * o->dp.max_world;
 	}

@@ -408,11 +408,7 @@ main(int argc, char **argv)
 		cli_usage_error("%s", e);
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	trainer_targets(&in.m, o.targets, "--targets");
-	if (o.cfg.dpo.zero == 3 && o.cfg.dpo.prefetch > (in.m.dims.layers > 0 ?
-	    in.m.dims.layers : 1))
-		cli_usage_error("--prefetch %d: the model has %d layer%s",
-		    o.cfg.dpo.prefetch, in.m.dims.layers > 0 ?
-		    in.m.dims.layers : 1, in.m.dims.layers > 1 ? "s" : "");
+	dpopt_check_prefetch(&o.cfg.dpo, &in.m);
 	trainer_in_data(&in, o.data, o.targets, &o.c, &o.ckpt);
 	o.cfg.resume = o.ckpt.resume != NULL ? &in.st : NULL;
 	o.cfg.batch = o.c.batch;

@@ -112,7 +112,9 @@ usage(void)
 	    "  --zero STAGE          ZeRO on the DP axis: 1 shards the "
 	    "optimizer state\n"
 	    "                        over the replicas, 2 the reduced "
-	    "gradients too (0)\n"
+	    "gradients too,\n"
+	    "                        3 the parameters too (0)\n"
+	    DPOPT_FSDP_HELP
 	    DPOPT_SYNC_HELP
 	    "  --batch B             global batch, split over the replicas\n"
 	    "  --steps K             train K steps\n"
@@ -322,9 +324,12 @@ check_args(struct opts *o)
 	if (o->ep > 1 && o->dpo.sync_every > 0)
 		cli_usage_error("--ep with --sync-every: a replica's local "
 		    "steps would move the experts it runs on its rows only");
-	if (o->dpo.zero == 3)
-		cli_usage_error("--zero 3 runs in collx-dp; collx-train's DP "
-		    "axis takes --zero 0, 1 or 2");
+	/* not yet composed: ZeRO-3's gathers beside the ring's and the
+	 * experts' exchanges */
+	if (o->dpo.zero == 3 && (o->cp > 1 || o->ep > 1))
+		cli_usage_error("--zero 3 and --%s: ZeRO-3 runs with --dp, "
+		    "--tp and --pp; with --cp or --ep take --zero 1 or 2",
+		    o->cp > 1 ? "cp" : "ep");
 	/* a sequence's ranks must step alike; local SGD's replicas drift */
 	if (o->cp > 1 && o->dpo.sync_every > 0)
 		cli_usage_error("--cp %d and --sync-every %ld: the ranks of a "
@@ -381,6 +386,8 @@ main(int argc, char **argv)
 	    &o.ckpt.resume);
 	trainer_in_model(&in, &o.ckpt, o.c.model, o.c.threads);
 	mesh_for_model(&o, &mesh, m);
+	if (o.dpo.zero == 3)
+		dpopt_check_prefetch(&o.dpo, m);
 	check_sync_mesh(&o, &mesh, m);
 	if (o.dpo.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "

@@ -464,3 +464,31 @@ PYEOF
 	[ "$status" -eq 0 ]
 	[ "$(png_size ec.png)" = "900 560" ]
 }
+
+# collx-train --zero 3 on dp2 x pp2, a gpt of 4 blocks: each stage's
+# gathers and reduce-scatters, run beside its passes by ZeRO-3's thread,
+# are spans of their own (prefetch 1, resharding: stage 0's uses go
+# E 0 1 1' 0', so 4 gathers; stage 1's 2 3 E E' 3' 2', 5; each stage 3
+# reduce-scatters), drawn as kinds of their own in the timeline.
+@test "a collx-train --zero 3 trace: gathers and reduce-scatters beside forward and backward, named in the legend and drawn in their colours" {
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 -o g.safetensors
+	timeout 60 collx-run -n 4 -- collx-train -m g.safetensors \
+	    --data /usr/share/common-licenses/GPL-3 --batch 8 --steps 2 \
+	    --dp 2 --pp 2 --zero 3 --trace t.json -q
+	"$PY" -c '
+import json
+ev = json.load(open("t.json"))["traceEvents"]
+for step in 0, 1:
+    for stage, g in (0, 4), (1, 5):
+        n = lambda c: sum(1 for e in ev if e.get("cat") == c and
+            e["tid"] == stage and e["args"]["step"] == step)
+        assert (n("gather"), n("reduce-scatter")) == (g, 3), (step, stage)'
+	run timeout 60 collx-plot -o tl.svg t.json
+	[ "$status" -eq 0 ]
+	for kind in forward backward gather reduce-scatter; do
+		grep -q ">$kind<" tl.svg || { echo "no $kind in the legend"; false; }
+	done
+	# gnuplot's SVG colours: gather #64B5CD, reduce-scatter #937860
+	grep -q "rgb(100, 181, 205)" tl.svg
+	grep -q "rgb(147, 120,  96)" tl.svg
+}

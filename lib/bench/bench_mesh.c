@@ -21,6 +21,7 @@ struct mesh_row {
 	int dp, tp, pp;
 	int cp;				/* --cp C above 1, else 0 or 1 */
 	int ep;				/* collx-train --ep (0, 1: none) */
+	int zero, host;			/* --zero Z, --shard-group host */
 	struct bench_run_result r;
 	double share[4];		/* pp, dp, tp, cp: summed over rounds */
 	long peak;			/* bytes, the largest rank's */
@@ -33,17 +34,6 @@ struct mesh_row {
 };
 
 static const char *const axis_names[4] = { "pp", "dp", "tp", "cp" };
-
-/* fmt (", cp %d", ".cp%d") with the mesh's C above 1, else "": meshes
- * without cp are named as before. */
-static const char *
-cp_part(const struct mesh_row *m, const char *fmt, char *buf, size_t len)
-{
-	buf[0] = '\0';
-	if (m->cp > 1)
-		snprintf(buf, len, fmt, m->cp);
-	return buf;
-}
 
 static void
 add_step(struct mesh_row *m, double s)
@@ -60,7 +50,9 @@ add_step(struct mesh_row *m, double s)
  * that moved no bytes is an axis of size 1. DP and TP rows come only for
  * an axis of more than one rank, and count whatever their bytes: across
  * hosts DP's allreduce rows (--sync auto) carry 0 bytes; their
- * allreduce_hidden and allreduce_exposed rows split that time again. Each
+ * allreduce_hidden and allreduce_exposed rows split that time again, as
+ * ZeRO-3's gather and reduce-scatter rows give its communication
+ * thread's time, mostly behind the passes. Each
  * rank writes its own file (argv holds the {rank} name). Rank 0's step
  * rows are the run's step times. */
 static void
@@ -92,6 +84,8 @@ read_shares(const char *dir, int world, struct mesh_row *m)
 			    strcmp(op, "backward") != 0 &&
 			    strstr(op, "_hidden") == NULL &&
 			    strstr(op, "_exposed") == NULL &&
+			    strcmp(op, "gather") != 0 &&
+			    strcmp(op, "reduce-scatter") != 0 &&
 			    (bytes > 0 || strcmp(axis, "pp") != 0))
 				for (int a = 0; a < 4; a++)
 					if (strcmp(axis, axis_names[a]) == 0)
@@ -141,13 +135,34 @@ run_measured(char *const argv[], const char *log, long *peak)
 	return st == 255 ? -1 : st;
 }
 
+/* A mesh's marks beyond dp, tp and pp: for the algo column (algo:
+ * ".cp2.ep2.zero3") or a line of text (" cp 2 ep 2 zero3"); the cp
+ * part left out where a table's column shows it (nocp). */
+static const char *
+variant(const struct mesh_row *m, int algo, int nocp, char *buf, size_t len)
+{
+	static const char *const z[] = { "", "zero1", "zero2", "zero3",
+	    "hsdp" };
+	int i = m->host ? 4 : m->zero, k = 0;
+
+	buf[0] = '\0';
+	if (m->cp > 1 && !nocp)
+		k += snprintf(buf + k, len - (size_t)k, algo ? ".cp%d" :
+		    " cp %d", m->cp);
+	if (m->ep > 1)
+		k += snprintf(buf + k, len - (size_t)k, algo ? ".ep%d" :
+		    " ep %d", m->ep);
+	if (i > 0)
+		snprintf(buf + k, len - (size_t)k, algo ? ".%s" : " %s", z[i]);
+	return buf;
+}
+
 static int
 run_mesh(const struct bench_dp *d, const char *dir, int run,
     struct mesh_row *m, struct bench_progress *pr, char *err, size_t errlen)
 {
 	char loss[4200], timing[4200], log[4200], sd[16], st[16], sp[16];
-	char sc[16], cpl[16], se[16];
-	char what[96];
+	char sc[16], se[16], sz[16], what[96], vt[48];
 	struct bench_argv a;
 	char **argv = a.argv;
 	int k, rc, w = d->max_world;
@@ -158,7 +173,12 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 	snprintf(sd, sizeof sd, "%d", m->dp);
 	snprintf(st, sizeof st, "%d", m->tp);
 	snprintf(sp, sizeof sp, "%d", m->pp);
+	snprintf(sz, sizeof sz, "%d", m->zero);
 	k = bench_train_argv(&a, d, dir, "collx-train", w, d->batch, run);
+	argv[k++] = "--zero"; argv[k++] = sz;
+	if (m->host) {
+		argv[k++] = "--shard-group"; argv[k++] = "host";
+	}
 	argv[k++] = "--dp"; argv[k++] = sd;
 	argv[k++] = "--tp"; argv[k++] = st; argv[k++] = "--pp"; argv[k++] = sp;
 	if (m->cp > 1) {
@@ -179,9 +199,8 @@ run_mesh(const struct bench_dp *d, const char *dir, int run,
 		unlink(log);
 	}
 	snprintf(log, sizeof log, "%s/log", dir);
-	snprintf(what, sizeof what, "dp %d, tp %d, pp %d%s%s%.0d", m->dp,
-	    m->tp, m->pp, cp_part(m, ", cp %d", cpl, sizeof cpl),
-	    m->ep > 1 ? ", ep " : "", m->ep > 1 ? m->ep : 0);
+	snprintf(what, sizeof what, "dp %d, tp %d, pp %d%s", m->dp, m->tp,
+	    m->pp, variant(m, 0, 0, vt, sizeof vt));
 	bench_progress_show(pr, what);
 	rc = run_measured(argv, log, &m->peak);
 	pr->done++;
@@ -291,7 +310,7 @@ print_verdict(const struct bench_out *o, const struct mesh_row *m, int n,
 {
 	FILE *f = o->csv ? stderr : stdout;
 	const char *lead = o->csv ? cli_progname : "#";
-	char cpl[16];
+	char vt[48];
 
 	if (o->csv && !cli_verbose)	/* the CSV's tie and spread say it */
 		return;
@@ -308,8 +327,8 @@ print_verdict(const struct bench_out *o, const struct mesh_row *m, int n,
 	for (int i = 0; i < n; i++)
 		if (m[i].tie)
 			fprintf(f, " dp%d.tp%d.pp%d%s %.3f +-%.0f%%", m[i].dp,
-			    m[i].tp, m[i].pp, cp_part(&m[i], ".cp%d", cpl,
-			    sizeof cpl), m[i].r.step_s * 1e3,
+			    m[i].tp, m[i].pp, variant(&m[i], 1, 0, vt,
+			    sizeof vt), m[i].r.step_s * 1e3,
 			    (m[i].q3 - m[i].q1) / 2 / m[i].r.step_s * 100);
 	fputc('\n', f);
 }
@@ -318,7 +337,7 @@ static int
 print_row(struct bench_out *o, const struct bench_dp *d,
     const struct mesh_row *m, char *err, size_t errlen)
 {
-	char extra[320], algo[48], cpl[16], tail[32];
+	char extra[320], algo[48], vt[48], tail[64];
 	struct cli_timing_row row = {
 		.program = "collx-bench", .op = "mesh", .algo = algo, .rank = 0,
 		.world = d->max_world, .dtype = "f32", .count = (size_t)d->batch,
@@ -328,19 +347,17 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 	double spread = m->refused ? 0 : (m->q3 - m->q1) / m->r.step_s;
 
 	if (m->refused) {
-		cp_part(m, " cp %d", cpl, sizeof cpl);
 		if (o->csv)
 			fprintf(stderr, "%s: mesh dp %d tp %d pp %d%s refused: "
-			    "%s\n", cli_progname, m->dp, m->tp, m->pp, cpl,
-			    m->why);
+			    "%s\n", cli_progname, m->dp, m->tp, m->pp,
+			    variant(m, 0, 0, vt, sizeof vt), m->why);
 		else
 			printf("# refused: dp %d tp %d pp %d%s: %s\n", m->dp,
-			    m->tp, m->pp, cpl, m->why);
+			    m->tp, m->pp, variant(m, 0, 0, vt, sizeof vt), m->why);
 		return 0;
 	}
-	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d%s%s%.0d", m->dp, m->tp,
-	    m->pp, cp_part(m, ".cp%d", cpl, sizeof cpl),
-	    m->ep > 1 ? ".ep" : "", m->ep > 1 ? m->ep : 0);
+	snprintf(algo, sizeof algo, "dp%d.tp%d.pp%d%s", m->dp, m->tp, m->pp,
+	    variant(m, 1, 0, vt, sizeof vt));
 	snprintf(extra, sizeof extra, "%d,%d,%d,%.6g,%.4f,%.4f,%.4f,%ld,"
 	    "%.9g,%.9g,%d,%d,%d,%.4f", m->dp, m->tp, m->pp,
 	    m->r.tokens_per_s, m->share[1] / m->runs, m->share[2] / m->runs,
@@ -348,9 +365,9 @@ print_row(struct bench_out *o, const struct bench_dp *d,
 	    m->cp > 1 ? m->cp : 1, m->share[3] / m->runs);
 	if (bench_out_row(o, &row, err, errlen) < 0)
 		return CLI_EXIT_RUNTIME;
-	/* --ep rows: the mesh with its experts over X replicas */
-	snprintf(tail, sizeof tail, "%s%.0d%s", m->ep > 1 ? "  ep " : "",
-	    m->ep > 1 ? m->ep : 0, m->tie ? "  tie" : "");
+	/* ep and ZeRO rows marked after the columns (cp has its own) */
+	snprintf(tail, sizeof tail, "%s%s", variant(m, 0, 1, vt, sizeof vt),
+	    m->tie ? "  tie" : "");
 	if (!o->csv)
 		printf("%4d %4d %4d %12.0f %10.3f %7.1f %6.1f %6.1f %6.1f "
 		    "%12ld %4d %6.1f%s\n", m->dp, m->tp, m->pp,
@@ -446,6 +463,30 @@ add_ep(const struct bench_dp *d, struct mesh_row **mp, int n)
 	return k;
 }
 
+/* Each mesh of m (n) with dp above 1 again at each stage of --zero's
+ * list above 0, and at 3 on several hosts by host too; the count. */
+static int
+zero_rows(const struct bench_dp *d, struct mesh_row **m, int n)
+{
+	int k = n, i;
+
+	for (const char *z = d->zeros; z != NULL && *z != '\0'; z++)
+		for (i = 0; *z >= '1' && *z <= '3' && i < n; i++) {
+			/* collx-train composes ZeRO-3 with dp, tp, pp only */
+			if ((*m)[i].dp < 2 || (*z == '3' &&
+			    ((*m)[i].cp > 1 || (*m)[i].ep > 1)))
+				continue;
+			for (int h = 0; h <= (*z == '3' && d->hosts > 1); h++) {
+				*m = cli_reallocarray(*m, (size_t)k + 1,
+				    sizeof **m);
+				(*m)[k] = (*m)[i];
+				(*m)[k].zero = *z - '0';
+				(*m)[k++].host = h;
+			}
+		}
+	return k;
+}
+
 /* Run i's rendezvous port, --master's plus i, must be a port. */
 static int
 check_ports(const struct bench_dp *d, int n, char *err, size_t errlen)
@@ -519,6 +560,8 @@ bench_mesh_run(struct bench_out *o, const struct bench_dp *d, int progress,
 	int n = add_ep(d, &m, factorize(d->max_world, &m));
 
 	n = factorize_cp(d, n, &m);
+
+	n = zero_rows(d, &m, n);
 
 	if ((rc = prepare(d, n, dir, sizeof dir, err, errlen)) != 0) {
 		free(m);

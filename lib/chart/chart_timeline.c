@@ -1,7 +1,9 @@
 /* chart_timeline: a pipeline trace (collx-pipe --trace) as a timeline: a
  * row per stage, a box per span coloured by its kind (forward, backward,
  * send, recv, idle, and weight: a split backward's weight part, which
- * zero-bubble schedules defer into the bubble), time in ms from the first span. One step is drawn,
+ * zero-bubble schedules defer into the bubble; ZeRO-3's gathers and
+ * reduce-scatters as thin boxes low in the row, as they run beside the
+ * passes), time in ms from the first span. One step is drawn,
  * the last by default: the hundreds of spans of a whole run are slivers
  * in which the schedule cannot be seen. */
 #include <errno.h>
@@ -20,9 +22,13 @@ static const struct {
 	{ "forward", "#4C72B0" }, { "backward", "#DD8452" },
 	{ "send", "#55A868" }, { "recv", "#C44E52" }, { "idle", "#BBBBBB" },
 	{ "weight", "#E5AE38" },
+	/* ZeRO-3's communication thread, beside the passes: low in the row */
+	{ "gather", "#64B5CD" }, { "reduce-scatter", "#937860" },
 };
 #define NKINDS	(sizeof span_kinds / sizeof span_kinds[0])
 #define OTHER	NKINDS		/* the box file of unknown kinds */
+#define BESIDE(k)	((k) < NKINDS && (strcmp(span_kinds[k].name, "gather") \
+	== 0 || strcmp(span_kinds[k].name, "reduce-scatter") == 0))
 
 /* A stage is a (pid, tid) pair, in order of pid then tid. */
 static double
@@ -92,9 +98,10 @@ write_boxes(const struct chart_data *c, const struct chart_event *ev, int n,
 		size_t k = kind_index(ev[i].name);
 
 		used[k] = 1;
-		fprintf(f[k], "%.6f %d %.6f 0.38\n",
-		    (ev[i].ts - t0 + ev[i].dur / 2) / 1e3, (int)(row - keys),
-		    ev[i].dur / 2e3);
+		fprintf(f[k], "%.6f %.2f %.6f %.2f\n",
+		    (ev[i].ts - t0 + ev[i].dur / 2) / 1e3, (int)(row - keys) +
+		    (BESIDE(k) ? 0.3 : 0), ev[i].dur / 2e3,
+		    BESIDE(k) ? 0.08 : 0.38);
 	}
 	for (size_t k = 0; k <= NKINDS; k++)
 		if (fclose(f[k]) != 0 && rc == 0) {

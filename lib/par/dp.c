@@ -80,45 +80,19 @@ zero_init(struct dp_run *r)
 	return rc;
 }
 
-/* Hybrid sharding's groups: r->shard this host's ranks, r->rep the
- * ranks of every host with this one's place in its host; r->owner[q]:
- * the first host's q-th rank. Hosts of different rank counts are
- * refused. */
+/* Hybrid sharding's groups (dp_fsdp_groups). */
 static int
 hybrid_groups(struct dp_run *r)
 {
-	int H = comm_hosts(r->c), *n = calloc((size_t)H + 1, sizeof(int));
-	int q, h, mine = comm_host(r->c, r->rank), local = 0, *owner;
 	char e[COLLX_ERRLEN];
+	int rc = dp_fsdp_groups(r->c, &r->shard, &r->rep, &r->owner, e,
+	    sizeof(e));
 
-	owner = r->owner = calloc((size_t)r->world, sizeof(int));
-	if (n == NULL || owner == NULL) {
-		free(n);
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	if (rc == -2) {
+		r->kind = TRAIN_ERR_DATA;
+		return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
 	}
-	for (q = 0; q < r->world; q++) {
-		h = comm_host(r->c, q);
-		if (h == 0)
-			owner[n[0]] = q;
-		if (h == mine && q < r->rank)
-			local++;
-		n[h]++;
-	}
-	for (h = 1; h < H; h++)
-		if (n[h] != n[0]) {
-			r->kind = TRAIN_ERR_DATA;
-			q = cli_fail(r->err, r->errlen, "rank %d: --shard-group "
-			    "host: host 0 holds %d ranks, host %d %d (hybrid "
-			    "sharding needs as many on every host)", r->rank,
-			    n[0], h, n[h]);
-			free(n);
-			return q;
-		}
-	free(n);
-	if (comm_split(r->c, mine, r->rank, &r->shard, e, sizeof(e)) < 0 ||
-	    comm_split(r->c, local, r->rank, &r->rep, e, sizeof(e)) < 0)
-		return dp_runtime_failed(r, "rank %d: %s", e);
-	return 0;
+	return rc < 0 ? dp_runtime_failed(r, "rank %d: %s", e) : 0;
 }
 
 /* ZeRO-3 (dp_fsdp.c) over the model's layers, an optimizer each; hybrid:
@@ -162,6 +136,12 @@ fsdp_pass(struct dp_run *r, double *loss, int *pass, double *busy,
 	dp_fsdp_begin(r->fsdp);
 	*pass = r->count > 0 ? nn_model_step_use(r->m, &r->tb.b, loss,
 	    dp_fsdp_grad, dp_fsdp_use, r->fsdp, e, elen) : 0;
+	/* without samples, the experts' count sum where the others take it */
+	if (r->count == 0 && r->m->moe_sum != NULL) {
+		dp_fsdp_replay_forward(r->fsdp);
+		*pass = nn_model_step_use(r->m, &r->tb.b, loss, NULL, NULL,
+		    NULL, e, elen);
+	}
 	/* without samples, or after a failed pass, every job still runs:
 	 * the other ranks' collectives wait for this rank's */
 	dp_fsdp_replay(r->fsdp);
@@ -344,6 +324,10 @@ moe_sum(void *ctx, double *buf, size_t count)
 {
 	struct dp_run *r = ctx;
 
+	/* ZeRO-3's thread off the links first: every rank sums at the same
+	 * event of its pass, so the jobs posted so far are the same */
+	if (r->fsdp != NULL)
+		dp_fsdp_drain(r->fsdp);
 	if (coll_allreduce(r->c, buf, count, DT_F64, COLL_SUM, COLL_AUTO) == 0)
 		return 0;
 	r->moe_failed = 1;
@@ -607,14 +591,6 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			cli_fail(err, errlen, "a model with experts trains with "
 			    "allreduce or synchronous servers, not --ps-mode "
 			    "async (its auxiliary loss needs the global batch)");
-			goto out;
-		}
-		if (cfg->dpo.zero == 3) {
-			/* the count sums would run beside the gathers of
-			 * ZeRO-3's thread on the same group */
-			r.kind = TRAIN_ERR_DATA;
-			cli_fail(err, errlen, "a model with experts does not "
-			    "train under --zero 3 (yet): use --zero 0, 1 or 2");
 			goto out;
 		}
 		m->moe_sum = moe_sum;

@@ -47,6 +47,7 @@ struct dp_fsdp {
 	int *wait;		/* per use: jobs done before it computes */
 	int *rel, *relo;	/* per event: units given back, rel[relo[e]..] */
 	int *held;		/* per unit: whole now (the main thread's view) */
+	double *jt;		/* per job: its start and end this pass */
 	int ei;			/* the next event */
 	int strayed;		/* the pass's events left the plan */
 	int in_pass;		/* between begin and wait: peak counts */
@@ -333,6 +334,7 @@ run_job(void *ctx, int j)
 	double t0 = cli_now();
 	int rc;
 
+	f->jt[2 * j] = t0;
 	if (jb->kind == JOB_GATHER) {
 		rc = gather(f, jb->unit);
 		f->tg += cli_now() - t0;
@@ -344,6 +346,7 @@ run_job(void *ctx, int j)
 		    f->z.rg[jb->unit].len, 1);
 		f->trs += cli_now() - t0;
 	}
+	f->jt[2 * j + 1] = cli_now();
 	return rc;
 }
 
@@ -384,7 +387,8 @@ dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
 	    "layer", err, errlen) < 0)
 		goto fail;
 	/* jobs run in posting order: each its own ready mark */
-	if ((ready = malloc(((size_t)f->njob + 1) * sizeof(int))) == NULL)
+	if ((ready = malloc(((size_t)f->njob + 1) * sizeof(int))) == NULL ||
+	    (f->jt = calloc(2 * (size_t)f->njob + 2, sizeof(double))) == NULL)
 		goto oom;
 	for (j = 0; j < f->njob; j++)
 		ready[j] = j;
@@ -472,6 +476,25 @@ dp_fsdp_replay(struct dp_fsdp *f)
 {
 	while (f->ei < f->p.nev)
 		event(f);
+}
+
+void
+dp_fsdp_replay_forward(struct dp_fsdp *f)
+{
+	const struct dp_fsdp_event *v;
+
+	while (f->ei < f->p.nev && (v = &f->p.ev[f->ei], f->ei == 0 ||
+	    v->kind != DP_FSDP_USE || v->backward || v->layer >= 0))
+		event(f);
+}
+
+void
+dp_fsdp_drain(struct dp_fsdp *f)
+{
+	double t0 = cli_now();
+
+	dp_ovl_drain(f->ovl);
+	f->twait += cli_now() - t0;
 }
 
 int
@@ -580,6 +603,53 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->rel);
 	free(f->relo);
 	free(f->held);
+	free(f->jt);
 	free(f->owner);
 	free(f);
+}
+
+int
+dp_fsdp_groups(struct comm *c, struct comm **shard, struct comm **rep,
+    int **owner, char *err, size_t errlen)
+{
+	int H = comm_hosts(c), *n = calloc((size_t)H + 1, sizeof(int));
+	int q, h, me = comm_rank(c), mine = comm_host(c, me), local = 0;
+	int W = comm_size(c), rc = 0;
+
+	*owner = calloc((size_t)W, sizeof(int));
+	if (n == NULL || *owner == NULL) {
+		free(n);
+		return cli_fail(err, errlen, "out of memory");
+	}
+	for (q = 0; q < W; q++) {
+		h = comm_host(c, q);
+		if (h == 0)
+			(*owner)[n[0]] = q;
+		if (h == mine && q < me)
+			local++;
+		n[h]++;
+	}
+	for (h = 1; h < H && rc == 0; h++)
+		if (n[h] != n[0]) {
+			cli_fail(err, errlen, "--shard-group host: host 0 "
+			    "holds %d ranks, host %d %d (hybrid sharding needs "
+			    "as many on every host)", n[0], h, n[h]);
+			rc = -2;
+		}
+	free(n);
+	if (rc == 0 && (comm_split(c, mine, me, shard, err, errlen) < 0 ||
+	    comm_split(c, local, me, rep, err, errlen) < 0))
+		rc = -1;
+	return rc;
+}
+
+int
+dp_fsdp_job(const struct dp_fsdp *f, int j, double *t0, double *t1)
+{
+	if (j < 0 || j >= f->njob)
+		return -1;
+	*t0 = f->jt[2 * j];
+	*t1 = f->jt[2 * j + 1];
+	return f->job[j].kind == JOB_GATHER ? DP_FSDP_JOB_GATHER :
+	    DP_FSDP_JOB_RS;
 }

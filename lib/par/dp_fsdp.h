@@ -64,6 +64,13 @@ struct dp_fsdp *dp_fsdp_new(struct comm *c, struct dp_wire *w,
  * writes slice q to checkpoints, me this rank's (owner copied). */
 void dp_fsdp_hybrid(struct dp_fsdp *f, struct comm *rep, const int *owner,
     int me);
+/* Hybrid sharding's groups over c: *shard this host's ranks, *rep the
+ * ranks of every host with this one's place in its host; (*owner)[q]
+ * (malloc'd, the caller frees it): the first host's q-th rank in c.
+ * 0; -1 with the reason in err; -2 when hosts hold different rank
+ * counts (bad input), the numbers in err. */
+int dp_fsdp_groups(struct comm *c, struct comm **shard, struct comm **rep,
+    int **owner, char *err, size_t errlen);
 /* The checkpoint pieces of the state (dp_zero_pieces's, ranks of the
  * whole job; holders: every rank lists its own slices as its own). */
 size_t dp_fsdp_pieces(struct dp_fsdp *f, int holders, struct ckpt_piece *p);
@@ -73,12 +80,24 @@ void dp_fsdp_begin(struct dp_fsdp *f);
 void dp_fsdp_use(void *f, int layer, int backward);
 void dp_fsdp_grad(void *f, int stage);
 void dp_fsdp_replay(struct dp_fsdp *f);
+/* replay up to a gpt's head (its second weight use of the embeddings'
+ * unit), where a pass sums its experts' counts: a rank without samples
+ * joins that sum there. */
+void dp_fsdp_replay_forward(struct dp_fsdp *f);
+/* Waits for the jobs posted so far (before the main thread uses links
+ * the group shares: a pipeline's messages, a TP group's sums), the time
+ * counted as waited for gathers. */
+void dp_fsdp_drain(struct dp_fsdp *f);
 int dp_fsdp_wait(struct dp_fsdp *f, struct dp_fsdp_time *t, char *err,
     size_t errlen);
 void dp_fsdp_step(struct dp_fsdp *f, float scale);
 int dp_fsdp_gather_all(struct dp_fsdp *f);
 void dp_fsdp_release_all(struct dp_fsdp *f);
 size_t dp_fsdp_peak(const struct dp_fsdp *f);
+/* Job j of a pass (in the communication thread's order): its kind, and
+ * when it ran in the last pass (cli_now's clock); -1 past the last job. */
+enum { DP_FSDP_JOB_GATHER, DP_FSDP_JOB_RS };
+int dp_fsdp_job(const struct dp_fsdp *f, int j, double *t0, double *t1);
 struct dp_zero *dp_fsdp_zero(struct dp_fsdp *f);
 void dp_fsdp_free(struct dp_fsdp *f);
 

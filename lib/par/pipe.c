@@ -184,10 +184,10 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			fn(ctx, &res->steps[k], &r.stat[k]);
 		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||
 		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
-		    pipe_ckpt_write(&r, k + 1) < 0)
+		    (pipe_dp_whole(&r) < 0 || pipe_ckpt_write(&r, k + 1) < 0))
 			goto out;
 	}
-	if (pipe_dp_verify(&r) < 0 || pipe_tp_verify(&r) < 0 ||
+	if (pipe_dp_whole(&r) < 0 || pipe_dp_verify(&r) < 0 || pipe_tp_verify(&r) < 0 ||
 	    pipe_gather_params(&r) < 0 ||
 	    pipe_gather_stats(&r, res) < 0 ||
 	    pipe_gather_spans(&r, res) < 0)

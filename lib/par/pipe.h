@@ -82,6 +82,11 @@ struct pipe_stat {
 	size_t cp_sent;		/* bytes this rank sent in them */
 	size_t optim_bytes;	/* optimizer state this rank holds */
 	size_t grad_bytes;	/* reduced gradients it keeps for the update */
+	/* --zero 3: its gathers' and reduce-scatters' seconds, the most
+	 * parameter bytes it held during the pass */
+	double dp_gather, dp_rs;
+	size_t params_peak;
+	size_t dp_hybrid;	/* --shard-group host: sent in its groups */
 };
 
 /* One span of a stage's time line, seconds since the common start. */

@@ -26,12 +26,22 @@
 static struct nn_optim *
 zero_whole(struct pipe_run *r)
 {
-	struct nn_optim *w = dp_zero_whole_alloc(&r->zero->z, &r->cfg->optim,
+	struct nn_optim *w = r->zero->fsdp != NULL ? pipe_dp_fsdp_optim(r) :
+	    dp_zero_whole_alloc(pipe_dp_zero_state(r), &r->cfg->optim,
 	    r->err, r->errlen);
 
 	if (w == NULL)
 		r->kind = TRAIN_ERR_RUNTIME;
 	return w;
+}
+
+static void
+zero_whole_free(struct pipe_run *r, struct nn_optim *w)
+{
+	if (r->zero->fsdp != NULL)
+		pipe_dp_fsdp_optim_free(r, w);
+	else
+		dp_zero_whole_free(pipe_dp_zero_state(r), w);
 }
 
 /* Under ZeRO the state is restored whole, as without it, and this
@@ -49,9 +59,11 @@ pipe_ckpt_resume(struct pipe_run *r)
 	r->opt = whole;
 	rc = pipe_tp_resume(r);
 	r->opt = mine;
+	if (rc == 0 && r->zero->fsdp != NULL)
+		pipe_dp_fsdp_optim_step(r, whole);
 	if (rc == 0)
-		dp_zero_take(&r->zero->z, whole);
-	dp_zero_whole_free(&r->zero->z, whole);
+		dp_zero_take(pipe_dp_zero_state(r), whole);
+	zero_whole_free(r, whole);
 	return rc;
 }
 
@@ -450,13 +462,13 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 		    save(r, done, NULL, 0) : 0;
 	if (saver && (whole = zero_whole(r)) == NULL)
 		return -1;
-	rc = dp_zero_gather(&r->zero->z, whole) < 0 ? pipe_dp_failed(r) : 0;
+	rc = dp_zero_gather(pipe_dp_zero_state(r), whole) < 0 ? pipe_dp_failed(r) : 0;
 	if (rc == 0) {
 		r->opt = saver ? whole : mine;
 		rc = nx > 0 ? save_with(r, done, x, nx) : saver ?
 		    save(r, done, NULL, 0) : 0;
 		r->opt = mine;
 	}
-	dp_zero_whole_free(&r->zero->z, whole);
+	zero_whole_free(r, whole);
 	return rc;
 }

@@ -69,8 +69,8 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	if ((r->zero != NULL ? zero_reduce(r) : pipe_dp_sync_grads(r,
-	    &sent)) < 0)
+	if ((r->zero == NULL ? pipe_dp_sync_grads(r, &sent) :
+	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) : zero_reduce(r)) < 0)
 		return -1;
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
@@ -94,8 +94,12 @@ pipe_dp_update(struct pipe_run *r)
 		ps->optim_bytes += nn_optim_bytes(&r->opt[q]);
 		whole += r->own[q].len;
 	}
-	ps->grad_bytes = r->zero != NULL ? dp_zero_grad_bytes(&r->zero->z,
+	ps->grad_bytes = r->zero != NULL ? dp_zero_grad_bytes(pipe_dp_zero_state(r),
 	    whole) : whole * sizeof(float);
+	if (r->zero != NULL && r->zero->fsdp != NULL) {
+		dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */
+		return 0;
+	}
 	if (r->zero != NULL)
 		return zero_update(r, scale);
 	for (q = 0; q < r->nown; q++)

@@ -25,12 +25,12 @@ pipe_dp_zero_init(struct pipe_run *r)
 
 	if (cfg->dpo.zero == 0 || pipe_replicas(r) == NULL)
 		return 0;
-	z = r->zero = calloc(1, sizeof(*z));
-	rg = malloc(((size_t)r->nown + 1) * sizeof(*rg));
-	if (z == NULL || rg == NULL) {
-		free(rg);
+	if ((z = r->zero = calloc(1, sizeof(*z))) == NULL)
 		return pipe_oom(r);
-	}
+	if (cfg->dpo.zero == 3)
+		return pipe_dp_fsdp_init(r);
+	if ((rg = malloc(((size_t)r->nown + 1) * sizeof(*rg))) == NULL)
+		return pipe_oom(r);
 	for (q = 0; q < r->nown; q++) {
 		rg[q] = (struct dp_range){ r->own[q].off, r->own[q].len };
 		maxn = rg[q].len > maxn ? rg[q].len : maxn;
@@ -55,7 +55,10 @@ pipe_dp_zero_free(struct pipe_run *r)
 {
 	if (r->zero == NULL)
 		return;
-	dp_zero_free(&r->zero->z);
+	if (r->zero->fsdp != NULL || r->zero->ch != NULL)
+		pipe_dp_fsdp_free(r);
+	else
+		dp_zero_free(&r->zero->z);
 	dp_wire_free(&r->zero->wire);
 	free(r->zero);
 	r->zero = NULL;
@@ -65,4 +68,11 @@ float *
 pipe_dp_zero_wire_ef(const struct pipe_run *r)
 {
 	return r->zero->wire.ef;
+}
+
+struct dp_zero *
+pipe_dp_zero_state(const struct pipe_run *r)
+{
+	return r->zero->fsdp != NULL ? dp_fsdp_zero(r->zero->fsdp) :
+	    &r->zero->z;
 }

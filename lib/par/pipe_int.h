@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "nn/nn.h"
+#include "par/dp_fsdp.h"
 #include "par/dp_sync.h"
 #include "par/pipe.h"
 #include "par/pipe_sched.h"
@@ -178,14 +179,41 @@ void pipe_dp_free(struct pipe_run *r);
  * wire of its reduce-scatter. init re-sizes the optimizers to this
  * replica's slices (nothing without cfg->dpo.zero or replicas); wire_ef: the
  * reduce-scatter's int8 error feedback (or NULL). */
+struct pipe_fsdp_chunk;
 struct pipe_dp_zero {
 	struct dp_zero z;
 	struct dp_wire wire;
 	char what[32];		/* a range, in the collectives' step labels */
+	struct dp_fsdp *fsdp;	/* --zero 3 (pipe_dp_fsdp.c), or NULL */
+	struct pipe_fsdp_chunk *ch;	/* its units per chunk */
+	struct comm *shard, *rep;	/* --shard-group host: its groups */
+	uint64_t sent;		/* its bytes sent, at the step's start */
 };
 int pipe_dp_zero_init(struct pipe_run *r);
 void pipe_dp_zero_free(struct pipe_run *r);
 float *pipe_dp_zero_wire_ef(const struct pipe_run *r);
+/* ZeRO's state: z, or under --zero 3 the dp_fsdp's. */
+struct dp_zero *pipe_dp_zero_state(const struct pipe_run *r);
+
+/* ZeRO-3 on the DP axis (pipe_dp_fsdp.c): init re-cuts the stage's
+ * parameters into units (own, opt) and starts dp_fsdp over them; begin
+ * opens a step's pass (every unit back to its slices); sync ends it
+ * after the schedule (the reduce-scatters; its times into the step's
+ * stat, *sent moved back by the pass's bytes, counted as the DP axis's); settle waits for the gathers in flight before the
+ * pipeline's messages; whole: every unit whole (checkpoints, the end). */
+int pipe_dp_fsdp_init(struct pipe_run *r);
+void pipe_dp_fsdp_free(struct pipe_run *r);
+void pipe_dp_fsdp_begin(struct pipe_run *r);
+int pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent);
+void pipe_dp_fsdp_settle(struct pipe_run *r);
+int pipe_dp_whole(struct pipe_run *r);
+/* Checkpoints under --zero 3: the optimizer of the stage's whole vector
+ * (pipe_tp_resume's and pipe_tp_gather's r->opt[0]) seen as the units'
+ * (dp_zero_take's and dp_zero_gather's); free; step: after a resume into
+ * it, every unit's step count its first's. */
+struct nn_optim *pipe_dp_fsdp_optim(struct pipe_run *r);
+void pipe_dp_fsdp_optim_free(struct pipe_run *r, struct nn_optim *w);
+void pipe_dp_fsdp_optim_step(struct pipe_run *r, struct nn_optim *w);
 
 /* The DP axis's gradient sync but ZeRO's (pipe_dp_sync.c): init (after the
  * parameters are final; from cfg->resume, the state pipe_ckpt keeps)

@@ -190,6 +190,7 @@ backward(struct pipe_run *r, int c, int i)
 	ps->send += t1 - t0;
 	if (pipe_unit_backward(r, c, r->mslot[k], st->gb[0], dx) < 0)
 		return -1;
+	pipe_dp_fsdp_settle(r);		/* ZeRO-3's gathers off the links */
 	if (comm_progress(r->c) < 0)
 		return pipe_comm_failed(r);
 	t0 = cli_now();
@@ -228,6 +229,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return -1;
 		if ((r->mout[k] = pipe_unit_forward(r, c, sl, loss)) == NULL)
 			return -1;
+		pipe_dp_fsdp_settle(r);	/* ZeRO-3's gathers off the links */
 		if (comm_progress(r->c) < 0)
 			return pipe_comm_failed(r);
 		t1 = cli_now();
@@ -321,7 +323,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    32 ^ (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
-	for (q = 0; q < r->nown; q++)
+	/* ZeRO-3 gives each unit's gradients back zero */
+	for (q = 0; q < r->nown && (r->zero == NULL || r->zero->fsdp == NULL);
+	    q++)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
@@ -334,6 +338,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		r->gmb[q][0] = r->gmb[q][1] = -1;
 		r->gmb[q][2] = 0;
 	}
+	pipe_dp_fsdp_begin(r);
 	for (q = 0; q < r->sch->nact[j]; q++)
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;

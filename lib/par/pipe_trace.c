@@ -108,6 +108,8 @@ kind_name(char k)
 	case 'A': return "allreduce";	/* over the stage's replicas */
 	case 'T': return "tp-allreduce";	/* within F or B, over its TP
 						 * group */
+	case 'G': return "gather";	/* ZeRO-3's, on its own thread, */
+	case 'Z': return "reduce-scatter";	/* beside F and B */
 	default: return "idle";
 	}
 }
@@ -190,8 +192,10 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 		 * half a round trip); event() prints no negative times. */
 		if (t0 < 0)
 			t0 = 0;
-		if (s[i].kind == 'T') {	/* nested: no gap, no idle */
-			event(f, s[i].stage, 'T', -1, -1, s[i].step, t0,
+		if (strchr("TGZ", s[i].kind) != NULL) {	/* nested or
+							 * beside: no gap,
+							 * no idle */
+			event(f, s[i].stage, s[i].kind, -1, -1, s[i].step, t0,
 			    t1 > t0 ? t1 : t0);
 			continue;
 		}

@@ -304,6 +304,14 @@ layer_widths(const struct tp_stage *ts, int k)
 	    ts->split ? nn_block_wsave_size(&one) : 0 };
 }
 
+/* A use of layer l's weights (ts->use's). */
+static void
+use(struct tp_stage *ts, int l, int backward)
+{
+	if (ts->use != NULL)
+		ts->use(ts->use_ctx, l, backward);
+}
+
 /* g's and f's sum over the group, in place. */
 static int
 group_sum(struct tp_stage *ts, float *buf, size_t count)
@@ -314,6 +322,7 @@ group_sum(struct tp_stage *ts, float *buf, size_t count)
 		return 0;
 	if (ts->done != NULL)
 		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
+	use(ts, TP_STAGE_SUMMING, 0);
 	t0 = cli_now();
 	if (coll_allreduce(ts->c, buf, count, DT_F32, COLL_SUM, COLL_RING) < 0)
 		return cli_fail(ts->err, ts->errlen, "TP group: %s",
@@ -739,6 +748,7 @@ tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl, double *loss)
 	int n = sl->n, nl = ts->l1 - ts->l0;
 
 	if (ts->gpt && ts->first) {
+		use(ts, -1, 0);
 		if (ts->cp != NULL)
 			cp_stage_embed(ts, sl);
 		else
@@ -747,6 +757,7 @@ tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl, double *loss)
 		x = sl->f;
 	}
 	for (int k = 0; k < nl; k++) {
+		use(ts, ts->l0 + k, 0);
 		if (layer_fwd(ts, k, lay_out(ts, sl, k), lay_acts(ts, sl, k), x,
 		    n) < 0)
 			return NULL;
@@ -754,9 +765,10 @@ tp_stage_forward(struct tp_stage *ts, struct pipe_slot *sl, double *loss)
 	}
 	if (!ts->last)
 		return x;
-	if (ts->gpt)
+	if (ts->gpt) {
+		use(ts, -1, 0);
 		*loss += head_forward(ts, sl, x);
-	else
+	} else
 		*loss += nn_sqerr_forward(x, sl->y, (size_t)n * ts->out_w) /
 		    (double)ts->out_w;
 	return x;
@@ -800,6 +812,8 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 	float *cur = ts->gb[0], *other = ts->gb[1], *t;
 
 	if (ts->last) {
+		if (ts->gpt)
+			use(ts, -1, 1);
 		loss_backward(ts, sl, cur, other);
 		if (ts->done != NULL)
 			ts->done(ts->done_ctx, -1);
@@ -811,6 +825,7 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 		int want = k > 0 || dx != NULL || (ts->gpt && ts->first);
 		float *tgt = k == 0 && dx != NULL ? dx : other;
 
+		use(ts, ts->l0 + k, 1);
 		if (want)
 			memset(tgt, 0, (size_t)n * layer_widths(ts, k).in *
 			    sizeof(float));

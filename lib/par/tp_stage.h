@@ -99,6 +99,12 @@ struct tp_stage {
 	 * a caller's trace. */
 	void (*on_sum)(void *ctx, double t0, double t1);
 	void *on_sum_ctx;
+	/* ZeRO-3 on the DP axis (par/pipe_dp_fsdp.c), or NULL: use(use_ctx,
+	 * l, backward) before each use of layer l's weights (the model's
+	 * index; -1: a gpt's embeddings, final LayerNorm and head), and with
+	 * TP_STAGE_SUMMING before each of the group's sums. */
+	void (*use)(void *ctx, int layer, int backward);
+	void *use_ctx;
 	/* A model with experts: the step's statistics of this stage's MoE
 	 * blocks so far, laid out as nn_model_moe_stats' for the whole
 	 * model (others' blocks 0); the caller zeroes them each step. */

@@ -105,6 +105,16 @@ dpopt_check(struct dp_opts *o, long ckpt_every)
 }
 
 void
+dpopt_check_prefetch(const struct dp_opts *o, const struct nn_model *m)
+{
+	int L = m->dims.layers > 0 ? m->dims.layers : 1;
+
+	if (o->zero == 3 && o->prefetch > L)
+		cli_usage_error("--prefetch %d: the model has %d layer%s",
+		    o->prefetch, L, L > 1 ? "s" : "");
+}
+
+void
 dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets)
 {
 	if (buckets)

@@ -63,6 +63,8 @@ int dpopt_option(struct dp_opts *o, int opt, const char *a);
  * steps, 0 without checkpoints); then the defaults of the options not
  * given. */
 void dpopt_check(struct dp_opts *o, long ckpt_every);
+/* Under --zero 3, --prefetch beyond m's layers: a usage error (exit 2). */
+void dpopt_check_prefetch(const struct dp_opts *o, const struct nn_model *m);
 /* o's options into the job every rank must agree on; buckets: with
  * --bucket-mb and --no-overlap (collx-dp's). */
 void dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets);

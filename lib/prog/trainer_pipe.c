@@ -150,6 +150,7 @@ struct pipe_report_run {
 	struct mesh_groups grp;
 	uint64_t sent;		/* bytes sent by the step before */
 	uint64_t axis[4];	/* bytes sent so far over pp, dp, tp, cp */
+	uint64_t hybrid;	/* dp's in --shard-group host's own groups */
 	uint64_t axis_step[4];	/* of them, in the last step */
 	double hidden_us;	/* --cp: the row's hidden_us column */
 	uint64_t *bytes;	/* per step, grown with the steps */
@@ -169,7 +170,7 @@ bytes_sent(struct pipe_report_run *r)
 	uint64_t sum = 0, now;
 
 	for (int a = 0; a < 4; a++) {
-		now = comm_bytes_sent(g[a]);
+		now = comm_bytes_sent(g[a]) + (a == 1 ? r->hybrid : 0);
 		r->axis_step[a] = now - r->axis[a];
 		r->axis[a] = now;
 		sum += now;
@@ -248,6 +249,13 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 		row(r, "allreduce_exposed", coll_algo_name(COLL_AUTO), "dp",
 		    s->step, st->dp_exposed, st->dp_sent / f, st->dp_sent, st);
 	}
+	if (r->p->mesh != NULL && comm_size(r->grp.dp) > 1 &&
+	    r->cfg->dpo.zero == 3) {
+		row(r, "gather", coll_algo_name(COLL_AUTO), "dp", s->step,
+		    st->dp_gather, 0, 0, st);
+		row(r, "reduce-scatter", coll_algo_name(COLL_AUTO), "dp",
+		    s->step, st->dp_rs, 0, 0, st);
+	}
 	if (r->p->mesh != NULL && comm_size(r->grp.tp) > 1)
 		row(r, "allreduce", coll_algo_name(COLL_RING), "tp", s->step,
 		    st->tp, st->tp_sent / f, st->tp_sent, st);
@@ -266,9 +274,13 @@ step_rows(struct pipe_report_run *r, const struct train_step *s,
 
 /* collx-train's step: its bytes sent, for the loss CSV and -v. */
 static void
-mesh_step(struct pipe_report_run *r, const struct train_step *s)
+mesh_step(struct pipe_report_run *r, const struct train_step *s,
+    const struct pipe_stat *st)
 {
-	uint64_t now = bytes_sent(r), *b;
+	uint64_t now, *b;
+
+	r->hybrid += st->dp_hybrid;
+	now = bytes_sent(r);
 
 	if ((b = train_grow(r->bytes, &r->capbytes, s->step,
 	    sizeof(*b))) == NULL)
@@ -319,7 +331,7 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	char cp[32];
 
 	if (r->p->mesh != NULL)
-		mesh_step(r, s);
+		mesh_step(r, s, st);
 	progress_step(&r->t.pr, s);
 	if (r->t.pr.lines && r->p->mesh != NULL)
 		fprintf(stderr, "%s: step %ld epoch %ld loss %.6f %.1f ms %.0f "
@@ -343,6 +355,31 @@ on_step(void *ctx, const struct train_step *s, const struct pipe_stat *st)
 	loss_due(r, s);
 }
 
+/* -v under --zero 3: every rank's most parameter bytes held in a pass,
+ * and rank 0's share of the gathers' time its passes waited for them. */
+static void
+fsdp_report(const struct pipe_report_run *r, const struct pipe_result *res)
+{
+	size_t peak = 0;
+	double g = 0, w = 0;
+
+	if (!cli_verbose || cli_quiet || r->cfg->dpo.zero != 3 ||
+	    comm_size(r->grp.dp) < 2)
+		return;
+	for (long k = r->t.from; k < r->t.steps; k++) {
+		const struct pipe_stat *st = &res->stat[k];
+
+		peak = st->params_peak > peak ? st->params_peak : peak;
+		g += st->dp_gather;
+		w += st->dp_exposed;
+	}
+	fprintf(stderr, "%s: rank %d: params peak %zu bytes\n", cli_progname,
+	    r->t.rank, peak);
+	if (r->t.rank == 0)
+		fprintf(stderr, "%s: gather exposed %.0f%%\n", cli_progname,
+		    g > 0 ? 100 * (w < g ? w : g) / g : 0.0);
+}
+
 /* collx-train's closing lines: with -v every rank's optimizer state and
  * the reduced gradients it keeps (the last step's; ZeRO shards them over
  * the replicas), and rank 0's bytes sent over each axis. */
@@ -357,6 +394,7 @@ mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 		    "bytes, reduced gradients %zu bytes\n", cli_progname,
 		    r->t.rank, r->cfg->dpo.zero, res->stat[last].optim_bytes,
 		    res->stat[last].grad_bytes);
+	fsdp_report(r, res);
 	if (r->t.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
 		    " tp %" PRIu64 "%s bytes\n", cli_progname, r->axis[0],
