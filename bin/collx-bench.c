@@ -760,7 +760,7 @@ fit_defaults(struct opts *o)
 	o->dp.fit_min = o->have_b ? bench_size_str(o->sizes.min, lo,
 	    sizeof lo) : "4K";
 	o->dp.fit_max = o->have_e ? bench_size_str(o->sizes.max, hi,
-	    sizeof hi) : "4M";
+	    sizeof hi) : "64M";
 }
 
 static void

@@ -14,7 +14,7 @@
 #   env W=4 (ranks), STEPS=8 (per run, the first not timed), REPEAT=3
 #   (rounds at most), COLLX_BIN=DIR (the programs; default bin/)
 set -eu
-out=${1:-bench-plan-out}
+out=${1:-bench-out/plan}
 bin=${COLLX_BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}
 W=${W:-4}
 STEPS=${STEPS:-8}

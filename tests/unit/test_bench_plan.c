@@ -24,8 +24,8 @@ cost_init(struct bench_cost *c)
 	memset(c, 0, sizeof *c);
 	c->version = BENCH_COST_VERSION;
 	c->world = 4, c->hosts = 1, c->cores = 8;
-	c->link[BENCH_SHM] = (struct bench_ab){ 2e-6, 10e9, 5 };
-	c->link[BENCH_TCP] = (struct bench_ab){ 20e-6, 1.25e9, 5 };
+	c->link[BENCH_SHM] = (struct bench_ab){ .alpha = 2e-6, .beta = 10e9, .points = 5 };
+	c->link[BENCH_TCP] = (struct bench_ab){ .alpha = 20e-6, .beta = 1.25e9, .points = 5 };
 	c->gamma = 8e9;
 	c->mm[0] = (struct bench_mm){ 1e3, 20e9 };
 	c->mm[1] = (struct bench_mm){ 1e9, 80e9 };
@@ -97,6 +97,40 @@ test_closed_forms(void)
 	    COLL_KIND_ALLGATHER, COLL_AUTO, BENCH_SHM, 8, 8, n);
 	UNIT_CLOSE(got, want, 1e-12, 0, "hier allreduce: within, across "
 	    "on 1/8, within");
+}
+
+/* ring allreduce's closed form on p ranks of the round cluster's shm */
+static double
+ring_shm(double p, double n)
+{
+	return 2 * (p - 1) * 2e-6 + 2 * (p - 1) / p * n / 10e9 + (p - 1) / p *
+	    n / 8e9;
+}
+
+/* A kept sweep: its own times at the fit's world, log-log between
+ * sizes (100 us at 1 MB, 800 us at 4 MB: 100 2^1.5 us at 2 MB), grown to
+ * other worlds and past its end by the closed form's ratio. */
+static void
+test_sweep(void)
+{
+	struct bench_cost c;
+	struct bench_ab *a = &c.coll[BENCH_SHM][COLL_KIND_ALLREDUCE][COLL_RING];
+	double t2 = 100e-6 * pow(2, 1.5);
+
+	cost_init(&c);
+	*a = (struct bench_ab){ .alpha = 2e-6, .beta = 10e9, .points = 2,
+	    .nt = 2, .tb = { 1e6, 4e6 }, .tt = { 100e-6, 800e-6 } };
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 4, 4, 1e6), 100e-6, 1e-12, 0, "sweep: a measured size "
+	    "as measured");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 4, 4, 2e6), t2, 1e-9, 0, "sweep: log-log between sizes");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 16, 16, 2e6), t2 * ring_shm(16, 2e6) / ring_shm(4, 2e6),
+	    1e-9, 0, "sweep: 16 ranks, the closed form's ratio to 4");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 4, 4, 64e6), 800e-6 * ring_shm(4, 64e6) / ring_shm(4,
+	    4e6), 1e-9, 0, "sweep: past its end, grown as the closed form");
 }
 
 static void
@@ -212,7 +246,8 @@ test_file(void)
 
 	cost_init(&c);
 	c.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING] =
-	    (struct bench_ab){ 30e-6, 1.5e9, 6 };
+	    (struct bench_ab){ .alpha = 30e-6, .beta = 1.5e9, .points = 6,
+	    .nt = 2, .tb = { 4096, 65536 }, .tt = { 50e-6, 300e-6 } };
 	if (mkdtemp(dir) == NULL)
 		return;
 	snprintf(p, sizeof p, "%s/c.json", dir);
@@ -223,6 +258,11 @@ test_file(void)
 	ok &= fabs(back.link[BENCH_TCP].alpha - 20e-6) < 1e-12;
 	ok &= fabs(back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].beta -
 	    1.5e9) < 1;
+	ok &= back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].nt == 2 &&
+	    back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].tb[1] ==
+	    65536 && fabs(back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].
+	    tt[1] - 300e-6) < 1e-12 && back.coll[BENCH_SHM][COLL_KIND_ALLREDUCE]
+	    [COLL_RING].nt == 0;
 	ok &= back.nmm == 2 && fabs(back.mm[1].rate - 80e9) < 1 &&
 	    fabs(back.gamma - 8e9) < 1 && strcmp(back.dims, c.dims) == 0;
 	UNIT_OK(ok, "cost file: every value as written");
@@ -249,6 +289,7 @@ main(void)
 {
 	test_line();
 	test_closed_forms();
+	test_sweep();
 	test_bubble();
 	test_params_memory();
 	test_file();
