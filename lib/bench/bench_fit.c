@@ -250,12 +250,32 @@ fit_rates(struct bench_cost *c, const struct nn_dims *d)
 	c->elem_rate = fit_elementwise();
 }
 
+/* What a rank sends up the pipe: its compute rates, in one write under
+ * PIPE_BUF, so that the ranks' writes do not interleave. */
+struct rates {
+	double gamma, attn, elem;
+	int nmm;
+	struct bench_mm mm[BENCH_COST_MAXMM];
+};
+
+static void
+rates_of(struct rates *r, const struct nn_dims *d)
+{
+	struct bench_cost *c = cli_calloc(1, sizeof *c);
+
+	fit_rates(c, d);
+	r->gamma = c->gamma, r->attn = c->attn_rate, r->elem = c->elem_rate;
+	r->nmm = c->nmm;
+	memcpy(r->mm, c->mm, sizeof r->mm);
+	free(c);
+}
+
 /* The compute, timed in k processes at once as k ranks of this host run
  * it (sharing its cores and memory), their rates averaged. */
 static void
 fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 {
-	struct bench_cost *r = cli_calloc((size_t)k, sizeof *r);
+	struct rates *r = cli_calloc((size_t)k, sizeof *r);
 	int fd[2], n = 0;
 
 	nn_set_threads(1);
@@ -265,11 +285,11 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 	for (int i = 1; i < k; i++)
 		if (fork() == 0) {	/* a rank: its rates up the pipe */
 			close(fd[0]);
-			fit_rates(&r[0], d);
+			rates_of(&r[0], d);
 			(void)!write(fd[1], &r[0], sizeof r[0]);
 			_exit(0);
 		}
-	fit_rates(&r[0], d);
+	rates_of(&r[0], d);
 	if (k > 1) {
 		close(fd[1]);
 		for (n = 1; n < k && read(fd[0], &r[n], sizeof r[n]) ==
@@ -286,8 +306,8 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 	for (int j = 0; j < c->nmm; j++)
 		c->mm[j].rate = 0;
 	for (int i = 0; i < k; i++) {
-		c->gamma += r[i].gamma / k, c->attn_rate += r[i].attn_rate / k;
-		c->elem_rate += r[i].elem_rate / k;
+		c->gamma += r[i].gamma / k, c->attn_rate += r[i].attn / k;
+		c->elem_rate += r[i].elem / k;
 		for (int j = 0; j < c->nmm; j++)
 			c->mm[j].rate += r[i].mm[j].rate / k;
 	}

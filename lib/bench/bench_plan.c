@@ -480,7 +480,8 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 		return cli_fail(err, errlen, "no mesh of %d ranks fits the "
 		    "model and a global batch of %ld (tensor parallel must "
 		    "divide the heads and widths, pipeline stages hold a layer "
-		    "each, replicas x micro-batches must divide the batch)", W,
+		    "each, context parallel must divide the sequence, replicas "
+		    "x micro-batches must divide the batch)", W,
 		    o->batch);
 	}
 	qsort(*rows, (size_t)*n, sizeof **rows, cmp_rows);
