@@ -173,10 +173,17 @@ bench_plan_run(struct bench_out *out, const struct bench_plan_opts *o,
 		free(r);
 		return rc;
 	}
-	if (export_dir != NULL &&
-	    bench_plan_astra(o, &r[0], export_dir, err, errlen) < 0) {
-		free(r);
-		return CLI_EXIT_RUNTIME;
+	if (export_dir != NULL) {
+		/* ASTRA-sim's text workload has data, model and pipeline
+		 * parallelism only: the fastest without cp or ep */
+		int x = 0;
+
+		while (x < nfit - 1 && (r[x].cp > 1 || r[x].ep > 1))
+			x++;
+		if (bench_plan_astra(o, &r[x], export_dir, err, errlen) < 0) {
+			free(r);
+			return CLI_EXIT_RUNTIME;
+		}
 	}
 	if (bench_out_open(out, COLS, err, errlen) < 0) {
 		free(r);
