@@ -27,33 +27,72 @@
 
 #define F4 4.0			/* bytes of an f32 */
 
-/* The bubble of each (schedule, m, P) the enumeration meets, built once. */
+/* The schedule table of each (schedule, m, P, stage width, host) the
+ * enumeration meets, walked once: its idle share b, and its length in
+ * pass times when a host's ranks share its cores (slots). */
 struct bubbles {
-	struct { int kind, m, w; double b; } *v;
+	struct { int kind, m, w, n, L; double b, slots; } *v;
 	int n;
 };
 
+/* The clocks of table s (equal passes), each as long as its slowest
+ * host's active ranks over its cores make it: a stage of n ranks (the
+ * ranks of one stage across dp, cp and tp), on host rank / L. With no
+ * more active ranks than cores this is the clock count, the table's
+ * length; with more, a pass of a crowded clock takes that much longer,
+ * while the table's warm-up and drain run faster than the host's work
+ * over its cores alone says. */
 static double
-bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w)
+slots(const struct pipe_sched *s, int n, int L, double cores)
+{
+	int w = s->w, hosts = (int)(((long)w * n + L - 1) / L);
+	double t = 0, *act = cli_calloc((size_t)hosts, sizeof *act);
+
+	for (int c = 0; c < s->nclocks; c++) {
+		double worst = 1;
+		int mb, ch;
+
+		memset(act, 0, (size_t)hosts * sizeof *act);
+		for (int j = 0; j < w; j++)
+			if (pipe_sched_cell(s, c, j, &mb, &ch) != 0)
+				act[(long)j * n / L] += n < L ? n : L;
+		for (int h = 0; h < hosts; h++)
+			worst = fmax(worst, act[h] / cores);
+		t += worst;
+	}
+	free(act);
+	return t;
+}
+
+static double
+bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w, int n,
+    int L, double cores, double *sl)
 {
 	struct pipe_sched s;
 	char e[COLLX_ERRLEN];
 	double b;
 
+	*sl = 2.0 * m;
 	if (w == 1)
 		return 0;
 	for (int i = 0; i < c->n; i++)
 		if (c->v[i].kind == (int)kind && c->v[i].m == m &&
-		    c->v[i].w == w)
+		    c->v[i].w == w && c->v[i].n == n && c->v[i].L == L) {
+			*sl = c->v[i].slots;
 			return c->v[i].b;
+		}
 	memset(&s, 0, sizeof s);
-	if (pipe_sched_build(&s, kind, m, w, e, sizeof e) < 0)
+	if (pipe_sched_build(&s, kind, m, w, e, sizeof e) < 0) {
 		b = pipe_sched_bubble(kind, m, w, 1);	/* its closed form */
-	else
+		*sl = 2.0 * m / (1 - b);
+	} else {
 		b = pipe_sched_table_bubble(&s);
+		*sl = slots(&s, n, L, cores);
+	}
 	pipe_sched_free(&s);
 	c->v = cli_reallocarray(c->v, (size_t)c->n + 1, sizeof *c->v);
 	c->v[c->n].kind = kind, c->v[c->n].m = m, c->v[c->n].w = w;
+	c->v[c->n].n = n, c->v[c->n].L = L, c->v[c->n].slots = *sl;
 	c->v[c->n++].b = b;
 	return b;
 }
@@ -249,7 +288,7 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	int D = r->dp, T = r->tp, P = r->pp, C = r->cp, X = r->ep, m = r->micro;
 	int G = D * C, l, L = o->per_host;
 	double b = (double)o->batch / D / m, slow, fit, msg, gd, ge, ar, rs,
-	    ag, hide, kvt, bw, z3b = 0;
+	    ag, hide, kvt, bw, z3b = 0, sl, comm;
 	double width = o->dims.arch == NN_MLP ? o->dims.d_out :
 	    (double)o->dims.d_model * o->dims.seq / C;
 	struct stage st;
@@ -268,7 +307,8 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	if ((long)P * T * C * D > L && P > 1)
 		lk = BENCH_TCP;		/* some stage boundary crosses hosts */
 	msg = P > 1 ? bench_cost_p2p(c, lk, b * width * F4) : 0;
-	r->bubble_frac = bubble(bc, r->sched, m, P);
+	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, L, c->cores,
+	    &sl);
 	r->compute = m * st.fb * slow;
 	r->tp_s = m * st.tp;
 	r->pp_s = m * 2 * msg;
@@ -309,12 +349,14 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 		r->ep_s *= m * st.nmoe;
 		r->bytes_ep *= m * st.nmoe;
 	}
-	/* the pipeline's critical path at a core a rank; with more ranks
-	 * than cores a stage's idle time is the other ranks' core time, so
-	 * the host's work bounds the step instead when it is longer */
-	r->bubble = fmax(0, (m * st.fb / fit + r->tp_s + r->pp_s + r->cp_s +
-	    r->ep_s) / (1 - r->bubble_frac) - (r->compute + r->tp_s +
-	    r->pp_s + r->cp_s + r->ep_s));
+	/* the pipeline: its table's clocks, a pass (half a micro-batch's
+	 * forward and backward) each at a whole core a rank, longer where a
+	 * host's active ranks outnumber its cores; the communication on its
+	 * path stretched by the idle share; the bubble what this adds to
+	 * the compute and communication */
+	comm = r->tp_s + r->pp_s + r->cp_s + r->ep_s;
+	r->bubble = fmax(0, sl * st.fb / fit / 2 + comm / (1 -
+	    r->bubble_frac) - (r->compute + comm));
 	/* DP: the stage's gradient of this TP rank, summed over the dp x cp
 	 * ranks (cp's hold the same weights); the experts' over those of
 	 * them that hold the same experts */
@@ -351,9 +393,10 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 		r->bytes_dp = z3b;
 	} else
 		r->dp_s = 0;
-	/* Adam: parameters, gradients and two moments read and written */
-	r->compute += 28 * (gd + ge) / F4 / (r->zero > 0 ? (r->hsdp ? l : G) :
-	    1) / c->elem_rate * slow;
+	/* Adam: parameters, gradients and two moments read and written; and
+	 * the gradients zeroed for the next step (the whole, at any level) */
+	r->compute += (28 / (r->zero > 0 ? (r->hsdp ? l : G) : 1.0) + 4) *
+	    (gd + ge) / F4 / c->elem_rate * slow;
 	r->step = r->compute + r->tp_s + r->pp_s + r->cp_s + r->ep_s +
 	    r->bubble + r->dp_s;
 	r->bytes_tp = m * st.tpb;

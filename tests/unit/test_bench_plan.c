@@ -276,6 +276,44 @@ cost_flat(struct bench_cost *c, int cores)
 	c->cores = cores;
 }
 
+/* GPipe over 4 stages of one rank on a host of 2 cores, m = 4, no
+ * communication or elementwise cost: its forward clocks have 1, 2, 3, 4,
+ * 3, 2, 1 stages active, the backward's the same; a clock of a active
+ * ranks takes max(1, a / 2) passes: 2 (1 + 1 + 1.5 + 2 + 1.5 + 1 + 1) =
+ * 18 passes, where the 4 ranks' work over the 2 cores is 16 (the
+ * compute) and the critical path at a core a rank 14: the bubble is 2
+ * passes, one micro-batch's forward and backward at a whole core. */
+static void
+test_sim(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN];
+	int n, nfit, code, found = 0;
+	double fb = 0;
+
+	cost_init(&c);
+	c.cores = 2, c.elem_rate = 1e30;
+	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
+	    .points = 5 };
+	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 16);
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
+	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
+	    "sim: pp 4 on one host");
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4 &&
+		    r[i].cp == 1) {
+			/* the compute: 4 micro-batches at half a core */
+			fb = r[i].compute / 4 / 2;
+			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, "sim: GPipe's "
+			    "clocks on 2 cores, 18 passes for 16 of work");
+			found++;
+		}
+	UNIT_OK(found == 1 && fb > 0, "sim: one GPipe row of m 4");
+	free(r);
+}
+
 /* ZeRO 3 on dp 4 (4 layers of a layer's gradient g1 each): a gather
  * before each forward and each backward, a reduce-scatter after each
  * backward. With a spare core (8 cores, 4 ranks) and layers far longer
@@ -449,6 +487,7 @@ main(void)
 	test_sweep();
 	test_bubble();
 	test_params_memory();
+	test_sim();
 	test_zero3();
 	test_cp();
 	test_ep();
