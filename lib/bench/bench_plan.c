@@ -1,23 +1,27 @@
-/* bench_plan: the step model. For a mesh D x T x P of N hosts of L ranks
- * (rank = (pp D + dp) T + tp, collx-train's order) and m micro-batches of
- * the global batch B over D replicas:
+/* bench_plan: the step model. For a mesh D x C x T x P of N hosts of L
+ * ranks (rank = ((pp D + dp) C + cp) T + tp, collx-train's order) and m
+ * micro-batches of the global batch B over D replicas:
  *
- *   pass    = stage compute of one micro-batch + its TP allreduces
+ *   pass    = stage compute of one micro-batch (b S / C tokens a rank)
+ *             + its TP allreduces, CP's K/V ring steps not hidden by
+ *             attention, EP's dispatch and combine
  *             + its two pipeline messages (activation on, gradient back)
- *   pipe    = m pass / (1 - bubble), bubble the schedule table's idle
- *             share (pipe_sched, equal passes)
- *   dp      = the gradient sync not hidden behind the last micro-batch's
- *             backward (ZeRO 1, 2: reduce-scatter, then the parameters'
- *             allgather after the optimizer, which nothing hides)
+ *   pipe    = the schedule table's clocks (pipe_sched), each a pass at a
+ *             core a rank, stretched where a host's active ranks outnumber
+ *             its cores; communication over 1 - its idle share
+ *   dp      = the gradient sync over D C ranks not hidden behind the last
+ *             micro-batch's backward (ZeRO 1, 2: reduce-scatter, then the
+ *             parameters' allgather after the optimizer, which nothing
+ *             hides; ZeRO 3: each layer's gathers and reduce-scatter
+ *             beside its neighbours' compute, zero3())
  *   step    = pipe + dp + optimizer
  *
  * Collectives cost what bench_cost_coll says for the link class their
  * group crosses. Compute is the fitted rates times the model's flops,
  * slowed by the share of a core a rank gets when L ranks share fewer
- * cores than the fit found, beyond the share its own processes had (a
- * pipeline's bubble then lends its core to the host's other ranks: the
- * step is the longer of the critical path at a core a rank and the
- * host's compute over its cores). */
+ * cores than the fit found, beyond the share its own processes had.
+ * Communication hides behind compute only on a spare core (spare_core).
+ * collx-bench(1) gives every term. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,6 +454,30 @@ add(const struct bench_plan_opts *o, struct bubbles *bc,
 	(*rows)[(*n)++] = *r;
 }
 
+/* One mesh's row under each schedule and micro-batch count. */
+static void
+schedules(const struct bench_plan_opts *o, struct bubbles *bc, int D, int C,
+    int T, int P, int X, int ga, int zz, int z, int hs,
+    struct bench_plan_row **rows, int *n, int *cap)
+{
+	static const enum pipe_sched_kind sk[] = { PIPE_SCHED_1F1B,
+	    PIPE_SCHED_GPIPE };
+
+	for (int s = 0; s < (P > 1 && !o->as_mesh ? 2 : 1); s++)
+		for (int m = P; m <= (o->as_mesh ? P : 4 * P); m *= 2) {
+			struct bench_plan_row r = { .dp = D, .tp = T, .pp = P,
+			    .zero = z, .micro = m, .sched = sk[s], .cp = C,
+			    .ep = X, .zigzag = zz, .hsdp = hs, .gather = ga };
+
+			if (o->batch % ((long)D * m) != 0 ||
+			    (z > 0 && D * C == 1))
+				continue;
+			add(o, bc, rows, n, cap, &r);
+			if (P == 1)
+				break;
+		}
+}
+
 /* Every option of one mesh: ZeRO 0-3 (3 also as HSDP where the group
  * spans hosts of several of its ranks; none with experts, which collx-dp
  * refuses), the schedules, m = P, 2P, 4P micro-batches (m must cut each
@@ -459,33 +487,25 @@ static void
 options(const struct bench_plan_opts *o, struct bubbles *bc, int D, int C,
     int T, int P, struct bench_plan_row **rows, int *n, int *cap)
 {
-	static const enum pipe_sched_kind sk[] = { PIPE_SCHED_1F1B,
-	    PIPE_SCHED_GPIPE };
 	int E = o->dims.moe.experts, l, G = D * C;
 	int hx = group_link(G, T, o->per_host, &l) == BENCH_TCP && l > 1;
 
-	for (int X = 1; X <= (o->as_mesh || E <= 0 ? 1 : D); X++)
-	for (int ga = 0; ga < (X > 1 ? 2 : 1); ga++)
-	for (int zz = 0; zz < (C > 1 ? 2 : 1); zz++)
-	for (int z = 0; z <= (o->as_mesh ? 0 : E > 0 ? 2 : 3); z++)
-	for (int hs = 0; hs < (z == 3 && hx ? 2 : 1); hs++)
-		for (int s = 0; s < (P > 1 && !o->as_mesh ? 2 : 1); s++)
-			for (int m = P; m <= (o->as_mesh ? P : 4 * P); m *= 2) {
-				struct bench_plan_row r = { .dp = D, .tp = T,
-				    .pp = P, .zero = z, .micro = m,
-				    .sched = sk[s], .cp = C, .ep = X,
-				    .zigzag = zz, .hsdp = hs, .gather = ga };
-
-				if (D % X != 0 || (X > 1 && E % X != 0) ||
-				    !admits(&o->dims, T, P, C, zz))
-					break;
-				if (o->batch % ((long)D * m) != 0 ||
-				    (z > 0 && G == 1))
+	for (int X = 1; X <= (o->as_mesh || E <= 0 ? 1 : D); X++) {
+		if (D % X != 0 || (X > 1 && E % X != 0))
+			continue;
+		for (int ga = 0; ga < (X > 1 ? 2 : 1); ga++)
+			for (int zz = 0; zz < (C > 1 ? 2 : 1); zz++) {
+				if (!admits(&o->dims, T, P, C, zz))
 					continue;
-				add(o, bc, rows, n, cap, &r);
-				if (P == 1)
-					break;
+				for (int z = 0; z <= (o->as_mesh ? 0 : E > 0 ?
+				    2 : 3); z++)
+					for (int hs = 0; hs < (z == 3 && hx ?
+					    2 : 1); hs++)
+						schedules(o, bc, D, C, T, P, X,
+						    ga, zz, z, hs, rows, n,
+						    cap);
 			}
+	}
 }
 
 int

@@ -25,7 +25,7 @@ struct bench_plan_opts {
 /* One mesh and its options, predicted. Axes of the step, seconds:
  * compute, the exposed communication of each axis (tp and pp inside
  * the passes, dp after them), the pipeline's bubble; step their sum.
- * (cp and ep: their exposed times join the axes here when they exist.) */
+ * cp and ep: the context- and expert-parallel axes' exposed times. */
 struct bench_plan_row {
 	int dp, tp, pp, zero, micro;
 	enum pipe_sched_kind sched;
