@@ -27,7 +27,8 @@ enum {
 	OPT_SKEW,
 	OPT_REPEAT, OPT_COST, OPT_RPH, OPT_TOP, OPT_MEM, OPT_VALIDATE,
 	OPT_EXPORT, OPT_MESH,
-	OPT_ZERO, OPT_EXPERTS
+	OPT_ZERO,
+	OPT_EXPERTS, OPT_TOPK, OPT_CAPACITY, OPT_MOE_EVERY
 };
 
 static const struct option longopts[] = {
@@ -60,6 +61,8 @@ static const struct option longopts[] = {
 	{ "top", 1, 0, OPT_TOP }, { "mem-per-rank", 1, 0, OPT_MEM },
 	{ "validate", 0, 0, OPT_VALIDATE }, { "export", 1, 0, OPT_EXPORT },
 	{ "mesh", 1, 0, OPT_MESH },
+	{ "topk", 1, 0, OPT_TOPK },
+	{ "capacity", 1, 0, OPT_CAPACITY }, { "moe-every", 1, 0, OPT_MOE_EVERY },
 	CLI_GROUP_LONGOPTS,
 	{ 0, 0, 0, 0 }
 };
@@ -110,6 +113,7 @@ usage(void)
 	    "       %s plan --cost COST.json --hosts N [--ranks-per-host L]\n"
 	    "           [--arch A --dims D] [--batch B] [--top K]\n"
 	    "           [--mem-per-rank BYTES] [--mesh D,T,P] [--validate]\n"
+	    "           [--experts E [--topk K] [--capacity F] [--moe-every N]]\n"
 	    "           [--export astra-sim DIR] [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"
 	    "and bandwidth (like the OSU micro-benchmarks), training scaling.\n"
@@ -150,7 +154,8 @@ usage(void)
 	    "  --experts E           mesh: a gpt with E experts a block, each "
 	    "mesh\n"
 	    "                        run again with every --ep X dividing D "
-	    "and E\n"
+	    "and E;\n"
+	    "                        plan: a gpt whose MoE layers have E experts\n"
 	    "  --batch B             dp: samples per rank per step (8); mesh:\n"
 	    "                        the global batch (8 x WORLD)\n"
 	    "  --steps K             dp, mesh: steps per run, the first not\n"
@@ -181,6 +186,7 @@ usage(void)
 	    "  --top K               plan: the K fastest (10)\n"
 	    "  --mem-per-rank BYTES  plan: the meshes whose ranks fit (K, M, G)\n"
 	    "  --mesh D,T,P          plan: that mesh only\n"
+	    "  --topk K, --capacity F, --moe-every N  plan: their routing (1, 0, 1)\n"
 	    "  --validate            plan: run the meshes here, error beside\n"
 	    "  --export astra-sim DIR  plan: the fastest's ASTRA-sim inputs\n"
 	    "  -v, --verbose         more messages\n"
@@ -314,8 +320,9 @@ dp_option(struct opts *o, int c, const char *a)
 	case OPT_SYNC: o->dp.syncs = a; o->have_sync = 1; break;
 	case OPT_ARCH: o->dp.arch = a; break;
 	case OPT_DIMS: o->dp.dims = a; break;
+	/* mesh's gpt and plan's (collx-dp --init's experts) */
 	case OPT_EXPERTS:
-		o->dp.experts = (int)cli_parse_long("--experts", a, 1, 1024);
+		o->dp.experts = (int)cli_parse_long("--experts", a, 1, 1 << 16);
 		break;
 	case OPT_BATCH:
 		o->dp.batch = cli_parse_long("--batch", a, 1, 1 << 24);
@@ -359,6 +366,18 @@ plan_option(struct opts *o, int c, const char *a)
 		o->plan.mem = (double)cli_parse_size("--mem-per-rank", a);
 		break;
 	case OPT_VALIDATE: o->validate = 1; break;
+	case OPT_TOPK:
+		o->plan.dims.moe.topk = (int)cli_parse_long("--topk", a, 1,
+		    1 << 16);
+		break;
+	case OPT_CAPACITY:
+		o->plan.dims.moe.capacity = cli_parse_double("--capacity", a,
+		    0, 1e6);
+		break;
+	case OPT_MOE_EVERY:
+		o->plan.dims.moe_every = (int)cli_parse_long("--moe-every", a,
+		    1, 1 << 20);
+		break;
 	case OPT_MESH:
 		if (cli_parse_list("--mesh", a, v, 3) != 3 || v[0] < 1 ||
 		    v[1] < 1 || v[2] < 1 || v[0] > 1 << 20 || v[1] > 1 << 20 ||
@@ -771,14 +790,16 @@ fit_defaults(struct opts *o)
 	o->dp.fit_min = o->have_b ? bench_size_str(o->sizes.min, lo,
 	    sizeof lo) : "4K";
 	o->dp.fit_max = o->have_e ? bench_size_str(o->sizes.max, hi,
-	    sizeof hi) : "4M";
+	    sizeof hi) : "64M";
 }
 
 static void
 plan_defaults(struct opts *o)
 {
 	char e[COLLX_ERRLEN];
+	struct nn_moe_cfg moe;
 	long w;
+	int every;
 
 	if (o->cost == NULL)
 		cli_usage_error("plan: --cost COST.json is required (collx-bench "
@@ -788,10 +809,21 @@ plan_defaults(struct opts *o)
 	if (o->dp.ssh != NULL)
 		cli_usage_error("plan: --ssh goes with mesh and fit");
 	check_model(o);
+	moe = o->plan.dims.moe;
+	moe.experts = o->dp.experts;
+	every = o->plan.dims.moe_every;
 	if (nn_arch_parse(o->dp.arch, &o->plan.dims.arch) < 0 ||
 	    nn_dims_parse(o->dp.dims, o->plan.dims.arch, &o->plan.dims, e,
 	    sizeof e) < 0)
 		cli_usage_error("--dims %s: %s", o->dp.dims, e);
+	o->plan.dims.moe = moe;
+	o->plan.dims.moe_every = every ? every : moe.experts > 0;
+	if (moe.experts > 0 && moe.topk == 0)
+		o->plan.dims.moe.topk = 1;
+	if ((moe.experts == 0 && (moe.topk || moe.capacity > 0 || every)) ||
+	    nn_moe_valid(&o->plan.dims, e, sizeof e) < 0)
+		cli_usage_error("plan: %s", moe.experts == 0 ? "--topk, "
+		    "--capacity and --moe-every go with --experts" : e);
 	o->plan.hosts = (int)cli_parse_long("--hosts", o->dp.host_list, 1,
 	    1 << 20);
 	o->dp.host_list = NULL;		/* a count here; --validate runs here */
@@ -833,6 +865,10 @@ defaults(struct opts *o)
 	    o->plan.mem > 0 || o->validate || o->export_dir || o->plan.mesh[0]))
 		cli_usage_error("--ranks-per-host, --top, --mem-per-rank, --mesh, "
 		    "--validate and --export go with plan");
+	if (strcmp(o->sub, "plan") != 0 && (o->plan.dims.moe.topk ||
+	    o->plan.dims.moe.capacity > 0 || o->plan.dims.moe_every))
+		cli_usage_error("--topk, --capacity and --moe-every go with "
+		    "plan");
 	if (strcmp(o->sub, "fit") != 0 && o->out != NULL)
 		cli_usage_error("-o goes with fit");
 	if (!o->have_b)
@@ -863,9 +899,9 @@ defaults(struct opts *o)
 	if (strcmp(o->sub, "mesh") != 0 && strcmp(o->sub, "fit") != 0 &&
 	    strcmp(o->sub, "plan") != 0 && (o->dp.host_list || o->dp.ssh))
 		cli_usage_error("-H and --ssh go with mesh and fit");
-	if (o->dp.experts > 0 && (strcmp(o->sub, "mesh") != 0 ||
-	    strcmp(o->dp.arch, "gpt") != 0))
-		cli_usage_error("--experts goes with mesh and a gpt");
+	if (o->dp.experts > 0 && strcmp(o->sub, "plan") != 0 &&
+	    (strcmp(o->sub, "mesh") != 0 || strcmp(o->dp.arch, "gpt") != 0))
+		cli_usage_error("--experts goes with mesh and a gpt, or plan");
 	if (strcmp(o->sub, "mesh") != 0 && o->have_repeat && !o->validate)
 		cli_usage_error("--repeat goes with mesh and plan --validate");
 	if (strcmp(o->sub, "dp") == 0) {

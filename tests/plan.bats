@@ -41,7 +41,7 @@ write_cost() {
 	EOF
 }
 
-PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,zero,sched,micro,compute_s,dp_s,tp_s,pp_s,bubble_s,mem_bytes,bytes_dp,bytes_tp,bytes_pp,tokens_per_s
+PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_gbps,busbw_gbps,dp,tp,pp,zero,sched,micro,compute_s,dp_s,tp_s,pp_s,bubble_s,mem_bytes,bytes_dp,bytes_tp,bytes_pp,tokens_per_s,cp,ep,cp_s,ep_s,bytes_cp,bytes_ep
 
 @test "fit -N 2: a cost file with every documented field, both link classes and each algorithm measured" {
 	run timeout -k 5 120 collx-bench fit -N 2 --dims 256,32,2,2,16 -b 4K \
@@ -61,10 +61,13 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	                          "broadcast"}, algos.keys()
 	    assert set(algos["allreduce"]) == {"naive", "ring", "tree", "rd",
 	                                       "rabenseifner"}
-	    # 3 sizes (4K 16K 64K), out of place and in place
+	    # 3 sizes (4K 16K 64K), in place, each size's time kept
 	    for k in algos.values():
 	        for a in k.values():
-	            assert a["points"] == 6 and a["gbps"] > 0, a
+	            assert a["points"] == 3 and a["gbps"] > 0, a
+	            assert a["sweep_bytes"] == [4096, 16384, 65536], a
+	            assert len(a["sweep_us"]) == 3, a
+	            assert all(t > 0 for t in a["sweep_us"]), a
 	    # a link is ring allgather's constants
 	    assert c["links"][l] == algos["allgather"]["ring"]
 	mm = c["compute"]["matmul"]
@@ -78,6 +81,7 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	def walk(o, top):
 	    for k, v in o.items():
 	        if top or k in ("alpha_us", "gbps", "points", "mflop",
+	                        "sweep_bytes", "sweep_us",
 	                        "gflops", "attention_gflops",
 	                        "elementwise_gbps", "arch", "dims", "ranks"):
 	            keys.add(k)
@@ -85,7 +89,8 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	            walk(v, False)
 	        if isinstance(v, list):
 	            for x in v:
-	                walk(x, False)
+	                if isinstance(x, dict):
+	                    walk(x, False)
 	walk(c, True)
 	missing = [k for k in keys if not re.search(r"Li (\\\(dq)?" +
 	           re.escape(k), man)]
@@ -124,10 +129,10 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	[ "${lines[0]}" = "$PLAN_COLS" ]
 	[ "${#lines[@]}" -eq 8 ]
 	echo "$output" | tail -n +2 | awk -F, -v prev=0 '
-		NF != 28 || $2 != "plan" || $5 != 8192 || $7 != 8192 { print; exit 1 }
-		$13 * $14 * $15 != 8192 { print "not a factorization: " $0; exit 1 }
+		NF != 34 || $2 != "plan" || $5 != 8192 || $7 != 8192 { print; exit 1 }
+		$13 * $14 * $15 * $29 != 8192 { print "not a factorization: " $0; exit 1 }
 		$10 < prev { print "not fastest first: " $0; exit 1 }
-		{ prev = $10; s = $19 + $20 + $21 + $22 + $23 }
+		{ prev = $10; s = $19 + $20 + $21 + $22 + $23 + $31 + $32 }
 		s < $10 * 0.999999 || s > $10 * 1.000001 { print "parts: " $0; exit 1 }
 		$14 == 1 && $21 != 0 { print; exit 1 }
 		$15 == 1 && ($22 != 0 || $23 != 0) { print; exit 1 }
@@ -141,6 +146,45 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	[ "$status" -eq 0 ]
 	[[ "${lines[0]}" == "# collx-bench plan: gpt, 1024 hosts x 8 ranks, batch 8192;"* ]]
 	[ "$(echo "$output" | grep -c '^ *[0-9]')" -eq 3 ]
+}
+
+# The axes of issues 29-31 (collx-train's --zero 3, --cp, --ep): rows of
+# each, named for their options; their terms' values are test_bench_plan's.
+@test "plan: ZeRO 3 (and HSDP across hosts), cp ring and zigzag, ep by alltoallv and allgather; --validate runs none of them" {
+	write_cost
+	run timeout 30 collx-bench plan --cost cost.json --hosts 2 \
+	    --ranks-per-host 4 --dims 256,64,4,4,32 --batch 32 --experts 4 \
+	    --topk 2 --top 100000 --csv
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	for name in '\.cp2\.ring' '\.cp4\.zigzag' '\.ep2\.alltoallv' \
+	    '\.ep4\.allgather'; do
+		echo "$output" | grep -q "^collx-bench,plan,dp[^,]*$name" ||
+		    { echo "no $name"; false; }
+	done
+	# experts: no ZeRO 3 (collx-dp refuses it); ep divides dp
+	echo "$output" | tail -n +2 | awk -F, '
+		$16 == 3 { print "zero 3 with experts: " $0; exit 1 }
+		$13 % $30 != 0 { print "ep not of dp: " $0; exit 1 }
+		$30 == 1 && $32 != 0 { print "ep time without ep: " $0; exit 1 }
+		$29 == 1 && $31 != 0 { print "cp time without cp: " $0; exit 1 }'
+	run timeout 30 collx-bench plan --cost cost.json --hosts 2 \
+	    --ranks-per-host 4 --dims 256,64,4,4,32 --batch 32 --top 100000 --csv
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q '^collx-bench,plan,dp[248][^,]*\.z3\.1f1b'
+	echo "$output" | grep -q '^collx-bench,plan,dp[248][^,]*\.z3\.hsdp\.'
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 --topk 2
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: plan: --topk, --capacity and --moe-every go with --experts" ]
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+	    --experts 4 --topk 5 --dims 256,64,4,4,32
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: plan: topk 5 is above the 4 experts"* ]]
+	run timeout 30 collx-bench coll --experts 4
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --experts goes with mesh and a gpt, or plan" ]
+	run timeout 30 collx-bench coll --topk 2
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --topk, --capacity and --moe-every go with plan" ]
 }
 
 @test "plan --mem-per-rank: only the meshes whose ranks hold their memory" {
@@ -183,9 +227,10 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	    --ranks-per-host 4 --mesh 4,4,1 --dims 256,32,2,2,16
 	[ "$status" -eq 2 ]
 	[ "${lines[0]}" = "collx-bench: --mesh 4,4,1: 16 ranks, not a factorization of the world's 8 (2 hosts x 4)" ]
-	# 3 heads, 1 layer: tp 2 and pp 2 refused; batch 2 cannot feed dp 4
+	# 3 heads, 1 layer, 15 positions: tp 2, pp 2 and cp 2 refused;
+	# batch 2 cannot feed dp 4
 	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
-	    --ranks-per-host 4 --dims 256,33,1,3,16 --batch 2
+	    --ranks-per-host 4 --dims 256,33,1,3,15 --batch 2
 	[ "$status" -eq 3 ]
 	[[ "${lines[0]}" == "collx-bench: no mesh of 4 ranks fits the model and a global batch of 2"* ]]
 	run timeout 30 collx-bench plan --cost cost.json --hosts 2 \
@@ -265,9 +310,10 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	# as mesh runs them: ZeRO 0, 1F1B, P micro-batches; the error is
 	# (predicted - measured) / measured
 	echo "$rows" | awk -F, '$16 != 0 || $17 != "1f1b" || $18 != $15 { print; exit 1 }
-		$29 <= 0 { print "not measured: " $0; exit 1 }
-		{ e = ($10 - $29) / $29 }
-		e - $30 > 0.0001 || $30 - e > 0.0001 { print "error: " $0; exit 1 }'
+		$29 != 1 || $30 != 1 { print "cp or ep: " $0; exit 1 }
+		$35 <= 0 { print "not measured: " $0; exit 1 }
+		{ e = ($10 - $35) / $35 }
+		e - $36 > 0.0001 || $36 - e > 0.0001 { print "error: " $0; exit 1 }'
 	echo "$output" | grep -Eq '^collx-bench: plan --validate: 3 meshes: median \|error\| [0-9.]+%, worst [0-9.]+%; predicted fastest dp[0-9]\.tp[0-9]\.pp[0-9]\.z0\.1f1b\.m[0-9], measured fastest'
 }
 
@@ -302,19 +348,20 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	run timeout 60 collx-plot -v plan.csv -o b.svg
 	[ "$status" -eq 0 ]
 	[ "$output" = "collx-plot: breakdown chart in b.svg" ]
-	for part in compute 'dp exposed' 'tp exposed' pp bubble; do
+	for part in compute 'dp exposed' 'tp exposed' pp bubble 'cp exposed' \
+	    'ep exposed'; do
 		grep -q ">$part<" b.svg
 	done
 	# every mesh's label, in the file's order
 	tail -n +2 plan.csv | cut -d, -f3 >want
-	grep -o '>dp[0-9]*\.tp[0-9]*\.pp[0-9]*\.z[0-9]\.[a-z0-9]*\.m[0-9]*<' b.svg |
+	grep -o '>dp[0-9]*\.tp[0-9]*\.pp[0-9]*\.z[0-9][a-z0-9.]*<' b.svg |
 	    tr -d '<>' >got
 	diff want got
 	# predicted against measured: a refused mesh (measured 0) is left out
 	{ echo "$PLAN_COLS,measured_s,error"
-	  echo "collx-bench,plan,dp2.tp1.pp1.z0.1f1b.m1,0,2,f32,4,0,0,0.002,0,0,2,1,1,0,1f1b,1,0.001,0.001,0,0,0,1,1,0,0,1000,0.0025,-0.2"
-	  echo "collx-bench,plan,dp1.tp2.pp1.z0.1f1b.m1,0,2,f32,4,0,0,0.003,0,0,1,2,1,0,1f1b,1,0.002,0,0.001,0,0,1,0,1,0,1000,0.003,0"
-	  echo "collx-bench,plan,dp1.tp1.pp2.z0.1f1b.m2,0,2,f32,4,0,0,0.004,0,0,1,1,2,0,1f1b,2,0.002,0,0,0.001,0.001,1,0,0,1,1000,0,0"
+	  echo "collx-bench,plan,dp2.tp1.pp1.z0.1f1b.m1,0,2,f32,4,0,0,0.002,0,0,2,1,1,0,1f1b,1,0.001,0.001,0,0,0,1,1,0,0,1000,1,1,0,0,0,0,0.0025,-0.2"
+	  echo "collx-bench,plan,dp1.tp2.pp1.z0.1f1b.m1,0,2,f32,4,0,0,0.003,0,0,1,2,1,0,1f1b,1,0.002,0,0.001,0,0,1,0,1,0,1000,1,1,0,0,0,0,0.003,0"
+	  echo "collx-bench,plan,dp1.tp1.pp2.z0.1f1b.m2,0,2,f32,4,0,0,0.004,0,0,1,1,2,0,1f1b,2,0.002,0,0,0.001,0.001,1,0,0,1,1000,1,1,0,0,0,0,0,0"
 	} >val.csv
 	run timeout 60 collx-plot val.csv -o p.svg
 	[ "$status" -eq 0 ]

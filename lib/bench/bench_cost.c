@@ -91,22 +91,58 @@ constants(const struct bench_cost *c, enum coll_kind kind,
 	return &c->link[link];
 }
 
+/* The closed form's seconds for algo's counts on p ranks. */
+static double
+closed(const struct bench_cost *c, const struct bench_ab *a,
+    enum coll_kind kind, enum coll_algo algo, int p, double bytes)
+{
+	double steps, vol, red;
+
+	if (bench_cost_shape(kind, algo, p, &steps, &vol, &red) < 0)
+		return -1;
+	return steps * a->alpha + vol * bytes / a->beta +
+	    red * bytes / c->gamma;
+}
+
+/* The sweep's time at bytes on its p0 ranks: log-log between the two
+ * sizes around it; past either end, that end's time grown as the closed
+ * form grows. */
+static double
+swept(const struct bench_cost *c, const struct bench_ab *a,
+    enum coll_kind kind, enum coll_algo algo, int p0, double bytes)
+{
+	int i, n = a->nt;
+
+	if (bytes <= a->tb[0] || bytes >= a->tb[n - 1]) {
+		i = bytes <= a->tb[0] ? 0 : n - 1;
+		return a->tt[i] * closed(c, a, kind, algo, p0, bytes) /
+		    closed(c, a, kind, algo, p0, a->tb[i]);
+	}
+	for (i = 1; a->tb[i] < bytes; i++)
+		;
+	return exp(log(a->tt[i - 1]) + (log(a->tt[i]) - log(a->tt[i - 1])) *
+	    (log(bytes) - log(a->tb[i - 1])) / (log(a->tb[i]) -
+	    log(a->tb[i - 1])));
+}
+
 static double
 flat(const struct bench_cost *c, enum coll_kind kind, enum coll_algo algo,
     enum bench_link link, int p, double bytes)
 {
-	double steps, vol, red;
 	const struct bench_ab *a;
+	double t;
 
 	if (p <= 1)
 		return 0;
 	if (algo == COLL_AUTO || algo == COLL_HIER)
 		algo = coll_auto(kind, (size_t)bytes, p);
-	if (bench_cost_shape(kind, algo, p, &steps, &vol, &red) < 0)
-		return -1;
 	a = constants(c, kind, algo, link);
-	return steps * a->alpha + vol * bytes / a->beta +
-	    red * bytes / c->gamma;
+	if ((t = closed(c, a, kind, algo, p, bytes)) < 0 || a->nt < 2 ||
+	    a != &c->coll[link][kind][algo] || c->world < 2 || bytes <= 0)
+		return t;
+	/* measured at the fit's world, grown to p as the closed form grows */
+	return swept(c, a, kind, algo, c->world, bytes) * t /
+	    closed(c, a, kind, algo, c->world, bytes);
 }
 
 double

@@ -13,16 +13,24 @@
 /* The file's "version"; a file of another version is refused. */
 #define BENCH_COST_VERSION 1
 #define BENCH_COST_MAXMM 64
+#define BENCH_COST_MAXPT 32
 
 enum bench_link { BENCH_SHM, BENCH_TCP, BENCH_NLINK };
 /* The kinds fit measures and plan uses. */
 enum { BENCH_NKIND = COLL_KIND_ALLTOALL + 1 };
 
-/* t = alpha * steps + bytes moved / beta (+ bytes reduced / gamma). */
+/* t = alpha * steps + bytes moved / beta (+ bytes reduced / gamma).
+ * The sweep's own times at the fit's world (bytes ascending, seconds)
+ * when kept: a collective's time is then the measured one, interpolated
+ * in log-log between sizes, scaled to another group size or a size
+ * past the sweep by the closed form's ratio (a line through 4 KiB -
+ * 64 MiB misses the step where vectors leave the caches). */
 struct bench_ab {
 	double alpha;			/* seconds a step */
 	double beta;			/* bytes per second */
 	int points;			/* sizes fitted; 0: not measured */
+	int nt;				/* sweep points kept; 0: the line */
+	double tb[BENCH_COST_MAXPT], tt[BENCH_COST_MAXPT];
 };
 
 /* A matmul rate at a size: flops of one forward call (2 rows in out). */

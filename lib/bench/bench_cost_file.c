@@ -14,8 +14,18 @@
 static void
 put_ab(FILE *f, const struct bench_ab *a)
 {
-	fprintf(f, "{ \"alpha_us\": %.6g, \"gbps\": %.6g, \"points\": %d }",
+	fprintf(f, "{ \"alpha_us\": %.6g, \"gbps\": %.6g, \"points\": %d",
 	    a->alpha * 1e6, a->beta / 1e9, a->points);
+	if (a->nt > 0) {
+		fprintf(f, ",\n          \"sweep_bytes\": [");
+		for (int i = 0; i < a->nt; i++)
+			fprintf(f, "%s%.0f", i ? ", " : " ", a->tb[i]);
+		fprintf(f, " ],\n          \"sweep_us\": [");
+		for (int i = 0; i < a->nt; i++)
+			fprintf(f, "%s%.6g", i ? ", " : " ", a->tt[i] * 1e6);
+		fprintf(f, " ]");
+	}
+	fprintf(f, " }");
 }
 
 static void
@@ -109,6 +119,7 @@ bench_cost_write(const struct bench_cost *c, const char *path, char *err,
 
 struct rd {
 	struct bench_cost *c;
+	int nb, nu;			/* sweep_bytes, sweep_us read */
 	int have;			/* bits: which required fields came */
 	int link, kind;			/* inside links/collectives */
 	struct bench_ab *ab;
@@ -134,11 +145,43 @@ positive(struct tensor_json *j, const char *key, double *v)
 }
 
 static int
+sweep_item(struct tensor_json *j, void *arg)
+{
+	struct rd *r = arg;
+	int bytes = r->nu < 0;		/* which array: nu < 0 while bytes */
+	int *n = bytes ? &r->nb : &r->nu;
+	double v;
+
+	if (*n == BENCH_COST_MAXPT)
+		return tensor_json_fail(j, "sweep: more than %d sizes",
+		    BENCH_COST_MAXPT);
+	if (positive(j, bytes ? "sweep_bytes" : "sweep_us", &v) < 0)
+		return -1;
+	if (bytes && *n > 0 && v <= r->ab->tb[*n - 1])
+		return tensor_json_fail(j, "sweep_bytes must ascend");
+	(bytes ? r->ab->tb : r->ab->tt)[(*n)++] = bytes ? v : v / 1e6;
+	return 0;
+}
+
+static int
 ab_member(struct tensor_json *j, const char *key, void *arg)
 {
 	struct rd *r = arg;
 	double v;
 
+	if (strcmp(key, "sweep_bytes") == 0 || strcmp(key, "sweep_us") == 0) {
+		int bytes = key[6] == 'b', keep = r->nu;
+
+		if (bytes)
+			r->nb = 0, r->nu = -1;
+		else
+			r->nu = 0;
+		if (tensor_json_array(j, sweep_item, r) < 0)
+			return -1;
+		if (bytes)
+			r->nu = keep;
+		return 0;
+	}
 	if (strcmp(key, "alpha_us") == 0) {
 		if (tensor_json_number(j, &v) < 0)
 			return -1;
@@ -168,11 +211,16 @@ read_ab(struct tensor_json *j, struct rd *r, struct bench_ab *ab,
 {
 	r->ab = ab;
 	r->mm_have = 0;
+	r->nb = r->nu = 0;
 	if (tensor_json_object(j, ab_member, r) < 0)
 		return -1;
 	if (r->mm_have != 3)
 		return tensor_json_fail(j, "%s: missing %s", what,
 		    r->mm_have & 1 ? "gbps" : "alpha_us");
+	if (r->nb != r->nu)
+		return tensor_json_fail(j, "%s: %d sweep_bytes but %d "
+		    "sweep_us", what, r->nb, r->nu);
+	ab->nt = r->nb;
 	if (ab->points == 0)
 		ab->points = 1;
 	return 0;

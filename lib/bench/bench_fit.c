@@ -250,12 +250,32 @@ fit_rates(struct bench_cost *c, const struct nn_dims *d)
 	c->elem_rate = fit_elementwise();
 }
 
+/* What a rank sends up the pipe: its compute rates, in one write under
+ * PIPE_BUF, so that the ranks' writes do not interleave. */
+struct rates {
+	double gamma, attn, elem;
+	int nmm;
+	struct bench_mm mm[BENCH_COST_MAXMM];
+};
+
+static void
+rates_of(struct rates *r, const struct nn_dims *d)
+{
+	struct bench_cost *c = cli_calloc(1, sizeof *c);
+
+	fit_rates(c, d);
+	r->gamma = c->gamma, r->attn = c->attn_rate, r->elem = c->elem_rate;
+	r->nmm = c->nmm;
+	memcpy(r->mm, c->mm, sizeof r->mm);
+	free(c);
+}
+
 /* The compute, timed in k processes at once as k ranks of this host run
  * it (sharing its cores and memory), their rates averaged. */
 static void
 fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 {
-	struct bench_cost *r = cli_calloc((size_t)k, sizeof *r);
+	struct rates *r = cli_calloc((size_t)k, sizeof *r);
 	int fd[2], n = 0;
 
 	nn_set_threads(1);
@@ -265,11 +285,11 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 	for (int i = 1; i < k; i++)
 		if (fork() == 0) {	/* a rank: its rates up the pipe */
 			close(fd[0]);
-			fit_rates(&r[0], d);
+			rates_of(&r[0], d);
 			(void)!write(fd[1], &r[0], sizeof r[0]);
 			_exit(0);
 		}
-	fit_rates(&r[0], d);
+	rates_of(&r[0], d);
 	if (k > 1) {
 		close(fd[1]);
 		for (n = 1; n < k && read(fd[0], &r[n], sizeof r[n]) ==
@@ -286,8 +306,8 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 	for (int j = 0; j < c->nmm; j++)
 		c->mm[j].rate = 0;
 	for (int i = 0; i < k; i++) {
-		c->gamma += r[i].gamma / k, c->attn_rate += r[i].attn_rate / k;
-		c->elem_rate += r[i].elem_rate / k;
+		c->gamma += r[i].gamma / k, c->attn_rate += r[i].attn / k;
+		c->elem_rate += r[i].elem / k;
 		for (int j = 0; j < c->nmm; j++)
 			c->mm[j].rate += r[i].mm[j].rate / k;
 	}
@@ -298,11 +318,13 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 /* ---- the collectives ---- */
 
 /* collx-bench coll's CSV rows in log, kind's algo at world p, into pts
- * per algorithm (x: the vector's bytes, t: seconds). */
+ * per algorithm (x: the vector's bytes, t: seconds): the in-place rows,
+ * as the trainers call them, or an algorithm's out-of-place rows where
+ * it ran only those. pts holds 2 COLL_ALGO_COUNT (out-of-place after). */
 static void
 read_sweep(const char *log, struct pts *pts)
 {
-	char line[512], algo[32];
+	char line[512], algo[32], place[8];
 	unsigned long bytes;
 	double s;
 	FILE *f = fopen(log, "r");
@@ -314,19 +336,24 @@ read_sweep(const char *log, struct pts *pts)
 		struct pts *p;
 
 		if (sscanf(line, "collx-bench,%*[^,],%31[^,],%*d,%*d,%*[^,],"
-		    "%*u,%lu,%*d,%lg", algo, &bytes, &s) != 3 ||
-		    coll_algo_parse(algo, &a) < 0 || a == COLL_AUTO || s <= 0)
+		    "%*u,%lu,%*d,%lg,%*[^,],%*[^,],%7[^,]", algo, &bytes, &s,
+		    place) != 4 || coll_algo_parse(algo, &a) < 0 ||
+		    a == COLL_AUTO || s <= 0)
 			continue;
-		p = &pts[a];
+		p = &pts[a + (strcmp(place, "in") != 0) * COLL_ALGO_COUNT];
 		if (p->n < MAXPTS) {
 			p->x[p->n] = (double)bytes;
 			p->t[p->n++] = s;
 		}
 	}
 	fclose(f);
+	for (int a = 0; a < COLL_ALGO_COUNT; a++)
+		if (pts[a].n < 2)
+			pts[a] = pts[a + COLL_ALGO_COUNT];
 }
 
-/* Each algorithm's line through its points, as alpha and beta. */
+/* Each algorithm's line through its points, as alpha and beta, and its
+ * times kept as measured (the sweep ascends in size). */
 static void
 fit_algos(struct bench_cost *c, enum bench_link l, enum coll_kind k, int p,
     struct pts *pts)
@@ -342,6 +369,11 @@ fit_algos(struct bench_cost *c, enum bench_link l, enum coll_kind k, int p,
 			double t = pts[a].t[i];
 			double r = red * pts[a].x[i] / c->gamma;
 
+			if (i < BENCH_COST_MAXPT && (i == 0 ||
+			    pts[a].x[i] > ab->tb[ab->nt - 1])) {
+				ab->tb[ab->nt] = pts[a].x[i];
+				ab->tt[ab->nt++] = t;
+			}
 			pts[a].t[i] = t - r > t / 10 ? t - r : t / 10;
 		}
 		bench_cost_line(pts[a].x, pts[a].t, pts[a].n, &A, &B);
@@ -357,7 +389,7 @@ sweep(const struct bench_dp *d, const char *dir, enum bench_link l,
 {
 	char run[4200], prog[4200], log[4200], n[16];
 	char *argv[40];
-	struct pts *pts = cli_calloc(COLL_ALGO_COUNT, sizeof *pts);
+	struct pts *pts = cli_calloc(2 * COLL_ALGO_COUNT, sizeof *pts);
 	int i = 0, rc;
 
 	snprintf(run, sizeof run, "%s/collx-run", d->bindir);

@@ -1,23 +1,27 @@
-/* bench_plan: the step model. For a mesh D x T x P of N hosts of L ranks
- * (rank = (pp D + dp) T + tp, collx-train's order) and m micro-batches of
- * the global batch B over D replicas:
+/* bench_plan: the step model. For a mesh D x C x T x P of N hosts of L
+ * ranks (rank = ((pp D + dp) C + cp) T + tp, collx-train's order) and m
+ * micro-batches of the global batch B over D replicas:
  *
- *   pass    = stage compute of one micro-batch + its TP allreduces
+ *   pass    = stage compute of one micro-batch (b S / C tokens a rank)
+ *             + its TP allreduces, CP's K/V ring steps not hidden by
+ *             attention, EP's dispatch and combine
  *             + its two pipeline messages (activation on, gradient back)
- *   pipe    = m pass / (1 - bubble), bubble the schedule table's idle
- *             share (pipe_sched, equal passes)
- *   dp      = the gradient sync not hidden behind the last micro-batch's
- *             backward (ZeRO 1, 2: reduce-scatter, then the parameters'
- *             allgather after the optimizer, which nothing hides)
+ *   pipe    = the schedule table's clocks (pipe_sched), each a pass at a
+ *             core a rank, stretched where a host's active ranks outnumber
+ *             its cores; communication over 1 - its idle share
+ *   dp      = the gradient sync over D C ranks not hidden behind the last
+ *             micro-batch's backward (ZeRO 1, 2: reduce-scatter, then the
+ *             parameters' allgather after the optimizer, which nothing
+ *             hides; ZeRO 3: each layer's gathers and reduce-scatter
+ *             beside its neighbours' compute, zero3())
  *   step    = pipe + dp + optimizer
  *
  * Collectives cost what bench_cost_coll says for the link class their
  * group crosses. Compute is the fitted rates times the model's flops,
  * slowed by the share of a core a rank gets when L ranks share fewer
- * cores than the fit found, beyond the share its own processes had (a
- * pipeline's bubble then lends its core to the host's other ranks: the
- * step is the longer of the critical path at a core a rank and the
- * host's compute over its cores). */
+ * cores than the fit found, beyond the share its own processes had.
+ * Communication hides behind compute only on a spare core (spare_core).
+ * collx-bench(1) gives every term. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,33 +31,72 @@
 
 #define F4 4.0			/* bytes of an f32 */
 
-/* The bubble of each (schedule, m, P) the enumeration meets, built once. */
+/* The schedule table of each (schedule, m, P, stage width, host) the
+ * enumeration meets, walked once: its idle share b, and its length in
+ * pass times when a host's ranks share its cores (slots). */
 struct bubbles {
-	struct { int kind, m, w; double b; } *v;
+	struct { int kind, m, w, n, L; double b, slots; } *v;
 	int n;
 };
 
+/* The clocks of table s (equal passes), each as long as its slowest
+ * host's active ranks over its cores make it: a stage of n ranks (the
+ * ranks of one stage across dp, cp and tp), on host rank / L. With no
+ * more active ranks than cores this is the clock count, the table's
+ * length; with more, a pass of a crowded clock takes that much longer,
+ * while the table's warm-up and drain run faster than the host's work
+ * over its cores alone says. */
 static double
-bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w)
+slots(const struct pipe_sched *s, int n, int L, double cores)
+{
+	int w = s->w, hosts = (int)(((long)w * n + L - 1) / L);
+	double t = 0, *act = cli_calloc((size_t)hosts, sizeof *act);
+
+	for (int c = 0; c < s->nclocks; c++) {
+		double worst = 1;
+		int mb, ch;
+
+		memset(act, 0, (size_t)hosts * sizeof *act);
+		for (int j = 0; j < w; j++)
+			if (pipe_sched_cell(s, c, j, &mb, &ch) != 0)
+				act[(long)j * n / L] += n < L ? n : L;
+		for (int h = 0; h < hosts; h++)
+			worst = fmax(worst, act[h] / cores);
+		t += worst;
+	}
+	free(act);
+	return t;
+}
+
+static double
+bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w, int n,
+    int L, double cores, double *sl)
 {
 	struct pipe_sched s;
 	char e[COLLX_ERRLEN];
 	double b;
 
+	*sl = 2.0 * m;
 	if (w == 1)
 		return 0;
 	for (int i = 0; i < c->n; i++)
 		if (c->v[i].kind == (int)kind && c->v[i].m == m &&
-		    c->v[i].w == w)
+		    c->v[i].w == w && c->v[i].n == n && c->v[i].L == L) {
+			*sl = c->v[i].slots;
 			return c->v[i].b;
+		}
 	memset(&s, 0, sizeof s);
-	if (pipe_sched_build(&s, kind, m, w, e, sizeof e) < 0)
+	if (pipe_sched_build(&s, kind, m, w, e, sizeof e) < 0) {
 		b = pipe_sched_bubble(kind, m, w, 1);	/* its closed form */
-	else
+		*sl = 2.0 * m / (1 - b);
+	} else {
 		b = pipe_sched_table_bubble(&s);
+		*sl = slots(&s, n, L, cores);
+	}
 	pipe_sched_free(&s);
 	c->v = cli_reallocarray(c->v, (size_t)c->n + 1, sizeof *c->v);
 	c->v[c->n].kind = kind, c->v[c->n].m = m, c->v[c->n].w = w;
+	c->v[c->n].n = n, c->v[c->n].L = L, c->v[c->n].slots = *sl;
 	c->v[c->n++].b = b;
 	return b;
 }
@@ -77,6 +120,11 @@ bench_plan_params(const struct nn_dims *d)
 
 	/* qkv, proj, fc1, fc2 with biases; two LayerNorms */
 	n = L * (3 * D * D + 3 * D + D * D + D + 2 * D * f + f + D + 4 * D);
+	/* a MoE layer: E experts' mlps for the one, and the router */
+	for (int i = 0; d->moe.experts > 0 && i < L; i++)
+		if (nn_dims_moe_layer(d, i))
+			n += (d->moe.experts - 1) * (2 * D * f + f + D) +
+			    D * d->moe.experts;
 	return n + (double)d->vocab * D + (double)d->seq * D + 2 * D;
 }
 
@@ -91,58 +139,99 @@ group_link(int n, int s, int L, int *l)
 	return (long)n * s <= L ? BENCH_SHM : BENCH_TCP;
 }
 
-/* One stage's compute and TP traffic for one micro-batch of b samples:
- * its forward and backward seconds (*fb), its TP allreduces' (*tp) and
- * bytes (*tpb), the floats of activations it keeps (*acts). */
+double
+bench_plan_expert_params(const struct nn_dims *d)
+{
+	double D = d->d_model, f = d->d_ff, n = 0;
+
+	if (d->arch == NN_MLP || d->moe.experts <= 0)
+		return 0;
+	for (int i = 0; i < d->layers; i++)
+		if (nn_dims_moe_layer(d, i))
+			n += d->moe.experts * (2 * D * f + f + D);
+	return n;
+}
+
+/* One stage's compute and traffic for one micro-batch of b samples: its
+ * forward and backward seconds (*fb), of which attention (attn); its TP
+ * allreduces' seconds (*tp) and bytes (*tpb); the floats of activations
+ * it keeps (*acts); its parameters (whole before TP; of which experts);
+ * its layers and MoE layers; a layer's K and V bytes (kv, cp) and a MoE
+ * layer's dispatched bytes (moe, ep). */
 struct stage {
-	double fb, tp, tpb, acts;
-	double params;			/* the stage's, whole (before TP) */
+	double fb, attn, tp, tpb, acts;
+	double params, eparams;
+	double kv, moe;
+	int layers, nmoe;
 };
 
 static void
-stage_gpt(const struct bench_plan_opts *o, int T, int P, double b,
-    struct stage *st)
+stage_gpt(const struct bench_plan_opts *o, const struct bench_plan_row *r,
+    double b, struct stage *st)
 {
 	const struct bench_cost *c = o->cost;
 	const struct nn_dims *d = &o->dims;
-	double D = d->d_model, f = d->d_ff / T, S = d->seq, t = b * S;
-	double h = d->heads / T, hd = D / d->heads, blk, ar, Ls;
-	int tl, L = d->layers;
+	int T = r->tp, C = r->cp, P = r->pp, tl, L = d->layers;
+	double D = d->d_model, f = d->d_ff / T, S = d->seq, t = b * S / C;
+	double h = d->heads / T, hd = D / d->heads, blk, mlp, ar, Ls, imb;
+	double K = d->moe.topk > 0 ? d->moe.topk : 1, E = d->moe.experts;
+	double kept = d->moe.capacity > 0 && d->moe.capacity < 1 ?
+	    d->moe.capacity : 1;
 	enum bench_link tlk = group_link(T, 1, o->per_host, &tl);
-	struct nn_block_shape sh = { .b = (int)b, .s = d->seq, .d = d->d_model,
-	    .nh = (int)h, .hd = (int)hd, .f = (int)f, .causal = 1,
-	    .act = NN_ACT_GELU };
+	struct nn_block_shape sh = { .b = (int)b, .s = d->seq / C,
+	    .d = d->d_model, .nh = (int)h, .hd = (int)hd, .f = (int)f,
+	    .causal = 1, .act = NN_ACT_GELU };
 
 	Ls = ceil((double)L / P);
+	st->layers = (int)Ls;
+	/* causal attention of a rank's S/C queries: ring's contiguous chunks
+	 * leave the last rank C - 1/2 of the C/2 blocks a rank averages;
+	 * zigzag's pairs of chunks balance it */
+	imb = C > 1 && !r->zigzag ? 2 - 1.0 / C : 1;
+	st->attn = 12 * b * h * S * S * hd / c->attn_rate / C * imb;
 	blk = bench_cost_linear(c, t, D, 3 * D / T) +
-	    bench_cost_linear(c, t, D / T, D) + bench_cost_linear(c, t, D, f) +
-	    bench_cost_linear(c, t, f, D) +
-	    12 * b * h * S * S * hd / c->attn_rate +
-	    20 * t * (f + 4 * D) / c->elem_rate;
+	    bench_cost_linear(c, t, D / T, D) + st->attn +
+	    20 * t * 4 * D / c->elem_rate;
+	mlp = bench_cost_linear(c, t, D, f) + bench_cost_linear(c, t, f, D) +
+	    20 * t * f / c->elem_rate;
 	/* the heaviest stage: the last, with the tied head and the loss
 	 * (the first holds only the embedding's gather) */
-	st->fb = Ls * blk + bench_cost_linear(c, t, D, d->vocab) +
+	st->nmoe = 0;
+	for (int i = L - (int)Ls; i < L; i++)
+		st->nmoe += E > 0 && nn_dims_moe_layer(d, i);
+	/* a MoE layer: the router, and K experts' mlps a token (balanced
+	 * routing; a capacity under 1 drops the rest) */
+	st->fb = Ls * (blk + mlp) + st->nmoe * ((K * kept - 1) * mlp +
+	    bench_cost_linear(c, t, D, E)) +
+	    bench_cost_linear(c, t, D, d->vocab) +
 	    20 * t * d->vocab / c->elem_rate + (P == 1 ? 20 * t * D /
 	    c->elem_rate : 0);
+	st->attn *= Ls;
 	ar = T > 1 ? bench_cost_coll(c, COLL_KIND_ALLREDUCE, COLL_RING, tlk,
 	    T, tl, t * D * F4) : 0;
 	st->tp = Ls * 4 * ar;
 	st->tpb = T > 1 ? Ls * 4 * 2.0 * (T - 1) / T * t * D * F4 : 0;
-	st->acts = Ls * (double)nn_block_acts_size(&sh) + 2 * t * d->vocab;
+	st->acts = Ls * (double)nn_block_acts_size(&sh) + 2 * t * d->vocab +
+	    st->nmoe * t * K * (D + 2 * f);
 	st->params = bench_plan_params(d) / P;
+	st->eparams = bench_plan_expert_params(d) / P;
+	st->kv = 2 * t * D / T * F4;
+	st->moe = t * K * D * F4;
 }
 
 static void
-stage_mlp(const struct bench_plan_opts *o, int T, int P, double b,
-    struct stage *st)
+stage_mlp(const struct bench_plan_opts *o, const struct bench_plan_row *r,
+    double b, struct stage *st)
 {
 	const struct bench_cost *c = o->cost;
 	const struct nn_dims *d = &o->dims;
+	int T = r->tp, P = r->pp, tl, L = d->layers > 0 ? d->layers : 1;
 	double H = (double)d->d_hidden / T, Ls, ar;
-	int tl, L = d->layers > 0 ? d->layers : 1;
 	enum bench_link tlk = group_link(T, 1, o->per_host, &tl);
 
 	Ls = ceil((double)L / P);
+	memset(st, 0, sizeof *st);
+	st->layers = (int)Ls;
 	/* the first layer's input is the widest: the heaviest stage */
 	st->fb = bench_cost_linear(c, b, d->d_in, H) +
 	    bench_cost_linear(c, b, H, d->d_out) + (Ls - 1) *
@@ -156,16 +245,56 @@ stage_mlp(const struct bench_plan_opts *o, int T, int P, double b,
 	st->params = bench_plan_params(d) / P;
 }
 
+/* The share of a core a rank's communication finds while the host's
+ * ranks compute: shared memory copies and the TCP stack are CPU work,
+ * so it overlaps compute only on cores no rank computes on. */
+static double
+spare_core(const struct bench_cost *c, int L)
+{
+	return fmin(1, fmax(0, (double)(c->cores - L) / L));
+}
+
+/* ZeRO 3's exposed seconds a step over a shard group of n ranks (link
+ * lk, l of them a host), a layer's gradient of g bytes, Ls layers each
+ * f forward and w backward seconds a micro-batch, m micro-batches, hide
+ * the spare core's share: each layer's gather before its forward and
+ * (resharded) before its backward, the next layer's prefetched under
+ * this one; the reduce-scatter after the last micro-batch's backward of
+ * each layer, beside the next gather. HSDP (hx hosts of n ranks): each
+ * layer's shard also allreduced across the hosts. *bytes: sent. */
+static double
+zero3(const struct bench_cost *c, enum bench_link lk, int n, int l, int hx,
+    double g, int Ls, double f, double w, int m, double hide,
+    double *bytes)
+{
+	enum coll_algo a = lk == BENCH_TCP && l > 1 ? COLL_HIER : COLL_AUTO;
+	double ag = bench_cost_coll(c, COLL_KIND_ALLGATHER, a, lk, n, l, g);
+	double rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, a, lk, n, l,
+	    g);
+	double fwd = ag + (Ls - 1) * fmax(0, ag - hide * f);
+	double bwd = ag + (Ls - 1) * fmax(0, ag - hide * w);
+
+	if (hx > 1)
+		rs += bench_cost_coll(c, COLL_KIND_ALLREDUCE, COLL_AUTO,
+		    BENCH_TCP, hx, 1, g / n);
+	*bytes = Ls * (2.0 * m + 1) * (n - 1) / n * g + (hx > 1 ? Ls * 2.0 *
+	    (hx - 1) / hx * g / n : 0);
+	return m * fwd + (m - 1) * bwd + ag + (Ls - 1) * fmax(0, ag + rs -
+	    hide * w) + rs;
+}
+
 /* The row's prediction; its memory against o->mem is the caller's. */
 static void
 predict(const struct bench_plan_opts *o, struct bubbles *bc,
     struct bench_plan_row *r)
 {
 	const struct bench_cost *c = o->cost;
-	int D = r->dp, T = r->tp, P = r->pp, m = r->micro, l;
-	double b = (double)o->batch / D / m, slow, fit, msg, g, ar, rs, ag;
+	int D = r->dp, T = r->tp, P = r->pp, C = r->cp, X = r->ep, m = r->micro;
+	int G = D * C, l, L = o->per_host;
+	double b = (double)o->batch / D / m, slow, fit, msg, gd, ge, ar, rs,
+	    ag, hide, kvt, bw, z3b = 0, sl, comm;
 	double width = o->dims.arch == NN_MLP ? o->dims.d_out :
-	    (double)o->dims.d_model * o->dims.seq;
+	    (double)o->dims.d_model * o->dims.seq / C;
 	struct stage st;
 	enum bench_link lk;
 	enum coll_algo algo;
@@ -174,63 +303,135 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	 * rates hold that much sharing of the cores (fit), the host's ranks
 	 * all busy share them L / cores */
 	fit = fmax(1, (double)c->compute_ranks / c->cores);
-	slow = fmax(1, (double)o->per_host / c->cores) / fit;
-	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, T, P, b, &st);
+	slow = fmax(1, (double)L / c->cores) / fit;
+	hide = spare_core(c, L);
+	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, r, b, &st);
 	/* activation forward, gradient back: both on the critical path */
-	lk = group_link(2, T * D, o->per_host, &l);
-	if ((long)P * T * D > o->per_host && P > 1)
+	lk = group_link(2, T * C * D, L, &l);
+	if ((long)P * T * C * D > L && P > 1)
 		lk = BENCH_TCP;		/* some stage boundary crosses hosts */
 	msg = P > 1 ? bench_cost_p2p(c, lk, b * width * F4) : 0;
-	r->bubble_frac = bubble(bc, r->sched, m, P);
+	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, L, c->cores,
+	    &sl);
 	r->compute = m * st.fb * slow;
 	r->tp_s = m * st.tp;
 	r->pp_s = m * 2 * msg;
-	/* the pipeline's critical path at a core a rank; with more ranks
-	 * than cores a stage's idle time is the other ranks' core time, so
-	 * the host's work bounds the step instead when it is longer */
-	r->bubble = fmax(0, (m * st.fb / fit + r->tp_s + r->pp_s) /
-	    (1 - r->bubble_frac) - (r->compute + r->tp_s + r->pp_s));
-	/* DP: the stage's gradient shard of this TP rank */
-	g = st.params / T * F4;
-	lk = group_link(D, T, o->per_host, &l);
-	algo = lk == BENCH_TCP && l > 1 ? COLL_HIER : COLL_AUTO;
-	ar = rs = ag = 0;
-	if (D > 1 && r->zero == 0)
-		ar = bench_cost_coll(c, COLL_KIND_ALLREDUCE, algo, lk, D, l, g);
-	if (D > 1 && r->zero > 0) {
-		rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, algo, lk, D,
-		    l, g);
-		ag = bench_cost_coll(c, COLL_KIND_ALLGATHER, algo, lk, D, l, g);
+	/* CP: each layer's K and V pass the ring in C - 1 steps forward,
+	 * K, V and their gradients backward, each step under a block of
+	 * attention (a third of it forward) */
+	r->cp_s = r->bytes_cp = 0;
+	if (C > 1) {
+		lk = group_link(2, T, L, &l);
+		if (C * T > L)
+			lk = BENCH_TCP;
+		kvt = st.attn * slow / st.layers / C;
+		r->cp_s = m * st.layers * (C - 1) * (fmax(0,
+		    bench_cost_p2p(c, lk, st.kv) - hide * kvt / 3) + fmax(0,
+		    bench_cost_p2p(c, lk, 2 * st.kv) - hide * kvt * 2 / 3));
+		r->bytes_cp = m * st.layers * (C - 1) * 3 * st.kv;
 	}
-	/* hidden behind the last micro-batch's backward (two thirds of its
-	 * pass), but for the bucket of the first layer, which ends it */
-	ar += rs;
-	r->dp_s = D > 1 ? fmax(ar - st.fb * slow * 2 / 3, ar /
-	    (o->dims.layers > 0 ? o->dims.layers : 1)) + ag : 0;
-	/* Adam: parameters, gradients and two moments read and written */
-	r->compute += 28 * st.params / T / (r->zero > 0 ? D : 1) /
-	    c->elem_rate * slow;
-	r->step = r->compute + r->tp_s + r->pp_s + r->bubble + r->dp_s;
+	/* EP: each MoE layer's tokens to their experts and back, forward and
+	 * backward: four alltoallv of the assignments, or (allgather) the
+	 * group's tokens gathered and the outputs reduce-scattered, twice */
+	r->ep_s = r->bytes_ep = 0;
+	if (X > 1 && st.nmoe > 0) {
+		lk = group_link(X, T * C, L, &l);
+		algo = lk == BENCH_TCP && l > 1 ? COLL_HIER : COLL_AUTO;
+		if (!r->gather) {
+			r->ep_s = 4 * bench_cost_coll(c, COLL_KIND_ALLTOALL,
+			    COLL_AUTO, lk, X, l, st.moe);
+			r->bytes_ep = 4.0 * (X - 1) / X * st.moe;
+		} else {
+			double all = X * st.moe / (o->dims.moe.topk > 0 ?
+			    o->dims.moe.topk : 1);
+
+			r->ep_s = 2 * (bench_cost_coll(c, COLL_KIND_ALLGATHER,
+			    algo, lk, X, l, all) + bench_cost_coll(c,
+			    COLL_KIND_REDUCE_SCATTER, algo, lk, X, l, all));
+			r->bytes_ep = 4.0 * (X - 1) / X * all;
+		}
+		r->ep_s *= m * st.nmoe;
+		r->bytes_ep *= m * st.nmoe;
+	}
+	/* the pipeline: its table's clocks, a pass (half a micro-batch's
+	 * forward and backward) each at a whole core a rank, longer where a
+	 * host's active ranks outnumber its cores; the communication on its
+	 * path stretched by the idle share; the bubble what this adds to
+	 * the compute and communication */
+	comm = r->tp_s + r->pp_s + r->cp_s + r->ep_s;
+	r->bubble = fmax(0, sl * st.fb / fit / 2 + comm / (1 -
+	    r->bubble_frac) - (r->compute + comm));
+	/* DP: the stage's gradient of this TP rank, summed over the dp x cp
+	 * ranks (cp's hold the same weights); the experts' over those of
+	 * them that hold the same experts */
+	gd = (st.params - st.eparams) / T * F4;
+	ge = st.eparams / T / X * F4;
+	lk = group_link(G, T, L, &l);
+	algo = lk == BENCH_TCP && l > 1 ? COLL_HIER : COLL_AUTO;
+	bw = st.fb * slow * 2 / 3;	/* the last micro-batch's backward */
+	ar = rs = ag = 0;
+	r->bytes_dp = 0;
+	if (G > 1 && r->zero == 0)
+		ar = bench_cost_coll(c, COLL_KIND_ALLREDUCE, algo, lk, G, l,
+		    gd) + (G / X > 1 ? bench_cost_coll(c, COLL_KIND_ALLREDUCE,
+		    algo, lk, G / X, l, ge) : 0);
+	if (G > 1 && (r->zero == 1 || r->zero == 2)) {
+		rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, algo, lk, G,
+		    l, gd + ge);
+		ag = bench_cost_coll(c, COLL_KIND_ALLGATHER, algo, lk, G, l,
+		    gd + ge);
+	}
+	if (G > 1 && r->zero < 3) {
+		/* hidden behind the last micro-batch's backward where a core
+		 * is spare, but for the bucket of the first layer, which
+		 * ends it */
+		ar += rs;
+		r->dp_s = fmax(ar - hide * bw, ar / st.layers) + ag;
+		r->bytes_dp = 2.0 * (G - 1) / G * (gd + ge);
+	} else if (G > 1) {
+		int n = r->hsdp ? l : G;
+
+		r->dp_s = zero3(c, r->hsdp ? BENCH_SHM : lk, n, l, G / n,
+		    gd / st.layers, st.layers, st.fb * slow / 3 / st.layers,
+		    bw / st.layers, m, hide, &z3b);
+		r->bytes_dp = z3b;
+	} else
+		r->dp_s = 0;
+	/* Adam: parameters, gradients and two moments read and written; and
+	 * the gradients zeroed for the next step (the whole, at any level) */
+	r->compute += (28 / (r->zero > 0 ? (r->hsdp ? l : G) : 1.0) + 4) *
+	    (gd + ge) / F4 / c->elem_rate * slow;
+	r->step = r->compute + r->tp_s + r->pp_s + r->cp_s + r->ep_s +
+	    r->bubble + r->dp_s;
 	r->bytes_tp = m * st.tpb;
 	r->bytes_pp = P > 1 ? m * 2 * b * width * F4 : 0;
-	r->bytes_dp = D > 1 ? 2.0 * (D - 1) / D * g : 0;
 	/* params, gradients (ZeRO 2: a shard), Adam's two moments (ZeRO 1,
-	 * 2: a shard), and the activations of the micro-batches in flight */
-	r->mem = g * (1 + (r->zero >= 2 ? 1.0 / D : 1) + 2.0 /
-	    (r->zero >= 1 ? D : 1)) + st.acts * F4 * (r->sched ==
-	    PIPE_SCHED_GPIPE ? m : (m < P ? m : P));
+	 * 2: a shard); ZeRO 3: all three a shard, with two layers gathered
+	 * whole (this one and the prefetched); and the activations of the
+	 * micro-batches in flight */
+	if (r->zero == 3) {
+		int n = r->hsdp ? l : G;
+
+		r->mem = (gd + ge) * 4 / n + 2 * gd / st.layers;
+	} else
+		r->mem = (gd + ge) * (1 + (r->zero >= 2 ? 1.0 / G : 1) +
+		    2.0 / (r->zero >= 1 ? G : 1));
+	r->mem += st.acts * F4 * (r->sched == PIPE_SCHED_GPIPE ? m :
+	    (m < P ? m : P));
 	r->tokens = o->dims.arch == NN_MLP ? (double)o->batch :
 	    (double)o->batch * o->dims.seq;
 }
 
-/* Whether the model admits T and P (collx-train's mesh checks). */
+/* Whether the model admits T, P and C (collx-train's mesh checks; C
+ * zigzag: 2C chunks of the sequence). */
 static int
-admits(const struct nn_dims *d, int T, int P)
+admits(const struct nn_dims *d, int T, int P, int C, int zigzag)
 {
 	if (d->arch == NN_MLP)
-		return d->d_hidden % T == 0 &&
+		return C == 1 && d->d_hidden % T == 0 &&
 		    (d->layers > 0 ? d->layers : 1) >= P;
-	return d->heads % T == 0 && d->d_ff % T == 0 && d->layers >= P;
+	return d->heads % T == 0 && d->d_ff % T == 0 && d->layers >= P &&
+	    d->seq % (C * (zigzag ? 2 : 1)) == 0;
 }
 
 static int
@@ -253,32 +454,58 @@ add(const struct bench_plan_opts *o, struct bubbles *bc,
 	(*rows)[(*n)++] = *r;
 }
 
-/* Every option of one mesh: ZeRO 0-2, the schedules, m = P, 2P, 4P
- * micro-batches (m must cut each replica's batch). ZeRO 3 (issue 29)
- * joins as a level whose dp term adds each layer's parameter allgather
- * before its forward and backward; CP and EP as mesh axes with terms of
- * their own in predict() beside tp_s and pp_s. */
+/* One mesh's row under each schedule and micro-batch count. */
 static void
-options(const struct bench_plan_opts *o, struct bubbles *bc, int D, int T,
-    int P, struct bench_plan_row **rows, int *n, int *cap)
+schedules(const struct bench_plan_opts *o, struct bubbles *bc, int D, int C,
+    int T, int P, int X, int ga, int zz, int z, int hs,
+    struct bench_plan_row **rows, int *n, int *cap)
 {
 	static const enum pipe_sched_kind sk[] = { PIPE_SCHED_1F1B,
 	    PIPE_SCHED_GPIPE };
 
-	for (int z = 0; z <= (o->as_mesh ? 0 : 2); z++)
-		for (int s = 0; s < (P > 1 && !o->as_mesh ? 2 : 1); s++)
-			for (int m = P; m <= (o->as_mesh ? P : 4 * P); m *= 2) {
-				struct bench_plan_row r = { .dp = D, .tp = T,
-				    .pp = P, .zero = z, .micro = m,
-				    .sched = sk[s] };
+	for (int s = 0; s < (P > 1 && !o->as_mesh ? 2 : 1); s++)
+		for (int m = P; m <= (o->as_mesh ? P : 4 * P); m *= 2) {
+			struct bench_plan_row r = { .dp = D, .tp = T, .pp = P,
+			    .zero = z, .micro = m, .sched = sk[s], .cp = C,
+			    .ep = X, .zigzag = zz, .hsdp = hs, .gather = ga };
 
-				if (o->batch % ((long)D * m) != 0 ||
-				    (z > 0 && D == 1))
+			if (o->batch % ((long)D * m) != 0 ||
+			    (z > 0 && D * C == 1))
+				continue;
+			add(o, bc, rows, n, cap, &r);
+			if (P == 1)
+				break;
+		}
+}
+
+/* Every option of one mesh: ZeRO 0-3 (3 also as HSDP where the group
+ * spans hosts of several of its ranks; none with experts, which collx-dp
+ * refuses), the schedules, m = P, 2P, 4P micro-batches (m must cut each
+ * replica's batch), cp's ring and zigzag, ep over X of the D replicas
+ * that divides the experts, by alltoallv or allgather. */
+static void
+options(const struct bench_plan_opts *o, struct bubbles *bc, int D, int C,
+    int T, int P, struct bench_plan_row **rows, int *n, int *cap)
+{
+	int E = o->dims.moe.experts, l, G = D * C;
+	int hx = group_link(G, T, o->per_host, &l) == BENCH_TCP && l > 1;
+
+	for (int X = 1; X <= (o->as_mesh || E <= 0 ? 1 : D); X++) {
+		if (D % X != 0 || (X > 1 && E % X != 0))
+			continue;
+		for (int ga = 0; ga < (X > 1 ? 2 : 1); ga++)
+			for (int zz = 0; zz < (C > 1 ? 2 : 1); zz++) {
+				if (!admits(&o->dims, T, P, C, zz))
 					continue;
-				add(o, bc, rows, n, cap, &r);
-				if (P == 1)
-					break;
+				for (int z = 0; z <= (o->as_mesh ? 0 : E > 0 ?
+				    2 : 3); z++)
+					for (int hs = 0; hs < (z == 3 && hx ?
+					    2 : 1); hs++)
+						schedules(o, bc, D, C, T, P, X,
+						    ga, zz, z, hs, rows, n,
+						    cap);
 			}
+	}
 }
 
 int
@@ -299,14 +526,16 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 		    o->mesh[1] * o->mesh[2], W, o->hosts, o->per_host);
 	}
 	for (int D = 1; D <= W; D++)
-		for (int T = 1; W % D == 0 && T <= W / D; T++) {
-			int P = W / D / T;
+	for (int C = 1; W % D == 0 && C <= (o->as_mesh ||
+	    o->dims.arch == NN_MLP ? 1 : W / D); C++)
+		for (int T = 1; (W / D) % C == 0 && T <= W / D / C; T++) {
+			int P = W / D / C / T;
 
-			if ((W / D) % T != 0 || !admits(&o->dims, T, P) ||
-			    (o->mesh[0] > 0 && (o->mesh[0] != D ||
-			    o->mesh[1] != T || o->mesh[2] != P)))
+			if ((W / D / C) % T != 0 || !admits(&o->dims, T, P, C,
+			    0) || (o->mesh[0] > 0 && (o->mesh[0] != D ||
+			    o->mesh[1] != T || o->mesh[2] != P || C > 1)))
 				continue;
-			options(o, &bc, D, T, P, rows, n, &cap);
+			options(o, &bc, D, C, T, P, rows, n, &cap);
 		}
 	free(bc.v);
 	if (*n == 0) {
@@ -314,7 +543,8 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 		return cli_fail(err, errlen, "no mesh of %d ranks fits the "
 		    "model and a global batch of %ld (tensor parallel must "
 		    "divide the heads and widths, pipeline stages hold a layer "
-		    "each, replicas x micro-batches must divide the batch)", W,
+		    "each, context parallel must divide the sequence, replicas "
+		    "x micro-batches must divide the batch)", W,
 		    o->batch);
 	}
 	qsort(*rows, (size_t)*n, sizeof **rows, cmp_rows);

@@ -18,18 +18,24 @@ struct bench_plan_opts {
 	double mem;			/* bytes a rank holds at most; 0: any */
 	int mesh[3];			/* dp, tp, pp: only this mesh; 0: all */
 	int as_mesh;			/* only what collx-bench mesh runs:
-					 * ZeRO 0, 1F1B, P micro-batches */
+					 * ZeRO 0, 1F1B, P micro-batches, no
+					 * cp or ep */
 };
 
 /* One mesh and its options, predicted. Axes of the step, seconds:
  * compute, the exposed communication of each axis (tp and pp inside
  * the passes, dp after them), the pipeline's bubble; step their sum.
- * (cp and ep: their exposed times join the axes here when they exist.) */
+ * cp and ep: the context- and expert-parallel axes' exposed times. */
 struct bench_plan_row {
 	int dp, tp, pp, zero, micro;
 	enum pipe_sched_kind sched;
-	double step, compute, dp_s, tp_s, pp_s, bubble;
+	int cp, ep;			/* context, expert parallel (1: none) */
+	int zigzag;			/* cp: zigzag's chunks (0: ring's) */
+	int hsdp;			/* zero 3: shards within a host */
+	int gather;			/* ep: allgather dispatch (0: alltoallv) */
+	double step, compute, dp_s, tp_s, pp_s, bubble, cp_s, ep_s;
 	double bytes_dp, bytes_tp, bytes_pp;	/* sent by a rank a step */
+	double bytes_cp, bytes_ep;
 	double mem;			/* bytes a rank holds at its peak */
 	double bubble_frac;		/* the schedule table's idle share */
 	double tokens;			/* a step's */
@@ -54,8 +60,10 @@ int bench_plan_run(struct bench_out *out, const struct bench_plan_opts *o,
     const struct bench_dp *validate, int top, const char *export_dir,
     int progress, char *err, size_t errlen);
 
-/* The model's parameter count (the formula, no allocation). */
+/* The model's parameter count (the formula, no allocation), and of it
+ * the experts' (0 without experts). */
 double bench_plan_params(const struct nn_dims *d);
+double bench_plan_expert_params(const struct nn_dims *d);
 
 /* ASTRA-sim's inputs for row r: DIR/workload.txt (its text workload
  * format: a parallelism line, the layer count, one line a layer with

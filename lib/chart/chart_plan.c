@@ -11,16 +11,19 @@
 #include "cli/cli.h"
 
 static const char *const parts[] = { "compute_s", "dp_s", "tp_s", "pp_s",
-	"bubble_s" };
+	"bubble_s", "cp_s", "ep_s" };
 #define NPART (int)(sizeof parts / sizeof parts[0])
+#define NOLD 5			/* cp_s, ep_s: plan's files before them lack them */
 
-/* Row r of t: the columns' numbers into v, its mesh's name into label. */
+/* Row r of t: the columns' numbers into v (0 for a column absent, -1),
+ * its mesh's name into label. */
 static int
 row(const struct chart_table *t, int r, const int *col, int n, double *v,
     int name, char *label, size_t len, char *err, size_t errlen)
 {
 	for (int k = 0; k < n; k++)
-		if (chart_table_num(t, r, col[k], &v[k], err, errlen) < 0)
+		if ((v[k] = 0, col[k] >= 0) && chart_table_num(t, r, col[k],
+		    &v[k], err, errlen) < 0)
 			return -1;
 	snprintf(label, len, "%s", t->cells[r][name]);
 	for (char *p = label; *p; p++)	/* one field in the data file */
@@ -45,7 +48,9 @@ chart_plan_data(struct chart_data *c, enum chart_kind kind,
 		return cli_fail(err, errlen, "%s: %s", path, strerror(errno));
 	for (int i = 0; i < ntab; i++) {
 		for (int j = 0; j < n; j++)
-			if ((col[j] = chart_need_col(&t[i], kind ==
+			if (kind != CHART_PREDICTED && j >= NOLD)
+				col[j] = chart_table_col(&t[i], parts[j]);
+			else if ((col[j] = chart_need_col(&t[i], kind ==
 			    CHART_PREDICTED ? pred[j] : parts[j], what, err,
 			    errlen)) < 0)
 				goto fail;
@@ -82,7 +87,7 @@ chart_plan_script(FILE *f, enum chart_kind kind, const struct chart_data *c,
     char *title, size_t tlen)
 {
 	static const char *const names[NPART] = { "compute", "dp exposed",
-	    "tp exposed", "pp", "bubble" };
+	    "tp exposed", "pp", "bubble", "cp exposed", "ep exposed" };
 
 	if (kind == CHART_PREDICTED) {
 		snprintf(title, tlen, "Predicted against measured step, %d "
@@ -104,7 +109,7 @@ chart_plan_script(FILE *f, enum chart_kind kind, const struct chart_data *c,
 	    "set key outside right\nplot ");
 	for (int j = 0; j < NPART; j++) {
 		fprintf(f, "%s'%s/plan.dat' using %d%s title '%s'",
-		    j ? ", " : "", c->dir, j + 2, j ? "" : ":xtic(7)",
+		    j ? ", " : "", c->dir, j + 2, j ? "" : ":xtic(9)",
 		    names[j]);
 	}
 	fputc('\n', f);

@@ -24,8 +24,8 @@ cost_init(struct bench_cost *c)
 	memset(c, 0, sizeof *c);
 	c->version = BENCH_COST_VERSION;
 	c->world = 4, c->hosts = 1, c->cores = 8;
-	c->link[BENCH_SHM] = (struct bench_ab){ 2e-6, 10e9, 5 };
-	c->link[BENCH_TCP] = (struct bench_ab){ 20e-6, 1.25e9, 5 };
+	c->link[BENCH_SHM] = (struct bench_ab){ .alpha = 2e-6, .beta = 10e9, .points = 5 };
+	c->link[BENCH_TCP] = (struct bench_ab){ .alpha = 20e-6, .beta = 1.25e9, .points = 5 };
 	c->gamma = 8e9;
 	c->mm[0] = (struct bench_mm){ 1e3, 20e9 };
 	c->mm[1] = (struct bench_mm){ 1e9, 80e9 };
@@ -99,6 +99,40 @@ test_closed_forms(void)
 	    "on 1/8, within");
 }
 
+/* ring allreduce's closed form on p ranks of the round cluster's shm */
+static double
+ring_shm(double p, double n)
+{
+	return 2 * (p - 1) * 2e-6 + 2 * (p - 1) / p * n / 10e9 + (p - 1) / p *
+	    n / 8e9;
+}
+
+/* A kept sweep: its own times at the fit's world, log-log between
+ * sizes (100 us at 1 MB, 800 us at 4 MB: 100 2^1.5 us at 2 MB), grown to
+ * other worlds and past its end by the closed form's ratio. */
+static void
+test_sweep(void)
+{
+	struct bench_cost c;
+	struct bench_ab *a = &c.coll[BENCH_SHM][COLL_KIND_ALLREDUCE][COLL_RING];
+	double t2 = 100e-6 * pow(2, 1.5);
+
+	cost_init(&c);
+	*a = (struct bench_ab){ .alpha = 2e-6, .beta = 10e9, .points = 2,
+	    .nt = 2, .tb = { 1e6, 4e6 }, .tt = { 100e-6, 800e-6 } };
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 4, 4, 1e6), 100e-6, 1e-12, 0, "sweep: a measured size "
+	    "as measured");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 4, 4, 2e6), t2, 1e-9, 0, "sweep: log-log between sizes");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 16, 16, 2e6), t2 * ring_shm(16, 2e6) / ring_shm(4, 2e6),
+	    1e-9, 0, "sweep: 16 ranks, the closed form's ratio to 4");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
+	    BENCH_SHM, 4, 4, 64e6), 800e-6 * ring_shm(4, 64e6) / ring_shm(4,
+	    4e6), 1e-9, 0, "sweep: past its end, grown as the closed form");
+}
+
 static void
 plan_opts(struct bench_plan_opts *o, const struct bench_cost *c, int hosts,
     int l, const char *dims, long batch)
@@ -140,9 +174,9 @@ test_bubble(void)
 		seen[r[i].sched == PIPE_SCHED_GPIPE][r[i].micro / 128]++;
 	}
 	for (int k = 0; k < 6; k++)	/* m 64, 128, 256: m / 128 0, 1, 2 */
-		ok &= seen[k / 3][k % 3] == 3;
-	UNIT_OK(ok && n == 18, "bubble (P-1)/(m+P-1) for m 64, 128, 256, "
-	    "GPipe and 1F1B, ZeRO 0-2");
+		ok &= seen[k / 3][k % 3] == 4;
+	UNIT_OK(ok && n == 24, "bubble (P-1)/(m+P-1) for m 64, 128, 256, "
+	    "GPipe and 1F1B, ZeRO 0-3");
 	free(r);
 	/* the mesh must be a factorization of the world */
 	o.mesh[0] = 15;
@@ -159,7 +193,7 @@ test_params_memory(void)
 	struct bench_plan_opts o;
 	struct bench_plan_row *r;
 	char e[COLLX_ERRLEN];
-	double z[3] = { 0 };
+	double z[4] = { 0 };
 	int n, nfit, code;
 
 	for (int i = 0; i < 3; i++) {
@@ -184,7 +218,7 @@ test_params_memory(void)
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 32);
 	o.mesh[0] = 4, o.mesh[1] = 1, o.mesh[2] = 1;
 	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0 &&
-	    n == 3, "dp 4: ZeRO 0, 1 and 2");
+	    n == 4, "dp 4: ZeRO 0, 1, 2 and 3");
 	for (int i = 0; i < n; i++)
 		z[r[i].zero] = r[i].mem;
 	free(r);
@@ -196,10 +230,205 @@ test_params_memory(void)
 	    "a quarter");
 	UNIT_CLOSE(z[1] - z[2], 4 * P * 3 / 4, 1e-9, 0, "ZeRO 2: the gradients "
 	    "a quarter too");
+	/* ZeRO 3: the weights a quarter too, but for two of the 4 layers
+	 * gathered whole (this one and the prefetched) */
+	UNIT_CLOSE(z[2] - z[3], 4 * P * 3 / 4 - 2 * 4 * P / 4, 1e-9, 0,
+	    "ZeRO 3: the weights a quarter, two layers whole");
 	o.mem = 1000;
 	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) < 0 &&
 	    code == 3 && strstr(e, "--mem-per-rank 1000") != NULL,
 	    "no mesh in 1000 bytes: exit 3 naming the smallest's need");
+}
+
+/* The row of mesh (D, T, P) with cp C, ep X and the given options. */
+static int
+pick(struct bench_plan_opts *o, int D, int T, int P, int C, int X, int zero,
+    int zz, int hsdp, int ga, struct bench_plan_row *out)
+{
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN];
+	int n, nfit, code, found = 0;
+
+	if (bench_plan(o, &r, &n, &nfit, &code, e, sizeof e) < 0) {
+		printf("# %s\n", e);
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+		if (r[i].dp == D && r[i].tp == T && r[i].pp == P &&
+		    r[i].cp == C && r[i].ep == X && r[i].zero == zero &&
+		    r[i].zigzag == zz && r[i].hsdp == hsdp &&
+		    r[i].gather == ga && r[i].micro == P &&
+		    r[i].sched == PIPE_SCHED_1F1B) {
+			*out = r[i];
+			found++;
+		}
+	free(r);
+	return found == 1;
+}
+
+/* No alpha anywhere: every algorithm of a kind then costs its volume,
+ * (p-1)/p of the bytes for allgather, reduce-scatter and alltoall. */
+static void
+cost_flat(struct bench_cost *c, int cores)
+{
+	cost_init(c);
+	c->link[BENCH_SHM].alpha = c->link[BENCH_TCP].alpha = 0;
+	c->cores = cores;
+}
+
+/* GPipe over 4 stages of one rank on a host of 2 cores, m = 4, no
+ * communication or elementwise cost: its forward clocks have 1, 2, 3, 4,
+ * 3, 2, 1 stages active, the backward's the same; a clock of a active
+ * ranks takes max(1, a / 2) passes: 2 (1 + 1 + 1.5 + 2 + 1.5 + 1 + 1) =
+ * 18 passes, where the 4 ranks' work over the 2 cores is 16 (the
+ * compute) and the critical path at a core a rank 14: the bubble is 2
+ * passes, one micro-batch's forward and backward at a whole core. */
+static void
+test_sim(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN];
+	int n, nfit, code, found = 0;
+	double fb = 0;
+
+	cost_init(&c);
+	c.cores = 2, c.elem_rate = 1e30;
+	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
+	    .points = 5 };
+	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 16);
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
+	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
+	    "sim: pp 4 on one host");
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4 &&
+		    r[i].cp == 1) {
+			/* the compute: 4 micro-batches at half a core */
+			fb = r[i].compute / 4 / 2;
+			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, "sim: GPipe's "
+			    "clocks on 2 cores, 18 passes for 16 of work");
+			found++;
+		}
+	UNIT_OK(found == 1 && fb > 0, "sim: one GPipe row of m 4");
+	free(r);
+}
+
+/* ZeRO 3 on dp 4 (4 layers of a layer's gradient g1 each): a gather
+ * before each forward and each backward, a reduce-scatter after each
+ * backward. With a spare core (8 cores, 4 ranks) and layers far longer
+ * than their gathers only the first gather of each pass and the last
+ * reduce-scatter show: 2 ag + rs; with none (2 cores) all of them,
+ * 4 (2 ag + rs). HSDP on 2 hosts x 2: the gathers within the host's 2,
+ * each layer's half shard allreduced across the 2 hosts. */
+static void
+test_zero3(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double g1, f, ag, rs, ar;
+
+	cost_flat(&c, 8);
+	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 1024);
+	g1 = bench_plan_params(&o.dims) * 4 / 4;	/* a layer's, about */
+	f = 3.0 / 4;
+	ag = f * g1 / 10e9;
+	rs = f * g1 / 10e9 + f * g1 / 8e9;
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 3, 0, 0, 0, &r), "zero 3: a dp 4 row");
+	UNIT_CLOSE(r.dp_s, 2 * ag + rs, 1e-9, 0, "zero 3, a spare core: the "
+	    "first gathers and the last reduce-scatter exposed");
+	UNIT_CLOSE(r.bytes_dp, 4 * 3 * f * g1, 1e-9, 0, "zero 3: 3 collectives "
+	    "a layer, 3/4 of its gradient each");
+	cost_flat(&c, 2);
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 3, 0, 0, 0, &r), "zero 3: 2 cores");
+	UNIT_CLOSE(r.dp_s, 4 * (2 * ag + rs), 1e-9, 0, "zero 3, no spare "
+	    "core: every gather and reduce-scatter exposed");
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 1024);
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 3, 0, 1, 0, &r), "hsdp: a dp 4 row on "
+	    "2 hosts x 2");
+	ag = 0.5 * g1 / 10e9;
+	rs = 0.5 * g1 / 10e9 + 0.5 * g1 / 8e9;
+	ar = bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_AUTO, BENCH_TCP, 2,
+	    1, g1 / 2);
+	UNIT_CLOSE(r.dp_s, 4 * (2 * ag + rs + ar), 1e-9, 0, "hsdp: gathers "
+	    "in the host, the half shard allreduced across");
+}
+
+/* cp 4 on a 4-rank host without a spare core: each of the 4 layers'
+ * K and V (2 t d floats, t = b s / 4 tokens) pass 3 ring steps forward,
+ * K, V and their gradients 3 backward, none hidden; ring's last rank
+ * attends 3.5 blocks where zigzag's ranks attend 2: the attention of
+ * the whole sequence / 4 times (1 - 1/4) more compute. */
+static void
+test_cp(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row ring, zz;
+	double b = 8, S = 32, D = 64, t = b * S / 4, kv = 2 * t * D * 4, A;
+
+	cost_init(&c);
+	c.cores = 2;
+	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 8);
+	UNIT_OK(pick(&o, 1, 1, 1, 4, 1, 0, 0, 0, 0, &ring) &&
+	    pick(&o, 1, 1, 1, 4, 1, 0, 1, 0, 0, &zz), "cp 4: ring and zigzag");
+	UNIT_CLOSE(ring.cp_s, 4 * 3 * (2e-6 + kv / 10e9 + 2e-6 + 2 * kv /
+	    10e9), 1e-9, 0, "cp: 3 steps of K, V forward, of K, V and their "
+	    "gradients backward, a layer");
+	UNIT_CLOSE(ring.bytes_cp, 4 * 3 * 3 * kv, 1e-12, 0, "cp: bytes sent");
+	UNIT_CLOSE(zz.cp_s, ring.cp_s, 1e-12, 0, "cp: zigzag sends as ring");
+	/* 4 ranks on 2 cores: each computes at half the fitted rate */
+	A = 12 * b * 4 * S * S * 16 / 10e9 * 2;
+	UNIT_CLOSE(ring.compute - zz.compute, 4 * A / 4 * (1 - 1.0 / 4), 1e-9,
+	    0, "cp: ring's causal imbalance, 2 - 1/C of zigzag's attention");
+}
+
+/* ep 2 of dp 2 with 4 experts, top-2, on every one of 4 layers: per
+ * MoE layer four alltoallv of the t K d floats a rank routes, half
+ * leaving; by allgather, the group's t d floats gathered and reduce-
+ * scattered twice; the experts' weights (and their Adam state) half. */
+static void
+test_ep(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row a1, a2, g2;
+	struct nn_dims d = { 0 };
+	struct tensor_set s;
+	struct nn_model m;
+	char e[COLLX_ERRLEN];
+	double t = 16.0 * 32, K = 2, Dm = 64, a2a, all;
+	int bad;
+
+	cost_flat(&c, 2);
+	plan_opts(&o, &c, 1, 2, "256,64,4,4,32", 32);
+	o.dims.moe.experts = 4, o.dims.moe.topk = 2, o.dims.moe_every = 1;
+	UNIT_OK(pick(&o, 2, 1, 1, 1, 1, 0, 0, 0, 0, &a1) &&
+	    pick(&o, 2, 1, 1, 1, 2, 0, 0, 0, 0, &a2) &&
+	    pick(&o, 2, 1, 1, 1, 2, 0, 0, 0, 1, &g2), "ep: dp 2 without, with "
+	    "ep 2 by alltoallv and by allgather");
+	a2a = 0.5 * t * K * Dm * 4 / 10e9;
+	UNIT_CLOSE(a2.ep_s, 4 * 4 * a2a, 1e-9, 0, "ep: four alltoallv a MoE "
+	    "layer");
+	all = 2 * t * Dm * 4;
+	UNIT_CLOSE(g2.ep_s, 4 * 2 * (0.5 * all / 10e9 + 0.5 * all / 10e9 +
+	    0.5 * all / 8e9), 1e-9, 0, "ep: allgather dispatch, gather and "
+	    "reduce-scatter twice");
+	UNIT_OK(a1.ep_s == 0, "ep 1: no dispatch");
+	UNIT_CLOSE(a1.mem - a2.mem, bench_plan_expert_params(&o.dims) * 4 *
+	    4 / 2, 1e-9, 0, "ep: half the experts' weights, gradients and "
+	    "moments");
+	d = o.dims;
+	bad = nn_init(&s, &d, 1, e, sizeof e) < 0 || nn_model_load(&m, &s, e,
+	    sizeof e) < 0;
+	UNIT_OK(!bad && bench_plan_params(&d) == (double)m.nparams &&
+	    bench_plan_expert_params(&d) == 4.0 * 4 * (2 * 64 * 256 + 256 +
+	    64), "parameter count of a gpt with experts: as nn_init makes it");
+	if (!bad) {
+		nn_model_free(&m);
+		tensor_set_free(&s);
+	}
 }
 
 static void
@@ -212,7 +441,8 @@ test_file(void)
 
 	cost_init(&c);
 	c.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING] =
-	    (struct bench_ab){ 30e-6, 1.5e9, 6 };
+	    (struct bench_ab){ .alpha = 30e-6, .beta = 1.5e9, .points = 6,
+	    .nt = 2, .tb = { 4096, 65536 }, .tt = { 50e-6, 300e-6 } };
 	if (mkdtemp(dir) == NULL)
 		return;
 	snprintf(p, sizeof p, "%s/c.json", dir);
@@ -223,6 +453,11 @@ test_file(void)
 	ok &= fabs(back.link[BENCH_TCP].alpha - 20e-6) < 1e-12;
 	ok &= fabs(back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].beta -
 	    1.5e9) < 1;
+	ok &= back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].nt == 2 &&
+	    back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].tb[1] ==
+	    65536 && fabs(back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].
+	    tt[1] - 300e-6) < 1e-12 && back.coll[BENCH_SHM][COLL_KIND_ALLREDUCE]
+	    [COLL_RING].nt == 0;
 	ok &= back.nmm == 2 && fabs(back.mm[1].rate - 80e9) < 1 &&
 	    fabs(back.gamma - 8e9) < 1 && strcmp(back.dims, c.dims) == 0;
 	UNIT_OK(ok, "cost file: every value as written");
@@ -249,8 +484,13 @@ main(void)
 {
 	test_line();
 	test_closed_forms();
+	test_sweep();
 	test_bubble();
 	test_params_memory();
+	test_sim();
+	test_zero3();
+	test_cp();
+	test_ep();
 	test_file();
 	return unit_done();
 }
