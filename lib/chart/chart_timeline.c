@@ -97,11 +97,16 @@ write_boxes(const struct chart_data *c, const struct chart_event *ev, int n,
 		    sizeof *keys, cmp_double);
 		size_t k = kind_index(ev[i].name);
 
+		double x = (ev[i].ts - t0 + ev[i].dur / 2) / 1e3;
+		int y = (int)(row - keys);
+
 		used[k] = 1;
-		fprintf(f[k], "%.6f %.2f %.6f %.2f\n",
-		    (ev[i].ts - t0 + ev[i].dur / 2) / 1e3, (int)(row - keys) +
-		    (BESIDE(k) ? 0.3 : 0), ev[i].dur / 2e3,
-		    BESIDE(k) ? 0.08 : 0.38);
+		if (BESIDE(k))
+			fprintf(f[k], "%.6f %.2f %.6f 0.08\n", x, y + 0.3,
+			    ev[i].dur / 2e3);
+		else
+			fprintf(f[k], "%.6f %d %.6f 0.38\n", x, y,
+			    ev[i].dur / 2e3);
 	}
 	for (size_t k = 0; k <= NKINDS; k++)
 		if (fclose(f[k]) != 0 && rc == 0) {
