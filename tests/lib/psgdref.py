@@ -137,7 +137,18 @@ def main():
         out = os.path.join(tmp, "ref.pt")
         a = (model, x, y, int(batch), int(steps), float(lr), int(rank),
              int(start))
-        mp.spawn(worker, args=(free_port(), a, qs, out), nprocs=2)
+        # Gloo's rendezvous on a port just found free can lose it to
+        # another process and abort; the reference then runs again, on
+        # another port (what it computes is deterministic).
+        for attempt in (1, 2):
+            try:
+                mp.spawn(worker, args=(free_port(), a, qs, out), nprocs=2)
+                break
+            except mp.ProcessExitedException:
+                if attempt == 2:
+                    raise
+                print("psgdref.py: the reference's ranks aborted; again",
+                      file=sys.stderr)
         ref = torch.load(out)
     got, _ = load_st(trained)
     for i, name in ((0, "fc1"), (2, "fc2")):
