@@ -7,15 +7,10 @@
 # 1e-5, and per step the loss, the assignments the capacity dropped and
 # the imbalance (the loss CSV's moe_dropped and moe_imbalance).
 load lib/common
+load lib/moe
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE
-	export PYTHONPATH=$COLLX_ROOT/tests/lib
-	REF=$COLLX_ROOT/examples/peers/torch_moe.py
-	"$PY" -c 'import numpy as np; np.random.seed(3)
-np.save("tok.npy", np.random.randint(0, 32, size=700).astype(np.int32))'
+	moe_setup
 }
 
 teardown() {

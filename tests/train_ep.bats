@@ -10,15 +10,10 @@
 # are exit 3 on every rank naming the numbers, before any data moves.
 
 load lib/common
+load lib/moe
 
 setup() {
-	common_setup
-	unset COLLX_TOKEN COLLX_IFNAME COLLX_TIMEOUT COLLX_MASTER COLLX_RANK \
-	    COLLX_WORLD_SIZE
-	export PYTHONPATH=$COLLX_ROOT/tests/lib
-	REF=$COLLX_ROOT/examples/peers/torch_moe.py
-	"$PY" -c 'import numpy as np; np.random.seed(3)
-np.save("tok.npy", np.random.randint(0, 32, size=700).astype(np.int32))'
+	moe_setup
 	# vocab 32, d 8, 3 layers of 2 heads, seq 6; top-2 of 4 experts
 	timeout 10 collx-dp --init gpt --dims 32,8,3,2,6 --seed 6 \
 	    --experts 4 --topk 2 -o m.safetensors

@@ -269,12 +269,7 @@ as_zero0() {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	G=(-m g.safetensors --data "$GPL" --batch 6 --steps 2 -o out.safetensors)
 	bad() {
-		run timeout 30 collx-train "${G[@]}" "$@"
-		[ "$status" -eq 2 ]
-		[[ "${lines[0]}" == "collx-train: "* ]]
-		[ "${lines[1]}" = "Try 'collx-train --help'." ]
-		[ "${#lines[@]}" -eq 2 ]
-		[ ! -e out.safetensors ]
+		usage_refused collx-train "${G[@]}" "$@"
 	}
 	bad --zero 3 --prefetch -1
 	bad --zero 3 --prefetch 3

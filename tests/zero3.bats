@@ -267,12 +267,7 @@ same() {
 	M=(-m m.safetensors --data X.npy --targets Y.npy --batch 8 --steps 2
 	    -o out.safetensors)
 	bad() {
-		run timeout 30 collx-dp "${M[@]}" "$@"
-		[ "$status" -eq 2 ]
-		[[ "${lines[0]}" == "collx-dp: "* ]]
-		[ "${lines[1]}" = "Try 'collx-dp --help'." ]
-		[ "${#lines[@]}" -eq 2 ]
-		[ ! -e out.safetensors ]
+		usage_refused collx-dp "${M[@]}" "$@"
 	}
 	bad --zero 3 --prefetch -1
 	bad --zero 3 --prefetch 4

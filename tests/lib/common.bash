@@ -101,3 +101,16 @@ rank_pid() {
 	done
 	return 1
 }
+
+# usage_refused PROG ARGS...: PROG with ARGS is a usage error: exit 2,
+# one line naming the program and the --help hint, no out.safetensors.
+usage_refused() {
+	local prog=$1
+	shift
+	run timeout 30 "$prog" "$@"
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "$prog: "* ]]
+	[ "${lines[1]}" = "Try '$prog --help'." ]
+	[ "${#lines[@]}" -eq 2 ]
+	[ ! -e out.safetensors ]
+}
