@@ -335,6 +335,12 @@ check_args(struct opts *o)
 		cli_usage_error("--cp %d and --sync-every %ld: the ranks of a "
 		    "sequence must step with the same gradients", o->cp,
 		    o->dpo.sync_every);
+	/* not yet composed: the experts' exchange over a replica's ranks
+	 * routing parts of each sequence */
+	if (o->cp > 1 && o->ep > 1)
+		cli_usage_error("--cp %d and --ep %d: experts shard over --dp "
+		    "replicas whose sequences are whole; take one of them",
+		    o->cp, o->ep);
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before

@@ -209,7 +209,10 @@ nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
 
 	nn_linear_forward(a->probs, x, w->router, NULL, n, d, E);
 	softmax_rows(a->probs, n, E);
-	nn_moe_route(a, c, n);
+	if (c->route == NULL)
+		nn_moe_route(a, c, n);
+	else if (c->route->route(c->route->ctx, a, c, n) < 0)
+		return -1;
 	memset(a->daux, 0, (size_t)E * sizeof(float));
 	if (c->ep != NULL)
 		return c->ep->forward(c->ep->ctx, y, a, w, x, c, n, d, f, act);

@@ -204,13 +204,17 @@ void nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
 /* ---- mixture of experts (moe.c) ---------------------------------------- */
 
 struct nn_moe_ep;
+struct nn_moe_router;
 
 /* experts 0: no MoE (the plain mlp). capacity 0: no capacity limit. ep:
- * a parallel form's expert parallelism, NULL: every expert runs here. */
+ * a parallel form's expert parallelism, NULL: every expert runs here.
+ * route: a parallel form's routing of tokens that are part of a larger
+ * micro-batch, NULL: nn_moe_route over the n tokens at hand. */
 struct nn_moe_cfg {
 	int experts, topk;
 	double capacity;
 	const struct nn_moe_ep *ep;
+	const struct nn_moe_router *route;
 };
 
 /* router [E, d] (no bias); ex[e] expert e's mlp weights (fc1 [f, d], fc2
@@ -264,6 +268,20 @@ struct nn_moe_ep {
 	void *ctx;
 };
 
+/*
+ * Routing over ranks (a parallel form's; lib/par/cp_stage.c): this
+ * rank's n tokens are some of a micro-batch whose other tokens other
+ * ranks hold, and capacity counts the whole micro-batch's. route does
+ * what nn_moe_route does from a->probs, keeping what the whole
+ * micro-batch's routing keeps of this rank's tokens, the statistics this
+ * rank's tokens'. 0, or -1 (a failed exchange; the reason is the hook's).
+ */
+struct nn_moe_router {
+	int (*route)(void *ctx, struct nn_moe_acts *a,
+	    const struct nn_moe_cfg *c, int n);
+	void *ctx;
+};
+
 /* ceil(F * n * K / E) (in double, F*n*K/E left to right), or n when F is
  * 0: the most assignments one expert takes of n tokens. */
 int nn_moe_capacity(const struct nn_moe_cfg *c, int n);
@@ -275,7 +293,7 @@ void nn_moe_acts_bind(struct nn_moe_acts *a, float *buf,
  * experts of highest p (ties: lower index), and with a capacity each
  * expert keeps its assignments of highest p (ties: lower token). daux is
  * zeroed. Every matrix product is nn_linear_forward's (nn_mlp_forward).
- * 0, or -1 when c->ep's hook failed. */
+ * 0, or -1 when c->ep's or c->route's hook failed. */
 int nn_moe_forward(float *y, struct nn_moe_acts *a, const struct nn_moe_w *w,
     const float *x, const struct nn_moe_cfg *c, int n, int d, int f,
     enum nn_act act);

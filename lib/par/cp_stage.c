@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/util.h"
+#include "comm/coll.h"
 #include "par/cp_ring.h"
 #include "par/cp_stage.h"
 #include "par/pipe_int.h"
@@ -11,9 +12,13 @@
 
 struct cp_stage {
 	int C, rank, zz;
+	struct comm *c;
 	struct tp_ring *ring;
 	struct nn_block_hooks hk;	/* the ring's attention */
 	float *wpe, *dwpe;		/* this rank's rows: [seq, d] each */
+	struct nn_moe_router router;	/* experts: the micro-batch's routing */
+	float *probs;			/* every rank's router output, then
+					 * the micro-batch's routing (moe_bind) */
 };
 
 int
@@ -28,16 +33,119 @@ cp_stage_check(const struct nn_model *m, int C, int zigzag, char *err,
 		return cli_fail(err, errlen, "--cp %d: context parallelism "
 		    "shards a gpt's sequences, and the model is %s", C,
 		    nn_arch_name(m->dims.arch));
-	if (m->dims.moe.experts > 0)
-		return cli_fail(err, errlen, "--cp %d: the model has %d "
-		    "experts, whose capacity counts a micro-batch's tokens on "
-		    "one rank; train it with --cp 1", C, m->dims.moe.experts);
 	if (m->dims.seq % parts != 0)
 		return cli_fail(err, errlen, "--cp %d --cp-mode %s: sequence "
 		    "length %d is not divisible by %s%d", C, zigzag ? "zigzag" :
 		    "ring", m->dims.seq, zigzag ? "2 x --cp = " : "--cp ",
 		    parts);
 	return 0;
+}
+
+/* The ring holds the links while it runs, as the TP sums do: a DP sum
+ * overlapping the backward waits (tp_stage's done hook). */
+static void
+ring_alone(struct tp_stage *ts)
+{
+	if (ts->done != NULL)
+		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
+}
+
+/* ---- experts: capacity counts the whole micro-batch's tokens ---------- */
+
+/*
+ * The tokens of a micro-batch of b samples (b * gseq, numbered as one
+ * rank holding it all numbers them) compete for an expert's capacity
+ * (nn_moe_route: highest p first, then lower token), so a rank holding
+ * some positions of each sample routes with every rank's router outputs:
+ * the group's probs are gathered, the whole micro-batch routed as one
+ * rank would, and this rank keeps its own tokens' assignments (in its
+ * token order, which is the whole's restricted to them). Without a
+ * capacity a token's experts are its own: no exchange. routed and psum
+ * count this rank's tokens, dropped its tokens' refused assignments, so
+ * that their sums over the dp x cp group are the single rank's.
+ */
+
+/* This rank's position of global position pos of a sample, or -1. */
+static int
+own_pos(const struct tp_stage *ts, int pos)
+{
+	const struct cp_stage *cs = ts->cp;
+	int nch = tp_cp_chunks(cs->zz), len = ts->seq / nch;
+
+	for (int k = 0; k < nch; k++)
+		if (tp_cp_chunk(cs->zz, cs->C, cs->rank, k) == pos / len)
+			return k * len + pos % len;
+	return -1;
+}
+
+static int
+moe_route(void *ctx, struct nn_moe_acts *a, const struct nn_moe_cfg *c,
+    int n)
+{
+	struct tp_stage *ts = ctx;
+	struct cp_stage *cs = ts->cp;
+	struct nn_moe_cfg own = *c;
+	int E = c->experts, b = n / ts->seq, N = b * ts->gseq, at = 0, mine;
+	size_t per = (size_t)n * E, whole = (size_t)ts->nmax * ts->gseq;
+	float *gath = cs->probs, *p = gath + whole * E;
+	struct nn_moe_acts w;
+
+	own.capacity = 0;	/* routed, psum; rows every choice */
+	nn_moe_route(a, &own, n);
+	if (c->capacity <= 0)
+		return 0;
+	w.probs = p, p += whole * E;
+	w.rows = (int32_t *)p, p += whole * c->topk;
+	w.start = (int32_t *)p, p += E + 1;
+	w.routed = p, p += E;
+	w.psum = p, p += E;
+	w.dropped = p, p += 1;
+	w.sort = p;
+	ring_alone(ts);
+	if (coll_allgather(cs->c, a->probs, gath, per, DT_F32, COLL_AUTO) < 0)
+		return cli_fail(ts->err, ts->errlen, "CP group: the experts' "
+		    "routing: %s", comm_error(cs->c));
+	for (int r = 0; r < cs->C; r++)
+		tp_cp_seq_put(w.probs, gath + (size_t)r * per, cs->zz, cs->C, r,
+		    b, ts->gseq, E);
+	nn_moe_route(&w, c, N);
+	mine = a->start[E];
+	for (int e = 0; e < E; e++) {
+		a->start[e] = at;
+		for (int i = w.start[e]; i < w.start[e + 1]; i++) {
+			int t = w.rows[i], j = own_pos(ts, t % ts->gseq);
+			if (j >= 0)
+				a->rows[at++] = t / ts->gseq * ts->seq + j;
+		}
+	}
+	a->start[E] = at;
+	*a->dropped = (float)(mine - at);
+	return 0;
+}
+
+/* The gathered probs [C, nmax * seq, E], then the whole micro-batch's
+ * routing (probs, rows, start, routed, psum, dropped, sort). */
+static int
+moe_new(struct tp_stage *ts, char *err, size_t errlen)
+{
+	struct cp_stage *cs = ts->cp;
+	size_t E = (size_t)ts->d.moe.experts, N = (size_t)ts->nmax * ts->gseq;
+
+	if (E == 0)
+		return 0;
+	cs->probs = malloc((2 * N * E + N * (size_t)ts->d.moe.topk + 3 * E +
+	    2 + 2 * N) * sizeof(float));
+	if (cs->probs == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	cs->router = (struct nn_moe_router){ .route = moe_route, .ctx = ts };
+	return 0;
+}
+
+const struct nn_moe_router *
+cp_stage_router(const struct tp_stage *ts)
+{
+	return ts->cp != NULL && ts->cp->probs != NULL ? &ts->cp->router :
+	    NULL;
 }
 
 int
@@ -62,7 +170,8 @@ cp_stage_new(struct tp_stage *ts, struct comm *c, int zigzag, char *err,
 	if ((cs->wpe = malloc(2 * rows * sizeof(float))) == NULL)
 		return cli_fail(err, errlen, "out of memory");
 	cs->dwpe = cs->wpe + rows;
-	return 0;
+	cs->c = c;
+	return moe_new(ts, err, errlen);
 }
 
 void
@@ -74,17 +183,9 @@ cp_stage_free(struct tp_stage *ts)
 		return;
 	tp_ring_free(cs->ring);
 	free(cs->wpe);
+	free(cs->probs);
 	free(cs);
 	ts->cp = NULL;
-}
-
-/* The ring holds the links while it runs, as the TP sums do: a DP sum
- * overlapping the backward waits (tp_stage's done hook). */
-static void
-ring_alone(struct tp_stage *ts)
-{
-	if (ts->done != NULL)
-		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
 }
 
 static int

@@ -8,7 +8,9 @@
  * positions over the whole sequence's length, so the DP axis's sum over
  * the dp x cp ranks gives the whole sequence's mean, and every weight
  * gradient (a position's share added on the rank holding it, dK and dV
- * brought home by the ring) sums there too. */
+ * brought home by the ring) sums there too. An MoE block's experts run
+ * each rank's tokens, routed as one rank holding the whole micro-batch
+ * would route them (capacity counts its tokens). */
 #ifndef COLLX_CP_STAGE_H
 #define COLLX_CP_STAGE_H
 
@@ -41,6 +43,10 @@ void cp_stage_free(struct tp_stage *ts);
 const struct nn_block_hooks *cp_stage_hooks(struct tp_stage *ts,
     struct nn_block_hooks *hk);
 void cp_stage_bind(struct tp_stage *ts, const struct nn_block_acts *a, int n);
+
+/* The routing of the stage's MoE blocks when capacity counts the whole
+ * micro-batch's tokens over the group (NULL: no ring, or no experts). */
+const struct nn_moe_router *cp_stage_router(const struct tp_stage *ts);
 
 /* The first stage's embeddings of sl's tokens at their global positions,
  * into sl->f; backward, dy's share added to the gradients of wte and of

@@ -52,7 +52,8 @@ pipe_moe_aux(struct pipe_run *r, int c)
 		return pipe_dp_failed(r);
 	}
 	/* f_e of the global batch; P_e's share from this replica's tokens,
-	 * in loss-sum units (per position, as the loss sums samples) */
+	 * in loss-sum units (per position of the whole sequence, as the loss
+	 * sums samples) */
 	for (int l = 0; l < d->layers; l++) {
 		if (!nn_dims_moe_layer(d, l))
 			continue;
@@ -60,7 +61,8 @@ pipe_moe_aux(struct pipe_run *r, int c)
 			ps[e] = (float)ts->moe_psum[at + e];
 		if (l >= ts->l0 && l < ts->l1)
 			r->moe_aux_loss += nn_moe_aux(ts->moe_daux + at,
-			    all + at, ps, E, d->moe_aux, ts->seq, 1.0);
+			    all + at, ps, E, d->moe_aux, ts->cp != NULL ?
+			    ts->gseq : ts->seq, 1.0);
 		at += E + 1;
 	}
 	free(all), free(ps);

@@ -275,6 +275,7 @@ block_shape(const struct tp_stage *ts, int k, int n)
 	if (lm->experts > 0) {	/* experts whole on every TP rank */
 		sh.moe = ts->d.moe;
 		sh.moe.ep = ts->ep;
+		sh.moe.route = cp_stage_router(ts);
 		sh.f = lm->f;
 	}
 	return sh;
