@@ -5,6 +5,7 @@
 # (tests/lib/trainref.py checks both); checkpoints across meshes with and
 # without cp; the mesh's layout; the cp timing rows' bytes against their
 # closed form; and the refusals, on every rank before any rank talks.
+# (Experts under --cp: train_cp_moe.bats.)
 load lib/common
 load lib/train
 
@@ -108,7 +109,7 @@ teardown() {
 	done
 }
 
-@test "refusals: a sequence the ranks do not divide, a model that is not a gpt or has experts, a mesh that is not the world (exit 3 on every rank, before any rank talks); --sync-every, --cp 0 and a bad --cp-mode (usage)" {
+@test "refusals: a sequence the ranks do not divide, a model that is not a gpt, a mesh that is not the world (exit 3 on every rank, before any rank talks); --sync-every, --cp 0 and a bad --cp-mode (usage)" {
 	G=(-m g.safetensors --data "$GPL" --batch 8)
 	refused 3 "--cp 3 --cp-mode zigzag: sequence length 8 is not divisible by 2 x --cp = 6" \
 	    "${G[@]}" --cp 3
@@ -122,10 +123,6 @@ teardown() {
 	timeout 30 collx-dp --init mlp --dims 4,6,3,2 --seed 1 -o m.safetensors
 	refused 2 "--cp 2: context parallelism shards a gpt's sequences, and the model is mlp" \
 	    -m m.safetensors -i X.npy -t Y.npy --batch 8 --cp 2
-	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --experts 2 \
-	    --seed 1 -o gm.safetensors
-	refused 2 "--cp 2: the model has 2 experts, whose capacity counts a micro-batch's tokens on one rank; train it with --cp 1" \
-	    -m gm.safetensors --data "$GPL" --batch 8 --cp 2
 	refused 3 "mesh --dp 2 x --tp 1 x --pp 1 x --cp 2 = 4 ranks, but the world has 3" \
 	    "${G[@]}" --dp 2 --cp 2
 	# the ring divides 6 where zigzag's 4 chunks do not
