@@ -30,6 +30,16 @@ teardown() {
 	check -m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5
 }
 
+@test "a sequence of 512 (chunks of 128 and 256: the causal diagonal blocks go in stripes) on cp2 zigzag and ring equals the reference and collx-dp on one rank" {
+	timeout 30 collx-dp --init gpt --dims 256,16,1,2,512 --seed 1 \
+	    -o g512.safetensors
+	timeout 120 "$PY" "$REF" train gpt g512.safetensors "$GPL" - 2 2 sgd \
+	    0.5 r.safetensors r.csv
+	meshes "2:--cp,2 2:--cp,2,--cp-mode,ring" -m g512.safetensors \
+	    --data "$GPL" --batch 2 --steps 2 --lr 0.5
+	check -m g512.safetensors --data "$GPL" --batch 2 --steps 2 --lr 0.5
+}
+
 @test "AdamW: cp2 x pp2 under zb-h1 and dp2 x cp2 (ring) equal the reference and collx-dp on one rank" {
 	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 6 3 adamw \
 	    0.01 ra.safetensors ra.csv
