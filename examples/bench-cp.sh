@@ -1,19 +1,34 @@
 #!/bin/bash
 # Benchmark: long sequences on P = 4 ranks, one causal transformer block
-# (d_model 256, 8 heads, d_ff 1024, batch 1, sequence SEQ) forward+backward:
-# collx-tp --mode zigzag against the PyTorch ring peer (examples/peers/
-# torch_ring.py, zigzag chunks, Gloo isend/irecv) and against collx-tp
-# --mode ring (contiguous chunks), and the share of zigzag's ring transfer
-# time hidden behind attention (hidden_us over hidden_us + exposed_us of
-# its ring attention rows). On one host, and, as root with ip netns, on
-# 2 network namespaces x 2 ranks whose links tc holds to 1 Gbit/s
-# (tests/lib/netns.bash). Rounds interleave the three runs; each run takes
-# the median over ITERS iterations after one warm-up, the table the median
+# (d_model 256, 8 heads, d_ff 1024, batch 1) forward+backward.
+#  1. At sequence SEQ: collx-tp --mode zigzag against the PyTorch ring peer
+#     (examples/peers/torch_ring.py, zigzag chunks, Gloo isend/irecv) and
+#     against collx-tp --mode ring (contiguous chunks), and the share of
+#     zigzag's ring transfer time hidden behind attention (hidden_us over
+#     hidden_us + exposed_us of its ring attention rows); beside it, the
+#     speedup zigzag can give over the contiguous ring by the attention
+#     work counted per ring step (query-key pairs the causal mask leaves,
+#     the closed form of tests/tp_seq.bats), on P cores and on CORES cores
+#     that the P ranks share (steps in lock-step: a step lasts as long as
+#     its busiest rank, or its ranks' work over the cores, whichever is
+#     longer), and that bound with the rest of the block's time as
+#     measured (the ring's step less its attention rows) added unchanged.
+#  2. At sequence SEQ_LONG (a K/V block's transfer shorter than its
+#     attention): the share of zigzag's and ring's transfer time hidden.
+#  3. collx-tp --mode sp --overlap ring (T = 4) against max(comm, compute)
+#     of the layer, both from --overlap none's rows (its collectives'
+#     seconds, its computing phases' seconds), on one host and over links
+#     held to SP_RATE.
+# On one host, and, as root with ip netns, on 2 network namespaces x 2
+# ranks whose links tc holds to 1 Gbit/s (1, 2) and to SP_RATE (3)
+# (tests/lib/netns.bash). Rounds interleave the runs; each run takes the
+# median over ITERS iterations after one warm-up, the tables the median
 # over the rounds. collx's step is the sum of rank 0's timed phases less
 # the gathers that only serve the output files; the peer's is its step
 # time, the slowest rank's median. One thread per rank.
 # usage: examples/bench-cp.sh [ROUNDS [ITERS]]   (defaults 3 and 3)
-#        SEQ=2048 NETNS=auto|no PY=/usr/bin/python3 OUT=DIR (keeps the rows)
+#        SEQ=2048 SEQ_LONG=8192 SP_SEQ=2048 SP_RATE=10gbit CORES=nproc
+#        NETNS=auto|no PY=/usr/bin/python3 OUT=DIR (keeps the rows)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -22,6 +37,8 @@ iters=${2:-3}
 py=${PY:-/usr/bin/python3}
 peer=$here/peers/torch_ring.py
 D=256 H=8 FF=1024 B=1 S=${SEQ:-2048} P=4
+SL=${SEQ_LONG:-8192} SPS=${SP_SEQ:-2048} sprate=${SP_RATE:-10gbit}
+cores=${CORES:-$(nproc)}
 work=$(mktemp -d "${TMPDIR:-/tmp}/collx-bench-cp.XXXXXX")
 out=${OUT:-$work}
 netns=no
@@ -38,8 +55,10 @@ cd "$work"
 mkdir -p "$out"
 
 collx-dp --init block --dims "$D,$H,$FF,1" --seed 1 -o block.safetensors
-collx-tensor create --shape "$B,$S,$D" --fill randn --seed 1 -o x.npy
-collx-tensor create --shape "$B,$S,$D" --fill randn --seed 2 -o dy.npy
+for n in $S $SL $SPS; do
+	collx-tensor create --shape "$B,$n,$D" --fill randn --seed 1 -o "x$n.npy"
+	collx-tensor create --shape "$B,$n,$D" --fill randn --seed 2 -o "dy$n.npy"
+done
 : >"$out/results.csv"
 
 MEDIAN='
@@ -63,57 +82,152 @@ launch() {
 	fi
 }
 
-# collx MODE ROUND: a line where,impl,mode,round,seconds,hidden_share
+# collx MODE ROUND [SEQ [OPTIONS]]: a line
+# where,impl,mode,round,seconds,hidden_share,attention_seconds,seq,comm,compute
+# (attention: rank 0's ring attention rows; comm and compute: its
+# collectives' and its other phases' seconds)
 collx() {
+	local n=${3:-$S}
 	rm -f t.csv
-	launch collx-tp -q --layer block --mode "$1" --causal \
-	    -m block.safetensors -i x.npy --backward --grad-output dy.npy \
+	launch collx-tp -q --layer block --mode "$1" ${4:-} --causal \
+	    -m block.safetensors -i "x$n.npy" --backward --grad-output "dy$n.npy" \
 	    --iters $((iters + 1)) --timing t.csv
-	awk -F, -v where="$where" -v mode="$1" -v round="$2" "$MEDIAN"'
+	awk -F, -v where="$where" -v mode="$1${4:+ ${4#--}}" -v round="$2" -v n="$n" "$MEDIAN"'
 	    NR > 1 && $4 == 0 && $2 != "" && $NF !~ /output/ && $9 > 0 {
-		step[$9] += $10 }
+		step[$9] += $10
+		if ($NF ~ /ring attention/) att[$9] += $10
+		else if ($2 == "compute") cmp[$9] += $10
+		else com[$9] += $10 }
 	    NR > 1 && $NF ~ /ring attention/ && $9 > 0 { hid += $14; wait += $15 }
-	    END { for (i in step) l = l " " step[i]
-		printf "%s,collx,%s,%d,%.6f,%.3f\n", where, mode, round,
-		    median(l), (hid + wait > 0 ? hid / (hid + wait) : 0) }' t.csv >>"$out/results.csv"
+	    END { for (i in step) { l = l " " step[i]; a = a " " att[i] + 0
+		    c = c " " cmp[i] + 0; m = m " " com[i] + 0 }
+		printf "%s,collx,%s,%d,%.6f,%.3f,%.6f,%d,%.6f,%.6f\n", where,
+		    mode, round, median(l), (hid + wait > 0 ? hid / (hid + wait) : 0),
+		    median(a), n, median(m), median(c) }' t.csv >>"$out/results.csv"
 }
 
 # torch ROUND: the peer's zigzag step
 torch() {
 	launch "$py" "$peer" bench $P "$iters" 1 $D $H $S $B $FF causal zigzag |
 	    awk -F, -v where="$where" -v round="$1" '$1 == "torch" {
-		printf "%s,torch,zigzag,%d,%s,\n", where, round, $4 }' \
+		printf "%s,torch,zigzag,%d,%s,,,%d,,\n", where, round, $4, '"$S"' }' \
 	    >>"$out/results.csv"
 }
 
-for where in host $([ "$netns" = yes ] && echo netns); do
-	if [ "$where" = netns ]; then
-		netns_setup 2 --rate 1gbit
-		netns_fake_ssh "$work/ssh"
-	fi
+for where in host $([ "$netns" = yes ] && echo netns sp-netns); do
+	case $where in
+	netns) netns_setup 2 --rate 1gbit ;;
+	sp-netns) netns_setup 2 --rate "$sprate" ;;
+	esac
+	[ "$where" = host ] || netns_fake_ssh "$work/ssh"
 	for ((r = 1; r <= rounds; r++)); do
-		case $((r % 3)) in	# each goes first once in three rounds
-		1) collx zigzag $r; collx ring $r; torch $r ;;
-		2) collx ring $r; torch $r; collx zigzag $r ;;
-		0) torch $r; collx zigzag $r; collx ring $r ;;
-		esac
+		if [ "$where" != sp-netns ]; then
+			case $((r % 3)) in	# each goes first once in three
+			1) collx zigzag $r; collx ring $r; torch $r ;;
+			2) collx ring $r; torch $r; collx zigzag $r ;;
+			0) torch $r; collx zigzag $r; collx ring $r ;;
+			esac
+			collx zigzag $r "$SL"
+			collx ring $r "$SL"
+		fi
+		if [ "$where" != netns ]; then
+			collx sp $r "$SPS" "--overlap none"
+			collx sp $r "$SPS" "--overlap ring"
+		fi
 	done
 	[ "$where" = host ] || netns_teardown
-	[ "$where" = host ] || netns=no
 done
+netns=no
 
-echo "P = $P ranks, block d=$D heads=$H d_ff=$FF, batch $B, sequence $S, causal;"
+# the rows of one where, impl, mode and sequence: median of column COL
+pick='
+function pick(w, i, m, n, col,   l, k) {
+	for (k = 1; k <= nr; k++)
+		if (W[k] == w && I[k] == i && M[k] == m && N[k] == n)
+			l = l " " F[k, col]
+	return l == "" ? -1 : median(l)
+}
+{ nr++; W[nr] = $1; I[nr] = $2; M[nr] = $3; N[nr] = $8
+  for (c = 1; c <= NF; c++) F[nr, c] = $c; seen[$1] = 1 }'
+name='function name(w) { if (w == "host") return "one host"
+	if (w == "netns") return "2 namespaces x 2 ranks, 1 Gbit/s"
+	return "2 namespaces x 2 ranks, " r }'
+
+echo "P = $P ranks, block d=$D heads=$H d_ff=$FF, batch $B, causal;"
 echo "forward+backward seconds, median of $rounds interleaved rounds (each the median of $iters)"
+echo
+echo "Sequence $S:"
 echo
 echo "| where | collx zigzag | collx ring | torch ring peer (zigzag) | zigzag / peer speedup | zigzag / ring speedup | zigzag transfer hidden |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
-awk -F, "$MEDIAN"'
-	{ k = $1 SUBSEP $2 SUBSEP $3; t[k] = t[k] " " $5; h[k] = h[k] " " $6
-	  w[$1] = 1 }
-	END { for (x in w) {
-		z = median(t[x, "collx", "zigzag"]); r = median(t[x, "collx", "ring"])
-		p = median(t[x, "torch", "zigzag"])
+awk -F, -v S="$S" -v r="$sprate" "$MEDIAN$pick$name"'
+	END { for (x in seen) { if (x == "sp-netns") continue
+		z = pick(x, "collx", "zigzag", S, 5); g = pick(x, "collx", "ring", S, 5)
+		p = pick(x, "torch", "zigzag", S, 5)
 		printf "| %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %.0f%% |\n", \
-		    x == "host" ? "one host" : "2 namespaces x 2 ranks, 1 Gbit/s", \
-		    z, r, p, p / z, r / z, 100 * median(h[x, "collx", "zigzag"]) } }' \
+		    name(x), z, g, p, p / z, g / z, 100 * pick(x, "collx", "zigzag", S, 6) } }' \
     "$out/results.csv"
+echo
+# counted work per ring step (units of one chunk-pair's c*c pairs, c the
+# zigzag chunk, 2P of them; the ring's chunks are 2c): the diagonal block
+# of c rows leaves c(c+1)/2 pairs
+echo "Zigzag's bound over the contiguous ring at sequence $S, from the attention work counted per step:"
+echo
+awk -v P=$P -v S="$S" -v cores="$cores" -F, "$MEDIAN$pick"'
+	function pairs(qc, kc, c) {	# chunk qc of c rows against chunk kc
+		return kc < qc ? c * c : kc == qc ? c * (c + 1) / 2 : 0 }
+	function wk(zz, r, i,   s, c, q, k, a, b, w) {	# rank r, step i
+		s = (r - i + P) % P
+		if (!zz) return pairs(r, s, 2 * S / (2 * P))
+		c = S / (2 * P)
+		for (a = 0; a < 2; a++) for (b = 0; b < 2; b++) {
+			q = a ? 2 * P - 1 - r : r; k = b ? 2 * P - 1 - s : s
+			w += pairs(q, k, c) }
+		return w }
+	function bound(zz, ncores,   i, r, t, mx, sum, x) {
+		t = 0
+		for (i = 0; i < P; i++) { mx = 0; sum = 0
+			for (r = 0; r < P; r++) { x = wk(zz, r, i)
+				sum += x; if (x > mx) mx = x }
+			t += (sum / ncores > mx ? sum / ncores : mx) }
+		return t }
+	END {
+		c = S / (2 * P)
+		printf "  per step, rank by rank, in %d-pair units: ring", c * c
+		for (i = 0; i < P; i++) { printf " ["; for (r = 0; r < P; r++)
+			printf "%s%.2f", r ? " " : "", wk(0, r, i) / (c * c); printf "]" }
+		printf "; zigzag"
+		for (i = 0; i < P; i++) { printf " ["; for (r = 0; r < P; r++)
+			printf "%s%.2f", r ? " " : "", wk(1, r, i) / (c * c); printf "]" }
+		print ""
+		bp = bound(0, P) / bound(1, P); bc = bound(0, cores) / bound(1, cores)
+		printf "  attention alone: %.2fx on %d cores, %.2fx with %d ranks on %d cores\n", bp, P, bc, P, cores
+		for (x in seen) { if (x == "sp-netns") continue
+			g = pick(x, "collx", "ring", S, 5); a = pick(x, "collx", "ring", S, 7)
+			z = pick(x, "collx", "zigzag", S, 5)
+			printf "  %s: ring step %.3f s of which attention %.3f s; with the rest unchanged the bound is %.2fx (%d cores), measured %.2fx\n", \
+			    x, g, a, g / (g - a + a / bc), cores, g / z } }' "$out/results.csv"
+echo
+echo "Sequence $SL (a K/V block's transfer shorter than its attention): transfer time hidden"
+echo
+echo "| where | collx zigzag | collx ring | zigzag hidden | ring hidden |"
+echo "| --- | --- | --- | --- | --- |"
+awk -F, -v S="$SL" -v r="$sprate" "$MEDIAN$pick$name"'
+	END { for (x in seen) { if (x == "sp-netns") continue
+		printf "| %s | %.3f | %.3f | %.0f%% | %.0f%% |\n", name(x),
+		    pick(x, "collx", "zigzag", S, 5), pick(x, "collx", "ring", S, 5),
+		    100 * pick(x, "collx", "zigzag", S, 6),
+		    100 * pick(x, "collx", "ring", S, 6) } }' "$out/results.csv"
+echo
+echo "sp --overlap ring at T = $P, sequence $SPS, against max(comm, compute) of --overlap none's phases"
+echo
+echo "| where | sp none | comm | compute | sp --overlap ring | ring / max(comm, compute) |"
+echo "| --- | --- | --- | --- | --- | --- |"
+awk -F, -v S="$SPS" -v r="$sprate" "$MEDIAN$pick$name"'
+	END { for (x in seen) { if (x == "netns") continue
+		n = pick(x, "collx", "sp overlap none", S, 5)
+		m = pick(x, "collx", "sp overlap none", S, 9)
+		c = pick(x, "collx", "sp overlap none", S, 10)
+		o = pick(x, "collx", "sp overlap ring", S, 5)
+		printf "| %s | %.4f | %.4f | %.4f | %.4f | %.2fx |\n", name(x), n,
+		    m, c, o, o / (m > c ? m : c) } }' "$out/results.csv"
