@@ -17,8 +17,8 @@ struct cp_stage {
 	struct nn_block_hooks hk;	/* the ring's attention */
 	float *wpe, *dwpe;		/* this rank's rows: [seq, d] each */
 	struct nn_moe_router router;	/* experts: the micro-batch's routing */
-	float *probs;			/* every rank's router output, then
-					 * the micro-batch's routing (moe_bind) */
+	float *probs;			/* the group's router outputs, then
+					 * the micro-batch's routing (moe_new) */
 };
 
 int
