@@ -394,6 +394,11 @@ mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 		    "bytes, reduced gradients %zu bytes\n", cli_progname,
 		    r->t.rank, r->cfg->dpo.zero, res->stat[last].optim_bytes,
 		    res->stat[last].grad_bytes);
+	/* what --ep divides (ZeRO-3 has its own line) */
+	if (cli_verbose && !cli_quiet && r->t.from <= last &&
+	    r->cfg->dpo.zero != 3)
+		fprintf(stderr, "%s: rank %d: parameters %zu bytes\n",
+		    cli_progname, r->t.rank, res->stat[last].param_bytes);
 	fsdp_report(r, res);
 	if (r->t.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
@@ -465,6 +470,11 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		cfg->tp = r.grp.tp;
 		cfg->cp = r.grp.cp;
 		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
+		/* each rank holds its own experts alone where the DP sync
+		 * is plain; else all of them (par/ep.h) */
+		r.ep.divided = cfg->dpo.zero == 0 &&
+		    cfg->dpo.wire == DP_WIRE_F32 && cfg->dpo.powersgd == 0 &&
+		    cfg->dpo.sync_every == 0;
 		pp = r.grp.pp;
 	}
 	if (rank == 0 && p->expert_csv != NULL && (r.experts =
