@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "par/ep.h"
 #include "par/pipe_int.h"
 
 void
@@ -108,4 +109,24 @@ pipe_moe_end(struct pipe_run *r, struct train_step *s)
 	nn_moe_summary(t0->moe, L, d->moe.experts, &s->moe_dropped,
 	    &s->moe_imbalance);
 	return 0;
+}
+
+int
+pipe_moe_ckpt_peer(struct pipe_run *r)
+{
+	const struct ep *ep = ep_divides(r->cfg->ep);
+	int me = r->cfg->dp != NULL ? comm_rank(r->cfg->dp) : 0, rc = 0;
+	int moments = nn_optim_moments(&r->cfg->optim);
+	float *flat[2] = { NULL, NULL };
+
+	if (ep == NULL || me == 0 || me >= ep->X)
+		return 0;
+	/* whole tensors land on TP index 0 alone, as save()'s */
+	for (int k = 0; k < moments && r->ts->rank == 0; k++)
+		if ((flat[k] = calloc(r->m->nparams, sizeof(float))) == NULL)
+			rc = pipe_oom(r);
+	if (rc == 0)
+		rc = pipe_tp_gather(r, flat);
+	free(flat[0]), free(flat[1]);
+	return rc;
 }
