@@ -90,6 +90,60 @@ EOF
 	done
 }
 
+@test "divided experts: each rank's parameter bytes are the non-expert ones and E/X of the experts' (closed form from the model file)" {
+	# usage: bytes_of N OPTIONS: every rank's "parameters B bytes" of -v
+	bytes_of() {
+		timeout 120 collx-run -n "$1" --timeout 30 -- collx-train -v \
+		    "${@:2}" -m m.safetensors --data tok.npy --batch 8 \
+		    --steps 1 --lr 0.5 2>&1 | sed -n \
+		    's/^collx-train: rank \([0-9]*\): parameters \([0-9]*\) bytes$/\1 \2/p' |
+		    sort -n
+	}
+	bytes_of 2 --dp 2 --ep 2 >ep2.txt
+	bytes_of 4 --dp 4 --ep 2 --dispatch allgather >dp4ep2.txt
+	bytes_of 2 --dp 2 >dp2.txt
+	# ZeRO keeps every expert on every rank (collx-train(1))
+	bytes_of 2 --dp 2 --ep 2 --zero 1 >zero1.txt
+	"$PY" - <<'EOF'
+from collpy import load_st
+t, _ = load_st("m.safetensors")
+every = sum(v.size for v in t.values())
+experts = sum(v.size for k, v in t.items() if ".mlp.experts." in k)
+assert experts > 0 and experts % 4 == 0
+divided = 4 * (every - experts + experts // 2)
+for name, n, want in (("ep2.txt", 2, divided), ("dp4ep2.txt", 4, divided),
+                      ("dp2.txt", 2, 4 * every), ("zero1.txt", 2, 4 * every)):
+    got = [l.split() for l in open(name)]
+    assert [int(r) for r, _ in got] == list(range(n)), (name, got)
+    assert all(int(b) == want for _, b in got), (name, got, want)
+EOF
+}
+
+@test "divided experts: checkpoints hold the whole model; ep2 -> ep1 and ep1 -> dp4 x ep2 resume as one unbroken run (AdamW)" {
+	opts="--data tok.npy --batch 8 --lr 0.01 --optimizer adamw"
+	timeout 60 collx-dp -q -m m.safetensors $opts --steps 6 \
+	    -o ref.safetensors
+	# usage: ckrun N [collx-train options]
+	ckrun() {
+		timeout 120 collx-run -n "$1" --timeout 30 -- collx-train -q \
+		    "${@:2}" $opts
+	}
+	ckrun 2 --dp 2 --ep 2 -m m.safetensors --steps 3 --checkpoint ep2.ck
+	ckrun 2 --dp 2 -m m.safetensors --steps 3 --checkpoint dp2.ck
+	# the same model and moments, whichever mesh saved them
+	collx-tensor diff ep2.ck dp2.ck --rtol 1e-5 --atol 1e-5 >diff.txt
+	[ "$(grep -c '^optim\.[mv]\..*mlp\.experts\.3\.fc2\.weight:' diff.txt)" -eq 6 ]
+	ckrun 2 --dp 2 --resume ep2.ck --steps 6 -o a.safetensors
+	collx-tensor diff a.safetensors ref.safetensors --rtol 1e-5 --atol 1e-5
+	ckrun 4 --dp 4 --ep 2 --resume dp2.ck --steps 6 -o b.safetensors
+	collx-tensor diff b.safetensors ref.safetensors --rtol 1e-5 --atol 1e-5
+	for pp in "--tp 2" "--pp 2 --microbatches 2"; do
+		ckrun 4 --dp 2 $pp --ep 2 -m m.safetensors --steps 3 \
+		    --checkpoint x.ck
+		collx-tensor diff x.ck dp2.ck --rtol 1e-5 --atol 1e-5 >/dev/null
+	done
+}
+
 @test "with capacity: PyTorch's drops per micro-batch of a replica, both dispatches" {
 	need "python3 torch" "$PY" -c 'import torch'
 	timeout 10 collx-dp --init gpt --dims 32,8,3,2,6 --seed 8 --experts 4 \
