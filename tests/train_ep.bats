@@ -306,36 +306,37 @@ PYEOF
 	[ "$output" = "collx-train: --ep 2 does not divide the 3 data-parallel replicas (--dp 3)" ]
 }
 
-@test "the auxiliary loss under gpipe: collx-train dp2 x pp2 x ep2 and collx-pipe train as PyTorch does (capacity and aux, f_e of the global batch)" {
+@test "the auxiliary loss under gpipe, 1f1b and interleaved: collx-train dp2 x pp2 x ep2 and collx-pipe train as PyTorch does (capacity and aux, f_e of the global batch)" {
 	need "python3 torch" "$PY" -c 'import torch'
 	timeout 10 collx-dp --init gpt --dims 32,8,4,2,6 --seed 9 --experts 4 \
 	    --topk 2 --capacity 1 --aux-loss 0.05 -o ax.safetensors
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 2 ref 2
-	for how in alltoall allgather; do
-		timeout 120 collx-run -n 4 --timeout 30 -- collx-train -q \
-		    --schedule gpipe --dp 2 --pp 2 --ep 2 --dispatch $how \
-		    -m ax.safetensors --data tok.npy --batch 10 \
-		    --microbatches 2 --steps 3 --lr 0.5 -o t.safetensors \
-		    --loss-csv l.csv
-		collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
-		    --atol 1e-5 >/dev/null
-		paste -d, l.csv ref.csv >both.csv
-		"$PY" - <<'PYEOF'
+	for s in gpipe 1f1b interleaved; do
+		for how in alltoall allgather; do
+			timeout 120 collx-run -n 4 --timeout 30 -- collx-train \
+			    -q --schedule $s --dp 2 --pp 2 --ep 2 \
+			    --dispatch $how -m ax.safetensors --data tok.npy \
+			    --batch 10 --microbatches 2 --steps 3 --lr 0.5 \
+			    -o t.safetensors --loss-csv l.csv
+			collx-tensor diff t.safetensors ref.safetensors \
+			    --rtol 1e-5 --atol 1e-5 >/dev/null
+			paste -d, l.csv ref.csv >both.csv
+			"$PY" - <<'PYEOF'
 import csv
 for r in list(csv.reader(open("both.csv")))[1:]:
     # l.csv's loss (3rd) against ref.csv's (11th: step,loss,dropped,...)
     assert abs(float(r[2]) - float(r[10])) <= 1e-5, r
 PYEOF
+		done
 	done
+	# one rank's three micro-batches on 2 and 4 stages, and interleaved
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 1 ref 3
-	timeout 120 collx-run -n 2 --timeout 30 -- collx-pipe -q \
-	    --schedule gpipe -m ax.safetensors -i tok.npy --batch 10 \
-	    --microbatches 3 --steps 3 --lr 0.5 -o t.safetensors
-	collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
-	    --atol 1e-5 >/dev/null
-	# under 1f1b its f_e would come too late: refused on every rank
-	run timeout 30 collx-run -n 2 --timeout 10 -- collx-train --dp 2 \
-	    --ep 2 -m ax.safetensors --data tok.npy --batch 4 --steps 1
-	[ "$status" -eq 3 ]
-	[ "$(echo "$output" | grep -c "rank .: the model's auxiliary loss 0.05 (moe.aux): collx-train trains it under --schedule gpipe only")" -eq 2 ]
+	for run in "2 gpipe" "2 1f1b" "4 1f1b" "2 interleaved"; do
+		set -- $run
+		timeout 120 collx-run -n $1 --timeout 30 -- collx-pipe -q \
+		    --schedule $2 -m ax.safetensors -i tok.npy --batch 10 \
+		    --microbatches 3 --steps 3 --lr 0.5 -o t.safetensors
+		collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
+		    --atol 1e-5 >/dev/null
+	done
 }

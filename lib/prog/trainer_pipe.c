@@ -50,10 +50,9 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 }
 
 /* What a pipeline does not run of a model with experts, before any data
- * moves: the auxiliary loss (its f_e would need every micro-batch's
- * routing before the first backward) and a split backward (zero-bubble
- * schedules and schedule files). Under --tp the experts are whole on
- * every TP rank. */
+ * moves: a split backward (zero-bubble schedules and schedule files).
+ * Under --tp the experts are whole on every TP rank; an auxiliary loss
+ * under 1f1b or interleaved costs a counting forward (pipe_step.c). */
 static void
 trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 {
@@ -61,11 +60,6 @@ trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 
 	if (d->moe.experts == 0)
 		return;
-	if (d->moe_aux > 0 && p->o->sched != PIPE_SCHED_GPIPE)
-		cli_die_rank(CLI_EXIT_DATA, "the model's auxiliary loss %g "
-		    "(moe.aux): %s trains it under --schedule gpipe only (its "
-		    "f_e need every micro-batch's routing before the first "
-		    "backward)", d->moe_aux, cli_progname);
 	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
 		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
 		    "backward does not split, run --schedule gpipe, 1f1b or "
