@@ -317,7 +317,8 @@ PYEOF
 			    -q --schedule $s --dp 2 --pp 2 --ep 2 \
 			    --dispatch $how -m ax.safetensors --data tok.npy \
 			    --batch 10 --microbatches 2 --steps 3 --lr 0.5 \
-			    -o t.safetensors --loss-csv l.csv
+			    -o t.safetensors --loss-csv l.csv \
+			    --expert-counts ec.csv
 			collx-tensor diff t.safetensors ref.safetensors \
 			    --rtol 1e-5 --atol 1e-5 >/dev/null
 			paste -d, l.csv ref.csv >both.csv
@@ -326,6 +327,13 @@ import csv
 for r in list(csv.reader(open("both.csv")))[1:]:
     # l.csv's loss (3rd) against ref.csv's (11th: step,loss,dropped,...)
     assert abs(float(r[2]) - float(r[10])) <= 1e-5, r
+# each step routes the batch's 10 x 6 tokens to 2 experts each in every
+# one of the 4 MoE blocks, once (a counting forward counts none)
+sums = {}
+for r in csv.DictReader(open("ec.csv")):
+    k = (r["step"], r["layer"])
+    sums[k] = sums.get(k, 0) + int(r["tokens"])
+assert sorted(set(sums.values())) == [120] and len(sums) == 12, sums
 PYEOF
 		done
 	done
