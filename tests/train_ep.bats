@@ -104,6 +104,12 @@ EOF
 	bytes_of 2 --dp 2 >dp2.txt
 	# ZeRO keeps every expert on every rank (collx-train(1))
 	bytes_of 2 --dp 2 --ep 2 --zero 1 >zero1.txt
+	# AdamW's two moments and the gradients: as divided as the parameters
+	timeout 120 collx-run -n 2 --timeout 30 -- collx-train -v --dp 2 \
+	    --ep 2 --optimizer adamw -m m.safetensors --data tok.npy \
+	    --batch 8 --steps 1 2>&1 | sed -n \
+	    's/^collx-train: rank [01]: zero 0: optimizer state \([0-9]*\) bytes, reduced gradients \([0-9]*\) bytes$/\1 \2/p' \
+	    >adamw.txt
 	"$PY" - <<'EOF'
 from collpy import load_st
 t, _ = load_st("m.safetensors")
@@ -116,6 +122,8 @@ for name, n, want in (("ep2.txt", 2, divided), ("dp4ep2.txt", 4, divided),
     got = [l.split() for l in open(name)]
     assert [int(r) for r, _ in got] == list(range(n)), (name, got)
     assert all(int(b) == want for _, b in got), (name, got, want)
+got = [[int(b) for b in l.split()] for l in open("adamw.txt")]
+assert got == [[2 * divided, divided]] * 2, (got, divided)
 EOF
 }
 
