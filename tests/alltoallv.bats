@@ -232,5 +232,24 @@ for link, counts, size, auto, pw, li, hier, gloo, speed, flat in rows:
     assert speed == "%.2f" % (med["gloo"] / med["auto"]), (link, speed)
     if "hier" in med:
         assert flat == "%.2f" % (min(med["pairwise"], med["linear"]) / med["hier"]), (link, flat)
+# each launch's algorithms in the raw file's order: round r's list turned
+# left by r - 1 places, so that auto is not always the first to run
+launches, last = [], None
+for l in open(raw):
+    f = l.split()
+    link, who = " ".join(f[:-4]), f[-2]
+    if who == "gloo":
+        last = None
+        continue
+    if last != link:
+        launches.append((link, []))
+    launches[-1][1].append(who)
+    last = link
+want = {"1 host x 4": ["auto", "pairwise", "linear"],
+        "2 x 2, 500mbit": ["auto", "pairwise", "linear", "hier"]}
+assert len(launches) == 4, launches
+for i, (link, algos) in enumerate(launches):
+    w, r = want[link], i % 2
+    assert algos == w[r:] + w[:r], (link, i, algos)
 PYEOF
 }

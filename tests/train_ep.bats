@@ -90,6 +90,68 @@ EOF
 	done
 }
 
+@test "divided experts: each rank's parameter bytes are the non-expert ones and E/X of the experts' (closed form from the model file)" {
+	# usage: bytes_of N OPTIONS: every rank's "parameters B bytes" of -v
+	bytes_of() {
+		timeout 120 collx-run -n "$1" --timeout 30 -- collx-train -v \
+		    "${@:2}" -m m.safetensors --data tok.npy --batch 8 \
+		    --steps 1 --lr 0.5 2>&1 | sed -n \
+		    's/^collx-train: rank \([0-9]*\): parameters \([0-9]*\) bytes$/\1 \2/p' |
+		    sort -n
+	}
+	bytes_of 2 --dp 2 --ep 2 >ep2.txt
+	bytes_of 4 --dp 4 --ep 2 --dispatch allgather >dp4ep2.txt
+	bytes_of 2 --dp 2 >dp2.txt
+	# ZeRO keeps every expert on every rank (collx-train(1))
+	bytes_of 2 --dp 2 --ep 2 --zero 1 >zero1.txt
+	# AdamW's two moments and the gradients: as divided as the parameters
+	timeout 120 collx-run -n 2 --timeout 30 -- collx-train -v --dp 2 \
+	    --ep 2 --optimizer adamw -m m.safetensors --data tok.npy \
+	    --batch 8 --steps 1 2>&1 | sed -n \
+	    's/^collx-train: rank [01]: zero 0: optimizer state \([0-9]*\) bytes, reduced gradients \([0-9]*\) bytes$/\1 \2/p' \
+	    >adamw.txt
+	"$PY" - <<'EOF'
+from collpy import load_st
+t, _ = load_st("m.safetensors")
+every = sum(v.size for v in t.values())
+experts = sum(v.size for k, v in t.items() if ".mlp.experts." in k)
+assert experts > 0 and experts % 4 == 0
+divided = 4 * (every - experts + experts // 2)
+for name, n, want in (("ep2.txt", 2, divided), ("dp4ep2.txt", 4, divided),
+                      ("dp2.txt", 2, 4 * every), ("zero1.txt", 2, 4 * every)):
+    got = [l.split() for l in open(name)]
+    assert [int(r) for r, _ in got] == list(range(n)), (name, got)
+    assert all(int(b) == want for _, b in got), (name, got, want)
+got = [[int(b) for b in l.split()] for l in open("adamw.txt")]
+assert got == [[2 * divided, divided]] * 2, (got, divided)
+EOF
+}
+
+@test "divided experts: checkpoints hold the whole model; ep2 -> ep1 and ep1 -> dp4 x ep2 resume as one unbroken run (AdamW)" {
+	opts="--data tok.npy --batch 8 --lr 0.01 --optimizer adamw"
+	timeout 60 collx-dp -q -m m.safetensors $opts --steps 6 \
+	    -o ref.safetensors
+	# usage: ckrun N [collx-train options]
+	ckrun() {
+		timeout 120 collx-run -n "$1" --timeout 30 -- collx-train -q \
+		    "${@:2}" $opts
+	}
+	ckrun 2 --dp 2 --ep 2 -m m.safetensors --steps 3 --checkpoint ep2.ck
+	ckrun 2 --dp 2 -m m.safetensors --steps 3 --checkpoint dp2.ck
+	# the same model and moments, whichever mesh saved them
+	collx-tensor diff ep2.ck dp2.ck --rtol 1e-5 --atol 1e-5 >diff.txt
+	[ "$(grep -c '^optim\.[mv]\..*mlp\.experts\.3\.fc2\.weight:' diff.txt)" -eq 6 ]
+	ckrun 2 --dp 2 --resume ep2.ck --steps 6 -o a.safetensors
+	collx-tensor diff a.safetensors ref.safetensors --rtol 1e-5 --atol 1e-5
+	ckrun 4 --dp 4 --ep 2 --resume dp2.ck --steps 6 -o b.safetensors
+	collx-tensor diff b.safetensors ref.safetensors --rtol 1e-5 --atol 1e-5
+	for pp in "--tp 2" "--pp 2 --microbatches 2"; do
+		ckrun 4 --dp 2 $pp --ep 2 -m m.safetensors --steps 3 \
+		    --checkpoint x.ck
+		collx-tensor diff x.ck dp2.ck --rtol 1e-5 --atol 1e-5 >/dev/null
+	done
+}
+
 @test "with capacity: PyTorch's drops per micro-batch of a replica, both dispatches" {
 	need "python3 torch" "$PY" -c 'import torch'
 	timeout 10 collx-dp --init gpt --dims 32,8,3,2,6 --seed 8 --experts 4 \
@@ -252,36 +314,45 @@ PYEOF
 	[ "$output" = "collx-train: --ep 2 does not divide the 3 data-parallel replicas (--dp 3)" ]
 }
 
-@test "the auxiliary loss under gpipe: collx-train dp2 x pp2 x ep2 and collx-pipe train as PyTorch does (capacity and aux, f_e of the global batch)" {
+@test "the auxiliary loss under gpipe, 1f1b and interleaved: collx-train dp2 x pp2 x ep2 and collx-pipe train as PyTorch does (capacity and aux, f_e of the global batch)" {
 	need "python3 torch" "$PY" -c 'import torch'
 	timeout 10 collx-dp --init gpt --dims 32,8,4,2,6 --seed 9 --experts 4 \
 	    --topk 2 --capacity 1 --aux-loss 0.05 -o ax.safetensors
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 2 ref 2
-	for how in alltoall allgather; do
-		timeout 120 collx-run -n 4 --timeout 30 -- collx-train -q \
-		    --schedule gpipe --dp 2 --pp 2 --ep 2 --dispatch $how \
-		    -m ax.safetensors --data tok.npy --batch 10 \
-		    --microbatches 2 --steps 3 --lr 0.5 -o t.safetensors \
-		    --loss-csv l.csv
-		collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
-		    --atol 1e-5 >/dev/null
-		paste -d, l.csv ref.csv >both.csv
-		"$PY" - <<'PYEOF'
+	for s in gpipe 1f1b interleaved; do
+		for how in alltoall allgather; do
+			timeout 120 collx-run -n 4 --timeout 30 -- collx-train \
+			    -q --schedule $s --dp 2 --pp 2 --ep 2 \
+			    --dispatch $how -m ax.safetensors --data tok.npy \
+			    --batch 10 --microbatches 2 --steps 3 --lr 0.5 \
+			    -o t.safetensors --loss-csv l.csv \
+			    --expert-counts ec.csv
+			collx-tensor diff t.safetensors ref.safetensors \
+			    --rtol 1e-5 --atol 1e-5 >/dev/null
+			paste -d, l.csv ref.csv >both.csv
+			"$PY" - <<'PYEOF'
 import csv
 for r in list(csv.reader(open("both.csv")))[1:]:
     # l.csv's loss (3rd) against ref.csv's (11th: step,loss,dropped,...)
     assert abs(float(r[2]) - float(r[10])) <= 1e-5, r
+# each step routes the batch's 10 x 6 tokens to 2 experts each in every
+# one of the 4 MoE blocks, once (a counting forward counts none)
+sums = {}
+for r in csv.DictReader(open("ec.csv")):
+    k = (r["step"], r["layer"])
+    sums[k] = sums.get(k, 0) + int(r["tokens"])
+assert sorted(set(sums.values())) == [120] and len(sums) == 12, sums
 PYEOF
+		done
 	done
+	# one rank's three micro-batches on 2 and 4 stages, and interleaved
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 1 ref 3
-	timeout 120 collx-run -n 2 --timeout 30 -- collx-pipe -q \
-	    --schedule gpipe -m ax.safetensors -i tok.npy --batch 10 \
-	    --microbatches 3 --steps 3 --lr 0.5 -o t.safetensors
-	collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
-	    --atol 1e-5 >/dev/null
-	# under 1f1b its f_e would come too late: refused on every rank
-	run timeout 30 collx-run -n 2 --timeout 10 -- collx-train --dp 2 \
-	    --ep 2 -m ax.safetensors --data tok.npy --batch 4 --steps 1
-	[ "$status" -eq 3 ]
-	[ "$(echo "$output" | grep -c "rank .: the model's auxiliary loss 0.05 (moe.aux): collx-train trains it under --schedule gpipe only")" -eq 2 ]
+	for run in "2 gpipe" "2 1f1b" "4 1f1b" "2 interleaved"; do
+		set -- $run
+		timeout 120 collx-run -n $1 --timeout 30 -- collx-pipe -q \
+		    --schedule $2 -m ax.safetensors -i tok.npy --batch 10 \
+		    --microbatches 3 --steps 3 --lr 0.5 -o t.safetensors
+		collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
+		    --atol 1e-5 >/dev/null
+	done
 }

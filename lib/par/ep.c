@@ -1,6 +1,7 @@
 /* ep: the EP group, the checks made before it forms, the values each
  * forward keeps, the experts run on the rows received, and the alltoall
  * dispatch (coll_alltoallv there and back, forward and backward). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +63,8 @@ ep_open(struct ep *ep, struct comm *dp, int X, int E, enum ep_dispatch how,
 	int r = comm_rank(dp);
 
 	memset(ep, 0, sizeof(*ep));
-	if (comm_split(dp, r / X, r % X, &ep->c, err, errlen) < 0)
+	if (comm_split(dp, r / X, r % X, &ep->c, err, errlen) < 0 ||
+	    comm_split(dp, r % X, r / X, &ep->rep, err, errlen) < 0)
 		return -1;
 	ep->X = X, ep->rank = r % X, ep->E = E, ep->per = E / X;
 	ep->how = how, ep->err = err, ep->errlen = errlen;
@@ -81,9 +83,77 @@ ep_close(struct ep *ep)
 	free(ep->sv);
 	for (int i = 0; i < 6; i++)
 		free(ep->w[i]);
+	if (ep->rep != NULL)
+		comm_close(ep->rep);
 	if (ep->c != NULL)
 		comm_close(ep->c);
 	memset(ep, 0, sizeof(*ep));
+}
+
+int
+ep_expert_of(const char *name)
+{
+	const char *x = strstr(name, "mlp.experts.");
+
+	return x != NULL ? atoi(x + strlen("mlp.experts.")) : -1;
+}
+
+struct ep *
+ep_divides(const struct nn_moe_ep *h)
+{
+	struct ep *ep = h != NULL ? h->ctx : NULL;
+
+	return ep != NULL && ep->divided ? ep : NULL;
+}
+
+/* Whether m's tensor t is an expert's of layers [l0, l1) that EP rank s
+ * runs. */
+static int
+held_by(const struct ep *ep, const struct nn_param *t, int l0, int l1, int s)
+{
+	int e = ep_expert_of(t->name), l;
+
+	return e >= 0 && sscanf(t->name, "layers.%d.", &l) == 1 && l >= l0 &&
+	    l < l1 && e / ep->per == s;
+}
+
+/* Each rank's experts packed in m's table order, rank after rank, so
+ * that one allgather moves them all. */
+int
+ep_gather_experts(struct ep *ep, const struct nn_model *m, int l0, int l1,
+    float *out)
+{
+	size_t n = 0, at = 0, i;
+	float *mine, *all;
+	int s, rc;
+
+	for (i = 0; i < m->ntensors; i++)
+		if (held_by(ep, &m->table[i], l0, l1, ep->rank))
+			n += m->table[i].count;
+	mine = malloc((n + 1) * sizeof(float));
+	all = malloc(((size_t)ep->X * n + 1) * sizeof(float));
+	if (mine == NULL || all == NULL) {
+		free(mine), free(all);
+		return cli_fail(ep->err, ep->errlen, "out of memory gathering "
+		    "the experts");
+	}
+	for (i = 0; i < m->ntensors; i++)
+		if (held_by(ep, &m->table[i], l0, l1, ep->rank)) {
+			memcpy(mine + at, out + m->table[i].offset,
+			    m->table[i].count * sizeof(float));
+			at += m->table[i].count;
+		}
+	comm_set_step(ep->c, "gathering layers %d-%d's experts", l0, l1 - 1);
+	rc = coll_allgather(ep->c, mine, all, n, DT_F32, COLL_AUTO);
+	for (s = 0, at = 0; rc == 0 && s < ep->X; s++)
+		for (i = 0; i < m->ntensors; i++)
+			if (held_by(ep, &m->table[i], l0, l1, s)) {
+				memcpy(out + m->table[i].offset, all + at,
+				    m->table[i].count * sizeof(float));
+				at += m->table[i].count;
+			}
+	free(mine), free(all);
+	return rc < 0 ? ep_failed(ep, "gathering the experts") : 0;
 }
 
 struct ep_mark

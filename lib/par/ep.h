@@ -16,11 +16,18 @@
  *              gradients and reduce-scatters the input gradients and
  *              d/dp.
  *
- * Every rank keeps every expert's weights, whose gradients it computes
- * for its own experts only (the others stay zero there), so the DP
- * axis's one sum over all D replicas gives each expert the sum over the
- * D/X replicas that run it, and the optimizer, ZeRO and checkpoints are
- * the DP axis's unchanged. */
+ * Divided (ep->divided, the default where the DP sync is plain: no
+ * ZeRO, f32 wire, no PowerSGD or local SGD): each rank holds only its
+ * own experts' weights, gradients and optimizer state (the stage's
+ * layout leaves the others out, tp_stage_keep_experts); the DP sync sums
+ * an expert's gradients over ep->rep alone, the D/X replicas of the same
+ * EP rank, the rest over all D; the output and checkpoints gather the
+ * experts back (ep_gather_experts), so they hold the whole model as
+ * plain DP's do, whatever the mesh. Otherwise every rank keeps every
+ * expert's weights, computing gradients for its own experts only (the
+ * others stay zero there), so the DP axis's one sum over all D replicas
+ * gives each expert the sum over the D/X replicas that run it, and the
+ * optimizer, ZeRO and checkpoints are the DP axis's unchanged. */
 #ifndef COLLX_EP_H
 #define COLLX_EP_H
 
@@ -37,6 +44,8 @@ struct ep_saved;
 struct ep {
 	struct nn_moe_ep hook;	/* what tp_stage gives lib/nn's MoE */
 	struct comm *c;		/* the EP group */
+	struct comm *rep;	/* the DP replicas of this EP rank */
+	int divided;		/* only this rank's experts are held */
 	int X, rank, E, per;	/* this rank's experts: rank*per .. +per */
 	enum ep_dispatch how;
 	/* the exchanges so far: [0] dispatch (tokens, or their output
@@ -68,5 +77,17 @@ int ep_check(int D, int X, const struct nn_model *m, char *err,
 int ep_open(struct ep *ep, struct comm *dp, int X, int E,
     enum ep_dispatch how, char *err, size_t errlen);
 void ep_close(struct ep *ep);
+
+/* Of a tensor named as the model names it: its expert's index, or -1
+ * for a tensor of no expert. */
+int ep_expert_of(const char *name);
+/* The EP of hook h (NULL: none) when it divides the experts: NULL, or
+ * it (its experts rank*per .. +per). */
+struct ep *ep_divides(const struct nn_moe_ep *h);
+/* Collective over the EP group: out (laid out as m->params), holding
+ * this rank's experts of layers [l0, l1), gets every rank's. 0, or -1
+ * with the reason in ep->err. */
+int ep_gather_experts(struct ep *ep, const struct nn_model *m, int l0,
+    int l1, float *out);
 
 #endif

@@ -82,6 +82,7 @@ struct pipe_stat {
 	size_t cp_sent;		/* bytes this rank sent in them */
 	size_t optim_bytes;	/* optimizer state this rank holds */
 	size_t grad_bytes;	/* reduced gradients it keeps for the update */
+	size_t param_bytes;	/* parameters it holds (but ZeRO-3's) */
 	/* --zero 3: its gathers' and reduce-scatters' seconds, the most
 	 * parameter bytes it held during the pass */
 	double dp_gather, dp_rs;

@@ -459,7 +459,7 @@ pipe_ckpt_write(struct pipe_run *r, long done)
 		return -1;
 	if (r->zero == NULL)
 		return nx > 0 ? save_with(r, done, x, nx) : saver ?
-		    save(r, done, NULL, 0) : 0;
+		    save(r, done, NULL, 0) : pipe_moe_ckpt_peer(r);
 	if (saver && (whole = zero_whole(r)) == NULL)
 		return -1;
 	rc = dp_zero_gather(pipe_dp_zero_state(r), whole) < 0 ? pipe_dp_failed(r) : 0;

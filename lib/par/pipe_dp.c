@@ -11,6 +11,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/ep.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
@@ -96,6 +97,7 @@ pipe_dp_update(struct pipe_run *r)
 	}
 	ps->grad_bytes = r->zero != NULL ? dp_zero_grad_bytes(pipe_dp_zero_state(r),
 	    whole) : whole * sizeof(float);
+	ps->param_bytes = whole * sizeof(float);
 	if (r->zero != NULL && r->zero->fsdp != NULL) {
 		dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */
 		return 0;
@@ -113,7 +115,8 @@ pipe_dp_verify(struct pipe_run *r)
 {
 	struct comm *dc = pipe_replicas(r);
 	uint64_t mine = CLI_FNV1A_INIT, *all;
-	int q, n, rc = 0;
+	int q, n, X, rc = 0;
+	const struct ep *ep;
 
 	if (dc == NULL)
 		return 0;
@@ -128,15 +131,18 @@ pipe_dp_verify(struct pipe_run *r)
 		free(all);
 		return pipe_dp_failed(r);
 	}
-	for (q = 1; q < n && rc == 0; q++)
-		if (all[q] != all[0]) {
+	/* divided experts: replica q holds those of EP rank q % X */
+	ep = ep_divides(r->cfg->ep);
+	X = ep != NULL ? ep->X : 1;
+	for (q = X; q < n && rc == 0; q++)
+		if (all[q] != all[q % X]) {
 			r->kind = TRAIN_ERR_RUNTIME;
 			rc = cli_fail(r->err, r->errlen, "stage %d: the "
-			    "parameters of replica %d differ from replica 0's "
+			    "parameters of replica %d differ from replica %d's "
 			    "after training (checksum %016llx vs %016llx)",
-			    r->rank, q,
+			    r->rank, q, q % X,
 			    (unsigned long long)all[q],
-			    (unsigned long long)all[0]);
+			    (unsigned long long)all[q % X]);
 		}
 	free(all);
 	return rc;

@@ -22,12 +22,15 @@
 #include "cli/util.h"
 #include "comm/coll.h"
 #include "par/dp_sync.h"
+#include "par/ep.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
 /* A tensor of the stage's vector: the model's index, where it lies in the
- * vector, its floats, its group (1: replicated over a TP group). */
+ * vector, its floats, its group (1: replicated over a TP group;
+ * SEG_EXPERTS: an expert's, divided over the EP ranks, par/ep.h). */
+#define SEG_EXPERTS 2
 struct seg {
 	size_t idx, off, count;
 	int group;
@@ -129,6 +132,10 @@ segs(const struct pipe_run *r, struct seg *sg)
 			sg[n++] = (struct seg){ tensor_index(r->m,
 			    ts->ten[i].name), base + p->off, p->count,
 			    ts->T > 1 && p->split == TP_WHOLE };
+			/* divided experts: summed over their own replicas */
+			if (ep_divides(r->cfg->ep) != NULL &&
+			    ep_expert_of(ts->ten[i].name) >= 0)
+				sg[n - 1].group = SEG_EXPERTS;
 		}
 		base += ts->nlocal;
 	}
@@ -461,7 +468,8 @@ bucket_sum(struct pipe_run *r, float *v, int k)
 	struct pipe_dp_sync *s = r->sync;
 	const struct bkt *b = &s->bk[k];
 	struct dp_wire w = s->wire;
-	struct comm *dc = r->cfg->dp;
+	struct comm *dc = b->s1 > b->s0 && s->seg[b->s0].group ==
+	    SEG_EXPERTS ? ep_divides(r->cfg->ep)->rep : r->cfg->dp;
 	float *g = v + b->off;
 	size_t eoff = b->off;
 	int rc;

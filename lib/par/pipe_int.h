@@ -170,6 +170,16 @@ int pipe_moe_end(struct pipe_run *r, struct train_step *s);
  * to rank 0's loss sum. 0, or -1 when a sum failed. */
 int pipe_moe_aux(struct pipe_run *r, int c);
 int pipe_moe_aux_sum(struct pipe_run *r, double *loss);
+/* Whether the step's f_e come before the schedule (an aux loss under a
+ * schedule but gpipe); pipe_moe_aux_counted, once the step's forwards
+ * have counted them, makes every chunk's d/dp_e and zeroes the counts
+ * for the schedule's own forwards. */
+int pipe_moe_aux_early(const struct pipe_run *r);
+int pipe_moe_aux_counted(struct pipe_run *r);
+/* A checkpoint's on a replica but 0 (which saves): with divided experts
+ * (par/ep.h), the other EP ranks of replica 0's EP group gather their
+ * experts to it as replica 0 does (pipe_tp_gather); others nothing. */
+int pipe_moe_ckpt_peer(struct pipe_run *r);
 int pipe_dp_update(struct pipe_run *r);
 int pipe_dp_verify(struct pipe_run *r);
 void pipe_dp_free(struct pipe_run *r);

@@ -1,12 +1,15 @@
 /* pipe_moe: a pipeline step's statistics of a model with experts: every
  * stage's MoE blocks over its micro-batches, summed over the stages and
  * the replicas, for the loss CSV; and the auxiliary loss, whose f_e are
- * the global batch's: known before a backward only under gpipe, where
- * every forward of the step comes first. */
+ * the global batch's: known before a backward under gpipe, where every
+ * forward of the step comes first; under the other schedules a forward
+ * of every micro-batch runs before the schedule to count them
+ * (pipe_step.c's aux_pass). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll.h"
+#include "par/ep.h"
 #include "par/pipe_int.h"
 
 void
@@ -24,8 +27,10 @@ pipe_moe_begin(struct pipe_run *r)
 	r->moe_aux_loss = 0;
 }
 
-int
-pipe_moe_aux(struct pipe_run *r, int c)
+/* Chunk c's MoE blocks' d/dp_e and share of the aux loss, from the
+ * step's counts so far. */
+static int
+aux_chunk(struct pipe_run *r, int c)
 {
 	struct tp_stage *ts = &r->ts[c];
 	const struct nn_dims *d = &ts->d;
@@ -33,9 +38,6 @@ pipe_moe_aux(struct pipe_run *r, int c)
 	double *all;
 	float *ps;
 
-	if (d->moe_aux <= 0 || ts->moe == NULL || r->moe_aux_set)
-		return 0;
-	r->moe_aux_set = 1;
 	all = malloc(ts->nmoe * sizeof(double));
 	ps = malloc((size_t)E * sizeof(float));
 	if (all == NULL || ps == NULL) {
@@ -66,6 +68,37 @@ pipe_moe_aux(struct pipe_run *r, int c)
 		at += E + 1;
 	}
 	free(all), free(ps);
+	return 0;
+}
+
+int
+pipe_moe_aux(struct pipe_run *r, int c)
+{
+	if (r->ts[c].d.moe_aux <= 0 || r->ts[c].moe == NULL || r->moe_aux_set)
+		return 0;
+	r->moe_aux_set = 1;
+	return aux_chunk(r, c);
+}
+
+int
+pipe_moe_aux_early(const struct pipe_run *r)
+{
+	return r->ts[0].d.moe_aux > 0 && r->ts[0].moe != NULL &&
+	    r->cfg->sched != PIPE_SCHED_GPIPE;
+}
+
+int
+pipe_moe_aux_counted(struct pipe_run *r)
+{
+	for (int c = 0; c < r->nchunk; c++)
+		if (aux_chunk(r, c) < 0)
+			return -1;
+	r->moe_aux_set = 1;
+	/* the schedule's forwards count them again */
+	for (int c = 0; c < r->nchunk; c++) {
+		memset(r->ts[c].moe, 0, r->ts[c].nmoe * sizeof(double));
+		memset(r->ts[c].moe_psum, 0, r->ts[c].nmoe * sizeof(double));
+	}
 	return 0;
 }
 
@@ -110,4 +143,24 @@ pipe_moe_end(struct pipe_run *r, struct train_step *s)
 	nn_moe_summary(t0->moe, L, d->moe.experts, &s->moe_dropped,
 	    &s->moe_imbalance);
 	return 0;
+}
+
+int
+pipe_moe_ckpt_peer(struct pipe_run *r)
+{
+	const struct ep *ep = ep_divides(r->cfg->ep);
+	int me = r->cfg->dp != NULL ? comm_rank(r->cfg->dp) : 0, rc = 0;
+	int moments = nn_optim_moments(&r->cfg->optim);
+	float *flat[2] = { NULL, NULL };
+
+	if (ep == NULL || me == 0 || me >= ep->X)
+		return 0;
+	/* whole tensors land on TP index 0 alone, as save()'s */
+	for (int k = 0; k < moments && r->ts->rank == 0; k++)
+		if ((flat[k] = calloc(r->m->nparams, sizeof(float))) == NULL)
+			rc = pipe_oom(r);
+	if (rc == 0)
+		rc = pipe_tp_gather(r, flat);
+	free(flat[0]), free(flat[1]);
+	return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/ep.h"
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
@@ -58,6 +59,7 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	int c, s, V = r->nchunk, S = r->world * V;
+	const struct ep *ep;
 
 	if ((r->ts = calloc((size_t)V, sizeof(*r->ts))) == NULL)
 		return pipe_oom(r);
@@ -75,6 +77,11 @@ pipe_tp_init(struct pipe_run *r, int nmax)
 		r->ts[c].on_sum_ctx = r;
 		r->ts[c].ep = cfg->ep;
 	}
+	if ((ep = ep_divides(cfg->ep)) != NULL)	/* its own experts alone */
+		for (c = 0; c < V; c++)
+			if (tp_stage_keep_experts(&r->ts[c], r->m, ep->rank *
+			    ep->per, ep->per) < 0)
+				return pipe_oom(r);
 	return place(r);
 }
 
@@ -301,6 +308,29 @@ gather(struct pipe_run *r, const float *mine, float *out)
 	return 0;
 }
 
+/* Divided experts (par/ep.h): TP index 0's whole tensors get the other
+ * EP ranks' experts too, the parameters and the moments. */
+static int
+gather_experts(struct pipe_run *r, float *const moments[2])
+{
+	struct ep *ep = ep_divides(r->cfg->ep);
+	const struct nn_optim *o = &r->opt[0];
+	float *out[3] = { r->m->params, moments != NULL && o->m != NULL ?
+	    moments[0] : NULL, moments != NULL && o->v != NULL ? moments[1] :
+	    NULL };
+
+	if (ep == NULL || r->ts->rank != 0)
+		return 0;
+	for (int c = 0; c < r->nchunk; c++)
+		for (int k = 0; k < 3; k++)
+			if (out[k] != NULL && ep_gather_experts(ep, r->m,
+			    r->ts[c].l0, r->ts[c].l1, out[k]) < 0) {
+				r->kind = TRAIN_ERR_RUNTIME;
+				return -1;
+			}
+	return 0;
+}
+
 int
 pipe_tp_gather(struct pipe_run *r, float *const moments[2])
 {
@@ -315,5 +345,5 @@ pipe_tp_gather(struct pipe_run *r, float *const moments[2])
 	    (moments != NULL && o->v != NULL &&
 	    gather(r, o->v, moments[1]) < 0))
 		return tp_failed(r);
-	return 0;
+	return gather_experts(r, moments);
 }

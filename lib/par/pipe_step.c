@@ -272,6 +272,50 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 	return 0;
 }
 
+/*
+ * An auxiliary loss under a schedule whose first backward comes before
+ * the step's last forward: its f_e are the whole batch's routing, so the
+ * schedule's forwards (its receives, forwards and sends, in its order)
+ * run once first, to count the experts' assignments, and the slots go:
+ * each as soon as its activation has (one stage per rank), or at the end
+ * (interleaved, where waiting on a send could close a cycle of stages).
+ */
+static int
+aux_pass(struct pipe_run *r)
+{
+	int j = r->rank, M = r->cfg->micro, nreq = M * r->nchunk, k;
+	double loss = 0;	/* the schedule's forwards sum it */
+
+	if (!pipe_moe_aux_early(r))
+		return 0;
+	for (int q = 0; q < r->sch->nact[j]; q++) {
+		const struct pipe_action *a = &r->sch->act[j][q];
+		int send = a->op == PIPE_SEND_ACT;
+
+		if (a->op != PIPE_RECV_ACT && a->op != PIPE_FWD && !send)
+			continue;
+		if (act_run(r, a, &loss) < 0)
+			return -1;
+		k = a->chunk * M + a->mb;
+		if (r->nchunk > 1 || (!send && (a->op != PIPE_FWD ||
+		    !pipe_chunk(r, a->chunk)->last)))
+			continue;
+		if (send && comm_wait(r->c, &r->sact[k]) < 0)
+			return pipe_comm_failed(r);
+		pipe_unit_release(r, a->chunk, r->mslot[k]);
+		r->mslot[k] = NULL;
+	}
+	if (comm_waitall(r->c, r->sact, nreq) < 0)
+		return pipe_comm_failed(r);
+	for (k = 0; k < nreq; k++)
+		if (r->mslot[k] != NULL) {
+			pipe_unit_release(r, k / M, r->mslot[k]);
+			r->mslot[k] = NULL;
+		}
+	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
+	return pipe_moe_aux_counted(r);
+}
+
 /* gpt: the token embedding's gradient summed between virtual stage 0
  * (the embedding) and the last (the head), as both hold the weight: over
  * the pipeline group, or on a rank holding both (one stage, interleaved). */
@@ -339,6 +383,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		r->gmb[q][2] = 0;
 	}
 	pipe_dp_fsdp_begin(r);
+	if (aux_pass(r) < 0)
+		return -1;
 	for (q = 0; q < r->sch->nact[j]; q++)
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;

@@ -16,6 +16,7 @@
 #include "cli/util.h"
 #include "comm/coll.h"
 #include "par/cp_stage.h"
+#include "par/ep.h"
 #include "par/pipe_int.h"
 #include "par/tp_int.h"
 #include "par/tp_stage.h"
@@ -209,6 +210,31 @@ bind_tensors(struct tp_stage *ts, const struct nn_model *m)
 		ts->nten++;
 	}
 	return 0;
+}
+
+int
+tp_stage_keep_experts(struct tp_stage *ts, const struct nn_model *m, int e0,
+    int n)
+{
+	for (int k = 0; k < ts->l1 - ts->l0; k++) {
+		struct tp_model *lm = &ts->lay[k];
+		size_t off = 0;
+
+		for (int i = 0; i < lm->np; i++) {
+			struct tp_param *p = &lm->p[i];
+			int e = ep_expert_of(p->name);
+
+			if (e >= 0 && (e < e0 || e >= e0 + n))
+				p->present = 0, p->count = 0;
+			if (p->present)
+				p->off = off, off += p->count;
+		}
+		ts->nlocal -= lm->nlocal - off;
+		lm->nlocal = off;
+	}
+	free(ts->ten);
+	ts->ten = NULL, ts->nten = 0;
+	return bind_tensors(ts, m);
 }
 
 void

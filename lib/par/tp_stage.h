@@ -171,6 +171,11 @@ void tp_stage_free(struct tp_stage *ts);
  * from one build to the next; NULL when out of memory (free() frees). */
 float *tp_stage_vec(size_t n, int zero);
 void tp_stage_place(struct tp_stage *ts, float *params, float *grads);
+/* Before placing: of the MoE blocks' experts, the stage holds only
+ * [e0, e0 + n) (expert parallelism, divided; par/ep.h), the others left
+ * out of its layout and tensors. 0, or -1 out of memory. */
+int tp_stage_keep_experts(struct tp_stage *ts, const struct nn_model *m,
+    int e0, int n);
 /*
  * Between this rank's layout (ts->nlocal floats, as ts->params) and the
  * whole model's (m->nparams floats, as m->params) of the stage's tensors:

@@ -50,10 +50,9 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 }
 
 /* What a pipeline does not run of a model with experts, before any data
- * moves: the auxiliary loss (its f_e would need every micro-batch's
- * routing before the first backward) and a split backward (zero-bubble
- * schedules and schedule files). Under --tp the experts are whole on
- * every TP rank. */
+ * moves: a split backward (zero-bubble schedules and schedule files).
+ * Under --tp the experts are whole on every TP rank; an auxiliary loss
+ * under 1f1b or interleaved costs a counting forward (pipe_step.c). */
 static void
 trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 {
@@ -61,11 +60,6 @@ trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
 
 	if (d->moe.experts == 0)
 		return;
-	if (d->moe_aux > 0 && p->o->sched != PIPE_SCHED_GPIPE)
-		cli_die_rank(CLI_EXIT_DATA, "the model's auxiliary loss %g "
-		    "(moe.aux): %s trains it under --schedule gpipe only (its "
-		    "f_e need every micro-batch's routing before the first "
-		    "backward)", d->moe_aux, cli_progname);
 	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
 		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
 		    "backward does not split, run --schedule gpipe, 1f1b or "
@@ -394,6 +388,11 @@ mesh_report(const struct pipe_report_run *r, const struct pipe_result *res)
 		    "bytes, reduced gradients %zu bytes\n", cli_progname,
 		    r->t.rank, r->cfg->dpo.zero, res->stat[last].optim_bytes,
 		    res->stat[last].grad_bytes);
+	/* what --ep divides (ZeRO-3 has its own line) */
+	if (cli_verbose && !cli_quiet && r->t.from <= last &&
+	    r->cfg->dpo.zero != 3)
+		fprintf(stderr, "%s: rank %d: parameters %zu bytes\n",
+		    cli_progname, r->t.rank, res->stat[last].param_bytes);
 	fsdp_report(r, res);
 	if (r->t.pr.summary)
 		fprintf(stderr, "%s: rank 0 sent pp %" PRIu64 " dp %" PRIu64
@@ -465,6 +464,11 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		cfg->tp = r.grp.tp;
 		cfg->cp = r.grp.cp;
 		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
+		/* each rank holds its own experts alone where the DP sync
+		 * is plain; else all of them (par/ep.h) */
+		r.ep.divided = cfg->dpo.zero == 0 &&
+		    cfg->dpo.wire == DP_WIRE_F32 && cfg->dpo.powersgd == 0 &&
+		    cfg->dpo.sync_every == 0;
 		pp = r.grp.pp;
 	}
 	if (rank == 0 && p->expert_csv != NULL && (r.experts =
