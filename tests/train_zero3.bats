@@ -186,6 +186,60 @@ as_zero0() {
 	[ "$(pploss $((2 * 4224 + 4 * 3280)) --reshard-after-forward no)" -eq "$l" ]
 }
 
+# Micro-batches. A unit stays whole while it is among the next K + 1
+# distinct units the rank's schedule uses, but that resharding gives it
+# back between a forward use and a backward one more than K + 1 uses on.
+# dp2 of a gpt of 2 blocks (3280 floats each; E, the embeddings, final
+# LayerNorm and head: 4256), K = 2, 2 micro-batches, uses E 0 1 E per
+# forward and E' 1' 0' per backward. 1F1B (F0 B0 F1 B1): block 0's
+# forward use lies 5 uses before its backward one in each micro-batch, so
+# it is gathered three times (first, then for each backward); E and
+# block 1 once: gathers E + 4 blocks, reduce-scatters E + 2 blocks, rank
+# 0 sending (2*4256 + 6*3280) / 2 floats a step (the loss sum beside);
+# the earlier rule, K + 1 uses, gathered block 1 once more. GPipe (F0 F1
+# B0 B1): block 0 given back once, before the backwards: 2*4256 + 5*3280.
+# The trace: each stage's layers' reduce-scatters lie within its last
+# backward (zb-h1: its last weight part) of the step, the tied
+# embeddings' after the schedule.
+@test "micro-batches: units kept whole across them where the window holds them (bytes, closed forms); reduce-scatters within the last backward or weight part (trace, 1f1b and zb-h1)" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	G=(-m g.safetensors --data "$GPL" --batch 8 --steps 2 --dp 2 --zero 3
+	    --microbatches 2 --prefetch 2)
+	sent() {
+		[ "$(sed 1d "l$1.csv" | cut -d, -f7 | sort -u | wc -l)" -eq 1 ]
+		echo $(($(sed -n 2p "l$1.csv" | cut -d, -f7) - $2 * 4 / 2))
+	}
+	train 2 f "${G[@]}"
+	train 2 g "${G[@]}" --schedule gpipe
+	l=$(sent f $((2 * 4256 + 6 * 3280)))
+	[ "$l" -ge 0 ]
+	[ "$l" -lt 64 ]
+	[ "$(sent g $((2 * 4256 + 5 * 3280)))" -eq "$l" ]
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 -o g4.safetensors
+	for s in 1f1b zb-h1; do
+		timeout 60 collx-run -n 4 --timeout 20 -- collx-train -q \
+		    -m g4.safetensors --data "$GPL" --batch 8 --steps 2 --dp 2 \
+		    --pp 2 --zero 3 --microbatches 2 --schedule "$s" \
+		    --trace "tr$s.json"
+		timeout 30 "$PY" - "tr$s.json" "$s" <<'PYEOF'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+      if e.get("ph") == "X"]
+last = "weight" if sys.argv[2] == "zb-h1" else "backward"
+for j in (0, 1):
+    for k in (0, 1):
+        mine = [e for e in ev if e["tid"] == j and e["args"]["step"] == k]
+        b = max((e for e in mine if e["cat"] == last), key=lambda e: e["ts"])
+        z = [e for e in mine if e["cat"] == "reduce-scatter"]
+        inside = [e for e in z if e["ts"] >= b["ts"] and
+                  e["ts"] + e["dur"] <= b["ts"] + b["dur"] + 0.002]
+        after = [e for e in z if e["ts"] >= b["ts"] + b["dur"]]
+        assert len(z) == 3 and len(inside) == 2 and len(after) == 1, \
+            (j, k, b, z)
+PYEOF
+	done
+}
+
 # dp2 x pp2 on a gpt of 4 blocks (3280 floats each): stage 0 holds the
 # embeddings (4224 floats, the largest unit) and blocks 0 and 1, 10784
 # floats; each replica keeps half of each unit, 5392, and holds at most

@@ -4,10 +4,11 @@
  * optimizer state. A pass's weight uses and backward stages are its
  * events; before a unit's use its slices are all-gathered in place into
  * the parameter vector, after the use they are given back (forward with
- * reshard after forward, and backward; a unit the next uses need is
- * kept), and once its backward stage ends its gradients are
- * reduce-scattered and given back. Gathers of the next K uses (prefetch)
- * are started at a use, so they run while it computes.
+ * reshard after forward, and backward; a unit the window holds is kept:
+ * window()), and once its backward stage ends its gradients are
+ * reduce-scattered and given back. Gathers of the window (prefetch K:
+ * the next K + 1 units) are started at a use, so they run while it
+ * computes.
  *
  * Which gathers, reduce-scatters and releases each event brings is fixed
  * before training from the events alone (plan_jobs), the same on every
@@ -158,17 +159,35 @@ dp_fsdp_plan_free(struct dp_fsdp_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Whether unit u is kept at use i (of nv, use[] their units): the next
- * K + 1 uses need it, or it stays whole from its forward use until its
- * backward one (bwd[u]) without resharding. */
+/*
+ * The window at use i (of nv, use[] their units): the first K + 1
+ * distinct units of uses i on, each wanted whole from now to its next
+ * use, but for one given back after forward (forced[]: a backward use
+ * whose unit's use before it was a forward one, under resharding),
+ * wanted only within the next K + 1 uses. A unit a later micro-batch
+ * uses again in the same direction (or forward after backward) thus
+ * stays whole while the window holds it, rather than being gathered
+ * again; with one micro-batch (collx-dp) the first K + 1 distinct units
+ * are the next K + 1 uses' but where a resharded unit's backward follows,
+ * so nothing changes there. want[] gets the wanted units in order of
+ * their next use (seen: room for n flags); returns how many.
+ */
 static int
-keep(const int *use, int nv, int i, int K, int reshard, const int *bwd,
-    int u)
+window(const int *use, const char *forced, int nv, int i, int K, int *want,
+    char *seen, int n)
 {
-	for (int j = i; j <= i + K && j < nv; j++)
-		if (use[j] == u)
-			return 1;
-	return !reshard && bwd[u] >= i;
+	int j, k = 0, d = 0;
+
+	memset(seen, 0, (size_t)n);
+	for (j = i; j < nv && d <= K; j++) {
+		if (seen[use[j]])
+			continue;
+		seen[use[j]] = 1;
+		d++;
+		if (j <= i + K || !forced[j])
+			want[k++] = use[j];
+	}
+	return k;
 }
 
 /* The jobs every event brings, simulated once: f->job, upto, wait, rel. */
@@ -176,10 +195,14 @@ static int
 plan_jobs(struct dp_fsdp *f, int K, int reshard)
 {
 	const struct dp_fsdp_plan *p = &f->p;
-	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, j, nrel = 0;
+	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, k, nw, nrel = 0;
 	int *use = calloc((size_t)ne + 1, sizeof(int));
 	int *bwd = calloc((size_t)n + 1, sizeof(int));
 	int *gjob = calloc((size_t)n + 1, sizeof(int));
+	int *last = calloc((size_t)n + 1, sizeof(int));	/* a use's dir */
+	int *want = calloc((size_t)n + 1, sizeof(int));
+	char *forced = calloc((size_t)ne + 1, 1), *seen = calloc((size_t)n + 1,
+	    1), *keep = calloc((size_t)n + 1, 1);
 
 	f->job = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(*f->job));
 	f->upto = calloc((size_t)ne + 1, sizeof(int));
@@ -187,17 +210,24 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->relo = calloc((size_t)ne + 2, sizeof(int));
 	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
 	f->held = calloc((size_t)n + 1, sizeof(int));
-	if (use == NULL || bwd == NULL || gjob == NULL || f->job == NULL ||
-	    f->upto == NULL || f->wait == NULL || f->relo == NULL ||
-	    f->rel == NULL || f->held == NULL) {
-		free(use), free(bwd), free(gjob);
+	if (use == NULL || bwd == NULL || gjob == NULL || last == NULL ||
+	    want == NULL || forced == NULL || seen == NULL || keep == NULL ||
+	    f->job == NULL || f->upto == NULL || f->wait == NULL ||
+	    f->relo == NULL || f->rel == NULL || f->held == NULL) {
+		free(use), free(bwd), free(gjob), free(last), free(want);
+		free(forced), free(seen), free(keep);
 		return -1;
 	}
+	/* last[u]: 0 none yet, 1 forward, 2 backward */
 	for (e = 0; e < ne; e++)
 		if (p->ev[e].kind == DP_FSDP_USE) {
+			u = p->ev[e].unit;
 			if (p->ev[e].backward)
-				bwd[p->ev[e].unit] = nv;
-			use[nv++] = p->ev[e].unit;
+				bwd[u] = nv;
+			forced[nv] = reshard && p->ev[e].backward &&
+			    last[u] == 1;
+			last[u] = p->ev[e].backward ? 2 : 1;
+			use[nv++] = u;
 		}
 	for (e = i = 0; e < ne; e++) {
 		const struct dp_fsdp_event *v = &p->ev[e];
@@ -208,18 +238,22 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 				if (p->final[u] == v->stage)
 					f->job[f->njob++] = (struct job){ JOB_RS, u };
 		} else {
+			nw = window(use, forced, nv, i, K, want, seen, n);
+			memset(keep, 0, (size_t)n);
+			for (k = 0; k < nw; k++)
+				keep[want[k]] = 1;
 			for (u = 0; u < n; u++)
-				if (f->held[u] && !keep(use, nv, i, K, reshard,
-				    bwd, u)) {
+				if (f->held[u] && !keep[u] && (reshard ||
+				    bwd[u] < i)) {
 					f->held[u] = 0;
 					f->rel[nrel++] = u;
 				}
-			for (j = i; j <= i + K && j < nv; j++)
-				if (!f->held[use[j]]) {
-					f->held[use[j]] = 1;
-					gjob[use[j]] = f->njob;
+			for (k = 0; k < nw; k++)
+				if (!f->held[want[k]]) {
+					f->held[want[k]] = 1;
+					gjob[want[k]] = f->njob;
 					f->job[f->njob++] = (struct job){
-					    JOB_GATHER, use[j] };
+					    JOB_GATHER, want[k] };
 				}
 			f->wait[e] = gjob[v->unit] + 1;
 			i++;
@@ -228,7 +262,8 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	}
 	f->relo[ne] = nrel;
 	memset(f->held, 0, (size_t)n * sizeof(int));
-	free(use), free(bwd), free(gjob);
+	free(use), free(bwd), free(gjob), free(last), free(want);
+	free(forced), free(seen), free(keep);
 	return 0;
 }
 
