@@ -2,7 +2,7 @@
 # collx-train --zero 3 (fully sharded data parallelism on the DP axis,
 # composing with --tp and --pp): gpt and mlp stacks under SGD with
 # momentum and AdamW on dp2, dp2 x tp2, dp2 x pp2, dp2 x tp2 x pp2
-# (interleaved), 3 and 4 ranks with uneven batch splits, each against the
+# (interleaved), dp2 x cp2 (with tp2, pp2), 3 and 4 ranks with uneven batch splits, each against the
 # independent float64 PyTorch training (tests/lib/piperef.py) and collx-dp
 # on one rank (tests/lib/trainref.py checks both) and against --zero 0 on
 # the same mesh; the bytes a step sends against their closed form;
@@ -115,6 +115,32 @@ as_zero0() {
 	outs=("${z3[@]}")
 	REF_TAG=a check "${A[@]}"
 	as_zero0 "$Z"
+}
+
+# --cp: the DP sync group is dp x cp, over which ZeRO-3 cuts each unit;
+# the ring holds the links as a TP sum does. Batch 7 on dp2: 4 + 3.
+@test "dp2 x cp2 (zigzag, ring), dp2 x cp2 x tp2, dp2 x cp2 x pp2 (zb-h1) at --zero 3 equal the PyTorch reference, collx-dp on one rank and --zero 2" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 7 3 sgd 0.5 \
+	    r.safetensors r.csv
+	M="4:--dp,2,--cp,2 4:--dp,2,--cp,2,--cp-mode,ring,--prefetch,0
+	    8:--dp,2,--cp,2,--tp,2,--microbatches,2
+	    8:--dp,2,--cp,2,--pp,2,--microbatches,2,--schedule,zb-h1"
+	G=(-m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5)
+	meshes "${M//:/:--zero,3,}" "${G[@]}"
+	z3=("${outs[@]}")
+	meshes "$(sed 's/,--prefetch,0//; s/:/:--zero,2,/g' <<<"$M")" "${G[@]}"
+	outs=("${z3[@]}")
+	check "${G[@]}"
+	for t in 4zero3dp2cp2 4zero3dp2cp2cpmoderingprefetch0 \
+	    8zero3dp2cp2tp2microbatches2 \
+	    8zero3dp2cp2pp2microbatches2schedulezbh1; do
+		u=${t/prefetch0/}
+		timeout 30 "$PY" "$DPREF" cmp "t${u/zero3/zero2}.safetensors" \
+		    "t$t.safetensors" 1e-5 1e-6 >/dev/null
+		timeout 30 "$PY" "$DPREF" csvcmp "l${u/zero3/zero2}.csv" \
+		    "l$t.csv" 1e-5 >/dev/null
+	done
 }
 
 # moe.bats checks --zero 0's experts against PyTorch on this mesh.
@@ -319,7 +345,7 @@ PYEOF
 	[[ "${lines[0]}" == "collx-bench: --zero: want stages 0 to 3, not '4'" ]]
 }
 
-@test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd, --cp or --ep, --prefetch without --zero 3: one line, exit 2, no output" {
+@test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd or --ep, --prefetch without --zero 3: one line, exit 2, no output" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	G=(-m g.safetensors --data "$GPL" --batch 6 --steps 2 -o out.safetensors)
 	bad() {
@@ -332,9 +358,7 @@ PYEOF
 	[[ "$output" == *--powersgd*--zero\ 3* ]]
 	bad --zero 2 --prefetch 1
 	[[ "$output" == *"--prefetch goes with --zero 3"* ]]
-	# not yet composed with the ring's or the experts' exchanges
-	bad --zero 3 --cp 2
-	[[ "$output" == *"--zero 3 and --cp"* ]]
+	# not yet composed with the experts' exchanges
 	bad --zero 3 --ep 2
 	[[ "$output" == *"--zero 3 and --ep"* ]]
 }
