@@ -48,6 +48,12 @@ struct dp_fsdp {
 	int *wait;		/* per use: jobs done before it computes */
 	int *rel, *relo;	/* per event: units given back, rel[relo[e]..] */
 	int *held;		/* per unit: whole now (the main thread's view) */
+	/* The page pool (pool_in): nslot slots of slot bytes from pool,
+	 * busy[] each taken; per unit the slot its pages came from, or -1. */
+	char *pool;
+	size_t slot;
+	int nslot, *busy, *pslot;
+	char *gseen;		/* per unit: its gradients populated this pass */
 	double *jt;		/* per job: its start and end this pass */
 	int ei;			/* the next event */
 	int strayed;		/* the pass's events left the plan */
@@ -269,15 +275,24 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 
 /* ---- holding and giving back ----------------------------------------- */
 
+/* The whole pages of bytes [a, b): [*a2, *b2), empty when a2 >= b2. */
+static void
+whole_pages(uintptr_t a, uintptr_t b, uintptr_t *a2, uintptr_t *b2)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	*a2 = (a + pg - 1) & ~(pg - 1);
+	*b2 = b & ~(pg - 1);
+}
+
 /* Floats [p, p+n) given back to the kernel where they fill whole pages
  * (zero when read again); zero: the rest of them zeroed too. */
 static void
 give_back(float *p, size_t n, int zero)
 {
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p;
-	uintptr_t b = a + n * sizeof(float), a2 = (a + pg - 1) & ~(pg - 1);
-	uintptr_t b2 = b & ~(pg - 1);
+	uintptr_t a = (uintptr_t)p, b = a + n * sizeof(float), a2, b2;
 
+	whole_pages(a, b, &a2, &b2);
 	if (a2 >= b2) {
 		if (zero)
 			memset(p, 0, n * sizeof(float));
@@ -289,6 +304,135 @@ give_back(float *p, size_t n, int zero)
 	}
 	if (madvise((void *)a2, b2 - a2, MADV_DONTNEED) < 0 && zero)
 		memset((void *)a2, 0, b2 - a2);
+}
+
+/*
+ * The page pool. Given back, a unit's pages come back from the kernel as
+ * zero-filled page faults at its next gather: a fault and a page cleared
+ * each 4 KB, twice a step, a share of the step on a busy core. Instead, a
+ * slot of pages (K + 1 of them, the window's units, each the largest
+ * unit's; resident once first used) is moved into the unit's range with
+ * mremap before its gather and out again where the unit is given back:
+ * page table entries move, no page is cleared or faulted, and the range
+ * it leaves reads zero, as madvise leaves it. A unit of less than half a
+ * slot (a gpt's embeddings beside its layers) keeps the kernel's pages:
+ * its faults are few. Where no slot is free, or mremap fails, the unit is
+ * given back to the kernel as before. The gradients are given back to
+ * the kernel (slots for them too measured above the memory ZeRO-3 is
+ * for: zero3.bats's peak RSS), but a unit's are populated writable in
+ * one call at its first backward of the pass (populate): the backward's
+ * first touch would otherwise fault twice a page, a read mapping the
+ * zero page and the write replacing it.
+ */
+
+/* Unit u's gradient pages populated writable (zero). Without
+ * MADV_POPULATE_WRITE (Linux 5.14), or where it fails, the backward
+ * faults them in. */
+static void
+populate(struct dp_fsdp *f, int u)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t a = (uintptr_t)(f->grads + f->z.rg[u].off), a2, b2;
+
+	whole_pages(a, a + f->z.rg[u].len * sizeof(float), &a2, &b2);
+	if (a2 < b2)
+		(void)madvise((void *)a2, b2 - a2, MADV_POPULATE_WRITE);
+#else
+	(void)f, (void)u;
+#endif
+}
+
+/* The whole pages of unit u's floats this rank does not own, before and
+ * after its slice: up to two page-aligned pieces [a[k], b[k]); returns
+ * how many. */
+static int
+pieces(const struct dp_fsdp *f, int u, uintptr_t *a, uintptr_t *b)
+{
+	uintptr_t s = (uintptr_t)(f->params + f->z.rg[u].off);
+	uintptr_t e = s + f->z.rg[u].len * sizeof(float), x[4];
+	size_t off, len;
+	int n = 0;
+
+	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+	x[0] = s, x[3] = e;
+	x[1] = s + off * sizeof(float);
+	x[2] = s + (off + len) * sizeof(float);
+	for (int k = 0; k < 4; k += 2) {
+		whole_pages(x[k], x[k + 1], &a[n], &b[n]);
+		if (a[n] < b[n])
+			n++;
+	}
+	return n;
+}
+
+/* Pages [from, from+len) moved to [to, to+len), from left reading zero. */
+static int
+move(uintptr_t from, uintptr_t to, size_t len)
+{
+	return mremap((void *)from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED |
+	    MREMAP_DONTUNMAP, (void *)to) == MAP_FAILED ? -1 : 0;
+}
+
+/* Unit u's pieces backed by a free slot: the slot, or -1 (none free, too
+ * small a unit, or a move failed: the range as it was). */
+static int
+pool_in(struct dp_fsdp *f, int u)
+{
+	uintptr_t a[2], b[2], at;
+	int n = pieces(f, u, a, b), k, i;
+
+	if (n == 0 || 2 * f->z.rg[u].len * sizeof(float) < f->slot)
+		return -1;
+	for (k = 0; k < f->nslot && f->busy[k]; k++)
+		;
+	if (k == f->nslot)
+		return -1;
+	at = (uintptr_t)f->pool + (size_t)k * f->slot;
+	for (i = 0; i < n; at += b[i] - a[i], i++)
+		if (move(at, a[i], b[i] - a[i]) < 0)
+			break;
+	if (i == n) {
+		f->busy[k] = 1;
+		return k;
+	}
+	while (i-- > 0) {	/* back, in order, to the slot */
+		at -= b[i] - a[i];
+		move(a[i], at, b[i] - a[i]);
+	}
+	return -1;
+}
+
+/* Slot k's pages back from unit u's pieces, which read zero. */
+static void
+pool_out(struct dp_fsdp *f, int u, int k)
+{
+	uintptr_t a[2], b[2], at = (uintptr_t)f->pool + (size_t)k * f->slot;
+	int n = pieces(f, u, a, b);
+
+	for (int i = 0; i < n; at += b[i] - a[i], i++)
+		if (move(a[i], at, b[i] - a[i]) < 0)
+			madvise((void *)a[i], b[i] - a[i], MADV_DONTNEED);
+	f->busy[k] = 0;
+}
+
+/* The pool: slots for the K + 1 units of the window, their pages the
+ * kernel's until a gather first writes them (so they add nothing while
+ * new's units lie whole); none where it cannot be mapped. */
+static void
+pool_new(struct dp_fsdp *f, int K)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), big = 0;
+	void *p;
+
+	for (int u = 0; u < f->p.nunit; u++)
+		big = f->p.unit[u].len > big ? f->p.unit[u].len : big;
+	f->slot = (big * sizeof(float) + pg - 1) / pg * pg;
+	f->nslot = K + 1;
+	p = mmap(NULL, (size_t)f->nslot * f->slot, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	f->pool = p == MAP_FAILED ? NULL : p;
+	if (f->pool == NULL)
+		f->nslot = 0;
 }
 
 /* The floats of unit u this rank does not own. */
@@ -322,6 +466,11 @@ release(struct dp_fsdp *f, int u)
 		return;
 	f->held[u] = 0;
 	f->now -= others(f, u);
+	if (f->pslot[u] >= 0) {
+		pool_out(f, u, f->pslot[u]);
+		f->pslot[u] = -1;
+		return;
+	}
 	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
 	give_back(p, off, 0);
 	give_back(p + off + len, f->z.rg[u].len - off - len, 0);
@@ -418,6 +567,14 @@ dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
 	memcpy(f->p.ev, p->ev, (size_t)p->nev * sizeof(*p->ev));
 	if (plan_jobs(f, prefetch, reshard) < 0)
 		goto oom;
+	f->pslot = malloc((size_t)p->nunit * sizeof(int));
+	f->busy = calloc((size_t)prefetch + 1, sizeof(int));
+	f->gseen = calloc((size_t)p->nunit, 1);
+	if (f->pslot == NULL || f->busy == NULL || f->gseen == NULL)
+		goto oom;
+	for (u = 0; u < p->nunit; u++)
+		f->pslot[u] = -1;
+	pool_new(f, prefetch);
 	if (dp_zero_init(&f->z, 3, c, w, algo, p->unit, p->nunit, opt, oc,
 	    "layer", err, errlen) < 0)
 		goto fail;
@@ -451,6 +608,7 @@ dp_fsdp_begin(struct dp_fsdp *f)
 {
 	f->ei = 0;
 	f->tg = f->trs = f->twait = 0;
+	memset(f->gseen, 0, (size_t)f->p.nunit);
 	f->in_pass = 1;
 	if (f->now > f->peak)
 		f->peak = f->now;
@@ -462,16 +620,24 @@ dp_fsdp_begin(struct dp_fsdp *f)
 static void
 event(struct dp_fsdp *f)
 {
-	int e = f->ei++, k;
+	const struct dp_fsdp_event *v = &f->p.ev[f->ei];
+	int e = f->ei++, k, u;
 
 	for (k = f->relo[e]; k < f->relo[e + 1]; k++)
 		release(f, f->rel[k]);
 	for (k = e > 0 ? f->upto[e - 1] : 0; k < f->upto[e]; k++)
-		if (f->job[k].kind == JOB_GATHER)
-			hold(f, f->job[k].unit);
+		if (f->job[k].kind == JOB_GATHER && !f->held[u =
+		    f->job[k].unit]) {
+			hold(f, u);
+			f->pslot[u] = pool_in(f, u);
+		}
 	if (f->upto[e] > 0)
 		dp_ovl_stage(f->ovl, f->upto[e] - 1);
-	if (f->p.ev[e].kind == DP_FSDP_USE) {
+	if (v->kind == DP_FSDP_USE && v->backward && !f->gseen[v->unit]) {
+		f->gseen[v->unit] = 1;
+		populate(f, v->unit);
+	}
+	if (v->kind == DP_FSDP_USE) {
 		double t0 = cli_now();
 
 		dp_ovl_done(f->ovl, f->wait[e]);
@@ -640,6 +806,11 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->held);
 	free(f->jt);
 	free(f->owner);
+	free(f->pslot);
+	free(f->busy);
+	free(f->gseen);
+	if (f->pool != NULL)
+		munmap(f->pool, (size_t)f->nslot * f->slot);
 	free(f);
 }
 
