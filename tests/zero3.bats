@@ -214,6 +214,32 @@ same() {
 	[ $((z2 - z3)) -ge $((6392320 * 4 * 6 / 10 / 1024)) ]
 }
 
+# The same model on 2 ranks: P*4/4096 = 6243 pages. Given back to the
+# kernel, each gathered page came back as a page fault (two gathers a
+# step, half of each layer) and each gradient page as two (its first read
+# maps the zero page, its write replaces it): about 3 x 6243 faults a
+# step. A gather's pages come from ZeRO-3's pool and a unit's gradient
+# pages are populated in one call (a fault each): about 6243 a step, the
+# step's growth in minor faults between 2 and 8 steps checked below
+# 1.25 x that on every rank.
+@test "page faults a step on 2 ranks: gathers fault none (the pool), gradients one a page (populated), under 1.25 x the model's pages" {
+	need "GNU time" test -x /usr/bin/time
+	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
+	for k in 2 8; do
+		rm -f pf.*
+		timeout 120 collx-run -n 2 --timeout 30 -- sh -c \
+		    '/usr/bin/time -f "%R" -o "pf.$COLLX_RANK" "$@"' sh \
+		    "$(command -v collx-dp)" -m g.safetensors \
+		    --data "$GPL" --batch 4 --steps "$k" --optimizer adamw \
+		    --zero 3 -q
+		cat pf.0 pf.1 >"pf$k"
+		[ "$(grep -c '^[0-9][0-9]*$' "pf$k")" -eq 2 ]
+	done
+	paste pf2 pf8
+	paste pf2 pf8 | awk '{ d = ($2 - $1) / 6; print d
+	    if (d < 0 || d > 1.25 * 6392320 * 4 / 4096) exit 1 }'
+}
+
 # Checkpoints are plain DP's files, written a tensor at a time by rank 0
 # from the slices' holders.
 @test "checkpoints: plain DP's file; resumed at the same level the bytes of an uninterrupted run, at other levels and worlds equal within 1e-5; a truncated one refused" {
