@@ -24,6 +24,19 @@ dp() {
 	    -o "t$2.safetensors" --loss-csv "l$2.csv" "${@:3}"
 }
 
+# collx-dp on WORLD ranks of g.safetensors under GNU time's FORMAT, a
+# line a rank into OUT (a file per rank: the ranks' standard errors
+# interleave). usage: timed WORLD FORMAT OUT collx-dp-options...
+timed() {
+	rm -f tm.*
+	timeout 120 collx-run -n "$1" --timeout 30 -- sh -c \
+	    '/usr/bin/time -f "$0" -o "tm.$COLLX_RANK" "$@"' "$2" \
+	    "$(command -v collx-dp)" -m g.safetensors --data "$GPL" \
+	    --optimizer adamw -q "${@:4}"
+	cat tm.* >"$3"
+	[ "$(wc -l <"$3")" -eq "$1" ]
+}
+
 # TAG's model and losses against the reference REF (r REF.safetensors,
 # r REF.csv) and against --zero 0's run Z (within 1e-5).
 # usage: same TAG REF Z
@@ -197,14 +210,7 @@ same() {
 	need "GNU time" test -x /usr/bin/time
 	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
 	for z in 2 3; do
-		# a file per rank: the ranks' standard errors interleave
-		rm -f rss.*
-		timeout 120 collx-run -n 4 --timeout 30 -- sh -c \
-		    '/usr/bin/time -f "rss %M" -o "rss.$COLLX_RANK" "$@"' sh \
-		    "$(command -v collx-dp)" -m g.safetensors \
-		    --data "$GPL" --batch 4 --steps 2 --optimizer adamw \
-		    --zero "$z" -q
-		cat rss.* >"rss$z"
+		timed 4 "rss %M" "rss$z" --batch 4 --steps 2 --zero "$z"
 		cat "rss$z"
 		[ "$(grep -c '^rss [0-9]*$' "rss$z")" -eq 4 ]
 	done
@@ -226,13 +232,7 @@ same() {
 	need "GNU time" test -x /usr/bin/time
 	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
 	for k in 2 8; do
-		rm -f pf.*
-		timeout 120 collx-run -n 2 --timeout 30 -- sh -c \
-		    '/usr/bin/time -f "%R" -o "pf.$COLLX_RANK" "$@"' sh \
-		    "$(command -v collx-dp)" -m g.safetensors \
-		    --data "$GPL" --batch 4 --steps "$k" --optimizer adamw \
-		    --zero 3 -q
-		cat pf.0 pf.1 >"pf$k"
+		timed 2 "%R" "pf$k" --batch 4 --steps "$k" --zero 3
 		[ "$(grep -c '^[0-9][0-9]*$' "pf$k")" -eq 2 ]
 	done
 	paste pf2 pf8
