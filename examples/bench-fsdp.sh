@@ -8,9 +8,11 @@
 # method once a round); each figure the median over rounds of a run's mean
 # step after the first. For collx also rank 0's bytes a step and, under
 # ZeRO-3, its gather exposed share (-v). Needs root (ip netns, tc); the
-# DDP rows need PyTorch. Measure on an idle machine.
+# DDP rows need PyTorch. Measure on an idle machine. With OLD_BIN, another
+# build's collx-dp runs each collx method too, in the same rounds (rows
+# "old ..."; "vs zero2" against its own --zero 2).
 # usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
-# env STEPS (12), BATCH (8).
+# env STEPS (12), BATCH (8), OLD_BIN.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -35,6 +37,11 @@ torch=1
 
 cx=("--zero 3 --prefetch 1" "--zero 3 --prefetch 0" "--zero 2"
     "--zero 3 --prefetch 1 --shard-group host")
+runs=()
+for m in "${cx[@]}"; do
+	runs+=("collx:$m")
+	if [ -n "${OLD_BIN:-}" ]; then runs+=("old:$m"); fi
+done
 collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
 port=29700
 t0=$SECONDS
@@ -43,12 +50,15 @@ for rate in $rates; do
 	netns_fake_ssh "$work/ssh"
 	hosts="$(netns_addr 0):2,$(netns_addr 1):2"
 	for r in $(seq "$rounds"); do
-		for m in "${cx[@]}"; do
+		for run in "${runs[@]}"; do
+			tool=${run%%:*} m=${run#*:}
+			dp=$(command -v collx-dp)
+			[ "$tool" = collx ] || dp=$OLD_BIN/collx-dp
 			port=$((port + 1))
 			# shellcheck disable=SC2086
 			collx-run -H "$hosts" --ssh "$work/ssh" \
 			    --master "$(netns_addr 0):$port" -- \
-			    "$(command -v collx-dp)" -m "$work/gpt.safetensors" \
+			    "$dp" -m "$work/gpt.safetensors" \
 			    --data "$TEXT" --batch "$batch" --steps "$steps" \
 			    --optimizer adamw --iface eth0 -v \
 			    --loss-csv "$work/l.csv" $m 2>log >/dev/null
@@ -56,7 +66,7 @@ for rate in $rates; do
 			awk -F, 'NR > 2 { s += $5; n++ } NR == 2 { b = $7 }
 			    END { printf "%.6f %s ", s / n, b }' l.csv >>"$rate.txt"
 			g=$(sed -n 's/.*gather exposed \([0-9]*\)%$/\1/p' log)
-			echo "${g:--} collx ${m// /_}" >>"$rate.txt"
+			echo "${g:--} $tool ${m// /_}" >>"$rate.txt"
 		done
 		if [ "$torch" = 1 ]; then
 			port=$((port + 1))
@@ -81,10 +91,11 @@ for rate in $rates; do
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    END { base = med(s[order[3]])
-		printf "  %-46s %9s %9s %12s %8s %9s\n", "method", "step_ms",
+	    END { printf "  %-46s %9s %9s %12s %8s %9s\n", "method", "step_ms",
 		    "tokens/s", "bytes/step", "exposed", "vs zero2"
 		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k])
+			split(k, w, " "); base = med(s[w[1] " --zero_2"])
+			if (base == "") base = med(s["collx --zero_2"])
 			e = med(g[k]); name = k; gsub(/_/, " ", name)
 			printf "  %-46s %9.1f %9.0f %12s %8s %8.2fx\n", name,
 			    t * 1e3, tok / t, b[k], e == "-" ? "-" : e "%",

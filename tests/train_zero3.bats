@@ -2,7 +2,7 @@
 # collx-train --zero 3 (fully sharded data parallelism on the DP axis,
 # composing with --tp and --pp): gpt and mlp stacks under SGD with
 # momentum and AdamW on dp2, dp2 x tp2, dp2 x pp2, dp2 x tp2 x pp2
-# (interleaved), 3 and 4 ranks with uneven batch splits, each against the
+# (interleaved), dp2 x cp2 (with tp2, pp2), 3 and 4 ranks with uneven batch splits, each against the
 # independent float64 PyTorch training (tests/lib/piperef.py) and collx-dp
 # on one rank (tests/lib/trainref.py checks both) and against --zero 0 on
 # the same mesh; the bytes a step sends against their closed form;
@@ -117,6 +117,32 @@ as_zero0() {
 	as_zero0 "$Z"
 }
 
+# --cp: the DP sync group is dp x cp, over which ZeRO-3 cuts each unit;
+# the ring holds the links as a TP sum does. Batch 7 on dp2: 4 + 3.
+@test "dp2 x cp2 (zigzag, ring), dp2 x cp2 x tp2, dp2 x cp2 x pp2 (zb-h1) at --zero 3 equal the PyTorch reference, collx-dp on one rank and --zero 2" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	timeout 120 "$PY" "$REF" train gpt g.safetensors "$GPL" - 7 3 sgd 0.5 \
+	    r.safetensors r.csv
+	M="4:--dp,2,--cp,2 4:--dp,2,--cp,2,--cp-mode,ring,--prefetch,0
+	    8:--dp,2,--cp,2,--tp,2,--microbatches,2
+	    8:--dp,2,--cp,2,--pp,2,--microbatches,2,--schedule,zb-h1"
+	G=(-m g.safetensors --data "$GPL" --batch 7 --steps 3 --lr 0.5)
+	meshes "${M//:/:--zero,3,}" "${G[@]}"
+	z3=("${outs[@]}")
+	meshes "$(sed 's/,--prefetch,0//; s/:/:--zero,2,/g' <<<"$M")" "${G[@]}"
+	outs=("${z3[@]}")
+	check "${G[@]}"
+	for t in 4zero3dp2cp2 4zero3dp2cp2cpmoderingprefetch0 \
+	    8zero3dp2cp2tp2microbatches2 \
+	    8zero3dp2cp2pp2microbatches2schedulezbh1; do
+		u=${t/prefetch0/}
+		timeout 30 "$PY" "$DPREF" cmp "t${u/zero3/zero2}.safetensors" \
+		    "t$t.safetensors" 1e-5 1e-6 >/dev/null
+		timeout 30 "$PY" "$DPREF" csvcmp "l${u/zero3/zero2}.csv" \
+		    "l$t.csv" 1e-5 >/dev/null
+	done
+}
+
 # moe.bats checks --zero 0's experts against PyTorch on this mesh.
 @test "a gpt with experts (top-2) on dp2 x pp2: --zero 3 equals --zero 0" {
 	timeout 10 collx-dp --init gpt --dims 256,16,2,2,8 --seed 6 \
@@ -184,6 +210,60 @@ as_zero0() {
 	[ "$l" -ge 0 ]
 	[ "$l" -lt 64 ]
 	[ "$(pploss $((2 * 4224 + 4 * 3280)) --reshard-after-forward no)" -eq "$l" ]
+}
+
+# Micro-batches. A unit stays whole while it is among the next K + 1
+# distinct units the rank's schedule uses, but that resharding gives it
+# back between a forward use and a backward one more than K + 1 uses on.
+# dp2 of a gpt of 2 blocks (3280 floats each; E, the embeddings, final
+# LayerNorm and head: 4256), K = 2, 2 micro-batches, uses E 0 1 E per
+# forward and E' 1' 0' per backward. 1F1B (F0 B0 F1 B1): block 0's
+# forward use lies 5 uses before its backward one in each micro-batch, so
+# it is gathered three times (first, then for each backward); E and
+# block 1 once: gathers E + 4 blocks, reduce-scatters E + 2 blocks, rank
+# 0 sending (2*4256 + 6*3280) / 2 floats a step (the loss sum beside);
+# the earlier rule, K + 1 uses, gathered block 1 once more. GPipe (F0 F1
+# B0 B1): block 0 given back once, before the backwards: 2*4256 + 5*3280.
+# The trace: each stage's layers' reduce-scatters lie within its last
+# backward (zb-h1: its last weight part) of the step, the tied
+# embeddings' after the schedule.
+@test "micro-batches: units kept whole across them where the window holds them (bytes, closed forms); reduce-scatters within the last backward or weight part (trace, 1f1b and zb-h1)" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	G=(-m g.safetensors --data "$GPL" --batch 8 --steps 2 --dp 2 --zero 3
+	    --microbatches 2 --prefetch 2)
+	sent() {
+		[ "$(sed 1d "l$1.csv" | cut -d, -f7 | sort -u | wc -l)" -eq 1 ]
+		echo $(($(sed -n 2p "l$1.csv" | cut -d, -f7) - $2 * 4 / 2))
+	}
+	train 2 f "${G[@]}"
+	train 2 g "${G[@]}" --schedule gpipe
+	l=$(sent f $((2 * 4256 + 6 * 3280)))
+	[ "$l" -ge 0 ]
+	[ "$l" -lt 64 ]
+	[ "$(sent g $((2 * 4256 + 5 * 3280)))" -eq "$l" ]
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 -o g4.safetensors
+	for s in 1f1b zb-h1; do
+		timeout 60 collx-run -n 4 --timeout 20 -- collx-train -q \
+		    -m g4.safetensors --data "$GPL" --batch 8 --steps 2 --dp 2 \
+		    --pp 2 --zero 3 --microbatches 2 --schedule "$s" \
+		    --trace "tr$s.json"
+		timeout 30 "$PY" - "tr$s.json" "$s" <<'PYEOF'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+      if e.get("ph") == "X"]
+last = "weight" if sys.argv[2] == "zb-h1" else "backward"
+for j in (0, 1):
+    for k in (0, 1):
+        mine = [e for e in ev if e["tid"] == j and e["args"]["step"] == k]
+        b = max((e for e in mine if e["cat"] == last), key=lambda e: e["ts"])
+        z = [e for e in mine if e["cat"] == "reduce-scatter"]
+        inside = [e for e in z if e["ts"] >= b["ts"] and
+                  e["ts"] + e["dur"] <= b["ts"] + b["dur"] + 0.002]
+        after = [e for e in z if e["ts"] >= b["ts"] + b["dur"]]
+        assert len(z) == 3 and len(inside) == 2 and len(after) == 1, \
+            (j, k, b, z)
+PYEOF
+	done
 }
 
 # dp2 x pp2 on a gpt of 4 blocks (3280 floats each): stage 0 holds the
@@ -265,7 +345,7 @@ as_zero0() {
 	[[ "${lines[0]}" == "collx-bench: --zero: want stages 0 to 3, not '4'" ]]
 }
 
-@test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd, --cp or --ep, --prefetch without --zero 3: one line, exit 2, no output" {
+@test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd or --ep, --prefetch without --zero 3: one line, exit 2, no output" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	G=(-m g.safetensors --data "$GPL" --batch 6 --steps 2 -o out.safetensors)
 	bad() {
@@ -278,9 +358,7 @@ as_zero0() {
 	[[ "$output" == *--powersgd*--zero\ 3* ]]
 	bad --zero 2 --prefetch 1
 	[[ "$output" == *"--prefetch goes with --zero 3"* ]]
-	# not yet composed with the ring's or the experts' exchanges
-	bad --zero 3 --cp 2
-	[[ "$output" == *"--zero 3 and --cp"* ]]
+	# not yet composed with the experts' exchanges
 	bad --zero 3 --ep 2
 	[[ "$output" == *"--zero 3 and --ep"* ]]
 }

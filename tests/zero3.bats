@@ -24,6 +24,19 @@ dp() {
 	    -o "t$2.safetensors" --loss-csv "l$2.csv" "${@:3}"
 }
 
+# collx-dp on WORLD ranks of g.safetensors under GNU time's FORMAT, a
+# line a rank into OUT (a file per rank: the ranks' standard errors
+# interleave). usage: timed WORLD FORMAT OUT collx-dp-options...
+timed() {
+	rm -f tm.*
+	timeout 120 collx-run -n "$1" --timeout 30 -- sh -c \
+	    '/usr/bin/time -f "$0" -o "tm.$COLLX_RANK" "$@"' "$2" \
+	    "$(command -v collx-dp)" -m g.safetensors --data "$GPL" \
+	    --optimizer adamw -q "${@:4}"
+	cat tm.* >"$3"
+	[ "$(wc -l <"$3")" -eq "$1" ]
+}
+
 # TAG's model and losses against the reference REF (r REF.safetensors,
 # r REF.csv) and against --zero 0's run Z (within 1e-5).
 # usage: same TAG REF Z
@@ -197,14 +210,7 @@ same() {
 	need "GNU time" test -x /usr/bin/time
 	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
 	for z in 2 3; do
-		# a file per rank: the ranks' standard errors interleave
-		rm -f rss.*
-		timeout 120 collx-run -n 4 --timeout 30 -- sh -c \
-		    '/usr/bin/time -f "rss %M" -o "rss.$COLLX_RANK" "$@"' sh \
-		    "$(command -v collx-dp)" -m g.safetensors \
-		    --data "$GPL" --batch 4 --steps 2 --optimizer adamw \
-		    --zero "$z" -q
-		cat rss.* >"rss$z"
+		timed 4 "rss %M" "rss$z" --batch 4 --steps 2 --zero "$z"
 		cat "rss$z"
 		[ "$(grep -c '^rss [0-9]*$' "rss$z")" -eq 4 ]
 	done
@@ -212,6 +218,26 @@ same() {
 	z2=$(awk '{ print $2 }' rss2 | sort -n | head -1)
 	z3=$(awk '{ print $2 }' rss3 | sort -n | tail -1)
 	[ $((z2 - z3)) -ge $((6392320 * 4 * 6 / 10 / 1024)) ]
+}
+
+# The same model on 2 ranks: P*4/4096 = 6243 pages. Given back to the
+# kernel, each gathered page came back as a page fault (two gathers a
+# step, half of each layer) and each gradient page as two (its first read
+# maps the zero page, its write replaces it): about 3 x 6243 faults a
+# step. A gather's pages come from ZeRO-3's pool and a unit's gradient
+# pages are populated in one call (a fault each): about 6243 a step, the
+# step's growth in minor faults between 2 and 8 steps checked below
+# 1.25 x that on every rank.
+@test "page faults a step on 2 ranks: gathers fault none (the pool), gradients one a page (populated), under 1.25 x the model's pages" {
+	need "GNU time" test -x /usr/bin/time
+	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
+	for k in 2 8; do
+		timed 2 "%R" "pf$k" --batch 4 --steps "$k" --zero 3
+		[ "$(grep -c '^[0-9][0-9]*$' "pf$k")" -eq 2 ]
+	done
+	paste pf2 pf8
+	paste pf2 pf8 | awk '{ d = ($2 - $1) / 6; print d
+	    if (d < 0 || d > 1.25 * 6392320 * 4 / 4096) exit 1 }'
 }
 
 # Checkpoints are plain DP's files, written a tensor at a time by rank 0

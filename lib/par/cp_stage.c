@@ -42,12 +42,15 @@ cp_stage_check(const struct nn_model *m, int C, int zigzag, char *err,
 }
 
 /* The ring holds the links while it runs, as the TP sums do: a DP sum
- * overlapping the backward waits (tp_stage's done hook). */
+ * overlapping the backward waits (tp_stage's done hook), and ZeRO-3's
+ * gathers and reduce-scatters in flight (its use hook). */
 static void
 ring_alone(struct tp_stage *ts)
 {
 	if (ts->done != NULL)
 		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
+	if (ts->use != NULL)
+		ts->use(ts->use_ctx, TP_STAGE_SUMMING, 0);
 }
 
 /* ---- experts: capacity counts the whole micro-batch's tokens ---------- */

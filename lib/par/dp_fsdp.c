@@ -4,10 +4,11 @@
  * optimizer state. A pass's weight uses and backward stages are its
  * events; before a unit's use its slices are all-gathered in place into
  * the parameter vector, after the use they are given back (forward with
- * reshard after forward, and backward; a unit the next uses need is
- * kept), and once its backward stage ends its gradients are
- * reduce-scattered and given back. Gathers of the next K uses (prefetch)
- * are started at a use, so they run while it computes.
+ * reshard after forward, and backward; a unit the window holds is kept:
+ * window()), and once its backward stage ends its gradients are
+ * reduce-scattered and given back. Gathers of the window (prefetch K:
+ * the next K + 1 units) are started at a use, so they run while it
+ * computes.
  *
  * Which gathers, reduce-scatters and releases each event brings is fixed
  * before training from the events alone (plan_jobs), the same on every
@@ -47,6 +48,12 @@ struct dp_fsdp {
 	int *wait;		/* per use: jobs done before it computes */
 	int *rel, *relo;	/* per event: units given back, rel[relo[e]..] */
 	int *held;		/* per unit: whole now (the main thread's view) */
+	/* The page pool (pool_in): nslot slots of slot bytes from pool,
+	 * busy[] each taken; per unit the slot its pages came from, or -1. */
+	char *pool;
+	size_t slot;
+	int nslot, *busy, *pslot;
+	char *gseen;		/* per unit: its gradients populated this pass */
 	double *jt;		/* per job: its start and end this pass */
 	int ei;			/* the next event */
 	int strayed;		/* the pass's events left the plan */
@@ -158,17 +165,35 @@ dp_fsdp_plan_free(struct dp_fsdp_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Whether unit u is kept at use i (of nv, use[] their units): the next
- * K + 1 uses need it, or it stays whole from its forward use until its
- * backward one (bwd[u]) without resharding. */
+/*
+ * The window at use i (of nv, use[] their units): the first K + 1
+ * distinct units of uses i on, each wanted whole from now to its next
+ * use, but for one given back after forward (forced[]: a backward use
+ * whose unit's use before it was a forward one, under resharding),
+ * wanted only within the next K + 1 uses. A unit a later micro-batch
+ * uses again in the same direction (or forward after backward) thus
+ * stays whole while the window holds it, rather than being gathered
+ * again; with one micro-batch (collx-dp) the first K + 1 distinct units
+ * are the next K + 1 uses' but where a resharded unit's backward follows,
+ * so nothing changes there. want[] gets the wanted units in order of
+ * their next use (seen: room for n flags); returns how many.
+ */
 static int
-keep(const int *use, int nv, int i, int K, int reshard, const int *bwd,
-    int u)
+window(const int *use, const char *forced, int nv, int i, int K, int *want,
+    char *seen, int n)
 {
-	for (int j = i; j <= i + K && j < nv; j++)
-		if (use[j] == u)
-			return 1;
-	return !reshard && bwd[u] >= i;
+	int j, k = 0, d = 0;
+
+	memset(seen, 0, (size_t)n);
+	for (j = i; j < nv && d <= K; j++) {
+		if (seen[use[j]])
+			continue;
+		seen[use[j]] = 1;
+		d++;
+		if (j <= i + K || !forced[j])
+			want[k++] = use[j];
+	}
+	return k;
 }
 
 /* The jobs every event brings, simulated once: f->job, upto, wait, rel. */
@@ -176,10 +201,14 @@ static int
 plan_jobs(struct dp_fsdp *f, int K, int reshard)
 {
 	const struct dp_fsdp_plan *p = &f->p;
-	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, j, nrel = 0;
+	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, k, nw, nrel = 0;
 	int *use = calloc((size_t)ne + 1, sizeof(int));
 	int *bwd = calloc((size_t)n + 1, sizeof(int));
 	int *gjob = calloc((size_t)n + 1, sizeof(int));
+	int *last = calloc((size_t)n + 1, sizeof(int));	/* a use's dir */
+	int *want = calloc((size_t)n + 1, sizeof(int));
+	char *forced = calloc((size_t)ne + 1, 1), *seen = calloc((size_t)n + 1,
+	    1), *keep = calloc((size_t)n + 1, 1);
 
 	f->job = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(*f->job));
 	f->upto = calloc((size_t)ne + 1, sizeof(int));
@@ -187,17 +216,24 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->relo = calloc((size_t)ne + 2, sizeof(int));
 	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
 	f->held = calloc((size_t)n + 1, sizeof(int));
-	if (use == NULL || bwd == NULL || gjob == NULL || f->job == NULL ||
-	    f->upto == NULL || f->wait == NULL || f->relo == NULL ||
-	    f->rel == NULL || f->held == NULL) {
-		free(use), free(bwd), free(gjob);
+	if (use == NULL || bwd == NULL || gjob == NULL || last == NULL ||
+	    want == NULL || forced == NULL || seen == NULL || keep == NULL ||
+	    f->job == NULL || f->upto == NULL || f->wait == NULL ||
+	    f->relo == NULL || f->rel == NULL || f->held == NULL) {
+		free(use), free(bwd), free(gjob), free(last), free(want);
+		free(forced), free(seen), free(keep);
 		return -1;
 	}
+	/* last[u]: 0 none yet, 1 forward, 2 backward */
 	for (e = 0; e < ne; e++)
 		if (p->ev[e].kind == DP_FSDP_USE) {
+			u = p->ev[e].unit;
 			if (p->ev[e].backward)
-				bwd[p->ev[e].unit] = nv;
-			use[nv++] = p->ev[e].unit;
+				bwd[u] = nv;
+			forced[nv] = reshard && p->ev[e].backward &&
+			    last[u] == 1;
+			last[u] = p->ev[e].backward ? 2 : 1;
+			use[nv++] = u;
 		}
 	for (e = i = 0; e < ne; e++) {
 		const struct dp_fsdp_event *v = &p->ev[e];
@@ -208,18 +244,22 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 				if (p->final[u] == v->stage)
 					f->job[f->njob++] = (struct job){ JOB_RS, u };
 		} else {
+			nw = window(use, forced, nv, i, K, want, seen, n);
+			memset(keep, 0, (size_t)n);
+			for (k = 0; k < nw; k++)
+				keep[want[k]] = 1;
 			for (u = 0; u < n; u++)
-				if (f->held[u] && !keep(use, nv, i, K, reshard,
-				    bwd, u)) {
+				if (f->held[u] && !keep[u] && (reshard ||
+				    bwd[u] < i)) {
 					f->held[u] = 0;
 					f->rel[nrel++] = u;
 				}
-			for (j = i; j <= i + K && j < nv; j++)
-				if (!f->held[use[j]]) {
-					f->held[use[j]] = 1;
-					gjob[use[j]] = f->njob;
+			for (k = 0; k < nw; k++)
+				if (!f->held[want[k]]) {
+					f->held[want[k]] = 1;
+					gjob[want[k]] = f->njob;
 					f->job[f->njob++] = (struct job){
-					    JOB_GATHER, use[j] };
+					    JOB_GATHER, want[k] };
 				}
 			f->wait[e] = gjob[v->unit] + 1;
 			i++;
@@ -228,21 +268,31 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	}
 	f->relo[ne] = nrel;
 	memset(f->held, 0, (size_t)n * sizeof(int));
-	free(use), free(bwd), free(gjob);
+	free(use), free(bwd), free(gjob), free(last), free(want);
+	free(forced), free(seen), free(keep);
 	return 0;
 }
 
 /* ---- holding and giving back ----------------------------------------- */
+
+/* The whole pages of bytes [a, b): [*a2, *b2), empty when a2 >= b2. */
+static void
+whole_pages(uintptr_t a, uintptr_t b, uintptr_t *a2, uintptr_t *b2)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	*a2 = (a + pg - 1) & ~(pg - 1);
+	*b2 = b & ~(pg - 1);
+}
 
 /* Floats [p, p+n) given back to the kernel where they fill whole pages
  * (zero when read again); zero: the rest of them zeroed too. */
 static void
 give_back(float *p, size_t n, int zero)
 {
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p;
-	uintptr_t b = a + n * sizeof(float), a2 = (a + pg - 1) & ~(pg - 1);
-	uintptr_t b2 = b & ~(pg - 1);
+	uintptr_t a = (uintptr_t)p, b = a + n * sizeof(float), a2, b2;
 
+	whole_pages(a, b, &a2, &b2);
 	if (a2 >= b2) {
 		if (zero)
 			memset(p, 0, n * sizeof(float));
@@ -254,6 +304,135 @@ give_back(float *p, size_t n, int zero)
 	}
 	if (madvise((void *)a2, b2 - a2, MADV_DONTNEED) < 0 && zero)
 		memset((void *)a2, 0, b2 - a2);
+}
+
+/*
+ * The page pool. Given back, a unit's pages come back from the kernel as
+ * zero-filled page faults at its next gather: a fault and a page cleared
+ * each 4 KB, twice a step, a share of the step on a busy core. Instead, a
+ * slot of pages (K + 1 of them, the window's units, each the largest
+ * unit's; resident once first used) is moved into the unit's range with
+ * mremap before its gather and out again where the unit is given back:
+ * page table entries move, no page is cleared or faulted, and the range
+ * it leaves reads zero, as madvise leaves it. A unit of less than half a
+ * slot (a gpt's embeddings beside its layers) keeps the kernel's pages:
+ * its faults are few. Where no slot is free, or mremap fails, the unit is
+ * given back to the kernel as before. The gradients are given back to
+ * the kernel (slots for them too measured above the memory ZeRO-3 is
+ * for: zero3.bats's peak RSS), but a unit's are populated writable in
+ * one call at its first backward of the pass (populate): the backward's
+ * first touch would otherwise fault twice a page, a read mapping the
+ * zero page and the write replacing it.
+ */
+
+/* Unit u's gradient pages populated writable (zero). Without
+ * MADV_POPULATE_WRITE (Linux 5.14), or where it fails, the backward
+ * faults them in. */
+static void
+populate(struct dp_fsdp *f, int u)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t a = (uintptr_t)(f->grads + f->z.rg[u].off), a2, b2;
+
+	whole_pages(a, a + f->z.rg[u].len * sizeof(float), &a2, &b2);
+	if (a2 < b2)
+		(void)madvise((void *)a2, b2 - a2, MADV_POPULATE_WRITE);
+#else
+	(void)f, (void)u;
+#endif
+}
+
+/* The whole pages of unit u's floats this rank does not own, before and
+ * after its slice: up to two page-aligned pieces [a[k], b[k]); returns
+ * how many. */
+static int
+pieces(const struct dp_fsdp *f, int u, uintptr_t *a, uintptr_t *b)
+{
+	uintptr_t s = (uintptr_t)(f->params + f->z.rg[u].off);
+	uintptr_t e = s + f->z.rg[u].len * sizeof(float), x[4];
+	size_t off, len;
+	int n = 0;
+
+	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
+	x[0] = s, x[3] = e;
+	x[1] = s + off * sizeof(float);
+	x[2] = s + (off + len) * sizeof(float);
+	for (int k = 0; k < 4; k += 2) {
+		whole_pages(x[k], x[k + 1], &a[n], &b[n]);
+		if (a[n] < b[n])
+			n++;
+	}
+	return n;
+}
+
+/* Pages [from, from+len) moved to [to, to+len), from left reading zero. */
+static int
+move(uintptr_t from, uintptr_t to, size_t len)
+{
+	return mremap((void *)from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED |
+	    MREMAP_DONTUNMAP, (void *)to) == MAP_FAILED ? -1 : 0;
+}
+
+/* Unit u's pieces backed by a free slot: the slot, or -1 (none free, too
+ * small a unit, or a move failed: the range as it was). */
+static int
+pool_in(struct dp_fsdp *f, int u)
+{
+	uintptr_t a[2], b[2], at;
+	int n = pieces(f, u, a, b), k, i;
+
+	if (n == 0 || 2 * f->z.rg[u].len * sizeof(float) < f->slot)
+		return -1;
+	for (k = 0; k < f->nslot && f->busy[k]; k++)
+		;
+	if (k == f->nslot)
+		return -1;
+	at = (uintptr_t)f->pool + (size_t)k * f->slot;
+	for (i = 0; i < n; at += b[i] - a[i], i++)
+		if (move(at, a[i], b[i] - a[i]) < 0)
+			break;
+	if (i == n) {
+		f->busy[k] = 1;
+		return k;
+	}
+	while (i-- > 0) {	/* back, in order, to the slot */
+		at -= b[i] - a[i];
+		move(a[i], at, b[i] - a[i]);
+	}
+	return -1;
+}
+
+/* Slot k's pages back from unit u's pieces, which read zero. */
+static void
+pool_out(struct dp_fsdp *f, int u, int k)
+{
+	uintptr_t a[2], b[2], at = (uintptr_t)f->pool + (size_t)k * f->slot;
+	int n = pieces(f, u, a, b);
+
+	for (int i = 0; i < n; at += b[i] - a[i], i++)
+		if (move(a[i], at, b[i] - a[i]) < 0)
+			madvise((void *)a[i], b[i] - a[i], MADV_DONTNEED);
+	f->busy[k] = 0;
+}
+
+/* The pool: slots for the K + 1 units of the window, their pages the
+ * kernel's until a gather first writes them (so they add nothing while
+ * new's units lie whole); none where it cannot be mapped. */
+static void
+pool_new(struct dp_fsdp *f, int K)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), big = 0;
+	void *p;
+
+	for (int u = 0; u < f->p.nunit; u++)
+		big = f->p.unit[u].len > big ? f->p.unit[u].len : big;
+	f->slot = (big * sizeof(float) + pg - 1) / pg * pg;
+	f->nslot = K + 1;
+	p = mmap(NULL, (size_t)f->nslot * f->slot, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	f->pool = p == MAP_FAILED ? NULL : p;
+	if (f->pool == NULL)
+		f->nslot = 0;
 }
 
 /* The floats of unit u this rank does not own. */
@@ -287,6 +466,11 @@ release(struct dp_fsdp *f, int u)
 		return;
 	f->held[u] = 0;
 	f->now -= others(f, u);
+	if (f->pslot[u] >= 0) {
+		pool_out(f, u, f->pslot[u]);
+		f->pslot[u] = -1;
+		return;
+	}
 	dp_zero_slice(&f->z, u, f->z.rank, &off, &len);
 	give_back(p, off, 0);
 	give_back(p + off + len, f->z.rg[u].len - off - len, 0);
@@ -383,6 +567,14 @@ dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
 	memcpy(f->p.ev, p->ev, (size_t)p->nev * sizeof(*p->ev));
 	if (plan_jobs(f, prefetch, reshard) < 0)
 		goto oom;
+	f->pslot = malloc((size_t)p->nunit * sizeof(int));
+	f->busy = calloc((size_t)prefetch + 1, sizeof(int));
+	f->gseen = calloc((size_t)p->nunit, 1);
+	if (f->pslot == NULL || f->busy == NULL || f->gseen == NULL)
+		goto oom;
+	for (u = 0; u < p->nunit; u++)
+		f->pslot[u] = -1;
+	pool_new(f, prefetch);
 	if (dp_zero_init(&f->z, 3, c, w, algo, p->unit, p->nunit, opt, oc,
 	    "layer", err, errlen) < 0)
 		goto fail;
@@ -416,6 +608,7 @@ dp_fsdp_begin(struct dp_fsdp *f)
 {
 	f->ei = 0;
 	f->tg = f->trs = f->twait = 0;
+	memset(f->gseen, 0, (size_t)f->p.nunit);
 	f->in_pass = 1;
 	if (f->now > f->peak)
 		f->peak = f->now;
@@ -427,16 +620,24 @@ dp_fsdp_begin(struct dp_fsdp *f)
 static void
 event(struct dp_fsdp *f)
 {
-	int e = f->ei++, k;
+	const struct dp_fsdp_event *v = &f->p.ev[f->ei];
+	int e = f->ei++, k, u;
 
 	for (k = f->relo[e]; k < f->relo[e + 1]; k++)
 		release(f, f->rel[k]);
 	for (k = e > 0 ? f->upto[e - 1] : 0; k < f->upto[e]; k++)
-		if (f->job[k].kind == JOB_GATHER)
-			hold(f, f->job[k].unit);
+		if (f->job[k].kind == JOB_GATHER && !f->held[u =
+		    f->job[k].unit]) {
+			hold(f, u);
+			f->pslot[u] = pool_in(f, u);
+		}
 	if (f->upto[e] > 0)
 		dp_ovl_stage(f->ovl, f->upto[e] - 1);
-	if (f->p.ev[e].kind == DP_FSDP_USE) {
+	if (v->kind == DP_FSDP_USE && v->backward && !f->gseen[v->unit]) {
+		f->gseen[v->unit] = 1;
+		populate(f, v->unit);
+	}
+	if (v->kind == DP_FSDP_USE) {
 		double t0 = cli_now();
 
 		dp_ovl_done(f->ovl, f->wait[e]);
@@ -605,6 +806,11 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->held);
 	free(f->jt);
 	free(f->owner);
+	free(f->pslot);
+	free(f->busy);
+	free(f->gseen);
+	if (f->pool != NULL)
+		munmap(f->pool, (size_t)f->nslot * f->slot);
 	free(f);
 }
 

@@ -7,12 +7,17 @@
  * the rank's schedule, the same on every replica of the stage: a forward
  * of a chunk uses its units in order (a gpt's embeddings first, its head
  * last), a backward in reverse (a split schedule's weight part reads no
- * weight), tp_stage's use hook telling each use; the reduce-scatters
- * follow the step's last backward and the tied embedding's sum. Every
- * group of the mesh shares the links (pipe_dp_sync.c): the gathers run
- * on the communication thread while a layer computes, and the stage
- * waits for them before each TP sum and after each forward and backward,
- * before the pipeline's messages. */
+ * weight), tp_stage's use hook telling each use. A unit's gradients are
+ * final once the chunk's last backward of the step (a split schedule's:
+ * its last weight part) has passed the layer: tp_stage's done hook, armed
+ * for that pass alone (pipe_dp_fsdp_arm), posts the unit's
+ * reduce-scatter there, so it runs beside the layers below; a gpt's
+ * embeddings and head, whose tied gradient's halves meet after the
+ * schedule (pipe_step.c's tied_sum), go after it. Every group of the
+ * mesh shares the links (pipe_dp_sync.c): the gathers and reduce-scatters
+ * run on the communication thread while a layer computes, and the stage
+ * waits for them before each TP sum and ring pass and after each
+ * forward, backward and weight part, before the pipeline's messages. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +27,12 @@
 #include "par/pipe.h"
 #include "par/pipe_int.h"
 
-/* A chunk's units: its layers' from base, the gpt's extras (or -1). */
+/* A chunk's units: its layers' from base, the gpt's extras (or -1);
+ * tied: the extras' gradient is final only after the schedule; npass:
+ * the step's backwards (split: weight parts) of the chunk so far. */
 struct pipe_fsdp_chunk {
 	struct pipe_run *r;
-	int c, base, extra;
+	int c, base, extra, tied, npass;
 };
 
 static int
@@ -55,6 +62,39 @@ use_hook(void *ctx, int l, int backward)
 		dp_fsdp_use(f, unit_of(ch, &ch->r->ts[ch->c], l), backward);
 }
 
+/* The chunk's last backward or weight part has passed layer l (the
+ * model's index; its count: the embeddings): the unit's reduce-scatter
+ * goes. */
+static void
+done_hook(void *ctx, int l)
+{
+	struct pipe_fsdp_chunk *ch = ctx;
+	const struct tp_stage *ts = &ch->r->ts[ch->c];
+	struct dp_fsdp *f = ch->r->zero->fsdp;
+
+	if (l == TP_STAGE_SUMMING)
+		dp_fsdp_drain(f);
+	else if (l >= ts->l0 && l < ts->l1)
+		dp_fsdp_grad(f, unit_of(ch, ts, l) + 1);
+	else if (l == ts->d.layers && ch->extra >= 0 && !ch->tied)
+		dp_fsdp_grad(f, ch->extra + 1);
+}
+
+int
+pipe_dp_fsdp_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
+{
+	struct pipe_fsdp_chunk *ch;
+
+	if (r->zero == NULL || r->zero->fsdp == NULL)
+		return 0;
+	ch = &r->zero->ch[ts - r->ts];
+	if (weight == ts->split && ++ch->npass == r->cfg->micro) {
+		ts->done = done_hook;
+		ts->done_ctx = ch;
+	}
+	return 1;
+}
+
 /* Units per chunk and their ranges in r->params into p->unit (each
  * tensor's; a unit's tensors must lie together). */
 static int
@@ -67,7 +107,8 @@ plan_units(struct pipe_run *r, struct pipe_fsdp_chunk *ch,
 	for (c = 0; c < r->nchunk; c++) {
 		const struct tp_stage *ts = &r->ts[c];
 
-		ch[c] = (struct pipe_fsdp_chunk){ r, c, n, -1 };
+		ch[c] = (struct pipe_fsdp_chunk){ r, c, n, -1, r->world > 1 ||
+		    r->nchunk > 1, 0 };
 		n += ts->l1 - ts->l0;
 		if (ts->gpt && (ts->first || ts->last))
 			ch[c].extra = n++;
@@ -122,25 +163,42 @@ plan_units(struct pipe_run *r, struct pipe_fsdp_chunk *ch,
 static void
 ev(struct dp_fsdp_plan *p, int kind, int backward, int unit)
 {
-	p->ev[p->nev++] = (struct dp_fsdp_event){ kind, unit, backward, 0,
-	    unit };
+	p->ev[p->nev++] = (struct dp_fsdp_event){ kind, unit, backward,
+	    kind == DP_FSDP_GRAD ? unit + 1 : 0, unit };
 }
 
-/* The events of the rank's schedule, then the reduce-scatters' one. */
+/* The events of the rank's schedule, then the tied embeddings' one
+ * (stage 0); p->final: each unit's reduce-scatter's stage, unit + 1 for
+ * those the chunk's last backward or weight part brings (in its done
+ * hook's order: each layer's from the top, then the untied
+ * embeddings'). */
 static int
 plan_events(struct pipe_run *r, const struct pipe_fsdp_chunk *ch,
     struct dp_fsdp_plan *p)
 {
 	const struct pipe_action *a = r->sch->act[r->rank];
-	int na = r->sch->nact[r->rank], q, l, max = 1;
+	int na = r->sch->nact[r->rank], q, l, u, max = 1;
+	int *left = calloc((size_t)r->nchunk, sizeof(int));
 
 	for (q = 0; q < na; q++)
-		max += r->ts[a[q].chunk].l1 - r->ts[a[q].chunk].l0 + 2;
-	if ((p->ev = calloc((size_t)max, sizeof(*p->ev))) == NULL)
+		max += 2 * (r->ts[a[q].chunk].l1 - r->ts[a[q].chunk].l0) + 3;
+	if (left == NULL || (p->ev = calloc((size_t)max,
+	    sizeof(*p->ev))) == NULL) {
+		free(left);
 		return pipe_oom(r);
+	}
+	for (u = 0; u < p->nunit; u++)
+		p->final[u] = u + 1;
+	for (q = 0; q < r->nchunk; q++) {
+		left[q] = r->cfg->micro;
+		if (ch[q].extra >= 0 && ch[q].tied)
+			p->final[ch[q].extra] = 0;
+	}
 	for (q = 0; q < na; q++) {
 		const struct tp_stage *ts = &r->ts[a[q].chunk];
 		const struct pipe_fsdp_chunk *k = &ch[a[q].chunk];
+		int last = a[q].op == (ts->split ? PIPE_WGT : PIPE_BWD) &&
+		    --left[a[q].chunk] == 0;
 
 		if (a[q].op == PIPE_FWD) {
 			if (ts->gpt && ts->first)
@@ -149,14 +207,22 @@ plan_events(struct pipe_run *r, const struct pipe_fsdp_chunk *ch,
 				ev(p, DP_FSDP_USE, 0, k->base + l);
 			if (ts->gpt && ts->last)
 				ev(p, DP_FSDP_USE, 0, k->extra);
-		} else if (a[q].op == PIPE_BWD) {
-			if (ts->gpt && ts->last)
-				ev(p, DP_FSDP_USE, 1, k->extra);
-			for (l = ts->l1 - ts->l0 - 1; l >= 0; l--)
-				ev(p, DP_FSDP_USE, 1, k->base + l);
+			continue;
 		}
+		if (a[q].op == PIPE_BWD && ts->gpt && ts->last)
+			ev(p, DP_FSDP_USE, 1, k->extra);
+		for (l = ts->l1 - ts->l0 - 1; l >= 0 && (last ||
+		    a[q].op == PIPE_BWD); l--) {
+			if (a[q].op == PIPE_BWD)
+				ev(p, DP_FSDP_USE, 1, k->base + l);
+			if (last)
+				ev(p, DP_FSDP_GRAD, 0, k->base + l);
+		}
+		if (last && ts->gpt && ts->first && !k->tied)
+			ev(p, DP_FSDP_GRAD, 0, k->extra);
 	}
-	ev(p, DP_FSDP_GRAD, 0, -1);	/* every unit's final stage: 0 */
+	free(left);
+	ev(p, DP_FSDP_GRAD, 0, -1);	/* the tied extras' */
 	return 0;
 }
 
@@ -259,6 +325,8 @@ pipe_dp_fsdp_begin(struct pipe_run *r)
 	if (r->zero == NULL || r->zero->fsdp == NULL)
 		return;
 	dp_fsdp_release_all(r->zero->fsdp);
+	for (int c = 0; c < r->nchunk; c++)
+		r->zero->ch[c].npass = 0;
 	r->zero->sent = dp_fsdp_sent(r->zero->fsdp);
 	dp_fsdp_begin(r->zero->fsdp);
 }

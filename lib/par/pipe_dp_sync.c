@@ -318,6 +318,8 @@ pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
 	int c = (int)(ts - r->ts);
 
 	ts->done = NULL;
+	if (pipe_dp_fsdp_arm(r, ts, weight))	/* ZeRO-3's reduce-scatters */
+		return;
 	/* a whole backward of a chunk after the first sends its input
 	 * gradient upstream once it returns: summing beside it would hold
 	 * that send (and the stages above) behind the sums, while summed
@@ -343,7 +345,10 @@ pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts)
 		return;
 	ts->done = NULL;
 	/* a failed bucket's reason is in r->err; the step fails at the sync */
-	drain(r->sync);
+	if (r->sync != NULL)
+		drain(r->sync);
+	else
+		pipe_dp_fsdp_settle(r);	/* ZeRO-3's */
 }
 
 static int

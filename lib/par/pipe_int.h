@@ -216,6 +216,10 @@ void pipe_dp_fsdp_free(struct pipe_run *r);
 void pipe_dp_fsdp_begin(struct pipe_run *r);
 int pipe_dp_fsdp_sync(struct pipe_run *r, uint64_t *sent);
 void pipe_dp_fsdp_settle(struct pipe_run *r);
+/* arm: pipe_dp_sync_arm's under --zero 3 (0: not ZeRO-3): the chunk's
+ * last backward (split: weight part) of the step posts each unit's
+ * reduce-scatter through ts->done. */
+int pipe_dp_fsdp_arm(struct pipe_run *r, struct tp_stage *ts, int weight);
 int pipe_dp_whole(struct pipe_run *r);
 /* Checkpoints under --zero 3: the optimizer of the stage's whole vector
  * (pipe_tp_resume's and pipe_tp_gather's r->opt[0]) seen as the units'
