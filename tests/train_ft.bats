@@ -26,52 +26,66 @@ teardown() {
 TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 40
     --optimizer adamw --lr 0.001)
 
-# killed_train K PEER MESH...: 4 ranks of collx-train --ft on MESH, rank
-# K killed after step 10 (the line of the rank 0 of those left); PEER,
-# the other rank of K's replica, leaves with it; the other replica ends
-# with the weights of a failure-free run and every step once.
+# killed_train N PLAN PEERS REPLICAS MESH...: N ranks of collx-train --ft
+# on MESH; PLAN " STEP:RANK ...": RANK killed (SIGKILL) after the line of
+# step STEP (by the rank 0 of those left); PEERS, the other ranks of the
+# killed ranks' replicas, leave with them (exit 1, one line each); the
+# replicas left end with the weights of a failure-free run of the same
+# mesh within 1e-5, every step once, the replicas column REPLICAS (the
+# replicas of each stretch of steps, as "2 1").
 killed_train() {
-	local k=$1 peer=$2 master r line step killed= rc want shm
-	shift 2
-	collx-run -n 4 -- collx-train "${TARGS[@]}" "$@" -q \
+	local n=$1 plan=$2 peers=" $3 " reps=$4 master r line step rc want
+	local shm k
+	shift 4
+	collx-run -n "$n" -- collx-train "${TARGS[@]}" "$@" -q \
 	    -o ref.safetensors --loss-csv ref.csv
 	shm=$(ls -A /dev/shm | sort)
 	master=127.0.0.1:$(free_port)
 	mkfifo err.fifo
-	for r in 0 1 2 3; do
-		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
+	for ((r = 0; r < n; r++)); do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$n COLLX_MASTER=$master \
 		    COLLX_TIMEOUT=10 collx-train "${TARGS[@]}" "$@" --ft -v \
 		    -o ft.safetensors --loss-csv ft.csv 2>err.fifo &
 		PIDS+=($!)
 	done
+	local left=$plan
 	while IFS= read -r line; do
 		echo "$line" >>err.log
 		step=$(sed -n 's/^collx-train: step \([0-9]*\) epoch .*/\1/p' \
 		    <<<"$line")
-		if [ "$step" = 10 ] && [ -z "$killed" ]; then
-			kill -KILL "${PIDS[k]}"
-			killed=1
-		fi
+		[ -n "$step" ] || continue
+		k=$(sed -n "s/.* $step:\([0-9]*\) .*/\1/p" <<<"$left ")
+		[ -n "$k" ] || continue
+		left=${left/ $step:$k/}
+		kill -KILL "${PIDS[k]}"
 	done <err.fifo
-	for r in 0 1 2 3; do
+	[ -z "$left" ]
+	for ((r = 0; r < n; r++)); do
 		rc=0
 		timeout 60 tail --pid="${PIDS[r]}" -f /dev/null
 		wait "${PIDS[r]}" || rc=$?
 		echo "rank $r: exit $rc"
 		want=0
-		[ "$r" = "$k" ] && want=137
-		[ "$r" = "$peer" ] && want=1
+		if [[ "$plan " == *":$r "* ]]; then
+			want=137
+		elif [[ "$peers" == *" $r "* ]]; then
+			want=1
+		fi
 		[ "$rc" -eq "$want" ]
 	done
 	grep -v ': step [0-9]* epoch ' err.log
-	# the peer's line, and the departure's by the rank 0 of those left
-	grep -q "^collx-train: rank $peer: --ft: rank $k left, taking replica [01] out; this rank leaves with it (1 replica go on)$" err.log
-	grep -q "^collx-train: step [0-9]*: rank $k left, taking 1 replica out; 1 of 2 replicas go on (0.[0-9]* s to agree and set up again)$" err.log
+	# each peer's line, and each departure's by the rank 0 of those left
+	for r in $peers; do
+		grep -q "^collx-train: rank $r: --ft: rank [0-9]* left, taking replica [0-9] out; this rank leaves with it ([0-9] replicas\{0,1\} go\(es\)\{0,1\} on)$" err.log
+	done
+	for k in $plan; do
+		grep -q "^collx-train: step [0-9]*: rank ${k#*:} left, taking 1 replica out; [0-9] of [0-9] replicas go on (0.[0-9]* s to agree and set up again)$" err.log
+	done
 	[ "$(grep -c '^collx-train: 40 steps, final loss ' err.log)" -eq 1 ]
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
 	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
-	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "2 1 " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "$reps " ]
 	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
 	    <(tail -n +2 ft.csv | cut -d, -f3) |
 	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
@@ -79,19 +93,23 @@ killed_train() {
 }
 
 @test "--ft --dp 2 --tp 2: rank 3 killed at step 10, rank 2 leaves with it; replica 0 ends with the weights of a run without failures" {
-	killed_train 3 2 --dp 2 --tp 2
+	killed_train 4 " 10:3" 2 "2 1" --dp 2 --tp 2
 }
 
 @test "--ft --dp 2 --tp 2: rank 0 killed, rank 1 leaves with it; replica 1 takes the outputs over" {
-	killed_train 0 1 --dp 2 --tp 2
+	killed_train 4 " 10:0" 1 "2 1" --dp 2 --tp 2
 }
 
 @test "--ft --dp 2 --pp 2: rank 2 (the last stage of replica 0) killed, rank 0 leaves with it; replica 1 takes the outputs over" {
-	killed_train 2 0 --dp 2 --pp 2
+	killed_train 4 " 10:2" 0 "2 1" --dp 2 --pp 2
 }
 
 @test "--ft --dp 2 --pp 2: rank 1 killed, rank 3 leaves with it" {
-	killed_train 1 3 --dp 2 --pp 2
+	killed_train 4 " 10:1" 3 "2 1" --dp 2 --pp 2
+}
+
+@test "--ft --dp 3 --pp 2: rank 4 killed at step 10, then rank 0 at step 20; their peers 1 and 3 leave; replica 2 ends with the weights of a run without failures" {
+	killed_train 6 " 10:4 20:0" "1 3" "3 2 1" --dp 3 --pp 2
 }
 
 @test "--ft refusals: one usage line naming the options" {

@@ -213,8 +213,9 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 				comm_close(w);
 			snprintf(m, sizeof(m), "rank %d: --ft: rank%s %s left, "
 			    "taking replica %d out; this rank leaves with it "
-			    "(%d replica%s go on)", rank, strchr(left, ',') ?
-			    "s" : "", left, at.dp, n, n > 1 ? "s" : "");
+			    "(%d replica%s on)", rank, strchr(left, ',') ?
+			    "s" : "", left, at.dp, n, n > 1 ? "s go" :
+			    " goes");
 			free(ok);
 			return ft_fail(r, m);
 		}
