@@ -112,6 +112,41 @@ killed_train() {
 	killed_train 6 " 10:4 20:0" "1 3" "3 2 1" --dp 3 --pp 2
 }
 
+@test "--ft --dp 2 --tp 2: rank 3 stopped (SIGSTOP) at step 10: the others time out on it, rank 2 leaves, replica 0 finishes right; continued, rank 3, alone, stops (exit 1, one line)" {
+	local master r rc
+	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --tp 2 -q \
+	    -o ref.safetensors
+	master=127.0.0.1:$(free_port)
+	for r in 0 1 2 3; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
+		    COLLX_TIMEOUT=3 collx-train "${TARGS[@]}" --dp 2 --tp 2 \
+		    --ft -v -o ft.safetensors --loss-csv ft.csv 2>"err$r.log" &
+		PIDS+=($!)
+	done
+	timeout 60 sh -c 'until grep -q "^collx-train: step 10 epoch" err0.log
+	    do sleep 0.05; done'
+	kill -STOP "${PIDS[3]}"
+	# within the timeouts (3 s, twice and a second for the agreement)
+	for r in 0 1 2; do
+		rc=0
+		timeout 60 tail --pid="${PIDS[r]}" -f /dev/null
+		wait "${PIDS[r]}" || rc=$?
+		[ "$rc" -eq "$([ "$r" = 2 ] && echo 1 || echo 0)" ]
+	done
+	kill -CONT "${PIDS[3]}"
+	rc=0
+	timeout 60 tail --pid="${PIDS[3]}" -f /dev/null
+	wait "${PIDS[3]}" || rc=$?
+	cat err[0-3].log | grep -v ': step [0-9]* epoch '
+	[ "$rc" -eq 1 ]
+	grep -q "^collx-train: rank 2: --ft: rank 3 left, taking replica 1 out; this rank leaves with it (1 replica goes on)$" err2.log
+	grep -q "^collx-train: step [0-9]*: rank 3 left, taking 1 replica out; 1 of 2 replicas go on ([0-9.]* s to agree and set up again)$" err0.log
+	[ "$(grep -vc ': step [0-9]* epoch ' err3.log)" -eq 1 ]
+	grep -q "^collx-train: rank 3: --ft: 1 of 4 ranks left (ranks 0, 1, 2 gone or cut off), not a majority, the others may go on: stopping$" err3.log
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
+}
+
 @test "--ft refusals: one usage line naming the options" {
 	local o
 	export COLLX_WORLD_SIZE=2 COLLX_RANK=0 COLLX_MASTER=127.0.0.1:1
