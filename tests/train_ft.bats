@@ -23,7 +23,7 @@ teardown() {
 	ft_teardown
 }
 
-TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 40
+TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
     --optimizer adamw --lr 0.001)
 
 # killed_train N PLAN PEERS REPLICAS MESH...: N ranks of collx-train --ft
@@ -32,7 +32,8 @@ TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 40
 # killed ranks' replicas, leave with them (exit 1, one line each); the
 # replicas left end with the weights of a failure-free run of the same
 # mesh within 1e-5, every step once, the replicas column REPLICAS (the
-# replicas of each stretch of steps, as "2 1").
+# replicas of each stretch of steps, as "2 1"). TARGS: the options but
+# the mesh; STEPS: their steps (100).
 killed_train() {
 	local n=$1 plan=$2 peers=" $3 " reps=$4 master r line step rc want
 	local shm k
@@ -81,10 +82,10 @@ killed_train() {
 	for k in $plan; do
 		grep -q "^collx-train: step [0-9]*: rank ${k#*:} left, taking 1 replica out; [0-9] of [0-9] replicas go on (0.[0-9]* s to agree and set up again)$" err.log
 	done
-	[ "$(grep -c '^collx-train: 40 steps, final loss ' err.log)" -eq 1 ]
+	[ "$(grep -c "^collx-train: ${STEPS:-100} steps, final loss " err.log)" -eq 1 ]
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
 	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $((${STEPS:-100} - 1))) " ]
 	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "$reps " ]
 	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
 	    <(tail -n +2 ft.csv | cut -d, -f3) |
@@ -106,6 +107,17 @@ killed_train() {
 
 @test "--ft --dp 2 --pp 2: rank 1 killed, rank 3 leaves with it" {
 	killed_train 4 " 10:1" 3 "2 1" --dp 2 --pp 2
+}
+
+@test "--ft on a gpt, --dp 2 --pp 2 --microbatches 2 (the tied embedding's stages): rank 0 killed, rank 2 leaves with it; replica 1 ends right" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 \
+	    -o g.safetensors
+	seq 1 20000 | head -c 60000 >text.txt
+	# steps of a few ms: enough of them that the kill comes mid-run
+	STEPS=300
+	TARGS=(-m g.safetensors --data text.txt --batch 32 --steps $STEPS
+	    --optimizer adamw --lr 0.001)
+	killed_train 4 " 10:0" 2 "2 1" --dp 2 --pp 2 --microbatches 2
 }
 
 @test "--ft --dp 3 --pp 2: rank 4 killed at step 10, then rank 0 at step 20; their peers 1 and 3 leave; replica 2 ends with the weights of a run without failures" {
@@ -144,7 +156,7 @@ killed_train() {
 	[ "$(grep -vc ': step [0-9]* epoch ' err3.log)" -eq 1 ]
 	grep -q "^collx-train: rank 3: --ft: 1 of 4 ranks left (ranks 0, 1, 2 gone or cut off), not a majority, the others may go on: stopping$" err3.log
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
 }
 
 # under_run [N]: collx-run -n 4 [--max-restarts N] of collx-train --ft
@@ -168,7 +180,7 @@ under_run() {
 	grep -q '^collx-run: rank 1 (pid [0-9]*) exited with status 1 after a death; the others go on (--ft)$' run.err
 	grep -q '^collx-train: rank 1: --ft: rank 3 left, taking replica 1 out; this rank leaves with it (1 replica goes on)$' run.err
 	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 39) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
 }
 
 @test "collx-run with collx-train --ft: rank 3 killed, rank 1 leaves with it; collx-run lets replica 0 finish (exit 0) with the weights of a run without failures" {
