@@ -10,18 +10,6 @@ load lib/netns
 load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
-setup_file() {
-	ft_setup_file
-}
-
-setup() {
-	ft_setup
-}
-
-teardown() {
-	ft_teardown
-}
-
 # killed_ft [netns]: 4 ranks of collx-dp --ft (here, or two to a
 # namespace host), ranks 0, 3 and 2 killed after steps 20, 40 and 60 of
 # 100 (each time a majority goes on: 3 of 4, 2 of 3, then rank 1, the

@@ -11,18 +11,6 @@ load lib/netns
 load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
-setup_file() {
-	ft_setup_file
-}
-
-setup() {
-	ft_setup
-}
-
-teardown() {
-	ft_teardown
-}
-
 TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
     --optimizer adamw --lr 0.001)
 
