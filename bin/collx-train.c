@@ -21,7 +21,8 @@
 
 enum {
 	OPT_DATA = CLI_OPT_PROGRAM, OPT_DP, OPT_TP, OPT_PP, OPT_PRINT,
-	OPT_PER_HOST, OPT_CP, OPT_CP_MODE, OPT_EP, OPT_DISPATCH, OPT_EXPERT_CSV
+	OPT_PER_HOST, OPT_CP, OPT_CP_MODE, OPT_EP, OPT_DISPATCH, OPT_EXPERT_CSV,
+	OPT_FT
 };
 
 static const struct option longopts[] = {
@@ -35,7 +36,7 @@ static const struct option longopts[] = {
 	{ "ranks-per-host", 1, 0, OPT_PER_HOST },
 	{ "cp", 1, 0, OPT_CP }, { "cp-mode", 1, 0, OPT_CP_MODE },
 	{ "ep", 1, 0, OPT_EP }, { "dispatch", 1, 0, OPT_DISPATCH },
-	{ "expert-counts", 1, 0, OPT_EXPERT_CSV },
+	{ "expert-counts", 1, 0, OPT_EXPERT_CSV }, { "ft", 0, 0, OPT_FT },
 	TRAINOPT_RUN_LONGOPTS,
 	TRAINOPT_OPTIM_LONGOPTS,
 	TRAINOPT_CKPT_LONGOPTS,
@@ -54,6 +55,7 @@ struct opts {
 	int ep;			/* --ep X, 1: none */
 	enum ep_dispatch dispatch;
 	const char *expert_csv;	/* --expert-counts */
+	int ft;			/* --ft on the DP axis */
 	struct trainer_pipe_opts p;
 	struct trainopt_optim optim;
 	struct trainopt_ckpt ckpt;
@@ -97,6 +99,11 @@ usage(void)
 	    "                        allgather\n"
 	    "  --expert-counts F     rank 0 writes step,layer,expert,tokens,"
 	    "dropped\n"
+	    "  --ft                  a rank that dies takes its replica (its "
+	    "TP and PP\n"
+	    "                        peers) out; the other replicas go on "
+	    "with the\n"
+	    "                        whole batch (loss CSV: + replicas)\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
@@ -176,6 +183,7 @@ own_option(void *ctx, int c, const char *a)
 	case OPT_TP: o->tp = axis_value("--tp", a); break;
 	case OPT_PP: o->pp = axis_value("--pp", a); break;
 	case OPT_PRINT: o->print = 1; break;
+	case OPT_FT: o->ft = 1; break;
 	case OPT_CP:
 		o->cp = (int)cli_parse_long("--cp", a, 1, 1 << 20);
 		break;
@@ -286,6 +294,7 @@ job_declare(struct prog_job *job, const struct opts *o, const struct mesh *m,
 	trainer_pipe_declare(job, cfg, o->p.split);
 	trainer_pipe_declare_run(job, cfg, &o->ckpt);
 	dpopt_agree(job, &cfg->dpo, 0);
+	prog_job_flag(job, "--ft", o->ft);
 }
 
 /* The slow links' state in checkpoints, for the mesh: stages of one TP
@@ -341,6 +350,46 @@ check_args(struct opts *o)
 		    o->cp, o->ep);
 }
 
+/* --ft's refusals, each naming the options: the state a replica holds
+ * on its own (ZeRO's slices, error feedback, PowerSGD's, local SGD's) or
+ * what is not built under it yet. Its links: TCP, one stream a pair,
+ * no overlap (a sum runs on the step's thread, which the recovery
+ * reads). */
+static void
+check_ft(struct opts *o, const struct mesh *mesh, const struct nn_model *m)
+{
+	const struct dp_opts *d = &o->dpo;
+	const char *with = d->zero > 0 ? "--zero" : d->wire != DP_WIRE_F32 ?
+	    "--wire" : d->powersgd > 0 ? "--powersgd" : d->sync_every > 0 ?
+	    "--sync-every" : mesh->cp > 1 ? "--cp" : o->ep > 1 ? "--ep" :
+	    o->ckpt.path != NULL ? "--checkpoint" : o->ckpt.resume != NULL ?
+	    "--resume" : o->p.trace != NULL ? "--trace" : NULL;
+
+	if (!o->ft)
+		return;
+	if (with != NULL)
+		cli_usage_error("--ft goes with plain allreduce on --dp, --tp "
+		    "and --pp, not %s", with);
+	if (mesh->dp < 2)
+		cli_usage_error("--ft needs two replicas or more (--dp %d)",
+		    mesh->dp);
+	if (o->g.iface != NULL && strchr(o->g.iface, ',') != NULL)
+		cli_usage_error("--ft takes one interface, not --iface %s "
+		    "(or COLLX_IFNAME)", o->g.iface);
+	if (m->dims.moe.experts > 0)
+		cli_usage_error("--ft and a model with experts: their counts' "
+		    "sums come after the update");
+	o->g.no_shm = 1;
+	o->dpo.overlap = 0;
+	/* collx-run --max-restarts starts a killed rank so: it would wait
+	 * for a rendezvous that is over */
+	if (getenv("COLLX_REJOIN") != NULL && strcmp(getenv("COLLX_REJOIN"),
+	    "1") == 0)
+		cli_die_rank(CLI_EXIT_RUNTIME, "--ft: started again to rejoin, "
+		    "which collx-train does not do yet: the others go on "
+		    "without this rank's replica");
+}
+
 /* The mesh for this model, refused on every rank alike (exit 3) before
  * any rank talks to another. */
 static void
@@ -393,6 +442,7 @@ main(int argc, char **argv)
 	if (o.dpo.zero == 3)
 		dpopt_check_prefetch(&o.dpo, m);
 	check_sync_mesh(&o, &mesh, m);
+	check_ft(&o, &mesh, m);
 	if (o.dpo.powersgd > 0 && mesh.tp > 1)
 		cli_usage_error("--powersgd and --tp %d: PowerSGD compresses "
 		    "whole matrices, not a TP rank's shards", mesh.tp);
@@ -408,6 +458,7 @@ main(int argc, char **argv)
 	run.ep = o.ep;
 	run.dispatch = o.dispatch;
 	run.expert_csv = o.expert_csv;
+	run.ft = o.ft;
 	trainer_pipe_run(&run, m, &in.d, &cfg, &job);
 	trainer_in_free(&in);
 	cli_group_free(&o.g);

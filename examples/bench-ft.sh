@@ -13,8 +13,11 @@
 # admission and copy of the state (s, the others' time, and in steps).
 # Where: local (4 ranks on this host) or netns (2 network namespaces of 2
 # ranks joined by 1 Gbit/s links, tests/lib/netns.bash; needs root).
+# With PROG=train, collx-train on MESH (--dp 2 --pp 2): the killed
+# rank's replica leaves (its peer exits 1), the other goes on; no rank
+# is started again (collx-train does not rejoin yet).
 # usage: examples/bench-ft.sh [local|netns] [ROUNDS]   (local, 3)
-#        env STEPS=60, KILL=3
+#        env STEPS=60, KILL=3, PROG=dp|train, MESH='--dp 2 --pp 2'
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -22,6 +25,9 @@ where=${1:-local}
 rounds=${2:-3}
 steps=${STEPS:-60}
 victim=${KILL:-3}
+prog=collx-${PROG:-dp}
+read -r -a mesh <<<"${MESH:---dp 2 --pp 2}"
+[ "$prog" = collx-train ] || mesh=()
 TEXT=/usr/share/common-licenses/GPL-3
 . "$here/../tests/lib/netns.bash"
 work=$(mktemp -d)
@@ -48,8 +54,8 @@ ft_rank() {
 	shift
 	[ "$where" = netns ] && pre=(ip netns exec "$(netns_name $((r / 2)))")
 	env "$@" COLLX_RANK="$r" COLLX_WORLD_SIZE=4 COLLX_MASTER="$master" \
-	    COLLX_TIMEOUT=20 OPENBLAS_NUM_THREADS=1 "${pre[@]}" collx-dp \
-	    "${ARGS[@]}" "${io[@]}" --ft -o "$work/ft.safetensors" \
+	    COLLX_TIMEOUT=20 OPENBLAS_NUM_THREADS=1 "${pre[@]}" "$prog" \
+	    "${ARGS[@]}" "${mesh[@]}" "${io[@]}" --ft -o "$work/ft.safetensors" \
 	    --loss-csv "$work/ft.csv" 2>>"$work/err.fifo" &
 	pid[r]=$!
 }
@@ -60,7 +66,7 @@ rank_of() {
 	local p
 	for p in $(pgrep -f -- "-m $work/gpt.safetensors"); do
 		[ "$(readlink "/proc/$p/exe" 2>/dev/null)" = \
-		    "$(readlink -f "$(command -v collx-dp)")" ] || continue
+		    "$(readlink -f "$(command -v "$prog")")" ] || continue
 		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
 		    grep -qx "COLLX_RANK=$1" && { echo "$p"; return 0; }
 	done
@@ -85,13 +91,14 @@ watch_kill() {
 		case $line in
 		collx-run:\ restart*) restarted=1 ;;
 		esac
-		step=$(sed -n 's/^collx-dp: step \([0-9]*\) epoch.*/\1/p' \
+		step=$(sed -n "s/^$prog: step \([0-9]*\) epoch.*/\1/p" \
 		    <<<"$line")
 		[ -n "$step" ] || continue
 		if [ -z "$t_kill" ] && [ "$step" = 20 ]; then
 			kill -KILL "$(rank_of "$victim")"
 			t_kill=$EPOCHREALTIME
-			[ "$action" = ft ] && ft_rank "$victim" COLLX_REJOIN=1
+			[ "$action" != ft ] || [ "$prog" != collx-dp ] ||
+			    ft_rank "$victim" COLLX_REJOIN=1
 		elif [ -n "$t_kill" ] && [ -z "$t_next" ] && [ -n "$restarted" ]; then
 			t_next=$EPOCHREALTIME
 		fi
@@ -109,11 +116,13 @@ for round in $(seq "$rounds"); do
 	done
 	gap=$(watch_kill ft)
 	wait
-	agree=$(sed -n "s/.*rank $victim left; .*(\([0-9.]*\) s to agree)$/\1/p" err.log)
+	agree=$(sed -n "s/.*rank $victim left[;,] .*(\([0-9.]*\) s to agree.*)$/\1/p" err.log)
 	rejoin=$(sed -n "s/.*rank $victim rejoined; .*(\([0-9.]*\) s to admit.*/\1/p" err.log)
 	med=$(median_step ft.csv)
-	printf '| %d | ft | %.3f | %.3f | %s | %s | %.2f |\n' "$round" "$med" \
-	    "$gap" "$agree" "$rejoin" "$(echo "${rejoin:-0} / $med" | bc -l)"
+	ratio=-
+	[ -z "$rejoin" ] || ratio=$(printf %.2f "$(echo "$rejoin / $med" | bc -l)")
+	printf '| %d | ft | %.3f | %.3f | %s | %s | %s |\n' "$round" "$med" \
+	    "$gap" "$agree" "${rejoin:--}" "$ratio"
 	rm -f err.fifo err.log
 	mkfifo err.fifo
 	if [ "$where" = netns ]; then
@@ -122,8 +131,8 @@ for round in $(seq "$rounds"); do
 	else
 		launch=(-n 4)
 	fi
-	collx-run "${launch[@]}" --max-restarts 1 --timeout 20 -- collx-dp \
-	    "${ARGS[@]}" "${io[@]}" --checkpoint "$work/ck.safetensors" \
+	collx-run "${launch[@]}" --max-restarts 1 --timeout 20 -- "$prog" \
+	    "${ARGS[@]}" "${mesh[@]}" "${io[@]}" --checkpoint "$work/ck.safetensors" \
 	    --checkpoint-every 5 --loss-csv "$work/l.csv" 2>err.fifo &
 	gap=$(watch_kill restart)
 	wait

@@ -19,14 +19,6 @@ setup_file() {
 	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
 }
 
-setup() {
-	ft_setup
-}
-
-teardown() {
-	ft_teardown
-}
-
 BIG=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64 --steps 30
     --optimizer adamw --lr 0.001)
 

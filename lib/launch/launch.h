@@ -374,6 +374,7 @@ struct launch_super {
 				 * out of the group; or NULL */
 	double ft_end_at;	/* --ft: when ranks still running after one
 				 * finished are stopped; 0 */
+	int ft_died;		/* --ft: a rank was killed (rank_ended) */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be

@@ -275,7 +275,9 @@ rank_ended(struct launch_super *j, int i, int status)
 	if (j->rejoin != NULL && j->rejoin[i] == 2)
 		return;	/* stop_left's, said there */
 	/* --ft: the others go on (the last replica killed ends the job) */
-	if ((k = ft_killed(j, i, status)) > 0 && j->running > 0 &&
+	if ((k = ft_killed(j, i, status)) > 0)
+		j->ft_died = 1;
+	if (k > 0 && j->running > 0 &&
 	    j->restarts < j->max_restarts && !j->interrupted &&
 	    !any_finished(j)) {
 		if (rejoin_rank(j, i, who, k) == 0)
@@ -290,6 +292,14 @@ rank_ended(struct launch_super *j, int i, int status)
 		cli_warn("%s, started again, found the others finished (exit "
 		    "status %d ignored)", who, sig ? 128 + sig :
 		    WEXITSTATUS(status));
+		return;
+	}	/* --ft after a death: a rank whose replica lost a rank (collx-train's
+	 * TP and PP peers), or one cut off from the majority, leaves saying
+	 * why; whether the others go on is theirs to say */
+	if (j->ft && j->ft_died && sig == 0 && WEXITSTATUS(status) == 1 &&
+	    j->running > 0) {
+		cli_warn("%s exited with status 1 after a death; the others go "
+		    "on (--ft)", who);
 		return;
 	}
 	if (sig == 0 && (k = stopped_peer(j, i)) >= 0) {
@@ -700,6 +710,7 @@ next_attempt(struct launch_super *j)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	j->running = j->stopping = j->killed = j->draining = j->restart = 0;
 	j->ft_end_at = 0;
+	j->ft_died = 0;
 	j->exit_code = 0;
 }
 

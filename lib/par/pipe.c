@@ -9,6 +9,7 @@
 #include "cli/util.h"
 #include "comm/coll.h"
 #include "par/pipe.h"
+#include "par/pipe_ft.h"
 #include "par/pipe_int.h"
 
 /* The rank's chunks of layers, each virtual stage c*world + rank, as
@@ -141,6 +142,28 @@ run_free(struct pipe_run *r)
 	free(r->sact), free(r->sgrad), free(r->tied), free(r->spans);
 }
 
+int
+pipe_run_again(struct pipe_run *r, struct comm *c)
+{
+	struct pipe_run keep = *r;
+	int rc;
+
+	run_free(r);
+	memset(r, 0, sizeof(*r));
+	r->m = keep.m;
+	r->d = keep.d;
+	r->c = c;
+	r->cfg = keep.cfg;
+	r->kind = TRAIN_ERR_RUNTIME;
+	r->err = keep.err;
+	r->errlen = keep.errlen;
+	rc = run_init(r);
+	free(r->stat);		/* the records so far go on */
+	r->stat = keep.stat;
+	r->capstat = keep.capstat;
+	return rc;
+}
+
 /* Room for step k's records. */
 static int
 pipe_grow(struct pipe_run *r, struct pipe_result *res, long *cap, long k)
@@ -178,8 +201,14 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	for (; k < cfg->steps; k++) {
 		if (pipe_grow(&r, res, &cap, k) < 0)
 			goto out;
-		if (pipe_run_step(&r, k, &res->steps[k]) < 0)
-			goto out;
+		if (pipe_run_step(&r, k, &res->steps[k]) < 0) {
+			if (pipe_ft_recover(&r, &k, res, fn, ctx) < 0)
+				goto out;
+			k--;	/* the step again, by the replicas left */
+			continue;
+		}
+		res->steps[k].replicas = cfg->ft != NULL ?
+		    cfg->ft->mesh.dp : 0;
 		if (fn != NULL)
 			fn(ctx, &res->steps[k], &r.stat[k]);
 		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||

@@ -23,6 +23,8 @@
 #include "par/pipe_sched.h"
 #include "par/train_data.h"
 
+struct pipe_ft;
+
 struct pipe_cfg {
 	enum pipe_sched_kind sched;
 	const struct pipe_sched *table;	/* PIPE_SCHED_FILE's (pipe_sched_file) */
@@ -58,6 +60,7 @@ struct pipe_cfg {
 	int cp_zigzag;		/* its chunks zigzag (else contiguous) */
 	const struct nn_moe_ep *ep;	/* the MoE blocks' expert
 					 * parallelism (par/ep.h), or NULL */
+	struct pipe_ft *ft;	/* --ft on the DP axis (pipe_ft.h), or NULL */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation

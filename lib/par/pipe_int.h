@@ -99,6 +99,8 @@ struct pipe_run {
 	size_t errlen;
 	int moe_aux_set;		/* the step's daux made (pipe_moe_aux) */
 	double moe_aux_loss;		/* this stage's share of the aux loss */
+	int ft_synced;			/* --ft: the step's sums done, loss */
+	double ft_loss, ft_t0;		/* theirs, t0 the step's start */
 };
 
 /* Failures (pipe_fail.c): the reason into r->err, its kind into r->kind; -1.
@@ -149,6 +151,22 @@ int pipe_tp_gather(struct pipe_run *r, float *const moments[2]);
 
 /* Step k of the run (pipe_step.c), recorded in s and r->stat[k]. */
 int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
+/* The step's end from its sums (loss the replicas'): the update, the
+ * record in s. */
+int pipe_step_finish(struct pipe_run *r, long k, struct train_step *s,
+    double loss, double t0);
+
+/* --ft (pipe_dp_ft.c): commit, after the step's sums, tells every rank's
+ * sums are done (a rank past it knows all were: in a recovery the others
+ * finish the step); recover, after step *k failed: the survivors' whole
+ * replicas on new groups, *k the step to run (records of a step finished
+ * there in res, fn called), or -1 (not --ft, not a death, this rank's
+ * replica broken: r->err says why). again (pipe.c): the run set up anew
+ * on c and r->cfg's groups, its records kept. */
+int pipe_ft_commit(struct pipe_run *r, double loss, double t0);
+int pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
+    pipe_step_fn fn, void *ctx);
+int pipe_run_again(struct pipe_run *r, struct comm *c);
 
 /* The data-parallel axis (pipe_dp.c): init (after the stage's ranges and
  * optimizers, before a resume) sets ZeRO up; sync sums the stage's

@@ -355,6 +355,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	int spin = comm_spin(r->c), want = step_spin(r, k);
 
 	r->step = k;
+	r->ft_synced = 0;
 	ps->recv_max = k > 0 ? r->stat[k - 1].recv_max : 0;
 	/* Every message of the step carries the step's operation number and
 	 * this signature, so ranks out of step fail instead of mixing up. */
@@ -413,8 +414,19 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	}
 	if (pipe_moe_aux_sum(r, &loss) < 0)
 		return -1;
-	if (pipe_dp_sync(r, &loss) < 0 || pipe_dp_update(r) < 0 ||
-	    pipe_moe_end(r, s) < 0)
+	if (pipe_dp_sync(r, &loss) < 0 || pipe_ft_commit(r, loss, t0) < 0)
+		return -1;
+	return pipe_step_finish(r, k, s, loss, t0);
+}
+
+int
+pipe_step_finish(struct pipe_run *r, long k, struct train_step *s,
+    double loss, double t0)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	struct pipe_stat *ps = &r->stat[k];
+
+	if (pipe_dp_update(r) < 0 || pipe_moe_end(r, s) < 0)
 		return -1;
 	ps->wall = cli_now() - t0;
 	ps->peak_act = r->peak;

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "comm/coll.h"
 #include "comm/comm.h"
+#include "par/pipe_ft.h"
 #include "par/pipe_sched.h"
 #include "par/tp_stage.h"
 #include "prog/pipe_report.h"
@@ -154,6 +155,8 @@ struct pipe_report_run {
 	FILE *experts;		/* --expert-counts' file, rank 0's */
 	double ep_s[2];		/* its dispatch and combine seconds and */
 	uint64_t ep_b[2];	/* bytes before the step */
+	struct pipe_ft ft;	/* --ft: the replicas left, their groups */
+	uint64_t ft_base[4];	/* the bytes over the groups before */
 };
 
 /* Bytes sent over each axis, the last step's and in all, and their sum. */
@@ -164,7 +167,8 @@ bytes_sent(struct pipe_report_run *r)
 	uint64_t sum = 0, now;
 
 	for (int a = 0; a < 4; a++) {
-		now = comm_bytes_sent(g[a]) + (a == 1 ? r->hybrid : 0);
+		now = comm_bytes_sent(g[a]) + (a == 1 ? r->hybrid : 0) +
+		    r->ft_base[a];
 		r->axis_step[a] = now - r->axis[a];
 		r->axis[a] = now;
 		sum += now;
@@ -284,6 +288,37 @@ mesh_step(struct pipe_report_run *r, const struct train_step *s,
 	r->sent = now;
 }
 
+/* A mesh's loss CSV columns: the bytes sent, under --ft the replicas. */
+static int
+loss_cols(const struct pipe_report_run *r)
+{
+	return TRAINOPT_LOSS_SENT | (r->p->ft ? TRAINOPT_LOSS_REPLICAS : 0);
+}
+
+/* --ft: the groups remade over the replicas left: this rank's place,
+ * the bytes so far kept, and the rank 0 of the replicas takes the lines
+ * and the outputs over. */
+static void
+ft_regrouped(void *ctx, int rank)
+{
+	struct pipe_report_run *r = ctx;
+
+	for (int a = 0; a < 4; a++)
+		r->ft_base[a] = r->axis[a];
+	r->sent = bytes_sent(r);
+	mesh_coord(&r->ft.mesh, rank, &r->at);
+	r->t.rank = rank;
+	r->t.pr.summary = rank == 0 && !cli_quiet;
+	r->t.pr.lines |= rank == 0 && cli_verbose && !cli_quiet;
+}
+
+static void
+ft_note(void *ctx, const char *line)
+{
+	(void)ctx;
+	prog_note(NULL, line);
+}
+
 /* The loss CSV before a checkpoint (trainer_save_loss_due), on a mesh
  * with each step's bytes sent, as write_outputs gives them. */
 static void
@@ -293,7 +328,8 @@ loss_due(const struct pipe_report_run *r, const struct train_step *s)
 	struct train_step *c;
 
 	if (r->p->mesh == NULL) {
-		trainer_save_loss_due(&r->t, r->p->c->loss_csv, r->p->ckpt, s, 0);
+		trainer_save_loss_due(&r->t, r->p->c->loss_csv, r->p->ckpt,
+		    s, 0);
 		return;
 	}
 	if (r->t.rank != 0 || !trainer_ckpt_due(r->p->ckpt, s->step,
@@ -304,7 +340,7 @@ loss_due(const struct pipe_report_run *r, const struct train_step *s)
 	for (k = 0; k < n; k++)
 		c[k].bytes_sent = r->bytes[r->t.from + k];
 	trainer_save_loss_due(&r->t, r->p->c->loss_csv, r->p->ckpt, &c[n - 1],
-	    1);
+	    loss_cols(r));
 	free(c);
 }
 
@@ -415,7 +451,7 @@ write_outputs(const struct pipe_report_run *r, const struct nn_model *m,
 		for (long k = from; r->p->mesh != NULL && k < r->t.steps; k++)
 			res->steps[k].bytes_sent = r->bytes[k];
 		trainer_save_loss(c->loss_csv, r->t.world, res->steps + from, n,
-		    r->p->mesh != NULL);
+		    r->p->mesh != NULL ? loss_cols(r) : 0);
 	}
 	if (r->p->o->trace != NULL) {
 		path = cli_subst(r->p->o->trace, 0, r->t.world);
@@ -471,6 +507,12 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		    cfg->dpo.sync_every == 0;
 		pp = r.grp.pp;
 	}
+	if (mesh != NULL && p->ft) {
+		r.ft = (struct pipe_ft){ .world = c, .open = c, .orig = *mesh,
+		    .mesh = *mesh, .grp = &r.grp, .regrouped = ft_regrouped,
+		    .note = ft_note, .ctx = &r };
+		cfg->ft = &r.ft;
+	}
 	if (rank == 0 && p->expert_csv != NULL && (r.experts =
 	    fopen(p->expert_csv, "w")) == NULL)
 		cli_die(CLI_EXIT_RUNTIME, "%s: %s", p->expert_csv,
@@ -483,9 +525,9 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	trainer_end(&r.t);
 	if (mesh != NULL)
 		mesh_report(&r, &res);
-	if (rank == 0)
+	if (r.t.rank == 0)
 		write_outputs(&r, m, &res);
-	if (rank == 0 && (mesh == NULL || mesh->pp > 1) && !cli_quiet)
+	if (r.t.rank == 0 && (mesh == NULL || mesh->pp > 1) && !cli_quiet)
 		prog_pipe_summary(&r.pipe, &res);
 	trainer_close(&r.t);
 	if (r.experts != NULL && fclose(r.experts) != 0)
@@ -495,6 +537,8 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		ep_close(&r.ep);
 	if (mesh != NULL)
 		mesh_groups_close(&r.grp);
+	if (cfg->ft != NULL)
+		pipe_ft_close(cfg->ft);
 	comm_close(c);
 	pipe_result_free(&res);
 	free(r.bytes);

@@ -49,6 +49,7 @@ struct trainer_pipe {
 	int ep;			/* --ep X: experts over X replicas (0, 1: none) */
 	enum ep_dispatch dispatch;	/* --dispatch */
 	const char *expert_csv;	/* --expert-counts (rank 0), or NULL */
+	int ft;			/* --ft on the DP axis (pipe_ft.h) */
 	/* the run's own, freed by trainer_pipe_run */
 	int *first;		/* the split's layer boundaries */
 	char *ckpt_path;	/* --checkpoint, {world} substituted */

@@ -21,6 +21,12 @@ ft_setup() {
 	PIDS=()
 }
 
+# The suites' hooks: ft_setup_file, ft_setup, ft_teardown (a suite
+# defines its own after loading this one to do more).
+setup_file() { ft_setup_file; }
+setup() { ft_setup; }
+teardown() { ft_teardown; }
+
 # Every process the test started (PIDS) killed, continued first when
 # stopped; the namespaces removed.
 ft_teardown() {

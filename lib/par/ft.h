@@ -1,0 +1,16 @@
+/* ft: what collx-dp's --ft (dp_ft.c) and a mesh's (pipe_dp_ft.c) share. */
+#ifndef COLLX_FT_H
+#define COLLX_FT_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+
+/* Whether sub, the survivors of old, may go on: more than half of old's
+ * ranks, or half with old's first. */
+int ft_majority(struct comm *old, struct comm *sub);
+/* The world ranks that are in a and not in b, as "2" or "2, 3" into buf:
+ * those that left (a the group before) or joined (b before). */
+void ft_departed(struct comm *a, struct comm *b, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * pipe_dp_ft: --ft on a mesh's DP axis. A rank that dies takes its whole
+ * replica out (every rank of its dp index: its TP and PP peers cannot
+ * run a stage or a pipeline without it). The survivors fail their step,
+ * agree on who is left over their links (comm_shrink on the mesh's
+ * group), and keep the replicas that are whole; the ranks of a broken
+ * one leave, saying why. The replicas left lay the same mesh with fewer
+ * of them (their TP and PP groups as before, the DP groups smaller), set
+ * the run up again on those groups with the state they had, and run the
+ * failed step again, each replica taking its share of the same global
+ * batch among fewer replicas, so that the step's gradient is still the
+ * whole batch's.
+ *
+ * A replica's stages sum their gradients over the replicas each on its
+ * own, so a death can leave one stage past its update and another not.
+ * So every rank, its sums done, says so in one small allreduce over the
+ * mesh (the commit), and updates only past it: a rank past the commit
+ * knows every rank's sums were done; in the recovery the ranks that had
+ * not updated then update from their sums, and all go on from the step
+ * of the one furthest on, with the same bytes (no copy needed: the
+ * replicas' parameters and moments are bitwise the same).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/util.h"
+#include "comm/coll.h"
+#include "par/ft.h"
+#include "par/pipe_ft.h"
+#include "par/pipe_int.h"
+
+#define FT_TRIES 8		/* agreements in a row before giving up */
+
+int
+pipe_ft_commit(struct pipe_run *r, double loss, double t0)
+{
+	struct pipe_ft *ft = r->cfg->ft;
+	int64_t one = 1;
+
+	if (ft == NULL)
+		return 0;
+	r->ft_synced = 1;
+	r->ft_loss = loss;
+	r->ft_t0 = t0;
+	comm_set_step(ft->world, "step %ld: --ft: every rank's sums done",
+	    r->step);
+	if (coll_allreduce(ft->world, &one, 1, DT_I64, COLL_SUM,
+	    COLL_AUTO) < 0)
+		return pipe_group_failed(r, ft->world);
+	return 0;
+}
+
+void
+pipe_ft_close(struct pipe_ft *ft)
+{
+	if (ft->world != ft->open)
+		comm_close(ft->world);
+	ft->world = ft->open;
+}
+
+/* The mesh's group from now on (the one before closed when ours). */
+static void
+set_world(struct pipe_ft *ft, struct comm *w)
+{
+	pipe_ft_close(ft);
+	ft->world = w;
+}
+
+/* Per dp index of the first mesh, whether every rank of it is in s (ok,
+ * orig.dp of them): the replicas that go on, their count. */
+static int
+whole(const struct pipe_ft *ft, struct comm *s, unsigned char *ok)
+{
+	int per = ft->orig.world / ft->orig.dp, d, i, n = 0;
+	int *cnt = calloc((size_t)ft->orig.dp, sizeof(*cnt));
+	struct mesh_coord at;
+
+	if (cnt == NULL)
+		return -1;
+	for (i = 0; i < comm_size(s); i++) {
+		mesh_coord(&ft->orig, comm_world_rank(s, i), &at);
+		cnt[at.dp]++;
+	}
+	for (d = 0; d < ft->orig.dp; d++)
+		n += ok[d] = cnt[d] == per;
+	free(cnt);
+	return n;
+}
+
+/* A rank's state across the set-up again: per owned range, its
+ * parameters and the optimizer's moments and steps. */
+struct carry {
+	int n;
+	float **x;		/* 3 per range: parameters, m, v (or NULL) */
+	long *t;
+};
+
+static void
+carry_free(struct carry *c)
+{
+	for (int i = 0; i < 3 * c->n && c->x != NULL; i++)
+		free(c->x[i]);
+	free(c->x);
+	free(c->t);
+	memset(c, 0, sizeof(*c));
+}
+
+static float *
+dup_floats(const float *f, size_t n, int *bad)
+{
+	float *x;
+
+	if (f == NULL)
+		return NULL;
+	if ((x = malloc(n * sizeof(*x))) == NULL)
+		*bad = 1;
+	else
+		memcpy(x, f, n * sizeof(*x));
+	return x;
+}
+
+static int
+carry_save(struct pipe_run *r, struct carry *c)
+{
+	int q, bad = 0;
+
+	c->n = r->nown;
+	c->x = calloc((size_t)3 * (size_t)c->n + 1, sizeof(*c->x));
+	c->t = calloc((size_t)c->n + 1, sizeof(*c->t));
+	if (c->x == NULL || c->t == NULL)
+		return pipe_oom(r);
+	for (q = 0; q < c->n; q++) {
+		c->x[3 * q] = dup_floats(r->params + r->own[q].off,
+		    r->own[q].len, &bad);
+		c->x[3 * q + 1] = dup_floats(r->opt[q].m, r->opt[q].count,
+		    &bad);
+		c->x[3 * q + 2] = dup_floats(r->opt[q].v, r->opt[q].count,
+		    &bad);
+		c->t[q] = r->opt[q].t;
+	}
+	return bad ? pipe_oom(r) : 0;
+}
+
+/* The same stage again (same pp, tp): its ranges and moments alike. */
+static void
+carry_restore(struct pipe_run *r, const struct carry *c)
+{
+	for (int q = 0; q < c->n && q < r->nown; q++) {
+		memcpy(r->params + r->own[q].off, c->x[3 * q],
+		    r->own[q].len * sizeof(float));
+		if (c->x[3 * q + 1] != NULL)
+			memcpy(r->opt[q].m, c->x[3 * q + 1],
+			    r->opt[q].count * sizeof(float));
+		if (c->x[3 * q + 2] != NULL)
+			memcpy(r->opt[q].v, c->x[3 * q + 2],
+			    r->opt[q].count * sizeof(float));
+		r->opt[q].t = c->t[q];
+	}
+}
+
+static int
+ft_fail(struct pipe_run *r, const char *msg)
+{
+	r->kind = TRAIN_ERR_RUNTIME;
+	return cli_fail(r->err, r->errlen, "%s", msg);
+}
+
+/* The survivors agreed (ft->world theirs, whole replicas only), and
+ * every rank at the step of the one furthest on: *k. 0, or -1 with
+ * r->err (this rank's replica broken, no majority, no agreement). */
+static int
+agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
+    void *ctx, char *left, size_t len)
+{
+	struct pipe_ft *ft = r->cfg->ft;
+	struct comm *s, *w;
+	struct mesh_coord at;
+	unsigned char *ok = calloc((size_t)ft->orig.dp, 1);
+	char e[COLLX_ERRLEN], m[COLLX_ERRLEN + 300];
+	int tries, n, rank;
+	int64_t v[2];
+
+	if (ok == NULL)
+		return pipe_oom(r);
+	for (tries = 0; tries < FT_TRIES; tries++) {
+		if (comm_shrink(ft->world, &s, e, sizeof(e)) < 0) {
+			free(ok);
+			snprintf(m, sizeof(m), "rank %d: --ft: %s",
+			    comm_world_rank(ft->world, comm_rank(ft->world)),
+			    e);
+			return ft_fail(r, m);
+		}
+		ft_departed(ft->world, s, left, len);
+		rank = comm_world_rank(s, comm_rank(s));
+		if (!ft_majority(ft->world, s) || (n = whole(ft, s, ok)) < 1) {
+			snprintf(m, sizeof(m), "rank %d: --ft: %d of %d ranks "
+			    "left (rank%s %s gone or cut off), %s: stopping",
+			    rank, comm_size(s), comm_size(ft->world),
+			    strchr(left, ',') ? "s" : "", left, n < 1 ?
+			    "no whole replica" : "not a majority, the others "
+			    "may go on");
+			comm_close(s);
+			free(ok);
+			return ft_fail(r, m);
+		}
+		set_world(ft, s);
+		mesh_coord(&ft->orig, rank, &at);
+		if (!ok[at.dp]) {
+			/* the others' split needs this rank's word */
+			if (comm_split(s, COMM_UNDEFINED, 0, &w, e,
+			    sizeof(e)) == 0)
+				comm_close(w);
+			snprintf(m, sizeof(m), "rank %d: --ft: rank%s %s left, "
+			    "taking replica %d out; this rank leaves with it "
+			    "(%d replica%s on)", rank, strchr(left, ',') ?
+			    "s" : "", left, at.dp, n, n > 1 ? "s go" :
+			    " goes");
+			free(ok);
+			return ft_fail(r, m);
+		}
+		if (comm_split(s, 0, comm_rank(s), &w, e, sizeof(e)) < 0)
+			continue;
+		set_world(ft, w);
+		v[0] = *k;
+		v[1] = -*k;
+		comm_set_step(w, "--ft: the survivors' step");
+		if (coll_allreduce(w, v, 2, DT_I64, COLL_MAX, COLL_AUTO) == 0)
+			break;
+	}
+	free(ok);
+	if (tries == FT_TRIES || comm_errkind(ft->world) != COMM_ERR_NONE) {
+		snprintf(m, sizeof(m), "rank %d: --ft: no agreement: %s",
+		    comm_world_rank(ft->world, comm_rank(ft->world)),
+		    comm_error(ft->world));
+		return ft_fail(r, m);
+	}
+	/* a rank went on past the commit of step v[0] - 1: every rank's
+	 * sums of it were done, so those still at it update now */
+	if (v[0] + v[1] > 1 || (*k < v[0] && !r->ft_synced))
+		return ft_fail(r, "--ft: the ranks are out of step");
+	if (*k < v[0]) {
+		if (pipe_step_finish(r, *k, &res->steps[*k], r->ft_loss,
+		    r->ft_t0) < 0)
+			return -1;
+		res->steps[*k].replicas = ft->mesh.dp;
+		if (fn != NULL)
+			fn(ctx, &res->steps[*k], &r->stat[*k]);
+		*k = (long)v[0];
+	}
+	return 0;
+}
+
+int
+pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
+    pipe_step_fn fn, void *ctx)
+{
+	struct pipe_ft *ft = r->cfg->ft;
+	struct carry st = { 0 };
+	char e[COLLX_ERRLEN], left[256], out[512];
+	double t0 = cli_now();
+	int per, was, rc = -1;
+
+	if (ft == NULL || r->kind != TRAIN_ERR_RUNTIME)
+		return -1;
+	was = ft->mesh.dp;
+	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0)
+		return -1;
+	/* the same mesh with the whole replicas left */
+	per = ft->orig.world / ft->orig.dp;
+	ft->mesh = ft->orig;
+	ft->mesh.world = comm_size(ft->world);
+	ft->mesh.dp = ft->mesh.world / per;
+	mesh_groups_close(ft->grp);
+	if (mesh_split(&ft->mesh, ft->world, ft->grp, e, sizeof(e)) < 0) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return cli_fail(r->err, r->errlen, "rank %d: --ft: %s",
+		    comm_rank(ft->world), e);
+	}
+	ft->cfg = *r->cfg;
+	ft->cfg.dp = ft->grp->dp;
+	ft->cfg.tp = ft->grp->tp;
+	ft->cfg.cp = ft->grp->cp;
+	ft->cfg.resume = NULL;
+	if (carry_save(r, &st) < 0)
+		goto out;
+	r->cfg = &ft->cfg;
+	if (pipe_run_again(r, ft->grp->pp) < 0)
+		goto out;
+	carry_restore(r, &st);
+	if (ft->regrouped != NULL)
+		ft->regrouped(ft->ctx, comm_rank(ft->world));
+	if (comm_rank(ft->world) == 0 && ft->note != NULL) {
+		snprintf(out, sizeof(out), "step %ld: rank%s %s left, taking "
+		    "%d replica%s out; %d of %d replicas go on (%.3f s to agree "
+		    "and set up again)", *k, strchr(left, ',') ? "s" : "", left,
+		    was - ft->mesh.dp, was - ft->mesh.dp > 1 ? "s" : "",
+		    ft->mesh.dp, was, cli_now() - t0);
+		ft->note(ft->ctx, out);
+	}
+	r->err[0] = '\0';
+	rc = 0;
+out:
+	carry_free(&st);
+	return rc;
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env bats
+# collx-train --ft: a rank killed (SIGKILL) while training takes its
+# whole replica out (its TP or PP peer leaves, saying why, exit 1); the
+# other replica runs the step again with the whole batch and goes on.
+# The trained weights are those of a failure-free collx-train run of the
+# same mesh (no --ft) within 1e-5, the loss CSV holds every step once
+# with the replicas that ran it, /dev/shm is left as it was. Bad input:
+# one usage line naming the options.
+load lib/common
+load lib/netns
+load lib/ftsuite
+bats_require_minimum_version 1.5.0
+
+TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
+    --optimizer adamw --lr 0.001)
+
+# killed_train N PLAN PEERS REPLICAS MESH...: N ranks of collx-train --ft
+# on MESH; PLAN " STEP:RANK ...": RANK killed (SIGKILL) after the line of
+# step STEP (by the rank 0 of those left); PEERS, the other ranks of the
+# killed ranks' replicas, leave with them (exit 1, one line each); the
+# replicas left end with the weights of a failure-free run of the same
+# mesh within 1e-5, every step once, the replicas column REPLICAS (the
+# replicas of each stretch of steps, as "2 1"). TARGS: the options but
+# the mesh; STEPS: their steps (100).
+killed_train() {
+	local n=$1 plan=$2 peers=" $3 " reps=$4 master r line step rc want
+	local shm k
+	shift 4
+	collx-run -n "$n" -- collx-train "${TARGS[@]}" "$@" -q \
+	    -o ref.safetensors --loss-csv ref.csv
+	shm=$(ls -A /dev/shm | sort)
+	master=127.0.0.1:$(free_port)
+	mkfifo err.fifo
+	for ((r = 0; r < n; r++)); do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=$n COLLX_MASTER=$master \
+		    COLLX_TIMEOUT=10 collx-train "${TARGS[@]}" "$@" --ft -v \
+		    -o ft.safetensors --loss-csv ft.csv 2>err.fifo &
+		PIDS+=($!)
+	done
+	local left=$plan
+	while IFS= read -r line; do
+		echo "$line" >>err.log
+		step=$(sed -n 's/^collx-train: step \([0-9]*\) epoch .*/\1/p' \
+		    <<<"$line")
+		[ -n "$step" ] || continue
+		k=$(sed -n "s/.* $step:\([0-9]*\) .*/\1/p" <<<"$left ")
+		[ -n "$k" ] || continue
+		left=${left/ $step:$k/}
+		kill -KILL "${PIDS[k]}"
+	done <err.fifo
+	[ -z "$left" ]
+	for ((r = 0; r < n; r++)); do
+		rc=0
+		timeout 60 tail --pid="${PIDS[r]}" -f /dev/null
+		wait "${PIDS[r]}" || rc=$?
+		echo "rank $r: exit $rc"
+		want=0
+		if [[ "$plan " == *":$r "* ]]; then
+			want=137
+		elif [[ "$peers" == *" $r "* ]]; then
+			want=1
+		fi
+		[ "$rc" -eq "$want" ]
+	done
+	grep -v ': step [0-9]* epoch ' err.log
+	# each peer's line, and each departure's by the rank 0 of those left
+	for r in $peers; do
+		grep -q "^collx-train: rank $r: --ft: rank [0-9]* left, taking replica [0-9] out; this rank leaves with it ([0-9] replicas\{0,1\} go\(es\)\{0,1\} on)$" err.log
+	done
+	for k in $plan; do
+		grep -q "^collx-train: step [0-9]*: rank ${k#*:} left, taking 1 replica out; [0-9] of [0-9] replicas go on (0.[0-9]* s to agree and set up again)$" err.log
+	done
+	[ "$(grep -c "^collx-train: ${STEPS:-100} steps, final loss " err.log)" -eq 1 ]
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $((${STEPS:-100} - 1))) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "$reps " ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+	[ "$(ls -A /dev/shm | sort)" = "$shm" ]
+}
+
+@test "--ft --dp 2 --tp 2: rank 3 killed at step 10, rank 2 leaves with it; replica 0 ends with the weights of a run without failures" {
+	killed_train 4 " 10:3" 2 "2 1" --dp 2 --tp 2
+}
+
+@test "--ft --dp 2 --tp 2: rank 0 killed, rank 1 leaves with it; replica 1 takes the outputs over" {
+	killed_train 4 " 10:0" 1 "2 1" --dp 2 --tp 2
+}
+
+@test "--ft --dp 2 --pp 2: rank 2 (the last stage of replica 0) killed, rank 0 leaves with it; replica 1 takes the outputs over" {
+	killed_train 4 " 10:2" 0 "2 1" --dp 2 --pp 2
+}
+
+@test "--ft --dp 2 --pp 2: rank 1 killed, rank 3 leaves with it" {
+	killed_train 4 " 10:1" 3 "2 1" --dp 2 --pp 2
+}
+
+@test "--ft on a gpt, --dp 2 --pp 2 --microbatches 2 (the tied embedding's stages): rank 0 killed, rank 2 leaves with it; replica 1 ends right" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 \
+	    -o g.safetensors
+	seq 1 20000 | head -c 60000 >text.txt
+	# steps of a few ms: enough of them that the kill comes mid-run
+	STEPS=300
+	TARGS=(-m g.safetensors --data text.txt --batch 32 --steps $STEPS
+	    --optimizer adamw --lr 0.001)
+	killed_train 4 " 10:0" 2 "2 1" --dp 2 --pp 2 --microbatches 2
+}
+
+@test "--ft --dp 3 --pp 2: rank 4 killed at step 10, then rank 0 at step 20; their peers 1 and 3 leave; replica 2 ends with the weights of a run without failures" {
+	killed_train 6 " 10:4 20:0" "1 3" "3 2 1" --dp 3 --pp 2
+}
+
+@test "--ft --dp 2 --tp 2: rank 3 stopped (SIGSTOP) at step 10: the others time out on it, rank 2 leaves, replica 0 finishes right; continued, rank 3, alone, stops (exit 1, one line)" {
+	local master r rc
+	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --tp 2 -q \
+	    -o ref.safetensors
+	master=127.0.0.1:$(free_port)
+	for r in 0 1 2 3; do
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
+		    COLLX_TIMEOUT=3 collx-train "${TARGS[@]}" --dp 2 --tp 2 \
+		    --ft -v -o ft.safetensors --loss-csv ft.csv 2>"err$r.log" &
+		PIDS+=($!)
+	done
+	timeout 60 sh -c 'until grep -q "^collx-train: step 10 epoch" err0.log
+	    do sleep 0.05; done'
+	kill -STOP "${PIDS[3]}"
+	# within the timeouts (3 s, twice and a second for the agreement)
+	for r in 0 1 2; do
+		rc=0
+		timeout 60 tail --pid="${PIDS[r]}" -f /dev/null
+		wait "${PIDS[r]}" || rc=$?
+		[ "$rc" -eq "$([ "$r" = 2 ] && echo 1 || echo 0)" ]
+	done
+	kill -CONT "${PIDS[3]}"
+	rc=0
+	timeout 60 tail --pid="${PIDS[3]}" -f /dev/null
+	wait "${PIDS[3]}" || rc=$?
+	cat err[0-3].log | grep -v ': step [0-9]* epoch '
+	[ "$rc" -eq 1 ]
+	grep -q "^collx-train: rank 2: --ft: rank 3 left, taking replica 1 out; this rank leaves with it (1 replica goes on)$" err2.log
+	grep -q "^collx-train: step [0-9]*: rank 3 left, taking 1 replica out; 1 of 2 replicas go on ([0-9.]* s to agree and set up again)$" err0.log
+	[ "$(grep -vc ': step [0-9]* epoch ' err3.log)" -eq 1 ]
+	grep -q "^collx-train: rank 3: --ft: 1 of 4 ranks left (ranks 0, 1, 2 gone or cut off), not a majority, the others may go on: stopping$" err3.log
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+}
+
+# under_run [N]: collx-run -n 4 [--max-restarts N] of collx-train --ft
+# --dp 2 --pp 2, rank 3 killed after step 10: rank 1 leaves with it
+# (exit 1), and with restarts rank 3, started again, exits 1 at once
+# (rejoining is not built); collx-run says each in a line and lets
+# replica 0 finish: exit 0, the weights of a run without failures.
+under_run() {
+	local restarts=()
+	[ -z "${1:-}" ] || restarts=(--max-restarts "$1")
+	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --pp 2 -q \
+	    -o ref.safetensors
+	COLLX_TIMEOUT=10 collx-run -n 4 "${restarts[@]}" -- collx-train \
+	    "${TARGS[@]}" --dp 2 --pp 2 --ft -v -o ft.safetensors \
+	    --loss-csv ft.csv 2>run.err &
+	RUN=$!
+	PIDS+=("$RUN")
+	wait_line '^collx-train: step 10 '
+	kill -KILL "$(rank_pid "$RUN" 3)"
+	ft_ends 0
+	grep -q '^collx-run: rank 1 (pid [0-9]*) exited with status 1 after a death; the others go on (--ft)$' run.err
+	grep -q '^collx-train: rank 1: --ft: rank 3 left, taking replica 1 out; this rank leaves with it (1 replica goes on)$' run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+}
+
+@test "collx-run with collx-train --ft: rank 3 killed, rank 1 leaves with it; collx-run lets replica 0 finish (exit 0) with the weights of a run without failures" {
+	under_run
+	grep -q '^collx-run: rank 3 (pid [0-9]*) was killed by signal 9 (Killed); the others go on (--ft)$' run.err
+}
+
+@test "collx-run --max-restarts 2 with collx-train --ft: rank 3 killed is started again and exits 1 at once (no rejoin yet, one line); replica 0 finishes right" {
+	under_run 2
+	grep -q '^collx-run: restart 1 of 2: rank 3 (pid [0-9]*) was killed by signal 9 (Killed); started again alone in [0-9.]* s, to rejoin the others at their next step (--ft)$' run.err
+	grep -q '^collx-train: rank 3: --ft: started again to rejoin, which collx-train does not do yet: the others go on without this rank.s replica$' run.err
+	grep -q '^collx-run: rank 3 (pid [0-9]*) exited with status 1 after a death; the others go on (--ft)$' run.err
+}
+
+@test "--ft refusals: one usage line naming the options" {
+	local o
+	export COLLX_WORLD_SIZE=2 COLLX_RANK=0 COLLX_MASTER=127.0.0.1:1
+	for o in "--zero 1" "--wire int8" "--sync-every 4" "--checkpoint c.safetensors" \
+	    "--trace t.json"; do
+		# shellcheck disable=SC2086
+		usage_refused collx-train "${TARGS[@]}" --dp 2 --ft $o
+		[[ "${lines[0]}" == "collx-train: --ft goes with plain allreduce on --dp, --tp and --pp, not ${o%% *}" ]]
+	done
+	usage_refused collx-train "${TARGS[@]}" --dp 1 --tp 2 --ft
+	[ "${lines[0]}" = "collx-train: --ft needs two replicas or more (--dp 1)" ]
+}
