@@ -39,7 +39,9 @@ nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
 }
 
 /* The two parts at once: together they add what one backward adds, and
- * neither reads what the other writes. */
+ * neither reads what the other writes. Each layer's input and weight
+ * gradients in one call, so that bf16 rounds dy and dfc1 once each, not
+ * once a part (f32: the same products and sums, the same bits). */
 void
 nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
@@ -47,8 +49,11 @@ nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
 {
 	float *dfc1 = scratch + (size_t)n * h;
 
-	nn_mlp_backward_input(dx, dfc1, scratch, dy, a, w, n, in, h, o, act);
-	nn_mlp_backward_weight(g, dy, dfc1, a, x, n, in, h, o);
+	nn_linear_backward_to(scratch, g->fc2_w, g->fc2_b, dy, a->gelu,
+	    w->fc2_w, n, h, o);
+	nn_act_backward_to(act, dfc1, a->fc1, scratch, (size_t)n * h);
+	nn_linear_backward(dx, g->fc1_w, g->fc1_b, dfc1, x, w->fc1_w, n, in,
+	    h);
 }
 
 /* The feed-forward part of a block's weights. */
