@@ -4,6 +4,7 @@
  * form swaps sharding around attention; serially the hooks are absent. */
 #include <string.h>
 
+#include "nn/gemm_int.h"
 #include "nn/nn.h"
 
 void
@@ -11,7 +12,8 @@ nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act)
 {
 	nn_linear_forward(a->fc1, x, w->fc1_w, w->fc1_b, n, in, h);
-	nn_act_forward(act, a->gelu, a->fc1, (size_t)n * h);
+	nn_act_forward_h(act, a->gelu, nn_bf16_keep_room(a->gelu, n, h), a->fc1,
+	    (size_t)n * h);
 	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, h, o);
 }
 
@@ -188,18 +190,18 @@ nn_block_forward(float *y, struct nn_block_acts *a,
 	int n = sh->b * sh->s, d = sh->d;
 
 	if (!sh->post_norm) {
-		nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x,
-		    w->ln1_w, w->ln1_b, n, d);
+		nn_layernorm_forward_h(a->ln1, nn_bf16_keep_room(a->ln1, n, d),
+		    a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, n, d);
 		if (attn_forward(a->h, a, w, a->ln1, x, sh, hk) < 0)
 			return -1;
-		nn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->h,
-		    w->ln2_w, w->ln2_b, n, d);
+		nn_layernorm_forward_h(a->ln2, nn_bf16_keep_room(a->ln2, n, d),
+		    a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w, w->ln2_b, n, d);
 		return mlp_forward(y, a, w, a->ln2, a->h, sh, hk);
 	}
 	if (attn_forward(a->h, a, w, x, x, sh, hk) < 0)
 		return -1;
-	nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->h, w->ln1_w,
-	    w->ln1_b, n, d);
+	nn_layernorm_forward_h(a->ln1, nn_bf16_keep_room(a->ln1, n, d),
+	    a->ln1_mean, a->ln1_rstd, a->h, w->ln1_w, w->ln1_b, n, d);
 	if (mlp_forward(a->ln2, a, w, a->ln1, a->ln1, sh, hk) < 0)
 		return -1;
 	nn_layernorm_forward(y, a->ln2_mean, a->ln2_rstd, a->ln2, w->ln2_w,

@@ -278,6 +278,14 @@ nn_bf16_keep(uint16_t *arena, size_t count)
 	keep.record = precision == NN_PREC_BF16 && !portable && arena;
 }
 
+uint16_t *
+nn_bf16_keep_room(const float *x, int rows, int cols)
+{
+	struct nn_bview v = { (float *)x, 1, rows, cols, cols, 1, 0, 0 };
+
+	return keep.record && !keep_find(&v) ? keep_add(&v) : NULL;
+}
+
 void
 nn_bf16_keep_replay(void)
 {

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/nn.h"
+
 /* Engine and stream: 1 where the CPU runs bf16 matmuls natively
  * (AVX512-BF16 or AMX, as oneDNN sees it, DNNL_MAX_CPU_ISA included),
  * 0 where it does not, -1 with the reason in err. */
@@ -54,6 +56,19 @@ void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
 void nn_bf16_keep(uint16_t *arena, size_t count);
 void nn_bf16_keep_replay(void);
 void nn_bf16_keep_end(void);
+/* While recording, the kept room for the bf16 copy of x [rows, cols]
+ * (dense), for the pass that writes x to fill as it goes (nn_bf16_round on
+ * what it has just written), so that the products after it take that copy
+ * instead of reading x again to round it; else NULL. */
+uint16_t *nn_bf16_keep_room(const float *x, int rows, int cols);
+
+/* LayerNorm's and the activation's forward passes that also round their
+ * output into h (NULL: as nn_layernorm_forward and nn_act_forward). */
+void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
+    float *rstd, const float *inp, const float *w, const float *b, int n,
+    int c);
+void nn_act_forward_h(enum nn_act act, float *out, uint16_t *h,
+    const float *inp, size_t count);
 
 /*
  * Batched bf16 products (attention's heads at once), for lib/nn's layers.

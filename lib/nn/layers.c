@@ -130,14 +130,35 @@ gelu_span(float *restrict out, const float *restrict inp, size_t n)
 		out[i] = inp[i] * normal_cdf(inp[i]);
 }
 
-NN_CLONES void
-nn_gelu_forward(float *out, const float *inp, size_t count)
+/* A pass that rounds its output into h (nn_act_forward_h) does it a
+ * chunk at a time, while the chunk is in the first-level cache; a
+ * multiple of NN_LANES, so that the spans are the unchunked pass's. */
+#define NN_CHUNK 1024
+
+NN_INLINE void
+gelu_spans(float *out, const float *inp, size_t count)
 {
 	size_t i = 0;
 
 	for (; i + NN_LANES <= count; i += NN_LANES)
 		gelu_span(out + i, inp + i, NN_LANES);
 	gelu_span(out + i, inp + i, count - i);
+}
+
+NN_CLONES void
+nn_gelu_forward(float *out, const float *inp, size_t count)
+{
+	gelu_spans(out, inp, count);
+}
+
+NN_CLONES static void
+gelu_forward_h(float *out, uint16_t *h, const float *inp, size_t count)
+{
+	for (size_t i = 0; i < count; i += NN_CHUNK) {
+		size_t c = count - i < NN_CHUNK ? count - i : NN_CHUNK;
+		gelu_spans(out + i, inp + i, c);
+		nn_bf16_round(h + i, out + i, (int)c);
+	}
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, or = (set). */
@@ -207,6 +228,21 @@ nn_act_forward(enum nn_act act, float *out, const float *inp, size_t count)
 		nn_relu_forward(out, inp, count);
 	else
 		nn_gelu_forward(out, inp, count);
+}
+
+void
+nn_act_forward_h(enum nn_act act, float *out, uint16_t *h,
+    const float *inp, size_t count)
+{
+	if (h && act == NN_ACT_GELU)
+		gelu_forward_h(out, h, inp, count);
+	else {
+		nn_act_forward(act, out, inp, count);
+		if (h)
+			for (size_t i = 0; i < count; i += NN_CHUNK)
+				nn_bf16_round(h + i, out + i, (int)(count -
+				    i < NN_CHUNK ? count - i : NN_CHUNK));
+	}
 }
 
 void
@@ -289,6 +325,13 @@ NN_CLONES void
 nn_layernorm_forward(float *out, float *mean, float *rstd,
     const float *inp, const float *w, const float *b, int n, int c)
 {
+	nn_layernorm_forward_h(out, NULL, mean, rstd, inp, w, b, n, c);
+}
+
+NN_CLONES void
+nn_layernorm_forward_h(float *out, uint16_t *h, float *mean, float *rstd,
+    const float *inp, const float *w, const float *b, int n, int c)
+{
 	for (int r = 0; r < n; r++) {
 		const float *x = inp + (size_t)r * c;
 		float *y = out + (size_t)r * c;
@@ -303,6 +346,8 @@ nn_layernorm_forward(float *out, float *mean, float *rstd,
 		    b ? b + i : ln_zeros, (size_t)(c - i));
 		mean[r] = m;
 		rstd[r] = s;
+		if (h)
+			nn_bf16_round(h + (size_t)r * c, y, c);
 	}
 }
 

@@ -412,7 +412,8 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	st.in = emb;
 	float *top = stack_forward(m, &st, 1, grad);
 	hook_use(grad, -1, 0);
-	nn_layernorm_forward(xf, mean, rstd, top, k->lnf_w, k->lnf_b, N, D);
+	nn_layernorm_forward_h(xf, nn_bf16_keep_room(xf, N, D), mean, rstd,
+	    top, k->lnf_w, k->lnf_b, N, D);
 	nn_linear_forward(probs, xf, k->wte, NULL, N, D, V);
 	*loss = nn_xent_forward(probs, probs, tgt, N, V) / S;
 	if (d->moe.experts > 0) {
