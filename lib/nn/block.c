@@ -43,7 +43,8 @@ nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
 /* The two parts at once: together they add what one backward adds, and
  * neither reads what the other writes. Each layer's input and weight
  * gradients in one call, so that bf16 rounds dy and dfc1 once each, not
- * once a part (f32: the same products and sums, the same bits). */
+ * once a part, dfc1 as the activation's backward writes it (f32: the
+ * same products and sums, the same bits). */
 void
 nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
@@ -53,9 +54,8 @@ nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
 
 	nn_linear_backward_to(scratch, g->fc2_w, g->fc2_b, dy, a->gelu,
 	    w->fc2_w, n, h, o);
-	nn_act_backward_to(act, dfc1, a->fc1, scratch, (size_t)n * h);
-	nn_linear_backward(dx, g->fc1_w, g->fc1_b, dfc1, x, w->fc1_w, n, in,
-	    h);
+	nn_act_linear_backward(act, dx, g->fc1_w, g->fc1_b, dfc1, a->fc1,
+	    scratch, x, w->fc1_w, n, in, h);
 }
 
 /* The feed-forward part of a block's weights. */

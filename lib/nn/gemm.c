@@ -473,6 +473,42 @@ nn_gemm_linear_grad(float *dinp, float *dw, float *db, const float *dout,
 		pthread_mutex_unlock(&lock);
 }
 
+void
+nn_gemm_linear_grad_made(float *dinp, float *dw, float *db,
+    const float *dout, void (*make)(void *, int, int), void *ctx,
+    const float *inp, const float *w, int n, int in, int o, int set)
+{
+	const uint16_t *hd;
+	uint16_t *h = NULL;
+	float *dsum = NULL;
+	int step = o < NN_CHUNK ? NN_CHUNK / o : 1;
+
+	if (precision == NN_PREC_BF16 && !portable) {
+		pthread_mutex_lock(&lock);
+		if (!(h = grow(&abuf, &acap, (size_t)n * o * sizeof(*h))))
+			pthread_mutex_unlock(&lock);
+	}
+	if (!h) {	/* f32 or portable (or no memory): as it was */
+		make(ctx, 0, n);
+		nn_gemm_linear_grad(dinp, dw, db, dout, inp, w, n, in, o, set);
+		return;
+	}
+	for (int r0 = 0; r0 < n; r0 += step) {
+		int r1 = r0 + step < n ? r0 + step : n;
+		make(ctx, r0, r1);
+		pack(h + (size_t)r0 * o, NULL, dout + (size_t)r0 * o, r1 - r0,
+		    o, o, db);
+	}
+	hd = h;
+	if (dinp)
+		product(&hd, &dsum, 0, 0, n, in, o, 1.0f, dout, o, w, in,
+		    set ? 0.0f : 1.0f, NULL, dinp, in);
+	if (dw)
+		product(&hd, &dsum, 1, 0, o, in, n, 1.0f, dout, o, inp, in,
+		    1.0f, NULL, dw, in);
+	pthread_mutex_unlock(&lock);
+}
+
 /* The batched products' workspace: a few buffers, held with the lock. */
 #define BF16_SLOTS 6
 static struct {

@@ -130,11 +130,6 @@ gelu_span(float *restrict out, const float *restrict inp, size_t n)
 		out[i] = inp[i] * normal_cdf(inp[i]);
 }
 
-/* A pass that rounds its output into h (nn_act_forward_h) does it a
- * chunk at a time, while the chunk is in the first-level cache; a
- * multiple of NN_LANES, so that the spans are the unchunked pass's. */
-#define NN_CHUNK 1024
-
 NN_INLINE void
 gelu_spans(float *out, const float *inp, size_t count)
 {
@@ -265,6 +260,40 @@ nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
 	}
 	memset(dinp, 0, count * sizeof(float));
 	nn_relu_backward(dinp, inp, dout, count);
+}
+
+/* nn_act_linear_backward's rows r0..r1-1 of dfc. */
+struct act_rows {
+	enum nn_act act;
+	float *dfc;
+	const float *fc, *dact;
+	int o;
+};
+
+static void
+act_rows(void *ctx, int r0, int r1)
+{
+	struct act_rows *a = ctx;
+	size_t off = (size_t)r0 * a->o;
+
+	nn_act_backward_to(a->act, a->dfc + off, a->fc + off, a->dact + off,
+	    (size_t)(r1 - r0) * a->o);
+}
+
+void
+nn_act_linear_backward(enum nn_act act, float *dx, float *dw, float *db,
+    float *dfc, const float *fc, const float *dact, const float *x,
+    const float *w, int n, int in, int o)
+{
+	struct act_rows a = { act, dfc, fc, dact, o };
+
+	if (n > 0 && in > 0 && o > 0)
+		nn_gemm_linear_grad_made(dx, dw, db, dfc, act_rows, &a, x, w,
+		    n, in, o, 0);
+	else {
+		act_rows(&a, 0, n);
+		nn_linear_backward(dx, dw, db, dfc, x, w, n, in, o);
+	}
 }
 
 int
