@@ -43,11 +43,12 @@ void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
     const float *dout, const float *inp, const float *w, int n, int in,
     int o, int set);
 /* nn_gemm_linear_grad (all of dinp, dw, db, set as there) with dout's
- * rows made on the way: make(ctx, r0, r1) writes rows r0..r1-1 of dout;
- * native bf16 rounds them (and sums db) a few at a time while they are in
- * cache, else all are made first. */
+ * rows made on the way: make(ctx, r0, r1, rows) writes rows r0..r1-1 of
+ * dout at rows. Native bf16 makes a few at a time in a buffer of its own,
+ * rounds them and sums db while they are in cache, and writes dout only
+ * where oneDNN refuses a product; otherwise all are made into dout first. */
 void nn_gemm_linear_grad_made(float *dinp, float *dw, float *db,
-    const float *dout, void (*make)(void *, int, int), void *ctx,
+    float *dout, void (*make)(void *, int, int, float *), void *ctx,
     const float *inp, const float *w, int n, int in, int o, int set);
 
 /*
@@ -77,8 +78,9 @@ void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
 void nn_act_forward_h(enum nn_act act, float *out, uint16_t *h,
     const float *inp, size_t count);
 /* dx += d/dx of the layer act(x w^T + b) given dact, the gradient of its
- * output, with fc = x w^T + b saved; dfc = act'(fc) dact, dw += and db
- * += as nn_linear_backward (dx NULL: the weight part). */
+ * output, with fc = x w^T + b saved; dfc: room for act'(fc) dact (written
+ * as nn_gemm_linear_grad_made's dout); dw += and db += as
+ * nn_linear_backward (dx NULL: the weight part). */
 void nn_act_linear_backward(enum nn_act act, float *dx, float *dw,
     float *db, float *dfc, const float *fc, const float *dact,
     const float *x, const float *w, int n, int in, int o);

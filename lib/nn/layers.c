@@ -265,18 +265,17 @@ nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
 /* nn_act_linear_backward's rows r0..r1-1 of dfc. */
 struct act_rows {
 	enum nn_act act;
-	float *dfc;
 	const float *fc, *dact;
 	int o;
 };
 
 static void
-act_rows(void *ctx, int r0, int r1)
+act_rows(void *ctx, int r0, int r1, float *rows)
 {
 	struct act_rows *a = ctx;
 	size_t off = (size_t)r0 * a->o;
 
-	nn_act_backward_to(a->act, a->dfc + off, a->fc + off, a->dact + off,
+	nn_act_backward_to(a->act, rows, a->fc + off, a->dact + off,
 	    (size_t)(r1 - r0) * a->o);
 }
 
@@ -285,13 +284,13 @@ nn_act_linear_backward(enum nn_act act, float *dx, float *dw, float *db,
     float *dfc, const float *fc, const float *dact, const float *x,
     const float *w, int n, int in, int o)
 {
-	struct act_rows a = { act, dfc, fc, dact, o };
+	struct act_rows a = { act, fc, dact, o };
 
 	if (n > 0 && in > 0 && o > 0)
 		nn_gemm_linear_grad_made(dx, dw, db, dfc, act_rows, &a, x, w,
 		    n, in, o, 0);
 	else {
-		act_rows(&a, 0, n);
+		act_rows(&a, 0, n, dfc);
 		nn_linear_backward(dx, dw, db, dfc, x, w, n, in, o);
 	}
 }
