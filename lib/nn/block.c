@@ -12,8 +12,11 @@ nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act)
 {
 	nn_linear_forward(a->fc1, x, w->fc1_w, w->fc1_b, n, in, h);
-	nn_act_forward_h(act, a->gelu, nn_bf16_keep_room(a->gelu, n, h), a->fc1,
-	    (size_t)n * h);
+	uint16_t *hg = nn_bf16_keep_room(a->gelu, n, h);
+
+	/* GELU's derivative kept beside (where the bf16 copies are) */
+	nn_act_forward_h(act, a->gelu, hg, hg && act == NN_ACT_GELU ?
+	    nn_bf16_keep_f32(a->fc1, n, h, 1) : NULL, a->fc1, (size_t)n * h);
 	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, h, o);
 }
 

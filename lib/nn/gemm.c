@@ -286,6 +286,24 @@ nn_bf16_keep_room(const float *x, int rows, int cols)
 	return keep.record && !keep_find(&v) ? keep_add(&v) : NULL;
 }
 
+float *
+nn_bf16_keep_f32(const float *x, int rows, int cols, int add)
+{
+	/* nb 0 marks f32 values: no operand's view has it */
+	struct nn_bview v = { (float *)x, 0, rows, cols, cols, 1, 0, 0 };
+	uint16_t *h = keep_find(&v);
+	size_t need = 2 * (size_t)rows * cols, at = (keep.used + 1) & ~1UL;
+
+	if (h || !add || !keep.record || keep.n == KEEP_MAX ||
+	    at > keep.cap || need > keep.cap - at)
+		return (float *)h;
+	h = keep.arena + at;	/* the arena is float-aligned, at even */
+	keep.used = at + need;
+	keep.e[keep.n].v = v;
+	keep.e[keep.n++].h = h;
+	return (float *)h;
+}
+
 void
 nn_bf16_keep_replay(void)
 {

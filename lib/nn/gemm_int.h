@@ -70,15 +70,23 @@ void nn_bf16_keep_end(void);
  * instead of reading x again to round it; else NULL. */
 uint16_t *nn_bf16_keep_room(const float *x, int rows, int cols);
 
+/* While recording (add) or until nn_bf16_keep_end (!add), the kept f32
+ * values a forward pass saved for its backward under x [rows, cols]
+ * (GELU's derivative at x); NULL where there are none (no room, or not
+ * recording): the backward pass computes them then. */
+float *nn_bf16_keep_f32(const float *x, int rows, int cols, int add);
+
 /* LayerNorm's and the activation's forward passes that also round their
- * output into h (NULL: as nn_layernorm_forward and nn_act_forward). */
+ * output into h (NULL: as nn_layernorm_forward and nn_act_forward); dg (or
+ * NULL) receives GELU's derivative at each input (no other act's). */
 void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
     float *rstd, const float *inp, const float *w, const float *b, int n,
     int c);
-void nn_act_forward_h(enum nn_act act, float *out, uint16_t *h,
+void nn_act_forward_h(enum nn_act act, float *out, uint16_t *h, float *dg,
     const float *inp, size_t count);
 /* dx += d/dx of the layer act(x w^T + b) given dact, the gradient of its
- * output, with fc = x w^T + b saved; dfc: room for act'(fc) dact (written
+ * output, with fc = x w^T + b saved (act' kept by nn_act_forward_h where it
+ * was); dfc: room for act'(fc) dact (written
  * as nn_gemm_linear_grad_made's dout); dw += and db += as
  * nn_linear_backward (dx NULL: the weight part). */
 void nn_act_linear_backward(enum nn_act act, float *dx, float *dw,

@@ -146,14 +146,45 @@ nn_gelu_forward(float *out, const float *inp, size_t count)
 	gelu_spans(out, inp, count);
 }
 
+/* GELU's output and its derivative (dgelu_span's factor of dout). */
+NN_INLINE void
+gelu_dg_span(float *restrict out, float *restrict dg,
+    const float *restrict inp, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x = inp[i], cdf = normal_cdf(x);
+		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
+		out[i] = x * cdf;
+		dg[i] = cdf + x * pdf;
+	}
+}
+
 NN_CLONES static void
-gelu_forward_h(float *out, uint16_t *h, const float *inp, size_t count)
+gelu_forward_h(float *out, uint16_t *h, float *dg, const float *inp,
+    size_t count)
 {
 	for (size_t i = 0; i < count; i += NN_CHUNK) {
-		size_t c = count - i < NN_CHUNK ? count - i : NN_CHUNK;
-		gelu_spans(out + i, inp + i, c);
-		nn_bf16_round(h + i, out + i, (int)c);
+		size_t c = count - i < NN_CHUNK ? count - i : NN_CHUNK, j = 0;
+		if (!dg)
+			gelu_spans(out + i, inp + i, c);
+		for (; dg && j + NN_LANES <= c; j += NN_LANES)
+			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
+			    NN_LANES);
+		if (dg)
+			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
+			    c - j);
+		if (h)
+			nn_bf16_round(h + i, out + i, (int)c);
 	}
+}
+
+/* dinp = dg dout, dg GELU's derivative kept by the forward pass. */
+NN_CLONES static void
+gelu_backward_dg(float *dinp, const float *dg, const float *dout,
+    size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		dinp[i] = dg[i] * dout[i];
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, or = (set). */
@@ -226,11 +257,11 @@ nn_act_forward(enum nn_act act, float *out, const float *inp, size_t count)
 }
 
 void
-nn_act_forward_h(enum nn_act act, float *out, uint16_t *h,
+nn_act_forward_h(enum nn_act act, float *out, uint16_t *h, float *dg,
     const float *inp, size_t count)
 {
-	if (h && act == NN_ACT_GELU)
-		gelu_forward_h(out, h, inp, count);
+	if ((h || dg) && act == NN_ACT_GELU)
+		gelu_forward_h(out, h, dg, inp, count);
 	else {
 		nn_act_forward(act, out, inp, count);
 		if (h)
@@ -265,7 +296,7 @@ nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
 /* nn_act_linear_backward's rows r0..r1-1 of dfc. */
 struct act_rows {
 	enum nn_act act;
-	const float *fc, *dact;
+	const float *fc, *dact, *dg;
 	int o;
 };
 
@@ -273,10 +304,13 @@ static void
 act_rows(void *ctx, int r0, int r1, float *rows)
 {
 	struct act_rows *a = ctx;
-	size_t off = (size_t)r0 * a->o;
+	size_t off = (size_t)r0 * a->o, count = (size_t)(r1 - r0) * a->o;
 
-	nn_act_backward_to(a->act, rows, a->fc + off, a->dact + off,
-	    (size_t)(r1 - r0) * a->o);
+	if (a->dg)
+		gelu_backward_dg(rows, a->dg + off, a->dact + off, count);
+	else
+		nn_act_backward_to(a->act, rows, a->fc + off, a->dact + off,
+		    count);
 }
 
 void
@@ -284,7 +318,8 @@ nn_act_linear_backward(enum nn_act act, float *dx, float *dw, float *db,
     float *dfc, const float *fc, const float *dact, const float *x,
     const float *w, int n, int in, int o)
 {
-	struct act_rows a = { act, fc, dact, o };
+	struct act_rows a = { act, fc, dact, act == NN_ACT_GELU ?
+	    nn_bf16_keep_f32(fc, n, o, 0) : NULL, o };
 
 	if (n > 0 && in > 0 && o > 0)
 		nn_gemm_linear_grad_made(dx, dw, db, dfc, act_rows, &a, x, w,

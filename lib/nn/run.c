@@ -135,7 +135,8 @@ struct stack {
 /*
  * bf16 values the forward pass's operands take (the linear layers'
  * inputs and weights, attention's q, k, v and probabilities, and the
- * gpt's final LayerNorm output and wte), kept
+ * gpt's final LayerNorm output and wte), and GELU's derivative in f32
+ * (two bf16 places a value, one more for its alignment), kept
  * for the backward pass (nn_bf16_keep) in a training pass in native bf16.
  * Not where a use hook runs (a ZeRO-3 gather rewrites weights during the
  * pass) nor with MoE blocks (the experts' buffers are gathered anew);
@@ -152,7 +153,8 @@ keep_count(const struct nn_model *m, const struct hook *grad, int n, int s)
 	    nn_get_precision() != NN_PREC_BF16 || nn_gemm_portable())
 		return 0;
 	return m->work->nlayers * (6 * N * D + N * F + att + 4 * D * D +
-	    2 * D * F) + (d->arch == NN_GPT ? N * D + (size_t)d->vocab * D : 0);
+	    2 * D * F + 2 * N * F + 1) + (d->arch == NN_GPT ? N * D +
+	    (size_t)d->vocab * D : 0);
 }
 
 /* Reserves the stack's buffers plus extra floats after them, and the
