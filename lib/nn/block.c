@@ -247,19 +247,24 @@ bscratch_bind(struct bscratch *t, float *p, const struct nn_block_shape *sh)
 	t->dsm = p;
 }
 
-/* dsum += d/d(in) of mlp(in) given dout (summed over ranks: the hook). */
+/* dsum += d/d(in) of mlp(in) given dout (summed over ranks: the hook).
+ * dsum zero (zero) and nothing to sum: the dense mlp adds into it
+ * directly, the bits of adding into zeroed C and then C into dsum. */
 static int
-mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
-    const float *dout, const struct nn_block_acts *a,
-    const struct nn_block_w *w, const float *in,
-    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
+mlp_backward(float *dsum, int zero, struct bscratch *t,
+    const struct nn_block_w *g, const float *dout,
+    const struct nn_block_acts *a, const struct nn_block_w *w,
+    const float *in, const struct nn_block_shape *sh,
+    const struct nn_block_hooks *hk)
 {
 	int n = sh->b * sh->s;
 	size_t nd = (size_t)n * sh->d;
 	struct nn_mlp_w mw = block_mlp(w), mg = block_mlp(g);
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
+	int direct = zero && sh->moe.experts == 0 && !(hk && hk->reduce);
 
-	memset(t->C, 0, nd * sizeof(float));
+	if (!direct)
+		memset(t->C, 0, nd * sizeof(float));
 	if (sh->moe.experts > 0) {
 		/* whole on every rank: the hook marks the place, sums none */
 		if (nn_moe_backward(t->C, g->moe, t->dmlp, dout, &a->moe,
@@ -267,12 +272,13 @@ mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
 		    hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, 0) < 0)
 			return -1;
 	} else {
-		nn_mlp_backward(t->C, &mg, t->dmlp, dout, &ma, &mw, in, n,
-		    sh->d, sh->f, sh->d, sh->act);
+		nn_mlp_backward(direct ? dsum : t->C, &mg, t->dmlp, dout, &ma,
+		    &mw, in, n, sh->d, sh->f, sh->d, sh->act);
 		if (hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, nd) < 0)
 			return -1;
 	}
-	nn_add(dsum, t->C, nd);
+	if (!direct)
+		nn_add(dsum, t->C, nd);
 	return 0;
 }
 
@@ -318,7 +324,7 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 		/* y = h + mlp(ln2(h)): A = dh */
 		memcpy(t.A, dy, nd * sizeof(float));
 		memset(t.B, 0, nd * sizeof(float));
-		if (mlp_backward(t.B, &t, g, dy, a, w, a->ln2, sh, hk) < 0)
+		if (mlp_backward(t.B, 1, &t, g, dy, a, w, a->ln2, sh, hk) < 0)
 			return -1;
 		nn_layernorm_backward(t.A, g->ln2_w, g->ln2_b, t.B, a->h,
 		    w->ln2_w, a->ln2_mean, a->ln2_rstd, n, d);
@@ -336,7 +342,7 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 	nn_layernorm_backward(t.A, g->ln2_w, g->ln2_b, dy, a->ln2, w->ln2_w,
 	    a->ln2_mean, a->ln2_rstd, n, d);
 	memcpy(t.B, t.A, nd * sizeof(float));
-	if (mlp_backward(t.B, &t, g, t.A, a, w, a->ln1, sh, hk) < 0)
+	if (mlp_backward(t.B, 0, &t, g, t.A, a, w, a->ln1, sh, hk) < 0)
 		return -1;
 	/* h = ln1(r1), r1 = x + attn(x): A = dr1 */
 	memset(t.A, 0, nd * sizeof(float));
