@@ -293,14 +293,14 @@ attn_backward(struct bscratch *t, const struct nn_block_w *g,
 	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
 	size_t nc = (size_t)n * c, nd = (size_t)n * d;
 
-	memset(t->dq, 0, 3 * nc * sizeof(float));
 	nn_linear_backward_to(t->datty, g->o_w, g->o_b, dout, a->atty, w->o_w,
 	    n, c, d);
 	if (hk && hk->attn_bwd) {
+		memset(t->dq, 0, 3 * nc * sizeof(float));
 		if (hk->attn_bwd(hk->ctx, t->dq, t->dk, t->dv, t->datty) < 0)
 			return -1;
 	} else
-		nn_attention_backward(t->dq, t->dk, t->dv, t->dsm, t->datty,
+		nn_attention_backward_to(t->dq, t->dk, t->dv, t->dsm, t->datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
 	nn_linear_backward_to(t->C, g->q_w, g->q_b, t->dq, in, w->q_w, n, d, c);
@@ -415,14 +415,14 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 	/* h = x + attn(ln1(x)) */
 	if (dx)
 		nn_add(dx, sv->dattn, nd);
-	memset(sv->dq, 0, 3 * nc * sizeof(float));
 	nn_linear_backward_to(t.datty, NULL, NULL, sv->dattn, NULL, w->o_w, n,
 	    c, d);
 	if (hk && hk->attn_bwd) {
+		memset(sv->dq, 0, 3 * nc * sizeof(float));
 		if (hk->attn_bwd(hk->ctx, sv->dq, sv->dk, sv->dv, t.datty) < 0)
 			return -1;
 	} else
-		nn_attention_backward(sv->dq, sv->dk, sv->dv, t.dsm, t.datty,
+		nn_attention_backward_to(sv->dq, sv->dk, sv->dv, t.dsm, t.datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
 	nn_linear_backward_to(sv->dln1, NULL, NULL, sv->dq, NULL, w->q_w, n, d,

@@ -651,31 +651,31 @@ softmax_backward_rows(float *da, const float *a, int rows, int len, int s)
 
 /* Causal: in blocks of rows as the forward pass, the saved probabilities
  * being zero beyond column i1-1 of every row of a block. */
-/* The heads of *d += alpha op(a) x (the heads' [s, s] and [s, hd]
- * matrices, in bf16; ta: a transposed), through O; then *d = NULL. 0, or
- * -1 (x NULL: out of memory, or the product failed). */
+/* The heads of *d += (or =, set) alpha op(a) x (the heads' [s, s] and
+ * [s, hd] matrices, in bf16; ta: a transposed), through O; then *d = NULL.
+ * 0, or -1 (x NULL: out of memory, or the product failed). */
 NN_INLINE int
-heads_acc(float **d, int ta, float alpha, const uint16_t *a,
+heads_acc(float **d, int set, int ta, float alpha, const uint16_t *a,
     const uint16_t *x, float *O, int b, int s, int nh, int hd)
 {
 	struct nn_bview h = heads_view(*d, b, s, nh, hd);
 
 	if (!x || nn_bf16_bmm(b * nh, ta, 0, s, hd, s, alpha, a, x, O) < 0)
 		return -1;
-	heads_put(&h, O, 1);
+	heads_put(&h, O, !set);
 	*d = NULL;
 	return 0;
 }
 
 /*
  * The backward pass as attention_forward_bf16, batched; each of dv, dq
- * and dk it has added is set to NULL in *done, so that the head-by-head
- * path, after a -1, adds only the rest.
+ * and dk it has added (or written: set) is set to NULL, so that the
+ * head-by-head path, after a -1, adds only the rest.
  */
 NN_CLONES static int
 attention_backward_bf16(float **dq, float **dk, float **dv,
     const float *dout, const float *att, const float *q, const float *k,
-    const float *v, int b, int s, int nh, int hd)
+    const float *v, int b, int s, int nh, int hd, int set)
 {
 	int B = b * nh, rc = -1;
 	float scale = 1.0f / sqrtf((float)hd);
@@ -694,8 +694,8 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
 	if (!D || !O)
 		goto out;
-	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, 1, 1.0f, A,
-	    D, O, b, s, nh, hd) < 0))
+	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, set, 1, 1.0f,
+	    A, D, O, b, s, nh, hd) < 0))
 		goto out;
 	if (!*dq && !*dk) {
 		rc = 0;
@@ -712,8 +712,8 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 		softmax_backward_rows(S + r * s, att + r * s, 1, s, s);
 		nn_bf16_round(DS + r * s, S + r * s, s);
 	}
-	if ((*dq && heads_acc(dq, 0, scale, DS, nn_bf16_pack(2, &hk), O, b, s,
-	    nh, hd) < 0) || (*dk && heads_acc(dk, 1, scale, DS,
+	if ((*dq && heads_acc(dq, set, 0, scale, DS, nn_bf16_pack(2, &hk), O,
+	    b, s, nh, hd) < 0) || (*dk && heads_acc(dk, set, 1, scale, DS,
 	    nn_bf16_pack(2, &hq), O, b, s, nh, hd) < 0))
 		goto out;
 	rc = 0;
@@ -722,16 +722,23 @@ out:
 	return rc;
 }
 
-NN_CLONES void
-nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+/* nn_attention_backward; set: dq, dk, dv = rather than +=, which native
+ * bf16 writes at once and the rest zeroes and adds (f32's bits). */
+NN_CLONES static void
+attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
-    const float *v, int b, int s, int nh, int hd, int causal)
+    const float *v, int b, int s, int nh, int hd, int causal, int set)
 {
 	int c = nh * hd, step = att_step(causal, s);
 
 	if (attention_backward_bf16(&dq, &dk, &dv, dout, att, q, k, v, b, s,
-	    nh, hd) == 0)
+	    nh, hd, set) == 0)
 		return;
+	float *left[3] = { dq, dk, dv };	/* what the batched path left */
+
+	for (int i = 0; set && i < 3; i++)
+		if (left[i])
+			memset(left[i], 0, (size_t)b * s * c * sizeof(float));
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)
@@ -761,6 +768,24 @@ nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 					    c, 1.0f, dk + off, c);
 			}
 		}
+}
+
+void
+nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd, int causal)
+{
+	attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, b, s, nh,
+	    hd, causal, 0);
+}
+
+void
+nn_attention_backward_to(float *dq, float *dk, float *dv, float *scratch,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd, int causal)
+{
+	attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, b, s, nh,
+	    hd, causal, 1);
 }
 
 void
