@@ -4,6 +4,7 @@
  * form swaps sharding around attention; serially the hooks are absent. */
 #include <string.h>
 
+#include "nn/gemm_int.h"
 #include "nn/nn.h"
 
 void
@@ -11,7 +12,11 @@ nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act)
 {
 	nn_linear_forward(a->fc1, x, w->fc1_w, w->fc1_b, n, in, h);
-	nn_act_forward(act, a->gelu, a->fc1, (size_t)n * h);
+	uint16_t *hg = nn_bf16_keep_room(a->gelu, n, h);
+
+	/* GELU's derivative kept beside (where the bf16 copies are) */
+	nn_act_forward_h(act, a->gelu, hg, hg && act == NN_ACT_GELU ?
+	    nn_bf16_keep_f32(a->fc1, n, h, 1) : NULL, a->fc1, (size_t)n * h);
 	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, h, o);
 }
 
@@ -39,7 +44,10 @@ nn_mlp_backward_weight(const struct nn_mlp_w *g, const float *dy,
 }
 
 /* The two parts at once: together they add what one backward adds, and
- * neither reads what the other writes. */
+ * neither reads what the other writes. Each layer's input and weight
+ * gradients in one call, so that bf16 rounds dy and dfc1 once each, not
+ * once a part, dfc1 as the activation's backward writes it (f32: the
+ * same products and sums, the same bits). */
 void
 nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
     const float *dy, const struct nn_mlp_acts *a, const struct nn_mlp_w *w,
@@ -47,8 +55,10 @@ nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,
 {
 	float *dfc1 = scratch + (size_t)n * h;
 
-	nn_mlp_backward_input(dx, dfc1, scratch, dy, a, w, n, in, h, o, act);
-	nn_mlp_backward_weight(g, dy, dfc1, a, x, n, in, h, o);
+	nn_linear_backward_to(scratch, g->fc2_w, g->fc2_b, dy, a->gelu,
+	    w->fc2_w, n, h, o);
+	nn_act_linear_backward(act, dx, g->fc1_w, g->fc1_b, dfc1, a->fc1,
+	    scratch, x, w->fc1_w, n, in, h);
 }
 
 /* The feed-forward part of a block's weights. */
@@ -183,18 +193,18 @@ nn_block_forward(float *y, struct nn_block_acts *a,
 	int n = sh->b * sh->s, d = sh->d;
 
 	if (!sh->post_norm) {
-		nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x,
-		    w->ln1_w, w->ln1_b, n, d);
+		nn_layernorm_forward_h(a->ln1, nn_bf16_keep_room(a->ln1, n, d),
+		    a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, n, d);
 		if (attn_forward(a->h, a, w, a->ln1, x, sh, hk) < 0)
 			return -1;
-		nn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->h,
-		    w->ln2_w, w->ln2_b, n, d);
+		nn_layernorm_forward_h(a->ln2, nn_bf16_keep_room(a->ln2, n, d),
+		    a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w, w->ln2_b, n, d);
 		return mlp_forward(y, a, w, a->ln2, a->h, sh, hk);
 	}
 	if (attn_forward(a->h, a, w, x, x, sh, hk) < 0)
 		return -1;
-	nn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->h, w->ln1_w,
-	    w->ln1_b, n, d);
+	nn_layernorm_forward_h(a->ln1, nn_bf16_keep_room(a->ln1, n, d),
+	    a->ln1_mean, a->ln1_rstd, a->h, w->ln1_w, w->ln1_b, n, d);
 	if (mlp_forward(a->ln2, a, w, a->ln1, a->ln1, sh, hk) < 0)
 		return -1;
 	nn_layernorm_forward(y, a->ln2_mean, a->ln2_rstd, a->ln2, w->ln2_w,
@@ -237,19 +247,24 @@ bscratch_bind(struct bscratch *t, float *p, const struct nn_block_shape *sh)
 	t->dsm = p;
 }
 
-/* dsum += d/d(in) of mlp(in) given dout (summed over ranks: the hook). */
+/* dsum += d/d(in) of mlp(in) given dout (summed over ranks: the hook).
+ * dsum zero (zero) and nothing to sum: the dense mlp adds into it
+ * directly, the bits of adding into zeroed C and then C into dsum. */
 static int
-mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
-    const float *dout, const struct nn_block_acts *a,
-    const struct nn_block_w *w, const float *in,
-    const struct nn_block_shape *sh, const struct nn_block_hooks *hk)
+mlp_backward(float *dsum, int zero, struct bscratch *t,
+    const struct nn_block_w *g, const float *dout,
+    const struct nn_block_acts *a, const struct nn_block_w *w,
+    const float *in, const struct nn_block_shape *sh,
+    const struct nn_block_hooks *hk)
 {
 	int n = sh->b * sh->s;
 	size_t nd = (size_t)n * sh->d;
 	struct nn_mlp_w mw = block_mlp(w), mg = block_mlp(g);
 	struct nn_mlp_acts ma = { a->fc1, a->gelu };
+	int direct = zero && sh->moe.experts == 0 && !(hk && hk->reduce);
 
-	memset(t->C, 0, nd * sizeof(float));
+	if (!direct)
+		memset(t->C, 0, nd * sizeof(float));
 	if (sh->moe.experts > 0) {
 		/* whole on every rank: the hook marks the place, sums none */
 		if (nn_moe_backward(t->C, g->moe, t->dmlp, dout, &a->moe,
@@ -257,12 +272,13 @@ mlp_backward(float *dsum, struct bscratch *t, const struct nn_block_w *g,
 		    hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, 0) < 0)
 			return -1;
 	} else {
-		nn_mlp_backward(t->C, &mg, t->dmlp, dout, &ma, &mw, in, n,
-		    sh->d, sh->f, sh->d, sh->act);
+		nn_mlp_backward(direct ? dsum : t->C, &mg, t->dmlp, dout, &ma,
+		    &mw, in, n, sh->d, sh->f, sh->d, sh->act);
 		if (hook_reduce(hk, NN_HOOK_MLP_BWD, t->C, nd) < 0)
 			return -1;
 	}
-	nn_add(dsum, t->C, nd);
+	if (!direct)
+		nn_add(dsum, t->C, nd);
 	return 0;
 }
 
@@ -277,14 +293,14 @@ attn_backward(struct bscratch *t, const struct nn_block_w *g,
 	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
 	size_t nc = (size_t)n * c, nd = (size_t)n * d;
 
-	memset(t->dq, 0, 3 * nc * sizeof(float));
 	nn_linear_backward_to(t->datty, g->o_w, g->o_b, dout, a->atty, w->o_w,
 	    n, c, d);
 	if (hk && hk->attn_bwd) {
+		memset(t->dq, 0, 3 * nc * sizeof(float));
 		if (hk->attn_bwd(hk->ctx, t->dq, t->dk, t->dv, t->datty) < 0)
 			return -1;
 	} else
-		nn_attention_backward(t->dq, t->dk, t->dv, t->dsm, t->datty,
+		nn_attention_backward_to(t->dq, t->dk, t->dv, t->dsm, t->datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
 	nn_linear_backward_to(t->C, g->q_w, g->q_b, t->dq, in, w->q_w, n, d, c);
@@ -308,7 +324,7 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 		/* y = h + mlp(ln2(h)): A = dh */
 		memcpy(t.A, dy, nd * sizeof(float));
 		memset(t.B, 0, nd * sizeof(float));
-		if (mlp_backward(t.B, &t, g, dy, a, w, a->ln2, sh, hk) < 0)
+		if (mlp_backward(t.B, 1, &t, g, dy, a, w, a->ln2, sh, hk) < 0)
 			return -1;
 		nn_layernorm_backward(t.A, g->ln2_w, g->ln2_b, t.B, a->h,
 		    w->ln2_w, a->ln2_mean, a->ln2_rstd, n, d);
@@ -326,7 +342,7 @@ nn_block_backward(float *dx, const struct nn_block_w *g, float *scratch,
 	nn_layernorm_backward(t.A, g->ln2_w, g->ln2_b, dy, a->ln2, w->ln2_w,
 	    a->ln2_mean, a->ln2_rstd, n, d);
 	memcpy(t.B, t.A, nd * sizeof(float));
-	if (mlp_backward(t.B, &t, g, t.A, a, w, a->ln1, sh, hk) < 0)
+	if (mlp_backward(t.B, 0, &t, g, t.A, a, w, a->ln1, sh, hk) < 0)
 		return -1;
 	/* h = ln1(r1), r1 = x + attn(x): A = dr1 */
 	memset(t.A, 0, nd * sizeof(float));
@@ -399,14 +415,14 @@ nn_block_backward_input(float *dx, const struct nn_block_wsave *sv,
 	/* h = x + attn(ln1(x)) */
 	if (dx)
 		nn_add(dx, sv->dattn, nd);
-	memset(sv->dq, 0, 3 * nc * sizeof(float));
 	nn_linear_backward_to(t.datty, NULL, NULL, sv->dattn, NULL, w->o_w, n,
 	    c, d);
 	if (hk && hk->attn_bwd) {
+		memset(sv->dq, 0, 3 * nc * sizeof(float));
 		if (hk->attn_bwd(hk->ctx, sv->dq, sv->dk, sv->dv, t.datty) < 0)
 			return -1;
 	} else
-		nn_attention_backward(sv->dq, sv->dk, sv->dv, t.dsm, t.datty,
+		nn_attention_backward_to(sv->dq, sv->dk, sv->dv, t.dsm, t.datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
 	nn_linear_backward_to(sv->dln1, NULL, NULL, sv->dq, NULL, w->q_w, n, d,

@@ -27,8 +27,8 @@ static char impl[768];
 /* One caller at a time: the packed inputs and oneDNN's cache are shared
  * (tests run ranks as threads of one process). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static void *abuf, *bbuf;
-static size_t acap, bcap;
+static void *abuf, *bbuf, *rbuf;	/* rbuf: nn_gemm_linear_grad_made's */
+static size_t acap, bcap, rcap;
 #ifdef COLLX_DNNL
 static void *cbuf;	/* oneDNN's dense output, copied to a spaced one */
 static size_t ccap;
@@ -278,6 +278,32 @@ nn_bf16_keep(uint16_t *arena, size_t count)
 	keep.record = precision == NN_PREC_BF16 && !portable && arena;
 }
 
+uint16_t *
+nn_bf16_keep_room(const float *x, int rows, int cols)
+{
+	struct nn_bview v = { (float *)x, 1, rows, cols, cols, 1, 0, 0 };
+
+	return keep.record && !keep_find(&v) ? keep_add(&v) : NULL;
+}
+
+float *
+nn_bf16_keep_f32(const float *x, int rows, int cols, int add)
+{
+	/* nb 0 marks f32 values: no operand's view has it */
+	struct nn_bview v = { (float *)x, 0, rows, cols, cols, 1, 0, 0 };
+	uint16_t *h = keep_find(&v);
+	size_t need = 2 * (size_t)rows * cols, at = (keep.used + 1) & ~1UL;
+
+	if (h || !add || !keep.record || keep.n == KEEP_MAX ||
+	    at > keep.cap || need > keep.cap - at)
+		return (float *)h;
+	h = keep.arena + at;	/* the arena is float-aligned, at even */
+	keep.used = at + need;
+	keep.e[keep.n].v = v;
+	keep.e[keep.n++].h = h;
+	return (float *)h;
+}
+
 void
 nn_bf16_keep_replay(void)
 {
@@ -352,6 +378,36 @@ bias_rows(float *c, int ldc, const float *bias, int m, int n)
 		memcpy(c + (size_t)i * ldc, bias, (size_t)n * sizeof(float));
 }
 
+/* product's native bf16 path (pa, asum as there): 0, or -1 with nothing
+ * written (portable, out of memory, or a shape oneDNN refused). */
+static int
+native_product(const uint16_t **pa, float **asum, int ta, int tb, int m,
+    int n, int k, float alpha, const float *a, int lda, const float *b,
+    int ldb, float beta, const float *bias, float *c, int ldc)
+{
+	const uint16_t *ha = pa ? *pa : NULL;
+
+	if (pa)
+		*pa = NULL;
+#ifdef COLLX_DNNL
+	const uint16_t *hb;
+
+	if (!portable && (ha || (ha = operand(&abuf, &acap, a, ta ? k : m,
+	    ta ? m : k, lda, asum))) && (hb = operand(&bbuf, &bcap, b,
+	    tb ? n : k, tb ? k : n, ldb, NULL)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
+	    beta, bias, c, ldc) == 0) {
+		if (pa)
+			*pa = ha;
+		return 0;
+	}
+#else
+	(void)ha, (void)asum, (void)ta, (void)tb, (void)m, (void)n, (void)k;
+	(void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta;
+	(void)bias, (void)c, (void)ldc;
+#endif
+	return -1;
+}
+
 /*
  * One product in the process's precision, bias (or NULL, beta 0 with it)
  * added to every row of c; bf16 ones with the lock held. pa (or NULL):
@@ -364,30 +420,17 @@ product(const uint16_t **pa, float **asum, int ta, int tb, int m, int n,
     int k, float alpha, const float *a, int lda, const float *b, int ldb,
     float beta, const float *bias, float *c, int ldc)
 {
-	const uint16_t *ha = pa ? *pa : NULL;
-
-	if (pa)
-		*pa = NULL;
 	if (precision == NN_PREC_F32 || m <= 0 || n <= 0 || k <= 0) {
+		if (pa)
+			*pa = NULL;
 		if (bias)
 			bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 		sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-#ifdef COLLX_DNNL
-	const uint16_t *hb;
-
-	if (!portable && (ha || (ha = operand(&abuf, &acap, a, ta ? k : m,
-	    ta ? m : k, lda, asum))) && (hb = operand(&bbuf, &bcap, b,
-	    tb ? n : k, tb ? k : n, ldb, NULL)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
-	    beta, bias, c, ldc) == 0) {
-		if (pa)
-			*pa = ha;
+	if (native_product(pa, asum, ta, tb, m, n, k, alpha, a, lda, b, ldb,
+	    beta, bias, c, ldc) == 0)
 		return;
-	}
-#else
-	(void)ha, (void)asum;
-#endif
 	if (bias)
 		bias_rows(c, ldc, bias, m, n), beta = 1.0f;
 	/* Portable, or a shape oneDNN refused: the same values, from sgemm
@@ -463,6 +506,54 @@ nn_gemm_linear_grad(float *dinp, float *dw, float *db, const float *dout,
 		row_sums(dsum, dout, n, o);
 	if (bf)
 		pthread_mutex_unlock(&lock);
+}
+
+void
+nn_gemm_linear_grad_made(float *dinp, float *dw, float *db, float *dout,
+    void (*make)(void *, int, int, float *), void *ctx, const float *inp,
+    const float *w, int n, int in, int o, int set)
+{
+	const uint16_t *hd;
+	uint16_t *h = NULL;
+	float *rows = NULL, *dsum = NULL;
+	int step = o < NN_CHUNK ? NN_CHUNK / o : 1, fdinp, fdw;
+
+	if (precision == NN_PREC_BF16 && !portable) {
+		pthread_mutex_lock(&lock);
+		if (!(h = grow(&abuf, &acap, (size_t)n * o * sizeof(*h))) ||
+		    !(rows = grow(&rbuf, &rcap, (size_t)step * o *
+		    sizeof(*rows)))) {
+			h = NULL;
+			pthread_mutex_unlock(&lock);
+		}
+	}
+	if (!h) {	/* f32 or portable (or no memory): as it was */
+		make(ctx, 0, n, dout);
+		nn_gemm_linear_grad(dinp, dw, db, dout, inp, w, n, in, o, set);
+		return;
+	}
+	/* dout's rows made, rounded and summed in a cache-sized buffer:
+	 * dout itself is written only where oneDNN refuses a product */
+	for (int r0 = 0; r0 < n; r0 += step) {
+		int r1 = r0 + step < n ? r0 + step : n;
+		make(ctx, r0, r1, rows);
+		pack(h + (size_t)r0 * o, NULL, rows, r1 - r0, o, o, db);
+	}
+	/* a product oneDNN refuses: the f32 rows after all, for sgemm */
+	hd = h;
+	fdinp = dinp && native_product(&hd, &dsum, 0, 0, n, in, o, 1.0f,
+	    dout, o, w, in, set ? 0.0f : 1.0f, NULL, dinp, in) < 0;
+	fdw = dw && (fdinp || native_product(&hd, &dsum, 1, 0, o, in, n,
+	    1.0f, dout, o, inp, in, 1.0f, NULL, dw, in) < 0);
+	if (fdinp || fdw)
+		make(ctx, 0, n, dout);
+	if (fdinp)
+		product(NULL, NULL, 0, 0, n, in, o, 1.0f, dout, o, w, in,
+		    set ? 0.0f : 1.0f, NULL, dinp, in);
+	if (fdw)
+		product(NULL, NULL, 1, 0, o, in, n, 1.0f, dout, o, inp, in,
+		    1.0f, NULL, dw, in);
+	pthread_mutex_unlock(&lock);
 }
 
 /* The batched products' workspace: a few buffers, held with the lock. */

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/nn.h"
+
 /* Engine and stream: 1 where the CPU runs bf16 matmuls natively
  * (AVX512-BF16 or AMX, as oneDNN sees it, DNNL_MAX_CPU_ISA included),
  * 0 where it does not, -1 with the reason in err. */
@@ -40,6 +42,14 @@ void nn_gemm_linear(float *out, const float *inp, const float *w,
 void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
     const float *dout, const float *inp, const float *w, int n, int in,
     int o, int set);
+/* nn_gemm_linear_grad (all of dinp, dw, db, set as there) with dout's
+ * rows made on the way: make(ctx, r0, r1, rows) writes rows r0..r1-1 of
+ * dout at rows. Native bf16 makes a few at a time in a buffer of its own,
+ * rounds them and sums db while they are in cache, and writes dout only
+ * where oneDNN refuses a product; otherwise all are made into dout first. */
+void nn_gemm_linear_grad_made(float *dinp, float *dw, float *db,
+    float *dout, void (*make)(void *, int, int, float *), void *ctx,
+    const float *inp, const float *w, int n, int in, int o, int set);
 
 /*
  * A training pass's bf16 copies, kept: between nn_bf16_keep and
@@ -54,6 +64,34 @@ void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
 void nn_bf16_keep(uint16_t *arena, size_t count);
 void nn_bf16_keep_replay(void);
 void nn_bf16_keep_end(void);
+/* While recording, the kept room for the bf16 copy of x [rows, cols]
+ * (dense), for the pass that writes x to fill as it goes (nn_bf16_round on
+ * what it has just written), so that the products after it take that copy
+ * instead of reading x again to round it; else NULL. */
+uint16_t *nn_bf16_keep_room(const float *x, int rows, int cols);
+
+/* While recording (add) or until nn_bf16_keep_end (!add), the kept f32
+ * values a forward pass saved for its backward under x [rows, cols]
+ * (GELU's derivative at x); NULL where there are none (no room, or not
+ * recording): the backward pass computes them then. */
+float *nn_bf16_keep_f32(const float *x, int rows, int cols, int add);
+
+/* LayerNorm's and the activation's forward passes that also round their
+ * output into h (NULL: as nn_layernorm_forward and nn_act_forward); dg (or
+ * NULL) receives GELU's derivative at each input (no other act's). */
+void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
+    float *rstd, const float *inp, const float *w, const float *b, int n,
+    int c);
+void nn_act_forward_h(enum nn_act act, float *out, uint16_t *h, float *dg,
+    const float *inp, size_t count);
+/* dx += d/dx of the layer act(x w^T + b) given dact, the gradient of its
+ * output, with fc = x w^T + b saved (act' kept by nn_act_forward_h where it
+ * was); dfc: room for act'(fc) dact (written
+ * as nn_gemm_linear_grad_made's dout); dw += and db += as
+ * nn_linear_backward (dx NULL: the weight part). */
+void nn_act_linear_backward(enum nn_act act, float *dx, float *dw,
+    float *db, float *dfc, const float *fc, const float *dact,
+    const float *x, const float *w, int n, int in, int o);
 
 /*
  * Batched bf16 products (attention's heads at once), for lib/nn's layers.

@@ -130,14 +130,61 @@ gelu_span(float *restrict out, const float *restrict inp, size_t n)
 		out[i] = inp[i] * normal_cdf(inp[i]);
 }
 
-NN_CLONES void
-nn_gelu_forward(float *out, const float *inp, size_t count)
+NN_INLINE void
+gelu_spans(float *out, const float *inp, size_t count)
 {
 	size_t i = 0;
 
 	for (; i + NN_LANES <= count; i += NN_LANES)
 		gelu_span(out + i, inp + i, NN_LANES);
 	gelu_span(out + i, inp + i, count - i);
+}
+
+NN_CLONES void
+nn_gelu_forward(float *out, const float *inp, size_t count)
+{
+	gelu_spans(out, inp, count);
+}
+
+/* GELU's output and its derivative (dgelu_span's factor of dout). */
+NN_INLINE void
+gelu_dg_span(float *restrict out, float *restrict dg,
+    const float *restrict inp, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x = inp[i], cdf = normal_cdf(x);
+		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
+		out[i] = x * cdf;
+		dg[i] = cdf + x * pdf;
+	}
+}
+
+NN_CLONES static void
+gelu_forward_h(float *out, uint16_t *h, float *dg, const float *inp,
+    size_t count)
+{
+	for (size_t i = 0; i < count; i += NN_CHUNK) {
+		size_t c = count - i < NN_CHUNK ? count - i : NN_CHUNK, j = 0;
+		if (!dg)
+			gelu_spans(out + i, inp + i, c);
+		for (; dg && j + NN_LANES <= c; j += NN_LANES)
+			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
+			    NN_LANES);
+		if (dg)
+			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
+			    c - j);
+		if (h)
+			nn_bf16_round(h + i, out + i, (int)c);
+	}
+}
+
+/* dinp = dg dout, dg GELU's derivative kept by the forward pass. */
+NN_CLONES static void
+gelu_backward_dg(float *dinp, const float *dg, const float *dout,
+    size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		dinp[i] = dg[i] * dout[i];
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, or = (set). */
@@ -210,6 +257,21 @@ nn_act_forward(enum nn_act act, float *out, const float *inp, size_t count)
 }
 
 void
+nn_act_forward_h(enum nn_act act, float *out, uint16_t *h, float *dg,
+    const float *inp, size_t count)
+{
+	if ((h || dg) && act == NN_ACT_GELU)
+		gelu_forward_h(out, h, dg, inp, count);
+	else {
+		nn_act_forward(act, out, inp, count);
+		if (h)
+			for (size_t i = 0; i < count; i += NN_CHUNK)
+				nn_bf16_round(h + i, out + i, (int)(count -
+				    i < NN_CHUNK ? count - i : NN_CHUNK));
+	}
+}
+
+void
 nn_act_backward(enum nn_act act, float *dinp, const float *inp,
     const float *dout, size_t count)
 {
@@ -229,6 +291,43 @@ nn_act_backward_to(enum nn_act act, float *dinp, const float *inp,
 	}
 	memset(dinp, 0, count * sizeof(float));
 	nn_relu_backward(dinp, inp, dout, count);
+}
+
+/* nn_act_linear_backward's rows r0..r1-1 of dfc. */
+struct act_rows {
+	enum nn_act act;
+	const float *fc, *dact, *dg;
+	int o;
+};
+
+static void
+act_rows(void *ctx, int r0, int r1, float *rows)
+{
+	struct act_rows *a = ctx;
+	size_t off = (size_t)r0 * a->o, count = (size_t)(r1 - r0) * a->o;
+
+	if (a->dg)
+		gelu_backward_dg(rows, a->dg + off, a->dact + off, count);
+	else
+		nn_act_backward_to(a->act, rows, a->fc + off, a->dact + off,
+		    count);
+}
+
+void
+nn_act_linear_backward(enum nn_act act, float *dx, float *dw, float *db,
+    float *dfc, const float *fc, const float *dact, const float *x,
+    const float *w, int n, int in, int o)
+{
+	struct act_rows a = { act, fc, dact, act == NN_ACT_GELU ?
+	    nn_bf16_keep_f32(fc, n, o, 0) : NULL, o };
+
+	if (n > 0 && in > 0 && o > 0)
+		nn_gemm_linear_grad_made(dx, dw, db, dfc, act_rows, &a, x, w,
+		    n, in, o, 0);
+	else {
+		act_rows(&a, 0, n, dfc);
+		nn_linear_backward(dx, dw, db, dfc, x, w, n, in, o);
+	}
 }
 
 int
@@ -289,6 +388,13 @@ NN_CLONES void
 nn_layernorm_forward(float *out, float *mean, float *rstd,
     const float *inp, const float *w, const float *b, int n, int c)
 {
+	nn_layernorm_forward_h(out, NULL, mean, rstd, inp, w, b, n, c);
+}
+
+NN_CLONES void
+nn_layernorm_forward_h(float *out, uint16_t *h, float *mean, float *rstd,
+    const float *inp, const float *w, const float *b, int n, int c)
+{
 	for (int r = 0; r < n; r++) {
 		const float *x = inp + (size_t)r * c;
 		float *y = out + (size_t)r * c;
@@ -303,6 +409,8 @@ nn_layernorm_forward(float *out, float *mean, float *rstd,
 		    b ? b + i : ln_zeros, (size_t)(c - i));
 		mean[r] = m;
 		rstd[r] = s;
+		if (h)
+			nn_bf16_round(h + (size_t)r * c, y, c);
 	}
 }
 
@@ -543,31 +651,31 @@ softmax_backward_rows(float *da, const float *a, int rows, int len, int s)
 
 /* Causal: in blocks of rows as the forward pass, the saved probabilities
  * being zero beyond column i1-1 of every row of a block. */
-/* The heads of *d += alpha op(a) x (the heads' [s, s] and [s, hd]
- * matrices, in bf16; ta: a transposed), through O; then *d = NULL. 0, or
- * -1 (x NULL: out of memory, or the product failed). */
+/* The heads of *d += (or =, set) alpha op(a) x (the heads' [s, s] and
+ * [s, hd] matrices, in bf16; ta: a transposed), through O; then *d = NULL.
+ * 0, or -1 (x NULL: out of memory, or the product failed). */
 NN_INLINE int
-heads_acc(float **d, int ta, float alpha, const uint16_t *a,
+heads_acc(float **d, int set, int ta, float alpha, const uint16_t *a,
     const uint16_t *x, float *O, int b, int s, int nh, int hd)
 {
 	struct nn_bview h = heads_view(*d, b, s, nh, hd);
 
 	if (!x || nn_bf16_bmm(b * nh, ta, 0, s, hd, s, alpha, a, x, O) < 0)
 		return -1;
-	heads_put(&h, O, 1);
+	heads_put(&h, O, !set);
 	*d = NULL;
 	return 0;
 }
 
 /*
  * The backward pass as attention_forward_bf16, batched; each of dv, dq
- * and dk it has added is set to NULL in *done, so that the head-by-head
- * path, after a -1, adds only the rest.
+ * and dk it has added (or written: set) is set to NULL, so that the
+ * head-by-head path, after a -1, adds only the rest.
  */
 NN_CLONES static int
 attention_backward_bf16(float **dq, float **dk, float **dv,
     const float *dout, const float *att, const float *q, const float *k,
-    const float *v, int b, int s, int nh, int hd)
+    const float *v, int b, int s, int nh, int hd, int set)
 {
 	int B = b * nh, rc = -1;
 	float scale = 1.0f / sqrtf((float)hd);
@@ -586,8 +694,8 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
 	if (!D || !O)
 		goto out;
-	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, 1, 1.0f, A,
-	    D, O, b, s, nh, hd) < 0))
+	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, set, 1, 1.0f,
+	    A, D, O, b, s, nh, hd) < 0))
 		goto out;
 	if (!*dq && !*dk) {
 		rc = 0;
@@ -604,8 +712,8 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 		softmax_backward_rows(S + r * s, att + r * s, 1, s, s);
 		nn_bf16_round(DS + r * s, S + r * s, s);
 	}
-	if ((*dq && heads_acc(dq, 0, scale, DS, nn_bf16_pack(2, &hk), O, b, s,
-	    nh, hd) < 0) || (*dk && heads_acc(dk, 1, scale, DS,
+	if ((*dq && heads_acc(dq, set, 0, scale, DS, nn_bf16_pack(2, &hk), O,
+	    b, s, nh, hd) < 0) || (*dk && heads_acc(dk, set, 1, scale, DS,
 	    nn_bf16_pack(2, &hq), O, b, s, nh, hd) < 0))
 		goto out;
 	rc = 0;
@@ -614,16 +722,23 @@ out:
 	return rc;
 }
 
-NN_CLONES void
-nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+/* nn_attention_backward; set: dq, dk, dv = rather than +=, which native
+ * bf16 writes at once and the rest zeroes and adds (f32's bits). */
+NN_CLONES static void
+attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
-    const float *v, int b, int s, int nh, int hd, int causal)
+    const float *v, int b, int s, int nh, int hd, int causal, int set)
 {
 	int c = nh * hd, step = att_step(causal, s);
 
 	if (attention_backward_bf16(&dq, &dk, &dv, dout, att, q, k, v, b, s,
-	    nh, hd) == 0)
+	    nh, hd, set) == 0)
 		return;
+	float *left[3] = { dq, dk, dv };	/* what the batched path left */
+
+	for (int i = 0; set && i < 3; i++)
+		if (left[i])
+			memset(left[i], 0, (size_t)b * s * c * sizeof(float));
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)
@@ -653,6 +768,24 @@ nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 					    c, 1.0f, dk + off, c);
 			}
 		}
+}
+
+void
+nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd, int causal)
+{
+	attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, b, s, nh,
+	    hd, causal, 0);
+}
+
+void
+nn_attention_backward_to(float *dq, float *dk, float *dv, float *scratch,
+    const float *dout, const float *att, const float *q, const float *k,
+    const float *v, int b, int s, int nh, int hd, int causal)
+{
+	attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, b, s, nh,
+	    hd, causal, 1);
 }
 
 void

@@ -122,6 +122,12 @@ void nn_attention_forward(float *out, float *att, const float *q,
 void nn_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     const float *dout, const float *att, const float *q, const float *k,
     const float *v, int b, int s, int nh, int hd, int causal);
+/* As nn_attention_backward with dq, dk, dv = (none NULL): in f32 the bits
+ * of zeroing them first; native bf16 skips that pass and its reading. */
+void nn_attention_backward_to(float *dq, float *dk, float *dv,
+    float *scratch, const float *dout, const float *att, const float *q,
+    const float *k, const float *v, int b, int s, int nh, int hd,
+    int causal);
 
 /* out[b,s,d] = wte[tok[b,s]] + wpe[s]; tokens must lie in [0, vocab). */
 void nn_embedding_forward(float *out, const int32_t *tok, const float *wte,

@@ -135,7 +135,8 @@ struct stack {
 /*
  * bf16 values the forward pass's operands take (the linear layers'
  * inputs and weights, attention's q, k, v and probabilities, and the
- * gpt's final LayerNorm output and wte), kept
+ * gpt's final LayerNorm output and wte), and GELU's derivative in f32
+ * (two bf16 places a value, one more for its alignment), kept
  * for the backward pass (nn_bf16_keep) in a training pass in native bf16.
  * Not where a use hook runs (a ZeRO-3 gather rewrites weights during the
  * pass) nor with MoE blocks (the experts' buffers are gathered anew);
@@ -152,7 +153,8 @@ keep_count(const struct nn_model *m, const struct hook *grad, int n, int s)
 	    nn_get_precision() != NN_PREC_BF16 || nn_gemm_portable())
 		return 0;
 	return m->work->nlayers * (6 * N * D + N * F + att + 4 * D * D +
-	    2 * D * F) + (d->arch == NN_GPT ? N * D + (size_t)d->vocab * D : 0);
+	    2 * D * F + 2 * N * F + 1) + (d->arch == NN_GPT ? N * D +
+	    (size_t)d->vocab * D : 0);
 }
 
 /* Reserves the stack's buffers plus extra floats after them, and the
@@ -412,7 +414,8 @@ run_gpt(struct nn_model *m, const struct nn_batch *b, const struct hook *grad,
 	st.in = emb;
 	float *top = stack_forward(m, &st, 1, grad);
 	hook_use(grad, -1, 0);
-	nn_layernorm_forward(xf, mean, rstd, top, k->lnf_w, k->lnf_b, N, D);
+	nn_layernorm_forward_h(xf, nn_bf16_keep_room(xf, N, D), mean, rstd,
+	    top, k->lnf_w, k->lnf_b, N, D);
 	nn_linear_forward(probs, xf, k->wte, NULL, N, D, V);
 	*loss = nn_xent_forward(probs, probs, tgt, N, V) / S;
 	if (d->moe.experts > 0) {

@@ -18,6 +18,12 @@
  */
 #define NN_LANES 16
 
+/* A pass that hands its output on in bf16 (nn_act_forward_h,
+ * nn_gemm_linear_grad_made) rounds it a chunk of about this many values
+ * at a time, while the chunk is in the first-level cache; a multiple of
+ * NN_LANES, so that the spans are the unchunked pass's. */
+#define NN_CHUNK 1024
+
 /*
  * The hot passes are also built for x86-64-v3 (AVX2 and FMA) and v4
  * (AVX-512), picked at load time. Their polynomials use fmaf, which is
