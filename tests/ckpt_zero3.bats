@@ -38,3 +38,27 @@ teardown() {
 		[ ! -e bc.safetensors ]
 	done
 }
+
+# gpt d 256, 8 layers: P = 6392320 parameters, 25.6 MB. Rank 0 writes a
+# ZeRO-3 checkpoint a tensor at a time from the slices' holders, so the
+# checkpoint adds to its peak RSS less than a quarter of the parameter
+# bytes (gathering the model whole would add them all, and its moments).
+# usage: peak PROGRAM EXTRA...: rank 0's peak RSS in KiB
+peak() {
+	rm -f rss.*
+	timeout 120 collx-run -n 4 --timeout 30 -- sh -c \
+	    '/usr/bin/time -f "%M" -o "rss.$COLLX_RANK" "$@"' sh \
+	    "$(command -v "$1")" -m g.safetensors --data "$GPL" --batch 4 \
+	    --steps 2 --optimizer adamw --zero 3 -q "${@:2}" >&2
+	cat rss.0
+}
+
+@test "peak RSS on 4 ranks: a ZeRO-3 checkpoint adds less than P/4 parameter bytes to rank 0 (collx-dp)" {
+	need "GNU time" test -x /usr/bin/time
+	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
+	a=$(peak collx-dp)
+	b=$(peak collx-dp --checkpoint c.safetensors)
+	echo "rank 0 peak RSS: $a KiB without, $b KiB with the checkpoint" >&2
+	[ -s c.safetensors ]
+	[ $((b - a)) -lt $((6392320 * 4 / 4 / 1024)) ]
+}
