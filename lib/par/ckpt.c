@@ -218,7 +218,7 @@ static int
 save(struct comm *c, const struct nn_model *m, const struct nn_optim_cfg *oc,
     const struct ckpt_piece *p, size_t n, int sharded,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
-    const char *path, char *err, size_t errlen)
+    const char *path, size_t *held, char *err, size_t errlen)
 {
 	int moments = nn_optim_moments(oc), rc = -1, root = comm_rank(c) == 0;
 	size_t np = m->nparams ? m->nparams : 1, i, big = 1, hlen;
@@ -239,6 +239,8 @@ save(struct comm *c, const struct nn_model *m, const struct nn_optim_cfg *oc,
 			big = m->table[i].count;
 	if (root && (buf = malloc(big * sizeof(float))) == NULL)
 		goto oom;
+	if (held != NULL)
+		*held = root ? big * sizeof(float) : 0;
 	comm_op_begin(c, CKPT_OPCODE, "checkpoint", DT_F32, (uint64_t)n);
 	for (i = 0; i < nx; i++)
 		if (x[i].per_rank && gather_ranks(c, m->nparams, x[i].v, all[i],
@@ -285,16 +287,18 @@ ckpt_save_vecs(struct comm *c, const struct nn_model *m,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
     const char *path, char *err, size_t errlen)
 {
-	return save(c, m, oc, p, n, 0, x, nx, step, batch, path, err, errlen);
+	return save(c, m, oc, p, n, 0, x, nx, step, batch, path, NULL, err,
+	    errlen);
 }
 
 int
 ckpt_save_sharded(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
-    const char *path, char *err, size_t errlen)
+    const char *path, size_t *held, char *err, size_t errlen)
 {
-	return save(c, m, oc, p, n, 1, x, nx, step, batch, path, err, errlen);
+	return save(c, m, oc, p, n, 1, x, nx, step, batch, path, held, err,
+	    errlen);
 }
 
 int

@@ -67,11 +67,13 @@ int ckpt_save_vecs(struct comm *c, const struct nn_model *m,
 
 /* As ckpt_save_vecs, the parameters sharded as the pieces are (ZeRO-3):
  * each piece's holder holds its floats of m's parameters, the rest of
- * m's need not be there. */
+ * m's need not be there. *held (may be NULL): the bytes of parameters
+ * the writer held at once beyond its own (its buffer of one tensor; 0 on
+ * the other ranks). */
 int ckpt_save_sharded(struct comm *c, const struct nn_model *m,
     const struct nn_optim_cfg *oc, const struct ckpt_piece *p, size_t n,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
-    const char *path, char *err, size_t errlen);
+    const char *path, size_t *held, char *err, size_t errlen);
 
 /* Reads a checkpoint: the model into m (as nn_model_load) and the rest
  * into st. -1 with "PATH: reason": bad input (exit 3). */

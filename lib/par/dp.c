@@ -637,8 +637,10 @@ dp_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		    dp_ckpt_save(&r, k + 1) < 0)
 			goto out;
 	}
-	if (mem != NULL && r.fsdp != NULL)
+	if (mem != NULL && r.fsdp != NULL) {
 		mem->params_peak = dp_fsdp_peak(r.fsdp);
+		mem->ckpt_peak = r.ckpt_peak;
+	}
 	/* ZeRO-3: whole again for the checksum and the outputs */
 	if (r.fsdp != NULL && dp_fsdp_gather_all(r.fsdp) < 0) {
 		dp_comm_failed(&r);

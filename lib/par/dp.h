@@ -80,6 +80,7 @@ struct dp_cfg {
 struct dp_mem {
 	size_t optim_bytes, grad_bytes;
 	size_t params_peak;	/* stage 3: the most parameter bytes held */
+	size_t ckpt_peak;	/* and while writing checkpoints (0: none) */
 };
 
 typedef void (*dp_step_fn)(void *ctx, const struct train_step *s);

@@ -260,7 +260,7 @@ dp_ckpt_save(struct dp_run *r, long done)
 	struct ckpt_piece *p;
 	struct dp_state st[DP_NSTATE];
 	struct ckpt_vec x[DP_NSTATE];
-	size_t n, nx, i;
+	size_t n, nx, i, held = 0;
 	int rc, qs = 0;
 	float *q = NULL;
 
@@ -280,10 +280,18 @@ dp_ckpt_save(struct dp_run *r, long done)
 		free(q);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
-	/* ZeRO-3: each slice's holder sends its parameters too */
-	rc = (r->fsdp != NULL ? ckpt_save_sharded : ckpt_save_vecs)(r->c,
-	    r->m, &r->cfg->optim, p, n, x, nx, done, r->cfg->batch,
-	    r->cfg->ckpt_path, r->err, r->errlen);
+	/* ZeRO-3: each slice's holder sends its parameters too, and the
+	 * writer holds its slices and one tensor at a time */
+	if (r->fsdp != NULL) {
+		rc = ckpt_save_sharded(r->c, r->m, &r->cfg->optim, p, n, x, nx,
+		    done, r->cfg->batch, r->cfg->ckpt_path, &held, r->err,
+		    r->errlen);
+		held += dp_fsdp_held(r->fsdp);
+		if (held > r->ckpt_peak)
+			r->ckpt_peak = held;
+	} else
+		rc = ckpt_save_vecs(r->c, r->m, &r->cfg->optim, p, n, x, nx,
+		    done, r->cfg->batch, r->cfg->ckpt_path, r->err, r->errlen);
 	free(p);
 	free(q);
 	if (rc < 0)

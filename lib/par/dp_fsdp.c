@@ -784,6 +784,12 @@ dp_fsdp_peak(const struct dp_fsdp *f)
 	return f->peak * sizeof(float);
 }
 
+size_t
+dp_fsdp_held(const struct dp_fsdp *f)
+{
+	return f->now * sizeof(float);
+}
+
 struct dp_zero *
 dp_fsdp_zero(struct dp_fsdp *f)
 {

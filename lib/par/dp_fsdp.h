@@ -94,6 +94,9 @@ void dp_fsdp_step(struct dp_fsdp *f, float scale);
 int dp_fsdp_gather_all(struct dp_fsdp *f);
 void dp_fsdp_release_all(struct dp_fsdp *f);
 size_t dp_fsdp_peak(const struct dp_fsdp *f);
+/* The parameter bytes this rank holds now (its slices and the units
+ * gathered whole). */
+size_t dp_fsdp_held(const struct dp_fsdp *f);
 /* Job j of a pass (in the communication thread's order): its kind, and
  * when it ran in the last pass (cli_now's clock); -1 past the last job. */
 enum { DP_FSDP_JOB_GATHER, DP_FSDP_JOB_RS };

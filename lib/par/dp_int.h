@@ -52,6 +52,8 @@ struct dp_run {
 					 * the same shard's on the others */
 	uint64_t sub_sent;		/* hybrid: their bytes so far */
 	int *owner;			/* hybrid: slice q's checkpoint writer */
+	size_t ckpt_peak;		/* ZeRO-3: the most parameter bytes
+					 * held while writing a checkpoint */
 	struct dp_wire wire;		/* DP_ALLREDUCE: --wire and its state */
 	float *anchor, *outer_m;	/* local SGD: parameters at the last
 					 * sync, the outer momentum */

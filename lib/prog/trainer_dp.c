@@ -100,6 +100,9 @@ report_mem(const struct trainer_dp *r, const struct dp_mem *mem,
 	if (r->zero == 3)
 		fprintf(stderr, "%s: rank %d: params peak %zu bytes\n",
 		    cli_progname, r->t.rank, mem->params_peak);
+	if (r->zero == 3 && mem->ckpt_peak > 0)
+		fprintf(stderr, "%s: rank %d: checkpoint params peak %zu bytes\n",
+		    cli_progname, r->t.rank, mem->ckpt_peak);
 }
 
 /* -v, ZeRO-3, rank 0: the share of the gathers' time the passes waited
