@@ -274,7 +274,7 @@ same() {
 # time: on the 8-layer gpt above at D = 4, its slices (7624 floats) plus
 # at most the largest unit whole (4256), P/D + one layer's gather; the
 # largest tensor (the 256 x 16 embeddings, 4096 floats) at least.
-@test "checkpoints stream on 4 ranks of an 8-layer gpt: the writer's params peak at most P/D + one layer's gather; resumed, the bytes of an uninterrupted run; another model's state refused" {
+@test "checkpoints stream on 4 ranks of an 8-layer gpt: the writer's params peak at most P/D + one layer's gather; resumed, the bytes of an uninterrupted run" {
 	timeout 30 collx-dp --init gpt --dims 256,16,8,2,8 --seed 1 -o g.safetensors
 	slices=$((8 * ((3280 + 3) / 4) + 4256 / 4))
 	G=(-m g.safetensors --data "$GPL" --batch 4 --optimizer adamw --lr 0.01)
@@ -295,35 +295,6 @@ same() {
 	    --optimizer adamw --lr 0.01 --steps 4 --zero 3 --prefetch 1
 	cmp tfull.safetensors tsame.safetensors
 	[ "$(cut -d, -f1-3 lsame.csv)" = "$(sed -n '1p;4,$p' lfull.csv | cut -d, -f1-3)" ]
-	# the model of this checkpoint with another model's optimizer state
-	# (a gpt of d 8): refused by every rank, nothing written
-	timeout 30 collx-dp --init gpt --dims 256,8,8,2,8 --seed 1 -o g8.safetensors
-	dp 2 other -m g8.safetensors --data "$GPL" --batch 4 --optimizer adamw \
-	    --steps 1 --zero 3 --checkpoint c8.safetensors
-	"$PY" - c.safetensors c8.safetensors mixed.safetensors <<'PYEOF'
-import json, struct, sys
-def read(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return h, b[8 + n:]
-(ha, da), (hb, db) = read(sys.argv[1]), read(sys.argv[2])
-out, blob = {'__metadata__': ha.pop('__metadata__')}, b''
-for k, v in ha.items():
-    h, d = (hb, db) if k.startswith('optim.') else (ha, da)
-    lo, hi = h[k]['data_offsets']
-    out[k] = dict(dtype=h[k]['dtype'], shape=h[k]['shape'],
-                  data_offsets=[len(blob), len(blob) + hi - lo])
-    blob += d[lo:hi]
-j = json.dumps(out).encode()
-open(sys.argv[3], 'wb').write(struct.pack('<Q', len(j)) + j + blob)
-PYEOF
-	run timeout 60 collx-run -n 2 --timeout 20 -- collx-dp -q \
-	    --resume mixed.safetensors --data "$GPL" --batch 4 \
-	    --optimizer adamw --steps 4 --zero 3 -o bad.safetensors
-	[ "$status" -eq 3 ]
-	[ "$(grep -c "^collx-dp: rank [01]: mixed.safetensors: 'optim.m.layers.0.attn.k.bias' is not 16 f32 values$" <<<"$output")" -eq 2 ]
-	[ ! -e bad.safetensors ]
 }
 
 @test "collx-bench dp --zero 0,3: each stage with each sync method, on 1 and 2 ranks; stages collx-dp refuses exit 2 first" {
