@@ -525,8 +525,10 @@ factorizations() {
 	run timeout -k 5 120 collx-bench mesh -N 2 --dims 256,16,2,2,8 \
 	    --experts 4 --steps 3 --repeat 1 --csv
 	[ "$status" -eq 0 ]
-	# dp2, tp2, pp2, and dp2 with --ep 2 (the only X dividing D 2)
-	[ "$(echo "$output" | grep -c '^collx-bench,mesh,')" -eq 4 ]
+	# dp2, tp2, pp2, the gpt's cp2 (experts train under --cp), and dp2
+	# with --ep 2 (the only X dividing D 2)
+	[ "$(echo "$output" | grep -c '^collx-bench,mesh,')" -eq 5 ]
+	echo "$output" | grep -q '^collx-bench,mesh,dp1\.tp1\.pp1\.cp2,'
 	echo "$output" | grep -Eq '^collx-bench,mesh,dp2\.tp1\.pp1\.ep2,0,2,.*,2,1,1,[0-9.e+]+,'
 	[ "$(echo "$output" | grep -c '\.ep')" -eq 1 ]
 	run timeout 10 collx-bench dp --experts 4
