@@ -149,9 +149,10 @@ killed_train() {
 
 # under_run [N]: collx-run -n 4 [--max-restarts N] of collx-train --ft
 # --dp 2 --pp 2, rank 3 killed after step 10: rank 1 leaves with it
-# (exit 1), and with restarts rank 3, started again, exits 1 at once
-# (rejoining is not built); collx-run says each in a line and lets
-# replica 0 finish: exit 0, the weights of a run without failures.
+# (exit 1), and with restarts both are started again (rank 1 left with
+# its replica on purpose) and each exits 1 at once (rejoining is not
+# built); collx-run says each in a line and lets replica 0 finish: exit
+# 0, the weights of a run without failures.
 under_run() {
 	local restarts=()
 	[ -z "${1:-}" ] || restarts=(--max-restarts "$1")
@@ -176,11 +177,16 @@ under_run() {
 	grep -q '^collx-run: rank 3 (pid [0-9]*) was killed by signal 9 (Killed); the others go on (--ft)$' run.err
 }
 
-@test "collx-run --max-restarts 2 with collx-train --ft: rank 3 killed is started again and exits 1 at once (no rejoin yet, one line); replica 0 finishes right" {
-	under_run 2
-	grep -q '^collx-run: restart 1 of 2: rank 3 (pid [0-9]*) was killed by signal 9 (Killed); started again alone in [0-9.]* s, to rejoin the others at their next step (--ft)$' run.err
-	grep -q '^collx-train: rank 3: --ft: started again to rejoin, which collx-train does not do yet: the others go on without this rank.s replica$' run.err
-	grep -q '^collx-run: rank 3 (pid [0-9]*) exited with status 1 after a death; the others go on (--ft)$' run.err
+@test "collx-run --max-restarts 3 with collx-train --ft: rank 3 killed and rank 1, its replica's peer, are started again; each exits 1 at once (no rejoin yet, one line) and is not started again, a restart left; replica 0 finishes right" {
+	local r
+	under_run 3
+	grep -q '^collx-run: restart 1 of 3: rank 3 (pid [0-9]*) was killed by signal 9 (Killed); started again alone in [0-9.]* s, to rejoin the others at their next step (--ft)$' run.err
+	grep -q '^collx-run: restart 2 of 3: rank 1 (pid [0-9]*) exited with status 1 after a death; started again alone in [0-9.]* s, to rejoin the others at their next step (--ft)$' run.err
+	for r in 1 3; do
+		grep -q "^collx-train: rank $r: --ft: started again to rejoin, which collx-train does not do yet: the others go on without this rank.s replica$" run.err
+		[ "$(grep -c "^collx-run: rank $r (pid [0-9]*) exited with status 1 after a death; the others go on (--ft)$" run.err)" -eq 1 ]
+	done
+	[ "$(grep -c '^collx-run: restart ' run.err)" -eq 2 ]
 }
 
 @test "--ft refusals: one usage line naming the options" {

@@ -180,12 +180,12 @@ any_finished(const struct launch_super *j)
 	return 0;
 }
 
-/* --ft with restarts left: rank i, killed, started again alone (with
- * COLLX_REJOIN=1), to rejoin the others at their next step; its output
- * so far passed on first. 0, or -1 when it could not be started (the
- * caller stops the job). */
+/* --ft with restarts left: rank i, killed or gone after a death (why
+ * says which), started again alone (with COLLX_REJOIN=1), to rejoin the
+ * others at their next step; its output so far passed on first. 0, or
+ * -1 when it could not be started (the caller stops the job). */
 static int
-rejoin_rank(struct launch_super *j, int i, const char *who, int sig)
+rejoin_rank(struct launch_super *j, int i, const char *who, const char *why)
 {
 	char err[COLLX_ERRLEN];
 	double t0 = cli_now();
@@ -211,15 +211,13 @@ rejoin_rank(struct launch_super *j, int i, const char *who, int sig)
 	j->rejoin[i] = 1;
 	rc = spawn(j, i, err, sizeof err);
 	if (rc != 0) {
-		cli_warn("%s was killed by signal %d (%s); not started again: "
-		    "%s", who, sig, strsignal(sig), rc < 0 ? err : "cannot "
-		    "execute the program");
+		cli_warn("%s %s; not started again: %s", who, why, rc < 0 ?
+		    err : "cannot execute the program");
 		return -1;
 	}
-	cli_warn("restart %d of %d: %s was killed by signal %d (%s); started "
-	    "again alone in %.3f s, to rejoin the others at their next step "
-	    "(--ft)", j->restarts, j->max_restarts, who, sig, strsignal(sig),
-	    cli_now() - t0);
+	cli_warn("restart %d of %d: %s %s; started again alone in %.3f s, to "
+	    "rejoin the others at their next step (--ft)", j->restarts,
+	    j->max_restarts, who, why, cli_now() - t0);
 	return 0;
 }
 
@@ -247,7 +245,7 @@ ft_killed(const struct launch_super *j, int i, int status)
 static void
 rank_ended(struct launch_super *j, int i, int status)
 {
-	char who[320], hung[320];
+	char who[320], hung[320], why[64];
 	int sig, k;
 
 	j->ends.rank[i].state = LAUNCH_REPORTED;
@@ -280,7 +278,9 @@ rank_ended(struct launch_super *j, int i, int status)
 	if (k > 0 && j->running > 0 &&
 	    j->restarts < j->max_restarts && !j->interrupted &&
 	    !any_finished(j)) {
-		if (rejoin_rank(j, i, who, k) == 0)
+		snprintf(why, sizeof why, "was killed by signal %d (%s)", k,
+		    strsignal(k));
+		if (rejoin_rank(j, i, who, why) == 0)
 			return;
 	} else if (k > 0 && j->running > 0) {
 		cli_warn("%s was killed by signal %d (%s); the others go on "
@@ -295,7 +295,16 @@ rank_ended(struct launch_super *j, int i, int status)
 		return;
 	}	/* --ft after a death: a rank whose replica lost a rank (collx-train's
 	 * TP and PP peers), or one cut off from the majority, leaves saying
-	 * why; whether the others go on is theirs to say */
+	 * why; whether the others go on is theirs to say. With restarts
+	 * left it is started again to rejoin with its replica, unless it
+	 * was started again already (its rejoin refused or failed: once
+	 * more would fail alike). */
+	if (j->ft && j->ft_died && sig == 0 && WEXITSTATUS(status) == 1 &&
+	    j->running > 0 && j->restarts < j->max_restarts &&
+	    !j->interrupted && !any_finished(j) &&
+	    (j->rejoin == NULL || !j->rejoin[i]) &&
+	    rejoin_rank(j, i, who, "exited with status 1 after a death") == 0)
+		return;
 	if (j->ft && j->ft_died && sig == 0 && WEXITSTATUS(status) == 1 &&
 	    j->running > 0) {
 		cli_warn("%s exited with status 1 after a death; the others go "
