@@ -21,16 +21,16 @@
 
 #include "comm/coll.h"
 #include "par/dp_int.h"
-#include "par/ft.h"
+#include "par/dp_ft.h"
 
 #define FT_TRIES 8		/* shrinks in a row before giving up */
 
 /* Ranks cut off from the others by a partition (or stopped longer than
  * the timeout, then continued) see the others gone as the others see
  * them gone; only one side may go on, or both would train and write the
- * outputs (ft.h). */
+ * outputs (dp_ft.h). */
 int
-ft_majority(struct comm *old, struct comm *sub)
+dp_ft_majority(struct comm *old, struct comm *sub)
 {
 	int n = comm_size(old), k = comm_size(sub);
 
@@ -39,7 +39,7 @@ ft_majority(struct comm *old, struct comm *sub)
 }
 
 void
-ft_departed(struct comm *a, struct comm *b, char *buf, size_t len)
+dp_ft_departed(struct comm *a, struct comm *b, char *buf, size_t len)
 {
 	int i, j, w, in, n = 0;
 	size_t off = 0;
@@ -143,7 +143,7 @@ dp_ft_grow(struct dp_run *r, long *k, struct train_step *s)
 		return dp_comm_failed(r);
 	if (sub == NULL)
 		return 0;
-	ft_departed(sub, r->c, who, sizeof(who));
+	dp_ft_departed(sub, r->c, who, sizeof(who));
 	if (adopt(r, sub) < 0)
 		return -1;
 	if (catch_up(r, k, s) < 0)
@@ -229,8 +229,8 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 	for (tries = 0; tries < FT_TRIES; tries++) {
 		if (comm_shrink(r->c, &sub, e, sizeof(e)) < 0)
 			return dp_runtime_failed(r, "rank %d: --ft: %s", e);
-		ft_departed(r->c, sub, left, sizeof(left));
-		if (!ft_majority(r->c, sub)) {
+		dp_ft_departed(r->c, sub, left, sizeof(left));
+		if (!dp_ft_majority(r->c, sub)) {
 			snprintf(e, sizeof(e), "rank %%d: --ft: %d of %d "
 			    "replicas left (rank%s %s gone or cut off), not a "
 			    "majority: stopping, the others may go on",

@@ -26,7 +26,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
-#include "par/ft.h"
+#include "par/dp_ft.h"
 #include "par/pipe_ft.h"
 #include "par/pipe_int.h"
 
@@ -191,9 +191,9 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 			    e);
 			return ft_fail(r, m);
 		}
-		ft_departed(ft->world, s, left, len);
+		dp_ft_departed(ft->world, s, left, len);
 		rank = comm_world_rank(s, comm_rank(s));
-		if (!ft_majority(ft->world, s) || (n = whole(ft, s, ok)) < 1) {
+		if (!dp_ft_majority(ft->world, s) || (n = whole(ft, s, ok)) < 1) {
 			snprintf(m, sizeof(m), "rank %d: --ft: %d of %d ranks "
 			    "left (rank%s %s gone or cut off), %s: stopping",
 			    rank, comm_size(s), comm_size(ft->world),

@@ -1,6 +1,6 @@
-/* ft: what collx-dp's --ft (dp_ft.c) and a mesh's (pipe_dp_ft.c) share. */
-#ifndef COLLX_FT_H
-#define COLLX_FT_H
+/* dp_ft: what collx-dp's --ft (dp_ft.c) and a mesh's (pipe_dp_ft.c) share. */
+#ifndef COLLX_DP_FT_H
+#define COLLX_DP_FT_H
 
 #include <stddef.h>
 
@@ -8,9 +8,9 @@
 
 /* Whether sub, the survivors of old, may go on: more than half of old's
  * ranks, or half with old's first. */
-int ft_majority(struct comm *old, struct comm *sub);
+int dp_ft_majority(struct comm *old, struct comm *sub);
 /* The world ranks that are in a and not in b, as "2" or "2, 3" into buf:
  * those that left (a the group before) or joined (b before). */
-void ft_departed(struct comm *a, struct comm *b, char *buf, size_t len);
+void dp_ft_departed(struct comm *a, struct comm *b, char *buf, size_t len);
 
 #endif
