@@ -46,7 +46,8 @@ fetch(struct comm *c, const struct nn_model *m, const struct ckpt_piece *p,
 
 		if (hi <= lo || (me != 0 && me != p[i].rank))
 			continue;
-		src = me != p[i].rank ? NULL : k < 0 ? m->params + lo :
+		src = me != p[i].rank ? NULL : k < 0 ? (p[i].w != NULL ?
+		    p[i].w + (lo - p[i].off) : m->params + lo) :
 		    (k ? p[i].o->v : p[i].o->m) + p[i].o_off + (lo - p[i].off);
 		comm_set_step(c, "checkpoint piece %zu of %zu", i + 1, n);
 		if (me == 0 && p[i].rank == 0)

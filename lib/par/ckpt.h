@@ -15,15 +15,19 @@
 #include "tensor/tensor.h"
 
 /* A run of the optimizer state: parameters [off, off+len) of the flat
- * vector, held by rank `rank` in o from o's element o_off. Every rank
- * lists the whole job's pieces in the same order; o is set on the rank
- * that holds the piece (NULL elsewhere). Together the pieces cover each
- * parameter once, or are empty (SGD without momentum has no state). */
+ * vector, held by rank `rank` in o from o's element o_off. The writer
+ * lists the whole job's pieces, each holder its own in the same order
+ * (or every rank all of them); o is set on the rank that holds the piece
+ * (NULL elsewhere). Together the pieces cover each parameter once, or
+ * are empty (SGD without momentum has no state). w: where the holder
+ * keeps the run's parameters when sharded (ckpt_save_sharded), NULL for
+ * the model's own (m->params + off). */
 struct ckpt_piece {
 	int rank;
 	size_t off, len;
 	struct nn_optim *o;
 	size_t o_off;
+	const float *w;
 };
 
 /* What a checkpoint holds beyond the model. ef: every rank's error
@@ -65,9 +69,10 @@ int ckpt_save_vecs(struct comm *c, const struct nn_model *m,
     const struct ckpt_vec *x, size_t nx, long step, long batch,
     const char *path, char *err, size_t errlen);
 
-/* As ckpt_save_vecs, the parameters sharded as the pieces are (ZeRO-3):
- * each piece's holder holds its floats of m's parameters, the rest of
- * m's need not be there. *held (may be NULL): the bytes of parameters
+/* As ckpt_save_vecs, the parameters sharded as the pieces are (ZeRO):
+ * each piece's holder holds its floats of the parameters (at w, or in
+ * m's), the rest need not be there; the writer needs the whole job's
+ * pieces, the others their own. *held (may be NULL): the bytes of parameters
  * the writer held at once beyond its own (its buffer of one tensor; 0 on
  * the other ranks). */
 int ckpt_save_sharded(struct comm *c, const struct nn_model *m,

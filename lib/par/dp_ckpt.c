@@ -90,7 +90,7 @@ pieces(struct dp_run *r, int holders, size_t *n)
 	if (cfg->sync == DP_ALLREDUCE && cfg->dpo.zero == 0) {
 		q = holders ? r->rank : 0;
 		p[k++] = (struct ckpt_piece){ q, 0, r->m->nparams,
-		    q == r->rank ? &r->opt : NULL, 0 };
+		    q == r->rank ? &r->opt : NULL, 0, NULL };
 		*n = k;
 		return p;
 	}
@@ -107,7 +107,8 @@ pieces(struct dp_run *r, int holders, size_t *n)
 
 			ps_shard(r->bopt != NULL ? r->bucket[i + 1] - base :
 			    r->m->nparams, cfg->ps_servers, q, &off, &len);
-			p[k++] = (struct ckpt_piece){ q, base + off, len, o, 0 };
+			p[k++] = (struct ckpt_piece){ q, base + off, len, o, 0,
+			    NULL };
 		}
 	*n = k;
 	return p;

@@ -108,10 +108,7 @@ void dp_ovl_free(struct dp_ovl *o);
  * err). grad_bytes: the reduced gradients kept for the update (stage 1:
  * the caller's whole floats, in place). For checkpoints, pieces: which rank
  * holds which floats of the state (n * world of them into p, their
- * count returned, for ckpt.c); whole_alloc: optimizers of whole ranges
- * (NULL, the reason in err); gather: the slices into them on rank 0
- * (NULL elsewhere; collective over c); take: this rank's slices of
- * them. */
+ * count returned, for ckpt.c). */
 struct ckpt_piece;
 struct dp_zero {
 	int stage, rank, world, n;
@@ -142,11 +139,6 @@ int dp_zero_allgather(struct dp_zero *z, float *params);
 int dp_zero_allgather_one(struct dp_zero *z, float *params, int i);
 size_t dp_zero_grad_bytes(const struct dp_zero *z, size_t whole);
 size_t dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p);
-struct nn_optim *dp_zero_whole_alloc(const struct dp_zero *z,
-    const struct nn_optim_cfg *oc, char *err, size_t errlen);
-void dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w);
-int dp_zero_gather(struct dp_zero *z, struct nn_optim *whole);
-void dp_zero_take(struct dp_zero *z, const struct nn_optim *whole);
 void dp_zero_free(struct dp_zero *z);
 
 struct dp_powersgd;

@@ -13,8 +13,8 @@
  * parameters dp_fsdp.c gathers a range at a time). The optimizers are
  * elementwise, so the result is plain data parallelism's up to the order
  * the reductions add in. Checkpoints hold the state whole, as plain data
- * parallelism does: as pieces each rank holds (dp_zero_pieces), or
- * gathered whole onto rank 0 and cut again on resume. */
+ * parallelism does, written from the pieces each rank holds
+ * (dp_zero_pieces; collx-train's, pipe_ckpt.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,76 +203,7 @@ dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p)
 		for (int q = 0; q < z->world; q++) {
 			dp_zero_slice(z, i, q, &off, &len);
 			p[k++] = (struct ckpt_piece){ q, z->rg[i].off + off,
-			    len, q == z->rank ? &z->opt[i] : NULL, 0 };
+			    len, q == z->rank ? &z->opt[i] : NULL, 0, NULL };
 		}
 	return k;
-}
-
-struct nn_optim *
-dp_zero_whole_alloc(const struct dp_zero *z, const struct nn_optim_cfg *oc,
-    char *err, size_t errlen)
-{
-	struct nn_optim *w = calloc((size_t)z->n + 1, sizeof(*w));
-	char e[COLLX_ERRLEN];
-
-	if (w == NULL) {
-		cli_fail(err, errlen, "rank %d: out of memory", z->rank);
-		return NULL;
-	}
-	for (int i = 0; i < z->n; i++)
-		if (nn_optim_init(&w[i], oc, z->rg[i].len, e, sizeof(e)) < 0) {
-			dp_zero_whole_free(z, w);
-			cli_fail(err, errlen, "rank %d: %s", z->rank, e);
-			return NULL;
-		}
-	return w;
-}
-
-void
-dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w)
-{
-	for (int i = 0; w != NULL && i < z->n; i++)
-		nn_optim_free(&w[i]);
-	free(w);
-}
-
-int
-dp_zero_gather(struct dp_zero *z, struct nn_optim *whole)
-{
-	size_t off;
-	int i, q;
-
-	for (i = 0; i < z->n; i++) {
-		const struct nn_optim *o = &z->opt[i];
-
-		for (q = 0; q < z->world; q++)
-			dp_zero_slice(z, i, q, &off, &z->counts[q]);
-		comm_set_step(z->c, "gathering the optimizer state of %s %d "
-		    "of %d", z->what, i + 1, z->n);
-		if ((o->m != NULL && coll_gatherv(z->c, o->m, whole != NULL ?
-		    whole[i].m : NULL, z->counts, DT_F32, 0) < 0) ||
-		    (o->v != NULL && coll_gatherv(z->c, o->v, whole != NULL ?
-		    whole[i].v : NULL, z->counts, DT_F32, 0) < 0))
-			return -1;
-		if (whole != NULL)
-			whole[i].t = o->t;
-	}
-	return 0;
-}
-
-void
-dp_zero_take(struct dp_zero *z, const struct nn_optim *whole)
-{
-	size_t off, len;
-
-	for (int i = 0; i < z->n; i++) {
-		struct nn_optim *o = &z->opt[i];
-
-		dp_zero_slice(z, i, z->rank, &off, &len);
-		if (o->m != NULL)
-			memcpy(o->m, whole[i].m + off, len * sizeof(float));
-		if (o->v != NULL)
-			memcpy(o->v, whole[i].v + off, len * sizeof(float));
-		o->t = whole[i].t;
-	}
 }

@@ -213,7 +213,7 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			fn(ctx, &res->steps[k], &r.stat[k]);
 		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||
 		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
-		    (pipe_dp_whole(&r) < 0 || pipe_ckpt_write(&r, k + 1) < 0))
+		    pipe_ckpt_write(&r, k + 1) < 0)
 			goto out;
 	}
 	if (pipe_dp_whole(&r) < 0 || pipe_dp_verify(&r) < 0 || pipe_tp_verify(&r) < 0 ||
@@ -225,6 +225,7 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 out:
 	res->stat = r.stat;
 	r.stat = NULL;
+	res->ckpt_peak = r.ckpt_peak;
 	*kind = r.kind;
 	run_free(&r);
 	return rc;

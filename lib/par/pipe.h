@@ -61,6 +61,9 @@ struct pipe_cfg {
 	const struct nn_moe_ep *ep;	/* the MoE blocks' expert
 					 * parallelism (par/ep.h), or NULL */
 	struct pipe_ft *ft;	/* --ft on the DP axis (pipe_ft.h), or NULL */
+	struct comm *mesh;	/* every rank of the mesh (rank 0 writes
+				 * checkpoints; ZeRO's slices are sent to
+				 * it over this group), or NULL: c */
 };
 
 /* What this rank's stage did in a step, in seconds, and the activation
@@ -114,6 +117,8 @@ struct pipe_result {
 	double bubble_mean;		/* over the stages */
 	struct pipe_span *spans;	/* rank 0, every stage, when cfg->trace */
 	size_t nspans;
+	size_t ckpt_peak;	/* --zero 3: parameter bytes held at once
+				 * while checkpointing (0: none written) */
 };
 
 /* Called on every rank at the end of every step (s->loss: rank 0 only). */

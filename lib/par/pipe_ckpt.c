@@ -2,9 +2,12 @@
  * layers' parameters and optimizer state (gpt's tied embedding on the
  * first and the last); rank 0 gathers the parameters and ckpt.c the
  * state, piece by piece, and a resumed run takes each stage's back. With
- * replicas, replica 0's pipeline saves; under ZeRO the replicas' slices
- * of the state are first gathered whole onto it, and a resumed run cuts
- * the whole state it reads, so the file is the same whatever the mesh.
+ * replicas, replica 0's pipeline saves. Under ZeRO each rank's slices of
+ * the state (and of the parameters: ZeRO-3 keeps no more) are pieces in
+ * the model's layout, listed over the whole mesh and sent to rank 0 a
+ * tensor at a time by ckpt.c, as collx-dp's are; a resumed run takes
+ * its slices from the whole state it reads, so the file is the same
+ * whatever the mesh and the level.
  * The DP axis's slow links keep more (svecs below), saved as collx-dp
  * saves it: a float per model parameter, each replica's own ("NAME.D")
  * where the replicas differ (error feedback, local SGD's inner moments),
@@ -21,50 +24,215 @@
 #include "par/pipe_int.h"
 #include "par/tp_stage.h"
 
-/* Optimizers of the stage's whole ranges (ZeRO's, dp_zero.c), NULL on
- * failure. */
-static struct nn_optim *
-zero_whole(struct pipe_run *r)
-{
-	struct nn_optim *w = r->zero->fsdp != NULL ? pipe_dp_fsdp_optim(r) :
-	    dp_zero_whole_alloc(pipe_dp_zero_state(r), &r->cfg->optim,
-	    r->err, r->errlen);
+/* ---- ZeRO's slices as pieces ------------------------------------------ */
 
-	if (w == NULL)
+/* The group checkpoints are written over: the whole mesh. */
+static struct comm *
+mesh(const struct pipe_run *r)
+{
+	return r->cfg->mesh != NULL ? r->cfg->mesh : r->c;
+}
+
+/* Float i of tensor te's shard on ts in the model's layout (at o, the
+ * tensor's offset there), and in *run the floats from it that lie
+ * together in both layouts: to the shard's end, or to its row's end
+ * when the shard is a column block. */
+static size_t
+model_at(const struct tp_stage *ts, const struct tp_param *p, size_t o,
+    size_t i, size_t *run)
+{
+	size_t cl;
+
+	*run = p->count - i;
+	if (ts->T == 1 || p->split == TP_WHOLE)
+		return o + i;
+	if (p->split == TP_ROWS)
+		return o + (size_t)ts->rank * p->count + i;
+	cl = p->count / (size_t)p->shape[0];
+	*run = cl - i % cl;
+	return o + i / cl * (size_t)p->shape[1] + (size_t)ts->rank * cl +
+	    i % cl;
+}
+
+/* Floats [lo, hi) of the stage's vector, slice `slice` of ZeRO's (it
+ * starts at s0, its optimizer o), as pieces held by rank me into p (NULL:
+ * only counted) from p[n]: a run of one tensor's shard each, laid out
+ * together in the model too. save: only those whose floats no other rank
+ * lists (replicated tensors on TP index 0, a gpt's tied embedding on its
+ * first stage); else every copy. The new count. */
+static size_t
+shard_pieces(struct pipe_run *r, size_t lo, size_t hi, size_t s0,
+    struct nn_optim *o, int me, int save, struct ckpt_piece *p, size_t n)
+{
+	size_t base = 0, a, b, i, mo, run;
+	int first, last;
+
+	for (int c = 0; c < r->nchunk; base += r->ts[c++].nlocal)
+		for (size_t t = 0; t < r->ts[c].nten; t++) {
+			const struct tp_stage *ts = &r->ts[c];
+			const struct tp_param *tp = &ts->ten[t].p;
+
+			a = base + tp->off > lo ? base + tp->off : lo;
+			b = base + tp->off + tp->count < hi ? base + tp->off +
+			    tp->count : hi;
+			if (!tp->present || b <= a)
+				continue;
+			pipe_owners(r, ts->ten[t].name, &first, &last);
+			if (save && (first != r->rank || (ts->rank != 0 &&
+			    (ts->T == 1 || tp->split == TP_WHOLE))))
+				continue;
+			mo = nn_model_param(r->m, ts->ten[t].name)->offset;
+			for (i = a - base - tp->off; i < b - base - tp->off;
+			    i += run, n++) {
+				size_t at = model_at(ts, tp, mo, i, &run);
+
+				if (run > b - base - tp->off - i)
+					run = b - base - tp->off - i;
+				if (p != NULL)
+					p[n] = (struct ckpt_piece){ me, at, run,
+					    o, base + tp->off + i - s0,
+					    r->params + base + tp->off + i };
+			}
+		}
+	return n;
+}
+
+/* This rank's slices of ZeRO's state and parameters as pieces (the
+ * count; p NULL: counted only), ranks the mesh's. save: as
+ * shard_pieces's, and under --shard-group host the first host's alone. */
+static size_t
+zero_pieces(struct pipe_run *r, int save, struct ckpt_piece *p)
+{
+	struct dp_zero *z = pipe_dp_zero_state(r);
+	int me = comm_rank(mesh(r));
+	size_t n = 0, off, len, s0;
+
+	if (save && r->zero->rep != NULL && comm_rank(r->zero->rep) != 0)
+		return 0;
+	for (int i = 0; i < z->n; i++) {
+		dp_zero_slice(z, i, z->rank, &off, &len);
+		s0 = z->rg[i].off + off;
+		n = shard_pieces(r, s0, s0 + len, s0, &z->opt[i], me, save, p,
+		    n);
+	}
+	return n;
+}
+
+/* Every rank's slices restored from the state read (each copy's), every
+ * slice's step count the checkpoint's. */
+static int
+zero_resume(struct pipe_run *r)
+{
+	struct dp_zero *z = pipe_dp_zero_state(r);
+	size_t n = zero_pieces(r, 0, NULL);
+	struct ckpt_piece *p = calloc(n + 1, sizeof(*p));
+	int rc;
+
+	if (p == NULL)
+		return pipe_oom(r);
+	zero_pieces(r, 0, p);
+	rc = ckpt_restore(r->cfg->resume, p, n, comm_rank(mesh(r)), r->err,
+	    r->errlen);
+	free(p);
+	if (rc < 0) {
+		r->kind = TRAIN_ERR_DATA;
+		return -1;
+	}
+	for (int i = 0; i < z->n; i++)
+		z->opt[i].t = r->cfg->resume->step;
+	return 0;
+}
+
+/* Every rank's pieces, in rank order, into *p (its own *n there on
+ * entry, set where they fall), *n all of them: listed alike on every
+ * rank, as ckpt.c needs them. Collective over the mesh. */
+static int
+zero_list(struct pipe_run *r, struct ckpt_piece **p, size_t *n)
+{
+	struct comm *c = mesh(r);
+	int me = comm_rank(c), world = comm_size(c), q, rc = -1;
+	size_t *counts = calloc((size_t)world, sizeof(*counts)), k = 0, j, at = 0;
+	int64_t mine = (int64_t)*n, *cnt = calloc((size_t)world,
+	    sizeof(*cnt)), *desc = malloc((2 * *n + 1) * sizeof(*desc));
+	int64_t *all = NULL;
+	struct ckpt_piece *w = NULL;
+
+	if (counts == NULL || cnt == NULL || desc == NULL)
+		goto oom;
+	comm_set_step(c, "listing the checkpoint's ZeRO pieces");
+	if (coll_allgather(c, &mine, cnt, 1, DT_I64, COLL_AUTO) < 0)
+		goto failed;
+	for (q = 0; q < world; q++) {
+		if (q == me)
+			at = k;
+		k += (size_t)cnt[q];
+		counts[q] = 2 * (size_t)cnt[q];
+	}
+	for (j = 0; j < *n; j++) {
+		desc[2 * j] = (int64_t)(*p)[j].off;
+		desc[2 * j + 1] = (int64_t)(*p)[j].len;
+	}
+	if ((all = malloc((2 * k + 1) * sizeof(*all))) == NULL ||
+	    (w = calloc(k + 1, sizeof(*w))) == NULL)
+		goto oom;
+	if (coll_allgatherv(c, desc, all, counts, DT_I64, COLL_AUTO) < 0)
+		goto failed;
+	for (q = 0, j = 0; q < world; q++)
+		for (int64_t i = 0; i < cnt[q]; i++, j++)
+			w[j] = (struct ckpt_piece){ q, (size_t)all[2 * j],
+			    (size_t)all[2 * j + 1], NULL, 0, NULL };
+	memcpy(w + at, *p, *n * sizeof(*w));
+	free(*p);
+	*p = w;
+	*n = k;
+	w = NULL;
+	rc = 0;
+	goto out;
+oom:
+	rc = pipe_oom(r);
+	goto out;
+failed:
+	rc = pipe_group_failed(r, c);
+out:
+	free(counts);
+	free(cnt);
+	free(desc);
+	free(all);
+	free(w);
+	return rc;
+}
+
+/* Collective over the mesh: rank 0 writes the checkpoint with the nx
+ * vectors x (its own; the others pass none), each rank sending its
+ * pieces, parameters and state, as ckpt.c asks for them. Rank 0 holds
+ * one tensor at a time besides its slices; under --zero 3 the
+ * parameters each rank holds meanwhile are its ckpt_peak. */
+static int
+zero_save(struct pipe_run *r, long done, const struct ckpt_vec *x, size_t nx)
+{
+	size_t n = zero_pieces(r, 1, NULL), held = 0;
+	struct ckpt_piece *p = calloc(n + 1, sizeof(*p));
+	int rc = -1;
+
+	if (p == NULL)
+		return pipe_oom(r);
+	zero_pieces(r, 1, p);
+	if (zero_list(r, &p, &n) == 0 && (rc = ckpt_save_sharded(mesh(r),
+	    r->m, &r->cfg->optim, p, n, x, nx, done, r->cfg->batch,
+	    r->cfg->ckpt_path, &held, r->err, r->errlen)) < 0)
 		r->kind = TRAIN_ERR_RUNTIME;
-	return w;
+	if (rc == 0 && r->zero->fsdp != NULL) {
+		held += dp_fsdp_held(r->zero->fsdp);
+		r->ckpt_peak = held > r->ckpt_peak ? held : r->ckpt_peak;
+	}
+	free(p);
+	return rc;
 }
 
-static void
-zero_whole_free(struct pipe_run *r, struct nn_optim *w)
-{
-	if (r->zero->fsdp != NULL)
-		pipe_dp_fsdp_optim_free(r, w);
-	else
-		dp_zero_whole_free(pipe_dp_zero_state(r), w);
-}
-
-/* Under ZeRO the state is restored whole, as without it, and this
- * replica keeps its slices. */
 int
 pipe_ckpt_resume(struct pipe_run *r)
 {
-	struct nn_optim *whole, *mine = r->opt;
-	int rc;
-
-	if (r->zero == NULL)
-		return pipe_tp_resume(r);
-	if ((whole = zero_whole(r)) == NULL)
-		return -1;
-	r->opt = whole;
-	rc = pipe_tp_resume(r);
-	r->opt = mine;
-	if (rc == 0 && r->zero->fsdp != NULL)
-		pipe_dp_fsdp_optim_step(r, whole);
-	if (rc == 0)
-		dp_zero_take(pipe_dp_zero_state(r), whole);
-	zero_whole_free(r, whole);
-	return rc;
+	return r->zero == NULL ? pipe_tp_resume(r) : zero_resume(r);
 }
 
 /* Rank 0 collects every stage's parameters (from their first holder);
@@ -137,7 +305,7 @@ save(struct pipe_run *r, long done, const struct ckpt_vec *x, size_t nx)
 
 		pipe_owners(r, t->name, &a, &b);
 		p[i] = (struct ckpt_piece){ a, t->offset, t->count,
-		    a == r->rank ? &whole : NULL, t->offset };
+		    a == r->rank ? &whole : NULL, t->offset, NULL };
 	}
 	if ((rc = gather_stages(r)) == 0 && (rc = ckpt_save_vecs(r->c, m,
 	    &r->cfg->optim, p, m->ntensors, x, nx, done, r->cfg->batch,
@@ -352,7 +520,10 @@ save_with(struct pipe_run *r, long done, const struct dp_state *x, size_t nx)
 			cv[nv] = (struct ckpt_vec){ names[nv],
 			    all + (i * (size_t)d + (size_t)q) * np, 0 };
 		}
-	rc = me == 0 ? save(r, done, cv, nv) : 0;
+	if (r->zero != NULL)
+		rc = zero_save(r, done, cv, nv);
+	else
+		rc = me == 0 ? save(r, done, cv, nv) : 0;
 out:
 	free(all);
 	free(cv);
@@ -445,30 +616,20 @@ out:
 }
 
 
-/* Every replica calls it; under ZeRO replica 0 gathers the slices of the
- * state and saves it whole, as a run without ZeRO holds it. */
+/* Every replica calls it: replica 0's pipeline saves, or under ZeRO
+ * every rank its pieces. */
 int
 pipe_ckpt_write(struct pipe_run *r, long done)
 {
-	struct nn_optim *whole = NULL, *mine = r->opt;
-	int saver = r->cfg->dp == NULL || comm_rank(r->cfg->dp) == 0, rc;
+	int saver = r->cfg->dp == NULL || comm_rank(r->cfg->dp) == 0;
 	struct dp_state x[DP_NSTATE];
 	size_t nx = svecs(r, done, x);
 
 	if (one_tp_rank(r, nx) < 0)
 		return -1;
-	if (r->zero == NULL)
-		return nx > 0 ? save_with(r, done, x, nx) : saver ?
-		    save(r, done, NULL, 0) : pipe_moe_ckpt_peer(r);
-	if (saver && (whole = zero_whole(r)) == NULL)
-		return -1;
-	rc = dp_zero_gather(pipe_dp_zero_state(r), whole) < 0 ? pipe_dp_failed(r) : 0;
-	if (rc == 0) {
-		r->opt = saver ? whole : mine;
-		rc = nx > 0 ? save_with(r, done, x, nx) : saver ?
-		    save(r, done, NULL, 0) : 0;
-		r->opt = mine;
-	}
-	zero_whole_free(r, whole);
-	return rc;
+	if (nx > 0)
+		return save_with(r, done, x, nx);
+	if (r->zero != NULL)
+		return zero_save(r, done, NULL, 0);
+	return saver ? save(r, done, NULL, 0) : pipe_moe_ckpt_peer(r);
 }

@@ -85,6 +85,8 @@ struct pipe_run {
 	int nown;
 	struct nn_optim *opt;
 	struct pipe_dp_zero *zero;		/* ZeRO on the DP axis, or NULL */
+	size_t ckpt_peak;		/* --zero 3: its checkpoints' params
+					 * held at once (pipe_ckpt.c) */
 	struct pipe_dp_sync *sync;		/* cfg->dpo: wire, powersgd, sync_every */
 	float *tied;			/* gpt: the other end's wte gradient */
 	double origin;			/* when it left the opening barrier */
@@ -239,13 +241,6 @@ void pipe_dp_fsdp_settle(struct pipe_run *r);
  * reduce-scatter through ts->done. */
 int pipe_dp_fsdp_arm(struct pipe_run *r, struct tp_stage *ts, int weight);
 int pipe_dp_whole(struct pipe_run *r);
-/* Checkpoints under --zero 3: the optimizer of the stage's whole vector
- * (pipe_tp_resume's and pipe_tp_gather's r->opt[0]) seen as the units'
- * (dp_zero_take's and dp_zero_gather's); free; step: after a resume into
- * it, every unit's step count its first's. */
-struct nn_optim *pipe_dp_fsdp_optim(struct pipe_run *r);
-void pipe_dp_fsdp_optim_free(struct pipe_run *r, struct nn_optim *w);
-void pipe_dp_fsdp_optim_step(struct pipe_run *r, struct nn_optim *w);
 
 /* The DP axis's gradient sync but ZeRO's (pipe_dp_sync.c): init (after the
  * parameters are final; from cfg->resume, the state pipe_ckpt keeps)

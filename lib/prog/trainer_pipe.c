@@ -408,6 +408,9 @@ fsdp_report(const struct pipe_report_run *r, const struct pipe_result *res)
 	if (r->t.rank == 0)
 		fprintf(stderr, "%s: gather exposed %.0f%%\n", cli_progname,
 		    g > 0 ? 100 * (w < g ? w : g) / g : 0.0);
+	if (res->ckpt_peak > 0)
+		fprintf(stderr, "%s: rank %d: checkpoint params peak %zu "
+		    "bytes\n", cli_progname, r->t.rank, res->ckpt_peak);
 }
 
 /* collx-train's closing lines: with -v every rank's optimizer state and
@@ -499,6 +502,7 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		cfg->dp = r.grp.dp;
 		cfg->tp = r.grp.tp;
 		cfg->cp = r.grp.cp;
+		cfg->mesh = c;
 		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
 		/* each rank holds its own experts alone where the DP sync
 		 * is plain; else all of them (par/ep.h) */

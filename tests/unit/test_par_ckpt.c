@@ -39,7 +39,7 @@ piece(struct layout *l, int rank, size_t off, size_t len, int me, int mine,
     size_t o_off)
 {
 	l->p[l->n++] = (struct ckpt_piece){ rank, off, len, rank == me ?
-	    &l->o[mine] : NULL, o_off };
+	    &l->o[mine] : NULL, o_off, NULL };
 }
 
 static int

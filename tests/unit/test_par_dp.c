@@ -282,7 +282,7 @@ zero_rank(struct comm *c, void *arg)
 {
 	int q = comm_rank(c), w = comm_size(c), ok;
 	struct nn_optim_cfg oc;
-	struct nn_optim opt[3], *whole;
+	struct nn_optim opt[3];
 	struct ckpt_piece pc[9];
 	struct dp_wire wire;
 	struct dp_zero z;
@@ -331,45 +331,16 @@ zero_rank(struct comm *c, void *arg)
 				    zlen[i][r] && (pc[k].o != NULL) == (r == q);
 		par_check(ok, "rank %d ZeRO-%d: checkpoint pieces are each "
 		    "rank's slices, this rank's with its optimizer", q, stage);
-		/* the momentum buffers gathered whole on rank 0 are the sums */
-		whole = q == 0 ? dp_zero_whole_alloc(&z, &oc, e, sizeof(e)) :
-		    NULL;
-		if ((q == 0 && whole == NULL) || dp_zero_gather(&z, whole) < 0)
-			return !par_check(0, "gather: %s", e);
-		if (q == 0) {
-			ok = 1;
-			for (int i = 0; i < 3; i++) {
-				ok &= whole[i].t == 1;
-				for (size_t j = 0; j < zrg[i].len; j++)
-					ok &= whole[i].m[j] == 6.0f *
-					    (float)(zrg[i].off + j + 1);
-			}
-			par_check(ok, "ZeRO-%d: the momentum gathered whole on "
-			    "rank 0 is the summed gradients", stage);
-		}
-		dp_zero_whole_free(&z, whole);
-		/* a whole state of 1000 + its index: each rank takes its
-		 * slices */
-		if ((whole = dp_zero_whole_alloc(&z, &oc, e, sizeof(e))) ==
-		    NULL)
-			return !par_check(0, "whole_alloc: %s", e);
-		for (int i = 0; i < 3; i++) {
-			whole[i].t = 7;
-			for (size_t j = 0; j < zrg[i].len; j++)
-				whole[i].m[j] = 1000.0f + (float)(zrg[i].off +
-				    j);
-		}
-		dp_zero_take(&z, whole);
+		/* each rank's momentum slice is its slice of the sums */
 		ok = 1;
 		for (int i = 0; i < 3; i++) {
-			ok &= opt[i].t == 7 && opt[i].count == zlen[i][q];
+			ok &= opt[i].t == 1 && opt[i].count == zlen[i][q];
 			for (size_t j = 0; j < opt[i].count; j++)
-				ok &= opt[i].m[j] == 1000.0f +
-				    (float)(zrg[i].off + zoff[i][q] + j);
+				ok &= opt[i].m[j] == 6.0f * (float)(zrg[i].off +
+				    zoff[i][q] + j + 1);
 		}
-		par_check(ok, "rank %d ZeRO-%d: takes its slices of a whole "
-		    "state", q, stage);
-		dp_zero_whole_free(&z, whole);
+		par_check(ok, "rank %d ZeRO-%d: its momentum slice is the "
+		    "summed gradients'", q, stage);
 		dp_zero_free(&z);
 		dp_wire_free(&wire);
 		for (int i = 0; i < 3; i++)
