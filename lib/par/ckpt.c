@@ -13,7 +13,7 @@
 #include "par/ckpt.h"
 #include "tensor/tensor.h"
 
-enum { CKPT_OPCODE = 0x60, TAG_CKPT = 0x6001 };
+enum { CKPT_OPCODE = 0x60, TAG_CKPT = 0x6001, TAG_CKPT_ASK };
 
 #define META_STEP  "collx.checkpoint.step"
 #define META_BATCH "collx.checkpoint.batch"
@@ -25,12 +25,15 @@ static const char *const vec_prefix[2] = { "local.", "powersgd." };
 /* Rank 0: floats [off, off+len) of a vector into buf from the ranks that
  * hold them, the others send theirs: the parameters (k < 0; the holders
  * of the pieces, or rank 0 alone unless sharded) or moment k of the
- * pieces' optimizers. Every rank calls it alike. */
+ * pieces' optimizers. Every rank calls it alike. A holder sends a piece
+ * when rank 0 asks for it: sent unasked, the pieces of the tensors to
+ * come would wait in rank 0's memory (a group with sub-groups takes in
+ * messages before their receive is posted). */
 static int
 fetch(struct comm *c, const struct nn_model *m, const struct ckpt_piece *p,
     size_t n, int sharded, int k, size_t off, size_t len, float *buf)
 {
-	int me = comm_rank(c);
+	int me = comm_rank(c), ask = 0;
 
 	if (k < 0 && !sharded) {
 		if (me == 0)
@@ -53,10 +56,13 @@ fetch(struct comm *c, const struct nn_model *m, const struct ckpt_piece *p,
 		if (me == 0 && p[i].rank == 0)
 			memcpy(buf + (lo - off), src, (hi - lo) * sizeof(float));
 		else if (me == 0)
-			rc = comm_recv(c, p[i].rank, TAG_CKPT, buf + (lo - off),
-			    (hi - lo) * sizeof(float));
+			rc = comm_send(c, p[i].rank, TAG_CKPT_ASK, &ask,
+			    sizeof ask) < 0 ? -1 : comm_recv(c, p[i].rank,
+			    TAG_CKPT, buf + (lo - off), (hi - lo) *
+			    sizeof(float));
 		else
-			rc = comm_send(c, 0, TAG_CKPT, src, (hi - lo) *
+			rc = comm_recv(c, 0, TAG_CKPT_ASK, &ask, sizeof ask) <
+			    0 ? -1 : comm_send(c, 0, TAG_CKPT, src, (hi - lo) *
 			    sizeof(float));
 		if (rc < 0)
 			return -1;
