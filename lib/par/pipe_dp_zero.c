@@ -3,9 +3,9 @@
  * range per parameter range of the stage (r->own), cut over the stage's D
  * replicas (cfg->dp), each range's optimizer r->opt's, the reduce-scatter
  * through a wire of its own in cfg->dpo.wire. The stage's gradient vector
- * itself stays whole: its micro-batches add into it. Checkpoints take the
- * state whole (pipe_ckpt.c gathers and re-cuts it), so they stay
- * independent of the mesh. */
+ * itself stays whole: its micro-batches add into it. Checkpoints hold the
+ * state whole (pipe_ckpt.c writes it from the slices and cuts it again),
+ * so they stay independent of the mesh. */
 #include <stdio.h>
 #include <stdlib.h>
 

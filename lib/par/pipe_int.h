@@ -230,7 +230,7 @@ struct dp_zero *pipe_dp_zero_state(const struct pipe_run *r);
  * opens a step's pass (every unit back to its slices); sync ends it
  * after the schedule (the reduce-scatters; its times into the step's
  * stat, *sent moved back by the pass's bytes, counted as the DP axis's); settle waits for the gathers in flight before the
- * pipeline's messages; whole: every unit whole (checkpoints, the end). */
+ * pipeline's messages; whole: every unit whole (the end). */
 int pipe_dp_fsdp_init(struct pipe_run *r);
 void pipe_dp_fsdp_free(struct pipe_run *r);
 void pipe_dp_fsdp_begin(struct pipe_run *r);
