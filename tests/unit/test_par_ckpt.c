@@ -6,7 +6,8 @@
  * layers with a piece per tensor. A checkpoint saved from one layout must
  * hold every moment at its place, the model and the step, and restore
  * into every other layout exactly; a checkpoint of another optimizer is
- * refused. */
+ * refused; a sharded save (ZeRO) takes the parameters from the holders'
+ * own buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,58 @@ mismatch(struct comm *c, const char *path, const struct nn_model *m)
 	nn_model_free(&m2);
 }
 
+/* ZeRO-3's save: the parameters too from the pieces' holders, each
+ * keeping its slices packed in a buffer of its own (w), the model the
+ * save is given all zeros; the writer holds one tensor at a time (the
+ * largest: 6 x 5 floats, test_par_dp's layer 0 weight), the others
+ * nothing beyond their own. */
+static void
+sharded(struct comm *c, const char *path, struct nn_model *m)
+{
+	struct nn_optim_cfg oc;
+	struct layout l;
+	struct nn_model m2;
+	struct ckpt_state st;
+	float own[N], whole[N];
+	size_t held = 1, k = 0, big = 0;
+	char e[COLLX_ERRLEN] = "";
+	int me = comm_rank(c), rc;
+
+	nn_optim_defaults(&oc, NN_ADAMW);
+	if (layout_make(&l, ZERO, m, &oc, me, comm_size(c), 0) < 0) {
+		par_check(0, "rank %d: optimizers", me);
+		return;
+	}
+	moments(&l, me, 1);
+	memcpy(whole, m->params, sizeof whole);
+	for (size_t i = 0; i < l.n; i++)
+		if (l.p[i].rank == me) {
+			memcpy(own + k, whole + l.p[i].off, l.p[i].len *
+			    sizeof(float));
+			l.p[i].w = own + k;
+			k += l.p[i].len;
+		}
+	for (size_t t = 0; t < m->ntensors; t++)
+		big = m->table[t].count > big ? m->table[t].count : big;
+	memset(m->params, 0, sizeof whole);
+	rc = ckpt_save_sharded(c, m, &oc, l.p, l.n, NULL, 0, 5, 6, me == 0 ?
+	    path : NULL, &held, e, sizeof e);
+	memcpy(m->params, whole, sizeof whole);
+	layout_free(&l);
+	if (rc < 0 || coll_barrier(c) < 0 || ckpt_load(path, &m2, &st, e,
+	    sizeof e) < 0) {
+		par_check(0, "rank %d: sharded save: %s", me, e);
+		return;
+	}
+	par_check(file_holds(&st, &m2, m, 2) && held == (me == 0 ? big *
+	    sizeof(float) : 0), "rank %d: sharded: every parameter from its "
+	    "holder's own buffer, every moment at its place; %zu bytes held "
+	    "(largest tensor %zu floats)", me, held, big);
+	ckpt_state_free(&st);
+	nn_model_free(&m2);
+	coll_barrier(c);
+}
+
 static int
 ckpt_rank(struct comm *c, void *arg)
 {
@@ -266,6 +319,8 @@ ckpt_rank(struct comm *c, void *arg)
 			rc = round_trip(c, path, &m, &oc[o], oname[o], from);
 	if (rc == 0)	/* the file holds AdamW's state now */
 		mismatch(c, path, &m);
+	if (rc == 0)
+		sharded(c, path, &m);
 	nn_model_free(&m);
 	return rc < 0;
 }
