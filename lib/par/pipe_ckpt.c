@@ -33,10 +33,10 @@ mesh(const struct pipe_run *r)
 	return r->cfg->mesh != NULL ? r->cfg->mesh : r->c;
 }
 
-/* Float i of tensor te's shard on ts in the model's layout (at o, the
+/* Float i of ts's shard p of a tensor in the model's layout (at o, the
  * tensor's offset there), and in *run the floats from it that lie
  * together in both layouts: to the shard's end, or to its row's end
- * when the shard is a column block. */
+ * when the shard is a column block (TP_COLS). */
 static size_t
 model_at(const struct tp_stage *ts, const struct tp_param *p, size_t o,
     size_t i, size_t *run)
