@@ -10,7 +10,12 @@
 # ZeRO-3, its gather exposed share (-v). Needs root (ip netns, tc); the
 # DDP rows need PyTorch. Measure on an idle machine. With OLD_BIN, another
 # build's collx-dp runs each collx method too, in the same rounds (rows
-# "old ..."; "vs zero2" against its own --zero 2).
+# "old ..."; "vs zero2" against its own --zero 2). Under each table, the
+# least exposed gather share any prefetch can reach at that rate: a step's
+# two gathers bring each host the other's half of the P parameters (hier,
+# 2 hosts), 4P bytes over its link, G seconds at RATE, while the compute
+# they can hide behind is at most ZeRO-2's compute row (C, its median):
+# the share is at least 1 - C/G.
 # usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
 # env STEPS (12), BATCH (8), OLD_BIN.
 set -eu
@@ -55,13 +60,22 @@ for rate in $rates; do
 			dp=$(command -v collx-dp)
 			[ "$tool" = collx ] || dp=$OLD_BIN/collx-dp
 			port=$((port + 1))
+			tm=()
+			if [ "$tool $m" = "collx --zero 2" ]; then
+				rm -f t.csv
+				tm=(--timing "$work/t.csv")
+			fi
 			# shellcheck disable=SC2086
 			collx-run -H "$hosts" --ssh "$work/ssh" \
 			    --master "$(netns_addr 0):$port" -- \
 			    "$dp" -m "$work/gpt.safetensors" \
 			    --data "$TEXT" --batch "$batch" --steps "$steps" \
-			    --optimizer adamw --iface eth0 -v \
+			    --optimizer adamw --iface eth0 -v "${tm[@]}" \
 			    --loss-csv "$work/l.csv" $m 2>log >/dev/null
+			# rank 0's mean compute a step after the first, and P
+			[ ${#tm[@]} -eq 0 ] || awk -F, '$2 == "compute" &&
+			    $4 == 0 && $9 > 0 { s += $10; n++; p = $7 }
+			    END { print s / n, p }' t.csv >>"$rate.c"
 			# mean step after the first, bytes a step, exposed gathers
 			awk -F, 'NR > 2 { s += $5; n++ } NR == 2 { b = $7 }
 			    END { printf "%.6f %s ", s / n, b }' l.csv >>"$rate.txt"
@@ -100,5 +114,19 @@ for rate in $rates; do
 			printf "  %-46s %9.1f %9.0f %12s %8s %8.2fx\n", name,
 			    t * 1e3, tok / t, b[k], e == "-" ? "-" : e "%",
 			    t / base } }' "$rate.txt"
+	case $rate in
+	*gbit) bits=${rate%gbit}e9 ;;
+	*mbit) bits=${rate%mbit}e6 ;;
+	*) bits= ;;
+	esac
+	[ -z "$bits" ] || awk -v bits="$bits" '{ c = c " " $1; p = $2 }
+	    function med(str,   a, m, i, j, t) { m = split(str, a, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((m + 1) / 2)] }
+	    END { g = 4 * p * 8 / bits; cm = med(c)
+		printf "  gathers over a link %.1f ms a step (4P bytes, P %d), compute" \
+		    " %.1f ms: exposed share >= %.0f%%\n", g * 1e3, p, cm * 1e3,
+		    (g > cm ? 100 * (1 - cm / g) : 0) }' "$rate.c"
 done
 echo "  ($((SECONDS - t0)) s in all)"

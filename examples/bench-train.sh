@@ -15,10 +15,16 @@
 #   planner  on the netns cluster, collx-bench mesh -H (its own model of
 #          the same shape, random tokens, its default SGD, one round):
 #          every mesh of 4 fastest first, with each axis's share
+#   overlap  on the netns cluster, collx-train --dp 4 of OLD_BIN (a build
+#          without the DP overlap) and of this build, interleaved: the
+#          median step, rank 0's mean timing rows, the bytes a step over
+#          a host's link, and the most an overlap confined to the
+#          backward can give (see overlap_bound below)
 # Prints a markdown table per case (the planner its own table).
-# usage: examples/bench-train.sh [local|netns|planner|all] [ROUNDS]
+# usage: examples/bench-train.sh [local|netns|planner|overlap|all] [ROUNDS]
 #        (all: local and netns; ROUNDS 3)
-#        env STEPS=12, BATCH=8, MESHES (collx-train's, ";"-separated)
+#        env STEPS=12, BATCH=8, MESHES (collx-train's, ";"-separated),
+#        OLD_BIN (overlap)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -36,11 +42,11 @@ trap '[ -z "${NETNS_TAG:-}" ] || netns_teardown; rm -rf "$work"' EXIT
 cd "$work"
 
 case $what in
-local | netns | planner | all) ;;
-*) echo "usage: bench-train.sh [local|netns|planner|all] [ROUNDS]" >&2
+local | netns | planner | overlap | all) ;;
+*) echo "usage: bench-train.sh [local|netns|planner|overlap|all] [ROUNDS]" >&2
    exit 2 ;;
 esac
-[ "$what" = planner ] || $PY -c 'import torch.distributed' 2>/dev/null ||
+[ "$what" = planner ] || [ "$what" = overlap ] || $PY -c 'import torch.distributed' 2>/dev/null ||
     { echo "bench-train.sh: needs PyTorch (python3-torch)" >&2; exit 1; }
 
 # Median step seconds of a loss CSV, the first step (warm-up) left out.
@@ -110,6 +116,71 @@ table() {
 			    peer ? sprintf("%.2fx", peer / t) : "-" } }' "$1.txt"
 }
 
+# overlap_case: OLD_BIN's and this build's collx-train --dp 4 on the
+# netns cluster, ROUNDS interleaved rounds; "WHO STEP F B AR HID EXP
+# BYTES" lines in overlap.txt (rank 0's mean rows over the steps after
+# the first; BYTES: host 0's link, sent, a step).
+overlap_case() {
+	local r who b tx0 tx
+	: >overlap.txt
+	for r in $(seq "$rounds"); do
+		echo "bench-train.sh: overlap, round $r of $rounds" >&2
+		for who in old new; do
+			b=$(dirname "$(command -v collx-train)")
+			[ "$who" = old ] && b=$OLD_BIN
+			rm -f l.csv t.csv
+			tx0=$(netns_exec 0 cat /sys/class/net/eth0/statistics/tx_bytes)
+			"$b/collx-run" -q -H "$(netns_addr 0):2,$(netns_addr 1):2" \
+			    --ssh "$work/ssh" --master "$(netns_addr 0):29500" \
+			    --timeout 120 -- "$b/collx-train" \
+			    -m "$work/gpt.safetensors" --data "$TEXT" \
+			    --batch "$batch" --steps "$steps" --optimizer adamw \
+			    -q --loss-csv "$work/l.csv" --timing "$work/t.csv" \
+			    --iface eth0 --dp 4
+			tx=$(netns_exec 0 cat /sys/class/net/eth0/statistics/tx_bytes)
+			echo "$who $(csv_step l.csv) $(awk -F, -v tx=$((tx - tx0)) \
+			    -v n="$steps" '$4 == 0 && $9 > 0 { s[$2] += $10; c[$2]++ }
+			    END { split("forward backward allreduce allreduce_hidden allreduce_exposed", k, " ")
+				for (i = 1; i <= 5; i++)
+					printf "%.4f ", c[k[i]] ? s[k[i]] / c[k[i]] : 0
+				printf "%d", tx / n }' t.csv)" >>overlap.txt
+		done
+	done
+}
+
+# overlap_bound: medians of overlap.txt as markdown, then the bounds. The
+# sums can run only beside the backward, from the first bucket complete
+# (the last layer's, which waits for the head's and that layer's backward)
+# to the backward's end, and the link carries BYTES a step: the new step
+# is at least T_old - B_old (1 - first), first the head and one layer's
+# share of the backward's work (per token: head 4Vd, layer 4 (4d^2 +
+# 2d ff) + 8sd multiply-adds), and at least the link's time plus the
+# forward and the head's and last layer's backward.
+overlap_bound() {
+	awk -v rate=1e9 -v V=256 -v d=256 -v L=4 -v ff=1024 -v s="$seq" '
+	    function med(str,   a, m, i, j, t) { m = split(str, a, " ")
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((m + 1) / 2)] }
+	    { for (i = 2; i <= 8; i++) v[$1, i] = v[$1, i] " " $i }
+	    END { print "| collx-train dp4 | step s | forward | backward | allreduce | hidden | exposed | bytes/step on a link | vs old |"
+		print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+		to = med(v["old", 2])
+		for (w = 0; w < 2; w++) { who = w ? "new" : "old"
+			printf "| %s |", who
+			for (i = 2; i <= 7; i++) printf " %.4f |", med(v[who, i])
+			printf " %d | %.2fx |\n", med(v[who, 8]), to / med(v[who, 2]) }
+		head = 4 * V * d; lay = 4 * (4 * d * d + 2 * d * ff) + 8 * s * d
+		first = (head + lay) / (head + L * lay)
+		bo = med(v["old", 4]); fo = med(v["old", 3])
+		link = med(v["new", 8]) * 8 / rate
+		hide = to - bo * (1 - first)
+		lb = fo + bo * first + link
+		printf "\nbackward-only overlap: first bucket after %.0f%% of the backward;", 100 * first
+		printf " step >= %.4f s (old - hidden backward), >= %.4f s (forward + first + link %.4f s):", hide, lb, link
+		printf " at most %.2fx old\n", to / (hide > lb ? hide : lb) }' overlap.txt
+}
+
 collx-dp --init gpt --dims "256,256,4,4,$seq" --seed 1 -o gpt.safetensors
 desc="gpt d_model 256, 4 layers, 4 heads, seq $seq, batch $batch, adamw, $steps steps, median of $rounds interleaved rounds"
 if [ "$what" = planner ]; then
@@ -125,6 +196,20 @@ if [ "$what" = planner ]; then
 	    --ssh "$work/ssh" --master "$(netns_addr 0):29500" --iface eth0 \
 	    --timeout 120 --dims "256,256,4,4,$seq" --batch "$batch" \
 	    --steps "$steps" --table -q
+	exit 0
+fi
+if [ "$what" = overlap ]; then
+	[ -x "${OLD_BIN:-}/collx-train" ] ||
+	    { echo "bench-train.sh: overlap needs OLD_BIN (a build's bin)" >&2; exit 2; }
+	netns_available ||
+	    { echo "bench-train.sh: overlap needs root and ip netns" >&2; exit 1; }
+	netns_setup 2 --rate 1gbit
+	netns_fake_ssh "$work/ssh"
+	overlap_case
+	echo
+	echo "2 namespaces x 2 ranks on 1 Gbit/s links, collx-train --dp 4: $desc"
+	echo
+	overlap_bound
 	exit 0
 fi
 if [ "$what" != netns ]; then

@@ -37,7 +37,8 @@ struct seg {
 };
 
 /* A gradient bucket: segments [s0, s1) of the model-ordered list, len
- * floats; in place when they lie end to end in the vector, from off. */
+ * floats; in place when they lie end to end in the vector, or fill one
+ * range of it where the order does not change the sum, from off. */
 struct bkt {
 	size_t s0, s1, len, off;
 	int inplace;
@@ -104,6 +105,56 @@ psgd_init(struct pipe_run *r, struct pipe_dp_sync *s)
 		return 0;
 	r->kind = TRAIN_ERR_RUNTIME;
 	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+}
+
+/* The group a bucket is summed over: the DP axis, or a divided expert's
+ * replicas. */
+static struct comm *
+bucket_comm(const struct pipe_run *r, const struct pipe_dp_sync *s,
+    const struct bkt *b)
+{
+	return b->s1 > b->s0 && s->seg[b->s0].group == SEG_EXPERTS ?
+	    ep_divides(r->cfg->ep)->rep : r->cfg->dp;
+}
+
+/*
+ * Whether an f32 sum over c leaves every element the same wherever it
+ * lies in the buffer. Ring and halving algorithms reduce each part in an
+ * order that depends on the part, so a bucket summed in another layout
+ * may round otherwise; but where every level of the sum adds two
+ * operands (2 ranks, or AUTO's hier over at most 2 hosts of at most 2
+ * ranks: (a + b) + (c + d), each sum commutative) no order is left to
+ * depend on it.
+ */
+static int
+sum_anywhere(const struct comm *c)
+{
+	int w = comm_size(c), h = comm_hosts(c), n[2] = { 0, 0 };
+
+	if (w <= 2)
+		return 1;
+	if (h != 2 || w > 4)
+		return 0;
+	for (int q = 0; q < w; q++)
+		n[comm_host(c, q)]++;
+	return n[0] <= 2 && n[1] <= 2;
+}
+
+/* A bucket's segments, when they fill one range of the stage's vector in
+ * another order: where that range starts, else -1. Summed there in place
+ * (the copies to and from the model's order spared) where sum_anywhere
+ * says the bits come out the same. */
+static long
+bucket_range(const struct pipe_dp_sync *s, const struct bkt *bk)
+{
+	size_t lo = (size_t)-1, hi = 0;
+
+	for (size_t i = bk->s0; i < bk->s1; i++) {
+		lo = s->seg[i].off < lo ? s->seg[i].off : lo;
+		hi = s->seg[i].off + s->seg[i].count > hi ?
+		    s->seg[i].off + s->seg[i].count : hi;
+	}
+	return bk->s1 > bk->s0 && hi - lo == bk->len ? (long)lo : -1;
 }
 
 static int
@@ -195,6 +246,12 @@ buckets(struct pipe_run *r, struct pipe_dp_sync *s, size_t *maxn)
 			    s->seg[i - 1].count)
 				bk->inplace = 0;
 		bk->s1 = i;
+		if (!bk->inplace && r->cfg->dpo.wire == DP_WIRE_F32 &&
+		    pipe_replicas(r) != NULL && sum_anywhere(bucket_comm(r, s, bk)) &&
+		    bucket_range(s, bk) >= 0) {
+			bk->off = (size_t)bucket_range(s, bk);
+			bk->inplace = 1;
+		}
 		*maxn = bk->len > *maxn ? bk->len : *maxn;
 	}
 	free(t);
@@ -473,8 +530,7 @@ bucket_sum(struct pipe_run *r, float *v, int k)
 	struct pipe_dp_sync *s = r->sync;
 	const struct bkt *b = &s->bk[k];
 	struct dp_wire w = s->wire;
-	struct comm *dc = b->s1 > b->s0 && s->seg[b->s0].group ==
-	    SEG_EXPERTS ? ep_divides(r->cfg->ep)->rep : r->cfg->dp;
+	struct comm *dc = bucket_comm(r, s, b);
 	float *g = v + b->off;
 	size_t eoff = b->off;
 	int rc;

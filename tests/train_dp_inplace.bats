@@ -1,0 +1,52 @@
+#!/usr/bin/env bats
+# collx-train's DP buckets on a gpt, whose stage vector keeps its tensors
+# in another order than the model's: summed in place where every sum adds
+# two operands at each level (dp2; dp4 on 2 hosts of 2 ranks, hier), in
+# the model's order where a ring's parts would round otherwise (dp3, and
+# dp4 on one host): collx-dp's bytes, weights and losses, in every case.
+# The namespace case needs root and `ip netns`; skipped otherwise.
+load lib/common
+load lib/netns
+load lib/train
+
+setup() {
+	train_env
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
+	G=(-m g.safetensors --data "$GPL" --batch 8 --steps 4 --lr 0.05
+	    --optimizer adamw -q)
+}
+
+teardown() {
+	[ -z "${NETNS_TAG:-}" ] || netns_teardown
+	common_teardown
+}
+
+# usage: same TAG: collx-train's tTAG/lTAG.csv equal collx-dp's dTAG/dTAG.csv
+# (weights byte for byte, losses, bytes sent after the first step: across
+# hosts the first one splits the hier groups, a few bytes more in one)
+same() {
+	cmp "t$1.safetensors" "d$1.safetensors"
+	[ "$(cut -d, -f1,3 "l$1.csv")" = "$(cut -d, -f1,3 "d$1.csv")" ]
+	[ "$(sed 1,2d "l$1.csv" | cut -d, -f7)" = "$(sed 1,2d "d$1.csv" | cut -d, -f7)" ]
+}
+
+@test "dp2, dp3 and dp4 on one host: collx-train's buckets give collx-dp's bytes" {
+	for n in 2 3 4; do
+		timeout 60 collx-run -n $n --timeout 20 -- collx-dp "${G[@]}" \
+		    -o "d$n.safetensors" --loss-csv "d$n.csv"
+		train $n $n "${G[@]}" --dp $n
+		same $n
+	done
+}
+
+@test "dp4 on 2 hosts x 2 ranks (hier, summed in place): collx-dp's bytes" {
+	need "root and ip netns" netns_available
+	netns_setup 2
+	netns_placed "0 0 1 1" collx-dp "${G[@]}" -o dh.safetensors \
+	    --loss-csv dh.csv
+	[ "${RCS[*]}" = "0 0 0 0" ]
+	netns_placed "0 0 1 1" collx-train "${G[@]}" -o th.safetensors \
+	    --loss-csv lh.csv
+	[ "${RCS[*]}" = "0 0 0 0" ]
+	same h
+}
