@@ -174,6 +174,60 @@ ADAMW=(--optimizer adamw --lr 0.001)
 	if [ -e ft.safetensors ]; then false; fi
 }
 
+# kill_in_allgather LOG PID N: SIGKILL PID as soon as LOG (its rank's
+# COLLX_DEBUG=trace log) shows the second allgather after its N-th
+# allreduce of 8 bytes (the loss of a step: its agreement passed).
+kill_in_allgather() {
+	timeout 60 "$PY" -c '
+import os, signal, sys, time
+path, pid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+buf = ""
+while True:
+    try:
+        with open(path) as f:
+            f.seek(len(buf))
+            buf += f.read()
+    except FileNotFoundError:
+        pass
+    seen = ag = 0
+    for line in buf.split("\n")[:-1]:
+        if "trace: #" not in line:
+            continue
+        if "allreduce of 8 bytes" in line:
+            seen += 1
+        elif "allgather of" in line and seen >= n:
+            ag += 1
+            if ag == 2:
+                os.kill(pid, signal.SIGKILL)
+                sys.exit(0)
+    time.sleep(0.001)
+' "$@"
+}
+
+# A rank killed within the parameters' allgather: every rank had passed
+# the step's agreement and updated its slices, the survivors' allgather
+# broke off: they keep the step (its record from the agreement's loss)
+# and cut the slices again, rather than run it a second time.
+@test "--ft --zero 1, AdamW, 3 ranks: rank 1 killed inside the allgather of step 9, after the step's agreement: the survivors keep the step, the weights of a run without failures" {
+	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors
+	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy
+	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+	local big=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
+	    --steps 20 --optimizer adamw --lr 0.001)
+	collx-dp "${big[@]}" -q -o ref.safetensors --loss-csv ref.csv
+	COLLX_DEBUG=trace COLLX_DEBUG_FILE=dbg.%r zrun 3 0 "${big[@]}" --zero 1
+	wait_line '^collx-dp: step 2 '
+	kill_in_allgather dbg.1 "$(rank_pid "$RUN" 1)" 10
+	ft_ends 0
+	# the survivors found the death inside the step's allgather
+	grep 'warn: failed' dbg.0 dbg.2
+	grep -q 'warn: failed: .* of allgather' dbg.0
+	grep -q '^collx-dp: step 10: rank 1 left; 2 of 3 replicas go on' run.err
+	same_as_ref 20 2
+	[ "$(sed -n 11p ft.csv | cut -d, -f8)" = 3 ]
+	[ "$(sed -n 12p ft.csv | cut -d, -f8)" = 2 ]
+}
+
 @test "--ft bad input: --zero 3 is refused, naming it; --zero 1 and 2 are taken" {
 	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft --zero 3 \
 	    --world-size 2 --rank 0 --master 127.0.0.1:1
