@@ -14,6 +14,9 @@
  * rank it admits takes the state of the one furthest on the same way
  * (it has done no step), then trains on with the others, each taking its
  * share of the batch among more replicas.
+ *
+ * Under ZeRO 1 and 2 no rank holds the whole optimizer state: the step
+ * is settled and the slices cut again instead (dp_ft_zero.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
