@@ -92,6 +92,23 @@ mirror_free(struct dp_ftz *f, int n)
 	f->p = f->g = f->send = NULL;
 }
 
+/* The slices held are cut over r->c's ranks. */
+static int
+cut_over(struct dp_run *r)
+{
+	struct dp_ftz *f = r->ftz;
+
+	free(f->wr);
+	if ((f->wr = malloc((size_t)r->world * sizeof(int))) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	for (int q = 0; q < r->world; q++)
+		f->wr[q] = comm_world_rank(r->c, q);
+	f->world = r->world;
+	f->rank = r->rank;
+	f->have = 1;
+	return 0;
+}
+
 int
 dp_ftz_init(struct dp_run *r)
 {
@@ -101,14 +118,8 @@ dp_ftz_init(struct dp_run *r)
 	/* a rank started again gets its slices in dp_ft_joined */
 	if (r->joining)
 		return 0;
-	r->ftz->have = 1;
-	r->ftz->world = r->world;	/* every slice at its owner */
-	r->ftz->rank = r->rank;
-	if ((r->ftz->wr = malloc((size_t)r->world * sizeof(int))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	for (int q = 0; q < r->world; q++)
-		r->ftz->wr[q] = comm_world_rank(r->c, q);
-	return dp_ftz_recut(r);
+	/* every slice at its owner: the mirrors from them */
+	return cut_over(r) < 0 ? -1 : dp_ftz_recut(r);
 }
 
 void
@@ -125,7 +136,7 @@ dp_ftz_free(struct dp_run *r)
 void
 dp_ftz_mem(const struct dp_run *r, struct dp_mem *mem)
 {
-	if (r->ftz == NULL)
+	if (r->ftz == NULL || r->ftz->opt == NULL)
 		return;
 	for (int i = 0; i < r->zero.n; i++)
 		mem->optim_bytes += nn_optim_bytes(&r->ftz->opt[i]);
@@ -336,15 +347,7 @@ take(struct dp_run *r, struct nn_optim *whole, int nmom)
 		if (nmom > 1)
 			memcpy(f->opt[i].v, whole[i].v + a, len * sizeof(float));
 	}
-	free(f->wr);
-	if ((f->wr = malloc((size_t)r->world * sizeof(int))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	for (i = 0; i < r->world; i++)
-		f->wr[i] = comm_world_rank(r->c, i);
-	f->world = r->world;
-	f->rank = r->rank;
-	f->have = 1;
-	return 0;
+	return cut_over(r);
 }
 
 int
