@@ -153,6 +153,12 @@ rejoin_ft() {
 	ft_netns rejoin_ft
 }
 
+# ZeRO's slices under the same kills (ft_zero.bats has the rest)
+@test "--ft --zero 1 rejoin over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills and restarts, each rank's slice from its mirror and back, the same weights" {
+	ARGS+=(--zero 1)
+	ft_netns rejoin_ft
+}
+
 @test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
 	local port r line step
 	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
