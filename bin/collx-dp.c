@@ -91,7 +91,7 @@ usage(void)
 	    "  --ft                  a rank that dies takes its replica out; the\n"
 	    "                        others run the step again and go on, a line\n"
 	    "                        each departure (TCP, one interface; not with --sync ps,\n"
-	    "                        --zero, --wire, --powersgd, --sync-every);\n"
+	    "                        --zero 3, --wire, --powersgd, --sync-every);\n"
 	    "                        with COLLX_REJOIN=1 a rank started again\n"
 	    "                        rejoins at the next step\n"
 	    "  --shuffle             permute the samples every epoch (from --seed)\n"
@@ -246,14 +246,15 @@ check_powersgd(const struct opts *o)
 }
 
 /* --ft's refusals, each naming the options: the state a replica takes
- * with it (ZeRO's slices, error feedback, PowerSGD's, local SGD's, a
- * server's shard) would be lost with it. */
+ * with it (ZeRO-3's sliced parameters, error feedback, PowerSGD's, local
+ * SGD's, a server's shard) would be lost with it. ZeRO 1 and 2 keep each
+ * slice mirrored at the ring predecessor (dp_ft_zero.c). */
 static void
 check_ft(struct opts *o)
 {
 	const struct dp_opts *d = &o->cfg.dpo;
-	const char *with = o->cfg.sync == DP_PS ? "--sync ps" : d->zero > 0 ?
-	    "--zero" : d->wire != DP_WIRE_F32 ? "--wire" : d->powersgd > 0 ?
+	const char *with = o->cfg.sync == DP_PS ? "--sync ps" : d->zero == 3 ?
+	    "--zero 3" : d->wire != DP_WIRE_F32 ? "--wire" : d->powersgd > 0 ?
 	    "--powersgd" : d->sync_every > 0 ? "--sync-every" : NULL;
 
 	if (!o->cfg.ft)

@@ -153,6 +153,12 @@ rejoin_ft() {
 	ft_netns rejoin_ft
 }
 
+# ZeRO's slices under the same kills (ft_zero.bats has the rest)
+@test "--ft --zero 1 rejoin over namespaces, 2 hosts x 2 ranks at 1 Gbit/s: the same kills and restarts, each rank's slice from its mirror and back, the same weights" {
+	ARGS+=(--zero 1)
+	ft_netns rejoin_ft
+}
+
 @test "--ft: a rank stopped (SIGSTOP) and a rank killed at once: the survivors time out on the stopped one, leave both out, and finish right; continued, the stopped rank, alone, stops" {
 	local port r line step
 	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors
@@ -198,16 +204,16 @@ rejoin_ft() {
 	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 2 ]
 }
 
-@test "--ft bad input: with --sync ps, --zero, --wire, --powersgd, --sync-every, one replica, or two interfaces: one usage line naming the options" {
+@test "--ft bad input: with --sync ps, --zero 3, --wire, --powersgd, --sync-every, one replica, or two interfaces: one usage line naming the options" {
 	local bad name
-	for bad in "--sync ps" "--zero 1" "--wire bf16" "--powersgd 2" \
+	for bad in "--sync ps" "--zero 3" "--wire bf16" "--powersgd 2" \
 	    "--sync-every 2"; do
 		# shellcheck disable=SC2086
 		run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft $bad \
 		    --world-size 2 --rank 0 --master 127.0.0.1:1
 		echo "$stderr"
 		name=${bad% *}
-		[ "$name" = --sync ] && name=$bad
+		case $name in --sync | --zero) name=$bad ;; esac
 		[ "${stderr_lines[0]}" = "collx-dp: --ft goes with plain allreduce, not $name (the state a replica holds would leave with it)" ]
 	done
 	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft

@@ -69,17 +69,19 @@ same_as_ref() {
 	[ $((SECONDS - start)) -le 60 ]
 }
 
-# copy_fault VICTIM: 4 ranks of the larger model under collx-run
+# copy_fault VICTIM [OPTION...]: 4 ranks of the larger model under collx-run
 # --max-restarts 2; rank 2 killed at step 5 and started again; once its
 # links to the others are up (the table came, the copy of the state
 # begins), rank 0, the replica it copies from, is stopped, so the copy
 # cannot end; then VICTIM (joiner: rank 2 again; sender: rank 0) is
 # killed and rank 0 continued. The others go on, the victim is started
 # again and rejoins, the weights are those of a run without failures.
+# The options go to the --ft run (--zero: the state copied is the
+# slices, cut again over the replicas).
 copy_fault() {
 	local run joiner sender rc start
 	collx-dp "${BIG[@]}" -q -o ref.safetensors
-	ft_run 2 "${BIG[@]}"
+	ft_run 2 "${BIG[@]}" "${@:2}"
 	run=$RUN
 	wait_line '^collx-dp: step 5 '
 	kill -KILL "$(rank_pid "$run" 2)"
@@ -114,6 +116,14 @@ copy_fault() {
 
 @test "--ft faults: the rank sending the state killed during the copy: the rank started again copies from another, the sender is started again and rejoins" {
 	copy_fault sender
+}
+
+@test "--ft --zero 1 faults: the rank started again killed while the slices are cut again: the others go on, it is started again and rejoins" {
+	copy_fault joiner --zero 1
+}
+
+@test "--ft --zero 2 faults: the rank sending slice 0 killed while the slices are cut again: its mirror at rank 3 stands in, it is started again and rejoins" {
+	copy_fault sender --zero 2
 }
 
 @test "--ft faults: a namespace cut off (its link down) at step 20: the half with rank 0 goes on to the weights of a run without failures; the other half stops with exit 1, naming the ranks it lost, within 3 timeouts and 5 s" {

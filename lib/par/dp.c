@@ -231,6 +231,11 @@ sync_step(struct dp_run *r, double *loss)
 	else if (r->bucket_fn != NULL) {
 		if (r->ovl == NULL && dp_buckets_sync(r) < 0)
 			return -1;
+		/* --ft: the loss's allreduce, before the update, is the
+		 * step's agreement (dp_ft_zero.c) */
+		if (r->ftz != NULL)
+			return dp_ftz_mirror(r) < 0 || loss_reduce(r, loss) < 0 ?
+			    -1 : dp_ftz_update(r, *loss);
 		if (cfg->dpo.zero > 0 && zero_update(r) < 0)
 			return -1;
 	} else if (r->cl != NULL) {
@@ -381,6 +386,7 @@ run_mem(const struct dp_run *r, struct dp_mem *mem)
 	    dp_zero_grad_bytes(dp_fsdp_zero(r->fsdp), 0) :
 	    r->cfg->dpo.zero > 0 ? dp_zero_grad_bytes(&r->zero,
 	    r->m->nparams) : r->m->nparams * sizeof(float);
+	dp_ftz_mem(r, mem);
 }
 
 static int
@@ -507,6 +513,8 @@ run_init(struct dp_run *r)
 		return -1;
 	/* a rank started again copies the others' state instead */
 	if (!r->joining && dp_verify_same(r, "before training") < 0)
+		return -1;
+	if (cfg->ft && cfg->dpo.zero > 0 && dp_ftz_init(r) < 0)
 		return -1;
 	if (r->fsdp != NULL)
 		dp_fsdp_release_all(r->fsdp);

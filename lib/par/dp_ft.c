@@ -14,6 +14,9 @@
  * rank it admits takes the state of the one furthest on the same way
  * (it has done no step), then trains on with the others, each taking its
  * share of the batch among more replicas.
+ *
+ * Under ZeRO 1 and 2 no rank holds the whole optimizer state: the step
+ * is settled and the slices cut again instead (dp_ft_zero.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +58,23 @@ dp_ft_departed(struct comm *a, struct comm *b, char *buf, size_t len)
 	}
 }
 
+/* Rank root's parameters and whole optimizer state on every replica
+ * (under ZeRO they come sliced: state_copy). 0, or -1 (comm_error). */
+static int
+whole_state(struct dp_run *r, int root)
+{
+	struct comm *c = r->c;
+
+	if (r->ftz != NULL)
+		return 0;
+	return coll_broadcast(c, r->m->params, r->m->nparams, DT_F32, root,
+	    COLL_AUTO) < 0 || coll_broadcast(c, &r->opt.t, 1, DT_I64, root,
+	    COLL_AUTO) < 0 || (r->opt.m != NULL && coll_broadcast(c, r->opt.m,
+	    r->opt.count, DT_F32, root, COLL_AUTO) < 0) || (r->opt.v != NULL &&
+	    coll_broadcast(c, r->opt.v, r->opt.count, DT_F32, root,
+	    COLL_AUTO) < 0) ? -1 : 0;
+}
+
 /* Every survivor at the step of the one furthest on: *k, the steps done
  * here, made the group's most, with that rank's parameters, optimizer
  * state and records of the steps the others missed. 0, or -1
@@ -76,17 +96,28 @@ catch_up(struct dp_run *r, long *k, struct train_step *s)
 		return -1;
 	from = (long)-v[1];
 	comm_set_step(c, "--ft: the state of rank %d", (int)root);
-	if (coll_broadcast(c, r->m->params, r->m->nparams, DT_F32, (int)root,
-	    COLL_AUTO) < 0 || coll_broadcast(c, &r->opt.t, 1, DT_I64,
-	    (int)root, COLL_AUTO) < 0 || (r->opt.m != NULL &&
-	    coll_broadcast(c, r->opt.m, r->opt.count, DT_F32, (int)root,
-	    COLL_AUTO) < 0) || (r->opt.v != NULL && coll_broadcast(c, r->opt.v,
-	    r->opt.count, DT_F32, (int)root, COLL_AUTO) < 0) ||
-	    coll_broadcast(c, s + from, (size_t)(v[0] - from) * sizeof(*s),
-	    DT_U8, (int)root, COLL_AUTO) < 0)
+	if (whole_state(r, (int)root) < 0 || coll_broadcast(c, s + from,
+	    (size_t)(v[0] - from) * sizeof(*s), DT_U8, (int)root,
+	    COLL_AUTO) < 0)
 		return -1;
 	*k = (long)v[0];
 	return 0;
+}
+
+/* The replicas at one state after a change of the group: catch_up's,
+ * under ZeRO the step the first settled and the slices cut again
+ * (dp_ft_zero.c). 0, -1 (comm_error, or r->err for ZeRO), or -2 (a ZeRO
+ * slice lost: no retry). */
+static int
+state_copy(struct dp_run *r, long *k, struct train_step *s)
+{
+	if (r->ftz == NULL)
+		return catch_up(r, k, s) < 0 ? dp_comm_failed(r) : 0;
+	if (dp_ftz_settle(r, k, s) < 0)
+		return -1;
+	if (catch_up(r, k, s) < 0)
+		return dp_comm_failed(r);
+	return dp_ftz_recut(r);
 }
 
 /* The run on group sub from now on (the group before closed): this
@@ -135,6 +166,7 @@ dp_ft_grow(struct dp_run *r, long *k, struct train_step *s)
 
 	if (!r->cfg->ft)
 		return 0;
+	dp_ftz_begin(r);
 	if (r->joining) {	/* admitted at this step's start already */
 		r->joining = 0;
 		return 0;
@@ -144,10 +176,8 @@ dp_ft_grow(struct dp_run *r, long *k, struct train_step *s)
 	if (sub == NULL)
 		return 0;
 	dp_ft_departed(sub, r->c, who, sizeof(who));
-	if (adopt(r, sub) < 0)
+	if (adopt(r, sub) < 0 || state_copy(r, k, s) < 0)
 		return -1;
-	if (catch_up(r, k, s) < 0)
-		return dp_comm_failed(r);
 	r->fresh = 0;
 	say_joined(r, *k, who, t0);
 	return 0;
@@ -174,8 +204,8 @@ dp_ft_joined(struct dp_run *r, long *k, struct train_step *s)
 	double t0 = cli_now();
 
 	snprintf(who, sizeof(who), "%d", comm_world_rank(r->c, r->rank));
-	if (catch_up(r, k, s) < 0)
-		return dp_comm_failed(r);
+	if (state_copy(r, k, s) < 0)
+		return -1;
 	r->fresh = 0;
 	say_joined(r, *k, who, t0);
 	return 0;
@@ -220,7 +250,7 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 {
 	struct comm *sub;
 	char e[COLLX_ERRLEN], left[256], fresh[256];
-	int tries, before = r->world;
+	int tries, before = r->world, rc = -1;
 	double t0 = cli_now();
 
 	if (!r->cfg->ft || r->kind != TRAIN_ERR_RUNTIME ||
@@ -241,8 +271,9 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 		}
 		if (adopt(r, sub) < 0)
 			return -1;
-		if (catch_up(r, k, s) == 0 &&
-		    fresh_ranks(r, fresh, sizeof(fresh)) == 0)
+		if ((rc = state_copy(r, k, s)) == -2)
+			return -1;
+		if (rc == 0 && fresh_ranks(r, fresh, sizeof(fresh)) == 0)
 			break;
 	}
 	if (tries == FT_TRIES)
@@ -262,6 +293,7 @@ dp_ft_recover(struct dp_run *r, long *k, struct train_step *s)
 void
 dp_ft_free(struct dp_run *r)
 {
+	dp_ftz_free(r);
 	comm_close(r->ft_group);
 	r->ft_group = NULL;
 }

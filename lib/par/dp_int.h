@@ -11,6 +11,7 @@
 #include "par/dp_sync.h"
 
 struct dp_ovl;
+struct dp_ftz;
 
 /* A parameter server running in this rank (colocated async mode). */
 struct colo_server {
@@ -65,6 +66,7 @@ struct dp_run {
 	int joining;			/* --ft: started again, to copy the
 					 * state of the others */
 	int fresh;			/* and that copy not yet complete */
+	struct dp_ftz *ftz;		/* --ft under ZeRO 1/2, or NULL */
 	enum train_err kind;
 	char *err;
 	size_t errlen;
@@ -123,6 +125,25 @@ int dp_ft_grow(struct dp_run *r, long *k, struct train_step *s);
 int dp_ft_rejoin(struct dp_run *r);
 int dp_ft_joined(struct dp_run *r, long *k, struct train_step *s);
 void dp_ft_free(struct dp_run *r);
+
+/* --ft under ZeRO 1 and 2 (dp_ft_zero.c; the scheme: the file's
+ * comment). init after the state is final (resumed), a slice's mirror at
+ * its ring predecessor; begin: a step starts; mirror: after the
+ * reduce-scatters, the reduced slices to the mirrors; update: after the
+ * loss's allreduce (the step's agreement), this rank's slices stepped and
+ * the parameters allgathered; settle: at a recovery, the replicas at the
+ * same step applied (*k and s[] at the one past its agreement); recut:
+ * the slices cut over r->c's replicas from their owners or mirrors (-2:
+ * a slice is lost); mem: the mirror's bytes added (its moments and
+ * parameters, its reduced gradients). 0, or -1 (r->err). */
+int dp_ftz_init(struct dp_run *r);
+void dp_ftz_begin(struct dp_run *r);
+int dp_ftz_mirror(struct dp_run *r);
+int dp_ftz_update(struct dp_run *r, double loss);
+int dp_ftz_settle(struct dp_run *r, long *k, struct train_step *s);
+int dp_ftz_recut(struct dp_run *r);
+void dp_ftz_mem(const struct dp_run *r, struct dp_mem *mem);
+void dp_ftz_free(struct dp_run *r);
 
 /* Parameter-server set-up (dp_ps.c). */
 int dp_ps_connect(struct dp_run *r, const char *addrs);

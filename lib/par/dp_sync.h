@@ -132,6 +132,8 @@ int dp_zero_init(struct dp_zero *z, int stage, struct comm *c,
     int n, struct nn_optim *opt, const struct nn_optim_cfg *oc,
     const char *what, char *err, size_t errlen);
 int dp_zero_reduce(struct dp_zero *z, float *grads, int i);
+/* Where range i's reduced slice lies (stage 1: in grads). */
+float *dp_zero_reduced(const struct dp_zero *z, float *grads, int i);
 void dp_zero_step(struct dp_zero *z, float *params, float *grads,
     float scale);
 int dp_zero_allgather(struct dp_zero *z, float *params);

@@ -128,9 +128,8 @@ reduce_scatter(struct dp_wire *w, struct comm *c, float *g, size_t off,
 	return 0;
 }
 
-/* Where range i's reduced slice lies. */
-static float *
-reduced(const struct dp_zero *z, float *grads, int i)
+float *
+dp_zero_reduced(const struct dp_zero *z, float *grads, int i)
 {
 	size_t off, len;
 
@@ -146,7 +145,7 @@ dp_zero_reduce(struct dp_zero *z, float *grads, int i)
 	comm_set_step(z->c, "reduce-scatter of the gradients of %s %d of %d",
 	    z->what, i + 1, z->n);
 	return reduce_scatter(z->wire, z->c, grads + z->rg[i].off,
-	    z->rg[i].off, z->rg[i].len, z->pad, reduced(z, grads, i),
+	    z->rg[i].off, z->rg[i].len, z->pad, dp_zero_reduced(z, grads, i),
 	    z->rs_algo);
 }
 
@@ -158,7 +157,7 @@ dp_zero_step(struct dp_zero *z, float *params, float *grads, float scale)
 	for (int i = 0; i < z->n; i++) {
 		dp_zero_slice(z, i, z->rank, &off, &len);
 		nn_optim_step(&z->opt[i], params + z->rg[i].off + off,
-		    reduced(z, grads, i), scale);
+		    dp_zero_reduced(z, grads, i), scale);
 	}
 }
 
