@@ -108,7 +108,9 @@ void dp_ovl_free(struct dp_ovl *o);
  * err). grad_bytes: the reduced gradients kept for the update (stage 1:
  * the caller's whole floats, in place). For checkpoints, pieces: which rank
  * holds which floats of the state (n * world of them into p, their
- * count returned, for ckpt.c). */
+ * count returned, for ckpt.c); whole_alloc: optimizers of whole ranges
+ * (NULL, the reason in err), for --ft's re-cut (dp_ft_zero.c); take: this
+ * rank's slices of them. */
 struct ckpt_piece;
 struct dp_zero {
 	int stage, rank, world, n;
@@ -141,6 +143,10 @@ int dp_zero_allgather(struct dp_zero *z, float *params);
 int dp_zero_allgather_one(struct dp_zero *z, float *params, int i);
 size_t dp_zero_grad_bytes(const struct dp_zero *z, size_t whole);
 size_t dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p);
+struct nn_optim *dp_zero_whole_alloc(const struct dp_zero *z,
+    const struct nn_optim_cfg *oc, char *err, size_t errlen);
+void dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w);
+void dp_zero_take(struct dp_zero *z, const struct nn_optim *whole);
 void dp_zero_free(struct dp_zero *z);
 
 struct dp_powersgd;

@@ -206,3 +206,48 @@ dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p)
 		}
 	return k;
 }
+
+struct nn_optim *
+dp_zero_whole_alloc(const struct dp_zero *z, const struct nn_optim_cfg *oc,
+    char *err, size_t errlen)
+{
+	struct nn_optim *w = calloc((size_t)z->n + 1, sizeof(*w));
+	char e[COLLX_ERRLEN];
+
+	if (w == NULL) {
+		cli_fail(err, errlen, "rank %d: out of memory", z->rank);
+		return NULL;
+	}
+	for (int i = 0; i < z->n; i++)
+		if (nn_optim_init(&w[i], oc, z->rg[i].len, e, sizeof(e)) < 0) {
+			dp_zero_whole_free(z, w);
+			cli_fail(err, errlen, "rank %d: %s", z->rank, e);
+			return NULL;
+		}
+	return w;
+}
+
+void
+dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w)
+{
+	for (int i = 0; w != NULL && i < z->n; i++)
+		nn_optim_free(&w[i]);
+	free(w);
+}
+
+void
+dp_zero_take(struct dp_zero *z, const struct nn_optim *whole)
+{
+	size_t off, len;
+
+	for (int i = 0; i < z->n; i++) {
+		struct nn_optim *o = &z->opt[i];
+
+		dp_zero_slice(z, i, z->rank, &off, &len);
+		if (o->m != NULL)
+			memcpy(o->m, whole[i].m + off, len * sizeof(float));
+		if (o->v != NULL)
+			memcpy(o->v, whole[i].v + off, len * sizeof(float));
+		o->t = whole[i].t;
+	}
+}
