@@ -13,7 +13,8 @@
  * 0 where it does not, -1 with the reason in err. */
 int nn_dnnl_init(char *err, size_t errlen);
 /* c[m,n] = alpha * op(a) op(b) + beta * c (+ bias, f32 [n], to every row,
- * where not NULL), ldc c's row stride; a and b
+ * where not NULL; then + res, f32 [m,n] dense, where not NULL), ldc c's
+ * row stride; a and b
  * are the stored matrices packed dense in bf16 (a [m,k], or [k,m] when ta;
  * b [k,n], or [n,k] when tb). nb > 1: nb such products at once, the
  * matrices of each operand one after another, c dense (ldc n). One
@@ -21,7 +22,7 @@ int nn_dnnl_init(char *err, size_t errlen);
  * refused the shape. */
 int nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, const float *bias,
-    float *c, int ldc);
+    const float *res, float *c, int ldc);
 /* The implementations that ran, oneDNN's names with each one's share of
  * the multiply-adds: "brg:avx512_core_bf16 (93%), gemm:jit (7%)"; "" before
  * the first. */
@@ -39,6 +40,10 @@ void nn_dnnl_threads(int n);
  * summed into db meanwhile. */
 void nn_gemm_linear(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
+/* nn_gemm_linear, then out += res ([n, o], not out): native bf16 adds it
+ * in oneDNN's pass (the same f32 sums), else as nn_add. */
+void nn_gemm_linear_add(float *out, const float *inp, const float *w,
+    const float *b, const float *res, int n, int in, int o);
 void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
     const float *dout, const float *inp, const float *w, int n, int in,
     int o, int set);
@@ -78,7 +83,9 @@ float *nn_bf16_keep_f32(const float *x, int rows, int cols, int add);
 
 /* LayerNorm's and the activation's forward passes that also round their
  * output into h (NULL: as nn_layernorm_forward and nn_act_forward); dg (or
- * NULL) receives GELU's derivative at each input (no other act's). */
+ * NULL) receives GELU's derivative at each input (no other act's). GELU
+ * with h a kept copy (nn_bf16_keep_room) may have out NULL: its f32
+ * output is then not written, every product taking the copy instead. */
 void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
     float *rstd, const float *inp, const float *w, const float *b, int n,
     int c);

@@ -35,6 +35,19 @@ nn_linear_forward(float *out, const float *inp, const float *w,
 	nn_gemm_linear(out, inp, w, b, n, in, o);
 }
 
+void
+nn_linear_forward_add(float *out, const float *inp, const float *w,
+    const float *b, const float *res, int n, int in, int o)
+{
+	if (res && n > 0 && in > 0 && o > 0) {
+		nn_gemm_linear_add(out, inp, w, b, res, n, in, o);
+		return;
+	}
+	nn_linear_forward(out, inp, w, b, n, in, o);
+	if (res && n > 0 && o > 0)
+		nn_add(out, res, (size_t)n * o);
+}
+
 static void
 linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o, int set)
@@ -163,18 +176,21 @@ NN_CLONES static void
 gelu_forward_h(float *out, uint16_t *h, float *dg, const float *inp,
     size_t count)
 {
+	float chunk[NN_CHUNK];
+
 	for (size_t i = 0; i < count; i += NN_CHUNK) {
 		size_t c = count - i < NN_CHUNK ? count - i : NN_CHUNK, j = 0;
+		/* no f32 output: the chunk's values only pass through */
+		float *o = out ? out + i : chunk;
 		if (!dg)
-			gelu_spans(out + i, inp + i, c);
+			gelu_spans(o, inp + i, c);
 		for (; dg && j + NN_LANES <= c; j += NN_LANES)
-			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
+			gelu_dg_span(o + j, dg + i + j, inp + i + j,
 			    NN_LANES);
 		if (dg)
-			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
-			    c - j);
+			gelu_dg_span(o + j, dg + i + j, inp + i + j, c - j);
 		if (h)
-			nn_bf16_round(h + i, out + i, (int)c);
+			nn_bf16_round(h + i, o, (int)c);
 	}
 }
 
