@@ -565,6 +565,18 @@ heads_put(const struct nn_bview *dst, const float *src, int add)
 		}
 }
 
+/* The heads of dst's kept bf16 copy h (dst's [rows, nb/per heads] layout,
+ * dense) = the dense [nb, s, hd] src rounded, dst itself unwritten. */
+NN_INLINE void
+heads_put_h(uint16_t *h, const struct nn_bview *dst, const float *src)
+{
+	for (int i = 0; i < dst->nb; i++)
+		for (int r = 0; r < dst->rows; r++)
+			nn_bf16_round(h + (nn_bview_at(dst, i) - dst->p) +
+			    (size_t)r * dst->ld, src + ((size_t)i * dst->rows +
+			    r) * dst->cols, dst->cols);
+}
+
 /*
  * bf16 where oneDNN runs it natively: every head at once, one batched
  * product for each of attention's matrix products (a product of one
@@ -584,7 +596,7 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	struct nn_bview ho = heads_view(out, b, s, nh, hd);
 	struct nn_bview ha = dense_view(att, B, s);
 	const uint16_t *Q, *K, *V;
-	uint16_t *A;
+	uint16_t *A, *H;
 	float *O;
 
 	if (nn_bf16_begin() < 0)
@@ -603,7 +615,12 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	}
 	if (nn_bf16_bmm(B, 0, 0, s, hd, s, 1.0f, A, V, O) < 0)
 		goto out;
-	heads_put(&ho, O, 0);
+	/* recording a pass: out's only readers, the projection's products,
+	 * take its bf16 copy, rounded here from O */
+	if ((H = nn_bf16_keep_room(out, b * s, nh * hd)))
+		heads_put_h(H, &ho, O);
+	else
+		heads_put(&ho, O, 0);
 	rc = 0;
 out:
 	nn_bf16_end();

@@ -117,7 +117,9 @@ void nn_layernorm_backward(float *dinp, float *dw, float *db,
  * every row), att [b, nh, s, s] receives the softmax probabilities
  * softmax(q k^T / sqrt(hd)) (masked to j <= i when causal), saved for the
  * backward pass. A tensor-parallel or Ulysses form calls it on its own
- * subset of heads.
+ * subset of heads. In native bf16 while a model's pass records its bf16
+ * copies (lib/nn's run), out is kept in bf16 only: every reader of it
+ * there is a product, which takes that copy.
  */
 void nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal);
