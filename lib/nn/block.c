@@ -209,11 +209,17 @@ nn_block_forward(float *y, struct nn_block_acts *a,
 	int n = sh->b * sh->s, d = sh->d;
 
 	if (!sh->post_norm) {
-		nn_layernorm_forward_h(a->ln1, nn_bf16_keep_room(a->ln1, n, d),
+		/* pre-norm, unhooked: the norms' outputs feed products only,
+		 * which take their kept bf16 copies (no f32 written then) */
+		uint16_t *h1 = nn_bf16_keep_room(a->ln1, n, d), *h2;
+		int plain = !hk && sh->moe.experts == 0;
+
+		nn_layernorm_forward_h(plain && h1 ? NULL : a->ln1, h1,
 		    a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, n, d);
 		if (attn_forward(a->h, a, w, a->ln1, x, sh, hk) < 0)
 			return -1;
-		nn_layernorm_forward_h(a->ln2, nn_bf16_keep_room(a->ln2, n, d),
+		h2 = nn_bf16_keep_room(a->ln2, n, d);
+		nn_layernorm_forward_h(plain && h2 ? NULL : a->ln2, h2,
 		    a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w, w->ln2_b, n, d);
 		return mlp_forward(y, a, w, a->ln2, a->h, sh, hk);
 	}

@@ -83,9 +83,10 @@ float *nn_bf16_keep_f32(const float *x, int rows, int cols, int add);
 
 /* LayerNorm's and the activation's forward passes that also round their
  * output into h (NULL: as nn_layernorm_forward and nn_act_forward); dg (or
- * NULL) receives GELU's derivative at each input (no other act's). GELU
- * with h a kept copy (nn_bf16_keep_room) may have out NULL: its f32
- * output is then not written, every product taking the copy instead. */
+ * NULL) receives GELU's derivative at each input (no other act's). With
+ * h a kept copy (nn_bf16_keep_room), LayerNorm, and GELU, may have out
+ * NULL: the f32 output is then not written, every product taking the
+ * copy instead. */
 void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
     float *rstd, const float *inp, const float *w, const float *b, int n,
     int c);

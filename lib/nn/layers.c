@@ -411,22 +411,27 @@ NN_CLONES void
 nn_layernorm_forward_h(float *out, uint16_t *h, float *mean, float *rstd,
     const float *inp, const float *w, const float *b, int n, int c)
 {
+	float chunk[NN_CHUNK];
+
 	for (int r = 0; r < n; r++) {
 		const float *x = inp + (size_t)r * c;
-		float *y = out + (size_t)r * c;
 		float m = vec_reduce(VEC_SUM, x, NULL, 0.0f, (size_t)c) / c;
 		float v = vec_reduce(VEC_SQDEV, x, NULL, m, (size_t)c) / c;
 		float s = 1.0f / sqrtf(v + NN_LN_EPS);
-		int i;
-		for (i = 0; i + NN_LANES <= c; i += NN_LANES)
-			ln_span(y + i, x + i, m, s, w ? w + i : ln_ones,
-			    b ? b + i : ln_zeros, NN_LANES);
-		ln_span(y + i, x + i, m, s, w ? w + i : ln_ones,
-		    b ? b + i : ln_zeros, (size_t)(c - i));
+		/* no f32 output: a chunk of the row at a time passes through */
+		for (int j = 0; j < c; j += NN_CHUNK) {
+			int e = c - j < NN_CHUNK ? c - j : NN_CHUNK, i;
+			float *y = out ? out + (size_t)r * c + j : chunk;
+			for (i = 0; i + NN_LANES <= e; i += NN_LANES)
+				ln_span(y + i, x + j + i, m, s, w ? w + j + i :
+				    ln_ones, b ? b + j + i : ln_zeros, NN_LANES);
+			ln_span(y + i, x + j + i, m, s, w ? w + j + i :
+			    ln_ones, b ? b + j + i : ln_zeros, (size_t)(e - i));
+			if (h)
+				nn_bf16_round(h + (size_t)r * c + j, y, e);
+		}
 		mean[r] = m;
 		rstd[r] = s;
-		if (h)
-			nn_bf16_round(h + (size_t)r * c, y, c);
 	}
 }
 
