@@ -146,15 +146,24 @@ attn_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
 	int split = hk && hk->reduce;
 
-	nn_linear_forward(a->q, in, w->q_w, w->q_b, n, d, c);
-	nn_linear_forward(a->k, in, w->k_w, w->k_b, n, d, c);
-	nn_linear_forward(a->v, in, w->v_w, w->v_b, n, d, c);
 	if (hk && hk->attn_fwd) {
+		nn_linear_forward(a->q, in, w->q_w, w->q_b, n, d, c);
+		nn_linear_forward(a->k, in, w->k_w, w->k_b, n, d, c);
+		nn_linear_forward(a->v, in, w->v_w, w->v_b, n, d, c);
 		if (hk->attn_fwd(hk->ctx, a->atty, a->q, a->k, a->v) < 0)
 			return -1;
-	} else
+	} else {
+		/* q, k, v feed attention's products only: while a pass
+		 * records, straight into their kept bf16 heads */
+		nn_linear_forward_heads(a->q, in, w->q_w, w->q_b, sh->b, sh->s,
+		    sh->nh, sh->hd, d);
+		nn_linear_forward_heads(a->k, in, w->k_w, w->k_b, sh->b, sh->s,
+		    sh->nh, sh->hd, d);
+		nn_linear_forward_heads(a->v, in, w->v_w, w->v_b, sh->b, sh->s,
+		    sh->nh, sh->hd, d);
 		nn_attention_forward(a->atty, a->att, a->q, a->k, a->v, sh->b,
 		    sh->s, sh->nh, sh->hd, sh->causal);
+	}
 	/* unsplit, the residual joins the projection (one pass less in
 	 * bf16; f32 adds it after, as the split form) */
 	nn_linear_forward_add(out, a->atty, w->o_w, split ? NULL : w->o_b,

@@ -511,6 +511,64 @@ nn_gemm_linear_add(float *out, const float *inp, const float *w,
 	nn_add(out, res, (size_t)n * o);
 }
 
+int
+nn_gemm_linear_heads(const struct nn_bview *hv, const float *inp,
+    const float *w, const float *b, int n, int in, int o)
+{
+	int rc = -1;
+
+	if (precision != NN_PREC_BF16 || portable || !keep.record ||
+	    keep_find(hv))
+		return -1;
+#ifdef COLLX_DNNL
+	const uint16_t *ha, *hb;
+	uint16_t *room = NULL, *t;
+
+	pthread_mutex_lock(&lock);
+	/* the room listed last, after the operands' copies: unlisted
+	 * again on a failure */
+	if ((ha = operand(&abuf, &acap, inp, n, in, in, NULL)) &&
+	    (hb = operand(&bbuf, &bcap, w, o, in, in, NULL)) &&
+	    (room = keep_add(hv)) &&
+	    (t = grow(&cbuf, &ccap, (size_t)n * o * sizeof(*t))) &&
+	    nn_dnnl_linear_h(n, o, in, ha, hb, b, t) == 0) {
+		/* the [n, o] rows into the heads' dense matrices */
+		for (int i = 0; i < hv->nb; i++)
+			for (int r = 0; r < hv->rows; r++)
+				memcpy(room + ((size_t)i * hv->rows + r) *
+				    hv->cols, t + (nn_bview_at(hv, i) - hv->p) +
+				    (size_t)r * hv->ld, (size_t)hv->cols *
+				    sizeof(*t));
+		rc = 0;
+	}
+	if (rc < 0 && room) {	/* the caller writes the f32 values */
+		keep.n--;
+		keep.used -= (size_t)hv->nb * hv->rows * hv->cols;
+	}
+	pthread_mutex_unlock(&lock);
+#else
+	(void)inp, (void)w, (void)b, (void)n, (void)in, (void)o;
+#endif
+	return rc;
+}
+
+void
+nn_bf16_widen_kept(const struct nn_bview *v)
+{
+	const uint16_t *h = keep_find(v);
+
+	for (int i = 0; h && i < v->nb; i++)
+		for (int r = 0; r < v->rows; r++) {
+			float *d = nn_bview_at(v, i) + (size_t)r * v->ld;
+			const uint16_t *e = h + ((size_t)i * v->rows + r) *
+			    v->cols;
+			for (int j = 0; j < v->cols; j++) {
+				uint32_t u = (uint32_t)e[j] << 16;
+				memcpy(d + j, &u, sizeof(u));
+			}
+		}
+}
+
 /* db += dout's rows, one after another. */
 NN_CLONES static void
 row_sums(float *db, const float *dout, int n, int o)

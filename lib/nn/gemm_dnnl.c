@@ -15,7 +15,7 @@
 #define GEMM_CACHE 128
 
 struct gemm_key {
-	int nb, ta, tb, m, n, k, ldc, bias, res;
+	int nb, ta, tb, m, n, k, ldc, bias, res, hdst;
 	float alpha, beta;
 };
 
@@ -135,7 +135,8 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 
 	md(&s, key->nb, key->m, key->k, key->ta, key->k, dnnl_bf16);
 	md(&w, key->nb, key->k, key->n, key->tb, key->n, dnnl_bf16);
-	md(&d, key->nb, key->m, key->n, 0, key->ldc, dnnl_f32);
+	md(&d, key->nb, key->m, key->n, 0, key->ldc, key->hdst ? dnnl_bf16 :
+	    dnnl_f32);
 	md(&b, 1, 1, key->n, 0, key->n, dnnl_f32);	/* unbatched only */
 	if (dnnl_matmul_desc_init(&desc, &s, &w, key->bias ? &b : NULL, &d) !=
 	    dnnl_success ||
@@ -222,29 +223,16 @@ lookup(const struct gemm_key *key)
 	return p;
 }
 
-int
-nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
-    const uint16_t *a, const uint16_t *b, float beta, const float *bias,
-    const float *res, float *c, int ldc)
+/* key's product (key zeroed first: memcmp, no padding bytes unset) on
+ * these operands; c is bf16 where key->hdst. 0 or -1. */
+static int
+run(const struct gemm_key *key, const uint16_t *a, const uint16_t *b,
+    const float *bias, const float *res, void *c)
 {
-	struct gemm_key key;
 	struct gemm_prim *p;
 	int nargs = 3;
 
-	/* memcmp on the key: no padding bytes left unset. */
-	memset(&key, 0, sizeof key);
-	key.nb = nb;
-	key.ta = ta;
-	key.tb = tb;
-	key.m = m;
-	key.n = n;
-	key.k = k;
-	key.ldc = ldc;
-	key.alpha = alpha;
-	key.beta = beta;
-	key.bias = bias != NULL;
-	key.res = res != NULL;
-	if (!(p = lookup(&key)))
+	if (!(p = lookup(key)))
 		return -1;
 	dnnl_memory_set_data_handle(p->src, (void *)a);
 	dnnl_memory_set_data_handle(p->wei, (void *)b);
@@ -260,7 +248,7 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
 	if (res) {
 		dnnl_memory_set_data_handle(p->res, (void *)res);
 		args[nargs++] = (dnnl_exec_arg_t){
-		    DNNL_ARG_ATTR_MULTIPLE_POST_OP(key.beta != 0.0f) |
+		    DNNL_ARG_ATTR_MULTIPLE_POST_OP(key->beta != 0.0f) |
 		    DNNL_ARG_SRC_1, p->res };
 	}
 	/* oneDNN runs on OpenMP here: its regions take the program's
@@ -270,6 +258,47 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
 	    dnnl_success ||
 	    dnnl_stream_wait(stream) != dnnl_success)
 		return -1;
-	impls[p->impl].macs += (double)nb * m * n * k;
+	impls[p->impl].macs += (double)key->nb * key->m * key->n * key->k;
 	return 0;
+}
+
+int
+nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *b, float beta, const float *bias,
+    const float *res, float *c, int ldc)
+{
+	struct gemm_key key;
+
+	memset(&key, 0, sizeof key);
+	key.nb = nb;
+	key.ta = ta;
+	key.tb = tb;
+	key.m = m;
+	key.n = n;
+	key.k = k;
+	key.ldc = ldc;
+	key.alpha = alpha;
+	key.beta = beta;
+	key.bias = bias != NULL;
+	key.res = res != NULL;
+	return run(&key, a, b, bias, res, c);
+}
+
+int
+nn_dnnl_linear_h(int m, int n, int k, const uint16_t *a, const uint16_t *b,
+    const float *bias, uint16_t *c)
+{
+	struct gemm_key key;
+
+	memset(&key, 0, sizeof key);
+	key.nb = 1;
+	key.tb = 1;
+	key.m = m;
+	key.n = n;
+	key.k = k;
+	key.ldc = n;
+	key.alpha = 1.0f;
+	key.bias = bias != NULL;
+	key.hdst = 1;
+	return run(&key, a, b, bias, NULL, c);
 }

@@ -570,6 +570,34 @@ heads_put(const struct nn_bview *dst, const float *src, int add)
 		}
 }
 
+void
+nn_linear_forward_heads(float *out, const float *inp, const float *w,
+    const float *b, int bsz, int s, int nh, int hd, int in)
+{
+	struct nn_bview hv = heads_view(out, bsz, s, nh, hd);
+	int n = bsz * s;
+
+	if (n > 0 && in > 0 && nh * hd > 0 && nn_gemm_linear_heads(&hv, inp,
+	    w, b, n, in, nh * hd) == 0)
+		return;
+	nn_linear_forward(out, inp, w, b, n, in, nh * hd);
+}
+
+/* q, k and v's f32 values where nn_linear_forward_heads kept them in
+ * bf16 only, for the head-by-head paths (which round them again: the
+ * same operands). */
+static void
+widen_qkv(const float *q, const float *k, const float *v, int b, int s,
+    int nh, int hd)
+{
+	const float *m[3] = { q, k, v };
+
+	for (int i = 0; i < 3; i++) {
+		struct nn_bview hv = heads_view(m[i], b, s, nh, hd);
+		nn_bf16_widen_kept(&hv);
+	}
+}
+
 /* The heads of dst's kept bf16 copy h (dst's [rows, nb/per heads] layout,
  * dense) = the dense [nb, s, hd] src rounded, dst itself unwritten. */
 NN_INLINE void
@@ -641,6 +669,7 @@ nn_attention_forward(float *out, float *att, const float *q,
 	if (attention_forward_bf16(out, att, q, k, v, b, s, nh, hd,
 	    causal) == 0)
 		return;
+	widen_qkv(q, k, v, b, s, nh, hd);
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)
@@ -772,6 +801,7 @@ attention_backward(float *dq, float *dk, float *dv, float *scratch,
 	if (attention_backward_bf16(&dq, &dk, &dv, dout, att, q, k, v, b, s,
 	    nh, hd, set) == 0)
 		return;
+	widen_qkv(q, k, v, b, s, nh, hd);
 	float *left[3] = { dq, dk, dv };	/* what the batched path left */
 
 	for (int i = 0; set && i < 3; i++)
