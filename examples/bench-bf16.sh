@@ -15,9 +15,11 @@
 # rounds that interleave every run. Then, with perf (linux-perf), the
 # share of a bf16 gpt step (1 rank) spent in oneDNN's kernels: its JIT
 # code and libdnnl, against every sample of the process.
+# With OLD_BIN, another build's collx-dp also runs the gpt in bf16 in the
+# same rounds (column "old bf16", and "bf16 vs old": old step / this one).
 # Prints markdown tables.
 # usage: examples/bench-bf16.sh [ROUNDS]   (ROUNDS 3)
-#        env STEPS=12, BATCH=8
+#        env STEPS=12, BATCH=8, OLD_BIN
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -67,10 +69,13 @@ launch() {
 for r in $(seq "$rounds"); do
 	echo "bench-bf16.sh: round $r of $rounds" >&2
 	for n in 1 2; do
-		for p in f32 bf16; do
-			launch "$n" "$(command -v collx-dp)" -m gpt.safetensors \
+		for p in f32 bf16 ${OLD_BIN:+old_bf16}; do
+			dp=$(command -v collx-dp)
+			[ "$p" != old_bf16 ] || dp=$OLD_BIN/collx-dp
+			launch "$n" "$dp" -m gpt.safetensors \
 			    --data "$TEXT" --batch "$batch" --steps "$steps" \
-			    --optimizer adamw -q --precision "$p" --loss-csv l.csv
+			    --optimizer adamw -q --precision "${p#old_}" \
+			    --loss-csv l.csv
 			echo "gpt_$n collx_$p $(csv_step l.csv)" >>times.txt
 		done
 		launch "$n" "$PY" "$here/peers/torch_autocast.py" "$TEXT" 256 4 4 \
@@ -102,14 +107,18 @@ awk '{ k = $1 " " $2; s[k] = s[k] " " $3
 		if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return a[int((m + 1) / 2)] }
     END {
-	print "| case | collx f32 | collx bf16 | torch autocast bf16 | bf16 vs f32 | bf16 vs torch |"
-	print "| --- | ---: | ---: | ---: | ---: | ---: |"
+	print "| case | collx f32 | collx bf16 | torch autocast bf16 | bf16 vs f32 | bf16 vs torch |" \
+	    (old ? " old bf16 | bf16 vs old |" : "")
+	print "| --- | ---: | ---: | ---: | ---: | ---: |" (old ? " ---: | ---: |" : "")
 	for (i = 1; i <= n; i++) { c = order[i]
 		f = med(s[c " collx_f32"]); b = med(s[c " collx_bf16"])
 		t = (c " torch_autocast") in s ? med(s[c " torch_autocast"]) : 0
-		printf "| %s | %.4f | %.4f | %s | %.2fx | %s |\n", c, f, b,
+		o = (c " collx_old_bf16") in s ? med(s[c " collx_old_bf16"]) : 0
+		x = o ? sprintf(" %.4f | %.2fx |", o, o / b) : " - | - |"
+		printf "| %s | %.4f | %.4f | %s | %.2fx | %s |%s\n", c, f, b,
 		    t ? sprintf("%.4f", t) : "-", f / b,
-		    t ? sprintf("%.2fx", t / b) : "-" } }' times.txt
+		    t ? sprintf("%.2fx", t / b) : "-", old ? x : "" } }' \
+    old="${OLD_BIN:+1}" times.txt
 
 if command -v perf >/dev/null 2>&1 &&
     perf record -q -F 2000 -o perf.data -- collx-dp -m gpt.safetensors \

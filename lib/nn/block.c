@@ -11,13 +11,23 @@ void
 nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act)
 {
+	nn_mlp_forward_add(y, a, w, x, NULL, n, in, h, o, act);
+}
+
+void
+nn_mlp_forward_add(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
+    const float *x, const float *res, int n, int in, int h, int o,
+    enum nn_act act)
+{
 	nn_linear_forward(a->fc1, x, w->fc1_w, w->fc1_b, n, in, h);
 	uint16_t *hg = nn_bf16_keep_room(a->gelu, n, h);
+	int kept = hg && act == NN_ACT_GELU;
 
-	/* GELU's derivative kept beside (where the bf16 copies are) */
-	nn_act_forward_h(act, a->gelu, hg, hg && act == NN_ACT_GELU ?
+	/* GELU's derivative kept beside (where the bf16 copies are); with
+	 * its output kept in bf16, the f32 output has no reader */
+	nn_act_forward_h(act, kept ? NULL : a->gelu, hg, kept ?
 	    nn_bf16_keep_f32(a->fc1, n, h, 1) : NULL, a->fc1, (size_t)n * h);
-	nn_linear_forward(y, a->gelu, w->fc2_w, w->fc2_b, n, h, o);
+	nn_linear_forward_add(y, a->gelu, w->fc2_w, w->fc2_b, res, n, h, o);
 }
 
 void
@@ -136,20 +146,33 @@ attn_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 	int n = sh->b * sh->s, c = sh->nh * sh->hd, d = sh->d;
 	int split = hk && hk->reduce;
 
-	nn_linear_forward(a->q, in, w->q_w, w->q_b, n, d, c);
-	nn_linear_forward(a->k, in, w->k_w, w->k_b, n, d, c);
-	nn_linear_forward(a->v, in, w->v_w, w->v_b, n, d, c);
 	if (hk && hk->attn_fwd) {
+		nn_linear_forward(a->q, in, w->q_w, w->q_b, n, d, c);
+		nn_linear_forward(a->k, in, w->k_w, w->k_b, n, d, c);
+		nn_linear_forward(a->v, in, w->v_w, w->v_b, n, d, c);
 		if (hk->attn_fwd(hk->ctx, a->atty, a->q, a->k, a->v) < 0)
 			return -1;
-	} else
+	} else {
+		/* q, k, v feed attention's products only: while a pass
+		 * records, straight into their kept bf16 heads */
+		nn_linear_forward_heads(a->q, in, w->q_w, w->q_b, sh->b, sh->s,
+		    sh->nh, sh->hd, d);
+		nn_linear_forward_heads(a->k, in, w->k_w, w->k_b, sh->b, sh->s,
+		    sh->nh, sh->hd, d);
+		nn_linear_forward_heads(a->v, in, w->v_w, w->v_b, sh->b, sh->s,
+		    sh->nh, sh->hd, d);
 		nn_attention_forward(a->atty, a->att, a->q, a->k, a->v, sh->b,
 		    sh->s, sh->nh, sh->hd, sh->causal);
-	nn_linear_forward(out, a->atty, w->o_w, split ? NULL : w->o_b, n, c, d);
+	}
+	/* unsplit, the residual joins the projection (one pass less in
+	 * bf16; f32 adds it after, as the split form) */
+	nn_linear_forward_add(out, a->atty, w->o_w, split ? NULL : w->o_b,
+	    split ? NULL : res, n, c, d);
+	if (!split)
+		return 0;
 	if (hook_reduce(hk, NN_HOOK_ATTN_FWD, out, (size_t)n * d) < 0)
 		return -1;
-	if (split)
-		nn_add_rows(out, w->o_b, (size_t)n, (size_t)d);
+	nn_add_rows(out, w->o_b, (size_t)n, (size_t)d);
 	nn_add(out, res, (size_t)n * d);
 	return 0;
 }
@@ -176,11 +199,13 @@ mlp_forward(float *out, struct nn_block_acts *a, const struct nn_block_w *w,
 	}
 	if (split)
 		mw.fc2_b = NULL;
-	nn_mlp_forward(out, &ma, &mw, in, n, sh->d, sh->f, sh->d, sh->act);
+	nn_mlp_forward_add(out, &ma, &mw, in, split ? NULL : res, n, sh->d,
+	    sh->f, sh->d, sh->act);
+	if (!split)
+		return 0;
 	if (hook_reduce(hk, NN_HOOK_MLP_FWD, out, (size_t)n * sh->d) < 0)
 		return -1;
-	if (split)
-		nn_add_rows(out, w->fc2_b, (size_t)n, (size_t)sh->d);
+	nn_add_rows(out, w->fc2_b, (size_t)n, (size_t)sh->d);
 	nn_add(out, res, (size_t)n * sh->d);
 	return 0;
 }
@@ -193,11 +218,17 @@ nn_block_forward(float *y, struct nn_block_acts *a,
 	int n = sh->b * sh->s, d = sh->d;
 
 	if (!sh->post_norm) {
-		nn_layernorm_forward_h(a->ln1, nn_bf16_keep_room(a->ln1, n, d),
+		/* pre-norm, unhooked: the norms' outputs feed products only,
+		 * which take their kept bf16 copies (no f32 written then) */
+		uint16_t *h1 = nn_bf16_keep_room(a->ln1, n, d), *h2;
+		int plain = !hk && sh->moe.experts == 0;
+
+		nn_layernorm_forward_h(plain && h1 ? NULL : a->ln1, h1,
 		    a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, n, d);
 		if (attn_forward(a->h, a, w, a->ln1, x, sh, hk) < 0)
 			return -1;
-		nn_layernorm_forward_h(a->ln2, nn_bf16_keep_room(a->ln2, n, d),
+		h2 = nn_bf16_keep_room(a->ln2, n, d);
+		nn_layernorm_forward_h(plain && h2 ? NULL : a->ln2, h2,
 		    a->ln2_mean, a->ln2_rstd, a->h, w->ln2_w, w->ln2_b, n, d);
 		return mlp_forward(y, a, w, a->ln2, a->h, sh, hk);
 	}

@@ -204,8 +204,28 @@ sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a,
 	    beta, c, ldc);
 }
 
+static uint16_t *keep_find(const struct nn_bview *v);
+
+/* x (rows x cols, row stride ld) rounded into w as f32: from its kept
+ * bf16 copy where there is one (the same values; a pass that keeps one
+ * may leave x itself unwritten, nn_act_forward_h). */
+static void
+widen(uint32_t *w, const float *x, int rows, int cols, int ld)
+{
+	struct nn_bview v = { (float *)x, 1, rows, cols, ld, 1, 0, 0 };
+	const uint16_t *h = keep_find(&v);
+
+	if (!h) {
+		pack(NULL, w, x, rows, cols, ld, NULL);
+		return;
+	}
+	for (size_t i = 0; i < (size_t)rows * cols; i++)
+		w[i] = (uint32_t)h[i] << 16;
+}
+
 /* Both inputs rounded and packed into abuf and bbuf as f32 (the portable
- * path's operands); 0 or -1 (out of memory). */
+ * path's operands, and those of a shape oneDNN refused); 0 or -1 (out of
+ * memory). */
 static int
 pack_wide(int ta, int tb, int m, int n, int k, const float *a, int lda,
     const float *b, int ldb)
@@ -215,8 +235,8 @@ pack_wide(int ta, int tb, int m, int n, int k, const float *a, int lda,
 	if (!grow(&abuf, &acap, (size_t)ar * ac * sizeof(float)) ||
 	    !grow(&bbuf, &bcap, (size_t)br * bc * sizeof(float)))
 		return -1;
-	pack(NULL, abuf, a, ar, ac, lda, NULL);
-	pack(NULL, bbuf, b, br, bc, ldb, NULL);
+	widen(abuf, a, ar, ac, lda);
+	widen(bbuf, b, br, bc, ldb);
 	return 0;
 }
 
@@ -346,14 +366,14 @@ operand(void **buf, size_t *cap, const float *x, int rows, int cols,
 static int
 dnnl_product(int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *pa, const uint16_t *pb, float beta, const float *bias,
-    float *c, int ldc)
+    const float *res, float *c, int ldc)
 {
 	if (ldc == n)
 		return nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb, beta,
-		    bias, c, ldc);
-	if (bias || !grow(&cbuf, &ccap, (size_t)m * n * sizeof(float)) ||
-	    nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb, 0.0f, NULL, cbuf,
-	    n) < 0)
+		    bias, res, c, ldc);
+	if (bias || res || !grow(&cbuf, &ccap, (size_t)m * n *
+	    sizeof(float)) || nn_dnnl_run(1, ta, tb, m, n, k, alpha, pa, pb,
+	    0.0f, NULL, NULL, cbuf, n) < 0)
 		return -1;
 	for (int i = 0; i < m; i++) {
 		float *row = c + (size_t)i * ldc;
@@ -378,12 +398,14 @@ bias_rows(float *c, int ldc, const float *bias, int m, int n)
 		memcpy(c + (size_t)i * ldc, bias, (size_t)n * sizeof(float));
 }
 
-/* product's native bf16 path (pa, asum as there): 0, or -1 with nothing
- * written (portable, out of memory, or a shape oneDNN refused). */
+/* product's native bf16 path (pa, asum as there), res (or NULL) added
+ * to c as dnnl_product's: 0, or -1 with nothing written (portable, out of
+ * memory, or a shape oneDNN refused). */
 static int
 native_product(const uint16_t **pa, float **asum, int ta, int tb, int m,
     int n, int k, float alpha, const float *a, int lda, const float *b,
-    int ldb, float beta, const float *bias, float *c, int ldc)
+    int ldb, float beta, const float *bias, const float *res, float *c,
+    int ldc)
 {
 	const uint16_t *ha = pa ? *pa : NULL;
 
@@ -394,8 +416,8 @@ native_product(const uint16_t **pa, float **asum, int ta, int tb, int m,
 
 	if (!portable && (ha || (ha = operand(&abuf, &acap, a, ta ? k : m,
 	    ta ? m : k, lda, asum))) && (hb = operand(&bbuf, &bcap, b,
-	    tb ? n : k, tb ? k : n, ldb, NULL)) && dnnl_product(ta, tb, m, n, k, alpha, ha, hb,
-	    beta, bias, c, ldc) == 0) {
+	    tb ? n : k, tb ? k : n, ldb, NULL)) && dnnl_product(ta, tb, m, n, k, alpha, ha,
+	    hb, beta, bias, res, c, ldc) == 0) {
 		if (pa)
 			*pa = ha;
 		return 0;
@@ -403,7 +425,7 @@ native_product(const uint16_t **pa, float **asum, int ta, int tb, int m,
 #else
 	(void)ha, (void)asum, (void)ta, (void)tb, (void)m, (void)n, (void)k;
 	(void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta;
-	(void)bias, (void)c, (void)ldc;
+	(void)bias, (void)res, (void)c, (void)ldc;
 #endif
 	return -1;
 }
@@ -429,7 +451,7 @@ product(const uint16_t **pa, float **asum, int ta, int tb, int m, int n,
 		return;
 	}
 	if (native_product(pa, asum, ta, tb, m, n, k, alpha, a, lda, b, ldb,
-	    beta, bias, c, ldc) == 0)
+	    beta, bias, NULL, c, ldc) == 0)
 		return;
 	if (bias)
 		bias_rows(c, ldc, bias, m, n), beta = 1.0f;
@@ -468,6 +490,83 @@ nn_gemm_linear(float *out, const float *inp, const float *w,
 	    o);
 	if (bf)
 		pthread_mutex_unlock(&lock);
+}
+
+void
+nn_gemm_linear_add(float *out, const float *inp, const float *w,
+    const float *b, const float *res, int n, int in, int o)
+{
+	int rc = -1;
+
+	if (precision == NN_PREC_BF16 && res != out && n > 0 && in > 0 &&
+	    o > 0) {
+		pthread_mutex_lock(&lock);
+		rc = native_product(NULL, NULL, 0, 1, n, o, in, 1.0f, inp, in,
+		    w, in, 0.0f, b, res, out, o);
+		pthread_mutex_unlock(&lock);
+	}
+	if (rc == 0)
+		return;
+	nn_gemm_linear(out, inp, w, b, n, in, o);
+	nn_add(out, res, (size_t)n * o);
+}
+
+int
+nn_gemm_linear_heads(const struct nn_bview *hv, const float *inp,
+    const float *w, const float *b, int n, int in, int o)
+{
+	int rc = -1;
+
+	if (precision != NN_PREC_BF16 || portable || !keep.record ||
+	    keep_find(hv))
+		return -1;
+#ifdef COLLX_DNNL
+	const uint16_t *ha, *hb;
+	uint16_t *room = NULL, *t;
+
+	pthread_mutex_lock(&lock);
+	/* the room listed last, after the operands' copies: unlisted
+	 * again on a failure */
+	if ((ha = operand(&abuf, &acap, inp, n, in, in, NULL)) &&
+	    (hb = operand(&bbuf, &bcap, w, o, in, in, NULL)) &&
+	    (room = keep_add(hv)) &&
+	    (t = grow(&cbuf, &ccap, (size_t)n * o * sizeof(*t))) &&
+	    nn_dnnl_linear_h(n, o, in, ha, hb, b, t) == 0) {
+		/* the [n, o] rows into the heads' dense matrices */
+		for (int i = 0; i < hv->nb; i++)
+			for (int r = 0; r < hv->rows; r++)
+				memcpy(room + ((size_t)i * hv->rows + r) *
+				    hv->cols, t + (nn_bview_at(hv, i) - hv->p) +
+				    (size_t)r * hv->ld, (size_t)hv->cols *
+				    sizeof(*t));
+		rc = 0;
+	}
+	if (rc < 0 && room) {	/* the caller writes the f32 values */
+		keep.n--;
+		keep.used -= (size_t)hv->nb * hv->rows * hv->cols;
+	}
+	pthread_mutex_unlock(&lock);
+#else
+	(void)inp, (void)w, (void)b, (void)n, (void)in, (void)o;
+#endif
+	return rc;
+}
+
+void
+nn_bf16_widen_kept(const struct nn_bview *v)
+{
+	const uint16_t *h = keep_find(v);
+
+	for (int i = 0; h && i < v->nb; i++)
+		for (int r = 0; r < v->rows; r++) {
+			float *d = nn_bview_at(v, i) + (size_t)r * v->ld;
+			const uint16_t *e = h + ((size_t)i * v->rows + r) *
+			    v->cols;
+			for (int j = 0; j < v->cols; j++) {
+				uint32_t u = (uint32_t)e[j] << 16;
+				memcpy(d + j, &u, sizeof(u));
+			}
+		}
 }
 
 /* db += dout's rows, one after another. */
@@ -542,9 +641,9 @@ nn_gemm_linear_grad_made(float *dinp, float *dw, float *db, float *dout,
 	/* a product oneDNN refuses: the f32 rows after all, for sgemm */
 	hd = h;
 	fdinp = dinp && native_product(&hd, &dsum, 0, 0, n, in, o, 1.0f,
-	    dout, o, w, in, set ? 0.0f : 1.0f, NULL, dinp, in) < 0;
+	    dout, o, w, in, set ? 0.0f : 1.0f, NULL, NULL, dinp, in) < 0;
 	fdw = dw && (fdinp || native_product(&hd, &dsum, 1, 0, o, in, n,
-	    1.0f, dout, o, inp, in, 1.0f, NULL, dw, in) < 0);
+	    1.0f, dout, o, inp, in, 1.0f, NULL, NULL, dw, in) < 0);
 	if (fdinp || fdw)
 		make(ctx, 0, n, dout);
 	if (fdinp)
@@ -622,8 +721,8 @@ nn_bf16_bmm(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float *c)
 {
 #ifdef COLLX_DNNL
-	return nn_dnnl_run(nb, ta, tb, m, n, k, alpha, a, b, 0.0f, NULL, c,
-	    n);
+	return nn_dnnl_run(nb, ta, tb, m, n, k, alpha, a, b, 0.0f, NULL, NULL,
+	    c, n);
 #else
 	(void)nb, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha;
 	(void)a, (void)b, (void)c;

@@ -15,14 +15,14 @@
 #define GEMM_CACHE 128
 
 struct gemm_key {
-	int nb, ta, tb, m, n, k, ldc, bias;
+	int nb, ta, tb, m, n, k, ldc, bias, res, hdst;
 	float alpha, beta;
 };
 
 struct gemm_prim {
 	struct gemm_key key;
 	dnnl_primitive_t prim;
-	dnnl_memory_t src, wei, dst, bias;
+	dnnl_memory_t src, wei, dst, bias, res;
 	int impl;		/* index into impls */
 };
 
@@ -135,7 +135,8 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 
 	md(&s, key->nb, key->m, key->k, key->ta, key->k, dnnl_bf16);
 	md(&w, key->nb, key->k, key->n, key->tb, key->n, dnnl_bf16);
-	md(&d, key->nb, key->m, key->n, 0, key->ldc, dnnl_f32);
+	md(&d, key->nb, key->m, key->n, 0, key->ldc, key->hdst ? dnnl_bf16 :
+	    dnnl_f32);
 	md(&b, 1, 1, key->n, 0, key->n, dnnl_f32);	/* unbatched only */
 	if (dnnl_matmul_desc_init(&desc, &s, &w, key->bias ? &b : NULL, &d) !=
 	    dnnl_success ||
@@ -144,9 +145,17 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 	if (key->alpha != 1.0f && dnnl_primitive_attr_set_output_scales(attr,
 	    1, 0, &key->alpha) != dnnl_success)
 		goto out;
-	if (key->beta != 0.0f && (dnnl_post_ops_create(&po) != dnnl_success ||
-	    dnnl_post_ops_append_sum(po, key->beta) != dnnl_success ||
-	    dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success))
+	if ((key->beta != 0.0f || key->res) &&
+	    dnnl_post_ops_create(&po) != dnnl_success)
+		goto out;
+	if (key->beta != 0.0f && dnnl_post_ops_append_sum(po, key->beta) !=
+	    dnnl_success)
+		goto out;
+	/* the residual: an f32 add of the finished output, as nn_add's */
+	if (key->res && dnnl_post_ops_append_binary(po, dnnl_binary_add, &d) !=
+	    dnnl_success)
+		goto out;
+	if (po && dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success)
 		goto out;
 	if (dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) !=
 	    dnnl_success || dnnl_primitive_create(&p->prim, pd) != dnnl_success)
@@ -155,7 +164,8 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 	    dnnl_memory_create(&p->wei, &w, engine, DNNL_MEMORY_NONE) ||
 	    dnnl_memory_create(&p->dst, &d, engine, DNNL_MEMORY_NONE) ||
 	    (key->bias && dnnl_memory_create(&p->bias, &b, engine,
-	    DNNL_MEMORY_NONE)))
+	    DNNL_MEMORY_NONE)) || (key->res && dnnl_memory_create(&p->res, &d,
+	    engine, DNNL_MEMORY_NONE)))
 		goto out;
 	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
 	    &name) != dnnl_success || !name)
@@ -186,6 +196,8 @@ destroy(struct gemm_prim *p)
 		dnnl_memory_destroy(p->dst);
 	if (p->bias)
 		dnnl_memory_destroy(p->bias);
+	if (p->res)
+		dnnl_memory_destroy(p->res);
 	memset(p, 0, sizeof *p);
 }
 
@@ -211,15 +223,52 @@ lookup(const struct gemm_key *key)
 	return p;
 }
 
+/* key's product (key zeroed first: memcmp, no padding bytes unset) on
+ * these operands; c is bf16 where key->hdst. 0 or -1. */
+static int
+run(const struct gemm_key *key, const uint16_t *a, const uint16_t *b,
+    const float *bias, const float *res, void *c)
+{
+	struct gemm_prim *p;
+	int nargs = 3;
+
+	if (!(p = lookup(key)))
+		return -1;
+	dnnl_memory_set_data_handle(p->src, (void *)a);
+	dnnl_memory_set_data_handle(p->wei, (void *)b);
+	dnnl_memory_set_data_handle(p->dst, c);
+	dnnl_exec_arg_t args[5] = {
+		{ DNNL_ARG_SRC, p->src }, { DNNL_ARG_WEIGHTS, p->wei },
+		{ DNNL_ARG_DST, p->dst }
+	};
+	if (bias) {
+		dnnl_memory_set_data_handle(p->bias, (void *)bias);
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, p->bias };
+	}
+	if (res) {
+		dnnl_memory_set_data_handle(p->res, (void *)res);
+		args[nargs++] = (dnnl_exec_arg_t){
+		    DNNL_ARG_ATTR_MULTIPLE_POST_OP(key->beta != 0.0f) |
+		    DNNL_ARG_SRC_1, p->res };
+	}
+	/* oneDNN runs on OpenMP here: its regions take the program's
+	 * thread count (one core per rank), not one thread per core. */
+	omp_set_num_threads(threads);
+	if (dnnl_primitive_execute(p->prim, stream, nargs, args) !=
+	    dnnl_success ||
+	    dnnl_stream_wait(stream) != dnnl_success)
+		return -1;
+	impls[p->impl].macs += (double)key->nb * key->m * key->n * key->k;
+	return 0;
+}
+
 int
 nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, const float *bias,
-    float *c, int ldc)
+    const float *res, float *c, int ldc)
 {
 	struct gemm_key key;
-	struct gemm_prim *p;
 
-	/* memcmp on the key: no padding bytes left unset. */
 	memset(&key, 0, sizeof key);
 	key.nb = nb;
 	key.ta = ta;
@@ -231,24 +280,25 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
 	key.alpha = alpha;
 	key.beta = beta;
 	key.bias = bias != NULL;
-	if (!(p = lookup(&key)))
-		return -1;
-	dnnl_memory_set_data_handle(p->src, (void *)a);
-	dnnl_memory_set_data_handle(p->wei, (void *)b);
-	dnnl_memory_set_data_handle(p->dst, c);
-	if (bias)
-		dnnl_memory_set_data_handle(p->bias, (void *)bias);
-	dnnl_exec_arg_t args[] = {
-		{ DNNL_ARG_SRC, p->src }, { DNNL_ARG_WEIGHTS, p->wei },
-		{ DNNL_ARG_DST, p->dst }, { DNNL_ARG_BIAS, p->bias }
-	};
-	/* oneDNN runs on OpenMP here: its regions take the program's
-	 * thread count (one core per rank), not one thread per core. */
-	omp_set_num_threads(threads);
-	if (dnnl_primitive_execute(p->prim, stream, bias ? 4 : 3, args) !=
-	    dnnl_success ||
-	    dnnl_stream_wait(stream) != dnnl_success)
-		return -1;
-	impls[p->impl].macs += (double)nb * m * n * k;
-	return 0;
+	key.res = res != NULL;
+	return run(&key, a, b, bias, res, c);
+}
+
+int
+nn_dnnl_linear_h(int m, int n, int k, const uint16_t *a, const uint16_t *b,
+    const float *bias, uint16_t *c)
+{
+	struct gemm_key key;
+
+	memset(&key, 0, sizeof key);
+	key.nb = 1;
+	key.tb = 1;
+	key.m = m;
+	key.n = n;
+	key.k = k;
+	key.ldc = n;
+	key.alpha = 1.0f;
+	key.bias = bias != NULL;
+	key.hdst = 1;
+	return run(&key, a, b, bias, NULL, c);
 }

@@ -13,7 +13,8 @@
  * 0 where it does not, -1 with the reason in err. */
 int nn_dnnl_init(char *err, size_t errlen);
 /* c[m,n] = alpha * op(a) op(b) + beta * c (+ bias, f32 [n], to every row,
- * where not NULL), ldc c's row stride; a and b
+ * where not NULL; then + res, f32 [m,n] dense, where not NULL), ldc c's
+ * row stride; a and b
  * are the stored matrices packed dense in bf16 (a [m,k], or [k,m] when ta;
  * b [k,n], or [n,k] when tb). nb > 1: nb such products at once, the
  * matrices of each operand one after another, c dense (ldc n). One
@@ -21,7 +22,11 @@ int nn_dnnl_init(char *err, size_t errlen);
  * refused the shape. */
 int nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, const float *bias,
-    float *c, int ldc);
+    const float *res, float *c, int ldc);
+/* c[m,n] = a b^T (+ bias) as nn_dnnl_run's, c dense in bf16: oneDNN
+ * rounds the f32 result to nearest even, as nn_bf16_round. 0 or -1. */
+int nn_dnnl_linear_h(int m, int n, int k, const uint16_t *a,
+    const uint16_t *b, const float *bias, uint16_t *c);
 /* The implementations that ran, oneDNN's names with each one's share of
  * the multiply-adds: "brg:avx512_core_bf16 (93%), gemm:jit (7%)"; "" before
  * the first. */
@@ -39,6 +44,10 @@ void nn_dnnl_threads(int n);
  * summed into db meanwhile. */
 void nn_gemm_linear(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
+/* nn_gemm_linear, then out += res ([n, o], not out): native bf16 adds it
+ * in oneDNN's pass (the same f32 sums), else as nn_add. */
+void nn_gemm_linear_add(float *out, const float *inp, const float *w,
+    const float *b, const float *res, int n, int in, int o);
 void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
     const float *dout, const float *inp, const float *w, int n, int in,
     int o, int set);
@@ -78,7 +87,10 @@ float *nn_bf16_keep_f32(const float *x, int rows, int cols, int add);
 
 /* LayerNorm's and the activation's forward passes that also round their
  * output into h (NULL: as nn_layernorm_forward and nn_act_forward); dg (or
- * NULL) receives GELU's derivative at each input (no other act's). */
+ * NULL) receives GELU's derivative at each input (no other act's). With
+ * h a kept copy (nn_bf16_keep_room), LayerNorm, and GELU, may have out
+ * NULL: the f32 output is then not written, every product taking the
+ * copy instead. */
 void nn_layernorm_forward_h(float *out, uint16_t *h, float *mean,
     float *rstd, const float *inp, const float *w, const float *b, int n,
     int c);
@@ -122,6 +134,22 @@ nn_bview_at(const struct nn_bview *v, int i)
 	    (size_t)(i % v->per) * v->inner;
 }
 
+/* While a pass records (nn_bf16_keep), natively: the linear layer
+ * inp w^T + b (as nn_gemm_linear's) computed in bf16 straight into the
+ * kept copy of hv, the heads view of its [n, o] output (attention's
+ * operand), whose f32 values are left unwritten: 0. Else -1, nothing
+ * written or kept. */
+int nn_gemm_linear_heads(const struct nn_bview *hv, const float *inp,
+    const float *w, const float *b, int n, int in, int o);
+/* out[bsz*s, nh*hd] = inp w^T + b (nn_linear_forward's), in bf16 only
+ * (the kept copy of out's heads, attention's operand) where
+ * nn_gemm_linear_heads can; nn_attention_forward and _backward widen
+ * those copies back into out before a head-by-head path reads it. */
+void nn_linear_forward_heads(float *out, const float *inp, const float *w,
+    const float *b, int bsz, int s, int nh, int hd, int in);
+/* v's f32 values from its kept bf16 copy, where there is one (for a pass
+ * that reads them after nn_gemm_linear_heads left them unwritten). */
+void nn_bf16_widen_kept(const struct nn_bview *v);
 /* v's matrices rounded to bf16, packed one after another into slot's
  * buffer, or their kept copy (nn_bf16_keep); NULL when out of memory. */
 const uint16_t *nn_bf16_pack(int slot, const struct nn_bview *v);

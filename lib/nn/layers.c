@@ -35,6 +35,19 @@ nn_linear_forward(float *out, const float *inp, const float *w,
 	nn_gemm_linear(out, inp, w, b, n, in, o);
 }
 
+void
+nn_linear_forward_add(float *out, const float *inp, const float *w,
+    const float *b, const float *res, int n, int in, int o)
+{
+	if (res && n > 0 && in > 0 && o > 0) {
+		nn_gemm_linear_add(out, inp, w, b, res, n, in, o);
+		return;
+	}
+	nn_linear_forward(out, inp, w, b, n, in, o);
+	if (res && n > 0 && o > 0)
+		nn_add(out, res, (size_t)n * o);
+}
+
 static void
 linear_backward(float *dinp, float *dw, float *db, const float *dout,
     const float *inp, const float *w, int n, int in, int o, int set)
@@ -146,16 +159,26 @@ nn_gelu_forward(float *out, const float *inp, size_t count)
 	gelu_spans(out, inp, count);
 }
 
-/* GELU's output and its derivative (dgelu_span's factor of dout). */
+/* GELU's output and its derivative (dgelu_span's factor of dout), for
+ * bf16's forward pass: Phi from Abramowitz and Stegun 7.1.26, erfc(z) =
+ * t P(t) e^(-z^2), t = 1 / (1 + p z), absolute error below 1.5e-7 (far
+ * inside bf16's rounding of the output), whose e^(-x^2/2) is also the
+ * density's: one exponential an element rather than normal_cdf's and
+ * the density's two. */
 NN_INLINE void
 gelu_dg_span(float *restrict out, float *restrict dg,
     const float *restrict inp, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		float x = inp[i], cdf = normal_cdf(x);
-		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
+		float x = inp[i], z = fabsf(x) * NN_INV_SQRT2;
+		float t = 1.0f / fmaf(0.3275911f, z, 1.0f);
+		float e = fast_exp(-0.5f * x * x);
+		float half_erfc = 0.5f * e * t * fmaf(t, fmaf(t, fmaf(t,
+		    fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f),
+		    -0.284496736f), 0.254829592f);
+		float cdf = select_sign(x, half_erfc, 1.0f - half_erfc);
 		out[i] = x * cdf;
-		dg[i] = cdf + x * pdf;
+		dg[i] = fmaf(x, NN_INV_SQRT2PI * e, cdf);
 	}
 }
 
@@ -163,18 +186,21 @@ NN_CLONES static void
 gelu_forward_h(float *out, uint16_t *h, float *dg, const float *inp,
     size_t count)
 {
+	float chunk[NN_CHUNK];
+
 	for (size_t i = 0; i < count; i += NN_CHUNK) {
 		size_t c = count - i < NN_CHUNK ? count - i : NN_CHUNK, j = 0;
+		/* no f32 output: the chunk's values only pass through */
+		float *o = out ? out + i : chunk;
 		if (!dg)
-			gelu_spans(out + i, inp + i, c);
+			gelu_spans(o, inp + i, c);
 		for (; dg && j + NN_LANES <= c; j += NN_LANES)
-			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
+			gelu_dg_span(o + j, dg + i + j, inp + i + j,
 			    NN_LANES);
 		if (dg)
-			gelu_dg_span(out + i + j, dg + i + j, inp + i + j,
-			    c - j);
+			gelu_dg_span(o + j, dg + i + j, inp + i + j, c - j);
 		if (h)
-			nn_bf16_round(h + i, out + i, (int)c);
+			nn_bf16_round(h + i, o, (int)c);
 	}
 }
 
@@ -395,22 +421,27 @@ NN_CLONES void
 nn_layernorm_forward_h(float *out, uint16_t *h, float *mean, float *rstd,
     const float *inp, const float *w, const float *b, int n, int c)
 {
+	float chunk[NN_CHUNK];
+
 	for (int r = 0; r < n; r++) {
 		const float *x = inp + (size_t)r * c;
-		float *y = out + (size_t)r * c;
 		float m = vec_reduce(VEC_SUM, x, NULL, 0.0f, (size_t)c) / c;
 		float v = vec_reduce(VEC_SQDEV, x, NULL, m, (size_t)c) / c;
 		float s = 1.0f / sqrtf(v + NN_LN_EPS);
-		int i;
-		for (i = 0; i + NN_LANES <= c; i += NN_LANES)
-			ln_span(y + i, x + i, m, s, w ? w + i : ln_ones,
-			    b ? b + i : ln_zeros, NN_LANES);
-		ln_span(y + i, x + i, m, s, w ? w + i : ln_ones,
-		    b ? b + i : ln_zeros, (size_t)(c - i));
+		/* no f32 output: a chunk of the row at a time passes through */
+		for (int j = 0; j < c; j += NN_CHUNK) {
+			int e = c - j < NN_CHUNK ? c - j : NN_CHUNK, i;
+			float *y = out ? out + (size_t)r * c + j : chunk;
+			for (i = 0; i + NN_LANES <= e; i += NN_LANES)
+				ln_span(y + i, x + j + i, m, s, w ? w + j + i :
+				    ln_ones, b ? b + j + i : ln_zeros, NN_LANES);
+			ln_span(y + i, x + j + i, m, s, w ? w + j + i :
+			    ln_ones, b ? b + j + i : ln_zeros, (size_t)(e - i));
+			if (h)
+				nn_bf16_round(h + (size_t)r * c + j, y, e);
+		}
 		mean[r] = m;
 		rstd[r] = s;
-		if (h)
-			nn_bf16_round(h + (size_t)r * c, y, c);
 	}
 }
 
@@ -549,6 +580,46 @@ heads_put(const struct nn_bview *dst, const float *src, int add)
 		}
 }
 
+void
+nn_linear_forward_heads(float *out, const float *inp, const float *w,
+    const float *b, int bsz, int s, int nh, int hd, int in)
+{
+	struct nn_bview hv = heads_view(out, bsz, s, nh, hd);
+	int n = bsz * s;
+
+	if (n > 0 && in > 0 && nh * hd > 0 && nn_gemm_linear_heads(&hv, inp,
+	    w, b, n, in, nh * hd) == 0)
+		return;
+	nn_linear_forward(out, inp, w, b, n, in, nh * hd);
+}
+
+/* q, k and v's f32 values where nn_linear_forward_heads kept them in
+ * bf16 only, for the head-by-head paths (which round them again: the
+ * same operands). */
+static void
+widen_qkv(const float *q, const float *k, const float *v, int b, int s,
+    int nh, int hd)
+{
+	const float *m[3] = { q, k, v };
+
+	for (int i = 0; i < 3; i++) {
+		struct nn_bview hv = heads_view(m[i], b, s, nh, hd);
+		nn_bf16_widen_kept(&hv);
+	}
+}
+
+/* The heads of dst's kept bf16 copy h (dst's [rows, nb/per heads] layout,
+ * dense) = the dense [nb, s, hd] src rounded, dst itself unwritten. */
+NN_INLINE void
+heads_put_h(uint16_t *h, const struct nn_bview *dst, const float *src)
+{
+	for (int i = 0; i < dst->nb; i++)
+		for (int r = 0; r < dst->rows; r++)
+			nn_bf16_round(h + (nn_bview_at(dst, i) - dst->p) +
+			    (size_t)r * dst->ld, src + ((size_t)i * dst->rows +
+			    r) * dst->cols, dst->cols);
+}
+
 /*
  * bf16 where oneDNN runs it natively: every head at once, one batched
  * product for each of attention's matrix products (a product of one
@@ -568,7 +639,7 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	struct nn_bview ho = heads_view(out, b, s, nh, hd);
 	struct nn_bview ha = dense_view(att, B, s);
 	const uint16_t *Q, *K, *V;
-	uint16_t *A;
+	uint16_t *A, *H;
 	float *O;
 
 	if (nn_bf16_begin() < 0)
@@ -587,7 +658,12 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	}
 	if (nn_bf16_bmm(B, 0, 0, s, hd, s, 1.0f, A, V, O) < 0)
 		goto out;
-	heads_put(&ho, O, 0);
+	/* recording a pass: out's only readers, the projection's products,
+	 * take its bf16 copy, rounded here from O */
+	if ((H = nn_bf16_keep_room(out, b * s, nh * hd)))
+		heads_put_h(H, &ho, O);
+	else
+		heads_put(&ho, O, 0);
 	rc = 0;
 out:
 	nn_bf16_end();
@@ -603,6 +679,7 @@ nn_attention_forward(float *out, float *att, const float *q,
 	if (attention_forward_bf16(out, att, q, k, v, b, s, nh, hd,
 	    causal) == 0)
 		return;
+	widen_qkv(q, k, v, b, s, nh, hd);
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int bi = 0; bi < b; bi++)
@@ -734,6 +811,7 @@ attention_backward(float *dq, float *dk, float *dv, float *scratch,
 	if (attention_backward_bf16(&dq, &dk, &dv, dout, att, q, k, v, b, s,
 	    nh, hd, set) == 0)
 		return;
+	widen_qkv(q, k, v, b, s, nh, hd);
 	float *left[3] = { dq, dk, dv };	/* what the batched path left */
 
 	for (int i = 0; set && i < 3; i++)

@@ -76,6 +76,11 @@ void nn_add_rows(float *out, const float *b, size_t n, size_t c);
 /* out[n,o] = inp[n,i] @ w[o,i]^T + b[o]. */
 void nn_linear_forward(float *out, const float *inp, const float *w,
     const float *b, int n, int in, int o);
+/* nn_linear_forward, then out += res ([n, o], not out; NULL adds nothing):
+ * the bits of nn_add after it; native bf16 adds res in the product's own
+ * pass (a oneDNN post-op) rather than reading out again. */
+void nn_linear_forward_add(float *out, const float *inp, const float *w,
+    const float *b, const float *res, int n, int in, int o);
 /* dinp += dout @ w; dw += dout^T @ inp; db += column sums of dout. The
  * input-gradient part alone (dw, db NULL; inp unread) and the weight part
  * alone (dinp NULL; w unread) add the same bits as both at once. */
@@ -112,7 +117,9 @@ void nn_layernorm_backward(float *dinp, float *dw, float *db,
  * every row), att [b, nh, s, s] receives the softmax probabilities
  * softmax(q k^T / sqrt(hd)) (masked to j <= i when causal), saved for the
  * backward pass. A tensor-parallel or Ulysses form calls it on its own
- * subset of heads.
+ * subset of heads. In native bf16 while a model's pass records its bf16
+ * copies (lib/nn's run), out is kept in bf16 only: every reader of it
+ * there is a product, which takes that copy.
  */
 void nn_attention_forward(float *out, float *att, const float *q,
     const float *k, const float *v, int b, int s, int nh, int hd, int causal);
@@ -188,6 +195,10 @@ struct nn_mlp_acts {
  * form runs it on a shard of h (fc2 bias NULL, added after the sum). */
 void nn_mlp_forward(float *y, struct nn_mlp_acts *a, const struct nn_mlp_w *w,
     const float *x, int n, int in, int h, int o, enum nn_act act);
+/* nn_mlp_forward, then y += res (nn_linear_forward_add's). */
+void nn_mlp_forward_add(float *y, struct nn_mlp_acts *a,
+    const struct nn_mlp_w *w, const float *x, const float *res, int n,
+    int in, int h, int o, enum nn_act act);
 /* dx += d/dx (dx may be NULL), g.* += weight grads; scratch 2*n*h floats.
  * It is the two parts below run together. */
 void nn_mlp_backward(float *dx, const struct nn_mlp_w *g, float *scratch,

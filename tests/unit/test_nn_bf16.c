@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nn/gemm_int.h"
 #include "nn/nn.h"
 #include "nn_check.h"
 #include "pyref.h"
@@ -96,6 +97,48 @@ rounding_case(void)
 			    c[i].in, c[i].out, bits);
 			UNIT_OK(bits == c[i].out, what);
 		}
+}
+
+/* q, k, v's linear layer into attention's kept bf16 heads only
+ * (nn_linear_forward_heads while a pass records), then widened back
+ * (nn_bf16_widen_kept): small integers, exact in bf16, against their
+ * integer sums. The f32 output stays unwritten until widened. */
+static void
+kept_heads_case(void)
+{
+	enum { B = 2, S = 3, NH = 2, HD = 2, IN = 4, N = B * S, O = NH * HD };
+	float x[N * IN], w[O * IN], b[O], out[N * O];
+	uint16_t arena[4 * N * (IN + O) + O * IN];
+	struct nn_bview hv = { out, B * NH, S, HD, O, NH, (size_t)S * O, HD };
+	int untouched = 1, same = 1;
+
+	if (nn_gemm_portable()) {
+		printf("ok %d - kept heads # skip portable bf16\n", ++unit_n);
+		return;
+	}
+	for (int i = 0; i < N * IN; i++)
+		x[i] = (float)((i / IN + 2 * (i % IN)) % 5 - 2);
+	for (int i = 0; i < O * IN; i++)
+		w[i] = (float)((3 * (i / IN) + i % IN) % 7 - 3);
+	for (int j = 0; j < O; j++)
+		b[j] = (float)(j - 1);
+	for (int i = 0; i < N * O; i++)
+		out[i] = -7777.0f;
+	nn_bf16_keep(arena, sizeof(arena) / sizeof(arena[0]));
+	nn_linear_forward_heads(out, x, w, b, B, S, NH, HD, IN);
+	for (int i = 0; i < N * O; i++)
+		untouched &= out[i] == -7777.0f;
+	nn_bf16_widen_kept(&hv);
+	nn_bf16_keep_end();
+	for (int t = 0; t < N; t++)
+		for (int j = 0; j < O; j++) {
+			int sum = (int)b[j];
+			for (int i = 0; i < IN; i++)
+				sum += (int)x[t * IN + i] * (int)w[j * IN + i];
+			same &= out[t * O + j] == (float)sum;
+		}
+	UNIT_OK(untouched, "kept heads: q's f32 output left unwritten");
+	UNIT_OK(same, "kept heads: widened, x w^T + b exactly (integers)");
 }
 
 /* out = x w^T + b, and dx, dw, db from dout (added to zeros). */
@@ -254,6 +297,7 @@ main(void)
 	}
 
 	rounding_case();
+	kept_heads_case();
 	linear_case();
 	attention_case(0);
 	attention_case(1);
