@@ -392,10 +392,13 @@ struct nn_optim *
 pipe_dp_fsdp_optim(struct pipe_run *r)
 {
 	struct nn_optim *w = calloc((size_t)r->nown + 1, sizeof(*w));
-	size_t n = r->own[r->nown - 1].off + r->own[r->nown - 1].len;
+	size_t n = 0;
 	char e[COLLX_ERRLEN];
 	int q;
 
+	for (q = 0; q < r->nown; q++)	/* the vector's end: any order */
+		if (r->own[q].off + r->own[q].len > n)
+			n = r->own[q].off + r->own[q].len;
 	if (w == NULL) {
 		pipe_oom(r);
 		return NULL;

@@ -501,8 +501,8 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		cfg->cp = r.grp.cp;
 		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
 		/* each rank holds its own experts alone where the DP sync
-		 * is plain; else all of them (par/ep.h) */
-		r.ep.divided = cfg->dpo.zero == 0 &&
+		 * is plain or ZeRO 1/2's; else all of them (par/ep.h) */
+		r.ep.divided = cfg->dpo.zero < 3 &&
 		    cfg->dpo.wire == DP_WIRE_F32 && cfg->dpo.powersgd == 0 &&
 		    cfg->dpo.sync_every == 0;
 		pp = r.grp.pp;
