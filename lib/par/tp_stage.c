@@ -461,11 +461,16 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 		memcpy(a.moe.daux, ts->moe_daux + moe_at(ts, k),
 		    (size_t)sh.moe.experts * sizeof(float));
 	/* the experts' exchanges must have the links to themselves too */
-	if (ts->ep != NULL && lm->experts > 0 && ts->done != NULL)
+	if (ts->ep != NULL && lm->experts > 0 && ts->done != NULL &&
+	    part != WEIGHT)
 		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
-	if (part == WHOLE)
+	/* an MoE block's backward does not split: all of it runs in the
+	 * input part (its exchanges with it), none in the weight part */
+	if (part == WHOLE || (lm->experts > 0 && part == INPUT))
 		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
 		    &sh, hooks(ts, &hk));
+	if (lm->experts > 0)
+		return 0;
 	nn_block_wsave_bind(&sv, save, &sh);
 	if (part == INPUT)
 		return nn_block_backward_input(dx, &sv, ts->scratch, dy, &a,
