@@ -124,3 +124,44 @@ PYEOF
 	    -o d.safetensors
 	same "dp4 ep2 zero1 -> dp4 ep4 zero2" d.safetensors ref.safetensors
 }
+
+@test "--zero 3 with --ep 2 (experts cut over all D with the rest): dp2, dp4, dp2 x tp2, dp2 x pp2 (1f1b, zb-h1) as single-process training; capacity and aux as float64 PyTorch; checkpoints across zero stages" {
+	timeout 60 collx-dp -q -m m.safetensors --data tok.npy --batch 8 \
+	    --steps 3 --lr 0.5 -o ref.safetensors
+	for mesh in "2 --dp 2" "4 --dp 4" "4 --dp 2 --tp 2" \
+	    "4 --dp 2 --pp 2 --microbatches 2" \
+	    "4 --dp 2 --pp 2 --microbatches 2 --schedule zb-h1"; do
+		set -- $mesh
+		for how in alltoall allgather; do
+			zrun $1 "${@:2}" --ep 2 --zero 3 --dispatch $how \
+			    -m m.safetensors --steps 3 --lr 0.5 \
+			    -o t.safetensors
+			same "zero 3 $mesh $how" t.safetensors ref.safetensors
+		done
+	done
+	need "python3 torch" "$PY" -c 'import torch'
+	timeout 10 collx-dp --init gpt --dims 32,8,4,2,6 --seed 9 --experts 4 \
+	    --topk 2 --capacity 1 --aux-loss 0.05 -o ax.safetensors
+	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 2 ref 2
+	for how in alltoall allgather; do
+		timeout 120 collx-run -n 4 --timeout 30 -- collx-train -q \
+		    --schedule gpipe --zero 3 --dp 2 --pp 2 --ep 2 \
+		    --dispatch $how -m ax.safetensors --data tok.npy \
+		    --batch 10 --microbatches 2 --steps 3 --lr 0.5 \
+		    -o t.safetensors
+		same "zero 3 aux $how" t.safetensors ref.safetensors
+	done
+	opts="--lr 0.01 --optimizer adamw"
+	timeout 60 collx-dp -q -m m.safetensors --data tok.npy --batch 8 \
+	    $opts --steps 6 -o ref6.safetensors
+	zrun 2 --dp 2 -m m.safetensors $opts --steps 3 --checkpoint dp2.ck
+	zrun 4 --dp 4 --ep 2 --zero 3 -m m.safetensors $opts --steps 3 \
+	    --checkpoint z3.ck
+	collx-tensor diff z3.ck dp2.ck --rtol 1e-5 --atol 1e-5 >/dev/null
+	zrun 4 --dp 4 --ep 2 --zero 2 --resume z3.ck $opts --steps 6 \
+	    -o a.safetensors
+	same "dp4 ep2 zero3 -> zero2" a.safetensors ref6.safetensors
+	zrun 4 --dp 2 --pp 2 --microbatches 2 --schedule zb-h1 --ep 2 \
+	    --zero 3 --resume dp2.ck $opts --steps 6 -o b.safetensors
+	same "dp2 -> pp2 zb-h1 ep2 zero3" b.safetensors ref6.safetensors
+}
