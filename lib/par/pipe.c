@@ -103,7 +103,7 @@ run_init(struct pipe_run *r)
 		return pipe_oom(r);
 	if (pipe_own_init(r) < 0 || pipe_dp_init(r) < 0)
 		return -1;
-	if ((cfg->resume != NULL && pipe_dp_zero_ckpt_resume(r) < 0) ||
+	if ((cfg->resume != NULL && pipe_ep_ckpt_resume(r) < 0) ||
 	    pipe_dp_sync_init(r) < 0 ||
 	    (cfg->resume != NULL && pipe_ckpt_sync_resume(r) < 0))
 		return -1;
@@ -213,7 +213,7 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 			fn(ctx, &res->steps[k], &r.stat[k]);
 		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||
 		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
-		    (pipe_dp_whole(&r) < 0 || pipe_dp_zero_ckpt_write(&r, k + 1) < 0))
+		    (pipe_dp_whole(&r) < 0 || pipe_ep_ckpt_write(&r, k + 1) < 0))
 			goto out;
 	}
 	if (pipe_dp_whole(&r) < 0 || pipe_dp_verify(&r) < 0 || pipe_tp_verify(&r) < 0 ||

@@ -235,12 +235,12 @@ int pipe_dp_zero_reduce(struct pipe_run *r);
 void pipe_dp_zero_step(struct pipe_run *r, float scale);
 int pipe_dp_zero_allgather(struct pipe_run *r);
 size_t pipe_dp_zero_grad_bytes(const struct pipe_run *r, size_t whole);
-/* Checkpoints under ZeRO 1/2 with divided experts: the state gathered
- * whole (the experts' onto the first replica of each EP rank) and
- * written, or read, as a run without ZeRO does; else pipe_ckpt_write's
- * and pipe_ckpt_resume's own. */
-int pipe_dp_zero_ckpt_write(struct pipe_run *r, long done);
-int pipe_dp_zero_ckpt_resume(struct pipe_run *r);
+/* Checkpoints under ZeRO 1/2 with divided experts (pipe_ep_ckpt.c): the
+ * state gathered whole (the experts' onto the first replica of each EP
+ * rank) and written, or read, as a run without ZeRO does; else
+ * pipe_ckpt_write's and pipe_ckpt_resume's own. */
+int pipe_ep_ckpt_write(struct pipe_run *r, long done);
+int pipe_ep_ckpt_resume(struct pipe_run *r);
 
 /* ZeRO-3 on the DP axis (pipe_dp_fsdp.c): init re-cuts the stage's
  * parameters into units (own, opt) and starts dp_fsdp over them; begin
