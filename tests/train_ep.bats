@@ -312,7 +312,8 @@ PYEOF
 	timeout 10 collx-dp --init gpt --dims 32,8,4,2,6 --seed 9 --experts 4 \
 	    --topk 2 --capacity 1 --aux-loss 0.05 -o ax.safetensors
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 2 ref 2
-	for s in gpipe 1f1b interleaved zb-h1 "zb-h1 --zero 1"; do
+	for s in gpipe 1f1b interleaved "1f1b --zero 2" zb-h1 \
+	    "zb-h1 --zero 1"; do
 		for how in alltoall allgather; do
 			timeout 120 collx-run -n 4 --timeout 30 -- collx-train \
 			    -q --schedule $s --dp 2 --pp 2 --ep 2 \
