@@ -6,6 +6,8 @@
 # mesh; each rank's parameter, optimizer and gradient bytes of -v are
 # their closed forms from the model file; checkpoints hold the whole
 # model and resume across ep/zero/mesh changes as one unbroken run.
+# Under --zero 3 the experts are cut over all D with the other units and
+# the exchanges wait for ZeRO-3's collectives in flight; the same checks.
 
 load lib/common
 load lib/moe
@@ -131,12 +133,14 @@ PYEOF
 	same "dp4 ep2 zero1 -> dp4 ep4 zero2" d.safetensors ref6.safetensors
 }
 
-@test "--zero 3 with --ep 2 (experts cut over all D with the rest): dp2, dp4, dp2 x tp2, dp2 x pp2 (1f1b, zb-h1) as single-process training; capacity and aux as float64 PyTorch; checkpoints across zero stages" {
+@test "--zero 3 with --ep 2 (experts cut over all D with the rest): dp2, dp4 (prefetch 2, HSDP), dp2 x tp2, dp2 x pp2 (1f1b, zb-h1) as single-process training; capacity and aux as float64 PyTorch; checkpoints across zero stages" {
 	timeout 60 collx-dp -q -m m.safetensors --data tok.npy --batch 8 \
 	    --steps 3 --lr 0.5 -o ref.safetensors
 	for mesh in "2 --dp 2" "4 --dp 4" "4 --dp 2 --tp 2" \
 	    "4 --dp 2 --pp 2 --microbatches 2" \
-	    "4 --dp 2 --pp 2 --microbatches 2 --schedule zb-h1"; do
+	    "4 --dp 2 --pp 2 --microbatches 2 --schedule zb-h1" \
+	    "4 --dp 4 --prefetch 2" \
+	    "4 --dp 4 --shard-group host --ranks-per-host 2"; do
 		set -- $mesh
 		for how in alltoall allgather; do
 			zrun $1 "${@:2}" --ep 2 --zero 3 --dispatch $how \
