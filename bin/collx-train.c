@@ -333,10 +333,6 @@ check_args(struct opts *o)
 	if (o->ep > 1 && o->dpo.sync_every > 0)
 		cli_usage_error("--ep with --sync-every: a replica's local "
 		    "steps would move the experts it runs on its rows only");
-	/* not yet composed: ZeRO-3's gathers beside the experts' exchanges */
-	if (o->dpo.zero == 3 && o->ep > 1)
-		cli_usage_error("--zero 3 and --ep: ZeRO-3 runs with --dp, "
-		    "--tp, --pp and --cp; with --ep take --zero 1 or 2");
 	/* a sequence's ranks must step alike; local SGD's replicas drift */
 	if (o->cp > 1 && o->dpo.sync_every > 0)
 		cli_usage_error("--cp %d and --sync-every %ld: the ranks of a "

@@ -206,15 +206,6 @@ EOF
 	same_steps m.safetensors
 }
 
-@test "collx-pipe and collx-train refuse what they do not run of experts: zb-h1 (exit 3 on every rank)" {
-	init m.safetensors --experts 4
-	run timeout 30 collx-run -n 2 --timeout 10 -- collx-pipe -m \
-	    m.safetensors -i tok.npy --microbatches 2 --batch 4 --steps 1 \
-	    --schedule zb-h1
-	[ "$status" -eq 3 ]
-	[[ "$output" == *"the model has 4 experts: their backward does not split"* ]]
-}
-
 @test "collx-tp refuses a block with experts (exit 3), serial and sharded" {
 	init m.safetensors --experts 4
 	"$PY" - <<'EOF'

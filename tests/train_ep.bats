@@ -2,7 +2,8 @@
 # collx-train --ep X --dispatch alltoall|allgather: the experts of each
 # MoE block over X consecutive DP replicas. Without capacity the trained
 # weights and the loss CSV equal single-process training (collx-dp on one
-# rank) within 1e-5, for --ep 2 alone and with dp4, tp2, pp2 and ZeRO;
+# rank) within 1e-5, for --ep 2 alone and with dp4, tp2 and pp2 (ZeRO:
+# train_ep_zero.bats);
 # with capacity the drops are those of the independent float64 PyTorch
 # MoE of examples/peers/torch_moe.py cutting each replica's share into the
 # same micro-batches; the EP rows of --timing carry the bytes the
@@ -80,16 +81,6 @@ EOF
 	done
 }
 
-@test "--ep 2 under ZeRO 1 and 2 equals single-process training" {
-	single
-	for z in 1 2; do
-		ep_run 2 --dp 2 --ep 2 --zero $z --dispatch allgather
-		same_as_single "zero $z allgather"
-		ep_run 2 --dp 2 --ep 2 --zero $z
-		same_as_single "zero $z alltoall"
-	done
-}
-
 @test "divided experts: each rank's parameter bytes are the non-expert ones and E/X of the experts' (closed form from the model file)" {
 	# usage: bytes_of N OPTIONS: every rank's "parameters B bytes" of -v
 	bytes_of() {
@@ -102,7 +93,7 @@ EOF
 	bytes_of 2 --dp 2 --ep 2 >ep2.txt
 	bytes_of 4 --dp 4 --ep 2 --dispatch allgather >dp4ep2.txt
 	bytes_of 2 --dp 2 >dp2.txt
-	# ZeRO keeps every expert on every rank (collx-train(1))
+	# ZeRO divides them too (train_ep_zero.bats has its state)
 	bytes_of 2 --dp 2 --ep 2 --zero 1 >zero1.txt
 	# AdamW's two moments and the gradients: as divided as the parameters
 	timeout 120 collx-run -n 2 --timeout 30 -- collx-train -v --dp 2 \
@@ -118,7 +109,7 @@ experts = sum(v.size for k, v in t.items() if ".mlp.experts." in k)
 assert experts > 0 and experts % 4 == 0
 divided = 4 * (every - experts + experts // 2)
 for name, n, want in (("ep2.txt", 2, divided), ("dp4ep2.txt", 4, divided),
-                      ("dp2.txt", 2, 4 * every), ("zero1.txt", 2, 4 * every)):
+                      ("dp2.txt", 2, 4 * every), ("zero1.txt", 2, divided)):
     got = [l.split() for l in open(name)]
     assert [int(r) for r, _ in got] == list(range(n)), (name, got)
     assert all(int(b) == want for _, b in got), (name, got, want)
@@ -314,12 +305,15 @@ PYEOF
 	[ "$output" = "collx-train: --ep 2 does not divide the 3 data-parallel replicas (--dp 3)" ]
 }
 
-@test "the auxiliary loss under gpipe, 1f1b and interleaved: collx-train dp2 x pp2 x ep2 and collx-pipe train as PyTorch does (capacity and aux, f_e of the global batch)" {
+# zb-h1 and schedule files split the backward, but not an MoE block's:
+# all of it runs in the block's B pass (collx-pipe(1)).
+@test "the auxiliary loss under gpipe, 1f1b, interleaved, zb-h1 (ZeRO 0 and 1) and a schedule file: collx-train dp2 x pp2 x ep2 and collx-pipe train as PyTorch does (capacity and aux, f_e of the global batch)" {
 	need "python3 torch" "$PY" -c 'import torch'
 	timeout 10 collx-dp --init gpt --dims 32,8,4,2,6 --seed 9 --experts 4 \
 	    --topk 2 --capacity 1 --aux-loss 0.05 -o ax.safetensors
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 2 ref 2
-	for s in gpipe 1f1b interleaved; do
+	for s in gpipe 1f1b interleaved "1f1b --zero 2" zb-h1 \
+	    "zb-h1 --zero 1"; do
 		for how in alltoall allgather; do
 			timeout 120 collx-run -n 4 --timeout 30 -- collx-train \
 			    -q --schedule $s --dp 2 --pp 2 --ep 2 \
@@ -345,12 +339,19 @@ assert sorted(set(sums.values())) == [120] and len(sums) == 12, sums
 PYEOF
 		done
 	done
-	# one rank's three micro-batches on 2 and 4 stages, and interleaved
+	# one rank's three micro-batches on 2 and 4 stages, interleaved, and
+	# zb-h1 as a file
 	timeout 60 "$PY" "$REF" train ax.safetensors tok.npy 10 3 sgd 0.5 1 ref 3
-	for run in "2 gpipe" "2 1f1b" "4 1f1b" "2 interleaved"; do
+	timeout 10 collx-pipe --print-schedule --format csv --schedule zb-h1 \
+	    --microbatches 3 --world-size 2 >zb.csv
+	grep -q W zb.csv
+	for run in "2 --schedule gpipe" "2 --schedule 1f1b" \
+	    "4 --schedule 1f1b" "2 --schedule interleaved" \
+	    "2 --schedule zb-h1" "4 --schedule zb-h1" \
+	    "2 --schedule-file zb.csv"; do
 		set -- $run
 		timeout 120 collx-run -n $1 --timeout 30 -- collx-pipe -q \
-		    --schedule $2 -m ax.safetensors -i tok.npy --batch 10 \
+		    "${@:2}" -m ax.safetensors -i tok.npy --batch 10 \
 		    --microbatches 3 --steps 3 --lr 0.5 -o t.safetensors
 		collx-tensor diff t.safetensors ref.safetensors --rtol 1e-5 \
 		    --atol 1e-5 >/dev/null

@@ -345,7 +345,7 @@ PYEOF
 	[[ "${lines[0]}" == "collx-bench: --zero: want stages 0 to 3, not '4'" ]]
 }
 
-@test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd or --ep, --prefetch without --zero 3: one line, exit 2, no output" {
+@test "bad input: --prefetch negative or beyond the layers, --zero 3 with --powersgd, --prefetch without --zero 3: one line, exit 2, no output" {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 -o g.safetensors
 	G=(-m g.safetensors --data "$GPL" --batch 6 --steps 2 -o out.safetensors)
 	bad() {
@@ -358,7 +358,4 @@ PYEOF
 	[[ "$output" == *--powersgd*--zero\ 3* ]]
 	bad --zero 2 --prefetch 1
 	[[ "$output" == *"--prefetch goes with --zero 3"* ]]
-	# not yet composed with the experts' exchanges
-	bad --zero 3 --ep 2
-	[[ "$output" == *"--zero 3 and --ep"* ]]
 }

@@ -16,12 +16,13 @@
  *              gradients and reduce-scatters the input gradients and
  *              d/dp.
  *
- * Divided (ep->divided, the default where the DP sync is plain: no
- * ZeRO, f32 wire, no PowerSGD or local SGD): each rank holds only its
+ * Divided (ep->divided, the default where the DP sync is plain or ZeRO
+ * 1/2's: f32 wire, no PowerSGD or local SGD): each rank holds only its
  * own experts' weights, gradients and optimizer state (the stage's
  * layout leaves the others out, tp_stage_keep_experts); the DP sync sums
  * an expert's gradients over ep->rep alone, the D/X replicas of the same
- * EP rank, the rest over all D; the output and checkpoints gather the
+ * EP rank, the rest over all D (ZeRO shards each part over its own
+ * group, pipe_dp_zero.c); the output and checkpoints gather the
  * experts back (ep_gather_experts), so they hold the whole model as
  * plain DP's do, whatever the mesh. Otherwise every rank keeps every
  * expert's weights, computing gradients for its own experts only (the

@@ -97,18 +97,15 @@ shard_pieces(struct pipe_run *r, size_t lo, size_t hi, size_t s0,
 	return n;
 }
 
-/* This rank's slices of ZeRO's state and parameters as pieces (the
- * count; p NULL: counted only), ranks the mesh's. save: as
- * shard_pieces's, and under --shard-group host the first host's alone. */
+/* The slices of ZeRO z this rank holds as pieces from p[n] (p NULL:
+ * counted only), ranks the mesh's; the new count. */
 static size_t
-zero_pieces(struct pipe_run *r, int save, struct ckpt_piece *p)
+slice_pieces(struct pipe_run *r, struct dp_zero *z, int save,
+    struct ckpt_piece *p, size_t n)
 {
-	struct dp_zero *z = pipe_dp_zero_state(r);
 	int me = comm_rank(mesh(r));
-	size_t n = 0, off, len, s0;
+	size_t off, len, s0;
 
-	if (save && r->zero->rep != NULL && comm_rank(r->zero->rep) != 0)
-		return 0;
 	for (int i = 0; i < z->n; i++) {
 		dp_zero_slice(z, i, z->rank, &off, &len);
 		s0 = z->rg[i].off + off;
@@ -116,6 +113,23 @@ zero_pieces(struct pipe_run *r, int save, struct ckpt_piece *p)
 		    n);
 	}
 	return n;
+}
+
+/* This rank's slices of ZeRO's state and parameters as pieces (the
+ * count; p NULL: counted only): ZeRO's over the replicas and, with
+ * divided experts, the experts' over the replicas holding them (ze).
+ * save: as shard_pieces's, and under --shard-group host the first
+ * host's alone. */
+static size_t
+zero_pieces(struct pipe_run *r, int save, struct ckpt_piece *p)
+{
+	size_t n;
+
+	if (save && r->zero->rep != NULL && comm_rank(r->zero->rep) != 0)
+		return 0;
+	n = slice_pieces(r, pipe_dp_zero_state(r), save, p, 0);
+	return r->zero->fsdp == NULL ? slice_pieces(r, &r->zero->ze, save, p,
+	    n) : n;
 }
 
 /* Every rank's slices restored from the state read (each copy's), every
@@ -140,6 +154,8 @@ zero_resume(struct pipe_run *r)
 	}
 	for (int i = 0; i < z->n; i++)
 		z->opt[i].t = r->cfg->resume->step;
+	for (int i = 0; r->zero->fsdp == NULL && i < r->zero->ze.n; i++)
+		r->zero->ze.opt[i].t = r->cfg->resume->step;
 	return 0;
 }
 

@@ -27,16 +27,6 @@ pipe_dp_free(struct pipe_run *r)
 	pipe_dp_zero_free(r);
 }
 
-/* ZeRO (dp_zero.c): every range's gradient sums reduce-scattered. */
-static int
-zero_reduce(struct pipe_run *r)
-{
-	for (int q = 0; q < r->nown; q++)
-		if (dp_zero_reduce(&r->zero->z, r->grads, q) < 0)
-			return pipe_dp_failed(r);
-	return 0;
-}
-
 /* ZeRO: this replica's slices stepped, then allgathered (timed as the
  * DP axis's communication). */
 static int
@@ -47,11 +37,11 @@ zero_update(struct pipe_run *r, float scale)
 	uint64_t sent;
 	double t0;
 
-	dp_zero_step(&r->zero->z, r->params, r->grads, scale);
+	pipe_dp_zero_step(r, scale);
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
-	if (dp_zero_allgather(&r->zero->z, r->params) < 0)
-		return pipe_dp_failed(r);
+	if (pipe_dp_zero_allgather(r) < 0)
+		return -1;
 	ps->dp += cli_now() - t0;
 	ps->dp_sent += (size_t)(comm_bytes_sent(dc) - sent);
 	pipe_span(r, 'A', -1, t0, cli_now());
@@ -71,7 +61,8 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	if ((r->zero == NULL ? pipe_dp_sync_grads(r, &sent) :
-	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) : zero_reduce(r)) < 0)
+	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) :
+	    pipe_dp_zero_reduce(r)) < 0)
 		return -1;
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)
@@ -95,8 +86,8 @@ pipe_dp_update(struct pipe_run *r)
 		ps->optim_bytes += nn_optim_bytes(&r->opt[q]);
 		whole += r->own[q].len;
 	}
-	ps->grad_bytes = r->zero != NULL ? dp_zero_grad_bytes(pipe_dp_zero_state(r),
-	    whole) : whole * sizeof(float);
+	ps->grad_bytes = r->zero != NULL ? pipe_dp_zero_grad_bytes(r, whole) :
+	    whole * sizeof(float);
 	ps->param_bytes = whole * sizeof(float);
 	if (r->zero != NULL && r->zero->fsdp != NULL) {
 		dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */

@@ -218,12 +218,25 @@ struct pipe_dp_zero {
 	struct pipe_fsdp_chunk *ch;	/* its units per chunk */
 	struct comm *shard, *rep;	/* --shard-group host: its groups */
 	uint64_t sent;		/* its bytes sent, at the step's start */
+	/* divided experts (par/ep.h): z holds the ranges of no expert,
+	 * ze the experts' over ep->rep through ewire; 0 ranges without */
+	struct dp_zero ze;
+	struct dp_wire ewire;
+	char ewhat[32];
 };
 int pipe_dp_zero_init(struct pipe_run *r);
 void pipe_dp_zero_free(struct pipe_run *r);
 float *pipe_dp_zero_wire_ef(const struct pipe_run *r);
 /* ZeRO's state: z, or under --zero 3 the dp_fsdp's. */
 struct dp_zero *pipe_dp_zero_state(const struct pipe_run *r);
+/* ZeRO 1/2's step over z and, with divided experts, ze: reduce every
+ * range's gradient sums; update steps this replica's slices and
+ * allgathers them; grad_bytes: the reduced gradients' (whole: the
+ * stage's floats). */
+int pipe_dp_zero_reduce(struct pipe_run *r);
+void pipe_dp_zero_step(struct pipe_run *r, float scale);
+int pipe_dp_zero_allgather(struct pipe_run *r);
+size_t pipe_dp_zero_grad_bytes(const struct pipe_run *r, size_t whole);
 
 /* ZeRO-3 on the DP axis (pipe_dp_fsdp.c): init re-cuts the stage's
  * parameters into units (own, opt) and starts dp_fsdp over them; begin

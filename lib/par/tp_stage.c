@@ -401,6 +401,19 @@ moe_add(struct tp_stage *ts, int k, const struct nn_block_acts *a)
 	ts->moe[at + E] += *a->moe.dropped;
 }
 
+/* The experts' exchanges hold the links while they run, as the TP sums
+ * do: a DP sum overlapping the backward waits (the done hook), and
+ * ZeRO-3's gathers and reduce-scatters in flight (the use hook). */
+static void
+ep_alone(struct tp_stage *ts, const struct tp_model *lm)
+{
+	if (ts->ep == NULL || lm->experts == 0)
+		return;
+	if (ts->done != NULL)
+		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
+	use(ts, TP_STAGE_SUMMING, 0);
+}
+
 /* y = layer k of x, its values saved in acts; n samples. */
 static int
 layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
@@ -416,6 +429,7 @@ layer_fwd(struct tp_stage *ts, int k, float *y, float *acts, const float *x,
 		nn_block_acts_bind(&a, acts, &sh);
 		if (ts->cp != NULL)
 			cp_stage_bind(ts, &a, n);
+		ep_alone(ts, lm);
 		if (nn_block_forward(y, &a, &bw, x, &sh, hooks(ts, &hk)) < 0)
 			return -1;
 		if (lm->experts > 0)
@@ -460,12 +474,15 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	if (lm->experts > 0)	/* the auxiliary loss's, or zeros */
 		memcpy(a.moe.daux, ts->moe_daux + moe_at(ts, k),
 		    (size_t)sh.moe.experts * sizeof(float));
-	/* the experts' exchanges must have the links to themselves too */
-	if (ts->ep != NULL && lm->experts > 0 && ts->done != NULL)
-		ts->done(ts->done_ctx, TP_STAGE_SUMMING);
-	if (part == WHOLE)
+	if (part != WEIGHT)
+		ep_alone(ts, lm);
+	/* an MoE block's backward does not split: all of it runs in the
+	 * input part (its exchanges with it), none in the weight part */
+	if (part == WHOLE || (lm->experts > 0 && part == INPUT))
 		return nn_block_backward(dx, &bg, ts->scratch, dy, &a, &bw, x,
 		    &sh, hooks(ts, &hk));
+	if (lm->experts > 0)
+		return 0;
 	nn_block_wsave_bind(&sv, save, &sh);
 	if (part == INPUT)
 		return nn_block_backward_input(dx, &sv, ts->scratch, dy, &a,

@@ -50,23 +50,6 @@ trainer_pipe_virtual(struct trainer_pipe_opts *o, const char *hint)
 		o->virt = o->sched == PIPE_SCHED_INTERLEAVED ? 2 : 1;
 }
 
-/* What a pipeline does not run of a model with experts, before any data
- * moves: a split backward (zero-bubble schedules and schedule files).
- * Under --tp the experts are whole on every TP rank; an auxiliary loss
- * under 1f1b or interleaved costs a counting forward (pipe_step.c). */
-static void
-trainer_pipe_moe_check(const struct trainer_pipe *p, const struct nn_model *m)
-{
-	const struct nn_dims *d = &m->dims;
-
-	if (d->moe.experts == 0)
-		return;
-	if (p->o->sched == PIPE_SCHED_ZBH1 || p->o->sched == PIPE_SCHED_FILE)
-		cli_die_rank(CLI_EXIT_DATA, "the model has %d experts: their "
-		    "backward does not split, run --schedule gpipe, 1f1b or "
-		    "interleaved", d->moe.experts);
-}
-
 void
 trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
     int chunks)
@@ -76,7 +59,6 @@ trainer_pipe_split(struct trainer_pipe *p, const struct nn_model *m,
 	int *first = cli_calloc((size_t)stages + 1, sizeof(int));
 	char e[COLLX_ERRLEN];
 
-	trainer_pipe_moe_check(p, m);
 	if (pipe_split(m, stages, p->o->split, first, e, sizeof(e)) < 0)
 		cli_usage_error("%s", e);
 	for (int j = 0; mesh != NULL && j < stages; j++)
@@ -505,8 +487,8 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		cfg->mesh = c;
 		cfg->ep = r.ep.c != NULL ? &r.ep.hook : NULL;
 		/* each rank holds its own experts alone where the DP sync
-		 * is plain; else all of them (par/ep.h) */
-		r.ep.divided = cfg->dpo.zero == 0 &&
+		 * is plain or ZeRO 1/2's; else all of them (par/ep.h) */
+		r.ep.divided = cfg->dpo.zero < 3 &&
 		    cfg->dpo.wire == DP_WIRE_F32 && cfg->dpo.powersgd == 0 &&
 		    cfg->dpo.sync_every == 0;
 		pp = r.grp.pp;
