@@ -227,9 +227,9 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 				step_done(sp, i - 1, &ov);
 				nn_add(part, sp->ain, sp->blk);
 			}
+			t[i + 1] = cli_now();
 			if (i < sp->W - 1)
 				dp_ovl_stage(sp->ovl, i);
-			t[i + 1] = cli_now();
 		}
 		if (ring_end(sp, &ov, t, name) < 0)
 			return -1;
