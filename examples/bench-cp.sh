@@ -118,13 +118,16 @@ collx() {
 }
 
 # alone ROUND: the layer's 4 allgathers and 4 reduce-scatters, nothing
-# beside them (rank 0's median of each, over ITERS after one warm-up)
+# beside them (rank 0's median of each, over ITERS after one warm-up;
+# their rows kept as OUT/ag.WHERE.ROUND.csv and rs.WHERE.ROUND.csv)
 alone() {
 	rm -f ag.csv rs.csv
 	launch collx-allgather -q -i ag.npy --algo ring --iters "$iters" \
 	    --warmup 1 --timing ag.csv
 	launch collx-reduce-scatter -q -i rs.npy --algo ring --iters "$iters" \
 	    --warmup 1 --timing rs.csv
+	cp ag.csv "$out/ag.$where.$1.csv"
+	cp rs.csv "$out/rs.$where.$1.csv"
 	cat ag.csv rs.csv | awk -F, -v where="$where" -v round="$1" \
 	    -v n="$SPS" "$MEDIAN"'
 	    $1 == "program" { k++ } $1 != "program" && $4 == 0 { t[k] = t[k] " " $10 }
