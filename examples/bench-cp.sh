@@ -161,11 +161,15 @@ for where in host $([ "$netns" = yes ] && echo $([ -z "$only" ] && echo netns) s
 			collx ring $r "$SL"
 		fi
 		if [ "$where" != netns ]; then
-			collx sp $r "$SPS" "--overlap none"
-			collx sp $r "$SPS" "--overlap ring"
-			alone $r
-			[ -z "${OLD_BIN:-}" ] ||
-			    collx sp $r "$SPS" "--overlap ring" old
+			for k in 0 1 2 3; do	# each goes first in turn
+				case $(((r + k) % 4)) in
+				0) collx sp $r "$SPS" "--overlap none" ;;
+				1) collx sp $r "$SPS" "--overlap ring" ;;
+				2) alone $r ;;
+				3) [ -z "${OLD_BIN:-}" ] ||
+				    collx sp $r "$SPS" "--overlap ring" old ;;
+				esac
+			done
 		fi
 	done
 	[ "$where" = host ] || netns_teardown
