@@ -16,9 +16,13 @@
 #  2. At sequence SEQ_LONG (a K/V block's transfer shorter than its
 #     attention): the share of zigzag's and ring's transfer time hidden.
 #  3. collx-tp --mode sp --overlap ring (T = 4) against max(comm, compute)
-#     of the layer, both from --overlap none's rows (its collectives'
-#     seconds, its computing phases' seconds), on one host and over links
-#     held to SP_RATE.
+#     of the layer: compute from --overlap none's rows (its computing
+#     phases' seconds), comm both from those rows (its collectives'
+#     seconds, which also hold the waits for ranks that computed longer)
+#     and alone: the layer's 4 allgathers and 4 reduce-scatters of
+#     [SP_SEQ/4, 256] a rank (collx-allgather, collx-reduce-scatter, ring,
+#     no compute beside them), launched as the layer is. With OLD_BIN,
+#     that tree's --overlap ring interleaved beside it.
 # On one host, and, as root with ip netns, on 2 network namespaces x 2
 # ranks whose links tc holds to 1 Gbit/s (1, 2) and to SP_RATE (3)
 # (tests/lib/netns.bash). Rounds interleave the runs; each run takes the
@@ -29,6 +33,7 @@
 # usage: examples/bench-cp.sh [ROUNDS [ITERS]]   (defaults 3 and 3)
 #        SEQ=2048 SEQ_LONG=8192 SP_SEQ=2048 SP_RATE=10gbit CORES=nproc
 #        NETNS=auto|no PY=/usr/bin/python3 OUT=DIR (keeps the rows)
+#        ONLY=sp (part 3 alone) OLD_BIN=DIR (another tree's bin/)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -39,6 +44,8 @@ peer=$here/peers/torch_ring.py
 D=256 H=8 FF=1024 B=1 S=${SEQ:-2048} P=4
 SL=${SEQ_LONG:-8192} SPS=${SP_SEQ:-2048} sprate=${SP_RATE:-10gbit}
 cores=${CORES:-$(nproc)}
+only=${ONLY:-}
+case $only in ''|sp) ;; *) echo "bench-cp.sh: ONLY is sp or unset" >&2; exit 2 ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/collx-bench-cp.XXXXXX")
 out=${OUT:-$work}
 netns=no
@@ -59,6 +66,8 @@ for n in $S $SL $SPS; do
 	collx-tensor create --shape "$B,$n,$D" --fill randn --seed 1 -o "x$n.npy"
 	collx-tensor create --shape "$B,$n,$D" --fill randn --seed 2 -o "dy$n.npy"
 done
+collx-tensor create --shape "$((B * SPS / P)),$D" --fill randn --seed 3 -o ag.npy
+collx-tensor create --shape "$((B * SPS)),$D" --fill randn --seed 3 -o rs.npy
 : >"$out/results.csv"
 
 MEDIAN='
@@ -82,28 +91,49 @@ launch() {
 	fi
 }
 
-# collx MODE ROUND [SEQ [OPTIONS]]: a line
+# collx MODE ROUND [SEQ [OPTIONS [LABEL]]]: a line
 # where,impl,mode,round,seconds,hidden_share,attention_seconds,seq,comm,compute
 # (attention: rank 0's ring attention rows; comm and compute: its
 # collectives' and its other phases' seconds)
 collx() {
-	local n=${3:-$S}
+	local n=${3:-$S} tp=collx-tp
+	[ "${5:-}" != old ] || tp=$OLD_BIN/collx-tp
 	rm -f t.csv
-	launch collx-tp -q --layer block --mode "$1" ${4:-} --causal \
+	launch "$tp" -q --layer block --mode "$1" ${4:-} --causal \
 	    -m block.safetensors -i "x$n.npy" --backward --grad-output "dy$n.npy" \
 	    --iters $((iters + 1)) --timing t.csv
-	awk -F, -v where="$where" -v mode="$1${4:+ ${4#--}}" -v round="$2" -v n="$n" "$MEDIAN"'
+	awk -F, -v where="$where" -v mode="$1${4:+ ${4#--}}${5:+ $5}" -v round="$2" -v n="$n" "$MEDIAN"'
 	    NR > 1 && $4 == 0 && $2 != "" && $NF !~ /output/ && $9 > 0 {
 		step[$9] += $10
 		if ($NF ~ /ring attention/) att[$9] += $10
 		else if ($2 == "compute") cmp[$9] += $10
 		else com[$9] += $10 }
-	    NR > 1 && $NF ~ /ring attention/ && $9 > 0 { hid += $14; wait += $15 }
+	    NR > 1 && ($NF ~ /ring attention/ || $2 ~ /\+/) && $9 > 0 {
+		hid += $14; wait += $15 }
 	    END { for (i in step) { l = l " " step[i]; a = a " " att[i] + 0
 		    c = c " " cmp[i] + 0; m = m " " com[i] + 0 }
 		printf "%s,collx,%s,%d,%.6f,%.3f,%.6f,%d,%.6f,%.6f\n", where,
 		    mode, round, median(l), (hid + wait > 0 ? hid / (hid + wait) : 0),
 		    median(a), n, median(m), median(c) }' t.csv >>"$out/results.csv"
+}
+
+# alone ROUND: the layer's 4 allgathers and 4 reduce-scatters, nothing
+# beside them (rank 0's median of each, over ITERS after one warm-up;
+# their rows kept as OUT/ag.WHERE.ROUND.csv and rs.WHERE.ROUND.csv)
+alone() {
+	rm -f ag.csv rs.csv
+	launch collx-allgather -q -i ag.npy --algo ring --iters "$iters" \
+	    --warmup 1 --timing ag.csv
+	launch collx-reduce-scatter -q -i rs.npy --algo ring --iters "$iters" \
+	    --warmup 1 --timing rs.csv
+	cp ag.csv "$out/ag.$where.$1.csv"
+	cp rs.csv "$out/rs.$where.$1.csv"
+	cat ag.csv rs.csv | awk -F, -v where="$where" -v round="$1" \
+	    -v n="$SPS" "$MEDIAN"'
+	    $1 == "program" { k++ } $1 != "program" && $4 == 0 { t[k] = t[k] " " $10 }
+	    END { printf "%s,collx,sp comm alone,%d,%.6f,,,%d,%.6f,\n", where,
+		round, 4 * (median(t[1]) + median(t[2])), n,
+		4 * (median(t[1]) + median(t[2])) }' >>"$out/results.csv"
 }
 
 # torch ROUND: the peer's zigzag step
@@ -114,14 +144,14 @@ torch() {
 	    >>"$out/results.csv"
 }
 
-for where in host $([ "$netns" = yes ] && echo netns sp-netns); do
+for where in host $([ "$netns" = yes ] && echo $([ -z "$only" ] && echo netns) sp-netns); do
 	case $where in
 	netns) netns_setup 2 --rate 1gbit ;;
 	sp-netns) netns_setup 2 --rate "$sprate" ;;
 	esac
 	[ "$where" = host ] || netns_fake_ssh "$work/ssh"
 	for ((r = 1; r <= rounds; r++)); do
-		if [ "$where" != sp-netns ]; then
+		if [ "$where" != sp-netns ] && [ -z "$only" ]; then
 			case $((r % 3)) in	# each goes first once in three
 			1) collx zigzag $r; collx ring $r; torch $r ;;
 			2) collx ring $r; torch $r; collx zigzag $r ;;
@@ -131,8 +161,15 @@ for where in host $([ "$netns" = yes ] && echo netns sp-netns); do
 			collx ring $r "$SL"
 		fi
 		if [ "$where" != netns ]; then
-			collx sp $r "$SPS" "--overlap none"
-			collx sp $r "$SPS" "--overlap ring"
+			for k in 0 1 2 3; do	# each goes first in turn
+				case $(((r + k) % 4)) in
+				0) collx sp $r "$SPS" "--overlap none" ;;
+				1) collx sp $r "$SPS" "--overlap ring" ;;
+				2) alone $r ;;
+				3) [ -z "${OLD_BIN:-}" ] ||
+				    collx sp $r "$SPS" "--overlap ring" old ;;
+				esac
+			done
 		fi
 	done
 	[ "$where" = host ] || netns_teardown
@@ -156,6 +193,7 @@ name='function name(w) { if (w == "host") return "one host"
 echo "P = $P ranks, block d=$D heads=$H d_ff=$FF, batch $B, causal;"
 echo "forward+backward seconds, median of $rounds interleaved rounds (each the median of $iters)"
 echo
+if [ -z "$only" ]; then
 echo "Sequence $S:"
 echo
 echo "| where | collx zigzag | collx ring | torch ring peer (zigzag) | zigzag / peer speedup | zigzag / ring speedup | zigzag transfer hidden |"
@@ -219,15 +257,24 @@ awk -F, -v S="$SL" -v r="$sprate" "$MEDIAN$pick$name"'
 		    100 * pick(x, "collx", "zigzag", S, 6),
 		    100 * pick(x, "collx", "ring", S, 6) } }' "$out/results.csv"
 echo
+fi
 echo "sp --overlap ring at T = $P, sequence $SPS, against max(comm, compute) of --overlap none's phases"
 echo
-echo "| where | sp none | comm | compute | sp --overlap ring | ring / max(comm, compute) |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "(comm: none's collective phases, waits for other ranks included; comm alone: the same"
+echo "collectives with nothing beside them; old: OLD_BIN's --overlap ring, when given)"
+echo
+echo "| where | sp none | comm | comm alone | compute | sp --overlap ring | ring / max(comm, compute) | ring / max(comm alone, compute) | ring hidden | old ring | old / max(comm alone, compute) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 awk -F, -v S="$SPS" -v r="$sprate" "$MEDIAN$pick$name"'
 	END { for (x in seen) { if (x == "netns") continue
 		n = pick(x, "collx", "sp overlap none", S, 5)
 		m = pick(x, "collx", "sp overlap none", S, 9)
 		c = pick(x, "collx", "sp overlap none", S, 10)
 		o = pick(x, "collx", "sp overlap ring", S, 5)
-		printf "| %s | %.4f | %.4f | %.4f | %.4f | %.2fx |\n", name(x), n,
-		    m, c, o, o / (m > c ? m : c) } }' "$out/results.csv"
+		a = pick(x, "collx", "sp comm alone", S, 9)
+		g = pick(x, "collx", "sp overlap ring old", S, 5)
+		printf "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx | %.0f%% | %s | %s |\n",
+		    name(x), n, m, a, c, o, o / (m > c ? m : c), o / (a > c ? a : c),
+		    100 * pick(x, "collx", "sp overlap ring", S, 6),
+		    g < 0 ? "-" : sprintf("%.4f", g),
+		    g < 0 ? "-" : sprintf("%.2fx", g / (a > c ? a : c)) } }' "$out/results.csv"

@@ -179,6 +179,52 @@ bytes_of() {
 	batch_ok
 }
 
+@test "sp --overlap ring: each ring's transfers on the transfers track beside its computes; hidden_us within the phase" {
+	# T = 3 (odd) and 4, batch 2: every ring has W computes and W-1
+	# transfers (run by the communication thread)
+	ref make block 24 48 0 40 heads=12 seq=24 batch=2
+	for w in 3 4; do
+		rm -f t*.csv tr.json
+		tp $w --layer block --mode sp --overlap ring --causal \
+		    -m w.safetensors -i X.npy --backward --grad-output DY.npy \
+		    --timing 't{rank}.csv' --trace tr.json
+		timeout 30 "$PY" - tr.json $w <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+W = int(sys.argv[2])
+x = [e for e in ev if e["ph"] == "X"]
+ag = ["fwd allgather ln1", "fwd allgather ln2", "bwd allgather dy", "bwd allgather dh"]
+rs = ["fwd reduce-scatter attn.o", "fwd reduce-scatter mlp.fc2",
+      "bwd reduce-scatter mlp.fc1", "bwd reduce-scatter attn.qkv"]
+for r in range(W):
+    for name in ag + rs:
+        comp = sorted((e for e in x if e["tid"] == 2 * r and e["name"] == name),
+                      key=lambda e: e["ts"])
+        send = sorted((e for e in x if e["tid"] == 2 * r + 1 and e["name"] == name),
+                      key=lambda e: e["ts"])
+        assert len(comp) == W and len(send) == W - 1, (r, name, len(comp), len(send))
+        assert all(e["cat"] == "send" for e in send), (r, name)
+        # one thread: each step's transfer after the one before
+        for a, b in zip(send, send[1:]):
+            assert b["ts"] >= a["ts"] + a["dur"] - 1, (r, name, a, b)
+        for i in range(W - 1):
+            # step i+1 computes with what step i's transfer brought
+            assert send[i]["ts"] + send[i]["dur"] <= comp[i + 1]["ts"] + comp[i + 1]["dur"] + 1, (r, name, i)
+            # a reduce-scatter's step i sends what step i computed
+            if name in rs:
+                assert send[i]["ts"] >= comp[i]["ts"] + comp[i]["dur"] - 1, (r, name, i)
+PY
+		for ((r = 0; r < w; r++)); do
+			# the 8 overlapped rings; hidden and exposed time no
+			# more than the phase took; other phases hide nothing
+			[ "$(awk -F, 'NR > 1 && $2 ~ /[+]/' t$r.csv | wc -l)" -eq 8 ]
+			awk -F, 'NR > 1 && $2 ~ /[+]/ {
+			    if ($14 < 0 || $15 < 0 || $14 + $15 > $10 * 1e6 + 1) exit 1 }
+			    NR > 1 && $2 !~ /[+]/ && $14 + $15 > 0 { exit 1 }' t$r.csv
+		done
+	done
+}
+
 @test "comm_bytes per layer per rank: sp and tp --overlap ring, closed form" {
 	# b*s*d = 2*24*24 = 1152 floats; 6*24 = 144 of LayerNorms and biases
 	ref make block 24 48 0 35 heads=12 seq=24 batch=2

@@ -2,19 +2,21 @@
  * reduce-scatter, either as one collective and the matmuls after (or
  * before) it, or cut into W ring steps whose transfers overlap the
  * matmuls of the chunk at hand (the collective matmul of Wang et al.,
- * PyTorch's async TP). Matmuls run per chunk of the sequence and per
- * block of rows, so the transfers move on (tp_xfer) between blocks. */
+ * PyTorch's async TP). The ring steps' transfers run on a communication
+ * thread (dp_overlap.c's runner, one job a step), so they move on while
+ * a matmul runs rather than only between its calls; the main thread
+ * touches the group only once the thread has done a collective's jobs. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
 #include "comm/coll.h"
 #include "par/cp_ring.h"
+#include "par/dp_sync.h"
 #include "par/tp_sp.h"
-#include "par/tp_xfer.h"
+#include "par/tp_xfer.h"	/* struct tp_overlap */
 
 enum { TAG_AG = 0x6167, TAG_RS = 0x7273 };
-#define SP_ROWS 64	/* rows a matmul takes between two progress calls */
 
 struct tp_sp {
 	struct comm *c;
@@ -29,7 +31,10 @@ struct tp_sp {
 	float *h, *ln2, *mean2, *rstd2, *m, *f1, *f1a;
 	/* backward */
 	float *dY, *dF, *dF1, *dq, *dk, *dv, *datty, *dsm, *dml, *dh, *dal;
-	float *buf[2], *part[2], *ain, *stage;
+	float *part[2], *ain, *stage;	/* stage: W chunks, [W, b, sl, d] */
+	struct dp_ovl *ovl;	/* overlap: the thread running the ring steps */
+	int tag;		/* the ring it runs: TAG_AG or TAG_RS */
+	double (*span)[2];	/* each step's transfer, from start to end */
 	char *err;
 	size_t errlen;
 };
@@ -61,47 +66,78 @@ compute(struct tp_sp *sp, const char *name)
 	mark(sp, name, "compute", "-", 0, NULL);
 }
 
-/* fn over chunk t's rows (every sample), SP_ROWS at a time; part (when
- * not NULL) gets the rows' results [b, sl, d], zeroed first. The
- * transfers in x[0..1] (NULL: none) move on between blocks. */
-static int
-rows(struct tp_sp *sp, int t, rows_fn *fn, float *part, struct tp_xfer **x)
+/* fn over chunk t's rows (every sample); part (when not NULL) gets the
+ * rows' results [b, sl, d], zeroed first. */
+static void
+rows(struct tp_sp *sp, int t, rows_fn *fn, float *part)
 {
 	if (part)
 		memset(part, 0, sp->blk * sizeof(float));
 	for (int bi = 0; bi < sp->b; bi++)
-		for (int p0 = 0; p0 < sp->sl; p0 += SP_ROWS) {
-			int np = sp->sl - p0 < SP_ROWS ? sp->sl - p0 : SP_ROWS;
-			fn(sp, (size_t)bi * sp->s + (size_t)t * sp->sl + p0, np,
-			    part ? part + ((size_t)bi * sp->sl + p0) * sp->d :
-			    NULL);
-			for (int i = 0; x && i < 2; i++)
-				if (x[i] && tp_xfer_progress(x[i]) < 0)
-					return failed(sp);
-		}
-	return 0;
+		fn(sp, (size_t)bi * sp->s + (size_t)t * sp->sl, sp->sl,
+		    part ? part + (size_t)bi * sp->sl * sp->d : NULL);
 }
 
-static int
-post(struct tp_sp *sp, struct tp_xfer *x, int send, float *buf, int tag)
-{
-	int peer = (sp->rank + (send ? 1 : sp->W - 1)) % sp->W;
+/* ---- the ring steps, on the communication thread -------------------- */
 
-	if (tp_xfer_post(x, send, peer, tag, buf, sp->blk * sizeof(float)) < 0)
+static float *
+slot(struct tp_sp *sp, int t)
+{
+	return sp->stage + (size_t)((t % sp->W + sp->W) % sp->W) * sp->blk;
+}
+
+/* Ring step i (a dp_ovl job): allgather, chunk rank-i to the next rank
+ * and chunk rank-i-1 from the previous, each into its slot;
+ * reduce-scatter, the partial sums of step i to the next rank and those
+ * step i+1 adds from the previous. */
+static int
+ring_step(void *ctx, int i)
+{
+	struct tp_sp *sp = ctx;
+	int next = (sp->rank + 1) % sp->W, prev = (sp->rank + sp->W - 1) % sp->W;
+	size_t bytes = sp->blk * sizeof(float);
+	double t0 = cli_now();
+	int rc = sp->tag == TAG_AG ?
+	    comm_sendrecv(sp->c, next, slot(sp, sp->rank - i), bytes, prev,
+	    slot(sp, sp->rank - i - 1), bytes, TAG_AG) :
+	    comm_sendrecv(sp->c, next, sp->part[i % 2], bytes, prev, sp->ain,
+	    bytes, TAG_RS);
+
+	sp->span[i][0] = t0, sp->span[i][1] = cli_now();
+	return rc;
+}
+
+/* Waits until the thread has done step i (the main thread's wait is
+ * exposed transfer time). */
+static void
+step_done(struct tp_sp *sp, int i, struct tp_overlap *ov)
+{
+	double t0 = cli_now();
+
+	dp_ovl_done(sp->ovl, i + 1);
+	ov->exposed += cli_now() - t0;
+}
+
+/* After a ring: waits for the thread; the steps' transfer time less the
+ * main thread's waits ran beside its compute (hidden). Spans: the
+ * compute of each step (from t[i] to t[i + 1]) and each transfer. */
+static int
+ring_end(struct tp_sp *sp, struct tp_overlap *ov, const double *t,
+    const char *name)
+{
+	double busy, t0 = cli_now();
+	int rc = dp_ovl_wait(sp->ovl, &busy);
+
+	ov->exposed += cli_now() - t0;
+	ov->hidden += busy > ov->exposed ? busy - ov->exposed : 0;
+	if (rc < 0)
 		return failed(sp);
+	for (int i = 0; i < sp->W; i++)
+		tp_log_span(sp->log, 0, 0, name, t[i], t[i + 1]);
+	for (int i = 0; i < sp->W - 1; i++)
+		tp_log_span(sp->log, 1, 'S', name, sp->span[i][0],
+		    sp->span[i][1]);
 	return 0;
-}
-
-static int
-end(struct tp_sp *sp, struct tp_xfer *x, struct tp_overlap *ov)
-{
-	return tp_xfer_end(x, ov) < 0 ? failed(sp) : 0;
-}
-
-static int
-beside(struct tp_sp *sp, struct tp_xfer *x, struct tp_overlap *ov)
-{
-	return tp_xfer_end_beside(x, ov) < 0 ? failed(sp) : 0;
 }
 
 /* Every rank's chunk src [b, sl, d] into dst [b, s, d], one collective. */
@@ -124,36 +160,34 @@ static int
 ag_apply(struct tp_sp *sp, const float *src, float *dst, rows_fn *fn,
     const char *name)
 {
-	struct tp_xfer x, *xs[2] = { &x, NULL };
-	const float *cur = src;
 	struct tp_overlap ov = { 0, 0 };
+	double *t = sp->span[sp->W - 1];	/* W + 1 step boundaries */
 
 	if (!sp->seq || !sp->overlap) {
 		if (!sp->seq)
 			memcpy(dst, src, sp->n * sp->d * sizeof(float));
 		else if (gather(sp, dst, src, name) < 0)
 			return -1;
-		for (int t = 0; t < sp->W; t++)
-			if (rows(sp, t, fn, NULL, NULL) < 0)
-				return -1;
+		for (int i = 0; i < sp->W; i++)
+			rows(sp, i, fn, NULL);
 		return 0;
 	}
-	tp_cp_seq_put(dst, src, 0, sp->W, sp->rank, sp->b, sp->s, sp->d);
+	/* the thread runs every step at once: each needs only the last */
+	memcpy(slot(sp, sp->rank), src, sp->blk * sizeof(float));
+	sp->tag = TAG_AG;
+	dp_ovl_begin(sp->ovl);
+	dp_ovl_stage(sp->ovl, sp->W);
+	t[0] = cli_now();
 	for (int i = 0; i < sp->W; i++) {
-		int t = (sp->rank - i + sp->W) % sp->W;
-		float *nxt = sp->buf[i % 2];
-
-		tp_xfer_begin(&x, sp->c, sp->log, name);
-		if (i < sp->W - 1 && (post(sp, &x, 0, nxt, TAG_AG) < 0 ||
-		    post(sp, &x, 1, (float *)cur, TAG_AG) < 0))
-			return -1;
-		if (rows(sp, t, fn, NULL, xs) < 0 || end(sp, &x, &ov) < 0)
-			return -1;
-		if (i < sp->W - 1)	/* the previous rank's chunk t-1 */
-			tp_cp_seq_put(dst, nxt, 0, sp->W,
-			    (t + sp->W - 1) % sp->W, sp->b, sp->s, sp->d);
-		cur = nxt;
+		if (i > 0)
+			step_done(sp, i - 1, &ov);
+		tp_cp_seq_put(dst, slot(sp, sp->rank - i), 0, sp->W,
+		    (sp->rank - i + sp->W) % sp->W, sp->b, sp->s, sp->d);
+		rows(sp, (sp->rank - i + sp->W) % sp->W, fn, NULL);
+		t[i + 1] = cli_now();
 	}
+	if (ring_end(sp, &ov, t, name) < 0)
+		return -1;
 	mark(sp, name, "allgather+matmul", "ring", sp->blk * sp->W, &ov);
 	return 0;
 }
@@ -165,14 +199,13 @@ static int
 rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
     const char *agname)
 {
-	struct tp_xfer x, prev = { .n = 0 }, *xs[2] = { &x, &prev };
-	float *local = sp->seq ? dst : sp->buf[0];
+	float *local = sp->seq ? dst : sp->ain;
 	struct tp_overlap ov = { 0, 0 };
+	double *t = sp->span[sp->W - 1];
 
 	if (!sp->overlap) {
-		for (int t = 0; t < sp->W; t++)
-			if (rows(sp, t, fn, sp->stage + t * sp->blk, NULL) < 0)
-				return -1;
+		for (int i = 0; i < sp->W; i++)
+			rows(sp, i, fn, slot(sp, i));
 		compute(sp, "matmul");
 		if (coll_reduce_scatter(sp->c, sp->stage, local, sp->blk,
 		    DT_F32, COLL_SUM, COLL_RING) < 0)
@@ -180,25 +213,26 @@ rs_apply(struct tp_sp *sp, rows_fn *fn, float *dst, const char *name,
 		mark(sp, name, "reduce-scatter", "ring", sp->blk * sp->W,
 		    NULL);
 	} else {
-		/* chunk t's sum starts at rank t+1 and ends at rank t */
+		/* chunk t's sum starts at rank t+1 and ends at rank t: step
+		 * i's partial sums travel while step i+1's compute */
+		sp->tag = TAG_RS;
+		dp_ovl_begin(sp->ovl);
+		t[0] = cli_now();
 		for (int i = 0; i < sp->W; i++) {
-			int t = (sp->rank - 1 - i + 2 * sp->W) % sp->W;
 			float *part = sp->part[i % 2];
 
-			tp_xfer_begin(&x, sp->c, sp->log, name);
-			if (i > 0 && post(sp, &x, 0, sp->ain, TAG_RS) < 0)
-				return -1;
-			if (rows(sp, t, fn, part, xs) < 0 ||
-			    end(sp, &x, &ov) < 0 ||
-			    beside(sp, &prev, &ov) < 0)
-				return -1;
-			if (i > 0)
+			rows(sp, (sp->rank - 1 - i + 2 * sp->W) % sp->W, fn,
+			    part);
+			if (i > 0) {
+				step_done(sp, i - 1, &ov);
 				nn_add(part, sp->ain, sp->blk);
-			tp_xfer_begin(&prev, sp->c, sp->log, name);
-			if (i < sp->W - 1 &&
-			    post(sp, &prev, 1, part, TAG_RS) < 0)
-				return -1;
+			}
+			t[i + 1] = cli_now();
+			if (i < sp->W - 1)
+				dp_ovl_stage(sp->ovl, i);
 		}
+		if (ring_end(sp, &ov, t, name) < 0)
+			return -1;
 		memcpy(local, sp->part[(sp->W - 1) % 2],
 		    sp->blk * sizeof(float));
 		mark(sp, name, "matmul+reduce-scatter", "ring", sp->blk * sp->W,
@@ -431,7 +465,7 @@ tp_sp_new(struct tp_sp **out, struct comm *c, struct tp_log *log,
 	total = 3 * nh * d + 4 * nh + 2 * n * d + 4 * nc +
 	    (size_t)b * sp->lh * s * s + 2 * nf +	/* forward */
 	    n * d + 2 * nf + 4 * nc + (size_t)s * s + 3 * nh * d +
-	    5 * sp->blk + n * d + 6 * d;	/* backward, transfers */
+	    3 * sp->blk + n * d + 6 * d;	/* backward, transfers */
 	if ((p = malloc(total * sizeof(float))) == NULL) {
 		free(sp);
 		return cli_fail(err, errlen, "out of memory for a block of %zu "
@@ -447,9 +481,29 @@ tp_sp_new(struct tp_sp **out, struct comm *c, struct tp_log *log,
 	TAKE(dq, nc), TAKE(dk, nc), TAKE(dv, nc), TAKE(datty, nc);
 	TAKE(dsm, (size_t)s * s), TAKE(dml, nh * d), TAKE(dh, nh * d);
 	TAKE(dal, nh * d);
-	TAKE(buf[0], sp->blk), TAKE(buf[1], sp->blk), TAKE(part[0], sp->blk);
-	TAKE(part[1], sp->blk), TAKE(ain, sp->blk), TAKE(stage, n * d + 6 * d);
+	TAKE(part[0], sp->blk), TAKE(part[1], sp->blk), TAKE(ain, sp->blk), TAKE(stage, n * d + 6 * d);
 #undef TAKE
+	/* the ring's W-1 steps and the W+1 bounds of its computes */
+	if ((sp->span = calloc(2 * (size_t)sp->W + 1, sizeof(*sp->span))) ==
+	    NULL) {
+		tp_sp_free(sp);
+		return cli_fail(err, errlen, "out of memory");
+	}
+	if (overlap) {
+		int *ready = calloc((size_t)sp->W, sizeof(int));
+
+		for (int i = 0; ready && i < sp->W - 1; i++)
+			ready[i] = i;	/* step i posted once its data is */
+		sp->ovl = ready ? dp_ovl_new(sp->W - 1, ready, ring_step, sp, c,
+		    err, errlen) : NULL;
+		if (sp->ovl == NULL && ready == NULL)
+			cli_fail(err, errlen, "out of memory");
+		free(ready);
+		if (sp->ovl == NULL) {
+			tp_sp_free(sp);
+			return -1;
+		}
+	}
 	*out = sp;
 	return 0;
 }
@@ -459,6 +513,8 @@ tp_sp_free(struct tp_sp *sp)
 {
 	if (sp == NULL)
 		return;
+	dp_ovl_free(sp->ovl);
+	free(sp->span);
 	free(sp->ln1);
 	free(sp);
 }

@@ -8,7 +8,9 @@
  * parallelism (mode tp with --overlap ring): every position held whole,
  * each allreduce a reduce-scatter then an allgather. With overlap each
  * collective is cut into W ring steps: a chunk of the sequence travels to
- * the next rank while the matmul of another chunk computes. */
+ * the next rank while the matmul of another chunk computes, the transfers
+ * on a communication thread (started by tp_sp_new; the group is its
+ * while a collective runs). */
 #ifndef COLLX_TP_SP_H
 #define COLLX_TP_SP_H
 

@@ -1,7 +1,8 @@
 /* tp_xfer: point-to-point transfers posted before a piece of compute and
  * moved along between its blocks, with the time they ran while it
- * computed (hidden): the overlap of ring attention (par/cp_ring.c) and of
- * the collective matmuls (par/tp_sp.c). */
+ * computed (hidden): the overlap of ring attention (par/cp_ring.c). The
+ * overlap's accounting (struct tp_overlap) is also the collective
+ * matmuls' (par/tp_sp.c), whose transfers run on a thread. */
 #ifndef COLLX_TP_XFER_H
 #define COLLX_TP_XFER_H
 
