@@ -345,13 +345,36 @@ tied_sum(struct pipe_run *r)
 	return 0;
 }
 
+/* Whether action a is the step's first to wait for or add to gradients:
+ * the gradients are zeroed just before it, in the first stage's wait for
+ * the pipeline to turn round (its bubble) rather than on its critical
+ * path at the start of the step. */
+static int
+takes_grads(const struct pipe_action *a)
+{
+	return a->op == PIPE_RECV_GRAD || a->op == PIPE_BWD ||
+	    a->op == PIPE_WGT;
+}
+
+/* The step's gradient sums set to zero (ZeRO-3 gives each unit's back
+ * zero); 1. */
+static int
+zero_grads(struct pipe_run *r)
+{
+	for (int q = 0; q < r->nown && (r->zero == NULL ||
+	    r->zero->fsdp == NULL); q++)
+		memset(r->grads + r->own[q].off, 0, r->own[q].len *
+		    sizeof(float));
+	return 1;
+}
+
 int
 pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_stat *ps = &r->stat[k];
 	double t0 = cli_now(), loss = 0, ts, t1, t2;
-	int q, j = r->rank, nreq = cfg->micro * r->nchunk;
+	int q, j = r->rank, nreq = cfg->micro * r->nchunk, zeroed = 0;
 	int spin = comm_spin(r->c), want = step_spin(r, k);
 
 	r->step = k;
@@ -368,10 +391,6 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    32 ^ (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
-	/* ZeRO-3 gives each unit's gradients back zero */
-	for (q = 0; q < r->nown && (r->zero == NULL || r->zero->fsdp == NULL);
-	    q++)
-		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
 	pipe_moe_begin(r);
@@ -386,9 +405,14 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	pipe_dp_fsdp_begin(r);
 	if (aux_pass(r) < 0)
 		return -1;
-	for (q = 0; q < r->sch->nact[j]; q++)
+	for (q = 0; q < r->sch->nact[j]; q++) {
+		if (!zeroed && takes_grads(&r->sch->act[j][q]))
+			zeroed = zero_grads(r);
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
+	}
+	if (!zeroed)
+		zero_grads(r);
 	t1 = cli_now();
 	comm_set_step(r->c, "step %ld: end of step", k);
 	if (comm_waitall(r->c, r->sact, nreq) < 0)
