@@ -345,15 +345,17 @@ tied_sum(struct pipe_run *r)
 	return 0;
 }
 
-/* Whether action a is the step's first to wait for or add to gradients:
- * the gradients are zeroed just before it, in the first stage's wait for
- * the pipeline to turn round (its bubble) rather than on its critical
- * path at the start of the step. */
+/* Whether the gradients are zeroed before action a, when it is the
+ * step's first receive or gradient pass: in a wait, the bubble, on every
+ * stage (the first's for the pipeline to turn round, within its
+ * schedule's span; the others' for their first activation, before it as
+ * before) rather than on the first stage's critical path at the start
+ * of the step. */
 static int
-takes_grads(const struct pipe_action *a)
+zero_before(const struct pipe_action *a)
 {
-	return a->op == PIPE_RECV_GRAD || a->op == PIPE_BWD ||
-	    a->op == PIPE_WGT;
+	return a->op == PIPE_RECV_ACT || a->op == PIPE_RECV_GRAD ||
+	    a->op == PIPE_BWD || a->op == PIPE_WGT;
 }
 
 /* The step's gradient sums set to zero (ZeRO-3 gives each unit's back
@@ -397,6 +399,8 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	pipe_tp_stat(r, ps, 1);
 	if (want > spin)
 		set_spin(r, want);
+	if (r->sch->nact[j] > 0 && zero_before(&r->sch->act[j][0]))
+		zeroed = zero_grads(r);
 	ts = cli_now();
 	for (q = 0; q < r->nchunk; q++) {
 		r->gmb[q][0] = r->gmb[q][1] = -1;
@@ -406,7 +410,7 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	if (aux_pass(r) < 0)
 		return -1;
 	for (q = 0; q < r->sch->nact[j]; q++) {
-		if (!zeroed && takes_grads(&r->sch->act[j][q]))
+		if (!zeroed && zero_before(&r->sch->act[j][q]))
 			zeroed = zero_grads(r);
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
