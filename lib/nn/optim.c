@@ -72,14 +72,31 @@ nn_optim_bytes(const struct nn_optim *o)
 	return o->count * sizeof(float) * ((o->m != NULL) + (o->v != NULL));
 }
 
-/* torch.optim.SGD (dampening 0, no nesterov). */
-static void
+NN_INLINE void
+sgd_span(float *restrict p, const float *restrict grads, float lr,
+    float scale, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] -= lr * (grads[i] * scale);
+}
+
+/* torch.optim.SGD (dampening 0, no nesterov). Plain SGD, the usual case,
+ * in spans that vectorize (the branchy loop ran one element at a time,
+ * 2.5% of a pipeline stage's step); the same products, the same bits. */
+NN_CLONES static void
 sgd_step(struct nn_optim *o, float *p, const float *grads, float scale)
 {
 	float lr = (float)o->cfg.lr, wd = (float)o->cfg.weight_decay;
 	float mom = (float)o->cfg.momentum;
+	size_t i = 0;
 
-	for (size_t i = 0; i < o->count; i++) {
+	if (wd == 0.0f && o->m == NULL) {
+		for (; i + NN_LANES <= o->count; i += NN_LANES)
+			sgd_span(p + i, grads + i, lr, scale, NN_LANES);
+		sgd_span(p + i, grads + i, lr, scale, o->count - i);
+		return;
+	}
+	for (; i < o->count; i++) {
 		float g = grads[i] * scale;
 		if (wd != 0.0f)
 			g += wd * p[i];

@@ -38,13 +38,16 @@ on_sum(void *ctx, double t0, double t1)
 static int
 place(struct pipe_run *r)
 {
+	float *(*vec)(size_t, int);
 	size_t n = 0;
 	int c;
 
 	for (c = 0; c < r->nchunk; c++)
 		n += r->ts[c].nlocal;
-	if ((r->params = tp_stage_vec(n, 0)) == NULL ||
-	    (r->grads = tp_stage_vec(n, 1)) == NULL)
+	/* ZeRO-3 hands ranges of both back to the kernel a page at a time:
+	 * small pages for it */
+	vec = r->cfg->dpo.zero == 3 ? tp_stage_vec : tp_stage_vec_huge;
+	if ((r->params = vec(n, 0)) == NULL || (r->grads = vec(n, 1)) == NULL)
 		return pipe_oom(r);
 	for (c = n = 0; c < r->nchunk; c++) {
 		tp_stage_place(&r->ts[c], r->params + n, r->grads + n);

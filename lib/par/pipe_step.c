@@ -345,13 +345,38 @@ tied_sum(struct pipe_run *r)
 	return 0;
 }
 
+/* Whether the gradients are zeroed before action a, when it is the
+ * step's first receive or gradient pass: in a wait, the bubble, on every
+ * stage (the first's for the pipeline to turn round, within its
+ * schedule's span; the others' for their first activation, before it as
+ * before) rather than on the first stage's critical path at the start
+ * of the step. */
+static int
+zero_before(const struct pipe_action *a)
+{
+	return a->op == PIPE_RECV_ACT || a->op == PIPE_RECV_GRAD ||
+	    a->op == PIPE_BWD || a->op == PIPE_WGT;
+}
+
+/* The step's gradient sums set to zero (ZeRO-3 gives each unit's back
+ * zero); 1. */
+static int
+zero_grads(struct pipe_run *r)
+{
+	for (int q = 0; q < r->nown && (r->zero == NULL ||
+	    r->zero->fsdp == NULL); q++)
+		memset(r->grads + r->own[q].off, 0, r->own[q].len *
+		    sizeof(float));
+	return 1;
+}
+
 int
 pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 {
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_stat *ps = &r->stat[k];
 	double t0 = cli_now(), loss = 0, ts, t1, t2;
-	int q, j = r->rank, nreq = cfg->micro * r->nchunk;
+	int q, j = r->rank, nreq = cfg->micro * r->nchunk, zeroed = 0;
 	int spin = comm_spin(r->c), want = step_spin(r, k);
 
 	r->step = k;
@@ -368,16 +393,14 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    32 ^ (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
-	/* ZeRO-3 gives each unit's gradients back zero */
-	for (q = 0; q < r->nown && (r->zero == NULL || r->zero->fsdp == NULL);
-	    q++)
-		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
 	pipe_moe_begin(r);
 	pipe_tp_stat(r, ps, 1);
 	if (want > spin)
 		set_spin(r, want);
+	if (r->sch->nact[j] > 0 && zero_before(&r->sch->act[j][0]))
+		zeroed = zero_grads(r);
 	ts = cli_now();
 	for (q = 0; q < r->nchunk; q++) {
 		r->gmb[q][0] = r->gmb[q][1] = -1;
@@ -386,9 +409,14 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	pipe_dp_fsdp_begin(r);
 	if (aux_pass(r) < 0)
 		return -1;
-	for (q = 0; q < r->sch->nact[j]; q++)
+	for (q = 0; q < r->sch->nact[j]; q++) {
+		if (!zeroed && zero_before(&r->sch->act[j][q]))
+			zeroed = zero_grads(r);
 		if (act_run(r, &r->sch->act[j][q], &loss) < 0)
 			return -1;
+	}
+	if (!zeroed)
+		zero_grads(r);
 	t1 = cli_now();
 	comm_set_step(r->c, "step %ld: end of step", k);
 	if (comm_waitall(r->c, r->sact, nreq) < 0)

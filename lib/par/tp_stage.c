@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cli/util.h"
 #include "comm/coll.h"
@@ -64,6 +65,30 @@ tp_stage_vec(size_t n, int zero)
 		return NULL;
 	if (zero)
 		memset(p, 0, n * sizeof(float));
+	return p;
+}
+
+/* A huge page's bytes (x86-64's 2 MiB). With 4 KiB pages the 8 MiB each
+ * of an 8-layer mlp stage's parameters and gradients took a TLB miss
+ * every few rows of each weight the products packed: 5-6% of the
+ * stage's CPU time in collx-pipe. */
+#define TP_STAGE_HUGE ((size_t)2 << 20)
+
+float *
+tp_stage_vec_huge(size_t n, int zero)
+{
+	size_t bytes = n * sizeof(float);
+	void *p;
+
+	if (bytes < TP_STAGE_HUGE)
+		return tp_stage_vec(n, zero);
+	if (posix_memalign(&p, TP_STAGE_HUGE, bytes) != 0)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	(void)madvise(p, bytes, MADV_HUGEPAGE);	/* before the first touch */
+#endif
+	if (zero)
+		memset(p, 0, bytes);
 	return p;
 }
 

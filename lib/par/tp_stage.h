@@ -170,6 +170,10 @@ void tp_stage_free(struct tp_stage *ts);
  * scratch): malloc's placement moved the step's CPU time by up to 5%
  * from one build to the next; NULL when out of memory (free() frees). */
 float *tp_stage_vec(size_t n, int zero);
+/* The same on transparent huge pages where n floats fill one (a hint:
+ * small pages where the kernel has none): a stage's parameters and
+ * gradients, which every micro-batch's products stream through. */
+float *tp_stage_vec_huge(size_t n, int zero);
 void tp_stage_place(struct tp_stage *ts, float *params, float *grads);
 /* Before placing: of the MoE blocks' experts, the stage holds only
  * [e0, e0 + n) (expert parallelism, divided; par/ep.h), the others left

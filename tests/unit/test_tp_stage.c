@@ -17,7 +17,9 @@
  * bit. Without a group the TP stage is the unsharded stage, bit for bit
  * (outputs, input gradients, loss, weight gradients and peak activation
  * bytes), its backward whole and split in two (zb-h1), and its matrix
- * products' vectors start on 64-byte cache lines.
+ * products' vectors start on 64-byte cache lines; tp_stage_vec_huge's
+ * (a pipeline run's parameters and gradients) on a 2 MiB page boundary,
+ * their mapping marked for transparent huge pages.
  * The split backward, every input part first and then every weight part,
  * gives the whole backward's outputs, input gradients and weight
  * gradients bit for bit, without a group and on each rank of a group of
@@ -617,11 +619,66 @@ checks(void)
 	}
 }
 
+/* Whether the mapping holding p is marked for huge pages (VmFlags "hg"
+ * in /proc/self/smaps). */
+static int
+marked_huge(const void *p)
+{
+	char line[512];
+	uintptr_t a, b, at = (uintptr_t)p;
+	int in = 0, hg = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f) != NULL) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2)	/* a mapping */
+			in = at >= a && at < b;
+		else if (in && strncmp(line, "VmFlags:", 8) == 0)
+			hg = strstr(line, " hg") != NULL;
+	}
+	fclose(f);
+	return hg;
+}
+
+/* tp_stage_vec_huge: a vector filling a huge page starts on one, zeroed
+ * when asked, its mapping marked for huge pages (where the kernel's
+ * transparent huge pages are not off); a smaller one is tp_stage_vec's,
+ * on a cache line. */
+static void
+huge_case(void)
+{
+	size_t n = (size_t)3 << 20, zeros = 0;	/* 12 MiB */
+	float *p = tp_stage_vec_huge(n, 1), *q = tp_stage_vec_huge(1000, 1);
+	char mode[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (f != NULL && fgets(mode, sizeof mode, f) == NULL)
+		mode[0] = '\0';
+	if (f != NULL)
+		fclose(f);
+	for (size_t i = 0; p != NULL && i < n; i++)
+		zeros += p[i] == 0.0f;
+	UNIT_OK(p != NULL && (uintptr_t)p % ((size_t)2 << 20) == 0 &&
+	    zeros == n, "tp_stage_vec_huge: 12 MiB of zeros on a 2 MiB "
+	    "boundary");
+	if (f == NULL || strstr(mode, "[never]") != NULL)
+		printf("# transparent huge pages off: the mark not checked\n");
+	else
+		UNIT_OK(p != NULL && marked_huge(p), "tp_stage_vec_huge: its "
+		    "mapping marked for huge pages (smaps VmFlags hg)");
+	UNIT_OK(q != NULL && (uintptr_t)q % 64 == 0 && q[0] == 0.0f &&
+	    q[999] == 0.0f, "tp_stage_vec_huge: 1000 floats, zeroed, on a "
+	    "64-byte cache line");
+	free(p), free(q);
+}
+
 int
 main(void)
 {
 	nn_set_threads(1);
 	checks();
+	huge_case();
 	for (int a = 0; a < 3; a++)
 		for (int sp = 0; sp < 2; sp++)
 			no_group_case((enum arch)a, sp);
