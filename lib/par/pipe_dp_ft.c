@@ -222,8 +222,10 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 		if (comm_split(s, 0, comm_rank(s), &w, e, sizeof(e)) < 0)
 			continue;
 		set_world(ft, w);
-		v[0] = *k;
-		v[1] = -*k;
+		/* a rank started again whose copy was cut short has no
+		 * step of its own: it takes one in the copy */
+		v[0] = ft->joining ? INT64_MIN : *k;
+		v[1] = ft->joining ? INT64_MIN : -*k;
 		comm_set_step(w, "--ft: the survivors' step");
 		if (coll_allreduce(w, v, 2, DT_I64, COLL_MAX, COLL_AUTO) == 0)
 			break;
@@ -235,6 +237,11 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 		    comm_error(ft->world));
 		return ft_fail(r, m);
 	}
+	if (v[0] == INT64_MIN)
+		return ft_fail(r, "--ft: no replica left holds the state: only "
+		    "ranks started again, their copy of it cut short");
+	if (ft->joining)
+		return 0;
 	/* a rank went on past the commit of step v[0] - 1: every rank's
 	 * sums of it were done, so those still at it update now */
 	if (v[0] + v[1] > 1 || (*k < v[0] && !r->ft_synced))
@@ -252,22 +259,13 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 }
 
 int
-pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
-    pipe_step_fn fn, void *ctx)
+pipe_ft_relay(struct pipe_run *r)
 {
 	struct pipe_ft *ft = r->cfg->ft;
 	struct carry st = { 0 };
-	char e[COLLX_ERRLEN], left[256], out[512];
-	double t0 = cli_now();
-	int per, was, rc = -1;
+	char e[COLLX_ERRLEN];
+	int per = ft->orig.world / ft->orig.dp, rc = -1;
 
-	if (ft == NULL || r->kind != TRAIN_ERR_RUNTIME)
-		return -1;
-	was = ft->mesh.dp;
-	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0)
-		return -1;
-	/* the same mesh with the whole replicas left */
-	per = ft->orig.world / ft->orig.dp;
 	ft->mesh = ft->orig;
 	ft->mesh.world = comm_size(ft->world);
 	ft->mesh.dp = ft->mesh.world / per;
@@ -290,6 +288,27 @@ pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
 	carry_restore(r, &st);
 	if (ft->regrouped != NULL)
 		ft->regrouped(ft->ctx, comm_rank(ft->world));
+	rc = 0;
+out:
+	carry_free(&st);
+	return rc;
+}
+
+int
+pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
+    pipe_step_fn fn, void *ctx, long *cap)
+{
+	struct pipe_ft *ft = r->cfg->ft;
+	char left[256], out[512];
+	double t0 = cli_now();
+	int was;
+
+	if (ft == NULL || r->kind != TRAIN_ERR_RUNTIME)
+		return -1;
+	was = ft->mesh.dp;
+	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
+	    pipe_ft_relay(r) < 0)
+		return -1;
 	if (comm_rank(ft->world) == 0 && ft->note != NULL) {
 		snprintf(out, sizeof(out), "step %ld: rank%s %s left, taking "
 		    "%d replica%s out; %d of %d replicas go on (%.3f s to agree "
@@ -298,9 +317,10 @@ pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
 		    ft->mesh.dp, was, cli_now() - t0);
 		ft->note(ft->ctx, out);
 	}
+	/* ranks started again whose copy a departure cut short take it
+	 * now, from the replicas left */
+	if (pipe_ft_copy(r, k, res, cap, t0) < 0)
+		return -1;
 	r->err[0] = '\0';
-	rc = 0;
-out:
-	carry_free(&st);
-	return rc;
+	return 0;
 }
