@@ -279,6 +279,52 @@ rejoin_train() {
 	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "2 1 " ]
 }
 
+@test "--ft rejoin, --dp 4 under collx-run --max-restarts 2: rank 0, sending the state to rank 2 started again, killed during the copy: the others and rank 2 agree within the timeout and 5 s (rank 2 admitted, 3 of 4 replicas go on), rank 2 copies from rank 1, rank 0 is started again and rejoins; the weights of a run without failures" {
+	local run joiner sender start _
+	# a larger model, whose state takes a while to copy
+	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors
+	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy
+	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
+	    --steps 30 --optimizer adamw --lr 0.001)
+	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 4 -q \
+	    -o ref.safetensors
+	COLLX_TIMEOUT=5 collx-run -n 4 --max-restarts 2 -- collx-train \
+	    "${TARGS[@]}" --dp 4 --ft -v -o ft.safetensors \
+	    --loss-csv ft.csv 2>run.err &
+	RUN=$!
+	run=$RUN
+	PIDS+=("$RUN")
+	wait_line '^collx-train: step 5 '
+	kill -KILL "$(rank_pid "$run" 2)"
+	wait_line '^collx-run: restart 1 of 2: rank 2 '
+	joiner=$(rank_pid "$run" 2)
+	sender=$(rank_pid "$run" 0)
+	# its links to the others up (the table came): the copy is near
+	for _ in $(seq 3000); do
+		[ "$(ss -tnpH state established 2>/dev/null |
+		    grep -c "pid=$joiner,")" -ge 3 ] && break
+		sleep 0.01
+	done
+	kill -STOP "$sender"
+	start=$SECONDS
+	kill -KILL "$sender"
+	kill -CONT "$sender" 2>/dev/null || true
+	wait_line '^collx-train: step [0-9]*: rank 0 left, taking 1 replica out; 3 of 4 replicas go on'
+	[ $((SECONDS - start)) -le 10 ]
+	ft_ends 0
+	# the copy did not end: rank 2 rejoined in the recovery, copying
+	# from rank 1, after rank 0 left
+	[ "$(sed -n '/^collx-train: step [0-9]*: rank 0 left/q;p' run.err |
+	    grep -c 'rejoined')" -eq 0 ]
+	grep -q '^collx-train: step [0-9]*: rank 2 rejoined; 3 replicas go on' run.err
+	grep -q '^collx-run: restart 2 of 2: rank 0 ' run.err
+	grep -q '^collx-train: step [0-9]*: rank 0 rejoined; 4 replicas go on' run.err
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 29) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 4 ]
+}
+
 @test "--ft --dp 2 --tp 2: rank 3 stopped (SIGSTOP) at step 10: the others time out on it, rank 2 leaves, replica 0 finishes right; continued, rank 3, alone, stops (exit 1, one line)" {
 	local master r rc
 	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --tp 2 -q \

@@ -309,7 +309,8 @@ ft_regrouped(void *ctx, int rank)
 	mesh_coord(&r->ft.mesh, rank, &r->at);
 	r->t.rank = rank;
 	r->t.pr.summary = rank == 0 && !cli_quiet;
-	r->t.pr.lines |= rank == 0 && cli_verbose && !cli_quiet;
+	/* the lines too: a rank 0 started again takes them back */
+	r->t.pr.lines = r->t.pr.summary && cli_verbose;
 }
 
 static void
