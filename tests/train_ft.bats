@@ -232,25 +232,35 @@ rejoin_train() {
 	    --dp 2 --tp 2
 }
 
-@test "--ft rejoin: a replica started again in part (rank 3 alone, rank 2 not) is held, then refused after twice the timeout (exit 1, one line); the others train on to the weights of a run without failures" {
-	local master r rc start
-	# long enough that the others still train when it gives up
-	STEPS=400
-	TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512
-	    --steps $STEPS --optimizer adamw --lr 0.001)
+# four_ranks TIMEOUT: the run without failures (ref.safetensors), then 4
+# ranks of collx-train --ft --dp 2 --tp 2 started here (PIDS; MASTER
+# their rendezvous, COLLX_TIMEOUT TIMEOUT, rank R's standard error in
+# errR.log), until rank 0 has done step 10. TARGS: the options but the
+# mesh.
+four_ranks() {
+	local r
 	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --tp 2 -q \
 	    -o ref.safetensors
-	master=127.0.0.1:$(free_port)
+	MASTER=127.0.0.1:$(free_port)
 	for r in 0 1 2 3; do
-		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
-		    COLLX_TIMEOUT=2 collx-train "${TARGS[@]}" --dp 2 --tp 2 \
+		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$MASTER \
+		    COLLX_TIMEOUT=$1 collx-train "${TARGS[@]}" --dp 2 --tp 2 \
 		    --ft -v -o ft.safetensors --loss-csv ft.csv 2>"err$r.log" &
 		PIDS+=($!)
 	done
 	timeout 60 sh -c 'until grep -q "^collx-train: step 10 epoch" err0.log
 	    do sleep 0.05; done'
+}
+
+@test "--ft rejoin: a replica started again in part (rank 3 alone, rank 2 not) is held, then refused after twice the timeout (exit 1, one line); the others train on to the weights of a run without failures" {
+	local r rc start
+	# long enough that the others still train when it gives up
+	STEPS=400
+	TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512
+	    --steps $STEPS --optimizer adamw --lr 0.001)
+	four_ranks 2
 	kill -KILL "${PIDS[3]}"
-	COLLX_REJOIN=1 COLLX_RANK=3 COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
+	COLLX_REJOIN=1 COLLX_RANK=3 COLLX_WORLD_SIZE=4 COLLX_MASTER=$MASTER \
 	    COLLX_TIMEOUT=2 collx-train "${TARGS[@]}" --dp 2 --tp 2 --ft -v \
 	    -o ft.safetensors --loss-csv ft.csv 2>err.again &
 	PIDS+=($!)
@@ -326,18 +336,8 @@ rejoin_train() {
 }
 
 @test "--ft --dp 2 --tp 2: rank 3 stopped (SIGSTOP) at step 10: the others time out on it, rank 2 leaves, replica 0 finishes right; continued, rank 3, alone, stops (exit 1, one line)" {
-	local master r rc
-	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --tp 2 -q \
-	    -o ref.safetensors
-	master=127.0.0.1:$(free_port)
-	for r in 0 1 2 3; do
-		COLLX_RANK=$r COLLX_WORLD_SIZE=4 COLLX_MASTER=$master \
-		    COLLX_TIMEOUT=3 collx-train "${TARGS[@]}" --dp 2 --tp 2 \
-		    --ft -v -o ft.safetensors --loss-csv ft.csv 2>"err$r.log" &
-		PIDS+=($!)
-	done
-	timeout 60 sh -c 'until grep -q "^collx-train: step 10 epoch" err0.log
-	    do sleep 0.05; done'
+	local r rc
+	four_ranks 3
 	kill -STOP "${PIDS[3]}"
 	# within the timeouts (3 s, twice and a second for the agreement)
 	for r in 0 1 2; do

@@ -24,7 +24,7 @@ struct pipe_ft {
 	void (*regrouped)(void *ctx, int rank);
 	void (*note)(void *ctx, const char *line);	/* departures */
 	void *ctx;
-	/* rejoining (pipe_dp_rejoin.c): a rank started again, admitted,
+	/* rejoining: a rank started again, admitted,
 	 * its state not yet copied from the replicas; when it was admitted */
 	int joining;
 	double t_join;

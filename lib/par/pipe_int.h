@@ -168,7 +168,7 @@ int pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
     pipe_step_fn fn, void *ctx, long *cap);
 int pipe_run_again(struct pipe_run *r, struct comm *c);
 /* relay: the mesh laid again over ft->world's ranks, the run set up anew
- * on its groups with this rank's state. Rejoining (pipe_dp_rejoin.c):
+ * on its groups with this rank's state. Rejoining:
  * grow, at step *k's start, admits the replicas started again (0 too
  * when nobody came); copy gives the ranks without state (started again)
  * the replicas' step *k, state and records (res, cap: as pipe_grow's),
