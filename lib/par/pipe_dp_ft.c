@@ -322,7 +322,14 @@ pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
 	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
 	    pipe_ft_relay(r) < 0)
 		return -1;
-	if (comm_rank(ft->world) == 0 && ft->note != NULL) {
+	if (comm_rank(ft->world) == 0 && ft->note != NULL && left[0] == '\0') {
+		/* none of the ranks left: a rank started again did not join */
+		snprintf(out, sizeof(out), "step %ld: a rejoin failed; %d "
+		    "replica%s go%s on (%.3f s to agree and set up again)", *k,
+		    ft->mesh.dp, ft->mesh.dp > 1 ? "s" : "", ft->mesh.dp > 1 ?
+		    "" : "es", cli_now() - t0);
+		ft->note(ft->ctx, out);
+	} else if (comm_rank(ft->world) == 0 && ft->note != NULL) {
 		snprintf(out, sizeof(out), "step %ld: rank%s %s left, taking "
 		    "%d replica%s out; %d of %d replicas go on (%.3f s to agree "
 		    "and set up again)", *k, strchr(left, ',') ? "s" : "", left,
