@@ -125,7 +125,8 @@ killed_train() {
 # losses as a run without failures of the same mesh; the replicas column
 # follows the lines (2, 1 from each departure's step, 2 again from its
 # rejoin's) and shows each dip (REPLICAS: its distinct stretches, as
-# "2 1 2"). TARGS, STEPS as killed_train's.
+# "2 1 2"). TARGS, STEPS as killed_train's; with NS=netns, ranks 0 and
+# 1 in the first namespace host (netns_setup), 2 and 3 in the second.
 rejoin_train() {
 	local plan=$1 reps=$3 master r p v line rc want i=0 away=0
 	local -a rp at victim peer
@@ -140,11 +141,15 @@ rejoin_train() {
 	collx-run -n 4 -- collx-train "${TARGS[@]}" "$@" -q \
 	    -o ref.safetensors --loss-csv ref.csv
 	master=127.0.0.1:$(free_port)
+	[ "${NS:-}" != netns ] || master=$(netns_addr 0):29500
 	mkfifo err.fifo
-	# start_rank R [VAR=VALUE]: rank R (again)
+	# start_rank R [VAR=VALUE]: rank R (again), in its namespace
 	start_rank() {
+		local pre=()
+		[ "${NS:-}" != netns ] ||
+		    pre=(ip netns exec "$(netns_name $(($1 / 2)))")
 		env "${@:2}" COLLX_RANK="$1" COLLX_WORLD_SIZE=4 \
-		    COLLX_MASTER="$master" COLLX_TIMEOUT=10 collx-train \
+		    COLLX_MASTER="$master" COLLX_TIMEOUT=10 "${pre[@]}" collx-train \
 		    "${TARGS[@]}" "${MESH[@]}" --ft -v -o ft.safetensors \
 		    --loss-csv ft.csv 2>err.fifo &
 		rp[$1]=$!
@@ -209,6 +214,11 @@ rejoin_train() {
 
 @test "--ft rejoin, --dp 2 --pp 2: rank 2 killed, rank 0 leaves with it; both started again rejoin, rank 0 writes the outputs again" {
 	rejoin_train "10:2" "2:0" "2 1 2" --dp 2 --pp 2
+}
+
+@test "--ft rejoin over namespaces, 2 hosts x 2 ranks at 1 Gbit/s, --dp 2 --pp 2 (each replica on both hosts): rank 2 killed, rank 0 leaves with it; both started again rejoin; the weights of a run without failures" {
+	rejoin_netns() { NS=$1 rejoin_train "10:2" "2:0" "2 1 2" --dp 2 --pp 2; }
+	ft_netns rejoin_netns
 }
 
 @test "--ft rejoin on a gpt, --dp 2 --pp 2 --microbatches 2: rank 0 killed, rank 2 leaves with it; both rejoin; the weights of a run without failures" {
