@@ -122,6 +122,7 @@ dp_ovl_begin(struct dp_ovl *o)
 	pthread_mutex_lock(&o->mu);
 	o->nposted = o->ndone = 0;
 	o->busy = 0;
+	ovl_order(o);		/* dp_ovl_post_rest's may have moved it */
 	pthread_mutex_unlock(&o->mu);
 }
 
@@ -153,6 +154,48 @@ dp_ovl_drain(struct dp_ovl *o)
 	while (o->ndone < o->nposted)
 		pthread_cond_wait(&o->cv, &o->mu);
 	pthread_mutex_unlock(&o->mu);
+}
+
+/* Once the posted buckets are done, posts the rest by key, ascending
+ * (ties keep their order): what the backward left goes in the order the
+ * next forward needs it. Returns how many were done before. */
+int
+dp_ovl_post_rest(struct dp_ovl *o, const int *key)
+{
+	int i, j, p;
+
+	pthread_mutex_lock(&o->mu);
+	while (o->ndone < o->nposted)
+		pthread_cond_wait(&o->cv, &o->mu);
+	p = o->nposted;
+	for (i = p + 1; i < o->nb; i++)
+		for (j = i; j > p && key[o->order[j]] < key[o->order[j - 1]];
+		    j--) {
+			int t = o->order[j];
+			o->order[j] = o->order[j - 1];
+			o->order[j - 1] = t;
+		}
+	o->nposted = o->nb;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	return p;
+}
+
+const int *
+dp_ovl_order(const struct dp_ovl *o)
+{
+	return o->order;
+}
+
+double
+dp_ovl_busy(struct dp_ovl *o)
+{
+	double b;
+
+	pthread_mutex_lock(&o->mu);
+	b = o->busy;
+	pthread_mutex_unlock(&o->mu);
+	return b;
 }
 
 void

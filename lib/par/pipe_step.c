@@ -368,9 +368,10 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		    32 ^ (uint64_t)cfg->batch);
 	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
 	    r->rstart, r->rcount);
-	/* ZeRO-3 gives each unit's gradients back zero */
-	for (q = 0; q < r->nown && (r->zero == NULL || r->zero->fsdp == NULL);
-	    q++)
+	/* ZeRO-3 gives each unit's gradients back zero, and so do the sums
+	 * running on into this step (pipe_dp_sync_post) */
+	for (q = 0; q < r->nown && (r->zero == NULL || r->zero->fsdp == NULL) &&
+	    !pipe_dp_sync_pending(r); q++)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len * sizeof(float));
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
