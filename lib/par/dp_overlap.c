@@ -25,6 +25,7 @@ struct dp_ovl {
 	int *order;		/* buckets in posting order */
 	int *ready;		/* the stage after which bucket i is complete */
 	int nposted, ndone, quit, failed;
+	int limit;		/* dp_ovl_stage posts no more */
 	double busy;		/* seconds the thread spent in fn this step */
 	int have_thr, have_sync;
 };
@@ -85,7 +86,7 @@ dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
 		goto fail;
 	o->fn = fn;
 	o->ctx = ctx;
-	o->nb = nb;
+	o->nb = o->limit = nb;
 	o->order = calloc((size_t)nb + 1, sizeof(int));
 	o->ready = calloc((size_t)nb + 1, sizeof(int));
 	if (o->order == NULL || o->ready == NULL)
@@ -122,7 +123,6 @@ dp_ovl_begin(struct dp_ovl *o)
 	pthread_mutex_lock(&o->mu);
 	o->nposted = o->ndone = 0;
 	o->busy = 0;
-	ovl_order(o);		/* dp_ovl_post_rest's may have moved it */
 	pthread_mutex_unlock(&o->mu);
 }
 
@@ -136,7 +136,7 @@ dp_ovl_stage(void *ctx, int stage)
 
 	pthread_mutex_lock(&o->mu);
 	p = o->nposted;
-	while (p < o->nb && o->ready[o->order[p]] <= stage)
+	while (p < o->limit && o->ready[o->order[p]] <= stage)
 		p++;
 	if (p != o->nposted) {
 		o->nposted = p;
@@ -156,29 +156,32 @@ dp_ovl_drain(struct dp_ovl *o)
 	pthread_mutex_unlock(&o->mu);
 }
 
-/* Once the posted buckets are done, posts the rest by key, ascending
- * (ties keep their order): what the backward left goes in the order the
- * next forward needs it. Returns how many were done before. */
+/* Posts every bucket once the posted ones are done; returns how many
+ * were done before. */
 int
-dp_ovl_post_rest(struct dp_ovl *o, const int *key)
+dp_ovl_post_rest(struct dp_ovl *o)
 {
-	int i, j, p;
+	int p;
 
 	pthread_mutex_lock(&o->mu);
 	while (o->ndone < o->nposted)
 		pthread_cond_wait(&o->cv, &o->mu);
 	p = o->nposted;
-	for (i = p + 1; i < o->nb; i++)
-		for (j = i; j > p && key[o->order[j]] < key[o->order[j - 1]];
-		    j--) {
-			int t = o->order[j];
-			o->order[j] = o->order[j - 1];
-			o->order[j - 1] = t;
-		}
 	o->nposted = o->nb;
 	pthread_cond_broadcast(&o->cv);
 	pthread_mutex_unlock(&o->mu);
 	return p;
+}
+
+/* Another posting order, the same on every rank; dp_ovl_stage posts no
+ * more than its first limit buckets (the rest: post_rest or wait). */
+void
+dp_ovl_set_order(struct dp_ovl *o, const int *order, int limit)
+{
+	pthread_mutex_lock(&o->mu);
+	memcpy(o->order, order, (size_t)o->nb * sizeof(int));
+	o->limit = limit;
+	pthread_mutex_unlock(&o->mu);
 }
 
 const int *

@@ -364,6 +364,42 @@ seg_unit(const struct pipe_run *r, const struct seg *g)
 	    r->m->dims.layers;
 }
 
+/*
+ * The posting order, the same on every rank (so every replica sums the
+ * same bucket at the same turn, and the loss between them): in the
+ * backward's order until half the bytes (the sums beside the backward;
+ * the link is the bound where this pays), then the rest by forward unit,
+ * posted after the loss (dp_ovl_stage posts only the first part). The
+ * buckets each unit's forward waits for (need) follow from it.
+ */
+static int
+runon_order(struct pipe_run *r, struct pipe_dp_sync *s)
+{
+	int *o = malloc((size_t)s->nbk * sizeof(int)), h, i, j, k;
+	size_t total = 0, cum = 0;
+
+	if (o == NULL)
+		return pipe_oom(r);
+	memcpy(o, dp_ovl_order(s->ovl), (size_t)s->nbk * sizeof(int));
+	for (k = 0; k < s->nbk; k++)
+		total += s->bk[k].len;
+	for (h = 0; h < s->nbk && 2 * cum < total; h++)
+		cum += s->bk[o[h]].len;
+	for (i = h + 1; i < s->nbk; i++)
+		for (j = i; j > h && s->unit[o[j]] < s->unit[o[j - 1]]; j--) {
+			k = o[j];
+			o[j] = o[j - 1];
+			o[j - 1] = k;
+		}
+	dp_ovl_set_order(s->ovl, o, h);
+	for (k = 0; k < s->nbk; k++)
+		for (size_t g = s->bk[o[k]].s0; g < s->bk[o[k]].s1; g++)
+			s->need[seg_unit(r, &s->seg[g]) + 1] = k + 1;
+	free(o);
+	s->runon = 1;
+	return 0;
+}
+
 static int
 runon_init(struct pipe_run *r, struct pipe_dp_sync *s)
 {
@@ -392,8 +428,7 @@ runon_init(struct pipe_run *r, struct pipe_dp_sync *s)
 			if (seg_unit(r, &s->seg[i]) < s->unit[k])
 				s->unit[k] = seg_unit(r, &s->seg[i]);
 	}
-	s->runon = 1;
-	return 0;
+	return runon_order(r, s);
 }
 
 /* Bucket k's tensors stepped (optimizer range by range: the view of
@@ -455,7 +490,8 @@ runon_finish(struct pipe_run *r)
 	ps->dp_exposed += s->fwait;
 	ps->dp_hidden += run > s->fwait ? run - s->fwait : 0;
 	ps->dp_sent += (size_t)(comm_bytes_sent(r->cfg->dp) - s->sent0);
-	pipe_span(r, 'A', -1, s->posted, atomic_load(&s->tend));
+	/* beside the next forward, which the trace must not push */
+	pipe_span(r, 'O', -1, s->posted, atomic_load(&s->tend));
 	if (r->nspans > n)
 		r->spans[n].step = (int)s->pstep;
 	/* its report now, before this step sends anything: the bytes the
@@ -494,7 +530,7 @@ pipe_dp_sync_post(struct pipe_run *r)
 	const struct pipe_cfg *cfg = r->cfg;
 	struct pipe_dp_sync *s = r->sync;
 	const int *order;
-	int p, k, L = r->m->dims.layers;
+	int p, k;
 
 	if (s == NULL || !s->due)
 		return 0;
@@ -510,12 +546,8 @@ pipe_dp_sync_post(struct pipe_run *r)
 	atomic_store(&s->tend, s->posted);
 	s->pstep = r->step;
 	s->pending = 1;
-	p = dp_ovl_post_rest(s->ovl, s->unit);
+	p = dp_ovl_post_rest(s->ovl);
 	order = dp_ovl_order(s->ovl);
-	memset(s->need, 0, ((size_t)L + 2) * sizeof(int));
-	for (k = 0; k < s->nbk; k++)
-		for (size_t i = s->bk[order[k]].s0; i < s->bk[order[k]].s1; i++)
-			s->need[seg_unit(r, &s->seg[i]) + 1] = k + 1;
 	/* the ones the backward's sums finished: updated here */
 	for (k = 0; k < p; k++)
 		if (runon_update(r, order[k]) < 0)
