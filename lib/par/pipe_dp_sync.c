@@ -337,9 +337,10 @@ layer_done(void *ctx, int l)
 }
 
 /*
- * Run-on: when the backward ends, the buckets not summed yet are the
- * first layers' (it completes them last), which the next forward needs
- * first. So they go on in the forward's order (the unit of their first
+ * Run-on: the buckets the backward completes last are the first
+ * layers', which the next forward needs first. So, where the link is
+ * the bound, they run on beside the next forward: after the step's loss
+ * sum, in the forward's order (runon_order; the unit of their first
  * tensor: -1 the embeddings, then the layers, L the head), each one's
  * tensors updated on the thread as soon as its sum is in, and the next
  * step's forward waits before each unit (ts->use) only for the buckets
