@@ -510,19 +510,21 @@ runon_use(void *ctx, int l, int backward)
 {
 	struct pipe_run *r = ctx;
 	struct pipe_dp_sync *s = r->sync;
-	double t0;
+	struct pipe_stat *ps = &r->stat[r->step];
+	double t0 = cli_now();
 
 	if (l == TP_STAGE_SUMMING)
 		return;
-	if (backward || (l < 0 && s->seen)) {
+	if (backward || (l < 0 && s->seen))
 		runon_finish(r);	/* a failure fails the step's sync */
-		return;
+	else {
+		s->seen |= l >= 0;
+		dp_ovl_done(s->ovl, s->need[l + 1]);
+		s->fwait += cli_now() - t0;
+		atomic_store(&s->fwd, l);
 	}
-	s->seen |= l >= 0;
-	t0 = cli_now();
-	dp_ovl_done(s->ovl, s->need[l + 1]);
-	s->fwait += cli_now() - t0;
-	atomic_store(&s->fwd, l);
+	/* the pass's row keeps its compute; the waits are the DP axis's */
+	*(backward ? &ps->bwd : &ps->fwd) -= cli_now() - t0;
 }
 
 int
@@ -651,8 +653,12 @@ pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
 	ts->done = NULL;
 	if (pipe_dp_fsdp_arm(r, ts, weight))	/* ZeRO-3's reduce-scatters */
 		return;
-	if (s != NULL && s->pending)	/* no forward came between */
+	if (s != NULL && s->pending) {	/* no forward came between */
+		double t0 = cli_now();
+
 		runon_finish(r);
+		r->stat[r->step].bwd -= cli_now() - t0;
+	}
 	/* a whole backward of a chunk after the first sends its input
 	 * gradient upstream once it returns: summing beside it would hold
 	 * that send (and the stages above) behind the sums, while summed
