@@ -24,11 +24,14 @@ static const struct {
 	{ "weight", "#E5AE38" },
 	/* ZeRO-3's communication thread, beside the passes: low in the row */
 	{ "gather", "#64B5CD" }, { "reduce-scatter", "#937860" },
+	/* collx-train's DP sums beside the next step's forward, as low */
+	{ "allreduce-runon", "#8C8C8C" },
 };
 #define NKINDS	(sizeof span_kinds / sizeof span_kinds[0])
 #define OTHER	NKINDS		/* the box file of unknown kinds */
 #define BESIDE(k)	((k) < NKINDS && (strcmp(span_kinds[k].name, "gather") \
-	== 0 || strcmp(span_kinds[k].name, "reduce-scatter") == 0))
+	== 0 || strcmp(span_kinds[k].name, "reduce-scatter") == 0 || \
+	strcmp(span_kinds[k].name, "allreduce-runon") == 0))
 
 /* A stage is a (pid, tid) pair, in order of pid then tid. */
 static double

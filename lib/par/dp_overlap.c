@@ -25,6 +25,7 @@ struct dp_ovl {
 	int *order;		/* buckets in posting order */
 	int *ready;		/* the stage after which bucket i is complete */
 	int nposted, ndone, quit, failed;
+	int limit;		/* dp_ovl_stage posts no more */
 	double busy;		/* seconds the thread spent in fn this step */
 	int have_thr, have_sync;
 };
@@ -85,7 +86,7 @@ dp_ovl_new(int nb, const int *ready, dp_ovl_fn fn, void *ctx,
 		goto fail;
 	o->fn = fn;
 	o->ctx = ctx;
-	o->nb = nb;
+	o->nb = o->limit = nb;
 	o->order = calloc((size_t)nb + 1, sizeof(int));
 	o->ready = calloc((size_t)nb + 1, sizeof(int));
 	if (o->order == NULL || o->ready == NULL)
@@ -135,7 +136,7 @@ dp_ovl_stage(void *ctx, int stage)
 
 	pthread_mutex_lock(&o->mu);
 	p = o->nposted;
-	while (p < o->nb && o->ready[o->order[p]] <= stage)
+	while (p < o->limit && o->ready[o->order[p]] <= stage)
 		p++;
 	if (p != o->nposted) {
 		o->nposted = p;
@@ -153,6 +154,51 @@ dp_ovl_drain(struct dp_ovl *o)
 	while (o->ndone < o->nposted)
 		pthread_cond_wait(&o->cv, &o->mu);
 	pthread_mutex_unlock(&o->mu);
+}
+
+/* Posts every bucket once the posted ones are done; returns how many
+ * were done before. */
+int
+dp_ovl_post_rest(struct dp_ovl *o)
+{
+	int p;
+
+	pthread_mutex_lock(&o->mu);
+	while (o->ndone < o->nposted)
+		pthread_cond_wait(&o->cv, &o->mu);
+	p = o->nposted;
+	o->nposted = o->nb;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	return p;
+}
+
+/* Another posting order, the same on every rank; dp_ovl_stage posts no
+ * more than its first limit buckets (the rest: post_rest or wait). */
+void
+dp_ovl_set_order(struct dp_ovl *o, const int *order, int limit)
+{
+	pthread_mutex_lock(&o->mu);
+	memcpy(o->order, order, (size_t)o->nb * sizeof(int));
+	o->limit = limit;
+	pthread_mutex_unlock(&o->mu);
+}
+
+const int *
+dp_ovl_order(const struct dp_ovl *o)
+{
+	return o->order;
+}
+
+double
+dp_ovl_busy(struct dp_ovl *o)
+{
+	double b;
+
+	pthread_mutex_lock(&o->mu);
+	b = o->busy;
+	pthread_mutex_unlock(&o->mu);
+	return b;
 }
 
 void

@@ -90,6 +90,14 @@ void dp_ovl_drain(struct dp_ovl *o);
  * already: the caller's dp_ovl_stage posted them). */
 void dp_ovl_done(struct dp_ovl *o, int n);
 int dp_ovl_wait(struct dp_ovl *o, double *busy);
+/* set_order: another posting order, the same on every rank, and the
+ * most buckets dp_ovl_stage posts; post_rest: once the posted buckets
+ * are done, every bucket posted (returns how many were done before);
+ * order: the posting order; busy: fn's seconds so far. */
+void dp_ovl_set_order(struct dp_ovl *o, const int *order, int limit);
+int dp_ovl_post_rest(struct dp_ovl *o);
+const int *dp_ovl_order(const struct dp_ovl *o);
+double dp_ovl_busy(struct dp_ovl *o);
 void dp_ovl_free(struct dp_ovl *o);
 
 /* ZeRO over the n ranges rg of a flat vector (dp_zero.c; the scheme: the

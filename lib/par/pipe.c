@@ -213,8 +213,7 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 		}
 		res->steps[k].replicas = cfg->ft != NULL ?
 		    cfg->ft->mesh.dp : 0;
-		if (fn != NULL)
-			fn(ctx, &res->steps[k], &r.stat[k]);
+		pipe_dp_sync_report(&r, k, fn, ctx, res);
 		if (cfg->ckpt_path != NULL && (k + 1 == cfg->steps ||
 		    (cfg->ckpt_every > 0 && (k + 1) % cfg->ckpt_every == 0)) &&
 		    pipe_ckpt_write(&r, k + 1) < 0)

@@ -95,6 +95,8 @@ pipe_dp_update(struct pipe_run *r)
 	}
 	if (r->zero != NULL)
 		return zero_update(r, scale);
+	if ((q = pipe_dp_sync_post(r)) != 0)	/* on the overlap thread */
+		return q < 0 ? -1 : 0;
 	for (q = 0; q < r->nown; q++)
 		nn_optim_step(&r->opt[q], r->params + r->own[q].off,
 		    r->grads + r->own[q].off, scale);

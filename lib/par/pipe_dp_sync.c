@@ -16,6 +16,7 @@
  * where every sum is a + b whatever the order, a stage's parameters end
  * bitwise as collx-dp's with the same options on the same gradients.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,24 @@ struct pipe_dp_sync {
 	struct dp_wire wire;
 	struct dp_powersgd *psgd;
 	float *anchor, *outer_m;	/* local SGD */
+	/* the sums run on into the next forward (runon_init) */
+	int runon;		/* built for this stage */
+	int *unit;		/* per bucket: its first forward unit (-1 the
+				 * embeddings, L the head) */
+	int *need;		/* per unit + 1: the buckets, in posting
+				 * order, done before its forward */
+	int due;		/* the backward left buckets to post */
+	int pending;		/* posted, the next forward not through */
+	int seen;		/* that forward has begun a layer */
+	int failed;		/* a sum or an update failed (r->err) */
+	atomic_int fwd;		/* the forward's last unit past its wait */
+	long pstep, held;	/* the step that posted; whose report waits */
+	pipe_step_fn fn;	/* the held report's */
+	void *fnctx;
+	const struct pipe_result *res;
+	double posted, fwait, busy0;
+	_Atomic double tend;	/* the last update's end */
+	uint64_t sent0;
 };
 
 /* The model's tensor named name: its index in m->table (its first Q's
@@ -266,16 +285,21 @@ buckets(struct pipe_run *r, struct pipe_dp_sync *s, size_t *maxn)
 }
 
 static int bucket_sum(struct pipe_run *r, float *v, int k);
+static int runon_update(struct pipe_run *r, int k);
 
-/* A bucket's sum on the overlap thread. */
+/* A bucket's sum on the overlap thread; after the backward, its update
+ * too. */
 static int
 ovl_bucket(void *ctx, int k)
 {
 	struct pipe_run *r = ctx;
 
 	comm_set_step(r->cfg->dp, "step %ld: gradients of stage %d, bucket "
-	    "%d of %d", r->step, r->rank, k + 1, r->sync->nbk);
-	return bucket_sum(r, r->grads, k);
+	    "%d of %d", r->sync->pending ? r->sync->pstep : r->step, r->rank,
+	    k + 1, r->sync->nbk);
+	if (bucket_sum(r, r->grads, k) < 0)
+		return -1;
+	return r->sync->pending ? runon_update(r, k) : 0;
 }
 
 /* Waits for the buckets posted so far: the backward is about to use the
@@ -310,6 +334,258 @@ layer_done(void *ctx, int l)
 	 * the tied sum after the schedule, and goes in sync_grads */
 	dp_ovl_stage(s->ovl, l < 0 ? 0 : l < L ? s->lstage[l] : s->tied ?
 	    2 * L : nn_model_grad_stages(r->m));
+}
+
+/*
+ * Run-on: the buckets the backward completes last are the first
+ * layers', which the next forward needs first. So, where the link is
+ * the bound, they run on beside the next forward: after the step's loss
+ * sum, in the forward's order (runon_order; the unit of their first
+ * tensor: -1 the embeddings, then the layers, L the head), each one's
+ * tensors updated on the thread as soon as its sum is in, and the next
+ * step's forward waits before each unit (ts->use) only for the buckets
+ * holding it, while the later layers' sums still cross the link. The
+ * sums are the same (each bucket's allreduce as before) and the update
+ * is elementwise, so the bytes are too. Built where nothing else needs
+ * every sum first or shares the links with the forward: one stage of
+ * one rank (no pp, tp, cp, experts), f32 sums, no ZeRO, PowerSGD, local
+ * SGD or --ft; checkpoint steps and the last one wait for all of them in
+ * their update (flush), and the loss is summed as before.
+ */
+static int
+seg_unit(const struct pipe_run *r, const struct seg *g)
+{
+	const char *name = r->m->table[g->idx].name;
+
+	if (strncmp(name, "layers.", 7) == 0)
+		return atoi(name + 7);
+	if (r->m->dims.arch != NN_GPT)
+		return 0;
+	return strcmp(name, "wte") == 0 || strcmp(name, "wpe") == 0 ? -1 :
+	    r->m->dims.layers;
+}
+
+/*
+ * The posting order, the same on every rank (so every replica sums the
+ * same bucket at the same turn, and the loss between them): in the
+ * backward's order until half the bytes (the sums beside the backward;
+ * the link is the bound where this pays), then the rest by forward unit,
+ * posted after the loss (dp_ovl_stage posts only the first part). The
+ * buckets each unit's forward waits for (need) follow from it.
+ */
+static int
+runon_order(struct pipe_run *r, struct pipe_dp_sync *s)
+{
+	int *o = malloc((size_t)s->nbk * sizeof(int)), h, i, j, k;
+	size_t total = 0, cum = 0;
+
+	if (o == NULL)
+		return pipe_oom(r);
+	memcpy(o, dp_ovl_order(s->ovl), (size_t)s->nbk * sizeof(int));
+	for (k = 0; k < s->nbk; k++)
+		total += s->bk[k].len;
+	for (h = 0; h < s->nbk && 2 * cum < total; h++)
+		cum += s->bk[o[h]].len;
+	for (i = h + 1; i < s->nbk; i++)
+		for (j = i; j > h && s->unit[o[j]] < s->unit[o[j - 1]]; j--) {
+			k = o[j];
+			o[j] = o[j - 1];
+			o[j - 1] = k;
+		}
+	dp_ovl_set_order(s->ovl, o, h);
+	for (k = 0; k < s->nbk; k++)
+		for (size_t g = s->bk[o[k]].s0; g < s->bk[o[k]].s1; g++)
+			s->need[seg_unit(r, &s->seg[g]) + 1] = k + 1;
+	free(o);
+	s->runon = 1;
+	return 0;
+}
+
+static int
+runon_init(struct pipe_run *r, struct pipe_dp_sync *s)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	size_t cover = 0, own = 0;
+	int k, L = r->m->dims.layers;
+
+	for (k = 0; k < r->nown; k++)
+		own += r->own[k].len;
+	for (k = 0; k < s->nbk; k++)
+		for (size_t i = s->bk[k].s0; i < s->bk[k].s1; i++)
+			cover += s->seg[i].count;
+	s->held = -1;
+	/* every float the update steps is in a bucket */
+	if (r->world != 1 || r->nchunk != 1 || r->ts[0].T != 1 ||
+	    r->sch->split || cfg->dpo.wire != DP_WIRE_F32 || cfg->ft != NULL ||
+	    cfg->ep != NULL || r->ts[0].cp != NULL || r->m->dims.moe.experts > 0 ||
+	    r->ts[0].use != NULL || cover != own)
+		return 0;
+	if ((s->unit = malloc((size_t)s->nbk * sizeof(int))) == NULL ||
+	    (s->need = calloc((size_t)L + 2, sizeof(int))) == NULL)
+		return pipe_oom(r);
+	for (k = 0; k < s->nbk; k++) {
+		s->unit[k] = L;
+		for (size_t i = s->bk[k].s0; i < s->bk[k].s1; i++)
+			if (seg_unit(r, &s->seg[i]) < s->unit[k])
+				s->unit[k] = seg_unit(r, &s->seg[i]);
+	}
+	return runon_order(r, s);
+}
+
+/* Bucket k's tensors stepped (optimizer range by range: the view of
+ * r->opt[q] over the tensor, at the step count the update began) and
+ * their gradients zeroed for the next backward. */
+static int
+runon_update(struct pipe_run *r, int k)
+{
+	struct pipe_dp_sync *s = r->sync;
+	float scale = pipe_dp_sync_scale(r);
+
+	/* the forward must not have passed a unit of this bucket */
+	if (atomic_load(&s->fwd) >= s->unit[k]) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return cli_fail(r->err, r->errlen, "rank %d: step %ld: the "
+		    "forward began unit %d before bucket %d was updated",
+		    r->rank, s->pstep + 1, atomic_load(&s->fwd), k + 1);
+	}
+	for (size_t i = s->bk[k].s0; i < s->bk[k].s1; i++) {
+		const struct seg *g = &s->seg[i];
+
+		for (int q = 0; q < r->nown; q++) {
+			struct nn_optim v = r->opt[q];
+			size_t at = g->off - r->own[q].off;
+
+			if (g->off < r->own[q].off || at >= r->own[q].len)
+				continue;
+			v.count = g->count;
+			v.t--;		/* nn_optim_step counts it again */
+			v.m = v.m != NULL ? v.m + at : NULL;
+			v.v = v.v != NULL ? v.v + at : NULL;
+			nn_optim_step(&v, r->params + g->off, r->grads + g->off,
+			    scale);
+			memset(r->grads + g->off, 0, g->count * sizeof(float));
+		}
+	}
+	atomic_store(&s->tend, cli_now());
+	return 0;
+}
+
+/* The run-on done: waited for, its times and bytes the posting step's. */
+static int
+runon_finish(struct pipe_run *r)
+{
+	struct pipe_dp_sync *s = r->sync;
+	struct pipe_stat *ps = &r->stat[s->pstep];
+	double busy, t0 = cli_now(), run;
+	size_t n = r->nspans;
+
+	if (!s->pending)
+		return s->failed ? -1 : 0;
+	if (dp_ovl_wait(s->ovl, &busy) < 0)
+		s->failed = 1;
+	s->fwait += cli_now() - t0;
+	s->pending = 0;
+	r->ts[0].use = NULL;
+	run = busy - s->busy0;
+	ps->dp += s->fwait;
+	ps->dp_exposed += s->fwait;
+	ps->dp_hidden += run > s->fwait ? run - s->fwait : 0;
+	ps->dp_sent += (size_t)(comm_bytes_sent(r->cfg->dp) - s->sent0);
+	/* beside the next forward, which the trace must not push */
+	pipe_span(r, 'O', -1, s->posted, atomic_load(&s->tend));
+	if (r->nspans > n)
+		r->spans[n].step = (int)s->pstep;
+	/* its report now, before this step sends anything: the bytes the
+	 * reader counts since the step before are the step's */
+	if (s->held >= 0)
+		s->fn(s->fnctx, &s->res->steps[s->held], &r->stat[s->held]);
+	s->held = -1;
+	return s->failed ? -1 : 0;
+}
+
+/* ts->use while the sums run on: before each unit's forward, the
+ * buckets holding it; before the head's or any backward, all. */
+static void
+runon_use(void *ctx, int l, int backward)
+{
+	struct pipe_run *r = ctx;
+	struct pipe_dp_sync *s = r->sync;
+	struct pipe_stat *ps = &r->stat[r->step];
+	double t0 = cli_now();
+
+	if (l == TP_STAGE_SUMMING)
+		return;
+	if (backward || (l < 0 && s->seen))
+		runon_finish(r);	/* a failure fails the step's sync */
+	else {
+		s->seen |= l >= 0;
+		dp_ovl_done(s->ovl, s->need[l + 1]);
+		s->fwait += cli_now() - t0;
+		atomic_store(&s->fwd, l);
+	}
+	/* the pass's row keeps its compute; the waits are the DP axis's */
+	*(backward ? &ps->bwd : &ps->fwd) -= cli_now() - t0;
+}
+
+int
+pipe_dp_sync_post(struct pipe_run *r)
+{
+	const struct pipe_cfg *cfg = r->cfg;
+	struct pipe_dp_sync *s = r->sync;
+	const int *order;
+	int p, k;
+
+	if (s == NULL || !s->due)
+		return 0;
+	s->due = 0;
+	for (k = 0; k < r->nown; k++)
+		r->opt[k].t++;
+	atomic_store(&s->fwd, -2);
+	s->seen = 0;
+	s->fwait = 0;
+	s->busy0 = dp_ovl_busy(s->ovl);
+	s->sent0 = comm_bytes_sent(cfg->dp);
+	s->posted = cli_now();
+	atomic_store(&s->tend, s->posted);
+	s->pstep = r->step;
+	s->pending = 1;
+	p = dp_ovl_post_rest(s->ovl);
+	order = dp_ovl_order(s->ovl);
+	/* the ones the backward's sums finished: updated here */
+	for (k = 0; k < p; k++)
+		if (runon_update(r, order[k]) < 0)
+			s->failed = 1;
+	r->ts[0].use = runon_use;
+	r->ts[0].use_ctx = r;
+	if (r->step + 1 >= cfg->steps || (cfg->ckpt_path != NULL &&
+	    cfg->ckpt_every > 0 && (r->step + 1) % cfg->ckpt_every == 0))
+		return runon_finish(r) < 0 ? -1 : 1;
+	return s->failed ? -1 : 1;
+}
+
+int
+pipe_dp_sync_pending(const struct pipe_run *r)
+{
+	return r->sync != NULL && r->sync->pending;
+}
+
+void
+pipe_dp_sync_report(struct pipe_run *r, long k, pipe_step_fn fn, void *ctx,
+    const struct pipe_result *res)
+{
+	struct pipe_dp_sync *s = r->sync;
+
+	if (fn == NULL)
+		return;
+	if (s == NULL || !s->pending) {
+		fn(ctx, &res->steps[k], &r->stat[k]);
+		return;
+	}
+	/* step k's report waits until its sums are in (runon_finish) */
+	s->held = k;
+	s->fn = fn;
+	s->fnctx = ctx;
+	s->res = res;
 }
 
 /*
@@ -363,7 +639,7 @@ overlap_init(struct pipe_run *r, struct pipe_dp_sync *s)
 	s->ovl = dp_ovl_new(s->nbk, s->ready, ovl_bucket, r, r->cfg->dp, e,
 	    sizeof(e));
 	if (s->ovl != NULL)
-		return 0;
+		return runon_init(r, s);
 	r->kind = TRAIN_ERR_RUNTIME;
 	return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
 }
@@ -377,6 +653,12 @@ pipe_dp_sync_arm(struct pipe_run *r, struct tp_stage *ts, int weight)
 	ts->done = NULL;
 	if (pipe_dp_fsdp_arm(r, ts, weight))	/* ZeRO-3's reduce-scatters */
 		return;
+	if (s != NULL && s->pending) {	/* no forward came between */
+		double t0 = cli_now();
+
+		runon_finish(r);
+		r->stat[r->step].bwd -= cli_now() - t0;
+	}
 	/* a whole backward of a chunk after the first sends its input
 	 * gradient upstream once it returns: summing beside it would hold
 	 * that send (and the stages above) behind the sums, while summed
@@ -498,6 +780,8 @@ pipe_dp_sync_free(struct pipe_run *r)
 	free(s->gs);
 	free(s->es);
 	dp_ovl_free(s->ovl);
+	free(s->unit);
+	free(s->need);
 	free(s->ready);
 	free(s->lstage);
 	free(s->npass);
@@ -584,7 +868,13 @@ pipe_dp_sync_grads(struct pipe_run *r, uint64_t *sent)
 
 		s->armed = 0;
 		*sent = s->sent;
-		rc = dp_ovl_wait(s->ovl, &busy);	/* the tied wte's go now */
+		if (s->runon) {		/* the rest go in the update */
+			dp_ovl_drain(s->ovl);
+			busy = dp_ovl_busy(s->ovl);
+			rc = s->failed ? -1 : 0;
+			s->due = 1;
+		} else	/* the tied wte's go now */
+			rc = dp_ovl_wait(s->ovl, &busy);
 		ps->dp_exposed = s->waited + cli_now() - t0;
 		ps->dp_hidden = busy > ps->dp_exposed ? busy -
 		    ps->dp_exposed : 0;

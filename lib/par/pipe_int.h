@@ -301,6 +301,16 @@ int pipe_dp_sync_outer(struct pipe_run *r);
 float *pipe_dp_sync_wire_ef(const struct pipe_run *r);
 struct dp_powersgd *pipe_dp_sync_powersgd(const struct pipe_run *r);
 float *pipe_dp_sync_outer_m(const struct pipe_run *r);
+/* The sums left after the backward running on into the next forward
+ * (pipe_dp_sync.c, run-on): post, in the update, posts them with the
+ * update of each bucket after its sum (1: posted, the update is theirs;
+ * 0: not built, or not due; -1: failed); pending: they run (the step's
+ * gradients zeroed by them); report: fn on step k, now or, while its
+ * sums run on, once they are all in (before the next step sends). */
+int pipe_dp_sync_post(struct pipe_run *r);
+int pipe_dp_sync_pending(const struct pipe_run *r);
+void pipe_dp_sync_report(struct pipe_run *r, long k, pipe_step_fn fn,
+    void *ctx, const struct pipe_result *res);
 
 /* Checkpoints (pipe_ckpt.c): this stage's optimizer state from
  * cfg->resume; the whole model on rank 0; model and state written after

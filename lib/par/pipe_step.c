@@ -359,12 +359,13 @@ zero_before(const struct pipe_action *a)
 }
 
 /* The step's gradient sums set to zero (ZeRO-3 gives each unit's back
- * zero); 1. */
+ * zero, and so do the sums running on into this step:
+ * pipe_dp_sync_post); 1. */
 static int
 zero_grads(struct pipe_run *r)
 {
 	for (int q = 0; q < r->nown && (r->zero == NULL ||
-	    r->zero->fsdp == NULL); q++)
+	    r->zero->fsdp == NULL) && !pipe_dp_sync_pending(r); q++)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len *
 		    sizeof(float));
 	return 1;

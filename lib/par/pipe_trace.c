@@ -110,6 +110,8 @@ kind_name(char k)
 						 * group */
 	case 'G': return "gather";	/* ZeRO-3's, on its own thread, */
 	case 'Z': return "reduce-scatter";	/* beside F and B */
+	case 'O': return "allreduce-runon";	/* the DP sums beside the
+						 * next step's forward */
 	default: return "idle";
 	}
 }
@@ -192,7 +194,7 @@ pipe_trace_write(const char *path, const struct pipe_result *res, int world,
 		 * half a round trip); event() prints no negative times. */
 		if (t0 < 0)
 			t0 = 0;
-		if (strchr("TGZ", s[i].kind) != NULL) {	/* nested or
+		if (strchr("TGZO", s[i].kind) != NULL) {	/* nested or
 							 * beside: no gap,
 							 * no idle */
 			event(f, s[i].stage, s[i].kind, -1, -1, s[i].step, t0,
