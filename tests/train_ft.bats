@@ -184,10 +184,20 @@ rejoin_train() {
 		[ "$rc" -eq 137 ]
 		start_rank "$r" COLLX_REJOIN=1
 		rc=0
-		timeout 60 tail --pid="${rp[p]}" -f /dev/null
+		timeout 60 tail -s 0.01 --pid="${rp[p]}" -f /dev/null
 		wait "${rp[p]}" || rc=$?
 		[ "$rc" -eq 1 ]
+		# the replica left holds the step until both ranks started
+		# again are at its door (well within the timeout), so that
+		# a fast machine does not finish the run before they are
+		stop=()
+		for q in 0 1 2 3; do
+			[ "$q" = "$r" ] || [ "$q" = "$p" ] || stop+=("${rp[q]}")
+		done
+		kill -STOP "${stop[@]}"
 		start_rank "$p" COLLX_REJOIN=1
+		sleep 1
+		kill -CONT "${stop[@]}"
 	done <err.fifo
 	grep -v ': step [0-9]* epoch ' err.log
 	[ "$i" -eq "${#at[@]}" ]
