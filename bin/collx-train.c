@@ -103,7 +103,10 @@ usage(void)
 	    "TP and PP\n"
 	    "                        peers) out; the other replicas go on "
 	    "with the\n"
-	    "                        whole batch (loss CSV: + replicas)\n"
+	    "                        whole batch (loss CSV: + replicas); "
+	    "with\n"
+	    "                        COLLX_REJOIN=1 a replica started "
+	    "again rejoins\n"
 	    "  --microbatches M      micro-batches per replica and step (1)\n"
 	    "  --schedule S          gpipe, 1f1b (default), zb-h1 or interleaved\n"
 	    "  --virtual V           interleaved: V chunks per stage (2), each\n"
@@ -381,13 +384,7 @@ check_ft(struct opts *o, const struct mesh *mesh, const struct nn_model *m)
 		    "sums come after the update");
 	o->g.no_shm = 1;
 	o->dpo.overlap = 0;
-	/* collx-run --max-restarts starts a killed rank so: it would wait
-	 * for a rendezvous that is over */
-	if (getenv("COLLX_REJOIN") != NULL && strcmp(getenv("COLLX_REJOIN"),
-	    "1") == 0)
-		cli_die_rank(CLI_EXIT_RUNTIME, "--ft: started again to rejoin, "
-		    "which collx-train does not do yet: the others go on "
-		    "without this rank's replica");
+	o->g.grow = 1;	/* a replica started again rejoins */
 }
 
 /* The mesh for this model, refused on every rank alike (exit 3) before

@@ -14,10 +14,10 @@
 # Where: local (4 ranks on this host) or netns (2 network namespaces of 2
 # ranks joined by 1 Gbit/s links, tests/lib/netns.bash; needs root).
 # With PROG=train, collx-train on MESH (--dp 2 --pp 2): the killed
-# rank's replica leaves (its peer exits 1), the other goes on; no rank
-# is started again (collx-train does not rejoin yet).
+# rank's replica leaves (its peer PEER exits 1), the other goes on; both
+# are started again with COLLX_REJOIN=1 and rejoin as one replica.
 # usage: examples/bench-ft.sh [local|netns] [ROUNDS]   (local, 3)
-#        env STEPS=60, KILL=3, PROG=dp|train, MESH='--dp 2 --pp 2'
+#        env STEPS=60, KILL=3, PEER=1, PROG=dp|train, MESH='--dp 2 --pp 2'
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -97,8 +97,12 @@ watch_kill() {
 		if [ -z "$t_kill" ] && [ "$step" = 20 ]; then
 			kill -KILL "$(rank_of "$victim")"
 			t_kill=$EPOCHREALTIME
-			[ "$action" != ft ] || [ "$prog" != collx-dp ] ||
-			    ft_rank "$victim" COLLX_REJOIN=1
+			[ "$action" != ft ] || ft_rank "$victim" COLLX_REJOIN=1
+			# collx-train: its replica's peer, once it left
+			if [ "$action" = ft ] && [ "$prog" = collx-train ]; then
+				tail --pid="${pid[${PEER:-1}]}" -f /dev/null
+				ft_rank "${PEER:-1}" COLLX_REJOIN=1
+			fi
 		elif [ -n "$t_kill" ] && [ -z "$t_next" ] && [ -n "$restarted" ]; then
 			t_next=$EPOCHREALTIME
 		fi
@@ -117,7 +121,7 @@ for round in $(seq "$rounds"); do
 	gap=$(watch_kill ft)
 	wait
 	agree=$(sed -n "s/.*rank $victim left[;,] .*(\([0-9.]*\) s to agree.*)$/\1/p" err.log)
-	rejoin=$(sed -n "s/.*rank $victim rejoined; .*(\([0-9.]*\) s to admit.*/\1/p" err.log)
+	rejoin=$(sed -n "s/.*ranks\{0,1\} [0-9, ]*rejoined; .*(\([0-9.]*\) s to admit.*/\1/p" err.log | head -1)
 	med=$(median_step ft.csv)
 	ratio=-
 	[ -z "$rejoin" ] || ratio=$(printf %.2f "$(echo "$rejoin / $med" | bc -l)")

@@ -140,6 +140,13 @@ int comm_shrink(struct comm *c, struct comm **sub, char *err, size_t errlen);
  * -1 with the reason in err (comm_errkind(c) says which kind).
  */
 int comm_grow(struct comm *c, struct comm **sub, char *err, size_t errlen);
+/* comm_grow admits ranks by units: unit[r], for each rank r of the group
+ * comm_open made, names its unit, and a joiner is admitted only with
+ * every rank of its unit (the others wait at the rendezvous). Called
+ * alike on every member (and on a rank started again, harmlessly). 0, or
+ * -1 with the reason in err. */
+int comm_grow_units(struct comm *c, const int *unit, char *err,
+    size_t errlen);
 /* Whether c was opened with comm_options.rejoin and has not joined yet. */
 int comm_rejoining(const struct comm *c);
 /* Rank r of c as the group comm_open made numbers it. */

@@ -38,6 +38,7 @@ struct comm_grow {
 	int rejoin;		/* started again, not yet in a group */
 	int *pend;		/* holder: per rank, a joiner's connection, or -1 */
 	char (*paddr)[80];	/* its listener */
+	int *unit;		/* per rank, its unit (comm_grow_units), or NULL */
 };
 
 /* Joiner -> holder, after the handshake. */
@@ -134,8 +135,37 @@ comm_grow_free(struct comm *c)
 		close(g->mfd);
 	free(g->pend);
 	free(g->paddr);
+	free(g->unit);
 	free(g);
 	c->grow = NULL;
+}
+
+int
+comm_grow_units(struct comm *c, const int *unit, char *err, size_t errlen)
+{
+	struct comm_grow *g = c->net->grow;
+	size_t w = (size_t)c->net->world;
+
+	if (g == NULL)
+		return cli_fail(err, errlen, "comm_grow_units: the group was "
+		    "not opened to grow (comm_options.grow)");
+	if (g->unit == NULL && (g->unit = malloc(w * sizeof *g->unit)) == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	memcpy(g->unit, unit, w * sizeof *g->unit);
+	return 0;
+}
+
+/* The joiners of v (per rank, 1: joins) left waiting where their unit
+ * is not all there: a unit joins whole or not at all. */
+static void
+whole_units(const struct comm_grow *g, int64_t *v, int w)
+{
+	int p, q;
+
+	for (p = 0; p < w && g->unit != NULL; p++)
+		for (q = 0; q < w && v[p]; q++)
+			if (g->unit[q] == g->unit[p] && !v[q])
+				v[p] = 0;
 }
 
 int
@@ -392,6 +422,7 @@ admit(struct comm *c, struct comm **sub)
 		goto out;
 	if (v[w + 1] == 0)
 		hold(net);
+	whole_units(g, v, w);
 	for (p = 0; p < w; p++) {
 		t.joiner[p] = (uint8_t)v[p];
 		t.member[p] = (uint8_t)(v[p] || in_group(c, p));
@@ -399,6 +430,12 @@ admit(struct comm *c, struct comm **sub)
 		snprintf(t.addr[p], sizeof t.addr[p], "%s", v[p] ?
 		    g->paddr[p] : net->peers[p].addr);
 		n += (int)v[p];
+		/* a joiner's predecessor left alive (a sub-group left it
+		 * out, not a shrink): its link, still open, is dead */
+		if (v[p] && net->peers[p].st[0].fd >= 0) {
+			close(net->peers[p].st[0].fd);
+			net->peers[p].st[0].fd = -1;
+		}
 	}
 	if (n == 0) {
 		rc = 0;

@@ -164,8 +164,7 @@ pipe_run_again(struct pipe_run *r, struct comm *c)
 	return rc;
 }
 
-/* Room for step k's records. */
-static int
+int
 pipe_grow(struct pipe_run *r, struct pipe_result *res, long *cap, long k)
 {
 	struct train_step *s;
@@ -198,11 +197,16 @@ pipe_train(struct nn_model *m, const struct train_data *d, struct comm *c,
 	}
 	if (run_init(&r) < 0)
 		goto out;
+	/* --ft: a rank started again takes the replicas' step and state */
+	if (cfg->ft != NULL && cfg->ft->joining && pipe_ft_joined(&r, &k, res,
+	    fn, ctx, &cap) < 0)
+		goto out;
 	for (; k < cfg->steps; k++) {
 		if (pipe_grow(&r, res, &cap, k) < 0)
 			goto out;
-		if (pipe_run_step(&r, k, &res->steps[k]) < 0) {
-			if (pipe_ft_recover(&r, &k, res, fn, ctx) < 0)
+		if (pipe_ft_grow(&r, &k, res, &cap) < 0 ||
+		    pipe_run_step(&r, k, &res->steps[k]) < 0) {
+			if (pipe_ft_recover(&r, &k, res, fn, ctx, &cap) < 0)
 				goto out;
 			k--;	/* the step again, by the replicas left */
 			continue;

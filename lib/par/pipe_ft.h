@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "par/mesh.h"
 #include "par/pipe.h"
+#include "par/train_data.h"
 
 struct pipe_ft {
 	struct comm *world;	/* the mesh's ranks: comm_open's group, then
@@ -23,9 +24,25 @@ struct pipe_ft {
 	void (*regrouped)(void *ctx, int rank);
 	void (*note)(void *ctx, const char *line);	/* departures */
 	void *ctx;
+	/* rejoining: a rank started again, admitted,
+	 * its state not yet copied from the replicas; when it was admitted */
+	int joining;
+	double t_join;
+	int admitted;		/* at the step's start: its grow done */
+	/* the caller's part of the step records (the bytes sent) put into
+	 * s[0, n) for a rank started again (in 0, on the replicas), or
+	 * taken from them (in 1, on that rank) */
+	void (*records)(void *ctx, struct train_step *s, long n, int in);
 };
 
 /* The world group closed when pipe_ft made it. */
 void pipe_ft_close(struct pipe_ft *ft);
+/* On comm_open's group c (every rank, before the mesh is laid): the
+ * mesh's replicas made comm_grow's units; a rank started again
+ * (comm_rejoining) is admitted, with the others of its replica, to the
+ * running job: ft->world the job's ranks, ft->mesh its mesh, then. 0,
+ * or the exit status (1; 3 refused: another job) with the reason in err. */
+int pipe_ft_open(struct pipe_ft *ft, struct comm *c, char *err,
+    size_t errlen);
 
 #endif

@@ -165,8 +165,28 @@ int pipe_step_finish(struct pipe_run *r, long k, struct train_step *s,
  * on c and r->cfg's groups, its records kept. */
 int pipe_ft_commit(struct pipe_run *r, double loss, double t0);
 int pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
-    pipe_step_fn fn, void *ctx);
+    pipe_step_fn fn, void *ctx, long *cap);
 int pipe_run_again(struct pipe_run *r, struct comm *c);
+/* relay: the mesh laid again over ft->world's ranks, the run set up anew
+ * on its groups with this rank's state. Rejoining:
+ * grow, at step *k's start, admits the replicas started again (0 too
+ * when nobody came); copy gives the ranks without state (started again)
+ * the replicas' step *k, state and records (res, cap: as pipe_grow's),
+ * nothing when there are none; t0: when it began, for its line. 0, or -1
+ * with r->err (then pipe_ft_recover). */
+int pipe_ft_relay(struct pipe_run *r);
+int pipe_ft_grow(struct pipe_run *r, long *k, struct pipe_result *res,
+    long *cap);
+int pipe_ft_copy(struct pipe_run *r, long *k, struct pipe_result *res,
+    long *cap, double t0);
+/* A rank started again, set up: its copy (the others' at their step's
+ * start, in their grow), or when one of them left meanwhile, the
+ * recovery with them. 0, or -1 (r->err). */
+int pipe_ft_joined(struct pipe_run *r, long *k, struct pipe_result *res,
+    pipe_step_fn fn, void *ctx, long *cap);
+/* Room for step k's records in res->steps and r->stat (pipe.c). */
+int pipe_grow(struct pipe_run *r, struct pipe_result *res, long *cap,
+    long k);
 
 /* The data-parallel axis (pipe_dp.c): init (after the stage's ranges and
  * optimizers, before a resume) sets ZeRO up; sync sums the stage's

@@ -309,7 +309,8 @@ ft_regrouped(void *ctx, int rank)
 	mesh_coord(&r->ft.mesh, rank, &r->at);
 	r->t.rank = rank;
 	r->t.pr.summary = rank == 0 && !cli_quiet;
-	r->t.pr.lines |= rank == 0 && cli_verbose && !cli_quiet;
+	/* the lines too: a rank 0 started again takes them back */
+	r->t.pr.lines = r->t.pr.summary && cli_verbose;
 }
 
 static void
@@ -317,6 +318,31 @@ ft_note(void *ctx, const char *line)
 {
 	(void)ctx;
 	prog_note(NULL, line);
+}
+
+/* --ft: the bytes of the steps run before a rank started again came
+ * (in), and its progress over them, for the outputs and the summary it
+ * writes when it is, or becomes, the rank 0 of the mesh. */
+static void
+ft_records(void *ctx, struct train_step *s, long n, int in)
+{
+	struct pipe_report_run *r = ctx;
+	uint64_t *b;
+
+	if (n < 1)
+		return;
+	if ((b = train_grow(r->bytes, &r->capbytes, n - 1,
+	    sizeof(*b))) == NULL)
+		cli_die(CLI_EXIT_RUNTIME, "out of memory");
+	r->bytes = b;
+	for (long k = 0; k < n; k++) {
+		if (!in) {
+			s[k].bytes_sent = b[k];
+			continue;
+		}
+		b[k] = s[k].bytes_sent;
+		progress_step(&r->t.pr, &s[k]);
+	}
 }
 
 /* The loss CSV before a checkpoint (trainer_save_loss_due), on a mesh
@@ -489,8 +515,19 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 	if ((code = prog_join(&c, p->g, job, e, sizeof(e))) != 0)
 		cli_die(code, "%s", e);
 	pp = c;
+	/* --ft: its replicas are the units of a rejoin; a rank started
+	 * again joins the running job first, and lays its mesh */
+	if (mesh != NULL && p->ft) {
+		r.ft = (struct pipe_ft){ .world = c, .open = c, .orig = *mesh,
+		    .mesh = *mesh, .grp = &r.grp, .regrouped = ft_regrouped,
+		    .note = ft_note, .records = ft_records, .ctx = &r };
+		cfg->ft = &r.ft;
+		if ((code = pipe_ft_open(&r.ft, c, e, sizeof(e))) != 0)
+			cli_die(code, "%s", e);
+	}
 	if (mesh != NULL) {
-		if (mesh_split(mesh, c, &r.grp, e, sizeof(e)) < 0)
+		if (mesh_split(cfg->ft != NULL ? &r.ft.mesh : mesh, cfg->ft !=
+		    NULL ? r.ft.world : c, &r.grp, e, sizeof(e)) < 0)
 			cli_die(CLI_EXIT_RUNTIME, "rank %d: %s", rank, e);
 		if (p->ep > 1 && ep_open(&r.ep, r.grp.dp, p->ep,
 		    m->dims.moe.experts, p->dispatch, e, sizeof(e)) < 0)
@@ -506,12 +543,6 @@ trainer_pipe_run(struct trainer_pipe *p, struct nn_model *m,
 		    cfg->dpo.wire == DP_WIRE_F32 && cfg->dpo.powersgd == 0 &&
 		    cfg->dpo.sync_every == 0;
 		pp = r.grp.pp;
-	}
-	if (mesh != NULL && p->ft) {
-		r.ft = (struct pipe_ft){ .world = c, .open = c, .orig = *mesh,
-		    .mesh = *mesh, .grp = &r.grp, .regrouped = ft_regrouped,
-		    .note = ft_note, .ctx = &r };
-		cfg->ft = &r.ft;
 	}
 	if (rank == 0 && p->expert_csv != NULL && (r.experts =
 	    fopen(p->expert_csv, "w")) == NULL)
