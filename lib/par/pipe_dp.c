@@ -13,6 +13,7 @@
 #include "comm/coll.h"
 #include "par/ep.h"
 #include "par/pipe.h"
+#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 int
@@ -47,7 +48,8 @@ zero_update(struct pipe_run *r, float scale)
 	uint64_t sent;
 	double t0;
 
-	dp_zero_step(&r->zero->z, r->params, r->grads, scale);
+	if (pipe_ftz_step(r, scale))	/* --ft: a recovery's, not gathered */
+		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	if (dp_zero_allgather(&r->zero->z, r->params) < 0)
@@ -71,7 +73,8 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	if ((r->zero == NULL ? pipe_dp_sync_grads(r, &sent) :
-	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) : zero_reduce(r)) < 0)
+	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) : zero_reduce(r)) < 0 ||
+	    pipe_ftz_mirror(r) < 0)
 		return -1;
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)

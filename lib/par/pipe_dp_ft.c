@@ -41,6 +41,7 @@
 #include "comm/coll.h"
 #include "par/dp_ft.h"
 #include "par/pipe_ft.h"
+#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 #define FT_TRIES 8		/* agreements in a row before giving up */
@@ -293,6 +294,7 @@ pipe_ft_relay(struct pipe_run *r)
 	ft->cfg.tp = ft->grp->tp;
 	ft->cfg.cp = ft->grp->cp;
 	ft->cfg.resume = NULL;
+	pipe_ftz_hold(r);
 	if (carry_save(r, &st) < 0)
 		goto out;
 	r->cfg = &ft->cfg;
@@ -319,7 +321,8 @@ pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
 	if (ft == NULL || r->kind != TRAIN_ERR_RUNTIME)
 		return -1;
 	was = ft->mesh.dp;
-	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
+	if (pipe_ftz_settle(r, k, res, fn, ctx) < 0 ||
+	    agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
 	    pipe_ft_relay(r) < 0)
 		return -1;
 	if (comm_rank(ft->world) == 0 && ft->note != NULL && left[0] == '\0') {
@@ -457,6 +460,9 @@ pipe_ft_copy(struct pipe_run *r, long *k, struct pipe_result *res,
 
 	if (v == NULL)
 		return pipe_oom(r);
+	/* --zero 1|2: the slices cut over the replicas there are */
+	if (pipe_ftz_recut(r) < 0)
+		goto out;
 	/* who has no state yet; the replicas' step; the first rank with it */
 	v[comm_world_rank(w, comm_rank(w))] = ft->joining;
 	v[n] = ft->joining ? INT64_MIN : *k;
@@ -486,7 +492,7 @@ pipe_ft_copy(struct pipe_run *r, long *k, struct pipe_result *res,
 	comm_set_step(dc, "--ft: the state for the ranks started again");
 	if (coll_allreduce(dc, &root, 1, DT_I64, COLL_MIN, COLL_AUTO) < 0)
 		goto dp_failed;
-	for (q = 0; q < r->nown; q++) {
+	for (q = 0; q < r->nown && !pipe_ftz_on(r); q++) {
 		t = r->opt[q].t;
 		if (coll_broadcast(dc, r->params + r->own[q].off,
 		    r->own[q].len, DT_F32, (int)root, COLL_AUTO) < 0 ||

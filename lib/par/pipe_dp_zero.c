@@ -12,6 +12,7 @@
 #include "cli/util.h"
 #include "par/dp_sync.h"
 #include "par/pipe.h"
+#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 int
@@ -47,7 +48,7 @@ pipe_dp_zero_init(struct pipe_run *r)
 	free(rg);
 	if (rc < 0)
 		r->kind = TRAIN_ERR_RUNTIME;
-	return rc;
+	return rc < 0 ? rc : pipe_ftz_init(r);
 }
 
 void

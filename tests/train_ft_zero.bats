@@ -1,0 +1,61 @@
+#!/usr/bin/env bats
+# collx-train --ft with --zero 1 and 2 on the DP axis: the replicas of
+# each (pp, tp) coordinate hold its stage's ZeRO slices, each rank a
+# mirror of its ring successor's. A rank killed (SIGKILL) takes its
+# replica out; the slices are cut again over the replicas left from their
+# owners and mirrors, and a replica started again (COLLX_REJOIN=1) takes
+# its slices in the same cut. The trained weights are those of a
+# failure-free run of the same mesh and --zero within 1e-5, which are
+# those of --zero 0 within 1e-5; the loss CSV holds every step once.
+# killed_train and rejoin_train are train_ft.bats's (the checks of a
+# departure and of a rejoin), read from that suite.
+load lib/common
+load lib/netns
+load lib/ftsuite
+bats_require_minimum_version 1.5.0
+
+eval "$(sed -n '/^killed_train() {$/,/^}$/p; /^rejoin_train() {$/,/^}$/p' \
+    "$BATS_TEST_DIRNAME/train_ft.bats")"
+
+TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
+    --optimizer adamw --lr 0.001)
+
+# same_as_zero0 N MESH...: ref.safetensors (the failure-free run under
+# --zero) is --zero 0's of the same mesh within 1e-5.
+same_as_zero0() {
+	local n=$1
+	shift
+	collx-run -n "$n" -- collx-train "${TARGS[@]}" "$@" --zero 0 -q \
+	    -o z0.safetensors
+	collx-tensor diff z0.safetensors ref.safetensors --atol 1e-5 --rtol 0
+}
+
+@test "--ft --zero 1 --dp 2 --tp 2: rank 3 killed at step 10, rank 2 leaves with it; replica 0 ends with the weights of a run without failures" {
+	killed_train 4 " 10:3" 2 "2 1" --dp 2 --tp 2 --zero 1
+	same_as_zero0 4 --dp 2 --tp 2
+}
+
+@test "--ft --zero 2 --dp 2 --pp 2: rank 1 killed, rank 3 leaves with it; replica 0's slices from the mirrors" {
+	killed_train 4 " 10:1" 3 "2 1" --dp 2 --pp 2 --zero 2
+	same_as_zero0 4 --dp 2 --pp 2
+}
+
+@test "--ft --zero 2 --dp 3 --pp 2: rank 4 killed at step 10, then rank 0 at step 20; the slices cut over 3, 2 and 1 replicas" {
+	killed_train 6 " 10:4 20:0" "1 3" "3 2 1" --dp 3 --pp 2 --zero 2
+	same_as_zero0 6 --dp 3 --pp 2
+}
+
+@test "--ft rejoin --zero 2 --dp 2 --tp 2: rank 3 killed at step 10 and rank 2, its peer, started again: replica 1 rejoins with its slices; the weights of a run without failures" {
+	rejoin_train "10:3" "3:2" "2 1 2" --dp 2 --tp 2 --zero 2
+}
+
+@test "--ft rejoin --zero 1 --dp 2 --pp 2: rank 2 killed, rank 0 leaves with it; both started again rejoin; the weights of a run without failures" {
+	rejoin_train "10:2" "2:0" "2 1 2" --dp 2 --pp 2 --zero 1
+	same_as_zero0 4 --dp 2 --pp 2
+}
+
+@test "--ft --zero 3 is refused: one usage line" {
+	run -2 collx-train "${TARGS[@]}" --dp 2 --zero 3 --ft
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"not --zero 3"* ]]
+}
