@@ -180,6 +180,19 @@ ft_fail(struct pipe_run *r, const char *msg)
 	return cli_fail(r->err, r->errlen, "%s", msg);
 }
 
+/* Step k past the commit: its update (from the sums) and its record. */
+static int
+finish(struct pipe_run *r, long k, struct pipe_result *res, pipe_step_fn fn,
+    void *ctx)
+{
+	if (pipe_step_finish(r, k, &res->steps[k], r->ft_loss, r->ft_t0) < 0)
+		return -1;
+	res->steps[k].replicas = r->cfg->ft->mesh.dp;
+	if (fn != NULL)
+		fn(ctx, &res->steps[k], &r->stat[k]);
+	return 0;
+}
+
 /* The survivors agreed (ft->world theirs, whole replicas only), and
  * every rank at the step of the one furthest on: *k. 0, or -1 with
  * r->err (this rank's replica broken, no majority, no agreement). */
@@ -261,12 +274,8 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 	if (v[0] + v[1] > 1 || (*k < v[0] && !r->ft_synced))
 		return ft_fail(r, "--ft: the ranks are out of step");
 	if (*k < v[0]) {
-		if (pipe_step_finish(r, *k, &res->steps[*k], r->ft_loss,
-		    r->ft_t0) < 0)
+		if (finish(r, *k, res, fn, ctx) < 0)
 			return -1;
-		res->steps[*k].replicas = ft->mesh.dp;
-		if (fn != NULL)
-			fn(ctx, &res->steps[*k], &r->stat[*k]);
 		*k = (long)v[0];
 	}
 	return 0;
@@ -321,8 +330,10 @@ pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
 	if (ft == NULL || r->kind != TRAIN_ERR_RUNTIME)
 		return -1;
 	was = ft->mesh.dp;
-	if (pipe_ftz_settle(r, k, res, fn, ctx) < 0 ||
-	    agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
+	/* --zero 1|2: a step updated here, its allgather cut short */
+	if (pipe_ftz_settle(r, *k) && finish(r, (*k)++, res, fn, ctx) < 0)
+		return -1;
+	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
 	    pipe_ft_relay(r) < 0)
 		return -1;
 	if (comm_rank(ft->world) == 0 && ft->note != NULL && left[0] == '\0') {

@@ -146,25 +146,15 @@ pipe_ftz_step(struct pipe_run *r, float scale)
 }
 
 int
-pipe_ftz_settle(struct pipe_run *r, long *k, struct pipe_result *res,
-    pipe_step_fn fn, void *ctx)
+pipe_ftz_settle(struct pipe_run *r, long k)
 {
 	struct pipe_ftz *p = ftz(r);
 
 	if (p == NULL)
 		return 0;
 	p->recovering = 1;
-	if (!p->f->have || p->f->done != *k + 1)
-		return 0;
-	/* past its update, not its allgather: the step's record */
-	if (pipe_step_finish(r, *k, &res->steps[*k], r->ft_loss,
-	    r->ft_t0) < 0)
-		return -1;
-	res->steps[*k].replicas = r->cfg->ft->mesh.dp;
-	if (fn != NULL)
-		fn(ctx, &res->steps[*k], &r->stat[*k]);
-	++*k;
-	return 0;
+	/* past its update, not its allgather */
+	return p->f->have && p->f->done == k + 1;
 }
 
 void

@@ -9,8 +9,9 @@
  * mirror: after the reduce-scatters, before the step's commit; step: the
  * update of this rank's slices and its mirror's (once a step), 1 when
  * the allgather must wait (a recovery's: the cut after rebuilds the
- * parameters); settle: a recovery's start, before the agreement (a rank
- * past its update, not its allgather, records the step: *k on); hold:
+ * parameters); settle: a recovery's start, before the agreement,
+ * 1 when this rank is past step k's update, not its allgather (the step
+ * to record: pipe_step_finish updates no more); hold:
  * before pipe_run_again, this rank's slices' moments kept for the cut;
  * recut: after it, before the copy of a rejoin, the slices cut over the
  * replicas there are; on: whether the slices are cut per replica (no
@@ -24,8 +25,7 @@
 int pipe_ftz_init(struct pipe_run *r);
 int pipe_ftz_mirror(struct pipe_run *r);
 int pipe_ftz_step(struct pipe_run *r, float scale);
-int pipe_ftz_settle(struct pipe_run *r, long *k, struct pipe_result *res,
-    pipe_step_fn fn, void *ctx);
+int pipe_ftz_settle(struct pipe_run *r, long k);
 void pipe_ftz_hold(struct pipe_run *r);
 int pipe_ftz_recut(struct pipe_run *r);
 int pipe_ftz_on(const struct pipe_run *r);
