@@ -93,6 +93,24 @@ same_as_zero0() {
 	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "2 1 " ]
 }
 
+# The mirror's memory (-v), closed forms: the MLP's layers hold P =
+# 64*1024 + 1024 + 1024*64 + 64 floats, a stage of --pp 2 two of them, a
+# slice over 2 replicas c = P floats. AdamW: the slice's m and v (2c), the
+# mirror's m, v and parameters (3c); the gradients: the stage's whole
+# vector (--zero 1) or the reduced slice (--zero 2), and the mirror's c.
+@test "--ft --zero 1 and 2, --dp 2 --pp 2: the optimizer state and gradients of -v gain the mirror's (closed forms)" {
+	local z r P=$((64 * 1024 + 1024 + 1024 * 64 + 64)) c
+	c=$P
+	TARGS[9]=3	# --steps
+	for z in 1 2; do
+		collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --pp 2 \
+		    --zero "$z" --ft -v -o ft.safetensors 2>run.err
+		for r in 0 1 2 3; do
+			grep -q "^collx-train: rank $r: zero $z: optimizer state $((4 * 5 * c)) bytes, reduced gradients $((z == 1 ? 4 * (2 * P + c) : 4 * 2 * c)) bytes$" run.err
+		done
+	done
+}
+
 @test "--ft --zero 3 is refused: one usage line naming it" {
 	export COLLX_WORLD_SIZE=2 COLLX_RANK=0 COLLX_MASTER=127.0.0.1:1
 	usage_refused collx-train "${TARGS[@]}" --dp 2 --ft --zero 3

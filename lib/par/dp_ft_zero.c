@@ -374,14 +374,20 @@ dp_ftz_free(struct dp_run *r)
 }
 
 void
+dp_ftz_bytes(const struct dp_ftz *f, size_t *optim, size_t *grad)
+{
+	if (f == NULL || f->opt == NULL)
+		return;
+	for (int i = 0; i < f->nr; i++)
+		*optim += nn_optim_bytes(&f->opt[i]);
+	*optim += f->n * sizeof(float);
+	*grad += f->n * sizeof(float);
+}
+
+void
 dp_ftz_mem(const struct dp_run *r, struct dp_mem *mem)
 {
-	if (r->ftz == NULL || r->ftz->opt == NULL)
-		return;
-	for (int i = 0; i < r->ftz->nr; i++)
-		mem->optim_bytes += nn_optim_bytes(&r->ftz->opt[i]);
-	mem->optim_bytes += r->ftz->n * sizeof(float);
-	mem->grad_bytes += r->ftz->n * sizeof(float);
+	dp_ftz_bytes(r->ftz, &mem->optim_bytes, &mem->grad_bytes);
 }
 
 void

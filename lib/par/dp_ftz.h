@@ -41,6 +41,9 @@ int dp_ftz_send(struct dp_ftz *f, struct comm *c, struct dp_zero *z,
 /* The step past its agreement: this rank's slices and the mirror's. */
 void dp_ftz_apply(struct dp_ftz *f, struct dp_zero *z, float *params,
     float *grads, float scale);
+/* The mirror's bytes added: its moments and parameters to *optim, its
+ * reduced gradients to *grad. */
+void dp_ftz_bytes(const struct dp_ftz *f, size_t *optim, size_t *grad);
 /* A new cut over c, part one: the whole state (params, and *whole's
  * moments per range, dp_zero_whole_alloc's) from every old slice's owner
  * (its parameters in params, its moments own's, z's cut) or its

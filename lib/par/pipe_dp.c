@@ -101,6 +101,7 @@ pipe_dp_update(struct pipe_run *r)
 	ps->grad_bytes = r->zero != NULL ? dp_zero_grad_bytes(pipe_dp_zero_state(r),
 	    whole) : whole * sizeof(float);
 	ps->param_bytes = whole * sizeof(float);
+	pipe_ftz_mem(r, &ps->optim_bytes, &ps->grad_bytes);
 	if (r->zero != NULL && r->zero->fsdp != NULL) {
 		dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */
 		return 0;

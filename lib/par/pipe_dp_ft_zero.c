@@ -42,6 +42,16 @@ pipe_ftz_on(const struct pipe_run *r)
 }
 
 void
+pipe_ftz_mem(const struct pipe_run *r, size_t *optim, size_t *grad)
+{
+	struct pipe_ftz *p = ftz(r);
+
+	if (p == NULL || r->zero == NULL)
+		return;
+	dp_ftz_bytes(p->f, optim, grad);
+}
+
+void
 pipe_ftz_free(struct pipe_ft *ft)
 {
 	struct pipe_ftz *p;

@@ -30,5 +30,8 @@ void pipe_ftz_hold(struct pipe_run *r);
 int pipe_ftz_recut(struct pipe_run *r);
 int pipe_ftz_on(const struct pipe_run *r);
 void pipe_ftz_free(struct pipe_ft *ft);
+/* The mirror's bytes added to a step's: its moments and parameters to
+ * the optimizer state's, its reduced gradients to the gradients'. */
+void pipe_ftz_mem(const struct pipe_run *r, size_t *optim, size_t *grad);
 
 #endif
