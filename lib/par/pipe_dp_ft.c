@@ -18,7 +18,9 @@
  * knows every rank's sums were done; in the recovery the ranks that had
  * not updated then update from their sums, and all go on from the step
  * of the one furthest on, with the same bytes (no copy needed: the
- * replicas' parameters and moments are bitwise the same).
+ * replicas' parameters and moments are bitwise the same). Under ZeRO 1
+ * and 2 each replica holds its own slices of the moments: they are
+ * mirrored and cut again over the replicas left (pipe_dp_ft_zero.c).
  *
  * A replica started again (collx-run --max-restarts starts a killed rank
  * and the peers that left with it) rejoins the running job. Every step
