@@ -57,6 +57,18 @@ same_as_zero0() {
 	same_as_zero0 4 --dp 2 --pp 2
 }
 
+@test "--ft rejoin --zero 2 on a gpt, --dp 2 --pp 2 --microbatches 2 (the tied embedding's stages): rank 0 killed, rank 2 leaves with it; both rejoin; the weights of a run without failures" {
+	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 \
+	    -o g.safetensors
+	seq 1 20000 | head -c 60000 >text.txt
+	STEPS=400
+	TARGS=(-m g.safetensors --data text.txt --batch 256 --steps $STEPS
+	    --optimizer adamw --lr 0.001)
+	rejoin_train "10:0" "0:2" "2 1 2" --dp 2 --pp 2 --microbatches 2 \
+	    --zero 2
+	same_as_zero0 4 --dp 2 --pp 2 --microbatches 2
+}
+
 # A rank killed within the parameters' allgather (its stage's, after the
 # step's commit, two allreduces of 8 bytes a step: the replicas' loss and
 # the mesh's commit): its DP peer, rank 0, past its update, does not
