@@ -19,7 +19,7 @@
 int
 pipe_dp_init(struct pipe_run *r)
 {
-	return pipe_dp_zero_init(r);
+	return pipe_dp_zero_init(r) < 0 ? -1 : pipe_ftz_init(r);
 }
 
 void
@@ -48,7 +48,9 @@ zero_update(struct pipe_run *r, float scale)
 	uint64_t sent;
 	double t0;
 
-	if (pipe_ftz_step(r, scale))	/* --ft: a recovery's, not gathered */
+	if (!pipe_ftz_on(r))
+		dp_zero_step(&r->zero->z, r->params, r->grads, scale);
+	else if (pipe_ftz_step(r, scale))	/* a recovery's: not gathered */
 		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
@@ -73,8 +75,7 @@ pipe_dp_sync(struct pipe_run *r, double *loss)
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	if ((r->zero == NULL ? pipe_dp_sync_grads(r, &sent) :
-	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) : zero_reduce(r)) < 0 ||
-	    pipe_ftz_mirror(r) < 0)
+	    r->zero->fsdp != NULL ? pipe_dp_fsdp_sync(r, &sent) : zero_reduce(r)) < 0)
 		return -1;
 	comm_set_step(dc, "step %ld: loss over the replicas", r->step);
 	if (coll_allreduce(dc, loss, 1, DT_F64, COLL_SUM, COLL_AUTO) < 0)

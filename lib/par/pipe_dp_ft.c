@@ -56,6 +56,9 @@ pipe_ft_commit(struct pipe_run *r, double loss, double t0)
 
 	if (ft == NULL)
 		return 0;
+	/* --zero 1|2: the mirrors hold the step's inputs before it */
+	if (pipe_ftz_mirror(r) < 0)
+		return -1;
 	r->ft_synced = 1;
 	r->ft_loss = loss;
 	r->ft_t0 = t0;

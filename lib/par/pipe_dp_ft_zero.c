@@ -132,7 +132,7 @@ pipe_ftz_mirror(struct pipe_run *r)
 {
 	struct pipe_ftz *p = ftz(r);
 
-	if (p == NULL)
+	if (p == NULL || r->zero == NULL)	/* one replica: no slices */
 		return 0;
 	return dp_ftz_send(p->f, r->cfg->dp, &r->zero->z, r->grads) < 0 ?
 	    pipe_dp_failed(r) : 0;
@@ -143,10 +143,6 @@ pipe_ftz_step(struct pipe_run *r, float scale)
 {
 	struct pipe_ftz *p = ftz(r);
 
-	if (p == NULL) {
-		dp_zero_step(&r->zero->z, r->params, r->grads, scale);
-		return 0;
-	}
 	/* once a step: a recovery finishes a step some ranks updated */
 	if (p->f->done != r->step + 1) {
 		p->f->done = r->step;

@@ -12,7 +12,6 @@
 #include "cli/util.h"
 #include "par/dp_sync.h"
 #include "par/pipe.h"
-#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 int
@@ -48,7 +47,7 @@ pipe_dp_zero_init(struct pipe_run *r)
 	free(rg);
 	if (rc < 0)
 		r->kind = TRAIN_ERR_RUNTIME;
-	return rc < 0 ? rc : pipe_ftz_init(r);
+	return rc;
 }
 
 void

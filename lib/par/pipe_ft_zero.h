@@ -4,10 +4,11 @@
  * again (pipe_dp_ft.c's shrink and rejoin) cut again from owners and
  * mirrors. Every hook does nothing without --ft and --zero 1|2.
  *
- * init: at pipe_dp_zero_init's end (the first time: the mirrors from
+ * init: after pipe_dp_zero_init (the first time: the mirrors from
  * their owners; a rank started again, and a set-up again: nothing);
- * mirror: after the reduce-scatters, before the step's commit; step: the
- * update of this rank's slices and its mirror's (once a step), 1 when
+ * mirror: after the reduce-scatters, before the step's commit; step (on
+ * only): the update of this rank's slices and its mirror's (once a
+ * step), 1 when
  * the allgather must wait (a recovery's: the cut after rebuilds the
  * parameters); settle: a recovery's start, before the agreement,
  * 1 when this rank is past step k's update, not its allgather (the step
