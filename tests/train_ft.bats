@@ -99,14 +99,20 @@ killed_train() {
 	killed_train 4 " 10:1" 3 "2 1" --dp 2 --pp 2
 }
 
-@test "--ft on a gpt, --dp 2 --pp 2 --microbatches 2 (the tied embedding's stages): rank 0 killed, rank 2 leaves with it; replica 1 ends right" {
+# gpt_inputs BATCH STEPS: a small GPT and its text; TARGS and STEPS for
+# them.
+gpt_inputs() {
 	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 \
 	    -o g.safetensors
 	seq 1 20000 | head -c 60000 >text.txt
-	# steps of a few ms: enough of them that the kill comes mid-run
-	STEPS=300
-	TARGS=(-m g.safetensors --data text.txt --batch 32 --steps $STEPS
+	STEPS=$2
+	TARGS=(-m g.safetensors --data text.txt --batch "$1" --steps "$2"
 	    --optimizer adamw --lr 0.001)
+}
+
+@test "--ft on a gpt, --dp 2 --pp 2 --microbatches 2 (the tied embedding's stages): rank 0 killed, rank 2 leaves with it; replica 1 ends right" {
+	# steps of a few ms: enough of them that the kill comes mid-run
+	gpt_inputs 32 300
 	killed_train 4 " 10:0" 2 "2 1" --dp 2 --pp 2 --microbatches 2
 }
 
@@ -222,14 +228,9 @@ rejoin_train() {
 }
 
 @test "--ft rejoin on a gpt, --dp 2 --pp 2 --microbatches 2: rank 0 killed, rank 2 leaves with it; both rejoin; the weights of a run without failures" {
-	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 \
-	    -o g.safetensors
-	seq 1 20000 | head -c 60000 >text.txt
 	# steps long enough that the replica started again finds the others
 	# still training
-	STEPS=400
-	TARGS=(-m g.safetensors --data text.txt --batch 256 --steps $STEPS
-	    --optimizer adamw --lr 0.001)
+	gpt_inputs 256 400
 	rejoin_train "10:0" "0:2" "2 1 2" --dp 2 --pp 2 --microbatches 2
 }
 
