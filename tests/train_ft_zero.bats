@@ -8,14 +8,14 @@
 # failure-free run of the same mesh and --zero within 1e-5, which are
 # those of --zero 0 within 1e-5; the loss CSV holds every step once.
 # killed_train and rejoin_train are train_ft.bats's (the checks of a
-# departure and of a rejoin), read from that suite.
+# departure and of a rejoin), and gpt_inputs, read from that suite.
 load lib/common
 load lib/netns
 load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
-eval "$(sed -n '/^killed_train() {$/,/^}$/p; /^rejoin_train() {$/,/^}$/p' \
-    "$BATS_TEST_DIRNAME/train_ft.bats")"
+eval "$(sed -n '/^killed_train() {$/,/^}$/p; /^rejoin_train() {$/,/^}$/p
+    /^gpt_inputs() {$/,/^}$/p' "$BATS_TEST_DIRNAME/train_ft.bats")"
 # and ft_zero.bats's kill_in_allgather LOG PID N
 eval "$(sed -n '/^kill_in_allgather() {$/,/^}$/p' \
     "$BATS_TEST_DIRNAME/ft_zero.bats")"
@@ -58,12 +58,7 @@ same_as_zero0() {
 }
 
 @test "--ft rejoin --zero 2 on a gpt, --dp 2 --pp 2 --microbatches 2 (the tied embedding's stages): rank 0 killed, rank 2 leaves with it; both rejoin; the weights of a run without failures" {
-	timeout 30 collx-dp --init gpt --dims 256,16,2,2,8 --seed 1 \
-	    -o g.safetensors
-	seq 1 20000 | head -c 60000 >text.txt
-	STEPS=400
-	TARGS=(-m g.safetensors --data text.txt --batch 256 --steps $STEPS
-	    --optimizer adamw --lr 0.001)
+	gpt_inputs 256 400
 	rejoin_train "10:0" "0:2" "2 1 2" --dp 2 --pp 2 --microbatches 2 \
 	    --zero 2
 	same_as_zero0 4 --dp 2 --pp 2 --microbatches 2
