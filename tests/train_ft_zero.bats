@@ -49,10 +49,14 @@ same_as_zero0() {
 }
 
 @test "--ft rejoin --zero 2 --dp 2 --tp 2: rank 3 killed at step 10 and rank 2, its peer, started again: replica 1 rejoins with its slices; the weights of a run without failures" {
+	# steps long beside a restart (the whole data set a step): the replica
+	# started again finds the other still training
+	TARGS[7]=2048
 	rejoin_train "10:3" "3:2" "2 1 2" --dp 2 --tp 2 --zero 2
 }
 
 @test "--ft rejoin --zero 1 --dp 2 --pp 2: rank 2 killed, rank 0 leaves with it; both started again rejoin; the weights of a run without failures" {
+	TARGS[7]=2048	# --batch: as above
 	rejoin_train "10:2" "2:0" "2 1 2" --dp 2 --pp 2 --zero 1
 	same_as_zero0 4 --dp 2 --pp 2
 }
