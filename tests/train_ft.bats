@@ -424,7 +424,7 @@ under_run() {
 @test "--ft refusals: one usage line naming the options" {
 	local o
 	export COLLX_WORLD_SIZE=2 COLLX_RANK=0 COLLX_MASTER=127.0.0.1:1
-	for o in "--zero 1" "--wire int8" "--sync-every 4" "--checkpoint c.safetensors" \
+	for o in "--wire int8" "--sync-every 4" "--checkpoint c.safetensors" \
 	    "--trace t.json"; do
 		# shellcheck disable=SC2086
 		usage_refused collx-train "${TARGS[@]}" --dp 2 --ft $o

@@ -24,40 +24,26 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/dp_ftz.h"
 #include "par/dp_int.h"
 
 #define FTZ_TAG 0x7a33		/* the mirror's reduced slices */
 #define FTZ_MIRROR 0x100000	/* a provider's rank, from a mirror */
 
-struct dp_ftz {
-	int world, rank;	/* the group the slices are cut over */
-	int *wr;		/* its members' world ranks */
-	int have;		/* holds a state (a rank started again: not
-				 * before its copy) */
-	long done;		/* steps applied */
-	long gen;		/* cuts made */
-	double loss, t0;	/* the last agreement's loss; its step's start */
-	struct nn_optim *opt;	/* per range: the successor's slice's */
-	float *p, *g;		/* its parameters, its reduced gradients */
-	float *send;		/* this rank's reduced slices, packed */
-	size_t *off;		/* range i's in p and g */
-	size_t n;		/* floats of p and g */
-};
-
 /* The mirror of the successor of this rank in z's cut: buffers and an
- * optimizer per range, empty. 0, or -1 (r->err). */
+ * optimizer per range, empty. 0, or -1 (err). */
 static int
-mirror_alloc(struct dp_run *r, struct dp_ftz *f)
+mirror_alloc(struct dp_ftz *f, const struct dp_zero *z,
+    const struct nn_optim_cfg *oc, char *err, size_t errlen)
 {
-	const struct dp_zero *z = &r->zero;
 	size_t a, len;
-	char e[COLLX_ERRLEN];
 	int i, succ = (z->rank + 1) % z->world;
 
+	f->nr = z->n;
 	f->opt = calloc((size_t)z->n + 1, sizeof(*f->opt));
 	f->off = calloc((size_t)z->n + 1, sizeof(*f->off));
 	if (f->opt == NULL || f->off == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	f->n = 0;
 	for (i = 0; i < z->n; i++) {
 		/* one replica: nobody to lose the slice to */
@@ -65,22 +51,21 @@ mirror_alloc(struct dp_run *r, struct dp_ftz *f)
 		len = z->world > 1 ? len : 0;
 		f->off[i] = f->n;
 		f->n += len;
-		if (nn_optim_init(&f->opt[i], &r->cfg->optim, len, e,
-		    sizeof(e)) < 0)
-			return dp_runtime_failed(r, "rank %d: %s", e);
+		if (nn_optim_init(&f->opt[i], oc, len, err, errlen) < 0)
+			return -1;
 	}
 	f->p = malloc((f->n + 1) * sizeof(float));
 	f->g = malloc((f->n + 1) * sizeof(float));
 	f->send = malloc((z->ngrad + 1) * sizeof(float));
 	if (f->p == NULL || f->g == NULL || f->send == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+		return cli_fail(err, errlen, "out of memory");
 	return 0;
 }
 
 static void
-mirror_free(struct dp_ftz *f, int n)
+mirror_free(struct dp_ftz *f)
 {
-	for (int i = 0; f->opt != NULL && i < n; i++)
+	for (int i = 0; f->opt != NULL && i < f->nr; i++)
 		nn_optim_free(&f->opt[i]);
 	free(f->opt);
 	free(f->off);
@@ -90,147 +75,83 @@ mirror_free(struct dp_ftz *f, int n)
 	f->opt = NULL;
 	f->off = NULL;
 	f->p = f->g = f->send = NULL;
+	f->nr = 0;
 }
 
-/* The slices held are cut over r->c's ranks. */
+/* The slices held are cut over c's ranks. */
 static int
-cut_over(struct dp_run *r)
+cut_over(struct dp_ftz *f, struct comm *c, char *err, size_t errlen)
 {
-	struct dp_ftz *f = r->ftz;
+	int q, w = comm_size(c);
 
 	free(f->wr);
-	if ((f->wr = malloc((size_t)r->world * sizeof(int))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	for (int q = 0; q < r->world; q++)
-		f->wr[q] = comm_world_rank(r->c, q);
-	f->world = r->world;
-	f->rank = r->rank;
+	if ((f->wr = malloc((size_t)w * sizeof(int))) == NULL)
+		return cli_fail(err, errlen, "out of memory");
+	for (q = 0; q < w; q++)
+		f->wr[q] = comm_world_rank(c, q);
+	f->world = w;
+	f->rank = comm_rank(c);
 	f->have = 1;
 	return 0;
 }
 
-int
-dp_ftz_init(struct dp_run *r)
+struct dp_ftz *
+dp_ftz_new(struct comm *c, long done)
 {
-	if ((r->ftz = calloc(1, sizeof(*r->ftz))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	r->ftz->done = r->cfg->resume != NULL ? r->cfg->resume->step : 0;
-	/* a rank started again gets its slices in dp_ft_joined */
-	if (r->joining)
-		return 0;
-	/* every slice at its owner: the mirrors from them */
-	return cut_over(r) < 0 ? -1 : dp_ftz_recut(r);
+	struct dp_ftz *f = calloc(1, sizeof(*f));
+	char e[COLLX_ERRLEN];
+
+	if (f == NULL)
+		return NULL;
+	f->done = done;
+	if (c != NULL && cut_over(f, c, e, sizeof(e)) < 0) {
+		free(f);
+		return NULL;
+	}
+	return f;
 }
 
 void
-dp_ftz_free(struct dp_run *r)
+dp_ftz_delete(struct dp_ftz *f)
 {
-	if (r->ftz == NULL)
+	if (f == NULL)
 		return;
-	mirror_free(r->ftz, r->zero.n);
-	free(r->ftz->wr);
-	free(r->ftz);
-	r->ftz = NULL;
-}
-
-void
-dp_ftz_mem(const struct dp_run *r, struct dp_mem *mem)
-{
-	if (r->ftz == NULL || r->ftz->opt == NULL)
-		return;
-	for (int i = 0; i < r->zero.n; i++)
-		mem->optim_bytes += nn_optim_bytes(&r->ftz->opt[i]);
-	mem->optim_bytes += r->ftz->n * sizeof(float);
-	mem->grad_bytes += r->ftz->n * sizeof(float);
-}
-
-void
-dp_ftz_begin(struct dp_run *r)
-{
-	if (r->ftz != NULL)
-		r->ftz->t0 = cli_now();
+	mirror_free(f);
+	free(f->wr);
+	free(f);
 }
 
 int
-dp_ftz_mirror(struct dp_run *r)
+dp_ftz_send(struct dp_ftz *f, struct comm *c, struct dp_zero *z,
+    float *grads)
 {
-	struct dp_ftz *f = r->ftz;
-	struct dp_zero *z = &r->zero;
 	size_t a, len, at = 0;
-	int i;
+	int i, w = comm_size(c), me = comm_rank(c);
 
-	if (r->world == 1)
+	if (w == 1)
 		return 0;
 	for (i = 0; i < z->n; i++) {
 		dp_zero_slice(z, i, z->rank, &a, &len);
-		memcpy(f->send + at, dp_zero_reduced(z, r->m->grads, i),
+		memcpy(f->send + at, dp_zero_reduced(z, grads, i),
 		    len * sizeof(float));
 		at += len;
 	}
-	comm_set_step(r->c, "--ft: the reduced slices to the mirrors");
-	if (comm_sendrecv(r->c, (r->rank + r->world - 1) % r->world, f->send,
-	    at * sizeof(float), (r->rank + 1) % r->world, f->g,
-	    f->n * sizeof(float), FTZ_TAG) < 0)
-		return dp_comm_failed(r);
+	comm_set_step(c, "--ft: the reduced slices to the mirrors");
+	if (comm_sendrecv(c, (me + w - 1) % w, f->send, at * sizeof(float),
+	    (me + 1) % w, f->g, f->n * sizeof(float), FTZ_TAG) < 0)
+		return DP_FTZ_COMM;
 	return 0;
 }
 
-/* The step past its agreement: this rank's slices and the mirror's. */
-static void
-apply(struct dp_run *r)
+void
+dp_ftz_apply(struct dp_ftz *f, struct dp_zero *z, float *params,
+    float *grads, float scale)
 {
-	struct dp_ftz *f = r->ftz;
-	float scale = (float)(1.0 / (double)r->cfg->batch);
-
-	dp_zero_step(&r->zero, r->m->params, r->m->grads, scale);
-	for (int i = 0; i < r->zero.n; i++)
+	dp_zero_step(z, params, grads, scale);
+	for (int i = 0; i < f->nr; i++)
 		nn_optim_step(&f->opt[i], f->p + f->off[i], f->g + f->off[i],
 		    scale);
 	f->done++;
-}
-
-int
-dp_ftz_update(struct dp_run *r, double loss)
-{
-	r->ftz->loss = loss;
-	apply(r);
-	if (dp_zero_allgather(&r->zero, r->m->params) < 0)
-		return dp_comm_failed(r);
-	return 0;
-}
-
-int
-dp_ftz_settle(struct dp_run *r, long *k, struct train_step *s)
-{
-	struct dp_ftz *f = r->ftz;
-	int64_t v[2] = { f->have ? f->done : -1,
-	    f->have ? -f->done : INT64_MIN };
-
-	comm_set_step(r->c, "--ft: the survivors' last step applied");
-	if (coll_allreduce(r->c, v, 2, DT_I64, COLL_MAX, COLL_AUTO) < 0)
-		return dp_comm_failed(r);
-	if (v[0] + v[1] > 1) {	/* a step apart at most: cannot be */
-		dp_runtime_failed(r, "rank %d: --ft: %s", "the replicas' "
-		    "ZeRO states are more than a step apart");
-		return -2;
-	}
-	if (!f->have) {
-		f->done = (long)v[0];
-		return 0;
-	}
-	/* past the agreement here, not the allgather: the step's record */
-	if (f->done == *k + 1) {
-		s[*k] = (struct train_step){ .step = *k, .epoch = (long)((int64_t)
-		    *k * r->cfg->batch / r->d->n), .tokens = train_tokens(r->d,
-		    r->cfg->batch), .loss = f->loss, .seconds = cli_now() -
-		    f->t0, .replicas = f->world };
-		s[*k].compute = s[*k].seconds;
-		++*k;
-	}
-	/* another passed it: every rank held the inputs, this one too */
-	if (f->done < v[0])
-		apply(r);
-	return 0;
 }
 
 /* Whether world rank w is in c. */
@@ -286,154 +207,288 @@ slice_copy(const struct dp_zero *z, int wc, int q, int nmom, float *x,
 
 /* prov: who sends each slice of wc, -1 when nobody can. */
 static int
-providers(struct dp_run *r, int wc, int64_t *prov)
+providers(struct dp_ftz *f, struct comm *c, int wc, int64_t *prov)
 {
-	struct dp_ftz *f = r->ftz;
-	int q, succ;
+	int q, succ, me = comm_rank(c);
 
 	for (q = 0; q < wc; q++)
 		prov[q] = INT64_MAX;
 	if (f->have) {
-		prov[f->rank] = r->rank;
+		prov[f->rank] = me;
 		succ = (f->rank + 1) % wc;
-		if (wc > 1 && !member(r->c, f->wr[succ]))
-			prov[succ] = FTZ_MIRROR + r->rank;
+		if (wc > 1 && !member(c, f->wr[succ]))
+			prov[succ] = FTZ_MIRROR + me;
 	}
-	comm_set_step(r->c, "--ft: who holds each ZeRO slice");
-	if (coll_allreduce(r->c, prov, (size_t)wc, DT_I64, COLL_MIN,
+	comm_set_step(c, "--ft: who holds each ZeRO slice");
+	if (coll_allreduce(c, prov, (size_t)wc, DT_I64, COLL_MIN,
 	    COLL_AUTO) < 0)
-		return dp_comm_failed(r);
+		return DP_FTZ_COMM;
 	for (q = 0; q < wc; q++)
 		prov[q] = prov[q] == INT64_MAX ? -1 : prov[q];
 	return 0;
 }
 
-/* This rank's new slices (own and mirror) of the whole state (whole:
- * per range; the parameters in r->m's) over r->c. */
-static int
-take(struct dp_run *r, struct nn_optim *whole, int nmom)
+int
+dp_ftz_take(struct dp_ftz *f, struct comm *c, struct dp_zero *z,
+    float *params, const struct nn_optim *whole,
+    const struct nn_optim_cfg *oc, char *err, size_t errlen)
 {
-	struct dp_ftz *f = r->ftz;
-	struct dp_zero *z = &r->zero;
-	struct dp_range *rg;
-	const char *what = z->what;
+	int nmom = nn_optim_moments(oc), i, succ;
 	size_t a, len;
-	char e[COLLX_ERRLEN];
-	int i, n = z->n, succ;
 
-	if ((rg = malloc(((size_t)n + 1) * sizeof(*rg))) == NULL)
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
-	memcpy(rg, z->rg, (size_t)n * sizeof(*rg));
-	mirror_free(f, n);
-	dp_zero_free(z);
-	i = dp_zero_init(z, r->cfg->dpo.zero, r->c, &r->wire, r->cfg->algo, rg,
-	    n, r->bopt, &r->cfg->optim, what, e, sizeof(e));
-	free(rg);
-	if (i < 0) {
-		r->kind = TRAIN_ERR_RUNTIME;
-		return cli_fail(r->err, r->errlen, "%s", e);
-	}
+	mirror_free(f);
 	dp_zero_take(z, whole);
-	if (mirror_alloc(r, f) < 0)
+	if (mirror_alloc(f, z, oc, err, errlen) < 0)
 		return -1;
-	succ = (r->rank + 1) % r->world;
-	for (i = 0; i < n && r->world > 1; i++) {
+	succ = (z->rank + 1) % z->world;
+	for (i = 0; i < z->n && z->world > 1; i++) {
 		dp_zero_slice(z, i, succ, &a, &len);
 		f->opt[i].t = whole[i].t;
-		memcpy(f->p + f->off[i], r->m->params + z->rg[i].off + a,
+		memcpy(f->p + f->off[i], params + z->rg[i].off + a,
 		    len * sizeof(float));
 		if (nmom > 0)
 			memcpy(f->opt[i].m, whole[i].m + a, len * sizeof(float));
 		if (nmom > 1)
 			memcpy(f->opt[i].v, whole[i].v + a, len * sizeof(float));
 	}
-	return cut_over(r);
+	return cut_over(f, c, err, errlen);
 }
 
 int
-dp_ftz_recut(struct dp_run *r)
+dp_ftz_gather(struct dp_ftz *f, struct comm *c, struct dp_zero *z,
+    float *params, struct nn_optim *own, const struct nn_optim_cfg *oc,
+    struct nn_optim **whole, char *err, size_t errlen)
 {
-	struct dp_ftz *f = r->ftz;
-	struct dp_zero *z = &r->zero;
-	int nmom = nn_optim_moments(&r->cfg->optim), wc, q, j, rc = -1;
+	int nmom = nn_optim_moments(oc), wc, q, j, rc = -1;
+	int w = comm_size(c), me = comm_rank(c);
 	int64_t h[4] = { f->have ? f->world : 0, 0, f->have ? f->gen : -1,
 	    f->have ? -f->gen : INT64_MIN }, *prov = NULL;
 	size_t *counts = NULL, total = 0, at = 0, mine = 0;
 	float *send = NULL, *all = NULL;
-	struct nn_optim *whole = NULL;
-	char e[COLLX_ERRLEN];
 
+	*whole = NULL;
 	for (q = 0; f->have && q < z->n; q++)
-		h[1] = z->opt[q].t > h[1] ? z->opt[q].t : h[1];
-	comm_set_step(r->c, "--ft: the ZeRO cut before");
-	if (coll_allreduce(r->c, h, 4, DT_I64, COLL_MAX, COLL_AUTO) < 0)
-		return dp_comm_failed(r);
+		h[1] = own[q].t > h[1] ? own[q].t : h[1];
+	comm_set_step(c, "--ft: the ZeRO cut before");
+	if (coll_allreduce(c, h, 4, DT_I64, COLL_MAX, COLL_AUTO) < 0)
+		return DP_FTZ_COMM;
 	if (h[2] + h[3] != 0) {
-		dp_runtime_failed(r, "rank %d: --ft: %s", "a rank left while "
-		    "the ZeRO slices were cut again: the optimizer state is "
-		    "lost");
-		return -2;
+		cli_fail(err, errlen, "--ft: a rank left while the ZeRO slices "
+		    "were cut again: the optimizer state is lost");
+		return DP_FTZ_LOST;
 	}
 	wc = (int)h[0];
 	prov = malloc(((size_t)wc + 1) * sizeof(*prov));
-	counts = calloc((size_t)r->world + 1, sizeof(*counts));
+	counts = calloc((size_t)w + 1, sizeof(*counts));
 	if (prov == NULL || counts == NULL) {
-		dp_runtime_failed(r, "rank %d: %s", "out of memory");
+		cli_fail(err, errlen, "out of memory");
 		goto out;
 	}
-	if (providers(r, wc, prov) < 0)
+	if ((rc = providers(f, c, wc, prov)) < 0)
 		goto out;
+	rc = -1;
 	for (q = 0; q < wc; q++) {
 		if (prov[q] < 0) {
-			snprintf(e, sizeof(e), "rank %%d: --ft: slice %d of %d "
-			    "of the ZeRO optimizer state is lost (its owner "
-			    "and the rank before it in the ring, which "
-			    "mirrored it, left at once)", q, wc);
-			rc = -2;
-			dp_runtime_failed(r, e, "");
+			cli_fail(err, errlen, "--ft: slice %d of %d of the ZeRO "
+			    "optimizer state is lost (its owner and the rank "
+			    "before it in the ring, which mirrored it, left at "
+			    "once)", q, wc);
+			rc = DP_FTZ_LOST;
 			goto out;
 		}
 		counts[prov[q] % FTZ_MIRROR] += slice_floats(z, wc, q, nmom);
 	}
-	for (j = 0; j < r->world; j++)
+	for (j = 0; j < w; j++)
 		total += counts[j];
-	mine = counts[r->rank];
+	mine = counts[me];
 	send = malloc((mine + 1) * sizeof(float));
 	all = malloc((total + 1) * sizeof(float));
-	whole = dp_zero_whole_alloc(z, &r->cfg->optim, e, sizeof(e));
-	if (send == NULL || all == NULL || whole == NULL) {
-		dp_runtime_failed(r, "rank %d: %s", whole == NULL ? e :
-		    "out of memory");
+	*whole = dp_zero_whole_alloc(z, oc, err, errlen);
+	if (send == NULL || all == NULL || *whole == NULL) {
+		if (*whole != NULL)
+			cli_fail(err, errlen, "out of memory");
 		goto out;
 	}
 	for (q = 0; q < wc; q++)
-		if (prov[q] == r->rank)
-			at += slice_copy(z, wc, q, nmom, send + at,
-			    r->m->params, NULL, z->opt, 0, 1);
-		else if (prov[q] == FTZ_MIRROR + r->rank)
+		if (prov[q] == me)
+			at += slice_copy(z, wc, q, nmom, send + at, params,
+			    NULL, own, 0, 1);
+		else if (prov[q] == FTZ_MIRROR + me)
 			at += slice_copy(z, wc, q, nmom, send + at, f->p,
 			    f->off, f->opt, 0, 1);
-	comm_set_step(r->c, "--ft: the ZeRO state cut again over %d "
-	    "replicas", r->world);
-	if (coll_allgatherv(r->c, send, all, counts, DT_F32, COLL_AUTO) < 0) {
-		dp_comm_failed(r);
+	comm_set_step(c, "--ft: the ZeRO state cut again over %d replicas", w);
+	if (coll_allgatherv(c, send, all, counts, DT_F32, COLL_AUTO) < 0) {
+		rc = DP_FTZ_COMM;
 		goto out;
 	}
 	/* the allgatherv's order: by rank, then by slice */
-	for (at = 0, j = 0; j < r->world; j++)
+	for (at = 0, j = 0; j < w; j++)
 		for (q = 0; q < wc; q++)
 			if (prov[q] % FTZ_MIRROR == j)
 				at += slice_copy(z, wc, q, nmom, all + at,
-				    r->m->params, NULL, whole, 1, 0);
+				    params, NULL, *whole, 1, 0);
 	for (q = 0; q < z->n; q++)
-		whole[q].t = (long)h[1];
+		(*whole)[q].t = (long)h[1];
 	f->gen = (long)h[2] + 1;
-	rc = take(r, whole, nmom);
+	rc = 0;
 out:
-	dp_zero_whole_free(z, whole);
+	if (rc < 0) {
+		dp_zero_whole_free(z, *whole);
+		*whole = NULL;
+	}
 	free(all);
 	free(send);
 	free(counts);
 	free(prov);
 	return rc;
+}
+
+/* collx-dp's run (dp.c, dp_ft.c): the group is r->c, the vector r->m's. */
+
+/* A failure of dp_ftz_*'s rc: r->err and r->kind set; -2 kept. */
+static int
+failed(struct dp_run *r, int rc, const char *e)
+{
+	if (rc == DP_FTZ_COMM)
+		return dp_comm_failed(r);
+	dp_runtime_failed(r, "rank %d: %s", e);
+	return rc == DP_FTZ_LOST ? -2 : -1;
+}
+
+int
+dp_ftz_init(struct dp_run *r)
+{
+	/* a rank started again gets its slices in dp_ft_joined */
+	if ((r->ftz = dp_ftz_new(r->joining ? NULL : r->c,
+	    r->cfg->resume != NULL ? r->cfg->resume->step : 0)) == NULL)
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	/* every slice at its owner: the mirrors from them */
+	return r->joining ? 0 : dp_ftz_recut(r);
+}
+
+void
+dp_ftz_free(struct dp_run *r)
+{
+	dp_ftz_delete(r->ftz);
+	r->ftz = NULL;
+}
+
+void
+dp_ftz_bytes(const struct dp_ftz *f, size_t *optim, size_t *grad)
+{
+	if (f == NULL || f->opt == NULL)
+		return;
+	for (int i = 0; i < f->nr; i++)
+		*optim += nn_optim_bytes(&f->opt[i]);
+	*optim += f->n * sizeof(float);
+	*grad += f->n * sizeof(float);
+}
+
+void
+dp_ftz_mem(const struct dp_run *r, struct dp_mem *mem)
+{
+	dp_ftz_bytes(r->ftz, &mem->optim_bytes, &mem->grad_bytes);
+}
+
+void
+dp_ftz_begin(struct dp_run *r)
+{
+	if (r->ftz != NULL)
+		r->ftz->t0 = cli_now();
+}
+
+int
+dp_ftz_mirror(struct dp_run *r)
+{
+	int rc = dp_ftz_send(r->ftz, r->c, &r->zero, r->m->grads);
+
+	return rc < 0 ? failed(r, rc, "") : 0;
+}
+
+/* The step past its agreement, for collx-dp. */
+static void
+apply(struct dp_run *r)
+{
+	dp_ftz_apply(r->ftz, &r->zero, r->m->params, r->m->grads,
+	    (float)(1.0 / (double)r->cfg->batch));
+}
+
+int
+dp_ftz_update(struct dp_run *r, double loss)
+{
+	r->ftz->loss = loss;
+	apply(r);
+	if (dp_zero_allgather(&r->zero, r->m->params) < 0)
+		return dp_comm_failed(r);
+	return 0;
+}
+
+int
+dp_ftz_settle(struct dp_run *r, long *k, struct train_step *s)
+{
+	struct dp_ftz *f = r->ftz;
+	int64_t v[2] = { f->have ? f->done : -1,
+	    f->have ? -f->done : INT64_MIN };
+
+	comm_set_step(r->c, "--ft: the survivors' last step applied");
+	if (coll_allreduce(r->c, v, 2, DT_I64, COLL_MAX, COLL_AUTO) < 0)
+		return dp_comm_failed(r);
+	if (v[0] + v[1] > 1) {	/* a step apart at most: cannot be */
+		dp_runtime_failed(r, "rank %d: --ft: %s", "the replicas' "
+		    "ZeRO states are more than a step apart");
+		return -2;
+	}
+	if (!f->have) {
+		f->done = (long)v[0];
+		return 0;
+	}
+	/* past the agreement here, not the allgather: the step's record */
+	if (f->done == *k + 1) {
+		s[*k] = (struct train_step){ .step = *k, .epoch = (long)((int64_t)
+		    *k * r->cfg->batch / r->d->n), .tokens = train_tokens(r->d,
+		    r->cfg->batch), .loss = f->loss, .seconds = cli_now() -
+		    f->t0, .replicas = f->world };
+		s[*k].compute = s[*k].seconds;
+		++*k;
+	}
+	/* another passed it: every rank held the inputs, this one too */
+	if (f->done < v[0])
+		apply(r);
+	return 0;
+}
+
+int
+dp_ftz_recut(struct dp_run *r)
+{
+	struct dp_zero *z = &r->zero;
+	struct nn_optim *whole;
+	struct dp_range *rg;
+	const char *what;
+	char e[COLLX_ERRLEN];
+	int rc, n = z->n;
+
+	rc = dp_ftz_gather(r->ftz, r->c, z, r->m->params, z->opt,
+	    &r->cfg->optim, &whole, e, sizeof(e));
+	if (rc < 0)
+		return failed(r, rc, e);
+	/* z cut again over r->c, its ranges as they were */
+	if ((rg = malloc(((size_t)n + 1) * sizeof(*rg))) == NULL) {
+		dp_zero_whole_free(z, whole);
+		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	}
+	memcpy(rg, z->rg, (size_t)n * sizeof(*rg));
+	what = z->what;
+	dp_zero_free(z);
+	rc = dp_zero_init(z, r->cfg->dpo.zero, r->c, &r->wire, r->cfg->algo,
+	    rg, n, r->bopt, &r->cfg->optim, what, e, sizeof(e));
+	free(rg);
+	if (rc == 0)
+		rc = dp_ftz_take(r->ftz, r->c, z, r->m->params, whole,
+		    &r->cfg->optim, e, sizeof(e));
+	dp_zero_whole_free(z, whole);
+	if (rc < 0) {
+		r->kind = TRAIN_ERR_RUNTIME;
+		return cli_fail(r->err, r->errlen, "rank %d: %s", r->rank, e);
+	}
+	return 0;
 }

@@ -10,6 +10,7 @@
 #include "comm/coll.h"
 #include "par/pipe.h"
 #include "par/pipe_ft.h"
+#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 /* The rank's chunks of layers, each virtual stage c*world + rank, as
@@ -231,6 +232,7 @@ out:
 	res->ckpt_peak = r.ckpt_peak;
 	*kind = r.kind;
 	run_free(&r);
+	pipe_ftz_free(cfg->ft);
 	return rc;
 }
 

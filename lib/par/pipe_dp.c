@@ -13,12 +13,13 @@
 #include "comm/coll.h"
 #include "par/ep.h"
 #include "par/pipe.h"
+#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 int
 pipe_dp_init(struct pipe_run *r)
 {
-	return pipe_dp_zero_init(r);
+	return pipe_dp_zero_init(r) < 0 ? -1 : pipe_ftz_init(r);
 }
 
 void
@@ -37,7 +38,10 @@ zero_update(struct pipe_run *r, float scale)
 	uint64_t sent;
 	double t0;
 
-	pipe_dp_zero_step(r, scale);
+	if (!pipe_ftz_on(r))
+		pipe_dp_zero_step(r, scale);
+	else if (pipe_ftz_step(r, scale))	/* a recovery's: not gathered */
+		return 0;
 	t0 = cli_now();
 	sent = comm_bytes_sent(dc);
 	if (pipe_dp_zero_allgather(r) < 0)
@@ -89,6 +93,7 @@ pipe_dp_update(struct pipe_run *r)
 	ps->grad_bytes = r->zero != NULL ? pipe_dp_zero_grad_bytes(r, whole) :
 	    whole * sizeof(float);
 	ps->param_bytes = whole * sizeof(float);
+	pipe_ftz_mem(r, &ps->optim_bytes, &ps->grad_bytes);
 	if (r->zero != NULL && r->zero->fsdp != NULL) {
 		dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */
 		return 0;

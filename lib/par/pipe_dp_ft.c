@@ -18,7 +18,9 @@
  * knows every rank's sums were done; in the recovery the ranks that had
  * not updated then update from their sums, and all go on from the step
  * of the one furthest on, with the same bytes (no copy needed: the
- * replicas' parameters and moments are bitwise the same).
+ * replicas' parameters and moments are bitwise the same). Under ZeRO 1
+ * and 2 each replica holds its own slices of the moments: they are
+ * mirrored and cut again over the replicas left (pipe_dp_ft_zero.c).
  *
  * A replica started again (collx-run --max-restarts starts a killed rank
  * and the peers that left with it) rejoins the running job. Every step
@@ -41,6 +43,7 @@
 #include "comm/coll.h"
 #include "par/dp_ft.h"
 #include "par/pipe_ft.h"
+#include "par/pipe_ft_zero.h"
 #include "par/pipe_int.h"
 
 #define FT_TRIES 8		/* agreements in a row before giving up */
@@ -53,6 +56,9 @@ pipe_ft_commit(struct pipe_run *r, double loss, double t0)
 
 	if (ft == NULL)
 		return 0;
+	/* --zero 1|2: the mirrors hold the step's inputs before it */
+	if (pipe_ftz_mirror(r) < 0)
+		return -1;
 	r->ft_synced = 1;
 	r->ft_loss = loss;
 	r->ft_t0 = t0;
@@ -179,6 +185,19 @@ ft_fail(struct pipe_run *r, const char *msg)
 	return cli_fail(r->err, r->errlen, "%s", msg);
 }
 
+/* Step k past the commit: its update (from the sums) and its record. */
+static int
+finish(struct pipe_run *r, long k, struct pipe_result *res, pipe_step_fn fn,
+    void *ctx)
+{
+	if (pipe_step_finish(r, k, &res->steps[k], r->ft_loss, r->ft_t0) < 0)
+		return -1;
+	res->steps[k].replicas = r->cfg->ft->mesh.dp;
+	if (fn != NULL)
+		fn(ctx, &res->steps[k], &r->stat[k]);
+	return 0;
+}
+
 /* The survivors agreed (ft->world theirs, whole replicas only), and
  * every rank at the step of the one furthest on: *k. 0, or -1 with
  * r->err (this rank's replica broken, no majority, no agreement). */
@@ -260,12 +279,8 @@ agree(struct pipe_run *r, long *k, struct pipe_result *res, pipe_step_fn fn,
 	if (v[0] + v[1] > 1 || (*k < v[0] && !r->ft_synced))
 		return ft_fail(r, "--ft: the ranks are out of step");
 	if (*k < v[0]) {
-		if (pipe_step_finish(r, *k, &res->steps[*k], r->ft_loss,
-		    r->ft_t0) < 0)
+		if (finish(r, *k, res, fn, ctx) < 0)
 			return -1;
-		res->steps[*k].replicas = ft->mesh.dp;
-		if (fn != NULL)
-			fn(ctx, &res->steps[*k], &r->stat[*k]);
 		*k = (long)v[0];
 	}
 	return 0;
@@ -293,6 +308,7 @@ pipe_ft_relay(struct pipe_run *r)
 	ft->cfg.tp = ft->grp->tp;
 	ft->cfg.cp = ft->grp->cp;
 	ft->cfg.resume = NULL;
+	pipe_ftz_hold(r);
 	if (carry_save(r, &st) < 0)
 		goto out;
 	r->cfg = &ft->cfg;
@@ -319,6 +335,9 @@ pipe_ft_recover(struct pipe_run *r, long *k, struct pipe_result *res,
 	if (ft == NULL || r->kind != TRAIN_ERR_RUNTIME)
 		return -1;
 	was = ft->mesh.dp;
+	/* --zero 1|2: a step updated here, its allgather cut short */
+	if (pipe_ftz_settle(r, *k) && finish(r, (*k)++, res, fn, ctx) < 0)
+		return -1;
 	if (agree(r, k, res, fn, ctx, left, sizeof(left)) < 0 ||
 	    pipe_ft_relay(r) < 0)
 		return -1;
@@ -457,6 +476,9 @@ pipe_ft_copy(struct pipe_run *r, long *k, struct pipe_result *res,
 
 	if (v == NULL)
 		return pipe_oom(r);
+	/* --zero 1|2: the slices cut over the replicas there are */
+	if (pipe_ftz_recut(r) < 0)
+		goto out;
 	/* who has no state yet; the replicas' step; the first rank with it */
 	v[comm_world_rank(w, comm_rank(w))] = ft->joining;
 	v[n] = ft->joining ? INT64_MIN : *k;
@@ -486,7 +508,7 @@ pipe_ft_copy(struct pipe_run *r, long *k, struct pipe_result *res,
 	comm_set_step(dc, "--ft: the state for the ranks started again");
 	if (coll_allreduce(dc, &root, 1, DT_I64, COLL_MIN, COLL_AUTO) < 0)
 		goto dp_failed;
-	for (q = 0; q < r->nown; q++) {
+	for (q = 0; q < r->nown && !pipe_ftz_on(r); q++) {
 		t = r->opt[q].t;
 		if (coll_broadcast(dc, r->params + r->own[q].off,
 		    r->own[q].len, DT_F32, (int)root, COLL_AUTO) < 0 ||

@@ -10,6 +10,7 @@
 #include "par/pipe.h"
 #include "par/train_data.h"
 
+struct pipe_ftz;
 struct pipe_ft {
 	struct comm *world;	/* the mesh's ranks: comm_open's group, then
 				 * the whole replicas left (pipe_ft owns
@@ -33,6 +34,7 @@ struct pipe_ft {
 	 * s[0, n) for a rank started again (in 0, on the replicas), or
 	 * taken from them (in 1, on that rank) */
 	void (*records)(void *ctx, struct train_step *s, long n, int in);
+	struct pipe_ftz *ftz;	/* --zero 1|2: pipe_dp_ft_zero.c's, or NULL */
 };
 
 /* The world group closed when pipe_ft made it. */
