@@ -134,7 +134,7 @@ gpt_inputs() {
 # "2 1 2"). TARGS, STEPS as killed_train's; with NS=netns, ranks 0 and
 # 1 in the first namespace host (netns_setup), 2 and 3 in the second.
 rejoin_train() {
-	local plan=$1 reps=$3 master r p v line rc want i=0 away=0
+	local plan=$1 reps=$3 master r p v line rc want i=0 away=0 hold=0
 	local -a rp at victim peer
 	for v in $plan; do
 		at+=("${v%:*}")
@@ -170,6 +170,15 @@ rejoin_train() {
 		echo "$line" >>err.log
 		[[ "$line" != *" rejoined; "* ]] || away=0
 		[[ "$line" =~ ^collx-train:\ step\ ([0-9]+)\ epoch ]] || continue
+		# after a step of the replica left alone, it stops for 1 s
+		# (well within the timeout) so that the ranks started again
+		# are at its door before a fast machine ends the run
+		if [ "$hold" = 1 ]; then
+			kill -STOP "${stop[@]}"
+			sleep 1
+			kill -CONT "${stop[@]}"
+			hold=0
+		fi
 		if [ "$i" -ge "${#at[@]}" ] || [ "$away" = 1 ] ||
 		    [ "${BASH_REMATCH[1]}" -lt "${at[i]}" ]; then
 			continue
@@ -187,17 +196,12 @@ rejoin_train() {
 		timeout 60 tail -s 0.01 --pid="${rp[p]}" -f /dev/null
 		wait "${rp[p]}" || rc=$?
 		[ "$rc" -eq 1 ]
-		# the replica left holds the step until both ranks started
-		# again are at its door (well within the timeout), so that
-		# a fast machine does not finish the run before they are
+		start_rank "$p" COLLX_REJOIN=1
 		stop=()
 		for q in 0 1 2 3; do
 			[ "$q" = "$r" ] || [ "$q" = "$p" ] || stop+=("${rp[q]}")
 		done
-		kill -STOP "${stop[@]}"
-		start_rank "$p" COLLX_REJOIN=1
-		sleep 1
-		kill -CONT "${stop[@]}"
+		hold=1
 	done <err.fifo
 	grep -v ': step [0-9]* epoch ' err.log
 	[ "$i" -eq "${#at[@]}" ]
