@@ -100,7 +100,9 @@ watch_kill() {
 			[ "$action" != ft ] || ft_rank "$victim" COLLX_REJOIN=1
 			# collx-train: its replica's peer, once it left
 			if [ "$action" = ft ] && [ "$prog" = collx-train ]; then
-				tail --pid="${pid[${PEER:-1}]}" -f /dev/null
+				# polled every 10 ms (tail waits 1 s by default,
+				# which the next step line would wait behind)
+				tail -s 0.01 --pid="${pid[${PEER:-1}]}" -f /dev/null
 				ft_rank "${PEER:-1}" COLLX_REJOIN=1
 			fi
 		elif [ -n "$t_kill" ] && [ -z "$t_next" ] && [ -n "$restarted" ]; then
