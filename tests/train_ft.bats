@@ -341,6 +341,17 @@ four_ranks() {
 		    grep -c "pid=$joiner,")" -ge 3 ] && break
 		sleep 0.01
 	done
+	# the copy under way: over 4 MB in at the rank started again (the
+	# set-up before it sends little; the state is some 100 MB), so that
+	# the kill lands in the copy, not in the set-up before it
+	for _ in $(seq 3000); do
+		[ "$(ss -tnpiH state established 2>/dev/null |
+		    awk -v p="pid=$joiner," 'index($0, p) { on = 1; next }
+		    on && match($0, /bytes_received:[0-9]+/) {
+			n += substr($0, RSTART + 15, RLENGTH - 15) }
+		    { on = 0 } END { print n + 0 }')" -gt 4000000 ] && break
+		sleep 0.002
+	done
 	kill -STOP "$sender"
 	start=$SECONDS
 	kill -KILL "$sender"
