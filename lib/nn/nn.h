@@ -707,5 +707,9 @@ size_t nn_optim_bytes(const struct nn_optim *o);
  */
 void nn_optim_step(struct nn_optim *o, float *p, const float *grads,
     float grad_scale);
+/* The same update at step o->t, not counted (a range updated in pieces
+ * whose step was counted once for all of them). */
+void nn_optim_update(const struct nn_optim *o, float *p, const float *grads,
+    float grad_scale);
 
 #endif

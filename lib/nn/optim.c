@@ -84,7 +84,7 @@ sgd_span(float *restrict p, const float *restrict grads, float lr,
  * in spans that vectorize (the branchy loop ran one element at a time,
  * 2.5% of a pipeline stage's step); the same products, the same bits. */
 NN_CLONES static void
-sgd_step(struct nn_optim *o, float *p, const float *grads, float scale)
+sgd_step(const struct nn_optim *o, float *p, const float *grads, float scale)
 {
 	float lr = (float)o->cfg.lr, wd = (float)o->cfg.weight_decay;
 	float mom = (float)o->cfg.momentum;
@@ -133,7 +133,7 @@ adamw_span(float *restrict p, float *restrict m, float *restrict v,
  * pass over p, m, v and the gradients.
  */
 NN_CLONES static void
-adamw_step(struct nn_optim *o, float *p, const float *grads, float scale)
+adamw_step(const struct nn_optim *o, float *p, const float *grads, float scale)
 {
 	const struct nn_optim_cfg *c = &o->cfg;
 	struct adamw_k k = {
@@ -156,6 +156,13 @@ nn_optim_step(struct nn_optim *o, float *p, const float *grads,
     float grad_scale)
 {
 	o->t++;
+	nn_optim_update(o, p, grads, grad_scale);
+}
+
+void
+nn_optim_update(const struct nn_optim *o, float *p, const float *grads,
+    float grad_scale)
+{
 	if (o->cfg.kind == NN_SGD)
 		sgd_step(o, p, grads, grad_scale);
 	else

@@ -41,18 +41,25 @@ dp_ft_majority(struct comm *old, struct comm *sub)
 	    comm_world_rank(sub, 0) == comm_world_rank(old, 0));
 }
 
+int
+dp_ft_member(struct comm *c, int w)
+{
+	for (int i = 0; i < comm_size(c); i++)
+		if (comm_world_rank(c, i) == w)
+			return 1;
+	return 0;
+}
+
 void
 dp_ft_departed(struct comm *a, struct comm *b, char *buf, size_t len)
 {
-	int i, j, w, in, n = 0;
+	int i, w, n = 0;
 	size_t off = 0;
 
 	buf[0] = '\0';
 	for (i = 0; i < comm_size(a); i++) {
 		w = comm_world_rank(a, i);
-		for (j = in = 0; j < comm_size(b) && !in; j++)
-			in = comm_world_rank(b, j) == w;
-		if (!in && off < len)
+		if (!dp_ft_member(b, w) && off < len)
 			off += (size_t)snprintf(buf + off, len - off, "%s%d",
 			    n++ ? ", " : "", w);
 	}

@@ -9,6 +9,8 @@
 /* Whether sub, the survivors of old, may go on: more than half of old's
  * ranks, or half with old's first. */
 int dp_ft_majority(struct comm *old, struct comm *sub);
+/* Whether world rank w is in c. */
+int dp_ft_member(struct comm *c, int w);
 /* The world ranks that are in a and not in b, as "2" or "2, 3" into buf:
  * those that left (a the group before) or joined (b before). */
 void dp_ft_departed(struct comm *a, struct comm *b, char *buf, size_t len);

@@ -24,6 +24,7 @@
 
 #include "cli/util.h"
 #include "comm/coll.h"
+#include "par/dp_ft.h"
 #include "par/dp_ftz.h"
 #include "par/dp_int.h"
 
@@ -154,16 +155,6 @@ dp_ftz_apply(struct dp_ftz *f, struct dp_zero *z, float *params,
 	f->done++;
 }
 
-/* Whether world rank w is in c. */
-static int
-member(struct comm *c, int w)
-{
-	for (int i = 0; i < comm_size(c); i++)
-		if (comm_world_rank(c, i) == w)
-			return 1;
-	return 0;
-}
-
 /* Floats of slice q of wc (every range: parameters and moments). */
 static size_t
 slice_floats(const struct dp_zero *z, int wc, int q, int nmom)
@@ -216,7 +207,7 @@ providers(struct dp_ftz *f, struct comm *c, int wc, int64_t *prov)
 	if (f->have) {
 		prov[f->rank] = me;
 		succ = (f->rank + 1) % wc;
-		if (wc > 1 && !member(c, f->wr[succ]))
+		if (wc > 1 && !dp_ft_member(c, f->wr[succ]))
 			prov[succ] = FTZ_MIRROR + me;
 	}
 	comm_set_step(c, "--ft: who holds each ZeRO slice");
@@ -233,23 +224,19 @@ dp_ftz_take(struct dp_ftz *f, struct comm *c, struct dp_zero *z,
     float *params, const struct nn_optim *whole,
     const struct nn_optim_cfg *oc, char *err, size_t errlen)
 {
-	int nmom = nn_optim_moments(oc), i, succ;
+	int i, succ = (z->rank + 1) % z->world;
 	size_t a, len;
 
 	mirror_free(f);
-	dp_zero_take(z, whole);
+	dp_zero_take(z, whole, z->rank, z->opt);
 	if (mirror_alloc(f, z, oc, err, errlen) < 0)
 		return -1;
-	succ = (z->rank + 1) % z->world;
+	if (z->world > 1)	/* one replica: an empty mirror */
+		dp_zero_take(z, whole, succ, f->opt);
 	for (i = 0; i < z->n && z->world > 1; i++) {
 		dp_zero_slice(z, i, succ, &a, &len);
-		f->opt[i].t = whole[i].t;
 		memcpy(f->p + f->off[i], params + z->rg[i].off + a,
 		    len * sizeof(float));
-		if (nmom > 0)
-			memcpy(f->opt[i].m, whole[i].m + a, len * sizeof(float));
-		if (nmom > 1)
-			memcpy(f->opt[i].v, whole[i].v + a, len * sizeof(float));
 	}
 	return cut_over(f, c, err, errlen);
 }

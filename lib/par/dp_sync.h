@@ -117,8 +117,8 @@ void dp_ovl_free(struct dp_ovl *o);
  * the caller's whole floats, in place). For checkpoints, pieces: which rank
  * holds which floats of the state (n * world of them into p, their
  * count returned, for ckpt.c); whole_alloc: optimizers of whole ranges
- * (NULL, the reason in err), for --ft's re-cut (dp_ft_zero.c); take: this
- * rank's slices of them. */
+ * (NULL, the reason in err), for --ft's re-cut (dp_ft_zero.c); take:
+ * slice q of each of them into opt (a rank's own, or its mirror's). */
 struct ckpt_piece;
 struct dp_zero {
 	int stage, rank, world, n;
@@ -154,7 +154,8 @@ size_t dp_zero_pieces(struct dp_zero *z, struct ckpt_piece *p);
 struct nn_optim *dp_zero_whole_alloc(const struct dp_zero *z,
     const struct nn_optim_cfg *oc, char *err, size_t errlen);
 void dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w);
-void dp_zero_take(struct dp_zero *z, const struct nn_optim *whole);
+void dp_zero_take(const struct dp_zero *z, const struct nn_optim *whole, int q,
+    struct nn_optim *opt);
 void dp_zero_free(struct dp_zero *z);
 
 struct dp_powersgd;

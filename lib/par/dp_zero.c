@@ -236,14 +236,15 @@ dp_zero_whole_free(const struct dp_zero *z, struct nn_optim *w)
 }
 
 void
-dp_zero_take(struct dp_zero *z, const struct nn_optim *whole)
+dp_zero_take(const struct dp_zero *z, const struct nn_optim *whole, int q,
+    struct nn_optim *opt)
 {
 	size_t off, len;
 
 	for (int i = 0; i < z->n; i++) {
-		struct nn_optim *o = &z->opt[i];
+		struct nn_optim *o = &opt[i];
 
-		dp_zero_slice(z, i, z->rank, &off, &len);
+		dp_zero_slice(z, i, q, &off, &len);
 		if (o->m != NULL)
 			memcpy(o->m, whole[i].m + off, len * sizeof(float));
 		if (o->v != NULL)

@@ -458,11 +458,10 @@ runon_update(struct pipe_run *r, int k)
 			if (g->off < r->own[q].off || at >= r->own[q].len)
 				continue;
 			v.count = g->count;
-			v.t--;		/* nn_optim_step counts it again */
 			v.m = v.m != NULL ? v.m + at : NULL;
 			v.v = v.v != NULL ? v.v + at : NULL;
-			nn_optim_step(&v, r->params + g->off, r->grads + g->off,
-			    scale);
+			nn_optim_update(&v, r->params + g->off,
+			    r->grads + g->off, scale);
 			memset(r->grads + g->off, 0, g->count * sizeof(float));
 		}
 	}
