@@ -246,15 +246,15 @@ check_powersgd(const struct opts *o)
 }
 
 /* --ft's refusals, each naming the options: the state a replica takes
- * with it (ZeRO-3's sliced parameters, error feedback, PowerSGD's, local
- * SGD's, a server's shard) would be lost with it. ZeRO 1 and 2 keep each
- * slice mirrored at the ring predecessor (dp_ft_zero.c). */
+ * with it (error feedback, PowerSGD's, local SGD's, a server's shard, a
+ * host's shards of hybrid ZeRO-3) would be lost with it. ZeRO 1, 2 and 3
+ * keep each slice mirrored at the ring predecessor (dp_ft_zero.c). */
 static void
 check_ft(struct opts *o)
 {
 	const struct dp_opts *d = &o->cfg.dpo;
-	const char *with = o->cfg.sync == DP_PS ? "--sync ps" : d->zero == 3 ?
-	    "--zero 3" : d->wire != DP_WIRE_F32 ? "--wire" : d->powersgd > 0 ?
+	const char *with = o->cfg.sync == DP_PS ? "--sync ps" : d->zero == 3 &&
+	    d->shard_host ? "--shard-group host" : d->wire != DP_WIRE_F32 ? "--wire" : d->powersgd > 0 ?
 	    "--powersgd" : d->sync_every > 0 ? "--sync-every" : NULL;
 
 	if (!o->cfg.ft)

@@ -96,16 +96,18 @@ hybrid_groups(struct dp_run *r)
 }
 
 /* ZeRO-3 (dp_fsdp.c) over the model's layers, an optimizer each; hybrid:
- * over this host's ranks. */
-static int
-fsdp_init(struct dp_run *r)
+ * over this host's ranks. --ft calls it again over a new group, r->bopt
+ * kept. */
+int
+dp_fsdp_run_init(struct dp_run *r)
 {
 	struct dp_fsdp_plan p;
 	char e[COLLX_ERRLEN];
 
 	if (dp_fsdp_plan_model(&p, r->m, e, sizeof(e)) < 0)
 		return dp_runtime_failed(r, "rank %d: %s", e);
-	if ((r->bopt = calloc((size_t)p.nunit, sizeof(*r->bopt))) == NULL) {
+	if (r->bopt == NULL &&
+	    (r->bopt = calloc((size_t)p.nunit, sizeof(*r->bopt))) == NULL) {
 		dp_fsdp_plan_free(&p);
 		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
 	}
@@ -216,6 +218,15 @@ loss_reduce(struct dp_run *r, double *loss)
 	return 0;
 }
 
+/* --ft under ZeRO: the reduced slices to the mirrors, the agreement,
+ * the update. */
+static int
+ft_zero_step(struct dp_run *r, double *loss)
+{
+	return dp_ftz_mirror(r) < 0 || loss_reduce(r, loss) < 0 ? -1 :
+	    dp_ftz_update(r, *loss);
+}
+
 /* What follows the bucket syncs: the update and, but for asynchronous
  * servers, the global loss. *loss holds this rank's loss sum, and the
  * global one on return (async parameter server: this rank's mean). */
@@ -226,16 +237,17 @@ sync_step(struct dp_run *r, double *loss)
 	struct nn_model *m = r->m;
 	char e[COLLX_ERRLEN];
 
+	/* --ft: the loss's allreduce, before the update, is the step's
+	 * agreement (dp_ft_zero.c) */
+	if (r->fsdp != NULL && r->ftz != NULL)
+		return ft_zero_step(r, loss);
 	if (r->fsdp != NULL)
 		dp_fsdp_step(r->fsdp, (float)(1.0 / (double)cfg->batch));
 	else if (r->bucket_fn != NULL) {
 		if (r->ovl == NULL && dp_buckets_sync(r) < 0)
 			return -1;
-		/* --ft: the loss's allreduce, before the update, is the
-		 * step's agreement (dp_ft_zero.c) */
 		if (r->ftz != NULL)
-			return dp_ftz_mirror(r) < 0 || loss_reduce(r, loss) < 0 ?
-			    -1 : dp_ftz_update(r, *loss);
+			return ft_zero_step(r, loss);
 		if (cfg->dpo.zero > 0 && zero_update(r) < 0)
 			return -1;
 	} else if (r->cl != NULL) {
@@ -457,7 +469,7 @@ run_buckets(struct dp_run *r)
 		return -1;
 	}
 	if (cfg->dpo.zero == 3) {
-		if (fsdp_init(r) < 0)
+		if (dp_fsdp_run_init(r) < 0)
 			return -1;
 	} else if (cfg->dpo.zero > 0) {
 		if (zero_init(r) < 0)

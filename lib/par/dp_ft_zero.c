@@ -1,5 +1,5 @@
 /*
- * dp_ft_zero: ZeRO 1 and 2 under --ft (dp_ft.c). A rank's optimizer
+ * dp_ft_zero: ZeRO 1, 2 and 3 under --ft (dp_ft.c). A rank's optimizer
  * slice would leave with it, so each rank also keeps a mirror of its ring
  * successor's slice: the moments and the parameters (the master values,
  * apart from the whole vector, which an allgather may have half written
@@ -15,7 +15,9 @@
  * mirror when the owner left, in one allgatherv of the whole state
  * (parameters and moments) to every rank, which keeps its new slice and
  * its successor's. Two ring neighbours lost at once lose a slice: the run
- * stops, naming it.
+ * stops, naming it. Under ZeRO-3 the slices are the layers' (dp_fsdp.c),
+ * the parameters outside them given back: the cut's whole vector lies in
+ * the parameters only until ZeRO-3 is set up again over the new group.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -330,7 +332,14 @@ out:
 	return rc;
 }
 
-/* collx-dp's run (dp.c, dp_ft.c): the group is r->c, the vector r->m's. */
+/* collx-dp's run (dp.c, dp_ft.c): the group is r->c, the vector r->m's,
+ * the slices ZeRO 1/2's over the buckets or ZeRO-3's over the layers. */
+
+static struct dp_zero *
+zero_of(struct dp_run *r)
+{
+	return r->fsdp != NULL ? dp_fsdp_zero(r->fsdp) : &r->zero;
+}
 
 /* A failure of dp_ftz_*'s rc: r->err and r->kind set; -2 kept. */
 static int
@@ -387,7 +396,7 @@ dp_ftz_begin(struct dp_run *r)
 int
 dp_ftz_mirror(struct dp_run *r)
 {
-	int rc = dp_ftz_send(r->ftz, r->c, &r->zero, r->m->grads);
+	int rc = dp_ftz_send(r->ftz, r->c, zero_of(r), r->m->grads);
 
 	return rc < 0 ? failed(r, rc, "") : 0;
 }
@@ -396,7 +405,7 @@ dp_ftz_mirror(struct dp_run *r)
 static void
 apply(struct dp_run *r)
 {
-	dp_ftz_apply(r->ftz, &r->zero, r->m->params, r->m->grads,
+	dp_ftz_apply(r->ftz, zero_of(r), r->m->params, r->m->grads,
 	    (float)(1.0 / (double)r->cfg->batch));
 }
 
@@ -405,7 +414,7 @@ dp_ftz_update(struct dp_run *r, double loss)
 {
 	r->ftz->loss = loss;
 	apply(r);
-	if (dp_zero_allgather(&r->zero, r->m->params) < 0)
+	if (r->fsdp == NULL && dp_zero_allgather(&r->zero, r->m->params) < 0)
 		return dp_comm_failed(r);
 	return 0;
 }
@@ -444,13 +453,44 @@ dp_ftz_settle(struct dp_run *r, long *k, struct train_step *s)
 	return 0;
 }
 
+/* z, the ZeRO 1/2 state, cut again over r->c, its ranges as they were.
+ * 0, or -1 (e). */
+static int
+zero_again(struct dp_run *r, struct dp_zero *z, char *e, size_t elen)
+{
+	struct dp_range *rg;
+	const char *what;
+	int rc, n = z->n;
+
+	if ((rg = malloc(((size_t)n + 1) * sizeof(*rg))) == NULL)
+		return cli_fail(e, elen, "out of memory");
+	memcpy(rg, z->rg, (size_t)n * sizeof(*rg));
+	what = z->what;
+	dp_zero_free(z);
+	rc = dp_zero_init(z, r->cfg->dpo.zero, r->c, &r->wire, r->cfg->algo,
+	    rg, n, r->bopt, &r->cfg->optim, what, e, elen);
+	free(rg);
+	return rc;
+}
+
+/* ZeRO-3 set up again over r->c, whole until its slices are taken. A
+ * pass a death cut short left gradients summed in, unreduced: zero, as
+ * ZeRO-3 wants them at a pass's start (the reduce-scatters give them
+ * back again). 0, or -1 (r->err). */
+static int
+fsdp_again(struct dp_run *r)
+{
+	dp_fsdp_free(r->fsdp);
+	r->fsdp = NULL;
+	memset(r->m->grads, 0, r->m->nparams * sizeof(float));
+	return dp_fsdp_run_init(r);
+}
+
 int
 dp_ftz_recut(struct dp_run *r)
 {
-	struct dp_zero *z = &r->zero;
+	struct dp_zero *z = zero_of(r);
 	struct nn_optim *whole;
-	struct dp_range *rg;
-	const char *what;
 	char e[COLLX_ERRLEN];
 	int rc, n = z->n;
 
@@ -458,20 +498,17 @@ dp_ftz_recut(struct dp_run *r)
 	    &r->cfg->optim, &whole, e, sizeof(e));
 	if (rc < 0)
 		return failed(r, rc, e);
-	/* z cut again over r->c, its ranges as they were */
-	if ((rg = malloc(((size_t)n + 1) * sizeof(*rg))) == NULL) {
-		dp_zero_whole_free(z, whole);
-		return dp_runtime_failed(r, "rank %d: %s", "out of memory");
+	if (r->fsdp != NULL && fsdp_again(r) < 0) {
+		dp_zero_whole_free(&(struct dp_zero){ .n = n }, whole);
+		return -1;
 	}
-	memcpy(rg, z->rg, (size_t)n * sizeof(*rg));
-	what = z->what;
-	dp_zero_free(z);
-	rc = dp_zero_init(z, r->cfg->dpo.zero, r->c, &r->wire, r->cfg->algo,
-	    rg, n, r->bopt, &r->cfg->optim, what, e, sizeof(e));
-	free(rg);
+	z = zero_of(r);
+	rc = r->fsdp != NULL ? 0 : zero_again(r, z, e, sizeof(e));
 	if (rc == 0)
 		rc = dp_ftz_take(r->ftz, r->c, z, r->m->params, whole,
 		    &r->cfg->optim, e, sizeof(e));
+	if (r->fsdp != NULL)
+		dp_fsdp_release_all(r->fsdp);
 	dp_zero_whole_free(z, whole);
 	if (rc < 0) {
 		r->kind = TRAIN_ERR_RUNTIME;

@@ -131,7 +131,7 @@ void dp_ft_free(struct dp_run *r);
  * its ring predecessor; begin: a step starts; mirror: after the
  * reduce-scatters, the reduced slices to the mirrors; update: after the
  * loss's allreduce (the step's agreement), this rank's slices stepped and
- * the parameters allgathered; settle: at a recovery, the replicas at the
+ * the parameters allgathered (ZeRO-3: the next pass gathers them); settle: at a recovery, the replicas at the
  * same step applied (*k and s[] at the one past its agreement); recut:
  * the slices cut over r->c's replicas from their owners or mirrors (-2:
  * a slice is lost); mem: the mirror's bytes added (its moments and
@@ -144,6 +144,10 @@ int dp_ftz_settle(struct dp_run *r, long *k, struct train_step *s);
 int dp_ftz_recut(struct dp_run *r);
 void dp_ftz_mem(const struct dp_run *r, struct dp_mem *mem);
 void dp_ftz_free(struct dp_run *r);
+
+/* ZeRO-3's run over r->c (dp.c): r->fsdp new, r->bopt's optimizers
+ * cut over it (kept when --ft calls it again). 0, or -1 (r->err). */
+int dp_fsdp_run_init(struct dp_run *r);
 
 /* Parameter-server set-up (dp_ps.c). */
 int dp_ps_connect(struct dp_run *r, const char *addrs);
