@@ -204,16 +204,15 @@ rejoin_ft() {
 	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = 2 ]
 }
 
-@test "--ft bad input: with --sync ps, --zero 3, --wire, --powersgd, --sync-every, one replica, or two interfaces: one usage line naming the options" {
+@test "--ft bad input: with --sync ps, --wire, --powersgd, --sync-every, one replica, or two interfaces: one usage line naming the options" {
 	local bad name
-	for bad in "--sync ps" "--zero 3" "--wire bf16" "--powersgd 2" \
-	    "--sync-every 2"; do
+	for bad in "--sync ps" "--wire bf16" "--powersgd 2" "--sync-every 2"; do
 		# shellcheck disable=SC2086
 		run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft $bad \
 		    --world-size 2 --rank 0 --master 127.0.0.1:1
 		echo "$stderr"
 		name=${bad% *}
-		case $name in --sync | --zero) name=$bad ;; esac
+		case $name in --sync) name=$bad ;; esac
 		[ "${stderr_lines[0]}" = "collx-dp: --ft goes with plain allreduce, not $name (the state a replica holds would leave with it)" ]
 	done
 	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft

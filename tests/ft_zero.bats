@@ -12,49 +12,8 @@
 load lib/common
 load lib/netns
 load lib/ftsuite
+load lib/ftzero
 bats_require_minimum_version 1.5.0
-
-# The mlp of ftsuite (64,1024,64,4): 4 layers of 64*1024+1024+1024*64+64
-# = 132160 parameters, a gradient bucket each.
-LAYER=132160
-
-# zrun N RESTARTS OPTION...: collx-run -n N --max-restarts RESTARTS of
-# collx-dp --ft -v with the options, into ft.safetensors and ft.csv, its
-# standard error in run.err, in the background (RUN, in PIDS too).
-zrun() {
-	local n=$1 k=$2
-	shift 2
-	COLLX_TIMEOUT=10 collx-run -n "$n" --max-restarts "$k" -- collx-dp \
-	    "$@" --ft -v -o ft.safetensors --loss-csv ft.csv 2>run.err &
-	RUN=$!
-	PIDS+=("$RUN")
-}
-
-# kills STEP:RANK...: after each step line, that rank killed (SIGKILL).
-kills() {
-	local v pid
-	for v in "$@"; do
-		wait_line "^collx-dp: step ${v%:*} "
-		pid=$(rank_pid "$RUN" "${v#*:}")
-		kill -KILL "$pid"
-	done
-}
-
-# same_as_ref STEPS REPLICAS: the weights of the run without failures
-# (ref.safetensors, ref.csv) within 1e-5, every step once in order with
-# its loss, the last step run by REPLICAS replicas.
-same_as_ref() {
-	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
-	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $(($1 - 1))) " ]
-	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = "$2" ]
-	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
-	    <(tail -n +2 ft.csv | cut -d, -f3) |
-	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
-}
-
-SGD=(--optimizer sgd --momentum 0.9 --lr 0.01)
-ADAMW=(--optimizer adamw --lr 0.001)
 
 @test "--ft --zero 1 and 2 without failures: the weights of --zero 0 and of one process within 1e-5 (AdamW and SGD with momentum, 3 and 4 ranks)" {
 	local z n opt o
@@ -172,36 +131,6 @@ ADAMW=(--optimizer adamw --lr 0.001)
 	if [ -e ft.safetensors ]; then false; fi
 }
 
-# kill_in_allgather LOG PID N: SIGKILL PID as soon as LOG (its rank's
-# COLLX_DEBUG=trace log) shows the second allgather after its N-th
-# allreduce of 8 bytes (the loss of a step: its agreement passed).
-kill_in_allgather() {
-	timeout 60 "$PY" -c '
-import os, signal, sys, time
-path, pid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-buf = ""
-while True:
-    try:
-        with open(path) as f:
-            f.seek(len(buf))
-            buf += f.read()
-    except FileNotFoundError:
-        pass
-    seen = ag = 0
-    for line in buf.split("\n")[:-1]:
-        if "trace: #" not in line:
-            continue
-        if "allreduce of 8 bytes" in line:
-            seen += 1
-        elif "allgather of" in line and seen >= n:
-            ag += 1
-            if ag == 2:
-                os.kill(pid, signal.SIGKILL)
-                sys.exit(0)
-    time.sleep(0.001)
-' "$@"
-}
-
 # A rank killed within the parameters' allgather: every rank had passed
 # the step's agreement and updated its slices, the survivors' allgather
 # broke off: they keep the step (its record from the agreement's loss)
@@ -224,10 +153,4 @@ while True:
 	same_as_ref 20 2
 	[ "$(sed -n 11p ft.csv | cut -d, -f8)" = 3 ]
 	[ "$(sed -n 12p ft.csv | cut -d, -f8)" = 2 ]
-}
-
-@test "--ft bad input: --zero 3 is refused, naming it" {
-	run -2 --separate-stderr collx-dp "${ARGS[@]}" --ft --zero 3 \
-	    --world-size 2 --rank 0 --master 127.0.0.1:1
-	[ "${stderr_lines[0]}" = "collx-dp: --ft goes with plain allreduce, not --zero 3 (the state a replica holds would leave with it)" ]
 }

@@ -278,10 +278,11 @@ dp_ftz_gather(struct dp_ftz *f, struct comm *c, struct dp_zero *z,
 	rc = -1;
 	for (q = 0; q < wc; q++) {
 		if (prov[q] < 0) {
-			cli_fail(err, errlen, "--ft: slice %d of %d of the ZeRO "
-			    "optimizer state is lost (its owner and the rank "
-			    "before it in the ring, which mirrored it, left at "
-			    "once)", q, wc);
+			cli_fail(err, errlen, "--ft: slice %d of %d of the %s "
+			    "is lost (its owner and the rank before it in the "
+			    "ring, which mirrored it, left at once)", q, wc,
+			    z->stage == 3 ? "ZeRO-3 parameters and optimizer "
+			    "state" : "ZeRO optimizer state");
 			rc = DP_FTZ_LOST;
 			goto out;
 		}

@@ -1,0 +1,78 @@
+# tests/lib/ftzero.bash: what the suites of collx-dp --ft under ZeRO
+# (ft_zero.bats, ft_zero3.bats) share: a run under collx-run, kills at
+# step lines or inside a collective, the comparison with a run without
+# failures. After lib/ftsuite.
+
+# The mlp of ftsuite (64,1024,64,4): 4 layers of 64*1024+1024+1024*64+64
+# = 132160 parameters, a gradient bucket each.
+LAYER=132160
+
+# zrun N RESTARTS OPTION...: collx-run -n N --max-restarts RESTARTS of
+# collx-dp --ft -v with the options, into ft.safetensors and ft.csv, its
+# standard error in run.err, in the background (RUN, in PIDS too).
+zrun() {
+	local n=$1 k=$2
+	shift 2
+	COLLX_TIMEOUT=10 collx-run -n "$n" --max-restarts "$k" -- collx-dp \
+	    "$@" --ft -v -o ft.safetensors --loss-csv ft.csv 2>run.err &
+	RUN=$!
+	PIDS+=("$RUN")
+}
+
+# kills STEP:RANK...: after each step line, that rank killed (SIGKILL).
+kills() {
+	local v pid
+	for v in "$@"; do
+		wait_line "^collx-dp: step ${v%:*} "
+		pid=$(rank_pid "$RUN" "${v#*:}")
+		kill -KILL "$pid"
+	done
+}
+
+# same_as_ref STEPS REPLICAS: the weights of the run without failures
+# (ref.safetensors, ref.csv) within 1e-5, every step once in order with
+# its loss, the last step run by REPLICAS replicas.
+same_as_ref() {
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $(($1 - 1))) " ]
+	[ "$(tail -n 1 ft.csv | cut -d, -f8)" = "$2" ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+}
+
+SGD=(--optimizer sgd --momentum 0.9 --lr 0.01)
+ADAMW=(--optimizer adamw --lr 0.001)
+
+# kill_in_allgather LOG PID N [WHAT]: SIGKILL PID as soon as LOG (its
+# rank's COLLX_DEBUG=trace log) shows the second collective WHAT
+# ("allgather of" unless given) after its N-th allreduce of 8 bytes (the
+# loss of a step: its agreement passed).
+kill_in_allgather() {
+	timeout 60 "$PY" -c '
+import os, signal, sys, time
+path, pid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+what = sys.argv[4] if len(sys.argv) > 4 else "allgather of"
+buf = ""
+while True:
+    try:
+        with open(path) as f:
+            f.seek(len(buf))
+            buf += f.read()
+    except FileNotFoundError:
+        pass
+    seen = ag = 0
+    for line in buf.split("\n")[:-1]:
+        if "trace: #" not in line:
+            continue
+        if "allreduce of 8 bytes" in line:
+            seen += 1
+        elif what in line and seen >= n:
+            ag += 1
+            if ag == 2:
+                os.kill(pid, signal.SIGKILL)
+                sys.exit(0)
+    time.sleep(0.001)
+' "$@"
+}
