@@ -350,7 +350,7 @@ check_args(struct opts *o)
 }
 
 /* --ft's refusals, each naming the options: the state a replica holds
- * on its own (ZeRO-3's slices, error feedback, PowerSGD's, local SGD's) or
+ * on its own (a host's ZeRO-3 shards, error feedback, PowerSGD's, local SGD's) or
  * what is not built under it yet. Its links: TCP, one stream a pair,
  * no overlap (a sum runs on the step's thread, which the recovery
  * reads). */
@@ -358,7 +358,8 @@ static void
 check_ft(struct opts *o, const struct mesh *mesh, const struct nn_model *m)
 {
 	const struct dp_opts *d = &o->dpo;
-	const char *with = d->zero == 3 ? "--zero 3" : d->wire != DP_WIRE_F32 ?
+	const char *with = d->zero == 3 && d->shard_host ?
+	    "--shard-group host" : d->wire != DP_WIRE_F32 ?
 	    "--wire" : d->powersgd > 0 ? "--powersgd" : d->sync_every > 0 ?
 	    "--sync-every" : mesh->cp > 1 ? "--cp" : o->ep > 1 ? "--ep" :
 	    o->ckpt.path != NULL ? "--checkpoint" : o->ckpt.resume != NULL ?

@@ -8,17 +8,16 @@
 # failure-free run of the same mesh and --zero within 1e-5, which are
 # those of --zero 0 within 1e-5; the loss CSV holds every step once.
 # killed_train and rejoin_train are train_ft.bats's (the checks of a
-# departure and of a rejoin), and gpt_inputs, read from that suite.
+# departure and of a rejoin), and gpt_inputs, read from that suite;
+# kill_in_allgather is lib/ftzero's.
 load lib/common
 load lib/netns
 load lib/ftsuite
+load lib/ftzero
 bats_require_minimum_version 1.5.0
 
 eval "$(sed -n '/^killed_train() {$/,/^}$/p; /^rejoin_train() {$/,/^}$/p
     /^gpt_inputs() {$/,/^}$/p' "$BATS_TEST_DIRNAME/train_ft.bats")"
-# and ft_zero.bats's kill_in_allgather LOG PID N
-eval "$(sed -n '/^kill_in_allgather() {$/,/^}$/p' \
-    "$BATS_TEST_DIRNAME/ft_zero.bats")"
 
 TARGS=(-m m.safetensors --data X.npy --targets Y.npy --batch 512 --steps 100
     --optimizer adamw --lr 0.001)
@@ -122,8 +121,75 @@ same_as_zero0() {
 	done
 }
 
-@test "--ft --zero 3 is refused: one usage line naming it" {
+# ZeRO-3: each rank holds its slice of its stage's units' parameters as
+# well, and mirrors its successor's parameters and moments.
+@test "--ft --zero 3 --dp 2 --tp 2: rank 3 killed at step 10, rank 2 leaves with it; replica 0 ends with the weights of a run without failures (those of --zero 0)" {
+	killed_train 4 " 10:3" 2 "2 1" --dp 2 --tp 2 --zero 3
+	same_as_zero0 4 --dp 2 --tp 2
+}
+
+@test "--ft --zero 3 --dp 3 --pp 2: rank 4 killed at step 10, then rank 0 at step 20; the slices of parameters and moments cut over 3, 2 and 1 replicas" {
+	killed_train 6 " 10:4 20:0" "1 3" "3 2 1" --dp 3 --pp 2 --zero 3
+	same_as_zero0 6 --dp 3 --pp 2
+}
+
+@test "--ft rejoin --zero 3 --dp 2 --pp 2: rank 0 killed, rank 2 leaves with it; both started again rejoin with their slices; the weights of a run without failures" {
+	TARGS[7]=2048	# --batch: as above
+	rejoin_train "10:0" "0:2" "2 1 2" --dp 2 --pp 2 --zero 3
+	same_as_zero0 4 --dp 2 --pp 2
+}
+
+# Inside the step: rank 1 killed at its second parameter gather of a pass
+# after 20 of its allreduces of 8 bytes (two a step: the loss and the
+# commit), before the step's commit: the pass breaks off, replica 0 runs
+# the step again alone.
+@test "--ft --zero 3 --dp 2 --pp 2: rank 1 killed inside a parameter gather of a step's pass, rank 3 leaves; the step run again: the weights of a run without failures, every step once" {
+	local r rc
+	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors
+	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy
+	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
+	    --steps 20 --optimizer adamw --lr 0.001 --dp 2 --pp 2 --zero 3)
+	collx-run -n 4 -- collx-train "${TARGS[@]}" -q -o ref.safetensors \
+	    --loss-csv ref.csv
+	master=127.0.0.1:$(free_port)
+	for r in 0 1 2 3; do
+		COLLX_DEBUG=trace COLLX_DEBUG_FILE=dbg.$r COLLX_RANK=$r \
+		    COLLX_WORLD_SIZE=4 COLLX_MASTER=$master COLLX_TIMEOUT=10 \
+		    collx-train "${TARGS[@]}" --ft -v -o ft.safetensors \
+		    --loss-csv ft.csv 2>"err$r.log" &
+		PIDS+=($!)
+	done
+	kill_in_allgather dbg.1 "${PIDS[1]}" 20
+	for r in 0 2 3; do
+		rc=0
+		wait "${PIDS[r]}" || rc=$?
+		[ "$rc" -eq $((r == 3)) ]
+	done
+	grep 'warn: failed' dbg.0
+	grep -q '^collx-train: step 10: rank 1 left, taking 1 replica out; 1 of 2 replicas go on' err0.log
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 19) " ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f8 | tr '\n' ' ')" = "$(printf '2 %.0s' $(seq 10))$(printf '1 %.0s' $(seq 10))" ]
+}
+
+# As above for --zero 3: the slice's m and v (2c) and the mirror's m, v
+# and parameters (3c); the gradients the reduced slice and the mirror's.
+@test "--ft --zero 3, --dp 2 --pp 2: the optimizer state and gradients of -v gain the mirror's (closed forms)" {
+	local r P=$((64 * 1024 + 1024 + 1024 * 64 + 64)) c
+	c=$P
+	TARGS[9]=3	# --steps
+	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 2 --pp 2 --zero 3 \
+	    --ft -v -o ft.safetensors 2>run.err
+	for r in 0 1 2 3; do
+		grep "^collx-train: rank $r: zero 3: " run.err
+		grep -q "^collx-train: rank $r: zero 3: optimizer state $((4 * 5 * c)) bytes, reduced gradients $((4 * 2 * c)) bytes" run.err
+	done
+}
+
+@test "--ft --zero 3 --shard-group host is refused: one usage line naming it" {
 	export COLLX_WORLD_SIZE=2 COLLX_RANK=0 COLLX_MASTER=127.0.0.1:1
-	usage_refused collx-train "${TARGS[@]}" --dp 2 --ft --zero 3
-	[ "${lines[0]}" = "collx-train: --ft goes with plain allreduce on --dp, --tp and --pp, not --zero 3" ]
+	usage_refused collx-train "${TARGS[@]}" --dp 2 --ft --zero 3 \
+	    --shard-group host
+	[ "${lines[0]}" = "collx-train: --ft goes with plain allreduce on --dp, --tp and --pp, not --shard-group host" ]
 }

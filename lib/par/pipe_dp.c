@@ -95,7 +95,10 @@ pipe_dp_update(struct pipe_run *r)
 	ps->param_bytes = whole * sizeof(float);
 	pipe_ftz_mem(r, &ps->optim_bytes, &ps->grad_bytes);
 	if (r->zero != NULL && r->zero->fsdp != NULL) {
-		dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */
+		if (pipe_ftz_on(r))	/* and the mirror's */
+			(void)pipe_ftz_step(r, scale);
+		else
+			dp_fsdp_step(r->zero->fsdp, scale);	/* slices stay */
 		return 0;
 	}
 	if (r->zero != NULL)

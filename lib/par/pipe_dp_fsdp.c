@@ -384,3 +384,19 @@ pipe_dp_whole(struct pipe_run *r)
 		return 0;
 	return dp_fsdp_gather_all(r->zero->fsdp) < 0 ? pipe_dp_failed(r) : 0;
 }
+
+int
+pipe_dp_fsdp_units(struct pipe_run *r)
+{
+	struct pipe_fsdp_chunk *ch = calloc((size_t)r->nchunk + 1,
+	    sizeof(*ch));
+	struct dp_fsdp_plan p = { 0 };
+	int rc;
+
+	if (ch == NULL)
+		return pipe_oom(r);
+	rc = plan_units(r, ch, &p) < 0 || own_units(r, &p) < 0 ? -1 : 0;
+	dp_fsdp_plan_free(&p);
+	free(ch);
+	return rc;
+}

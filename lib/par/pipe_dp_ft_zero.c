@@ -1,5 +1,5 @@
 /*
- * pipe_dp_ft_zero: --ft with --zero 1 or 2 on a mesh's DP axis. The
+ * pipe_dp_ft_zero: --ft with --zero 1, 2 or 3 on a mesh's DP axis. The
  * replicas of one (pp, tp) coordinate (cfg->dp) hold its stage's ZeRO
  * slices as collx-dp's world holds its own (dp_ft_zero.c): each rank
  * mirrors its ring successor's slice in that group, stepped with the
@@ -13,6 +13,9 @@
  * moments held aside), and before a rejoin's copy the slices are cut
  * again from their owners or their mirrors, every rank of the DP group
  * (one started again too) taking the whole state in one allgatherv.
+ * Under ZeRO-3 the slices are the stage's units' (pipe_dp_fsdp.c), with
+ * their parameters: the new cut's ZeRO-3, set up whole, takes them, and
+ * the next pass's start gives the rest back.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +77,8 @@ static int
 recut(struct pipe_run *r, struct nn_optim *own)
 {
 	struct dp_ftz *f = ftz(r)->f;
-	struct dp_zero one, *z = r->zero != NULL ? &r->zero->z : &one;
+	struct dp_zero one, *z = r->zero != NULL ? pipe_dp_zero_state(r) :
+	    &one;
 	struct nn_optim *whole = NULL;
 	struct dp_range *rg;
 	char e[COLLX_ERRLEN];
@@ -92,6 +96,11 @@ recut(struct pipe_run *r, struct nn_optim *own)
 		if (rc < 0)
 			goto out;
 	}
+	/* ZeRO-3: a pass a death cut short left its gradients half summed
+	 * (zero, as a pass wants them; its reduce-scatters give them back) */
+	for (q = 0; r->cfg->dpo.zero == 3 && q < r->nown; q++)
+		memset(r->grads + r->own[q].off, 0, r->own[q].len *
+		    sizeof(float));
 	rc = dp_ftz_gather(f, r->cfg->dp, z, r->params, own, &r->cfg->optim,
 	    &whole, e, sizeof(e));
 	if (rc == 0)
@@ -117,8 +126,11 @@ pipe_ftz_init(struct pipe_run *r)
 	struct pipe_ft *ft = r->cfg->ft;
 	struct pipe_ftz *p;
 
-	if (ft == NULL || r->zero == NULL || r->zero->fsdp != NULL ||
-	    ft->ftz != NULL)
+	/* one replica left under ZeRO-3: its state by units still */
+	if (ft != NULL && r->zero == NULL && r->cfg->dpo.zero == 3 &&
+	    pipe_dp_fsdp_units(r) < 0)
+		return -1;
+	if (ft == NULL || r->zero == NULL || ft->ftz != NULL)
 		return 0;
 	if ((p = ft->ftz = calloc(1, sizeof(*p))) == NULL ||
 	    (p->f = dp_ftz_new(ft->joining ? NULL : r->cfg->dp, 0)) == NULL)
@@ -134,7 +146,8 @@ pipe_ftz_mirror(struct pipe_run *r)
 
 	if (p == NULL || r->zero == NULL)	/* one replica: no slices */
 		return 0;
-	return dp_ftz_send(p->f, r->cfg->dp, &r->zero->z, r->grads) < 0 ?
+	return dp_ftz_send(p->f, r->cfg->dp, pipe_dp_zero_state(r),
+	    r->grads) < 0 ?
 	    pipe_dp_failed(r) : 0;
 }
 
@@ -146,7 +159,8 @@ pipe_ftz_step(struct pipe_run *r, float scale)
 	/* once a step: a recovery finishes a step some ranks updated */
 	if (p->f->done != r->step + 1) {
 		p->f->done = r->step;
-		dp_ftz_apply(p->f, &r->zero->z, r->params, r->grads, scale);
+		dp_ftz_apply(p->f, pipe_dp_zero_state(r), r->params,
+		    r->grads, scale);
 	}
 	return p->recovering;
 }

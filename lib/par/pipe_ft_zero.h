@@ -1,8 +1,8 @@
-/* pipe_ft_zero: --ft with --zero 1 or 2 on a mesh's DP axis
+/* pipe_ft_zero: --ft with --zero 1, 2 or 3 on a mesh's DP axis
  * (pipe_dp_ft_zero.c): dp_ftz over each (pp, tp) coordinate's replicas
  * (cfg->dp), its slices mirrored, their state across the mesh set up
  * again (pipe_dp_ft.c's shrink and rejoin) cut again from owners and
- * mirrors. Every hook does nothing without --ft and --zero 1|2.
+ * mirrors. Every hook does nothing without --ft and --zero.
  *
  * init: after pipe_dp_zero_init (the first time: the mirrors from
  * their owners; a rank started again, and a set-up again: nothing);

@@ -274,6 +274,9 @@ void pipe_dp_fsdp_settle(struct pipe_run *r);
  * reduce-scatter through ts->done. */
 int pipe_dp_fsdp_arm(struct pipe_run *r, struct tp_stage *ts, int weight);
 int pipe_dp_whole(struct pipe_run *r);
+/* --ft with one replica left (pipe_dp_ft_zero.c): own and opt re-cut into
+ * the units alone, so that the state keeps ZeRO-3's ranges. */
+int pipe_dp_fsdp_units(struct pipe_run *r);
 
 /* The DP axis's gradient sync but ZeRO's (pipe_dp_sync.c): init (after the
  * parameters are final; from cfg->resume, the state pipe_ckpt keeps)
