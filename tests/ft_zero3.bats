@@ -6,9 +6,9 @@
 # line or inside the step's reduce-scatters and gathers), with and without
 # collx-run --max-restarts starting them again to rejoin, the trained
 # weights are those of a run without failures (one process, the same
-# global batch) within 1e-5 and the loss CSV holds every step once. The
-# mirror's bytes a step and memory against closed forms; two ring
-# neighbours killed at once lose a slice: exit 1 naming it.
+# global batch) within 1e-5 and the loss CSV holds every step once (the
+# mirror's bytes a step and memory: ft_zero.bats's closed forms). Two
+# ring neighbours killed at once lose a slice: exit 1 naming it.
 load lib/common
 load lib/netns
 load lib/ftsuite
@@ -97,48 +97,8 @@ bats_require_minimum_version 1.5.0
 	done
 }
 
-# Rank 0's payload bytes a step: those of --zero 3 without --ft (each
-# layer's gathers and reduce-scatter and the loss), and its reduced slice
-# of each of the 4 layers, ceil(132160 / W) floats, sent to its ring
-# predecessor's mirror. Memory (-v): the optimizer state is the slice's
-# and the mirror's (AdamW: m and v of ceil(len / W) floats each layer,
-# the mirror's m, v and parameters of the successor's slice); the
-# reduced gradients gain the mirror's.
-@test "--ft --zero 3: bytes a step the plain ZeRO-3's plus the reduced slice to the mirror, and the mirror's memory (closed forms, 3 and 4 ranks)" {
-	local n c d want opt grad r
-	for n in 3 4; do
-		c=$(((LAYER + n - 1) / n))
-		d=$((LAYER - (n - 1) * c))
-		collx-run -n "$n" -- collx-dp "${ARGS[@]}" --steps 3 \
-		    --sync ring --zero 3 --no-shm -q --loss-csv plain.csv
-		zrun "$n" 0 "${ARGS[@]}" --steps 3 --sync ring --zero 3
-		ft_ends 0
-		want=$(($(tail -n 1 plain.csv | cut -d, -f7) + 4 * 4 * c))
-		echo "$n ranks: want $want bytes a step"
-		[ "$(tail -n +2 ft.csv | cut -d, -f7 | sort -u)" = "$want" ]
-		# rank n-2's successor, rank n-1, holds the last slices
-		r=$((n - 2))
-		opt=$((4 * 4 * (2 * c + 3 * d)))
-		grad=$((4 * 4 * (c + d)))
-		grep "rank $r: zero 3: " run.err
-		grep -q "^collx-dp: rank $r: zero 3: optimizer state $opt bytes, reduced gradients $grad bytes," run.err
-	done
-}
-
 @test "--ft --zero 3: ranks 1 and 3 of 4 killed at once leave nothing lost; ranks 1 and 2 (ring neighbours) lose slice 2 of the parameters and optimizer state: the others stop, exit 1, naming it" {
-	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors --loss-csv ref.csv
-	zrun 4 0 "${ARGS[@]}" --steps 40 --zero 3
-	wait_line '^collx-dp: step 10 '
-	kill -KILL "$(rank_pid "$RUN" 1)" "$(rank_pid "$RUN" 3)"
-	ft_ends 0
-	same_as_ref 40 2
-	rm ft.safetensors ft.csv
-	zrun 4 0 "${ARGS[@]}" --steps 40 --zero 3
-	wait_line '^collx-dp: step 10 '
-	kill -KILL "$(rank_pid "$RUN" 1)" "$(rank_pid "$RUN" 2)"
-	ft_ends 1
-	grep -q '^collx-dp: rank [0-9]: --ft: slice 2 of 4 of the ZeRO-3 parameters and optimizer state is lost (its owner and the rank before it in the ring, which mirrored it, left at once)$' run.err
-	if [ -e ft.safetensors ]; then false; fi
+	neighbours 3 "ZeRO-3 parameters and optimizer state"
 }
 
 @test "--ft bad input: --zero 3 with --shard-group host (a host's shards would leave with it) is refused, naming it" {

@@ -76,3 +76,23 @@ while True:
     time.sleep(0.001)
 ' "$@"
 }
+
+# neighbours Z WHAT: --zero Z on 4 ranks, ranks 1 and 3 killed at once
+# (each slice's mirror lives: the weights of a run without failures),
+# then ranks 1 and 2, ring neighbours: slice 2 of WHAT lost, exit 1
+# naming it, no outputs.
+neighbours() {
+	collx-dp "${ARGS[@]}" --steps 40 -q -o ref.safetensors --loss-csv ref.csv
+	zrun 4 0 "${ARGS[@]}" --steps 40 --zero "$1"
+	wait_line '^collx-dp: step 10 '
+	kill -KILL "$(rank_pid "$RUN" 1)" "$(rank_pid "$RUN" 3)"
+	ft_ends 0
+	same_as_ref 40 2
+	rm ft.safetensors ft.csv
+	zrun 4 0 "${ARGS[@]}" --steps 40 --zero "$1"
+	wait_line '^collx-dp: step 10 '
+	kill -KILL "$(rank_pid "$RUN" 1)" "$(rank_pid "$RUN" 2)"
+	ft_ends 1
+	grep -q "^collx-dp: rank [0-9]: --ft: slice 2 of 4 of the $2 is lost (its owner and the rank before it in the ring, which mirrored it, left at once)\$" run.err
+	if [ -e ft.safetensors ]; then false; fi
+}
