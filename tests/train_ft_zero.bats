@@ -67,20 +67,27 @@ same_as_zero0() {
 	same_as_zero0 4 --dp 2 --pp 2 --microbatches 2
 }
 
-# A rank killed within the parameters' allgather (its stage's, after the
-# step's commit, two allreduces of 8 bytes a step: the replicas' loss and
-# the mesh's commit): its DP peer, rank 0, past its update, does not
-# update again in the recovery (seen to fail when it does); the step is
-# kept, its record once.
-@test "--ft --zero 1 --dp 2 --pp 2: rank 1 killed inside the allgather of a step past its commit, rank 3 leaves; the survivors keep the step: the weights of a run without failures, every step once" {
-	local r rc master
+# big_train STEPS Z: TARGS of a larger mlp (so that a kill lands inside
+# a collective), STEPS steps, --dp 2 --pp 2 --zero Z; ref.safetensors
+# and ref.csv its run without failures.
+big_train() {
 	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors
 	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy
 	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
 	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
-	    --steps 30 --optimizer adamw --lr 0.001 --dp 2 --pp 2 --zero 1)
+	    --steps "$1" --optimizer adamw --lr 0.001 --dp 2 --pp 2 --zero "$2")
 	collx-run -n 4 -- collx-train "${TARGS[@]}" -q -o ref.safetensors \
 	    --loss-csv ref.csv
+}
+
+# kill_train N WHAT: the 4 ranks of TARGS with --ft, traced (dbg.R), rank
+# 1 killed at its second collective WHAT after its N-th allreduce of 8
+# bytes; rank 3 leaves with it (exit 1), ranks 0 and 2 finish (exit 0)
+# with the weights of the run without failures and every step once.
+kill_train() {
+	local r rc master
+	rm -f dbg.* ft.csv ft.safetensors
+	PIDS=()
 	master=127.0.0.1:$(free_port)
 	for r in 0 1 2 3; do
 		COLLX_DEBUG=trace COLLX_DEBUG_FILE=dbg.$r COLLX_RANK=$r \
@@ -89,17 +96,27 @@ same_as_zero0() {
 		    --loss-csv ft.csv 2>"err$r.log" &
 		PIDS+=($!)
 	done
-	kill_in_allgather dbg.1 "${PIDS[1]}" 20
+	kill_in_allgather dbg.1 "${PIDS[1]}" "$1" "$2"
 	for r in 0 2 3; do
 		rc=0
 		wait "${PIDS[r]}" || rc=$?
 		[ "$rc" -eq $((r == 3)) ]
 	done
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $((TARGS[9] - 1))) " ]
+}
+
+# A rank killed within the parameters' allgather (its stage's, after the
+# step's commit, two allreduces of 8 bytes a step: the replicas' loss and
+# the mesh's commit): its DP peer, rank 0, past its update, does not
+# update again in the recovery (seen to fail when it does); the step is
+# kept, its record once.
+@test "--ft --zero 1 --dp 2 --pp 2: rank 1 killed inside the allgather of a step past its commit, rank 3 leaves; the survivors keep the step: the weights of a run without failures, every step once" {
+	big_train 30 1
+	kill_train 20 "allgather of"
 	# rank 0 found the death inside its stage's allgather
 	grep -q 'warn: failed: .* of allgather' dbg.0
 	grep -q '^collx-train: step [0-9]*: rank 1 left, taking 1 replica out; 1 of 2 replicas go on' err0.log
-	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 29) " ]
 	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "2 1 " ]
 }
 
@@ -139,38 +156,19 @@ same_as_zero0() {
 	same_as_zero0 4 --dp 2 --pp 2
 }
 
-# Inside the step: rank 1 killed at its second parameter gather of a pass
-# after 20 of its allreduces of 8 bytes (two a step: the loss and the
-# commit), before the step's commit: the pass breaks off, replica 0 runs
-# the step again alone.
-@test "--ft --zero 3 --dp 2 --pp 2: rank 1 killed inside a parameter gather of a step's pass, rank 3 leaves; the step run again: the weights of a run without failures, every step once" {
-	local r rc
-	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors
-	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy
-	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
-	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
-	    --steps 20 --optimizer adamw --lr 0.001 --dp 2 --pp 2 --zero 3)
-	collx-run -n 4 -- collx-train "${TARGS[@]}" -q -o ref.safetensors \
-	    --loss-csv ref.csv
-	master=127.0.0.1:$(free_port)
-	for r in 0 1 2 3; do
-		COLLX_DEBUG=trace COLLX_DEBUG_FILE=dbg.$r COLLX_RANK=$r \
-		    COLLX_WORLD_SIZE=4 COLLX_MASTER=$master COLLX_TIMEOUT=10 \
-		    collx-train "${TARGS[@]}" --ft -v -o ft.safetensors \
-		    --loss-csv ft.csv 2>"err$r.log" &
-		PIDS+=($!)
+# Inside the step: rank 1 killed at its second parameter gather (then
+# reduce-scatter) of a pass after 20 of its allreduces of 8 bytes (two a
+# step: the loss and the commit), before the step's commit: the pass
+# breaks off, replica 0 runs step 10 again alone.
+@test "--ft --zero 3 --dp 2 --pp 2: rank 1 killed inside a parameter gather, then inside a reduce-scatter, of a step's pass, rank 3 leaves; the step run again: the weights of a run without failures, every step once" {
+	local what
+	big_train 20 3
+	for what in "allgather of" "reduce-scatter of"; do
+		kill_train 20 "$what"
+		grep 'warn: failed' dbg.0
+		grep -q '^collx-train: step 10: rank 1 left, taking 1 replica out; 1 of 2 replicas go on' err0.log
+		[ "$(tail -n +2 ft.csv | cut -d, -f8 | tr '\n' ' ')" = "$(printf '2 %.0s' $(seq 10))$(printf '1 %.0s' $(seq 10))" ]
 	done
-	kill_in_allgather dbg.1 "${PIDS[1]}" 20
-	for r in 0 2 3; do
-		rc=0
-		wait "${PIDS[r]}" || rc=$?
-		[ "$rc" -eq $((r == 3)) ]
-	done
-	grep 'warn: failed' dbg.0
-	grep -q '^collx-train: step 10: rank 1 left, taking 1 replica out; 1 of 2 replicas go on' err0.log
-	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 19) " ]
-	[ "$(tail -n +2 ft.csv | cut -d, -f8 | tr '\n' ' ')" = "$(printf '2 %.0s' $(seq 10))$(printf '1 %.0s' $(seq 10))" ]
 }
 
 # As above for --zero 3: the slice's m and v (2c) and the mirror's m, v

@@ -96,11 +96,6 @@ recut(struct pipe_run *r, struct nn_optim *own)
 		if (rc < 0)
 			goto out;
 	}
-	/* ZeRO-3: a pass a death cut short left its gradients half summed
-	 * (zero, as a pass wants them; its reduce-scatters give them back) */
-	for (q = 0; r->cfg->dpo.zero == 3 && q < r->nown; q++)
-		memset(r->grads + r->own[q].off, 0, r->own[q].len *
-		    sizeof(float));
 	rc = dp_ftz_gather(f, r->cfg->dp, z, r->params, own, &r->cfg->optim,
 	    &whole, e, sizeof(e));
 	if (rc == 0)
