@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# collx-dp --ft with --zero 1 and 2: each rank's optimizer slice is
-# mirrored at its ring predecessor, so a rank killed (SIGKILL) takes no
-# state with it. With ranks killed (rank 0 among them), with and without
+# collx-dp --ft with --zero 1, 2 and 3: each rank's optimizer slice (and
+# under ZeRO-3 its parameters' slice) is mirrored at its ring predecessor,
+# so a rank killed (SIGKILL) takes no state with it (ZeRO-3's own cases:
+# ft_zero3.bats). With ranks killed (rank 0 among them), with and without
 # collx-run --max-restarts starting them again to rejoin, the trained
 # weights are those of a run without failures (one process, the same
 # global batch) within 1e-5 and the loss CSV holds every step once, for
@@ -15,7 +16,7 @@ load lib/ftsuite
 load lib/ftzero
 bats_require_minimum_version 1.5.0
 
-@test "--ft --zero 1 and 2 without failures: the weights of --zero 0 and of one process within 1e-5 (AdamW and SGD with momentum, 3 and 4 ranks)" {
+@test "--ft --zero 1, 2 and 3 without failures: the weights of --zero 0 and of one process within 1e-5 (AdamW and SGD with momentum, 3 and 4 ranks)" {
 	local z n opt o
 	for opt in "${SGD[*]}" "${ADAMW[*]}"; do
 		read -ra o <<<"$opt"
@@ -24,7 +25,7 @@ bats_require_minimum_version 1.5.0
 		collx-run -n 4 -- collx-dp "${ARGS[@]}" --steps 20 "${o[@]}" -q \
 		    -o z0.safetensors
 		collx-tensor diff ref.safetensors z0.safetensors --atol 1e-5 --rtol 0
-		for z in 1 2; do
+		for z in 1 2 3; do
 			for n in 3 4; do
 				zrun "$n" 0 "${ARGS[@]}" --steps 20 "${o[@]}" --zero "$z"
 				ft_ends 0
@@ -50,13 +51,13 @@ bats_require_minimum_version 1.5.0
 
 # restarts victim left: without restarts rank 1 killed leaves 2 replicas;
 # with them rank 0 killed is started again and rejoins, 3 replicas.
-@test "--ft --zero 2, SGD with momentum, 3 ranks: rank 1 killed at step 15, the 2 left finish; with --max-restarts rank 0 killed is started again and rejoins with its slice; the weights of a run without failures" {
-	local v k r n
+@test "--ft --zero 2 and 3, SGD with momentum, 3 ranks: rank 1 killed at step 15, the 2 left finish; with --max-restarts rank 0 killed is started again and rejoins with its slice; the weights of a run without failures" {
+	local v k r n z
 	collx-dp "${ARGS[@]}" --steps 40 "${SGD[@]}" -q -o ref.safetensors \
 	    --loss-csv ref.csv
-	for v in 0:1:2 1:0:3; do
-		IFS=: read -r k r n <<<"$v"
-		zrun 3 "$k" "${ARGS[@]}" --steps 40 "${SGD[@]}" --zero 2
+	for v in 0:1:2:2 1:0:3:2 0:1:2:3 1:0:3:3; do
+		IFS=: read -r k r n z <<<"$v"
+		zrun 3 "$k" "${ARGS[@]}" --steps 40 "${SGD[@]}" --zero "$z"
 		kills "15:$r"
 		ft_ends 0
 		grep -q "^collx-dp: step [0-9]*: rank $r left; 2 of 3 replicas go on" run.err
@@ -69,10 +70,10 @@ bats_require_minimum_version 1.5.0
 
 # The issue's case: one rank killed every 20 steps over 100 steps on 4
 # ranks (rank 0 first), each started again to rejoin.
-@test "--ft --zero 1 and 2, 4 ranks, --max-restarts: ranks 0, 3, 2 and 1 killed at steps 20, 40, 60 and 80 rejoin; the weights of a run without failures, every step once" {
+@test "--ft --zero 1, 2 and 3, 4 ranks, --max-restarts: ranks 0, 3, 2 and 1 killed at steps 20, 40, 60 and 80 rejoin; the weights of a run without failures, every step once" {
 	local z k v
 	collx-dp "${ARGS[@]}" -q -o ref.safetensors --loss-csv ref.csv
-	for z in 1 2; do
+	for z in 1 2 3; do
 		zrun 4 4 "${ARGS[@]}" --zero "$z"
 		kills 20:0 40:3 60:2 80:1
 		ft_ends 0
