@@ -268,8 +268,13 @@ run_ns() {
 	while read -r name arch dims batch; do
 		batch=$((batch * H * L / 4))
 		label="$tag: $H namespaces x $L ranks at $rate"
-		FROM=$d/local-gpt.json fit "$name" "$d/local-$name.json" \
-		    -N $((H * L)) --arch "$arch" --dims "$dims"
+		# the local fit of this world, once a run (netns-10g takes
+		# netns-1g's)
+		[ -f "$work/local-$name-$((H * L)).json" ] ||
+			FROM=$work/local-gpt-$((H * L)).json fit "$name" \
+			    "$work/local-$name-$((H * L)).json" -N $((H * L)) \
+			    --arch "$arch" --dims "$dims"
+		cp "$work/local-$name-$((H * L)).json" "$d/local-$name.json"
 		[ "$name" != gpt ] ||
 			TMPDIR=$work "$bin/collx-bench" fit -H "$one" \
 			    --ssh "$work/ssh" --master "$master" --iface eth0 \
