@@ -133,13 +133,13 @@ judge_coll() {
 	            (abs(e), int(r["bytes"]), e))
 	if not cells:
 	    sys.exit("%s coll: no row with the model's time" % label)
-	print("%-15s %-13s %5s %8s %8s %10s %6s" % ("collective", "algorithm",
+	print("%-15s %-17s %5s %8s %8s %10s %6s" % ("collective", "algorithm",
 	      "sizes", "med|e|%", "worst%", "at bytes", ">15%"))
 	allc = []
 	for (op, algo), v in cells.items():
 	    w = max(v)
 	    allc += v
-	    print("%-15s %-13s %5d %8.1f %8.1f %10d %6d" % (op, algo, len(v),
+	    print("%-15s %-17s %5d %8.1f %8.1f %10d %6d" % (op, algo, len(v),
 	          statistics.median(x[0] for x in v) * 100, w[2] * 100, w[1],
 	          sum(x[0] > 0.15 for x in v)))
 	w = max(allc)
