@@ -183,7 +183,7 @@ judge_mesh() {
 # Print a judge's table, keep its summary line
 judged() {	# judge_* ARGS...
 	local t
-	t=$("$@") || { say "$t"; return 0; }
+	t=$("$@" 2>&1) || { say "$t"; return 0; }
 	echo "$t" | sed '$d'
 	say "$(echo "$t" | tail -1)"
 }
