@@ -287,6 +287,7 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 {
 	struct rates *r = cli_calloc((size_t)k + 1, sizeof *r);
 	pid_t *kid = cli_calloc((size_t)k, sizeof *kid);
+	pid_t me = getpid();
 	int fd[2], n = 0;
 
 	nn_set_threads(1);
@@ -296,12 +297,13 @@ fit_compute(struct bench_cost *c, const struct nn_dims *d, int k)
 	for (int i = 1; i < k; i++)
 		if ((kid[i] = fork()) == 0) {
 			/* a rank: its rates up the pipe, then busy until
-			 * killed */
+			 * killed, or until the fit is gone */
 			close(fd[0]);
 			rates_of(&r[0], d);
 			(void)!write(fd[1], &r[0], sizeof r[0]);
-			for (;;)
+			while (getppid() == me)
 				rates_of(&r[k], d);
+			_exit(0);
 		}
 	rates_of(&r[0], d);
 	n = 1;
