@@ -14,7 +14,8 @@
 # machine: a busy one moves millisecond steps by tens of percent, and
 # the fit and the runs then see different machines.
 #
-# Cases (about 5 minutes each idle on 2 cores; netns runs two):
+# Cases (each about 5-6 minutes idle on 2 cores, estimated from its
+# parts; netns runs two, the second without a local fit):
 #   local    W ranks of this host: `collx-bench plan --validate`
 #   netns    2 network namespaces x 2 ranks, at 1 and at 10 Gbit/s (tc's
 #            tbf, no delay; tests/lib/netns.bash), DP and PP across them
