@@ -58,9 +58,10 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	    assert c["links"][l]["gbps"] > 0 and c["links"][l]["alpha_us"] >= 0
 	    algos = c["collectives"][l]
 	    assert set(algos) == {"allreduce", "allgather", "reduce-scatter",
-	                          "broadcast"}, algos.keys()
+	                          "broadcast", "alltoall"}, algos.keys()
 	    assert set(algos["allreduce"]) == {"naive", "ring", "tree", "rd",
 	                                       "rabenseifner"}
+	    assert set(algos["alltoall"]) == {"linear", "pairwise"}
 	    # 3 sizes (4K 16K 64K), in place, each size's time kept
 	    for k in algos.values():
 	        for a in k.values():
