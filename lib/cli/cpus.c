@@ -80,14 +80,11 @@ cli_cores_free(struct cli_cores *c)
 }
 
 /* The CPUs of c, one a "core", thread t of every core before thread t + 1
- * of any: consecutive ranks share a core's threads only when they must;
- * with more ranks than CPUs (here), rank i on the (i mod CPUs)th, so that
- * each CPU runs as many as any other. */
+ * of any: consecutive ranks share a core's threads only when they must. */
 static void
-spread(struct cli_cores *c, int here)
+spread(struct cli_cores *c)
 {
-	cpu_set_t *one = cli_calloc(CPU_SETSIZE > here ? CPU_SETSIZE : here,
-	    sizeof *one);
+	cpu_set_t *one = cli_calloc(CPU_SETSIZE, sizeof *one);
 	int k, t, cpu, n = 0, seen, more = 1;
 
 	for (t = 0; more; t++) {
@@ -104,17 +101,17 @@ spread(struct cli_cores *c, int here)
 			}
 		}
 	}
-	for (k = n; n > 0 && k < here; k++)
-		one[k] = one[k % n];
 	free(c->core);
 	c->core = one;
-	c->n = here > n ? here : n;
+	c->n = n;
 }
 
 int
 cli_cores_place(struct cli_cores *c, int here, int mode, char *why,
     size_t len)
 {
+	int cpus = 0, k;
+
 	/* auto leaves a rank alone on its machine free: there is no peer
 	 * to spin beside, and two such jobs would share core 0 */
 	if (mode == CLI_BIND_NONE || (mode == CLI_BIND_AUTO &&
@@ -124,16 +121,18 @@ cli_cores_place(struct cli_cores *c, int here, int mode, char *why,
 	}
 	if (here <= c->n)
 		return 0;
-	/* auto: more ranks than CPUs share them evenly. Left unbound, the
-	 * scheduler stacked 4 ranks of a 2-CPU machine on one CPU and never
-	 * moved them (0 migrations in 7 of 7 launches): 393-490 us a 1 MiB
-	 * allreduce against 179-266 us two on each CPU. */
-	if (mode == CLI_BIND_AUTO) {
-		spread(c, here);
+	for (k = 0; k < c->n; k++)
+		cpus += CPU_COUNT(&c->core[k]);
+	if (mode == CLI_BIND_AUTO && here <= cpus) {
+		spread(c);
 		return 0;
 	}
-	snprintf(why, len, "%d ranks on this machine need %d cores, it "
-	    "has %d", here, here, c->n);
+	if (mode == CLI_BIND_AUTO)
+		snprintf(why, len, "%d ranks on this machine, %d CPUs", here,
+		    cpus);
+	else
+		snprintf(why, len, "%d ranks on this machine need %d cores, it "
+		    "has %d", here, here, c->n);
 	cli_cores_free(c);
 	return -1;
 }

@@ -27,8 +27,7 @@ int cli_cores_read(struct cli_cores *c, const char *sysfs, char *err,
 void cli_cores_free(struct cli_cores *c);
 /* --bind: never; core: local rank i on core i when each has a core of its
  * own; auto: so, else on a CPU of its own (thread t of every core before
- * thread t + 1 of any) when each has one, else on CPU i mod the CPUs,
- * when there are two or more. */
+ * thread t + 1 of any) when each has one, when there are two or more. */
 enum { CLI_BIND_NONE, CLI_BIND_CORE, CLI_BIND_AUTO };
 /* c fitted to here ranks on this machine by mode: 0; else -1 with why, c
  * emptied (none bound). none: c emptied, 0. */
