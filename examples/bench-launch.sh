@@ -22,7 +22,14 @@
 #             PyTorch Gloo GPipe peer (examples/peers/torch_pipe.py)
 # Then one table with the ratios the issue asks and whether each holds
 # (ok or FAIL); raw launches in OUTDIR/launches.txt, the table in
-# OUTDIR/table.md.
+# OUTDIR/table.md. Each collx launch's line there ends with what explains
+# its speed, rank by rank, from the ranks' COLLX_DEBUG=info logs (the new
+# binaries'): rN=A>B/mM/vV/iI/tcpT: the CPUs it was bound to (A, "all"
+# unbound), the CPU it was on at the start and end of the job, its
+# migrations, voluntary switches (sleeps in poll) and involuntary ones
+# (preempted) while the job ran, and how many of its peers were reached
+# over TCP rather than shared memory; rN=-/tcpT where the rank's log says
+# nothing of its shared memory (older binaries, or all its peers on TCP).
 # usage: examples/bench-launch.sh [OUTDIR]
 #   env N=30 launches a case, ITERS=20, PARTS="grid launchers noisy shared
 #   pipe", SIZES="4096 1048576 67108864", OLD=DIR, GRID_GLOO=0 (the grid
@@ -69,13 +76,49 @@ rec() {
 	echo "$*" >>"$raw"
 }
 
+# counters: the ranks' counters of the launch just made (their logs
+# $work/dbg.RANK), as launches.txt's lines end; nothing without logs.
+counters() {
+	local f
+	for f in "$work"/dbg.*; do
+		[ -f "$f" ] || continue
+		awk -v r="${f##*.}" -v all="$(taskset -pc $$ | sed 's/.*: //')" '
+		    / info: peer .*: tcp / { tcp++ }
+		    / info: shm: cpus / { line = $0 }
+		    END { if (line == "") { printf " r%s=-/tcp%d", r, tcp; exit }
+			split(line, w, /[ ,;]+/)
+			for (k = 1; w[k] != "cpus"; k++) ;
+			cpus = w[k + 1]; for (k++; w[k + 1] != "on"; k++) cpus = cpus "," w[k + 1]
+			match(line, /on cpu [0-9-]+ then [0-9-]+/); split(substr(line, RSTART, RLENGTH), c, " ")
+			match(line, /mapped: [0-9]+ migrations, [0-9]+ voluntary and [0-9]+ involuntary/)
+			split(substr(line, RSTART, RLENGTH), n, " ")
+			printf " r%s=%s:%s>%s/m%s/v%s/i%s/tcp%d", r, cpus == all ? "all" : cpus,
+			    c[3], c[5], n[2], n[4], n[7], tcp }' "$f"
+	done
+	rm -f "$work"/dbg.*
+}
+
 # collx BIN WORLD BYTES [PREFIX...]: one launch of BIN's collx-allreduce
-# under BIN's collx-run, PREFIX (taskset, env) in front.
+# under BIN's collx-run, PREFIX (taskset, env) in front: its seconds and
+# counters, or nothing when it failed.
 collx() {
-	local bin=$1 world=$2 bytes=$3
+	local bin=$1 world=$2 bytes=$3 s
 	shift 3
-	PATH=$bin:$PATH collx_allreduce_s "$work" "$bytes" "$iters" "$@" \
-	    "$bin/collx-run" -n "$world" -- "$bin/collx-allreduce"
+	rm -f "$work"/dbg.*
+	s=$(PATH=$bin:$PATH COLLX_DEBUG=info COLLX_DEBUG_FILE="$work/dbg.%r" \
+	    collx_allreduce_s "$work" "$bytes" "$iters" "$@" \
+	    "$bin/collx-run" -n "$world" -- "$bin/collx-allreduce")
+	[ -z "$s" ] || echo "$s$(counters)"
+}
+# under LAUNCHER...: collx-allreduce launched by another launcher (mpirun,
+# srun), as collx() reports it.
+under() {
+	local bytes=$1 s
+	shift
+	rm -f "$work"/dbg.*
+	s=$(COLLX_DEBUG=info COLLX_DEBUG_FILE="$work/dbg.%r" \
+	    collx_allreduce_s "$work" "$bytes" "$iters" "$@" collx-allreduce)
+	[ -z "$s" ] || echo "$s$(counters)"
 }
 new=$(dirname "$(command -v collx-run)")
 
@@ -171,11 +214,9 @@ for ((i = 1; i <= n; i++)); do
 	if [[ $parts == *" launchers "* ]]; then
 		for bytes in $sizes; do
 			[ $have_mpi = 0 ] || rec launchers collx-mpirun 2 "$bytes" \
-			    "$(collx_allreduce_s "$work" "$bytes" "$iters" mpirun \
-			    --allow-run-as-root -n 2 collx-allreduce)"
+			    "$(under "$bytes" mpirun --allow-run-as-root -n 2)"
 			[ $have_srun = 0 ] || rec launchers collx-srun 2 "$bytes" \
-			    "$(collx_allreduce_s "$work" "$bytes" "$iters" srun -n 2 \
-			    collx-allreduce)"
+			    "$(under "$bytes" srun -n 2)"
 			[ $have_mpi = 0 ] || [[ $parts == *" grid "* ]] ||
 			    rec grid openmpi-shm 2 "$bytes" \
 			    "$(mpi_allreduce_s "$work" 2 "$bytes" "$iters")"

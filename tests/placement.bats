@@ -250,3 +250,15 @@ by_hand() {
 	[ -z "$stderr" ]
 	[ -f y.npy ]
 }
+
+@test "COLLX_DEBUG=info: each rank over shared memory says at its end the CPUs it was bound to and what the scheduler did to it" {
+	local cores
+	cores=$(my_cpus | cores_of)
+	[ "$(wc -l <<<"$cores")" -ge 2 ] || skip "one core"
+	run -0 env COLLX_DEBUG=info timeout -k 5 60 collx-run -n 2 -- \
+	    collx-allreduce -q -i x.npy --iters 20 -o y.npy
+	echo "$output"
+	for r in 0 1; do
+		grep -E "rank $r: info: shm: cpus $(sed -n "$((r + 1))p" <<<"$cores"), on cpu [0-9]+ then [0-9]+; while mapped: [0-9]+ migrations, [0-9]+ voluntary and [0-9]+ involuntary switches, [0-9]+ page faults, [0-9.]+ ms CPU$" <<<"$output"
+	done
+}

@@ -45,12 +45,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -656,6 +658,74 @@ shm_bind(struct comm *c, const int *ranks, int me)
 	}
 }
 
+/*
+ * What the scheduler did to this rank while it used the segment, for
+ * COLLX_DEBUG=info: a slow launch over shared memory is one whose rank
+ * was moved (migrations), pushed off its core (involuntary switches) or
+ * slept in poll() (voluntary ones), and these say which. The rank's
+ * CPU and counters at the start are kept per process: one segment
+ * a process.
+ */
+struct shm_usage {
+	struct rusage ru;
+	long migrations;
+	int cpu;
+};
+static struct shm_usage shm_start;
+
+/* se.nr_migrations of /proc/self/sched, or -1. */
+static long
+migrations(void)
+{
+	char line[256];
+	FILE *f;
+	long n = -1;
+
+	if ((f = fopen("/proc/self/sched", "re")) == NULL)
+		return -1;
+	while (n < 0 && fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, "se.nr_migrations", 16) == 0)
+			n = atol(strchr(line, ':') != NULL ?
+			    strchr(line, ':') + 1 : "-1");
+	fclose(f);
+	return n;
+}
+
+static void
+usage_now(struct shm_usage *u)
+{
+	getrusage(RUSAGE_SELF, &u->ru);
+	u->migrations = migrations();
+	u->cpu = sched_getcpu();
+}
+
+static void
+usage_say(const struct comm *c)
+{
+	struct shm_usage *a = &shm_start, b;
+	cpu_set_t mine;
+	char cpus[64] = "";
+	size_t k = 0;
+
+	usage_now(&b);
+	CPU_ZERO(&mine);
+	sched_getaffinity(0, sizeof mine, &mine);
+	for (int cpu = 0; cpu < CPU_SETSIZE && k + 8 < sizeof cpus; cpu++)
+		if (CPU_ISSET(cpu, &mine))
+			k += (size_t)snprintf(cpus + k, sizeof cpus - k, "%s%d",
+			    k ? "," : "", cpu);
+	comm_debug(c, COMM_DEBUG_INFO, "shm: cpus %s, on cpu %d then %d; "
+	    "while mapped: %ld migrations, %ld voluntary and %ld "
+	    "involuntary switches, %ld page faults, %.1f ms CPU", cpus,
+	    a->cpu, b.cpu, b.migrations - a->migrations,
+	    b.ru.ru_nvcsw - a->ru.ru_nvcsw, b.ru.ru_nivcsw - a->ru.ru_nivcsw,
+	    b.ru.ru_minflt - a->ru.ru_minflt,
+	    (b.ru.ru_utime.tv_sec - a->ru.ru_utime.tv_sec +
+	    b.ru.ru_stime.tv_sec - a->ru.ru_stime.tv_sec) * 1e3 +
+	    (b.ru.ru_utime.tv_usec - a->ru.ru_utime.tv_usec +
+	    b.ru.ru_stime.tv_usec - a->ru.ru_stime.tv_usec) / 1e3);
+}
+
 int
 comm_shm_setup(struct comm *c)
 {
@@ -682,8 +752,11 @@ comm_shm_setup(struct comm *c)
 	    (size_t)m->nstreams * ring_stride(m->ring);
 	rc = me == 0 ? shm_lead(c, ranks, m, deadline) :
 	    shm_follow(c, ranks[0], me, m, deadline);
-	if (rc == 1)
+	if (rc == 1) {
 		shm_bind(c, ranks, me);
+		if (c->debug >= COMM_DEBUG_INFO)
+			usage_now(&shm_start);
+	}
 	else if (m->base != NULL) {
 		munmap(m->base, m->bytes);
 		m->base = NULL;
@@ -695,6 +768,8 @@ comm_shm_setup(struct comm *c)
 void
 comm_shm_close(struct comm *c)
 {
+	if (c->shm.base != NULL && c->debug >= COMM_DEBUG_INFO)
+		usage_say(c);
 	if (c->shm.base != NULL)
 		munmap(c->shm.base, c->shm.bytes);
 	c->shm.base = NULL;

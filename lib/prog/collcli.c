@@ -114,13 +114,36 @@ timing_row(struct cc_run *r, const struct cc_bucket *b, size_t nb, double secs)
 	return 0;
 }
 
+/*
+ * The timed iterations' rows wait and are written after the loop (ROWS_HELD
+ * at a time): written between iterations, with every rank appending to one
+ * file, a rank slept in write() in about half of them (25-30 voluntary
+ * switches in 53 iterations by COLLX_DEBUG=info's shm line, 0-2 without
+ * --timing) and its peer, spinning past its limit in the next barrier,
+ * slept too; the wake-up then fell inside a timed collective.
+ */
+#define ROWS_HELD 4096
+
+static int
+rows_write(struct cc_run *r, const struct cc_bucket *b, size_t nb,
+    const double *secs, int *n)
+{
+	int k, held = *n;
+
+	*n = 0;
+	for (k = 0; k < held; k++)
+		if (timing_row(r, b, nb, secs[k]) < 0)
+			return -1;
+	return 0;
+}
+
 static int
 run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
     size_t nb)
 {
-	int k, total = r->o->warmup + r->o->iters;
+	int k, total = r->o->warmup + r->o->iters, held = 0;
+	double t0, secs[ROWS_HELD];
 	size_t i;
-	double t0;
 
 	r->secs = 0;
 	for (k = 0; k < total; k++) {
@@ -129,21 +152,27 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 		/* Start timed runs together, as nccl-tests and the peers'
 		 * benchmarks do, so a rank's time is the collective's own. */
 		if (k >= r->o->warmup && coll_barrier(r->comm) < 0)
-			return collcli_comm_failed(r);
+			goto failed;
 		t0 = cli_now();
 		for (i = 0; i < nb; i++)
 			if (collcli_bucket_run(r, &b[i]) < 0)
-				return collcli_comm_failed(r);
+				goto failed;
 		if (k >= r->o->warmup)
 			r->secs += cli_now() - t0;
-		if (k >= r->o->warmup && nb > 0 &&
-		    timing_row(r, b, nb, cli_now() - t0) < 0)
+		if (k >= r->o->warmup && nb > 0)
+			secs[held++] = cli_now() - t0;
+		if (held == ROWS_HELD && rows_write(r, b, nb, secs, &held) < 0)
 			return -1;
 	}
+	if (rows_write(r, b, nb, secs, &held) < 0)
+		return -1;
 	for (i = 0; i < nb; i++)
 		if (b[i].own_recv)
 			collcli_bucket_unpack(r, p, &b[i]);
 	return 0;
+failed:		/* the rows of the iterations that ended, then the failure */
+	rows_write(r, b, nb, secs, &held);
+	return collcli_comm_failed(r);
 }
 
 static int
