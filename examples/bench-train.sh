@@ -18,8 +18,9 @@
 #   overlap  on the netns cluster, collx-train --dp 4 of OLD_BIN (a build
 #          without the DP overlap) and of this build, interleaved: the
 #          median step, rank 0's mean timing rows, the bytes a step over
-#          a host's link, and the most an overlap confined to the
-#          backward can give (see overlap_bound below)
+#          a host's link, the 4 ranks' CPU seconds a step (main threads;
+#          the others: the communication thread), and the most an overlap
+#          confined to the backward can give (see overlap_bound below)
 # Prints a markdown table per case (the planner its own table).
 # usage: examples/bench-train.sh [local|netns|planner|overlap|all] [ROUNDS]
 #        (all: local and netns; ROUNDS 3)
@@ -116,19 +117,49 @@ table() {
 			    peer ? sprintf("%.2fx", peer / t) : "-" } }' "$1.txt"
 }
 
+# thread_cpu: until $work/stop appears, every 0.1 s, the CPU ticks (user
+# + system) of each thread of the collx-train processes started from
+# $work; at the end "MAIN OTHERS" seconds summed over the ranks in cpu.txt
+# (MAIN: the ranks' first threads; OTHERS: the rest, the communication
+# thread where there is one).
+thread_cpu() {
+	local p t s
+	declare -A last
+	while [ ! -e "$work/stop" ]; do
+		for p in $(pgrep -x collx-train); do
+			grep -q "$work" "/proc/$p/cmdline" 2>/dev/null || continue
+			for t in /proc/"$p"/task/*; do
+				s=$(cat "$t/stat" 2>/dev/null) || continue
+				s=${s##*) }
+				# shellcheck disable=SC2086
+				set -- $s
+				last[$p.${t##*/}]=$((${12} + ${13}))
+			done
+		done
+		sleep 0.1
+	done
+	for t in "${!last[@]}"; do echo "$t ${last[$t]}"; done |
+	    awk -v hz="$(getconf CLK_TCK)" '{ split($1, a, ".")
+		if (a[1] == a[2]) m += $2; else o += $2 }
+		END { printf "%.3f %.3f\n", m / hz, o / hz }' >"$work/cpu.txt"
+}
+
 # overlap_case: OLD_BIN's and this build's collx-train --dp 4 on the
 # netns cluster, ROUNDS interleaved rounds; "WHO STEP F B AR HID EXP
-# BYTES" lines in overlap.txt (rank 0's mean rows over the steps after
-# the first; BYTES: host 0's link, sent, a step).
+# BYTES MAIN OTHER" lines in overlap.txt (rank 0's mean rows over the
+# steps after the first; BYTES: host 0's link, sent, a step; MAIN, OTHER:
+# the 4 ranks' CPU seconds a step, whole run, thread_cpu).
 overlap_case() {
-	local r who b tx0 tx
+	local r who b tx0 tx mon
 	: >overlap.txt
 	for r in $(seq "$rounds"); do
 		echo "bench-train.sh: overlap, round $r of $rounds" >&2
 		for who in old new; do
 			b=$(dirname "$(command -v collx-train)")
 			[ "$who" = old ] && b=$OLD_BIN
-			rm -f l.csv t.csv
+			rm -f l.csv t.csv "$work/stop"
+			thread_cpu &
+			mon=$!
 			tx0=$(netns_exec 0 cat /sys/class/net/eth0/statistics/tx_bytes)
 			"$b/collx-run" -q -H "$(netns_addr 0):2,$(netns_addr 1):2" \
 			    --ssh "$work/ssh" --master "$(netns_addr 0):29500" \
@@ -138,12 +169,15 @@ overlap_case() {
 			    -q --loss-csv "$work/l.csv" --timing "$work/t.csv" \
 			    --iface eth0 --dp 4
 			tx=$(netns_exec 0 cat /sys/class/net/eth0/statistics/tx_bytes)
+			touch "$work/stop"
+			wait "$mon"
 			echo "$who $(csv_step l.csv) $(awk -F, -v tx=$((tx - tx0)) \
 			    -v n="$steps" '$4 == 0 && $9 > 0 { s[$2] += $10; c[$2]++ }
 			    END { split("forward backward allreduce allreduce_hidden allreduce_exposed", k, " ")
 				for (i = 1; i <= 5; i++)
 					printf "%.4f ", c[k[i]] ? s[k[i]] / c[k[i]] : 0
-				printf "%d", tx / n }' t.csv)" >>overlap.txt
+				printf "%d", tx / n }' t.csv) $(awk -v n="$steps" \
+			    '{ printf "%.4f %.4f", $1 / n, $2 / n }' "$work/cpu.txt")" >>overlap.txt
 		done
 	done
 }
@@ -164,14 +198,15 @@ overlap_bound() {
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    { for (i = 2; i <= 8; i++) v[$1, i] = v[$1, i] " " $i }
-	    END { print "| collx-train dp4 | step s | forward | backward | allreduce | hidden | exposed | bytes/step on a link | vs old |"
-		print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	    { for (i = 2; i <= 10; i++) v[$1, i] = v[$1, i] " " $i }
+	    END { print "| collx-train dp4 | step s | forward | backward | allreduce | hidden | exposed | bytes/step on a link | CPU s/step: main threads | other threads | vs old |"
+		print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 		to = med(v["old", 2])
 		for (w = 0; w < 2; w++) { who = w ? "new" : "old"
 			printf "| %s |", who
 			for (i = 2; i <= 7; i++) printf " %.4f |", med(v[who, i])
-			printf " %d | %.2fx |\n", med(v[who, 8]), to / med(v[who, 2]) }
+			printf " %d | %.4f | %.4f | %.2fx |\n", med(v[who, 8]),
+			    med(v[who, 9]), med(v[who, 10]), to / med(v[who, 2]) }
 		head = 4 * V * d; lay = 4 * (4 * d * d + 2 * d * ff) + 8 * s * d
 		first = (head + lay) / (head + L * lay)
 		bo = med(v["old", 4]); fo = med(v["old", 3])

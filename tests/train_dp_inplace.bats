@@ -65,7 +65,7 @@ same() {
 	    --loss-csv dh.csv
 	[ "${RCS[*]}" = "0 0 0 0" ]
 	netns_placed "0 0 1 1" collx-train "${G[@]}" -o th.safetensors \
-	    --loss-csv lh.csv --trace tr.json
+	    --loss-csv lh.csv --trace tr.json --timing tm.csv
 	cat err.* >&2
 	[ "${RCS[*]}" = "0 0 0 0" ]
 	cmp th.safetensors dh.safetensors
@@ -88,4 +88,13 @@ for e in ev:
 print(" ".join(str(int(end[s] > fwd[s + 1])) for s in range(3)))'
 	[ "$status" -eq 0 ]
 	[ "$output" = "1 1 1" ]
+	# rank 0's rows count each wait once: the wait at the backward's end
+	# for the sums posted in it is the DP axis's exposed time, not the
+	# backward's too, so forward + backward + exposed fit in the steps
+	run awk -F, '$4 == 0 && ($2 == "forward" || $2 == "backward" ||
+	    $2 == "allreduce_exposed") { rows += $10 }
+	    $4 == 0 && $2 == "step" { step += $10 }
+	    END { printf "%.4f %.4f\n", rows, step; exit !(step > 0 && rows <= step) }' tm.csv
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
 }

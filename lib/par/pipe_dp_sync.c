@@ -303,14 +303,20 @@ ovl_bucket(void *ctx, int k)
 }
 
 /* Waits for the buckets posted so far: the backward is about to use the
- * links (a TP sum), or ends, and with it the thread's turn on them. */
+ * links (a TP sum), or ends, and with it the thread's turn on them. The
+ * wait is the DP axis's exposed time, not the backward's: its row keeps
+ * the compute (on a slow link the wait for the sums posted in the
+ * backward outlasts it). */
 static void
-drain(struct pipe_dp_sync *s)
+drain(struct pipe_run *r)
 {
-	double t0 = cli_now();
+	struct pipe_dp_sync *s = r->sync;
+	double t0 = cli_now(), dt;
 
 	dp_ovl_drain(s->ovl);
-	s->waited += cli_now() - t0;
+	dt = cli_now() - t0;
+	s->waited += dt;
+	r->stat[r->step].bwd -= dt;
 }
 
 /* The stage's layer l is done (a tp_stage's done: -1 the loss's, L the
@@ -323,7 +329,7 @@ layer_done(void *ctx, int l)
 	int L = r->m->dims.layers;
 
 	if (l == TP_STAGE_SUMMING) {
-		drain(s);
+		drain(r);
 		return;
 	}
 	/* the loss's: a gpt's final LayerNorm, stage 0 (an mlp's stage 0 is
@@ -684,7 +690,7 @@ pipe_dp_sync_settle(struct pipe_run *r, struct tp_stage *ts)
 	ts->done = NULL;
 	/* a failed bucket's reason is in r->err; the step fails at the sync */
 	if (r->sync != NULL)
-		drain(r->sync);
+		drain(r);
 	else
 		pipe_dp_fsdp_settle(r);	/* ZeRO-3's */
 }
