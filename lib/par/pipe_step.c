@@ -17,9 +17,13 @@
  * core per rank; 5 us spinning), on every message of the critical path:
  * so a stage spins through twice its longest receive of the steps before
  * (the first activation of a step waits for the upstream's optimizer
- * too, which step 0 had not), PIPE_SPIN_MAX_US at most, as a spinning
- * wait sees a dead peer only when it stops. */
-#define PIPE_SPIN_MAX_US 50000
+ * too, which step 0 had not), but PIPE_SPIN_MAX_US at most: a wait
+ * longer than that pays a wake-up of a tenth of it or less asleep, while
+ * spinning through it burnt the core a rank beside it could use (a
+ * loaded host's slow waits had raised the spin to 50 ms: 9% more CPU
+ * time per launch). A spinning wait also sees a dead peer only when it
+ * stops. */
+#define PIPE_SPIN_MAX_US 1000
 
 /* The spin for step k's schedule (0: the group's own). */
 static int
