@@ -156,6 +156,11 @@ on3and4() {
 	    --microbatches 3 --lr 0.1
 	timeout 120 "$PY" "$REF" cmp re.safetensors re.csv 1e-5 te.safetensors le.csv
 	[ "$(cut -d, -f2 le.csv | tr '\n' ' ')" = "epoch 0 0 0 1 1 " ]
+	# one micro-batch: step 2's is samples 8, 9, 0, 1, round the data's end
+	pipe 2 e1 -m m.safetensors -i X.npy -t Y.npy --batch 4 --epochs 2 \
+	    --microbatches 1 --lr 0.1
+	timeout 120 "$PY" "$REF" cmp re.safetensors re.csv 1e-5 te1.safetensors \
+	    le1.csv
 }
 
 @test "tiny gpt (2 layers): stages 1 and 2, M 1, 2, 3, 4, 5, 8, tied embedding, SGD and AdamW equal the reference" {

@@ -213,7 +213,9 @@ gelu_backward_dg(float *dinp, const float *dg, const float *dout,
 		dinp[i] = dg[i] * dout[i];
 }
 
-/* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, or = (set). */
+/* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, = (set 1), or = 0 +
+ * that (set 2: what adding to a zeroed dinp gives, -0 as +0, without a
+ * pass to zero it). */
 NN_INLINE void
 dgelu_span(float *restrict dinp, const float *restrict inp,
     const float *restrict dout, size_t n, int set)
@@ -222,7 +224,7 @@ dgelu_span(float *restrict dinp, const float *restrict inp,
 		float x = inp[i];
 		float pdf = NN_INV_SQRT2PI * fast_exp(-0.5f * x * x);
 		float g = (normal_cdf(x) + x * pdf) * dout[i];
-		dinp[i] = set ? g : dinp[i] + g;
+		dinp[i] = set == 1 ? g : (set == 2 ? 0.0f : dinp[i]) + g;
 	}
 }
 
@@ -244,7 +246,7 @@ nn_gelu_backward(float *dinp, const float *inp, const float *dout,
 	dgelu(dinp, inp, dout, count, 0);
 }
 
-/* dinp = GELU's backward: bf16 writes it at once; f32 zeroes and adds,
+/* dinp = GELU's backward: bf16 writes it at once; f32 adds it to zero,
  * the bits it always had. */
 NN_CLONES static void
 gelu_backward_to(float *dinp, const float *inp, const float *dout,
@@ -252,10 +254,8 @@ gelu_backward_to(float *dinp, const float *inp, const float *dout,
 {
 	if (nn_get_precision() == NN_PREC_BF16)
 		dgelu(dinp, inp, dout, count, 1);
-	else {
-		memset(dinp, 0, count * sizeof(float));
-		dgelu(dinp, inp, dout, count, 0);
-	}
+	else
+		dgelu(dinp, inp, dout, count, 2);
 }
 
 void

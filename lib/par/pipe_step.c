@@ -17,9 +17,13 @@
  * core per rank; 5 us spinning), on every message of the critical path:
  * so a stage spins through twice its longest receive of the steps before
  * (the first activation of a step waits for the upstream's optimizer
- * too, which step 0 had not), PIPE_SPIN_MAX_US at most, as a spinning
- * wait sees a dead peer only when it stops. */
-#define PIPE_SPIN_MAX_US 50000
+ * too, which step 0 had not), but PIPE_SPIN_MAX_US at most: a wait
+ * longer than that pays a wake-up of a tenth of it or less asleep, while
+ * spinning through it burnt the core a rank beside it could use (a
+ * loaded host's slow waits had raised the spin to 50 ms: 9% more CPU
+ * time per launch). A spinning wait also sees a dead peer only when it
+ * stops. */
+#define PIPE_SPIN_MAX_US 1000
 
 /* The spin for step k's schedule (0: the group's own). */
 static int
@@ -45,6 +49,28 @@ set_spin(struct pipe_run *r, int us)
 		comm_set_spin(r->gc, us);
 }
 
+/* The rows (row floats each) of the step's micro-batch starting at s0,
+ * n of them, in the data base: read where they lie when they do not wrap
+ * round the data's end (the pipeline does not shuffle), else copied into
+ * the batch's room at s0. A stage reads only its side (the first stage
+ * the inputs, the last the targets), and no copy of a whole batch stands
+ * before the first forward. */
+static const float *
+batch_rows(struct pipe_run *r, const float *base, float *room, size_t row,
+    long s0, long n)
+{
+	int64_t g = (int64_t)r->step * r->cfg->batch + r->rstart + s0;
+	int64_t i0 = train_order_index(&r->ord, g);
+
+	if (i0 + n <= r->d->n)
+		return base + (size_t)i0 * row;
+	for (long k = 0; k < n; k++)
+		memcpy(room + (size_t)(s0 + k) * row, base + (size_t)
+		    train_order_index(&r->ord, g + k) * row, row *
+		    sizeof(float));
+	return room + (size_t)s0 * row;
+}
+
 /* The micro-batch's inputs and targets, from the step's batch, as the
  * stage st (the rank's chunk) needs them. */
 static int
@@ -57,9 +83,11 @@ fill_slot(struct pipe_run *r, const struct tp_stage *st,
 
 	if (!st->gpt) {
 		if (st->first)
-			sl->inp = r->tb.x + s0 * d->xrow;
+			sl->inp = batch_rows(r, d->x, r->tb.x, d->xrow, s0,
+			    sl->n);
 		if (st->last)
-			sl->y = r->tb.y + s0 * d->yrow;
+			sl->y = batch_rows(r, d->y, r->tb.y, d->yrow, s0,
+			    sl->n);
 		return 0;
 	}
 	for (int k = 0; k < sl->n; k++) {
@@ -392,8 +420,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 		comm_op_begin(r->gc, PIPE_OPCODE, "pipeline step's gradients",
 		    DT_F32, (uint64_t)cfg->micro << 40 ^ (uint64_t)r->nchunk <<
 		    32 ^ (uint64_t)cfg->batch);
-	train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k * cfg->batch +
-	    r->rstart, r->rcount);
+	if (r->d->arch == NN_GPT)	/* mlp, block: batch_rows */
+		train_batch_fill(&r->tb, r->d, &r->ord, (int64_t)k *
+		    cfg->batch + r->rstart, r->rcount);
 	memset(r->sact, 0, (size_t)nreq * sizeof(*r->sact));
 	memset(r->sgrad, 0, (size_t)nreq * sizeof(*r->sgrad));
 	pipe_moe_begin(r);

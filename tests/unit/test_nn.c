@@ -157,6 +157,22 @@ test_gelu(void)
 	check_grad("gelu backward", lt_forward, &t, t.x, dx, t.n, 0, 1e-2f,
 	    1e-3, 2e-4);
 	free(t.x), free(t.y), free(t.r), free(dx);
+
+	/* the f32 backward that writes (no zeroing pass) gives the bits of
+	 * adding to zeros: a -0 gradient (dout -0, or x = -0) comes out +0 */
+	float gx[67], gd[67], gto[67], gadd[67];
+	for (int i = 0; i < 67; i++) {
+		gx[i] = i % 5 == 0 ? -0.0f : (i - 33) * 0.37f;
+		gd[i] = i % 3 == 0 ? -0.0f : 1.0f - i * 0.05f;
+		gto[i] = NAN;
+		gadd[i] = 0.0f;
+	}
+	nn_act_backward_to(NN_ACT_GELU, gto, gx, gd, 67);
+	nn_act_backward(NN_ACT_GELU, gadd, gx, gd, 67);
+	ok = !memcmp(gto, gadd, sizeof(gto)) && !signbit(gto[0]) &&
+	    !signbit(gto[3]);
+	UNIT_OK(ok, "gelu backward into a buffer is bit for bit zeros plus "
+	    "the accumulating backward (-0 as +0)");
 }
 
 static void
