@@ -83,24 +83,25 @@ hold() {
 # same_as_ref: the run (RUN) ends with exit 0; the weights of the
 # failure-free run within 1e-5, its losses, every step once, the
 # summary once, the replicas column as the departure and rejoin lines
-# say, ending with 2 (REPLICAS: that of the failure-free mesh).
+# say, ending with 2 (REPLICAS: that of the failure-free mesh). STEPS:
+# the run's (100).
 same_as_ref() {
 	local rc=0 want
 	wait "$RUN" || rc=$?
 	grep -v ': step [0-9]* epoch ' run.err
 	[ "$rc" -eq 0 ]
-	[ "$(grep -c "^collx-train: 100 steps, final loss " run.err)" -eq 1 ]
+	[ "$(grep -c "^collx-train: ${STEPS:-100} steps, final loss " run.err)" -eq 1 ]
 	collx-tensor diff ref.safetensors "${OUT:-.}/ft.safetensors" \
 	    --atol 1e-5 --rtol 0
-	[ "$(tail -n +2 "${OUT:-.}/ft.csv" | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 99) " ]
+	[ "$(tail -n +2 "${OUT:-.}/ft.csv" | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $((${STEPS:-100} - 1))) " ]
 	# the replicas of a step: its last line's count, else the step's
 	# before
-	want=$(awk -v n="${REPLICAS:-2}" '
+	want=$(awk -v n="${REPLICAS:-2}" -v steps="${STEPS:-100}" '
 	    /^collx-train: step [0-9]*: .* replicas? go(es)? on/ {
 		for (i = 4; $i != "go" && $i != "goes"; i++)
 			;
 		at[$3 + 0] = $(i - 3) == "of" ? $(i - 4) : $(i - 2) }
-	    END { for (k = 0; k < 100; k++) {
+	    END { for (k = 0; k < steps; k++) {
 		if (k in at) n = at[k]; printf "%d ", n } }' run.err)
 	[ "$(tail -n +2 "${OUT:-.}/ft.csv" | cut -d, -f8 | tr '\n' ' ')" = "$want" ]
 	[ "$(tail -n 1 "${OUT:-.}/ft.csv" | cut -d, -f8)" = "${REPLICAS:-2}" ]
@@ -204,10 +205,13 @@ every20() {
 rejoin_fault() {
 	local line n=0 victim=3 peer=1 p0 joined left
 	[ "$1" = joiner ] || { victim=2; peer=0; }
-	# steps of tens of ms (rank 0's share most of it): well past the
-	# time this reader takes to stop rank 0
-	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
-	    --steps 100 --optimizer adamw --lr 0.001)
+	# steps of a tenth of a second or more (the whole data set), well
+	# past the time this reader takes to stop rank 0 on a loaded machine,
+	# the ranks waiting without spinning so as not to hold it
+	export COLLX_SPIN_US=0
+	STEPS=50
+	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 512
+	    --steps $STEPS --optimizer adamw --lr 0.001)
 	ft_train 4 --dp 2 --pp 2
 	while IFS= read -r line; do
 		echo "$line" >>run.err
