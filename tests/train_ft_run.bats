@@ -16,11 +16,7 @@ load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	ft_setup_file &&
-	# a larger model, whose state takes a while to copy
-	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors &&
-	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy &&
-	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+	ft_setup_file && ft_big_inputs
 }
 
 # steps long beside a restart (the whole data set a step)
@@ -255,7 +251,7 @@ rejoin_fault() {
 }
 
 @test "collx-run --max-restarts 4, collx-train --ft --dp 2 --pp 2 on a larger model: rank 3 started again killed during its copy of the state (over 1 MB of it in); rank 1, started again too, leaves again; both are started again and rejoin; the weights of a run without failures" {
-	local line n=0 joiner sender _
+	local line n=0 joiner sender
 	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
 	    --steps 100 --optimizer adamw --lr 0.001)
 	ft_train 4 --dp 2 --pp 2
@@ -271,14 +267,7 @@ rejoin_fault() {
 		elif [ "$n" = 2 ] && [[ "$line" == "collx-run: restart 2 of 4: "* ]]; then
 			# the copy under way: over 1 MB in at rank 3 (the set-up
 			# before it sends little; the stage's state is some 12 MB)
-			for _ in $(seq 3000); do
-				[ "$(ss -tnpiH state established 2>/dev/null |
-				    awk -v p="pid=$joiner," 'index($0, p) { on = 1; next }
-				    on && match($0, /bytes_received:[0-9]+/) {
-					n += substr($0, RSTART + 15, RLENGTH - 15) }
-				    { on = 0 } END { print n + 0 }')" -gt 1000000 ] && break
-				sleep 0.002
-			done
+			copying "$joiner" 1000000
 			kill -STOP "$sender"
 			kill -KILL "$joiner"
 			kill -CONT "$sender"
