@@ -726,6 +726,10 @@ next_attempt(struct launch_super *j)
 	j->ft_end_at = 0;
 	j->ft_died = 0;
 	j->exit_code = 0;
+	/* a fresh job: none of its ranks is to rejoin (COLLX_REJOIN) */
+	free(j->rejoin);
+	free(j->died_then);
+	j->rejoin = j->died_then = NULL;
 }
 
 /* --preflight: every rank runs j->preflight first, never restarted, a
