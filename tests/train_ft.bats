@@ -65,6 +65,9 @@ killed_train() {
 		[ "$rc" -eq "$want" ]
 	done
 	grep -v ': step [0-9]* epoch ' err.log
+	# the step run again after a departure says that run's times: no
+	# field of a step line negative
+	if grep ': step [0-9]* epoch .* -[0-9]' err.log; then false; fi
 	# each peer's line, and each departure's by the rank 0 of those left
 	for r in $peers; do
 		grep -q "^collx-train: rank $r: --ft: rank [0-9]* left, taking replica [0-9] out; this rank leaves with it ([0-9] replicas\{0,1\} go\(es\)\{0,1\} on)$" err.log
