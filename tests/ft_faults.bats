@@ -12,11 +12,7 @@ load lib/ftsuite
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	ft_setup_file &&
-	# a larger model, whose state takes a while to copy
-	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors &&
-	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy &&
-	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+	ft_setup_file && ft_big_inputs
 }
 
 BIG=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64 --steps 30

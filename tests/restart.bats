@@ -187,6 +187,29 @@ SH
 	awk -v s="$secs" 'BEGIN { exit !(s >= 3 && s < 4) }'
 }
 
+@test "collx-run --max-restarts of a program with --ft: a rank started again alone (COLLX_REJOIN=1), then the whole job started again: every rank of the fresh job starts without COLLX_REJOIN" {
+	# rank 1 killed is started again alone to rejoin; rank 0 then fails
+	# (status 5), which no rejoin mends: the job starts again as a whole
+	cat >marks.sh <<'SH'
+echo "$COLLX_RANK ${COLLX_REJOIN:-0}" >>starts
+n=$(grep -c "^$COLLX_RANK " starts)
+case $COLLX_RANK:$n in
+1:1)	kill -9 $$ ;;
+1:2)	exec sleep 30 ;;
+0:1)	until [ "$(grep -c '^1 ' starts)" -ge 2 ]; do sleep 0.1; done
+	exit 5 ;;
+esac
+SH
+	run -0 --separate-stderr collx-run -n 2 --max-restarts 3 \
+	    -- sh marks.sh --ft
+	echo "$stderr"
+	cat starts
+	grep -q '^collx-run: restart 1 of 3: rank 1 (pid [0-9]*) was killed by signal 9 (Killed); started again alone in [0-9.]* s, to rejoin the others at their next step (--ft)$' <<<"$stderr"
+	grep -q '^collx-run: restart 2 of 3: rank 0 (pid [0-9]*) exited with status 5; started again as first started (no --checkpoint) in ' <<<"$stderr"
+	[ "$(sed -n 1,3p starts | sort | tr '\n' ' ')" = "0 0 1 0 1 1 " ]
+	[ "$(sed -n '4,$p' starts | sort | tr '\n' ' ')" = "0 0 1 0 " ]
+}
+
 # A program that fails with status 5 on its first FAILS runs in this
 # directory, then succeeds; each run says which it is on standard output.
 flaky() {

@@ -65,6 +65,9 @@ killed_train() {
 		[ "$rc" -eq "$want" ]
 	done
 	grep -v ': step [0-9]* epoch ' err.log
+	# the step run again after a departure says that run's times: no
+	# field of a step line negative
+	if grep ': step [0-9]* epoch .* -[0-9]' err.log; then false; fi
 	# each peer's line, and each departure's by the rank 0 of those left
 	for r in $peers; do
 		grep -q "^collx-train: rank $r: --ft: rank [0-9]* left, taking replica [0-9] out; this rank leaves with it ([0-9] replicas\{0,1\} go\(es\)\{0,1\} on)$" err.log
@@ -316,10 +319,7 @@ four_ranks() {
 
 @test "--ft rejoin, --dp 4 under collx-run --max-restarts 2: rank 0, sending the state to rank 2 started again, killed during the copy: the others and rank 2 agree within the timeout and 5 s (rank 2 admitted, 3 of 4 replicas go on), rank 2 copies from rank 1, rank 0 is started again and rejoins; the weights of a run without failures" {
 	local run joiner sender start _
-	# a larger model, whose state takes a while to copy
-	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors
-	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy
-	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+	ft_big_inputs
 	TARGS=(-m big.safetensors --data BX.npy --targets BY.npy --batch 64
 	    --steps 30 --optimizer adamw --lr 0.001)
 	collx-run -n 4 -- collx-train "${TARGS[@]}" --dp 4 -q \
@@ -344,14 +344,7 @@ four_ranks() {
 	# the copy under way: over 4 MB in at the rank started again (the
 	# set-up before it sends little; the state is some 100 MB), so that
 	# the kill lands in the copy, not in the set-up before it
-	for _ in $(seq 3000); do
-		[ "$(ss -tnpiH state established 2>/dev/null |
-		    awk -v p="pid=$joiner," 'index($0, p) { on = 1; next }
-		    on && match($0, /bytes_received:[0-9]+/) {
-			n += substr($0, RSTART + 15, RLENGTH - 15) }
-		    { on = 0 } END { print n + 0 }')" -gt 4000000 ] && break
-		sleep 0.002
-	done
+	copying "$joiner" 4000000
 	kill -STOP "$sender"
 	start=$SECONDS
 	kill -KILL "$sender"

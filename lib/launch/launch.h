@@ -374,7 +374,9 @@ struct launch_super {
 				 * out of the group; or NULL */
 	double ft_end_at;	/* --ft: when ranks still running after one
 				 * finished are stopped; 0 */
-	int ft_died;		/* --ft: a rank was killed (rank_ended) */
+	int ft_died;		/* --ft: the ranks killed so far (rank_ended) */
+	int *died_then;		/* per rank with rejoin: ft_died when it was
+				 * last started again */
 	/* launch_super_run's: */
 	struct cli_cores cores;	/* with enough of them, or none */
 	/* the restarts so far, whether this attempt's failure is to be

@@ -202,6 +202,10 @@ rejoin_rank(struct launch_super *j, int i, const char *who, const char *why)
 		linetag_close(&j->err[i]);
 	if (j->rejoin == NULL)
 		j->rejoin = cli_calloc((size_t)j->spec.n, sizeof *j->rejoin);
+	if (j->died_then == NULL)
+		j->died_then = cli_calloc((size_t)j->spec.n,
+		    sizeof *j->died_then);
+	j->died_then[i] = j->ft_died;
 	j->restarts++;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -274,7 +278,7 @@ rank_ended(struct launch_super *j, int i, int status)
 		return;	/* stop_left's, said there */
 	/* --ft: the others go on (the last replica killed ends the job) */
 	if ((k = ft_killed(j, i, status)) > 0)
-		j->ft_died = 1;
+		j->ft_died++;
 	if (k > 0 && j->running > 0 &&
 	    j->restarts < j->max_restarts && !j->interrupted &&
 	    !any_finished(j)) {
@@ -297,12 +301,13 @@ rank_ended(struct launch_super *j, int i, int status)
 	 * TP and PP peers), or one cut off from the majority, leaves saying
 	 * why; whether the others go on is theirs to say. With restarts
 	 * left it is started again to rejoin with its replica, unless it
-	 * was started again already (its rejoin refused or failed: once
-	 * more would fail alike). */
+	 * was started again already and no rank was killed since (its
+	 * rejoin refused or failed: once more would fail alike). */
 	if (j->ft && j->ft_died && sig == 0 && WEXITSTATUS(status) == 1 &&
 	    j->running > 0 && j->restarts < j->max_restarts &&
 	    !j->interrupted && !any_finished(j) &&
-	    (j->rejoin == NULL || !j->rejoin[i]) &&
+	    (j->rejoin == NULL || !j->rejoin[i] ||
+	    j->died_then[i] < j->ft_died) &&
 	    rejoin_rank(j, i, who, "exited with status 1 after a death") == 0)
 		return;
 	if (j->ft && j->ft_died && sig == 0 && WEXITSTATUS(status) == 1 &&
@@ -721,6 +726,10 @@ next_attempt(struct launch_super *j)
 	j->ft_end_at = 0;
 	j->ft_died = 0;
 	j->exit_code = 0;
+	/* a fresh job: none of its ranks is to rejoin (COLLX_REJOIN) */
+	free(j->rejoin);
+	free(j->died_then);
+	j->rejoin = j->died_then = NULL;
 }
 
 /* --preflight: every rank runs j->preflight first, never restarted, a
@@ -843,6 +852,7 @@ launch_super_free(struct launch_super *j)
 	launch_ends_free(&j->ends);
 	launch_words_free(j->preflight);
 	free(j->rejoin);
+	free(j->died_then);
 	if (j->no_input > 0)
 		close(j->no_input);
 }

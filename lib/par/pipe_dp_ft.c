@@ -545,6 +545,14 @@ pipe_ft_copy(struct pipe_run *r, long *k, struct pipe_result *res,
 			ft->regrouped(ft->ctx, comm_rank(w));
 		t0 = ft->t_join;
 	}
+	/* every rank's copy done (a rank's part can end while another's is
+	 * cut short): only then is the rejoin said */
+	root = 1;
+	comm_set_step(w, "--ft: the state copied");
+	if (coll_allreduce(w, &root, 1, DT_I64, COLL_SUM, COLL_AUTO) < 0) {
+		pipe_group_failed(r, w);
+		goto out;
+	}
 	say_joined(ft, v, n, *k, t0);
 	rc = 0;
 	goto out;

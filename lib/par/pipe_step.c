@@ -410,7 +410,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 
 	r->step = k;
 	r->ft_synced = 0;
-	ps->recv_max = k > 0 ? r->stat[k - 1].recv_max : 0;
+	/* a step run again after a recovery (--ft) counts this run only */
+	*ps = (struct pipe_stat){ .recv_max = k > 0 ?
+	    r->stat[k - 1].recv_max : 0 };
 	/* Every message of the step carries the step's operation number and
 	 * this signature, so ranks out of step fail instead of mixing up. */
 	comm_op_begin(r->c, PIPE_OPCODE, "pipeline step", DT_F32,

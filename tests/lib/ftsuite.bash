@@ -84,3 +84,26 @@ ft_ends() {
 	grep -v ': step [0-9]* epoch ' run.err
 	[ "$rc" -eq "$1" ]
 }
+
+# ft_big_inputs: here, a larger model whose state takes a while to copy
+# (big.safetensors), its data and targets (BX.npy, BY.npy).
+ft_big_inputs() {
+	collx-dp --init mlp --dims 256,4096,256,4 --seed 1 -o big.safetensors &&
+	collx-tensor create --shape 512,256 --fill randn --seed 3 -o BX.npy &&
+	collx-tensor create --shape 512,256 --fill randn --seed 4 -o BY.npy
+}
+
+# copying PID BYTES: until process PID (a rank started again) has taken
+# in over BYTES on its TCP links, its copy of the state under way (6 s
+# at most: a copy that ended first shows in the test's lines).
+copying() {
+	local _
+	for _ in $(seq 3000); do
+		[ "$(ss -tnpiH state established 2>/dev/null |
+		    awk -v p="pid=$1," 'index($0, p) { on = 1; next }
+		    on && match($0, /bytes_received:[0-9]+/) {
+			n += substr($0, RSTART + 15, RLENGTH - 15) }
+		    { on = 0 } END { print n + 0 }')" -gt "$2" ] && return 0
+		sleep 0.002
+	done
+}
