@@ -15,7 +15,8 @@
 # two gathers bring each host the other's half of the P parameters (hier,
 # 2 hosts), 4P bytes over its link, G seconds at RATE, while the compute
 # they can hide behind is at most ZeRO-2's compute row (C, its median):
-# the share is at least 1 - C/G.
+# the share is at least 1 - C/G. Without resharding after forward
+# (--reshard-after-forward no, a row of its own) one gather a step: 2P.
 # usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
 # env STEPS (12), BATCH (8), OLD_BIN.
 set -eu
@@ -41,7 +42,8 @@ torch=1
 "$PY" -c 'import torch.distributed' 2>/dev/null || torch=0
 
 cx=("--zero 3 --prefetch 1" "--zero 3 --prefetch 0" "--zero 2"
-    "--zero 3 --prefetch 1 --shard-group host")
+    "--zero 3 --prefetch 1 --shard-group host"
+    "--zero 3 --prefetch 1 --reshard-after-forward no")
 runs=()
 for m in "${cx[@]}"; do
 	runs+=("collx:$m")
@@ -124,9 +126,11 @@ for rate in $rates; do
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    END { g = 4 * p * 8 / bits; cm = med(c)
-		printf "  gathers over a link %.1f ms a step (4P bytes, P %d), compute" \
-		    " %.1f ms: exposed share >= %.0f%%\n", g * 1e3, p, cm * 1e3,
-		    (g > cm ? 100 * (1 - cm / g) : 0) }' "$rate.c"
+	    END { cm = med(c)
+		for (k = 4; k >= 2; k -= 2) { g = k * p * 8 / bits
+		printf "  gathers over a link %.1f ms a step (%dP bytes, P %d), " \
+		    "compute %.1f ms: exposed share >= %.0f%%%s\n", g * 1e3, k,
+		    p, cm * 1e3, (g > cm ? 100 * (1 - cm / g) : 0),
+		    k == 2 ? " without resharding" : "" } }' "$rate.c"
 done
 echo "  ($((SECONDS - t0)) s in all)"

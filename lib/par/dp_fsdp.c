@@ -8,7 +8,9 @@
  * window()), and once its backward stage ends its gradients are
  * reduce-scattered and given back. Gathers of the window (prefetch K:
  * the next K + 1 units) are started at a use, so they run while it
- * computes.
+ * computes; a reduce-scatter whose stage a backward use follows goes
+ * after that use's gathers, since the next layer waits for those and
+ * nothing waits for it until the step's end.
  *
  * Which gathers, reduce-scatters and releases each event brings is fixed
  * before training from the events alone (plan_jobs), the same on every
@@ -201,8 +203,9 @@ static int
 plan_jobs(struct dp_fsdp *f, int K, int reshard)
 {
 	const struct dp_fsdp_plan *p = &f->p;
-	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, k, nw, nrel = 0;
+	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, k, nw, nrel = 0, nrs = 0;
 	int *use = calloc((size_t)ne + 1, sizeof(int));
+	int *rs = calloc((size_t)n + 1, sizeof(int));
 	int *bwd = calloc((size_t)n + 1, sizeof(int));
 	int *gjob = calloc((size_t)n + 1, sizeof(int));
 	int *last = calloc((size_t)n + 1, sizeof(int));	/* a use's dir */
@@ -216,12 +219,13 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->relo = calloc((size_t)ne + 2, sizeof(int));
 	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
 	f->held = calloc((size_t)n + 1, sizeof(int));
-	if (use == NULL || bwd == NULL || gjob == NULL || last == NULL ||
-	    want == NULL || forced == NULL || seen == NULL || keep == NULL ||
+	if (use == NULL || rs == NULL || bwd == NULL || gjob == NULL ||
+	    last == NULL || want == NULL || forced == NULL || seen == NULL ||
+	    keep == NULL ||
 	    f->job == NULL || f->upto == NULL || f->wait == NULL ||
 	    f->relo == NULL || f->rel == NULL || f->held == NULL) {
-		free(use), free(bwd), free(gjob), free(last), free(want);
-		free(forced), free(seen), free(keep);
+		free(use), free(rs), free(bwd), free(gjob), free(last);
+		free(want), free(forced), free(seen), free(keep);
 		return -1;
 	}
 	/* last[u]: 0 none yet, 1 forward, 2 backward */
@@ -242,7 +246,13 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 		if (v->kind == DP_FSDP_GRAD) {
 			for (u = 0; u < n; u++)
 				if (p->final[u] == v->stage)
-					f->job[f->njob++] = (struct job){ JOB_RS, u };
+					rs[nrs++] = u;
+			/* a backward use next: its gathers go first */
+			if (e + 1 < ne && p->ev[e + 1].kind == DP_FSDP_USE &&
+			    p->ev[e + 1].backward) {
+				f->upto[e] = f->njob;
+				continue;
+			}
 		} else {
 			nw = window(use, forced, nv, i, K, want, seen, n);
 			memset(keep, 0, (size_t)n);
@@ -264,11 +274,14 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 			f->wait[e] = gjob[v->unit] + 1;
 			i++;
 		}
+		for (k = 0; k < nrs; k++)
+			f->job[f->njob++] = (struct job){ JOB_RS, rs[k] };
+		nrs = 0;
 		f->upto[e] = f->njob;
 	}
 	f->relo[ne] = nrel;
 	memset(f->held, 0, (size_t)n * sizeof(int));
-	free(use), free(bwd), free(gjob), free(last), free(want);
+	free(use), free(rs), free(bwd), free(gjob), free(last), free(want);
 	free(forced), free(seen), free(keep);
 	return 0;
 }
