@@ -177,23 +177,33 @@ dp_fsdp_plan_free(struct dp_fsdp_plan *p)
  * stays whole while the window holds it, rather than being gathered
  * again; with one micro-batch (collx-dp) the first K + 1 distinct units
  * are the next K + 1 uses' but where a resharded unit's backward follows,
- * so nothing changes there. want[] gets the wanted units in order of
- * their next use (seen: room for n flags); returns how many.
+ * so nothing changes there. But a resharded unit's backward within K
+ * switches of unit (a run of uses of one unit counting once: a gpt's
+ * last block, its head's forward and backward between) is wanted too, as
+ * its gather for that use (at[]: the use), which the unit's forward
+ * holding does not serve: plan_jobs frees the unit there and gathers it
+ * again at once, so that the gather runs beside the head rather than
+ * after it. want[] gets the wanted units in order of their next use
+ * (seen: room for n flags); returns how many.
  */
 static int
 window(const int *use, const char *forced, int nv, int i, int K, int *want,
-    char *seen, int n)
+    int *at, char *seen, int n)
 {
-	int j, k = 0, d = 0;
+	int j, k = 0, d = 0, sw = 0;
 
 	memset(seen, 0, (size_t)n);
 	for (j = i; j < nv && d <= K; j++) {
+		if (j > i && use[j] != use[j - 1])
+			sw++;
 		if (seen[use[j]])
 			continue;
 		seen[use[j]] = 1;
 		d++;
-		if (j <= i + K || !forced[j])
+		if (j <= i + K || !forced[j] || sw <= K) {
+			at[k] = j;
 			want[k++] = use[j];
+		}
 	}
 	return k;
 }
@@ -210,6 +220,8 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	int *gjob = calloc((size_t)n + 1, sizeof(int));
 	int *last = calloc((size_t)n + 1, sizeof(int));	/* a use's dir */
 	int *want = calloc((size_t)n + 1, sizeof(int));
+	int *at = calloc((size_t)n + 1, sizeof(int));
+	int *gfor = calloc((size_t)n + 1, sizeof(int));	/* use gathered for */
 	char *forced = calloc((size_t)ne + 1, 1), *seen = calloc((size_t)n + 1,
 	    1), *keep = calloc((size_t)n + 1, 1);
 
@@ -220,12 +232,13 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
 	f->held = calloc((size_t)n + 1, sizeof(int));
 	if (use == NULL || rs == NULL || bwd == NULL || gjob == NULL ||
-	    last == NULL || want == NULL || forced == NULL || seen == NULL ||
-	    keep == NULL ||
-	    f->job == NULL || f->upto == NULL || f->wait == NULL ||
-	    f->relo == NULL || f->rel == NULL || f->held == NULL) {
+	    last == NULL || want == NULL || at == NULL || gfor == NULL ||
+	    forced == NULL || seen == NULL || keep == NULL || f->job == NULL ||
+	    f->upto == NULL || f->wait == NULL || f->relo == NULL ||
+	    f->rel == NULL || f->held == NULL) {
 		free(use), free(rs), free(bwd), free(gjob), free(last);
-		free(want), free(forced), free(seen), free(keep);
+		free(want), free(at), free(gfor), free(forced), free(seen);
+		free(keep);
 		return -1;
 	}
 	/* last[u]: 0 none yet, 1 forward, 2 backward */
@@ -254,7 +267,7 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 				continue;
 			}
 		} else {
-			nw = window(use, forced, nv, i, K, want, seen, n);
+			nw = window(use, forced, nv, i, K, want, at, seen, n);
 			memset(keep, 0, (size_t)n);
 			for (k = 0; k < nw; k++)
 				keep[want[k]] = 1;
@@ -264,13 +277,23 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 					f->held[u] = 0;
 					f->rel[nrel++] = u;
 				}
-			for (k = 0; k < nw; k++)
-				if (!f->held[want[k]]) {
-					f->held[want[k]] = 1;
-					gjob[want[k]] = f->njob;
-					f->job[f->njob++] = (struct job){
-					    JOB_GATHER, want[k] };
+			for (k = 0; k < nw; k++) {
+				u = want[k];
+				/* wanted early for its backward: held for
+				 * its forward, freed and gathered again */
+				if (f->held[u] && at[k] > i + K &&
+				    forced[at[k]] && gfor[u] != at[k]) {
+					f->held[u] = 0;
+					f->rel[nrel++] = u;
 				}
+				if (!f->held[u]) {
+					f->held[u] = 1;
+					gfor[u] = at[k];
+					gjob[u] = f->njob;
+					f->job[f->njob++] = (struct job){
+					    JOB_GATHER, u };
+				}
+			}
 			f->wait[e] = gjob[v->unit] + 1;
 			i++;
 		}
@@ -282,7 +305,7 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->relo[ne] = nrel;
 	memset(f->held, 0, (size_t)n * sizeof(int));
 	free(use), free(rs), free(bwd), free(gjob), free(last), free(want);
-	free(forced), free(seen), free(keep);
+	free(at), free(gfor), free(forced), free(seen), free(keep);
 	return 0;
 }
 
