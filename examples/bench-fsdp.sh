@@ -107,13 +107,13 @@ for rate in $rates; do
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    END { printf "  %-46s %9s %9s %12s %8s %9s\n", "method", "step_ms",
+	    END { printf "  %-56s %9s %9s %12s %8s %9s\n", "method", "step_ms",
 		    "tokens/s", "bytes/step", "exposed", "vs zero2"
 		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k])
 			split(k, w, " "); base = med(s[w[1] " --zero_2"])
 			if (base == "") base = med(s["collx --zero_2"])
 			e = med(g[k]); name = k; gsub(/_/, " ", name)
-			printf "  %-46s %9.1f %9.0f %12s %8s %8.2fx\n", name,
+			printf "  %-56s %9.1f %9.0f %12s %8s %8.2fx\n", name,
 			    t * 1e3, tok / t, b[k], e == "-" ? "-" : e "%",
 			    t / base } }' "$rate.txt"
 	case $rate in
