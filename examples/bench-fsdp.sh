@@ -16,7 +16,9 @@
 # 2 hosts), 4P bytes over its link, G seconds at RATE, while the compute
 # they can hide behind is at most ZeRO-2's compute row (C, its median):
 # the share is at least 1 - C/G. Without resharding after forward
-# (--reshard-after-forward no, a row of its own) one gather a step: 2P.
+# (--reshard-after-forward no, a row of its own) one gather a step, 2P
+# bytes, all before forward uses: hidden at most behind the forward's
+# compute, about C/3 (a backward computes about twice a forward).
 # usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
 # env STEPS (12), BATCH (8), OLD_BIN.
 set -eu
@@ -126,11 +128,11 @@ for rate in $rates; do
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    END { cm = med(c)
-		for (k = 4; k >= 2; k -= 2) { g = k * p * 8 / bits
+	    END { for (k = 4; k >= 2; k -= 2) { g = k * p * 8 / bits
+		cm = k == 4 ? med(c) : med(c) / 3
 		printf "  gathers over a link %.1f ms a step (%dP bytes, P %d), " \
 		    "compute %.1f ms: exposed share >= %.0f%%%s\n", g * 1e3, k,
 		    p, cm * 1e3, (g > cm ? 100 * (1 - cm / g) : 0),
-		    k == 2 ? " without resharding" : "" } }' "$rate.c"
+		    k == 2 ? " without resharding (the forward alone)" : "" } }' "$rate.c"
 done
 echo "  ($((SECONDS - t0)) s in all)"
