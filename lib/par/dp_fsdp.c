@@ -34,6 +34,7 @@
 enum { JOB_GATHER, JOB_RS };
 struct job {
 	int kind, unit;
+	int pop;	/* a gather: then unit's gradient pages populated */
 };
 
 struct dp_fsdp {
@@ -56,6 +57,7 @@ struct dp_fsdp {
 	size_t slot;
 	int nslot, *busy, *pslot;
 	char *gseen;		/* per unit: its gradients populated this pass */
+	char *cpop;		/* per unit: 1 by its gather's job (pop) */
 	double *jt;		/* per job: its start and end this pass */
 	int ei;			/* the next event */
 	int strayed;		/* the pass's events left the plan */
@@ -231,11 +233,12 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->relo = calloc((size_t)ne + 2, sizeof(int));
 	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
 	f->held = calloc((size_t)n + 1, sizeof(int));
+	f->cpop = calloc((size_t)n + 1, 1);
 	if (use == NULL || rs == NULL || bwd == NULL || gjob == NULL ||
 	    last == NULL || want == NULL || at == NULL || gfor == NULL ||
 	    forced == NULL || seen == NULL || keep == NULL || f->job == NULL ||
 	    f->upto == NULL || f->wait == NULL || f->relo == NULL ||
-	    f->rel == NULL || f->held == NULL) {
+	    f->rel == NULL || f->held == NULL || f->cpop == NULL) {
 		free(use), free(rs), free(bwd), free(gjob), free(last);
 		free(want), free(at), free(gfor), free(forced), free(seen);
 		free(keep);
@@ -291,14 +294,23 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 					gfor[u] = at[k];
 					gjob[u] = f->njob;
 					f->job[f->njob++] = (struct job){
-					    JOB_GATHER, u };
+					    JOB_GATHER, u, 0 };
 				}
 			}
 			f->wait[e] = gjob[v->unit] + 1;
+			/* a unit's first backward: its gradient pages
+			 * populated by the gather made for this use, on
+			 * the communication thread (off the pass's
+			 * thread), else by event() (2) */
+			if (v->backward && f->cpop[v->unit] == 0) {
+				f->cpop[v->unit] = gfor[v->unit] == i ? 1 : 2;
+				f->job[gjob[v->unit]].pop =
+				    f->cpop[v->unit] == 1;
+			}
 			i++;
 		}
 		for (k = 0; k < nrs; k++)
-			f->job[f->njob++] = (struct job){ JOB_RS, rs[k] };
+			f->job[f->njob++] = (struct job){ JOB_RS, rs[k], 0 };
 		nrs = 0;
 		f->upto[e] = f->njob;
 	}
@@ -356,9 +368,11 @@ give_back(float *p, size_t n, int zero)
  * given back to the kernel as before. The gradients are given back to
  * the kernel (slots for them too measured above the memory ZeRO-3 is
  * for: zero3.bats's peak RSS), but a unit's are populated writable in
- * one call at its first backward of the pass (populate): the backward's
- * first touch would otherwise fault twice a page, a read mapping the
- * zero page and the write replacing it.
+ * one call before its first backward of the pass (populate): the
+ * backward's first touch would otherwise fault twice a page, a read
+ * mapping the zero page and the write replacing it. Where a gather is
+ * made for that backward, its job populates them after the gather, on
+ * the communication thread, so the pass's thread does not clear them.
  */
 
 /* Unit u's gradient pages populated writable (zero). Without
@@ -558,6 +572,8 @@ run_job(void *ctx, int j)
 	if (jb->kind == JOB_GATHER) {
 		rc = gather(f, jb->unit);
 		f->tg += cli_now() - t0;
+		if (jb->pop)
+			populate(f, jb->unit);
 	} else {
 		rc = dp_zero_reduce(&f->z, f->grads, jb->unit);
 		if (rc == 0 && f->rep != NULL)
@@ -671,7 +687,8 @@ event(struct dp_fsdp *f)
 		dp_ovl_stage(f->ovl, f->upto[e] - 1);
 	if (v->kind == DP_FSDP_USE && v->backward && !f->gseen[v->unit]) {
 		f->gseen[v->unit] = 1;
-		populate(f, v->unit);
+		if (f->cpop[v->unit] != 1)
+			populate(f, v->unit);
 	}
 	if (v->kind == DP_FSDP_USE) {
 		double t0 = cli_now();
@@ -851,6 +868,7 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->pslot);
 	free(f->busy);
 	free(f->gseen);
+	free(f->cpop);
 	if (f->pool != NULL)
 		munmap(f->pool, (size_t)f->nslot * f->slot);
 	free(f);
