@@ -15,7 +15,10 @@
 # two gathers bring each host the other's half of the P parameters (hier,
 # 2 hosts), 4P bytes over its link, G seconds at RATE, while the compute
 # they can hide behind is at most ZeRO-2's compute row (C, its median):
-# the share is at least 1 - C/G.
+# the share is at least 1 - C/G. Without resharding after forward
+# (--reshard-after-forward no, a row of its own) one gather a step, 2P
+# bytes, all before forward uses: hidden at most behind the forward's
+# compute, about C/3 (a backward computes about twice a forward).
 # usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
 # env STEPS (12), BATCH (8), OLD_BIN.
 set -eu
@@ -41,7 +44,8 @@ torch=1
 "$PY" -c 'import torch.distributed' 2>/dev/null || torch=0
 
 cx=("--zero 3 --prefetch 1" "--zero 3 --prefetch 0" "--zero 2"
-    "--zero 3 --prefetch 1 --shard-group host")
+    "--zero 3 --prefetch 1 --shard-group host"
+    "--zero 3 --prefetch 1 --reshard-after-forward no")
 runs=()
 for m in "${cx[@]}"; do
 	runs+=("collx:$m")
@@ -105,13 +109,13 @@ for rate in $rates; do
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    END { printf "  %-46s %9s %9s %12s %8s %9s\n", "method", "step_ms",
+	    END { printf "  %-56s %9s %9s %12s %8s %9s\n", "method", "step_ms",
 		    "tokens/s", "bytes/step", "exposed", "vs zero2"
 		for (i = 1; i <= n; i++) { k = order[i]; t = med(s[k])
 			split(k, w, " "); base = med(s[w[1] " --zero_2"])
 			if (base == "") base = med(s["collx --zero_2"])
 			e = med(g[k]); name = k; gsub(/_/, " ", name)
-			printf "  %-46s %9.1f %9.0f %12s %8s %8.2fx\n", name,
+			printf "  %-56s %9.1f %9.0f %12s %8s %8.2fx\n", name,
 			    t * 1e3, tok / t, b[k], e == "-" ? "-" : e "%",
 			    t / base } }' "$rate.txt"
 	case $rate in
@@ -124,9 +128,11 @@ for rate in $rates; do
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
 			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return a[int((m + 1) / 2)] }
-	    END { g = 4 * p * 8 / bits; cm = med(c)
-		printf "  gathers over a link %.1f ms a step (4P bytes, P %d), compute" \
-		    " %.1f ms: exposed share >= %.0f%%\n", g * 1e3, p, cm * 1e3,
-		    (g > cm ? 100 * (1 - cm / g) : 0) }' "$rate.c"
+	    END { for (k = 4; k >= 2; k -= 2) { g = k * p * 8 / bits
+		cm = k == 4 ? med(c) : med(c) / 3
+		printf "  gathers over a link %.1f ms a step (%dP bytes, P %d), " \
+		    "compute %.1f ms: exposed share >= %.0f%%%s\n", g * 1e3, k,
+		    p, cm * 1e3, (g > cm ? 100 * (1 - cm / g) : 0),
+		    k == 2 ? " without resharding (the forward alone)" : "" } }' "$rate.c"
 done
 echo "  ($((SECONDS - t0)) s in all)"

@@ -266,6 +266,35 @@ PYEOF
 	done
 }
 
+# The communication thread's order (dp_fsdp.c's plan), dp2 on a gpt of 4
+# blocks, K = 1, uses E 0 1 2 3 E | E' 3' 2' 1' 0': the forward gathers
+# E 0 1 2 3 E, and block 3, freed after its forward with its backward
+# next but for the head, again at once (G3'); each backward use then
+# gathers the next block before the reduce-scatter of the one above it:
+# G2' at 3', G1' R3 at 2', G0' R2 at 1', R1 at 0', then R0 and E's. So
+# the jobs start G x 9, R, G, R x 4, and 7 gathers start before the
+# step's backward does (the old order, G3' at the head's backward and
+# each R before the next gather: G x 8, R, G, R, G, R x 3; 6 before).
+@test "the communication thread's order: the last block's backward gather beside the head, a backward's gathers before the reduce-scatter above (trace, dp2, K = 1)" {
+	timeout 30 collx-dp --init gpt --dims 256,16,4,2,8 --seed 1 -o g4.safetensors
+	timeout 60 collx-run -n 2 --timeout 20 -- collx-train -q \
+	    -m g4.safetensors --data "$GPL" --batch 8 --steps 2 --dp 2 \
+	    --zero 3 --trace tr.json
+	timeout 30 "$PY" - tr.json <<'PYEOF'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+      if e.get("ph") == "X" and e["tid"] == 0]
+for k in (0, 1):
+    mine = sorted((e for e in ev if e["args"]["step"] == k),
+                  key=lambda e: e["ts"])
+    jobs = [e for e in mine if e["cat"] in ("gather", "reduce-scatter")]
+    kinds = "".join("G" if e["cat"] == "gather" else "R" for e in jobs)
+    assert kinds == "G" * 9 + "RG" + "R" * 4, (k, kinds)
+    b = min(e["ts"] for e in mine if e["cat"] == "backward")
+    assert sum(e["ts"] < b for e in jobs) == 7, (k, jobs, b)
+PYEOF
+}
+
 # dp2 x pp2 on a gpt of 4 blocks (3280 floats each): stage 0 holds the
 # embeddings (4224 floats, the largest unit) and blocks 0 and 1, 10784
 # floats; each replica keeps half of each unit, 5392, and holds at most

@@ -8,7 +8,9 @@
  * window()), and once its backward stage ends its gradients are
  * reduce-scattered and given back. Gathers of the window (prefetch K:
  * the next K + 1 units) are started at a use, so they run while it
- * computes.
+ * computes; a reduce-scatter whose stage a backward use follows goes
+ * after that use's gathers, since the next layer waits for those and
+ * nothing waits for it until the step's end.
  *
  * Which gathers, reduce-scatters and releases each event brings is fixed
  * before training from the events alone (plan_jobs), the same on every
@@ -32,6 +34,7 @@
 enum { JOB_GATHER, JOB_RS };
 struct job {
 	int kind, unit;
+	int pop;	/* a gather: then unit's gradient pages populated */
 };
 
 struct dp_fsdp {
@@ -54,6 +57,7 @@ struct dp_fsdp {
 	size_t slot;
 	int nslot, *busy, *pslot;
 	char *gseen;		/* per unit: its gradients populated this pass */
+	char *cpop;		/* per unit: 1 by its gather's job (pop) */
 	double *jt;		/* per job: its start and end this pass */
 	int ei;			/* the next event */
 	int strayed;		/* the pass's events left the plan */
@@ -175,23 +179,33 @@ dp_fsdp_plan_free(struct dp_fsdp_plan *p)
  * stays whole while the window holds it, rather than being gathered
  * again; with one micro-batch (collx-dp) the first K + 1 distinct units
  * are the next K + 1 uses' but where a resharded unit's backward follows,
- * so nothing changes there. want[] gets the wanted units in order of
- * their next use (seen: room for n flags); returns how many.
+ * so nothing changes there. But a resharded unit's backward within K
+ * switches of unit (a run of uses of one unit counting once: a gpt's
+ * last block, its head's forward and backward between) is wanted too, as
+ * its gather for that use (at[]: the use), which the unit's forward
+ * holding does not serve: plan_jobs frees the unit there and gathers it
+ * again at once, so that the gather runs beside the head rather than
+ * after it. want[] gets the wanted units in order of their next use
+ * (seen: room for n flags); returns how many.
  */
 static int
 window(const int *use, const char *forced, int nv, int i, int K, int *want,
-    char *seen, int n)
+    int *at, char *seen, int n)
 {
-	int j, k = 0, d = 0;
+	int j, k = 0, d = 0, sw = 0;
 
 	memset(seen, 0, (size_t)n);
 	for (j = i; j < nv && d <= K; j++) {
+		if (j > i && use[j] != use[j - 1])
+			sw++;
 		if (seen[use[j]])
 			continue;
 		seen[use[j]] = 1;
 		d++;
-		if (j <= i + K || !forced[j])
+		if (j <= i + K || !forced[j] || sw <= K) {
+			at[k] = j;
 			want[k++] = use[j];
+		}
 	}
 	return k;
 }
@@ -201,12 +215,15 @@ static int
 plan_jobs(struct dp_fsdp *f, int K, int reshard)
 {
 	const struct dp_fsdp_plan *p = &f->p;
-	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, k, nw, nrel = 0;
+	int n = p->nunit, ne = p->nev, nv = 0, e, u, i, k, nw, nrel = 0, nrs = 0;
 	int *use = calloc((size_t)ne + 1, sizeof(int));
+	int *rs = calloc((size_t)n + 1, sizeof(int));
 	int *bwd = calloc((size_t)n + 1, sizeof(int));
 	int *gjob = calloc((size_t)n + 1, sizeof(int));
 	int *last = calloc((size_t)n + 1, sizeof(int));	/* a use's dir */
 	int *want = calloc((size_t)n + 1, sizeof(int));
+	int *at = calloc((size_t)n + 1, sizeof(int));
+	int *gfor = calloc((size_t)n + 1, sizeof(int));	/* use gathered for */
 	char *forced = calloc((size_t)ne + 1, 1), *seen = calloc((size_t)n + 1,
 	    1), *keep = calloc((size_t)n + 1, 1);
 
@@ -216,12 +233,15 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 	f->relo = calloc((size_t)ne + 2, sizeof(int));
 	f->rel = calloc((size_t)(ne + 1) * (size_t)(n + 1), sizeof(int));
 	f->held = calloc((size_t)n + 1, sizeof(int));
-	if (use == NULL || bwd == NULL || gjob == NULL || last == NULL ||
-	    want == NULL || forced == NULL || seen == NULL || keep == NULL ||
-	    f->job == NULL || f->upto == NULL || f->wait == NULL ||
-	    f->relo == NULL || f->rel == NULL || f->held == NULL) {
-		free(use), free(bwd), free(gjob), free(last), free(want);
-		free(forced), free(seen), free(keep);
+	f->cpop = calloc((size_t)n + 1, 1);
+	if (use == NULL || rs == NULL || bwd == NULL || gjob == NULL ||
+	    last == NULL || want == NULL || at == NULL || gfor == NULL ||
+	    forced == NULL || seen == NULL || keep == NULL || f->job == NULL ||
+	    f->upto == NULL || f->wait == NULL || f->relo == NULL ||
+	    f->rel == NULL || f->held == NULL || f->cpop == NULL) {
+		free(use), free(rs), free(bwd), free(gjob), free(last);
+		free(want), free(at), free(gfor), free(forced), free(seen);
+		free(keep);
 		return -1;
 	}
 	/* last[u]: 0 none yet, 1 forward, 2 backward */
@@ -242,9 +262,15 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 		if (v->kind == DP_FSDP_GRAD) {
 			for (u = 0; u < n; u++)
 				if (p->final[u] == v->stage)
-					f->job[f->njob++] = (struct job){ JOB_RS, u };
+					rs[nrs++] = u;
+			/* a backward use next: its gathers go first */
+			if (e + 1 < ne && p->ev[e + 1].kind == DP_FSDP_USE &&
+			    p->ev[e + 1].backward) {
+				f->upto[e] = f->njob;
+				continue;
+			}
 		} else {
-			nw = window(use, forced, nv, i, K, want, seen, n);
+			nw = window(use, forced, nv, i, K, want, at, seen, n);
 			memset(keep, 0, (size_t)n);
 			for (k = 0; k < nw; k++)
 				keep[want[k]] = 1;
@@ -254,22 +280,44 @@ plan_jobs(struct dp_fsdp *f, int K, int reshard)
 					f->held[u] = 0;
 					f->rel[nrel++] = u;
 				}
-			for (k = 0; k < nw; k++)
-				if (!f->held[want[k]]) {
-					f->held[want[k]] = 1;
-					gjob[want[k]] = f->njob;
-					f->job[f->njob++] = (struct job){
-					    JOB_GATHER, want[k] };
+			for (k = 0; k < nw; k++) {
+				u = want[k];
+				/* wanted early for its backward: held for
+				 * its forward, freed and gathered again */
+				if (f->held[u] && at[k] > i + K &&
+				    forced[at[k]] && gfor[u] != at[k]) {
+					f->held[u] = 0;
+					f->rel[nrel++] = u;
 				}
+				if (!f->held[u]) {
+					f->held[u] = 1;
+					gfor[u] = at[k];
+					gjob[u] = f->njob;
+					f->job[f->njob++] = (struct job){
+					    JOB_GATHER, u, 0 };
+				}
+			}
 			f->wait[e] = gjob[v->unit] + 1;
+			/* a unit's first backward: its gradient pages
+			 * populated by the gather made for this use, on
+			 * the communication thread (off the pass's
+			 * thread), else by event() (2) */
+			if (v->backward && f->cpop[v->unit] == 0) {
+				f->cpop[v->unit] = gfor[v->unit] == i ? 1 : 2;
+				f->job[gjob[v->unit]].pop =
+				    f->cpop[v->unit] == 1;
+			}
 			i++;
 		}
+		for (k = 0; k < nrs; k++)
+			f->job[f->njob++] = (struct job){ JOB_RS, rs[k], 0 };
+		nrs = 0;
 		f->upto[e] = f->njob;
 	}
 	f->relo[ne] = nrel;
 	memset(f->held, 0, (size_t)n * sizeof(int));
-	free(use), free(bwd), free(gjob), free(last), free(want);
-	free(forced), free(seen), free(keep);
+	free(use), free(rs), free(bwd), free(gjob), free(last), free(want);
+	free(at), free(gfor), free(forced), free(seen), free(keep);
 	return 0;
 }
 
@@ -320,9 +368,11 @@ give_back(float *p, size_t n, int zero)
  * given back to the kernel as before. The gradients are given back to
  * the kernel (slots for them too measured above the memory ZeRO-3 is
  * for: zero3.bats's peak RSS), but a unit's are populated writable in
- * one call at its first backward of the pass (populate): the backward's
- * first touch would otherwise fault twice a page, a read mapping the
- * zero page and the write replacing it.
+ * one call before its first backward of the pass (populate): the
+ * backward's first touch would otherwise fault twice a page, a read
+ * mapping the zero page and the write replacing it. Where a gather is
+ * made for that backward, its job populates them after the gather, on
+ * the communication thread, so the pass's thread does not clear them.
  */
 
 /* Unit u's gradient pages populated writable (zero). Without
@@ -522,6 +572,8 @@ run_job(void *ctx, int j)
 	if (jb->kind == JOB_GATHER) {
 		rc = gather(f, jb->unit);
 		f->tg += cli_now() - t0;
+		if (jb->pop)
+			populate(f, jb->unit);
 	} else {
 		rc = dp_zero_reduce(&f->z, f->grads, jb->unit);
 		if (rc == 0 && f->rep != NULL)
@@ -635,7 +687,8 @@ event(struct dp_fsdp *f)
 		dp_ovl_stage(f->ovl, f->upto[e] - 1);
 	if (v->kind == DP_FSDP_USE && v->backward && !f->gseen[v->unit]) {
 		f->gseen[v->unit] = 1;
-		populate(f, v->unit);
+		if (f->cpop[v->unit] != 1)
+			populate(f, v->unit);
 	}
 	if (v->kind == DP_FSDP_USE) {
 		double t0 = cli_now();
@@ -815,6 +868,7 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->pslot);
 	free(f->busy);
 	free(f->gseen);
+	free(f->cpop);
 	if (f->pool != NULL)
 		munmap(f->pool, (size_t)f->nslot * f->slot);
 	free(f);
