@@ -15,7 +15,7 @@
 #define GEMM_CACHE 128
 
 struct gemm_key {
-	int nb, ta, tb, m, n, k, ldc, bias, res, hdst;
+	int nb, ta, tb, m, n, k, lda, ldc, bias, res, hdst;
 	float alpha, beta;
 };
 
@@ -101,8 +101,9 @@ nn_dnnl_version(void)
 	return version;
 }
 
-/* Row-major [r, c] of type t; transposed: stored [c, r] (strides 1, r);
- * nb > 1: nb of them one after another, [nb, r, c] (dense). */
+/* Row-major [r, c] of type t, row stride ld; transposed: stored [c, r]
+ * (strides 1, ld); nb > 1: nb of them one after another, [nb, r, c]
+ * (dense). */
 static void
 md(dnnl_memory_desc_t *d, int nb, int r, int c, int trans, int ld,
     dnnl_data_type_t t)
@@ -111,7 +112,7 @@ md(dnnl_memory_desc_t *d, int nb, int r, int c, int trans, int ld,
 
 	if (trans) {
 		st[0] = 1;
-		st[1] = r;
+		st[1] = ld;
 	}
 	if (nb > 1) {
 		dnnl_dims_t d3 = { nb, r, c }, s3 = { (dnnl_dim_t)r * c, st[0],
@@ -133,8 +134,9 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 	const char *name = NULL;
 	int rc = -1;
 
-	md(&s, key->nb, key->m, key->k, key->ta, key->k, dnnl_bf16);
-	md(&w, key->nb, key->k, key->n, key->tb, key->n, dnnl_bf16);
+	md(&s, key->nb, key->m, key->k, key->ta, key->lda, dnnl_bf16);
+	md(&w, key->nb, key->k, key->n, key->tb, key->tb ? key->k : key->n,
+	    dnnl_bf16);
 	md(&d, key->nb, key->m, key->n, 0, key->ldc, key->hdst ? dnnl_bf16 :
 	    dnnl_f32);
 	md(&b, 1, 1, key->n, 0, key->n, dnnl_f32);	/* unbatched only */
@@ -267,6 +269,15 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, const float *bias,
     const float *res, float *c, int ldc)
 {
+	return nn_dnnl_run_lda(nb, ta, tb, m, n, k, alpha, a, ta ? m : k, b,
+	    beta, bias, res, c, ldc);
+}
+
+int
+nn_dnnl_run_lda(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, int lda, const uint16_t *b, float beta,
+    const float *bias, const float *res, float *c, int ldc)
+{
 	struct gemm_key key;
 
 	memset(&key, 0, sizeof key);
@@ -276,6 +287,7 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
 	key.m = m;
 	key.n = n;
 	key.k = k;
+	key.lda = lda;
 	key.ldc = ldc;
 	key.alpha = alpha;
 	key.beta = beta;
@@ -296,6 +308,7 @@ nn_dnnl_linear_h(int m, int n, int k, const uint16_t *a, const uint16_t *b,
 	key.m = m;
 	key.n = n;
 	key.k = k;
+	key.lda = k;
 	key.ldc = n;
 	key.alpha = 1.0f;
 	key.bias = bias != NULL;
