@@ -290,6 +290,16 @@ keep_add(const struct nn_bview *v)
 	return h;
 }
 
+#ifdef COLLX_DNNL
+/* The copy keep_add listed last (room) taken off the list again. */
+static void
+keep_unlist(const uint16_t *room)
+{
+	keep.n--;
+	keep.used = (size_t)(room - keep.arena);
+}
+#endif
+
 void
 nn_bf16_keep(uint16_t *arena, size_t count)
 {
@@ -543,10 +553,8 @@ nn_gemm_linear_heads(const struct nn_bview *hv, const float *inp,
 				    sizeof(*t));
 		rc = 0;
 	}
-	if (rc < 0 && room) {	/* the caller writes the f32 values */
-		keep.n--;
-		keep.used -= (size_t)hv->nb * hv->rows * hv->cols;
-	}
+	if (rc < 0 && room)	/* the caller writes the f32 values */
+		keep_unlist(room);
 	pthread_mutex_unlock(&lock);
 #else
 	(void)inp, (void)w, (void)b, (void)n, (void)in, (void)o;
@@ -784,6 +792,29 @@ void
 nn_bf16_round(uint16_t *h, const float *src, int n)
 {
 	pack(h, NULL, src, 1, n, n, NULL);
+}
+
+int
+nn_bf16_bmm_heads(int ta, int k, float alpha, const uint16_t *a,
+    const uint16_t *x, float beta, const struct nn_bview *hv, int kept)
+{
+#ifdef COLLX_DNNL
+	int rows = hv->nb / hv->per * hv->rows, rc;
+	uint16_t *room = NULL;
+
+	if (kept && !(room = nn_bf16_keep_room(hv->p, rows, hv->ld)))
+		return -1;
+	rc = nn_dnnl_run_heads(hv->nb / hv->per, hv->per, ta, hv->rows,
+	    hv->cols, k, alpha, a, x, beta, room ? (void *)room : hv->p,
+	    room != NULL, hv->outer, hv->inner, hv->ld);
+	if (rc < 0 && room)
+		keep_unlist(room);
+	return rc;
+#else
+	(void)ta, (void)k, (void)alpha, (void)a, (void)x, (void)beta;
+	(void)hv, (void)kept;
+	return -1;
+#endif
 }
 
 int
