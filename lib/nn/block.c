@@ -334,9 +334,19 @@ attn_backward(struct bscratch *t, const struct nn_block_w *g,
 		nn_attention_backward_to(t->dq, t->dk, t->dv, t->dsm, t->datty,
 		    a->att, a->q, a->k, a->v, sh->b, sh->s, sh->nh, sh->hd,
 		    sh->causal);
-	nn_linear_backward_to(t->C, g->q_w, g->q_b, t->dq, in, w->q_w, n, d, c);
-	nn_linear_backward(t->C, g->k_w, g->k_b, t->dk, in, w->k_w, n, d, c);
-	nn_linear_backward(t->C, g->v_w, g->v_b, t->dv, in, w->v_w, n, d, c);
+	float *const dw[3] = { g->q_w, g->k_w, g->v_w };
+	float *const db[3] = { g->q_b, g->k_b, g->v_b };
+	const float *const dqkv[3] = { t->dq, t->dk, t->dv };
+	const float *const wqkv[3] = { w->q_w, w->k_w, w->v_w };
+
+	if (nn_gemm_linear_grad3(t->C, dw, db, dqkv, in, wqkv, n, d, c) < 0) {
+		nn_linear_backward_to(t->C, g->q_w, g->q_b, t->dq, in, w->q_w,
+		    n, d, c);
+		nn_linear_backward(t->C, g->k_w, g->k_b, t->dk, in, w->k_w, n,
+		    d, c);
+		nn_linear_backward(t->C, g->v_w, g->v_b, t->dv, in, w->v_w, n,
+		    d, c);
+	}
 	return hook_reduce(hk, NN_HOOK_ATTN_BWD, t->C, nd);
 }
 

@@ -30,6 +30,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *abuf, *bbuf, *rbuf;	/* rbuf: nn_gemm_linear_grad_made's */
 static size_t acap, bcap, rcap;
 #ifdef COLLX_DNNL
+static void *tbuf, *sbuf;	/* nn_gemm_linear_grad3's */
+static size_t tcap, scap;
 static void *cbuf;	/* oneDNN's dense output, copied to a spaced one */
 static size_t ccap;
 #endif
@@ -288,6 +290,16 @@ keep_add(const struct nn_bview *v)
 	return h;
 }
 
+#ifdef COLLX_DNNL
+/* The copy keep_add listed last (room) taken off the list again. */
+static void
+keep_unlist(const uint16_t *room)
+{
+	keep.n--;
+	keep.used = (size_t)(room - keep.arena);
+}
+#endif
+
 void
 nn_bf16_keep(uint16_t *arena, size_t count)
 {
@@ -541,10 +553,8 @@ nn_gemm_linear_heads(const struct nn_bview *hv, const float *inp,
 				    sizeof(*t));
 		rc = 0;
 	}
-	if (rc < 0 && room) {	/* the caller writes the f32 values */
-		keep.n--;
-		keep.used -= (size_t)hv->nb * hv->rows * hv->cols;
-	}
+	if (rc < 0 && room)	/* the caller writes the f32 values */
+		keep_unlist(room);
 	pthread_mutex_unlock(&lock);
 #else
 	(void)inp, (void)w, (void)b, (void)n, (void)in, (void)o;
@@ -655,6 +665,74 @@ nn_gemm_linear_grad_made(float *dinp, float *dw, float *db, float *dout,
 	pthread_mutex_unlock(&lock);
 }
 
+#ifdef COLLX_DNNL
+/* nn_gemm_linear_grad3's native path, the lock held: 0, or -1 with
+ * nothing written (no memory). */
+static int
+grad3_native(float *dinp, float *const dw[3], float *const db[3],
+    const float *const dout[3], const float *inp, const float *const w[3],
+    int n, int in, int o)
+{
+	size_t row = 3 * (size_t)o, one = (size_t)o * in;
+	const uint16_t *hw, *hi;
+	uint16_t *h, *st;
+	int j;
+
+	if (!(h = grow(&tbuf, &tcap, (size_t)n * row * sizeof(*h))) ||
+	    !(st = grow(&sbuf, &scap, 3 * one * sizeof(*st))))
+		return -1;
+	for (j = 0; j < 3; j++) {
+		if (!(hw = operand(&bbuf, &bcap, w[j], o, in, in, NULL)))
+			return -1;
+		memcpy(st + j * one, hw, one * sizeof(*st));
+	}
+	if (!(hi = operand(&abuf, &acap, inp, n, in, in, NULL)))
+		return -1;
+	/* the three douts side by side, [n, 3o], db summed meanwhile */
+	for (int r = 0; r < n; r++)
+		for (j = 0; j < 3; j++)
+			pack(h + r * row + (size_t)j * o, NULL, dout[j] +
+			    (size_t)r * o, 1, o, o, db[j]);
+	if (nn_dnnl_run(1, 0, 0, n, in, 3 * o, 1.0f, h, st, 0.0f, NULL, NULL,
+	    dinp, in) < 0) {
+		/* refused (not seen): the f32 rows, as three products */
+		for (j = 0; j < 3; j++)
+			product(NULL, NULL, 0, 0, n, in, o, 1.0f, dout[j], o,
+			    w[j], in, j ? 1.0f : 0.0f, NULL, dinp, in);
+		hi = NULL;	/* abuf may hold a dout now */
+	}
+	for (j = 0; j < 3; j++)
+		if (dw[j] && (!hi || nn_dnnl_run_lda(1, 1, 0, o, in, n, 1.0f,
+		    h + (size_t)j * o, (int)row, hi, 1.0f, NULL, NULL, dw[j],
+		    in) < 0)) {
+			product(NULL, NULL, 1, 0, o, in, n, 1.0f, dout[j], o,
+			    inp, in, 1.0f, NULL, dw[j], in);
+			hi = NULL;
+		}
+	return 0;
+}
+#endif
+
+int
+nn_gemm_linear_grad3(float *dinp, float *const dw[3], float *const db[3],
+    const float *const dout[3], const float *inp, const float *const w[3],
+    int n, int in, int o)
+{
+	int rc = -1;
+
+	if (precision != NN_PREC_BF16 || portable || n <= 0 || in <= 0 ||
+	    o <= 0)
+		return -1;
+#ifdef COLLX_DNNL
+	pthread_mutex_lock(&lock);
+	rc = grad3_native(dinp, dw, db, dout, inp, w, n, in, o);
+	pthread_mutex_unlock(&lock);
+#else
+	(void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w;
+#endif
+	return rc;
+}
+
 /* The batched products' workspace: a few buffers, held with the lock. */
 #define BF16_SLOTS 6
 static struct {
@@ -714,6 +792,29 @@ void
 nn_bf16_round(uint16_t *h, const float *src, int n)
 {
 	pack(h, NULL, src, 1, n, n, NULL);
+}
+
+int
+nn_bf16_bmm_heads(int ta, int k, float alpha, const uint16_t *a,
+    const uint16_t *x, float beta, const struct nn_bview *hv, int kept)
+{
+#ifdef COLLX_DNNL
+	int rows = hv->nb / hv->per * hv->rows, rc;
+	uint16_t *room = NULL;
+
+	if (kept && !(room = nn_bf16_keep_room(hv->p, rows, hv->ld)))
+		return -1;
+	rc = nn_dnnl_run_heads(hv->nb / hv->per, hv->per, ta, hv->rows,
+	    hv->cols, k, alpha, a, x, beta, room ? (void *)room : hv->p,
+	    room != NULL, hv->outer, hv->inner, hv->ld);
+	if (rc < 0 && room)
+		keep_unlist(room);
+	return rc;
+#else
+	(void)ta, (void)k, (void)alpha, (void)a, (void)x, (void)beta;
+	(void)hv, (void)kept;
+	return -1;
+#endif
 }
 
 int

@@ -15,7 +15,9 @@
 #define GEMM_CACHE 128
 
 struct gemm_key {
-	int nb, ta, tb, m, n, k, ldc, bias, res, hdst;
+	int nb, ta, tb, m, n, k, lda, ldc, bias, res, hdst;
+	int nh;			/* > 0: c is heads, nb / nh of nh each */
+	long outer, inner;	/* c's matrix (bi, h) at bi * outer + h * inner */
 	float alpha, beta;
 };
 
@@ -101,8 +103,9 @@ nn_dnnl_version(void)
 	return version;
 }
 
-/* Row-major [r, c] of type t; transposed: stored [c, r] (strides 1, r);
- * nb > 1: nb of them one after another, [nb, r, c] (dense). */
+/* Row-major [r, c] of type t, row stride ld; transposed: stored [c, r]
+ * (strides 1, ld); nb > 1: nb of them one after another, [nb, r, c]
+ * (dense). */
 static void
 md(dnnl_memory_desc_t *d, int nb, int r, int c, int trans, int ld,
     dnnl_data_type_t t)
@@ -111,7 +114,7 @@ md(dnnl_memory_desc_t *d, int nb, int r, int c, int trans, int ld,
 
 	if (trans) {
 		st[0] = 1;
-		st[1] = r;
+		st[1] = ld;
 	}
 	if (nb > 1) {
 		dnnl_dims_t d3 = { nb, r, c }, s3 = { (dnnl_dim_t)r * c, st[0],
@@ -120,6 +123,26 @@ md(dnnl_memory_desc_t *d, int nb, int r, int c, int trans, int ld,
 		return;
 	}
 	dnnl_memory_desc_init_by_strides(d, 2, dims, t, st);
+}
+
+/* The heads' problem: a [b, nh, m, k] dense (ta: each stored [k, m]),
+ * b [b, nh, k, n] dense, c [b, nh, m, n] with c's own strides. */
+static void
+md_heads(dnnl_memory_desc_t *s, dnnl_memory_desc_t *w, dnnl_memory_desc_t *d,
+    const struct gemm_key *key)
+{
+	dnnl_dim_t b = key->nb / key->nh, nh = key->nh, m = key->m,
+	    n = key->n, k = key->k;
+	dnnl_dims_t ds = { b, nh, m, k }, ss = { nh * m * k, m * k,
+	    key->ta ? 1 : k, key->ta ? m : 1 };
+	dnnl_dims_t dw = { b, nh, k, n }, sw = { nh * k * n, k * n, n, 1 };
+	dnnl_dims_t dd = { b, nh, m, n }, sd = { key->outer, key->inner,
+	    key->ldc, 1 };
+
+	dnnl_memory_desc_init_by_strides(s, 4, ds, dnnl_bf16, ss);
+	dnnl_memory_desc_init_by_strides(w, 4, dw, dnnl_bf16, sw);
+	dnnl_memory_desc_init_by_strides(d, 4, dd, key->hdst ? dnnl_bf16 :
+	    dnnl_f32, sd);
 }
 
 static int
@@ -133,10 +156,15 @@ create(struct gemm_prim *p, const struct gemm_key *key)
 	const char *name = NULL;
 	int rc = -1;
 
-	md(&s, key->nb, key->m, key->k, key->ta, key->k, dnnl_bf16);
-	md(&w, key->nb, key->k, key->n, key->tb, key->n, dnnl_bf16);
-	md(&d, key->nb, key->m, key->n, 0, key->ldc, key->hdst ? dnnl_bf16 :
-	    dnnl_f32);
+	if (key->nh)
+		md_heads(&s, &w, &d, key);
+	else {
+		md(&s, key->nb, key->m, key->k, key->ta, key->lda, dnnl_bf16);
+		md(&w, key->nb, key->k, key->n, key->tb, key->tb ? key->k :
+		    key->n, dnnl_bf16);
+		md(&d, key->nb, key->m, key->n, 0, key->ldc, key->hdst ?
+		    dnnl_bf16 : dnnl_f32);
+	}
 	md(&b, 1, 1, key->n, 0, key->n, dnnl_f32);	/* unbatched only */
 	if (dnnl_matmul_desc_init(&desc, &s, &w, key->bias ? &b : NULL, &d) !=
 	    dnnl_success ||
@@ -267,6 +295,15 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, const float *bias,
     const float *res, float *c, int ldc)
 {
+	return nn_dnnl_run_lda(nb, ta, tb, m, n, k, alpha, a, ta ? m : k, b,
+	    beta, bias, res, c, ldc);
+}
+
+int
+nn_dnnl_run_lda(int nb, int ta, int tb, int m, int n, int k, float alpha,
+    const uint16_t *a, int lda, const uint16_t *b, float beta,
+    const float *bias, const float *res, float *c, int ldc)
+{
 	struct gemm_key key;
 
 	memset(&key, 0, sizeof key);
@@ -276,6 +313,7 @@ nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
 	key.m = m;
 	key.n = n;
 	key.k = k;
+	key.lda = lda;
 	key.ldc = ldc;
 	key.alpha = alpha;
 	key.beta = beta;
@@ -296,9 +334,34 @@ nn_dnnl_linear_h(int m, int n, int k, const uint16_t *a, const uint16_t *b,
 	key.m = m;
 	key.n = n;
 	key.k = k;
+	key.lda = k;
 	key.ldc = n;
 	key.alpha = 1.0f;
 	key.bias = bias != NULL;
 	key.hdst = 1;
 	return run(&key, a, b, bias, NULL, c);
+}
+
+int
+nn_dnnl_run_heads(int b, int nh, int ta, int m, int n, int k, float alpha,
+    const uint16_t *a, const uint16_t *x, float beta, void *c, int hdst,
+    size_t outer, size_t inner, int ldc)
+{
+	struct gemm_key key;
+
+	memset(&key, 0, sizeof key);
+	key.nb = b * nh;
+	key.nh = nh;
+	key.ta = ta;
+	key.m = m;
+	key.n = n;
+	key.k = k;
+	key.lda = ta ? m : k;
+	key.ldc = ldc;
+	key.outer = (long)outer;
+	key.inner = (long)inner;
+	key.alpha = alpha;
+	key.beta = beta;
+	key.hdst = hdst;
+	return run(&key, a, x, NULL, NULL, c);
 }

@@ -23,6 +23,17 @@ int nn_dnnl_init(char *err, size_t errlen);
 int nn_dnnl_run(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float beta, const float *bias,
     const float *res, float *c, int ldc);
+/* nn_dnnl_run with a's stored rows lda apart (nb 1). */
+int nn_dnnl_run_lda(int nb, int ta, int tb, int m, int n, int k,
+    float alpha, const uint16_t *a, int lda, const uint16_t *b, float beta,
+    const float *bias, const float *res, float *c, int ldc);
+/* b * nh products c = alpha op(a) x + beta c, a [m, k] (ta: stored
+ * [k, m]) and x [k, n] dense one after another, straight into the heads
+ * of c (f32, or bf16 where hdst): product (bi, h) at c + bi * outer +
+ * h * inner, rows ldc apart. 0 or -1. */
+int nn_dnnl_run_heads(int b, int nh, int ta, int m, int n, int k,
+    float alpha, const uint16_t *a, const uint16_t *x, float beta, void *c,
+    int hdst, size_t outer, size_t inner, int ldc);
 /* c[m,n] = a b^T (+ bias) as nn_dnnl_run's, c dense in bf16: oneDNN
  * rounds the f32 result to nearest even, as nn_bf16_round. 0 or -1. */
 int nn_dnnl_linear_h(int m, int n, int k, const uint16_t *a,
@@ -59,6 +70,17 @@ void nn_gemm_linear_grad(float *dinp, float *dw, float *db,
 void nn_gemm_linear_grad_made(float *dinp, float *dw, float *db,
     float *dout, void (*make)(void *, int, int, float *), void *ctx,
     const float *inp, const float *w, int n, int in, int o, int set);
+
+/* Three layers' nn_gemm_linear_grad on the same inp (attention's q, k
+ * and v), dinp set (=) to their sum, dw[j] and db[j] (any NULL) added to:
+ * native bf16 rounds the three douts side by side into one [n, 3o]
+ * matrix and stacks the weights, so that dinp is one product over 3o
+ * (no partial sums written and read back twice) and each dw reads its
+ * slice of it: 0. Else -1 with nothing written (f32, portable, no
+ * memory): the caller runs the three itself. */
+int nn_gemm_linear_grad3(float *dinp, float *const dw[3],
+    float *const db[3], const float *const dout[3], const float *inp,
+    const float *const w[3], int n, int in, int o);
 
 /*
  * A training pass's bf16 copies, kept: between nn_bf16_keep and
@@ -159,6 +181,14 @@ const uint16_t *nn_bf16_pack(int slot, const struct nn_bview *v);
 uint16_t *nn_bf16_out(int slot, const struct nn_bview *v);
 /* n values rounded to bf16. */
 void nn_bf16_round(uint16_t *h, const float *src, int n);
+/* hv's heads (hv->nb of hv->rows x hv->cols, hv->per to a row of heads,
+ * the row ld = per * cols wide) = alpha op(a) x + beta hv, a's and x's
+ * matrices dense one after another (a [rows, k], ta: stored [k, rows];
+ * x [k, cols]). kept: the result not written to hv but, in bf16, into
+ * its kept copy (nn_bf16_keep_room), -1 where there is none. 0, or -1
+ * with nothing written or kept. */
+int nn_bf16_bmm_heads(int ta, int k, float alpha, const uint16_t *a,
+    const uint16_t *x, float beta, const struct nn_bview *hv, int kept);
 /* nn_dnnl_run's nb products, c = alpha op(a) op(b) dense; 0 or -1. */
 int nn_bf16_bmm(int nb, int ta, int tb, int m, int n, int k, float alpha,
     const uint16_t *a, const uint16_t *b, float *c);

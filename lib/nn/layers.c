@@ -564,22 +564,6 @@ dense_view(const float *p, int nb, int s)
 	return v;
 }
 
-/* The heads of dst = or += (add) the dense [nb, s, hd] src. */
-NN_INLINE void
-heads_put(const struct nn_bview *dst, const float *src, int add)
-{
-	for (int i = 0; i < dst->nb; i++)
-		for (int r = 0; r < dst->rows; r++) {
-			float *d = nn_bview_at(dst, i) + (size_t)r * dst->ld;
-			const float *t = src + ((size_t)i * dst->rows + r) *
-			    dst->cols;
-			if (add)
-				vec_add(d, t, (size_t)dst->cols);
-			else
-				memcpy(d, t, (size_t)dst->cols * sizeof(float));
-		}
-}
-
 void
 nn_linear_forward_heads(float *out, const float *inp, const float *w,
     const float *b, int bsz, int s, int nh, int hd, int in)
@@ -608,18 +592,6 @@ widen_qkv(const float *q, const float *k, const float *v, int b, int s,
 	}
 }
 
-/* The heads of dst's kept bf16 copy h (dst's [rows, nb/per heads] layout,
- * dense) = the dense [nb, s, hd] src rounded, dst itself unwritten. */
-NN_INLINE void
-heads_put_h(uint16_t *h, const struct nn_bview *dst, const float *src)
-{
-	for (int i = 0; i < dst->nb; i++)
-		for (int r = 0; r < dst->rows; r++)
-			nn_bf16_round(h + (nn_bview_at(dst, i) - dst->p) +
-			    (size_t)r * dst->ld, src + ((size_t)i * dst->rows +
-			    r) * dst->cols, dst->cols);
-}
-
 /*
  * bf16 where oneDNN runs it natively: every head at once, one batched
  * product for each of attention's matrix products (a product of one
@@ -639,8 +611,7 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	struct nn_bview ho = heads_view(out, b, s, nh, hd);
 	struct nn_bview ha = dense_view(att, B, s);
 	const uint16_t *Q, *K, *V;
-	uint16_t *A, *H;
-	float *O;
+	uint16_t *A;
 
 	if (nn_bf16_begin() < 0)
 		return -1;
@@ -648,22 +619,18 @@ attention_forward_bf16(float *out, float *att, const float *q,
 	K = nn_bf16_pack(1, &hk);
 	V = nn_bf16_pack(2, &hv);
 	A = nn_bf16_out(3, &ha);	/* kept for the backward pass */
-	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
-	if (!Q || !K || !V || !A || !O || nn_bf16_bmm(B, 0, 1, s, s, hd,
+	if (!Q || !K || !V || !A || nn_bf16_bmm(B, 0, 1, s, s, hd,
 	    1.0f / sqrtf((float)hd), Q, K, att) < 0)
 		goto out;
 	for (size_t r = 0; r < (size_t)B * s; r++) {
 		softmax_row(att + r * s, causal ? (int)(r % s) + 1 : s, s);
 		nn_bf16_round(A + r * s, att + r * s, s);
 	}
-	if (nn_bf16_bmm(B, 0, 0, s, hd, s, 1.0f, A, V, O) < 0)
-		goto out;
 	/* recording a pass: out's only readers, the projection's products,
-	 * take its bf16 copy, rounded here from O */
-	if ((H = nn_bf16_keep_room(out, b * s, nh * hd)))
-		heads_put_h(H, &ho, O);
-	else
-		heads_put(&ho, O, 0);
+	 * take its bf16 copy, which oneDNN writes instead */
+	if (nn_bf16_bmm_heads(0, s, 1.0f, A, V, 0.0f, &ho, 1) < 0 &&
+	    nn_bf16_bmm_heads(0, s, 1.0f, A, V, 0.0f, &ho, 0) < 0)
+		goto out;
 	rc = 0;
 out:
 	nn_bf16_end();
@@ -729,17 +696,17 @@ softmax_backward_rows(float *da, const float *a, int rows, int len, int s)
 /* Causal: in blocks of rows as the forward pass, the saved probabilities
  * being zero beyond column i1-1 of every row of a block. */
 /* The heads of *d += (or =, set) alpha op(a) x (the heads' [s, s] and
- * [s, hd] matrices, in bf16; ta: a transposed), through O; then *d = NULL.
- * 0, or -1 (x NULL: out of memory, or the product failed). */
+ * [s, hd] matrices, in bf16; ta: a transposed); then *d = NULL. 0, or -1
+ * (x NULL: out of memory, or the product failed). */
 NN_INLINE int
 heads_acc(float **d, int set, int ta, float alpha, const uint16_t *a,
-    const uint16_t *x, float *O, int b, int s, int nh, int hd)
+    const uint16_t *x, int b, int s, int nh, int hd)
 {
 	struct nn_bview h = heads_view(*d, b, s, nh, hd);
 
-	if (!x || nn_bf16_bmm(b * nh, ta, 0, s, hd, s, alpha, a, x, O) < 0)
+	if (!x || nn_bf16_bmm_heads(ta, s, alpha, a, x, set ? 0.0f : 1.0f,
+	    &h, 0) < 0)
 		return -1;
-	heads_put(&h, O, !set);
 	*d = NULL;
 	return 0;
 }
@@ -763,16 +730,15 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 	struct nn_bview hq = heads_view(q, b, s, nh, hd);
 	const uint16_t *D, *A, *X;
 	uint16_t *DS;
-	float *O, *S;
+	float *S;
 
 	if (nn_bf16_begin() < 0)
 		return -1;
 	D = nn_bf16_pack(0, &hd_);
-	O = nn_bf16_ws(4, (size_t)B * s * hd * sizeof(*O));
-	if (!D || !O)
+	if (!D)
 		goto out;
 	if (*dv && (!(A = nn_bf16_pack(1, &ha)) || heads_acc(dv, set, 1, 1.0f,
-	    A, D, O, b, s, nh, hd) < 0))
+	    A, D, b, s, nh, hd) < 0))
 		goto out;
 	if (!*dq && !*dk) {
 		rc = 0;
@@ -789,9 +755,9 @@ attention_backward_bf16(float **dq, float **dk, float **dv,
 		softmax_backward_rows(S + r * s, att + r * s, 1, s, s);
 		nn_bf16_round(DS + r * s, S + r * s, s);
 	}
-	if ((*dq && heads_acc(dq, set, 0, scale, DS, nn_bf16_pack(2, &hk), O,
+	if ((*dq && heads_acc(dq, set, 0, scale, DS, nn_bf16_pack(2, &hk),
 	    b, s, nh, hd) < 0) || (*dk && heads_acc(dk, set, 1, scale, DS,
-	    nn_bf16_pack(2, &hq), O, b, s, nh, hd) < 0))
+	    nn_bf16_pack(2, &hq), b, s, nh, hd) < 0))
 		goto out;
 	rc = 0;
 out:
