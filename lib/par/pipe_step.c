@@ -50,8 +50,8 @@ set_spin(struct pipe_run *r, int us)
 }
 
 /* The rows (row floats each) of the step's micro-batch starting at s0,
- * n of them, in the data base: read where they lie when they do not wrap
- * round the data's end (the pipeline does not shuffle), else copied into
+ * n of them, in the data base: read where they lie when they are in
+ * order and do not wrap round the data's end, else copied into
  * the batch's room at s0. A stage reads only its side (the first stage
  * the inputs, the last the targets), and no copy of a whole batch stands
  * before the first forward. */
@@ -62,7 +62,7 @@ batch_rows(struct pipe_run *r, const float *base, float *room, size_t row,
 	int64_t g = (int64_t)r->step * r->cfg->batch + r->rstart + s0;
 	int64_t i0 = train_order_index(&r->ord, g);
 
-	if (i0 + n <= r->d->n)
+	if (!r->ord.shuffle && i0 + n <= r->d->n)
 		return base + (size_t)i0 * row;
 	for (long k = 0; k < n; k++)
 		memcpy(room + (size_t)(s0 + k) * row, base + (size_t)
