@@ -76,13 +76,8 @@ killed_train() {
 		grep -q "^collx-train: step [0-9]*: rank ${k#*:} left, taking 1 replica out; [0-9] of [0-9] replicas go on (0.[0-9]* s to agree and set up again)$" err.log
 	done
 	[ "$(grep -c "^collx-train: ${STEPS:-100} steps, final loss " err.log)" -eq 1 ]
-	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
-	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
-	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $((${STEPS:-100} - 1))) " ]
+	ft_as_ref "${STEPS:-100}"
 	[ "$(tail -n +2 ft.csv | cut -d, -f8 | uniq | tr '\n' ' ')" = "$reps " ]
-	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
-	    <(tail -n +2 ft.csv | cut -d, -f3) |
-	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
 	[ "$(ls -A /dev/shm | sort)" = "$shm" ]
 }
 

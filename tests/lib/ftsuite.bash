@@ -107,3 +107,15 @@ copying() {
 		sleep 0.002
 	done
 }
+
+# ft_as_ref STEPS: ft.safetensors and ft.csv against the run without
+# failures (ref.safetensors, ref.csv): weights within 1e-5, every step once
+# in order, each loss within 1e-5 of the reference's.
+ft_as_ref() {
+	collx-tensor diff ref.safetensors ft.safetensors --atol 1e-5 --rtol 0
+	[ "$(head -1 ft.csv)" = "step,epoch,loss,tokens,seconds,tokens_per_s,bytes_sent,replicas" ]
+	[ "$(tail -n +2 ft.csv | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 $(($1 - 1))) " ]
+	paste -d, <(tail -n +2 ref.csv | cut -d, -f3) \
+	    <(tail -n +2 ft.csv | cut -d, -f3) |
+	    awk -F, '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1 }'
+}
