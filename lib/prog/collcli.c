@@ -157,10 +157,13 @@ run_buckets(struct cc_run *r, const struct cc_plan *p, struct cc_bucket *b,
 		for (i = 0; i < nb; i++)
 			if (collcli_bucket_run(r, &b[i]) < 0)
 				goto failed;
-		if (k >= r->o->warmup)
-			r->secs += cli_now() - t0;
-		if (k >= r->o->warmup && nb > 0)
-			secs[held++] = cli_now() - t0;
+		if (k >= r->o->warmup) {
+			double took = cli_now() - t0;
+
+			r->secs += took;
+			if (nb > 0)
+				secs[held++] = took;
+		}
 		if (held == ROWS_HELD && rows_write(r, b, nb, secs, &held) < 0)
 			return -1;
 	}
