@@ -56,6 +56,12 @@ struct dp_fsdp {
 	char *pool;
 	size_t slot;
 	int nslot, *busy, *pslot;
+	/* The gradients' slots (plan_gslots): ngslot of slot bytes from
+	 * gpool; per unit the slot its gradients take this pass, or -1,
+	 * and gin[u] whether they lie there now. */
+	char *gpool;
+	int ngslot, *gslot;
+	char *gin;
 	char *gseen;		/* per unit: its gradients populated this pass */
 	char *cpop;		/* per unit: 1 by its gather's job (pop) */
 	double *jt;		/* per job: its start and end this pass */
@@ -365,14 +371,19 @@ give_back(float *p, size_t n, int zero)
  * it leaves reads zero, as madvise leaves it. A unit of less than half a
  * slot (a gpt's embeddings beside its layers) keeps the kernel's pages:
  * its faults are few. Where no slot is free, or mremap fails, the unit is
- * given back to the kernel as before. The gradients are given back to
- * the kernel (slots for them too measured above the memory ZeRO-3 is
- * for: zero3.bats's peak RSS), but a unit's are populated writable in
- * one call before its first backward of the pass (populate): the
- * backward's first touch would otherwise fault twice a page, a read
- * mapping the zero page and the write replacing it. Where a gather is
- * made for that backward, its job populates them after the gather, on
- * the communication thread, so the pass's thread does not clear them.
+ * given back to the kernel as before. A unit's gradients take a slot
+ * of a second pool (K + 2 slots, plan_gslots) from its first backward of
+ * the pass to its reduce-scatter, which clears them (a memset of pages
+ * still in cache) before they go back to the slot: given back to the
+ * kernel instead, every gradient page cost a page fault and a page clear
+ * each step, the most system time ZeRO-3 spent beyond ZeRO-2's. Where a
+ * gather is made for that backward, its job moves them in after the
+ * gather, on the communication thread. A unit without a slot is
+ * populated writable in one call (populate): the backward's first touch
+ * would otherwise fault twice a page, a read mapping the zero page and
+ * the write replacing it. Outside passes, while every unit lies whole
+ * (gather_all, the run's outputs), the idle slots' pages go back to the
+ * kernel: the peak RSS counts them no more than the kernel's pages would.
  */
 
 /* Unit u's gradient pages populated writable (zero). Without
@@ -423,28 +434,18 @@ move(uintptr_t from, uintptr_t to, size_t len)
 	    MREMAP_DONTUNMAP, (void *)to) == MAP_FAILED ? -1 : 0;
 }
 
-/* Unit u's pieces backed by a free slot: the slot, or -1 (none free, too
- * small a unit, or a move failed: the range as it was). */
+/* The n pieces [a[i], b[i]) backed by the slot at at: 0, or -1 (a move
+ * failed: the pieces as they were). */
 static int
-pool_in(struct dp_fsdp *f, int u)
+slot_in(uintptr_t at, const uintptr_t *a, const uintptr_t *b, int n)
 {
-	uintptr_t a[2], b[2], at;
-	int n = pieces(f, u, a, b), k, i;
+	int i;
 
-	if (n == 0 || 2 * f->z.rg[u].len * sizeof(float) < f->slot)
-		return -1;
-	for (k = 0; k < f->nslot && f->busy[k]; k++)
-		;
-	if (k == f->nslot)
-		return -1;
-	at = (uintptr_t)f->pool + (size_t)k * f->slot;
 	for (i = 0; i < n; at += b[i] - a[i], i++)
 		if (move(at, a[i], b[i] - a[i]) < 0)
 			break;
-	if (i == n) {
-		f->busy[k] = 1;
-		return k;
-	}
+	if (i == n)
+		return 0;
 	while (i-- > 0) {	/* back, in order, to the slot */
 		at -= b[i] - a[i];
 		move(a[i], at, b[i] - a[i]);
@@ -452,37 +453,184 @@ pool_in(struct dp_fsdp *f, int u)
 	return -1;
 }
 
+/* The slot at at's pages back from the pieces, which read zero. */
+static void
+slot_out(uintptr_t at, const uintptr_t *a, const uintptr_t *b, int n)
+{
+	for (int i = 0; i < n; at += b[i] - a[i], i++)
+		if (move(a[i], at, b[i] - a[i]) < 0)
+			madvise((void *)a[i], b[i] - a[i], MADV_DONTNEED);
+}
+
+/* A unit of less than half a slot keeps the kernel's pages. */
+static int
+small(const struct dp_fsdp *f, int u)
+{
+	return 2 * f->p.unit[u].len * sizeof(float) < f->slot;
+}
+
+/* Unit u's pieces backed by a free slot: the slot, or -1 (none free, too
+ * small a unit, or a move failed: the range as it was). */
+static int
+pool_in(struct dp_fsdp *f, int u)
+{
+	uintptr_t a[2], b[2];
+	int n = pieces(f, u, a, b), k;
+
+	if (n == 0 || small(f, u))
+		return -1;
+	for (k = 0; k < f->nslot && f->busy[k]; k++)
+		;
+	if (k == f->nslot || slot_in((uintptr_t)f->pool + (size_t)k *
+	    f->slot, a, b, n) < 0)
+		return -1;
+	f->busy[k] = 1;
+	return k;
+}
+
 /* Slot k's pages back from unit u's pieces, which read zero. */
 static void
 pool_out(struct dp_fsdp *f, int u, int k)
 {
-	uintptr_t a[2], b[2], at = (uintptr_t)f->pool + (size_t)k * f->slot;
+	uintptr_t a[2], b[2];
 	int n = pieces(f, u, a, b);
 
-	for (int i = 0; i < n; at += b[i] - a[i], i++)
-		if (move(a[i], at, b[i] - a[i]) < 0)
-			madvise((void *)a[i], b[i] - a[i], MADV_DONTNEED);
+	slot_out((uintptr_t)f->pool + (size_t)k * f->slot, a, b, n);
 	f->busy[k] = 0;
 }
 
-/* The pool: slots for the K + 1 units of the window, their pages the
- * kernel's until a gather first writes them (so they add nothing while
- * new's units lie whole); none where it cannot be mapped. */
+/* Unit u's gradient pages (those of its range alone): one piece. */
+static int
+gpiece(const struct dp_fsdp *f, int u, uintptr_t *a, uintptr_t *b)
+{
+	uintptr_t s = (uintptr_t)(f->grads + f->z.rg[u].off);
+
+	whole_pages(s, s + f->z.rg[u].len * sizeof(float), a, b);
+	return *a < *b;
+}
+
+/* Unit u's gradients zero before its first backward of the pass: in its
+ * slot's pages (zero since the last reduce-scatter that left it), else
+ * populated. */
+static void
+grads_in(struct dp_fsdp *f, int u)
+{
+	uintptr_t a, b;
+	int k = f->gslot[u];
+
+	if (k >= 0 && gpiece(f, u, &a, &b) && slot_in((uintptr_t)f->gpool +
+	    (size_t)k * f->slot, &a, &b, 1) == 0)
+		f->gin[u] = 1;
+	else
+		populate(f, u);
+}
+
+/* Unit u's gradients, reduced, given back zero: their slot's pages
+ * cleared (cheaper than the kernel's page a fault) and moved back. */
+static void
+grads_out(struct dp_fsdp *f, int u)
+{
+	float *g = f->grads + f->z.rg[u].off;
+	uintptr_t a, b;
+
+	if (!f->gin[u]) {
+		give_back(g, f->z.rg[u].len, 1);
+		return;
+	}
+	memset(g, 0, f->z.rg[u].len * sizeof(float));
+	gpiece(f, u, &a, &b);
+	slot_out((uintptr_t)f->gpool + (size_t)f->gslot[u] * f->slot, &a, &b,
+	    1);
+	f->gin[u] = 0;
+}
+
+/* n slots of f->slot bytes, their pages the kernel's until first
+ * written (so they add nothing while new's units lie whole); NULL where
+ * they cannot be mapped. */
+static char *
+slots_new(const struct dp_fsdp *f, int n)
+{
+	void *p = mmap(NULL, (size_t)n * f->slot, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* The pools: slots for the K + 1 units of the window, and K + 2 for
+ * gradients (the window's backwards and the reduce-scatter behind
+ * them); none where they cannot be mapped. */
 static void
 pool_new(struct dp_fsdp *f, int K)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE), big = 0;
-	void *p;
 
 	for (int u = 0; u < f->p.nunit; u++)
 		big = f->p.unit[u].len > big ? f->p.unit[u].len : big;
 	f->slot = (big * sizeof(float) + pg - 1) / pg * pg;
-	f->nslot = K + 1;
-	p = mmap(NULL, (size_t)f->nslot * f->slot, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	f->pool = p == MAP_FAILED ? NULL : p;
-	if (f->pool == NULL)
-		f->nslot = 0;
+	f->nslot = (f->pool = slots_new(f, K + 1)) != NULL ? K + 1 : 0;
+	f->ngslot = (f->gpool = slots_new(f, K + 2)) != NULL ? K + 2 : 0;
+}
+
+/*
+ * Which gradient slot each unit takes, fixed before training: a unit's
+ * gradients move into their slot where its first backward of the pass
+ * begins, by the gather job made for that use (on the communication
+ * thread, after the jobs before it) or by event() (once the use's wait
+ * is over), and leave it zero in the unit's reduce-scatter job. So a
+ * slot is free for a unit where the job that emptied it comes before
+ * the unit's move in that order, the same whatever the threads' timing.
+ * A unit no slot is free for, or too small for one, is populated.
+ */
+static int
+plan_gslots(struct dp_fsdp *f)
+{
+	int n = f->p.nunit, m = 0, e, u, j, k;
+	int *pos = malloc((size_t)n * sizeof(int));
+	int *rsj = malloc((size_t)n * sizeof(int));
+	int *need = malloc((size_t)n * sizeof(int));
+	int *owner = malloc(((size_t)f->ngslot + 1) * sizeof(int));
+	char *seen = calloc((size_t)n, 1);
+
+	f->gslot = malloc((size_t)n * sizeof(int));
+	f->gin = calloc((size_t)n, 1);
+	if (pos == NULL || rsj == NULL || need == NULL || owner == NULL ||
+	    seen == NULL || f->gslot == NULL || f->gin == NULL) {
+		free(pos), free(rsj), free(need), free(owner), free(seen);
+		return -1;
+	}
+	for (u = 0; u < n; u++)
+		pos[u] = rsj[u] = f->gslot[u] = -1;
+	for (j = 0; j < f->njob; j++)
+		if (f->job[j].kind == JOB_RS)
+			rsj[f->job[j].unit] = j;
+		else if (f->job[j].pop)
+			pos[f->job[j].unit] = j;
+	for (e = 0; e < f->p.nev; e++) {
+		u = f->p.ev[e].unit;
+		if (f->p.ev[e].kind != DP_FSDP_USE || !f->p.ev[e].backward ||
+		    seen[u])
+			continue;
+		seen[u] = 1;
+		if (f->cpop[u] == 2)
+			pos[u] = f->wait[e];
+		if (!small(f, u)) {
+			for (k = m++; k > 0 && pos[need[k - 1]] > pos[u]; k--)
+				need[k] = need[k - 1];
+			need[k] = u;
+		}
+	}
+	for (k = 0; k < f->ngslot; k++)
+		owner[k] = -1;
+	for (j = 0; j < m; j++)
+		for (u = need[j], k = 0; k < f->ngslot; k++)
+			if (owner[k] < 0 || (rsj[owner[k]] >= 0 &&
+			    rsj[owner[k]] < pos[u])) {
+				f->gslot[u] = k;
+				owner[k] = u;
+				break;
+			}
+	free(pos), free(rsj), free(need), free(owner), free(seen);
+	return 0;
 }
 
 /* The floats of unit u this rank does not own. */
@@ -573,13 +721,12 @@ run_job(void *ctx, int j)
 		rc = gather(f, jb->unit);
 		f->tg += cli_now() - t0;
 		if (jb->pop)
-			populate(f, jb->unit);
+			grads_in(f, jb->unit);
 	} else {
 		rc = dp_zero_reduce(&f->z, f->grads, jb->unit);
 		if (rc == 0 && f->rep != NULL)
 			rc = rep_sum(f, jb->unit);
-		give_back(f->grads + f->z.rg[jb->unit].off,
-		    f->z.rg[jb->unit].len, 1);
+		grads_out(f, jb->unit);
 		f->trs += cli_now() - t0;
 	}
 	f->jt[2 * j + 1] = cli_now();
@@ -627,6 +774,8 @@ dp_fsdp_new(struct comm *c, struct dp_wire *w, enum coll_algo algo,
 	for (u = 0; u < p->nunit; u++)
 		f->pslot[u] = -1;
 	pool_new(f, prefetch);
+	if (plan_gslots(f) < 0)
+		goto oom;
 	if (dp_zero_init(&f->z, 3, c, w, algo, p->unit, p->nunit, opt, oc,
 	    "layer", err, errlen) < 0)
 		goto fail;
@@ -673,7 +822,7 @@ static void
 event(struct dp_fsdp *f)
 {
 	const struct dp_fsdp_event *v = &f->p.ev[f->ei];
-	int e = f->ei++, k, u;
+	int e = f->ei++, k, u, first;
 
 	for (k = f->relo[e]; k < f->relo[e + 1]; k++)
 		release(f, f->rel[k]);
@@ -685,17 +834,22 @@ event(struct dp_fsdp *f)
 		}
 	if (f->upto[e] > 0)
 		dp_ovl_stage(f->ovl, f->upto[e] - 1);
-	if (v->kind == DP_FSDP_USE && v->backward && !f->gseen[v->unit]) {
-		f->gseen[v->unit] = 1;
-		if (f->cpop[v->unit] != 1)
-			populate(f, v->unit);
-	}
+	/* a first backward without its gather's job: gradients here */
+	u = v->unit;
+	first = v->kind == DP_FSDP_USE && v->backward && !f->gseen[u] &&
+	    f->cpop[u] != 1;
+	if (v->kind == DP_FSDP_USE && v->backward)
+		f->gseen[u] = 1;
+	if (first && f->gslot[u] < 0)
+		populate(f, u);		/* beside the wait */
 	if (v->kind == DP_FSDP_USE) {
 		double t0 = cli_now();
 
 		dp_ovl_done(f->ovl, f->wait[e]);
 		f->twait += cli_now() - t0;
 	}
+	if (first && f->gslot[u] >= 0)
+		grads_in(f, u);		/* its slot free once waited */
 }
 
 void
@@ -763,6 +917,10 @@ dp_fsdp_wait(struct dp_fsdp *f, struct dp_fsdp_time *t, char *err,
 	t->tail = cli_now() - t0;
 	f->in_pass = 0;
 	dp_fsdp_release_all(f);
+	/* a failed collective skips the jobs after it: their slots back */
+	for (int u = 0; u < f->p.nunit; u++)
+		if (f->gin[u])
+			grads_out(f, u);
 	t->gather = f->tg;
 	t->reduce_scatter = f->trs;
 	t->wait = f->twait;
@@ -785,6 +943,12 @@ dp_fsdp_step(struct dp_fsdp *f, float scale)
 int
 dp_fsdp_gather_all(struct dp_fsdp *f)
 {
+	/* outside a pass every slot is idle: its pages back to the kernel
+	 * while the units lie whole (refaulted once if passes follow) */
+	if (f->pool != NULL)
+		madvise(f->pool, (size_t)f->nslot * f->slot, MADV_DONTNEED);
+	if (f->gpool != NULL)
+		madvise(f->gpool, (size_t)f->ngslot * f->slot, MADV_DONTNEED);
 	for (int u = 0; u < f->p.nunit; u++) {
 		hold(f, u);
 		if (dp_zero_allgather_one(&f->z, f->params, u) < 0)
@@ -869,8 +1033,12 @@ dp_fsdp_free(struct dp_fsdp *f)
 	free(f->busy);
 	free(f->gseen);
 	free(f->cpop);
+	free(f->gslot);
+	free(f->gin);
 	if (f->pool != NULL)
 		munmap(f->pool, (size_t)f->nslot * f->slot);
+	if (f->gpool != NULL)
+		munmap(f->gpool, (size_t)f->ngslot * f->slot);
 	free(f);
 }
 
