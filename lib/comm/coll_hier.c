@@ -332,6 +332,58 @@ allgather_leader(const struct coll_hier *h, struct coll_call *lx,
 	    all * e));
 }
 
+/*
+ * Shares without the packed buffer, where hosts are even, their ranks lie
+ * host by host in the group's order (byhost the identity) and the cross
+ * step is a ring (two hosts, or the flat model's pick): across hosts a
+ * ring over this local rank's blocks, each straight at its place in recv,
+ * then within the host one allgather per host of its blocks, which lie
+ * together. The same bytes as allgather_shares, without its copy of the
+ * whole out of packed.
+ */
+static int
+allgather_inplace(const struct coll_hier *h, struct coll_call *lx,
+    struct coll_call *cx, char *recv, const size_t *off, size_t *sub)
+{
+	int i = lx->rank, H = h->hosts, L = lx->world, k, j, s;
+	size_t e = lx->esz;
+
+	for (s = 0; s < H - 1; s++) {
+		int sr = h->first[coll_mod(cx->rank - s, H)] + i;
+		int rr = h->first[coll_mod(cx->rank - s - 1, H)] + i;
+
+		comm_set_step(cx->c, "%s allgather step %d", cx->algo, s);
+		if (coll_xchg(cx, (cx->rank + 1) % H, recv + off[sr] * e,
+		    (off[sr + 1] - off[sr]) * e, (cx->rank + H - 1) % H,
+		    recv + off[rr] * e, (off[rr + 1] - off[rr]) * e, 0) < 0)
+			return -1;
+	}
+	for (k = 0; k < H && L > 1; k++) {
+		int f = h->first[k];
+
+		for (j = 0; j <= L; j++)
+			sub[j] = off[f + j] - off[f];
+		if (coll_allgatherv_algo(lx, recv + off[f + i] * e, recv +
+		    off[f] * e, sub, flat(lx, COLL_KIND_ALLGATHER, sub[L] * e)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Whether allgather_inplace serves: bytes, those of the cross step. */
+static int
+inplace_fits(const struct coll_hier *h, const struct coll_call *x,
+    const struct coll_call *cx, size_t bytes)
+{
+	if (h->lmin != h->lmax)
+		return 0;
+	for (int r = 0; r < x->world; r++)
+		if (h->byhost[r] != r)
+			return 0;
+	return h->hosts == 2 || flat(cx, COLL_KIND_ALLGATHER, bytes) ==
+	    COLL_RING;
+}
+
 int
 coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
     const size_t *off)
@@ -345,6 +397,14 @@ coll_hier_allgatherv(struct coll_call *x, const void *send, char *recv,
 
 	if (h == NULL)
 		return -1;
+	/* send is at recv's place already (coll_allgatherv_algo) */
+	if (inplace_fits(h, x, &cx, off[w] * e / (size_t)h->lmax)) {
+		if ((sub = coll_alloc(x, ((size_t)w + 1) * sizeof *sub)) == NULL)
+			return -1;
+		rc = allgather_inplace(h, &lx, &cx, recv, off, sub);
+		free(sub);
+		return rc;
+	}
 	if ((order = coll_alloc(x, (size_t)w * sizeof *order)) == NULL ||
 	    (poff = coll_alloc(x, ((size_t)w + 1) * sizeof *poff)) == NULL ||
 	    (sub = coll_alloc(x, ((size_t)w + 1) * sizeof *sub)) == NULL ||
