@@ -224,11 +224,13 @@ same() {
 # kernel, each gathered page came back as a page fault (two gathers a
 # step, half of each layer) and each gradient page as two (its first read
 # maps the zero page, its write replaces it): about 3 x 6243 faults a
-# step. A gather's pages come from ZeRO-3's pool and a unit's gradient
-# pages are populated in one call (a fault each): about 6243 a step, the
-# step's growth in minor faults between 2 and 8 steps checked below
-# 1.25 x that on every rank.
-@test "page faults a step on 2 ranks: gathers fault none (the pool), gradients one a page (populated), under 1.25 x the model's pages" {
+# step; populated in one call, the gradients still one a page. A
+# gather's pages and a layer's gradients come from ZeRO-3's slots, moved
+# in and out, resident after the first step: only the embeddings' unit
+# (too small for a slot, 1/8 of a layer) faults, some 150 a step. The
+# step's growth in minor faults between 2 and 8 steps checked below a
+# tenth of the model's pages on every rank.
+@test "page faults a step on 2 ranks: gathers and gradients fault none (the slots), under a tenth of the model's pages" {
 	need "GNU time" test -x /usr/bin/time
 	timeout 30 collx-dp --init gpt --dims 256,256,8,4,32 --seed 1 -o g.safetensors
 	for k in 2 8; do
@@ -237,7 +239,7 @@ same() {
 	done
 	paste pf2 pf8
 	paste pf2 pf8 | awk '{ d = ($2 - $1) / 6; print d
-	    if (d < 0 || d > 1.25 * 6392320 * 4 / 4096) exit 1 }'
+	    if (d < 0 || d > 0.1 * 6392320 * 4 / 4096) exit 1 }'
 }
 
 # Checkpoints are plain DP's files, written a tensor at a time by rank 0
