@@ -704,8 +704,10 @@ check_local(struct opts *o)
 {
 	const char *s = o->dp.syncs, *e, *what;
 	int local = o->dpo.sync_every > 0;
+	char err[COLLX_ERRLEN];
 
-	dpopt_check(&o->dpo, 0);
+	if (dpopt_check(&o->dpo, 0, err, sizeof(err)) < 0)
+		cli_usage_error("%s", err);
 	what = local ? "--sync-every" : "--powersgd";
 	for (; (local || o->dp.powersgd) && *s != '\0'; s = *e ? e + 1 : e) {
 		size_t n = strcspn(s, ",");
