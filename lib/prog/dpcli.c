@@ -36,32 +36,21 @@ parse_sync(struct dpcli *o, const char *s, char *err, size_t errlen)
 	return 1;
 }
 
-/* An int option's value within min..max into *v: 1, or -1. */
-static int
-int_value(const char *opt, const char *a, long min, long max, int *v,
-    char *err, size_t errlen)
-{
-	long l;
-
-	if (cli_long_value(opt, a, min, max, &l, err, errlen) < 0)
-		return -1;
-	*v = (int)l;
-	return 1;
-}
-
 /* Options of training; 0 when c was not one of them. */
 static int
 train_option(struct dpcli *o, int c, const char *a, char *err, size_t errlen)
 {
 	struct dp_cfg *f = &o->cfg;
 	long seed;
+	int rc = 0;
 
 	switch (c) {
 	case DPCLI_SYNC: return parse_sync(o, a, err, errlen);
 	case DPCLI_PS_SERVERS:
 		o->have_ps_servers = 1;
-		return int_value("--ps-servers", a, 1, 1 << 20, &f->ps_servers,
-		    err, errlen);
+		rc = cli_int_value("--ps-servers", a, 1, 1 << 20,
+		    &f->ps_servers, err, errlen);
+		break;
 	case DPCLI_PS: f->ps_addrs = a; break;
 	case DPCLI_PS_MODE:
 		if (ps_mode_parse(a, &f->ps_mode) < 0)
@@ -69,19 +58,19 @@ train_option(struct dpcli *o, int c, const char *a, char *err, size_t errlen)
 			    "async, not '%s'", a);
 		break;
 	case DPCLI_STALENESS:
-		return int_value("--staleness", a, 0, 1 << 30, &f->staleness,
+		rc = cli_int_value("--staleness", a, 0, 1 << 30, &f->staleness,
 		    err, errlen);
+		break;
 	case DPCLI_SHUFFLE: f->shuffle = 1; break;
 	case DPCLI_FT: f->ft = 1; break;
 	case DPCLI_SEED:
-		if (cli_long_value("--seed", a, 0, 0x7fffffffffffffffL, &seed,
-		    err, errlen) < 0)
-			return -1;
-		f->seed = (uint64_t)seed;
+		if ((rc = cli_long_value("--seed", a, 0, 0x7fffffffffffffffL,
+		    &seed, err, errlen)) == 0)
+			f->seed = (uint64_t)seed;
 		break;
 	default: return 0;
 	}
-	return 1;
+	return rc < 0 ? -1 : 1;
 }
 
 /* --init's experts options; 0 when c is not one of them. */
@@ -89,24 +78,25 @@ static int
 moe_option(struct dpcli *o, int c, const char *a, char *err, size_t errlen)
 {
 	const long big = 1L << 30;
+	struct nn_moe_cfg *m = &o->moe.moe;
 	int r;
 
 	switch (c) {
 	case DPCLI_EXPERTS:
 		o->have_experts = 1;
-		return int_value("--experts", a, -big, big,
-		    &o->moe.moe.experts, err, errlen);
-	case DPCLI_TOPK:
-		r = int_value("--topk", a, -big, big, &o->moe.moe.topk, err,
+		r = cli_int_value("--experts", a, -big, big, &m->experts, err,
 		    errlen);
+		return r < 0 ? -1 : 1;
+	case DPCLI_TOPK:
+		r = cli_int_value("--topk", a, -big, big, &m->topk, err, errlen);
 		break;
 	case DPCLI_MOE_EVERY:
-		r = int_value("--moe-every", a, -big, big, &o->moe.moe_every,
+		r = cli_int_value("--moe-every", a, -big, big, &o->moe.moe_every,
 		    err, errlen);
 		break;
 	case DPCLI_CAPACITY:
-		r = cli_double_value("--capacity", a, 0, 1e9,
-		    &o->moe.moe.capacity, err, errlen);
+		r = cli_double_value("--capacity", a, 0, 1e9, &m->capacity, err,
+		    errlen);
 		break;
 	case DPCLI_AUX_LOSS:
 		r = cli_double_value("--aux-loss", a, 0, 1e9, &o->moe.moe_aux,

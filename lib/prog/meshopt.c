@@ -6,32 +6,24 @@
 #include "prog/meshopt.h"
 #include "prog/trainopt_check.h"
 
-/* --dp, --tp, --pp: a positive size or -1. */
+/* --dp, --tp, --pp: a positive size or -1; 1, or -1. */
 static int
 axis_value(const char *opt, const char *a, int *v, char *err, size_t errlen)
 {
-	long l;
-
-	if (cli_long_value(opt, a, -1, 1 << 20, &l, err, errlen) < 0)
+	if (cli_int_value(opt, a, -1, 1 << 20, v, err, errlen) < 0)
 		return -1;
-	if (l == 0)
+	if (*v == 0)
 		return cli_fail(err, errlen, "%s: want a positive size or -1, "
 		    "not 0", opt);
-	*v = (int)l;
 	return 1;
 }
 
-/* --cp, --ep, --ranks-per-host: a positive count. */
+/* --cp, --ep, --ranks-per-host: a positive count; 1, or -1. */
 static int
 count_value(const char *opt, const char *a, int *v, char *err,
     size_t errlen)
 {
-	long l;
-
-	if (cli_long_value(opt, a, 1, 1 << 20, &l, err, errlen) < 0)
-		return -1;
-	*v = (int)l;
-	return 1;
+	return cli_int_value(opt, a, 1, 1 << 20, v, err, errlen) < 0 ? -1 : 1;
 }
 
 int
