@@ -294,6 +294,18 @@ cli_long_value(const char *opt, const char *s, long min, long max, long *out,
 	return 0;
 }
 
+int
+cli_int_value(const char *opt, const char *s, long min, long max, int *out,
+    char *err, size_t errlen)
+{
+	long v;
+
+	if (cli_long_value(opt, s, min, max, &v, err, errlen) < 0)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
 long
 cli_parse_long(const char *opt, const char *s, long min, long max)
 {
@@ -386,21 +398,33 @@ cli_size_value(const char *s, size_t *out)
 	return 0;
 }
 
+int
+cli_size_arg(const char *opt, const char *s, size_t *out, char *err,
+    size_t errlen)
+{
+	char buf[64];
+
+	if (cli_size_value(s, out) < 0)
+		return cli_fail(err, errlen, "%s: invalid size '%s' (a whole "
+		    "number of bytes, optionally with K, M, G or T)",
+		    label(opt, buf, sizeof buf), s ? s : "");
+	return 0;
+}
+
 size_t
 cli_parse_size(const char *opt, const char *s)
 {
-	char buf[64];
+	char err[COLLX_ERRLEN];
 	size_t v;
 
-	if (cli_size_value(s, &v) < 0)
-		cli_usage_error("%s: invalid size '%s' (a whole number of bytes,"
-		    " optionally with K, M, G or T)", label(opt, buf, sizeof buf),
-		    s ? s : "");
+	if (cli_size_arg(opt, s, &v, err, sizeof err) < 0)
+		cli_usage_error("%s", err);
 	return v;
 }
 
 int
-cli_parse_list(const char *opt, const char *s, long *out, int max)
+cli_list_value(const char *opt, const char *s, long *out, int max,
+    char *err, size_t errlen)
 {
 	char buf[64], item[64];
 	const char *p = s, *comma;
@@ -408,26 +432,39 @@ cli_parse_list(const char *opt, const char *s, long *out, int max)
 	int n = 0;
 
 	if (s == NULL || *s == '\0')
-		cli_usage_error("%s: empty list", label(opt, buf, sizeof buf));
+		return cli_fail(err, errlen, "%s: empty list",
+		    label(opt, buf, sizeof buf));
 	for (;;) {
 		comma = strchr(p, ',');
 		len = comma ? (size_t)(comma - p) : strlen(p);
 		if (len == 0 || len >= sizeof item)
-			cli_usage_error("%s: invalid list '%s'",
+			return cli_fail(err, errlen, "%s: invalid list '%s'",
 			    label(opt, buf, sizeof buf), s);
 		memcpy(item, p, len);
 		item[len] = '\0';
 		if (n >= max)
-			cli_usage_error("%s: too many values in '%s' (at most %d)",
-			    label(opt, buf, sizeof buf), s, max);
+			return cli_fail(err, errlen, "%s: too many values in "
+			    "'%s' (at most %d)", label(opt, buf, sizeof buf), s,
+			    max);
 		if (strict_long(item, &out[n]) < 0)
-			cli_usage_error("%s: invalid integer '%s' in '%s'",
-			    label(opt, buf, sizeof buf), item, s);
+			return cli_fail(err, errlen, "%s: invalid integer '%s' "
+			    "in '%s'", label(opt, buf, sizeof buf), item, s);
 		n++;
 		if (comma == NULL)
 			return n;
 		p = comma + 1;
 	}
+}
+
+int
+cli_parse_list(const char *opt, const char *s, long *out, int max)
+{
+	char err[COLLX_ERRLEN];
+	int n;
+
+	if ((n = cli_list_value(opt, s, out, max, err, sizeof err)) < 0)
+		cli_usage_error("%s", err);
+	return n;
 }
 
 /* One pass to measure (out == NULL), one to copy. */

@@ -79,15 +79,24 @@ int cli_long_value(const char *opt, const char *s, long min, long max,
     long *out, char *err, size_t errlen);
 int cli_double_value(const char *opt, const char *s, double min, double max,
     double *out, char *err, size_t errlen);
+/* cli_long_value into an int (min and max within int's range). */
+int cli_int_value(const char *opt, const char *s, long min, long max,
+    int *out, char *err, size_t errlen);
 /* Sizes with an optional K/M/G/T suffix (powers of 1024; "64K", "4KiB",
  * "1.5M" when that is a whole number of bytes). */
 size_t cli_parse_size(const char *opt, const char *s);
+/* The same for the library: 0, or -1 with the usage error's text in err. */
+int cli_size_arg(const char *opt, const char *s, size_t *out, char *err,
+    size_t errlen);
 /* The same without dying: 0, or -1 for a bad size. */
 int cli_size_value(const char *s, size_t *out);
 /* "host:port" or "[v6addr]:port" (port 1..65535) into host and port; 0 or -1. */
 int cli_hostport_parse(const char *s, char *host, size_t hostlen, int *port);
 /* Comma-separated integers ("2,3,4"); returns the count, at most max. */
 int cli_parse_list(const char *opt, const char *s, long *out, int max);
+/* The same for the library: the count, or -1 with the usage error's text. */
+int cli_list_value(const char *opt, const char *s, long *out, int max,
+    char *err, size_t errlen);
 
 /* Allocation for programs: out of memory is a runtime failure (exit 1).
  * cli_calloc never returns NULL, even for a zero size. */

@@ -64,54 +64,67 @@ dpopt_option(struct dp_opts *o, int opt, const char *a)
 	return 1;
 }
 
-void
-dpopt_check(struct dp_opts *o, long ckpt_every)
+int
+dpopt_check(struct dp_opts *o, long ckpt_every, char *err, size_t errlen)
 {
 	int zero = o->zero, psgd = o->powersgd;
 
 	if ((o->prefetch_given || o->reshard_given || o->shard_given) &&
 	    zero != 3)
-		cli_usage_error("--%s goes with --zero 3", o->prefetch_given ?
-		    "prefetch" : o->reshard_given ? "reshard-after-forward" :
-		    "shard-group");
+		return cli_fail(err, errlen, "--%s goes with --zero 3",
+		    o->prefetch_given ? "prefetch" : o->reshard_given ?
+		    "reshard-after-forward" : "shard-group");
 	if (zero == 3 && !o->overlap)
-		cli_usage_error("--no-overlap and --zero 3: ZeRO-3's gathers "
-		    "and reduce-scatters run on the communication thread");
+		return cli_fail(err, errlen, "--no-overlap and --zero 3: "
+		    "ZeRO-3's gathers and reduce-scatters run on the "
+		    "communication thread");
 	if (o->powersgd > 0 && zero > 0)
-		cli_usage_error("--powersgd and --zero %d: PowerSGD sums whole "
-		    "matrices, not ZeRO's slices", zero);
+		return cli_fail(err, errlen, "--powersgd and --zero %d: "
+		    "PowerSGD sums whole matrices, not ZeRO's slices", zero);
 	if (o->sync_every > 1 && zero > 0)
-		cli_usage_error("--sync-every %ld and --zero %d: each replica's "
-		    "own steps need its whole optimizer state", o->sync_every,
-		    zero);
+		return cli_fail(err, errlen, "--sync-every %ld and --zero %d: "
+		    "each replica's own steps need its whole optimizer state",
+		    o->sync_every, zero);
 	if ((o->outer_lr >= 0 || o->outer_momentum >= 0) && o->sync_every == 0)
-		cli_usage_error("--outer-lr and --outer-momentum go with "
-		    "--sync-every");
+		return cli_fail(err, errlen, "--outer-lr and --outer-momentum "
+		    "go with --sync-every");
 	if (o->powersgd_start >= 0 && psgd == 0)
-		cli_usage_error("--powersgd-start goes with --powersgd");
+		return cli_fail(err, errlen, "--powersgd-start goes with "
+		    "--powersgd");
 	if (psgd > 0 && o->wire != DP_WIRE_F32)
-		cli_usage_error("--powersgd and --wire %s: PowerSGD's factors "
-		    "travel in f32", dp_wire_name(o->wire));
+		return cli_fail(err, errlen, "--powersgd and --wire %s: "
+		    "PowerSGD's factors travel in f32", dp_wire_name(o->wire));
 	if (psgd > 0 && o->sync_every > 0)
-		cli_usage_error("--powersgd and --sync-every: local SGD syncs "
-		    "parameters, not gradients");
+		return cli_fail(err, errlen, "--powersgd and --sync-every: local "
+		    "SGD syncs parameters, not gradients");
 	if (o->sync_every > 1 && ckpt_every % o->sync_every != 0)
-		cli_usage_error("--checkpoint-every %ld is no multiple of "
-		    "--sync-every %ld (a checkpoint is taken where the replicas "
-		    "have synced)", ckpt_every, o->sync_every);
+		return cli_fail(err, errlen, "--checkpoint-every %ld is no "
+		    "multiple of --sync-every %ld (a checkpoint is taken where "
+		    "the replicas have synced)", ckpt_every, o->sync_every);
 	o->powersgd_start = o->powersgd_start >= 0 ? o->powersgd_start : 10;
 	o->outer_lr = o->outer_lr >= 0 ? o->outer_lr : 0.7;
 	o->outer_momentum = o->outer_momentum >= 0 ? o->outer_momentum : 0.9;
+	return 0;
 }
 
-void
-dpopt_check_prefetch(const struct dp_opts *o, const struct nn_model *m)
+int
+dpopt_prefetch_check(const struct dp_opts *o, const struct nn_model *m,
+    char *err, size_t errlen)
 {
 	int L = m->dims.layers > 0 ? m->dims.layers : 1;
 
 	if (o->zero == 3 && o->prefetch > L)
-		cli_usage_error("--prefetch %d: the model has %d layer%s",
-		    o->prefetch, L, L > 1 ? "s" : "");
+		return cli_fail(err, errlen, "--prefetch %d: the model has %d "
+		    "layer%s", o->prefetch, L, L > 1 ? "s" : "");
+	return 0;
+}
+
+const char *
+dpopt_ft_with(const struct dp_opts *d)
+{
+	return d->zero == 3 && d->shard_host ? "--shard-group host" :
+	    d->wire != DP_WIRE_F32 ? "--wire" : d->powersgd > 0 ?
+	    "--powersgd" : d->sync_every > 0 ? "--sync-every" : NULL;
 }
 
 void

@@ -58,13 +58,18 @@ enum {
 /* Option opt with its value a into o: 1, or 0 when opt is none of these;
  * a bad value ends the program with a usage error (exit 2). */
 int dpopt_option(struct dp_opts *o, int opt, const char *a);
-/* After the command line: a combination no program can run ends it with
- * a usage error naming both options (ckpt_every: --checkpoint-every's
- * steps, 0 without checkpoints); then the defaults of the options not
- * given. */
-void dpopt_check(struct dp_opts *o, long ckpt_every);
-/* Under --zero 3, --prefetch beyond m's layers: a usage error (exit 2). */
-void dpopt_check_prefetch(const struct dp_opts *o, const struct nn_model *m);
+/* After the command line: 0, or -1 when it is a combination no program
+ * can run, the usage error naming both options in err (ckpt_every:
+ * --checkpoint-every's steps, 0 without checkpoints); then the defaults
+ * of the options not given. */
+int dpopt_check(struct dp_opts *o, long ckpt_every, char *err,
+    size_t errlen);
+/* Under --zero 3, --prefetch beyond m's layers: -1 with the usage error. */
+int dpopt_prefetch_check(const struct dp_opts *o, const struct nn_model *m,
+    char *err, size_t errlen);
+/* The first of o's options that keeps state of a replica's own, which
+ * --ft would lose with it ("--wire"), or NULL. */
+const char *dpopt_ft_with(const struct dp_opts *o);
 /* o's options into the job every rank must agree on; buckets: with
  * --bucket-mb and --no-overlap (collx-dp's). */
 void dpopt_agree(struct prog_job *job, const struct dp_opts *o, int buckets);
