@@ -4,6 +4,7 @@
  * waits progress the transport. Then the tied embedding's gradient is
  * summed between the first and last stage, the loss goes to rank 0 and
  * every stage updates the parameters it holds. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/util.h"
@@ -224,10 +225,34 @@ backward(struct pipe_run *r, int c, int i)
 	t0 = cli_now();
 	ps->bwd += t0 - t1;
 	span(r, 'B', c, i, t1, t0);
-	if (!st->split) {
+	if (st->early)
+		r->late[c] = i;
+	else if (!st->split) {
 		pipe_unit_release(r, c, r->mslot[k]);
 		r->mslot[k] = NULL;
 	}
+	return 0;
+}
+
+/* The weight part of micro-batch i on chunk c, whose input part has
+ * run: a split schedule's W<i>, or an early stage's after its
+ * gradient's send. */
+static int
+weight(struct pipe_run *r, int c, int i)
+{
+	struct pipe_stat *ps = &r->stat[r->step];
+	int k = c * r->cfg->micro + i;
+	double t0 = cli_now(), t1;
+
+	pipe_unit_weight(r, c, r->mslot[k]);
+	if (comm_progress(r->c) < 0)
+		return pipe_comm_failed(r);
+	t1 = cli_now();
+	ps->bwd += t1 - t0;
+	/* a split backward's weight part: W<i> in the trace */
+	span(r, 'W', c, i, t0, t1);
+	pipe_unit_release(r, c, r->mslot[k]);
+	r->mslot[k] = NULL;
 	return 0;
 }
 
@@ -277,16 +302,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return -1;
 		return backward(r, c, i);
 	case PIPE_WGT:
-		pipe_unit_weight(r, c, sl);
-		if (comm_progress(r->c) < 0)
-			return pipe_comm_failed(r);
-		t1 = cli_now();
-		ps->bwd += t1 - t0;
-		/* a split backward's weight part: W<i> in the trace */
-		span(r, 'W', c, i, t0, t1);
-		pipe_unit_release(r, c, sl);
-		r->mslot[k] = NULL;
-		return 0;
+		return weight(r, c, i);
 	case PIPE_SEND_GRAD:
 		if (comm_isend(grad_comm(r), a->peer, PIPE_TAG_GRAD,
 		    grad_buffer(r, c, i), bin, &r->sgrad[k]) < 0)
@@ -297,6 +313,11 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 	t1 = cli_now();
 	ps->send += t1 - t0;
 	span(r, 'S', c, i, t0, t1);
+	/* every backward of a stage that sends is followed by its send */
+	if (a->op == PIPE_SEND_GRAD && r->late != NULL && r->late[c] == i) {
+		r->late[c] = -1;
+		return weight(r, c, i);
+	}
 	return 0;
 }
 
@@ -397,6 +418,25 @@ zero_grads(struct pipe_run *r)
 		memset(r->grads + r->own[q].off, 0, r->own[q].len *
 		    sizeof(float));
 	return 1;
+}
+
+int
+pipe_early_init(struct pipe_run *r)
+{
+	int c, any = 0;
+
+	if (pipe_replicas(r) != NULL || r->zero != NULL || r->sync != NULL ||
+	    r->cfg->ft != NULL)
+		return 0;
+	for (c = 0; c < r->nchunk; c++)
+		any |= tp_stage_early(pipe_chunk(r, c));
+	if (!any)
+		return 0;
+	if ((r->late = malloc((size_t)r->nchunk * sizeof(int))) == NULL)
+		return pipe_oom(r);
+	for (c = 0; c < r->nchunk; c++)
+		r->late[c] = -1;
+	return 0;
 }
 
 int

@@ -588,7 +588,13 @@ lay_save(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
 
 	if (lw.save)
 		return lay_acts(ts, sl, k) + (size_t)sl->n * lw.acts;
-	return ts->split && ts->lay[k].cfg.layer == TP_MLP ?
+	if (ts->early && k < ts->l1 - ts->l0 - 1) {	/* the stage's room */
+		float *e = ts->esave;
+		for (int q = 0; q < k; q++)
+			e += (size_t)ts->nmax * layer_widths(ts, q).out;
+		return e;
+	}
+	return (ts->split || ts->early) && ts->lay[k].cfg.layer == TP_MLP ?
 	    lay_out(ts, sl, k) : NULL;
 }
 
@@ -738,6 +744,7 @@ tp_stage_free(struct tp_stage *ts)
 	for (int i = 0; i < 4; i++)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
+	free(ts->esave);
 	free(ts->moe), free(ts->moe_psum), free(ts->moe_daux);
 	cp_stage_free(ts);
 	if (!ts->placed)
@@ -898,12 +905,13 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 		if (want)
 			memset(tgt, 0, (size_t)n * layer_widths(ts, k).in *
 			    sizeof(float));
-		if (layer_bwd(ts, k, ts->split ? INPUT : WHOLE, want ? tgt :
+		if (layer_bwd(ts, k, ts->split || ts->early ? INPUT : WHOLE,
+		    want ? tgt :
 		    NULL, cur, lay_acts(ts, sl, k), lay_save(ts, sl, k),
 		    lay_in(ts, sl, k), n) < 0)
 			return -1;
 		t = cur, cur = tgt, other = t;
-		if (ts->done != NULL && !ts->split)
+		if (ts->done != NULL && !ts->split && !ts->early)
 			ts->done(ts->done_ctx, ts->l0 + k);
 	}
 	if (ts->gpt && ts->first) {
@@ -930,4 +938,33 @@ tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl)
 	/* the embeddings' gradients came in the input part, before */
 	if (ts->done != NULL && ts->gpt && ts->first)
 		ts->done(ts->done_ctx, ts->d.layers);
+}
+
+/* ---- the input gradient first ------------------------------------------ */
+
+/* The upstream stage's backward waits for dx, not for this stage's
+ * weight gradients: sent between the parts, it leaves half a backward
+ * (two of an mlp layer's four products) off the pipeline's critical
+ * path. nn_mlp_backward's parts make the same products and sums in f32
+ * (the activation's derivative once, dx's and the weights' gradients
+ * added into the same zeros), so the bits stay; a slot holds no more. */
+int
+tp_stage_early(struct tp_stage *ts)
+{
+	int nl = ts->l1 - ts->l0;
+	size_t n = 0;
+
+	if (ts->first || ts->split || ts->T > 1 || ts->cp != NULL ||
+	    ts->gpt || nn_get_precision() != NN_PREC_F32)
+		return 0;
+	for (int k = 0; k < nl; k++) {
+		if (ts->lay[k].cfg.layer != TP_MLP || ts->lay[k].experts > 0)
+			return 0;
+		if (k < nl - 1)	/* the top layer keeps its own in its output */
+			n += (size_t)ts->nmax * layer_widths(ts, k).out;
+	}
+	if (n > 0 && (ts->esave = tp_stage_vec(n, 0)) == NULL)
+		return 0;
+	ts->early = 1;
+	return 1;
 }

@@ -25,6 +25,8 @@
  * gradients bit for bit, without a group and on each rank of a group of
  * 2; its input parts add no layer's weight gradient (an mlp's B runs
  * only the two input-gradient products, W both weight gradients).
+ * So does an early backward (each micro-batch's input part, then its
+ * weight part), which only mlp stages but the first take.
  * Two TP groups split from 4 ranks run stages of their own at the same
  * time. The mesh checks refuse sizes T does not divide, with the
  * numbers. */
@@ -223,6 +225,12 @@ drive(struct pipe_stage *st, struct tp_stage *ts, const struct nn_dims *d,
 			goto out;
 		if (!ts)
 			pipe_stage_backward(st, sl[i], dy, o->dx[i]);
+		/* an early stage's weight part before the next backward (a
+		 * pipeline's, after dx has been sent) */
+		if (ts && ts->early && i == NMB - 1)
+			o->b_grads = layer_grads(ts);
+		if (ts && ts->early)
+			tp_stage_weight(ts, sl[i]);
 	}
 	/* a split backward's weight parts, after every input part (the
 	 * gradient buffers long reused) */
@@ -563,6 +571,58 @@ split_cases(struct comm *c)
 		}
 }
 
+/* Without a group, each arch and stage whole and early (tp_stage_early):
+ * an mlp stage but the first takes it and gives the whole backward's
+ * outputs, input gradients and weight gradients bit for bit, its slots
+ * no larger, its first backward adding no layer's weight gradient (that
+ * waits for tp_stage_weight); the others (the first stage sends no dx;
+ * blocks, the gpt) refuse it. */
+static void
+early_cases(void)
+{
+	for (int a = 0; a < 3; a++)
+		for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
+			const struct scase *sc = &stages[k];
+			struct tp_stage ts[2];
+			struct outs o[2];
+			struct nn_model m;
+			char e[256], what[160];
+			int seq = a == A_BLOCK ? BLOCK_SEQ : 1, ok, same;
+			int want = a == A_MLP && sc->j > 0, took = 0;
+
+			ok = make_model(&m, (enum arch)a) == 0;
+			for (int ea = 0; ok && ea < 2; ea++) {
+				ok = tp_stage_init(&ts[ea], &m, NULL, sc->j,
+				    sc->w, sc->l0, sc->l1[a], seq, 3, NMB, 0, e,
+				    sizeof e) == 0;
+				if (ok && ea)
+					took = tp_stage_early(&ts[ea]);
+				ok = ok && drive(NULL, &ts[ea], &m.dims,
+				    &o[ea]) == 0;
+			}
+			same = ok && o[0].loss == o[1].loss &&
+			    memcmp(ts[0].grads, ts[1].grads, ts[0].nlocal *
+			    sizeof(float)) == 0 && ts[0].peak == ts[1].peak;
+			for (int i = 0; same && i < NMB; i++)
+				same = memcmp(o[0].y[i], o[1].y[i], (size_t)
+				    mb_n[i] * o[0].ny * sizeof(float)) == 0 &&
+				    (o[0].nx == 0 || memcmp(o[0].dx[i],
+				    o[1].dx[i], (size_t)mb_n[i] * o[0].nx *
+				    sizeof(float)) == 0);
+			snprintf(what, sizeof what, "%s %s stage: early "
+			    "backward %s%s", arch_name[a], sc->name, want ?
+			    "taken, the whole one bit for bit, peak " :
+			    "refused", want ? "activations as whole, its input "
+			    "part adding no weight gradient" : "");
+			UNIT_OK(ok && took == want && same &&
+			    (!want || !o[1].b_grads), what);
+			for (int ea = 0; ok && ea < 2; ea++)
+				outs_free(&o[ea]), tp_stage_free(&ts[ea]);
+			if (ok)
+				nn_model_free(&m);
+		}
+}
+
 static int
 zb_main(struct comm *c, void *arg)
 {
@@ -683,6 +743,7 @@ main(void)
 		for (int sp = 0; sp < 2; sp++)
 			no_group_case((enum arch)a, sp);
 	split_cases(NULL);
+	early_cases();
 	par_world(2, "split backward, TP group of 2", zb_main, NULL);
 	for (int T = 2; T <= 4; T++) {
 		char name[64];
