@@ -142,7 +142,7 @@ run_free(struct pipe_run *r)
 	train_batch_free(&r->tb);
 	free(r->mstart), free(r->mcount), free(r->mslot), free(r->mout);
 	free(r->sact), free(r->sgrad), free(r->tied), free(r->spans);
-	free(r->late);
+	free(r->late), free(r->rwait);
 }
 
 int

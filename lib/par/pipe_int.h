@@ -106,6 +106,8 @@ struct pipe_run {
 	int *late;			/* per chunk: the micro-batch whose
 					 * weight part follows its gradient's
 					 * send (-1: none; pipe_early_init) */
+	double *rwait;			/* per action: its receive's wait in
+					 * the step before (pipe_step.c) */
 };
 
 /* Failures (pipe_fail.c): the reason into r->err, its kind into r->kind; -1.
