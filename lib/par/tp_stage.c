@@ -516,6 +516,23 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	return 0;
 }
 
+/* An early stage's room (tp_stage_early) for layer k: its output
+ * gradient (dy; the top layer keeps its own in its output, so none),
+ * then fc1's output gradient (dfc1), n = nmax each. */
+static float *
+early_room(const struct tp_stage *ts, int k, int dfc1)
+{
+	float *e = ts->esave;
+
+	for (int q = 0;; q++) {
+		struct widths lw = layer_widths(ts, q);
+		size_t dy = q < ts->l1 - ts->l0 - 1 ? (size_t)ts->nmax * lw.out : 0;
+		if (q == k)
+			return dfc1 ? e + dy : e;
+		e += dy + (size_t)ts->nmax * lw.acts / 2;
+	}
+}
+
 /* A part of layer k's backward: dx (zeroed, or NULL) = the gradient at
  * its input x from dy (both unused by WEIGHT), f's sum after it. An
  * mlp's input part runs both input gradients and keeps fc1's output
@@ -540,13 +557,18 @@ layer_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 		nn_mlp_backward(dx, &mg, ts->scratch, dy, &a, &mw, x, n, lm->in,
 		    hl, lm->out, NN_ACT_GELU);
 	else if (part == WEIGHT)
-		nn_mlp_backward_weight(&mg, save, a.fc1, &a, x, n, lm->in, hl,
-		    lm->out);
+		nn_mlp_backward_weight(&mg, save, ts->early ? early_room(ts, k,
+		    1) : a.fc1, &a, x, n, lm->in, hl, lm->out);
 	else {
-		nn_mlp_backward_input(dx, ts->scratch + nh, ts->scratch, dy, &a,
-		    &mw, n, lm->in, hl, lm->out, NN_ACT_GELU);
-		memcpy(a.fc1, ts->scratch + nh, nh * sizeof(float));
-		memcpy(save, dy, (size_t)n * lm->out * sizeof(float));
+		/* early: dfc1 and (but the top layer's) dy where they stay */
+		float *dfc1 = ts->early ? early_room(ts, k, 1) : ts->scratch +
+		    nh;
+		nn_mlp_backward_input(dx, dfc1, ts->scratch, dy, &a, &mw, n,
+		    lm->in, hl, lm->out, NN_ACT_GELU);
+		if (!ts->early)
+			memcpy(a.fc1, dfc1, nh * sizeof(float));
+		if (save != dy)
+			memcpy(save, dy, (size_t)n * lm->out * sizeof(float));
 	}
 	return dx ? group_sum(ts, dx, (size_t)n * lm->in) : 0;	/* f */
 }
@@ -588,12 +610,8 @@ lay_save(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
 
 	if (lw.save)
 		return lay_acts(ts, sl, k) + (size_t)sl->n * lw.acts;
-	if (ts->early && k < ts->l1 - ts->l0 - 1) {	/* the stage's room */
-		float *e = ts->esave;
-		for (int q = 0; q < k; q++)
-			e += (size_t)ts->nmax * layer_widths(ts, q).out;
-		return e;
-	}
+	if (ts->early && k < ts->l1 - ts->l0 - 1)	/* the stage's room */
+		return early_room(ts, k, 0);
 	return (ts->split || ts->early) && ts->lay[k].cfg.layer == TP_MLP ?
 	    lay_out(ts, sl, k) : NULL;
 }
@@ -899,7 +917,9 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 	}
 	for (int k = nl - 1; k >= 0; k--) {
 		int want = k > 0 || dx != NULL || (ts->gpt && ts->first);
-		float *tgt = k == 0 && dx != NULL ? dx : other;
+		/* early: the layer below's dy straight into its room */
+		float *tgt = k == 0 && dx != NULL ? dx : ts->early && k > 0 ?
+		    lay_save(ts, sl, k - 1) : other;
 
 		use(ts, ts->l0 + k, 1);
 		if (want)
@@ -958,12 +978,13 @@ tp_stage_early(struct tp_stage *ts)
 	    ts->gpt || nn_get_precision() != NN_PREC_F32)
 		return 0;
 	for (int k = 0; k < nl; k++) {
+		struct widths lw = layer_widths(ts, k);
 		if (ts->lay[k].cfg.layer != TP_MLP || ts->lay[k].experts > 0)
 			return 0;
-		if (k < nl - 1)	/* the top layer keeps its own in its output */
-			n += (size_t)ts->nmax * layer_widths(ts, k).out;
+		/* early_room's */
+		n += (size_t)ts->nmax * ((k < nl - 1 ? lw.out : 0) + lw.acts / 2);
 	}
-	if (n > 0 && (ts->esave = tp_stage_vec(n, 0)) == NULL)
+	if ((ts->esave = tp_stage_vec(n, 0)) == NULL)
 		return 0;
 	ts->early = 1;
 	return 1;
