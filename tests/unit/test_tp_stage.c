@@ -525,35 +525,68 @@ report(struct comm *c, int ok, const char *what)
 		UNIT_OK(ok, what);
 }
 
-/* Each arch and stage over c (NULL: no group), its backward whole and
- * split: the same bits. */
+/* Two drives of a stage gave the same bits: loss, weight gradients and
+ * each micro-batch's output and input gradient. */
+static int
+same_runs(const struct tp_stage *ta, const struct outs *a,
+    const struct tp_stage *tb, const struct outs *b)
+{
+	int same = a->loss == b->loss && memcmp(ta->grads, tb->grads,
+	    ta->nlocal * sizeof(float)) == 0;
+
+	for (int i = 0; same && i < NMB; i++)
+		same = memcmp(a->y[i], b->y[i], (size_t)mb_n[i] * a->ny *
+		    sizeof(float)) == 0 && (a->nx == 0 || memcmp(a->dx[i],
+		    b->dx[i], (size_t)mb_n[i] * a->nx * sizeof(float)) == 0);
+	return same;
+}
+
+/* Without a group, the stage early (tp_stage_early) too: an mlp stage
+ * but the first takes it and gives the whole backward's bits, its slots
+ * no larger, its first backward adding no layer's weight gradient (that
+ * waits for tp_stage_weight); the others (the first stage sends no dx;
+ * blocks, the gpt) refuse it. */
+static void
+early_report(const struct tp_stage ts[3], const struct outs o[3], int a,
+    const struct scase *sc, int took, int ok)
+{
+	char what[200];
+	int want = a == A_MLP && sc->j > 0;
+
+	snprintf(what, sizeof what, "%s %s stage: early backward %s%s",
+	    arch_name[a], sc->name, want ? "taken, the whole one bit for bit, "
+	    "peak " : "refused", want ? "activations as whole, its input part "
+	    "adding no weight gradient" : "");
+	UNIT_OK(ok && took == want && same_runs(&ts[0], &o[0], &ts[2], &o[2]) &&
+	    ts[0].peak == ts[2].peak && (!want || !o[2].b_grads), what);
+}
+
+/* Each arch and stage over c (NULL: no group, and early), its backward
+ * whole and split: the same bits. */
 static void
 split_cases(struct comm *c)
 {
 	for (int a = 0; a < 3; a++)
 		for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
 			const struct scase *sc = &stages[k];
-			struct tp_stage ts[2];
-			struct outs o[2];
+			struct tp_stage ts[3];
+			struct outs o[3];
 			struct nn_model m;
 			char e[256], what[160];
 			int seq = a == A_BLOCK ? BLOCK_SEQ : 1, ok, same;
+			int n = c == NULL ? 3 : 2, took = 0;
 
 			ok = make_model(&m, (enum arch)a) == 0;
-			for (int sp = 0; ok && sp < 2; sp++)
+			for (int sp = 0; ok && sp < n; sp++) {
 				ok = tp_stage_init(&ts[sp], &m, c, sc->j, sc->w,
-				    sc->l0, sc->l1[a], seq, 3, NMB, sp, e,
-				    sizeof e) == 0 && drive(NULL, &ts[sp],
-				    &m.dims, &o[sp]) == 0;
-			same = ok && o[0].loss == o[1].loss &&
-			    memcmp(ts[0].grads, ts[1].grads, ts[0].nlocal *
-			    sizeof(float)) == 0;
-			for (int i = 0; same && i < NMB; i++)
-				same = memcmp(o[0].y[i], o[1].y[i], (size_t)
-				    mb_n[i] * o[0].ny * sizeof(float)) == 0 &&
-				    (o[0].nx == 0 || memcmp(o[0].dx[i],
-				    o[1].dx[i], (size_t)mb_n[i] * o[0].nx *
-				    sizeof(float)) == 0);
+				    sc->l0, sc->l1[a], seq, 3, NMB, sp == 1, e,
+				    sizeof e) == 0;
+				if (ok && sp == 2)
+					took = tp_stage_early(&ts[2]);
+				ok = ok && drive(NULL, &ts[sp], &m.dims,
+				    &o[sp]) == 0;
+			}
+			same = ok && same_runs(&ts[0], &o[0], &ts[1], &o[1]);
 			snprintf(what, sizeof what, "T=%d rank %d: %s %s "
 			    "stage: the split backward (B then W) is the whole "
 			    "one, bit for bit", c ? comm_size(c) : 1,
@@ -564,60 +597,10 @@ split_cases(struct comm *c)
 			    c ? comm_size(c) : 1, c ? comm_rank(c) : 0,
 			    arch_name[a], sc->name);
 			report(c, ok && !o[1].b_grads, what);
-			for (int sp = 0; ok && sp < 2; sp++)
+			if (c == NULL)
+				early_report(ts, o, a, sc, took, ok);
+			for (int sp = 0; ok && sp < n; sp++)
 				outs_free(&o[sp]), tp_stage_free(&ts[sp]);
-			if (ok)
-				nn_model_free(&m);
-		}
-}
-
-/* Without a group, each arch and stage whole and early (tp_stage_early):
- * an mlp stage but the first takes it and gives the whole backward's
- * outputs, input gradients and weight gradients bit for bit, its slots
- * no larger, its first backward adding no layer's weight gradient (that
- * waits for tp_stage_weight); the others (the first stage sends no dx;
- * blocks, the gpt) refuse it. */
-static void
-early_cases(void)
-{
-	for (int a = 0; a < 3; a++)
-		for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
-			const struct scase *sc = &stages[k];
-			struct tp_stage ts[2];
-			struct outs o[2];
-			struct nn_model m;
-			char e[256], what[160];
-			int seq = a == A_BLOCK ? BLOCK_SEQ : 1, ok, same;
-			int want = a == A_MLP && sc->j > 0, took = 0;
-
-			ok = make_model(&m, (enum arch)a) == 0;
-			for (int ea = 0; ok && ea < 2; ea++) {
-				ok = tp_stage_init(&ts[ea], &m, NULL, sc->j,
-				    sc->w, sc->l0, sc->l1[a], seq, 3, NMB, 0, e,
-				    sizeof e) == 0;
-				if (ok && ea)
-					took = tp_stage_early(&ts[ea]);
-				ok = ok && drive(NULL, &ts[ea], &m.dims,
-				    &o[ea]) == 0;
-			}
-			same = ok && o[0].loss == o[1].loss &&
-			    memcmp(ts[0].grads, ts[1].grads, ts[0].nlocal *
-			    sizeof(float)) == 0 && ts[0].peak == ts[1].peak;
-			for (int i = 0; same && i < NMB; i++)
-				same = memcmp(o[0].y[i], o[1].y[i], (size_t)
-				    mb_n[i] * o[0].ny * sizeof(float)) == 0 &&
-				    (o[0].nx == 0 || memcmp(o[0].dx[i],
-				    o[1].dx[i], (size_t)mb_n[i] * o[0].nx *
-				    sizeof(float)) == 0);
-			snprintf(what, sizeof what, "%s %s stage: early "
-			    "backward %s%s", arch_name[a], sc->name, want ?
-			    "taken, the whole one bit for bit, peak " :
-			    "refused", want ? "activations as whole, its input "
-			    "part adding no weight gradient" : "");
-			UNIT_OK(ok && took == want && same &&
-			    (!want || !o[1].b_grads), what);
-			for (int ea = 0; ok && ea < 2; ea++)
-				outs_free(&o[ea]), tp_stage_free(&ts[ea]);
 			if (ok)
 				nn_model_free(&m);
 		}
@@ -743,7 +726,6 @@ main(void)
 		for (int sp = 0; sp < 2; sp++)
 			no_group_case((enum arch)a, sp);
 	split_cases(NULL);
-	early_cases();
 	par_world(2, "split backward, TP group of 2", zb_main, NULL);
 	for (int T = 2; T <= 4; T++) {
 		char name[64];
