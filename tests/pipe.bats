@@ -630,7 +630,8 @@ PYEOF
 # same with origins set apart on purpose, every run). A stage's activation
 # send of micro-batch i is its send of i before its backward of i, its
 # gradient send the one after; its activation receive of i the receive
-# before its forward of i, its gradient receive the one after.
+# before its forward of i, its gradient receive the one after. Every stage
+# but the first runs a backward's weight part (W<i>) after that send.
 @test "--trace is Chrome JSON: one track per stage, spans that do not overlap, on rank 0's clock" {
 	data 16 4 3 1
 	timeout 30 collx-dp --init mlp --dims 4,8,3,4 --seed 1 -o m.safetensors
@@ -645,7 +646,7 @@ names = {e["tid"]: e["args"]["name"] for e in ev if e.get("name") == "thread_nam
 assert names == {j: f"stage {j}" for j in range(world)}, names
 spans = [e for e in ev if e["ph"] == "X"]
 assert {e["tid"] for e in spans} == set(range(world))
-assert {e["cat"] for e in spans} <= {"forward", "backward", "send", "recv", "idle"}
+assert {e["cat"] for e in spans} <= {"forward", "backward", "weight", "send", "recv", "idle"}
 for j in range(world):
     mine = sorted((e for e in spans if e["tid"] == j), key=lambda e: e["ts"])
     for a, b in zip(mine, mine[1:]):
@@ -653,6 +654,14 @@ for j in range(world):
     fw = [e for e in mine if e["cat"] == "forward"]
     bw = [e for e in mine if e["cat"] == "backward"]
     assert len(fw) == len(bw) == m * steps, (j, len(fw), len(bw))
+    # a stage that sends its input gradient (all but the first) runs
+    # each backward's weight part after that send: W<i> right after S<i>
+    busy = [e for e in mine if e["cat"] != "idle"]
+    wt = [k for k, e in enumerate(busy) if e["cat"] == "weight"]
+    assert len(wt) == (m * steps if j > 0 else 0), (j, len(wt))
+    for k in wt:
+        assert busy[k - 1]["cat"] == "send", (j, busy[k - 1], busy[k])
+        assert busy[k - 1]["name"][1:] == busy[k]["name"][1:], (j, busy[k])
     if j > 0:
         assert sum(e["cat"] == "recv" for e in mine) >= m * steps
 print("# trace ok:", len(spans), "spans")

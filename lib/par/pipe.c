@@ -106,7 +106,8 @@ run_init(struct pipe_run *r)
 		return -1;
 	if ((cfg->resume != NULL && pipe_ckpt_resume(r) < 0) ||
 	    pipe_dp_sync_init(r) < 0 ||
-	    (cfg->resume != NULL && pipe_ckpt_sync_resume(r) < 0))
+	    (cfg->resume != NULL && pipe_ckpt_sync_resume(r) < 0) ||
+	    pipe_early_init(r) < 0)
 		return -1;
 	comm_set_step(r->c, "start of training");
 	if (coll_barrier(r->c) < 0)
@@ -141,6 +142,7 @@ run_free(struct pipe_run *r)
 	train_batch_free(&r->tb);
 	free(r->mstart), free(r->mcount), free(r->mslot), free(r->mout);
 	free(r->sact), free(r->sgrad), free(r->tied), free(r->spans);
+	free(r->late), free(r->rwait);
 }
 
 int

@@ -103,6 +103,11 @@ struct pipe_run {
 	double moe_aux_loss;		/* this stage's share of the aux loss */
 	int ft_synced;			/* --ft: the step's sums done, loss */
 	double ft_loss, ft_t0;		/* theirs, t0 the step's start */
+	int *late;			/* per chunk: the micro-batch whose
+					 * weight part follows its gradient's
+					 * send (-1: none; pipe_early_init) */
+	double *rwait;			/* per action: its receive's wait in
+					 * the step before (pipe_step.c) */
 };
 
 /* Failures (pipe_fail.c): the reason into r->err, its kind into r->kind; -1.
@@ -153,6 +158,10 @@ int pipe_tp_gather(struct pipe_run *r, float *const moments[2]);
 
 /* Step k of the run (pipe_step.c), recorded in s and r->stat[k]. */
 int pipe_run_step(struct pipe_run *r, long k, struct train_step *s);
+/* A plain pipeline's stages (no DP axis, no --ft) send their input
+ * gradients before their weight parts where tp_stage_early allows; 0 or
+ * -1 (no memory). */
+int pipe_early_init(struct pipe_run *r);
 /* The step's end from its sums (loss the replicas'): the update, the
  * record in s. */
 int pipe_step_finish(struct pipe_run *r, long k, struct train_step *s,

@@ -4,7 +4,9 @@
  * waits progress the transport. Then the tied embedding's gradient is
  * summed between the first and last stage, the loss goes to rank 0 and
  * every stage updates the parameters it holds. */
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/util.h"
 #include "par/cp_stage.h"
@@ -24,6 +26,17 @@
  * time per launch). A spinning wait also sees a dead peer only when it
  * stops. */
 #define PIPE_SPIN_MAX_US 1000
+
+/* A receive whose wait in the step before was longer than the spin (the
+ * first stage's wait for the last's first gradient, the next stage's for
+ * the first activation of a step: 2-3 ms at 1.5 ms a forward) sleeps
+ * through it but PIPE_NAP_EARLY_US, on a timer, not on the doorbell:
+ * spinning the rest, the message finds it awake (a wake from poll cost
+ * 80-130 us and the sender's bell 40-75 us, both on the critical path).
+ * It looks in every PIPE_NAP_SLICE_US, so a message sooner than the
+ * step before's is seen within that, and sends keep moving. */
+#define PIPE_NAP_EARLY_US 500
+#define PIPE_NAP_SLICE_US 250
 
 /* The spin for step k's schedule (0: the group's own). */
 static int
@@ -174,6 +187,25 @@ span(struct pipe_run *r, char kind, int c, int i, double t0, double t1)
 		r->spans[n].chunk = r->nchunk > 1 ? c : -1;
 }
 
+/* The nap of a receive posted at t0 (rq) that waited *last in the step
+ * before; 0 or -1 (the transport failed). */
+static int
+nap(struct comm *c, struct comm_req *rq, double t0, double last)
+{
+	double end = t0 + last - PIPE_NAP_EARLY_US * 1e-6, left;
+
+	if (last * 1e6 <= PIPE_SPIN_MAX_US)
+		return 0;
+	while ((left = end - cli_now()) > 0 && rq->state == COMM_REQ_ACTIVE) {
+		if (left > PIPE_NAP_SLICE_US * 1e-6)
+			left = PIPE_NAP_SLICE_US * 1e-6;
+		nanosleep(&(struct timespec){ 0, (long)(left * 1e9) }, NULL);
+		if (comm_progress(c) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Receives an activation or a gradient; its time and bytes. */
 static int
 recv_msg(struct pipe_run *r, const struct pipe_action *a, void *buf,
@@ -181,16 +213,20 @@ recv_msg(struct pipe_run *r, const struct pipe_action *a, void *buf,
 {
 	struct pipe_stat *ps = &r->stat[r->step];
 	int grad = a->op == PIPE_RECV_GRAD;
+	struct comm *c = grad ? grad_comm(r) : r->c;
+	double *last = &r->rwait[a - r->sch->act[r->rank]];
 	double t0 = cli_now(), t1;
+	struct comm_req rq;
 
-	comm_set_step(grad ? grad_comm(r) : r->c, "step %ld: %s of "
-	    "micro-batch %d", r->step, grad ? "gradient" : "activation",
-	    a->mb);
-	if (comm_recv(grad ? grad_comm(r) : r->c, a->peer, grad ?
-	    PIPE_TAG_GRAD : PIPE_TAG_ACT, buf, len) < 0)
+	comm_set_step(c, "step %ld: %s of micro-batch %d", r->step, grad ?
+	    "gradient" : "activation", a->mb);
+	if (comm_irecv(c, a->peer, grad ? PIPE_TAG_GRAD : PIPE_TAG_ACT, buf,
+	    len, &rq) < 0 || nap(c, &rq, t0, *last) < 0 ||
+	    comm_wait(c, &rq) < 0)
 		return grad ? grad_failed(r) : pipe_comm_failed(r);
 	ps->recvd += len;
 	t1 = cli_now();
+	*last = t1 - t0;
 	ps->recv += t1 - t0;
 	if (t1 - t0 > ps->recv_max)
 		ps->recv_max = t1 - t0;
@@ -224,10 +260,34 @@ backward(struct pipe_run *r, int c, int i)
 	t0 = cli_now();
 	ps->bwd += t0 - t1;
 	span(r, 'B', c, i, t1, t0);
-	if (!st->split) {
+	if (st->early)
+		r->late[c] = i;
+	else if (!st->split) {
 		pipe_unit_release(r, c, r->mslot[k]);
 		r->mslot[k] = NULL;
 	}
+	return 0;
+}
+
+/* The weight part of micro-batch i on chunk c, whose input part has
+ * run: a split schedule's W<i>, or an early stage's after its
+ * gradient's send. */
+static int
+weight(struct pipe_run *r, int c, int i)
+{
+	struct pipe_stat *ps = &r->stat[r->step];
+	int k = c * r->cfg->micro + i;
+	double t0 = cli_now(), t1;
+
+	pipe_unit_weight(r, c, r->mslot[k]);
+	if (comm_progress(r->c) < 0)
+		return pipe_comm_failed(r);
+	t1 = cli_now();
+	ps->bwd += t1 - t0;
+	/* a split backward's weight part: W<i> in the trace */
+	span(r, 'W', c, i, t0, t1);
+	pipe_unit_release(r, c, r->mslot[k]);
+	r->mslot[k] = NULL;
 	return 0;
 }
 
@@ -277,16 +337,7 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 			return -1;
 		return backward(r, c, i);
 	case PIPE_WGT:
-		pipe_unit_weight(r, c, sl);
-		if (comm_progress(r->c) < 0)
-			return pipe_comm_failed(r);
-		t1 = cli_now();
-		ps->bwd += t1 - t0;
-		/* a split backward's weight part: W<i> in the trace */
-		span(r, 'W', c, i, t0, t1);
-		pipe_unit_release(r, c, sl);
-		r->mslot[k] = NULL;
-		return 0;
+		return weight(r, c, i);
 	case PIPE_SEND_GRAD:
 		if (comm_isend(grad_comm(r), a->peer, PIPE_TAG_GRAD,
 		    grad_buffer(r, c, i), bin, &r->sgrad[k]) < 0)
@@ -297,6 +348,11 @@ act_run(struct pipe_run *r, const struct pipe_action *a, double *loss)
 	t1 = cli_now();
 	ps->send += t1 - t0;
 	span(r, 'S', c, i, t0, t1);
+	/* every backward of a stage that sends is followed by its send */
+	if (a->op == PIPE_SEND_GRAD && r->late != NULL && r->late[c] == i) {
+		r->late[c] = -1;
+		return weight(r, c, i);
+	}
 	return 0;
 }
 
@@ -400,6 +456,25 @@ zero_grads(struct pipe_run *r)
 }
 
 int
+pipe_early_init(struct pipe_run *r)
+{
+	int c, any = 0;
+
+	if (pipe_replicas(r) != NULL || r->zero != NULL || r->sync != NULL ||
+	    r->cfg->ft != NULL)
+		return 0;
+	for (c = 0; c < r->nchunk; c++)
+		any |= tp_stage_early(pipe_chunk(r, c));
+	if (!any)
+		return 0;
+	if ((r->late = malloc((size_t)r->nchunk * sizeof(int))) == NULL)
+		return pipe_oom(r);
+	for (c = 0; c < r->nchunk; c++)
+		r->late[c] = -1;
+	return 0;
+}
+
+int
 pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 {
 	const struct pipe_cfg *cfg = r->cfg;
@@ -408,6 +483,9 @@ pipe_run_step(struct pipe_run *r, long k, struct train_step *s)
 	int q, j = r->rank, nreq = cfg->micro * r->nchunk, zeroed = 0;
 	int spin = comm_spin(r->c), want = step_spin(r, k);
 
+	if (r->rwait == NULL && (r->rwait = calloc((size_t)r->sch->nact[j],
+	    sizeof(double))) == NULL)
+		return pipe_oom(r);
 	r->step = k;
 	r->ft_synced = 0;
 	/* a step run again after a recovery (--ft) counts this run only */

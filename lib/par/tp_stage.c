@@ -516,6 +516,23 @@ block_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 	return 0;
 }
 
+/* An early stage's room (tp_stage_early) for layer k: its output
+ * gradient (dy; the top layer keeps its own in its output, so none),
+ * then fc1's output gradient (dfc1), n = nmax each. */
+static float *
+early_room(const struct tp_stage *ts, int k, int dfc1)
+{
+	float *e = ts->esave;
+
+	for (int q = 0;; q++) {
+		struct widths lw = layer_widths(ts, q);
+		size_t dy = q < ts->l1 - ts->l0 - 1 ? (size_t)ts->nmax * lw.out : 0;
+		if (q == k)
+			return dfc1 ? e + dy : e;
+		e += dy + (size_t)ts->nmax * lw.acts / 2;
+	}
+}
+
 /* A part of layer k's backward: dx (zeroed, or NULL) = the gradient at
  * its input x from dy (both unused by WEIGHT), f's sum after it. An
  * mlp's input part runs both input gradients and keeps fc1's output
@@ -540,13 +557,18 @@ layer_bwd(struct tp_stage *ts, int k, enum part part, float *dx,
 		nn_mlp_backward(dx, &mg, ts->scratch, dy, &a, &mw, x, n, lm->in,
 		    hl, lm->out, NN_ACT_GELU);
 	else if (part == WEIGHT)
-		nn_mlp_backward_weight(&mg, save, a.fc1, &a, x, n, lm->in, hl,
-		    lm->out);
+		nn_mlp_backward_weight(&mg, save, ts->early ? early_room(ts, k,
+		    1) : a.fc1, &a, x, n, lm->in, hl, lm->out);
 	else {
-		nn_mlp_backward_input(dx, ts->scratch + nh, ts->scratch, dy, &a,
-		    &mw, n, lm->in, hl, lm->out, NN_ACT_GELU);
-		memcpy(a.fc1, ts->scratch + nh, nh * sizeof(float));
-		memcpy(save, dy, (size_t)n * lm->out * sizeof(float));
+		/* early: dfc1 and (but the top layer's) dy where they stay */
+		float *dfc1 = ts->early ? early_room(ts, k, 1) : ts->scratch +
+		    nh;
+		nn_mlp_backward_input(dx, dfc1, ts->scratch, dy, &a, &mw, n,
+		    lm->in, hl, lm->out, NN_ACT_GELU);
+		if (!ts->early)
+			memcpy(a.fc1, dfc1, nh * sizeof(float));
+		if (save != dy)
+			memcpy(save, dy, (size_t)n * lm->out * sizeof(float));
 	}
 	return dx ? group_sum(ts, dx, (size_t)n * lm->in) : 0;	/* f */
 }
@@ -588,7 +610,9 @@ lay_save(const struct tp_stage *ts, const struct pipe_slot *sl, int k)
 
 	if (lw.save)
 		return lay_acts(ts, sl, k) + (size_t)sl->n * lw.acts;
-	return ts->split && ts->lay[k].cfg.layer == TP_MLP ?
+	if (ts->early && k < ts->l1 - ts->l0 - 1)	/* the stage's room */
+		return early_room(ts, k, 0);
+	return (ts->split || ts->early) && ts->lay[k].cfg.layer == TP_MLP ?
 	    lay_out(ts, sl, k) : NULL;
 }
 
@@ -738,6 +762,7 @@ tp_stage_free(struct tp_stage *ts)
 	for (int i = 0; i < 4; i++)
 		free(ts->gb[i]);
 	free(ts->scratch), free(ts->dlogits), free(ts->whole), free(ts->off);
+	free(ts->esave);
 	free(ts->moe), free(ts->moe_psum), free(ts->moe_daux);
 	cp_stage_free(ts);
 	if (!ts->placed)
@@ -892,18 +917,21 @@ tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
 	}
 	for (int k = nl - 1; k >= 0; k--) {
 		int want = k > 0 || dx != NULL || (ts->gpt && ts->first);
-		float *tgt = k == 0 && dx != NULL ? dx : other;
+		/* early: the layer below's dy straight into its room */
+		float *tgt = k == 0 && dx != NULL ? dx : ts->early && k > 0 ?
+		    lay_save(ts, sl, k - 1) : other;
 
 		use(ts, ts->l0 + k, 1);
 		if (want)
 			memset(tgt, 0, (size_t)n * layer_widths(ts, k).in *
 			    sizeof(float));
-		if (layer_bwd(ts, k, ts->split ? INPUT : WHOLE, want ? tgt :
+		if (layer_bwd(ts, k, ts->split || ts->early ? INPUT : WHOLE,
+		    want ? tgt :
 		    NULL, cur, lay_acts(ts, sl, k), lay_save(ts, sl, k),
 		    lay_in(ts, sl, k), n) < 0)
 			return -1;
 		t = cur, cur = tgt, other = t;
-		if (ts->done != NULL && !ts->split)
+		if (ts->done != NULL && !ts->split && !ts->early)
 			ts->done(ts->done_ctx, ts->l0 + k);
 	}
 	if (ts->gpt && ts->first) {
@@ -930,4 +958,34 @@ tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl)
 	/* the embeddings' gradients came in the input part, before */
 	if (ts->done != NULL && ts->gpt && ts->first)
 		ts->done(ts->done_ctx, ts->d.layers);
+}
+
+/* ---- the input gradient first ------------------------------------------ */
+
+/* The upstream stage's backward waits for dx, not for this stage's
+ * weight gradients: sent between the parts, it leaves half a backward
+ * (two of an mlp layer's four products) off the pipeline's critical
+ * path. nn_mlp_backward's parts make the same products and sums in f32
+ * (the activation's derivative once, dx's and the weights' gradients
+ * added into the same zeros), so the bits stay; a slot holds no more. */
+int
+tp_stage_early(struct tp_stage *ts)
+{
+	int nl = ts->l1 - ts->l0;
+	size_t n = 0;
+
+	if (ts->first || ts->split || ts->T > 1 || ts->cp != NULL ||
+	    ts->gpt || nn_get_precision() != NN_PREC_F32)
+		return 0;
+	for (int k = 0; k < nl; k++) {
+		struct widths lw = layer_widths(ts, k);
+		if (ts->lay[k].cfg.layer != TP_MLP || ts->lay[k].experts > 0)
+			return 0;
+		/* early_room's */
+		n += (size_t)ts->nmax * ((k < nl - 1 ? lw.out : 0) + lw.acts / 2);
+	}
+	if ((ts->esave = tp_stage_vec(n, 0)) == NULL)
+		return 0;
+	ts->early = 1;
+	return 1;
 }

@@ -125,6 +125,11 @@ struct tp_stage {
 	 * without). */
 	struct cp_stage *cp;
 	int gseq;
+	/* Unsplit, the input part first (tp_stage_early): the backward
+	 * leaves the weight part to tp_stage_weight, the output gradients
+	 * it reads kept in esave (one micro-batch's at a time). */
+	int early;
+	float *esave;
 };
 
 /*
@@ -216,5 +221,11 @@ int tp_stage_backward(struct tp_stage *ts, struct pipe_slot *sl, float *dy,
  * has run, with no communication (its input part ran the sums); it must
  * run before the slot is released. */
 void tp_stage_weight(struct tp_stage *ts, struct pipe_slot *sl);
+/* An unsplit stage of f32 mlp layers but the first: its backwards in
+ * two parts from now on, tp_stage_backward the input gradient's,
+ * tp_stage_weight (before the next backward) the weight gradients',
+ * which the caller runs once it has sent dx upstream. Bits as unsplit. 1
+ * when it does so, 0 when this stage cannot or has no memory for it. */
+int tp_stage_early(struct tp_stage *ts);
 
 #endif

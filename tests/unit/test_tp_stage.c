@@ -25,6 +25,8 @@
  * gradients bit for bit, without a group and on each rank of a group of
  * 2; its input parts add no layer's weight gradient (an mlp's B runs
  * only the two input-gradient products, W both weight gradients).
+ * So does an early backward (each micro-batch's input part, then its
+ * weight part), which only mlp stages but the first take.
  * Two TP groups split from 4 ranks run stages of their own at the same
  * time. The mesh checks refuse sizes T does not divide, with the
  * numbers. */
@@ -223,6 +225,12 @@ drive(struct pipe_stage *st, struct tp_stage *ts, const struct nn_dims *d,
 			goto out;
 		if (!ts)
 			pipe_stage_backward(st, sl[i], dy, o->dx[i]);
+		/* an early stage's weight part before the next backward (a
+		 * pipeline's, after dx has been sent) */
+		if (ts && ts->early && i == NMB - 1)
+			o->b_grads = layer_grads(ts);
+		if (ts && ts->early)
+			tp_stage_weight(ts, sl[i]);
 	}
 	/* a split backward's weight parts, after every input part (the
 	 * gradient buffers long reused) */
@@ -517,35 +525,68 @@ report(struct comm *c, int ok, const char *what)
 		UNIT_OK(ok, what);
 }
 
-/* Each arch and stage over c (NULL: no group), its backward whole and
- * split: the same bits. */
+/* Two drives of a stage gave the same bits: loss, weight gradients and
+ * each micro-batch's output and input gradient. */
+static int
+same_runs(const struct tp_stage *ta, const struct outs *a,
+    const struct tp_stage *tb, const struct outs *b)
+{
+	int same = a->loss == b->loss && memcmp(ta->grads, tb->grads,
+	    ta->nlocal * sizeof(float)) == 0;
+
+	for (int i = 0; same && i < NMB; i++)
+		same = memcmp(a->y[i], b->y[i], (size_t)mb_n[i] * a->ny *
+		    sizeof(float)) == 0 && (a->nx == 0 || memcmp(a->dx[i],
+		    b->dx[i], (size_t)mb_n[i] * a->nx * sizeof(float)) == 0);
+	return same;
+}
+
+/* Without a group, the stage early (tp_stage_early) too: an mlp stage
+ * but the first takes it and gives the whole backward's bits, its slots
+ * no larger, its first backward adding no layer's weight gradient (that
+ * waits for tp_stage_weight); the others (the first stage sends no dx;
+ * blocks, the gpt) refuse it. */
+static void
+early_report(const struct tp_stage ts[3], const struct outs o[3], int a,
+    const struct scase *sc, int took, int ok)
+{
+	char what[200];
+	int want = a == A_MLP && sc->j > 0;
+
+	snprintf(what, sizeof what, "%s %s stage: early backward %s%s",
+	    arch_name[a], sc->name, want ? "taken, the whole one bit for bit, "
+	    "peak " : "refused", want ? "activations as whole, its input part "
+	    "adding no weight gradient" : "");
+	UNIT_OK(ok && took == want && same_runs(&ts[0], &o[0], &ts[2], &o[2]) &&
+	    ts[0].peak == ts[2].peak && (!want || !o[2].b_grads), what);
+}
+
+/* Each arch and stage over c (NULL: no group, and early), its backward
+ * whole and split: the same bits. */
 static void
 split_cases(struct comm *c)
 {
 	for (int a = 0; a < 3; a++)
 		for (size_t k = 0; k < sizeof stages / sizeof stages[0]; k++) {
 			const struct scase *sc = &stages[k];
-			struct tp_stage ts[2];
-			struct outs o[2];
+			struct tp_stage ts[3];
+			struct outs o[3];
 			struct nn_model m;
 			char e[256], what[160];
 			int seq = a == A_BLOCK ? BLOCK_SEQ : 1, ok, same;
+			int n = c == NULL ? 3 : 2, took = 0;
 
 			ok = make_model(&m, (enum arch)a) == 0;
-			for (int sp = 0; ok && sp < 2; sp++)
+			for (int sp = 0; ok && sp < n; sp++) {
 				ok = tp_stage_init(&ts[sp], &m, c, sc->j, sc->w,
-				    sc->l0, sc->l1[a], seq, 3, NMB, sp, e,
-				    sizeof e) == 0 && drive(NULL, &ts[sp],
-				    &m.dims, &o[sp]) == 0;
-			same = ok && o[0].loss == o[1].loss &&
-			    memcmp(ts[0].grads, ts[1].grads, ts[0].nlocal *
-			    sizeof(float)) == 0;
-			for (int i = 0; same && i < NMB; i++)
-				same = memcmp(o[0].y[i], o[1].y[i], (size_t)
-				    mb_n[i] * o[0].ny * sizeof(float)) == 0 &&
-				    (o[0].nx == 0 || memcmp(o[0].dx[i],
-				    o[1].dx[i], (size_t)mb_n[i] * o[0].nx *
-				    sizeof(float)) == 0);
+				    sc->l0, sc->l1[a], seq, 3, NMB, sp == 1, e,
+				    sizeof e) == 0;
+				if (ok && sp == 2)
+					took = tp_stage_early(&ts[2]);
+				ok = ok && drive(NULL, &ts[sp], &m.dims,
+				    &o[sp]) == 0;
+			}
+			same = ok && same_runs(&ts[0], &o[0], &ts[1], &o[1]);
 			snprintf(what, sizeof what, "T=%d rank %d: %s %s "
 			    "stage: the split backward (B then W) is the whole "
 			    "one, bit for bit", c ? comm_size(c) : 1,
@@ -556,7 +597,9 @@ split_cases(struct comm *c)
 			    c ? comm_size(c) : 1, c ? comm_rank(c) : 0,
 			    arch_name[a], sc->name);
 			report(c, ok && !o[1].b_grads, what);
-			for (int sp = 0; ok && sp < 2; sp++)
+			if (c == NULL)
+				early_report(ts, o, a, sc, took, ok);
+			for (int sp = 0; ok && sp < n; sp++)
 				outs_free(&o[sp]), tp_stage_free(&ts[sp]);
 			if (ok)
 				nn_model_free(&m);
