@@ -146,15 +146,19 @@ swept(const struct bench_cost *c, const struct bench_ab *a,
 }
 
 /* The step model's constants: each link class's line (the other's where
- * one was not measured), the reduction rate. */
+ * one was not measured), the reduction rate; a step's latency times the
+ * ranks a core where a host holds more ranks than cores (l on cores): a
+ * rank waking for its message waits for a core. */
 static void
-legs_of(const struct bench_cost *c, int conc, struct bench_legs *k)
+legs_of(const struct bench_cost *c, int conc, int l, struct bench_legs *k)
 {
 	const struct bench_ab *s = &c->link[BENCH_SHM], *t = &c->link[BENCH_TCP];
+	double f = c->cores > 0 && l > c->cores ? (double)l / c->cores : 1;
 
 	s = s->points > 0 ? s : t;
 	t = t->points > 0 ? t : s;
-	k->as = s->alpha, k->bs = s->beta, k->at = t->alpha, k->bt = t->beta;
+	k->as = s->alpha * f, k->bs = s->beta;
+	k->at = t->alpha * f, k->bt = t->beta;
 	k->g = c->gamma, k->conc = conc;
 }
 
@@ -195,9 +199,9 @@ flat_on(const struct bench_cost *c, enum coll_kind kind, enum coll_algo algo,
 		return t;
 	sweep_place(c, a, link, &p0, &l0);
 	l = link == BENCH_SHM ? p : l >= 1 && l < p ? l : 1;
-	legs_of(c, conc, &k);
+	legs_of(c, conc, l * conc, &k);
 	m = bench_cost_steps(&k, kind, algo, p, l, bytes);
-	k.conc = 1;
+	legs_of(c, 1, l0, &k);
 	m0 = bench_cost_steps(&k, kind, algo, p0, l0, bytes);
 	if (m > 0 && m0 > 0)
 		return swept(c, a, kind, algo, p0, bytes) * m / m0;
