@@ -147,8 +147,9 @@ swept(const struct bench_cost *c, const struct bench_ab *a,
 
 /* The step model's constants: each link class's line (the other's where
  * one was not measured), the reduction rate; a step's latency times the
- * ranks a core where a host holds more ranks than cores (l on cores): a
- * rank waking for its message waits for a core. */
+ * ranks a core where a host holds more ranks than cores (l ranks a host
+ * across hosts; 0: as the sweep's): a rank waking for its message waits
+ * for a core. */
 static void
 legs_of(const struct bench_cost *c, int conc, int l, struct bench_legs *k)
 {
@@ -199,9 +200,11 @@ flat_on(const struct bench_cost *c, enum coll_kind kind, enum coll_algo algo,
 		return t;
 	sweep_place(c, a, link, &p0, &l0);
 	l = link == BENCH_SHM ? p : l >= 1 && l < p ? l : 1;
-	legs_of(c, conc, l * conc, &k);
+	/* shm: the sweep's host and the group's hold the same ranks (a
+	 * group's p ranks run beside the host's others) */
+	legs_of(c, conc, link == BENCH_TCP ? l * conc : 0, &k);
 	m = bench_cost_steps(&k, kind, algo, p, l, bytes);
-	legs_of(c, 1, l0, &k);
+	legs_of(c, 1, link == BENCH_TCP ? l0 : 0, &k);
 	m0 = bench_cost_steps(&k, kind, algo, p0, l0, bytes);
 	if (m > 0 && m0 > 0)
 		return swept(c, a, kind, algo, p0, bytes) * m / m0;

@@ -106,14 +106,11 @@ test_closed_forms(void)
 	    "on 1/8, within");
 }
 
-/* ring allreduce's closed form on p ranks of the round cluster's shm;
- * past its 8 cores a step's latency grows as the ranks a core */
+/* ring allreduce's closed form on p ranks of the round cluster's shm */
 static double
 ring_shm(double p, double n)
 {
-	double a = p > 8 ? 2e-6 * p / 8 : 2e-6;
-
-	return 2 * (p - 1) * a + 2 * (p - 1) / p * n / 10e9 + (p - 1) / p *
+	return 2 * (p - 1) * 2e-6 + 2 * (p - 1) / p * n / 10e9 + (p - 1) / p *
 	    n / 8e9;
 }
 
@@ -136,8 +133,7 @@ test_sweep(void)
 	    "as measured");
 	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
 	    BENCH_SHM, 4, 4, 2e6), t2, 1e-9, 0, "sweep: log-log between sizes");
-	/* 2 MB runs as two 1 MiB slices, each the ring's 2 (p - 1) steps;
-	 * 16 ranks on 8 cores: 2 a core */
+	/* 2 MB runs as two 1 MiB slices, each the ring's 2 (p - 1) steps */
 	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
 	    BENCH_SHM, 16, 16, 2e6), t2 * ring_shm(16, 1e6) / ring_shm(4, 1e6),
 	    1e-9, 0, "sweep: 16 ranks, the steps' ratio to 4 (in slices)");
