@@ -180,6 +180,14 @@ test_steps(void)
 	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLTOALL, COLL_PAIRWISE,
 	    BENCH_TCP, 4, 2, n), 4e-3 * (3 * at + 2 * 2 * n / 4 / bt) / m0,
 	    1e-9, 0, "steps: pairwise alltoall on 2 x 2, n back to back");
+	/* hosts of one core: 2 ranks a host wait twice the latency a step
+	 * (1 MB, a sweep point: 1 ms) */
+	c.cores = 1;
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLGATHER, COLL_RING,
+	    BENCH_TCP, 4, 2, 1e6), 1e-3 * 3 * (2 * at + 1e6 / 4 / bt) / (at +
+	    1e6 / 2 / bt), 1e-9, 0, "steps: 2 ranks on a host of one core, "
+	    "twice alpha");
+	c.cores = 8;
 	/* hier on one host: its own sweep at the fit's 4 ranks */
 	a = &c.coll[BENCH_SHM][COLL_KIND_ALLGATHER][COLL_HIER];
 	*a = (struct bench_ab){ .alpha = as, .beta = bs, .points = 2, .nt = 2,
