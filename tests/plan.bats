@@ -59,8 +59,14 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	    algos = c["collectives"][l]
 	    assert set(algos) == {"allreduce", "allgather", "reduce-scatter",
 	                          "broadcast", "alltoall"}, algos.keys()
+	    # hier measured on one host only, where it runs all in shm
+	    hier = {"hier"} if l == "shm" else set()
 	    assert set(algos["allreduce"]) == {"naive", "ring", "tree", "rd",
-	                                       "rabenseifner"}
+	                                       "rabenseifner"} | hier
+	    for k in ("allgather", "reduce-scatter", "broadcast"):
+	        assert ("hier" in algos[k]) == (l == "shm"), (l, k)
+	        assert all(a["ranks"] == 2 and a["hosts"] == 1
+	                   for a in algos[k].values())
 	    assert set(algos["alltoall"]) == {"linear", "pairwise"}
 	    # 3 sizes (4K 16K 64K), in place, each size's time kept
 	    for k in algos.values():

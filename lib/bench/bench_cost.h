@@ -30,6 +30,7 @@ struct bench_ab {
 	double beta;			/* bytes per second */
 	int points;			/* sizes fitted; 0: not measured */
 	int nt;				/* sweep points kept; 0: the line */
+	int ranks, hosts;		/* where the sweep ran; 0: the file's */
 	double tb[BENCH_COST_MAXPT], tt[BENCH_COST_MAXPT];
 };
 
@@ -73,6 +74,17 @@ double bench_cost_coll(const struct bench_cost *c, enum coll_kind kind,
  * form. */
 double bench_cost_expect(const struct bench_cost *c, enum coll_kind kind,
     enum coll_algo algo, int w, int hosts, int tcp, double bytes);
+/* The step model's constants: a message in a host (as, bs) and across
+ * hosts (at, bt), the reduction rate, and the groups alike that share a
+ * host's link at once (hier's cross step: one a local rank). */
+struct bench_legs {
+	double as, bs, at, bt, g;
+	int conc;
+};
+/* Seconds of kind's algo on p ranks placed l to a host, step by step
+ * (bench_cost_step.c); -1 for a pair it does not cover. */
+double bench_cost_steps(const struct bench_legs *k, enum coll_kind kind,
+    enum coll_algo algo, int p, int l, double bytes);
 /* A point-to-point message of bytes. */
 double bench_cost_p2p(const struct bench_cost *c, enum bench_link link,
     double bytes);

@@ -16,6 +16,9 @@ put_ab(FILE *f, const struct bench_ab *a)
 {
 	fprintf(f, "{ \"alpha_us\": %.6g, \"gbps\": %.6g, \"points\": %d",
 	    a->alpha * 1e6, a->beta / 1e9, a->points);
+	if (a->ranks > 0)
+		fprintf(f, ", \"ranks\": %d, \"hosts\": %d", a->ranks,
+		    a->hosts);
 	if (a->nt > 0) {
 		fprintf(f, ",\n          \"sweep_bytes\": [");
 		for (int i = 0; i < a->nt; i++)
@@ -163,6 +166,8 @@ sweep_item(struct tensor_json *j, void *arg)
 	return 0;
 }
 
+static int count(struct tensor_json *j, const char *key, int *out);
+
 static int
 ab_member(struct tensor_json *j, const char *key, void *arg)
 {
@@ -194,6 +199,10 @@ ab_member(struct tensor_json *j, const char *key, void *arg)
 			return -1;
 		r->ab->beta = v * 1e9;
 		r->mm_have |= 2;
+	} else if (strcmp(key, "ranks") == 0) {
+		return count(j, "ranks", &r->ab->ranks);
+	} else if (strcmp(key, "hosts") == 0) {
+		return count(j, "hosts", &r->ab->hosts);
 	} else if (strcmp(key, "points") == 0) {
 		uint64_t u;
 
@@ -285,8 +294,6 @@ coll_member(struct tensor_json *j, const char *key, void *arg)
 		    "'%s'", key);
 	return tensor_json_object(j, kind_member, r);
 }
-
-static int count(struct tensor_json *j, const char *key, int *out);
 
 static int
 mm_member(struct tensor_json *j, const char *key, void *arg)

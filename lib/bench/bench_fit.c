@@ -386,16 +386,25 @@ read_sweep(const char *log, struct pts *pts)
 }
 
 /* Each algorithm's line through its points, as alpha and beta, and its
- * times kept as measured (the sweep ascends in size). */
+ * times kept as measured (the sweep ascends in size), with where they
+ * ran: p ranks on hosts hosts. hier (its phases composed, no closed
+ * form of its own) is kept on shm alone, where all its phases run in
+ * the host, with the counts of auto's choice at its middle size for its
+ * line; bench_cost_coll reads its sweep on one host. */
 static void
 fit_algos(struct bench_cost *c, enum bench_link l, enum coll_kind k, int p,
-    struct pts *pts)
+    int hosts, struct pts *pts)
 {
 	for (int a = 0; a < COLL_ALGO_COUNT; a++) {
 		double steps, vol, red, A, B;
 		struct bench_ab *ab = &c->coll[l][k][a];
+		enum coll_algo as = a;
 
-		if (pts[a].n < 2 || bench_cost_shape(k, a, p, &steps, &vol,
+		if (a == COLL_HIER && (l != BENCH_SHM || pts[a].n < 2))
+			continue;
+		if (a == COLL_HIER)
+			as = coll_auto(k, (size_t)pts[a].x[pts[a].n / 2], p);
+		if (pts[a].n < 2 || bench_cost_shape(k, as, p, &steps, &vol,
 		    &red) < 0)
 			continue;
 		for (int i = 0; i < pts[a].n; i++) {	/* less the reduction */
@@ -413,6 +422,7 @@ fit_algos(struct bench_cost *c, enum bench_link l, enum coll_kind k, int p,
 		ab->alpha = A / steps;
 		ab->beta = B > 0 ? vol / B : 1e15;
 		ab->points = pts[a].n;
+		ab->ranks = p, ab->hosts = hosts;
 	}
 }
 
@@ -464,7 +474,8 @@ sweep(const struct bench_dp *d, const char *dir, enum bench_link l,
 		return rc == 130 ? 130 : CLI_EXIT_RUNTIME;
 	}
 	read_sweep(log, pts);
-	fit_algos(c, l, k, p, pts);
+	fit_algos(c, l, k, p, l == BENCH_TCP && d->host_list != NULL ?
+	    c->hosts : 1, pts);
 	free(pts);
 	return 0;
 }

@@ -87,14 +87,21 @@ test_closed_forms(void)
 	    8, 8e6);
 	UNIT_CLOSE(got, 7 * (2e-6 + 1e6 / 10e9), 1e-12, 0,
 	    "ring allgather on 8: 7 point-to-point messages of 1/8");
-	/* hierarchical: reduce-scatter in the host, allreduce across, then
-	 * allgather in the host; with auto's choices on each */
+	/* hierarchical, 256 MiB: the shares (ring reduce-scatter and
+	 * allgather in the host: ring allreduce on 8 by shm), then auto's
+	 * allreduce of each 1/8 across the 1024 hosts, the 8 cross groups at
+	 * once on every host's link (8 times the bytes on it) */
 	got = bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_HIER, BENCH_TCP,
 	    8192, 8, n);
-	want = bench_cost_coll(&c, COLL_KIND_REDUCE_SCATTER, COLL_AUTO,
-	    BENCH_SHM, 8, 8, n) + bench_cost_coll(&c, COLL_KIND_ALLREDUCE,
-	    COLL_AUTO, BENCH_TCP, 1024, 1, n / 8) + bench_cost_coll(&c,
-	    COLL_KIND_ALLGATHER, COLL_AUTO, BENCH_SHM, 8, 8, n);
+	{
+		double st, vol, red;
+
+		UNIT_OK(bench_cost_shape(COLL_KIND_ALLREDUCE,
+		    coll_auto(COLL_KIND_ALLREDUCE, (size_t)n / 8, 1024), 1024,
+		    &st, &vol, &red) == 0, "hier: auto's closed form across");
+		want = 2 * 7 * 2e-6 + 2 * 7 / 8.0 * n / 10e9 + 7 / 8.0 * n /
+		    g + st * a + vol * 8 * (n / 8) / bw + red * (n / 8) / g;
+	}
 	UNIT_CLOSE(got, want, 1e-12, 0, "hier allreduce: within, across "
 	    "on 1/8, within");
 }
@@ -109,7 +116,8 @@ ring_shm(double p, double n)
 
 /* A kept sweep: its own times at the fit's world, log-log between
  * sizes (100 us at 1 MB, 800 us at 4 MB: 100 2^1.5 us at 2 MB), grown to
- * other worlds and past its end by the closed form's ratio. */
+ * other worlds by the step model's ratio and past its end by the closed
+ * form's. */
 static void
 test_sweep(void)
 {
@@ -125,12 +133,74 @@ test_sweep(void)
 	    "as measured");
 	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
 	    BENCH_SHM, 4, 4, 2e6), t2, 1e-9, 0, "sweep: log-log between sizes");
+	/* 2 MB runs as two 1 MiB slices, each the ring's 2 (p - 1) steps */
 	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
-	    BENCH_SHM, 16, 16, 2e6), t2 * ring_shm(16, 2e6) / ring_shm(4, 2e6),
-	    1e-9, 0, "sweep: 16 ranks, the closed form's ratio to 4");
+	    BENCH_SHM, 16, 16, 2e6), t2 * ring_shm(16, 1e6) / ring_shm(4, 1e6),
+	    1e-9, 0, "sweep: 16 ranks, the steps' ratio to 4 (in slices)");
 	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_RING,
 	    BENCH_SHM, 4, 4, 64e6), 800e-6 * ring_shm(4, 64e6) / ring_shm(4,
 	    4e6), 1e-9, 0, "sweep: past its end, grown as the closed form");
+}
+
+/* tcp sweeps of 2 ranks on 2 hosts (one a host), predicted on 2 hosts x
+ * 2 ranks, 4 MB (under a slice), step by step: ring allgather's 3 steps
+ * each put one message of n/4 on a host's link (the other in the host);
+ * recursive doubling's second step two of n/2 (both ranks of a host
+ * cross at once), its first n/4 in the host; alltoall pairwise's sends
+ * leave back to back, 2 ranks x 2 blocks of n/4 on each link */
+static void
+test_steps(void)
+{
+	struct bench_cost c;
+	struct bench_ab *a;
+	double n = 4e6, at = 20e-6, bt = 1.25e9, as = 2e-6, bs = 10e9, m0;
+
+	cost_init(&c);
+	for (int k = 0; k < 3; k++) {
+		static const int kind[3] = { COLL_KIND_ALLGATHER,
+		    COLL_KIND_ALLGATHER, COLL_KIND_ALLTOALL };
+		static const int algo[3] = { COLL_RING, COLL_RD,
+		    COLL_PAIRWISE };
+
+		a = &c.coll[BENCH_TCP][kind[k]][algo[k]];
+		*a = (struct bench_ab){ .alpha = at, .beta = bt, .points = 2,
+		    .nt = 2, .tb = { 1e6, 16e6 }, .tt = { 1e-3, 16e-3 },
+		    .ranks = 2, .hosts = 2 };
+	}
+	/* the sweep's own place: one step of n/2 across; 4 MB on the
+	 * sweep's line between 1 and 16 MB: 4 ms */
+	m0 = at + n / 2 / bt;
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLGATHER, COLL_RING,
+	    BENCH_TCP, 4, 2, n), 4e-3 * 3 * (at + n / 4 / bt) / m0, 1e-9, 0,
+	    "steps: ring allgather on 2 x 2, 3 steps of n/4 across");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLGATHER, COLL_RD,
+	    BENCH_TCP, 4, 2, n), 4e-3 * (as + n / 4 / bs + at + 2 * n / 2 /
+	    bt) / m0, 1e-9, 0, "steps: recursive doubling on 2 x 2, two "
+	    "ranks' n/2 on a link");
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLTOALL, COLL_PAIRWISE,
+	    BENCH_TCP, 4, 2, n), 4e-3 * (3 * at + 2 * 2 * n / 4 / bt) / m0,
+	    1e-9, 0, "steps: pairwise alltoall on 2 x 2, n back to back");
+	/* hosts of one core: 2 ranks a host wait twice the latency a step
+	 * (1 MB, a sweep point: 1 ms) */
+	c.cores = 1;
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLGATHER, COLL_RING,
+	    BENCH_TCP, 4, 2, 1e6), 1e-3 * 3 * (2 * at + 1e6 / 4 / bt) / (at +
+	    1e6 / 2 / bt), 1e-9, 0, "steps: 2 ranks on a host of one core, "
+	    "twice alpha");
+	c.cores = 8;
+	/* hier on one host: its own sweep at the fit's 4 ranks */
+	a = &c.coll[BENCH_SHM][COLL_KIND_ALLGATHER][COLL_HIER];
+	*a = (struct bench_ab){ .alpha = as, .beta = bs, .points = 2, .nt = 2,
+	    .tb = { 1e6, 16e6 }, .tt = { 1e-3, 16e-3 }, .ranks = 4,
+	    .hosts = 1 };
+	UNIT_CLOSE(bench_cost_coll(&c, COLL_KIND_ALLGATHER, COLL_HIER,
+	    BENCH_SHM, 4, 4, n), 4e-3, 1e-9, 0, "steps: hier on one host, "
+	    "its own sweep");
+	UNIT_CLOSE(bench_cost_expect(&c, COLL_KIND_ALLGATHER, COLL_HIER, 4,
+	    1, 0, 64e6), 16e-3 * (2 * as + 0.75 * 64e6 / bs + 64e6 / bs) /
+	    (2 * as + 0.75 * 16e6 / bs + 16e6 / bs), 1e-9, 0, "steps: hier "
+	    "past its sweep, as auto's recursive doubling (2 steps, 3/4 of "
+	    "the bytes) and the packing copy grow");
 }
 
 static void
@@ -442,7 +512,8 @@ test_file(void)
 	cost_init(&c);
 	c.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING] =
 	    (struct bench_ab){ .alpha = 30e-6, .beta = 1.5e9, .points = 6,
-	    .nt = 2, .tb = { 4096, 65536 }, .tt = { 50e-6, 300e-6 } };
+	    .nt = 2, .tb = { 4096, 65536 }, .tt = { 50e-6, 300e-6 },
+	    .ranks = 2, .hosts = 2 };
 	if (mkdtemp(dir) == NULL)
 		return;
 	snprintf(p, sizeof p, "%s/c.json", dir);
@@ -458,6 +529,9 @@ test_file(void)
 	    65536 && fabs(back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].
 	    tt[1] - 300e-6) < 1e-12 && back.coll[BENCH_SHM][COLL_KIND_ALLREDUCE]
 	    [COLL_RING].nt == 0;
+	ok &= back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].ranks == 2 &&
+	    back.coll[BENCH_TCP][COLL_KIND_ALLREDUCE][COLL_RING].hosts == 2 &&
+	    back.link[BENCH_TCP].ranks == 0;
 	ok &= back.nmm == 2 && fabs(back.mm[1].rate - 80e9) < 1 &&
 	    fabs(back.gamma - 8e9) < 1 && strcmp(back.dims, c.dims) == 0;
 	UNIT_OK(ok, "cost file: every value as written");
@@ -485,6 +559,7 @@ main(void)
 	test_line();
 	test_closed_forms();
 	test_sweep();
+	test_steps();
 	test_bubble();
 	test_params_memory();
 	test_sim();
