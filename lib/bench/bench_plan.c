@@ -18,7 +18,8 @@
  *
  * Collectives cost what bench_cost_coll says for the link class their
  * group crosses. Compute is the fitted rates times the model's flops,
- * slowed by the share of a core a rank gets when L ranks share fewer
+ * slowed by the share of a core a rank gets when L ranks (L times the
+ * cost file's machine_hosts where hosts share a machine) share fewer
  * cores than the fit found, beyond the share its own processes had.
  * Communication hides behind compute only on a spare core (spare_core).
  * collx-bench(1) gives every term. */
@@ -41,7 +42,8 @@ struct bubbles {
 
 /* The clocks of table s (equal passes), each as long as its slowest
  * host's active ranks over its cores make it: a stage of n ranks (the
- * ranks of one stage across dp, cp and tp), on host rank / L. With no
+ * ranks of one stage across dp, cp and tp), on host rank / L (L the
+ * ranks sharing its cores: machine_hosts hosts' on one machine). With no
  * more active ranks than cores this is the clock count, the table's
  * length; with more, a pass of a crowded clock takes that much longer,
  * while the table's warm-up and drain run faster than the host's work
@@ -291,6 +293,9 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	const struct bench_cost *c = o->cost;
 	int D = r->dp, T = r->tp, P = r->pp, C = r->cp, X = r->ep, m = r->micro;
 	int G = D * C, l, L = o->per_host;
+	/* the ranks sharing one machine's cores: a host's, or those of the
+	 * hosts an emulated cluster runs on one machine */
+	int Lm = L * (c->machine_hosts > 1 ? c->machine_hosts : 1);
 	double b = (double)o->batch / D / m, slow, fit, msg, gd, ge, ar, rs,
 	    ag, hide, kvt, bw, z3b = 0, sl, comm;
 	double width = o->dims.arch == NN_MLP ? o->dims.d_out :
@@ -301,17 +306,17 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 
 	/* the fit timed compute in compute_ranks processes at once: its
 	 * rates hold that much sharing of the cores (fit), the host's ranks
-	 * all busy share them L / cores */
+	 * all busy share them Lm / cores */
 	fit = fmax(1, (double)c->compute_ranks / c->cores);
-	slow = fmax(1, (double)L / c->cores) / fit;
-	hide = spare_core(c, L);
+	slow = fmax(1, (double)Lm / c->cores) / fit;
+	hide = spare_core(c, Lm);
 	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, r, b, &st);
 	/* activation forward, gradient back: both on the critical path */
 	lk = group_link(2, T * C * D, L, &l);
 	if ((long)P * T * C * D > L && P > 1)
 		lk = BENCH_TCP;		/* some stage boundary crosses hosts */
 	msg = P > 1 ? bench_cost_p2p(c, lk, b * width * F4) : 0;
-	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, L, c->cores,
+	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, Lm, c->cores,
 	    &sl);
 	r->compute = m * st.fb * slow;
 	r->tp_s = m * st.tp;

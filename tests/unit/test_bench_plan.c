@@ -314,6 +314,52 @@ test_sim(void)
 	free(r);
 }
 
+/* The same GPipe on 2 hosts of 2 ranks that share one machine of 2
+ * cores (machine_hosts 2, as bench-plan.sh's namespaces): the clocks
+ * count the active stages of both hosts against the 2 cores, 18 passes
+ * for 16 of work as on one host of 4. Split as a core a host (the
+ * namespaces' old merge), stages 0-1 and 2-3 each on one core, the
+ * clocks would take 2 (1 + 2 + 2 + 2 + 2 + 2 + 1) = 24 passes: a bubble
+ * of 4 micro-batches' passes, not 1. And dp 4, every rank busy, at half
+ * the fitted rate as on one host of 4 ranks: the machine's 4 ranks count,
+ * not a host's 2. */
+static void
+test_machine(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row *r, dp4;
+	char e[COLLX_ERRLEN];
+	int n, nfit, code, found = 0;
+	double fb = 0, one;
+
+	cost_init(&c);
+	c.cores = 2, c.elem_rate = 1e30, c.machine_hosts = 2;
+	c.link[BENCH_SHM] = c.link[BENCH_TCP] = (struct bench_ab){ .alpha = 0,
+	    .beta = 1e30, .points = 5 };
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
+	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
+	    "machine: pp 4 on 2 hosts of one machine");
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4) {
+			fb = r[i].compute / 4 / 2;
+			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, "machine: GPipe's "
+			    "clocks over both hosts' stages, 18 passes for 16");
+			found++;
+		}
+	UNIT_OK(found == 1 && fb > 0, "machine: one GPipe row of m 4");
+	free(r);
+	o.mesh[0] = 4, o.mesh[2] = 1;
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4");
+	one = dp4.compute;
+	c.machine_hosts = 1, c.cores = 4;	/* 2 hosts of 2 cores each */
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4, "
+	    "hosts of their own");
+	UNIT_CLOSE(one, 2 * dp4.compute, 1e-9, 0, "machine: 4 busy ranks on "
+	    "the machine's 2 cores take twice a core a rank");
+}
+
 /* ZeRO 3 on dp 4 (4 layers of a layer's gradient g1 each): a gather
  * before each forward and each backward, a reduce-scatter after each
  * backward. With a spare core (8 cores, 4 ranks) and layers far longer
@@ -460,7 +506,12 @@ test_file(void)
 	    [COLL_RING].nt == 0;
 	ok &= back.nmm == 2 && fabs(back.mm[1].rate - 80e9) < 1 &&
 	    fabs(back.gamma - 8e9) < 1 && strcmp(back.dims, c.dims) == 0;
+	ok &= back.machine_hosts == 1;
 	UNIT_OK(ok, "cost file: every value as written");
+	c.machine_hosts = 3;
+	UNIT_OK(bench_cost_write(&c, p, e, sizeof e) == 0 &&
+	    bench_cost_read(&back, p, e, sizeof e) == 0 &&
+	    back.machine_hosts == 3, "cost file: machine_hosts read back");
 	f = fopen(p, "w");
 	fprintf(f, "{ \"version\": 2, \"world\": 4 }\n");
 	fclose(f);
@@ -488,6 +539,7 @@ main(void)
 	test_bubble();
 	test_params_memory();
 	test_sim();
+	test_machine();
 	test_zero3();
 	test_cp();
 	test_ep();
