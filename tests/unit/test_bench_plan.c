@@ -360,6 +360,41 @@ test_machine(void)
 	    "the machine's 2 cores take twice a core a rank");
 }
 
+/* The pipeline's messages on its path, pp 4 of a gpt (d 64, S 32, vocab
+ * 256), m = 4 micro-batches of 4 samples: an activation or gradient of
+ * 4 x 32 x 64 floats, 32768 bytes, 3.2768 us over shm (10 GB/s) and
+ * 26.2144 us over tcp (1.25 GB/s); the tied embedding's gradient 256 x
+ * 64 floats, 52.4288 us over tcp. Each boundary twice (warm-up, drain),
+ * the tied sum once between the first and last stage. 2 hosts of 2: shm,
+ * tcp, shm and the tied sum across. 4 hosts of 1: every boundary tcp.
+ * With compute near free, the tcp link paces the other 3 micro-batches,
+ * each adding a message less its pass. */
+static void
+test_pipe_msgs(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double shm = 32768 / 10e9, tcp = 32768 / 1.25e9, tied = 65536 / 1.25e9;
+
+	cost_flat(&c, 8);
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
+	UNIT_OK(pick(&o, 1, 1, 4, 1, 1, 0, 0, 0, 0, &r), "pp msgs: 2 hosts");
+	UNIT_CLOSE(r.pp_s, 2 * (2 * shm + tcp) + tied, 1e-9, 0,
+	    "pp msgs: 2 hosts of 2, one boundary and the tied sum on tcp");
+	plan_opts(&o, &c, 4, 1, "256,64,4,4,32", 16);
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
+	UNIT_OK(pick(&o, 1, 1, 4, 1, 1, 0, 0, 0, 0, &r), "pp msgs: 4 hosts");
+	UNIT_CLOSE(r.pp_s, 2 * 3 * tcp + tied, 1e-9, 0,
+	    "pp msgs: 4 hosts of 1, every boundary on tcp");
+	c.mm[0].rate = c.mm[1].rate = c.attn_rate = 1e18;
+	c.elem_rate = 1e30;
+	UNIT_OK(pick(&o, 1, 1, 4, 1, 1, 0, 0, 0, 0, &r), "pp msgs: fast");
+	UNIT_CLOSE(r.pp_s, 2 * 3 * tcp + 3 * (tcp - r.compute / 4) + tied,
+	    1e-9, 0, "pp msgs: the tcp link paces the steady state");
+}
+
 /* ZeRO 3 on dp 4 (4 layers of a layer's gradient g1 each): a gather
  * before each forward and each backward, a reduce-scatter after each
  * backward. With a spare core (8 cores, 4 ranks) and layers far longer
@@ -540,6 +575,7 @@ main(void)
 	test_params_memory();
 	test_sim();
 	test_machine();
+	test_pipe_msgs();
 	test_zero3();
 	test_cp();
 	test_ep();
