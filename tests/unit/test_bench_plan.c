@@ -282,36 +282,46 @@ cost_flat(struct bench_cost *c, int cores)
  * ranks takes max(1, a / 2) passes: 2 (1 + 1 + 1.5 + 2 + 1.5 + 1 + 1) =
  * 18 passes, where the 4 ranks' work over the 2 cores is 16 (the
  * compute) and the critical path at a core a rank 14: the bubble is 2
- * passes, one micro-batch's forward and backward at a whole core. */
+ * passes, one micro-batch's forward and backward at a whole core.
+ * gpipe18: o's pp 4 plan holds one GPipe row of m 4 whose bubble is so. */
+static void
+gpipe18(struct bench_plan_opts *o, const char *what)
+{
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN], m[256];
+	int n, nfit, code, found = 0;
+	double fb = 0;
+
+	o->mesh[0] = 1, o->mesh[1] = 1, o->mesh[2] = 4;
+	snprintf(m, sizeof m, "%s: pp 4 planned", what);
+	UNIT_OK(bench_plan(o, &r, &n, &nfit, &code, e, sizeof e) == 0, m);
+	snprintf(m, sizeof m, "%s: GPipe's clocks on 2 cores, 18 passes for "
+	    "16 of work", what);
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4 &&
+		    r[i].cp == 1) {
+			/* the compute: 4 micro-batches at half a core */
+			fb = r[i].compute / 4 / 2;
+			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, m);
+			found++;
+		}
+	snprintf(m, sizeof m, "%s: one GPipe row of m 4", what);
+	UNIT_OK(found == 1 && fb > 0, m);
+	free(r);
+}
+
 static void
 test_sim(void)
 {
 	struct bench_cost c;
 	struct bench_plan_opts o;
-	struct bench_plan_row *r;
-	char e[COLLX_ERRLEN];
-	int n, nfit, code, found = 0;
-	double fb = 0;
 
 	cost_init(&c);
 	c.cores = 2, c.elem_rate = 1e30;
 	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
 	    .points = 5 };
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 16);
-	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
-	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
-	    "sim: pp 4 on one host");
-	for (int i = 0; i < n; i++)
-		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4 &&
-		    r[i].cp == 1) {
-			/* the compute: 4 micro-batches at half a core */
-			fb = r[i].compute / 4 / 2;
-			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, "sim: GPipe's "
-			    "clocks on 2 cores, 18 passes for 16 of work");
-			found++;
-		}
-	UNIT_OK(found == 1 && fb > 0, "sim: one GPipe row of m 4");
-	free(r);
+	gpipe18(&o, "sim: one host");
 }
 
 /* The same GPipe on 2 hosts of 2 ranks that share one machine of 2
@@ -328,28 +338,15 @@ test_machine(void)
 {
 	struct bench_cost c;
 	struct bench_plan_opts o;
-	struct bench_plan_row *r, dp4;
-	char e[COLLX_ERRLEN];
-	int n, nfit, code, found = 0;
-	double fb = 0, one;
+	struct bench_plan_row dp4;
+	double one;
 
 	cost_init(&c);
 	c.cores = 2, c.elem_rate = 1e30, c.machine_hosts = 2;
 	c.link[BENCH_SHM] = c.link[BENCH_TCP] = (struct bench_ab){ .alpha = 0,
 	    .beta = 1e30, .points = 5 };
 	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
-	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
-	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
-	    "machine: pp 4 on 2 hosts of one machine");
-	for (int i = 0; i < n; i++)
-		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4) {
-			fb = r[i].compute / 4 / 2;
-			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, "machine: GPipe's "
-			    "clocks over both hosts' stages, 18 passes for 16");
-			found++;
-		}
-	UNIT_OK(found == 1 && fb > 0, "machine: one GPipe row of m 4");
-	free(r);
+	gpipe18(&o, "machine: 2 hosts of one machine");
 	o.mesh[0] = 4, o.mesh[2] = 1;
 	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4");
 	one = dp4.compute;
