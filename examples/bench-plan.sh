@@ -25,9 +25,11 @@
 # tcp link, `collx-bench mesh -H` runs the meshes and `collx-bench plan
 # --hosts H --ranks-per-host L` predicts them; this script joins the two
 # by mesh. The namespaces share this machine's cores, so the compute (and
-# shm) part of their cost model comes from a local fit of the same world,
-# its cores divided among the namespaces (cores and compute.ranks over H:
-# a namespace host is a share of the machine, not a machine).
+# shm) part of their cost model comes from a fit of the same world in one
+# namespace, started as the ranks are (through ssh, in its environment),
+# and the cost file says that H hosts share the machine's cores
+# (machine_hosts: plan counts the busy ranks of all of them against the
+# cores).
 # The namespace cases need root and ip netns; they are skipped, saying so,
 # without them.
 #
@@ -95,13 +97,14 @@ reuse() {
 # fit NAME OUT ARGS...: gpt's the whole sweep, mlp's the 4 KiB - 16 KiB
 # one and then gpt's collectives (from OUT's dir's cost-gpt.json, or
 # FROM=FILE)
+# (ON=CMD: the fit run by CMD, the ranks' launcher, in their environment)
 fit() {
 	local name=$1 o=$2
 	shift 2
 	if [ "$name" = gpt ]; then
-		"$bin/collx-bench" fit "$@" -q -o "$o"
+		${ON:-} "$bin/collx-bench" fit "$@" -q -o "$o"
 	else
-		"$bin/collx-bench" fit "$@" -b 4K -e 16K -q -o "$o"
+		${ON:-} "$bin/collx-bench" fit "$@" -b 4K -e 16K -q -o "$o"
 		reuse "${FROM:-$(dirname "$o")/cost-gpt.json}" "$o"
 	fi
 }
@@ -216,17 +219,15 @@ run_local() {
 	done <<<"$MODELS"
 }
 
-# The local fit's compute and shm beside the namespaces' tcp, the cores
-# a namespace's share: merge LOCAL NS H OUT
+# The local fit's compute and shm beside the namespaces' tcp; the H
+# namespaces share this machine's cores (machine_hosts): merge LOCAL NS
+# H OUT
 merge() {
 	"$PY" - "$@" <<-'EOF'
 	import json, sys
 	loc, ns, h = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
 	c = dict(loc)
-	c["hosts"] = h
-	c["cores"] = max(1, loc["cores"] // h)
-	c["compute"] = dict(loc["compute"])
-	c["compute"]["ranks"] = max(1, loc["compute"].get("ranks", 1) // h)
+	c["hosts"] = c["machine_hosts"] = h
 	c["links"] = dict(loc["links"], tcp=ns["links"]["tcp"])
 	c["collectives"] = dict(loc["collectives"], tcp=ns["collectives"]["tcp"])
 	json.dump(c, open(sys.argv[4], "w"), indent=1)
@@ -270,9 +271,12 @@ run_ns() {
 		batch=$((batch * H * L / 4))
 		label="$tag: $H namespaces x $L ranks at $rate"
 		# the local fit of this world, once a run (netns-10g takes
-		# netns-1g's)
+		# netns-1g's), in the first namespace as a rank starts there:
+		# the environment ssh gives (a bare one: OpenBLAS then picks
+		# its own kernels, 1.6x this shell's OPENBLAS_CORETYPE's)
 		[ -f "$work/local-$name-$((H * L)).json" ] ||
-			FROM=$work/local-gpt-$((H * L)).json fit "$name" \
+			ON="$work/ssh $(netns_addr 0) TMPDIR=$work" \
+			    FROM=$work/local-gpt-$((H * L)).json fit "$name" \
 			    "$work/local-$name-$((H * L)).json" -N $((H * L)) \
 			    --arch "$arch" --dims "$dims"
 		cp "$work/local-$name-$((H * L)).json" "$d/local-$name.json"

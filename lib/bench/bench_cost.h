@@ -51,6 +51,9 @@ struct bench_cost {
 	double attn_rate;		/* attention core, flop/s */
 	double elem_rate;		/* elementwise passes, bytes/s */
 	int compute_ranks;		/* processes timing it at once (1) */
+	int machine_hosts;		/* hosts sharing one machine's cores
+					 * (an emulated cluster's namespaces;
+					 * cores: the machine's); 1 */
 };
 
 /* The closed form's counts for kind's algo on p ranks: steps (alpha

@@ -76,9 +76,11 @@ bench_cost_write(const struct bench_cost *c, const char *path, char *err,
 	}
 	fprintf(f, "{\n  \"version\": %d,\n  \"tool\": \"collx-bench fit\",\n"
 	    "  \"world\": %d,\n  \"hosts\": %d,\n  \"cores\": %d,\n"
+	    "  \"machine_hosts\": %d,\n"
 	    "  \"model\": { \"arch\": \"%s\", \"dims\": \"%s\" },\n"
 	    "  \"reduce_gbps\": %.6g,\n  \"links\": {", c->version, c->world,
-	    c->hosts, c->cores, c->arch, c->dims, c->gamma / 1e9);
+	    c->hosts, c->cores, c->machine_hosts > 1 ? c->machine_hosts : 1,
+	    c->arch, c->dims, c->gamma / 1e9);
 	for (int l = 0; l < BENCH_NLINK; l++) {
 		if (c->link[l].points == 0)
 			continue;
@@ -412,6 +414,8 @@ top_member(struct tensor_json *j, const char *key, void *arg)
 		r->have |= H_CORES;
 		return count(j, key, &r->c->cores);
 	}
+	if (strcmp(key, "machine_hosts") == 0)	/* optional: 1 */
+		return count(j, key, &r->c->machine_hosts);
 	if (strcmp(key, "reduce_gbps") == 0) {
 		r->have |= H_REDUCE;
 		if (positive(j, key, &v) < 0)
@@ -440,7 +444,7 @@ bench_cost_parse(struct bench_cost *c, const char *text, size_t len,
 
 	memset(c, 0, sizeof *c);
 	tensor_json_init(&j, text, len, name, err, errlen);
-	c->compute_ranks = 1;
+	c->compute_ranks = c->machine_hosts = 1;
 	rc = tensor_json_object(&j, top_member, &r);
 	if (rc == 0)
 		rc = tensor_json_end(&j);

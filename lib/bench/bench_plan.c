@@ -5,10 +5,10 @@
  *   pass    = stage compute of one micro-batch (b S / C tokens a rank)
  *             + its TP allreduces, CP's K/V ring steps not hidden by
  *             attention, EP's dispatch and combine
- *             + its two pipeline messages (activation on, gradient back)
  *   pipe    = the schedule table's clocks (pipe_sched), each a pass at a
  *             core a rank, stretched where a host's active ranks outnumber
  *             its cores; communication over 1 - its idle share
+ *             + the pipeline's messages on its path (pipe_msgs)
  *   dp      = the gradient sync over D C ranks not hidden behind the last
  *             micro-batch's backward (ZeRO 1, 2: reduce-scatter, then the
  *             parameters' allgather after the optimizer, which nothing
@@ -18,7 +18,8 @@
  *
  * Collectives cost what bench_cost_coll says for the link class their
  * group crosses. Compute is the fitted rates times the model's flops,
- * slowed by the share of a core a rank gets when L ranks share fewer
+ * slowed by the share of a core a rank gets when L ranks (L times the
+ * cost file's machine_hosts where hosts share a machine) share fewer
  * cores than the fit found, beyond the share its own processes had.
  * Communication hides behind compute only on a spare core (spare_core).
  * collx-bench(1) gives every term. */
@@ -41,7 +42,8 @@ struct bubbles {
 
 /* The clocks of table s (equal passes), each as long as its slowest
  * host's active ranks over its cores make it: a stage of n ranks (the
- * ranks of one stage across dp, cp and tp), on host rank / L. With no
+ * ranks of one stage across dp, cp and tp), on host rank / L (L the
+ * ranks sharing its cores: machine_hosts hosts' on one machine). With no
  * more active ranks than cores this is the clock count, the table's
  * length; with more, a pass of a crowded clock takes that much longer,
  * while the table's warm-up and drain run faster than the host's work
@@ -254,6 +256,43 @@ spare_core(const struct bench_cost *c, int L)
 	return fmin(1, fmax(0, (double)(c->cores - L) / L));
 }
 
+/* The link between the ranks of stages i and j of a pipeline whose
+ * stages are s ranks apart, L ranks a host: TCP when any of them sits on
+ * another host than its partner. */
+static enum bench_link
+stage_link(int i, int j, int s, int L)
+{
+	long lo = (long)i * s, hi = (long)j * s;
+
+	return lo / L == (hi + s - 1) / L ? BENCH_SHM : BENCH_TCP;
+}
+
+/* The pipeline's messages on its critical path, seconds a step: isend
+ * lets a message fly while the receiver runs another micro-batch's pass,
+ * so each boundary's is exposed once in the warm-up (the first
+ * activation) and once in the drain (the last gradient); a link slower
+ * than a micro-batch's forward and backward fb paces the steady state,
+ * the other m - 1 micro-batches each adding the difference; and the tied
+ * embedding's gradient (tied bytes; 0: none) between the first and the
+ * last stage after the drain. P stages s ranks apart, a message of bytes. */
+static double
+pipe_msgs(const struct bench_cost *c, int P, int s, int L, int m,
+    double bytes, double tied, double fb)
+{
+	double t = 0, worst = 0;
+
+	for (int j = 0; j + 1 < P; j++) {
+		double x = bench_cost_p2p(c, stage_link(j, j + 1, s, L), bytes);
+
+		t += 2 * x;
+		worst = fmax(worst, x);
+	}
+	t += (m - 1) * fmax(0, worst - fb);
+	if (P > 1 && tied > 0)
+		t += bench_cost_p2p(c, stage_link(0, P - 1, s, L), tied);
+	return t;
+}
+
 /* ZeRO 3's exposed seconds a step over a shard group of n ranks (link
  * lk, l of them a host), a layer's gradient of g bytes, Ls layers each
  * f forward and w backward seconds a micro-batch, m micro-batches, hide
@@ -291,7 +330,10 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	const struct bench_cost *c = o->cost;
 	int D = r->dp, T = r->tp, P = r->pp, C = r->cp, X = r->ep, m = r->micro;
 	int G = D * C, l, L = o->per_host;
-	double b = (double)o->batch / D / m, slow, fit, msg, gd, ge, ar, rs,
+	/* the ranks sharing one machine's cores: a host's, or those of the
+	 * hosts an emulated cluster runs on one machine */
+	int Lm = L * (c->machine_hosts > 1 ? c->machine_hosts : 1);
+	double b = (double)o->batch / D / m, slow, fit, gd, ge, ar, rs,
 	    ag, hide, kvt, bw, z3b = 0, sl, comm;
 	double width = o->dims.arch == NN_MLP ? o->dims.d_out :
 	    (double)o->dims.d_model * o->dims.seq / C;
@@ -301,21 +343,18 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 
 	/* the fit timed compute in compute_ranks processes at once: its
 	 * rates hold that much sharing of the cores (fit), the host's ranks
-	 * all busy share them L / cores */
+	 * all busy share them Lm / cores */
 	fit = fmax(1, (double)c->compute_ranks / c->cores);
-	slow = fmax(1, (double)L / c->cores) / fit;
-	hide = spare_core(c, L);
+	slow = fmax(1, (double)Lm / c->cores) / fit;
+	hide = spare_core(c, Lm);
 	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, r, b, &st);
-	/* activation forward, gradient back: both on the critical path */
-	lk = group_link(2, T * C * D, L, &l);
-	if ((long)P * T * C * D > L && P > 1)
-		lk = BENCH_TCP;		/* some stage boundary crosses hosts */
-	msg = P > 1 ? bench_cost_p2p(c, lk, b * width * F4) : 0;
-	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, L, c->cores,
+	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, Lm, c->cores,
 	    &sl);
 	r->compute = m * st.fb * slow;
 	r->tp_s = m * st.tp;
-	r->pp_s = m * 2 * msg;
+	r->pp_s = pipe_msgs(c, P, T * C * D, L, m, b * width * F4,
+	    o->dims.arch == NN_MLP ? 0 : (double)o->dims.vocab *
+	    o->dims.d_model * F4, st.fb * slow);
 	/* CP: each layer's K and V pass the ring in C - 1 steps forward,
 	 * K, V and their gradients backward, each step under a block of
 	 * attention (a third of it forward) */
@@ -355,10 +394,11 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	}
 	/* the pipeline: its table's clocks, a pass (half a micro-batch's
 	 * forward and backward) each at a whole core a rank, longer where a
-	 * host's active ranks outnumber its cores; the communication on its
-	 * path stretched by the idle share; the bubble what this adds to
-	 * the compute and communication */
-	comm = r->tp_s + r->pp_s + r->cp_s + r->ep_s;
+	 * host's active ranks outnumber its cores; the communication inside
+	 * the passes stretched by the idle share (the pipeline's messages
+	 * are their path's already); the bubble what this adds to the
+	 * compute and communication */
+	comm = r->tp_s + r->cp_s + r->ep_s;
 	r->bubble = fmax(0, sl * st.fb / fit / 2 + comm / (1 -
 	    r->bubble_frac) - (r->compute + comm));
 	/* DP: the stage's gradient of this TP rank, summed over the dp x cp

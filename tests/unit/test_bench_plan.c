@@ -352,36 +352,114 @@ cost_flat(struct bench_cost *c, int cores)
  * ranks takes max(1, a / 2) passes: 2 (1 + 1 + 1.5 + 2 + 1.5 + 1 + 1) =
  * 18 passes, where the 4 ranks' work over the 2 cores is 16 (the
  * compute) and the critical path at a core a rank 14: the bubble is 2
- * passes, one micro-batch's forward and backward at a whole core. */
+ * passes, one micro-batch's forward and backward at a whole core.
+ * gpipe18: o's pp 4 plan holds one GPipe row of m 4 whose bubble is so. */
+static void
+gpipe18(struct bench_plan_opts *o, const char *what)
+{
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN], m[256];
+	int n, nfit, code, found = 0;
+	double fb = 0;
+
+	o->mesh[0] = 1, o->mesh[1] = 1, o->mesh[2] = 4;
+	snprintf(m, sizeof m, "%s: pp 4 planned", what);
+	UNIT_OK(bench_plan(o, &r, &n, &nfit, &code, e, sizeof e) == 0, m);
+	snprintf(m, sizeof m, "%s: GPipe's clocks on 2 cores, 18 passes for "
+	    "16 of work", what);
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4 &&
+		    r[i].cp == 1) {
+			/* the compute: 4 micro-batches at half a core */
+			fb = r[i].compute / 4 / 2;
+			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, m);
+			found++;
+		}
+	snprintf(m, sizeof m, "%s: one GPipe row of m 4", what);
+	UNIT_OK(found == 1 && fb > 0, m);
+	free(r);
+}
+
 static void
 test_sim(void)
 {
 	struct bench_cost c;
 	struct bench_plan_opts o;
-	struct bench_plan_row *r;
-	char e[COLLX_ERRLEN];
-	int n, nfit, code, found = 0;
-	double fb = 0;
 
 	cost_init(&c);
 	c.cores = 2, c.elem_rate = 1e30;
 	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
 	    .points = 5 };
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 16);
+	gpipe18(&o, "sim: one host");
+}
+
+/* The same GPipe on 2 hosts of 2 ranks that share one machine of 2
+ * cores (machine_hosts 2, as bench-plan.sh's namespaces): the clocks
+ * count the active stages of both hosts against the 2 cores, 18 passes
+ * for 16 of work as on one host of 4. Split as a core a host (the
+ * namespaces' old merge), stages 0-1 and 2-3 each on one core, the
+ * clocks would take 2 (1 + 2 + 2 + 2 + 2 + 2 + 1) = 24 passes: a bubble
+ * of 4 micro-batches' passes, not 1. And dp 4, every rank busy, at half
+ * the fitted rate as on one host of 4 ranks: the machine's 4 ranks count,
+ * not a host's 2. */
+static void
+test_machine(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row dp4;
+	double one;
+
+	cost_init(&c);
+	c.cores = 2, c.elem_rate = 1e30, c.machine_hosts = 2;
+	c.link[BENCH_SHM] = c.link[BENCH_TCP] = (struct bench_ab){ .alpha = 0,
+	    .beta = 1e30, .points = 5 };
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	gpipe18(&o, "machine: 2 hosts of one machine");
+	o.mesh[0] = 4, o.mesh[2] = 1;
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4");
+	one = dp4.compute;
+	c.machine_hosts = 1, c.cores = 4;	/* 2 hosts of 2 cores each */
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4, "
+	    "hosts of their own");
+	UNIT_CLOSE(one, 2 * dp4.compute, 1e-9, 0, "machine: 4 busy ranks on "
+	    "the machine's 2 cores take twice a core a rank");
+}
+
+/* The pipeline's messages on its path, pp 4 of a gpt (d 64, S 32, vocab
+ * 256), m = 4 micro-batches of 4 samples: an activation or gradient of
+ * 4 x 32 x 64 floats, 32768 bytes, 3.2768 us over shm (10 GB/s) and
+ * 26.2144 us over tcp (1.25 GB/s); the tied embedding's gradient 256 x
+ * 64 floats, 52.4288 us over tcp. Each boundary twice (warm-up, drain),
+ * the tied sum once between the first and last stage. 2 hosts of 2: shm,
+ * tcp, shm and the tied sum across. 4 hosts of 1: every boundary tcp.
+ * With compute near free, the tcp link paces the other 3 micro-batches,
+ * each adding a message less its pass. */
+static void
+test_pipe_msgs(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double shm = 32768 / 10e9, tcp = 32768 / 1.25e9, tied = 65536 / 1.25e9;
+
+	cost_flat(&c, 8);
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
 	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
-	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
-	    "sim: pp 4 on one host");
-	for (int i = 0; i < n; i++)
-		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 4 &&
-		    r[i].cp == 1) {
-			/* the compute: 4 micro-batches at half a core */
-			fb = r[i].compute / 4 / 2;
-			UNIT_CLOSE(r[i].bubble, fb, 1e-6, 0, "sim: GPipe's "
-			    "clocks on 2 cores, 18 passes for 16 of work");
-			found++;
-		}
-	UNIT_OK(found == 1 && fb > 0, "sim: one GPipe row of m 4");
-	free(r);
+	UNIT_OK(pick(&o, 1, 1, 4, 1, 1, 0, 0, 0, 0, &r), "pp msgs: 2 hosts");
+	UNIT_CLOSE(r.pp_s, 2 * (2 * shm + tcp) + tied, 1e-9, 0,
+	    "pp msgs: 2 hosts of 2, one boundary and the tied sum on tcp");
+	plan_opts(&o, &c, 4, 1, "256,64,4,4,32", 16);
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 4;
+	UNIT_OK(pick(&o, 1, 1, 4, 1, 1, 0, 0, 0, 0, &r), "pp msgs: 4 hosts");
+	UNIT_CLOSE(r.pp_s, 2 * 3 * tcp + tied, 1e-9, 0,
+	    "pp msgs: 4 hosts of 1, every boundary on tcp");
+	c.mm[0].rate = c.mm[1].rate = c.attn_rate = 1e18;
+	c.elem_rate = 1e30;
+	UNIT_OK(pick(&o, 1, 1, 4, 1, 1, 0, 0, 0, 0, &r), "pp msgs: fast");
+	UNIT_CLOSE(r.pp_s, 2 * 3 * tcp + 3 * (tcp - r.compute / 4) + tied,
+	    1e-9, 0, "pp msgs: the tcp link paces the steady state");
 }
 
 /* ZeRO 3 on dp 4 (4 layers of a layer's gradient g1 each): a gather
@@ -534,7 +612,12 @@ test_file(void)
 	    back.link[BENCH_TCP].ranks == 0;
 	ok &= back.nmm == 2 && fabs(back.mm[1].rate - 80e9) < 1 &&
 	    fabs(back.gamma - 8e9) < 1 && strcmp(back.dims, c.dims) == 0;
+	ok &= back.machine_hosts == 1;
 	UNIT_OK(ok, "cost file: every value as written");
+	c.machine_hosts = 3;
+	UNIT_OK(bench_cost_write(&c, p, e, sizeof e) == 0 &&
+	    bench_cost_read(&back, p, e, sizeof e) == 0 &&
+	    back.machine_hosts == 3, "cost file: machine_hosts read back");
 	f = fopen(p, "w");
 	fprintf(f, "{ \"version\": 2, \"world\": 4 }\n");
 	fclose(f);
@@ -563,6 +646,8 @@ main(void)
 	test_bubble();
 	test_params_memory();
 	test_sim();
+	test_machine();
+	test_pipe_msgs();
 	test_zero3();
 	test_cp();
 	test_ep();
