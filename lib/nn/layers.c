@@ -204,13 +204,25 @@ gelu_forward_h(float *out, uint16_t *h, float *dg, const float *inp,
 	}
 }
 
-/* dinp = dg dout, dg GELU's derivative kept by the forward pass. */
+NN_INLINE void
+mul_span(float *restrict dinp, const float *restrict dg,
+    const float *restrict dout, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dinp[i] = dg[i] * dout[i];
+}
+
+/* dinp = dg dout, dg GELU's derivative kept by the forward pass; in
+ * spans (vec_int.h): the plain loop ran one element at a time. */
 NN_CLONES static void
 gelu_backward_dg(float *dinp, const float *dg, const float *dout,
     size_t count)
 {
-	for (size_t i = 0; i < count; i++)
-		dinp[i] = dg[i] * dout[i];
+	size_t i = 0;
+
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		mul_span(dinp + i, dg + i, dout + i, NN_LANES);
+	mul_span(dinp + i, dg + i, dout + i, count - i);
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, = (set 1), or = 0 +
