@@ -204,13 +204,25 @@ gelu_forward_h(float *out, uint16_t *h, float *dg, const float *inp,
 	}
 }
 
-/* dinp = dg dout, dg GELU's derivative kept by the forward pass. */
+NN_INLINE void
+mul_span(float *restrict dinp, const float *restrict dg,
+    const float *restrict dout, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dinp[i] = dg[i] * dout[i];
+}
+
+/* dinp = dg dout, dg GELU's derivative kept by the forward pass; in
+ * spans (vec_int.h): the plain loop ran one element at a time. */
 NN_CLONES static void
 gelu_backward_dg(float *dinp, const float *dg, const float *dout,
     size_t count)
 {
-	for (size_t i = 0; i < count; i++)
-		dinp[i] = dg[i] * dout[i];
+	size_t i = 0;
+
+	for (; i + NN_LANES <= count; i += NN_LANES)
+		mul_span(dinp + i, dg + i, dout + i, NN_LANES);
+	mul_span(dinp + i, dg + i, dout + i, count - i);
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x); dinp += that, = (set 1), or = 0 +
@@ -832,7 +844,7 @@ nn_attention_backward_to(float *dq, float *dk, float *dv, float *scratch,
 	    hd, causal, 1);
 }
 
-void
+NN_CLONES void
 nn_embedding_forward(float *out, const int32_t *tok, const float *wte,
     const float *wpe, int b, int s, int d)
 {
@@ -840,26 +852,30 @@ nn_embedding_forward(float *out, const int32_t *tok, const float *wte,
 		for (int t = 0; t < s; t++) {
 			float *o = out + ((size_t)bi * s + t) * d;
 			const float *e = wte + (size_t)tok[(size_t)bi * s + t] * d;
-			for (int i = 0; i < d; i++)
-				o[i] = e[i] + (wpe ? wpe[(size_t)t * d + i] : 0.0f);
+			if (!wpe) {
+				for (int i = 0; i < d; i++)
+					o[i] = e[i] + 0.0f;
+				continue;
+			}
+			/* e + wpe, in vec_add's spans (the plain loop, its
+			 * operands maybe aliased, ran unvectorized) */
+			memcpy(o, e, (size_t)d * sizeof(*o));
+			vec_add(o, wpe + (size_t)t * d, (size_t)d);
 		}
 }
 
-void
+NN_CLONES void
 nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
     const int32_t *tok, int b, int s, int d)
 {
 	for (int bi = 0; bi < b; bi++)
 		for (int t = 0; t < s; t++) {
 			const float *g = dout + ((size_t)bi * s + t) * d;
-			if (dwte) {
-				float *e = dwte + (size_t)tok[(size_t)bi * s + t] * d;
-				for (int i = 0; i < d; i++)
-					e[i] += g[i];
-			}
+			if (dwte)
+				vec_add(dwte + (size_t)tok[(size_t)bi * s + t] *
+				    d, g, (size_t)d);
 			if (dwpe)
-				for (int i = 0; i < d; i++)
-					dwpe[(size_t)t * d + i] += g[i];
+				vec_add(dwpe + (size_t)t * d, g, (size_t)d);
 		}
 }
 

@@ -9,6 +9,7 @@
 
 #include "nn/nn.h"
 #include "nn/model_int.h"
+#include "nn/vec_int.h"
 
 /* Every tensor expected with its shape, every required one present. */
 static int
@@ -96,6 +97,10 @@ fill_params(struct nn_model *m, const struct tensor_set *s, char *err,
 	if (!m->params || !m->grads)
 		return cli_fail(err, errlen, "out of memory for %zu parameters",
 		    total);
+	/* every step streams both (the optimizer, bf16's rounding of the
+	 * weights, the gradients' sums and zeroing) */
+	nn_advise_huge(m->params, total * sizeof(float));
+	nn_advise_huge(m->grads, total * sizeof(float));
 	for (size_t i = 0; i < s->count; i++) {
 		const struct tensor *t = &s->items[i];
 		float *dst = m->params + m->table[i].offset;

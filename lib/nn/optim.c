@@ -50,6 +50,11 @@ nn_optim_init(struct nn_optim *o, const struct nn_optim_cfg *cfg,
 		goto oom;
 	if (moments == 2 && !(o->v = calloc(count ? count : 1, sizeof(float))))
 		goto oom;
+	/* AdamW streams both through every step, as the parameters */
+	if (o->m)
+		nn_advise_huge(o->m, count * sizeof(float));
+	if (o->v)
+		nn_advise_huge(o->v, count * sizeof(float));
 	return 0;
 oom:
 	snprintf(err, errlen, "out of memory for optimizer state of %zu "

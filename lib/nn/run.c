@@ -8,6 +8,7 @@
 #include "nn/gemm_int.h"
 #include "nn/nn.h"
 #include "nn/model_int.h"
+#include "nn/vec_int.h"
 
 /* The backward pass's hook; a NULL struct hook pointer: forward only. */
 struct hook {
@@ -31,11 +32,11 @@ hook_use(const struct hook *h, int layer, int backward)
 		h->use(h->ctx, layer, backward);
 }
 
-/* The pass's buffers on transparent huge pages where the system grants
- * them on request (madvise mode): a step streams tens of MB through its
+/* The pass's buffers, as the model's parameters and gradients and the
+ * optimizer's moments (vec_int.h): a step streams tens of MB through its
  * products, and 4 KiB pages cost a TLB miss every few rows. */
-static void
-advise_huge(void *p, size_t bytes)
+void
+nn_advise_huge(void *p, size_t bytes)
 {
 #ifdef MADV_HUGEPAGE
 	const uintptr_t huge = (uintptr_t)2 << 20;
@@ -57,7 +58,7 @@ work_reserve(struct nn_work *k, size_t floats)
 		if (!b)
 			return NULL;
 		k->buf = b, k->cap = floats;
-		advise_huge(b, floats * sizeof(float));
+		nn_advise_huge(b, floats * sizeof(float));
 	}
 	return k->buf;
 }

@@ -179,4 +179,10 @@ vec_sqrt(float x)
 	return x * y;
 }
 
+/* The 2 MiB-aligned part of [p, p + bytes) on transparent huge pages,
+ * where the system grants them on request (madvise mode), before its
+ * first touch: a buffer a step streams through costs a TLB miss every
+ * 4 KiB page otherwise (run.c). */
+void nn_advise_huge(void *p, size_t bytes);
+
 #endif
