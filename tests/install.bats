@@ -47,7 +47,7 @@ teardown() {
 	[ -f "$lib" ] || lib=$COLLX_ROOT/lib/libcomm.a
 	# (names from "__" are the compiler's, a sanitizer's say)
 	bad=$(nm -g --defined-only "$lib" | awk 'NF == 3 && $3 !~ /^__/ { print $3 }' |
-	    grep -Ev '^(cli|tensor|dtype|comm|auth|coll|ps|nn|train|dp|ckpt|tp|ulysses|pipe|mesh|cp|ep|trainopt|dpopt|trainer|tplayer|pscmd|progress|collcli|collref|launch|linetag|bench|chart|prog)_' || true)
+	    grep -Ev '^(cli|tensor|dtype|comm|auth|coll|ps|nn|train|dp|ckpt|tp|ulysses|pipe|mesh|cp|ep|trainopt|dpopt|dpcli|meshopt|trainer|tplayer|pscmd|progress|collcli|collref|launch|linetag|bench|chart|prog)_' || true)
 	echo "without a module prefix: $bad"
 	[ -z "$bad" ]
 }
