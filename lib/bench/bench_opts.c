@@ -29,14 +29,6 @@ bench_opts_init(struct bench_opts *o)
 	o->dp.rounds = 3;
 }
 
-/* An option's value parsed (rc 0) or not (-1): 1, the option taken, or
- * -1. */
-static int
-taken(int rc)
-{
-	return rc < 0 ? -1 : 1;
-}
-
 static int
 parse_pair(struct bench_opts *o, const char *s, char *err, size_t errlen)
 {
@@ -78,13 +70,13 @@ size_option(struct bench_opts *o, int c, const char *a, char *err,
 	switch (c) {
 	case 'b':
 		o->have_b = 1;
-		return taken(cli_size_arg("-b", a, &z->min, err, errlen));
+		return cli_taken(cli_size_arg("-b", a, &z->min, err, errlen));
 	case 'e':
 		o->have_e = 1;
-		return taken(cli_size_arg("-e", a, &z->max, err, errlen));
+		return cli_taken(cli_size_arg("-e", a, &z->max, err, errlen));
 	case 'f':
 		z->step = 0;
-		return taken(cli_double_value("-f", a, 1.0001, 1e6, &z->factor,
+		return cli_taken(cli_double_value("-f", a, 1.0001, 1e6, &z->factor,
 		    err, errlen));
 	case 'i':
 		if (cli_size_arg("-i", a, &z->step, err, errlen) < 0)
@@ -110,12 +102,12 @@ meas_option(struct bench_opts *o, int c, const char *a, char *err,
 		o->have_n = 1;
 		r = cli_int_value("-n", a, 1, 10000000, &k->iters, err, errlen);
 		o->p2p.iters = k->iters;
-		return taken(r);
+		return cli_taken(r);
 	case 'w':
 		o->have_w = 1;
 		r = cli_int_value("-w", a, 0, 1000000, &k->warmup, err, errlen);
 		o->p2p.warmup = k->warmup;
-		return taken(r);
+		return cli_taken(r);
 	case BENCH_OPT_OP:
 		if (bench_kind_parse(a, &k->kind) < 0)
 			return cli_fail(err, errlen, "--op: want allreduce, "
@@ -134,10 +126,10 @@ meas_option(struct bench_opts *o, int c, const char *a, char *err,
 			    "min, max or avg, not '%s'", a);
 		break;
 	case BENCH_OPT_ROOT:
-		return taken(cli_int_value("--root", a, 0, 1 << 20, &k->root,
+		return cli_taken(cli_int_value("--root", a, 0, 1 << 20, &k->root,
 		    err, errlen));
 	case BENCH_OPT_SECONDS:
-		return taken(cli_double_value("--seconds", a, 1e-6, 1e6,
+		return cli_taken(cli_double_value("--seconds", a, 1e-6, 1e6,
 		    &k->seconds, err, errlen));
 	case BENCH_OPT_CHECK: k->check = 1; break;
 	case BENCH_OPT_SKEW:
@@ -145,13 +137,13 @@ meas_option(struct bench_opts *o, int c, const char *a, char *err,
 			return cli_fail(err, errlen, "--skew: want zipf:S, not "
 			    "'%s'", a);
 		o->have_skew = 1;
-		return taken(cli_double_value("--skew", a + 5, 0, 100, &k->skew,
+		return cli_taken(cli_double_value("--skew", a + 5, 0, 100, &k->skew,
 		    err, errlen));
 	case BENCH_OPT_TEST: return parse_test(o, a, err, errlen);
 	case BENCH_OPT_PAIR: return parse_pair(o, a, err, errlen);
 	case BENCH_OPT_ALL: o->p2p.a = -1; break;
 	case BENCH_OPT_WINDOW:
-		return taken(cli_int_value("--window", a, 1, 100000,
+		return cli_taken(cli_int_value("--window", a, 1, 100000,
 		    &o->p2p.window, err, errlen));
 	default: return size_option(o, c, a, err, errlen);
 	}
@@ -168,7 +160,7 @@ dp_option(struct bench_opts *o, int c, const char *a, char *err,
 	switch (c) {
 	case 'N':
 		o->have_world = 1;
-		return taken(cli_int_value("-N", a, 1, 1024, &d->max_world, err,
+		return cli_taken(cli_int_value("-N", a, 1, 1024, &d->max_world, err,
 		    errlen));
 	case 'H': d->host_list = a; break;
 	case BENCH_OPT_SSH: d->ssh = a; break;
@@ -177,18 +169,18 @@ dp_option(struct bench_opts *o, int c, const char *a, char *err,
 	case BENCH_OPT_DIMS: d->dims = a; break;
 	/* mesh's gpt and plan's (collx-dp --init's experts) */
 	case BENCH_OPT_EXPERTS:
-		return taken(cli_int_value("--experts", a, 1, 1 << 16,
+		return cli_taken(cli_int_value("--experts", a, 1, 1 << 16,
 		    &d->experts, err, errlen));
 	case BENCH_OPT_BATCH:
 		o->have_batch = 1;
-		return taken(cli_long_value("--batch", a, 1, 1 << 24, &d->batch,
+		return cli_taken(cli_long_value("--batch", a, 1, 1 << 24, &d->batch,
 		    err, errlen));
 	case BENCH_OPT_STEPS:
-		return taken(cli_long_value("--steps", a, 2, 1 << 24, &d->steps,
+		return cli_taken(cli_long_value("--steps", a, 2, 1 << 24, &d->steps,
 		    err, errlen));
 	case BENCH_OPT_REPEAT:
 		o->have_repeat = 1;
-		return taken(cli_int_value("--repeat", a, 1, 100, &d->rounds,
+		return cli_taken(cli_int_value("--repeat", a, 1, 100, &d->rounds,
 		    err, errlen));
 	case BENCH_OPT_ZERO: d->zeros = a; break;
 	default: return 0;
@@ -225,10 +217,10 @@ plan_option(struct bench_opts *o, int c, const char *a, char *err,
 	case 'o': o->out = a; break;
 	case BENCH_OPT_COST: o->cost = a; break;
 	case BENCH_OPT_RPH:
-		return taken(cli_int_value("--ranks-per-host", a, 1, 4096,
+		return cli_taken(cli_int_value("--ranks-per-host", a, 1, 4096,
 		    &o->per_host, err, errlen));
 	case BENCH_OPT_TOP:
-		return taken(cli_int_value("--top", a, 1, 1 << 20, &o->top, err,
+		return cli_taken(cli_int_value("--top", a, 1, 1 << 20, &o->top, err,
 		    errlen));
 	case BENCH_OPT_MEM:
 		if (cli_size_arg("--mem-per-rank", a, &mem, err, errlen) < 0)
@@ -237,13 +229,13 @@ plan_option(struct bench_opts *o, int c, const char *a, char *err,
 		break;
 	case BENCH_OPT_VALIDATE: o->validate = 1; break;
 	case BENCH_OPT_TOPK:
-		return taken(cli_int_value("--topk", a, 1, 1 << 16,
+		return cli_taken(cli_int_value("--topk", a, 1, 1 << 16,
 		    &d->moe.topk, err, errlen));
 	case BENCH_OPT_CAPACITY:
-		return taken(cli_double_value("--capacity", a, 0, 1e6,
+		return cli_taken(cli_double_value("--capacity", a, 0, 1e6,
 		    &d->moe.capacity, err, errlen));
 	case BENCH_OPT_MOE_EVERY:
-		return taken(cli_int_value("--moe-every", a, 1, 1 << 20,
+		return cli_taken(cli_int_value("--moe-every", a, 1, 1 << 20,
 		    &d->moe_every, err, errlen));
 	case BENCH_OPT_MESH: return parse_mesh(o, a, err, errlen);
 	default: return 0;

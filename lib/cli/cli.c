@@ -306,6 +306,12 @@ cli_int_value(const char *opt, const char *s, long min, long max, int *out,
 	return 0;
 }
 
+int
+cli_taken(int rc)
+{
+	return rc < 0 ? -1 : 1;
+}
+
 long
 cli_parse_long(const char *opt, const char *s, long min, long max)
 {

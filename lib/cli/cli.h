@@ -82,6 +82,9 @@ int cli_double_value(const char *opt, const char *s, double min, double max,
 /* cli_long_value into an int (min and max within int's range). */
 int cli_int_value(const char *opt, const char *s, long min, long max,
     int *out, char *err, size_t errlen);
+/* An option handler's answer from such a call's 0 / -1: 1 (the option
+ * was its and is taken) or -1. */
+int cli_taken(int rc);
 /* Sizes with an optional K/M/G/T suffix (powers of 1024; "64K", "4KiB",
  * "1.5M" when that is a whole number of bytes). */
 size_t cli_parse_size(const char *opt, const char *s);

@@ -272,7 +272,7 @@ cli_group_option(struct cli_group *g, int opt, const char *arg, char *err,
 	default:
 		return 0;
 	}
-	return rc < 0 ? -1 : 1;
+	return cli_taken(rc);
 }
 
 /* The first variable of vars set into *out (left alone when none is). */

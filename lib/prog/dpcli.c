@@ -70,7 +70,7 @@ train_option(struct dpcli *o, int c, const char *a, char *err, size_t errlen)
 		break;
 	default: return 0;
 	}
-	return rc < 0 ? -1 : 1;
+	return cli_taken(rc);
 }
 
 /* --init's experts options; 0 when c is not one of them. */
@@ -86,7 +86,7 @@ moe_option(struct dpcli *o, int c, const char *a, char *err, size_t errlen)
 		o->have_experts = 1;
 		r = cli_int_value("--experts", a, -big, big, &m->experts, err,
 		    errlen);
-		return r < 0 ? -1 : 1;
+		return cli_taken(r);
 	case DPCLI_TOPK:
 		r = cli_int_value("--topk", a, -big, big, &m->topk, err, errlen);
 		break;

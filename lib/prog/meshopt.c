@@ -23,7 +23,7 @@ static int
 count_value(const char *opt, const char *a, int *v, char *err,
     size_t errlen)
 {
-	return cli_int_value(opt, a, 1, 1 << 20, v, err, errlen) < 0 ? -1 : 1;
+	return cli_taken(cli_int_value(opt, a, 1, 1 << 20, v, err, errlen));
 }
 
 int
