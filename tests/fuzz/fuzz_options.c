@@ -1,7 +1,8 @@
 /* fuzz_options: option and number parsing that reports instead of
  * exiting: sizes, HOST:PORT, model dims for every architecture, the
- * names of architectures, optimizers and parameter-server modes, and
- * {rank}/{world} substitution. The input is one string. */
+ * names of architectures, optimizers and parameter-server modes, the
+ * library's option values (sizes, integers, lists: collx-bench's and
+ * the training programs' options), and {rank}/{world} substitution. The input is one string. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum nn_arch arch;
 	enum ps_mode pm;
 	size_t v, i;
-	int port;
+	long list[8];
+	int port, n, iv;
 
 	if (size > 4096 || (s = malloc(size + 1)) == NULL)
 		return 0;
@@ -31,6 +33,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();	/* an empty size is not a size */
 	if (cli_hostport_parse(s, host, sizeof host, &port) == 0 &&
 	    (port < 1 || port > 65535 || strlen(host) >= sizeof host))
+		abort();
+	err[0] = '\0';
+	if (cli_size_arg("-b", s, &v, err, sizeof err) < 0 && err[0] == '\0')
+		abort();	/* a refusal says why */
+	if ((n = cli_list_value("--pair", s, list, 8, err, sizeof err)) > 8)
+		abort();
+	if (cli_int_value("--dp", s, 1, 1 << 20, &iv, err, sizeof err) == 0 &&
+	    (iv < 1 || iv > 1 << 20))
 		abort();
 	for (i = 0; i < sizeof archs / sizeof archs[0]; i++)
 		nn_dims_parse(s, archs[i], &dims, err, sizeof err);
