@@ -20,6 +20,12 @@
 #   pipe      collx-pipe's mlp (examples/bench-pipe.sh's, batch 256,
 #             GPipe, M = 8) at W = 2 as a user launches it, against the
 #             PyTorch Gloo GPipe peer (examples/peers/torch_pipe.py)
+# Each launch of the grid also runs examples/peers/copy_probe.c (1 MiB
+# copied to and fro by one pinned process a CPU, no collx, no MPI): the
+# machine's own spread between launches, printed under the table with
+# Open MPI's spreads and how closely collx's 2-rank 1 MiB launches follow
+# the probe's (Pearson's r over the launches; near 1: the slow launches are
+# slow for everything on the machine at that moment).
 # Then one table with the ratios the issue asks and whether each holds
 # (ok or FAIL); raw launches in OUTDIR/launches.txt, the table in
 # OUTDIR/table.md. Each collx launch's line there ends with what explains
@@ -62,6 +68,12 @@ trap cleanup EXIT
 . "$here/peers/measure.sh"
 . "$here/../tests/lib/slurm.bash"
 peers_detect bench-launch.sh "$work"
+probe=0
+if cc -O2 -o "$work/copy_probe" "$here/peers/copy_probe.c"; then
+	probe=1
+else
+	echo "bench-launch.sh: the copy probe skipped: cc failed" >&2
+fi
 
 raw=$out/launches.txt
 : >"$raw"
@@ -195,6 +207,8 @@ first_cpu=$(taskset -pc $$ | sed 's/.*: //; s/[-,].*//')
 for ((i = 1; i <= n; i++)); do
 	echo "bench-launch.sh: launch $i of $n" >&2
 	if [[ $parts == *" grid "* ]]; then
+		[ $probe = 0 ] || rec probe copy 2 1048576 \
+		    "$(timeout 60 "$work/copy_probe" 1048576 "$iters" | peer_median)"
 		for world in 2 4; do
 			for bytes in $sizes; do
 				rec grid collx "$world" "$bytes" "$(collx "$new" "$world" "$bytes")"
@@ -319,5 +333,30 @@ awk -v n="$n" -v iters="$iters" '
 				    okay(med[o] >= 1.5 * med[k])
 		}
 	}' "$out/stats.txt" | tee "$out/table.md"
+# The machine's own spread: Open MPI's launches and the copy probe's, and
+# how collx's 2-rank 1 MiB launches follow the probe (launch by launch).
+awk -v raw="$raw" '
+	function us(s) { return s >= 1e-3 ? sprintf("%.2f ms", s * 1e3) : sprintf("%.1f us", s * 1e6) }
+	{ k = $1 " " $2 " " $3 " " $4; best[k] = $5; med[k] = $6; worst[k] = $7 }
+	function line(lab, k) { if (k in med && best[k] > 0)
+		printf "  %s: %s / %s / %s, worst / best %.2f\n", lab, us(best[k]), us(med[k]), us(worst[k]), worst[k] / best[k] }
+	END {
+		if (!("probe copy 2 1048576" in med) && !("grid openmpi-shm 2 1048576" in med)) exit
+		printf "\nthe same launches, best / median / worst: the machine itself\n"
+		split("4096 1048576 67108864", sizes, " ")
+		for (w = 2; w <= 4; w += 2) for (i = 1; i <= 3; i++)
+			line(sprintf("Open MPI shm, %d ranks, %s", w, sizes[i] == 4096 ? "4 KiB" : sizes[i] == 1048576 ? "1 MiB" : "64 MiB"),
+			    "grid openmpi-shm " w " " sizes[i])
+		line("copy probe (1 MiB to and fro, one pinned process a CPU)", "probe copy 2 1048576")
+		while ((getline l < raw) > 0) { split(l, f, " ")
+			if (f[1] == "probe" && f[2] == "copy") p[++np] = f[5]
+			if (f[1] == "grid" && f[2] == "collx" && f[3] == 2 && f[4] == 1048576) c[++nc] = f[5] }
+		for (i = 1; i <= np && i <= nc; i++) if (p[i] != "failed" && c[i] != "failed") {
+			n++; sx += p[i]; sy += c[i]; sxx += p[i] * p[i]; syy += c[i] * c[i]; sxy += p[i] * c[i] }
+		vx = n * sxx - sx * sx; vy = n * syy - sy * sy
+		if (n > 2 && vx > 0 && vy > 0)
+			printf "  collx 2 ranks 1 MiB against the probe, launch by launch: r = %.2f over %d launches\n",
+			    (n * sxy - sx * sy) / sqrt(vx * vy), n
+	}' "$out/stats.txt" | tee -a "$out/table.md"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "(load average at the end: $load; $(nproc) CPUs)" | tee -a "$out/table.md"
