@@ -136,8 +136,24 @@ EOF
 	else
 		[[ "$line" == *"portable bf16"* ]]
 	fi
-	run timeout 60 collx-dp -v -m g.safetensors --data "$GPL" --batch 8 \
-	    --steps 2
+}
+
+@test "-v under f32 names OpenBLAS's kernel set and whether OPENBLAS_CORETYPE chose it" {
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	run env OPENBLAS_CORETYPE=Haswell timeout 60 collx-dp -v \
+	    -m g.safetensors --data "$GPL" --batch 8 --steps 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
+	[ "$line" = "collx-dp: matmuls: OpenBLAS sgemm, Haswell kernels (chosen by OPENBLAS_CORETYPE)" ]
+	run env -u OPENBLAS_CORETYPE timeout 60 collx-dp -v \
+	    -m g.safetensors --data "$GPL" --batch 8 --steps 2
+	[ "$status" -eq 0 ]
+	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
+	[[ "$line" == "collx-dp: matmuls: OpenBLAS sgemm, "*" kernels (OpenBLAS's choice for this CPU)" ]]
+	run env OPENBLAS_CORETYPE=Haswell timeout 60 collx-dp -m g.safetensors \
+	    --data "$GPL" --batch 8 --steps 2
 	[ "$status" -eq 0 ]
 	if grep -q 'matmuls:' <<<"$output"; then false; fi
 }

@@ -31,11 +31,11 @@ prog_precision_start(enum nn_precision p)
 
 	if (nn_set_precision(p, e, sizeof(e)) < 0)
 		cli_usage_error("--precision %s: %s", nn_precision_name(p), e);
+	atexit(say_impl);
 	if (p == NN_PREC_F32)
 		return;
 	if (nn_gemm_portable() && cli_rank == 0 && !cli_quiet)
 		cli_warn("--precision bf16: this CPU has no AVX512-BF16 or AMX "
 		    "(as oneDNN sees it): the portable path computes the same "
 		    "values, slower");
-	atexit(say_impl);
 }
