@@ -20,12 +20,14 @@
 #   pipe      collx-pipe's mlp (examples/bench-pipe.sh's, batch 256,
 #             GPipe, M = 8) at W = 2 as a user launches it, against the
 #             PyTorch Gloo GPipe peer (examples/peers/torch_pipe.py)
-# Each launch of the grid also runs examples/peers/copy_probe.c (1 MiB
-# copied to and fro by one pinned process a CPU, no collx, no MPI): the
-# machine's own spread between launches, printed under the table with
-# Open MPI's spreads and how closely collx's 2-rank 1 MiB launches follow
-# the probe's (Pearson's r over the launches; near 1: the slow launches are
-# slow for everything on the machine at that moment).
+# Each launch of the grid also runs two probes of the machine with no
+# collx and no MPI in them: examples/peers/copy_probe.c (1 MiB copied to
+# and fro by one pinned process a CPU) and line_probe.c (a cache line
+# handed between two pinned processes): the machine's own spread between
+# launches, printed under the table with Open MPI's spreads and how
+# closely collx's 2-rank launches follow the probes (Pearson's r over the
+# launches, 1 MiB against the copy, 4 KiB against the line; near 1: the
+# slow launches are slow for everything on the machine at that moment).
 # Then one table with the ratios the issue asks and whether each holds
 # (ok or FAIL); raw launches in OUTDIR/launches.txt, the table in
 # OUTDIR/table.md. Each collx launch's line there ends with what explains
@@ -69,10 +71,11 @@ trap cleanup EXIT
 . "$here/../tests/lib/slurm.bash"
 peers_detect bench-launch.sh "$work"
 probe=0
-if cc -O2 -o "$work/copy_probe" "$here/peers/copy_probe.c"; then
+if cc -O2 -o "$work/copy_probe" "$here/peers/copy_probe.c" &&
+    cc -O2 -o "$work/line_probe" "$here/peers/line_probe.c"; then
 	probe=1
 else
-	echo "bench-launch.sh: the copy probe skipped: cc failed" >&2
+	echo "bench-launch.sh: the machine's probes skipped: cc failed" >&2
 fi
 
 raw=$out/launches.txt
@@ -207,8 +210,12 @@ first_cpu=$(taskset -pc $$ | sed 's/.*: //; s/[-,].*//')
 for ((i = 1; i <= n; i++)); do
 	echo "bench-launch.sh: launch $i of $n" >&2
 	if [[ $parts == *" grid "* ]]; then
-		[ $probe = 0 ] || rec probe copy 2 1048576 \
-		    "$(timeout 60 "$work/copy_probe" 1048576 "$iters" | peer_median)"
+		if [ $probe = 1 ]; then
+			rec probe copy 2 1048576 "$(timeout 60 \
+			    "$work/copy_probe" 1048576 "$iters" | peer_median)"
+			rec probe line 2 4096 "$(timeout 60 \
+			    "$work/line_probe" 10000 | peer_median)"
+		fi
 		for world in 2 4; do
 			for bytes in $sizes; do
 				rec grid collx "$world" "$bytes" "$(collx "$new" "$world" "$bytes")"
@@ -333,8 +340,8 @@ awk -v n="$n" -v iters="$iters" '
 				    okay(med[o] >= 1.5 * med[k])
 		}
 	}' "$out/stats.txt" | tee "$out/table.md"
-# The machine's own spread: Open MPI's launches and the copy probe's, and
-# how collx's 2-rank 1 MiB launches follow the probe (launch by launch).
+# The machine's own spread: Open MPI's launches and the probes', and how
+# collx's 2-rank launches follow the probes (launch by launch).
 awk -v raw="$raw" '
 	function us(s) { return s >= 1e-3 ? sprintf("%.2f ms", s * 1e3) : sprintf("%.1f us", s * 1e6) }
 	{ k = $1 " " $2 " " $3 " " $4; best[k] = $5; med[k] = $6; worst[k] = $7 }
@@ -348,15 +355,23 @@ awk -v raw="$raw" '
 			line(sprintf("Open MPI shm, %d ranks, %s", w, sizes[i] == 4096 ? "4 KiB" : sizes[i] == 1048576 ? "1 MiB" : "64 MiB"),
 			    "grid openmpi-shm " w " " sizes[i])
 		line("copy probe (1 MiB to and fro, one pinned process a CPU)", "probe copy 2 1048576")
+		line("line probe (round trip of a cache line between two CPUs)", "probe line 2 4096")
 		while ((getline l < raw) > 0) { split(l, f, " ")
-			if (f[1] == "probe" && f[2] == "copy") p[++np] = f[5]
-			if (f[1] == "grid" && f[2] == "collx" && f[3] == 2 && f[4] == 1048576) c[++nc] = f[5] }
-		for (i = 1; i <= np && i <= nc; i++) if (p[i] != "failed" && c[i] != "failed") {
-			n++; sx += p[i]; sy += c[i]; sxx += p[i] * p[i]; syy += c[i] * c[i]; sxy += p[i] * c[i] }
+			if (f[1] == "probe") p[f[4], ++np[f[4]]] = f[5]
+			if (f[1] == "grid" && f[2] == "collx" && f[3] == 2) c[f[4], ++nc[f[4]]] = f[5] }
+		corr(1048576, "1 MiB", "copy")
+		corr(4096, "4 KiB", "line")
+	}
+	# Pearson r of collx 2-rank launches of b bytes against probe pb
+	function corr(b, lab, pb,   i, n, sx, sy, sxx, syy, sxy, vx, vy, x, y) {
+		for (i = 1; i <= np[b] && i <= nc[b]; i++) {
+			x = p[b, i]; y = c[b, i]
+			if (x == "failed" || y == "failed") continue
+			n++; sx += x; sy += y; sxx += x * x; syy += y * y; sxy += x * y }
 		vx = n * sxx - sx * sx; vy = n * syy - sy * sy
 		if (n > 2 && vx > 0 && vy > 0)
-			printf "  collx 2 ranks 1 MiB against the probe, launch by launch: r = %.2f over %d launches\n",
-			    (n * sxy - sx * sy) / sqrt(vx * vy), n
+			printf "  collx 2 ranks %s against the %s probe, launch by launch: r = %.2f over %d launches\n",
+			    lab, pb, (n * sxy - sx * sy) / sqrt(vx * vy), n
 	}' "$out/stats.txt" | tee -a "$out/table.md"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "(load average at the end: $load; $(nproc) CPUs)" | tee -a "$out/table.md"
