@@ -100,5 +100,6 @@ main(int argc, char **argv)
 		return 1;
 	qsort(t, rounds, sizeof *t, cmp);
 	printf("median_s=%.9g\n", t[rounds / 2]);
+	free(t);
 	return 0;
 }
