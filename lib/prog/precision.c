@@ -1,6 +1,5 @@
 /* precision: --precision, read and put in force alike by the training
  * programs (precision.h). */
-#include <stdlib.h>
 
 #include "cli/cli.h"
 #include "prog/precision.h"
@@ -15,15 +14,6 @@ prog_precision_option(enum nn_precision *p, int opt, const char *a)
 	return 1;
 }
 
-/* The implementation is named at exit: oneDNN picks one per shape, as the
- * primitives are created, so only then is it known. */
-static void
-say_impl(void)
-{
-	if (cli_rank == 0 && cli_verbose && !cli_quiet)
-		cli_debug("matmuls: %s", nn_gemm_impl());
-}
-
 void
 prog_precision_start(enum nn_precision p)
 {
@@ -31,7 +21,6 @@ prog_precision_start(enum nn_precision p)
 
 	if (nn_set_precision(p, e, sizeof(e)) < 0)
 		cli_usage_error("--precision %s: %s", nn_precision_name(p), e);
-	atexit(say_impl);
 	if (p == NN_PREC_F32)
 		return;
 	if (nn_gemm_portable() && cli_rank == 0 && !cli_quiet)

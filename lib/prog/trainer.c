@@ -158,10 +158,15 @@ trainer_row(struct trainer *t, const char *op, const char *algo,
 		cli_die(CLI_EXIT_RUNTIME, "%s", e);
 }
 
+/* The run's summary; with -v rank 0 then names the matmuls' kernels, known
+ * only now under bf16 (oneDNN picks one per shape as its primitives are
+ * made), and after a failure not at all: its message stays the last line. */
 void
 trainer_end(struct trainer *t)
 {
 	progress_end(&t->pr);
+	if (cli_rank == 0 && cli_verbose && !cli_quiet)
+		cli_debug("matmuls: %s", nn_gemm_impl());
 }
 
 void
