@@ -346,8 +346,9 @@ cost_flat(struct bench_cost *c, int cores)
 	c->cores = cores;
 }
 
-/* GPipe over 4 stages of one rank on a host of 2 cores, m = 4, no
- * communication or elementwise cost: its forward clocks have 1, 2, 3, 4,
+/* GPipe over 4 equal stages of one rank (an mlp of 4 layers of one
+ * width) on a host of 2 cores, m = 4, no communication or elementwise
+ * cost: its forward clocks have 1, 2, 3, 4,
  * 3, 2, 1 stages active, the backward's the same; a clock of a active
  * ranks takes max(1, a / 2) passes: 2 (1 + 1 + 1.5 + 2 + 1.5 + 1 + 1) =
  * 18 passes, where the 4 ranks' work over the 2 cores is 16 (the
@@ -380,6 +381,58 @@ gpipe18(struct bench_plan_opts *o, const char *what)
 	free(r);
 }
 
+/* o's model made an mlp of dims (d_in, hidden, d_out, layers). */
+static void
+mlp_dims(struct bench_plan_opts *o, const char *dims)
+{
+	char e[COLLX_ERRLEN];
+
+	o->dims.arch = NN_MLP;
+	if (nn_dims_parse(dims, NN_MLP, &o->dims, e, sizeof e) < 0)
+		printf("# %s\n", e);
+}
+
+/* Unequal stages on a crowded core: an mlp of 4 equal layers on pp 3
+ * (pipe_split's 1, 2, 1 layers: loads 1/2, 1, 1/2 of the heaviest's fb,
+ * 2 layers of two 64 x 64 linears on 16 samples), 3 ranks on 1 core,
+ * GPipe m = 3, no communication or elementwise cost. The forward clocks
+ * hold stages {0} {0,1} {0,1,2} {1,2} {2}, each as long as its active
+ * work on the one core: 1/2 + 3/2 + 2 + 3/2 + 1/2 = 6 passes, the
+ * backward's the same: 12 passes of fb / 2, 6 fb, the 3 stages' work
+ * (3 micro-batches of 2 fb) over the core. Stages charged as heavy as
+ * the heaviest would take 18 passes, 9 fb. */
+static void
+test_loads(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN];
+	int n, nfit, code, found = 0;
+	double fb;
+
+	cost_init(&c);
+	c.cores = 1, c.elem_rate = 1e30;
+	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
+	    .points = 5 };
+	plan_opts(&o, &c, 1, 3, "256,64,4,4,32", 48);
+	mlp_dims(&o, "64,64,64,4");
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 3;
+	fb = 4 * bench_cost_linear(&c, 16, 64, 64);
+	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
+	    "loads: pp 3 planned");
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 3) {
+			UNIT_CLOSE(r[i].compute, 6 * fb, 1e-9, 0, "loads: "
+			    "the stages' work over the core, 6 fb");
+			UNIT_CLOSE(r[i].bubble, 0, 1e-12, 1e-15, "loads: "
+			    "no bubble beyond it");
+			found++;
+		}
+	UNIT_OK(found == 1, "loads: one GPipe row of m 3");
+	free(r);
+}
+
 static void
 test_sim(void)
 {
@@ -391,6 +444,7 @@ test_sim(void)
 	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
 	    .points = 5 };
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 16);
+	mlp_dims(&o, "64,64,64,4");
 	gpipe18(&o, "sim: one host");
 }
 
@@ -416,6 +470,7 @@ test_machine(void)
 	c.link[BENCH_SHM] = c.link[BENCH_TCP] = (struct bench_ab){ .alpha = 0,
 	    .beta = 1e30, .points = 5 };
 	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	mlp_dims(&o, "64,64,64,4");
 	gpipe18(&o, "machine: 2 hosts of one machine");
 	o.mesh[0] = 4, o.mesh[2] = 1;
 	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4");
@@ -646,6 +701,7 @@ main(void)
 	test_bubble();
 	test_params_memory();
 	test_sim();
+	test_loads();
 	test_machine();
 	test_pipe_msgs();
 	test_zero3();
