@@ -51,6 +51,7 @@ usage(void)
 	    "       %s plan --cost COST.json --hosts N [--ranks-per-host L]\n"
 	    "           [--arch A --dims D] [--batch B] [--top K]\n"
 	    "           [--mem-per-rank BYTES] [--mesh D,T,P] [--validate]\n"
+	    "           [--optimizer sgd|adamw]\n"
 	    "           [--experts E [--topk K] [--capacity F] [--moe-every N]]\n"
 	    "           [--export astra-sim DIR] [--csv|--table]\n\n"
 	    "Benchmarks: collectives (like nccl-tests), point-to-point latency\n"

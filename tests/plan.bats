@@ -254,6 +254,39 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	[[ "${lines[0]}" == *"go with plan" ]]
 }
 
+@test "plan --optimizer: AdamW's rows dearer and heavier than SGD's (the default, what mesh and --validate run); a bad name, --validate with adamw or --optimizer off plan exit 2" {
+	write_cost
+	for o in sgd adamw; do
+		run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+		    --ranks-per-host 2 --dims 256,32,2,2,16 --mesh 2,1,1 \
+		    --optimizer "$o" --top 1000 --csv
+		[ "$status" -eq 0 ]
+		echo "$output" | awk -F, '$16 == 0 && NR > 1 { print $10, $19, $24 }' >"$o.txt"
+		[ "$(wc -l <"$o.txt")" -eq 1 ]
+	done
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+	    --ranks-per-host 2 --dims 256,32,2,2,16 --mesh 2,1,1 --top 1000 --csv
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | awk -F, '$16 == 0 && NR > 1 { print $10, $19, $24 }')" = "$(cat sgd.txt)" ]
+	read -r s c m <sgd.txt
+	read -r s2 c2 m2 <adamw.txt
+	# dp 2, ZeRO 0: AdamW reads and writes 16 bytes more a parameter
+	# and holds two moments, 8 bytes a parameter more
+	awk -v a="$c" -v b="$c2" -v s="$s" -v t="$s2" 'BEGIN { d = (t - s) - (b - a); exit !(b > a && (d < 0 ? -d : d) < 1e-5 * t) }'
+	awk -v a="$m" -v b="$m2" 'BEGIN { exit !(b > a) }'
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+	    --dims 256,32,2,2,16 --optimizer adam
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --optimizer: want sgd or adamw, not 'adam'" ]
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+	    --ranks-per-host 2 --dims 256,32,2,2,16 --optimizer adamw --validate
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "collx-bench: plan --validate: the runs train with SGD"* ]]
+	run timeout 30 collx-bench mesh --optimizer sgd
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --optimizer goes with plan" ]
+}
+
 # ASTRA-sim 1.0's documented text workload: the parallelism, the layer
 # count, then a line a layer: name, a reserved integer, and three times a
 # compute time in cycles, a collective (ALLREDUCE, ALLGATHER, ALLTOALL;

@@ -238,6 +238,16 @@ plan_option(struct bench_opts *o, int c, const char *a, char *err,
 		return cli_taken(cli_int_value("--moe-every", a, 1, 1 << 20,
 		    &d->moe_every, err, errlen));
 	case BENCH_OPT_MESH: return parse_mesh(o, a, err, errlen);
+	case BENCH_OPT_OPTIMIZER: {
+		enum nn_optim_kind k;
+
+		if (nn_optim_parse(a, &k) < 0)
+			return cli_fail(err, errlen, "--optimizer: want sgd or "
+			    "adamw, not '%s'", a);
+		o->plan.adamw = k == NN_ADAMW;
+		o->have_optim = 1;
+		break;
+	}
 	default: return 0;
 	}
 	return 1;
@@ -508,6 +518,9 @@ plan_defaults(struct bench_opts *o, char *err, size_t errlen)
 	o->plan.batch = o->have_batch ? o->dp.batch : 8 * w;
 	o->top = o->top ? o->top : 10;
 	if (o->validate) {
+		if (o->plan.adamw)
+			return cli_fail(err, errlen, "plan --validate: the runs "
+			    "train with SGD; --optimizer adamw goes without it");
 		if (w > 64)
 			return cli_fail(err, errlen, "plan --validate: runs the "
 			    "%ld ranks on this host, at most 64", w);
@@ -550,6 +563,8 @@ check_misplaced(const struct bench_opts *o, int is_plan, char *err,
 		return cli_fail(err, errlen, "--ranks-per-host, --top, "
 		    "--mem-per-rank, --mesh, --validate and --export go with "
 		    "plan");
+	if (!is_plan && o->have_optim)
+		return cli_fail(err, errlen, "--optimizer goes with plan");
 	if (!is_plan && (o->plan.dims.moe.topk ||
 	    o->plan.dims.moe.capacity > 0 || o->plan.dims.moe_every))
 		return cli_fail(err, errlen, "--topk, --capacity and --moe-every "

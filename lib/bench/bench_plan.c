@@ -500,25 +500,29 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 		r->bytes_dp = z3b;
 	} else
 		r->dp_s = 0;
-	/* Adam: parameters, gradients and two moments read and written; and
-	 * the gradients zeroed for the next step (the whole, at any level) */
-	r->compute += (28 / (r->zero > 0 ? (r->hsdp ? l : G) : 1.0) + 4) *
-	    (gd + ge) / F4 / c->elem_rate * slow;
+	/* the optimizer on the rank's shard: AdamW reads and writes the
+	 * parameters and two moments and reads the gradients (7 floats a
+	 * parameter), SGD (no momentum) reads the parameters and gradients
+	 * and writes the parameters (3); and the gradients zeroed for the
+	 * next step (the whole, at any level) */
+	r->compute += ((o->adamw ? 28 : 12) / (r->zero > 0 ? (r->hsdp ? l :
+	    G) : 1.0) + 4) * (gd + ge) / F4 / c->elem_rate * slow;
 	r->step = r->compute + r->tp_s + r->pp_s + r->cp_s + r->ep_s +
 	    r->bubble + r->dp_s;
 	r->bytes_tp = m * st.tpb;
 	r->bytes_pp = P > 1 ? m * 2 * b * width * F4 : 0;
 	/* params, gradients (ZeRO 2: a shard), Adam's two moments (ZeRO 1,
-	 * 2: a shard); ZeRO 3: all three a shard, with two layers gathered
+	 * 2: a shard; SGD none); ZeRO 3: all a shard, with two layers gathered
 	 * whole (this one and the prefetched); and the activations of the
 	 * micro-batches in flight */
 	if (r->zero == 3) {
 		int n = r->hsdp ? l : G;
 
-		r->mem = (gd + ge) * 4 / n + 2 * gd / st.layers;
+		r->mem = (gd + ge) * (o->adamw ? 4 : 2) / n + 2 * gd /
+		    st.layers;
 	} else
 		r->mem = (gd + ge) * (1 + (r->zero >= 2 ? 1.0 / G : 1) +
-		    2.0 / (r->zero >= 1 ? G : 1));
+		    (o->adamw ? 2.0 : 0) / (r->zero >= 1 ? G : 1));
 	r->mem += st.acts * F4 * (r->sched == PIPE_SCHED_GPIPE ? m :
 	    (m < P ? m : P));
 	r->tokens = o->dims.arch == NN_MLP ? (double)o->batch :

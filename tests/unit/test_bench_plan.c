@@ -286,6 +286,7 @@ test_params_memory(void)
 	}
 	cost_init(&c);
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 32);
+	o.adamw = 1;		/* its two moments, sharded by ZeRO 1 */
 	o.mesh[0] = 4, o.mesh[1] = 1, o.mesh[2] = 1;
 	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0 &&
 	    n == 4, "dp 4: ZeRO 0, 1, 2 and 3");
@@ -431,6 +432,38 @@ test_loads(void)
 		}
 	UNIT_OK(found == 1, "loads: one GPipe row of m 3");
 	free(r);
+}
+
+/* The optimizer priced on one rank of an mlp of 4 layers of 64 x 64
+ * (33280 parameters: 4 (64 64 + 64 + 64 64 + 64)), matmuls free, 16
+ * samples: the forward and backward's elementwise bytes 20 x 16 (4 x 64 +
+ * 64) = 102400, and each parameter's optimizer step and zeroed
+ * gradient: SGD 12 + 4 bytes (3 + 1 floats), AdamW 28 + 4 (7 + 1);
+ * AdamW's two moments held, 8 bytes a parameter. */
+static void
+test_optimizer(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double mem;
+
+	cost_init(&c);
+	c.mm[0].rate = c.mm[1].rate = 1e30;
+	plan_opts(&o, &c, 1, 1, "256,64,4,4,32", 16);
+	mlp_dims(&o, "64,64,64,4");
+	o.mesh[0] = o.mesh[1] = o.mesh[2] = 1;
+	UNIT_OK(pick(&o, 1, 1, 1, 1, 1, 0, 0, 0, 0, &r), "optimizer: SGD's row");
+	UNIT_CLOSE(r.compute, (102400 + 16 * 33280) / c.elem_rate, 1e-9, 0,
+	    "optimizer: SGD reads and writes 3 floats a parameter, zeroes 1");
+	mem = r.mem;
+	o.adamw = 1;
+	UNIT_OK(pick(&o, 1, 1, 1, 1, 1, 0, 0, 0, 0, &r), "optimizer: AdamW's "
+	    "row");
+	UNIT_CLOSE(r.compute, (102400 + 32 * 33280) / c.elem_rate, 1e-9, 0,
+	    "optimizer: AdamW reads and writes 7 floats a parameter, zeroes 1");
+	UNIT_CLOSE(r.mem - mem, 8 * 33280, 1e-9, 0, "optimizer: AdamW's two "
+	    "moments held, SGD's none");
 }
 
 static void
@@ -606,6 +639,7 @@ test_ep(void)
 
 	cost_flat(&c, 2);
 	plan_opts(&o, &c, 1, 2, "256,64,4,4,32", 32);
+	o.adamw = 1;		/* the experts' moments too */
 	o.dims.moe.experts = 4, o.dims.moe.topk = 2, o.dims.moe_every = 1;
 	UNIT_OK(pick(&o, 2, 1, 1, 1, 1, 0, 0, 0, 0, &a1) &&
 	    pick(&o, 2, 1, 1, 1, 2, 0, 0, 0, 0, &a2) &&
@@ -702,6 +736,7 @@ main(void)
 	test_params_memory();
 	test_sim();
 	test_loads();
+	test_optimizer();
 	test_machine();
 	test_pipe_msgs();
 	test_zero3();
