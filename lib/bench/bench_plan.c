@@ -388,7 +388,7 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 {
 	const struct bench_cost *c = o->cost;
 	int D = r->dp, T = r->tp, P = r->pp, C = r->cp, X = r->ep, m = r->micro;
-	int G = D * C, l, L = o->per_host;
+	int G = D * C, l, L = o->per_host, sh;
 	/* the ranks sharing one machine's cores: a host's, or those of the
 	 * hosts an emulated cluster runs on one machine */
 	int Lm = L * (c->machine_hosts > 1 ? c->machine_hosts : 1);
@@ -472,17 +472,21 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	lk = group_link(G, T, L, &l);
 	algo = lk == BENCH_TCP && l > 1 ? COLL_HIER : COLL_AUTO;
 	bw = st.fb * slow * 2 / 3;	/* the last micro-batch's backward */
+	/* a host holds l ranks of each of its L / l groups (one a TP rank),
+	 * which sync at once: across hosts they share its link, each
+	 * priced as the link carrying all of their bytes */
+	sh = lk == BENCH_TCP ? L / l : 1;
 	ar = rs = ag = 0;
 	r->bytes_dp = 0;
 	if (G > 1 && r->zero == 0)
 		ar = bench_cost_coll(c, COLL_KIND_ALLREDUCE, algo, lk, G, l,
-		    gd) + (G / X > 1 ? bench_cost_coll(c, COLL_KIND_ALLREDUCE,
-		    algo, lk, G / X, l, ge) : 0);
+		    sh * gd) + (G / X > 1 && ge > 0 ? bench_cost_coll(c,
+		    COLL_KIND_ALLREDUCE, algo, lk, G / X, l, sh * ge) : 0);
 	if (G > 1 && (r->zero == 1 || r->zero == 2)) {
 		rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, algo, lk, G,
-		    l, gd + ge);
+		    l, sh * (gd + ge));
 		ag = bench_cost_coll(c, COLL_KIND_ALLGATHER, algo, lk, G, l,
-		    gd + ge);
+		    sh * (gd + ge));
 	}
 	if (G > 1 && r->zero < 3) {
 		/* hidden behind the last micro-batch's backward where a core

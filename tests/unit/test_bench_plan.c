@@ -466,6 +466,36 @@ test_optimizer(void)
 	    "moments held, SGD's none");
 }
 
+/* dp 2 x tp 2 on 2 hosts of 2 ranks, compute free: each host holds one
+ * rank of each TP rank's DP group, whose allreduces (the gradient of
+ * half the gpt's p parameters, 2 p bytes) run at once over its link: the
+ * sync is priced as the link carrying both, 4 p bytes; dp 4 x tp 1's one
+ * group (2 ranks a host) as its own bytes. */
+static void
+test_shared_link(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double p;
+
+	cost_init(&c);
+	c.mm[0].rate = c.mm[1].rate = c.attn_rate = c.elem_rate = 1e30;
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	p = bench_plan_params(&o.dims);
+	o.mesh[0] = 2, o.mesh[1] = 2, o.mesh[2] = 1;
+	UNIT_OK(pick(&o, 2, 2, 1, 1, 1, 0, 0, 0, 0, &r), "shared link: dp 2 "
+	    "tp 2");
+	UNIT_CLOSE(r.dp_s, bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_AUTO,
+	    BENCH_TCP, 2, 1, 2 * 2 * p), 1e-9, 0, "shared link: the 2 groups' "
+	    "allreduces over one link");
+	o.mesh[0] = 4, o.mesh[1] = 1;
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &r), "shared link: dp 4");
+	UNIT_CLOSE(r.dp_s, bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_HIER,
+	    BENCH_TCP, 4, 2, 4 * p), 1e-9, 0, "shared link: one group, its "
+	    "own bytes");
+}
+
 static void
 test_sim(void)
 {
@@ -737,6 +767,7 @@ main(void)
 	test_sim();
 	test_loads();
 	test_optimizer();
+	test_shared_link();
 	test_machine();
 	test_pipe_msgs();
 	test_zero3();
