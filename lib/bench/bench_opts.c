@@ -246,6 +246,7 @@ plan_option(struct bench_opts *o, int c, const char *a, char *err,
 			    "adamw, not '%s'", a);
 		o->plan.adamw = k == NN_ADAMW;
 		o->have_optim = 1;
+		o->dp.optimizer = a;	/* the runs' too (dp, mesh, --validate) */
 		break;
 	}
 	default: return 0;
@@ -518,9 +519,6 @@ plan_defaults(struct bench_opts *o, char *err, size_t errlen)
 	o->plan.batch = o->have_batch ? o->dp.batch : 8 * w;
 	o->top = o->top ? o->top : 10;
 	if (o->validate) {
-		if (o->plan.adamw)
-			return cli_fail(err, errlen, "plan --validate: the runs "
-			    "train with SGD; --optimizer adamw goes without it");
 		if (w > 64)
 			return cli_fail(err, errlen, "plan --validate: runs the "
 			    "%ld ranks on this host, at most 64", w);
@@ -563,8 +561,10 @@ check_misplaced(const struct bench_opts *o, int is_plan, char *err,
 		return cli_fail(err, errlen, "--ranks-per-host, --top, "
 		    "--mem-per-rank, --mesh, --validate and --export go with "
 		    "plan");
-	if (!is_plan && o->have_optim)
-		return cli_fail(err, errlen, "--optimizer goes with plan");
+	if (!is_plan && o->have_optim && strcmp(o->sub, "dp") != 0 &&
+	    strcmp(o->sub, "mesh") != 0)
+		return cli_fail(err, errlen, "--optimizer goes with dp, mesh and "
+		    "plan");
 	if (!is_plan && (o->plan.dims.moe.topk ||
 	    o->plan.dims.moe.capacity > 0 || o->plan.dims.moe_every))
 		return cli_fail(err, errlen, "--topk, --capacity and --moe-every "
