@@ -40,7 +40,8 @@
 # usage: examples/bench-plan.sh [local|netns|cluster|all] [OUTDIR]
 #   env W=4 (local ranks), STEPS=8 (per run, the first not timed),
 #   REPEAT=3 (rounds at most), OPTIMIZER=sgd (the runs' and the plan's),
-#   NS3_RANKS=2, FIT_MAX=16M (namespaces' largest size; local: 64M), COLL=1 (0: skip the coll check),
+#   NS3_RANKS=2, FIT_MAX=16M (namespaces' largest size; local: 64M),
+#   COLL=1 (0: skip the coll check),
 #   COLLX_BIN=DIR (default bin/)
 set -eu
 what=${1:-local}
