@@ -39,8 +39,9 @@
 # and OUTDIR/summary.txt.
 # usage: examples/bench-plan.sh [local|netns|cluster|all] [OUTDIR]
 #   env W=4 (local ranks), STEPS=8 (per run, the first not timed),
-#   REPEAT=3 (rounds at most), NS3_RANKS=2, FIT_MAX=16M (namespaces'
-#   largest size; local: 64M), COLL=1 (0: skip the coll check),
+#   REPEAT=3 (rounds at most), OPTIMIZER=sgd (the runs' and the plan's),
+#   NS3_RANKS=2, FIT_MAX=16M (namespaces' largest size; local: 64M),
+#   COLL=1 (0: skip the coll check),
 #   COLLX_BIN=DIR (default bin/)
 set -eu
 what=${1:-local}
@@ -50,6 +51,7 @@ bin=${COLLX_BIN:-$here/../bin}
 W=${W:-4}
 STEPS=${STEPS:-8}
 REPEAT=${REPEAT:-3}
+OPT=${OPTIMIZER:-sgd}
 NS3_RANKS=${NS3_RANKS:-2}
 FIT_MAX=${FIT_MAX:-16M}
 COLL=${COLL:-1}
@@ -204,13 +206,15 @@ run_local() {
 			    -n "$W" -- "$bin/collx-bench" coll
 			judged judge_coll "$d" "local $W ranks"
 		fi
-		"$bin/collx-bench" plan --cost "$d/cost-$name.json" --hosts 1 \
+		"$bin/collx-bench" plan --optimizer "$OPT" \
+		    --cost "$d/cost-$name.json" --hosts 1 \
 		    --ranks-per-host "$W" --arch "$arch" --dims "$dims" \
 		    --batch "$batch" --validate --steps "$STEPS" \
 		    --repeat "$REPEAT" --csv \
 		    >"$d/validate-$name.csv" 2>"$d/verdict-$name.txt" ||
 		    { cat "$d/verdict-$name.txt" >&2; return 1; }
-		"$bin/collx-bench" plan --cost "$d/cost-$name.json" --hosts 1 \
+		"$bin/collx-bench" plan --optimizer "$OPT" \
+		    --cost "$d/cost-$name.json" --hosts 1 \
 		    --ranks-per-host "$W" --arch "$arch" --dims "$dims" \
 		    --batch "$batch" --top 20 --csv >"$d/plan-$name.csv"
 		judged judge_mesh "$d/validate-$name.csv" \
@@ -294,12 +298,12 @@ run_ns() {
 			    -- "$bin/collx-bench" coll --iface eth0
 			judged judge_coll "$d" "$label"
 		fi
-		TMPDIR=$work "$bin/collx-bench" mesh -H "$hosts" \
+		TMPDIR=$work "$bin/collx-bench" mesh --optimizer "$OPT" -H "$hosts" \
 		    --ssh "$work/ssh" --master "$(netns_addr 0):29600" \
 		    --iface eth0 --arch "$arch" --dims "$dims" \
 		    --batch "$batch" --steps "$STEPS" --repeat "$REPEAT" -q \
 		    --csv >"$d/mesh-$name.csv"
-		"$bin/collx-bench" plan --cost "$d/cost-$name.json" \
+		"$bin/collx-bench" plan --optimizer "$OPT" --cost "$d/cost-$name.json" \
 		    --hosts "$H" --ranks-per-host "$L" --arch "$arch" \
 		    --dims "$dims" --batch "$batch" --top 100000 --csv \
 		    >"$d/plan-all-$name.csv"

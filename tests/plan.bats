@@ -254,6 +254,56 @@ PLAN_COLS=program,op,algo,rank,world_size,dtype,count,bytes,iter,seconds,algbw_g
 	[[ "${lines[0]}" == *"go with plan" ]]
 }
 
+@test "plan --optimizer: AdamW's rows dearer and heavier than SGD's (the default, as collx-train's); mesh and --validate give the runs it; a bad name or --optimizer with coll, p2p or fit exit 2" {
+	write_cost
+	for o in sgd adamw; do
+		run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+		    --ranks-per-host 2 --dims 256,32,2,2,16 --mesh 2,1,1 \
+		    --optimizer "$o" --top 1000 --csv
+		[ "$status" -eq 0 ]
+		echo "$output" | awk -F, '$16 == 0 && NR > 1 { print $10, $19, $24 }' >"$o.txt"
+		[ "$(wc -l <"$o.txt")" -eq 1 ]
+	done
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+	    --ranks-per-host 2 --dims 256,32,2,2,16 --mesh 2,1,1 --top 1000 --csv
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | awk -F, '$16 == 0 && NR > 1 { print $10, $19, $24 }')" = "$(cat sgd.txt)" ]
+	read -r s c m <sgd.txt
+	read -r s2 c2 m2 <adamw.txt
+	# dp 2, ZeRO 0: AdamW reads and writes 16 bytes more a parameter
+	# and holds two moments, 8 bytes a parameter more
+	awk -v a="$c" -v b="$c2" -v s="$s" -v t="$s2" 'BEGIN { d = (t - s) - (b - a); exit !(b > a && (d < 0 ? -d : d) < 1e-5 * t) }'
+	awk -v a="$m" -v b="$m2" 'BEGIN { exit !(b > a) }'
+	run timeout 30 collx-bench plan --cost cost.json --hosts 1 \
+	    --dims 256,32,2,2,16 --optimizer adam
+	[ "$status" -eq 2 ]
+	[ "${lines[0]}" = "collx-bench: --optimizer: want sgd or adamw, not 'adam'" ]
+	# mesh's and --validate's runs: a stand-in collx-run beside a copy
+	# of collx-bench records what it was given
+	mkdir fake
+	cp "$(command -v collx-bench)" fake/
+	ln -s "$(command -v collx-dp)" fake/collx-dp
+	ln -s "$(command -v collx-tensor)" fake/collx-tensor
+	printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"%s/args"\nexit 1\n' "$PWD" \
+	    >fake/collx-run
+	chmod +x fake/collx-run
+	run timeout 60 fake/collx-bench mesh -N 2 --arch mlp --dims 8,8,8,2 \
+	    --steps 2 --repeat 1 --optimizer adamw
+	grep -q -- '^-n 2 .* -- .*/collx-train .* --optimizer adamw' args ||
+	    { cat args; false; }
+	rm args
+	run timeout 60 fake/collx-bench plan --cost cost.json --hosts 1 \
+	    --ranks-per-host 2 --dims 256,32,2,2,16 --optimizer adamw \
+	    --validate --steps 2 --repeat 1
+	grep -q -- '^-n 2 .* -- .*/collx-train .* --optimizer adamw' args ||
+	    { cat args; false; }
+	for sub in coll p2p; do
+		run timeout 30 collx-bench "$sub" --optimizer sgd
+		[ "$status" -eq 2 ]
+		[ "${lines[0]}" = "collx-bench: --optimizer goes with dp, mesh and plan" ]
+	done
+}
+
 # ASTRA-sim 1.0's documented text workload: the parallelism, the layer
 # count, then a line a layer: name, a reserved integer, and three times a
 # compute time in cycles, a collective (ALLREDUCE, ALLGATHER, ALLTOALL;

@@ -197,6 +197,7 @@ struct bench_dp {
 	const char *powersgd, *powersgd_start;		/* or NULL */
 	const char *sync_every, *outer_lr, *outer_momentum;	/* or NULL */
 	const char *zeros;		/* comma list of --zero stages, or NULL */
+	const char *optimizer;		/* the runs' --optimizer, or NULL */
 	const char *arch, *dims;	/* collx-dp --init */
 	int experts;			/* mesh: its gpt's --experts (0: none);
 					 * each mesh also runs with every --ep */
@@ -240,7 +241,7 @@ int bench_make_inputs(const struct bench_dp *d, const char *dir,
 struct bench_argv {
 	char run[4200], prog[4200], model[4200], x[4200], y[4200];
 	char n[16], batch[32], steps[32], tmo[32], master[300];
-	char *argv[48];
+	char *argv[64];
 };
 int bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
     const char *dir, const char *prog, int world, long batch, int run);

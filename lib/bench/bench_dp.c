@@ -226,7 +226,7 @@ bench_train_argv(struct bench_argv *a, const struct bench_dp *d,
 	}
 	a->argv[k++] = "--batch"; a->argv[k++] = a->batch;
 	a->argv[k++] = "--steps"; a->argv[k++] = a->steps;
-	return k;
+	return pass(a->argv, k, "--optimizer", d->optimizer);
 }
 
 /* A method: a --sync algorithm, with a --zero stage when zero is not

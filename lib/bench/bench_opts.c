@@ -238,6 +238,17 @@ plan_option(struct bench_opts *o, int c, const char *a, char *err,
 		return cli_taken(cli_int_value("--moe-every", a, 1, 1 << 20,
 		    &d->moe_every, err, errlen));
 	case BENCH_OPT_MESH: return parse_mesh(o, a, err, errlen);
+	case BENCH_OPT_OPTIMIZER: {
+		enum nn_optim_kind k;
+
+		if (nn_optim_parse(a, &k) < 0)
+			return cli_fail(err, errlen, "--optimizer: want sgd or "
+			    "adamw, not '%s'", a);
+		o->plan.adamw = k == NN_ADAMW;
+		o->have_optim = 1;
+		o->dp.optimizer = a;	/* the runs' too (dp, mesh, --validate) */
+		break;
+	}
 	default: return 0;
 	}
 	return 1;
@@ -549,6 +560,10 @@ check_misplaced(const struct bench_opts *o, int is_plan, char *err,
 	    o->validate || o->export_dir || o->plan.mesh[0]))
 		return cli_fail(err, errlen, "--ranks-per-host, --top, "
 		    "--mem-per-rank, --mesh, --validate and --export go with "
+		    "plan");
+	if (!is_plan && o->have_optim && strcmp(o->sub, "dp") != 0 &&
+	    strcmp(o->sub, "mesh") != 0)
+		return cli_fail(err, errlen, "--optimizer goes with dp, mesh and "
 		    "plan");
 	if (!is_plan && (o->plan.dims.moe.topk ||
 	    o->plan.dims.moe.capacity > 0 || o->plan.dims.moe_every))

@@ -24,7 +24,7 @@ enum {
 	BENCH_OPT_SKEW, BENCH_OPT_REPEAT, BENCH_OPT_COST, BENCH_OPT_RPH,
 	BENCH_OPT_TOP, BENCH_OPT_MEM, BENCH_OPT_VALIDATE, BENCH_OPT_EXPORT,
 	BENCH_OPT_MESH, BENCH_OPT_ZERO, BENCH_OPT_EXPERTS, BENCH_OPT_TOPK,
-	BENCH_OPT_CAPACITY, BENCH_OPT_MOE_EVERY
+	BENCH_OPT_CAPACITY, BENCH_OPT_MOE_EVERY, BENCH_OPT_OPTIMIZER
 };
 #define BENCH_OPTS_SHORTOPTS "hVvqb:e:f:i:n:w:N:H:o:"
 /* collx-bench's own; the program adds dp's sync options and
@@ -61,7 +61,8 @@ enum {
 	{ "export", 1, 0, BENCH_OPT_EXPORT }, \
 	{ "mesh", 1, 0, BENCH_OPT_MESH }, { "topk", 1, 0, BENCH_OPT_TOPK }, \
 	{ "capacity", 1, 0, BENCH_OPT_CAPACITY }, \
-	{ "moe-every", 1, 0, BENCH_OPT_MOE_EVERY }
+	{ "moe-every", 1, 0, BENCH_OPT_MOE_EVERY }, \
+	{ "optimizer", 1, 0, BENCH_OPT_OPTIMIZER }
 
 #define BENCH_OPTS_MAXALGOS 16
 
@@ -71,6 +72,7 @@ struct bench_opts {
 	int have_b, have_e, have_n, have_w, have_batch, have_sync, have_world;
 	int have_skew;
 	int have_repeat;
+	int have_optim;			/* plan --optimizer given */
 	const char *out;		/* fit -o */
 	const char *cost;		/* plan, coll --cost */
 	struct bench_plan_opts plan;

@@ -36,32 +36,39 @@
  * enumeration meets, walked once: its idle share b, and its length in
  * pass times when a host's ranks share its cores (slots). */
 struct bubbles {
-	struct { int kind, m, w, n, L; double b, slots; } *v;
+	struct { int kind, m, w, n, L; double b, slots, *load; } *v;
 	int n;
 };
 
-/* The clocks of table s (equal passes), each as long as its slowest
- * host's active ranks over its cores make it: a stage of n ranks (the
- * ranks of one stage across dp, cp and tp), on host rank / L (L the
- * ranks sharing its cores: machine_hosts hosts' on one machine). With no
- * more active ranks than cores this is the clock count, the table's
- * length; with more, a pass of a crowded clock takes that much longer,
- * while the table's warm-up and drain run faster than the host's work
- * over its cores alone says. */
+/* The clocks of table s in passes of the heaviest stage, each as long
+ * as its slowest active stage's pass (stage j's load[j] of the
+ * heaviest's) or its busiest host's active work over its cores: a stage
+ * of n ranks (the ranks of one stage across dp, cp and tp), on host
+ * rank / L (L the ranks sharing its cores: machine_hosts hosts' on one
+ * machine). With no more active ranks than cores and equal stages this
+ * is the clock count, the table's length; with more, a pass of a
+ * crowded clock takes as long as the work of every active rank over the
+ * cores, a lighter stage's rank adding its load, while the table's
+ * warm-up and drain run faster than the host's work over its cores
+ * alone says. */
 static double
-slots(const struct pipe_sched *s, int n, int L, double cores)
+slots(const struct pipe_sched *s, int n, int L, double cores,
+    const double *load)
 {
 	int w = s->w, hosts = (int)(((long)w * n + L - 1) / L);
 	double t = 0, *act = cli_calloc((size_t)hosts, sizeof *act);
 
 	for (int c = 0; c < s->nclocks; c++) {
-		double worst = 1;
+		double worst = 0;
 		int mb, ch;
 
 		memset(act, 0, (size_t)hosts * sizeof *act);
 		for (int j = 0; j < w; j++)
-			if (pipe_sched_cell(s, c, j, &mb, &ch) != 0)
-				act[(long)j * n / L] += n < L ? n : L;
+			if (pipe_sched_cell(s, c, j, &mb, &ch) != 0) {
+				act[(long)j * n / L] += (n < L ? n : L) *
+				    load[j];
+				worst = fmax(worst, load[j]);
+			}
 		for (int h = 0; h < hosts; h++)
 			worst = fmax(worst, act[h] / cores);
 		t += worst;
@@ -72,7 +79,7 @@ slots(const struct pipe_sched *s, int n, int L, double cores)
 
 static double
 bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w, int n,
-    int L, double cores, double *sl)
+    int L, double cores, const double *load, double *sl)
 {
 	struct pipe_sched s;
 	char e[COLLX_ERRLEN];
@@ -83,7 +90,8 @@ bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w, int n,
 		return 0;
 	for (int i = 0; i < c->n; i++)
 		if (c->v[i].kind == (int)kind && c->v[i].m == m &&
-		    c->v[i].w == w && c->v[i].n == n && c->v[i].L == L) {
+		    c->v[i].w == w && c->v[i].n == n && c->v[i].L == L &&
+		    memcmp(c->v[i].load, load, (size_t)w * sizeof *load) == 0) {
 			*sl = c->v[i].slots;
 			return c->v[i].b;
 		}
@@ -93,14 +101,35 @@ bubble(struct bubbles *c, enum pipe_sched_kind kind, int m, int w, int n,
 		*sl = 2.0 * m / (1 - b);
 	} else {
 		b = pipe_sched_table_bubble(&s);
-		*sl = slots(&s, n, L, cores);
+		*sl = slots(&s, n, L, cores, load);
 	}
 	pipe_sched_free(&s);
 	c->v = cli_reallocarray(c->v, (size_t)c->n + 1, sizeof *c->v);
 	c->v[c->n].kind = kind, c->v[c->n].m = m, c->v[c->n].w = w;
 	c->v[c->n].n = n, c->v[c->n].L = L, c->v[c->n].slots = *sl;
+	c->v[c->n].load = cli_reallocarray(NULL, (size_t)w, sizeof *load);
+	memcpy(c->v[c->n].load, load, (size_t)w * sizeof *load);
 	c->v[c->n++].b = b;
 	return b;
+}
+
+/* One layer's parameters (its experts' too): what pipe_split balances. */
+static double
+layer_params(const struct nn_dims *d, int i)
+{
+	double D = d->d_model, f = d->d_ff, in, h;
+
+	if (d->arch == NN_MLP) {
+		in = i == 0 ? d->d_in : d->d_out;
+		h = d->d_hidden;
+		return in * h + h + h * d->d_out + d->d_out;
+	}
+	/* qkv, proj, fc1, fc2 with biases; two LayerNorms; a MoE layer: E
+	 * experts' mlps for the one, and the router */
+	return 3 * D * D + 3 * D + D * D + D + 2 * D * f + f + D + 4 * D +
+	    (d->moe.experts > 0 && nn_dims_moe_layer(d, i) ?
+	    (d->moe.experts - 1) * (2 * D * f + f + D) + D * d->moe.experts :
+	    0);
 }
 
 double
@@ -109,25 +138,12 @@ bench_plan_params(const struct nn_dims *d)
 	double n = 0;
 	int L = d->layers > 0 ? d->layers : 1;
 
-	if (d->arch == NN_MLP) {
-		for (int i = 0; i < L; i++) {
-			double in = i == 0 ? d->d_in : d->d_out;
-			double h = d->d_hidden;
-
-			n += in * h + h + h * d->d_out + d->d_out;
-		}
+	for (int i = 0; i < L; i++)
+		n += layer_params(d, i);
+	if (d->arch == NN_MLP)
 		return n;
-	}
-	double D = d->d_model, f = d->d_ff;
-
-	/* qkv, proj, fc1, fc2 with biases; two LayerNorms */
-	n = L * (3 * D * D + 3 * D + D * D + D + 2 * D * f + f + D + 4 * D);
-	/* a MoE layer: E experts' mlps for the one, and the router */
-	for (int i = 0; d->moe.experts > 0 && i < L; i++)
-		if (nn_dims_moe_layer(d, i))
-			n += (d->moe.experts - 1) * (2 * D * f + f + D) +
-			    D * d->moe.experts;
-	return n + (double)d->vocab * D + (double)d->seq * D + 2 * D;
+	return n + (double)d->vocab * d->d_model + (double)d->seq *
+	    d->d_model + 2.0 * d->d_model;
 }
 
 /* Which link class a group of n ranks at stride s crosses, and how many
@@ -159,13 +175,60 @@ bench_plan_expert_params(const struct nn_dims *d)
  * allreduces' seconds (*tp) and bytes (*tpb); the floats of activations
  * it keeps (*acts); its parameters (whole before TP; of which experts);
  * its layers and MoE layers; a layer's K and V bytes (kv, cp) and a MoE
- * layer's dispatched bytes (moe, ep). */
+ * layer's dispatched bytes (moe, ep); each stage's forward and backward
+ * as a share of the heaviest's (load, P of them, the caller's to free). */
 struct stage {
-	double fb, attn, tp, tpb, acts;
+	double fb, attn, tp, tpb, acts, *load;
 	double params, eparams;
 	double kv, moe;
 	int layers, nmoe;
 };
+
+/* The stages' layers as pipe_split balances them (on parameters) and
+ * each stage's forward and backward seconds of a micro-batch: its
+ * layers' (lay0 the first's, lay another's, moe more a MoE layer's), emb
+ * on the first stage and head on the last. The heaviest's is st->fb,
+ * its layers st->layers and MoE layers st->nmoe; st->load each stage's
+ * share of it. */
+static void
+stage_loads(const struct nn_dims *d, int P, double lay0, double lay,
+    double moe, double emb, double head, struct stage *st)
+{
+	int L = d->layers > 0 ? d->layers : 1, heavy = 0;
+	int *first = cli_calloc((size_t)P + 1, sizeof *first);
+	double *cum = cli_calloc((size_t)L + 1, sizeof *cum);
+
+	for (int l = 0; l < L; l++)
+		cum[l + 1] = cum[l] + layer_params(d, l);
+	for (int j = 1; j < P; j++) {
+		double want = cum[L] * j / P;
+		int best = first[j - 1] + 1;
+
+		for (int l = best; l <= L - (P - j); l++)
+			if (fabs(cum[l] - want) < fabs(cum[best] - want))
+				best = l;
+		first[j] = best;
+	}
+	first[P] = L;
+	st->load = cli_calloc((size_t)P, sizeof *st->load);
+	for (int j = 0; j < P; j++) {
+		for (int l = first[j]; l < first[j + 1]; l++)
+			st->load[j] += (l == 0 ? lay0 : lay) + (d->moe.experts >
+			    0 && nn_dims_moe_layer(d, l) ? moe : 0);
+		st->load[j] += (j == 0 ? emb : 0) + (j == P - 1 ? head : 0);
+		if (st->load[j] > st->load[heavy])
+			heavy = j;
+	}
+	st->fb = st->load[heavy];
+	st->layers = first[heavy + 1] - first[heavy];
+	st->nmoe = 0;
+	for (int l = first[heavy]; l < first[heavy + 1]; l++)
+		st->nmoe += d->moe.experts > 0 && nn_dims_moe_layer(d, l);
+	for (int j = 0; j < P; j++)
+		st->load[j] /= st->fb;
+	free(first);
+	free(cum);
+}
 
 static void
 stage_gpt(const struct bench_plan_opts *o, const struct bench_plan_row *r,
@@ -173,9 +236,10 @@ stage_gpt(const struct bench_plan_opts *o, const struct bench_plan_row *r,
 {
 	const struct bench_cost *c = o->cost;
 	const struct nn_dims *d = &o->dims;
-	int T = r->tp, C = r->cp, P = r->pp, tl, L = d->layers;
+	int T = r->tp, C = r->cp, P = r->pp, tl;
 	double D = d->d_model, f = d->d_ff / T, S = d->seq, t = b * S / C;
 	double h = d->heads / T, hd = D / d->heads, blk, mlp, ar, Ls, imb;
+	double lay;
 	double K = d->moe.topk > 0 ? d->moe.topk : 1, E = d->moe.experts;
 	double kept = d->moe.capacity > 0 && d->moe.capacity < 1 ?
 	    d->moe.capacity : 1;
@@ -184,8 +248,6 @@ stage_gpt(const struct bench_plan_opts *o, const struct bench_plan_row *r,
 	    .d = d->d_model, .nh = (int)h, .hd = (int)hd, .f = (int)f,
 	    .causal = 1, .act = NN_ACT_GELU };
 
-	Ls = ceil((double)L / P);
-	st->layers = (int)Ls;
 	/* causal attention of a rank's S/C queries: ring's contiguous chunks
 	 * leave the last rank C - 1/2 of the C/2 blocks a rank averages;
 	 * zigzag's pairs of chunks balance it */
@@ -196,18 +258,15 @@ stage_gpt(const struct bench_plan_opts *o, const struct bench_plan_row *r,
 	    20 * t * 4 * D / c->elem_rate;
 	mlp = bench_cost_linear(c, t, D, f) + bench_cost_linear(c, t, f, D) +
 	    20 * t * f / c->elem_rate;
-	/* the heaviest stage: the last, with the tied head and the loss
-	 * (the first holds only the embedding's gather) */
-	st->nmoe = 0;
-	for (int i = L - (int)Ls; i < L; i++)
-		st->nmoe += E > 0 && nn_dims_moe_layer(d, i);
 	/* a MoE layer: the router, and K experts' mlps a token (balanced
-	 * routing; a capacity under 1 drops the rest) */
-	st->fb = Ls * (blk + mlp) + st->nmoe * ((K * kept - 1) * mlp +
-	    bench_cost_linear(c, t, D, E)) +
-	    bench_cost_linear(c, t, D, d->vocab) +
-	    20 * t * d->vocab / c->elem_rate + (P == 1 ? 20 * t * D /
-	    c->elem_rate : 0);
+	 * routing; a capacity under 1 drops the rest); the last stage holds
+	 * the tied head and the loss, the first the embedding's gradient */
+	lay = blk + mlp;
+	stage_loads(d, P, lay, lay, (K * kept - 1) * mlp +
+	    bench_cost_linear(c, t, D, E), 20 * t * D / c->elem_rate,
+	    bench_cost_linear(c, t, D, d->vocab) + 20 * t * d->vocab /
+	    c->elem_rate, st);
+	Ls = st->layers;
 	st->attn *= Ls;
 	ar = T > 1 ? bench_cost_coll(c, COLL_KIND_ALLREDUCE, COLL_RING, tlk,
 	    T, tl, t * D * F4) : 0;
@@ -227,18 +286,18 @@ stage_mlp(const struct bench_plan_opts *o, const struct bench_plan_row *r,
 {
 	const struct bench_cost *c = o->cost;
 	const struct nn_dims *d = &o->dims;
-	int T = r->tp, P = r->pp, tl, L = d->layers > 0 ? d->layers : 1;
-	double H = (double)d->d_hidden / T, Ls, ar;
+	int T = r->tp, P = r->pp, tl;
+	double H = (double)d->d_hidden / T, Ls, ar, el = 20 * b * H /
+	    c->elem_rate;
 	enum bench_link tlk = group_link(T, 1, o->per_host, &tl);
 
-	Ls = ceil((double)L / P);
 	memset(st, 0, sizeof *st);
-	st->layers = (int)Ls;
-	/* the first layer's input is the widest: the heaviest stage */
-	st->fb = bench_cost_linear(c, b, d->d_in, H) +
-	    bench_cost_linear(c, b, H, d->d_out) + (Ls - 1) *
-	    (bench_cost_linear(c, b, d->d_out, H) + bench_cost_linear(c, b, H,
-	    d->d_out)) + 20 * b * (Ls * H + d->d_out) / c->elem_rate;
+	/* the first layer reads the input's width; the loss on the last */
+	stage_loads(d, P, bench_cost_linear(c, b, d->d_in, H) +
+	    bench_cost_linear(c, b, H, d->d_out) + el,
+	    bench_cost_linear(c, b, d->d_out, H) + bench_cost_linear(c, b, H,
+	    d->d_out) + el, 0, 0, 20 * b * d->d_out / c->elem_rate, st);
+	Ls = st->layers;
 	ar = T > 1 ? bench_cost_coll(c, COLL_KIND_ALLREDUCE, COLL_RING, tlk,
 	    T, tl, b * d->d_out * F4) : 0;
 	st->tp = Ls * 2 * ar;
@@ -329,12 +388,12 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 {
 	const struct bench_cost *c = o->cost;
 	int D = r->dp, T = r->tp, P = r->pp, C = r->cp, X = r->ep, m = r->micro;
-	int G = D * C, l, L = o->per_host;
+	int G = D * C, l, L = o->per_host, sh;
 	/* the ranks sharing one machine's cores: a host's, or those of the
 	 * hosts an emulated cluster runs on one machine */
 	int Lm = L * (c->machine_hosts > 1 ? c->machine_hosts : 1);
 	double b = (double)o->batch / D / m, slow, fit, gd, ge, ar, rs,
-	    ag, hide, kvt, bw, z3b = 0, sl, comm;
+	    ag, hide, kvt, bw, z3b = 0, sl, comm, clocks;
 	double width = o->dims.arch == NN_MLP ? o->dims.d_out :
 	    (double)o->dims.d_model * o->dims.seq / C;
 	struct stage st;
@@ -349,8 +408,12 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	hide = spare_core(c, Lm);
 	(o->dims.arch == NN_MLP ? stage_mlp : stage_gpt)(o, r, b, &st);
 	r->bubble_frac = bubble(bc, r->sched, m, P, T * C * D, Lm, c->cores,
-	    &sl);
-	r->compute = m * st.fb * slow;
+	    st.load, &sl);
+	free(st.load);
+	/* the heaviest stage's passes, at most the clocks they run in: a
+	 * crowded machine's cores also serve the lighter stages' ranks */
+	clocks = sl * st.fb / fit / 2;
+	r->compute = fmin(m * st.fb * slow, P > 1 ? clocks : INFINITY);
 	r->tp_s = m * st.tp;
 	r->pp_s = pipe_msgs(c, P, T * C * D, L, m, b * width * F4,
 	    o->dims.arch == NN_MLP ? 0 : (double)o->dims.vocab *
@@ -399,7 +462,7 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	 * are their path's already); the bubble what this adds to the
 	 * compute and communication */
 	comm = r->tp_s + r->cp_s + r->ep_s;
-	r->bubble = fmax(0, sl * st.fb / fit / 2 + comm / (1 -
+	r->bubble = fmax(0, clocks + comm / (1 -
 	    r->bubble_frac) - (r->compute + comm));
 	/* DP: the stage's gradient of this TP rank, summed over the dp x cp
 	 * ranks (cp's hold the same weights); the experts' over those of
@@ -409,17 +472,21 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 	lk = group_link(G, T, L, &l);
 	algo = lk == BENCH_TCP && l > 1 ? COLL_HIER : COLL_AUTO;
 	bw = st.fb * slow * 2 / 3;	/* the last micro-batch's backward */
+	/* a host holds l ranks of each of its L / l groups (one a TP rank),
+	 * which sync at once: across hosts they share its link, each
+	 * priced as the link carrying all of their bytes */
+	sh = lk == BENCH_TCP ? L / l : 1;
 	ar = rs = ag = 0;
 	r->bytes_dp = 0;
 	if (G > 1 && r->zero == 0)
 		ar = bench_cost_coll(c, COLL_KIND_ALLREDUCE, algo, lk, G, l,
-		    gd) + (G / X > 1 ? bench_cost_coll(c, COLL_KIND_ALLREDUCE,
-		    algo, lk, G / X, l, ge) : 0);
+		    sh * gd) + (G / X > 1 && ge > 0 ? bench_cost_coll(c,
+		    COLL_KIND_ALLREDUCE, algo, lk, G / X, l, sh * ge) : 0);
 	if (G > 1 && (r->zero == 1 || r->zero == 2)) {
 		rs = bench_cost_coll(c, COLL_KIND_REDUCE_SCATTER, algo, lk, G,
-		    l, gd + ge);
+		    l, sh * (gd + ge));
 		ag = bench_cost_coll(c, COLL_KIND_ALLGATHER, algo, lk, G, l,
-		    gd + ge);
+		    sh * (gd + ge));
 	}
 	if (G > 1 && r->zero < 3) {
 		/* hidden behind the last micro-batch's backward where a core
@@ -437,25 +504,29 @@ predict(const struct bench_plan_opts *o, struct bubbles *bc,
 		r->bytes_dp = z3b;
 	} else
 		r->dp_s = 0;
-	/* Adam: parameters, gradients and two moments read and written; and
-	 * the gradients zeroed for the next step (the whole, at any level) */
-	r->compute += (28 / (r->zero > 0 ? (r->hsdp ? l : G) : 1.0) + 4) *
-	    (gd + ge) / F4 / c->elem_rate * slow;
+	/* the optimizer on the rank's shard: AdamW reads and writes the
+	 * parameters and two moments and reads the gradients (7 floats a
+	 * parameter), SGD (no momentum) reads the parameters and gradients
+	 * and writes the parameters (3); and the gradients zeroed for the
+	 * next step (the whole, at any level) */
+	r->compute += ((o->adamw ? 28 : 12) / (r->zero > 0 ? (r->hsdp ? l :
+	    G) : 1.0) + 4) * (gd + ge) / F4 / c->elem_rate * slow;
 	r->step = r->compute + r->tp_s + r->pp_s + r->cp_s + r->ep_s +
 	    r->bubble + r->dp_s;
 	r->bytes_tp = m * st.tpb;
 	r->bytes_pp = P > 1 ? m * 2 * b * width * F4 : 0;
 	/* params, gradients (ZeRO 2: a shard), Adam's two moments (ZeRO 1,
-	 * 2: a shard); ZeRO 3: all three a shard, with two layers gathered
+	 * 2: a shard; SGD none); ZeRO 3: all a shard, with two layers gathered
 	 * whole (this one and the prefetched); and the activations of the
 	 * micro-batches in flight */
 	if (r->zero == 3) {
 		int n = r->hsdp ? l : G;
 
-		r->mem = (gd + ge) * 4 / n + 2 * gd / st.layers;
+		r->mem = (gd + ge) * (o->adamw ? 4 : 2) / n + 2 * gd /
+		    st.layers;
 	} else
 		r->mem = (gd + ge) * (1 + (r->zero >= 2 ? 1.0 / G : 1) +
-		    2.0 / (r->zero >= 1 ? G : 1));
+		    (o->adamw ? 2.0 : 0) / (r->zero >= 1 ? G : 1));
 	r->mem += st.acts * F4 * (r->sched == PIPE_SCHED_GPIPE ? m :
 	    (m < P ? m : P));
 	r->tokens = o->dims.arch == NN_MLP ? (double)o->batch :
@@ -577,6 +648,8 @@ bench_plan(const struct bench_plan_opts *o, struct bench_plan_row **rows,
 				continue;
 			options(o, &bc, D, C, T, P, rows, n, &cap);
 		}
+	for (int i = 0; i < bc.n; i++)
+		free(bc.v[i].load);
 	free(bc.v);
 	if (*n == 0) {
 		*code = CLI_EXIT_DATA;

@@ -20,6 +20,8 @@ struct bench_plan_opts {
 	int as_mesh;			/* only what collx-bench mesh runs:
 					 * ZeRO 0, 1F1B, P micro-batches, no
 					 * cp or ep */
+	int adamw;			/* the optimizer priced: AdamW (0:
+					 * SGD, collx-train's default) */
 };
 
 /* One mesh and its options, predicted. Axes of the step, seconds:

@@ -286,6 +286,7 @@ test_params_memory(void)
 	}
 	cost_init(&c);
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 32);
+	o.adamw = 1;		/* its two moments, sharded by ZeRO 1 */
 	o.mesh[0] = 4, o.mesh[1] = 1, o.mesh[2] = 1;
 	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0 &&
 	    n == 4, "dp 4: ZeRO 0, 1, 2 and 3");
@@ -346,8 +347,9 @@ cost_flat(struct bench_cost *c, int cores)
 	c->cores = cores;
 }
 
-/* GPipe over 4 stages of one rank on a host of 2 cores, m = 4, no
- * communication or elementwise cost: its forward clocks have 1, 2, 3, 4,
+/* GPipe over 4 equal stages of one rank (an mlp of 4 layers of one
+ * width) on a host of 2 cores, m = 4, no communication or elementwise
+ * cost: its forward clocks have 1, 2, 3, 4,
  * 3, 2, 1 stages active, the backward's the same; a clock of a active
  * ranks takes max(1, a / 2) passes: 2 (1 + 1 + 1.5 + 2 + 1.5 + 1 + 1) =
  * 18 passes, where the 4 ranks' work over the 2 cores is 16 (the
@@ -380,6 +382,120 @@ gpipe18(struct bench_plan_opts *o, const char *what)
 	free(r);
 }
 
+/* o's model made an mlp of dims (d_in, hidden, d_out, layers). */
+static void
+mlp_dims(struct bench_plan_opts *o, const char *dims)
+{
+	char e[COLLX_ERRLEN];
+
+	o->dims.arch = NN_MLP;
+	if (nn_dims_parse(dims, NN_MLP, &o->dims, e, sizeof e) < 0)
+		printf("# %s\n", e);
+}
+
+/* Unequal stages on a crowded core: an mlp of 4 equal layers on pp 3
+ * (pipe_split's 1, 2, 1 layers: loads 1/2, 1, 1/2 of the heaviest's fb,
+ * 2 layers of two 64 x 64 linears on 16 samples), 3 ranks on 1 core,
+ * GPipe m = 3, no communication or elementwise cost. The forward clocks
+ * hold stages {0} {0,1} {0,1,2} {1,2} {2}, each as long as its active
+ * work on the one core: 1/2 + 3/2 + 2 + 3/2 + 1/2 = 6 passes, the
+ * backward's the same: 12 passes of fb / 2, 6 fb, the 3 stages' work
+ * (3 micro-batches of 2 fb) over the core. Stages charged as heavy as
+ * the heaviest would take 18 passes, 9 fb. */
+static void
+test_loads(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row *r;
+	char e[COLLX_ERRLEN];
+	int n, nfit, code, found = 0;
+	double fb;
+
+	cost_init(&c);
+	c.cores = 1, c.elem_rate = 1e30;
+	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
+	    .points = 5 };
+	plan_opts(&o, &c, 1, 3, "256,64,4,4,32", 48);
+	mlp_dims(&o, "64,64,64,4");
+	o.mesh[0] = 1, o.mesh[1] = 1, o.mesh[2] = 3;
+	fb = 4 * bench_cost_linear(&c, 16, 64, 64);
+	UNIT_OK(bench_plan(&o, &r, &n, &nfit, &code, e, sizeof e) == 0,
+	    "loads: pp 3 planned");
+	for (int i = 0; i < n; i++)
+		if (r[i].sched == PIPE_SCHED_GPIPE && r[i].micro == 3) {
+			UNIT_CLOSE(r[i].compute, 6 * fb, 1e-9, 0, "loads: "
+			    "the stages' work over the core, 6 fb");
+			UNIT_CLOSE(r[i].bubble, 0, 1e-12, 1e-15, "loads: "
+			    "no bubble beyond it");
+			found++;
+		}
+	UNIT_OK(found == 1, "loads: one GPipe row of m 3");
+	free(r);
+}
+
+/* The optimizer priced on one rank of an mlp of 4 layers of 64 x 64
+ * (33280 parameters: 4 (64 64 + 64 + 64 64 + 64)), matmuls free, 16
+ * samples: the forward and backward's elementwise bytes 20 x 16 (4 x 64 +
+ * 64) = 102400, and each parameter's optimizer step and zeroed
+ * gradient: SGD 12 + 4 bytes (3 + 1 floats), AdamW 28 + 4 (7 + 1);
+ * AdamW's two moments held, 8 bytes a parameter. */
+static void
+test_optimizer(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double mem;
+
+	cost_init(&c);
+	c.mm[0].rate = c.mm[1].rate = 1e30;
+	plan_opts(&o, &c, 1, 1, "256,64,4,4,32", 16);
+	mlp_dims(&o, "64,64,64,4");
+	o.mesh[0] = o.mesh[1] = o.mesh[2] = 1;
+	UNIT_OK(pick(&o, 1, 1, 1, 1, 1, 0, 0, 0, 0, &r), "optimizer: SGD's row");
+	UNIT_CLOSE(r.compute, (102400 + 16 * 33280) / c.elem_rate, 1e-9, 0,
+	    "optimizer: SGD reads and writes 3 floats a parameter, zeroes 1");
+	mem = r.mem;
+	o.adamw = 1;
+	UNIT_OK(pick(&o, 1, 1, 1, 1, 1, 0, 0, 0, 0, &r), "optimizer: AdamW's "
+	    "row");
+	UNIT_CLOSE(r.compute, (102400 + 32 * 33280) / c.elem_rate, 1e-9, 0,
+	    "optimizer: AdamW reads and writes 7 floats a parameter, zeroes 1");
+	UNIT_CLOSE(r.mem - mem, 8 * 33280, 1e-9, 0, "optimizer: AdamW's two "
+	    "moments held, SGD's none");
+}
+
+/* dp 2 x tp 2 on 2 hosts of 2 ranks, compute free: each host holds one
+ * rank of each TP rank's DP group, whose allreduces (the gradient of
+ * half the gpt's p parameters, 2 p bytes) run at once over its link: the
+ * sync is priced as the link carrying both, 4 p bytes; dp 4 x tp 1's one
+ * group (2 ranks a host) as its own bytes. */
+static void
+test_shared_link(void)
+{
+	struct bench_cost c;
+	struct bench_plan_opts o;
+	struct bench_plan_row r;
+	double p;
+
+	cost_init(&c);
+	c.mm[0].rate = c.mm[1].rate = c.attn_rate = c.elem_rate = 1e30;
+	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	p = bench_plan_params(&o.dims);
+	o.mesh[0] = 2, o.mesh[1] = 2, o.mesh[2] = 1;
+	UNIT_OK(pick(&o, 2, 2, 1, 1, 1, 0, 0, 0, 0, &r), "shared link: dp 2 "
+	    "tp 2");
+	UNIT_CLOSE(r.dp_s, bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_AUTO,
+	    BENCH_TCP, 2, 1, 2 * 2 * p), 1e-9, 0, "shared link: the 2 groups' "
+	    "allreduces over one link");
+	o.mesh[0] = 4, o.mesh[1] = 1;
+	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &r), "shared link: dp 4");
+	UNIT_CLOSE(r.dp_s, bench_cost_coll(&c, COLL_KIND_ALLREDUCE, COLL_HIER,
+	    BENCH_TCP, 4, 2, 4 * p), 1e-9, 0, "shared link: one group, its "
+	    "own bytes");
+}
+
 static void
 test_sim(void)
 {
@@ -391,6 +507,7 @@ test_sim(void)
 	c.link[BENCH_SHM] = (struct bench_ab){ .alpha = 0, .beta = 1e30,
 	    .points = 5 };
 	plan_opts(&o, &c, 1, 4, "256,64,4,4,32", 16);
+	mlp_dims(&o, "64,64,64,4");
 	gpipe18(&o, "sim: one host");
 }
 
@@ -416,6 +533,7 @@ test_machine(void)
 	c.link[BENCH_SHM] = c.link[BENCH_TCP] = (struct bench_ab){ .alpha = 0,
 	    .beta = 1e30, .points = 5 };
 	plan_opts(&o, &c, 2, 2, "256,64,4,4,32", 16);
+	mlp_dims(&o, "64,64,64,4");
 	gpipe18(&o, "machine: 2 hosts of one machine");
 	o.mesh[0] = 4, o.mesh[2] = 1;
 	UNIT_OK(pick(&o, 4, 1, 1, 1, 1, 0, 0, 0, 0, &dp4), "machine: dp 4");
@@ -551,6 +669,7 @@ test_ep(void)
 
 	cost_flat(&c, 2);
 	plan_opts(&o, &c, 1, 2, "256,64,4,4,32", 32);
+	o.adamw = 1;		/* the experts' moments too */
 	o.dims.moe.experts = 4, o.dims.moe.topk = 2, o.dims.moe_every = 1;
 	UNIT_OK(pick(&o, 2, 1, 1, 1, 1, 0, 0, 0, 0, &a1) &&
 	    pick(&o, 2, 1, 1, 1, 2, 0, 0, 0, 0, &a2) &&
@@ -646,6 +765,9 @@ main(void)
 	test_bubble();
 	test_params_memory();
 	test_sim();
+	test_loads();
+	test_optimizer();
+	test_shared_link();
 	test_machine();
 	test_pipe_msgs();
 	test_zero3();
