@@ -21,8 +21,8 @@
 #             GPipe, M = 8) at W = 2 as a user launches it, against the
 #             PyTorch Gloo GPipe peer (examples/peers/torch_pipe.py)
 # Each launch of the grid also runs two probes of the machine with no
-# collx and no MPI in them: examples/peers/copy_probe.c (1 MiB copied to
-# and fro by one pinned process a CPU) and line_probe.c (a cache line
+# collx and no MPI in them, examples/peers/machine_probe.c's copy (1 MiB
+# copied to and fro by one pinned process a CPU) and line (a cache line
 # handed between two pinned processes): the machine's own spread between
 # launches, printed under the table with Open MPI's spreads and how
 # closely collx's 2-rank launches follow the probes (Pearson's r over the
@@ -71,8 +71,7 @@ trap cleanup EXIT
 . "$here/../tests/lib/slurm.bash"
 peers_detect bench-launch.sh "$work"
 probe=0
-if cc -O2 -o "$work/copy_probe" "$here/peers/copy_probe.c" &&
-    cc -O2 -o "$work/line_probe" "$here/peers/line_probe.c"; then
+if cc -O2 -o "$work/machine_probe" "$here/peers/machine_probe.c"; then
 	probe=1
 else
 	echo "bench-launch.sh: the machine's probes skipped: cc failed" >&2
@@ -212,9 +211,10 @@ for ((i = 1; i <= n; i++)); do
 	if [[ $parts == *" grid "* ]]; then
 		if [ $probe = 1 ]; then
 			rec probe copy 2 1048576 "$(timeout 60 \
-			    "$work/copy_probe" 1048576 "$iters" | peer_median)"
+			    "$work/machine_probe" copy 1048576 "$iters" |
+			    peer_median)"
 			rec probe line 2 4096 "$(timeout 60 \
-			    "$work/line_probe" 10000 | peer_median)"
+			    "$work/machine_probe" line 10000 | peer_median)"
 		fi
 		for world in 2 4; do
 			for bytes in $sizes; do

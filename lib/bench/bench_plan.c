@@ -29,6 +29,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_plan.h"
+#include "par/pipe.h"
 
 #define F4 4.0			/* bytes of an f32 */
 
@@ -200,16 +201,7 @@ stage_loads(const struct nn_dims *d, int P, double lay0, double lay,
 
 	for (int l = 0; l < L; l++)
 		cum[l + 1] = cum[l] + layer_params(d, l);
-	for (int j = 1; j < P; j++) {
-		double want = cum[L] * j / P;
-		int best = first[j - 1] + 1;
-
-		for (int l = best; l <= L - (P - j); l++)
-			if (fabs(cum[l] - want) < fabs(cum[best] - want))
-				best = l;
-		first[j] = best;
-	}
-	first[P] = L;
+	pipe_split_balanced(cum, L, P, first);
 	st->load = cli_calloc((size_t)P, sizeof *st->load);
 	for (int j = 0; j < P; j++) {
 		for (int l = first[j]; l < first[j + 1]; l++)

@@ -139,6 +139,11 @@ int pipe_layers(const struct nn_model *m);
  * reason: a usage error. */
 int pipe_split(const struct nn_model *m, int world, const char *split,
     int *first, char *err, size_t errlen);
+/* The balanced split of L layers whose running parameter counts are
+ * cum[0..L] (cum[0] = 0): stage j ends where the count comes nearest j+1
+ * world-ths of cum[L], keeping a layer per stage (1 <= world <= L). The
+ * plan prices stages as pipe_split makes them by calling it too. */
+void pipe_split_balanced(const double *cum, int L, int world, int *first);
 
 /* Trains m up to step cfg->steps (from cfg->resume's step, or 0); rank 0
  * then holds the whole trained model in m->params. res->steps and

@@ -29,7 +29,7 @@ pipe_split(const struct nn_model *m, int world, const char *split,
     int *first, char *err, size_t errlen)
 {
 	int L = pipe_layers(m), j, l;
-	double *cum, total;
+	double *cum;
 
 	if (world > L)
 		return cli_fail(err, errlen, "%d stages for %d layers: every "
@@ -64,18 +64,25 @@ pipe_split(const struct nn_model *m, int world, const char *split,
 	}
 	for (l = 0; l < L; l++)
 		cum[l + 1] += cum[l];
-	total = cum[L];
-	for (j = 1; j < world; j++) {
-		double want = total * j / world;
+	pipe_split_balanced(cum, L, world, first);
+	free(cum);
+	return 0;
+}
+
+void
+pipe_split_balanced(const double *cum, int L, int world, int *first)
+{
+	first[0] = 0;
+	for (int j = 1; j < world; j++) {
+		double want = cum[L] * j / world;
 		int best = first[j - 1] + 1;
-		for (l = best; l <= L - (world - j); l++)
+
+		for (int l = best; l <= L - (world - j); l++)
 			if (fabs(cum[l] - want) < fabs(cum[best] - want))
 				best = l;
 		first[j] = best;
 	}
 	first[world] = L;
-	free(cum);
-	return 0;
 }
 
 /* The stages (ranks) holding a parameter: a, and b (or -1). A layer's
