@@ -147,15 +147,70 @@ EOF
 	[ "$status" -eq 0 ]
 	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
 	[ "$line" = "collx-dp: matmuls: OpenBLAS sgemm, Haswell kernels (chosen by OPENBLAS_CORETYPE)" ]
-	run env -u OPENBLAS_CORETYPE timeout 60 collx-dp -v \
-	    -m g.safetensors --data "$GPL" --batch 8 --steps 2
-	[ "$status" -eq 0 ]
-	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
-	[[ "$line" == "collx-dp: matmuls: OpenBLAS sgemm, "*" kernels (OpenBLAS's choice for this CPU)" ]]
 	run env OPENBLAS_CORETYPE=Haswell timeout 60 collx-dp -m g.safetensors \
 	    --data "$GPL" --batch 8 --steps 2
 	[ "$status" -eq 0 ]
 	if grep -q 'matmuls:' <<<"$output"; then false; fi
+}
+
+# The widest kernel set this CPU runs, read from /proc/cpuinfo's flags:
+# SkylakeX's needs AVX-512 F, CD, BW, DQ and VL; Haswell's AVX2 and FMA.
+cpu_widest_set() {
+	local flags
+	flags=$(grep -m 1 '^flags' /proc/cpuinfo)
+	if [[ " $flags " == *" avx512f "* && " $flags " == *" avx512cd "* &&
+	    " $flags " == *" avx512bw "* && " $flags " == *" avx512dq "* &&
+	    " $flags " == *" avx512vl "* ]]; then
+		echo SkylakeX
+	elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+		echo Haswell
+	fi
+}
+
+@test "OpenBLAS's own kernel set narrower than the CPU's: named, with the OPENBLAS_CORETYPE that runs faster ones, on a terminal (not under -q, nor in a log) and in -v's line" {
+	timeout 10 collx-dp --init gpt --dims 256,32,2,2,16 --seed 1 \
+	    -o g.safetensors
+	run env -u OPENBLAS_CORETYPE timeout 60 collx-dp -v \
+	    -m g.safetensors --data "$GPL" --batch 8 --steps 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
+	core=$(sed -n 's/^collx-dp: matmuls: OpenBLAS sgemm, \([A-Za-z0-9]*\) kernels (.*/\1/p' <<<"$line")
+	[ -n "$core" ]
+	widest=$(cpu_widest_set)
+	case "$widest/$core" in
+	SkylakeX/SkylakeX | SkylakeX/Cooperlake | SkylakeX/SapphireRapids | \
+	Haswell/Haswell | Haswell/Zen | Haswell/Excavator | \
+	Haswell/SkylakeX | Haswell/Cooperlake | Haswell/SapphireRapids | /*)
+		advice= ;;
+	*)	advice=$widest ;;
+	esac
+	echo "CPU's widest set: ${widest:-none}, OpenBLAS's: $core, advice: ${advice:-none}"
+	plain="collx-dp: matmuls: OpenBLAS sgemm, $core kernels (OpenBLAS's choice for this CPU"
+	# a log: the summary alone
+	run env -u OPENBLAS_CORETYPE timeout 60 collx-dp -m g.safetensors \
+	    --data "$GPL" --batch 8 --steps 2
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "${lines[0]}" == "collx-dp: 2 steps, final loss "* ]]
+	timeout 60 script -qec "env -u OPENBLAS_CORETYPE collx-dp -m g.safetensors --data $GPL --batch 8 --steps 2" /dev/null >tty.out
+	timeout 60 script -qec "env -u OPENBLAS_CORETYPE collx-dp -q -m g.safetensors --data $GPL --batch 8 --steps 2" /dev/null >q.out
+	[ ! -s q.out ]
+	if [ -z "$advice" ]; then
+		[ "$line" = "$plain)" ]
+		if grep -q 'matmuls:' tty.out; then false; fi
+		return 0
+	fi
+	[ "$line" = "$plain; OPENBLAS_CORETYPE=$advice runs faster ones)" ]
+	# the last line on the terminal, after the summary
+	[ "$(command tr -d '\r' <tty.out | tail -n 1)" = "$line" ]
+	[ "$(grep -c 'matmuls:' tty.out)" -eq 1 ]
+	# the advice names a set this OpenBLAS takes
+	run env OPENBLAS_CORETYPE="$advice" timeout 60 collx-dp -v \
+	    -m g.safetensors --data "$GPL" --batch 8 --steps 2
+	[ "$status" -eq 0 ]
+	line=$(grep '^collx-dp: matmuls: ' <<<"$output")
+	[ "$line" = "collx-dp: matmuls: OpenBLAS sgemm, $advice kernels (chosen by OPENBLAS_CORETYPE)" ]
 }
 
 @test "--precision other than f32 or bf16 is a usage error in every program (exit 2), naming the value" {

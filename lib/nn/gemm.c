@@ -99,26 +99,11 @@ nn_set_precision(enum nn_precision p, char *err, size_t errlen)
 #endif
 }
 
-/* OpenBLAS picks its kernels for the CPU at load unless
- * OPENBLAS_CORETYPE names a set: on an AVX-512 machine told "Haswell",
- * sgemm ran 1.4x slower, so the line says who chose. */
-static const char *
-f32_impl(void)
-{
-	static char f32[256];
-	const char *forced = getenv("OPENBLAS_CORETYPE");
-
-	snprintf(f32, sizeof f32, "OpenBLAS sgemm, %s kernels (%s)",
-	    openblas_get_corename(), forced && *forced ?
-	    "chosen by OPENBLAS_CORETYPE" : "OpenBLAS's choice for this CPU");
-	return f32;
-}
-
 const char *
 nn_gemm_impl(void)
 {
 	if (precision == NN_PREC_F32)
-		return f32_impl();
+		return nn_blas_kernels();
 	if (portable)
 		return "portable bf16 (OpenBLAS sgemm on bf16-rounded inputs; "
 		    "no AVX512-BF16 or AMX)";

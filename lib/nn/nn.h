@@ -59,6 +59,17 @@ int nn_gemm_portable(void);
  * matmul brg:avx512_core_bf16 (95%), gemm:jit (5%)" (oneDNN's
  * implementations so far, with their shares of the multiply-adds). */
 const char *nn_gemm_impl(void);
+/* Under f32, e.g. "OpenBLAS sgemm, SkylakeX kernels (OpenBLAS's choice for
+ * this CPU)": the set and who chose it, with the faster one where
+ * nn_blas_better_core() names one. */
+const char *nn_blas_kernels(void);
+/* A kernel set faster than the one OpenBLAS chose for this CPU, to name in
+ * OPENBLAS_CORETYPE ("SkylakeX", "Haswell"), or NULL: none, or the set was
+ * chosen by OPENBLAS_CORETYPE. */
+const char *nn_blas_better_core(void);
+/* nn_blas_better_core()'s rule, for a set named core on a CPU with
+ * AVX-512 (F, CD, BW, DQ, VL) and with AVX2 and FMA. */
+const char *nn_blas_advice(const char *core, int cpu_avx512, int cpu_avx2);
 /* c[m,n] = alpha * op(a) op(b) + beta * c, row-major as cblas_sgemm's
  * CblasRowMajor (ta, tb: transpose a, b), in the process's precision.
  * Thread-safe (bf16 calls take turns). */

@@ -160,13 +160,20 @@ trainer_row(struct trainer *t, const char *op, const char *algo,
 
 /* The run's summary; with -v rank 0 then names the matmuls' kernels, known
  * only now under bf16 (oneDNN picks one per shape as its primitives are
- * made), and after a failure not at all: its message stays the last line. */
+ * made), and after a failure not at all: its message stays the last line.
+ * On a terminal it names them where OpenBLAS runs a set slower than the
+ * CPU's (a log keeps the summary alone). */
 void
 trainer_end(struct trainer *t)
 {
 	progress_end(&t->pr);
-	if (cli_rank == 0 && cli_verbose && !cli_quiet)
+	if (cli_rank != 0 || cli_quiet)
+		return;
+	if (cli_verbose)
 		cli_debug("matmuls: %s", nn_gemm_impl());
+	else if (t->pr.live && (nn_get_precision() == NN_PREC_F32 ||
+	    nn_gemm_portable()) && nn_blas_better_core())
+		cli_warn("matmuls: %s", nn_blas_kernels());
 }
 
 void

@@ -465,10 +465,30 @@ test_mlp_split(void)
 	free(scr), free(dfc1), free(dx1), free(dx2), free(g0);
 }
 
+/* Which kernel set to advise over OpenBLAS's choice: the widest one this
+ * CPU runs, only where OpenBLAS chose a narrower one. */
+static void
+test_blas_advice(void)
+{
+	const char *a;
+
+	UNIT_OK((a = nn_blas_advice("Prescott", 1, 1)) && !strcmp(a,
+	    "SkylakeX"), "an SSE3 set on an AVX-512 CPU: SkylakeX advised");
+	UNIT_OK((a = nn_blas_advice("Haswell", 1, 1)) && !strcmp(a,
+	    "SkylakeX"), "an AVX2 set on an AVX-512 CPU: SkylakeX advised");
+	UNIT_OK((a = nn_blas_advice("Nehalem", 0, 1)) && !strcmp(a,
+	    "Haswell"), "an SSE4 set on an AVX2 CPU: Haswell advised");
+	UNIT_OK(!nn_blas_advice("Cooperlake", 1, 1) &&
+	    !nn_blas_advice("skylakex", 1, 1) &&
+	    !nn_blas_advice("Zen", 0, 1) && !nn_blas_advice("Prescott", 0, 0),
+	    "no advice where the set is as wide as the CPU's vectors");
+}
+
 int
 main(void)
 {
 	nn_set_threads(1);
+	test_blas_advice();
 	test_linear(1);
 	test_linear(0);
 	test_gelu();
