@@ -86,8 +86,11 @@ peak() {
 # largest unit; on dp4 exactly its slices (8 * 3280/4 + 4256/4 = 7624)
 # and wte, the others their slices alone. The files' sha256 are those of
 # the route before (1ea0b1a, which gathered the state onto replica 0),
-# the same run: the same tensors in the same order, byte for byte.
+# the same run: the same tensors in the same order, byte for byte, as
+# OpenBLAS's Haswell kernels compute it (other sets' f32 sums round
+# differently: OpenBLAS's own choice differs from machine to machine).
 @test "collx-train --zero 1, 2, 3 checkpoints on dp2 x pp2, dp2 x tp2, dp4: the writer's params peak at most P/D + the largest unit, the previous route's bytes, resumed an uninterrupted run's bytes" {
+	export OPENBLAS_CORETYPE=Haswell
 	timeout 30 collx-dp --init gpt --dims 256,16,8,2,8 --seed 1 -o g.safetensors
 	G=(-m g.safetensors --data "$GPL" --batch 4 --optimizer adamw --lr 0.01)
 	declare -A sum=(

@@ -448,12 +448,14 @@ say_joined(const struct pipe_ft *ft, const int64_t *f, int n, long k,
 }
 
 /* The stage's records of steps [0, k) from the DP group's root: a rank
- * started again takes them; the others keep theirs (their own times). */
+ * started again takes them; the others keep theirs (their own times),
+ * receiving into scratch, while the root sends its own. */
 static int
 copy_stats(struct pipe_run *r, struct comm *dc, int root, long k)
 {
 	size_t len = (size_t)k * sizeof(*r->stat);
-	void *buf = r->cfg->ft->joining ? (void *)r->stat : malloc(len);
+	void *buf = r->cfg->ft->joining || comm_rank(dc) == root ?
+	    (void *)r->stat : malloc(len);
 	int rc;
 
 	if (buf == NULL)
