@@ -19,8 +19,11 @@
 # (--reshard-after-forward no, a row of its own) one gather a step, 2P
 # bytes, all before forward uses: hidden at most behind the forward's
 # compute, about C/3 (a backward computes about twice a forward).
+# The ranks start as ssh starts them, with a bare environment; an
+# OPENBLAS_CORETYPE set here goes with them (collx-run -x), for collx and
+# the peer alike.
 # usage: examples/bench-fsdp.sh [ROUNDS [RATES]]   (3, "10gbit 1gbit");
-# env STEPS (12), BATCH (8), OLD_BIN.
+# env STEPS (12), BATCH (8), OLD_BIN, OPENBLAS_CORETYPE.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="${COLLX_BIN:-$here/../bin}:$PATH"
@@ -58,6 +61,8 @@ for rate in $rates; do
 	netns_setup 2 --rate "$rate"
 	netns_fake_ssh "$work/ssh"
 	hosts="$(netns_addr 0):2,$(netns_addr 1):2"
+	fwd=()
+	[ -z "${OPENBLAS_CORETYPE:-}" ] || fwd=(-x OPENBLAS_CORETYPE)
 	for r in $(seq "$rounds"); do
 		for run in "${runs[@]}"; do
 			tool=${run%%:*} m=${run#*:}
@@ -70,7 +75,7 @@ for rate in $rates; do
 				tm=(--timing "$work/t.csv")
 			fi
 			# shellcheck disable=SC2086
-			collx-run -H "$hosts" --ssh "$work/ssh" \
+			collx-run -H "$hosts" --ssh "$work/ssh" "${fwd[@]}" \
 			    --master "$(netns_addr 0):$port" -- \
 			    "$dp" -m "$work/gpt.safetensors" \
 			    --data "$TEXT" --batch "$batch" --steps "$steps" \
@@ -88,7 +93,7 @@ for rate in $rates; do
 		done
 		if [ "$torch" = 1 ]; then
 			port=$((port + 1))
-			collx-run -H "$hosts" --ssh "$work/ssh" \
+			collx-run -H "$hosts" --ssh "$work/ssh" "${fwd[@]}" \
 			    --master "$(netns_addr 0):$port" \
 			    -x GLOO_SOCKET_IFNAME=eth0 -x OPENBLAS_NUM_THREADS=1 -- \
 			    "$PY" "$here/peers/torch_ddp.py" "$TEXT" 256 4 4 "$seq" \
