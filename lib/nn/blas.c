@@ -74,7 +74,9 @@ nn_blas_better_core(void)
 {
 	int avx512, avx2;
 
-	if (coretype_forced())
+	/* bf16 on oneDNN: OpenBLAS computes none of the products */
+	if (coretype_forced() || (nn_get_precision() != NN_PREC_F32 &&
+	    !nn_gemm_portable()))
 		return NULL;
 	cpu_vectors(&avx512, &avx2);
 	return nn_blas_advice(openblas_get_corename(), avx512, avx2);
@@ -86,15 +88,10 @@ nn_blas_kernels(void)
 	static char s[256];
 	const char *better = nn_blas_better_core();
 
-	if (coretype_forced())
-		snprintf(s, sizeof s, "OpenBLAS sgemm, %s kernels (chosen by "
-		    "OPENBLAS_CORETYPE)", openblas_get_corename());
-	else if (better)
-		snprintf(s, sizeof s, "OpenBLAS sgemm, %s kernels (OpenBLAS's "
-		    "choice for this CPU; OPENBLAS_CORETYPE=%s runs faster "
-		    "ones)", openblas_get_corename(), better);
-	else
-		snprintf(s, sizeof s, "OpenBLAS sgemm, %s kernels (OpenBLAS's "
-		    "choice for this CPU)", openblas_get_corename());
+	snprintf(s, sizeof s, "OpenBLAS sgemm, %s kernels (%s%s%s%s)",
+	    openblas_get_corename(), coretype_forced() ?
+	    "chosen by OPENBLAS_CORETYPE" : "OpenBLAS's choice for this CPU",
+	    better ? "; OPENBLAS_CORETYPE=" : "", better ? better : "",
+	    better ? " runs faster ones" : "");
 	return s;
 }

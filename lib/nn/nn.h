@@ -64,8 +64,8 @@ const char *nn_gemm_impl(void);
  * nn_blas_better_core() names one. */
 const char *nn_blas_kernels(void);
 /* A kernel set faster than the one OpenBLAS chose for this CPU, to name in
- * OPENBLAS_CORETYPE ("SkylakeX", "Haswell"), or NULL: none, or the set was
- * chosen by OPENBLAS_CORETYPE. */
+ * OPENBLAS_CORETYPE ("SkylakeX", "Haswell"), or NULL: none, the set was
+ * chosen by OPENBLAS_CORETYPE, or the products are oneDNN's (bf16). */
 const char *nn_blas_better_core(void);
 /* nn_blas_better_core()'s rule, for a set named core on a CPU with
  * AVX-512 (F, CD, BW, DQ, VL) and with AVX2 and FMA. */

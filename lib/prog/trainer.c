@@ -171,8 +171,7 @@ trainer_end(struct trainer *t)
 		return;
 	if (cli_verbose)
 		cli_debug("matmuls: %s", nn_gemm_impl());
-	else if (t->pr.live && (nn_get_precision() == NN_PREC_F32 ||
-	    nn_gemm_portable()) && nn_blas_better_core())
+	else if (t->pr.live && nn_blas_better_core())
 		cli_warn("matmuls: %s", nn_blas_kernels());
 }
 
